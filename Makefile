@@ -1,0 +1,89 @@
+# specdec — build, test and benchmark.
+#
+#   make                    release build: build/release/specdec
+#   make BUILD=debug        -O0 -g, plus the debug-only consistency checks (SPECDEC_DEBUG)
+#   make SANITIZE=1 ...     the same with AddressSanitizer + UndefinedBehaviorSanitizer (build/<variant>-san/)
+#   make test               build and run the test suite; ends with "N passed, N failed"
+#   make test-neon          cross-build the kernel tests for aarch64 and run them under qemu-user
+#   make bench              build and run the benchmark (a program that prints tables, not a test)
+
+CC       ?= cc
+BUILD    ?= release
+SANITIZE ?= 0
+
+ifeq ($(BUILD),release)
+  OPT := -O2 -DNDEBUG
+else ifeq ($(BUILD),debug)
+  OPT := -O0 -DSPECDEC_DEBUG
+else
+  $(error BUILD must be release or debug, not '$(BUILD)')
+endif
+
+O := build/$(BUILD)
+ifeq ($(SANITIZE),1)
+  O   := $(O)-san
+  OPT += -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+endif
+
+# Libraries from Debian: OpenBLAS (large-T matmul), xxHash (hash tables, logits fingerprints), Jansson (JSON).
+PKGS   := jansson libxxhash openblas
+CFLAGS := -std=c11 -D_GNU_SOURCE -g -Wall -Wextra -Werror -MMD -MP -Isrc -Ikernels $(OPT) \
+          $(shell pkg-config --cflags $(PKGS))
+LDLIBS := $(shell pkg-config --libs $(PKGS)) -lpthread -lm
+
+# Kernels: the scalar reference everywhere, plus one file per instruction set, each with its own flags.
+# The ISA is chosen at start-up (kernels/dispatch.c); never -march=native.
+ARCH := $(shell $(CC) -dumpmachine | cut -d- -f1)
+ifeq ($(ARCH),x86_64)
+  KERNEL_SRC := kernels/scalar.c kernels/dispatch.c kernels/avx2.c kernels/avx512.c
+else ifeq ($(ARCH),aarch64)
+  KERNEL_SRC := kernels/scalar.c kernels/dispatch.c kernels/neon.c
+else
+  KERNEL_SRC := kernels/scalar.c kernels/dispatch.c
+endif
+$(O)/kernels/avx2.o:   CFLAGS += -mavx2 -mfma -mf16c
+$(O)/kernels/avx512.o: CFLAGS += -mavx512f -mavx512bw -mavx512dq -mavx512vl -mfma -mf16c
+
+LIB_SRC   := $(filter-out src/main.c,$(wildcard src/*.c)) $(KERNEL_SRC)
+LIB_OBJ   := $(LIB_SRC:%.c=$(O)/%.o)
+TEST_SRC  := $(wildcard tests/*.c)
+TEST_OBJ  := $(TEST_SRC:%.c=$(O)/%.o)
+BENCH_SRC := $(wildcard bench/*.c)
+BENCH_OBJ := $(BENCH_SRC:%.c=$(O)/%.o)
+
+.PHONY: all test test-neon bench clean
+all: $(O)/specdec
+
+$(O)/specdec: $(O)/src/main.o $(LIB_OBJ)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+$(O)/tests: $(TEST_OBJ) $(LIB_OBJ)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+$(O)/bench: $(BENCH_OBJ) $(LIB_OBJ)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+$(O)/%.o: %.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -c -o $@ $<
+
+test: $(O)/specdec $(O)/tests
+	SPECDEC_BIN=$(O)/specdec $(O)/tests $(T)
+
+bench: $(O)/specdec $(O)/bench
+	$(O)/bench $(BENCH_ARGS)
+
+# NEON: the kernels and their tests alone (no OpenBLAS, Jansson or xxHash needed), static, under qemu-user.
+NEON_CC  := aarch64-linux-gnu-gcc
+NEON_BIN := build/aarch64/test_kernels
+$(NEON_BIN): kernels/*.c kernels/*.h tests/harness.c tests/harness.h tests/test_kernels.c
+	@mkdir -p $(@D)
+	$(NEON_CC) -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Werror -Ikernels -Isrc -static -o $@ \
+	    kernels/scalar.c kernels/dispatch.c kernels/neon.c tests/harness.c tests/test_kernels.c -lpthread -lm
+test-neon: $(NEON_BIN)
+	qemu-aarch64 $(NEON_BIN)
+
+clean:
+	rm -rf build
+
+-include $(shell find build -name '*.d' 2>/dev/null)

@@ -1,0 +1,85 @@
+// kernels.h — the hot loops of a transformer, as one table of function pointers per instruction set.
+//
+// kernels/scalar.c is the reference: plain C, obviously right, the specification every other variant is tested
+// against (tests/test_kernels.c). avx2.c, avx512.c and neon.c implement the same signatures, each compiled with
+// its own flags; kernels_select() picks the best one the CPU and OS support, once, at start-up.
+//
+// Arguments are ordered outputs, inputs, sizes. Weights may be F32, F16 or BF16; arithmetic is always F32.
+#ifndef SPECDEC_KERNELS_H
+#define SPECDEC_KERNELS_H
+
+#include <stdint.h>
+
+typedef enum { WEIGHT_F32, WEIGHT_F16, WEIGHT_BF16, WEIGHT_TYPES } WeightType;
+
+// Batch invariance: every kernel computes row t of its output from row t of its input alone, with the same
+// operations in the same order whatever T, j0 and j1 are, so results are bit-identical across batch sizes and
+// thread counts.
+typedef void MatmulFn(float *out, const float *x, const void *w, const float *bias, int T, int n_in, int ld_out,
+                      int j0, int j1);
+
+typedef struct {
+    const char *name;  // "scalar", "avx2", "avx512", "neon"
+
+    // out[t, j] = bias[j] + Σ_i x[t, i] · W[j, i]     for t < T and j0 ≤ j < j1 (bias may be NULL)
+    //   out: [T, ld_out]   x: [T, n_in]   W: [n_out, n_in], 64-byte aligned, of the indexed WeightType
+    // Each weight row is read from memory once for all T rows of x: verifying γ+1 tokens streams the weights
+    // once, like decoding one.
+    MatmulFn *matmul[WEIGHT_TYPES];
+
+    // out = (x − mean(x)) / √(var(x) + eps) · gamma + beta          out, x, gamma, beta: [n]
+    void (*layernorm)(float *out, const float *x, const float *gamma, const float *beta, int n, float eps);
+
+    // In place, x: [n].  tanh form: 0.5x(1 + tanh(√(2/π)(x + 0.044715x³)));  erf form: 0.5x(1 + erf(x/√2))
+    void (*gelu_tanh)(float *x, int n);
+    void (*gelu_erf)(float *x, int n);
+
+    // In place, x: [n]: x_i = exp(x_i − max x) / Σ_j exp(x_j − max x)
+    void (*softmax)(float *x, int n);
+
+    // One query head attending over S cached positions (causal masking is the caller's choice of S):
+    //   out = Σ_s a_s V[s],   a = softmax(scale · (q · K[s])_s)
+    //   out, q: [hd]   K, V: S rows of hd floats, `stride` floats apart   scores: scratch [S]
+    void (*attention)(float *out, const float *q, const float *k, const float *v, float *scores, int S, int hd,
+                      int stride, float scale);
+
+    // out += x       out, x: [n]   (the residual connection)
+    void (*add)(float *out, const float *x, int n);
+} Kernels;
+
+extern const Kernels kernels_scalar;
+extern const Kernels kernels_avx2;
+extern const Kernels kernels_avx512;
+extern const Kernels kernels_neon;
+
+// The variants built into this binary that this CPU and OS can run, best last; *count receives their number.
+const Kernels *const *kernels_available(int *count);
+
+// The best available variant, or the one $SPECDEC_ISA names (scalar, avx2, avx512, neon). NULL if
+// $SPECDEC_ISA names a variant this binary or CPU lacks; *why then says which.
+const Kernels *kernels_select(const char **why);
+
+// Scalar conversions of one element (the SIMD files convert in bulk, to the same values).
+static inline float f16_to_f32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, mant = h & 0x3ff, bits;
+    if (exp == 0x1f) {
+        bits = sign | 0x7f800000u | (mant << 13);           // inf, nan
+    } else if (exp != 0) {
+        bits = sign | ((exp + 112) << 23) | (mant << 13);    // normal: rebias 15 → 127
+    } else if (mant == 0) {
+        bits = sign;                                         // ±0
+    } else {                                                 // subnormal: normalise
+        int e = -1;
+        do { mant <<= 1; e++; } while (!(mant & 0x400));
+        bits = sign | ((uint32_t)(112 - e) << 23) | ((mant & 0x3ff) << 13);
+    }
+    union { uint32_t u; float f; } v = {bits};
+    return v.f;
+}
+
+static inline float bf16_to_f32(uint16_t b) {
+    union { uint32_t u; float f; } v = {(uint32_t)b << 16};
+    return v.f;
+}
+
+#endif
