@@ -1,0 +1,250 @@
+// avx512.c — AVX-512 (F, BW, DQ, VL) kernels: 16 floats per register. Compiled with -mavx512* and called only
+// when cpuid and XCR0 say the CPU and OS support it (dispatch.c).
+#include <immintrin.h>
+#include <math.h>
+#include <string.h>
+
+#include "kernels.h"
+
+enum { LANES = 16 };
+
+// ---- loads: 16 elements (or the first n < 16, zero-filled) as floats --------------------------------------
+
+static inline __m512 load_f32(const float *p, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p); }
+
+static inline __m512 load_weights(const void *p, WeightType type, __mmask16 m) {
+    switch (type) {
+    case WEIGHT_F16: return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p));
+    case WEIGHT_BF16: {
+        __m512i wide = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p));
+        return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));  // bf16 is the top half of an f32
+    }
+    default: return _mm512_maskz_loadu_ps(m, p);
+    }
+}
+
+static inline __mmask16 first_n(int n) { return n >= LANES ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1); }
+
+// ---- matmul -------------------------------------------------------------------------------------------------
+//
+// A block of R weight rows × TT activation rows: each 16-wide slice of the R weight rows is loaded once and
+// multiplied into all TT activation rows (R·TT accumulators in registers). Every (t, j) pair sees the same
+// sequence of fused multiply-adds whatever R and TT are, so results do not depend on how rows are blocked.
+
+static inline __attribute__((always_inline)) void matmul_block(float *out, const float *x, const uint8_t *w,
+                                                               WeightType type, size_t row_bytes, const float *bias,
+                                                               int R, int TT, int n_in, int ld_out) {
+    const size_t elem = type == WEIGHT_F32 ? 4 : 2;
+    __m512 acc[4][4];
+    for (int r = 0; r < R; r++)
+        for (int t = 0; t < TT; t++) acc[r][t] = _mm512_setzero_ps();
+    for (int i = 0; i < n_in; i += LANES) {
+        __mmask16 m = first_n(n_in - i);
+        __m512 wv[4];
+        for (int r = 0; r < R; r++) wv[r] = load_weights(w + r * row_bytes + i * elem, type, m);
+        for (int t = 0; t < TT; t++) {
+            __m512 xv = load_f32(x + (size_t)t * n_in + i, m);
+            for (int r = 0; r < R; r++) acc[r][t] = _mm512_fmadd_ps(xv, wv[r], acc[r][t]);
+        }
+    }
+    for (int r = 0; r < R; r++)
+        for (int t = 0; t < TT; t++) {
+            float sum = _mm512_reduce_add_ps(acc[r][t]);
+            out[(size_t)t * ld_out + r] = bias ? sum + bias[r] : sum;
+        }
+}
+
+// Weight rows j0..j1 in blocks of 4 (the last few one at a time), activations in tiles of up to 4 rows.
+static inline __attribute__((always_inline)) void matmul(float *out, const float *x, const void *w,
+                                                         WeightType type, const float *bias, int T, int n_in,
+                                                         int ld_out, int j0, int j1) {
+    const size_t row_bytes = (size_t)n_in * (type == WEIGHT_F32 ? 4 : 2);
+    for (int j = j0; j < j1;) {
+        const int R = j1 - j >= 4 ? 4 : 1;
+        const uint8_t *wj = (const uint8_t *)w + (size_t)j * row_bytes;
+        const float *bj = bias ? bias + j : NULL;
+        for (int t = 0; t < T; t += 4) {
+            const float *xt = x + (size_t)t * n_in;
+            float *o = out + (size_t)t * ld_out + j;
+            switch ((R == 4 ? 10 : 0) + (T - t < 4 ? T - t : 4)) {
+            case 14: matmul_block(o, xt, wj, type, row_bytes, bj, 4, 4, n_in, ld_out); break;
+            case 13: matmul_block(o, xt, wj, type, row_bytes, bj, 4, 3, n_in, ld_out); break;
+            case 12: matmul_block(o, xt, wj, type, row_bytes, bj, 4, 2, n_in, ld_out); break;
+            case 11: matmul_block(o, xt, wj, type, row_bytes, bj, 4, 1, n_in, ld_out); break;
+            case 4: matmul_block(o, xt, wj, type, row_bytes, bj, 1, 4, n_in, ld_out); break;
+            case 3: matmul_block(o, xt, wj, type, row_bytes, bj, 1, 3, n_in, ld_out); break;
+            case 2: matmul_block(o, xt, wj, type, row_bytes, bj, 1, 2, n_in, ld_out); break;
+            default: matmul_block(o, xt, wj, type, row_bytes, bj, 1, 1, n_in, ld_out); break;
+            }
+        }
+        j += R;
+    }
+}
+
+static void matmul_f32(float *out, const float *x, const void *w, const float *bias, int T, int n_in, int ld_out,
+                       int j0, int j1) {
+    matmul(out, x, w, WEIGHT_F32, bias, T, n_in, ld_out, j0, j1);
+}
+static void matmul_f16(float *out, const float *x, const void *w, const float *bias, int T, int n_in, int ld_out,
+                       int j0, int j1) {
+    matmul(out, x, w, WEIGHT_F16, bias, T, n_in, ld_out, j0, j1);
+}
+static void matmul_bf16(float *out, const float *x, const void *w, const float *bias, int T, int n_in, int ld_out,
+                        int j0, int j1) {
+    matmul(out, x, w, WEIGHT_BF16, bias, T, n_in, ld_out, j0, j1);
+}
+
+// ---- elementwise math ---------------------------------------------------------------------------------------
+
+// exp(x) = 2^n · e^r with n = round(x / ln 2), r = x − n ln 2 ∈ [−ln2/2, ln2/2]; e^r by its degree-6 Taylor
+// polynomial (relative error < 2e-7), 2^n applied exactly by vscalefps.
+static inline __m512 exp_ps(__m512 x) {
+    x = _mm512_max_ps(_mm512_min_ps(x, _mm512_set1_ps(88.0f)), _mm512_set1_ps(-88.0f));
+    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.4426950408889634f)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);  // ln 2 in two parts, exact product
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187e-06f), r);
+    __m512 p = _mm512_set1_ps(1.0f / 720);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    return _mm512_scalef_ps(p, n);
+}
+
+// tanh(y) = 1 − 2 / (e^{2y} + 1)
+static inline __m512 tanh_ps(__m512 y) {
+    __m512 e = exp_ps(_mm512_add_ps(y, y));
+    return _mm512_sub_ps(_mm512_set1_ps(1.0f), _mm512_div_ps(_mm512_set1_ps(2.0f), _mm512_add_ps(e, _mm512_set1_ps(1.0f))));
+}
+
+// erf(x) by Abramowitz & Stegun 7.1.26: 1 − (a1 t + … + a5 t⁵) e^{−x²}, t = 1 / (1 + p|x|); |error| ≤ 1.5e-7.
+static inline __m512 erf_ps(__m512 x) {
+    __m512 ax = _mm512_abs_ps(x);
+    __m512 t = _mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_fmadd_ps(_mm512_set1_ps(0.3275911f), ax, _mm512_set1_ps(1.0f)));
+    __m512 poly = _mm512_set1_ps(1.061405429f);
+    poly = _mm512_fmadd_ps(poly, t, _mm512_set1_ps(-1.453152027f));
+    poly = _mm512_fmadd_ps(poly, t, _mm512_set1_ps(1.421413741f));
+    poly = _mm512_fmadd_ps(poly, t, _mm512_set1_ps(-0.284496736f));
+    poly = _mm512_fmadd_ps(poly, t, _mm512_set1_ps(0.254829592f));
+    poly = _mm512_mul_ps(poly, t);
+    __m512 y = _mm512_fnmadd_ps(poly, exp_ps(_mm512_mul_ps(_mm512_sub_ps(_mm512_setzero_ps(), ax), ax)), _mm512_set1_ps(1.0f));
+    return _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(y),  // copy the sign of x
+                                               _mm512_and_si512(_mm512_castps_si512(x), _mm512_set1_epi32(INT32_MIN))));
+}
+
+static void gelu_tanh(float *x, int n) {
+    const __m512 half = _mm512_set1_ps(0.5f), one = _mm512_set1_ps(1.0f);
+    for (int i = 0; i < n; i += LANES) {
+        __mmask16 m = first_n(n - i);
+        __m512 v = load_f32(x + i, m);
+        __m512 inner = _mm512_mul_ps(_mm512_set1_ps(0.7978845608028654f),
+                                     _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(0.044715f), v), _mm512_mul_ps(v, v), v));
+        _mm512_mask_storeu_ps(x + i, m, _mm512_mul_ps(_mm512_mul_ps(half, v), _mm512_add_ps(one, tanh_ps(inner))));
+    }
+}
+
+static void gelu_erf(float *x, int n) {
+    const __m512 half = _mm512_set1_ps(0.5f), one = _mm512_set1_ps(1.0f);
+    for (int i = 0; i < n; i += LANES) {
+        __mmask16 m = first_n(n - i);
+        __m512 v = load_f32(x + i, m);
+        __m512 e = erf_ps(_mm512_mul_ps(v, _mm512_set1_ps(0.7071067811865476f)));
+        _mm512_mask_storeu_ps(x + i, m, _mm512_mul_ps(_mm512_mul_ps(half, v), _mm512_add_ps(one, e)));
+    }
+}
+
+// ---- reductions over a row ----------------------------------------------------------------------------------
+
+static float row_sum(const float *x, int n) {
+    __m512 acc = _mm512_setzero_ps();
+    for (int i = 0; i < n; i += LANES) acc = _mm512_add_ps(acc, load_f32(x + i, first_n(n - i)));
+    return _mm512_reduce_add_ps(acc);
+}
+
+static float row_max(const float *x, int n) {
+    __m512 acc = _mm512_set1_ps(-INFINITY);
+    for (int i = 0; i < n; i += LANES) {
+        __mmask16 m = first_n(n - i);
+        acc = _mm512_mask_max_ps(acc, m, acc, _mm512_maskz_loadu_ps(m, x + i));
+    }
+    return _mm512_reduce_max_ps(acc);
+}
+
+static void layernorm(float *out, const float *x, const float *gamma, const float *beta, int n, float eps) {
+    const __m512 mean = _mm512_set1_ps(row_sum(x, n) / n);
+    __m512 acc = _mm512_setzero_ps();
+    for (int i = 0; i < n; i += LANES) {
+        __mmask16 m = first_n(n - i);
+        __m512 d = _mm512_maskz_sub_ps(m, load_f32(x + i, m), mean);
+        acc = _mm512_fmadd_ps(d, d, acc);
+    }
+    const __m512 inv_std = _mm512_set1_ps(1.0f / sqrtf(_mm512_reduce_add_ps(acc) / n + eps));
+    for (int i = 0; i < n; i += LANES) {
+        __mmask16 m = first_n(n - i);
+        __m512 d = _mm512_mul_ps(_mm512_sub_ps(load_f32(x + i, m), mean), inv_std);
+        _mm512_mask_storeu_ps(out + i, m, _mm512_fmadd_ps(d, load_f32(gamma + i, m), load_f32(beta + i, m)));
+    }
+}
+
+static void softmax(float *x, int n) {
+    const __m512 max = _mm512_set1_ps(row_max(x, n));
+    __m512 sum = _mm512_setzero_ps();
+    for (int i = 0; i < n; i += LANES) {
+        __mmask16 m = first_n(n - i);
+        __m512 e = _mm512_maskz_mov_ps(m, exp_ps(_mm512_sub_ps(load_f32(x + i, m), max)));
+        _mm512_mask_storeu_ps(x + i, m, e);
+        sum = _mm512_add_ps(sum, e);
+    }
+    const __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(sum));
+    for (int i = 0; i < n; i += LANES) {
+        __mmask16 m = first_n(n - i);
+        _mm512_mask_storeu_ps(x + i, m, _mm512_mul_ps(load_f32(x + i, m), inv));
+    }
+}
+
+static float dot(const float *a, const float *b, int n) {
+    __m512 acc = _mm512_setzero_ps();
+    for (int i = 0; i < n; i += LANES) {
+        __mmask16 m = first_n(n - i);
+        acc = _mm512_fmadd_ps(load_f32(a + i, m), load_f32(b + i, m), acc);
+    }
+    return _mm512_reduce_add_ps(acc);
+}
+
+// out += a · v      out, v: [n]
+static void axpy(float *out, float a, const float *v, int n) {
+    const __m512 av = _mm512_set1_ps(a);
+    for (int i = 0; i < n; i += LANES) {
+        __mmask16 m = first_n(n - i);
+        _mm512_mask_storeu_ps(out + i, m, _mm512_fmadd_ps(av, load_f32(v + i, m), load_f32(out + i, m)));
+    }
+}
+
+static void attention(float *out, const float *q, const float *k, const float *v, float *scores, int S, int hd,
+                      int stride, float scale) {
+    for (int s = 0; s < S; s++) scores[s] = dot(q, k + (size_t)s * stride, hd) * scale;
+    softmax(scores, S);
+    memset(out, 0, sizeof(float) * hd);
+    for (int s = 0; s < S; s++) axpy(out, scores[s], v + (size_t)s * stride, hd);
+}
+
+static void add(float *out, const float *x, int n) {
+    for (int i = 0; i < n; i += LANES) {
+        __mmask16 m = first_n(n - i);
+        _mm512_mask_storeu_ps(out + i, m, _mm512_add_ps(load_f32(out + i, m), load_f32(x + i, m)));
+    }
+}
+
+const Kernels kernels_avx512 = {
+    .name = "avx512",
+    .matmul = {[WEIGHT_F32] = matmul_f32, [WEIGHT_F16] = matmul_f16, [WEIGHT_BF16] = matmul_bf16},
+    .layernorm = layernorm,
+    .gelu_tanh = gelu_tanh,
+    .gelu_erf = gelu_erf,
+    .softmax = softmax,
+    .attention = attention,
+    .add = add,
+};

@@ -1,0 +1,105 @@
+// scalar.c — the reference kernels: plain C, one obvious loop per formula. Every SIMD variant is tested against
+// these on random inputs (tests/test_kernels.c), and SPECDEC_ISA=scalar runs the whole model on them.
+#include <math.h>
+#include <string.h>
+
+#include "kernels.h"
+
+// One weight element as a float. Rows are 64-byte aligned, so W is read through its own type.
+static float weight_at(const void *w, WeightType type, size_t index) {
+    switch (type) {
+    case WEIGHT_F16: return f16_to_f32(((const uint16_t *)w)[index]);
+    case WEIGHT_BF16: return bf16_to_f32(((const uint16_t *)w)[index]);
+    default: return ((const float *)w)[index];
+    }
+}
+
+// out[t, j] = bias[j] + Σ_i x[t, i] · W[j, i]      out: [T, ld_out]  x: [T, n_in]  W: [n_out, n_in]
+static void matmul(float *out, const float *x, const void *w, WeightType type, const float *bias, int T,
+                   int n_in, int ld_out, int j0, int j1) {
+    for (int j = j0; j < j1; j++) {
+        for (int t = 0; t < T; t++) {
+            float sum = 0.0f;
+            for (int i = 0; i < n_in; i++) sum += x[(size_t)t * n_in + i] * weight_at(w, type, (size_t)j * n_in + i);
+            out[(size_t)t * ld_out + j] = bias ? sum + bias[j] : sum;
+        }
+    }
+}
+
+static void matmul_f32(float *out, const float *x, const void *w, const float *bias, int T, int n_in, int ld_out,
+                       int j0, int j1) {
+    matmul(out, x, w, WEIGHT_F32, bias, T, n_in, ld_out, j0, j1);
+}
+static void matmul_f16(float *out, const float *x, const void *w, const float *bias, int T, int n_in, int ld_out,
+                       int j0, int j1) {
+    matmul(out, x, w, WEIGHT_F16, bias, T, n_in, ld_out, j0, j1);
+}
+static void matmul_bf16(float *out, const float *x, const void *w, const float *bias, int T, int n_in, int ld_out,
+                        int j0, int j1) {
+    matmul(out, x, w, WEIGHT_BF16, bias, T, n_in, ld_out, j0, j1);
+}
+
+// LayerNorm (Ba et al. 2016) over one row: out = (x − μ) / √(σ² + eps) · γ + β
+static void layernorm(float *out, const float *x, const float *gamma, const float *beta, int n, float eps) {
+    float mean = 0.0f;
+    for (int i = 0; i < n; i++) mean += x[i];
+    mean /= n;
+    float var = 0.0f;
+    for (int i = 0; i < n; i++) var += (x[i] - mean) * (x[i] - mean);
+    var /= n;
+    float inv_std = 1.0f / sqrtf(var + eps);
+    for (int i = 0; i < n; i++) out[i] = (x[i] - mean) * inv_std * gamma[i] + beta[i];
+}
+
+// GELU (Hendrycks & Gimpel 2016), tanh approximation: 0.5x(1 + tanh(√(2/π)(x + 0.044715x³)))
+static void gelu_tanh(float *x, int n) {
+    const float sqrt_2_over_pi = 0.7978845608028654f;
+    for (int i = 0; i < n; i++) x[i] = 0.5f * x[i] * (1.0f + tanhf(sqrt_2_over_pi * (x[i] + 0.044715f * x[i] * x[i] * x[i])));
+}
+
+// GELU, exact: x Φ(x) = 0.5x(1 + erf(x/√2))
+static void gelu_erf(float *x, int n) {
+    for (int i = 0; i < n; i++) x[i] = 0.5f * x[i] * (1.0f + erff(x[i] * 0.7071067811865476f));
+}
+
+// softmax(x)_i = exp(x_i − m) / Σ_j exp(x_j − m), m = max x (subtracting m changes nothing but overflow)
+static void softmax(float *x, int n) {
+    float max = x[0];
+    for (int i = 1; i < n; i++) max = x[i] > max ? x[i] : max;
+    float sum = 0.0f;
+    for (int i = 0; i < n; i++) {
+        x[i] = expf(x[i] - max);
+        sum += x[i];
+    }
+    for (int i = 0; i < n; i++) x[i] /= sum;
+}
+
+// Scaled dot-product attention (Vaswani et al. 2017, eq. 1) for one query over S keys:
+//   out = Σ_s a_s V[s],  a = softmax(scale · q·K[s])
+static void attention(float *out, const float *q, const float *k, const float *v, float *scores, int S, int hd,
+                      int stride, float scale) {
+    for (int s = 0; s < S; s++) {
+        float dot = 0.0f;
+        for (int i = 0; i < hd; i++) dot += q[i] * k[(size_t)s * stride + i];
+        scores[s] = dot * scale;
+    }
+    softmax(scores, S);
+    memset(out, 0, sizeof(float) * hd);
+    for (int s = 0; s < S; s++)
+        for (int i = 0; i < hd; i++) out[i] += scores[s] * v[(size_t)s * stride + i];
+}
+
+static void add(float *out, const float *x, int n) {
+    for (int i = 0; i < n; i++) out[i] += x[i];
+}
+
+const Kernels kernels_scalar = {
+    .name = "scalar",
+    .matmul = {[WEIGHT_F32] = matmul_f32, [WEIGHT_F16] = matmul_f16, [WEIGHT_BF16] = matmul_bf16},
+    .layernorm = layernorm,
+    .gelu_tanh = gelu_tanh,
+    .gelu_erf = gelu_erf,
+    .softmax = softmax,
+    .attention = attention,
+    .add = add,
+};
