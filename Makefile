@@ -25,8 +25,9 @@ ifeq ($(SANITIZE),1)
   OPT += -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 endif
 
-# Libraries from Debian: OpenBLAS (large-T matmul), xxHash (hash tables, logits fingerprints), Jansson (JSON).
-PKGS   := jansson libxxhash openblas
+# Libraries from Debian: OpenBLAS (large-T matmul), xxHash (hash tables, logits fingerprints), Jansson (JSON),
+# utf8proc (Unicode character classes for the tokenizer).
+PKGS   := jansson libxxhash openblas libutf8proc
 CFLAGS := -std=c11 -D_GNU_SOURCE -g -Wall -Wextra -Werror -MMD -MP -Isrc -Ikernels $(OPT) \
           $(shell pkg-config --cflags $(PKGS))
 LDLIBS := $(shell pkg-config --libs $(PKGS)) -lpthread -lm

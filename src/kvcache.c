@@ -1,0 +1,31 @@
+#include "kvcache.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+int kv_init(KVCache *cache, int n_layer, int n_ctx, int d, Err *err) {
+    size_t n = (size_t)n_layer * n_ctx * d;
+    // calloc'd pages are mapped lazily: a cache costs memory only for the positions actually used.
+    *cache = (KVCache){.n_layer = n_layer, .n_ctx = n_ctx, .d = d, .len = 0,
+                       .k = calloc(n, sizeof(float)), .v = calloc(n, sizeof(float))};
+    if (!cache->k || !cache->v) {
+        kv_free(cache);
+        return err_fmt(err, "out of memory for a KV cache of %d layers × %d positions × %d floats", n_layer, n_ctx, d);
+    }
+    return 0;
+}
+
+void kv_free(KVCache *cache) {
+    free(cache->k);
+    free(cache->v);
+    cache->k = cache->v = NULL;
+    cache->len = 0;
+}
+
+void kv_truncate(KVCache *cache, int n) {
+    if (n < 0 || n > cache->len) {  // a caller's bug, not bad input: stop loudly
+        fprintf(stderr, "kv_truncate: length %d outside [0, %d]\n", n, cache->len);
+        abort();
+    }
+    cache->len = n;
+}

@@ -1,0 +1,104 @@
+#include "sampling.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+int sampling_argmax(const float *logits, int V) {
+    int best = 0;
+    for (int i = 1; i < V; i++)
+        if (logits[i] > logits[best]) best = i;
+    return best;
+}
+
+// A token and its probability, sorted most likely first (the lower id first on a tie).
+typedef struct {
+    float p;
+    int id;
+} Candidate;
+
+static int by_probability_desc(const void *a, const void *b) {
+    const Candidate *x = a, *y = b;
+    if (x->p != y->p) return x->p < y->p ? 1 : -1;
+    return x->id - y->id;
+}
+
+int sampling_adjust(float *probs, const float *logits, int V, const SamplingParams *params, int *work) {
+    for (int i = 0; i < V; i++)
+        if (isnan(logits[i]) || logits[i] == INFINITY) return -1;
+    if (params->temperature <= 0.0f) {  // the one-hot limit
+        for (int i = 0; i < V; i++) probs[i] = 0.0f;
+        probs[sampling_argmax(logits, V)] = 1.0f;
+        return 0;
+    }
+    // softmax(logits / temperature)
+    float max = logits[sampling_argmax(logits, V)];
+    double sum = 0.0;
+    for (int i = 0; i < V; i++) sum += probs[i] = expf((logits[i] - max) / params->temperature);
+    for (int i = 0; i < V; i++) probs[i] = (float)(probs[i] / sum);
+    if ((params->top_k <= 0 || params->top_k >= V) && params->top_p >= 1.0f) return 0;
+
+    // Candidates in descending order; keep a prefix of them.
+    Candidate *c = malloc(sizeof(Candidate) * (size_t)V);
+    if (!c) abort();
+    for (int i = 0; i < V; i++) c[i] = (Candidate){probs[i], i};
+    qsort(c, (size_t)V, sizeof *c, by_probability_desc);
+    int keep = V;
+    if (params->top_k > 0 && params->top_k < V) {
+        keep = params->top_k;
+        while (keep < V && c[keep].p == c[keep - 1].p) keep++;  // ties at the k-th value stay
+    }
+    if (params->top_p < 1.0f) {
+        double mass = 0.0;
+        int n = 0;
+        while (n < keep && mass < params->top_p) mass += c[n++].p;
+        keep = n;
+    }
+    for (int i = 0; i < V; i++) work[i] = 0;
+    double kept = 0.0;
+    for (int n = 0; n < keep; n++) {
+        work[c[n].id] = 1;
+        kept += c[n].p;
+    }
+    for (int i = 0; i < V; i++) probs[i] = work[i] ? (float)(probs[i] / kept) : 0.0f;
+    free(c);
+    return 0;
+}
+
+static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+void rng_seed(Rng *rng, uint64_t seed) {
+    for (int i = 0; i < 4; i++) {  // splitmix64
+        uint64_t z = (seed += 0x9E3779B97F4A7C15ULL);
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+        rng->s[i] = z ^ (z >> 31);
+    }
+}
+
+uint64_t rng_next(Rng *rng) {
+    uint64_t *s = rng->s;
+    uint64_t result = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl(s[3], 45);
+    return result;
+}
+
+double rng_uniform(Rng *rng) { return (double)(rng_next(rng) >> 11) * 0x1.0p-53; }
+
+int sampling_draw(const float *probs, int V, double u) {
+    double total = 0.0;
+    for (int i = 0; i < V; i++) total += probs[i];
+    double target = u * total, cumulative = 0.0;
+    int last = 0;
+    for (int i = 0; i < V; i++) {
+        if (probs[i] <= 0.0f) continue;
+        cumulative += probs[i];
+        last = i;
+        if (target < cumulative) return i;
+    }
+    return last;  // rounding left u·total at the very top
+}
