@@ -30,6 +30,11 @@ typedef struct {
 // Reads and validates config.json. Unknown fields are ignored; known fields with unsupported values
 // (another model_type, an activation other than the GELUs, cross-attention, non-positive sizes, n_embd not
 // divisible by n_head, ...) are errors naming the file and the field.
+// Sizes must be integers in [1, 2^20] (so that 4·n_embd fits an int and a product of two sizes an int64_t).
+// "n_ctx" (older transformers) and the aliases hidden_size, max_position_embeddings, num_attention_heads and
+// num_hidden_layers are never used, only checked: if present they must equal the field they stand for.
+// bos/eos_token_id: null means none (-1); a given id must be in [0, vocab_size); an absent one defaults to 50256,
+// or to -1 when vocab_size is smaller.
 int config_load(Config *cfg, const char *path, Err *err);
 
 #endif

@@ -12,6 +12,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "error.h"
 
@@ -41,9 +42,15 @@ typedef struct {
     int n_files;
     StTensor *tensors;          // all tensors of all files, sorted by name
     int n_tensors;
+    char *index_path;           // the model.safetensors.index.json read, or NULL for a single file
 } StCheckpoint;
 
-// Opens one .safetensors file, or a folder holding model.safetensors or model.safetensors.index.json + shards.
+// Opens one .safetensors file, or a folder holding model.safetensors or model.safetensors.index.json + shards
+// (a path ending in model.safetensors.index.json also works). A folder with both uses model.safetensors.
+// Sharded checkpoints are checked for consistency: every tensor of weight_map is in the shard it names, every
+// tensor of every shard is in weight_map, no tensor is in two shards, and shard names are plain file names of
+// the folder (no '/' or "..").
+// On failure *ckpt is left empty (st_close is harmless) and err says what is wrong.
 int st_open(StCheckpoint *ckpt, const char *path, Err *err);
 void st_close(StCheckpoint *ckpt);
 
@@ -54,6 +61,23 @@ const char *st_dtype_name(StDtype dtype);
 size_t st_dtype_size(StDtype dtype);
 
 // Converts n elements of a F32, F16 or BF16 tensor's raw data (possibly unaligned) to floats.
+// Any other dtype is a programming error (callers check the dtype first) and aborts.
 void st_to_f32(float *out, const uint8_t *data, StDtype dtype, size_t n);
+
+// A human summary for `specdec inspect`: per file its path, size, header length, data offset (and whether it is
+// aligned), tensor count and metadata; then one aligned row per tensor: name, dtype, shape, bytes.
+void st_print(FILE *out, const StCheckpoint *ckpt);
+
+// ---- Shared with config.c: wording of the JSON readers' error messages ----
+
+struct json_t;
+
+// `value` as compact one-line JSON, e.g. "12" (with its quotes) or [1, 2], cut short with "..." to fit buf.
+// Returns buf.
+const char *st_json_brief(char *buf, size_t size, const struct json_t *value);
+
+// Replaces control characters in err->msg (names read from a file may hold "\n") by '?', so that the message
+// stays one line.
+void st_err_one_line(Err *err);
 
 #endif
