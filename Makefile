@@ -58,21 +58,21 @@ all: $(O)/specdec
 $(O)/specdec: $(O)/src/main.o $(LIB_OBJ)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
-$(O)/tests: $(TEST_OBJ) $(LIB_OBJ)
+$(O)/run-tests: $(TEST_OBJ) $(LIB_OBJ)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
-$(O)/bench: $(BENCH_OBJ) $(LIB_OBJ)
+$(O)/run-bench: $(BENCH_OBJ) $(LIB_OBJ)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
 $(O)/%.o: %.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -c -o $@ $<
 
-test: $(O)/specdec $(O)/tests
-	SPECDEC_BIN=$(O)/specdec $(O)/tests $(T)
+test: $(O)/specdec $(O)/run-tests
+	SPECDEC_BIN=$(O)/specdec $(O)/run-tests $(T)
 
-bench: $(O)/specdec $(O)/bench
-	$(O)/bench $(BENCH_ARGS)
+bench: $(O)/specdec $(O)/run-bench
+	$(O)/run-bench $(BENCH_ARGS)
 
 # NEON: the kernels and their tests alone (no OpenBLAS, Jansson or xxHash needed), static, under qemu-user.
 NEON_CC  := aarch64-linux-gnu-gcc

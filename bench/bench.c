@@ -6,7 +6,7 @@
 // fraction of that bandwidth reached, and the cost of a forward over T tokens relative to T = 1 — what
 // verifying γ + 1 draft tokens costs — and where OpenBLAS overtakes our matmul kernel.
 //
-//   build/release/bench [--threads N] [--quick]
+//   build/release/run-bench [--threads N] [--quick]
 #include <cblas.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -41,10 +41,31 @@ typedef struct {
     uint64_t sink[64];      // one result per thread, so the reads cannot be optimised away
 } ReadJob;
 
-// Sums this thread's share of the buffer with 8 independent accumulators (the loads are the whole cost).
+// Sums this thread's share of the buffer (the loads are the whole cost). Where the CPU has AVX-512, with 64-byte
+// loads — as the matmul kernels read weights — so that the limit is not understated.
+#if defined(__x86_64__)
+#include <immintrin.h>
+__attribute__((target("avx512f"))) static uint64_t read_avx512(const uint64_t *p, size_t n) {
+    __m512i a = _mm512_setzero_si512(), b = a, c = a, d = a;
+    for (size_t i = 0; i + 32 <= n; i += 32) {
+        a = _mm512_add_epi64(a, _mm512_load_si512(p + i));
+        b = _mm512_add_epi64(b, _mm512_load_si512(p + i + 8));
+        c = _mm512_add_epi64(c, _mm512_load_si512(p + i + 16));
+        d = _mm512_add_epi64(d, _mm512_load_si512(p + i + 24));
+    }
+    return (uint64_t)_mm512_reduce_add_epi64(_mm512_add_epi64(_mm512_add_epi64(a, b), _mm512_add_epi64(c, d)));
+}
+#endif
+
 static void read_thread(void *ctx, int thread, int n_threads) {
     ReadJob *job = ctx;
-    size_t begin = job->n * thread / n_threads / 8 * 8, end = job->n * (thread + 1) / n_threads / 8 * 8;
+    size_t begin = job->n * thread / n_threads / 32 * 32, end = job->n * (thread + 1) / n_threads / 32 * 32;
+#if defined(__x86_64__)
+    if (__builtin_cpu_supports("avx512f")) {
+        job->sink[thread] = read_avx512(job->data + begin, end - begin);
+        return;
+    }
+#endif
     uint64_t acc[8] = {0};
     for (size_t i = begin; i < end; i += 8)
         for (int k = 0; k < 8; k++) acc[k] += job->data[i + k];
@@ -83,15 +104,26 @@ static float random_uniform(void) {
     return (float)((rng_state * 0x2545F4914F6CDD1DULL) >> 40) * 0x1.0p-24f * 2.0f - 1.0f;
 }
 
-static void put_value(FILE *f, float v, bool bf16) {
-    if (!bf16) {
-        fwrite(&v, 4, 1, f);
-        return;
+// Writes `count` values as F32 or BF16 (rounded to nearest even), through a buffer.
+static void put_values(FILE *f, const TensorSpec *spec, size_t count, bool bf16) {
+    uint8_t buf[1 << 16];
+    size_t used = 0, elem = bf16 ? 2 : 4;
+    for (size_t k = 0; k < count; k++) {
+        float v = spec->constant ? spec->scale : spec->scale * random_uniform();
+        uint32_t bits;
+        memcpy(&bits, &v, 4);
+        if (bf16) {
+            uint16_t half = (uint16_t)((bits + 0x7fff + ((bits >> 16) & 1)) >> 16);
+            memcpy(buf + used, &half, 2);
+        } else {
+            memcpy(buf + used, &bits, 4);
+        }
+        used += elem;
+        if (used == sizeof buf || k + 1 == count) {
+            fwrite(buf, 1, used, f);
+            used = 0;
+        }
     }
-    uint32_t bits;
-    memcpy(&bits, &v, 4);
-    uint16_t half = (uint16_t)((bits + 0x7fff + ((bits >> 16) & 1)) >> 16);  // round to nearest even
-    fwrite(&half, 2, 1, f);
 }
 
 // Writes config.json and model.safetensors for GPT-2-small's shape into dir.
@@ -150,8 +182,7 @@ static int write_checkpoint(const char *dir, bool bf16, int n_layer, int d, int 
     fwrite(header, 1, hlen, f);
     for (int i = 0; i < n; i++) {
         size_t count = (size_t)specs[i].rows * (specs[i].cols ? specs[i].cols : 1);
-        for (size_t k = 0; k < count; k++)
-            put_value(f, specs[i].constant ? specs[i].scale : specs[i].scale * random_uniform(), bf16);
+        put_values(f, &specs[i], count, bf16);
     }
     int rc = ferror(f) ? -1 : 0;
     fclose(f);
@@ -215,28 +246,34 @@ static void bench_model(ThreadPool *pool, const char *dir, const char *label, do
 }
 
 // Our kernel against OpenBLAS's sgemm on one F32 matrix of GPT-2's MLP, [3072, 768], for T activation rows.
+// Both split the output columns between the pool's threads; OpenBLAS runs single-threaded in each, as in model.c.
 typedef struct {
     const Kernels *k;
     const float *w, *x;
     float *out;
     int T, n_in, n_out;
+    bool blas;
 } MatmulJob;
 
 static void matmul_thread(void *ctx, int thread, int n_threads) {
     MatmulJob *job = ctx;
     int j0, j1;
     pool_share(job->n_out, 16, thread, n_threads, &j0, &j1);
-    job->k->matmul[WEIGHT_F32](job->out, job->x, job->w, NULL, job->T, job->n_in, job->n_out, j0, j1);
+    if (job->blas)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, job->T, j1 - j0, job->n_in, 1.0f, job->x, job->n_in,
+                    job->w + (size_t)j0 * job->n_in, job->n_in, 0.0f, job->out + j0, job->n_out);
+    else
+        job->k->matmul[WEIGHT_F32](job->out, job->x, job->w, NULL, job->T, job->n_in, job->n_out, j0, j1);
 }
 
 static void bench_blas_crossover(ThreadPool *pool, int reps) {
-    const int n_in = 768, n_out = 3072, max_T = 128;
+    const int n_in = 768, n_out = 3072, max_T = 512;
     float *w = aligned_alloc(64, sizeof(float) * n_in * n_out), *x = aligned_alloc(64, sizeof(float) * max_T * n_in);
     float *out = aligned_alloc(64, sizeof(float) * max_T * n_out);
     for (int i = 0; i < n_in * n_out; i++) w[i] = random_uniform();
     for (int i = 0; i < max_T * n_in; i++) x[i] = random_uniform();
     const char *why;
-    MatmulJob job = {kernels_select(&why), w, x, out, 0, n_in, n_out};
+    MatmulJob job = {kernels_select(&why), w, x, out, 0, n_in, n_out, false};
     printf("\nOur matmul kernel vs OpenBLAS sgemm, W: [%d, %d] F32, %d threads (median µs)\n\n", n_out, n_in,
            pool_size(pool));
     printf("| T | %s kernel | OpenBLAS | kernel / BLAS |\n|---:|---:|---:|---:|\n", job.k->name);
@@ -245,10 +282,11 @@ static void bench_blas_crossover(ThreadPool *pool, int reps) {
         job.T = T;
         for (int r = -1; r < reps; r++) {  // alternate the two, so that drift hits both alike
             double t0 = now();
+            job.blas = false;
             pool_run(pool, matmul_thread, &job);
             double t1 = now();
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, n_out, n_in, 1.0f, x, n_in, w, n_in, 0.0f, out,
-                        n_out);
+            job.blas = true;
+            pool_run(pool, matmul_thread, &job);
             double t2 = now();
             if (r >= 0) a[r] = t1 - t0, b[r] = t2 - t1;
         }

@@ -2,6 +2,7 @@
 // when cpuid and XCR0 say the CPU and OS support it (dispatch.c).
 #include <immintrin.h>
 #include <math.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "kernels.h"
@@ -27,58 +28,98 @@ static inline __mmask16 first_n(int n) { return n >= LANES ? (__mmask16)0xffff :
 
 // ---- matmul -------------------------------------------------------------------------------------------------
 //
-// A block of R weight rows × TT activation rows: each 16-wide slice of the R weight rows is loaded once and
-// multiplied into all TT activation rows (R·TT accumulators in registers). Every (t, j) pair sees the same
-// sequence of fused multiply-adds whatever R and TT are, so results do not depend on how rows are blocked.
+// Register blocking: the micro-kernel block_4x4 multiplies 4 weight rows by 4 activation rows. Each 16-wide
+// slice of the 4 weight rows is loaded (and converted to F32) once and used for all 4 activation rows; the 16
+// running sums stay in named registers (GCC spills an array of them to the stack). block_4x1 serves decoding
+// (one activation row) and the T % 4 leftover rows; block_1x1 the last n_out % 4 weight rows. A 4-row weight
+// block is streamed from memory once, while the next block is prefetched; further tiles re-read it from L1.
+//
+// Batch invariance: every (t, j) pair sees the same fused multiply-adds in the same order, and the same
+// horizontal sum, in every variant, so the result depends neither on T, nor on the tile, nor on the split of
+// rows between threads.
 
-static inline __attribute__((always_inline)) void matmul_block(float *out, const float *x, const uint8_t *w,
-                                                               WeightType type, size_t row_bytes, const float *bias,
-                                                               int R, int TT, int n_in, int ld_out) {
-    const size_t elem = type == WEIGHT_F32 ? 4 : 2;
-    __m512 acc[4][4];
-    for (int r = 0; r < R; r++)
-        for (int t = 0; t < TT; t++) acc[r][t] = _mm512_setzero_ps();
-    for (int i = 0; i < n_in; i += LANES) {
-        __mmask16 m = first_n(n_in - i);
-        __m512 wv[4];
-        for (int r = 0; r < R; r++) wv[r] = load_weights(w + r * row_bytes + i * elem, type, m);
-        for (int t = 0; t < TT; t++) {
-            __m512 xv = load_f32(x + (size_t)t * n_in + i, m);
-            for (int r = 0; r < R; r++) acc[r][t] = _mm512_fmadd_ps(xv, wv[r], acc[r][t]);
-        }
-    }
-    for (int r = 0; r < R; r++)
-        for (int t = 0; t < TT; t++) {
-            float sum = _mm512_reduce_add_ps(acc[r][t]);
-            out[(size_t)t * ld_out + r] = bias ? sum + bias[r] : sum;
-        }
+typedef struct {
+    WeightType type;
+    size_t elem, row_bytes;  // bytes of one weight, of one weight row
+    int n_in, ld_out;
+} Shape;
+
+// Runs `body` over the full 16-wide slices of a row of n_in (mask m all ones), then once over the remainder.
+#define FOR_EACH_SLICE(s, ...)                                                                           \
+    do {                                                                                                 \
+        int i = 0;                                                                                       \
+        for (__mmask16 m = 0xffff; i + LANES <= (s)->n_in; i += LANES) __VA_ARGS__;                          \
+        if (i < (s)->n_in) {                                                                             \
+            __mmask16 m = first_n((s)->n_in - i);                                                        \
+            __VA_ARGS__;                                                                                 \
+        }                                                                                                \
+    } while (0)
+
+#define W(r) load_weights(w + (r) * s->row_bytes + i * s->elem, s->type, m)   // slice of weight row r
+#define X(t) load_f32(x + (size_t)(t) * s->n_in + i, m)                     // slice of activation row t
+#define FMA(acc, xv, wv) acc = _mm512_fmadd_ps(xv, wv, acc)
+#define PREFETCH(r) _mm_prefetch((const char *)(w + (4 + (r)) * s->row_bytes + i * s->elem), _MM_HINT_T0)
+#define STORE(t, r, acc) out[(size_t)(t) * s->ld_out + (r)] = _mm512_reduce_add_ps(acc) + (bias ? bias[r] : 0.0f)
+
+// out[t, r] for weight rows r < 4 and activation rows t < 4
+static inline __attribute__((always_inline)) void block_4x4(float *out, const float *x, const uint8_t *w,
+                                                            const float *bias, const Shape *s, bool prefetch) {
+    __m512 a00 = _mm512_setzero_ps(), a01 = a00, a02 = a00, a03 = a00, a10 = a00, a11 = a00, a12 = a00, a13 = a00,
+           a20 = a00, a21 = a00, a22 = a00, a23 = a00, a30 = a00, a31 = a00, a32 = a00, a33 = a00;
+    FOR_EACH_SLICE(s, {
+        if (prefetch) { PREFETCH(0); PREFETCH(1); PREFETCH(2); PREFETCH(3); }
+        __m512 w0 = W(0), w1 = W(1), w2 = W(2), w3 = W(3), xv;
+        xv = X(0); FMA(a00, xv, w0); FMA(a01, xv, w1); FMA(a02, xv, w2); FMA(a03, xv, w3);
+        xv = X(1); FMA(a10, xv, w0); FMA(a11, xv, w1); FMA(a12, xv, w2); FMA(a13, xv, w3);
+        xv = X(2); FMA(a20, xv, w0); FMA(a21, xv, w1); FMA(a22, xv, w2); FMA(a23, xv, w3);
+        xv = X(3); FMA(a30, xv, w0); FMA(a31, xv, w1); FMA(a32, xv, w2); FMA(a33, xv, w3);
+    });
+    STORE(0, 0, a00); STORE(0, 1, a01); STORE(0, 2, a02); STORE(0, 3, a03);
+    STORE(1, 0, a10); STORE(1, 1, a11); STORE(1, 2, a12); STORE(1, 3, a13);
+    STORE(2, 0, a20); STORE(2, 1, a21); STORE(2, 2, a22); STORE(2, 3, a23);
+    STORE(3, 0, a30); STORE(3, 1, a31); STORE(3, 2, a32); STORE(3, 3, a33);
 }
 
-// Weight rows j0..j1 in blocks of 4 (the last few one at a time), activations in tiles of up to 4 rows.
-static inline __attribute__((always_inline)) void matmul(float *out, const float *x, const void *w,
+// out[0, r] for weight rows r < 4 and one activation row
+static inline __attribute__((always_inline)) void block_4x1(float *out, const float *x, const uint8_t *w,
+                                                            const float *bias, const Shape *s, bool prefetch) {
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    FOR_EACH_SLICE(s, {
+        if (prefetch) { PREFETCH(0); PREFETCH(1); PREFETCH(2); PREFETCH(3); }
+        __m512 xv = X(0);
+        FMA(a0, xv, W(0)); FMA(a1, xv, W(1)); FMA(a2, xv, W(2)); FMA(a3, xv, W(3));
+    });
+    STORE(0, 0, a0); STORE(0, 1, a1); STORE(0, 2, a2); STORE(0, 3, a3);
+}
+
+// out[0, 0] for one weight row and one activation row
+static inline __attribute__((always_inline)) void block_1x1(float *out, const float *x, const uint8_t *w,
+                                                            const float *bias, const Shape *s) {
+    __m512 a = _mm512_setzero_ps();
+    FOR_EACH_SLICE(s, { FMA(a, X(0), W(0)); });
+    STORE(0, 0, a);
+}
+
+static inline __attribute__((always_inline)) void matmul(float *out, const float *x, const void *weights,
                                                          WeightType type, const float *bias, int T, int n_in,
                                                          int ld_out, int j0, int j1) {
-    const size_t row_bytes = (size_t)n_in * (type == WEIGHT_F32 ? 4 : 2);
-    for (int j = j0; j < j1;) {
-        const int R = j1 - j >= 4 ? 4 : 1;
-        const uint8_t *wj = (const uint8_t *)w + (size_t)j * row_bytes;
-        const float *bj = bias ? bias + j : NULL;
-        for (int t = 0; t < T; t += 4) {
-            const float *xt = x + (size_t)t * n_in;
-            float *o = out + (size_t)t * ld_out + j;
-            switch ((R == 4 ? 10 : 0) + (T - t < 4 ? T - t : 4)) {
-            case 14: matmul_block(o, xt, wj, type, row_bytes, bj, 4, 4, n_in, ld_out); break;
-            case 13: matmul_block(o, xt, wj, type, row_bytes, bj, 4, 3, n_in, ld_out); break;
-            case 12: matmul_block(o, xt, wj, type, row_bytes, bj, 4, 2, n_in, ld_out); break;
-            case 11: matmul_block(o, xt, wj, type, row_bytes, bj, 4, 1, n_in, ld_out); break;
-            case 4: matmul_block(o, xt, wj, type, row_bytes, bj, 1, 4, n_in, ld_out); break;
-            case 3: matmul_block(o, xt, wj, type, row_bytes, bj, 1, 3, n_in, ld_out); break;
-            case 2: matmul_block(o, xt, wj, type, row_bytes, bj, 1, 2, n_in, ld_out); break;
-            default: matmul_block(o, xt, wj, type, row_bytes, bj, 1, 1, n_in, ld_out); break;
-            }
-        }
-        j += R;
+    const size_t elem = type == WEIGHT_F32 ? 4 : 2;
+    const Shape shape = {type, elem, (size_t)n_in * elem, n_in, ld_out}, *s = &shape;
+    int j = j0;
+    for (; j + 4 <= j1; j += 4) {
+        const uint8_t *w = (const uint8_t *)weights + (size_t)j * s->row_bytes;
+        const float *b = bias ? bias + j : NULL;
+        bool prefetch = j + 8 <= j1;
+        int t = 0;
+        for (; t + 4 <= T; t += 4, prefetch = false)
+            block_4x4(out + (size_t)t * ld_out + j, x + (size_t)t * n_in, w, b, s, prefetch);
+        for (; t < T; t++, prefetch = false)
+            block_4x1(out + (size_t)t * ld_out + j, x + (size_t)t * n_in, w, b, s, prefetch);
     }
+    for (; j < j1; j++)
+        for (int t = 0; t < T; t++)
+            block_1x1(out + (size_t)t * ld_out + j, x + (size_t)t * n_in,
+                      (const uint8_t *)weights + (size_t)j * s->row_bytes, bias ? bias + j : NULL, s);
 }
 
 static void matmul_f32(float *out, const float *x, const void *w, const float *bias, int T, int n_in, int ld_out,

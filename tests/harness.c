@@ -1,5 +1,4 @@
 // harness.c — registers tests, runs each in a child process, prints one line per test and the summary line.
-#define _GNU_SOURCE
 #include "harness.h"
 
 #include <stdarg.h>
