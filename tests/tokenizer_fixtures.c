@@ -1,0 +1,149 @@
+// tokenizer_fixtures.c — small tokenizer files for the tests (see tokenizer_fixtures.h).
+#include "tokenizer_fixtures.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+
+void fixture_byte_level(const char *bytes, char *out) {
+    // GPT-2's bytes_to_unicode(): printable Latin-1 bytes stand for themselves, the others for 256, 257, ...
+    for (const unsigned char *b = (const unsigned char *)bytes; *b; b++) {
+        unsigned c = *b;
+        if (!((c >= 0x21 && c <= 0x7E) || (c >= 0xA1 && c <= 0xAC) || c >= 0xAE)) {
+            unsigned shifted = 256;
+            for (unsigned k = 0; k < *b; k++)
+                if (!((k >= 0x21 && k <= 0x7E) || (k >= 0xA1 && k <= 0xAC) || k >= 0xAE)) shifted++;
+            c = shifted;
+        }
+        if (c < 0x80) {
+            *out++ = (char)c;
+        } else {  // all these code points are below U+0800: two bytes
+            *out++ = (char)(0xC0 | (c >> 6));
+            *out++ = (char)(0x80 | (c & 0x3F));
+        }
+    }
+    *out = '\0';
+}
+
+// Calls visit(token bytes, id) for the merged tokens in id order, each string once.
+static int merged_tokens(const Merge *merges, size_t n_merges, void (*visit)(const char *, int, void *), void *ctx) {
+    int next_id = 256;
+    for (size_t i = 0; i < n_merges; i++) {
+        char joined[256];
+        snprintf(joined, sizeof joined, "%s%s", merges[i].left, merges[i].right);
+        bool seen = false;
+        for (size_t j = 0; j < i && !seen; j++) {
+            char earlier[256];
+            snprintf(earlier, sizeof earlier, "%s%s", merges[j].left, merges[j].right);
+            seen = strcmp(earlier, joined) == 0;
+        }
+        if (!seen) visit(joined, next_id++, ctx);
+    }
+    return next_id;
+}
+
+typedef struct {
+    const char *wanted;
+    int id;
+} FindCtx;
+
+static void find_visit(const char *bytes, int id, void *ctx) {
+    FindCtx *f = ctx;
+    if (strcmp(bytes, f->wanted) == 0) f->id = id;
+}
+
+int fixture_id(const Merge *merges, size_t n_merges, const char *bytes) {
+    if (strlen(bytes) == 1) return (unsigned char)bytes[0];
+    FindCtx f = {bytes, -1};
+    int next = merged_tokens(merges, n_merges, find_visit, &f);
+    if (strcmp(bytes, "<|endoftext|>") == 0) return next;
+    if (strcmp(bytes, "<pad>") == 0) return next + 1;
+    return f.id;
+}
+
+static void vocab_visit(const char *bytes, int id, void *ctx) {
+    char name[1024];
+    fixture_byte_level(bytes, name);
+    json_object_set_new(ctx, name, json_integer(id));
+}
+
+// The vocabulary object: bytes, merged tokens, "<|endoftext|>", and "<pad>" if with_pad.
+static json_t *vocab_object(const Merge *merges, size_t n_merges, bool with_pad) {
+    json_t *vocab = json_object();
+    for (int b = 1; b < 256; b++) {
+        char raw[2] = {(char)b, 0};
+        vocab_visit(raw, b, vocab);
+    }
+    json_object_set_new(vocab, "\xC4\x80", json_integer(0));  // U+0100 names byte 0, which a C string cannot hold
+    int next = merged_tokens(merges, n_merges, vocab_visit, vocab);
+    json_object_set_new(vocab, "<|endoftext|>", json_integer(next));
+    if (with_pad) json_object_set_new(vocab, "<pad>", json_integer(next + 1));
+    return vocab;
+}
+
+json_t *fixture_tokenizer_json(const Merge *merges, size_t n_merges) {
+    json_t *list = json_array();
+    for (size_t i = 0; i < n_merges; i++) {
+        char left[1024], right[1024], both[2100];
+        fixture_byte_level(merges[i].left, left);
+        fixture_byte_level(merges[i].right, right);
+        snprintf(both, sizeof both, "%s %s", left, right);
+        json_array_append_new(list, json_string(both));
+    }
+    int eot = fixture_id(merges, n_merges, "<|endoftext|>");
+    return json_pack("{s:s, s:n, s:{s:s, s:b, s:b, s:b}, s:[{s:i, s:s, s:b}, {s:i, s:s, s:b}], "
+                     "s:{s:s, s:o, s:o, s:n, s:s, s:s}}",
+                     "version", "1.0", "normalizer",
+                     "pre_tokenizer", "type", "ByteLevel", "add_prefix_space", 0, "trim_offsets", 1, "use_regex", 1,
+                     "added_tokens", "id", eot, "content", "<|endoftext|>", "special", 1,
+                                     "id", eot + 1, "content", "<pad>", "special", 0,
+                     "model", "type", "BPE", "vocab", vocab_object(merges, n_merges, true), "merges", list,
+                              "dropout", "continuing_subword_prefix", "", "end_of_word_suffix", "");
+}
+
+char *fixture_dir(void) {
+    char *dir = strdup("/tmp/specdec-tok-XXXXXX");
+    if (!mkdtemp(dir)) test_fail(__FILE__, __LINE__, "mkdtemp failed");
+    return dir;
+}
+
+void fixture_remove_dir(char *dir) {
+    char *cmd = NULL;
+    if (asprintf(&cmd, "rm -rf '%s'", dir) > 0) run_command(cmd, NULL, NULL);
+    free(cmd);
+    free(dir);
+}
+
+char *fixture_write_json(const char *dir, const char *name, const json_t *root) {
+    char *path = NULL;
+    if (asprintf(&path, "%s/%s", dir, name) < 0 || json_dump_file(root, path, JSON_COMPACT) != 0)
+        test_fail(__FILE__, __LINE__, "cannot write %s", path);
+    return path;
+}
+
+char *fixture_write_text(const char *dir, const char *name, const char *text) {
+    char *path = NULL;
+    FILE *f = asprintf(&path, "%s/%s", dir, name) < 0 ? NULL : fopen(path, "wb");
+    if (!f || fputs(text, f) < 0 || fclose(f) != 0) test_fail(__FILE__, __LINE__, "cannot write %s", path);
+    return path;
+}
+
+void fixture_write_vocab_merges(const char *dir, const Merge *merges, size_t n_merges) {
+    json_t *vocab = vocab_object(merges, n_merges, false);
+    free(fixture_write_json(dir, "vocab.json", vocab));
+    json_decref(vocab);
+    size_t cap = 64 + n_merges * 64;
+    char *text = malloc(cap);
+    size_t len = (size_t)snprintf(text, cap, "#version: 0.2\n");
+    for (size_t i = 0; i < n_merges; i++) {
+        char left[1024], right[1024];
+        fixture_byte_level(merges[i].left, left);
+        fixture_byte_level(merges[i].right, right);
+        len += (size_t)snprintf(text + len, cap - len, "%s %s\n", left, right);
+    }
+    free(fixture_write_text(dir, "merges.txt", text));
+    free(text);
+}

@@ -1,0 +1,36 @@
+// tokenizer_fixtures.h — small byte-level BPE tokenizers written to temporary folders, for the tokenizer tests.
+#ifndef SPECDEC_TOKENIZER_FIXTURES_H
+#define SPECDEC_TOKENIZER_FIXTURES_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+typedef struct {
+    const char *left, *right;  // raw bytes (NUL-terminated), not byte-level names
+} Merge;
+
+// A tokenizer.json object: the 256 byte tokens as ids 0..255 (id = byte value), one token per merge from 256 on
+// (merges that make the same string share it), then "<|endoftext|>" (special) and "<pad>" (added, not special);
+// merges as "a b" strings. The caller json_decref()s it.
+json_t *fixture_tokenizer_json(const Merge *merges, size_t n_merges);
+
+// The id that fixture_tokenizer_json gives the token made of these bytes, or -1.
+int fixture_id(const Merge *merges, size_t n_merges, const char *bytes);
+
+// GPT-2's byte-level name of raw bytes (the test's own implementation), in out (4 bytes per input byte + 1).
+void fixture_byte_level(const char *bytes, char *out);
+
+// A fresh temporary folder (the caller removes it with fixture_remove_dir).
+char *fixture_dir(void);
+void fixture_remove_dir(char *dir);
+
+// Writes root to dir/name; returns the path (malloc'd).
+char *fixture_write_json(const char *dir, const char *name, const json_t *root);
+
+// Writes text to dir/name; returns the path (malloc'd).
+char *fixture_write_text(const char *dir, const char *name, const char *text);
+
+// Writes dir/vocab.json and dir/merges.txt with the same tokens as fixture_tokenizer_json, without "<pad>".
+void fixture_write_vocab_merges(const char *dir, const Merge *merges, size_t n_merges);
+
+#endif
