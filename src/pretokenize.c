@@ -4,9 +4,9 @@
 //   1. a contraction: 's 't 're 've 'm 'll 'd (lower case only);
 //   2. an optional U+0020 followed by a run of letters, or of numbers, or of "other" characters (neither white
 //      space, letter nor number);
-//   3. a run of white space: all of it if it ends the text; else all but its last character, which then starts
-//      the next piece (" ?\p{L}+" can take a space, and any white space before a non-space is matched alone by
-//      "\s+" because "\s+(?!\S)" cannot end just before a non-space).
+//   3. a run of white space: all of it if it ends the text or is one character long; else all but its last
+//      character, which then starts the next piece: "\s+(?!\S)" backs off one character so as not to end just
+//      before a non-space, and that last character is matched next, with the word (a U+0020) or alone ("\s+").
 #include "pretokenize.h"
 
 #include <stdbool.h>

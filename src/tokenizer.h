@@ -39,7 +39,7 @@ typedef struct {
     char *token_bytes;
     int byte_id[256];        // the one-byte token of each byte value, where merging starts
     BytesMap merges;         // (left id, right id) as two uint32 → rank << 32 | merged id
-    BytesMap vocab;          // token bytes → id, for ignore_merges
+    BytesMap vocab;          // vocabulary token bytes → id, for tokenizer_find and ignore_merges
     bool ignore_merges;      // tokenizer.json option: a piece that is itself a token is not merged
     AddedToken *added;       // [n_added]
     int n_added;

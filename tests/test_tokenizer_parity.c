@@ -143,12 +143,13 @@ static void put_word(Corpus *c) {
 // A number: integer, decimal, grouped, long digit run, hexadecimal, date or version.
 static void put_number(Corpus *c) {
     char b[64];
+    unsigned long long r = corpus_rand(c);
     switch (pick(c, 6)) {
     case 0: snprintf(b, sizeof b, "%d", pick(c, 100000)); break;
     case 1: snprintf(b, sizeof b, "%d.%02d", pick(c, 1000), pick(c, 100)); break;
     case 2: snprintf(b, sizeof b, "%d,%03d,%03d", pick(c, 999), pick(c, 1000), pick(c, 1000)); break;
-    case 3: snprintf(b, sizeof b, "%llu%llu", (unsigned long long)corpus_rand(c), (unsigned long long)corpus_rand(c)); break;
-    case 4: snprintf(b, sizeof b, "0x%llX", (unsigned long long)corpus_rand(c) >> pick(c, 60)); break;
+    case 3: snprintf(b, sizeof b, "%llu%llu", r, (unsigned long long)corpus_rand(c)); break;
+    case 4: snprintf(b, sizeof b, "0x%llX", r >> pick(c, 60)); break;
     default: snprintf(b, sizeof b, "%04d-%02d-%02d v%d.%d.%d", 1900 + pick(c, 200), 1 + pick(c, 12), 1 + pick(c, 28),
                       pick(c, 10), pick(c, 30), pick(c, 100));
     }
