@@ -1,0 +1,278 @@
+// neon.c — AArch64 Advanced SIMD kernels: 4 floats per register, 32 registers. Advanced SIMD is part of every
+// ARMv8-A CPU, so dispatch.c offers this variant on every aarch64 build.
+//
+// NEON has no masked loads or stores: the last n % 4 elements of a row are copied into (or out of) a zero-padded
+// local buffer and go through the same vector step as the rest, so nothing past the end of an array is touched.
+#include <arm_neon.h>
+#include <math.h>
+#include <string.h>
+
+#include "kernels.h"
+
+enum { LANES = 4 };
+
+#define ALWAYS_INLINE inline __attribute__((always_inline))
+
+// ---- loads and stores: 4 elements (or the first n < 4, zero-filled) -----------------------------------------
+
+// All ones in lanes k < n (every lane when n ≥ 4).
+static ALWAYS_INLINE uint32x4_t first_n(int n) {
+    static const int32_t lane[LANES] = {0, 1, 2, 3};
+    return vcltq_s32(vld1q_s32(lane), vdupq_n_s32(n));
+}
+
+static ALWAYS_INLINE float32x4_t load_f32(const float *p, int n) {
+    if (n >= LANES) return vld1q_f32(p);
+    float padded[LANES] = {0};
+    memcpy(padded, p, (size_t)n * sizeof(float));
+    return vld1q_f32(padded);
+}
+
+static ALWAYS_INLINE void store_f32(float *p, float32x4_t v, int n) {
+    if (n >= LANES) {
+        vst1q_f32(p, v);
+        return;
+    }
+    float padded[LANES];
+    vst1q_f32(padded, v);
+    memcpy(p, padded, (size_t)n * sizeof(float));
+}
+
+// Four weights at p as floats.
+static ALWAYS_INLINE float32x4_t convert_weights(const void *p, WeightType type) {
+    switch (type) {
+    case WEIGHT_F16: return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16((const uint16_t *)p)));
+    case WEIGHT_BF16: return vreinterpretq_f32_u32(vshll_n_u16(vld1_u16((const uint16_t *)p), 16));  // top half
+    default: return vld1q_f32((const float *)p);
+    }
+}
+
+static ALWAYS_INLINE float32x4_t load_weights(const void *p, WeightType type, int n) {
+    if (n >= LANES) return convert_weights(p, type);
+    _Alignas(16) uint8_t padded[LANES * sizeof(float)] = {0};
+    memcpy(padded, p, (size_t)n * (type == WEIGHT_F32 ? 4 : 2));
+    return convert_weights(padded, type);
+}
+
+static ALWAYS_INLINE float32x4_t masked(float32x4_t v, uint32x4_t mask) {
+    return vreinterpretq_f32_u32(vandq_u32(vreinterpretq_u32_f32(v), mask));
+}
+
+// ---- matmul -------------------------------------------------------------------------------------------------
+//
+// A block of R weight rows × TT activation rows: each 4-wide slice of the R weight rows is loaded once and
+// multiplied into all TT activation rows (R·TT ≤ 16 accumulators + R weight registers + 1 activation register of
+// the 32). Every (t, j) pair sees the same sequence of fused multiply-adds whatever R and TT are, the zero-filled
+// tail included, so results do not depend on how rows are blocked.
+
+enum { BLOCK_R = 4, BLOCK_T = 4 };
+
+// acc[r][t] += x[t, i..i+3] · W[r, i..i+3] lane by lane, for the first n columns (the rest read as zero).
+static ALWAYS_INLINE void matmul_step(float32x4_t acc[BLOCK_R][BLOCK_T], const float *x, const uint8_t *w,
+                                      WeightType type, size_t row_bytes, int R, int TT, int n_in, int i, int n) {
+    const size_t elem = type == WEIGHT_F32 ? 4 : 2;
+    float32x4_t wv[BLOCK_R];
+#pragma GCC unroll 4  // gcc -O2 would keep these loops, and the accumulators on the stack
+    for (int r = 0; r < R; r++) wv[r] = load_weights(w + r * row_bytes + i * elem, type, n);
+#pragma GCC unroll 4
+    for (int t = 0; t < TT; t++) {
+        float32x4_t xv = load_f32(x + (size_t)t * n_in + i, n);
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) acc[r][t] = vfmaq_f32(acc[r][t], xv, wv[r]);
+    }
+}
+
+static ALWAYS_INLINE void matmul_block(float *out, const float *x, const uint8_t *w, WeightType type,
+                                       size_t row_bytes, const float *bias, int R, int TT, int n_in, int ld_out) {
+    float32x4_t acc[BLOCK_R][BLOCK_T];
+    for (int r = 0; r < R; r++)
+        for (int t = 0; t < TT; t++) acc[r][t] = vdupq_n_f32(0.0f);
+    int i = 0;
+    for (; i + LANES <= n_in; i += LANES) matmul_step(acc, x, w, type, row_bytes, R, TT, n_in, i, LANES);
+    if (i < n_in) matmul_step(acc, x, w, type, row_bytes, R, TT, n_in, i, n_in - i);
+    for (int r = 0; r < R; r++)
+        for (int t = 0; t < TT; t++) {
+            float sum = vaddvq_f32(acc[r][t]);
+            out[(size_t)t * ld_out + r] = bias ? sum + bias[r] : sum;
+        }
+}
+
+// Weight rows j0..j1 in blocks of 4 (the last few one at a time), activations in tiles of up to 4 rows.
+static ALWAYS_INLINE void matmul(float *out, const float *x, const void *w, WeightType type, const float *bias,
+                                 int T, int n_in, int ld_out, int j0, int j1) {
+    const size_t row_bytes = (size_t)n_in * (type == WEIGHT_F32 ? 4 : 2);
+    for (int j = j0; j < j1;) {
+        const int R = j1 - j >= BLOCK_R ? BLOCK_R : 1;
+        const uint8_t *wj = (const uint8_t *)w + (size_t)j * row_bytes;
+        const float *bj = bias ? bias + j : NULL;
+        for (int t = 0; t < T; t += BLOCK_T) {
+            const float *xt = x + (size_t)t * n_in;
+            float *o = out + (size_t)t * ld_out + j;
+            switch ((R == 4 ? 10 : 0) + (T - t < 4 ? T - t : 4)) {
+            case 14: matmul_block(o, xt, wj, type, row_bytes, bj, 4, 4, n_in, ld_out); break;
+            case 13: matmul_block(o, xt, wj, type, row_bytes, bj, 4, 3, n_in, ld_out); break;
+            case 12: matmul_block(o, xt, wj, type, row_bytes, bj, 4, 2, n_in, ld_out); break;
+            case 11: matmul_block(o, xt, wj, type, row_bytes, bj, 4, 1, n_in, ld_out); break;
+            case 4: matmul_block(o, xt, wj, type, row_bytes, bj, 1, 4, n_in, ld_out); break;
+            case 3: matmul_block(o, xt, wj, type, row_bytes, bj, 1, 3, n_in, ld_out); break;
+            case 2: matmul_block(o, xt, wj, type, row_bytes, bj, 1, 2, n_in, ld_out); break;
+            default: matmul_block(o, xt, wj, type, row_bytes, bj, 1, 1, n_in, ld_out); break;
+            }
+        }
+        j += R;
+    }
+}
+
+static void matmul_f32(float *out, const float *x, const void *w, const float *bias, int T, int n_in, int ld_out,
+                       int j0, int j1) {
+    matmul(out, x, w, WEIGHT_F32, bias, T, n_in, ld_out, j0, j1);
+}
+static void matmul_f16(float *out, const float *x, const void *w, const float *bias, int T, int n_in, int ld_out,
+                       int j0, int j1) {
+    matmul(out, x, w, WEIGHT_F16, bias, T, n_in, ld_out, j0, j1);
+}
+static void matmul_bf16(float *out, const float *x, const void *w, const float *bias, int T, int n_in, int ld_out,
+                        int j0, int j1) {
+    matmul(out, x, w, WEIGHT_BF16, bias, T, n_in, ld_out, j0, j1);
+}
+
+// ---- elementwise math ---------------------------------------------------------------------------------------
+
+// exp(x) = 2^n · e^r with n = round(x / ln 2), r = x − n ln 2 ∈ [−ln2/2, ln2/2]; e^r by its degree-6 Taylor
+// polynomial (relative error < 2e-7). x is clamped to [−87.3, 88] so that n ∈ [−126, 127] and 2^n is a normal
+// float, built by writing n + 127 into the exponent field. Below −87.3 the result stays at e^−87.3 ≈ 1.2e-38
+// instead of going subnormal.
+static ALWAYS_INLINE float32x4_t exp_ps(float32x4_t x) {
+    x = vmaxq_f32(vminq_f32(x, vdupq_n_f32(88.0f)), vdupq_n_f32(-87.3f));
+    float32x4_t n = vrndnq_f32(vmulq_f32(x, vdupq_n_f32(1.4426950408889634f)));
+    float32x4_t r = vfmsq_f32(x, n, vdupq_n_f32(0.693145751953125f));  // ln 2 in two parts, exact product
+    r = vfmsq_f32(r, n, vdupq_n_f32(1.428606765330187e-06f));
+    float32x4_t p = vdupq_n_f32(1.0f / 720);
+    p = vfmaq_f32(vdupq_n_f32(1.0f / 120), p, r);
+    p = vfmaq_f32(vdupq_n_f32(1.0f / 24), p, r);
+    p = vfmaq_f32(vdupq_n_f32(1.0f / 6), p, r);
+    p = vfmaq_f32(vdupq_n_f32(0.5f), p, r);
+    p = vfmaq_f32(vdupq_n_f32(1.0f), p, r);
+    p = vfmaq_f32(vdupq_n_f32(1.0f), p, r);
+    int32x4_t two_n = vshlq_n_s32(vaddq_s32(vcvtq_s32_f32(n), vdupq_n_s32(127)), 23);
+    return vmulq_f32(p, vreinterpretq_f32_s32(two_n));
+}
+
+// tanh(y) = 1 − 2 / (e^{2y} + 1)
+static ALWAYS_INLINE float32x4_t tanh_ps(float32x4_t y) {
+    float32x4_t e = exp_ps(vaddq_f32(y, y));
+    return vsubq_f32(vdupq_n_f32(1.0f), vdivq_f32(vdupq_n_f32(2.0f), vaddq_f32(e, vdupq_n_f32(1.0f))));
+}
+
+// erf(x) by Abramowitz & Stegun 7.1.26: 1 − (a1 t + … + a5 t⁵) e^{−x²}, t = 1 / (1 + p|x|); |error| ≤ 1.5e-7.
+static ALWAYS_INLINE float32x4_t erf_ps(float32x4_t x) {
+    float32x4_t ax = vabsq_f32(x);
+    float32x4_t t = vdivq_f32(vdupq_n_f32(1.0f), vfmaq_f32(vdupq_n_f32(1.0f), vdupq_n_f32(0.3275911f), ax));
+    float32x4_t poly = vdupq_n_f32(1.061405429f);
+    poly = vfmaq_f32(vdupq_n_f32(-1.453152027f), poly, t);
+    poly = vfmaq_f32(vdupq_n_f32(1.421413741f), poly, t);
+    poly = vfmaq_f32(vdupq_n_f32(-0.284496736f), poly, t);
+    poly = vfmaq_f32(vdupq_n_f32(0.254829592f), poly, t);
+    poly = vmulq_f32(poly, t);
+    float32x4_t e = exp_ps(vmulq_f32(vnegq_f32(ax), ax));
+    float32x4_t y = vfmsq_f32(vdupq_n_f32(1.0f), poly, e);
+    uint32x4_t sign = vandq_u32(vreinterpretq_u32_f32(x), vdupq_n_u32(0x80000000u));  // copy the sign of x
+    return vreinterpretq_f32_u32(vorrq_u32(vreinterpretq_u32_f32(y), sign));
+}
+
+static void gelu_tanh(float *x, int n) {
+    const float32x4_t half = vdupq_n_f32(0.5f), one = vdupq_n_f32(1.0f);
+    for (int i = 0; i < n; i += LANES) {
+        float32x4_t v = load_f32(x + i, n - i);
+        float32x4_t cubic = vfmaq_f32(v, vmulq_f32(vdupq_n_f32(0.044715f), v), vmulq_f32(v, v));
+        float32x4_t inner = vmulq_f32(vdupq_n_f32(0.7978845608028654f), cubic);
+        store_f32(x + i, vmulq_f32(vmulq_f32(half, v), vaddq_f32(one, tanh_ps(inner))), n - i);
+    }
+}
+
+static void gelu_erf(float *x, int n) {
+    const float32x4_t half = vdupq_n_f32(0.5f), one = vdupq_n_f32(1.0f);
+    for (int i = 0; i < n; i += LANES) {
+        float32x4_t v = load_f32(x + i, n - i);
+        float32x4_t e = erf_ps(vmulq_f32(v, vdupq_n_f32(0.7071067811865476f)));
+        store_f32(x + i, vmulq_f32(vmulq_f32(half, v), vaddq_f32(one, e)), n - i);
+    }
+}
+
+// ---- reductions over a row ----------------------------------------------------------------------------------
+
+static float row_sum(const float *x, int n) {
+    float32x4_t acc = vdupq_n_f32(0.0f);
+    for (int i = 0; i < n; i += LANES) acc = vaddq_f32(acc, load_f32(x + i, n - i));
+    return vaddvq_f32(acc);
+}
+
+static float row_max(const float *x, int n) {
+    float32x4_t acc = vdupq_n_f32(-INFINITY);
+    for (int i = 0; i < n; i += LANES)  // lanes past the end keep acc
+        acc = vmaxq_f32(acc, vbslq_f32(first_n(n - i), load_f32(x + i, n - i), acc));
+    return vmaxvq_f32(acc);
+}
+
+static void layernorm(float *out, const float *x, const float *gamma, const float *beta, int n, float eps) {
+    const float32x4_t mean = vdupq_n_f32(row_sum(x, n) / n);
+    float32x4_t acc = vdupq_n_f32(0.0f);
+    for (int i = 0; i < n; i += LANES) {
+        float32x4_t d = masked(vsubq_f32(load_f32(x + i, n - i), mean), first_n(n - i));
+        acc = vfmaq_f32(acc, d, d);
+    }
+    const float32x4_t inv_std = vdupq_n_f32(1.0f / sqrtf(vaddvq_f32(acc) / n + eps));
+    for (int i = 0; i < n; i += LANES) {
+        float32x4_t d = vmulq_f32(vsubq_f32(load_f32(x + i, n - i), mean), inv_std);
+        store_f32(out + i, vfmaq_f32(load_f32(beta + i, n - i), d, load_f32(gamma + i, n - i)), n - i);
+    }
+}
+
+static void softmax(float *x, int n) {
+    const float32x4_t max = vdupq_n_f32(row_max(x, n));
+    float32x4_t sum = vdupq_n_f32(0.0f);
+    for (int i = 0; i < n; i += LANES) {
+        float32x4_t e = masked(exp_ps(vsubq_f32(load_f32(x + i, n - i), max)), first_n(n - i));
+        store_f32(x + i, e, n - i);
+        sum = vaddq_f32(sum, e);
+    }
+    const float32x4_t inv = vdupq_n_f32(1.0f / vaddvq_f32(sum));
+    for (int i = 0; i < n; i += LANES) store_f32(x + i, vmulq_f32(load_f32(x + i, n - i), inv), n - i);
+}
+
+static float dot(const float *a, const float *b, int n) {
+    float32x4_t acc = vdupq_n_f32(0.0f);
+    for (int i = 0; i < n; i += LANES) acc = vfmaq_f32(acc, load_f32(a + i, n - i), load_f32(b + i, n - i));
+    return vaddvq_f32(acc);
+}
+
+// out += a · v      out, v: [n]
+static void axpy(float *out, float a, const float *v, int n) {
+    const float32x4_t av = vdupq_n_f32(a);
+    for (int i = 0; i < n; i += LANES)
+        store_f32(out + i, vfmaq_f32(load_f32(out + i, n - i), av, load_f32(v + i, n - i)), n - i);
+}
+
+static void attention(float *out, const float *q, const float *k, const float *v, float *scores, int S, int hd,
+                      int stride, float scale) {
+    for (int s = 0; s < S; s++) scores[s] = dot(q, k + (size_t)s * stride, hd) * scale;
+    softmax(scores, S);
+    memset(out, 0, sizeof(float) * hd);
+    for (int s = 0; s < S; s++) axpy(out, scores[s], v + (size_t)s * stride, hd);
+}
+
+static void add(float *out, const float *x, int n) {
+    for (int i = 0; i < n; i += LANES)
+        store_f32(out + i, vaddq_f32(load_f32(out + i, n - i), load_f32(x + i, n - i)), n - i);
+}
+
+const Kernels kernels_neon = {
+    .name = "neon",
+    .matmul = {[WEIGHT_F32] = matmul_f32, [WEIGHT_F16] = matmul_f16, [WEIGHT_BF16] = matmul_bf16},
+    .layernorm = layernorm,
+    .gelu_tanh = gelu_tanh,
+    .gelu_erf = gelu_erf,
+    .softmax = softmax,
+    .attention = attention,
+    .add = add,
+};

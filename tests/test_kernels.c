@@ -1,0 +1,429 @@
+// test_kernels.c — every SIMD kernel variant this CPU can run, against the scalar reference on fresh random inputs
+// of awkward sizes (vector tails, blocking remainders), and the batch-invariance contract of kernels.h: a row's
+// bits do not depend on T, j0 or j1.
+//
+// Tolerances come from the usual rounding-error bounds (Higham, "Accuracy and Stability of Numerical Algorithms",
+// §3.1): a float sum or dot product of n terms computed in any order is within γ_n·Σ|terms| of the exact value,
+// γ_n ≈ n·2^-24; two of them, in different orders, are within n·FLT_EPSILON·Σ|terms| of each other.
+//
+// `make test-neon` builds this file with kernels/ and the harness alone: nothing from src/ but headers.
+#include <float.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "kernels.h"
+
+static const char *const type_names[WEIGHT_TYPES] = {"F32", "F16", "BF16"};
+
+// ---- inputs -------------------------------------------------------------------------------------------------
+//
+// Every array is allocated at exactly its size, so that AddressSanitizer sees any access past the end.
+
+static float *random_floats(int n, float lo, float hi) {
+    float *x = malloc(sizeof(float) * (size_t)n);
+    for (int i = 0; i < n; i++) x[i] = test_rand_uniform(lo, hi);
+    return x;
+}
+
+// W: [n_out, n_in] of `type`, 64-byte aligned as kernels.h requires, magnitudes below 2. F16 weights include
+// zeros and subnormals (exponent field 0); BF16 ones span 2^-17 .. 2. posix_memalign rather than aligned_alloc,
+// which (in C11, and under AddressSanitizer) wants the size a multiple of 64.
+static void *random_weights(WeightType type, int n_out, int n_in) {
+    size_t count = (size_t)n_out * n_in;
+    void *w = NULL;
+    if (posix_memalign(&w, 64, count * (type == WEIGHT_F32 ? 4 : 2))) return NULL;
+    for (size_t i = 0; i < count; i++) {
+        uint16_t sign = (uint16_t)(test_rand_u64() & 0x8000);
+        switch (type) {
+        case WEIGHT_F16:
+            ((uint16_t *)w)[i] = sign | (uint16_t)(test_rand_int(0, 15) << 10) | (uint16_t)test_rand_int(0, 0x3ff);
+            break;
+        case WEIGHT_BF16:
+            ((uint16_t *)w)[i] = sign | (uint16_t)(test_rand_int(110, 127) << 7) | (uint16_t)test_rand_int(0, 0x7f);
+            break;
+        default: ((float *)w)[i] = test_rand_uniform(-1.0f, 1.0f); break;
+        }
+    }
+    return w;
+}
+
+static float weight_value(const void *w, WeightType type, size_t index) {
+    switch (type) {
+    case WEIGHT_F16: return f16_to_f32(((const uint16_t *)w)[index]);
+    case WEIGHT_BF16: return bf16_to_f32(((const uint16_t *)w)[index]);
+    default: return ((const float *)w)[index];
+    }
+}
+
+static int random_odd(int lo, int hi) { return 2 * test_rand_int(lo / 2, (hi - 1) / 2) + 1; }
+
+// Output buffers start out full of this value, so that writes outside [j0, j1) show.
+static const float UNTOUCHED = -1234.5f;
+
+static float *untouched_floats(int n) {
+    float *x = malloc(sizeof(float) * (size_t)n);
+    for (int i = 0; i < n; i++) x[i] = UNTOUCHED;
+    return x;
+}
+
+static bool same_bits(float a, float b) { return memcmp(&a, &b, sizeof a) == 0; }
+
+// ---- the kernel tables --------------------------------------------------------------------------------------
+
+TEST(kernels_table_complete) {
+    int n;
+    const Kernels *const *list = kernels_available(&n);
+    CHECK(n >= 1 && list[0] == &kernels_scalar, "the scalar reference must come first (n = %d)", n);
+    for (int v = 0; v < n; v++) {
+        const Kernels *k = list[v];
+        for (int type = 0; type < WEIGHT_TYPES; type++)
+            CHECK(k->matmul[type], "%s: no matmul for %s", k->name, type_names[type]);
+        CHECK(k->layernorm && k->gelu_tanh && k->gelu_erf && k->softmax && k->attention && k->add,
+              "%s: a kernel is missing", k->name);
+        for (int u = 0; u < v; u++) CHECK(strcmp(list[u]->name, k->name), "%s listed twice", k->name);
+    }
+}
+
+TEST(kernels_select_honours_env) {
+    int n;
+    const Kernels *const *list = kernels_available(&n);
+    unsetenv("SPECDEC_ISA");
+    CHECK(kernels_select(NULL) == list[n - 1], "without SPECDEC_ISA the best variant, %s, should win",
+          list[n - 1]->name);
+    for (int v = 0; v < n; v++) {
+        setenv("SPECDEC_ISA", list[v]->name, 1);
+        const char *why = NULL;
+        const Kernels *k = kernels_select(&why);
+        CHECK(k == list[v], "SPECDEC_ISA=%s selected %s", list[v]->name, k ? k->name : "nothing");
+    }
+    setenv("SPECDEC_ISA", "scalar", 1);
+    CHECK(kernels_select(NULL) == &kernels_scalar, "SPECDEC_ISA=scalar must select the reference");
+    setenv("SPECDEC_ISA", "vax", 1);
+    const char *why = NULL;
+    const Kernels *k = kernels_select(&why);
+    CHECK(k == NULL, "SPECDEC_ISA=vax selected %s", k ? k->name : "");
+    CHECK(why && *why, "SPECDEC_ISA=vax: no reason given");
+}
+
+// ---- matmul -------------------------------------------------------------------------------------------------
+
+static const int n_in_sizes[] = {1, 3, 15, 16, 17, 31, 33, 64, 100, 768 + 5};
+static const int T_sizes[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 33};
+enum { N_IN_SIZES = sizeof n_in_sizes / sizeof *n_in_sizes, T_SIZES = sizeof T_sizes / sizeof *T_sizes };
+
+// One random case of `k` against the reference: out[t, j] for j in a random [j0, j1) (half the time all of
+// [0, n_out)), the rest of each ld_out-wide row untouched. Each side's sum of n_in products is within
+// γ_{n_in}·Σ|x_i w_i| of the exact one, plus one rounding for the bias, hence
+//     |out − ref| ≤ (n_in + 4) · FLT_EPSILON · (Σ_i |x[t, i] · W[j, i]| + |bias[j]|).
+static void check_matmul(const Kernels *k, WeightType type, int T, int n_in, bool with_bias) {
+    const int n_out = random_odd(1, 19), ld_out = n_out + test_rand_int(0, 3);
+    int j0 = 0, j1 = n_out;
+    if (test_rand_int(0, 1)) {
+        j0 = test_rand_int(0, n_out - 1);
+        j1 = test_rand_int(j0 + 1, n_out);
+    }
+    float *x = random_floats(T * n_in, -1.0f, 1.0f);
+    void *w = random_weights(type, n_out, n_in);
+    float *bias = with_bias ? random_floats(n_out, -1.0f, 1.0f) : NULL;
+    float *ref = untouched_floats(T * ld_out), *out = untouched_floats(T * ld_out);
+    kernels_scalar.matmul[type](ref, x, w, bias, T, n_in, ld_out, j0, j1);
+    k->matmul[type](out, x, w, bias, T, n_in, ld_out, j0, j1);
+    for (int t = 0; t < T; t++)
+        for (int j = 0; j < ld_out; j++) {
+            float a = out[t * ld_out + j], b = ref[t * ld_out + j];
+            if (j < j0 || j >= j1) {
+                CHECK(same_bits(a, UNTOUCHED), "%s %s T=%d n_in=%d j0=%d j1=%d: wrote out[%d, %d] = %g", k->name,
+                      type_names[type], T, n_in, j0, j1, t, j, a);
+                continue;
+            }
+            double magnitude = bias ? fabs(bias[j]) : 0.0;
+            for (int i = 0; i < n_in; i++)
+                magnitude += fabs((double)x[t * n_in + i] * weight_value(w, type, (size_t)j * n_in + i));
+            double tol = (n_in + 4) * FLT_EPSILON * magnitude;
+            CHECK(fabs(a - b) <= tol,
+                  "%s %s T=%d n_in=%d n_out=%d bias=%d: out[%d, %d] = %.9g, reference %.9g (tol %.3g)", k->name,
+                  type_names[type], T, n_in, n_out, with_bias, t, j, a, b, tol);
+        }
+    free(x);
+    free(w);
+    free(bias);
+    free(ref);
+    free(out);
+}
+
+TEST(kernels_matmul_matches_scalar) {
+    int n;
+    const Kernels *const *list = kernels_available(&n);
+    for (int v = 0; v < n; v++) {
+        if (list[v] == &kernels_scalar) continue;
+        for (int type = 0; type < WEIGHT_TYPES; type++)
+            for (int a = 0; a < N_IN_SIZES; a++)
+                for (int b = 0; b < T_SIZES; b++)
+                    for (int with_bias = 0; with_bias <= 1; with_bias++)
+                        check_matmul(list[v], type, T_sizes[b], n_in_sizes[a], with_bias);
+    }
+}
+
+static void check_rows_identical(const char *what, const Kernels *k, WeightType type, int n_in, const float *got,
+                                 const float *want, int rows, int n_out) {
+    for (int t = 0; t < rows; t++)
+        for (int j = 0; j < n_out; j++)
+            CHECK(same_bits(got[t * n_out + j], want[t * n_out + j]),
+                  "%s %s n_in=%d, %s: out[%d, %d] = %.9g, with the whole batch %.9g", k->name, type_names[type], n_in,
+                  what, t, j, got[t * n_out + j], want[t * n_out + j]);
+}
+
+// Batch invariance (kernels.h): the rows of one T-row call, bit for bit, equal the same rows computed one at a
+// time, as a sub-batch starting anywhere, and in any split of [0, n_out) into j ranges.
+static void check_batch_invariance(const Kernels *k, WeightType type, int n_in) {
+    const int T = test_rand_int(2, 40), n_out = random_odd(1, 41);
+    float *x = random_floats(T * n_in, -1.0f, 1.0f), *bias = random_floats(n_out, -1.0f, 1.0f);
+    void *w = random_weights(type, n_out, n_in);
+    float *whole = malloc(sizeof(float) * (size_t)(T * n_out)), *part = malloc(sizeof(float) * (size_t)(T * n_out));
+    k->matmul[type](whole, x, w, bias, T, n_in, n_out, 0, n_out);
+
+    for (int t = 0; t < T; t++) k->matmul[type](part + t * n_out, x + t * n_in, w, bias, 1, n_in, n_out, 0, n_out);
+    check_rows_identical("one row at a time", k, type, n_in, part, whole, T, n_out);
+
+    const int t0 = test_rand_int(0, T - 1), t1 = test_rand_int(t0 + 1, T);
+    k->matmul[type](part, x + t0 * n_in, w, bias, t1 - t0, n_in, n_out, 0, n_out);
+    char what[64];
+    snprintf(what, sizeof what, "rows %d..%d as a batch", t0, t1);
+    check_rows_identical(what, k, type, n_in, part, whole + t0 * n_out, t1 - t0, n_out);
+
+    for (int j0 = 0, j1; j0 < n_out; j0 = j1) {
+        j1 = j0 + test_rand_int(1, 7);
+        if (j1 > n_out) j1 = n_out;
+        k->matmul[type](part, x, w, bias, T, n_in, n_out, j0, j1);
+    }
+    check_rows_identical("columns in random ranges", k, type, n_in, part, whole, T, n_out);
+    free(x);
+    free(bias);
+    free(w);
+    free(whole);
+    free(part);
+}
+
+TEST(kernels_matmul_batch_invariant) {
+    int n;
+    const Kernels *const *list = kernels_available(&n);
+    for (int v = 0; v < n; v++)
+        for (int type = 0; type < WEIGHT_TYPES; type++)
+            for (int a = 0; a < N_IN_SIZES; a++) check_batch_invariance(list[v], type, n_in_sizes[a]);
+}
+
+// ---- row kernels --------------------------------------------------------------------------------------------
+
+static const int row_sizes[] = {1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 33, 100, 768, 768 + 5};
+enum { ROW_SIZES = sizeof row_sizes / sizeof *row_sizes };
+
+// out = (x − μ)/σ · γ + β. The two means differ by at most (n + 2)·FLT_EPSILON·mean|x|; the variance, a sum of
+// squares, changes only to second order with μ, and its rounding is a relative (n + 4)·FLT_EPSILON; so
+//     |out − ref| ≤ |γ_i|/σ · FLT_EPSILON · ((n + 2)·mean|x| + (n + 8)·|x_i − μ|) + 2·FLT_EPSILON·(|ref| + |β_i|)
+TEST(kernels_layernorm_matches_scalar) {
+    int n_variants;
+    const Kernels *const *list = kernels_available(&n_variants);
+    for (int v = 0; v < n_variants; v++) {
+        if (list[v] == &kernels_scalar) continue;
+        for (int s = 0; s < ROW_SIZES; s++) {
+            const int n = row_sizes[s];
+            const float offset = test_rand_uniform(-1.0f, 1.0f), spread = test_rand_uniform(0.5f, 2.0f);
+            float *x = random_floats(n, offset - spread, offset + spread);
+            float *gamma = random_floats(n, -2.0f, 2.0f), *beta = random_floats(n, -1.0f, 1.0f);
+            float *ref = untouched_floats(n), *out = untouched_floats(n);
+            kernels_scalar.layernorm(ref, x, gamma, beta, n, 1e-5f);
+            list[v]->layernorm(out, x, gamma, beta, n, 1e-5f);
+            double mean = 0.0, mean_abs = 0.0, var = 0.0;
+            for (int i = 0; i < n; i++) {
+                mean += x[i] / n;
+                mean_abs += fabs(x[i]) / n;
+            }
+            for (int i = 0; i < n; i++) var += (x[i] - mean) * (x[i] - mean) / n;
+            const double inv_std = 1.0 / sqrt(var + 1e-5);
+            for (int i = 0; i < n; i++) {
+                double spread_error = (n + 2) * mean_abs + (n + 8) * fabs(x[i] - mean);
+                double tol = fabs(gamma[i]) * inv_std * FLT_EPSILON * spread_error +
+                             2 * FLT_EPSILON * (fabs(ref[i]) + fabs(beta[i]));
+                CHECK(fabs(out[i] - ref[i]) <= tol, "%s n=%d: out[%d] = %.9g, reference %.9g (tol %.3g)",
+                      list[v]->name, n, i, out[i], ref[i], tol);
+            }
+            free(x);
+            free(gamma);
+            free(beta);
+            free(ref);
+            free(out);
+        }
+    }
+}
+
+// GELU on x ∈ [−10, 10]: the vector tanh, erf and exp are accurate to a few 1e-7 absolute, and 0.5x scales that.
+// The worst seen on a dense grid of [−10, 10] is 1.6e-7 · (1 + |x|); allowed:
+//     |out − ref| ≤ 4e-7 · (1 + |x|)
+static void check_gelu(bool erf_form) {
+    int n_variants;
+    const Kernels *const *list = kernels_available(&n_variants);
+    for (int v = 0; v < n_variants; v++) {
+        if (list[v] == &kernels_scalar) continue;
+        for (int s = 0; s < ROW_SIZES; s++) {
+            const int n = row_sizes[s];
+            float *x = random_floats(n, -10.0f, 10.0f);
+            float *ref = malloc(sizeof(float) * (size_t)n), *out = malloc(sizeof(float) * (size_t)n);
+            memcpy(ref, x, sizeof(float) * (size_t)n);
+            memcpy(out, x, sizeof(float) * (size_t)n);
+            (erf_form ? kernels_scalar.gelu_erf : kernels_scalar.gelu_tanh)(ref, n);
+            (erf_form ? list[v]->gelu_erf : list[v]->gelu_tanh)(out, n);
+            for (int i = 0; i < n; i++)
+                CHECK(fabs(out[i] - ref[i]) <= 4e-7 * (1 + fabs(x[i])), "%s n=%d: gelu(%.9g) = %.9g, reference %.9g",
+                      list[v]->name, n, x[i], out[i], ref[i]);
+            free(x);
+            free(ref);
+            free(out);
+        }
+    }
+}
+
+TEST(kernels_gelu_tanh_matches_scalar) { check_gelu(false); }
+TEST(kernels_gelu_erf_matches_scalar) { check_gelu(true); }
+
+// softmax: exp is accurate to a relative 1e-6 on either side (4e-7 for the vector one), and the two sums of n
+// positive terms differ by at most a relative n·FLT_EPSILON, so
+//     |out − ref| ≤ (1e-6 + n·FLT_EPSILON) · ref + 1e-37
+// (1e-37 absolute because the vector exp stops at ~1e-38 where expf goes on to 0), and Σ out is 1 to within
+// 2n·FLT_EPSILON + 1e-6.
+// The regimes: ordinary logits; huge ones, most of whose exponentials underflow; rows far above or below 0, which
+// overflow or underflow unless the maximum is subtracted first; a row of equal values.
+static const char *const softmax_regimes[] = {"x in [-10, 10]", "x in [-1e4, 1e4]", "x in 5e3 + [-5, 5]",
+                                              "x in -5e3 + [-5, 5]", "all equal"};
+enum { SOFTMAX_REGIMES = sizeof softmax_regimes / sizeof *softmax_regimes };
+
+static float *softmax_input(int regime, int n) {
+    switch (regime) {
+    case 0: return random_floats(n, -10.0f, 10.0f);
+    case 1: return random_floats(n, -1e4f, 1e4f);
+    case 2: return random_floats(n, 5e3f - 5.0f, 5e3f + 5.0f);
+    case 3: return random_floats(n, -5e3f - 5.0f, -5e3f + 5.0f);
+    default: {
+        float *x = malloc(sizeof(float) * (size_t)n);
+        for (int i = 0; i < n; i++) x[i] = -3.25f;
+        return x;
+    }
+    }
+}
+
+TEST(kernels_softmax_matches_scalar) {
+    int n_variants;
+    const Kernels *const *list = kernels_available(&n_variants);
+    static const int extra_sizes[] = {1000, 4097};
+    for (int v = 0; v < n_variants; v++) {
+        if (list[v] == &kernels_scalar) continue;
+        for (int s = 0; s < ROW_SIZES + 2; s++) {
+            const int n = s < ROW_SIZES ? row_sizes[s] : extra_sizes[s - ROW_SIZES];
+            for (int regime = 0; regime < SOFTMAX_REGIMES; regime++) {
+                float *ref = softmax_input(regime, n), *out = malloc(sizeof(float) * (size_t)n);
+                memcpy(out, ref, sizeof(float) * (size_t)n);
+                kernels_scalar.softmax(ref, n);
+                list[v]->softmax(out, n);
+                double sum = 0.0;
+                for (int i = 0; i < n; i++) {
+                    double tol = (1e-6 + n * FLT_EPSILON) * ref[i] + 1e-37;
+                    CHECK(fabs(out[i] - ref[i]) <= tol, "%s n=%d, %s: out[%d] = %.9g, reference %.9g", list[v]->name,
+                          n, softmax_regimes[regime], i, out[i], ref[i]);
+                    sum += out[i];
+                }
+                CHECK(fabs(sum - 1.0) <= 2 * n * FLT_EPSILON + 1e-6, "%s n=%d, %s: Σ out = %.9g", list[v]->name, n,
+                      softmax_regimes[regime], sum);
+                if (n == 1) CHECK(out[0] == 1.0f, "%s, %s: softmax of one value = %.9g", list[v]->name,
+                                  softmax_regimes[regime], out[0]);
+                free(ref);
+                free(out);
+            }
+        }
+    }
+}
+
+// Attention for one query: out = Σ_s a_s V[s], a = softmax(scale · q·K[s]). The two scores differ by at most
+// δ = hd·FLT_EPSILON·scale·max_s Σ_i |q_i K[s, i]|, which moves every a_s by a relative 2δ at most; softmax adds
+// (1e-6 + S·FLT_EPSILON) (see above) and the weighted sum of S rows S·FLT_EPSILON more, so
+//     |out_i − ref_i| ≤ (2δ + 1e-6 + 2S·FLT_EPSILON) · Σ_s a_s |V[s, i]|
+static void check_attention(const Kernels *k, int S, int hd) {
+    const int stride = hd + test_rand_int(1, 9);
+    const int kv_len = (S - 1) * stride + hd;
+    const float scale = 1.0f / sqrtf((float)hd);
+    float *q = random_floats(hd, -3.0f, 3.0f), *keys = random_floats(kv_len, -1.0f, 1.0f);
+    float *values = random_floats(kv_len, -1.0f, 1.0f);
+    float *scores = malloc(sizeof(float) * (size_t)S), *ref = malloc(sizeof(float) * (size_t)hd);
+    float *out = malloc(sizeof(float) * (size_t)hd);
+    kernels_scalar.attention(ref, q, keys, values, scores, S, hd, stride, scale);
+    k->attention(out, q, keys, values, scores, S, hd, stride, scale);
+
+    double *a = malloc(sizeof(double) * (size_t)S), max_score = -INFINITY, sum = 0.0, delta = 0.0;
+    for (int s = 0; s < S; s++) {
+        double dot = 0.0, magnitude = 0.0;
+        for (int i = 0; i < hd; i++) {
+            dot += (double)q[i] * keys[(size_t)s * stride + i];
+            magnitude += fabs((double)q[i] * keys[(size_t)s * stride + i]);
+        }
+        a[s] = dot * scale;
+        max_score = fmax(max_score, a[s]);
+        delta = fmax(delta, hd * FLT_EPSILON * scale * magnitude);
+    }
+    for (int s = 0; s < S; s++) {
+        a[s] = exp(a[s] - max_score);
+        sum += a[s];
+    }
+    for (int i = 0; i < hd; i++) {
+        double weighted = 0.0;
+        for (int s = 0; s < S; s++) weighted += a[s] / sum * fabs(values[(size_t)s * stride + i]);
+        double tol = (2 * delta + 1e-6 + 2 * S * FLT_EPSILON) * weighted;
+        CHECK(fabs(out[i] - ref[i]) <= tol, "%s S=%d hd=%d stride=%d: out[%d] = %.9g, reference %.9g (tol %.3g)",
+              k->name, S, hd, stride, i, out[i], ref[i], tol);
+    }
+    free(q);
+    free(keys);
+    free(values);
+    free(scores);
+    free(ref);
+    free(out);
+    free(a);
+}
+
+TEST(kernels_attention_matches_scalar) {
+    static const int head_dims[] = {1, 7, 64, 80};
+    int n;
+    const Kernels *const *list = kernels_available(&n);
+    for (int v = 0; v < n; v++) {
+        if (list[v] == &kernels_scalar) continue;
+        for (int h = 0; h < 4; h++) {
+            for (int S = 1; S <= 17; S++) check_attention(list[v], S, head_dims[h]);
+            for (int r = 0; r < 6; r++) check_attention(list[v], test_rand_int(18, 300), head_dims[h]);
+            check_attention(list[v], 300, head_dims[h]);
+        }
+    }
+}
+
+// out += x rounds once either way: bit-identical.
+TEST(kernels_add_matches_scalar) {
+    int n_variants;
+    const Kernels *const *list = kernels_available(&n_variants);
+    for (int v = 0; v < n_variants; v++) {
+        if (list[v] == &kernels_scalar) continue;
+        for (int s = 0; s < ROW_SIZES; s++) {
+            const int n = row_sizes[s];
+            float *x = random_floats(n, -100.0f, 100.0f), *ref = random_floats(n, -100.0f, 100.0f);
+            float *out = malloc(sizeof(float) * (size_t)n);
+            memcpy(out, ref, sizeof(float) * (size_t)n);
+            kernels_scalar.add(ref, x, n);
+            list[v]->add(out, x, n);
+            for (int i = 0; i < n; i++)
+                CHECK(same_bits(out[i], ref[i]), "%s n=%d: out[%d] = %.9g, reference %.9g", list[v]->name, n, i,
+                      out[i], ref[i]);
+            free(x);
+            free(ref);
+            free(out);
+        }
+    }
+}
