@@ -12,7 +12,7 @@ int sampling_argmax(const float *logits, int V) {
 
 // A token and its probability, sorted most likely first (the lower id first on a tie).
 typedef struct {
-    float p;
+    double p;
     int id;
 } Candidate;
 
@@ -22,19 +22,19 @@ static int by_probability_desc(const void *a, const void *b) {
     return x->id - y->id;
 }
 
-int sampling_adjust(float *probs, const float *logits, int V, const SamplingParams *params, int *work) {
+int sampling_adjust(double *probs, const float *logits, int V, const SamplingParams *params) {
     for (int i = 0; i < V; i++)
         if (isnan(logits[i]) || logits[i] == INFINITY) return -1;
     if (params->temperature <= 0.0f) {  // the one-hot limit
-        for (int i = 0; i < V; i++) probs[i] = 0.0f;
-        probs[sampling_argmax(logits, V)] = 1.0f;
+        for (int i = 0; i < V; i++) probs[i] = 0.0;
+        probs[sampling_argmax(logits, V)] = 1.0;
         return 0;
     }
     // softmax(logits / temperature)
     float max = logits[sampling_argmax(logits, V)];
     double sum = 0.0;
-    for (int i = 0; i < V; i++) sum += probs[i] = expf((logits[i] - max) / params->temperature);
-    for (int i = 0; i < V; i++) probs[i] = (float)(probs[i] / sum);
+    for (int i = 0; i < V; i++) sum += probs[i] = exp(((double)logits[i] - max) / params->temperature);
+    for (int i = 0; i < V; i++) probs[i] /= sum;
     if ((params->top_k <= 0 || params->top_k >= V) && params->top_p >= 1.0f) return 0;
 
     // Candidates in descending order; keep a prefix of them.
@@ -53,13 +53,10 @@ int sampling_adjust(float *probs, const float *logits, int V, const SamplingPara
         while (n < keep && mass < params->top_p) mass += c[n++].p;
         keep = n;
     }
-    for (int i = 0; i < V; i++) work[i] = 0;
     double kept = 0.0;
-    for (int n = 0; n < keep; n++) {
-        work[c[n].id] = 1;
-        kept += c[n].p;
-    }
-    for (int i = 0; i < V; i++) probs[i] = work[i] ? (float)(probs[i] / kept) : 0.0f;
+    for (int n = 0; n < keep; n++) kept += c[n].p;
+    for (int i = 0; i < V; i++) probs[i] = 0.0;
+    for (int n = 0; n < keep; n++) probs[c[n].id] = c[n].p / kept;
     free(c);
     return 0;
 }
@@ -89,13 +86,13 @@ uint64_t rng_next(Rng *rng) {
 
 double rng_uniform(Rng *rng) { return (double)(rng_next(rng) >> 11) * 0x1.0p-53; }
 
-int sampling_draw(const float *probs, int V, double u) {
+int sampling_draw(const double *probs, int V, double u) {
     double total = 0.0;
     for (int i = 0; i < V; i++) total += probs[i];
     double target = u * total, cumulative = 0.0;
     int last = 0;
     for (int i = 0; i < V; i++) {
-        if (probs[i] <= 0.0f) continue;
+        if (probs[i] <= 0.0) continue;
         cumulative += probs[i];
         last = i;
         if (target < cumulative) return i;

@@ -15,8 +15,9 @@ typedef struct {
 } SamplingParams;
 
 // probs = adjust(logits)       probs, logits: [V]. Returns -1 if a logit is NaN or +inf (nothing sensible to
-// sample from), else 0. `work` is scratch of V ints.
-int sampling_adjust(float *probs, const float *logits, int V, const SamplingParams *params, int *work);
+// sample from), else 0. Probabilities are doubles: the rejection rule of speculative decoding divides and
+// subtracts them, and should not lose the exactness of the target's distribution to rounding.
+int sampling_adjust(double *probs, const float *logits, int V, const SamplingParams *params);
 
 // The index of the largest logit, the lowest one on a tie.
 int sampling_argmax(const float *logits, int V);
@@ -30,6 +31,6 @@ uint64_t rng_next(Rng *rng);
 double rng_uniform(Rng *rng);  // in [0, 1), 53 random bits
 
 // The token x with Σ_{y<x} probs[y] ≤ u·Σ probs < Σ_{y≤x} probs[y]: inverse-CDF sampling, u ∈ [0, 1).
-int sampling_draw(const float *probs, int V, double u);
+int sampling_draw(const double *probs, int V, double u);
 
 #endif
