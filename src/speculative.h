@@ -21,7 +21,8 @@ enum { GAMMA_MAX = 16 };  // the most tokens drafted in one round (a verify forw
 // Where drafts come from. The scheduler calls propose() once per round and rollback() after verification.
 typedef struct Drafter {
     // Proposes up to `gamma` tokens continuing context[0..n): ids into draft[0..k), and their distributions
-    // q[i·V .. (i+1)·V) unless the drafter is deterministic (then q_i is one-hot at draft[i] and q may be NULL).
+    // q[i·V .. (i+1)·V) — unless the drafter is deterministic: then q_i is one-hot at draft[i], and the
+    // scheduler writes it.
     // Returns k (0 ≤ k ≤ gamma; a drafter may stop early), or −1 with err set.
     int (*propose)(struct Drafter *self, const int *context, int n, int gamma, int *draft, double *q, Err *err);
     // Forget whatever was cached at positions ≥ n: the tokens there were rejected, or are not yet final.

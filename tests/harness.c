@@ -115,6 +115,7 @@ int main(int argc, char **argv) {
         if (pid == 0) {
             rng_state = seed_for(tests[i].name, base_seed);
             tests[i].fn();
+            fflush(stdout);
             fflush(stderr);
             _exit(n_failures ? 1 : 0);
         }

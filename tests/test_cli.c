@@ -1,0 +1,95 @@
+// test_cli.c — the specdec command line: output formats, and bad input → one line on stderr and exit status 2.
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+
+#define MODEL "tests/fixtures/f32_tied_prefix"   // n_positions 32, vocab 61
+#define OTHER "tests/fixtures/f32_sharded_inner" // vocab 301
+
+// Runs `specdec ARGS`; returns the exit status, and stdout / stderr (caller frees).
+static int specdec(const char *args, char **out, char **err) {
+    char command[4096];
+    snprintf(command, sizeof command, "%s %s", specdec_bin(), args);
+    return run_command(command, out, err);
+}
+
+static int count_words(const char *s) {
+    int n = 0;
+    for (const char *p = s; *p; p++)
+        if (*p != ' ' && *p != '\n' && (p == s || p[-1] == ' ' || p[-1] == '\n')) n++;
+    return n;
+}
+
+static int count_lines(const char *s) {
+    int n = 0;
+    for (const char *p = s; *p; p++) n += *p == '\n';
+    return n;
+}
+
+// Bad input: exit status 2, nothing on stdout, one line on stderr that contains `needle`.
+static void check_rejected(const char *args, const char *needle) {
+    char *out, *err;
+    int status = specdec(args, &out, &err);
+    CHECK(status == 2, "specdec %s: exit status %d, expected 2", args, status);
+    CHECK(out && out[0] == '\0', "specdec %s: stdout should be empty, got \"%.80s\"", args, out ? out : "");
+    CHECK(err && count_lines(err) == 1, "specdec %s: expected one line on stderr, got \"%s\"", args, err ? err : "");
+    CHECK(err && strstr(err, needle), "specdec %s: stderr \"%s\" does not mention \"%s\"", args, err ? err : "", needle);
+    free(out);
+    free(err);
+}
+
+TEST(cli_generate_prints_ids_and_stats) {
+    char *out, *err;
+    int status = specdec("generate -m " MODEL " --ids \"1 2 3\" -n 5 --print-ids --stats", &out, &err);
+    CHECK(status == 0, "exit status %d: %s", status, err);
+    CHECK(count_words(out) <= 5 && count_lines(out) == 1, "expected up to 5 ids on one line, got \"%s\"", out);
+    CHECK(strstr(err, "\"tokens_per_s\"") && strstr(err, "\"logits_xxh64\""), "stats line: \"%s\"", err);
+    free(out);
+    free(err);
+}
+
+TEST(cli_generate_speculative_matches_target) {
+    // The fixture as its own draft: every draft is accepted, and greedy output equals target-only output.
+    char *out, *err;
+    int status = specdec("generate -m " MODEL " -d " MODEL " --ids \"4 5\" -n 12 --gamma 3 --compare", &out, &err);
+    CHECK(status == 0, "exit status %d: %s", status, err);
+    CHECK(strstr(err, "\"same_output\": true"), "--compare: \"%s\"", err);
+    free(out);
+    free(err);
+}
+
+TEST(cli_logits_rows) {
+    char *out, *err;
+    CHECK(specdec("logits -m " MODEL " --ids \"1 2 3\" --all", &out, &err) == 0, "%s", err);
+    CHECK(count_lines(out) == 3 && count_words(out) == 3 * 61, "3 lines of 61 logits");
+    free(out);
+    free(err);
+}
+
+TEST(cli_rejects_bad_input) {
+    check_rejected("frobnicate", "unknown command");
+    check_rejected("generate -m " MODEL " --ids \"1 2\" --temp hot", "--temp");
+    check_rejected("generate -m " MODEL " --ids \"1 2\" --top-p 1.5", "--top-p");
+    check_rejected("generate -m " MODEL " --ids \"1 2\" -n -3", "--tokens");
+    check_rejected("generate -m " MODEL " --ids \"1 2\" --gamma 99", "--gamma");
+    check_rejected("generate -m " MODEL " --ids \"1 2\" --bogus", "unknown option");
+    check_rejected("generate -m " MODEL " --ids \"1 x 2\"", "token ids");
+    check_rejected("generate -m " MODEL " --ids \"1 200\"", "vocabulary");
+    check_rejected("generate -m " MODEL " -d " OTHER " --ids \"1 2\"", "vocab_size");
+    check_rejected("generate -m /nonexistent --ids \"1 2\"", "/nonexistent");
+    check_rejected("generate -m " MODEL " -p hello", "tokenizer");
+    check_rejected("logits -m " MODEL " --ids \"1 2 3\" --all --tokens 3", "unknown option");
+}
+
+TEST(cli_rejects_prompt_longer_than_context) {
+    char args[512] = "generate -m " MODEL " --ids \"";
+    for (int i = 0; i < 40; i++) strcat(args, "7 ");
+    strcat(args, "\"");
+    check_rejected(args, "context");
+    char logits[512] = "logits -m " MODEL " --ids \"";
+    for (int i = 0; i < 40; i++) strcat(logits, "7 ");
+    strcat(logits, "\"");
+    check_rejected(logits, "context");
+}
