@@ -108,9 +108,9 @@ static void naive_bpe(const Merge *merges, size_t n_merges, const char *piece, s
                     best = i;
                 }
         if (best < 0) break;
-        char joined[sizeof sym[0]];
+        char joined[2 * sizeof sym[0]];  // (test merges are short: the join always fits in sym[best])
         snprintf(joined, sizeof joined, "%s%s", sym[best], sym[best + 1]);
-        memcpy(sym[best], joined, sizeof joined);
+        snprintf(sym[best], sizeof sym[0], "%.63s", joined);
         memmove(sym[best + 1], sym[best + 2], (size_t)(n_sym - best - 2) * sizeof sym[0]);
         n_sym--;
     }
