@@ -75,48 +75,46 @@ static void read_thread(void *ctx, int thread, int n_threads) {
     job->sink[thread] = acc[0] ^ acc[1] ^ acc[2] ^ acc[3] ^ acc[4] ^ acc[5] ^ acc[6] ^ acc[7];
 }
 
-// Best-of-reps read bandwidth in GB/s over a buffer far larger than the caches.
-static double read_bandwidth(ThreadPool *pool, size_t bytes, int reps) {
-    ReadJob job = {.n = bytes / 8};
-    uint64_t *data = aligned_alloc(64, bytes);
-    memset(data, 1, bytes);
-    job.data = data;
-    double best = 0;
-    for (int r = 0; r < reps; r++) {
-        double t0 = now();
-        pool_run(pool, read_thread, &job);
-        double gbs = bytes / (now() - t0) / 1e9;
-        best = gbs > best ? gbs : best;
-    }
-    free(data);
-    return best;
+// A buffer far larger than the caches, and one timed pass over it: GB/s.
+typedef struct {
+    ReadJob job;
+    uint64_t *data;
+    size_t bytes;
+} Stream;
+
+static void stream_init(Stream *st, size_t bytes) {
+    st->bytes = bytes;
+    st->data = aligned_alloc(64, bytes);
+    memset(st->data, 1, bytes);
+    st->job = (ReadJob){.data = st->data, .n = bytes / 8};
+}
+
+static double stream_read(Stream *st, ThreadPool *pool) {
+    double t0 = now();
+    pool_run(pool, read_thread, &st->job);
+    return st->bytes / (now() - t0) / 1e9;
 }
 
 // ---- measurements -------------------------------------------------------------------------------------------
 
-// Median seconds of one forward over T tokens appended after `context` cached positions.
-static double time_forward(Model *m, KVCache *cache, int context, int T, bool all_logits, int reps) {
-    int tokens[64];
+// Seconds of one forward over T tokens appended after `context` cached positions (the cache is cut back first).
+static double time_forward(Model *m, KVCache *cache, int context, int T, float *logits) {
+    int tokens[16];
     for (int t = 0; t < T; t++) tokens[t] = (t * 7919 + 13) % m->cfg.vocab_size;
-    float *logits = malloc(sizeof(float) * (size_t)m->cfg.vocab_size * T);
-    double *times = malloc(sizeof(double) * reps);
     Err err;
-    for (int r = -1; r < reps; r++) {  // r = −1 warms up
-        kv_truncate(cache, context);
-        double t0 = now();
-        if (model_forward(m, cache, tokens, T, logits, all_logits, &err)) {
-            fprintf(stderr, "bench: %s\n", err.msg);
-            exit(1);
-        }
-        if (r >= 0) times[r] = now() - t0;
+    kv_truncate(cache, context);
+    double t0 = now();
+    if (model_forward(m, cache, tokens, T, logits, T > 1, &err)) {
+        fprintf(stderr, "bench: %s\n", err.msg);
+        exit(1);
     }
-    double med = median(times, reps);
-    free(times);
-    free(logits);
-    return med;
+    return now() - t0;
 }
 
-static void bench_model(ThreadPool *pool, const char *dir, const char *label, double bandwidth, bool quick) {
+// Decode speed and its fraction of the bandwidth, and the cost of T tokens relative to 1. The machine is shared
+// and its bandwidth drifts, so every figure is a median of ratios of paired runs, one right after the other:
+// (decode step, bandwidth pass) for the fraction, (T = 1, T = k) for the verification cost.
+static void bench_model(ThreadPool *pool, Stream *stream, const char *dir, const char *label, int reps) {
     Model m;
     KVCache cache;
     Err err;
@@ -129,18 +127,29 @@ static void bench_model(ThreadPool *pool, const char *dir, const char *label, do
     // A realistic context: 64 cached positions before the measured steps.
     int prompt[64];
     for (int i = 0; i < 64; i++) prompt[i] = (i * 31 + 7) % m.cfg.vocab_size;
-    float *logits = malloc(sizeof(float) * m.cfg.vocab_size);
+    float *logits = malloc(sizeof(float) * m.cfg.vocab_size * 16);
     if (model_forward(&m, &cache, prompt, 64, logits, false, &err)) exit(1);
-    free(logits);
+    time_forward(&m, &cache, 64, 1, logits);  // warm-up
 
-    int reps = quick ? 5 : 20;
-    double t1 = time_forward(&m, &cache, 64, 1, false, reps);
-    double gbs = m.weight_bytes / t1 / 1e9;
+    double *t1 = malloc(sizeof(double) * reps), *fraction = malloc(sizeof(double) * reps);
+    double *ratio = malloc(sizeof(double) * reps);
+    for (int r = 0; r < reps; r++) {
+        t1[r] = time_forward(&m, &cache, 64, 1, logits);
+        fraction[r] = m.weight_bytes / t1[r] / 1e9 / stream_read(stream, pool);
+    }
+    double decode = median(t1, reps), gbs = m.weight_bytes / decode / 1e9;
     printf("| %-5s | %8.1f MB | %6.0f ms | %9.1f | %8.2f | %6.1f GB/s | %5.0f%% |", label, m.weight_bytes / 1e6,
-           load_s * 1e3, 1.0 / t1, t1 * 1e3, gbs, 100 * gbs / bandwidth);
+           load_s * 1e3, 1.0 / decode, decode * 1e3, gbs, 100 * median(fraction, reps));
     static const int Ts[] = {2, 4, 8, 16};
-    for (int i = 0; i < 4; i++) printf(" %5.2f |", time_forward(&m, &cache, 64, Ts[i], true, reps) / t1);
+    for (int i = 0; i < 4; i++) {
+        for (int r = 0; r < reps; r++) {
+            double one = time_forward(&m, &cache, 64, 1, logits);
+            ratio[r] = time_forward(&m, &cache, 64, Ts[i], logits) / one;
+        }
+        printf(" %5.2f |", median(ratio, reps));
+    }
     printf("\n");
+    free(t1), free(fraction), free(ratio), free(logits);
     kv_free(&cache);
     model_free(&m);
 }
@@ -245,15 +254,18 @@ int main(int argc, char **argv) {
     const char *why;
     const Kernels *k = kernels_select(&why);
     printf("specdec bench: %d threads, kernels %s\n\n", pool_size(pool), k ? k->name : "?");
-    double bw = read_bandwidth(pool, (size_t)1 << 30, quick ? 3 : 10);
+    Stream stream;
+    stream_init(&stream, (size_t)1 << 30);
     ThreadPool *one = pool_create(1, &err);
-    double bw1 = read_bandwidth(one, (size_t)1 << 30, quick ? 3 : 10);
+    double bw[15], bw1[15];
+    for (int r = 0; r < 15; r++) bw[r] = stream_read(&stream, pool), bw1[r] = stream_read(&stream, one);
     pool_free(one);
-    printf("Memory read bandwidth (1 GiB buffer, best of runs): %.1f GB/s with %d threads, %.1f GB/s with 1\n\n", bw,
-           pool_size(pool), bw1);
+    printf("Memory read bandwidth (1 GiB buffer, median of 15): %.1f GB/s with %d threads, %.1f GB/s with 1\n\n",
+           median(bw, 15), pool_size(pool), median(bw1, 15));
 
-    printf("GPT-2-small-sized model, random weights, 64 cached positions; decode = one token (T = 1);\n"
-           "T = k: one forward over k new tokens with logits for all k, as a time ratio to T = 1\n\n");
+    printf("GPT-2-small-sized model, random weights, 64 cached positions; decode = one token (T = 1). Bandwidth\n"
+           "fraction: median over pairs (decode step, bandwidth pass). T = k: one forward over k new tokens with\n"
+           "logits for all k, as the median time ratio to T = 1 over pairs (T = 1, T = k)\n\n");
     printf("| dtype | weights | load | tokens/s | ms/token | weights streamed | of bandwidth | T=2 | T=4 | T=8 | T=16 |\n");
     printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     char dir[] = "/tmp/specdec-bench-XXXXXX";
@@ -266,10 +278,11 @@ int main(int argc, char **argv) {
             fprintf(stderr, "bench: %s\n", err.msg);
             return 1;
         }
-        bench_model(pool, dir, labels[bf16], bw, quick);
+        bench_model(pool, &stream, dir, labels[bf16], quick ? 7 : 25);
     }
     random_checkpoint_remove(dir);
 
+    free(stream.data);
     bench_blas_crossover(pool, quick ? 5 : 15);
     pool_free(pool);
 

@@ -67,7 +67,7 @@ static inline __attribute__((always_inline)) void block_4x4(float *out, const fl
     __m512 a00 = _mm512_setzero_ps(), a01 = a00, a02 = a00, a03 = a00, a10 = a00, a11 = a00, a12 = a00, a13 = a00,
            a20 = a00, a21 = a00, a22 = a00, a23 = a00, a30 = a00, a31 = a00, a32 = a00, a33 = a00;
     FOR_EACH_SLICE(s, {
-        if (prefetch) { PREFETCH(0); PREFETCH(1); PREFETCH(2); PREFETCH(3); }
+        if (prefetch && (i * s->elem) % 64 == 0) { PREFETCH(0); PREFETCH(1); PREFETCH(2); PREFETCH(3); }
         __m512 w0 = W(0), w1 = W(1), w2 = W(2), w3 = W(3), xv;
         xv = X(0); FMA(a00, xv, w0); FMA(a01, xv, w1); FMA(a02, xv, w2); FMA(a03, xv, w3);
         xv = X(1); FMA(a10, xv, w0); FMA(a11, xv, w1); FMA(a12, xv, w2); FMA(a13, xv, w3);
@@ -85,7 +85,7 @@ static inline __attribute__((always_inline)) void block_4x1(float *out, const fl
                                                             const float *bias, const Shape *s, bool prefetch) {
     __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
     FOR_EACH_SLICE(s, {
-        if (prefetch) { PREFETCH(0); PREFETCH(1); PREFETCH(2); PREFETCH(3); }
+        if (prefetch && (i * s->elem) % 64 == 0) { PREFETCH(0); PREFETCH(1); PREFETCH(2); PREFETCH(3); }
         __m512 xv = X(0);
         FMA(a0, xv, W(0)); FMA(a1, xv, W(1)); FMA(a2, xv, W(2)); FMA(a3, xv, W(3));
     });
