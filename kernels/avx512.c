@@ -80,6 +80,30 @@ static inline __attribute__((always_inline)) void block_4x4(float *out, const fl
     STORE(3, 0, a30); STORE(3, 1, a31); STORE(3, 2, a32); STORE(3, 3, a33);
 }
 
+// out[t, r] for weight rows r < 2 and activation rows t < 8: for verifying γ + 1 ≈ 8 tokens in one pass over
+// the weights, so that the stream from memory (and its prefetching) never pauses for a second tile.
+static inline __attribute__((always_inline)) void block_2x8(float *out, const float *x, const uint8_t *w,
+                                                            const float *bias, const Shape *s, bool prefetch) {
+    __m512 a00 = _mm512_setzero_ps(), a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00, a30 = a00, a31 = a00,
+           a40 = a00, a41 = a00, a50 = a00, a51 = a00, a60 = a00, a61 = a00, a70 = a00, a71 = a00;
+    FOR_EACH_SLICE(s, {
+        if (prefetch && (i * s->elem) % 64 == 0) { PREFETCH(0); PREFETCH(1); }
+        __m512 w0 = W(0), w1 = W(1), xv;
+        xv = X(0); FMA(a00, xv, w0); FMA(a01, xv, w1);
+        xv = X(1); FMA(a10, xv, w0); FMA(a11, xv, w1);
+        xv = X(2); FMA(a20, xv, w0); FMA(a21, xv, w1);
+        xv = X(3); FMA(a30, xv, w0); FMA(a31, xv, w1);
+        xv = X(4); FMA(a40, xv, w0); FMA(a41, xv, w1);
+        xv = X(5); FMA(a50, xv, w0); FMA(a51, xv, w1);
+        xv = X(6); FMA(a60, xv, w0); FMA(a61, xv, w1);
+        xv = X(7); FMA(a70, xv, w0); FMA(a71, xv, w1);
+    });
+    STORE(0, 0, a00); STORE(0, 1, a01); STORE(1, 0, a10); STORE(1, 1, a11);
+    STORE(2, 0, a20); STORE(2, 1, a21); STORE(3, 0, a30); STORE(3, 1, a31);
+    STORE(4, 0, a40); STORE(4, 1, a41); STORE(5, 0, a50); STORE(5, 1, a51);
+    STORE(6, 0, a60); STORE(6, 1, a61); STORE(7, 0, a70); STORE(7, 1, a71);
+}
+
 // out[0, r] for weight rows r < 4 and one activation row
 static inline __attribute__((always_inline)) void block_4x1(float *out, const float *x, const uint8_t *w,
                                                             const float *bias, const Shape *s, bool prefetch) {
@@ -111,6 +135,11 @@ static inline __attribute__((always_inline)) void matmul(float *out, const float
         const float *b = bias ? bias + j : NULL;
         bool prefetch = j + 8 <= j1;
         int t = 0;
+        for (; t + 8 <= T; t += 8, prefetch = false) {
+            block_2x8(out + (size_t)t * ld_out + j, x + (size_t)t * n_in, w, b, s, prefetch);
+            block_2x8(out + (size_t)t * ld_out + j + 2, x + (size_t)t * n_in, w + 2 * s->row_bytes, b ? b + 2 : NULL,
+                      s, prefetch);
+        }
         for (; t + 4 <= T; t += 4, prefetch = false)
             block_4x4(out + (size_t)t * ld_out + j, x + (size_t)t * n_in, w, b, s, prefetch);
         for (; t < T; t++, prefetch = false)
