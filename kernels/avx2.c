@@ -292,4 +292,6 @@ const Kernels kernels_avx2 = {
     .softmax = softmax,
     .attention = attention,
     .add = add,
+    // OpenBLAS wins from about 32 rows on (make bench, SPECDEC_ISA=avx2).
+    .blas_min_rows = 32,
 };

@@ -275,4 +275,6 @@ const Kernels kernels_neon = {
     .softmax = softmax,
     .attention = attention,
     .add = add,
+    // Not measured on real hardware (qemu timings mean nothing): the AVX2 crossover as a guess.
+    .blas_min_rows = 32,
 };

@@ -102,4 +102,6 @@ const Kernels kernels_scalar = {
     .softmax = softmax,
     .attention = attention,
     .add = add,
+    // The reference stays plain C all the way (SPECDEC_ISA=scalar runs the whole model on it).
+    .blas_min_rows = 0,
 };

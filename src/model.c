@@ -22,7 +22,6 @@
 
 enum {
     CHUNK_T = 64,       // a forward processes at most this many tokens at a time (bounds the scratch memory)
-    BLAS_MIN_T = 32,    // from this many rows on, F32 matmuls go to OpenBLAS's sgemm (see make bench)
     ROW_BLOCK = 16,     // matmul output columns are split between threads on multiples of this
     ALIGN = 64,
 };
@@ -303,12 +302,14 @@ static void linear_thread(void *ctx, int thread, int n_threads) {
 }
 
 // out = x Wᵀ + b (then the epilogue)      x: [T, n_in]   out: [T, ld_out]
-// Below BLAS_MIN_T rows our kernels stream W once for all rows and are batch-invariant; from there on, F32
-// weights go to OpenBLAS, which wins when the work is compute-bound (long prompts). Each of our threads runs a
+// Our kernels stream W once for all T rows and are batch-invariant. Where OpenBLAS is faster — F32 weights,
+// many rows (long prompts), a kernel variant that says so — it takes over; each of our threads then runs a
 // single-threaded sgemm on its own columns, so OpenBLAS's threads never compete with ours for the cores.
 static void linear(const Model *m, float *out, int ld_out, const float *x, const Linear *lin, int T, Epilogue ep,
                    float *residual) {
-    LinearJob job = {m->kernels, lin, x, out, T, ld_out, T >= BLAS_MIN_T && lin->type == WEIGHT_F32, ep, residual};
+    int blas_min = m->kernels->blas_min_rows;
+    bool blas = lin->type == WEIGHT_F32 && blas_min > 0 && T >= blas_min;
+    LinearJob job = {m->kernels, lin, x, out, T, ld_out, blas, ep, residual};
     pool_run(m->pool, linear_thread, &job);
 }
 

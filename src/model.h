@@ -56,8 +56,9 @@ void model_free(Model *model);
 // cache and writes logits: [T, V] when all_logits, else only the last position's [V]. The same function serves
 // prefill (T = prompt length), decode (T = 1) and the verification of γ draft tokens (T = γ + 1).
 //
-// Batch invariance: the logits of a position are bit-identical whatever T it was computed in (up to
-// MATMUL_MAX_T) and whatever the thread count, so greedy speculative output equals greedy target output.
+// Batch invariance: the logits of a position are bit-identical whatever T it was computed in and whatever the
+// thread count — below the kernel variant's blas_min_rows, where OpenBLAS may take over for long prompts — so
+// greedy speculative output equals greedy target output.
 int model_forward(Model *model, KVCache *cache, const int *tokens, int T, float *logits, bool all_logits,
                   Err *err);
 

@@ -44,7 +44,7 @@ static const double TOLERANCE = 1e-4;
 static const double ROW_FLOOR = 0.1;
 
 enum {
-    MAX_CHUNK = 16,     // model.h's MATMUL_MAX_T: batch invariance holds for chunks of up to this many tokens
+    MAX_CHUNK = 16,     // batch invariance holds for chunks below the kernels' blas_min_rows (≥ 32, or never)
     MAX_FOLDERS = 64,
     NAME_LEN = 64,
     SHOWN_MISMATCHES = 5,
