@@ -6,6 +6,7 @@
 #   make test               build and run the test suite; ends with "N passed, N failed"
 #   make test-neon          cross-build the kernel tests for aarch64 and run them under qemu-user
 #   make bench              build and run the benchmark (a program that prints tables, not a test)
+#   make weights            train and export the default model pair to weights/pystd (hours; resumes)
 
 CC       ?= cc
 BUILD    ?= release
@@ -25,12 +26,15 @@ ifeq ($(SANITIZE),1)
   OPT += -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 endif
 
-# Libraries from Debian: OpenBLAS (large-T matmul), xxHash (hash tables, logits fingerprints), Jansson (JSON),
-# utf8proc (Unicode character classes for the tokenizer).
-PKGS   := jansson libxxhash openblas libutf8proc
+# Libraries from Debian: xxHash (hash tables, logits fingerprints), Jansson (JSON), utf8proc (Unicode character
+# classes for the tokenizer), and OpenBLAS in its single-threaded build: specdec runs sgemm on its own threads,
+# each on its own columns (model.c), where the threaded build's idle workers would spin against them.
+PKGS      := jansson libxxhash libutf8proc
+MULTIARCH := $(shell $(CC) -print-multiarch)
+BLAS_DIR  := /usr/lib/$(MULTIARCH)/openblas-serial
 CFLAGS := -std=c11 -D_GNU_SOURCE -g -Wall -Wextra -Werror -MMD -MP -Isrc -Ikernels $(OPT) \
-          $(shell pkg-config --cflags $(PKGS))
-LDLIBS := $(shell pkg-config --libs $(PKGS)) -lpthread -lm
+          $(shell pkg-config --cflags $(PKGS)) -I/usr/include/$(MULTIARCH)/openblas-serial
+LDLIBS := $(shell pkg-config --libs $(PKGS)) -L$(BLAS_DIR) -Wl,-rpath,$(BLAS_DIR) -lopenblas -lpthread -lm
 
 # Kernels: the scalar reference everywhere, plus one file per instruction set, each with its own flags.
 # The ISA is chosen at start-up (kernels/dispatch.c); never -march=native.
@@ -83,6 +87,11 @@ $(NEON_BIN): kernels/*.c kernels/*.h tests/harness.c tests/harness.h tests/test_
 	    kernels/scalar.c kernels/dispatch.c kernels/neon.c tests/harness.c tests/test_kernels.c -lpthread -lm
 test-neon: $(NEON_BIN)
 	qemu-aarch64 $(NEON_BIN)
+
+# The default model pair: tools/make_weights.sh runs corpus → tokenizer → target → draft → evaluate → export.
+.PHONY: weights
+weights: $(O)/specdec
+	tools/make_weights.sh
 
 clean:
 	rm -rf build

@@ -31,6 +31,7 @@ import math
 import os
 import signal
 import sys
+import threading
 import time
 
 import torch
@@ -232,6 +233,24 @@ def atomic_save(obj, path):
     os.replace(path + ".tmp", path)
 
 
+class PauseClock(threading.Thread):
+    """Counts the seconds this process spent stopped (kill -STOP ... kill -CONT): a thread that wakes every half
+    second sees a gap when the whole process was frozen."""
+
+    def __init__(self):
+        super().__init__(daemon=True)
+        self.paused = 0.0
+
+    def run(self):
+        last = time.monotonic()
+        while True:
+            time.sleep(0.5)
+            now = time.monotonic()
+            if now - last > 3.0:
+                self.paused += now - last - 0.5
+            last = now
+
+
 class Log:
     def __init__(self, path):
         self.f = open(path, "a") if path else None
@@ -267,6 +286,8 @@ def main():
                     help="plain F32 matmuls (default: bfloat16 autocast, about 4x faster on AVX512-BF16 CPUs; "
                          "weights, optimizer state and losses stay F32)")
     ap.add_argument("--pilot", type=int, default=0, help="time this many steps, save nothing")
+    ap.add_argument("--stop-after", type=int, default=0, help="checkpoint and exit after this many steps of this "
+                    "process (the run goes on when the command is run again)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
 
@@ -296,10 +317,10 @@ def main():
         step, train_seconds = state["step"], state["train_seconds"]
     teacher = load_teacher(hp["teacher"]) if hp["teacher"] else None
 
-    log = Log(os.path.join(args.run, "log.txt") if args.run else None)
     if args.run:
         os.makedirs(args.run, exist_ok=True)
-        log.f = log.f or open(os.path.join(args.run, "log.txt"), "a")
+    log = Log(os.path.join(args.run, "log.txt") if args.run else None)
+    if args.run:
         with open(os.path.join(RUNS, "train.pid"), "w") as f:
             f.write(f"{os.getpid()}\n")
     tokens_per_step = hp["batch"] * hp["ctx"]
@@ -319,10 +340,13 @@ def main():
                      "model_cfg": model_cfg, "train_seconds": train_seconds}, ckpt_path)
 
     last_ckpt = time.time()
+    first_step = step
+    pause_clock = PauseClock()
+    pause_clock.start()
     ema_loss, ema_rate, pilot_t0 = None, None, None
     end = step + args.pilot if args.pilot else hp["steps"]
     while step < end:
-        t0 = time.time()
+        t0, paused0 = time.time(), pause_clock.paused
         if args.pilot and pilot_t0 is None and step == 1:
             pilot_t0 = t0                                                   # step 0 warms up
         x, y = batch_at(train_data, step, hp["seed"], hp["batch"], hp["ctx"])
@@ -345,9 +369,9 @@ def main():
         gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0).item()
         opt.step()
         step += 1
-        dt = time.time() - t0
-        train_seconds += dt
+        dt = max(1e-3, time.time() - t0 - (pause_clock.paused - paused0))     # not counting pauses
         rate = tokens_per_step / dt
+        train_seconds += dt
         ema_rate = rate if ema_rate is None else 0.9 * ema_rate + 0.1 * rate
         ema_loss = ce.item() if ema_loss is None else 0.95 * ema_loss + 0.05 * ce.item()
         if step % 10 == 0 or step == end or args.pilot:
@@ -360,12 +384,14 @@ def main():
             continue
         if step % args.eval_every == 0 or step == hp["steps"]:
             log(f"step {step} val ce {val_loss(model, val_data, hp['ctx'], max_windows=16):.4f} (first 16 windows)")
+        if args.stop_after and step - first_step >= args.stop_after and step < hp["steps"]:
+            stop.append(1)
         if time.time() - last_ckpt >= 60 * args.ckpt_minutes or stop or step == hp["steps"]:
             save()
             last_ckpt = time.time()
             log(f"checkpoint step {step}")
         if stop:
-            log("stopped by signal; resume by running the same command")
+            log("stopped; resume by running the same command")
             return
     if args.pilot:
         n = args.pilot - 1
@@ -378,8 +404,11 @@ def main():
     atomic_save({"model": model.state_dict(), "model_cfg": model_cfg, "hp": hp, "step": step,
                  "train_seconds": train_seconds, "val_ce": full}, os.path.join(args.run, "final.pt"))
     log(f"done: {step} steps, {train_seconds / 60:.1f} min, val ce {full:.4f} (ppl {math.exp(full):.2f})")
+    pid_path = os.path.join(RUNS, "train.pid")
     try:
-        os.remove(os.path.join(RUNS, "train.pid"))
+        with open(pid_path) as f:
+            if f.read().strip() == str(os.getpid()):
+                os.remove(pid_path)
     except OSError:
         pass
 

@@ -1,0 +1,122 @@
+#!/usr/bin/python3
+"""evaluate.py — held-out figures of the target and the draft, and of the pair for speculative decoding.
+
+    /usr/bin/python3 tools/evaluate.py [--target tools/runs/target] [--draft tools/runs/draft]
+                                       [--max-windows N] [--ckpt] [--out tools/runs/eval.json]
+
+On the validation split (tools/corpus.py), cut into consecutive windows of the training context (every token
+predicted once, with up to ctx − 1 tokens of left context), in F32:
+  * each model's cross-entropy (nats/token) and perplexity, and bits per byte;
+  * α = E[Σ_x min(p(x), q(x))], p the target's and q the draft's next-token distribution at temperature 1: the
+    expected acceptance rate of speculative sampling (Leviathan et al. 2023, Corollary 3.6);
+  * greedy agreement: how often argmax p == argmax q (the acceptance rate at temperature 0);
+  * c, the draft's per-token cost relative to the target's (multiply-adds: L·12d² + V·d), and the expected
+    speed-up (1 − α^{γ+1}) / ((1 − α)(γc + 1)) for γ = 1..8 (Theorem 3.8), at temperature 1 and at 0.
+Reads each run's final.pt, or with --ckpt its latest ckpt.pt (figures of a run in progress). Prints a table and
+writes the figures as JSON to --out.
+"""
+
+import argparse
+import json
+import math
+import os
+import sys
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from train import GPT2, RUNS, per_token_cost, token_stream, val_windows  # noqa: E402
+
+
+def load(run, ckpt=False):
+    path = os.path.join(run, "ckpt.pt" if ckpt else "final.pt")
+    state = torch.load(path)
+    model = GPT2(state["model_cfg"])
+    model.load_state_dict(state["model"])
+    model.eval()
+    return model, state
+
+
+def speedup(alpha, gamma, c):
+    expected_tokens = gamma + 1 if alpha >= 1 else (1 - alpha ** (gamma + 1)) / (1 - alpha)
+    return expected_tokens / (gamma * c + 1)
+
+
+@torch.no_grad()
+def evaluate(target, draft, data, ctx, max_windows=None, batch=4):
+    x, y = val_windows(data, ctx, max_windows)
+    sums = {"ce_target": 0.0, "ce_draft": 0.0, "alpha": 0.0, "agree": 0.0}
+    for i in range(0, len(x), batch):
+        xb, yb = x[i:i + batch], y[i:i + batch].reshape(-1)
+        lp = F.log_softmax(target(xb).reshape(-1, target.cfg["vocab_size"]), dim=-1)
+        sums["ce_target"] += F.nll_loss(lp, yb, reduction="sum").item()
+        if draft is not None:
+            lq = F.log_softmax(draft(xb).reshape(-1, draft.cfg["vocab_size"]), dim=-1)
+            sums["ce_draft"] += F.nll_loss(lq, yb, reduction="sum").item()
+            sums["alpha"] += torch.minimum(lp.exp(), lq.exp()).sum().item()
+            sums["agree"] += (lp.argmax(-1) == lq.argmax(-1)).sum().item()
+    n = y.numel()
+    return {k: v / n for k, v in sums.items()}, n
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--target", default=os.path.join(RUNS, "target"))
+    ap.add_argument("--draft", default=os.path.join(RUNS, "draft"))
+    ap.add_argument("--ckpt", action="store_true", help="use the latest ckpt.pt instead of final.pt")
+    ap.add_argument("--max-windows", type=int, default=None)
+    ap.add_argument("--out", default=os.path.join(RUNS, "eval.json"))
+    ap.add_argument("--threads", type=int, default=2)
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+
+    target, t_state = load(args.target, args.ckpt)
+    has_draft = os.path.exists(os.path.join(args.draft, "ckpt.pt" if args.ckpt else "final.pt"))
+    draft, d_state = load(args.draft, args.ckpt) if has_draft else (None, None)
+    data = token_stream("val")
+    ctx = t_state["hp"]["ctx"]
+    m, n = evaluate(target, draft, data, ctx, args.max_windows)
+    with open(os.path.join(RUNS, "corpus", "val.jsonl"), encoding="utf-8") as f:
+        val_bytes = sum(len(json.loads(line)["text"].encode()) for line in f)
+    bytes_per_token = val_bytes / (len(data) - data.eq(target.cfg["eot_id"]).sum().item())
+
+    out = {"positions": n, "ctx": ctx, "bytes_per_token": bytes_per_token}
+    rows = [("target", target, t_state, m["ce_target"])]
+    if draft is not None:
+        rows.append(("draft", draft, d_state, m["ce_draft"]))
+    print(f"validation: {n} positions in windows of {ctx} tokens ({bytes_per_token:.2f} bytes/token)")
+    print(f"{'model':7s} {'d':>4s} {'L':>2s} {'H':>2s} {'params':>10s} {'cost/token':>11s} {'steps':>6s} "
+          f"{'train min':>9s} {'CE nats':>8s} {'ppl':>7s} {'bits/byte':>9s}")
+    for name, model, state, ce in rows:
+        c = model.cfg
+        params = sum(p.numel() for p in model.parameters())
+        out[name] = {"n_embd": c["n_embd"], "n_layer": c["n_layer"], "n_head": c["n_head"],
+                     "n_positions": c["n_positions"], "vocab_size": c["vocab_size"], "params": params,
+                     "cost_per_token": per_token_cost(c), "steps": state["step"],
+                     "train_minutes": state["train_seconds"] / 60, "val_ce": ce, "val_ppl": math.exp(ce),
+                     "bits_per_byte": ce / math.log(2) / bytes_per_token,
+                     "tokens_seen": state["step"] * state["hp"]["batch"] * state["hp"]["ctx"]}
+        r = out[name]
+        print(f"{name:7s} {c['n_embd']:4d} {c['n_layer']:2d} {c['n_head']:2d} {params:10d} "
+              f"{r['cost_per_token']:11d} {state['step']:6d} {r['train_minutes']:9.1f} {ce:8.4f} "
+              f"{r['val_ppl']:7.2f} {r['bits_per_byte']:9.3f}")
+    if draft is not None:
+        c = per_token_cost(draft.cfg) / per_token_cost(target.cfg)
+        out["pair"] = {"alpha": m["alpha"], "greedy_agreement": m["agree"], "cost_ratio": c,
+                       "speedup_t1": {g: speedup(m["alpha"], g, c) for g in range(1, 9)},
+                       "speedup_t0": {g: speedup(m["agree"], g, c) for g in range(1, 9)}}
+        print(f"pair: α (temperature 1) = {m['alpha']:.4f}   greedy agreement = {m['agree']:.4f}   "
+              f"c = draft/target cost = 1/{1 / c:.1f}")
+        print("expected speed-up by γ:  " + "  ".join(f"γ={g}" for g in range(1, 9)))
+        for label, key in (("temperature 1", "speedup_t1"), ("greedy       ", "speedup_t0")):
+            print(f"  {label}          " + "  ".join(f"{out['pair'][key][g]:.2f}" for g in range(1, 9)))
+    if args.out:
+        tmp = args.out + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(out, f, indent=1)
+        os.replace(tmp, args.out)
+
+
+if __name__ == "__main__":
+    main()

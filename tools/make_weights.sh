@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# make_weights.sh — the whole pipeline of specdec's default model pair (`make weights` runs it):
+#   corpus → tokenizer → target → draft (distilled) → evaluation → export to weights/pystd/ (+ model card).
+# Every stage resumes: the corpus and tokenizer are made once (delete tools/runs/ to start over); training picks up
+# from tools/runs/<run>/ckpt.pt (written every 5 minutes) and is a no-op once final.pt exists. Training runs under
+# `nice -n 19` on 2 threads; its PID is in tools/runs/train.pid (`kill -STOP` pauses it, `kill -CONT` resumes).
+# Needs Debian's python3-torch, python3-regex and libpython3.11-testsuite, and build/release/specdec (`make`).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY="nice -n 19 /usr/bin/python3"
+RUNS=tools/runs
+mkdir -p "$RUNS"
+
+[ -f "$RUNS/corpus/manifest.tsv" ] || $PY tools/corpus.py
+[ -f "$RUNS/tokenizer/tokenizer.json" ] || $PY tools/train_bpe.py
+
+# Target: 8 × 384, 6 heads, 512 positions; 600 steps of 16 × 512 tokens (4.9 M tokens, ~0.7 epoch).
+$PY tools/train.py --run "$RUNS/target" --d 384 --layers 8 --heads 6 --positions 512 --ctx 512 \
+    --batch 16 --steps 600 --warmup 60 --lr 1.5e-3
+# Draft: 3 × 96, 3 heads; 400 steps of 16 × 512 tokens, distilled from the target:
+# loss = 0.9 · KL(target ‖ draft) + 0.1 · cross-entropy.
+$PY tools/train.py --run "$RUNS/draft" --d 96 --layers 3 --heads 3 --positions 512 --ctx 512 \
+    --batch 16 --steps 400 --warmup 40 --lr 3e-3 --teacher "$RUNS/target" --ce-weight 0.1
+
+if [ ! -f "$RUNS/eval.json" ] || [ "$RUNS/draft/final.pt" -nt "$RUNS/eval.json" ]; then
+    $PY tools/evaluate.py
+fi
+$PY tools/export.py --name pystd
