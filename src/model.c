@@ -23,6 +23,8 @@
 enum {
     CHUNK_T = 64,       // a forward processes at most this many tokens at a time (bounds the scratch memory)
     ROW_BLOCK = 16,     // matmul output columns are split between threads on multiples of this
+    PARALLEL_MIN_WORK = 1 << 16,  // multiply-adds below which a job runs on the calling thread alone (a hand-off
+                                  // to the workers costs microseconds: more than a small draft's matmul)
     ALIGN = 64,
 };
 
@@ -192,7 +194,6 @@ static int alloc_scratch(Model *m, Err *err) {
 
 int model_load(Model *model, const char *dir, ThreadPool *pool, Err *err) {
     *model = (Model){.pool = pool};
-    openblas_set_num_threads(1);  // see linear()
     const char *why = NULL;
     if (!(model->kernels = kernels_select(&why))) return err_fmt(err, "%s", why);
 
@@ -262,6 +263,12 @@ int model_kv_init(const Model *model, KVCache *cache, Err *err) {
 
 // ---- the forward pass ---------------------------------------------------------------------------------------
 
+// Runs fn on every thread of the pool, or on the calling thread alone when the job is too small to share.
+static void run_job(const Model *m, PoolFn *fn, void *ctx, size_t multiply_adds) {
+    if (multiply_adds < PARALLEL_MIN_WORK) fn(ctx, 0, 1);
+    else pool_run(m->pool, fn, ctx);
+}
+
 typedef enum { EPILOGUE_NONE, EPILOGUE_GELU_TANH, EPILOGUE_GELU_ERF, EPILOGUE_ADD } Epilogue;
 
 // One matmul as a pool job: out = x Wᵀ + b, then the epilogue on the same columns by the same thread.
@@ -310,7 +317,7 @@ static void linear(const Model *m, float *out, int ld_out, const float *x, const
     int blas_min = m->kernels->blas_min_rows;
     bool blas = lin->type == WEIGHT_F32 && blas_min > 0 && T >= blas_min;
     LinearJob job = {m->kernels, lin, x, out, T, ld_out, blas, ep, residual};
-    pool_run(m->pool, linear_thread, &job);
+    run_job(m, linear_thread, &job, (size_t)T * lin->n_out * lin->n_in);
 }
 
 // Causal self-attention for T new tokens at positions pos0..pos0+T−1, whose K and V rows are already in the
@@ -364,7 +371,7 @@ static void block_forward(const Model *m, KVCache *cache, int layer, int pos0, i
     if (c->scale_attn_weights) scale /= sqrtf((float)(d / c->n_head));
     if (c->scale_attn_by_inverse_layer_idx) scale /= (float)(layer + 1);
     AttentionJob att = {m, cache, layer, pos0, T, scale};
-    pool_run(m->pool, attention_thread, &att);
+    run_job(m, attention_thread, &att, (size_t)T * (pos0 + T) * 2 * d);
     linear(m, s->h, d, s->att, &b->attn_proj, T, EPILOGUE_ADD, s->x);
 
     // MLP sub-block: x += GELU(LN2(x) W_up + b_up) W_down + b_down

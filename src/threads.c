@@ -1,14 +1,17 @@
-// threads.c — a persistent worker pool. Workers spin briefly on a job counter (a forward pass hands out dozens
-// of short jobs per token, too short for a sleep/wake round trip), then sleep on a condition variable.
+// threads.c — a persistent worker pool. Workers spin on a job counter for a while (a forward pass hands out
+// dozens of short jobs per token, too short for a sleep/wake round trip, which costs tens of microseconds in a
+// virtual machine), then sleep on a condition variable.
 #include "threads.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 
-enum { SPIN_ROUNDS = 2048 };  // some 50 µs of polling (pause is ~70 cycles) before a worker goes to sleep
+#define SPIN_SECONDS 200e-6  // polling before a worker goes to sleep: longer than the gaps between the jobs of
+                             // one token, including sampling
 
 struct ThreadPool {
     int n_threads;              // including the caller, thread 0
@@ -35,12 +38,20 @@ static inline void cpu_relax(void) {
 #endif
 }
 
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
 // Waits until the job counter moves past `seen` (or the pool stops); returns the new counter.
 static unsigned wait_for_job(ThreadPool *pool, unsigned seen) {
-    for (int i = 0; i < SPIN_ROUNDS; i++) {
+    double give_up = now_seconds() + SPIN_SECONDS;
+    for (unsigned i = 1;; i++) {
         unsigned job = atomic_load(&pool->job);
         if (job != seen || atomic_load(&pool->stopping)) return job;
         cpu_relax();
+        if (i % 64 == 0 && now_seconds() > give_up) break;
     }
     pthread_mutex_lock(&pool->lock);
     while (atomic_load(&pool->job) == seen && !atomic_load(&pool->stopping))

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Installs what specdec needs to build and test on Debian 12: Debian's packages (compiler, OpenBLAS, xxHash,
+# Installs what specdec needs to build and test on Debian 12: Debian's packages (compiler, OpenBLAS and its
+# single-threaded build, xxHash,
 # Jansson, utf8proc; the aarch64 cross compiler and qemu-user for the NEON kernel tests) and the npm packages of
 # the tokenizer test oracle. Safe to run again: it installs only what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(build-essential pkg-config libopenblas-dev libxxhash-dev libjansson-dev libutf8proc-dev
+packages=(build-essential pkg-config libopenblas-dev libopenblas-serial-dev libxxhash-dev libjansson-dev libutf8proc-dev
           gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user)
 command -v node >/dev/null && command -v npm >/dev/null || packages+=(nodejs npm)
 
