@@ -151,18 +151,7 @@ static inline __attribute__((always_inline)) void matmul(float *out, const float
                       (const uint8_t *)weights + (size_t)j * s->row_bytes, bias ? bias + j : NULL, s);
 }
 
-static void matmul_f32(float *out, const float *x, const void *w, const float *bias, int T, int n_in, int ld_out,
-                       int j0, int j1) {
-    matmul(out, x, w, WEIGHT_F32, bias, T, n_in, ld_out, j0, j1);
-}
-static void matmul_f16(float *out, const float *x, const void *w, const float *bias, int T, int n_in, int ld_out,
-                       int j0, int j1) {
-    matmul(out, x, w, WEIGHT_F16, bias, T, n_in, ld_out, j0, j1);
-}
-static void matmul_bf16(float *out, const float *x, const void *w, const float *bias, int T, int n_in, int ld_out,
-                        int j0, int j1) {
-    matmul(out, x, w, WEIGHT_BF16, bias, T, n_in, ld_out, j0, j1);
-}
+DEFINE_MATMUL_PER_WEIGHT_TYPE(matmul)
 
 // ---- elementwise math ---------------------------------------------------------------------------------------
 

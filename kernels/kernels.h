@@ -51,6 +51,22 @@ typedef struct {
     int blas_min_rows;
 } Kernels;
 
+// Each variant writes one always-inline matmul(out, x, w, type, bias, T, n_in, ld_out, j0, j1) and instantiates
+// it for the three weight types with this macro (the type then folds to a constant in each copy).
+#define DEFINE_MATMUL_PER_WEIGHT_TYPE(matmul)                                                                  \
+    static void matmul_f32(float *out, const float *x, const void *w, const float *bias, int T, int n_in,      \
+                           int ld_out, int j0, int j1) {                                                       \
+        matmul(out, x, w, WEIGHT_F32, bias, T, n_in, ld_out, j0, j1);                                          \
+    }                                                                                                          \
+    static void matmul_f16(float *out, const float *x, const void *w, const float *bias, int T, int n_in,      \
+                           int ld_out, int j0, int j1) {                                                       \
+        matmul(out, x, w, WEIGHT_F16, bias, T, n_in, ld_out, j0, j1);                                          \
+    }                                                                                                          \
+    static void matmul_bf16(float *out, const float *x, const void *w, const float *bias, int T, int n_in,     \
+                            int ld_out, int j0, int j1) {                                                      \
+        matmul(out, x, w, WEIGHT_BF16, bias, T, n_in, ld_out, j0, j1);                                         \
+    }
+
 extern const Kernels kernels_scalar;
 extern const Kernels kernels_avx2;
 extern const Kernels kernels_avx512;

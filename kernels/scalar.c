@@ -26,18 +26,7 @@ static void matmul(float *out, const float *x, const void *w, WeightType type, c
     }
 }
 
-static void matmul_f32(float *out, const float *x, const void *w, const float *bias, int T, int n_in, int ld_out,
-                       int j0, int j1) {
-    matmul(out, x, w, WEIGHT_F32, bias, T, n_in, ld_out, j0, j1);
-}
-static void matmul_f16(float *out, const float *x, const void *w, const float *bias, int T, int n_in, int ld_out,
-                       int j0, int j1) {
-    matmul(out, x, w, WEIGHT_F16, bias, T, n_in, ld_out, j0, j1);
-}
-static void matmul_bf16(float *out, const float *x, const void *w, const float *bias, int T, int n_in, int ld_out,
-                        int j0, int j1) {
-    matmul(out, x, w, WEIGHT_BF16, bias, T, n_in, ld_out, j0, j1);
-}
+DEFINE_MATMUL_PER_WEIGHT_TYPE(matmul)
 
 // LayerNorm (Ba et al. 2016) over one row: out = (x − μ) / √(σ² + eps) · γ + β
 static void layernorm(float *out, const float *x, const float *gamma, const float *beta, int n, float eps) {
