@@ -383,26 +383,74 @@ static int parse_gamma(const char *text, SpecParams *params, Err *err) {
     return 0;
 }
 
-static void print_stats(FILE *f, const Session *s, const SpecStats *st, int n_prompt, const float *last_logits,
-                        int V) {
-    double tokens_per_s = st->total_seconds > 0 ? st->generated / st->total_seconds : 0;
+// The --stats line. The fingerprint of the final logits comes from a forward over the whole text, so that runs
+// with other kernels, threads or draft lengths compare at a glance.
+static int print_stats(Session *s, const SpecStats *st, const int *prompt, int n_prompt, const int *out, int n_out,
+                       Err *err) {
+    const int V = s->target.cfg.vocab_size, n_ctx = s->target.cfg.n_positions;
+    int n_all = n_prompt + n_out < n_ctx ? n_prompt + n_out : n_ctx;
+    int *all = malloc(sizeof(int) * (n_prompt + n_out));
+    float *logits = malloc(sizeof(float) * V);
+    KVCache cache = {0};
+    int rc = -1;
+    if (!all || !logits) {
+        err_fmt(err, "out of memory");
+        goto done;
+    }
+    memcpy(all, prompt, sizeof(int) * n_prompt);
+    memcpy(all + n_prompt, out, sizeof(int) * n_out);
+    if (model_kv_init(&s->target, &cache, err) || model_forward(&s->target, &cache, all, n_all, logits, false, err))
+        goto done;
     double alpha = st->n_min_pq ? st->sum_min_pq / st->n_min_pq : 0;
     double draft_step = st->draft_calls ? st->draft_seconds / st->draft_calls : 0;
     double c = st->target_t1_seconds > 0 ? draft_step / st->target_t1_seconds : 0;
-    double ms_per_token = st->generated ? st->total_seconds * 1e3 / st->generated : 0;
-    double target_gbs = st->rounds && st->target_seconds > 0
-                            ? (double)s->target.weight_bytes * st->rounds / st->target_seconds / 1e9 : 0;
-    fprintf(f,
+    double target_gbs = st->target_seconds > 0 ? (double)s->target.weight_bytes * st->rounds / st->target_seconds / 1e9 : 0;
+    fprintf(stderr,
             "{\"prompt_tokens\": %d, \"generated_tokens\": %d, \"tokens_per_s\": %.2f, \"ms_per_token\": %.3f, "
             "\"target_calls\": %d, \"draft_calls\": %d, \"drafted\": %d, \"accepted\": %d, \"acceptance_rate\": %.4f, "
             "\"mean_min_pq\": %.4f, \"tokens_per_target_call\": %.3f, \"mean_gamma\": %.2f, \"c\": %.4f, "
             "\"predicted_speedup\": %.3f, \"weights_GB_per_s\": %.2f, \"isa\": \"%s\", \"threads\": %d, "
             "\"logits_xxh64\": \"%016" PRIx64 "\"}\n",
-            n_prompt, st->generated, tokens_per_s, ms_per_token, st->rounds, st->draft_calls, st->drafted,
+            n_prompt, st->generated, st->total_seconds > 0 ? st->generated / st->total_seconds : 0,
+            st->generated ? st->total_seconds * 1e3 / st->generated : 0, st->rounds, st->draft_calls, st->drafted,
             st->accepted, st->drafted ? (double)st->accepted / st->drafted : 0, alpha,
             st->rounds ? (double)st->generated / st->rounds : 0, st->mean_gamma, c,
             s->has_draft ? spec_predicted_speedup(alpha, st->mean_gamma, c) : 1.0, target_gbs,
-            s->target.kernels->name, pool_size(s->pool), (uint64_t)XXH64(last_logits, sizeof(float) * V, 0));
+            s->target.kernels->name, pool_size(s->pool), (uint64_t)XXH64(logits, sizeof(float) * V, 0));
+    rc = 0;
+done:
+    kv_free(&cache);
+    free(all);
+    free(logits);
+    return rc;
+}
+
+// --compare: the same prompt and settings decoded by the target alone; prints both speeds, the speedup Theorem
+// 3.8 predicts from the measured α and c, and whether the outputs are the same (they must be when greedy).
+static int compare_with_target_only(Session *s, const Args *args, const SpecParams *params, const SpecStats *spec,
+                                    const int *prompt, int n_prompt, const int *out, int n_out, Err *err) {
+    SpecParams quiet = *params;
+    quiet.on_token = NULL;
+    quiet.trace = NULL;
+    Rng rng;
+    rng_seed(&rng, args->seed);
+    SpecStats plain;
+    int *plain_out = malloc(sizeof(int) * (args->n_tokens + 1)), n_plain;
+    if (!plain_out) return err_fmt(err, "out of memory");
+    if (speculative_generate(&s->target, NULL, prompt, n_prompt, &quiet, &rng, plain_out, &n_plain, &plain, err)) {
+        free(plain_out);
+        return -1;
+    }
+    double spec_rate = spec->generated / spec->total_seconds, plain_rate = plain.generated / plain.total_seconds;
+    double alpha = spec->n_min_pq ? spec->sum_min_pq / spec->n_min_pq : 0;
+    double c = spec->draft_calls && plain.target_t1_seconds > 0
+                   ? spec->draft_seconds / spec->draft_calls / plain.target_t1_seconds : 0;
+    fprintf(stderr, "{\"speculative_tokens_per_s\": %.2f, \"target_only_tokens_per_s\": %.2f, "
+                    "\"measured_speedup\": %.3f, \"predicted_speedup\": %.3f, \"same_output\": %s}\n",
+            spec_rate, plain_rate, spec_rate / plain_rate, spec_predicted_speedup(alpha, spec->mean_gamma, c),
+            n_plain == n_out && memcmp(plain_out, out, sizeof(int) * n_out) == 0 ? "true" : "false");
+    free(plain_out);
+    return 0;
 }
 
 static int cmd_generate(const Args *args, Err *err) {
@@ -466,46 +514,10 @@ static int cmd_generate(const Args *args, Err *err) {
     printf("\n");
     fflush(stdout);
 
-    if (args->stats) {
-        // The final logits' fingerprint: a forward over the whole text, so that runs compare at a glance.
-        KVCache cache;
-        int n_all = n_prompt + n_out < s.target.cfg.n_positions ? n_prompt + n_out : s.target.cfg.n_positions;
-        int *all = malloc(sizeof(int) * (n_prompt + n_out));
-        float *logits = malloc(sizeof(float) * s.target.cfg.vocab_size);
-        memcpy(all, prompt, sizeof(int) * n_prompt);
-        memcpy(all + n_prompt, out, sizeof(int) * n_out);
-        if (!model_kv_init(&s.target, &cache, err) &&
-            !model_forward(&s.target, &cache, all, n_all, logits, false, err))
-            print_stats(stderr, &s, &stats, n_prompt, logits, s.target.cfg.vocab_size);
-        kv_free(&cache);
-        free(all);
-        free(logits);
-    }
-    if (args->compare && s.has_draft) {
-        SpecStats plain;
-        SpecParams quiet = params;
-        quiet.on_token = NULL;
-        quiet.trace = NULL;
-        rng_seed(&rng, args->seed);
-        int *plain_out = malloc(sizeof(int) * (args->n_tokens + 1)), n_plain;
-        if (speculative_generate(&s.target, NULL, prompt, n_prompt, &quiet, &rng, plain_out, &n_plain, &plain, err)) {
-            free(plain_out);
-            goto done;
-        }
-        double spec_rate = stats.generated / stats.total_seconds, plain_rate = plain.generated / plain.total_seconds;
-        double alpha = stats.n_min_pq ? stats.sum_min_pq / stats.n_min_pq : 0;
-        double c = stats.draft_calls && plain.target_t1_seconds > 0
-                       ? stats.draft_seconds / stats.draft_calls / plain.target_t1_seconds : 0;
-        fprintf(stderr, "{\"speculative_tokens_per_s\": %.2f, \"target_only_tokens_per_s\": %.2f, "
-                        "\"measured_speedup\": %.3f, \"predicted_speedup\": %.3f, \"same_output\": %s}\n",
-                spec_rate, plain_rate, spec_rate / plain_rate, spec_predicted_speedup(alpha, stats.mean_gamma, c),
-                n_plain == n_out && memcmp(plain_out, out, sizeof(int) * n_out) == 0 ? "true" : "false");
-        free(plain_out);
-    }
-    if (args->print_ids && have_tok) {  // (without a tokenizer the ids were printed as they came)
-        for (int i = 0; i < n_out; i++) printf(i ? " %d" : "%d", out[i]);
-        printf("\n");
-    }
+    if (args->stats && print_stats(&s, &stats, prompt, n_prompt, out, n_out, err)) goto done;
+    if (args->compare && s.has_draft && compare_with_target_only(&s, args, &params, &stats, prompt, n_prompt, out,
+                                                                 n_out, err))
+        goto done;
     rc = 0;
 done:
     if (trace) fclose(trace);

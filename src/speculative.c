@@ -43,6 +43,12 @@ static int model_propose(Drafter *self, const int *context, int n, int gamma, in
     return k;
 }
 
+static int model_prefill(Drafter *self, const int *context, int n, Err *err) {
+    ModelDrafter *d = (ModelDrafter *)self;
+    if (n <= d->cache.len) return 0;
+    return model_forward(d->model, &d->cache, context + d->cache.len, n - d->cache.len, d->logits, false, err);
+}
+
 static void model_rollback(Drafter *self, int n) {
     ModelDrafter *d = (ModelDrafter *)self;
     if (d->cache.len > n) kv_truncate(&d->cache, n);
@@ -50,7 +56,7 @@ static void model_rollback(Drafter *self, int n) {
 
 int model_drafter_init(ModelDrafter *d, Model *draft, const SamplingParams *sampling, Rng *rng, float p_min,
                        Err *err) {
-    *d = (ModelDrafter){.base = {.propose = model_propose, .rollback = model_rollback},
+    *d = (ModelDrafter){.base = {.prefill = model_prefill, .propose = model_propose, .rollback = model_rollback},
                         .model = draft, .sampling = *sampling, .rng = rng, .p_min = p_min};
     d->logits = malloc(sizeof(float) * draft->cfg.vocab_size);
     if (!d->logits) return err_fmt(err, "out of memory for the draft's logits");
@@ -189,9 +195,10 @@ int speculative_generate(Model *target, Drafter *drafter, const int *prompt, int
     memcpy(b.context, prompt, sizeof(int) * n_prompt);
     double t_start = now_seconds();
 
-    // Prefill all but the newest committed token: each round's verify forward starts with it, and its logits
-    // give p_1.
+    // Prefill all but the newest committed token (both models): each round's verify forward starts with it, and
+    // its logits give p_1.
     if (n_prompt > 1 && model_forward(target, &cache, prompt, n_prompt - 1, b.logits, false, err)) goto done;
+    if (n_prompt > 1 && drafter && drafter->prefill && drafter->prefill(drafter, prompt, n_prompt - 1, err)) goto done;
 
     GammaState g = {.alpha = ALPHA_PRIOR, .heuristic_gamma = params->gamma};
     int n = n_prompt;  // committed tokens; the target cache holds n − 1 of them

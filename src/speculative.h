@@ -20,6 +20,8 @@ enum { GAMMA_MAX = 16 };  // the most tokens drafted in one round (a verify forw
 
 // Where drafts come from. The scheduler calls propose() once per round and rollback() after verification.
 typedef struct Drafter {
+    // Optional: reads context[0..n) ahead of the first round (the prompt), so that propose() times are steady.
+    int (*prefill)(struct Drafter *self, const int *context, int n, Err *err);
     // Proposes up to `gamma` tokens continuing context[0..n): ids into draft[0..k), and their distributions
     // q[i·V .. (i+1)·V) — unless the drafter is deterministic: then q_i is one-hot at draft[i], and the
     // scheduler writes it.
