@@ -586,23 +586,27 @@ done:
 }
 
 static int cmd_detokenize(const Args *args, Err *err) {
+    // All the ids first (each argument may hold several), so that a bad one prints nothing.
+    size_t chars = 1;
+    for (int i = 0; i < args->n_positional; i++) chars += strlen(args->positional[i]) + 1;
+    char *joined = malloc(chars), *text = NULL;
+    int *ids = NULL, n = 0, rc = -1;
+    size_t len;
+    if (!joined) return err_fmt(err, "out of memory");
+    joined[0] = '\0';
+    for (int i = 0; i < args->n_positional; i++) strcat(strcat(joined, args->positional[i]), " ");
     Tokenizer tok;
-    bool loaded;
-    if (load_tokenizer(&tok, tokenizer_dir(args), true, &loaded, err)) return -1;
-    int rc = 0;
-    for (int i = 0; i < args->n_positional && rc == 0; i++) {
-        int *ids, n;
-        char *text;
-        size_t len;
-        if ((rc = parse_ids(args->positional[i], &ids, &n, err)) == 0) {
-            if ((rc = tokenizer_decode(&tok, ids, n, &text, &len, err)) == 0) {
-                fwrite(text, 1, len, stdout);
-                free(text);
-            }
-            free(ids);
-        }
-    }
-    tokenizer_free(&tok);
+    bool loaded = false;
+    if (parse_ids(joined, &ids, &n, err) || load_tokenizer(&tok, tokenizer_dir(args), true, &loaded, err) ||
+        tokenizer_decode(&tok, ids, n, &text, &len, err))
+        goto done;
+    fwrite(text, 1, len, stdout);
+    rc = 0;
+done:
+    if (loaded) tokenizer_free(&tok);
+    free(joined);
+    free(ids);
+    free(text);
     return rc;
 }
 

