@@ -1,12 +1,15 @@
 #include "sampling.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdlib.h>
+#include <string.h>
 
 int sampling_argmax(const float *logits, int V) {
     int best = 0;
-    for (int i = 1; i < V; i++)
-        if (logits[i] > logits[best]) best = i;
+    float best_value = logits[0];  // kept in a register: comparing with logits[best] would chain each step
+    for (int i = 1; i < V; i++)    // behind a load
+        if (logits[i] > best_value) best_value = logits[i], best = i;
     return best;
 }
 
@@ -23,39 +26,49 @@ static int by_probability_desc(const void *a, const void *b) {
 }
 
 int sampling_adjust(double *probs, const float *logits, int V, const SamplingParams *params) {
-    for (int i = 0; i < V; i++)
-        if (isnan(logits[i]) || logits[i] == INFINITY) return -1;
+    // NaN compares false both ways, so it is caught as "not below +inf".
+    int bad = 0;
+    for (int i = 0; i < V; i++) bad |= !(logits[i] < INFINITY);
+    if (bad) return -1;
+    const int best = sampling_argmax(logits, V);
+    memset(probs, 0, sizeof(double) * V);
     if (params->temperature <= 0.0f) {  // the one-hot limit
-        for (int i = 0; i < V; i++) probs[i] = 0.0;
-        probs[sampling_argmax(logits, V)] = 1.0;
+        probs[best] = 1.0;
         return 0;
     }
-    // softmax(logits / temperature)
-    float max = logits[sampling_argmax(logits, V)];
+    // softmax(logits / temperature); each term in float (ample for a probability), the sum in double
+    const float max = logits[best], inv_t = 1.0f / params->temperature;
     double sum = 0.0;
-    for (int i = 0; i < V; i++) sum += probs[i] = exp(((double)logits[i] - max) / params->temperature);
+    for (int i = 0; i < V; i++) sum += probs[i] = expf((logits[i] - max) * inv_t);
     for (int i = 0; i < V; i++) probs[i] /= sum;
     if ((params->top_k <= 0 || params->top_k >= V) && params->top_p >= 1.0f) return 0;
 
-    // Candidates in descending order; keep a prefix of them.
+    // Candidates in descending order; keep a prefix of them (top-k, then top-p over what top-k kept, as
+    // transformers' warpers do). With top-p alone, only tokens of probability ≥ ε = (1 − top_p) / 2V can be in the
+    // nucleus — the others hold less than V·ε = (1 − top_p) / 2 of the mass — so only those are sorted.
+    const bool top_k = params->top_k > 0 && params->top_k < V;
+    const double smallest = top_k ? 0.0 : (1.0 - params->top_p) / (2.0 * V);
     Candidate *c = malloc(sizeof(Candidate) * (size_t)V);
     if (!c) abort();
-    for (int i = 0; i < V; i++) c[i] = (Candidate){probs[i], i};
-    qsort(c, (size_t)V, sizeof *c, by_probability_desc);
-    int keep = V;
-    if (params->top_k > 0 && params->top_k < V) {
+    int n_c = 0;
+    for (int i = 0; i < V; i++)
+        if (probs[i] >= smallest) c[n_c++] = (Candidate){probs[i], i};
+    qsort(c, (size_t)n_c, sizeof *c, by_probability_desc);
+    int keep = n_c;
+    if (top_k && params->top_k < n_c) {
         keep = params->top_k;
-        while (keep < V && c[keep].p == c[keep - 1].p) keep++;  // ties at the k-th value stay
-    }
-    if (params->top_p < 1.0f) {
-        double mass = 0.0;
-        int n = 0;
-        while (n < keep && mass < params->top_p) mass += c[n++].p;
-        keep = n;
+        while (keep < n_c && c[keep].p == c[keep - 1].p) keep++;  // ties at the k-th value stay
     }
     double kept = 0.0;
     for (int n = 0; n < keep; n++) kept += c[n].p;
-    for (int i = 0; i < V; i++) probs[i] = 0.0;
+    if (params->top_p < 1.0f) {
+        double mass = 0.0, target = params->top_p * kept;
+        int n = 0;
+        while (n < keep && mass < target) mass += c[n++].p;
+        keep = n;
+        kept = mass;
+    }
+    memset(probs, 0, sizeof(double) * V);
     for (int n = 0; n < keep; n++) probs[c[n].id] = c[n].p / kept;
     free(c);
     return 0;
