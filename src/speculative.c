@@ -90,9 +90,13 @@ static double overlap(const double *p, const double *q, int V) {
     return sum;
 }
 
+// E[tokens per round] = (1 − α^{γ+1}) / (1 − α) (the paper's equation 1)
+static double expected_tokens(double alpha, double gamma) {
+    return alpha < 1.0 ? (1.0 - pow(alpha, gamma + 1)) / (1.0 - alpha) : gamma + 1;
+}
+
 double spec_predicted_speedup(double alpha, double gamma, double c) {
-    double tokens = alpha < 1.0 ? (1.0 - pow(alpha, gamma + 1)) / (1.0 - alpha) : gamma + 1;
-    return tokens / (gamma * c + 1.0);
+    return expected_tokens(alpha, gamma) / (gamma * c + 1.0);
 }
 
 // ---- the draft-length policy --------------------------------------------------------------------------------
@@ -141,8 +145,7 @@ static int choose_gamma(const SpecParams *params, const GammaState *g, bool have
     int best = 0;
     double best_rate = 1.0 / target_time(g, 1);
     for (int gamma = 1; gamma <= GAMMA_MAX; gamma++) {
-        double tokens = g->alpha < 1.0 ? (1.0 - pow(g->alpha, gamma + 1)) / (1.0 - g->alpha) : gamma + 1;
-        double rate = tokens / (gamma * g->draft_step + target_time(g, gamma + 1));
+        double rate = expected_tokens(g->alpha, gamma) / (gamma * g->draft_step + target_time(g, gamma + 1));
         if (rate > best_rate) best = gamma, best_rate = rate;
     }
     return best;
@@ -201,6 +204,7 @@ int speculative_generate(Model *target, Drafter *drafter, const int *prompt, int
     if (n_prompt > 1 && drafter && drafter->prefill && drafter->prefill(drafter, prompt, n_prompt - 1, err)) goto done;
 
     GammaState g = {.alpha = ALPHA_PRIOR, .heuristic_gamma = params->gamma};
+    int rounds_by_gamma[GAMMA_MAX + 1] = {0};
     int n = n_prompt;  // committed tokens; the target cache holds n − 1 of them
     bool done = false;
     double gamma_sum = 0;
@@ -224,6 +228,7 @@ int speculative_generate(Model *target, Drafter *drafter, const int *prompt, int
         }
         stats->drafted += k;
         gamma_sum += k;
+        rounds_by_gamma[k]++;
 
         // 2. Verify: one target forward over [newest committed token, x_1..x_k] gives p_1..p_{k+1}.
         tokens[0] = b.context[n - 1];
@@ -304,7 +309,14 @@ int speculative_generate(Model *target, Drafter *drafter, const int *prompt, int
     stats->draft_calls = drafter ? drafter->calls : 0;
     stats->draft_seconds = drafter ? drafter->seconds : 0;
     stats->target_t1_seconds = target_time(&g, 1);
+    stats->draft_step_seconds = g.draft_step;
     stats->mean_gamma = stats->rounds ? gamma_sum / stats->rounds : 0;
+    double alpha = stats->n_min_pq ? stats->sum_min_pq / stats->n_min_pq : 0, tokens = 0, seconds = 0;
+    for (int gamma = 0; gamma <= GAMMA_MAX; gamma++) {
+        tokens += rounds_by_gamma[gamma] * expected_tokens(alpha, gamma);
+        seconds += rounds_by_gamma[gamma] * (gamma * g.draft_step + target_time(&g, gamma + 1));
+    }
+    stats->predicted_speedup = seconds > 0 ? tokens / seconds * stats->target_t1_seconds : 1.0;
     rc = 0;
 done:
     kv_free(&cache);

@@ -93,7 +93,12 @@ typedef struct {
     int draft_calls;
     double target_seconds, draft_seconds, total_seconds;
     double target_t1_seconds;   // mean time of a T = 1 target forward (measured or fitted), for c
+    double draft_step_seconds;  // mean time of one draft step (running estimate)
     double mean_gamma;
+    // The speedup over target-only decoding predicted from the measured α and costs (Theorem 3.8 with the
+    // measured verification cost t_target(γ + 1) in place of t_target(1)), over the γ of the rounds played:
+    //   Σ_rounds E[tokens | α, γ] · t_target(1) / Σ_rounds (γ · t_draft + t_target(γ + 1))
+    double predicted_speedup;
 } SpecStats;
 
 // Generates up to params->max_tokens tokens after prompt[0..n_prompt) with the target model, speculatively when
