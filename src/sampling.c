@@ -25,6 +25,13 @@ static int by_probability_desc(const void *a, const void *b) {
     return x->id - y->id;
 }
 
+double sampling_top_probability(const float *logits, int V) {
+    const float max = logits[sampling_argmax(logits, V)];
+    double sum = 0.0;
+    for (int i = 0; i < V; i++) sum += expf(logits[i] - max);
+    return 1.0 / sum;
+}
+
 int sampling_adjust(double *probs, const float *logits, int V, const SamplingParams *params) {
     // NaN compares false both ways, so it is caught as "not below +inf".
     int bad = 0;

@@ -22,6 +22,9 @@ int sampling_adjust(double *probs, const float *logits, int V, const SamplingPar
 // The index of the largest logit, the lowest one on a tie.
 int sampling_argmax(const float *logits, int V);
 
+// max_x softmax(logits)_x at temperature 1: how sure the model is, whatever the sampling settings.
+double sampling_top_probability(const float *logits, int V);
+
 // xoshiro256** (Blackman & Vigna 2018), seeded through splitmix64.
 typedef struct {
     uint64_t s[4];

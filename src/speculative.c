@@ -15,12 +15,6 @@ static double now_seconds(void) {
 
 // ---- the model drafter --------------------------------------------------------------------------------------
 
-static double max_of(const double *x, int n) {
-    double m = x[0];
-    for (int i = 1; i < n; i++) m = x[i] > m ? x[i] : m;
-    return m;
-}
-
 // Drafts x_1..x_k one token at a time: q_i = adjust(draft logits), x_i ~ q_i. The first forward feeds every
 // committed token the draft has not seen yet (the whole prompt at first; after a fully accepted round, x_γ and
 // the bonus token); x_k itself is never fed, since the next round may not keep it.
@@ -32,10 +26,10 @@ static int model_propose(Drafter *self, const int *context, int n, int gamma, in
     for (; k < gamma && d->cache.len + n_feed <= n_ctx; k++) {
         if (model_forward(d->model, &d->cache, feed, n_feed, d->logits, false, err)) return -1;
         self->calls++;
+        if (d->p_min > 0 && sampling_top_probability(d->logits, V) < d->p_min) break;  // the draft is unsure
         double *q_k = q + (size_t)k * V;
         if (sampling_adjust(q_k, d->logits, V, &d->sampling))
             return err_fmt(err, "the draft model produced a NaN or infinite logit at position %d", d->cache.len - 1);
-        if (d->p_min > 0 && max_of(q_k, V) < d->p_min) break;  // the draft is unsure: stop here
         draft[k] = sampling_draw(q_k, V, rng_uniform(d->rng));
         feed = &draft[k];
         n_feed = 1;

@@ -35,8 +35,8 @@ typedef struct Drafter {
 } Drafter;
 
 // A small model as drafter. It samples with the same SamplingParams as the target ("standardized sampling",
-// §2.2), from the scheduler's random stream; it stops drafting early when its top probability falls below
-// p_min (0 = never).
+// §2.2), from the scheduler's random stream; it stops drafting early when its top probability (softmax of its
+// logits at temperature 1, whatever the sampling settings) falls below p_min (0 = never).
 typedef struct {
     Drafter base;
     Model *model;

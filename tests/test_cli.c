@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "harness.h"
 
@@ -123,5 +124,29 @@ TEST(cli_rejects_invalid_utf8) {
     snprintf(command, sizeof command, "%s generate -m %s -p \"$(printf 'x\\300y')\"", specdec_bin(), MODEL);
     status = run_command(command, &out, &err);
     CHECK(status == 2, "generate -p with invalid UTF-8: status %d, \"%s\"", status, err);
+    free(out), free(err);
+}
+
+TEST(cli_trace_has_a_line_per_round) {
+    char path[] = "/tmp/specdec-trace-XXXXXX", args[512], *out, *err;
+    int fd = mkstemp(path);
+    CHECK(fd >= 0, "mkstemp");
+    close(fd);
+    snprintf(args, sizeof args, "generate -m %s -d %s --ids \"4 5\" -n 12 --gamma 3 --stats --trace %s", MODEL, MODEL,
+             path);
+    CHECK(specdec(args, &out, &err) == 0, "%s", err);
+    const char *calls = strstr(err, "\"target_calls\": ");
+    int rounds = calls ? atoi(calls + strlen("\"target_calls\": ")) : -1;
+    FILE *f = fopen(path, "r");
+    char line[4096];
+    int lines = 0, well_formed = 0;
+    while (f && fgets(line, sizeof line, f)) {
+        lines++;
+        well_formed += line[0] == '{' && strstr(line, "\"drafted\": [") && strstr(line, "\"accepted\": ") != NULL;
+    }
+    if (f) fclose(f);
+    unlink(path);
+    CHECK(rounds > 0 && lines == rounds && well_formed == lines, "%d trace lines (%d well formed) for %d rounds",
+          lines, well_formed, rounds);
     free(out), free(err);
 }

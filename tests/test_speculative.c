@@ -103,20 +103,26 @@ static void pair_close(Pair *pair) {
     rmdir(pair->dir);
 }
 
-// Generates with the pair (speculatively) or with the target alone (gamma_policy < 0).
-static int generate(Pair *pair, const int *prompt, int n_prompt, const SpecParams *params, uint64_t seed, int *out,
-                    SpecStats *stats, bool speculative) {
+// Generates with the pair (speculatively, the draft stopping below top probability p_min) or the target alone.
+static int generate_p_min(Pair *pair, const int *prompt, int n_prompt, const SpecParams *params, uint64_t seed,
+                          int *out, SpecStats *stats, bool speculative, float p_min) {
     Rng rng;
     rng_seed(&rng, seed);
     ModelDrafter drafter;
     Err err;
     int n_out = -1;
-    if (speculative) CHECK(model_drafter_init(&drafter, &pair->draft, &params->sampling, &rng, 0, &err) == 0, "init");
+    if (speculative)
+        CHECK(model_drafter_init(&drafter, &pair->draft, &params->sampling, &rng, p_min, &err) == 0, "init");
     int rc = speculative_generate(&pair->target, speculative ? &drafter.base : NULL, prompt, n_prompt, params, &rng,
                                   out, &n_out, stats, &err);
     CHECK(rc == 0, "speculative_generate: %s", err.msg);
     if (speculative) model_drafter_free(&drafter);
     return n_out;
+}
+
+static int generate(Pair *pair, const int *prompt, int n_prompt, const SpecParams *params, uint64_t seed, int *out,
+                    SpecStats *stats, bool speculative) {
+    return generate_p_min(pair, prompt, n_prompt, params, seed, out, stats, speculative, 0.0f);
 }
 
 // ---- greedy identity ------------------------------------------------------------------------------------------
@@ -279,4 +285,28 @@ TEST(speculative_predicted_speedup) {
     CHECK(fabs(spec_predicted_speedup(0.0, 4, 0.1) - 1.0 / 1.4) < 1e-12, "alpha 0");
     CHECK(fabs(spec_predicted_speedup(1.0, 4, 0.0) - 5.0) < 1e-12, "alpha 1");
     CHECK(fabs(spec_predicted_speedup(0.8, 3, 0.05) - (1 - pow(0.8, 4)) / (0.2 * 1.15)) < 1e-12, "alpha 0.8");
+}
+
+TEST(speculative_draft_p_min_stops_drafting) {
+    Pair pair;
+    pair_open(&pair, 97, 64, 1, 0.3f);
+    const int prompt[] = {3, 1, 4};
+    int plain[30], out[30];
+    SpecStats stats, some;
+    SpecParams params = {.sampling = {.temperature = 1.0f, .top_p = 1}, .policy = GAMMA_FIXED, .gamma = 4,
+                         .max_tokens = 30, .eos_id = -1};
+    generate_p_min(&pair, prompt, 3, &params, 5, out, &some, true, 0.05f);
+    // No draft distribution at temperature 1 is one-hot: with p_min = 1 nothing is drafted, every round is plain.
+    generate_p_min(&pair, prompt, 3, &params, 5, out, &stats, true, 1.0f);
+    CHECK(stats.drafted == 0 && stats.rounds == 30, "p_min 1: %d drafted in %d rounds", stats.drafted, stats.rounds);
+    CHECK(some.drafted > 0 && some.drafted < 4 * some.rounds, "p_min 0.05: %d drafted in %d rounds", some.drafted,
+          some.rounds);
+    // Greedy: drafting stops early, and the output is still the target's.
+    params.sampling.temperature = 0;
+    generate(&pair, prompt, 3, &params, 5, plain, &stats, false);
+    generate_p_min(&pair, prompt, 3, &params, 5, out, &stats, true, 0.5f);
+    CHECK(memcmp(plain, out, sizeof plain) == 0, "greedy output with p_min");
+    CHECK(stats.drafted < 4 * stats.rounds, "greedy with p_min 0.5: %d drafted in %d rounds", stats.drafted,
+          stats.rounds);
+    pair_close(&pair);
 }
