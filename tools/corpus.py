@@ -18,7 +18,7 @@ bytes, are the validation split, the rest the training split. Writes to OUT:
   train.jsonl, val.jsonl   one {"path", "text"} per file, in path order
   manifest.tsv             split, sha256 of the bytes, size, path — for every kept file
 and to bench/prompts/python.jsonl 40 held-out prompts {"id", "prompt"}: a few hundred bytes of a validation file
-(outside the test suite) ending with a `def`/`class` line (and its docstring's opening, if any), to be continued by the model.
+(outside the test suite) ending with a `def`/`class` line's colon (or its docstring's opening quotes), to be continued by the model.
 """
 
 import argparse
@@ -87,15 +87,18 @@ DEF_LINE = re.compile(r"^[ \t]*(?:async[ \t]+)?(?:def|class)[ \t]+\w+.*:[ \t]*$"
 
 def prompts(val_files, n=N_PROMPTS, context=320):
     """Up to n prompts: the `context` bytes (whole lines) before a def/class line whose signature fits one line,
-    the line itself, and the opening of its docstring line if the next line starts one."""
+    the line itself up to its colon, and the newline, indentation and opening quotes of its docstring if the next
+    line starts one."""
     candidates = []
     for rel, text, _ in val_files:
         for m in DEF_LINE.finditer(text):
-            end = m.end() + 1                                            # through the newline
-            rest = text[end:end + 200]
-            first = rest.split("\n", 1)[0]
+            # End at the colon, or after the docstring's opening quotes: never on whitespace, which the GPT-2
+            # pattern would make a token of its own that training text rarely has there ("\n" before an
+            # indented line, a trailing " ").
+            end = m.start() + len(m.group().rstrip())
+            first = text[m.end() + 1:m.end() + 200].split("\n", 1)[0]
             if first.strip().startswith(('"""', "'''")):
-                end += len(first) - len(first.lstrip()) + 3              # the docstring's indentation and quotes
+                end = m.end() + 1 + len(first) - len(first.lstrip()) + 3
             begin = text.rfind("\n", 0, max(0, m.start() - context)) + 1 if m.start() > context else 0
             prompt = text[begin:end]
             if 64 <= len(prompt.encode()) <= 600 and end < len(text) - 64:

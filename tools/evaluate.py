@@ -10,6 +10,7 @@ predicted once, with up to ctx − 1 tokens of left context), in F32:
   * α = E[Σ_x min(p(x), q(x))], p the target's and q the draft's next-token distribution at temperature 1: the
     expected acceptance rate of speculative sampling (Leviathan et al. 2023, Corollary 3.6);
   * greedy agreement: how often argmax p == argmax q (the acceptance rate at temperature 0);
+  * both by bucket of the target's top-1 probability (how much of the disagreement is near-ties of a flat p);
   * c, the draft's per-token cost relative to the target's (multiply-adds: L·12d² + V·d), and the expected
     speed-up (1 − α^{γ+1}) / ((1 − α)(γc + 1)) for γ = 1..8 (Theorem 3.8), at temperature 1 and at 0.
 Reads each run's final.pt, or with --ckpt its latest ckpt.pt (figures of a run in progress). Prints a table and
@@ -38,6 +39,10 @@ def load(run, ckpt=False):
     return model, state
 
 
+# Buckets of the target's top-1 probability, for the figures by confidence.
+BUCKETS = ((0.0, 0.3), (0.3, 0.5), (0.5, 0.8), (0.8, 1.01))
+
+
 def speedup(alpha, gamma, c):
     expected_tokens = gamma + 1 if alpha >= 1 else (1 - alpha ** (gamma + 1)) / (1 - alpha)
     return expected_tokens / (gamma * c + 1)
@@ -46,7 +51,8 @@ def speedup(alpha, gamma, c):
 @torch.no_grad()
 def evaluate(target, draft, data, ctx, max_windows=None, batch=4):
     x, y = val_windows(data, ctx, max_windows)
-    sums = {"ce_target": 0.0, "ce_draft": 0.0, "alpha": 0.0, "agree": 0.0}
+    sums = {"ce_target": 0.0, "ce_draft": 0.0, "alpha": 0.0, "agree": 0.0, "p_top1": 0.0}
+    bucket = {b: [0, 0.0, 0.0] for b in BUCKETS}                   # positions, agreements, Σ min(p, q)
     for i in range(0, len(x), batch):
         xb, yb = x[i:i + batch], y[i:i + batch].reshape(-1)
         lp = F.log_softmax(target(xb).reshape(-1, target.cfg["vocab_size"]), dim=-1)
@@ -54,10 +60,23 @@ def evaluate(target, draft, data, ctx, max_windows=None, batch=4):
         if draft is not None:
             lq = F.log_softmax(draft(xb).reshape(-1, draft.cfg["vocab_size"]), dim=-1)
             sums["ce_draft"] += F.nll_loss(lq, yb, reduction="sum").item()
-            sums["alpha"] += torch.minimum(lp.exp(), lq.exp()).sum().item()
-            sums["agree"] += (lp.argmax(-1) == lq.argmax(-1)).sum().item()
+            overlap = torch.minimum(lp.exp(), lq.exp()).sum(-1)
+            agree = (lp.argmax(-1) == lq.argmax(-1)).double()
+            top1 = lp.max(-1).values.exp()
+            sums["alpha"] += overlap.sum().item()
+            sums["agree"] += agree.sum().item()
+            sums["p_top1"] += top1.sum().item()
+            for lo, hi in BUCKETS:
+                m = (top1 >= lo) & (top1 < hi)
+                bucket[(lo, hi)][0] += int(m.sum())
+                bucket[(lo, hi)][1] += agree[m].sum().item()
+                bucket[(lo, hi)][2] += overlap[m].sum().item()
     n = y.numel()
-    return {k: v / n for k, v in sums.items()}, n
+    out = {k: v / n for k, v in sums.items()}
+    out["by_confidence"] = [{"p_top1_from": lo, "p_top1_to": min(hi, 1.0), "share": c / n,
+                             "greedy_agreement": a / max(c, 1), "alpha": o / max(c, 1)}
+                            for (lo, hi), (c, a, o) in bucket.items()]
+    return out, n
 
 
 def main():
@@ -104,10 +123,15 @@ def main():
     if draft is not None:
         c = per_token_cost(draft.cfg) / per_token_cost(target.cfg)
         out["pair"] = {"alpha": m["alpha"], "greedy_agreement": m["agree"], "cost_ratio": c,
+                       "target_mean_top1_prob": m["p_top1"], "by_confidence": m["by_confidence"],
                        "speedup_t1": {g: speedup(m["alpha"], g, c) for g in range(1, 9)},
                        "speedup_t0": {g: speedup(m["agree"], g, c) for g in range(1, 9)}}
         print(f"pair: α (temperature 1) = {m['alpha']:.4f}   greedy agreement = {m['agree']:.4f}   "
               f"c = draft/target cost = 1/{1 / c:.1f}")
+        print(f"target's mean top-1 probability {m['p_top1']:.3f}; by the target's top-1 probability:")
+        for b in m["by_confidence"]:
+            print(f"  [{b['p_top1_from']:.1f}, {b['p_top1_to']:.1f}): {b['share']:6.1%} of positions, "
+                  f"greedy agreement {b['greedy_agreement']:.3f}, α {b['alpha']:.3f}")
         print("expected speed-up by γ:  " + "  ".join(f"γ={g}" for g in range(1, 9)))
         for label, key in (("temperature 1", "speedup_t1"), ("greedy       ", "speedup_t0")):
             print(f"  {label}          " + "  ".join(f"{out['pair'][key][g]:.2f}" for g in range(1, 9)))
