@@ -338,6 +338,7 @@ static void print_text(Printer *pr, int id) {
 
 static void on_token(void *ctx, int id, TokenKind kind) {
     Printer *pr = ctx;
+    if (kind == TOKEN_REJECTED && !pr->show) return;  // a rejected draft is never part of the output
     if (!pr->tok) {
         if (kind != TOKEN_REJECTED) printf(pr->printed++ ? " %d" : "%d", id);
         fflush(stdout);

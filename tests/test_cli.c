@@ -11,9 +11,11 @@
 
 // Runs `specdec ARGS`; returns the exit status, and stdout / stderr (caller frees).
 static int specdec(const char *args, char **out, char **err) {
-    char command[4096];
-    snprintf(command, sizeof command, "%s %s", specdec_bin(), args);
-    return run_command(command, out, err);
+    char *command;
+    if (asprintf(&command, "%s %s", specdec_bin(), args) < 0) return -1;
+    int status = run_command(command, out, err);
+    free(command);
+    return status;
 }
 
 static int count_words(const char *s) {
@@ -149,4 +151,37 @@ TEST(cli_trace_has_a_line_per_round) {
     CHECK(rounds > 0 && lines == rounds && well_formed == lines, "%d trace lines (%d well formed) for %d rounds",
           lines, well_formed, rounds);
     free(out), free(err);
+}
+
+#define PAIR "-m weights/pystd/target -d weights/pystd/draft"
+
+TEST(cli_generate_text_is_the_generated_ids) {
+    // Speculative decoding with the shipped pair: the text printed is the decoding of the ids, rejected drafts
+    // never show up in it, and --show only adds marks around the same tokens.
+    char *ids, *text, *shown, *decoded, *err;
+    CHECK(specdec("generate " PAIR " -p \"def parse(self, data):\" -n 40 --temp 1 --gamma 4 --seed 3 --print-ids", &ids,
+                  &err) == 0, "%s", err);
+    free(err);
+    CHECK(specdec("generate " PAIR " -p \"def parse(self, data):\" -n 40 --temp 1 --gamma 4 --seed 3", &text, &err) == 0,
+          "%s", err);
+    free(err);
+    char args[4096];
+    snprintf(args, sizeof args, "detokenize -m weights/pystd/target \"%.*s\"", (int)strcspn(ids, "\n"), ids);
+    CHECK(specdec(args, &decoded, &err) == 0, "%s", err);
+    free(err);
+    size_t n = strlen(decoded);
+    CHECK(strlen(text) == n + 1 && strncmp(text, decoded, n) == 0, "text \"%s\" is not the decoded ids \"%s\"", text,
+          decoded);
+    setenv("NO_COLOR", "1", 1);
+    CHECK(specdec("generate " PAIR " -p \"def parse(self, data):\" -n 40 --temp 1 --gamma 4 --seed 3 --show", &shown,
+                  &err) == 0, "%s", err);
+    // Dropping the marks and the rejected tokens in [-...-] gives the text back.
+    char *plain = calloc(strlen(shown) + 1, 1), *o = plain;
+    for (const char *p = shown; *p;) {
+        if (strncmp(p, "[-", 2) == 0) p = strstr(p, "-]") + 2;
+        else if (strncmp(p, "{+", 2) == 0 || strncmp(p, "+}", 2) == 0) p += 2;
+        else *o++ = *p++;
+    }
+    CHECK(strcmp(plain, text) == 0, "--show without its marks \"%s\" differs from the text \"%s\"", plain, text);
+    free(plain), free(ids), free(text), free(shown), free(decoded), free(err);
 }
