@@ -20,6 +20,7 @@
 #include "model.h"
 #include "random_checkpoint.h"
 #include "speculative.h"
+#include "tokenizer.h"
 
 // ---- the accept / resample step, exactly --------------------------------------------------------------------
 
@@ -309,4 +310,52 @@ TEST(speculative_draft_p_min_stops_drafting) {
     CHECK(stats.drafted < 4 * stats.rounds, "greedy with p_min 0.5: %d drafted in %d rounds", stats.drafted,
           stats.rounds);
     pair_close(&pair);
+}
+
+// ---- the shipped pair ----------------------------------------------------------------------------------------
+
+TEST(speculative_greedy_equals_target_on_shipped_pair) {
+    // Held-out prompts × γ × thread counts (fewer in the debug build, which checks every rollback from scratch).
+    static const char *const prompts[] = {
+        "def fibonacci(n):",
+        "class Stack:\n    def __init__(self):",
+        "import os\n\n\ndef list_files(path):",
+        "    def __repr__(self):",
+    };
+#ifdef SPECDEC_DEBUG
+    const int n_prompts = 1, n_tokens = 12;
+#else
+    const int n_prompts = 4, n_tokens = 32;
+#endif
+    const GammaPolicy policies[] = {GAMMA_FIXED, GAMMA_FIXED, GAMMA_FIXED, GAMMA_FIXED, GAMMA_FIXED, GAMMA_AUTO};
+    const int gammas[] = {1, 2, 3, 4, 8, 0};
+    Err err;
+    Tokenizer tok;
+    CHECK(tokenizer_load_dir(&tok, "weights/pystd/target", &err) == 0, "%s", err.msg);
+    for (int threads = 1; threads <= 2 && !test_failures(); threads++) {
+        Pair pair = {.pool = pool_create(threads, &err)};
+        CHECK(model_load(&pair.target, "weights/pystd/target", pair.pool, &err) == 0, "%s", err.msg);
+        CHECK(model_load(&pair.draft, "weights/pystd/draft", pair.pool, &err) == 0, "%s", err.msg);
+        for (int p = 0; p < n_prompts && !test_failures(); p++) {
+            int *prompt, n_prompt, expect[32], got[32];
+            CHECK(tokenizer_encode(&tok, prompts[p], strlen(prompts[p]), false, &prompt, &n_prompt, &err) == 0, "%s",
+                  err.msg);
+            SpecParams params = {.sampling = {.temperature = 0, .top_p = 1}, .max_tokens = n_tokens, .eos_id = -1};
+            SpecStats stats;
+            int n_expect = generate(&pair, prompt, n_prompt, &params, 1, expect, &stats, false);
+            for (size_t g = 0; g < sizeof gammas / sizeof gammas[0]; g++) {
+                params.policy = policies[g];
+                params.gamma = gammas[g];
+                int n_got = generate(&pair, prompt, n_prompt, &params, 1, got, &stats, true);
+                CHECK(n_got == n_expect && memcmp(got, expect, sizeof(int) * n_got) == 0,
+                      "prompt %d, threads %d, gamma %d (policy %d): speculative output differs from the target's", p,
+                      threads, gammas[g], policies[g]);
+            }
+            free(prompt);
+        }
+        model_free(&pair.target);
+        model_free(&pair.draft);
+        pool_free(pair.pool);
+    }
+    tokenizer_free(&tok);
 }
