@@ -1,4 +1,5 @@
 // dispatch.c — which kernel variants this CPU and OS can run, and the choice of one at start-up.
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -38,18 +39,25 @@ static bool cpu_has_avx512(void) {
 }
 #endif
 
-const Kernels *const *kernels_available(int *count) {
-    static const Kernels *list[4];
-    int n = 0;
-    list[n++] = &kernels_scalar;
+// cpuid traps to the hypervisor in a virtual machine (microseconds): the list is made once.
+static const Kernels *available[4];
+static int n_available;
+static pthread_once_t available_once = PTHREAD_ONCE_INIT;
+
+static void find_available(void) {
+    available[n_available++] = &kernels_scalar;
 #if defined(__x86_64__)
-    if (cpu_has_avx2()) list[n++] = &kernels_avx2;
-    if (cpu_has_avx512()) list[n++] = &kernels_avx512;
+    if (cpu_has_avx2()) available[n_available++] = &kernels_avx2;
+    if (cpu_has_avx512()) available[n_available++] = &kernels_avx512;
 #elif defined(__aarch64__)
-    list[n++] = &kernels_neon;  // Advanced SIMD is mandatory in ARMv8-A
+    available[n_available++] = &kernels_neon;  // Advanced SIMD is mandatory in ARMv8-A
 #endif
-    *count = n;
-    return list;
+}
+
+const Kernels *const *kernels_available(int *count) {
+    pthread_once(&available_once, find_available);
+    *count = n_available;
+    return available;
 }
 
 const Kernels *kernels_select(const char **why) {

@@ -1,5 +1,7 @@
 #include "sampling.h"
 
+#include "kernels.h"
+
 #include <math.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -43,11 +45,19 @@ int sampling_adjust(double *probs, const float *logits, int V, const SamplingPar
         probs[best] = 1.0;
         return 0;
     }
-    // softmax(logits / temperature); each term in float (ample for a probability), the sum in double
-    const float max = logits[best], inv_t = 1.0f / params->temperature;
+    // softmax(logits / temperature) by the vectorised kernel, in float (ample for a probability: it is the
+    // arithmetic on probabilities, in the rejection rule, that wants doubles), then normalised again in double.
+    const char *why;
+    const Kernels *k = kernels_select(&why);
+    float *scaled = malloc(sizeof(float) * (size_t)V);
+    if (!scaled) abort();
+    const float inv_t = 1.0f / params->temperature;
+    for (int i = 0; i < V; i++) scaled[i] = logits[i] * inv_t;
+    (k ? k : &kernels_scalar)->softmax(scaled, V);
     double sum = 0.0;
-    for (int i = 0; i < V; i++) sum += probs[i] = expf((logits[i] - max) * inv_t);
+    for (int i = 0; i < V; i++) sum += probs[i] = scaled[i];
     for (int i = 0; i < V; i++) probs[i] /= sum;
+    free(scaled);
     if ((params->top_k <= 0 || params->top_k >= V) && params->top_p >= 1.0f) return 0;
 
     // Candidates in descending order; keep a prefix of them (top-k, then top-p over what top-k kept, as
