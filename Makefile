@@ -5,7 +5,8 @@
 #   make SANITIZE=1 ...     the same with AddressSanitizer + UndefinedBehaviorSanitizer (build/<variant>-san/)
 #   make test               build and run the test suite; ends with "N passed, N failed"
 #   make test-neon          cross-build the kernel tests for aarch64 and run them under qemu-user
-#   make bench              build and run the benchmark (a program that prints tables, not a test)
+#   make bench              the benchmark harness (bench/): tables on stdout, JSON and plots in bench/results/
+#                           (QUICK=1: about a minute; BENCH_ARGS="--suite decode -m DIR ..." for run-bench options)
 #   make weights            train and export the default model pair to weights/pystd (hours; resumes)
 
 CC       ?= cc
@@ -76,7 +77,7 @@ test: $(O)/specdec $(O)/run-tests
 	SPECDEC_BIN=$(O)/specdec $(O)/run-tests $(T)
 
 bench: $(O)/specdec $(O)/run-bench
-	$(O)/run-bench $(BENCH_ARGS)
+	$(O)/run-bench $(if $(filter 1,$(QUICK)),--quick) $(BENCH_ARGS)
 
 # NEON: the kernels and their tests alone (no OpenBLAS, Jansson or xxHash needed), static, under qemu-user.
 NEON_CC  := aarch64-linux-gnu-gcc

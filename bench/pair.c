@@ -1,0 +1,194 @@
+// pair.c — the model pair the suites run, its held-out prompts, and forward timing (see bench.h).
+#include <dirent.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "bench.h"
+#include "random_checkpoint.h"
+
+#define DEFAULT_TARGET "weights/pystd/target"
+#define DEFAULT_DRAFT "weights/pystd/draft"
+#define PROMPT_DIR "bench/prompts"
+
+// ---- the pair -----------------------------------------------------------------------------------------------
+
+static void load(Model *m, const char *dir, Bench *b) {
+    Err err;
+    if (model_load(m, dir, b->pool, &err)) die("%s", err.msg);
+}
+
+// A random pair of the shipped pair's target shape (V = 8192, d = 384, 8 layers, 512 positions). The draft has
+// the target's seed and width but one layer, so it shares the embeddings and the first block and agrees with
+// the target often when sampling (rarely when greedy: random logits are nearly flat). Loaded, then deleted.
+static void open_random(Pair *pair, Bench *b) {
+    char dir[] = "/tmp/specdec-bench-XXXXXX", sub[64];
+    if (!mkdtemp(dir)) die("cannot make a temporary folder for the random pair");
+    RandomCheckpoint spec = {.n_layer = 8, .n_embd = 384, .n_head = 6, .vocab_size = 8192, .n_positions = 512,
+                             .scale = 0.05f, .seed = 1};
+    Model *models[2] = {&pair->target, &pair->draft};
+    for (int i = 0; i < 2; i++) {
+        Err err;
+        snprintf(sub, sizeof sub, "%s/%s", dir, i ? "draft" : "target");
+        spec.n_layer = i ? 1 : 8;
+        if (mkdir(sub, 0700) || random_checkpoint_write(sub, &spec, &err)) die("%s: %s", sub, err.msg);
+        load(models[i], sub, b);
+        random_checkpoint_remove(sub);
+    }
+    rmdir(dir);
+    pair->random = pair->has_draft = true;
+    pair->target_dir = "random (8 × 384, V = 8192)";
+    pair->draft_dir = "random (1 × 384, the target's first block)";
+}
+
+void pair_open(Pair *pair, Bench *b) {
+    *pair = (Pair){.target_dir = b->opt.target_dir, .draft_dir = b->opt.draft_dir};
+    if (!pair->target_dir) {
+        if (access(DEFAULT_TARGET "/config.json", F_OK) != 0) {
+            fprintf(stderr, "run-bench: NOTE: %s is absent (make weights); benchmarking a RANDOM pair of its shape "
+                            "instead — speeds are representative, acceptance and speed-ups are not\n",
+                    DEFAULT_TARGET);
+            open_random(pair, b);
+            return;
+        }
+        pair->target_dir = DEFAULT_TARGET;
+        pair->draft_dir = pair->draft_dir ? pair->draft_dir : DEFAULT_DRAFT;
+    }
+    load(&pair->target, pair->target_dir, b);
+    if (pair->draft_dir) {
+        load(&pair->draft, pair->draft_dir, b);
+        pair->has_draft = true;
+        if (pair->draft.cfg.vocab_size != pair->target.cfg.vocab_size)
+            die("%s and %s: the draft's vocabulary (%d) is not the target's (%d)", pair->draft_dir,
+                pair->target_dir, pair->draft.cfg.vocab_size, pair->target.cfg.vocab_size);
+    }
+    static const char *files[] = {"tokenizer.json", "vocab.json", "encoder.json"};  // what tokenizer_load_dir reads
+    for (int i = 0; i < 3 && !pair->has_tok; i++) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", pair->target_dir, files[i]);
+        pair->has_tok = access(path, F_OK) == 0;
+    }
+    Err err;
+    if (pair->has_tok && tokenizer_load_dir(&pair->tok, pair->target_dir, &err)) die("%s", err.msg);
+}
+
+void pair_close(Pair *pair) {
+    model_free(&pair->target);
+    if (pair->has_draft) model_free(&pair->draft);
+    if (pair->has_tok) tokenizer_free(&pair->tok);
+}
+
+static json_t *model_json(const Model *m, const char *dir) {
+    return json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:I}", "dir", dir, "n_layer", m->cfg.n_layer, "n_embd",
+                     m->cfg.n_embd, "n_head", m->cfg.n_head, "vocab_size", m->cfg.vocab_size, "n_positions",
+                     m->cfg.n_positions, "weight_bytes", (json_int_t)m->weight_bytes);
+}
+
+json_t *pair_json(const Pair *pair) {
+    json_t *j = json_pack("{s:b, s:o}", "random", pair->random, "target", model_json(&pair->target, pair->target_dir));
+    if (pair->has_draft) json_object_set_new(j, "draft", model_json(&pair->draft, pair->draft_dir));
+    return j;
+}
+
+// ---- forward timing -----------------------------------------------------------------------------------------
+
+// A fixed token pattern: tokens[i] for i < n.
+static void pattern(int *tokens, int n, int offset, int V) {
+    for (int i = 0; i < n; i++) tokens[i] = (int)(((long)(offset + i) * 7919 + 13) % V);
+}
+
+double forward_seconds(Model *m, KVCache *cache, int context, int T, float *logits) {
+    int tokens[16];
+    pattern(tokens, T, context, m->cfg.vocab_size);
+    Err err;
+    kv_truncate(cache, context);
+    double t0 = now_seconds();
+    if (model_forward(m, cache, tokens, T, logits, T > 1, &err)) die("%s", err.msg);
+    return now_seconds() - t0;
+}
+
+void workload_init(Workload *w, Model *m, int context) {
+    Err err;
+    *w = (Workload){.model = m, .context = context, .logits = malloc(sizeof(float) * 16 * m->cfg.vocab_size)};
+    int *prompt = malloc(sizeof(int) * context);
+    if (!w->logits || !prompt || model_kv_init(m, &w->cache, &err)) die("out of memory for a workload");
+    pattern(prompt, context, 0, m->cfg.vocab_size);
+    if (model_forward(m, &w->cache, prompt, context, w->logits, false, &err)) die("%s", err.msg);
+    free(prompt);
+}
+
+void workload_free(Workload *w) {
+    kv_free(&w->cache);
+    free(w->logits);
+}
+
+// ---- prompts ------------------------------------------------------------------------------------------------
+
+static int compare_names(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+// Appends the prompts of one .jsonl file to *all.
+static void read_jsonl(const char *path, json_t *all) {
+    FILE *f = fopen(path, "r");
+    if (!f) die("%s: cannot read", path);
+    char *line = NULL;
+    size_t cap = 0;
+    for (int n = 1; getline(&line, &cap, f) > 0; n++) {
+        json_error_t error;
+        json_t *row = json_loads(line, 0, &error);
+        const char *id, *text;
+        if (!row || json_unpack(row, "{s:s, s:s}", "id", &id, "prompt", &text))
+            die("%s:%d: expected {\"id\": \"...\", \"prompt\": \"...\"}", path, n);
+        json_array_append_new(all, row);
+    }
+    free(line);
+    fclose(f);
+}
+
+Prompt *prompts_load(const Pair *pair, int count, int reserve, int *n) {
+    DIR *dir = opendir(PROMPT_DIR);
+    if (!dir) die("%s: cannot open the prompt folder", PROMPT_DIR);
+    char *names[256];
+    int n_names = 0;
+    for (struct dirent *e; (e = readdir(dir)) && n_names < 256;) {
+        size_t len = strlen(e->d_name);
+        if (len > 6 && strcmp(e->d_name + len - 6, ".jsonl") == 0) names[n_names++] = strdup(e->d_name);
+    }
+    closedir(dir);
+    qsort(names, (size_t)n_names, sizeof *names, compare_names);
+    json_t *all = json_array();
+    for (int i = 0; i < n_names; i++) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", PROMPT_DIR, names[i]);
+        read_jsonl(path, all);
+        free(names[i]);
+    }
+    int total = (int)json_array_size(all);
+    if (total == 0) die("%s: no prompts (*.jsonl files of {\"id\", \"prompt\"} lines)", PROMPT_DIR);
+    *n = count > 0 && count < total ? count : total;
+    const int keep = pair->target.cfg.n_positions - reserve;
+    Prompt *prompts = calloc((size_t)*n, sizeof *prompts);
+    for (int i = 0; i < *n; i++) {
+        const char *id, *text;
+        json_unpack(json_array_get(all, (size_t)i * total / *n), "{s:s, s:s}", "id", &id, "prompt", &text);
+        int *ids, n_ids = (int)strlen(text);
+        Err err;
+        if (pair->has_tok) {
+            if (tokenizer_encode(&pair->tok, text, strlen(text), false, &ids, &n_ids, &err)) die("%s", err.msg);
+        } else {
+            ids = malloc(sizeof(int) * (n_ids > 0 ? n_ids : 1));
+            for (int k = 0; k < n_ids; k++) ids[k] = (unsigned char)text[k] % pair->target.cfg.vocab_size;
+        }
+        if (n_ids == 0) die("%s: prompt %s is empty", PROMPT_DIR, id);
+        int skip = n_ids > keep ? n_ids - keep : 0;  // keep the prompt's end, which the continuation follows
+        memmove(ids, ids + skip, sizeof(int) * (n_ids - skip));
+        prompts[i] = (Prompt){strdup(id), ids, n_ids - skip};
+    }
+    json_decref(all);
+    return prompts;
+}
+
+void prompts_free(Prompt *prompts, int n) {
+    for (int i = 0; i < n; i++) free(prompts[i].id), free(prompts[i].ids);
+    free(prompts);
+}

@@ -1,0 +1,214 @@
+// speculative.c — what speculative decoding buys on held-out prompts, beside what Theorem 3.8 predicts.
+//
+// For each temperature (0, 0.7, 1.0) every decoding configuration — target-only, γ ∈ {1, 2, 3, 4, 6, 8},
+// heuristic, auto — runs once per prompt, all on the same prompt and seed within a round; the speed-up on a
+// prompt is target-only's time per token over the configuration's in that round. Greedy runs must reproduce
+// target-only's output token for token: a mismatch is reported loudly and makes run-bench exit with status 1.
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+#include "speculative.h"
+
+static const float TEMPERATURES[] = {0.0f, 0.7f, 1.0f};
+static const int GAMMAS[] = {1, 2, 3, 4, 6, 8};
+enum {
+    N_TEMPERATURES = sizeof TEMPERATURES / sizeof TEMPERATURES[0],
+    N_GAMMAS = sizeof GAMMAS / sizeof GAMMAS[0],
+    N_CONFIGS = 1 + N_GAMMAS + 2,    // target-only, the fixed γ's, heuristic, auto
+};
+
+// What every configuration at one temperature shares.
+typedef struct {
+    Pair *pair;
+    const Prompt *prompts;      // [n_prompts]: round r runs prompts[r] with seed r + 1
+    int n_prompts, tokens;
+    float temperature;
+} Setting;
+
+// One decoding configuration, and what its runs produced.
+typedef struct {
+    const Setting *setting;
+    char name[16];              // "target-only", "γ = 4", "heuristic", "auto"
+    bool drafted;
+    GammaPolicy policy;
+    int gamma;                  // GAMMA_FIXED: γ; GAMMA_HEURISTIC: the start
+    SpecStats *stats;           // [n_prompts]
+    int *outputs;               // [n_prompts, tokens]
+    int *n_out;                 // [n_prompts]
+} Decoding;
+
+static void decoding_init(Decoding *d, const Setting *s, int i) {  // i: 0 target-only, then GAMMAS, heuristic, auto
+    const int n = s->n_prompts;
+    *d = (Decoding){s, "", i > 0, i <= N_GAMMAS ? GAMMA_FIXED : i == N_GAMMAS + 1 ? GAMMA_HEURISTIC : GAMMA_AUTO,
+                    i > 0 && i <= N_GAMMAS ? GAMMAS[i - 1] : 5, calloc((size_t)n, sizeof(SpecStats)),
+                    malloc(sizeof(int) * n * s->tokens), malloc(sizeof(int) * n)};
+    if (!d->stats || !d->outputs || !d->n_out) die("out of memory");
+    if (!d->drafted) snprintf(d->name, sizeof d->name, "target-only");
+    else if (d->policy == GAMMA_FIXED) snprintf(d->name, sizeof d->name, "γ = %d", d->gamma);
+    else snprintf(d->name, sizeof d->name, d->policy == GAMMA_HEURISTIC ? "heuristic" : "auto");
+}
+
+static void decoding_free(Decoding *d) { free(d->stats), free(d->outputs), free(d->n_out); }
+
+// Generates for prompt `rep` (a Trial); returns seconds per generated token.
+static double decoding_run(void *ctx, int rep) {
+    Decoding *d = ctx;
+    const Setting *s = d->setting;
+    const Prompt *prompt = &s->prompts[rep];
+    SpecParams params = {.sampling = {s->temperature, 0, 1.0f}, .policy = d->policy, .gamma = d->gamma,
+                         .max_tokens = s->tokens, .eos_id = s->pair->target.cfg.eos_token_id};
+    Rng rng;
+    rng_seed(&rng, (uint64_t)rep + 1);
+    ModelDrafter drafter;
+    Err err;
+    if (d->drafted && model_drafter_init(&drafter, &s->pair->draft, &params.sampling, &rng, 0, &err))
+        die("%s", err.msg);
+    SpecStats *st = &d->stats[rep];
+    if (speculative_generate(&s->pair->target, d->drafted ? &drafter.base : NULL, prompt->ids, prompt->n, &params,
+                             &rng, d->outputs + (size_t)rep * s->tokens, &d->n_out[rep], st, &err))
+        die("%s: %s", prompt->id, err.msg);
+    if (d->drafted) model_drafter_free(&drafter);
+    return st->total_seconds / (st->generated > 0 ? st->generated : 1);
+}
+
+// Runs pooled over the prompts.
+typedef struct {
+    double generated, rounds, drafted, accepted, sum_min_pq, n_min_pq, draft_calls;
+    double total_seconds, target_seconds, draft_seconds;  // all; in verify (or decode) forwards; in drafting
+} Totals;
+
+static void add_totals(Totals *t, const Decoding *d) {
+    for (int r = 0; r < d->setting->n_prompts; r++) {
+        const SpecStats *s = &d->stats[r];
+        t->generated += s->generated, t->rounds += s->rounds, t->drafted += s->drafted, t->accepted += s->accepted;
+        t->sum_min_pq += s->sum_min_pq, t->n_min_pq += s->n_min_pq, t->draft_calls += s->draft_calls;
+        t->total_seconds += s->total_seconds, t->target_seconds += s->target_seconds;
+        t->draft_seconds += s->draft_seconds;
+    }
+}
+
+static double ratio_or_zero(double num, double den) { return den > 0 ? num / den : 0; }
+
+// α = mean Σ min(p, q), and c = draft step / target step (target_step: target-only's seconds per forward).
+static double totals_alpha(const Totals *t) { return ratio_or_zero(t->sum_min_pq, t->n_min_pq); }
+static double totals_c(const Totals *t, double target_step) {
+    return ratio_or_zero(ratio_or_zero(t->draft_seconds, t->draft_calls), target_step);
+}
+
+// Greedy: the prompts on which d's output differs from target-only's, each reported on stderr.
+static int count_mismatches(Bench *b, const Decoding *d, const Decoding *plain) {
+    const Setting *s = d->setting;
+    int mismatches = 0;
+    for (int r = 0; r < s->n_prompts; r++) {
+        const int *x = d->outputs + (size_t)r * s->tokens, *y = plain->outputs + (size_t)r * s->tokens;
+        int n = d->n_out[r] < plain->n_out[r] ? d->n_out[r] : plain->n_out[r], at = 0;
+        while (at < n && x[at] == y[at]) at++;
+        if (at == n && d->n_out[r] == plain->n_out[r]) continue;
+        mismatches++;
+        b->failed = true;
+        fprintf(stderr, "run-bench: MISMATCH: greedy %s on prompt %s differs from target-only at token %d "
+                        "(lengths %d and %d)\n", d->name, s->prompts[r].id, at, d->n_out[r], plain->n_out[r]);
+    }
+    return mismatches;
+}
+
+// Prints d's row of the table and returns its JSON.   seconds, plain_seconds: [n_prompts], per token
+static json_t *decoding_report(Bench *b, const Decoding *d, const Decoding *plain, const double *seconds,
+                               const double *plain_seconds, double target_step) {
+    const Setting *s = d->setting;
+    const int n = s->n_prompts;
+    const bool greedy = s->temperature == 0;
+    Totals t = {0};
+    add_totals(&t, d);
+    Summary rate = summary_inverse(summarize(seconds, n), 1), speedup = summarize_ratio(plain_seconds, seconds, n);
+    double alpha = totals_alpha(&t), cost = totals_c(&t, target_step), gamma = ratio_or_zero(t.drafted, t.rounds);
+    double predicted = d->drafted ? spec_predicted_speedup(alpha, gamma, cost) : 1;
+    double acceptance = ratio_or_zero(t.accepted, t.drafted), per_call = ratio_or_zero(t.generated, t.rounds);
+    const double in_target = ratio_or_zero(t.target_seconds, t.total_seconds);
+    const double in_draft = ratio_or_zero(t.draft_seconds, t.total_seconds);
+    char c1[64], c2[64];
+    out(b, "| %s | %s | %s |", d->name, fmt_range(c1, sizeof c1, rate, 1, 0), fmt_range(c2, sizeof c2, speedup, 1, 2));
+    if (d->drafted) out(b, " %.2f | %.3f | %.3f | %.2f | %.2f | %.3f |", predicted, acceptance, alpha, per_call, gamma, cost);
+    else out(b, " | | | %.2f | | |", per_call);
+    out(b, " %.0f · %.0f · %.0f |", 100 * in_target, 100 * in_draft, 100 * (1 - in_target - in_draft));
+    int mismatches = greedy && d->drafted ? count_mismatches(b, d, plain) : 0;
+    if (greedy) out(b, " %s |", !d->drafted ? "" : mismatches ? "**NO**" : "yes");
+    out(b, "\n");
+    static const char *policies[] = {[GAMMA_FIXED] = "fixed", [GAMMA_HEURISTIC] = "heuristic", [GAMMA_AUTO] = "auto"};
+    json_t *row = json_pack("{s:s, s:s, s:o, s:o, s:o, s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "name", d->name, "policy",
+                            d->drafted ? policies[d->policy] : "none", "tokens_per_s", summary_json(rate), "speedup",
+                            summary_json(speedup), "seconds_per_token", summaries_json(seconds, n),
+                            "predicted_speedup", predicted, "acceptance", acceptance, "alpha", alpha,
+                            "tokens_per_target_call", per_call, "mean_gamma", gamma, "c", cost, "generated",
+                            t.generated);
+    json_object_set_new(row, "time_share", json_pack("{s:f, s:f, s:f}", "target", in_target, "draft", in_draft,
+                                                     "other", 1 - in_target - in_draft));
+    if (d->drafted && d->policy == GAMMA_FIXED) json_object_set_new(row, "gamma", json_integer(d->gamma));
+    if (greedy && d->drafted) json_object_set_new(row, "greedy_mismatches", json_integer(mismatches));
+    return row;
+}
+
+// Runs every configuration at one temperature; prints its table and returns its JSON.
+static json_t *bench_temperature(Bench *b, const Setting *s) {
+    const int n = s->n_prompts;
+    Decoding decodings[N_CONFIGS];
+    Trial trials[N_CONFIGS];
+    for (int i = 0; i < N_CONFIGS; i++) decoding_init(&decodings[i], s, i), trials[i] = (Trial){decoding_run, &decodings[i]};
+    char label[64];
+    snprintf(label, sizeof label, "temperature %.1f, %d prompts", s->temperature, n);
+    double *seconds = malloc(sizeof(double) * N_CONFIGS * n);  // per token, [N_CONFIGS, n]
+    measure_rounds(b, label, trials, N_CONFIGS, n, 0, seconds);
+
+    Totals plain = {0}, fixed = {0};  // target-only; the fixed γ's pooled (α and c of the theoretical curve)
+    add_totals(&plain, &decodings[0]);
+    for (int i = 1; i <= N_GAMMAS; i++) add_totals(&fixed, &decodings[i]);
+    const double target_step = ratio_or_zero(plain.target_seconds, plain.rounds);
+    const bool greedy = s->temperature == 0;
+    out(b, "\n### Temperature %.1f%s\n\n| decoding | tokens/s | speed-up | predicted | acceptance | α | tokens / "
+        "target call | mean γ | c | time %%: target · draft · rest |%s\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+        "%s\n", s->temperature,
+        greedy ? " (greedy)" : "", greedy ? " same output |" : "", greedy ? "---|" : "");
+    json_t *rows = json_array();
+    for (int i = 0; i < N_CONFIGS; i++)
+        json_array_append_new(rows, decoding_report(b, &decodings[i], &decodings[0], seconds + (size_t)i * n, seconds,
+                                                    target_step));
+    const double alpha = totals_alpha(&fixed), cost = totals_c(&fixed, target_step);
+    out(b, "\nPooled over the fixed γ's: α = %.3f, c = %.3f; target-only step %.3f ms\n", alpha, cost,
+        target_step * 1e3);
+    for (int i = 0; i < N_CONFIGS; i++) decoding_free(&decodings[i]);
+    free(seconds);
+    return json_pack("{s:f, s:f, s:f, s:f, s:o}", "temperature", s->temperature, "alpha", alpha, "c", cost,
+                     "target_step_seconds", target_step, "configs", rows);
+}
+
+void suite_speculative(Bench *b, Pair *pair) {
+    if (!pair->has_draft) {
+        out(b, "## Speculative decoding\n\nNot run: no draft model (-d DIR).\n\n");
+        return;
+    }
+    int n_prompts;
+    Prompt *prompts = prompts_load(pair, b->opt.prompts, b->opt.tokens + 1, &n_prompts);
+    suite_begin(b, "speculative", N_TEMPERATURES);
+    double prompt_tokens = 0;
+    for (int i = 0; i < n_prompts; i++) prompt_tokens += prompts[i].n;
+    out(b, "## Speculative decoding\n\n%d held-out prompts from bench/prompts (%.0f tokens on average%s), %d new "
+        "tokens each (fewer at the end-of-text token), %d threads. Per temperature, every configuration runs on each "
+        "prompt with the same seed, in rounds; tokens/s (the prompt's prefill included) and speed-up (over "
+        "target-only in the same round) are median [min–max] over the prompts. Pooled over the prompts: acceptance "
+        "= accepted / drafted, α = mean Σ min(p, q), tokens per target call, mean γ, c = draft step (its sampling "
+        "included) / target-only step; predicted = Theorem 3.8's (1 − α^(γ+1)) / ((1 − α)(γc + 1)) with those α, "
+        "γ and c. Time: the shares of the run spent in target forwards (verification), in drafting, and in the rest "
+        "(the target's sampling and acceptance, the prefill).\n", n_prompts, prompt_tokens / n_prompts,
+        pair->has_tok ? "" : "; their bytes as token ids: the random pair has no tokenizer", b->opt.tokens,
+        pool_size(b->pool));
+    json_t *temps = json_array();
+    for (int t = 0; t < N_TEMPERATURES; t++) {
+        Setting s = {pair, prompts, n_prompts, b->opt.tokens, TEMPERATURES[t]};
+        json_array_append_new(temps, bench_temperature(b, &s));
+    }
+    json_t *ids = json_array();
+    for (int i = 0; i < n_prompts; i++) json_array_append_new(ids, json_string(prompts[i].id));
+    prompts_free(prompts, n_prompts);
+    suite_end(b, json_pack("{s:i, s:o, s:o}", "tokens", b->opt.tokens, "prompts", ids, "temperatures", temps));
+}
