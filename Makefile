@@ -76,8 +76,14 @@ $(O)/%.o: %.c
 test: $(O)/specdec $(O)/run-tests
 	SPECDEC_BIN=$(O)/specdec $(O)/run-tests $(T)
 
+# The shipped pair (all suites), then the runtime's yardstick: random GPT-2-small (12 × 768, V = 50257) in F32
+# and BF16 — decode speed, fraction of the bandwidth, verification cost — in bench/results/gpt2-small-*/.
 bench: $(O)/specdec $(O)/run-bench
 	$(O)/run-bench $(if $(filter 1,$(QUICK)),--quick) $(BENCH_ARGS)
+	for dtype in f32 bf16; do \
+	    $(O)/run-bench $(if $(filter 1,$(QUICK)),--quick) -s limit,decode --no-plots \
+	        -m random:gpt2-small$$([ $$dtype = bf16 ] && echo -bf16) --out bench/results/gpt2-small-$$dtype || exit 1; \
+	done
 
 # NEON: the kernels and their tests alone (no OpenBLAS, Jansson or xxHash needed), static, under qemu-user.
 NEON_CC  := aarch64-linux-gnu-gcc

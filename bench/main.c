@@ -32,7 +32,7 @@ typedef struct {
 static const Option OPTIONS[] = {
     {"suite", 's', OPT_STRING, FIELD(suites), 0, 0, "suites to run, comma-separated: limit,decode,speculative,"
                                                      "tokenizer (default: all)"},
-    {"model", 'm', OPT_STRING, FIELD(opt.target_dir), 0, 0, "target checkpoint folder (default weights/pystd/target)"},
+    {"model", 'm', OPT_STRING, FIELD(opt.target_dir), 0, 0, "target checkpoint folder (default weights/pystd/target), or random:gpt2-small[-bf16]"},
     {"draft", 'd', OPT_STRING, FIELD(opt.draft_dir), 0, 0, "draft checkpoint folder (default weights/pystd/draft)"},
     {"reps", 'r', OPT_INT, FIELD(opt.reps), 1, 10000, "rounds of each limit and decode measurement (default 15; "
                                                       "--quick 5)"},

@@ -42,8 +42,27 @@ static void open_random(Pair *pair, Bench *b) {
     pair->draft_dir = "random (1 × 384, the target's first block)";
 }
 
+// -m random:gpt2-small[-bf16]: a random-weight model of GPT-2-small's shape (12 layers, d = 768, V = 50257, 1024
+// positions) in F32 or BF16, alone: the runtime's own yardstick, comparable with other runtimes' GPT-2 figures.
+static bool open_gpt2_small(Pair *pair, Bench *b) {
+    const char *spec_name = pair->target_dir;
+    if (strcmp(spec_name, "random:gpt2-small") != 0 && strcmp(spec_name, "random:gpt2-small-bf16") != 0) return false;
+    char dir[] = "/tmp/specdec-bench-XXXXXX";
+    if (!mkdtemp(dir)) die("cannot make a temporary folder for %s", spec_name);
+    RandomCheckpoint spec = {.n_layer = 12, .n_embd = 768, .n_head = 12, .vocab_size = 50257, .n_positions = 1024,
+                             .bf16 = strstr(spec_name, "bf16") != NULL, .scale = 0.05f, .seed = 1};
+    Err err;
+    if (random_checkpoint_write(dir, &spec, &err)) die("%s: %s", dir, err.msg);
+    load(&pair->target, dir, b);
+    random_checkpoint_remove(dir);
+    pair->random = true;
+    pair->draft_dir = NULL;
+    return true;
+}
+
 void pair_open(Pair *pair, Bench *b) {
     *pair = (Pair){.target_dir = b->opt.target_dir, .draft_dir = b->opt.draft_dir};
+    if (pair->target_dir && open_gpt2_small(pair, b)) return;
     if (!pair->target_dir) {
         if (access(DEFAULT_TARGET "/config.json", F_OK) != 0) {
             fprintf(stderr, "run-bench: NOTE: %s is absent (make weights); benchmarking a RANDOM pair of its shape "
