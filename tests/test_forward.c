@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "sdfx.h"
 #include "kvcache.h"
 #include "model.h"
 #include "threads.h"
@@ -63,11 +64,6 @@ typedef struct {
     char dir[NAME_LEN + 32];         // "tests/fixtures/f32_tied_prefix"
 } Folder;
 
-typedef struct {
-    int T, V;
-    int *tokens;    // [T]
-    float *logits;  // [T, V]
-} Expected;
 
 static int compare_folders(const void *a, const void *b) {
     return strcmp(((const Folder *)a)->name, ((const Folder *)b)->name);
@@ -96,34 +92,12 @@ static int list_folders(const char *root, const char *marker, Folder folders[MAX
 }
 
 // Reads <folder>/expected.bin; false (and a failed check) if it is not a well-formed version 1 file.
-// (Read with fread: specdec assumes a little-endian host throughout.)
-static bool expected_read(Expected *e, const Folder *folder) {
-    *e = (Expected){0};
+static bool fixture_expected(Expected *e, const Folder *folder) {
     char path[sizeof folder->dir + 16];
     snprintf(path, sizeof path, "%s/expected.bin", folder->dir);
-    FILE *f = fopen(path, "rb");
-    char magic[4];
-    uint32_t version, T, V;
-    bool ok = f && fread(magic, 1, 4, f) == 4 && memcmp(magic, "SDFX", 4) == 0 && fread(&version, 4, 1, f) == 1 &&
-              version == 1 && fread(&T, 4, 1, f) == 1 && fread(&V, 4, 1, f) == 1 && T >= 1 && T <= 4096 &&
-              V >= 1 && V <= 1u << 20;
-    if (ok) {
-        e->T = (int)T;
-        e->V = (int)V;
-        e->tokens = malloc(sizeof(int) * T);
-        e->logits = malloc(sizeof(float) * T * V);
-        char extra;  // the file must end right after the logits
-        ok = fread(e->tokens, sizeof(int), T, f) == T &&
-             fread(e->logits, sizeof(float), (size_t)T * V, f) == (size_t)T * V && fread(&extra, 1, 1, f) == 0;
-    }
-    if (f) fclose(f);
+    bool ok = expected_read(e, path);
     CHECK(ok, "%s: not a version 1 SDFX file of T tokens and T×V logits (regenerate the fixtures)", path);
     return ok;
-}
-
-static void expected_free(Expected *e) {
-    free(e->tokens);
-    free(e->logits);
 }
 
 // ---- running the model ----------------------------------------------------------------------------------------
@@ -172,7 +146,7 @@ static bool feed(Runner *r, const int *tokens, int T, const int *chunks, int n_c
 
 // A fixture's expected.bin and its model, with 1 thread; false (and a failed check) if either is unusable.
 static bool fixture_open(Expected *e, Runner *r, const Folder *folder) {
-    if (!expected_read(e, folder)) return false;
+    if (!fixture_expected(e, folder)) return false;
     if (!runner_open(r, folder->dir, 1)) {
         expected_free(e);
         return false;
@@ -445,7 +419,7 @@ static void check_cli_logits(bool all) {
     int n = list_folders(FIXTURES_DIR, "expected.bin", folders);
     for (int f = 0; f < n; f++) {
         Expected e;
-        if (!expected_read(&e, &folders[f])) continue;
+        if (!fixture_expected(&e, &folders[f])) continue;
         char command[1024];
         int len = snprintf(command, sizeof command, "%s logits -m %s%s --ids \"", specdec_bin(), folders[f].dir,
                            all ? " --all" : "");

@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 
 #include "harness.h"
+#include "sdfx.h"
 #include "kvcache.h"
 #include "model.h"
 #include "threads.h"
@@ -30,29 +31,9 @@
 static const double TOLERANCE = 1e-4;
 static const double ROW_FLOOR = 0.1;
 
-typedef struct {
-    int T, V;
-    int *tokens;    // [T]
-    float *logits;  // [T, V]
-} Expected;
-
-static bool expected_read(Expected *e, const char *path) {
-    *e = (Expected){0};
-    FILE *f = fopen(path, "rb");
-    char magic[4], extra;
-    uint32_t version, T, V;
-    bool ok = f && fread(magic, 1, 4, f) == 4 && memcmp(magic, "SDFX", 4) == 0 && fread(&version, 4, 1, f) == 1 &&
-              version == 1 && fread(&T, 4, 1, f) == 1 && fread(&V, 4, 1, f) == 1 && T >= 1 && T <= 4096 &&
-              V >= 1 && V <= 1u << 20;
-    if (ok) {
-        e->T = (int)T;
-        e->V = (int)V;
-        e->tokens = malloc(sizeof(int) * T);
-        e->logits = malloc(sizeof(float) * T * V);
-        ok = fread(e->tokens, sizeof(int), T, f) == T &&
-             fread(e->logits, sizeof(float), (size_t)T * V, f) == (size_t)T * V && fread(&extra, 1, 1, f) == 0;
-    }
-    if (f) fclose(f);
+// Reads path; false (and a failed check) if it is missing or malformed.
+static bool shipped_expected(Expected *e, const char *path) {
+    bool ok = expected_read(e, path);
     CHECK(ok, "%s: missing or not a version 1 SDFX file (regenerate: /usr/bin/python3 tools/export.py)", path);
     return ok;
 }
@@ -87,7 +68,7 @@ static void check_role(const char *role, Config *cfg_out) {
     snprintf(dir, sizeof dir, "%s/%s", PAIR_DIR, role);
     snprintf(path, sizeof path, "%s/%s.bin", SHIPPED_DIR, role);
     Expected e;
-    if (!expected_read(&e, path)) return;
+    if (!shipped_expected(&e, path)) return;
     Err err = {{0}};
     ThreadPool *pool = pool_create(1, &err);
     Model model;
@@ -120,8 +101,7 @@ static void check_role(const char *role, Config *cfg_out) {
         model_free(&model);
     }
     if (pool) pool_free(pool);
-    free(e.tokens);
-    free(e.logits);
+    expected_free(&e);
 }
 
 TEST(weights_match_reference) {
