@@ -246,25 +246,50 @@ static void softmax(float *x, int n) {
     for (int i = 0; i < n; i += LANES) store_f32(x + i, _mm256_mul_ps(load_f32(x + i, n - i), inv), n - i);
 }
 
-static float dot(const float *a, const float *b, int n) {
-    __m256 acc = _mm256_setzero_ps();
-    for (int i = 0; i < n; i += LANES) acc = _mm256_fmadd_ps(load_f32(a + i, n - i), load_f32(b + i, n - i), acc);
-    return reduce_add(acc);
-}
+// Attention, two passes of 4-register blocks whose accumulators are independent (4 FMA chains in flight):
+//   scores[s..s+32) = scale · Σ_i q_i Kᵀ[i, s..s+32)     (one broadcast q_i, 4 contiguous loads, 4 FMAs per i)
+//   out[i..i+32)    = Σ_s a_s V[s, i..i+32)              (one broadcast a_s, 4 contiguous loads, 4 FMAs per s)
+// Lanes past S (or hd) are masked off; a mask of none leaves memory untouched.
+static ALWAYS_INLINE int lanes_left(int n) { return n < 0 ? 0 : n; }
 
-// out += a · v      out, v: [n]
-static void axpy(float *out, float a, const float *v, int n) {
-    const __m256 av = _mm256_set1_ps(a);
-    for (int i = 0; i < n; i += LANES)
-        store_f32(out + i, _mm256_fmadd_ps(av, load_f32(v + i, n - i), load_f32(out + i, n - i)), n - i);
-}
-
-static void attention(float *out, const float *q, const float *k, const float *v, float *scores, int S, int hd,
-                      int stride, float scale) {
-    for (int s = 0; s < S; s++) scores[s] = dot(q, k + (size_t)s * stride, hd) * scale;
+static void attention(float *out, const float *q, const float *kt, int ld_k, const float *v, float *scores, int S,
+                      int hd, float scale) {
+    for (int s = 0; s < S; s += 4 * LANES) {
+        const int n0 = lanes_left(S - s), n1 = lanes_left(S - s - LANES), n2 = lanes_left(S - s - 2 * LANES),
+                  n3 = lanes_left(S - s - 3 * LANES);
+        __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0, acc2 = acc0, acc3 = acc0;
+        for (int i = 0; i < hd; i++) {
+            const __m256 qi = _mm256_set1_ps(q[i]);
+            const float *row = kt + (size_t)i * ld_k + s;
+            acc0 = _mm256_fmadd_ps(qi, load_f32(row, n0), acc0);
+            acc1 = _mm256_fmadd_ps(qi, load_f32(row + LANES, n1), acc1);
+            acc2 = _mm256_fmadd_ps(qi, load_f32(row + 2 * LANES, n2), acc2);
+            acc3 = _mm256_fmadd_ps(qi, load_f32(row + 3 * LANES, n3), acc3);
+        }
+        const __m256 sc = _mm256_set1_ps(scale);
+        store_f32(scores + s, _mm256_mul_ps(acc0, sc), n0);
+        store_f32(scores + s + LANES, _mm256_mul_ps(acc1, sc), n1);
+        store_f32(scores + s + 2 * LANES, _mm256_mul_ps(acc2, sc), n2);
+        store_f32(scores + s + 3 * LANES, _mm256_mul_ps(acc3, sc), n3);
+    }
     softmax(scores, S);
-    memset(out, 0, sizeof(float) * hd);
-    for (int s = 0; s < S; s++) axpy(out, scores[s], v + (size_t)s * stride, hd);
+    for (int i = 0; i < hd; i += 4 * LANES) {
+        const int n0 = lanes_left(hd - i), n1 = lanes_left(hd - i - LANES), n2 = lanes_left(hd - i - 2 * LANES),
+                  n3 = lanes_left(hd - i - 3 * LANES);
+        __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0, acc2 = acc0, acc3 = acc0;
+        for (int s = 0; s < S; s++) {
+            const __m256 a = _mm256_set1_ps(scores[s]);
+            const float *row = v + (size_t)s * hd + i;
+            acc0 = _mm256_fmadd_ps(a, load_f32(row, n0), acc0);
+            acc1 = _mm256_fmadd_ps(a, load_f32(row + LANES, n1), acc1);
+            acc2 = _mm256_fmadd_ps(a, load_f32(row + 2 * LANES, n2), acc2);
+            acc3 = _mm256_fmadd_ps(a, load_f32(row + 3 * LANES, n3), acc3);
+        }
+        store_f32(out + i, acc0, n0);
+        store_f32(out + i + LANES, acc1, n1);
+        store_f32(out + i + 2 * LANES, acc2, n2);
+        store_f32(out + i + 3 * LANES, acc3, n3);
+    }
 }
 
 static void add(float *out, const float *x, int n) {

@@ -264,30 +264,50 @@ static void softmax(float *x, int n) {
     }
 }
 
-static float dot(const float *a, const float *b, int n) {
-    __m512 acc = _mm512_setzero_ps();
-    for (int i = 0; i < n; i += LANES) {
-        __mmask16 m = first_n(n - i);
-        acc = _mm512_fmadd_ps(load_f32(a + i, m), load_f32(b + i, m), acc);
-    }
-    return _mm512_reduce_add_ps(acc);
-}
+// Attention, two passes of 4-register blocks whose accumulators are independent (4 FMA chains in flight):
+//   scores[s..s+64) = scale · Σ_i q_i Kᵀ[i, s..s+64)     (one broadcast q_i, 4 contiguous loads, 4 FMAs per i)
+//   out[i..i+64)    = Σ_s a_s V[s, i..i+64)              (one broadcast a_s, 4 contiguous loads, 4 FMAs per s)
+// Lanes past S (or hd) are masked off; a mask of none leaves memory untouched.
+static inline __mmask16 lanes_left(int n) { return n <= 0 ? 0 : first_n(n); }
 
-// out += a · v      out, v: [n]
-static void axpy(float *out, float a, const float *v, int n) {
-    const __m512 av = _mm512_set1_ps(a);
-    for (int i = 0; i < n; i += LANES) {
-        __mmask16 m = first_n(n - i);
-        _mm512_mask_storeu_ps(out + i, m, _mm512_fmadd_ps(av, load_f32(v + i, m), load_f32(out + i, m)));
+static void attention(float *out, const float *q, const float *kt, int ld_k, const float *v, float *scores, int S,
+                      int hd, float scale) {
+    for (int s = 0; s < S; s += 4 * LANES) {
+        const __mmask16 m0 = lanes_left(S - s), m1 = lanes_left(S - s - LANES), m2 = lanes_left(S - s - 2 * LANES),
+                        m3 = lanes_left(S - s - 3 * LANES);
+        __m512 acc0 = _mm512_setzero_ps(), acc1 = acc0, acc2 = acc0, acc3 = acc0;
+        for (int i = 0; i < hd; i++) {
+            const __m512 qi = _mm512_set1_ps(q[i]);
+            const float *row = kt + (size_t)i * ld_k + s;
+            FMA(acc0, qi, load_f32(row, m0));
+            FMA(acc1, qi, load_f32(row + LANES, m1));
+            FMA(acc2, qi, load_f32(row + 2 * LANES, m2));
+            FMA(acc3, qi, load_f32(row + 3 * LANES, m3));
+        }
+        const __m512 sc = _mm512_set1_ps(scale);
+        _mm512_mask_storeu_ps(scores + s, m0, _mm512_mul_ps(acc0, sc));
+        _mm512_mask_storeu_ps(scores + s + LANES, m1, _mm512_mul_ps(acc1, sc));
+        _mm512_mask_storeu_ps(scores + s + 2 * LANES, m2, _mm512_mul_ps(acc2, sc));
+        _mm512_mask_storeu_ps(scores + s + 3 * LANES, m3, _mm512_mul_ps(acc3, sc));
     }
-}
-
-static void attention(float *out, const float *q, const float *k, const float *v, float *scores, int S, int hd,
-                      int stride, float scale) {
-    for (int s = 0; s < S; s++) scores[s] = dot(q, k + (size_t)s * stride, hd) * scale;
     softmax(scores, S);
-    memset(out, 0, sizeof(float) * hd);
-    for (int s = 0; s < S; s++) axpy(out, scores[s], v + (size_t)s * stride, hd);
+    for (int i = 0; i < hd; i += 4 * LANES) {
+        const __mmask16 m0 = lanes_left(hd - i), m1 = lanes_left(hd - i - LANES), m2 = lanes_left(hd - i - 2 * LANES),
+                        m3 = lanes_left(hd - i - 3 * LANES);
+        __m512 acc0 = _mm512_setzero_ps(), acc1 = acc0, acc2 = acc0, acc3 = acc0;
+        for (int s = 0; s < S; s++) {
+            const __m512 a = _mm512_set1_ps(scores[s]);
+            const float *row = v + (size_t)s * hd + i;
+            FMA(acc0, a, load_f32(row, m0));
+            FMA(acc1, a, load_f32(row + LANES, m1));
+            FMA(acc2, a, load_f32(row + 2 * LANES, m2));
+            FMA(acc3, a, load_f32(row + 3 * LANES, m3));
+        }
+        _mm512_mask_storeu_ps(out + i, m0, acc0);
+        _mm512_mask_storeu_ps(out + i + LANES, m1, acc1);
+        _mm512_mask_storeu_ps(out + i + 2 * LANES, m2, acc2);
+        _mm512_mask_storeu_ps(out + i + 3 * LANES, m3, acc3);
+    }
 }
 
 static void add(float *out, const float *x, int n) {

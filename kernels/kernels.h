@@ -38,10 +38,12 @@ typedef struct {
     void (*softmax)(float *x, int n);
 
     // One query head attending over S cached positions (causal masking is the caller's choice of S):
-    //   out = Σ_s a_s V[s],   a = softmax(scale · (q · K[s])_s)
-    //   out, q: [hd]   K, V: S rows of hd floats, `stride` floats apart   scores: scratch [S]
-    void (*attention)(float *out, const float *q, const float *k, const float *v, float *scores, int S, int hd,
-                      int stride, float scale);
+    //   out = Σ_s a_s V[s],   a = softmax(scale · (Σ_i q_i Kᵀ[i, s])_s)
+    //   out, q: [hd]   Kᵀ: [hd, S], rows ld_k floats apart   V: [S, hd]   scores: scratch [S]
+    // The keys come transposed so that the S scores are computed along contiguous positions, a vector of
+    // positions at a time, with no horizontal sums.
+    void (*attention)(float *out, const float *q, const float *kt, int ld_k, const float *v, float *scores, int S,
+                      int hd, float scale);
 
     // out += x       out, x: [n]   (the residual connection)
     void (*add)(float *out, const float *x, int n);

@@ -64,18 +64,18 @@ static void softmax(float *x, int n) {
 }
 
 // Scaled dot-product attention (Vaswani et al. 2017, eq. 1) for one query over S keys:
-//   out = Σ_s a_s V[s],  a = softmax(scale · q·K[s])
-static void attention(float *out, const float *q, const float *k, const float *v, float *scores, int S, int hd,
-                      int stride, float scale) {
+//   out = Σ_s a_s V[s],  a = softmax(scale · q·K[s])      (K given transposed: K[s, i] = kt[i · ld_k + s])
+static void attention(float *out, const float *q, const float *kt, int ld_k, const float *v, float *scores, int S,
+                      int hd, float scale) {
     for (int s = 0; s < S; s++) {
         float dot = 0.0f;
-        for (int i = 0; i < hd; i++) dot += q[i] * k[(size_t)s * stride + i];
+        for (int i = 0; i < hd; i++) dot += q[i] * kt[(size_t)i * ld_k + s];
         scores[s] = dot * scale;
     }
     softmax(scores, S);
     memset(out, 0, sizeof(float) * hd);
     for (int s = 0; s < S; s++)
-        for (int i = 0; i < hd; i++) out[i] += scores[s] * v[(size_t)s * stride + i];
+        for (int i = 0; i < hd; i++) out[i] += scores[s] * v[(size_t)s * hd + i];
 }
 
 static void add(float *out, const float *x, int n) {

@@ -258,7 +258,8 @@ void model_free(Model *model) {
 }
 
 int model_kv_init(const Model *model, KVCache *cache, Err *err) {
-    return kv_init(cache, model->cfg.n_layer, model->cfg.n_positions, model->cfg.n_embd, err);
+    const Config *c = &model->cfg;
+    return kv_init(cache, c->n_layer, c->n_head, c->n_positions, c->n_embd / c->n_head, err);
 }
 
 // ---- the forward pass ---------------------------------------------------------------------------------------
@@ -321,7 +322,8 @@ static void linear(const Model *m, float *out, int ld_out, const float *x, const
 }
 
 // Causal self-attention for T new tokens at positions pos0..pos0+T−1, whose K and V rows are already in the
-// cache: att[t, head] = Σ_{s ≤ pos0+t} softmax_s(q·k_s · scale) v_s. One job per (token, head) pair.
+// cache: att[t, head] = Σ_{s ≤ pos0+t} softmax_s(q·k_s · scale) v_s. One task per (head, token) pair, head
+// major: a thread's consecutive tasks read the same head's keys and values, which stay in its cache.
 typedef struct {
     const Model *m;
     const KVCache *cache;
@@ -335,14 +337,14 @@ static void attention_thread(void *ctx, int thread, int n_threads) {
     const int d = m->cfg.n_embd, H = m->cfg.n_head, hd = d / H;
     float *scores = m->scratch->scores + (size_t)thread * m->cfg.n_positions;
     int begin, end;
-    pool_share(job->T * H, 1, thread, n_threads, &begin, &end);
+    pool_share(H * job->T, 1, thread, n_threads, &begin, &end);
     for (int task = begin; task < end; task++) {
-        int t = task / H, head = task % H;
+        int head = task / job->T, t = task % job->T;
         const float *q = m->scratch->qkv + (size_t)t * 3 * d + head * hd;  // q: [hd]
-        const float *k = kv_k(job->cache, job->layer, 0) + head * hd;       // K: [S, hd], rows d apart
-        const float *v = kv_v(job->cache, job->layer, 0) + head * hd;
-        m->kernels->attention(m->scratch->att + (size_t)t * d + head * hd, q, k, v, scores, job->pos0 + t + 1, hd, d,
-                              job->scale);
+        const float *kt = kv_keys(job->cache, job->layer, head);            // Kᵀ: [hd, n_ctx]
+        const float *v = kv_values(job->cache, job->layer, head);           // V: [n_ctx, hd]
+        m->kernels->attention(m->scratch->att + (size_t)t * d + head * hd, q, kt, job->cache->n_ctx, v, scores,
+                              job->pos0 + t + 1, hd, job->scale);
     }
 }
 
@@ -363,12 +365,14 @@ static void block_forward(const Model *m, KVCache *cache, int layer, int pos0, i
     // Attention sub-block: x += Attn(LN1(x)) W_proj + b_proj
     layernorm_rows(m, s->h, s->x, b->ln1_gamma, b->ln1_beta, T);
     linear(m, s->qkv, 3 * d, s->h, &b->attn_qkv, T, EPILOGUE_NONE, NULL);  // qkv: [T, 3d] = [q | k | v]
-    for (int t = 0; t < T; t++) {
-        memcpy(kv_k(cache, layer, pos0 + t), s->qkv + (size_t)t * 3 * d + d, d * sizeof(float));
-        memcpy(kv_v(cache, layer, pos0 + t), s->qkv + (size_t)t * 3 * d + 2 * d, d * sizeof(float));
-    }
+    const int H = c->n_head, hd = d / H;
+    for (int t = 0; t < T; t++)  // append each head's k and v to the cache
+        for (int head = 0; head < H; head++) {
+            const float *qkv_t = s->qkv + (size_t)t * 3 * d + head * hd;
+            kv_store(cache, layer, head, pos0 + t, qkv_t + d, qkv_t + 2 * d);
+        }
     float scale = 1.0f;
-    if (c->scale_attn_weights) scale /= sqrtf((float)(d / c->n_head));
+    if (c->scale_attn_weights) scale /= sqrtf((float)hd);
     if (c->scale_attn_by_inverse_layer_idx) scale /= (float)(layer + 1);
     AttentionJob att = {m, cache, layer, pos0, T, scale};
     run_job(m, attention_thread, &att, (size_t)T * (pos0 + T) * 2 * d);

@@ -345,27 +345,27 @@ TEST(kernels_softmax_matches_scalar) {
     }
 }
 
-// Attention for one query: out = Σ_s a_s V[s], a = softmax(scale · q·K[s]). The two scores differ by at most
+// Attention for one query: out = Σ_s a_s V[s], a = softmax(scale · q·K[s]), K given transposed with a row
+// pitch ld_k ≥ S (as in the KV cache, whose rows are n_positions long). The two scores differ by at most
 // δ = hd·FLT_EPSILON·scale·max_s Σ_i |q_i K[s, i]|, which moves every a_s by a relative 2δ at most; softmax adds
 // (1e-6 + S·FLT_EPSILON) (see above) and the weighted sum of S rows S·FLT_EPSILON more, so
 //     |out_i − ref_i| ≤ (2δ + 1e-6 + 2S·FLT_EPSILON) · Σ_s a_s |V[s, i]|
 static void check_attention(const Kernels *k, int S, int hd) {
-    const int stride = hd + test_rand_int(1, 9);
-    const int kv_len = (S - 1) * stride + hd;
+    const int ld_k = S + test_rand_int(0, 9);
     const float scale = 1.0f / sqrtf((float)hd);
-    float *q = random_floats(hd, -3.0f, 3.0f), *keys = random_floats(kv_len, -1.0f, 1.0f);
-    float *values = random_floats(kv_len, -1.0f, 1.0f);
+    float *q = random_floats(hd, -3.0f, 3.0f), *keys_t = random_floats(hd * ld_k, -1.0f, 1.0f);
+    float *values = random_floats(S * hd, -1.0f, 1.0f);
     float *scores = malloc(sizeof(float) * (size_t)S), *ref = malloc(sizeof(float) * (size_t)hd);
     float *out = malloc(sizeof(float) * (size_t)hd);
-    kernels_scalar.attention(ref, q, keys, values, scores, S, hd, stride, scale);
-    k->attention(out, q, keys, values, scores, S, hd, stride, scale);
+    kernels_scalar.attention(ref, q, keys_t, ld_k, values, scores, S, hd, scale);
+    k->attention(out, q, keys_t, ld_k, values, scores, S, hd, scale);
 
     double *a = malloc(sizeof(double) * (size_t)S), max_score = -INFINITY, sum = 0.0, delta = 0.0;
     for (int s = 0; s < S; s++) {
         double dot = 0.0, magnitude = 0.0;
         for (int i = 0; i < hd; i++) {
-            dot += (double)q[i] * keys[(size_t)s * stride + i];
-            magnitude += fabs((double)q[i] * keys[(size_t)s * stride + i]);
+            dot += (double)q[i] * keys_t[(size_t)i * ld_k + s];
+            magnitude += fabs((double)q[i] * keys_t[(size_t)i * ld_k + s]);
         }
         a[s] = dot * scale;
         max_score = fmax(max_score, a[s]);
@@ -377,13 +377,13 @@ static void check_attention(const Kernels *k, int S, int hd) {
     }
     for (int i = 0; i < hd; i++) {
         double weighted = 0.0;
-        for (int s = 0; s < S; s++) weighted += a[s] / sum * fabs(values[(size_t)s * stride + i]);
+        for (int s = 0; s < S; s++) weighted += a[s] / sum * fabs(values[(size_t)s * hd + i]);
         double tol = (2 * delta + 1e-6 + 2 * S * FLT_EPSILON) * weighted;
-        CHECK(fabs(out[i] - ref[i]) <= tol, "%s S=%d hd=%d stride=%d: out[%d] = %.9g, reference %.9g (tol %.3g)",
-              k->name, S, hd, stride, i, out[i], ref[i], tol);
+        CHECK(fabs(out[i] - ref[i]) <= tol, "%s S=%d hd=%d ld_k=%d: out[%d] = %.9g, reference %.9g (tol %.3g)",
+              k->name, S, hd, ld_k, i, out[i], ref[i], tol);
     }
     free(q);
-    free(keys);
+    free(keys_t);
     free(values);
     free(scores);
     free(ref);
@@ -392,12 +392,12 @@ static void check_attention(const Kernels *k, int S, int hd) {
 }
 
 TEST(kernels_attention_matches_scalar) {
-    static const int head_dims[] = {1, 7, 64, 80};
+    static const int head_dims[] = {1, 7, 32, 64, 80};
     int n;
     const Kernels *const *list = kernels_available(&n);
     for (int v = 0; v < n; v++) {
         if (list[v] == &kernels_scalar) continue;
-        for (int h = 0; h < 4; h++) {
+        for (int h = 0; h < (int)(sizeof head_dims / sizeof *head_dims); h++) {
             for (int S = 1; S <= 17; S++) check_attention(list[v], S, head_dims[h]);
             for (int r = 0; r < 6; r++) check_attention(list[v], test_rand_int(18, 300), head_dims[h]);
             check_attention(list[v], 300, head_dims[h]);
