@@ -7,12 +7,34 @@
 #include <stdlib.h>
 #include <string.h>
 
+enum { LANES = 8 };  // independent running sums / maxima: 8 dependency chains in flight instead of one
+
+// Lane j scans logits j, j + 8, j + 16, ...; the first maximum of each lane is kept, then the lowest index
+// among the lanes' maxima wins.
 int sampling_argmax(const float *logits, int V) {
-    int best = 0;
-    float best_value = logits[0];  // kept in a register: comparing with logits[best] would chain each step
-    for (int i = 1; i < V; i++)    // behind a load
-        if (logits[i] > best_value) best_value = logits[i], best = i;
-    return best;
+    float best_value[LANES];
+    int best[LANES];
+    for (int j = 0; j < LANES; j++) best_value[j] = -INFINITY, best[j] = V;
+    int i = 0;
+    for (; i + LANES <= V; i += LANES)
+        for (int j = 0; j < LANES; j++)
+            if (logits[i + j] > best_value[j]) best_value[j] = logits[i + j], best[j] = i + j;
+    for (; i < V; i++)
+        if (logits[i] > best_value[0]) best_value[0] = logits[i], best[0] = i;
+    int winner = 0;
+    for (int j = 1; j < LANES; j++)
+        if (best_value[j] > best_value[winner] || (best_value[j] == best_value[winner] && best[j] < best[winner]))
+            winner = j;
+    return best[winner] < V ? best[winner] : 0;  // every logit −inf: index 0, as a plain scan would give
+}
+
+double sampling_sum(const double *x, int n) {
+    double part[LANES] = {0};
+    int i = 0;
+    for (; i + LANES <= n; i += LANES)
+        for (int j = 0; j < LANES; j++) part[j] += x[i + j];
+    for (; i < n; i++) part[0] += x[i];
+    return ((part[0] + part[4]) + (part[1] + part[5])) + ((part[2] + part[6]) + (part[3] + part[7]));
 }
 
 // A token and its probability, sorted most likely first (the lower id first on a tie).
@@ -39,14 +61,11 @@ int sampling_adjust(double *probs, const float *logits, int V, const SamplingPar
     int bad = 0;
     for (int i = 0; i < V; i++) bad |= !(logits[i] < INFINITY);
     if (bad) return -1;
-    const int best = sampling_argmax(logits, V);
-    memset(probs, 0, sizeof(double) * V);
     if (params->temperature <= 0.0f) {  // the one-hot limit
-        probs[best] = 1.0;
+        memset(probs, 0, sizeof(double) * V);
+        probs[sampling_argmax(logits, V)] = 1.0;
         return 0;
     }
-    // softmax(logits / temperature) by the vectorised kernel, in float (ample for a probability: it is the
-    // arithmetic on probabilities, in the rejection rule, that wants doubles), then normalised again in double.
     const char *why;
     const Kernels *k = kernels_select(&why);
     float *scaled = malloc(sizeof(float) * (size_t)V);
@@ -54,9 +73,9 @@ int sampling_adjust(double *probs, const float *logits, int V, const SamplingPar
     const float inv_t = 1.0f / params->temperature;
     for (int i = 0; i < V; i++) scaled[i] = logits[i] * inv_t;
     (k ? k : &kernels_scalar)->softmax(scaled, V);
-    double sum = 0.0;
-    for (int i = 0; i < V; i++) sum += probs[i] = scaled[i];
-    for (int i = 0; i < V; i++) probs[i] /= sum;
+    for (int i = 0; i < V; i++) probs[i] = scaled[i];
+    const double inv_sum = 1.0 / sampling_sum(probs, V);
+    for (int i = 0; i < V; i++) probs[i] *= inv_sum;
     free(scaled);
     if ((params->top_k <= 0 || params->top_k >= V) && params->top_p >= 1.0f) return 0;
 
@@ -117,9 +136,7 @@ uint64_t rng_next(Rng *rng) {
 double rng_uniform(Rng *rng) { return (double)(rng_next(rng) >> 11) * 0x1.0p-53; }
 
 int sampling_draw(const double *probs, int V, double u) {
-    double total = 0.0;
-    for (int i = 0; i < V; i++) total += probs[i];
-    double target = u * total, cumulative = 0.0;
+    double target = u * sampling_sum(probs, V), cumulative = 0.0;
     int last = 0;
     for (int i = 0; i < V; i++) {
         if (probs[i] <= 0.0) continue;

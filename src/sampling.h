@@ -22,6 +22,9 @@ int sampling_adjust(double *probs, const float *logits, int V, const SamplingPar
 // The index of the largest logit, the lowest one on a tie.
 int sampling_argmax(const float *logits, int V);
 
+// Σ x[0..n), in a fixed order (8 interleaved partial sums: fast, and the same result at every call).
+double sampling_sum(const double *x, int n);
+
 // max_x softmax(logits)_x at temperature 1: how sure the model is, whatever the sampling settings.
 double sampling_top_probability(const float *logits, int V);
 
