@@ -69,13 +69,13 @@ static double decoding_run(void *ctx, int rep) {
                              &rng, d->outputs + (size_t)rep * s->tokens, &d->n_out[rep], st, &err))
         die("%s: %s", prompt->id, err.msg);
     if (d->drafted) model_drafter_free(&drafter);
-    return st->total_seconds / (st->generated > 0 ? st->generated : 1);
+    return st->decode_seconds / (st->generated > 0 ? st->generated : 1);
 }
 
 // Runs pooled over the prompts.
 typedef struct {
-    double generated, rounds, drafted, accepted, sum_min_pq, n_min_pq, draft_calls;
-    double total_seconds, target_seconds, draft_seconds;  // all; in verify (or decode) forwards; in drafting
+    double generated, rounds, drafted, accepted, sum_min_pq, n_min_pq, draft_calls, expected_tokens;
+    double decode_seconds, target_seconds, draft_seconds;  // all rounds; in verify (or decode) forwards; in drafting
 } Totals;
 
 static void add_totals(Totals *t, const Decoding *d) {
@@ -83,7 +83,8 @@ static void add_totals(Totals *t, const Decoding *d) {
         const SpecStats *s = &d->stats[r];
         t->generated += s->generated, t->rounds += s->rounds, t->drafted += s->drafted, t->accepted += s->accepted;
         t->sum_min_pq += s->sum_min_pq, t->n_min_pq += s->n_min_pq, t->draft_calls += s->draft_calls;
-        t->total_seconds += s->total_seconds, t->target_seconds += s->target_seconds;
+        t->expected_tokens += s->expected_tokens;
+        t->decode_seconds += s->decode_seconds, t->target_seconds += s->target_seconds;
         t->draft_seconds += s->draft_seconds;
     }
 }
@@ -114,8 +115,9 @@ static int count_mismatches(Bench *b, const Decoding *d, const Decoding *plain) 
 }
 
 // Prints d's row of the table and returns its JSON.   seconds, plain_seconds: [n_prompts], per token
+// target_step: target-only's forward; plain_token: target-only's seconds per token, its sampling included.
 static json_t *decoding_report(Bench *b, const Decoding *d, const Decoding *plain, const double *seconds,
-                               const double *plain_seconds, double target_step) {
+                               const double *plain_seconds, double target_step, double plain_token) {
     const Setting *s = d->setting;
     const int n = s->n_prompts;
     const bool greedy = s->temperature == 0;
@@ -123,14 +125,19 @@ static json_t *decoding_report(Bench *b, const Decoding *d, const Decoding *plai
     add_totals(&t, d);
     Summary rate = summary_inverse(summarize(seconds, n), 1), speedup = summarize_ratio(plain_seconds, seconds, n);
     double alpha = totals_alpha(&t), cost = totals_c(&t, target_step), gamma = ratio_or_zero(t.drafted, t.rounds);
-    double predicted = d->drafted ? spec_predicted_speedup(alpha, gamma, cost) : 1;
+    double theorem = d->drafted ? spec_predicted_speedup(alpha, gamma, cost) : 1;
+    // The measured-cost prediction: what the rounds played should yield given α, at the cost of their forwards.
+    double predicted = ratio_or_zero(t.expected_tokens * plain_token, t.target_seconds + t.draft_seconds);
+    double pooled = ratio_or_zero(plain_token, ratio_or_zero(t.decode_seconds, t.generated));
     double acceptance = ratio_or_zero(t.accepted, t.drafted), per_call = ratio_or_zero(t.generated, t.rounds);
-    const double in_target = ratio_or_zero(t.target_seconds, t.total_seconds);
-    const double in_draft = ratio_or_zero(t.draft_seconds, t.total_seconds);
+    const double in_target = ratio_or_zero(t.target_seconds, t.decode_seconds);
+    const double in_draft = ratio_or_zero(t.draft_seconds, t.decode_seconds);
     char c1[64], c2[64];
     out(b, "| %s | %s | %s |", d->name, fmt_range(c1, sizeof c1, rate, 1, 0), fmt_range(c2, sizeof c2, speedup, 1, 2));
-    if (d->drafted) out(b, " %.2f | %.3f | %.3f | %.2f | %.2f | %.3f |", predicted, acceptance, alpha, per_call, gamma, cost);
-    else out(b, " | | | %.2f | | |", per_call);
+    if (d->drafted)
+        out(b, " %.2f | %.2f | %.2f | %.2f | %.3f | %.3f | %.2f | %.2f | %.3f |", pooled, predicted, pooled / predicted,
+            theorem, acceptance, alpha, per_call, gamma, cost);
+    else out(b, " %.2f | | | | | | %.2f | | |", pooled, per_call);
     out(b, " %.0f · %.0f · %.0f |", 100 * in_target, 100 * in_draft, 100 * (1 - in_target - in_draft));
     int mismatches = greedy && d->drafted ? count_mismatches(b, d, plain) : 0;
     if (greedy) out(b, " %s |", !d->drafted ? "" : mismatches ? "**NO**" : "yes");
@@ -142,6 +149,8 @@ static json_t *decoding_report(Bench *b, const Decoding *d, const Decoding *plai
                             "predicted_speedup", predicted, "acceptance", acceptance, "alpha", alpha,
                             "tokens_per_target_call", per_call, "mean_gamma", gamma, "c", cost, "generated",
                             t.generated);
+    json_object_set_new(row, "pooled_speedup", json_real(pooled));
+    json_object_set_new(row, "theorem_3_8_speedup", json_real(theorem));
     json_object_set_new(row, "time_share", json_pack("{s:f, s:f, s:f}", "target", in_target, "draft", in_draft,
                                                      "other", 1 - in_target - in_draft));
     if (d->drafted && d->policy == GAMMA_FIXED) json_object_set_new(row, "gamma", json_integer(d->gamma));
@@ -164,15 +173,16 @@ static json_t *bench_temperature(Bench *b, const Setting *s) {
     add_totals(&plain, &decodings[0]);
     for (int i = 1; i <= N_GAMMAS; i++) add_totals(&fixed, &decodings[i]);
     const double target_step = ratio_or_zero(plain.target_seconds, plain.rounds);
+    const double plain_token = ratio_or_zero(plain.decode_seconds, plain.generated);
     const bool greedy = s->temperature == 0;
-    out(b, "\n### Temperature %.1f%s\n\n| decoding | tokens/s | speed-up | predicted | acceptance | α | tokens / "
-        "target call | mean γ | c | time %%: target · draft · rest |%s\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
-        "%s\n", s->temperature,
+    out(b, "\n### Temperature %.1f%s\n\n| decoding | tokens/s | speed-up | pooled | predicted | pooled / predicted | "
+        "Thm 3.8 | acceptance | α | tokens / target call | mean γ | c | time %%: target · draft · rest |%s\n"
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|%s\n", s->temperature,
         greedy ? " (greedy)" : "", greedy ? " same output |" : "", greedy ? "---|" : "");
     json_t *rows = json_array();
     for (int i = 0; i < N_CONFIGS; i++)
         json_array_append_new(rows, decoding_report(b, &decodings[i], &decodings[0], seconds + (size_t)i * n, seconds,
-                                                    target_step));
+                                                    target_step, plain_token));
     const double alpha = totals_alpha(&fixed), cost = totals_c(&fixed, target_step);
     out(b, "\nPooled over the fixed γ's: α = %.3f, c = %.3f; target-only step %.3f ms\n", alpha, cost,
         target_step * 1e3);
@@ -194,12 +204,15 @@ void suite_speculative(Bench *b, Pair *pair) {
     for (int i = 0; i < n_prompts; i++) prompt_tokens += prompts[i].n;
     out(b, "## Speculative decoding\n\n%d held-out prompts from bench/prompts (%.0f tokens on average%s), %d new "
         "tokens each (fewer at the end-of-text token), %d threads. Per temperature, every configuration runs on each "
-        "prompt with the same seed, in rounds; tokens/s (the prompt's prefill included) and speed-up (over "
-        "target-only in the same round) are median [min–max] over the prompts. Pooled over the prompts: acceptance "
-        "= accepted / drafted, α = mean Σ min(p, q), tokens per target call, mean γ, c = draft step (its sampling "
-        "included) / target-only step; predicted = Theorem 3.8's (1 − α^(γ+1)) / ((1 − α)(γc + 1)) with those α, "
-        "γ and c. Time: the shares of the run spent in target forwards (verification), in drafting, and in the rest "
-        "(the target's sampling and acceptance, the prefill).\n", n_prompts, prompt_tokens / n_prompts,
+        "prompt with the same seed, in rounds; tokens/s (generation only: the prompt's prefill is not counted) and "
+        "speed-up (over target-only in the same round) are median [min–max] over the prompts. Pooled over the "
+        "prompts: speed-up (total time per token of target-only over this configuration's); predicted = Σ_rounds "
+        "E[tokens | α, γ] · (target-only's time per token) / (time in target and draft forwards), the measured-cost "
+        "form of Theorem 3.8, so pooled / predicted is what the scheduler's own work (sampling, acceptance) and luck "
+        "in the accepts leave of it; Thm 3.8 = (1 − α^(γ+1)) / ((1 − α)(γc + 1)), the paper's form, which takes "
+        "verifying γ + 1 tokens to cost one step; acceptance = accepted / drafted; α = mean Σ min(p, q); c = draft "
+        "step (its sampling included) / target-only step. Time: the shares spent in target forwards "
+        "(verification), in drafting, and in the rest (the target's sampling and the acceptance rule).\n", n_prompts, prompt_tokens / n_prompts,
         pair->has_tok ? "" : "; their bytes as token ids: the random pair has no tokenizer", b->opt.tokens,
         pool_size(b->pool));
     json_t *temps = json_array();

@@ -28,11 +28,12 @@ static inline __mmask16 first_n(int n) { return n >= LANES ? (__mmask16)0xffff :
 
 // ---- matmul -------------------------------------------------------------------------------------------------
 //
-// Register blocking: the micro-kernel block_4x4 multiplies 4 weight rows by 4 activation rows. Each 16-wide
-// slice of the 4 weight rows is loaded (and converted to F32) once and used for all 4 activation rows; the 16
-// running sums stay in named registers (GCC spills an array of them to the stack). block_4x1 serves decoding
-// (one activation row) and the T % 4 leftover rows; block_1x1 the last n_out % 4 weight rows. A 4-row weight
-// block is streamed from memory once, while the next block is prefetched; further tiles re-read it from L1.
+// Register blocking: the micro-kernel block_4xn multiplies 4 weight rows by n ≤ 4 activation rows, block_2xn 2
+// weight rows by n ≤ 8. Each 16-wide slice of the weight rows is loaded (and converted to F32) once and used for
+// all n activation rows; the running sums stay in named registers (GCC spills an array of them to the stack).
+// A 4-row weight block is streamed from memory once, while the next block is prefetched, in one pass for up to
+// 8 activation rows (a verification of γ ≤ 7 drafts); further groups of 8 re-read it from L1. block_1x1 takes
+// the last n_out % 4 weight rows.
 //
 // Batch invariance: every (t, j) pair sees the same fused multiply-adds in the same order, and the same
 // horizontal sum, in every variant, so the result depends neither on T, nor on the tile, nor on the split of
@@ -61,59 +62,53 @@ typedef struct {
 #define PREFETCH(r) _mm_prefetch((const char *)(w + (4 + (r)) * s->row_bytes + i * s->elem), _MM_HINT_T0)
 #define STORE(t, r, acc) out[(size_t)(t) * s->ld_out + (r)] = _mm512_reduce_add_ps(acc) + (bias ? bias[r] : 0.0f)
 
-// out[t, r] for weight rows r < 4 and activation rows t < 4
-static inline __attribute__((always_inline)) void block_4x4(float *out, const float *x, const uint8_t *w,
-                                                            const float *bias, const Shape *s, bool prefetch) {
+// out[t, r] for weight rows r < 4 and activation rows t < n ≤ 4 (n is a constant where this is inlined: the
+// unused rows compile away)
+static inline __attribute__((always_inline)) void block_4xn(float *out, const float *x, const uint8_t *w,
+                                                            const float *bias, const Shape *s, bool prefetch,
+                                                            const int n) {
     __m512 a00 = _mm512_setzero_ps(), a01 = a00, a02 = a00, a03 = a00, a10 = a00, a11 = a00, a12 = a00, a13 = a00,
            a20 = a00, a21 = a00, a22 = a00, a23 = a00, a30 = a00, a31 = a00, a32 = a00, a33 = a00;
     FOR_EACH_SLICE(s, {
         if (prefetch && (i * s->elem) % 64 == 0) { PREFETCH(0); PREFETCH(1); PREFETCH(2); PREFETCH(3); }
         __m512 w0 = W(0), w1 = W(1), w2 = W(2), w3 = W(3), xv;
         xv = X(0); FMA(a00, xv, w0); FMA(a01, xv, w1); FMA(a02, xv, w2); FMA(a03, xv, w3);
-        xv = X(1); FMA(a10, xv, w0); FMA(a11, xv, w1); FMA(a12, xv, w2); FMA(a13, xv, w3);
-        xv = X(2); FMA(a20, xv, w0); FMA(a21, xv, w1); FMA(a22, xv, w2); FMA(a23, xv, w3);
-        xv = X(3); FMA(a30, xv, w0); FMA(a31, xv, w1); FMA(a32, xv, w2); FMA(a33, xv, w3);
+        if (n > 1) { xv = X(1); FMA(a10, xv, w0); FMA(a11, xv, w1); FMA(a12, xv, w2); FMA(a13, xv, w3); }
+        if (n > 2) { xv = X(2); FMA(a20, xv, w0); FMA(a21, xv, w1); FMA(a22, xv, w2); FMA(a23, xv, w3); }
+        if (n > 3) { xv = X(3); FMA(a30, xv, w0); FMA(a31, xv, w1); FMA(a32, xv, w2); FMA(a33, xv, w3); }
     });
     STORE(0, 0, a00); STORE(0, 1, a01); STORE(0, 2, a02); STORE(0, 3, a03);
-    STORE(1, 0, a10); STORE(1, 1, a11); STORE(1, 2, a12); STORE(1, 3, a13);
-    STORE(2, 0, a20); STORE(2, 1, a21); STORE(2, 2, a22); STORE(2, 3, a23);
-    STORE(3, 0, a30); STORE(3, 1, a31); STORE(3, 2, a32); STORE(3, 3, a33);
+    if (n > 1) { STORE(1, 0, a10); STORE(1, 1, a11); STORE(1, 2, a12); STORE(1, 3, a13); }
+    if (n > 2) { STORE(2, 0, a20); STORE(2, 1, a21); STORE(2, 2, a22); STORE(2, 3, a23); }
+    if (n > 3) { STORE(3, 0, a30); STORE(3, 1, a31); STORE(3, 2, a32); STORE(3, 3, a33); }
 }
 
-// out[t, r] for weight rows r < 2 and activation rows t < 8: for verifying γ + 1 ≈ 8 tokens in one pass over
-// the weights, so that the stream from memory (and its prefetching) never pauses for a second tile.
-static inline __attribute__((always_inline)) void block_2x8(float *out, const float *x, const uint8_t *w,
-                                                            const float *bias, const Shape *s, bool prefetch) {
+// out[t, r] for weight rows r < 2 and activation rows t < n ≤ 8 (n constant, as above)
+static inline __attribute__((always_inline)) void block_2xn(float *out, const float *x, const uint8_t *w,
+                                                            const float *bias, const Shape *s, bool prefetch,
+                                                            const int n) {
     __m512 a00 = _mm512_setzero_ps(), a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00, a30 = a00, a31 = a00,
            a40 = a00, a41 = a00, a50 = a00, a51 = a00, a60 = a00, a61 = a00, a70 = a00, a71 = a00;
     FOR_EACH_SLICE(s, {
         if (prefetch && (i * s->elem) % 64 == 0) { PREFETCH(0); PREFETCH(1); }
         __m512 w0 = W(0), w1 = W(1), xv;
         xv = X(0); FMA(a00, xv, w0); FMA(a01, xv, w1);
-        xv = X(1); FMA(a10, xv, w0); FMA(a11, xv, w1);
-        xv = X(2); FMA(a20, xv, w0); FMA(a21, xv, w1);
-        xv = X(3); FMA(a30, xv, w0); FMA(a31, xv, w1);
-        xv = X(4); FMA(a40, xv, w0); FMA(a41, xv, w1);
-        xv = X(5); FMA(a50, xv, w0); FMA(a51, xv, w1);
-        xv = X(6); FMA(a60, xv, w0); FMA(a61, xv, w1);
-        xv = X(7); FMA(a70, xv, w0); FMA(a71, xv, w1);
+        if (n > 1) { xv = X(1); FMA(a10, xv, w0); FMA(a11, xv, w1); }
+        if (n > 2) { xv = X(2); FMA(a20, xv, w0); FMA(a21, xv, w1); }
+        if (n > 3) { xv = X(3); FMA(a30, xv, w0); FMA(a31, xv, w1); }
+        if (n > 4) { xv = X(4); FMA(a40, xv, w0); FMA(a41, xv, w1); }
+        if (n > 5) { xv = X(5); FMA(a50, xv, w0); FMA(a51, xv, w1); }
+        if (n > 6) { xv = X(6); FMA(a60, xv, w0); FMA(a61, xv, w1); }
+        if (n > 7) { xv = X(7); FMA(a70, xv, w0); FMA(a71, xv, w1); }
     });
-    STORE(0, 0, a00); STORE(0, 1, a01); STORE(1, 0, a10); STORE(1, 1, a11);
-    STORE(2, 0, a20); STORE(2, 1, a21); STORE(3, 0, a30); STORE(3, 1, a31);
-    STORE(4, 0, a40); STORE(4, 1, a41); STORE(5, 0, a50); STORE(5, 1, a51);
-    STORE(6, 0, a60); STORE(6, 1, a61); STORE(7, 0, a70); STORE(7, 1, a71);
-}
-
-// out[0, r] for weight rows r < 4 and one activation row
-static inline __attribute__((always_inline)) void block_4x1(float *out, const float *x, const uint8_t *w,
-                                                            const float *bias, const Shape *s, bool prefetch) {
-    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-    FOR_EACH_SLICE(s, {
-        if (prefetch && (i * s->elem) % 64 == 0) { PREFETCH(0); PREFETCH(1); PREFETCH(2); PREFETCH(3); }
-        __m512 xv = X(0);
-        FMA(a0, xv, W(0)); FMA(a1, xv, W(1)); FMA(a2, xv, W(2)); FMA(a3, xv, W(3));
-    });
-    STORE(0, 0, a0); STORE(0, 1, a1); STORE(0, 2, a2); STORE(0, 3, a3);
+    STORE(0, 0, a00); STORE(0, 1, a01);
+    if (n > 1) { STORE(1, 0, a10); STORE(1, 1, a11); }
+    if (n > 2) { STORE(2, 0, a20); STORE(2, 1, a21); }
+    if (n > 3) { STORE(3, 0, a30); STORE(3, 1, a31); }
+    if (n > 4) { STORE(4, 0, a40); STORE(4, 1, a41); }
+    if (n > 5) { STORE(5, 0, a50); STORE(5, 1, a51); }
+    if (n > 6) { STORE(6, 0, a60); STORE(6, 1, a61); }
+    if (n > 7) { STORE(7, 0, a70); STORE(7, 1, a71); }
 }
 
 // out[0, 0] for one weight row and one activation row
@@ -122,6 +117,20 @@ static inline __attribute__((always_inline)) void block_1x1(float *out, const fl
     __m512 a = _mm512_setzero_ps();
     FOR_EACH_SLICE(s, { FMA(a, X(0), W(0)); });
     STORE(0, 0, a);
+}
+
+// Activation rows [t, t + n) against the 4 weight rows at w, in one pass over the weights' slices: rows of 8 as
+// two 2×8 blocks, up to 4 rows in a 4×n block, 5 to 7 rows as two 2×n blocks. (A second pass over a block for a
+// few leftover rows would be served from L1, but it stalls the stream from memory while it runs.)
+static inline __attribute__((always_inline)) void rows_against_block(float *out, const float *x, const uint8_t *w,
+                                                                     const float *bias, const Shape *s,
+                                                                     bool prefetch, const int n) {
+    if (n <= 4) {
+        block_4xn(out, x, w, bias, s, prefetch, n);
+    } else {
+        block_2xn(out, x, w, bias, s, prefetch, n);
+        block_2xn(out + 2, x, w + 2 * s->row_bytes, bias ? bias + 2 : NULL, s, prefetch, n);
+    }
 }
 
 static inline __attribute__((always_inline)) void matmul(float *out, const float *x, const void *weights,
@@ -135,15 +144,19 @@ static inline __attribute__((always_inline)) void matmul(float *out, const float
         const float *b = bias ? bias + j : NULL;
         bool prefetch = j + 8 <= j1;
         int t = 0;
-        for (; t + 8 <= T; t += 8, prefetch = false) {
-            block_2x8(out + (size_t)t * ld_out + j, x + (size_t)t * n_in, w, b, s, prefetch);
-            block_2x8(out + (size_t)t * ld_out + j + 2, x + (size_t)t * n_in, w + 2 * s->row_bytes, b ? b + 2 : NULL,
-                      s, prefetch);
+        for (; t + 8 <= T; t += 8, prefetch = false)
+            rows_against_block(out + (size_t)t * ld_out + j, x + (size_t)t * n_in, w, b, s, prefetch, 8);
+        float *o = out + (size_t)t * ld_out + j;
+        const float *xt = x + (size_t)t * n_in;
+        switch (T - t) {  // the last T mod 8 rows, with n a constant in each case
+        case 1: rows_against_block(o, xt, w, b, s, prefetch, 1); break;
+        case 2: rows_against_block(o, xt, w, b, s, prefetch, 2); break;
+        case 3: rows_against_block(o, xt, w, b, s, prefetch, 3); break;
+        case 4: rows_against_block(o, xt, w, b, s, prefetch, 4); break;
+        case 5: rows_against_block(o, xt, w, b, s, prefetch, 5); break;
+        case 6: rows_against_block(o, xt, w, b, s, prefetch, 6); break;
+        case 7: rows_against_block(o, xt, w, b, s, prefetch, 7); break;
         }
-        for (; t + 4 <= T; t += 4, prefetch = false)
-            block_4x4(out + (size_t)t * ld_out + j, x + (size_t)t * n_in, w, b, s, prefetch);
-        for (; t < T; t++, prefetch = false)
-            block_4x1(out + (size_t)t * ld_out + j, x + (size_t)t * n_in, w, b, s, prefetch);
     }
     for (; j < j1; j++)
         for (int t = 0; t < T; t++)

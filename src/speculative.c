@@ -108,42 +108,47 @@ typedef struct {
     double draft_step;          // seconds per draft forward (running mean)
     double target[T_SLOTS];     // seconds per target forward of T tokens (running means; 0 = not measured)
     int heuristic_gamma;
+    int plain_streak;           // GAMMA_AUTO: rounds in a row it chose plain decoding
 } GammaState;
 
 static const double ALPHA_PRIOR = 0.6, EMA = 0.1;
 
 static void running_mean(double *mean, double x) { *mean = *mean > 0 ? *mean + EMA * (x - *mean) : x; }
 
-// t_target(T): the measurement if there is one; else interpolated between the nearest measured T's; else
-// extrapolated from the nearest one with the slope of the two farthest apart (or 3% per token with only one,
-// roughly what the bench measures for a memory-bound model).
+// t_target(T): the measurement if there is one; else the line a + b·T fitted by least squares to the measured
+// T's (b ≥ 0: verifying more tokens never costs less), or with a single measured T, that time plus 3% per token
+// (roughly what the bench measures for a memory-bound model). 0 if nothing is measured yet.
 static double target_time(const GammaState *g, int T) {
     if (g->target[T] > 0) return g->target[T];
-    int below = 0, above = 0, lo = 0, hi = 0;
-    for (int t = T - 1; t >= 1 && !below; t--) below = g->target[t] > 0 ? t : 0;
-    for (int t = T + 1; t < T_SLOTS && !above; t++) above = g->target[t] > 0 ? t : 0;
-    if (below && above)
-        return g->target[below] + (g->target[above] - g->target[below]) * (T - below) / (above - below);
+    double n = 0, st = 0, sy = 0, stt = 0, sty = 0;
     for (int t = 1; t < T_SLOTS; t++)
-        if (g->target[t] > 0) hi = t, lo = lo ? lo : t;
-    if (!lo) return 0.0;
-    double slope = hi > lo ? (g->target[hi] - g->target[lo]) / (hi - lo) : 0.03 * g->target[lo];
-    int nearest = below ? below : above;
-    return g->target[nearest] + slope * (T - nearest);
+        if (g->target[t] > 0) n++, st += t, sy += g->target[t], stt += (double)t * t, sty += t * g->target[t];
+    if (n == 0) return 0.0;
+    const double mean_t = st / n, mean_y = sy / n, var_t = stt / n - mean_t * mean_t;
+    double slope = var_t > 0 ? (sty / n - mean_t * mean_y) / var_t : 0.03 * mean_y;
+    slope = slope > 0 ? slope : 0;
+    const double at_t = mean_y + slope * (T - mean_t);
+    return at_t > 0 ? at_t : mean_y;
 }
 
-static int choose_gamma(const SpecParams *params, const GammaState *g, bool have_drafter) {
+// GAMMA_AUTO starts with one plain round, which measures t_target(1), the yardstick of every choice (and of the
+// predicted speedup), then drafts 4 to measure a draft step; from then on it maximises rate(γ). Plain rounds
+// teach it nothing about α, so every 8th plain round in a row drafts one token: α can recover when the text
+// becomes easier again.
+static int choose_gamma(const SpecParams *params, GammaState *g, bool have_drafter) {
     if (!have_drafter) return 0;
     if (params->policy == GAMMA_FIXED) return params->gamma;
     if (params->policy == GAMMA_HEURISTIC) return g->heuristic_gamma;
-    if (g->draft_step <= 0 || target_time(g, 1) <= 0) return 4;  // nothing measured yet: a first probe
+    if (g->target[1] <= 0) return 0;
+    if (g->draft_step <= 0) return 4;
     int best = 0;
     double best_rate = 1.0 / target_time(g, 1);
     for (int gamma = 1; gamma <= GAMMA_MAX; gamma++) {
         double rate = expected_tokens(g->alpha, gamma) / (gamma * g->draft_step + target_time(g, gamma + 1));
         if (rate > best_rate) best = gamma, best_rate = rate;
     }
-    return best;
+    g->plain_streak = best == 0 ? g->plain_streak + 1 : 0;
+    return best == 0 && g->plain_streak % 8 == 0 ? 1 : best;
 }
 
 // ---- the scheduler ------------------------------------------------------------------------------------------
@@ -197,6 +202,8 @@ int speculative_generate(Model *target, Drafter *drafter, const int *prompt, int
     // its logits give p_1.
     if (n_prompt > 1 && model_forward(target, &cache, prompt, n_prompt - 1, b.logits, false, err)) goto done;
     if (n_prompt > 1 && drafter && drafter->prefill && drafter->prefill(drafter, prompt, n_prompt - 1, err)) goto done;
+    double t_decode = now_seconds();
+    stats->prefill_seconds = t_decode - t_start;
 
     GammaState g = {.alpha = ALPHA_PRIOR, .heuristic_gamma = params->gamma};
     int rounds_by_gamma[GAMMA_MAX + 1] = {0};
@@ -300,18 +307,17 @@ int speculative_generate(Model *target, Drafter *drafter, const int *prompt, int
         }
     }
     *n_out = stats->generated;
-    stats->total_seconds = now_seconds() - t_start;
+    stats->decode_seconds = now_seconds() - t_decode;
     stats->draft_calls = drafter ? drafter->calls : 0;
     stats->draft_seconds = drafter ? drafter->seconds : 0;
     stats->target_t1_seconds = target_time(&g, 1);
     stats->draft_step_seconds = g.draft_step;
     stats->mean_gamma = stats->rounds ? gamma_sum / stats->rounds : 0;
-    double alpha = stats->n_min_pq ? stats->sum_min_pq / stats->n_min_pq : 0, tokens = 0, seconds = 0;
-    for (int gamma = 0; gamma <= GAMMA_MAX; gamma++) {
-        tokens += rounds_by_gamma[gamma] * expected_tokens(alpha, gamma);
-        seconds += rounds_by_gamma[gamma] * (gamma * g.draft_step + target_time(&g, gamma + 1));
-    }
-    stats->predicted_speedup = seconds > 0 ? tokens / seconds * stats->target_t1_seconds : 1.0;
+    double alpha = stats->n_min_pq ? stats->sum_min_pq / stats->n_min_pq : 0;
+    for (int gamma = 0; gamma <= GAMMA_MAX; gamma++)
+        stats->expected_tokens += rounds_by_gamma[gamma] * expected_tokens(alpha, gamma);
+    double forwards = stats->target_seconds + stats->draft_seconds;
+    stats->predicted_speedup = forwards > 0 ? stats->expected_tokens * stats->target_t1_seconds / forwards : 1.0;
     rc = 0;
 done:
     kv_free(&cache);

@@ -91,13 +91,19 @@ typedef struct {
     double sum_min_pq;      // Σ over verified drafts of Σ_x min(p(x), q(x)): the expected acceptance α
     int n_min_pq;
     int draft_calls;
-    double target_seconds, draft_seconds, total_seconds;
+    double prefill_seconds;     // reading the prompt (both models), before the first round
+    double decode_seconds;      // the rounds: generation proper, what tokens per second is measured over
+    double target_seconds, draft_seconds;  // of decode_seconds: in target forwards, in the drafter
     double target_t1_seconds;   // mean time of a T = 1 target forward (measured or fitted), for c
     double draft_step_seconds;  // mean time of one draft step (running estimate)
     double mean_gamma;
-    // The speedup over target-only decoding predicted from the measured α and costs (Theorem 3.8 with the
-    // measured verification cost t_target(γ + 1) in place of t_target(1)), over the γ of the rounds played:
-    //   Σ_rounds E[tokens | α, γ] · t_target(1) / Σ_rounds (γ · t_draft + t_target(γ + 1))
+    // Σ over the rounds played of E[tokens | α, γ] = (1 − α^{γ+1}) / (1 − α) (the paper's equation 1), with α the
+    // run's mean Σ min(p, q): what the rounds should have produced, given how well the models agree.
+    double expected_tokens;
+    // The speedup over target-only decoding predicted from the measured α and costs — Theorem 3.8 with the
+    // measured time of the forwards in place of γc + 1 (verifying γ + 1 tokens costs more than 1 on a CPU):
+    //   expected_tokens · t_target(1) / (target_seconds + draft_seconds)
+    // What the scheduler spends beyond the forwards, and luck in the accepts, make measured differ from it.
     double predicted_speedup;
 } SpecStats;
 
