@@ -158,6 +158,27 @@ static json_t *decoding_report(Bench *b, const Decoding *d, const Decoding *plai
     return row;
 }
 
+// The α at which the fixed γ's, at the costs measured for them here, would reach `goal`: the least α with
+// E[tokens | α, γ] ≥ goal · (seconds per round) / (target-only's seconds per token) for some γ (bisection; E
+// grows with α). Returns 0 if no γ can (goal beyond γ + 1 tokens per round); *best_gamma gets the γ.
+static double alpha_needed(const Decoding *fixed, double plain_token, double goal, int *best_gamma) {
+    double best = 0;
+    *best_gamma = 0;
+    for (int i = 0; i < N_GAMMAS; i++) {
+        Totals t = {0};
+        add_totals(&t, &fixed[i]);
+        const double tokens = goal * ratio_or_zero(t.decode_seconds, t.rounds) / plain_token;
+        if (t.rounds == 0 || tokens > fixed[i].gamma + 1) continue;
+        double lo = 0, hi = 1;
+        for (int step = 0; step < 50; step++) {
+            const double mid = (lo + hi) / 2;
+            *(spec_expected_tokens(mid, fixed[i].gamma) < tokens ? &lo : &hi) = mid;
+        }
+        if (!*best_gamma || hi < best) best = hi, *best_gamma = fixed[i].gamma;
+    }
+    return best;
+}
+
 // Runs every configuration at one temperature; prints its table and returns its JSON.
 static json_t *bench_temperature(Bench *b, const Setting *s) {
     const int n = s->n_prompts;
@@ -186,10 +207,24 @@ static json_t *bench_temperature(Bench *b, const Setting *s) {
     const double alpha = totals_alpha(&fixed), cost = totals_c(&fixed, target_step);
     out(b, "\nPooled over the fixed γ's: α = %.3f, c = %.3f; target-only step %.3f ms\n", alpha, cost,
         target_step * 1e3);
+    static const double GOALS[] = {1.8, 2.5};  // the speed-ups asked for at temperature 1 and when greedy
+    json_t *needed = json_object();
+    out(b, "\nα the fixed γ's would need, at the costs measured here for each (its round time, sampling "
+        "included), to reach a speed-up of");
+    for (int g = 0; g < 2; g++) {
+        int gamma;
+        const double a = alpha_needed(decodings + 1, plain_token, GOALS[g], &gamma);
+        char key[16];
+        snprintf(key, sizeof key, "%.1f", GOALS[g]);
+        if (gamma) out(b, "%s %.1f×: %.3f (γ = %d)", g ? ";" : "", GOALS[g], a, gamma);
+        else out(b, "%s %.1f×: none reaches it", g ? ";" : "", GOALS[g]);
+        json_object_set_new(needed, key, gamma ? json_pack("{s:f, s:i}", "alpha", a, "gamma", gamma) : json_null());
+    }
+    out(b, ". Measured α: %.3f.\n", alpha);
     for (int i = 0; i < N_CONFIGS; i++) decoding_free(&decodings[i]);
     free(seconds);
-    return json_pack("{s:f, s:f, s:f, s:f, s:o}", "temperature", s->temperature, "alpha", alpha, "c", cost,
-                     "target_step_seconds", target_step, "configs", rows);
+    return json_pack("{s:f, s:f, s:f, s:f, s:o, s:o}", "temperature", s->temperature, "alpha", alpha, "c", cost,
+                     "target_step_seconds", target_step, "alpha_needed", needed, "configs", rows);
 }
 
 void suite_speculative(Bench *b, Pair *pair) {

@@ -85,13 +85,12 @@ static double overlap(const double *p, const double *q, int V) {
     return (part[0] + part[2]) + (part[1] + part[3]);
 }
 
-// E[tokens per round] = (1 − α^{γ+1}) / (1 − α) (the paper's equation 1)
-static double expected_tokens(double alpha, double gamma) {
+double spec_expected_tokens(double alpha, double gamma) {
     return alpha < 1.0 ? (1.0 - pow(alpha, gamma + 1)) / (1.0 - alpha) : gamma + 1;
 }
 
 double spec_predicted_speedup(double alpha, double gamma, double c) {
-    return expected_tokens(alpha, gamma) / (gamma * c + 1.0);
+    return spec_expected_tokens(alpha, gamma) / (gamma * c + 1.0);
 }
 
 // ---- the draft-length policy --------------------------------------------------------------------------------
@@ -144,7 +143,7 @@ static int choose_gamma(const SpecParams *params, GammaState *g, bool have_draft
     int best = 0;
     double best_rate = 1.0 / target_time(g, 1);
     for (int gamma = 1; gamma <= GAMMA_MAX; gamma++) {
-        double rate = expected_tokens(g->alpha, gamma) / (gamma * g->draft_step + target_time(g, gamma + 1));
+        double rate = spec_expected_tokens(g->alpha, gamma) / (gamma * g->draft_step + target_time(g, gamma + 1));
         if (rate > best_rate) best = gamma, best_rate = rate;
     }
     g->plain_streak = best == 0 ? g->plain_streak + 1 : 0;
@@ -315,7 +314,7 @@ int speculative_generate(Model *target, Drafter *drafter, const int *prompt, int
     stats->mean_gamma = stats->rounds ? gamma_sum / stats->rounds : 0;
     double alpha = stats->n_min_pq ? stats->sum_min_pq / stats->n_min_pq : 0;
     for (int gamma = 0; gamma <= GAMMA_MAX; gamma++)
-        stats->expected_tokens += rounds_by_gamma[gamma] * expected_tokens(alpha, gamma);
+        stats->expected_tokens += rounds_by_gamma[gamma] * spec_expected_tokens(alpha, gamma);
     double forwards = stats->target_seconds + stats->draft_seconds;
     stats->predicted_speedup = forwards > 0 ? stats->expected_tokens * stats->target_t1_seconds / forwards : 1.0;
     rc = 0;

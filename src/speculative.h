@@ -112,6 +112,9 @@ typedef struct {
 int speculative_generate(Model *target, Drafter *drafter, const int *prompt, int n_prompt,
                          const SpecParams *params, Rng *rng, int *out, int *n_out, SpecStats *stats, Err *err);
 
+// E[tokens per round] = (1 − α^{γ+1}) / (1 − α), the paper's equation 1 (γ + 1 when α = 1).
+double spec_expected_tokens(double alpha, double gamma);
+
 // The expected speedup of Theorem 3.8: (1 − α^{γ+1}) / ((1 − α)(γc + 1)).
 double spec_predicted_speedup(double alpha, double gamma, double c);
 
