@@ -288,6 +288,29 @@ TEST(speculative_predicted_speedup) {
     CHECK(fabs(spec_predicted_speedup(0.8, 3, 0.05) - (1 - pow(0.8, 4)) / (0.2 * 1.15)) < 1e-12, "alpha 0.8");
 }
 
+// E[tokens per round] (equation 1) at its corners, and the run's accounting: the rounds' expected tokens lie
+// between one and γ + 1 per round, and the time in forwards is part of the generation's time.
+TEST(speculative_expected_tokens_and_accounting) {
+    CHECK(fabs(spec_expected_tokens(0.0, 4) - 1.0) < 1e-12, "alpha 0: the target's own token only");
+    CHECK(fabs(spec_expected_tokens(1.0, 4) - 5.0) < 1e-12, "alpha 1: every draft and the bonus");
+    CHECK(fabs(spec_expected_tokens(0.5, 2) - 1.75) < 1e-12, "alpha 0.5, gamma 2: 1 + 0.5 + 0.25");
+    Pair pair;
+    pair_open(&pair, 97, 128, 1, 0.3f);
+    int prompt[] = {3, 1, 4, 1, 5}, out[40];
+    SpecParams params = {.sampling = {.temperature = 0, .top_p = 1}, .policy = GAMMA_FIXED, .gamma = 3,
+                         .max_tokens = 40, .eos_id = -1};
+    SpecStats stats;
+    generate(&pair, prompt, 5, &params, 1, out, &stats, true);
+    CHECK(stats.expected_tokens >= stats.rounds && stats.expected_tokens <= 4.0 * stats.rounds,
+          "expected tokens %.3f for %d rounds of gamma <= 3", stats.expected_tokens, stats.rounds);
+    CHECK(stats.prefill_seconds > 0 && stats.decode_seconds > 0, "prefill %g s, decode %g s", stats.prefill_seconds,
+          stats.decode_seconds);
+    CHECK(stats.target_seconds + stats.draft_seconds <= stats.decode_seconds,
+          "forwards %g s + %g s within the generation's %g s", stats.target_seconds, stats.draft_seconds,
+          stats.decode_seconds);
+    pair_close(&pair);
+}
+
 TEST(speculative_draft_p_min_stops_drafting) {
     Pair pair;
     pair_open(&pair, 97, 64, 1, 0.3f);
