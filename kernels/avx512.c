@@ -3,7 +3,6 @@
 #include <immintrin.h>
 #include <math.h>
 #include <stdbool.h>
-#include <string.h>
 
 #include "kernels.h"
 
