@@ -34,32 +34,90 @@ static inline __mmask16 first_n(int n) { return n >= LANES ? (__mmask16)0xffff :
 // 8 activation rows (a verification of γ ≤ 7 drafts); further groups of 8 re-read it from L1. block_1x1 takes
 // the last n_out % 4 weight rows.
 //
+// Chunks of the inputs: the sums run over chunks of CHUNK inputs, each chunk's sums added to the output in
+// turn. Where the activation rows fit in L1 (decoding, and every n_in ≤ CHUNK) each 4-row block goes through its
+// chunks in order; where they do not — 8 rows of GPT-2's MLP projection, n_in = 3072, are 96 kB — the whole
+// matmul goes chunk by chunk, so that the activation slices each block reads stay in L1 (one pass over all the
+// weight rows per chunk; each weight is still read once). The order of the arithmetic is the same either way.
+//
 // Batch invariance: every (t, j) pair sees the same fused multiply-adds in the same order, and the same
-// horizontal sum, in every variant, so the result depends neither on T, nor on the tile, nor on the split of
+// horizontal sums, in every variant, so the result depends neither on T, nor on the tile, nor on the split of
 // rows between threads.
+
+enum {
+    CHUNK = 768,                  // inputs per chunk (a multiple of 16): 8 activation rows of it are 24 kB
+    L1_ACTIVATIONS = 32 * 1024,   // activation bytes (T · n_in · 4) beyond which the matmul goes chunk by chunk
+};
 
 typedef struct {
     WeightType type;
     size_t elem, row_bytes;  // bytes of one weight, of one weight row
     int n_in, ld_out;
+    int i0, i1;              // the chunk of the inputs this pass covers: [i0, i1)
+    bool first, last;        // the first chunk, the last
 } Shape;
 
-// Runs `body` over the full 16-wide slices of a row of n_in (mask m all ones), then once over the remainder.
+// Runs `body` over the full 16-wide slices of the chunk (mask m all ones), then once over the remainder.
 #define FOR_EACH_SLICE(s, ...)                                                                           \
     do {                                                                                                 \
-        int i = 0;                                                                                       \
-        for (__mmask16 m = 0xffff; i + LANES <= (s)->n_in; i += LANES) __VA_ARGS__;                          \
-        if (i < (s)->n_in) {                                                                             \
-            __mmask16 m = first_n((s)->n_in - i);                                                        \
+        int i = (s)->i0;                                                                                 \
+        for (__mmask16 m = 0xffff; i + LANES <= (s)->i1; i += LANES) __VA_ARGS__;                        \
+        if (i < (s)->i1) {                                                                               \
+            __mmask16 m = first_n((s)->i1 - i);                                                          \
             __VA_ARGS__;                                                                                 \
         }                                                                                                \
     } while (0)
 
+// The sums of the lanes of a, b, c and d, each by the same tree — lanes (l, l+8), then (l, l+4), (l, l+2),
+// (l, l+1) — whether one accumulator is reduced or four: a sum is bit-identical in every block shape. Reducing
+// four together takes 14 shuffles and adds instead of 4 × 7.
+static inline __m128 reduce_add_4(__m512 a, __m512 b, __m512 c, __m512 d) {
+    // (l, l+8): 128-bit quarters 0, 1 of a and b plus quarters 2, 3 → [a₀₁ a₁₃… | b…] — likewise c and d
+    __m512 ab = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(1, 0, 1, 0)),
+                              _mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(3, 2, 3, 2)));
+    __m512 cd = _mm512_add_ps(_mm512_shuffle_f32x4(c, d, _MM_SHUFFLE(1, 0, 1, 0)),
+                              _mm512_shuffle_f32x4(c, d, _MM_SHUFFLE(3, 2, 3, 2)));
+    // (l, l+4): quarter k now holds the four partial sums of input k
+    __m512 q = _mm512_add_ps(_mm512_shuffle_f32x4(ab, cd, _MM_SHUFFLE(2, 0, 2, 0)),
+                             _mm512_shuffle_f32x4(ab, cd, _MM_SHUFFLE(3, 1, 3, 1)));
+    q = _mm512_add_ps(q, _mm512_permute_ps(q, _MM_SHUFFLE(1, 0, 3, 2)));  // (l, l+2) within each quarter
+    q = _mm512_add_ps(q, _mm512_permute_ps(q, _MM_SHUFFLE(2, 3, 0, 1)));  // (l, l+1)
+    return _mm512_castps512_ps128(_mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                                                                          0, 0, 0), q));
+}
+
+// An activation slice, held in a register: GCC would otherwise fold its load into each FMA that uses it,
+// loading it once per weight row (the loads then outnumber the FMAs).
+static inline __m512 in_register(__m512 v) {
+    __asm__("" : "+v"(v));
+    return v;
+}
+
 #define W(r) load_weights(w + (r) * s->row_bytes + i * s->elem, s->type, m)   // slice of weight row r
-#define X(t) load_f32(x + (size_t)(t) * s->n_in + i, m)                     // slice of activation row t
+#define X(t) in_register(load_f32(x + (size_t)(t) * s->n_in + i, m))        // slice of activation row t
 #define FMA(acc, xv, wv) acc = _mm512_fmadd_ps(xv, wv, acc)
 #define PREFETCH(r) _mm_prefetch((const char *)(w + (4 + (r)) * s->row_bytes + i * s->elem), _MM_HINT_T0)
-#define STORE(t, r, acc) out[(size_t)(t) * s->ld_out + (r)] = _mm512_reduce_add_ps(acc) + (bias ? bias[r] : 0.0f)
+
+// Stores a chunk's sums: out = (what the earlier chunks left in out +) the sums (+ bias, after the last chunk).
+// out[t, 0..4) from a0..a3:
+#define STORE_1X4(t, a0, a1, a2, a3)                                                                           \
+    do {                                                                                                       \
+        float *o = out + (size_t)(t) * s->ld_out;                                                              \
+        __m128 v = reduce_add_4(a0, a1, a2, a3);                                                               \
+        if (!s->first) v = _mm_add_ps(_mm_loadu_ps(o), v);                                                     \
+        if (s->last && bias) v = _mm_add_ps(v, _mm_loadu_ps(bias));                                            \
+        _mm_storeu_ps(o, v);                                                                                   \
+    } while (0)
+// out[t, 0..2) from a0, a1 and, if rows > 1, out[t + 1, 0..2) from b0, b1:
+#define STORE_2X2(t, rows, a0, a1, b0, b1)                                                                     \
+    do {                                                                                                       \
+        float *o0 = out + (size_t)(t) * s->ld_out, *o1 = (rows) > 1 ? o0 + s->ld_out : o0;                     \
+        __m128 v = reduce_add_4(a0, a1, b0, b1);                                                               \
+        if (!s->first) v = _mm_add_ps(_mm_loadh_pi(_mm_loadl_pi(v, (const __m64 *)o0), (const __m64 *)o1), v); \
+        if (s->last && bias) v = _mm_add_ps(v, _mm_castpd_ps(_mm_loaddup_pd((const double *)bias)));           \
+        _mm_storel_pi((__m64 *)o0, v);                                                                         \
+        if ((rows) > 1) _mm_storeh_pi((__m64 *)o1, v);                                                         \
+    } while (0)
 
 // out[t, r] for weight rows r < 4 and activation rows t < n ≤ 4 (n is a constant where this is inlined: the
 // unused rows compile away)
@@ -76,10 +134,10 @@ static inline __attribute__((always_inline)) void block_4xn(float *out, const fl
         if (n > 2) { xv = X(2); FMA(a20, xv, w0); FMA(a21, xv, w1); FMA(a22, xv, w2); FMA(a23, xv, w3); }
         if (n > 3) { xv = X(3); FMA(a30, xv, w0); FMA(a31, xv, w1); FMA(a32, xv, w2); FMA(a33, xv, w3); }
     });
-    STORE(0, 0, a00); STORE(0, 1, a01); STORE(0, 2, a02); STORE(0, 3, a03);
-    if (n > 1) { STORE(1, 0, a10); STORE(1, 1, a11); STORE(1, 2, a12); STORE(1, 3, a13); }
-    if (n > 2) { STORE(2, 0, a20); STORE(2, 1, a21); STORE(2, 2, a22); STORE(2, 3, a23); }
-    if (n > 3) { STORE(3, 0, a30); STORE(3, 1, a31); STORE(3, 2, a32); STORE(3, 3, a33); }
+    STORE_1X4(0, a00, a01, a02, a03);
+    if (n > 1) STORE_1X4(1, a10, a11, a12, a13);
+    if (n > 2) STORE_1X4(2, a20, a21, a22, a23);
+    if (n > 3) STORE_1X4(3, a30, a31, a32, a33);
 }
 
 // out[t, r] for weight rows r < 2 and activation rows t < n ≤ 8 (n constant, as above)
@@ -100,14 +158,11 @@ static inline __attribute__((always_inline)) void block_2xn(float *out, const fl
         if (n > 6) { xv = X(6); FMA(a60, xv, w0); FMA(a61, xv, w1); }
         if (n > 7) { xv = X(7); FMA(a70, xv, w0); FMA(a71, xv, w1); }
     });
-    STORE(0, 0, a00); STORE(0, 1, a01);
-    if (n > 1) { STORE(1, 0, a10); STORE(1, 1, a11); }
-    if (n > 2) { STORE(2, 0, a20); STORE(2, 1, a21); }
-    if (n > 3) { STORE(3, 0, a30); STORE(3, 1, a31); }
-    if (n > 4) { STORE(4, 0, a40); STORE(4, 1, a41); }
-    if (n > 5) { STORE(5, 0, a50); STORE(5, 1, a51); }
-    if (n > 6) { STORE(6, 0, a60); STORE(6, 1, a61); }
-    if (n > 7) { STORE(7, 0, a70); STORE(7, 1, a71); }
+    // activation rows in pairs (an odd last row alone)
+    STORE_2X2(0, n, a00, a01, a10, a11);
+    if (n > 2) STORE_2X2(2, n - 2, a20, a21, a30, a31);
+    if (n > 4) STORE_2X2(4, n - 4, a40, a41, a50, a51);
+    if (n > 6) STORE_2X2(6, n - 6, a60, a61, a70, a71);
 }
 
 // out[0, 0] for one weight row and one activation row
@@ -115,7 +170,10 @@ static inline __attribute__((always_inline)) void block_1x1(float *out, const fl
                                                             const float *bias, const Shape *s) {
     __m512 a = _mm512_setzero_ps();
     FOR_EACH_SLICE(s, { FMA(a, X(0), W(0)); });
-    STORE(0, 0, a);
+    float v = _mm_cvtss_f32(reduce_add_4(a, a, a, a));
+    if (!s->first) v = out[0] + v;
+    if (s->last && bias) v += bias[0];
+    out[0] = v;
 }
 
 // Activation rows [t, t + n) against the 4 weight rows at w, in one pass over the weights' slices: rows of 8 as
@@ -132,35 +190,77 @@ static inline __attribute__((always_inline)) void rows_against_block(float *out,
     }
 }
 
+// The 4 weight rows at w against all T activation rows, over the chunk of inputs in s.
+static inline __attribute__((always_inline)) void block_against_rows(float *out, const float *x, const uint8_t *w,
+                                                                     const float *bias, int T, bool prefetch,
+                                                                     const Shape *s) {
+    int t = 0;
+    for (; t + 8 <= T; t += 8, prefetch = false)
+        rows_against_block(out + (size_t)t * s->ld_out, x + (size_t)t * s->n_in, w, bias, s, prefetch, 8);
+    float *o = out + (size_t)t * s->ld_out;
+    const float *xt = x + (size_t)t * s->n_in;
+    switch (T - t) {  // the last T mod 8 rows, with n a constant in each case
+    case 1: rows_against_block(o, xt, w, bias, s, prefetch, 1); break;
+    case 2: rows_against_block(o, xt, w, bias, s, prefetch, 2); break;
+    case 3: rows_against_block(o, xt, w, bias, s, prefetch, 3); break;
+    case 4: rows_against_block(o, xt, w, bias, s, prefetch, 4); break;
+    case 5: rows_against_block(o, xt, w, bias, s, prefetch, 5); break;
+    case 6: rows_against_block(o, xt, w, bias, s, prefetch, 6); break;
+    case 7: rows_against_block(o, xt, w, bias, s, prefetch, 7); break;
+    }
+}
+
+// The chunk of `whole`'s inputs that starts at i0 and ends at i0 + CHUNK, or at c1.
+static inline Shape chunk_at(const Shape *whole, int i0, int c1) {
+    Shape chunk = *whole;
+    chunk.i0 = i0;
+    chunk.i1 = i0 + CHUNK < c1 ? i0 + CHUNK : c1;
+    chunk.first = i0 == 0;
+    chunk.last = chunk.i1 == whole->n_in;
+    return chunk;
+}
+
+// Weight rows [j0, j1) against all T activation rows, over the inputs [c0, c1) (whole chunks), chunk by chunk
+// within each 4-row block. one_chunk (a constant): the inputs are a single chunk, `whole`.
+static inline __attribute__((always_inline)) void matmul_rows(float *out, const float *x, const void *weights,
+                                                              const float *bias, int T, int j0, int j1,
+                                                              const Shape *whole, int c0, int c1,
+                                                              const bool one_chunk) {
+    int j = j0;
+    for (; j + 4 <= j1; j += 4) {
+        const uint8_t *w = (const uint8_t *)weights + (size_t)j * whole->row_bytes;
+        const float *b = bias ? bias + j : NULL;
+        if (one_chunk) {
+            block_against_rows(out + j, x, w, b, T, j + 8 <= j1, whole);
+        } else {
+            for (int i0 = c0; i0 < c1; i0 += CHUNK) {
+                const Shape chunk = chunk_at(whole, i0, c1);
+                block_against_rows(out + j, x, w, b, T, j + 8 <= j1, &chunk);
+            }
+        }
+    }
+    for (; j < j1; j++)  // the last n_out mod 4 rows
+        for (int i0 = c0; i0 < c1; i0 += CHUNK) {
+            const Shape chunk = chunk_at(whole, i0, c1);
+            for (int t = 0; t < T; t++)
+                block_1x1(out + (size_t)t * whole->ld_out + j, x + (size_t)t * whole->n_in,
+                          (const uint8_t *)weights + (size_t)j * whole->row_bytes, bias ? bias + j : NULL, &chunk);
+        }
+}
+
 static inline __attribute__((always_inline)) void matmul(float *out, const float *x, const void *weights,
                                                          WeightType type, const float *bias, int T, int n_in,
                                                          int ld_out, int j0, int j1) {
     const size_t elem = type == WEIGHT_F32 ? 4 : 2;
-    const Shape shape = {type, elem, (size_t)n_in * elem, n_in, ld_out}, *s = &shape;
-    int j = j0;
-    for (; j + 4 <= j1; j += 4) {
-        const uint8_t *w = (const uint8_t *)weights + (size_t)j * s->row_bytes;
-        const float *b = bias ? bias + j : NULL;
-        bool prefetch = j + 8 <= j1;
-        int t = 0;
-        for (; t + 8 <= T; t += 8, prefetch = false)
-            rows_against_block(out + (size_t)t * ld_out + j, x + (size_t)t * n_in, w, b, s, prefetch, 8);
-        float *o = out + (size_t)t * ld_out + j;
-        const float *xt = x + (size_t)t * n_in;
-        switch (T - t) {  // the last T mod 8 rows, with n a constant in each case
-        case 1: rows_against_block(o, xt, w, b, s, prefetch, 1); break;
-        case 2: rows_against_block(o, xt, w, b, s, prefetch, 2); break;
-        case 3: rows_against_block(o, xt, w, b, s, prefetch, 3); break;
-        case 4: rows_against_block(o, xt, w, b, s, prefetch, 4); break;
-        case 5: rows_against_block(o, xt, w, b, s, prefetch, 5); break;
-        case 6: rows_against_block(o, xt, w, b, s, prefetch, 6); break;
-        case 7: rows_against_block(o, xt, w, b, s, prefetch, 7); break;
-        }
+    const Shape whole = {type, elem, (size_t)n_in * elem, n_in, ld_out, 0, n_in, true, true};
+    if (n_in <= CHUNK) {
+        matmul_rows(out, x, weights, bias, T, j0, j1, &whole, 0, n_in, true);
+    } else if ((size_t)T * n_in * sizeof(float) <= L1_ACTIVATIONS) {
+        matmul_rows(out, x, weights, bias, T, j0, j1, &whole, 0, n_in, false);
+    } else {
+        for (int i0 = 0; i0 < n_in; i0 += CHUNK)
+            matmul_rows(out, x, weights, bias, T, j0, j1, &whole, i0, i0 + CHUNK < n_in ? i0 + CHUNK : n_in, false);
     }
-    for (; j < j1; j++)
-        for (int t = 0; t < T; t++)
-            block_1x1(out + (size_t)t * ld_out + j, x + (size_t)t * n_in,
-                      (const uint8_t *)weights + (size_t)j * s->row_bytes, bias ? bias + j : NULL, s);
 }
 
 DEFINE_MATMUL_PER_WEIGHT_TYPE(matmul)

@@ -111,7 +111,7 @@ TEST(kernels_select_honours_env) {
 
 // ---- matmul -------------------------------------------------------------------------------------------------
 
-static const int n_in_sizes[] = {1, 3, 15, 16, 17, 31, 33, 64, 100, 768 + 5};
+static const int n_in_sizes[] = {1, 3, 15, 16, 17, 31, 33, 64, 100, 768 + 5, 2 * 768 + 5, 3072};
 static const int T_sizes[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 33};
 enum { N_IN_SIZES = sizeof n_in_sizes / sizeof *n_in_sizes, T_SIZES = sizeof T_sizes / sizeof *T_sizes };
 
