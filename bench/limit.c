@@ -58,7 +58,7 @@ static void matmul_thread(void *ctx, int thread, int n_threads) {
     pool_share(mm->n_out, 16, thread, n_threads, &j0, &j1);
     if (j0 == j1) return;
     if (mm->kernels)
-        mm->kernels->matmul[mm->type](mm->out, mm->x, mm->w, NULL, mm->T, mm->n_in, mm->n_out, j0, j1);
+        mm->kernels->matmul[mm->type](mm->out, mm->x, mm->w, NULL, mm->T, mm->n_in, mm->n_in, mm->n_out, j0, j1);
     else
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, mm->T, j1 - j0, mm->n_in, 1.0f, mm->x, mm->n_in,
                     (const float *)mm->w + (size_t)j0 * mm->n_in, mm->n_in, 0.0f, mm->out + j0, mm->n_out);

@@ -52,7 +52,7 @@ enum {
 typedef struct {
     WeightType type;
     size_t elem, row_bytes;  // bytes of one weight, of one weight row
-    int n_in, ld_out;
+    int n_in, ld_x, ld_out;
     int i0, i1;              // the chunk of the inputs this pass covers: [i0, i1)
     bool first, last;        // the first chunk, the last
 } Shape;
@@ -94,7 +94,7 @@ static inline __m512 in_register(__m512 v) {
 }
 
 #define W(r) load_weights(w + (r) * s->row_bytes + i * s->elem, s->type, m)   // slice of weight row r
-#define X(t) in_register(load_f32(x + (size_t)(t) * s->n_in + i, m))        // slice of activation row t
+#define X(t) in_register(load_f32(x + (size_t)(t) * s->ld_x + i, m))        // slice of activation row t
 #define FMA(acc, xv, wv) acc = _mm512_fmadd_ps(xv, wv, acc)
 #define PREFETCH(r) _mm_prefetch((const char *)(w + (4 + (r)) * s->row_bytes + i * s->elem), _MM_HINT_T0)
 
@@ -196,9 +196,9 @@ static inline __attribute__((always_inline)) void block_against_rows(float *out,
                                                                      const Shape *s) {
     int t = 0;
     for (; t + 8 <= T; t += 8, prefetch = false)
-        rows_against_block(out + (size_t)t * s->ld_out, x + (size_t)t * s->n_in, w, bias, s, prefetch, 8);
+        rows_against_block(out + (size_t)t * s->ld_out, x + (size_t)t * s->ld_x, w, bias, s, prefetch, 8);
     float *o = out + (size_t)t * s->ld_out;
-    const float *xt = x + (size_t)t * s->n_in;
+    const float *xt = x + (size_t)t * s->ld_x;
     switch (T - t) {  // the last T mod 8 rows, with n a constant in each case
     case 1: rows_against_block(o, xt, w, bias, s, prefetch, 1); break;
     case 2: rows_against_block(o, xt, w, bias, s, prefetch, 2); break;
@@ -243,16 +243,16 @@ static inline __attribute__((always_inline)) void matmul_rows(float *out, const 
         for (int i0 = c0; i0 < c1; i0 += CHUNK) {
             const Shape chunk = chunk_at(whole, i0, c1);
             for (int t = 0; t < T; t++)
-                block_1x1(out + (size_t)t * whole->ld_out + j, x + (size_t)t * whole->n_in,
+                block_1x1(out + (size_t)t * whole->ld_out + j, x + (size_t)t * whole->ld_x,
                           (const uint8_t *)weights + (size_t)j * whole->row_bytes, bias ? bias + j : NULL, &chunk);
         }
 }
 
 static inline __attribute__((always_inline)) void matmul(float *out, const float *x, const void *weights,
                                                          WeightType type, const float *bias, int T, int n_in,
-                                                         int ld_out, int j0, int j1) {
+                                                         int ld_x, int ld_out, int j0, int j1) {
     const size_t elem = type == WEIGHT_F32 ? 4 : 2;
-    const Shape whole = {type, elem, (size_t)n_in * elem, n_in, ld_out, 0, n_in, true, true};
+    const Shape whole = {type, elem, (size_t)n_in * elem, n_in, ld_x, ld_out, 0, n_in, true, true};
     if (n_in <= CHUNK) {
         matmul_rows(out, x, weights, bias, T, j0, j1, &whole, 0, n_in, true);
     } else if ((size_t)T * n_in * sizeof(float) <= L1_ACTIVATIONS) {

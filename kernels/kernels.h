@@ -15,14 +15,15 @@ typedef enum { WEIGHT_F32, WEIGHT_F16, WEIGHT_BF16, WEIGHT_TYPES } WeightType;
 // Batch invariance: every kernel computes row t of its output from row t of its input alone, with the same
 // operations in the same order whatever T, j0 and j1 are, so results are bit-identical across batch sizes and
 // thread counts.
-typedef void MatmulFn(float *out, const float *x, const void *w, const float *bias, int T, int n_in, int ld_out,
-                      int j0, int j1);
+typedef void MatmulFn(float *out, const float *x, const void *w, const float *bias, int T, int n_in, int ld_x,
+                      int ld_out, int j0, int j1);
 
 typedef struct {
     const char *name;  // "scalar", "avx2", "avx512", "neon"
 
     // out[t, j] = bias[j] + Σ_i x[t, i] · W[j, i]     for t < T and j0 ≤ j < j1 (bias may be NULL)
-    //   out: [T, ld_out]   x: [T, n_in]   W: [n_out, n_in], 64-byte aligned, of the indexed WeightType
+    //   out: [T, ld_out]   x: [T, ld_x], its first n_in columns   W: [n_out, n_in], 64-byte aligned, of the
+    //   indexed WeightType
     // Each weight row is read from memory once for all T rows of x: verifying γ+1 tokens streams the weights
     // once, like decoding one.
     MatmulFn *matmul[WEIGHT_TYPES];
@@ -53,20 +54,20 @@ typedef struct {
     int blas_min_rows;
 } Kernels;
 
-// Each variant writes one always-inline matmul(out, x, w, type, bias, T, n_in, ld_out, j0, j1) and instantiates
-// it for the three weight types with this macro (the type then folds to a constant in each copy).
+// Each variant writes one always-inline matmul(out, x, w, type, bias, T, n_in, ld_x, ld_out, j0, j1) and
+// instantiates it for the three weight types with this macro (the type then folds to a constant in each copy).
 #define DEFINE_MATMUL_PER_WEIGHT_TYPE(matmul)                                                                  \
     static void matmul_f32(float *out, const float *x, const void *w, const float *bias, int T, int n_in,      \
-                           int ld_out, int j0, int j1) {                                                       \
-        matmul(out, x, w, WEIGHT_F32, bias, T, n_in, ld_out, j0, j1);                                          \
+                           int ld_x, int ld_out, int j0, int j1) {                                             \
+        matmul(out, x, w, WEIGHT_F32, bias, T, n_in, ld_x, ld_out, j0, j1);                                    \
     }                                                                                                          \
     static void matmul_f16(float *out, const float *x, const void *w, const float *bias, int T, int n_in,      \
-                           int ld_out, int j0, int j1) {                                                       \
-        matmul(out, x, w, WEIGHT_F16, bias, T, n_in, ld_out, j0, j1);                                          \
+                           int ld_x, int ld_out, int j0, int j1) {                                             \
+        matmul(out, x, w, WEIGHT_F16, bias, T, n_in, ld_x, ld_out, j0, j1);                                    \
     }                                                                                                          \
     static void matmul_bf16(float *out, const float *x, const void *w, const float *bias, int T, int n_in,     \
-                            int ld_out, int j0, int j1) {                                                      \
-        matmul(out, x, w, WEIGHT_BF16, bias, T, n_in, ld_out, j0, j1);                                         \
+                            int ld_x, int ld_out, int j0, int j1) {                                            \
+        matmul(out, x, w, WEIGHT_BF16, bias, T, n_in, ld_x, ld_out, j0, j1);                                   \
     }
 
 extern const Kernels kernels_scalar;

@@ -69,27 +69,28 @@ enum { BLOCK_R = 4, BLOCK_T = 4 };
 
 // acc[r][t] += x[t, i..i+3] · W[r, i..i+3] lane by lane, for the first n columns (the rest read as zero).
 static ALWAYS_INLINE void matmul_step(float32x4_t acc[BLOCK_R][BLOCK_T], const float *x, const uint8_t *w,
-                                      WeightType type, size_t row_bytes, int R, int TT, int n_in, int i, int n) {
+                                      WeightType type, size_t row_bytes, int R, int TT, int ld_x, int i, int n) {
     const size_t elem = type == WEIGHT_F32 ? 4 : 2;
     float32x4_t wv[BLOCK_R];
 #pragma GCC unroll 4  // gcc -O2 would keep these loops, and the accumulators on the stack
     for (int r = 0; r < R; r++) wv[r] = load_weights(w + r * row_bytes + i * elem, type, n);
 #pragma GCC unroll 4
     for (int t = 0; t < TT; t++) {
-        float32x4_t xv = load_f32(x + (size_t)t * n_in + i, n);
+        float32x4_t xv = load_f32(x + (size_t)t * ld_x + i, n);
 #pragma GCC unroll 4
         for (int r = 0; r < R; r++) acc[r][t] = vfmaq_f32(acc[r][t], xv, wv[r]);
     }
 }
 
 static ALWAYS_INLINE void matmul_block(float *out, const float *x, const uint8_t *w, WeightType type,
-                                       size_t row_bytes, const float *bias, int R, int TT, int n_in, int ld_out) {
+                                       size_t row_bytes, const float *bias, int R, int TT, int n_in, int ld_x,
+                                       int ld_out) {
     float32x4_t acc[BLOCK_R][BLOCK_T];
     for (int r = 0; r < R; r++)
         for (int t = 0; t < TT; t++) acc[r][t] = vdupq_n_f32(0.0f);
     int i = 0;
-    for (; i + LANES <= n_in; i += LANES) matmul_step(acc, x, w, type, row_bytes, R, TT, n_in, i, LANES);
-    if (i < n_in) matmul_step(acc, x, w, type, row_bytes, R, TT, n_in, i, n_in - i);
+    for (; i + LANES <= n_in; i += LANES) matmul_step(acc, x, w, type, row_bytes, R, TT, ld_x, i, LANES);
+    if (i < n_in) matmul_step(acc, x, w, type, row_bytes, R, TT, ld_x, i, n_in - i);
     for (int r = 0; r < R; r++)
         for (int t = 0; t < TT; t++) {
             float sum = vaddvq_f32(acc[r][t]);
@@ -99,24 +100,24 @@ static ALWAYS_INLINE void matmul_block(float *out, const float *x, const uint8_t
 
 // Weight rows j0..j1 in blocks of 4 (the last few one at a time), activations in tiles of up to 4 rows.
 static ALWAYS_INLINE void matmul(float *out, const float *x, const void *w, WeightType type, const float *bias,
-                                 int T, int n_in, int ld_out, int j0, int j1) {
+                                 int T, int n_in, int ld_x, int ld_out, int j0, int j1) {
     const size_t row_bytes = (size_t)n_in * (type == WEIGHT_F32 ? 4 : 2);
     for (int j = j0; j < j1;) {
         const int R = j1 - j >= BLOCK_R ? BLOCK_R : 1;
         const uint8_t *wj = (const uint8_t *)w + (size_t)j * row_bytes;
         const float *bj = bias ? bias + j : NULL;
         for (int t = 0; t < T; t += BLOCK_T) {
-            const float *xt = x + (size_t)t * n_in;
+            const float *xt = x + (size_t)t * ld_x;
             float *o = out + (size_t)t * ld_out + j;
             switch ((R == 4 ? 10 : 0) + (T - t < 4 ? T - t : 4)) {
-            case 14: matmul_block(o, xt, wj, type, row_bytes, bj, 4, 4, n_in, ld_out); break;
-            case 13: matmul_block(o, xt, wj, type, row_bytes, bj, 4, 3, n_in, ld_out); break;
-            case 12: matmul_block(o, xt, wj, type, row_bytes, bj, 4, 2, n_in, ld_out); break;
-            case 11: matmul_block(o, xt, wj, type, row_bytes, bj, 4, 1, n_in, ld_out); break;
-            case 4: matmul_block(o, xt, wj, type, row_bytes, bj, 1, 4, n_in, ld_out); break;
-            case 3: matmul_block(o, xt, wj, type, row_bytes, bj, 1, 3, n_in, ld_out); break;
-            case 2: matmul_block(o, xt, wj, type, row_bytes, bj, 1, 2, n_in, ld_out); break;
-            default: matmul_block(o, xt, wj, type, row_bytes, bj, 1, 1, n_in, ld_out); break;
+            case 14: matmul_block(o, xt, wj, type, row_bytes, bj, 4, 4, n_in, ld_x, ld_out); break;
+            case 13: matmul_block(o, xt, wj, type, row_bytes, bj, 4, 3, n_in, ld_x, ld_out); break;
+            case 12: matmul_block(o, xt, wj, type, row_bytes, bj, 4, 2, n_in, ld_x, ld_out); break;
+            case 11: matmul_block(o, xt, wj, type, row_bytes, bj, 4, 1, n_in, ld_x, ld_out); break;
+            case 4: matmul_block(o, xt, wj, type, row_bytes, bj, 1, 4, n_in, ld_x, ld_out); break;
+            case 3: matmul_block(o, xt, wj, type, row_bytes, bj, 1, 3, n_in, ld_x, ld_out); break;
+            case 2: matmul_block(o, xt, wj, type, row_bytes, bj, 1, 2, n_in, ld_x, ld_out); break;
+            default: matmul_block(o, xt, wj, type, row_bytes, bj, 1, 1, n_in, ld_x, ld_out); break;
             }
         }
         j += R;

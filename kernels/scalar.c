@@ -14,13 +14,13 @@ static float weight_at(const void *w, WeightType type, size_t index) {
     }
 }
 
-// out[t, j] = bias[j] + Σ_i x[t, i] · W[j, i]      out: [T, ld_out]  x: [T, n_in]  W: [n_out, n_in]
+// out[t, j] = bias[j] + Σ_i x[t, i] · W[j, i]      out: [T, ld_out]  x: [T, ld_x]  W: [n_out, n_in]
 static void matmul(float *out, const float *x, const void *w, WeightType type, const float *bias, int T,
-                   int n_in, int ld_out, int j0, int j1) {
+                   int n_in, int ld_x, int ld_out, int j0, int j1) {
     for (int j = j0; j < j1; j++) {
         for (int t = 0; t < T; t++) {
             float sum = 0.0f;
-            for (int i = 0; i < n_in; i++) sum += x[(size_t)t * n_in + i] * weight_at(w, type, (size_t)j * n_in + i);
+            for (int i = 0; i < n_in; i++) sum += x[(size_t)t * ld_x + i] * weight_at(w, type, (size_t)j * n_in + i);
             out[(size_t)t * ld_out + j] = bias ? sum + bias[j] : sum;
         }
     }

@@ -28,14 +28,16 @@ enum {
     ALIGN = 64,
 };
 
-// Activations for one chunk of up to CHUNK_T tokens.
+// Activations for one chunk of up to CHUNK_T tokens. The matmuls' inputs h, att and mlp have rows ld_d and
+// ld_f floats apart (see row_stride).
 typedef struct ForwardScratch {
-    float *x;       // [CHUNK_T, d]   the residual stream
-    float *h;       // [CHUNK_T, d]   LayerNorm output
-    float *qkv;     // [CHUNK_T, 3d]  queries, keys, values
-    float *att;     // [CHUNK_T, d]   attention output (heads concatenated)
-    float *mlp;     // [CHUNK_T, F]   MLP hidden layer
-    float *scores;  // [threads, P]   attention weights, one row per thread
+    float *x;       // [CHUNK_T, d]     the residual stream
+    float *h;       // [CHUNK_T, ld_d]  LayerNorm output
+    float *qkv;     // [CHUNK_T, 3d]    queries, keys, values
+    float *att;     // [CHUNK_T, ld_d]  attention output (heads concatenated)
+    float *mlp;     // [CHUNK_T, ld_f]  MLP hidden layer
+    float *scores;  // [threads, P]     attention weights, one row per thread
+    int ld_d, ld_f;
 } ForwardScratch;
 
 // ---- loading ------------------------------------------------------------------------------------------------
@@ -176,19 +178,30 @@ static void *alloc_weights(size_t bytes) {
     return p;
 }
 
+// The row stride, in floats, of a matrix of activation rows of n floats: whole 64-byte lines, and not a multiple
+// of 4 kB. Rows 4 kB apart share the same L1 sets, and a matmul reads 8 rows side by side: 8 rows of GPT-2's MLP
+// layer (3072 floats, 12 kB) would compete for 8 of the 12 ways of each set they use; padded to 3088 floats they
+// spread over all the sets.
+static size_t row_stride(size_t n) {
+    size_t lines = (n + 15) / 16 * 16;
+    return lines % 1024 == 0 ? lines + 16 : lines;
+}
+
 static int alloc_scratch(Model *m, Err *err) {
     const Config *c = &m->cfg;
-    size_t d = c->n_embd, F = c->n_inner, T = CHUNK_T;
-    size_t floats = T * (d + d + 3 * d + d + F) + (size_t)pool_size(m->pool) * c->n_positions;
+    size_t d = c->n_embd, ld_d = row_stride(d), ld_f = row_stride(c->n_inner), T = CHUNK_T;
+    size_t floats = T * (d + ld_d + 3 * d + ld_d + ld_f) + (size_t)pool_size(m->pool) * c->n_positions;
     ForwardScratch *s = m->scratch = calloc(1, sizeof *s);
     float *mem = s ? aligned_alloc(ALIGN, align_up(floats * sizeof(float))) : NULL;
     if (!mem) return err_fmt(err, "out of memory for activations (%zu MB)", floats * 4 >> 20);
+    s->ld_d = (int)ld_d;
+    s->ld_f = (int)ld_f;
     s->x = mem;
     s->h = s->x + T * d;
-    s->qkv = s->h + T * d;
+    s->qkv = s->h + T * ld_d;
     s->att = s->qkv + T * 3 * d;
-    s->mlp = s->att + T * d;
-    s->scores = s->mlp + T * F;
+    s->mlp = s->att + T * ld_d;
+    s->scores = s->mlp + T * ld_f;
     return 0;
 }
 
@@ -276,9 +289,9 @@ typedef enum { EPILOGUE_NONE, EPILOGUE_GELU_TANH, EPILOGUE_GELU_ERF, EPILOGUE_AD
 typedef struct {
     const Kernels *k;
     const Linear *lin;
-    const float *x;     // [T, n_in]
+    const float *x;     // [T, ld_x]
     float *out;         // [T, ld_out]
-    int T, ld_out;
+    int T, ld_x, ld_out;
     bool blas;          // OpenBLAS sgemm (single-threaded, on this thread's columns) instead of our kernel
     Epilogue epilogue;
     float *residual;    // EPILOGUE_ADD: residual[t, j] += out[t, j]    [T, n_out]
@@ -292,11 +305,12 @@ static void linear_thread(void *ctx, int thread, int n_threads) {
     if (j0 == j1) return;
     const int n = j1 - j0;
     if (job->blas) {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, job->T, n, lin->n_in, 1.0f, job->x, lin->n_in,
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, job->T, n, lin->n_in, 1.0f, job->x, job->ld_x,
                     (const float *)lin->w + (size_t)j0 * lin->n_in, lin->n_in, 0.0f, job->out + j0, job->ld_out);
         for (int t = 0; t < job->T && lin->bias; t++) job->k->add(job->out + (size_t)t * job->ld_out + j0, lin->bias + j0, n);
     } else {
-        job->k->matmul[lin->type](job->out, job->x, lin->w, lin->bias, job->T, lin->n_in, job->ld_out, j0, j1);
+        job->k->matmul[lin->type](job->out, job->x, lin->w, lin->bias, job->T, lin->n_in, job->ld_x, job->ld_out, j0,
+                                  j1);
     }
     for (int t = 0; t < job->T; t++) {
         float *row = job->out + (size_t)t * job->ld_out + j0;
@@ -309,15 +323,15 @@ static void linear_thread(void *ctx, int thread, int n_threads) {
     }
 }
 
-// out = x Wᵀ + b (then the epilogue)      x: [T, n_in]   out: [T, ld_out]
+// out = x Wᵀ + b (then the epilogue)      x: [T, ld_x]   out: [T, ld_out]
 // Our kernels stream W once for all T rows and are batch-invariant. Where OpenBLAS is faster — F32 weights,
 // many rows (long prompts), a kernel variant that says so — it takes over; each of our threads then runs a
 // single-threaded sgemm on its own columns, so OpenBLAS's threads never compete with ours for the cores.
-static void linear(const Model *m, float *out, int ld_out, const float *x, const Linear *lin, int T, Epilogue ep,
-                   float *residual) {
+static void linear(const Model *m, float *out, int ld_out, const float *x, int ld_x, const Linear *lin, int T,
+                   Epilogue ep, float *residual) {
     int blas_min = m->kernels->blas_min_rows;
     bool blas = lin->type == WEIGHT_F32 && blas_min > 0 && T >= blas_min;
-    LinearJob job = {m->kernels, lin, x, out, T, ld_out, blas, ep, residual};
+    LinearJob job = {m->kernels, lin, x, out, T, ld_x, ld_out, blas, ep, residual};
     run_job(m, linear_thread, &job, (size_t)T * lin->n_out * lin->n_in);
 }
 
@@ -343,16 +357,17 @@ static void attention_thread(void *ctx, int thread, int n_threads) {
         const float *q = m->scratch->qkv + (size_t)t * 3 * d + head * hd;  // q: [hd]
         const float *kt = kv_keys(job->cache, job->layer, head);            // Kᵀ: [hd, n_ctx]
         const float *v = kv_values(job->cache, job->layer, head);           // V: [n_ctx, hd]
-        m->kernels->attention(m->scratch->att + (size_t)t * d + head * hd, q, kt, job->cache->n_ctx, v, scores,
-                              job->pos0 + t + 1, hd, job->scale);
+        float *out = m->scratch->att + (size_t)t * m->scratch->ld_d + head * hd;
+        m->kernels->attention(out, q, kt, job->cache->n_ctx, v, scores, job->pos0 + t + 1, hd, job->scale);
     }
 }
 
-// The layer normalisation of T rows.
-static void layernorm_rows(const Model *m, float *out, const float *x, const float *gamma, const float *beta, int T) {
-    const int d = m->cfg.n_embd;
+// The layer normalisation of T rows of the residual stream into h.    x: [T, d]   h: [T, ld_d]
+static void layernorm_rows(const Model *m, const float *x, const float *gamma, const float *beta, int T) {
+    const int d = m->cfg.n_embd, ld_d = m->scratch->ld_d;
     for (int t = 0; t < T; t++)
-        m->kernels->layernorm(out + (size_t)t * d, x + (size_t)t * d, gamma, beta, d, m->cfg.layer_norm_epsilon);
+        m->kernels->layernorm(m->scratch->h + (size_t)t * ld_d, x + (size_t)t * d, gamma, beta, d,
+                              m->cfg.layer_norm_epsilon);
 }
 
 // One transformer block over the chunk's T tokens (x: [T, d], updated in place).
@@ -360,11 +375,11 @@ static void block_forward(const Model *m, KVCache *cache, int layer, int pos0, i
     const Config *c = &m->cfg;
     const Block *b = &m->blocks[layer];
     ForwardScratch *s = m->scratch;
-    const int d = c->n_embd;
+    const int d = c->n_embd, ld_d = s->ld_d;
 
     // Attention sub-block: x += Attn(LN1(x)) W_proj + b_proj
-    layernorm_rows(m, s->h, s->x, b->ln1_gamma, b->ln1_beta, T);
-    linear(m, s->qkv, 3 * d, s->h, &b->attn_qkv, T, EPILOGUE_NONE, NULL);  // qkv: [T, 3d] = [q | k | v]
+    layernorm_rows(m, s->x, b->ln1_gamma, b->ln1_beta, T);
+    linear(m, s->qkv, 3 * d, s->h, ld_d, &b->attn_qkv, T, EPILOGUE_NONE, NULL);  // qkv: [T, 3d] = [q | k | v]
     const int H = c->n_head, hd = d / H;
     for (int t = 0; t < T; t++)  // append each head's k and v to the cache
         for (int head = 0; head < H; head++) {
@@ -376,13 +391,13 @@ static void block_forward(const Model *m, KVCache *cache, int layer, int pos0, i
     if (c->scale_attn_by_inverse_layer_idx) scale /= (float)(layer + 1);
     AttentionJob att = {m, cache, layer, pos0, T, scale};
     run_job(m, attention_thread, &att, (size_t)T * (pos0 + T) * 2 * d);
-    linear(m, s->h, d, s->att, &b->attn_proj, T, EPILOGUE_ADD, s->x);
+    linear(m, s->h, ld_d, s->att, ld_d, &b->attn_proj, T, EPILOGUE_ADD, s->x);
 
     // MLP sub-block: x += GELU(LN2(x) W_up + b_up) W_down + b_down
-    layernorm_rows(m, s->h, s->x, b->ln2_gamma, b->ln2_beta, T);
+    layernorm_rows(m, s->x, b->ln2_gamma, b->ln2_beta, T);
     Epilogue gelu = c->activation == ACT_GELU_ERF ? EPILOGUE_GELU_ERF : EPILOGUE_GELU_TANH;
-    linear(m, s->mlp, c->n_inner, s->h, &b->mlp_up, T, gelu, NULL);
-    linear(m, s->h, d, s->mlp, &b->mlp_down, T, EPILOGUE_ADD, s->x);
+    linear(m, s->mlp, s->ld_f, s->h, ld_d, &b->mlp_up, T, gelu, NULL);
+    linear(m, s->h, ld_d, s->mlp, s->ld_f, &b->mlp_down, T, EPILOGUE_ADD, s->x);
 }
 
 // Row `token` of the embedding table as floats.
@@ -416,11 +431,11 @@ int model_forward(Model *model, KVCache *cache, const int *tokens, int T, float 
 
         // logits = LN_f(x) W_lmᵀ, for every row or for the very last one only
         if (all_logits) {
-            layernorm_rows(model, s->h, s->x, model->lnf_gamma, model->lnf_beta, n);
-            linear(model, logits + (size_t)first * V, V, s->h, &model->lm_head, n, EPILOGUE_NONE, NULL);
+            layernorm_rows(model, s->x, model->lnf_gamma, model->lnf_beta, n);
+            linear(model, logits + (size_t)first * V, V, s->h, s->ld_d, &model->lm_head, n, EPILOGUE_NONE, NULL);
         } else if (first + n == T) {
-            layernorm_rows(model, s->h, s->x + (size_t)(n - 1) * d, model->lnf_gamma, model->lnf_beta, 1);
-            linear(model, logits, V, s->h, &model->lm_head, 1, EPILOGUE_NONE, NULL);
+            layernorm_rows(model, s->x + (size_t)(n - 1) * d, model->lnf_gamma, model->lnf_beta, 1);
+            linear(model, logits, V, s->h, s->ld_d, &model->lm_head, 1, EPILOGUE_NONE, NULL);
         }
     }
     return 0;

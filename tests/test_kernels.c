@@ -116,22 +116,23 @@ static const int T_sizes[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15,
 enum { N_IN_SIZES = sizeof n_in_sizes / sizeof *n_in_sizes, T_SIZES = sizeof T_sizes / sizeof *T_sizes };
 
 // One random case of `k` against the reference: out[t, j] for j in a random [j0, j1) (half the time all of
-// [0, n_out)), the rest of each ld_out-wide row untouched. Each side's sum of n_in products is within
+// [0, n_out)), the rest of each ld_out-wide row untouched; the rows of x are ld_x ≥ n_in apart, with random
+// values in between that must not count. Each side's sum of n_in products is within
 // γ_{n_in}·Σ|x_i w_i| of the exact one, plus one rounding for the bias, hence
 //     |out − ref| ≤ (n_in + 4) · FLT_EPSILON · (Σ_i |x[t, i] · W[j, i]| + |bias[j]|).
 static void check_matmul(const Kernels *k, WeightType type, int T, int n_in, bool with_bias) {
-    const int n_out = random_odd(1, 19), ld_out = n_out + test_rand_int(0, 3);
+    const int n_out = random_odd(1, 19), ld_out = n_out + test_rand_int(0, 3), ld_x = n_in + test_rand_int(0, 20);
     int j0 = 0, j1 = n_out;
     if (test_rand_int(0, 1)) {
         j0 = test_rand_int(0, n_out - 1);
         j1 = test_rand_int(j0 + 1, n_out);
     }
-    float *x = random_floats(T * n_in, -1.0f, 1.0f);
+    float *x = random_floats(T * ld_x, -1.0f, 1.0f);
     void *w = random_weights(type, n_out, n_in);
     float *bias = with_bias ? random_floats(n_out, -1.0f, 1.0f) : NULL;
     float *ref = untouched_floats(T * ld_out), *out = untouched_floats(T * ld_out);
-    kernels_scalar.matmul[type](ref, x, w, bias, T, n_in, ld_out, j0, j1);
-    k->matmul[type](out, x, w, bias, T, n_in, ld_out, j0, j1);
+    kernels_scalar.matmul[type](ref, x, w, bias, T, n_in, ld_x, ld_out, j0, j1);
+    k->matmul[type](out, x, w, bias, T, n_in, ld_x, ld_out, j0, j1);
     for (int t = 0; t < T; t++)
         for (int j = 0; j < ld_out; j++) {
             float a = out[t * ld_out + j], b = ref[t * ld_out + j];
@@ -142,7 +143,7 @@ static void check_matmul(const Kernels *k, WeightType type, int T, int n_in, boo
             }
             double magnitude = bias ? fabs(bias[j]) : 0.0;
             for (int i = 0; i < n_in; i++)
-                magnitude += fabs((double)x[t * n_in + i] * weight_value(w, type, (size_t)j * n_in + i));
+                magnitude += fabs((double)x[t * ld_x + i] * weight_value(w, type, (size_t)j * n_in + i));
             double tol = (n_in + 4) * FLT_EPSILON * magnitude;
             CHECK(fabs(a - b) <= tol,
                   "%s %s T=%d n_in=%d n_out=%d bias=%d: out[%d, %d] = %.9g, reference %.9g (tol %.3g)", k->name,
@@ -184,13 +185,13 @@ static void check_batch_invariance(const Kernels *k, WeightType type, int n_in) 
     float *x = random_floats(T * n_in, -1.0f, 1.0f), *bias = random_floats(n_out, -1.0f, 1.0f);
     void *w = random_weights(type, n_out, n_in);
     float *whole = malloc(sizeof(float) * (size_t)(T * n_out)), *part = malloc(sizeof(float) * (size_t)(T * n_out));
-    k->matmul[type](whole, x, w, bias, T, n_in, n_out, 0, n_out);
+    k->matmul[type](whole, x, w, bias, T, n_in, n_in, n_out, 0, n_out);
 
-    for (int t = 0; t < T; t++) k->matmul[type](part + t * n_out, x + t * n_in, w, bias, 1, n_in, n_out, 0, n_out);
+    for (int t = 0; t < T; t++) k->matmul[type](part + t * n_out, x + t * n_in, w, bias, 1, n_in, n_in, n_out, 0, n_out);
     check_rows_identical("one row at a time", k, type, n_in, part, whole, T, n_out);
 
     const int t0 = test_rand_int(0, T - 1), t1 = test_rand_int(t0 + 1, T);
-    k->matmul[type](part, x + t0 * n_in, w, bias, t1 - t0, n_in, n_out, 0, n_out);
+    k->matmul[type](part, x + t0 * n_in, w, bias, t1 - t0, n_in, n_in, n_out, 0, n_out);
     char what[64];
     snprintf(what, sizeof what, "rows %d..%d as a batch", t0, t1);
     check_rows_identical(what, k, type, n_in, part, whole + t0 * n_out, t1 - t0, n_out);
@@ -198,7 +199,7 @@ static void check_batch_invariance(const Kernels *k, WeightType type, int n_in) 
     for (int j0 = 0, j1; j0 < n_out; j0 = j1) {
         j1 = j0 + test_rand_int(1, 7);
         if (j1 > n_out) j1 = n_out;
-        k->matmul[type](part, x, w, bias, T, n_in, n_out, j0, j1);
+        k->matmul[type](part, x, w, bias, T, n_in, n_in, n_out, j0, j1);
     }
     check_rows_identical("columns in random ranges", k, type, n_in, part, whole, T, n_out);
     free(x);
