@@ -98,6 +98,12 @@ static inline __m512 in_register(__m512 v) {
 #define FMA(acc, xv, wv) acc = _mm512_fmadd_ps(xv, wv, acc)
 #define PREFETCH(r) _mm_prefetch((const char *)(w + (4 + (r)) * s->row_bytes + i * s->elem), _MM_HINT_T0)
 
+// [bias[0], bias[1], bias[0], bias[1]]
+static inline __m128 bias_pair(const float *bias) {
+    __m128 b = _mm_loadl_pi(_mm_setzero_ps(), (const __m64 *)bias);
+    return _mm_movelh_ps(b, b);
+}
+
 // Stores a chunk's sums: out = (what the earlier chunks left in out +) the sums (+ bias, after the last chunk).
 // out[t, 0..4) from a0..a3:
 #define STORE_1X4(t, a0, a1, a2, a3)                                                                           \
@@ -114,7 +120,7 @@ static inline __m512 in_register(__m512 v) {
         float *o0 = out + (size_t)(t) * s->ld_out, *o1 = (rows) > 1 ? o0 + s->ld_out : o0;                     \
         __m128 v = reduce_add_4(a0, a1, b0, b1);                                                               \
         if (!s->first) v = _mm_add_ps(_mm_loadh_pi(_mm_loadl_pi(v, (const __m64 *)o0), (const __m64 *)o1), v); \
-        if (s->last && bias) v = _mm_add_ps(v, _mm_castpd_ps(_mm_loaddup_pd((const double *)bias)));           \
+        if (s->last && bias) v = _mm_add_ps(v, bias_pair(bias));                                              \
         _mm_storel_pi((__m64 *)o0, v);                                                                         \
         if ((rows) > 1) _mm_storeh_pi((__m64 *)o1, v);                                                         \
     } while (0)
