@@ -8,6 +8,8 @@
 #ifndef SPECDEC_KERNELS_H
 #define SPECDEC_KERNELS_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 typedef enum { WEIGHT_F32, WEIGHT_F16, WEIGHT_BF16, WEIGHT_TYPES } WeightType;
@@ -23,10 +25,15 @@ typedef struct {
 
     // out[t, j] = bias[j] + Σ_i x[t, i] · W[j, i]     for t < T and j0 ≤ j < j1 (bias may be NULL)
     //   out: [T, ld_out]   x: [T, ld_x], its first n_in columns   W: [n_out, n_in], 64-byte aligned, of the
-    //   indexed WeightType
+    //   indexed WeightType, laid out as `panels` says
     // Each weight row is read from memory once for all T rows of x: verifying γ+1 tokens streams the weights
     // once, like decoding one.
     MatmulFn *matmul[WEIGHT_TYPES];
+
+    // The layout of W: false, rows one after another (W[j, i] at j·n_in + i); true, panels of 4 rows whose
+    // 16-element slices alternate (W[j, i] at panel_index(n_in, j, i)), so that the 4 rows a micro-kernel reads
+    // side by side are one sequential stream of memory.
+    bool panels;
 
     // out = (x − mean(x)) / √(var(x) + eps) · gamma + beta          out, x, gamma, beta: [n]
     void (*layernorm)(float *out, const float *x, const float *gamma, const float *beta, int n, float eps);
@@ -53,6 +60,23 @@ typedef struct {
     // `matmul` (the crossover that make bench measures); 0 = never.
     int blas_min_rows;
 } Kernels;
+
+// The panel layout: rows 4p..4p+3 form panel p; in it, slice k (elements 16k..16k+15) of row 4p+r is stored at
+// (k·4 + r)·16. Rows are padded with zeros to a multiple of 16 elements and the last panel with zero rows to 4.
+static inline int panel_row_length(int n_in) { return (n_in + 15) / 16 * 16; }
+
+static inline size_t panel_index(int n_in, int j, int i) {
+    return (size_t)(j / 4) * 4 * panel_row_length(n_in) + ((size_t)(i / 16) * 4 + j % 4) * 16 + i % 16;
+}
+
+// Elements of storage a [n_out, n_in] matrix takes in either layout, and the place of W[j, i] in it.
+static inline size_t weight_elements(bool panels, int n_out, int n_in) {
+    return panels ? (size_t)(n_out + 3) / 4 * 4 * panel_row_length(n_in) : (size_t)n_out * n_in;
+}
+
+static inline size_t weight_index(bool panels, int n_in, int j, int i) {
+    return panels ? panel_index(n_in, j, i) : (size_t)j * n_in + i;
+}
 
 // Each variant writes one always-inline matmul(out, x, w, type, bias, T, n_in, ld_x, ld_out, j0, j1) and
 // instantiates it for the three weight types with this macro (the type then folds to a constant in each copy).

@@ -47,6 +47,7 @@ typedef struct {
     const StCheckpoint *ckpt;
     const char *dir;
     const char *prefix;     // "transformer." or ""
+    bool panels;            // the weight layout of the selected kernels (kernels.h)
     uint8_t *arena;         // bump allocator over model->arena
     size_t used, size;
     Err *err;
@@ -107,8 +108,9 @@ static const float *load_f32(Loader *ld, const char *name, int64_t dim0, int64_t
     return out;
 }
 
-// A weight matrix [n_out, n_in] in its stored dtype. `conv1d`: stored [n_in, n_out] (GPT-2's Conv1D), so it is
-// transposed here, once; otherwise stored [n_out, n_in] already (embeddings, lm_head).
+// A weight matrix [n_out, n_in] in its stored dtype, in the kernels' layout (rows, or panels of 4 rows whose
+// 16-weight slices alternate: kernels.h). `conv1d`: stored [n_in, n_out] (GPT-2's Conv1D), so it is transposed
+// here, once; otherwise stored [n_out, n_in] already (embeddings, lm_head).
 static int load_matrix(Loader *ld, Linear *lin, const char *name, int n_out, int n_in, bool conv1d) {
     const StTensor *t = conv1d ? fetch(ld, name, n_in, n_out) : fetch(ld, name, n_out, n_in);
     if (!t) return -1;
@@ -116,11 +118,14 @@ static int load_matrix(Loader *ld, Linear *lin, const char *name, int n_out, int
     lin->n_out = n_out;
     lin->n_in = n_in;
     lin->bias = NULL;
-    size_t elem = weight_size(lin->type);
-    uint8_t *w = arena_take(ld, (size_t)n_out * n_in * elem);
+    const size_t elem = weight_size(lin->type), bytes = weight_elements(ld->panels, n_out, n_in) * elem;
+    uint8_t *w = arena_take(ld, bytes);  // zero-filled (fresh anonymous pages): the panels' padding
     lin->w = w;
-    if (!conv1d) {
-        memcpy(w, t->data, t->n_bytes);
+    if (!conv1d) {  // 16 consecutive weights of a row stay together in either layout
+        for (int j = 0; j < n_out; j++)
+            for (int i = 0; i < n_in; i += 16)
+                memcpy(w + weight_index(ld->panels, n_in, j, i) * elem, t->data + ((size_t)j * n_in + i) * elem,
+                       (size_t)(n_in - i < 16 ? n_in - i : 16) * elem);
         return 0;
     }
     // W[j, i] = stored[i, j], in 32 × 32 tiles so that both sides stay in cache.
@@ -128,7 +133,8 @@ static int load_matrix(Loader *ld, Linear *lin, const char *name, int n_out, int
         for (int j0 = 0; j0 < n_out; j0 += 32)
             for (int i = i0; i < i0 + 32 && i < n_in; i++)
                 for (int j = j0; j < j0 + 32 && j < n_out; j++)
-                    memcpy(w + ((size_t)j * n_in + i) * elem, t->data + ((size_t)i * n_out + j) * elem, elem);
+                    memcpy(w + weight_index(ld->panels, n_in, j, i) * elem,
+                           t->data + ((size_t)i * n_out + j) * elem, elem);
     return 0;
 }
 
@@ -159,9 +165,15 @@ static int load_block(Loader *ld, Block *b, int layer, const Config *c) {
 }
 
 // Upper bound of the arena: every tensor of the checkpoint, F32-sized and aligned.
+// Room for every tensor as F32 (the most a weight takes), with the panel layout's padding: rows to 16 weights,
+// and 3 more rows.
 static size_t arena_bound(const StCheckpoint *ckpt) {
     size_t total = 0;
-    for (int i = 0; i < ckpt->n_tensors; i++) total += align_up((size_t)ckpt->tensors[i].n_elements * 4);
+    for (int i = 0; i < ckpt->n_tensors; i++) {
+        const StTensor *t = &ckpt->tensors[i];
+        size_t padding = t->ndim == 2 ? (size_t)(t->shape[0] + t->shape[1] + 3) * 16 : 0;
+        total += align_up(((size_t)t->n_elements + padding) * 4);
+    }
     return total;
 }
 
@@ -226,6 +238,7 @@ int model_load(Model *model, const char *dir, ThreadPool *pool, Err *err) {
         return err_fmt(err, "%s: out of memory for %zu MB of weights", dir, model->arena_size >> 20);
     }
     Loader ld = {.ckpt = &ckpt, .dir = dir, .arena = model->arena, .size = model->arena_size, .err = err,
+                 .panels = model->kernels->panels,
                  .prefix = st_find(&ckpt, "transformer.wte.weight") ? "transformer." : ""};
 
     int rc = load_matrix(&ld, &model->wte, "wte.weight", c->vocab_size, c->n_embd, false);
@@ -330,7 +343,8 @@ static void linear_thread(void *ctx, int thread, int n_threads) {
 static void linear(const Model *m, float *out, int ld_out, const float *x, int ld_x, const Linear *lin, int T,
                    Epilogue ep, float *residual) {
     int blas_min = m->kernels->blas_min_rows;
-    bool blas = lin->type == WEIGHT_F32 && blas_min > 0 && T >= blas_min;
+    // (sgemm reads rows: a variant whose weights are in panels never names a crossover)
+    bool blas = lin->type == WEIGHT_F32 && blas_min > 0 && T >= blas_min && !m->kernels->panels;
     LinearJob job = {m->kernels, lin, x, out, T, ld_x, ld_out, blas, ep, residual};
     run_job(m, linear_thread, &job, (size_t)T * lin->n_out * lin->n_in);
 }
@@ -400,11 +414,16 @@ static void block_forward(const Model *m, KVCache *cache, int layer, int pos0, i
     linear(m, s->h, ld_d, s->mlp, s->ld_f, &b->mlp_down, T, EPILOGUE_ADD, s->x);
 }
 
-// Row `token` of the embedding table as floats.
-static void embedding_row(float *out, const Linear *wte, int token) {
-    const uint8_t *row = (const uint8_t *)wte->w + (size_t)token * wte->n_in * weight_size(wte->type);
-    StDtype dtype = wte->type == WEIGHT_F16 ? ST_F16 : wte->type == WEIGHT_BF16 ? ST_BF16 : ST_F32;
-    st_to_f32(out, row, dtype, (size_t)wte->n_in);
+// Row `token` of the embedding table as floats, 16 consecutive weights at a time (together in either layout).
+static void embedding_row(const Model *m, float *out, int token) {
+    const Linear *wte = &m->wte;
+    const size_t elem = weight_size(wte->type);
+    const StDtype dtype = wte->type == WEIGHT_F16 ? ST_F16 : wte->type == WEIGHT_BF16 ? ST_BF16 : ST_F32;
+    for (int i = 0; i < wte->n_in; i += 16) {
+        const size_t at = weight_index(m->kernels->panels, wte->n_in, token, i);
+        const uint8_t *slice = (const uint8_t *)wte->w + at * elem;
+        st_to_f32(out + i, slice, dtype, (size_t)(wte->n_in - i < 16 ? wte->n_in - i : 16));
+    }
 }
 
 int model_forward(Model *model, KVCache *cache, const int *tokens, int T, float *logits, bool all_logits,
@@ -423,7 +442,7 @@ int model_forward(Model *model, KVCache *cache, const int *tokens, int T, float 
     for (int first = 0; first < T; first += CHUNK_T) {
         const int n = T - first < CHUNK_T ? T - first : CHUNK_T, pos0 = cache->len;
         for (int t = 0; t < n; t++) {  // x = wte[token] + wpe[position]
-            embedding_row(s->x + (size_t)t * d, &model->wte, tokens[first + t]);
+            embedding_row(model, s->x + (size_t)t * d, tokens[first + t]);
             model->kernels->add(s->x + (size_t)t * d, model->wpe + (size_t)(pos0 + t) * d, d);
         }
         for (int l = 0; l < c->n_layer; l++) block_forward(model, cache, l, pos0, n);

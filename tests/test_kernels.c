@@ -59,6 +59,19 @@ static float weight_value(const void *w, WeightType type, size_t index) {
     }
 }
 
+// The row-major matrix w [n_out, n_in] in the layout kernel variant k reads (a copy, padding zero-filled).
+static void *in_layout(const Kernels *k, WeightType type, const void *w, int n_out, int n_in) {
+    const size_t elem = type == WEIGHT_F32 ? 4 : 2, count = weight_elements(k->panels, n_out, n_in);
+    void *packed = NULL;
+    if (posix_memalign(&packed, 64, count * elem)) return NULL;
+    memset(packed, 0, count * elem);
+    for (int j = 0; j < n_out; j++)
+        for (int i = 0; i < n_in; i++)
+            memcpy((uint8_t *)packed + weight_index(k->panels, n_in, j, i) * elem,
+                   (const uint8_t *)w + ((size_t)j * n_in + i) * elem, elem);
+    return packed;
+}
+
 static int random_odd(int lo, int hi) { return 2 * test_rand_int(lo / 2, (hi - 1) / 2) + 1; }
 
 // Output buffers start out full of this value, so that writes outside [j0, j1) show.
@@ -128,11 +141,11 @@ static void check_matmul(const Kernels *k, WeightType type, int T, int n_in, boo
         j1 = test_rand_int(j0 + 1, n_out);
     }
     float *x = random_floats(T * ld_x, -1.0f, 1.0f);
-    void *w = random_weights(type, n_out, n_in);
+    void *w = random_weights(type, n_out, n_in), *w_k = in_layout(k, type, w, n_out, n_in);
     float *bias = with_bias ? random_floats(n_out, -1.0f, 1.0f) : NULL;
     float *ref = untouched_floats(T * ld_out), *out = untouched_floats(T * ld_out);
     kernels_scalar.matmul[type](ref, x, w, bias, T, n_in, ld_x, ld_out, j0, j1);
-    k->matmul[type](out, x, w, bias, T, n_in, ld_x, ld_out, j0, j1);
+    k->matmul[type](out, x, w_k, bias, T, n_in, ld_x, ld_out, j0, j1);
     for (int t = 0; t < T; t++)
         for (int j = 0; j < ld_out; j++) {
             float a = out[t * ld_out + j], b = ref[t * ld_out + j];
@@ -151,6 +164,7 @@ static void check_matmul(const Kernels *k, WeightType type, int T, int n_in, boo
         }
     free(x);
     free(w);
+    free(w_k);
     free(bias);
     free(ref);
     free(out);
@@ -183,7 +197,7 @@ static void check_rows_identical(const char *what, const Kernels *k, WeightType 
 static void check_batch_invariance(const Kernels *k, WeightType type, int n_in) {
     const int T = test_rand_int(2, 40), n_out = random_odd(1, 41);
     float *x = random_floats(T * n_in, -1.0f, 1.0f), *bias = random_floats(n_out, -1.0f, 1.0f);
-    void *w = random_weights(type, n_out, n_in);
+    void *rows = random_weights(type, n_out, n_in), *w = in_layout(k, type, rows, n_out, n_in);
     float *whole = malloc(sizeof(float) * (size_t)(T * n_out)), *part = malloc(sizeof(float) * (size_t)(T * n_out));
     k->matmul[type](whole, x, w, bias, T, n_in, n_in, n_out, 0, n_out);
 
@@ -204,6 +218,7 @@ static void check_batch_invariance(const Kernels *k, WeightType type, int n_in) 
     check_rows_identical("columns in random ranges", k, type, n_in, part, whole, T, n_out);
     free(x);
     free(bias);
+    free(rows);
     free(w);
     free(whole);
     free(part);
