@@ -170,6 +170,32 @@ static void check_matmul(const Kernels *k, WeightType type, int T, int n_in, boo
     free(out);
 }
 
+// The panel layout (kernels.h) places every W[j, i] once, inside weight_elements; 16 weights of a row that start
+// at a multiple of 16 lie side by side; and the 4 rows of a panel alternate slice by slice, so that a panel is
+// one run of memory: slice k of row 4p + r starts (4k + r) · 16 weights into the panel.
+TEST(kernels_panel_layout) {
+    const int shapes[][2] = {{1, 1}, {3, 17}, {4, 16}, {5, 33}, {8, 768}, {13, 100}};
+    for (size_t c = 0; c < sizeof shapes / sizeof *shapes; c++) {
+        const int n_out = shapes[c][0], n_in = shapes[c][1];
+        const size_t size = weight_elements(true, n_out, n_in);
+        unsigned char *seen = calloc(size, 1);
+        for (int j = 0; j < n_out; j++)
+            for (int i = 0; i < n_in; i++) {
+                const size_t at = panel_index(n_in, j, i);
+                CHECK(at < size && !seen[at], "[%d, %d]: W[%d, %d] at %zu (size %zu) %s", n_out, n_in, j, i, at,
+                      size, at < size ? "taken twice" : "outside");
+                if (at < size) seen[at] = 1;
+                if (i % 16) CHECK(at == panel_index(n_in, j, i - 1) + 1, "[%d, %d]: W[%d, %d] not after W[%d, %d]",
+                                  n_out, n_in, j, i, j, i - 1);
+                else CHECK(at == (size_t)(j / 4) * 4 * panel_row_length(n_in) + ((size_t)(i / 16) * 4 + j % 4) * 16,
+                           "[%d, %d]: slice %d of row %d at %zu", n_out, n_in, i / 16, j, at);
+            }
+        CHECK(size == (size_t)(n_out + 3) / 4 * 4 * panel_row_length(n_in), "[%d, %d]: %zu elements", n_out, n_in,
+              size);
+        free(seen);
+    }
+}
+
 TEST(kernels_matmul_matches_scalar) {
     int n;
     const Kernels *const *list = kernels_available(&n);
