@@ -247,50 +247,41 @@ static void softmax(float *x, int n) {
     for (int i = 0; i < n; i += LANES) store_f32(x + i, _mm256_mul_ps(load_f32(x + i, n - i), inv), n - i);
 }
 
-// Attention, two passes of 4-register blocks whose accumulators are independent (4 FMA chains in flight):
-//   scores[s..s+32) = scale · Σ_i q_i Kᵀ[i, s..s+32)     (one broadcast q_i, 4 contiguous loads, 4 FMAs per i)
-//   out[i..i+32)    = Σ_s a_s V[s, i..i+32)              (one broadcast a_s, 4 contiguous loads, 4 FMAs per s)
-// Lanes past S (or hd) are masked off; a mask of none leaves memory untouched.
+// Attention, two passes of one vector-matrix product, out[c] = scale · Σ_r a_r M[r, c]:
+//   scores = scale · q Kᵀ        (a = q over the hd rows of Kᵀ, c along the S positions)
+//   out    = softmax(scores) V   (a = the S weights over the rows of V, c along hd)
+// in 4-register blocks of c whose accumulators are independent (4 FMA chains in flight; one broadcast a_r, 4
+// contiguous loads, 4 FMAs per r). Lanes past `cols` are masked off; a mask of none leaves memory untouched.
 static ALWAYS_INLINE int lanes_left(int n) { return n < 0 ? 0 : n; }
+
+// out[c] = scale · Σ_{r < rows} a[r] · M[r · ld + c]     for c < cols
+static void vector_times_matrix(float *out, const float *a, const float *M, int ld, int rows, int cols,
+                                float scale) {
+    for (int c = 0; c < cols; c += 4 * LANES) {
+        const int n0 = lanes_left(cols - c), n1 = lanes_left(cols - c - LANES),
+                  n2 = lanes_left(cols - c - 2 * LANES), n3 = lanes_left(cols - c - 3 * LANES);
+        __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0, acc2 = acc0, acc3 = acc0;
+        for (int r = 0; r < rows; r++) {
+            const __m256 ar = _mm256_set1_ps(a[r]);
+            const float *row = M + (size_t)r * ld + c;
+            acc0 = _mm256_fmadd_ps(ar, load_f32(row, n0), acc0);
+            acc1 = _mm256_fmadd_ps(ar, load_f32(row + LANES, n1), acc1);
+            acc2 = _mm256_fmadd_ps(ar, load_f32(row + 2 * LANES, n2), acc2);
+            acc3 = _mm256_fmadd_ps(ar, load_f32(row + 3 * LANES, n3), acc3);
+        }
+        const __m256 sc = _mm256_set1_ps(scale);
+        store_f32(out + c, _mm256_mul_ps(acc0, sc), n0);
+        store_f32(out + c + LANES, _mm256_mul_ps(acc1, sc), n1);
+        store_f32(out + c + 2 * LANES, _mm256_mul_ps(acc2, sc), n2);
+        store_f32(out + c + 3 * LANES, _mm256_mul_ps(acc3, sc), n3);
+    }
+}
 
 static void attention(float *out, const float *q, const float *kt, int ld_k, const float *v, float *scores, int S,
                       int hd, float scale) {
-    for (int s = 0; s < S; s += 4 * LANES) {
-        const int n0 = lanes_left(S - s), n1 = lanes_left(S - s - LANES), n2 = lanes_left(S - s - 2 * LANES),
-                  n3 = lanes_left(S - s - 3 * LANES);
-        __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0, acc2 = acc0, acc3 = acc0;
-        for (int i = 0; i < hd; i++) {
-            const __m256 qi = _mm256_set1_ps(q[i]);
-            const float *row = kt + (size_t)i * ld_k + s;
-            acc0 = _mm256_fmadd_ps(qi, load_f32(row, n0), acc0);
-            acc1 = _mm256_fmadd_ps(qi, load_f32(row + LANES, n1), acc1);
-            acc2 = _mm256_fmadd_ps(qi, load_f32(row + 2 * LANES, n2), acc2);
-            acc3 = _mm256_fmadd_ps(qi, load_f32(row + 3 * LANES, n3), acc3);
-        }
-        const __m256 sc = _mm256_set1_ps(scale);
-        store_f32(scores + s, _mm256_mul_ps(acc0, sc), n0);
-        store_f32(scores + s + LANES, _mm256_mul_ps(acc1, sc), n1);
-        store_f32(scores + s + 2 * LANES, _mm256_mul_ps(acc2, sc), n2);
-        store_f32(scores + s + 3 * LANES, _mm256_mul_ps(acc3, sc), n3);
-    }
+    vector_times_matrix(scores, q, kt, ld_k, hd, S, scale);
     softmax(scores, S);
-    for (int i = 0; i < hd; i += 4 * LANES) {
-        const int n0 = lanes_left(hd - i), n1 = lanes_left(hd - i - LANES), n2 = lanes_left(hd - i - 2 * LANES),
-                  n3 = lanes_left(hd - i - 3 * LANES);
-        __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0, acc2 = acc0, acc3 = acc0;
-        for (int s = 0; s < S; s++) {
-            const __m256 a = _mm256_set1_ps(scores[s]);
-            const float *row = v + (size_t)s * hd + i;
-            acc0 = _mm256_fmadd_ps(a, load_f32(row, n0), acc0);
-            acc1 = _mm256_fmadd_ps(a, load_f32(row + LANES, n1), acc1);
-            acc2 = _mm256_fmadd_ps(a, load_f32(row + 2 * LANES, n2), acc2);
-            acc3 = _mm256_fmadd_ps(a, load_f32(row + 3 * LANES, n3), acc3);
-        }
-        store_f32(out + i, acc0, n0);
-        store_f32(out + i + LANES, acc1, n1);
-        store_f32(out + i + 2 * LANES, acc2, n2);
-        store_f32(out + i + 3 * LANES, acc3, n3);
-    }
+    vector_times_matrix(out, scores, v, hd, S, hd, 1.0f);  // × 1 is exact
 }
 
 static void add(float *out, const float *x, int n) {

@@ -142,7 +142,9 @@ static inline __attribute__((always_inline)) void block_4xn(float *out, const fl
     __m512 a00 = _mm512_setzero_ps(), a01 = a00, a02 = a00, a03 = a00, a10 = a00, a11 = a00, a12 = a00, a13 = a00,
            a20 = a00, a21 = a00, a22 = a00, a23 = a00, a30 = a00, a31 = a00, a32 = a00, a33 = a00;
     FOR_EACH_SLICE(s, {
-        if (prefetch && (i * s->elem) % 64 == 0) { PREFETCH(w, 0); PREFETCH(w, 1); PREFETCH(w, 2); PREFETCH(w, 3); }
+        if (prefetch && (i * s->elem) % 64 == 0) {
+            PREFETCH(w, 0); PREFETCH(w, 1); PREFETCH(w, 2); PREFETCH(w, 3);
+        }
         __m512 w0 = W(0), w1 = W(1), w2 = W(2), w3 = W(3), xv;
         xv = X(0); FMA(a00, xv, w0); FMA(a01, xv, w1); FMA(a02, xv, w2); FMA(a03, xv, w3);
         if (n > 1) { xv = X(1); FMA(a10, xv, w0); FMA(a11, xv, w1); FMA(a12, xv, w2); FMA(a13, xv, w3); }
@@ -289,7 +291,8 @@ static inline __attribute__((always_inline)) void matmul(float *out, const float
         matmul_rows(out, x, weights, bias, T, j0, j1, &whole, 0, n_in, false);
     } else {
         for (int i0 = 0; i0 < n_in; i0 += CHUNK)
-            matmul_rows(out, x, weights, bias, T, j0, j1, &whole, i0, i0 + CHUNK < n_in ? i0 + CHUNK : n_in, false);
+            matmul_rows(out, x, weights, bias, T, j0, j1, &whole, i0, i0 + CHUNK < n_in ? i0 + CHUNK : n_in,
+                        false);
     }
 }
 
@@ -406,50 +409,41 @@ static void softmax(float *x, int n) {
     }
 }
 
-// Attention, two passes of 4-register blocks whose accumulators are independent (4 FMA chains in flight):
-//   scores[s..s+64) = scale · Σ_i q_i Kᵀ[i, s..s+64)     (one broadcast q_i, 4 contiguous loads, 4 FMAs per i)
-//   out[i..i+64)    = Σ_s a_s V[s, i..i+64)              (one broadcast a_s, 4 contiguous loads, 4 FMAs per s)
-// Lanes past S (or hd) are masked off; a mask of none leaves memory untouched.
+// Attention, two passes of one vector-matrix product, out[c] = scale · Σ_r a_r M[r, c]:
+//   scores = scale · q Kᵀ        (a = q over the hd rows of Kᵀ, c along the S positions)
+//   out    = softmax(scores) V   (a = the S weights over the rows of V, c along hd)
+// in 4-register blocks of c whose accumulators are independent (4 FMA chains in flight; one broadcast a_r, 4
+// contiguous loads, 4 FMAs per r). Lanes past `cols` are masked off; a mask of none leaves memory untouched.
 static inline __mmask16 lanes_left(int n) { return n <= 0 ? 0 : first_n(n); }
+
+// out[c] = scale · Σ_{r < rows} a[r] · M[r · ld + c]     for c < cols
+static void vector_times_matrix(float *out, const float *a, const float *M, int ld, int rows, int cols,
+                                float scale) {
+    for (int c = 0; c < cols; c += 4 * LANES) {
+        const __mmask16 m0 = lanes_left(cols - c), m1 = lanes_left(cols - c - LANES),
+                        m2 = lanes_left(cols - c - 2 * LANES), m3 = lanes_left(cols - c - 3 * LANES);
+        __m512 acc0 = _mm512_setzero_ps(), acc1 = acc0, acc2 = acc0, acc3 = acc0;
+        for (int r = 0; r < rows; r++) {
+            const __m512 ar = _mm512_set1_ps(a[r]);
+            const float *row = M + (size_t)r * ld + c;
+            FMA(acc0, ar, load_f32(row, m0));
+            FMA(acc1, ar, load_f32(row + LANES, m1));
+            FMA(acc2, ar, load_f32(row + 2 * LANES, m2));
+            FMA(acc3, ar, load_f32(row + 3 * LANES, m3));
+        }
+        const __m512 sc = _mm512_set1_ps(scale);
+        _mm512_mask_storeu_ps(out + c, m0, _mm512_mul_ps(acc0, sc));
+        _mm512_mask_storeu_ps(out + c + LANES, m1, _mm512_mul_ps(acc1, sc));
+        _mm512_mask_storeu_ps(out + c + 2 * LANES, m2, _mm512_mul_ps(acc2, sc));
+        _mm512_mask_storeu_ps(out + c + 3 * LANES, m3, _mm512_mul_ps(acc3, sc));
+    }
+}
 
 static void attention(float *out, const float *q, const float *kt, int ld_k, const float *v, float *scores, int S,
                       int hd, float scale) {
-    for (int s = 0; s < S; s += 4 * LANES) {
-        const __mmask16 m0 = lanes_left(S - s), m1 = lanes_left(S - s - LANES), m2 = lanes_left(S - s - 2 * LANES),
-                        m3 = lanes_left(S - s - 3 * LANES);
-        __m512 acc0 = _mm512_setzero_ps(), acc1 = acc0, acc2 = acc0, acc3 = acc0;
-        for (int i = 0; i < hd; i++) {
-            const __m512 qi = _mm512_set1_ps(q[i]);
-            const float *row = kt + (size_t)i * ld_k + s;
-            FMA(acc0, qi, load_f32(row, m0));
-            FMA(acc1, qi, load_f32(row + LANES, m1));
-            FMA(acc2, qi, load_f32(row + 2 * LANES, m2));
-            FMA(acc3, qi, load_f32(row + 3 * LANES, m3));
-        }
-        const __m512 sc = _mm512_set1_ps(scale);
-        _mm512_mask_storeu_ps(scores + s, m0, _mm512_mul_ps(acc0, sc));
-        _mm512_mask_storeu_ps(scores + s + LANES, m1, _mm512_mul_ps(acc1, sc));
-        _mm512_mask_storeu_ps(scores + s + 2 * LANES, m2, _mm512_mul_ps(acc2, sc));
-        _mm512_mask_storeu_ps(scores + s + 3 * LANES, m3, _mm512_mul_ps(acc3, sc));
-    }
+    vector_times_matrix(scores, q, kt, ld_k, hd, S, scale);
     softmax(scores, S);
-    for (int i = 0; i < hd; i += 4 * LANES) {
-        const __mmask16 m0 = lanes_left(hd - i), m1 = lanes_left(hd - i - LANES), m2 = lanes_left(hd - i - 2 * LANES),
-                        m3 = lanes_left(hd - i - 3 * LANES);
-        __m512 acc0 = _mm512_setzero_ps(), acc1 = acc0, acc2 = acc0, acc3 = acc0;
-        for (int s = 0; s < S; s++) {
-            const __m512 a = _mm512_set1_ps(scores[s]);
-            const float *row = v + (size_t)s * hd + i;
-            FMA(acc0, a, load_f32(row, m0));
-            FMA(acc1, a, load_f32(row + LANES, m1));
-            FMA(acc2, a, load_f32(row + 2 * LANES, m2));
-            FMA(acc3, a, load_f32(row + 3 * LANES, m3));
-        }
-        _mm512_mask_storeu_ps(out + i, m0, acc0);
-        _mm512_mask_storeu_ps(out + i + LANES, m1, acc1);
-        _mm512_mask_storeu_ps(out + i + 2 * LANES, m2, acc2);
-        _mm512_mask_storeu_ps(out + i + 3 * LANES, m3, acc3);
-    }
+    vector_times_matrix(out, scores, v, hd, S, hd, 1.0f);  // × 1 is exact
 }
 
 static void add(float *out, const float *x, int n) {

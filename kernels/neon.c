@@ -230,49 +230,40 @@ static void softmax(float *x, int n) {
     for (int i = 0; i < n; i += LANES) store_f32(x + i, vmulq_f32(load_f32(x + i, n - i), inv), n - i);
 }
 
-// Attention, two passes of 4-register blocks whose accumulators are independent (4 FMA chains in flight):
-//   scores[s..s+16) = scale · Σ_i q_i Kᵀ[i, s..s+16)     (one q_i, 4 contiguous loads, 4 FMAs per i)
-//   out[i..i+16)    = Σ_s a_s V[s, i..i+16)              (one a_s, 4 contiguous loads, 4 FMAs per s)
-// Lanes past S (or hd) are zero-filled on load and not stored.
+// Attention, two passes of one vector-matrix product, out[c] = scale · Σ_r a_r M[r, c]:
+//   scores = scale · q Kᵀ        (a = q over the hd rows of Kᵀ, c along the S positions)
+//   out    = softmax(scores) V   (a = the S weights over the rows of V, c along hd)
+// in 4-register blocks of c whose accumulators are independent (4 FMA chains in flight; one a_r, 4 contiguous
+// loads, 4 FMAs per r). Lanes past `cols` are zero-filled on load and not stored.
 static ALWAYS_INLINE int lanes_left(int n) { return n < 0 ? 0 : n; }
+
+// out[c] = scale · Σ_{r < rows} a[r] · M[r · ld + c]     for c < cols
+static void vector_times_matrix(float *out, const float *a, const float *M, int ld, int rows, int cols,
+                                float scale) {
+    for (int c = 0; c < cols; c += 4 * LANES) {
+        const int n0 = lanes_left(cols - c), n1 = lanes_left(cols - c - LANES),
+                  n2 = lanes_left(cols - c - 2 * LANES), n3 = lanes_left(cols - c - 3 * LANES);
+        float32x4_t acc0 = vdupq_n_f32(0.0f), acc1 = acc0, acc2 = acc0, acc3 = acc0;
+        for (int r = 0; r < rows; r++) {
+            const float ar = a[r];
+            const float *row = M + (size_t)r * ld + c;
+            acc0 = vfmaq_n_f32(acc0, load_f32(row, n0), ar);
+            acc1 = vfmaq_n_f32(acc1, load_f32(row + LANES, n1), ar);
+            acc2 = vfmaq_n_f32(acc2, load_f32(row + 2 * LANES, n2), ar);
+            acc3 = vfmaq_n_f32(acc3, load_f32(row + 3 * LANES, n3), ar);
+        }
+        store_f32(out + c, vmulq_n_f32(acc0, scale), n0);
+        store_f32(out + c + LANES, vmulq_n_f32(acc1, scale), n1);
+        store_f32(out + c + 2 * LANES, vmulq_n_f32(acc2, scale), n2);
+        store_f32(out + c + 3 * LANES, vmulq_n_f32(acc3, scale), n3);
+    }
+}
 
 static void attention(float *out, const float *q, const float *kt, int ld_k, const float *v, float *scores, int S,
                       int hd, float scale) {
-    for (int s = 0; s < S; s += 4 * LANES) {
-        const int n0 = lanes_left(S - s), n1 = lanes_left(S - s - LANES), n2 = lanes_left(S - s - 2 * LANES),
-                  n3 = lanes_left(S - s - 3 * LANES);
-        float32x4_t acc0 = vdupq_n_f32(0.0f), acc1 = acc0, acc2 = acc0, acc3 = acc0;
-        for (int i = 0; i < hd; i++) {
-            const float qi = q[i];
-            const float *row = kt + (size_t)i * ld_k + s;
-            acc0 = vfmaq_n_f32(acc0, load_f32(row, n0), qi);
-            acc1 = vfmaq_n_f32(acc1, load_f32(row + LANES, n1), qi);
-            acc2 = vfmaq_n_f32(acc2, load_f32(row + 2 * LANES, n2), qi);
-            acc3 = vfmaq_n_f32(acc3, load_f32(row + 3 * LANES, n3), qi);
-        }
-        store_f32(scores + s, vmulq_n_f32(acc0, scale), n0);
-        store_f32(scores + s + LANES, vmulq_n_f32(acc1, scale), n1);
-        store_f32(scores + s + 2 * LANES, vmulq_n_f32(acc2, scale), n2);
-        store_f32(scores + s + 3 * LANES, vmulq_n_f32(acc3, scale), n3);
-    }
+    vector_times_matrix(scores, q, kt, ld_k, hd, S, scale);
     softmax(scores, S);
-    for (int i = 0; i < hd; i += 4 * LANES) {
-        const int n0 = lanes_left(hd - i), n1 = lanes_left(hd - i - LANES), n2 = lanes_left(hd - i - 2 * LANES),
-                  n3 = lanes_left(hd - i - 3 * LANES);
-        float32x4_t acc0 = vdupq_n_f32(0.0f), acc1 = acc0, acc2 = acc0, acc3 = acc0;
-        for (int s = 0; s < S; s++) {
-            const float a = scores[s];
-            const float *row = v + (size_t)s * hd + i;
-            acc0 = vfmaq_n_f32(acc0, load_f32(row, n0), a);
-            acc1 = vfmaq_n_f32(acc1, load_f32(row + LANES, n1), a);
-            acc2 = vfmaq_n_f32(acc2, load_f32(row + 2 * LANES, n2), a);
-            acc3 = vfmaq_n_f32(acc3, load_f32(row + 3 * LANES, n3), a);
-        }
-        store_f32(out + i, acc0, n0);
-        store_f32(out + i + LANES, acc1, n1);
-        store_f32(out + i + 2 * LANES, acc2, n2);
-        store_f32(out + i + 3 * LANES, acc3, n3);
-    }
+    vector_times_matrix(out, scores, v, hd, S, hd, 1.0f);  // × 1 is exact
 }
 
 static void add(float *out, const float *x, int n) {
