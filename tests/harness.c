@@ -1,6 +1,7 @@
 // harness.c — registers tests, runs each in a child process, prints one line per test and the summary line.
 #include "harness.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -136,4 +137,14 @@ int main(int argc, char **argv) {
     }
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
+}
+
+double logit_row_max(const float *want, int V) {
+    double row_max = 0;
+    for (int j = 0; j < V; j++) row_max = fmax(row_max, fabs(want[j]));
+    return row_max;
+}
+
+double logit_error(float got, float want, double row_max) {
+    return fabs((double)got - want) / fmax(fabs(want), 0.1 * row_max);
 }

@@ -44,4 +44,12 @@ uint64_t test_rand_u64(void);
 float test_rand_uniform(float lo, float hi);
 int test_rand_int(int lo, int hi);  // inclusive
 
+// The forward pass's error measure against a reference (why, in tests/test_forward.c): logit a against the
+// reference b, in a reference row of logits whose largest magnitude is row_max:
+//     err = |a − b| / max(|b|, 0.1 · row_max)
+// and the tolerance the fixtures and the shipped weights are held to.
+#define LOGIT_TOLERANCE 1e-4
+double logit_row_max(const float *want, int V);  // max_j |want_j|
+double logit_error(float got, float want, double row_max);
+
 #endif

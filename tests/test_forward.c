@@ -10,7 +10,7 @@
 // error message must name ("mention: ...", one a line).
 //
 // Two kinds of check:
-//   - against the reference, within TOLERANCE, however the tokens are fed (all at once, one by one, in chunks);
+//   - against the reference, within LOGIT_TOLERANCE, however the tokens are fed (all at once, one by one, in chunks);
 //   - against the model itself, bit for bit: a position's logits do not depend on the chunk it was computed in
 //     (chunks of up to MAX_CHUNK tokens), on the thread count, or on what the KV cache held before a rollback.
 #include <dirent.h>
@@ -32,7 +32,7 @@
 #define FIXTURES_DIR "tests/fixtures"
 #define BROKEN_DIR FIXTURES_DIR "/broken"
 
-// Error of a logit a against the reference b:
+// Error of a logit a against the reference b (logit_error and LOGIT_TOLERANCE, tests/harness.h):
 //
 //     err(a, b) = |a − b| / max(|b|, 0.1 · max_j |b_j|)        (max over b's row of V logits)
 //
@@ -41,8 +41,6 @@
 // and the smallest plausible mistakes, both measured per fixture in tests/fixtures/README.md: a plain F32
 // evaluation of the same math lands within 3e-5 of the F64 reference, computing the other GELU costs over 1e-3.
 // The reference is computed from the very F16/BF16 values stored, so one tolerance serves every dtype.
-static const double TOLERANCE = 1e-4;
-static const double ROW_FLOOR = 0.1;
 
 enum {
     MAX_CHUNK = 16,     // batch invariance holds for chunks below the kernels' blas_min_rows (≥ 32, or never)
@@ -180,18 +178,17 @@ static void check_close(const char *fixture, const char *how, const float *got, 
     int bad = 0;
     for (int t = 0; t < T; t++) {
         const float *a = got + (size_t)t * V, *b = want + (size_t)t * V;
-        double row_max = 0;
-        for (int j = 0; j < V; j++) row_max = fmax(row_max, fabs(b[j]));
+        const double row_max = logit_row_max(b, V);
         for (int j = 0; j < V; j++) {
-            double err = fabs((double)a[j] - b[j]) / fmax(fabs(b[j]), ROW_FLOOR * row_max);
-            if (!(err <= TOLERANCE) && bad++ < SHOWN_MISMATCHES)  // NaN fails too
+            double err = logit_error(a[j], b[j], row_max);
+            if (!(err <= LOGIT_TOLERANCE) && bad++ < SHOWN_MISMATCHES)  // NaN fails too
                 test_fail(__FILE__, __LINE__, "%s (%s): position %d logit %d: got %.9g, expected %.9g (error %.2e)",
                           fixture, how, t, j, a[j], b[j], err);
             max_err = isnan(err) ? INFINITY : fmax(max_err, err);
         }
     }
     CHECK(bad == 0, "%s (%s): %d of %d logits off by more than %.0e; max error %.2e", fixture, how, bad, T * V,
-          TOLERANCE, max_err);
+          LOGIT_TOLERANCE, max_err);
     printf("    %-26s %-22s max error %.1e\n", fixture, how, max_err);
     fflush(stdout);
 }

@@ -28,8 +28,6 @@
 #define PAIR_DIR "weights/pystd"
 #define SHIPPED_DIR "tests/shipped"
 
-static const double TOLERANCE = 1e-4;
-static const double ROW_FLOOR = 0.1;
 
 // Reads path; false (and a failed check) if it is missing or malformed.
 static bool shipped_expected(Expected *e, const char *path) {
@@ -42,10 +40,9 @@ static double max_error(const float *got, const float *want, int T, int V) {
     double max_err = 0;
     for (int t = 0; t < T; t++) {
         const float *a = got + (size_t)t * V, *b = want + (size_t)t * V;
-        double row_max = 0;
-        for (int j = 0; j < V; j++) row_max = fmax(row_max, fabs(b[j]));
+        const double row_max = logit_row_max(b, V);
         for (int j = 0; j < V; j++) {
-            double err = fabs((double)a[j] - b[j]) / fmax(fabs(b[j]), ROW_FLOOR * row_max);
+            double err = logit_error(a[j], b[j], row_max);
             max_err = isnan(err) ? INFINITY : fmax(max_err, err);
         }
     }
@@ -91,8 +88,8 @@ static void check_role(const char *role, Config *cfg_out) {
             CHECK(fed, "%s: model_forward failed: %s", dir, err.msg);
             if (fed) {
                 double m = max_error(logits, e.logits, e.T, e.V);
-                CHECK(m <= TOLERANCE, "%s (%s): max error %.2e > %.0e", dir, by_one ? "token by token" : "at once",
-                      m, TOLERANCE);
+                CHECK(m <= LOGIT_TOLERANCE, "%s (%s): max error %.2e > %.0e", dir,
+                      by_one ? "token by token" : "at once", m, LOGIT_TOLERANCE);
                 printf("    %-22s %-16s max error %.1e\n", dir, by_one ? "token by token" : "all at once", m);
             }
             kv_free(&cache);
