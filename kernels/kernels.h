@@ -61,6 +61,16 @@ typedef struct {
     int blas_min_rows;
 } Kernels;
 
+// The row stride, in floats, for a matrix whose rows of n floats a kernel reads side by side (activation rows in
+// a matmul, the rows of Kᵀ in attention): whole 64-byte lines, and not a multiple of 4 kB. Rows 4 kB apart share
+// the same L1 sets: 8 rows of GPT-2's MLP layer (3072 floats, 12 kB) would compete for 8 of the 12 ways of each
+// set they use, the 64 rows of a head's Kᵀ (1024 positions) for 12 ways of one set per line; padded by a line
+// (3088, 1040 floats) they spread over all the sets.
+static inline size_t row_stride(size_t n) {
+    size_t lines = (n + 15) / 16 * 16;
+    return lines % 1024 == 0 ? lines + 16 : lines;
+}
+
 // The panel layout: rows 4p..4p+3 form panel p; in it, slice k (elements 16k..16k+15) of row 4p+r is stored at
 // (k·4 + r)·16. Rows are padded with zeros to a multiple of 16 elements and the last panel with zero rows to 4.
 static inline int panel_row_length(int n_in) { return (n_in + 15) / 16 * 16; }

@@ -11,7 +11,8 @@
 #include "error.h"
 
 // Layout: per (layer, head), V is [n_ctx, hd], one row per position, and K is stored transposed, [hd, n_ctx]:
-// row i holds dimension i of every position's key. The scores q·K[:, s] of all positions are then a
+// row i holds dimension i of every position's key, rows ld_k ≥ n_ctx floats apart (row_stride in kernels.h: a
+// stride of exactly 1024 floats would put all 64 rows of a GPT-2 head in the same L1 sets). The scores q·K[:, s] of all positions are then a
 // vector-matrix product along contiguous positions (no horizontal sums in the SIMD kernels), and attention reads
 // one head's keys and values as sequential streams that the T queries of a verification pass find in cache.
 typedef struct {
@@ -20,7 +21,8 @@ typedef struct {
     int n_ctx;      // positions (the model's n_positions)
     int hd;         // head width (n_embd / H)
     int len;        // valid positions: [0, len)
-    float *k;       // [L, H, hd, n_ctx]   (transposed)
+    int ld_k;       // floats from one row of Kᵀ to the next
+    float *k;       // [L, H, hd, ld_k]   (transposed)
     float *v;       // [L, H, n_ctx, hd]
 } KVCache;
 
@@ -30,9 +32,9 @@ void kv_free(KVCache *cache);
 // Keeps positions [0, n) and forgets the rest; n must be in [0, len].
 void kv_truncate(KVCache *cache, int n);
 
-// Kᵀ of head `head` in layer `layer`: [hd, n_ctx], rows n_ctx floats apart.
+// Kᵀ of head `head` in layer `layer`: [hd, n_ctx], rows ld_k floats apart.
 static inline float *kv_keys(const KVCache *cache, int layer, int head) {
-    return cache->k + ((size_t)layer * cache->n_head + head) * cache->hd * cache->n_ctx;
+    return cache->k + ((size_t)layer * cache->n_head + head) * cache->hd * cache->ld_k;
 }
 // V of head `head` in layer `layer`: [n_ctx, hd].
 static inline float *kv_values(const KVCache *cache, int layer, int head) {

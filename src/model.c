@@ -29,7 +29,7 @@ enum {
 };
 
 // Activations for one chunk of up to CHUNK_T tokens. The matmuls' inputs h, att and mlp have rows ld_d and
-// ld_f floats apart (see row_stride).
+// ld_f floats apart (see row_stride in kernels.h).
 typedef struct ForwardScratch {
     float *x;       // [CHUNK_T, d]     the residual stream
     float *h;       // [CHUNK_T, ld_d]  LayerNorm output
@@ -188,15 +188,6 @@ static void *alloc_weights(size_t bytes) {
     if (p == MAP_FAILED) return NULL;
     madvise(p, bytes, MADV_HUGEPAGE);  // a hint: without it the pages are simply 4 kB
     return p;
-}
-
-// The row stride, in floats, of a matrix of activation rows of n floats: whole 64-byte lines, and not a multiple
-// of 4 kB. Rows 4 kB apart share the same L1 sets, and a matmul reads 8 rows side by side: 8 rows of GPT-2's MLP
-// layer (3072 floats, 12 kB) would compete for 8 of the 12 ways of each set they use; padded to 3088 floats they
-// spread over all the sets.
-static size_t row_stride(size_t n) {
-    size_t lines = (n + 15) / 16 * 16;
-    return lines % 1024 == 0 ? lines + 16 : lines;
 }
 
 static int alloc_scratch(Model *m, Err *err) {
@@ -369,10 +360,10 @@ static void attention_thread(void *ctx, int thread, int n_threads) {
     for (int task = begin; task < end; task++) {
         int head = task / job->T, t = task % job->T;
         const float *q = m->scratch->qkv + (size_t)t * 3 * d + head * hd;  // q: [hd]
-        const float *kt = kv_keys(job->cache, job->layer, head);            // Kᵀ: [hd, n_ctx]
+        const float *kt = kv_keys(job->cache, job->layer, head);            // Kᵀ: [hd, n_ctx], rows ld_k apart
         const float *v = kv_values(job->cache, job->layer, head);           // V: [n_ctx, hd]
         float *out = m->scratch->att + (size_t)t * m->scratch->ld_d + head * hd;
-        m->kernels->attention(out, q, kt, job->cache->n_ctx, v, scores, job->pos0 + t + 1, hd, job->scale);
+        m->kernels->attention(out, q, kt, job->cache->ld_k, v, scores, job->pos0 + t + 1, hd, job->scale);
     }
 }
 

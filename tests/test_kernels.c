@@ -196,6 +196,15 @@ TEST(kernels_panel_layout) {
     }
 }
 
+// Rows that kernels read side by side: whole lines, as few floats of padding as that takes, never 4 kB apart.
+TEST(kernels_row_stride) {
+    for (size_t n = 1; n <= 5000; n++) {
+        const size_t ld = row_stride(n);
+        CHECK(ld >= n && ld % 16 == 0 && ld % 1024 != 0 && ld - n < 32, "row_stride(%zu) = %zu", n, ld);
+    }
+    CHECK(row_stride(3072) == 3088 && row_stride(1024) == 1040 && row_stride(768) == 768, "GPT-2's strides");
+}
+
 TEST(kernels_matmul_matches_scalar) {
     int n;
     const Kernels *const *list = kernels_available(&n);
