@@ -29,13 +29,13 @@ static inline __mmask16 first_n(int n) { return n >= LANES ? (__mmask16)0xffff :
 //
 // Register blocking: the micro-kernel pass_4xn multiplies 4 weight rows by n ≤ 4 activation rows; 5 to 8
 // activation rows are two such groups, taking turns (rows_against_block). Each 16-wide slice of the weight rows
-// is loaded (and converted to F32) once per group and used for all its activation rows; the running sums stay in
-// named registers (GCC spills an array of them to the stack). A 4-row weight block is streamed from memory once,
-// while the next block is prefetched, in one pass for up to 8 activation rows (a verification of γ ≤ 7 drafts);
-// further groups of 8 re-read it from L1. block_1x1 takes rows outside whole blocks. The weights are in the panel
-// layout (kernels.h): the 4 rows of a block alternate in 64-byte slices, so each thread's share of a matrix is
-// one sequential stream of memory rather than four rows side by side — decoding streams 6–16% (F32) and 12–33%
-// (BF16) faster from memory, a third faster from cache.
+// is loaded (and converted to F32) once per group and used for all its activation rows; while a pass runs, the
+// running sums sit in named registers (GCC spills an array of them to the stack). A 4-row weight block is
+// streamed from memory once, while the next block is prefetched, in one pass for up to 8 activation rows (a
+// verification of γ ≤ 7 drafts); further groups of 8 re-read it from L1. block_1x1 takes rows outside whole
+// blocks. The weights are in the panel layout (kernels.h): the 4 rows of a block alternate in 64-byte slices, so
+// each thread's share of a matrix is one sequential stream of memory rather than four rows side by side —
+// decoding streams 6–16% (F32) and 12–33% (BF16) faster from memory, a third faster from cache.
 //
 // Chunks of the inputs: the sums run over chunks of CHUNK inputs, each chunk's sums added to the output in
 // turn. Where the activation rows fit in L1 (decoding, and every n_in ≤ CHUNK) each 4-row block goes through its
@@ -62,7 +62,7 @@ typedef struct {
     bool first, last;        // the first chunk, the last
 } Shape;
 
-// Runs `body` over the full 16-wide slices of the inputs [i0, i1) (mask m all ones), then once over the remainder.
+// Runs `body` over the full 16-wide slices of the inputs [i0, i1) (mask m all ones), then once over the rest.
 #define FOR_EACH_SLICE(i0, i1, ...)                                                                      \
     do {                                                                                                 \
         int i = (i0);                                                                                    \

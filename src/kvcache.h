@@ -12,9 +12,10 @@
 
 // Layout: per (layer, head), V is [n_ctx, hd], one row per position, and K is stored transposed, [hd, n_ctx]:
 // row i holds dimension i of every position's key, rows ld_k ≥ n_ctx floats apart (row_stride in kernels.h: a
-// stride of exactly 1024 floats would put all 64 rows of a GPT-2 head in the same L1 sets). The scores q·K[:, s] of all positions are then a
-// vector-matrix product along contiguous positions (no horizontal sums in the SIMD kernels), and attention reads
-// one head's keys and values as sequential streams that the T queries of a verification pass find in cache.
+// stride of exactly 1024 floats would put all 64 rows of a GPT-2 head in the same L1 sets). The scores q·K[:, s]
+// of all positions are then a vector-matrix product along contiguous positions (no horizontal sums in the SIMD
+// kernels), and attention reads one head's keys and values as sequential streams that the T queries of a
+// verification pass find in cache.
 typedef struct {
     int n_layer;    // L
     int n_head;     // H
