@@ -34,7 +34,7 @@ endif
 PKGS      := jansson libxxhash libutf8proc
 MULTIARCH := $(shell $(CC) -print-multiarch)
 BLAS_DIR  := /usr/lib/$(MULTIARCH)/openblas-serial
-CFLAGS := -std=c11 -D_GNU_SOURCE -g -Wall -Wextra -Werror -MMD -MP -Isrc -Ikernels $(OPT) \
+CFLAGS := -std=c11 -D_GNU_SOURCE -g -Wall -Wextra -Werror -MMD -MP -Isrc -Ikernels -Itests/support $(OPT) \
           $(shell pkg-config --cflags $(PKGS)) -I/usr/include/$(MULTIARCH)/openblas-serial
 LDLIBS := $(shell pkg-config --libs $(PKGS)) -L$(BLAS_DIR) -Wl,-rpath,$(BLAS_DIR) -lopenblas -lpthread -lm
 
@@ -51,17 +51,26 @@ endif
 $(O)/kernels/avx2.o:   CFLAGS += -mavx2 -mfma -mf16c
 $(O)/kernels/avx512.o: CFLAGS += -mavx512f -mavx512bw -mavx512dq -mavx512vl -mfma -mf16c
 
-LIB_SRC   := $(filter-out src/main.c,$(wildcard src/*.c)) $(KERNEL_SRC)
+# The source tree draws the architecture: src/base (errors, clock, threads, UTF-8), src/checkpoint (safetensors,
+# config.json), src/model (the forward pass and its KV cache), src/tokenizer, src/speculative (sampling and the
+# scheduler), src/cli (the specdec command). Everything but the CLI is the library that tests and bench link;
+# tests/support holds code for tests and the bench only (harness, random checkpoints), never linked into specdec.
+LIB_SRC   := $(wildcard src/base/*.c src/checkpoint/*.c src/model/*.c src/tokenizer/*.c src/speculative/*.c) \
+             $(KERNEL_SRC)
 LIB_OBJ   := $(LIB_SRC:%.c=$(O)/%.o)
-TEST_SRC  := $(wildcard tests/*.c)
-TEST_OBJ  := $(TEST_SRC:%.c=$(O)/%.o)
+CLI_SRC   := $(wildcard src/cli/*.c)
+CLI_OBJ   := $(CLI_SRC:%.c=$(O)/%.o)
+SUPPORT_SRC := $(wildcard tests/support/*.c)
+SUPPORT_OBJ := $(SUPPORT_SRC:%.c=$(O)/%.o)
+TEST_SRC  := $(wildcard tests/*/test_*.c)
+TEST_OBJ  := $(TEST_SRC:%.c=$(O)/%.o) $(SUPPORT_OBJ)
 BENCH_SRC := $(wildcard bench/*.c)
-BENCH_OBJ := $(BENCH_SRC:%.c=$(O)/%.o)
+BENCH_OBJ := $(BENCH_SRC:%.c=$(O)/%.o) $(O)/tests/support/random_checkpoint.o
 
 .PHONY: all test test-neon bench clean
 all: $(O)/specdec
 
-$(O)/specdec: $(O)/src/main.o $(LIB_OBJ)
+$(O)/specdec: $(CLI_OBJ) $(LIB_OBJ)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
 $(O)/run-tests: $(TEST_OBJ) $(LIB_OBJ)
@@ -89,10 +98,11 @@ bench: $(O)/specdec $(O)/run-bench
 # NEON: the kernels and their tests alone (no OpenBLAS, Jansson or xxHash needed), static, under qemu-user.
 NEON_CC  := aarch64-linux-gnu-gcc
 NEON_BIN := build/aarch64/test_kernels
-$(NEON_BIN): kernels/*.c kernels/*.h tests/harness.c tests/harness.h tests/test_kernels.c
+$(NEON_BIN): kernels/*.c kernels/*.h tests/support/harness.c tests/support/harness.h tests/kernels/test_kernels.c
 	@mkdir -p $(@D)
-	$(NEON_CC) -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Werror -Ikernels -Isrc -static -o $@ \
-	    kernels/scalar.c kernels/dispatch.c kernels/neon.c tests/harness.c tests/test_kernels.c -lpthread -lm
+	$(NEON_CC) -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Werror -Ikernels -Isrc -Itests/support -static -o $@ \
+	    kernels/scalar.c kernels/dispatch.c kernels/neon.c tests/support/harness.c tests/kernels/test_kernels.c \
+	    -lpthread -lm
 test-neon: $(NEON_BIN)
 	qemu-aarch64 $(NEON_BIN)
 

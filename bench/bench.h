@@ -17,8 +17,9 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "model.h"
-#include "tokenizer.h"
+#include "base/clock.h"
+#include "model/model.h"
+#include "tokenizer/tokenizer.h"
 
 // ---- options and the run's state ----------------------------------------------------------------------------
 
@@ -66,8 +67,6 @@ void out(Bench *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 
 // ---- measurement (measure.c) --------------------------------------------------------------------------------
-
-double now_seconds(void);
 
 // The median and range of n values.
 typedef struct {

@@ -7,12 +7,6 @@
 
 #include "bench.h"
 
-double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 // ---- summaries ----------------------------------------------------------------------------------------------
 
 static int compare_doubles(const void *a, const void *b) {

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "bench.h"
-#include "speculative.h"
+#include "speculative/speculative.h"
 
 static const float TEMPERATURES[] = {0.0f, 0.7f, 1.0f};
 static const int GAMMAS[] = {1, 2, 3, 4, 6, 8};

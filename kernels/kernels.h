@@ -1,7 +1,7 @@
 // kernels.h — the hot loops of a transformer, as one table of function pointers per instruction set.
 //
 // kernels/scalar.c is the reference: plain C, obviously right, the specification every other variant is tested
-// against (tests/test_kernels.c). avx2.c, avx512.c and neon.c implement the same signatures, each compiled with
+// against (tests/kernels/test_kernels.c). avx2.c, avx512.c and neon.c implement the same signatures, each compiled with
 // its own flags; kernels_select() picks the best one the CPU and OS support, once, at start-up.
 //
 // Arguments are ordered outputs, inputs, sizes. Weights may be F32, F16 or BF16; arithmetic is always F32.

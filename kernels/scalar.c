@@ -1,5 +1,5 @@
 // scalar.c — the reference kernels: plain C, one obvious loop per formula. Every SIMD variant is tested against
-// these on random inputs (tests/test_kernels.c), and SPECDEC_ISA=scalar runs the whole model on them.
+// these on random inputs (tests/kernels/test_kernels.c), and SPECDEC_ISA=scalar runs the whole model on them.
 #include <math.h>
 #include <string.h>
 

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""make_fixtures.py — writes the forward-pass test fixtures under tests/fixtures/ (tests/test_forward.c reads them).
+"""make_fixtures.py — writes the forward-pass test fixtures under tests/fixtures/ (tests/model/test_forward.c reads them).
 
     /usr/bin/python3 tools/make_fixtures.py
 
@@ -202,7 +202,7 @@ def write_expected(path: str, tokens: list, logits: torch.Tensor):
 
 
 def relative_error(a: torch.Tensor, b: torch.Tensor) -> float:
-    """max |a − b| / max(|b|, 0.1 · max|b| over b's row): the measure tests/test_forward.c applies."""
+    """max |a − b| / max(|b|, 0.1 · max|b| over b's row): the measure tests/model/test_forward.c applies."""
     floor = 0.1 * b.abs().amax(dim=-1, keepdim=True)
     return ((a - b).abs() / torch.maximum(b.abs(), floor)).max().item()
 
@@ -256,7 +256,7 @@ Written by `tools/make_fixtures.py` (this file too); regenerate with
 
     /usr/bin/python3 tools/make_fixtures.py
 
-Every run writes the same bytes (all randomness is seeded from the fixture's name). `tests/test_forward.c` runs
+Every run writes the same bytes (all randomness is seeded from the fixture's name). `tests/model/test_forward.c` runs
 every folder here that holds an `expected.bin`, and every folder under `broken/`.
 
 ## Checkpoints

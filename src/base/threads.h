@@ -1,0 +1,24 @@
+// threads.h — a small persistent pool of worker threads.
+//
+// pool_run(pool, fn, ctx) calls fn(ctx, i, n) on every thread i of n (the caller is thread 0) and returns when
+// all have finished. Callers split their work by thread index; the split must not change results (kernels are
+// batch-invariant, and splits fall on fixed block boundaries), so output never depends on the thread count.
+#ifndef SPECDEC_THREADS_H
+#define SPECDEC_THREADS_H
+
+#include "base/error.h"
+
+typedef struct ThreadPool ThreadPool;
+typedef void PoolFn(void *ctx, int thread, int n_threads);
+
+// n_threads ≥ 1 (the caller counts as one); 0 means one per online CPU.
+ThreadPool *pool_create(int n_threads, Err *err);
+void pool_free(ThreadPool *pool);
+int pool_size(const ThreadPool *pool);
+void pool_run(ThreadPool *pool, PoolFn *fn, void *ctx);
+
+// The [begin, end) share of thread `thread` among n_threads when n items are cut into blocks of `block`
+// items (the last block may be short): boundaries always fall on multiples of `block`.
+void pool_share(int n, int block, int thread, int n_threads, int *begin, int *end);
+
+#endif

@@ -1,0 +1,83 @@
+// safetensors.h — memory-map and strictly validate Hugging Face .safetensors checkpoints.
+//
+// File format: [u64 little-endian N][N bytes of UTF-8 JSON header][tensor data]. The header maps tensor names to
+// {"dtype": "F32", "shape": [..], "data_offsets": [begin, end]} (offsets relative to the data area), plus an
+// optional "__metadata__" object of string values. Validation follows the reference implementation; every
+// rejection leaves one line in Err naming the file, the tensor or field, and expected vs actual.
+//
+// Tensor data is NOT aligned in general (the published gpt2 file's data area starts at byte 14291): read it
+// through memcpy or the conversion helpers below, never through a cast to float *.
+#ifndef SPECDEC_SAFETENSORS_H
+#define SPECDEC_SAFETENSORS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "base/error.h"
+
+typedef enum {
+    ST_BOOL, ST_U8, ST_I8, ST_F8_E5M2, ST_F8_E4M3, ST_I16, ST_U16, ST_F16, ST_BF16,
+    ST_I32, ST_U32, ST_F32, ST_F64, ST_I64, ST_U64,
+} StDtype;
+
+enum { ST_MAX_DIMS = 8 };
+
+typedef struct {
+    const char *name;           // tensor name as in the header, e.g. "h.0.attn.c_attn.weight"
+    const char *file;           // path of the file that holds it (for error messages)
+    StDtype dtype;
+    int ndim;
+    int64_t shape[ST_MAX_DIMS];
+    int64_t n_elements;         // product of shape (1 for a scalar)
+    const uint8_t *data;        // n_bytes of raw little-endian data inside the mapping; may be unaligned
+    size_t n_bytes;
+} StTensor;
+
+typedef struct StFile StFile;   // one mapped file
+
+// A checkpoint: one model.safetensors, or the shards listed by model.safetensors.index.json.
+typedef struct {
+    StFile **files;
+    int n_files;
+    StTensor *tensors;          // all tensors of all files, sorted by name
+    int n_tensors;
+    char *index_path;           // the model.safetensors.index.json read, or NULL for a single file
+} StCheckpoint;
+
+// Opens one .safetensors file, or a folder holding model.safetensors or model.safetensors.index.json + shards
+// (a path ending in model.safetensors.index.json also works). A folder with both uses model.safetensors.
+// Sharded checkpoints are checked for consistency: every tensor of weight_map is in the shard it names, every
+// tensor of every shard is in weight_map, no tensor is in two shards, and shard names are plain file names of
+// the folder (no '/' or "..").
+// On failure *ckpt is left empty (st_close is harmless) and err says what is wrong.
+int st_open(StCheckpoint *ckpt, const char *path, Err *err);
+void st_close(StCheckpoint *ckpt);
+
+// The tensor called `name`, or NULL.
+const StTensor *st_find(const StCheckpoint *ckpt, const char *name);
+
+const char *st_dtype_name(StDtype dtype);
+size_t st_dtype_size(StDtype dtype);
+
+// Converts n elements of a F32, F16 or BF16 tensor's raw data (possibly unaligned) to floats.
+// Any other dtype is a programming error (callers check the dtype first) and aborts.
+void st_to_f32(float *out, const uint8_t *data, StDtype dtype, size_t n);
+
+// A human summary for `specdec inspect`: per file its path, size, header length, data offset (and whether it is
+// aligned), tensor count and metadata; then one aligned row per tensor: name, dtype, shape, bytes.
+void st_print(FILE *out, const StCheckpoint *ckpt);
+
+// ---- Shared with config.c: wording of the JSON readers' error messages ----
+
+struct json_t;
+
+// `value` as compact one-line JSON, e.g. "12" (with its quotes) or [1, 2], cut short with "..." to fit buf.
+// Returns buf.
+const char *st_json_brief(char *buf, size_t size, const struct json_t *value);
+
+// Replaces control characters in err->msg (names read from a file may hold "\n") by '?', so that the message
+// stays one line.
+void st_err_one_line(Err *err);
+
+#endif

@@ -1,0 +1,48 @@
+// kvcache.h — the attention keys and values of every position seen so far, for every layer.
+//
+// Positions are absolute: row p of (layer l, head h) holds the K (and V) of token p. The cache knows how many rows are
+// valid (len); a forward pass appends T rows at [len, len + T). Rolling back after a rejected draft is only
+// moving len back: kv_truncate(cache, n) is O(1), and the stale rows past n are simply overwritten later.
+#ifndef SPECDEC_KVCACHE_H
+#define SPECDEC_KVCACHE_H
+
+#include <stddef.h>
+
+#include "base/error.h"
+
+// Layout: per (layer, head), V is [n_ctx, hd], one row per position, and K is stored transposed, [hd, n_ctx]:
+// row i holds dimension i of every position's key, rows ld_k ≥ n_ctx floats apart (row_stride in kernels.h: a
+// stride of exactly 1024 floats would put all 64 rows of a GPT-2 head in the same L1 sets). The scores q·K[:, s]
+// of all positions are then a vector-matrix product along contiguous positions (no horizontal sums in the SIMD
+// kernels), and attention reads one head's keys and values as sequential streams that the T queries of a
+// verification pass find in cache.
+typedef struct {
+    int n_layer;    // L
+    int n_head;     // H
+    int n_ctx;      // positions (the model's n_positions)
+    int hd;         // head width (n_embd / H)
+    int len;        // valid positions: [0, len)
+    int ld_k;       // floats from one row of Kᵀ to the next
+    float *k;       // [L, H, hd, ld_k]   (transposed)
+    float *v;       // [L, H, n_ctx, hd]
+} KVCache;
+
+int kv_init(KVCache *cache, int n_layer, int n_head, int n_ctx, int hd, Err *err);
+void kv_free(KVCache *cache);
+
+// Keeps positions [0, n) and forgets the rest; n must be in [0, len].
+void kv_truncate(KVCache *cache, int n);
+
+// Kᵀ of head `head` in layer `layer`: [hd, n_ctx], rows ld_k floats apart.
+static inline float *kv_keys(const KVCache *cache, int layer, int head) {
+    return cache->k + ((size_t)layer * cache->n_head + head) * cache->hd * cache->ld_k;
+}
+// V of head `head` in layer `layer`: [n_ctx, hd].
+static inline float *kv_values(const KVCache *cache, int layer, int head) {
+    return cache->v + ((size_t)layer * cache->n_head + head) * cache->n_ctx * cache->hd;
+}
+
+// Writes one head's key and value of position pos (k, v: [hd]).
+void kv_store(KVCache *cache, int layer, int head, int pos, const float *k, const float *v);
+
+#endif

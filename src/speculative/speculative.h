@@ -1,0 +1,121 @@
+// speculative.h — speculative decoding (Leviathan, Kalman & Matias 2023, Algorithm 1; Chen et al. 2023).
+//
+// A drafter proposes γ tokens x_1..x_γ with distributions q_1..q_γ; one target forward over the γ drafts gives
+// p_1..p_{γ+1}; draft x_i is kept with probability min(1, p_i(x_i) / q_i(x_i)); at the first rejection the next
+// token comes from norm(max(0, p_i − q_i)), and when all are kept a bonus token comes from p_{γ+1}. The tokens
+// so produced are distributed exactly as the target's own samples (the paper's Appendix A.1); greedy output
+// equals the target's greedy output token for token. With no drafter, the same loop is plain decoding.
+#ifndef SPECDEC_SPECULATIVE_H
+#define SPECDEC_SPECULATIVE_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "model/model.h"
+#include "speculative/sampling.h"
+
+enum { GAMMA_MAX = 16 };  // the most tokens drafted in one round (a verify forward is T = γ + 1 ≤ 17 rows)
+
+// ---- drafters -----------------------------------------------------------------------------------------------
+
+// Where drafts come from. The scheduler calls propose() once per round and rollback() after verification.
+typedef struct Drafter {
+    // Optional: reads context[0..n) ahead of the first round (the prompt), so that propose() times are steady.
+    int (*prefill)(struct Drafter *self, const int *context, int n, Err *err);
+    // Proposes up to `gamma` tokens continuing context[0..n): ids into draft[0..k), and their distributions
+    // q[i·V .. (i+1)·V) — unless the drafter is deterministic: then q_i is one-hot at draft[i], and the
+    // scheduler writes it.
+    // Returns k (0 ≤ k ≤ gamma; a drafter may stop early), or −1 with err set.
+    int (*propose)(struct Drafter *self, const int *context, int n, int gamma, int *draft, double *q, Err *err);
+    // Forget whatever was cached at positions ≥ n: the tokens there were rejected, or are not yet final.
+    void (*rollback)(struct Drafter *self, int n);
+    bool deterministic;
+    double seconds;         // time spent in propose(), for the cost estimates
+    int calls;              // forward passes (or lookups) made
+} Drafter;
+
+// A small model as drafter. It samples with the same SamplingParams as the target ("standardized sampling",
+// §2.2), from the scheduler's random stream; it stops drafting early when its top probability (softmax of its
+// logits at temperature 1, whatever the sampling settings) falls below p_min (0 = never).
+typedef struct {
+    Drafter base;
+    Model *model;
+    KVCache cache;
+    SamplingParams sampling;
+    Rng *rng;
+    float p_min;
+    float *logits;          // [V]
+} ModelDrafter;
+
+int model_drafter_init(ModelDrafter *d, Model *draft, const SamplingParams *sampling, Rng *rng, float p_min,
+                       Err *err);
+void model_drafter_free(ModelDrafter *d);
+
+// ---- the accept / resample step -----------------------------------------------------------------------------
+
+// P(keep draft x) = min(1, p(x) / q(x)) (Algorithm 1: accept if r ≤ p(x) / q(x), r ~ U(0, 1)).
+double spec_accept_probability(double p_x, double q_x);
+
+// residual = norm(max(0, p − q)) over [V]; returns the mass Σ max(0, p − q) before normalising. A zero mass
+// (p == q, when rejection cannot happen in exact arithmetic) leaves residual = p.
+double spec_residual(double *residual, const double *p, const double *q, int V);
+
+// ---- the scheduler ------------------------------------------------------------------------------------------
+
+typedef enum { GAMMA_FIXED, GAMMA_HEURISTIC, GAMMA_AUTO } GammaPolicy;
+
+typedef enum {
+    TOKEN_ACCEPTED,     // a draft token the target kept
+    TOKEN_REJECTED,     // a draft token the target rejected (shown, never emitted)
+    TOKEN_RESAMPLED,    // the target's correction after a rejection
+    TOKEN_BONUS,        // the target's extra token after a fully accepted round
+    TOKEN_TARGET,       // a token of plain decoding (γ = 0)
+} TokenKind;
+
+typedef struct {
+    SamplingParams sampling;
+    GammaPolicy policy;
+    int gamma;              // GAMMA_FIXED: γ; GAMMA_HEURISTIC: the starting γ
+    int max_tokens;         // stop after this many new tokens
+    int eos_id;             // stop at this token (not emitted); −1 = never
+    FILE *trace;            // one JSON line per round, or NULL
+    // Called with every token as it is decided (rejected drafts included, for --show); may be NULL.
+    void (*on_token)(void *ctx, int id, TokenKind kind);
+    void *ctx;
+} SpecParams;
+
+typedef struct {
+    int generated;          // tokens emitted
+    int rounds;             // target verification calls
+    int drafted, accepted;  // draft tokens proposed and kept
+    double sum_min_pq;      // Σ over verified drafts of Σ_x min(p(x), q(x)): the expected acceptance α
+    int n_min_pq;
+    int draft_calls;
+    double prefill_seconds;     // reading the prompt (both models), before the first round
+    double decode_seconds;      // the rounds: generation proper, what tokens per second is measured over
+    double target_seconds, draft_seconds;  // of decode_seconds: in target forwards, in the drafter
+    double target_t1_seconds;   // mean time of a T = 1 target forward (measured or fitted), for c
+    double draft_step_seconds;  // mean time of one draft step (running estimate)
+    double mean_gamma;
+    // Σ over the rounds played of E[tokens | α, γ] = (1 − α^{γ+1}) / (1 − α) (the paper's equation 1), with α the
+    // run's mean Σ min(p, q): what the rounds should have produced, given how well the models agree.
+    double expected_tokens;
+    // The speedup over target-only decoding predicted from the measured α and costs — Theorem 3.8 with the
+    // measured time of the forwards in place of γc + 1 (verifying γ + 1 tokens costs more than 1 on a CPU):
+    //   expected_tokens · t_target(1) / (target_seconds + draft_seconds)
+    // What the scheduler spends beyond the forwards, and luck in the accepts, make measured differ from it.
+    double predicted_speedup;
+} SpecStats;
+
+// Generates up to params->max_tokens tokens after prompt[0..n_prompt) with the target model, speculatively when
+// drafter is not NULL. Emitted ids go to out[0..*n_out) (out has room for max_tokens). `rng` draws everything.
+int speculative_generate(Model *target, Drafter *drafter, const int *prompt, int n_prompt,
+                         const SpecParams *params, Rng *rng, int *out, int *n_out, SpecStats *stats, Err *err);
+
+// E[tokens per round] = (1 − α^{γ+1}) / (1 − α), the paper's equation 1 (γ + 1 when α = 1).
+double spec_expected_tokens(double alpha, double gamma);
+
+// The expected speedup of Theorem 3.8: (1 − α^{γ+1}) / ((1 − α)(γc + 1)).
+double spec_predicted_speedup(double alpha, double gamma, double c);
+
+#endif

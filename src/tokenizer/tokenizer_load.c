@@ -1,0 +1,430 @@
+// tokenizer_load.c — reading tokenizer.json, or vocab.json + merges.txt, into a Tokenizer (see tokenizer.h).
+//
+// Both formats write tokens in GPT-2's byte-level alphabet: every byte is one printable code point (the printable
+// Latin-1 bytes stand for themselves, the 68 others for U+0100..U+0143, in byte order; " " is "Ġ", "\n" is "Ċ").
+// Loading turns each token back into its bytes, checks that the ids run 0..V-1 without holes or repeats and that
+// every merge names known tokens, and builds the tables that encoding needs.
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "tokenizer/tokenizer.h"
+#include "base/utf8.h"
+
+enum { BYTE_LEVEL_CHARS = 256 + 68 };  // the alphabet's code points all lie below this
+
+typedef struct {
+    const char *path;                       // the file being read, for messages
+    Tokenizer *tok;
+    json_t *vocab;                          // token string → id
+    int char_byte[BYTE_LEVEL_CHARS];        // byte-level alphabet: code point → byte, or -1 when not in it
+    char byte_char[256][UTF8_MAX + 1];      // byte → its code point, as a NUL-terminated UTF-8 string
+} Loader;
+
+// Bytes that GPT-2 writes as themselves: the printable ones of Latin-1, except U+00AD (soft hyphen).
+static bool printable_byte(int b) { return (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE; }
+
+// Fills the loader's two views of the byte-level alphabet.
+static void byte_level_alphabet(Loader *ld) {
+    for (int c = 0; c < BYTE_LEVEL_CHARS; c++) ld->char_byte[c] = -1;
+    int n_shifted = 0;
+    for (int b = 0; b < 256; b++) {
+        int c = printable_byte(b) ? b : 256 + n_shifted++;
+        ld->char_byte[c] = b;
+        int len = utf8_encode((uint32_t)c, ld->byte_char[b]);
+        ld->byte_char[b][len] = '\0';
+    }
+}
+
+// Writes the bytes that byte-level string s stands for to out (at least strlen(s) bytes); returns their number,
+// or -1 if s has a character outside the alphabet.
+static long byte_level_decode(const Loader *ld, const char *s, char *out) {
+    size_t n = strlen(s);
+    long len = 0;
+    for (size_t i = 0; i < n;) {
+        uint32_t c;
+        int k = utf8_decode((const unsigned char *)s + i, n - i, &c);
+        if (k == 0 || c >= BYTE_LEVEL_CHARS || ld->char_byte[c] < 0) return -1;
+        out[len++] = (char)ld->char_byte[c];
+        i += (size_t)k;
+    }
+    return len;
+}
+
+// True for a field that is absent or holds nothing: null, false, 0 or "".
+static bool is_unset(const json_t *v) {
+    return !v || json_is_null(v) || json_is_false(v) || (json_is_number(v) && json_number_value(v) == 0) ||
+           (json_is_string(v) && json_string_length(v) == 0);
+}
+
+// Reads tokenizer.json's "added_tokens" (absent, or an array of {id, content, special, ...}) into tok->added.
+static int load_added_tokens(Loader *ld, const json_t *added, Err *err) {
+    Tokenizer *tok = ld->tok;
+    if (!added) return 0;
+    if (!json_is_array(added)) return err_fmt(err, "%s: added_tokens: expected an array", ld->path);
+    tok->added = calloc(json_array_size(added) + 1, sizeof *tok->added);
+    if (!tok->added) return err_fmt(err, "%s: out of memory", ld->path);
+    size_t i;
+    const json_t *a;
+    json_array_foreach(added, i, a) {
+        const json_t *id = json_object_get(a, "id"), *content = json_object_get(a, "content");
+        if (!json_is_integer(id) || json_integer_value(id) < 0 || json_integer_value(id) >= INT32_MAX)
+            return err_fmt(err, "%s: added_tokens[%zu].id: expected an integer id >= 0", ld->path, i);
+        if (!json_is_string(content) || json_string_length(content) == 0)
+            return err_fmt(err, "%s: added_tokens[%zu].content: expected a non-empty string", ld->path, i);
+        static const char *const unsupported[] = {"single_word", "lstrip", "rstrip"};
+        for (size_t k = 0; k < sizeof unsupported / sizeof *unsupported; k++)
+            if (!is_unset(json_object_get(a, unsupported[k])))
+                return err_fmt(err, "%s: added_tokens[%zu].%s: not supported (only false)", ld->path, i,
+                               unsupported[k]);
+        AddedToken *t = &tok->added[tok->n_added++];
+        t->id = (int)json_integer_value(id);
+        t->special = json_is_true(json_object_get(a, "special"));
+        t->len = json_string_length(content);
+        t->text = malloc(t->len);
+        if (!t->text) return err_fmt(err, "%s: out of memory", ld->path);
+        memcpy(t->text, json_string_value(content), t->len);
+    }
+    return 0;
+}
+
+// The added token with this id, or NULL.
+static const AddedToken *added_token(const Tokenizer *tok, int id) {
+    for (int i = 0; i < tok->n_added; i++)
+        if (tok->added[i].id == id) return &tok->added[i];
+    return NULL;
+}
+
+// The id that the vocabulary gives token string s, or -1.
+static int vocab_id(const Loader *ld, const char *s) {
+    const json_t *id = json_object_get(ld->vocab, s);
+    return id ? (int)json_integer_value(id) : -1;
+}
+
+// Sets tok->vocab_size and each token's name (vocabulary string, or NULL for an added token that is not in the
+// vocabulary) after checking that the ids of vocabulary and added tokens together run 0..V-1.
+static int number_tokens(Loader *ld, const char ***names, Err *err) {
+    Tokenizer *tok = ld->tok;
+    size_t n_listed = json_object_size(ld->vocab) + (size_t)tok->n_added;
+    long max_id = -1;
+    const char *key;
+    const json_t *value;
+    json_object_foreach(ld->vocab, key, value) {
+        if (!json_is_integer(value) || json_integer_value(value) < 0 ||
+            (size_t)json_integer_value(value) >= n_listed)
+            return err_fmt(err, "%s: vocab[\"%s\"]: expected an id in 0..%zu (the number of tokens listed)",
+                           ld->path, key, n_listed - 1);
+        if (json_integer_value(value) > max_id) max_id = (long)json_integer_value(value);
+    }
+    for (int i = 0; i < tok->n_added; i++) {
+        if ((size_t)tok->added[i].id >= n_listed)
+            return err_fmt(err, "%s: added_tokens[%d].id %d: beyond the %zu tokens listed", ld->path, i,
+                           tok->added[i].id, n_listed);
+        if (tok->added[i].id > max_id) max_id = tok->added[i].id;
+    }
+    tok->vocab_size = (int)(max_id + 1);
+    *names = calloc((size_t)tok->vocab_size + 1, sizeof **names);
+    bool *added = calloc((size_t)tok->vocab_size + 1, sizeof *added);
+    if (!*names || !added) {
+        free(added);
+        return err_fmt(err, "%s: out of memory", ld->path);
+    }
+    int rc = 0;
+    json_object_foreach(ld->vocab, key, value) {
+        int id = (int)json_integer_value(value);
+        if ((*names)[id] && rc == 0)
+            rc = err_fmt(err, "%s: vocab: tokens \"%s\" and \"%s\" share id %d", ld->path, (*names)[id], key, id);
+        (*names)[id] = key;
+    }
+    for (int i = 0; i < tok->n_added && rc == 0; i++) {
+        if (added[tok->added[i].id])
+            rc = err_fmt(err, "%s: added_tokens: id %d listed twice", ld->path, tok->added[i].id);
+        added[tok->added[i].id] = true;
+    }
+    for (int id = 0; id < tok->vocab_size && rc == 0; id++)
+        if (!(*names)[id] && !added[id]) rc = err_fmt(err, "%s: vocab: no token has id %d", ld->path, id);
+    free(added);
+    return rc;
+}
+
+// Builds the token table (each id's bytes), the map from bytes to ids and byte_id from the vocabulary object and
+// the added tokens already read.
+static int load_vocab(Loader *ld, Err *err) {
+    Tokenizer *tok = ld->tok;
+    const char **names = NULL;
+    if (number_tokens(ld, &names, err) < 0) {
+        free(names);
+        return -1;
+    }
+    size_t total = 0;  // bytes of all tokens; a name is never shorter than its bytes
+    for (int id = 0; id < tok->vocab_size; id++) {
+        const AddedToken *a = added_token(tok, id);
+        total += a ? a->len : strlen(names[id]);
+    }
+    tok->token_off = malloc(((size_t)tok->vocab_size + 1) * sizeof *tok->token_off);
+    tok->token_bytes = malloc(total + 1);
+    if (!tok->token_off || !tok->token_bytes || total > UINT32_MAX || bytesmap_init(&tok->vocab) < 0) {
+        free(names);
+        return err_fmt(err, "%s: out of memory", ld->path);
+    }
+    uint32_t off = 0;
+    int rc = 0;
+    for (int id = 0; id < tok->vocab_size && rc == 0; id++) {
+        tok->token_off[id] = off;
+        char *bytes = tok->token_bytes + off;
+        const AddedToken *a = added_token(tok, id);
+        long len = a ? (long)a->len : byte_level_decode(ld, names[id], bytes);
+        if (a) memcpy(bytes, a->text, a->len);
+        if (len <= 0)
+            rc = err_fmt(err, "%s: vocab[\"%s\"]: not byte-level text (GPT-2's alphabet of 256 characters)",
+                         ld->path, names[id]);
+        else if (!a && bytesmap_put(&tok->vocab, bytes, (size_t)len, (uint64_t)id) < 0)
+            rc = err_fmt(err, "%s: out of memory", ld->path);
+        off += (uint32_t)(len > 0 ? len : 0);
+    }
+    tok->token_off[tok->vocab_size] = off;
+    free(names);
+    for (int b = 0; b < 256 && rc == 0; b++) {
+        tok->byte_id[b] = vocab_id(ld, ld->byte_char[b]);
+        if (tok->byte_id[b] < 0)
+            rc = err_fmt(err, "%s: vocab: no token for byte 0x%02X (\"%s\"); byte-level BPE needs all 256",
+                         ld->path, b, ld->byte_char[b]);
+    }
+    return rc;
+}
+
+// Records merge number `rank`: tokens a and b, adjacent, become token a+b. `where` names the merge for messages.
+static int add_merge(Loader *ld, const char *a, const char *b, uint32_t rank, const char *where, Err *err) {
+    char merged[1024];
+    if ((size_t)snprintf(merged, sizeof merged, "%s%s", a, b) >= sizeof merged)
+        return err_fmt(err, "%s: %s: tokens longer than %zu bytes", ld->path, where, sizeof merged - 1);
+    const char *names[3] = {a, b, merged};
+    int ids[3];
+    for (int k = 0; k < 3; k++) {
+        ids[k] = vocab_id(ld, names[k]);
+        if (ids[k] < 0)
+            return err_fmt(err, "%s: %s: %stoken \"%s\" is not in the vocabulary", ld->path, where,
+                           k == 2 ? "merged " : "", names[k]);
+    }
+    uint32_t pair[2] = {(uint32_t)ids[0], (uint32_t)ids[1]};
+    if (bytesmap_put(&ld->tok->merges, pair, sizeof pair, (uint64_t)rank << 32 | (uint32_t)ids[2]) < 0)
+        return err_fmt(err, "%s: out of memory", ld->path);
+    return 0;
+}
+
+// Reads tokenizer.json's model.merges: "a b" strings or ["a", "b"] pairs.
+static int load_json_merges(Loader *ld, const json_t *merges, Err *err) {
+    if (!json_is_array(merges)) return err_fmt(err, "%s: model.merges: expected an array", ld->path);
+    char pair[1024];
+    size_t i;
+    const json_t *m;
+    json_array_foreach(merges, i, m) {
+        char where[64];
+        snprintf(where, sizeof where, "model.merges[%zu]", i);
+        const char *a = NULL, *b = NULL;
+        if (json_is_string(m) && json_string_length(m) < sizeof pair) {
+            strcpy(pair, json_string_value(m));
+            char *space = strchr(pair, ' ');
+            if (space && !strchr(space + 1, ' ')) {
+                *space = '\0';
+                a = pair;
+                b = space + 1;
+            }
+        } else if (json_is_array(m) && json_array_size(m) == 2) {
+            a = json_string_value(json_array_get(m, 0));
+            b = json_string_value(json_array_get(m, 1));
+        }
+        if (!a || !b || !*a || !*b)
+            return err_fmt(err, "%s: %s: expected \"a b\" or [\"a\", \"b\"] with two non-empty tokens", ld->path,
+                           where);
+        if (add_merge(ld, a, b, (uint32_t)i, where, err) < 0) return -1;
+    }
+    return 0;
+}
+
+// Reads all of file path into a NUL-terminated buffer (malloc'd) and its length.
+static char *read_file(const char *path, size_t *len, Err *err) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        err_fmt(err, "%s: cannot open", path);
+        return NULL;
+    }
+    size_t cap = 1 << 16, n = 0, got;
+    char *buf = malloc(cap);
+    while (buf && (got = fread(buf + n, 1, cap - n - 1, f)) > 0) {
+        n += got;
+        if (cap - n == 1) {
+            char *bigger = realloc(buf, cap *= 2);
+            if (!bigger) free(buf);
+            buf = bigger;
+        }
+    }
+    bool failed = ferror(f);
+    fclose(f);
+    if (!buf || failed) {
+        free(buf);
+        err_fmt(err, "%s: %s", path, buf ? "read error" : "out of memory");
+        return NULL;
+    }
+    buf[n] = '\0';
+    *len = n;
+    return buf;
+}
+
+// Reads merges.txt: lines "a b", a first line "#version ..." skipped, empty lines skipped.
+static int load_text_merges(Loader *ld, const char *path, Err *err) {
+    size_t len;
+    char *text = read_file(path, &len, err);
+    if (!text) return -1;
+    if (strlen(text) != len) {
+        free(text);
+        return err_fmt(err, "%s: contains a NUL byte", path);
+    }
+    ld->path = path;
+    uint32_t rank = 0;
+    int line_no = 0, rc = 0;
+    for (char *line = text, *next; line && rc == 0; line = next) {
+        line_no++;
+        next = strchr(line, '\n');
+        if (next) *next++ = '\0';
+        size_t n = strlen(line);
+        if (n > 0 && line[n - 1] == '\r') line[--n] = '\0';
+        if (n == 0 || (line_no == 1 && strncmp(line, "#version", 8) == 0)) continue;
+        char *space = strchr(line, ' ');
+        char where[64];
+        snprintf(where, sizeof where, "line %d", line_no);
+        if (!space || space == line || !space[1] || strchr(space + 1, ' '))
+            rc = err_fmt(err, "%s: %s: expected two tokens separated by one space", path, where);
+        else {
+            *space = '\0';
+            rc = add_merge(ld, line, space + 1, rank++, where, err);
+        }
+    }
+    free(text);
+    return rc;
+}
+
+// Starts a load: the loader's alphabet, an empty tokenizer.
+static int loader_init(Loader *ld, Tokenizer *tok, const char *path, Err *err) {
+    memset(tok, 0, sizeof *tok);
+    ld->path = path;
+    ld->tok = tok;
+    ld->vocab = NULL;
+    byte_level_alphabet(ld);
+    if (bytesmap_init(&tok->merges) < 0) return err_fmt(err, "%s: out of memory", path);
+    return 0;
+}
+
+// Reads a JSON file; NULL with err on failure.
+static json_t *load_json(const char *path, Err *err) {
+    json_error_t jerr;
+    json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
+    if (!root) err_fmt(err, "%s:%d:%d: %s", path, jerr.line, jerr.column, jerr.text);
+    return root;
+}
+
+// Checks the parts of tokenizer.json around the model: no normalizer, a plain ByteLevel pre-tokenizer, a BPE
+// model without the options that GPT-2 leaves unset.
+static int check_pipeline(const char *path, const json_t *root, const json_t *model, Err *err) {
+    if (!json_is_object(root)) return err_fmt(err, "%s: expected a JSON object", path);
+    if (!is_unset(json_object_get(root, "normalizer")))
+        return err_fmt(err, "%s: normalizer: not supported (GPT-2 has none: null)", path);
+    const json_t *pre = json_object_get(root, "pre_tokenizer");
+    const char *pre_type = json_string_value(json_object_get(pre, "type"));
+    if (!pre_type || strcmp(pre_type, "ByteLevel") != 0)
+        return err_fmt(err, "%s: pre_tokenizer: expected {\"type\": \"ByteLevel\"}", path);
+    if (!is_unset(json_object_get(pre, "add_prefix_space")))
+        return err_fmt(err, "%s: pre_tokenizer.add_prefix_space: not supported (only false)", path);
+    const json_t *use_regex = json_object_get(pre, "use_regex");
+    if (use_regex && !json_is_true(use_regex))
+        return err_fmt(err, "%s: pre_tokenizer.use_regex: not supported (only true)", path);
+    if (!json_is_object(model)) return err_fmt(err, "%s: model: expected an object", path);
+    const json_t *type = json_object_get(model, "type");
+    if (type && (!json_is_string(type) || strcmp(json_string_value(type), "BPE") != 0))
+        return err_fmt(err, "%s: model.type: expected \"BPE\"", path);
+    static const char *const unsupported[] = {"dropout", "continuing_subword_prefix", "end_of_word_suffix",
+                                              "byte_fallback"};
+    for (size_t k = 0; k < sizeof unsupported / sizeof *unsupported; k++)
+        if (!is_unset(json_object_get(model, unsupported[k])))
+            return err_fmt(err, "%s: model.%s: not supported (GPT-2 leaves it unset)", path, unsupported[k]);
+    const json_t *ignore = json_object_get(model, "ignore_merges");
+    if (ignore && !json_is_boolean(ignore)) return err_fmt(err, "%s: model.ignore_merges: expected a boolean", path);
+    if (!json_is_object(json_object_get(model, "vocab")))
+        return err_fmt(err, "%s: model.vocab: expected an object (token → id)", path);
+    return 0;
+}
+
+int tokenizer_load_json(Tokenizer *tok, const char *path, Err *err) {
+    Loader ld;
+    if (loader_init(&ld, tok, path, err) < 0) return -1;
+    json_t *root = load_json(path, err);
+    const json_t *model = json_object_get(root, "model");
+    int rc = root ? check_pipeline(path, root, model, err) : -1;
+    if (rc == 0) {
+        ld.vocab = json_object_get(model, "vocab");
+        tok->ignore_merges = json_is_true(json_object_get(model, "ignore_merges"));
+        rc = load_added_tokens(&ld, json_object_get(root, "added_tokens"), err);
+    }
+    if (rc == 0) rc = load_vocab(&ld, err);
+    if (rc == 0) rc = load_json_merges(&ld, json_object_get(model, "merges"), err);
+    json_decref(root);
+    if (rc < 0) tokenizer_free(tok);
+    return rc;
+}
+
+int tokenizer_load_files(Tokenizer *tok, const char *vocab_path, const char *merges_path, Err *err) {
+    Loader ld;
+    if (loader_init(&ld, tok, vocab_path, err) < 0) return -1;
+    json_t *root = load_json(vocab_path, err);
+    int rc = root ? 0 : -1;
+    if (rc == 0 && !json_is_object(root)) rc = err_fmt(err, "%s: expected a JSON object (token → id)", vocab_path);
+    ld.vocab = root;
+    static const char eot[] = "<|endoftext|>";
+    int eot_id = rc == 0 ? vocab_id(&ld, eot) : -1;
+    if (eot_id >= 0) {  // the one special token of this format
+        tok->added = malloc(sizeof *tok->added);
+        char *text = malloc(sizeof eot - 1);
+        if (!tok->added || !text) {
+            free(text);
+            rc = err_fmt(err, "%s: out of memory", vocab_path);
+        } else {
+            memcpy(text, eot, sizeof eot - 1);
+            tok->added[0] = (AddedToken){.id = eot_id, .special = true, .text = text, .len = sizeof eot - 1};
+            tok->n_added = 1;
+        }
+    }
+    if (rc == 0) rc = load_vocab(&ld, err);
+    if (rc == 0) rc = load_text_merges(&ld, merges_path, err);
+    json_decref(root);
+    if (rc < 0) tokenizer_free(tok);
+    return rc;
+}
+
+// Joins dir and name into buf; true if that file exists.
+static bool file_in(char *buf, size_t cap, const char *dir, const char *name) {
+    struct stat st;
+    return (size_t)snprintf(buf, cap, "%s/%s", dir, name) < cap && stat(buf, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+int tokenizer_load_dir(Tokenizer *tok, const char *dir, Err *err) {
+    char a[4096], b[4096];
+    if (file_in(a, sizeof a, dir, "tokenizer.json")) return tokenizer_load_json(tok, a, err);
+    static const char *const pairs[][2] = {{"vocab.json", "merges.txt"}, {"encoder.json", "vocab.bpe"}};
+    for (size_t k = 0; k < sizeof pairs / sizeof *pairs; k++)
+        if (file_in(a, sizeof a, dir, pairs[k][0]) && file_in(b, sizeof b, dir, pairs[k][1]))
+            return tokenizer_load_files(tok, a, b, err);
+    memset(tok, 0, sizeof *tok);
+    return err_fmt(err, "%s: no tokenizer.json, vocab.json + merges.txt, or encoder.json + vocab.bpe", dir);
+}
+
+void tokenizer_free(Tokenizer *tok) {
+    free(tok->token_off);
+    free(tok->token_bytes);
+    bytesmap_free(&tok->merges);
+    bytesmap_free(&tok->vocab);
+    for (int i = 0; i < tok->n_added; i++) free(tok->added[i].text);
+    free(tok->added);
+    memset(tok, 0, sizeof *tok);
+}

