@@ -1,0 +1,171 @@
+// args.c — the option table and its parser (see args.h).
+#include "cli/args.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef enum { OPT_FLAG, OPT_INT, OPT_FLOAT, OPT_STRING, OPT_U64 } OptType;
+
+typedef struct {
+    const char *name;   // --name
+    char short_name;    // -x, or 0
+    OptType type;
+    size_t offset;      // of the field in Args
+    double min, max;    // accepted range of a number
+    const char *help;
+} Option;
+
+#define FIELD(f) offsetof(Args, f)
+static const Option options[] = {
+    {"model", 'm', OPT_STRING, FIELD(model_dir), 0, 0, "target checkpoint folder (config.json + model.safetensors)"},
+    {"draft", 'd', OPT_STRING, FIELD(draft_dir), 0, 0, "draft checkpoint folder: decode speculatively"},
+    {"ids", 0, OPT_STRING, FIELD(ids), 0, 0, "prompt as token ids, e.g. \"464 3290 318\""},
+    {"prompt", 'p', OPT_STRING, FIELD(prompt), 0, 0, "prompt text"},
+    {"file", 'f', OPT_STRING, FIELD(file), 0, 0, "read the text from FILE"},
+    {"tokens", 'n', OPT_INT, FIELD(n_tokens), 0, 1 << 20, "tokens to generate (default 64)"},
+    {"temp", 0, OPT_FLOAT, FIELD(sampling.temperature), 0, 100, "temperature; 0 = greedy (default 0)"},
+    {"top-k", 0, OPT_INT, FIELD(sampling.top_k), 0, 1 << 24, "sample from the k most likely tokens; 0 = all"},
+    {"top-p", 0, OPT_FLOAT, FIELD(sampling.top_p), 1e-6, 1, "nucleus sampling mass (default 1 = off)"},
+    {"seed", 0, OPT_U64, FIELD(seed), 0, 0, "random seed (default 0)"},
+    {"gamma", 0, OPT_STRING, FIELD(gamma), 0, 0, "draft length: N (1-16), heuristic, or auto (default)"},
+    {"draft-p-min", 0, OPT_FLOAT, FIELD(draft_p_min), 0, 1, "stop drafting when the draft's top probability < P"},
+    {"threads", 't', OPT_INT, FIELD(threads), 1, 1024, "worker threads (default: all cores)"},
+    {"print-ids", 0, OPT_FLAG, FIELD(print_ids), 0, 0, "print the generated ids instead of text"},
+    {"stats", 0, OPT_FLAG, FIELD(stats), 0, 0, "print one JSON line of statistics on stderr"},
+    {"show", 0, OPT_FLAG, FIELD(show), 0, 0, "mark accepted, rejected and target tokens (colour on a terminal)"},
+    {"trace", 0, OPT_STRING, FIELD(trace), 0, 0, "write one JSON line per speculative round to FILE"},
+    {"compare", 0, OPT_FLAG, FIELD(compare), 0, 0, "also run target-only decoding and compare speeds"},
+    {"allow-special", 0, OPT_FLAG, FIELD(allow_special), 0, 0, "\"<|endoftext|>\" in text is the special token"},
+    {"all", 0, OPT_FLAG, FIELD(all), 0, 0, "logits of every position, not only the last"},
+    {"help", 'h', OPT_FLAG, FIELD(help), 0, 0, "show this help"},
+};
+#define N_OPTIONS (int)(sizeof options / sizeof options[0])
+
+static bool accepts(const Command *cmd, const char *name) {
+    size_t len = strlen(name);
+    for (const char *p = cmd->accepted; (p = strstr(p, name)); p += len)
+        if ((p == cmd->accepted || p[-1] == ' ') && (p[len] == ' ' || p[len] == '\0')) return true;
+    return false;
+}
+
+void args_print_help(FILE *out, const Command *cmd) {
+    fprintf(out, "usage: specdec %s\n%s\n\noptions:\n", cmd->usage, cmd->summary);
+    for (int i = 0; i < N_OPTIONS; i++) {
+        const Option *o = &options[i];
+        if (!accepts(cmd, o->name)) continue;
+        char flag[64];
+        if (o->short_name) snprintf(flag, sizeof flag, "-%c, --%s", o->short_name, o->name);
+        else snprintf(flag, sizeof flag, "    --%s", o->name);
+        fprintf(out, "  %-20s %s\n", flag, o->help);
+    }
+}
+
+// Parses one option value into its field, checking syntax and range.
+static int set_option(Args *args, const Option *o, const char *value, Err *err) {
+    void *field = (char *)args + o->offset;
+    char *end;
+    errno = 0;
+    switch (o->type) {
+    case OPT_FLAG: *(bool *)field = true; return 0;
+    case OPT_STRING: *(const char **)field = value; return 0;
+    case OPT_U64: {
+        unsigned long long v = strtoull(value, &end, 0);
+        if (errno || end == value || *end || value[0] == '-')
+            return err_fmt(err, "--%s: expected a non-negative integer, got \"%s\"", o->name, value);
+        *(uint64_t *)field = v;
+        return 0;
+    }
+    case OPT_INT: {
+        long v = strtol(value, &end, 10);
+        if (errno || end == value || *end || v < o->min || v > o->max)
+            return err_fmt(err, "--%s: expected an integer in [%g, %g], got \"%s\"", o->name, o->min, o->max, value);
+        *(int *)field = (int)v;
+        return 0;
+    }
+    case OPT_FLOAT: {
+        double v = strtod(value, &end);
+        if (errno || end == value || *end || !(v >= o->min && v <= o->max))
+            return err_fmt(err, "--%s: expected a number in [%g, %g], got \"%s\"", o->name, o->min, o->max, value);
+        *(float *)field = (float)v;
+        return 0;
+    }
+    }
+    return 0;
+}
+
+static const Option *find_option(const char *arg) {
+    for (int i = 0; i < N_OPTIONS; i++) {
+        const Option *o = &options[i];
+        if (arg[1] == '-' ? strcmp(arg + 2, o->name) == 0 : (arg[1] == o->short_name && arg[2] == '\0')) return o;
+    }
+    return NULL;
+}
+
+int args_parse(Args *args, const Command *cmd, int argc, char **argv, Err *err) {
+    for (int i = 0; i < argc; i++) {
+        const char *arg = argv[i];
+        if (arg[0] != '-' || arg[1] == '\0' || (arg[1] >= '0' && arg[1] <= '9')) {  // "-", "-12": positional
+            if (args->n_positional == MAX_POSITIONAL) return err_fmt(err, "too many arguments");
+            args->positional[args->n_positional++] = arg;
+            continue;
+        }
+        const Option *o = find_option(arg);
+        if (!o || !accepts(cmd, o->name))
+            return err_fmt(err, "%s: unknown option %s (see 'specdec %s --help')", cmd->name, arg, cmd->name);
+        if (o->type != OPT_FLAG && i + 1 == argc) return err_fmt(err, "option %s needs a value", arg);
+        if (set_option(args, o, o->type == OPT_FLAG ? NULL : argv[++i], err)) return -1;
+    }
+    if (args->help) return 0;
+    if (args->n_positional < cmd->min_positional || args->n_positional > cmd->max_positional)
+        return err_fmt(err, "usage: specdec %s", cmd->usage);
+    return 0;
+}
+
+// Parses token ids ("1 2 3" or "1,2,3") into a malloc'd array.
+int parse_ids(const char *text, int **ids_out, int *n_out, Err *err) {
+    int cap = 16, n = 0;
+    int *ids = malloc(sizeof(int) * cap);
+    const char *p = text;
+    for (;;) {
+        while (*p == ' ' || *p == ',' || *p == '\t' || *p == '\n') p++;
+        if (!*p) break;
+        char *end;
+        errno = 0;
+        long v = strtol(p, &end, 10);
+        if (end == p || errno || v < 0 || v > INT32_MAX || (*end && !strchr(" ,\t\n", *end))) {
+            free(ids);
+            return err_fmt(err, "token ids: expected non-negative integers separated by spaces, got \"%.40s\"", p);
+        }
+        if (n == cap) ids = realloc(ids, sizeof(int) * (cap *= 2));
+        ids[n++] = (int)v;
+        p = end;
+    }
+    if (n == 0) {
+        free(ids);
+        return err_fmt(err, "token ids: none given");
+    }
+    *ids_out = ids;
+    *n_out = n;
+    return 0;
+}
+
+// Reads a whole file (or standard input for "-") into a malloc'd buffer.
+int read_file(const char *path, char **text, size_t *len, Err *err) {
+    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
+    if (!f) return err_fmt(err, "%s: cannot open: %s", path, strerror(errno));
+    size_t cap = 1 << 16, n = 0, got;
+    char *buf = malloc(cap);
+    while (buf && (got = fread(buf + n, 1, cap - n, f)) > 0)
+        if ((n += got) == cap) buf = realloc(buf, cap *= 2);
+    bool failed = !buf || ferror(f);
+    if (f != stdin) fclose(f);
+    if (failed) {
+        free(buf);
+        return err_fmt(err, "%s: cannot read", path);
+    }
+    *text = buf;
+    *len = n;
+    return 0;
+}
+

@@ -1,0 +1,56 @@
+// args.h — the command line's options: one table (args.c) of names, types, accepted ranges and help lines, parsed
+// into Args; each subcommand (main.c) names the options it takes.
+#ifndef SPECDEC_CLI_ARGS_H
+#define SPECDEC_CLI_ARGS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "base/error.h"
+#include "speculative/sampling.h"
+
+enum { MAX_POSITIONAL = 4096 };
+
+typedef struct {
+    const char *model_dir;      // -m
+    const char *draft_dir;      // -d
+    const char *ids;            // --ids "1 2 3"
+    const char *prompt;         // -p
+    const char *file;           // -f
+    const char *gamma;          // --gamma N | heuristic | auto
+    const char *trace;          // --trace FILE
+    float draft_p_min;          // --draft-p-min
+    int n_tokens;               // -n
+    SamplingParams sampling;    // --temp, --top-k, --top-p
+    uint64_t seed;              // --seed
+    int threads;                // --threads (0 = all cores)
+    bool print_ids, stats, all, show, compare, allow_special, help;
+    const char *positional[MAX_POSITIONAL];
+    int n_positional;
+} Args;
+
+typedef struct {
+    const char *name;
+    int (*run)(const Args *args, Err *err);
+    const char *usage;
+    const char *summary;
+    const char *accepted;   // space-separated option names this command takes
+    int min_positional, max_positional;
+} Command;
+
+// Parses argv (the words after the subcommand) into args for cmd: unknown options, missing values and numbers out
+// of range are errors.
+int args_parse(Args *args, const Command *cmd, int argc, char **argv, Err *err);
+
+// Prints cmd's usage and the options it accepts.
+void args_print_help(FILE *out, const Command *cmd);
+
+// Parses token ids ("1 2 3" or "1,2,3") into a malloc'd array.
+int parse_ids(const char *text, int **ids_out, int *n_out, Err *err);
+
+// Reads a whole file (or standard input for "-") into a malloc'd buffer.
+int read_file(const char *path, char **text, size_t *len, Err *err);
+
+#endif

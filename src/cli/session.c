@@ -1,0 +1,66 @@
+// session.c — loading what the commands work on (see session.h).
+#include "cli/session.h"
+
+#include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static bool is_dir(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+int model_dirs(const Args *args, const char **target, const char **draft, Err *err) {
+    *target = args->model_dir;
+    *draft = args->draft_dir;
+    if (!*target && *draft) return err_fmt(err, "-d needs -m: give the target model too");
+    if (!*target) {
+        if (!is_dir(DEFAULT_TARGET))
+            return err_fmt(err, "missing -m DIR, and the default model %s is not there (run from the repository "
+                           "root, or give -m)", DEFAULT_TARGET);
+        *target = DEFAULT_TARGET;
+        *draft = DEFAULT_DRAFT;
+    }
+    return 0;
+}
+
+int session_open(Session *s, const char *target_dir, const char *draft_dir, int threads, Err *err) {
+    *s = (Session){0};
+    if (!target_dir) return err_fmt(err, "missing -m DIR (a checkpoint folder)");
+    if (!(s->pool = pool_create(threads, err))) return -1;
+    if (model_load(&s->target, target_dir, s->pool, err)) return -1;
+    if (draft_dir) {
+        if (model_load(&s->draft, draft_dir, s->pool, err)) return -1;
+        s->has_draft = true;
+        if (s->draft.cfg.vocab_size != s->target.cfg.vocab_size)
+            return err_fmt(err, "%s/config.json: vocab_size %d differs from the target's %d (%s): a draft must share "
+                           "the target's tokenizer", draft_dir, s->draft.cfg.vocab_size, s->target.cfg.vocab_size,
+                           target_dir);
+    }
+    return 0;
+}
+
+void session_close(Session *s) {
+    if (s->has_draft) model_free(&s->draft);
+    model_free(&s->target);
+    pool_free(s->pool);
+}
+
+int load_tokenizer(Tokenizer *tok, const char *dir, bool required, bool *loaded, Err *err) {
+    *loaded = false;
+    char path[4096];
+    const char *files[] = {"tokenizer.json", "vocab.json", "encoder.json"};
+    bool present = false;
+    for (int i = 0; i < 3 && !present; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+        present = access(path, F_OK) == 0;
+    }
+    if (!present) {
+        if (!required) return 0;
+        return err_fmt(err, "%s: no tokenizer.json or vocab.json + merges.txt in this folder", dir);
+    }
+    if (tokenizer_load_dir(tok, dir, err)) return -1;
+    *loaded = true;
+    return 0;
+}
+

@@ -1,0 +1,33 @@
+// session.h — what every model command starts with: the checkpoint folders, the models and their thread pool,
+// and the tokenizer.
+#ifndef SPECDEC_CLI_SESSION_H
+#define SPECDEC_CLI_SESSION_H
+
+#include <stdbool.h>
+
+#include "cli/args.h"
+#include "model/model.h"
+#include "tokenizer/tokenizer.h"
+
+// The model pair that ships in weights/, used when neither -m nor -d is given.
+#define DEFAULT_TARGET "weights/pystd/target"
+#define DEFAULT_DRAFT "weights/pystd/draft"
+
+// A model (and optionally its draft) with their thread pool.
+typedef struct {
+    ThreadPool *pool;
+    Model target, draft;
+    bool has_draft;
+} Session;
+
+// The checkpoint folders to use: -m (and -d), or the shipped pair when neither is given.
+int model_dirs(const Args *args, const char **target, const char **draft, Err *err);
+
+// Loads the target (and the draft when draft_dir is not NULL, which must share the target's vocabulary).
+int session_open(Session *s, const char *target_dir, const char *draft_dir, int threads, Err *err);
+void session_close(Session *s);
+
+// The tokenizer of checkpoint folder dir, when it has one; *loaded says whether it did.
+int load_tokenizer(Tokenizer *tok, const char *dir, bool required, bool *loaded, Err *err);
+
+#endif
