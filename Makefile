@@ -60,6 +60,7 @@ LIB_SRC   := $(wildcard src/base/*.c src/checkpoint/*.c src/model/*.c src/tokeni
 LIB_OBJ   := $(LIB_SRC:%.c=$(O)/%.o)
 CLI_SRC   := $(wildcard src/cli/*.c)
 CLI_OBJ   := $(CLI_SRC:%.c=$(O)/%.o)
+CLI_PARTS := $(filter-out $(O)/src/cli/main.o,$(CLI_OBJ))  # what the CLI tests link besides the binary
 SUPPORT_SRC := $(wildcard tests/support/*.c)
 SUPPORT_OBJ := $(SUPPORT_SRC:%.c=$(O)/%.o)
 TEST_SRC  := $(wildcard tests/*/test_*.c)
@@ -70,10 +71,20 @@ BENCH_OBJ := $(BENCH_SRC:%.c=$(O)/%.o) $(O)/tests/support/random_checkpoint.o
 .PHONY: all test test-neon bench clean
 all: $(O)/specdec
 
+# specdec --version: VERSION, and `git describe` of the checkout it was built from when git can tell. The string
+# is kept in $(O)/version, rewritten only when it changes, so that main.o is rebuilt just then.
+VERSION  := 0.1
+DESCRIBE := $(shell git describe --always --dirty 2>/dev/null)
+VERSION_STRING := $(VERSION)$(if $(DESCRIBE), ($(DESCRIBE)))
+$(shell mkdir -p $(O) && { [ "$$(cat $(O)/version 2>/dev/null)" = '$(VERSION_STRING)' ] || \
+                           echo '$(VERSION_STRING)' > $(O)/version; })
+$(O)/src/cli/main.o: $(O)/version
+$(O)/src/cli/main.o: CFLAGS += -DSPECDEC_VERSION='"$(VERSION_STRING)"'
+
 $(O)/specdec: $(CLI_OBJ) $(LIB_OBJ)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
-$(O)/run-tests: $(TEST_OBJ) $(LIB_OBJ)
+$(O)/run-tests: $(TEST_OBJ) $(CLI_PARTS) $(LIB_OBJ)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
 $(O)/run-bench: $(BENCH_OBJ) $(LIB_OBJ)

@@ -79,7 +79,8 @@ static int set_option(Args *args, const Option *o, const char *value, Err *err) 
     case OPT_INT: {
         long v = strtol(value, &end, 10);
         if (errno || end == value || *end || v < o->min || v > o->max)
-            return err_fmt(err, "--%s: expected an integer in [%g, %g], got \"%s\"", o->name, o->min, o->max, value);
+            return err_fmt(err, "--%s: expected an integer in [%ld, %ld], got \"%s\"", o->name, (long)o->min,
+                           (long)o->max, value);
         *(int *)field = (int)v;
         return 0;
     }

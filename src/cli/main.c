@@ -44,7 +44,7 @@ static void print_help(FILE *out, const Command *cmd) {
         return;
     }
     fprintf(out, "specdec — GPT-2 inference with speculative decoding, on the CPU\n\n"
-                 "usage: specdec COMMAND [options]\n\n");
+                 "usage: specdec COMMAND [options]     specdec --version\n\n");
     for (int i = 0; i < N_COMMANDS; i++) fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
     fprintf(out, "\n'specdec COMMAND --help' lists a command's options.\n");
 }
@@ -107,9 +107,9 @@ static int cmd_generate(const Args *args, Err *err) {
     params.trace = trace;
     params.on_token = on_token;
     params.ctx = &printer;
-    printer = (Printer){.tok = have_tok && !args->print_ids ? &tok : NULL, .show = args->show, .err = err,
-                        .color = isatty(STDOUT_FILENO) && !getenv("NO_COLOR")};
-    if (printer.tok) token_stream_init(&printer.stream, &tok);
+    printer_init(&printer, stdout, have_tok && !args->print_ids ? &tok : NULL, args->show,
+                 isatty(STDOUT_FILENO) && !getenv("NO_COLOR"), err);
+    if (args->show) fprintf(stderr, "%s\n", show_legend(printer.color));
 
     Rng rng;
     rng_seed(&rng, args->seed);
@@ -120,14 +120,12 @@ static int cmd_generate(const Args *args, Err *err) {
     if (speculative_generate(&s.target, s.has_draft ? &drafter.base : NULL, prompt, n_prompt, &params, &rng, out,
                              &n_out, &stats, err))
         goto done;
-    if (printer.tok) {
-        const char *text;
-        size_t len;
-        token_stream_flush(&printer.stream, &text, &len);
-        fwrite(text, 1, len, stdout);
-    }
-    printf("\n");
-    fflush(stdout);
+    printer_finish(&printer);
+    // The loop stops when the committed tokens overrun the context by one (the last is sampled, never fed).
+    const int n_ctx = s.target.cfg.n_positions;
+    if (n_out < args->n_tokens && n_prompt + n_out > n_ctx)
+        fprintf(stderr, "specdec: stopped after %d of the %d tokens asked for (-n): the prompt's %d tokens and the "
+                "text fill the model's context of %d positions\n", n_out, args->n_tokens, n_prompt, n_ctx);
 
     if (args->stats && print_stats(&s, &stats, prompt, n_prompt, out, n_out, err)) goto done;
     if (args->compare && s.has_draft && compare_with_target_only(&s, args->seed, args->n_tokens, &params, &stats, prompt, n_prompt, out,
@@ -136,7 +134,7 @@ static int cmd_generate(const Args *args, Err *err) {
     rc = 0;
 done:
     if (trace) fclose(trace);
-    if (printer.tok) token_stream_free(&printer.stream);
+    printer_free(&printer);
     if (drafter.logits) model_drafter_free(&drafter);
     if (have_tok) tokenizer_free(&tok);
     free(prompt);
@@ -234,6 +232,10 @@ static int cmd_inspect(const Args *args, Err *err) {
 }
 
 int main(int argc, char **argv) {
+    if (argc == 2 && strcmp(argv[1], "--version") == 0) {
+        printf("specdec %s\n", SPECDEC_VERSION);
+        return 0;
+    }
     if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
         print_help(argc < 2 ? stderr : stdout, NULL);
         return argc < 2 ? EXIT_BAD_INPUT : 0;

@@ -1,9 +1,11 @@
 // test_cli.c — the specdec command line: output formats, and bad input → one line on stderr and exit status 2.
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "cli/report.h"
 #include "harness.h"
 
 #define MODEL "tests/fixtures/f32_tied_prefix"   // n_positions 32, vocab 61
@@ -84,6 +86,31 @@ TEST(cli_rejects_bad_input) {
     check_rejected("generate -m /nonexistent --ids \"1 2\"", "/nonexistent");
     check_rejected("generate -m " MODEL " -p hello", "tokenizer");
     check_rejected("logits -m " MODEL " --ids \"1 2 3\" --all --tokens 3", "unknown option");
+}
+
+TEST(cli_version) {
+    char *out, *err;
+    int status = specdec("--version", &out, &err);
+    CHECK(status == 0 && strncmp(out, "specdec 0.", 10) == 0 && count_lines(out) == 1, "--version: %d \"%s\"",
+          status, out);
+    free(out), free(err);
+}
+
+TEST(cli_ranges_are_integers) {
+    check_rejected("generate -m " MODEL " --ids \"1 2\" -n 2000000", "--tokens: expected an integer in [0, 1048576]");
+    check_rejected("generate -m " MODEL " --ids \"1 2\" --threads 0", "[1, 1024]");
+}
+
+TEST(cli_says_when_the_context_cuts_generation_short) {
+    // n_positions 32: a 2-token prompt leaves room for 31 tokens (the last one sampled, never fed).
+    char *out, *err;
+    CHECK(specdec("generate -m " MODEL " --ids \"1 2\" -n 64 --print-ids", &out, &err) == 0, "%s", err);
+    CHECK(count_words(out) == 31, "expected 31 ids, got \"%s\"", out);
+    CHECK(count_lines(err) == 1 && strstr(err, "31 of the 64") && strstr(err, "context of 32"), "stderr: \"%s\"", err);
+    free(out), free(err);
+    CHECK(specdec("generate -m " MODEL " --ids \"1 2\" -n 20 --print-ids", &out, &err) == 0, "%s", err);
+    CHECK(count_words(out) == 20 && err[0] == '\0', "-n 20 fits: %d ids, stderr \"%s\"", count_words(out), err);
+    free(out), free(err);
 }
 
 TEST(cli_rejects_prompt_longer_than_context) {
@@ -183,5 +210,99 @@ TEST(cli_generate_text_is_the_generated_ids) {
         else *o++ = *p++;
     }
     CHECK(strcmp(plain, text) == 0, "--show without its marks \"%s\" differs from the text \"%s\"", plain, text);
+    // The marks hold whole words: each opens where a word starts and closes where one ends, a rejected draft
+    // stays on its line, and the legend is one line on stderr.
+    bool whole_words = true, one_line = true;
+    for (const char *p = shown; *p; p++) {
+        bool word_start = p == shown || strchr(" \n", p[-1]) || (p - shown >= 2 && strncmp(p - 2, "-]", 2) == 0);
+        if (strncmp(p, "{+", 2) == 0 || strncmp(p, "[-", 2) == 0) whole_words &= word_start;
+        if (strncmp(p, "+}", 2) == 0) whole_words &= p[2] == '\0' || strchr(" \n", p[2]) != NULL;
+        if (strncmp(p, "-]", 2) == 0) whole_words &= strncmp(p + 2, "[-", 2) == 0 || strncmp(p + 2, "{+", 2) == 0;
+        if (strncmp(p, "[-", 2) == 0) one_line &= strcspn(p, "\n") > (size_t)(strstr(p, "-]") - p);
+    }
+    CHECK(whole_words && one_line, "marks inside words or across lines: \"%s\"", shown);
+    CHECK(count_lines(err) == 1 && strstr(err, "{+word+}") && strstr(err, "[-word-]"), "legend: \"%s\"", err);
     free(plain), free(ids), free(text), free(shown), free(decoded), free(err);
+}
+
+// ---- the printer (report.c), fed tokens of the GPT-2 vocabulary directly ----------------------------------------
+
+typedef struct {
+    const char *text;   // the token's exact bytes
+    TokenKind kind;
+} Fed;
+
+// What the printer writes for these tokens (with --show, plain marks), finished.
+static char *printed(const Tokenizer *tok, const Fed *fed, int n) {
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    Err err = {{0}};
+    Printer pr;
+    printer_init(&pr, f, tok, true, false, &err);
+    for (int i = 0; i < n; i++) {
+        int id = tokenizer_find(tok, fed[i].text);
+        CHECK(id >= 0, "\"%s\" is not a GPT-2 token", fed[i].text);
+        on_token(&pr, id, fed[i].kind);
+    }
+    printer_finish(&pr);
+    printer_free(&pr);
+    fclose(f);
+    return buf;
+}
+
+TEST(printer_marks_whole_words) {
+    Tokenizer tok;
+    Err err = {{0}};
+    CHECK(tokenizer_load_dir(&tok, GPT2_FILES, &err) == 0, "%s", err.msg);
+    const TokenKind A = TOKEN_ACCEPTED, R = TOKEN_REJECTED;
+    struct {
+        Fed fed[8];
+        int n;
+        const char *want;
+    } cases[] = {
+        // A draft and its correction that both start a word: the marks sit on that word, not on its space.
+        {{{"for", A}, {" i", A}, {" in", A}, {" range", R}, {" base", TOKEN_RESAMPLED}, {":", TOKEN_BONUS}}, 6,
+         "for i in [-range-]{+base:+}\n"},
+        // Inside a word: the whole word, as the draft would have had it and as it is.
+        {{{" the", A}, {" enum", A}, {"era", R}, {"erate", TOKEN_RESAMPLED}, {" x", A}}, 5,
+         " the [-enumera-]{+enumerate+} x\n"},
+        // A draft that would have continued the word, against a correction that ends it.
+        {{{" x", A}, {"y", R}, {"\n", TOKEN_RESAMPLED}, {"z", TOKEN_TARGET}}, 4, " [-xy-]{+x+}\n{+z+}\n"},
+        // Whitespace in a rejected draft is written out, so that it does not break the line.
+        {{{" a", A}, {"\n\n", R}, {" b", TOKEN_RESAMPLED}}, 3, " a [-\\n\\n-]{+b+}\n"},
+        // Without rejections, the target's words are marked and accepted ones are not.
+        {{{" one", A}, {" two", TOKEN_BONUS}, {" three", A}}, 3, " one {+two+} three\n"},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        char *got = printed(&tok, cases[c].fed, cases[c].n);
+        CHECK(strcmp(got, cases[c].want) == 0, "case %zu: got \"%s\", want \"%s\"", c, got, cases[c].want);
+        free(got);
+    }
+    tokenizer_free(&tok);
+}
+
+TEST(printer_streams_round_by_round) {
+    // The text reaches the pipe when a round ends with the target's token, not before.
+    Tokenizer tok;
+    Err err = {{0}};
+    CHECK(tokenizer_load_dir(&tok, GPT2_FILES, &err) == 0, "%s", err.msg);
+    int fds[2];
+    CHECK(pipe(fds) == 0, "pipe");
+    fcntl(fds[0], F_SETFL, O_NONBLOCK);
+    FILE *f = fdopen(fds[1], "w");
+    setvbuf(f, NULL, _IOFBF, 1 << 16);
+    Printer pr;
+    printer_init(&pr, f, &tok, false, false, &err);
+    char buf[256];
+    on_token(&pr, tokenizer_find(&tok, "Hello"), TOKEN_ACCEPTED);
+    on_token(&pr, tokenizer_find(&tok, " world"), TOKEN_ACCEPTED);
+    CHECK(read(fds[0], buf, sizeof buf) < 0, "text written before the round ended");
+    on_token(&pr, tokenizer_find(&tok, ","), TOKEN_BONUS);
+    ssize_t n = read(fds[0], buf, sizeof buf);
+    CHECK(n == 12 && memcmp(buf, "Hello world,", 12) == 0, "after the round: %zd bytes", n);
+    printer_free(&pr);
+    fclose(f);
+    close(fds[0]);
+    tokenizer_free(&tok);
 }
