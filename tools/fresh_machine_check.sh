@@ -9,7 +9,9 @@
 #
 # usage (as root, on a Debian or Ubuntu host with network access to the Debian mirror and the npm registry):
 #   tools/fresh_machine_check.sh [-w WORKDIR] [-m MIRROR] [SCENARIO...]     (default: all three, in /tmp/fresh)
-# The minbase system is built once into WORKDIR/base (apt-get install debootstrap); each scenario's copy is
+# Behind a proxy that intercepts TLS, npm must trust the proxy's certificate: the host's own additions to its
+# certificate store (/usr/local/share/ca-certificates/*.crt) are copied into each system and given to Node.js
+# through NODE_EXTRA_CA_CERTS, as a user behind such a proxy would have to. The minbase system is built once into WORKDIR/base (apt-get install debootstrap); each scenario's copy is
 # WORKDIR/<scenario>, its log WORKDIR/<scenario>.log. The repository is cloned from its committed HEAD.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -49,11 +51,13 @@ run_step() {
     before=$(packages_mb "$root")
     start=$(date +%s.%N)
     set +e
+    local ca=()
+    [ ! -s "$root/etc/host-extra-ca.pem" ] || ca=(NODE_EXTRA_CA_CERTS=/etc/host-extra-ca.pem)
     if [ "$who" = root ]; then
-        chroot "$root" /usr/bin/env -i HOME=/root PATH=/usr/sbin:/usr/bin:/sbin:/bin TERM=dumb \
+        chroot "$root" /usr/bin/env -i HOME=/root PATH=/usr/sbin:/usr/bin:/sbin:/bin TERM=dumb "${ca[@]}" \
             bash -c "cd /root/specdec && $command"
     else
-        chroot --userspec=user:user "$root" /usr/bin/env -i HOME=/home/user PATH=/usr/bin:/bin TERM=dumb \
+        chroot --userspec=user:user "$root" /usr/bin/env -i HOME=/home/user PATH=/usr/bin:/bin TERM=dumb "${ca[@]}" \
             bash -c "cd /home/user/specdec && $command"
     fi
     status=$?
@@ -70,6 +74,7 @@ scenario() {
     rm -rf "$root"
     cp -a "$work/base" "$root"
     cp /etc/resolv.conf "$root/etc/resolv.conf"
+    cat /usr/local/share/ca-certificates/*.crt > "$root/etc/host-extra-ca.pem" 2>/dev/null || true
     mount -t proc proc "$root/proc"
     trap 'umount "'"$root"'/proc" 2>/dev/null || true' RETURN
     echo "== $name: $(chroot "$root" cat /etc/debian_version), Debian packages $(packages_mb "$root") MB" >&3

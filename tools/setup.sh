@@ -2,7 +2,7 @@
 # Installs what specdec needs on Debian 12, and only what is missing (safe to run again):
 #
 #   tools/setup.sh           to build and run: a C compiler, make, pkg-config, and the libraries' development
-#                            packages (OpenBLAS with its single-threaded build, xxHash, Jansson, utf8proc)
+#                            packages (OpenBLAS's single-threaded build, xxHash, Jansson, utf8proc)
 #   tools/setup.sh --test    also the tests' oracles and tools: Node.js and npm, then the npm packages of the
 #                            tokenizer oracle (tests/oracle, pinned by its lock file), and the aarch64 cross
 #                            compiler and qemu-user for the NEON kernel tests (make test-neon)
@@ -24,8 +24,9 @@ case "${1:-}" in
     *) echo "$usage" >&2; exit 2 ;;
 esac
 
-packages=(build-essential pkg-config libopenblas-dev libopenblas-serial-dev libxxhash-dev libjansson-dev
-          libutf8proc-dev)
+# gcc, make and libc6-dev rather than build-essential, which adds g++ and dpkg-dev (with Perl): 100 MB unused.
+# OpenBLAS: only the single-threaded build, which is the one the Makefile links (see there why).
+packages=(gcc make libc6-dev pkg-config libopenblas-serial-dev libxxhash-dev libjansson-dev libutf8proc-dev)
 if [ $level != run ]; then
     packages+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user)  # make test-neon
     command -v node >/dev/null && command -v npm >/dev/null || packages+=(nodejs npm)  # the tokenizer oracle

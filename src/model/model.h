@@ -14,10 +14,13 @@
 #include "model/kvcache.h"
 #include "base/threads.h"
 
-// A linear layer y = x Wᵀ + b, with W stored [n_out, n_in] row-major (as torch.nn.Linear), 64-byte aligned,
-// in its checkpoint's dtype. GPT-2's Conv1D weights are [n_in, n_out] on disk and are transposed once at load.
+// A linear layer y = x Wᵀ + b. W is the matrix [n_out, n_in] of torch.nn.Linear (GPT-2's Conv1D weights, [n_in,
+// n_out] on disk, are transposed once at load), kept in its checkpoint's dtype, 64-byte aligned, in the layout of
+// the selected kernels (Kernels.panels, kernels.h): rows, [n_out, n_in] row-major; or panels, [⌈n_out/4⌉,
+// ⌈n_in/16⌉, 4, 16] — 4 rows at a time, their 16-weight slices alternating, zero-padded — with W[j, i] at
+// weight_index(). The shapes in the comments below are those of the matrix W, whatever its layout.
 typedef struct {
-    const void *w;      // [n_out, n_in], dtype `type`
+    const void *w;      // W [n_out, n_in] in the kernels' layout: weight_elements() elements of dtype `type`
     WeightType type;
     int n_out, n_in;
     const float *bias;  // [n_out], or NULL
