@@ -77,7 +77,8 @@ scenario() {
     cat /usr/local/share/ca-certificates/*.crt > "$root/etc/host-extra-ca.pem" 2>/dev/null || true
     mount -t proc proc "$root/proc"
     trap 'umount "'"$root"'/proc" 2>/dev/null || true' RETURN
-    echo "== $name: $(chroot "$root" cat /etc/debian_version), Debian packages $(packages_mb "$root") MB" >&3
+    echo "== $name: Debian $(chroot "$root" cat /etc/debian_version) minbase, packages $(packages_mb "$root") MB," \
+         "specdec $(git -C "$repo" rev-parse --short HEAD)" >&3
     if [ "$name" = root ]; then
         home=/root
     else
@@ -109,7 +110,7 @@ scenario() {
 }
 
 exec 3> >(tee -a "$work/summary.txt")
-echo "fresh_machine_check at $(git -C "$repo" rev-parse --short HEAD), $(date -u +%FT%TZ)" >&3
+echo "fresh_machine_check, $(date -u +%FT%TZ)" >&3
 failed=0
 for s in "${scenarios[@]}"; do
     scenario "$s" > "$work/$s.log" 2>&1 || { echo "FAIL: $s (see $work/$s.log)" >&3; failed=1; }

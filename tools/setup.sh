@@ -51,7 +51,7 @@ if [ ${#missing[@]} -gt 0 ]; then
         echo "tools/setup.sh: these Debian packages are missing: ${missing[*]}" >&2
         echo "tools/setup.sh: installing them needs root, and there is no sudo here; as root, run" >&2
         echo "    apt-get update && apt-get install --no-install-recommends ${missing[*]}" >&2
-        echo "tools/setup.sh: (or run tools/setup.sh $* as root), then run this again" >&2
+        echo "tools/setup.sh: (or run tools/setup.sh${1:+ $1} as root), then run this again" >&2
         exit 1
     fi
     echo "tools/setup.sh: installing ${missing[*]}" >&2
