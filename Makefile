@@ -6,7 +6,8 @@
 #   make test               build and run the test suite; ends with "N passed, N failed"
 #   make test-neon          cross-build the kernel tests for aarch64 and run them under qemu-user
 #   make bench              the benchmark harness (bench/): tables on stdout, JSON and plots in bench/results/
-#                           (QUICK=1: about a minute; BENCH_ARGS="--suite decode -m DIR ..." for run-bench options)
+#                           (QUICK=1: 1.5–3 minutes on 2 idle cores; BENCH_ARGS="--suite decode -m DIR ..."
+#                           for run-bench options)
 #   make weights            train and export the default model pair to weights/pystd (hours; resumes)
 
 CC       ?= cc

@@ -39,7 +39,7 @@ static const Option OPTIONS[] = {
     {"prompts", 0, OPT_INT, FIELD(opt.prompts), 1, 100000, "held-out prompts for the speculative suite (default "
                                                            "all; --quick 6)"},
     {"tokens", 'n', OPT_INT, FIELD(opt.tokens), 1, 1 << 20, "tokens generated per prompt (default 128; --quick 48)"},
-    {"quick", 'q', OPT_FLAG, FIELD(opt.quick), 0, 0, "fewer rounds, prompts and tokens: about a minute"},
+    {"quick", 'q', OPT_FLAG, FIELD(opt.quick), 0, 0, "fewer rounds, prompts and tokens: 1.5-3 minutes on 2 idle cores"},
     {"threads", 't', OPT_INT, FIELD(opt.threads), 1, 1024, "worker threads (default: all cores)"},
     {"out", 'o', OPT_STRING, FIELD(opt.out_dir), 0, 0, "folder for the JSON, Markdown and PNG files (default "
                                                        "bench/results)"},

@@ -56,7 +56,8 @@ static void append_escaped(char **buf, size_t *len, size_t *cap, const char *byt
     for (size_t i = 0; i < n_valid; i++) {
         unsigned char c = (unsigned char)valid[i];
         char esc[8];
-        if (c == '\n' || c == '\t' || c == '\r') snprintf(esc, sizeof esc, "\\%c", c == '\n' ? 'n' : c == '\t' ? 't' : 'r');
+        if (c == '\n' || c == '\t' || c == '\r')
+            snprintf(esc, sizeof esc, "\\%c", c == '\n' ? 'n' : c == '\t' ? 't' : 'r');
         else if (c < 0x20 || c == 0x7f) snprintf(esc, sizeof esc, "\\x%02x", c);
         else esc[0] = (char)c, esc[1] = '\0';
         append(buf, len, cap, esc, strlen(esc));
@@ -76,7 +77,8 @@ static void print_word(Printer *pr) {
 // Plain marks: the rejected draft held in pr->rejected becomes "[-word start + draft-]" before the current word.
 static void add_rejection(Printer *pr, bool with_word_start) {
     append(&pr->rejections, &pr->rejections_len, &pr->rejections_cap, "[-", 2);
-    if (with_word_start && pr->word_len) append(&pr->rejections, &pr->rejections_len, &pr->rejections_cap, pr->word, pr->word_len);
+    if (with_word_start && pr->word_len)
+        append(&pr->rejections, &pr->rejections_len, &pr->rejections_cap, pr->word, pr->word_len);
     append_escaped(&pr->rejections, &pr->rejections_len, &pr->rejections_cap, pr->rejected, pr->rejected_len);
     append(&pr->rejections, &pr->rejections_len, &pr->rejections_cap, "-]", 2);
     pr->word_marked = true;
