@@ -68,8 +68,11 @@ static void append_escaped(char **buf, size_t *len, size_t *cap, const char *byt
 // Plain marks: prints the word built so far, after the rejected drafts that went into it.
 static void print_word(Printer *pr) {
     if (pr->rejections_len) fwrite(pr->rejections, 1, pr->rejections_len, pr->out);
-    if (pr->word_marked && pr->word_len) fprintf(pr->out, "{+%s+}", pr->word);
-    else if (pr->word_len) fwrite(pr->word, 1, pr->word_len, pr->out);
+    if (pr->word_len) {  // fwrite, not %s: a token may hold a NUL byte
+        if (pr->word_marked) fputs("{+", pr->out);
+        fwrite(pr->word, 1, pr->word_len, pr->out);
+        if (pr->word_marked) fputs("+}", pr->out);
+    }
     pr->word_len = pr->rejections_len = 0;
     pr->word_marked = false;
 }
