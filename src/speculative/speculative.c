@@ -43,9 +43,15 @@ static void model_rollback(Drafter *self, int n) {
     if (d->cache.len > n) kv_truncate(&d->cache, n);
 }
 
+static int model_check(Drafter *self, const int *context, int n_prefill, Err *err) {
+    ModelDrafter *d = (ModelDrafter *)self;
+    return model_check_rollback(d->model, &d->cache, &d->check, context, n_prefill, "draft", err);
+}
+
 int model_drafter_init(ModelDrafter *d, Model *draft, const SamplingParams *sampling, Rng *rng, float p_min,
                        Err *err) {
-    *d = (ModelDrafter){.base = {.prefill = model_prefill, .propose = model_propose, .rollback = model_rollback},
+    *d = (ModelDrafter){.base = {.prefill = model_prefill, .propose = model_propose, .rollback = model_rollback,
+                                 .check_rollback = model_check},
                         .model = draft, .sampling = *sampling, .rng = rng, .p_min = p_min};
     d->logits = malloc(sizeof(float) * draft->cfg.vocab_size);
     if (!d->logits) return err_fmt(err, "out of memory for the draft's logits");
@@ -54,6 +60,7 @@ int model_drafter_init(ModelDrafter *d, Model *draft, const SamplingParams *samp
 
 void model_drafter_free(ModelDrafter *d) {
     kv_free(&d->cache);
+    rollback_check_free(&d->check);
     free(d->logits);
     d->logits = NULL;
 }
@@ -147,6 +154,19 @@ static int choose_gamma(const SpecParams *params, GammaState *g, bool have_draft
 
 // ---- the scheduler ------------------------------------------------------------------------------------------
 
+#ifdef SPECDEC_DEBUG
+enum { CHECK_ROLLBACKS = 1 };  // make BUILD=debug: every rollback is checked against a recomputation
+#else
+enum { CHECK_ROLLBACKS = 0 };
+#endif
+
+// Step 5 checked: both caches against a forward over the committed tokens that no rollback touches (rollback_check.c).
+static int check_rollback(Model *target, KVCache *cache, RollbackCheck *check, Drafter *drafter, const int *context,
+                          int n_prefill, Err *err) {
+    if (model_check_rollback(target, cache, check, context, n_prefill, "target", err)) return -1;
+    return drafter && drafter->check_rollback ? drafter->check_rollback(drafter, context, n_prefill, err) : 0;
+}
+
 // Buffers of one round: the verify forward's logits and the distributions p_1..p_{γ+1}, q_1..q_γ.
 typedef struct {
     float *logits;      // [γ + 1, V]
@@ -180,6 +200,7 @@ int speculative_generate(Model *target, Drafter *drafter, const int *prompt, int
         return err_fmt(err, "the prompt has %d tokens but the model's context is %d positions, which leaves no room "
                        "to generate", n_prompt, n_ctx);
     KVCache cache;
+    RollbackCheck check = {0};  // the debug build's (CHECK_ROLLBACKS)
     if (model_kv_init(target, &cache, err)) return -1;
     Buffers b = {malloc(sizeof(float) * (GAMMA_MAX + 1) * V), malloc(sizeof(double) * (GAMMA_MAX + 1) * V),
                  malloc(sizeof(double) * GAMMA_MAX * V), malloc(sizeof(double) * V),
@@ -295,6 +316,8 @@ int speculative_generate(Model *target, Drafter *drafter, const int *prompt, int
         // 5. Roll back both caches to the committed tokens but the newest, which the next round feeds first.
         kv_truncate(&cache, n - 1);
         if (drafter) drafter->rollback(drafter, n - 1);
+        if (CHECK_ROLLBACKS && check_rollback(target, &cache, &check, drafter, b.context, n_prompt - 1, err))
+            goto done;
         if (params->policy == GAMMA_HEURISTIC) {
             g.heuristic_gamma += n_accepted == k && k > 0 ? 2 : -1;
             g.heuristic_gamma = g.heuristic_gamma < 1 ? 1 : g.heuristic_gamma > GAMMA_MAX ? GAMMA_MAX : g.heuristic_gamma;
@@ -315,6 +338,7 @@ int speculative_generate(Model *target, Drafter *drafter, const int *prompt, int
     rc = 0;
 done:
     kv_free(&cache);
+    rollback_check_free(&check);
     free(b.logits);
     free(b.p);
     free(b.q);
