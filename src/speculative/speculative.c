@@ -176,6 +176,17 @@ typedef struct {
     int *context;       // prompt and emitted tokens
 } Buffers;
 
+// The token that ends a round and its kind, for the trace: the first accepted draft that is the end-of-text token
+// (generation stops there: nothing after it is used), or else the target's token `next`, of kind `*kind`.
+static int round_end(const int *draft, int n_accepted, int next, int eos_id, TokenKind *kind) {
+    for (int i = 0; i < n_accepted; i++)
+        if (draft[i] == eos_id) {
+            *kind = TOKEN_ACCEPTED;
+            return draft[i];
+        }
+    return next;
+}
+
 static void trace_round(FILE *f, int round, int gamma, const int *draft, const double *p_x, const double *q_x,
                         const double *r, int n_accepted, int token, TokenKind kind, double residual_mass) {
     fprintf(f, "{\"round\": %d, \"gamma\": %d, \"drafted\": [", round, gamma);
@@ -186,8 +197,11 @@ static void trace_round(FILE *f, int round, int gamma, const int *draft, const d
         fprintf(f, "], \"%s\": [", names[c]);
         for (int i = 0; i < gamma; i++) fprintf(f, "%s%.6g", i ? ", " : "", columns[c][i]);
     }
+    static const char *const kind_names[] = {[TOKEN_ACCEPTED] = "accepted", [TOKEN_REJECTED] = "rejected",
+                                             [TOKEN_RESAMPLED] = "resampled", [TOKEN_BONUS] = "bonus",
+                                             [TOKEN_TARGET] = "target"};
     fprintf(f, "], \"accepted\": %d, \"token\": %d, \"kind\": \"%s\", \"residual_mass\": %.6g}\n", n_accepted, token,
-            kind == TOKEN_RESAMPLED ? "resampled" : kind == TOKEN_BONUS ? "bonus" : "target", residual_mass);
+            kind_names[kind], residual_mass);
 }
 
 int speculative_generate(Model *target, Drafter *drafter, const int *prompt, int n_prompt,
@@ -292,9 +306,12 @@ int speculative_generate(Model *target, Drafter *drafter, const int *prompt, int
         }
         if (next < 0) next = sampling_draw(b.p + (size_t)k * V, V, rng_uniform(rng));
         stats->accepted += n_accepted;
-        if (params->trace)
-            trace_round(params->trace, stats->rounds, k, tokens + 1, p_x, q_x, r, n_accepted, next, kind,
+        if (params->trace) {
+            TokenKind end_kind = kind;
+            int end = round_end(tokens + 1, n_accepted, next, params->eos_id, &end_kind);
+            trace_round(params->trace, stats->rounds, k, tokens + 1, p_x, q_x, r, n_accepted, end, end_kind,
                         residual_mass);
+        }
 
         // Emit x_1..x_n and the next token, stopping at the end-of-text id or at max_tokens. A rejected draft is
         // shown (never emitted) just before the correction that replaces it, as in the paper's Figure 1.

@@ -379,6 +379,47 @@ TEST(speculative_debug_build_checks_every_rollback) {
     pair_close(&pair);
 }
 
+// The trace names the token that ended each round. An accepted draft that is the end-of-text token ends the
+// generation: the trace reports it as an accepted draft, not the bonus token drawn after it (never used).
+TEST(speculative_trace_reports_an_accepted_end_of_text) {
+    Pair pair;
+    pair_open(&pair, 97, 64, 1, 0.3f);
+    const int prompt[] = {5, 6, 7};
+    SpecParams params = {.sampling = {.temperature = 0, .top_p = 1}, .policy = GAMMA_FIXED, .gamma = 4,
+                         .max_tokens = 30, .eos_id = -1};
+    int full[30], out[30], n_out;
+    SpecStats stats;
+    const int n_full = generate(&pair, prompt, 3, &params, 1, full, &stats, false);
+    // The target as its own draft accepts every draft: round r emits tokens 5r..5r+3 as drafts, 5r+4 as the
+    // bonus. The end-of-text id: a token whose first occurrence is a draft.
+    int first = -1;
+    for (int j = 0; j < n_full - 5 && first < 0; j++) {
+        int at = 0;
+        while (full[at] != full[j]) at++;
+        if (at % 5 != 4) first = at;
+    }
+    CHECK(first >= 0, "no token of the greedy output falls on a draft");
+    params.eos_id = full[first];
+    params.trace = tmpfile();
+    Rng rng;
+    rng_seed(&rng, 1);
+    ModelDrafter self;
+    Err err;
+    CHECK(model_drafter_init(&self, &pair.target, &params.sampling, &rng, 0.0f, &err) == 0, "%s", err.msg);
+    CHECK(speculative_generate(&pair.target, &self.base, prompt, 3, &params, &rng, out, &n_out, &stats, &err) == 0,
+          "%s", err.msg);
+    model_drafter_free(&self);
+    CHECK(n_out == first && stats.accepted == stats.drafted, "%d tokens before the end-of-text at %d; %d of %d "
+          "drafts accepted", n_out, first, stats.accepted, stats.drafted);
+    char line[4096] = "", last[4096] = "", want[64];
+    rewind(params.trace);
+    while (fgets(line, sizeof line, params.trace)) strcpy(last, line);
+    fclose(params.trace);
+    snprintf(want, sizeof want, "\"token\": %d, \"kind\": \"accepted\"", params.eos_id);
+    CHECK(strstr(last, want), "the last round ended at the accepted end-of-text %d: \"%s\"", params.eos_id, last);
+    pair_close(&pair);
+}
+
 TEST(speculative_predicted_speedup) {
     // Theorem 3.8 at its corners: α = 0 gains nothing and pays γc; α → 1 gains γ + 1.
     CHECK(fabs(spec_predicted_speedup(0.0, 4, 0.1) - 1.0 / 1.4) < 1e-12, "alpha 0");
