@@ -4,7 +4,8 @@
 //   - greedy: speculative output equals target-only output token for token, for any γ and thread count;
 //   - sampled: the joint distribution of the first 3 tokens over many seeds matches the target's exact
 //     distribution (a chi-square test), at temperature 1 and with top-k / top-p;
-//   - the edge cases: end-of-text inside a draft, -n reached mid-round, the context limit.
+//   - the edge cases: end-of-text inside a draft, -n reached mid-round, the context limit;
+//   - the trace names an accepted end-of-text draft as such, and the debug build checks every rollback.
 //
 // The models are tiny random GPT-2s written at test time (random_checkpoint.h). A draft with the target's seed
 // and fewer layers shares the target's embeddings and first blocks, so it agrees with the target often but not
