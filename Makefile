@@ -1,7 +1,8 @@
 # specdec — build, test and benchmark.
 #
 #   make                    release build: build/release/specdec
-#   make BUILD=debug        -O0 -g, plus the debug-only consistency checks (SPECDEC_DEBUG)
+#   make BUILD=debug        -O0 -g, plus the rollback check (SPECDEC_DEBUG): after every KV rollback, both models'
+#                           caches are compared bit for bit with a forward over the committed tokens
 #   make SANITIZE=1 ...     the same with AddressSanitizer + UndefinedBehaviorSanitizer (build/<variant>-san/)
 #   make test               build and run the test suite; ends with "N passed, N failed"
 #   make test-neon          cross-build the kernel tests for aarch64 and run them under qemu-user

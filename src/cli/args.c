@@ -34,7 +34,7 @@ static const Option options[] = {
     {"print-ids", 0, OPT_FLAG, FIELD(print_ids), 0, 0, "print the generated ids instead of text"},
     {"stats", 0, OPT_FLAG, FIELD(stats), 0, 0, "print one JSON line of statistics on stderr"},
     {"show", 0, OPT_FLAG, FIELD(show), 0, 0, "mark accepted, rejected and target tokens (colour on a terminal)"},
-    {"trace", 0, OPT_STRING, FIELD(trace), 0, 0, "write one JSON line per speculative round to FILE"},
+    {"trace", 0, OPT_STRING, FIELD(trace), 0, 0, "write one JSON line per speculative round to FILE (- for stderr)"},
     {"compare", 0, OPT_FLAG, FIELD(compare), 0, 0, "also run target-only decoding and compare speeds"},
     {"allow-special", 0, OPT_FLAG, FIELD(allow_special), 0, 0, "\"<|endoftext|>\" in text is the special token"},
     {"all", 0, OPT_FLAG, FIELD(all), 0, 0, "logits of every position, not only the last"},

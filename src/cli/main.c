@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "checkpoint/safetensors.h"
@@ -68,6 +69,29 @@ static int parse_gamma(const char *text, SpecParams *params, Err *err) {
     return 0;
 }
 
+// The --trace stream. "-" is standard error. A path naming the file, pipe or terminal that stderr or stdout already
+// writes to (/dev/stderr, say) is that stream: opened anew it would have a file offset of its own, and the two
+// would overwrite each other's lines (the statistics line was lost that way). Any other path is created, or
+// truncated only if it is a regular file: a FIFO or a device is opened for appending.
+static int open_trace(const char *path, FILE **trace, Err *err) {
+    if (strcmp(path, "-") == 0) {
+        *trace = stderr;
+        return 0;
+    }
+    struct stat named, standard;
+    const bool exists = stat(path, &named) == 0;
+    FILE *const streams[] = {stderr, stdout};
+    for (int i = 0; i < 2 && exists; i++)
+        if (fstat(fileno(streams[i]), &standard) == 0 && named.st_dev == standard.st_dev &&
+            named.st_ino == standard.st_ino) {
+            *trace = streams[i];
+            return 0;
+        }
+    if (!(*trace = fopen(path, !exists || S_ISREG(named.st_mode) ? "w" : "a")))
+        return err_fmt(err, "%s: cannot write the trace: %s", path, strerror(errno));
+    return 0;
+}
+
 static int cmd_generate(const Args *args, Err *err) {
     const char *target_dir, *draft_dir;
     if (model_dirs(args, &target_dir, &draft_dir, err)) return -1;
@@ -99,10 +123,7 @@ static int cmd_generate(const Args *args, Err *err) {
                     s.target.cfg.vocab_size, target_dir);
             goto done;
         }
-    if (args->trace && !(trace = fopen(args->trace, "w"))) {
-        err_fmt(err, "%s: cannot write the trace: %s", args->trace, strerror(errno));
-        goto done;
-    }
+    if (args->trace && open_trace(args->trace, &trace, err)) goto done;
     params.eos_id = s.target.cfg.eos_token_id;
     params.trace = trace;
     params.on_token = on_token;
@@ -133,7 +154,7 @@ static int cmd_generate(const Args *args, Err *err) {
         goto done;
     rc = 0;
 done:
-    if (trace) fclose(trace);
+    if (trace && trace != stderr && trace != stdout) fclose(trace);
     printer_free(&printer);
     if (drafter.logits) model_drafter_free(&drafter);
     if (have_tok) tokenizer_free(&tok);

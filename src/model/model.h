@@ -68,4 +68,21 @@ int model_forward(Model *model, KVCache *cache, const int *tokens, int T, float 
 // A cache sized for this model.
 int model_kv_init(const Model *model, KVCache *cache, Err *err);
 
+// The rollback check (rollback_check.c): compares a cache after a rollback with a forward over the committed tokens
+// in a cache of its own, and returns −1 with an error naming `name` (the model), the position and the largest
+// difference if anything differs. cache holds tokens[0..cache->len); tokens[cache->len] is the next committed token
+// (needed unless the cache is full); the cache received its first n_prefill tokens (≤ cache->len) in one forward,
+// the prompt's prefill. `check` starts zeroed and serves one cache, over one sequence of committed tokens, until
+// rollback_check_free. The debug build (SPECDEC_DEBUG) runs it after every rollback of either model
+// (speculative.c); it is compiled, and tested, in both builds. The cache keeps its length and its rows [0, len).
+typedef struct {
+    KVCache fresh;      // the committed tokens' rows, computed without rollbacks
+    int *fed;           // [P]: the tokens `fresh` holds
+    float *want, *got;  // [V]: logits from `fresh`, from the checked cache
+} RollbackCheck;
+
+int model_check_rollback(Model *model, KVCache *cache, RollbackCheck *check, const int *tokens, int n_prefill,
+                         const char *name, Err *err);
+void rollback_check_free(RollbackCheck *check);
+
 #endif

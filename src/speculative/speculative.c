@@ -43,9 +43,15 @@ static void model_rollback(Drafter *self, int n) {
     if (d->cache.len > n) kv_truncate(&d->cache, n);
 }
 
+static int model_check(Drafter *self, const int *context, int n_prefill, Err *err) {
+    ModelDrafter *d = (ModelDrafter *)self;
+    return model_check_rollback(d->model, &d->cache, &d->check, context, n_prefill, "draft", err);
+}
+
 int model_drafter_init(ModelDrafter *d, Model *draft, const SamplingParams *sampling, Rng *rng, float p_min,
                        Err *err) {
-    *d = (ModelDrafter){.base = {.prefill = model_prefill, .propose = model_propose, .rollback = model_rollback},
+    *d = (ModelDrafter){.base = {.prefill = model_prefill, .propose = model_propose, .rollback = model_rollback,
+                                 .check_rollback = model_check},
                         .model = draft, .sampling = *sampling, .rng = rng, .p_min = p_min};
     d->logits = malloc(sizeof(float) * draft->cfg.vocab_size);
     if (!d->logits) return err_fmt(err, "out of memory for the draft's logits");
@@ -54,6 +60,7 @@ int model_drafter_init(ModelDrafter *d, Model *draft, const SamplingParams *samp
 
 void model_drafter_free(ModelDrafter *d) {
     kv_free(&d->cache);
+    rollback_check_free(&d->check);
     free(d->logits);
     d->logits = NULL;
 }
@@ -147,6 +154,19 @@ static int choose_gamma(const SpecParams *params, GammaState *g, bool have_draft
 
 // ---- the scheduler ------------------------------------------------------------------------------------------
 
+#ifdef SPECDEC_DEBUG
+enum { CHECK_ROLLBACKS = 1 };  // make BUILD=debug: every rollback is checked against a recomputation
+#else
+enum { CHECK_ROLLBACKS = 0 };
+#endif
+
+// Step 5 checked: both caches against a forward over the committed tokens that no rollback touches (rollback_check.c).
+static int check_rollback(Model *target, KVCache *cache, RollbackCheck *check, Drafter *drafter, const int *context,
+                          int n_prefill, Err *err) {
+    if (model_check_rollback(target, cache, check, context, n_prefill, "target", err)) return -1;
+    return drafter && drafter->check_rollback ? drafter->check_rollback(drafter, context, n_prefill, err) : 0;
+}
+
 // Buffers of one round: the verify forward's logits and the distributions p_1..p_{γ+1}, q_1..q_γ.
 typedef struct {
     float *logits;      // [γ + 1, V]
@@ -155,6 +175,17 @@ typedef struct {
     double *residual;   // [V]
     int *context;       // prompt and emitted tokens
 } Buffers;
+
+// The token that ends a round and its kind, for the trace: the first accepted draft that is the end-of-text token
+// (generation stops there: nothing after it is used), or else the target's token `next`, of kind `*kind`.
+static int round_end(const int *draft, int n_accepted, int next, int eos_id, TokenKind *kind) {
+    for (int i = 0; i < n_accepted; i++)
+        if (draft[i] == eos_id) {
+            *kind = TOKEN_ACCEPTED;
+            return draft[i];
+        }
+    return next;
+}
 
 static void trace_round(FILE *f, int round, int gamma, const int *draft, const double *p_x, const double *q_x,
                         const double *r, int n_accepted, int token, TokenKind kind, double residual_mass) {
@@ -166,8 +197,11 @@ static void trace_round(FILE *f, int round, int gamma, const int *draft, const d
         fprintf(f, "], \"%s\": [", names[c]);
         for (int i = 0; i < gamma; i++) fprintf(f, "%s%.6g", i ? ", " : "", columns[c][i]);
     }
+    static const char *const kind_names[] = {[TOKEN_ACCEPTED] = "accepted", [TOKEN_REJECTED] = "rejected",
+                                             [TOKEN_RESAMPLED] = "resampled", [TOKEN_BONUS] = "bonus",
+                                             [TOKEN_TARGET] = "target"};
     fprintf(f, "], \"accepted\": %d, \"token\": %d, \"kind\": \"%s\", \"residual_mass\": %.6g}\n", n_accepted, token,
-            kind == TOKEN_RESAMPLED ? "resampled" : kind == TOKEN_BONUS ? "bonus" : "target", residual_mass);
+            kind_names[kind], residual_mass);
 }
 
 int speculative_generate(Model *target, Drafter *drafter, const int *prompt, int n_prompt,
@@ -180,6 +214,7 @@ int speculative_generate(Model *target, Drafter *drafter, const int *prompt, int
         return err_fmt(err, "the prompt has %d tokens but the model's context is %d positions, which leaves no room "
                        "to generate", n_prompt, n_ctx);
     KVCache cache;
+    RollbackCheck check = {0};  // the debug build's (CHECK_ROLLBACKS)
     if (model_kv_init(target, &cache, err)) return -1;
     Buffers b = {malloc(sizeof(float) * (GAMMA_MAX + 1) * V), malloc(sizeof(double) * (GAMMA_MAX + 1) * V),
                  malloc(sizeof(double) * GAMMA_MAX * V), malloc(sizeof(double) * V),
@@ -271,9 +306,12 @@ int speculative_generate(Model *target, Drafter *drafter, const int *prompt, int
         }
         if (next < 0) next = sampling_draw(b.p + (size_t)k * V, V, rng_uniform(rng));
         stats->accepted += n_accepted;
-        if (params->trace)
-            trace_round(params->trace, stats->rounds, k, tokens + 1, p_x, q_x, r, n_accepted, next, kind,
+        if (params->trace) {
+            TokenKind end_kind = kind;
+            int end = round_end(tokens + 1, n_accepted, next, params->eos_id, &end_kind);
+            trace_round(params->trace, stats->rounds, k, tokens + 1, p_x, q_x, r, n_accepted, end, end_kind,
                         residual_mass);
+        }
 
         // Emit x_1..x_n and the next token, stopping at the end-of-text id or at max_tokens. A rejected draft is
         // shown (never emitted) just before the correction that replaces it, as in the paper's Figure 1.
@@ -295,6 +333,8 @@ int speculative_generate(Model *target, Drafter *drafter, const int *prompt, int
         // 5. Roll back both caches to the committed tokens but the newest, which the next round feeds first.
         kv_truncate(&cache, n - 1);
         if (drafter) drafter->rollback(drafter, n - 1);
+        if (CHECK_ROLLBACKS && check_rollback(target, &cache, &check, drafter, b.context, n_prompt - 1, err))
+            goto done;
         if (params->policy == GAMMA_HEURISTIC) {
             g.heuristic_gamma += n_accepted == k && k > 0 ? 2 : -1;
             g.heuristic_gamma = g.heuristic_gamma < 1 ? 1 : g.heuristic_gamma > GAMMA_MAX ? GAMMA_MAX : g.heuristic_gamma;
@@ -315,6 +355,7 @@ int speculative_generate(Model *target, Drafter *drafter, const int *prompt, int
     rc = 0;
 done:
     kv_free(&cache);
+    rollback_check_free(&check);
     free(b.logits);
     free(b.p);
     free(b.q);

@@ -29,6 +29,9 @@ typedef struct Drafter {
     int (*propose)(struct Drafter *self, const int *context, int n, int gamma, int *draft, double *q, Err *err);
     // Forget whatever was cached at positions ≥ n: the tokens there were rejected, or are not yet final.
     void (*rollback)(struct Drafter *self, int n);
+    // Optional: checks what the drafter caches after rollback() against the committed tokens context[0..), whose
+    // first n_prefill went to prefill() (model_check_rollback). The debug build calls it after every rollback.
+    int (*check_rollback)(struct Drafter *self, const int *context, int n_prefill, Err *err);
     bool deterministic;
     double seconds;         // time spent in propose(), for the cost estimates
     int calls;              // forward passes (or lookups) made
@@ -45,6 +48,7 @@ typedef struct {
     Rng *rng;
     float p_min;
     float *logits;          // [V]
+    RollbackCheck check;    // the debug build's check of `cache` (check_rollback)
 } ModelDrafter;
 
 int model_drafter_init(ModelDrafter *d, Model *draft, const SamplingParams *sampling, Rng *rng, float p_min,

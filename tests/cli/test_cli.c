@@ -180,6 +180,35 @@ TEST(cli_trace_has_a_line_per_round) {
     free(out), free(err);
 }
 
+// --trace - and --trace /dev/stderr write the trace to standard error, beside the statistics line (opened anew,
+// /dev/stderr truncated the file stderr was redirected to, and the trace overwrote the statistics); --trace
+// /dev/stdout to standard output; a FIFO is written, never truncated.
+TEST(cli_trace_to_standard_streams_and_fifos) {
+    const char *targets[] = {"-", "/dev/stderr", "/dev/stdout"};
+    for (int i = 0; i < 3; i++) {
+        char args[512], *out, *err;
+        snprintf(args, sizeof args, "generate -m %s -d %s --ids \"4 5\" -n 12 --gamma 3 --stats --print-ids "
+                 "--trace %s", MODEL, MODEL, targets[i]);
+        CHECK(specdec(args, &out, &err) == 0, "--trace %s: %s", targets[i], err);
+        const char *calls = strstr(err, "\"target_calls\": "), *trace = i == 2 ? out : err;
+        int rounds = calls ? atoi(calls + strlen("\"target_calls\": ")) : -1, lines = 0;
+        for (const char *p = trace; (p = strstr(p, "{\"round\": ")); p++) lines++;
+        CHECK(rounds > 0 && lines == rounds, "--trace %s: %d trace lines for %d rounds, stats line %s", targets[i],
+              lines, rounds, calls ? "present" : "missing");
+        free(out), free(err);
+    }
+    char dir[] = "/tmp/specdec-fifo-XXXXXX", command[1024], *out, *err;
+    CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    snprintf(command, sizeof command,
+             "mkfifo %s/trace && { cat %s/trace > %s/copy & } && %s generate -m %s -d %s --ids \"4 5\" -n 12 "
+             "--gamma 3 --trace %s/trace > /dev/null && wait && grep -c '^{\"round\": ' %s/copy",
+             dir, dir, dir, specdec_bin(), MODEL, MODEL, dir, dir);
+    CHECK(run_command(command, &out, &err) == 0 && atoi(out) > 0, "--trace FIFO: \"%s\" \"%s\"", out, err);
+    free(out), free(err);
+    snprintf(command, sizeof command, "rm -r %s", dir);
+    CHECK(run_command(command, NULL, NULL) == 0, "rm -r %s", dir);
+}
+
 #define PAIR "-m weights/pystd/target -d weights/pystd/draft"
 
 TEST(cli_generate_text_is_the_generated_ids) {

@@ -4,7 +4,8 @@
 //   - greedy: speculative output equals target-only output token for token, for any γ and thread count;
 //   - sampled: the joint distribution of the first 3 tokens over many seeds matches the target's exact
 //     distribution (a chi-square test), at temperature 1 and with top-k / top-p;
-//   - the edge cases: end-of-text inside a draft, -n reached mid-round, the context limit.
+//   - the edge cases: end-of-text inside a draft, -n reached mid-round, the context limit;
+//   - the trace names an accepted end-of-text draft as such, and the debug build checks every rollback.
 //
 // The models are tiny random GPT-2s written at test time (random_checkpoint.h). A draft with the target's seed
 // and fewer layers shares the target's embeddings and first blocks, so it agrees with the target often but not
@@ -161,7 +162,12 @@ TEST(speculative_greedy_equals_target) {
 
 // ---- sampled losslessness -------------------------------------------------------------------------------------
 
-enum { V_SMALL = 5, N_FIRST = 3, N_CELLS = V_SMALL * V_SMALL * V_SMALL, N_SAMPLES = 30000 };
+enum { V_SMALL = 5, N_FIRST = 3, N_CELLS = V_SMALL * V_SMALL * V_SMALL };
+#ifdef SPECDEC_DEBUG
+enum { N_SAMPLES = 4000 };  // the debug build checks every rollback: a shorter, weaker test
+#else
+enum { N_SAMPLES = 30000 };
+#endif
 
 // The target's exact joint distribution of the first 3 tokens after the prompt, by enumeration: P(a, b, c) =
 // p(a | prompt) p(b | prompt, a) p(c | prompt, a, b), each the adjusted (temperature / top-k / top-p) p.
@@ -281,6 +287,140 @@ TEST(speculative_stops_at_limits) {
     pair_close(&pair);
 }
 
+// ---- the debug build's rollback check ---------------------------------------------------------------------------
+
+// A model drafter that counts the scheduler's rollbacks and checks, and can corrupt one cached value of its draft
+// after a given rollback, or change a key bias of the target after a given proposal. The scheduler's target cache
+// is its own, out of a test's reach; changing the target's weights between two rounds corrupts it as surely: the
+// next verification writes the newest committed token's row with the new weights, and the check computed that
+// row's key with the old ones.
+typedef struct {
+    Drafter base;
+    ModelDrafter inner;
+    int rollbacks, checks, proposals;
+    int corrupt_after;      // rollback after which one draft value is corrupted (0: never)
+    Model *target;
+    int perturb_after;      // proposal after which the target's first key bias changes (0: never)
+} Meddler;
+
+static int meddler_prefill(Drafter *self, const int *context, int n, Err *err) {
+    Meddler *m = (Meddler *)self;
+    return m->inner.base.prefill(&m->inner.base, context, n, err);
+}
+
+static int meddler_propose(Drafter *self, const int *context, int n, int gamma, int *draft, double *q, Err *err) {
+    Meddler *m = (Meddler *)self;
+    int k = m->inner.base.propose(&m->inner.base, context, n, gamma, draft, q, err);
+    self->calls = m->inner.base.calls;
+    if (++m->proposals == m->perturb_after) {
+        const int d = m->target->cfg.n_embd;
+        ((float *)m->target->blocks[0].attn_qkv.bias)[d] += 0.5f;  // the key bias of layer 0, head 0, dimension 0
+    }
+    return k;
+}
+
+static void meddler_rollback(Drafter *self, int n) {
+    Meddler *m = (Meddler *)self;
+    m->inner.base.rollback(&m->inner.base, n);
+    if (++m->rollbacks == m->corrupt_after) {
+        KVCache *c = &m->inner.cache;
+        kv_values(c, c->n_layer - 1, c->n_head - 1)[(size_t)(c->len - 1) * c->hd] += 0.5f;
+    }
+}
+
+static int meddler_check(Drafter *self, const int *context, int n_prefill, Err *err) {
+    Meddler *m = (Meddler *)self;
+    m->checks++;
+    return m->inner.base.check_rollback(&m->inner.base, context, n_prefill, err);
+}
+
+// Runs the pair with a meddler; returns speculative_generate's status (err set on failure).
+static int generate_meddled(Pair *pair, Meddler *m, SpecStats *stats, Err *err) {
+    const int prompt[] = {3, 1, 4, 1, 5};
+    SpecParams params = {.sampling = {.temperature = 1.0f, .top_p = 1}, .policy = GAMMA_FIXED, .gamma = 3,
+                         .max_tokens = 24, .eos_id = -1};
+    Rng rng;
+    rng_seed(&rng, 9);
+    m->base = (Drafter){.prefill = meddler_prefill, .propose = meddler_propose, .rollback = meddler_rollback,
+                        .check_rollback = meddler_check};
+    m->target = &pair->target;
+    CHECK(model_drafter_init(&m->inner, &pair->draft, &params.sampling, &rng, 0.0f, err) == 0, "%s", err->msg);
+    int out[24], n_out;
+    int rc = speculative_generate(&pair->target, &m->base, prompt, 5, &params, &rng, out, &n_out, stats, err);
+    model_drafter_free(&m->inner);
+    return rc;
+}
+
+TEST(speculative_debug_build_checks_every_rollback) {
+    Pair pair;
+    pair_open(&pair, 97, 64, 1, 0.3f);
+    Err err;
+    SpecStats stats;
+    Meddler m = {0};
+    CHECK(generate_meddled(&pair, &m, &stats, &err) == 0, "%s", err.msg);
+#ifdef SPECDEC_DEBUG
+    CHECK(m.checks == stats.rounds && m.rollbacks == stats.rounds, "%d rounds, %d rollbacks, %d checks of the draft",
+          stats.rounds, m.rollbacks, m.checks);
+    // One corrupted value in the draft's cache, after its 3rd rollback: the check right after it stops the run.
+    m = (Meddler){.corrupt_after = 3};
+    CHECK(generate_meddled(&pair, &m, &stats, &err) == -1 && m.checks == 3, "a corrupted draft cache went unnoticed "
+          "(%d checks)", m.checks);
+    CHECK(strstr(err.msg, "draft model") && strstr(err.msg, "value at position") && strstr(err.msg, "max |difference|"),
+          "message: %s", err.msg);
+    // The target's weights changed after the 2nd proposal: the target's check after that round stops the run.
+    m = (Meddler){.perturb_after = 2};
+    CHECK(generate_meddled(&pair, &m, &stats, &err) == -1 && m.rollbacks == 2, "a corrupted target cache went "
+          "unnoticed (%d rollbacks)", m.rollbacks);
+    CHECK(strstr(err.msg, "target model") && strstr(err.msg, "key at position") && strstr(err.msg, "max |difference|"),
+          "message: %s", err.msg);
+#else
+    CHECK(m.checks == 0, "the release build checked %d rollbacks", m.checks);
+    printf("    release build: no rollback is checked (the debug build's checks are tested with make BUILD=debug)\n");
+#endif
+    pair_close(&pair);
+}
+
+// The trace names the token that ended each round. An accepted draft that is the end-of-text token ends the
+// generation: the trace reports it as an accepted draft, not the bonus token drawn after it (never used).
+TEST(speculative_trace_reports_an_accepted_end_of_text) {
+    Pair pair;
+    pair_open(&pair, 97, 64, 1, 0.3f);
+    const int prompt[] = {5, 6, 7};
+    SpecParams params = {.sampling = {.temperature = 0, .top_p = 1}, .policy = GAMMA_FIXED, .gamma = 4,
+                         .max_tokens = 30, .eos_id = -1};
+    int full[30], out[30], n_out;
+    SpecStats stats;
+    const int n_full = generate(&pair, prompt, 3, &params, 1, full, &stats, false);
+    // The target as its own draft accepts every draft: round r emits tokens 5r..5r+3 as drafts, 5r+4 as the
+    // bonus. The end-of-text id: a token whose first occurrence is a draft.
+    int first = -1;
+    for (int j = 0; j < n_full - 5 && first < 0; j++) {
+        int at = 0;
+        while (full[at] != full[j]) at++;
+        if (at % 5 != 4) first = at;
+    }
+    CHECK(first >= 0, "no token of the greedy output falls on a draft");
+    params.eos_id = full[first];
+    params.trace = tmpfile();
+    Rng rng;
+    rng_seed(&rng, 1);
+    ModelDrafter self;
+    Err err;
+    CHECK(model_drafter_init(&self, &pair.target, &params.sampling, &rng, 0.0f, &err) == 0, "%s", err.msg);
+    CHECK(speculative_generate(&pair.target, &self.base, prompt, 3, &params, &rng, out, &n_out, &stats, &err) == 0,
+          "%s", err.msg);
+    model_drafter_free(&self);
+    CHECK(n_out == first && stats.accepted == stats.drafted, "%d tokens before the end-of-text at %d; %d of %d "
+          "drafts accepted", n_out, first, stats.accepted, stats.drafted);
+    char line[4096] = "", last[4096] = "", want[64];
+    rewind(params.trace);
+    while (fgets(line, sizeof line, params.trace)) strcpy(last, line);
+    fclose(params.trace);
+    snprintf(want, sizeof want, "\"token\": %d, \"kind\": \"accepted\"", params.eos_id);
+    CHECK(strstr(last, want), "the last round ended at the accepted end-of-text %d: \"%s\"", params.eos_id, last);
+    pair_close(&pair);
+}
+
 TEST(speculative_predicted_speedup) {
     // Theorem 3.8 at its corners: α = 0 gains nothing and pays γc; α → 1 gains γ + 1.
     CHECK(fabs(spec_predicted_speedup(0.0, 4, 0.1) - 1.0 / 1.4) < 1e-12, "alpha 0");
@@ -338,7 +478,7 @@ TEST(speculative_draft_p_min_stops_drafting) {
 // ---- the shipped pair ----------------------------------------------------------------------------------------
 
 TEST(speculative_greedy_equals_target_on_shipped_pair) {
-    // Held-out prompts × γ × thread counts (fewer in the debug build, which checks every rollback from scratch).
+    // Held-out prompts × γ × thread counts (fewer in the debug build, which checks every rollback).
     static const char *const prompts[] = {
         "def fibonacci(n):",
         "class Stack:\n    def __init__(self):",
