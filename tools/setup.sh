@@ -9,6 +9,7 @@ cd "$(dirname "$0")/.."
 packages=(build-essential pkg-config libopenblas-dev libopenblas-serial-dev libxxhash-dev libjansson-dev libutf8proc-dev
           gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user)
 packages+=(gnuplot-nox)  # make bench's plots
+packages+=(libpcre2-dev)  # the tokenizer runs the regular expressions of tokenizer.json pre-tokenizers with PCRE2
 command -v node >/dev/null && command -v npm >/dev/null || packages+=(nodejs npm)
 
 missing=()

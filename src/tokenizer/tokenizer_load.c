@@ -4,6 +4,7 @@
 // Latin-1 bytes stand for themselves, the 68 others for U+0100..U+0143, in byte order; " " is "Ġ", "\n" is "Ċ").
 // Loading turns each token back into its bytes, checks that the ids run 0..V-1 without holes or repeats and that
 // every merge names known tokens, and builds the tables that encoding needs.
+#include <ctype.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -149,24 +150,69 @@ static int number_tokens(Loader *ld, const char ***names, Err *err) {
     return rc;
 }
 
-// Builds the token table (each id's bytes), the map from bytes to ids and byte_id from the vocabulary object and
-// the added tokens already read.
-static int load_vocab(Loader *ld, Err *err) {
+// Writes the decoded bytes of SentencePiece-style token `name` to out and returns their number: the decoder's
+// Replace steps, then ByteFallback's "<0xNN>" → byte. out and scratch have decoded_room(strlen(name)) bytes.
+static size_t sentencepiece_decode(const Pipeline *p, const char *name, char *out, char *scratch) {
+    unsigned hex;
+    char end;
+    if (p->decode_byte_fallback && strlen(name) == 6 && sscanf(name, "<0x%2X%c", &hex, &end) == 2 && end == '>' &&
+        isxdigit((unsigned char)name[3]) && isxdigit((unsigned char)name[4])) {
+        out[0] = (char)hex;
+        return 1;
+    }
+    size_t len = strlen(name);
+    memcpy(out, name, len);
+    for (int k = 0; k < p->n_decode_replace; k++) {
+        const char *from = p->decode_from[k], *to = p->decode_to[k];
+        size_t from_len = strlen(from), to_len = strlen(to), o = 0;
+        memcpy(scratch, out, len);
+        for (size_t i = 0; i < len;) {
+            if (i + from_len <= len && memcmp(scratch + i, from, from_len) == 0) {
+                memcpy(out + o, to, to_len);
+                o += to_len;
+                i += from_len;
+            } else {
+                out[o++] = scratch[i++];
+            }
+        }
+        len = o;
+    }
+    return len;
+}
+
+// The most bytes that sentencepiece_decode can write for a name of len bytes.
+static size_t decoded_room(const Pipeline *p, size_t len) {
+    size_t grow = 1;
+    for (int k = 0; k < p->n_decode_replace; k++) {
+        size_t from = strlen(p->decode_from[k]), to = strlen(p->decode_to[k]);
+        if (to > from) grow *= to;
+    }
+    return len * grow + 1;
+}
+
+// Builds the token table (each id's decoded bytes), the model's map from tokens to ids and the symbols where BPE
+// starts (byte_id, or byte_fallback and unk_id) from the vocabulary object and the added tokens already read.
+static int load_vocab(Loader *ld, const json_t *model, Err *err) {
     Tokenizer *tok = ld->tok;
+    const Pipeline *p = &tok->pipeline;
     const char **names = NULL;
     if (number_tokens(ld, &names, err) < 0) {
         free(names);
         return -1;
     }
-    size_t total = 0;  // bytes of all tokens; a name is never shorter than its bytes
+    size_t total = 0, most = 0;  // room for all tokens' decoded bytes, and for the longest
     for (int id = 0; id < tok->vocab_size; id++) {
         const AddedToken *a = added_token(tok, id);
-        total += a ? a->len : strlen(names[id]);
+        size_t room = a ? a->len : decoded_room(p, strlen(names[id]));
+        total += room;
+        most = room > most ? room : most;
     }
     tok->token_off = malloc(((size_t)tok->vocab_size + 1) * sizeof *tok->token_off);
     tok->token_bytes = malloc(total + 1);
-    if (!tok->token_off || !tok->token_bytes || total > UINT32_MAX || bytesmap_init(&tok->vocab) < 0) {
+    char *scratch = malloc(most + 1);
+    if (!tok->token_off || !tok->token_bytes || !scratch || total > UINT32_MAX || bytesmap_init(&tok->vocab) < 0) {
         free(names);
+        free(scratch);
         return err_fmt(err, "%s: out of memory", ld->path);
     }
     uint32_t off = 0;
@@ -175,22 +221,47 @@ static int load_vocab(Loader *ld, Err *err) {
         tok->token_off[id] = off;
         char *bytes = tok->token_bytes + off;
         const AddedToken *a = added_token(tok, id);
-        long len = a ? (long)a->len : byte_level_decode(ld, names[id], bytes);
-        if (a) memcpy(bytes, a->text, a->len);
-        if (len <= 0)
-            rc = err_fmt(err, "%s: vocab[\"%s\"]: not byte-level text (GPT-2's alphabet of 256 characters)",
-                         ld->path, names[id]);
-        else if (!a && bytesmap_put(&tok->vocab, bytes, (size_t)len, (uint64_t)id) < 0)
-            rc = err_fmt(err, "%s: out of memory", ld->path);
+        long len = 0;
+        if (names[id] && tok->byte_level) {  // the model's token is its bytes, also its decoded text
+            len = byte_level_decode(ld, names[id], bytes);
+            if (len <= 0)
+                rc = err_fmt(err, "%s: vocab[\"%s\"]: not byte-level text (GPT-2's alphabet of 256 characters)",
+                             ld->path, names[id]);
+            else if (bytesmap_put(&tok->vocab, bytes, (size_t)len, (uint64_t)id) < 0)
+                rc = err_fmt(err, "%s: out of memory", ld->path);
+        } else if (names[id]) {  // SentencePiece style: the model's token is its name; the decoder gives the text
+            if (!*names[id]) rc = err_fmt(err, "%s: vocab[\"\"]: an empty token", ld->path);
+            else if (bytesmap_put(&tok->vocab, names[id], strlen(names[id]), (uint64_t)id) < 0)
+                rc = err_fmt(err, "%s: out of memory", ld->path);
+            len = (long)sentencepiece_decode(p, names[id], bytes, scratch);
+        }
+        if (a) {  // an added token's text is its content, verbatim
+            memcpy(bytes, a->text, a->len);
+            len = (long)a->len;
+        }
         off += (uint32_t)(len > 0 ? len : 0);
     }
     tok->token_off[tok->vocab_size] = off;
     free(names);
+    free(scratch);
     for (int b = 0; b < 256 && rc == 0; b++) {
-        tok->byte_id[b] = vocab_id(ld, ld->byte_char[b]);
-        if (tok->byte_id[b] < 0)
+        char hex[8];
+        snprintf(hex, sizeof hex, "<0x%02X>", b);
+        tok->byte_id[b] = tok->byte_level ? vocab_id(ld, ld->byte_char[b]) : -1;
+        tok->byte_fallback[b] = tok->byte_fallback_enabled ? vocab_id(ld, hex) : -1;
+        if (tok->byte_level && tok->byte_id[b] < 0)
             rc = err_fmt(err, "%s: vocab: no token for byte 0x%02X (\"%s\"); byte-level BPE needs all 256",
                          ld->path, b, ld->byte_char[b]);
+    }
+    const char *unk = json_string_value(json_object_get(model, "unk_token"));
+    tok->unk_id = unk && rc == 0 ? vocab_id(ld, unk) : -1;
+    if (unk && rc == 0 && tok->unk_id < 0)
+        rc = err_fmt(err, "%s: model.unk_token \"%s\": not in the vocabulary", ld->path, unk);
+    for (int i = 0; i < p->n_prefix + p->n_suffix && rc == 0; i++) {
+        int id = i < p->n_prefix ? p->prefix[i] : p->suffix[i - p->n_prefix];
+        if (id >= tok->vocab_size)
+            rc = err_fmt(err, "%s: post_processor: special token id %d beyond the vocabulary (%d tokens)", ld->path,
+                         id, tok->vocab_size);
     }
     return rc;
 }
@@ -325,32 +396,26 @@ static json_t *load_json(const char *path, Err *err) {
     return root;
 }
 
-// Checks the parts of tokenizer.json around the model: no normalizer, a plain ByteLevel pre-tokenizer, a BPE
-// model without the options that GPT-2 leaves unset.
-static int check_pipeline(const char *path, const json_t *root, const json_t *model, Err *err) {
+// Checks the model: BPE, without the options that none of the supported families sets.
+static int check_model(const char *path, const json_t *root, const json_t *model, Err *err) {
     if (!json_is_object(root)) return err_fmt(err, "%s: expected a JSON object", path);
-    if (!is_unset(json_object_get(root, "normalizer")))
-        return err_fmt(err, "%s: normalizer: not supported (GPT-2 has none: null)", path);
-    const json_t *pre = json_object_get(root, "pre_tokenizer");
-    const char *pre_type = json_string_value(json_object_get(pre, "type"));
-    if (!pre_type || strcmp(pre_type, "ByteLevel") != 0)
-        return err_fmt(err, "%s: pre_tokenizer: expected {\"type\": \"ByteLevel\"}", path);
-    if (!is_unset(json_object_get(pre, "add_prefix_space")))
-        return err_fmt(err, "%s: pre_tokenizer.add_prefix_space: not supported (only false)", path);
-    const json_t *use_regex = json_object_get(pre, "use_regex");
-    if (use_regex && !json_is_true(use_regex))
-        return err_fmt(err, "%s: pre_tokenizer.use_regex: not supported (only true)", path);
     if (!json_is_object(model)) return err_fmt(err, "%s: model: expected an object", path);
     const json_t *type = json_object_get(model, "type");
     if (type && (!json_is_string(type) || strcmp(json_string_value(type), "BPE") != 0))
-        return err_fmt(err, "%s: model.type: expected \"BPE\"", path);
-    static const char *const unsupported[] = {"dropout", "continuing_subword_prefix", "end_of_word_suffix",
-                                              "byte_fallback"};
+        return err_fmt(err, "%s: model.type: \"%s\" not supported (only BPE)", path,
+                       json_is_string(type) ? json_string_value(type) : "(not a string)");
+    static const char *const unsupported[] = {"dropout", "continuing_subword_prefix", "end_of_word_suffix"};
     for (size_t k = 0; k < sizeof unsupported / sizeof *unsupported; k++)
         if (!is_unset(json_object_get(model, unsupported[k])))
-            return err_fmt(err, "%s: model.%s: not supported (GPT-2 leaves it unset)", path, unsupported[k]);
-    const json_t *ignore = json_object_get(model, "ignore_merges");
-    if (ignore && !json_is_boolean(ignore)) return err_fmt(err, "%s: model.ignore_merges: expected a boolean", path);
+            return err_fmt(err, "%s: model.%s: not supported (only null or empty)", path, unsupported[k]);
+    static const char *const flags[] = {"ignore_merges", "byte_fallback", "fuse_unk"};
+    for (size_t k = 0; k < sizeof flags / sizeof *flags; k++) {
+        const json_t *v = json_object_get(model, flags[k]);
+        if (v && !json_is_boolean(v)) return err_fmt(err, "%s: model.%s: expected a boolean", path, flags[k]);
+    }
+    const json_t *unk = json_object_get(model, "unk_token");
+    if (unk && !json_is_null(unk) && !json_is_string(unk))
+        return err_fmt(err, "%s: model.unk_token: expected a string or null", path);
     if (!json_is_object(json_object_get(model, "vocab")))
         return err_fmt(err, "%s: model.vocab: expected an object (token → id)", path);
     return 0;
@@ -361,13 +426,17 @@ int tokenizer_load_json(Tokenizer *tok, const char *path, Err *err) {
     if (loader_init(&ld, tok, path, err) < 0) return -1;
     json_t *root = load_json(path, err);
     const json_t *model = json_object_get(root, "model");
-    int rc = root ? check_pipeline(path, root, model, err) : -1;
+    int rc = root ? check_model(path, root, model, err) : -1;
+    if (rc == 0) rc = pipeline_load(&tok->pipeline, path, root, err);
     if (rc == 0) {
         ld.vocab = json_object_get(model, "vocab");
+        tok->byte_level = tok->pipeline.byte_level;
         tok->ignore_merges = json_is_true(json_object_get(model, "ignore_merges"));
+        tok->byte_fallback_enabled = json_is_true(json_object_get(model, "byte_fallback"));
+        tok->fuse_unk = json_is_true(json_object_get(model, "fuse_unk"));
         rc = load_added_tokens(&ld, json_object_get(root, "added_tokens"), err);
     }
-    if (rc == 0) rc = load_vocab(&ld, err);
+    if (rc == 0) rc = load_vocab(&ld, model, err);
     if (rc == 0) rc = load_json_merges(&ld, json_object_get(model, "merges"), err);
     json_decref(root);
     if (rc < 0) tokenizer_free(tok);
@@ -395,7 +464,9 @@ int tokenizer_load_files(Tokenizer *tok, const char *vocab_path, const char *mer
             tok->n_added = 1;
         }
     }
-    if (rc == 0) rc = load_vocab(&ld, err);
+    if (rc == 0) rc = pipeline_gpt2(&tok->pipeline, err);
+    tok->byte_level = true;
+    if (rc == 0) rc = load_vocab(&ld, NULL, err);
     if (rc == 0) rc = load_text_merges(&ld, merges_path, err);
     json_decref(root);
     if (rc < 0) tokenizer_free(tok);
@@ -424,6 +495,7 @@ void tokenizer_free(Tokenizer *tok) {
     free(tok->token_bytes);
     bytesmap_free(&tok->merges);
     bytesmap_free(&tok->vocab);
+    pipeline_free(&tok->pipeline);
     for (int i = 0; i < tok->n_added; i++) free(tok->added[i].text);
     free(tok->added);
     memset(tok, 0, sizeof *tok);
