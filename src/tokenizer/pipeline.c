@@ -102,7 +102,7 @@ static pcre2_code *compile(Reader *r, const char *pattern, size_t len, bool lite
         return NULL;
     }
     if (!literal) len = oniguruma_to_pcre2(pattern, len, translated);
-    uint32_t options = PCRE2_UTF | PCRE2_UCP | (literal ? PCRE2_LITERAL : 0);
+    uint32_t options = PCRE2_UTF | (literal ? PCRE2_LITERAL : PCRE2_UCP);
     pcre2_code *re = pcre2_compile((PCRE2_SPTR)(literal ? pattern : translated), len, options, &code, &offset, NULL);
     free(translated);
     if (!re) {

