@@ -463,9 +463,9 @@ int tokenizer_add_special_tokens(const Tokenizer *tok, int **ids, int *n_ids, Er
     size_t n = (size_t)*n_ids + (size_t)p->n_prefix + (size_t)p->n_suffix;
     int *out = n <= INT32_MAX ? malloc(n * sizeof *out) : NULL;
     if (!out) return err_fmt(err, "out of memory adding special tokens to %d tokens", *n_ids);
-    memcpy(out, p->prefix, (size_t)p->n_prefix * sizeof *out);
+    if (p->n_prefix) memcpy(out, p->prefix, (size_t)p->n_prefix * sizeof *out);
     if (*n_ids) memcpy(out + p->n_prefix, *ids, (size_t)*n_ids * sizeof *out);
-    memcpy(out + p->n_prefix + *n_ids, p->suffix, (size_t)p->n_suffix * sizeof *out);
+    if (p->n_suffix) memcpy(out + p->n_prefix + *n_ids, p->suffix, (size_t)p->n_suffix * sizeof *out);
     free(*ids);
     *ids = out;
     *n_ids = (int)n;
