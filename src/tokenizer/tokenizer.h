@@ -104,15 +104,18 @@ int tokenizer_encode(const Tokenizer *tok, const char *text, size_t len, bool al
 // longer array. Returns -1 with err when out of memory, *ids unchanged.
 int tokenizer_add_special_tokens(const Tokenizer *tok, int **ids, int *n_ids, Err *err);
 
-// The bytes of token id (not NUL-terminated), in *len; NULL if id is out of range.
+// The decoded bytes of token id (not NUL-terminated; see Decoding at the top), in *len; NULL if id is out of
+// range.
 const char *tokenizer_token(const Tokenizer *tok, int id, size_t *len);
 
-// Concatenates the bytes of ids[0..n_ids) into *text (malloc'd and NUL-terminated; the caller frees), *len bytes
-// without the NUL. The bytes are exactly the encoded text, so they may be invalid UTF-8 when a multi-byte
-// character is split over ids that are not all there. Returns -1 with err for an id out of range.
+// Concatenates the decoded bytes of ids[0..n_ids) into *text (malloc'd and NUL-terminated; the caller frees),
+// *len bytes without the NUL, less the decoder's Strip at the start. For a lossless tokenizer these are exactly
+// the encoded text, so they may be invalid UTF-8 when a multi-byte character is split over ids that are not all
+// there. Returns -1 with err for an id out of range.
 int tokenizer_decode(const Tokenizer *tok, const int *ids, int n_ids, char **text, size_t *len, Err *err);
 
-// Streaming decoder for generation: takes ids one at a time and gives back text that is always valid UTF-8. The
+// Streaming decoder for generation: takes ids one at a time and gives back text that is always valid UTF-8 (the
+// tokens' decoded bytes; no Strip, since generated text continues a prompt). The
 // bytes of a character split across tokens are held back until the character is complete; bytes that cannot be
 // part of valid UTF-8 become U+FFFD, one for each maximal subpart (utf8.h).
 typedef struct {
