@@ -11,8 +11,8 @@
 //
 // It is the split of a ByteLevel pre-tokenizer with use_regex (GPT-2's own files, pipeline.h). Every other
 // pattern runs in PCRE2; this scanner stays because it is faster than PCRE2 running the same pattern (about 1.5×
-// on Python sources, bench/bench_tokenizer.c: `build/release/run-bench -s tokenizer`) and gives the same pieces
-// (the tests compare both with the references).
+// on Python sources, bench/bench_tokenizer.c: `build/release/run-bench -s tokenizer`); both give Hugging Face's
+// pieces on the Llama 3 vocabulary (the pipeline variants of test_tokenizer_parity.c).
 #ifndef SPECDEC_PRETOKENIZE_H
 #define SPECDEC_PRETOKENIZE_H
 
