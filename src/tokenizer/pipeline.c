@@ -299,8 +299,7 @@ static int read_decoder(Reader *r, const json_t *obj, const char *where) {
     if (strcmp(type, "ByteLevel") == 0) {
         if (!p->byte_level)
             return err_fmt(r->err, "%s: %s.type: \"ByteLevel\" needs a ByteLevel pre_tokenizer", r->path, where);
-        p->decode_byte_level = true;
-        return 0;
+        return 0;  // byte-level tokens decode to their bytes (tokenizer_load.c)
     }
     if (p->byte_level &&
         (strcmp(type, "Replace") == 0 || strcmp(type, "ByteFallback") == 0 || strcmp(type, "Fuse") == 0 ||
@@ -441,7 +440,7 @@ int pipeline_load(Pipeline *p, const char *path, const json_t *root, Err *err) {
 int pipeline_gpt2(Pipeline *p, Err *err) {
     memset(p, 0, sizeof *p);
     Reader r = {.p = p, .path = "vocab.json", .err = err};
-    p->byte_level = p->decode_byte_level = true;
+    p->byte_level = true;
     return add_gpt2_split(&r);
 }
 

@@ -59,7 +59,6 @@ typedef struct {
     char **decode_from, **decode_to;  // [n_decode_replace] Replace: each occurrence of from becomes to
     int n_decode_replace;
     bool decode_byte_fallback;        // "<0xNN>" tokens decode to byte NN
-    bool decode_byte_level;           // a ByteLevel decoder (tokens are byte-level text)
     char strip_char;                  // Strip: up to strip_count of this character go from the text's start
     int strip_count;
     // post-processor: the special tokens' ids put before and after an encoded text

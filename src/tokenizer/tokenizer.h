@@ -86,7 +86,8 @@ void tokenizer_free(Tokenizer *tok);
 
 int tokenizer_vocab_size(const Tokenizer *tok);
 
-// The id of the token whose bytes are exactly text (an added token's text, or a vocabulary token), or -1.
+// The id of the token that is exactly text — an added token's text, or a vocabulary token as the model has it: its
+// bytes (byte level) or its name ("▁the", SentencePiece style) — or -1.
 int tokenizer_find(const Tokenizer *tok, const char *text);
 
 // The id of "<|endoftext|>", GPT-2's end-of-text token, or -1 if the vocabulary lacks it.
