@@ -361,7 +361,13 @@ static int step_split(Encoder *enc, int k, const char *s, size_t len, bool at_st
 static int run_steps(Encoder *enc, int k, const char *s, size_t len, bool at_start) {
     if (len == 0) return 0;
     if (k == enc->tok->pipeline.n_steps) {
-        if (encode_piece(enc, s, len) < 0) return err_fmt(enc->err, "text: out of memory encoding");
+        size_t start = 0;  // with split_words, the word being cut out of s
+        for (size_t i = 1; enc->tok->split_words && i + 3 <= len; i++)
+            if (memcmp(s + i, WORD_START, 3) == 0 && (i < 3 || memcmp(s + i - 3, WORD_START, 3) != 0)) {
+                if (encode_piece(enc, s + start, i - start) < 0) return err_fmt(enc->err, "text: out of memory");
+                start = i;
+            }
+        if (encode_piece(enc, s + start, len - start) < 0) return err_fmt(enc->err, "text: out of memory");
         return 0;
     }
     switch (enc->tok->pipeline.steps[k].kind) {

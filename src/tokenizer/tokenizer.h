@@ -46,6 +46,8 @@
 #include "tokenizer/pipeline.h"
 #include "base/error.h"
 
+#define WORD_START "\xE2\x96\x81"  // U+2581 "▁", SentencePiece's mark of a space (3 bytes of UTF-8)
+
 typedef struct {
     int id;
     bool special;    // matched only with allow_special
@@ -66,6 +68,9 @@ typedef struct {
     BytesMap merges;         // (left id, right id) as two uint32 → rank << 32 | merged id
     BytesMap vocab;          // the model's tokens → id: their bytes (byte level) or their UTF-8 names
     bool ignore_merges;      // tokenizer.json option: a piece that is itself a token is not merged
+    bool split_words;        // SentencePiece style: BPE may run word by word, each word cut before a WORD_START
+                             // that follows another character, since no token spans such a cut (the result is
+                             // the same; the words repeat, so the cache serves them)
     AddedToken *added;       // [n_added]
     int n_added;
     Pipeline pipeline;       // normalizer and pre-tokenizer steps, the decoder's strip, the post-processor's tokens

@@ -190,6 +190,19 @@ static size_t decoded_room(const Pipeline *p, size_t len) {
     return len * grow + 1;
 }
 
+// True if SentencePiece-style pieces may be cut before each word (tokenizer.h: split_words): "▁" is a token, and
+// no token has a "▁" after a character other than "▁" — so no merge, which makes a token, joins across a cut.
+static bool words_are_independent(const Loader *ld) {
+    if (vocab_id(ld, WORD_START) < 0) return false;
+    const char *name;
+    const json_t *id;
+    json_object_foreach(ld->vocab, name, id) {
+        for (const char *at = strstr(name, WORD_START); at; at = strstr(at + 1, WORD_START))
+            if (at > name && (at - name < 3 || memcmp(at - 3, WORD_START, 3) != 0)) return false;
+    }
+    return true;
+}
+
 // Builds the token table (each id's decoded bytes), the model's map from tokens to ids and the symbols where BPE
 // starts (byte_id, or byte_fallback and unk_id) from the vocabulary object and the added tokens already read.
 static int load_vocab(Loader *ld, const json_t *model, Err *err) {
@@ -253,6 +266,7 @@ static int load_vocab(Loader *ld, const json_t *model, Err *err) {
             rc = err_fmt(err, "%s: vocab: no token for byte 0x%02X (\"%s\"); byte-level BPE needs all 256",
                          ld->path, b, ld->byte_char[b]);
     }
+    tok->split_words = !tok->byte_level && !tok->ignore_merges && rc == 0 && words_are_independent(ld);
     const char *unk = json_string_value(json_object_get(model, "unk_token"));
     tok->unk_id = unk && rc == 0 ? vocab_id(ld, unk) : -1;
     if (unk && rc == 0 && tok->unk_id < 0)

