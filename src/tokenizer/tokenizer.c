@@ -217,18 +217,39 @@ static int encode_piece(Encoder *enc, const char *piece, size_t len) {
 
 static int run_steps(Encoder *enc, int k, const char *s, size_t len, bool at_start);
 
-// NFC: canonical decomposition, then canonical composition (utf8proc). ASCII text is already NFC.
+// NFC: canonical decomposition, then canonical composition (utf8proc), of each run of non-ASCII characters with
+// the ASCII character before it. The text may be cut before any ASCII character: it is a starter (combining class
+// 0, so reordering never crosses it) and never the second of a composition, so nothing before it changes what
+// becomes of it or after it. ASCII runs are already NFC and are copied.
 static int step_nfc(Encoder *enc, int k, const char *s, size_t len, bool at_start) {
     size_t ascii = 0;
     while (ascii < len && (unsigned char)s[ascii] < 0x80) ascii++;
     if (ascii == len) return run_steps(enc, k + 1, s, len, at_start);
-    utf8proc_uint8_t *nfc = NULL;
-    utf8proc_ssize_t n = utf8proc_map((const utf8proc_uint8_t *)s, (utf8proc_ssize_t)len, &nfc,
-                                      UTF8PROC_STABLE | UTF8PROC_COMPOSE);
-    int rc = n < 0 ? err_fmt(enc->err, "text: out of memory normalizing %zu bytes", len)
-                   : run_steps(enc, k + 1, (const char *)nfc, (size_t)n, at_start);
-    free(nfc);
-    return rc;
+    StepScratch *sc = &enc->scratch[k];
+    size_t o = 0;
+    for (size_t i = 0; i < len;) {
+        size_t run = i;  // ASCII from i to run, then non-ASCII to end
+        while (run < len && (unsigned char)s[run] < 0x80) run++;
+        size_t end = run;
+        while (end < len && (unsigned char)s[end] >= 0x80) end++;
+        size_t from = run > i ? run - 1 : run;  // the ASCII character before the run goes with it
+        utf8proc_uint8_t *nfc = NULL;
+        utf8proc_ssize_t n = end > run ? utf8proc_map((const utf8proc_uint8_t *)s + from, (utf8proc_ssize_t)(end - from),
+                                                      &nfc, UTF8PROC_STABLE | UTF8PROC_COMPOSE)
+                                       : 0;
+        if (n < 0 || reserve(&sc->text, &sc->text_cap, o + (run - i) + (size_t)n, 1) < 0) {
+            free(nfc);
+            return err_fmt(enc->err, "text: out of memory normalizing %zu bytes", len);
+        }
+        size_t copy = end > run ? from - i : run - i;  // the ASCII not normalized with the run
+        memcpy(sc->text + o, s + i, copy);
+        o += copy;
+        if (n > 0) memcpy(sc->text + o, nfc, (size_t)n);
+        o += (size_t)n;
+        free(nfc);
+        i = end;
+    }
+    return run_steps(enc, k + 1, sc->text, o, at_start);
 }
 
 static int step_prepend(Encoder *enc, int k, const char *s, size_t len, bool at_start) {
