@@ -91,12 +91,6 @@ static int load_added_tokens(Loader *ld, const json_t *added, Err *err) {
     return 0;
 }
 
-// The added token with this id, or NULL.
-static const AddedToken *added_token(const Tokenizer *tok, int id) {
-    for (int i = 0; i < tok->n_added; i++)
-        if (tok->added[i].id == id) return &tok->added[i];
-    return NULL;
-}
 
 // The id that the vocabulary gives token string s, or -1.
 static int vocab_id(const Loader *ld, const char *s) {
@@ -104,9 +98,10 @@ static int vocab_id(const Loader *ld, const char *s) {
     return id ? (int)json_integer_value(id) : -1;
 }
 
-// Sets tok->vocab_size and each token's name (vocabulary string, or NULL for an added token that is not in the
-// vocabulary) after checking that the ids of vocabulary and added tokens together run 0..V-1.
-static int number_tokens(Loader *ld, const char ***names, Err *err) {
+// Sets tok->vocab_size, each token's name (vocabulary string, or NULL for an added token that is not in the
+// vocabulary) and added token (or NULL) after checking that the ids of vocabulary and added tokens together run
+// 0..V-1. The caller frees both arrays.
+static int number_tokens(Loader *ld, const char ***names, const AddedToken ***added, Err *err) {
     Tokenizer *tok = ld->tok;
     size_t n_listed = json_object_size(ld->vocab) + (size_t)tok->n_added;
     long max_id = -1;
@@ -127,11 +122,8 @@ static int number_tokens(Loader *ld, const char ***names, Err *err) {
     }
     tok->vocab_size = (int)(max_id + 1);
     *names = calloc((size_t)tok->vocab_size + 1, sizeof **names);
-    bool *added = calloc((size_t)tok->vocab_size + 1, sizeof *added);
-    if (!*names || !added) {
-        free(added);
-        return err_fmt(err, "%s: out of memory", ld->path);
-    }
+    *added = calloc((size_t)tok->vocab_size + 1, sizeof **added);
+    if (!*names || !*added) return err_fmt(err, "%s: out of memory", ld->path);
     int rc = 0;
     json_object_foreach(ld->vocab, key, value) {
         int id = (int)json_integer_value(value);
@@ -140,13 +132,12 @@ static int number_tokens(Loader *ld, const char ***names, Err *err) {
         (*names)[id] = key;
     }
     for (int i = 0; i < tok->n_added && rc == 0; i++) {
-        if (added[tok->added[i].id])
+        if ((*added)[tok->added[i].id])
             rc = err_fmt(err, "%s: added_tokens: id %d listed twice", ld->path, tok->added[i].id);
-        added[tok->added[i].id] = true;
+        (*added)[tok->added[i].id] = &tok->added[i];
     }
     for (int id = 0; id < tok->vocab_size && rc == 0; id++)
-        if (!(*names)[id] && !added[id]) rc = err_fmt(err, "%s: vocab: no token has id %d", ld->path, id);
-    free(added);
+        if (!(*names)[id] && !(*added)[id]) rc = err_fmt(err, "%s: vocab: no token has id %d", ld->path, id);
     return rc;
 }
 
@@ -209,13 +200,15 @@ static int load_vocab(Loader *ld, const json_t *model, Err *err) {
     Tokenizer *tok = ld->tok;
     const Pipeline *p = &tok->pipeline;
     const char **names = NULL;
-    if (number_tokens(ld, &names, err) < 0) {
+    const AddedToken **added = NULL;
+    if (number_tokens(ld, &names, &added, err) < 0) {
         free(names);
+        free(added);
         return -1;
     }
     size_t total = 0, most = 0;  // room for all tokens' decoded bytes, and for the longest
     for (int id = 0; id < tok->vocab_size; id++) {
-        const AddedToken *a = added_token(tok, id);
+        const AddedToken *a = added[id];
         size_t room = a ? a->len : decoded_room(p, strlen(names[id]));
         total += room;
         most = room > most ? room : most;
@@ -225,6 +218,7 @@ static int load_vocab(Loader *ld, const json_t *model, Err *err) {
     char *scratch = malloc(most + 1);
     if (!tok->token_off || !tok->token_bytes || !scratch || total > UINT32_MAX || bytesmap_init(&tok->vocab) < 0) {
         free(names);
+        free(added);
         free(scratch);
         return err_fmt(err, "%s: out of memory", ld->path);
     }
@@ -233,7 +227,7 @@ static int load_vocab(Loader *ld, const json_t *model, Err *err) {
     for (int id = 0; id < tok->vocab_size && rc == 0; id++) {
         tok->token_off[id] = off;
         char *bytes = tok->token_bytes + off;
-        const AddedToken *a = added_token(tok, id);
+        const AddedToken *a = added[id];
         long len = 0;
         if (names[id] && tok->byte_level) {  // the model's token is its bytes, also its decoded text
             len = byte_level_decode(ld, names[id], bytes);
@@ -256,6 +250,7 @@ static int load_vocab(Loader *ld, const json_t *model, Err *err) {
     }
     tok->token_off[tok->vocab_size] = off;
     free(names);
+    free(added);
     free(scratch);
     for (int b = 0; b < 256 && rc == 0; b++) {
         char hex[8];
@@ -280,18 +275,29 @@ static int load_vocab(Loader *ld, const json_t *model, Err *err) {
     return rc;
 }
 
-// Records merge number `rank`: tokens a and b, adjacent, become token a+b. `where` names the merge for messages.
-static int add_merge(Loader *ld, const char *a, const char *b, uint32_t rank, const char *where, Err *err) {
-    char merged[1024];
-    if ((size_t)snprintf(merged, sizeof merged, "%s%s", a, b) >= sizeof merged)
-        return err_fmt(err, "%s: %s: tokens longer than %zu bytes", ld->path, where, sizeof merged - 1);
+// Names merge number i for messages: its place in model.merges (tokenizer.json) or its line (merges.txt).
+static const char *merge_name(char *buf, size_t size, bool json, size_t i) {
+    snprintf(buf, size, json ? "model.merges[%zu]" : "line %zu", i);
+    return buf;
+}
+
+// Records merge number `rank`: tokens a and b, adjacent, become token a+b. The merge is model.merges[at] (json)
+// or line `at` of merges.txt, for messages.
+static int add_merge(Loader *ld, const char *a, const char *b, uint32_t rank, bool json, size_t at, Err *err) {
+    char merged[1024], where[64];
+    size_t len_a = strlen(a), len_b = strlen(b);
+    if (len_a + len_b >= sizeof merged)
+        return err_fmt(err, "%s: %s: tokens longer than %zu bytes", ld->path,
+                       merge_name(where, sizeof where, json, at), sizeof merged - 1);
+    memcpy(merged, a, len_a);
+    memcpy(merged + len_a, b, len_b + 1);
     const char *names[3] = {a, b, merged};
     int ids[3];
     for (int k = 0; k < 3; k++) {
         ids[k] = vocab_id(ld, names[k]);
         if (ids[k] < 0)
-            return err_fmt(err, "%s: %s: %stoken \"%s\" is not in the vocabulary", ld->path, where,
-                           k == 2 ? "merged " : "", names[k]);
+            return err_fmt(err, "%s: %s: %stoken \"%s\" is not in the vocabulary", ld->path,
+                           merge_name(where, sizeof where, json, at), k == 2 ? "merged " : "", names[k]);
     }
     uint32_t pair[2] = {(uint32_t)ids[0], (uint32_t)ids[1]};
     if (bytesmap_put(&ld->tok->merges, pair, sizeof pair, (uint64_t)rank << 32 | (uint32_t)ids[2]) < 0)
@@ -306,8 +312,6 @@ static int load_json_merges(Loader *ld, const json_t *merges, Err *err) {
     size_t i;
     const json_t *m;
     json_array_foreach(merges, i, m) {
-        char where[64];
-        snprintf(where, sizeof where, "model.merges[%zu]", i);
         const char *a = NULL, *b = NULL;
         if (json_is_string(m) && json_string_length(m) < sizeof pair) {
             strcpy(pair, json_string_value(m));
@@ -322,9 +326,9 @@ static int load_json_merges(Loader *ld, const json_t *merges, Err *err) {
             b = json_string_value(json_array_get(m, 1));
         }
         if (!a || !b || !*a || !*b)
-            return err_fmt(err, "%s: %s: expected \"a b\" or [\"a\", \"b\"] with two non-empty tokens", ld->path,
-                           where);
-        if (add_merge(ld, a, b, (uint32_t)i, where, err) < 0) return -1;
+            return err_fmt(err, "%s: model.merges[%zu]: expected \"a b\" or [\"a\", \"b\"] with two non-empty tokens",
+                           ld->path, i);
+        if (add_merge(ld, a, b, (uint32_t)i, true, i, err) < 0) return -1;
     }
     return 0;
 }
@@ -378,13 +382,11 @@ static int load_text_merges(Loader *ld, const char *path, Err *err) {
         if (n > 0 && line[n - 1] == '\r') line[--n] = '\0';
         if (n == 0 || (line_no == 1 && strncmp(line, "#version", 8) == 0)) continue;
         char *space = strchr(line, ' ');
-        char where[64];
-        snprintf(where, sizeof where, "line %d", line_no);
         if (!space || space == line || !space[1] || strchr(space + 1, ' '))
-            rc = err_fmt(err, "%s: %s: expected two tokens separated by one space", path, where);
+            rc = err_fmt(err, "%s: line %d: expected two tokens separated by one space", path, line_no);
         else {
             *space = '\0';
-            rc = add_merge(ld, line, space + 1, rank++, where, err);
+            rc = add_merge(ld, line, space + 1, rank++, false, (size_t)line_no, err);
         }
     }
     free(text);
