@@ -238,6 +238,8 @@ static int read_part(Reader *r, const json_t *obj, const char *where, bool norma
         }
         return 0;
     }
+    if (!normalizer && r->p->byte_level)  // (Hugging Face would hand it byte-level text: "Ġ" for " ")
+        return err_fmt(r->err, "%s: %s: a pre-tokenizer after a ByteLevel is not supported", r->path, where);
     if (normalizer && strcmp(type, "NFC") == 0) return add_step(r, (Step){.kind = STEP_NFC}) ? 0 : -1;
     if (normalizer && strcmp(type, "Prepend") == 0) {
         const char *prefix = get_string(obj, "prepend");

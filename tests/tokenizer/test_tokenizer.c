@@ -464,6 +464,8 @@ TEST(tokenizer_load_rejects_malformed_tokenizer_json) {
         {"pre_tokenizer", "{\"type\": \"Metaspace\", \"prepend_scheme\": \"sometimes\"}", 0, 0,
          "pre_tokenizer.prepend_scheme: \"sometimes\" not supported"},
         {"pre_tokenizer/add_prefix_space", "1", 0, 0, "pre_tokenizer.add_prefix_space: expected true or false"},
+        {"pre_tokenizer", "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"ByteLevel\"}, {\"type\": "
+         "\"Metaspace\"}]}", 0, 0, "pre_tokenizer.pretokenizers[1]: a pre-tokenizer after a ByteLevel is not supported"},
         {"decoder", "{\"type\": \"WordPiece\"}", 0, 0, "decoder.type: \"WordPiece\" not supported"},
         {"decoder", "{\"type\": \"Sequence\", \"decoders\": [{\"type\": \"ByteFallback\"}]}", 0, 0,
          "decoder.decoders[0].type: \"ByteFallback\" not supported with a ByteLevel pre_tokenizer"},
