@@ -1,8 +1,9 @@
 // tokenizer.c — encoding, decoding and streaming decoding with a loaded Tokenizer (see tokenizer.h; loading is
 // in tokenizer_load.c).
 //
-// Encoding one pre-tokenized piece (BPE). The piece's bytes start as one symbol each, kept in a doubly linked
-// list. Every adjacent pair that has a merge is a candidate in a min-heap ordered by (merge rank, position). The
+// Encoding one pre-tokenized piece (BPE). The piece starts as one symbol per byte (byte level) or per character
+// (SentencePiece style: the character's token, else its bytes' <0xNN> tokens, else the unknown token), kept in a
+// doubly linked list. Every adjacent pair that has a merge is a candidate in a min-heap ordered by (merge rank, position). The
 // loop pops the best candidate, skips it if either symbol has changed since it was pushed, else merges the pair
 // into its left symbol and pushes the two new pairs that the merge creates. This is the classic "merge the pair
 // of lowest rank, leftmost first, until none is left" in O(n log n) for a piece of n bytes, instead of O(n²).
@@ -33,7 +34,7 @@ typedef struct {
     int left_id, right_id, merged_id;    // the pair as it was when pushed, and what it becomes
 } Candidate;
 
-// The working state of one tokenizer_encode call.
+// A piece of a SPLIT step's input: bytes [start, end).
 typedef struct {
     size_t start, end;
     bool match;  // a match of the SPLIT's pattern, else text between matches
@@ -47,13 +48,14 @@ typedef struct {
     size_t n_pieces, pieces_cap;
 } StepScratch;
 
+// The working state of one tokenizer_encode call.
 typedef struct {
     const Tokenizer *tok;
     StepScratch *scratch;     // [pipeline.n_steps]
     pcre2_match_data *match;  // for the SPLIT steps' regular expressions
     pcre2_match_context *match_context;
     pcre2_jit_stack *jit_stack;
-    Err *err;                 // where a regular expression's failure is told
+    Err *err;                 // where the steps' failures are told
     int *ids;                 // the output so far
     size_t n_ids, ids_cap;
     Symbol *sym;              // [piece length] the piece being merged
