@@ -157,6 +157,21 @@ static int read_split(Reader *r, const json_t *obj, const char *where) {
     return 0;
 }
 
+// Digits (SmolLM's): a SPLIT by numeric characters, each its own piece (individual_digits) or runs of them.
+static int read_digits(Reader *r, const json_t *obj, const char *where) {
+    int individual = get_bool(r, obj, "individual_digits", false, where);
+    if (individual < 0) return -1;
+    pcre2_code *re = compile(r, "\\p{N}", 5, false, where);
+    Step s = {.kind = STEP_SPLIT, .regex = re, .behavior = individual ? SPLIT_ISOLATED : SPLIT_CONTIGUOUS};
+    if (!re) return -1;
+    if (!add_step(r, s)) {
+        pcre2_code_free(re);
+        return -1;
+    }
+    r->p->has_regex = true;
+    return 0;
+}
+
 // GPT-2's split: pretokenize_next, as pipeline.h says.
 static int add_gpt2_split(Reader *r) {
     Step s = {.kind = STEP_SPLIT, .behavior = SPLIT_ISOLATED};
@@ -258,10 +273,11 @@ static int read_part(Reader *r, const json_t *obj, const char *where, bool norma
         return add_replace(r, pattern, len, json_string_value(content), json_string_length(content));
     }
     if (!normalizer && strcmp(type, "Split") == 0) return read_split(r, obj, where);
+    if (!normalizer && strcmp(type, "Digits") == 0) return read_digits(r, obj, where);
     if (!normalizer && strcmp(type, "ByteLevel") == 0) return read_byte_level(r, obj, where);
     if (!normalizer && strcmp(type, "Metaspace") == 0) return read_metaspace(r, obj, where);
     return err_fmt(r->err, "%s: %s.type: \"%s\" not supported (%s, or a Sequence of them)", r->path, where, type,
-                   normalizer ? "NFC, Prepend, Replace" : "Split, ByteLevel, Metaspace");
+                   normalizer ? "NFC, Prepend, Replace" : "Split, Digits, ByteLevel, Metaspace");
 }
 
 static int add_decode_replace(Reader *r, const char *from, const char *to) {

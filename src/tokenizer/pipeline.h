@@ -9,6 +9,7 @@
 //   normalizer Prepend(p)                            PREPEND p
 //   normalizer Replace(String a, b)                  REPLACE a → b
 //   pre_tokenizer Split(pattern, behavior, invert)   SPLIT by the pattern (a Regex run by PCRE2, or a String)
+//   pre_tokenizer Digits(individual_digits)          SPLIT by \p{N}: each digit alone, or runs of them
 //   pre_tokenizer ByteLevel(add_prefix_space,        PREPEND " " unless the piece starts with it (if
 //                           use_regex)                 add_prefix_space), then SPLIT by GPT-2's pattern (if
 //                                                      use_regex; pretokenize.h) — and the byte-level alphabet

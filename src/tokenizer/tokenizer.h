@@ -4,9 +4,9 @@
 // files, which are OpenAI's `encoder.json` + `vocab.bpe` under other names).
 //
 // tokenizer.json. The model is BPE (its "type" may be absent; merges as "a b" strings or ["a", "b"] pairs). Around
-// it, the parts that GPT-2, Llama 2/3, TinyLlama, Mistral and Qwen 2/2.5/3 use (pipeline.h lists them): a
+// it, the parts that GPT-2, Llama 2/3, TinyLlama, Mistral, SmolLM and Qwen 2/2.5/3 use (pipeline.h lists them): a
 // normalizer (NFC, Prepend, Replace, a Sequence of them), a pre-tokenizer (Split by the file's own regular
-// expression, run by PCRE2; ByteLevel; Metaspace; a Sequence of them), a decoder (ByteLevel, or Replace /
+// expression, run by PCRE2; Digits; ByteLevel; Metaspace; a Sequence of them), a decoder (ByteLevel, or Replace /
 // ByteFallback / Fuse / Strip / Metaspace as SentencePiece-style files have) and a post-processor (ByteLevel,
 // TemplateProcessing: the special tokens put around the text, such as Llama's BOS). Any other kind of model,
 // normalizer, pre-tokenizer, decoder or post-processor is refused at load, naming the field and its value.

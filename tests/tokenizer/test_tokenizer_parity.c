@@ -544,7 +544,7 @@ static char *write_variant(const char *json, const char *dir, const char *const 
 
 // Every kind of step, split behavior and decoder that the published files above do not use, on their
 // vocabularies, against Hugging Face: Metaspace (each prepend scheme, split or not), Split with a String or a
-// Regex and each behavior, inverted, in a Sequence; the unknown token without byte_fallback, fused or not;
+// Regex and each behavior, inverted, in a Sequence; Digits; the unknown token without byte_fallback, fused or not;
 // ByteLevel with add_prefix_space and GPT-2's pattern, and that pattern as a Split run by PCRE2.
 TEST(tokenizer_pipeline_variants_parity_with_hf_tokenizers) {
     static const char *const llama2 = LENML "/tokenizer-llama2/models/tokenizer.json";
@@ -577,6 +577,10 @@ TEST(tokenizer_pipeline_variants_parity_with_hf_tokenizers) {
         {llama2, {"model.byte_fallback", "false"}},  // the unknown token instead of <0xNN>, runs fused
         {llama2, {"model.byte_fallback", "false", "model.fuse_unk", "false"}},
         {llama3, {"pre_tokenizer", "{\"type\": \"ByteLevel\", \"add_prefix_space\": true, \"trim_offsets\": false, \"use_regex\": true}"}},
+        {llama3, {"pre_tokenizer", "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Digits\", "
+                  "\"individual_digits\": true}, {\"type\": \"ByteLevel\", \"add_prefix_space\": false, "
+                  "\"trim_offsets\": true, \"use_regex\": true}]}"}},  // SmolLM2's
+        {llama2, {"pre_tokenizer", "{\"type\": \"Digits\", \"individual_digits\": false}"}},
         {llama3, {"pre_tokenizer", "{\"type\": \"Sequence\", \"pretokenizers\": [" SPLIT("{\"Regex\": \"" GPT2_PATTERN
                   "\"}", "Isolated", "false") ", {\"type\": \"ByteLevel\", \"add_prefix_space\": false, "
                   "\"trim_offsets\": false, \"use_regex\": false}]}"}},  // GPT-2's pattern by PCRE2
