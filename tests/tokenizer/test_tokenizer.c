@@ -239,6 +239,32 @@ TEST(tokenizer_special_tokens_are_text_unless_allowed) {
     tokenizer_free(&tok);
 }
 
+// The post-processor's template puts its special tokens before and after the text, only when asked.
+TEST(tokenizer_add_special_tokens_follows_the_template) {
+    int eot = fixture_id(small_merges, N_SMALL, "<|endoftext|>"), pad = fixture_id(small_merges, N_SMALL, "<pad>");
+    char template[512];
+    snprintf(template, sizeof template,
+             "{\"type\": \"Sequence\", \"processors\": [{\"type\": \"ByteLevel\"}, {\"type\": \"TemplateProcessing\", "
+             "\"single\": [{\"SpecialToken\": {\"id\": \"<pad>\"}}, {\"Sequence\": {\"id\": \"A\"}}, {\"SpecialToken\": "
+             "{\"id\": \"eot\"}}], \"special_tokens\": {\"<pad>\": {\"ids\": [%d]}, \"eot\": {\"ids\": [%d, %d]}}}]}",
+             pad, eot, eot);
+    json_t *root = fixture_tokenizer_json(small_merges, N_SMALL);
+    json_object_set_new(root, "post_processor", json_loads(template, 0, NULL));
+    Tokenizer tok;
+    Err err = {""};
+    int rc = load_json_dir(&tok, root, &err);
+    json_decref(root);
+    CHECK(rc == 0, "%s", err.msg);
+    if (rc) return;
+    int n, *ids = encode(&tok, "hello", false, &n);
+    int hello = fixture_id(small_merges, N_SMALL, "hello"), plain[] = {hello}, wrapped[] = {pad, hello, eot, eot};
+    check_ids("encode adds nothing", ids, n, plain, 1);
+    CHECK(tokenizer_add_special_tokens(&tok, &ids, &n, &err) == 0, "%s", err.msg);
+    check_ids("the template", ids, n, wrapped, 4);
+    free(ids);
+    tokenizer_free(&tok);
+}
+
 TEST(tokenizer_encode_rejects_invalid_utf8) {
     static const struct {
         const char *text;
