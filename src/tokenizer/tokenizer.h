@@ -19,7 +19,14 @@
 // Encoding. The input is first split on added tokens (below); each stretch of text between them is normalized and
 // pre-tokenized into pieces, and each piece is byte-pair encoded: symbols are merged pairwise, always the adjacent
 // pair of lowest merge rank first, until no pair has a merge; with ignore_merges (Llama 3) a piece that is itself
-// a vocabulary token is that token. Added tokens are matched leftmost, longest first.
+// a vocabulary token is that token. Added tokens are matched leftmost, longest first, in the text before
+// normalization (Hugging Face matches those marked "normalized" after it: the same unless the normalizer changes
+// their text).
+//
+// Unicode versions. The patterns' classes (\p{L}, \p{N}) come from PCRE2's tables (Unicode 14 in Debian 12), NFC
+// from utf8proc's (15), GPT-2's scanner from utf8proc's; Hugging Face uses Oniguruma's and older NFC tables. They
+// agree on every character assigned by Unicode 14 except combining marks encoded since Unicode 13, which Hugging
+// Face's NFC leaves in place (test_tokenizer_parity.c shows both). \s means Unicode's White_Space, as in Oniguruma.
 //
 // Special tokens. In plain text, special tokens such as "<|endoftext|>" are ordinary text: the string is encoded
 // like any other ("<", "|", "end", "of", "text", "|", ">"), so that text from users cannot smuggle in control
