@@ -24,9 +24,10 @@
 // their text).
 //
 // Unicode versions. The patterns' classes (\p{L}, \p{N}) come from PCRE2's tables (Unicode 14 in Debian 12), NFC
-// from utf8proc's (15), GPT-2's scanner from utf8proc's; Hugging Face uses Oniguruma's and older NFC tables. They
-// agree on every character assigned by Unicode 14 except combining marks encoded since Unicode 13, which Hugging
-// Face's NFC leaves in place (test_tokenizer_parity.c shows both). \s means Unicode's White_Space, as in Oniguruma.
+// from utf8proc's (15), GPT-2's scanner from utf8proc's; Hugging Face uses Oniguruma's and older NFC tables: its
+// NFC leaves combining marks encoded since Unicode 13 where they are, where specdec orders them as Unicode says
+// (test_tokenizer_parity.c tests this and parity on characters assigned in Unicode 14). \s means Unicode's
+// White_Space, as in Oniguruma.
 //
 // Special tokens. In plain text, special tokens such as "<|endoftext|>" are ordinary text: the string is encoded
 // like any other ("<", "|", "end", "of", "text", "|", ">"), so that text from users cannot smuggle in control

