@@ -208,8 +208,9 @@ static int load_vocab(Loader *ld, const json_t *model, Err *err) {
     }
     size_t total = 0, most = 0;  // room for all tokens' decoded bytes, and for the longest
     for (int id = 0; id < tok->vocab_size; id++) {
-        const AddedToken *a = added[id];
-        size_t room = a ? a->len : decoded_room(p, strlen(names[id]));
+        const AddedToken *a = added[id];  // (its name, if it has one, is decoded first: room for both)
+        size_t room = names[id] ? decoded_room(p, strlen(names[id])) : 0;
+        if (a && a->len > room) room = a->len;
         total += room;
         most = room > most ? room : most;
     }
@@ -231,10 +232,10 @@ static int load_vocab(Loader *ld, const json_t *model, Err *err) {
         long len = 0;
         if (names[id] && tok->byte_level) {  // the model's token is its bytes, also its decoded text
             len = byte_level_decode(ld, names[id], bytes);
-            if (len <= 0)
+            if (len <= 0 && !a)  // (an added token's name needs not be byte-level: its content is its text)
                 rc = err_fmt(err, "%s: vocab[\"%s\"]: not byte-level text (GPT-2's alphabet of 256 characters)",
                              ld->path, names[id]);
-            else if (bytesmap_put(&tok->vocab, bytes, (size_t)len, (uint64_t)id) < 0)
+            else if (len > 0 && bytesmap_put(&tok->vocab, bytes, (size_t)len, (uint64_t)id) < 0)
                 rc = err_fmt(err, "%s: out of memory", ld->path);
         } else if (names[id]) {  // SentencePiece style: the model's token is its name; the decoder gives the text
             if (!*names[id]) rc = err_fmt(err, "%s: vocab[\"\"]: an empty token", ld->path);
