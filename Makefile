@@ -34,6 +34,8 @@ endif
 # classes for the tokenizer), and OpenBLAS in its single-threaded build: specdec runs sgemm on its own threads,
 # each on its own columns (model.c), where the threaded build's idle workers would spin against them.
 PKGS      := jansson libxxhash libutf8proc
+PKGS      += libpcre2-8  # PCRE2: runs the regular expressions that tokenizer.json files give their pre-tokenizers
+
 MULTIARCH := $(shell $(CC) -print-multiarch)
 BLAS_DIR  := /usr/lib/$(MULTIARCH)/openblas-serial
 CFLAGS := -std=c11 -D_GNU_SOURCE -g -Wall -Wextra -Werror -MMD -MP -Isrc -Ikernels -Itests/support $(OPT) \

