@@ -112,10 +112,11 @@ static int number_tokens(Loader *ld, const char ***names, Err *err) {
     const char *key;
     const json_t *value;
     json_object_foreach(ld->vocab, key, value) {
+        char q[ERR_QUOTE_LEN + 4];
         if (!json_is_integer(value) || json_integer_value(value) < 0 ||
             (size_t)json_integer_value(value) >= n_listed)
             return err_fmt(err, "%s: vocab[\"%s\"]: expected an id in 0..%zu (the number of tokens listed)",
-                           ld->path, key, n_listed - 1);
+                           ld->path, err_quote(q, key), n_listed - 1);
         if (json_integer_value(value) > max_id) max_id = (long)json_integer_value(value);
     }
     for (int i = 0; i < tok->n_added; i++) {
@@ -134,8 +135,10 @@ static int number_tokens(Loader *ld, const char ***names, Err *err) {
     int rc = 0;
     json_object_foreach(ld->vocab, key, value) {
         int id = (int)json_integer_value(value);
+        char q1[ERR_QUOTE_LEN + 4], q2[ERR_QUOTE_LEN + 4];
         if ((*names)[id] && rc == 0)
-            rc = err_fmt(err, "%s: vocab: tokens \"%s\" and \"%s\" share id %d", ld->path, (*names)[id], key, id);
+            rc = err_fmt(err, "%s: vocab: tokens \"%s\" and \"%s\" share id %d", ld->path,
+                         err_quote(q1, (*names)[id]), err_quote(q2, key), id);
         (*names)[id] = key;
     }
     for (int i = 0; i < tok->n_added && rc == 0; i++) {
@@ -177,9 +180,10 @@ static int load_vocab(Loader *ld, Err *err) {
         const AddedToken *a = added_token(tok, id);
         long len = a ? (long)a->len : byte_level_decode(ld, names[id], bytes);
         if (a) memcpy(bytes, a->text, a->len);
+        char q[ERR_QUOTE_LEN + 4];
         if (len <= 0)
             rc = err_fmt(err, "%s: vocab[\"%s\"]: not byte-level text (GPT-2's alphabet of 256 characters)",
-                         ld->path, names[id]);
+                         ld->path, err_quote(q, names[id]));
         else if (!a && bytesmap_put(&tok->vocab, bytes, (size_t)len, (uint64_t)id) < 0)
             rc = err_fmt(err, "%s: out of memory", ld->path);
         off += (uint32_t)(len > 0 ? len : 0);
@@ -204,9 +208,10 @@ static int add_merge(Loader *ld, const char *a, const char *b, uint32_t rank, co
     int ids[3];
     for (int k = 0; k < 3; k++) {
         ids[k] = vocab_id(ld, names[k]);
+        char q[ERR_QUOTE_LEN + 4];
         if (ids[k] < 0)
             return err_fmt(err, "%s: %s: %stoken \"%s\" is not in the vocabulary", ld->path, where,
-                           k == 2 ? "merged " : "", names[k]);
+                           k == 2 ? "merged " : "", err_quote(q, names[k]));
     }
     uint32_t pair[2] = {(uint32_t)ids[0], (uint32_t)ids[1]};
     if (bytesmap_put(&ld->tok->merges, pair, sizeof pair, (uint64_t)rank << 32 | (uint32_t)ids[2]) < 0)
