@@ -129,7 +129,7 @@ fuzz-targets: $(FUZZ_TARGETS:%=$(O)/bin/%)
 $(O)/bin/%: $(O)/fuzz/%.o $(FUZZ_LIB_OBJ)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -fsanitize=fuzzer -o $@ $^ $(LDLIBS)
-.PRECIOUS: $(O)/fuzz/%.o
+.SECONDARY: $(FUZZ_TARGETS:%=$(O)/fuzz/%.o)  # keep the objects: make would delete them as intermediate
 $(O)/fuzz/%.o: CFLAGS += -DFUZZ_SHIPPED_TOKENIZER='"$(CURDIR)/weights/pystd/target"'
 fuzz-smoke: fuzz
 	fuzz/smoke.sh $(FUZZ_SECONDS) $(FUZZ_TARGETS)
