@@ -10,6 +10,8 @@
 #                           (QUICK=1: 1.5–3 minutes on 2 idle cores; BENCH_ARGS="--suite decode -m DIR ..."
 #                           for run-bench options)
 #   make weights            train and export the default model pair to weights/pystd (hours; resumes)
+#   make fuzz               the libFuzzer targets of fuzz/ (clang-14, ASan + UBSan): build/fuzz/bin/<target>
+#   make fuzz-smoke         each target for FUZZ_SECONDS (default 15) from its seed corpus fuzz/corpus/<target>
 
 CC       ?= cc
 BUILD    ?= release
@@ -20,8 +22,11 @@ ifeq ($(BUILD),release)
   OPT := -O3 -DNDEBUG
 else ifeq ($(BUILD),debug)
   OPT := -O0 -DSPECDEC_DEBUG
+else ifeq ($(BUILD),fuzz)
+  # Set by `make fuzz` (with CC=clang-14): coverage for libFuzzer, AddressSanitizer, UndefinedBehaviorSanitizer.
+  OPT := -O1 -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 else
-  $(error BUILD must be release or debug, not '$(BUILD)')
+  $(error BUILD must be release, debug or fuzz, not '$(BUILD)')
 endif
 
 O := build/$(BUILD)
@@ -125,6 +130,24 @@ test-neon: $(NEON_BIN)
 .PHONY: weights
 weights: $(O)/specdec
 	tools/make_weights.sh
+
+# Fuzzing (fuzz/README.md): one libFuzzer target per parser, linked with the parsers' part of the library built for
+# it in build/fuzz/ (not the kernels: clang with ASan takes minutes over the AVX-512 file, and no parser uses them).
+FUZZ_CC      := clang-14
+FUZZ_TARGETS := $(basename $(notdir $(wildcard fuzz/*.c)))
+FUZZ_LIB_OBJ := $(patsubst %.c,$(O)/%.o,$(wildcard src/base/*.c src/checkpoint/*.c src/tokenizer/*.c))
+FUZZ_SECONDS ?= 15
+.PHONY: fuzz fuzz-targets fuzz-smoke
+fuzz:
+	$(MAKE) BUILD=fuzz CC=$(FUZZ_CC) fuzz-targets
+fuzz-targets: $(FUZZ_TARGETS:%=$(O)/bin/%)
+$(O)/bin/%: $(O)/fuzz/%.o $(FUZZ_LIB_OBJ)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -fsanitize=fuzzer -o $@ $^ $(LDLIBS)
+.SECONDARY: $(FUZZ_TARGETS:%=$(O)/fuzz/%.o)  # keep the objects: make would delete them as intermediate
+$(O)/fuzz/%.o: CFLAGS += -DFUZZ_SHIPPED_TOKENIZER='"$(CURDIR)/weights/pystd/target"'
+fuzz-smoke: fuzz
+	fuzz/smoke.sh $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
 clean:
 	rm -rf build

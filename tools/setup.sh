@@ -5,7 +5,8 @@
 #                            packages (OpenBLAS's single-threaded build, xxHash, Jansson, utf8proc)
 #   tools/setup.sh --test    also the tests' oracles and tools: Node.js and npm, then the npm packages of the
 #                            tokenizer oracle (tests/oracle, pinned by its lock file), and the aarch64 cross
-#                            compiler and qemu-user for the NEON kernel tests (make test-neon)
+#                            compiler and qemu-user for the NEON kernel tests (make test-neon), clang-14 and
+#                            its runtimes for the fuzz targets (make fuzz)
 #   tools/setup.sh --bench   also gnuplot, for make bench's plots (everything --test installs too: the
 #                            benchmark's tokenizer suite runs the oracle)
 #
@@ -31,6 +32,7 @@ packages=(gcc make libc6-dev pkg-config libopenblas-serial-dev libxxhash-dev lib
           libpcre2-dev)  # PCRE2 runs the regular expressions of tokenizer.json pre-tokenizers
 if [ $level != run ]; then
     packages+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user)  # make test-neon
+    packages+=(clang-14 libclang-rt-14-dev)  # make fuzz: clang with its libFuzzer and sanitizer runtimes
     command -v node >/dev/null && command -v npm >/dev/null || packages+=(nodejs npm)  # the tokenizer oracle
 fi
 [ $level != bench ] || packages+=(gnuplot-nox)  # make bench's plots

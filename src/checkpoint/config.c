@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <string.h>
 
-#include "checkpoint/safetensors.h"  // st_json_brief, st_err_one_line
+#include "checkpoint/safetensors.h"  // st_json_brief
 
 // No size may exceed this: a larger one is a broken file, and with this bound 4·n_embd fits an int and the
 // product of any two sizes fits an int64_t.
@@ -198,6 +198,5 @@ int config_load(Config *cfg, const char *path, Err *err) {
         rc = read_fields(cfg, root, path, err);
     }
     json_decref(root);
-    if (rc) st_err_one_line(err);
     return rc;
 }

@@ -76,8 +76,4 @@ struct json_t;
 // Returns buf.
 const char *st_json_brief(char *buf, size_t size, const struct json_t *value);
 
-// Replaces control characters in err->msg (names read from a file may hold "\n") by '?', so that the message
-// stays one line.
-void st_err_one_line(Err *err);
-
 #endif

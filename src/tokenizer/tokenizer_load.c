@@ -84,9 +84,9 @@ static int load_added_tokens(Loader *ld, const json_t *added, Err *err) {
         t->id = (int)json_integer_value(id);
         t->special = json_is_true(json_object_get(a, "special"));
         t->len = json_string_length(content);
-        t->text = malloc(t->len);
+        t->text = malloc(t->len + 1);  // NUL-terminated for messages
         if (!t->text) return err_fmt(err, "%s: out of memory", ld->path);
-        memcpy(t->text, json_string_value(content), t->len);
+        memcpy(t->text, json_string_value(content), t->len + 1);
     }
     return 0;
 }
@@ -108,10 +108,11 @@ static int number_tokens(Loader *ld, const char ***names, const AddedToken ***ad
     const char *key;
     const json_t *value;
     json_object_foreach(ld->vocab, key, value) {
+        char q[ERR_QUOTE_LEN + 4];
         if (!json_is_integer(value) || json_integer_value(value) < 0 ||
             (size_t)json_integer_value(value) >= n_listed)
             return err_fmt(err, "%s: vocab[\"%s\"]: expected an id in 0..%zu (the number of tokens listed)",
-                           ld->path, key, n_listed - 1);
+                           ld->path, err_quote(q, key), n_listed - 1);
         if (json_integer_value(value) > max_id) max_id = (long)json_integer_value(value);
     }
     for (int i = 0; i < tok->n_added; i++) {
@@ -127,8 +128,10 @@ static int number_tokens(Loader *ld, const char ***names, const AddedToken ***ad
     int rc = 0;
     json_object_foreach(ld->vocab, key, value) {
         int id = (int)json_integer_value(value);
+        char q1[ERR_QUOTE_LEN + 4], q2[ERR_QUOTE_LEN + 4];
         if ((*names)[id] && rc == 0)
-            rc = err_fmt(err, "%s: vocab: tokens \"%s\" and \"%s\" share id %d", ld->path, (*names)[id], key, id);
+            rc = err_fmt(err, "%s: vocab: tokens \"%s\" and \"%s\" share id %d", ld->path,
+                         err_quote(q1, (*names)[id]), err_quote(q2, key), id);
         (*names)[id] = key;
     }
     for (int i = 0; i < tok->n_added && rc == 0; i++) {
@@ -229,12 +232,13 @@ static int load_vocab(Loader *ld, const json_t *model, Err *err) {
         tok->token_off[id] = off;
         char *bytes = tok->token_bytes + off;
         const AddedToken *a = added[id];
+        char q[ERR_QUOTE_LEN + 4], q2[ERR_QUOTE_LEN + 4];
         long len = 0;
         if (names[id] && tok->byte_level) {  // the model's token is its bytes, also its decoded text
             len = byte_level_decode(ld, names[id], bytes);
             if (len <= 0 && !a)  // (an added token's name needs not be byte-level: its content is its text)
                 rc = err_fmt(err, "%s: vocab[\"%s\"]: not byte-level text (GPT-2's alphabet of 256 characters)",
-                             ld->path, names[id]);
+                             ld->path, err_quote(q, names[id]));
             else if (len > 0 && bytesmap_put(&tok->vocab, bytes, (size_t)len, (uint64_t)id) < 0)
                 rc = err_fmt(err, "%s: out of memory", ld->path);
         } else if (names[id]) {  // SentencePiece style: the model's token is its name; the decoder gives the text
@@ -243,7 +247,10 @@ static int load_vocab(Loader *ld, const json_t *model, Err *err) {
                 rc = err_fmt(err, "%s: out of memory", ld->path);
             len = (long)sentencepiece_decode(p, names[id], bytes, scratch);
         }
-        if (a) {  // an added token's text is its content, verbatim
+        if (a) {  // an added token's text is its content, verbatim; the vocabulary's token of its id must spell it
+            if (rc == 0 && len > 0 && ((size_t)len != a->len || memcmp(bytes, a->text, a->len) != 0))
+                rc = err_fmt(err, "%s: added token \"%s\" has id %d, which the vocabulary gives \"%s\"", ld->path,
+                             err_quote(q, a->text), id, err_quote(q2, names[id]));
             memcpy(bytes, a->text, a->len);
             len = (long)a->len;
         }
@@ -296,9 +303,10 @@ static int add_merge(Loader *ld, const char *a, const char *b, uint32_t rank, bo
     int ids[3];
     for (int k = 0; k < 3; k++) {
         ids[k] = vocab_id(ld, names[k]);
+        char q[ERR_QUOTE_LEN + 4];
         if (ids[k] < 0)
             return err_fmt(err, "%s: %s: %stoken \"%s\" is not in the vocabulary", ld->path,
-                           merge_name(where, sizeof where, json, at), k == 2 ? "merged " : "", names[k]);
+                           merge_name(where, sizeof where, json, at), k == 2 ? "merged " : "", err_quote(q, names[k]));
     }
     uint32_t pair[2] = {(uint32_t)ids[0], (uint32_t)ids[1]};
     if (bytesmap_put(&ld->tok->merges, pair, sizeof pair, (uint64_t)rank << 32 | (uint32_t)ids[2]) < 0)
@@ -471,12 +479,12 @@ int tokenizer_load_files(Tokenizer *tok, const char *vocab_path, const char *mer
     int eot_id = rc == 0 ? vocab_id(&ld, eot) : -1;
     if (eot_id >= 0) {  // the one special token of this format
         tok->added = malloc(sizeof *tok->added);
-        char *text = malloc(sizeof eot - 1);
+        char *text = malloc(sizeof eot);
         if (!tok->added || !text) {
             free(text);
             rc = err_fmt(err, "%s: out of memory", vocab_path);
         } else {
-            memcpy(text, eot, sizeof eot - 1);
+            memcpy(text, eot, sizeof eot);
             tok->added[0] = (AddedToken){.id = eot_id, .special = true, .text = text, .len = sizeof eot - 1};
             tok->n_added = 1;
         }
