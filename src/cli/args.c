@@ -29,6 +29,8 @@ static const Option options[] = {
     {"top-p", 0, OPT_FLOAT, FIELD(sampling.top_p), 1e-6, 1, "nucleus sampling mass (default 1 = off)"},
     {"seed", 0, OPT_U64, FIELD(seed), 0, 0, "random seed (default 0)"},
     {"gamma", 0, OPT_STRING, FIELD(gamma), 0, 0, "draft length: N (1-16), heuristic, or auto (default)"},
+    {"sampler", 0, OPT_STRING, FIELD(sampler), 0, 0,
+     "coupled: output = target-only's for the seed; rejection: Algorithm 1 (default rejection)"},
     {"draft-p-min", 0, OPT_FLOAT, FIELD(draft_p_min), 0, 1, "stop drafting when the draft's top probability < P"},
     {"threads", 't', OPT_INT, FIELD(threads), 1, 1024, "worker threads (default: all cores)"},
     {"print-ids", 0, OPT_FLAG, FIELD(print_ids), 0, 0, "print the generated ids instead of text"},
