@@ -28,10 +28,10 @@ static int draw(const SpecParams *params, const double *probs, int V, int positi
 
 // ---- the model drafter --------------------------------------------------------------------------------------
 
-// Drafts x_1..x_k one token at a time: q_i = adjust(draft logits), x_i ~ q_i (drawn for its position n + i − 1
-// by the scheduler's rule). The first forward feeds every
-// committed token the draft has not seen yet (the whole prompt at first; after a fully accepted round, x_γ and
-// the bonus token); x_k itself is never fed, since the next round may not keep it.
+// Drafts x_1..x_k one token at a time: q_i = adjust(draft logits), x_i ~ q_i, drawn for its position n + i − 1 by
+// the scheduler's rule. The first forward feeds every committed token the draft has not seen yet (the whole prompt
+// at first; after a fully accepted round, x_γ and the bonus token); x_k itself is never fed, since the next round
+// may not keep it.
 static int model_propose(Drafter *self, const int *context, int n, int gamma, int *draft, double *q, Err *err) {
     ModelDrafter *d = (ModelDrafter *)self;
     const int V = d->model->cfg.vocab_size, n_ctx = d->model->cfg.n_positions;
@@ -156,16 +156,18 @@ static double target_time(const GammaState *g, int T) {
     return at_t > 0 ? at_t : mean_y;
 }
 
-// FLOPs per byte of weights at which a forward's arithmetic takes as long as streaming its weights. What make bench
-// measures for the shipped target (a forward over 9 tokens costs 1.99 times one token's) puts it near 3.6 here.
+// FLOPs per byte of weights at which a forward's arithmetic takes as long as streaming its weights. What make
+// bench measures for the shipped target (a forward over 9 tokens costs 1.99 times one token's) puts it near 3.6.
 static const double FORWARD_FLOPS_PER_BYTE = 4.0;
 
+static double weights_of(const Linear *l) { return (double)l->n_out * l->n_in; }
+
 double spec_forward_cost(const Model *m, int T) {
-    double multiply_adds = (double)m->lm_head.n_out * m->lm_head.n_in;
+    double multiply_adds = weights_of(&m->lm_head);  // per token
     for (int l = 0; l < m->cfg.n_layer; l++) {
         const Block *b = &m->blocks[l];
-        multiply_adds += (double)b->attn_qkv.n_out * b->attn_qkv.n_in + (double)b->attn_proj.n_out * b->attn_proj.n_in +
-                         (double)b->mlp_up.n_out * b->mlp_up.n_in + (double)b->mlp_down.n_out * b->mlp_down.n_in;
+        multiply_adds += weights_of(&b->attn_qkv) + weights_of(&b->attn_proj) + weights_of(&b->mlp_up) +
+                         weights_of(&b->mlp_down);
     }
     return (double)m->weight_bytes + T * 2.0 * multiply_adds / FORWARD_FLOPS_PER_BYTE;
 }

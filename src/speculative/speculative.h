@@ -7,10 +7,10 @@
 // equals the target's greedy output token for token. With no drafter, the same loop is plain decoding.
 //
 // That is SAMPLER_REJECTION. SAMPLER_COUPLED is a second lossless rule (Daliri, Musco & Suresh, "Coupling without
-// communication and drafter-invariant speculative decoding", arXiv:2408.07978): the target's token at each position is the
-// Gumbel-max sample of p_i under noise keyed by (seed, position) (sampling_gumbel_max), the drafter proposes the
-// Gumbel-max sample of q_i under the same noise, and x_i is kept when it equals the target's token — which is the
-// next token otherwise. Every emitted token is then the target's own Gumbel-max sample: the output equals
+// communication and drafter-invariant speculative decoding", arXiv:2408.07978): the target's token at each position
+// is the Gumbel-max sample of p_i under noise keyed by (seed, position) (sampling_gumbel_max), the drafter proposes
+// the Gumbel-max sample of q_i under the same noise, and x_i is kept when it equals the target's token — which is
+// the next token otherwise. Every emitted token is then the target's own Gumbel-max sample: the output equals
 // target-only decoding with the same seed, token for token, whatever the drafter, γ or thread count. With total
 // variation distance δ between p and q a draft is kept with probability at least (1 − δ) / (1 + δ) (the paper's
 // bound, which Gumbel sampling meets for every p and q), against exactly 1 − δ = Σ min(p, q) under rejection

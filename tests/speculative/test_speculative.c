@@ -310,7 +310,7 @@ TEST(speculative_coupled_equals_target_only) {
                 // The same seed (not `key`) at both thread counts: the same tokens.
                 generate(&pair, prompt, 4, &params, 1000 + seed, got, &stats, true);
                 if (threads == 1) memcpy(first_threads[s][seed], got, sizeof got);
-                else CHECK(memcmp(first_threads[s][seed], got, sizeof got) == 0, "setting %d: 1 and 2 threads differ", s);
+                else CHECK(memcmp(first_threads[s][seed], got, sizeof got) == 0, "setting %d: 1, 2 threads differ", s);
             }
         CHECK(accepted > 0 && accepted < drafted, "both paths exercised: %d of %d drafts accepted", accepted, drafted);
         pair_close(&pair);
