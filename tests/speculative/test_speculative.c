@@ -269,8 +269,10 @@ TEST(speculative_sampling_matches_target_top_p) {
 TEST(speculative_coupled_sampling_matches_target) {
     check_sampled_distribution(&(SamplingParams){.temperature = 1.0f, .top_p = 1.0f}, SAMPLER_COUPLED,
                                "coupled, temperature 1");
+#ifndef SPECDEC_DEBUG  // the debug build's suite runs under the sanitizers: one chi-square for coupling is enough
     check_sampled_distribution(&(SamplingParams){.temperature = 0.7f, .top_k = 4, .top_p = 0.9f}, SAMPLER_COUPLED,
                                "coupled, top-k 4, top-p 0.9");
+#endif
 }
 
 // ---- coupled: the target's tokens whatever the drafter ---------------------------------------------------------
