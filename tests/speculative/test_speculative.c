@@ -351,6 +351,24 @@ TEST(speculative_seed_reproducible_with_gamma_auto) {
     }
 }
 
+// The cost model of γ auto under rejection sampling: the weights' bytes once, plus per token 2 FLOPs per matrix
+// weight (V·d for the LM head, 12·L·d² for the blocks: qkv 3d², projection d², MLP 2·4d²) at 4 FLOPs per byte.
+TEST(speculative_forward_cost_model) {
+    Pair pair;
+    pair_open(&pair, 97, 64, 1, 0.3f);
+    const Model *models[] = {&pair.target, &pair.draft};
+    for (int m = 0; m < 2; m++) {
+        const Config *c = &models[m]->cfg;
+        CHECK(c->n_inner == 0 || c->n_inner == 4 * c->n_embd, "the random checkpoints have F = 4d");
+        const double per_token = 2.0 * ((double)c->vocab_size * c->n_embd + 12.0 * c->n_layer * c->n_embd * c->n_embd);
+        for (int T = 1; T <= 17; T += 8)
+            CHECK(fabs(spec_forward_cost(models[m], T) - ((double)models[m]->weight_bytes + T * per_token / 4)) < 1e-6,
+                  "model %d, T %d: cost %.1f", m, T, spec_forward_cost(models[m], T));
+    }
+    CHECK(spec_forward_cost(&pair.draft, 1) < spec_forward_cost(&pair.target, 1), "the 1-block draft is cheaper");
+    pair_close(&pair);
+}
+
 // ---- edge cases -----------------------------------------------------------------------------------------------
 
 TEST(speculative_stops_at_limits) {
