@@ -27,7 +27,7 @@ static const Option options[] = {
     {"temp", 0, OPT_FLOAT, FIELD(sampling.temperature), 0, 100, "temperature; 0 = greedy (default 0)"},
     {"top-k", 0, OPT_INT, FIELD(sampling.top_k), 0, 1 << 24, "sample from the k most likely tokens; 0 = all"},
     {"top-p", 0, OPT_FLOAT, FIELD(sampling.top_p), 1e-6, 1, "nucleus sampling mass (default 1 = off)"},
-    {"seed", 0, OPT_U64, FIELD(seed), 0, 0, "random seed (default 0)"},
+    {"seed", 0, OPT_U64, FIELD(seed), 0, 0, "random seed (default 0): same seed, files and options, same tokens"},
     {"gamma", 0, OPT_STRING, FIELD(gamma), 0, 0, "draft length: N (1-16), heuristic, or auto (default)"},
     {"sampler", 0, OPT_STRING, FIELD(sampler), 0, 0,
      "coupled: output = target-only's for the seed; rejection: Algorithm 1 (default rejection)"},
