@@ -25,7 +25,7 @@ static int cmd_inspect(const Args *args, Err *err);
 static const Command commands[] = {
     {"generate", cmd_generate, "generate [-m DIR [-d DRAFT_DIR]] (-p TEXT | --ids \"1 2 3\") [options]",
      "continue a prompt; speculatively with a draft model (the shipped pair when no -m is given)",
-     "model draft ids prompt tokens temp top-k top-p seed gamma draft-p-min threads print-ids stats show trace "
+     "model draft ids prompt tokens temp top-k top-p seed gamma sampler draft-p-min threads print-ids stats show trace "
      "compare allow-special help", 0, 0},
     {"logits", cmd_logits, "logits -m DIR --ids \"1 2 3\" [--all]",
      "print the logits of the last position (all with --all), one line of %.7g values per position",
@@ -92,11 +92,21 @@ static int open_trace(const char *path, FILE **trace, Err *err) {
     return 0;
 }
 
+static int parse_sampler(const char *text, SpecSampler *sampler, Err *err) {
+    *sampler = SAMPLER_REJECTION;
+    if (!text || strcmp(text, "rejection") == 0) return 0;
+    if (strcmp(text, "coupled") == 0) {
+        *sampler = SAMPLER_COUPLED;
+        return 0;
+    }
+    return err_fmt(err, "--sampler: expected coupled or rejection, got \"%s\"", text);
+}
+
 static int cmd_generate(const Args *args, Err *err) {
     const char *target_dir, *draft_dir;
     if (model_dirs(args, &target_dir, &draft_dir, err)) return -1;
-    SpecParams params = {.sampling = args->sampling, .max_tokens = args->n_tokens};
-    if (parse_gamma(args->gamma, &params, err)) return -1;
+    SpecParams params = {.sampling = args->sampling, .seed = args->seed, .max_tokens = args->n_tokens};
+    if (parse_gamma(args->gamma, &params, err) || parse_sampler(args->sampler, &params.sampler, err)) return -1;
     if (args->ids && args->prompt) return err_fmt(err, "give the prompt as --ids or as -p, not both");
     if (!args->ids && !args->prompt) return err_fmt(err, "missing prompt: give -p TEXT or --ids \"1 2 3\"");
 
@@ -133,14 +143,11 @@ static int cmd_generate(const Args *args, Err *err) {
                  isatty(STDOUT_FILENO) && !getenv("NO_COLOR"), err);
     if (args->show) fprintf(stderr, "%s\n", show_legend(printer.color));
 
-    Rng rng;
-    rng_seed(&rng, args->seed);
     out = malloc(sizeof(int) * (args->n_tokens + 1));
-    if (s.has_draft && model_drafter_init(&drafter, &s.draft, &args->sampling, &rng, args->draft_p_min, err))
-        goto done;
+    if (s.has_draft && model_drafter_init(&drafter, &s.draft, &params, args->draft_p_min, err)) goto done;
     SpecStats stats;
-    if (speculative_generate(&s.target, s.has_draft ? &drafter.base : NULL, prompt, n_prompt, &params, &rng, out,
-                             &n_out, &stats, err))
+    if (speculative_generate(&s.target, s.has_draft ? &drafter.base : NULL, prompt, n_prompt, &params, out, &n_out,
+                             &stats, err))
         goto done;
     printer_finish(&printer);
     // The loop stops when the committed tokens overrun the context by one (the last is sampled, never fed).
@@ -150,8 +157,8 @@ static int cmd_generate(const Args *args, Err *err) {
                 "text fill the model's context of %d positions\n", n_out, args->n_tokens, n_prompt, n_ctx);
 
     if (args->stats && print_stats(&s, &stats, prompt, n_prompt, out, n_out, err)) goto done;
-    if (args->compare && s.has_draft && compare_with_target_only(&s, args->seed, args->n_tokens, &params, &stats, prompt, n_prompt, out,
-                                                                 n_out, err))
+    if (args->compare && s.has_draft &&
+        compare_with_target_only(&s, args->n_tokens, &params, &stats, prompt, n_prompt, out, n_out, err))
         goto done;
     rc = 0;
 done:

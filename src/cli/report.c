@@ -220,18 +220,16 @@ done:
     return rc;
 }
 
-int compare_with_target_only(Session *s, uint64_t seed, int max_tokens, const SpecParams *params,
+int compare_with_target_only(Session *s, int max_tokens, const SpecParams *params,
                              const SpecStats *spec, const int *prompt, int n_prompt, const int *out, int n_out,
                              Err *err) {
     SpecParams quiet = *params;
     quiet.on_token = NULL;
     quiet.trace = NULL;
-    Rng rng;
-    rng_seed(&rng, seed);
     SpecStats plain;
     int *plain_out = malloc(sizeof(int) * (max_tokens + 1)), n_plain;
     if (!plain_out) return err_fmt(err, "out of memory");
-    if (speculative_generate(&s->target, NULL, prompt, n_prompt, &quiet, &rng, plain_out, &n_plain, &plain, err)) {
+    if (speculative_generate(&s->target, NULL, prompt, n_prompt, &quiet, plain_out, &n_plain, &plain, err)) {
         free(plain_out);
         return -1;
     }

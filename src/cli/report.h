@@ -53,8 +53,9 @@ int print_stats(Session *s, const SpecStats *st, const int *prompt, int n_prompt
                 Err *err);
 
 // --compare: the same prompt and settings decoded by the target alone; prints both speeds, the speedup Theorem
-// 3.8 predicts from the measured α and c, and whether the outputs are the same (they must be when greedy).
-int compare_with_target_only(Session *s, uint64_t seed, int max_tokens, const SpecParams *params,
+// 3.8 predicts from the measured α and c, and whether the outputs are the same (they must be when greedy, and with
+// --sampler coupled at any temperature).
+int compare_with_target_only(Session *s, int max_tokens, const SpecParams *params,
                              const SpecStats *spec, const int *prompt, int n_prompt, const int *out, int n_out,
                              Err *err);
 

@@ -3,7 +3,11 @@
 //   - exactly: the accept / resample step, enumerated over the draft's choice, gives P(output = x) = p(x);
 //   - greedy: speculative output equals target-only output token for token, for any γ and thread count;
 //   - sampled: the joint distribution of the first 3 tokens over many seeds matches the target's exact
-//     distribution (a chi-square test), at temperature 1 and with top-k / top-p;
+//     distribution (a chi-square test), at temperature 1 and with top-k / top-p, for both samplers; the expected
+//     distribution comes from the independent reference (tests/support/sampling_reference.c), not from sampling.c;
+//   - coupled: speculative output equals target-only output with the same seed, token for token, for any γ,
+//     policy, thread count and sampling setting;
+//   - reproducible: the same seed gives the same tokens with γ auto, for both samplers, at 1 and 2 threads;
 //   - the edge cases: end-of-text inside a draft, -n reached mid-round, the context limit;
 //   - the trace names an accepted end-of-text draft as such, and the debug build checks every rollback.
 //
@@ -20,6 +24,7 @@
 #include "harness.h"
 #include "model/model.h"
 #include "random_checkpoint.h"
+#include "sampling_reference.h"
 #include "speculative/speculative.h"
 #include "tokenizer/tokenizer.h"
 
@@ -108,15 +113,14 @@ static void pair_close(Pair *pair) {
 // Generates with the pair (speculatively, the draft stopping below top probability p_min) or the target alone.
 static int generate_p_min(Pair *pair, const int *prompt, int n_prompt, const SpecParams *params, uint64_t seed,
                           int *out, SpecStats *stats, bool speculative, float p_min) {
-    Rng rng;
-    rng_seed(&rng, seed);
+    SpecParams seeded = *params;
+    seeded.seed = seed;
     ModelDrafter drafter;
     Err err;
     int n_out = -1;
-    if (speculative)
-        CHECK(model_drafter_init(&drafter, &pair->draft, &params->sampling, &rng, p_min, &err) == 0, "init");
-    int rc = speculative_generate(&pair->target, speculative ? &drafter.base : NULL, prompt, n_prompt, params, &rng,
-                                  out, &n_out, stats, &err);
+    if (speculative) CHECK(model_drafter_init(&drafter, &pair->draft, &seeded, p_min, &err) == 0, "init");
+    int rc = speculative_generate(&pair->target, speculative ? &drafter.base : NULL, prompt, n_prompt, &seeded, out,
+                                  &n_out, stats, &err);
     CHECK(rc == 0, "speculative_generate: %s", err.msg);
     if (speculative) model_drafter_free(&drafter);
     return n_out;
@@ -170,7 +174,8 @@ enum { N_SAMPLES = 30000 };
 #endif
 
 // The target's exact joint distribution of the first 3 tokens after the prompt, by enumeration: P(a, b, c) =
-// p(a | prompt) p(b | prompt, a) p(c | prompt, a, b), each the adjusted (temperature / top-k / top-p) p.
+// p(a | prompt) p(b | prompt, a) p(c | prompt, a, b), each the adjusted (temperature / top-k / top-p) p of the
+// reference.
 static void exact_joint(Pair *pair, const int *prompt, int n_prompt, const SamplingParams *sp, double *joint) {
     Err err;
     float logits[V_SMALL];
@@ -180,15 +185,15 @@ static void exact_joint(Pair *pair, const int *prompt, int n_prompt, const Sampl
     KVCache cache;
     CHECK(model_kv_init(&pair->target, &cache, &err) == 0, "kv");
     CHECK(model_forward(&pair->target, &cache, seq, n_prompt, logits, false, &err) == 0, "%s", err.msg);
-    sampling_adjust(p1, logits, V_SMALL, sp);
+    reference_adjust(p1, logits, V_SMALL, sp, NULL);
     for (int a = 0; a < V_SMALL; a++) {
         kv_truncate(&cache, n_prompt);
         CHECK(model_forward(&pair->target, &cache, &a, 1, logits, false, &err) == 0, "%s", err.msg);
-        sampling_adjust(p2, logits, V_SMALL, sp);
+        reference_adjust(p2, logits, V_SMALL, sp, NULL);
         for (int b = 0; b < V_SMALL; b++) {
             kv_truncate(&cache, n_prompt + 1);
             CHECK(model_forward(&pair->target, &cache, &b, 1, logits, false, &err) == 0, "%s", err.msg);
-            sampling_adjust(p3, logits, V_SMALL, sp);
+            reference_adjust(p3, logits, V_SMALL, sp, NULL);
             for (int c = 0; c < V_SMALL; c++) joint[(a * V_SMALL + b) * V_SMALL + c] = p1[a] * p2[b] * p3[c];
         }
     }
@@ -205,7 +210,7 @@ static double chi_square_critical(int k) {
 // Samples N_SAMPLES speculative generations (fixed seeds 1..N, so the test is deterministic) and compares the
 // counts of the first 3 tokens with the exact joint distribution. Cells expected fewer than 5 times are pooled.
 // False-alarm rate of a correct implementation: 1e-4 per call.
-static void check_sampled_distribution(const SamplingParams *sp, const char *label) {
+static void check_sampled_distribution(const SamplingParams *sp, SpecSampler sampler, const char *label) {
     Pair pair;
     pair_open(&pair, V_SMALL, 32, 1, 0.3f);
     const int prompt[] = {1, 3};
@@ -213,7 +218,8 @@ static void check_sampled_distribution(const SamplingParams *sp, const char *lab
     exact_joint(&pair, prompt, 2, sp, joint);
     static int counts[N_CELLS];
     memset(counts, 0, sizeof counts);
-    SpecParams params = {.sampling = *sp, .policy = GAMMA_FIXED, .gamma = 3, .max_tokens = N_FIRST, .eos_id = -1};
+    SpecParams params = {.sampling = *sp, .sampler = sampler, .policy = GAMMA_FIXED, .gamma = 3,
+                         .max_tokens = N_FIRST, .eos_id = -1};
     int drafted = 0, accepted = 0;
     for (int s = 1; s <= N_SAMPLES; s++) {
         int out[N_FIRST];
@@ -246,15 +252,121 @@ static void check_sampled_distribution(const SamplingParams *sp, const char *lab
 }
 
 TEST(speculative_sampling_matches_target_temperature_1) {
-    check_sampled_distribution(&(SamplingParams){.temperature = 1.0f, .top_p = 1.0f}, "temperature 1");
+    check_sampled_distribution(&(SamplingParams){.temperature = 1.0f, .top_p = 1.0f}, SAMPLER_REJECTION,
+                               "temperature 1");
 }
 
 TEST(speculative_sampling_matches_target_top_k) {
-    check_sampled_distribution(&(SamplingParams){.temperature = 1.0f, .top_k = 3, .top_p = 1.0f}, "top-k 3");
+    check_sampled_distribution(&(SamplingParams){.temperature = 1.0f, .top_k = 3, .top_p = 1.0f}, SAMPLER_REJECTION,
+                               "top-k 3");
 }
 
 TEST(speculative_sampling_matches_target_top_p) {
-    check_sampled_distribution(&(SamplingParams){.temperature = 0.7f, .top_p = 0.8f}, "temperature 0.7, top-p 0.8");
+    check_sampled_distribution(&(SamplingParams){.temperature = 0.7f, .top_p = 0.8f}, SAMPLER_REJECTION,
+                               "temperature 0.7, top-p 0.8");
+}
+
+TEST(speculative_coupled_sampling_matches_target) {
+    check_sampled_distribution(&(SamplingParams){.temperature = 1.0f, .top_p = 1.0f}, SAMPLER_COUPLED,
+                               "coupled, temperature 1");
+#ifndef SPECDEC_DEBUG  // the debug build's suite runs under the sanitizers: one chi-square for coupling is enough
+    check_sampled_distribution(&(SamplingParams){.temperature = 0.7f, .top_k = 4, .top_p = 0.9f}, SAMPLER_COUPLED,
+                               "coupled, top-k 4, top-p 0.9");
+#endif
+}
+
+// ---- coupled: the target's tokens whatever the drafter ---------------------------------------------------------
+
+// Under SAMPLER_COUPLED the accept rule never changes the target's token: speculative output equals target-only
+// output with the same seed, token for token, for every γ, policy and thread count (and the tokens do not depend
+// on the thread count either).
+TEST(speculative_coupled_equals_target_only) {
+    const SamplingParams settings[] = {{1.0f, 0, 1.0f}, {1.0f, 5, 1.0f}, {1.0f, 0, 0.8f}, {0.7f, 10, 0.9f}};
+    const GammaPolicy policies[] = {GAMMA_FIXED, GAMMA_FIXED, GAMMA_FIXED, GAMMA_FIXED, GAMMA_AUTO, GAMMA_HEURISTIC};
+    const int gammas[] = {1, 2, 4, 7, 0, 5};
+    enum { N_SETTINGS = 4, N_SEEDS = 3, N_TOKENS = 30 };
+    static int first_threads[N_SETTINGS][N_SEEDS][N_TOKENS];
+    for (int threads = 1; threads <= 2; threads++) {
+        Pair pair;
+        pair_open(&pair, 97, 128, threads, 0.3f);
+        int accepted = 0, drafted = 0;
+        for (int s = 0; s < N_SETTINGS; s++)
+            for (int seed = 0; seed < N_SEEDS; seed++) {
+                const int prompt[] = {3 + seed, 14, 15, 92};
+                SpecParams params = {.sampling = settings[s], .sampler = SAMPLER_COUPLED, .max_tokens = N_TOKENS,
+                                     .eos_id = -1};
+                int expect[N_TOKENS], got[N_TOKENS];
+                SpecStats stats;
+                const uint64_t key = test_rand_u64();
+                CHECK(generate(&pair, prompt, 4, &params, key, expect, &stats, false) == N_TOKENS, "target-only");
+                for (size_t g = 0; g < sizeof gammas / sizeof gammas[0]; g++) {
+                    params.policy = policies[g];
+                    params.gamma = gammas[g];
+                    int n_got = generate(&pair, prompt, 4, &params, key, got, &stats, true);
+                    CHECK(n_got == N_TOKENS && memcmp(got, expect, sizeof got) == 0,
+                          "threads %d, setting %d, policy %d, gamma %d: coupled output differs from target-only's",
+                          threads, s, policies[g], gammas[g]);
+                    accepted += stats.accepted;
+                    drafted += stats.drafted;
+                }
+                // The same seed (not `key`) at both thread counts: the same tokens.
+                generate(&pair, prompt, 4, &params, 1000 + seed, got, &stats, true);
+                if (threads == 1) memcpy(first_threads[s][seed], got, sizeof got);
+                else CHECK(memcmp(first_threads[s][seed], got, sizeof got) == 0, "setting %d: 1, 2 threads differ", s);
+            }
+        CHECK(accepted > 0 && accepted < drafted, "both paths exercised: %d of %d drafts accepted", accepted, drafted);
+        pair_close(&pair);
+    }
+}
+
+// The same seed gives the same tokens with γ auto, whose measured timings differ from run to run: under
+// rejection sampling at temperature > 0 it plans with the cost model (the same γ's, round for round), under
+// coupling the output does not depend on γ at all.
+TEST(speculative_seed_reproducible_with_gamma_auto) {
+    enum { N_TOKENS = 40 };
+    const SpecSampler samplers[] = {SAMPLER_REJECTION, SAMPLER_COUPLED};
+    for (int k = 0; k < 2; k++) {
+        int first[N_TOKENS], got[N_TOKENS];
+        SpecStats first_stats = {0}, stats;
+        for (int run = 0; run < 4; run++) {
+            const int threads = 1 + run % 2;
+            Pair pair;
+            pair_open(&pair, 97, 128, threads, 0.3f);
+            const int prompt[] = {2, 7, 1, 8};
+            SpecParams params = {.sampling = {0.7f, 0, 0.95f}, .sampler = samplers[k], .policy = GAMMA_AUTO,
+                                 .max_tokens = N_TOKENS, .eos_id = -1};
+            int n = generate(&pair, prompt, 4, &params, 42, run ? got : first, run ? &stats : &first_stats, true);
+            CHECK(n == N_TOKENS, "generated %d", n);
+            if (run) {
+                CHECK(memcmp(first, got, sizeof got) == 0, "sampler %d, run %d (%d threads): other tokens", k, run,
+                      threads);
+                if (samplers[k] == SAMPLER_REJECTION)
+                    CHECK(stats.rounds == first_stats.rounds && stats.drafted == first_stats.drafted,
+                          "run %d: %d rounds, %d drafted; run 0: %d, %d", run, stats.rounds, stats.drafted,
+                          first_stats.rounds, first_stats.drafted);
+            }
+            pair_close(&pair);
+        }
+        CHECK(first_stats.drafted > 0, "sampler %d: auto drafted nothing", k);
+    }
+}
+
+// The cost model of γ auto under rejection sampling: the weights' bytes once, plus per token 2 FLOPs per matrix
+// weight (V·d for the LM head, 12·L·d² for the blocks: qkv 3d², projection d², MLP 2·4d²) at 4 FLOPs per byte.
+TEST(speculative_forward_cost_model) {
+    Pair pair;
+    pair_open(&pair, 97, 64, 1, 0.3f);
+    const Model *models[] = {&pair.target, &pair.draft};
+    for (int m = 0; m < 2; m++) {
+        const Config *c = &models[m]->cfg;
+        CHECK(c->n_inner == 0 || c->n_inner == 4 * c->n_embd, "the random checkpoints have F = 4d");
+        const double per_token = 2.0 * ((double)c->vocab_size * c->n_embd + 12.0 * c->n_layer * c->n_embd * c->n_embd);
+        for (int T = 1; T <= 17; T += 8)
+            CHECK(fabs(spec_forward_cost(models[m], T) - ((double)models[m]->weight_bytes + T * per_token / 4)) < 1e-6,
+                  "model %d, T %d: cost %.1f", m, T, spec_forward_cost(models[m], T));
+    }
+    CHECK(spec_forward_cost(&pair.draft, 1) < spec_forward_cost(&pair.target, 1), "the 1-block draft is cheaper");
+    pair_close(&pair);
 }
 
 // ---- edge cases -----------------------------------------------------------------------------------------------
@@ -337,16 +449,14 @@ static int meddler_check(Drafter *self, const int *context, int n_prefill, Err *
 // Runs the pair with a meddler; returns speculative_generate's status (err set on failure).
 static int generate_meddled(Pair *pair, Meddler *m, SpecStats *stats, Err *err) {
     const int prompt[] = {3, 1, 4, 1, 5};
-    SpecParams params = {.sampling = {.temperature = 1.0f, .top_p = 1}, .policy = GAMMA_FIXED, .gamma = 3,
-                         .max_tokens = 24, .eos_id = -1};
-    Rng rng;
-    rng_seed(&rng, 9);
+    SpecParams params = {.sampling = {.temperature = 1.0f, .top_p = 1}, .seed = 9, .policy = GAMMA_FIXED,
+                         .gamma = 3, .max_tokens = 24, .eos_id = -1};
     m->base = (Drafter){.prefill = meddler_prefill, .propose = meddler_propose, .rollback = meddler_rollback,
                         .check_rollback = meddler_check};
     m->target = &pair->target;
-    CHECK(model_drafter_init(&m->inner, &pair->draft, &params.sampling, &rng, 0.0f, err) == 0, "%s", err->msg);
+    CHECK(model_drafter_init(&m->inner, &pair->draft, &params, 0.0f, err) == 0, "%s", err->msg);
     int out[24], n_out;
-    int rc = speculative_generate(&pair->target, &m->base, prompt, 5, &params, &rng, out, &n_out, stats, err);
+    int rc = speculative_generate(&pair->target, &m->base, prompt, 5, &params, out, &n_out, stats, err);
     model_drafter_free(&m->inner);
     return rc;
 }
@@ -402,12 +512,11 @@ TEST(speculative_trace_reports_an_accepted_end_of_text) {
     CHECK(first >= 0, "no token of the greedy output falls on a draft");
     params.eos_id = full[first];
     params.trace = tmpfile();
-    Rng rng;
-    rng_seed(&rng, 1);
+    params.seed = 1;
     ModelDrafter self;
     Err err;
-    CHECK(model_drafter_init(&self, &pair.target, &params.sampling, &rng, 0.0f, &err) == 0, "%s", err.msg);
-    CHECK(speculative_generate(&pair.target, &self.base, prompt, 3, &params, &rng, out, &n_out, &stats, &err) == 0,
+    CHECK(model_drafter_init(&self, &pair.target, &params, 0.0f, &err) == 0, "%s", err.msg);
+    CHECK(speculative_generate(&pair.target, &self.base, prompt, 3, &params, out, &n_out, &stats, &err) == 0,
           "%s", err.msg);
     model_drafter_free(&self);
     CHECK(n_out == first && stats.accepted == stats.drafted, "%d tokens before the end-of-text at %d; %d of %d "
