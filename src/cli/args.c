@@ -31,6 +31,8 @@ static const Option options[] = {
     {"gamma", 0, OPT_STRING, FIELD(gamma), 0, 0, "draft length: N (1-16), heuristic, or auto (default)"},
     {"sampler", 0, OPT_STRING, FIELD(sampler), 0, 0,
      "coupled: output = target-only's for the seed; rejection: Algorithm 1 (default rejection)"},
+    {"lookup", 0, OPT_FLAG, FIELD(lookup), 0, 0,
+     "draft by n-gram lookup over the prompt and the text so far (with -d: lookup, then the draft model)"},
     {"draft-p-min", 0, OPT_FLOAT, FIELD(draft_p_min), 0, 1, "stop drafting when the draft's top probability < P"},
     {"threads", 't', OPT_INT, FIELD(threads), 1, 1024, "worker threads (default: all cores)"},
     {"print-ids", 0, OPT_FLAG, FIELD(print_ids), 0, 0, "print the generated ids instead of text"},

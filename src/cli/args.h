@@ -27,7 +27,7 @@ typedef struct {
     SamplingParams sampling;    // --temp, --top-k, --top-p
     uint64_t seed;              // --seed
     int threads;                // --threads (0 = all cores)
-    bool print_ids, stats, all, show, compare, allow_special, help;
+    bool print_ids, stats, all, show, compare, allow_special, lookup, help;
     const char *positional[MAX_POSITIONAL];
     int n_positional;
 } Args;

@@ -25,7 +25,7 @@ static int cmd_inspect(const Args *args, Err *err);
 static const Command commands[] = {
     {"generate", cmd_generate, "generate [-m DIR [-d DRAFT_DIR]] (-p TEXT | --ids \"1 2 3\") [options]",
      "continue a prompt; speculatively with a draft model (the shipped pair when no -m is given)",
-     "model draft ids prompt tokens temp top-k top-p seed gamma sampler draft-p-min threads print-ids stats show trace "
+     "model draft ids prompt tokens temp top-k top-p seed gamma sampler lookup draft-p-min threads print-ids stats show trace "
      "compare allow-special help", 0, 0},
     {"logits", cmd_logits, "logits -m DIR --ids \"1 2 3\" [--all]",
      "print the logits of the last position (all with --all), one line of %.7g values per position",
@@ -115,6 +115,8 @@ static int cmd_generate(const Args *args, Err *err) {
     bool have_tok = false;
     Printer printer = {0};
     ModelDrafter drafter = {0};
+    LookupDrafter lookup = {0};
+    StagedDrafter staged;
     int *prompt = NULL, *out = NULL, n_prompt = 0, n_out = 0, rc = -1;
     FILE *trace = NULL;
     if (session_open(&s, target_dir, draft_dir, args->threads, err)) goto done;
@@ -145,10 +147,12 @@ static int cmd_generate(const Args *args, Err *err) {
 
     out = malloc(sizeof(int) * (args->n_tokens + 1));
     if (s.has_draft && model_drafter_init(&drafter, &s.draft, &params, args->draft_p_min, err)) goto done;
+    if (args->lookup && lookup_drafter_init(&lookup, LOOKUP_N_MIN, LOOKUP_N_MAX, err)) goto done;
+    if (args->lookup && s.has_draft) staged_drafter_init(&staged, &lookup, &drafter, LOOKUP_STAGED_MIN_MATCH);
+    Drafter *drafting = args->lookup && s.has_draft ? &staged.base : args->lookup ? &lookup.base
+                        : s.has_draft ? &drafter.base : NULL;
     SpecStats stats;
-    if (speculative_generate(&s.target, s.has_draft ? &drafter.base : NULL, prompt, n_prompt, &params, out, &n_out,
-                             &stats, err))
-        goto done;
+    if (speculative_generate(&s.target, drafting, prompt, n_prompt, &params, out, &n_out, &stats, err)) goto done;
     printer_finish(&printer);
     // The loop stops when the committed tokens overrun the context by one (the last is sampled, never fed).
     const int n_ctx = s.target.cfg.n_positions;
@@ -165,6 +169,7 @@ done:
     if (trace && trace != stderr && trace != stdout) fclose(trace);
     printer_free(&printer);
     if (drafter.logits) model_drafter_free(&drafter);
+    lookup_drafter_free(&lookup);
     if (have_tok) tokenizer_free(&tok);
     free(prompt);
     free(out);

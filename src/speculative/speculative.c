@@ -10,79 +10,13 @@
 
 // ---- randomness ---------------------------------------------------------------------------------------------
 
-// What a random number at a position is for, under SAMPLER_REJECTION: each purpose has its own stream (above any
-// token id; under SAMPLER_COUPLED stream x is token x's Gumbel noise), so a token's numbers depend on its position
-// and the seed only — never on how many rounds or draws came before it.
-typedef enum { DRAW_DRAFT, DRAW_ACCEPT, DRAW_RESIDUAL, DRAW_TARGET } Purpose;
-
-static double uniform_for(const SpecParams *params, int position, Purpose purpose) {
+static double uniform_for(const SpecParams *params, int position, DrawPurpose purpose) {
     return random_uniform(params->seed, (uint64_t)position, (1ULL << 32) + purpose);
 }
 
-// A token from probs for `position`: under coupling its Gumbel-max sample (the same noise for q and p), else by
-// inverse CDF with the purpose's number.
-static int draw(const SpecParams *params, const double *probs, int V, int position, Purpose purpose) {
+int spec_draw(const SpecParams *params, const double *probs, int V, int position, DrawPurpose purpose) {
     if (params->sampler == SAMPLER_COUPLED) return sampling_gumbel_max(probs, V, params->seed, (uint64_t)position);
     return sampling_draw(probs, V, uniform_for(params, position, purpose));
-}
-
-// ---- the model drafter --------------------------------------------------------------------------------------
-
-// Drafts x_1..x_k one token at a time: q_i = adjust(draft logits), x_i ~ q_i, drawn for its position n + i − 1 by
-// the scheduler's rule. The first forward feeds every committed token the draft has not seen yet (the whole prompt
-// at first; after a fully accepted round, x_γ and the bonus token); x_k itself is never fed, since the next round
-// may not keep it.
-static int model_propose(Drafter *self, const int *context, int n, int gamma, int *draft, double *q, Err *err) {
-    ModelDrafter *d = (ModelDrafter *)self;
-    const int V = d->model->cfg.vocab_size, n_ctx = d->model->cfg.n_positions;
-    const int *feed = context + d->cache.len;
-    int n_feed = n - d->cache.len, k = 0;
-    for (; k < gamma && d->cache.len + n_feed <= n_ctx; k++) {
-        if (model_forward(d->model, &d->cache, feed, n_feed, d->logits, false, err)) return -1;
-        self->calls++;
-        if (d->p_min > 0 && sampling_top_probability(d->logits, V) < d->p_min) break;  // the draft is unsure
-        double *q_k = q + (size_t)k * V;
-        if (sampler_adjust(&d->sampler, q_k, d->logits))
-            return err_fmt(err, "the draft model produced a NaN or infinite logit at position %d", d->cache.len - 1);
-        draft[k] = draw(d->params, q_k, V, n + k, DRAW_DRAFT);
-        feed = &draft[k];
-        n_feed = 1;
-    }
-    return k;
-}
-
-static int model_prefill(Drafter *self, const int *context, int n, Err *err) {
-    ModelDrafter *d = (ModelDrafter *)self;
-    if (n <= d->cache.len) return 0;
-    return model_forward(d->model, &d->cache, context + d->cache.len, n - d->cache.len, d->logits, false, err);
-}
-
-static void model_rollback(Drafter *self, int n) {
-    ModelDrafter *d = (ModelDrafter *)self;
-    if (d->cache.len > n) kv_truncate(&d->cache, n);
-}
-
-static int model_check(Drafter *self, const int *context, int n_prefill, Err *err) {
-    ModelDrafter *d = (ModelDrafter *)self;
-    return model_check_rollback(d->model, &d->cache, &d->check, context, n_prefill, "draft", err);
-}
-
-int model_drafter_init(ModelDrafter *d, Model *draft, const SpecParams *params, float p_min, Err *err) {
-    *d = (ModelDrafter){.base = {.prefill = model_prefill, .propose = model_propose, .rollback = model_rollback,
-                                 .check_rollback = model_check, .step_cost = spec_forward_cost(draft, 1)},
-                        .model = draft, .params = params, .p_min = p_min};
-    d->logits = malloc(sizeof(float) * draft->cfg.vocab_size);
-    if (!d->logits) return err_fmt(err, "out of memory for the draft's logits");
-    if (sampler_init(&d->sampler, &params->sampling, draft->cfg.vocab_size, draft->kernels, err)) return -1;
-    return model_kv_init(draft, &d->cache, err);
-}
-
-void model_drafter_free(ModelDrafter *d) {
-    sampler_free(&d->sampler);
-    kv_free(&d->cache);
-    rollback_check_free(&d->check);
-    free(d->logits);
-    d->logits = NULL;
 }
 
 // ---- the accept / resample step -----------------------------------------------------------------------------
@@ -129,6 +63,7 @@ enum { T_SLOTS = GAMMA_MAX + 2 };
 typedef struct {
     double alpha;               // running mean of the acceptance probability (Σ min(p, q) under rejection)
     double draft_step;          // seconds per draft forward (running mean)
+    bool draft_step_known;      // measured, or 0 by nature (a lookup's proposals cost no forward)
     double target[T_SLOTS];     // seconds per target forward of T tokens (running means; 0 = not measured)
     bool modelled;              // plan with the cost model below, not with the measurements above
     double model_draft_step, model_target[T_SLOTS];  // spec_forward_cost: the drafter's step, the target's T
@@ -173,15 +108,16 @@ double spec_forward_cost(const Model *m, int T) {
 }
 
 // GAMMA_AUTO, measuring, starts with one plain round, which measures t_target(1), the yardstick of every choice (and
-// of the predicted speedup), then drafts 4 to measure a draft step; from then on it maximises rate(γ). Plain rounds
-// teach it nothing about α, so every 8th plain round in a row drafts one token: α can recover when the text
-// becomes easier again.
+// of the predicted speedup), then drafts 4 to measure a draft step (a lookup's costs nothing: not measured); from
+// then on it maximises rate(γ). Plain rounds teach it nothing about α, so every 8th plain round in a row drafts one
+// token: α can recover when the text becomes easier again. The draft model reads the text those plain rounds
+// committed in one batch when it is next used (draft_model.c): a plain round costs no draft forward.
 static int choose_gamma(const SpecParams *params, GammaState *g, bool have_drafter) {
     if (!have_drafter) return 0;
     if (params->policy == GAMMA_FIXED) return params->gamma;
     if (params->policy == GAMMA_HEURISTIC) return g->heuristic_gamma;
     if (!g->modelled && g->target[1] <= 0) return 0;
-    if (!g->modelled && g->draft_step <= 0) return 4;
+    if (!g->modelled && !g->draft_step_known) return 4;
     const double draft_step = g->modelled ? g->model_draft_step : g->draft_step;
     int best = 0;
     double best_rate = 1.0 / (g->modelled ? g->model_target[1] : target_time(g, 1));
@@ -194,7 +130,17 @@ static int choose_gamma(const SpecParams *params, GammaState *g, bool have_draft
     return best == 0 && g->plain_streak % 8 == 0 ? 1 : best;
 }
 
-// ---- the scheduler ------------------------------------------------------------------------------------------
+// ---- the scheduler: one round of Algorithm 1 ---------------------------------------------------------------
+//
+// A round is the paper's steps, each a function below:
+//   0. choose γ                     next_gamma
+//   1. draft x_1..x_k ~ q_1..q_k    draft
+//   2. verify: p_1..p_{k+1}         verify
+//   3. accept x_i, or               accept_or_resample (accept_rejection / accept_coupled)
+//   4. resample at the first rejection, else draw the bonus from p_{k+1}
+//   5. commit and roll back         commit_and_roll_back
+// Each step writes what it decided into the round's record (Round); the statistics, the γ policy's
+// measurements, the trace and --show's callbacks read the record afterwards (record_round).
 
 #ifdef SPECDEC_DEBUG
 enum { CHECK_ROLLBACKS = 1 };  // make BUILD=debug: every rollback is checked against a recomputation
@@ -202,236 +148,319 @@ enum { CHECK_ROLLBACKS = 1 };  // make BUILD=debug: every rollback is checked ag
 enum { CHECK_ROLLBACKS = 0 };
 #endif
 
-// Step 5 checked: both caches against a forward over the committed tokens that no rollback touches (rollback_check.c).
-static int check_rollback(Model *target, KVCache *cache, RollbackCheck *check, Drafter *drafter, const int *context,
-                          int n_prefill, Err *err) {
-    if (model_check_rollback(target, cache, check, context, n_prefill, "target", err)) return -1;
-    return drafter && drafter->check_rollback ? drafter->check_rollback(drafter, context, n_prefill, err) : 0;
-}
-
-// Buffers of one round: the verify forward's logits and the distributions p_1..p_{γ+1}, q_1..q_γ.
+// One round, as it happened.
 typedef struct {
-    float *logits;      // [γ + 1, V]
-    double *p;          // [γ + 1, V]
-    double *q;          // [γ, V]
-    double *residual;   // [V]
-    int *context;       // prompt and emitted tokens
-} Buffers;
+    int gamma;                          // asked of the drafter
+    int k, n_one_hot;                   // drafted x_1..x_k, of which the first n_one_hot deterministic
+    int tokens[GAMMA_MAX + 1];          // [newest committed token, x_1..x_k]: what the target verifies
+    double p_x[GAMMA_MAX], q_x[GAMMA_MAX];  // p_i(x_i), q_i(x_i)
+    double r[GAMMA_MAX];                // rejection's acceptance numbers
+    double overlap[GAMMA_MAX];          // β_i = Σ_x min(p_i, q_i) (p_i(x_i) for a one-hot q_i)
+    double learned[GAMMA_MAX];          // what α learns from x_i: β_i, or under coupling, the outcome
+    int n_verified;                     // drafts the accept rule looked at: the accepted ones and a rejected one
+    int n_accepted, next;               // kept drafts; the target's token after them
+    TokenKind kind;                     // of next: TOKEN_BONUS, _RESAMPLED, or _TARGET (plain decoding)
+    double residual_mass;               // Σ max(0, p − q) at the rejection
+    int n_committed;                    // of x_1..x_{n_accepted}, next: committed (end-of-text and -n stop early)
+    double draft_seconds, target_seconds;
+    int draft_calls;                    // draft model forwards
+} Round;
 
-// The token that ends a round and its kind, for the trace: the first accepted draft that is the end-of-text token
-// (generation stops there: nothing after it is used), or else the target's token `next`, of kind `*kind`.
-static int round_end(const int *draft, int n_accepted, int next, int eos_id, TokenKind *kind) {
-    for (int i = 0; i < n_accepted; i++)
-        if (draft[i] == eos_id) {
-            *kind = TOKEN_ACCEPTED;
-            return draft[i];
-        }
-    return next;
+// The scheduler's state between rounds.
+typedef struct {
+    Model *target;
+    Drafter *drafter;                   // NULL: plain decoding
+    const SpecParams *params;
+    int V, n_ctx;
+    Sampler sampler;
+    KVCache cache;                      // the target's: the committed tokens but the newest
+    RollbackCheck check;                // the debug build's (CHECK_ROLLBACKS)
+    float *logits;                      // [γ + 1, V]
+    double *p;                          // [γ + 1, V]
+    double *q;                          // [γ, V]
+    double *residual;                   // [V]
+    int *context;                       // the committed tokens: prompt and emitted
+    int n, n_prompt;                    // committed tokens; of them the prompt's
+    int *out;                           // the emitted tokens
+    bool done;                          // end-of-text or -n reached
+    GammaState g;
+    double alpha_sum, gamma_sum;        // Σ learned α over verified drafts; Σ k over rounds
+    int rounds_by_gamma[GAMMA_MAX + 1];
+    SpecStats *stats;
+} Scheduler;
+
+// 0. γ: by policy, but never beyond the tokens still wanted or the context left.
+static int next_gamma(Scheduler *s) {
+    int gamma = choose_gamma(s->params, &s->g, s->drafter != NULL);
+    const int room = s->n_ctx - s->cache.len - 1, wanted = s->params->max_tokens - s->stats->generated - 1;
+    gamma = gamma < room ? gamma : room;
+    gamma = gamma < wanted ? gamma : wanted;
+    return gamma < GAMMA_MAX ? gamma : GAMMA_MAX;
 }
 
-static void trace_round(FILE *f, int round, int gamma, const int *draft, const double *p_x, const double *q_x,
-                        const double *r, int n_accepted, int token, TokenKind kind, double residual_mass) {
-    fprintf(f, "{\"round\": %d, \"gamma\": %d, \"drafted\": [", round, gamma);
-    for (int i = 0; i < gamma; i++) fprintf(f, "%s%d", i ? ", " : "", draft[i]);
-    const double *columns[3] = {p_x, q_x, r};  // r: NULL under coupling, which draws no acceptance number
+// 1. Draft x_1..x_k ~ q_1..q_k continuing the committed tokens.
+static int draft(Scheduler *s, Round *r, Err *err) {
+    if (r->gamma == 0) return 0;
+    const int calls = s->drafter->calls;
+    if ((r->k = s->drafter->propose(s->drafter, s->context, s->n, r->gamma, r->tokens + 1, s->q, err)) < 0) return -1;
+    r->n_one_hot = s->drafter->n_one_hot < r->k ? s->drafter->n_one_hot : r->k;
+    r->draft_calls = s->drafter->calls - calls;
+    return 0;
+}
+
+// 2. Verify: one target forward over [newest committed token, x_1..x_k] gives p_1..p_{k+1}.
+static int verify(Scheduler *s, Round *r, Err *err) {
+    r->tokens[0] = s->context[s->n - 1];
+    if (model_forward(s->target, &s->cache, r->tokens, r->k + 1, s->logits, true, err)) return -1;
+    for (int i = 0; i <= r->k; i++)
+        if (sampler_adjust(&s->sampler, s->p + (size_t)i * s->V, s->logits + (size_t)i * s->V))
+            return err_fmt(err, "the target model produced a NaN or infinite logit at position %d", s->n - 1 + i);
+    return 0;
+}
+
+// 3. (rejection) Keep x_i while r_i < p_i(x_i) / q_i(x_i); 4. at the first rejection the next token comes from the
+// residual norm(max(0, p_i − q_i)) — for a one-hot q_i, p_i without x_i. Returns whether x_i is kept.
+static bool accept_rejection(Scheduler *s, Round *r, int i, const double *p_i, const double *q_i) {
+    const int x = r->tokens[1 + i], position = s->n + i;
+    r->r[i] = uniform_for(s->params, position, DRAW_ACCEPT);
+    if (r->r[i] < spec_accept_probability(r->p_x[i], r->q_x[i])) return true;
+    if (i < r->n_one_hot) {
+        memcpy(s->residual, p_i, sizeof(double) * s->V);
+        r->residual_mass = 1.0 - s->residual[x];
+        s->residual[x] = 0.0;
+    } else {
+        r->residual_mass = spec_residual(s->residual, p_i, q_i, s->V);
+    }
+    r->next = sampling_draw(s->residual, s->V, uniform_for(s->params, position, DRAW_RESIDUAL));
+    return false;
+}
+
+// 3. (coupled) Keep x_i while it is the target's own Gumbel-max token t_i; 4. at the first rejection the next token
+// is t_i. Drafter-invariance: whatever x_i is, the token at this position is t_i. What α learns is P(keep) = p(x)
+// for a one-hot q; for a sampled draft there is no cheap closed form, so the outcome stands in.
+static bool accept_coupled(Scheduler *s, Round *r, int i, const double *p_i) {
+    const int t = sampling_gumbel_max(p_i, s->V, s->params->seed, (uint64_t)(s->n + i));
+    const bool keep = r->tokens[1 + i] == t;
+    if (i >= r->n_one_hot) r->learned[i] = keep;
+    if (!keep) r->next = t;
+    return keep;
+}
+
+// 3 and 4: the accepted prefix x_1..x_{n_accepted} and the next token, the residual's or the target's at the first
+// rejection, else the bonus token from p_{k+1} (plain decoding: the target's token from p_1).
+static void accept_or_resample(Scheduler *s, Round *r) {
+    r->next = -1;
+    r->kind = r->k > 0 ? TOKEN_BONUS : TOKEN_TARGET;
+    for (int i = 0; i < r->k; i++) {
+        const double *p_i = s->p + (size_t)i * s->V, *q_i = s->q + (size_t)i * s->V;
+        const bool one_hot = i < r->n_one_hot;
+        r->p_x[i] = p_i[r->tokens[1 + i]];
+        r->q_x[i] = one_hot ? 1.0 : q_i[r->tokens[1 + i]];
+        r->overlap[i] = r->learned[i] = one_hot ? r->p_x[i] : overlap(p_i, q_i, s->V);
+        r->n_verified++;
+        const bool keep = s->params->sampler == SAMPLER_COUPLED ? accept_coupled(s, r, i, p_i)
+                                                                : accept_rejection(s, r, i, p_i, q_i);
+        if (!keep) {
+            r->kind = TOKEN_RESAMPLED;
+            break;
+        }
+        r->n_accepted++;
+    }
+    if (r->next < 0) r->next = spec_draw(s->params, s->p + (size_t)r->k * s->V, s->V, s->n + r->k, DRAW_TARGET);
+}
+
+// 5. Commit x_1..x_{n_accepted} and the next token, stopping at the end-of-text id (not emitted) or at max_tokens;
+// then roll both caches back to the committed tokens but the newest, which the next round's verify feeds first.
+static int commit_and_roll_back(Scheduler *s, Round *r, Err *err) {
+    for (int i = 0; i <= r->n_accepted && !s->done; i++) {
+        const int id = i < r->n_accepted ? r->tokens[1 + i] : r->next;
+        if (id == s->params->eos_id) {
+            s->done = true;
+            break;
+        }
+        s->context[s->n++] = s->out[s->stats->generated++] = id;
+        r->n_committed++;
+        s->done = s->stats->generated == s->params->max_tokens;
+    }
+    kv_truncate(&s->cache, s->n - 1);
+    if (s->drafter) s->drafter->rollback(s->drafter, s->n - 1);
+    if (!CHECK_ROLLBACKS) return 0;
+    // Checked: both caches against a forward over the committed tokens that no rollback touches (rollback_check.c).
+    if (model_check_rollback(s->target, &s->cache, &s->check, s->context, s->n_prompt - 1, "target", err)) return -1;
+    return s->drafter && s->drafter->check_rollback
+               ? s->drafter->check_rollback(s->drafter, s->context, s->n_prompt - 1, err)
+               : 0;
+}
+
+// ---- what a round's record feeds: statistics, the γ policy, the trace, --show ------------------------------
+
+// The token that ended a round and its kind, for the trace: the first accepted draft that is the end-of-text token
+// (generation stops there: nothing after it is used), or else the target's token, of the round's kind.
+static int round_end(const Round *r, int eos_id, TokenKind *kind) {
+    *kind = r->kind;
+    for (int i = 0; i < r->n_accepted; i++)
+        if (r->tokens[1 + i] == eos_id) {
+            *kind = TOKEN_ACCEPTED;
+            return eos_id;
+        }
+    return r->next;
+}
+
+static void trace_round(FILE *f, int round, const Round *r, bool coupled, int eos_id) {
+    fprintf(f, "{\"round\": %d, \"gamma\": %d, \"drafted\": [", round, r->k);
+    for (int i = 0; i < r->k; i++) fprintf(f, "%s%d", i ? ", " : "", r->tokens[1 + i]);
+    const double *columns[3] = {r->p_x, r->q_x, coupled ? NULL : r->r};  // coupling draws no acceptance number
     const char *names[3] = {"p", "q", "r"};
     for (int c = 0; c < 3; c++) {
         if (!columns[c]) continue;
         fprintf(f, "], \"%s\": [", names[c]);
-        for (int i = 0; i < gamma; i++) fprintf(f, "%s%.6g", i ? ", " : "", columns[c][i]);
+        for (int i = 0; i < r->k; i++) fprintf(f, "%s%.6g", i ? ", " : "", columns[c][i]);
     }
     static const char *const kind_names[] = {[TOKEN_ACCEPTED] = "accepted", [TOKEN_REJECTED] = "rejected",
                                              [TOKEN_RESAMPLED] = "resampled", [TOKEN_BONUS] = "bonus",
                                              [TOKEN_TARGET] = "target"};
-    fprintf(f, "], \"accepted\": %d, \"token\": %d, \"kind\": \"%s\", \"residual_mass\": %.6g}\n", n_accepted, token,
-            kind_names[kind], residual_mass);
+    TokenKind kind;
+    const int token = round_end(r, eos_id, &kind);
+    fprintf(f, "], \"accepted\": %d, \"token\": %d, \"kind\": \"%s\", \"residual_mass\": %.6g}\n", r->n_accepted,
+            token, kind_names[kind], r->residual_mass);
+}
+
+// The committed tokens to --show's callback, as decided: a rejected draft is shown (never emitted) just before the
+// correction that replaces it, as in the paper's Figure 1.
+static void show_round(const SpecParams *params, const Round *r) {
+    for (int i = 0; i < r->n_committed; i++) {
+        if (i < r->n_accepted) {
+            params->on_token(params->ctx, r->tokens[1 + i], TOKEN_ACCEPTED);
+            continue;
+        }
+        if (r->kind == TOKEN_RESAMPLED) params->on_token(params->ctx, r->tokens[1 + i], TOKEN_REJECTED);
+        params->on_token(params->ctx, r->next, r->kind);
+    }
+}
+
+static void record_round(Scheduler *s, const Round *r) {
+    SpecStats *st = s->stats;
+    GammaState *g = &s->g;
+    st->rounds++;
+    st->drafted += r->k;
+    st->accepted += r->n_accepted;
+    st->plain_rounds += r->k == 0;
+    st->one_hot_drafted += r->n_one_hot;
+    st->one_hot_accepted += r->n_accepted < r->n_one_hot ? r->n_accepted : r->n_one_hot;
+    st->target_seconds += r->target_seconds;
+    s->gamma_sum += r->k;
+    s->rounds_by_gamma[r->k]++;
+    for (int i = 0; i < r->n_verified; i++) {
+        st->sum_min_pq += r->overlap[i];
+        st->n_min_pq++;
+        s->alpha_sum += r->learned[i];
+        running_mean(&g->alpha, r->learned[i]);
+    }
+    running_mean(&g->target[r->k + 1], r->target_seconds);
+    if (s->drafter) s->drafter->seconds += r->draft_seconds;
+    if (r->draft_calls > 0) {
+        running_mean(&g->draft_step, r->draft_seconds / r->draft_calls);
+        g->draft_step_known = true;
+    }
+    if (s->params->policy == GAMMA_HEURISTIC) {
+        g->heuristic_gamma += r->n_accepted == r->k && r->k > 0 ? 2 : -1;
+        g->heuristic_gamma = g->heuristic_gamma < 1 ? 1 : g->heuristic_gamma > GAMMA_MAX ? GAMMA_MAX : g->heuristic_gamma;
+    }
+    if (s->params->trace) trace_round(s->params->trace, st->rounds, r, s->params->sampler == SAMPLER_COUPLED,
+                                      s->params->eos_id);
+    if (s->params->on_token) show_round(s->params, r);
+}
+
+// The run's statistics, once the rounds are over.
+static void finish_stats(Scheduler *s) {
+    SpecStats *st = s->stats;
+    st->draft_calls = s->drafter ? s->drafter->calls : 0;
+    st->draft_seconds = s->drafter ? s->drafter->seconds : 0;
+    st->target_t1_seconds = target_time(&s->g, 1);
+    st->draft_step_seconds = s->g.draft_step;
+    st->mean_gamma = st->rounds ? s->gamma_sum / st->rounds : 0;
+    const double alpha = st->n_min_pq ? s->alpha_sum / st->n_min_pq : 0;
+    for (int gamma = 0; gamma <= GAMMA_MAX; gamma++)
+        st->expected_tokens += s->rounds_by_gamma[gamma] * spec_expected_tokens(alpha, gamma);
+    const double forwards = st->target_seconds + st->draft_seconds;
+    st->predicted_speedup = forwards > 0 ? st->expected_tokens * st->target_t1_seconds / forwards : 1.0;
+}
+
+static void scheduler_free(Scheduler *s) {
+    sampler_free(&s->sampler);
+    kv_free(&s->cache);
+    rollback_check_free(&s->check);
+    free(s->logits);
+    free(s->p);
+    free(s->q);
+    free(s->residual);
+    free(s->context);
+}
+
+static int scheduler_init(Scheduler *s, Model *target, Drafter *drafter, const int *prompt, int n_prompt,
+                          const SpecParams *params, int *out, SpecStats *stats, Err *err) {
+    const int V = target->cfg.vocab_size;
+    *s = (Scheduler){.target = target, .drafter = drafter, .params = params, .V = V,
+                     .n_ctx = target->cfg.n_positions, .n = n_prompt, .n_prompt = n_prompt, .out = out,
+                     .stats = stats};
+    if (sampler_init(&s->sampler, &params->sampling, V, target->kernels, err)) return -1;
+    if (model_kv_init(target, &s->cache, err)) return -1;
+    s->logits = malloc(sizeof(float) * (GAMMA_MAX + 1) * V);
+    s->p = malloc(sizeof(double) * (GAMMA_MAX + 1) * V);
+    s->q = malloc(sizeof(double) * GAMMA_MAX * V);
+    s->residual = malloc(sizeof(double) * V);
+    s->context = malloc(sizeof(int) * ((size_t)n_prompt + params->max_tokens));
+    if (!s->logits || !s->p || !s->q || !s->residual || !s->context)
+        return err_fmt(err, "out of memory for the scheduler's buffers");
+    memcpy(s->context, prompt, sizeof(int) * n_prompt);
+    GammaState *g = &s->g;
+    *g = (GammaState){.alpha = ALPHA_PRIOR, .heuristic_gamma = params->gamma,
+                      .draft_step_known = drafter && drafter->step_cost == 0,
+                      .modelled = drafter && params->policy == GAMMA_AUTO && params->sampler == SAMPLER_REJECTION &&
+                                  params->sampling.temperature > 0};
+    if (g->modelled) {
+        g->model_draft_step = drafter->step_cost;
+        for (int T = 1; T < T_SLOTS; T++) g->model_target[T] = spec_forward_cost(target, T);
+    }
+    return 0;
 }
 
 int speculative_generate(Model *target, Drafter *drafter, const int *prompt, int n_prompt,
                          const SpecParams *params, int *out, int *n_out, SpecStats *stats, Err *err) {
-    const int V = target->cfg.vocab_size, n_ctx = target->cfg.n_positions;
     *stats = (SpecStats){0};
     *n_out = 0;
     if (n_prompt < 1) return err_fmt(err, "the prompt is empty");
-    if (n_prompt >= n_ctx)
+    if (n_prompt >= target->cfg.n_positions)
         return err_fmt(err, "the prompt has %d tokens but the model's context is %d positions, which leaves no room "
-                       "to generate", n_prompt, n_ctx);
-    Sampler sampler;
-    if (sampler_init(&sampler, &params->sampling, V, target->kernels, err)) return -1;
-    KVCache cache;
-    RollbackCheck check = {0};  // the debug build's (CHECK_ROLLBACKS)
-    if (model_kv_init(target, &cache, err)) {
-        sampler_free(&sampler);
-        return -1;
-    }
-    Buffers b = {malloc(sizeof(float) * (GAMMA_MAX + 1) * V), malloc(sizeof(double) * (GAMMA_MAX + 1) * V),
-                 malloc(sizeof(double) * GAMMA_MAX * V), malloc(sizeof(double) * V),
-                 malloc(sizeof(int) * ((size_t)n_prompt + params->max_tokens))};
+                       "to generate", n_prompt, target->cfg.n_positions);
+    Scheduler s;
     int rc = -1;
-    if (!b.logits || !b.p || !b.q || !b.residual || !b.context) {
-        err_fmt(err, "out of memory for the scheduler's buffers");
-        goto done;
-    }
-    memcpy(b.context, prompt, sizeof(int) * n_prompt);
-    double t_start = now_seconds();
-
+    if (scheduler_init(&s, target, drafter, prompt, n_prompt, params, out, stats, err)) goto done;
+    const double t_start = now_seconds();
     // Prefill all but the newest committed token (both models): each round's verify forward starts with it, and
     // its logits give p_1.
-    if (n_prompt > 1 && model_forward(target, &cache, prompt, n_prompt - 1, b.logits, false, err)) goto done;
+    if (n_prompt > 1 && model_forward(target, &s.cache, prompt, n_prompt - 1, s.logits, false, err)) goto done;
     if (n_prompt > 1 && drafter && drafter->prefill && drafter->prefill(drafter, prompt, n_prompt - 1, err)) goto done;
-    double t_decode = now_seconds();
+    const double t_decode = now_seconds();
     stats->prefill_seconds = t_decode - t_start;
 
-    GammaState g = {.alpha = ALPHA_PRIOR, .heuristic_gamma = params->gamma,
-                    .modelled = drafter && params->policy == GAMMA_AUTO && params->sampler == SAMPLER_REJECTION &&
-                                params->sampling.temperature > 0};
-    if (g.modelled) {
-        g.model_draft_step = drafter->step_cost;
-        for (int T = 1; T < T_SLOTS; T++) g.model_target[T] = spec_forward_cost(target, T);
-    }
-    const bool coupled = params->sampler == SAMPLER_COUPLED;
-    double alpha_sum = 0;  // Σ over verified drafts of their acceptance probability (or, coupled, its outcome)
-    int rounds_by_gamma[GAMMA_MAX + 1] = {0};
-    int n = n_prompt;  // committed tokens; the target cache holds n − 1 of them
-    bool done = false;
-    double gamma_sum = 0;
-    while (!done && stats->generated < params->max_tokens && cache.len < n_ctx) {
-        // γ: by policy, but never beyond the tokens still wanted or the context left.
-        int gamma = choose_gamma(params, &g, drafter != NULL);
-        int room = n_ctx - cache.len - 1, wanted = params->max_tokens - stats->generated - 1;
-        gamma = gamma < room ? gamma : room;
-        gamma = gamma < wanted ? gamma : wanted;
-        gamma = gamma < GAMMA_MAX ? gamma : GAMMA_MAX;
-
-        // 1. Draft x_1..x_k ~ q_1..q_k.
-        int tokens[GAMMA_MAX + 1], k = 0;
-        if (gamma > 0) {
-            double t0 = now_seconds();
-            int calls = drafter->calls;
-            if ((k = drafter->propose(drafter, b.context, n, gamma, tokens + 1, b.q, err)) < 0) goto done;
-            double spent = now_seconds() - t0;
-            drafter->seconds += spent;
-            if (drafter->calls > calls) running_mean(&g.draft_step, spent / (drafter->calls - calls));
-        }
-        stats->drafted += k;
-        gamma_sum += k;
-        rounds_by_gamma[k]++;
-
-        // 2. Verify: one target forward over [newest committed token, x_1..x_k] gives p_1..p_{k+1}.
-        tokens[0] = b.context[n - 1];
-        double t0 = now_seconds();
-        if (model_forward(target, &cache, tokens, k + 1, b.logits, true, err)) goto done;
-        double spent = now_seconds() - t0;
-        stats->target_seconds += spent;
-        running_mean(&g.target[k + 1], spent);
-        stats->rounds++;
-        for (int i = 0; i <= k; i++)
-            if (sampler_adjust(&sampler, b.p + (size_t)i * V, b.logits + (size_t)i * V)) {
-                err_fmt(err, "the target model produced a NaN or infinite logit at position %d", n - 1 + i);
-                goto done;
-            }
-
-        // 3. Accept x_i — rejection: while r_i < p_i(x_i) / q_i(x_i); coupled: while x_i is the target's own
-        // Gumbel-max token t_i. 4. Then the next token: the residual's or t_i at the first rejection, else p_{k+1}'s.
-        double p_x[GAMMA_MAX], q_x[GAMMA_MAX], r[GAMMA_MAX], residual_mass = 0;
-        int n_accepted = 0, next = -1;
-        TokenKind kind = k > 0 ? TOKEN_BONUS : TOKEN_TARGET;
-        for (int i = 0; i < k; i++) {
-            const double *p_i = b.p + (size_t)i * V, *q_i = b.q + (size_t)i * V;
-            const int x = tokens[1 + i], position = n + i;
-            p_x[i] = p_i[x];
-            q_x[i] = drafter->deterministic ? 1.0 : q_i[x];
-            double beta = drafter->deterministic ? p_x[i] : overlap(p_i, q_i, V);
-            stats->sum_min_pq += beta;
-            stats->n_min_pq++;
-            bool keep;
-            if (coupled) {
-                // Drafter-invariance: whatever x is, the token at this position is t_i. P(keep) is p(x) for a
-                // deterministic drafter; for a sampled draft there is no cheap closed form, so the outcome stands in.
-                const int t = sampling_gumbel_max(p_i, V, params->seed, (uint64_t)position);
-                keep = x == t;
-                next = keep ? -1 : t;
-                beta = drafter->deterministic ? p_x[i] : keep;
-            } else {
-                r[i] = uniform_for(params, position, DRAW_ACCEPT);
-                keep = r[i] < spec_accept_probability(p_x[i], q_x[i]);
-            }
-            alpha_sum += beta;
-            running_mean(&g.alpha, beta);
-            if (keep) {
-                n_accepted++;
-                continue;
-            }
-            if (!coupled) {
-                if (drafter->deterministic) {  // q = one-hot(x): the residual is p without x
-                    memcpy(b.residual, p_i, sizeof(double) * V);
-                    residual_mass = 1.0 - b.residual[x];
-                    b.residual[x] = 0.0;
-                } else {
-                    residual_mass = spec_residual(b.residual, p_i, q_i, V);
-                }
-                next = sampling_draw(b.residual, V, uniform_for(params, position, DRAW_RESIDUAL));
-            }
-            kind = TOKEN_RESAMPLED;
-            break;
-        }
-        if (next < 0) next = draw(params, b.p + (size_t)k * V, V, n + k, DRAW_TARGET);
-        stats->accepted += n_accepted;
-        if (params->trace) {
-            TokenKind end_kind = kind;
-            int end = round_end(tokens + 1, n_accepted, next, params->eos_id, &end_kind);
-            trace_round(params->trace, stats->rounds, k, tokens + 1, p_x, q_x, coupled ? NULL : r, n_accepted, end,
-                        end_kind, residual_mass);
-        }
-
-        // Emit x_1..x_n and the next token, stopping at the end-of-text id or at max_tokens. A rejected draft is
-        // shown (never emitted) just before the correction that replaces it, as in the paper's Figure 1.
-        for (int i = 0; i <= n_accepted && !done; i++) {
-            int id = i < n_accepted ? tokens[1 + i] : next;
-            if (id == params->eos_id) {
-                done = true;
-                break;
-            }
-            if (params->on_token) {
-                if (i == n_accepted && kind == TOKEN_RESAMPLED)
-                    params->on_token(params->ctx, tokens[1 + i], TOKEN_REJECTED);
-                params->on_token(params->ctx, id, i < n_accepted ? TOKEN_ACCEPTED : kind);
-            }
-            b.context[n++] = out[stats->generated++] = id;
-            done = stats->generated == params->max_tokens;
-        }
-
-        // 5. Roll back both caches to the committed tokens but the newest, which the next round feeds first.
-        kv_truncate(&cache, n - 1);
-        if (drafter) drafter->rollback(drafter, n - 1);
-        if (CHECK_ROLLBACKS && check_rollback(target, &cache, &check, drafter, b.context, n_prompt - 1, err))
-            goto done;
-        if (params->policy == GAMMA_HEURISTIC) {
-            g.heuristic_gamma += n_accepted == k && k > 0 ? 2 : -1;
-            g.heuristic_gamma = g.heuristic_gamma < 1 ? 1 : g.heuristic_gamma > GAMMA_MAX ? GAMMA_MAX : g.heuristic_gamma;
-        }
+    while (!s.done && stats->generated < params->max_tokens && s.cache.len < s.n_ctx) {
+        Round r = {.gamma = next_gamma(&s)};
+        const double t0 = now_seconds();
+        if (draft(&s, &r, err)) goto done;
+        const double t1 = now_seconds();
+        if (verify(&s, &r, err)) goto done;
+        r.draft_seconds = t1 - t0;
+        r.target_seconds = now_seconds() - t1;
+        accept_or_resample(&s, &r);
+        if (commit_and_roll_back(&s, &r, err)) goto done;
+        record_round(&s, &r);
     }
     *n_out = stats->generated;
     stats->decode_seconds = now_seconds() - t_decode;
-    stats->draft_calls = drafter ? drafter->calls : 0;
-    stats->draft_seconds = drafter ? drafter->seconds : 0;
-    stats->target_t1_seconds = target_time(&g, 1);
-    stats->draft_step_seconds = g.draft_step;
-    stats->mean_gamma = stats->rounds ? gamma_sum / stats->rounds : 0;
-    double alpha = stats->n_min_pq ? alpha_sum / stats->n_min_pq : 0;
-    for (int gamma = 0; gamma <= GAMMA_MAX; gamma++)
-        stats->expected_tokens += rounds_by_gamma[gamma] * spec_expected_tokens(alpha, gamma);
-    double forwards = stats->target_seconds + stats->draft_seconds;
-    stats->predicted_speedup = forwards > 0 ? stats->expected_tokens * stats->target_t1_seconds / forwards : 1.0;
+    finish_stats(&s);
     rc = 0;
 done:
-    sampler_free(&sampler);
-    kv_free(&cache);
-    rollback_check_free(&check);
-    free(b.logits);
-    free(b.p);
-    free(b.q);
-    free(b.residual);
-    free(b.context);
+    scheduler_free(&s);
     return rc;
 }

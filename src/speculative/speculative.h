@@ -23,50 +23,10 @@
 #include <stdio.h>
 
 #include "model/model.h"
+#include "speculative/drafter.h"
 #include "speculative/sampling.h"
 
 enum { GAMMA_MAX = 16 };  // the most tokens drafted in one round (a verify forward is T = γ + 1 ≤ 17 rows)
-
-// ---- drafters -----------------------------------------------------------------------------------------------
-
-// Where drafts come from. The scheduler calls propose() once per round and rollback() after verification.
-typedef struct Drafter {
-    // Optional: reads context[0..n) ahead of the first round (the prompt), so that propose() times are steady.
-    int (*prefill)(struct Drafter *self, const int *context, int n, Err *err);
-    // Proposes up to `gamma` tokens continuing context[0..n): ids into draft[0..k), and their distributions
-    // q[i·V .. (i+1)·V) — unless the drafter is deterministic: then q_i is one-hot at draft[i], and the
-    // scheduler writes it.
-    // Returns k (0 ≤ k ≤ gamma; a drafter may stop early), or −1 with err set.
-    int (*propose)(struct Drafter *self, const int *context, int n, int gamma, int *draft, double *q, Err *err);
-    // Forget whatever was cached at positions ≥ n: the tokens there were rejected, or are not yet final.
-    void (*rollback)(struct Drafter *self, int n);
-    // Optional: checks what the drafter caches after rollback() against the committed tokens context[0..), whose
-    // first n_prefill went to prefill() (model_check_rollback). The debug build calls it after every rollback.
-    int (*check_rollback)(struct Drafter *self, const int *context, int n_prefill, Err *err);
-    bool deterministic;
-    double step_cost;       // one propose() step in spec_forward_cost's units (a model's forward; 0: a lookup)
-    double seconds;         // time spent in propose(), for the cost estimates
-    int calls;              // forward passes (or lookups) made
-} Drafter;
-
-struct SpecParams;
-
-// A small model as drafter. It samples with the scheduler's SamplingParams ("standardized sampling", §2.2), by the
-// scheduler's rule and seed (SpecParams.sampler, .seed); it stops drafting early when its top probability (softmax
-// of its logits at temperature 1, whatever the sampling settings) falls below p_min (0 = never).
-typedef struct {
-    Drafter base;
-    Model *model;
-    KVCache cache;
-    Sampler sampler;
-    const struct SpecParams *params;    // not owned: sampler and seed
-    float p_min;
-    float *logits;          // [V]
-    RollbackCheck check;    // the debug build's check of `cache` (check_rollback)
-} ModelDrafter;
-
-int model_drafter_init(ModelDrafter *d, Model *draft, const struct SpecParams *params, float p_min, Err *err);
-void model_drafter_free(ModelDrafter *d);
 
 // ---- the accept / resample step -----------------------------------------------------------------------------
 
@@ -115,13 +75,24 @@ typedef struct SpecParams {
     void *ctx;
 } SpecParams;
 
+// What a random number at a position is for, under SAMPLER_REJECTION: each purpose has its own stream (above any
+// token id; under SAMPLER_COUPLED stream x is token x's Gumbel noise), so a token's numbers depend on its position
+// and the seed only — never on how many rounds or draws came before it.
+typedef enum { DRAW_DRAFT, DRAW_ACCEPT, DRAW_RESIDUAL, DRAW_TARGET } DrawPurpose;
+
+// A token from probs for `position`: under coupling its Gumbel-max sample (the same noise for q and p), else by
+// inverse CDF with the purpose's random number. Drafters draw with it too (DRAW_DRAFT).
+int spec_draw(const SpecParams *params, const double *probs, int V, int position, DrawPurpose purpose);
+
 typedef struct {
     int generated;          // tokens emitted
     int rounds;             // target verification calls
     int drafted, accepted;  // draft tokens proposed and kept
     double sum_min_pq;      // Σ over verified drafts of Σ_x min(p(x), q(x)): rejection's expected acceptance α
     int n_min_pq;
-    int draft_calls;
+    int draft_calls;        // draft model forwards (a lookup makes none)
+    int plain_rounds;       // rounds that drafted nothing: plain decoding
+    int one_hot_drafted, one_hot_accepted;  // of drafted, accepted: deterministic drafts (the lookup's)
     double prefill_seconds;     // reading the prompt (both models), before the first round
     double decode_seconds;      // the rounds: generation proper, what tokens per second is measured over
     double target_seconds, draft_seconds;  // of decode_seconds: in target forwards, in the drafter

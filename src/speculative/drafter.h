@@ -1,0 +1,101 @@
+// drafter.h — where drafts come from: the Drafter interface the scheduler (speculative.c) calls, and the drafters
+// behind it, each in a file of its own:
+//   draft_model.c   a small model, sampled by the scheduler's rule (Leviathan et al. 2023, §2.2);
+//   draft_lookup.c  n-gram lookup over the prompt and the text so far: no model, a deterministic proposal;
+//   draft_staged.c  both: the lookup proposes a run, the draft model extends it to γ.
+#ifndef SPECDEC_DRAFTER_H
+#define SPECDEC_DRAFTER_H
+
+#include <stdbool.h>
+
+#include "model/model.h"
+#include "speculative/sampling.h"
+#include "tokenizer/bytesmap.h"
+
+struct SpecParams;
+
+// The scheduler calls propose() once per round and rollback() after verification.
+typedef struct Drafter {
+    // Optional: reads context[0..n) ahead of the first round (the prompt), so that propose() times are steady.
+    int (*prefill)(struct Drafter *self, const int *context, int n, Err *err);
+    // Proposes up to `gamma` tokens continuing the committed tokens context[0..n): ids into draft[0..k), and
+    // their distributions q[i·V .. (i+1)·V) — except for the first n_one_hot of them (set by every call), which
+    // are deterministic: their q_i is one-hot at draft[i], and the scheduler uses it without a row of q.
+    // Returns k (0 ≤ k ≤ gamma; a drafter may stop early), or −1 with err set.
+    int (*propose)(struct Drafter *self, const int *context, int n, int gamma, int *draft, double *q, Err *err);
+    // Forget whatever was cached at positions ≥ n: the tokens there were rejected, or are not yet final.
+    void (*rollback)(struct Drafter *self, int n);
+    // Optional: checks what the drafter caches after rollback() against the committed tokens context[0..), whose
+    // first n_prefill went to prefill() (model_check_rollback). The debug build calls it after every rollback.
+    int (*check_rollback)(struct Drafter *self, const int *context, int n_prefill, Err *err);
+    int n_one_hot;          // of the last proposal: how many leading tokens are deterministic (see propose)
+    double step_cost;       // one draft token in spec_forward_cost's units (a model's forward; 0: a lookup)
+    double seconds;         // time spent in propose(), for the cost estimates (the scheduler adds it up)
+    int calls;              // draft model forward passes made (a lookup makes none)
+} Drafter;
+
+// ---- a small model (draft_model.c) --------------------------------------------------------------------------
+
+// A small model as drafter. It samples with the scheduler's SamplingParams ("standardized sampling", §2.2), by the
+// scheduler's rule and seed (SpecParams.sampler, .seed); it stops drafting early when its top probability (softmax
+// of its logits at temperature 1, whatever the sampling settings) falls below p_min (0 = never). Tokens the draft
+// has not read yet (the text committed while the scheduler decoded plainly, the accepted drafts) are fed in one
+// forward when it is next used: keeping it in sync costs no forward per plain token.
+typedef struct {
+    Drafter base;
+    Model *model;
+    KVCache cache;
+    Sampler sampler;
+    const struct SpecParams *params;    // not owned: sampler and seed
+    float p_min;
+    float *logits;          // [V]
+    int *feed;              // [n_positions]: the tokens of one forward
+    RollbackCheck check;    // the debug build's check of `cache` (check_rollback)
+} ModelDrafter;
+
+int model_drafter_init(ModelDrafter *d, Model *draft, const struct SpecParams *params, float p_min, Err *err);
+void model_drafter_free(ModelDrafter *d);
+
+// Drafts up to gamma − n_given tokens after context[0..n) followed by given[0..n_given), into
+// draft[n_given..k) with q rows n_given..k; returns k (n_given when it drafts nothing), or −1 with err set.
+// draft[0..n_given) is `given`, as the staged drafter uses it; propose() is this with n_given = 0.
+int model_drafter_extend(ModelDrafter *d, const int *context, int n, int n_given, int gamma, int *draft, double *q,
+                         Err *err);
+
+// ---- n-gram lookup (draft_lookup.c) -------------------------------------------------------------------------
+
+// Prompt lookup decoding: finds the longest n-gram (n from n_max down to n_min) that ends the committed text and
+// occurred before, and proposes the tokens that followed its latest occurrence — copying on from there, so a
+// repeating span is proposed whole. Deterministic (one-hot q), costs no forward. The index maps every n-gram of
+// the committed text (as its token ids' bytes, hashed with xxHash) to the position after its latest occurrence.
+typedef struct {
+    Drafter base;
+    int n_min, n_max;
+    BytesMap index;         // n-gram → position after its latest occurrence
+    int indexed;            // the n-grams ending at positions ≤ indexed are in the index
+    int last_match;         // the length of the n-gram the last proposal matched (0: none)
+} LookupDrafter;
+
+// The n-gram lengths --lookup matches, and the shortest match whose run it takes before the draft model's tokens
+// (with -d): bench/speculative.c measures them.
+enum { LOOKUP_N_MIN = 1, LOOKUP_N_MAX = 4, LOOKUP_STAGED_MIN_MATCH = 2 };
+
+int lookup_drafter_init(LookupDrafter *d, int n_min, int n_max, Err *err);
+void lookup_drafter_free(LookupDrafter *d);
+
+// ---- lookup, then the draft model (draft_staged.c) ----------------------------------------------------------
+
+// Staged drafting (Spector & Ré 2023, with an n-gram model as the first stage): the lookup proposes a run from a
+// match of at least min_match tokens; the draft model drafts on after it, up to γ. Its one-hot tokens come first
+// (Drafter.n_one_hot); each token of the round is then drawn from a distribution that depends on the tokens before
+// it only, which is all the accept rule needs.
+typedef struct {
+    Drafter base;
+    LookupDrafter *lookup;  // not owned
+    ModelDrafter *model;    // not owned
+    int min_match;          // the shortest match whose run the staged drafter takes
+} StagedDrafter;
+
+void staged_drafter_init(StagedDrafter *d, LookupDrafter *lookup, ModelDrafter *model, int min_match);
+
+#endif
