@@ -69,11 +69,22 @@ typedef struct {
     double model_draft_step, model_target[T_SLOTS];  // spec_forward_cost: the drafter's step, the target's T
     int heuristic_gamma;
     int plain_streak;           // GAMMA_AUTO: rounds in a row it chose plain decoding
+    int n_alpha;                // drafts α has learned from
+    int probe_misses;           // probes in a row (one draft after plain rounds) that were rejected, up to 3
 } GammaState;
 
 static const double ALPHA_PRIOR = 0.6, EMA = 0.1;
 
 static void running_mean(double *mean, double x) { *mean = *mean > 0 ? *mean + EMA * (x - *mean) : x; }
+
+// α learns from a draft's acceptance β: the mean of the drafts seen so far with the prior counting as one of them,
+// until there are 1/EMA of them; then a running mean that forgets. A useless draft is found out in a few drafts
+// (the prior alone would take 1/EMA times as many), and plain decoding takes over.
+static void learn_alpha(GammaState *g, double beta) {
+    g->n_alpha++;
+    const double weight = 1.0 / (g->n_alpha + 1) > EMA ? 1.0 / (g->n_alpha + 1) : EMA;
+    g->alpha += weight * (beta - g->alpha);
+}
 
 // t_target(T): the measurement if there is one; else the line a + b·T fitted by least squares to the measured
 // T's (b ≥ 0: verifying more tokens never costs less), or with a single measured T, that time plus 3% per token
@@ -110,7 +121,8 @@ double spec_forward_cost(const Model *m, int T) {
 // GAMMA_AUTO, measuring, starts with one plain round, which measures t_target(1), the yardstick of every choice (and
 // of the predicted speedup), then drafts 4 to measure a draft step (a lookup's costs nothing: not measured); from
 // then on it maximises rate(γ). Plain rounds teach it nothing about α, so every 8th plain round in a row drafts one
-// token: α can recover when the text becomes easier again. The draft model reads the text those plain rounds
+// token — every 16th, 32nd, 64th after one, two, three such probes in a row were rejected: α can recover when the
+// text becomes easier again, and a useless draft costs a probe per 64 tokens. The draft model reads the text those plain rounds
 // committed in one batch when it is next used (draft_model.c): a plain round costs no draft forward.
 static int choose_gamma(const SpecParams *params, GammaState *g, bool have_drafter) {
     if (!have_drafter) return 0;
@@ -127,7 +139,7 @@ static int choose_gamma(const SpecParams *params, GammaState *g, bool have_draft
         if (rate > best_rate) best = gamma, best_rate = rate;
     }
     g->plain_streak = best == 0 ? g->plain_streak + 1 : 0;
-    return best == 0 && g->plain_streak % 8 == 0 ? 1 : best;
+    return best == 0 && g->plain_streak % (8 << g->probe_misses) == 0 ? 1 : best;
 }
 
 // ---- the scheduler: one round of Algorithm 1 ---------------------------------------------------------------
@@ -354,8 +366,10 @@ static void record_round(Scheduler *s, const Round *r) {
         st->sum_min_pq += r->overlap[i];
         st->n_min_pq++;
         s->alpha_sum += r->learned[i];
-        running_mean(&g->alpha, r->learned[i]);
+        learn_alpha(g, r->learned[i]);
     }
+    if (r->k == 1 && g->plain_streak > 0)  // a probe: one draft after plain rounds
+        g->probe_misses = r->n_accepted ? 0 : g->probe_misses < 3 ? g->probe_misses + 1 : 3;
     running_mean(&g->target[r->k + 1], r->target_seconds);
     if (s->drafter) s->drafter->seconds += r->draft_seconds;
     if (r->draft_calls > 0) {

@@ -78,8 +78,8 @@ typedef struct {
     Model target, draft;
 } Pair;
 
-// A target of 3 blocks and a draft of 1 block with the same seed and vocabulary.
-static void pair_open(Pair *pair, int vocab_size, int n_positions, int threads, float scale) {
+// A target of 3 blocks and a draft of 1 block with the same vocabulary, and the seed draft_seed (the target's: 7).
+static void pair_open_seeded(Pair *pair, int vocab_size, int n_positions, int threads, float scale, int draft_seed) {
     Err err;
     snprintf(pair->dir, sizeof pair->dir, "/tmp/specdec-pair-XXXXXX");
     CHECK(mkdtemp(pair->dir) != NULL, "mkdtemp");
@@ -92,10 +92,15 @@ static void pair_open(Pair *pair, int vocab_size, int n_positions, int threads, 
                              .n_positions = n_positions, .scale = scale, .seed = 7};
     CHECK(random_checkpoint_write(target_dir, &spec, &err) == 0, "%s", err.msg);
     spec.n_layer = 1;
+    spec.seed = draft_seed;
     CHECK(random_checkpoint_write(draft_dir, &spec, &err) == 0, "%s", err.msg);
     pair->pool = pool_create(threads, &err);
     CHECK(pair->pool && model_load(&pair->target, target_dir, pair->pool, &err) == 0, "%s", err.msg);
     CHECK(model_load(&pair->draft, draft_dir, pair->pool, &err) == 0, "%s", err.msg);
+}
+
+static void pair_open(Pair *pair, int vocab_size, int n_positions, int threads, float scale) {
+    pair_open_seeded(pair, vocab_size, n_positions, threads, scale, 7);
 }
 
 static void pair_close(Pair *pair) {
@@ -110,20 +115,39 @@ static void pair_close(Pair *pair) {
     rmdir(pair->dir);
 }
 
-// Generates with the pair (speculatively, the draft stopping below top probability p_min) or the target alone.
-static int generate_p_min(Pair *pair, const int *prompt, int n_prompt, const SpecParams *params, uint64_t seed,
-                          int *out, SpecStats *stats, bool speculative, float p_min) {
+// The drafters under test: the draft model, n-gram lookup, and both (staged; here taking every match, a
+// single token's too, so that lookup and model tokens mix in rounds on the tiny models).
+typedef enum { DRAFT_NONE, DRAFT_MODEL, DRAFT_LOOKUP, DRAFT_STAGED, N_DRAFT_KINDS } DraftKind;
+static const char *const DRAFT_NAMES[] = {"target-only", "draft model", "lookup", "lookup + draft model"};
+
+// Generates with the pair by one of the drafters (the draft stopping below top probability p_min), or the target
+// alone.
+static int generate_with(Pair *pair, DraftKind kind, const int *prompt, int n_prompt, const SpecParams *params,
+                         uint64_t seed, int *out, SpecStats *stats, float p_min) {
     SpecParams seeded = *params;
     seeded.seed = seed;
-    ModelDrafter drafter;
+    ModelDrafter model = {0};
+    LookupDrafter lookup = {0};
+    StagedDrafter staged;
     Err err;
     int n_out = -1;
-    if (speculative) CHECK(model_drafter_init(&drafter, &pair->draft, &seeded, p_min, &err) == 0, "init");
-    int rc = speculative_generate(&pair->target, speculative ? &drafter.base : NULL, prompt, n_prompt, &seeded, out,
-                                  &n_out, stats, &err);
+    if (kind == DRAFT_MODEL || kind == DRAFT_STAGED)
+        CHECK(model_drafter_init(&model, &pair->draft, &seeded, p_min, &err) == 0, "init: %s", err.msg);
+    if (kind == DRAFT_LOOKUP || kind == DRAFT_STAGED)
+        CHECK(lookup_drafter_init(&lookup, LOOKUP_N_MIN, LOOKUP_N_MAX, &err) == 0, "init: %s", err.msg);
+    if (kind == DRAFT_STAGED) staged_drafter_init(&staged, &lookup, &model, 1);
+    Drafter *drafters[] = {NULL, &model.base, &lookup.base, &staged.base};
+    int rc = speculative_generate(&pair->target, drafters[kind], prompt, n_prompt, &seeded, out, &n_out, stats, &err);
     CHECK(rc == 0, "speculative_generate: %s", err.msg);
-    if (speculative) model_drafter_free(&drafter);
+    if (model.logits) model_drafter_free(&model);
+    lookup_drafter_free(&lookup);
     return n_out;
+}
+
+static int generate_p_min(Pair *pair, const int *prompt, int n_prompt, const SpecParams *params, uint64_t seed,
+                          int *out, SpecStats *stats, bool speculative, float p_min) {
+    return generate_with(pair, speculative ? DRAFT_MODEL : DRAFT_NONE, prompt, n_prompt, params, seed, out, stats,
+                         p_min);
 }
 
 static int generate(Pair *pair, const int *prompt, int n_prompt, const SpecParams *params, uint64_t seed, int *out,
@@ -133,6 +157,8 @@ static int generate(Pair *pair, const int *prompt, int n_prompt, const SpecParam
 
 // ---- greedy identity ------------------------------------------------------------------------------------------
 
+// Every drafter and combination; lookup proposals need repeats, which the prompts (drawn from 6 ids) and the
+// tiny models' loops supply.
 TEST(speculative_greedy_equals_target) {
     const GammaPolicy policies[] = {GAMMA_FIXED, GAMMA_FIXED, GAMMA_FIXED, GAMMA_FIXED, GAMMA_FIXED, GAMMA_AUTO,
                                     GAMMA_HEURISTIC};
@@ -140,26 +166,32 @@ TEST(speculative_greedy_equals_target) {
     for (int threads = 1; threads <= 2; threads++) {
         Pair pair;
         pair_open(&pair, 97, 128, threads, 0.3f);
-        int accepted = 0, drafted = 0;
+        int accepted[N_DRAFT_KINDS] = {0}, drafted[N_DRAFT_KINDS] = {0};
         for (int trial = 0; trial < 6; trial++) {
             int prompt[8], n_prompt = test_rand_int(1, 8);
-            for (int i = 0; i < n_prompt; i++) prompt[i] = test_rand_int(0, 95);
+            for (int i = 0; i < n_prompt; i++) prompt[i] = trial % 2 ? test_rand_int(0, 95) : test_rand_int(0, 5);
             SpecParams params = {.sampling = {.temperature = 0, .top_p = 1}, .max_tokens = 40, .eos_id = -1};
             int expect[40], got[40];
             SpecStats stats;
             int n_expect = generate(&pair, prompt, n_prompt, &params, 1, expect, &stats, false);
-            for (size_t g = 0; g < sizeof gammas / sizeof gammas[0]; g++) {
-                params.policy = policies[g];
-                params.gamma = gammas[g];
-                int n_got = generate(&pair, prompt, n_prompt, &params, 1 + trial, got, &stats, true);
-                CHECK(n_got == n_expect && memcmp(got, expect, sizeof(int) * n_got) == 0,
-                      "threads %d, policy %d, gamma %d: speculative output differs from the target's", threads,
-                      policies[g], gammas[g]);
-                accepted += stats.accepted;
-                drafted += stats.drafted;
-            }
+            for (DraftKind kind = DRAFT_MODEL; kind < N_DRAFT_KINDS; kind++)
+                for (size_t g = 0; g < sizeof gammas / sizeof gammas[0]; g++) {
+                    params.policy = policies[g];
+                    params.gamma = gammas[g];
+                    int n_got = generate_with(&pair, kind, prompt, n_prompt, &params, 1 + trial, got, &stats, 0);
+                    CHECK(n_got == n_expect && memcmp(got, expect, sizeof(int) * n_got) == 0,
+                          "%s, threads %d, policy %d, gamma %d: speculative output differs from the target's",
+                          DRAFT_NAMES[kind], threads, policies[g], gammas[g]);
+                    accepted[kind] += stats.accepted;
+                    drafted[kind] += stats.drafted;
+                    if (kind == DRAFT_LOOKUP)
+                        CHECK(stats.one_hot_drafted == stats.drafted && stats.draft_calls == 0, "lookup: %d of %d "
+                              "drafts one-hot, %d forwards", stats.one_hot_drafted, stats.drafted, stats.draft_calls);
+                }
         }
-        CHECK(accepted > 0 && accepted < drafted, "both paths exercised: %d of %d drafts accepted", accepted, drafted);
+        for (DraftKind kind = DRAFT_MODEL; kind < N_DRAFT_KINDS; kind++)
+            CHECK(accepted[kind] > 0 && accepted[kind] < drafted[kind], "%s: both paths exercised: %d of %d drafts "
+                  "accepted", DRAFT_NAMES[kind], accepted[kind], drafted[kind]);
         pair_close(&pair);
     }
 }
@@ -210,12 +242,14 @@ static double chi_square_critical(int k) {
 // Samples N_SAMPLES speculative generations (fixed seeds 1..N, so the test is deterministic) and compares the
 // counts of the first 3 tokens with the exact joint distribution. Cells expected fewer than 5 times are pooled.
 // False-alarm rate of a correct implementation: 1e-4 per call.
-static void check_sampled_distribution(const SamplingParams *sp, SpecSampler sampler, const char *label) {
+// The draft model drafts after the prompt {1, 3}; the lookup drafters after {1, 3, 1, 3}, whose repeat they copy.
+static void check_sampled_distribution_of(DraftKind kind, const SamplingParams *sp, SpecSampler sampler,
+                                          const char *label) {
     Pair pair;
     pair_open(&pair, V_SMALL, 32, 1, 0.3f);
-    const int prompt[] = {1, 3};
+    const int prompt[] = {1, 3, 1, 3}, n_prompt = kind == DRAFT_MODEL ? 2 : 4;
     double joint[N_CELLS];
-    exact_joint(&pair, prompt, 2, sp, joint);
+    exact_joint(&pair, prompt, n_prompt, sp, joint);
     static int counts[N_CELLS];
     memset(counts, 0, sizeof counts);
     SpecParams params = {.sampling = *sp, .sampler = sampler, .policy = GAMMA_FIXED, .gamma = 3,
@@ -224,7 +258,7 @@ static void check_sampled_distribution(const SamplingParams *sp, SpecSampler sam
     for (int s = 1; s <= N_SAMPLES; s++) {
         int out[N_FIRST];
         SpecStats stats;
-        if (generate(&pair, prompt, 2, &params, (uint64_t)s, out, &stats, true) != N_FIRST) return;
+        if (generate_with(&pair, kind, prompt, n_prompt, &params, (uint64_t)s, out, &stats, 0) != N_FIRST) return;
         counts[(out[0] * V_SMALL + out[1]) * V_SMALL + out[2]]++;
         drafted += stats.drafted;
         accepted += stats.accepted;
@@ -251,6 +285,10 @@ static void check_sampled_distribution(const SamplingParams *sp, SpecSampler sam
     pair_close(&pair);
 }
 
+static void check_sampled_distribution(const SamplingParams *sp, SpecSampler sampler, const char *label) {
+    check_sampled_distribution_of(DRAFT_MODEL, sp, sampler, label);
+}
+
 TEST(speculative_sampling_matches_target_temperature_1) {
     check_sampled_distribution(&(SamplingParams){.temperature = 1.0f, .top_p = 1.0f}, SAMPLER_REJECTION,
                                "temperature 1");
@@ -275,6 +313,22 @@ TEST(speculative_coupled_sampling_matches_target) {
 #endif
 }
 
+// Lookup's one-hot q and the staged mix of one-hot and sampled drafts, under both accept rules.
+TEST(speculative_lookup_sampling_matches_target) {
+    const SamplingParams t1 = {.temperature = 1.0f, .top_p = 1.0f}, filtered = {.temperature = 0.7f, .top_k = 4,
+                                                                                .top_p = 0.9f};
+    check_sampled_distribution_of(DRAFT_LOOKUP, &t1, SAMPLER_REJECTION, "lookup, temperature 1");
+    check_sampled_distribution_of(DRAFT_STAGED, &t1, SAMPLER_REJECTION, "staged, temperature 1");
+    check_sampled_distribution_of(DRAFT_LOOKUP, &t1, SAMPLER_COUPLED, "lookup, coupled");
+    check_sampled_distribution_of(DRAFT_STAGED, &t1, SAMPLER_COUPLED, "staged, coupled");
+#ifndef SPECDEC_DEBUG  // the sanitizer suite: one chi-square per drafter and rule is enough
+    check_sampled_distribution_of(DRAFT_LOOKUP, &filtered, SAMPLER_REJECTION, "lookup, top-k 4, top-p 0.9");
+    check_sampled_distribution_of(DRAFT_STAGED, &filtered, SAMPLER_REJECTION, "staged, top-k 4, top-p 0.9");
+#else
+    (void)filtered;
+#endif
+}
+
 // ---- coupled: the target's tokens whatever the drafter ---------------------------------------------------------
 
 // Under SAMPLER_COUPLED the accept rule never changes the target's token: speculative output equals target-only
@@ -289,32 +343,35 @@ TEST(speculative_coupled_equals_target_only) {
     for (int threads = 1; threads <= 2; threads++) {
         Pair pair;
         pair_open(&pair, 97, 128, threads, 0.3f);
-        int accepted = 0, drafted = 0;
+        int accepted[N_DRAFT_KINDS] = {0}, drafted[N_DRAFT_KINDS] = {0};
         for (int s = 0; s < N_SETTINGS; s++)
             for (int seed = 0; seed < N_SEEDS; seed++) {
-                const int prompt[] = {3 + seed, 14, 15, 92};
+                const int prompt[] = {3 + seed, 14, 15, 92, 3 + seed, 14};  // a repeat, for the lookup
                 SpecParams params = {.sampling = settings[s], .sampler = SAMPLER_COUPLED, .max_tokens = N_TOKENS,
                                      .eos_id = -1};
                 int expect[N_TOKENS], got[N_TOKENS];
                 SpecStats stats;
                 const uint64_t key = test_rand_u64();
-                CHECK(generate(&pair, prompt, 4, &params, key, expect, &stats, false) == N_TOKENS, "target-only");
-                for (size_t g = 0; g < sizeof gammas / sizeof gammas[0]; g++) {
-                    params.policy = policies[g];
-                    params.gamma = gammas[g];
-                    int n_got = generate(&pair, prompt, 4, &params, key, got, &stats, true);
-                    CHECK(n_got == N_TOKENS && memcmp(got, expect, sizeof got) == 0,
-                          "threads %d, setting %d, policy %d, gamma %d: coupled output differs from target-only's",
-                          threads, s, policies[g], gammas[g]);
-                    accepted += stats.accepted;
-                    drafted += stats.drafted;
-                }
+                CHECK(generate(&pair, prompt, 6, &params, key, expect, &stats, false) == N_TOKENS, "target-only");
+                for (DraftKind kind = DRAFT_MODEL; kind < N_DRAFT_KINDS; kind++)
+                    for (size_t g = 0; g < sizeof gammas / sizeof gammas[0]; g++) {
+                        params.policy = policies[g];
+                        params.gamma = gammas[g];
+                        int n_got = generate_with(&pair, kind, prompt, 6, &params, key, got, &stats, 0);
+                        CHECK(n_got == N_TOKENS && memcmp(got, expect, sizeof got) == 0, "%s, threads %d, setting %d, "
+                              "policy %d, gamma %d: coupled output differs from target-only's", DRAFT_NAMES[kind],
+                              threads, s, policies[g], gammas[g]);
+                        accepted[kind] += stats.accepted;
+                        drafted[kind] += stats.drafted;
+                    }
                 // The same seed (not `key`) at both thread counts: the same tokens.
-                generate(&pair, prompt, 4, &params, 1000 + seed, got, &stats, true);
+                generate(&pair, prompt, 6, &params, 1000 + seed, got, &stats, true);
                 if (threads == 1) memcpy(first_threads[s][seed], got, sizeof got);
                 else CHECK(memcmp(first_threads[s][seed], got, sizeof got) == 0, "setting %d: 1, 2 threads differ", s);
             }
-        CHECK(accepted > 0 && accepted < drafted, "both paths exercised: %d of %d drafts accepted", accepted, drafted);
+        for (DraftKind kind = DRAFT_MODEL; kind < N_DRAFT_KINDS; kind++)
+            CHECK(accepted[kind] > 0 && accepted[kind] < drafted[kind], "%s: both paths exercised: %d of %d drafts "
+                  "accepted", DRAFT_NAMES[kind], accepted[kind], drafted[kind]);
         pair_close(&pair);
     }
 }
@@ -366,6 +423,33 @@ TEST(speculative_forward_cost_model) {
                   "model %d, T %d: cost %.1f", m, T, spec_forward_cost(models[m], T));
     }
     CHECK(spec_forward_cost(&pair.draft, 1) < spec_forward_cost(&pair.target, 1), "the 1-block draft is cheaper");
+    pair_close(&pair);
+}
+
+// ---- a useless draft ------------------------------------------------------------------------------------------
+
+// A draft of another seed, greedy: its drafts are (nearly) never the target's, and γ auto falls back to plain
+// decoding. Keeping the draft in sync then costs no forward per plain token: the draft reads the tokens committed
+// meanwhile in the first forward of its next proposal, so its forwards are exactly the tokens it drafted.
+TEST(speculative_auto_falls_back_without_draft_forwards) {
+    Pair pair;
+    pair_open_seeded(&pair, 97, 256, 1, 0.3f, 1234);
+    const int prompt[] = {3, 1, 4, 1, 5};
+    SpecParams params = {.sampling = {.temperature = 0, .top_p = 1}, .policy = GAMMA_AUTO, .max_tokens = 200,
+                         .eos_id = -1};
+    int expect[200], got[200];
+    SpecStats stats;
+    generate(&pair, prompt, 5, &params, 1, expect, &stats, false);
+    CHECK(generate(&pair, prompt, 5, &params, 1, got, &stats, true) == 200 && memcmp(got, expect, sizeof got) == 0,
+          "greedy output");
+    printf("    %d rounds, %d plain; %d drafted, %d accepted; %d draft forwards\n", stats.rounds, stats.plain_rounds,
+           stats.drafted, stats.accepted, stats.draft_calls);
+    CHECK(stats.draft_calls == stats.drafted, "%d draft forwards for %d drafted tokens", stats.draft_calls,
+          stats.drafted);
+    CHECK(stats.plain_rounds > stats.rounds / 2, "auto fell back to plain decoding in %d of %d rounds",
+          stats.plain_rounds, stats.rounds);
+    CHECK(stats.accepted * 4 < stats.drafted, "the draft is useless: %d of %d accepted", stats.accepted,
+          stats.drafted);
     pair_close(&pair);
 }
 
