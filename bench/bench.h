@@ -159,10 +159,13 @@ typedef struct {
     int n;
 } Prompt;
 
-// The held-out prompts of bench/prompts/*.jsonl ({"id", "prompt"} per line), `count` of them spread evenly over
+// Held-out prompts: those of folder/*.jsonl ({"id", "prompt"} per line) — PROMPTS_HELD_OUT, or PROMPTS_COPY, the
+// copy-heavy set (code whose continuation repeats earlier lines, written for it) — `count` of them spread evenly over
 // the set (all when count is 0 or larger), as token ids of the pair's tokenizer — or their bytes when the pair
 // has none (the random pair) — cut to their last n_positions − reserve tokens. *n receives their number.
-Prompt *prompts_load(const Pair *pair, int count, int reserve, int *n);
+#define PROMPTS_HELD_OUT "bench/prompts"
+#define PROMPTS_COPY "bench/prompts/copy"
+Prompt *prompts_load(const Pair *pair, const char *folder, int count, int reserve, int *n);
 void prompts_free(Prompt *prompts, int n);
 
 // ---- memory bandwidth (memory.c) ----------------------------------------------------------------------------

@@ -53,7 +53,7 @@ static const char *SUITE_NAMES[] = {"limit", "decode", "speculative", "tokenizer
 static void print_help(void) {
     printf("usage: run-bench [options]    (make bench BENCH_ARGS=\"...\", or make bench QUICK=1)\n\n"
            "Measures memory bandwidth and the matmul kernels (limit), decoding speed (decode), speculative decoding "
-           "on the\nheld-out prompts of bench/prompts (speculative) and tokenizer throughput (tokenizer); prints "
+           "on the\nheld-out and copy-heavy prompts of bench/prompts (speculative) and tokenizer throughput (tokenizer); prints "
            "Markdown tables\nand writes results-<date>.json, latest.json, latest.md and PNG plots under --out.\n\n");
     for (int i = 0; i < N_OPTIONS; i++) {
         char flag[48];

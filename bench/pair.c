@@ -10,7 +10,6 @@
 
 #define DEFAULT_TARGET "weights/pystd/target"
 #define DEFAULT_DRAFT "weights/pystd/draft"
-#define PROMPT_DIR "bench/prompts"
 
 // ---- the pair -----------------------------------------------------------------------------------------------
 
@@ -164,9 +163,9 @@ static void read_jsonl(const char *path, json_t *all) {
     fclose(f);
 }
 
-Prompt *prompts_load(const Pair *pair, int count, int reserve, int *n) {
-    DIR *dir = opendir(PROMPT_DIR);
-    if (!dir) die("%s: cannot open the prompt folder", PROMPT_DIR);
+Prompt *prompts_load(const Pair *pair, const char *folder, int count, int reserve, int *n) {
+    DIR *dir = opendir(folder);
+    if (!dir) die("%s: cannot open the prompt folder", folder);
     char *names[256];
     int n_names = 0;
     for (struct dirent *e; (e = readdir(dir)) && n_names < 256;) {
@@ -178,12 +177,12 @@ Prompt *prompts_load(const Pair *pair, int count, int reserve, int *n) {
     json_t *all = json_array();
     for (int i = 0; i < n_names; i++) {
         char path[4096];
-        snprintf(path, sizeof path, "%s/%s", PROMPT_DIR, names[i]);
+        snprintf(path, sizeof path, "%s/%s", folder, names[i]);
         read_jsonl(path, all);
         free(names[i]);
     }
     int total = (int)json_array_size(all);
-    if (total == 0) die("%s: no prompts (*.jsonl files of {\"id\", \"prompt\"} lines)", PROMPT_DIR);
+    if (total == 0) die("%s: no prompts (*.jsonl files of {\"id\", \"prompt\"} lines)", folder);
     *n = count > 0 && count < total ? count : total;
     const int keep = pair->target.cfg.n_positions - reserve;
     Prompt *prompts = calloc((size_t)*n, sizeof *prompts);
@@ -200,7 +199,7 @@ Prompt *prompts_load(const Pair *pair, int count, int reserve, int *n) {
             ids = malloc(sizeof(int) * (n_ids > 0 ? n_ids : 1));
             for (int k = 0; k < n_ids; k++) ids[k] = (unsigned char)text[k] % pair->target.cfg.vocab_size;
         }
-        if (n_ids == 0) die("%s: prompt %s is empty", PROMPT_DIR, id);
+        if (n_ids == 0) die("%s: prompt %s is empty", folder, id);
         int skip = n_ids > keep ? n_ids - keep : 0;  // keep the prompt's end, which the continuation follows
         memmove(ids, ids + skip, sizeof(int) * (n_ids - skip));
         prompts[i] = (Prompt){strdup(id), ids, n_ids - skip};

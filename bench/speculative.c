@@ -1,8 +1,10 @@
 // speculative.c — what speculative decoding buys on held-out prompts, beside what Theorem 3.8 predicts.
 //
-// For each temperature (0, 0.7, 1.0) every decoding configuration — target-only, γ ∈ {1, 2, 3, 4, 6, 8},
-// heuristic, auto — runs once per prompt, all on the same prompt and seed within a round; the speed-up on a
-// prompt is target-only's time per token over the configuration's in that round. Greedy runs must reproduce
+// For two prompt sets — the held-out one and a copy-heavy one (bench/prompts/copy) — and each temperature (0, 0.7,
+// 1.0) every decoding configuration — target-only; the draft model at γ ∈ {1, 2, 3, 4, 6, 8}, heuristic and auto;
+// n-gram lookup (--lookup) at γ = 4 and auto; lookup then the draft model (-d … --lookup) at auto — runs once per
+// prompt, all on the same prompt and seed within a round; the speed-up on a prompt is target-only's time per token
+// over the configuration's in that round. Greedy runs must reproduce
 // target-only's output token for token: a mismatch is reported loudly and makes run-bench exit with status 1.
 #include <stdlib.h>
 #include <string.h>
@@ -15,8 +17,11 @@ static const int GAMMAS[] = {1, 2, 3, 4, 6, 8};
 enum {
     N_TEMPERATURES = sizeof TEMPERATURES / sizeof TEMPERATURES[0],
     N_GAMMAS = sizeof GAMMAS / sizeof GAMMAS[0],
-    N_CONFIGS = 1 + N_GAMMAS + 2,    // target-only, the fixed γ's, heuristic, auto
+    N_MODEL_CONFIGS = 1 + N_GAMMAS + 2,  // target-only, the draft model at the fixed γ's, heuristic, auto
+    N_CONFIGS = N_MODEL_CONFIGS + 3,     // and lookup at γ = 4 and auto, lookup + draft model at auto
 };
+
+typedef enum { BY_NONE, BY_MODEL, BY_LOOKUP, BY_STAGED } Drafting;
 
 // What every configuration at one temperature shares.
 typedef struct {
@@ -29,7 +34,8 @@ typedef struct {
 // One decoding configuration, and what its runs produced.
 typedef struct {
     const Setting *setting;
-    char name[16];              // "target-only", "γ = 4", "heuristic", "auto"
+    char name[32];              // "target-only", "γ = 4", "heuristic", "auto", "lookup · auto", …
+    Drafting by;
     bool drafted;
     GammaPolicy policy;
     int gamma;                  // GAMMA_FIXED: γ; GAMMA_HEURISTIC: the start
@@ -38,13 +44,18 @@ typedef struct {
     int *n_out;                 // [n_prompts]
 } Decoding;
 
-static void decoding_init(Decoding *d, const Setting *s, int i) {  // i: 0 target-only, then GAMMAS, heuristic, auto
+// i: 0 target-only, then the draft model at GAMMAS, heuristic, auto; then lookup at γ = 4, auto; staged at auto.
+static void decoding_init(Decoding *d, const Setting *s, int i) {
     const int n = s->n_prompts;
-    *d = (Decoding){s, "", i > 0, i <= N_GAMMAS ? GAMMA_FIXED : i == N_GAMMAS + 1 ? GAMMA_HEURISTIC : GAMMA_AUTO,
-                    i > 0 && i <= N_GAMMAS ? GAMMAS[i - 1] : 5, calloc((size_t)n, sizeof(SpecStats)),
+    static const char *const extra_names[] = {"lookup · γ = 4", "lookup · auto", "lookup + draft · auto"};
+    const int extra = i - N_MODEL_CONFIGS;
+    *d = (Decoding){s, "", i == 0 ? BY_NONE : extra < 0 ? BY_MODEL : extra < 2 ? BY_LOOKUP : BY_STAGED, i > 0,
+                    i <= N_GAMMAS || extra == 0 ? GAMMA_FIXED : i == N_GAMMAS + 1 ? GAMMA_HEURISTIC : GAMMA_AUTO,
+                    i > 0 && i <= N_GAMMAS ? GAMMAS[i - 1] : extra == 0 ? 4 : 5, calloc((size_t)n, sizeof(SpecStats)),
                     malloc(sizeof(int) * n * s->tokens), malloc(sizeof(int) * n)};
     if (!d->stats || !d->outputs || !d->n_out) die("out of memory");
     if (!d->drafted) snprintf(d->name, sizeof d->name, "target-only");
+    else if (extra >= 0) snprintf(d->name, sizeof d->name, "%s", extra_names[extra]);
     else if (d->policy == GAMMA_FIXED) snprintf(d->name, sizeof d->name, "γ = %d", d->gamma);
     else snprintf(d->name, sizeof d->name, d->policy == GAMMA_HEURISTIC ? "heuristic" : "auto");
 }
@@ -58,15 +69,23 @@ static double decoding_run(void *ctx, int rep) {
     const Prompt *prompt = &s->prompts[rep];
     SpecParams params = {.sampling = {s->temperature, 0, 1.0f}, .seed = (uint64_t)rep + 1, .policy = d->policy,
                          .gamma = d->gamma, .max_tokens = s->tokens, .eos_id = s->pair->target.cfg.eos_token_id};
-    ModelDrafter drafter;
+    ModelDrafter model = {0};
+    LookupDrafter lookup = {0};
+    StagedDrafter staged;
     Err err;
-    if (d->drafted && model_drafter_init(&drafter, &s->pair->draft, &params, 0, &err))
+    if ((d->by == BY_MODEL || d->by == BY_STAGED) && model_drafter_init(&model, &s->pair->draft, &params, 0, &err))
         die("%s", err.msg);
+    if ((d->by == BY_LOOKUP || d->by == BY_STAGED) && lookup_drafter_init(&lookup, LOOKUP_N_MIN, LOOKUP_N_MAX, &err))
+        die("%s", err.msg);
+    if (d->by == BY_STAGED) staged_drafter_init(&staged, &lookup, &model, LOOKUP_STAGED_MIN_MATCH);
+    Drafter *drafters[] = {[BY_NONE] = NULL, [BY_MODEL] = &model.base, [BY_LOOKUP] = &lookup.base,
+                           [BY_STAGED] = &staged.base};
     SpecStats *st = &d->stats[rep];
-    if (speculative_generate(&s->pair->target, d->drafted ? &drafter.base : NULL, prompt->ids, prompt->n, &params,
+    if (speculative_generate(&s->pair->target, drafters[d->by], prompt->ids, prompt->n, &params,
                              d->outputs + (size_t)rep * s->tokens, &d->n_out[rep], st, &err))
         die("%s: %s", prompt->id, err.msg);
-    if (d->drafted) model_drafter_free(&drafter);
+    if (model.logits) model_drafter_free(&model);
+    lookup_drafter_free(&lookup);
     return st->decode_seconds / (st->generated > 0 ? st->generated : 1);
 }
 
@@ -225,29 +244,15 @@ static json_t *bench_temperature(Bench *b, const Setting *s) {
                      "target_step_seconds", target_step, "alpha_needed", needed, "configs", rows);
 }
 
-void suite_speculative(Bench *b, Pair *pair) {
-    if (!pair->has_draft) {
-        out(b, "## Speculative decoding\n\nNot run: no draft model (-d DIR).\n\n");
-        return;
-    }
+// Runs every temperature on one prompt set; prints its section and returns its JSON.
+static json_t *bench_prompt_set(Bench *b, Pair *pair, const char *folder, const char *title) {
     int n_prompts;
-    Prompt *prompts = prompts_load(pair, b->opt.prompts, b->opt.tokens + 1, &n_prompts);
-    suite_begin(b, "speculative", N_TEMPERATURES);
+    Prompt *prompts = prompts_load(pair, folder, b->opt.prompts, b->opt.tokens + 1, &n_prompts);
     double prompt_tokens = 0;
     for (int i = 0; i < n_prompts; i++) prompt_tokens += prompts[i].n;
-    out(b, "## Speculative decoding\n\n%d held-out prompts from bench/prompts (%.0f tokens on average%s), %d new "
-        "tokens each (fewer at the end-of-text token), %d threads. Per temperature, every configuration runs on each "
-        "prompt with the same seed, in rounds; tokens/s (generation only: the prompt's prefill is not counted) and "
-        "speed-up (over target-only in the same round) are median [min–max] over the prompts. Pooled over the "
-        "prompts: speed-up (total time per token of target-only over this configuration's); predicted = Σ_rounds "
-        "E[tokens | α, γ] · (target-only's time per token) / (time in target and draft forwards), the measured-cost "
-        "form of Theorem 3.8, so pooled / predicted is what the scheduler's own work (sampling, acceptance) and luck "
-        "in the accepts leave of it; Thm 3.8 = (1 − α^(γ+1)) / ((1 − α)(γc + 1)), the paper's form, which takes "
-        "verifying γ + 1 tokens to cost one step; acceptance = accepted / drafted; α = mean Σ min(p, q); c = draft "
-        "step (its sampling included) / target-only step. Time: the shares spent in target forwards "
-        "(verification), in drafting, and in the rest (the target's sampling and the acceptance rule).\n", n_prompts, prompt_tokens / n_prompts,
-        pair->has_tok ? "" : "; their bytes as token ids: the random pair has no tokenizer", b->opt.tokens,
-        pool_size(b->pool));
+    out(b, "\n## %s\n\n%d prompts from %s (%.0f tokens on average%s), %d new tokens each.\n", title, n_prompts, folder,
+        prompt_tokens / n_prompts, pair->has_tok ? "" : "; their bytes as token ids: the random pair has no tokenizer",
+        b->opt.tokens);
     json_t *temps = json_array();
     for (int t = 0; t < N_TEMPERATURES; t++) {
         Setting s = {pair, prompts, n_prompts, b->opt.tokens, TEMPERATURES[t]};
@@ -256,5 +261,29 @@ void suite_speculative(Bench *b, Pair *pair) {
     json_t *ids = json_array();
     for (int i = 0; i < n_prompts; i++) json_array_append_new(ids, json_string(prompts[i].id));
     prompts_free(prompts, n_prompts);
-    suite_end(b, json_pack("{s:i, s:o, s:o}", "tokens", b->opt.tokens, "prompts", ids, "temperatures", temps));
+    return json_pack("{s:s, s:o, s:o}", "folder", folder, "prompts", ids, "temperatures", temps);
+}
+
+void suite_speculative(Bench *b, Pair *pair) {
+    if (!pair->has_draft) {
+        out(b, "## Speculative decoding\n\nNot run: no draft model (-d DIR).\n\n");
+        return;
+    }
+    suite_begin(b, "speculative", 2 * N_TEMPERATURES);
+    out(b, "## Speculative decoding\n\nTwo prompt sets: the held-out prompts of bench/prompts, and a copy-heavy set "
+        "(bench/prompts/copy: code whose continuation repeats earlier lines — a function followed by the start of its "
+        "edited copy, repeated test blocks, argument lists), %d threads. Per temperature, every configuration runs on "
+        "each prompt with the same seed, in rounds; tokens/s (generation only: the prompt's prefill is not counted) "
+        "and speed-up (over target-only in the same round) are median [min–max] over the prompts. Pooled over the "
+        "prompts: speed-up (total time per token of target-only over this configuration's); predicted = Σ_rounds "
+        "E[tokens | α, γ] · (target-only's time per token) / (time in target and draft forwards), the measured-cost "
+        "form of Theorem 3.8, so pooled / predicted is what the scheduler's own work (sampling, acceptance) and luck "
+        "in the accepts leave of it; Thm 3.8 = (1 − α^(γ+1)) / ((1 − α)(γc + 1)), the paper's form, which takes "
+        "verifying γ + 1 tokens to cost one step; acceptance = accepted / drafted; α = mean Σ min(p, q) (p(x) for a "
+        "lookup's one-hot q); c = draft step (its sampling included) / target-only step. Time: the shares spent in "
+        "target forwards (verification), in drafting, and in the rest (the target's sampling and the acceptance "
+        "rule).\n", pool_size(b->pool));
+    json_t *held_out = bench_prompt_set(b, pair, PROMPTS_HELD_OUT, "Held-out prompts");
+    json_t *copy = bench_prompt_set(b, pair, PROMPTS_COPY, "Copy-heavy prompts");
+    suite_end(b, json_pack("{s:i, s:o, s:o}", "tokens", b->opt.tokens, "held_out", held_out, "copy_heavy", copy));
 }
