@@ -29,6 +29,9 @@ typedef struct Drafter {
     // first n_prefill went to prefill() (model_check_rollback). The debug build calls it after every rollback.
     int (*check_rollback)(struct Drafter *self, const int *context, int n_prefill, Err *err);
     int n_one_hot;          // of the last proposal: how many leading tokens are deterministic (see propose)
+    bool has_lookup;        // proposes a lookup's one-hot run (lookup, staged)
+    bool use_lookup;        // set by the scheduler before each propose(): false asks the staged drafter for its
+                            // model's drafts alone (the γ policy's choice of whichever pays more)
     double step_cost;       // one draft token in spec_forward_cost's units (a model's forward; 0: a lookup)
     double seconds;         // time spent in propose(), for the cost estimates (the scheduler adds it up)
     int calls;              // draft model forward passes made (a lookup makes none)

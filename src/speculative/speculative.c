@@ -55,13 +55,18 @@ double spec_predicted_speedup(double alpha, double gamma, double c) {
 //   rate(γ) = E[tokens per round] / E[round time] = ((1 − α^{γ+1}) / (1 − α)) / (γ · t_draft + t_target(γ + 1))
 // where α is a running mean of Σ_x min(p, q), t_draft the time of one draft step and t_target(T) the time of
 // a target forward over T tokens — not constant on a CPU. γ = 0 (plain decoding) wins when no draft pays.
+// α is learned per source: the draft model's sampled drafts, and the lookup's one-hot ones, which cost no draft
+// step (t_draft = 0). A drafter that has both (staged) is told each round which pays more: its lookup run first,
+// or its model alone (Drafter.use_lookup).
 // Where the choice of γ could change the output (SpecParams), t_draft and t_target come from spec_forward_cost
 // instead of measurements, so that they are the same on every run.
 
 enum { T_SLOTS = GAMMA_MAX + 2 };
 
+typedef enum { SAMPLED, ONE_HOT, N_SOURCES } DraftSource;  // a draft model's drafts; a lookup's
+
 typedef struct {
-    double alpha;               // running mean of the acceptance probability (Σ min(p, q) under rejection)
+    double alpha[N_SOURCES];    // running means of the acceptance probability (Σ min(p, q) under rejection)
     double draft_step;          // seconds per draft forward (running mean)
     bool draft_step_known;      // measured, or 0 by nature (a lookup's proposals cost no forward)
     double target[T_SLOTS];     // seconds per target forward of T tokens (running means; 0 = not measured)
@@ -69,7 +74,7 @@ typedef struct {
     double model_draft_step, model_target[T_SLOTS];  // spec_forward_cost: the drafter's step, the target's T
     int heuristic_gamma;
     int plain_streak;           // GAMMA_AUTO: rounds in a row it chose plain decoding
-    int n_alpha;                // drafts α has learned from
+    int n_alpha[N_SOURCES];     // drafts α has learned from
     int probe_misses;           // probes in a row (one draft after plain rounds) that were rejected, up to 3
 } GammaState;
 
@@ -80,10 +85,10 @@ static void running_mean(double *mean, double x) { *mean = *mean > 0 ? *mean + E
 // α learns from a draft's acceptance β: the mean of the drafts seen so far with the prior counting as one of them,
 // until there are 1/EMA of them; then a running mean that forgets. A useless draft is found out in a few drafts
 // (the prior alone would take 1/EMA times as many), and plain decoding takes over.
-static void learn_alpha(GammaState *g, double beta) {
-    g->n_alpha++;
-    const double weight = 1.0 / (g->n_alpha + 1) > EMA ? 1.0 / (g->n_alpha + 1) : EMA;
-    g->alpha += weight * (beta - g->alpha);
+static void learn_alpha(GammaState *g, DraftSource source, double beta) {
+    const int n = ++g->n_alpha[source];
+    const double weight = 1.0 / (n + 1) > EMA ? 1.0 / (n + 1) : EMA;
+    g->alpha[source] += weight * (beta - g->alpha[source]);
 }
 
 // t_target(T): the measurement if there is one; else the line a + b·T fitted by least squares to the measured
@@ -124,19 +129,41 @@ double spec_forward_cost(const Model *m, int T) {
 // token — every 16th, 32nd, 64th after one, two, three such probes in a row were rejected: α can recover when the
 // text becomes easier again, and a useless draft costs a probe per 64 tokens. The draft model reads the text those plain rounds
 // committed in one batch when it is next used (draft_model.c): a plain round costs no draft forward.
-static int choose_gamma(const SpecParams *params, GammaState *g, bool have_drafter) {
-    if (!have_drafter) return 0;
+static double verify_time(const GammaState *g, int T) { return g->modelled ? g->model_target[T] : target_time(g, T); }
+
+// The γ (0: plain decoding) that maximises rate(γ) for drafts of acceptance α at t_draft each; *rate gets it.
+// Verifying γ + 1 tokens is taken to cost at least a plain step: a noisy measurement must not make drafting look
+// free.
+static int best_gamma(const GammaState *g, double alpha, double draft_step, double *rate) {
+    int best = 0;
+    const double plain_step = verify_time(g, 1);
+    *rate = 1.0 / plain_step;
+    for (int gamma = 1; gamma <= GAMMA_MAX; gamma++) {
+        const double t_verify = verify_time(g, gamma + 1) > plain_step ? verify_time(g, gamma + 1) : plain_step;
+        const double r = spec_expected_tokens(alpha, gamma) / (gamma * draft_step + t_verify);
+        if (r > *rate) best = gamma, *rate = r;
+    }
+    return best;
+}
+
+static int choose_gamma(const SpecParams *params, GammaState *g, Drafter *drafter) {
+    if (!drafter) return 0;
+    drafter->use_lookup = true;
     if (params->policy == GAMMA_FIXED) return params->gamma;
     if (params->policy == GAMMA_HEURISTIC) return g->heuristic_gamma;
     if (!g->modelled && g->target[1] <= 0) return 0;
-    if (!g->modelled && !g->draft_step_known) return 4;
-    const double draft_step = g->modelled ? g->model_draft_step : g->draft_step;
-    int best = 0;
-    double best_rate = 1.0 / (g->modelled ? g->model_target[1] : target_time(g, 1));
-    for (int gamma = 1; gamma <= GAMMA_MAX; gamma++) {
-        double t_verify = g->modelled ? g->model_target[gamma + 1] : target_time(g, gamma + 1);
-        double rate = spec_expected_tokens(g->alpha, gamma) / (gamma * draft_step + t_verify);
-        if (rate > best_rate) best = gamma, best_rate = rate;
+    if (!g->modelled && !g->draft_step_known) {
+        drafter->use_lookup = false;  // the draft model's step is what is measured
+        return 4;
+    }
+    double rate, lookup_rate;
+    int best = drafter->step_cost == 0 ? best_gamma(g, g->alpha[ONE_HOT], 0, &rate)
+                                       : best_gamma(g, g->alpha[SAMPLED], g->modelled ? g->model_draft_step
+                                                                                      : g->draft_step, &rate);
+    if (drafter->has_lookup && drafter->step_cost > 0) {  // both: the lookup's run, or the model alone
+        const int lookup_gamma = best_gamma(g, g->alpha[ONE_HOT], 0, &lookup_rate);
+        drafter->use_lookup = lookup_rate >= rate;
+        if (drafter->use_lookup) best = lookup_gamma;
     }
     g->plain_streak = best == 0 ? g->plain_streak + 1 : 0;
     return best == 0 && g->plain_streak % (8 << g->probe_misses) == 0 ? 1 : best;
@@ -203,7 +230,7 @@ typedef struct {
 
 // 0. γ: by policy, but never beyond the tokens still wanted or the context left.
 static int next_gamma(Scheduler *s) {
-    int gamma = choose_gamma(s->params, &s->g, s->drafter != NULL);
+    int gamma = choose_gamma(s->params, &s->g, s->drafter);
     const int room = s->n_ctx - s->cache.len - 1, wanted = s->params->max_tokens - s->stats->generated - 1;
     gamma = gamma < room ? gamma : room;
     gamma = gamma < wanted ? gamma : wanted;
@@ -366,7 +393,7 @@ static void record_round(Scheduler *s, const Round *r) {
         st->sum_min_pq += r->overlap[i];
         st->n_min_pq++;
         s->alpha_sum += r->learned[i];
-        learn_alpha(g, r->learned[i]);
+        learn_alpha(g, i < r->n_one_hot ? ONE_HOT : SAMPLED, r->learned[i]);
     }
     if (r->k == 1 && g->plain_streak > 0)  // a probe: one draft after plain rounds
         g->probe_misses = r->n_accepted ? 0 : g->probe_misses < 3 ? g->probe_misses + 1 : 3;
@@ -428,7 +455,7 @@ static int scheduler_init(Scheduler *s, Model *target, Drafter *drafter, const i
         return err_fmt(err, "out of memory for the scheduler's buffers");
     memcpy(s->context, prompt, sizeof(int) * n_prompt);
     GammaState *g = &s->g;
-    *g = (GammaState){.alpha = ALPHA_PRIOR, .heuristic_gamma = params->gamma,
+    *g = (GammaState){.alpha = {ALPHA_PRIOR, ALPHA_PRIOR}, .heuristic_gamma = params->gamma,
                       .draft_step_known = drafter && drafter->step_cost == 0,
                       .modelled = drafter && params->policy == GAMMA_AUTO && params->sampler == SAMPLER_REJECTION &&
                                   params->sampling.temperature > 0};
