@@ -161,7 +161,7 @@ static int cmd_generate(const Args *args, Err *err) {
                 "text fill the model's context of %d positions\n", n_out, args->n_tokens, n_prompt, n_ctx);
 
     if (args->stats && print_stats(&s, &stats, prompt, n_prompt, out, n_out, err)) goto done;
-    if (args->compare && s.has_draft &&
+    if (args->compare && (s.has_draft || args->lookup) &&
         compare_with_target_only(&s, args->n_tokens, &params, &stats, prompt, n_prompt, out, n_out, err))
         goto done;
     rc = 0;

@@ -65,6 +65,23 @@ TEST(cli_generate_speculative_matches_target) {
     free(err);
 }
 
+TEST(cli_generate_lookup_matches_target) {
+    // --lookup alone and with -d: greedy output equals target-only output; the repeated prompt gives the lookup a
+    // match from the first round.
+    static const char *const drafting[] = {"--lookup", "-d " MODEL " --lookup"};
+    for (int i = 0; i < 2; i++) {
+        char cmd[512], *out, *err;
+        snprintf(cmd, sizeof cmd, "generate -m " MODEL " %s --ids \"4 5 6 4 5 6 4\" -n 12 --compare --stats",
+                 drafting[i]);
+        int status = specdec(cmd, &out, &err);
+        CHECK(status == 0, "%s: exit status %d: %s", drafting[i], status, err);
+        CHECK(strstr(err, "\"same_output\": true"), "%s --compare: \"%s\"", drafting[i], err);
+        CHECK(!strstr(err, "\"drafted\": 0,"), "%s drafted nothing: \"%s\"", drafting[i], err);
+        free(out);
+        free(err);
+    }
+}
+
 TEST(cli_logits_rows) {
     char *out, *err;
     CHECK(specdec("logits -m " MODEL " --ids \"1 2 3\" --all", &out, &err) == 0, "%s", err);
