@@ -426,6 +426,30 @@ TEST(speculative_forward_cost_model) {
     pair_close(&pair);
 }
 
+// ---- the lookup drafter ---------------------------------------------------------------------------------------
+
+// Longest match first, its latest occurrence, copying on through the proposal itself; nothing without a match; a
+// rollback before the indexed text starts afresh.
+TEST(speculative_lookup_proposes_the_latest_longest_match) {
+    LookupDrafter d;
+    Err err;
+    CHECK(lookup_drafter_init(&d, 1, 4, &err) == 0, "%s", err.msg);
+    int draft[8];
+    const int text[] = {1, 2, 3, 9, 1, 2, 3, 7, 5, 1, 2, 3};  // "1 2 3" ends the text and occurred twice before
+    CHECK(d.base.propose(&d.base, text, 12, 4, draft, NULL, &err) == 4 && d.last_match == 3, "match %d", d.last_match);
+    CHECK(draft[0] == 7 && draft[1] == 5 && draft[2] == 1 && draft[3] == 2 && d.base.n_one_hot == 4,
+          "the latest occurrence's continuation: %d %d %d %d", draft[0], draft[1], draft[2], draft[3]);
+    const int none[] = {1, 2, 3};
+    d.base.rollback(&d.base, 0);
+    CHECK(d.base.propose(&d.base, none, 3, 4, draft, NULL, &err) == 0 && d.base.n_one_hot == 0, "no match, no draft");
+    const int repeat[] = {4, 5, 4, 5};  // the continuation runs into the text's end and copies the proposal on
+    d.base.rollback(&d.base, 0);
+    CHECK(d.base.propose(&d.base, repeat, 4, 5, draft, NULL, &err) == 5, "repeat");
+    CHECK(draft[0] == 4 && draft[1] == 5 && draft[2] == 4 && draft[3] == 5 && draft[4] == 4, "the repeat copied on");
+    CHECK(d.base.calls == 0 && d.base.step_cost == 0, "a lookup makes no forward");
+    lookup_drafter_free(&d);
+}
+
 // ---- a useless draft ------------------------------------------------------------------------------------------
 
 // A draft of another seed, greedy: its drafts are (nearly) never the target's, and γ auto falls back to plain
