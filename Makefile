@@ -61,9 +61,10 @@ $(O)/kernels/avx2.o:   CFLAGS += -mavx2 -mfma -mf16c
 $(O)/kernels/avx512.o: CFLAGS += -mavx512f -mavx512bw -mavx512dq -mavx512vl -mfma -mf16c
 
 # The source tree draws the architecture: src/base (errors, clock, threads, UTF-8), src/checkpoint (safetensors,
-# config.json), src/model (the forward pass and its KV cache), src/tokenizer, src/speculative (sampling and the
-# scheduler), src/cli (the specdec command). Everything but the CLI is the library that tests and bench link;
-# tests/support holds code for tests and the bench only (harness, random checkpoints), never linked into specdec.
+# config.json), src/model (the forward pass and its KV cache), src/tokenizer, src/speculative (sampling, the
+# scheduler and its drafters), src/cli (the specdec command). Everything but the CLI is the library that tests
+# and bench link; tests/support holds code for tests and the bench only (harness, random checkpoints), never
+# linked into specdec.
 LIB_SRC   := $(wildcard src/base/*.c src/checkpoint/*.c src/model/*.c src/tokenizer/*.c src/speculative/*.c) \
              $(KERNEL_SRC)
 LIB_OBJ   := $(LIB_SRC:%.c=$(O)/%.o)
