@@ -52,7 +52,8 @@ static void lookup_rollback(Drafter *self, int n) {
 }
 
 int lookup_drafter_init(LookupDrafter *d, int n_min, int n_max, Err *err) {
-    if (n_min < 1 || n_max < n_min) return err_fmt(err, "lookup: n-gram lengths [%d, %d] are not 1 ≤ min ≤ max", n_min, n_max);
+    if (n_min < 1 || n_max < n_min)
+        return err_fmt(err, "lookup: n-gram lengths [%d, %d] are not 1 ≤ min ≤ max", n_min, n_max);
     *d = (LookupDrafter){.base = {.prefill = lookup_prefill, .propose = lookup_propose, .rollback = lookup_rollback,
                                   .has_lookup = true},
                          .n_min = n_min, .n_max = n_max};

@@ -127,8 +127,8 @@ double spec_forward_cost(const Model *m, int T) {
 // of the predicted speedup), then drafts 4 to measure a draft step (a lookup's costs nothing: not measured); from
 // then on it maximises rate(γ). Plain rounds teach it nothing about α, so every 8th plain round in a row drafts one
 // token — every 16th, 32nd, 64th after one, two, three such probes in a row were rejected: α can recover when the
-// text becomes easier again, and a useless draft costs a probe per 64 tokens. The draft model reads the text those plain rounds
-// committed in one batch when it is next used (draft_model.c): a plain round costs no draft forward.
+// text becomes easier again, and a useless draft costs a probe per 64 tokens. The draft model reads the text those
+// plain rounds committed in one batch when it is next used (draft_model.c): a plain round costs no draft forward.
 static double verify_time(const GammaState *g, int T) { return g->modelled ? g->model_target[T] : target_time(g, T); }
 
 // The γ (0: plain decoding) that maximises rate(γ) for drafts of acceptance α at t_draft each; *rate gets it.
@@ -405,7 +405,9 @@ static void record_round(Scheduler *s, const Round *r) {
     }
     if (s->params->policy == GAMMA_HEURISTIC) {
         g->heuristic_gamma += r->n_accepted == r->k && r->k > 0 ? 2 : -1;
-        g->heuristic_gamma = g->heuristic_gamma < 1 ? 1 : g->heuristic_gamma > GAMMA_MAX ? GAMMA_MAX : g->heuristic_gamma;
+        g->heuristic_gamma = g->heuristic_gamma < 1           ? 1
+                             : g->heuristic_gamma > GAMMA_MAX ? GAMMA_MAX
+                                                              : g->heuristic_gamma;
     }
     if (s->params->trace) trace_round(s->params->trace, st->rounds, r, s->params->sampler == SAMPLER_COUPLED,
                                       s->params->eos_id);
