@@ -4,7 +4,8 @@
 // p_1..p_{γ+1}; draft x_i is kept with probability min(1, p_i(x_i) / q_i(x_i)); at the first rejection the next
 // token comes from norm(max(0, p_i − q_i)), and when all are kept a bonus token comes from p_{γ+1}. The tokens
 // so produced are distributed exactly as the target's own samples (the paper's Appendix A.1); greedy output
-// equals the target's greedy output token for token. With no drafter, the same loop is plain decoding.
+// equals the target's greedy output token for token. With no drafter, the same loop is plain decoding. Drafters
+// (drafter.h): a small draft model, n-gram lookup over the text (one-hot q), or the two staged.
 //
 // That is SAMPLER_REJECTION. SAMPLER_COUPLED is a second lossless rule (Daliri, Musco & Suresh, "Coupling without
 // communication and drafter-invariant speculative decoding", arXiv:2408.07978): the target's token at each position
