@@ -149,6 +149,7 @@ static int best_gamma(const GammaState *g, double alpha, double draft_step, doub
 static int choose_gamma(const SpecParams *params, GammaState *g, Drafter *drafter) {
     if (!drafter) return 0;
     drafter->use_lookup = true;
+    drafter->model_gamma = GAMMA_MAX;
     if (params->policy == GAMMA_FIXED) return params->gamma;
     if (params->policy == GAMMA_HEURISTIC) return g->heuristic_gamma;
     if (!g->modelled && g->target[1] <= 0) return 0;
@@ -163,6 +164,7 @@ static int choose_gamma(const SpecParams *params, GammaState *g, Drafter *drafte
     if (drafter->has_lookup && drafter->step_cost > 0) {  // both: the lookup's run, or the model alone
         const int lookup_gamma = best_gamma(g, g->alpha[ONE_HOT], 0, &lookup_rate);
         drafter->use_lookup = lookup_rate >= rate;
+        drafter->model_gamma = best;
         if (drafter->use_lookup) best = lookup_gamma;
     }
     g->plain_streak = best == 0 ? g->plain_streak + 1 : 0;
