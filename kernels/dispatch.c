@@ -35,7 +35,9 @@ static bool cpu_has_avx512(void) {
     unsigned eax, ebx, ecx, edx;
     if (!cpu_has_avx2() || !__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return false;
     unsigned need = bit_AVX512F | bit_AVX512DQ | bit_AVX512BW | bit_AVX512VL;
-    return (ebx & need) == need && os_saves(0xe6);  // plus opmask, ZMM0-15 upper halves, ZMM16-31
+    // and VNNI, for the q8 matmul (Cascade Lake, Ice Lake, Zen 4 onward; older AVX-512 CPUs run avx2)
+    bool vnni = ecx & bit_AVX512VNNI;
+    return (ebx & need) == need && vnni && os_saves(0xe6);  // plus opmask, ZMM0-15 upper halves, ZMM16-31
 }
 #endif
 
