@@ -67,7 +67,7 @@ SUPPORT_OBJ := $(SUPPORT_SRC:%.c=$(O)/%.o)
 TEST_SRC  := $(wildcard tests/*/test_*.c)
 TEST_OBJ  := $(TEST_SRC:%.c=$(O)/%.o) $(SUPPORT_OBJ)
 BENCH_SRC := $(wildcard bench/*.c)
-BENCH_OBJ := $(BENCH_SRC:%.c=$(O)/%.o) $(O)/tests/support/random_checkpoint.o
+BENCH_OBJ := $(BENCH_SRC:%.c=$(O)/%.o) $(O)/tests/support/random_checkpoint.o $(O)/tests/support/divergence.o
 
 .PHONY: all test test-neon bench clean
 all: $(O)/specdec
@@ -88,14 +88,18 @@ $(O)/%.o: %.c Makefile  # flags live here: editing them rebuilds
 test: $(O)/specdec $(O)/run-tests
 	SPECDEC_BIN=$(O)/specdec $(O)/run-tests $(T)
 
-# The shipped pair (all suites), then the runtime's yardstick: random GPT-2-small (12 × 768, V = 50257) in F32
-# and BF16 — decode speed, fraction of the bandwidth, verification cost — in bench/results/gpt2-small-*/.
+# The shipped pair (all suites), then the runtime's yardstick: random GPT-2-small (12 × 768, V = 50257) in F32,
+# BF16 and q8 — decode speed, fraction of the bandwidth, verification cost — in bench/results/gpt2-small-*/, and
+# q8 against BF16 in one run (the quant suite: speed ratio, load time) in bench/results/gpt2-small-q8-vs-bf16/.
 bench: $(O)/specdec $(O)/run-bench
 	$(O)/run-bench $(if $(filter 1,$(QUICK)),--quick) $(BENCH_ARGS)
-	for dtype in f32 bf16; do \
+	for dtype in f32 bf16 q8; do \
 	    $(O)/run-bench $(if $(filter 1,$(QUICK)),--quick) -s limit,decode --no-plots \
-	        -m random:gpt2-small$$([ $$dtype = bf16 ] && echo -bf16) --out bench/results/gpt2-small-$$dtype || exit 1; \
+	        -m random:gpt2-small$$([ $$dtype = bf16 ] && echo -bf16) $$([ $$dtype = q8 ] && echo --quant q8) \
+	        --out bench/results/gpt2-small-$$dtype || exit 1; \
 	done
+	$(O)/run-bench $(if $(filter 1,$(QUICK)),--quick) -s quant --prompts 6 --no-plots -m random:gpt2-small-bf16 \
+	    --out bench/results/gpt2-small-q8-vs-bf16
 
 # NEON: the kernels and their tests alone (no OpenBLAS, Jansson or xxHash needed), static, under qemu-user.
 NEON_CC  := aarch64-linux-gnu-gcc

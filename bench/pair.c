@@ -14,9 +14,18 @@
 
 // ---- the pair -----------------------------------------------------------------------------------------------
 
-static void load(Model *m, const char *dir, Bench *b) {
-    Err err;
-    if (model_load(m, dir, b->pool, &err)) die("%s", err.msg);
+// Loads the pair's model `which` (0 target, 1 draft) from dir as --quant says, and again quantized to q8 when the
+// quant suite will compare the two; times each load.
+static void load(Pair *pair, int which, const char *dir, Bench *b) {
+    Model *models[2] = {which ? &pair->draft : &pair->target, &pair->quantized[which]};
+    const Quant quants[2] = {b->opt.quant, QUANT_Q8};
+    for (int k = 0; k < ((b->opt.suites & SUITE_QUANT) ? 2 : 1); k++) {
+        Err err;
+        const double t0 = now_seconds();
+        if (model_load_quantized(models[k], dir, b->pool, quants[k], &err)) die("%s", err.msg);
+        pair->load_seconds[which][k] = now_seconds() - t0;
+    }
+    pair->has_quantized = b->opt.suites & SUITE_QUANT;
 }
 
 // A random pair of the shipped pair's target shape (V = 8192, d = 384, 8 layers, 512 positions). The draft has
@@ -27,13 +36,12 @@ static void open_random(Pair *pair, Bench *b) {
     if (!mkdtemp(dir)) die("cannot make a temporary folder for the random pair");
     RandomCheckpoint spec = {.n_layer = 8, .n_embd = 384, .n_head = 6, .vocab_size = 8192, .n_positions = 512,
                              .scale = 0.05f, .seed = 1};
-    Model *models[2] = {&pair->target, &pair->draft};
     for (int i = 0; i < 2; i++) {
         Err err;
         snprintf(sub, sizeof sub, "%s/%s", dir, i ? "draft" : "target");
         spec.n_layer = i ? 1 : 8;
         if (mkdir(sub, 0700) || random_checkpoint_write(sub, &spec, &err)) die("%s: %s", sub, err.msg);
-        load(models[i], sub, b);
+        load(pair, i, sub, b);
         random_checkpoint_remove(sub);
     }
     rmdir(dir);
@@ -53,7 +61,7 @@ static bool open_gpt2_small(Pair *pair, Bench *b) {
                              .bf16 = strstr(spec_name, "bf16") != NULL, .scale = 0.05f, .seed = 1};
     Err err;
     if (random_checkpoint_write(dir, &spec, &err)) die("%s: %s", dir, err.msg);
-    load(&pair->target, dir, b);
+    load(pair, 0, dir, b);
     random_checkpoint_remove(dir);
     pair->random = true;
     pair->draft_dir = NULL;
@@ -74,9 +82,9 @@ void pair_open(Pair *pair, Bench *b) {
         pair->target_dir = DEFAULT_TARGET;
         pair->draft_dir = pair->draft_dir ? pair->draft_dir : DEFAULT_DRAFT;
     }
-    load(&pair->target, pair->target_dir, b);
+    load(pair, 0, pair->target_dir, b);
     if (pair->draft_dir) {
-        load(&pair->draft, pair->draft_dir, b);
+        load(pair, 1, pair->draft_dir, b);
         pair->has_draft = true;
         if (pair->draft.cfg.vocab_size != pair->target.cfg.vocab_size)
             die("%s and %s: the draft's vocabulary (%d) is not the target's (%d)", pair->draft_dir,
@@ -95,6 +103,7 @@ void pair_open(Pair *pair, Bench *b) {
 void pair_close(Pair *pair) {
     model_free(&pair->target);
     if (pair->has_draft) model_free(&pair->draft);
+    for (int i = 0; i < (pair->has_draft ? 2 : 1) && pair->has_quantized; i++) model_free(&pair->quantized[i]);
     if (pair->has_tok) tokenizer_free(&pair->tok);
 }
 

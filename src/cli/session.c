@@ -2,6 +2,7 @@
 #include "cli/session.h"
 
 #include <stdio.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -24,13 +25,18 @@ int model_dirs(const Args *args, const char **target, const char **draft, Err *e
     return 0;
 }
 
-int session_open(Session *s, const char *target_dir, const char *draft_dir, int threads, Err *err) {
+int session_open(Session *s, const char *target_dir, const char *draft_dir, int threads, const char *quant,
+                 Err *err) {
     *s = (Session){0};
     if (!target_dir) return err_fmt(err, "missing -m DIR (a checkpoint folder)");
+    Quant q = QUANT_NONE;
+    if (quant && strcmp(quant, "q8") == 0) q = QUANT_Q8;
+    else if (quant && strcmp(quant, "none") != 0)
+        return err_fmt(err, "--quant: expected q8 or none, got \"%s\"", quant);
     if (!(s->pool = pool_create(threads, err))) return -1;
-    if (model_load(&s->target, target_dir, s->pool, err)) return -1;
+    if (model_load_quantized(&s->target, target_dir, s->pool, q, err)) return -1;
     if (draft_dir) {
-        if (model_load(&s->draft, draft_dir, s->pool, err)) return -1;
+        if (model_load_quantized(&s->draft, draft_dir, s->pool, q, err)) return -1;
         s->has_draft = true;
         if (s->draft.cfg.vocab_size != s->target.cfg.vocab_size)
             return err_fmt(err, "%s/config.json: vocab_size %d differs from the target's %d (%s): a draft must share "

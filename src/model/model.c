@@ -37,6 +37,7 @@ typedef struct ForwardScratch {
     float *att;     // [CHUNK_T, ld_d]  attention output (heads concatenated)
     float *mlp;     // [CHUNK_T, ld_f]  MLP hidden layer
     float *scores;  // [threads, P]     attention weights, one row per thread
+    Q8Block *xq;    // [CHUNK_T, q8_blocks(max(d, F))]  a q8 matmul's input, quantized (QUANT_Q8 only)
     int ld_d, ld_f;
 } ForwardScratch;
 
@@ -48,6 +49,7 @@ typedef struct {
     const char *dir;
     const char *prefix;     // "transformer." or ""
     bool panels;            // the weight layout of the selected kernels (kernels.h)
+    Quant quant;            // QUANT_Q8: matrices are quantized as they are read
     uint8_t *arena;         // bump allocator over model->arena
     size_t used, size;
     Err *err;
@@ -65,7 +67,7 @@ static WeightType weight_type(StDtype dtype) {
     return dtype == ST_F16 ? WEIGHT_F16 : dtype == ST_BF16 ? WEIGHT_BF16 : WEIGHT_F32;
 }
 
-static size_t weight_size(WeightType type) { return type == WEIGHT_F32 ? 4 : 2; }
+static size_t weight_size(WeightType type) { return type == WEIGHT_F32 ? 4 : type == WEIGHT_Q8 ? 1 : 2; }
 
 // The tensor `prefix + name` with the expected shape [dim0] or [dim0, dim1] (dim1 = 0 for a vector), stored as
 // F32, F16 or BF16; NULL with an error naming the file and tensor otherwise.
@@ -108,9 +110,35 @@ static const float *load_f32(Loader *ld, const char *name, int64_t dim0, int64_t
     return out;
 }
 
+// The matrix of tensor t quantized to q8 panels of 16 rows (kernels.h), from any stored dtype: each panel's rows
+// gathered as floats — 16 consecutive weights of each input at a time from Conv1D's [n_in, n_out] — then
+// quantized.
+static int load_matrix_q8(Loader *ld, Linear *lin, const StTensor *t, bool conv1d) {
+    const int n_out = lin->n_out, n_in = lin->n_in;
+    const size_t elem = st_dtype_size(t->dtype), panel_bytes = q8_panel_bytes(n_in);
+    float *rows = malloc(sizeof(float) * Q8_PANEL * (size_t)n_in);  // [16, n_in]
+    if (!rows) return err_fmt(ld->err, "out of memory quantizing \"%s\"", t->name);
+    uint8_t *w = arena_take(ld, q8_matrix_bytes(n_out, n_in));
+    lin->type = WEIGHT_Q8;
+    lin->w = w;
+    for (int j0 = 0; j0 < n_out; j0 += Q8_PANEL) {
+        const int n_rows = n_out - j0 < Q8_PANEL ? n_out - j0 : Q8_PANEL;
+        for (int r = 0; r < n_rows && !conv1d; r++)
+            st_to_f32(rows + (size_t)r * n_in, t->data + (size_t)(j0 + r) * n_in * elem, t->dtype, (size_t)n_in);
+        for (int i = 0; i < n_in && conv1d; i++) {
+            float column[Q8_PANEL];  // stored[i, j0..j0+n_rows) = W[j0..j0+n_rows, i]
+            st_to_f32(column, t->data + ((size_t)i * n_out + j0) * elem, t->dtype, (size_t)n_rows);
+            for (int r = 0; r < n_rows; r++) rows[(size_t)r * n_in + i] = column[r];
+        }
+        q8_quantize_panel(w + (size_t)(j0 / Q8_PANEL) * panel_bytes, rows, n_rows, n_in, n_in);
+    }
+    free(rows);
+    return 0;
+}
+
 // A weight matrix [n_out, n_in] in its stored dtype, in the kernels' layout (rows, or panels of 4 rows whose
-// 16-weight slices alternate: kernels.h). `conv1d`: stored [n_in, n_out] (GPT-2's Conv1D), so it is transposed
-// here, once; otherwise stored [n_out, n_in] already (embeddings, lm_head).
+// 16-weight slices alternate: kernels.h), or quantized to q8. `conv1d`: stored [n_in, n_out] (GPT-2's Conv1D),
+// so it is transposed here, once; otherwise stored [n_out, n_in] already (embeddings, lm_head).
 static int load_matrix(Loader *ld, Linear *lin, const char *name, int n_out, int n_in, bool conv1d) {
     const StTensor *t = conv1d ? fetch(ld, name, n_in, n_out) : fetch(ld, name, n_out, n_in);
     if (!t) return -1;
@@ -118,6 +146,7 @@ static int load_matrix(Loader *ld, Linear *lin, const char *name, int n_out, int
     lin->n_out = n_out;
     lin->n_in = n_in;
     lin->bias = NULL;
+    if (ld->quant == QUANT_Q8) return load_matrix_q8(ld, lin, t, conv1d);
     const size_t elem = weight_size(lin->type), bytes = weight_elements(ld->panels, n_out, n_in) * elem;
     uint8_t *w = arena_take(ld, bytes);  // zero-filled (fresh anonymous pages): the panels' padding
     lin->w = w;
@@ -166,19 +195,29 @@ static int load_block(Loader *ld, Block *b, int layer, const Config *c) {
 
 // Upper bound of the arena: every tensor of the checkpoint, F32-sized and aligned.
 // Room for every tensor as F32 (the most a weight takes), with the panel layout's padding: rows to 16 weights,
-// and 3 more rows.
+// and 3 more rows; or as q8 panels, either way round, where a tiny matrix's padding makes those larger.
 static size_t arena_bound(const StCheckpoint *ckpt) {
     size_t total = 0;
     for (int i = 0; i < ckpt->n_tensors; i++) {
         const StTensor *t = &ckpt->tensors[i];
         size_t padding = t->ndim == 2 ? (size_t)(t->shape[0] + t->shape[1] + 3) * 16 : 0;
-        total += align_up(((size_t)t->n_elements + padding) * 4);
+        size_t bytes = ((size_t)t->n_elements + padding) * 4;
+        if (t->ndim == 2) {
+            const int rows = (int)t->shape[0], cols = (int)t->shape[1];
+            const size_t q8 = q8_matrix_bytes(rows, cols) > q8_matrix_bytes(cols, rows) ? q8_matrix_bytes(rows, cols)
+                                                                                      : q8_matrix_bytes(cols, rows);
+            bytes = q8 > bytes ? q8 : bytes;
+        }
+        total += align_up(bytes);
     }
     return total;
 }
 
+// Bytes of the layer's weights and bias (q8: the quants and scales of the panels, padding included).
 static size_t linear_bytes(const Linear *lin) {
-    return (size_t)lin->n_out * lin->n_in * weight_size(lin->type) + (lin->bias ? lin->n_out * sizeof(float) : 0);
+    const size_t w = lin->type == WEIGHT_Q8 ? q8_matrix_bytes(lin->n_out, lin->n_in)
+                                            : (size_t)lin->n_out * lin->n_in * weight_size(lin->type);
+    return w + (lin->bias ? lin->n_out * sizeof(float) : 0);
 }
 
 // Memory for the weights: anonymous pages, 2 MB huge pages where the kernel allows (fewer TLB misses while the
@@ -194,9 +233,14 @@ static int alloc_scratch(Model *m, Err *err) {
     const Config *c = &m->cfg;
     size_t d = c->n_embd, ld_d = row_stride(d), ld_f = row_stride(c->n_inner), T = CHUNK_T;
     size_t floats = T * (d + ld_d + 3 * d + ld_d + ld_f) + (size_t)pool_size(m->pool) * c->n_positions;
+    size_t q8_blocks_max = (size_t)q8_blocks(c->n_inner > c->n_embd ? c->n_inner : c->n_embd);
     ForwardScratch *s = m->scratch = calloc(1, sizeof *s);
     float *mem = s ? aligned_alloc(ALIGN, align_up(floats * sizeof(float))) : NULL;
-    if (!mem) return err_fmt(err, "out of memory for activations (%zu MB)", floats * 4 >> 20);
+    if (s && m->quant == QUANT_Q8) s->xq = malloc(T * q8_blocks_max * sizeof(Q8Block));
+    if (!mem || (m->quant == QUANT_Q8 && !s->xq)) {
+        free(mem);
+        return err_fmt(err, "out of memory for activations (%zu MB)", floats * 4 >> 20);
+    }
     s->ld_d = (int)ld_d;
     s->ld_f = (int)ld_f;
     s->x = mem;
@@ -209,7 +253,11 @@ static int alloc_scratch(Model *m, Err *err) {
 }
 
 int model_load(Model *model, const char *dir, ThreadPool *pool, Err *err) {
-    *model = (Model){.pool = pool};
+    return model_load_quantized(model, dir, pool, QUANT_NONE, err);
+}
+
+int model_load_quantized(Model *model, const char *dir, ThreadPool *pool, Quant quant, Err *err) {
+    *model = (Model){.pool = pool, .quant = quant};
     const char *why = NULL;
     if (!(model->kernels = kernels_select(&why))) return err_fmt(err, "%s", why);
 
@@ -229,7 +277,7 @@ int model_load(Model *model, const char *dir, ThreadPool *pool, Err *err) {
         return err_fmt(err, "%s: out of memory for %zu MB of weights", dir, model->arena_size >> 20);
     }
     Loader ld = {.ckpt = &ckpt, .dir = dir, .arena = model->arena, .size = model->arena_size, .err = err,
-                 .panels = model->kernels->panels,
+                 .panels = model->kernels->panels, .quant = quant,
                  .prefix = st_find(&ckpt, "transformer.wte.weight") ? "transformer." : ""};
 
     int rc = load_matrix(&ld, &model->wte, "wte.weight", c->vocab_size, c->n_embd, false);
@@ -267,7 +315,7 @@ int model_load(Model *model, const char *dir, ThreadPool *pool, Err *err) {
 }
 
 void model_free(Model *model) {
-    if (model->scratch) free(model->scratch->x);
+    if (model->scratch) free(model->scratch->x), free(model->scratch->xq);
     free(model->scratch);
     free(model->blocks);
     if (model->arena) munmap(model->arena, model->arena_size);
@@ -294,6 +342,7 @@ typedef struct {
     const Kernels *k;
     const Linear *lin;
     const float *x;     // [T, ld_x]
+    const Q8Block *xq;  // [T, q8_blocks(n_in)]: x quantized, for q8 weights
     float *out;         // [T, ld_out]
     int T, ld_x, ld_out;
     bool blas;          // OpenBLAS sgemm (single-threaded, on this thread's columns) instead of our kernel
@@ -312,6 +361,8 @@ static void linear_thread(void *ctx, int thread, int n_threads) {
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, job->T, n, lin->n_in, 1.0f, job->x, job->ld_x,
                     (const float *)lin->w + (size_t)j0 * lin->n_in, lin->n_in, 0.0f, job->out + j0, job->ld_out);
         for (int t = 0; t < job->T && lin->bias; t++) job->k->add(job->out + (size_t)t * job->ld_out + j0, lin->bias + j0, n);
+    } else if (lin->type == WEIGHT_Q8) {
+        job->k->matmul_q8(job->out, job->xq, lin->w, lin->bias, job->T, lin->n_in, job->ld_out, j0, j1);
     } else {
         job->k->matmul[lin->type](job->out, job->x, lin->w, lin->bias, job->T, lin->n_in, job->ld_x, job->ld_out, j0,
                                   j1);
@@ -331,12 +382,15 @@ static void linear_thread(void *ctx, int thread, int n_threads) {
 // Our kernels stream W once for all T rows and are batch-invariant. Where OpenBLAS is faster — F32 weights,
 // many rows (long prompts), a kernel variant that says so — it takes over; each of our threads then runs a
 // single-threaded sgemm on its own columns, so OpenBLAS's threads never compete with ours for the cores.
+// q8 weights take x quantized (kernels.h), once, here, for all threads; a row's quantization depends on that
+// row alone, so batch invariance holds.
 static void linear(const Model *m, float *out, int ld_out, const float *x, int ld_x, const Linear *lin, int T,
                    Epilogue ep, float *residual) {
     int blas_min = m->kernels->blas_min_rows;
     // (sgemm reads rows: a variant whose weights are in panels never names a crossover)
     bool blas = lin->type == WEIGHT_F32 && blas_min > 0 && T >= blas_min && !m->kernels->panels;
-    LinearJob job = {m->kernels, lin, x, out, T, ld_x, ld_out, blas, ep, residual};
+    if (lin->type == WEIGHT_Q8) q8_quantize_rows(m->scratch->xq, x, T, lin->n_in, ld_x);
+    LinearJob job = {m->kernels, lin, x, m->scratch->xq, out, T, ld_x, ld_out, blas, ep, residual};
     run_job(m, linear_thread, &job, (size_t)T * lin->n_out * lin->n_in);
 }
 
@@ -408,6 +462,10 @@ static void block_forward(const Model *m, KVCache *cache, int layer, int pos0, i
 // Row `token` of the embedding table as floats, 16 consecutive weights at a time (together in either layout).
 static void embedding_row(const Model *m, float *out, int token) {
     const Linear *wte = &m->wte;
+    if (wte->type == WEIGHT_Q8) {  // d · q: the q8 head and the embeddings are one matrix
+        for (int i = 0; i < wte->n_in; i++) out[i] = q8_weight(wte->w, wte->n_in, token, i);
+        return;
+    }
     const size_t elem = weight_size(wte->type);
     const StDtype dtype = wte->type == WEIGHT_F16 ? ST_F16 : wte->type == WEIGHT_BF16 ? ST_BF16 : ST_F32;
     for (int i = 0; i < wte->n_in; i += 16) {

@@ -14,8 +14,9 @@
 #include "model/kvcache.h"
 #include "base/threads.h"
 
-// A linear layer y = x Wᵀ + b, with W stored [n_out, n_in] row-major (as torch.nn.Linear), 64-byte aligned,
-// in its checkpoint's dtype. GPT-2's Conv1D weights are [n_in, n_out] on disk and are transposed once at load.
+// A linear layer y = x Wᵀ + b, with W [n_out, n_in] (as torch.nn.Linear), 64-byte aligned, in its checkpoint's
+// dtype and the kernels' layout — or quantized to q8 at load (kernels.h). GPT-2's Conv1D weights are
+// [n_in, n_out] on disk and are transposed once at load.
 typedef struct {
     const void *w;      // [n_out, n_in], dtype `type`
     WeightType type;
@@ -32,9 +33,14 @@ typedef struct {
     Linear mlp_down;                    // [d, F]
 } Block;
 
+// How the weight matrices are held: as stored (F32, F16 or BF16), or quantized to 8 bits at load (q8, kernels.h;
+// vectors — biases, LayerNorm, position embeddings — stay F32).
+typedef enum { QUANT_NONE, QUANT_Q8 } Quant;
+
 typedef struct {
     Config cfg;
     const Kernels *kernels;
+    Quant quant;                // how the weight matrices are held
     ThreadPool *pool;           // shared, not owned
     Linear wte;                 // token embeddings [V, d]; also the LM head when tied
     Linear lm_head;             // [V, d]: wte, or lm_head.weight when the checkpoint has it
@@ -50,6 +56,9 @@ typedef struct {
 // Loads config.json and the safetensors weights of a checkpoint folder (model.safetensors, or
 // model.safetensors.index.json + shards). Every key variant of the published GPT-2 files is accepted.
 int model_load(Model *model, const char *dir, ThreadPool *pool, Err *err);
+
+// The same, with the weight matrices held as `quant` says (model_load: QUANT_NONE).
+int model_load_quantized(Model *model, const char *dir, ThreadPool *pool, Quant quant, Err *err);
 void model_free(Model *model);
 
 // The forward pass. Feeds T new tokens at positions [cache->len, cache->len + T), appends their K/V rows to the

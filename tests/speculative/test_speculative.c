@@ -1,7 +1,8 @@
 // test_speculative.c — speculative decoding is lossless.
 //
 //   - exactly: the accept / resample step, enumerated over the draft's choice, gives P(output = x) = p(x);
-//   - greedy: speculative output equals target-only output token for token, for any γ and thread count;
+//   - greedy: speculative output equals target-only output token for token, for any γ and thread count, with
+//     the weights as stored and quantized to q8;
 //   - sampled: the joint distribution of the first 3 tokens over many seeds matches the target's exact
 //     distribution (a chi-square test), at temperature 1 and with top-k / top-p;
 //   - the edge cases: end-of-text inside a draft, -n reached mid-round, the context limit.
@@ -72,8 +73,9 @@ typedef struct {
     Model target, draft;
 } Pair;
 
-// A target of 3 blocks and a draft of 1 block with the same seed and vocabulary.
-static void pair_open(Pair *pair, int vocab_size, int n_positions, int threads, float scale) {
+// A target of 3 blocks and a draft of 1 block with the same seed and vocabulary, their matrices held as `quant`
+// says.
+static void pair_open_quantized(Pair *pair, int vocab_size, int n_positions, int threads, float scale, Quant quant) {
     Err err;
     snprintf(pair->dir, sizeof pair->dir, "/tmp/specdec-pair-XXXXXX");
     CHECK(mkdtemp(pair->dir) != NULL, "mkdtemp");
@@ -88,8 +90,12 @@ static void pair_open(Pair *pair, int vocab_size, int n_positions, int threads, 
     spec.n_layer = 1;
     CHECK(random_checkpoint_write(draft_dir, &spec, &err) == 0, "%s", err.msg);
     pair->pool = pool_create(threads, &err);
-    CHECK(pair->pool && model_load(&pair->target, target_dir, pair->pool, &err) == 0, "%s", err.msg);
-    CHECK(model_load(&pair->draft, draft_dir, pair->pool, &err) == 0, "%s", err.msg);
+    CHECK(pair->pool && model_load_quantized(&pair->target, target_dir, pair->pool, quant, &err) == 0, "%s", err.msg);
+    CHECK(model_load_quantized(&pair->draft, draft_dir, pair->pool, quant, &err) == 0, "%s", err.msg);
+}
+
+static void pair_open(Pair *pair, int vocab_size, int n_positions, int threads, float scale) {
+    pair_open_quantized(pair, vocab_size, n_positions, threads, scale, QUANT_NONE);
 }
 
 static void pair_close(Pair *pair) {
@@ -132,9 +138,11 @@ TEST(speculative_greedy_equals_target) {
     const GammaPolicy policies[] = {GAMMA_FIXED, GAMMA_FIXED, GAMMA_FIXED, GAMMA_FIXED, GAMMA_FIXED, GAMMA_AUTO,
                                     GAMMA_HEURISTIC};
     const int gammas[] = {1, 2, 3, 4, 8, 0, 5};
-    for (int threads = 1; threads <= 2; threads++) {
+    for (int run = 0; run < 4; run++) {  // 1 and 2 threads, weights as stored and in q8
+        const int threads = 1 + run % 2;
+        const Quant quant = run < 2 ? QUANT_NONE : QUANT_Q8;
         Pair pair;
-        pair_open(&pair, 97, 128, threads, 0.3f);
+        pair_open_quantized(&pair, 97, 128, threads, 0.3f, quant);
         int accepted = 0, drafted = 0;
         for (int trial = 0; trial < 6; trial++) {
             int prompt[8], n_prompt = test_rand_int(1, 8);
@@ -148,8 +156,8 @@ TEST(speculative_greedy_equals_target) {
                 params.gamma = gammas[g];
                 int n_got = generate(&pair, prompt, n_prompt, &params, 1 + trial, got, &stats, true);
                 CHECK(n_got == n_expect && memcmp(got, expect, sizeof(int) * n_got) == 0,
-                      "threads %d, policy %d, gamma %d: speculative output differs from the target's", threads,
-                      policies[g], gammas[g]);
+                      "threads %d, quant %d, policy %d, gamma %d: speculative output differs from the target's",
+                      threads, quant, policies[g], gammas[g]);
                 accepted += stats.accepted;
                 drafted += stats.drafted;
             }
