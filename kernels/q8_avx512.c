@@ -14,7 +14,11 @@
 
 #include "kernels.h"
 
-enum { ROWS_PER_PASS = 8 };  // activation rows that share one pass over a panel
+// ROWS_PER_PASS activation rows share one pass over a panel (16 were no faster: the sums then spill). The first
+// pass prefetches the weights ahead of itself, L1_AHEAD bytes into L1 and L2_AHEAD into L2: without it a pass of
+// 8 rows streams a matrix from memory at half the speed (measured on [8192, 4096], one thread: T = 8 took 4.2×
+// the time of T = 1 without prefetching, 2.2× with L1 prefetches alone, 1.4× with both).
+enum { ROWS_PER_PASS = 8, L1_AHEAD = 2048, L2_AHEAD = 8192 };
 
 static inline __m512i broadcast_group(const int8_t *q) {
     int32_t four;
@@ -24,17 +28,22 @@ static inline __m512i broadcast_group(const int8_t *q) {
 
 // The 16 weight rows of `panel` against activation rows t < n ≤ 8 (a constant where this is inlined): their
 // float sums over the blocks sit in n registers, the panel's 8 lines of each block in 8 more. Rows of the panel
-// outside `rows` are neither stored nor read from bias.
+// outside `rows` are neither stored nor read from bias. `prefetch`: this is the panel's first pass.
 //   out: [n, ld_out] from the panel's first row   x: [n, nb]
 static inline __attribute__((always_inline)) void panel_against_rows(float *out, const Q8Block *x,
                                                                      const uint8_t *panel, const float *bias, int nb,
-                                                                     int ld_out, __mmask16 rows, const int n) {
+                                                                     int ld_out, __mmask16 rows, bool prefetch,
+                                                                     const int n) {
     __m512 acc[ROWS_PER_PASS];
     for (int t = 0; t < n; t++) acc[t] = _mm512_setzero_ps();
     const uint16_t *scales = (const uint16_t *)(panel + (size_t)nb * Q8_BLOCK * Q8_PANEL);
     const __m512i flip = _mm512_set1_epi8((char)0x80);
     for (int b = 0; b < nb; b++) {
         const uint8_t *q = panel + (size_t)b * Q8_BLOCK * Q8_PANEL;
+        for (int line = 0; line < 8 && prefetch; line++) {  // past the matrix's end, a prefetch does nothing
+            _mm_prefetch((const char *)q + L1_AHEAD + 64 * line, _MM_HINT_T0);
+            _mm_prefetch((const char *)q + L2_AHEAD + 64 * line, _MM_HINT_T1);
+        }
         __m512i w[Q8_BLOCK / Q8_GROUP];  // group g: rows 0..15 × inputs 4g..4g+3, as q + 128
         for (int g = 0; g < Q8_BLOCK / Q8_GROUP; g++) w[g] = _mm512_xor_si512(_mm512_load_si512(q + 64 * g), flip);
         const __m512 d_w = _mm512_castsi512_ps(  // the 16 rows' BF16 scales as F32
@@ -67,14 +76,14 @@ void q8_matmul_avx512(float *out, const Q8Block *x, const void *w, const float *
             float *o = out + (size_t)t * ld_out + first;
             const Q8Block *xt = x + (size_t)t * nb;
             switch (T - t < ROWS_PER_PASS ? T - t : ROWS_PER_PASS) {  // n a constant in each case
-            case 1: panel_against_rows(o, xt, panel, b, nb, ld_out, rows, 1); break;
-            case 2: panel_against_rows(o, xt, panel, b, nb, ld_out, rows, 2); break;
-            case 3: panel_against_rows(o, xt, panel, b, nb, ld_out, rows, 3); break;
-            case 4: panel_against_rows(o, xt, panel, b, nb, ld_out, rows, 4); break;
-            case 5: panel_against_rows(o, xt, panel, b, nb, ld_out, rows, 5); break;
-            case 6: panel_against_rows(o, xt, panel, b, nb, ld_out, rows, 6); break;
-            case 7: panel_against_rows(o, xt, panel, b, nb, ld_out, rows, 7); break;
-            default: panel_against_rows(o, xt, panel, b, nb, ld_out, rows, 8); break;
+            case 1: panel_against_rows(o, xt, panel, b, nb, ld_out, rows, t == 0, 1); break;
+            case 2: panel_against_rows(o, xt, panel, b, nb, ld_out, rows, t == 0, 2); break;
+            case 3: panel_against_rows(o, xt, panel, b, nb, ld_out, rows, t == 0, 3); break;
+            case 4: panel_against_rows(o, xt, panel, b, nb, ld_out, rows, t == 0, 4); break;
+            case 5: panel_against_rows(o, xt, panel, b, nb, ld_out, rows, t == 0, 5); break;
+            case 6: panel_against_rows(o, xt, panel, b, nb, ld_out, rows, t == 0, 6); break;
+            case 7: panel_against_rows(o, xt, panel, b, nb, ld_out, rows, t == 0, 7); break;
+            default: panel_against_rows(o, xt, panel, b, nb, ld_out, rows, t == 0, 8); break;
             }
         }
     }

@@ -153,8 +153,8 @@ static int cmd_logits(const Args *args, Err *err) {
     int *ids = NULL, n = 0, rc = -1;
     float *logits = NULL;
     if (!args->ids) return err_fmt(err, "missing --ids \"1 2 3\"");
-    if (session_open(&s, args->model_dir, NULL, args->threads, args->quant, err) || model_kv_init(&s.target, &cache, err) ||
-        parse_ids(args->ids, &ids, &n, err))
+    if (session_open(&s, args->model_dir, NULL, args->threads, args->quant, err) ||
+        model_kv_init(&s.target, &cache, err) || parse_ids(args->ids, &ids, &n, err))
         goto done;
     const int V = s.target.cfg.vocab_size, rows = args->all ? n : 1;
     logits = malloc(sizeof(float) * V * rows);
