@@ -44,6 +44,10 @@ typedef struct {
     // result is bit-identical to the reference's (q8.c).
     MatmulQ8Fn *matmul_q8;
 
+    // A matmul_q8's input: activation rows x [T, ld_x] (first n_in columns) quantized into out
+    // [T, q8_blocks(n_in)], bit-identical to q8_quantize_rows (q8.c).
+    void (*quantize_q8)(Q8Block *out, const float *x, int T, int n_in, int ld_x);
+
     // The layout of W: false, rows one after another (W[j, i] at j·n_in + i); true, panels of 4 rows whose
     // 16-element slices alternate (W[j, i] at panel_index(n_in, j, i)), so that the 4 rows a micro-kernel reads
     // side by side are one sequential stream of memory.
@@ -203,8 +207,10 @@ static inline size_t q8_scale_index(int n_in, int j, int b) {  // in uint16_t fr
 // Quantizes rows [n_rows ≤ 16, ld] (floats) into one panel (q8_panel_bytes(n_in)); rows n_rows..15 become zeros.
 void q8_quantize_panel(uint8_t *panel, const float *rows, int n_rows, int ld, int n_in);
 
-// Quantizes activation rows x [T, ld_x] (first n_in columns) into out [T, q8_blocks(n_in)].
+// Quantizes activation rows x [T, ld_x] (first n_in columns) into out [T, q8_blocks(n_in)]: the reference of
+// Kernels.quantize_q8.
 void q8_quantize_rows(Q8Block *out, const float *x, int T, int n_in, int ld_x);
+void q8_quantize_rows_avx512(Q8Block *out, const float *x, int T, int n_in, int ld_x);
 
 // d · q of W[j, i] in a quantized matrix (the embedding lookup of a tied q8 head).
 static inline float q8_weight(const void *w, int n_in, int j, int i) {

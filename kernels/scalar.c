@@ -86,6 +86,7 @@ const Kernels kernels_scalar = {
     .name = "scalar",
     .matmul = {[WEIGHT_F32] = matmul_f32, [WEIGHT_F16] = matmul_f16, [WEIGHT_BF16] = matmul_bf16},
     .matmul_q8 = q8_matmul_reference,
+    .quantize_q8 = q8_quantize_rows,
     .layernorm = layernorm,
     .gelu_tanh = gelu_tanh,
     .gelu_erf = gelu_erf,

@@ -389,7 +389,7 @@ static void linear(const Model *m, float *out, int ld_out, const float *x, int l
     int blas_min = m->kernels->blas_min_rows;
     // (sgemm reads rows: a variant whose weights are in panels never names a crossover)
     bool blas = lin->type == WEIGHT_F32 && blas_min > 0 && T >= blas_min && !m->kernels->panels;
-    if (lin->type == WEIGHT_Q8) q8_quantize_rows(m->scratch->xq, x, T, lin->n_in, ld_x);
+    if (lin->type == WEIGHT_Q8) m->kernels->quantize_q8(m->scratch->xq, x, T, lin->n_in, ld_x);
     LinearJob job = {m->kernels, lin, x, m->scratch->xq, out, T, ld_x, ld_out, blas, ep, residual};
     run_job(m, linear_thread, &job, (size_t)T * lin->n_out * lin->n_in);
 }

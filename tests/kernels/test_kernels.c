@@ -95,7 +95,7 @@ TEST(kernels_table_complete) {
         const Kernels *k = list[v];
         for (int type = 0; type < WEIGHT_TYPES; type++)
             CHECK(k->matmul[type], "%s: no matmul for %s", k->name, type_names[type]);
-        CHECK(k->matmul_q8, "%s: no matmul_q8", k->name);
+        CHECK(k->matmul_q8 && k->quantize_q8, "%s: no matmul_q8 or quantize_q8", k->name);
         CHECK(k->layernorm && k->gelu_tanh && k->gelu_erf && k->softmax && k->attention && k->add,
               "%s: a kernel is missing", k->name);
         for (int u = 0; u < v; u++) CHECK(strcmp(list[u]->name, k->name), "%s listed twice", k->name);
@@ -581,6 +581,33 @@ TEST(kernels_q8_quantization) {
     free(w);
     free(x);
     free(xq);
+}
+
+// Every variant's quantize_q8 against the reference q8_quantize_rows, bit for bit: rows of random magnitudes
+// (one with an all-zero block), every width of n_in_sizes, rows ld_x apart.
+TEST(kernels_q8_quantize_matches_reference) {
+    int n;
+    const Kernels *const *list = kernels_available(&n);
+    for (int v = 0; v < n; v++)
+        for (int a = 0; a < N_IN_SIZES; a++) {
+            const int n_in = n_in_sizes[a], T = test_rand_int(1, 9), ld_x = n_in + test_rand_int(0, 20);
+            const int nb = q8_blocks(n_in);
+            float *x = random_floats(T * ld_x, -1.0f, 1.0f);
+            for (int t = 0; t < T; t++) {
+                const float scale = test_rand_uniform(1e-3f, 1e3f);
+                for (int i = 0; i < n_in; i++) x[t * ld_x + i] *= t == 0 && i < 32 ? 0.0f : scale;
+            }
+            Q8Block *ref = malloc(sizeof(Q8Block) * (size_t)(T * nb)), *got = malloc(sizeof(Q8Block) * (size_t)(T * nb));
+            q8_quantize_rows(ref, x, T, n_in, ld_x);
+            list[v]->quantize_q8(got, x, T, n_in, ld_x);
+            for (int k = 0; k < T * nb; k++)
+                CHECK(memcmp(&ref[k], &got[k], sizeof(Q8Block)) == 0, "%s n_in=%d: block %d of row %d differs (d %.9g "
+                      "vs %.9g, sum %d vs %d)", list[v]->name, n_in, k % nb, k / nb, got[k].d, ref[k].d, got[k].sum,
+                      ref[k].sum);
+            free(x);
+            free(ref);
+            free(got);
+        }
 }
 
 // Every variant's matmul_q8 against the reference, bit for bit (tolerance 0: kernels.h fixes every float
