@@ -2,23 +2,44 @@
 // rows before each matmul, and the reference product that every variant's matmul_q8 reproduces bit for bit.
 //
 // Symmetric absmax quantization per block of 32: d = max|x| / 127, q = round(x / d) ∈ [−127, 127] (the one
-// value −128 is left out, so that |q| fits the AVX2 and NEON multiply-adds and negating q never overflows).
+// value −128 is left out, so that |q| fits the AVX2 and NEON multiply-adds and negating q never overflows). An
+// all-zero block has d = 0 and q = 0.
 #include <math.h>
 #include <string.h>
 
 #include "kernels.h"
 
-// round(v) for |v| ≤ 2²², ties to even, in float arithmetic (adding 1.5 · 2²³ leaves no fraction bits), so that
-// the loops below vectorize; v is first clamped to [−127, 127] by comparisons that send NaN to −127 (a NaN
-// converted to int would be undefined).
+// round(v), ties to even, clamped to [−127, 127], in arithmetic that vectorizes and has no undefined case:
+// adding 1.5 · 2²³ leaves round(v) in the low bits of the sum's mantissa (exactly, for |v| ≤ 2²²), read off as
+// the difference of the bit patterns (taken modulo 2³²); a larger |v|, an infinity or a NaN gives a difference
+// outside [−127, 127] that the clamp sends to a bound. (A NaN converted to int would be undefined.)
+static const float ROUNDING = 12582912.0f;  // 1.5 · 2²³, bit pattern 0x4b400000
+
 static inline int8_t round_to_q(float v) {
-    v = v > -127.0f ? v : -127.0f;
-    v = v < 127.0f ? v : 127.0f;
-    const float magic = 12582912.0f;
-    return (int8_t)(int)((v + magic) - magic);
+    const float sum = v + ROUNDING;
+    uint32_t bits;
+    memcpy(&bits, &sum, sizeof bits);
+    int32_t q = (int32_t)(bits - 0x4b400000u);
+    q = q > -127 ? q : -127;
+    return (int8_t)(q < 127 ? q : 127);
 }
 
-// The smallest BF16 value ≥ d (d ≥ 0, finite): a weight block's scale, rounded up so that |w| / scale ≤ 127.
+// max_i |x_i| over n floats, as the largest of their bit patterns without the sign (the order of non-negative
+// floats; an integer maximum vectorizes where a float one does not). A NaN is the largest of all.
+static inline float max_magnitude(const float *x, int n) {
+    int32_t largest = 0;
+    for (int i = 0; i < n; i++) {
+        int32_t bits;
+        memcpy(&bits, &x[i], sizeof bits);
+        bits &= 0x7fffffff;
+        largest = bits > largest ? bits : largest;
+    }
+    float m;
+    memcpy(&m, &largest, sizeof m);
+    return m;
+}
+
+// The smallest BF16 value ≥ d (d ≥ 0): a weight block's scale, rounded up so that |w| / scale ≤ 127.
 static uint16_t bf16_round_up(float d) {
     uint32_t bits;
     memcpy(&bits, &d, sizeof bits);
@@ -34,13 +55,13 @@ void q8_quantize_panel(uint8_t *panel, const float *rows, int n_rows, int ld, in
         const float *row = rows + (size_t)r * ld;
         for (int b = 0; b < nb; b++) {
             const int i0 = b * Q8_BLOCK, i1 = i0 + Q8_BLOCK < n_in ? i0 + Q8_BLOCK : n_in;
-            float amax = 0.0f;
-            for (int i = i0; i < i1; i++) amax = fabsf(row[i]) > amax ? fabsf(row[i]) : amax;
-            const uint16_t scale = bf16_round_up(amax / 127.0f);
-            const float d = bf16_to_f32(scale);
+            const uint16_t scale = bf16_round_up(max_magnitude(row + i0, i1 - i0) / 127.0f);
+            const float d = bf16_to_f32(scale) > 0.0f ? bf16_to_f32(scale) : 1.0f;  // all zeros: q = 0 / 1
             scales[b * Q8_PANEL + r] = scale;
-            for (int i = i0; i < i1 && d > 0.0f; i++)
-                panel[q8_quant_index(n_in, r, i)] = (uint8_t)round_to_q(row[i] / d);
+            int8_t q[Q8_BLOCK] = {0};
+            for (int i = i0; i < i1; i++) q[i - i0] = round_to_q(row[i] / d);
+            for (int g = 0; g < Q8_BLOCK / Q8_GROUP; g++)  // the 4 inputs of a group lie side by side
+                memcpy(panel + q8_quant_index(n_in, r, i0 + g * Q8_GROUP), q + g * Q8_GROUP, Q8_GROUP);
         }
     }
 }
@@ -50,9 +71,7 @@ void q8_quantize_panel(uint8_t *panel, const float *rows, int n_rows, int ld, in
 static void quantize_block(Q8Block *blk, const float *v, int n) {
     float x[Q8_BLOCK] = {0};
     memcpy(x, v, sizeof(float) * (size_t)n);
-    float amax = 0.0f;
-    for (int i = 0; i < Q8_BLOCK; i++) amax = fabsf(x[i]) > amax ? fabsf(x[i]) : amax;
-    blk->d = amax / 127.0f;
+    blk->d = max_magnitude(x, Q8_BLOCK) / 127.0f;
     const float d = blk->d > 0.0f ? blk->d : 1.0f;  // an all-zero block: q = 0 / 1
     int32_t sum = 0;
     for (int i = 0; i < Q8_BLOCK; i++) {

@@ -65,13 +65,13 @@ static inline __attribute__((always_inline)) void panel_against_rows(float *out,
 
 // ---- quantizing the activations ----------------------------------------------------------------------------
 //
-// q8_quantize_rows (q8.c) two registers at a time, with the same operations: max|x| (vmaxps with the new value
-// first ignores a NaN, as the reference's comparison does), d = max / 127, x / d rounded to nearest even and
-// clamped to [−127, 127] (NaN to −127).
+// q8_quantize_rows (q8.c) two registers at a time, with the same operations: max|x| as the largest bit pattern
+// without the sign, d = max / 127, x / d plus 1.5 · 2²³ read off as bits and clamped to [−127, 127].
 void q8_quantize_rows_avx512(Q8Block *out, const float *x, int T, int n_in, int ld_x) {
     const int nb = q8_blocks(n_in);
-    const __m512 low = _mm512_set1_ps(-127.0f), high = _mm512_set1_ps(127.0f);
-    const __m512i magnitude = _mm512_set1_epi32(0x7fffffff);
+    const __m512i low = _mm512_set1_epi32(-127), high = _mm512_set1_epi32(127), magnitude = _mm512_set1_epi32(0x7fffffff);
+    const __m512 rounding = _mm512_set1_ps(12582912.0f);
+    const __m512i rounding_bits = _mm512_set1_epi32(0x4b400000);
     for (int t = 0; t < T; t++)
         for (int b = 0; b < nb; b++) {
             const float *v = x + (size_t)t * ld_x + b * Q8_BLOCK;
@@ -79,16 +79,17 @@ void q8_quantize_rows_avx512(Q8Block *out, const float *x, int T, int n_in, int 
             const __mmask16 m0 = n >= 16 ? 0xffff : (__mmask16)((1u << n) - 1);
             const __mmask16 m1 = n >= 32 ? 0xffff : n <= 16 ? 0 : (__mmask16)((1u << (n - 16)) - 1);
             const __m512 x0 = _mm512_maskz_loadu_ps(m0, v), x1 = _mm512_maskz_loadu_ps(m1, v + 16);
-            const __m512 a0 = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(x0), magnitude));
-            const __m512 a1 = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(x1), magnitude));
-            const float amax = _mm512_reduce_max_ps(_mm512_max_ps(a1, _mm512_max_ps(a0, _mm512_setzero_ps())));
+            const int32_t largest = _mm512_reduce_max_epi32(_mm512_max_epi32(
+                _mm512_and_si512(_mm512_castps_si512(x0), magnitude), _mm512_and_si512(_mm512_castps_si512(x1), magnitude)));
+            float amax;
+            memcpy(&amax, &largest, sizeof amax);
             Q8Block *blk = &out[(size_t)t * nb + b];
             blk->d = amax / 127.0f;
             const __m512 d = _mm512_set1_ps(blk->d > 0.0f ? blk->d : 1.0f);
-            const __m512i q0 = _mm512_cvtps_epi32(_mm512_roundscale_ps(
-                _mm512_min_ps(_mm512_max_ps(_mm512_div_ps(x0, d), low), high), _MM_FROUND_TO_NEAREST_INT));
-            const __m512i q1 = _mm512_cvtps_epi32(_mm512_roundscale_ps(
-                _mm512_min_ps(_mm512_max_ps(_mm512_div_ps(x1, d), low), high), _MM_FROUND_TO_NEAREST_INT));
+#define ROUND_CLAMP(v) _mm512_min_epi32(_mm512_max_epi32(_mm512_sub_epi32(_mm512_castps_si512( \
+                           _mm512_add_ps(_mm512_div_ps(v, d), rounding)), rounding_bits), low), high)
+            const __m512i q0 = ROUND_CLAMP(x0), q1 = ROUND_CLAMP(x1);
+#undef ROUND_CLAMP
             _mm_storeu_si128((__m128i *)blk->q, _mm512_cvtepi32_epi8(q0));
             _mm_storeu_si128((__m128i *)(blk->q + 16), _mm512_cvtepi32_epi8(q1));
             blk->sum = _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));

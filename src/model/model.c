@@ -49,7 +49,8 @@ typedef struct {
     const char *dir;
     const char *prefix;     // "transformer." or ""
     bool panels;            // the weight layout of the selected kernels (kernels.h)
-    Quant quant;            // QUANT_Q8: matrices are quantized as they are read
+    Quant quant;            // QUANT_Q8: matrices are quantized as they are read, on the pool's threads
+    ThreadPool *pool;
     uint8_t *arena;         // bump allocator over model->arena
     size_t used, size;
     Err *err;
@@ -110,29 +111,48 @@ static const float *load_f32(Loader *ld, const char *name, int64_t dim0, int64_t
     return out;
 }
 
-// The matrix of tensor t quantized to q8 panels of 16 rows (kernels.h), from any stored dtype: each panel's rows
-// gathered as floats — 16 consecutive weights of each input at a time from Conv1D's [n_in, n_out] — then
-// quantized.
-static int load_matrix_q8(Loader *ld, Linear *lin, const StTensor *t, bool conv1d) {
-    const int n_out = lin->n_out, n_in = lin->n_in;
-    const size_t elem = st_dtype_size(t->dtype), panel_bytes = q8_panel_bytes(n_in);
-    float *rows = malloc(sizeof(float) * Q8_PANEL * (size_t)n_in);  // [16, n_in]
-    if (!rows) return err_fmt(ld->err, "out of memory quantizing \"%s\"", t->name);
-    uint8_t *w = arena_take(ld, q8_matrix_bytes(n_out, n_in));
-    lin->type = WEIGHT_Q8;
-    lin->w = w;
-    for (int j0 = 0; j0 < n_out; j0 += Q8_PANEL) {
-        const int n_rows = n_out - j0 < Q8_PANEL ? n_out - j0 : Q8_PANEL;
-        for (int r = 0; r < n_rows && !conv1d; r++)
+// Quantizing one matrix to q8 as a pool job: each thread its share of the panels.
+typedef struct {
+    const StTensor *t;
+    uint8_t *w;                 // q8_matrix_bytes(n_out, n_in)
+    float *rows;                // [threads, 16, n_in]: each thread's panel as floats
+    int n_out, n_in;
+    bool conv1d;
+} QuantizeJob;
+
+static void quantize_thread(void *ctx, int thread, int n_threads) {
+    QuantizeJob *job = ctx;
+    const StTensor *t = job->t;
+    const int n_out = job->n_out, n_in = job->n_in;
+    const size_t elem = st_dtype_size(t->dtype);
+    int p0, p1;
+    pool_share((n_out + Q8_PANEL - 1) / Q8_PANEL, 1, thread, n_threads, &p0, &p1);
+    float *rows = job->rows + (size_t)thread * Q8_PANEL * n_in;  // [16, n_in]
+    for (int p = p0; p < p1; p++) {
+        const int j0 = p * Q8_PANEL, n_rows = n_out - j0 < Q8_PANEL ? n_out - j0 : Q8_PANEL;
+        for (int r = 0; r < n_rows && !job->conv1d; r++)
             st_to_f32(rows + (size_t)r * n_in, t->data + (size_t)(j0 + r) * n_in * elem, t->dtype, (size_t)n_in);
-        for (int i = 0; i < n_in && conv1d; i++) {
+        for (int i = 0; i < n_in && job->conv1d; i++) {
             float column[Q8_PANEL];  // stored[i, j0..j0+n_rows) = W[j0..j0+n_rows, i]
             st_to_f32(column, t->data + ((size_t)i * n_out + j0) * elem, t->dtype, (size_t)n_rows);
             for (int r = 0; r < n_rows; r++) rows[(size_t)r * n_in + i] = column[r];
         }
-        q8_quantize_panel(w + (size_t)(j0 / Q8_PANEL) * panel_bytes, rows, n_rows, n_in, n_in);
+        q8_quantize_panel(job->w + (size_t)p * q8_panel_bytes(n_in), rows, n_rows, n_in, n_in);
     }
-    free(rows);
+}
+
+// The matrix of tensor t quantized to q8 panels of 16 rows (kernels.h), from any stored dtype, on the pool's
+// threads: each panel's rows gathered as floats — 16 consecutive weights of each input at a time from Conv1D's
+// [n_in, n_out] — then quantized.
+static int load_matrix_q8(Loader *ld, Linear *lin, const StTensor *t, bool conv1d) {
+    QuantizeJob job = {t, arena_take(ld, q8_matrix_bytes(lin->n_out, lin->n_in)),
+                       malloc(sizeof(float) * (size_t)pool_size(ld->pool) * Q8_PANEL * lin->n_in), lin->n_out,
+                       lin->n_in, conv1d};
+    if (!job.rows) return err_fmt(ld->err, "out of memory quantizing \"%s\"", t->name);
+    pool_run(ld->pool, quantize_thread, &job);
+    free(job.rows);
+    lin->type = WEIGHT_Q8;
+    lin->w = job.w;
     return 0;
 }
 
@@ -277,7 +297,7 @@ int model_load_quantized(Model *model, const char *dir, ThreadPool *pool, Quant 
         return err_fmt(err, "%s: out of memory for %zu MB of weights", dir, model->arena_size >> 20);
     }
     Loader ld = {.ckpt = &ckpt, .dir = dir, .arena = model->arena, .size = model->arena_size, .err = err,
-                 .panels = model->kernels->panels, .quant = quant,
+                 .panels = model->kernels->panels, .quant = quant, .pool = pool,
                  .prefix = st_find(&ckpt, "transformer.wte.weight") ? "transformer." : ""};
 
     int rc = load_matrix(&ld, &model->wte, "wte.weight", c->vocab_size, c->n_embd, false);

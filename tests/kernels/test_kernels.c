@@ -584,7 +584,7 @@ TEST(kernels_q8_quantization) {
 }
 
 // Every variant's quantize_q8 against the reference q8_quantize_rows, bit for bit: rows of random magnitudes
-// (one with an all-zero block), every width of n_in_sizes, rows ld_x apart.
+// (one with an all-zero block, one with a NaN or an infinity), every width of n_in_sizes, rows ld_x apart.
 TEST(kernels_q8_quantize_matches_reference) {
     int n;
     const Kernels *const *list = kernels_available(&n);
@@ -597,6 +597,7 @@ TEST(kernels_q8_quantize_matches_reference) {
                 const float scale = test_rand_uniform(1e-3f, 1e3f);
                 for (int i = 0; i < n_in; i++) x[t * ld_x + i] *= t == 0 && i < 32 ? 0.0f : scale;
             }
+            x[(T - 1) * ld_x + n_in / 2] = test_rand_int(0, 1) ? NAN : -INFINITY;  // garbage in: the same garbage out
             Q8Block *ref = malloc(sizeof(Q8Block) * (size_t)(T * nb)), *got = malloc(sizeof(Q8Block) * (size_t)(T * nb));
             q8_quantize_rows(ref, x, T, n_in, ld_x);
             list[v]->quantize_q8(got, x, T, n_in, ld_x);
