@@ -28,7 +28,7 @@ static double forward_run(void *ctx, int rep) {
 
 static void quant_load(Bench *b, Pair *pair, json_t *j) {
     out(b, "### Load\n\nmodel_load, seconds: the checkpoint as stored, and quantized to q8 on the way (the weight "
-           "matrices read as floats, 16 rows at a time, and quantized block by block)\n\n"
+           "matrices read as floats, 16 rows at a time, and quantized block by block on the pool's threads)\n\n"
            "| model | as stored | q8 | weights as stored | q8 |\n|---|---:|---:|---:|---:|\n");
     const char *names[2] = {"target", "draft"};
     const Model *stored[2] = {&pair->target, &pair->draft};

@@ -50,7 +50,7 @@ typedef struct {
     const char *prefix;     // "transformer." or ""
     bool panels;            // the weight layout of the selected kernels (kernels.h)
     Quant quant;            // QUANT_Q8: matrices are quantized as they are read, on the pool's threads
-    ThreadPool *pool;
+    ThreadPool *pool;       // the model's
     uint8_t *arena;         // bump allocator over model->arena
     size_t used, size;
     Err *err;
