@@ -175,10 +175,10 @@ static inline float bf16_to_f32(uint16_t b) {
 // range: F16 would make the scales of small weights subnormal). Weights take 1 + 2/32 bytes each.
 enum { Q8_BLOCK = 32, Q8_PANEL = 16, Q8_GROUP = 4 };
 
-// One block of a quantized activation row: x[i] ≈ d · q[i]; sum = Σ q[i] (for kernels that offset q to unsigned).
+// One block of a quantized activation row: x[i] ≈ d · q[i].
 struct Q8Block {
     float d;
-    int32_t sum;
+    int32_t offset;  // −128 · Σ q[i]: what a kernel whose weights are offset to unsigned (q + 128) takes back
     int8_t q[Q8_BLOCK];
 };
 

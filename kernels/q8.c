@@ -78,7 +78,7 @@ static void quantize_block(Q8Block *blk, const float *v, int n) {
         blk->q[i] = round_to_q(x[i] / d);
         sum += blk->q[i];
     }
-    blk->sum = sum;
+    blk->offset = -128 * sum;
 }
 
 void q8_quantize_rows(Q8Block *out, const float *x, int T, int n_in, int ld_x) {

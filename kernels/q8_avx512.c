@@ -4,7 +4,7 @@
 //
 // vpdpbusd multiplies unsigned bytes by signed ones. The weights are signed (q ∈ [−127, 127]); flipping their
 // top bit gives q + 128 ∈ [1, 255], and Σ (q_w + 128) · q_x = Σ q_w · q_x + 128 · Σ q_x, so each block's sum
-// starts at −128 · Σ q_x (Q8Block.sum) instead of 0. The flip costs one instruction per 64 bytes of weights,
+// starts at −128 · Σ q_x (Q8Block.offset, a broadcast load) instead of 0. The flip costs one instruction per 64 bytes of weights,
 // shared by all activation rows; quantizing the activations to unsigned instead would need Σ q_w per row and
 // block, 4 more bytes of weights per block to stream.
 //
@@ -50,7 +50,7 @@ static inline __attribute__((always_inline)) void panel_against_rows(float *out,
             _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(scales + b * Q8_PANEL))), 16));
         for (int t = 0; t < n; t++) {
             const Q8Block *xb = &x[(size_t)t * nb + b];
-            __m512i isum = _mm512_set1_epi32(-128 * xb->sum);
+            __m512i isum = _mm512_set1_epi32(xb->offset);
             for (int g = 0; g < Q8_BLOCK / Q8_GROUP; g++)
                 isum = _mm512_dpbusd_epi32(isum, w[g], broadcast_group(xb->q + Q8_GROUP * g));
             acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(d_w, _mm512_set1_ps(xb->d)), acc[t]);
@@ -92,7 +92,7 @@ void q8_quantize_rows_avx512(Q8Block *out, const float *x, int T, int n_in, int 
 #undef ROUND_CLAMP
             _mm_storeu_si128((__m128i *)blk->q, _mm512_cvtepi32_epi8(q0));
             _mm_storeu_si128((__m128i *)(blk->q + 16), _mm512_cvtepi32_epi8(q1));
-            blk->sum = _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
+            blk->offset = -128 * _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
         }
 }
 

@@ -529,7 +529,7 @@ TEST(kernels_q8_layout) {
 
 // Quantization: every |q| ≤ 127; a weight block's scale is the smallest BF16 value ≥ max|w| / 127 (so within a
 // relative 2⁻⁷ of it), an activation block's is max|x| / 127; each value is within half a step of d·q; the
-// padding (inputs past n_in, rows past n_out) is zero; an activation block's sum is Σ q.
+// padding (inputs past n_in, rows past n_out) is zero; an activation block's offset is −128 · Σ q.
 TEST(kernels_q8_quantization) {
     const int n_out = 21, n_in = 77, nb = q8_blocks(n_in);
     float *rows;
@@ -574,8 +574,8 @@ TEST(kernels_q8_quantization) {
                 CHECK(fabsf(x[t * ld_x + i] - blk->d * blk->q[k]) <= 0.5f * blk->d * (1 + 1e-6f), "x[%d, %d] = %.9g, "
                       "d·q = %.9g", t, i, x[t * ld_x + i], blk->d * blk->q[k]);
             }
-            CHECK(blk->d == amax / 127 && blk->sum == sum, "x row %d block %d: d %.9g (max %.9g), sum %d (Σq %d)", t,
-                  b, blk->d, amax, blk->sum, sum);
+            CHECK(blk->d == amax / 127 && blk->offset == -128 * sum, "x row %d block %d: d %.9g (max %.9g), offset "
+                  "%d (Σq %d)", t, b, blk->d, amax, blk->offset, sum);
         }
     free(rows);
     free(w);
@@ -603,8 +603,8 @@ TEST(kernels_q8_quantize_matches_reference) {
             list[v]->quantize_q8(got, x, T, n_in, ld_x);
             for (int k = 0; k < T * nb; k++)
                 CHECK(memcmp(&ref[k], &got[k], sizeof(Q8Block)) == 0, "%s n_in=%d: block %d of row %d differs (d %.9g "
-                      "vs %.9g, sum %d vs %d)", list[v]->name, n_in, k % nb, k / nb, got[k].d, ref[k].d, got[k].sum,
-                      ref[k].sum);
+                      "vs %.9g, offset %d vs %d)", list[v]->name, n_in, k % nb, k / nb, got[k].d, ref[k].d,
+                      got[k].offset, ref[k].offset);
             free(x);
             free(ref);
             free(got);
