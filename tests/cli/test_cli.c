@@ -95,9 +95,10 @@ TEST(cli_quant_q8) {
     CHECK(count_lines(out) == 3 && count_words(out) == 3 * 61, "3 lines of 61 logits");
     free(out);
     free(err);
-    int status = specdec("generate -m " MODEL " -d " MODEL " --ids \"4 5\" -n 12 --gamma 3 --compare --quant q8", &out,
-                         &err);
-    CHECK(status == 0 && strstr(err, "\"same_output\": true"), "--compare --quant q8: \"%s\"", err);
+    int status = specdec("generate -m " MODEL " -d " MODEL " --ids \"4 5\" -n 12 --gamma 3 --compare --stats --quant q8",
+                         &out, &err);
+    CHECK(status == 0 && strstr(err, "\"same_output\": true") && strstr(err, "\"quant\": \"q8\""),
+          "--compare --stats --quant q8: \"%s\"", err);
     free(out);
     free(err);
 }
