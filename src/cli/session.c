@@ -29,8 +29,10 @@ int session_open(Session *s, const char *target_dir, const char *draft_dir, int 
     if (!target_dir) return err_fmt(err, "missing -m DIR (a checkpoint folder)");
     if (!(s->pool = pool_create(threads, err))) return -1;
     if (model_load(&s->target, target_dir, s->pool, err)) return -1;
+    if (*s->target.cfg.warning) fprintf(stderr, "warning: %s\n", s->target.cfg.warning);
     if (draft_dir) {
         if (model_load(&s->draft, draft_dir, s->pool, err)) return -1;
+        if (*s->draft.cfg.warning) fprintf(stderr, "warning: %s\n", s->draft.cfg.warning);
         s->has_draft = true;
         if (s->draft.cfg.vocab_size != s->target.cfg.vocab_size)
             return err_fmt(err, "%s/config.json: vocab_size %d differs from the target's %d (%s): a draft must share "
