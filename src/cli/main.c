@@ -156,7 +156,7 @@ static int cmd_logits(const Args *args, Err *err) {
     if (session_open(&s, args->model_dir, NULL, args->threads, err) || model_kv_init(&s.target, &cache, err) ||
         parse_ids(args->ids, &ids, &n, err))
         goto done;
-    const int V = s.target.cfg.vocab_size, rows = args->all ? n : 1;
+    const int V = s.target.n_vocab, rows = args->all ? n : 1;
     logits = malloc(sizeof(float) * V * rows);
     if (!logits || model_forward(&s.target, &cache, ids, n, logits, args->all, err)) goto done;
     for (int r = 0; r < rows; r++)

@@ -15,7 +15,7 @@
 // the bonus token); x_k itself is never fed, since the next round may not keep it.
 static int model_propose(Drafter *self, const int *context, int n, int gamma, int *draft, double *q, Err *err) {
     ModelDrafter *d = (ModelDrafter *)self;
-    const int V = d->model->cfg.vocab_size, n_ctx = d->model->cfg.n_positions;
+    const int V = d->model->n_vocab, n_ctx = d->model->cfg.n_positions;
     const int *feed = context + d->cache.len;
     int n_feed = n - d->cache.len, k = 0;
     for (; k < gamma && d->cache.len + n_feed <= n_ctx; k++) {
@@ -47,7 +47,7 @@ int model_drafter_init(ModelDrafter *d, Model *draft, const SamplingParams *samp
                        Err *err) {
     *d = (ModelDrafter){.base = {.prefill = model_prefill, .propose = model_propose, .rollback = model_rollback},
                         .model = draft, .sampling = *sampling, .rng = rng, .p_min = p_min};
-    d->logits = malloc(sizeof(float) * draft->cfg.vocab_size);
+    d->logits = malloc(sizeof(float) * draft->n_vocab);
     if (!d->logits) return err_fmt(err, "out of memory for the draft's logits");
     return model_kv_init(draft, &d->cache, err);
 }
@@ -172,7 +172,7 @@ static void trace_round(FILE *f, int round, int gamma, const int *draft, const d
 
 int speculative_generate(Model *target, Drafter *drafter, const int *prompt, int n_prompt,
                          const SpecParams *params, Rng *rng, int *out, int *n_out, SpecStats *stats, Err *err) {
-    const int V = target->cfg.vocab_size, n_ctx = target->cfg.n_positions;
+    const int V = target->n_vocab, n_ctx = target->cfg.n_positions;
     *stats = (SpecStats){0};
     *n_out = 0;
     if (n_prompt < 1) return err_fmt(err, "the prompt is empty");

@@ -13,7 +13,9 @@
 #include "checkpoint/safetensors.h"
 #include "harness.h"
 #include "model/model.h"
+#include "random_checkpoint.h"
 #include "speculative/speculative.h"
+#include "tokenizer/tokenizer.h"
 
 #define HF_FIXTURES "../shared/fixtures/hf"
 
@@ -164,4 +166,168 @@ TEST(families_cli_warns_of_ids_outside_vocabulary) {
           "stderr: \"%s\"", err ? err : "");
     free(out);
     free(err);
+}
+
+// Batch invariance on every family: a whole context of random tokens fed one at a time, then in random chunks of
+// 1..16 with 2 threads — every position's logits bit-identical (greedy speculative output relies on it).
+TEST(families_batch_invariant) {
+    for (int f = 0; f < N_FIXTURES; f++) {
+        char dir[256];
+        snprintf(dir, sizeof dir, "%s/%s", HF_FIXTURES, FIXTURES[f]);
+        Err err = {{0}};
+        ThreadPool *one = pool_create(1, &err), *two = pool_create(2, &err);
+        Model a, b;
+        CHECK(model_load(&a, dir, one, &err) == 0 && model_load(&b, dir, two, &err) == 0, "%s", err.msg);
+        if (test_failures()) return;
+        const int S = a.cfg.n_positions < 96 ? a.cfg.n_positions : 96, V = a.n_vocab;
+        KVCache ca, cb;
+        CHECK(model_kv_init(&a, &ca, &err) == 0 && model_kv_init(&b, &cb, &err) == 0, "%s", err.msg);
+        int *tokens = malloc(sizeof(int) * S);
+        float *single = malloc(sizeof(float) * S * V), *chunked = malloc(sizeof(float) * S * V);
+        for (int i = 0; i < S; i++) tokens[i] = test_rand_int(0, V - 1);
+        for (int t = 0; t < S; t++)
+            CHECK(model_forward(&a, &ca, tokens + t, 1, single + (size_t)t * V, true, &err) == 0, "%s", err.msg);
+        for (int done = 0, n; done < S; done += n) {
+            n = test_rand_int(1, 16);
+            n = n < S - done ? n : S - done;
+            CHECK(model_forward(&b, &cb, tokens + done, n, chunked + (size_t)done * V, true, &err) == 0, "%s",
+                  err.msg);
+        }
+        size_t i = 0;
+        while (i < (size_t)S * V && memcmp(&single[i], &chunked[i], sizeof(float)) == 0) i++;
+        CHECK(i == (size_t)S * V, "%s: position %zu logit %zu: %a one at a time, %a in chunks", FIXTURES[f], i / V,
+              i % V, single[i], chunked[i]);
+        free(tokens);
+        free(single);
+        free(chunked);
+        kv_free(&ca);
+        kv_free(&cb);
+        model_free(&a);
+        model_free(&b);
+        pool_free(one);
+        pool_free(two);
+    }
+}
+
+// ---- pairs on the command line --------------------------------------------------------------------------------
+
+// A random Qwen2 checkpoint of vocab_size rows in dir, with the shipped target's tokenizer.json when with_tokenizer.
+static void write_qwen2(const char *dir, int vocab_size, int n_layer, bool with_tokenizer) {
+    Err err = {{0}};
+    char command[512];
+    snprintf(command, sizeof command, "mkdir -p %s%s%s", dir, with_tokenizer ? " && cp weights/pystd/target/"
+             "tokenizer.json " : "", with_tokenizer ? dir : "");
+    CHECK(run_command(command, NULL, NULL) == 0, "%s", command);
+    RandomCheckpoint spec = {.model_type = "qwen2", .n_layer = n_layer, .n_embd = 32, .n_head = 4, .n_kv_head = 2,
+                             .n_inner = 64, .vocab_size = vocab_size, .n_positions = 64, .scale = 0.3f, .seed = 3};
+    CHECK(random_checkpoint_write(dir, &spec, &err) == 0, "%s", err.msg);
+}
+
+// Qwen2.5-0.5B and -7B share a tokenizer but pad their embedding tables to different sizes: such a pair speculates
+// over the tokenizer's ids; without tokenizers to say what the vocabulary is, vocabularies of different sizes are
+// refused.
+TEST(families_cli_padded_pair) {
+    Tokenizer tok;
+    Err err = {{0}};
+    CHECK(tokenizer_load_dir(&tok, "weights/pystd/target", &err) == 0, "%s", err.msg);
+    if (test_failures()) return;
+    const int n_tok = tokenizer_vocab_size(&tok);
+    tokenizer_free(&tok);
+    char root[] = "/tmp/specdec-padded-XXXXXX", target[64], draft[64], bare[64], command[512], *out, *err_text;
+    CHECK(mkdtemp(root), "mkdtemp");
+    snprintf(target, sizeof target, "%s/target", root);
+    snprintf(draft, sizeof draft, "%s/draft", root);
+    snprintf(bare, sizeof bare, "%s/bare", root);
+    write_qwen2(target, n_tok + 7, 2, true);
+    write_qwen2(draft, n_tok + 3, 1, true);
+    write_qwen2(bare, n_tok + 3, 1, false);
+
+    snprintf(command, sizeof command, "%s generate -m %s -d %s --ids \"1 2 3\" -n 12 --gamma 3 --compare --print-ids",
+             specdec_bin(), target, draft);
+    int status = run_command(command, &out, &err_text);
+    CHECK(status == 0 && strstr(err_text, "\"same_output\": true"), "`%s` exited with %d: %s", command, status,
+          err_text);
+    for (char *p = out, *end; status == 0 && *p && *p != '\n'; p = end) {
+        long id = strtol(p, &end, 10);
+        CHECK(end != p && id >= 0 && id < n_tok, "id %ld outside the tokenizer's %d", id, n_tok);
+        if (end == p) break;
+    }
+    free(out);
+    free(err_text);
+
+    snprintf(command, sizeof command, "%s generate -m %s -d %s --ids \"1 2 3\" -n 4", specdec_bin(), target, bare);
+    status = run_command(command, &out, &err_text);
+    CHECK(status == EXIT_BAD_INPUT && !*out && strchr(err_text, '\n') == err_text + strlen(err_text) - 1 &&
+              strstr(err_text, "vocab_size") && strstr(err_text, "tokenizer"),
+          "a pair of different vocabularies without tokenizers: exit %d: %s", status, err_text);
+    free(out);
+    free(err_text);
+    random_checkpoint_remove(bare);
+    random_checkpoint_remove(draft);
+    random_checkpoint_remove(target);
+    snprintf(command, sizeof command, "rm -rf %s", root);
+    run_command(command, NULL, NULL);
+}
+
+// ---- bad input ------------------------------------------------------------------------------------------------
+
+// A random tied Llama checkpoint (2 blocks, d = 32, 4 heads, 2 KV heads, F = 64, V = 50) whose config.json then
+// says model_type and the checkpoint's shape, with the fields in `changes` (JSON object members) given instead:
+// `specdec logits` must exit with status 2, print nothing on stdout and one line on stderr that contains every
+// string of `wants`.
+static void check_refused(const char *model_type, const char *changes, const char *const *wants) {
+    static const char *const shape[][2] = {{"hidden_size", "32"}, {"intermediate_size", "64"},
+                                           {"num_hidden_layers", "2"}, {"num_attention_heads", "4"},
+                                           {"num_key_value_heads", "2"}, {"vocab_size", "50"},
+                                           {"max_position_embeddings", "64"}};
+    char config[1024];
+    int len = snprintf(config, sizeof config, "{\"model_type\": \"%s\"", model_type);
+    for (size_t i = 0; i < sizeof shape / sizeof shape[0]; i++) {
+        char key[64];
+        snprintf(key, sizeof key, "\"%s\"", shape[i][0]);
+        if (!strstr(changes, key)) len += snprintf(config + len, sizeof config - len, ", %s: %s", key, shape[i][1]);
+    }
+    snprintf(config + len, sizeof config - len, "%s%s}", *changes ? ", " : "", changes);
+
+    char dir[] = "/tmp/specdec-bad-XXXXXX", path[64], command[256], *out = NULL, *err_text = NULL;
+    CHECK(mkdtemp(dir), "mkdtemp");
+    Err err = {{0}};
+    RandomCheckpoint spec = {.model_type = "llama", .n_layer = 2, .n_embd = 32, .n_head = 4, .n_kv_head = 2,
+                             .n_inner = 64, .vocab_size = 50, .n_positions = 64, .scale = 0.3f, .seed = 1};
+    CHECK(random_checkpoint_write(dir, &spec, &err) == 0, "%s", err.msg);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    FILE *f = fopen(path, "w");
+    CHECK(f && fputs(config, f) >= 0 && fclose(f) == 0, "writing %s", path);
+    snprintf(command, sizeof command, "%s logits -m %s --ids \"1 2\"", specdec_bin(), dir);
+    int status = run_command(command, &out, &err_text);
+    const char *newline = err_text ? strchr(err_text, '\n') : NULL;
+    CHECK(status == EXIT_BAD_INPUT && out && !*out && newline && newline[1] == '\0',
+          "%s: exit %d, stdout \"%.40s\", stderr \"%s\"", config, status, out ? out : "", err_text ? err_text : "");
+    for (int i = 0; wants[i] && err_text; i++)
+        CHECK(strstr(err_text, wants[i]), "%s: the error lacks \"%s\": %s", config, wants[i], err_text);
+    free(out);
+    free(err_text);
+    random_checkpoint_remove(dir);
+}
+#define CHECK_REFUSED(model_type, changes, ...) check_refused(model_type, changes, (const char *const[]){__VA_ARGS__, NULL})
+
+TEST(families_refuse_bad_checkpoints) {
+    CHECK_REFUSED("llama", "\"tie_word_embeddings\": false", "lm_head.weight", "tie_word_embeddings");
+    CHECK_REFUSED("qwen3", "", "model.layers.0.self_attn.q_norm.weight", "missing");
+    CHECK_REFUSED("qwen2", "", "model.layers.0.self_attn.q_proj.bias", "missing");
+    CHECK_REFUSED("llama", "\"mlp_bias\": true", "mlp.gate_proj.bias", "missing");
+    CHECK_REFUSED("llama", "\"num_hidden_layers\": 3", "model.layers.2.", "missing");
+    CHECK_REFUSED("mistral", "\"intermediate_size\": 96", "model.layers.0.mlp.gate_proj.weight", "[64, 32]", "[96, 32]");
+    CHECK_REFUSED("llama", "\"num_key_value_heads\": 1", "model.layers.0.self_attn.k_proj.weight", "[16, 32]",
+                  "[8, 32]");
+    CHECK_REFUSED("llama", "\"head_dim\": 16", "self_attn.q_proj.weight", "[32, 32]", "[64, 32]");
+    CHECK_REFUSED("llama", "\"num_key_value_heads\": 3", "num_key_value_heads", "3 does not divide num_attention_heads = 4");
+    CHECK_REFUSED("llama", "\"num_attention_heads\": 5, \"num_key_value_heads\": 5", "num_attention_heads",
+                  "does not divide hidden_size = 32");
+    CHECK_REFUSED("llama", "\"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4}", "rope_scaling",
+                  "\"yarn\" is not supported");
+    CHECK_REFUSED("llama", "\"rope_scaling\": {\"type\": \"dynamic\", \"factor\": 2}", "rope_scaling",
+                  "\"dynamic\" is not supported");
+    CHECK_REFUSED("gemma", "", "model_type", "\"gemma\"");
+    CHECK_REFUSED("llama", "\"hidden_act\": \"gelu\"", "hidden_act", "\"gelu\"");
 }
