@@ -104,6 +104,8 @@ static int cmd_generate(const Args *args, Err *err) {
         goto done;
     }
     params.eos_id = s.target.cfg.eos_token_id;
+    params.eos_ids = s.target.cfg.eos_ids;
+    params.n_eos = s.target.cfg.n_eos;
     params.trace = trace;
     params.on_token = on_token;
     params.ctx = &printer;

@@ -279,7 +279,9 @@ int speculative_generate(Model *target, Drafter *drafter, const int *prompt, int
         // shown (never emitted) just before the correction that replaces it, as in the paper's Figure 1.
         for (int i = 0; i <= n_accepted && !done; i++) {
             int id = i < n_accepted ? tokens[1 + i] : next;
-            if (id == params->eos_id) {
+            bool eos = id == params->eos_id;
+            for (int e = 0; e < params->n_eos; e++) eos |= id == params->eos_ids[e];
+            if (eos) {
                 done = true;
                 break;
             }

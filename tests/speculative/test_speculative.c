@@ -363,6 +363,12 @@ TEST(speculative_stops_at_limits) {
     int first = 0;
     while (full[first] != params.eos_id) first++;
     CHECK(generate(&pair, prompt, 3, &params, 1, out, &stats, true) == first, "stops at the first end-of-text");
+    // A list of end-of-sequence ids (Llama 3's generation_config.json has three): the first of any of them stops.
+    const int eos_list[] = {full[9], full[4]};
+    params = (SpecParams){.sampling = params.sampling, .policy = GAMMA_FIXED, .gamma = 8, .max_tokens = 64,
+                          .eos_id = -1, .eos_ids = eos_list, .n_eos = 2};
+    for (first = 0; full[first] != eos_list[0] && full[first] != eos_list[1];) first++;
+    CHECK(generate(&pair, prompt, 3, &params, 1, out, &stats, true) == first, "stops at the first of a list");
     pair_close(&pair);
 }
 
