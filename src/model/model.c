@@ -110,6 +110,7 @@ static int read_f32(Loader *ld, float *out, const char *name, int64_t dim0, int6
     const StTensor *t = fetch(ld, name, dim0, dim1);
     if (!t) return -1;
     st_to_f32(out, t->data, t->dtype, (size_t)t->n_elements);
+    st_release(t);
     return 0;
 }
 
@@ -142,6 +143,7 @@ static int load_part(Loader *ld, Linear *lin, int row0, const Part *part) {
             for (int i = 0; i < n_in; i += 16)
                 memcpy(w + weight_index(ld->panels, n_in, row0 + j, i) * elem, t->data + ((size_t)j * n_in + i) * elem,
                        (size_t)(n_in - i < 16 ? n_in - i : 16) * elem);
+        st_release(t);  // the file's copy is no longer needed: peak memory stays near the weights' size
         return 0;
     }
     // W[j, i] = stored[i, j], in 32 × 32 tiles so that both sides stay in cache.
@@ -151,6 +153,7 @@ static int load_part(Loader *ld, Linear *lin, int row0, const Part *part) {
                 for (int j = j0; j < j0 + 32 && j < rows; j++)
                     memcpy(w + weight_index(ld->panels, n_in, row0 + j, i) * elem,
                            t->data + ((size_t)i * rows + j) * elem, elem);
+    st_release(t);
     return 0;
 }
 
