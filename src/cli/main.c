@@ -85,6 +85,8 @@ static int cmd_generate(const Args *args, Err *err) {
     FILE *trace = NULL;
     if (session_open(&s, target_dir, draft_dir, args->threads, err)) goto done;
     if (load_tokenizer(&tok, target_dir, args->prompt != NULL, &have_tok, err)) goto done;
+    if (have_tok && tokenizer_vocab_size(&tok) < s.target.n_vocab)  // padding rows of the embedding table: the
+        model_limit_vocab(&s.target, tokenizer_vocab_size(&tok));    // ids past the tokenizer's are never sampled
     if (args->prompt ? tokenizer_encode(&tok, args->prompt, strlen(args->prompt), args->allow_special, &prompt,
                                         &n_prompt, err)
                      : parse_ids(args->ids, &prompt, &n_prompt, err))

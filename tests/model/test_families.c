@@ -256,6 +256,23 @@ TEST(families_cli_padded_pair) {
     free(out);
     free(err_text);
 
+    // A target alone, half of whose embedding rows lie past the tokenizer's ids: sampling never draws them.
+    char wide[64];
+    snprintf(wide, sizeof wide, "%s/wide", root);
+    write_qwen2(wide, 2 * n_tok, 1, true);
+    snprintf(command, sizeof command, "%s generate -m %s --ids \"1 2 3\" -n 24 --temp 1.5 --print-ids", specdec_bin(),
+             wide);
+    status = run_command(command, &out, &err_text);
+    CHECK(status == 0, "`%s` exited with %d: %s", command, status, err_text);
+    for (char *p = out, *end; status == 0 && *p && *p != '\n'; p = end) {
+        long id = strtol(p, &end, 10);
+        CHECK(end != p && id >= 0 && id < n_tok, "a lone target sampled id %ld, past the tokenizer's %d", id, n_tok);
+        if (end == p) break;
+    }
+    free(out);
+    free(err_text);
+    random_checkpoint_remove(wide);
+
     snprintf(command, sizeof command, "%s generate -m %s -d %s --ids \"1 2 3\" -n 4", specdec_bin(), target, bare);
     status = run_command(command, &out, &err_text);
     CHECK(status == EXIT_BAD_INPUT && !*out && strchr(err_text, '\n') == err_text + strlen(err_text) - 1 &&
