@@ -379,3 +379,57 @@ TEST(families_load_peak_memory) {
     if (pool) pool_free(pool);
     random_checkpoint_remove(dir);
 }
+
+// ---- rotary frequencies -----------------------------------------------------------------------------------------
+
+// A random Llama checkpoint loaded with `rope_scaling` (JSON) in its config; its inverse frequencies to inv_freq.
+static bool rope_of(const char *rope_scaling, float *inv_freq, int half) {
+    char dir[] = "/tmp/specdec-rope-XXXXXX", path[64];
+    CHECK(mkdtemp(dir), "mkdtemp");
+    Err err = {{0}};
+    RandomCheckpoint spec = {.model_type = "llama", .n_layer = 1, .n_embd = 64, .n_head = 2, .n_inner = 32,
+                             .vocab_size = 16, .n_positions = 64, .scale = 0.3f, .seed = 1};
+    CHECK(random_checkpoint_write(dir, &spec, &err) == 0, "%s", err.msg);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    FILE *f = fopen(path, "w");
+    fprintf(f, "{\"model_type\": \"llama\", \"hidden_size\": 64, \"intermediate_size\": 32, \"num_hidden_layers\": 1, "
+            "\"num_attention_heads\": 2, \"vocab_size\": 16, \"max_position_embeddings\": 64, \"rope_theta\": "
+            "500000.0, \"tie_word_embeddings\": true, \"rope_scaling\": %s}", rope_scaling);
+    fclose(f);
+    ThreadPool *pool = pool_create(1, &err);
+    Model m;
+    bool ok = pool && model_load(&m, dir, pool, &err) == 0;
+    CHECK(ok, "%s", err.msg);
+    if (ok) {
+        CHECK(m.cfg.head_dim / 2 == half && m.inv_freq, "half = %d", m.cfg.head_dim / 2);
+        memcpy(inv_freq, m.inv_freq, sizeof(float) * half);
+        model_free(&m);
+    }
+    if (pool) pool_free(pool);
+    random_checkpoint_remove(dir);
+    return ok;
+}
+
+// ω_i = θ^(−2i/hd) (hd = 32, θ = 500000); linear scaling divides every one by its factor; llama3 scaling (factor
+// 8, low 1, high 4, original context 32) divides those whose wavelength 2π/ω exceeds 32 / 1, keeps those shorter
+// than 32 / 4, and blends those between: (1 − s) ω/8 + s ω with s = (32 / wavelength − 1) / (4 − 1).
+TEST(families_rope_frequencies) {
+    enum { HALF = 16 };
+    float plain[HALF], linear[HALF], llama3[HALF];
+    if (!rope_of("null", plain, HALF) || !rope_of("{\"type\": \"linear\", \"factor\": 4.0}", linear, HALF) ||
+        !rope_of("{\"rope_type\": \"llama3\", \"factor\": 8.0, \"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, "
+                 "\"original_max_position_embeddings\": 32}", llama3, HALF))
+        return;
+    int kept = 0, divided = 0, blended = 0;
+    for (int i = 0; i < HALF; i++) {
+        const double exact = pow(500000.0, -2.0 * i / 32);
+        CHECK(fabs(plain[i] - exact) <= 4e-7 * exact, "ω_%d = %.9g, θ^(−2i/hd) = %.9g", i, plain[i], exact);
+        CHECK(linear[i] == plain[i] / 4, "linear: ω_%d = %.9g, expected %.9g / 4", i, linear[i], plain[i]);
+        const double wavelength = 2 * M_PI / plain[i], s = (32 / wavelength - 1) / 3;
+        const double want = wavelength > 32 ? plain[i] / 8.0 : wavelength < 8 ? plain[i] : (1 - s) * plain[i] / 8 + s * plain[i];
+        kept += wavelength < 8, divided += wavelength > 32, blended += wavelength >= 8 && wavelength <= 32;
+        CHECK(fabs(llama3[i] - want) <= 1e-6 * want, "llama3: ω_%d = %.9g, expected %.9g (wavelength %.1f)", i,
+              llama3[i], want, wavelength);
+    }
+    CHECK(kept && divided && blended, "all three regimes: %d kept, %d divided, %d blended", kept, divided, blended);
+}
