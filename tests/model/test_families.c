@@ -4,12 +4,14 @@
 //
 // expected.safetensors is read with the project's own safetensors loader: input_ids (I64 [13]), logits
 // (F32 [13, V]), greedy_prompt (I64 [5]), greedy_ids (I64 [16]).
+#include <jansson.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include "checkpoint/safetensors.h"
 #include "harness.h"
@@ -281,6 +283,49 @@ TEST(families_cli_padded_pair) {
     free(out);
     free(err_text);
     random_checkpoint_remove(bare);
+    random_checkpoint_remove(draft);
+    random_checkpoint_remove(target);
+    snprintf(command, sizeof command, "rm -rf %s", root);
+    run_command(command, NULL, NULL);
+}
+
+// A draft whose tokenizer gives two ids each other's tokens (ids 300 and 301 swapped in tokenizer.json's vocab) is
+// not the target's tokenizer, though of the same size: refused, naming the first id that differs.
+TEST(families_cli_refuses_other_tokenizer) {
+    char root[] = "/tmp/specdec-tokenizers-XXXXXX", target[64], draft[64], path[96], command[512], *out, *err_text;
+    Tokenizer shipped;
+    Err err = {{0}};
+    CHECK(tokenizer_load_dir(&shipped, "weights/pystd/target", &err) == 0, "%s", err.msg);
+    if (test_failures()) return;
+    const int n_tok = tokenizer_vocab_size(&shipped);
+    tokenizer_free(&shipped);
+    CHECK(mkdtemp(root), "mkdtemp");
+    snprintf(target, sizeof target, "%s/target", root);
+    snprintf(draft, sizeof draft, "%s/draft", root);
+    write_qwen2(target, n_tok, 1, true);
+    write_qwen2(draft, n_tok, 1, false);
+    json_error_t jerr;
+    json_t *tok = json_load_file("weights/pystd/target/tokenizer.json", 0, &jerr);
+    json_t *vocab = json_object_get(json_object_get(tok, "model"), "vocab");
+    CHECK(json_is_object(vocab), "weights/pystd/target/tokenizer.json: no model.vocab");
+    const char *key;
+    json_t *id;
+    json_object_foreach(vocab, key, id) {
+        if (json_integer_value(id) == 300) json_integer_set(id, 301);
+        else if (json_integer_value(id) == 301) json_integer_set(id, 300);
+    }
+    snprintf(path, sizeof path, "%s/tokenizer.json", draft);
+    CHECK(json_dump_file(tok, path, 0) == 0, "writing %s", path);
+    json_decref(tok);
+
+    snprintf(command, sizeof command, "%s generate -m %s -d %s --ids \"1 2 3\" -n 4", specdec_bin(), target, draft);
+    int status = run_command(command, &out, &err_text);
+    CHECK(status == EXIT_BAD_INPUT && !*out && strchr(err_text, '\n') == err_text + strlen(err_text) - 1 &&
+              strstr(err_text, "token 300 of the draft's tokenizer differs from the target's"),
+          "a draft with another tokenizer: exit %d: %s", status, err_text);
+    free(out);
+    free(err_text);
+    unlink(path);
     random_checkpoint_remove(draft);
     random_checkpoint_remove(target);
     snprintf(command, sizeof command, "rm -rf %s", root);
