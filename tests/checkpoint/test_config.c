@@ -303,3 +303,21 @@ TEST(config_rejects_llama_family_values) {
     CHECK_REJECTED("{\"model_type\": \"mistral\", \"sliding_window\": -4}", "field \"sliding_window\"", "got -4");
     CHECK_REJECTED("{\"model_type\": \"llama\", \"eos_token_id\": [1, -2]}", "field \"eos_token_id\"", "got [1,-2]");
 }
+
+TEST(config_rejects_bad_generation_config) {
+    const char *texts[] = {"{\"eos_token_id\": ", "[1, 2]", "{\"eos_token_id\": \"2\"}"};
+    const char *wants[] = {"not valid JSON", "expected a JSON object", "field \"eos_token_id\""};
+    for (int i = 0; i < 3; i++) {
+        char path[64];
+        strcpy(path, "/tmp/specdec-generation-XXXXXX.json");
+        int fd = mkstemps(path, 5);
+        FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+        CHECK(f && fputs(texts[i], f) >= 0 && fclose(f) == 0, "writing %s", path);
+        Config c = load_ok("{\"model_type\": \"llama\"}");
+        Err err = {{0}};
+        CHECK(config_load_generation(&c, path, &err) == -1, "%s: accepted", texts[i]);
+        CHECK(strstr(err.msg, path) && strstr(err.msg, wants[i]) && !strchr(err.msg, '\n'), "%s: %s", texts[i],
+              err.msg);
+        unlink(path);
+    }
+}
