@@ -139,9 +139,9 @@ static int generate(Pair *pair, const int *prompt, int n_prompt, const SpecParam
 
 // ---- greedy identity ------------------------------------------------------------------------------------------
 
-// Greedy speculative output equals the target's own, token for token, for every γ policy; both the accept and
-// the reject path are taken. Every id lies in the models' (shared) vocabulary.
-static void check_greedy_on(Pair *pair, const char *label) {
+// Greedy speculative output equals the target's own, token for token, for every γ policy; with both_paths, the
+// accept and the reject path are both taken. Every id lies in the models' (shared) vocabulary.
+static void check_greedy_on(Pair *pair, const char *label, bool both_paths) {
     const GammaPolicy policies[] = {GAMMA_FIXED, GAMMA_FIXED, GAMMA_FIXED, GAMMA_FIXED, GAMMA_FIXED, GAMMA_AUTO,
                                     GAMMA_HEURISTIC};
     const int gammas[] = {1, 2, 3, 4, 8, 0, 5};
@@ -166,15 +166,15 @@ static void check_greedy_on(Pair *pair, const char *label) {
             drafted += stats.drafted;
         }
     }
-    CHECK(accepted > 0 && accepted < drafted, "%s: both paths exercised: %d of %d drafts accepted", label, accepted,
-          drafted);
+    CHECK(!both_paths || (accepted > 0 && accepted < drafted), "%s: both paths exercised: %d of %d drafts accepted",
+          label, accepted, drafted);
 }
 
 TEST(speculative_greedy_equals_target) {
     for (int threads = 1; threads <= 2; threads++) {
         Pair pair;
         pair_open(&pair, 97, 128, threads, 0.3f);
-        check_greedy_on(&pair, threads == 1 ? "GPT-2, 1 thread" : "GPT-2, 2 threads");
+        check_greedy_on(&pair, threads == 1 ? "GPT-2, 1 thread" : "GPT-2, 2 threads", true);
         pair_close(&pair);
     }
 }
@@ -194,14 +194,15 @@ TEST(speculative_greedy_equals_target_llama_family) {
     draft.n_layer = 1;
     Pair pair;
     pair_open_specs(&pair, &target, &draft, 97, 2);
-    check_greedy_on(&pair, "qwen2 pair");
+    check_greedy_on(&pair, "qwen2 pair", true);
     pair_close(&pair);
 
+    // Models of different families agree by chance only, which greedy decoding may never meet: identity alone.
     target = LLAMA_TARGET;
     draft = (RandomCheckpoint){.model_type = "qwen3", .n_layer = 1, .n_embd = 32, .n_head = 2, .n_inner = 48,
                                .vocab_size = 97, .n_positions = 128, .scale = 0.3f, .seed = 11};
     pair_open_specs(&pair, &target, &draft, 97, 1);
-    check_greedy_on(&pair, "llama target, qwen3 draft");
+    check_greedy_on(&pair, "llama target, qwen3 draft", false);
     pair_close(&pair);
 
     target = QWEN2_TARGET, draft = QWEN2_TARGET;
@@ -211,7 +212,7 @@ TEST(speculative_greedy_equals_target_llama_family) {
     pair_open_specs(&pair, &target, &draft, 97, 2);
     CHECK(pair.target.n_vocab == 97 && pair.draft.n_vocab == 97, "padded pair: %d and %d logits", pair.target.n_vocab,
           pair.draft.n_vocab);
-    check_greedy_on(&pair, "padded vocabularies 101 / 99");
+    check_greedy_on(&pair, "padded vocabularies 101 / 99", true);
     pair_close(&pair);
 }
 

@@ -18,6 +18,14 @@ static float random_uniform(uint64_t *state) {
     return (float)((*state * 0x2545F4914F6CDD1DULL) >> 40) * 0x1.0p-24f * 2.0f - 1.0f;
 }
 
+// The start of tensor `name`'s random stream: the seed and the name hashed (FNV-1a), never 0 (xorshift's fixed
+// point). Tensors of the same name and shape get the same values in every checkpoint of the same seed.
+static uint64_t tensor_seed(uint64_t seed, const char *name) {
+    uint64_t h = 0xcbf29ce484222325ULL ^ (seed * 0x9E3779B97F4A7C15ULL);
+    for (const char *c = name; *c; c++) h = (h ^ (uint8_t)*c) * 0x100000001B3ULL;
+    return h ? h : 1;
+}
+
 // Writes a tensor's values as F32 or BF16 (rounded to nearest even), through a buffer.
 static void put_values(FILE *f, const TensorSpec *t, bool bf16, uint64_t *state) {
     uint8_t buf[1 << 16];
@@ -162,10 +170,13 @@ int random_checkpoint_write(const char *dir, const RandomCheckpoint *s, Err *err
     if (!(f = fopen(path, "wb"))) {
         rc = err_fmt(err, "%s: cannot write", path);
     } else {
-        uint64_t header_len = len, state = s->seed * 0x9E3779B97F4A7C15ULL + 1;
+        uint64_t header_len = len;
         fwrite(&header_len, 8, 1, f);
         fwrite(header, 1, len, f);
-        for (int i = 0; i < n; i++) put_values(f, &t[i], s->bf16, &state);
+        for (int i = 0; i < n; i++) {
+            uint64_t state = tensor_seed(s->seed, t[i].name);
+            put_values(f, &t[i], s->bf16, &state);
+        }
         if (ferror(f)) rc = err_fmt(err, "%s: write failed", path);
         fclose(f);
     }

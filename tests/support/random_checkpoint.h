@@ -4,8 +4,9 @@
 //
 // For the benchmark (models of published shapes without downloading one) and for the tests of the speculative
 // scheduler (pairs of tiny models with a small vocabulary). The weights are seeded, so the same spec always
-// writes the same bytes; tensors are written embeddings (and head) first, then block by block, so that a draft
-// with the target's seed and fewer layers shares the target's embeddings, head and first blocks.
+// writes the same bytes; each tensor's values come from a stream seeded by the seed and the tensor's name, so that
+// a draft with the target's seed and fewer layers shares the target's embeddings, head and first blocks (and, with
+// a shorter embedding table, its first rows).
 #ifndef SPECDEC_RANDOM_CHECKPOINT_H
 #define SPECDEC_RANDOM_CHECKPOINT_H
 
