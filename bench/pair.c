@@ -80,7 +80,7 @@ static bool open_random_shape(Pair *pair, Bench *b) {
     pair->load_seconds = now_seconds() - t0;
     struct rusage usage;
     getrusage(RUSAGE_SELF, &usage);
-    pair->load_peak_mb = usage.ru_maxrss / 1024.0;
+    pair->load_peak_mb = usage.ru_maxrss * 1024.0 / 1e6;  // ru_maxrss is in KiB; MB as the weights are counted
     random_checkpoint_remove(dir);
     pair->random = true;
     pair->draft_dir = NULL;
