@@ -106,13 +106,15 @@ $(O)/%.o: %.c Makefile  # flags live here: editing them rebuilds
 test: $(O)/specdec $(O)/run-tests
 	SPECDEC_BIN=$(O)/specdec $(O)/run-tests $(T)
 
-# The shipped pair (all suites), then the runtime's yardstick: random GPT-2-small (12 × 768, V = 50257) in F32
-# and BF16 — decode speed, fraction of the bandwidth, verification cost — in bench/results/gpt2-small-*/.
+# The shipped pair (all suites), then the runtime's yardsticks: random GPT-2-small (12 × 768, V = 50257) in F32
+# and BF16, random Llama-3.2-1B and Qwen2.5-0.5B in BF16 — decode speed, fraction of the bandwidth, verification
+# cost, load time and peak memory — in bench/results/<shape>/.
+YARDSTICKS := gpt2-small-f32 gpt2-small-bf16 llama-3.2-1b qwen2.5-0.5b
 bench: $(O)/specdec $(O)/run-bench
 	$(O)/run-bench $(if $(filter 1,$(QUICK)),--quick) $(BENCH_ARGS)
-	for dtype in f32 bf16; do \
-	    $(O)/run-bench $(if $(filter 1,$(QUICK)),--quick) -s limit,decode --no-plots \
-	        -m random:gpt2-small$$([ $$dtype = bf16 ] && echo -bf16) --out bench/results/gpt2-small-$$dtype || exit 1; \
+	for shape in $(YARDSTICKS); do \
+	    $(O)/run-bench $(if $(filter 1,$(QUICK)),--quick) -s limit,decode --no-plots -m random:$$shape \
+	        --out bench/results/$$shape || exit 1; \
 	done
 
 # NEON: the kernels and their tests alone (no OpenBLAS, Jansson or xxHash needed), static, under qemu-user.

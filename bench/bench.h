@@ -132,6 +132,8 @@ typedef struct {
     const char *target_dir, *draft_dir;
     Tokenizer tok;              // the target's, when its folder has one
     bool has_tok;
+    double load_seconds;        // random:<shape>: model_load of the target, from a file just written
+    double load_peak_mb;        // random:<shape>: the process's peak resident memory right after it
 } Pair;
 
 // Loads -m/-d, or weights/pystd, or (when that is absent and no -m was given) a random pair of its shape.

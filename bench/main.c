@@ -32,7 +32,7 @@ typedef struct {
 static const Option OPTIONS[] = {
     {"suite", 's', OPT_STRING, FIELD(suites), 0, 0, "suites to run, comma-separated: limit,decode,speculative,"
                                                      "tokenizer (default: all)"},
-    {"model", 'm', OPT_STRING, FIELD(opt.target_dir), 0, 0, "target checkpoint folder (default weights/pystd/target), or random:gpt2-small[-bf16]"},
+    {"model", 'm', OPT_STRING, FIELD(opt.target_dir), 0, 0, "target checkpoint folder (default weights/pystd/target), or random:gpt2-small[-bf16], random:llama-3.2-1b, random:qwen2.5-0.5b (BF16)"},
     {"draft", 'd', OPT_STRING, FIELD(opt.draft_dir), 0, 0, "draft checkpoint folder (default weights/pystd/draft)"},
     {"reps", 'r', OPT_INT, FIELD(opt.reps), 1, 10000, "rounds of each limit and decode measurement (default 15; "
                                                       "--quick 5)"},
@@ -156,6 +156,9 @@ int main(int argc, char **argv) {
         json_string_value(json_object_get(json_object_get(b.results, "machine"), "date")),
         b.opt.quick ? " (--quick)" : "", pair.target_dir, pair.target.weight_bytes / 1e6);
     if (pair.has_draft) out(&b, "; draft: %s (%.1f MB)", pair.draft_dir, pair.draft.weight_bytes / 1e6);
+    if (pair.load_seconds > 0)
+        out(&b, "; loaded in %.2f s from the page cache, peak resident memory %.0f MB", pair.load_seconds,
+            pair.load_peak_mb);
     out(&b, "%s\n\n", pair.random ? ". **A random pair** (weights/pystd is absent): speeds are representative, "
                                     "acceptance and speed-ups are not" : "");
 

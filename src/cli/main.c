@@ -119,6 +119,8 @@ static int cmd_generate(const Args *args, Err *err) {
     FILE *trace = NULL;
     if (session_open(&s, target_dir, draft_dir, args->threads, err)) goto done;
     if (load_tokenizer(&tok, target_dir, args->prompt != NULL, &have_tok, err)) goto done;
+    if (have_tok && tokenizer_vocab_size(&tok) < s.target.n_vocab)  // padding rows of the embedding table: the
+        model_limit_vocab(&s.target, tokenizer_vocab_size(&tok));    // ids past the tokenizer's are never sampled
     if (args->prompt ? tokenizer_encode(&tok, args->prompt, strlen(args->prompt), args->allow_special, &prompt,
                                         &n_prompt, err) ||
                            tokenizer_add_special_tokens(&tok, &prompt, &n_prompt, err)  // BOS, as the checkpoint's
@@ -136,6 +138,8 @@ static int cmd_generate(const Args *args, Err *err) {
         }
     if (args->trace && open_trace(args->trace, &trace, err)) goto done;
     params.eos_id = s.target.cfg.eos_token_id;
+    params.eos_ids = s.target.cfg.eos_ids;
+    params.n_eos = s.target.cfg.n_eos;
     params.trace = trace;
     params.on_token = on_token;
     params.ctx = &printer;
@@ -183,7 +187,7 @@ static int cmd_logits(const Args *args, Err *err) {
     if (session_open(&s, args->model_dir, NULL, args->threads, err) || model_kv_init(&s.target, &cache, err) ||
         parse_ids(args->ids, &ids, &n, err))
         goto done;
-    const int V = s.target.cfg.vocab_size, rows = args->all ? n : 1;
+    const int V = s.target.n_vocab, rows = args->all ? n : 1;
     logits = malloc(sizeof(float) * V * rows);
     if (!logits || model_forward(&s.target, &cache, ids, n, logits, args->all, err)) goto done;
     for (int r = 0; r < rows; r++)

@@ -181,7 +181,7 @@ void printer_finish(Printer *pr) {
 
 int print_stats(Session *s, const SpecStats *st, const int *prompt, int n_prompt, const int *out, int n_out,
                 Err *err) {
-    const int V = s->target.cfg.vocab_size, n_ctx = s->target.cfg.n_positions;
+    const int V = s->target.n_vocab, n_ctx = s->target.cfg.n_positions;
     int n_all = n_prompt + n_out < n_ctx ? n_prompt + n_out : n_ctx;
     int *all = malloc(sizeof(int) * (n_prompt + n_out));
     float *logits = malloc(sizeof(float) * V);

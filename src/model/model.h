@@ -1,7 +1,9 @@
-// model.h — a GPT-2 model: weights loaded from a Hugging Face checkpoint folder, and one forward function.
+// model.h — a decoder-only transformer: weights loaded from a Hugging Face checkpoint folder (GPT-2, Llama,
+// Mistral, Qwen2, Qwen3), and one forward function for all of them.
 //
-// Dimension key (used in every shape comment): T new tokens in this forward, d model width (n_embd), H heads,
-// hd = d / H head width, F MLP width (n_inner), V vocabulary, L layers, S positions in the cache.
+// Dimension key (used in every shape comment): T new tokens in this forward, d model width (n_embd), H query
+// heads, Hkv key/value heads, hd head width, F MLP width (n_inner), V vocabulary, L layers, S positions in the
+// cache.
 #ifndef SPECDEC_MODEL_H
 #define SPECDEC_MODEL_H
 
@@ -26,12 +28,19 @@ typedef struct {
     const float *bias;  // [n_out], or NULL
 } Linear;
 
+// A normalisation's parameters: LayerNorm has both, RMSNorm only gamma (cfg.norm says which).
 typedef struct {
-    const float *ln1_gamma, *ln1_beta;  // [d]
-    Linear attn_qkv;                    // [3d, d]: q, k, v stacked
-    Linear attn_proj;                   // [d, d]
-    const float *ln2_gamma, *ln2_beta;  // [d]
-    Linear mlp_up;                      // [F, d]
+    const float *gamma;                 // [d]
+    const float *beta;                  // [d], or NULL (RMSNorm)
+} Norm;
+
+typedef struct {
+    Norm norm1;
+    Linear attn_qkv;                    // [(H + 2·Hkv)·hd, d]: q, k, v stacked (GPT-2's c_attn; q/k/v_proj)
+    const float *q_norm, *k_norm;       // [hd]: RMSNorm of each head's q and k (Qwen3), else NULL
+    Linear attn_out;                    // [d, H·hd]
+    Norm norm2;
+    Linear mlp_up;                      // [F, d], or gated [2F, d]: the gate's F rows, then up's F rows
     Linear mlp_down;                    // [d, F]
 } Block;
 
@@ -40,23 +49,32 @@ typedef struct {
     const Kernels *kernels;
     ThreadPool *pool;           // shared, not owned
     Linear wte;                 // token embeddings [V, d]; also the LM head when tied
-    Linear lm_head;             // [V, d]: wte, or lm_head.weight when the checkpoint has it
-    const float *wpe;           // position embeddings [n_positions, d]
+    Linear lm_head;             // [n_vocab, d]: wte, or lm_head.weight when the checkpoint has it
+    int n_vocab;                // logits per position: V, or fewer after model_limit_vocab
+    const float *wpe;           // learned position embeddings [n_positions, d], or NULL (rotary)
+    float *inv_freq;            // rotary inverse frequencies [hd/2], or NULL (learned positions)
     Block *blocks;              // [L]
-    const float *lnf_gamma, *lnf_beta;  // [d]
+    Norm norm_f;                // the final normalisation
     size_t weight_bytes;        // bytes of weights one decode step streams (all matrices + vectors)
     void *arena;                // owns every weight above
     size_t arena_size;
     struct ForwardScratch *scratch;
 } Model;
 
-// Loads config.json and the safetensors weights of a checkpoint folder (model.safetensors, or
-// model.safetensors.index.json + shards). Every key variant of the published GPT-2 files is accepted.
+// Loads config.json (and generation_config.json, if present) and the safetensors weights of a checkpoint folder
+// (model.safetensors, or model.safetensors.index.json + shards). Every key variant of the published GPT-2 files is
+// accepted; the Llama family's names are those of transformers (model.embed_tokens, model.layers.N.self_attn.q_proj,
+// ...). Weights may be F32, F16 or BF16.
 int model_load(Model *model, const char *dir, ThreadPool *pool, Err *err);
 void model_free(Model *model);
 
+// Keeps only the logits of ids [0, n_vocab), 1 ≤ n_vocab ≤ V: the LM head computes no more rows. For a pair of
+// models whose embedding tables are padded to different sizes, or past the tokenizer's vocabulary — ids that
+// must never be sampled.
+void model_limit_vocab(Model *model, int n_vocab);
+
 // The forward pass. Feeds T new tokens at positions [cache->len, cache->len + T), appends their K/V rows to the
-// cache and writes logits: [T, V] when all_logits, else only the last position's [V]. The same function serves
+// cache and writes logits: [T, n_vocab] when all_logits, else only the last position's [n_vocab]. The same function serves
 // prefill (T = prompt length), decode (T = 1) and the verification of γ draft tokens (T = γ + 1).
 //
 // Batch invariance: the logits of a position are bit-identical whatever T it was computed in and whatever the

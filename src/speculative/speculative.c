@@ -34,7 +34,7 @@ static int draw(const SpecParams *params, const double *probs, int V, int positi
 // may not keep it.
 static int model_propose(Drafter *self, const int *context, int n, int gamma, int *draft, double *q, Err *err) {
     ModelDrafter *d = (ModelDrafter *)self;
-    const int V = d->model->cfg.vocab_size, n_ctx = d->model->cfg.n_positions;
+    const int V = d->model->n_vocab, n_ctx = d->model->cfg.n_positions;
     const int *feed = context + d->cache.len;
     int n_feed = n - d->cache.len, k = 0;
     for (; k < gamma && d->cache.len + n_feed <= n_ctx; k++) {
@@ -71,9 +71,9 @@ int model_drafter_init(ModelDrafter *d, Model *draft, const SpecParams *params, 
     *d = (ModelDrafter){.base = {.prefill = model_prefill, .propose = model_propose, .rollback = model_rollback,
                                  .check_rollback = model_check, .step_cost = spec_forward_cost(draft, 1)},
                         .model = draft, .params = params, .p_min = p_min};
-    d->logits = malloc(sizeof(float) * draft->cfg.vocab_size);
+    d->logits = malloc(sizeof(float) * draft->n_vocab);
     if (!d->logits) return err_fmt(err, "out of memory for the draft's logits");
-    if (sampler_init(&d->sampler, &params->sampling, draft->cfg.vocab_size, draft->kernels, err)) return -1;
+    if (sampler_init(&d->sampler, &params->sampling, draft->n_vocab, draft->kernels, err)) return -1;
     return model_kv_init(draft, &d->cache, err);
 }
 
@@ -166,7 +166,7 @@ double spec_forward_cost(const Model *m, int T) {
     double multiply_adds = weights_of(&m->lm_head);  // per token
     for (int l = 0; l < m->cfg.n_layer; l++) {
         const Block *b = &m->blocks[l];
-        multiply_adds += weights_of(&b->attn_qkv) + weights_of(&b->attn_proj) + weights_of(&b->mlp_up) +
+        multiply_adds += weights_of(&b->attn_qkv) + weights_of(&b->attn_out) + weights_of(&b->mlp_up) +
                          weights_of(&b->mlp_down);
     }
     return (double)m->weight_bytes + T * 2.0 * multiply_adds / FORWARD_FLOPS_PER_BYTE;
@@ -249,7 +249,7 @@ static void trace_round(FILE *f, int round, int gamma, const int *draft, const d
 
 int speculative_generate(Model *target, Drafter *drafter, const int *prompt, int n_prompt,
                          const SpecParams *params, int *out, int *n_out, SpecStats *stats, Err *err) {
-    const int V = target->cfg.vocab_size, n_ctx = target->cfg.n_positions;
+    const int V = target->n_vocab, n_ctx = target->cfg.n_positions;
     *stats = (SpecStats){0};
     *n_out = 0;
     if (n_prompt < 1) return err_fmt(err, "the prompt is empty");
@@ -388,7 +388,9 @@ int speculative_generate(Model *target, Drafter *drafter, const int *prompt, int
         // shown (never emitted) just before the correction that replaces it, as in the paper's Figure 1.
         for (int i = 0; i <= n_accepted && !done; i++) {
             int id = i < n_accepted ? tokens[1 + i] : next;
-            if (id == params->eos_id) {
+            bool eos = id == params->eos_id;
+            for (int e = 0; e < params->n_eos; e++) eos |= id == params->eos_ids[e];
+            if (eos) {
                 done = true;
                 break;
             }
