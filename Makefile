@@ -1,13 +1,17 @@
 # specdec — build, test and benchmark.
 #
 #   make                    release build: build/release/specdec
-#   make BUILD=debug        -O0 -g, plus the debug-only consistency checks (SPECDEC_DEBUG)
+#   make BUILD=debug        -O0 -g, plus the rollback check (SPECDEC_DEBUG): after every KV rollback, both models'
+#                           caches are compared bit for bit with a forward over the committed tokens
 #   make SANITIZE=1 ...     the same with AddressSanitizer + UndefinedBehaviorSanitizer (build/<variant>-san/)
 #   make test               build and run the test suite; ends with "N passed, N failed"
 #   make test-neon          cross-build the kernel tests for aarch64 and run them under qemu-user
 #   make bench              the benchmark harness (bench/): tables on stdout, JSON and plots in bench/results/
-#                           (QUICK=1: about a minute; BENCH_ARGS="--suite decode -m DIR ..." for run-bench options)
+#                           (QUICK=1: 1.5–3 minutes on 2 idle cores; BENCH_ARGS="--suite decode -m DIR ..."
+#                           for run-bench options)
 #   make weights            train and export the default model pair to weights/pystd (hours; resumes)
+#   make fuzz               the libFuzzer targets of fuzz/ (clang-14, ASan + UBSan): build/fuzz/bin/<target>
+#   make fuzz-smoke         each target for FUZZ_SECONDS (default 15) from its seed corpus fuzz/corpus/<target>
 
 CC       ?= cc
 BUILD    ?= release
@@ -18,8 +22,11 @@ ifeq ($(BUILD),release)
   OPT := -O3 -DNDEBUG
 else ifeq ($(BUILD),debug)
   OPT := -O0 -DSPECDEC_DEBUG
+else ifeq ($(BUILD),fuzz)
+  # Set by `make fuzz` (with CC=clang-14): coverage for libFuzzer, AddressSanitizer, UndefinedBehaviorSanitizer.
+  OPT := -O1 -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 else
-  $(error BUILD must be release or debug, not '$(BUILD)')
+  $(error BUILD must be release, debug or fuzz, not '$(BUILD)')
 endif
 
 O := build/$(BUILD)
@@ -32,6 +39,8 @@ endif
 # classes for the tokenizer), and OpenBLAS in its single-threaded build: specdec runs sgemm on its own threads,
 # each on its own columns (model.c), where the threaded build's idle workers would spin against them.
 PKGS      := jansson libxxhash libutf8proc
+PKGS      += libpcre2-8  # PCRE2: runs the regular expressions that tokenizer.json files give their pre-tokenizers
+
 MULTIARCH := $(shell $(CC) -print-multiarch)
 BLAS_DIR  := /usr/lib/$(MULTIARCH)/openblas-serial
 CFLAGS := -std=c11 -D_GNU_SOURCE -g -Wall -Wextra -Werror -MMD -MP -Isrc -Ikernels -Itests/support $(OPT) \
@@ -62,6 +71,7 @@ LIB_SRC   := $(wildcard src/base/*.c src/checkpoint/*.c src/model/*.c src/tokeni
 LIB_OBJ   := $(LIB_SRC:%.c=$(O)/%.o)
 CLI_SRC   := $(wildcard src/cli/*.c)
 CLI_OBJ   := $(CLI_SRC:%.c=$(O)/%.o)
+CLI_PARTS := $(filter-out $(O)/src/cli/main.o,$(CLI_OBJ))  # what the CLI tests link besides the binary
 SUPPORT_SRC := $(wildcard tests/support/*.c)
 SUPPORT_OBJ := $(SUPPORT_SRC:%.c=$(O)/%.o)
 TEST_SRC  := $(wildcard tests/*/test_*.c)
@@ -72,10 +82,20 @@ BENCH_OBJ := $(BENCH_SRC:%.c=$(O)/%.o) $(O)/tests/support/random_checkpoint.o $(
 .PHONY: all test test-neon bench clean
 all: $(O)/specdec
 
+# specdec --version: VERSION, and `git describe` of the checkout it was built from when git can tell. The string
+# is kept in $(O)/version, rewritten only when it changes, so that main.o is rebuilt just then.
+VERSION  := 0.1
+DESCRIBE := $(shell git describe --always --dirty 2>/dev/null)
+VERSION_STRING := $(VERSION)$(if $(DESCRIBE), ($(DESCRIBE)))
+$(shell mkdir -p $(O) && { [ "$$(cat $(O)/version 2>/dev/null)" = '$(VERSION_STRING)' ] || \
+                           echo '$(VERSION_STRING)' > $(O)/version; })
+$(O)/src/cli/main.o: $(O)/version
+$(O)/src/cli/main.o: CFLAGS += -DSPECDEC_VERSION='"$(VERSION_STRING)"'
+
 $(O)/specdec: $(CLI_OBJ) $(LIB_OBJ)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
-$(O)/run-tests: $(TEST_OBJ) $(LIB_OBJ)
+$(O)/run-tests: $(TEST_OBJ) $(CLI_PARTS) $(LIB_OBJ)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
 $(O)/run-bench: $(BENCH_OBJ) $(LIB_OBJ)
@@ -88,15 +108,22 @@ $(O)/%.o: %.c Makefile  # flags live here: editing them rebuilds
 test: $(O)/specdec $(O)/run-tests
 	SPECDEC_BIN=$(O)/specdec $(O)/run-tests $(T)
 
-# The shipped pair (all suites), then the runtime's yardstick: random GPT-2-small (12 × 768, V = 50257) in F32,
-# BF16 and q8 — decode speed, fraction of the bandwidth, verification cost — in bench/results/gpt2-small-*/, and
-# q8 against BF16 in one run (the quant suite: speed ratio, load time) in bench/results/gpt2-small-q8-vs-bf16/.
+# The shipped pair (all suites), then the runtime's yardsticks: random GPT-2-small (12 × 768, V = 50257) in F32
+# and BF16, random Llama-3.2-1B and Qwen2.5-0.5B in BF16, and GPT-2-small and Llama-3.2-1B quantized to q8 —
+# decode speed, fraction of the bandwidth, verification cost, load time and peak memory — in
+# bench/results/<shape>[-q8]/, then q8 against BF16 in one run (the quant suite: speed ratio, load time) in
+# bench/results/gpt2-small-q8-vs-bf16/.
+YARDSTICKS    := gpt2-small-f32 gpt2-small-bf16 llama-3.2-1b qwen2.5-0.5b
+YARDSTICKS_Q8 := gpt2-small llama-3.2-1b
 bench: $(O)/specdec $(O)/run-bench
 	$(O)/run-bench $(if $(filter 1,$(QUICK)),--quick) $(BENCH_ARGS)
-	for dtype in f32 bf16 q8; do \
-	    $(O)/run-bench $(if $(filter 1,$(QUICK)),--quick) -s limit,decode --no-plots \
-	        -m random:gpt2-small$$([ $$dtype = bf16 ] && echo -bf16) $$([ $$dtype = q8 ] && echo --quant q8) \
-	        --out bench/results/gpt2-small-$$dtype || exit 1; \
+	for shape in $(YARDSTICKS); do \
+	    $(O)/run-bench $(if $(filter 1,$(QUICK)),--quick) -s limit,decode --no-plots -m random:$$shape \
+	        --out bench/results/$$shape || exit 1; \
+	done
+	for shape in $(YARDSTICKS_Q8); do \
+	    $(O)/run-bench $(if $(filter 1,$(QUICK)),--quick) -s limit,decode --no-plots -m random:$$shape --quant q8 \
+	        --out bench/results/$$shape-q8 || exit 1; \
 	done
 	$(O)/run-bench $(if $(filter 1,$(QUICK)),--quick) -s quant --prompts 6 --no-plots -m random:gpt2-small-bf16 \
 	    --out bench/results/gpt2-small-q8-vs-bf16
@@ -117,6 +144,24 @@ test-neon: $(NEON_BIN)
 .PHONY: weights
 weights: $(O)/specdec
 	tools/make_weights.sh
+
+# Fuzzing (fuzz/README.md): one libFuzzer target per parser, linked with the parsers' part of the library built for
+# it in build/fuzz/ (not the kernels: clang with ASan takes minutes over the AVX-512 file, and no parser uses them).
+FUZZ_CC      := clang-14
+FUZZ_TARGETS := $(basename $(notdir $(wildcard fuzz/*.c)))
+FUZZ_LIB_OBJ := $(patsubst %.c,$(O)/%.o,$(wildcard src/base/*.c src/checkpoint/*.c src/tokenizer/*.c))
+FUZZ_SECONDS ?= 15
+.PHONY: fuzz fuzz-targets fuzz-smoke
+fuzz:
+	$(MAKE) BUILD=fuzz CC=$(FUZZ_CC) fuzz-targets
+fuzz-targets: $(FUZZ_TARGETS:%=$(O)/bin/%)
+$(O)/bin/%: $(O)/fuzz/%.o $(FUZZ_LIB_OBJ)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -fsanitize=fuzzer -o $@ $^ $(LDLIBS)
+.SECONDARY: $(FUZZ_TARGETS:%=$(O)/fuzz/%.o)  # keep the objects: make would delete them as intermediate
+$(O)/fuzz/%.o: CFLAGS += -DFUZZ_SHIPPED_TOKENIZER='"$(CURDIR)/weights/pystd/target"'
+fuzz-smoke: fuzz
+	fuzz/smoke.sh $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
 clean:
 	rm -rf build

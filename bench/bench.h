@@ -137,6 +137,8 @@ typedef struct {
     const char *target_dir, *draft_dir;
     Tokenizer tok;              // the target's, when its folder has one
     bool has_tok;
+    double load_peak_mb;        // random:<shape>: the process's peak resident memory right after loading (0
+                                // otherwise); load_seconds[0][0] is then the target's load from a file just written
 } Pair;
 
 // Loads -m/-d, or weights/pystd, or (when that is absent and no -m was given) a random pair of its shape.

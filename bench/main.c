@@ -34,14 +34,14 @@ typedef struct {
 static const Option OPTIONS[] = {
     {"suite", 's', OPT_STRING, FIELD(suites), 0, 0, "suites to run, comma-separated: limit,decode,speculative,"
                                                      "tokenizer,quant (default: all)"},
-    {"model", 'm', OPT_STRING, FIELD(opt.target_dir), 0, 0, "target checkpoint folder (default weights/pystd/target), or random:gpt2-small[-bf16]"},
+    {"model", 'm', OPT_STRING, FIELD(opt.target_dir), 0, 0, "target checkpoint folder (default weights/pystd/target), or random:gpt2-small[-bf16], random:llama-3.2-1b, random:qwen2.5-0.5b (BF16)"},
     {"draft", 'd', OPT_STRING, FIELD(opt.draft_dir), 0, 0, "draft checkpoint folder (default weights/pystd/draft)"},
     {"reps", 'r', OPT_INT, FIELD(opt.reps), 1, 10000, "rounds of each limit and decode measurement (default 15; "
                                                       "--quick 5)"},
     {"prompts", 0, OPT_INT, FIELD(opt.prompts), 1, 100000, "held-out prompts for the speculative suite (default "
                                                            "all; --quick 6)"},
     {"tokens", 'n', OPT_INT, FIELD(opt.tokens), 1, 1 << 20, "tokens generated per prompt (default 128; --quick 48)"},
-    {"quick", 'q', OPT_FLAG, FIELD(opt.quick), 0, 0, "fewer rounds, prompts and tokens: about a minute"},
+    {"quick", 'q', OPT_FLAG, FIELD(opt.quick), 0, 0, "fewer rounds, prompts and tokens: 1.5-3 minutes on 2 idle cores"},
     {"threads", 't', OPT_INT, FIELD(opt.threads), 1, 1024, "worker threads (default: all cores)"},
     {"quant", 0, OPT_STRING, FIELD(quant), 0, 0, "q8: the pair's matrices quantized to 8 bits at load; none "
                                                  "(default)"},
@@ -168,6 +168,9 @@ int main(int argc, char **argv) {
         json_string_value(json_object_get(json_object_get(b.results, "machine"), "date")),
         b.opt.quick ? " (--quick)" : "", pair.target_dir, pair.target.weight_bytes / 1e6);
     if (pair.has_draft) out(&b, "; draft: %s (%.1f MB)", pair.draft_dir, pair.draft.weight_bytes / 1e6);
+    if (pair.load_peak_mb > 0)
+        out(&b, "; loaded in %.2f s from the page cache, peak resident memory %.0f MB", pair.load_seconds[0][0],
+            pair.load_peak_mb);
     out(&b, "%s\n\n", pair.random ? ". **A random pair** (weights/pystd is absent): speeds are representative, "
                                     "acceptance and speed-ups are not" : "");
 

@@ -2,6 +2,7 @@
 #include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -50,18 +51,43 @@ static void open_random(Pair *pair, Bench *b) {
     pair->draft_dir = "random (1 × 384, the target's first block)";
 }
 
-// -m random:gpt2-small[-bf16]: a random-weight model of GPT-2-small's shape (12 layers, d = 768, V = 50257, 1024
-// positions) in F32 or BF16, alone: the runtime's own yardstick, comparable with other runtimes' GPT-2 figures.
-static bool open_gpt2_small(Pair *pair, Bench *b) {
-    const char *spec_name = pair->target_dir;
-    if (strcmp(spec_name, "random:gpt2-small") != 0 && strcmp(spec_name, "random:gpt2-small-bf16") != 0) return false;
+// -m random:<shape>: a random-weight model of a published shape, alone: the runtime's yardsticks, comparable with
+// other runtimes' figures for the same models. Its load time and the peak resident memory after loading are
+// recorded (the file was just written, so it is read from the page cache: a warm load; the peak includes the q8
+// copy when the quant suite loads one).
+static const struct {
+    const char *name;
+    RandomCheckpoint spec;
+} SHAPES[] = {
+    {"gpt2-small", {.n_layer = 12, .n_embd = 768, .n_head = 12, .vocab_size = 50257, .n_positions = 1024}},
+    {"gpt2-small-f32", {.n_layer = 12, .n_embd = 768, .n_head = 12, .vocab_size = 50257, .n_positions = 1024}},
+    {"gpt2-small-bf16", {.n_layer = 12, .n_embd = 768, .n_head = 12, .vocab_size = 50257, .n_positions = 1024,
+                         .bf16 = true}},
+    // Llama-3.2-1B: 16 × 2048, 32 heads, 8 KV heads, F = 8192, V = 128256, tied; context cut to 2048
+    {"llama-3.2-1b", {.model_type = "llama", .n_layer = 16, .n_embd = 2048, .n_head = 32, .n_kv_head = 8,
+                      .n_inner = 8192, .vocab_size = 128256, .n_positions = 2048, .bf16 = true}},
+    // Qwen2.5-0.5B: 24 × 896, 14 heads, 2 KV heads, F = 4864, V = 151936, tied, q/k/v biases
+    {"qwen2.5-0.5b", {.model_type = "qwen2", .n_layer = 24, .n_embd = 896, .n_head = 14, .n_kv_head = 2,
+                      .n_inner = 4864, .vocab_size = 151936, .n_positions = 2048, .bf16 = true}},
+};
+
+static bool open_random_shape(Pair *pair, Bench *b) {
+    const char *name = pair->target_dir;
+    int shape = -1;
+    for (int i = 0; i < (int)(sizeof SHAPES / sizeof SHAPES[0]); i++)
+        if (strncmp(name, "random:", 7) == 0 && strcmp(name + 7, SHAPES[i].name) == 0) shape = i;
+    if (shape < 0) return false;
     char dir[] = "/tmp/specdec-bench-XXXXXX";
-    if (!mkdtemp(dir)) die("cannot make a temporary folder for %s", spec_name);
-    RandomCheckpoint spec = {.n_layer = 12, .n_embd = 768, .n_head = 12, .vocab_size = 50257, .n_positions = 1024,
-                             .bf16 = strstr(spec_name, "bf16") != NULL, .scale = 0.05f, .seed = 1};
+    if (!mkdtemp(dir)) die("cannot make a temporary folder for %s", name);
+    RandomCheckpoint spec = SHAPES[shape].spec;
+    spec.scale = 0.05f;
+    spec.seed = 1;
     Err err;
     if (random_checkpoint_write(dir, &spec, &err)) die("%s: %s", dir, err.msg);
     load(pair, 0, dir, b);
+    struct rusage usage;
+    getrusage(RUSAGE_SELF, &usage);
+    pair->load_peak_mb = usage.ru_maxrss * 1024.0 / 1e6;  // ru_maxrss is in KiB; MB as the weights are counted
     random_checkpoint_remove(dir);
     pair->random = true;
     pair->draft_dir = NULL;
@@ -70,7 +96,7 @@ static bool open_gpt2_small(Pair *pair, Bench *b) {
 
 void pair_open(Pair *pair, Bench *b) {
     *pair = (Pair){.target_dir = b->opt.target_dir, .draft_dir = b->opt.draft_dir};
-    if (pair->target_dir && open_gpt2_small(pair, b)) return;
+    if (pair->target_dir && open_random_shape(pair, b)) return;
     if (!pair->target_dir) {
         if (access(DEFAULT_TARGET "/config.json", F_OK) != 0) {
             fprintf(stderr, "run-bench: NOTE: %s is absent (make weights); benchmarking a RANDOM pair of its shape "
@@ -115,6 +141,9 @@ static json_t *model_json(const Model *m, const char *dir) {
 
 json_t *pair_json(const Pair *pair) {
     json_t *j = json_pack("{s:b, s:o}", "random", pair->random, "target", model_json(&pair->target, pair->target_dir));
+    if (pair->load_peak_mb > 0)
+        json_object_set_new(j, "load", json_pack("{s:f, s:f}", "seconds", pair->load_seconds[0][0], "peak_resident_MB",
+                                                 pair->load_peak_mb));
     if (pair->has_draft) json_object_set_new(j, "draft", model_json(&pair->draft, pair->draft_dir));
     return j;
 }
@@ -202,7 +231,9 @@ Prompt *prompts_load(const Pair *pair, int count, int reserve, int *n) {
         int *ids, n_ids = (int)strlen(text);
         Err err;
         if (pair->has_tok) {
-            if (tokenizer_encode(&pair->tok, text, strlen(text), false, &ids, &n_ids, &err)) die("%s", err.msg);
+            if (tokenizer_encode(&pair->tok, text, strlen(text), false, &ids, &n_ids, &err) ||
+                tokenizer_add_special_tokens(&pair->tok, &ids, &n_ids, &err))  // as specdec generate does
+                die("%s", err.msg);
         } else {
             ids = malloc(sizeof(int) * (n_ids > 0 ? n_ids : 1));
             for (int k = 0; k < n_ids; k++) ids[k] = (unsigned char)text[k] % pair->target.cfg.vocab_size;

@@ -102,7 +102,7 @@ static void feed_all(Model *m, KVCache *cache, const int *tokens, int n, float *
     kv_truncate(cache, 0);
     for (int done = 0; done < n; done += FEED_CHUNK) {
         const int T = n - done < FEED_CHUNK ? n - done : FEED_CHUNK;
-        if (model_forward(m, cache, tokens + done, T, logits + (size_t)done * m->cfg.vocab_size, true, &err))
+        if (model_forward(m, cache, tokens + done, T, logits + (size_t)done * m->n_vocab, true, &err))
             die("%s", err.msg);
     }
 }
@@ -110,7 +110,7 @@ static void feed_all(Model *m, KVCache *cache, const int *tokens, int n, float *
 static void quant_accuracy(Bench *b, Pair *pair, json_t *j) {
     int n_prompts;
     Prompt *prompts = prompts_load(pair, b->opt.prompts, 0, &n_prompts);
-    const int n_models = pair->has_draft ? 4 : 2, V = pair->target.cfg.vocab_size;
+    const int n_models = pair->has_draft ? 4 : 2, V = pair->target.n_vocab;
     Model *models[4] = {&pair->target, &pair->quantized[0], &pair->draft, &pair->quantized[1]};
     KVCache caches[4];
     float *logits[4];

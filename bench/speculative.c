@@ -56,17 +56,15 @@ static double decoding_run(void *ctx, int rep) {
     Decoding *d = ctx;
     const Setting *s = d->setting;
     const Prompt *prompt = &s->prompts[rep];
-    SpecParams params = {.sampling = {s->temperature, 0, 1.0f}, .policy = d->policy, .gamma = d->gamma,
-                         .max_tokens = s->tokens, .eos_id = s->pair->target.cfg.eos_token_id};
-    Rng rng;
-    rng_seed(&rng, (uint64_t)rep + 1);
+    SpecParams params = {.sampling = {s->temperature, 0, 1.0f}, .seed = (uint64_t)rep + 1, .policy = d->policy,
+                         .gamma = d->gamma, .max_tokens = s->tokens, .eos_id = s->pair->target.cfg.eos_token_id};
     ModelDrafter drafter;
     Err err;
-    if (d->drafted && model_drafter_init(&drafter, &s->pair->draft, &params.sampling, &rng, 0, &err))
+    if (d->drafted && model_drafter_init(&drafter, &s->pair->draft, &params, 0, &err))
         die("%s", err.msg);
     SpecStats *st = &d->stats[rep];
     if (speculative_generate(&s->pair->target, d->drafted ? &drafter.base : NULL, prompt->ids, prompt->n, &params,
-                             &rng, d->outputs + (size_t)rep * s->tokens, &d->n_out[rep], st, &err))
+                             d->outputs + (size_t)rep * s->tokens, &d->n_out[rep], st, &err))
         die("%s: %s", prompt->id, err.msg);
     if (d->drafted) model_drafter_free(&drafter);
     return st->decode_seconds / (st->generated > 0 ? st->generated : 1);

@@ -56,6 +56,18 @@ typedef struct {
     // out = (x − mean(x)) / √(var(x) + eps) · gamma + beta          out, x, gamma, beta: [n]
     void (*layernorm)(float *out, const float *x, const float *gamma, const float *beta, int n, float eps);
 
+    // out = x / √(mean(x²) + eps) · gamma                                   out, x, gamma: [n]
+    void (*rmsnorm)(float *out, const float *x, const float *gamma, int n, float eps);
+
+    // Rotary position embedding of one head, in place, in transformers' rotate-half form: the channel pairs are
+    // (i, i + half), each rotated by its angle (cos[i], sin[i]):
+    //   x[i]        ← x[i] · cos[i] − x[i + half] · sin[i]
+    //   x[i + half] ← x[i + half] · cos[i] + x[i] · sin[i]          x: [2·half]   cos, sin: [half]
+    void (*rope)(float *x, const float *cos, const float *sin, int half);
+
+    // SwiGLU's gate: out = SiLU(gate) ⊙ up, SiLU(g) = g / (1 + e^−g)   out, gate, up: [n] (out may be gate)
+    void (*silu_mul)(float *out, const float *gate, const float *up, int n);
+
     // In place, x: [n].  tanh form: 0.5x(1 + tanh(√(2/π)(x + 0.044715x³)));  erf form: 0.5x(1 + erf(x/√2))
     void (*gelu_tanh)(float *x, int n);
     void (*gelu_erf)(float *x, int n);

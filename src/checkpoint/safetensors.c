@@ -75,13 +75,6 @@ const char *st_json_brief(char *buf, size_t size, const json_t *value) {
     return buf;
 }
 
-void st_err_one_line(Err *err) {
-    if (!err) return;
-    for (char *c = err->msg; *c; c++) {
-        if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = '?';
-    }
-}
-
 // err_fmt for a message about one tensor: `PATH: tensor "NAME": ...`. Returns -1.
 __attribute__((format(printf, 4, 5)))
 static int tensor_err(Err *err, const char *path, const char *name, const char *fmt, ...) {
@@ -90,7 +83,8 @@ static int tensor_err(Err *err, const char *path, const char *name, const char *
     va_start(ap, fmt);
     vsnprintf(detail, sizeof detail, fmt, ap);
     va_end(ap);
-    return err_fmt(err, "%s: tensor \"%s\": %s", path, name, detail);
+    char q[ERR_QUOTE_LEN + 4];
+    return err_fmt(err, "%s: tensor \"%s\": %s", path, err_quote(q, name), detail);
 }
 
 // Writes the dimensions joined by `sep` into buf ("768, 2304" or "3×8"); a scalar gives `scalar`. Returns buf.
@@ -244,6 +238,7 @@ static int by_offsets(const void *a, const void *b) {
 static int check_layout(Entry *entries, int n, const StFile *f, Err *err) {
     qsort(entries, (size_t)n, sizeof *entries, by_offsets);
     unsigned long long data_size = f->size - 8 - f->header_len, expected = 0;
+    char q[ERR_QUOTE_LEN + 4];
     for (int i = 0; i < n; i++) {
         const Entry *e = &entries[i], *prev = i > 0 ? &entries[i - 1] : NULL;
         if (i == 0 && e->begin != 0) {
@@ -253,12 +248,12 @@ static int check_layout(Entry *entries, int n, const StFile *f, Err *err) {
         }
         if (e->begin > expected) {
             return tensor_err(err, f->path, e->t.name, "data_offsets [%llu, %llu] leave a gap of %llu bytes after "
-                              "tensor \"%s\" [%llu, %llu]", e->begin, e->end, e->begin - expected, prev->t.name,
+                              "tensor \"%s\" [%llu, %llu]", e->begin, e->end, e->begin - expected, err_quote(q, prev->t.name),
                               prev->begin, prev->end);
         }
         if (e->begin < expected) {
             return tensor_err(err, f->path, e->t.name, "data_offsets [%llu, %llu] overlap tensor \"%s\" [%llu, %llu]",
-                              e->begin, e->end, prev->t.name, prev->begin, prev->end);
+                              e->begin, e->end, err_quote(q, prev->t.name), prev->begin, prev->end);
         }
         expected = e->end;
     }
@@ -417,7 +412,7 @@ static int find_shard(const char *const *names, int n, const char *shard) {
 // Checks the weight_map of an index (an object of plain shard file names) and collects its distinct shards,
 // in order of first appearance, into *shards (malloc'd; the strings belong to weight_map).
 static int list_shards(const char ***shards, int *n_shards, json_t *weight_map, const char *index, Err *err) {
-    char got[64];
+    char got[64], q[ERR_QUOTE_LEN + 4];
     if (!json_is_object(weight_map) || json_object_size(weight_map) == 0) {
         return err_fmt(err, "%s: field \"weight_map\": expected a non-empty object {\"tensor name\": \"shard file\"}, "
                        "got %s", index, weight_map ? st_json_brief(got, sizeof got, weight_map) : "nothing");
@@ -430,7 +425,7 @@ static int list_shards(const char ***shards, int *n_shards, json_t *weight_map, 
         const char *file = json_string_value(shard);
         if (!file || !*file || strchr(file, '/') || strstr(file, "..")) {
             return err_fmt(err, "%s: weight_map[\"%s\"]: expected a file name in the index's folder (no '/' or "
-                           "\"..\"), got %s", index, name, st_json_brief(got, sizeof got, shard));
+                           "\"..\"), got %s", index, err_quote(q, name), st_json_brief(got, sizeof got, shard));
         }
         if (find_shard(*shards, *n_shards, file) < 0) (*shards)[(*n_shards)++] = file;
     }
@@ -448,6 +443,7 @@ static int open_shards(StCheckpoint *ckpt, json_t *weight_map, const char *index
     }
     if (rc == 0) rc = sort_tensors(ckpt, err);
 
+    char q[ERR_QUOTE_LEN + 4];
     const char *name;
     json_t *shard;
     json_object_foreach(weight_map, name, shard) {
@@ -455,9 +451,10 @@ static int open_shards(StCheckpoint *ckpt, json_t *weight_map, const char *index
         const StTensor *t = st_find(ckpt, name);
         const char *want = ckpt->files[find_shard(shards, n_shards, json_string_value(shard))]->path;
         if (!t) {
-            rc = err_fmt(err, "%s: weight_map puts tensor \"%s\" in %s, which does not hold it", index, name, want);
+            rc = err_fmt(err, "%s: weight_map puts tensor \"%s\" in %s, which does not hold it", index,
+                         err_quote(q, name), want);
         } else if (t->file != want) {
-            rc = err_fmt(err, "%s: weight_map puts tensor \"%s\" in %s, but it is in %s", index, name, want,
+            rc = err_fmt(err, "%s: weight_map puts tensor \"%s\" in %s, but it is in %s", index, err_quote(q, name), want,
                          t->file);
         }
     }
@@ -530,10 +527,7 @@ int st_open(StCheckpoint *ckpt, const char *path, Err *err) {
     } else {
         rc = open_file(ckpt, path, err) || sort_tensors(ckpt, err) ? -1 : 0;
     }
-    if (rc) {
-        st_err_one_line(err);
-        st_close(ckpt);
-    }
+    if (rc) st_close(ckpt);
     return rc;
 }
 
@@ -549,6 +543,12 @@ void st_close(StCheckpoint *ckpt) {
     free(ckpt->tensors);
     free(ckpt->index_path);
     memset(ckpt, 0, sizeof *ckpt);
+}
+
+void st_release(const StTensor *t) {
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), begin = ((uintptr_t)t->data + page - 1) / page * page,
+                    end = ((uintptr_t)t->data + t->n_bytes) / page * page;  // the pages wholly inside the tensor
+    if (end > begin) madvise((void *)begin, end - begin, MADV_DONTNEED);  // advice: failure changes nothing
 }
 
 const StTensor *st_find(const StCheckpoint *ckpt, const char *name) {

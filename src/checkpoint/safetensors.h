@@ -57,6 +57,12 @@ void st_close(StCheckpoint *ckpt);
 // The tensor called `name`, or NULL.
 const StTensor *st_find(const StCheckpoint *ckpt, const char *name);
 
+// Done with tensor t: its whole pages leave this process's memory (madvise MADV_DONTNEED on the read-only
+// mapping; the data stays valid, a later read faults it back in from the file). A loader that copies tensors out
+// one by one and releases each keeps the file's pages and its copies from piling up: the peak stays near the
+// copies' size.
+void st_release(const StTensor *t);
+
 const char *st_dtype_name(StDtype dtype);
 size_t st_dtype_size(StDtype dtype);
 
@@ -75,9 +81,5 @@ struct json_t;
 // `value` as compact one-line JSON, e.g. "12" (with its quotes) or [1, 2], cut short with "..." to fit buf.
 // Returns buf.
 const char *st_json_brief(char *buf, size_t size, const struct json_t *value);
-
-// Replaces control characters in err->msg (names read from a file may hold "\n") by '?', so that the message
-// stays one line.
-void st_err_one_line(Err *err);
 
 #endif

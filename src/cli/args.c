@@ -27,15 +27,17 @@ static const Option options[] = {
     {"temp", 0, OPT_FLOAT, FIELD(sampling.temperature), 0, 100, "temperature; 0 = greedy (default 0)"},
     {"top-k", 0, OPT_INT, FIELD(sampling.top_k), 0, 1 << 24, "sample from the k most likely tokens; 0 = all"},
     {"top-p", 0, OPT_FLOAT, FIELD(sampling.top_p), 1e-6, 1, "nucleus sampling mass (default 1 = off)"},
-    {"seed", 0, OPT_U64, FIELD(seed), 0, 0, "random seed (default 0)"},
+    {"seed", 0, OPT_U64, FIELD(seed), 0, 0, "random seed (default 0): same seed, files and options, same tokens"},
     {"gamma", 0, OPT_STRING, FIELD(gamma), 0, 0, "draft length: N (1-16), heuristic, or auto (default)"},
+    {"sampler", 0, OPT_STRING, FIELD(sampler), 0, 0,
+     "coupled: output = target-only's for the seed; rejection: Algorithm 1 (default rejection)"},
     {"draft-p-min", 0, OPT_FLOAT, FIELD(draft_p_min), 0, 1, "stop drafting when the draft's top probability < P"},
     {"threads", 't', OPT_INT, FIELD(threads), 1, 1024, "worker threads (default: all cores)"},
     {"quant", 0, OPT_STRING, FIELD(quant), 0, 0, "q8: weight matrices quantized to 8 bits at load; none (default)"},
     {"print-ids", 0, OPT_FLAG, FIELD(print_ids), 0, 0, "print the generated ids instead of text"},
     {"stats", 0, OPT_FLAG, FIELD(stats), 0, 0, "print one JSON line of statistics on stderr"},
     {"show", 0, OPT_FLAG, FIELD(show), 0, 0, "mark accepted, rejected and target tokens (colour on a terminal)"},
-    {"trace", 0, OPT_STRING, FIELD(trace), 0, 0, "write one JSON line per speculative round to FILE"},
+    {"trace", 0, OPT_STRING, FIELD(trace), 0, 0, "write one JSON line per speculative round to FILE (- for stderr)"},
     {"compare", 0, OPT_FLAG, FIELD(compare), 0, 0, "also run target-only decoding and compare speeds"},
     {"allow-special", 0, OPT_FLAG, FIELD(allow_special), 0, 0, "\"<|endoftext|>\" in text is the special token"},
     {"all", 0, OPT_FLAG, FIELD(all), 0, 0, "logits of every position, not only the last"},
@@ -80,7 +82,8 @@ static int set_option(Args *args, const Option *o, const char *value, Err *err) 
     case OPT_INT: {
         long v = strtol(value, &end, 10);
         if (errno || end == value || *end || v < o->min || v > o->max)
-            return err_fmt(err, "--%s: expected an integer in [%g, %g], got \"%s\"", o->name, o->min, o->max, value);
+            return err_fmt(err, "--%s: expected an integer in [%ld, %ld], got \"%s\"", o->name, (long)o->min,
+                           (long)o->max, value);
         *(int *)field = (int)v;
         return 0;
     }

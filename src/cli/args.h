@@ -20,6 +20,7 @@ typedef struct {
     const char *prompt;         // -p
     const char *file;           // -f
     const char *gamma;          // --gamma N | heuristic | auto
+    const char *sampler;        // --sampler coupled | rejection
     const char *trace;          // --trace FILE
     float draft_p_min;          // --draft-p-min
     int n_tokens;               // -n

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "checkpoint/safetensors.h"
@@ -24,8 +25,8 @@ static int cmd_inspect(const Args *args, Err *err);
 static const Command commands[] = {
     {"generate", cmd_generate, "generate [-m DIR [-d DRAFT_DIR]] (-p TEXT | --ids \"1 2 3\") [options]",
      "continue a prompt; speculatively with a draft model (the shipped pair when no -m is given)",
-     "model draft ids prompt tokens temp top-k top-p seed gamma draft-p-min threads quant print-ids stats show trace "
-     "compare allow-special help", 0, 0},
+     "model draft ids prompt tokens temp top-k top-p seed gamma sampler draft-p-min threads quant print-ids stats "
+     "show trace compare allow-special help", 0, 0},
     {"logits", cmd_logits, "logits -m DIR --ids \"1 2 3\" [--all]",
      "print the logits of the last position (all with --all), one line of %.7g values per position",
      "model ids all threads quant help", 0, 0},
@@ -44,7 +45,7 @@ static void print_help(FILE *out, const Command *cmd) {
         return;
     }
     fprintf(out, "specdec — GPT-2 inference with speculative decoding, on the CPU\n\n"
-                 "usage: specdec COMMAND [options]\n\n");
+                 "usage: specdec COMMAND [options]     specdec --version\n\n");
     for (int i = 0; i < N_COMMANDS; i++) fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
     fprintf(out, "\n'specdec COMMAND --help' lists a command's options.\n");
 }
@@ -68,11 +69,44 @@ static int parse_gamma(const char *text, SpecParams *params, Err *err) {
     return 0;
 }
 
+// The --trace stream. "-" is standard error. A path naming the file, pipe or terminal that stderr or stdout already
+// writes to (/dev/stderr, say) is that stream: opened anew it would have a file offset of its own, and the two
+// would overwrite each other's lines (the statistics line was lost that way). Any other path is created, or
+// truncated only if it is a regular file: a FIFO or a device is opened for appending.
+static int open_trace(const char *path, FILE **trace, Err *err) {
+    if (strcmp(path, "-") == 0) {
+        *trace = stderr;
+        return 0;
+    }
+    struct stat named, standard;
+    const bool exists = stat(path, &named) == 0;
+    FILE *const streams[] = {stderr, stdout};
+    for (int i = 0; i < 2 && exists; i++)
+        if (fstat(fileno(streams[i]), &standard) == 0 && named.st_dev == standard.st_dev &&
+            named.st_ino == standard.st_ino) {
+            *trace = streams[i];
+            return 0;
+        }
+    if (!(*trace = fopen(path, !exists || S_ISREG(named.st_mode) ? "w" : "a")))
+        return err_fmt(err, "%s: cannot write the trace: %s", path, strerror(errno));
+    return 0;
+}
+
+static int parse_sampler(const char *text, SpecSampler *sampler, Err *err) {
+    *sampler = SAMPLER_REJECTION;
+    if (!text || strcmp(text, "rejection") == 0) return 0;
+    if (strcmp(text, "coupled") == 0) {
+        *sampler = SAMPLER_COUPLED;
+        return 0;
+    }
+    return err_fmt(err, "--sampler: expected coupled or rejection, got \"%s\"", text);
+}
+
 static int cmd_generate(const Args *args, Err *err) {
     const char *target_dir, *draft_dir;
     if (model_dirs(args, &target_dir, &draft_dir, err)) return -1;
-    SpecParams params = {.sampling = args->sampling, .max_tokens = args->n_tokens};
-    if (parse_gamma(args->gamma, &params, err)) return -1;
+    SpecParams params = {.sampling = args->sampling, .seed = args->seed, .max_tokens = args->n_tokens};
+    if (parse_gamma(args->gamma, &params, err) || parse_sampler(args->sampler, &params.sampler, err)) return -1;
     if (args->ids && args->prompt) return err_fmt(err, "give the prompt as --ids or as -p, not both");
     if (!args->ids && !args->prompt) return err_fmt(err, "missing prompt: give -p TEXT or --ids \"1 2 3\"");
 
@@ -85,8 +119,11 @@ static int cmd_generate(const Args *args, Err *err) {
     FILE *trace = NULL;
     if (session_open(&s, target_dir, draft_dir, args->threads, args->quant, err)) goto done;
     if (load_tokenizer(&tok, target_dir, args->prompt != NULL, &have_tok, err)) goto done;
+    if (have_tok && tokenizer_vocab_size(&tok) < s.target.n_vocab)  // padding rows of the embedding table: the
+        model_limit_vocab(&s.target, tokenizer_vocab_size(&tok));    // ids past the tokenizer's are never sampled
     if (args->prompt ? tokenizer_encode(&tok, args->prompt, strlen(args->prompt), args->allow_special, &prompt,
-                                        &n_prompt, err)
+                                        &n_prompt, err) ||
+                           tokenizer_add_special_tokens(&tok, &prompt, &n_prompt, err)  // BOS, as the checkpoint's
                      : parse_ids(args->ids, &prompt, &n_prompt, err))
         goto done;
     if (n_prompt == 0) {
@@ -99,44 +136,38 @@ static int cmd_generate(const Args *args, Err *err) {
                     s.target.cfg.vocab_size, target_dir);
             goto done;
         }
-    if (args->trace && !(trace = fopen(args->trace, "w"))) {
-        err_fmt(err, "%s: cannot write the trace: %s", args->trace, strerror(errno));
-        goto done;
-    }
+    if (args->trace && open_trace(args->trace, &trace, err)) goto done;
     params.eos_id = s.target.cfg.eos_token_id;
+    params.eos_ids = s.target.cfg.eos_ids;
+    params.n_eos = s.target.cfg.n_eos;
     params.trace = trace;
     params.on_token = on_token;
     params.ctx = &printer;
-    printer = (Printer){.tok = have_tok && !args->print_ids ? &tok : NULL, .show = args->show, .err = err,
-                        .color = isatty(STDOUT_FILENO) && !getenv("NO_COLOR")};
-    if (printer.tok) token_stream_init(&printer.stream, &tok);
+    printer_init(&printer, stdout, have_tok && !args->print_ids ? &tok : NULL, args->show,
+                 isatty(STDOUT_FILENO) && !getenv("NO_COLOR"), err);
+    if (args->show) fprintf(stderr, "%s\n", show_legend(printer.color));
 
-    Rng rng;
-    rng_seed(&rng, args->seed);
     out = malloc(sizeof(int) * (args->n_tokens + 1));
-    if (s.has_draft && model_drafter_init(&drafter, &s.draft, &args->sampling, &rng, args->draft_p_min, err))
-        goto done;
+    if (s.has_draft && model_drafter_init(&drafter, &s.draft, &params, args->draft_p_min, err)) goto done;
     SpecStats stats;
-    if (speculative_generate(&s.target, s.has_draft ? &drafter.base : NULL, prompt, n_prompt, &params, &rng, out,
-                             &n_out, &stats, err))
+    if (speculative_generate(&s.target, s.has_draft ? &drafter.base : NULL, prompt, n_prompt, &params, out, &n_out,
+                             &stats, err))
         goto done;
-    if (printer.tok) {
-        const char *text;
-        size_t len;
-        token_stream_flush(&printer.stream, &text, &len);
-        fwrite(text, 1, len, stdout);
-    }
-    printf("\n");
-    fflush(stdout);
+    printer_finish(&printer);
+    // The loop stops when the committed tokens overrun the context by one (the last is sampled, never fed).
+    const int n_ctx = s.target.cfg.n_positions;
+    if (n_out < args->n_tokens && n_prompt + n_out > n_ctx)
+        fprintf(stderr, "specdec: stopped after %d of the %d tokens asked for (-n): the prompt's %d tokens and the "
+                "text fill the model's context of %d positions\n", n_out, args->n_tokens, n_prompt, n_ctx);
 
     if (args->stats && print_stats(&s, &stats, prompt, n_prompt, out, n_out, err)) goto done;
-    if (args->compare && s.has_draft && compare_with_target_only(&s, args->seed, args->n_tokens, &params, &stats, prompt, n_prompt, out,
-                                                                 n_out, err))
+    if (args->compare && s.has_draft &&
+        compare_with_target_only(&s, args->n_tokens, &params, &stats, prompt, n_prompt, out, n_out, err))
         goto done;
     rc = 0;
 done:
-    if (trace) fclose(trace);
-    if (printer.tok) token_stream_free(&printer.stream);
+    if (trace && trace != stderr && trace != stdout) fclose(trace);
+    printer_free(&printer);
     if (drafter.logits) model_drafter_free(&drafter);
     if (have_tok) tokenizer_free(&tok);
     free(prompt);
@@ -156,7 +187,7 @@ static int cmd_logits(const Args *args, Err *err) {
     if (session_open(&s, args->model_dir, NULL, args->threads, args->quant, err) ||
         model_kv_init(&s.target, &cache, err) || parse_ids(args->ids, &ids, &n, err))
         goto done;
-    const int V = s.target.cfg.vocab_size, rows = args->all ? n : 1;
+    const int V = s.target.n_vocab, rows = args->all ? n : 1;
     logits = malloc(sizeof(float) * V * rows);
     if (!logits || model_forward(&s.target, &cache, ids, n, logits, args->all, err)) goto done;
     for (int r = 0; r < rows; r++)
@@ -234,6 +265,10 @@ static int cmd_inspect(const Args *args, Err *err) {
 }
 
 int main(int argc, char **argv) {
+    if (argc == 2 && strcmp(argv[1], "--version") == 0) {
+        printf("specdec %s\n", SPECDEC_VERSION);
+        return 0;
+    }
     if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
         print_help(argc < 2 ? stderr : stdout, NULL);
         return argc < 2 ? EXIT_BAD_INPUT : 0;

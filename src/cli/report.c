@@ -7,46 +7,181 @@
 #include <string.h>
 #include <xxhash.h>
 
-static void print_text(Printer *pr, int id) {
+#include "base/utf8.h"
+
+// ---- the printer ---------------------------------------------------------------------------------------------
+
+void printer_init(Printer *pr, FILE *out, const Tokenizer *tok, bool show, bool color, Err *err) {
+    *pr = (Printer){.out = out, .tok = tok, .show = show, .color = color, .err = err};
+    if (tok) token_stream_init(&pr->stream, tok);
+}
+
+void printer_free(Printer *pr) {
+    if (pr->tok) token_stream_free(&pr->stream);
+    free(pr->word);
+    free(pr->rejections);
+    free(pr->rejected);
+}
+
+const char *show_legend(bool color) {
+    return color ? "specdec: --show: \x1b[32maccepted drafts\x1b[0m, \x1b[31;9mrejected drafts\x1b[0m, \x1b[34mthe "
+                   "target's own tokens\x1b[0m (corrections, bonus tokens, plain decoding)"
+                 : "specdec: --show: {+word+} holds a token of the target's own (a correction, a bonus token, plain "
+                   "decoding), [-word-] is the word as a rejected draft had it; other words are accepted drafts";
+}
+
+static bool is_space(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r' || c == '\f' || c == '\v'; }
+
+// Appends bytes[0..n) to a growable buffer (kept NUL-terminated). Out of memory, the bytes are dropped: the
+// printer only shows what was generated, and the ids are kept elsewhere.
+static void append(char **buf, size_t *len, size_t *cap, const char *bytes, size_t n) {
+    if (*len + n + 1 > *cap) {
+        size_t want = (*len + n + 1) * 2;
+        char *grown = realloc(*buf, want);
+        if (!grown) return;
+        *buf = grown, *cap = want;
+    }
+    memcpy(*buf + *len, bytes, n);
+    *len += n;
+    (*buf)[*len] = '\0';
+}
+
+// A rejected draft's bytes as one line of text: its ill-formed UTF-8 (a character split across tokens) as
+// U+FFFD, whitespace other than spaces and control characters escaped (\n, \t, \r, \xHH).
+static void append_escaped(char **buf, size_t *len, size_t *cap, const char *bytes, size_t n) {
+    char *valid = malloc(3 * n + 1);
+    size_t n_valid = 0;
+    if (!valid) return;
+    utf8_repair((const unsigned char *)bytes, n, true, valid, &n_valid);
+    for (size_t i = 0; i < n_valid; i++) {
+        unsigned char c = (unsigned char)valid[i];
+        char esc[8];
+        if (c == '\n' || c == '\t' || c == '\r')
+            snprintf(esc, sizeof esc, "\\%c", c == '\n' ? 'n' : c == '\t' ? 't' : 'r');
+        else if (c < 0x20 || c == 0x7f) snprintf(esc, sizeof esc, "\\x%02x", c);
+        else esc[0] = (char)c, esc[1] = '\0';
+        append(buf, len, cap, esc, strlen(esc));
+    }
+    free(valid);
+}
+
+// Plain marks: prints the word built so far, after the rejected drafts that went into it.
+static void print_word(Printer *pr) {
+    if (pr->rejections_len) fwrite(pr->rejections, 1, pr->rejections_len, pr->out);
+    if (pr->word_len) {  // fwrite, not %s: a token may hold a NUL byte
+        if (pr->word_marked) fputs("{+", pr->out);
+        fwrite(pr->word, 1, pr->word_len, pr->out);
+        if (pr->word_marked) fputs("+}", pr->out);
+    }
+    pr->word_len = pr->rejections_len = 0;
+    pr->word_marked = false;
+}
+
+// Plain marks: the rejected draft held in pr->rejected becomes "[-word start + draft-]" before the current word.
+static void add_rejection(Printer *pr, bool with_word_start) {
+    append(&pr->rejections, &pr->rejections_len, &pr->rejections_cap, "[-", 2);
+    if (with_word_start && pr->word_len)
+        append(&pr->rejections, &pr->rejections_len, &pr->rejections_cap, pr->word, pr->word_len);
+    append_escaped(&pr->rejections, &pr->rejections_len, &pr->rejections_cap, pr->rejected, pr->rejected_len);
+    append(&pr->rejections, &pr->rejections_len, &pr->rejections_cap, "-]", 2);
+    pr->word_marked = true;
+    pr->rejected_len = 0;
+    pr->rejected_waits_for_word = false;
+}
+
+// Plain marks: text of a token (marked: the target's), word by word; whitespace is printed as it comes.
+static void add_text(Printer *pr, const char *text, size_t len, bool marked) {
+    for (size_t i = 0; i < len; i++) {
+        if (is_space(text[i])) {
+            print_word(pr);
+            fputc(text[i], pr->out);
+            continue;
+        }
+        if (pr->rejected_waits_for_word) add_rejection(pr, false);
+        append(&pr->word, &pr->word_len, &pr->word_cap, &text[i], 1);
+        pr->word_marked |= marked;
+    }
+}
+
+// Plain marks: a correction arrives after the rejected draft in pr->rejected. When both start a new word (both
+// begin with whitespace, and the correction has a word), the draft is shown before that word, without its
+// leading whitespace; otherwise before the current word, which the draft would have continued.
+static void place_rejection(Printer *pr, const char *text, size_t len) {
+    size_t lead = 0;
+    while (lead < pr->rejected_len && is_space(pr->rejected[lead])) lead++;
+    bool correction_has_word = false;
+    for (size_t i = 0; i < len; i++) correction_has_word |= !is_space(text[i]);
+    if (lead > 0 && len > 0 && is_space(text[0]) && correction_has_word) {
+        if (lead < pr->rejected_len) {
+            memmove(pr->rejected, pr->rejected + lead, pr->rejected_len - lead);
+            pr->rejected_len -= lead;
+        }
+        pr->rejected_waits_for_word = true;
+    } else {
+        add_rejection(pr, true);
+    }
+}
+
+static void print_token(Printer *pr, int id, TokenKind kind) {
+    if (kind == TOKEN_REJECTED) {  // its raw bytes: a rejected token never joins the text's UTF-8 stream
+        size_t len;
+        const char *bytes = tokenizer_token(pr->tok, id, &len);
+        pr->rejected_len = 0;
+        append(&pr->rejected, &pr->rejected_len, &pr->rejected_cap, bytes, len);
+        if (!pr->color) return;  // plain marks: placed when the correction comes
+        char *shown = NULL;
+        size_t shown_len = 0, shown_cap = 0;
+        append_escaped(&shown, &shown_len, &shown_cap, bytes, len);
+        if (shown) fprintf(pr->out, "\x1b[31;9m%s\x1b[0m", shown);
+        free(shown);
+        pr->rejected_len = 0;
+        return;
+    }
     const char *text;
     size_t len;
-    if (token_stream_push(&pr->stream, id, &text, &len, pr->err) == 0) fwrite(text, 1, len, stdout);
+    if (token_stream_push(&pr->stream, id, &text, &len, pr->err)) return;
+    if (pr->show && !pr->color) {
+        if (pr->rejected_len) place_rejection(pr, text, len);
+        add_text(pr, text, len, kind != TOKEN_ACCEPTED);
+    } else if (pr->show) {
+        fputs(kind == TOKEN_ACCEPTED ? "\x1b[32m" : "\x1b[34m", pr->out);
+        fwrite(text, 1, len, pr->out);
+        fputs("\x1b[0m", pr->out);
+    } else if (len) {
+        fwrite(text, 1, len, pr->out);
+    }
 }
 
 void on_token(void *ctx, int id, TokenKind kind) {
     Printer *pr = ctx;
     if (kind == TOKEN_REJECTED && !pr->show) return;  // a rejected draft is never part of the output
-    if (!pr->tok) {
-        if (kind != TOKEN_REJECTED) printf(pr->printed++ ? " %d" : "%d", id);
-        fflush(stdout);
-        return;
-    }
-    static const char *const colour[] = {[TOKEN_ACCEPTED] = "\x1b[32m", [TOKEN_REJECTED] = "\x1b[31;9m",
-                                         [TOKEN_RESAMPLED] = "\x1b[34m", [TOKEN_BONUS] = "\x1b[34m",
-                                         [TOKEN_TARGET] = "\x1b[34m"};
-    const char *open = "", *close = "";
-    if (pr->show && pr->color) {
-        open = colour[kind];
-        close = "\x1b[0m";
-    } else if (pr->show && kind != TOKEN_ACCEPTED) {
-        open = kind == TOKEN_REJECTED ? "[-" : "{+";
-        close = kind == TOKEN_REJECTED ? "-]" : "+}";
-    }
-    fputs(open, stdout);
-    if (kind == TOKEN_REJECTED) {  // its raw bytes: a rejected token never joins the text's UTF-8 stream
+    if (pr->tok) print_token(pr, id, kind);
+    else if (kind != TOKEN_REJECTED) fprintf(pr->out, pr->printed++ ? " %d" : "%d", id);
+    // A round ends with the target's token (a correction, a bonus token, or plain decoding's): the text streams
+    // round by round.
+    if (kind != TOKEN_ACCEPTED && kind != TOKEN_REJECTED) fflush(pr->out);
+}
+
+void printer_finish(Printer *pr) {
+    if (pr->tok) {
+        const char *text;
         size_t len;
-        const char *bytes = tokenizer_token(pr->tok, id, &len);
-        fwrite(bytes, 1, len, stdout);
-    } else {
-        print_text(pr, id);
+        token_stream_flush(&pr->stream, &text, &len);
+        if (pr->show && !pr->color) {
+            add_text(pr, text, len, false);
+            if (pr->rejected_len) add_rejection(pr, false);
+            print_word(pr);
+        } else if (len) {
+            fwrite(text, 1, len, pr->out);
+        }
     }
-    fputs(close, stdout);
-    fflush(stdout);
+    fputc('\n', pr->out);
+    fflush(pr->out);
 }
 
 int print_stats(Session *s, const SpecStats *st, const int *prompt, int n_prompt, const int *out, int n_out,
                 Err *err) {
-    const int V = s->target.cfg.vocab_size, n_ctx = s->target.cfg.n_positions;
+    const int V = s->target.n_vocab, n_ctx = s->target.cfg.n_positions;
     int n_all = n_prompt + n_out < n_ctx ? n_prompt + n_out : n_ctx;
     int *all = malloc(sizeof(int) * (n_prompt + n_out));
     float *logits = malloc(sizeof(float) * V);
@@ -86,18 +221,16 @@ done:
     return rc;
 }
 
-int compare_with_target_only(Session *s, uint64_t seed, int max_tokens, const SpecParams *params,
+int compare_with_target_only(Session *s, int max_tokens, const SpecParams *params,
                              const SpecStats *spec, const int *prompt, int n_prompt, const int *out, int n_out,
                              Err *err) {
     SpecParams quiet = *params;
     quiet.on_token = NULL;
     quiet.trace = NULL;
-    Rng rng;
-    rng_seed(&rng, seed);
     SpecStats plain;
     int *plain_out = malloc(sizeof(int) * (max_tokens + 1)), n_plain;
     if (!plain_out) return err_fmt(err, "out of memory");
-    if (speculative_generate(&s->target, NULL, prompt, n_prompt, &quiet, &rng, plain_out, &n_plain, &plain, err)) {
+    if (speculative_generate(&s->target, NULL, prompt, n_prompt, &quiet, plain_out, &n_plain, &plain, err)) {
         free(plain_out);
         return -1;
     }

@@ -9,19 +9,43 @@
 #include "speculative/speculative.h"
 
 // Prints tokens as they are decided: text through the streaming decoder (or ids), and with --show the kind of
-// each token: accepted drafts in green, rejected drafts in red and struck through, the target's own tokens in
-// blue (the paper's Figure 1); plain marks [-rejected-] and {+target+} when stdout is no terminal or NO_COLOR is
-// set.
+// each token (the paper's Figure 1). Output is flushed at the end of each round (after the target's token), so
+// the text streams as rounds are accepted.
+//
+// --show on a terminal (NO_COLOR unset): each token coloured, accepted drafts green, rejected drafts red and
+// struck through, the target's own tokens blue. Otherwise plain marks in whole words, as `git diff --word-diff`
+// prints them, so that no mark cuts a word: a word (a run of non-whitespace) that holds a byte of a target token
+// is printed {+word+}, and a rejected draft [-word-] just before the word its correction went into, as the text
+// would have read with the draft: the word's start, then the draft's text (whitespace in it written \n, \t, …).
+// A rejected draft that, like its correction, starts a new word shows without its leading whitespace. So
+// `for i in` + rejected " range" + the target's " base" prints `for i in [-range-]{+base+}`, and `enum` +
+// rejected "era" + the target's "erate" prints `[-enumera-]{+enumerate+}`. A word is printed once whitespace
+// ends it, so the last word of a round may wait for the next round.
 typedef struct {
+    FILE *out;
     const Tokenizer *tok;   // NULL: print ids
     TokenStream stream;
     bool show, color;
-    int printed;
+    int printed;            // ids printed
     Err *err;
+    // Plain marks (show && !color): the word being built, the [-...-] marks to print before it, whether it is
+    // marked, and a rejected draft waiting for its correction (or, when both start a new word, for that word).
+    char *word, *rejections, *rejected;
+    size_t word_len, rejections_len, rejected_len, word_cap, rejections_cap, rejected_cap;
+    bool word_marked, rejected_waits_for_word;
 } Printer;
+
+void printer_init(Printer *pr, FILE *out, const Tokenizer *tok, bool show, bool color, Err *err);
 
 // The scheduler's on_token callback (ctx: a Printer).
 void on_token(void *ctx, int id, TokenKind kind);
+
+// At the end of generation: the held text and the last word, a newline, and a flush.
+void printer_finish(Printer *pr);
+void printer_free(Printer *pr);
+
+// The one-line legend of the --show marks (without a newline).
+const char *show_legend(bool color);
 
 // The --stats line: one JSON object on stderr. The fingerprint of the final logits comes from a forward over the
 // whole text, so that runs with other kernels, threads or draft lengths compare at a glance.
@@ -29,8 +53,9 @@ int print_stats(Session *s, const SpecStats *st, const int *prompt, int n_prompt
                 Err *err);
 
 // --compare: the same prompt and settings decoded by the target alone; prints both speeds, the speedup Theorem
-// 3.8 predicts from the measured α and c, and whether the outputs are the same (they must be when greedy).
-int compare_with_target_only(Session *s, uint64_t seed, int max_tokens, const SpecParams *params,
+// 3.8 predicts from the measured α and c, and whether the outputs are the same (they must be when greedy, and with
+// --sampler coupled at any temperature).
+int compare_with_target_only(Session *s, int max_tokens, const SpecParams *params,
                              const SpecStats *spec, const int *prompt, int n_prompt, const int *out, int n_out,
                              Err *err);
 

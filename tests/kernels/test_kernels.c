@@ -72,6 +72,10 @@ static void *in_layout(const Kernels *k, WeightType type, const void *w, int n_o
     return packed;
 }
 
+// cos and sin under names that the rope test's arrays do not shadow.
+static double cos_of(double angle) { return cos(angle); }
+static double sin_of(double angle) { return sin(angle); }
+
 static int random_odd(int lo, int hi) { return 2 * test_rand_int(lo / 2, (hi - 1) / 2) + 1; }
 
 // Output buffers start out full of this value, so that writes outside [j0, j1) show.
@@ -96,7 +100,8 @@ TEST(kernels_table_complete) {
         for (int type = 0; type < WEIGHT_TYPES; type++)
             CHECK(k->matmul[type], "%s: no matmul for %s", k->name, type_names[type]);
         CHECK(k->matmul_q8 && k->quantize_q8, "%s: no matmul_q8 or quantize_q8", k->name);
-        CHECK(k->layernorm && k->gelu_tanh && k->gelu_erf && k->softmax && k->attention && k->add,
+        CHECK(k->layernorm && k->rmsnorm && k->rope && k->silu_mul && k->gelu_tanh && k->gelu_erf && k->softmax &&
+              k->attention && k->add,
               "%s: a kernel is missing", k->name);
         for (int u = 0; u < v; u++) CHECK(strcmp(list[u]->name, k->name), "%s listed twice", k->name);
     }
@@ -306,6 +311,108 @@ TEST(kernels_layernorm_matches_scalar) {
             free(x);
             free(gamma);
             free(beta);
+            free(ref);
+            free(out);
+        }
+    }
+}
+
+// out = x / rms(x) · γ. The two sums of squares (n terms, different orders) differ by a relative
+// n·FLT_EPSILON, which moves 1/rms by half that; the two products round twice more:
+//     |out − ref| ≤ (n/2 + 4) · FLT_EPSILON · |x_i γ_i| / rms
+TEST(kernels_rmsnorm_matches_scalar) {
+    int n_variants;
+    const Kernels *const *list = kernels_available(&n_variants);
+    for (int v = 0; v < n_variants; v++) {
+        if (list[v] == &kernels_scalar) continue;
+        for (int s = 0; s < ROW_SIZES; s++) {
+            const int n = row_sizes[s];
+            const float spread = test_rand_uniform(0.01f, 100.0f);
+            float *x = random_floats(n, -spread, spread), *gamma = random_floats(n, -2.0f, 2.0f);
+            float *ref = untouched_floats(n), *out = untouched_floats(n);
+            kernels_scalar.rmsnorm(ref, x, gamma, n, 1e-6f);
+            list[v]->rmsnorm(out, x, gamma, n, 1e-6f);
+            double sum_sq = 0.0;
+            for (int i = 0; i < n; i++) sum_sq += (double)x[i] * x[i];
+            const double inv_rms = 1.0 / sqrt(sum_sq / n + 1e-6);
+            for (int i = 0; i < n; i++) {
+                double tol = (n / 2.0 + 4) * FLT_EPSILON * fabs((double)x[i] * gamma[i]) * inv_rms;
+                CHECK(fabs(out[i] - ref[i]) <= tol, "%s n=%d: out[%d] = %.9g, reference %.9g (tol %.3g)",
+                      list[v]->name, n, i, out[i], ref[i], tol);
+            }
+            free(x);
+            free(gamma);
+            free(ref);
+            free(out);
+        }
+    }
+}
+
+// Each rotated channel is a·c − b·s (or b·c + a·s): two products and a sum, each side within
+// FLT_EPSILON·(|a·c| + |b·s|) of the exact value whether the products are fused or not, so
+//     |out − ref| ≤ 2·FLT_EPSILON · (|a·c| + |b·s|)      and the reference within half that of the exact value.
+TEST(kernels_rope_matches_scalar) {
+    int n_variants;
+    const Kernels *const *list = kernels_available(&n_variants);
+    for (int v = 0; v < n_variants; v++) {
+        if (list[v] == &kernels_scalar) continue;
+        for (int s = 0; s < ROW_SIZES; s++) {
+            const int half = row_sizes[s];
+            float *x = random_floats(2 * half, -4.0f, 4.0f), *cos = malloc(sizeof(float) * half),
+                  *sin = malloc(sizeof(float) * half);
+            for (int i = 0; i < half; i++) {
+                double angle = test_rand_uniform(-100.0f, 100.0f);
+                cos[i] = (float)cos_of(angle);
+                sin[i] = (float)sin_of(angle);
+            }
+            float *ref = malloc(sizeof(float) * 2 * half), *out = malloc(sizeof(float) * 2 * half);
+            memcpy(ref, x, sizeof(float) * 2 * half);
+            memcpy(out, x, sizeof(float) * 2 * half);
+            kernels_scalar.rope(ref, cos, sin, half);
+            list[v]->rope(out, cos, sin, half);
+            for (int i = 0; i < half; i++) {
+                const double a = x[i], b = x[i + half];
+                const double want[2] = {a * cos[i] - b * sin[i], b * cos[i] + a * sin[i]};
+                const double tol[2] = {2 * FLT_EPSILON * (fabs(a * cos[i]) + fabs(b * sin[i])),
+                                       2 * FLT_EPSILON * (fabs(b * cos[i]) + fabs(a * sin[i]))};
+                for (int c = 0; c < 2; c++) {
+                    const int at = i + c * half;
+                    CHECK(fabs(out[at] - ref[at]) <= tol[c] && fabs(ref[at] - want[c]) <= tol[c] / 2,
+                          "%s half=%d: x[%d] = %.9g, reference %.9g, exact %.9g (tol %.3g)", list[v]->name, half, at,
+                          out[at], ref[at], want[c], tol[c]);
+                }
+            }
+            free(x);
+            free(cos);
+            free(sin);
+            free(ref);
+            free(out);
+        }
+    }
+}
+
+// SiLU(g)·u with g ∈ [−100, 100]: the vector exp is accurate to 2e-7 relative, then an add, a division and a
+// product round once each; far below 0 the vector exp stops at e^88 where expf goes on, so
+//     |out − ref| ≤ 1e-6 · |ref| + 1e-30
+TEST(kernels_silu_mul_matches_scalar) {
+    int n_variants;
+    const Kernels *const *list = kernels_available(&n_variants);
+    for (int v = 0; v < n_variants; v++) {
+        if (list[v] == &kernels_scalar) continue;
+        for (int s = 0; s < ROW_SIZES; s++) {
+            const int n = row_sizes[s];
+            const float range = test_rand_int(0, 1) ? 8.0f : 100.0f;
+            float *gate = random_floats(n, -range, range), *up = random_floats(n, -3.0f, 3.0f);
+            float *ref = untouched_floats(n), *out = malloc(sizeof(float) * n);
+            memcpy(out, gate, sizeof(float) * n);
+            kernels_scalar.silu_mul(ref, gate, up, n);
+            list[v]->silu_mul(out, out, up, n);  // in place, as the forward pass calls it
+            for (int i = 0; i < n; i++)
+                CHECK(fabs(out[i] - ref[i]) <= 1e-6 * fabs(ref[i]) + 1e-30,
+                      "%s n=%d: silu(%.9g)·%.9g = %.9g, reference %.9g", list[v]->name, n, gate[i], up[i], out[i],
+                      ref[i]);
+            free(gate);
+            free(up);
             free(ref);
             free(out);
         }

@@ -4,12 +4,18 @@
 //   - greedy: speculative output equals target-only output token for token, for any γ and thread count, with
 //     the weights as stored and quantized to q8;
 //   - sampled: the joint distribution of the first 3 tokens over many seeds matches the target's exact
-//     distribution (a chi-square test), at temperature 1 and with top-k / top-p;
-//   - the edge cases: end-of-text inside a draft, -n reached mid-round, the context limit.
+//     distribution (a chi-square test), at temperature 1 and with top-k / top-p, for both samplers; the expected
+//     distribution comes from the independent reference (tests/support/sampling_reference.c), not from sampling.c;
+//   - coupled: speculative output equals target-only output with the same seed, token for token, for any γ,
+//     policy, thread count and sampling setting;
+//   - reproducible: the same seed gives the same tokens with γ auto, for both samplers, at 1 and 2 threads;
+//   - the edge cases: end-of-text inside a draft, -n reached mid-round, the context limit;
+//   - the trace names an accepted end-of-text draft as such, and the debug build checks every rollback.
 //
-// The models are tiny random GPT-2s written at test time (random_checkpoint.h). A draft with the target's seed
-// and fewer layers shares the target's embeddings and first blocks, so it agrees with the target often but not
-// always — both the accept and the resample paths are exercised.
+// The models are tiny random GPT-2s, and pairs of the Llama family (one with embedding tables padded to different
+// sizes), written at test time (random_checkpoint.h). A draft with the target's seed and fewer layers shares the
+// target's embeddings and first blocks, so it agrees with the target often but not always — both the accept and
+// the resample paths are exercised.
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +26,7 @@
 #include "harness.h"
 #include "model/model.h"
 #include "random_checkpoint.h"
+#include "sampling_reference.h"
 #include "speculative/speculative.h"
 #include "tokenizer/tokenizer.h"
 
@@ -73,9 +80,11 @@ typedef struct {
     Model target, draft;
 } Pair;
 
-// A target of 3 blocks and a draft of 1 block with the same seed and vocabulary, their matrices held as `quant`
-// says.
-static void pair_open_quantized(Pair *pair, int vocab_size, int n_positions, int threads, float scale, Quant quant) {
+// A target and a draft written from their specs into a fresh folder, and loaded with their matrices held as `quant`
+// says. With vocabularies of different sizes both are limited to the ids they share, n_shared (as specdec does for
+// a pair with one tokenizer).
+static void pair_open_specs(Pair *pair, const RandomCheckpoint *target, const RandomCheckpoint *draft,
+                            int n_shared, int threads, Quant quant) {
     Err err;
     snprintf(pair->dir, sizeof pair->dir, "/tmp/specdec-pair-XXXXXX");
     CHECK(mkdtemp(pair->dir) != NULL, "mkdtemp");
@@ -84,14 +93,23 @@ static void pair_open_quantized(Pair *pair, int vocab_size, int n_positions, int
     snprintf(draft_dir, sizeof draft_dir, "%s/draft", pair->dir);
     mkdir(target_dir, 0700);
     mkdir(draft_dir, 0700);
-    RandomCheckpoint spec = {.n_layer = 3, .n_embd = 32, .n_head = 4, .vocab_size = vocab_size,
-                             .n_positions = n_positions, .scale = scale, .seed = 7};
-    CHECK(random_checkpoint_write(target_dir, &spec, &err) == 0, "%s", err.msg);
-    spec.n_layer = 1;
-    CHECK(random_checkpoint_write(draft_dir, &spec, &err) == 0, "%s", err.msg);
+    CHECK(random_checkpoint_write(target_dir, target, &err) == 0, "%s", err.msg);
+    CHECK(random_checkpoint_write(draft_dir, draft, &err) == 0, "%s", err.msg);
     pair->pool = pool_create(threads, &err);
     CHECK(pair->pool && model_load_quantized(&pair->target, target_dir, pair->pool, quant, &err) == 0, "%s", err.msg);
     CHECK(model_load_quantized(&pair->draft, draft_dir, pair->pool, quant, &err) == 0, "%s", err.msg);
+    if (n_shared < pair->target.n_vocab) model_limit_vocab(&pair->target, n_shared);
+    if (n_shared < pair->draft.n_vocab) model_limit_vocab(&pair->draft, n_shared);
+}
+
+// A target of 3 blocks and a draft of 1 block with the same seed and vocabulary, their matrices held as `quant`
+// says.
+static void pair_open_quantized(Pair *pair, int vocab_size, int n_positions, int threads, float scale, Quant quant) {
+    RandomCheckpoint spec = {.n_layer = 3, .n_embd = 32, .n_head = 4, .vocab_size = vocab_size,
+                             .n_positions = n_positions, .scale = scale, .seed = 7};
+    RandomCheckpoint draft = spec;
+    draft.n_layer = 1;
+    pair_open_specs(pair, &spec, &draft, vocab_size, threads, quant);
 }
 
 static void pair_open(Pair *pair, int vocab_size, int n_positions, int threads, float scale) {
@@ -113,15 +131,14 @@ static void pair_close(Pair *pair) {
 // Generates with the pair (speculatively, the draft stopping below top probability p_min) or the target alone.
 static int generate_p_min(Pair *pair, const int *prompt, int n_prompt, const SpecParams *params, uint64_t seed,
                           int *out, SpecStats *stats, bool speculative, float p_min) {
-    Rng rng;
-    rng_seed(&rng, seed);
+    SpecParams seeded = *params;
+    seeded.seed = seed;
     ModelDrafter drafter;
     Err err;
     int n_out = -1;
-    if (speculative)
-        CHECK(model_drafter_init(&drafter, &pair->draft, &params->sampling, &rng, p_min, &err) == 0, "init");
-    int rc = speculative_generate(&pair->target, speculative ? &drafter.base : NULL, prompt, n_prompt, params, &rng,
-                                  out, &n_out, stats, &err);
+    if (speculative) CHECK(model_drafter_init(&drafter, &pair->draft, &seeded, p_min, &err) == 0, "init");
+    int rc = speculative_generate(&pair->target, speculative ? &drafter.base : NULL, prompt, n_prompt, &seeded, out,
+                                  &n_out, stats, &err);
     CHECK(rc == 0, "speculative_generate: %s", err.msg);
     if (speculative) model_drafter_free(&drafter);
     return n_out;
@@ -134,45 +151,96 @@ static int generate(Pair *pair, const int *prompt, int n_prompt, const SpecParam
 
 // ---- greedy identity ------------------------------------------------------------------------------------------
 
-TEST(speculative_greedy_equals_target) {
+// Greedy speculative output equals the target's own, token for token, for every γ policy; with both_paths, the
+// accept and the reject path are both taken. Every id lies in the models' (shared) vocabulary.
+static void check_greedy_on(Pair *pair, const char *label, bool both_paths) {
     const GammaPolicy policies[] = {GAMMA_FIXED, GAMMA_FIXED, GAMMA_FIXED, GAMMA_FIXED, GAMMA_FIXED, GAMMA_AUTO,
                                     GAMMA_HEURISTIC};
     const int gammas[] = {1, 2, 3, 4, 8, 0, 5};
-    for (int run = 0; run < 4; run++) {  // 1 and 2 threads, weights as stored and in q8
-        const int threads = 1 + run % 2;
-        const Quant quant = run < 2 ? QUANT_NONE : QUANT_Q8;
-        Pair pair;
-        pair_open_quantized(&pair, 97, 128, threads, 0.3f, quant);
-        int accepted = 0, drafted = 0;
-        for (int trial = 0; trial < 6; trial++) {
-            int prompt[8], n_prompt = test_rand_int(1, 8);
-            for (int i = 0; i < n_prompt; i++) prompt[i] = test_rand_int(0, 95);
-            SpecParams params = {.sampling = {.temperature = 0, .top_p = 1}, .max_tokens = 40, .eos_id = -1};
-            int expect[40], got[40];
-            SpecStats stats;
-            int n_expect = generate(&pair, prompt, n_prompt, &params, 1, expect, &stats, false);
-            for (size_t g = 0; g < sizeof gammas / sizeof gammas[0]; g++) {
-                params.policy = policies[g];
-                params.gamma = gammas[g];
-                int n_got = generate(&pair, prompt, n_prompt, &params, 1 + trial, got, &stats, true);
-                CHECK(n_got == n_expect && memcmp(got, expect, sizeof(int) * n_got) == 0,
-                      "threads %d, quant %d, policy %d, gamma %d: speculative output differs from the target's",
-                      threads, quant, policies[g], gammas[g]);
-                accepted += stats.accepted;
-                drafted += stats.drafted;
-            }
+    const int V = pair->target.n_vocab;
+    int accepted = 0, drafted = 0;
+    for (int trial = 0; trial < 6; trial++) {
+        int prompt[8], n_prompt = test_rand_int(1, 8);
+        for (int i = 0; i < n_prompt; i++) prompt[i] = test_rand_int(0, V - 2);
+        SpecParams params = {.sampling = {.temperature = 0, .top_p = 1}, .max_tokens = 40, .eos_id = -1};
+        int expect[40], got[40];
+        SpecStats stats;
+        int n_expect = generate(pair, prompt, n_prompt, &params, 1, expect, &stats, false);
+        for (int i = 0; i < n_expect; i++) CHECK(expect[i] < V, "%s: id %d outside the shared %d", label, expect[i], V);
+        for (size_t g = 0; g < sizeof gammas / sizeof gammas[0]; g++) {
+            params.policy = policies[g];
+            params.gamma = gammas[g];
+            int n_got = generate(pair, prompt, n_prompt, &params, 1 + trial, got, &stats, true);
+            CHECK(n_got == n_expect && memcmp(got, expect, sizeof(int) * n_got) == 0,
+                  "%s, policy %d, gamma %d: speculative output differs from the target's", label, policies[g],
+                  gammas[g]);
+            accepted += stats.accepted;
+            drafted += stats.drafted;
         }
-        CHECK(accepted > 0 && accepted < drafted, "both paths exercised: %d of %d drafts accepted", accepted, drafted);
+    }
+    CHECK(!both_paths || (accepted > 0 && accepted < drafted), "%s: both paths exercised: %d of %d drafts accepted",
+          label, accepted, drafted);
+}
+
+TEST(speculative_greedy_equals_target) {
+    const char *labels[] = {"GPT-2, 1 thread", "GPT-2, 2 threads", "GPT-2 q8, 1 thread", "GPT-2 q8, 2 threads"};
+    for (int run = 0; run < 4; run++) {  // 1 and 2 threads, weights as stored and in q8
+        Pair pair;
+        pair_open_quantized(&pair, 97, 128, 1 + run % 2, 0.3f, run < 2 ? QUANT_NONE : QUANT_Q8);
+        check_greedy_on(&pair, labels[run], true);
         pair_close(&pair);
     }
 }
 
+// Pairs of the Llama family (random weights, tiny shapes): a Qwen2 target with its q/k/v biases and one key/value
+// head, and a one-block draft of it; a Llama target with grouped-query attention and a Qwen3 draft; and a pair
+// whose embedding tables are padded to different sizes (101 and 99 rows) around a shared vocabulary of 97 ids.
+static const RandomCheckpoint QWEN2_TARGET = {.model_type = "qwen2", .n_layer = 3, .n_embd = 32, .n_head = 4,
+                                              .n_kv_head = 1, .n_inner = 80, .vocab_size = 97, .n_positions = 128,
+                                              .scale = 0.3f, .seed = 7};
+static const RandomCheckpoint LLAMA_TARGET = {.model_type = "llama", .n_layer = 3, .n_embd = 32, .n_head = 4,
+                                              .n_kv_head = 2, .n_inner = 64, .vocab_size = 97, .n_positions = 128,
+                                              .untied = true, .scale = 0.3f, .seed = 11};
+
+TEST(speculative_greedy_equals_target_llama_family) {
+    RandomCheckpoint target = QWEN2_TARGET, draft = QWEN2_TARGET;
+    draft.n_layer = 1;
+    Pair pair;
+    pair_open_specs(&pair, &target, &draft, 97, 2, QUANT_NONE);
+    check_greedy_on(&pair, "qwen2 pair", true);
+    pair_close(&pair);
+
+    // Models of different families agree by chance only, which greedy decoding may never meet: identity alone.
+    target = LLAMA_TARGET;
+    draft = (RandomCheckpoint){.model_type = "qwen3", .n_layer = 1, .n_embd = 32, .n_head = 2, .n_inner = 48,
+                               .vocab_size = 97, .n_positions = 128, .scale = 0.3f, .seed = 11};
+    pair_open_specs(&pair, &target, &draft, 97, 1, QUANT_NONE);
+    check_greedy_on(&pair, "llama target, qwen3 draft", false);
+    pair_close(&pair);
+
+    target = QWEN2_TARGET, draft = QWEN2_TARGET;
+    target.vocab_size = 101;
+    draft.vocab_size = 99;
+    draft.n_layer = 1;
+    pair_open_specs(&pair, &target, &draft, 97, 2, QUANT_NONE);
+    CHECK(pair.target.n_vocab == 97 && pair.draft.n_vocab == 97, "padded pair: %d and %d logits", pair.target.n_vocab,
+          pair.draft.n_vocab);
+    check_greedy_on(&pair, "padded vocabularies 101 / 99", true);
+    pair_close(&pair);
+}
+
 // ---- sampled losslessness -------------------------------------------------------------------------------------
 
-enum { V_SMALL = 5, N_FIRST = 3, N_CELLS = V_SMALL * V_SMALL * V_SMALL, N_SAMPLES = 30000 };
+enum { V_SMALL = 5, N_FIRST = 3, N_CELLS = V_SMALL * V_SMALL * V_SMALL };
+#ifdef SPECDEC_DEBUG
+enum { N_SAMPLES = 4000 };  // the debug build checks every rollback: a shorter, weaker test
+#else
+enum { N_SAMPLES = 30000 };
+#endif
 
 // The target's exact joint distribution of the first 3 tokens after the prompt, by enumeration: P(a, b, c) =
-// p(a | prompt) p(b | prompt, a) p(c | prompt, a, b), each the adjusted (temperature / top-k / top-p) p.
+// p(a | prompt) p(b | prompt, a) p(c | prompt, a, b), each the adjusted (temperature / top-k / top-p) p of the
+// reference.
 static void exact_joint(Pair *pair, const int *prompt, int n_prompt, const SamplingParams *sp, double *joint) {
     Err err;
     float logits[V_SMALL];
@@ -182,15 +250,15 @@ static void exact_joint(Pair *pair, const int *prompt, int n_prompt, const Sampl
     KVCache cache;
     CHECK(model_kv_init(&pair->target, &cache, &err) == 0, "kv");
     CHECK(model_forward(&pair->target, &cache, seq, n_prompt, logits, false, &err) == 0, "%s", err.msg);
-    sampling_adjust(p1, logits, V_SMALL, sp);
+    reference_adjust(p1, logits, V_SMALL, sp, NULL);
     for (int a = 0; a < V_SMALL; a++) {
         kv_truncate(&cache, n_prompt);
         CHECK(model_forward(&pair->target, &cache, &a, 1, logits, false, &err) == 0, "%s", err.msg);
-        sampling_adjust(p2, logits, V_SMALL, sp);
+        reference_adjust(p2, logits, V_SMALL, sp, NULL);
         for (int b = 0; b < V_SMALL; b++) {
             kv_truncate(&cache, n_prompt + 1);
             CHECK(model_forward(&pair->target, &cache, &b, 1, logits, false, &err) == 0, "%s", err.msg);
-            sampling_adjust(p3, logits, V_SMALL, sp);
+            reference_adjust(p3, logits, V_SMALL, sp, NULL);
             for (int c = 0; c < V_SMALL; c++) joint[(a * V_SMALL + b) * V_SMALL + c] = p1[a] * p2[b] * p3[c];
         }
     }
@@ -207,20 +275,24 @@ static double chi_square_critical(int k) {
 // Samples N_SAMPLES speculative generations (fixed seeds 1..N, so the test is deterministic) and compares the
 // counts of the first 3 tokens with the exact joint distribution. Cells expected fewer than 5 times are pooled.
 // False-alarm rate of a correct implementation: 1e-4 per call.
-static void check_sampled_distribution(const SamplingParams *sp, const char *label) {
-    Pair pair;
-    pair_open(&pair, V_SMALL, 32, 1, 0.3f);
+static void check_sampled_on(Pair *pair, const SamplingParams *sp, SpecSampler sampler, const char *label) {
     const int prompt[] = {1, 3};
     double joint[N_CELLS];
-    exact_joint(&pair, prompt, 2, sp, joint);
+    exact_joint(pair, prompt, 2, sp, joint);
     static int counts[N_CELLS];
     memset(counts, 0, sizeof counts);
-    SpecParams params = {.sampling = *sp, .policy = GAMMA_FIXED, .gamma = 3, .max_tokens = N_FIRST, .eos_id = -1};
+    SpecParams params = {.sampling = *sp, .sampler = sampler, .policy = GAMMA_FIXED, .gamma = 3,
+                         .max_tokens = N_FIRST, .eos_id = -1};
     int drafted = 0, accepted = 0;
     for (int s = 1; s <= N_SAMPLES; s++) {
         int out[N_FIRST];
         SpecStats stats;
-        if (generate(&pair, prompt, 2, &params, (uint64_t)s, out, &stats, true) != N_FIRST) return;
+        if (generate(pair, prompt, 2, &params, (uint64_t)s, out, &stats, true) != N_FIRST) return;
+        if (out[0] >= V_SMALL || out[1] >= V_SMALL || out[2] >= V_SMALL) {
+            CHECK(false, "%s: an id outside the shared vocabulary of %d: %d %d %d", label, V_SMALL, out[0], out[1],
+                  out[2]);
+            return;
+        }
         counts[(out[0] * V_SMALL + out[1]) * V_SMALL + out[2]]++;
         drafted += stats.drafted;
         accepted += stats.accepted;
@@ -244,19 +316,149 @@ static void check_sampled_distribution(const SamplingParams *sp, const char *lab
     CHECK(chi2 < critical, "%s: chi-square %.1f exceeds %.1f: the output is not the target's distribution", label,
           chi2, critical);
     CHECK(accepted > 0 && accepted < drafted, "%s: both paths exercised (%d of %d accepted)", label, accepted, drafted);
+}
+
+static void check_sampled_distribution(const SamplingParams *sp, SpecSampler sampler, const char *label) {
+    Pair pair;
+    pair_open(&pair, V_SMALL, 32, 1, 0.3f);
+    check_sampled_on(&pair, sp, sampler, label);
     pair_close(&pair);
 }
 
 TEST(speculative_sampling_matches_target_temperature_1) {
-    check_sampled_distribution(&(SamplingParams){.temperature = 1.0f, .top_p = 1.0f}, "temperature 1");
+    check_sampled_distribution(&(SamplingParams){.temperature = 1.0f, .top_p = 1.0f}, SAMPLER_REJECTION,
+                               "temperature 1");
 }
 
 TEST(speculative_sampling_matches_target_top_k) {
-    check_sampled_distribution(&(SamplingParams){.temperature = 1.0f, .top_k = 3, .top_p = 1.0f}, "top-k 3");
+    check_sampled_distribution(&(SamplingParams){.temperature = 1.0f, .top_k = 3, .top_p = 1.0f}, SAMPLER_REJECTION,
+                               "top-k 3");
 }
 
 TEST(speculative_sampling_matches_target_top_p) {
-    check_sampled_distribution(&(SamplingParams){.temperature = 0.7f, .top_p = 0.8f}, "temperature 0.7, top-p 0.8");
+    check_sampled_distribution(&(SamplingParams){.temperature = 0.7f, .top_p = 0.8f}, SAMPLER_REJECTION,
+                               "temperature 0.7, top-p 0.8");
+}
+
+TEST(speculative_coupled_sampling_matches_target) {
+    check_sampled_distribution(&(SamplingParams){.temperature = 1.0f, .top_p = 1.0f}, SAMPLER_COUPLED,
+                               "coupled, temperature 1");
+#ifndef SPECDEC_DEBUG  // the debug build's suite runs under the sanitizers: one chi-square for coupling is enough
+    check_sampled_distribution(&(SamplingParams){.temperature = 0.7f, .top_k = 4, .top_p = 0.9f}, SAMPLER_COUPLED,
+                               "coupled, top-k 4, top-p 0.9");
+#endif
+}
+
+// ---- coupled: the target's tokens whatever the drafter ---------------------------------------------------------
+
+// Under SAMPLER_COUPLED the accept rule never changes the target's token: speculative output equals target-only
+// output with the same seed, token for token, for every γ, policy and thread count (and the tokens do not depend
+// on the thread count either).
+TEST(speculative_coupled_equals_target_only) {
+    const SamplingParams settings[] = {{1.0f, 0, 1.0f}, {1.0f, 5, 1.0f}, {1.0f, 0, 0.8f}, {0.7f, 10, 0.9f}};
+    const GammaPolicy policies[] = {GAMMA_FIXED, GAMMA_FIXED, GAMMA_FIXED, GAMMA_FIXED, GAMMA_AUTO, GAMMA_HEURISTIC};
+    const int gammas[] = {1, 2, 4, 7, 0, 5};
+    enum { N_SETTINGS = 4, N_SEEDS = 3, N_TOKENS = 30 };
+    static int first_threads[N_SETTINGS][N_SEEDS][N_TOKENS];
+    for (int threads = 1; threads <= 2; threads++) {
+        Pair pair;
+        pair_open(&pair, 97, 128, threads, 0.3f);
+        int accepted = 0, drafted = 0;
+        for (int s = 0; s < N_SETTINGS; s++)
+            for (int seed = 0; seed < N_SEEDS; seed++) {
+                const int prompt[] = {3 + seed, 14, 15, 92};
+                SpecParams params = {.sampling = settings[s], .sampler = SAMPLER_COUPLED, .max_tokens = N_TOKENS,
+                                     .eos_id = -1};
+                int expect[N_TOKENS], got[N_TOKENS];
+                SpecStats stats;
+                const uint64_t key = test_rand_u64();
+                CHECK(generate(&pair, prompt, 4, &params, key, expect, &stats, false) == N_TOKENS, "target-only");
+                for (size_t g = 0; g < sizeof gammas / sizeof gammas[0]; g++) {
+                    params.policy = policies[g];
+                    params.gamma = gammas[g];
+                    int n_got = generate(&pair, prompt, 4, &params, key, got, &stats, true);
+                    CHECK(n_got == N_TOKENS && memcmp(got, expect, sizeof got) == 0,
+                          "threads %d, setting %d, policy %d, gamma %d: coupled output differs from target-only's",
+                          threads, s, policies[g], gammas[g]);
+                    accepted += stats.accepted;
+                    drafted += stats.drafted;
+                }
+                // The same seed (not `key`) at both thread counts: the same tokens.
+                generate(&pair, prompt, 4, &params, 1000 + seed, got, &stats, true);
+                if (threads == 1) memcpy(first_threads[s][seed], got, sizeof got);
+                else CHECK(memcmp(first_threads[s][seed], got, sizeof got) == 0, "setting %d: 1, 2 threads differ", s);
+            }
+        CHECK(accepted > 0 && accepted < drafted, "both paths exercised: %d of %d drafts accepted", accepted, drafted);
+        pair_close(&pair);
+    }
+}
+
+// The same seed gives the same tokens with γ auto, whose measured timings differ from run to run: under
+// rejection sampling at temperature > 0 it plans with the cost model (the same γ's, round for round), under
+// coupling the output does not depend on γ at all.
+TEST(speculative_seed_reproducible_with_gamma_auto) {
+    enum { N_TOKENS = 40 };
+    const SpecSampler samplers[] = {SAMPLER_REJECTION, SAMPLER_COUPLED};
+    for (int k = 0; k < 2; k++) {
+        int first[N_TOKENS], got[N_TOKENS];
+        SpecStats first_stats = {0}, stats;
+        for (int run = 0; run < 4; run++) {
+            const int threads = 1 + run % 2;
+            Pair pair;
+            pair_open(&pair, 97, 128, threads, 0.3f);
+            const int prompt[] = {2, 7, 1, 8};
+            SpecParams params = {.sampling = {0.7f, 0, 0.95f}, .sampler = samplers[k], .policy = GAMMA_AUTO,
+                                 .max_tokens = N_TOKENS, .eos_id = -1};
+            int n = generate(&pair, prompt, 4, &params, 42, run ? got : first, run ? &stats : &first_stats, true);
+            CHECK(n == N_TOKENS, "generated %d", n);
+            if (run) {
+                CHECK(memcmp(first, got, sizeof got) == 0, "sampler %d, run %d (%d threads): other tokens", k, run,
+                      threads);
+                if (samplers[k] == SAMPLER_REJECTION)
+                    CHECK(stats.rounds == first_stats.rounds && stats.drafted == first_stats.drafted,
+                          "run %d: %d rounds, %d drafted; run 0: %d, %d", run, stats.rounds, stats.drafted,
+                          first_stats.rounds, first_stats.drafted);
+            }
+            pair_close(&pair);
+        }
+        CHECK(first_stats.drafted > 0, "sampler %d: auto drafted nothing", k);
+    }
+}
+
+// The cost model of γ auto under rejection sampling: the weights' bytes once, plus per token 2 FLOPs per matrix
+// weight (V·d for the LM head, 12·L·d² for the blocks: qkv 3d², projection d², MLP 2·4d²) at 4 FLOPs per byte.
+TEST(speculative_forward_cost_model) {
+    Pair pair;
+    pair_open(&pair, 97, 64, 1, 0.3f);
+    const Model *models[] = {&pair.target, &pair.draft};
+    for (int m = 0; m < 2; m++) {
+        const Config *c = &models[m]->cfg;
+        CHECK(c->n_inner == 0 || c->n_inner == 4 * c->n_embd, "the random checkpoints have F = 4d");
+        const double per_token = 2.0 * ((double)c->vocab_size * c->n_embd + 12.0 * c->n_layer * c->n_embd * c->n_embd);
+        for (int T = 1; T <= 17; T += 8)
+            CHECK(fabs(spec_forward_cost(models[m], T) - ((double)models[m]->weight_bytes + T * per_token / 4)) < 1e-6,
+                  "model %d, T %d: cost %.1f", m, T, spec_forward_cost(models[m], T));
+    }
+    CHECK(spec_forward_cost(&pair.draft, 1) < spec_forward_cost(&pair.target, 1), "the 1-block draft is cheaper");
+    pair_close(&pair);
+}
+
+// A pair of the Llama family (a Llama target with grouped-query attention, a Qwen3 draft) whose embedding tables
+// are padded to different sizes around the shared 5 ids: the target has 8 rows, the draft 6; ids 5..7 are never
+// sampled, and the output is the target's distribution over the shared ids, under both samplers.
+TEST(speculative_sampling_matches_target_llama_family) {
+    RandomCheckpoint target = LLAMA_TARGET;
+    target.vocab_size = 8;
+    RandomCheckpoint draft = {.model_type = "qwen3", .n_layer = 1, .n_embd = 32, .n_head = 2, .n_inner = 48,
+                              .vocab_size = 6, .n_positions = 32, .scale = 0.3f, .seed = 11};
+    Pair pair;
+    pair_open_specs(&pair, &target, &draft, V_SMALL, 1, QUANT_NONE);
+    const SamplingParams sp = {.temperature = 0.8f, .top_p = 0.9f};
+    check_sampled_on(&pair, &sp, SAMPLER_REJECTION, "padded llama/qwen3 8 / 6");
+#ifndef SPECDEC_DEBUG  // the debug build's suite runs under the sanitizers: the rejection rule's test is enough
+    check_sampled_on(&pair, &sp, SAMPLER_COUPLED, "coupled, padded 8 / 6");
+#endif
+    pair_close(&pair);
 }
 
 // ---- edge cases -----------------------------------------------------------------------------------------------
@@ -286,6 +488,143 @@ TEST(speculative_stops_at_limits) {
     int first = 0;
     while (full[first] != params.eos_id) first++;
     CHECK(generate(&pair, prompt, 3, &params, 1, out, &stats, true) == first, "stops at the first end-of-text");
+    // A list of end-of-sequence ids (Llama 3's generation_config.json has three): the first of any of them stops.
+    const int eos_list[] = {full[9], full[4]};
+    params = (SpecParams){.sampling = params.sampling, .policy = GAMMA_FIXED, .gamma = 8, .max_tokens = 64,
+                          .eos_id = -1, .eos_ids = eos_list, .n_eos = 2};
+    for (first = 0; full[first] != eos_list[0] && full[first] != eos_list[1];) first++;
+    CHECK(generate(&pair, prompt, 3, &params, 1, out, &stats, true) == first, "stops at the first of a list");
+    pair_close(&pair);
+}
+
+// ---- the debug build's rollback check ---------------------------------------------------------------------------
+
+// A model drafter that counts the scheduler's rollbacks and checks, and can corrupt one cached value of its draft
+// after a given rollback, or change a key bias of the target after a given proposal. The scheduler's target cache
+// is its own, out of a test's reach; changing the target's weights between two rounds corrupts it as surely: the
+// next verification writes the newest committed token's row with the new weights, and the check computed that
+// row's key with the old ones.
+typedef struct {
+    Drafter base;
+    ModelDrafter inner;
+    int rollbacks, checks, proposals;
+    int corrupt_after;      // rollback after which one draft value is corrupted (0: never)
+    Model *target;
+    int perturb_after;      // proposal after which the target's first key bias changes (0: never)
+} Meddler;
+
+static int meddler_prefill(Drafter *self, const int *context, int n, Err *err) {
+    Meddler *m = (Meddler *)self;
+    return m->inner.base.prefill(&m->inner.base, context, n, err);
+}
+
+static int meddler_propose(Drafter *self, const int *context, int n, int gamma, int *draft, double *q, Err *err) {
+    Meddler *m = (Meddler *)self;
+    int k = m->inner.base.propose(&m->inner.base, context, n, gamma, draft, q, err);
+    self->calls = m->inner.base.calls;
+    if (++m->proposals == m->perturb_after) {
+        const int d = m->target->cfg.n_embd;
+        ((float *)m->target->blocks[0].attn_qkv.bias)[d] += 0.5f;  // the key bias of layer 0, head 0, dimension 0
+    }
+    return k;
+}
+
+static void meddler_rollback(Drafter *self, int n) {
+    Meddler *m = (Meddler *)self;
+    m->inner.base.rollback(&m->inner.base, n);
+    if (++m->rollbacks == m->corrupt_after) {
+        KVCache *c = &m->inner.cache;
+        kv_values(c, c->n_layer - 1, c->n_head - 1)[(size_t)(c->len - 1) * c->hd] += 0.5f;
+    }
+}
+
+static int meddler_check(Drafter *self, const int *context, int n_prefill, Err *err) {
+    Meddler *m = (Meddler *)self;
+    m->checks++;
+    return m->inner.base.check_rollback(&m->inner.base, context, n_prefill, err);
+}
+
+// Runs the pair with a meddler; returns speculative_generate's status (err set on failure).
+static int generate_meddled(Pair *pair, Meddler *m, SpecStats *stats, Err *err) {
+    const int prompt[] = {3, 1, 4, 1, 5};
+    SpecParams params = {.sampling = {.temperature = 1.0f, .top_p = 1}, .seed = 9, .policy = GAMMA_FIXED,
+                         .gamma = 3, .max_tokens = 24, .eos_id = -1};
+    m->base = (Drafter){.prefill = meddler_prefill, .propose = meddler_propose, .rollback = meddler_rollback,
+                        .check_rollback = meddler_check};
+    m->target = &pair->target;
+    CHECK(model_drafter_init(&m->inner, &pair->draft, &params, 0.0f, err) == 0, "%s", err->msg);
+    int out[24], n_out;
+    int rc = speculative_generate(&pair->target, &m->base, prompt, 5, &params, out, &n_out, stats, err);
+    model_drafter_free(&m->inner);
+    return rc;
+}
+
+TEST(speculative_debug_build_checks_every_rollback) {
+    Pair pair;
+    pair_open(&pair, 97, 64, 1, 0.3f);
+    Err err;
+    SpecStats stats;
+    Meddler m = {0};
+    CHECK(generate_meddled(&pair, &m, &stats, &err) == 0, "%s", err.msg);
+#ifdef SPECDEC_DEBUG
+    CHECK(m.checks == stats.rounds && m.rollbacks == stats.rounds, "%d rounds, %d rollbacks, %d checks of the draft",
+          stats.rounds, m.rollbacks, m.checks);
+    // One corrupted value in the draft's cache, after its 3rd rollback: the check right after it stops the run.
+    m = (Meddler){.corrupt_after = 3};
+    CHECK(generate_meddled(&pair, &m, &stats, &err) == -1 && m.checks == 3, "a corrupted draft cache went unnoticed "
+          "(%d checks)", m.checks);
+    CHECK(strstr(err.msg, "draft model") && strstr(err.msg, "value at position") && strstr(err.msg, "max |difference|"),
+          "message: %s", err.msg);
+    // The target's weights changed after the 2nd proposal: the target's check after that round stops the run.
+    m = (Meddler){.perturb_after = 2};
+    CHECK(generate_meddled(&pair, &m, &stats, &err) == -1 && m.rollbacks == 2, "a corrupted target cache went "
+          "unnoticed (%d rollbacks)", m.rollbacks);
+    CHECK(strstr(err.msg, "target model") && strstr(err.msg, "key at position") && strstr(err.msg, "max |difference|"),
+          "message: %s", err.msg);
+#else
+    CHECK(m.checks == 0, "the release build checked %d rollbacks", m.checks);
+    printf("    release build: no rollback is checked (the debug build's checks are tested with make BUILD=debug)\n");
+#endif
+    pair_close(&pair);
+}
+
+// The trace names the token that ended each round. An accepted draft that is the end-of-text token ends the
+// generation: the trace reports it as an accepted draft, not the bonus token drawn after it (never used).
+TEST(speculative_trace_reports_an_accepted_end_of_text) {
+    Pair pair;
+    pair_open(&pair, 97, 64, 1, 0.3f);
+    const int prompt[] = {5, 6, 7};
+    SpecParams params = {.sampling = {.temperature = 0, .top_p = 1}, .policy = GAMMA_FIXED, .gamma = 4,
+                         .max_tokens = 30, .eos_id = -1};
+    int full[30], out[30], n_out;
+    SpecStats stats;
+    const int n_full = generate(&pair, prompt, 3, &params, 1, full, &stats, false);
+    // The target as its own draft accepts every draft: round r emits tokens 5r..5r+3 as drafts, 5r+4 as the
+    // bonus. The end-of-text id: a token whose first occurrence is a draft.
+    int first = -1;
+    for (int j = 0; j < n_full - 5 && first < 0; j++) {
+        int at = 0;
+        while (full[at] != full[j]) at++;
+        if (at % 5 != 4) first = at;
+    }
+    CHECK(first >= 0, "no token of the greedy output falls on a draft");
+    params.eos_id = full[first];
+    params.trace = tmpfile();
+    params.seed = 1;
+    ModelDrafter self;
+    Err err;
+    CHECK(model_drafter_init(&self, &pair.target, &params, 0.0f, &err) == 0, "%s", err.msg);
+    CHECK(speculative_generate(&pair.target, &self.base, prompt, 3, &params, out, &n_out, &stats, &err) == 0,
+          "%s", err.msg);
+    model_drafter_free(&self);
+    CHECK(n_out == first && stats.accepted == stats.drafted, "%d tokens before the end-of-text at %d; %d of %d "
+          "drafts accepted", n_out, first, stats.accepted, stats.drafted);
+    char line[4096] = "", last[4096] = "", want[64];
+    rewind(params.trace);
+    while (fgets(line, sizeof line, params.trace)) strcpy(last, line);
+    fclose(params.trace);
+    snprintf(want, sizeof want, "\"token\": %d, \"kind\": \"accepted\"", params.eos_id);
+    CHECK(strstr(last, want), "the last round ended at the accepted end-of-text %d: \"%s\"", params.eos_id, last);
     pair_close(&pair);
 }
 
@@ -346,7 +685,7 @@ TEST(speculative_draft_p_min_stops_drafting) {
 // ---- the shipped pair ----------------------------------------------------------------------------------------
 
 TEST(speculative_greedy_equals_target_on_shipped_pair) {
-    // Held-out prompts × γ × thread counts (fewer in the debug build, which checks every rollback from scratch).
+    // Held-out prompts × γ × thread counts (fewer in the debug build, which checks every rollback).
     static const char *const prompts[] = {
         "def fibonacci(n):",
         "class Stack:\n    def __init__(self):",

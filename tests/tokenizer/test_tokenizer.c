@@ -239,6 +239,32 @@ TEST(tokenizer_special_tokens_are_text_unless_allowed) {
     tokenizer_free(&tok);
 }
 
+// The post-processor's template puts its special tokens before and after the text, only when asked.
+TEST(tokenizer_add_special_tokens_follows_the_template) {
+    int eot = fixture_id(small_merges, N_SMALL, "<|endoftext|>"), pad = fixture_id(small_merges, N_SMALL, "<pad>");
+    char template[512];
+    snprintf(template, sizeof template,
+             "{\"type\": \"Sequence\", \"processors\": [{\"type\": \"ByteLevel\"}, {\"type\": \"TemplateProcessing\", "
+             "\"single\": [{\"SpecialToken\": {\"id\": \"<pad>\"}}, {\"Sequence\": {\"id\": \"A\"}}, {\"SpecialToken\": "
+             "{\"id\": \"eot\"}}], \"special_tokens\": {\"<pad>\": {\"ids\": [%d]}, \"eot\": {\"ids\": [%d, %d]}}}]}",
+             pad, eot, eot);
+    json_t *root = fixture_tokenizer_json(small_merges, N_SMALL);
+    json_object_set_new(root, "post_processor", json_loads(template, 0, NULL));
+    Tokenizer tok;
+    Err err = {""};
+    int rc = load_json_dir(&tok, root, &err);
+    json_decref(root);
+    CHECK(rc == 0, "%s", err.msg);
+    if (rc) return;
+    int n, *ids = encode(&tok, "hello", false, &n);
+    int hello = fixture_id(small_merges, N_SMALL, "hello"), plain[] = {hello}, wrapped[] = {pad, hello, eot, eot};
+    check_ids("encode adds nothing", ids, n, plain, 1);
+    CHECK(tokenizer_add_special_tokens(&tok, &ids, &n, &err) == 0, "%s", err.msg);
+    check_ids("the template", ids, n, wrapped, 4);
+    free(ids);
+    tokenizer_free(&tok);
+}
+
 TEST(tokenizer_encode_rejects_invalid_utf8) {
     static const struct {
         const char *text;
@@ -442,13 +468,42 @@ TEST(tokenizer_load_rejects_malformed_tokenizer_json) {
         {"model/vocab/\xC4\x80", NULL, "model/vocab/", "0", "not byte-level text"},
         {"model/dropout", "0.1", 0, 0, "model.dropout: not supported"},
         {"model/continuing_subword_prefix", "\"##\"", 0, 0, "model.continuing_subword_prefix"},
-        {"model/byte_fallback", "true", 0, 0, "model.byte_fallback"},
+        {"model/type", "\"Unigram\"", 0, 0, "model.type: \"Unigram\" not supported"},
+        {"model/type", "\"WordLevel\"", 0, 0, "model.type: \"WordLevel\" not supported"},
+        {"model/byte_fallback", "\"yes\"", 0, 0, "model.byte_fallback: expected a boolean"},
         {"model/ignore_merges", "\"yes\"", 0, 0, "model.ignore_merges"},
-        {"normalizer", "{\"type\": \"NFC\"}", 0, 0, "normalizer: not supported"},
-        {"pre_tokenizer", "null", 0, 0, "pre_tokenizer: expected"},
-        {"pre_tokenizer", "{\"type\": \"Whitespace\"}", 0, 0, "pre_tokenizer: expected"},
-        {"pre_tokenizer/add_prefix_space", "true", 0, 0, "pre_tokenizer.add_prefix_space"},
-        {"pre_tokenizer/use_regex", "false", 0, 0, "pre_tokenizer.use_regex"},
+        {"model/unk_token", "\"nope\"", 0, 0, "model.unk_token \"nope\": not in the vocabulary"},
+        {"normalizer", "{\"type\": \"NFKC\"}", 0, 0, "normalizer.type: \"NFKC\" not supported"},
+        {"normalizer", "{\"type\": \"Sequence\", \"normalizers\": [{\"type\": \"NFC\"}, {\"type\": \"Lowercase\"}]}", 0,
+         0, "normalizer.normalizers[1].type: \"Lowercase\" not supported"},
+        {"normalizer", "{\"type\": \"Replace\", \"pattern\": {\"Regex\": \" +\"}, \"content\": \"_\"}", 0, 0,
+         "normalizer.pattern: a Regex is not supported"},
+        {"normalizer", "[]", 0, 0, "normalizer: expected null or an object"},
+        {"pre_tokenizer", "{\"type\": \"Whitespace\"}", 0, 0, "pre_tokenizer.type: \"Whitespace\" not supported"},
+        {"pre_tokenizer", "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Split\", \"pattern\": "
+         "{\"Regex\": \"a\"}, \"behavior\": \"Shuffled\"}]}", 0, 0,
+         "pre_tokenizer.pretokenizers[0].behavior: \"Shuffled\" not supported"},
+        {"pre_tokenizer", "{\"type\": \"Split\", \"pattern\": {\"Regex\": \"(a\"}, \"behavior\": \"Isolated\"}", 0,
+         0, "pre_tokenizer.pattern: missing closing parenthesis"},
+        {"pre_tokenizer", "{\"type\": \"Split\", \"pattern\": {\"Glob\": \"a\"}, \"behavior\": \"Isolated\"}", 0, 0,
+         "pre_tokenizer.pattern: expected {\"Regex\""},
+        {"pre_tokenizer", "{\"type\": \"Metaspace\", \"prepend_scheme\": \"sometimes\"}", 0, 0,
+         "pre_tokenizer.prepend_scheme: \"sometimes\" not supported"},
+        {"pre_tokenizer/add_prefix_space", "1", 0, 0, "pre_tokenizer.add_prefix_space: expected true or false"},
+        {"pre_tokenizer", "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"ByteLevel\"}, {\"type\": "
+         "\"Metaspace\"}]}", 0, 0, "pre_tokenizer.pretokenizers[1]: a pre-tokenizer after a ByteLevel is not supported"},
+        {"decoder", "{\"type\": \"WordPiece\"}", 0, 0, "decoder.type: \"WordPiece\" not supported"},
+        {"decoder", "{\"type\": \"Sequence\", \"decoders\": [{\"type\": \"ByteFallback\"}]}", 0, 0,
+         "decoder.decoders[0].type: \"ByteFallback\" not supported with a ByteLevel pre_tokenizer"},
+        {"decoder", "{\"type\": \"ByteLevel\"}", "pre_tokenizer", "null", "decoder.type: \"ByteLevel\" needs a ByteLevel"},
+        {"decoder", "{\"type\": \"Strip\", \"content\": \" \", \"start\": 1, \"stop\": 0}", "pre_tokenizer", "null",
+         "decoder: a Strip is supported only after a Fuse"},
+        {"post_processor", "{\"type\": \"BertProcessing\"}", 0, 0, "post_processor.type: \"BertProcessing\" not supported"},
+        {"post_processor", "{\"type\": \"TemplateProcessing\", \"single\": [{\"SpecialToken\": {\"id\": \"<s>\"}}, "
+         "{\"Sequence\": {\"id\": \"A\"}}], \"special_tokens\": {\"<s>\": {\"ids\": [100000]}}}", 0, 0,
+         "post_processor: special token id 100000 beyond the vocabulary"},
+        {"post_processor", "{\"type\": \"TemplateProcessing\", \"single\": [{\"SpecialToken\": {\"id\": \"<s>\"}}], "
+         "\"special_tokens\": {\"<s>\": {\"ids\": [1]}}}", 0, 0, "post_processor.single: no Sequence A"},
         {"added_tokens", "{}", 0, 0, "added_tokens: expected an array"},
         {"added_tokens/0/id", "\"x\"", 0, 0, "added_tokens[0].id"},
         {"added_tokens/1/id", "100000", 0, 0, "added_tokens[1].id 100000: beyond"},

