@@ -60,7 +60,6 @@ else
 endif
 $(O)/kernels/avx2.o $(O)/kernels/q8_avx2.o:     CFLAGS += -mavx2 -mfma -mf16c
 $(O)/kernels/avx512.o $(O)/kernels/q8_avx512.o: CFLAGS += -mavx512f -mavx512bw -mavx512dq -mavx512vl -mfma -mf16c
-$(O)/kernels/q8_avx512.o:                       CFLAGS += -mavx512vnni
 
 # The source tree draws the architecture: src/base (errors, clock, threads, UTF-8), src/checkpoint (safetensors,
 # config.json), src/model (the forward pass and its KV cache), src/tokenizer, src/speculative (sampling and the

@@ -139,6 +139,12 @@ extern const Kernels kernels_avx2;
 extern const Kernels kernels_avx512;
 extern const Kernels kernels_neon;
 
+#if defined(__x86_64__)
+// The avx512 variant as an AVX-512 CPU without AVX512_VNNI runs it (Skylake-X): kernels_avx512 with AVX2's q8
+// matmul. kernels_available() lists it in kernels_avx512's place on such a CPU; tests run it on any AVX-512 CPU.
+const Kernels *kernels_avx512_without_vnni(void);
+#endif
+
 // The variants built into this binary that this CPU and OS can run, best last; *count receives their number.
 const Kernels *const *kernels_available(int *count);
 

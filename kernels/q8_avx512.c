@@ -14,7 +14,9 @@
 // activations included): GPT-2-small's MLP matrices in cache 1.6–1.9× at T = 1 and 1.8–2.4× at T = 8;
 // [8192, 4096] from memory 1.3× at T = 1 and 2.9× at T = 8 (a busy machine: ±20%).
 //
-// Compiled with -mavx512vnni; dispatch.c offers the avx512 variant only where cpuid reports AVX512_VNNI.
+// Compiled with the avx512 variant's flags; the matmul alone is compiled for VNNI too (VNNI below), and
+// dispatch.c gives the avx512 variant AVX2's q8 matmul instead where cpuid does not report AVX512_VNNI. The
+// quantizer needs no VNNI.
 #include <immintrin.h>
 #include <string.h>
 
@@ -26,6 +28,8 @@
 // the time of T = 1 without prefetching, 2.2× with L1 prefetches alone, 1.4× with both).
 enum { ROWS_PER_PASS = 8, L1_AHEAD = 2048, L2_AHEAD = 8192 };
 
+#define VNNI __attribute__((target("avx512vnni")))  // the functions that use vpdpbusd
+
 static inline __m512i broadcast_group(const int8_t *q) {
     int32_t four;
     memcpy(&four, q, sizeof four);
@@ -36,10 +40,10 @@ static inline __m512i broadcast_group(const int8_t *q) {
 // float sums over the blocks sit in n registers, the panel's 8 lines of each block in 8 more. Rows of the panel
 // outside `rows` are neither stored nor read from bias. `prefetch`: this is the panel's first pass.
 //   out: [n, ld_out] from the panel's first row   x: [n, nb]
-static inline __attribute__((always_inline)) void panel_against_rows(float *out, const Q8Block *x,
-                                                                     const uint8_t *panel, const float *bias, int nb,
-                                                                     int ld_out, __mmask16 rows, bool prefetch,
-                                                                     const int n) {
+static inline __attribute__((always_inline)) VNNI void panel_against_rows(float *out, const Q8Block *x,
+                                                                          const uint8_t *panel, const float *bias,
+                                                                          int nb, int ld_out, __mmask16 rows,
+                                                                          bool prefetch, const int n) {
     __m512 acc[ROWS_PER_PASS];
     for (int t = 0; t < n; t++) acc[t] = _mm512_setzero_ps();
     const uint16_t *scales = (const uint16_t *)(panel + (size_t)nb * Q8_BLOCK * Q8_PANEL);
@@ -104,7 +108,7 @@ void q8_quantize_rows_avx512(Q8Block *out, const float *x, int T, int n_in, int 
 
 // ---- the matmul ---------------------------------------------------------------------------------------------
 
-void q8_matmul_avx512(float *out, const Q8Block *x, const void *w, const float *bias, int T, int n_in, int ld_out,
+VNNI void q8_matmul_avx512(float *out, const Q8Block *x, const void *w, const float *bias, int T, int n_in, int ld_out,
                       int j0, int j1) {
     const int nb = q8_blocks(n_in);
     for (int p = j0 / Q8_PANEL; p * Q8_PANEL < j1; p++) {

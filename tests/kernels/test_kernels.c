@@ -783,3 +783,24 @@ TEST(kernels_q8_matmul_matches_reference) {
                     if (list[v] != &kernels_scalar || b % 4 == 0)  // the reference against the float product
                         check_matmul_q8(list[v], T_sizes[b], n_in_sizes[a], with_bias);
 }
+
+#if defined(__x86_64__)
+// An AVX-512 CPU without AVX512_VNNI (Skylake-X) still runs the avx512 variant, with AVX2's q8 matmul in place of
+// the VNNI one (dispatch.c). That table is checked on any AVX-512 CPU: kernels_avx512's in every other entry, its
+// q8 matmul bit-identical to the reference; and the variant listed for this CPU is one of the two.
+TEST(kernels_avx512_without_vnni) {
+    int n;
+    const Kernels *const *list = kernels_available(&n);
+    const Kernels *k = kernels_avx512_without_vnni(), *best = list[n - 1];
+    if (strcmp(best->name, "avx512") != 0) return;  // no AVX-512 on this CPU: neither table can run
+    CHECK(best == &kernels_avx512 || best == k, "the avx512 variant listed is neither table");
+    CHECK(strcmp(k->name, "avx512") == 0 && k->matmul_q8 == q8_matmul_avx2 &&
+              k->quantize_q8 == kernels_avx512.quantize_q8 && k->panels == kernels_avx512.panels &&
+              k->blas_min_rows == kernels_avx512.blas_min_rows && k->attention == kernels_avx512.attention,
+          "the table without VNNI differs from kernels_avx512 in more than its q8 matmul");
+    for (int type = 0; type < WEIGHT_TYPES; type++)
+        CHECK(k->matmul[type] == kernels_avx512.matmul[type], "matmul[%d] differs", type);
+    for (int a = 0; a < N_IN_SIZES; a++)
+        for (int b = 0; b < T_SIZES; b++) check_matmul_q8(k, T_sizes[b], n_in_sizes[a], b % 2 == 1);
+}
+#endif
