@@ -1,9 +1,7 @@
 // test_families.c — every checkpoint in ../shared/fixtures/hf, written by Hugging Face transformers itself (its
 // README), against what transformers computes from it: the logits of every position within LOGIT_TOLERANCE of its
-// float64 logits, fed all at once and token by token, and its greedy continuation token for token.
-//
-// expected.safetensors is read with the project's own safetensors loader: input_ids (I64 [13]), logits
-// (F32 [13, V]), greedy_prompt (I64 [5]), greedy_ids (I64 [16]).
+// float64 logits, fed all at once and token by token, and its greedy continuation token for token
+// (expected.safetensors: hf_expected.h).
 #include <jansson.h>
 #include <math.h>
 #include <stdbool.h>
@@ -13,70 +11,14 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include "checkpoint/safetensors.h"
 #include "harness.h"
+#include "hf_expected.h"
 #include "model/model.h"
 #include "random_checkpoint.h"
 #include "speculative/speculative.h"
 #include "tokenizer/tokenizer.h"
 
-#define HF_FIXTURES "../shared/fixtures/hf"
-
-static const char *const FIXTURES[] = {
-    "llama_gqa_f32", "llama3_rope_tied_bf16", "qwen2_bias_tied_f32", "qwen3_qknorm_headdim_bf16",
-    "mistral_untied_sharded_f32", "gpt2_hf_written_f32",
-};
-enum { N_FIXTURES = sizeof FIXTURES / sizeof FIXTURES[0], SHOWN = 5 };
-
-typedef struct {
-    int T, V, n_prompt, n_greedy;
-    int *ids, *prompt, *greedy;  // [T], [n_prompt], [n_greedy]
-    float *logits;               // [T, V]
-} HfExpected;
-
-// The I64 vector `name` of ckpt as ints; NULL (and a failed check) if it is missing or not I64 [n].
-static int *read_ids(const StCheckpoint *ckpt, const char *name, int *n) {
-    const StTensor *t = st_find(ckpt, name);
-    CHECK(t && t->dtype == ST_I64 && t->ndim == 1, "expected.safetensors: no I64 vector \"%s\"", name);
-    if (!t || t->dtype != ST_I64 || t->ndim != 1) return NULL;
-    *n = (int)t->shape[0];
-    int *ids = malloc(sizeof(int) * (size_t)*n);
-    for (int i = 0; i < *n; i++) {
-        int64_t v;
-        memcpy(&v, t->data + 8 * (size_t)i, 8);
-        ids[i] = (int)v;
-    }
-    return ids;
-}
-
-static bool hf_expected_read(HfExpected *e, const char *dir) {
-    char path[512];
-    snprintf(path, sizeof path, "%s/expected.safetensors", dir);
-    StCheckpoint ckpt;
-    Err err = {{0}};
-    *e = (HfExpected){0};
-    CHECK(st_open(&ckpt, path, &err) == 0, "%s", err.msg);
-    if (test_failures()) return false;
-    e->ids = read_ids(&ckpt, "input_ids", &e->T);
-    e->prompt = read_ids(&ckpt, "greedy_prompt", &e->n_prompt);
-    e->greedy = read_ids(&ckpt, "greedy_ids", &e->n_greedy);
-    const StTensor *l = st_find(&ckpt, "logits");
-    CHECK(l && l->dtype == ST_F32 && l->ndim == 2 && l->shape[0] == e->T, "%s: no F32 logits [%d, V]", path, e->T);
-    if (l && l->dtype == ST_F32 && l->ndim == 2) {
-        e->V = (int)l->shape[1];
-        e->logits = malloc(l->n_bytes);
-        st_to_f32(e->logits, l->data, ST_F32, (size_t)l->n_elements);
-    }
-    st_close(&ckpt);
-    return !test_failures();
-}
-
-static void hf_expected_free(HfExpected *e) {
-    free(e->ids);
-    free(e->prompt);
-    free(e->greedy);
-    free(e->logits);
-}
+enum { SHOWN = 5 };
 
 // Max error (harness.h's measure) of got [T, V] against want; shows the first few logits beyond the tolerance.
 static double check_logits(const char *name, const char *how, const float *got, const float *want, int T, int V) {
@@ -144,12 +86,12 @@ static void check_fixture(const char *name) {
     hf_expected_free(&e);
 }
 
-TEST(families_llama_gqa) { check_fixture(FIXTURES[0]); }
-TEST(families_llama3_rope_tied_bf16) { check_fixture(FIXTURES[1]); }
-TEST(families_qwen2_bias_tied) { check_fixture(FIXTURES[2]); }
-TEST(families_qwen3_qknorm_headdim_bf16) { check_fixture(FIXTURES[3]); }
-TEST(families_mistral_untied_sharded) { check_fixture(FIXTURES[4]); }
-TEST(families_gpt2_hf_written) { check_fixture(FIXTURES[5]); }
+TEST(families_llama_gqa) { check_fixture(HF_FIXTURE_NAMES[0]); }
+TEST(families_llama3_rope_tied_bf16) { check_fixture(HF_FIXTURE_NAMES[1]); }
+TEST(families_qwen2_bias_tied) { check_fixture(HF_FIXTURE_NAMES[2]); }
+TEST(families_qwen3_qknorm_headdim_bf16) { check_fixture(HF_FIXTURE_NAMES[3]); }
+TEST(families_mistral_untied_sharded) { check_fixture(HF_FIXTURE_NAMES[4]); }
+TEST(families_gpt2_hf_written) { check_fixture(HF_FIXTURE_NAMES[5]); }
 
 // transformers writes bos/eos 50256 into a GPT-2 config of any vocabulary; it warns and loads it, and so does
 // specdec: exit 0, the logits on stdout, one line of warning on stderr.
@@ -172,9 +114,9 @@ TEST(families_cli_warns_of_ids_outside_vocabulary) {
 // Batch invariance on every family: a whole context of random tokens fed one at a time, then in random chunks of
 // 1..16 with 2 threads — every position's logits bit-identical (greedy speculative output relies on it).
 TEST(families_batch_invariant) {
-    for (int f = 0; f < N_FIXTURES; f++) {
+    for (int f = 0; f < N_HF_FIXTURES; f++) {
         char dir[256];
-        snprintf(dir, sizeof dir, "%s/%s", HF_FIXTURES, FIXTURES[f]);
+        snprintf(dir, sizeof dir, "%s/%s", HF_FIXTURES, HF_FIXTURE_NAMES[f]);
         Err err = {{0}};
         ThreadPool *one = pool_create(1, &err), *two = pool_create(2, &err);
         Model a, b;
@@ -196,7 +138,7 @@ TEST(families_batch_invariant) {
         }
         size_t i = 0;
         while (i < (size_t)S * V && memcmp(&single[i], &chunked[i], sizeof(float)) == 0) i++;
-        CHECK(i == (size_t)S * V, "%s: position %zu logit %zu: %a one at a time, %a in chunks", FIXTURES[f], i / V,
+        CHECK(i == (size_t)S * V, "%s: position %zu logit %zu: %a one at a time, %a in chunks", HF_FIXTURE_NAMES[f], i / V,
               i % V, single[i], chunked[i]);
         free(tokens);
         free(single);

@@ -202,31 +202,40 @@ static const RandomCheckpoint LLAMA_TARGET = {.model_type = "llama", .n_layer = 
                                               .n_kv_head = 2, .n_inner = 64, .vocab_size = 97, .n_positions = 128,
                                               .untied = true, .scale = 0.3f, .seed = 11};
 
+// The three pairs with their matrices as stored and quantized to q8 (stacked q/k/v and gate/up matrices whose
+// 16-row panels straddle the parts, tied and untied heads, and q8 heads limited to the shared ids).
 TEST(speculative_greedy_equals_target_llama_family) {
-    RandomCheckpoint target = QWEN2_TARGET, draft = QWEN2_TARGET;
-    draft.n_layer = 1;
-    Pair pair;
-    pair_open_specs(&pair, &target, &draft, 97, 2, QUANT_NONE);
-    check_greedy_on(&pair, "qwen2 pair", true);
-    pair_close(&pair);
+    for (Quant quant = QUANT_NONE; quant <= QUANT_Q8; quant++) {
+        const char *q = quant == QUANT_Q8 ? " (q8)" : "";
+        char label[96];
+        RandomCheckpoint target = QWEN2_TARGET, draft = QWEN2_TARGET;
+        draft.n_layer = 1;
+        Pair pair;
+        pair_open_specs(&pair, &target, &draft, 97, 2, quant);
+        snprintf(label, sizeof label, "qwen2 pair%s", q);
+        check_greedy_on(&pair, label, true);
+        pair_close(&pair);
 
-    // Models of different families agree by chance only, which greedy decoding may never meet: identity alone.
-    target = LLAMA_TARGET;
-    draft = (RandomCheckpoint){.model_type = "qwen3", .n_layer = 1, .n_embd = 32, .n_head = 2, .n_inner = 48,
-                               .vocab_size = 97, .n_positions = 128, .scale = 0.3f, .seed = 11};
-    pair_open_specs(&pair, &target, &draft, 97, 1, QUANT_NONE);
-    check_greedy_on(&pair, "llama target, qwen3 draft", false);
-    pair_close(&pair);
+        // Models of different families agree by chance only, which greedy decoding may never meet: identity alone.
+        target = LLAMA_TARGET;
+        draft = (RandomCheckpoint){.model_type = "qwen3", .n_layer = 1, .n_embd = 32, .n_head = 2, .n_inner = 48,
+                                   .vocab_size = 97, .n_positions = 128, .scale = 0.3f, .seed = 11};
+        pair_open_specs(&pair, &target, &draft, 97, 1, quant);
+        snprintf(label, sizeof label, "llama target, qwen3 draft%s", q);
+        check_greedy_on(&pair, label, false);
+        pair_close(&pair);
 
-    target = QWEN2_TARGET, draft = QWEN2_TARGET;
-    target.vocab_size = 101;
-    draft.vocab_size = 99;
-    draft.n_layer = 1;
-    pair_open_specs(&pair, &target, &draft, 97, 2, QUANT_NONE);
-    CHECK(pair.target.n_vocab == 97 && pair.draft.n_vocab == 97, "padded pair: %d and %d logits", pair.target.n_vocab,
-          pair.draft.n_vocab);
-    check_greedy_on(&pair, "padded vocabularies 101 / 99", true);
-    pair_close(&pair);
+        target = QWEN2_TARGET, draft = QWEN2_TARGET;
+        target.vocab_size = 101;
+        draft.vocab_size = 99;
+        draft.n_layer = 1;
+        pair_open_specs(&pair, &target, &draft, 97, 2, quant);
+        CHECK(pair.target.n_vocab == 97 && pair.draft.n_vocab == 97, "padded pair: %d and %d logits",
+              pair.target.n_vocab, pair.draft.n_vocab);
+        snprintf(label, sizeof label, "padded vocabularies 101 / 99%s", q);
+        check_greedy_on(&pair, label, true);
+        pair_close(&pair);
+    }
 }
 
 // ---- sampled losslessness -------------------------------------------------------------------------------------
