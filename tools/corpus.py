@@ -404,11 +404,13 @@ def collect(found, log):
             copyright_text = f.read()
         try:
             paragraphs = [(patterns, licence or stated or "") for patterns, licence in parse_copyright(copyright_text)]
+            how = "DEP-5" + (f", unnamed licence read as {stated}" if stated else "")
         except ValueError as e:
             if stated is None:
                 sys.exit(f"corpus: {copyright_path}: {e}; read it and give its licence in PACKAGES")
             paragraphs = [(["*"], stated)]
-        row = {"version": version, "sha256": digest, "licence": stated or "DEP-5", "copyright": copyright_text,
+            how = f"free-form, read as {stated}"
+        row = {"version": version, "sha256": digest, "licence": how, "copyright": copyright_text,
                "kept": collections.Counter(), "left_out": collections.Counter(), "duplicates": 0}
         for rel, text in package_files(root):
             licence = file_licence(paragraphs, rel)
@@ -461,7 +463,7 @@ def main():
         rows.append(f"{package}\t{r['version']}\t{r['sha256']}\t{r['licence']}\t{count(r['kept'])}\t"
                     f"{count(r['left_out'])}\t{r['duplicates']}\n")
     write_atomic(os.path.join(args.out, "packages.tsv"),
-                 "package\tversion\tdeb_sha256\tcopyright\tkept\tleft_out\tduplicates\n" + "".join(rows))
+                 "package\tversion\tdeb_sha256\tcopyright_file\tkept\tleft_out\tduplicates\n" + "".join(rows))
     if args.new_prompts:
         ps = prompts([f for f in val if f["package"].startswith("libpython3.11-")
                       and f["package"] != "libpython3.11-testsuite"])
