@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """corpus.py — the training corpus of specdec's default model pair: permissively licensed Python from Debian.
 
-    /usr/bin/python3 tools/corpus.py [--cache tools/runs/debian] [--out tools/runs/corpus] [--new-prompts]
+    /usr/bin/python3 tools/corpus.py [--cache tools/runs/debian] [--out tools/runs/corpus] [--new-prompts N]
 
 Sources: the Debian 12 packages of PACKAGES — the Python 3.11 standard library with its test suite, then
 well-known BSD/MIT/Apache/PSF-licensed projects — fetched with `apt-get download` into CACHE/debs (no root
@@ -16,7 +16,7 @@ permissive alternative, an `and` all). A file under any other licence (GPL, LGPL
 out and counted. A few packages' copyright files are free-form, not DEP-5, or give a licence without a name:
 PACKAGES gives that licence as read.
 
-Left out as generated or noisy, as before: encodings/*.py that hold a charmap `decoding_table`, _sysconfigdata*.py,
+Left out as generated or noisy: encodings/*.py that hold a charmap `decoding_table`, _sysconfigdata*.py,
 pydoc_data/topics.py, test files named bad*.py (broken on purpose), files that are not UTF-8, empty, over 1 MB or
 with a line over 2000 characters (embedded data).
 
@@ -30,8 +30,8 @@ Deduplication, in PACKAGES order (the standard library first), the first file of
 Split by file, deterministically: a file is held out for validation when the first 8 bytes of SHA-256 of its
 path, read as a fraction of 2^64, are below VAL_FRACTION (so a file's split does not depend on the other files),
 or when it contains the text of one of the benchmark's prompts (bench/prompts/python.jsonl, kept as they are, so
-that no prompt's source is trained on; the run fails if a training file still contains one). --new-prompts cuts
-N_PROMPTS new ones from held-out standard-library files (outside its test suite) instead.
+that no prompt's source is trained on; the run fails if a training file still contains one). --new-prompts N
+cuts N new ones from held-out files instead (see prompts()): ids "pyNN-<package>.<path>:<offset>".
 
 Writes to OUT: train.jsonl, val.jsonl (one {"path", "text"} per file, path = <package>/<path in the package>),
 packages.tsv (package, version, SHA-256 of the .deb, licence read, kept and left-out counts), licenses/<package>
@@ -113,7 +113,6 @@ SOURCE_ROOTS = ("src/", "lib/")      # source-tree folders that installing strip
 PY_ROOTS = ("usr/lib/python3.11/", "usr/lib/python3/dist-packages/")
 
 VAL_FRACTION = 0.01
-N_PROMPTS = 40
 MAX_FILE_BYTES = 1 << 20
 MAX_LINE = 2000
 NEAR_JACCARD = 0.8
@@ -341,13 +340,22 @@ def split(files, prompt_texts):
 DEF_LINE = re.compile(r"^[ \t]*(?:async[ \t]+)?(?:def|class)[ \t]+\w+.*:[ \t]*$", re.M)
 
 
-def prompts(val_files, n=N_PROMPTS, context=320):
-    """Up to n prompts: the `context` bytes (whole lines) before a def/class line whose signature fits one line,
-    the line itself up to its colon, and the newline, indentation and opening quotes of its docstring if the next
-    line starts one."""
-    candidates = []
+def spread(items, n):
+    """n of the items (all if fewer), evenly spaced: the middles of n equal runs."""
+    return items if len(items) <= n else [items[(2 * i + 1) * len(items) // (2 * n)] for i in range(n)]
+
+
+def prompts(val_files, n, context=320):
+    """Up to n prompts from the held-out files outside test folders, spread evenly over the files (ceil(n / files)
+    from each, evenly spread over its candidates, then n of those evenly spread): a candidate is the `context`
+    bytes (whole lines) before a def/class line whose signature fits one line, the line itself up to its colon,
+    and the newline, indentation and opening quotes of its docstring if the next line starts one."""
+    by_file = []
     for f in val_files:
         rel, text = f["path"], f["text"]
+        if re.search(r"(^|/)tests?(/|_)|/idle_test/", rel):
+            continue
+        candidates = []
         for m in DEF_LINE.finditer(text):
             # End at the colon, or after the docstring's opening quotes: never on whitespace, which the GPT-2
             # pattern would make a token of its own that training text rarely has there ("\n" before an
@@ -360,13 +368,12 @@ def prompts(val_files, n=N_PROMPTS, context=320):
             prompt = text[begin:end]
             if 64 <= len(prompt.encode()) <= 600 and end < len(text) - 64:
                 candidates.append((rel, m.start(), prompt))
-    # Spread the choice evenly over all candidates (in file and position order).
-    if len(candidates) <= n:
-        chosen = candidates
-    else:
-        chosen = [candidates[(2 * i + 1) * len(candidates) // (2 * n)] for i in range(n)]
-    return [{"id": f"py{i:02d}-{rel.split('/', 1)[1].replace('/', '.')}:{pos}", "prompt": p}
-            for i, (rel, pos, p) in enumerate(chosen)]
+        if candidates:
+            by_file.append(candidates)
+    per_file = -(-n // max(1, len(by_file)))                                 # ceil(n / files)
+    pool = [c for cs in by_file for c in spread(cs, per_file)]
+    chosen = spread(pool, n)
+    return [{"id": f"py{i:02d}-{rel.replace('/', '.')}:{pos}", "prompt": p} for i, (rel, pos, p) in enumerate(chosen)]
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -395,7 +402,8 @@ def copyright_file(package, found):
 
 def collect(found, log):
     """(files, table): every kept file {"package", "path", "text", "licence"} in PACKAGES order, and per package
-    {"version", "sha256", "licence", "kept": Counter(licence -> files), "left_out": Counter(licence -> files)}."""
+    {"version", "sha256", "licence" (how the copyright file was read), "copyright" (its text),
+    "kept": Counter(licence -> files), "left_out": Counter(licence -> files), "duplicates": 0 (for the caller)}."""
     files, table = [], {}
     for package, stated in PACKAGES:
         version, digest, root = found[package]
@@ -429,7 +437,7 @@ def main():
     ap.add_argument("--cache", default="tools/runs/debian")
     ap.add_argument("--out", default="tools/runs/corpus")
     ap.add_argument("--prompts", default="bench/prompts/python.jsonl")
-    ap.add_argument("--new-prompts", action="store_true", help="cut new prompts instead of keeping the file's")
+    ap.add_argument("--new-prompts", type=int, metavar="N", help="cut N new prompts instead of keeping the file's")
     args = ap.parse_args()
     t0 = time.time()
     log = lambda msg: print(f"corpus: {msg} ({time.time() - t0:.0f} s)", file=sys.stderr, flush=True)
@@ -437,18 +445,18 @@ def main():
     found = fetch([p for p, _ in PACKAGES], args.cache, log)
     owners = {doc_link(p, root) for p, (_, _, root) in found.items()} - set(found) - {None}
     found.update(fetch(sorted(owners), args.cache, log))      # for their copyright files only
-    files, table = collect(found, log)
-    all_files = files
-    files, dropped = deduplicate(files, log)
+    candidates, table = collect(found, log)
+    files, dropped = deduplicate(candidates, log)
     for i in dropped:
-        table[all_files[i]["package"]]["duplicates"] += 1
+        table[candidates[i]["package"]]["duplicates"] += 1
     old_prompts = []
-    if not args.new_prompts:
+    if args.new_prompts is None:
         with open(args.prompts, encoding="utf-8") as f:
             old_prompts = [json.loads(line)["prompt"] for line in f]
     train, val = split(files, old_prompts)
     leaked = [f["path"] for f in train if any(p in f["text"] for p in old_prompts)]
-    assert not leaked, f"prompts in training files: {leaked}"
+    if leaked:
+        sys.exit(f"corpus: training files hold benchmark prompts: {leaked}")
     log(f"split: train {len(train)} files, val {len(val)} files")
 
     os.makedirs(os.path.join(args.out, "licenses"), exist_ok=True)
@@ -464,9 +472,8 @@ def main():
                     f"{count(r['left_out'])}\t{r['duplicates']}\n")
     write_atomic(os.path.join(args.out, "packages.tsv"),
                  "package\tversion\tdeb_sha256\tcopyright_file\tkept\tleft_out\tduplicates\n" + "".join(rows))
-    if args.new_prompts:
-        ps = prompts([f for f in val if f["package"].startswith("libpython3.11-")
-                      and f["package"] != "libpython3.11-testsuite"])
+    if args.new_prompts is not None:
+        ps = prompts(val, args.new_prompts)
         write_atomic(args.prompts, "".join(json.dumps(p) + "\n" for p in ps))
         log(f"{len(ps)} new prompts -> {args.prompts}")
     val_paths = {f["path"] for f in val}

@@ -179,8 +179,8 @@ Debian packages in all, fetched with `apt-get download` and unpacked by `tools/c
 versions and the SHA-256 of every `.deb` (the corpus is a function of them). Each package's `copyright` file is
 parsed (Debian's machine-readable format, DEP-5: a file's licence is that of the last `Files:` paragraph that
 matches it; a free-form file, or a licence given without a name, is read by a person and stated in
-`tools/corpus.py`) and a file is kept only under a permissive licence (BSD, MIT/Expat, Apache, PSF, ISC, zlib, public domain and the like); files
-under GPL, LGPL, MPL or unnamed licences are left out. Also left out: machine-generated codec tables,
+`tools/corpus.py`) and a file is kept only under a permissive licence (BSD, MIT/Expat, Apache, PSF, ISC, zlib,
+public domain and the like); files under GPL, LGPL, MPL or unnamed licences are left out. Also left out: machine-generated codec tables,
 `_sysconfigdata*`, `pydoc_data/topics.py`, deliberately broken test files, files over 1 MB or with lines over
 2000 characters. Deduplicated: files equal after normalization (blank and comment lines dropped, lines
 stripped), then near duplicates (Jaccard similarity ≥ 0.8 of their sets of lines, by MinHash and LSH), the first

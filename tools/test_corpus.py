@@ -121,5 +121,23 @@ class Split(unittest.TestCase):
         self.assertEqual({f["path"] for f in val2}, {f["path"] for f in by_hash[::1] if f in files[::2]})
 
 
+class Prompts(unittest.TestCase):
+    def test_spread(self):
+        self.assertEqual(corpus.spread(list(range(10)), 2), [2, 7])
+        self.assertEqual(corpus.spread([1, 2], 5), [1, 2])
+
+    def test_prompts_end_on_a_signature_outside_tests(self):
+        body = "".join(f"def f{i}(x):\n    return x * {i} + helper(x) - other(x)\n\n" for i in range(40))
+        files = [{"path": "pkg/a.py", "text": body}, {"path": "pkg/tests/test_a.py", "text": body},
+                 {"path": "pkg/b.py", "text": body.replace("def f", "def g")}]
+        ps = corpus.prompts(files, 6)
+        self.assertEqual(len(ps), 6)
+        self.assertEqual(sum(p["id"].split("-", 1)[1].startswith("pkg.a.py:") for p in ps), 3)  # 3 from each
+        self.assertFalse(any("tests" in p["id"] for p in ps))
+        for p in ps:
+            self.assertTrue(p["prompt"].endswith("(x):"), p["prompt"])
+            self.assertIn(p["prompt"], body + body.replace("def f", "def g"))
+
+
 if __name__ == "__main__":
     unittest.main()
