@@ -1,12 +1,14 @@
 #!/usr/bin/python3
 """corpus.py — the training corpus of specdec's default model pair: permissively licensed Python from Debian.
 
-    /usr/bin/python3 tools/corpus.py [--cache tools/runs/debian] [--out tools/runs/corpus] [--new-prompts N]
+    /usr/bin/python3 tools/corpus.py [--cache tools/runs/debian] [--out tools/runs/corpus] [--versions TSV]
+                             [--new-prompts N]
 
 Sources: the Debian 12 packages of PACKAGES — the Python 3.11 standard library with its test suite, then
 well-known BSD/MIT/Apache/PSF-licensed projects — fetched with `apt-get download` into CACHE/debs (no root
 install; run `apt-get update` once first) and unpacked there with `dpkg-deb -x`. Both steps skip what CACHE
-already holds: the corpus is a function of the cached .deb files, whose versions are recorded. Of each package,
+already holds: the corpus is a function of the cached .deb files, whose versions are recorded (packages.tsv;
+--versions TSV fetches the versions such a file names, e.g. weights/pystd/corpus_packages.tsv). Of each package,
 the *.py files under usr/lib/python3.11/ (the standard library) or usr/lib/python3/dist-packages/ are read.
 
 Licences: each package's usr/share/doc/<package>/copyright is parsed (Debian's machine-readable format, DEP-5:
@@ -124,11 +126,14 @@ BAND_ROWS = 4
 # Debian packages
 # ---------------------------------------------------------------------------------------------------------------
 
-def fetch(packages, cache, log):
-    """{package: (version, sha256 of the .deb, unpacked root)}: downloads and unpacks what CACHE lacks."""
+def fetch(packages, cache, log, versions=None):
+    """{package: (version, sha256 of the .deb, unpacked root)}: downloads (the version `versions` names, if any,
+    else the current one) and unpacks what CACHE lacks."""
+    versions = versions or {}
     debs = os.path.join(cache, "debs")
     os.makedirs(debs, exist_ok=True)
-    missing = [p for p in packages if not glob.glob(os.path.join(debs, p + "_*.deb"))]
+    missing = [p + (f"={versions[p]}" if p in versions else "") for p in packages
+               if not glob.glob(os.path.join(debs, p + "_*.deb"))]
     if missing:
         log(f"apt-get download {len(missing)} packages into {debs}")
         r = subprocess.run(["apt-get", "download"] + missing, cwd=debs, capture_output=True, text=True)
@@ -142,6 +147,8 @@ def fetch(packages, cache, log):
         deb = names[0]
         version = subprocess.run(["dpkg-deb", "-f", deb, "Version"], capture_output=True, text=True,
                                  check=True).stdout.strip()
+        if versions.get(p, version) != version:
+            sys.exit(f"corpus: {deb}: version {version}, but {versions[p]} is asked for: delete it")
         with open(deb, "rb") as f:
             digest = hashlib.sha256(f.read()).hexdigest()
         root = os.path.join(cache, "root", f"{p}_{version}")
@@ -437,12 +444,17 @@ def main():
     ap.add_argument("--cache", default="tools/runs/debian")
     ap.add_argument("--out", default="tools/runs/corpus")
     ap.add_argument("--prompts", default="bench/prompts/python.jsonl")
+    ap.add_argument("--versions", metavar="TSV", help="the package versions to fetch: a packages.tsv written before")
     ap.add_argument("--new-prompts", type=int, metavar="N", help="cut N new prompts instead of keeping the file's")
     args = ap.parse_args()
     t0 = time.time()
     log = lambda msg: print(f"corpus: {msg} ({time.time() - t0:.0f} s)", file=sys.stderr, flush=True)
 
-    found = fetch([p for p, _ in PACKAGES], args.cache, log)
+    versions = {}
+    if args.versions:
+        with open(args.versions, encoding="utf-8") as f:
+            versions = dict(line.split("\t")[:2] for line in f.read().split("\n")[1:] if line)
+    found = fetch([p for p, _ in PACKAGES], args.cache, log, versions)
     owners = {doc_link(p, root) for p, (_, _, root) in found.items()} - set(found) - {None}
     found.update(fetch(sorted(owners), args.cache, log))      # for their copyright files only
     candidates, table = collect(found, log)
