@@ -180,15 +180,16 @@ versions and the SHA-256 of every `.deb` (the corpus is a function of them). Eac
 parsed (Debian's machine-readable format, DEP-5: a file's licence is that of the last `Files:` paragraph that
 matches it; a free-form file, or a licence given without a name, is read by a person and stated in
 `tools/corpus.py`) and a file is kept only under a permissive licence (BSD, MIT/Expat, Apache, PSF, ISC, zlib,
-public domain and the like); files under GPL, LGPL, MPL or unnamed licences are left out. Also left out: machine-generated codec tables,
-`_sysconfigdata*`, `pydoc_data/topics.py`, deliberately broken test files, files over 1 MB or with lines over
-2000 characters. Deduplicated: files equal after normalization (blank and comment lines dropped, lines
-stripped), then near duplicates (Jaccard similarity ≥ 0.8 of their sets of lines, by MinHash and LSH), the first
-kept in the order of the table. Split by file: held out when SHA-256 of the path falls in the first 1%, and
-every file that contains one of `bench/prompts/python.jsonl`'s prompts (so no training file holds a benchmark
-prompt). The file list with hashes, licences and splits is `{name}/corpus_manifest.tsv`; every package's
-copyright file is in `{name}/licenses/`. These weights are a work derived from the corpus and are distributed
-under the terms of those licences (the standard library's: the PSF License Agreement, `{name}/LICENSE-PSF.txt`).
+public domain and the like); files under GPL, LGPL, MPL or unnamed licences are left out. Also left out:
+machine-generated codec tables, `_sysconfigdata*`, `pydoc_data/topics.py`, deliberately broken test files, files
+over 1 MB or with lines over 2000 characters. Deduplicated: files equal after normalization (blank and comment
+lines dropped, lines stripped), then near duplicates (Jaccard similarity ≥ 0.8 of their sets of lines, by MinHash
+and LSH), the first kept in the order of the table. Split by file: held out when SHA-256 of the path falls in the
+first 1%, and every file that contains one of `bench/prompts/python.jsonl`'s prompts (so no training file holds a
+benchmark prompt). The file list with hashes, licences and splits is `{name}/corpus_manifest.tsv`, the table below
+`{name}/corpus_packages.tsv` (with each `.deb`'s SHA-256); every package's copyright file is in
+`{name}/licenses/`. These weights are a work derived from the corpus and are distributed under the terms of those
+licences (the standard library's: the PSF License Agreement, `{name}/LICENSE-PSF.txt`).
 
 | split | files | UTF-8 | tokens | bytes per token |
 | --- | --- | --- | --- | --- |
