@@ -12,6 +12,7 @@
 #   make weights            train and export the default model pair to weights/pystd (hours; resumes)
 #   make fuzz               the libFuzzer targets of fuzz/ (clang-14, ASan + UBSan): build/fuzz/bin/<target>
 #   make fuzz-smoke         each target for FUZZ_SECONDS (default 15) from its seed corpus fuzz/corpus/<target>
+#   make test-tools         the corpus tool's tests (tools/test_corpus.py)
 
 CC       ?= cc
 BUILD    ?= release
@@ -140,9 +141,12 @@ test-neon: $(NEON_BIN)
 	qemu-aarch64 $(NEON_BIN)
 
 # The default model pair: tools/make_weights.sh runs corpus → tokenizer → target → draft → evaluate → export.
-.PHONY: weights
+.PHONY: weights test-tools
 weights: $(O)/specdec
 	tools/make_weights.sh
+# The corpus tool's licence checks, deduplication and split, on made-up inputs (Python 3 only, no network).
+test-tools:
+	/usr/bin/python3 tools/test_corpus.py
 
 # Fuzzing (fuzz/README.md): one libFuzzer target per parser, linked with the parsers' part of the library built for
 # it in build/fuzz/ (not the kernels: clang with ASan takes minutes over the AVX-512 file, and no parser uses them).
