@@ -12,6 +12,7 @@
 #   make weights            train and export the default model pair to weights/pystd (hours; resumes)
 #   make fuzz               the libFuzzer targets of fuzz/ (clang-14, ASan + UBSan): build/fuzz/bin/<target>
 #   make fuzz-smoke         each target for FUZZ_SECONDS (default 15) from its seed corpus fuzz/corpus/<target>
+#   make test-tools         the corpus tool's tests (tools/test_corpus.py)
 
 CC       ?= cc
 BUILD    ?= release
@@ -51,14 +52,15 @@ LDLIBS := $(shell pkg-config --libs $(PKGS)) -L$(BLAS_DIR) -Wl,-rpath,$(BLAS_DIR
 # The ISA is chosen at start-up (kernels/dispatch.c); never -march=native.
 ARCH := $(shell $(CC) -dumpmachine | cut -d- -f1)
 ifeq ($(ARCH),x86_64)
-  KERNEL_SRC := kernels/scalar.c kernels/dispatch.c kernels/avx2.c kernels/avx512.c
+  KERNEL_SRC := kernels/scalar.c kernels/dispatch.c kernels/q8.c kernels/avx2.c kernels/avx512.c \
+                kernels/q8_avx2.c kernels/q8_avx512.c
 else ifeq ($(ARCH),aarch64)
-  KERNEL_SRC := kernels/scalar.c kernels/dispatch.c kernels/neon.c
+  KERNEL_SRC := kernels/scalar.c kernels/dispatch.c kernels/q8.c kernels/neon.c kernels/q8_neon.c
 else
-  KERNEL_SRC := kernels/scalar.c kernels/dispatch.c
+  KERNEL_SRC := kernels/scalar.c kernels/dispatch.c kernels/q8.c
 endif
-$(O)/kernels/avx2.o:   CFLAGS += -mavx2 -mfma -mf16c
-$(O)/kernels/avx512.o: CFLAGS += -mavx512f -mavx512bw -mavx512dq -mavx512vl -mfma -mf16c
+$(O)/kernels/avx2.o $(O)/kernels/q8_avx2.o:     CFLAGS += -mavx2 -mfma -mf16c
+$(O)/kernels/avx512.o $(O)/kernels/q8_avx512.o: CFLAGS += -mavx512f -mavx512bw -mavx512dq -mavx512vl -mfma -mf16c
 
 # The source tree draws the architecture: src/base (errors, clock, threads, UTF-8), src/checkpoint (safetensors,
 # config.json), src/model (the forward pass and its KV cache), src/tokenizer, src/speculative (sampling, the
@@ -76,7 +78,7 @@ SUPPORT_OBJ := $(SUPPORT_SRC:%.c=$(O)/%.o)
 TEST_SRC  := $(wildcard tests/*/test_*.c)
 TEST_OBJ  := $(TEST_SRC:%.c=$(O)/%.o) $(SUPPORT_OBJ)
 BENCH_SRC := $(wildcard bench/*.c)
-BENCH_OBJ := $(BENCH_SRC:%.c=$(O)/%.o) $(O)/tests/support/random_checkpoint.o
+BENCH_OBJ := $(BENCH_SRC:%.c=$(O)/%.o) $(O)/tests/support/random_checkpoint.o $(O)/tests/support/divergence.o
 
 .PHONY: all test test-neon bench clean
 all: $(O)/specdec
@@ -107,14 +109,25 @@ $(O)/%.o: %.c Makefile  # flags live here: editing them rebuilds
 test: $(O)/specdec $(O)/run-tests
 	SPECDEC_BIN=$(O)/specdec $(O)/run-tests $(T)
 
-# The shipped pair (all suites), then the runtime's yardstick: random GPT-2-small (12 × 768, V = 50257) in F32
-# and BF16 — decode speed, fraction of the bandwidth, verification cost — in bench/results/gpt2-small-*/.
+# The shipped pair (all suites), then the runtime's yardsticks: random GPT-2-small (12 × 768, V = 50257) in F32
+# and BF16, random Llama-3.2-1B and Qwen2.5-0.5B in BF16, and GPT-2-small and Llama-3.2-1B quantized to q8 —
+# decode speed, fraction of the bandwidth, verification cost, load time and peak memory — in
+# bench/results/<shape>[-q8]/, then q8 against BF16 in one run (the quant suite: speed ratio, load time) in
+# bench/results/gpt2-small-q8-vs-bf16/.
+YARDSTICKS    := gpt2-small-f32 gpt2-small-bf16 llama-3.2-1b qwen2.5-0.5b
+YARDSTICKS_Q8 := gpt2-small llama-3.2-1b
 bench: $(O)/specdec $(O)/run-bench
 	$(O)/run-bench $(if $(filter 1,$(QUICK)),--quick) $(BENCH_ARGS)
-	for dtype in f32 bf16; do \
-	    $(O)/run-bench $(if $(filter 1,$(QUICK)),--quick) -s limit,decode --no-plots \
-	        -m random:gpt2-small$$([ $$dtype = bf16 ] && echo -bf16) --out bench/results/gpt2-small-$$dtype || exit 1; \
+	for shape in $(YARDSTICKS); do \
+	    $(O)/run-bench $(if $(filter 1,$(QUICK)),--quick) -s limit,decode --no-plots -m random:$$shape \
+	        --out bench/results/$$shape || exit 1; \
 	done
+	for shape in $(YARDSTICKS_Q8); do \
+	    $(O)/run-bench $(if $(filter 1,$(QUICK)),--quick) -s limit,decode --no-plots -m random:$$shape --quant q8 \
+	        --out bench/results/$$shape-q8 || exit 1; \
+	done
+	$(O)/run-bench $(if $(filter 1,$(QUICK)),--quick) -s quant --prompts 6 --no-plots -m random:gpt2-small-bf16 \
+	    --out bench/results/gpt2-small-q8-vs-bf16
 
 # NEON: the kernels and their tests alone (no OpenBLAS, Jansson or xxHash needed), static, under qemu-user.
 NEON_CC  := aarch64-linux-gnu-gcc
@@ -122,15 +135,19 @@ NEON_BIN := build/aarch64/test_kernels
 $(NEON_BIN): kernels/*.c kernels/*.h tests/support/harness.c tests/support/harness.h tests/kernels/test_kernels.c
 	@mkdir -p $(@D)
 	$(NEON_CC) -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Werror -Ikernels -Isrc -Itests/support -static -o $@ \
-	    kernels/scalar.c kernels/dispatch.c kernels/neon.c tests/support/harness.c tests/kernels/test_kernels.c \
+	    kernels/scalar.c kernels/dispatch.c kernels/q8.c kernels/neon.c kernels/q8_neon.c tests/support/harness.c \
+	    tests/kernels/test_kernels.c \
 	    -lpthread -lm
 test-neon: $(NEON_BIN)
 	qemu-aarch64 $(NEON_BIN)
 
 # The default model pair: tools/make_weights.sh runs corpus → tokenizer → target → draft → evaluate → export.
-.PHONY: weights
+.PHONY: weights test-tools
 weights: $(O)/specdec
 	tools/make_weights.sh
+# The corpus tool's licence checks, deduplication and split, on made-up inputs (Python 3 only, no network).
+test-tools:
+	/usr/bin/python3 tools/test_corpus.py
 
 # Fuzzing (fuzz/README.md): one libFuzzer target per parser, linked with the parsers' part of the library built for
 # it in build/fuzz/ (not the kernels: clang with ASan takes minutes over the AVX-512 file, and no parser uses them).

@@ -1,9 +1,10 @@
 // bench.h — the benchmark harness: what its suites share.
 //
 // run-bench measures, on this machine, how close specdec comes to the physical limit and what speculative
-// decoding buys. Four suites: limit (memory bandwidth, the matmul kernels and where OpenBLAS overtakes them, the
+// decoding buys. Five suites: limit (memory bandwidth, the matmul kernels and where OpenBLAS overtakes them, the
 // verification-cost curve), decode (tokens/s and the fraction of the bandwidth), speculative (speed-up and
-// acceptance on held-out prompts, beside Theorem 3.8's prediction) and tokenizer (encode MB/s). Each prints
+// acceptance on held-out prompts, beside Theorem 3.8's prediction), tokenizer (encode MB/s) and quant (q8
+// against the stored weights: load time, speed, and accuracy on the held-out prompts). Each prints
 // Markdown tables on stdout and adds its results to one JSON document, written under --out with the plots.
 //
 // The machine is shared and its memory bandwidth drifts, so every comparison is made within a round: the
@@ -23,7 +24,7 @@
 
 // ---- options and the run's state ----------------------------------------------------------------------------
 
-enum { SUITE_LIMIT = 1, SUITE_DECODE = 2, SUITE_SPECULATIVE = 4, SUITE_TOKENIZER = 8 };
+enum { SUITE_LIMIT = 1, SUITE_DECODE = 2, SUITE_SPECULATIVE = 4, SUITE_TOKENIZER = 8, SUITE_QUANT = 16 };
 
 typedef struct {
     unsigned suites;            // SUITE_* bits
@@ -33,6 +34,7 @@ typedef struct {
     int prompts;                // held-out prompts of the speculative suite (0 = all)
     int tokens;                 // tokens generated per prompt
     int threads;                // 0 = one per online CPU
+    Quant quant;                // --quant: how the pair's matrices are held
     bool quick, plots, help;
     const char *out_dir;
 } Options;
@@ -129,9 +131,14 @@ typedef struct {
     Model target, draft;
     bool has_draft;
     bool random;                // weights/pystd is absent: a random pair of the same shape, written for this run
+    Model quantized[2];         // the target and the draft again, quantized to q8 (for the quant suite only)
+    bool has_quantized;
+    double load_seconds[2][2];  // [target, draft][as the pair holds them, q8]
     const char *target_dir, *draft_dir;
     Tokenizer tok;              // the target's, when its folder has one
     bool has_tok;
+    double load_peak_mb;        // random:<shape>: the process's peak resident memory right after loading (0
+                                // otherwise); load_seconds[0][0] is then the target's load from a file just written
 } Pair;
 
 // Loads -m/-d, or weights/pystd, or (when that is absent and no -m was given) a random pair of its shape.
@@ -197,5 +204,6 @@ void suite_limit(Bench *b, Pair *pair, Memory *memory);
 void suite_decode(Bench *b, Pair *pair, Memory *memory);
 void suite_speculative(Bench *b, Pair *pair);
 void suite_tokenizer(Bench *b, Pair *pair);
+void suite_quant(Bench *b, Pair *pair, Memory *memory);
 
 #endif

@@ -47,6 +47,7 @@ typedef struct {
     WeightType type;
     const void *w;
     const float *x;
+    const Q8Block *xq;          // x quantized, for q8 weights (quantized once, outside the timing)
     float *out;
     int T, n_in, n_out;
     ThreadPool *pool;
@@ -57,7 +58,9 @@ static void matmul_thread(void *ctx, int thread, int n_threads) {
     int j0, j1;
     pool_share(mm->n_out, 16, thread, n_threads, &j0, &j1);
     if (j0 == j1) return;
-    if (mm->kernels)
+    if (mm->type == WEIGHT_Q8)
+        mm->kernels->matmul_q8(mm->out, mm->xq, mm->w, NULL, mm->T, mm->n_in, mm->n_out, j0, j1);
+    else if (mm->kernels)
         mm->kernels->matmul[mm->type](mm->out, mm->x, mm->w, NULL, mm->T, mm->n_in, mm->n_in, mm->n_out, j0, j1);
     else
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, mm->T, j1 - j0, mm->n_in, 1.0f, mm->x, mm->n_in,
@@ -72,12 +75,15 @@ static double matmul_run(void *ctx, int rep) {
     return now_seconds() - t0;
 }
 
-// A weight matrix in F32 and BF16 (the same values, rounded), activations for up to max_T rows, room for out.
+// A weight matrix in F32, BF16 (the same values, rounded) and q8, activations for up to max_T rows (and
+// quantized), room for out.
 typedef struct {
     const char *name;           // "cache", "DRAM", "GPT-2 MLP"
     int n_out, n_in;
     float *w32, *x, *out;       // [n_out, n_in], [max_T, n_in], [max_T, n_out]
     uint16_t *w16;              // [n_out, n_in]
+    uint8_t *w8;                // q8_matrix_bytes(n_out, n_in)
+    Q8Block *xq;                // [max_T, q8_blocks(n_in)]
 } Weights;
 
 static void *aligned(size_t bytes) {
@@ -89,7 +95,8 @@ static void *aligned(size_t bytes) {
 static void weights_init(Weights *w, const char *name, int n_out, int n_in, int max_T) {
     const size_t n = (size_t)n_out * n_in;
     *w = (Weights){name, n_out, n_in, aligned(4 * n), aligned(4 * (size_t)max_T * n_in),
-                   aligned(4 * (size_t)max_T * n_out), aligned(2 * n)};
+                   aligned(4 * (size_t)max_T * n_out), aligned(2 * n), aligned(q8_matrix_bytes(n_out, n_in)),
+                   aligned(sizeof(Q8Block) * (size_t)max_T * q8_blocks(n_in))};
     uint32_t state = 12345;
     for (size_t i = 0; i < n; i++) {
         state = state * 1664525u + 1013904223u;
@@ -100,9 +107,25 @@ static void weights_init(Weights *w, const char *name, int n_out, int n_in, int 
         w->w32[i] = bf16_to_f32(w->w16[i]);  // the same values in both dtypes
     }
     for (size_t i = 0; i < (size_t)max_T * n_in; i++) w->x[i] = (float)(i % 17) * 0.1f - 0.8f;
+    for (int j = 0; j < n_out; j += Q8_PANEL)
+        q8_quantize_panel(w->w8 + (size_t)(j / Q8_PANEL) * q8_panel_bytes(n_in), w->w32 + (size_t)j * n_in,
+                          n_out - j < Q8_PANEL ? n_out - j : Q8_PANEL, n_in, n_in);
+    q8_quantize_rows(w->xq, w->x, max_T, n_in, n_in);
 }
 
-static void weights_free(Weights *w) { free(w->w32), free(w->x), free(w->out), free(w->w16); }
+static void weights_free(Weights *w) {
+    free(w->w32), free(w->x), free(w->out), free(w->w16), free(w->w8), free(w->xq);
+}
+
+static const char *type_name(WeightType type) {
+    return type == WEIGHT_F32 ? "F32" : type == WEIGHT_Q8 ? "q8" : "BF16";
+}
+
+// Bytes of W in `type`.
+static double weight_bytes(const Weights *w, WeightType type) {
+    return type == WEIGHT_Q8 ? (double)q8_matrix_bytes(w->n_out, w->n_in)
+                             : (double)w->n_out * w->n_in * (type == WEIGHT_F32 ? 4 : 2);
+}
 
 enum { MAX_KERNELS = 8 };
 
@@ -116,12 +139,12 @@ static int time_matmuls(Bench *b, const Weights *w, WeightType type, int T, cons
     Trial trials[MAX_KERNELS];
     for (int v = type == WEIGHT_F32 ? -1 : 0; v < n_variants && k < MAX_KERNELS; v++, k++) {
         kernels[k] = v < 0 ? NULL : variants[v];
-        cases[k] = (Matmul){kernels[k], type, type == WEIGHT_F32 ? (void *)w->w32 : w->w16, w->x, w->out, T,
-                            w->n_in, w->n_out, b->pool};
+        const void *weights = type == WEIGHT_F32 ? (void *)w->w32 : type == WEIGHT_Q8 ? (void *)w->w8 : w->w16;
+        cases[k] = (Matmul){kernels[k], type, weights, w->x, w->xq, w->out, T, w->n_in, w->n_out, b->pool};
         trials[k] = (Trial){matmul_run, &cases[k]};
     }
     char label[96];
-    snprintf(label, sizeof label, "matmul %s %s T=%d", w->name, type == WEIGHT_F32 ? "F32" : "BF16", T);
+    snprintf(label, sizeof label, "matmul %s %s T=%d", w->name, type_name(type), T);
     measure_rounds(b, label, trials, k, b->opt.reps, 0.02, seconds);
     return k;
 }
@@ -136,8 +159,8 @@ static void matmul_rows(Bench *b, const Weights *w, WeightType type, int T, json
     const int k = time_matmuls(b, w, type, T, kernels, seconds);
     int selected = 0;
     for (int i = 0; i < k; i++) selected = kernels[i] == b->kernels ? i : selected;
-    const char *dtype = type == WEIGHT_F32 ? "F32" : "BF16";
-    const double bytes = (double)w->n_out * w->n_in * (type == WEIGHT_F32 ? 4 : 2), flops = 2.0 * T * w->n_out * w->n_in;
+    const char *dtype = type_name(type);
+    const double bytes = weight_bytes(w, type), flops = 2.0 * T * w->n_out * w->n_in;
     for (int i = 0; i < k; i++) {
         Summary s = summarize(seconds + (size_t)i * reps, reps);
         Summary rel = summarize_ratio(seconds + (size_t)i * reps, seconds + (size_t)selected * reps, reps);
@@ -155,15 +178,16 @@ static void matmul_rows(Bench *b, const Weights *w, WeightType type, int T, json
 }
 
 // Matrix sizes: one that stays in the L2 caches of the threads, and one 4× the largest L3 seen (32 MiB).
-enum { N_SIZES = 2, N_TYPES = 2, N_T = 2 };
-static const WeightType TYPES[N_TYPES] = {WEIGHT_F32, WEIGHT_BF16};
+enum { N_SIZES = 2, N_TYPES = 3, N_T = 2 };
+static const WeightType TYPES[N_TYPES] = {WEIGHT_F32, WEIGHT_BF16, WEIGHT_Q8};
 static const struct { const char *name; int n_out, n_in; } SIZES[N_SIZES] = {{"cache", 384, 384}, {"DRAM", 8192, 4096}};
 static const int TS[N_T] = {1, 8};
 
 static void bench_matmul(Bench *b, json_t *j) {
     out(b, "\n### Matmul kernels\n\nout = x Wᵀ on %d threads (each its share of W's rows, as in the model); "
         "median µs [min–max] of %d rounds in which every kernel runs; GB/s of W and GFLOP/s from the median; the "
-        "last column is the time over the %s kernel's in the same round (model_forward's choice)\n\n",
+        "last column is the time over the %s kernel's in the same round (model_forward's choice). q8: W quantized "
+        "(kernels.h), x quantized once beforehand (the model does it once per matmul, on one thread)\n\n",
         pool_size(b->pool), b->opt.reps, b->kernels->name);
     out(b, "| W | dtype | T | kernel | µs | GB/s | GFLOP/s | time / %s |\n|---|---|---:|---|---:|---:|---:|---:|\n",
         b->kernels->name);

@@ -1,7 +1,8 @@
 // main.c — run-bench: options, the run's record, and the suites in order (see bench.h).
 //
-//   build/release/run-bench [--suite limit,decode,speculative,tokenizer] [-m TARGET] [-d DRAFT] [--reps N]
-//                           [--prompts N] [--tokens N] [--quick] [--threads N] [--out DIR] [--no-plots]
+//   build/release/run-bench [--suite limit,decode,speculative,tokenizer,quant] [-m TARGET] [-d DRAFT] [--reps N]
+//                           [--prompts N] [--tokens N] [--quick] [--threads N] [--quant q8] [--out DIR]
+//                           [--no-plots]
 #include <errno.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -14,6 +15,7 @@
 typedef struct {
     Options opt;
     const char *suites;         // --suite, comma-separated
+    const char *quant;          // --quant q8 | none
     bool no_plots;
 } Args;
 
@@ -31,8 +33,8 @@ typedef struct {
 #define FIELD(f) offsetof(Args, f)
 static const Option OPTIONS[] = {
     {"suite", 's', OPT_STRING, FIELD(suites), 0, 0, "suites to run, comma-separated: limit,decode,speculative,"
-                                                     "tokenizer (default: all)"},
-    {"model", 'm', OPT_STRING, FIELD(opt.target_dir), 0, 0, "target checkpoint folder (default weights/pystd/target), or random:gpt2-small[-bf16]"},
+                                                     "tokenizer,quant (default: all)"},
+    {"model", 'm', OPT_STRING, FIELD(opt.target_dir), 0, 0, "target checkpoint folder (default weights/pystd/target), or random:gpt2-small[-bf16], random:llama-3.2-1b, random:qwen2.5-0.5b (BF16)"},
     {"draft", 'd', OPT_STRING, FIELD(opt.draft_dir), 0, 0, "draft checkpoint folder (default weights/pystd/draft)"},
     {"reps", 'r', OPT_INT, FIELD(opt.reps), 1, 10000, "rounds of each limit and decode measurement (default 15; "
                                                       "--quick 5)"},
@@ -41,6 +43,8 @@ static const Option OPTIONS[] = {
     {"tokens", 'n', OPT_INT, FIELD(opt.tokens), 1, 1 << 20, "tokens generated per prompt (default 128; --quick 48)"},
     {"quick", 'q', OPT_FLAG, FIELD(opt.quick), 0, 0, "fewer rounds, prompts and tokens: 1.5-3 minutes on 2 idle cores"},
     {"threads", 't', OPT_INT, FIELD(opt.threads), 1, 1024, "worker threads (default: all cores)"},
+    {"quant", 0, OPT_STRING, FIELD(quant), 0, 0, "q8: the pair's matrices quantized to 8 bits at load; none "
+                                                 "(default)"},
     {"out", 'o', OPT_STRING, FIELD(opt.out_dir), 0, 0, "folder for the JSON, Markdown and PNG files (default "
                                                        "bench/results)"},
     {"no-plots", 0, OPT_FLAG, FIELD(no_plots), 0, 0, "write no plots"},
@@ -48,7 +52,8 @@ static const Option OPTIONS[] = {
 };
 enum { N_OPTIONS = sizeof OPTIONS / sizeof OPTIONS[0] };
 
-static const char *SUITE_NAMES[] = {"limit", "decode", "speculative", "tokenizer"};  // bit i = SUITE_NAMES[i]
+enum { N_SUITES = 5 };
+static const char *SUITE_NAMES[N_SUITES] = {"limit", "decode", "speculative", "tokenizer", "quant"};  // bit i
 
 static void print_help(void) {
     printf("usage: run-bench [options]    (make bench BENCH_ARGS=\"...\", or make bench QUICK=1)\n\n"
@@ -68,9 +73,9 @@ static int parse_suites(const char *list, unsigned *suites, Err *err) {
     for (const char *p = list; *p;) {
         size_t len = strcspn(p, ",");
         unsigned bit = 0;
-        for (int i = 0; i < 4; i++)
+        for (int i = 0; i < N_SUITES; i++)
             if (strlen(SUITE_NAMES[i]) == len && strncmp(p, SUITE_NAMES[i], len) == 0) bit = 1u << i;
-        if (!bit) return err_fmt(err, "--suite: unknown suite \"%.*s\" (limit, decode, speculative, tokenizer)",
+        if (!bit) return err_fmt(err, "--suite: unknown suite \"%.*s\" (limit, decode, speculative, tokenizer, quant)",
                                  (int)len, p);
         *suites |= bit;
         p += len + (p[len] == ',');
@@ -113,17 +118,24 @@ static int parse_args(Args *args, int argc, char **argv, Err *err) {
     opt->out_dir = opt->out_dir ? opt->out_dir : "bench/results";
     opt->plots = !args->no_plots;
     if (opt->draft_dir && !opt->target_dir) return err_fmt(err, "-d needs -m: which target does the draft serve?");
-    return parse_suites(args->suites ? args->suites : "limit,decode,speculative,tokenizer", &opt->suites, err);
+    if (args->quant && strcmp(args->quant, "q8") == 0) opt->quant = QUANT_Q8;
+    else if (args->quant && strcmp(args->quant, "none") != 0)
+        return err_fmt(err, "--quant: expected q8 or none, got \"%s\"", args->quant);
+    if (parse_suites(args->suites ? args->suites : "limit,decode,speculative,tokenizer,quant", &opt->suites, err))
+        return -1;
+    if ((opt->suites & SUITE_QUANT) && opt->quant != QUANT_NONE)
+        return err_fmt(err, "--suite quant compares the stored weights with q8: leave out --quant");
+    return 0;
 }
 
 // ---- the run ------------------------------------------------------------------------------------------------
 
 static json_t *options_json(const Options *o) {
     json_t *suites = json_array();
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < N_SUITES; i++)
         if (o->suites & (1u << i)) json_array_append_new(suites, json_string(SUITE_NAMES[i]));
-    return json_pack("{s:o, s:i, s:i, s:i, s:b}", "suites", suites, "reps", o->reps, "prompts", o->prompts, "tokens",
-                     o->tokens, "quick", o->quick);
+    return json_pack("{s:o, s:i, s:i, s:i, s:b, s:s}", "suites", suites, "reps", o->reps, "prompts", o->prompts,
+                     "tokens", o->tokens, "quick", o->quick, "quant", o->quant == QUANT_Q8 ? "q8" : "none");
 }
 
 int main(int argc, char **argv) {
@@ -150,19 +162,23 @@ int main(int argc, char **argv) {
     pair_open(&pair, &b);
     json_object_set_new(b.results, "pair", pair_json(&pair));
 
-    out(&b, "# specdec bench\n\n%s, %d threads, %s kernels, commit %s, %s%s\n\nTarget: %s (%.1f MB of weights)",
-        cpu, pool_size(b.pool), b.kernels->name,
+    out(&b, "# specdec bench\n\n%s, %d threads, %s kernels%s, commit %s, %s%s\n\nTarget: %s (%.1f MB of weights)",
+        cpu, pool_size(b.pool), b.kernels->name, b.opt.quant == QUANT_Q8 ? ", weights quantized to q8" : "",
         json_string_value(json_object_get(json_object_get(b.results, "machine"), "commit")),
         json_string_value(json_object_get(json_object_get(b.results, "machine"), "date")),
         b.opt.quick ? " (--quick)" : "", pair.target_dir, pair.target.weight_bytes / 1e6);
     if (pair.has_draft) out(&b, "; draft: %s (%.1f MB)", pair.draft_dir, pair.draft.weight_bytes / 1e6);
+    if (pair.load_peak_mb > 0)
+        out(&b, "; loaded in %.2f s from the page cache, peak resident memory %.0f MB", pair.load_seconds[0][0],
+            pair.load_peak_mb);
     out(&b, "%s\n\n", pair.random ? ". **A random pair** (weights/pystd is absent): speeds are representative, "
                                     "acceptance and speed-ups are not" : "");
 
     Memory memory = {0};
-    if (b.opt.suites & (SUITE_LIMIT | SUITE_DECODE)) memory_init(&memory, (size_t)256 << 20);
+    if (b.opt.suites & (SUITE_LIMIT | SUITE_DECODE | SUITE_QUANT)) memory_init(&memory, (size_t)256 << 20);
     if (b.opt.suites & SUITE_LIMIT) suite_limit(&b, &pair, &memory);
     if (b.opt.suites & SUITE_DECODE) out(&b, "\n"), suite_decode(&b, &pair, &memory);
+    if (b.opt.suites & SUITE_QUANT) out(&b, "\n"), suite_quant(&b, &pair, &memory);
     memory_free(&memory);
     if (b.opt.suites & SUITE_SPECULATIVE) out(&b, "\n"), suite_speculative(&b, &pair);
     if (b.opt.suites & SUITE_TOKENIZER) out(&b, "\n"), suite_tokenizer(&b, &pair);

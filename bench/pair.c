@@ -2,6 +2,7 @@
 #include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -13,9 +14,18 @@
 
 // ---- the pair -----------------------------------------------------------------------------------------------
 
-static void load(Model *m, const char *dir, Bench *b) {
-    Err err;
-    if (model_load(m, dir, b->pool, &err)) die("%s", err.msg);
+// Loads the pair's model `which` (0 target, 1 draft) from dir as --quant says, and again quantized to q8 when the
+// quant suite will compare the two; times each load.
+static void load(Pair *pair, int which, const char *dir, Bench *b) {
+    Model *models[2] = {which ? &pair->draft : &pair->target, &pair->quantized[which]};
+    const Quant quants[2] = {b->opt.quant, QUANT_Q8};
+    for (int k = 0; k < ((b->opt.suites & SUITE_QUANT) ? 2 : 1); k++) {
+        Err err;
+        const double t0 = now_seconds();
+        if (model_load_quantized(models[k], dir, b->pool, quants[k], &err)) die("%s", err.msg);
+        pair->load_seconds[which][k] = now_seconds() - t0;
+    }
+    pair->has_quantized = b->opt.suites & SUITE_QUANT;
 }
 
 // A random pair of the shipped pair's target shape (V = 8192, d = 384, 8 layers, 512 positions). The draft has
@@ -26,13 +36,12 @@ static void open_random(Pair *pair, Bench *b) {
     if (!mkdtemp(dir)) die("cannot make a temporary folder for the random pair");
     RandomCheckpoint spec = {.n_layer = 8, .n_embd = 384, .n_head = 6, .vocab_size = 8192, .n_positions = 512,
                              .scale = 0.05f, .seed = 1};
-    Model *models[2] = {&pair->target, &pair->draft};
     for (int i = 0; i < 2; i++) {
         Err err;
         snprintf(sub, sizeof sub, "%s/%s", dir, i ? "draft" : "target");
         spec.n_layer = i ? 1 : 8;
         if (mkdir(sub, 0700) || random_checkpoint_write(sub, &spec, &err)) die("%s: %s", sub, err.msg);
-        load(models[i], sub, b);
+        load(pair, i, sub, b);
         random_checkpoint_remove(sub);
     }
     rmdir(dir);
@@ -41,18 +50,43 @@ static void open_random(Pair *pair, Bench *b) {
     pair->draft_dir = "random (1 × 384, the target's first block)";
 }
 
-// -m random:gpt2-small[-bf16]: a random-weight model of GPT-2-small's shape (12 layers, d = 768, V = 50257, 1024
-// positions) in F32 or BF16, alone: the runtime's own yardstick, comparable with other runtimes' GPT-2 figures.
-static bool open_gpt2_small(Pair *pair, Bench *b) {
-    const char *spec_name = pair->target_dir;
-    if (strcmp(spec_name, "random:gpt2-small") != 0 && strcmp(spec_name, "random:gpt2-small-bf16") != 0) return false;
+// -m random:<shape>: a random-weight model of a published shape, alone: the runtime's yardsticks, comparable with
+// other runtimes' figures for the same models. Its load time and the peak resident memory after loading are
+// recorded (the file was just written, so it is read from the page cache: a warm load; the peak includes the q8
+// copy when the quant suite loads one).
+static const struct {
+    const char *name;
+    RandomCheckpoint spec;
+} SHAPES[] = {
+    {"gpt2-small", {.n_layer = 12, .n_embd = 768, .n_head = 12, .vocab_size = 50257, .n_positions = 1024}},
+    {"gpt2-small-f32", {.n_layer = 12, .n_embd = 768, .n_head = 12, .vocab_size = 50257, .n_positions = 1024}},
+    {"gpt2-small-bf16", {.n_layer = 12, .n_embd = 768, .n_head = 12, .vocab_size = 50257, .n_positions = 1024,
+                         .bf16 = true}},
+    // Llama-3.2-1B: 16 × 2048, 32 heads, 8 KV heads, F = 8192, V = 128256, tied; context cut to 2048
+    {"llama-3.2-1b", {.model_type = "llama", .n_layer = 16, .n_embd = 2048, .n_head = 32, .n_kv_head = 8,
+                      .n_inner = 8192, .vocab_size = 128256, .n_positions = 2048, .bf16 = true}},
+    // Qwen2.5-0.5B: 24 × 896, 14 heads, 2 KV heads, F = 4864, V = 151936, tied, q/k/v biases
+    {"qwen2.5-0.5b", {.model_type = "qwen2", .n_layer = 24, .n_embd = 896, .n_head = 14, .n_kv_head = 2,
+                      .n_inner = 4864, .vocab_size = 151936, .n_positions = 2048, .bf16 = true}},
+};
+
+static bool open_random_shape(Pair *pair, Bench *b) {
+    const char *name = pair->target_dir;
+    int shape = -1;
+    for (int i = 0; i < (int)(sizeof SHAPES / sizeof SHAPES[0]); i++)
+        if (strncmp(name, "random:", 7) == 0 && strcmp(name + 7, SHAPES[i].name) == 0) shape = i;
+    if (shape < 0) return false;
     char dir[] = "/tmp/specdec-bench-XXXXXX";
-    if (!mkdtemp(dir)) die("cannot make a temporary folder for %s", spec_name);
-    RandomCheckpoint spec = {.n_layer = 12, .n_embd = 768, .n_head = 12, .vocab_size = 50257, .n_positions = 1024,
-                             .bf16 = strstr(spec_name, "bf16") != NULL, .scale = 0.05f, .seed = 1};
+    if (!mkdtemp(dir)) die("cannot make a temporary folder for %s", name);
+    RandomCheckpoint spec = SHAPES[shape].spec;
+    spec.scale = 0.05f;
+    spec.seed = 1;
     Err err;
     if (random_checkpoint_write(dir, &spec, &err)) die("%s: %s", dir, err.msg);
-    load(&pair->target, dir, b);
+    load(pair, 0, dir, b);
+    struct rusage usage;
+    getrusage(RUSAGE_SELF, &usage);
+    pair->load_peak_mb = usage.ru_maxrss * 1024.0 / 1e6;  // ru_maxrss is in KiB; MB as the weights are counted
     random_checkpoint_remove(dir);
     pair->random = true;
     pair->draft_dir = NULL;
@@ -61,7 +95,7 @@ static bool open_gpt2_small(Pair *pair, Bench *b) {
 
 void pair_open(Pair *pair, Bench *b) {
     *pair = (Pair){.target_dir = b->opt.target_dir, .draft_dir = b->opt.draft_dir};
-    if (pair->target_dir && open_gpt2_small(pair, b)) return;
+    if (pair->target_dir && open_random_shape(pair, b)) return;
     if (!pair->target_dir) {
         if (access(DEFAULT_TARGET "/config.json", F_OK) != 0) {
             fprintf(stderr, "run-bench: NOTE: %s is absent (make weights); benchmarking a RANDOM pair of its shape "
@@ -73,9 +107,9 @@ void pair_open(Pair *pair, Bench *b) {
         pair->target_dir = DEFAULT_TARGET;
         pair->draft_dir = pair->draft_dir ? pair->draft_dir : DEFAULT_DRAFT;
     }
-    load(&pair->target, pair->target_dir, b);
+    load(pair, 0, pair->target_dir, b);
     if (pair->draft_dir) {
-        load(&pair->draft, pair->draft_dir, b);
+        load(pair, 1, pair->draft_dir, b);
         pair->has_draft = true;
         if (pair->draft.cfg.vocab_size != pair->target.cfg.vocab_size)
             die("%s and %s: the draft's vocabulary (%d) is not the target's (%d)", pair->draft_dir,
@@ -94,6 +128,7 @@ void pair_open(Pair *pair, Bench *b) {
 void pair_close(Pair *pair) {
     model_free(&pair->target);
     if (pair->has_draft) model_free(&pair->draft);
+    for (int i = 0; i < (pair->has_draft ? 2 : 1) && pair->has_quantized; i++) model_free(&pair->quantized[i]);
     if (pair->has_tok) tokenizer_free(&pair->tok);
 }
 
@@ -105,6 +140,9 @@ static json_t *model_json(const Model *m, const char *dir) {
 
 json_t *pair_json(const Pair *pair) {
     json_t *j = json_pack("{s:b, s:o}", "random", pair->random, "target", model_json(&pair->target, pair->target_dir));
+    if (pair->load_peak_mb > 0)
+        json_object_set_new(j, "load", json_pack("{s:f, s:f}", "seconds", pair->load_seconds[0][0], "peak_resident_MB",
+                                                 pair->load_peak_mb));
     if (pair->has_draft) json_object_set_new(j, "draft", model_json(&pair->draft, pair->draft_dir));
     return j;
 }

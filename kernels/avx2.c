@@ -234,6 +234,37 @@ static void layernorm(float *out, const float *x, const float *gamma, const floa
     }
 }
 
+static void rmsnorm(float *out, const float *x, const float *gamma, int n, float eps) {
+    __m256 acc = _mm256_setzero_ps();
+    for (int i = 0; i < n; i += LANES) {
+        __m256 v = load_f32(x + i, n - i);  // zero past the end
+        acc = _mm256_fmadd_ps(v, v, acc);
+    }
+    const __m256 inv_rms = _mm256_set1_ps(1.0f / sqrtf(reduce_add(acc) / n + eps));
+    for (int i = 0; i < n; i += LANES)
+        store_f32(out + i, _mm256_mul_ps(_mm256_mul_ps(load_f32(x + i, n - i), inv_rms), load_f32(gamma + i, n - i)),
+                  n - i);
+}
+
+static void rope(float *x, const float *cos, const float *sin, int half) {
+    for (int i = 0; i < half; i += LANES) {
+        const int n = half - i;
+        __m256 a = load_f32(x + i, n), b = load_f32(x + half + i, n), c = load_f32(cos + i, n),
+               s = load_f32(sin + i, n);
+        store_f32(x + i, _mm256_fmsub_ps(a, c, _mm256_mul_ps(b, s)), n);
+        store_f32(x + half + i, _mm256_fmadd_ps(b, c, _mm256_mul_ps(a, s)), n);
+    }
+}
+
+static void silu_mul(float *out, const float *gate, const float *up, int n) {
+    const __m256 one = _mm256_set1_ps(1.0f);
+    for (int i = 0; i < n; i += LANES) {
+        __m256 g = load_f32(gate + i, n - i);
+        __m256 e = exp_ps(_mm256_sub_ps(_mm256_setzero_ps(), g));
+        store_f32(out + i, _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(one, e)), load_f32(up + i, n - i)), n - i);
+    }
+}
+
 static void softmax(float *x, int n) {
     const __m256 max = _mm256_set1_ps(row_max(x, n));
     __m256 sum = _mm256_setzero_ps();
@@ -292,7 +323,12 @@ static void add(float *out, const float *x, int n) {
 const Kernels kernels_avx2 = {
     .name = "avx2",
     .matmul = {[WEIGHT_F32] = matmul_f32, [WEIGHT_F16] = matmul_f16, [WEIGHT_BF16] = matmul_bf16},
+    .matmul_q8 = q8_matmul_avx2,
+    .quantize_q8 = q8_quantize_rows,
     .layernorm = layernorm,
+    .rmsnorm = rmsnorm,
+    .rope = rope,
+    .silu_mul = silu_mul,
     .gelu_tanh = gelu_tanh,
     .gelu_erf = gelu_erf,
     .softmax = softmax,

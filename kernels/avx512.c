@@ -376,6 +376,39 @@ static void layernorm(float *out, const float *x, const float *gamma, const floa
     }
 }
 
+static void rmsnorm(float *out, const float *x, const float *gamma, int n, float eps) {
+    __m512 acc = _mm512_setzero_ps();
+    for (int i = 0; i < n; i += LANES) {
+        __m512 v = load_f32(x + i, first_n(n - i));  // zero past the end
+        acc = _mm512_fmadd_ps(v, v, acc);
+    }
+    const __m512 inv_rms = _mm512_set1_ps(1.0f / sqrtf(_mm512_reduce_add_ps(acc) / n + eps));
+    for (int i = 0; i < n; i += LANES) {
+        __mmask16 m = first_n(n - i);
+        _mm512_mask_storeu_ps(out + i, m, _mm512_mul_ps(_mm512_mul_ps(load_f32(x + i, m), inv_rms), load_f32(gamma + i, m)));
+    }
+}
+
+static void rope(float *x, const float *cos, const float *sin, int half) {
+    for (int i = 0; i < half; i += LANES) {
+        __mmask16 m = first_n(half - i);
+        __m512 a = load_f32(x + i, m), b = load_f32(x + half + i, m), c = load_f32(cos + i, m),
+               s = load_f32(sin + i, m);
+        _mm512_mask_storeu_ps(x + i, m, _mm512_fmsub_ps(a, c, _mm512_mul_ps(b, s)));
+        _mm512_mask_storeu_ps(x + half + i, m, _mm512_fmadd_ps(b, c, _mm512_mul_ps(a, s)));
+    }
+}
+
+static void silu_mul(float *out, const float *gate, const float *up, int n) {
+    const __m512 one = _mm512_set1_ps(1.0f);
+    for (int i = 0; i < n; i += LANES) {
+        __mmask16 m = first_n(n - i);
+        __m512 g = load_f32(gate + i, m);
+        __m512 e = exp_ps(_mm512_sub_ps(_mm512_setzero_ps(), g));
+        _mm512_mask_storeu_ps(out + i, m, _mm512_mul_ps(_mm512_div_ps(g, _mm512_add_ps(one, e)), load_f32(up + i, m)));
+    }
+}
+
 static void softmax(float *x, int n) {
     const __m512 max = _mm512_set1_ps(row_max(x, n));
     __m512 sum = _mm512_setzero_ps();
@@ -439,8 +472,13 @@ static void add(float *out, const float *x, int n) {
 const Kernels kernels_avx512 = {
     .name = "avx512",
     .matmul = {[WEIGHT_F32] = matmul_f32, [WEIGHT_F16] = matmul_f16, [WEIGHT_BF16] = matmul_bf16},
+    .matmul_q8 = q8_matmul_avx512,
+    .quantize_q8 = q8_quantize_rows_avx512,
     .panels = true,
     .layernorm = layernorm,
+    .rmsnorm = rmsnorm,
+    .rope = rope,
+    .silu_mul = silu_mul,
     .gelu_tanh = gelu_tanh,
     .gelu_erf = gelu_erf,
     .softmax = softmax,

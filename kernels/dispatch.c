@@ -37,6 +37,27 @@ static bool cpu_has_avx512(void) {
     unsigned need = bit_AVX512F | bit_AVX512DQ | bit_AVX512BW | bit_AVX512VL;
     return (ebx & need) == need && os_saves(0xe6);  // plus opmask, ZMM0-15 upper halves, ZMM16-31
 }
+
+// AVX512_VNNI (Cascade Lake, Ice Lake, Zen 4 onward), for the avx512 variant's q8 matmul.
+static bool cpu_has_avx512_vnni(void) {
+    unsigned eax, ebx, ecx, edx;
+    return cpu_has_avx512() && __get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) && (ecx & bit_AVX512VNNI);
+}
+
+// The avx512 variant of an AVX-512 CPU without VNNI (Skylake-X): every kernel of kernels_avx512 but the q8
+// matmul, which is AVX2's (bit-identical to the reference, like every variant's).
+static Kernels avx512_without_vnni;
+static pthread_once_t without_vnni_once = PTHREAD_ONCE_INIT;
+
+static void make_avx512_without_vnni(void) {
+    avx512_without_vnni = kernels_avx512;
+    avx512_without_vnni.matmul_q8 = q8_matmul_avx2;
+}
+
+const Kernels *kernels_avx512_without_vnni(void) {
+    pthread_once(&without_vnni_once, make_avx512_without_vnni);
+    return &avx512_without_vnni;
+}
 #endif
 
 // cpuid traps to the hypervisor in a virtual machine (microseconds): the list is made once.
@@ -48,7 +69,8 @@ static void find_available(void) {
     available[n_available++] = &kernels_scalar;
 #if defined(__x86_64__)
     if (cpu_has_avx2()) available[n_available++] = &kernels_avx2;
-    if (cpu_has_avx512()) available[n_available++] = &kernels_avx512;
+    if (cpu_has_avx512())
+        available[n_available++] = cpu_has_avx512_vnni() ? &kernels_avx512 : kernels_avx512_without_vnni();
 #elif defined(__aarch64__)
     available[n_available++] = &kernels_neon;  // Advanced SIMD is mandatory in ARMv8-A
 #endif

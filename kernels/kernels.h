@@ -4,7 +4,8 @@
 // against (tests/kernels/test_kernels.c). avx2.c, avx512.c and neon.c implement the same signatures, each compiled with
 // its own flags; kernels_select() picks the best one the CPU and OS support, once, at start-up.
 //
-// Arguments are ordered outputs, inputs, sizes. Weights may be F32, F16 or BF16; arithmetic is always F32.
+// Arguments are ordered outputs, inputs, sizes. Weights may be F32, F16 or BF16, with F32 arithmetic; or 8-bit
+// (q8, at the end of this file), with integer dot products inside blocks of 32 and F32 between them.
 #ifndef SPECDEC_KERNELS_H
 #define SPECDEC_KERNELS_H
 
@@ -12,7 +13,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef enum { WEIGHT_F32, WEIGHT_F16, WEIGHT_BF16, WEIGHT_TYPES } WeightType;
+// The float types index Kernels.matmul; WEIGHT_Q8 weights go through Kernels.matmul_q8 (their activations are
+// quantized too).
+typedef enum { WEIGHT_F32, WEIGHT_F16, WEIGHT_BF16, WEIGHT_TYPES, WEIGHT_Q8 = WEIGHT_TYPES } WeightType;
+
+typedef struct Q8Block Q8Block;
+
+// out[t, j] = bias[j] + Σ_b d_w[j, b] · d_x[t, b] · Σ_{i in block b} q_w[j, i] · q_x[t, i]    for j0 ≤ j < j1
+//   out: [T, ld_out]   x: [T, q8_blocks(n_in)] quantized activation rows   W: q8 panels (below), 64-byte aligned
+typedef void MatmulQ8Fn(float *out, const Q8Block *x, const void *w, const float *bias, int T, int n_in, int ld_out,
+                        int j0, int j1);
 
 // Batch invariance: every kernel computes row t of its output from row t of its input alone, with the same
 // operations in the same order whatever T, j0 and j1 are, so results are bit-identical across batch sizes and
@@ -30,6 +40,14 @@ typedef struct {
     // once, like decoding one.
     MatmulFn *matmul[WEIGHT_TYPES];
 
+    // The same for q8 weights (the q8 section below); every variant reads the one q8 layout, and every variant's
+    // result is bit-identical to the reference's (q8.c).
+    MatmulQ8Fn *matmul_q8;
+
+    // A matmul_q8's input: activation rows x [T, ld_x] (first n_in columns) quantized into out
+    // [T, q8_blocks(n_in)], bit-identical to q8_quantize_rows (q8.c).
+    void (*quantize_q8)(Q8Block *out, const float *x, int T, int n_in, int ld_x);
+
     // The layout of W: false, rows one after another (W[j, i] at j·n_in + i); true, panels of 4 rows whose
     // 16-element slices alternate (W[j, i] at panel_index(n_in, j, i)), so that the 4 rows a micro-kernel reads
     // side by side are one sequential stream of memory.
@@ -37,6 +55,18 @@ typedef struct {
 
     // out = (x − mean(x)) / √(var(x) + eps) · gamma + beta          out, x, gamma, beta: [n]
     void (*layernorm)(float *out, const float *x, const float *gamma, const float *beta, int n, float eps);
+
+    // out = x / √(mean(x²) + eps) · gamma                                   out, x, gamma: [n]
+    void (*rmsnorm)(float *out, const float *x, const float *gamma, int n, float eps);
+
+    // Rotary position embedding of one head, in place, in transformers' rotate-half form: the channel pairs are
+    // (i, i + half), each rotated by its angle (cos[i], sin[i]):
+    //   x[i]        ← x[i] · cos[i] − x[i + half] · sin[i]
+    //   x[i + half] ← x[i + half] · cos[i] + x[i] · sin[i]          x: [2·half]   cos, sin: [half]
+    void (*rope)(float *x, const float *cos, const float *sin, int half);
+
+    // SwiGLU's gate: out = SiLU(gate) ⊙ up, SiLU(g) = g / (1 + e^−g)   out, gate, up: [n] (out may be gate)
+    void (*silu_mul)(float *out, const float *gate, const float *up, int n);
 
     // In place, x: [n].  tanh form: 0.5x(1 + tanh(√(2/π)(x + 0.044715x³)));  erf form: 0.5x(1 + erf(x/√2))
     void (*gelu_tanh)(float *x, int n);
@@ -109,6 +139,12 @@ extern const Kernels kernels_avx2;
 extern const Kernels kernels_avx512;
 extern const Kernels kernels_neon;
 
+#if defined(__x86_64__)
+// The avx512 variant as an AVX-512 CPU without AVX512_VNNI runs it (Skylake-X): kernels_avx512 with AVX2's q8
+// matmul. kernels_available() lists it in kernels_avx512's place on such a CPU; tests run it on any AVX-512 CPU.
+const Kernels *kernels_avx512_without_vnni(void);
+#endif
+
 // The variants built into this binary that this CPU and OS can run, best last; *count receives their number.
 const Kernels *const *kernels_available(int *count);
 
@@ -138,5 +174,72 @@ static inline float bf16_to_f32(uint16_t b) {
     union { uint32_t u; float f; } v = {(uint32_t)b << 16};
     return v.f;
 }
+
+// ---- 8-bit weights (q8) -------------------------------------------------------------------------------------
+//
+// A weight matrix [n_out, n_in] is quantized at load, block by block: each row's blocks of Q8_BLOCK = 32 inputs
+// (zero-padded at the end) become 32 integers q ∈ [−127, 127] and one scale d, W[j, i] ≈ d · q (q8.c). A matmul
+// quantizes its activation rows the same way (Q8Block, with F32 scales), so that each block's dot product is one
+// of integers, exact, in 32 bits:
+//     Σ_i x_i W[j, i] ≈ Σ_b d_x[b] · d_w[j, b] · Σ_{i in b} q_x[i] · q_w[j, i]
+// and only the sum over blocks is in floats: per block, s = d_w · d_x (one rounding), then acc = fma(isum, s, acc)
+// in block order, then + bias. Every variant does exactly these float operations in this order, so all variants
+// agree bit for bit with the reference and a row's result depends on nothing but that row (batch invariance).
+//
+// The layout, shared by every variant: panels of Q8_PANEL = 16 rows (the last padded with zero rows). A panel
+// holds, for each block b of the inputs, 512 bytes of quants — 8 groups of 4 inputs, each group 16 rows × 4
+// bytes, so that one 64-byte line is one AVX-512 register of 16 rows' 4-input dot products (vpdpbusd) — and
+// then the blocks' scales, 16 BF16 values per block (a scale rounded up to BF16 keeps every |q| ≤ 127 and F32's
+// range: F16 would make the scales of small weights subnormal). Weights take 1 + 2/32 bytes each.
+enum { Q8_BLOCK = 32, Q8_PANEL = 16, Q8_GROUP = 4 };
+
+// One block of a quantized activation row: x[i] ≈ d · q[i].
+struct Q8Block {
+    float d;
+    int32_t offset;  // −128 · Σ q[i]: what a kernel whose weights are offset to unsigned (q + 128) takes back
+    int8_t q[Q8_BLOCK];
+};
+
+static inline int q8_blocks(int n_in) { return (n_in + Q8_BLOCK - 1) / Q8_BLOCK; }
+
+// Bytes of one panel: the quants of every block, then their scales, rounded up to whole lines.
+static inline size_t q8_panel_bytes(int n_in) {
+    return ((size_t)q8_blocks(n_in) * (Q8_BLOCK * Q8_PANEL + 2 * Q8_PANEL) + 63) / 64 * 64;
+}
+
+static inline size_t q8_matrix_bytes(int n_out, int n_in) {
+    return (size_t)(n_out + Q8_PANEL - 1) / Q8_PANEL * q8_panel_bytes(n_in);
+}
+
+// The byte of q_w[j, i] and the scale of row j's block b, within the matrix.
+static inline size_t q8_quant_index(int n_in, int j, int i) {
+    return (size_t)(j / Q8_PANEL) * q8_panel_bytes(n_in) + (size_t)(i / Q8_BLOCK) * Q8_BLOCK * Q8_PANEL +
+           (size_t)(i % Q8_BLOCK / Q8_GROUP) * Q8_GROUP * Q8_PANEL + (size_t)(j % Q8_PANEL) * Q8_GROUP + i % Q8_GROUP;
+}
+
+static inline size_t q8_scale_index(int n_in, int j, int b) {  // in uint16_t from the matrix's start
+    return ((size_t)(j / Q8_PANEL) * q8_panel_bytes(n_in) + (size_t)q8_blocks(n_in) * Q8_BLOCK * Q8_PANEL) / 2 +
+           (size_t)b * Q8_PANEL + j % Q8_PANEL;
+}
+
+// Quantizes rows [n_rows ≤ 16, ld] (floats) into one panel (q8_panel_bytes(n_in)); rows n_rows..15 become zeros.
+void q8_quantize_panel(uint8_t *panel, const float *rows, int n_rows, int ld, int n_in);
+
+// Quantizes activation rows x [T, ld_x] (first n_in columns) into out [T, q8_blocks(n_in)]: the reference of
+// Kernels.quantize_q8.
+void q8_quantize_rows(Q8Block *out, const float *x, int T, int n_in, int ld_x);
+void q8_quantize_rows_avx512(Q8Block *out, const float *x, int T, int n_in, int ld_x);
+
+// d · q of W[j, i] in a quantized matrix (the embedding lookup of a tied q8 head).
+static inline float q8_weight(const void *w, int n_in, int j, int i) {
+    const int8_t q = ((const int8_t *)w)[q8_quant_index(n_in, j, i)];
+    return (float)q * bf16_to_f32(((const uint16_t *)w)[q8_scale_index(n_in, j, i / Q8_BLOCK)]);
+}
+
+// The reference product (q8.c): the scalar variant's matmul_q8, and the specification of the others.
+MatmulQ8Fn q8_matmul_reference;
+MatmulQ8Fn q8_matmul_avx2;
+MatmulQ8Fn q8_matmul_avx512;
+MatmulQ8Fn q8_matmul_neon;
 
 #endif

@@ -218,6 +218,36 @@ static void layernorm(float *out, const float *x, const float *gamma, const floa
     }
 }
 
+static void rmsnorm(float *out, const float *x, const float *gamma, int n, float eps) {
+    float32x4_t acc = vdupq_n_f32(0.0f);
+    for (int i = 0; i < n; i += LANES) {
+        float32x4_t v = load_f32(x + i, n - i);  // zero past the end
+        acc = vfmaq_f32(acc, v, v);
+    }
+    const float32x4_t inv_rms = vdupq_n_f32(1.0f / sqrtf(vaddvq_f32(acc) / n + eps));
+    for (int i = 0; i < n; i += LANES)
+        store_f32(out + i, vmulq_f32(vmulq_f32(load_f32(x + i, n - i), inv_rms), load_f32(gamma + i, n - i)), n - i);
+}
+
+static void rope(float *x, const float *cos, const float *sin, int half) {
+    for (int i = 0; i < half; i += LANES) {
+        const int n = half - i;
+        float32x4_t a = load_f32(x + i, n), b = load_f32(x + half + i, n), c = load_f32(cos + i, n),
+                    s = load_f32(sin + i, n);
+        store_f32(x + i, vfmsq_f32(vmulq_f32(a, c), b, s), n);
+        store_f32(x + half + i, vfmaq_f32(vmulq_f32(b, c), a, s), n);
+    }
+}
+
+static void silu_mul(float *out, const float *gate, const float *up, int n) {
+    const float32x4_t one = vdupq_n_f32(1.0f);
+    for (int i = 0; i < n; i += LANES) {
+        float32x4_t g = load_f32(gate + i, n - i);
+        float32x4_t e = exp_ps(vnegq_f32(g));
+        store_f32(out + i, vmulq_f32(vdivq_f32(g, vaddq_f32(one, e)), load_f32(up + i, n - i)), n - i);
+    }
+}
+
 static void softmax(float *x, int n) {
     const float32x4_t max = vdupq_n_f32(row_max(x, n));
     float32x4_t sum = vdupq_n_f32(0.0f);
@@ -274,7 +304,12 @@ static void add(float *out, const float *x, int n) {
 const Kernels kernels_neon = {
     .name = "neon",
     .matmul = {[WEIGHT_F32] = matmul_f32, [WEIGHT_F16] = matmul_f16, [WEIGHT_BF16] = matmul_bf16},
+    .matmul_q8 = q8_matmul_neon,
+    .quantize_q8 = q8_quantize_rows,
     .layernorm = layernorm,
+    .rmsnorm = rmsnorm,
+    .rope = rope,
+    .silu_mul = silu_mul,
     .gelu_tanh = gelu_tanh,
     .gelu_erf = gelu_erf,
     .softmax = softmax,

@@ -40,6 +40,28 @@ static void layernorm(float *out, const float *x, const float *gamma, const floa
     for (int i = 0; i < n; i++) out[i] = (x[i] - mean) * inv_std * gamma[i] + beta[i];
 }
 
+// RMSNorm (Zhang & Sennrich 2019) over one row: out = x / √(mean(x²) + eps) · γ
+static void rmsnorm(float *out, const float *x, const float *gamma, int n, float eps) {
+    float sum_sq = 0.0f;
+    for (int i = 0; i < n; i++) sum_sq += x[i] * x[i];
+    float inv_rms = 1.0f / sqrtf(sum_sq / n + eps);
+    for (int i = 0; i < n; i++) out[i] = x[i] * inv_rms * gamma[i];
+}
+
+// Rotary embedding (Su et al. 2021, eq. 34) in the rotate-half layout: pair (i, i + half) turned by angle_i.
+static void rope(float *x, const float *cos, const float *sin, int half) {
+    for (int i = 0; i < half; i++) {
+        float a = x[i], b = x[i + half];
+        x[i] = a * cos[i] - b * sin[i];
+        x[i + half] = b * cos[i] + a * sin[i];
+    }
+}
+
+// SwiGLU (Shazeer 2020): SiLU(g) · u, SiLU(g) = g σ(g) = g / (1 + e^−g)
+static void silu_mul(float *out, const float *gate, const float *up, int n) {
+    for (int i = 0; i < n; i++) out[i] = gate[i] / (1.0f + expf(-gate[i])) * up[i];
+}
+
 // GELU (Hendrycks & Gimpel 2016), tanh approximation: 0.5x(1 + tanh(√(2/π)(x + 0.044715x³)))
 static void gelu_tanh(float *x, int n) {
     const float sqrt_2_over_pi = 0.7978845608028654f;
@@ -85,7 +107,12 @@ static void add(float *out, const float *x, int n) {
 const Kernels kernels_scalar = {
     .name = "scalar",
     .matmul = {[WEIGHT_F32] = matmul_f32, [WEIGHT_F16] = matmul_f16, [WEIGHT_BF16] = matmul_bf16},
+    .matmul_q8 = q8_matmul_reference,
+    .quantize_q8 = q8_quantize_rows,
     .layernorm = layernorm,
+    .rmsnorm = rmsnorm,
+    .rope = rope,
+    .silu_mul = silu_mul,
     .gelu_tanh = gelu_tanh,
     .gelu_erf = gelu_erf,
     .softmax = softmax,

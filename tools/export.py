@@ -10,7 +10,9 @@ For each of target and draft (their runs' final.pt), weights/<name>/<role>/ gets
   model.safetensors   GPT2Model names (wte.weight, h.N.attn.c_attn.weight [d, 3d], ...), no lm_head.weight;
                       the target in F32, the draft in BF16 (see STORED_DTYPE)
   tokenizer.json, vocab.json, merges.txt   tools/train_bpe.py's files
-and weights/<name>/LICENSE-PSF.txt, weights/<name>/corpus_manifest.tsv (which files, which split).
+and weights/<name>/LICENSE-PSF.txt, weights/<name>/corpus_manifest.tsv (which files, which split, which licence),
+weights/<name>/corpus_packages.tsv (the Debian packages, their versions and licence counts) and
+weights/<name>/licenses/ (every package's copyright file).
 
 Checks, each failing the export:
   1. the files read back (tools/gpt2_reference.py, F64) give the training model's logits (F32) on validation text;
@@ -154,7 +156,53 @@ def fence(text):
     return "```python\n" + text.rstrip("\n") + "\n```"
 
 
-def card(name, ev, checks, t_run, d_run, prompts):
+def corpus_section(name, tokens, corpus=os.path.join(RUNS, "corpus")):
+    """The card's "Corpus and licences" section, from tools/corpus.py's manifest.tsv and packages.tsv, with
+    tokens = {split: number of tokens} (every file then <|endoftext|>)."""
+    files = {"train": [0, 0], "val": [0, 0]}
+    with open(os.path.join(corpus, "manifest.tsv"), encoding="utf-8") as f:
+        for line in f:
+            split, _, size, _, _ = line.rstrip("\n").split("\t")
+            files[split][0] += 1
+            files[split][1] += int(size)
+    with open(os.path.join(corpus, "packages.tsv"), encoding="utf-8") as f:
+        header, *packages = [line.rstrip("\n").split("\t") for line in f]
+    rows = "\n".join(f"| {p} | {version} | {copyright} | {kept} | {left_out} | {dups} |"
+                     for p, version, _, copyright, kept, left_out, dups in packages)
+    split_row = lambda s: (f"| {s} | {files[s][0]:,} | {files[s][1] / 1e6:.1f} MB | {tokens[s] / 1e6:.1f} M | "
+                           f"{files[s][1] / tokens[s]:.2f} |")
+    return f"""## Corpus and licences
+
+Permissively licensed Python from Debian 12: the `*.py` files of the Python 3.11 standard library with its test
+suite (the rows `libpython3.11-*` to `python3.11-venv` below) and of well-known Python projects, {len(packages)}
+Debian packages in all, fetched with `apt-get download` and unpacked by `tools/corpus.py`, which records their
+versions and the SHA-256 of every `.deb` (the corpus is a function of them). Each package's `copyright` file is
+parsed (Debian's machine-readable format, DEP-5: a file's licence is that of the last `Files:` paragraph that
+matches it; a free-form file, or a licence given without a name, is read by a person and stated in
+`tools/corpus.py`) and a file is kept only under a permissive licence (BSD, MIT/Expat, Apache, PSF, ISC, zlib,
+public domain and the like); files under GPL, LGPL, MPL or unnamed licences are left out. Also left out:
+machine-generated codec tables, `_sysconfigdata*`, `pydoc_data/topics.py`, deliberately broken test files, files
+over 1 MB or with lines over 2000 characters. Deduplicated: files equal after normalization (blank and comment
+lines dropped, lines stripped), then near duplicates (Jaccard similarity ≥ 0.8 of their sets of lines, by MinHash
+and LSH), the first kept in the order of the table. Split by file: held out when SHA-256 of the path falls in the
+first 1%, and every file that contains one of `bench/prompts/python.jsonl`'s prompts (so no training file holds a
+benchmark prompt). The file list with hashes, licences and splits is `{name}/corpus_manifest.tsv`, the table below
+`{name}/corpus_packages.tsv` (with each `.deb`'s SHA-256); every package's copyright file is in
+`{name}/licenses/`. These weights are a work derived from the corpus and are distributed under the terms of those
+licences (the standard library's: the PSF License Agreement, `{name}/LICENSE-PSF.txt`).
+
+| split | files | UTF-8 | tokens | bytes per token |
+| --- | --- | --- | --- | --- |
+{split_row("train")}
+{split_row("val")}
+
+| package | version | copyright file | files kept, by licence | left out, by licence | duplicates dropped |
+| --- | --- | --- | --- | --- | --- |
+{rows}
+"""
+
+
+def card(name, ev, checks, t_run, d_run, prompts, tokens):
     t, d, p = ev["target"], ev["draft"], ev["pair"]
     t_hp, t_sec = train_summary(t_run)
     d_hp, d_sec = train_summary(d_run)
@@ -197,8 +245,8 @@ target (sharper distributions) is what raises greedy agreement; more distillatio
     speed = lambda key: " | ".join(f"{p[key][str(g)]:.2f}" for g in range(1, 9))
     return f"""# weights/{name} — specdec's default model pair
 
-A **target** and a **draft** GPT-2, trained from scratch on this machine by specdec's own tools on the Python
-standard library's source, sharing one byte-level BPE tokenizer, for speculative decoding of Python code. Both
+A **target** and a **draft** GPT-2, trained from scratch by specdec's own tools on permissively licensed Python
+(the standard library and Debian's packages of well-known Python projects), sharing one byte-level BPE tokenizer, for speculative decoding of Python code. Both
 are Hugging Face GPT-2 checkpoints (`config.json`, `model.safetensors` with a tied LM head — F32 for the target,
 BF16 for the draft, whose steps then cost about 30% less at no loss of acceptance —
 `tokenizer.json`, `vocab.json`, `merges.txt`), so any GPT-2 loader reads them. `specdec generate -p TEXT` with
@@ -247,17 +295,7 @@ By the target's top-1 probability (its mean is {p['target_mean_top1_prob']:.3f})
 
 Reproduce these figures with `/usr/bin/python3 tools/evaluate.py`.
 {limits}
-## Corpus and licence
-
-Every `*.py` file of Debian 12's Python 3.11 standard library (`/usr/lib/python3.11`, packages
-`libpython3.11-stdlib` and `libpython3.11-testsuite`), deduplicated by content, without machine-generated codec
-tables, `_sysconfigdata*`, `pydoc_data/topics.py`, deliberately broken test files and files with lines over 2000
-characters (`tools/corpus.py`; the file list with hashes and splits is `{name}/corpus_manifest.tsv`). Split by
-file: 2% of the bytes held out for validation; `bench/prompts/python.jsonl` holds 40 prompts cut from held-out
-files. The corpus is © Python Software Foundation and others, under the PSF License Agreement
-(`{name}/LICENSE-PSF.txt`, a copy of the stdlib's `LICENSE.txt`); these weights are a work derived from it and are
-distributed under the same terms.
-
+{corpus_section(name, tokens)}
 ## Tokenizer
 
 Byte-level BPE trained by `tools/train_bpe.py` on the training split: GPT-2's pre-tokenizer pattern and
@@ -325,12 +363,16 @@ def main():
     check_tokenizer(os.path.join(out, "target"), Tokenizer.load(tok_dir), log)
     shutil.copyfile("/usr/lib/python3.11/LICENSE.txt", os.path.join(out, "LICENSE-PSF.txt"))
     shutil.copyfile(os.path.join(RUNS, "corpus", "manifest.tsv"), os.path.join(out, "corpus_manifest.tsv"))
+    shutil.copyfile(os.path.join(RUNS, "corpus", "packages.tsv"), os.path.join(out, "corpus_packages.tsv"))
+    shutil.rmtree(os.path.join(out, "licenses"), ignore_errors=True)
+    shutil.copytree(os.path.join(RUNS, "corpus", "licenses"), os.path.join(out, "licenses"))
     if not args.no_card:
         with open(args.eval) as f:
             ev = json.load(f)
         with open(os.path.join(ROOT, "bench", "prompts", "python.jsonl")) as f:
             held_out = json.loads(f.readline())["prompt"]
-        text = card(args.name, ev, checks, args.target, args.draft, SAMPLE_PROMPTS + [held_out])
+        tokens = {"train": len(token_stream("train")), "val": len(val)}
+        text = card(args.name, ev, checks, args.target, args.draft, SAMPLE_PROMPTS + [held_out], tokens)
         with open(os.path.join(ROOT, "weights", "README.md"), "w") as f:
             f.write(text)
         log("wrote weights/README.md")

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # make_weights.sh — the whole pipeline of specdec's default model pair (`make weights` runs it):
 #   corpus → tokenizer → target → draft (distilled) → evaluation → export to weights/pystd/ (+ model card).
-# Every stage resumes: the corpus and tokenizer are made once (delete tools/runs/ to start over); training picks up
+# Every stage resumes: the corpus and tokenizer are made once (delete tools/runs/ to start over; the Debian packages
+# the corpus is read from stay cached in tools/runs/debian/, delete that too for newer versions); training picks up
 # from tools/runs/<run>/ckpt.pt (written every 5 minutes) and is a no-op once final.pt exists. Training runs under
 # `nice -n 19` on 2 threads; its PID is in tools/runs/train.pid (`kill -STOP` pauses it, `kill -CONT` resumes).
-# Needs Debian's python3-torch, python3-regex and libpython3.11-testsuite, and build/release/specdec (`make`).
+# Needs Debian's python3-torch and python3-regex, apt-get and dpkg-deb (the corpus's packages are downloaded, not
+# installed: run `apt-get update` once first), and build/release/specdec (`make`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY="nice -n 19 /usr/bin/python3"
@@ -14,7 +16,7 @@ mkdir -p "$RUNS"
 [ -f "$RUNS/corpus/manifest.tsv" ] || $PY tools/corpus.py
 [ -f "$RUNS/tokenizer/tokenizer.json" ] || $PY tools/train_bpe.py
 
-# Target: 8 × 384, 6 heads, 512 positions; 600 steps of 16 × 512 tokens (4.9 M tokens, ~0.7 epoch).
+# Target: 8 × 384, 6 heads, 512 positions; 600 steps of 16 × 512 tokens (4.9 M tokens).
 $PY tools/train.py --run "$RUNS/target" --d 384 --layers 8 --heads 6 --positions 512 --ctx 512 \
     --batch 16 --steps 600 --warmup 60 --lr 1.5e-3
 # Draft: 3 × 96, 3 heads; 400 steps of 16 × 512 tokens, distilled from the target:

@@ -5,8 +5,9 @@
 #                            packages (OpenBLAS's single-threaded build, xxHash, Jansson, utf8proc)
 #   tools/setup.sh --test    also the tests' oracles and tools: Node.js and npm, then the npm packages of the
 #                            tokenizer oracle (tests/oracle, pinned by its lock file), and the aarch64 cross
-#                            compiler and qemu-user for the NEON kernel tests (make test-neon), clang-14 and
-#                            its runtimes for the fuzz targets (make fuzz)
+#                            compiler and qemu-user for the NEON kernel tests (make test-neon)
+#   tools/setup.sh --ci      what CI runs besides the test command: --test, plus clang-14 with its libFuzzer and
+#                            sanitizer runtimes for make fuzz (about 340 MB) and Python 3 for make test-tools
 #   tools/setup.sh --bench   also gnuplot, for make bench's plots (everything --test installs too: the
 #                            benchmark's tokenizer suite runs the oracle)
 #
@@ -15,11 +16,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-usage="usage: tools/setup.sh [--test | --bench]"
+usage="usage: tools/setup.sh [--test | --ci | --bench]"
 level=run
 case "${1:-}" in
     "") ;;
     --test) level=test ;;
+    --ci) level=ci ;;
     --bench) level=bench ;;
     -h | --help) echo "$usage"; exit 0 ;;
     *) echo "$usage" >&2; exit 2 ;;
@@ -32,10 +34,10 @@ packages=(gcc make libc6-dev pkg-config libopenblas-serial-dev libxxhash-dev lib
           libpcre2-dev)  # PCRE2 runs the regular expressions of tokenizer.json pre-tokenizers
 if [ $level != run ]; then
     packages+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user)  # make test-neon
-    packages+=(clang-14 libclang-rt-14-dev)  # make fuzz: clang with its libFuzzer and sanitizer runtimes
     command -v node >/dev/null && command -v npm >/dev/null || packages+=(nodejs npm)  # the tokenizer oracle
 fi
 [ $level != bench ] || packages+=(gnuplot-nox)  # make bench's plots
+[ $level != ci ] || packages+=(clang-14 libclang-rt-14-dev python3)  # make fuzz (clang, libFuzzer, sanitizers), make test-tools
 
 if ! command -v dpkg-query >/dev/null || ! command -v apt-get >/dev/null; then
     echo "tools/setup.sh: this is not a Debian system (no dpkg-query or apt-get); install the equivalents of" \

@@ -1,4 +1,9 @@
-// config.h — GPT-2 hyper-parameters from a Hugging Face config.json, with transformers' GPT2Config defaults.
+// config.h — a model's hyper-parameters from a Hugging Face config.json (and generation_config.json), with
+// transformers' field names and defaults for each model_type: gpt2 (GPT2Config), llama (LlamaConfig), mistral
+// (MistralConfig), qwen2 (Qwen2Config), qwen3 (Qwen3Config).
+//
+// The families differ only in data that the one forward pass (model.c) reads: which normalisation, which position
+// encoding, which MLP, which biases, how many key/value heads.
 #ifndef SPECDEC_CONFIG_H
 #define SPECDEC_CONFIG_H
 
@@ -6,35 +11,92 @@
 
 #include "base/error.h"
 
+typedef enum { MODEL_GPT2, MODEL_LLAMA, MODEL_MISTRAL, MODEL_QWEN2, MODEL_QWEN3 } ModelType;
+
 typedef enum {
     ACT_GELU_TANH,  // "gelu_new", "gelu_pytorch_tanh", "gelu_fast": 0.5x(1 + tanh(√(2/π)(x + 0.044715x³)))
     ACT_GELU_ERF,   // "gelu": 0.5x(1 + erf(x/√2))
+    ACT_SILU,       // "silu", "swish": x · σ(x)
 } Activation;
 
+typedef enum {
+    NORM_LAYER,     // LayerNorm: (x − μ)/√(σ² + eps) · γ + β                  (GPT-2)
+    NORM_RMS,       // RMSNorm: x/√(mean(x²) + eps) · γ                        (the Llama family)
+} NormKind;
+
+typedef enum {
+    POSITIONS_LEARNED,  // a table of position embeddings added to the token embeddings (GPT-2's wpe)
+    POSITIONS_ROTARY,   // rotary embeddings applied to each head's q and k (Su et al. 2021)
+} PositionKind;
+
+typedef enum {
+    MLP_PLAIN,      // act(x W_up) W_down                                      (GPT-2)
+    MLP_GATED,      // (act(x W_gate) ⊙ x W_up) W_down: SwiGLU with act = SiLU (Shazeer 2020)
+} MlpKind;
+
+typedef enum {
+    ROPE_DEFAULT,   // inverse frequencies θ^(−2i/hd)
+    ROPE_LINEAR,    // all divided by factor (position interpolation)
+    ROPE_LLAMA3,    // low frequencies divided by factor, high ones kept, a smooth blend between (Llama 3.1)
+} RopeType;
+
+enum { MAX_EOS = 8 };  // end-of-sequence ids a config may list
+
 typedef struct {
-    int n_embd;                            // d, model width                      (default 768)
-    int n_head;                            // H, attention heads; d % H == 0      (default 12)
-    int n_layer;                           // L, transformer blocks               (default 12)
-    int n_positions;                       // context length                      (default 1024)
-    int vocab_size;                        // V                                   (default 50257)
-    int n_inner;                           // MLP width; null or absent = 4·d
-    float layer_norm_epsilon;              //                                     (default 1e-5)
-    Activation activation;                 //                                     (default gelu_new)
-    bool scale_attn_weights;               // divide scores by √(d/H)             (default true)
-    bool scale_attn_by_inverse_layer_idx;  // also divide by (layer index + 1)    (default false)
-    bool tie_word_embeddings;              // LM head = wte when lm_head.weight is absent (default true)
-    int bos_token_id;                      //                                     (default 50256)
-    int eos_token_id;                      //                                     (default 50256)
+    RopeType type;
+    float factor;                       // linear, llama3
+    float low_freq_factor;              // llama3
+    float high_freq_factor;             // llama3
+    int original_max_position;          // llama3: original_max_position_embeddings
+} RopeScaling;
+
+typedef struct {
+    ModelType model_type;
+    // Sizes (GPT-2 name / Llama name)
+    int n_embd;                            // d, model width                   (n_embd / hidden_size)
+    int n_head;                            // H, query heads                   (n_head / num_attention_heads)
+    int n_kv_head;                         // key/value heads, dividing H      (num_key_value_heads; GPT-2: H)
+    int head_dim;                          // hd, width of a head              (head_dim; absent: d / H)
+    int n_layer;                           // L, transformer blocks            (n_layer / num_hidden_layers)
+    int n_positions;                       // context length                   (n_positions / max_position_embeddings,
+                                           //  cut to sliding_window when one applies)
+    int vocab_size;                        // V, rows of the embedding table
+    int n_inner;                           // F, MLP width                     (n_inner / intermediate_size)
+    // The forward pass, as data
+    NormKind norm;
+    float norm_epsilon;                    // (layer_norm_epsilon / rms_norm_eps)
+    PositionKind positions;
+    MlpKind mlp;
+    Activation activation;                 // (activation_function / hidden_act)
+    bool qkv_bias;                         // q, k, v projections have biases (GPT-2, Qwen2, attention_bias)
+    bool out_bias;                         // the attention output projection has a bias (GPT-2, attention_bias)
+    bool mlp_bias;                         // the MLP's projections have biases (GPT-2, mlp_bias)
+    bool qk_norm;                          // RMSNorm of each head's q and k before the rotation (Qwen3)
+    float rope_theta;                      // rotary base θ
+    RopeScaling rope;
+    bool scale_attn_weights;               // divide scores by √hd             (GPT-2 option; always for the others)
+    bool scale_attn_by_inverse_layer_idx;  // also divide by (layer index + 1) (GPT-2 option)
+    bool tie_word_embeddings;              // LM head = token embeddings
+    // Token ids; −1 = none
+    int bos_token_id;
+    int eos_token_id;                      // the first of eos_ids, or −1
+    int eos_ids[MAX_EOS];                  // every end-of-sequence id: generation stops at any of them
+    int n_eos;
+    char warning[512];                     // a one-line note for the user ("" if none): ids outside the vocabulary
 } Config;
 
-// Reads and validates config.json. Unknown fields are ignored; known fields with unsupported values
-// (another model_type, an activation other than the GELUs, cross-attention, non-positive sizes, n_embd not
-// divisible by n_head, ...) are errors naming the file and the field.
-// Sizes must be integers in [1, 2^20] (so that 4·n_embd fits an int and a product of two sizes an int64_t).
-// "n_ctx" (older transformers) and the aliases hidden_size, max_position_embeddings, num_attention_heads and
-// num_hidden_layers are never used, only checked: if present they must equal the field they stand for.
-// bos/eos_token_id: null means none (-1); a given id must be in [0, vocab_size); an absent one defaults to 50256,
-// or to -1 when vocab_size is smaller.
+// Reads and validates config.json. Unknown fields are ignored; known fields with unsupported values (another
+// model_type, an activation the family does not use, a rope_scaling type not implemented, heads that do not divide
+// the width or each other, non-positive sizes, ...) are errors naming the file, the field and the value.
+// Sizes must be integers in [1, 2^20] (so that products of two sizes fit an int64_t).
+// GPT-2: "n_ctx" (older transformers) and the aliases hidden_size, max_position_embeddings, num_attention_heads
+// and num_hidden_layers are never used, only checked: if present they must equal the field they stand for.
+// bos/eos_token_id: null means none; eos may be a list; an id outside [0, vocab_size) (transformers writes 50256 for
+// GPT-2 models of any vocabulary) is dropped with a note in cfg->warning, as transformers warns and loads it.
 int config_load(Config *cfg, const char *path, Err *err);
+
+// Reads generation_config.json at `path`, if the file exists: its bos/eos_token_id, when present, replace
+// config.json's (as transformers' generate() uses them). A missing file changes nothing.
+int config_load_generation(Config *cfg, const char *path, Err *err);
 
 #endif

@@ -545,6 +545,12 @@ void st_close(StCheckpoint *ckpt) {
     memset(ckpt, 0, sizeof *ckpt);
 }
 
+void st_release(const StTensor *t) {
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), begin = ((uintptr_t)t->data + page - 1) / page * page,
+                    end = ((uintptr_t)t->data + t->n_bytes) / page * page;  // the pages wholly inside the tensor
+    if (end > begin) madvise((void *)begin, end - begin, MADV_DONTNEED);  // advice: failure changes nothing
+}
+
 const StTensor *st_find(const StCheckpoint *ckpt, const char *name) {
     int lo = 0, hi = ckpt->n_tensors;  // the answer, if any, is in [lo, hi)
     while (lo < hi) {

@@ -57,6 +57,12 @@ void st_close(StCheckpoint *ckpt);
 // The tensor called `name`, or NULL.
 const StTensor *st_find(const StCheckpoint *ckpt, const char *name);
 
+// Done with tensor t: its whole pages leave this process's memory (madvise MADV_DONTNEED on the read-only
+// mapping; the data stays valid, a later read faults it back in from the file). A loader that copies tensors out
+// one by one and releases each keeps the file's pages and its copies from piling up: the peak stays near the
+// copies' size.
+void st_release(const StTensor *t);
+
 const char *st_dtype_name(StDtype dtype);
 size_t st_dtype_size(StDtype dtype);
 

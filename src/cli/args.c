@@ -35,6 +35,7 @@ static const Option options[] = {
      "draft by n-gram lookup over the prompt and the text so far (with -d: lookup, then the draft model)"},
     {"draft-p-min", 0, OPT_FLOAT, FIELD(draft_p_min), 0, 1, "stop drafting when the draft's top probability < P"},
     {"threads", 't', OPT_INT, FIELD(threads), 1, 1024, "worker threads (default: all cores)"},
+    {"quant", 0, OPT_STRING, FIELD(quant), 0, 0, "q8: weight matrices quantized to 8 bits at load; none (default)"},
     {"print-ids", 0, OPT_FLAG, FIELD(print_ids), 0, 0, "print the generated ids instead of text"},
     {"stats", 0, OPT_FLAG, FIELD(stats), 0, 0, "print one JSON line of statistics on stderr"},
     {"show", 0, OPT_FLAG, FIELD(show), 0, 0, "mark accepted, rejected and target tokens (colour on a terminal)"},

@@ -181,7 +181,7 @@ void printer_finish(Printer *pr) {
 
 int print_stats(Session *s, const SpecStats *st, const int *prompt, int n_prompt, const int *out, int n_out,
                 Err *err) {
-    const int V = s->target.cfg.vocab_size, n_ctx = s->target.cfg.n_positions;
+    const int V = s->target.n_vocab, n_ctx = s->target.cfg.n_positions;
     int n_all = n_prompt + n_out < n_ctx ? n_prompt + n_out : n_ctx;
     int *all = malloc(sizeof(int) * (n_prompt + n_out));
     float *logits = malloc(sizeof(float) * V);
@@ -203,7 +203,7 @@ int print_stats(Session *s, const SpecStats *st, const int *prompt, int n_prompt
             "\"target_calls\": %d, \"draft_calls\": %d, \"drafted\": %d, \"accepted\": %d, \"acceptance_rate\": %.4f, "
             "\"mean_min_pq\": %.4f, \"tokens_per_target_call\": %.3f, \"mean_gamma\": %.2f, \"c\": %.4f, "
             "\"predicted_speedup\": %.3f, \"theorem_3_8_speedup\": %.3f, \"weights_GB_per_s\": %.2f, "
-            "\"isa\": \"%s\", \"threads\": %d, "
+            "\"isa\": \"%s\", \"threads\": %d, \"quant\": \"%s\", "
             "\"logits_xxh64\": \"%016" PRIx64 "\"}\n",
             n_prompt, st->prefill_seconds * 1e3, st->generated,
             st->decode_seconds > 0 ? st->generated / st->decode_seconds : 0,
@@ -211,7 +211,8 @@ int print_stats(Session *s, const SpecStats *st, const int *prompt, int n_prompt
             st->accepted, st->drafted ? (double)st->accepted / st->drafted : 0, alpha,
             st->rounds ? (double)st->generated / st->rounds : 0, st->mean_gamma, c,
             st->predicted_speedup, s->has_draft ? spec_predicted_speedup(alpha, st->mean_gamma, c) : 1.0, target_gbs,
-            s->target.kernels->name, pool_size(s->pool), (uint64_t)XXH64(logits, sizeof(float) * V, 0));
+            s->target.kernels->name, pool_size(s->pool), s->target.quant == QUANT_Q8 ? "q8" : "none",
+            (uint64_t)XXH64(logits, sizeof(float) * V, 0));
     rc = 0;
 done:
     kv_free(&cache);

@@ -18,13 +18,13 @@
 // verification pass find in cache.
 typedef struct {
     int n_layer;    // L
-    int n_head;     // H
+    int n_head;     // key/value heads: Hkv (grouped-query attention keeps one per group of query heads)
     int n_ctx;      // positions (the model's n_positions)
-    int hd;         // head width (n_embd / H)
+    int hd;         // head width
     int len;        // valid positions: [0, len)
     int ld_k;       // floats from one row of Kᵀ to the next
-    float *k;       // [L, H, hd, ld_k]   (transposed)
-    float *v;       // [L, H, n_ctx, hd]
+    float *k;       // [L, Hkv, hd, ld_k]   (transposed)
+    float *v;       // [L, Hkv, n_ctx, hd]
 } KVCache;
 
 int kv_init(KVCache *cache, int n_layer, int n_head, int n_ctx, int hd, Err *err);

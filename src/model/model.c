@@ -1,13 +1,18 @@
-// model.c — GPT-2 (Radford et al. 2019): loading a Hugging Face checkpoint, and the forward pass.
+// model.c — a decoder-only transformer (GPT-2, Radford et al. 2019; Llama, Touvron et al. 2023, and its kin
+// Mistral, Qwen2, Qwen3): loading a Hugging Face checkpoint, and the one forward pass they share.
 //
-// Dimension key: T new tokens, d model width, H heads, hd = d/H, F MLP width, V vocabulary, L layers,
-// S positions attended to, P = n_positions.
+// Dimension key: T new tokens, d model width, H query heads, Hkv key/value heads, hd head width, F MLP width,
+// V vocabulary, L layers, S positions attended to, P = n_positions.
 //
-// The forward pass, for each new token at position p (pre-LayerNorm GPT-2):
-//   x = wte[token] + wpe[p]
-//   for each block:  x = x + Attn(LN1(x))        Attn: causal multi-head self-attention over positions ≤ p
-//                    x = x + MLP(LN2(x))         MLP(h) = GELU(h W_up + b_up) W_down + b_down
-//   logits = LN_f(x) W_lmᵀ                       W_lm = wte unless the checkpoint unties the head
+// The forward pass, for each new token at position p (pre-norm transformer):
+//   x = wte[token] (+ wpe[p] with learned positions)
+//   for each block:  x = x + Attn(Norm1(x))     Attn: causal self-attention over positions ≤ p; H query heads
+//                                               share Hkv key/value heads in groups (Ainslie et al. 2023);
+//                                               with rotary positions q and k of each head are rotated by p
+//                    x = x + MLP(Norm2(x))      MLP(h) = act(h W_up) W_down, or gated: (SiLU(h W_gate) ⊙ h W_up) W_down
+//   logits = Norm_f(x) W_lmᵀ                    W_lm = wte unless the checkpoint unties the head
+// Norm is LayerNorm or RMSNorm. What differs between the families is data in Config and Model (which norm, which
+// positions, which MLP, which biases, how many KV heads), never a second copy of this loop.
 #include "model/model.h"
 
 #include <cblas.h>
@@ -28,16 +33,18 @@ enum {
     ALIGN = 64,
 };
 
-// Activations for one chunk of up to CHUNK_T tokens. The matmuls' inputs h, att and mlp have rows ld_d and
-// ld_f floats apart (see row_stride in kernels.h).
+// Activations for one chunk of up to CHUNK_T tokens. The matmuls' inputs h, att and mlp have rows ld_d, ld_att
+// and ld_f floats apart (see row_stride in kernels.h).
 typedef struct ForwardScratch {
-    float *x;       // [CHUNK_T, d]     the residual stream
-    float *h;       // [CHUNK_T, ld_d]  LayerNorm output
-    float *qkv;     // [CHUNK_T, 3d]    queries, keys, values
-    float *att;     // [CHUNK_T, ld_d]  attention output (heads concatenated)
-    float *mlp;     // [CHUNK_T, ld_f]  MLP hidden layer
-    float *scores;  // [threads, P]     attention weights, one row per thread
-    int ld_d, ld_f;
+    float *x;       // [CHUNK_T, d]        the residual stream
+    float *h;       // [CHUNK_T, ld_d]     normalised x
+    float *qkv;     // [CHUNK_T, n_qkv]    queries, keys, values: (H + 2·Hkv)·hd
+    float *att;     // [CHUNK_T, ld_att]   attention output (heads concatenated, H·hd)
+    float *mlp;     // [CHUNK_T, ld_f]     MLP hidden layer (gated: [gate | up], the product in the gate's place)
+    float *cos, *sin;  // [CHUNK_T, hd/2]  rotary angles of the chunk's positions
+    float *scores;  // [threads, P]        attention weights, one row per thread
+    Q8Block *xq;    // [CHUNK_T, q8_blocks(max(d, H·hd, F))]  a q8 matmul's input, quantized (QUANT_Q8 only)
+    int ld_d, ld_att, ld_f, n_qkv;
 } ForwardScratch;
 
 // ---- loading ------------------------------------------------------------------------------------------------
@@ -46,8 +53,10 @@ typedef struct ForwardScratch {
 typedef struct {
     const StCheckpoint *ckpt;
     const char *dir;
-    const char *prefix;     // "transformer." or ""
+    const char *prefix;     // GPT-2: "transformer." or ""; the Llama family: "model." or ""
     bool panels;            // the weight layout of the selected kernels (kernels.h)
+    Quant quant;            // QUANT_Q8: matrices are quantized as they are read, on the pool's threads
+    ThreadPool *pool;       // the model's
     uint8_t *arena;         // bump allocator over model->arena
     size_t used, size;
     Err *err;
@@ -65,7 +74,7 @@ static WeightType weight_type(StDtype dtype) {
     return dtype == ST_F16 ? WEIGHT_F16 : dtype == ST_BF16 ? WEIGHT_BF16 : WEIGHT_F32;
 }
 
-static size_t weight_size(WeightType type) { return type == WEIGHT_F32 ? 4 : 2; }
+static size_t weight_size(WeightType type) { return type == WEIGHT_F32 ? 4 : type == WEIGHT_Q8 ? 1 : 2; }
 
 // The tensor `prefix + name` with the expected shape [dim0] or [dim0, dim1] (dim1 = 0 for a vector), stored as
 // F32, F16 or BF16; NULL with an error naming the file and tensor otherwise.
@@ -99,86 +108,204 @@ static const StTensor *fetch(Loader *ld, const char *name, int64_t dim0, int64_t
     return t;
 }
 
-// A vector (bias, LayerNorm parameter, position table) as F32 in the arena.
-static const float *load_f32(Loader *ld, const char *name, int64_t dim0, int64_t dim1) {
+// A vector (bias, norm parameter, position table) as F32 at out.
+static int read_f32(Loader *ld, float *out, const char *name, int64_t dim0, int64_t dim1) {
     const StTensor *t = fetch(ld, name, dim0, dim1);
-    if (!t) return NULL;
-    float *out = arena_take(ld, (size_t)t->n_elements * sizeof(float));
+    if (!t) return -1;
     st_to_f32(out, t->data, t->dtype, (size_t)t->n_elements);
-    return out;
+    st_release(t);
+    return 0;
 }
 
-// A weight matrix [n_out, n_in] in its stored dtype, in the kernels' layout (rows, or panels of 4 rows whose
-// 16-weight slices alternate: kernels.h). `conv1d`: stored [n_in, n_out] (GPT-2's Conv1D), so it is transposed
-// here, once; otherwise stored [n_out, n_in] already (embeddings, lm_head).
-static int load_matrix(Loader *ld, Linear *lin, const char *name, int n_out, int n_in, bool conv1d) {
-    const StTensor *t = conv1d ? fetch(ld, name, n_in, n_out) : fetch(ld, name, n_out, n_in);
+// The same, in the arena.
+static const float *load_f32(Loader *ld, const char *name, int64_t dim0, int64_t dim1) {
+    float *out = arena_take(ld, (size_t)dim0 * (dim1 ? dim1 : 1) * sizeof(float));
+    return read_f32(ld, out, name, dim0, dim1) ? NULL : out;
+}
+
+// One part of a weight matrix, in the kernels' layout (rows, or panels of 4 rows whose 16-weight slices alternate:
+// kernels.h): a linear layer's weights may be stacked from several tensors (q, k and v; gate and up).
+typedef struct {
+    const char *name;       // the tensor, without the prefix
+    int rows;               // its output rows
+    bool conv1d;            // stored [n_in, rows] (GPT-2's Conv1D): transposed here, once; else [rows, n_in]
+} Part;
+
+// Rows [row0, row0 + part->rows) of lin from the part's tensor, which must have lin's dtype.
+static int load_part(Loader *ld, Linear *lin, int row0, const Part *part) {
+    const int n_in = lin->n_in, rows = part->rows;
+    const StTensor *t = part->conv1d ? fetch(ld, part->name, n_in, rows) : fetch(ld, part->name, rows, n_in);
     if (!t) return -1;
-    lin->type = weight_type(t->dtype);
-    lin->n_out = n_out;
-    lin->n_in = n_in;
-    lin->bias = NULL;
-    const size_t elem = weight_size(lin->type), bytes = weight_elements(ld->panels, n_out, n_in) * elem;
-    uint8_t *w = arena_take(ld, bytes);  // zero-filled (fresh anonymous pages): the panels' padding
-    lin->w = w;
-    if (!conv1d) {  // 16 consecutive weights of a row stay together in either layout
-        for (int j = 0; j < n_out; j++)
+    if (weight_type(t->dtype) != lin->type)
+        return err_fmt(ld->err, "%s: tensor \"%s%s\" has dtype %s, unlike the tensors stacked with it", t->file,
+                       ld->prefix, part->name, st_dtype_name(t->dtype));
+    const size_t elem = weight_size(lin->type);
+    uint8_t *w = (uint8_t *)lin->w;
+    if (!part->conv1d) {  // 16 consecutive weights of a row stay together in either layout
+        for (int j = 0; j < rows; j++)
             for (int i = 0; i < n_in; i += 16)
-                memcpy(w + weight_index(ld->panels, n_in, j, i) * elem, t->data + ((size_t)j * n_in + i) * elem,
+                memcpy(w + weight_index(ld->panels, n_in, row0 + j, i) * elem, t->data + ((size_t)j * n_in + i) * elem,
                        (size_t)(n_in - i < 16 ? n_in - i : 16) * elem);
+        st_release(t);  // the file's copy is no longer needed: peak memory stays near the weights' size
         return 0;
     }
     // W[j, i] = stored[i, j], in 32 × 32 tiles so that both sides stay in cache.
     for (int i0 = 0; i0 < n_in; i0 += 32)
-        for (int j0 = 0; j0 < n_out; j0 += 32)
+        for (int j0 = 0; j0 < rows; j0 += 32)
             for (int i = i0; i < i0 + 32 && i < n_in; i++)
-                for (int j = j0; j < j0 + 32 && j < n_out; j++)
-                    memcpy(w + weight_index(ld->panels, n_in, j, i) * elem,
-                           t->data + ((size_t)i * n_out + j) * elem, elem);
+                for (int j = j0; j < j0 + 32 && j < rows; j++)
+                    memcpy(w + weight_index(ld->panels, n_in, row0 + j, i) * elem,
+                           t->data + ((size_t)i * rows + j) * elem, elem);
+    st_release(t);
     return 0;
 }
 
-// A Conv1D layer: "<name>.weight" [n_in, n_out] and "<name>.bias" [n_out].
-static int load_conv1d(Loader *ld, Linear *lin, const char *name, int n_in, int n_out) {
-    char key[160];
-    snprintf(key, sizeof key, "%s.weight", name);
-    if (load_matrix(ld, lin, key, n_out, n_in, true)) return -1;
-    snprintf(key, sizeof key, "%s.bias", name);
-    return (lin->bias = load_f32(ld, key, n_out, 0)) ? 0 : -1;
+// Quantizing a matrix stacked from parts to q8 as a pool job: each thread its share of the 16-row panels.
+enum { MAX_PARTS = 3 };  // q, k and v
+typedef struct {
+    const Part *parts;
+    const StTensor *tensors[MAX_PARTS];
+    int n_parts;
+    uint8_t *w;                 // q8_matrix_bytes(n_out, n_in)
+    float *rows;                // [threads, 16, n_in]: each thread's panel as floats
+    int n_out, n_in;
+} QuantizeJob;
+
+static void quantize_thread(void *ctx, int thread, int n_threads) {
+    QuantizeJob *job = ctx;
+    const int n_out = job->n_out, n_in = job->n_in;
+    int p0, p1;
+    pool_share((n_out + Q8_PANEL - 1) / Q8_PANEL, 1, thread, n_threads, &p0, &p1);
+    float *rows = job->rows + (size_t)thread * Q8_PANEL * n_in;  // [16, n_in]
+    for (int p = p0; p < p1; p++) {
+        const int j0 = p * Q8_PANEL, j1 = n_out - j0 < Q8_PANEL ? n_out : j0 + Q8_PANEL;
+        // Rows [j0, j1) of W, from every part that holds some of them: part q holds [row0, row0 + rows).
+        for (int q = 0, row0 = 0; q < job->n_parts; row0 += job->parts[q++].rows) {
+            const StTensor *t = job->tensors[q];
+            const size_t elem = st_dtype_size(t->dtype);
+            const int n_part = job->parts[q].rows, a = j0 > row0 ? j0 : row0,
+                      b = j1 < row0 + n_part ? j1 : row0 + n_part;  // [a, b): the overlap
+            for (int j = a; j < b && !job->parts[q].conv1d; j++)
+                st_to_f32(rows + (size_t)(j - j0) * n_in, t->data + (size_t)(j - row0) * n_in * elem, t->dtype,
+                          (size_t)n_in);
+            for (int i = 0; i < n_in && job->parts[q].conv1d && a < b; i++) {
+                float column[Q8_PANEL];  // stored[i, a..b) = W[a..b, i], consecutive in Conv1D's [n_in, rows]
+                st_to_f32(column, t->data + ((size_t)i * n_part + (a - row0)) * elem, t->dtype, (size_t)(b - a));
+                for (int j = a; j < b; j++) rows[(size_t)(j - j0) * n_in + i] = column[j - a];
+            }
+        }
+        q8_quantize_panel(job->w + (size_t)p * q8_panel_bytes(n_in), rows, j1 - j0, n_in, n_in);
+    }
+}
+
+// lin's matrix (lin->w: q8_matrix_bytes) quantized to q8 panels of 16 rows (kernels.h) from its parts in any
+// stored dtype, on the pool's threads: each panel's rows gathered as floats — 16 consecutive weights of each
+// input at a time from Conv1D's [n_in, rows]; a panel may straddle two parts — then quantized.
+static int quantize_linear(Loader *ld, Linear *lin, const Part *parts, int n_parts) {
+    QuantizeJob job = {.parts = parts, .n_parts = n_parts, .w = (uint8_t *)lin->w, .n_out = lin->n_out,
+                       .n_in = lin->n_in};
+    for (int p = 0; p < n_parts; p++) {
+        const Part *part = &parts[p];
+        job.tensors[p] = part->conv1d ? fetch(ld, part->name, lin->n_in, part->rows)
+                                      : fetch(ld, part->name, part->rows, lin->n_in);
+        if (!job.tensors[p]) return -1;
+    }
+    job.rows = malloc(sizeof(float) * (size_t)pool_size(ld->pool) * Q8_PANEL * lin->n_in);
+    if (!job.rows) return err_fmt(ld->err, "%s: out of memory quantizing \"%s%s\"", ld->dir, ld->prefix, parts[0].name);
+    pool_run(ld->pool, quantize_thread, &job);
+    free(job.rows);
+    for (int p = 0; p < n_parts; p++) st_release(job.tensors[p]);  // as load_part: the file's copy is done with
+    return 0;
+}
+
+// A linear layer [Σ rows, n_in] stacked from parts[0..n_parts), in the first part's dtype or quantized to q8 as
+// ld->quant says, with the parts' biases ("<name>.bias" for "<name>.weight") when with_bias.
+static int load_linear(Loader *ld, Linear *lin, int n_in, const Part *parts, int n_parts, bool with_bias) {
+    int n_out = 0;
+    for (int p = 0; p < n_parts; p++) n_out += parts[p].rows;
+    const StTensor *first = fetch(ld, parts[0].name, parts[0].conv1d ? n_in : parts[0].rows,
+                                  parts[0].conv1d ? parts[0].rows : n_in);
+    if (!first) return -1;
+    const bool q8 = ld->quant == QUANT_Q8;
+    *lin = (Linear){.type = q8 ? WEIGHT_Q8 : weight_type(first->dtype), .n_out = n_out, .n_in = n_in};
+    // zero-filled (fresh anonymous pages): the panels' padding
+    lin->w = arena_take(ld, q8 ? q8_matrix_bytes(n_out, n_in)
+                               : weight_elements(ld->panels, n_out, n_in) * weight_size(lin->type));
+    float *bias = with_bias ? arena_take(ld, (size_t)n_out * sizeof(float)) : NULL;
+    lin->bias = bias;
+    if (q8 && quantize_linear(ld, lin, parts, n_parts)) return -1;
+    for (int p = 0, row0 = 0; p < n_parts; row0 += parts[p++].rows) {
+        if (!q8 && load_part(ld, lin, row0, &parts[p])) return -1;
+        if (!bias) continue;
+        char name[192];
+        snprintf(name, sizeof name, "%.*s.bias", (int)(strlen(parts[p].name) - strlen(".weight")), parts[p].name);
+        if (read_f32(ld, bias + row0, name, parts[p].rows, 0)) return -1;
+    }
+    return 0;
 }
 
 static int load_block(Loader *ld, Block *b, int layer, const Config *c) {
-    const int d = c->n_embd, F = c->n_inner;
-    char name[128];
-#define KEY(suffix) (snprintf(name, sizeof name, "h.%d.%s", layer, suffix), name)
-    if (!(b->ln1_gamma = load_f32(ld, KEY("ln_1.weight"), d, 0))) return -1;
-    if (!(b->ln1_beta = load_f32(ld, KEY("ln_1.bias"), d, 0))) return -1;
-    if (load_conv1d(ld, &b->attn_qkv, KEY("attn.c_attn"), d, 3 * d)) return -1;
-    if (load_conv1d(ld, &b->attn_proj, KEY("attn.c_proj"), d, d)) return -1;
-    if (!(b->ln2_gamma = load_f32(ld, KEY("ln_2.weight"), d, 0))) return -1;
-    if (!(b->ln2_beta = load_f32(ld, KEY("ln_2.bias"), d, 0))) return -1;
-    if (load_conv1d(ld, &b->mlp_up, KEY("mlp.c_fc"), d, F)) return -1;
-    if (load_conv1d(ld, &b->mlp_down, KEY("mlp.c_proj"), F, d)) return -1;
-#undef KEY
+    const int d = c->n_embd, F = c->n_inner, hd = c->head_dim, q_rows = c->n_head * hd, kv_rows = c->n_kv_head * hd;
+    char n[8][128];  // tensor names
+#define NAME(i, suffix) (snprintf(n[i], sizeof n[i], "%s%d.%s", c->model_type == MODEL_GPT2 ? "h." : "layers.", \
+                                  layer, suffix), n[i])
+    if (c->model_type == MODEL_GPT2) {
+        // h.N.attn.bias and h.N.attn.masked_bias (the causal mask as a buffer, in old exports) are never read.
+        if (!(b->norm1.gamma = load_f32(ld, NAME(0, "ln_1.weight"), d, 0)) ||
+            !(b->norm1.beta = load_f32(ld, NAME(1, "ln_1.bias"), d, 0)) ||
+            load_linear(ld, &b->attn_qkv, d, &(Part){NAME(2, "attn.c_attn.weight"), 3 * d, true}, 1, true) ||
+            load_linear(ld, &b->attn_out, d, &(Part){NAME(3, "attn.c_proj.weight"), d, true}, 1, true) ||
+            !(b->norm2.gamma = load_f32(ld, NAME(4, "ln_2.weight"), d, 0)) ||
+            !(b->norm2.beta = load_f32(ld, NAME(5, "ln_2.bias"), d, 0)) ||
+            load_linear(ld, &b->mlp_up, d, &(Part){NAME(6, "mlp.c_fc.weight"), F, true}, 1, true) ||
+            load_linear(ld, &b->mlp_down, F, &(Part){NAME(7, "mlp.c_proj.weight"), d, true}, 1, true))
+            return -1;
+        return 0;
+    }
+    const Part qkv[] = {{NAME(0, "self_attn.q_proj.weight"), q_rows, false},
+                        {NAME(1, "self_attn.k_proj.weight"), kv_rows, false},
+                        {NAME(2, "self_attn.v_proj.weight"), kv_rows, false}};
+    const Part gate_up[] = {{NAME(3, "mlp.gate_proj.weight"), F, false}, {NAME(4, "mlp.up_proj.weight"), F, false}};
+    if (!(b->norm1.gamma = load_f32(ld, NAME(5, "input_layernorm.weight"), d, 0)) ||
+        load_linear(ld, &b->attn_qkv, d, qkv, 3, c->qkv_bias) ||
+        load_linear(ld, &b->attn_out, q_rows, &(Part){NAME(6, "self_attn.o_proj.weight"), d, false}, 1,
+                    c->out_bias) ||
+        !(b->norm2.gamma = load_f32(ld, NAME(7, "post_attention_layernorm.weight"), d, 0)) ||
+        load_linear(ld, &b->mlp_up, d, gate_up, 2, c->mlp_bias) ||
+        load_linear(ld, &b->mlp_down, F, &(Part){NAME(0, "mlp.down_proj.weight"), d, false}, 1, c->mlp_bias))
+        return -1;
+    if (c->qk_norm && (!(b->q_norm = load_f32(ld, NAME(1, "self_attn.q_norm.weight"), hd, 0)) ||
+                       !(b->k_norm = load_f32(ld, NAME(2, "self_attn.k_norm.weight"), hd, 0))))
+        return -1;
+#undef NAME
     return 0;
-    // h.N.attn.bias and h.N.attn.masked_bias (the causal mask as a buffer, in old exports) are never read.
 }
 
-// Upper bound of the arena: every tensor of the checkpoint, F32-sized and aligned.
 // Room for every tensor as F32 (the most a weight takes), with the panel layout's padding: rows to 16 weights,
-// and 3 more rows.
+// and 3 more rows; or as q8 panels, either way round, where a tiny matrix's padding makes those larger (a matrix
+// stacked from parts takes no more q8 panels than its parts would alone).
 static size_t arena_bound(const StCheckpoint *ckpt) {
     size_t total = 0;
     for (int i = 0; i < ckpt->n_tensors; i++) {
         const StTensor *t = &ckpt->tensors[i];
         size_t padding = t->ndim == 2 ? (size_t)(t->shape[0] + t->shape[1] + 3) * 16 : 0;
-        total += align_up(((size_t)t->n_elements + padding) * 4);
+        size_t bytes = ((size_t)t->n_elements + padding) * 4;
+        if (t->ndim == 2) {
+            const int rows = (int)t->shape[0], cols = (int)t->shape[1];
+            const size_t q8 = q8_matrix_bytes(rows, cols) > q8_matrix_bytes(cols, rows) ? q8_matrix_bytes(rows, cols)
+                                                                                      : q8_matrix_bytes(cols, rows);
+            bytes = q8 > bytes ? q8 : bytes;
+        }
+        total += align_up(bytes);
     }
     return total;
 }
 
+// Bytes of the layer's weights and bias (q8: the quants and scales of the panels, padding included).
 static size_t linear_bytes(const Linear *lin) {
-    return (size_t)lin->n_out * lin->n_in * weight_size(lin->type) + (lin->bias ? lin->n_out * sizeof(float) : 0);
+    const size_t w = lin->type == WEIGHT_Q8 ? q8_matrix_bytes(lin->n_out, lin->n_in)
+                                            : (size_t)lin->n_out * lin->n_in * weight_size(lin->type);
+    return w + (lin->bias ? lin->n_out * sizeof(float) : 0);
 }
 
 // Memory for the weights: anonymous pages, 2 MB huge pages where the kernel allows (fewer TLB misses while the
@@ -192,30 +319,102 @@ static void *alloc_weights(size_t bytes) {
 
 static int alloc_scratch(Model *m, Err *err) {
     const Config *c = &m->cfg;
-    size_t d = c->n_embd, ld_d = row_stride(d), ld_f = row_stride(c->n_inner), T = CHUNK_T;
-    size_t floats = T * (d + ld_d + 3 * d + ld_d + ld_f) + (size_t)pool_size(m->pool) * c->n_positions;
+    const size_t d = c->n_embd, ld_d = row_stride(d), ld_att = row_stride((size_t)c->n_head * c->head_dim),
+                 n_qkv = (size_t)(c->n_head + 2 * c->n_kv_head) * c->head_dim,
+                 ld_f = row_stride((c->mlp == MLP_GATED ? 2 : 1) * (size_t)c->n_inner), half = c->head_dim / 2,
+                 T = CHUNK_T;
+    size_t floats = T * (d + ld_d + n_qkv + ld_att + ld_f + 2 * half) + (size_t)pool_size(m->pool) * c->n_positions;
+    int n_in_max = c->n_embd > c->n_inner ? c->n_embd : c->n_inner;  // the widest matmul input: d, H·hd or F
+    n_in_max = n_in_max > c->n_head * c->head_dim ? n_in_max : c->n_head * c->head_dim;
+    const size_t q8_blocks_max = (size_t)q8_blocks(n_in_max);
     ForwardScratch *s = m->scratch = calloc(1, sizeof *s);
     float *mem = s ? aligned_alloc(ALIGN, align_up(floats * sizeof(float))) : NULL;
-    if (!mem) return err_fmt(err, "out of memory for activations (%zu MB)", floats * 4 >> 20);
+    if (s && m->quant == QUANT_Q8) s->xq = malloc(T * q8_blocks_max * sizeof(Q8Block));
+    if (!mem || (m->quant == QUANT_Q8 && !s->xq)) {
+        free(mem);
+        return err_fmt(err, "out of memory for activations (%zu MB)", floats * 4 >> 20);
+    }
     s->ld_d = (int)ld_d;
+    s->ld_att = (int)ld_att;
     s->ld_f = (int)ld_f;
+    s->n_qkv = (int)n_qkv;
     s->x = mem;
     s->h = s->x + T * d;
     s->qkv = s->h + T * ld_d;
-    s->att = s->qkv + T * 3 * d;
-    s->mlp = s->att + T * ld_d;
-    s->scores = s->mlp + T * ld_f;
+    s->att = s->qkv + T * n_qkv;
+    s->mlp = s->att + T * ld_att;
+    s->cos = s->mlp + T * ld_f;
+    s->sin = s->cos + T * half;
+    s->scores = s->sin + T * half;
     return 0;
 }
 
+// The rotary inverse frequencies ω_i = θ^(−2i/hd), i < hd/2, rescaled as rope_scaling says — in float, as
+// transformers computes them (its _compute_default / _linear / _llama3_parameters).
+static void rope_frequencies(float *inv_freq, const Config *c) {
+    const RopeScaling *r = &c->rope;
+    for (int i = 0; i < c->head_dim / 2; i++) {
+        float w = 1.0f / powf(c->rope_theta, (float)(2 * i) / (float)c->head_dim);
+        if (r->type == ROPE_LINEAR) w /= r->factor;
+        if (r->type == ROPE_LLAMA3) {
+            // Wavelengths longer than the original context / low_freq_factor are interpolated (ω / factor), those
+            // shorter than context / high_freq_factor kept, and those between blended linearly in context / λ.
+            const float old = (float)r->original_max_position, wavelen = 2.0f * (float)M_PI / w;
+            if (wavelen > old / r->low_freq_factor) {
+                w /= r->factor;
+            } else if (!(wavelen < old / r->high_freq_factor)) {
+                float smooth = (old / wavelen - r->low_freq_factor) / (r->high_freq_factor - r->low_freq_factor);
+                w = (1.0f - smooth) * w / r->factor + smooth * w;
+            }
+        }
+        inv_freq[i] = w;
+    }
+}
+
+// The weights of the checkpoint in ckpt, for the config in model->cfg, into model's arena.
+static int load_weights(Model *model, Loader *ld) {
+    const Config *c = &model->cfg;
+    const bool gpt2 = c->model_type == MODEL_GPT2;
+    const int d = c->n_embd;
+    ld->prefix = gpt2 ? (st_find(ld->ckpt, "transformer.wte.weight") ? "transformer." : "")
+                      : (st_find(ld->ckpt, "model.embed_tokens.weight") ? "model." : "");
+    if (load_linear(ld, &model->wte, d, &(Part){gpt2 ? "wte.weight" : "embed_tokens.weight", c->vocab_size, false},
+                    1, false))
+        return -1;
+    if (c->positions == POSITIONS_LEARNED && !(model->wpe = load_f32(ld, "wpe.weight", c->n_positions, d)))
+        return -1;
+    if (c->positions == POSITIONS_ROTARY) {
+        model->inv_freq = arena_take(ld, sizeof(float) * (size_t)c->head_dim / 2);
+        rope_frequencies(model->inv_freq, c);
+    }
+    for (int l = 0; l < c->n_layer; l++)
+        if (load_block(ld, &model->blocks[l], l, c)) return -1;
+    if (!(model->norm_f.gamma = load_f32(ld, gpt2 ? "ln_f.weight" : "norm.weight", d, 0))) return -1;
+    if (gpt2 && !(model->norm_f.beta = load_f32(ld, "ln_f.bias", d, 0))) return -1;
+    // As in transformers: a tied model uses wte as its head even if the file also has lm_head.weight.
+    model->lm_head = model->wte;
+    if (c->tie_word_embeddings) return 0;
+    if (!st_find(ld->ckpt, "lm_head.weight"))
+        return err_fmt(ld->err, "%s: config.json sets tie_word_embeddings to false but tensor \"lm_head.weight\" is "
+                       "missing", ld->dir);
+    ld->prefix = "";  // the head is never under the body's prefix
+    return load_linear(ld, &model->lm_head, d, &(Part){"lm_head.weight", c->vocab_size, false}, 1, false);
+}
+
 int model_load(Model *model, const char *dir, ThreadPool *pool, Err *err) {
-    *model = (Model){.pool = pool};
+    return model_load_quantized(model, dir, pool, QUANT_NONE, err);
+}
+
+int model_load_quantized(Model *model, const char *dir, ThreadPool *pool, Quant quant, Err *err) {
+    *model = (Model){.pool = pool, .quant = quant};
     const char *why = NULL;
     if (!(model->kernels = kernels_select(&why))) return err_fmt(err, "%s", why);
 
     char path[4096];
     snprintf(path, sizeof path, "%s/config.json", dir);
     if (config_load(&model->cfg, path, err)) return -1;
+    snprintf(path, sizeof path, "%s/generation_config.json", dir);
+    if (config_load_generation(&model->cfg, path, err)) return -1;
     const Config *c = &model->cfg;
 
     StCheckpoint ckpt;
@@ -229,54 +428,49 @@ int model_load(Model *model, const char *dir, ThreadPool *pool, Err *err) {
         return err_fmt(err, "%s: out of memory for %zu MB of weights", dir, model->arena_size >> 20);
     }
     Loader ld = {.ckpt = &ckpt, .dir = dir, .arena = model->arena, .size = model->arena_size, .err = err,
-                 .panels = model->kernels->panels,
-                 .prefix = st_find(&ckpt, "transformer.wte.weight") ? "transformer." : ""};
-
-    int rc = load_matrix(&ld, &model->wte, "wte.weight", c->vocab_size, c->n_embd, false);
-    if (!rc) rc = (model->wpe = load_f32(&ld, "wpe.weight", c->n_positions, c->n_embd)) ? 0 : -1;
-    for (int l = 0; l < c->n_layer && !rc; l++) rc = load_block(&ld, &model->blocks[l], l, c);
-    if (!rc) rc = (model->lnf_gamma = load_f32(&ld, "ln_f.weight", c->n_embd, 0)) ? 0 : -1;
-    if (!rc) rc = (model->lnf_beta = load_f32(&ld, "ln_f.bias", c->n_embd, 0)) ? 0 : -1;
-    // As in transformers: a tied model uses wte as its head even if the file also has lm_head.weight.
-    model->lm_head = model->wte;
-    if (!rc && !c->tie_word_embeddings) {
-        if (!st_find(&ckpt, "lm_head.weight"))
-            rc = err_fmt(err, "%s: config.json sets tie_word_embeddings to false but tensor \"lm_head.weight\" is "
-                         "missing", dir);
-        else {
-            ld.prefix = "";  // the head is never under "transformer."
-            rc = load_matrix(&ld, &model->lm_head, "lm_head.weight", c->vocab_size, c->n_embd, false);
-        }
-    }
+                 .panels = model->kernels->panels, .quant = quant, .pool = pool};
+    int rc = load_weights(model, &ld);
     st_close(&ckpt);
     if (!rc) rc = alloc_scratch(model, err);
     if (rc) {
         model_free(model);
         return -1;
     }
+    model->n_vocab = c->vocab_size;
 
     // Bytes one decode step streams: every block matrix, the head and the small vectors.
-    size_t bytes = linear_bytes(&model->lm_head) + 2 * c->n_embd * sizeof(float);
+    const size_t norm_bytes = (c->norm == NORM_LAYER ? 2 : 1) * c->n_embd * sizeof(float);
+    size_t bytes = linear_bytes(&model->lm_head) + norm_bytes;
     for (int l = 0; l < c->n_layer; l++) {
         const Block *b = &model->blocks[l];
-        bytes += linear_bytes(&b->attn_qkv) + linear_bytes(&b->attn_proj) + linear_bytes(&b->mlp_up) +
-                 linear_bytes(&b->mlp_down) + 4 * c->n_embd * sizeof(float);
+        bytes += linear_bytes(&b->attn_qkv) + linear_bytes(&b->attn_out) + linear_bytes(&b->mlp_up) +
+                 linear_bytes(&b->mlp_down) + 2 * norm_bytes;
     }
     model->weight_bytes = bytes;
     return 0;
 }
 
 void model_free(Model *model) {
-    if (model->scratch) free(model->scratch->x);
+    if (model->scratch) free(model->scratch->x), free(model->scratch->xq);
     free(model->scratch);
     free(model->blocks);
     if (model->arena) munmap(model->arena, model->arena_size);
     *model = (Model){0};
 }
 
+void model_limit_vocab(Model *model, int n_vocab) {
+    if (n_vocab < 1 || n_vocab > model->cfg.vocab_size) {  // a caller's bug, not bad input: stop loudly
+        fprintf(stderr, "model_limit_vocab: %d outside [1, %d]\n", n_vocab, model->cfg.vocab_size);
+        abort();
+    }
+    model->weight_bytes -= linear_bytes(&model->lm_head);
+    model->n_vocab = model->lm_head.n_out = n_vocab;  // the first rows of any layout are the first ids
+    model->weight_bytes += linear_bytes(&model->lm_head);
+}
+
 int model_kv_init(const Model *model, KVCache *cache, Err *err) {
     const Config *c = &model->cfg;
-    return kv_init(cache, c->n_layer, c->n_head, c->n_positions, c->n_embd / c->n_head, err);
+    return kv_init(cache, c->n_layer, c->n_kv_head, c->n_positions, c->head_dim, err);
 }
 
 // ---- the forward pass ---------------------------------------------------------------------------------------
@@ -294,6 +488,7 @@ typedef struct {
     const Kernels *k;
     const Linear *lin;
     const float *x;     // [T, ld_x]
+    const Q8Block *xq;  // [T, q8_blocks(n_in)]: x quantized, for q8 weights
     float *out;         // [T, ld_out]
     int T, ld_x, ld_out;
     bool blas;          // OpenBLAS sgemm (single-threaded, on this thread's columns) instead of our kernel
@@ -312,6 +507,8 @@ static void linear_thread(void *ctx, int thread, int n_threads) {
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, job->T, n, lin->n_in, 1.0f, job->x, job->ld_x,
                     (const float *)lin->w + (size_t)j0 * lin->n_in, lin->n_in, 0.0f, job->out + j0, job->ld_out);
         for (int t = 0; t < job->T && lin->bias; t++) job->k->add(job->out + (size_t)t * job->ld_out + j0, lin->bias + j0, n);
+    } else if (lin->type == WEIGHT_Q8) {
+        job->k->matmul_q8(job->out, job->xq, lin->w, lin->bias, job->T, lin->n_in, job->ld_out, j0, j1);
     } else {
         job->k->matmul[lin->type](job->out, job->x, lin->w, lin->bias, job->T, lin->n_in, job->ld_x, job->ld_out, j0,
                                   j1);
@@ -331,18 +528,22 @@ static void linear_thread(void *ctx, int thread, int n_threads) {
 // Our kernels stream W once for all T rows and are batch-invariant. Where OpenBLAS is faster — F32 weights,
 // many rows (long prompts), a kernel variant that says so — it takes over; each of our threads then runs a
 // single-threaded sgemm on its own columns, so OpenBLAS's threads never compete with ours for the cores.
+// q8 weights take x quantized (kernels.h), once, here, for all threads; a row's quantization depends on that
+// row alone, so batch invariance holds.
 static void linear(const Model *m, float *out, int ld_out, const float *x, int ld_x, const Linear *lin, int T,
                    Epilogue ep, float *residual) {
     int blas_min = m->kernels->blas_min_rows;
     // (sgemm reads rows: a variant whose weights are in panels never names a crossover)
     bool blas = lin->type == WEIGHT_F32 && blas_min > 0 && T >= blas_min && !m->kernels->panels;
-    LinearJob job = {m->kernels, lin, x, out, T, ld_x, ld_out, blas, ep, residual};
+    if (lin->type == WEIGHT_Q8) m->kernels->quantize_q8(m->scratch->xq, x, T, lin->n_in, ld_x);
+    LinearJob job = {m->kernels, lin, x, m->scratch->xq, out, T, ld_x, ld_out, blas, ep, residual};
     run_job(m, linear_thread, &job, (size_t)T * lin->n_out * lin->n_in);
 }
 
 // Causal self-attention for T new tokens at positions pos0..pos0+T−1, whose K and V rows are already in the
-// cache: att[t, head] = Σ_{s ≤ pos0+t} softmax_s(q·k_s · scale) v_s. One task per (head, token) pair, head
-// major: a thread's consecutive tasks read the same head's keys and values, which stay in its cache.
+// cache: att[t, head] = Σ_{s ≤ pos0+t} softmax_s(q·k_s · scale) v_s, with k and v those of the head's key/value
+// head, head / (H / Hkv) (grouped-query attention). One task per (head, token) pair, head major: a thread's
+// consecutive tasks read the same key/value head, which stays in its cache.
 typedef struct {
     const Model *m;
     const KVCache *cache;
@@ -353,26 +554,66 @@ typedef struct {
 static void attention_thread(void *ctx, int thread, int n_threads) {
     const AttentionJob *job = ctx;
     const Model *m = job->m;
-    const int d = m->cfg.n_embd, H = m->cfg.n_head, hd = d / H;
-    float *scores = m->scratch->scores + (size_t)thread * m->cfg.n_positions;
+    const ForwardScratch *s = m->scratch;
+    const int H = m->cfg.n_head, hd = m->cfg.head_dim, group = H / m->cfg.n_kv_head;
+    float *scores = s->scores + (size_t)thread * m->cfg.n_positions;
     int begin, end;
     pool_share(H * job->T, 1, thread, n_threads, &begin, &end);
     for (int task = begin; task < end; task++) {
         int head = task / job->T, t = task % job->T;
-        const float *q = m->scratch->qkv + (size_t)t * 3 * d + head * hd;  // q: [hd]
-        const float *kt = kv_keys(job->cache, job->layer, head);            // Kᵀ: [hd, n_ctx], rows ld_k apart
-        const float *v = kv_values(job->cache, job->layer, head);           // V: [n_ctx, hd]
-        float *out = m->scratch->att + (size_t)t * m->scratch->ld_d + head * hd;
+        const float *q = s->qkv + (size_t)t * s->n_qkv + head * hd;                  // q: [hd]
+        const float *kt = kv_keys(job->cache, job->layer, head / group);            // Kᵀ: [hd, n_ctx], rows ld_k apart
+        const float *v = kv_values(job->cache, job->layer, head / group);           // V: [n_ctx, hd]
+        float *out = s->att + (size_t)t * s->ld_att + head * hd;
         m->kernels->attention(out, q, kt, job->cache->ld_k, v, scores, job->pos0 + t + 1, hd, job->scale);
     }
 }
 
-// The layer normalisation of T rows of the residual stream into h.    x: [T, d]   h: [T, ld_d]
-static void layernorm_rows(const Model *m, const float *x, const float *gamma, const float *beta, int T) {
+// SwiGLU's product for T rows of the MLP's hidden layer, in place: mlp[t, :F] = SiLU(gate) ⊙ up, where row t holds
+// [gate | up] (F each). Each thread takes its share of the F columns in every row.
+typedef struct {
+    const Model *m;
+    int T;
+} GateJob;
+
+static void gate_thread(void *ctx, int thread, int n_threads) {
+    const GateJob *job = ctx;
+    const ForwardScratch *s = job->m->scratch;
+    const int F = job->m->cfg.n_inner;
+    int j0, j1;
+    pool_share(F, ROW_BLOCK, thread, n_threads, &j0, &j1);
+    for (int t = 0; t < job->T && j0 < j1; t++) {
+        float *gate = s->mlp + (size_t)t * s->ld_f + j0;
+        job->m->kernels->silu_mul(gate, gate, gate + F, j1 - j0);
+    }
+}
+
+// The normalisation of T rows of the residual stream into h: LayerNorm or RMSNorm.    x: [T, d]   h: [T, ld_d]
+static void norm_rows(const Model *m, const float *x, const Norm *norm, int T) {
     const int d = m->cfg.n_embd, ld_d = m->scratch->ld_d;
-    for (int t = 0; t < T; t++)
-        m->kernels->layernorm(m->scratch->h + (size_t)t * ld_d, x + (size_t)t * d, gamma, beta, d,
-                              m->cfg.layer_norm_epsilon);
+    for (int t = 0; t < T; t++) {
+        float *h = m->scratch->h + (size_t)t * ld_d;
+        if (m->cfg.norm == NORM_LAYER)
+            m->kernels->layernorm(h, x + (size_t)t * d, norm->gamma, norm->beta, d, m->cfg.norm_epsilon);
+        else
+            m->kernels->rmsnorm(h, x + (size_t)t * d, norm->gamma, d, m->cfg.norm_epsilon);
+    }
+}
+
+// The queries and keys of row t (in place in qkv) made ready for attention: Qwen3's per-head RMSNorm, then the
+// rotation by the position's angles; then the key and value of each key/value head go into the cache.
+static void prepare_qkv(const Model *m, const Block *b, KVCache *cache, int layer, int pos, int t) {
+    const Config *c = &m->cfg;
+    const ForwardScratch *s = m->scratch;
+    const int hd = c->head_dim, half = hd / 2;
+    float *q = s->qkv + (size_t)t * s->n_qkv, *k = q + c->n_head * hd, *v = k + c->n_kv_head * hd;
+    for (int head = 0; head < c->n_head + c->n_kv_head; head++) {  // the H query heads, then the Hkv key heads
+        float *x = q + head * hd;  // k follows q directly
+        if (b->q_norm) m->kernels->rmsnorm(x, x, head < c->n_head ? b->q_norm : b->k_norm, hd, c->norm_epsilon);
+        if (c->positions == POSITIONS_ROTARY)
+            m->kernels->rope(x, s->cos + (size_t)t * half, s->sin + (size_t)t * half, half);
+    }
+    for (int head = 0; head < c->n_kv_head; head++) kv_store(cache, layer, head, pos, k + head * hd, v + head * hd);
 }
 
 // One transformer block over the chunk's T tokens (x: [T, d], updated in place).
@@ -380,34 +621,39 @@ static void block_forward(const Model *m, KVCache *cache, int layer, int pos0, i
     const Config *c = &m->cfg;
     const Block *b = &m->blocks[layer];
     ForwardScratch *s = m->scratch;
-    const int d = c->n_embd, ld_d = s->ld_d;
+    const int ld_d = s->ld_d, F = c->n_inner;
 
-    // Attention sub-block: x += Attn(LN1(x)) W_proj + b_proj
-    layernorm_rows(m, s->x, b->ln1_gamma, b->ln1_beta, T);
-    linear(m, s->qkv, 3 * d, s->h, ld_d, &b->attn_qkv, T, EPILOGUE_NONE, NULL);  // qkv: [T, 3d] = [q | k | v]
-    const int H = c->n_head, hd = d / H;
-    for (int t = 0; t < T; t++)  // append each head's k and v to the cache
-        for (int head = 0; head < H; head++) {
-            const float *qkv_t = s->qkv + (size_t)t * 3 * d + head * hd;
-            kv_store(cache, layer, head, pos0 + t, qkv_t + d, qkv_t + 2 * d);
-        }
+    // Attention sub-block: x += Attn(Norm1(x)) W_out + b_out
+    norm_rows(m, s->x, &b->norm1, T);
+    linear(m, s->qkv, s->n_qkv, s->h, ld_d, &b->attn_qkv, T, EPILOGUE_NONE, NULL);  // qkv: [T, n_qkv] = [q | k | v]
+    for (int t = 0; t < T; t++) prepare_qkv(m, b, cache, layer, pos0 + t, t);
     float scale = 1.0f;
-    if (c->scale_attn_weights) scale /= sqrtf((float)hd);
+    if (c->scale_attn_weights) scale /= sqrtf((float)c->head_dim);
     if (c->scale_attn_by_inverse_layer_idx) scale /= (float)(layer + 1);
     AttentionJob att = {m, cache, layer, pos0, T, scale};
-    run_job(m, attention_thread, &att, (size_t)T * (pos0 + T) * 2 * d);
-    linear(m, s->h, ld_d, s->att, ld_d, &b->attn_proj, T, EPILOGUE_ADD, s->x);
+    run_job(m, attention_thread, &att, (size_t)T * (pos0 + T) * 2 * c->n_head * c->head_dim);
+    linear(m, s->h, ld_d, s->att, s->ld_att, &b->attn_out, T, EPILOGUE_ADD, s->x);
 
-    // MLP sub-block: x += GELU(LN2(x) W_up + b_up) W_down + b_down
-    layernorm_rows(m, s->x, b->ln2_gamma, b->ln2_beta, T);
-    Epilogue gelu = c->activation == ACT_GELU_ERF ? EPILOGUE_GELU_ERF : EPILOGUE_GELU_TANH;
-    linear(m, s->mlp, s->ld_f, s->h, ld_d, &b->mlp_up, T, gelu, NULL);
+    // MLP sub-block: x += GELU(Norm2(x) W_up + b_up) W_down + b_down, or gated:
+    //                x += (SiLU(Norm2(x) W_gate) ⊙ Norm2(x) W_up) W_down
+    norm_rows(m, s->x, &b->norm2, T);
+    Epilogue act = c->mlp == MLP_GATED ? EPILOGUE_NONE
+                   : c->activation == ACT_GELU_ERF ? EPILOGUE_GELU_ERF : EPILOGUE_GELU_TANH;
+    linear(m, s->mlp, s->ld_f, s->h, ld_d, &b->mlp_up, T, act, NULL);
+    if (c->mlp == MLP_GATED) {
+        GateJob gate = {m, T};
+        run_job(m, gate_thread, &gate, (size_t)T * F * 16);  // an exp and a division: some 16 multiply-adds
+    }
     linear(m, s->h, ld_d, s->mlp, s->ld_f, &b->mlp_down, T, EPILOGUE_ADD, s->x);
 }
 
 // Row `token` of the embedding table as floats, 16 consecutive weights at a time (together in either layout).
 static void embedding_row(const Model *m, float *out, int token) {
     const Linear *wte = &m->wte;
+    if (wte->type == WEIGHT_Q8) {  // d · q: the q8 head and the embeddings are one matrix
+        for (int i = 0; i < wte->n_in; i++) out[i] = q8_weight(wte->w, wte->n_in, token, i);
+        return;
+    }
     const size_t elem = weight_size(wte->type);
     const StDtype dtype = wte->type == WEIGHT_F16 ? ST_F16 : wte->type == WEIGHT_BF16 ? ST_BF16 : ST_F32;
     for (int i = 0; i < wte->n_in; i += 16) {
@@ -417,34 +663,47 @@ static void embedding_row(const Model *m, float *out, int token) {
     }
 }
 
+// The rotary angles p·ω_i of positions pos0..pos0+T−1 (cos, sin: [T, hd/2]). The angle is a float product, as in
+// transformers; its cosine and sine are rounded from double, so a position's angles never depend on T.
+static void rope_angles(const Model *m, int pos0, int T) {
+    const int half = m->cfg.head_dim / 2;
+    for (int t = 0; t < T; t++)
+        for (int i = 0; i < half; i++) {
+            const float angle = (float)(pos0 + t) * m->inv_freq[i];
+            m->scratch->cos[(size_t)t * half + i] = (float)cos(angle);
+            m->scratch->sin[(size_t)t * half + i] = (float)sin(angle);
+        }
+}
+
 int model_forward(Model *model, KVCache *cache, const int *tokens, int T, float *logits, bool all_logits,
                   Err *err) {
     const Config *c = &model->cfg;
-    const int d = c->n_embd, V = c->vocab_size;
+    const int d = c->n_embd, V = model->n_vocab;
     if (T < 1) return err_fmt(err, "model_forward: no tokens to process");
     if (cache->len + T > c->n_positions)
         return err_fmt(err, "context full: %d cached + %d new tokens exceed the model's context of %d positions "
-                       "(n_positions in config.json)", cache->len, T, c->n_positions);
+                       "(n_positions or max_position_embeddings in config.json)", cache->len, T, c->n_positions);
     for (int t = 0; t < T; t++)
-        if (tokens[t] < 0 || tokens[t] >= V)
-            return err_fmt(err, "token id %d is outside the vocabulary [0, %d)", tokens[t], V);
+        if (tokens[t] < 0 || tokens[t] >= c->vocab_size)
+            return err_fmt(err, "token id %d is outside the vocabulary [0, %d)", tokens[t], c->vocab_size);
 
     ForwardScratch *s = model->scratch;
     for (int first = 0; first < T; first += CHUNK_T) {
         const int n = T - first < CHUNK_T ? T - first : CHUNK_T, pos0 = cache->len;
-        for (int t = 0; t < n; t++) {  // x = wte[token] + wpe[position]
+        for (int t = 0; t < n; t++) {  // x = wte[token] (+ wpe[position])
             embedding_row(model, s->x + (size_t)t * d, tokens[first + t]);
-            model->kernels->add(s->x + (size_t)t * d, model->wpe + (size_t)(pos0 + t) * d, d);
+            if (model->wpe) model->kernels->add(s->x + (size_t)t * d, model->wpe + (size_t)(pos0 + t) * d, d);
         }
+        if (model->inv_freq) rope_angles(model, pos0, n);
         for (int l = 0; l < c->n_layer; l++) block_forward(model, cache, l, pos0, n);
         cache->len += n;
 
-        // logits = LN_f(x) W_lmᵀ, for every row or for the very last one only
+        // logits = Norm_f(x) W_lmᵀ, for every row or for the very last one only
         if (all_logits) {
-            layernorm_rows(model, s->x, model->lnf_gamma, model->lnf_beta, n);
+            norm_rows(model, s->x, &model->norm_f, n);
             linear(model, logits + (size_t)first * V, V, s->h, s->ld_d, &model->lm_head, n, EPILOGUE_NONE, NULL);
         } else if (first + n == T) {
-            layernorm_rows(model, s->x + (size_t)(n - 1) * d, model->lnf_gamma, model->lnf_beta, 1);
+            norm_rows(model, s->x + (size_t)(n - 1) * d, &model->norm_f, 1);
             linear(model, logits, V, s->h, s->ld_d, &model->lm_head, 1, EPILOGUE_NONE, NULL);
         }
     }

@@ -1,7 +1,9 @@
-// model.h — a GPT-2 model: weights loaded from a Hugging Face checkpoint folder, and one forward function.
+// model.h — a decoder-only transformer: weights loaded from a Hugging Face checkpoint folder (GPT-2, Llama,
+// Mistral, Qwen2, Qwen3), and one forward function for all of them.
 //
-// Dimension key (used in every shape comment): T new tokens in this forward, d model width (n_embd), H heads,
-// hd = d / H head width, F MLP width (n_inner), V vocabulary, L layers, S positions in the cache.
+// Dimension key (used in every shape comment): T new tokens in this forward, d model width (n_embd), H query
+// heads, Hkv key/value heads, hd head width, F MLP width (n_inner), V vocabulary, L layers, S positions in the
+// cache.
 #ifndef SPECDEC_MODEL_H
 #define SPECDEC_MODEL_H
 
@@ -18,45 +20,71 @@
 // n_out] on disk, are transposed once at load), kept in its checkpoint's dtype, 64-byte aligned, in the layout of
 // the selected kernels (Kernels.panels, kernels.h): rows, [n_out, n_in] row-major; or panels, [⌈n_out/4⌉,
 // ⌈n_in/16⌉, 4, 16] — 4 rows at a time, their 16-weight slices alternating, zero-padded — with W[j, i] at
-// weight_index(). The shapes in the comments below are those of the matrix W, whatever its layout.
+// weight_index(); or quantized to q8 at load, in q8's own layout (kernels.h). The shapes in the comments below are
+// those of the matrix W, whatever its layout.
 typedef struct {
-    const void *w;      // W [n_out, n_in] in the kernels' layout: weight_elements() elements of dtype `type`
+    const void *w;      // W [n_out, n_in] in the kernels' layout: weight_elements() elements of dtype `type`,
+                        // or q8_matrix_bytes() bytes of panels (WEIGHT_Q8)
     WeightType type;
     int n_out, n_in;
     const float *bias;  // [n_out], or NULL
 } Linear;
 
+// A normalisation's parameters: LayerNorm has both, RMSNorm only gamma (cfg.norm says which).
 typedef struct {
-    const float *ln1_gamma, *ln1_beta;  // [d]
-    Linear attn_qkv;                    // [3d, d]: q, k, v stacked
-    Linear attn_proj;                   // [d, d]
-    const float *ln2_gamma, *ln2_beta;  // [d]
-    Linear mlp_up;                      // [F, d]
+    const float *gamma;                 // [d]
+    const float *beta;                  // [d], or NULL (RMSNorm)
+} Norm;
+
+typedef struct {
+    Norm norm1;
+    Linear attn_qkv;                    // [(H + 2·Hkv)·hd, d]: q, k, v stacked (GPT-2's c_attn; q/k/v_proj)
+    const float *q_norm, *k_norm;       // [hd]: RMSNorm of each head's q and k (Qwen3), else NULL
+    Linear attn_out;                    // [d, H·hd]
+    Norm norm2;
+    Linear mlp_up;                      // [F, d], or gated [2F, d]: the gate's F rows, then up's F rows
     Linear mlp_down;                    // [d, F]
 } Block;
+
+// How the weight matrices are held: as stored (F32, F16 or BF16), or quantized to 8 bits at load (q8, kernels.h;
+// vectors — biases, LayerNorm, position embeddings — stay F32).
+typedef enum { QUANT_NONE, QUANT_Q8 } Quant;
 
 typedef struct {
     Config cfg;
     const Kernels *kernels;
+    Quant quant;                // how the weight matrices are held
     ThreadPool *pool;           // shared, not owned
     Linear wte;                 // token embeddings [V, d]; also the LM head when tied
-    Linear lm_head;             // [V, d]: wte, or lm_head.weight when the checkpoint has it
-    const float *wpe;           // position embeddings [n_positions, d]
+    Linear lm_head;             // [n_vocab, d]: wte, or lm_head.weight when the checkpoint has it
+    int n_vocab;                // logits per position: V, or fewer after model_limit_vocab
+    const float *wpe;           // learned position embeddings [n_positions, d], or NULL (rotary)
+    float *inv_freq;            // rotary inverse frequencies [hd/2], or NULL (learned positions)
     Block *blocks;              // [L]
-    const float *lnf_gamma, *lnf_beta;  // [d]
+    Norm norm_f;                // the final normalisation
     size_t weight_bytes;        // bytes of weights one decode step streams (all matrices + vectors)
     void *arena;                // owns every weight above
     size_t arena_size;
     struct ForwardScratch *scratch;
 } Model;
 
-// Loads config.json and the safetensors weights of a checkpoint folder (model.safetensors, or
-// model.safetensors.index.json + shards). Every key variant of the published GPT-2 files is accepted.
+// Loads config.json (and generation_config.json, if present) and the safetensors weights of a checkpoint folder
+// (model.safetensors, or model.safetensors.index.json + shards). Every key variant of the published GPT-2 files is
+// accepted; the Llama family's names are those of transformers (model.embed_tokens, model.layers.N.self_attn.q_proj,
+// ...). Weights may be F32, F16 or BF16.
 int model_load(Model *model, const char *dir, ThreadPool *pool, Err *err);
+
+// The same, with the weight matrices held as `quant` says (model_load: QUANT_NONE).
+int model_load_quantized(Model *model, const char *dir, ThreadPool *pool, Quant quant, Err *err);
 void model_free(Model *model);
 
+// Keeps only the logits of ids [0, n_vocab), 1 ≤ n_vocab ≤ V: the LM head computes no more rows. For a pair of
+// models whose embedding tables are padded to different sizes, or past the tokenizer's vocabulary — ids that
+// must never be sampled.
+void model_limit_vocab(Model *model, int n_vocab);
+
 // The forward pass. Feeds T new tokens at positions [cache->len, cache->len + T), appends their K/V rows to the
-// cache and writes logits: [T, V] when all_logits, else only the last position's [V]. The same function serves
+// cache and writes logits: [T, n_vocab] when all_logits, else only the last position's [n_vocab]. The same function serves
 // prefill (T = prompt length), decode (T = 1) and the verification of γ draft tokens (T = γ + 1).
 //
 // Batch invariance: the logits of a position are bit-identical whatever T it was computed in and whatever the

@@ -11,7 +11,7 @@
 // given ones. x_k itself is never fed, since the next round may not keep it.
 int model_drafter_extend(ModelDrafter *d, const int *context, int n, int n_given, int gamma, int *draft, double *q,
                          Err *err) {
-    const int V = d->model->cfg.vocab_size, n_ctx = d->model->cfg.n_positions;
+    const int V = d->model->n_vocab, n_ctx = d->model->cfg.n_positions;
     int n_feed = 0;
     for (int pos = d->cache.len; pos < n + n_given; pos++) d->feed[n_feed++] = pos < n ? context[pos] : draft[pos - n];
     const int *feed = d->feed;
@@ -55,10 +55,10 @@ int model_drafter_init(ModelDrafter *d, Model *draft, const SpecParams *params, 
     *d = (ModelDrafter){.base = {.prefill = model_prefill, .propose = model_propose, .rollback = model_rollback,
                                  .check_rollback = model_check, .step_cost = spec_forward_cost(draft, 1)},
                         .model = draft, .params = params, .p_min = p_min};
-    d->logits = malloc(sizeof(float) * draft->cfg.vocab_size);
+    d->logits = malloc(sizeof(float) * draft->n_vocab);
     d->feed = malloc(sizeof(int) * draft->cfg.n_positions);
     if (!d->logits || !d->feed) return err_fmt(err, "out of memory for the draft's logits");
-    if (sampler_init(&d->sampler, &params->sampling, draft->cfg.vocab_size, draft->kernels, err)) return -1;
+    if (sampler_init(&d->sampler, &params->sampling, draft->n_vocab, draft->kernels, err)) return -1;
     return model_kv_init(draft, &d->cache, err);
 }
 

@@ -117,7 +117,7 @@ double spec_forward_cost(const Model *m, int T) {
     double multiply_adds = weights_of(&m->lm_head);  // per token
     for (int l = 0; l < m->cfg.n_layer; l++) {
         const Block *b = &m->blocks[l];
-        multiply_adds += weights_of(&b->attn_qkv) + weights_of(&b->attn_proj) + weights_of(&b->mlp_up) +
+        multiply_adds += weights_of(&b->attn_qkv) + weights_of(&b->attn_out) + weights_of(&b->mlp_up) +
                          weights_of(&b->mlp_down);
     }
     return (double)m->weight_bytes + T * 2.0 * multiply_adds / FORWARD_FLOPS_PER_BYTE;
@@ -310,12 +310,19 @@ static void accept_or_resample(Scheduler *s, Round *r) {
     if (r->next < 0) r->next = spec_draw(s->params, s->p + (size_t)r->k * s->V, s->V, s->n + r->k, DRAW_TARGET);
 }
 
+// Whether id ends the text: the end-of-text id, or one of a config's list of them.
+static bool is_end_of_text(const SpecParams *params, int id) {
+    bool eos = id == params->eos_id;
+    for (int e = 0; e < params->n_eos; e++) eos |= id == params->eos_ids[e];
+    return eos;
+}
+
 // 5. Commit x_1..x_{n_accepted} and the next token, stopping at the end-of-text id (not emitted) or at max_tokens;
 // then roll both caches back to the committed tokens but the newest, which the next round's verify feeds first.
 static int commit_and_roll_back(Scheduler *s, Round *r, Err *err) {
     for (int i = 0; i <= r->n_accepted && !s->done; i++) {
         const int id = i < r->n_accepted ? r->tokens[1 + i] : r->next;
-        if (id == s->params->eos_id) {
+        if (is_end_of_text(s->params, id)) {
             s->done = true;
             break;
         }
@@ -337,17 +344,18 @@ static int commit_and_roll_back(Scheduler *s, Round *r, Err *err) {
 
 // The token that ended a round and its kind, for the trace: the first accepted draft that is the end-of-text token
 // (generation stops there: nothing after it is used), or else the target's token, of the round's kind.
-static int round_end(const Round *r, int eos_id, TokenKind *kind) {
+static int round_end(const Round *r, const SpecParams *params, TokenKind *kind) {
     *kind = r->kind;
     for (int i = 0; i < r->n_accepted; i++)
-        if (r->tokens[1 + i] == eos_id) {
+        if (is_end_of_text(params, r->tokens[1 + i])) {
             *kind = TOKEN_ACCEPTED;
-            return eos_id;
+            return r->tokens[1 + i];
         }
     return r->next;
 }
 
-static void trace_round(FILE *f, int round, const Round *r, bool coupled, int eos_id) {
+static void trace_round(FILE *f, int round, const Round *r, const SpecParams *params) {
+    const bool coupled = params->sampler == SAMPLER_COUPLED;
     fprintf(f, "{\"round\": %d, \"gamma\": %d, \"drafted\": [", round, r->k);
     for (int i = 0; i < r->k; i++) fprintf(f, "%s%d", i ? ", " : "", r->tokens[1 + i]);
     const double *columns[3] = {r->p_x, r->q_x, coupled ? NULL : r->r};  // coupling draws no acceptance number
@@ -361,7 +369,7 @@ static void trace_round(FILE *f, int round, const Round *r, bool coupled, int eo
                                              [TOKEN_RESAMPLED] = "resampled", [TOKEN_BONUS] = "bonus",
                                              [TOKEN_TARGET] = "target"};
     TokenKind kind;
-    const int token = round_end(r, eos_id, &kind);
+    const int token = round_end(r, params, &kind);
     fprintf(f, "], \"accepted\": %d, \"token\": %d, \"kind\": \"%s\", \"residual_mass\": %.6g}\n", r->n_accepted,
             token, kind_names[kind], r->residual_mass);
 }
@@ -411,8 +419,7 @@ static void record_round(Scheduler *s, const Round *r) {
                              : g->heuristic_gamma > GAMMA_MAX ? GAMMA_MAX
                                                               : g->heuristic_gamma;
     }
-    if (s->params->trace) trace_round(s->params->trace, st->rounds, r, s->params->sampler == SAMPLER_COUPLED,
-                                      s->params->eos_id);
+    if (s->params->trace) trace_round(s->params->trace, st->rounds, r, s->params);
     if (s->params->on_token) show_round(s->params, r);
 }
 
@@ -444,7 +451,7 @@ static void scheduler_free(Scheduler *s) {
 
 static int scheduler_init(Scheduler *s, Model *target, Drafter *drafter, const int *prompt, int n_prompt,
                           const SpecParams *params, int *out, SpecStats *stats, Err *err) {
-    const int V = target->cfg.vocab_size;
+    const int V = target->n_vocab;
     *s = (Scheduler){.target = target, .drafter = drafter, .params = params, .V = V,
                      .n_ctx = target->cfg.n_positions, .n = n_prompt, .n_prompt = n_prompt, .out = out,
                      .stats = stats};

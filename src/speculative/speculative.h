@@ -70,6 +70,8 @@ typedef struct SpecParams {
     int gamma;              // GAMMA_FIXED: γ; GAMMA_HEURISTIC: the starting γ
     int max_tokens;         // stop after this many new tokens
     int eos_id;             // stop at this token (not emitted); −1 = never
+    const int *eos_ids;     // ... or at any of these n_eos (a config's list, e.g. Llama 3's three), may be NULL
+    int n_eos;
     FILE *trace;            // one JSON line per round, or NULL
     // Called with every token as it is decided (rejected drafts included, for --show); may be NULL.
     void (*on_token)(void *ctx, int id, TokenKind kind);

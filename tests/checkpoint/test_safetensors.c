@@ -544,3 +544,29 @@ TEST(st_cli_inspect_rejects_missing_path) {
     free(out);
     free(err);
 }
+
+// st_release drops a tensor's pages from memory, never its data: a later read sees the same bytes, and its
+// neighbours (sharing its first and last pages) are untouched.
+TEST(st_release_keeps_the_data) {
+    const Spec specs[] = {{"a", ST_F32, 1, {3}}, {"big", ST_F32, 1, {5000}}, {"c", ST_BF16, 1, {7}}};
+    uint8_t data[12 + 20000 + 14];
+    for (size_t i = 0; i < sizeof data; i++) data[i] = (uint8_t)test_rand_u64();
+    char *dir = make_tmpdir();
+    char *path = write_spec_file(dir, "model.safetensors", specs, 3, NULL, 3, data);
+    StCheckpoint ckpt;
+    Err err = {{0}};
+    CHECK(st_open(&ckpt, dir, &err) == 0, "st_open: %s", err.msg);
+    for (int i = 0; i < 3 && !test_failures(); i++) {
+        const StTensor *t = st_find(&ckpt, specs[i].name);
+        CHECK(memcmp(t->data, data + spec_offset(specs, i), t->n_bytes) == 0, "%s: data differs", t->name);
+        st_release(t);
+        for (int j = 0; j < 3; j++) {
+            const StTensor *u = st_find(&ckpt, specs[j].name);
+            CHECK(memcmp(u->data, data + spec_offset(specs, j), u->n_bytes) == 0, "%s after releasing %s: differs",
+                  u->name, t->name);
+        }
+    }
+    st_close(&ckpt);
+    free(path);
+    remove_tmpdir(dir);
+}

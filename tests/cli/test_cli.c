@@ -104,6 +104,23 @@ TEST(cli_rejects_bad_input) {
     check_rejected("generate -m /nonexistent --ids \"1 2\"", "/nonexistent");
     check_rejected("generate -m " MODEL " -p hello", "tokenizer");
     check_rejected("logits -m " MODEL " --ids \"1 2 3\" --all --tokens 3", "unknown option");
+    check_rejected("logits -m " MODEL " --ids \"1 2 3\" --quant q4", "--quant");
+}
+
+// --quant q8: the logits of the weights quantized at load (close to, not equal to, the stored weights': their
+// accuracy is tests/model/test_quant.c's), and greedy speculative output still equals target-only output.
+TEST(cli_quant_q8) {
+    char *out, *err;
+    CHECK(specdec("logits -m " MODEL " --ids \"1 2 3\" --all --quant q8", &out, &err) == 0, "%s", err);
+    CHECK(count_lines(out) == 3 && count_words(out) == 3 * 61, "3 lines of 61 logits");
+    free(out);
+    free(err);
+    int status = specdec("generate -m " MODEL " -d " MODEL " --ids \"4 5\" -n 12 --gamma 3 --compare --stats --quant q8",
+                         &out, &err);
+    CHECK(status == 0 && strstr(err, "\"same_output\": true") && strstr(err, "\"quant\": \"q8\""),
+          "--compare --stats --quant q8: \"%s\"", err);
+    free(out);
+    free(err);
 }
 
 TEST(cli_version) {

@@ -72,6 +72,10 @@ static void *in_layout(const Kernels *k, WeightType type, const void *w, int n_o
     return packed;
 }
 
+// cos and sin under names that the rope test's arrays do not shadow.
+static double cos_of(double angle) { return cos(angle); }
+static double sin_of(double angle) { return sin(angle); }
+
 static int random_odd(int lo, int hi) { return 2 * test_rand_int(lo / 2, (hi - 1) / 2) + 1; }
 
 // Output buffers start out full of this value, so that writes outside [j0, j1) show.
@@ -95,7 +99,9 @@ TEST(kernels_table_complete) {
         const Kernels *k = list[v];
         for (int type = 0; type < WEIGHT_TYPES; type++)
             CHECK(k->matmul[type], "%s: no matmul for %s", k->name, type_names[type]);
-        CHECK(k->layernorm && k->gelu_tanh && k->gelu_erf && k->softmax && k->attention && k->add,
+        CHECK(k->matmul_q8 && k->quantize_q8, "%s: no matmul_q8 or quantize_q8", k->name);
+        CHECK(k->layernorm && k->rmsnorm && k->rope && k->silu_mul && k->gelu_tanh && k->gelu_erf && k->softmax &&
+              k->attention && k->add,
               "%s: a kernel is missing", k->name);
         for (int u = 0; u < v; u++) CHECK(strcmp(list[u]->name, k->name), "%s listed twice", k->name);
     }
@@ -311,6 +317,108 @@ TEST(kernels_layernorm_matches_scalar) {
     }
 }
 
+// out = x / rms(x) · γ. The two sums of squares (n terms, different orders) differ by a relative
+// n·FLT_EPSILON, which moves 1/rms by half that; the two products round twice more:
+//     |out − ref| ≤ (n/2 + 4) · FLT_EPSILON · |x_i γ_i| / rms
+TEST(kernels_rmsnorm_matches_scalar) {
+    int n_variants;
+    const Kernels *const *list = kernels_available(&n_variants);
+    for (int v = 0; v < n_variants; v++) {
+        if (list[v] == &kernels_scalar) continue;
+        for (int s = 0; s < ROW_SIZES; s++) {
+            const int n = row_sizes[s];
+            const float spread = test_rand_uniform(0.01f, 100.0f);
+            float *x = random_floats(n, -spread, spread), *gamma = random_floats(n, -2.0f, 2.0f);
+            float *ref = untouched_floats(n), *out = untouched_floats(n);
+            kernels_scalar.rmsnorm(ref, x, gamma, n, 1e-6f);
+            list[v]->rmsnorm(out, x, gamma, n, 1e-6f);
+            double sum_sq = 0.0;
+            for (int i = 0; i < n; i++) sum_sq += (double)x[i] * x[i];
+            const double inv_rms = 1.0 / sqrt(sum_sq / n + 1e-6);
+            for (int i = 0; i < n; i++) {
+                double tol = (n / 2.0 + 4) * FLT_EPSILON * fabs((double)x[i] * gamma[i]) * inv_rms;
+                CHECK(fabs(out[i] - ref[i]) <= tol, "%s n=%d: out[%d] = %.9g, reference %.9g (tol %.3g)",
+                      list[v]->name, n, i, out[i], ref[i], tol);
+            }
+            free(x);
+            free(gamma);
+            free(ref);
+            free(out);
+        }
+    }
+}
+
+// Each rotated channel is a·c − b·s (or b·c + a·s): two products and a sum, each side within
+// FLT_EPSILON·(|a·c| + |b·s|) of the exact value whether the products are fused or not, so
+//     |out − ref| ≤ 2·FLT_EPSILON · (|a·c| + |b·s|)      and the reference within half that of the exact value.
+TEST(kernels_rope_matches_scalar) {
+    int n_variants;
+    const Kernels *const *list = kernels_available(&n_variants);
+    for (int v = 0; v < n_variants; v++) {
+        if (list[v] == &kernels_scalar) continue;
+        for (int s = 0; s < ROW_SIZES; s++) {
+            const int half = row_sizes[s];
+            float *x = random_floats(2 * half, -4.0f, 4.0f), *cos = malloc(sizeof(float) * half),
+                  *sin = malloc(sizeof(float) * half);
+            for (int i = 0; i < half; i++) {
+                double angle = test_rand_uniform(-100.0f, 100.0f);
+                cos[i] = (float)cos_of(angle);
+                sin[i] = (float)sin_of(angle);
+            }
+            float *ref = malloc(sizeof(float) * 2 * half), *out = malloc(sizeof(float) * 2 * half);
+            memcpy(ref, x, sizeof(float) * 2 * half);
+            memcpy(out, x, sizeof(float) * 2 * half);
+            kernels_scalar.rope(ref, cos, sin, half);
+            list[v]->rope(out, cos, sin, half);
+            for (int i = 0; i < half; i++) {
+                const double a = x[i], b = x[i + half];
+                const double want[2] = {a * cos[i] - b * sin[i], b * cos[i] + a * sin[i]};
+                const double tol[2] = {2 * FLT_EPSILON * (fabs(a * cos[i]) + fabs(b * sin[i])),
+                                       2 * FLT_EPSILON * (fabs(b * cos[i]) + fabs(a * sin[i]))};
+                for (int c = 0; c < 2; c++) {
+                    const int at = i + c * half;
+                    CHECK(fabs(out[at] - ref[at]) <= tol[c] && fabs(ref[at] - want[c]) <= tol[c] / 2,
+                          "%s half=%d: x[%d] = %.9g, reference %.9g, exact %.9g (tol %.3g)", list[v]->name, half, at,
+                          out[at], ref[at], want[c], tol[c]);
+                }
+            }
+            free(x);
+            free(cos);
+            free(sin);
+            free(ref);
+            free(out);
+        }
+    }
+}
+
+// SiLU(g)·u with g ∈ [−100, 100]: the vector exp is accurate to 2e-7 relative, then an add, a division and a
+// product round once each; far below 0 the vector exp stops at e^88 where expf goes on, so
+//     |out − ref| ≤ 1e-6 · |ref| + 1e-30
+TEST(kernels_silu_mul_matches_scalar) {
+    int n_variants;
+    const Kernels *const *list = kernels_available(&n_variants);
+    for (int v = 0; v < n_variants; v++) {
+        if (list[v] == &kernels_scalar) continue;
+        for (int s = 0; s < ROW_SIZES; s++) {
+            const int n = row_sizes[s];
+            const float range = test_rand_int(0, 1) ? 8.0f : 100.0f;
+            float *gate = random_floats(n, -range, range), *up = random_floats(n, -3.0f, 3.0f);
+            float *ref = untouched_floats(n), *out = malloc(sizeof(float) * n);
+            memcpy(out, gate, sizeof(float) * n);
+            kernels_scalar.silu_mul(ref, gate, up, n);
+            list[v]->silu_mul(out, out, up, n);  // in place, as the forward pass calls it
+            for (int i = 0; i < n; i++)
+                CHECK(fabs(out[i] - ref[i]) <= 1e-6 * fabs(ref[i]) + 1e-30,
+                      "%s n=%d: silu(%.9g)·%.9g = %.9g, reference %.9g", list[v]->name, n, gate[i], up[i], out[i],
+                      ref[i]);
+            free(gate);
+            free(up);
+            free(ref);
+            free(out);
+        }
+    }
+}
+
 // GELU on x ∈ [−10, 10]: the vector tanh, erf and exp are accurate to a few 1e-7 absolute, and 0.5x scales that.
 // The worst seen on a dense grid of [−10, 10] is 1.6e-7 · (1 + |x|); allowed:
 //     |out − ref| ≤ 4e-7 · (1 + |x|)
@@ -478,3 +586,221 @@ TEST(kernels_add_matches_scalar) {
         }
     }
 }
+
+// ---- 8-bit weights (q8) -------------------------------------------------------------------------------------
+
+// A random matrix [n_out, n_in] (row-major floats, a different magnitude per row) quantized into q8 panels.
+static uint8_t *q8_random_matrix(float **rows_out, int n_out, int n_in) {
+    float *rows = malloc(sizeof(float) * (size_t)n_out * n_in);
+    for (int j = 0; j < n_out; j++) {
+        const float spread = test_rand_uniform(0.01f, 2.0f);
+        for (int i = 0; i < n_in; i++) rows[(size_t)j * n_in + i] = test_rand_uniform(-spread, spread);
+    }
+    void *w = NULL;
+    if (posix_memalign(&w, 64, q8_matrix_bytes(n_out, n_in))) abort();
+    for (int j = 0; j < n_out; j += Q8_PANEL)
+        q8_quantize_panel((uint8_t *)w + (size_t)(j / Q8_PANEL) * q8_panel_bytes(n_in), rows + (size_t)j * n_in,
+                          n_out - j < Q8_PANEL ? n_out - j : Q8_PANEL, n_in, n_in);
+    *rows_out = rows;
+    return w;
+}
+
+// The layout (kernels.h) places every quant and every scale once, inside q8_matrix_bytes, none on another; a
+// group of 4 inputs of a row is 4 consecutive bytes; a block's 16 rows × 32 inputs are one 512-byte run.
+TEST(kernels_q8_layout) {
+    const int shapes[][2] = {{1, 1}, {3, 33}, {16, 32}, {17, 100}, {40, 768}};
+    for (size_t c = 0; c < sizeof shapes / sizeof *shapes; c++) {
+        const int n_out = shapes[c][0], n_in = shapes[c][1], nb = q8_blocks(n_in);
+        const size_t size = q8_matrix_bytes(n_out, n_in);
+        unsigned char *seen = calloc(size, 1);
+        for (int j = 0; j < (n_out + 15) / 16 * 16; j++)
+            for (int i = 0; i < nb * Q8_BLOCK; i++) {
+                const size_t at = q8_quant_index(n_in, j, i);
+                CHECK(at < size && !seen[at], "[%d, %d]: q[%d, %d] at %zu (size %zu)", n_out, n_in, j, i, at, size);
+                if (at < size) seen[at] = 1;
+                if (i % Q8_GROUP) CHECK(at == q8_quant_index(n_in, j, i - 1) + 1, "q[%d, %d] not after q[%d, %d]", j,
+                                        i, j, i - 1);
+                const size_t block = q8_quant_index(n_in, j / 16 * 16, i / 32 * 32);
+                CHECK(at >= block && at < block + 512, "q[%d, %d] outside its block", j, i);
+            }
+        for (int j = 0; j < (n_out + 15) / 16 * 16; j++)
+            for (int b = 0; b < nb; b++) {
+                const size_t at = 2 * q8_scale_index(n_in, j, b);
+                CHECK(at + 1 < size && !seen[at] && !seen[at + 1], "[%d, %d]: scale of row %d block %d at %zu",
+                      n_out, n_in, j, b, at);
+                if (at + 1 < size) seen[at] = seen[at + 1] = 1;
+            }
+        free(seen);
+    }
+}
+
+// Quantization: every |q| ≤ 127; a weight block's scale is the smallest BF16 value ≥ max|w| / 127 (so within a
+// relative 2⁻⁷ of it), an activation block's is max|x| / 127; each value is within half a step of d·q; the
+// padding (inputs past n_in, rows past n_out) is zero; an activation block's offset is −128 · Σ q.
+TEST(kernels_q8_quantization) {
+    const int n_out = 21, n_in = 77, nb = q8_blocks(n_in);
+    float *rows;
+    uint8_t *w = q8_random_matrix(&rows, n_out, n_in);
+    for (int j = 0; j < 32; j++)
+        for (int b = 0; b < nb; b++) {
+            const float d = bf16_to_f32(((const uint16_t *)w)[q8_scale_index(n_in, j, b)]);
+            float amax = 0.0f;
+            for (int i = b * 32; i < (b + 1) * 32; i++) {
+                const int8_t q = (int8_t)w[q8_quant_index(n_in, j, i)];
+                CHECK(q >= -127, "q[%d, %d] = %d", j, i, q);
+                if (j >= n_out || i >= n_in) {
+                    CHECK(q == 0, "padding q[%d, %d] = %d", j, i, q);
+                    continue;
+                }
+                const float x = rows[(size_t)j * n_in + i];
+                amax = fabsf(x) > amax ? fabsf(x) : amax;
+                CHECK(fabsf(x - d * q) <= 0.5f * d * (1 + 1e-6f), "W[%d, %d] = %.9g, d·q = %.9g", j, i, x, d * q);
+                CHECK(q8_weight(w, n_in, j, i) == d * q, "q8_weight(%d, %d)", j, i);
+            }
+            CHECK(d >= amax / 127 && d <= amax / 127 * (1 + 1.0f / 128), "row %d block %d: d = %.9g, max|w| = %.9g", j,
+                  b, d, amax);
+        }
+    const int T = 3, ld_x = n_in + 5;
+    float *x = random_floats(T * ld_x, -3.0f, 3.0f);
+    Q8Block *xq = malloc(sizeof(Q8Block) * (size_t)(T * nb));
+    q8_quantize_rows(xq, x, T, n_in, ld_x);
+    for (int t = 0; t < T; t++)
+        for (int b = 0; b < nb; b++) {
+            const Q8Block *blk = &xq[t * nb + b];
+            int32_t sum = 0;
+            float amax = 0.0f;
+            for (int k = 0; k < 32; k++) {
+                const int i = b * 32 + k;
+                sum += blk->q[k];
+                CHECK(blk->q[k] >= -127, "x q = %d", blk->q[k]);
+                if (i >= n_in) {
+                    CHECK(blk->q[k] == 0, "padding x[%d, %d] = %d", t, i, blk->q[k]);
+                    continue;
+                }
+                amax = fabsf(x[t * ld_x + i]) > amax ? fabsf(x[t * ld_x + i]) : amax;
+                CHECK(fabsf(x[t * ld_x + i] - blk->d * blk->q[k]) <= 0.5f * blk->d * (1 + 1e-6f), "x[%d, %d] = %.9g, "
+                      "d·q = %.9g", t, i, x[t * ld_x + i], blk->d * blk->q[k]);
+            }
+            CHECK(blk->d == amax / 127 && blk->offset == -128 * sum, "x row %d block %d: d %.9g (max %.9g), offset "
+                  "%d (Σq %d)", t, b, blk->d, amax, blk->offset, sum);
+        }
+    free(rows);
+    free(w);
+    free(x);
+    free(xq);
+}
+
+// Every variant's quantize_q8 against the reference q8_quantize_rows, bit for bit: rows of random magnitudes
+// (one with an all-zero block, one with a NaN or an infinity), every width of n_in_sizes, rows ld_x apart.
+TEST(kernels_q8_quantize_matches_reference) {
+    int n;
+    const Kernels *const *list = kernels_available(&n);
+    for (int v = 0; v < n; v++)
+        for (int a = 0; a < N_IN_SIZES; a++) {
+            const int n_in = n_in_sizes[a], T = test_rand_int(1, 9), ld_x = n_in + test_rand_int(0, 20);
+            const int nb = q8_blocks(n_in);
+            float *x = random_floats(T * ld_x, -1.0f, 1.0f);
+            for (int t = 0; t < T; t++) {
+                const float scale = test_rand_uniform(1e-3f, 1e3f);
+                for (int i = 0; i < n_in; i++) x[t * ld_x + i] *= t == 0 && i < 32 ? 0.0f : scale;
+            }
+            x[(T - 1) * ld_x + n_in / 2] = test_rand_int(0, 1) ? NAN : -INFINITY;  // garbage in: the same garbage out
+            Q8Block *ref = malloc(sizeof(Q8Block) * (size_t)(T * nb)), *got = malloc(sizeof(Q8Block) * (size_t)(T * nb));
+            q8_quantize_rows(ref, x, T, n_in, ld_x);
+            list[v]->quantize_q8(got, x, T, n_in, ld_x);
+            for (int k = 0; k < T * nb; k++)
+                CHECK(memcmp(&ref[k], &got[k], sizeof(Q8Block)) == 0, "%s n_in=%d: block %d of row %d differs (d %.9g "
+                      "vs %.9g, offset %d vs %d)", list[v]->name, n_in, k % nb, k / nb, got[k].d, ref[k].d,
+                      got[k].offset, ref[k].offset);
+            free(x);
+            free(ref);
+            free(got);
+        }
+}
+
+// Every variant's matmul_q8 against the reference, bit for bit (tolerance 0: kernels.h fixes every float
+// operation and its order, and the integer sums are exact), for random T, [j0, j1) and ld_out, with and
+// without bias, leaving the rest of out untouched. Since the reference computes each (t, j) from row t and row j
+// alone, this is also the batch-invariance test: any T, any split of the rows, the same bits. The reference
+// itself is checked against the float product: each product x_i w_i is off by at most
+// |x_i| e_w + |w_i| e_x + e_x e_w (e = half a quantization step, d / 2), plus float rounding, hence
+//     |ref − Σ_i x_i w_i| ≤ Σ_i (|x_i| d_w + |w_i| d_x + d_w d_x / 2) / 2 + (n_in + 4) · FLT_EPSILON · Σ_i |x_i w_i|
+static void check_matmul_q8(const Kernels *k, int T, int n_in, bool with_bias) {
+    const int n_out = random_odd(1, 41), ld_out = n_out + test_rand_int(0, 3), nb = q8_blocks(n_in);
+    int j0 = 0, j1 = n_out;
+    if (test_rand_int(0, 1)) {
+        j0 = test_rand_int(0, n_out - 1);
+        j1 = test_rand_int(j0 + 1, n_out);
+    }
+    float *rows, *x = random_floats(T * n_in, -1.0f, 1.0f);
+    uint8_t *w = q8_random_matrix(&rows, n_out, n_in);
+    Q8Block *xq = malloc(sizeof(Q8Block) * (size_t)(T * nb));
+    q8_quantize_rows(xq, x, T, n_in, n_in);
+    float *bias = with_bias ? random_floats(n_out, -1.0f, 1.0f) : NULL;
+    float *ref = untouched_floats(T * ld_out), *out = untouched_floats(T * ld_out);
+    kernels_scalar.matmul_q8(ref, xq, w, bias, T, n_in, ld_out, j0, j1);
+    k->matmul_q8(out, xq, w, bias, T, n_in, ld_out, j0, j1);
+    for (int t = 0; t < T; t++)
+        for (int j = 0; j < ld_out; j++) {
+            const float a = out[t * ld_out + j], r = ref[t * ld_out + j];
+            if (j < j0 || j >= j1) {
+                CHECK(same_bits(a, UNTOUCHED) && same_bits(r, UNTOUCHED), "%s q8 T=%d n_in=%d j0=%d j1=%d: wrote "
+                      "out[%d, %d]", k->name, T, n_in, j0, j1, t, j);
+                continue;
+            }
+            CHECK(same_bits(a, r), "%s q8 T=%d n_in=%d n_out=%d bias=%d: out[%d, %d] = %.9g, reference %.9g", k->name,
+                  T, n_in, n_out, with_bias, t, j, a, r);
+            if (k != &kernels_scalar) continue;
+            double exact = bias ? bias[j] : 0.0, bound = 0.0, magnitude = bias ? fabs(bias[j]) : 0.0;
+            for (int i = 0; i < n_in; i++) {
+                const double xi = x[t * n_in + i], wi = rows[(size_t)j * n_in + i];
+                const double d_w = bf16_to_f32(((const uint16_t *)w)[q8_scale_index(n_in, j, i / 32)]);
+                const double d_x = xq[t * nb + i / 32].d;
+                exact += xi * wi;
+                magnitude += fabs(xi * wi);
+                bound += (fabs(xi) * d_w + fabs(wi) * d_x + d_w * d_x / 2) / 2;
+            }
+            bound += (n_in + 4) * FLT_EPSILON * magnitude;
+            CHECK(fabs(r - exact) <= bound, "reference q8 T=%d n_in=%d: out[%d, %d] = %.9g, exact %.9g (bound %.3g)",
+                  T, n_in, t, j, r, exact, bound);
+        }
+    free(rows);
+    free(x);
+    free(w);
+    free(xq);
+    free(bias);
+    free(ref);
+    free(out);
+}
+
+TEST(kernels_q8_matmul_matches_reference) {
+    int n;
+    const Kernels *const *list = kernels_available(&n);
+    for (int v = 0; v < n; v++)
+        for (int a = 0; a < N_IN_SIZES; a++)
+            for (int b = 0; b < T_SIZES; b++)
+                for (int with_bias = 0; with_bias <= 1; with_bias++)
+                    if (list[v] != &kernels_scalar || b % 4 == 0)  // the reference against the float product
+                        check_matmul_q8(list[v], T_sizes[b], n_in_sizes[a], with_bias);
+}
+
+#if defined(__x86_64__)
+// An AVX-512 CPU without AVX512_VNNI (Skylake-X) still runs the avx512 variant, with AVX2's q8 matmul in place of
+// the VNNI one (dispatch.c). That table is checked on any AVX-512 CPU: kernels_avx512's in every other entry, its
+// q8 matmul bit-identical to the reference; and the variant listed for this CPU is one of the two.
+TEST(kernels_avx512_without_vnni) {
+    int n;
+    const Kernels *const *list = kernels_available(&n);
+    const Kernels *k = kernels_avx512_without_vnni(), *best = list[n - 1];
+    if (strcmp(best->name, "avx512") != 0) return;  // no AVX-512 on this CPU: neither table can run
+    CHECK(best == &kernels_avx512 || best == k, "the avx512 variant listed is neither table");
+    CHECK(strcmp(k->name, "avx512") == 0 && k->matmul_q8 == q8_matmul_avx2 &&
+              k->quantize_q8 == kernels_avx512.quantize_q8 && k->panels == kernels_avx512.panels &&
+              k->blas_min_rows == kernels_avx512.blas_min_rows && k->attention == kernels_avx512.attention,
+          "the table without VNNI differs from kernels_avx512 in more than its q8 matmul");
+    for (int type = 0; type < WEIGHT_TYPES; type++)
+        CHECK(k->matmul[type] == kernels_avx512.matmul[type], "matmul[%d] differs", type);
+    for (int a = 0; a < N_IN_SIZES; a++)
+        for (int b = 0; b < T_SIZES; b++) check_matmul_q8(k, T_sizes[b], n_in_sizes[a], b % 2 == 1);
+}
+#endif

@@ -1,7 +1,8 @@
 // test_speculative.c — speculative decoding is lossless.
 //
 //   - exactly: the accept / resample step, enumerated over the draft's choice, gives P(output = x) = p(x);
-//   - greedy: speculative output equals target-only output token for token, for any γ and thread count;
+//   - greedy: speculative output equals target-only output token for token, for any γ and thread count, with
+//     the weights as stored and quantized to q8;
 //   - sampled: the joint distribution of the first 3 tokens over many seeds matches the target's exact
 //     distribution (a chi-square test), at temperature 1 and with top-k / top-p, for both samplers; the expected
 //     distribution comes from the independent reference (tests/support/sampling_reference.c), not from sampling.c;
@@ -11,9 +12,10 @@
 //   - the edge cases: end-of-text inside a draft, -n reached mid-round, the context limit;
 //   - the trace names an accepted end-of-text draft as such, and the debug build checks every rollback.
 //
-// The models are tiny random GPT-2s written at test time (random_checkpoint.h). A draft with the target's seed
-// and fewer layers shares the target's embeddings and first blocks, so it agrees with the target often but not
-// always — both the accept and the resample paths are exercised.
+// The models are tiny random GPT-2s, and pairs of the Llama family (one with embedding tables padded to different
+// sizes), written at test time (random_checkpoint.h). A draft with the target's seed and fewer layers shares the
+// target's embeddings and first blocks, so it agrees with the target often but not always — both the accept and
+// the resample paths are exercised.
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -78,8 +80,11 @@ typedef struct {
     Model target, draft;
 } Pair;
 
-// A target of 3 blocks and a draft of 1 block with the same vocabulary, and the seed draft_seed (the target's: 7).
-static void pair_open_seeded(Pair *pair, int vocab_size, int n_positions, int threads, float scale, int draft_seed) {
+// A target and a draft written from their specs into a fresh folder, and loaded with their matrices held as `quant`
+// says. With vocabularies of different sizes both are limited to the ids they share, n_shared (as specdec does for
+// a pair with one tokenizer).
+static void pair_open_specs(Pair *pair, const RandomCheckpoint *target, const RandomCheckpoint *draft,
+                            int n_shared, int threads, Quant quant) {
     Err err;
     snprintf(pair->dir, sizeof pair->dir, "/tmp/specdec-pair-XXXXXX");
     CHECK(mkdtemp(pair->dir) != NULL, "mkdtemp");
@@ -88,19 +93,27 @@ static void pair_open_seeded(Pair *pair, int vocab_size, int n_positions, int th
     snprintf(draft_dir, sizeof draft_dir, "%s/draft", pair->dir);
     mkdir(target_dir, 0700);
     mkdir(draft_dir, 0700);
+    CHECK(random_checkpoint_write(target_dir, target, &err) == 0, "%s", err.msg);
+    CHECK(random_checkpoint_write(draft_dir, draft, &err) == 0, "%s", err.msg);
+    pair->pool = pool_create(threads, &err);
+    CHECK(pair->pool && model_load_quantized(&pair->target, target_dir, pair->pool, quant, &err) == 0, "%s", err.msg);
+    CHECK(model_load_quantized(&pair->draft, draft_dir, pair->pool, quant, &err) == 0, "%s", err.msg);
+    if (n_shared < pair->target.n_vocab) model_limit_vocab(&pair->target, n_shared);
+    if (n_shared < pair->draft.n_vocab) model_limit_vocab(&pair->draft, n_shared);
+}
+
+// A target of 3 blocks and a draft of 1 block with the same seed and vocabulary, their matrices held as `quant`
+// says.
+static void pair_open_quantized(Pair *pair, int vocab_size, int n_positions, int threads, float scale, Quant quant) {
     RandomCheckpoint spec = {.n_layer = 3, .n_embd = 32, .n_head = 4, .vocab_size = vocab_size,
                              .n_positions = n_positions, .scale = scale, .seed = 7};
-    CHECK(random_checkpoint_write(target_dir, &spec, &err) == 0, "%s", err.msg);
-    spec.n_layer = 1;
-    spec.seed = draft_seed;
-    CHECK(random_checkpoint_write(draft_dir, &spec, &err) == 0, "%s", err.msg);
-    pair->pool = pool_create(threads, &err);
-    CHECK(pair->pool && model_load(&pair->target, target_dir, pair->pool, &err) == 0, "%s", err.msg);
-    CHECK(model_load(&pair->draft, draft_dir, pair->pool, &err) == 0, "%s", err.msg);
+    RandomCheckpoint draft = spec;
+    draft.n_layer = 1;
+    pair_open_specs(pair, &spec, &draft, vocab_size, threads, quant);
 }
 
 static void pair_open(Pair *pair, int vocab_size, int n_positions, int threads, float scale) {
-    pair_open_seeded(pair, vocab_size, n_positions, threads, scale, 7);
+    pair_open_quantized(pair, vocab_size, n_positions, threads, scale, QUANT_NONE);
 }
 
 static void pair_close(Pair *pair) {
@@ -157,41 +170,96 @@ static int generate(Pair *pair, const int *prompt, int n_prompt, const SpecParam
 
 // ---- greedy identity ------------------------------------------------------------------------------------------
 
-// Every drafter and combination; lookup proposals need repeats, which the prompts (drawn from 6 ids) and the
-// tiny models' loops supply.
-TEST(speculative_greedy_equals_target) {
+// Greedy speculative output equals the target's own, token for token, for every drafter and combination and every
+// γ policy; with both_paths, the accept and the reject path are both taken by each drafter. Every id lies in the
+// models' (shared) vocabulary. Lookup proposals need repeats: every other prompt is drawn from 6 ids, and the tiny
+// models' greedy loops supply more.
+static void check_greedy_on(Pair *pair, const char *label, bool both_paths) {
     const GammaPolicy policies[] = {GAMMA_FIXED, GAMMA_FIXED, GAMMA_FIXED, GAMMA_FIXED, GAMMA_FIXED, GAMMA_AUTO,
                                     GAMMA_HEURISTIC};
     const int gammas[] = {1, 2, 3, 4, 8, 0, 5};
-    for (int threads = 1; threads <= 2; threads++) {
-        Pair pair;
-        pair_open(&pair, 97, 128, threads, 0.3f);
-        int accepted[N_DRAFT_KINDS] = {0}, drafted[N_DRAFT_KINDS] = {0};
-        for (int trial = 0; trial < 6; trial++) {
-            int prompt[8], n_prompt = test_rand_int(1, 8);
-            for (int i = 0; i < n_prompt; i++) prompt[i] = trial % 2 ? test_rand_int(0, 95) : test_rand_int(0, 5);
-            SpecParams params = {.sampling = {.temperature = 0, .top_p = 1}, .max_tokens = 40, .eos_id = -1};
-            int expect[40], got[40];
-            SpecStats stats;
-            int n_expect = generate(&pair, prompt, n_prompt, &params, 1, expect, &stats, false);
-            for (DraftKind kind = DRAFT_MODEL; kind < N_DRAFT_KINDS; kind++)
-                for (size_t g = 0; g < sizeof gammas / sizeof gammas[0]; g++) {
-                    params.policy = policies[g];
-                    params.gamma = gammas[g];
-                    int n_got = generate_with(&pair, kind, prompt, n_prompt, &params, 1 + trial, got, &stats, 0);
-                    CHECK(n_got == n_expect && memcmp(got, expect, sizeof(int) * n_got) == 0,
-                          "%s, threads %d, policy %d, gamma %d: speculative output differs from the target's",
-                          DRAFT_NAMES[kind], threads, policies[g], gammas[g]);
-                    accepted[kind] += stats.accepted;
-                    drafted[kind] += stats.drafted;
-                    if (kind == DRAFT_LOOKUP)
-                        CHECK(stats.one_hot_drafted == stats.drafted && stats.draft_calls == 0, "lookup: %d of %d "
-                              "drafts one-hot, %d forwards", stats.one_hot_drafted, stats.drafted, stats.draft_calls);
-                }
-        }
+    const int V = pair->target.n_vocab;
+    int accepted[N_DRAFT_KINDS] = {0}, drafted[N_DRAFT_KINDS] = {0};
+    for (int trial = 0; trial < 6; trial++) {
+        int prompt[8], n_prompt = test_rand_int(1, 8);
+        for (int i = 0; i < n_prompt; i++) prompt[i] = trial % 2 ? test_rand_int(0, V - 2) : test_rand_int(0, 5);
+        SpecParams params = {.sampling = {.temperature = 0, .top_p = 1}, .max_tokens = 40, .eos_id = -1};
+        int expect[40], got[40];
+        SpecStats stats;
+        int n_expect = generate(pair, prompt, n_prompt, &params, 1, expect, &stats, false);
+        for (int i = 0; i < n_expect; i++) CHECK(expect[i] < V, "%s: id %d outside the shared %d", label, expect[i], V);
         for (DraftKind kind = DRAFT_MODEL; kind < N_DRAFT_KINDS; kind++)
-            CHECK(accepted[kind] > 0 && accepted[kind] < drafted[kind], "%s: both paths exercised: %d of %d drafts "
-                  "accepted", DRAFT_NAMES[kind], accepted[kind], drafted[kind]);
+            for (size_t g = 0; g < sizeof gammas / sizeof gammas[0]; g++) {
+                params.policy = policies[g];
+                params.gamma = gammas[g];
+                int n_got = generate_with(pair, kind, prompt, n_prompt, &params, 1 + trial, got, &stats, 0);
+                CHECK(n_got == n_expect && memcmp(got, expect, sizeof(int) * n_got) == 0,
+                      "%s, %s, policy %d, gamma %d: speculative output differs from the target's", label,
+                      DRAFT_NAMES[kind], policies[g], gammas[g]);
+                accepted[kind] += stats.accepted;
+                drafted[kind] += stats.drafted;
+                if (kind == DRAFT_LOOKUP)
+                    CHECK(stats.one_hot_drafted == stats.drafted && stats.draft_calls == 0, "lookup: %d of %d drafts "
+                          "one-hot, %d forwards", stats.one_hot_drafted, stats.drafted, stats.draft_calls);
+            }
+    }
+    for (DraftKind kind = DRAFT_MODEL; kind < N_DRAFT_KINDS; kind++)
+        CHECK(!both_paths || (accepted[kind] > 0 && accepted[kind] < drafted[kind]), "%s, %s: both paths exercised: "
+              "%d of %d drafts accepted", label, DRAFT_NAMES[kind], accepted[kind], drafted[kind]);
+}
+
+TEST(speculative_greedy_equals_target) {
+    const char *labels[] = {"GPT-2, 1 thread", "GPT-2, 2 threads", "GPT-2 q8, 1 thread", "GPT-2 q8, 2 threads"};
+    for (int run = 0; run < 4; run++) {  // 1 and 2 threads, weights as stored and in q8
+        Pair pair;
+        pair_open_quantized(&pair, 97, 128, 1 + run % 2, 0.3f, run < 2 ? QUANT_NONE : QUANT_Q8);
+        check_greedy_on(&pair, labels[run], true);
+        pair_close(&pair);
+    }
+}
+
+// Pairs of the Llama family (random weights, tiny shapes): a Qwen2 target with its q/k/v biases and one key/value
+// head, and a one-block draft of it; a Llama target with grouped-query attention and a Qwen3 draft; and a pair
+// whose embedding tables are padded to different sizes (101 and 99 rows) around a shared vocabulary of 97 ids.
+static const RandomCheckpoint QWEN2_TARGET = {.model_type = "qwen2", .n_layer = 3, .n_embd = 32, .n_head = 4,
+                                              .n_kv_head = 1, .n_inner = 80, .vocab_size = 97, .n_positions = 128,
+                                              .scale = 0.3f, .seed = 7};
+static const RandomCheckpoint LLAMA_TARGET = {.model_type = "llama", .n_layer = 3, .n_embd = 32, .n_head = 4,
+                                              .n_kv_head = 2, .n_inner = 64, .vocab_size = 97, .n_positions = 128,
+                                              .untied = true, .scale = 0.3f, .seed = 11};
+
+// The three pairs with their matrices as stored and quantized to q8 (stacked q/k/v and gate/up matrices whose
+// 16-row panels straddle the parts, tied and untied heads, and q8 heads limited to the shared ids).
+TEST(speculative_greedy_equals_target_llama_family) {
+    for (Quant quant = QUANT_NONE; quant <= QUANT_Q8; quant++) {
+        const char *q = quant == QUANT_Q8 ? " (q8)" : "";
+        char label[96];
+        RandomCheckpoint target = QWEN2_TARGET, draft = QWEN2_TARGET;
+        draft.n_layer = 1;
+        Pair pair;
+        pair_open_specs(&pair, &target, &draft, 97, 2, quant);
+        snprintf(label, sizeof label, "qwen2 pair%s", q);
+        check_greedy_on(&pair, label, true);
+        pair_close(&pair);
+
+        // Models of different families agree by chance only, which greedy decoding may never meet: identity alone.
+        target = LLAMA_TARGET;
+        draft = (RandomCheckpoint){.model_type = "qwen3", .n_layer = 1, .n_embd = 32, .n_head = 2, .n_inner = 48,
+                                   .vocab_size = 97, .n_positions = 128, .scale = 0.3f, .seed = 11};
+        pair_open_specs(&pair, &target, &draft, 97, 1, quant);
+        snprintf(label, sizeof label, "llama target, qwen3 draft%s", q);
+        check_greedy_on(&pair, label, false);
+        pair_close(&pair);
+
+        target = QWEN2_TARGET, draft = QWEN2_TARGET;
+        target.vocab_size = 101;
+        draft.vocab_size = 99;
+        draft.n_layer = 1;
+        pair_open_specs(&pair, &target, &draft, 97, 2, quant);
+        CHECK(pair.target.n_vocab == 97 && pair.draft.n_vocab == 97, "padded pair: %d and %d logits",
+              pair.target.n_vocab, pair.draft.n_vocab);
+        snprintf(label, sizeof label, "padded vocabularies 101 / 99%s", q);
+        check_greedy_on(&pair, label, true);
         pair_close(&pair);
     }
 }
@@ -243,13 +311,11 @@ static double chi_square_critical(int k) {
 // counts of the first 3 tokens with the exact joint distribution. Cells expected fewer than 5 times are pooled.
 // False-alarm rate of a correct implementation: 1e-4 per call.
 // The draft model drafts after the prompt {1, 3}; the lookup drafters after {1, 3, 1, 3}, whose repeat they copy.
-static void check_sampled_distribution_of(DraftKind kind, const SamplingParams *sp, SpecSampler sampler,
-                                          const char *label) {
-    Pair pair;
-    pair_open(&pair, V_SMALL, 32, 1, 0.3f);
+static void check_sampled_on(Pair *pair, DraftKind kind, const SamplingParams *sp, SpecSampler sampler,
+                             const char *label) {
     const int prompt[] = {1, 3, 1, 3}, n_prompt = kind == DRAFT_MODEL ? 2 : 4;
     double joint[N_CELLS];
-    exact_joint(&pair, prompt, n_prompt, sp, joint);
+    exact_joint(pair, prompt, n_prompt, sp, joint);
     static int counts[N_CELLS];
     memset(counts, 0, sizeof counts);
     SpecParams params = {.sampling = *sp, .sampler = sampler, .policy = GAMMA_FIXED, .gamma = 3,
@@ -258,7 +324,12 @@ static void check_sampled_distribution_of(DraftKind kind, const SamplingParams *
     for (int s = 1; s <= N_SAMPLES; s++) {
         int out[N_FIRST];
         SpecStats stats;
-        if (generate_with(&pair, kind, prompt, n_prompt, &params, (uint64_t)s, out, &stats, 0) != N_FIRST) return;
+        if (generate_with(pair, kind, prompt, n_prompt, &params, (uint64_t)s, out, &stats, 0) != N_FIRST) return;
+        if (out[0] >= V_SMALL || out[1] >= V_SMALL || out[2] >= V_SMALL) {
+            CHECK(false, "%s: an id outside the shared vocabulary of %d: %d %d %d", label, V_SMALL, out[0], out[1],
+                  out[2]);
+            return;
+        }
         counts[(out[0] * V_SMALL + out[1]) * V_SMALL + out[2]]++;
         drafted += stats.drafted;
         accepted += stats.accepted;
@@ -282,6 +353,13 @@ static void check_sampled_distribution_of(DraftKind kind, const SamplingParams *
     CHECK(chi2 < critical, "%s: chi-square %.1f exceeds %.1f: the output is not the target's distribution", label,
           chi2, critical);
     CHECK(accepted > 0 && accepted < drafted, "%s: both paths exercised (%d of %d accepted)", label, accepted, drafted);
+}
+
+static void check_sampled_distribution_of(DraftKind kind, const SamplingParams *sp, SpecSampler sampler,
+                                          const char *label) {
+    Pair pair;
+    pair_open(&pair, V_SMALL, 32, 1, 0.3f);
+    check_sampled_on(&pair, kind, sp, sampler, label);
     pair_close(&pair);
 }
 
@@ -456,8 +534,13 @@ TEST(speculative_lookup_proposes_the_latest_longest_match) {
 // decoding. Keeping the draft in sync then costs no forward per plain token: the draft reads the tokens committed
 // meanwhile in the first forward of its next proposal, so its forwards are exactly the tokens it drafted.
 TEST(speculative_auto_falls_back_without_draft_forwards) {
+    RandomCheckpoint target = {.n_layer = 3, .n_embd = 32, .n_head = 4, .vocab_size = 97, .n_positions = 256,
+                               .scale = 0.3f, .seed = 7};
+    RandomCheckpoint draft = target;
+    draft.n_layer = 1;
+    draft.seed = 1234;
     Pair pair;
-    pair_open_seeded(&pair, 97, 256, 1, 0.3f, 1234);
+    pair_open_specs(&pair, &target, &draft, 97, 1, QUANT_NONE);
     const int prompt[] = {3, 1, 4, 1, 5};
     SpecParams params = {.sampling = {.temperature = 0, .top_p = 1}, .policy = GAMMA_AUTO, .max_tokens = 200,
                          .eos_id = -1};
@@ -474,6 +557,24 @@ TEST(speculative_auto_falls_back_without_draft_forwards) {
           stats.plain_rounds, stats.rounds);
     CHECK(stats.accepted * 4 < stats.drafted, "the draft is useless: %d of %d accepted", stats.accepted,
           stats.drafted);
+    pair_close(&pair);
+}
+
+// A pair of the Llama family (a Llama target with grouped-query attention, a Qwen3 draft) whose embedding tables
+// are padded to different sizes around the shared 5 ids: the target has 8 rows, the draft 6; ids 5..7 are never
+// sampled, and the output is the target's distribution over the shared ids, under both samplers.
+TEST(speculative_sampling_matches_target_llama_family) {
+    RandomCheckpoint target = LLAMA_TARGET;
+    target.vocab_size = 8;
+    RandomCheckpoint draft = {.model_type = "qwen3", .n_layer = 1, .n_embd = 32, .n_head = 2, .n_inner = 48,
+                              .vocab_size = 6, .n_positions = 32, .scale = 0.3f, .seed = 11};
+    Pair pair;
+    pair_open_specs(&pair, &target, &draft, V_SMALL, 1, QUANT_NONE);
+    const SamplingParams sp = {.temperature = 0.8f, .top_p = 0.9f};
+    check_sampled_on(&pair, DRAFT_MODEL, &sp, SAMPLER_REJECTION, "padded llama/qwen3 8 / 6");
+#ifndef SPECDEC_DEBUG  // the debug build's suite runs under the sanitizers: the rejection rule's test is enough
+    check_sampled_on(&pair, DRAFT_MODEL, &sp, SAMPLER_COUPLED, "coupled, padded 8 / 6");
+#endif
     pair_close(&pair);
 }
 
@@ -504,6 +605,12 @@ TEST(speculative_stops_at_limits) {
     int first = 0;
     while (full[first] != params.eos_id) first++;
     CHECK(generate(&pair, prompt, 3, &params, 1, out, &stats, true) == first, "stops at the first end-of-text");
+    // A list of end-of-sequence ids (Llama 3's generation_config.json has three): the first of any of them stops.
+    const int eos_list[] = {full[9], full[4]};
+    params = (SpecParams){.sampling = params.sampling, .policy = GAMMA_FIXED, .gamma = 8, .max_tokens = 64,
+                          .eos_id = -1, .eos_ids = eos_list, .n_eos = 2};
+    for (first = 0; full[first] != eos_list[0] && full[first] != eos_list[1];) first++;
+    CHECK(generate(&pair, prompt, 3, &params, 1, out, &stats, true) == first, "stops at the first of a list");
     pair_close(&pair);
 }
 

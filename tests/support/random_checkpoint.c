@@ -6,7 +6,7 @@
 #include <unistd.h>
 
 typedef struct {
-    char name[48];
+    char name[64];
     int64_t rows, cols;     // cols = 0 for a vector
     float scale;            // values uniform in [−scale, scale] (or all 1 for LayerNorm gains)
     bool ones;
@@ -16,6 +16,14 @@ typedef struct {
 static float random_uniform(uint64_t *state) {
     *state ^= *state >> 12, *state ^= *state << 25, *state ^= *state >> 27;
     return (float)((*state * 0x2545F4914F6CDD1DULL) >> 40) * 0x1.0p-24f * 2.0f - 1.0f;
+}
+
+// The start of tensor `name`'s random stream: the seed and the name hashed (FNV-1a), never 0 (xorshift's fixed
+// point). Tensors of the same name and shape get the same values in every checkpoint of the same seed.
+static uint64_t tensor_seed(uint64_t seed, const char *name) {
+    uint64_t h = 0xcbf29ce484222325ULL ^ (seed * 0x9E3779B97F4A7C15ULL);
+    for (const char *c = name; *c; c++) h = (h ^ (uint8_t)*c) * 0x100000001B3ULL;
+    return h ? h : 1;
 }
 
 // Writes a tensor's values as F32 or BF16 (rounded to nearest even), through a buffer.
@@ -40,8 +48,10 @@ static void put_values(FILE *f, const TensorSpec *t, bool bf16, uint64_t *state)
     }
 }
 
+static bool is_gpt2(const RandomCheckpoint *s) { return !s->model_type || strcmp(s->model_type, "gpt2") == 0; }
+
 // The tensors of a GPT-2 checkpoint with spec's shape, in file order; *n receives their number.
-static TensorSpec *tensor_list(const RandomCheckpoint *s, int *n) {
+static TensorSpec *gpt2_tensors(const RandomCheckpoint *s, int *n) {
     const int d = s->n_embd, L = s->n_layer;
     const float w = s->scale, b = 0.4f * s->scale;
     TensorSpec *t = calloc((size_t)(4 + 12 * L), sizeof *t);
@@ -69,18 +79,72 @@ static TensorSpec *tensor_list(const RandomCheckpoint *s, int *n) {
     return t;
 }
 
+static int kv_heads(const RandomCheckpoint *s) { return s->n_kv_head ? s->n_kv_head : s->n_head; }
+static int mlp_width(const RandomCheckpoint *s) { return s->n_inner ? s->n_inner : 4 * s->n_embd; }
+
+// The tensors of a Llama-family checkpoint (transformers' names), in file order; *n receives their number.
+static TensorSpec *llama_tensors(const RandomCheckpoint *s, int *n) {
+    const int d = s->n_embd, L = s->n_layer, hd = d / s->n_head, q = s->n_head * hd, kv = kv_heads(s) * hd,
+              F = mlp_width(s);
+    const bool qwen2 = strcmp(s->model_type, "qwen2") == 0, qwen3 = strcmp(s->model_type, "qwen3") == 0;
+    const float w = s->scale, b = 0.4f * s->scale;
+    TensorSpec *t = calloc((size_t)(3 + 14 * L), sizeof *t);
+    if (!t) return NULL;
+    int k = 0;
+    t[k++] = (TensorSpec){"model.embed_tokens.weight", s->vocab_size, d, w, false};
+    if (s->untied) t[k++] = (TensorSpec){"lm_head.weight", s->vocab_size, d, w, false};
+    for (int l = 0; l < L; l++) {
+        const TensorSpec block[] = {
+            {"input_layernorm.weight", d, 0, 0, true},
+            {"self_attn.q_proj.weight", q, d, w, false}, {"self_attn.k_proj.weight", kv, d, w, false},
+            {"self_attn.v_proj.weight", kv, d, w, false},
+            {"self_attn.q_proj.bias", q, 0, b, false}, {"self_attn.k_proj.bias", kv, 0, b, false},
+            {"self_attn.v_proj.bias", kv, 0, b, false},
+            {"self_attn.q_norm.weight", hd, 0, 0, true}, {"self_attn.k_norm.weight", hd, 0, 0, true},
+            {"self_attn.o_proj.weight", d, q, w, false},
+            {"post_attention_layernorm.weight", d, 0, 0, true},
+            {"mlp.gate_proj.weight", F, d, w, false}, {"mlp.up_proj.weight", F, d, w, false},
+            {"mlp.down_proj.weight", d, F, 0.6f * w, false},
+        };
+        for (size_t i = 0; i < sizeof block / sizeof block[0]; i++) {
+            if (strstr(block[i].name, "proj.bias") && !qwen2) continue;
+            if (strstr(block[i].name, "_norm.") && !qwen3) continue;
+            t[k] = block[i];
+            snprintf(t[k].name, sizeof t[k].name, "model.layers.%d.%.31s", l % 100000, block[i].name);
+            k++;
+        }
+    }
+    t[k++] = (TensorSpec){"model.norm.weight", d, 0, 0, true};
+    *n = k;
+    return t;
+}
+
+// config.json for spec: end-of-text is the last id.
+static void write_config(FILE *f, const RandomCheckpoint *s) {
+    if (is_gpt2(s)) {
+        fprintf(f, "{\"model_type\": \"gpt2\", \"n_embd\": %d, \"n_head\": %d, \"n_layer\": %d, \"n_positions\": %d, "
+                "\"vocab_size\": %d, \"bos_token_id\": %d, \"eos_token_id\": %d}\n", s->n_embd, s->n_head, s->n_layer,
+                s->n_positions, s->vocab_size, s->vocab_size - 1, s->vocab_size - 1);
+        return;
+    }
+    fprintf(f, "{\"model_type\": \"%s\", \"hidden_size\": %d, \"intermediate_size\": %d, \"num_hidden_layers\": %d, "
+            "\"num_attention_heads\": %d, \"num_key_value_heads\": %d, \"head_dim\": %d, \"max_position_embeddings\": "
+            "%d, \"vocab_size\": %d, \"rms_norm_eps\": 1e-06, \"rope_theta\": 10000.0, \"tie_word_embeddings\": %s, "
+            "\"bos_token_id\": %d, \"eos_token_id\": %d, \"torch_dtype\": \"%s\"}\n", s->model_type, s->n_embd,
+            mlp_width(s), s->n_layer, s->n_head, kv_heads(s), s->n_embd / s->n_head, s->n_positions, s->vocab_size,
+            s->untied ? "false" : "true", s->vocab_size - 1, s->vocab_size - 1, s->bf16 ? "bfloat16" : "float32");
+}
+
 int random_checkpoint_write(const char *dir, const RandomCheckpoint *s, Err *err) {
     char path[4096];
     snprintf(path, sizeof path, "%s/config.json", dir);
     FILE *f = fopen(path, "w");
     if (!f) return err_fmt(err, "%s: cannot write", path);
-    fprintf(f, "{\"model_type\": \"gpt2\", \"n_embd\": %d, \"n_head\": %d, \"n_layer\": %d, \"n_positions\": %d, "
-            "\"vocab_size\": %d, \"bos_token_id\": %d, \"eos_token_id\": %d}\n", s->n_embd, s->n_head, s->n_layer,
-            s->n_positions, s->vocab_size, s->vocab_size - 1, s->vocab_size - 1);
+    write_config(f, s);
     fclose(f);
 
     int n = 0;
-    TensorSpec *t = tensor_list(s, &n);
+    TensorSpec *t = is_gpt2(s) ? gpt2_tensors(s, &n) : llama_tensors(s, &n);
     size_t cap = (size_t)n * 160 + 64, len = 0, offset = 0, elem = s->bf16 ? 2 : 4;
     char *header = malloc(cap);
     if (!t || !header) {
@@ -106,10 +170,13 @@ int random_checkpoint_write(const char *dir, const RandomCheckpoint *s, Err *err
     if (!(f = fopen(path, "wb"))) {
         rc = err_fmt(err, "%s: cannot write", path);
     } else {
-        uint64_t header_len = len, state = s->seed * 0x9E3779B97F4A7C15ULL + 1;
+        uint64_t header_len = len;
         fwrite(&header_len, 8, 1, f);
         fwrite(header, 1, len, f);
-        for (int i = 0; i < n; i++) put_values(f, &t[i], s->bf16, &state);
+        for (int i = 0; i < n; i++) {
+            uint64_t state = tensor_seed(s->seed, t[i].name);
+            put_values(f, &t[i], s->bf16, &state);
+        }
         if (ferror(f)) rc = err_fmt(err, "%s: write failed", path);
         fclose(f);
     }

@@ -1,8 +1,12 @@
-// random_checkpoint.h — writes a GPT-2 checkpoint folder (config.json + model.safetensors) with random weights.
+// random_checkpoint.h — writes a checkpoint folder (config.json + model.safetensors) with random weights, in the
+// Hugging Face layout of GPT-2 or of the Llama family (llama, mistral, qwen2 with its q/k/v biases, qwen3 with its
+// q/k norms).
 //
-// For the benchmark (a model of GPT-2-small's shape without downloading one) and for the tests of the
-// speculative scheduler (pairs of tiny models with a small vocabulary). The weights are seeded, so the same
-// spec always writes the same bytes.
+// For the benchmark (models of published shapes without downloading one) and for the tests of the speculative
+// scheduler (pairs of tiny models with a small vocabulary). The weights are seeded, so the same spec always
+// writes the same bytes; each tensor's values come from a stream seeded by the seed and the tensor's name, so that
+// a draft with the target's seed and fewer layers shares the target's embeddings, head and first blocks (and, with
+// a shorter embedding table, its first rows).
 #ifndef SPECDEC_RANDOM_CHECKPOINT_H
 #define SPECDEC_RANDOM_CHECKPOINT_H
 
@@ -12,7 +16,11 @@
 #include "base/error.h"
 
 typedef struct {
+    const char *model_type;     // "gpt2" (or NULL), "llama", "mistral", "qwen2", "qwen3"
     int n_layer, n_embd, n_head, vocab_size, n_positions;
+    int n_kv_head;              // the Llama family: key/value heads (0 = n_head)
+    int n_inner;                // the Llama family: MLP width (0 = 4·n_embd)
+    bool untied;                // the Llama family: a separate lm_head.weight
     bool bf16;          // store BF16 (else F32)
     float scale;        // weights uniform in [−scale, scale]; larger scales give peakier distributions
     uint64_t seed;

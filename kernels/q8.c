@@ -1,0 +1,111 @@
+// q8.c — the 8-bit weight format (kernels.h, "8-bit weights"): quantizing weight panels at load and activation
+// rows before each matmul, and the reference product that every variant's matmul_q8 reproduces bit for bit.
+//
+// Symmetric absmax quantization per block of 32: d = max|x| / 127, q = round(x / d) ∈ [−127, 127] (the one
+// value −128 is left out, so that |q| fits the AVX2 and NEON multiply-adds and negating q never overflows). An
+// all-zero block has d = 0 and q = 0.
+#include <math.h>
+#include <string.h>
+
+#include "kernels.h"
+
+// round(v), ties to even, clamped to [−127, 127], in arithmetic that vectorizes and has no undefined case:
+// adding 1.5 · 2²³ leaves round(v) in the low bits of the sum's mantissa (exactly, for |v| ≤ 2²²), read off as
+// the difference of the bit patterns (taken modulo 2³²); a larger |v|, an infinity or a NaN gives a difference
+// outside [−127, 127] that the clamp sends to a bound. (A NaN converted to int would be undefined.)
+static const float ROUNDING = 12582912.0f;  // 1.5 · 2²³, bit pattern 0x4b400000
+
+static inline int8_t round_to_q(float v) {
+    const float sum = v + ROUNDING;
+    uint32_t bits;
+    memcpy(&bits, &sum, sizeof bits);
+    int32_t q = (int32_t)(bits - 0x4b400000u);
+    q = q > -127 ? q : -127;
+    return (int8_t)(q < 127 ? q : 127);
+}
+
+// max_i |x_i| over n floats, as the largest of their bit patterns without the sign (the order of non-negative
+// floats; an integer maximum vectorizes where a float one does not). A NaN is the largest of all.
+static inline float max_magnitude(const float *x, int n) {
+    int32_t largest = 0;
+    for (int i = 0; i < n; i++) {
+        int32_t bits;
+        memcpy(&bits, &x[i], sizeof bits);
+        bits &= 0x7fffffff;
+        largest = bits > largest ? bits : largest;
+    }
+    float m;
+    memcpy(&m, &largest, sizeof m);
+    return m;
+}
+
+// The smallest BF16 value ≥ d (d ≥ 0): a weight block's scale, rounded up so that |w| / scale ≤ 127.
+static uint16_t bf16_round_up(float d) {
+    uint32_t bits;
+    memcpy(&bits, &d, sizeof bits);
+    if (bits & 0xffff) bits += 0x10000;
+    return (uint16_t)(bits >> 16);
+}
+
+void q8_quantize_panel(uint8_t *panel, const float *rows, int n_rows, int ld, int n_in) {
+    const int nb = q8_blocks(n_in);
+    memset(panel, 0, q8_panel_bytes(n_in));
+    uint16_t *scales = (uint16_t *)(panel + (size_t)nb * Q8_BLOCK * Q8_PANEL);
+    for (int r = 0; r < n_rows; r++) {
+        const float *row = rows + (size_t)r * ld;
+        for (int b = 0; b < nb; b++) {
+            const int i0 = b * Q8_BLOCK, i1 = i0 + Q8_BLOCK < n_in ? i0 + Q8_BLOCK : n_in;
+            const uint16_t scale = bf16_round_up(max_magnitude(row + i0, i1 - i0) / 127.0f);
+            const float d = bf16_to_f32(scale) > 0.0f ? bf16_to_f32(scale) : 1.0f;  // all zeros: q = 0 / 1
+            scales[b * Q8_PANEL + r] = scale;
+            int8_t q[Q8_BLOCK] = {0};
+            for (int i = i0; i < i1; i++) q[i - i0] = round_to_q(row[i] / d);
+            for (int g = 0; g < Q8_BLOCK / Q8_GROUP; g++)  // the 4 inputs of a group lie side by side
+                memcpy(panel + q8_quant_index(n_in, r, i0 + g * Q8_GROUP), q + g * Q8_GROUP, Q8_GROUP);
+        }
+    }
+}
+
+// One block of an activation row, v: [n ≤ 32], zero-padded to 32. Branch-free, so that it vectorizes: a matmul
+// quantizes every input row it is given (T · n_in values) on one thread before the threads share the weights.
+static void quantize_block(Q8Block *blk, const float *v, int n) {
+    float x[Q8_BLOCK] = {0};
+    memcpy(x, v, sizeof(float) * (size_t)n);
+    blk->d = max_magnitude(x, Q8_BLOCK) / 127.0f;
+    const float d = blk->d > 0.0f ? blk->d : 1.0f;  // an all-zero block: q = 0 / 1
+    int32_t sum = 0;
+    for (int i = 0; i < Q8_BLOCK; i++) {
+        blk->q[i] = round_to_q(x[i] / d);
+        sum += blk->q[i];
+    }
+    blk->offset = -128 * sum;
+}
+
+void q8_quantize_rows(Q8Block *out, const float *x, int T, int n_in, int ld_x) {
+    const int nb = q8_blocks(n_in);
+    for (int t = 0; t < T; t++)
+        for (int b = 0; b < nb; b++) {
+            const int n = n_in - b * Q8_BLOCK < Q8_BLOCK ? n_in - b * Q8_BLOCK : Q8_BLOCK;
+            quantize_block(&out[(size_t)t * nb + b], x + (size_t)t * ld_x + b * Q8_BLOCK, n);
+        }
+}
+
+// out[t, j] = bias[j] + Σ_b fl(d_w[j, b] · d_x[t, b]) · Σ_i q_w[j, i] · q_x[t, i], the float sum over blocks in
+// block order, each step one fused multiply-add (kernels.h).
+void q8_matmul_reference(float *out, const Q8Block *x, const void *w, const float *bias, int T, int n_in,
+                         int ld_out, int j0, int j1) {
+    const int nb = q8_blocks(n_in);
+    const int8_t *quants = w;
+    const uint16_t *scales = w;
+    for (int j = j0; j < j1; j++)
+        for (int t = 0; t < T; t++) {
+            float acc = 0.0f;
+            for (int b = 0; b < nb; b++) {
+                const Q8Block *xb = &x[(size_t)t * nb + b];
+                int32_t isum = 0;
+                for (int i = 0; i < Q8_BLOCK; i++) isum += quants[q8_quant_index(n_in, j, b * Q8_BLOCK + i)] * xb->q[i];
+                acc = fmaf((float)isum, bf16_to_f32(scales[q8_scale_index(n_in, j, b)]) * xb->d, acc);
+            }
+            out[(size_t)t * ld_out + j] = bias ? acc + bias[j] : acc;
+        }
+}
