@@ -16,6 +16,7 @@
 #include "model/model.h"
 
 #include <cblas.h>
+#include <pthread.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -504,8 +505,14 @@ static void linear_thread(void *ctx, int thread, int n_threads) {
     if (j0 == j1) return;
     const int n = j1 - j0;
     if (job->blas) {
+        // Debian's single-threaded OpenBLAS is built without USE_LOCKING: its calls share one buffer pool, and two
+        // threads inside sgemm at once corrupt each other's panels (OpenBLAS issue #2126; the rollback check's test
+        // saw wrong keys after a 40-token prefill with the AVX2 kernels in 4 of 60 runs). So our threads take turns.
+        static pthread_mutex_t openblas = PTHREAD_MUTEX_INITIALIZER;
+        pthread_mutex_lock(&openblas);
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, job->T, n, lin->n_in, 1.0f, job->x, job->ld_x,
                     (const float *)lin->w + (size_t)j0 * lin->n_in, lin->n_in, 0.0f, job->out + j0, job->ld_out);
+        pthread_mutex_unlock(&openblas);
         for (int t = 0; t < job->T && lin->bias; t++) job->k->add(job->out + (size_t)t * job->ld_out + j0, lin->bias + j0, n);
     } else if (lin->type == WEIGHT_Q8) {
         job->k->matmul_q8(job->out, job->xq, lin->w, lin->bias, job->T, lin->n_in, job->ld_out, j0, j1);
@@ -527,7 +534,8 @@ static void linear_thread(void *ctx, int thread, int n_threads) {
 // out = x Wᵀ + b (then the epilogue)      x: [T, ld_x]   out: [T, ld_out]
 // Our kernels stream W once for all T rows and are batch-invariant. Where OpenBLAS is faster — F32 weights,
 // many rows (long prompts), a kernel variant that says so — it takes over; each of our threads then runs a
-// single-threaded sgemm on its own columns, so OpenBLAS's threads never compete with ours for the cores.
+// single-threaded sgemm on its own columns, one thread at a time (linear_thread says why), so OpenBLAS's threads
+// never compete with ours for the cores.
 // q8 weights take x quantized (kernels.h), once, here, for all threads; a row's quantization depends on that
 // row alone, so batch invariance holds.
 static void linear(const Model *m, float *out, int ld_out, const float *x, int ld_x, const Linear *lin, int T,
