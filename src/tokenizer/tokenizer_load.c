@@ -266,8 +266,10 @@ static int load_vocab(Loader *ld, const json_t *model, Err *err) {
         const AddedToken *a = added[id];
         char q[ERR_QUOTE_LEN + 4], q2[ERR_QUOTE_LEN + 4];
         long len = 0;
+        bool in_model = names[id] && !tok->byte_level;  // BPE can make this id (byte level: see below)
         if (names[id] && tok->byte_level) {  // the model's token is its bytes, also its decoded text
             len = byte_level_decode(ld, names[id], bytes);
+            in_model = len > 0;
             if (len <= 0 && !a)  // (an added token's name needs not be byte-level: its content is its text)
                 rc = err_fmt(err, "%s: vocab[\"%s\"]: not byte-level text (GPT-2's alphabet of 256 characters)",
                              ld->path, err_quote(q, names[id]));
@@ -280,8 +282,9 @@ static int load_vocab(Loader *ld, const json_t *model, Err *err) {
             len = sentencepiece_decode(p, names[id], &decoded);  // (as above: it fits)
             memcpy(bytes, decoded.out, (size_t)len);
         }
-        if (a) {  // an added token's text is its content, verbatim; the vocabulary's token of its id must spell it
-            if (rc == 0 && len > 0 && ((size_t)len != a->len || memcmp(bytes, a->text, a->len) != 0))
+        if (a) {  // an added token's text is its content, verbatim; the vocabulary's token of its id, if BPE can
+                  // make it (even one that decodes to nothing), must spell it
+            if (rc == 0 && in_model && ((size_t)len != a->len || memcmp(bytes, a->text, a->len) != 0))
                 rc = err_fmt(err, "%s: added token \"%s\" has id %d, which the vocabulary gives \"%s\"", ld->path,
                              err_quote(q, a->text), id, err_quote(q2, names[id]));
             memcpy(bytes, a->text, a->len);

@@ -96,3 +96,17 @@ TEST(fuzz_found_decoder_replaces_doubling_a_token) {
           "message: %s", err.msg);
     fuzz_check_message(&err);
 }
+
+// Found by fuzz_check_round_trip's model on a hand-written file: BOS ("<s>", special, id 0) whose vocabulary
+// token "▁" the decoder's Replace turns into nothing. The loader compared the two only for tokens with decoded
+// bytes, so plain text "a▁a" encoded to a, <s>, a — a special token from plain text — and decoded to "a<s>a".
+// Any id that BPE can make must now spell its added token.
+TEST(fuzz_found_added_token_on_a_name_decoding_to_nothing) {
+    Tokenizer tok;
+    Err err = {""};
+    FuzzPart text;
+    CHECK(load_found_tokenizer("tests/fuzz/tokenizer_json/added_token_on_a_name_decoding_to_nothing", &tok, &err,
+                               &text) == -1, "the tokenizer was accepted");
+    CHECK(strstr(err.msg, "added token \"<s>\" has id 0, which the vocabulary gives \"▁\""), "message: %s", err.msg);
+    fuzz_check_message(&err);
+}
