@@ -110,3 +110,22 @@ TEST(fuzz_found_added_token_on_a_name_decoding_to_nothing) {
     CHECK(strstr(err.msg, "added token \"<s>\" has id 0, which the vocabulary gives \"▁\""), "message: %s", err.msg);
     fuzz_check_message(&err);
 }
+
+// fuzz/tokenizer_json (UndefinedBehaviorSanitizer): a SentencePiece-style tokenizer (Metaspace) without byte
+// fallback or unknown token, so characters outside its vocabulary are dropped. A piece made only of them gave no
+// ids, and caching that empty result did pointer arithmetic on the still-NULL id arrays. Such pieces are no longer
+// cached; the debug suite runs this under the sanitizers.
+TEST(fuzz_found_piece_of_dropped_characters) {
+    Tokenizer tok;
+    Err err = {""};
+    FuzzPart text;
+    CHECK(load_found_tokenizer("tests/fuzz/tokenizer_json/piece_of_dropped_characters", &tok, &err, &text) == 0,
+          "load: %s", err.msg);
+    if (test_failures()) return;
+    int *ids, n_ids;
+    CHECK(tokenizer_encode(&tok, "😀 😀 😀", strlen("😀 😀 😀"), false, &ids, &n_ids, &err) == 0 && n_ids == 0,
+          "encode: %s", err.msg);
+    free(ids);
+    fuzz_check_round_trip(&tok, text.data, text.size);
+    tokenizer_free(&tok);
+}
