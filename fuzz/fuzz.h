@@ -342,7 +342,7 @@ static inline void fuzz_check_round_trip(const Tokenizer *tok, const uint8_t *da
         int n_plain = n_ids;
         int *plain = malloc(((size_t)n_ids + 1) * sizeof *plain);
         if (!plain) fuzz_fail("out of memory");
-        memcpy(plain, ids, (size_t)n_ids * sizeof *ids);
+        if (n_ids) memcpy(plain, ids, (size_t)n_ids * sizeof *ids);
         const Pipeline *p = &tok->pipeline;
         if (tokenizer_add_special_tokens(tok, &ids, &n_ids, &err) < 0) fuzz_fail("add_special_tokens: %s", err.msg);
         if (n_ids != p->n_prefix + n_plain + p->n_suffix ||

@@ -42,7 +42,10 @@ static int load_found_tokenizer(const char *path, Tokenizer *tok, Err *err, Fuzz
     CHECK(f && fwrite(parts[0].data, 1, parts[0].size, f) == parts[0].size && fclose(f) == 0, "writing %s", file);
     int rc = tokenizer_load_json(tok, file, err);
     static uint8_t text_copy[1 << 12];  // (the text outlives data)
-    *text = (FuzzPart){text_copy, n == 2 && parts[1].size <= sizeof text_copy ? parts[1].size : 0};
+    *text = (FuzzPart){text_copy, n == 2 ? parts[1].size : 0};
+    CHECK(text->size <= sizeof text_copy, "%s: a text of %zu bytes, more than %zu", path, text->size,
+          sizeof text_copy);
+    if (text->size > sizeof text_copy) text->size = 0;
     memcpy(text_copy, n == 2 ? parts[1].data : data, text->size);
     free(file);
     fixture_remove_dir(dir);
