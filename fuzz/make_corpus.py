@@ -63,6 +63,94 @@ def tokenizer_json(pairs=False, ignore_merges=False):
         "model": model}, ensure_ascii=False).encode()
 
 
+def sentencepiece_vocab(chars, words):
+    """A Llama 2-style vocabulary: <unk>, <s>, </s>, the 256 byte tokens <0x00>..<0xFF>, then characters and words
+    (UTF-8, "▁" for a space), and the merges that build each word from its first character on."""
+    v = {"<unk>": 0, "<s>": 1, "</s>": 2}
+    for b in range(256):
+        v["<0x%02X>" % b] = len(v)
+    for c in chars:
+        v.setdefault(c, len(v))
+    merges = []
+    for w in words:
+        for i in range(2, len(w) + 1):
+            if w[:i] not in v:
+                v[w[:i]] = len(v)
+                merges.append([w[:i - 1], w[i - 1]])
+    return v, merges
+
+
+SP_CHARS = "▁helowrdé€"
+SP_WORDS = ["▁hello", "▁world", "▁w", "ll"]
+BOS_TEMPLATE = {"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}},
+                                                         {"Sequence": {"id": "A", "type_id": 0}}],
+                "pair": [], "special_tokens": {"<s>": {"id": "<s>", "ids": [1], "tokens": ["<s>"]}}}
+SP_ADDED = [{"id": 0, "content": "<unk>", "special": True}, {"id": 1, "content": "<s>", "special": True},
+            {"id": 2, "content": "</s>", "special": True}]
+
+
+def llama2_json():
+    """Llama 2 / TinyLlama: normalizer Prepend("▁") + Replace(" " → "▁"), byte fallback, the decoder undoing both,
+    BOS put before the text."""
+    v, merges = sentencepiece_vocab(SP_CHARS, SP_WORDS)
+    return json.dumps({
+        "version": "1.0", "added_tokens": SP_ADDED,
+        "normalizer": {"type": "Sequence", "normalizers": [
+            {"type": "Prepend", "prepend": "▁"},
+            {"type": "Replace", "pattern": {"String": " "}, "content": "▁"}]},
+        "pre_tokenizer": None, "post_processor": BOS_TEMPLATE,
+        "decoder": {"type": "Sequence", "decoders": [
+            {"type": "Replace", "pattern": {"String": "▁"}, "content": " "}, {"type": "ByteFallback"},
+            {"type": "Fuse"}, {"type": "Strip", "content": " ", "start": 1, "stop": 0}]},
+        "model": {"type": "BPE", "vocab": v, "merges": merges, "byte_fallback": True, "fuse_unk": True,
+                  "unk_token": "<unk>", "ignore_merges": False}}, ensure_ascii=False).encode()
+
+
+def mistral_json(scheme, split):
+    """Mistral-style: a Metaspace pre-tokenizer, an added token that is not special; the decoder Metaspace's own
+    (prepend_scheme always: it has no ByteFallback) or Mistral's Replace, ByteFallback, Fuse, Strip."""
+    v, merges = sentencepiece_vocab(SP_CHARS, SP_WORDS)
+    v["[INST]"] = len(v)
+    metaspace = {"type": "Metaspace", "replacement": "▁", "prepend_scheme": scheme, "split": split}
+    return json.dumps({
+        "version": "1.0", "normalizer": None, "pre_tokenizer": metaspace, "post_processor": BOS_TEMPLATE,
+        "added_tokens": SP_ADDED + [{"id": v["[INST]"], "content": "[INST]", "special": False}],
+        "decoder": metaspace if scheme == "always" else {"type": "Sequence", "decoders": [
+            {"type": "Replace", "pattern": {"String": "▁"}, "content": " "}, {"type": "ByteFallback"},
+            {"type": "Fuse"}, {"type": "Strip", "content": " ", "start": 1, "stop": 0}]},
+        "model": {"type": "BPE", "vocab": v, "merges": merges, "byte_fallback": True, "unk_token": "<unk>"}},
+        ensure_ascii=False).encode()
+
+
+# Llama 3's and Qwen's pattern: note the look-ahead \s+(?!\S), which keeps a space for the word after it.
+SPLIT_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|"
+                 r"\s*[\r\n]+|\s+(?!\S)|\s+")
+
+
+def split_json(nfc, template, extra_steps=()):
+    """Llama 3 / Qwen-style: a Split by the file's regular expression, then ByteLevel without its own pattern; an
+    NFC normalizer (Qwen); BOS from a TemplateProcessing (Llama 3) or a ByteLevel post-processor (Qwen)."""
+    data = json.loads(tokenizer_json(ignore_merges=True))
+    data["normalizer"] = {"type": "NFC"} if nfc else None
+    data["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": list(extra_steps) + [
+        {"type": "Split", "pattern": {"Regex": SPLIT_PATTERN}, "behavior": "Isolated", "invert": False},
+        {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}]}
+    data["decoder"] = {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True}
+    eot = data["model"]["vocab"]["<|endoftext|>"]
+    data["post_processor"] = ({"type": "TemplateProcessing",
+                               "single": [{"SpecialToken": {"id": "<|endoftext|>", "type_id": 0}},
+                                          {"Sequence": {"id": "A", "type_id": 0}}],
+                               "special_tokens": {"<|endoftext|>": {"id": "<|endoftext|>", "ids": [eot],
+                                                                    "tokens": ["<|endoftext|>"]}}}
+                              if template else {"type": "ByteLevel", "add_prefix_space": False,
+                                                "trim_offsets": False, "use_regex": False})
+    return json.dumps(data, ensure_ascii=False).encode()
+
+
+# Texts for the pipelines: "▁" and leading, double and trailing spaces (Metaspace), a combining mark to compose
+# and one already composed (NFC), characters outside the small vocabularies (byte fallback), added tokens.
+PIPELINE_TEXT = "  hello▁world  é e\u0301 € 😀 [INST] 12345<s>hello</s>\n\n  x ".encode()
+
 TEXTS = [b"hello world", "héllo wörld € 😀\n\tdef f(x):\n    return x  # ok\n".encode(),
          b"<|endoftext|>hello<pad>  world's", b"bad \xff byte \xe2\x82", b""]
 
@@ -95,10 +183,52 @@ def main():
         "hidden_size": 32, "num_attention_heads": 2, "num_hidden_layers": 2, "max_position_embeddings": 32}))
     with open("weights/pystd/target/config.json", "rb") as f:
         write("config", "pystd_target", f.read())
+    # The Llama family, small, each with a generation_config.json after the separator (as a checkpoint has both);
+    # llama3 lists an eos id outside its vocabulary (a warning).
+    llama = {"model_type": "llama", "vocab_size": 300, "hidden_size": 64, "intermediate_size": 96,
+             "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+             "max_position_embeddings": 128, "hidden_act": "silu", "rms_norm_eps": 1e-5, "rope_theta": 500000.0,
+             "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                              "original_max_position_embeddings": 64},
+             "attention_bias": False, "mlp_bias": False, "tie_word_embeddings": True, "torch_dtype": "bfloat16",
+             "bos_token_id": 1, "eos_token_id": [2, 3, 300]}
+    write("config", "llama3", json.dumps(llama).encode() + SEP +
+          json.dumps({"bos_token_id": 1, "eos_token_id": [2, 3], "do_sample": True, "temperature": 0.6}).encode())
+    mistral = {"model_type": "mistral", "vocab_size": 300, "hidden_size": 64, "intermediate_size": 128,
+               "num_hidden_layers": 1, "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 16,
+               "max_position_embeddings": 4096, "sliding_window": 64, "rope_scaling": None,
+               "bos_token_id": 1, "eos_token_id": 2, "dtype": "float32"}
+    write("config", "mistral", json.dumps(mistral).encode() + SEP + json.dumps({"eos_token_id": None}).encode())
+    qwen2 = {"model_type": "qwen2", "vocab_size": 300, "hidden_size": 32, "intermediate_size": 64,
+             "num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 1,
+             "max_position_embeddings": 256, "use_sliding_window": False, "sliding_window": 128,
+             "rope_scaling": {"type": "linear", "factor": 2.0}, "tie_word_embeddings": True,
+             "bos_token_id": 298, "eos_token_id": 299}
+    write("config", "qwen2", json.dumps(qwen2).encode() + SEP + json.dumps({"bos_token_id": 298,
+                                                                            "eos_token_id": [299, 298]}).encode())
+    qwen3 = {"model_type": "qwen3", "vocab_size": 300, "hidden_size": 48, "intermediate_size": 64,
+             "num_hidden_layers": 1, "num_attention_heads": 4, "num_key_value_heads": 4, "head_dim": 8,
+             "rope_parameters": {"rope_type": "default", "rope_theta": 1000000.0}, "attention_bias": True,
+             "eos_token_id": 7}
+    write("config", "qwen3", json.dumps(qwen3).encode() + SEP + b"{}")
 
     for name, kwargs in [("strings", {}), ("pairs", {"pairs": True}), ("ignore_merges", {"ignore_merges": True})]:
         write("tokenizer_json", name, tokenizer_json(**kwargs) + SEP + TEXTS[1])
     write("tokenizer_json", "special_text", tokenizer_json() + SEP + TEXTS[2])
+    write("tokenizer_json", "llama2_prepend_replace", llama2_json() + SEP + PIPELINE_TEXT)
+    write("tokenizer_json", "metaspace_first", mistral_json("first", False) + SEP + PIPELINE_TEXT)
+    write("tokenizer_json", "metaspace_always_split", mistral_json("always", True) + SEP + PIPELINE_TEXT)
+    write("tokenizer_json", "split_lookahead_template", split_json(False, True) + SEP + PIPELINE_TEXT)
+    write("tokenizer_json", "nfc_split", split_json(True, False) + SEP + PIPELINE_TEXT)
+    write("tokenizer_json", "digits_split_behaviors", split_json(False, False, [
+        {"type": "Digits", "individual_digits": True},
+        {"type": "Split", "pattern": {"String": "l"}, "behavior": "MergedWithPrevious", "invert": False},
+        {"type": "Split", "pattern": {"Regex": "o+"}, "behavior": "Contiguous", "invert": True}]) + SEP +
+        PIPELINE_TEXT)
+    data = json.loads(tokenizer_json())
+    data["pre_tokenizer"]["add_prefix_space"] = True
+    write("tokenizer_json", "byte_level_prefix_space", json.dumps(data, ensure_ascii=False).encode() + SEP +
+          PIPELINE_TEXT)
 
     v = vocab()
     merges = "#version: 0.2\n" + "".join(byte_level(a) + " " + byte_level(b) + "\n" for a, b in MERGES)

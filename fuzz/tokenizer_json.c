@@ -1,6 +1,6 @@
 // tokenizer_json.c — fuzz target: tokenizer.json, read with tokenizer_load_json, then a text encoded with it. The
-// input is the file, FUZZ_SEPARATOR, the text (absent: none). An accepted tokenizer must round-trip the text
-// (fuzz_check_round_trip).
+// input is the file, FUZZ_SEPARATOR, the text (absent: none). An accepted tokenizer must give back what its pipeline
+// makes of the text (fuzz_check_round_trip).
 #include "fuzz.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

@@ -204,6 +204,7 @@ static int encode_piece(Encoder *enc, const char *piece, size_t len) {
     size_t first = enc->n_ids;
     if (bpe(enc, (const unsigned char *)piece, len) < 0) return -1;
     size_t n = enc->n_ids - first;
+    if (n == 0) return 0;  // (characters without tokens, dropped: nothing to cache, and ids may still be NULL)
     if (enc->cache.count >= CACHE_WORDS) {
         bytesmap_clear(&enc->cache);
         enc->cache_len = 0;

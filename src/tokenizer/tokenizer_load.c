@@ -144,44 +144,64 @@ static int number_tokens(Loader *ld, const char ***names, const AddedToken ***ad
     return rc;
 }
 
-// Writes the decoded bytes of SentencePiece-style token `name` to out and returns their number: the decoder's
-// Replace steps, then ByteFallback's "<0xNN>" → byte. out and scratch have decoded_room(strlen(name)) bytes.
-static size_t sentencepiece_decode(const Pipeline *p, const char *name, char *out, char *scratch) {
+enum { MAX_DECODED_TOKEN = 1 << 16 };  // the most bytes one token may decode to
+
+// Scratch for sentencepiece_decode: two buffers of cap bytes each.
+typedef struct {
+    char *out, *tmp;
+    size_t cap;
+} DecodeBuf;
+
+// Writes the decoded bytes of SentencePiece-style token `name` to b->out and returns their number: the decoder's
+// Replace steps, then ByteFallback's "<0xNN>" → byte. Each Replace may lengthen the name (repeated ones, without
+// bound: "a" → "aa" ten times is 1024 bytes), so the buffers grow as needed. Returns -1 when the bytes would exceed
+// MAX_DECODED_TOKEN, -2 when out of memory.
+static long sentencepiece_decode(const Pipeline *p, const char *name, DecodeBuf *b) {
     unsigned hex;
     char end;
-    if (p->decode_byte_fallback && strlen(name) == 6 && sscanf(name, "<0x%2X%c", &hex, &end) == 2 && end == '>' &&
+    size_t len = strlen(name);
+    if (len + 1 > b->cap) {
+        char *out = realloc(b->out, len + 1), *tmp = out ? realloc(b->tmp, len + 1) : NULL;
+        if (out) b->out = out;
+        if (!tmp) return -2;
+        b->tmp = tmp;
+        b->cap = len + 1;
+    }
+    if (p->decode_byte_fallback && len == 6 && sscanf(name, "<0x%2X%c", &hex, &end) == 2 && end == '>' &&
         isxdigit((unsigned char)name[3]) && isxdigit((unsigned char)name[4])) {
-        out[0] = (char)hex;
+        b->out[0] = (char)hex;
         return 1;
     }
-    size_t len = strlen(name);
-    memcpy(out, name, len);
+    memcpy(b->out, name, len);
     for (int k = 0; k < p->n_decode_replace; k++) {
         const char *from = p->decode_from[k], *to = p->decode_to[k];
-        size_t from_len = strlen(from), to_len = strlen(to), o = 0;
-        memcpy(scratch, out, len);
+        size_t from_len = strlen(from), to_len = strlen(to), o = 0, n_hits = 0;
+        for (size_t i = 0; i + from_len <= len;)  // count the occurrences: the new length
+            if (memcmp(b->out + i, from, from_len) == 0) n_hits++, i += from_len;
+            else i++;
+        size_t new_len = len - n_hits * from_len;
+        if (to_len && n_hits > (MAX_DECODED_TOKEN - new_len) / to_len) return -1;
+        new_len += n_hits * to_len;
+        if (new_len + 1 > b->cap) {
+            char *out = realloc(b->out, new_len + 1), *tmp = out ? realloc(b->tmp, new_len + 1) : NULL;
+            if (out) b->out = out;
+            if (!tmp) return -2;
+            b->tmp = tmp;
+            b->cap = new_len + 1;
+        }
+        memcpy(b->tmp, b->out, len);
         for (size_t i = 0; i < len;) {
-            if (i + from_len <= len && memcmp(scratch + i, from, from_len) == 0) {
-                memcpy(out + o, to, to_len);
+            if (i + from_len <= len && memcmp(b->tmp + i, from, from_len) == 0) {
+                memcpy(b->out + o, to, to_len);
                 o += to_len;
                 i += from_len;
             } else {
-                out[o++] = scratch[i++];
+                b->out[o++] = b->tmp[i++];
             }
         }
         len = o;
     }
-    return len;
-}
-
-// The most bytes that sentencepiece_decode can write for a name of len bytes.
-static size_t decoded_room(const Pipeline *p, size_t len) {
-    size_t grow = 1;
-    for (int k = 0; k < p->n_decode_replace; k++) {
-        size_t from = strlen(p->decode_from[k]), to = strlen(p->decode_to[k]);
-        if (to > from) grow *= to;
-    }
-    return len * grow + 1;
+    return (long)len;
 }
 
 // True if SentencePiece-style pieces may be cut before each word (tokenizer.h: split_words): "▁" is a token, and
@@ -209,21 +229,33 @@ static int load_vocab(Loader *ld, const json_t *model, Err *err) {
         free(added);
         return -1;
     }
-    size_t total = 0, most = 0;  // room for all tokens' decoded bytes, and for the longest
+    size_t total = 0;  // room for all tokens' decoded bytes
+    DecodeBuf decoded = {0};
     for (int id = 0; id < tok->vocab_size; id++) {
         const AddedToken *a = added[id];  // (its name, if it has one, is decoded first: room for both)
-        size_t room = names[id] ? decoded_room(p, strlen(names[id])) : 0;
-        if (a && a->len > room) room = a->len;
-        total += room;
-        most = room > most ? room : most;
+        long room = names[id] ? (long)strlen(names[id]) : 0;  // (byte level: at most one byte per character)
+        if (names[id] && !tok->byte_level) room = sentencepiece_decode(p, names[id], &decoded);
+        if (room < 0) {
+            char q[ERR_QUOTE_LEN + 4];
+            if (room == -2) err_fmt(err, "%s: out of memory", ld->path);
+            else
+                err_fmt(err, "%s: vocab[\"%s\"]: the decoder's Replace steps make more than %d bytes of it",
+                        ld->path, err_quote(q, names[id]), MAX_DECODED_TOKEN);
+            free(names);
+            free(added);
+            free(decoded.out);
+            free(decoded.tmp);
+            return -1;
+        }
+        total += a && a->len > (size_t)room ? a->len : (size_t)room;
     }
     tok->token_off = malloc(((size_t)tok->vocab_size + 1) * sizeof *tok->token_off);
-    tok->token_bytes = malloc(total + 1);
-    char *scratch = malloc(most + 1);
-    if (!tok->token_off || !tok->token_bytes || !scratch || total > UINT32_MAX || bytesmap_init(&tok->vocab) < 0) {
+    tok->token_bytes = total <= UINT32_MAX ? malloc(total + 1) : NULL;
+    if (!tok->token_off || !tok->token_bytes || bytesmap_init(&tok->vocab) < 0) {
         free(names);
         free(added);
-        free(scratch);
+        free(decoded.out);
+        free(decoded.tmp);
         return err_fmt(err, "%s: out of memory", ld->path);
     }
     uint32_t off = 0;
@@ -234,8 +266,10 @@ static int load_vocab(Loader *ld, const json_t *model, Err *err) {
         const AddedToken *a = added[id];
         char q[ERR_QUOTE_LEN + 4], q2[ERR_QUOTE_LEN + 4];
         long len = 0;
+        bool in_model = names[id] && !tok->byte_level;  // BPE can make this id (byte level: see below)
         if (names[id] && tok->byte_level) {  // the model's token is its bytes, also its decoded text
             len = byte_level_decode(ld, names[id], bytes);
+            in_model = len > 0;
             if (len <= 0 && !a)  // (an added token's name needs not be byte-level: its content is its text)
                 rc = err_fmt(err, "%s: vocab[\"%s\"]: not byte-level text (GPT-2's alphabet of 256 characters)",
                              ld->path, err_quote(q, names[id]));
@@ -245,10 +279,12 @@ static int load_vocab(Loader *ld, const json_t *model, Err *err) {
             if (!*names[id]) rc = err_fmt(err, "%s: vocab[\"\"]: an empty token", ld->path);
             else if (bytesmap_put(&tok->vocab, names[id], strlen(names[id]), (uint64_t)id) < 0)
                 rc = err_fmt(err, "%s: out of memory", ld->path);
-            len = (long)sentencepiece_decode(p, names[id], bytes, scratch);
+            len = sentencepiece_decode(p, names[id], &decoded);  // (as above: it fits)
+            memcpy(bytes, decoded.out, (size_t)len);
         }
-        if (a) {  // an added token's text is its content, verbatim; the vocabulary's token of its id must spell it
-            if (rc == 0 && len > 0 && ((size_t)len != a->len || memcmp(bytes, a->text, a->len) != 0))
+        if (a) {  // an added token's text is its content, verbatim; the vocabulary's token of its id, if BPE can
+                  // make it (even one that decodes to nothing), must spell it
+            if (rc == 0 && in_model && ((size_t)len != a->len || memcmp(bytes, a->text, a->len) != 0))
                 rc = err_fmt(err, "%s: added token \"%s\" has id %d, which the vocabulary gives \"%s\"", ld->path,
                              err_quote(q, a->text), id, err_quote(q2, names[id]));
             memcpy(bytes, a->text, a->len);
@@ -259,7 +295,8 @@ static int load_vocab(Loader *ld, const json_t *model, Err *err) {
     tok->token_off[tok->vocab_size] = off;
     free(names);
     free(added);
-    free(scratch);
+    free(decoded.out);
+    free(decoded.tmp);
     for (int b = 0; b < 256 && rc == 0; b++) {
         char hex[8];
         snprintf(hex, sizeof hex, "<0x%02X>", b);

@@ -28,26 +28,107 @@ static uint8_t *read_input(const char *path, size_t *size) {
     return data;
 }
 
+// Loads the tokenizer.json part of committed input `path` (the text part, if any, in *text), as the target does:
+// returns tokenizer_load_json's result, err its message.
+static int load_found_tokenizer(const char *path, Tokenizer *tok, Err *err, FuzzPart *text) {
+    size_t size;
+    uint8_t *data = read_input(path, &size);
+    if (!data) return -2;
+    FuzzPart parts[2];
+    int n = fuzz_split(data, size, parts, 2);
+    char *dir = fixture_dir(), *file;
+    if (asprintf(&file, "%s/tokenizer.json", dir) < 0) abort();
+    FILE *f = fopen(file, "wb");
+    CHECK(f && fwrite(parts[0].data, 1, parts[0].size, f) == parts[0].size && fclose(f) == 0, "writing %s", file);
+    int rc = tokenizer_load_json(tok, file, err);
+    static uint8_t text_copy[1 << 12];  // (the text outlives data)
+    *text = (FuzzPart){text_copy, n == 2 ? parts[1].size : 0};
+    CHECK(text->size <= sizeof text_copy, "%s: a text of %zu bytes, more than %zu", path, text->size,
+          sizeof text_copy);
+    if (text->size > sizeof text_copy) text->size = 0;
+    memcpy(text_copy, n == 2 ? parts[1].data : data, text->size);
+    free(file);
+    fixture_remove_dir(dir);
+    free(data);
+    return rc;
+}
+
 // fuzz/tokenizer_json: an added token ("<|endoftext|>") given id 266, the id that the vocabulary gives the merge
 // "Ġ Ġ". Encoding two spaces made 266, which decoded to "<|endoftext|>": decode(encode(x)) != x. An id in both the
 // vocabulary and added_tokens must now stand for the same bytes in both.
 TEST(fuzz_found_added_token_with_a_merges_id) {
-    size_t size;
-    uint8_t *data = read_input("tests/fuzz/tokenizer_json/added_token_with_a_merges_id", &size);
-    if (!data) return;
-    FuzzPart parts[2];
-    CHECK(fuzz_split(data, size, parts, 2) == 2, "the input has no text part");
-    char *dir = fixture_dir(), *path;
-    if (asprintf(&path, "%s/tokenizer.json", dir) < 0) abort();
-    FILE *f = fopen(path, "wb");
-    CHECK(f && fwrite(parts[0].data, 1, parts[0].size, f) == parts[0].size && fclose(f) == 0, "writing %s", path);
     Tokenizer tok;
     Err err = {""};
-    CHECK(tokenizer_load_json(&tok, path, &err) == -1, "the tokenizer was accepted");
+    FuzzPart text;
+    CHECK(load_found_tokenizer("tests/fuzz/tokenizer_json/added_token_with_a_merges_id", &tok, &err, &text) == -1,
+          "the tokenizer was accepted");
     CHECK(strstr(err.msg, "added token \"<|endoftext|>\" has id 266, which the vocabulary gives \"ĠĠ\""),
           "message: %s", err.msg);
     fuzz_check_message(&err);
-    free(path);
-    fixture_remove_dir(dir);
-    free(data);
+}
+
+// Found reading the loader while writing fuzz_check_round_trip's model of Replace decoders (the input is written
+// by hand, then run through the target): the room for a SentencePiece token's decoded bytes was its name's length
+// times the product of the decoder's Replace contents' lengths, which wrapped around to 0 for eleven Replaces of
+// "▁" by 64 bytes — a heap buffer overflow (AddressSanitizer) — and asked malloc for terabytes with five. The
+// length is now counted exactly, Replace by Replace; "▁" decodes to "▁" and 11 × 61 "x".
+TEST(fuzz_found_decoder_replaces_overflowing_the_room) {
+    Tokenizer tok;
+    Err err = {""};
+    FuzzPart text;
+    CHECK(load_found_tokenizer("tests/fuzz/tokenizer_json/decoder_replaces_overflowing_the_room", &tok, &err,
+                               &text) == 0, "load: %s", err.msg);
+    if (test_failures()) return;
+    size_t len;
+    const char *bytes = tokenizer_token(&tok, tokenizer_find(&tok, "▁"), &len);
+    CHECK(bytes && len == 3 + 11 * 61 && memcmp(bytes, "▁", 3) == 0 && bytes[len - 1] == 'x', "decoded %zu bytes",
+          len);
+    fuzz_check_round_trip(&tok, text.data, text.size);
+    tokenizer_free(&tok);
+}
+
+// The same, without bound: "a" → "aa" seventeen times makes 131072 bytes of one token; a token may now decode to
+// at most 65536 bytes, else the file is refused naming the token.
+TEST(fuzz_found_decoder_replaces_doubling_a_token) {
+    Tokenizer tok;
+    Err err = {""};
+    FuzzPart text;
+    CHECK(load_found_tokenizer("tests/fuzz/tokenizer_json/decoder_replaces_doubling_a_token", &tok, &err, &text) ==
+          -1, "the tokenizer was accepted");
+    CHECK(strstr(err.msg, "vocab[\"a\"]: the decoder's Replace steps make more than 65536 bytes of it"),
+          "message: %s", err.msg);
+    fuzz_check_message(&err);
+}
+
+// Found by fuzz_check_round_trip's model on a hand-written file: BOS ("<s>", special, id 0) whose vocabulary
+// token "▁" the decoder's Replace turns into nothing. The loader compared the two only for tokens with decoded
+// bytes, so plain text "a▁a" encoded to a, <s>, a — a special token from plain text — and decoded to "a<s>a".
+// Any id that BPE can make must now spell its added token.
+TEST(fuzz_found_added_token_on_a_name_decoding_to_nothing) {
+    Tokenizer tok;
+    Err err = {""};
+    FuzzPart text;
+    CHECK(load_found_tokenizer("tests/fuzz/tokenizer_json/added_token_on_a_name_decoding_to_nothing", &tok, &err,
+                               &text) == -1, "the tokenizer was accepted");
+    CHECK(strstr(err.msg, "added token \"<s>\" has id 0, which the vocabulary gives \"▁\""), "message: %s", err.msg);
+    fuzz_check_message(&err);
+}
+
+// fuzz/tokenizer_json (UndefinedBehaviorSanitizer): a SentencePiece-style tokenizer (Metaspace) without byte
+// fallback or unknown token, so characters outside its vocabulary are dropped. A piece made only of them gave no
+// ids, and caching that empty result did pointer arithmetic on the still-NULL id arrays. Such pieces are no longer
+// cached; the debug suite runs this under the sanitizers.
+TEST(fuzz_found_piece_of_dropped_characters) {
+    Tokenizer tok;
+    Err err = {""};
+    FuzzPart text;
+    CHECK(load_found_tokenizer("tests/fuzz/tokenizer_json/piece_of_dropped_characters", &tok, &err, &text) == 0,
+          "load: %s", err.msg);
+    if (test_failures()) return;
+    int *ids, n_ids;
+    CHECK(tokenizer_encode(&tok, "😀 😀 😀", strlen("😀 😀 😀"), false, &ids, &n_ids, &err) == 0 && n_ids == 0,
+          "encode: %s", err.msg);
+    free(ids);
+    fuzz_check_round_trip(&tok, text.data, text.size);
+    tokenizer_free(&tok);
 }
