@@ -432,11 +432,51 @@ static void softmax(float *x, int n) {
 // chains, one broadcast per row and r); column blocks are the outer loop, so that the block of M that the first
 // ROWS rows read from memory is in cache for the next ones: the key/value head is streamed once for the group.
 // A row's sums run over r in order whatever rows share its block (past the block's shortest row each row
-// finishes alone), so its result depends on that row alone. A short last block repeats its last row, unstored.
+// finishes alone), so its result depends on that row alone.
 // Lanes past `cols` are masked off; a mask of none leaves memory untouched.
 enum { ROWS = 4, COLS = 4 };
 
 static inline __mmask16 lanes_left(int n) { return n <= 0 ? 0 : first_n(n); }
+
+// Rows g0 .. g0 + R − 1 of out, columns c .. c + COLS · LANES − 1 (R a constant in each inlined copy: no row is
+// computed twice).
+static inline __attribute__((always_inline)) void block_times_matrix(int R, float *out, int ld_out, const float *A,
+                                                                     int ld_a, const int *len, int len_step, int g0,
+                                                                     const float *M, int ld, int c,
+                                                                     const __mmask16 *lanes, __m512 sc) {
+    const float *a[ROWS];
+    int k[ROWS], common = len[(size_t)g0 * len_step];
+    for (int i = 0; i < R; i++) {
+        a[i] = A + (size_t)(g0 + i) * ld_a;
+        k[i] = len[(size_t)(g0 + i) * len_step];
+        common = k[i] < common ? k[i] : common;
+    }
+    __m512 acc[ROWS][COLS];
+    for (int i = 0; i < R; i++)
+        for (int j = 0; j < COLS; j++) acc[i][j] = _mm512_setzero_ps();
+    for (int r = 0; r < common; r++) {
+        const float *row = M + (size_t)r * ld + c;
+        __m512 m[COLS];
+        for (int j = 0; j < COLS; j++) m[j] = load_f32(row + j * LANES, lanes[j]);
+        for (int i = 0; i < R; i++) {
+            const __m512 ar = _mm512_set1_ps(a[i][r]);
+            for (int j = 0; j < COLS; j++) acc[i][j] = _mm512_fmadd_ps(ar, m[j], acc[i][j]);
+        }
+    }
+#pragma GCC unroll 4  // (acc stays in registers only if i is a constant in each copy)
+    for (int i = 0; i < R; i++) {
+        for (int r = common; r < k[i]; r++) {  // past the block's shortest row, each row alone
+            const __m512 ar = _mm512_set1_ps(a[i][r]);
+            const float *row = M + (size_t)r * ld + c;
+            for (int j = 0; j < COLS; j++) {
+                const __m512 mj = load_f32(row + j * LANES, lanes[j]);
+                acc[i][j] = _mm512_fmadd_ps(ar, mj, acc[i][j]);
+            }
+        }
+        float *o = out + (size_t)(g0 + i) * ld_out + c;
+        for (int j = 0; j < COLS; j++) _mm512_mask_storeu_ps(o + j * LANES, lanes[j], _mm512_mul_ps(acc[i][j], sc));
+    }
+}
 
 // out[g, c] = scale · Σ_{r < len_g} A[g, r] · M[r · ld + c]     for g < n, c < cols; len_g = len[g · len_step]
 static void rows_times_matrix(float *out, int ld_out, const float *A, int ld_a, const int *len, int len_step, int n,
@@ -446,37 +486,11 @@ static void rows_times_matrix(float *out, int ld_out, const float *A, int ld_a, 
         __mmask16 lanes[COLS];
         for (int j = 0; j < COLS; j++) lanes[j] = lanes_left(cols - c - j * LANES);
         for (int g0 = 0; g0 < n; g0 += ROWS) {
-            const float *a[ROWS];
-            int k[ROWS], common = len[(size_t)g0 * len_step];
-            for (int i = 0; i < ROWS; i++) {
-                const int g = g0 + i < n ? g0 + i : n - 1;
-                a[i] = A + (size_t)g * ld_a;
-                k[i] = len[(size_t)g * len_step];
-                common = k[i] < common ? k[i] : common;
-            }
-            __m512 acc[ROWS][COLS];
-            for (int i = 0; i < ROWS; i++)
-                for (int j = 0; j < COLS; j++) acc[i][j] = _mm512_setzero_ps();
-            for (int r = 0; r < common; r++) {
-                const float *row = M + (size_t)r * ld + c;
-                __m512 m[COLS];
-                for (int j = 0; j < COLS; j++) m[j] = load_f32(row + j * LANES, lanes[j]);
-                for (int i = 0; i < ROWS; i++) {
-                    const __m512 ar = _mm512_set1_ps(a[i][r]);
-                    for (int j = 0; j < COLS; j++) acc[i][j] = _mm512_fmadd_ps(ar, m[j], acc[i][j]);
-                }
-            }
-            for (int i = 0; i < ROWS && g0 + i < n; i++) {
-                for (int r = common; r < k[i]; r++) {
-                    const __m512 ar = _mm512_set1_ps(a[i][r]);
-                    const float *row = M + (size_t)r * ld + c;
-                    for (int j = 0; j < COLS; j++) {
-                        const __m512 mj = load_f32(row + j * LANES, lanes[j]);
-                        acc[i][j] = _mm512_fmadd_ps(ar, mj, acc[i][j]);
-                    }
-                }
-                float *o = out + (size_t)(g0 + i) * ld_out + c;
-                for (int j = 0; j < COLS; j++) _mm512_mask_storeu_ps(o + j * LANES, lanes[j], _mm512_mul_ps(acc[i][j], sc));
+            switch (n - g0 < ROWS ? n - g0 : ROWS) {
+            case 1: block_times_matrix(1, out, ld_out, A, ld_a, len, len_step, g0, M, ld, c, lanes, sc); break;
+            case 2: block_times_matrix(2, out, ld_out, A, ld_a, len, len_step, g0, M, ld, c, lanes, sc); break;
+            case 3: block_times_matrix(3, out, ld_out, A, ld_a, len, len_step, g0, M, ld, c, lanes, sc); break;
+            default: block_times_matrix(ROWS, out, ld_out, A, ld_a, len, len_step, g0, M, ld, c, lanes, sc); break;
             }
         }
     }
