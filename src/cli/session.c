@@ -76,7 +76,7 @@ static int shared_vocabulary(const Session *s, const char *target_dir, const cha
 }
 
 int session_open(Session *s, const char *target_dir, const char *draft_dir, int threads, const char *quant,
-                 Err *err) {
+                 int n_ctx, Err *err) {
     *s = (Session){0};
     if (!target_dir) return err_fmt(err, "missing -m DIR (a checkpoint folder)");
     Quant q = QUANT_NONE;
@@ -86,9 +86,11 @@ int session_open(Session *s, const char *target_dir, const char *draft_dir, int 
     if (!(s->pool = pool_create(threads, err))) return -1;
     if (model_load_quantized(&s->target, target_dir, s->pool, q, err)) return -1;
     if (*s->target.cfg.warning) fprintf(stderr, "warning: %s\n", s->target.cfg.warning);
+    if (model_limit_context(&s->target, n_ctx, err)) return -1;
     if (draft_dir) {
         if (model_load_quantized(&s->draft, draft_dir, s->pool, q, err)) return -1;
         if (*s->draft.cfg.warning) fprintf(stderr, "warning: %s\n", s->draft.cfg.warning);
+        if (model_limit_context(&s->draft, n_ctx, err)) return -1;
         s->has_draft = true;
         int n_shared;
         if (shared_vocabulary(s, target_dir, draft_dir, &n_shared, err)) return -1;

@@ -454,9 +454,14 @@ int model_load_quantized(Model *model, const char *dir, ThreadPool *pool, Quant 
     return 0;
 }
 
-void model_free(Model *model) {
+static void free_scratch(Model *model) {
     if (model->scratch) free(model->scratch->x), free(model->scratch->xq);
     free(model->scratch);
+    model->scratch = NULL;
+}
+
+void model_free(Model *model) {
+    free_scratch(model);
     free(model->blocks);
     if (model->arena) munmap(model->arena, model->arena_size);
     *model = (Model){0};
@@ -470,6 +475,17 @@ void model_limit_vocab(Model *model, int n_vocab) {
     model->weight_bytes -= linear_bytes(&model->lm_head);
     model->n_vocab = model->lm_head.n_out = n_vocab;  // the first rows of any layout are the first ids
     model->weight_bytes += linear_bytes(&model->lm_head);
+}
+
+int model_limit_context(Model *model, int n_ctx, Err *err) {
+    if (n_ctx < 1) {  // a caller's bug, not bad input: stop loudly
+        fprintf(stderr, "model_limit_context: %d positions\n", n_ctx);
+        abort();
+    }
+    if (n_ctx >= model->cfg.n_positions) return 0;
+    model->cfg.n_positions = n_ctx;  // (learned position embeddings past it are simply never read)
+    free_scratch(model);
+    return alloc_scratch(model, err);  // the attention scores: [threads, ATTENTION_ROWS, n_ctx]
 }
 
 int model_kv_init(const Model *model, KVCache *cache, Err *err) {
@@ -699,7 +715,7 @@ int model_forward(Model *model, KVCache *cache, const int *tokens, int T, float 
     if (T < 1) return err_fmt(err, "model_forward: no tokens to process");
     if (cache->len + T > c->n_positions)
         return err_fmt(err, "context full: %d cached + %d new tokens exceed the model's context of %d positions "
-                       "(n_positions or max_position_embeddings in config.json)", cache->len, T, c->n_positions);
+                       "(n_positions or max_position_embeddings in config.json, or less: --ctx)", cache->len, T, c->n_positions);
     for (int t = 0; t < T; t++)
         if (tokens[t] < 0 || tokens[t] >= c->vocab_size)
             return err_fmt(err, "token id %d is outside the vocabulary [0, %d)", tokens[t], c->vocab_size);
