@@ -8,6 +8,7 @@
 
 #include "bench.h"
 #include "random_checkpoint.h"
+#include "speculative/compatibility.h"
 
 #define DEFAULT_TARGET "weights/pystd/target"
 #define DEFAULT_DRAFT "weights/pystd/draft"
@@ -111,17 +112,16 @@ void pair_open(Pair *pair, Bench *b) {
     if (pair->draft_dir) {
         load(pair, 1, pair->draft_dir, b);
         pair->has_draft = true;
-        if (pair->draft.cfg.vocab_size != pair->target.cfg.vocab_size)
-            die("%s and %s: the draft's vocabulary (%d) is not the target's (%d)", pair->draft_dir,
-                pair->target_dir, pair->draft.cfg.vocab_size, pair->target.cfg.vocab_size);
-    }
-    static const char *files[] = {"tokenizer.json", "vocab.json", "encoder.json"};  // what tokenizer_load_dir reads
-    for (int i = 0; i < 3 && !pair->has_tok; i++) {
-        char path[4096];
-        snprintf(path, sizeof path, "%s/%s", pair->target_dir, files[i]);
-        pair->has_tok = access(path, F_OK) == 0;
     }
     Err err;
+    if (pair->has_draft) {  // the pairs specdec generate accepts: one tokenizer, embeddings maybe padded apart
+        int n_shared;
+        if (draft_shared_vocabulary(&pair->target, pair->target_dir, &pair->draft, pair->draft_dir, &n_shared, &err))
+            die("%s", err.msg);
+        Model *models[] = {&pair->target, &pair->draft, &pair->quantized[0], &pair->quantized[1]};
+        for (int i = 0; i < (pair->has_quantized ? 4 : 2); i++) model_limit_vocab(models[i], n_shared);
+    }
+    pair->has_tok = dir_has_tokenizer(pair->target_dir);
     if (pair->has_tok && tokenizer_load_dir(&pair->tok, pair->target_dir, &err)) die("%s", err.msg);
 }
 
@@ -156,7 +156,7 @@ static void pattern(int *tokens, int n, int offset, int V) {
 
 double forward_seconds(Model *m, KVCache *cache, int context, int T, float *logits) {
     int tokens[16];
-    pattern(tokens, T, context, m->cfg.vocab_size);
+    pattern(tokens, T, context, m->n_vocab);
     Err err;
     kv_truncate(cache, context);
     double t0 = now_seconds();
@@ -169,7 +169,7 @@ void workload_init(Workload *w, Model *m, int context) {
     *w = (Workload){.model = m, .context = context, .logits = malloc(sizeof(float) * 16 * m->cfg.vocab_size)};
     int *prompt = malloc(sizeof(int) * context);
     if (!w->logits || !prompt || model_kv_init(m, &w->cache, &err)) die("out of memory for a workload");
-    pattern(prompt, context, 0, m->cfg.vocab_size);
+    pattern(prompt, context, 0, m->n_vocab);
     if (model_forward(m, &w->cache, prompt, context, w->logits, false, &err)) die("%s", err.msg);
     free(prompt);
 }
@@ -235,7 +235,7 @@ Prompt *prompts_load(const Pair *pair, const char *folder, int count, int reserv
                 die("%s", err.msg);
         } else {
             ids = malloc(sizeof(int) * (n_ids > 0 ? n_ids : 1));
-            for (int k = 0; k < n_ids; k++) ids[k] = (unsigned char)text[k] % pair->target.cfg.vocab_size;
+            for (int k = 0; k < n_ids; k++) ids[k] = (unsigned char)text[k] % pair->target.n_vocab;
         }
         if (n_ids == 0) die("%s: prompt %s is empty", folder, id);
         int skip = n_ids > keep ? n_ids - keep : 0;  // keep the prompt's end, which the continuation follows

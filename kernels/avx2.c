@@ -278,41 +278,89 @@ static void softmax(float *x, int n) {
     for (int i = 0; i < n; i += LANES) store_f32(x + i, _mm256_mul_ps(load_f32(x + i, n - i), inv), n - i);
 }
 
-// Attention, two passes of one vector-matrix product, out[c] = scale · Σ_r a_r M[r, c]:
-//   scores = scale · q Kᵀ        (a = q over the hd rows of Kᵀ, c along the S positions)
-//   out    = softmax(scores) V   (a = the S weights over the rows of V, c along hd)
-// in 4-register blocks of c whose accumulators are independent (4 FMA chains in flight; one broadcast a_r, 4
-// contiguous loads, 4 FMAs per r). Lanes past `cols` are masked off; a mask of none leaves memory untouched.
+// Attention, two matrix products, out[g, c] = scale · Σ_{r < len_g} A[g, r] M[r, c]:
+//   scores = scale · Q Kᵀ        (A = the n queries over the hd rows of Kᵀ, c along the positions)
+//   out    = softmax(scores) V   (A = row g's S[g] weights over the rows of V, c along hd)
+// A block of COLS registers of columns is loaded once per r for ROWS rows of A (ROWS · COLS independent FMA
+// chains, one broadcast per row and r); column blocks are the outer loop, so that the block of M that the first
+// ROWS rows read from memory is in cache for the next ones: the key/value head is streamed once for the group.
+// A row's sums run over r in order whatever rows share its block (past the block's shortest row each row
+// finishes alone), so its result depends on that row alone.
+// Lanes past `cols` are masked off; a mask of none leaves memory untouched.
+enum { ROWS = 4, COLS = 3 };
+
 static ALWAYS_INLINE int lanes_left(int n) { return n < 0 ? 0 : n; }
 
-// out[c] = scale · Σ_{r < rows} a[r] · M[r · ld + c]     for c < cols
-static void vector_times_matrix(float *out, const float *a, const float *M, int ld, int rows, int cols,
-                                float scale) {
-    for (int c = 0; c < cols; c += 4 * LANES) {
-        const int n0 = lanes_left(cols - c), n1 = lanes_left(cols - c - LANES),
-                  n2 = lanes_left(cols - c - 2 * LANES), n3 = lanes_left(cols - c - 3 * LANES);
-        __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0, acc2 = acc0, acc3 = acc0;
-        for (int r = 0; r < rows; r++) {
-            const __m256 ar = _mm256_set1_ps(a[r]);
-            const float *row = M + (size_t)r * ld + c;
-            acc0 = _mm256_fmadd_ps(ar, load_f32(row, n0), acc0);
-            acc1 = _mm256_fmadd_ps(ar, load_f32(row + LANES, n1), acc1);
-            acc2 = _mm256_fmadd_ps(ar, load_f32(row + 2 * LANES, n2), acc2);
-            acc3 = _mm256_fmadd_ps(ar, load_f32(row + 3 * LANES, n3), acc3);
+// Rows g0 .. g0 + R − 1 of out, columns c .. c + COLS · LANES − 1 (R a constant in each inlined copy: no row is
+// computed twice; `full`, a constant too, says every lane is in: plain loads).
+static inline __attribute__((always_inline)) void block_times_matrix(int R, float *out, int ld_out, const float *A,
+                                                                     int ld_a, const int *len, int len_step, int g0,
+                                                                     const float *M, int ld, int c,
+                                                                     const int *lanes, bool full, __m256 sc) {
+    const float *a[ROWS];
+    int k[ROWS], common = len[(size_t)g0 * len_step];
+    for (int i = 0; i < R; i++) {
+        a[i] = A + (size_t)(g0 + i) * ld_a;
+        k[i] = len[(size_t)(g0 + i) * len_step];
+        common = k[i] < common ? k[i] : common;
+    }
+    __m256 acc[ROWS][COLS];
+    for (int i = 0; i < R; i++)
+        for (int j = 0; j < COLS; j++) acc[i][j] = _mm256_setzero_ps();
+    for (int r = 0; r < common; r++) {
+        const float *row = M + (size_t)r * ld + c;
+        __m256 m[COLS];
+        for (int j = 0; j < COLS; j++) m[j] = load_f32(row + j * LANES, full ? LANES : lanes[j]);
+        for (int i = 0; i < R; i++) {
+            const __m256 ar = _mm256_set1_ps(a[i][r]);
+            for (int j = 0; j < COLS; j++) acc[i][j] = _mm256_fmadd_ps(ar, m[j], acc[i][j]);
         }
-        const __m256 sc = _mm256_set1_ps(scale);
-        store_f32(out + c, _mm256_mul_ps(acc0, sc), n0);
-        store_f32(out + c + LANES, _mm256_mul_ps(acc1, sc), n1);
-        store_f32(out + c + 2 * LANES, _mm256_mul_ps(acc2, sc), n2);
-        store_f32(out + c + 3 * LANES, _mm256_mul_ps(acc3, sc), n3);
+    }
+#pragma GCC unroll 4  // (acc stays in registers only if i is a constant in each copy)
+    for (int i = 0; i < R; i++) {
+        for (int r = common; r < k[i]; r++) {  // past the block's shortest row, each row alone
+            const __m256 ar = _mm256_set1_ps(a[i][r]);
+            const float *row = M + (size_t)r * ld + c;
+            for (int j = 0; j < COLS; j++) {
+                const __m256 mj = load_f32(row + j * LANES, full ? LANES : lanes[j]);
+                acc[i][j] = _mm256_fmadd_ps(ar, mj, acc[i][j]);
+            }
+        }
+        float *o = out + (size_t)(g0 + i) * ld_out + c;
+        for (int j = 0; j < COLS; j++) store_f32(o + j * LANES, _mm256_mul_ps(acc[i][j], sc), lanes[j]);
     }
 }
 
-static void attention(float *out, const float *q, const float *kt, int ld_k, const float *v, float *scores, int S,
-                      int hd, float scale) {
-    vector_times_matrix(scores, q, kt, ld_k, hd, S, scale);
-    softmax(scores, S);
-    vector_times_matrix(out, scores, v, hd, S, hd, 1.0f);  // × 1 is exact
+// out[g, c] = scale · Σ_{r < len_g} A[g, r] · M[r · ld + c]     for g < n, c < cols; len_g = len[g · len_step]
+static void rows_times_matrix(float *out, int ld_out, const float *A, int ld_a, const int *len, int len_step, int n,
+                              const float *M, int ld, int cols, float scale) {
+    const __m256 sc = _mm256_set1_ps(scale);
+    for (int c = 0; c < cols; c += COLS * LANES) {
+        int lanes[COLS];
+        for (int j = 0; j < COLS; j++) lanes[j] = lanes_left(cols - c - j * LANES);
+        for (int g0 = 0; g0 < n; g0 += ROWS) {
+            const int R = n - g0 < ROWS ? n - g0 : ROWS;
+            const bool full = cols - c >= COLS * LANES;
+#define BLOCK(R, full) block_times_matrix(R, out, ld_out, A, ld_a, len, len_step, g0, M, ld, c, lanes, full, sc)
+            if (full) {
+                switch (R) { case 1: BLOCK(1, true); break; case 2: BLOCK(2, true); break;
+                             case 3: BLOCK(3, true); break; default: BLOCK(ROWS, true); break; }
+            } else {
+                switch (R) { case 1: BLOCK(1, false); break; case 2: BLOCK(2, false); break;
+                             case 3: BLOCK(3, false); break; default: BLOCK(ROWS, false); break; }
+            }
+#undef BLOCK
+        }
+    }
+}
+
+static void attention(float *out, int ld_out, const float *q, int ld_q, const int *S, int n, const float *kt,
+                      int ld_k, const float *v, int hd, float scale, float *scores, int ld_s) {
+    int max_S = 0;
+    for (int g = 0; g < n; g++) max_S = S[g] > max_S ? S[g] : max_S;
+    rows_times_matrix(scores, ld_s, q, ld_q, &hd, 0, n, kt, ld_k, max_S, scale);
+    for (int g = 0; g < n; g++) softmax(scores + (size_t)g * ld_s, S[g]);
+    rows_times_matrix(out, ld_out, scores, ld_s, S, 1, n, v, hd, hd, 1.0f);  // × 1 is exact
 }
 
 static void add(float *out, const float *x, int n) {

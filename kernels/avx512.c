@@ -425,41 +425,84 @@ static void softmax(float *x, int n) {
     }
 }
 
-// Attention, two passes of one vector-matrix product, out[c] = scale · Σ_r a_r M[r, c]:
-//   scores = scale · q Kᵀ        (a = q over the hd rows of Kᵀ, c along the S positions)
-//   out    = softmax(scores) V   (a = the S weights over the rows of V, c along hd)
-// in 4-register blocks of c whose accumulators are independent (4 FMA chains in flight; one broadcast a_r, 4
-// contiguous loads, 4 FMAs per r). Lanes past `cols` are masked off; a mask of none leaves memory untouched.
+// Attention, two matrix products, out[g, c] = scale · Σ_{r < len_g} A[g, r] M[r, c]:
+//   scores = scale · Q Kᵀ        (A = the n queries over the hd rows of Kᵀ, c along the positions)
+//   out    = softmax(scores) V   (A = row g's S[g] weights over the rows of V, c along hd)
+// A block of COLS registers of columns is loaded once per r for ROWS rows of A (ROWS · COLS independent FMA
+// chains, one broadcast per row and r); column blocks are the outer loop, so that the block of M that the first
+// ROWS rows read from memory is in cache for the next ones: the key/value head is streamed once for the group.
+// A row's sums run over r in order whatever rows share its block (past the block's shortest row each row
+// finishes alone), so its result depends on that row alone.
+// Lanes past `cols` are masked off; a mask of none leaves memory untouched.
+enum { ROWS = 4, COLS = 4 };
+
 static inline __mmask16 lanes_left(int n) { return n <= 0 ? 0 : first_n(n); }
 
-// out[c] = scale · Σ_{r < rows} a[r] · M[r · ld + c]     for c < cols
-static void vector_times_matrix(float *out, const float *a, const float *M, int ld, int rows, int cols,
-                                float scale) {
-    for (int c = 0; c < cols; c += 4 * LANES) {
-        const __mmask16 m0 = lanes_left(cols - c), m1 = lanes_left(cols - c - LANES),
-                        m2 = lanes_left(cols - c - 2 * LANES), m3 = lanes_left(cols - c - 3 * LANES);
-        __m512 acc0 = _mm512_setzero_ps(), acc1 = acc0, acc2 = acc0, acc3 = acc0;
-        for (int r = 0; r < rows; r++) {
-            const __m512 ar = _mm512_set1_ps(a[r]);
-            const float *row = M + (size_t)r * ld + c;
-            FMA(acc0, ar, load_f32(row, m0));
-            FMA(acc1, ar, load_f32(row + LANES, m1));
-            FMA(acc2, ar, load_f32(row + 2 * LANES, m2));
-            FMA(acc3, ar, load_f32(row + 3 * LANES, m3));
+// Rows g0 .. g0 + R − 1 of out, columns c .. c + COLS · LANES − 1 (R a constant in each inlined copy: no row is
+// computed twice).
+static inline __attribute__((always_inline)) void block_times_matrix(int R, float *out, int ld_out, const float *A,
+                                                                     int ld_a, const int *len, int len_step, int g0,
+                                                                     const float *M, int ld, int c,
+                                                                     const __mmask16 *lanes, __m512 sc) {
+    const float *a[ROWS];
+    int k[ROWS], common = len[(size_t)g0 * len_step];
+    for (int i = 0; i < R; i++) {
+        a[i] = A + (size_t)(g0 + i) * ld_a;
+        k[i] = len[(size_t)(g0 + i) * len_step];
+        common = k[i] < common ? k[i] : common;
+    }
+    __m512 acc[ROWS][COLS];
+    for (int i = 0; i < R; i++)
+        for (int j = 0; j < COLS; j++) acc[i][j] = _mm512_setzero_ps();
+    for (int r = 0; r < common; r++) {
+        const float *row = M + (size_t)r * ld + c;
+        __m512 m[COLS];
+        for (int j = 0; j < COLS; j++) m[j] = load_f32(row + j * LANES, lanes[j]);
+        for (int i = 0; i < R; i++) {
+            const __m512 ar = _mm512_set1_ps(a[i][r]);
+            for (int j = 0; j < COLS; j++) acc[i][j] = _mm512_fmadd_ps(ar, m[j], acc[i][j]);
         }
-        const __m512 sc = _mm512_set1_ps(scale);
-        _mm512_mask_storeu_ps(out + c, m0, _mm512_mul_ps(acc0, sc));
-        _mm512_mask_storeu_ps(out + c + LANES, m1, _mm512_mul_ps(acc1, sc));
-        _mm512_mask_storeu_ps(out + c + 2 * LANES, m2, _mm512_mul_ps(acc2, sc));
-        _mm512_mask_storeu_ps(out + c + 3 * LANES, m3, _mm512_mul_ps(acc3, sc));
+    }
+#pragma GCC unroll 4  // (acc stays in registers only if i is a constant in each copy)
+    for (int i = 0; i < R; i++) {
+        for (int r = common; r < k[i]; r++) {  // past the block's shortest row, each row alone
+            const __m512 ar = _mm512_set1_ps(a[i][r]);
+            const float *row = M + (size_t)r * ld + c;
+            for (int j = 0; j < COLS; j++) {
+                const __m512 mj = load_f32(row + j * LANES, lanes[j]);
+                acc[i][j] = _mm512_fmadd_ps(ar, mj, acc[i][j]);
+            }
+        }
+        float *o = out + (size_t)(g0 + i) * ld_out + c;
+        for (int j = 0; j < COLS; j++) _mm512_mask_storeu_ps(o + j * LANES, lanes[j], _mm512_mul_ps(acc[i][j], sc));
     }
 }
 
-static void attention(float *out, const float *q, const float *kt, int ld_k, const float *v, float *scores, int S,
-                      int hd, float scale) {
-    vector_times_matrix(scores, q, kt, ld_k, hd, S, scale);
-    softmax(scores, S);
-    vector_times_matrix(out, scores, v, hd, S, hd, 1.0f);  // × 1 is exact
+// out[g, c] = scale · Σ_{r < len_g} A[g, r] · M[r · ld + c]     for g < n, c < cols; len_g = len[g · len_step]
+static void rows_times_matrix(float *out, int ld_out, const float *A, int ld_a, const int *len, int len_step, int n,
+                              const float *M, int ld, int cols, float scale) {
+    const __m512 sc = _mm512_set1_ps(scale);
+    for (int c = 0; c < cols; c += COLS * LANES) {
+        __mmask16 lanes[COLS];
+        for (int j = 0; j < COLS; j++) lanes[j] = lanes_left(cols - c - j * LANES);
+        for (int g0 = 0; g0 < n; g0 += ROWS) {
+            switch (n - g0 < ROWS ? n - g0 : ROWS) {
+            case 1: block_times_matrix(1, out, ld_out, A, ld_a, len, len_step, g0, M, ld, c, lanes, sc); break;
+            case 2: block_times_matrix(2, out, ld_out, A, ld_a, len, len_step, g0, M, ld, c, lanes, sc); break;
+            case 3: block_times_matrix(3, out, ld_out, A, ld_a, len, len_step, g0, M, ld, c, lanes, sc); break;
+            default: block_times_matrix(ROWS, out, ld_out, A, ld_a, len, len_step, g0, M, ld, c, lanes, sc); break;
+            }
+        }
+    }
+}
+
+static void attention(float *out, int ld_out, const float *q, int ld_q, const int *S, int n, const float *kt,
+                      int ld_k, const float *v, int hd, float scale, float *scores, int ld_s) {
+    int max_S = 0;
+    for (int g = 0; g < n; g++) max_S = S[g] > max_S ? S[g] : max_S;
+    rows_times_matrix(scores, ld_s, q, ld_q, &hd, 0, n, kt, ld_k, max_S, scale);
+    for (int g = 0; g < n; g++) softmax(scores + (size_t)g * ld_s, S[g]);
+    rows_times_matrix(out, ld_out, scores, ld_s, S, 1, n, v, hd, hd, 1.0f);  // × 1 is exact
 }
 
 static void add(float *out, const float *x, int n) {

@@ -75,13 +75,18 @@ typedef struct {
     // In place, x: [n]: x_i = exp(x_i − max x) / Σ_j exp(x_j − max x)
     void (*softmax)(float *x, int n);
 
-    // One query head attending over S cached positions (causal masking is the caller's choice of S):
-    //   out = Σ_s a_s V[s],   a = softmax(scale · (Σ_i q_i Kᵀ[i, s])_s)
-    //   out, q: [hd]   Kᵀ: [hd, S], rows ld_k floats apart   V: [S, hd]   scores: scratch [S]
-    // The keys come transposed so that the S scores are computed along contiguous positions, a vector of
-    // positions at a time, with no horizontal sums.
-    void (*attention)(float *out, const float *q, const float *kt, int ld_k, const float *v, float *scores, int S,
-                      int hd, float scale);
+    // Grouped-query attention (Ainslie et al. 2023): n query rows — the query heads of one key/value group, for
+    // each of the T new tokens — attending to that key/value head's cached positions, row g to its first S[g]
+    // (causal masking is the caller's choice of S):
+    //   out[g] = Σ_{s < S[g]} a_gs V[s],   a_g = softmax(scale · (Σ_i q[g, i] Kᵀ[i, s])_{s < S[g]})
+    //   out: [n, ld_out]   q: [n, ld_q]   S: [n]   Kᵀ: [hd, ≥ max S], rows ld_k floats apart   V: [≥ max S, hd]
+    //   scores: scratch [n, ld_s], ld_s ≥ max S
+    // The n rows are the rows of two matrix products, Q Kᵀ and A V: each block of Kᵀ and V is read once for all
+    // of them, while the block is in cache. The keys come transposed so that the scores are computed along
+    // contiguous positions, a vector of positions at a time, with no horizontal sums. Row g's result depends on
+    // row g alone (batch invariance): bit-identical whatever n and the other rows are.
+    void (*attention)(float *out, int ld_out, const float *q, int ld_q, const int *S, int n, const float *kt,
+                      int ld_k, const float *v, int hd, float scale, float *scores, int ld_s);
 
     // out += x       out, x: [n]   (the residual connection)
     void (*add)(float *out, const float *x, int n);

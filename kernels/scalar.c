@@ -85,19 +85,25 @@ static void softmax(float *x, int n) {
     for (int i = 0; i < n; i++) x[i] /= sum;
 }
 
-// Scaled dot-product attention (Vaswani et al. 2017, eq. 1) for one query over S keys:
-//   out = Σ_s a_s V[s],  a = softmax(scale · q·K[s])      (K given transposed: K[s, i] = kt[i · ld_k + s])
-static void attention(float *out, const float *q, const float *kt, int ld_k, const float *v, float *scores, int S,
-                      int hd, float scale) {
-    for (int s = 0; s < S; s++) {
-        float dot = 0.0f;
-        for (int i = 0; i < hd; i++) dot += q[i] * kt[(size_t)i * ld_k + s];
-        scores[s] = dot * scale;
+// Scaled dot-product attention (Vaswani et al. 2017, eq. 1) for n queries sharing one key/value head, row g over
+// its first S[g] keys, one row after another:
+//   out[g] = Σ_{s < S[g]} a_s V[s],  a = softmax(scale · q[g]·K[s])      (K given transposed: K[s, i] = kt[i · ld_k + s])
+static void attention(float *out, int ld_out, const float *q, int ld_q, const int *S, int n, const float *kt,
+                      int ld_k, const float *v, int hd, float scale, float *scores, int ld_s) {
+    (void)ld_s;  // one row of scores at a time
+    for (int g = 0; g < n; g++) {
+        const float *qg = q + (size_t)g * ld_q;
+        float *og = out + (size_t)g * ld_out;
+        for (int s = 0; s < S[g]; s++) {
+            float dot = 0.0f;
+            for (int i = 0; i < hd; i++) dot += qg[i] * kt[(size_t)i * ld_k + s];
+            scores[s] = dot * scale;
+        }
+        softmax(scores, S[g]);
+        memset(og, 0, sizeof(float) * hd);
+        for (int s = 0; s < S[g]; s++)
+            for (int i = 0; i < hd; i++) og[i] += scores[s] * v[(size_t)s * hd + i];
     }
-    softmax(scores, S);
-    memset(out, 0, sizeof(float) * hd);
-    for (int s = 0; s < S; s++)
-        for (int i = 0; i < hd; i++) out[i] += scores[s] * v[(size_t)s * hd + i];
 }
 
 static void add(float *out, const float *x, int n) {

@@ -34,6 +34,8 @@ static const Option options[] = {
     {"lookup", 0, OPT_FLAG, FIELD(lookup), 0, 0,
      "draft by n-gram lookup over the prompt and the text so far (with -d: lookup, then the draft model)"},
     {"draft-p-min", 0, OPT_FLOAT, FIELD(draft_p_min), 0, 1, "stop drafting when the draft's top probability < P"},
+    {"ctx", 0, OPT_INT, FIELD(ctx), 1, 1 << 24,
+     "positions the KV cache holds (default: the model's context, at most 4096; logits: the ids given)"},
     {"threads", 't', OPT_INT, FIELD(threads), 1, 1024, "worker threads (default: all cores)"},
     {"quant", 0, OPT_STRING, FIELD(quant), 0, 0, "q8: weight matrices quantized to 8 bits at load; none (default)"},
     {"print-ids", 0, OPT_FLAG, FIELD(print_ids), 0, 0, "print the generated ids instead of text"},

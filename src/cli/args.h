@@ -27,6 +27,7 @@ typedef struct {
     SamplingParams sampling;    // --temp, --top-k, --top-p
     uint64_t seed;              // --seed
     int threads;                // --threads (0 = all cores)
+    int ctx;                    // --ctx (0 = the command's default)
     const char *quant;          // --quant q8 | none
     bool print_ids, stats, all, show, compare, allow_special, lookup, help;
     const char *positional[MAX_POSITIONAL];

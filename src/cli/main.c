@@ -25,11 +25,11 @@ static int cmd_inspect(const Args *args, Err *err);
 static const Command commands[] = {
     {"generate", cmd_generate, "generate [-m DIR [-d DRAFT_DIR]] (-p TEXT | --ids \"1 2 3\") [options]",
      "continue a prompt; speculatively with a draft model (the shipped pair when no -m is given)",
-     "model draft ids prompt tokens temp top-k top-p seed gamma sampler lookup draft-p-min threads quant print-ids "
-     "stats show trace compare allow-special help", 0, 0},
+     "model draft ids prompt tokens temp top-k top-p seed gamma sampler lookup draft-p-min ctx threads quant "
+     "print-ids stats show trace compare allow-special help", 0, 0},
     {"logits", cmd_logits, "logits -m DIR --ids \"1 2 3\" [--all]",
      "print the logits of the last position (all with --all), one line of %.7g values per position",
-     "model ids all threads quant help", 0, 0},
+     "model ids all ctx threads quant help", 0, 0},
     {"tokenize", cmd_tokenize, "tokenize -m DIR [TEXT | -f FILE]  (no TEXT and no -f: standard input)",
      "print the token ids of a text, space-separated on one line", "model file allow-special help", 0, 1},
     {"detokenize", cmd_detokenize, "detokenize -m DIR ID...", "print the text of token ids", "model help", 1,
@@ -119,7 +119,9 @@ static int cmd_generate(const Args *args, Err *err) {
     StagedDrafter staged;
     int *prompt = NULL, *out = NULL, n_prompt = 0, n_out = 0, rc = -1;
     FILE *trace = NULL;
-    if (session_open(&s, target_dir, draft_dir, args->threads, args->quant, err)) goto done;
+    if (session_open(&s, target_dir, draft_dir, args->threads, args->quant, args->ctx ? args->ctx : DEFAULT_CONTEXT,
+                     err))
+        goto done;
     if (load_tokenizer(&tok, target_dir, args->prompt != NULL, &have_tok, err)) goto done;
     if (have_tok && tokenizer_vocab_size(&tok) < s.target.n_vocab)  // padding rows of the embedding table: the
         model_limit_vocab(&s.target, tokenizer_vocab_size(&tok));    // ids past the tokenizer's are never sampled
@@ -162,7 +164,8 @@ static int cmd_generate(const Args *args, Err *err) {
     const int n_ctx = s.target.cfg.n_positions;
     if (n_out < args->n_tokens && n_prompt + n_out > n_ctx)
         fprintf(stderr, "specdec: stopped after %d of the %d tokens asked for (-n): the prompt's %d tokens and the "
-                "text fill the model's context of %d positions\n", n_out, args->n_tokens, n_prompt, n_ctx);
+                "text fill the context of %d positions (the model's own, or less: --ctx)\n", n_out, args->n_tokens,
+                n_prompt, n_ctx);
 
     if (args->stats && print_stats(&s, &stats, prompt, n_prompt, out, n_out, err)) goto done;
     if (args->compare && (s.has_draft || args->lookup) &&
@@ -189,8 +192,9 @@ static int cmd_logits(const Args *args, Err *err) {
     int *ids = NULL, n = 0, rc = -1;
     float *logits = NULL;
     if (!args->ids) return err_fmt(err, "missing --ids \"1 2 3\"");
-    if (session_open(&s, args->model_dir, NULL, args->threads, args->quant, err) ||
-        model_kv_init(&s.target, &cache, err) || parse_ids(args->ids, &ids, &n, err))
+    if (parse_ids(args->ids, &ids, &n, err) ||
+        session_open(&s, args->model_dir, NULL, args->threads, args->quant, args->ctx ? args->ctx : n, err) ||
+        model_kv_init(&s.target, &cache, err))
         goto done;
     const int V = s.target.n_vocab, rows = args->all ? n : 1;
     logits = malloc(sizeof(float) * V * rows);

@@ -1,6 +1,8 @@
 // session.c — loading what the commands work on (see session.h).
 #include "cli/session.h"
 
+#include "speculative/compatibility.h"
+
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -25,58 +27,8 @@ int model_dirs(const Args *args, const char **target, const char **draft, Err *e
     return 0;
 }
 
-// Whether folder dir holds a tokenizer (the files tokenizer_load_dir reads).
-static bool has_tokenizer(const char *dir) {
-    const char *files[] = {"tokenizer.json", "vocab.json", "encoder.json"};
-    char path[4096];
-    for (int i = 0; i < 3; i++) {
-        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
-        if (access(path, F_OK) == 0) return true;
-    }
-    return false;
-}
-
-// The ids a target and its draft share: [0, *n). A draft is compatible when the tokenizers are identical (every
-// id the same token); its embedding table may be padded to another size than the target's (Qwen2.5-0.5B has
-// 151936 rows, -7B 152064), so speculation runs over the tokenizer's ids that both tables hold. Without tokenizers
-// the vocabulary sizes must agree.
-static int shared_vocabulary(const Session *s, const char *target_dir, const char *draft_dir, int *n, Err *err) {
-    const int v_target = s->target.cfg.vocab_size, v_draft = s->draft.cfg.vocab_size;
-    *n = v_target < v_draft ? v_target : v_draft;
-    if (!has_tokenizer(target_dir) || !has_tokenizer(draft_dir)) {
-        if (v_target == v_draft) return 0;
-        return err_fmt(err, "%s/config.json: vocab_size %d differs from the target's %d (%s), and without both "
-                       "tokenizers nothing says which ids they share: a draft must share the target's tokenizer",
-                       draft_dir, v_draft, v_target, target_dir);
-    }
-    Tokenizer a, b;
-    if (tokenizer_load_dir(&a, target_dir, err)) return -1;
-    if (tokenizer_load_dir(&b, draft_dir, err)) {
-        tokenizer_free(&a);
-        return -1;
-    }
-    int rc = 0, size = tokenizer_vocab_size(&a);
-    if (size != tokenizer_vocab_size(&b)) {
-        rc = err_fmt(err, "%s: the draft's tokenizer has %d tokens, the target's %d (%s): a draft must share the "
-                     "target's tokenizer", draft_dir, tokenizer_vocab_size(&b), size, target_dir);
-    }
-    for (int id = 0; id < size && rc == 0; id++) {
-        size_t len_a, len_b;
-        const char *ta = tokenizer_token(&a, id, &len_a), *tb = tokenizer_token(&b, id, &len_b);
-        if (len_a != len_b || memcmp(ta, tb, len_a) != 0)
-            rc = err_fmt(err, "%s: token %d of the draft's tokenizer differs from the target's (%s): a draft must "
-                         "share the target's tokenizer", draft_dir, id, target_dir);
-    }
-    if (rc == 0 && size > *n)
-        rc = err_fmt(err, "%s: the tokenizer has %d tokens but the models only %d (vocab_size)", target_dir, size, *n);
-    if (rc == 0) *n = size;
-    tokenizer_free(&a);
-    tokenizer_free(&b);
-    return rc;
-}
-
 int session_open(Session *s, const char *target_dir, const char *draft_dir, int threads, const char *quant,
-                 Err *err) {
+                 int n_ctx, Err *err) {
     *s = (Session){0};
     if (!target_dir) return err_fmt(err, "missing -m DIR (a checkpoint folder)");
     Quant q = QUANT_NONE;
@@ -86,12 +38,14 @@ int session_open(Session *s, const char *target_dir, const char *draft_dir, int 
     if (!(s->pool = pool_create(threads, err))) return -1;
     if (model_load_quantized(&s->target, target_dir, s->pool, q, err)) return -1;
     if (*s->target.cfg.warning) fprintf(stderr, "warning: %s\n", s->target.cfg.warning);
+    if (model_limit_context(&s->target, n_ctx, err)) return -1;
     if (draft_dir) {
         if (model_load_quantized(&s->draft, draft_dir, s->pool, q, err)) return -1;
         if (*s->draft.cfg.warning) fprintf(stderr, "warning: %s\n", s->draft.cfg.warning);
+        if (model_limit_context(&s->draft, n_ctx, err)) return -1;
         s->has_draft = true;
         int n_shared;
-        if (shared_vocabulary(s, target_dir, draft_dir, &n_shared, err)) return -1;
+        if (draft_shared_vocabulary(&s->target, target_dir, &s->draft, draft_dir, &n_shared, err)) return -1;
         model_limit_vocab(&s->target, n_shared);  // ids past the shared range are never sampled
         model_limit_vocab(&s->draft, n_shared);
     }

@@ -24,9 +24,10 @@ typedef struct {
 int model_dirs(const Args *args, const char **target, const char **draft, Err *err);
 
 // Loads the target (and the draft when draft_dir is not NULL, which must share the target's vocabulary), both
-// with their matrices held as `quant` names ("q8", or "none" and NULL: as stored).
+// with their matrices held as `quant` names ("q8", or "none" and NULL: as stored), and a context of at most
+// n_ctx positions (model_limit_context).
 int session_open(Session *s, const char *target_dir, const char *draft_dir, int threads, const char *quant,
-                 Err *err);
+                 int n_ctx, Err *err);
 void session_close(Session *s);
 
 // The tokenizer of checkpoint folder dir, when it has one; *loaded says whether it did.

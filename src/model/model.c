@@ -32,6 +32,7 @@ enum {
     PARALLEL_MIN_WORK = 1 << 16,  // multiply-adds below which a job runs on the calling thread alone (a hand-off
                                   // to the workers costs microseconds: more than a small draft's matmul)
     ALIGN = 64,
+    ATTENTION_ROWS = 16,  // at most this many query rows (heads × tokens) of one key/value head per attention task
 };
 
 // Activations for one chunk of up to CHUNK_T tokens. The matmuls' inputs h, att and mlp have rows ld_d, ld_att
@@ -43,7 +44,8 @@ typedef struct ForwardScratch {
     float *att;     // [CHUNK_T, ld_att]   attention output (heads concatenated, H·hd)
     float *mlp;     // [CHUNK_T, ld_f]     MLP hidden layer (gated: [gate | up], the product in the gate's place)
     float *cos, *sin;  // [CHUNK_T, hd/2]  rotary angles of the chunk's positions
-    float *scores;  // [threads, P]        attention weights, one row per thread
+    float *scores;  // [threads, ATTENTION_ROWS, P]     attention weights, a task's rows per thread
+    float *att_rows;  // [threads, 2, ATTENTION_ROWS, hd]  a task's queries, then its outputs, gathered
     Q8Block *xq;    // [CHUNK_T, q8_blocks(max(d, H·hd, F))]  a q8 matmul's input, quantized (QUANT_Q8 only)
     int ld_d, ld_att, ld_f, n_qkv;
 } ForwardScratch;
@@ -324,7 +326,8 @@ static int alloc_scratch(Model *m, Err *err) {
                  n_qkv = (size_t)(c->n_head + 2 * c->n_kv_head) * c->head_dim,
                  ld_f = row_stride((c->mlp == MLP_GATED ? 2 : 1) * (size_t)c->n_inner), half = c->head_dim / 2,
                  T = CHUNK_T;
-    size_t floats = T * (d + ld_d + n_qkv + ld_att + ld_f + 2 * half) + (size_t)pool_size(m->pool) * c->n_positions;
+    const size_t per_thread = (size_t)ATTENTION_ROWS * (c->n_positions + 2 * (size_t)c->head_dim);
+    size_t floats = T * (d + ld_d + n_qkv + ld_att + ld_f + 2 * half) + (size_t)pool_size(m->pool) * per_thread;
     int n_in_max = c->n_embd > c->n_inner ? c->n_embd : c->n_inner;  // the widest matmul input: d, H·hd or F
     n_in_max = n_in_max > c->n_head * c->head_dim ? n_in_max : c->n_head * c->head_dim;
     const size_t q8_blocks_max = (size_t)q8_blocks(n_in_max);
@@ -347,6 +350,7 @@ static int alloc_scratch(Model *m, Err *err) {
     s->cos = s->mlp + T * ld_f;
     s->sin = s->cos + T * half;
     s->scores = s->sin + T * half;
+    s->att_rows = s->scores + (size_t)pool_size(m->pool) * ATTENTION_ROWS * c->n_positions;
     return 0;
 }
 
@@ -451,9 +455,14 @@ int model_load_quantized(Model *model, const char *dir, ThreadPool *pool, Quant 
     return 0;
 }
 
-void model_free(Model *model) {
+static void free_scratch(Model *model) {
     if (model->scratch) free(model->scratch->x), free(model->scratch->xq);
     free(model->scratch);
+    model->scratch = NULL;
+}
+
+void model_free(Model *model) {
+    free_scratch(model);
     free(model->blocks);
     if (model->arena) munmap(model->arena, model->arena_size);
     *model = (Model){0};
@@ -467,6 +476,17 @@ void model_limit_vocab(Model *model, int n_vocab) {
     model->weight_bytes -= linear_bytes(&model->lm_head);
     model->n_vocab = model->lm_head.n_out = n_vocab;  // the first rows of any layout are the first ids
     model->weight_bytes += linear_bytes(&model->lm_head);
+}
+
+int model_limit_context(Model *model, int n_ctx, Err *err) {
+    if (n_ctx < 1) {  // a caller's bug, not bad input: stop loudly
+        fprintf(stderr, "model_limit_context: %d positions\n", n_ctx);
+        abort();
+    }
+    if (n_ctx >= model->cfg.n_positions) return 0;
+    model->cfg.n_positions = n_ctx;  // (learned position embeddings past it are simply never read)
+    free_scratch(model);
+    return alloc_scratch(model, err);  // the attention scores: [threads, ATTENTION_ROWS, n_ctx]
 }
 
 int model_kv_init(const Model *model, KVCache *cache, Err *err) {
@@ -550,8 +570,10 @@ static void linear(const Model *m, float *out, int ld_out, const float *x, int l
 
 // Causal self-attention for T new tokens at positions pos0..pos0+T−1, whose K and V rows are already in the
 // cache: att[t, head] = Σ_{s ≤ pos0+t} softmax_s(q·k_s · scale) v_s, with k and v those of the head's key/value
-// head, head / (H / Hkv) (grouped-query attention). One task per (head, token) pair, head major: a thread's
-// consecutive tasks read the same key/value head, which stays in its cache.
+// head, head / (H / Hkv) (grouped-query attention). The query rows that share a key/value head — its group's
+// H / Hkv heads for each of the T tokens — go to the kernel together, which reads that head's keys and values
+// once for all of them. A task is one key/value head and a share of its rows (at most ATTENTION_ROWS; more
+// shares where there are more threads than key/value heads), key/value head major.
 typedef struct {
     const Model *m;
     const KVCache *cache;
@@ -563,17 +585,28 @@ static void attention_thread(void *ctx, int thread, int n_threads) {
     const AttentionJob *job = ctx;
     const Model *m = job->m;
     const ForwardScratch *s = m->scratch;
-    const int H = m->cfg.n_head, hd = m->cfg.head_dim, group = H / m->cfg.n_kv_head;
-    float *scores = s->scores + (size_t)thread * m->cfg.n_positions;
-    int begin, end;
-    pool_share(H * job->T, 1, thread, n_threads, &begin, &end);
+    const int Hkv = m->cfg.n_kv_head, hd = m->cfg.head_dim, group = m->cfg.n_head / Hkv, rows = group * job->T;
+    int shares = (rows + ATTENTION_ROWS - 1) / ATTENTION_ROWS, want = (n_threads + Hkv - 1) / Hkv;
+    if (shares < want) shares = want < rows ? want : rows;
+    float *scores = s->scores + (size_t)thread * ATTENTION_ROWS * m->cfg.n_positions;
+    float *q = s->att_rows + (size_t)thread * 2 * ATTENTION_ROWS * hd, *out = q + ATTENTION_ROWS * hd;  // [n, hd]
+    int S[ATTENTION_ROWS], begin, end;
+    pool_share(Hkv * shares, 1, thread, n_threads, &begin, &end);
     for (int task = begin; task < end; task++) {
-        int head = task / job->T, t = task % job->T;
-        const float *q = s->qkv + (size_t)t * s->n_qkv + head * hd;                  // q: [hd]
-        const float *kt = kv_keys(job->cache, job->layer, head / group);            // Kᵀ: [hd, n_ctx], rows ld_k apart
-        const float *v = kv_values(job->cache, job->layer, head / group);           // V: [n_ctx, hd]
-        float *out = s->att + (size_t)t * s->ld_att + head * hd;
-        m->kernels->attention(out, q, kt, job->cache->ld_k, v, scores, job->pos0 + t + 1, hd, job->scale);
+        const int kv_head = task / shares, share = task % shares;
+        const int r0 = (int)((long)rows * share / shares), n = (int)((long)rows * (share + 1) / shares) - r0;
+        for (int g = 0; g < n; g++) {  // row r0 + g: token t, query head kv_head · group + (r0 + g) % group
+            const int t = (r0 + g) / group, head = kv_head * group + (r0 + g) % group;
+            memcpy(q + (size_t)g * hd, s->qkv + (size_t)t * s->n_qkv + head * hd, sizeof(float) * hd);
+            S[g] = job->pos0 + t + 1;
+        }
+        m->kernels->attention(out, hd, q, hd, S, n, kv_keys(job->cache, job->layer, kv_head), job->cache->ld_k,
+                              kv_values(job->cache, job->layer, kv_head), hd, job->scale, scores,
+                              m->cfg.n_positions);
+        for (int g = 0; g < n; g++) {
+            const int t = (r0 + g) / group, head = kv_head * group + (r0 + g) % group;
+            memcpy(s->att + (size_t)t * s->ld_att + head * hd, out + (size_t)g * hd, sizeof(float) * hd);
+        }
     }
 }
 
@@ -690,7 +723,7 @@ int model_forward(Model *model, KVCache *cache, const int *tokens, int T, float 
     if (T < 1) return err_fmt(err, "model_forward: no tokens to process");
     if (cache->len + T > c->n_positions)
         return err_fmt(err, "context full: %d cached + %d new tokens exceed the model's context of %d positions "
-                       "(n_positions or max_position_embeddings in config.json)", cache->len, T, c->n_positions);
+                       "(n_positions or max_position_embeddings in config.json, or less: --ctx)", cache->len, T, c->n_positions);
     for (int t = 0; t < T; t++)
         if (tokens[t] < 0 || tokens[t] >= c->vocab_size)
             return err_fmt(err, "token id %d is outside the vocabulary [0, %d)", tokens[t], c->vocab_size);

@@ -83,6 +83,15 @@ void model_free(Model *model);
 // must never be sampled.
 void model_limit_vocab(Model *model, int n_vocab);
 
+// The context a generation uses when it names none: the model's own, at most this many positions. A KV cache
+// holds K and V of every position for every layer and key/value head — Llama-3.1-8B's 131072 positions would
+// take 17 GB each for K and V (F32); 4096 positions take 512 MB each, room for a long prompt and its continuation.
+enum { DEFAULT_CONTEXT = 4096 };
+
+// Runs the model with a context of min(n_ctx, its own) positions: cfg.n_positions becomes that, and the KV
+// caches (model_kv_init) and the attention scratch hold only those positions. 1 ≤ n_ctx.
+int model_limit_context(Model *model, int n_ctx, Err *err);
+
 // The forward pass. Feeds T new tokens at positions [cache->len, cache->len + T), appends their K/V rows to the
 // cache and writes logits: [T, n_vocab] when all_logits, else only the last position's [n_vocab]. The same function serves
 // prefill (T = prompt length), decode (T = 1) and the verification of γ draft tokens (T = γ + 1).

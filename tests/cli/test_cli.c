@@ -148,6 +148,28 @@ TEST(cli_says_when_the_context_cuts_generation_short) {
     free(out), free(err);
 }
 
+// --ctx: the cache holds fewer positions than the model's 32; generation stops there and says so, the ids before
+// it are those of the full context, and the draft and the rollback check run under the same limit.
+TEST(cli_ctx_limits_the_context) {
+    char *out, *err, *full, *full_err;
+    CHECK(specdec("generate -m " MODEL " --ids \"1 2\" -n 64 --ctx 10 --print-ids", &out, &err) == 0, "%s", err);
+    CHECK(count_words(out) == 9, "expected 9 ids, got \"%s\"", out);
+    CHECK(count_lines(err) == 1 && strstr(err, "9 of the 64") && strstr(err, "context of 10") && strstr(err, "--ctx"),
+          "stderr: \"%s\"", err);
+    CHECK(specdec("generate -m " MODEL " --ids \"1 2\" -n 9 --print-ids", &full, &full_err) == 0, "%s", full_err);
+    CHECK(strcmp(out, full) == 0, "--ctx 10: \"%s\", full context: \"%s\"", out, full);
+    free(out), free(err), free(full), free(full_err);
+    CHECK(specdec("generate -m " MODEL " -d " MODEL " --ids \"4 5\" -n 20 --ctx 12 --gamma 3 --compare", &out, &err) == 0,
+          "%s", err);
+    CHECK(strstr(err, "\"same_output\": true") && strstr(err, "context of 12"), "--compare: \"%s\"", err);
+    free(out), free(err);
+    CHECK(specdec("logits -m " MODEL " --ids \"1 2 3\" --ctx 100", &out, &err) == 0, "%s", err);  // the model's 32
+    CHECK(count_words(out) == 61, "61 logits: \"%.80s\"", out);
+    free(out), free(err);
+    check_rejected("logits -m " MODEL " --ids \"1 2 3\" --ctx 2", "--ctx");
+    check_rejected("generate -m " MODEL " --ids \"1 2\" --ctx 0", "--ctx");
+}
+
 TEST(cli_rejects_prompt_longer_than_context) {
     char args[512] = "generate -m " MODEL " --ids \"";
     for (int i = 0; i < 40; i++) strcat(args, "7 ");

@@ -504,42 +504,54 @@ TEST(kernels_softmax_matches_scalar) {
     }
 }
 
-// Attention for one query: out = Σ_s a_s V[s], a = softmax(scale · q·K[s]), K given transposed with a row
-// pitch ld_k ≥ S (as in the KV cache, whose rows are n_positions long). The two scores differ by at most
-// δ = hd·FLT_EPSILON·scale·max_s Σ_i |q_i K[s, i]|, which moves every a_s by a relative 2δ at most; softmax adds
-// (1e-6 + S·FLT_EPSILON) (see above) and the weighted sum of S rows S·FLT_EPSILON more, so
+// Attention for n query rows sharing one key/value head, row g over its first S[g] positions: out[g] = Σ_s a_s V[s],
+// a = softmax(scale · q[g]·K[s]), K given transposed with a row pitch ld_k ≥ max S (as in the KV cache, whose rows
+// are n_positions long). Per row, the two scores differ by at most δ = hd·FLT_EPSILON·scale·max_s Σ_i |q_i K[s, i]|,
+// which moves every a_s by a relative 2δ at most; softmax adds (1e-6 + S·FLT_EPSILON) (see above) and the weighted
+// sum of S rows S·FLT_EPSILON more, so
 //     |out_i − ref_i| ≤ (2δ + 1e-6 + 2S·FLT_EPSILON) · Σ_s a_s |V[s, i]|
-static void check_attention(const Kernels *k, int S, int hd) {
-    const int ld_k = S + test_rand_int(0, 9);
+// and each row, computed alone, is bit-identical to the same row computed among the n (batch invariance).
+static void check_attention(const Kernels *k, int n, const int *S, int hd) {
+    int max_S = 0;
+    for (int g = 0; g < n; g++) max_S = S[g] > max_S ? S[g] : max_S;
+    const int ld_k = max_S + test_rand_int(0, 9), ld_q = hd + test_rand_int(0, 3), ld_s = max_S + test_rand_int(0, 5);
     const float scale = 1.0f / sqrtf((float)hd);
-    float *q = random_floats(hd, -3.0f, 3.0f), *keys_t = random_floats(hd * ld_k, -1.0f, 1.0f);
-    float *values = random_floats(S * hd, -1.0f, 1.0f);
-    float *scores = malloc(sizeof(float) * (size_t)S), *ref = malloc(sizeof(float) * (size_t)hd);
-    float *out = malloc(sizeof(float) * (size_t)hd);
-    kernels_scalar.attention(ref, q, keys_t, ld_k, values, scores, S, hd, scale);
-    k->attention(out, q, keys_t, ld_k, values, scores, S, hd, scale);
+    float *q = random_floats(n * ld_q, -3.0f, 3.0f), *keys_t = random_floats(hd * ld_k, -1.0f, 1.0f);
+    float *values = random_floats(max_S * hd, -1.0f, 1.0f);
+    float *scores = malloc(sizeof(float) * (size_t)n * ld_s), *ref = malloc(sizeof(float) * (size_t)n * hd);
+    float *out = malloc(sizeof(float) * (size_t)n * hd), *alone = malloc(sizeof(float) * (size_t)hd);
+    kernels_scalar.attention(ref, hd, q, ld_q, S, n, keys_t, ld_k, values, hd, scale, scores, ld_s);
+    k->attention(out, hd, q, ld_q, S, n, keys_t, ld_k, values, hd, scale, scores, ld_s);
 
-    double *a = malloc(sizeof(double) * (size_t)S), max_score = -INFINITY, sum = 0.0, delta = 0.0;
-    for (int s = 0; s < S; s++) {
-        double dot = 0.0, magnitude = 0.0;
-        for (int i = 0; i < hd; i++) {
-            dot += (double)q[i] * keys_t[(size_t)i * ld_k + s];
-            magnitude += fabs((double)q[i] * keys_t[(size_t)i * ld_k + s]);
+    double *a = malloc(sizeof(double) * (size_t)max_S);
+    for (int g = 0; g < n; g++) {
+        const float *qg = q + (size_t)g * ld_q;
+        double max_score = -INFINITY, sum = 0.0, delta = 0.0;
+        for (int s = 0; s < S[g]; s++) {
+            double dot = 0.0, magnitude = 0.0;
+            for (int i = 0; i < hd; i++) {
+                dot += (double)qg[i] * keys_t[(size_t)i * ld_k + s];
+                magnitude += fabs((double)qg[i] * keys_t[(size_t)i * ld_k + s]);
+            }
+            a[s] = dot * scale;
+            max_score = fmax(max_score, a[s]);
+            delta = fmax(delta, hd * FLT_EPSILON * scale * magnitude);
         }
-        a[s] = dot * scale;
-        max_score = fmax(max_score, a[s]);
-        delta = fmax(delta, hd * FLT_EPSILON * scale * magnitude);
-    }
-    for (int s = 0; s < S; s++) {
-        a[s] = exp(a[s] - max_score);
-        sum += a[s];
-    }
-    for (int i = 0; i < hd; i++) {
-        double weighted = 0.0;
-        for (int s = 0; s < S; s++) weighted += a[s] / sum * fabs(values[(size_t)s * hd + i]);
-        double tol = (2 * delta + 1e-6 + 2 * S * FLT_EPSILON) * weighted;
-        CHECK(fabs(out[i] - ref[i]) <= tol, "%s S=%d hd=%d ld_k=%d: out[%d] = %.9g, reference %.9g (tol %.3g)",
-              k->name, S, hd, ld_k, i, out[i], ref[i], tol);
+        for (int s = 0; s < S[g]; s++) {
+            a[s] = exp(a[s] - max_score);
+            sum += a[s];
+        }
+        for (int i = 0; i < hd; i++) {
+            double weighted = 0.0;
+            for (int s = 0; s < S[g]; s++) weighted += a[s] / sum * fabs(values[(size_t)s * hd + i]);
+            double tol = (2 * delta + 1e-6 + 2 * S[g] * FLT_EPSILON) * weighted;
+            const float o = out[(size_t)g * hd + i], r = ref[(size_t)g * hd + i];
+            CHECK(fabs(o - r) <= tol, "%s n=%d row %d S=%d hd=%d ld_k=%d: out[%d] = %.9g, reference %.9g (tol %.3g)",
+                  k->name, n, g, S[g], hd, ld_k, i, o, r, tol);
+        }
+        k->attention(alone, hd, qg, ld_q, &S[g], 1, keys_t, ld_k, values, hd, scale, scores, ld_s);
+        CHECK(memcmp(alone, out + (size_t)g * hd, sizeof(float) * hd) == 0,
+              "%s n=%d row %d S=%d hd=%d: the row alone differs from the row among %d", k->name, n, g, S[g], hd, n);
     }
     free(q);
     free(keys_t);
@@ -547,19 +559,35 @@ static void check_attention(const Kernels *k, int S, int hd) {
     free(scores);
     free(ref);
     free(out);
+    free(alone);
     free(a);
 }
 
+// One row over S = 1..17 and random lengths up to 300; groups of 2..11 rows with random lengths, and with the
+// consecutive lengths of a verification (pos0 + t + 1 for each of T tokens, each head of a group).
 TEST(kernels_attention_matches_scalar) {
-    static const int head_dims[] = {1, 7, 32, 64, 80};
+    static const int head_dims[] = {1, 7, 32, 64, 80, 128};
     int n;
     const Kernels *const *list = kernels_available(&n);
     for (int v = 0; v < n; v++) {
         if (list[v] == &kernels_scalar) continue;
         for (int h = 0; h < (int)(sizeof head_dims / sizeof *head_dims); h++) {
-            for (int S = 1; S <= 17; S++) check_attention(list[v], S, head_dims[h]);
-            for (int r = 0; r < 6; r++) check_attention(list[v], test_rand_int(18, 300), head_dims[h]);
-            check_attention(list[v], 300, head_dims[h]);
+            const int hd = head_dims[h];
+            for (int S = 1; S <= 17; S++) check_attention(list[v], 1, &S, hd);
+            for (int r = 0; r < 6; r++) {
+                int S = test_rand_int(18, 300);
+                check_attention(list[v], 1, &S, hd);
+            }
+            for (int r = 0; r < 6; r++) {
+                int S[16], rows = test_rand_int(2, 11);
+                for (int g = 0; g < rows; g++) S[g] = test_rand_int(1, 300);
+                check_attention(list[v], rows, S, hd);
+            }
+            for (int group = 1; group <= 7; group += 3) {  // T = 3 tokens at positions pos0 .. pos0 + 2
+                int S[21], pos0 = test_rand_int(0, 200);
+                for (int g = 0; g < 3 * group; g++) S[g] = pos0 + g / group + 1;
+                check_attention(list[v], 3 * group, S, hd);
+            }
         }
     }
 }

@@ -152,6 +152,40 @@ TEST(families_batch_invariant) {
     }
 }
 
+// model_limit_context on every family: the cache holds only the limit's positions (Kᵀ's rows that much shorter),
+// the logits of the positions within it are bit-identical to the full context's, and one more token is refused.
+TEST(families_limited_context) {
+    for (int f = 0; f < N_HF_FIXTURES; f++) {
+        char dir[256];
+        snprintf(dir, sizeof dir, "%s/%s", HF_FIXTURES, HF_FIXTURE_NAMES[f]);
+        Err err = {{0}};
+        ThreadPool *pool = pool_create(2, &err);
+        Model full, cut;
+        CHECK(model_load(&full, dir, pool, &err) == 0 && model_load(&cut, dir, pool, &err) == 0, "%s", err.msg);
+        if (test_failures()) return;
+        const int n = full.cfg.n_positions / 2 < 20 ? full.cfg.n_positions / 2 : 20, V = full.n_vocab;
+        CHECK(model_limit_context(&cut, n, &err) == 0 && cut.cfg.n_positions == n, "%s", err.msg);
+        KVCache cf, cc;
+        CHECK(model_kv_init(&full, &cf, &err) == 0 && model_kv_init(&cut, &cc, &err) == 0, "%s", err.msg);
+        CHECK(cc.n_ctx == n && cc.ld_k < cf.ld_k, "%s: cache of %d positions (ld_k %d), full %d", HF_FIXTURE_NAMES[f],
+              cc.n_ctx, cc.ld_k, cf.ld_k);
+        int *tokens = malloc(sizeof(int) * (n + 1));
+        float *a = malloc(sizeof(float) * n * V), *b = malloc(sizeof(float) * n * V);
+        for (int i = 0; i <= n; i++) tokens[i] = test_rand_int(0, V - 1);
+        CHECK(model_forward(&full, &cf, tokens, n, a, true, &err) == 0, "%s", err.msg);
+        CHECK(model_forward(&cut, &cc, tokens, n - 3, b, true, &err) == 0 &&
+                  model_forward(&cut, &cc, tokens + n - 3, 3, b + (size_t)(n - 3) * V, true, &err) == 0,
+              "%s", err.msg);
+        CHECK(memcmp(a, b, sizeof(float) * n * V) == 0, "%s: logits differ under --ctx %d", HF_FIXTURE_NAMES[f], n);
+        CHECK(model_forward(&cut, &cc, tokens + n, 1, b, false, &err) != 0 && strstr(err.msg, "--ctx"),
+              "%s: position %d past the limit: \"%s\"", HF_FIXTURE_NAMES[f], n, err.msg);
+        free(tokens), free(a), free(b);
+        kv_free(&cf), kv_free(&cc);
+        model_free(&full), model_free(&cut);
+        pool_free(pool);
+    }
+}
+
 // ---- pairs on the command line --------------------------------------------------------------------------------
 
 // A random Qwen2 checkpoint of vocab_size rows in dir, with the shipped target's tokenizer.json when with_tokenizer.
