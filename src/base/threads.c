@@ -19,7 +19,7 @@ struct ThreadPool {
     pthread_t *workers;         // [n_threads − 1]
     PoolFn *fn;                 // the current job
     void *ctx;
-    atomic_uint job;            // incremented once per pool_run
+    atomic_ullong job;          // (job number << 32) | threads it runs on: one load tells a worker both
     atomic_int busy;            // workers still running the current job
     atomic_bool stopping;
     pthread_mutex_t lock;       // guards sleeping on `wake`
@@ -39,11 +39,11 @@ static inline void cpu_relax(void) {
 #endif
 }
 
-// Waits until the job counter moves past `seen` (or the pool stops); returns the new counter.
-static unsigned wait_for_job(ThreadPool *pool, unsigned seen) {
+// Waits until the job word moves past `seen` (or the pool stops); returns the new word.
+static unsigned long long wait_for_job(ThreadPool *pool, unsigned long long seen) {
     double give_up = now_seconds() + SPIN_SECONDS;
     for (unsigned i = 1;; i++) {
-        unsigned job = atomic_load(&pool->job);
+        unsigned long long job = atomic_load(&pool->job);
         if (job != seen || atomic_load(&pool->stopping)) return job;
         cpu_relax();
         if (i % 64 == 0 && now_seconds() > give_up) break;
@@ -60,11 +60,16 @@ static void *worker_main(void *p) {
     ThreadPool *pool = arg->pool;
     int index = arg->index;
     free(arg);
-    unsigned seen = 0;
+    unsigned long long seen = 0;
     for (;;) {
         seen = wait_for_job(pool, seen);
         if (atomic_load(&pool->stopping)) return NULL;
-        pool->fn(pool->ctx, index, pool->n_threads);
+        // A job on fewer threads than the pool's leaves this worker out: it neither runs it nor counts in
+        // `busy`, so the caller may publish the next job while this worker is still looking at this one's word
+        // (it reads fn and ctx only for jobs it is counted in).
+        int n_threads = (int)(seen & 0xffffffffu);
+        if (index >= n_threads) continue;
+        pool->fn(pool->ctx, index, n_threads);
         atomic_fetch_sub(&pool->busy, 1);
     }
 }
@@ -116,19 +121,23 @@ void pool_free(ThreadPool *pool) {
 
 int pool_size(const ThreadPool *pool) { return pool->n_threads; }
 
-void pool_run(ThreadPool *pool, PoolFn *fn, void *ctx) {
-    if (pool->n_threads == 1) {
+void pool_run(ThreadPool *pool, PoolFn *fn, void *ctx) { pool_run_on(pool, pool->n_threads, fn, ctx); }
+
+void pool_run_on(ThreadPool *pool, int n_threads, PoolFn *fn, void *ctx) {
+    if (n_threads > pool->n_threads) n_threads = pool->n_threads;
+    if (n_threads <= 1) {
         fn(ctx, 0, 1);
         return;
     }
     pool->fn = fn;
     pool->ctx = ctx;
-    atomic_store(&pool->busy, pool->n_threads - 1);
+    atomic_store(&pool->busy, n_threads - 1);
+    unsigned long long number = (atomic_load(&pool->job) >> 32) + 1;
     pthread_mutex_lock(&pool->lock);
-    atomic_fetch_add(&pool->job, 1);  // publishes fn and ctx to the workers
+    atomic_store(&pool->job, number << 32 | (unsigned)n_threads);  // publishes fn and ctx to the workers
     pthread_cond_broadcast(&pool->wake);
     pthread_mutex_unlock(&pool->lock);
-    fn(ctx, 0, pool->n_threads);
+    fn(ctx, 0, n_threads);
     while (atomic_load(&pool->busy) > 0) cpu_relax();
 }
 

@@ -25,7 +25,7 @@ static int cmd_inspect(const Args *args, Err *err);
 static const Command commands[] = {
     {"generate", cmd_generate, "generate [-m DIR [-d DRAFT_DIR]] (-p TEXT | --ids \"1 2 3\") [options]",
      "continue a prompt; speculatively with a draft model (the shipped pair when no -m is given)",
-     "model draft ids prompt tokens temp top-k top-p seed gamma sampler draft-p-min threads quant print-ids stats "
+     "model draft ids prompt tokens temp top-k top-p seed gamma sampler draft-p-min threads draft-threads quant print-ids stats "
      "show trace compare allow-special help", 0, 0},
     {"logits", cmd_logits, "logits -m DIR --ids \"1 2 3\" [--all]",
      "print the logits of the last position (all with --all), one line of %.7g values per position",
@@ -117,7 +117,9 @@ static int cmd_generate(const Args *args, Err *err) {
     ModelDrafter drafter = {0};
     int *prompt = NULL, *out = NULL, n_prompt = 0, n_out = 0, rc = -1;
     FILE *trace = NULL;
-    if (session_open(&s, target_dir, draft_dir, args->threads, args->quant, err)) goto done;
+    if (session_open(&s, target_dir, draft_dir, args->threads, args->quant, err) ||
+        session_draft_threads(&s, args->draft_threads, err))
+        goto done;
     if (load_tokenizer(&tok, target_dir, args->prompt != NULL, &have_tok, err)) goto done;
     if (have_tok && tokenizer_vocab_size(&tok) < s.target.n_vocab)  // padding rows of the embedding table: the
         model_limit_vocab(&s.target, tokenizer_vocab_size(&tok));    // ids past the tokenizer's are never sampled

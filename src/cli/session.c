@@ -98,6 +98,13 @@ int session_open(Session *s, const char *target_dir, const char *draft_dir, int 
     return 0;
 }
 
+int session_draft_threads(Session *s, int n, Err *err) {
+    if (n > pool_size(s->pool))
+        return err_fmt(err, "--draft-threads %d: more than the %d threads of --threads", n, pool_size(s->pool));
+    if (n > 0 && s->has_draft) s->draft.max_threads = n;
+    return 0;
+}
+
 void session_close(Session *s) {
     if (s->has_draft) model_free(&s->draft);
     model_free(&s->target);
