@@ -27,7 +27,7 @@ TEST(threads_pool_run_on_runs_exactly_the_threads_named) {
     CHECK(pool != NULL, "%s", err.msg);
     if (!pool) return;
     for (int j = 0; j < JOBS && !test_failures(); j++) {
-        // 1, 3, 2, 2, 3, ...: a scrambled order, so that each count follows each other and itself
+        // 1, 3, 2, 2, 1, 1, ...: a scrambled order, so that each count follows each other and itself
         const int n = 1 + (j * 7 / 3 + j / 5) % POOL;
         CountJob job = {.n_threads = n};
         pool_run_on(pool, n, count_thread, &job);
