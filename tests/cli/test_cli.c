@@ -121,6 +121,11 @@ TEST(cli_ranges_are_integers) {
                    "--draft-threads: expected an integer in [1, 1024]");
     check_rejected("generate -m " MODEL " -d " MODEL " --ids \"1 2\" --threads 2 --draft-threads 3",
                    "--draft-threads 3: more than the 2 threads of --threads");
+    char *out, *err;  // --stats says what the draft ran on
+    CHECK(specdec("generate -m " MODEL " -d " MODEL " --ids \"1 2\" -n 3 --threads 2 --draft-threads 1 --stats",
+                  &out, &err) == 0, "%s", err);
+    CHECK(strstr(err, "\"threads\": 2, \"draft_threads\": 1,"), "--stats: \"%s\"", err);
+    free(out), free(err);
 }
 
 TEST(cli_says_when_the_context_cuts_generation_short) {
