@@ -1,8 +1,8 @@
 // main.c — run-bench: options, the run's record, and the suites in order (see bench.h).
 //
-//   build/release/run-bench [--suite limit,decode,speculative,tokenizer,quant,threads] [-m TARGET] [-d DRAFT] [--reps N]
-//                           [--prompts N] [--tokens N] [--quick] [--threads N] [--threads-sweep 1,2] [--quant q8] [--out DIR]
-//                           [--no-plots]
+//   build/release/run-bench [--suite limit,decode,speculative,tokenizer,quant,threads] [-m TARGET] [-d DRAFT]
+//                           [--reps N] [--prompts N] [--tokens N] [--quick] [--threads N] [--threads-sweep 1,2]
+//                           [--quant q8] [--out DIR] [--no-plots]
 #include <errno.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -56,7 +56,8 @@ static const Option OPTIONS[] = {
 enum { N_OPTIONS = sizeof OPTIONS / sizeof OPTIONS[0] };
 
 enum { N_SUITES = 6 };
-static const char *SUITE_NAMES[N_SUITES] = {"limit", "decode", "speculative", "tokenizer", "quant", "threads"};  // bit i
+static const char *SUITE_NAMES[N_SUITES] = {"limit", "decode", "speculative", "tokenizer", "quant",
+                                            "threads"};  // bit i
 
 static void print_help(void) {
     printf("usage: run-bench [options]    (make bench BENCH_ARGS=\"...\", or make bench QUICK=1)\n\n"
@@ -125,7 +126,8 @@ static int parse_args(Args *args, int argc, char **argv, Err *err) {
     if (args->quant && strcmp(args->quant, "q8") == 0) opt->quant = QUANT_Q8;
     else if (args->quant && strcmp(args->quant, "none") != 0)
         return err_fmt(err, "--quant: expected q8 or none, got \"%s\"", args->quant);
-    if (parse_suites(args->suites ? args->suites : "limit,decode,speculative,tokenizer,quant,threads", &opt->suites, err))
+    if (parse_suites(args->suites ? args->suites : "limit,decode,speculative,tokenizer,quant,threads", &opt->suites,
+                     err))
         return -1;
     if ((opt->suites & SUITE_QUANT) && opt->quant != QUANT_NONE)
         return err_fmt(err, "--suite quant compares the stored weights with q8: leave out --quant");
@@ -179,7 +181,8 @@ int main(int argc, char **argv) {
                                     "acceptance and speed-ups are not" : "");
 
     Memory memory = {0};
-    if (b.opt.suites & (SUITE_LIMIT | SUITE_DECODE | SUITE_QUANT | SUITE_THREADS)) memory_init(&memory, (size_t)256 << 20);
+    if (b.opt.suites & (SUITE_LIMIT | SUITE_DECODE | SUITE_QUANT | SUITE_THREADS))
+        memory_init(&memory, (size_t)256 << 20);
     if (b.opt.suites & SUITE_LIMIT) suite_limit(&b, &pair, &memory);
     if (b.opt.suites & SUITE_DECODE) out(&b, "\n"), suite_decode(&b, &pair, &memory);
     if (b.opt.suites & SUITE_QUANT) out(&b, "\n"), suite_quant(&b, &pair, &memory);

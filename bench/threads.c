@@ -54,8 +54,8 @@ typedef struct {
 
 static double generation_run(void *ctx, int rep) {
     Generation *g = ctx;
-    SpecParams params = {.sampling = {0.0f, 0, 1.0f}, .seed = 1, .policy = GAMMA_AUTO, .gamma = 5, .max_tokens = g->tokens,
-                         .eos_id = g->pair->target.cfg.eos_token_id};
+    SpecParams params = {.sampling = {0.0f, 0, 1.0f}, .seed = 1, .policy = GAMMA_AUTO, .gamma = 5,
+                         .max_tokens = g->tokens, .eos_id = g->pair->target.cfg.eos_token_id};
     ModelDrafter drafter;
     SpecStats st = {0};
     Err err;

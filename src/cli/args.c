@@ -34,7 +34,7 @@ static const Option options[] = {
     {"draft-p-min", 0, OPT_FLOAT, FIELD(draft_p_min), 0, 1, "stop drafting when the draft's top probability < P"},
     {"threads", 't', OPT_INT, FIELD(threads), 1, 1024, "worker threads (default: all cores)"},
     {"draft-threads", 0, OPT_INT, FIELD(draft_threads), 1, 1024,
-     "threads the draft uses, at most --threads (default: as many as each of its matrices pays for)"},
+     "threads the draft uses, at most --threads (default: the count whose steps measure fastest)"},
     {"quant", 0, OPT_STRING, FIELD(quant), 0, 0, "q8: weight matrices quantized to 8 bits at load; none (default)"},
     {"print-ids", 0, OPT_FLAG, FIELD(print_ids), 0, 0, "print the generated ids instead of text"},
     {"stats", 0, OPT_FLAG, FIELD(stats), 0, 0, "print one JSON line of statistics on stderr"},

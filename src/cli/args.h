@@ -27,7 +27,7 @@ typedef struct {
     SamplingParams sampling;    // --temp, --top-k, --top-p
     uint64_t seed;              // --seed
     int threads;                // --threads (0 = all cores)
-    int draft_threads;          // --draft-threads (0 = as many as each of the draft's jobs pays for)
+    int draft_threads;          // --draft-threads (0 = the count whose draft steps measure fastest)
     const char *quant;          // --quant q8 | none
     bool print_ids, stats, all, show, compare, allow_special, help;
     const char *positional[MAX_POSITIONAL];

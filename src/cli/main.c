@@ -25,8 +25,8 @@ static int cmd_inspect(const Args *args, Err *err);
 static const Command commands[] = {
     {"generate", cmd_generate, "generate [-m DIR [-d DRAFT_DIR]] (-p TEXT | --ids \"1 2 3\") [options]",
      "continue a prompt; speculatively with a draft model (the shipped pair when no -m is given)",
-     "model draft ids prompt tokens temp top-k top-p seed gamma sampler draft-p-min threads draft-threads quant print-ids stats "
-     "show trace compare allow-special help", 0, 0},
+     "model draft ids prompt tokens temp top-k top-p seed gamma sampler draft-p-min threads draft-threads quant "
+     "print-ids stats show trace compare allow-special help", 0, 0},
     {"logits", cmd_logits, "logits -m DIR --ids \"1 2 3\" [--all]",
      "print the logits of the last position (all with --all), one line of %.7g values per position",
      "model ids all threads quant help", 0, 0},
