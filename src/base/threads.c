@@ -11,6 +11,7 @@
 
 #include "base/clock.h"
 
+#define COUNT_BITS 20        // of the job word (below): a pool has fewer than 2²⁰ threads
 #define SPIN_SECONDS 200e-6  // polling before a worker goes to sleep: longer than the gaps between the jobs of
                              // one token, including sampling
 
@@ -19,7 +20,7 @@ struct ThreadPool {
     pthread_t *workers;         // [n_threads − 1]
     PoolFn *fn;                 // the current job
     void *ctx;
-    atomic_ullong job;          // (job number << 32) | threads it runs on: one load tells a worker both
+    atomic_ullong job;          // (job number << COUNT_BITS) | threads it runs on: one load tells a worker both
     atomic_int busy;            // workers still running the current job
     atomic_bool stopping;
     pthread_mutex_t lock;       // guards sleeping on `wake`
@@ -67,7 +68,7 @@ static void *worker_main(void *p) {
         // A job on fewer threads than the pool's leaves this worker out: it neither runs it nor counts in
         // `busy`, so the caller may publish the next job while this worker is still looking at this one's word
         // (it reads fn and ctx only for jobs it is counted in).
-        int n_threads = (int)(seen & 0xffffffffu);
+        int n_threads = (int)(seen & ((1ull << COUNT_BITS) - 1));
         if (index >= n_threads) continue;
         pool->fn(pool->ctx, index, n_threads);
         atomic_fetch_sub(&pool->busy, 1);
@@ -78,6 +79,10 @@ ThreadPool *pool_create(int n_threads, Err *err) {
     if (n_threads <= 0) {
         long cpus = sysconf(_SC_NPROCESSORS_ONLN);
         n_threads = cpus > 0 ? (int)cpus : 1;
+    }
+    if (n_threads >= 1 << COUNT_BITS) {
+        err_fmt(err, "a pool of %d threads: at most %d", n_threads, (1 << COUNT_BITS) - 1);
+        return NULL;
     }
     ThreadPool *pool = calloc(1, sizeof *pool);
     if (!pool || !(pool->workers = calloc((size_t)n_threads, sizeof(pthread_t)))) {
@@ -132,9 +137,9 @@ void pool_run_on(ThreadPool *pool, int n_threads, PoolFn *fn, void *ctx) {
     pool->fn = fn;
     pool->ctx = ctx;
     atomic_store(&pool->busy, n_threads - 1);
-    unsigned long long number = (atomic_load(&pool->job) >> 32) + 1;
+    unsigned long long number = (atomic_load(&pool->job) >> COUNT_BITS) + 1;  // wraps after 2⁴⁴ jobs
     pthread_mutex_lock(&pool->lock);
-    atomic_store(&pool->job, number << 32 | (unsigned)n_threads);  // publishes fn and ctx to the workers
+    atomic_store(&pool->job, number << COUNT_BITS | (unsigned)n_threads);  // publishes fn and ctx to the workers
     pthread_cond_broadcast(&pool->wake);
     pthread_mutex_unlock(&pool->lock);
     fn(ctx, 0, n_threads);
