@@ -1,10 +1,11 @@
 // bench.h — the benchmark harness: what its suites share.
 //
 // run-bench measures, on this machine, how close specdec comes to the physical limit and what speculative
-// decoding buys. Five suites: limit (memory bandwidth, the matmul kernels and where OpenBLAS overtakes them, the
+// decoding buys. Six suites: limit (memory bandwidth, the matmul kernels and where OpenBLAS overtakes them, the
 // verification-cost curve), decode (tokens/s and the fraction of the bandwidth), speculative (speed-up and
-// acceptance on held-out prompts, beside Theorem 3.8's prediction), tokenizer (encode MB/s) and quant (q8
-// against the stored weights: load time, speed, and accuracy on the held-out prompts). Each prints
+// acceptance on held-out prompts, beside Theorem 3.8's prediction), tokenizer (encode MB/s), quant (q8
+// against the stored weights: load time, speed, and accuracy on the held-out prompts) and threads (decode, the
+// verification cost and the speculative speed-up at each thread count of a sweep). Each prints
 // Markdown tables on stdout and adds its results to one JSON document, written under --out with the plots.
 //
 // The machine is shared and its memory bandwidth drifts, so every comparison is made within a round: the
@@ -24,7 +25,9 @@
 
 // ---- options and the run's state ----------------------------------------------------------------------------
 
-enum { SUITE_LIMIT = 1, SUITE_DECODE = 2, SUITE_SPECULATIVE = 4, SUITE_TOKENIZER = 8, SUITE_QUANT = 16 };
+enum {
+    SUITE_LIMIT = 1, SUITE_DECODE = 2, SUITE_SPECULATIVE = 4, SUITE_TOKENIZER = 8, SUITE_QUANT = 16, SUITE_THREADS = 32
+};
 
 typedef struct {
     unsigned suites;            // SUITE_* bits
@@ -205,5 +208,7 @@ void suite_decode(Bench *b, Pair *pair, Memory *memory);
 void suite_speculative(Bench *b, Pair *pair);
 void suite_tokenizer(Bench *b, Pair *pair);
 void suite_quant(Bench *b, Pair *pair, Memory *memory);
+// sweep: --threads-sweep, comma-separated counts (NULL: 1, 2, 4, ... up to the pool's size)
+void suite_threads(Bench *b, Pair *pair, Memory *memory, const char *sweep);
 
 #endif

@@ -1,8 +1,8 @@
 // main.c — run-bench: options, the run's record, and the suites in order (see bench.h).
 //
-//   build/release/run-bench [--suite limit,decode,speculative,tokenizer,quant] [-m TARGET] [-d DRAFT] [--reps N]
-//                           [--prompts N] [--tokens N] [--quick] [--threads N] [--quant q8] [--out DIR]
-//                           [--no-plots]
+//   build/release/run-bench [--suite limit,decode,speculative,tokenizer,quant,threads] [-m TARGET] [-d DRAFT]
+//                           [--reps N] [--prompts N] [--tokens N] [--quick] [--threads N] [--threads-sweep 1,2]
+//                           [--quant q8] [--out DIR] [--no-plots]
 #include <errno.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -16,6 +16,7 @@ typedef struct {
     Options opt;
     const char *suites;         // --suite, comma-separated
     const char *quant;          // --quant q8 | none
+    const char *threads_sweep;  // --threads-sweep 1,2,4
     bool no_plots;
 } Args;
 
@@ -33,7 +34,7 @@ typedef struct {
 #define FIELD(f) offsetof(Args, f)
 static const Option OPTIONS[] = {
     {"suite", 's', OPT_STRING, FIELD(suites), 0, 0, "suites to run, comma-separated: limit,decode,speculative,"
-                                                     "tokenizer,quant (default: all)"},
+                                                     "tokenizer,quant,threads (default: all)"},
     {"model", 'm', OPT_STRING, FIELD(opt.target_dir), 0, 0, "target checkpoint folder (default weights/pystd/target), or random:gpt2-small[-bf16], random:llama-3.2-1b, random:qwen2.5-0.5b (BF16)"},
     {"draft", 'd', OPT_STRING, FIELD(opt.draft_dir), 0, 0, "draft checkpoint folder (default weights/pystd/draft)"},
     {"reps", 'r', OPT_INT, FIELD(opt.reps), 1, 10000, "rounds of each limit and decode measurement (default 15; "
@@ -43,6 +44,8 @@ static const Option OPTIONS[] = {
     {"tokens", 'n', OPT_INT, FIELD(opt.tokens), 1, 1 << 20, "tokens generated per prompt (default 128; --quick 48)"},
     {"quick", 'q', OPT_FLAG, FIELD(opt.quick), 0, 0, "fewer rounds, prompts and tokens: 1.5-3 minutes on 2 idle cores"},
     {"threads", 't', OPT_INT, FIELD(opt.threads), 1, 1024, "worker threads (default: all cores)"},
+    {"threads-sweep", 0, OPT_STRING, FIELD(threads_sweep), 0, 0, "thread counts of the threads suite, "
+                                                                  "comma-separated (default 1, 2, 4, ... all)"},
     {"quant", 0, OPT_STRING, FIELD(quant), 0, 0, "q8: the pair's matrices quantized to 8 bits at load; none "
                                                  "(default)"},
     {"out", 'o', OPT_STRING, FIELD(opt.out_dir), 0, 0, "folder for the JSON, Markdown and PNG files (default "
@@ -52,8 +55,9 @@ static const Option OPTIONS[] = {
 };
 enum { N_OPTIONS = sizeof OPTIONS / sizeof OPTIONS[0] };
 
-enum { N_SUITES = 5 };
-static const char *SUITE_NAMES[N_SUITES] = {"limit", "decode", "speculative", "tokenizer", "quant"};  // bit i
+enum { N_SUITES = 6 };
+static const char *SUITE_NAMES[N_SUITES] = {"limit", "decode", "speculative", "tokenizer", "quant",
+                                            "threads"};  // bit i
 
 static void print_help(void) {
     printf("usage: run-bench [options]    (make bench BENCH_ARGS=\"...\", or make bench QUICK=1)\n\n"
@@ -75,7 +79,8 @@ static int parse_suites(const char *list, unsigned *suites, Err *err) {
         unsigned bit = 0;
         for (int i = 0; i < N_SUITES; i++)
             if (strlen(SUITE_NAMES[i]) == len && strncmp(p, SUITE_NAMES[i], len) == 0) bit = 1u << i;
-        if (!bit) return err_fmt(err, "--suite: unknown suite \"%.*s\" (limit, decode, speculative, tokenizer, quant)",
+        if (!bit) return err_fmt(err, "--suite: unknown suite \"%.*s\" (limit, decode, speculative, tokenizer, quant, "
+                                 "threads)",
                                  (int)len, p);
         *suites |= bit;
         p += len + (p[len] == ',');
@@ -121,7 +126,8 @@ static int parse_args(Args *args, int argc, char **argv, Err *err) {
     if (args->quant && strcmp(args->quant, "q8") == 0) opt->quant = QUANT_Q8;
     else if (args->quant && strcmp(args->quant, "none") != 0)
         return err_fmt(err, "--quant: expected q8 or none, got \"%s\"", args->quant);
-    if (parse_suites(args->suites ? args->suites : "limit,decode,speculative,tokenizer,quant", &opt->suites, err))
+    if (parse_suites(args->suites ? args->suites : "limit,decode,speculative,tokenizer,quant,threads", &opt->suites,
+                     err))
         return -1;
     if ((opt->suites & SUITE_QUANT) && opt->quant != QUANT_NONE)
         return err_fmt(err, "--suite quant compares the stored weights with q8: leave out --quant");
@@ -175,10 +181,12 @@ int main(int argc, char **argv) {
                                     "acceptance and speed-ups are not" : "");
 
     Memory memory = {0};
-    if (b.opt.suites & (SUITE_LIMIT | SUITE_DECODE | SUITE_QUANT)) memory_init(&memory, (size_t)256 << 20);
+    if (b.opt.suites & (SUITE_LIMIT | SUITE_DECODE | SUITE_QUANT | SUITE_THREADS))
+        memory_init(&memory, (size_t)256 << 20);
     if (b.opt.suites & SUITE_LIMIT) suite_limit(&b, &pair, &memory);
     if (b.opt.suites & SUITE_DECODE) out(&b, "\n"), suite_decode(&b, &pair, &memory);
     if (b.opt.suites & SUITE_QUANT) out(&b, "\n"), suite_quant(&b, &pair, &memory);
+    if (b.opt.suites & SUITE_THREADS) out(&b, "\n"), suite_threads(&b, &pair, &memory, args.threads_sweep);
     memory_free(&memory);
     if (b.opt.suites & SUITE_SPECULATIVE) out(&b, "\n"), suite_speculative(&b, &pair);
     if (b.opt.suites & SUITE_TOKENIZER) out(&b, "\n"), suite_tokenizer(&b, &pair);

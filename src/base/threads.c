@@ -11,6 +11,7 @@
 
 #include "base/clock.h"
 
+#define COUNT_BITS 20        // of the job word (below): a pool has fewer than 2²⁰ threads
 #define SPIN_SECONDS 200e-6  // polling before a worker goes to sleep: longer than the gaps between the jobs of
                              // one token, including sampling
 
@@ -19,7 +20,7 @@ struct ThreadPool {
     pthread_t *workers;         // [n_threads − 1]
     PoolFn *fn;                 // the current job
     void *ctx;
-    atomic_uint job;            // incremented once per pool_run
+    atomic_ullong job;          // (job number << COUNT_BITS) | threads it runs on: one load tells a worker both
     atomic_int busy;            // workers still running the current job
     atomic_bool stopping;
     pthread_mutex_t lock;       // guards sleeping on `wake`
@@ -39,11 +40,11 @@ static inline void cpu_relax(void) {
 #endif
 }
 
-// Waits until the job counter moves past `seen` (or the pool stops); returns the new counter.
-static unsigned wait_for_job(ThreadPool *pool, unsigned seen) {
+// Waits until the job word moves past `seen` (or the pool stops); returns the new word.
+static unsigned long long wait_for_job(ThreadPool *pool, unsigned long long seen) {
     double give_up = now_seconds() + SPIN_SECONDS;
     for (unsigned i = 1;; i++) {
-        unsigned job = atomic_load(&pool->job);
+        unsigned long long job = atomic_load(&pool->job);
         if (job != seen || atomic_load(&pool->stopping)) return job;
         cpu_relax();
         if (i % 64 == 0 && now_seconds() > give_up) break;
@@ -60,11 +61,16 @@ static void *worker_main(void *p) {
     ThreadPool *pool = arg->pool;
     int index = arg->index;
     free(arg);
-    unsigned seen = 0;
+    unsigned long long seen = 0;
     for (;;) {
         seen = wait_for_job(pool, seen);
         if (atomic_load(&pool->stopping)) return NULL;
-        pool->fn(pool->ctx, index, pool->n_threads);
+        // A job on fewer threads than the pool's leaves this worker out: it neither runs it nor counts in
+        // `busy`, so the caller may publish the next job while this worker is still looking at this one's word
+        // (it reads fn and ctx only for jobs it is counted in).
+        int n_threads = (int)(seen & ((1ull << COUNT_BITS) - 1));
+        if (index >= n_threads) continue;
+        pool->fn(pool->ctx, index, n_threads);
         atomic_fetch_sub(&pool->busy, 1);
     }
 }
@@ -73,6 +79,10 @@ ThreadPool *pool_create(int n_threads, Err *err) {
     if (n_threads <= 0) {
         long cpus = sysconf(_SC_NPROCESSORS_ONLN);
         n_threads = cpus > 0 ? (int)cpus : 1;
+    }
+    if (n_threads >= 1 << COUNT_BITS) {
+        err_fmt(err, "a pool of %d threads: at most %d", n_threads, (1 << COUNT_BITS) - 1);
+        return NULL;
     }
     ThreadPool *pool = calloc(1, sizeof *pool);
     if (!pool || !(pool->workers = calloc((size_t)n_threads, sizeof(pthread_t)))) {
@@ -116,19 +126,23 @@ void pool_free(ThreadPool *pool) {
 
 int pool_size(const ThreadPool *pool) { return pool->n_threads; }
 
-void pool_run(ThreadPool *pool, PoolFn *fn, void *ctx) {
-    if (pool->n_threads == 1) {
+void pool_run(ThreadPool *pool, PoolFn *fn, void *ctx) { pool_run_on(pool, pool->n_threads, fn, ctx); }
+
+void pool_run_on(ThreadPool *pool, int n_threads, PoolFn *fn, void *ctx) {
+    if (n_threads > pool->n_threads) n_threads = pool->n_threads;
+    if (n_threads <= 1) {
         fn(ctx, 0, 1);
         return;
     }
     pool->fn = fn;
     pool->ctx = ctx;
-    atomic_store(&pool->busy, pool->n_threads - 1);
+    atomic_store(&pool->busy, n_threads - 1);
+    unsigned long long number = (atomic_load(&pool->job) >> COUNT_BITS) + 1;  // wraps after 2⁴⁴ jobs
     pthread_mutex_lock(&pool->lock);
-    atomic_fetch_add(&pool->job, 1);  // publishes fn and ctx to the workers
+    atomic_store(&pool->job, number << COUNT_BITS | (unsigned)n_threads);  // publishes fn and ctx to the workers
     pthread_cond_broadcast(&pool->wake);
     pthread_mutex_unlock(&pool->lock);
-    fn(ctx, 0, pool->n_threads);
+    fn(ctx, 0, n_threads);
     while (atomic_load(&pool->busy) > 0) cpu_relax();
 }
 

@@ -17,6 +17,10 @@ void pool_free(ThreadPool *pool);
 int pool_size(const ThreadPool *pool);
 void pool_run(ThreadPool *pool, PoolFn *fn, void *ctx);
 
+// The same on threads 0..n_threads−1 only (at most the pool's; 1: fn(ctx, 0, 1) on the caller, no hand-off):
+// a small job pays for the hand-off and the wait of only the threads it uses.
+void pool_run_on(ThreadPool *pool, int n_threads, PoolFn *fn, void *ctx);
+
 // The [begin, end) share of thread `thread` among n_threads when n items are cut into blocks of `block`
 // items (the last block may be short): boundaries always fall on multiples of `block`.
 void pool_share(int n, int block, int thread, int n_threads, int *begin, int *end);

@@ -37,6 +37,8 @@ static const Option options[] = {
     {"ctx", 0, OPT_INT, FIELD(ctx), 1, 1 << 24,
      "positions the KV cache holds (default: the model's context, at most 4096; logits: the ids given)"},
     {"threads", 't', OPT_INT, FIELD(threads), 1, 1024, "worker threads (default: all cores)"},
+    {"draft-threads", 0, OPT_INT, FIELD(draft_threads), 1, 1024,
+     "threads the draft uses, at most --threads (default: the count whose steps measure fastest)"},
     {"quant", 0, OPT_STRING, FIELD(quant), 0, 0, "q8: weight matrices quantized to 8 bits at load; none (default)"},
     {"print-ids", 0, OPT_FLAG, FIELD(print_ids), 0, 0, "print the generated ids instead of text"},
     {"stats", 0, OPT_FLAG, FIELD(stats), 0, 0, "print one JSON line of statistics on stderr"},

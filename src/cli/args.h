@@ -28,6 +28,7 @@ typedef struct {
     uint64_t seed;              // --seed
     int threads;                // --threads (0 = all cores)
     int ctx;                    // --ctx (0 = the command's default)
+    int draft_threads;          // --draft-threads (0 = the count whose draft steps measure fastest)
     const char *quant;          // --quant q8 | none
     bool print_ids, stats, all, show, compare, allow_special, lookup, help;
     const char *positional[MAX_POSITIONAL];

@@ -25,8 +25,8 @@ static int cmd_inspect(const Args *args, Err *err);
 static const Command commands[] = {
     {"generate", cmd_generate, "generate [-m DIR [-d DRAFT_DIR]] (-p TEXT | --ids \"1 2 3\") [options]",
      "continue a prompt; speculatively with a draft model (the shipped pair when no -m is given)",
-     "model draft ids prompt tokens temp top-k top-p seed gamma sampler lookup draft-p-min ctx threads quant "
-     "print-ids stats show trace compare allow-special help", 0, 0},
+     "model draft ids prompt tokens temp top-k top-p seed gamma sampler lookup draft-p-min ctx threads draft-threads "
+     "quant print-ids stats show trace compare allow-special help", 0, 0},
     {"logits", cmd_logits, "logits -m DIR --ids \"1 2 3\" [--all]",
      "print the logits of the last position (all with --all), one line of %.7g values per position",
      "model ids all ctx threads quant help", 0, 0},
@@ -120,7 +120,8 @@ static int cmd_generate(const Args *args, Err *err) {
     int *prompt = NULL, *out = NULL, n_prompt = 0, n_out = 0, rc = -1;
     FILE *trace = NULL;
     if (session_open(&s, target_dir, draft_dir, args->threads, args->quant, args->ctx ? args->ctx : DEFAULT_CONTEXT,
-                     err))
+                     err) ||
+        session_draft_threads(&s, args->draft_threads, err))
         goto done;
     if (load_tokenizer(&tok, target_dir, args->prompt != NULL, &have_tok, err)) goto done;
     if (have_tok && tokenizer_vocab_size(&tok) < s.target.n_vocab)  // padding rows of the embedding table: the

@@ -29,8 +29,6 @@
 enum {
     CHUNK_T = 64,       // a forward processes at most this many tokens at a time (bounds the scratch memory)
     ROW_BLOCK = 16,     // matmul output columns are split between threads on multiples of this
-    PARALLEL_MIN_WORK = 1 << 16,  // multiply-adds below which a job runs on the calling thread alone (a hand-off
-                                  // to the workers costs microseconds: more than a small draft's matmul)
     ALIGN = 64,
     ATTENTION_ROWS = 16,  // at most this many query rows (heads × tokens) of one key/value head per attention task
 };
@@ -411,7 +409,8 @@ int model_load(Model *model, const char *dir, ThreadPool *pool, Err *err) {
 }
 
 int model_load_quantized(Model *model, const char *dir, ThreadPool *pool, Quant quant, Err *err) {
-    *model = (Model){.pool = pool, .quant = quant};
+    *model = (Model){.pool = pool, .quant = quant, .max_threads = pool_size(pool),
+                     .work_per_thread = MODEL_WORK_PER_THREAD};
     const char *why = NULL;
     if (!(model->kernels = kernels_select(&why))) return err_fmt(err, "%s", why);
 
@@ -496,10 +495,13 @@ int model_kv_init(const Model *model, KVCache *cache, Err *err) {
 
 // ---- the forward pass ---------------------------------------------------------------------------------------
 
-// Runs fn on every thread of the pool, or on the calling thread alone when the job is too small to share.
+// Runs fn on as many threads as the job pays for: one per work_per_thread multiply-adds, at least one, at most
+// max_threads (a hand-off to a thread and the wait for it cost microseconds, more than a small draft's matmul
+// on it). Every job splits its outputs on fixed boundaries and each output is computed alone, so the thread
+// count never changes a result.
 static void run_job(const Model *m, PoolFn *fn, void *ctx, size_t multiply_adds) {
-    if (multiply_adds < PARALLEL_MIN_WORK) fn(ctx, 0, 1);
-    else pool_run(m->pool, fn, ctx);
+    size_t pays = m->work_per_thread ? multiply_adds / m->work_per_thread : (size_t)m->max_threads;
+    pool_run_on(m->pool, pays < (size_t)m->max_threads ? (int)pays : m->max_threads, fn, ctx);
 }
 
 typedef enum { EPILOGUE_NONE, EPILOGUE_GELU_TANH, EPILOGUE_GELU_ERF, EPILOGUE_ADD } Epilogue;

@@ -134,6 +134,22 @@ TEST(cli_version) {
 TEST(cli_ranges_are_integers) {
     check_rejected("generate -m " MODEL " --ids \"1 2\" -n 2000000", "--tokens: expected an integer in [0, 1048576]");
     check_rejected("generate -m " MODEL " --ids \"1 2\" --threads 0", "[1, 1024]");
+    check_rejected("generate -m " MODEL " --ids \"1 2\" --draft-threads 0",
+                   "--draft-threads: expected an integer in [1, 1024]");
+    check_rejected("generate -m " MODEL " -d " MODEL " --ids \"1 2\" --threads 2 --draft-threads 3",
+                   "--draft-threads 3: more than the 2 threads of --threads");
+    char *out, *err;  // --stats says what the draft ran on
+    CHECK(specdec("generate -m " MODEL " -d " MODEL " --ids \"1 2\" -n 3 --threads 2 --draft-threads 1 --stats",
+                  &out, &err) == 0, "%s", err);
+    CHECK(strstr(err, "\"threads\": 2, \"draft_threads\": 1,"), "--stats: \"%s\"", err);
+    free(out), free(err);
+    // Without it, the count whose draft steps measured fastest: 1 or 2 of the 2.
+    CHECK(specdec("generate -m " MODEL " -d " MODEL " --ids \"1 2\" -n 3 --threads 2 --stats", &out, &err) == 0, "%s",
+          err);
+    CHECK(strstr(err, "\"threads\": 2, \"draft_threads\": 1,") ||
+              strstr(err, "\"threads\": 2, \"draft_threads\": 2,"),
+          "--stats: \"%s\"", err);
+    free(out), free(err);
 }
 
 TEST(cli_says_when_the_context_cuts_generation_short) {
@@ -408,9 +424,11 @@ TEST(printer_streams_round_by_round) {
 }
 
 TEST(cli_seed_determines_the_output) {
-    // The same seed, files and options give the same tokens on every run and at 1 or 2 threads, with γ auto (whose
-    // timings differ from run to run), for both samplers; with --sampler coupled they are target-only's tokens.
+    // The same seed, files and options give the same tokens on every run, at 1 or 2 threads and with the draft on 1
+    // or 2 of them, with γ auto (whose timings differ from run to run), for both samplers; with --sampler coupled
+    // they are target-only's tokens.
     const char *const samplers[] = {"rejection", "coupled"};
+    const char *const threads[] = {"--threads 1", "--threads 2 --draft-threads 1", "--threads 2 --draft-threads 2"};
 #ifdef SPECDEC_DEBUG  // the shipped target at -O0 under the sanitizers: fewer tokens
     const int n_tokens = 16;
 #else
@@ -421,7 +439,7 @@ TEST(cli_seed_determines_the_output) {
         for (int run = 0; run < 3; run++) {
             char args[512], *out, *err;
             snprintf(args, sizeof args, "generate " PAIR " -p \"def parse(self, data):\" -n %d --temp 0.7 --seed 11 "
-                     "--sampler %s --threads %d --print-ids%s", n_tokens, samplers[s], 1 + run % 2,
+                     "--sampler %s %s --print-ids%s", n_tokens, samplers[s], threads[run],
                      s ? " --compare" : "");
             CHECK(specdec(args, &out, &err) == 0, "%s", err);
             if (s == 1) CHECK(strstr(err, "\"same_output\": true"), "coupled, --compare: \"%s\"", err);

@@ -250,24 +250,35 @@ TEST(forward_batch_invariant) {
     }
 }
 
-// The same tokens and chunks with 1 and with 2 threads: bit-identical logits.
+// The same tokens and chunks with 1 thread and with 2 and 3, every job split over all of them (work_per_thread
+// 0: the fixtures are too small for the default rule to split much), and with 3 under the default rule, which
+// runs each job on as many as it pays for: bit-identical logits.
 TEST(forward_thread_count_invariant) {
+    static const struct { int threads; size_t work_per_thread; } splits[] = {
+        {2, 0}, {3, 0}, {3, MODEL_WORK_PER_THREAD}, {3, 1000}};
     Folder folders[MAX_FOLDERS];
     int n = list_folders(FIXTURES_DIR, "expected.bin", folders);
     for (int i = 0; i < n; i++) {
-        Runner one, two;
+        Runner one;
         if (!runner_open(&one, folders[i].dir, 1)) continue;
-        if (runner_open(&two, folders[i].dir, 2)) {
-            const int S = one.model.cfg.n_positions, V = one.model.cfg.vocab_size;
-            int *tokens = random_tokens(S, V);
-            float *a = malloc(sizeof(float) * S * V), *b = malloc(sizeof(float) * S * V);
-            if (feed(&one, tokens, S, PATTERN(UNEVEN), a) && feed(&two, tokens, S, PATTERN(UNEVEN), b))
-                check_identical(folders[i].name, "1 thread vs 2 threads", a, b, S, V);
-            free(tokens);
-            free(a);
-            free(b);
-            runner_close(&two);
+        const int S = one.model.cfg.n_positions, V = one.model.cfg.vocab_size;
+        int *tokens = random_tokens(S, V);
+        float *a = malloc(sizeof(float) * S * V), *b = malloc(sizeof(float) * S * V);
+        if (feed(&one, tokens, S, PATTERN(UNEVEN), a)) {
+            for (int k = 0; k < (int)(sizeof splits / sizeof splits[0]); k++) {
+                Runner many;
+                if (!runner_open(&many, folders[i].dir, splits[k].threads)) continue;
+                many.model.work_per_thread = splits[k].work_per_thread;
+                char what[96];
+                snprintf(what, sizeof what, "1 thread vs %d threads, %zu multiply-adds per thread",
+                         splits[k].threads, splits[k].work_per_thread);
+                if (feed(&many, tokens, S, PATTERN(UNEVEN), b)) check_identical(folders[i].name, what, a, b, S, V);
+                runner_close(&many);
+            }
         }
+        free(tokens);
+        free(a);
+        free(b);
         runner_close(&one);
     }
 }

@@ -38,6 +38,7 @@ static bool open_model(Loaded *l, const char *dir, Quant quant, int threads) {
     }
     if (!ok && l->pool) pool_free(l->pool);
     CHECK(ok, "%s: cannot load (quant %d, %d threads): %s", dir, quant, threads, err.msg);
+    if (ok) l->model.work_per_thread = 0;  // every job split over all the threads, small as the fixtures are
     return ok;
 }
 

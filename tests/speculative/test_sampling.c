@@ -94,7 +94,10 @@ TEST(sampling_matches_reference_on_random_logits) {
         SamplingParams params = random_params(V);
         close_calls += check_against_reference(logits, V, &params, "random");
     }
-    CHECK(close_calls < trials / 100, "%d of %d top-p boundaries too close to call", close_calls, trials);
+    // Close calls are few but not rare (11 to 32 of 3000 over 150 seeds, mean 21, the grid-shaped logits' ties):
+    // the bound is there to catch a test that has stopped deciding, so it sits far above that spread.
+    printf("    %d of %d top-p boundaries too close to call\n", close_calls, trials);
+    CHECK(close_calls < trials / 50, "%d of %d top-p boundaries too close to call", close_calls, trials);
 }
 
 // The cases the reference could get wrong in the same way, worked by hand. (Logits such as logf(0.4f) are floats,
