@@ -106,7 +106,7 @@ $(O)/%.o: %.c Makefile  # flags live here: editing them rebuilds
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -c -o $@ $<
 
-test: $(O)/specdec $(O)/run-tests
+test: $(O)/specdec $(O)/run-tests $(O)/run-bench  # run-bench too, so that a change that breaks it fails here
 	SPECDEC_BIN=$(O)/specdec $(O)/run-tests $(T)
 
 # The shipped pair (all suites), then the runtime's yardsticks: random GPT-2-small (12 × 768, V = 50257) in F32

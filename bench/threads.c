@@ -72,7 +72,8 @@ void suite_threads(Bench *b, Pair *pair, Memory *memory, const char *sweep) {
     int counts[MAX_COUNTS];
     const int n_counts = parse_counts(sweep, pool_size(b->pool), counts), reps = b->opt.reps;
     int n_prompts = 0;
-    Prompt *prompts = pair->has_draft ? prompts_load(pair, b->opt.prompts, b->opt.tokens + 1, &n_prompts) : NULL;
+    Prompt *prompts = NULL;
+    if (pair->has_draft) prompts = prompts_load(pair, PROMPTS_HELD_OUT, b->opt.prompts, b->opt.tokens + 1, &n_prompts);
     suite_begin(b, "threads", n_counts * (pair->has_draft ? 2 : 1));
     out(b, "## Threads\n\nPer thread count: the target's decode step (T = 1 after %d cached positions) and its "
         "fraction of the read bandwidth on as many threads, the verification cost t(T = %d) / t(T = 1), median "
