@@ -234,25 +234,43 @@ static int read_metaspace(Reader *r, const json_t *obj, const char *where) {
     return 0;
 }
 
+// The components of a tokenizer.json (normalizer, pre_tokenizer, decoder, post_processor) share a shape: null for
+// none, or an object with a "type", where a "Sequence" lists components of the same kind under `key`.
+typedef int ReadComponent(Reader *r, const json_t *obj, const char *where);
+
+// Checks obj's shape and sets *type: NULL when obj is null (no component). Returns -1 on a malformed obj.
+static int component_type(Reader *r, const json_t *obj, const char *where, const char **type) {
+    *type = NULL;
+    if (!obj || json_is_null(obj)) return 0;
+    if (!json_is_object(obj) || !(*type = get_string(obj, "type")))
+        return err_fmt(r->err, "%s: %s: expected null or an object with a \"type\"", r->path, where);
+    return 0;
+}
+
+// Reads each member of the Sequence obj[key] with read_one, at field "where.key[i]".
+static int read_sequence(Reader *r, const json_t *obj, const char *key, const char *where, ReadComponent *read_one) {
+    const json_t *list = json_object_get(obj, key);
+    if (!json_is_array(list)) return err_fmt(r->err, "%s: %s.%s: expected an array", r->path, where, key);
+    size_t i;
+    const json_t *item;
+    json_array_foreach(list, i, item) {
+        char field[300];
+        snprintf(field, sizeof field, "%s.%s[%zu]", where, key, i);
+        if (read_one(r, item, field) < 0) return -1;
+    }
+    return 0;
+}
+
+static ReadComponent read_normalizer, read_pre_tokenizer;
+
 // Reads obj (at field `where`) as a pre-tokenizer, or with normalizer as a normalizer.
 static int read_part(Reader *r, const json_t *obj, const char *where, bool normalizer) {
-    if (!obj || json_is_null(obj)) return 0;
-    const char *type = get_string(obj, "type");
-    if (!json_is_object(obj) || !type)
-        return err_fmt(r->err, "%s: %s: expected null or an object with a \"type\"", r->path, where);
-    if (strcmp(type, "Sequence") == 0) {
-        const char *key = normalizer ? "normalizers" : "pretokenizers";
-        const json_t *list = json_object_get(obj, key);
-        if (!json_is_array(list)) return err_fmt(r->err, "%s: %s.%s: expected an array", r->path, where, key);
-        size_t i;
-        const json_t *item;
-        json_array_foreach(list, i, item) {
-            char field[300];
-            snprintf(field, sizeof field, "%s.%s[%zu]", where, key, i);
-            if (read_part(r, item, field, normalizer) < 0) return -1;
-        }
-        return 0;
-    }
+    const char *type;
+    if (component_type(r, obj, where, &type) < 0) return -1;
+    if (!type) return 0;
+    if (strcmp(type, "Sequence") == 0)
+        return normalizer ? read_sequence(r, obj, "normalizers", where, read_normalizer)
+                          : read_sequence(r, obj, "pretokenizers", where, read_pre_tokenizer);
     if (!normalizer && r->p->byte_level)  // (Hugging Face would hand it byte-level text: "Ġ" for " ")
         return err_fmt(r->err, "%s: %s: a pre-tokenizer after a ByteLevel is not supported", r->path, where);
     if (normalizer && strcmp(type, "NFC") == 0) return add_step(r, (Step){.kind = STEP_NFC}) ? 0 : -1;
@@ -296,24 +314,17 @@ static int add_decode_replace(Reader *r, const char *from, const char *to) {
     return 0;
 }
 
+static int read_normalizer(Reader *r, const json_t *obj, const char *where) { return read_part(r, obj, where, true); }
+static int read_pre_tokenizer(Reader *r, const json_t *obj, const char *where) {
+    return read_part(r, obj, where, false);
+}
+
 static int read_decoder(Reader *r, const json_t *obj, const char *where) {
     Pipeline *p = r->p;
-    if (!obj || json_is_null(obj)) return 0;
-    const char *type = get_string(obj, "type");
-    if (!json_is_object(obj) || !type)
-        return err_fmt(r->err, "%s: %s: expected null or an object with a \"type\"", r->path, where);
-    if (strcmp(type, "Sequence") == 0) {
-        const json_t *list = json_object_get(obj, "decoders");
-        if (!json_is_array(list)) return err_fmt(r->err, "%s: %s.decoders: expected an array", r->path, where);
-        size_t i;
-        const json_t *item;
-        json_array_foreach(list, i, item) {
-            char field[300];
-            snprintf(field, sizeof field, "%s.decoders[%zu]", where, i);
-            if (read_decoder(r, item, field) < 0) return -1;
-        }
-        return 0;
-    }
+    const char *type;
+    if (component_type(r, obj, where, &type) < 0) return -1;
+    if (!type) return 0;
+    if (strcmp(type, "Sequence") == 0) return read_sequence(r, obj, "decoders", where, read_decoder);
     if (strcmp(type, "ByteLevel") == 0) {
         if (!p->byte_level)
             return err_fmt(r->err, "%s: %s.type: \"ByteLevel\" needs a ByteLevel pre_tokenizer", r->path, where);
@@ -420,24 +431,12 @@ static int read_template(Reader *r, const json_t *obj, const char *where) {
 }
 
 static int read_post_processor(Reader *r, const json_t *obj, const char *where) {
-    if (!obj || json_is_null(obj)) return 0;
-    const char *type = get_string(obj, "type");
-    if (!json_is_object(obj) || !type)
-        return err_fmt(r->err, "%s: %s: expected null or an object with a \"type\"", r->path, where);
+    const char *type;
+    if (component_type(r, obj, where, &type) < 0) return -1;
+    if (!type) return 0;
     if (strcmp(type, "ByteLevel") == 0) return 0;  // it only trims offsets, which specdec does not report
     if (strcmp(type, "TemplateProcessing") == 0) return read_template(r, obj, where);
-    if (strcmp(type, "Sequence") == 0) {
-        const json_t *list = json_object_get(obj, "processors");
-        if (!json_is_array(list)) return err_fmt(r->err, "%s: %s.processors: expected an array", r->path, where);
-        size_t i;
-        const json_t *item;
-        json_array_foreach(list, i, item) {
-            char field[300];
-            snprintf(field, sizeof field, "%s.processors[%zu]", where, i);
-            if (read_post_processor(r, item, field) < 0) return -1;
-        }
-        return 0;
-    }
+    if (strcmp(type, "Sequence") == 0) return read_sequence(r, obj, "processors", where, read_post_processor);
     return err_fmt(r->err, "%s: %s.type: \"%s\" not supported (ByteLevel, TemplateProcessing, or a Sequence of "
                    "them)", r->path, where, type);
 }
@@ -445,8 +444,8 @@ static int read_post_processor(Reader *r, const json_t *obj, const char *where) 
 int pipeline_load(Pipeline *p, const char *path, const json_t *root, Err *err) {
     memset(p, 0, sizeof *p);
     Reader r = {.p = p, .path = path, .err = err};
-    if (read_part(&r, json_object_get(root, "normalizer"), "normalizer", true) < 0 ||
-        read_part(&r, json_object_get(root, "pre_tokenizer"), "pre_tokenizer", false) < 0 ||
+    if (read_normalizer(&r, json_object_get(root, "normalizer"), "normalizer") < 0 ||
+        read_pre_tokenizer(&r, json_object_get(root, "pre_tokenizer"), "pre_tokenizer") < 0 ||
         read_decoder(&r, json_object_get(root, "decoder"), "decoder") < 0 ||
         read_post_processor(&r, json_object_get(root, "post_processor"), "post_processor") < 0) {
         pipeline_free(p);
