@@ -163,6 +163,13 @@ typedef struct {
 void workload_init(Workload *w, Model *m, int context);
 void workload_free(Workload *w);
 
+// A Trial of one forward of T tokens on a workload: {forward_run, &(Forward){w, T}}.
+typedef struct {
+    Workload *w;
+    int T;
+} Forward;
+double forward_run(void *ctx, int rep);
+
 typedef struct {
     char *id;
     int *ids;

@@ -252,17 +252,6 @@ static void bench_crossover(Bench *b, json_t *j) {
 
 enum { MAX_T = 16, VERIFY_CONTEXT = 64 };
 
-typedef struct {
-    Workload *w;
-    int T;
-} Forward;
-
-static double forward_run(void *ctx, int rep) {
-    (void)rep;
-    Forward *f = ctx;
-    return forward_seconds(f->w->model, &f->w->cache, f->w->context, f->T, f->w->logits);
-}
-
 // time(T) / time(1) for T = 1..16 after 64 cached positions, every T once per round: [MAX_T] each.
 static void verify_curve(Bench *b, Model *m, const char *label, Summary *ms, Summary *ratio) {
     Workload w;

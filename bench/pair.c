@@ -179,6 +179,12 @@ void workload_free(Workload *w) {
     free(w->logits);
 }
 
+double forward_run(void *ctx, int rep) {
+    (void)rep;
+    Forward *f = ctx;
+    return forward_seconds(f->w->model, &f->w->cache, f->w->context, f->T, f->w->logits);
+}
+
 // ---- prompts ------------------------------------------------------------------------------------------------
 
 static int compare_names(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }

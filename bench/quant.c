@@ -15,17 +15,6 @@
 
 enum { QUANT_CONTEXT = 64, VERIFY_T = 8, FEED_CHUNK = 64 };
 
-typedef struct {
-    Workload *w;
-    int T;
-} Forward;
-
-static double forward_run(void *ctx, int rep) {
-    (void)rep;
-    Forward *f = ctx;
-    return forward_seconds(f->w->model, &f->w->cache, f->w->context, f->T, f->w->logits);
-}
-
 static void quant_load(Bench *b, Pair *pair, json_t *j) {
     out(b, "### Load\n\nmodel_load, seconds: the checkpoint as stored, and quantized to q8 on the way (the weight "
            "matrices read as floats, 16 rows at a time, and quantized block by block on the pool's threads)\n\n"
