@@ -35,6 +35,7 @@ enum {
     ALIGN = 64,
     ATTENTION_ROWS = 16,  // at most this many query rows (heads × tokens) of one key/value head per attention task
 };
+_Static_assert(CHUNK_T <= 64, "a row's path (ForwardScratch.path) is a 64-bit set of the chunk's rows");
 
 // Activations for one chunk of up to CHUNK_T tokens. The matmuls' inputs h, att and mlp have rows ld_d, ld_att
 // and ld_f floats apart (see row_stride in kernels.h).
