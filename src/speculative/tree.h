@@ -17,19 +17,26 @@
 // the steps from k on emit p_k given any c_1..c_{k−1} (tests/speculative/test_tree_accept.c enumerates it). This
 // holds for any q_k, so children may repeat a token (independent draws), exclude the earlier ones (without
 // replacement), or be deterministic (one-hot: greedy top-W, lookup branches), in any mix — provided q_k is the
-// distribution child k was really drawn from, which is why children are made by the functions below.
+// law of child k given the children before it, which is why children are made by the functions below. Whether a
+// child is drafted at all may depend on the path above and on the earlier siblings (m itself may: a drafter stops
+// when q runs out), never on the child's own token or on what is drafted below it: pruning a child by its
+// descendants' draft probabilities would bias the step (under coupling it would not, the token being t anyway).
 //
 // Under SAMPLER_COUPLED the token is the target's own Gumbel-max sample t = sampling_gumbel_max(p) at the
 // position, whatever the children: the step descends into the first child equal to t, else emits t. Children are
 // drafted there as the Gumbel top-W of q under the same noise (the tokens of q's exponential race in the order they
-// finish): the draft's token stays the most likely child to match.
+// finish), child 0 being the chain's coupled draft.
 //
 // At temperature 0 p is one-hot at the target's argmax: the rule keeps the first child equal to it (p_k(c) / q_k(c)
-// is 0 or ≥ 1, and u_k < 1) and otherwise emits it, whatever the random numbers.
+// is 0 or ≥ 1, and u_k < 1) and otherwise emits it, whatever the random numbers. The draft's q is one-hot there
+// too, so a node's further children come from the draft's logits: tree_top_children.
 //
-// Random numbers: u_k for sibling k (counting from 0) at a position has a stream of its own per purpose (draft,
-// accept, residual), and sibling 0's are the chain's (speculative.h, DrawPurpose): with one child the draws and the
-// accept step are exactly speculative.c's chain rule (spec_draw, its accept / resample step), bit for bit.
+// Random numbers: sibling k (counting from 0) at a position draws with its own stream per purpose,
+// random_uniform(seed, position, 2^32 + 256·k + purpose) (DrawPurpose, speculative.h: its draft, its acceptance; the
+// residual's and the bonus token's are sibling 0's). Sibling 0's are the chain's: with one child the draws and the
+// accept step are exactly speculative.c's chain rule (spec_draw, its accept / resample step), bit for bit. Nodes
+// at the same depth of different branches share a position's numbers, which is harmless: the walk takes one node
+// per position, and a position's numbers are independent of every other position's.
 #ifndef SPECDEC_TREE_H
 #define SPECDEC_TREE_H
 
@@ -88,8 +95,9 @@ int tree_top_children(const float *logits, int V, int width, TreeChild *children
 typedef struct {
     double p, q;            // p_k(c_k), q_k(c_k); under coupling p is the node's p (no residuals are formed)
     double u;               // the acceptance number u_k; 0 under coupling, which draws none
-    double overlap;         // β_k = Σ_x min(p_k(x), q_k(x)) = P(child k kept | tried), taken over the draw of c_k;
-                            // p_k(c_k) for a one-hot child (its exact keep probability under coupling too)
+    double overlap;         // β_k = Σ_x min(p_k(x), q_k(x)) = P(child k kept | tried), taken over the draw of c_k
+                            // (p_k(c_k) for a one-hot child); under coupling against the node's p, where it is the
+                            // keep probability of a one-hot first child only
     double residual_mass;   // at a rejection, Σ_x max(0, p_k(x) − q_k(x)): the mass p_{k+1} is normalised from
                             // (1 − p_k(c_k) for a one-hot child); 0 for the kept child and under coupling
 } TreeTried;
