@@ -111,7 +111,7 @@ int lookup_run(LookupDrafter *d, const int *context, int n, int *run, Err *err);
 // asks (Drafter.lookup_gamma, and at most gamma), and records it (match_length, n_run, run_proposed); returns k.
 int lookup_take(Drafter *self, int m, int n_run, int gamma, int *draft);
 
-// ---- lookup, then the draft model (draft_staged.c) ----------------------------------------------------------
+// ---- the lookup or the draft model, by turns (draft_staged.c) ----------------------------------------------
 
 // Lookup and the draft model, round by round whichever is predicted to pay more: the lookup's run from a match of
 // at least min_match tokens, as much of it as the scheduler asks for a match of its length (Drafter.lookup_gamma:
