@@ -169,10 +169,15 @@ static void beside_a_right_model(Model *target) {
     printf("    right runs %d of %d proposed, wrong runs %d of %d (the model drafted in %d of those rounds)\n",
            script.proposed[1], script.found[1], script.proposed[0], script.found[0], script.model_instead);
     CHECK(script.proposed[0] <= 1, "%d wrong runs proposed in place of the model's right drafts", script.proposed[0]);
+    // Right runs, all free where the model's drafts cost, come to pay more than the model's only once the policy has
+    // seen, from the rounds the model drafted in, that their later tokens are kept too.
+    CHECK(script.proposed[1] * 2 >= script.found[1], "right runs: %d of %d proposed", script.proposed[1],
+          script.found[1]);
     CHECK(script.model_instead + script.proposed[0] == script.found[0],
           "the model drafted in %d of the %d rounds of a wrong run", script.model_instead, script.found[0]);
 }
 
 // Beside a draft model whose drafts are kept, the lookup's wrong runs are not proposed (once at most, judged by the
-// right runs' length before its own is seen): it learns them from the rounds it did not propose in.
+// right runs' length before its own is seen), its right runs are: it learns both from the rounds it did not propose
+// in.
 TEST(speculative_auto_lookup_never_displaces_a_better_model) { with_target(beside_a_right_model); }
