@@ -64,9 +64,10 @@ double spec_predicted_speedup(double alpha, double gamma, double c) {
 // lookup's run pays more than the draft model's drafts or plain decoding (Drafter.lookup_gamma; 0: not that run).
 // The lookup costs nothing to ask, so it is asked every round, and a run it found but did not propose teaches α as
 // well as one that was (learn_unproposed_run): the round's p_1 and committed tokens tell how much of the run would
-// have been kept. Runs are proposed only once first drafts' acceptance has been learned from LOOKUP_EVIDENCE of
-// them, never on the prior alone (a match length with fewer is judged by the lookup's other lengths): adding the
-// lookup must not cost verifications.
+// have been kept. A run takes the place of the draft model's drafts only once first drafts' acceptance has been
+// learned from LOOKUP_EVIDENCE of them, never on the prior alone (a match length with fewer is judged by the
+// lookup's other lengths): adding the lookup to the model must not cost. In place of plain decoding a run costs
+// only its verification's extra tokens, and the prior is enough.
 // Where the choice of γ could change the output (SpecParams), t_draft and t_target come from spec_forward_cost
 // instead of measurements, so that they are the same on every run.
 
@@ -91,8 +92,8 @@ typedef struct {
 } GammaState;
 
 static const double ALPHA_PRIOR = 0.6, EMA = 0.1;
-// The first drafts of lookup runs α_first must have learned from before it counts (one or two is luck: at
-// temperature 0.7 a first draft is kept about a third of the time).
+// The first drafts of lookup runs α_first must have learned from before a run may take the draft model's place
+// (one or two is luck when sampling).
 enum { LOOKUP_EVIDENCE = 4 };
 
 static void running_mean(double *mean, double x) { *mean = *mean > 0 ? *mean + EMA * (x - *mean) : x; }
@@ -202,8 +203,9 @@ static int choose_gamma(const SpecParams *params, GammaState *g, Drafter *drafte
         drafter->model_gamma = gamma = g->probing ? 1 : gamma;
     }
     if (!drafter->has_lookup) return gamma;
-    for (int m = 1; m < LOOKUP_MATCH_SLOTS && g->n_alpha[LOOKUP_FIRST] >= LOOKUP_EVIDENCE; m++) {
-        const double alpha_first = g->alpha[g->n_alpha[m] >= LOOKUP_EVIDENCE ? m : LOOKUP_FIRST];
+    const int evidence = gamma > 0 ? LOOKUP_EVIDENCE : 0;  // to take the model's place; plain decoding's, none
+    for (int m = 1; m < LOOKUP_MATCH_SLOTS && g->n_alpha[LOOKUP_FIRST] >= evidence; m++) {
+        const double alpha_first = g->alpha[g->n_alpha[m] > 0 && g->n_alpha[m] >= evidence ? m : LOOKUP_FIRST];
         double lookup_rate;
         const int lookup_gamma = best_gamma(g, alpha_first, g->alpha[LOOKUP_NEXT], 0, &lookup_rate);
         drafter->lookup_gamma[m] = lookup_gamma > 0 && lookup_rate >= model_rate ? lookup_gamma : 0;
