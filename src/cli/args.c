@@ -32,7 +32,7 @@ static const Option options[] = {
     {"sampler", 0, OPT_STRING, FIELD(sampler), 0, 0,
      "coupled: output = target-only's for the seed; rejection: Algorithm 1 (default rejection)"},
     {"lookup", 0, OPT_FLAG, FIELD(lookup), 0, 0,
-     "draft by n-gram lookup over the prompt and the text so far (with -d: lookup, then the draft model)"},
+     "draft by n-gram lookup over the prompt and the text so far (with -d: per round, its run or the draft's)"},
     {"draft-p-min", 0, OPT_FLOAT, FIELD(draft_p_min), 0, 1, "stop drafting when the draft's top probability < P"},
     {"ctx", 0, OPT_INT, FIELD(ctx), 1, 1 << 24,
      "positions the KV cache holds (default: the model's context, at most 4096; logits: the ids given)"},

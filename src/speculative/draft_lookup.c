@@ -18,10 +18,7 @@ static int index_up_to(LookupDrafter *d, const int *context, int n, Err *err) {
 // The longest n-gram ending the text that occurred before: its length m, and the continuation copies the text from
 // the position after that occurrence on. Copying on past the end of the committed text continues with the
 // proposal itself (the match's continuation overlaps the suffix: a repeating span is proposed whole).
-static int lookup_propose(Drafter *self, const int *context, int n, int gamma, int *draft, double *q, Err *err) {
-    (void)q;  // one-hot: no rows
-    LookupDrafter *d = (LookupDrafter *)self;
-    self->n_one_hot = 0;
+int lookup_run(LookupDrafter *d, const int *context, int n, int *run, Err *err) {
     d->last_match = 0;
     if (index_up_to(d, context, n, err)) return -1;
     uint64_t after = 0;
@@ -30,12 +27,30 @@ static int lookup_propose(Drafter *self, const int *context, int n, int gamma, i
         if (bytesmap_get(&d->index, context + n - len, sizeof(int) * len, &after)) break;
     if (len < d->n_min) return 0;
     d->last_match = len;
-    for (int i = 0; i < gamma; i++) {
-        const int from = (int)after + i;  // < n + i: committed, or an earlier token of this proposal
-        draft[i] = from < n ? context[from] : draft[from - n];
+    for (int i = 0; i < GAMMA_MAX; i++) {
+        const int from = (int)after + i;  // < n + i: committed, or an earlier token of this run
+        run[i] = from < n ? context[from] : run[from - n];
     }
-    self->n_one_hot = gamma;
-    return gamma;
+    return GAMMA_MAX;
+}
+
+int lookup_take(Drafter *self, int m, int n_run, int gamma, int *draft) {
+    const int asked = m > 0 ? self->lookup_gamma[m < LOOKUP_MATCH_SLOTS ? m : LOOKUP_MATCH_SLOTS - 1] : 0;
+    int k = n_run < asked ? n_run : asked;
+    k = k < gamma ? k : gamma;
+    memcpy(draft, self->run, sizeof(int) * k);
+    self->match_length = m;
+    self->n_run = n_run;
+    self->run_proposed = k > 0;
+    return k;
+}
+
+static int lookup_propose(Drafter *self, const int *context, int n, int gamma, int *draft, double *q, Err *err) {
+    (void)q;  // one-hot: no rows
+    LookupDrafter *d = (LookupDrafter *)self;
+    const int n_run = lookup_run(d, context, n, self->run, err);
+    if (n_run < 0) return -1;
+    return self->n_one_hot = lookup_take(self, d->last_match, n_run, gamma, draft);
 }
 
 static int lookup_prefill(Drafter *self, const int *context, int n, Err *err) {
@@ -57,6 +72,7 @@ int lookup_drafter_init(LookupDrafter *d, int n_min, int n_max, Err *err) {
     *d = (LookupDrafter){.base = {.prefill = lookup_prefill, .propose = lookup_propose, .rollback = lookup_rollback,
                                   .has_lookup = true},
                          .n_min = n_min, .n_max = n_max};
+    for (int m = 0; m < LOOKUP_MATCH_SLOTS; m++) d->base.lookup_gamma[m] = GAMMA_MAX;  // every run, till told
     if (bytesmap_init(&d->index)) return err_fmt(err, "out of memory for the lookup's n-gram index");
     return 0;
 }

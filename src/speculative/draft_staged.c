@@ -1,19 +1,19 @@
-// draft_staged.c — lookup, then the draft model (drafter.h): a lookup run of up to γ tokens, extended by the draft.
+// draft_staged.c — lookup and the draft model (drafter.h): per round, the lookup's run or the draft model's drafts.
 #include "speculative/speculative.h"
 
-// Round by round the lookup goes first: a match of at least min_match tokens gives a run of one-hot drafts, and
-// the draft model drafts on after it up to γ (reading the run in the batch that catches it up); no match, and the
-// draft model drafts alone, up to the γ the scheduler planned for its drafts (Drafter.model_gamma) — as it does
-// when the scheduler asks for the model alone (Drafter.use_lookup). Which
-// tokens come from where depends on the committed text and the scheduler's choice before the round only.
+// The lookup goes first: a match of at least min_match tokens whose run the scheduler asks for (Drafter.lookup_gamma)
+// gives a run of one-hot drafts; otherwise the draft model drafts, up to the γ the scheduler planned for its drafts
+// (Drafter.model_gamma). Which tokens come from where depends on the committed text and the scheduler's choice
+// before the round only.
 static int staged_propose(Drafter *self, const int *context, int n, int gamma, int *draft, double *q, Err *err) {
     StagedDrafter *d = (StagedDrafter *)self;
-    int k = self->use_lookup ? d->lookup->base.propose(&d->lookup->base, context, n, gamma, draft, q, err) : 0;
-    if (k < 0) return -1;
-    if (d->lookup->last_match < d->min_match || !self->use_lookup) k = 0;
-    self->n_one_hot = k;
-    if (k == 0 && self->use_lookup) gamma = gamma < self->model_gamma ? gamma : self->model_gamma;  // no match
-    if (k < gamma) k = model_drafter_extend(d->model, context, n, k, gamma, draft, q, err);
+    const int n_run = lookup_run(d->lookup, context, n, self->run, err);
+    if (n_run < 0) return -1;
+    const int m = d->lookup->last_match >= d->min_match ? d->lookup->last_match : 0;
+    int k = self->n_one_hot = lookup_take(self, m, m > 0 ? n_run : 0, gamma, draft);
+    if (k > 0) return k;
+    k = model_drafter_extend(d->model, context, n, 0, gamma < self->model_gamma ? gamma : self->model_gamma, draft,
+                             q, err);
     self->calls = d->model->base.calls;
     return k;
 }
@@ -37,7 +37,8 @@ static int staged_check(Drafter *self, const int *context, int n_prefill, Err *e
 
 void staged_drafter_init(StagedDrafter *d, LookupDrafter *lookup, ModelDrafter *model, int min_match) {
     *d = (StagedDrafter){.base = {.prefill = staged_prefill, .propose = staged_propose, .rollback = staged_rollback,
-                                  .check_rollback = staged_check, .has_lookup = true, .use_lookup = true,
-                                  .model_gamma = GAMMA_MAX, .step_cost = model->base.step_cost},
+                                  .check_rollback = staged_check, .has_lookup = true, .model_gamma = GAMMA_MAX,
+                                  .step_cost = model->base.step_cost},
                          .lookup = lookup, .model = model, .min_match = min_match};
+    for (int m = 0; m < LOOKUP_MATCH_SLOTS; m++) d->base.lookup_gamma[m] = GAMMA_MAX;  // every run, till told
 }

@@ -2,7 +2,7 @@
 // behind it, each in a file of its own:
 //   draft_model.c   a small model, sampled by the scheduler's rule (Leviathan et al. 2023, §2.2);
 //   draft_lookup.c  n-gram lookup over the prompt and the text so far: no model, a deterministic proposal;
-//   draft_staged.c  both: the lookup proposes a run, the draft model extends it to γ.
+//   draft_staged.c  both: per round, the lookup's run or the draft model's drafts.
 #ifndef SPECDEC_DRAFTER_H
 #define SPECDEC_DRAFTER_H
 
@@ -13,6 +13,16 @@
 #include "tokenizer/bytesmap.h"
 
 struct SpecParams;
+
+enum { GAMMA_MAX = 16 };  // the most tokens drafted in one round (a verify forward is T = γ + 1 ≤ 17 rows)
+
+// The n-gram lengths --lookup matches, and the shortest match whose run the staged drafter (-d … --lookup) takes.
+// Measured on the shipped pair (greedy, γ = 8, 64 tokens, both bench prompt sets): n from 1 gives the most tokens
+// per target call (held-out 4.14 for 1–4, 3.66 for 2–4, 3.25 for 3–6), and lengths beyond 2–4 change almost
+// nothing; staged minimum matches 1 and 2 give the same tokens per call (5.16, 5.24), 2 slightly more at
+// temperature 0.7 under auto (2.47, 2.42). The γ policy learns the acceptance of a lookup's drafts per match length
+// 1 .. LOOKUP_MATCH_SLOTS − 1 (longer ones count as the longest).
+enum { LOOKUP_N_MIN = 1, LOOKUP_N_MAX = 4, LOOKUP_STAGED_MIN_MATCH = 2, LOOKUP_MATCH_SLOTS = LOOKUP_N_MAX + 1 };
 
 // The scheduler calls propose() once per round and rollback() after verification.
 typedef struct Drafter {
@@ -30,10 +40,18 @@ typedef struct Drafter {
     int (*check_rollback)(struct Drafter *self, const int *context, int n_prefill, Err *err);
     int n_one_hot;          // of the last proposal: how many leading tokens are deterministic (see propose)
     bool has_lookup;        // proposes a lookup's one-hot run (lookup, staged)
-    bool use_lookup;        // set by the scheduler before each propose(): false asks the staged drafter for its
-                            // model's drafts alone (the γ policy's choice of whichever pays more)
-    int model_gamma;        // with use_lookup, set by the scheduler too: the most model drafts the staged drafter
-                            // makes when the lookup finds no match (the γ that pays best for the model's drafts)
+    // Set by the scheduler before each propose() (the γ policy's choice of whichever pays more), for a drafter with
+    // a lookup: lookup_gamma[m], the most tokens of the lookup's run to propose when its match is m tokens long
+    // (a longer match counts as LOOKUP_MATCH_SLOTS − 1 long; 0: not that run — the staged drafter's model drafts
+    // instead, the lookup drafter proposes nothing); model_gamma, the most model drafts when no run is proposed.
+    int lookup_gamma[LOOKUP_MATCH_SLOTS];
+    int model_gamma;
+    // Of the last proposal: the lookup's run run[0..n_run) after a match of match_length tokens (n_run = 0: no
+    // match), whether it was proposed, or part of it; a run not proposed teaches the γ policy how often it would
+    // have been kept, at no verification's cost (speculative.c).
+    int run[GAMMA_MAX];
+    int n_run, match_length;
+    bool run_proposed;
     double step_cost;       // one draft token in spec_forward_cost's units (a model's forward; 0: a lookup)
     double seconds;         // time spent in propose(), for the cost estimates (the scheduler adds it up)
     int calls;              // draft model forward passes made (a lookup makes none)
@@ -73,30 +91,32 @@ int model_drafter_extend(ModelDrafter *d, const int *context, int n, int n_given
 // occurred before, and proposes the tokens that followed its latest occurrence — copying on from there, so a
 // repeating span is proposed whole. Deterministic (one-hot q), costs no forward. The index maps every n-gram of
 // the committed text (as its token ids' bytes, hashed with xxHash) to the position after its latest occurrence.
+// It proposes as much of the run as the scheduler asks for a match of its length (Drafter.lookup_gamma).
 typedef struct {
     Drafter base;
     int n_min, n_max;
     BytesMap index;         // n-gram → position after its latest occurrence
     int indexed;            // the n-grams ending at positions ≤ indexed are in the index
-    int last_match;         // the length of the n-gram the last proposal matched (0: none)
+    int last_match;         // the length of the n-gram the last lookup_run matched (0: none)
 } LookupDrafter;
-
-// The n-gram lengths --lookup matches, and the shortest match whose run the staged drafter (-d … --lookup) takes.
-// Measured on the shipped pair (greedy, γ = 8, 64 tokens, both bench prompt sets): n from 1 gives the most tokens
-// per target call (held-out 4.14 for 1–4, 3.66 for 2–4, 3.25 for 3–6), and lengths beyond 2–4 change almost
-// nothing; staged minimum matches 1 and 2 give the same tokens per call (5.16, 5.24), 2 slightly more at
-// temperature 0.7 under auto (2.47, 2.42).
-enum { LOOKUP_N_MIN = 1, LOOKUP_N_MAX = 4, LOOKUP_STAGED_MIN_MATCH = 2 };
 
 int lookup_drafter_init(LookupDrafter *d, int n_min, int n_max, Err *err);
 void lookup_drafter_free(LookupDrafter *d);
 
-// ---- lookup, then the draft model (draft_staged.c) ----------------------------------------------------------
+// The lookup's run after the committed tokens context[0..n): GAMMA_MAX tokens into run[0..GAMMA_MAX) from the
+// longest match (d->last_match long), or 0 when nothing matches; −1 with err set.
+int lookup_run(LookupDrafter *d, const int *context, int n, int *run, Err *err);
 
-// Staged drafting (Spector & Ré 2023, with an n-gram model as the first stage): the lookup proposes a run from a
-// match of at least min_match tokens; the draft model drafts on after it, up to γ. Its one-hot tokens come first
-// (Drafter.n_one_hot); each token of the round is then drawn from a distribution that depends on the tokens before
-// it only, which is all the accept rule needs.
+// Of a run self->run[0..n_run) found after a match of m tokens, proposes into draft[0..k) as much as the scheduler
+// asks (Drafter.lookup_gamma, and at most gamma), and records it (match_length, n_run, run_proposed); returns k.
+int lookup_take(Drafter *self, int m, int n_run, int gamma, int *draft);
+
+// ---- the lookup or the draft model, by turns (draft_staged.c) ----------------------------------------------
+
+// Lookup and the draft model, round by round whichever is predicted to pay more: the lookup's run from a match of
+// at least min_match tokens, as much of it as the scheduler asks for a match of its length (Drafter.lookup_gamma:
+// the γ policy learns how often each length's drafts are kept), else the draft model's drafts, up to
+// Drafter.model_gamma. The draft model reads the tokens a run committed in the batch that catches it up.
 typedef struct {
     Drafter base;
     LookupDrafter *lookup;  // not owned

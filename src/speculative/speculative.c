@@ -56,14 +56,26 @@ double spec_predicted_speedup(double alpha, double gamma, double c) {
 // where α is a running mean of Σ_x min(p, q), t_draft the time of one draft step and t_target(T) the time of
 // a target forward over T tokens — not constant on a CPU. γ = 0 (plain decoding) wins when no draft pays.
 // α is learned per source: the draft model's sampled drafts, and the lookup's one-hot ones, which cost no draft
-// step (t_draft = 0). A drafter that has both (staged) is told each round which pays more: its lookup run first,
-// or its model alone (Drafter.use_lookup).
+// step (t_draft = 0). A lookup run's first draft is kept with a probability α_first that depends on the length of
+// the match behind it (and on the temperature: at 0.7 a one-hot draft is kept with probability p(x), far less often
+// than greedily), its later drafts, once a copy is under way, with another, α_next; so for a run
+//   E[tokens per round] = 1 + α_first · (1 − α_next^γ) / (1 − α_next)
+// (equation 1 when α_first = α_next). A drafter with a lookup is told each round, per match length, how much of the
+// lookup's run pays more than the draft model's drafts or plain decoding (Drafter.lookup_gamma; 0: not that run).
+// The lookup costs nothing to ask, so it is asked every round, and a run it found but did not propose teaches α as
+// well as one that was (learn_unproposed_run): the round's p_1 and committed tokens tell how much of the run would
+// have been kept. A run takes the place of the draft model's drafts only once first drafts' acceptance has been
+// learned from LOOKUP_EVIDENCE of them, never on the prior alone (a match length with fewer is judged by the
+// lookup's other lengths): adding the lookup to the model must not cost. In place of plain decoding a run costs
+// only its verification's extra tokens, and the prior is enough.
 // Where the choice of γ could change the output (SpecParams), t_draft and t_target come from spec_forward_cost
 // instead of measurements, so that they are the same on every run.
 
 enum { T_SLOTS = GAMMA_MAX + 2 };
 
-typedef enum { SAMPLED, ONE_HOT, N_SOURCES } DraftSource;  // a draft model's drafts; a lookup's
+// Whose drafts α learns from: the draft model's (SAMPLED); a lookup run's first after a match of m tokens (source
+// m), or of any length (LOOKUP_FIRST); a lookup run's later ones (LOOKUP_NEXT).
+enum { SAMPLED = 0, LOOKUP_FIRST = LOOKUP_MATCH_SLOTS, LOOKUP_NEXT, N_SOURCES };
 
 typedef struct {
     double alpha[N_SOURCES];    // running means of the acceptance probability (Σ min(p, q) under rejection)
@@ -76,19 +88,37 @@ typedef struct {
     int plain_streak;           // GAMMA_AUTO: rounds in a row it chose plain decoding
     int n_alpha[N_SOURCES];     // drafts α has learned from
     int probe_misses;           // probes in a row (one draft after plain rounds) that were rejected, up to 3
+    bool probing;               // this round's draft model drafts are a probe
 } GammaState;
 
 static const double ALPHA_PRIOR = 0.6, EMA = 0.1;
+// A lookup run's drafts after its first: a copy under way mostly goes on (α learned for them by the end of 64 tokens
+// on the bench prompts: about 0.96 greedily, 0.4–0.55 at temperature 0.7, which every round teaches, whether it
+// proposed a run or not). A prior as low as ALPHA_PRIOR kept greedy runs short for many rounds.
+static const double ALPHA_NEXT_PRIOR = 0.9;
+// The first drafts of lookup runs α_first must have learned from before a run may take the draft model's place
+// (one or two is luck when sampling).
+enum { LOOKUP_EVIDENCE = 4 };
 
 static void running_mean(double *mean, double x) { *mean = *mean > 0 ? *mean + EMA * (x - *mean) : x; }
 
 // α learns from a draft's acceptance β: the mean of the drafts seen so far with the prior counting as one of them,
 // until there are 1/EMA of them; then a running mean that forgets. A useless draft is found out in a few drafts
 // (the prior alone would take 1/EMA times as many), and plain decoding takes over.
-static void learn_alpha(GammaState *g, DraftSource source, double beta) {
+static void learn_alpha(GammaState *g, int source, double beta) {
     const int n = ++g->n_alpha[source];
     const double weight = 1.0 / (n + 1) > EMA ? 1.0 / (n + 1) : EMA;
     g->alpha[source] += weight * (beta - g->alpha[source]);
+}
+
+// What the i-th draft of a lookup run after a match of match_length tokens teaches.
+static void learn_lookup_alpha(GammaState *g, int match_length, int i, double beta) {
+    if (i > 0) {
+        learn_alpha(g, LOOKUP_NEXT, beta);
+        return;
+    }
+    learn_alpha(g, match_length < LOOKUP_MATCH_SLOTS ? match_length : LOOKUP_MATCH_SLOTS - 1, beta);
+    learn_alpha(g, LOOKUP_FIRST, beta);
 }
 
 // t_target(T): the measurement if there is one; else the line a + b·T fitted by least squares to the measured
@@ -131,44 +161,61 @@ double spec_forward_cost(const Model *m, int T) {
 // plain rounds committed in one batch when it is next used (draft_model.c): a plain round costs no draft forward.
 static double verify_time(const GammaState *g, int T) { return g->modelled ? g->model_target[T] : target_time(g, T); }
 
-// The γ (0: plain decoding) that maximises rate(γ) for drafts of acceptance α at t_draft each; *rate gets it.
-// Verifying γ + 1 tokens is taken to cost at least a plain step: a noisy measurement must not make drafting look
-// free.
-static int best_gamma(const GammaState *g, double alpha, double draft_step, double *rate) {
+// The γ (0: plain decoding) that maximises rate(γ) for drafts at t_draft each, of which the first is kept with
+// probability alpha_first and each later one with alpha_next; *rate gets it. Verifying γ + 1 tokens is taken to cost
+// at least a plain step: a noisy measurement must not make drafting look free.
+static int best_gamma(const GammaState *g, double alpha_first, double alpha_next, double draft_step, double *rate) {
     int best = 0;
     const double plain_step = verify_time(g, 1);
     *rate = 1.0 / plain_step;
     for (int gamma = 1; gamma <= GAMMA_MAX; gamma++) {
         const double t_verify = verify_time(g, gamma + 1) > plain_step ? verify_time(g, gamma + 1) : plain_step;
-        const double r = spec_expected_tokens(alpha, gamma) / (gamma * draft_step + t_verify);
+        const double tokens = 1.0 + alpha_first * spec_expected_tokens(alpha_next, gamma - 1);
+        const double r = tokens / (gamma * draft_step + t_verify);
         if (r > *rate) best = gamma, *rate = r;
     }
     return best;
 }
 
+// What the drafter is asked for this round: runs of the lookup by match length, and the draft model's drafts.
+static void ask_drafter(Drafter *drafter, int lookup_gamma, int model_gamma) {
+    for (int m = 0; m < LOOKUP_MATCH_SLOTS; m++) drafter->lookup_gamma[m] = lookup_gamma;
+    drafter->model_gamma = model_gamma;
+    drafter->n_run = drafter->match_length = 0;
+    drafter->run_proposed = false;
+}
+
 static int choose_gamma(const SpecParams *params, GammaState *g, Drafter *drafter) {
     if (!drafter) return 0;
-    drafter->use_lookup = true;
-    drafter->model_gamma = GAMMA_MAX;
-    if (params->policy == GAMMA_FIXED) return params->gamma;
-    if (params->policy == GAMMA_HEURISTIC) return g->heuristic_gamma;
+    g->probing = false;
+    if (params->policy != GAMMA_AUTO) {
+        const int gamma = params->policy == GAMMA_FIXED ? params->gamma : g->heuristic_gamma;
+        ask_drafter(drafter, gamma, gamma);
+        return gamma;
+    }
+    ask_drafter(drafter, 0, 0);
     if (!g->modelled && g->target[1] <= 0) return 0;
-    if (!g->modelled && !g->draft_step_known) {
-        drafter->use_lookup = false;  // the draft model's step is what is measured
-        return 4;
+    const bool has_model = drafter->step_cost > 0;
+    if (has_model && !g->modelled && !g->draft_step_known) return drafter->model_gamma = 4;  // the step measured
+    double model_rate = 1.0 / verify_time(g, 1);  // plain decoding's, where there is no model or it does not pay
+    int gamma = 0;
+    if (has_model) {
+        const double draft_step = g->modelled ? g->model_draft_step : g->draft_step;
+        gamma = best_gamma(g, g->alpha[SAMPLED], g->alpha[SAMPLED], draft_step, &model_rate);
+        g->plain_streak = gamma == 0 ? g->plain_streak + 1 : 0;
+        g->probing = gamma == 0 && g->plain_streak % (8 << g->probe_misses) == 0;
+        drafter->model_gamma = gamma = g->probing ? 1 : gamma;
     }
-    double rate, lookup_rate;
-    int best = drafter->step_cost == 0 ? best_gamma(g, g->alpha[ONE_HOT], 0, &rate)
-                                       : best_gamma(g, g->alpha[SAMPLED], g->modelled ? g->model_draft_step
-                                                                                      : g->draft_step, &rate);
-    if (drafter->has_lookup && drafter->step_cost > 0) {  // both: the lookup's run, or the model alone
-        const int lookup_gamma = best_gamma(g, g->alpha[ONE_HOT], 0, &lookup_rate);
-        drafter->use_lookup = lookup_rate >= rate;
-        drafter->model_gamma = best;
-        if (drafter->use_lookup) best = lookup_gamma;
+    if (!drafter->has_lookup) return gamma;
+    const int evidence = gamma > 0 ? LOOKUP_EVIDENCE : 0;  // to take the model's place; plain decoding's, none
+    for (int m = 1; m < LOOKUP_MATCH_SLOTS && g->n_alpha[LOOKUP_FIRST] >= evidence; m++) {
+        const double alpha_first = g->alpha[g->n_alpha[m] > 0 && g->n_alpha[m] >= evidence ? m : LOOKUP_FIRST];
+        double lookup_rate;
+        const int lookup_gamma = best_gamma(g, alpha_first, g->alpha[LOOKUP_NEXT], 0, &lookup_rate);
+        drafter->lookup_gamma[m] = lookup_gamma > 0 && lookup_rate >= model_rate ? lookup_gamma : 0;
+        gamma = gamma > drafter->lookup_gamma[m] ? gamma : drafter->lookup_gamma[m];
     }
-    g->plain_streak = best == 0 ? g->plain_streak + 1 : 0;
-    return best == 0 && g->plain_streak % (8 << g->probe_misses) == 0 ? 1 : best;
+    return gamma > 0 ? gamma : 1;  // the lookup is asked every round: what it finds teaches α
 }
 
 // ---- the scheduler: one round of Algorithm 1 ---------------------------------------------------------------
@@ -387,6 +434,19 @@ static void show_round(const SpecParams *params, const Round *r) {
     }
 }
 
+// A lookup run y_1.. found but not proposed: its first token would have been kept with probability p_1(y_1)
+// (rejection sampling and coupling alike; 0 or 1 when greedy), which the round computed. Its later tokens were not
+// verified, but the round's committed tokens c_1..c_j are the target's own samples, so while y_1..y_{i−1} =
+// c_1..c_{i−1}, [y_i = c_i] stands in for the chance of keeping y_i (exactly when greedy; at a temperature, a
+// sample of it — biased a little, as which positions a round commits depends on its drafts).
+static void learn_unproposed_run(Scheduler *s, const Round *r) {
+    const Drafter *d = s->drafter;
+    learn_lookup_alpha(&s->g, d->match_length, 0, s->p[d->run[0]]);
+    const int *committed = s->context + s->n - r->n_committed;
+    for (int i = 1; i < d->n_run && i < r->n_committed && d->run[i - 1] == committed[i - 1]; i++)
+        learn_lookup_alpha(&s->g, d->match_length, i, d->run[i] == committed[i]);
+}
+
 static void record_round(Scheduler *s, const Round *r) {
     SpecStats *st = s->stats;
     GammaState *g = &s->g;
@@ -403,9 +463,11 @@ static void record_round(Scheduler *s, const Round *r) {
         st->sum_min_pq += r->overlap[i];
         st->n_min_pq++;
         s->alpha_sum += r->learned[i];
-        learn_alpha(g, i < r->n_one_hot ? ONE_HOT : SAMPLED, r->learned[i]);
+        if (i < r->n_one_hot) learn_lookup_alpha(g, s->drafter->match_length, i, r->learned[i]);
+        else learn_alpha(g, SAMPLED, r->learned[i]);
     }
-    if (r->k == 1 && g->plain_streak > 0)  // a probe: one draft after plain rounds
+    if (s->drafter && s->drafter->n_run > 0 && !s->drafter->run_proposed) learn_unproposed_run(s, r);
+    if (g->probing && r->k > 0 && r->n_one_hot == 0)  // the probe was made (not displaced by a lookup run)
         g->probe_misses = r->n_accepted ? 0 : g->probe_misses < 3 ? g->probe_misses + 1 : 3;
     running_mean(&g->target[r->k + 1], r->target_seconds);
     if (s->drafter) s->drafter->seconds += r->draft_seconds;
@@ -466,10 +528,12 @@ static int scheduler_init(Scheduler *s, Model *target, Drafter *drafter, const i
         return err_fmt(err, "out of memory for the scheduler's buffers");
     memcpy(s->context, prompt, sizeof(int) * n_prompt);
     GammaState *g = &s->g;
-    *g = (GammaState){.alpha = {ALPHA_PRIOR, ALPHA_PRIOR}, .heuristic_gamma = params->gamma,
+    *g = (GammaState){.heuristic_gamma = params->gamma,
                       .draft_step_known = drafter && drafter->step_cost == 0,
                       .modelled = drafter && params->policy == GAMMA_AUTO && params->sampler == SAMPLER_REJECTION &&
                                   params->sampling.temperature > 0};
+    for (int source = 0; source < N_SOURCES; source++) g->alpha[source] = ALPHA_PRIOR;
+    g->alpha[LOOKUP_NEXT] = ALPHA_NEXT_PRIOR;
     if (g->modelled) {
         g->model_draft_step = drafter->step_cost;
         for (int T = 1; T < T_SLOTS; T++) g->model_target[T] = spec_forward_cost(target, T);

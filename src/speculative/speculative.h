@@ -27,8 +27,6 @@
 #include "speculative/drafter.h"
 #include "speculative/sampling.h"
 
-enum { GAMMA_MAX = 16 };  // the most tokens drafted in one round (a verify forward is T = γ + 1 ≤ 17 rows)
-
 // ---- the accept / resample step -----------------------------------------------------------------------------
 
 // P(keep draft x) = min(1, p(x) / q(x)) (Algorithm 1: accept if r ≤ p(x) / q(x), r ~ U(0, 1)).

@@ -1,0 +1,183 @@
+// test_gamma_policy.c — γ auto's choice between the lookup's runs, the draft model's drafts and plain decoding
+// (speculative.c, choose_gamma), on a scripted drafter whose drafts are right or wrong by construction: greedy, the
+// target's own output is known beforehand, so a draft is right when it is that output's next token.
+//
+//   - the lookup drafter proposes as much of its run as the policy asks for its match length, and tells the policy
+//     what it found and did not propose;
+//   - alone, the lookup proposes its first run on the prior (in place of plain decoding a run costs only its
+//     verification's extra tokens); α is learned per match length: runs after the right-copying length are
+//     proposed, the wrong-copying length's soon stop being;
+//   - beside a draft model whose drafts are right, a run takes the model's place only after the acceptance of 4 first
+//     drafts has been learned, from the rounds in which it was not proposed too: a wrong run is proposed at most once
+//     (a match length not yet seen is judged by the lookup's other lengths), the model drafts in every other such
+//     round, and right runs come to be proposed.
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "model/model.h"
+#include "random_checkpoint.h"
+#include "speculative/speculative.h"
+
+// The lookup drafter asked for part of its run, or none of it; either way it records the whole run it found.
+TEST(speculative_lookup_proposes_what_the_policy_asks) {
+    LookupDrafter d;
+    Err err;
+    CHECK(lookup_drafter_init(&d, 1, 4, &err) == 0, "%s", err.msg);
+    int draft[GAMMA_MAX];
+    const int text[] = {1, 2, 3, 9, 1, 2, 3, 7, 5, 1, 2, 3};  // "1 2 3" ends the text: a match of 3
+    d.base.lookup_gamma[3] = 2;
+    CHECK(d.base.propose(&d.base, text, 12, 4, draft, NULL, &err) == 2 && d.base.n_one_hot == 2, "two of the run");
+    CHECK(d.base.match_length == 3 && d.base.run_proposed && d.base.n_run == GAMMA_MAX && draft[1] == 5,
+          "match %d, run of %d", d.base.match_length, d.base.n_run);
+    d.base.lookup_gamma[3] = 0;
+    CHECK(d.base.propose(&d.base, text, 12, 4, draft, NULL, &err) == 0 && d.base.n_one_hot == 0, "none of the run");
+    CHECK(d.base.match_length == 3 && !d.base.run_proposed && d.base.run[0] == 7 && d.base.run[1] == 5 &&
+              d.base.run[2] == 1 && d.base.run[5] == 7, "the run found, not proposed: %d %d %d .. %d", d.base.run[0],
+          d.base.run[1], d.base.run[2], d.base.run[5]);
+    const int longer[] = {1, 2, 3, 4, 5, 8, 1, 2, 3, 4, 5};  // a match of 5 counts as LOOKUP_MATCH_SLOTS − 1 long
+    lookup_drafter_free(&d);
+    CHECK(lookup_drafter_init(&d, 1, 6, &err) == 0, "%s", err.msg);
+    for (int m = 0; m < LOOKUP_MATCH_SLOTS; m++) d.base.lookup_gamma[m] = m == LOOKUP_MATCH_SLOTS - 1 ? 3 : 0;
+    CHECK(d.base.propose(&d.base, longer, 11, 4, draft, NULL, &err) == 3 && d.base.match_length == 5 &&
+              draft[0] == 8, "a match of %d, %d proposed", d.base.match_length, d.base.n_one_hot);
+    lookup_drafter_free(&d);
+}
+
+enum { N_PROMPT = 6, N_NEW = 400, V = 97 };
+static const float NEAR_GREEDY = 0.001f;
+
+// A scripted drafter. Before the token at index j of the new text it "finds" a lookup run after a match of
+// RIGHT_MATCH tokens when j is even, whose tokens are the target's own output (kept greedily), and after a match of
+// WRONG_MATCH tokens when j is odd, whose tokens are never the target's; it proposes as much of the run as the
+// policy asks (lookup_take). With a model (step_cost > 0) it drafts the target's own tokens otherwise, with one-hot q
+// rows. It counts what it was asked and did.
+enum { RIGHT_MATCH = 3, WRONG_MATCH = 1 };
+typedef struct {
+    Drafter base;
+    const int *expect;      // [N_NEW]: the target's greedy output
+    int found[2], proposed[2];  // lookup runs found and proposed: [0] wrong, [1] right
+    int first_found_proposed;   // the first run found was proposed
+    int proposed_late[2];       // runs proposed in the second half of the text
+    int model_drafted;          // tokens
+    int model_instead;          // rounds in which a wrong run was found and the model drafted
+} Script;
+
+static int script_propose(Drafter *self, const int *context, int n, int gamma, int *draft, double *q, Err *err) {
+    (void)context, (void)err;
+    Script *s = (Script *)self;
+    const int j = n - N_PROMPT;
+    const bool right = j % 2 == 0;
+    for (int i = 0; i < GAMMA_MAX; i++) {
+        const int x = j + i < N_NEW ? s->expect[j + i] : 0;
+        self->run[i] = right ? x : (x + 1) % V;
+    }
+    const int take = lookup_take(self, right ? RIGHT_MATCH : WRONG_MATCH, GAMMA_MAX, gamma, draft);
+    if (s->found[0] + s->found[1] == 0) s->first_found_proposed = take > 0;
+    s->found[right]++;
+    s->proposed[right] += take > 0;
+    s->proposed_late[right] += take > 0 && j >= N_NEW / 2;
+    if ((self->n_one_hot = take) > 0 || self->step_cost == 0) return take;
+    const int k = gamma < self->model_gamma ? gamma : self->model_gamma;
+    for (int i = 0; i < k; i++) {
+        draft[i] = j + i < N_NEW ? s->expect[j + i] : 0;
+        memset(q + (size_t)i * V, 0, sizeof(double) * V);
+        q[(size_t)i * V + draft[i]] = 1.0;
+    }
+    s->model_drafted += k;
+    s->model_instead += !right && k > 0;
+    self->calls += k;
+    return k;
+}
+
+static void script_rollback(Drafter *self, int n) { (void)self, (void)n; }
+
+// Generation of N_NEW tokens after a fixed prompt by the target alone (script NULL) or with the script, at a
+// temperature low enough that the target's greedy token has probability ≈ 1 at every position: a draft of it is kept
+// (with probability p(x) ≈ 1), any other token is not. Sampling (under rejection) makes γ auto plan with the fixed
+// cost model (spec_forward_cost), so the policy's choices do not depend on timings; the seed is fixed.
+static void generate(Model *target, Script *script, float temperature, int *out, SpecStats *stats) {
+    const int prompt[N_PROMPT] = {3, 14, 15, 92, 65, 35};
+    SpecParams params = {.sampling = {.temperature = temperature, .top_p = 1}, .policy = GAMMA_AUTO, .seed = 1,
+                         .max_tokens = N_NEW, .eos_id = -1};
+    Err err;
+    int n_out = 0;
+    CHECK(speculative_generate(target, script ? &script->base : NULL, prompt, N_PROMPT, &params, out, &n_out, stats,
+                               &err) == 0, "%s", err.msg);
+    CHECK(n_out == N_NEW, "%d tokens", n_out);
+}
+
+static void with_target(void (*body)(Model *target)) {
+    char dir[64];
+    snprintf(dir, sizeof dir, "/tmp/specdec-policy-XXXXXX");
+    CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    const RandomCheckpoint spec = {.n_layer = 2, .n_embd = 32, .n_head = 4, .vocab_size = V, .n_positions = 512,
+                                   .scale = 0.3f, .seed = 11};
+    Err err;
+    ThreadPool *pool = pool_create(1, &err);
+    Model target;
+    CHECK(pool && random_checkpoint_write(dir, &spec, &err) == 0 && model_load(&target, dir, pool, &err) == 0, "%s",
+          err.msg);
+    body(&target);
+    model_free(&target);
+    pool_free(pool);
+    random_checkpoint_remove(dir);
+}
+
+static Script script_for(const int *expect, double step_cost) {
+    return (Script){.base = {.propose = script_propose, .rollback = script_rollback, .has_lookup = true,
+                             .step_cost = step_cost},
+                    .expect = expect};
+}
+
+static void lookup_alone(Model *target) {
+    int expect[N_NEW], got[N_NEW];
+    SpecStats stats;
+    generate(target, NULL, 0, expect, &stats);
+    Script script = script_for(expect, 0);
+    generate(target, &script, NEAR_GREEDY, got, &stats);
+    int same = 0;
+    while (same < N_NEW && got[same] == expect[same]) same++;
+    CHECK(same == N_NEW, "the greedy output up to token %d only", same);
+    printf("    right runs %d of %d proposed, wrong runs %d of %d (%d in the second half); %.1f tokens per round\n",
+           script.proposed[1], script.found[1], script.proposed[0], script.found[0], script.proposed_late[0],
+           (double)N_NEW / stats.rounds);
+    CHECK(script.first_found_proposed, "the first run found, in place of plain decoding, was not proposed");
+    CHECK(script.proposed[1] * 4 >= script.found[1] * 3, "right runs: %d of %d proposed", script.proposed[1],
+          script.found[1]);
+    CHECK(script.proposed[0] * 2 < script.found[0] && script.proposed_late[0] == 0,
+          "wrong runs: %d of %d proposed, %d in the second half", script.proposed[0], script.found[0],
+          script.proposed_late[0]);
+    CHECK(stats.accepted == stats.one_hot_accepted && stats.draft_calls == 0, "lookup drafts only");
+}
+
+// Lookup alone: the policy learns which match length copies right, and proposes those runs only.
+TEST(speculative_auto_learns_lookup_acceptance_per_match_length) { with_target(lookup_alone); }
+
+static void beside_a_right_model(Model *target) {
+    int expect[N_NEW], got[N_NEW];
+    SpecStats stats;
+    generate(target, NULL, 0, expect, &stats);
+    Script script = script_for(expect, 0.05 * spec_forward_cost(target, 1));  // c = 0.05
+    generate(target, &script, NEAR_GREEDY, got, &stats);
+    int same = 0;
+    while (same < N_NEW && got[same] == expect[same]) same++;
+    CHECK(same == N_NEW, "the greedy output up to token %d only", same);
+    printf("    right runs %d of %d proposed, wrong runs %d of %d (the model drafted in %d of those rounds)\n",
+           script.proposed[1], script.found[1], script.proposed[0], script.found[0], script.model_instead);
+    CHECK(script.proposed[0] <= 1, "%d wrong runs proposed in place of the model's right drafts", script.proposed[0]);
+    // Right runs, all free where the model's drafts cost, come to pay more than the model's only once the policy has
+    // seen, from the rounds the model drafted in, that their later tokens are kept too.
+    CHECK(script.proposed[1] * 2 >= script.found[1], "right runs: %d of %d proposed", script.proposed[1],
+          script.found[1]);
+    CHECK(script.model_instead + script.proposed[0] == script.found[0],
+          "the model drafted in %d of the %d rounds of a wrong run", script.model_instead, script.found[0]);
+}
+
+// Beside a draft model whose drafts are kept, the lookup's wrong runs are not proposed (once at most, judged by the
+// right runs' length before its own is seen), its right runs are: it learns both from the rounds it did not propose
+// in.
+TEST(speculative_auto_lookup_never_displaces_a_better_model) { with_target(beside_a_right_model); }
