@@ -18,10 +18,12 @@ static int index_up_to(LookupDrafter *d, const int *context, int n, Err *err) {
 // The longest n-gram ending the text that occurred before: its length m, and the continuation copies the text from
 // the position after that occurrence on. Copying on past the end of the committed text continues with the
 // proposal itself (the match's continuation overlaps the suffix: a repeating span is proposed whole).
-static int lookup_propose(Drafter *self, const int *context, int n, int gamma, int *draft, double *q, Err *err) {
+// The run is a chain of one-hot nodes (the tree's width does not apply: one match, one continuation).
+static int lookup_propose(Drafter *self, const int *context, int n, TreeShape shape, DraftTree *tree, double *q,
+                          Err *err) {
     (void)q;  // one-hot: no rows
     LookupDrafter *d = (LookupDrafter *)self;
-    self->n_one_hot = 0;
+    tree->n = 0;
     d->last_match = 0;
     if (index_up_to(d, context, n, err)) return -1;
     uint64_t after = 0;
@@ -30,12 +32,13 @@ static int lookup_propose(Drafter *self, const int *context, int n, int gamma, i
         if (bytesmap_get(&d->index, context + n - len, sizeof(int) * len, &after)) break;
     if (len < d->n_min) return 0;
     d->last_match = len;
-    for (int i = 0; i < gamma; i++) {
+    for (int i = 0; i < shape.depth; i++) {
         const int from = (int)after + i;  // < n + i: committed, or an earlier token of this proposal
-        draft[i] = from < n ? context[from] : draft[from - n];
+        tree->token[i] = from < n ? context[from] : tree->token[from - n];
+        tree->parent[i] = i - 1, tree->q_row[i] = -1, tree->without_replacement[i] = false;
     }
-    self->n_one_hot = gamma;
-    return gamma;
+    tree->n = shape.depth;
+    return 0;
 }
 
 static int lookup_prefill(Drafter *self, const int *context, int n, Err *err) {
@@ -44,7 +47,8 @@ static int lookup_prefill(Drafter *self, const int *context, int n, Err *err) {
 
 // The index holds committed tokens only, which rounds never take back; a rollback before them (a new text)
 // starts the index afresh.
-static void lookup_rollback(Drafter *self, int n) {
+static void lookup_rollback(Drafter *self, int n, const int *path, int n_path) {
+    (void)path, (void)n_path;  // nothing cached for the drafts
     LookupDrafter *d = (LookupDrafter *)self;
     if (d->indexed < n) return;
     bytesmap_clear(&d->index);

@@ -6,16 +6,17 @@
 // draft model drafts alone, up to the γ the scheduler planned for its drafts (Drafter.model_gamma) — as it does
 // when the scheduler asks for the model alone (Drafter.use_lookup). Which
 // tokens come from where depends on the committed text and the scheduler's choice before the round only.
-static int staged_propose(Drafter *self, const int *context, int n, int gamma, int *draft, double *q, Err *err) {
+static int staged_propose(Drafter *self, const int *context, int n, TreeShape shape, DraftTree *tree, double *q,
+                          Err *err) {
     StagedDrafter *d = (StagedDrafter *)self;
-    int k = self->use_lookup ? d->lookup->base.propose(&d->lookup->base, context, n, gamma, draft, q, err) : 0;
-    if (k < 0) return -1;
-    if (d->lookup->last_match < d->min_match || !self->use_lookup) k = 0;
-    self->n_one_hot = k;
-    if (k == 0 && self->use_lookup) gamma = gamma < self->model_gamma ? gamma : self->model_gamma;  // no match
-    if (k < gamma) k = model_drafter_extend(d->model, context, n, k, gamma, draft, q, err);
+    tree->n = 0;
+    if (self->use_lookup && d->lookup->base.propose(&d->lookup->base, context, n, shape, tree, q, err)) return -1;
+    if (d->lookup->last_match < d->min_match || !self->use_lookup) tree->n = 0;
+    if (tree->n == 0 && self->use_lookup)  // no match
+        shape.depth = shape.depth < self->model_gamma ? shape.depth : self->model_gamma;
+    const int rc = model_drafter_extend(d->model, context, n, shape, tree, q, err);  // (nothing, past the depth)
     self->calls = d->model->base.calls;
-    return k;
+    return rc;
 }
 
 static int staged_prefill(Drafter *self, const int *context, int n, Err *err) {
@@ -24,10 +25,10 @@ static int staged_prefill(Drafter *self, const int *context, int n, Err *err) {
     return d->model->base.prefill(&d->model->base, context, n, err);
 }
 
-static void staged_rollback(Drafter *self, int n) {
+static void staged_rollback(Drafter *self, int n, const int *path, int n_path) {
     StagedDrafter *d = (StagedDrafter *)self;
-    d->lookup->base.rollback(&d->lookup->base, n);
-    d->model->base.rollback(&d->model->base, n);
+    d->lookup->base.rollback(&d->lookup->base, n, path, n_path);
+    d->model->base.rollback(&d->model->base, n, path, n_path);
 }
 
 static int staged_check(Drafter *self, const int *context, int n_prefill, Err *err) {

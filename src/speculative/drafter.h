@@ -9,26 +9,47 @@
 #include <stdbool.h>
 
 #include "model/model.h"
+#include "model/tree_interim.h"  // INTERIM until treefwd lands
 #include "speculative/sampling.h"
 #include "tokenizer/bytesmap.h"
 
 struct SpecParams;
 
+// A draft tree: what a drafter proposes and the target verifies in one forward; a chain of γ drafts is the tree of
+// width 1. Nodes are in breadth-first order — each level after the one above it, siblings in the order they were
+// drawn — so every node comes after its parent, and the nodes above a level are a prefix of the list.
+enum { TREE_MAX_NODES = TREE_MAX_ROWS - 1 };  // the verify forward feeds the newest committed token too
+
+typedef struct {
+    int n;                                  // nodes
+    int token[TREE_MAX_NODES];
+    int parent[TREE_MAX_NODES];             // an earlier node, or −1: a child of the newest committed token
+    int q_row[TREE_MAX_NODES];              // the row of q the node was drawn from, or −1: deterministic
+                                            // (one-hot q: a lookup's token, a greedy top-W child)
+    bool without_replacement[TREE_MAX_NODES];  // drawn from its q row with its earlier siblings' tokens removed
+} DraftTree;
+
+// What the scheduler asks of a drafter: `width` children at the first level the drafter draws, each continued as a
+// chain, `depth` levels in all — width 1 asks for a chain of γ = depth drafts.
+typedef struct {
+    int depth, width;
+} TreeShape;
+
 // The scheduler calls propose() once per round and rollback() after verification.
 typedef struct Drafter {
     // Optional: reads context[0..n) ahead of the first round (the prompt), so that propose() times are steady.
     int (*prefill)(struct Drafter *self, const int *context, int n, Err *err);
-    // Proposes up to `gamma` tokens continuing the committed tokens context[0..n): ids into draft[0..k), and
-    // their distributions q[i·V .. (i+1)·V) — except for the first n_one_hot of them (set by every call), which
-    // are deterministic: their q_i is one-hot at draft[i], and the scheduler uses it without a row of q.
-    // Returns k (0 ≤ k ≤ gamma; a drafter may stop early), or −1 with err set.
-    int (*propose)(struct Drafter *self, const int *context, int n, int gamma, int *draft, double *q, Err *err);
-    // Forget whatever was cached at positions ≥ n: the tokens there were rejected, or are not yet final.
-    void (*rollback)(struct Drafter *self, int n);
+    // Proposes a tree of at most shape.depth levels continuing the committed tokens context[0..n) (it may stop
+    // early, or propose nothing: tree->n = 0), and the distributions its nodes were drawn from, as rows of q
+    // ([rows, V]: node i's q_row). Returns 0, or −1 with err set.
+    int (*propose)(struct Drafter *self, const int *context, int n, TreeShape shape, DraftTree *tree, double *q,
+                   Err *err);
+    // After verification: keep what was cached for the nodes path[0..n_path) of the last proposal (the accepted
+    // path, root first), then forget whatever is cached at positions ≥ n (rejected, or not yet final).
+    void (*rollback)(struct Drafter *self, int n, const int *path, int n_path);
     // Optional: checks what the drafter caches after rollback() against the committed tokens context[0..), whose
     // first n_prefill went to prefill() (model_check_rollback). The debug build calls it after every rollback.
     int (*check_rollback)(struct Drafter *self, const int *context, int n_prefill, Err *err);
-    int n_one_hot;          // of the last proposal: how many leading tokens are deterministic (see propose)
     bool has_lookup;        // proposes a lookup's one-hot run (lookup, staged)
     bool use_lookup;        // set by the scheduler before each propose(): false asks the staged drafter for its
                             // model's drafts alone (the γ policy's choice of whichever pays more)
@@ -46,6 +67,13 @@ typedef struct Drafter {
 // of its logits at temperature 1, whatever the sampling settings) falls below p_min (0 = never). Tokens the draft
 // has not read yet (the text committed while the scheduler decoded plainly, the accepted drafts) are fed in one
 // forward when it is next used: keeping it in sync costs no forward per plain token.
+//
+// A tree (width W > 1): the W children of its first level come from one q row, drawn as the scheduler's rule
+// needs them (tree.h: the W most likely when greedy, W draws without replacement under rejection sampling, the
+// W Gumbel-max winners under coupling), and each is continued as a chain, one forward per level over every
+// branch (model_forward_tree). A chain's rows stay valid in the cache, so a chain feeds only its newest token;
+// branches would see each other's rows, so a tree's level forward cuts the cache back to the committed text and
+// feeds the tree so far again under the tree mask. rollback() keeps the accepted path's rows (kv_keep_path).
 typedef struct {
     Drafter base;
     Model *model;
@@ -53,18 +81,21 @@ typedef struct {
     Sampler sampler;
     const struct SpecParams *params;    // not owned: sampler and seed
     float p_min;
-    float *logits;          // [V]
+    int max_width;          // the widest first level it is asked for (SpecParams.tree_width)
+    float *logits;          // [max_width · GAMMA_MAX, V] (a chain: [1, V]): the rows of one level's forward
     int *feed;              // [n_positions]: the tokens of one forward
+    int first_position;     // of the last proposal's first node: node i's row is cached at first_position + i
     RollbackCheck check;    // the debug build's check of `cache` (check_rollback)
 } ModelDrafter;
 
 int model_drafter_init(ModelDrafter *d, Model *draft, const struct SpecParams *params, float p_min, Err *err);
 void model_drafter_free(ModelDrafter *d);
 
-// Drafts up to gamma − n_given tokens after context[0..n) followed by given[0..n_given), into
-// draft[n_given..k) with q rows n_given..k; returns k (n_given when it drafts nothing), or −1 with err set.
-// draft[0..n_given) is `given`, as the staged drafter uses it; propose() is this with n_given = 0.
-int model_drafter_extend(ModelDrafter *d, const int *context, int n, int n_given, int gamma, int *draft, double *q,
+// Extends a tree whose tree->n nodes so far are a chain of given tokens (the staged drafter's lookup run;
+// propose() starts with none) after context[0..n): shape.width children below the last given node, each continued
+// as a chain, up to shape.depth levels in all, their q rows after the rows used so far. Returns 0, or −1 with err
+// set.
+int model_drafter_extend(ModelDrafter *d, const int *context, int n, TreeShape shape, DraftTree *tree, double *q,
                          Err *err);
 
 // ---- n-gram lookup (draft_lookup.c) -------------------------------------------------------------------------
@@ -94,8 +125,8 @@ void lookup_drafter_free(LookupDrafter *d);
 // ---- lookup, then the draft model (draft_staged.c) ----------------------------------------------------------
 
 // Staged drafting (Spector & Ré 2023, with an n-gram model as the first stage): the lookup proposes a run from a
-// match of at least min_match tokens; the draft model drafts on after it, up to γ. Its one-hot tokens come first
-// (Drafter.n_one_hot); each token of the round is then drawn from a distribution that depends on the tokens before
+// match of at least min_match tokens; the draft model drafts on after it, up to γ — a tree below the run when the
+// scheduler asks for one. Its one-hot tokens come first; each token of the round is then drawn from a distribution that depends on the tokens before
 // it only, which is all the accept rule needs.
 typedef struct {
     Drafter base;

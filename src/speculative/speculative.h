@@ -27,7 +27,8 @@
 #include "speculative/drafter.h"
 #include "speculative/sampling.h"
 
-enum { GAMMA_MAX = 16 };  // the most tokens drafted in one round (a verify forward is T = γ + 1 ≤ 17 rows)
+enum { GAMMA_MAX = 16 };  // the most levels drafted in one round (a chain's verify forward is T = γ + 1 ≤ 17 rows)
+enum { TREE_WIDTH_MAX = 4 };  // the most children of a tree's first level (--tree-width)
 
 // ---- the accept / resample step -----------------------------------------------------------------------------
 
@@ -67,7 +68,9 @@ typedef struct SpecParams {
     SpecSampler sampler;
     uint64_t seed;
     GammaPolicy policy;
-    int gamma;              // GAMMA_FIXED: γ; GAMMA_HEURISTIC: the starting γ
+    int gamma;              // GAMMA_FIXED: γ; GAMMA_HEURISTIC: the starting γ (a tree's depth)
+    int tree_width;         // children of a draft tree's first level, each continued as a chain (≤ 1: a chain)
+    bool tree_auto;         // --tree: the policy picks the width (up to tree_width) with γ; a chain when no tree pays
     int max_tokens;         // stop after this many new tokens
     int eos_id;             // stop at this token (not emitted); −1 = never
     const int *eos_ids;     // ... or at any of these n_eos (a config's list, e.g. Llama 3's three), may be NULL
@@ -101,7 +104,11 @@ typedef struct {
     double target_seconds, draft_seconds;  // of decode_seconds: in target forwards, in the drafter
     double target_t1_seconds;   // mean time of a T = 1 target forward (measured or fitted), for c
     double draft_step_seconds;  // mean time of one draft step (running estimate)
-    double mean_gamma;
+    double mean_gamma;          // the mean depth drafted (a chain's γ)
+    // Per level l of the drafts (1 = the first drafted token): the rounds whose path reached level l − 1 with a
+    // level l drafted, and those that kept a node of level l — the measured per-level acceptance kept / reached.
+    int level_reached[GAMMA_MAX + 1], level_kept[GAMMA_MAX + 1];
+    int rounds_by_depth[GAMMA_MAX + 1];  // rounds by the depth drafted (0: plain)
     // Σ over the rounds played of E[tokens | α, γ] = (1 − α^{γ+1}) / (1 − α) (the paper's equation 1), with α the
     // run's mean acceptance probability — Σ min(p, q) under rejection sampling, the acceptance rate under coupling:
     // what the rounds should have produced, given how well the models agree.
@@ -127,6 +134,15 @@ double spec_forward_cost(const Model *m, int T);
 
 // E[tokens per round] = (1 − α^{γ+1}) / (1 − α), the paper's equation 1 (γ + 1 when α = 1).
 double spec_expected_tokens(double alpha, double gamma);
+
+// E[tokens per round] of a tree of `depth` levels whose first level is kept with probability first_alpha and each
+// level below with α (a first level of W children, each continued as a chain): 1 + first_alpha (1 + α + … +
+// α^{depth−1}); equation 1 when first_alpha = α.
+double spec_tree_expected_tokens(double first_alpha, double alpha, int depth);
+
+// E[tokens per round] from per-level acceptance accept[1..depth] (P(a node of level l is kept | level l − 1
+// was)): 1 + a_1 + a_1 a_2 + … + a_1 ⋯ a_depth. The bench's theory column for chains and trees alike.
+double spec_expected_tokens_by_level(const double *accept, int depth);
 
 // The expected speedup of Theorem 3.8: (1 − α^{γ+1}) / ((1 − α)(γc + 1)).
 double spec_predicted_speedup(double alpha, double gamma, double c);

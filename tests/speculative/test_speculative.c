@@ -516,17 +516,22 @@ TEST(speculative_lookup_proposes_the_latest_longest_match) {
     LookupDrafter d;
     Err err;
     CHECK(lookup_drafter_init(&d, 1, 4, &err) == 0, "%s", err.msg);
-    int draft[8];
+    DraftTree tree;
+    const int *draft = tree.token;
     const int text[] = {1, 2, 3, 9, 1, 2, 3, 7, 5, 1, 2, 3};  // "1 2 3" ends the text and occurred twice before
-    CHECK(d.base.propose(&d.base, text, 12, 4, draft, NULL, &err) == 4 && d.last_match == 3, "match %d", d.last_match);
-    CHECK(draft[0] == 7 && draft[1] == 5 && draft[2] == 1 && draft[3] == 2 && d.base.n_one_hot == 4,
+    CHECK(d.base.propose(&d.base, text, 12, (TreeShape){4, 3}, &tree, NULL, &err) == 0 && tree.n == 4 &&
+          d.last_match == 3, "match %d", d.last_match);
+    bool chain = true;  // of one-hot nodes, whatever the width asked
+    for (int i = 0; i < tree.n; i++) chain &= tree.parent[i] == i - 1 && tree.q_row[i] == -1;
+    CHECK(draft[0] == 7 && draft[1] == 5 && draft[2] == 1 && draft[3] == 2 && chain,
           "the latest occurrence's continuation: %d %d %d %d", draft[0], draft[1], draft[2], draft[3]);
     const int none[] = {1, 2, 3};
-    d.base.rollback(&d.base, 0);
-    CHECK(d.base.propose(&d.base, none, 3, 4, draft, NULL, &err) == 0 && d.base.n_one_hot == 0, "no match, no draft");
+    d.base.rollback(&d.base, 0, NULL, 0);
+    CHECK(d.base.propose(&d.base, none, 3, (TreeShape){4, 1}, &tree, NULL, &err) == 0 && tree.n == 0,
+          "no match, no draft");
     const int repeat[] = {4, 5, 4, 5};  // the continuation runs into the text's end and copies the proposal on
-    d.base.rollback(&d.base, 0);
-    CHECK(d.base.propose(&d.base, repeat, 4, 5, draft, NULL, &err) == 5, "repeat");
+    d.base.rollback(&d.base, 0, NULL, 0);
+    CHECK(d.base.propose(&d.base, repeat, 4, (TreeShape){5, 1}, &tree, NULL, &err) == 0 && tree.n == 5, "repeat");
     CHECK(draft[0] == 4 && draft[1] == 5 && draft[2] == 4 && draft[3] == 5 && draft[4] == 4, "the repeat copied on");
     CHECK(d.base.calls == 0 && d.base.step_cost == 0, "a lookup makes no forward");
     lookup_drafter_free(&d);
@@ -639,20 +644,21 @@ static int meddler_prefill(Drafter *self, const int *context, int n, Err *err) {
     return m->inner.base.prefill(&m->inner.base, context, n, err);
 }
 
-static int meddler_propose(Drafter *self, const int *context, int n, int gamma, int *draft, double *q, Err *err) {
+static int meddler_propose(Drafter *self, const int *context, int n, TreeShape shape, DraftTree *tree, double *q,
+                           Err *err) {
     Meddler *m = (Meddler *)self;
-    int k = m->inner.base.propose(&m->inner.base, context, n, gamma, draft, q, err);
+    int rc = m->inner.base.propose(&m->inner.base, context, n, shape, tree, q, err);
     self->calls = m->inner.base.calls;
     if (++m->proposals == m->perturb_after) {
         const int d = m->target->cfg.n_embd;
         ((float *)m->target->blocks[0].attn_qkv.bias)[d] += 0.5f;  // the key bias of layer 0, head 0, dimension 0
     }
-    return k;
+    return rc;
 }
 
-static void meddler_rollback(Drafter *self, int n) {
+static void meddler_rollback(Drafter *self, int n, const int *path, int n_path) {
     Meddler *m = (Meddler *)self;
-    m->inner.base.rollback(&m->inner.base, n);
+    m->inner.base.rollback(&m->inner.base, n, path, n_path);
     if (++m->rollbacks == m->corrupt_after) {
         KVCache *c = &m->inner.cache;
         kv_values(c, c->n_layer - 1, c->n_head - 1)[(size_t)(c->len - 1) * c->hd] += 0.5f;
