@@ -126,6 +126,7 @@ static void print_token(Printer *pr, int id, TokenKind kind) {
     if (kind == TOKEN_REJECTED) {  // its raw bytes: a rejected token never joins the text's UTF-8 stream
         size_t len;
         const char *bytes = tokenizer_token(pr->tok, id, &len);
+        if (pr->rejected_len && !pr->color) add_rejection(pr, true);  // a tree's rejected sibling before it
         pr->rejected_len = 0;
         append(&pr->rejected, &pr->rejected_len, &pr->rejected_cap, bytes, len);
         if (!pr->color) return;  // plain marks: placed when the correction comes

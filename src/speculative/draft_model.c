@@ -24,7 +24,7 @@ static int draw_first_level(ModelDrafter *d, DraftTree *tree, const float *logit
         return 0;
     }
     if (d->params->sampling.temperature > 0) return err_fmt(err, "interim: sampled trees need treeaccept");
-    int chosen[TREE_WIDTH_MAX];
+    int chosen[TREE_FIRST_WIDTH_MAX];
     for (int k = 0; k < width; k++) {
         int best = -1;
         for (int x = 0; x < V; x++) {

@@ -85,9 +85,9 @@ typedef enum { SAMPLED, ONE_HOT, N_SOURCES } DraftSource;  // a draft model's dr
 typedef struct {
     double alpha[N_SOURCES];    // running means of the acceptance probability (Σ min(p, q) under rejection)
     double draft_step;          // seconds per draft forward (running mean)
-    double tree_draft_step[TREE_WIDTH_MAX + 1];  // ... of a tree of that width (0 = not measured)
-    double first_alpha[TREE_WIDTH_MAX + 1];      // a_W: P(one of W first-level children is kept), running means
-    int n_first[TREE_WIDTH_MAX + 1];             // the levels of W ≥ 2 children it has learned from
+    double tree_draft_step[TREE_FIRST_WIDTH_MAX + 1];  // ... of a tree of that width (0 = not measured)
+    double first_alpha[TREE_FIRST_WIDTH_MAX + 1];      // a_W: P(one of W first-level children is kept), running means
+    int n_first[TREE_FIRST_WIDTH_MAX + 1];             // the levels of W ≥ 2 children it has learned from
     bool draft_step_known;      // measured, or 0 by nature (a lookup's proposals cost no forward)
     double target[T_SLOTS];     // seconds per target forward of T tokens (running means; 0 = not measured)
     bool modelled;              // plan with the cost model below, not with the measurements above
@@ -158,7 +158,7 @@ static double first_alpha(const GammaState *g, int width, double alpha) {
 
 // a_W learns as α does (learn_alpha), from a level of W children: kept or not.
 static void learn_first_alpha(GammaState *g, int width, double alpha, bool kept) {
-    if (width < 2 || width > TREE_WIDTH_MAX) return;
+    if (width < 2 || width > TREE_FIRST_WIDTH_MAX) return;
     if (g->n_first[width] == 0) g->first_alpha[width] = first_alpha(g, width, alpha);
     const int n = ++g->n_first[width];
     const double weight = 1.0 / (n + 1) > EMA ? 1.0 / (n + 1) : EMA;
@@ -278,6 +278,7 @@ typedef struct {
     int path[GAMMA_MAX];                // the accepted nodes, root first
     int n_accepted, next;               // kept drafts; the target's token after them
     int wide_width, wide_kept;          // the widest level tried (children), and whether one of them was kept
+    int n_sibling_kept;                 // kept children that were not their node's first
     TokenKind kind;                     // of next: TOKEN_BONUS, _RESAMPLED, or _TARGET (plain decoding)
     double residual_mass;               // Σ max(0, p − q) at the rejection
     int n_committed;                    // of x_1..x_{n_accepted}, next: committed (end-of-text and -n stop early)
@@ -305,8 +306,8 @@ typedef struct {
     bool done;                          // end-of-text or -n reached
     GammaState g;
     double alpha_sum, gamma_sum;        // Σ learned α over verified drafts; Σ depth over rounds
-    int rounds_by_shape[TREE_WIDTH_MAX + 1][GAMMA_MAX + 1];
-    int wide_tried[TREE_WIDTH_MAX + 1], wide_kept[TREE_WIDTH_MAX + 1];  // levels of W ≥ 2 children; kept
+    int rounds_by_shape[TREE_FIRST_WIDTH_MAX + 1][GAMMA_MAX + 1];
+    int wide_tried[TREE_FIRST_WIDTH_MAX + 1], wide_kept[TREE_FIRST_WIDTH_MAX + 1];  // levels of W ≥ 2 children; kept
     SpecStats *stats;
 } Scheduler;
 
@@ -436,6 +437,7 @@ static int accept_or_resample(Scheduler *s, Round *r, Err *err) {
             r->kind = TOKEN_RESAMPLED;
             break;
         }
+        r->n_sibling_kept += kept != children[0];
         r->path[r->n_accepted++] = node = kept;
     }
     if (r->next < 0) r->next = spec_draw(s->params, p, s->V, s->n + r->n_accepted, DRAW_TARGET);
@@ -544,6 +546,7 @@ static void record_round(Scheduler *s, const Round *r) {
     st->rounds++;
     st->drafted += k;
     st->accepted += r->n_accepted;
+    st->sibling_accepted += r->n_sibling_kept;
     st->plain_rounds += k == 0;
     st->one_hot_drafted += r->n_one_hot;
     st->target_seconds += r->target_seconds;
@@ -592,11 +595,11 @@ static void finish_stats(Scheduler *s) {
     st->draft_seconds = s->drafter ? s->drafter->seconds : 0;
     st->target_t1_seconds = target_time(&s->g, 1);
     st->draft_step_seconds = s->g.draft_step;
-    for (int width = 2; width <= TREE_WIDTH_MAX && st->draft_step_seconds == 0; width++)
+    for (int width = 2; width <= TREE_FIRST_WIDTH_MAX && st->draft_step_seconds == 0; width++)
         st->draft_step_seconds = s->g.tree_draft_step[width];  // a tree's only
     st->mean_gamma = st->rounds ? s->gamma_sum / st->rounds : 0;
     const double alpha = st->n_min_pq ? s->alpha_sum / st->n_min_pq : 0;
-    for (int width = 1; width <= TREE_WIDTH_MAX; width++) {  // a tree's a_W: the run's rate of kept wide levels
+    for (int width = 1; width <= TREE_FIRST_WIDTH_MAX; width++) {  // a tree's a_W: the run's rate of kept wide levels
         const double a_first = s->wide_tried[width] ? (double)s->wide_kept[width] / s->wide_tried[width] : alpha;
         for (int gamma = 0; gamma <= GAMMA_MAX; gamma++)
             st->expected_tokens += s->rounds_by_shape[width][gamma] *

@@ -28,7 +28,7 @@
 #include "speculative/sampling.h"
 
 enum { GAMMA_MAX = 16 };  // the most levels drafted in one round (a chain's verify forward is T = γ + 1 ≤ 17 rows)
-enum { TREE_WIDTH_MAX = 4 };  // the most children of a tree's first level (--tree-width)
+enum { TREE_FIRST_WIDTH_MAX = 4 };  // the most children of a draft tree's first level (--tree-width)
 
 // ---- the accept / resample step -----------------------------------------------------------------------------
 
@@ -93,7 +93,8 @@ int spec_draw(const SpecParams *params, const double *probs, int V, int position
 typedef struct {
     int generated;          // tokens emitted
     int rounds;             // target verification calls
-    int drafted, accepted;  // draft tokens proposed and kept
+    int drafted, accepted;  // draft tokens proposed (a tree's nodes) and kept
+    int sibling_accepted;   // of accepted: children kept after their node's first child was rejected (a tree's)
     double sum_min_pq;      // Σ over verified drafts of Σ_x min(p(x), q(x)): rejection's expected acceptance α
     int n_min_pq;
     int draft_calls;        // draft model forwards (a lookup makes none)

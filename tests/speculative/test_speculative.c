@@ -315,16 +315,16 @@ static double chi_square_critical(int k) {
 // counts of the first 3 tokens with the exact joint distribution. Cells expected fewer than 5 times are pooled.
 // False-alarm rate of a correct implementation: 1e-4 per call.
 // The draft model drafts after the prompt {1, 3}; the lookup drafters after {1, 3, 1, 3}, whose repeat they copy.
-static void check_sampled_on(Pair *pair, DraftKind kind, const SamplingParams *sp, SpecSampler sampler,
-                             const char *label) {
+static void check_sampled_on_width(Pair *pair, DraftKind kind, const SamplingParams *sp, SpecSampler sampler,
+                                   int width, const char *label) {
     const int prompt[] = {1, 3, 1, 3}, n_prompt = kind == DRAFT_MODEL ? 2 : 4;
     double joint[N_CELLS];
     exact_joint(pair, prompt, n_prompt, sp, joint);
     static int counts[N_CELLS];
     memset(counts, 0, sizeof counts);
     SpecParams params = {.sampling = *sp, .sampler = sampler, .policy = GAMMA_FIXED, .gamma = 3,
-                         .max_tokens = N_FIRST, .eos_id = -1};
-    int drafted = 0, accepted = 0;
+                         .tree_width = width, .max_tokens = N_FIRST, .eos_id = -1};
+    int drafted = 0, accepted = 0, siblings = 0;
     for (int s = 1; s <= N_SAMPLES; s++) {
         int out[N_FIRST];
         SpecStats stats;
@@ -337,6 +337,7 @@ static void check_sampled_on(Pair *pair, DraftKind kind, const SamplingParams *s
         counts[(out[0] * V_SMALL + out[1]) * V_SMALL + out[2]]++;
         drafted += stats.drafted;
         accepted += stats.accepted;
+        siblings += stats.sibling_accepted;
     }
     double chi2 = 0, pooled_expect = 0, pooled_count = 0;
     int cells = 0;
@@ -357,6 +358,12 @@ static void check_sampled_on(Pair *pair, DraftKind kind, const SamplingParams *s
     CHECK(chi2 < critical, "%s: chi-square %.1f exceeds %.1f: the output is not the target's distribution", label,
           chi2, critical);
     CHECK(accepted > 0 && accepted < drafted, "%s: both paths exercised (%d of %d accepted)", label, accepted, drafted);
+    CHECK(width <= 1 || siblings > 0, "%s: no child after a rejected sibling was ever kept", label);
+}
+
+static void check_sampled_on(Pair *pair, DraftKind kind, const SamplingParams *sp, SpecSampler sampler,
+                             const char *label) {
+    check_sampled_on_width(pair, kind, sp, sampler, 1, label);
 }
 
 static void check_sampled_distribution_of(DraftKind kind, const SamplingParams *sp, SpecSampler sampler,
@@ -854,5 +861,146 @@ TEST(speculative_greedy_equals_target_on_shipped_pair) {
         model_free(&pair.draft);
         pool_free(pair.pool);
     }
+    tokenizer_free(&tok);
+}
+
+// ---- draft trees ----------------------------------------------------------------------------------------------
+
+// Greedy output with a draft tree equals the target's own for every width (the chain's, width 1, is checked above),
+// with the draft model alone and staged behind the lookup, at fixed depths, γ auto, and with the policy choosing
+// the width (--tree). With siblings, a child kept after its first sibling was rejected — a branch that paid — is
+// seen at least once over the runs.
+static void check_tree_greedy_on(Pair *pair, const char *label, bool siblings) {
+    const GammaPolicy policies[] = {GAMMA_FIXED, GAMMA_FIXED, GAMMA_FIXED, GAMMA_AUTO, GAMMA_HEURISTIC};
+    const int gammas[] = {1, 3, 8, 0, 5};
+    const int V = pair->target.n_vocab;
+    int sibling_accepted = 0;
+    for (int trial = 0; trial < 4; trial++) {
+        int prompt[8], n_prompt = test_rand_int(2, 8);
+        for (int i = 0; i < n_prompt; i++) prompt[i] = trial % 2 ? test_rand_int(0, V - 2) : test_rand_int(0, 5);
+        if (trial % 2 == 0) prompt[n_prompt - 1] = prompt[0];
+        SpecParams params = {.sampling = {.temperature = 0, .top_p = 1}, .max_tokens = 40, .eos_id = -1};
+        int expect[40], got[40];
+        SpecStats stats;
+        const int n_expect = generate(pair, prompt, n_prompt, &params, 1, expect, &stats, false);
+        for (int width = 2; width <= TREE_FIRST_WIDTH_MAX + 1; width++)  // the last: --tree, up to 4
+            for (DraftKind kind = DRAFT_MODEL; kind <= DRAFT_STAGED; kind += DRAFT_STAGED - DRAFT_MODEL)
+                for (size_t g = 0; g < sizeof gammas / sizeof gammas[0]; g++) {
+                    params.policy = policies[g];
+                    params.gamma = gammas[g];
+                    params.tree_auto = width > TREE_FIRST_WIDTH_MAX;
+                    params.tree_width = params.tree_auto ? TREE_FIRST_WIDTH_MAX : width;
+                    const int n_got = generate_with(pair, kind, prompt, n_prompt, &params, 1 + trial, got, &stats, 0);
+                    CHECK(n_got == n_expect && memcmp(got, expect, sizeof(int) * n_got) == 0, "%s, %s, width %d%s, "
+                          "policy %d, gamma %d: tree output differs from the target's", label, DRAFT_NAMES[kind],
+                          params.tree_width, params.tree_auto ? " (--tree)" : "", policies[g], gammas[g]);
+                    sibling_accepted += stats.sibling_accepted;
+                }
+    }
+    CHECK(!siblings || sibling_accepted > 0, "%s: no child after a rejected sibling was ever kept", label);
+}
+
+TEST(speculative_tree_greedy_equals_target) {
+    const char *labels[] = {"GPT-2, 1 thread", "GPT-2, 2 threads", "GPT-2 q8, 1 thread", "GPT-2 q8, 2 threads"};
+    for (int run = 0; run < 4; run++) {
+        Pair pair;
+        pair_open_quantized(&pair, 97, 128, 1 + run % 2, 0.3f, run < 2 ? QUANT_NONE : QUANT_Q8);
+        check_tree_greedy_on(&pair, labels[run], true);
+        pair_close(&pair);
+    }
+    for (Quant quant = QUANT_NONE; quant <= QUANT_Q8; quant++) {  // the Llama family, 2 and 1 threads
+        RandomCheckpoint target = QWEN2_TARGET, draft = QWEN2_TARGET;
+        draft.n_layer = 1;
+        Pair pair;
+        pair_open_specs(&pair, &target, &draft, 97, 2, quant);
+        check_tree_greedy_on(&pair, quant ? "qwen2 pair (q8)" : "qwen2 pair", false);
+        pair_close(&pair);
+        target = LLAMA_TARGET;
+        draft = (RandomCheckpoint){.model_type = "qwen3", .n_layer = 1, .n_embd = 32, .n_head = 2, .n_inner = 48,
+                                   .vocab_size = 97, .n_positions = 128, .scale = 0.3f, .seed = 11};
+        pair_open_specs(&pair, &target, &draft, 97, 1, quant);
+        check_tree_greedy_on(&pair, quant ? "llama target, qwen3 draft (q8)" : "llama target, qwen3 draft", false);
+        pair_close(&pair);
+    }
+}
+
+// Sampled output with a tree of width 3 has the target's distribution (the chi-square test above), under both
+// rules: recursive rejection sampling over children drawn without replacement, and coupling.
+TEST(speculative_tree_sampling_matches_target) {
+    const SamplingParams settings[] = {{.temperature = 1.0f, .top_p = 1.0f}, {.temperature = 1.0f, .top_k = 3,
+                                       .top_p = 1.0f}, {.temperature = 0.7f, .top_p = 0.8f}};
+    const char *labels[] = {"width 3, temperature 1", "width 3, top-k 3", "width 3, temp 0.7, top-p 0.8"};
+    Pair pair;
+    pair_open(&pair, V_SMALL, 32, 1, 0.3f);
+    for (int i = 0; i < 3; i++) check_sampled_on_width(&pair, DRAFT_MODEL, &settings[i], SAMPLER_REJECTION, 3, labels[i]);
+    check_sampled_on_width(&pair, DRAFT_MODEL, &settings[0], SAMPLER_COUPLED, 3, "coupled, width 3");
+    check_sampled_on_width(&pair, DRAFT_STAGED, &settings[0], SAMPLER_REJECTION, 3, "staged, width 3");
+    pair_close(&pair);
+}
+
+// Under coupling a tree changes nothing either: the output is target-only's for the seed, at every width.
+TEST(speculative_tree_coupled_equals_target_only) {
+    Pair pair;
+    pair_open(&pair, 97, 128, 2, 0.3f);
+    const int prompt[] = {3, 14, 15, 92, 3, 14};
+    int expect[30], got[30];
+    SpecStats stats;
+    for (int seed = 1; seed <= 3; seed++) {
+        SpecParams params = {.sampling = {1.0f, 0, 1.0f}, .sampler = SAMPLER_COUPLED, .max_tokens = 30, .eos_id = -1};
+        CHECK(generate(&pair, prompt, 6, &params, seed, expect, &stats, false) == 30, "target-only");
+        for (int width = 2; width <= TREE_FIRST_WIDTH_MAX + 1; width++) {
+            params.tree_auto = width > TREE_FIRST_WIDTH_MAX;
+            params.tree_width = params.tree_auto ? TREE_FIRST_WIDTH_MAX : width;
+            params.policy = seed == 1 ? GAMMA_AUTO : GAMMA_FIXED;
+            params.gamma = 2 + seed;
+            CHECK(generate(&pair, prompt, 6, &params, seed, got, &stats, true) == 30 &&
+                  memcmp(got, expect, sizeof got) == 0, "seed %d, width %d%s: coupled tree output differs from "
+                  "target-only's", seed, params.tree_width, params.tree_auto ? " (--tree)" : "");
+        }
+    }
+    pair_close(&pair);
+}
+
+// The shipped pair: greedy tree output is the target's for every width and --tree, at 1 and 2 threads.
+TEST(speculative_tree_greedy_equals_target_on_shipped_pair) {
+    static const char *const prompts[] = {"def fibonacci(n):", "class Stack:\n    def __init__(self):"};
+#ifdef SPECDEC_DEBUG
+    const int n_prompts = 1, n_tokens = 12;
+#else
+    const int n_prompts = 2, n_tokens = 32;
+#endif
+    Err err;
+    Tokenizer tok;
+    CHECK(tokenizer_load_dir(&tok, "weights/pystd/target", &err) == 0, "%s", err.msg);
+    int sibling_accepted = 0;
+    for (int threads = 1; threads <= 2 && !test_failures(); threads++) {
+        Pair pair = {.pool = pool_create(threads, &err)};
+        CHECK(model_load(&pair.target, "weights/pystd/target", pair.pool, &err) == 0, "%s", err.msg);
+        CHECK(model_load(&pair.draft, "weights/pystd/draft", pair.pool, &err) == 0, "%s", err.msg);
+        for (int p = 0; p < n_prompts && !test_failures(); p++) {
+            int *prompt, n_prompt, expect[32], got[32];
+            CHECK(tokenizer_encode(&tok, prompts[p], strlen(prompts[p]), false, &prompt, &n_prompt, &err) == 0, "%s",
+                  err.msg);
+            SpecParams params = {.sampling = {.temperature = 0, .top_p = 1}, .max_tokens = n_tokens, .eos_id = -1};
+            SpecStats stats;
+            const int n_expect = generate(&pair, prompt, n_prompt, &params, 1, expect, &stats, false);
+            for (int width = 2; width <= TREE_FIRST_WIDTH_MAX + 1; width++) {
+                params.tree_auto = width > TREE_FIRST_WIDTH_MAX;
+                params.tree_width = params.tree_auto ? TREE_FIRST_WIDTH_MAX : width;
+                params.policy = params.tree_auto ? GAMMA_AUTO : GAMMA_FIXED;
+                params.gamma = 4;
+                const int n_got = generate(&pair, prompt, n_prompt, &params, 1, got, &stats, true);
+                CHECK(n_got == n_expect && memcmp(got, expect, sizeof(int) * n_got) == 0, "prompt %d, threads %d, "
+                      "width %d%s: tree output differs from the target's", p, threads, params.tree_width,
+                      params.tree_auto ? " (--tree)" : "");
+                sibling_accepted += stats.sibling_accepted;
+            }
+            free(prompt);
+        }
+        model_free(&pair.target);
+        model_free(&pair.draft);
+        pool_free(pair.pool);
+    }
+    CHECK(sibling_accepted > 0, "no child after a rejected sibling was ever kept");
     tokenizer_free(&tok);
 }
