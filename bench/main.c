@@ -36,7 +36,8 @@ static const Option OPTIONS[] = {
     {"suite", 's', OPT_STRING, FIELD(suites), 0, 0, "suites to run, comma-separated: limit,decode,speculative,"
                                                      "tokenizer,quant,threads,trees (default: all)"},
     {"model", 'm', OPT_STRING, FIELD(opt.target_dir), 0, 0, "target checkpoint folder (default weights/pystd/target), or random:gpt2-small[-bf16], random:llama-3.2-1b, random:qwen2.5-0.5b (BF16)"},
-    {"draft", 'd', OPT_STRING, FIELD(opt.draft_dir), 0, 0, "draft checkpoint folder (default weights/pystd/draft)"},
+    {"draft", 'd', OPT_STRING, FIELD(opt.draft_dir), 0, 0, "draft checkpoint folder (default weights/pystd/draft); "
+                                                               "with -m random:SHAPE, random: its one-block draft"},
     {"reps", 'r', OPT_INT, FIELD(opt.reps), 1, 10000, "rounds of each limit and decode measurement (default 15; "
                                                       "--quick 5)"},
     {"prompts", 0, OPT_INT, FIELD(opt.prompts), 1, 100000, "held-out prompts for the speculative suite (default "
