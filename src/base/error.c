@@ -38,6 +38,31 @@ static size_t escape_char(const unsigned char *s, size_t n, bool truncated, char
     return (size_t)len;
 }
 
+// raw[0..n) escaped into out[0..size), cut at a character boundary and ending in "..." when it does not fit or
+// when raw itself was cut short (`cut`: then an incomplete last character is dropped, not shown as bytes).
+static void escape_into(char *out, size_t size, const char *raw, size_t n, bool cut) {
+    static const char more[] = "...";
+    const size_t room = size - sizeof more;  // where "..." must start at the latest
+    size_t len = 0, len_in_room = 0;         // escaped bytes written; the last piece boundary within room
+    for (size_t i = 0; i < n;) {
+        char piece[7];
+        i += escape_char((const unsigned char *)raw + i, n - i, cut, piece);
+        size_t k = strlen(piece);
+        if (len + k >= size) {
+            cut = true;
+            break;
+        }
+        memcpy(out + len, piece, k);
+        len += k;
+        if (len <= room) len_in_room = len;
+    }
+    if (cut) {
+        memcpy(out + len_in_room, more, sizeof more);
+    } else {
+        out[len] = '\0';
+    }
+}
+
 int err_fmt(Err *err, const char *fmt, ...) {
     if (!err) return -1;
     char raw[sizeof err->msg];  // escaping never shortens, so more of the raw text could not be shown anyway
@@ -46,29 +71,13 @@ int err_fmt(Err *err, const char *fmt, ...) {
     int n_raw = vsnprintf(raw, sizeof raw, fmt, ap);
     va_end(ap);
     if (n_raw < 0) raw[0] = '\0';
-    size_t n = strlen(raw);
-    bool cut = n_raw < 0 || (size_t)n_raw >= sizeof raw;
-    static const char more[] = "...";
-    size_t room = sizeof err->msg - sizeof more;  // where "..." must start at the latest
-    size_t len = 0, len_in_room = 0;              // escaped bytes written; the last piece boundary within room
-    for (size_t i = 0; i < n;) {
-        char piece[7];
-        i += escape_char((const unsigned char *)raw + i, n - i, cut, piece);
-        size_t k = strlen(piece);
-        if (len + k >= sizeof err->msg) {
-            cut = true;
-            break;
-        }
-        memcpy(err->msg + len, piece, k);
-        len += k;
-        if (len <= room) len_in_room = len;
-    }
-    if (cut) {
-        memcpy(err->msg + len_in_room, more, sizeof more);
-    } else {
-        err->msg[len] = '\0';
-    }
+    escape_into(err->msg, sizeof err->msg, raw, strlen(raw), n_raw < 0 || (size_t)n_raw >= sizeof raw);
     return -1;
+}
+
+const char *err_escape(char *out, size_t size, const char *s) {
+    escape_into(out, size, s, strlen(s), false);
+    return out;
 }
 
 const char *err_quote(char buf[ERR_QUOTE_LEN + 4], const char *s) {

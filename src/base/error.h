@@ -15,6 +15,8 @@
 #ifndef SPECDEC_ERROR_H
 #define SPECDEC_ERROR_H
 
+#include <stddef.h>
+
 enum { EXIT_BAD_INPUT = 2 };
 
 typedef struct {
@@ -30,5 +32,9 @@ int err_fmt(Err *err, const char *fmt, ...) __attribute__((format(printf, 2, 3))
 // e.g. `err_fmt(err, "%s: vocab[\"%s\"]: ...", path, err_quote(q, key))`. Returns buf.
 enum { ERR_QUOTE_LEN = 64 };
 const char *err_quote(char buf[ERR_QUOTE_LEN + 4], const char *s);
+
+// Input printed outside an error message (`specdec inspect`'s tensor names) gets the same escaping: s escaped into
+// out (size ≥ 4 bytes), cut short with "..." when it does not fit. Returns out.
+const char *err_escape(char *out, size_t size, const char *s);
 
 #endif

@@ -592,7 +592,8 @@ void st_to_f32(float *out, const uint8_t *data, StDtype dtype, size_t n) {
 
 static void print_file(FILE *out, const StFile *f) {
     size_t data_offset = 8 + f->header_len;
-    fprintf(out, "%s\n", f->path);
+    char path[512];
+    fprintf(out, "%s\n", err_escape(path, sizeof path, f->path));
     fprintf(out, "  file size    %zu bytes\n", f->size);
     fprintf(out, "  header       %zu bytes\n", f->header_len);
     fprintf(out, "  data offset  %zu%s\n", data_offset,
@@ -602,7 +603,9 @@ static void print_file(FILE *out, const StFile *f) {
     const char *key;
     json_t *value;
     json_object_foreach(metadata, key, value) {
-        fprintf(out, "  metadata     %s = %s\n", key, json_string_value(value));
+        char k[256], v[512];  // escaped (error.h), as everything printed from a header
+        const char *text = json_string_value(value);
+        fprintf(out, "  metadata     %s = %s\n", err_escape(k, sizeof k, key), err_escape(v, sizeof v, text ? text : ""));
     }
 }
 
@@ -613,9 +616,10 @@ void st_print(FILE *out, const StCheckpoint *ckpt) {
     char shape[256], bytes[32];
     int name_w = 4, shape_w = 5, bytes_w = 5;
     size_t total = 0;
+    char name[512];  // a tensor's name, escaped (error.h): the header may hold any bytes
     for (int i = 0; i < ckpt->n_tensors; i++) {
         const StTensor *t = &ckpt->tensors[i];
-        int w = (int)strlen(t->name);
+        int w = (int)strlen(err_escape(name, sizeof name, t->name));
         name_w = w > name_w ? w : name_w;
         w = (int)strlen(format_dims(shape, sizeof shape, t->shape, t->ndim, ", ", "")) + 2;
         shape_w = w > shape_w ? w : shape_w;
@@ -628,7 +632,7 @@ void st_print(FILE *out, const StCheckpoint *ckpt) {
         const StTensor *t = &ckpt->tensors[i];
         char bracketed[260];
         snprintf(bracketed, sizeof bracketed, "[%s]", format_dims(shape, sizeof shape, t->shape, t->ndim, ", ", ""));
-        fprintf(out, "%-*s  %-7s  %-*s  %*zu\n", name_w, t->name, st_dtype_name(t->dtype), shape_w, bracketed,
+        fprintf(out, "%-*s  %-7s  %-*s  %*zu\n", name_w, err_escape(name, sizeof name, t->name), st_dtype_name(t->dtype), shape_w, bracketed,
                 bytes_w, t->n_bytes);
     }
     fprintf(out, "%d tensors, %zu bytes\n", ckpt->n_tensors, total);

@@ -278,6 +278,31 @@ TEST(err_safetensors_messages_are_one_escaped_line) {
     fixture_remove_dir(parent);
 }
 
+// A valid file whose tensor name and metadata hold control characters: inspect prints them escaped, every line
+// clean (check_clean, line by line).
+TEST(err_cli_inspect_prints_names_escaped) {
+    char *parent, *dir = nasty_dir(&parent);
+    char *path = write_safetensors(dir, "model.safetensors",
+                                   "{\"__metadata__\": {\"k\\u001b[2J\": \"v\\n\\u0085\"}, "
+                                   "\"a\\u001b[31m\\tb\": {\"dtype\": \"F32\", \"shape\": [0], \"data_offsets\": [0, 0]}}");
+    char *command, *out, *err;
+    if (asprintf(&command, "%s inspect '%s'", specdec_bin(), path) < 0) abort();
+    int status = run_command(command, &out, &err);
+    CHECK(status == 0, "exit status %d: %s", status, err ? err : "");
+    CHECK(out && strstr(out, "a\\x1B[31m\\tb  F32"), "escaped tensor name missing:\n%s", out ? out : "");
+    CHECK(out && strstr(out, "k\\x1B[2J = v\\n\\u0085"), "escaped metadata missing:\n%s", out ? out : "");
+    for (char *line = out ? strtok(out, "\n") : NULL; line; line = strtok(NULL, "\n"))
+        check_clean("specdec inspect output", line, NULL);
+    char small[8];
+    CHECK(strcmp(err_escape(small, sizeof small, "\x1b\x1b"), "\\x1B...") == 0, "err_escape cut: %s", small);
+    free(out);
+    free(err);
+    free(command);
+    free(path);
+    free(dir);
+    fixture_remove_dir(parent);
+}
+
 TEST(err_cli_prints_one_escaped_line) {
     char *parent, *dir = nasty_dir(&parent);
     char *path = write_safetensors(dir, "model.safetensors", "{\"\\u001b[2J\": 1}"), *command, *out, *err;

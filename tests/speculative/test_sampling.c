@@ -282,13 +282,6 @@ TEST(sampling_gumbel_max_is_the_full_race) {
     }
 }
 
-// Upper quantile of the chi-square distribution with k degrees of freedom at tail probability 1e-4
-// (Wilson–Hilferty), as in test_speculative.c.
-static double chi_square_critical(int k) {
-    double h = 2.0 / (9.0 * k);
-    return k * pow(1.0 - h + 3.719 * sqrt(h), 3);
-}
-
 // P(Gumbel-max picks x) = p(x): chi-square over N positions of one seed (false alarm 1e-4 per call).
 TEST(sampling_gumbel_max_draws_from_p) {
     enum { V = 8, N = 200000 };

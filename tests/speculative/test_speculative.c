@@ -304,13 +304,6 @@ static void exact_joint(Pair *pair, const int *prompt, int n_prompt, const Sampl
     kv_free(&cache);
 }
 
-// Upper quantile of the chi-square distribution with k degrees of freedom at tail probability 1e-4
-// (Wilson–Hilferty: χ² ≈ k (1 − 2/(9k) + z √(2/(9k)))³, z = 3.719 for 1e-4).
-static double chi_square_critical(int k) {
-    double h = 2.0 / (9.0 * k);
-    return k * pow(1.0 - h + 3.719 * sqrt(h), 3);
-}
-
 // Samples N_SAMPLES speculative generations (fixed seeds 1..N, so the test is deterministic) and compares the
 // counts of the first 3 tokens with the exact joint distribution. Cells expected fewer than 5 times are pooled.
 // False-alarm rate of a correct implementation: 1e-4 per call.

@@ -56,6 +56,11 @@ float test_rand_uniform(float lo, float hi) {
 
 int test_rand_int(int lo, int hi) { return lo + (int)(test_rand_u64() % (uint64_t)(hi - lo + 1)); }
 
+double chi_square_critical(int k) {
+    const double h = 2.0 / (9.0 * k);
+    return k * pow(1.0 - h + 3.719 * sqrt(h), 3);
+}
+
 const char *specdec_bin(void) {
     const char *bin = getenv("SPECDEC_BIN");
     return bin && *bin ? bin : "build/release/specdec";

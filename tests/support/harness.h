@@ -44,6 +44,11 @@ uint64_t test_rand_u64(void);
 float test_rand_uniform(float lo, float hi);
 int test_rand_int(int lo, int hi);  // inclusive
 
+// Upper quantile of the chi-square distribution with k degrees of freedom at tail probability 1e-4
+// (Wilson–Hilferty: χ² ≈ k (1 − 2/(9k) + z √(2/(9k)))³, z = 3.719 for 1e-4): the critical value of the sampling
+// tests, which a correct sampler exceeds once in 10^4 calls.
+double chi_square_critical(int k);
+
 // The forward pass's error measure against a reference (why, in tests/model/test_forward.c): logit a against the
 // reference b, in a reference row of logits whose largest magnitude is row_max:
 //     err = |a − b| / max(|b|, 0.1 · row_max)

@@ -1,0 +1,167 @@
+// tree.c — a node's children and the multi-draft accept / resample step (tree.h).
+#include "speculative/tree.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "speculative/speculative.h"
+
+// ---- randomness ---------------------------------------------------------------------------------------------
+
+// Sibling k's number for a purpose at a position. Sibling 0's stream is the chain's (speculative.c's uniform_for:
+// 2^32 + purpose, above every token id, which coupling's noise uses); sibling k's is 256·k above it.
+static double sibling_uniform(const SpecParams *params, int position, DrawPurpose purpose, int sibling) {
+    return random_uniform(params->seed, (uint64_t)position, (1ULL << 32) + ((uint64_t)sibling << 8) + purpose);
+}
+
+// ---- a child's proposal ----------------------------------------------------------------------------------------
+
+// The proposal of a child drawn from q after its siblings earlier[0..n), as a row and its mass: q itself (mass 1)
+// when it is drawn with replacement or is the first child, else q with the earlier siblings' tokens set to 0, in
+// buffer, and its remaining mass Σ — q_n = row / mass. The drafter's draw and the accept step both read q_n from
+// here, so that they agree to the last bit.
+static const double *proposal_row(const double *q, bool without_replacement, const TreeChild *earlier, int n, int V,
+                                  double *buffer, double *mass) {
+    *mass = 1.0;
+    if (!without_replacement || n == 0) return q;
+    memcpy(buffer, q, sizeof(double) * V);
+    for (int j = 0; j < n; j++) buffer[earlier[j].token] = 0.0;
+    *mass = sampling_sum(buffer, V);
+    return buffer;
+}
+
+TreeChild tree_one_hot_child(int token) { return (TreeChild){.token = token, .q_token = 1.0}; }
+
+// children[n], token, drawn from the proposal row / mass.
+static TreeChild child_of(const double *q, bool without_replacement, int token, const double *row, double mass) {
+    return (TreeChild){.token = token, .q = q, .without_replacement = without_replacement, .q_token = row[token] / mass};
+}
+
+TreeChild tree_drawn_child(const double *q, int token, bool without_replacement, const TreeChild *children, int n,
+                           int V, double *scratch) {
+    double mass;
+    const double *row = proposal_row(q, without_replacement, children, n, V, scratch, &mass);
+    return child_of(q, without_replacement, token, row, mass);
+}
+
+int tree_draw_child(const SpecParams *params, const double *q, int V, int position, bool without_replacement,
+                    TreeChild *children, int n, double *scratch) {
+    double mass;
+    const double *row = proposal_row(q, without_replacement, children, n, V, scratch, &mass);
+    if (!(mass > 0.0)) return -1;
+    // The race over the untried tokens of q is q's own race with the tried tokens taken out: no renormalising,
+    // which would round the race's times.
+    const int token = params->sampler == SAMPLER_COUPLED
+                          ? sampling_gumbel_max(row, V, params->seed, (uint64_t)position)
+                          : sampling_draw(row, V, sibling_uniform(params, position, DRAW_DRAFT, n));
+    children[n] = child_of(q, without_replacement, token, row, mass);
+    return token;
+}
+
+int tree_top_children(const float *logits, int V, int width, TreeChild *children) {
+    if (width < 1) return 0;
+    int n = 0;  // children[0..n): the best so far, best first
+    for (int x = 0; x < V; x++) {
+        const float logit = logits[x];
+        if (!(logit > -INFINITY) || (n == width && !(logit > logits[children[n - 1].token]))) continue;
+        int i = n < width ? n++ : n - 1;  // x displaces the last (or fills a free place), then moves up past the
+        for (; i > 0 && logit > logits[children[i - 1].token]; i--) children[i] = children[i - 1];  // lower ones
+        children[i] = tree_one_hot_child(x);
+    }
+    return n;
+}
+
+// ---- the accept / resample step --------------------------------------------------------------------------------
+
+// Σ_x min(p(x), q(x)) (speculative.c's overlap, in the same order: lane j sums x ≡ j (mod 4)).
+static double overlap(const double *p, const double *q, int V) {
+    double part[4] = {0};
+    for (int x = 0; x < V; x++) part[x % 4] += p[x] < q[x] ? p[x] : q[x];
+    return (part[0] + part[2]) + (part[1] + part[3]);
+}
+
+// Child k's proposal q_k, checked against its description, and what the record keeps of it against p_k: p_k(c_k),
+// q_k(c_k), β_k. Returns q_k as a normalised row (NULL for a one-hot child), in buffer unless it is the child's q.
+static int describe_child(const TreeChild *children, int k, const double *p_k, int V, double *buffer,
+                          const double **q_k, TreeTried *tried, Err *err) {
+    const TreeChild *c = &children[k];
+    if (c->token < 0 || c->token >= V)
+        return err_fmt(err, "tree: child %d has token %d, outside the vocabulary [0, %d)", k, c->token, V);
+    if (!c->q && c->without_replacement)
+        return err_fmt(err, "tree: child %d (token %d) is one-hot but marked as drawn without replacement", k, c->token);
+    double mass = 1.0;
+    *q_k = c->q ? proposal_row(c->q, c->without_replacement, children, k, V, buffer, &mass) : NULL;
+    const double q_token = *q_k ? (*q_k)[c->token] / mass : 1.0;
+    if (!(q_token > 0.0) || q_token != c->q_token)
+        return err_fmt(err, "tree: child %d (token %d) has probability %.17g under its proposal, but was drawn with "
+                       "%.17g: its q row changed after the draw, or it is described with the wrong proposal",
+                       k, c->token, q_token, c->q_token);
+    if (*q_k == buffer)
+        for (int x = 0; x < V; x++) buffer[x] /= mass;
+    *tried = (TreeTried){.p = p_k[c->token], .q = q_token};
+    tried->overlap = *q_k ? overlap(p_k, *q_k, V) : tried->p;
+    return 0;
+}
+
+int tree_accept_given(const double *p, int V, const TreeChild *children, int n, const double *u, double *scratch,
+                      TreeStep *step, Err *err) {
+    if (n < 0 || n > TREE_WIDTH_MAX)
+        return err_fmt(err, "tree: a node has %d children; at most %d are allowed", n, TREE_WIDTH_MAX);
+    *step = (TreeStep){.token = -1, .accepted = -1};
+    double *residuals[2] = {scratch, scratch + V}, *q_buffer = scratch + 2 * (size_t)V;
+    const double *p_k = p;  // p_k, normalised but for a one-hot child's residual before the final draw
+    for (int k = 0; k < n; k++) {
+        const double *q_k;
+        TreeTried *tried = &step->tried[k];
+        if (describe_child(children, k, p_k, V, q_buffer, &q_k, tried, err)) return -1;
+        tried->u = u[k];
+        step->n_tried = k + 1;
+        if (u[k] < spec_accept_probability(tried->p, tried->q)) {
+            step->accepted = k;
+            step->token = children[k].token;
+            return 0;
+        }
+        // Rejected: p_{k+1} = norm(max(0, p_k − q_k)), in the residual buffer p_k is not in.
+        double *next = residuals[k % 2];
+        const int c = children[k].token;
+        if (q_k) {
+            tried->residual_mass = spec_residual(next, p_k, q_k, V);
+        } else {  // p_k without c, normalised only if another child is tried against it (the chain draws from it as is)
+            memcpy(next, p_k, sizeof(double) * V);
+            tried->residual_mass = 1.0 - next[c];
+            next[c] = 0.0;
+            const double rest = sampling_sum(next, V);
+            if (!(rest > 0.0)) memcpy(next, p_k, sizeof(double) * V);  // p_k(c) rounded to 1: as spec_residual, p_k
+            else if (k + 1 < n)
+                for (int x = 0; x < V; x++) next[x] /= rest;
+        }
+        p_k = next;
+    }
+    step->residual = p_k;
+    step->token = sampling_draw(p_k, V, u[n]);
+    return 0;
+}
+
+// Under coupling: the target's Gumbel-max token t at the position; the first child equal to it is kept.
+static int accept_coupled(const SpecParams *params, const double *p, int V, int position, const TreeChild *children,
+                          int n, double *scratch, TreeStep *step, Err *err) {
+    *step = (TreeStep){.token = sampling_gumbel_max(p, V, params->seed, (uint64_t)position), .accepted = -1};
+    for (int k = 0; k < n && step->accepted < 0; k++) {
+        const double *q_k;
+        if (describe_child(children, k, p, V, scratch, &q_k, &step->tried[k], err)) return -1;
+        step->n_tried = k + 1;
+        if (children[k].token == step->token) step->accepted = k;
+    }
+    return 0;
+}
+
+int tree_accept(const SpecParams *params, const double *p, int V, int position, const TreeChild *children, int n,
+                double *scratch, TreeStep *step, Err *err) {
+    if (n < 0 || n > TREE_WIDTH_MAX)
+        return err_fmt(err, "tree: a node has %d children; at most %d are allowed", n, TREE_WIDTH_MAX);
+    if (params->sampler == SAMPLER_COUPLED) return accept_coupled(params, p, V, position, children, n, scratch, step, err);
+    double u[TREE_WIDTH_MAX + 1];
+    for (int k = 0; k < n; k++) u[k] = sibling_uniform(params, position, DRAW_ACCEPT, k);
+    u[n] = sibling_uniform(params, position, n > 0 ? DRAW_RESIDUAL : DRAW_TARGET, 0);
+    return tree_accept_given(p, V, children, n, u, scratch, step, err);
+}
