@@ -34,8 +34,8 @@ static int lookup_propose(Drafter *self, const int *context, int n, TreeShape sh
     d->last_match = len;
     for (int i = 0; i < shape.depth; i++) {
         const int from = (int)after + i;  // < n + i: committed, or an earlier token of this proposal
-        tree->token[i] = from < n ? context[from] : tree->token[from - n];
-        tree->parent[i] = i - 1, tree->q_row[i] = -1, tree->without_replacement[i] = false;
+        tree->node[i] = tree_one_hot_child(from < n ? context[from] : tree->node[from - n].token);
+        tree->parent[i] = i - 1;
     }
     tree->n = shape.depth;
     return 0;

@@ -7,35 +7,24 @@
 static int max_width(const SpecParams *params) { return params->tree_width > 1 ? params->tree_width : 1; }
 
 // Adds a node to the tree.
-static void add_node(DraftTree *tree, int token, int parent, int q_row, bool without_replacement) {
-    const int i = tree->n++;
-    tree->token[i] = token, tree->parent[i] = parent, tree->q_row[i] = q_row;
-    tree->without_replacement[i] = without_replacement;
+static void add_node(DraftTree *tree, TreeChild child, int parent) {
+    tree->node[tree->n] = child;
+    tree->parent[tree->n++] = parent;
 }
 
-// The first level the model draws: `width` children of `parent` from q_row (the draft's q at `position`), as the
-// scheduler's accept rule expects them drawn (tree.h). One child is today's chain draft: x ~ q by spec_draw.
-// INTERIM until treeaccept lands: greedy top-W by logit only.
-static int draw_first_level(ModelDrafter *d, DraftTree *tree, const float *logits, const double *q, int q_row,
-                            int parent, int width, int position, Err *err) {
+// The first level the model draws: up to `width` children of `parent` from q, the draft's distribution at
+// `position` (its logits: greedy), drawn as tree.h says the accept step expects them — one child is the chain's
+// draft, x ~ q (tree_draw_child is spec_draw for it); several are the W most likely when greedy (q is one-hot
+// there), else W draws from q without replacement (under coupling, q's Gumbel top-W).
+static void draw_first_level(ModelDrafter *d, DraftTree *tree, const float *logits, const double *q, int parent,
+                             int width, int position) {
     const int V = d->model->n_vocab;
-    if (width == 1) {
-        add_node(tree, spec_draw(d->params, q, V, position, DRAW_DRAFT), parent, q_row, false);
-        return 0;
-    }
-    if (d->params->sampling.temperature > 0) return err_fmt(err, "interim: sampled trees need treeaccept");
-    int chosen[TREE_FIRST_WIDTH_MAX];
-    for (int k = 0; k < width; k++) {
-        int best = -1;
-        for (int x = 0; x < V; x++) {
-            bool taken = false;
-            for (int j = 0; j < k; j++) taken |= chosen[j] == x;
-            if (!taken && (best < 0 || logits[x] > logits[best])) best = x;
-        }
-        chosen[k] = best;
-        add_node(tree, best, parent, -1, false);
-    }
-    return 0;
+    TreeChild children[TREE_FIRST_WIDTH_MAX];
+    int n = 0;
+    if (width > 1 && d->params->sampling.temperature == 0) n = tree_top_children(logits, V, width, children);
+    else
+        while (n < width && tree_draw_child(d->params, q, V, position, width > 1, children, n, d->scratch) >= 0) n++;
+    for (int k = 0; k < n; k++) add_node(tree, children[k], parent);
 }
 
 // Level by level: the first forward feeds, in one batch, every token the draft has not read yet — the committed
@@ -51,7 +40,7 @@ int model_drafter_extend(ModelDrafter *d, const int *context, int n, TreeShape s
     const int width = shape.width < max_width(d->params) ? shape.width : max_width(d->params);
     int n_feed = 0, q_rows = 0;
     for (int pos = d->cache.len; pos < n + n_given; pos++)
-        d->feed[n_feed++] = pos < n ? context[pos] : tree->token[pos - n];
+        d->feed[n_feed++] = pos < n ? context[pos] : tree->node[pos - n].token;
     d->first_position = n;
     if (n_given >= shape.depth || d->cache.len + n_feed > n_ctx) return 0;
     if (model_forward(d->model, &d->cache, d->feed, n_feed, d->logits, false, err)) return -1;
@@ -60,16 +49,18 @@ int model_drafter_extend(ModelDrafter *d, const int *context, int n, TreeShape s
     for (int level = n_given; level < shape.depth; level++) {
         if (level > n_given && width == 1) {  // a chain: its newest token
             if (d->cache.len + 1 > n_ctx) break;
-            if (model_forward(d->model, &d->cache, &tree->token[frontier], 1, d->logits, false, err)) return -1;
+            if (model_forward(d->model, &d->cache, &tree->node[frontier].token, 1, d->logits, false, err)) return -1;
             d->base.calls++;
         } else if (level > n_given) {  // a tree: every node drawn so far
             const int rows = tree->n - n_given;
             kv_truncate(&d->cache, n + n_given);
             if (d->cache.len + rows > n_ctx) break;
-            int parent[TREE_MAX_NODES];
-            for (int i = 0; i < rows; i++)
+            int token[TREE_MAX_NODES], parent[TREE_MAX_NODES];
+            for (int i = 0; i < rows; i++) {
+                token[i] = tree->node[n_given + i].token;
                 parent[i] = tree->parent[n_given + i] < n_given ? -1 : tree->parent[n_given + i] - n_given;
-            if (model_forward_tree(d->model, &d->cache, tree->token + n_given, parent, rows, d->logits, err))
+            }
+            if (model_forward_tree(d->model, &d->cache, token, parent, rows, d->logits, err))
                 return -1;
             d->base.calls++;
         }
@@ -83,8 +74,12 @@ int model_drafter_extend(ModelDrafter *d, const int *context, int n, TreeShape s
                 return err_fmt(err, "the draft model produced a NaN or infinite logit at position %d",
                                n + level - 1);
             if (level == n_given) {
-                if (draw_first_level(d, tree, logits, q_row, q_rows, node, width, n + level, err)) return -1;
-            } else add_node(tree, spec_draw(d->params, q_row, V, n + level, DRAW_DRAFT), node, q_rows, false);
+                draw_first_level(d, tree, logits, q_row, node, width, n + level);
+            } else {
+                TreeChild child;
+                if (tree_draw_child(d->params, q_row, V, n + level, false, &child, 0, NULL) >= 0)
+                    add_node(tree, child, node);
+            }
             q_rows++;
         }
         if (tree->n == from) break;
@@ -127,7 +122,8 @@ int model_drafter_init(ModelDrafter *d, Model *draft, const SpecParams *params, 
     const int rows = d->max_width == 1 ? 1 : d->max_width * GAMMA_MAX;
     d->logits = malloc(sizeof(float) * (rows < TREE_MAX_NODES ? rows : TREE_MAX_NODES) * draft->n_vocab);
     d->feed = malloc(sizeof(int) * draft->cfg.n_positions);
-    if (!d->logits || !d->feed) return err_fmt(err, "out of memory for the draft's logits");
+    d->scratch = malloc(sizeof(double) * draft->n_vocab);
+    if (!d->logits || !d->feed || !d->scratch) return err_fmt(err, "out of memory for the draft's logits");
     if (sampler_init(&d->sampler, &params->sampling, draft->n_vocab, draft->kernels, err)) return -1;
     return model_kv_init(draft, &d->cache, err);
 }
@@ -138,6 +134,7 @@ void model_drafter_free(ModelDrafter *d) {
     rollback_check_free(&d->check);
     free(d->logits);
     free(d->feed);
+    free(d->scratch);
     d->logits = NULL;
     d->feed = NULL;
 }

@@ -11,6 +11,7 @@
 #include "model/model.h"
 #include "model/tree_interim.h"  // INTERIM until treefwd lands
 #include "speculative/sampling.h"
+#include "speculative/tree.h"
 #include "tokenizer/bytesmap.h"
 
 struct SpecParams;
@@ -22,11 +23,9 @@ enum { TREE_MAX_NODES = TREE_MAX_ROWS - 1 };  // the verify forward feeds the ne
 
 typedef struct {
     int n;                                  // nodes
-    int token[TREE_MAX_NODES];
+    TreeChild node[TREE_MAX_NODES];         // token and proposal (tree.h), its q pointing into the q rows given
+                                            // to propose(); NULL: deterministic (a lookup's, a greedy top-W child)
     int parent[TREE_MAX_NODES];             // an earlier node, or −1: a child of the newest committed token
-    int q_row[TREE_MAX_NODES];              // the row of q the node was drawn from, or −1: deterministic
-                                            // (one-hot q: a lookup's token, a greedy top-W child)
-    bool without_replacement[TREE_MAX_NODES];  // drawn from its q row with its earlier siblings' tokens removed
 } DraftTree;
 
 // What the scheduler asks of a drafter: `width` children at the first level the drafter draws, each continued as a
@@ -40,8 +39,8 @@ typedef struct Drafter {
     // Optional: reads context[0..n) ahead of the first round (the prompt), so that propose() times are steady.
     int (*prefill)(struct Drafter *self, const int *context, int n, Err *err);
     // Proposes a tree of at most shape.depth levels continuing the committed tokens context[0..n) (it may stop
-    // early, or propose nothing: tree->n = 0), and the distributions its nodes were drawn from, as rows of q
-    // ([rows, V]: node i's q_row). Returns 0, or −1 with err set.
+    // early, or propose nothing: tree->n = 0); the distributions its nodes were drawn from go to rows of q
+    // ([rows, V], at most one per node), which the nodes' TreeChild.q point to. Returns 0, or −1 with err set.
     int (*propose)(struct Drafter *self, const int *context, int n, TreeShape shape, DraftTree *tree, double *q,
                    Err *err);
     // After verification: keep what was cached for the nodes path[0..n_path) of the last proposal (the accepted
@@ -83,6 +82,7 @@ typedef struct {
     float p_min;
     int max_width;          // the widest first level it is asked for (SpecParams.tree_width)
     float *logits;          // [max_width · GAMMA_MAX, V] (a chain: [1, V]): the rows of one level's forward
+    double *scratch;        // [V]: drawing children without replacement
     int *feed;              // [n_positions]: the tokens of one forward
     int first_position;     // of the last proposal's first node: node i's row is cached at first_position + i
     RollbackCheck check;    // the debug build's check of `cache` (check_rollback)

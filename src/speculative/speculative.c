@@ -33,14 +33,6 @@ double spec_residual(double *residual, const double *p, const double *q, int V) 
     return mass;
 }
 
-// Σ_x min(p(x), q(x)): the probability that a draft from q is accepted, β in the paper (its mean is α).
-// Lane j sums x ≡ j (mod 4): four dependency chains in flight instead of one.
-static double overlap(const double *p, const double *q, int V) {
-    double part[4] = {0};
-    for (int x = 0; x < V; x++) part[x % 4] += p[x] < q[x] ? p[x] : q[x];
-    return (part[0] + part[2]) + (part[1] + part[3]);
-}
-
 double spec_expected_tokens(double alpha, double gamma) {
     return alpha < 1.0 ? (1.0 - pow(alpha, gamma + 1)) / (1.0 - alpha) : gamma + 1;
 }
@@ -299,7 +291,7 @@ typedef struct {
     float *logits;                      // [max_nodes + 1, V]
     double *p;                          // [max_nodes + 1, V]: the rows the accept rule reached, adjusted
     double *q;                          // [max_nodes, V]
-    double *residual;                   // [V]
+    double *scratch;                    // [3V]: the accept step's (tree_accept)
     int *context;                       // the committed tokens: prompt and emitted
     int n, n_prompt;                    // committed tokens; of them the prompt's
     int *out;                           // the emitted tokens
@@ -338,7 +330,7 @@ static int draft(Scheduler *s, Round *r, Err *err) {
         depth[i] = parent < 0 ? 1 : depth[parent] + 1;
         r->depth = depth[i] > r->depth ? depth[i] : r->depth;
         r->width = ++children[parent + 1] > r->width ? children[parent + 1] : r->width;
-        r->n_one_hot += r->tree.q_row[i] < 0;
+        r->n_one_hot += !r->tree.node[i].q;
     }
     r->draft_calls = s->drafter->calls - calls;
     return 0;
@@ -349,7 +341,7 @@ static int draft(Scheduler *s, Round *r, Err *err) {
 static int verify(Scheduler *s, Round *r, Err *err) {
     r->tokens[0] = s->context[s->n - 1];
     r->parent[0] = -1;
-    for (int i = 0; i < r->tree.n; i++) r->tokens[1 + i] = r->tree.token[i], r->parent[1 + i] = r->tree.parent[i] + 1;
+    for (int i = 0; i < r->tree.n; i++) r->tokens[1 + i] = r->tree.node[i].token, r->parent[1 + i] = r->tree.parent[i] + 1;
     r->base = s->cache.len;
     return model_forward_tree(s->target, &s->cache, r->tokens, r->parent, r->tree.n + 1, s->logits, err);
 }
@@ -364,55 +356,27 @@ static const double *target_probs(Scheduler *s, int node, int position, Err *err
     return p;
 }
 
-// What the record keeps of a child tried against p: p(x), q(x), β.
-static int record_try(Scheduler *s, Round *r, int child, const double *p) {
-    const int t = r->n_verified++, x = r->tree.token[child], row = r->tree.q_row[child];
-    const double *q = row < 0 ? NULL : s->q + (size_t)row * s->V;
-    r->tried[t] = child;
-    r->p_x[t] = p[x];
-    r->q_x[t] = q ? q[x] : 1.0;
-    r->overlap[t] = r->learned[t] = q ? overlap(p, q, s->V) : p[x];
-    return t;
-}
-
-// 3. (rejection) Keep x while r < p(x) / q(x); 4. at the rejection the next token comes from the residual
-// norm(max(0, p − q)) — for a one-hot q, p without x. Returns whether x is kept.
-static bool accept_rejection(Scheduler *s, Round *r, int child, const double *p, int position) {
-    const int t = record_try(s, r, child, p), x = r->tree.token[child], row = r->tree.q_row[child];
-    r->r[t] = uniform_for(s->params, position, DRAW_ACCEPT);
-    if (r->r[t] < spec_accept_probability(r->p_x[t], r->q_x[t])) return true;
-    if (row < 0) {
-        memcpy(s->residual, p, sizeof(double) * s->V);
-        r->residual_mass = 1.0 - s->residual[x];
-        s->residual[x] = 0.0;
-    } else {
-        r->residual_mass = spec_residual(s->residual, p, s->q + (size_t)row * s->V, s->V);
-    }
-    r->next = sampling_draw(s->residual, s->V, uniform_for(s->params, position, DRAW_RESIDUAL));
-    return false;
-}
-
 // 3 and 4 at one node, whose target distribution is p at `position`: its children c_1..c_m, tried in the order they
-// were drawn. Returns the kept child, or −1 with r->next the target's token.
-//   coupled: the target's own Gumbel-max token t chooses — the child equal to t, else t is the next token.
-//   Drafter-invariance: whatever the children are, the token at this position is t. What α learns is P(keep) =
-//   p(x) for a one-hot q; for a sampled draft there is no cheap closed form, so the outcome stands in.
-//   rejection: Algorithm 1's test for one child.
-static int accept_at_node(Scheduler *s, Round *r, const int *children, int m, const double *p, int position) {
-    if (s->params->sampler == SAMPLER_COUPLED) {
-        const int t = sampling_gumbel_max(p, s->V, s->params->seed, (uint64_t)position);
-        for (int k = 0; k < m; k++) {
-            const int tried = record_try(s, r, children[k], p);
-            const bool keep = r->tree.token[children[k]] == t;
-            if (r->tree.q_row[children[k]] >= 0) r->learned[tried] = keep;
-            if (keep) return children[k];
-        }
-        r->next = t;
-        return -1;
+// were drawn (tree_accept: Algorithm 1's test for one child, recursive rejection sampling over several; under
+// coupling the target's own Gumbel-max token chooses) — m = 0 draws the bonus token. Returns the kept child, or −1
+// with r->next the token drawn. What α learns of each child tried is β = Σ min(p_k, q_k) (p_k(x) for a one-hot
+// child); under coupling, for a sampled child, which has no cheap closed form, the outcome stands in.
+static int accept_at_node(Scheduler *s, Round *r, const int *children, int m, const double *p, int position,
+                          Err *err) {
+    TreeChild nodes[TREE_WIDTH_MAX];
+    for (int k = 0; k < m; k++) nodes[k] = r->tree.node[children[k]];
+    TreeStep step;
+    if (tree_accept(s->params, p, s->V, position, nodes, m, s->scratch, &step, err)) return -2;
+    for (int k = 0; k < step.n_tried; k++) {
+        const int t = r->n_verified++;
+        r->tried[t] = children[k];
+        r->p_x[t] = step.tried[k].p, r->q_x[t] = step.tried[k].q, r->r[t] = step.tried[k].u;
+        r->overlap[t] = r->learned[t] = step.tried[k].overlap;
+        if (s->params->sampler == SAMPLER_COUPLED && nodes[k].q) r->learned[t] = k == step.accepted;
+        r->residual_mass = step.tried[k].residual_mass;
     }
-    // INTERIM until treeaccept lands: several children only for a one-hot p (greedy), where p stays p.
-    for (int k = 0; k < m; k++)
-        if (accept_rejection(s, r, children[k], p, position)) return children[k];
+    if (step.accepted >= 0) return children[step.accepted];
+    r->next = step.token;
     return -1;
 }
 
@@ -420,28 +384,24 @@ static int accept_at_node(Scheduler *s, Round *r, const int *children, int m, co
 // children; the accepted path x_1..x_{n_accepted}, and the next token — the residual's or the target's at a
 // rejection, else the bonus token from p after the leaf reached (plain decoding: the target's token from p_1).
 static int accept_or_resample(Scheduler *s, Round *r, Err *err) {
-    r->next = -1;
     r->kind = r->tree.n > 0 ? TOKEN_BONUS : TOKEN_TARGET;
-    int node = -1;
-    const double *p;
-    for (;;) {
+    for (int node = -1;;) {
         const int position = s->n + r->n_accepted;
-        if (!(p = target_probs(s, node, position - 1, err))) return -1;
-        int children[TREE_MAX_NODES], m = 0;
-        for (int i = node + 1; i < r->tree.n; i++)
+        const double *p = target_probs(s, node, position - 1, err);
+        if (!p) return -1;
+        int children[TREE_WIDTH_MAX], m = 0;
+        for (int i = node + 1; i < r->tree.n && m < TREE_WIDTH_MAX; i++)
             if (r->tree.parent[i] == node) children[m++] = i;
-        if (m == 0) break;
-        const int kept = accept_at_node(s, r, children, m, p, position);
+        const int kept = accept_at_node(s, r, children, m, p, position, err);
+        if (kept == -2) return -1;
         if (m > r->wide_width) r->wide_width = m, r->wide_kept = kept >= 0;
         if (kept < 0) {
-            r->kind = TOKEN_RESAMPLED;
-            break;
+            if (m > 0) r->kind = TOKEN_RESAMPLED;
+            return 0;
         }
         r->n_sibling_kept += kept != children[0];
         r->path[r->n_accepted++] = node = kept;
     }
-    if (r->next < 0) r->next = spec_draw(s->params, p, s->V, s->n + r->n_accepted, DRAW_TARGET);
-    return 0;
 }
 
 // Whether id ends the text: the end-of-text id, or one of a config's list of them.
@@ -456,7 +416,7 @@ static bool is_end_of_text(const SpecParams *params, int id) {
 // the committed tokens but the newest, which the next round's verify feeds first.
 static int commit_and_roll_back(Scheduler *s, Round *r, Err *err) {
     for (int i = 0; i <= r->n_accepted && !s->done; i++) {
-        const int id = i < r->n_accepted ? r->tree.token[r->path[i]] : r->next;
+        const int id = i < r->n_accepted ? r->tree.node[r->path[i]].token : r->next;
         if (is_end_of_text(s->params, id)) {
             s->done = true;
             break;
@@ -485,9 +445,9 @@ static int commit_and_roll_back(Scheduler *s, Round *r, Err *err) {
 static int round_end(const Round *r, const SpecParams *params, TokenKind *kind) {
     *kind = r->kind;
     for (int i = 0; i < r->n_accepted; i++)
-        if (is_end_of_text(params, r->tree.token[r->path[i]])) {
+        if (is_end_of_text(params, r->tree.node[r->path[i]].token)) {
             *kind = TOKEN_ACCEPTED;
-            return r->tree.token[r->path[i]];
+            return r->tree.node[r->path[i]].token;
         }
     return r->next;
 }
@@ -503,7 +463,7 @@ static void trace_ints(FILE *f, const char *name, const int *v, int n) {
 static void trace_round(FILE *f, int round, const Round *r, const SpecParams *params) {
     const bool coupled = params->sampler == SAMPLER_COUPLED;
     fprintf(f, "{\"round\": %d, \"gamma\": %d, \"width\": %d", round, r->depth, r->width);
-    trace_ints(f, "drafted", r->tree.token, r->tree.n);
+    trace_ints(f, "drafted", r->tokens + 1, r->tree.n);
     trace_ints(f, "parents", r->tree.parent, r->tree.n);
     trace_ints(f, "tried", r->tried, r->n_verified);
     const double *columns[3] = {r->p_x, r->q_x, coupled ? NULL : r->r};  // coupling draws no acceptance number
@@ -532,9 +492,9 @@ static void show_round(const SpecParams *params, const Round *r) {
     for (int i = 0; i < r->n_committed; i++) {
         const int kept = i < r->n_accepted ? r->path[i] : -1;
         for (; t < r->n_verified && r->tried[t] != kept; t++)
-            params->on_token(params->ctx, r->tree.token[r->tried[t]], TOKEN_REJECTED);
+            params->on_token(params->ctx, r->tree.node[r->tried[t]].token, TOKEN_REJECTED);
         t++;
-        params->on_token(params->ctx, kept >= 0 ? r->tree.token[kept] : r->next,
+        params->on_token(params->ctx, kept >= 0 ? r->tree.node[kept].token : r->next,
                          kept >= 0 ? TOKEN_ACCEPTED : r->kind);
     }
 }
@@ -557,9 +517,9 @@ static void record_round(Scheduler *s, const Round *r) {
         st->level_reached[level] += r->n_accepted >= level - 1;
         st->level_kept[level] += r->n_accepted >= level;
     }
-    for (int i = 0; i < r->n_accepted; i++) st->one_hot_accepted += r->tree.q_row[r->path[i]] < 0;
+    for (int i = 0; i < r->n_accepted; i++) st->one_hot_accepted += !r->tree.node[r->path[i]].q;
     for (int i = 0; i < r->n_verified; i++) {
-        const bool one_hot = r->tree.q_row[r->tried[i]] < 0;
+        const bool one_hot = !r->tree.node[r->tried[i]].q;
         st->sum_min_pq += r->overlap[i];
         st->n_min_pq++;
         s->alpha_sum += r->learned[i];
@@ -617,7 +577,7 @@ static void scheduler_free(Scheduler *s) {
     free(s->logits);
     free(s->p);
     free(s->q);
-    free(s->residual);
+    free(s->scratch);
     free(s->context);
 }
 
@@ -634,9 +594,9 @@ static int scheduler_init(Scheduler *s, Model *target, Drafter *drafter, const i
     s->logits = malloc(sizeof(float) * (s->max_nodes + 1) * V);
     s->p = malloc(sizeof(double) * (s->max_nodes + 1) * V);
     s->q = malloc(sizeof(double) * s->max_nodes * V);
-    s->residual = malloc(sizeof(double) * V);
+    s->scratch = malloc(sizeof(double) * 3 * V);
     s->context = malloc(sizeof(int) * ((size_t)n_prompt + params->max_tokens));
-    if (!s->logits || !s->p || !s->q || !s->residual || !s->context)
+    if (!s->logits || !s->p || !s->q || !s->scratch || !s->context)
         return err_fmt(err, "out of memory for the scheduler's buffers");
     memcpy(s->context, prompt, sizeof(int) * n_prompt);
     GammaState *g = &s->g;

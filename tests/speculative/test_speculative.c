@@ -517,12 +517,12 @@ TEST(speculative_lookup_proposes_the_latest_longest_match) {
     Err err;
     CHECK(lookup_drafter_init(&d, 1, 4, &err) == 0, "%s", err.msg);
     DraftTree tree;
-    const int *draft = tree.token;
+    int draft[8];
     const int text[] = {1, 2, 3, 9, 1, 2, 3, 7, 5, 1, 2, 3};  // "1 2 3" ends the text and occurred twice before
     CHECK(d.base.propose(&d.base, text, 12, (TreeShape){4, 3}, &tree, NULL, &err) == 0 && tree.n == 4 &&
           d.last_match == 3, "match %d", d.last_match);
     bool chain = true;  // of one-hot nodes, whatever the width asked
-    for (int i = 0; i < tree.n; i++) chain &= tree.parent[i] == i - 1 && tree.q_row[i] == -1;
+    for (int i = 0; i < tree.n; i++) chain &= tree.parent[i] == i - 1 && !tree.node[i].q, draft[i] = tree.node[i].token;
     CHECK(draft[0] == 7 && draft[1] == 5 && draft[2] == 1 && draft[3] == 2 && chain,
           "the latest occurrence's continuation: %d %d %d %d", draft[0], draft[1], draft[2], draft[3]);
     const int none[] = {1, 2, 3};
@@ -532,6 +532,7 @@ TEST(speculative_lookup_proposes_the_latest_longest_match) {
     const int repeat[] = {4, 5, 4, 5};  // the continuation runs into the text's end and copies the proposal on
     d.base.rollback(&d.base, 0, NULL, 0);
     CHECK(d.base.propose(&d.base, repeat, 4, (TreeShape){5, 1}, &tree, NULL, &err) == 0 && tree.n == 5, "repeat");
+    for (int i = 0; i < tree.n; i++) draft[i] = tree.node[i].token;
     CHECK(draft[0] == 4 && draft[1] == 5 && draft[2] == 4 && draft[3] == 5 && draft[4] == 4, "the repeat copied on");
     CHECK(d.base.calls == 0 && d.base.step_cost == 0, "a lookup makes no forward");
     lookup_drafter_free(&d);
