@@ -117,7 +117,8 @@ static int model_check(Drafter *self, const int *context, int n_prefill, Err *er
 
 int model_drafter_init(ModelDrafter *d, Model *draft, const SpecParams *params, float p_min, Err *err) {
     *d = (ModelDrafter){.base = {.prefill = model_prefill, .propose = model_propose, .rollback = model_rollback,
-                                 .check_rollback = model_check, .step_cost = spec_forward_cost(draft, 1)},
+                                 .check_rollback = model_check, .step_cost = spec_forward_cost(draft, 1),
+                                 .row_cost = spec_forward_cost(draft, 2) - spec_forward_cost(draft, 1)},
                         .model = draft, .params = params, .p_min = p_min, .max_width = max_width(params)};
     const int rows = d->max_width == 1 ? 1 : d->max_width * GAMMA_MAX;
     d->logits = malloc(sizeof(float) * (rows < TREE_MAX_NODES ? rows : TREE_MAX_NODES) * draft->n_vocab);

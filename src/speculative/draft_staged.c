@@ -39,6 +39,7 @@ static int staged_check(Drafter *self, const int *context, int n_prefill, Err *e
 void staged_drafter_init(StagedDrafter *d, LookupDrafter *lookup, ModelDrafter *model, int min_match) {
     *d = (StagedDrafter){.base = {.prefill = staged_prefill, .propose = staged_propose, .rollback = staged_rollback,
                                   .check_rollback = staged_check, .has_lookup = true, .use_lookup = true,
-                                  .model_gamma = GAMMA_MAX, .step_cost = model->base.step_cost},
+                                  .model_gamma = GAMMA_MAX, .step_cost = model->base.step_cost,
+                                  .row_cost = model->base.row_cost},
                          .lookup = lookup, .model = model, .min_match = min_match};
 }

@@ -55,6 +55,7 @@ typedef struct Drafter {
     int model_gamma;        // with use_lookup, set by the scheduler too: the most model drafts the staged drafter
                             // makes when the lookup finds no match (the γ that pays best for the model's drafts)
     double step_cost;       // one draft token in spec_forward_cost's units (a model's forward; 0: a lookup)
+    double row_cost;        // each further row of a draft forward, in the same units (a tree's level forwards)
     double seconds;         // time spent in propose(), for the cost estimates (the scheduler adds it up)
     int calls;              // draft model forward passes made (a lookup makes none)
 } Drafter;

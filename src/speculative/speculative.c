@@ -84,6 +84,7 @@ typedef struct {
     double target[T_SLOTS];     // seconds per target forward of T tokens (running means; 0 = not measured)
     bool modelled;              // plan with the cost model below, not with the measurements above
     double model_draft_step, model_target[T_SLOTS];  // spec_forward_cost: the drafter's step, the target's T
+    double model_draft_row;     // ... a further row of a draft forward (a tree's level forwards feed W·(l − 1))
     int heuristic_gamma;
     int plain_streak;           // GAMMA_AUTO: rounds in a row it chose plain decoding
     int n_alpha[N_SOURCES];     // drafts α has learned from
@@ -163,6 +164,13 @@ static double draft_step_of(const GammaState *g, int width) {
     return width > 1 && g->tree_draft_step[width] > 0 ? g->tree_draft_step[width] : g->draft_step;
 }
 
+// The time of drafting `depth` levels at draft_step per level forward; with the cost model, a tree's level l ≥ 2
+// forward also feeds its W·(l − 1) nodes so far (draft_model.c), W·γ(γ − 1)/2 − (γ − 1) rows beyond one each.
+static double draft_time(const GammaState *g, int width, int depth, double draft_step) {
+    const double extra_rows = width * depth * (depth - 1) / 2.0 - (depth - 1);
+    return width > 1 && g->modelled ? depth * draft_step + extra_rows * g->model_draft_row : depth * draft_step;
+}
+
 // The depth γ (0: plain decoding) that maximises rate for a tree of `width` (1: a chain, rate(γ) above), drafts of
 // acceptance α at draft_step per level — or only γ = fixed_depth when that is > 0; *rate gets it. Verifying T
 // tokens is taken to cost at least a plain step: a noisy measurement must not make drafting look free.
@@ -178,7 +186,7 @@ static int best_depth(const GammaState *g, int width, double alpha, double draft
         const double t_verify = verify_time(g, T) > plain_step ? verify_time(g, T) : plain_step;
         const double tokens = width == 1 ? spec_expected_tokens(alpha, depth)  // equation 1 as such
                                          : spec_tree_expected_tokens(a_first, alpha, depth);
-        const double r = tokens / (depth * draft_step + t_verify);
+        const double r = tokens / (draft_time(g, width, depth, draft_step) + t_verify);
         if (r > *rate) best = depth, *rate = r;
     }
     return best;
@@ -508,6 +516,7 @@ static void record_round(Scheduler *s, const Round *r) {
     st->accepted += r->n_accepted;
     st->sibling_accepted += r->n_sibling_kept;
     st->plain_rounds += k == 0;
+    st->tree_rounds += r->width > 1;
     st->one_hot_drafted += r->n_one_hot;
     st->target_seconds += r->target_seconds;
     s->gamma_sum += r->depth;
@@ -606,6 +615,7 @@ static int scheduler_init(Scheduler *s, Model *target, Drafter *drafter, const i
                                   params->sampling.temperature > 0};
     if (g->modelled) {
         g->model_draft_step = drafter->step_cost;
+        g->model_draft_row = drafter->row_cost;
         for (int T = 1; T < T_SLOTS; T++) g->model_target[T] = spec_forward_cost(target, T);
     }
     return 0;

@@ -99,6 +99,7 @@ typedef struct {
     int n_min_pq;
     int draft_calls;        // draft model forwards (a lookup makes none)
     int plain_rounds;       // rounds that drafted nothing: plain decoding
+    int tree_rounds;        // rounds that drafted a tree (a node with several children)
     int one_hot_drafted, one_hot_accepted;  // of drafted, accepted: deterministic drafts (the lookup's)
     double prefill_seconds;     // reading the prompt (both models), before the first round
     double decode_seconds;      // the rounds: generation proper, what tokens per second is measured over

@@ -998,3 +998,32 @@ TEST(speculative_tree_greedy_equals_target_on_shipped_pair) {
     CHECK(sibling_accepted > 0, "no child after a rejected sibling was ever kept");
     tokenizer_free(&tok);
 }
+
+// --tree falls back to the chain when a tree does not pay: with the target as its own draft every first child is
+// kept (q = p), so siblings add verification cost and no tokens, and the policy — planning with the cost model at
+// temperature 1 under rejection sampling, where the same seed must give the same tokens — never drafts a tree.
+TEST(speculative_tree_policy_falls_back_to_the_chain) {
+    Pair pair;
+    pair_open(&pair, 97, 128, 1, 0.3f);
+    const int prompt[] = {3, 1, 4, 1, 5};
+    SpecParams params = {.sampling = {.temperature = 1.0f, .top_p = 1}, .seed = 3, .policy = GAMMA_AUTO,
+                         .tree_width = TREE_FIRST_WIDTH_MAX, .tree_auto = true, .max_tokens = 40, .eos_id = -1};
+    ModelDrafter self;
+    Err err;
+    int out[40], again[40], n_out, n_again;
+    SpecStats stats;
+    CHECK(model_drafter_init(&self, &pair.target, &params, 0.0f, &err) == 0, "%s", err.msg);
+    CHECK(speculative_generate(&pair.target, &self.base, prompt, 5, &params, out, &n_out, &stats, &err) == 0, "%s",
+          err.msg);
+    model_drafter_free(&self);
+    CHECK(stats.tree_rounds == 0 && stats.accepted == stats.drafted && stats.drafted > 0, "the target as its own "
+          "draft: %d tree rounds, %d of %d drafts accepted", stats.tree_rounds, stats.accepted, stats.drafted);
+    // ... and a fixed --tree-width drafts trees, with the same seed's tokens on every run.
+    params.tree_auto = false;
+    params.tree_width = 3;
+    n_out = generate(&pair, prompt, 5, &params, 3, out, &stats, true);
+    CHECK(stats.tree_rounds > 0, "--tree-width 3: %d tree rounds of %d", stats.tree_rounds, stats.rounds);
+    n_again = generate(&pair, prompt, 5, &params, 3, again, &stats, true);
+    CHECK(n_out == n_again && memcmp(out, again, sizeof(int) * n_out) == 0, "--tree-width 3: the seed's tokens differ");
+    pair_close(&pair);
+}
