@@ -76,17 +76,22 @@ typedef struct {
     void (*softmax)(float *x, int n);
 
     // Grouped-query attention (Ainslie et al. 2023): n query rows — the query heads of one key/value group, for
-    // each of the T new tokens — attending to that key/value head's cached positions, row g to its first S[g]
-    // (causal masking is the caller's choice of S):
-    //   out[g] = Σ_{s < S[g]} a_gs V[s],   a_g = softmax(scale · (Σ_i q[g, i] Kᵀ[i, s])_{s < S[g]})
-    //   out: [n, ld_out]   q: [n, ld_q]   S: [n]   Kᵀ: [hd, ≥ max S], rows ld_k floats apart   V: [≥ max S, hd]
-    //   scores: scratch [n, ld_s], ld_s ≥ max S
+    // each of the T new tokens — attending to that key/value head's cached positions. Row g sees its first S[g]
+    // positions and, when `tree` is not NULL, the positions S[g] + j for each bit j set in tree[g] (a node of a
+    // token tree sees the committed cache and its ancestors: model.c; attention_sees below):
+    //   out[g] = Σ_{s seen} a_gs V[s],   a_g = softmax(scale · (Σ_i q[g, i] Kᵀ[i, s])_{s seen})
+    //   out: [n, ld_out]   q: [n, ld_q]   S, tree: [n]   Kᵀ: [hd, ≥ max span], rows ld_k floats apart
+    //   V: [≥ max span, hd]   scores: scratch [n, ld_s], ld_s ≥ max span      (span: attention_span below)
     // The n rows are the rows of two matrix products, Q Kᵀ and A V: each block of Kᵀ and V is read once for all
     // of them, while the block is in cache. The keys come transposed so that the scores are computed along
-    // contiguous positions, a vector of positions at a time, with no horizontal sums. Row g's result depends on
-    // row g alone (batch invariance): bit-identical whatever n and the other rows are.
-    void (*attention)(float *out, int ld_out, const float *q, int ld_q, const int *S, int n, const float *kt,
-                      int ld_k, const float *v, int hd, float scale, float *scores, int ld_s);
+    // contiguous positions, a vector of positions at a time, with no horizontal sums.
+    // Batch invariance: row g's result is a function of q[g] and the keys and values of the positions it sees,
+    // in order — bit-identical whatever n and the other rows are, and whether a position is seen as one of the
+    // first S[g] or through tree[g]: a row that sees positions 0..9, 12 and 15 gets the bits of a row that sees
+    // its first 12 positions, if those hold the same keys and values (a tree node and the last token of a chain
+    // over its path).
+    void (*attention)(float *out, int ld_out, const float *q, int ld_q, const int *S, const uint64_t *tree, int n,
+                      const float *kt, int ld_k, const float *v, int hd, float scale, float *scores, int ld_s);
 
     // out += x       out, x: [n]   (the residual connection)
     void (*add)(float *out, const float *x, int n);
@@ -104,6 +109,53 @@ typedef struct {
 static inline size_t row_stride(size_t n) {
     size_t lines = (n + 15) / 16 * 16;
     return lines % 1024 == 0 ? lines + 16 : lines;
+}
+
+// The positions an attention row sees (Kernels.attention): its first S, then S + j for each bit j of `tree`;
+// its span is one past the last of them.
+static inline bool attention_sees(int S, uint64_t tree, int s) {
+    return s < S || (s - S < 64 && (tree >> (s - S) & 1));
+}
+
+static inline int attention_span(int S, uint64_t tree) { return tree ? S + 64 - __builtin_clzll(tree) : S; }
+
+// The SIMD variants' attention, from their two pieces: rows_times_matrix(out, ld_out, A, ld_a, len, len_step, n,
+// M, ld, cols, scale) computes out[g, c] = scale · Σ_{r < len_g} A[g, r] · M[r · ld + c] for g < n, c < cols
+// (len_g = len[g · len_step]), each row's sums over r in order; softmax is the variant's.
+//   1. scores = scale · Q Kᵀ over every position up to each row's span. A position's score is its own dot
+//      product, the same operations whatever lane or block it falls in.
+//   2. A tree row's seen scores are gathered into one contiguous row, which the softmax turns into weights as
+//      it would the row of a chain over the same positions (its sums do depend on the lanes), and the weights
+//      are scattered back to their positions, with 0 at the positions the row does not see.
+//   3. out = A V over each row's span: a weight of 0 adds 0 · V[s], which leaves every sum as it is — but for
+//      the sign of a sum that is still exactly zero (−0 + 0 = +0), which would take the product of every seen
+//      weight and value so far to underflow to −0 first.
+typedef void RowsTimesMatrixFn(float *out, int ld_out, const float *A, int ld_a, const int *len, int len_step, int n,
+                               const float *M, int ld, int cols, float scale);
+
+static inline __attribute__((always_inline)) void attention_from_products(
+    RowsTimesMatrixFn *rows_times_matrix, void (*softmax)(float *x, int n), float *out, int ld_out, const float *q,
+    int ld_q, const int *S, const uint64_t *tree, int n, const float *kt, int ld_k, const float *v, int hd,
+    float scale, float *scores, int ld_s) {
+    int span[n > 0 ? n : 1], max_span = 0;
+    for (int g = 0; g < n; g++) {
+        span[g] = attention_span(S[g], tree ? tree[g] : 0);
+        max_span = span[g] > max_span ? span[g] : max_span;
+    }
+    rows_times_matrix(scores, ld_s, q, ld_q, &hd, 0, n, kt, ld_k, max_span, scale);
+    for (int g = 0; g < n; g++) {
+        float *row = scores + (size_t)g * ld_s;
+        if (!tree || !tree[g]) {
+            softmax(row, S[g]);
+            continue;
+        }
+        int seen = S[g];  // gather: the j-th seen position past S[g] is at or after S[g] + j
+        for (uint64_t bits = tree[g]; bits; bits &= bits - 1) row[seen++] = row[S[g] + __builtin_ctzll(bits)];
+        softmax(row, seen);
+        for (int s = span[g] - 1; s >= S[g]; s--)  // scatter, from the last: nothing is overwritten before it is read
+            row[s] = attention_sees(S[g], tree[g], s) ? row[--seen] : 0.0f;
+    }
+    rows_times_matrix(out, ld_out, scores, ld_s, span, 1, n, v, hd, hd, 1.0f);  // × 1 is exact
 }
 
 // The panel layout: rows 4p..4p+3 form panel p; in it, slice k (elements 16k..16k+15) of row 4p+r is stored at

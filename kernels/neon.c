@@ -262,7 +262,8 @@ static void softmax(float *x, int n) {
 
 // Attention, two matrix products, out[g, c] = scale · Σ_{r < len_g} A[g, r] M[r, c]:
 //   scores = scale · Q Kᵀ        (A = the n queries over the hd rows of Kᵀ, c along the positions)
-//   out    = softmax(scores) V   (A = row g's S[g] weights over the rows of V, c along hd)
+//   out    = softmax(scores) V   (A = row g's weights over the rows of V up to its span, c along hd)
+// (kernels.h, attention_from_products, says how a tree row's scores become weights).
 // A block of COLS registers of columns is loaded once per r for ROWS rows of A (ROWS · COLS independent FMA
 // chains, one broadcast per row and r); column blocks are the outer loop, so that the block of M that the first
 // ROWS rows read from memory is in cache for the next ones: the key/value head is streamed once for the group.
@@ -336,13 +337,10 @@ static void rows_times_matrix(float *out, int ld_out, const float *A, int ld_a, 
     }
 }
 
-static void attention(float *out, int ld_out, const float *q, int ld_q, const int *S, int n, const float *kt,
-                      int ld_k, const float *v, int hd, float scale, float *scores, int ld_s) {
-    int max_S = 0;
-    for (int g = 0; g < n; g++) max_S = S[g] > max_S ? S[g] : max_S;
-    rows_times_matrix(scores, ld_s, q, ld_q, &hd, 0, n, kt, ld_k, max_S, scale);
-    for (int g = 0; g < n; g++) softmax(scores + (size_t)g * ld_s, S[g]);
-    rows_times_matrix(out, ld_out, scores, ld_s, S, 1, n, v, hd, hd, 1.0f);  // × 1 is exact
+static void attention(float *out, int ld_out, const float *q, int ld_q, const int *S, const uint64_t *tree, int n,
+                      const float *kt, int ld_k, const float *v, int hd, float scale, float *scores, int ld_s) {
+    attention_from_products(rows_times_matrix, softmax, out, ld_out, q, ld_q, S, tree, n, kt, ld_k, v, hd, scale,
+                            scores, ld_s);
 }
 
 static void add(float *out, const float *x, int n) {

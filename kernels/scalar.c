@@ -85,24 +85,32 @@ static void softmax(float *x, int n) {
     for (int i = 0; i < n; i++) x[i] /= sum;
 }
 
-// Scaled dot-product attention (Vaswani et al. 2017, eq. 1) for n queries sharing one key/value head, row g over
-// its first S[g] keys, one row after another:
-//   out[g] = Σ_{s < S[g]} a_s V[s],  a = softmax(scale · q[g]·K[s])      (K given transposed: K[s, i] = kt[i · ld_k + s])
-static void attention(float *out, int ld_out, const float *q, int ld_q, const int *S, int n, const float *kt,
-                      int ld_k, const float *v, int hd, float scale, float *scores, int ld_s) {
-    (void)ld_s;  // one row of scores at a time
+// Scaled dot-product attention (Vaswani et al. 2017, eq. 1) for n queries sharing one key/value head, one row
+// after another, row g over the positions it sees (its first S[g], then S[g] + j for each bit j of tree[g]), in
+// order:
+//   out[g] = Σ_{s seen} a_s V[s],  a = softmax(scale · q[g]·K[s])      (K given transposed: K[s, i] = kt[i · ld_k + s])
+static void attention(float *out, int ld_out, const float *q, int ld_q, const int *S, const uint64_t *tree, int n,
+                      const float *kt, int ld_k, const float *v, int hd, float scale, float *scores, int ld_s) {
+    (void)ld_s;  // one row of scores at a time, the seen positions' side by side
     for (int g = 0; g < n; g++) {
         const float *qg = q + (size_t)g * ld_q;
         float *og = out + (size_t)g * ld_out;
-        for (int s = 0; s < S[g]; s++) {
+        const uint64_t bits = tree ? tree[g] : 0;
+        const int span = attention_span(S[g], bits);
+        int seen = 0;
+        for (int s = 0; s < span; s++) {
+            if (!attention_sees(S[g], bits, s)) continue;
             float dot = 0.0f;
             for (int i = 0; i < hd; i++) dot += qg[i] * kt[(size_t)i * ld_k + s];
-            scores[s] = dot * scale;
+            scores[seen++] = dot * scale;
         }
-        softmax(scores, S[g]);
+        softmax(scores, seen);
         memset(og, 0, sizeof(float) * hd);
-        for (int s = 0; s < S[g]; s++)
-            for (int i = 0; i < hd; i++) og[i] += scores[s] * v[(size_t)s * hd + i];
+        for (int s = 0, j = 0; s < span; s++) {
+            if (!attention_sees(S[g], bits, s)) continue;
+            for (int i = 0; i < hd; i++) og[i] += scores[j] * v[(size_t)s * hd + i];
+            j++;
+        }
     }
 }
 

@@ -2,6 +2,7 @@
 
 #include "kernels.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +34,29 @@ void kv_truncate(KVCache *cache, int n) {
         abort();
     }
     cache->len = n;
+}
+
+void kv_keep_path(KVCache *cache, int base, const int *rows, int n) {
+    bool ok = base >= 0 && n >= 0 && base + n <= cache->len;
+    for (int k = 0; k < n && ok; k++) ok = (k == 0 ? rows[k] >= 0 : rows[k] > rows[k - 1]) && base + rows[k] < cache->len;
+    if (!ok) {  // a caller's bug, not bad input: stop loudly
+        fprintf(stderr, "kv_keep_path: rows after %d are not %d increasing rows below the cache's length %d\n", base,
+                n, cache->len);
+        abort();
+    }
+    int first = 0;  // rows[k] ≥ k; the leading rows with rows[k] = k are in place already
+    while (first < n && rows[first] == first) first++;
+    // Row k comes from row rows[k] > k, and every row it comes from lies past every row written before it.
+    for (int layer = 0; layer < cache->n_layer; layer++)
+        for (int head = 0; head < cache->n_head; head++) {
+            float *keys = kv_keys(cache, layer, head), *values = kv_values(cache, layer, head);
+            for (int k = first; k < n; k++) {
+                const size_t to = (size_t)base + k, from = (size_t)base + rows[k];
+                for (int i = 0; i < cache->hd; i++) keys[(size_t)i * cache->ld_k + to] = keys[(size_t)i * cache->ld_k + from];
+                memcpy(values + to * cache->hd, values + from * cache->hd, sizeof(float) * cache->hd);
+            }
+        }
+    cache->len = base + n;
 }
 
 void kv_store(KVCache *cache, int layer, int head, int pos, const float *k, const float *v) {

@@ -2,7 +2,8 @@
 //
 // Positions are absolute: row p of (layer l, head h) holds the K (and V) of token p. The cache knows how many rows are
 // valid (len); a forward pass appends T rows at [len, len + T). Rolling back after a rejected draft is only
-// moving len back: kv_truncate(cache, n) is O(1), and the stale rows past n are simply overwritten later.
+// moving len back: kv_truncate(cache, n) is O(1), and the stale rows past n are simply overwritten later. After a
+// token tree, kv_keep_path moves the accepted path's rows into place.
 #ifndef SPECDEC_KVCACHE_H
 #define SPECDEC_KVCACHE_H
 
@@ -41,6 +42,11 @@ static inline float *kv_keys(const KVCache *cache, int layer, int head) {
 static inline float *kv_values(const KVCache *cache, int layer, int head) {
     return cache->v + ((size_t)layer * cache->n_head + head) * cache->n_ctx * cache->hd;
 }
+
+// After a tree forward appended T rows at [base, base + T) (model_forward_tree): keeps the rows base + rows[k],
+// k < n (rows strictly increasing, each < T), at positions base + k, in that order — the accepted path — and sets
+// len = base + n. Work ∝ n: a row already in its place is not copied, and the rest are never touched.
+void kv_keep_path(KVCache *cache, int base, const int *rows, int n);
 
 // Writes one head's key and value of position pos (k, v: [hd]).
 void kv_store(KVCache *cache, int layer, int head, int pos, const float *k, const float *v);

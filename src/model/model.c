@@ -27,7 +27,7 @@
 #include "checkpoint/safetensors.h"
 
 enum {
-    CHUNK_T = 64,       // a forward processes at most this many tokens at a time (bounds the scratch memory)
+    CHUNK_T = TREE_MAX_ROWS,  // a forward processes at most this many tokens at a time (bounds the scratch memory)
     ROW_BLOCK = 16,     // matmul output columns are split between threads on multiples of this
     ALIGN = 64,
     ATTENTION_ROWS = 16,  // at most this many query rows (heads × tokens) of one key/value head per attention task
@@ -46,6 +46,14 @@ typedef struct ForwardScratch {
     float *att_rows;  // [threads, 2, ATTENTION_ROWS, hd]  a task's queries, then its outputs, gathered
     Q8Block *xq;    // [CHUNK_T, q8_blocks(max(d, H·hd, F))]  a q8 matmul's input, quantized (QUANT_Q8 only)
     int ld_d, ld_att, ld_f, n_qkv;
+
+    // The chunk's rows: row t goes to cache row pos0 + t, and sits at position[t] = pos0 + depth(t) (a chain's
+    // row t: pos0 + t). path[t] has bit j set for each row j on row t's path from the cache, t included (a
+    // chain's row t: rows 0..t); the row attends to the cache's first pos0 rows and to those.
+    int position[CHUNK_T];
+    uint64_t path[CHUNK_T];
+    bool tree;      // some row's path leaves out a row before it: attention passes the paths to the kernel
+    bool blas;      // OpenBLAS may take over the matmuls of many rows (model_forward; never model_forward_tree)
 } ForwardScratch;
 
 // ---- loading ------------------------------------------------------------------------------------------------
@@ -564,15 +572,18 @@ static void linear(const Model *m, float *out, int ld_out, const float *x, int l
                    Epilogue ep, float *residual) {
     int blas_min = m->kernels->blas_min_rows;
     // (sgemm reads rows: a variant whose weights are in panels never names a crossover)
-    bool blas = lin->type == WEIGHT_F32 && blas_min > 0 && T >= blas_min && !m->kernels->panels;
+    bool blas = m->scratch->blas && lin->type == WEIGHT_F32 && blas_min > 0 && T >= blas_min && !m->kernels->panels;
     if (lin->type == WEIGHT_Q8) m->kernels->quantize_q8(m->scratch->xq, x, T, lin->n_in, ld_x);
     LinearJob job = {m->kernels, lin, x, m->scratch->xq, out, T, ld_x, ld_out, blas, ep, residual};
     run_job(m, linear_thread, &job, (size_t)T * lin->n_out * lin->n_in);
 }
 
-// Causal self-attention for T new tokens at positions pos0..pos0+T−1, whose K and V rows are already in the
-// cache: att[t, head] = Σ_{s ≤ pos0+t} softmax_s(q·k_s · scale) v_s, with k and v those of the head's key/value
-// head, head / (H / Hkv) (grouped-query attention). The query rows that share a key/value head — its group's
+// Causal self-attention for the chunk's T rows, whose K and V are already in the cache at rows pos0..pos0+T−1:
+// att[t, head] = Σ_{s seen} softmax_s(q·k_s · scale) v_s over the cache rows row t sees — the first pos0 and the
+// rows of its path (ForwardScratch.path; a chain's row t: all rows ≤ pos0 + t) — with k and v those of the
+// head's key/value head, head / (H / Hkv) (grouped-query attention). A path's leading run of rows 0..m−1 is
+// passed as part of the row's first S = pos0 + m positions, the rest as the kernel's tree bits: a chain passes
+// no bits at all. The query rows that share a key/value head — its group's
 // H / Hkv heads for each of the T tokens — go to the kernel together, which reads that head's keys and values
 // once for all of them. A task is one key/value head and a share of its rows (at most ATTENTION_ROWS; more
 // shares where there are more threads than key/value heads), key/value head major.
@@ -593,6 +604,7 @@ static void attention_thread(void *ctx, int thread, int n_threads) {
     float *scores = s->scores + (size_t)thread * ATTENTION_ROWS * m->cfg.n_positions;
     float *q = s->att_rows + (size_t)thread * 2 * ATTENTION_ROWS * hd, *out = q + ATTENTION_ROWS * hd;  // [n, hd]
     int S[ATTENTION_ROWS], begin, end;
+    uint64_t tree[ATTENTION_ROWS];
     pool_share(Hkv * shares, 1, thread, n_threads, &begin, &end);
     for (int task = begin; task < end; task++) {
         const int kv_head = task / shares, share = task % shares;
@@ -600,9 +612,12 @@ static void attention_thread(void *ctx, int thread, int n_threads) {
         for (int g = 0; g < n; g++) {  // row r0 + g: token t, query head kv_head · group + (r0 + g) % group
             const int t = (r0 + g) / group, head = kv_head * group + (r0 + g) % group;
             memcpy(q + (size_t)g * hd, s->qkv + (size_t)t * s->n_qkv + head * hd, sizeof(float) * hd);
-            S[g] = job->pos0 + t + 1;
+            const int leading = s->path[t] == UINT64_MAX ? 64 : __builtin_ctzll(~s->path[t]);  // rows 0..leading−1
+            S[g] = job->pos0 + leading;
+            tree[g] = leading == 64 ? 0 : s->path[t] >> leading;
         }
-        m->kernels->attention(out, hd, q, hd, S, n, kv_keys(job->cache, job->layer, kv_head), job->cache->ld_k,
+        m->kernels->attention(out, hd, q, hd, S, s->tree ? tree : NULL, n, kv_keys(job->cache, job->layer, kv_head),
+                              job->cache->ld_k,
                               kv_values(job->cache, job->layer, kv_head), hd, job->scale, scores,
                               m->cfg.n_positions);
         for (int g = 0; g < n; g++) {
@@ -644,8 +659,9 @@ static void norm_rows(const Model *m, const float *x, const Norm *norm, int T) {
 }
 
 // The queries and keys of row t (in place in qkv) made ready for attention: Qwen3's per-head RMSNorm, then the
-// rotation by the position's angles; then the key and value of each key/value head go into the cache.
-static void prepare_qkv(const Model *m, const Block *b, KVCache *cache, int layer, int pos, int t) {
+// rotation by the angles of its position; then the key and value of each key/value head go into the cache, at
+// cache row `row`.
+static void prepare_qkv(const Model *m, const Block *b, KVCache *cache, int layer, int row, int t) {
     const Config *c = &m->cfg;
     const ForwardScratch *s = m->scratch;
     const int hd = c->head_dim, half = hd / 2;
@@ -656,10 +672,10 @@ static void prepare_qkv(const Model *m, const Block *b, KVCache *cache, int laye
         if (c->positions == POSITIONS_ROTARY)
             m->kernels->rope(x, s->cos + (size_t)t * half, s->sin + (size_t)t * half, half);
     }
-    for (int head = 0; head < c->n_kv_head; head++) kv_store(cache, layer, head, pos, k + head * hd, v + head * hd);
+    for (int head = 0; head < c->n_kv_head; head++) kv_store(cache, layer, head, row, k + head * hd, v + head * hd);
 }
 
-// One transformer block over the chunk's T tokens (x: [T, d], updated in place).
+// One transformer block over the chunk's T rows, cache rows pos0.. (x: [T, d], updated in place).
 static void block_forward(const Model *m, KVCache *cache, int layer, int pos0, int T) {
     const Config *c = &m->cfg;
     const Block *b = &m->blocks[layer];
@@ -706,23 +722,37 @@ static void embedding_row(const Model *m, float *out, int token) {
     }
 }
 
-// The rotary angles p·ω_i of positions pos0..pos0+T−1 (cos, sin: [T, hd/2]). The angle is a float product, as in
-// transformers; its cosine and sine are rounded from double, so a position's angles never depend on T.
-static void rope_angles(const Model *m, int pos0, int T) {
+// The rotary angles p·ω_i of the chunk's rows' positions p (cos, sin: [T, hd/2]). The angle is a float product,
+// as in transformers; its cosine and sine are rounded from double, so a position's angles never depend on T.
+static void rope_angles(const Model *m, int T) {
     const int half = m->cfg.head_dim / 2;
     for (int t = 0; t < T; t++)
         for (int i = 0; i < half; i++) {
-            const float angle = (float)(pos0 + t) * m->inv_freq[i];
+            const float angle = (float)m->scratch->position[t] * m->inv_freq[i];
             m->scratch->cos[(size_t)t * half + i] = (float)cos(angle);
             m->scratch->sin[(size_t)t * half + i] = (float)sin(angle);
         }
 }
 
-int model_forward(Model *model, KVCache *cache, const int *tokens, int T, float *logits, bool all_logits,
-                  Err *err) {
+// The rows of a chunk, T ≤ CHUNK_T, into the scratch: parent[t] ∈ [−1, t) is the row that row t follows, −1 the
+// cache's last position (parent NULL: a chain, parent[t] = t − 1).
+static void chunk_rows(ForwardScratch *s, const int *parent, int pos0, int T) {
+    s->tree = false;
+    for (int t = 0; t < T; t++) {
+        const int p = parent ? parent[t] : t - 1;
+        s->position[t] = p < 0 ? pos0 : s->position[p] + 1;
+        s->path[t] = (p < 0 ? 0 : s->path[p]) | (uint64_t)1 << t;
+        s->tree |= s->path[t] != UINT64_MAX >> (63 - t);  // not all of rows 0..t
+    }
+}
+
+// The forward pass over T rows (model_forward, model_forward_tree: parent as in chunk_rows, T ≤ CHUNK_T when
+// not NULL), in chunks of up to CHUNK_T rows.
+static int forward(Model *model, KVCache *cache, const int *tokens, const int *parent, int T, float *logits,
+                   bool all_logits, const char *caller, Err *err) {
     const Config *c = &model->cfg;
     const int d = c->n_embd, V = model->n_vocab;
-    if (T < 1) return err_fmt(err, "model_forward: no tokens to process");
+    if (T < 1) return err_fmt(err, "%s: no tokens to process", caller);
     if (cache->len + T > c->n_positions)
         return err_fmt(err, "context full: %d cached + %d new tokens exceed the model's context of %d positions "
                        "(n_positions or max_position_embeddings in config.json, or less: --ctx)", cache->len, T, c->n_positions);
@@ -731,13 +761,15 @@ int model_forward(Model *model, KVCache *cache, const int *tokens, int T, float 
             return err_fmt(err, "token id %d is outside the vocabulary [0, %d)", tokens[t], c->vocab_size);
 
     ForwardScratch *s = model->scratch;
+    s->blas = !parent;
     for (int first = 0; first < T; first += CHUNK_T) {
         const int n = T - first < CHUNK_T ? T - first : CHUNK_T, pos0 = cache->len;
+        chunk_rows(s, parent, pos0, n);
         for (int t = 0; t < n; t++) {  // x = wte[token] (+ wpe[position])
             embedding_row(model, s->x + (size_t)t * d, tokens[first + t]);
-            if (model->wpe) model->kernels->add(s->x + (size_t)t * d, model->wpe + (size_t)(pos0 + t) * d, d);
+            if (model->wpe) model->kernels->add(s->x + (size_t)t * d, model->wpe + (size_t)s->position[t] * d, d);
         }
-        if (model->inv_freq) rope_angles(model, pos0, n);
+        if (model->inv_freq) rope_angles(model, n);
         for (int l = 0; l < c->n_layer; l++) block_forward(model, cache, l, pos0, n);
         cache->len += n;
 
@@ -751,4 +783,19 @@ int model_forward(Model *model, KVCache *cache, const int *tokens, int T, float 
         }
     }
     return 0;
+}
+
+int model_forward(Model *model, KVCache *cache, const int *tokens, int T, float *logits, bool all_logits,
+                  Err *err) {
+    return forward(model, cache, tokens, NULL, T, logits, all_logits, "model_forward", err);
+}
+
+int model_forward_tree(Model *model, KVCache *cache, const int *tokens, const int *parent, int T, float *logits,
+                       Err *err) {
+    if (T > TREE_MAX_ROWS)
+        return err_fmt(err, "model_forward_tree: %d rows, more than TREE_MAX_ROWS = %d", T, TREE_MAX_ROWS);
+    for (int t = 0; t < T; t++)
+        if (parent[t] < -1 || parent[t] >= t)
+            return err_fmt(err, "model_forward_tree: row %d follows row %d, outside [-1, %d)", t, parent[t], t);
+    return forward(model, cache, tokens, parent, T, logits, true, "model_forward_tree", err);
 }

@@ -103,13 +103,30 @@ int model_limit_context(Model *model, int n_ctx, Err *err);
 
 // The forward pass. Feeds T new tokens at positions [cache->len, cache->len + T), appends their K/V rows to the
 // cache and writes logits: [T, n_vocab] when all_logits, else only the last position's [n_vocab]. The same function serves
-// prefill (T = prompt length), decode (T = 1) and the verification of γ draft tokens (T = γ + 1).
+// prefill (T = prompt length), decode (T = 1) and the verification of γ draft tokens (T = γ + 1): it is the chain
+// case of model_forward_tree, through the same code.
 //
 // Batch invariance: the logits of a position are bit-identical whatever T it was computed in and whatever the
 // thread count — below the kernel variant's blas_min_rows, where OpenBLAS may take over for long prompts — so
 // greedy speculative output equals greedy target output.
 int model_forward(Model *model, KVCache *cache, const int *tokens, int T, float *logits, bool all_logits,
                   Err *err);
+
+// The most rows a token tree's forward takes.
+enum { TREE_MAX_ROWS = 64 };
+
+// The forward pass over a token tree of T ≤ TREE_MAX_ROWS new rows (SpecInfer, Miao et al. 2024: one forward
+// verifies every node of a tree under a tree attention mask). parent[i] ∈ [−1, i) is the row that row i follows, −1
+// for the cache's last position; depth(i) = 0 for parent −1, else depth(parent) + 1. Row i sits at position
+// cache->len + depth(i) (learned position embeddings and rotary angles alike), attends to the cache's rows
+// [0, len) and to the rows on its own path from the cache, itself included, and its K/V go to cache row
+// len + i; afterwards cache->len += T (kv_keep_path keeps one path). Writes logits [T, n_vocab], every row.
+//
+// Batch invariance extends to trees, at every T (OpenBLAS never takes over here): row i's logits are
+// bit-identical to those of the last row of a chain over its path — model_forward of the path's tokens on the
+// same cache, below blas_min_rows — whatever the thread count.
+int model_forward_tree(Model *model, KVCache *cache, const int *tokens, const int *parent, int T, float *logits,
+                       Err *err);
 
 // A cache sized for this model.
 int model_kv_init(const Model *model, KVCache *cache, Err *err);

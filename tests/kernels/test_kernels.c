@@ -504,54 +504,74 @@ TEST(kernels_softmax_matches_scalar) {
     }
 }
 
-// Attention for n query rows sharing one key/value head, row g over its first S[g] positions: out[g] = Σ_s a_s V[s],
-// a = softmax(scale · q[g]·K[s]), K given transposed with a row pitch ld_k ≥ max S (as in the KV cache, whose rows
-// are n_positions long). Per row, the two scores differ by at most δ = hd·FLT_EPSILON·scale·max_s Σ_i |q_i K[s, i]|,
-// which moves every a_s by a relative 2δ at most; softmax adds (1e-6 + S·FLT_EPSILON) (see above) and the weighted
-// sum of S rows S·FLT_EPSILON more, so
-//     |out_i − ref_i| ≤ (2δ + 1e-6 + 2S·FLT_EPSILON) · Σ_s a_s |V[s, i]|
-// and each row, computed alone, is bit-identical to the same row computed among the n (batch invariance).
-static void check_attention(const Kernels *k, int n, const int *S, int hd) {
-    int max_S = 0;
-    for (int g = 0; g < n; g++) max_S = S[g] > max_S ? S[g] : max_S;
-    const int ld_k = max_S + test_rand_int(0, 9), ld_q = hd + test_rand_int(0, 3), ld_s = max_S + test_rand_int(0, 5);
+// Attention for n query rows sharing one key/value head, row g over the positions it sees — its first S[g], and
+// S[g] + j for each bit j of tree[g] when tree is not NULL: out[g] = Σ_s a_s V[s], a = softmax(scale · q[g]·K[s])
+// over those, K given transposed with a row pitch ld_k ≥ the largest span (as in the KV cache, whose rows are
+// n_positions long). Per row, the two scores differ by at most δ = hd·FLT_EPSILON·scale·max_s Σ_i |q_i K[s, i]|,
+// which moves every a_s by a relative 2δ at most; softmax adds (1e-6 + m·FLT_EPSILON) (see above, m the positions
+// seen) and the weighted sum of m rows m·FLT_EPSILON more, so
+//     |out_i − ref_i| ≤ (2δ + 1e-6 + 2m·FLT_EPSILON) · Σ_s a_s |V[s, i]|
+// Batch invariance, bit for bit: each row computed alone equals the same row computed among the n; and a row with
+// tree bits equals the row of a chain that sees the same keys and values as its first m positions (the seen
+// columns of Kᵀ and rows of V gathered side by side).
+static void check_attention(const Kernels *k, int n, const int *S, const uint64_t *tree, int hd) {
+    int max_span = 0;
+    for (int g = 0; g < n; g++) {
+        const int span = attention_span(S[g], tree ? tree[g] : 0);
+        max_span = span > max_span ? span : max_span;
+    }
+    const int ld_k = max_span + test_rand_int(0, 9), ld_q = hd + test_rand_int(0, 3),
+              ld_s = max_span + test_rand_int(0, 5);
     const float scale = 1.0f / sqrtf((float)hd);
     float *q = random_floats(n * ld_q, -3.0f, 3.0f), *keys_t = random_floats(hd * ld_k, -1.0f, 1.0f);
-    float *values = random_floats(max_S * hd, -1.0f, 1.0f);
+    float *values = random_floats(max_span * hd, -1.0f, 1.0f);
     float *scores = malloc(sizeof(float) * (size_t)n * ld_s), *ref = malloc(sizeof(float) * (size_t)n * hd);
     float *out = malloc(sizeof(float) * (size_t)n * hd), *alone = malloc(sizeof(float) * (size_t)hd);
-    kernels_scalar.attention(ref, hd, q, ld_q, S, n, keys_t, ld_k, values, hd, scale, scores, ld_s);
-    k->attention(out, hd, q, ld_q, S, n, keys_t, ld_k, values, hd, scale, scores, ld_s);
+    float *seen_keys_t = malloc(sizeof(float) * (size_t)hd * ld_k), *seen_values = malloc(sizeof(float) * max_span * hd);
+    kernels_scalar.attention(ref, hd, q, ld_q, S, tree, n, keys_t, ld_k, values, hd, scale, scores, ld_s);
+    k->attention(out, hd, q, ld_q, S, tree, n, keys_t, ld_k, values, hd, scale, scores, ld_s);
 
-    double *a = malloc(sizeof(double) * (size_t)max_S);
+    double *a = malloc(sizeof(double) * (size_t)max_span);
     for (int g = 0; g < n; g++) {
         const float *qg = q + (size_t)g * ld_q;
+        const uint64_t bits = tree ? tree[g] : 0;
+        const int span = attention_span(S[g], bits);
+        int m = 0;  // positions seen; the m-th is gathered into column / row m of seen_keys_t / seen_values
         double max_score = -INFINITY, sum = 0.0, delta = 0.0;
-        for (int s = 0; s < S[g]; s++) {
+        for (int s = 0; s < span; s++) {
+            if (!attention_sees(S[g], bits, s)) continue;
             double dot = 0.0, magnitude = 0.0;
             for (int i = 0; i < hd; i++) {
                 dot += (double)qg[i] * keys_t[(size_t)i * ld_k + s];
                 magnitude += fabs((double)qg[i] * keys_t[(size_t)i * ld_k + s]);
+                seen_keys_t[(size_t)i * ld_k + m] = keys_t[(size_t)i * ld_k + s];
             }
-            a[s] = dot * scale;
-            max_score = fmax(max_score, a[s]);
+            memcpy(seen_values + (size_t)m * hd, values + (size_t)s * hd, sizeof(float) * hd);
+            a[m] = dot * scale;
+            max_score = fmax(max_score, a[m]);
             delta = fmax(delta, hd * FLT_EPSILON * scale * magnitude);
+            m++;
         }
-        for (int s = 0; s < S[g]; s++) {
-            a[s] = exp(a[s] - max_score);
-            sum += a[s];
+        for (int j = 0; j < m; j++) {
+            a[j] = exp(a[j] - max_score);
+            sum += a[j];
         }
         for (int i = 0; i < hd; i++) {
             double weighted = 0.0;
-            for (int s = 0; s < S[g]; s++) weighted += a[s] / sum * fabs(values[(size_t)s * hd + i]);
-            double tol = (2 * delta + 1e-6 + 2 * S[g] * FLT_EPSILON) * weighted;
+            for (int j = 0; j < m; j++) weighted += a[j] / sum * fabs(seen_values[(size_t)j * hd + i]);
+            double tol = (2 * delta + 1e-6 + 2 * m * FLT_EPSILON) * weighted;
             const float o = out[(size_t)g * hd + i], r = ref[(size_t)g * hd + i];
-            CHECK(fabs(o - r) <= tol, "%s n=%d row %d S=%d hd=%d ld_k=%d: out[%d] = %.9g, reference %.9g (tol %.3g)",
-                  k->name, n, g, S[g], hd, ld_k, i, o, r, tol);
+            CHECK(fabs(o - r) <= tol, "%s n=%d row %d S=%d tree=%#llx hd=%d ld_k=%d: out[%d] = %.9g, reference %.9g "
+                  "(tol %.3g)", k->name, n, g, S[g], (unsigned long long)bits, hd, ld_k, i, o, r, tol);
         }
-        k->attention(alone, hd, qg, ld_q, &S[g], 1, keys_t, ld_k, values, hd, scale, scores, ld_s);
+        k->attention(alone, hd, qg, ld_q, &S[g], tree ? &bits : NULL, 1, keys_t, ld_k, values, hd, scale, scores, ld_s);
         CHECK(memcmp(alone, out + (size_t)g * hd, sizeof(float) * hd) == 0,
               "%s n=%d row %d S=%d hd=%d: the row alone differs from the row among %d", k->name, n, g, S[g], hd, n);
+        if (!bits) continue;
+        k->attention(alone, hd, qg, ld_q, &m, NULL, 1, seen_keys_t, ld_k, seen_values, hd, scale, scores, ld_s);
+        CHECK(memcmp(alone, out + (size_t)g * hd, sizeof(float) * hd) == 0,
+              "%s n=%d row %d S=%d tree=%#llx hd=%d: differs from the chain row over the same %d positions", k->name,
+              n, g, S[g], (unsigned long long)bits, hd, m);
     }
     free(q);
     free(keys_t);
@@ -560,6 +580,8 @@ static void check_attention(const Kernels *k, int n, const int *S, int hd) {
     free(ref);
     free(out);
     free(alone);
+    free(seen_keys_t);
+    free(seen_values);
     free(a);
 }
 
@@ -573,20 +595,74 @@ TEST(kernels_attention_matches_scalar) {
         if (list[v] == &kernels_scalar) continue;
         for (int h = 0; h < (int)(sizeof head_dims / sizeof *head_dims); h++) {
             const int hd = head_dims[h];
-            for (int S = 1; S <= 17; S++) check_attention(list[v], 1, &S, hd);
+            for (int S = 1; S <= 17; S++) check_attention(list[v], 1, &S, NULL, hd);
             for (int r = 0; r < 6; r++) {
                 int S = test_rand_int(18, 300);
-                check_attention(list[v], 1, &S, hd);
+                check_attention(list[v], 1, &S, NULL, hd);
             }
             for (int r = 0; r < 6; r++) {
                 int S[16], rows = test_rand_int(2, 11);
                 for (int g = 0; g < rows; g++) S[g] = test_rand_int(1, 300);
-                check_attention(list[v], rows, S, hd);
+                check_attention(list[v], rows, S, NULL, hd);
             }
             for (int group = 1; group <= 7; group += 3) {  // T = 3 tokens at positions pos0 .. pos0 + 2
                 int S[21], pos0 = test_rand_int(0, 200);
                 for (int g = 0; g < 3 * group; g++) S[g] = pos0 + g / group + 1;
-                check_attention(list[v], 3 * group, S, hd);
+                check_attention(list[v], 3 * group, S, NULL, hd);
+            }
+        }
+    }
+}
+
+// A random 64-bit mask with each bit set with probability density (0 < density ≤ 1).
+static uint64_t random_bits(double density) {
+    uint64_t bits = 0;
+    for (int j = 0; j < 64; j++) bits |= (uint64_t)(test_rand_uniform(0.0f, 1.0f) < density) << j;
+    return bits;
+}
+
+// Rows with tree bits, every variant (the scalar reference too: a row with tree bits against its chain row):
+// single rows with random masks of every density, some with S = 0; blocks of 2..16 rows mixing masks and none;
+// and the rows of a token tree's verification as model.c passes them — T nodes with random parents after pos0
+// cached positions, each node's path from the cache as its first S = pos0 + (leading run of rows 0..m−1) and the
+// rest of its path as bits, for each head of a group.
+TEST(kernels_attention_tree_matches_scalar) {
+    static const int head_dims[] = {1, 7, 32, 64, 80, 128};
+    int n;
+    const Kernels *const *list = kernels_available(&n);
+    for (int v = 0; v < n; v++) {
+        for (int h = 0; h < (int)(sizeof head_dims / sizeof *head_dims); h++) {
+            const int hd = head_dims[h];
+            for (int r = 0; r < 8; r++) {
+                int S = r < 2 ? 0 : test_rand_int(1, 300);
+                uint64_t bits = random_bits(r % 4 == 0 ? 0.05 : r % 4 == 1 ? 0.5 : 0.95) | (uint64_t)(S == 0);
+                check_attention(list[v], 1, &S, &bits, hd);
+            }
+            for (int r = 0; r < 4; r++) {
+                int S[16], rows = test_rand_int(2, 16);
+                uint64_t bits[16];
+                for (int g = 0; g < rows; g++) {
+                    S[g] = test_rand_int(1, 300);
+                    bits[g] = test_rand_int(0, 2) ? random_bits(test_rand_uniform(0.0f, 1.0f)) : 0;
+                }
+                check_attention(list[v], rows, S, bits, hd);
+            }
+            for (int group = 1; group <= 4; group += 3) {  // the nodes t0, t0 + 1, ... of a tree of T
+                const int T = test_rand_int(2, 64), pos0 = test_rand_int(0, 200), t0 = test_rand_int(0, T - 1);
+                const int rows = (T - t0 < 16 / group ? T - t0 : 16 / group) * group;
+                int S[16];
+                uint64_t path[64], bits[16];
+                for (int t = 0; t < T; t++) {
+                    const int parent = test_rand_int(-1, t - 1);
+                    path[t] = (parent < 0 ? 0 : path[parent]) | (uint64_t)1 << t;
+                }
+                for (int g = 0; g < rows; g++) {
+                    const uint64_t p = path[t0 + g / group];
+                    const int leading = p == UINT64_MAX ? 64 : __builtin_ctzll(~p);
+                    S[g] = pos0 + leading;
+                    bits[g] = leading == 64 ? 0 : p >> leading;
+                }
+                check_attention(list[v], rows, S, bits, hd);
             }
         }
     }

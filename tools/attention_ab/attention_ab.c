@@ -32,7 +32,7 @@ int main(int argc, char **argv) {
             for (int l = 0; l < L; l++) for (int h = 0; h < Hkv; h++) {
                 const float *kt = K + ((size_t)l * Hkv + h) * hd * ld_k, *v = V + ((size_t)l * Hkv + h) * P * hd;
                 if (ab == 0) for (int g = 0; g < rows; g++) old(out + g * hd, q + g * hd, kt, ld_k, v, scores, S[g], hd, 0.125f);
-                else k->attention(out, hd, q, hd, S, rows, kt, ld_k, v, hd, 0.125f, scores, P);
+                else k->attention(out, hd, q, hd, S, NULL, rows, kt, ld_k, v, hd, 0.125f, scores, P);
             }
             (ab == 0 ? ta : tb)[r] = now() - t0;
         }
