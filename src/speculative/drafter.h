@@ -9,7 +9,6 @@
 #include <stdbool.h>
 
 #include "model/model.h"
-#include "model/tree_interim.h"  // INTERIM until treefwd lands
 #include "speculative/sampling.h"
 #include "speculative/tree.h"
 #include "tokenizer/bytesmap.h"

@@ -320,9 +320,10 @@ static TreeShape next_shape(Scheduler *s) {
     room = room < s->max_nodes ? room : s->max_nodes;
     shape.depth = shape.depth < wanted ? shape.depth : wanted;
     shape.depth = shape.depth < GAMMA_MAX ? shape.depth : GAMMA_MAX;
-    if (shape.width * shape.depth > room) shape.depth = room / shape.width;
-    if (shape.depth == 0 && room > 0 && wanted > 0 && shape.width > 1) shape = (TreeShape){1, 1};
     shape.depth = shape.depth > 0 ? shape.depth : 0;
+    if (shape.width * shape.depth > room)  // a narrower tree, down to the chain, if the context allows no other
+        shape = room / shape.width > 0 ? (TreeShape){room / shape.width, shape.width}
+                                       : (TreeShape){shape.depth < room ? shape.depth : room, 1};
     return shape;
 }
 

@@ -603,12 +603,20 @@ TEST(speculative_stops_at_limits) {
     CHECK(n_full == 24 - 3 + 1, "generated %d tokens in a context of 24 after a prompt of 3", n_full);
     int n_plain = generate(&pair, prompt, 3, &params, 1, out, &stats, false);
     CHECK(n_plain == n_full && memcmp(out, full, sizeof(int) * n_full) == 0, "same tokens up to the context limit");
-    // -n reached mid-round: never more than asked, and the same tokens.
-    for (int n = 1; n <= 11; n += 5) {
-        params.max_tokens = n;
-        CHECK(generate(&pair, prompt, 3, &params, 1, out, &stats, true) == n && memcmp(out, full, sizeof(int) * n) == 0,
-              "max_tokens %d", n);
+    // -n reached mid-round: never more than asked, and the same tokens — with a chain, and with trees of width 3
+    // (24 nodes at γ = 8), which narrow to what the context has left near its end.
+    for (int width = 1; width <= 3; width += 2) {
+        params.tree_width = width;
+        for (int n = 1; n <= 11; n += 5) {
+            params.max_tokens = n;
+            CHECK(generate(&pair, prompt, 3, &params, 1, out, &stats, true) == n &&
+                  memcmp(out, full, sizeof(int) * n) == 0, "width %d, max_tokens %d", width, n);
+        }
+        params.max_tokens = 64;
+        CHECK(generate(&pair, prompt, 3, &params, 1, out, &stats, true) == n_full &&
+              memcmp(out, full, sizeof(int) * n_full) == 0, "width %d: the same tokens up to the context limit", width);
     }
+    params.tree_width = 1;
     // End-of-text inside a draft: generation stops before it, and it is not emitted.
     params.max_tokens = 64;
     params.eos_id = full[6];
