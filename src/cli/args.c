@@ -34,7 +34,7 @@ static const Option options[] = {
     {"lookup", 0, OPT_FLAG, FIELD(lookup), 0, 0,
      "draft by n-gram lookup over the prompt and the text so far (with -d: lookup, then the draft model)"},
     {"tree-width", 0, OPT_INT, FIELD(tree_width), 1, 4,
-     "draft a tree (-d): W children at the first level, each continued as a chain (default 1: a chain)"},
+     "draft a tree (-d, --lookup): W children at the first level, each continued as a chain (default 1)"},
     {"tree", 0, OPT_FLAG, FIELD(tree), 0, 0,
      "pick the tree's width (up to --tree-width, default 4) and depth by measured cost; a chain if none pays"},
     {"draft-p-min", 0, OPT_FLOAT, FIELD(draft_p_min), 0, 1, "stop drafting when the draft's top probability < P"},

@@ -126,8 +126,8 @@ static int cmd_generate(const Args *args, Err *err) {
                      err) ||
         session_draft_threads(&s, args->draft_threads, err))
         goto done;
-    if ((args->tree_width > 1 || args->tree) && !s.has_draft) {
-        err_fmt(err, "--tree-width and --tree draft a tree with a draft model: give -d DIR too");
+    if ((args->tree_width > 1 || args->tree) && !s.has_draft && !args->lookup) {
+        err_fmt(err, "--tree-width and --tree draft a tree: give a draft model (-d DIR) or --lookup");
         goto done;
     }
     if (load_tokenizer(&tok, target_dir, args->prompt != NULL, &have_tok, err)) goto done;

@@ -18,7 +18,9 @@ static int index_up_to(LookupDrafter *d, const int *context, int n, Err *err) {
 // The longest n-gram ending the text that occurred before: its length m, and the continuation copies the text from
 // the position after that occurrence on. Copying on past the end of the committed text continues with the
 // proposal itself (the match's continuation overlaps the suffix: a repeating span is proposed whole).
-// The run is a chain of one-hot nodes (the tree's width does not apply: one match, one continuation).
+// A tree (shape.width > 1): the latest occurrences of the shorter n-grams ending the text are other candidates;
+// those whose continuation starts with a token no longer match's does become branches, up to the width, each a
+// chain of one-hot nodes copied the same way — in breadth-first order, branch b's node at level l is l·m + b.
 static int lookup_propose(Drafter *self, const int *context, int n, TreeShape shape, DraftTree *tree, double *q,
                           Err *err) {
     (void)q;  // one-hot: no rows
@@ -26,18 +28,23 @@ static int lookup_propose(Drafter *self, const int *context, int n, TreeShape sh
     tree->n = 0;
     d->last_match = 0;
     if (index_up_to(d, context, n, err)) return -1;
-    uint64_t after = 0;
-    int len = n - 1 < d->n_max ? n - 1 : d->n_max;
-    for (; len >= d->n_min; len--)
-        if (bytesmap_get(&d->index, context + n - len, sizeof(int) * len, &after)) break;
-    if (len < d->n_min) return 0;
-    d->last_match = len;
-    for (int i = 0; i < shape.depth; i++) {
-        const int from = (int)after + i;  // < n + i: committed, or an earlier token of this proposal
-        tree->node[i] = tree_one_hot_child(from < n ? context[from] : tree->node[from - n].token);
-        tree->parent[i] = i - 1;
+    int after[TREE_FIRST_WIDTH_MAX], m = 0;  // the branches' first positions (each < n: committed)
+    const int width = shape.width < TREE_FIRST_WIDTH_MAX ? shape.width : TREE_FIRST_WIDTH_MAX;
+    for (int len = n - 1 < d->n_max ? n - 1 : d->n_max; len >= d->n_min && m < (width > 1 ? width : 1); len--) {
+        uint64_t at;
+        if (!bytesmap_get(&d->index, context + n - len, sizeof(int) * len, &at)) continue;
+        bool new_token = true;
+        for (int b = 0; b < m; b++) new_token &= context[after[b]] != context[at];
+        if (!new_token) continue;
+        if (m == 0) d->last_match = len;
+        after[m++] = (int)at;
     }
-    tree->n = shape.depth;
+    for (int level = 0; level < shape.depth && m > 0; level++)
+        for (int b = 0; b < m; b++) {
+            const int from = after[b] + level;  // < n + level: committed, or this branch's earlier token
+            tree->node[tree->n] = tree_one_hot_child(from < n ? context[from] : tree->node[(from - n) * m + b].token);
+            tree->parent[tree->n++] = level == 0 ? -1 : (level - 1) * m + b;
+        }
     return 0;
 }
 

@@ -10,7 +10,8 @@ static int staged_propose(Drafter *self, const int *context, int n, TreeShape sh
                           Err *err) {
     StagedDrafter *d = (StagedDrafter *)self;
     tree->n = 0;
-    if (self->use_lookup && d->lookup->base.propose(&d->lookup->base, context, n, shape, tree, q, err)) return -1;
+    const TreeShape run = {shape.depth, 1};  // the lookup's run is a chain, the model's tree hangs below it
+    if (self->use_lookup && d->lookup->base.propose(&d->lookup->base, context, n, run, tree, q, err)) return -1;
     if (d->lookup->last_match < d->min_match || !self->use_lookup) tree->n = 0;
     if (tree->n == 0 && self->use_lookup)  // no match
         shape.depth = shape.depth < self->model_gamma ? shape.depth : self->model_gamma;

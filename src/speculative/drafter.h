@@ -1,7 +1,8 @@
 // drafter.h — where drafts come from: the Drafter interface the scheduler (speculative.c) calls, and the drafters
 // behind it, each in a file of its own:
 //   draft_model.c   a small model, sampled by the scheduler's rule (Leviathan et al. 2023, §2.2);
-//   draft_lookup.c  n-gram lookup over the prompt and the text so far: no model, a deterministic proposal;
+//   draft_lookup.c  n-gram lookup over the prompt and the text so far: no model, a deterministic proposal (a tree:
+//                   the continuations of shorter matches as branches);
 //   draft_staged.c  both: the lookup proposes a run, the draft model extends it to γ.
 #ifndef SPECDEC_DRAFTER_H
 #define SPECDEC_DRAFTER_H

@@ -151,7 +151,7 @@ static double first_alpha(const GammaState *g, int width, double alpha) {
 
 // a_W learns as α does (learn_alpha), from a level of W children: kept or not.
 static void learn_first_alpha(GammaState *g, int width, double alpha, bool kept) {
-    if (width < 2 || width > TREE_FIRST_WIDTH_MAX) return;
+    if (width < 2 || width > TREE_FIRST_WIDTH_MAX) return;  // (a wider level comes from no drafter here)
     if (g->n_first[width] == 0) g->first_alpha[width] = first_alpha(g, width, alpha);
     const int n = ++g->n_first[width];
     const double weight = 1.0 / (n + 1) > EMA ? 1.0 / (n + 1) : EMA;
@@ -192,33 +192,38 @@ static int best_depth(const GammaState *g, int width, double alpha, double draft
     return best;
 }
 
-// The widest first level the model's drafts may have (SpecParams.tree_width).
+// The widest first level a tree may have (SpecParams.tree_width).
 static int widest(const SpecParams *params) { return params->tree_width > 1 ? params->tree_width : 1; }
 
-// The model's drafts: the best shape over the widths allowed — every width up to the widest with --tree, else the
-// widest only — at depth fixed_depth when > 0.
-static TreeShape best_model_shape(const SpecParams *params, const GammaState *g, int fixed_depth, double *rate) {
+// The best shape over the widths allowed — every width up to the widest with --tree, else the widest only — for
+// drafts of one source (the model's; a lookup's, which costs no draft step), at depth fixed_depth when > 0.
+static TreeShape best_shape(const SpecParams *params, const GammaState *g, DraftSource source, int fixed_depth,
+                            double *rate) {
     TreeShape best = {fixed_depth, params->tree_auto ? 1 : widest(params)};
     *rate = -1;
     for (int width = params->tree_auto ? 1 : widest(params); width <= widest(params); width++) {
         double r;
-        const int depth = best_depth(g, width, g->alpha[SAMPLED], draft_step_of(g, width), fixed_depth, &r);
+        const double step = source == ONE_HOT ? 0 : draft_step_of(g, width);
+        const int depth = best_depth(g, width, g->alpha[source], step, fixed_depth, &r);
         if (r > *rate) best = (TreeShape){depth, width}, *rate = r;
     }
     return best;
 }
 
+// The shape of the next round. A drafter with both sources (staged) is told which pays more: its lookup's run (a
+// chain, the model's drafts below it), or the model alone.
 static TreeShape choose_shape(const SpecParams *params, GammaState *g, Drafter *drafter) {
     TreeShape shape = {0, 1};
     if (!drafter) return shape;
     drafter->use_lookup = true;
     drafter->model_gamma = GAMMA_MAX;
     const bool model = drafter->step_cost > 0, measured = g->modelled || (g->target[1] > 0 && g->draft_step_known);
+    const DraftSource source = model ? SAMPLED : ONE_HOT;
     double rate, lookup_rate;
     if (params->policy != GAMMA_AUTO) {
         shape.depth = params->policy == GAMMA_FIXED ? params->gamma : g->heuristic_gamma;
-        if (model && params->tree_auto && measured) shape.width = best_model_shape(params, g, shape.depth, &rate).width;
-        else if (model && !params->tree_auto) shape.width = widest(params);
+        if (params->tree_auto && measured) shape.width = best_shape(params, g, source, shape.depth, &rate).width;
+        else if (!params->tree_auto) shape.width = widest(params);
         return shape;
     }
     if (!g->modelled && g->target[1] <= 0) return shape;
@@ -226,9 +231,8 @@ static TreeShape choose_shape(const SpecParams *params, GammaState *g, Drafter *
         drafter->use_lookup = false;  // the draft model's step is what is measured
         return (TreeShape){4, params->tree_auto ? 1 : widest(params)};
     }
-    if (!model) shape.depth = best_depth(g, 1, g->alpha[ONE_HOT], 0, 0, &rate);
-    else shape = best_model_shape(params, g, 0, &rate);
-    if (drafter->has_lookup && model) {  // both: the lookup's run, or the model alone
+    shape = best_shape(params, g, source, 0, &rate);
+    if (drafter->has_lookup && model) {
         const int lookup_gamma = best_depth(g, 1, g->alpha[ONE_HOT], 0, 0, &lookup_rate);
         drafter->use_lookup = lookup_rate >= rate;
         drafter->model_gamma = shape.depth;
@@ -537,7 +541,8 @@ static void record_round(Scheduler *s, const Round *r) {
     }
     if (r->wide_width >= 2) {
         s->wide_tried[r->wide_width]++, s->wide_kept[r->wide_width] += r->wide_kept;
-        learn_first_alpha(g, r->wide_width, g->alpha[SAMPLED], r->wide_kept);
+        const DraftSource source = s->drafter->step_cost > 0 ? SAMPLED : ONE_HOT;  // the model's, or a lookup's
+        learn_first_alpha(g, r->wide_width, g->alpha[source], r->wide_kept);
     }
     if (k == 1 && g->plain_streak > 0)  // a probe: one draft after plain rounds
         g->probe_misses = r->n_accepted ? 0 : g->probe_misses < 3 ? g->probe_misses + 1 : 3;

@@ -351,7 +351,7 @@ TEST(cli_generate_text_is_the_generated_ids) {
 
 // --tree-width W and --tree: greedy output is target-only's (--compare), and the trace records each round's tree —
 // W children of the newest token, each continued as a chain: parents -1 × W, then 0 .. W − 1, … — and the
-// accepted path. A tree needs a draft model.
+// accepted path. A tree needs a draft model or the lookup.
 TEST(cli_tree_matches_target_and_is_traced) {
     char path[] = "/tmp/specdec-tree-trace-XXXXXX", args[512], *out, *err;
     const int fd = mkstemp(path);
@@ -377,8 +377,8 @@ TEST(cli_tree_matches_target_and_is_traced) {
     CHECK(specdec("generate " PAIR " -p \"def fibonacci(n):\" -n 24 --tree --compare", &out, &err) == 0 &&
           strstr(err, "\"same_output\": true"), "--tree: \"%s\"", err);
     free(out), free(err);
-    check_rejected("generate -m " MODEL " --ids \"1 2\" --tree-width 2", "-d");
-    check_rejected("generate -m " MODEL " --ids \"1 2\" --tree", "-d");
+    check_rejected("generate -m " MODEL " --ids \"1 2\" --tree-width 2", "-d DIR");
+    check_rejected("generate -m " MODEL " --ids \"1 2\" --tree", "--lookup");
     check_rejected("generate " PAIR " --ids \"1 2\" --tree-width 5", "--tree-width");
 }
 

@@ -307,10 +307,14 @@ static void exact_joint(Pair *pair, const int *prompt, int n_prompt, const Sampl
 // Samples N_SAMPLES speculative generations (fixed seeds 1..N, so the test is deterministic) and compares the
 // counts of the first 3 tokens with the exact joint distribution. Cells expected fewer than 5 times are pooled.
 // False-alarm rate of a correct implementation: 1e-4 per call.
-// The draft model drafts after the prompt {1, 3}; the lookup drafters after {1, 3, 1, 3}, whose repeat they copy.
+// The draft model drafts after the prompt {1, 3}; the lookup drafters after {1, 3, 1, 3}, whose repeat they copy
+// (a lookup tree after {1, 3, 2, 3, 1, 3}).
 static void check_sampled_on_width(Pair *pair, DraftKind kind, const SamplingParams *sp, SpecSampler sampler,
                                    int width, const char *label) {
-    const int prompt[] = {1, 3, 1, 3}, n_prompt = kind == DRAFT_MODEL ? 2 : 4;
+    // (a lookup tree's branches need matches that continue differently: "1 3" before 2, "3" before 1)
+    const int repeat[] = {1, 3, 1, 3}, branching[] = {1, 3, 2, 3, 1, 3};
+    const bool branches = kind == DRAFT_LOOKUP && width > 1;
+    const int *prompt = branches ? branching : repeat, n_prompt = branches ? 6 : kind == DRAFT_MODEL ? 2 : 4;
     double joint[N_CELLS];
     exact_joint(pair, prompt, n_prompt, sp, joint);
     static int counts[N_CELLS];
@@ -534,6 +538,15 @@ TEST(speculative_lookup_proposes_the_latest_longest_match) {
     CHECK(d.base.propose(&d.base, repeat, 4, (TreeShape){5, 1}, &tree, NULL, &err) == 0 && tree.n == 5, "repeat");
     for (int i = 0; i < tree.n; i++) draft[i] = tree.node[i].token;
     CHECK(draft[0] == 4 && draft[1] == 5 && draft[2] == 4 && draft[3] == 5 && draft[4] == 4, "the repeat copied on");
+    // A tree: the shorter matches whose continuations start otherwise are branches — "3" last occurred before 9
+    // in {…, 3, 9, 1, 2, 3} (the longest, "1 2 3", before 7 in the first text); breadth-first, each a chain.
+    const int branching[] = {1, 2, 3, 7, 5, 3, 9, 1, 2, 3};
+    d.base.rollback(&d.base, 0, NULL, 0);
+    CHECK(d.base.propose(&d.base, branching, 10, (TreeShape){2, 3}, &tree, NULL, &err) == 0 && tree.n == 4 &&
+          d.last_match == 3, "%d nodes, match %d", tree.n, d.last_match);
+    CHECK(tree.node[0].token == 7 && tree.node[1].token == 9 && tree.node[2].token == 5 && tree.node[3].token == 1 &&
+          tree.parent[0] == -1 && tree.parent[1] == -1 && tree.parent[2] == 0 && tree.parent[3] == 1,
+          "branches: %d %d %d %d", tree.node[0].token, tree.node[1].token, tree.node[2].token, tree.node[3].token);
     CHECK(d.base.calls == 0 && d.base.step_cost == 0, "a lookup makes no forward");
     lookup_drafter_free(&d);
 }
@@ -869,7 +882,7 @@ TEST(speculative_greedy_equals_target_on_shipped_pair) {
 // ---- draft trees ----------------------------------------------------------------------------------------------
 
 // Greedy output with a draft tree equals the target's own for every width (the chain's, width 1, is checked above),
-// with the draft model alone and staged behind the lookup, at fixed depths, γ auto, and with the policy choosing
+// with the draft model, the lookup (shorter matches as branches), and the two staged, at fixed depths, γ auto, and with the policy choosing
 // the width (--tree). With siblings, a child kept after its first sibling was rejected — a branch that paid — is
 // seen at least once over the runs.
 static void check_tree_greedy_on(Pair *pair, const char *label, bool siblings) {
@@ -886,7 +899,7 @@ static void check_tree_greedy_on(Pair *pair, const char *label, bool siblings) {
         SpecStats stats;
         const int n_expect = generate(pair, prompt, n_prompt, &params, 1, expect, &stats, false);
         for (int width = 2; width <= TREE_FIRST_WIDTH_MAX + 1; width++)  // the last: --tree, up to 4
-            for (DraftKind kind = DRAFT_MODEL; kind <= DRAFT_STAGED; kind += DRAFT_STAGED - DRAFT_MODEL)
+            for (DraftKind kind = DRAFT_MODEL; kind <= DRAFT_STAGED; kind++)
                 for (size_t g = 0; g < sizeof gammas / sizeof gammas[0]; g++) {
                     params.policy = policies[g];
                     params.gamma = gammas[g];
@@ -937,6 +950,7 @@ TEST(speculative_tree_sampling_matches_target) {
     for (int i = 0; i < 3; i++) check_sampled_on_width(&pair, DRAFT_MODEL, &settings[i], SAMPLER_REJECTION, 3, labels[i]);
     check_sampled_on_width(&pair, DRAFT_MODEL, &settings[0], SAMPLER_COUPLED, 3, "coupled, width 3");
     check_sampled_on_width(&pair, DRAFT_STAGED, &settings[0], SAMPLER_REJECTION, 3, "staged, width 3");
+    check_sampled_on_width(&pair, DRAFT_LOOKUP, &settings[0], SAMPLER_REJECTION, 3, "lookup, width 3");
     pair_close(&pair);
 }
 
