@@ -178,7 +178,7 @@ static json_t *verify_cost(Bench *b, Pair *pair, double *t16) {
     for (int t = 0; t < N_VERIFY; t++) forwards[t] = (Forward){&w, VERIFY_T[t]}, trials[t] = (Trial){forward_run, &forwards[t]};
     const int reps = b->opt.reps;
     double *seconds = malloc(sizeof(double) * N_VERIFY * reps);
-    measure_rounds(b, "trees: verification cost", trials, N_VERIFY, reps, 0.01, seconds);
+    measure_rounds(b, "trees: verification cost", trials, N_VERIFY, reps, 0.05, seconds);
     out(b, "Verification cost of the target, time(T) / time(1) after %d cached positions (median [min–max] of %d "
         "rounds):", VERIFY_CONTEXT, reps);
     json_t *curve = json_array();
