@@ -38,7 +38,8 @@ void kv_truncate(KVCache *cache, int n) {
 
 void kv_keep_path(KVCache *cache, int base, const int *rows, int n) {
     bool ok = base >= 0 && n >= 0 && base + n <= cache->len;
-    for (int k = 0; k < n && ok; k++) ok = (k == 0 ? rows[k] >= 0 : rows[k] > rows[k - 1]) && base + rows[k] < cache->len;
+    for (int k = 0; k < n && ok; k++)
+        ok = (k == 0 ? rows[k] >= 0 : rows[k] > rows[k - 1]) && base + rows[k] < cache->len;
     if (!ok) {  // a caller's bug, not bad input: stop loudly
         fprintf(stderr, "kv_keep_path: rows after %d are not %d increasing rows below the cache's length %d\n", base,
                 n, cache->len);
@@ -51,8 +52,8 @@ void kv_keep_path(KVCache *cache, int base, const int *rows, int n) {
         for (int head = 0; head < cache->n_head; head++) {
             float *keys = kv_keys(cache, layer, head), *values = kv_values(cache, layer, head);
             for (int k = first; k < n; k++) {
-                const size_t to = (size_t)base + k, from = (size_t)base + rows[k];
-                for (int i = 0; i < cache->hd; i++) keys[(size_t)i * cache->ld_k + to] = keys[(size_t)i * cache->ld_k + from];
+                const size_t to = (size_t)base + k, from = (size_t)base + rows[k], ld_k = cache->ld_k;
+                for (int i = 0; i < cache->hd; i++) keys[i * ld_k + to] = keys[i * ld_k + from];  // Kᵀ: a column
                 memcpy(values + to * cache->hd, values + from * cache->hd, sizeof(float) * cache->hd);
             }
         }

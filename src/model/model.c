@@ -13,6 +13,9 @@
 //   logits = Norm_f(x) W_lmᵀ                    W_lm = wte unless the checkpoint unties the head
 // Norm is LayerNorm or RMSNorm. What differs between the families is data in Config and Model (which norm, which
 // positions, which MLP, which biases, how many KV heads), never a second copy of this loop.
+// The new tokens are a chain (prefill, decode, verification of one draft) or a token tree (SpecInfer): a tree's
+// node is at position p = cache length + its depth and attends to the cache and to its own ancestors only. The
+// chain is the tree in which each token follows the one before it: the same loop, with no mask to pass.
 #include "model/model.h"
 
 #include <cblas.h>
@@ -617,8 +620,7 @@ static void attention_thread(void *ctx, int thread, int n_threads) {
             tree[g] = leading == 64 ? 0 : s->path[t] >> leading;
         }
         m->kernels->attention(out, hd, q, hd, S, s->tree ? tree : NULL, n, kv_keys(job->cache, job->layer, kv_head),
-                              job->cache->ld_k,
-                              kv_values(job->cache, job->layer, kv_head), hd, job->scale, scores,
+                              job->cache->ld_k, kv_values(job->cache, job->layer, kv_head), hd, job->scale, scores,
                               m->cfg.n_positions);
         for (int g = 0; g < n; g++) {
             const int t = (r0 + g) / group, head = kv_head * group + (r0 + g) % group;

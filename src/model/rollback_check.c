@@ -15,7 +15,9 @@
 // logits do not depend on how many tokens were fed with it, nor on the thread count. The one exception is
 // OpenBLAS, which may take over the matmuls of a forward of blas_min_rows tokens or more — only the prompt's
 // prefill is that long — so fresh receives the prefill exactly as it was fed (one forward of n_prefill tokens: the
-// same choice of kernel), then one token at a time, as plain decoding does.
+// same choice of kernel), then one token at a time, as plain decoding does. A cache that kv_keep_path compacted
+// after a token tree passes as well: a tree row's K and V are those of the chain over its path (model.h), so the
+// kept path's rows are the chain's (tests/model/test_tree.c).
 //
 // Step 2 feeds a token onto the checked cache itself: the forward writes row len, in the region past the length
 // that the next forward overwrites anyway, and the length is set back afterwards, so the rows [0, len) and the

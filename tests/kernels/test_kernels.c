@@ -527,7 +527,8 @@ static void check_attention(const Kernels *k, int n, const int *S, const uint64_
     float *values = random_floats(max_span * hd, -1.0f, 1.0f);
     float *scores = malloc(sizeof(float) * (size_t)n * ld_s), *ref = malloc(sizeof(float) * (size_t)n * hd);
     float *out = malloc(sizeof(float) * (size_t)n * hd), *alone = malloc(sizeof(float) * (size_t)hd);
-    float *seen_keys_t = malloc(sizeof(float) * (size_t)hd * ld_k), *seen_values = malloc(sizeof(float) * max_span * hd);
+    float *seen_keys_t = malloc(sizeof(float) * (size_t)hd * ld_k);
+    float *seen_values = malloc(sizeof(float) * (size_t)max_span * hd);
     kernels_scalar.attention(ref, hd, q, ld_q, S, tree, n, keys_t, ld_k, values, hd, scale, scores, ld_s);
     k->attention(out, hd, q, ld_q, S, tree, n, keys_t, ld_k, values, hd, scale, scores, ld_s);
 

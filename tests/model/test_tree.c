@@ -157,7 +157,8 @@ static bool chains_under(Subject *s, int P, const int *tokens, const int *parent
 static void check_tree_against_chains(Subject *s, int T, int shape) {
     int prefix[MAX_PREFIX], parent[TREE_MAX_ROWS], tokens[TREE_MAX_ROWS];
     const int P = test_rand_int(0, 3) ? test_rand_int(1, MAX_PREFIX) : 0;
-    float *logits = malloc(sizeof(float) * TREE_MAX_ROWS * VOCAB), *chain = malloc(sizeof(float) * TREE_MAX_ROWS * VOCAB);
+    float *logits = malloc(sizeof(float) * TREE_MAX_ROWS * VOCAB);
+    float *chain = malloc(sizeof(float) * TREE_MAX_ROWS * VOCAB);
     Err err;
     random_tree(parent, T, shape);
     random_tokens(tokens, T);
