@@ -7,6 +7,12 @@
 // equals the target's greedy output token for token. With no drafter, the same loop is plain decoding. Drafters
 // (drafter.h): a small draft model, n-gram lookup over the text (one-hot q), or the two staged.
 //
+// Token trees (SpecInfer, Miao et al. 2024; SpecParams.tree_width, .tree_auto): the drafter proposes a tree — the
+// draft model's W children of the first level, each continued as a chain; a lookup's shorter matches as branches —
+// which one target forward verifies under a tree mask (model_forward_tree); from the root down, the accept step at
+// each node is recursive rejection sampling over its children (tree.h), so the output keeps the target's
+// distribution, and the caches keep the accepted path (kv_keep_path). A chain is the tree of width 1: one code path.
+//
 // That is SAMPLER_REJECTION. SAMPLER_COUPLED is a second lossless rule (Daliri, Musco & Suresh, "Coupling without
 // communication and drafter-invariant speculative decoding", arXiv:2408.07978): the target's token at each position
 // is the Gumbel-max sample of p_i under noise keyed by (seed, position) (sampling_gumbel_max), the drafter proposes
