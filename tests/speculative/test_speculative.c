@@ -886,11 +886,16 @@ TEST(speculative_greedy_equals_target_on_shipped_pair) {
 // the width (--tree). With siblings, a child kept after its first sibling was rejected — a branch that paid — is
 // seen at least once over the runs.
 static void check_tree_greedy_on(Pair *pair, const char *label, bool siblings) {
+#ifdef SPECDEC_DEBUG  // the sanitizer suite checks every rollback: fewer prompts and policies, widths 2, 4, --tree
+    const GammaPolicy policies[] = {GAMMA_FIXED, GAMMA_AUTO};
+    const int gammas[] = {3, 0}, n_trials = 2, width_step = 2;
+#else
     const GammaPolicy policies[] = {GAMMA_FIXED, GAMMA_FIXED, GAMMA_FIXED, GAMMA_AUTO, GAMMA_HEURISTIC};
-    const int gammas[] = {1, 3, 8, 0, 5};
+    const int gammas[] = {1, 3, 8, 0, 5}, n_trials = 4, width_step = 1;
+#endif
     const int V = pair->target.n_vocab;
     int sibling_accepted = 0;
-    for (int trial = 0; trial < 4; trial++) {
+    for (int trial = 0; trial < n_trials; trial++) {
         int prompt[8], n_prompt = test_rand_int(2, 8);
         for (int i = 0; i < n_prompt; i++) prompt[i] = trial % 2 ? test_rand_int(0, V - 2) : test_rand_int(0, 5);
         if (trial % 2 == 0) prompt[n_prompt - 1] = prompt[0];
@@ -898,7 +903,7 @@ static void check_tree_greedy_on(Pair *pair, const char *label, bool siblings) {
         int expect[40], got[40];
         SpecStats stats;
         const int n_expect = generate(pair, prompt, n_prompt, &params, 1, expect, &stats, false);
-        for (int width = 2; width <= TREE_FIRST_WIDTH_MAX + 1; width++)  // the last: --tree, up to 4
+        for (int width = 2; width <= TREE_FIRST_WIDTH_MAX + 1; width += width_step)  // the last: --tree, up to 4
             for (DraftKind kind = DRAFT_MODEL; kind <= DRAFT_STAGED; kind++)
                 for (size_t g = 0; g < sizeof gammas / sizeof gammas[0]; g++) {
                     params.policy = policies[g];
@@ -947,9 +952,13 @@ TEST(speculative_tree_sampling_matches_target) {
     const char *labels[] = {"width 3, temperature 1", "width 3, top-k 3", "width 3, temp 0.7, top-p 0.8"};
     Pair pair;
     pair_open(&pair, V_SMALL, 32, 1, 0.3f);
+#ifdef SPECDEC_DEBUG  // the sanitizer suite: the draft model's and the lookup's trees at temperature 1
+    check_sampled_on_width(&pair, DRAFT_MODEL, &settings[0], SAMPLER_REJECTION, 3, labels[0]);
+#else
     for (int i = 0; i < 3; i++) check_sampled_on_width(&pair, DRAFT_MODEL, &settings[i], SAMPLER_REJECTION, 3, labels[i]);
     check_sampled_on_width(&pair, DRAFT_MODEL, &settings[0], SAMPLER_COUPLED, 3, "coupled, width 3");
     check_sampled_on_width(&pair, DRAFT_STAGED, &settings[0], SAMPLER_REJECTION, 3, "staged, width 3");
+#endif
     check_sampled_on_width(&pair, DRAFT_LOOKUP, &settings[0], SAMPLER_REJECTION, 3, "lookup, width 3");
     pair_close(&pair);
 }
@@ -980,10 +989,10 @@ TEST(speculative_tree_coupled_equals_target_only) {
 // The shipped pair: greedy tree output is the target's for every width and --tree, at 1 and 2 threads.
 TEST(speculative_tree_greedy_equals_target_on_shipped_pair) {
     static const char *const prompts[] = {"def fibonacci(n):", "class Stack:\n    def __init__(self):"};
-#ifdef SPECDEC_DEBUG
-    const int n_prompts = 1, n_tokens = 12;
+#ifdef SPECDEC_DEBUG  // widths 3 and --tree
+    const int n_prompts = 1, n_tokens = 12, first_width = 3, width_step = 2;
 #else
-    const int n_prompts = 2, n_tokens = 32;
+    const int n_prompts = 2, n_tokens = 32, first_width = 2, width_step = 1;
 #endif
     Err err;
     Tokenizer tok;
@@ -1000,7 +1009,7 @@ TEST(speculative_tree_greedy_equals_target_on_shipped_pair) {
             SpecParams params = {.sampling = {.temperature = 0, .top_p = 1}, .max_tokens = n_tokens, .eos_id = -1};
             SpecStats stats;
             const int n_expect = generate(&pair, prompt, n_prompt, &params, 1, expect, &stats, false);
-            for (int width = 2; width <= TREE_FIRST_WIDTH_MAX + 1; width++) {
+            for (int width = first_width; width <= TREE_FIRST_WIDTH_MAX + 1; width += width_step) {
                 params.tree_auto = width > TREE_FIRST_WIDTH_MAX;
                 params.tree_width = params.tree_auto ? TREE_FIRST_WIDTH_MAX : width;
                 params.policy = params.tree_auto ? GAMMA_AUTO : GAMMA_FIXED;
