@@ -127,8 +127,8 @@ static int parse_args(Args *args, int argc, char **argv, Err *err) {
     if (args->quant && strcmp(args->quant, "q8") == 0) opt->quant = QUANT_Q8;
     else if (args->quant && strcmp(args->quant, "none") != 0)
         return err_fmt(err, "--quant: expected q8 or none, got \"%s\"", args->quant);
-    if (parse_suites(args->suites ? args->suites : "limit,decode,speculative,tokenizer,quant,threads,trees", &opt->suites,
-                     err))
+    if (parse_suites(args->suites ? args->suites : "limit,decode,speculative,tokenizer,quant,threads,trees",
+                     &opt->suites, err))
         return -1;
     if ((opt->suites & SUITE_QUANT) && opt->quant != QUANT_NONE)
         return err_fmt(err, "--suite quant compares the stored weights with q8: leave out --quant");

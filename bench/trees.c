@@ -69,7 +69,8 @@ static double config_run(void *ctx, int rep) {
     const Prompt *prompt = &s->prompts[rep];
     SpecParams params = {.sampling = {s->temperature, 0, 1.0f}, .seed = (uint64_t)rep + 1,
                          .policy = c->depth ? GAMMA_FIXED : GAMMA_AUTO, .gamma = c->depth, .tree_width = c->width,
-                         .tree_auto = c->tree_auto, .max_tokens = s->tokens, .eos_id = s->pair->target.cfg.eos_token_id};
+                         .tree_auto = c->tree_auto, .max_tokens = s->tokens,
+                         .eos_id = s->pair->target.cfg.eos_token_id};
     ModelDrafter model = {0};
     Err err;
     if (c->drafted && model_drafter_init(&model, &s->pair->draft, &params, 0, &err)) die("%s", err.msg);
@@ -99,7 +100,8 @@ static Pooled pool_config(const TreeConfig *c) {
             reached[l] += s->level_reached[l], kept[l] += s->level_kept[l], by_depth[l] += s->rounds_by_depth[l];
     }
     for (int l = 1; l <= GAMMA_MAX; l++) p.accept[l] = reached[l] > 0 ? kept[l] / reached[l] : 0;
-    for (int depth = 0; depth <= GAMMA_MAX; depth++) p.theory += by_depth[depth] * spec_expected_tokens_by_level(p.accept, depth);
+    for (int depth = 0; depth <= GAMMA_MAX; depth++)
+        p.theory += by_depth[depth] * spec_expected_tokens_by_level(p.accept, depth);
     p.theory = p.rounds > 0 ? p.theory / p.rounds : 0;
     p.per_call = p.rounds > 0 ? p.generated / p.rounds : 0;
     return p;
@@ -175,7 +177,8 @@ static json_t *verify_cost(Bench *b, Pair *pair, double *t16) {
     workload_init(&w, &pair->target, VERIFY_CONTEXT);
     Forward forwards[N_VERIFY];
     Trial trials[N_VERIFY];
-    for (int t = 0; t < N_VERIFY; t++) forwards[t] = (Forward){&w, VERIFY_T[t]}, trials[t] = (Trial){forward_run, &forwards[t]};
+    for (int t = 0; t < N_VERIFY; t++)
+        forwards[t] = (Forward){&w, VERIFY_T[t]}, trials[t] = (Trial){forward_run, &forwards[t]};
     const int reps = b->opt.reps;
     double *seconds = malloc(sizeof(double) * N_VERIFY * reps);
     measure_rounds(b, "trees: verification cost", trials, N_VERIFY, reps, 0.05, seconds);

@@ -127,8 +127,8 @@ void lookup_drafter_free(LookupDrafter *d);
 
 // Staged drafting (Spector & Ré 2023, with an n-gram model as the first stage): the lookup proposes a run from a
 // match of at least min_match tokens; the draft model drafts on after it, up to γ — a tree below the run when the
-// scheduler asks for one. Its one-hot tokens come first; each token of the round is then drawn from a distribution that depends on the tokens before
-// it only, which is all the accept rule needs.
+// scheduler asks for one. Its one-hot tokens come first; each token of the round is then drawn from a distribution
+// that depends on the tokens before it only, which is all the accept rule needs.
 typedef struct {
     Drafter base;
     LookupDrafter *lookup;  // not owned

@@ -317,14 +317,14 @@ TEST(cli_trace_to_standard_streams_and_fifos) {
 #define SHOWN_TOKENS "40"
 #endif
 
+#define SHOWN "generate " PAIR " -p \"def parse(self, data):\" -n " SHOWN_TOKENS " --temp 1 --seed 3"
+
 static void check_text_is_the_ids(const char *drafting) {
     char *ids, *text, *shown, *decoded, *err, args[4096];
-    snprintf(args, sizeof args, "generate " PAIR " -p \"def parse(self, data):\" -n " SHOWN_TOKENS " --temp 1 %s --seed 3 "
-             "--print-ids", drafting);
+    snprintf(args, sizeof args, SHOWN " %s --print-ids", drafting);
     CHECK(specdec(args, &ids, &err) == 0, "%s", err);
     free(err);
-    snprintf(args, sizeof args, "generate " PAIR " -p \"def parse(self, data):\" -n " SHOWN_TOKENS " --temp 1 %s --seed 3",
-             drafting);
+    snprintf(args, sizeof args, SHOWN " %s", drafting);
     CHECK(specdec(args, &text, &err) == 0, "%s", err);
     free(err);
     snprintf(args, sizeof args, "detokenize -m weights/pystd/target \"%.*s\"", (int)strcspn(ids, "\n"), ids);
@@ -334,8 +334,7 @@ static void check_text_is_the_ids(const char *drafting) {
     CHECK(strlen(text) == n + 1 && strncmp(text, decoded, n) == 0, "%s: text \"%s\" is not the decoded ids \"%s\"",
           drafting, text, decoded);
     setenv("NO_COLOR", "1", 1);
-    snprintf(args, sizeof args, "generate " PAIR " -p \"def parse(self, data):\" -n " SHOWN_TOKENS " --temp 1 %s --seed 3 "
-             "--show", drafting);
+    snprintf(args, sizeof args, SHOWN " %s --show", drafting);
     CHECK(specdec(args, &shown, &err) == 0, "%s", err);
     // Dropping the marks and the rejected tokens in [-...-] gives the text back.
     char *plain = calloc(strlen(shown) + 1, 1), *o = plain;
@@ -364,8 +363,8 @@ TEST(cli_tree_matches_target_and_is_traced) {
     const int fd = mkstemp(path);
     CHECK(fd >= 0, "mkstemp");
     close(fd);
-    snprintf(args, sizeof args, "generate " PAIR " -p \"def fibonacci(n):\" -n " SHOWN_TOKENS " --gamma 3 --tree-width 3 "
-             "--compare --trace %s", path);
+    snprintf(args, sizeof args, "generate " PAIR " -p \"def fibonacci(n):\" -n " SHOWN_TOKENS " --gamma 3 "
+             "--tree-width 3 --compare --trace %s", path);
     CHECK(specdec(args, &out, &err) == 0 && strstr(err, "\"same_output\": true"), "--tree-width 3: \"%s\"", err);
     free(out), free(err);
     FILE *f = fopen(path, "r");

@@ -882,9 +882,9 @@ TEST(speculative_greedy_equals_target_on_shipped_pair) {
 // ---- draft trees ----------------------------------------------------------------------------------------------
 
 // Greedy output with a draft tree equals the target's own for every width (the chain's, width 1, is checked above),
-// with the draft model, the lookup (shorter matches as branches), and the two staged, at fixed depths, γ auto, and with the policy choosing
-// the width (--tree). With siblings, a child kept after its first sibling was rejected — a branch that paid — is
-// seen at least once over the runs.
+// with the draft model, the lookup (shorter matches as branches), and the two staged, at fixed depths, γ auto, and
+// with the policy choosing the width (--tree). With siblings, a child kept after its first sibling was rejected — a
+// branch that paid — is seen at least once over the runs.
 static void check_tree_greedy_on(Pair *pair, const char *label, bool siblings) {
 #ifdef SPECDEC_DEBUG  // the sanitizer suite checks every rollback: fewer prompts and policies, widths 2, 4, --tree
     const GammaPolicy policies[] = {GAMMA_FIXED, GAMMA_AUTO};
@@ -955,7 +955,8 @@ TEST(speculative_tree_sampling_matches_target) {
 #ifdef SPECDEC_DEBUG  // the sanitizer suite: the draft model's and the lookup's trees at temperature 1
     check_sampled_on_width(&pair, DRAFT_MODEL, &settings[0], SAMPLER_REJECTION, 3, labels[0]);
 #else
-    for (int i = 0; i < 3; i++) check_sampled_on_width(&pair, DRAFT_MODEL, &settings[i], SAMPLER_REJECTION, 3, labels[i]);
+    for (int i = 0; i < 3; i++)
+        check_sampled_on_width(&pair, DRAFT_MODEL, &settings[i], SAMPLER_REJECTION, 3, labels[i]);
     check_sampled_on_width(&pair, DRAFT_MODEL, &settings[0], SAMPLER_COUPLED, 3, "coupled, width 3");
     check_sampled_on_width(&pair, DRAFT_STAGED, &settings[0], SAMPLER_REJECTION, 3, "staged, width 3");
 #endif
