@@ -89,7 +89,8 @@ typedef struct {
     // in order — bit-identical whatever n and the other rows are, and whether a position is seen as one of the
     // first S[g] or through tree[g]: a row that sees positions 0..9, 12 and 15 gets the bits of a row that sees
     // its first 12 positions, if those hold the same keys and values (a tree node and the last token of a chain
-    // over its path).
+    // over its path). (The SIMD variants: but for the sign of an output that is exactly zero, in a corner that
+    // attention_from_products describes.)
     void (*attention)(float *out, int ld_out, const float *q, int ld_q, const int *S, const uint64_t *tree, int n,
                       const float *kt, int ld_k, const float *v, int hd, float scale, float *scores, int ld_s);
 
@@ -127,9 +128,9 @@ static inline int attention_span(int S, uint64_t tree) { return tree ? S + 64 - 
 //   2. A tree row's seen scores are gathered into one contiguous row, which the softmax turns into weights as
 //      it would the row of a chain over the same positions (its sums do depend on the lanes), and the weights
 //      are scattered back to their positions, with 0 at the positions the row does not see.
-//   3. out = A V over each row's span: a weight of 0 adds 0 · V[s], which leaves every sum as it is — but for
-//      the sign of a sum that is still exactly zero (−0 + 0 = +0), which would take the product of every seen
-//      weight and value so far to underflow to −0 first.
+//   3. out = A V over each row's span: a weight of 0 adds 0 · V[s], which leaves every sum as it is, with one
+//      exception: a sum that is still −0 (every product so far underflowed to −0) may become +0, a difference
+//      that the next nonzero product erases.
 typedef void RowsTimesMatrixFn(float *out, int ld_out, const float *A, int ld_a, const int *len, int len_step, int n,
                                const float *M, int ld, int cols, float scale);
 

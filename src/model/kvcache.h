@@ -43,9 +43,10 @@ static inline float *kv_values(const KVCache *cache, int layer, int head) {
     return cache->v + ((size_t)layer * cache->n_head + head) * cache->n_ctx * cache->hd;
 }
 
-// After a tree forward appended T rows at [base, base + T) (model_forward_tree): keeps the rows base + rows[k],
-// k < n (rows strictly increasing, each < T), at positions base + k, in that order — the accepted path — and sets
-// len = base + n. Work ∝ n: a row already in its place is not copied, and the rest are never touched.
+// After a token tree's T rows were appended at [base, base + T) (model_forward_tree, model_extend_tree): keeps the
+// rows base + rows[k], k < n (rows strictly increasing, each < T), at positions base + k, in that order — the
+// accepted path — and sets len = base + n. Work ∝ n: a row already in its place is not copied, and the rest are
+// never touched.
 void kv_keep_path(KVCache *cache, int base, const int *rows, int n);
 
 // Writes one head's key and value of position pos (k, v: [hd]).

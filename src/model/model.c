@@ -35,6 +35,7 @@ enum {
     ALIGN = 64,
     ATTENTION_ROWS = 16,  // at most this many query rows (heads × tokens) of one key/value head per attention task
 };
+_Static_assert(CHUNK_T <= 64, "a row's path (ForwardScratch.path) is a 64-bit set of the chunk's rows");
 
 // Activations for one chunk of up to CHUNK_T tokens. The matmuls' inputs h, att and mlp have rows ld_d, ld_att
 // and ld_f floats apart (see row_stride in kernels.h).
@@ -50,9 +51,12 @@ typedef struct ForwardScratch {
     Q8Block *xq;    // [CHUNK_T, q8_blocks(max(d, H·hd, F))]  a q8 matmul's input, quantized (QUANT_Q8 only)
     int ld_d, ld_att, ld_f, n_qkv;
 
-    // The chunk's rows: row t goes to cache row pos0 + t, and sits at position[t] = pos0 + depth(t) (a chain's
-    // row t: pos0 + t). path[t] has bit j set for each row j on row t's path from the cache, t included (a
-    // chain's row t: rows 0..t); the row attends to the cache's first pos0 rows and to those.
+    // The chunk's rows: row t goes to cache row pos0 + t (pos0: the cache's length before the chunk). They are
+    // rows of a token tree whose row j is cache row base + j (base = pos0, unless model_extend_tree adds them to
+    // rows already there): row t sits at position[t] = base + its depth in the tree, and path[t] has bit j set
+    // for each tree row j on its path, itself included. It attends to the cache's first `base` rows and to those.
+    // A chain's row t: base = pos0, position pos0 + t, rows 0..t.
+    int base;
     int position[CHUNK_T];
     uint64_t path[CHUNK_T];
     bool tree;      // some row's path leaves out a row before it: attention passes the paths to the kernel
@@ -582,10 +586,10 @@ static void linear(const Model *m, float *out, int ld_out, const float *x, int l
 }
 
 // Causal self-attention for the chunk's T rows, whose K and V are already in the cache at rows pos0..pos0+T−1:
-// att[t, head] = Σ_{s seen} softmax_s(q·k_s · scale) v_s over the cache rows row t sees — the first pos0 and the
-// rows of its path (ForwardScratch.path; a chain's row t: all rows ≤ pos0 + t) — with k and v those of the
+// att[t, head] = Σ_{s seen} softmax_s(q·k_s · scale) v_s over the cache rows row t sees — the first `base` and
+// the rows of its path (ForwardScratch; a chain's row t: all rows ≤ pos0 + t) — with k and v those of the
 // head's key/value head, head / (H / Hkv) (grouped-query attention). A path's leading run of rows 0..m−1 is
-// passed as part of the row's first S = pos0 + m positions, the rest as the kernel's tree bits: a chain passes
+// passed as part of the row's first S = base + m positions, the rest as the kernel's tree bits: a chain passes
 // no bits at all. The query rows that share a key/value head — its group's
 // H / Hkv heads for each of the T tokens — go to the kernel together, which reads that head's keys and values
 // once for all of them. A task is one key/value head and a share of its rows (at most ATTENTION_ROWS; more
@@ -593,7 +597,7 @@ static void linear(const Model *m, float *out, int ld_out, const float *x, int l
 typedef struct {
     const Model *m;
     const KVCache *cache;
-    int layer, pos0, T;
+    int layer, T;
     float scale;
 } AttentionJob;
 
@@ -616,7 +620,7 @@ static void attention_thread(void *ctx, int thread, int n_threads) {
             const int t = (r0 + g) / group, head = kv_head * group + (r0 + g) % group;
             memcpy(q + (size_t)g * hd, s->qkv + (size_t)t * s->n_qkv + head * hd, sizeof(float) * hd);
             const int leading = s->path[t] == UINT64_MAX ? 64 : __builtin_ctzll(~s->path[t]);  // rows 0..leading−1
-            S[g] = job->pos0 + leading;
+            S[g] = s->base + leading;
             tree[g] = leading == 64 ? 0 : s->path[t] >> leading;
         }
         m->kernels->attention(out, hd, q, hd, S, s->tree ? tree : NULL, n, kv_keys(job->cache, job->layer, kv_head),
@@ -691,7 +695,7 @@ static void block_forward(const Model *m, KVCache *cache, int layer, int pos0, i
     float scale = 1.0f;
     if (c->scale_attn_weights) scale /= sqrtf((float)c->head_dim);
     if (c->scale_attn_by_inverse_layer_idx) scale /= (float)(layer + 1);
-    AttentionJob att = {m, cache, layer, pos0, T, scale};
+    AttentionJob att = {m, cache, layer, T, scale};
     run_job(m, attention_thread, &att, (size_t)T * (pos0 + T) * 2 * c->n_head * c->head_dim);
     linear(m, s->h, ld_d, s->att, s->ld_att, &b->attn_out, T, EPILOGUE_ADD, s->x);
 
@@ -736,21 +740,28 @@ static void rope_angles(const Model *m, int T) {
         }
 }
 
-// The rows of a chunk, T ≤ CHUNK_T, into the scratch: parent[t] ∈ [−1, t) is the row that row t follows, −1 the
-// cache's last position (parent NULL: a chain, parent[t] = t − 1).
-static void chunk_rows(ForwardScratch *s, const int *parent, int pos0, int T) {
+// The rows of a chunk into the scratch (ForwardScratch): rows [n_before, n_before + T) of a tree from cache row
+// base, n_before + T ≤ 64, in which row j follows row parent[j] ∈ [−1, j), −1 the cache row before base
+// (parent NULL: a chain, parent[j] = j − 1).
+static void chunk_rows(ForwardScratch *s, const int *parent, int base, int n_before, int T) {
+    int depth[64];
+    uint64_t path[64];
+    s->base = base;
     s->tree = false;
-    for (int t = 0; t < T; t++) {
-        const int p = parent ? parent[t] : t - 1;
-        s->position[t] = p < 0 ? pos0 : s->position[p] + 1;
-        s->path[t] = (p < 0 ? 0 : s->path[p]) | (uint64_t)1 << t;
-        s->tree |= s->path[t] != UINT64_MAX >> (63 - t);  // not all of rows 0..t
+    for (int j = 0; j < n_before + T; j++) {
+        const int p = parent ? parent[j] : j - 1;
+        depth[j] = p < 0 ? 0 : depth[p] + 1;
+        path[j] = (p < 0 ? 0 : path[p]) | (uint64_t)1 << j;
+        if (j < n_before) continue;
+        s->position[j - n_before] = base + depth[j];
+        s->path[j - n_before] = path[j];
+        s->tree |= path[j] != UINT64_MAX >> (63 - j);  // not all of rows 0..j
     }
 }
 
-// The forward pass over T rows (model_forward, model_forward_tree: parent as in chunk_rows, T ≤ CHUNK_T when
-// not NULL), in chunks of up to CHUNK_T rows.
-static int forward(Model *model, KVCache *cache, const int *tokens, const int *parent, int T, float *logits,
+// The forward pass over T rows (model_forward; model_extend_tree, parent as in chunk_rows with n_before =
+// cache->len − base, n_before + T ≤ CHUNK_T), in chunks of up to CHUNK_T rows.
+static int forward(Model *model, KVCache *cache, int base, const int *tokens, const int *parent, int T, float *logits,
                    bool all_logits, const char *caller, Err *err) {
     const Config *c = &model->cfg;
     const int d = c->n_embd, V = model->n_vocab;
@@ -766,7 +777,7 @@ static int forward(Model *model, KVCache *cache, const int *tokens, const int *p
     s->blas = !parent;
     for (int first = 0; first < T; first += CHUNK_T) {
         const int n = T - first < CHUNK_T ? T - first : CHUNK_T, pos0 = cache->len;
-        chunk_rows(s, parent, pos0, n);
+        chunk_rows(s, parent, parent ? base : pos0, parent ? pos0 - base : 0, n);
         for (int t = 0; t < n; t++) {  // x = wte[token] (+ wpe[position])
             embedding_row(model, s->x + (size_t)t * d, tokens[first + t]);
             if (model->wpe) model->kernels->add(s->x + (size_t)t * d, model->wpe + (size_t)s->position[t] * d, d);
@@ -789,15 +800,24 @@ static int forward(Model *model, KVCache *cache, const int *tokens, const int *p
 
 int model_forward(Model *model, KVCache *cache, const int *tokens, int T, float *logits, bool all_logits,
                   Err *err) {
-    return forward(model, cache, tokens, NULL, T, logits, all_logits, "model_forward", err);
+    return forward(model, cache, cache->len, tokens, NULL, T, logits, all_logits, "model_forward", err);
+}
+
+int model_extend_tree(Model *model, KVCache *cache, int base, const int *tokens, const int *parent, int T,
+                      float *logits, Err *err) {
+    const int before = cache->len - base;  // the tree's rows in the cache already
+    if (base < 0 || before < 0)
+        return err_fmt(err, "token tree: its first row %d is outside the cache's %d rows", base, cache->len);
+    if (before + T > TREE_MAX_ROWS)
+        return err_fmt(err, "token tree: %d + %d rows, more than TREE_MAX_ROWS = %d", before, T,
+                       TREE_MAX_ROWS);
+    for (int j = 0; j < before + T; j++)
+        if (parent[j] < -1 || parent[j] >= j)
+            return err_fmt(err, "token tree: row %d follows row %d, outside [-1, %d)", j, parent[j], j);
+    return forward(model, cache, base, tokens, parent, T, logits, true, "token tree", err);
 }
 
 int model_forward_tree(Model *model, KVCache *cache, const int *tokens, const int *parent, int T, float *logits,
                        Err *err) {
-    if (T > TREE_MAX_ROWS)
-        return err_fmt(err, "model_forward_tree: %d rows, more than TREE_MAX_ROWS = %d", T, TREE_MAX_ROWS);
-    for (int t = 0; t < T; t++)
-        if (parent[t] < -1 || parent[t] >= t)
-            return err_fmt(err, "model_forward_tree: row %d follows row %d, outside [-1, %d)", t, parent[t], t);
-    return forward(model, cache, tokens, parent, T, logits, true, "model_forward_tree", err);
+    return model_extend_tree(model, cache, cache->len, tokens, parent, T, logits, err);
 }

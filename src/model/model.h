@@ -128,6 +128,15 @@ enum { TREE_MAX_ROWS = 64 };
 int model_forward_tree(Model *model, KVCache *cache, const int *tokens, const int *parent, int T, float *logits,
                        Err *err);
 
+// A token tree fed over several forwards (a drafter's, one level at a time): the tree's rows [0, cache->len − base)
+// are in the cache already, at rows base.., from earlier calls; T more rows follow them. parent[j] covers every row
+// j < cache->len − base + T of the tree, those in the cache with the parents they were fed with, and tokens and
+// logits the T new rows only. Each row sees the cache's first `base` rows and its own path, as in one
+// model_forward_tree of the whole tree: its logits are bit-identical to that forward's. At most TREE_MAX_ROWS rows
+// in all; model_forward_tree is the case base = cache->len.
+int model_extend_tree(Model *model, KVCache *cache, int base, const int *tokens, const int *parent, int T,
+                      float *logits, Err *err);
+
 // A cache sized for this model.
 int model_kv_init(const Model *model, KVCache *cache, Err *err);
 

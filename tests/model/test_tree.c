@@ -8,8 +8,9 @@
 // Llama-family checkpoint with grouped-query attention (and a Qwen3 one: biases, q/k norms), with every kernel
 // variant, 1 and 2 threads (every job split), weights as stored and q8.
 //
-// After kv_keep_path of one path, the cache is bit for bit the cache of a chain fed the committed tokens, the
-// next forward's logits are the chain's, and the debug build's rollback check (model_check_rollback) passes.
+// A tree fed in pieces (model_extend_tree: a drafter's levels) gives the logits and cache rows of the tree fed
+// whole. After kv_keep_path of one path, the cache is bit for bit the cache of a chain fed the committed tokens,
+// the next forward's logits are the chain's, and the debug build's rollback check (model_check_rollback) passes.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -183,6 +184,56 @@ static void check_tree_against_chains(Subject *s, int T, int shape) {
     free(chain);
 }
 
+// Whether the rows [0, len) of two caches are bit-identical, keys and values, in every layer and head.
+static bool same_rows(const KVCache *a, const KVCache *b, int len) {
+    bool same = true;
+    for (int l = 0; l < a->n_layer; l++)
+        for (int h = 0; h < a->n_head; h++) {
+            for (int i = 0; i < a->hd; i++)
+                same &= memcmp(kv_keys(a, l, h) + (size_t)i * a->ld_k, kv_keys(b, l, h) + (size_t)i * b->ld_k,
+                               sizeof(float) * len) == 0;
+            same &= memcmp(kv_values(a, l, h), kv_values(b, l, h), sizeof(float) * len * a->hd) == 0;
+        }
+    return same;
+}
+
+// A random tree fed whole (model_forward_tree), then again in random consecutive pieces (model_extend_tree), after
+// the same committed prefix: the same logits and cache rows, bit for bit.
+static void check_tree_grown_in_pieces(Subject *s, int T, int shape) {
+    int prefix[MAX_PREFIX], parent[TREE_MAX_ROWS], tokens[TREE_MAX_ROWS];
+    const int P = test_rand_int(0, MAX_PREFIX);
+    float *whole = malloc(sizeof(float) * TREE_MAX_ROWS * VOCAB);
+    float *pieces = malloc(sizeof(float) * TREE_MAX_ROWS * VOCAB);
+    KVCache whole_cache;
+    Err err;
+    random_tree(parent, T, shape);
+    random_tokens(tokens, T);
+    random_tokens(prefix, P);
+    CHECK(model_kv_init(&s->model, &whole_cache, &err) == 0, "%s", err.msg);
+    if (fill_prefix(s, prefix, P)) {
+        CHECK(model_forward_tree(&s->model, &s->cache, tokens, parent, T, whole, &err) == 0, "%s: %s", s->what,
+              err.msg);
+        KVCache fed_whole = s->cache;  // keep its rows: the pieces go to a second cache
+        s->cache = whole_cache;
+        whole_cache = fed_whole;
+        if (fill_prefix(s, prefix, P)) {
+            for (int done = 0, n; done < T; done += n) {
+                n = test_rand_int(1, T - done);
+                float *rows = pieces + (size_t)done * VOCAB;
+                CHECK(model_extend_tree(&s->model, &s->cache, P, tokens + done, parent, n, rows, &err) == 0, "%s: %s",
+                      s->what, err.msg);
+            }
+            CHECK(memcmp(whole, pieces, sizeof(float) * T * VOCAB) == 0 && s->cache.len == P + T &&
+                      same_rows(&s->cache, &whole_cache, P + T),
+                  "%s: a tree of %d rows (shape %d) after %d positions, fed in pieces, differs from the tree fed whole",
+                  s->what, T, shape, P);
+        }
+    }
+    kv_free(&whole_cache);
+    free(whole);
+    free(pieces);
+}
+
 TEST(tree_rows_equal_chains_over_their_paths) {
     for (int m = 0; m < N_SPECS; m++) {
         char dir[] = "/tmp/specdec-tree-XXXXXX";
@@ -197,23 +248,11 @@ TEST(tree_rows_equal_chains_over_their_paths) {
                         continue;
                     check_tree_against_chains(&s, TREE_MAX_ROWS, test_rand_int(0, 1));
                     for (int shape = 0; shape < 4; shape++) check_tree_against_chains(&s, test_rand_int(1, 24), shape);
+                    check_tree_grown_in_pieces(&s, test_rand_int(1, TREE_MAX_ROWS), test_rand_int(0, 3));
                     subject_close(&s);
                 }
         random_checkpoint_remove(dir);
     }
-}
-
-// Whether the rows [0, len) of two caches are bit-identical, keys and values, in every layer and head.
-static bool same_rows(const KVCache *a, const KVCache *b, int len) {
-    bool same = true;
-    for (int l = 0; l < a->n_layer; l++)
-        for (int h = 0; h < a->n_head; h++) {
-            for (int i = 0; i < a->hd; i++)
-                same &= memcmp(kv_keys(a, l, h) + (size_t)i * a->ld_k, kv_keys(b, l, h) + (size_t)i * b->ld_k,
-                               sizeof(float) * len) == 0;
-            same &= memcmp(kv_values(a, l, h), kv_values(b, l, h), sizeof(float) * len * a->hd) == 0;
-        }
-    return same;
 }
 
 // Rounds as speculative decoding over trees plays them. The cache holds every committed token but the newest; a
@@ -357,6 +396,14 @@ TEST(tree_forward_refuses_bad_trees) {
                   "case %zu: expected an error saying \"%s\", got \"%s\" (cache length %d)", k, bad[k].says,
                   err.msg, s.cache.len);
         }
+        // A tree grown past the cache's rows or past TREE_MAX_ROWS in all.
+        s.cache.len = 10;
+        CHECK(model_extend_tree(&s.model, &s.cache, 11, tokens, parent, 1, logits, &err) == -1 &&
+                  strstr(err.msg, "first row 11 is outside the cache's 10 rows") && s.cache.len == 10,
+              "a tree from row 11 of 10: \"%s\"", err.msg);
+        CHECK(model_extend_tree(&s.model, &s.cache, 0, tokens, parent, TREE_MAX_ROWS - 9, logits, &err) == -1 &&
+                  strstr(err.msg, "more than TREE_MAX_ROWS") && s.cache.len == 10,
+              "a tree of 10 + %d rows: \"%s\"", TREE_MAX_ROWS - 9, err.msg);
         free(logits);
         subject_close(&s);
     }
