@@ -30,10 +30,11 @@ static void draw_first_level(ModelDrafter *d, DraftTree *tree, const float *logi
 // Level by level: the first forward feeds, in one batch, every token the draft has not read yet — the committed
 // tokens since its last use (the whole prompt at first; after plain rounds, all they committed; after a fully
 // accepted round, the last draft and the bonus token) and the given ones — and its last row gives the q of the
-// first drawn level. Each later level's forward gives the q of every branch's next token: a chain feeds its newest
-// token; a tree feeds every node drawn so far again, under the tree mask, after cutting the cache back to the
-// committed text and the given tokens (node i at row base + i either way: the nodes are in breadth-first order).
-// The deepest level is never fed, since the next round may not keep it.
+// first drawn level. Each later level's forward feeds the level drawn last, one row per branch, which sees the
+// committed text, the given tokens and its own path of the tree's rows fed before (model_extend_tree: a chain's
+// newest token is the case of one branch), and gives the q of every branch's next token. Node i's row is
+// first_position + i: the nodes are in breadth-first order. The deepest level is never fed, since the next round
+// may not keep it.
 int model_drafter_extend(ModelDrafter *d, const int *context, int n, TreeShape shape, DraftTree *tree, double *q,
                          Err *err) {
     const int V = d->model->n_vocab, n_ctx = d->model->cfg.n_positions, n_given = tree->n;
@@ -45,29 +46,22 @@ int model_drafter_extend(ModelDrafter *d, const int *context, int n, TreeShape s
     if (n_given >= shape.depth || d->cache.len + n_feed > n_ctx) return 0;
     if (model_forward(d->model, &d->cache, d->feed, n_feed, d->logits, false, err)) return -1;
     d->base.calls++;
+    const int base = n + n_given;  // the drawn tree's rows follow the given tokens': drawn node i at row i − n_given
     int frontier = n_given - 1, n_frontier = 1;  // the nodes of the level just drawn (−1: the newest token)
     for (int level = n_given; level < shape.depth; level++) {
-        if (level > n_given && width == 1) {  // a chain: its newest token
-            if (d->cache.len + 1 > n_ctx) break;
-            if (model_forward(d->model, &d->cache, &tree->node[frontier].token, 1, d->logits, false, err)) return -1;
-            d->base.calls++;
-        } else if (level > n_given) {  // a tree: every node drawn so far
-            const int rows = tree->n - n_given;
-            kv_truncate(&d->cache, n + n_given);
-            if (d->cache.len + rows > n_ctx) break;
-            int token[TREE_MAX_NODES], parent[TREE_MAX_NODES];
-            for (int i = 0; i < rows; i++) {
-                token[i] = tree->node[n_given + i].token;
-                parent[i] = tree->parent[n_given + i] < n_given ? -1 : tree->parent[n_given + i] - n_given;
-            }
-            if (model_forward_tree(d->model, &d->cache, token, parent, rows, d->logits, err))
-                return -1;
+        if (level > n_given) {  // the level drawn last: rows frontier .. frontier + n_frontier − 1
+            if (d->cache.len + n_frontier > n_ctx) break;
+            int token[TREE_MAX_NODES], parent[TREE_MAX_NODES];  // the new rows' tokens; every drawn row's parent
+            for (int i = 0; i < n_frontier; i++) token[i] = tree->node[frontier + i].token;
+            for (int j = 0; j < tree->n - n_given; j++)
+                parent[j] = tree->parent[n_given + j] < n_given ? -1 : tree->parent[n_given + j] - n_given;
+            if (model_extend_tree(d->model, &d->cache, base, token, parent, n_frontier, d->logits, err)) return -1;
             d->base.calls++;
         }
         const int from = tree->n;  // the nodes this level adds
         for (int f = 0; f < n_frontier; f++) {
             const int node = frontier < 0 ? -1 : frontier + f;
-            const float *logits = d->logits + (size_t)(level == n_given ? 0 : width == 1 ? 0 : node - n_given) * V;
+            const float *logits = d->logits + (size_t)(level == n_given ? 0 : f) * V;
             if (d->p_min > 0 && sampling_top_probability(logits, V) < d->p_min) continue;  // the draft is unsure
             double *q_row = q + (size_t)q_rows * V;
             if (sampler_adjust(&d->sampler, q_row, logits))
@@ -120,8 +114,7 @@ int model_drafter_init(ModelDrafter *d, Model *draft, const SpecParams *params, 
                                  .check_rollback = model_check, .step_cost = spec_forward_cost(draft, 1),
                                  .row_cost = spec_forward_cost(draft, 2) - spec_forward_cost(draft, 1)},
                         .model = draft, .params = params, .p_min = p_min, .max_width = max_width(params)};
-    const int rows = d->max_width == 1 ? 1 : d->max_width * GAMMA_MAX;
-    d->logits = malloc(sizeof(float) * (rows < TREE_MAX_NODES ? rows : TREE_MAX_NODES) * draft->n_vocab);
+    d->logits = malloc(sizeof(float) * d->max_width * draft->n_vocab);
     d->feed = malloc(sizeof(int) * draft->cfg.n_positions);
     d->scratch = malloc(sizeof(double) * draft->n_vocab);
     if (!d->logits || !d->feed || !d->scratch) return err_fmt(err, "out of memory for the draft's logits");

@@ -71,9 +71,8 @@ typedef struct Drafter {
 // A tree (width W > 1): the W children of its first level come from one q row, drawn as the scheduler's rule
 // needs them (tree.h: the W most likely when greedy, W draws without replacement under rejection sampling, the
 // W Gumbel-max winners under coupling), and each is continued as a chain, one forward per level over every
-// branch (model_forward_tree). A chain's rows stay valid in the cache, so a chain feeds only its newest token;
-// branches would see each other's rows, so a tree's level forward cuts the cache back to the committed text and
-// feeds the tree so far again under the tree mask. rollback() keeps the accepted path's rows (kv_keep_path).
+// branch's newest node (model_extend_tree: each row sees its own path only; a chain is the tree of one branch).
+// rollback() keeps the accepted path's rows (kv_keep_path).
 typedef struct {
     Drafter base;
     Model *model;
@@ -82,7 +81,7 @@ typedef struct {
     const struct SpecParams *params;    // not owned: sampler and seed
     float p_min;
     int max_width;          // the widest first level it is asked for (SpecParams.tree_width)
-    float *logits;          // [max_width · GAMMA_MAX, V] (a chain: [1, V]): the rows of one level's forward
+    float *logits;          // [max_width, V]: the rows of one level's forward
     double *scratch;        // [V]: drawing children without replacement
     int *feed;              // [n_positions]: the tokens of one forward
     int first_position;     // of the last proposal's first node: node i's row is cached at first_position + i

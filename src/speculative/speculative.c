@@ -84,7 +84,7 @@ typedef struct {
     double target[T_SLOTS];     // seconds per target forward of T tokens (running means; 0 = not measured)
     bool modelled;              // plan with the cost model below, not with the measurements above
     double model_draft_step, model_target[T_SLOTS];  // spec_forward_cost: the drafter's step, the target's T
-    double model_draft_row;     // ... a further row of a draft forward (a tree's level forwards feed W·(l − 1))
+    double model_draft_row;     // ... a further row of a draft forward (a tree's level forwards feed W)
     int heuristic_gamma;
     int plain_streak;           // GAMMA_AUTO: rounds in a row it chose plain decoding
     int n_alpha[N_SOURCES];     // drafts α has learned from
@@ -169,10 +169,10 @@ static double draft_step_of(const GammaState *g, int width) {
     return width > 1 && g->tree_draft_step[width] > 0 ? g->tree_draft_step[width] : g->draft_step;
 }
 
-// The time of drafting `depth` levels at draft_step per level forward; with the cost model, a tree's level l ≥ 2
-// forward also feeds its W·(l − 1) nodes so far (draft_model.c), W·γ(γ − 1)/2 − (γ − 1) rows beyond one each.
+// The time of drafting `depth` levels at draft_step per level forward; with the cost model, a tree's level forwards
+// after the first feed W rows (draft_model.c), (γ − 1)(W − 1) rows beyond one each.
 static double draft_time(const GammaState *g, int width, int depth, double draft_step) {
-    const double extra_rows = width * depth * (depth - 1) / 2.0 - (depth - 1);
+    const double extra_rows = (depth - 1) * (width - 1.0);
     return width > 1 && g->modelled ? depth * draft_step + extra_rows * g->model_draft_row : depth * draft_step;
 }
 
