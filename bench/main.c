@@ -1,6 +1,6 @@
 // main.c — run-bench: options, the run's record, and the suites in order (see bench.h).
 //
-//   build/release/run-bench [--suite limit,decode,speculative,tokenizer,quant,threads] [-m TARGET] [-d DRAFT]
+//   build/release/run-bench [--suite limit,decode,speculative,tokenizer,quant,threads,trees] [-m TARGET] [-d DRAFT]
 //                           [--reps N] [--prompts N] [--tokens N] [--quick] [--threads N] [--threads-sweep 1,2]
 //                           [--quant q8] [--out DIR] [--no-plots]
 #include <errno.h>
@@ -34,9 +34,10 @@ typedef struct {
 #define FIELD(f) offsetof(Args, f)
 static const Option OPTIONS[] = {
     {"suite", 's', OPT_STRING, FIELD(suites), 0, 0, "suites to run, comma-separated: limit,decode,speculative,"
-                                                     "tokenizer,quant,threads (default: all)"},
+                                                     "tokenizer,quant,threads,trees (default: all)"},
     {"model", 'm', OPT_STRING, FIELD(opt.target_dir), 0, 0, "target checkpoint folder (default weights/pystd/target), or random:gpt2-small[-bf16], random:llama-3.2-1b, random:qwen2.5-0.5b (BF16)"},
-    {"draft", 'd', OPT_STRING, FIELD(opt.draft_dir), 0, 0, "draft checkpoint folder (default weights/pystd/draft)"},
+    {"draft", 'd', OPT_STRING, FIELD(opt.draft_dir), 0, 0, "draft checkpoint folder (default weights/pystd/draft); "
+                                                               "with -m random:SHAPE, random: its one-block draft"},
     {"reps", 'r', OPT_INT, FIELD(opt.reps), 1, 10000, "rounds of each limit and decode measurement (default 15; "
                                                       "--quick 5)"},
     {"prompts", 0, OPT_INT, FIELD(opt.prompts), 1, 100000, "held-out prompts for the speculative suite (default "
@@ -55,9 +56,9 @@ static const Option OPTIONS[] = {
 };
 enum { N_OPTIONS = sizeof OPTIONS / sizeof OPTIONS[0] };
 
-enum { N_SUITES = 6 };
+enum { N_SUITES = 7 };
 static const char *SUITE_NAMES[N_SUITES] = {"limit", "decode", "speculative", "tokenizer", "quant",
-                                            "threads"};  // bit i
+                                            "threads", "trees"};  // bit i
 
 static void print_help(void) {
     printf("usage: run-bench [options]    (make bench BENCH_ARGS=\"...\", or make bench QUICK=1)\n\n"
@@ -80,7 +81,7 @@ static int parse_suites(const char *list, unsigned *suites, Err *err) {
         for (int i = 0; i < N_SUITES; i++)
             if (strlen(SUITE_NAMES[i]) == len && strncmp(p, SUITE_NAMES[i], len) == 0) bit = 1u << i;
         if (!bit) return err_fmt(err, "--suite: unknown suite \"%.*s\" (limit, decode, speculative, tokenizer, quant, "
-                                 "threads)",
+                                 "threads, trees)",
                                  (int)len, p);
         *suites |= bit;
         p += len + (p[len] == ',');
@@ -126,8 +127,8 @@ static int parse_args(Args *args, int argc, char **argv, Err *err) {
     if (args->quant && strcmp(args->quant, "q8") == 0) opt->quant = QUANT_Q8;
     else if (args->quant && strcmp(args->quant, "none") != 0)
         return err_fmt(err, "--quant: expected q8 or none, got \"%s\"", args->quant);
-    if (parse_suites(args->suites ? args->suites : "limit,decode,speculative,tokenizer,quant,threads", &opt->suites,
-                     err))
+    if (parse_suites(args->suites ? args->suites : "limit,decode,speculative,tokenizer,quant,threads,trees",
+                     &opt->suites, err))
         return -1;
     if ((opt->suites & SUITE_QUANT) && opt->quant != QUANT_NONE)
         return err_fmt(err, "--suite quant compares the stored weights with q8: leave out --quant");
@@ -189,6 +190,7 @@ int main(int argc, char **argv) {
     if (b.opt.suites & SUITE_THREADS) out(&b, "\n"), suite_threads(&b, &pair, &memory, args.threads_sweep);
     memory_free(&memory);
     if (b.opt.suites & SUITE_SPECULATIVE) out(&b, "\n"), suite_speculative(&b, &pair);
+    if (b.opt.suites & SUITE_TREES) out(&b, "\n"), suite_trees(&b, &pair);
     if (b.opt.suites & SUITE_TOKENIZER) out(&b, "\n"), suite_tokenizer(&b, &pair);
     fflush(stdout);
 

@@ -54,7 +54,8 @@ static void open_random(Pair *pair, Bench *b) {
 // -m random:<shape>: a random-weight model of a published shape, alone: the runtime's yardsticks, comparable with
 // other runtimes' figures for the same models. Its load time and the peak resident memory after loading are
 // recorded (the file was just written, so it is read from the page cache: a warm load; the peak includes the q8
-// copy when the quant suite loads one).
+// copy when the quant suite loads one). With -d random, a matching draft: the shape with one block and the
+// target's seed (its embeddings and first block), as open_random's — for the speculative and trees suites.
 static const struct {
     const char *name;
     RandomCheckpoint spec;
@@ -90,7 +91,16 @@ static bool open_random_shape(Pair *pair, Bench *b) {
     pair->load_peak_mb = usage.ru_maxrss * 1024.0 / 1e6;  // ru_maxrss is in KiB; MB as the weights are counted
     random_checkpoint_remove(dir);
     pair->random = true;
-    pair->draft_dir = NULL;
+    if (pair->draft_dir && strcmp(pair->draft_dir, "random") == 0) {
+        spec.n_layer = 1;
+        if (mkdir(dir, 0700) || random_checkpoint_write(dir, &spec, &err)) die("%s: %s", dir, err.msg);
+        load(pair, 1, dir, b);
+        random_checkpoint_remove(dir);
+        pair->has_draft = true;
+        pair->draft_dir = "random (1 block: the target's first, and its embeddings)";
+    } else {
+        pair->draft_dir = NULL;
+    }
     return true;
 }
 

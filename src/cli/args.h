@@ -29,8 +29,9 @@ typedef struct {
     int threads;                // --threads (0 = all cores)
     int ctx;                    // --ctx (0 = the command's default)
     int draft_threads;          // --draft-threads (0 = the count whose draft steps measure fastest)
+    int tree_width;             // --tree-width W (0: a chain; with --tree the widest tried, default 4)
     const char *quant;          // --quant q8 | none
-    bool print_ids, stats, all, show, compare, allow_special, lookup, help;
+    bool print_ids, stats, all, show, compare, allow_special, lookup, tree, help;
     const char *positional[MAX_POSITIONAL];
     int n_positional;
 } Args;

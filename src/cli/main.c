@@ -25,7 +25,8 @@ static int cmd_inspect(const Args *args, Err *err);
 static const Command commands[] = {
     {"generate", cmd_generate, "generate [-m DIR [-d DRAFT_DIR]] (-p TEXT | --ids \"1 2 3\") [options]",
      "continue a prompt; speculatively with a draft model (the shipped pair when no -m is given)",
-     "model draft ids prompt tokens temp top-k top-p seed gamma sampler lookup draft-p-min ctx threads draft-threads "
+     "model draft ids prompt tokens temp top-k top-p seed gamma sampler lookup tree-width tree draft-p-min ctx threads "
+     "draft-threads "
      "quant print-ids stats show trace compare allow-special help", 0, 0},
     {"logits", cmd_logits, "logits -m DIR --ids \"1 2 3\" [--all]",
      "print the logits of the last position (all with --all), one line of %.7g values per position",
@@ -105,7 +106,9 @@ static int parse_sampler(const char *text, SpecSampler *sampler, Err *err) {
 static int cmd_generate(const Args *args, Err *err) {
     const char *target_dir, *draft_dir;
     if (model_dirs(args, &target_dir, &draft_dir, err)) return -1;
-    SpecParams params = {.sampling = args->sampling, .seed = args->seed, .max_tokens = args->n_tokens};
+    SpecParams params = {.sampling = args->sampling, .seed = args->seed, .max_tokens = args->n_tokens,
+                         .tree_width = args->tree && !args->tree_width ? TREE_FIRST_WIDTH_MAX : args->tree_width,
+                         .tree_auto = args->tree};
     if (parse_gamma(args->gamma, &params, err) || parse_sampler(args->sampler, &params.sampler, err)) return -1;
     if (args->ids && args->prompt) return err_fmt(err, "give the prompt as --ids or as -p, not both");
     if (!args->ids && !args->prompt) return err_fmt(err, "missing prompt: give -p TEXT or --ids \"1 2 3\"");
@@ -123,6 +126,10 @@ static int cmd_generate(const Args *args, Err *err) {
                      err) ||
         session_draft_threads(&s, args->draft_threads, err))
         goto done;
+    if ((args->tree_width > 1 || args->tree) && !s.has_draft && !args->lookup) {
+        err_fmt(err, "--tree-width and --tree draft a tree: give a draft model (-d DIR) or --lookup");
+        goto done;
+    }
     if (load_tokenizer(&tok, target_dir, args->prompt != NULL, &have_tok, err)) goto done;
     if (have_tok && tokenizer_vocab_size(&tok) < s.target.n_vocab)  // padding rows of the embedding table: the
         model_limit_vocab(&s.target, tokenizer_vocab_size(&tok));    // ids past the tokenizer's are never sampled

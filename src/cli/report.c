@@ -126,6 +126,7 @@ static void print_token(Printer *pr, int id, TokenKind kind) {
     if (kind == TOKEN_REJECTED) {  // its raw bytes: a rejected token never joins the text's UTF-8 stream
         size_t len;
         const char *bytes = tokenizer_token(pr->tok, id, &len);
+        if (pr->rejected_len && !pr->color) add_rejection(pr, true);  // a tree's rejected sibling before it
         pr->rejected_len = 0;
         append(&pr->rejected, &pr->rejected_len, &pr->rejected_cap, bytes, len);
         if (!pr->color) return;  // plain marks: placed when the correction comes
@@ -201,6 +202,7 @@ int print_stats(Session *s, const SpecStats *st, const int *prompt, int n_prompt
     fprintf(stderr,
             "{\"prompt_tokens\": %d, \"prefill_ms\": %.2f, \"generated_tokens\": %d, \"tokens_per_s\": %.2f, \"ms_per_token\": %.3f, "
             "\"target_calls\": %d, \"draft_calls\": %d, \"drafted\": %d, \"accepted\": %d, \"acceptance_rate\": %.4f, "
+            "\"tree_rounds\": %d, \"sibling_accepted\": %d, "
             "\"mean_min_pq\": %.4f, \"tokens_per_target_call\": %.3f, \"mean_gamma\": %.2f, \"c\": %.4f, "
             "\"predicted_speedup\": %.3f, \"theorem_3_8_speedup\": %.3f, \"weights_GB_per_s\": %.2f, "
             "\"isa\": \"%s\", \"threads\": %d, \"draft_threads\": %d, \"quant\": \"%s\", "
@@ -208,7 +210,8 @@ int print_stats(Session *s, const SpecStats *st, const int *prompt, int n_prompt
             n_prompt, st->prefill_seconds * 1e3, st->generated,
             st->decode_seconds > 0 ? st->generated / st->decode_seconds : 0,
             st->generated ? st->decode_seconds * 1e3 / st->generated : 0, st->rounds, st->draft_calls, st->drafted,
-            st->accepted, st->drafted ? (double)st->accepted / st->drafted : 0, alpha,
+            st->accepted, st->drafted ? (double)st->accepted / st->drafted : 0, st->tree_rounds, st->sibling_accepted,
+            alpha,
             st->rounds ? (double)st->generated / st->rounds : 0, st->mean_gamma, c,
             st->predicted_speedup, s->has_draft ? spec_predicted_speedup(alpha, st->mean_gamma, c) : 1.0, target_gbs,
             s->target.kernels->name, pool_size(s->pool), s->has_draft ? s->draft.max_threads : 0,

@@ -20,7 +20,9 @@
 // A rejected draft that, like its correction, starts a new word shows without its leading whitespace. So
 // `for i in` + rejected " range" + the target's " base" prints `for i in [-range-]{+base+}`, and `enum` +
 // rejected "era" + the target's "erate" prints `[-enumera-]{+enumerate+}`. A word is printed once whitespace
-// ends it, so the last word of a round may wait for the next round.
+// ends it, so the last word of a round may wait for the next round. A tree's rejected siblings come one after
+// another, each a mark of its own: `[-range-][-len-]{+base+}`; a word holding a kept sibling after rejected ones
+// is marked too.
 typedef struct {
     FILE *out;
     const Tokenizer *tok;   // NULL: print ids

@@ -16,41 +16,76 @@ static int index_up_to(LookupDrafter *d, const int *context, int n, Err *err) {
 }
 
 // The longest n-gram ending the text that occurred before: its length m, and the continuation copies the text from
-// the position after that occurrence on. Copying on past the end of the committed text continues with the
-// proposal itself (the match's continuation overlaps the suffix: a repeating span is proposed whole).
-int lookup_run(LookupDrafter *d, const int *context, int n, int *run, Err *err) {
+// the position after that occurrence on. For a tree, the latest occurrences of the shorter n-grams ending the text
+// are other candidates, each kept whose continuation starts with a token no longer match's does. The positions after
+// the occurrences kept, longest match first, go to after[0..k) (k ≤ width), the longest match's length to
+// d->last_match (0: none). Returns k, or −1 with err set.
+static int find_matches(LookupDrafter *d, const int *context, int n, int width, int *after, Err *err) {
     d->last_match = 0;
     if (index_up_to(d, context, n, err)) return -1;
-    uint64_t after = 0;
-    int len = n - 1 < d->n_max ? n - 1 : d->n_max;
-    for (; len >= d->n_min; len--)
-        if (bytesmap_get(&d->index, context + n - len, sizeof(int) * len, &after)) break;
-    if (len < d->n_min) return 0;
-    d->last_match = len;
-    for (int i = 0; i < GAMMA_MAX; i++) {
-        const int from = (int)after + i;  // < n + i: committed, or an earlier token of this run
-        run[i] = from < n ? context[from] : run[from - n];
+    int k = 0;
+    for (int len = n - 1 < d->n_max ? n - 1 : d->n_max; len >= d->n_min && k < width; len--) {
+        uint64_t at;
+        if (!bytesmap_get(&d->index, context + n - len, sizeof(int) * len, &at)) continue;
+        bool new_token = true;
+        for (int b = 0; b < k; b++) new_token &= context[after[b]] != context[at];
+        if (!new_token) continue;
+        if (k == 0) d->last_match = len;
+        after[k++] = (int)at;
     }
+    return k;
+}
+
+// The continuation from position after (< n) on, GAMMA_MAX tokens: copying on past the end of the committed text
+// continues with the copy itself (the match's continuation overlaps the suffix: a repeating span is proposed whole).
+static void copy_on(const int *context, int n, int after, int *out) {
+    for (int i = 0; i < GAMMA_MAX; i++) {
+        const int from = after + i;  // < n + i: committed, or an earlier token of this copy
+        out[i] = from < n ? context[from] : out[from - n];
+    }
+}
+
+int lookup_run(LookupDrafter *d, const int *context, int n, int *run, Err *err) {
+    int after;
+    const int found = find_matches(d, context, n, 1, &after, err);
+    if (found <= 0) return found;
+    copy_on(context, n, after, run);
     return GAMMA_MAX;
 }
 
-int lookup_take(Drafter *self, int m, int n_run, int gamma, int *draft) {
+int lookup_take(Drafter *self, int m, int n_run, int depth) {
     const int asked = m > 0 ? self->lookup_gamma[m < LOOKUP_MATCH_SLOTS ? m : LOOKUP_MATCH_SLOTS - 1] : 0;
     int k = n_run < asked ? n_run : asked;
-    k = k < gamma ? k : gamma;
-    memcpy(draft, self->run, sizeof(int) * k);
+    k = k < depth ? k : depth;
     self->match_length = m;
     self->n_run = n_run;
     self->run_proposed = k > 0;
     return k;
 }
 
-static int lookup_propose(Drafter *self, const int *context, int n, int gamma, int *draft, double *q, Err *err) {
+void lookup_tree(DraftTree *tree, int (*branches)[GAMMA_MAX], int m, int depth) {
+    tree->n = 0;
+    for (int level = 0; level < depth; level++)
+        for (int b = 0; b < m; b++) {
+            tree->node[tree->n] = tree_one_hot_child(branches[b][level]);
+            tree->parent[tree->n++] = level == 0 ? -1 : (level - 1) * m + b;
+        }
+}
+
+// The run of the longest match, as much of it as the scheduler asks for its match length (lookup_take); a tree's
+// other branches are as deep.
+static int lookup_propose(Drafter *self, const int *context, int n, TreeShape shape, DraftTree *tree, double *q,
+                          Err *err) {
     (void)q;  // one-hot: no rows
     LookupDrafter *d = (LookupDrafter *)self;
-    const int n_run = lookup_run(d, context, n, self->run, err);
-    if (n_run < 0) return -1;
-    return self->n_one_hot = lookup_take(self, d->last_match, n_run, gamma, draft);
+    int after[TREE_FIRST_WIDTH_MAX], branches[TREE_FIRST_WIDTH_MAX][GAMMA_MAX];
+    const int width = shape.width < 1 ? 1 : shape.width < TREE_FIRST_WIDTH_MAX ? shape.width : TREE_FIRST_WIDTH_MAX;
+    const int m = find_matches(d, context, n, width, after, err);
+    if (m < 0) return -1;
+    for (int b = 0; b < m; b++) copy_on(context, n, after[b], branches[b]);
+    if (m > 0) memcpy(self->run, branches[0], sizeof self->run);
+    lookup_tree(tree, branches, m, lookup_take(self, d->last_match, m > 0 ? GAMMA_MAX : 0, shape.depth));
+    return 0;
 }
 
 static int lookup_prefill(Drafter *self, const int *context, int n, Err *err) {
@@ -59,7 +94,8 @@ static int lookup_prefill(Drafter *self, const int *context, int n, Err *err) {
 
 // The index holds committed tokens only, which rounds never take back; a rollback before them (a new text)
 // starts the index afresh.
-static void lookup_rollback(Drafter *self, int n) {
+static void lookup_rollback(Drafter *self, int n, const int *path, int n_path) {
+    (void)path, (void)n_path;  // nothing cached for the drafts
     LookupDrafter *d = (LookupDrafter *)self;
     if (d->indexed < n) return;
     bytesmap_clear(&d->index);

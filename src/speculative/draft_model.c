@@ -4,35 +4,77 @@
 
 #include "speculative/speculative.h"
 
-// Drafts x_{g+1}..x_k one token at a time after the committed tokens and the g given ones: q_i = adjust(draft
-// logits), x_i ~ q_i, drawn for its position n + i − 1 by the scheduler's rule. The first forward feeds, in one
-// batch, every token the draft has not read yet: the committed tokens since its last use (the whole prompt at
-// first; after plain rounds, all they committed; after a fully accepted round, x_γ and the bonus token) and the
-// given ones. x_k itself is never fed, since the next round may not keep it.
-int model_drafter_extend(ModelDrafter *d, const int *context, int n, int n_given, int gamma, int *draft, double *q,
-                         Err *err) {
-    const int V = d->model->n_vocab, n_ctx = d->model->cfg.n_positions;
-    int n_feed = 0;
-    for (int pos = d->cache.len; pos < n + n_given; pos++) d->feed[n_feed++] = pos < n ? context[pos] : draft[pos - n];
-    const int *feed = d->feed;
-    int k = n_given;
-    for (; k < gamma && d->cache.len + n_feed <= n_ctx; k++) {
-        if (model_forward(d->model, &d->cache, feed, n_feed, d->logits, false, err)) return -1;
-        d->base.calls++;
-        if (d->p_min > 0 && sampling_top_probability(d->logits, V) < d->p_min) break;  // the draft is unsure
-        double *q_k = q + (size_t)k * V;
-        if (sampler_adjust(&d->sampler, q_k, d->logits))
-            return err_fmt(err, "the draft model produced a NaN or infinite logit at position %d", d->cache.len - 1);
-        draft[k] = spec_draw(d->params, q_k, V, n + k, DRAW_DRAFT);
-        feed = &draft[k];
-        n_feed = 1;
-    }
-    return k;
+static int max_width(const SpecParams *params) { return params->tree_width > 1 ? params->tree_width : 1; }
+
+// Adds a node to the tree.
+static void add_node(DraftTree *tree, TreeChild child, int parent) {
+    tree->node[tree->n] = child;
+    tree->parent[tree->n++] = parent;
 }
 
-static int model_propose(Drafter *self, const int *context, int n, int gamma, int *draft, double *q, Err *err) {
-    self->n_one_hot = 0;
-    return model_drafter_extend((ModelDrafter *)self, context, n, 0, gamma, draft, q, err);
+// The first level the model draws: up to `width` children of `parent` from q, the draft's distribution at
+// `position` (its logits: greedy), drawn as tree.h says the accept step expects them — one child is the chain's
+// draft, x ~ q (tree_draw_child is spec_draw for it); several are the W most likely when greedy (q is one-hot
+// there), else W draws from q without replacement (under coupling, q's Gumbel top-W).
+static void draw_first_level(ModelDrafter *d, DraftTree *tree, const float *logits, const double *q, int parent,
+                             int width, int position) {
+    const int V = d->model->n_vocab;
+    TreeChild children[TREE_FIRST_WIDTH_MAX];
+    int n = 0;
+    if (width > 1 && d->params->sampling.temperature == 0) n = tree_top_children(logits, V, width, children);
+    else
+        while (n < width && tree_draw_child(d->params, q, V, position, width > 1, children, n, d->scratch) >= 0) n++;
+    for (int k = 0; k < n; k++) add_node(tree, children[k], parent);
+}
+
+// Level by level: the first forward feeds, in one batch, every token the draft has not read yet — the committed
+// tokens since its last use (the whole prompt at first; after plain rounds, all they committed; after a fully
+// accepted round, the last draft and the bonus token) — and its last row gives the q of the first level. Each later
+// level's forward feeds the level drawn last, one row per branch, which sees the committed text and its own path of
+// the tree's rows fed before (model_extend_tree: a chain's newest token is the case of one branch), and gives the q
+// of every branch's next token. Node i's row is first_position + i: the nodes are in breadth-first order. The
+// deepest level is never fed, since the next round may not keep it.
+static int model_propose(Drafter *self, const int *context, int n, TreeShape shape, DraftTree *tree, double *q,
+                         Err *err) {
+    ModelDrafter *d = (ModelDrafter *)self;
+    const int V = d->model->n_vocab, n_ctx = d->model->cfg.n_positions;
+    const int width = shape.width < max_width(d->params) ? shape.width : max_width(d->params);
+    tree->n = 0;
+    d->first_position = n;
+    if (shape.depth < 1 || n > n_ctx) return 0;
+    if (model_forward(d->model, &d->cache, context + d->cache.len, n - d->cache.len, d->logits, false, err)) return -1;
+    d->base.calls++;
+    int frontier = -1, n_frontier = 1, q_rows = 0;  // the nodes of the level just drawn (−1: the newest token)
+    for (int level = 0; level < shape.depth; level++) {
+        if (level > 0) {  // the level drawn last: rows frontier .. frontier + n_frontier − 1
+            if (d->cache.len + n_frontier > n_ctx) break;
+            int token[TREE_MAX_NODES];  // the new rows' tokens
+            for (int i = 0; i < n_frontier; i++) token[i] = tree->node[frontier + i].token;
+            if (model_extend_tree(d->model, &d->cache, n, token, tree->parent, n_frontier, d->logits, err)) return -1;
+            d->base.calls++;
+        }
+        const int from = tree->n;  // the nodes this level adds
+        for (int f = 0; f < n_frontier; f++) {
+            const int node = frontier < 0 ? -1 : frontier + f;
+            const float *logits = d->logits + (size_t)(level == 0 ? 0 : f) * V;
+            if (d->p_min > 0 && sampling_top_probability(logits, V) < d->p_min) continue;  // the draft is unsure
+            double *q_row = q + (size_t)q_rows * V;
+            if (sampler_adjust(&d->sampler, q_row, logits))
+                return err_fmt(err, "the draft model produced a NaN or infinite logit at position %d",
+                               n + level - 1);
+            if (level == 0) {
+                draw_first_level(d, tree, logits, q_row, node, width, n + level);
+            } else {
+                TreeChild child;
+                if (tree_draw_child(d->params, q_row, V, n + level, false, &child, 0, NULL) >= 0)
+                    add_node(tree, child, node);
+            }
+            q_rows++;
+        }
+        if (tree->n == from) break;
+        frontier = from, n_frontier = tree->n - from;
+    }
+    return 0;
 }
 
 static int model_prefill(Drafter *self, const int *context, int n, Err *err) {
@@ -41,8 +83,13 @@ static int model_prefill(Drafter *self, const int *context, int n, Err *err) {
     return model_forward(d->model, &d->cache, context + d->cache.len, n - d->cache.len, d->logits, false, err);
 }
 
-static void model_rollback(Drafter *self, int n) {
+// The accepted path's rows that were fed (the deepest level never is) move to base, base + 1, ... (a chain's are
+// there already); then everything from position n on is forgotten.
+static void model_rollback(Drafter *self, int n, const int *path, int n_path) {
     ModelDrafter *d = (ModelDrafter *)self;
+    int kept = 0;
+    while (kept < n_path && d->first_position + path[kept] < d->cache.len) kept++;
+    if (kept > 0) kv_keep_path(&d->cache, d->first_position, path, kept);
     if (d->cache.len > n) kv_truncate(&d->cache, n);
 }
 
@@ -53,11 +100,12 @@ static int model_check(Drafter *self, const int *context, int n_prefill, Err *er
 
 int model_drafter_init(ModelDrafter *d, Model *draft, const SpecParams *params, float p_min, Err *err) {
     *d = (ModelDrafter){.base = {.prefill = model_prefill, .propose = model_propose, .rollback = model_rollback,
-                                 .check_rollback = model_check, .step_cost = spec_forward_cost(draft, 1)},
-                        .model = draft, .params = params, .p_min = p_min};
-    d->logits = malloc(sizeof(float) * draft->n_vocab);
-    d->feed = malloc(sizeof(int) * draft->cfg.n_positions);
-    if (!d->logits || !d->feed) return err_fmt(err, "out of memory for the draft's logits");
+                                 .check_rollback = model_check, .step_cost = spec_forward_cost(draft, 1),
+                                 .row_cost = spec_forward_cost(draft, 2) - spec_forward_cost(draft, 1)},
+                        .model = draft, .params = params, .p_min = p_min, .max_width = max_width(params)};
+    d->logits = malloc(sizeof(float) * d->max_width * draft->n_vocab);
+    d->scratch = malloc(sizeof(double) * draft->n_vocab);
+    if (!d->logits || !d->scratch) return err_fmt(err, "out of memory for the draft's logits");
     if (sampler_init(&d->sampler, &params->sampling, draft->n_vocab, draft->kernels, err)) return -1;
     return model_kv_init(draft, &d->cache, err);
 }
@@ -67,7 +115,6 @@ void model_drafter_free(ModelDrafter *d) {
     kv_free(&d->cache);
     rollback_check_free(&d->check);
     free(d->logits);
-    free(d->feed);
+    free(d->scratch);
     d->logits = NULL;
-    d->feed = NULL;
 }

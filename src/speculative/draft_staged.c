@@ -2,20 +2,22 @@
 #include "speculative/speculative.h"
 
 // The lookup goes first: a match of at least min_match tokens whose run the scheduler asks for (Drafter.lookup_gamma)
-// gives a run of one-hot drafts; otherwise the draft model drafts, up to the γ the scheduler planned for its drafts
-// (Drafter.model_gamma). Which tokens come from where depends on the committed text and the scheduler's choice
-// before the round only.
-static int staged_propose(Drafter *self, const int *context, int n, int gamma, int *draft, double *q, Err *err) {
+// gives a chain of one-hot drafts; otherwise the draft model drafts, up to the depth the scheduler planned for its
+// drafts (Drafter.model_gamma) — a tree when shape.width > 1. Which tokens come from where depends on the committed
+// text and the scheduler's choice before the round only.
+static int staged_propose(Drafter *self, const int *context, int n, TreeShape shape, DraftTree *tree, double *q,
+                          Err *err) {
     StagedDrafter *d = (StagedDrafter *)self;
     const int n_run = lookup_run(d->lookup, context, n, self->run, err);
     if (n_run < 0) return -1;
     const int m = d->lookup->last_match >= d->min_match ? d->lookup->last_match : 0;
-    int k = self->n_one_hot = lookup_take(self, m, m > 0 ? n_run : 0, gamma, draft);
-    if (k > 0) return k;
-    k = model_drafter_extend(d->model, context, n, 0, gamma < self->model_gamma ? gamma : self->model_gamma, draft,
-                             q, err);
+    const int k = lookup_take(self, m, m > 0 ? n_run : 0, shape.depth);
+    lookup_tree(tree, &self->run, 1, k);
+    if (k > 0) return 0;
+    shape.depth = shape.depth < self->model_gamma ? shape.depth : self->model_gamma;
+    const int rc = d->model->base.propose(&d->model->base, context, n, shape, tree, q, err);
     self->calls = d->model->base.calls;
-    return k;
+    return rc;
 }
 
 static int staged_prefill(Drafter *self, const int *context, int n, Err *err) {
@@ -24,10 +26,11 @@ static int staged_prefill(Drafter *self, const int *context, int n, Err *err) {
     return d->model->base.prefill(&d->model->base, context, n, err);
 }
 
-static void staged_rollback(Drafter *self, int n) {
+static void staged_rollback(Drafter *self, int n, const int *path, int n_path) {
     StagedDrafter *d = (StagedDrafter *)self;
-    d->lookup->base.rollback(&d->lookup->base, n);
-    d->model->base.rollback(&d->model->base, n);
+    d->lookup->base.rollback(&d->lookup->base, n, path, n_path);
+    if (self->run_proposed) n_path = 0;  // the round's nodes were the lookup's: the draft model cached none of them
+    d->model->base.rollback(&d->model->base, n, path, n_path);
 }
 
 static int staged_check(Drafter *self, const int *context, int n_prefill, Err *err) {
@@ -38,7 +41,7 @@ static int staged_check(Drafter *self, const int *context, int n_prefill, Err *e
 void staged_drafter_init(StagedDrafter *d, LookupDrafter *lookup, ModelDrafter *model, int min_match) {
     *d = (StagedDrafter){.base = {.prefill = staged_prefill, .propose = staged_propose, .rollback = staged_rollback,
                                   .check_rollback = staged_check, .has_lookup = true, .model_gamma = GAMMA_MAX,
-                                  .step_cost = model->base.step_cost},
+                                  .step_cost = model->base.step_cost, .row_cost = model->base.row_cost},
                          .lookup = lookup, .model = model, .min_match = min_match};
     for (int m = 0; m < LOOKUP_MATCH_SLOTS; m++) d->base.lookup_gamma[m] = GAMMA_MAX;  // every run, till told
 }

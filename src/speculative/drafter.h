@@ -1,7 +1,8 @@
 // drafter.h — where drafts come from: the Drafter interface the scheduler (speculative.c) calls, and the drafters
 // behind it, each in a file of its own:
 //   draft_model.c   a small model, sampled by the scheduler's rule (Leviathan et al. 2023, §2.2);
-//   draft_lookup.c  n-gram lookup over the prompt and the text so far: no model, a deterministic proposal;
+//   draft_lookup.c  n-gram lookup over the prompt and the text so far: no model, a deterministic proposal (a tree:
+//                   the continuations of shorter matches as branches);
 //   draft_staged.c  both: per round, the lookup's run or the draft model's drafts.
 #ifndef SPECDEC_DRAFTER_H
 #define SPECDEC_DRAFTER_H
@@ -10,11 +11,12 @@
 
 #include "model/model.h"
 #include "speculative/sampling.h"
+#include "speculative/tree.h"
 #include "tokenizer/bytesmap.h"
 
 struct SpecParams;
 
-enum { GAMMA_MAX = 16 };  // the most tokens drafted in one round (a verify forward is T = γ + 1 ≤ 17 rows)
+enum { GAMMA_MAX = 16 };  // the most levels drafted in one round (a chain's verify forward is T = γ + 1 ≤ 17 rows)
 
 // The n-gram lengths --lookup matches, and the shortest match whose run the staged drafter (-d … --lookup) takes.
 // Measured on the shipped pair (greedy, γ = 8, 64 tokens, both bench prompt sets): n from 1 gives the most tokens
@@ -24,21 +26,39 @@ enum { GAMMA_MAX = 16 };  // the most tokens drafted in one round (a verify forw
 // 1 .. LOOKUP_MATCH_SLOTS − 1 (longer ones count as the longest).
 enum { LOOKUP_N_MIN = 1, LOOKUP_N_MAX = 4, LOOKUP_STAGED_MIN_MATCH = 2, LOOKUP_MATCH_SLOTS = LOOKUP_N_MAX + 1 };
 
+// A draft tree: what a drafter proposes and the target verifies in one forward; a chain of γ drafts is the tree of
+// width 1. Nodes are in breadth-first order — each level after the one above it, siblings in the order they were
+// drawn — so every node comes after its parent, and the nodes above a level are a prefix of the list.
+enum { TREE_MAX_NODES = TREE_MAX_ROWS - 1 };  // the verify forward feeds the newest committed token too
+
+typedef struct {
+    int n;                                  // nodes
+    TreeChild node[TREE_MAX_NODES];         // token and proposal (tree.h), its q pointing into the q rows given
+                                            // to propose(); NULL: deterministic (a lookup's, a greedy top-W child)
+    int parent[TREE_MAX_NODES];             // an earlier node, or −1: a child of the newest committed token
+} DraftTree;
+
+// What the scheduler asks of a drafter: `width` children at the first level the drafter draws, each continued as a
+// chain, `depth` levels in all — width 1 asks for a chain of γ = depth drafts.
+typedef struct {
+    int depth, width;
+} TreeShape;
+
 // The scheduler calls propose() once per round and rollback() after verification.
 typedef struct Drafter {
     // Optional: reads context[0..n) ahead of the first round (the prompt), so that propose() times are steady.
     int (*prefill)(struct Drafter *self, const int *context, int n, Err *err);
-    // Proposes up to `gamma` tokens continuing the committed tokens context[0..n): ids into draft[0..k), and
-    // their distributions q[i·V .. (i+1)·V) — except for the first n_one_hot of them (set by every call), which
-    // are deterministic: their q_i is one-hot at draft[i], and the scheduler uses it without a row of q.
-    // Returns k (0 ≤ k ≤ gamma; a drafter may stop early), or −1 with err set.
-    int (*propose)(struct Drafter *self, const int *context, int n, int gamma, int *draft, double *q, Err *err);
-    // Forget whatever was cached at positions ≥ n: the tokens there were rejected, or are not yet final.
-    void (*rollback)(struct Drafter *self, int n);
+    // Proposes a tree of at most shape.depth levels continuing the committed tokens context[0..n) (it may stop
+    // early, or propose nothing: tree->n = 0); the distributions its nodes were drawn from go to rows of q
+    // ([rows, V], at most one per node), which the nodes' TreeChild.q point to. Returns 0, or −1 with err set.
+    int (*propose)(struct Drafter *self, const int *context, int n, TreeShape shape, DraftTree *tree, double *q,
+                   Err *err);
+    // After verification: keep what was cached for the nodes path[0..n_path) of the last proposal (the accepted
+    // path, root first), then forget whatever is cached at positions ≥ n (rejected, or not yet final).
+    void (*rollback)(struct Drafter *self, int n, const int *path, int n_path);
     // Optional: checks what the drafter caches after rollback() against the committed tokens context[0..), whose
     // first n_prefill went to prefill() (model_check_rollback). The debug build calls it after every rollback.
     int (*check_rollback)(struct Drafter *self, const int *context, int n_prefill, Err *err);
-    int n_one_hot;          // of the last proposal: how many leading tokens are deterministic (see propose)
     bool has_lookup;        // proposes a lookup's one-hot run (lookup, staged)
     // Set by the scheduler before each propose() (the γ policy's choice of whichever pays more), for a drafter with
     // a lookup: lookup_gamma[m], the most tokens of the lookup's run to propose when its match is m tokens long
@@ -53,6 +73,7 @@ typedef struct Drafter {
     int n_run, match_length;
     bool run_proposed;
     double step_cost;       // one draft token in spec_forward_cost's units (a model's forward; 0: a lookup)
+    double row_cost;        // each further row of a draft forward, in the same units (a tree's level forwards)
     double seconds;         // time spent in propose(), for the cost estimates (the scheduler adds it up)
     int calls;              // draft model forward passes made (a lookup makes none)
 } Drafter;
@@ -64,6 +85,12 @@ typedef struct Drafter {
 // of its logits at temperature 1, whatever the sampling settings) falls below p_min (0 = never). Tokens the draft
 // has not read yet (the text committed while the scheduler decoded plainly, the accepted drafts) are fed in one
 // forward when it is next used: keeping it in sync costs no forward per plain token.
+//
+// A tree (width W > 1): the W children of its first level come from one q row, drawn as the scheduler's rule
+// needs them (tree.h: the W most likely when greedy, W draws without replacement under rejection sampling, the
+// W Gumbel-max winners under coupling), and each is continued as a chain, one forward per level over every
+// branch's newest node (model_extend_tree: each row sees its own path only; a chain is the tree of one branch).
+// rollback() keeps the accepted path's rows (kv_keep_path).
 typedef struct {
     Drafter base;
     Model *model;
@@ -71,19 +98,15 @@ typedef struct {
     Sampler sampler;
     const struct SpecParams *params;    // not owned: sampler and seed
     float p_min;
-    float *logits;          // [V]
-    int *feed;              // [n_positions]: the tokens of one forward
+    int max_width;          // the widest first level it is asked for (SpecParams.tree_width)
+    float *logits;          // [max_width, V]: the rows of one level's forward
+    double *scratch;        // [V]: drawing children without replacement
+    int first_position;     // of the last proposal's first node: node i's row is cached at first_position + i
     RollbackCheck check;    // the debug build's check of `cache` (check_rollback)
 } ModelDrafter;
 
 int model_drafter_init(ModelDrafter *d, Model *draft, const struct SpecParams *params, float p_min, Err *err);
 void model_drafter_free(ModelDrafter *d);
-
-// Drafts up to gamma − n_given tokens after context[0..n) followed by given[0..n_given), into
-// draft[n_given..k) with q rows n_given..k; returns k (n_given when it drafts nothing), or −1 with err set.
-// draft[0..n_given) is `given`, as the staged drafter uses it; propose() is this with n_given = 0.
-int model_drafter_extend(ModelDrafter *d, const int *context, int n, int n_given, int gamma, int *draft, double *q,
-                         Err *err);
 
 // ---- n-gram lookup (draft_lookup.c) -------------------------------------------------------------------------
 
@@ -91,7 +114,10 @@ int model_drafter_extend(ModelDrafter *d, const int *context, int n, int n_given
 // occurred before, and proposes the tokens that followed its latest occurrence — copying on from there, so a
 // repeating span is proposed whole. Deterministic (one-hot q), costs no forward. The index maps every n-gram of
 // the committed text (as its token ids' bytes, hashed with xxHash) to the position after its latest occurrence.
-// It proposes as much of the run as the scheduler asks for a match of its length (Drafter.lookup_gamma).
+// It proposes as much of the run as the scheduler asks for a match of its length (Drafter.lookup_gamma). A tree
+// (shape.width > 1): the latest occurrences of the shorter n-grams ending the text are other candidates; those whose
+// continuation starts with a token no longer match's does become branches beside the run, up to the width, each a
+// chain as deep as the run proposed.
 typedef struct {
     Drafter base;
     int n_min, n_max;
@@ -107,16 +133,21 @@ void lookup_drafter_free(LookupDrafter *d);
 // longest match (d->last_match long), or 0 when nothing matches; −1 with err set.
 int lookup_run(LookupDrafter *d, const int *context, int n, int *run, Err *err);
 
-// Of a run self->run[0..n_run) found after a match of m tokens, proposes into draft[0..k) as much as the scheduler
-// asks (Drafter.lookup_gamma, and at most gamma), and records it (match_length, n_run, run_proposed); returns k.
-int lookup_take(Drafter *self, int m, int n_run, int gamma, int *draft);
+// Of a run self->run[0..n_run) found after a match of m tokens, how much to propose: as much as the scheduler asks
+// (Drafter.lookup_gamma, and at most depth); records it (match_length, n_run, run_proposed) and returns it, k.
+int lookup_take(Drafter *self, int m, int n_run, int depth);
+
+// The one-hot tree of m branches, branch b the chain branches[b][0..depth), breadth-first (branch b's node at level
+// l is l·m + b); m = 1: a chain.
+void lookup_tree(DraftTree *tree, int (*branches)[GAMMA_MAX], int m, int depth);
 
 // ---- the lookup or the draft model, by turns (draft_staged.c) ----------------------------------------------
 
 // Lookup and the draft model, round by round whichever is predicted to pay more: the lookup's run from a match of
 // at least min_match tokens, as much of it as the scheduler asks for a match of its length (Drafter.lookup_gamma:
 // the γ policy learns how often each length's drafts are kept), else the draft model's drafts, up to
-// Drafter.model_gamma. The draft model reads the tokens a run committed in the batch that catches it up.
+// Drafter.model_gamma — a tree when the scheduler asks for one (a run stays a chain). The draft model reads the
+// tokens a run committed in the batch that catches it up.
 typedef struct {
     Drafter base;
     LookupDrafter *lookup;  // not owned

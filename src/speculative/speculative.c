@@ -33,16 +33,18 @@ double spec_residual(double *residual, const double *p, const double *q, int V) 
     return mass;
 }
 
-// Σ_x min(p(x), q(x)): the probability that a draft from q is accepted, β in the paper (its mean is α).
-// Lane j sums x ≡ j (mod 4): four dependency chains in flight instead of one.
-static double overlap(const double *p, const double *q, int V) {
-    double part[4] = {0};
-    for (int x = 0; x < V; x++) part[x % 4] += p[x] < q[x] ? p[x] : q[x];
-    return (part[0] + part[2]) + (part[1] + part[3]);
-}
-
 double spec_expected_tokens(double alpha, double gamma) {
     return alpha < 1.0 ? (1.0 - pow(alpha, gamma + 1)) / (1.0 - alpha) : gamma + 1;
+}
+
+double spec_tree_expected_tokens(double first_alpha, double alpha, int depth) {
+    return depth > 0 ? 1.0 + first_alpha * spec_expected_tokens(alpha, depth - 1) : 1.0;
+}
+
+double spec_expected_tokens_by_level(const double *accept, int depth) {
+    double tokens = 1.0, reach = 1.0;
+    for (int level = 1; level <= depth; level++) tokens += reach *= accept[level];
+    return tokens;
 }
 
 double spec_predicted_speedup(double alpha, double gamma, double c) {
@@ -70,8 +72,17 @@ double spec_predicted_speedup(double alpha, double gamma, double c) {
 // only its verification's extra tokens, and the prior is enough.
 // Where the choice of γ could change the output (SpecParams), t_draft and t_target come from spec_forward_cost
 // instead of measurements, so that they are the same on every run.
+//
+// Trees (--tree-width W, --tree): a tree of depth γ whose first level has W children, each continued as a chain,
+// has W·γ nodes and yields E = 1 + a_W (1 + α + … + α^{γ−1}) tokens (spec_tree_expected_tokens), a_W the
+// probability that one of W children is kept — learned per width from the rounds that drew W, starting from a
+// prior below W independent tries (first_alpha) — at the cost of γ draft forwards over the tree so far and a
+// verification of T = W·γ + 1 tokens. With --tree the widths 1..W compete on that rate, so a tree is chosen only
+// where the measured verification cost of its T leaves it ahead of the chain. A lookup tree's first branch is the
+// run, whose drafts teach α as above; its other branches, continuations of shorter matches, teach a_W at the first
+// level and α_next below it.
 
-enum { T_SLOTS = GAMMA_MAX + 2 };
+enum { T_SLOTS = TREE_MAX_ROWS + 1 };
 
 // Whose drafts α learns from: the draft model's (SAMPLED); a lookup run's first after a match of m tokens (source
 // m), or of any length (LOOKUP_FIRST); a lookup run's later ones (LOOKUP_NEXT).
@@ -80,10 +91,14 @@ enum { SAMPLED = 0, LOOKUP_FIRST = LOOKUP_MATCH_SLOTS, LOOKUP_NEXT, N_SOURCES };
 typedef struct {
     double alpha[N_SOURCES];    // running means of the acceptance probability (Σ min(p, q) under rejection)
     double draft_step;          // seconds per draft forward (running mean)
+    double tree_draft_step[TREE_FIRST_WIDTH_MAX + 1];  // ... of a tree of that width (0 = not measured)
+    double first_alpha[TREE_FIRST_WIDTH_MAX + 1];      // a_W: P(one of W first-level children is kept), running means
+    int n_first[TREE_FIRST_WIDTH_MAX + 1];             // the levels of W ≥ 2 children it has learned from
     bool draft_step_known;      // measured, or 0 by nature (a lookup's proposals cost no forward)
     double target[T_SLOTS];     // seconds per target forward of T tokens (running means; 0 = not measured)
     bool modelled;              // plan with the cost model below, not with the measurements above
     double model_draft_step, model_target[T_SLOTS];  // spec_forward_cost: the drafter's step, the target's T
+    double model_draft_row;     // ... a further row of a draft forward (a tree's level forwards feed W)
     int heuristic_gamma;
     int plain_streak;           // GAMMA_AUTO: rounds in a row it chose plain decoding
     int n_alpha[N_SOURCES];     // drafts α has learned from
@@ -161,18 +176,74 @@ double spec_forward_cost(const Model *m, int T) {
 // plain rounds committed in one batch when it is next used (draft_model.c): a plain round costs no draft forward.
 static double verify_time(const GammaState *g, int T) { return g->modelled ? g->model_target[T] : target_time(g, T); }
 
-// The γ (0: plain decoding) that maximises rate(γ) for drafts at t_draft each, of which the first is kept with
-// probability alpha_first and each later one with alpha_next; *rate gets it. Verifying γ + 1 tokens is taken to cost
-// at least a plain step: a noisy measurement must not make drafting look free.
-static int best_gamma(const GammaState *g, double alpha_first, double alpha_next, double draft_step, double *rate) {
+// a_W: learned, or before any tree of width W was drawn, 1 − (1 − α)(1 − α/2)^{W−1}: each further child halves
+// the odds of being kept against the first — W independent tries (1 − (1 − α)^W) promise far more than the residual
+// left after a rejection gives; the trees suite measured on the shipped pair, temperature 1, depth 4: a_1 = 0.77,
+// a_2 = 0.83, a_3 = 0.89, a_4 = 0.91 (this: 0.86, 0.91, 0.95; independent tries: 0.95, 0.99, 1.00).
+static double first_alpha(const GammaState *g, int width, double alpha) {
+    return width == 1              ? alpha
+           : g->n_first[width] ? g->first_alpha[width]
+                               : 1.0 - (1.0 - alpha) * pow(1.0 - alpha / 2, width - 1);
+}
+
+// a_W learns as α does (learn_alpha), from a level of W children: kept or not.
+static void learn_first_alpha(GammaState *g, int width, double alpha, bool kept) {
+    if (width < 2 || width > TREE_FIRST_WIDTH_MAX) return;  // (a wider level comes from no drafter here)
+    if (g->n_first[width] == 0) g->first_alpha[width] = first_alpha(g, width, alpha);
+    const int n = ++g->n_first[width];
+    const double weight = 1.0 / (n + 1) > EMA ? 1.0 / (n + 1) : EMA;
+    g->first_alpha[width] += weight * (kept - g->first_alpha[width]);
+}
+
+// The seconds (or cost units) of one draft forward of a tree of this width: measured, else the chain's.
+static double draft_step_of(const GammaState *g, int width) {
+    if (g->modelled) return g->model_draft_step;
+    return width > 1 && g->tree_draft_step[width] > 0 ? g->tree_draft_step[width] : g->draft_step;
+}
+
+// The time of drafting `depth` levels at draft_step per level forward; with the cost model, a tree's level forwards
+// after the first feed W rows (draft_model.c), (γ − 1)(W − 1) rows beyond one each.
+static double draft_time(const GammaState *g, int width, int depth, double draft_step) {
+    const double extra_rows = (depth - 1) * (width - 1.0);
+    return width > 1 && g->modelled ? depth * draft_step + extra_rows * g->model_draft_row : depth * draft_step;
+}
+
+// The depth γ (0: plain decoding) that maximises rate for a tree of `width` (1: a chain) whose first drafted level
+// is kept with probability a_W (first_alpha of alpha_first: alpha_first itself for a chain) and each later draft
+// with alpha_next, at draft_step per level — or only γ = fixed_depth when that is > 0; *rate gets it. Verifying T
+// tokens is taken to cost at least a plain step: a noisy measurement must not make drafting look free.
+static int best_depth(const GammaState *g, int width, double alpha_first, double alpha_next, double draft_step,
+                      int fixed_depth, double *rate) {
     int best = 0;
-    const double plain_step = verify_time(g, 1);
-    *rate = 1.0 / plain_step;
-    for (int gamma = 1; gamma <= GAMMA_MAX; gamma++) {
-        const double t_verify = verify_time(g, gamma + 1) > plain_step ? verify_time(g, gamma + 1) : plain_step;
-        const double tokens = 1.0 + alpha_first * spec_expected_tokens(alpha_next, gamma - 1);
-        const double r = tokens / (gamma * draft_step + t_verify);
-        if (r > *rate) best = gamma, *rate = r;
+    const double plain_step = verify_time(g, 1), a_first = first_alpha(g, width, alpha_first);
+    *rate = fixed_depth > 0 ? 0 : 1.0 / plain_step;
+    for (int depth = fixed_depth > 0 ? fixed_depth : 1; depth <= (fixed_depth > 0 ? fixed_depth : GAMMA_MAX);
+         depth++) {
+        const int T = width * depth + 1;
+        if (T > TREE_MAX_ROWS) break;
+        const double t_verify = verify_time(g, T) > plain_step ? verify_time(g, T) : plain_step;
+        const double tokens = spec_tree_expected_tokens(a_first, alpha_next, depth);
+        const double r = tokens / (draft_time(g, width, depth, draft_step) + t_verify);
+        if (r > *rate) best = depth, *rate = r;
+    }
+    return best;
+}
+
+// The widest first level a tree may have (SpecParams.tree_width).
+static int widest(const SpecParams *params) { return params->tree_width > 1 ? params->tree_width : 1; }
+
+// The best shape over the widths allowed — every width up to the widest with --tree, else the widest only — for
+// drafts of one source (the model's, whose levels cost a draft step; a lookup's, which cost none) kept with
+// probabilities alpha_first, alpha_next (best_depth), at depth fixed_depth when > 0.
+static TreeShape best_shape(const SpecParams *params, const GammaState *g, bool model, double alpha_first,
+                            double alpha_next, int fixed_depth, double *rate) {
+    TreeShape best = {fixed_depth, params->tree_auto ? 1 : widest(params)};
+    *rate = -1;
+    for (int width = params->tree_auto ? 1 : widest(params); width <= widest(params); width++) {
+        double r;
+        const double step = model ? draft_step_of(g, width) : 0;
+        const int depth = best_depth(g, width, alpha_first, alpha_next, step, fixed_depth, &r);
+        if (r > *rate) best = (TreeShape){depth, width}, *rate = r;
     }
     return best;
 }
@@ -185,48 +256,69 @@ static void ask_drafter(Drafter *drafter, int lookup_gamma, int model_gamma) {
     drafter->run_proposed = false;
 }
 
-static int choose_gamma(const SpecParams *params, GammaState *g, Drafter *drafter) {
-    if (!drafter) return 0;
+// The shape of the next round. A drafter with a lookup is told, per match length, how deep a run to propose
+// (Drafter.lookup_gamma: a chain beside the staged drafter's model, the first branch of a lookup tree) and how deep
+// the model's drafts go when no run is proposed (Drafter.model_gamma); the shape's width is the model's tree's
+// (staged: a lookup run stays a chain), or the lookup tree's, chosen on the lookup's α of any match length.
+static TreeShape choose_shape(const SpecParams *params, GammaState *g, Drafter *drafter) {
+    TreeShape shape = {0, 1};
+    if (!drafter) return shape;
     g->probing = false;
+    const bool has_model = drafter->step_cost > 0;
+    const bool measured = g->modelled || (g->target[1] > 0 && g->draft_step_known);
+    const double alpha_first = has_model ? g->alpha[SAMPLED] : g->alpha[LOOKUP_FIRST];
+    const double alpha_next = has_model ? g->alpha[SAMPLED] : g->alpha[LOOKUP_NEXT];
+    double rate;
     if (params->policy != GAMMA_AUTO) {
-        const int gamma = params->policy == GAMMA_FIXED ? params->gamma : g->heuristic_gamma;
-        ask_drafter(drafter, gamma, gamma);
-        return gamma;
+        shape.depth = params->policy == GAMMA_FIXED ? params->gamma : g->heuristic_gamma;
+        if (params->tree_auto && measured)
+            shape.width = best_shape(params, g, has_model, alpha_first, alpha_next, shape.depth, &rate).width;
+        else if (!params->tree_auto) shape.width = widest(params);
+        ask_drafter(drafter, shape.depth, shape.depth);
+        return shape;
     }
     ask_drafter(drafter, 0, 0);
-    if (!g->modelled && g->target[1] <= 0) return 0;
-    const bool has_model = drafter->step_cost > 0;
-    if (has_model && !g->modelled && !g->draft_step_known) return drafter->model_gamma = 4;  // the step measured
+    if (!g->modelled && g->target[1] <= 0) return shape;
+    if (has_model && !g->modelled && !g->draft_step_known) {  // the draft model's step is what is measured
+        drafter->model_gamma = 4;
+        return (TreeShape){4, params->tree_auto ? 1 : widest(params)};
+    }
     double model_rate = 1.0 / verify_time(g, 1);  // plain decoding's, where there is no model or it does not pay
-    int gamma = 0;
     if (has_model) {
-        const double draft_step = g->modelled ? g->model_draft_step : g->draft_step;
-        gamma = best_gamma(g, g->alpha[SAMPLED], g->alpha[SAMPLED], draft_step, &model_rate);
-        g->plain_streak = gamma == 0 ? g->plain_streak + 1 : 0;
-        g->probing = gamma == 0 && g->plain_streak % (8 << g->probe_misses) == 0;
-        drafter->model_gamma = gamma = g->probing ? 1 : gamma;
+        shape = best_shape(params, g, true, alpha_first, alpha_next, 0, &model_rate);
+        g->plain_streak = shape.depth == 0 ? g->plain_streak + 1 : 0;
+        g->probing = shape.depth == 0 && g->plain_streak % (8 << g->probe_misses) == 0;
+        if (g->probing) shape = (TreeShape){1, 1};
+        drafter->model_gamma = shape.depth;
     }
-    if (!drafter->has_lookup) return gamma;
-    const int evidence = gamma > 0 ? LOOKUP_EVIDENCE : 0;  // to take the model's place; plain decoding's, none
+    if (!drafter->has_lookup) return shape;
+    if (!has_model) shape.width = best_shape(params, g, false, alpha_first, alpha_next, 0, &rate).width;
+    const int lookup_width = has_model ? 1 : shape.width;
+    const int evidence = shape.depth > 0 ? LOOKUP_EVIDENCE : 0;  // to take the model's place; plain decoding's, none
     for (int m = 1; m < LOOKUP_MATCH_SLOTS && g->n_alpha[LOOKUP_FIRST] >= evidence; m++) {
-        const double alpha_first = g->alpha[g->n_alpha[m] > 0 && g->n_alpha[m] >= evidence ? m : LOOKUP_FIRST];
+        const double alpha_m = g->alpha[g->n_alpha[m] > 0 && g->n_alpha[m] >= evidence ? m : LOOKUP_FIRST];
         double lookup_rate;
-        const int lookup_gamma = best_gamma(g, alpha_first, g->alpha[LOOKUP_NEXT], 0, &lookup_rate);
+        const int lookup_gamma =
+            best_depth(g, lookup_width, alpha_m, g->alpha[LOOKUP_NEXT], 0, 0, &lookup_rate);
         drafter->lookup_gamma[m] = lookup_gamma > 0 && lookup_rate >= model_rate ? lookup_gamma : 0;
-        gamma = gamma > drafter->lookup_gamma[m] ? gamma : drafter->lookup_gamma[m];
+        shape.depth = shape.depth > drafter->lookup_gamma[m] ? shape.depth : drafter->lookup_gamma[m];
     }
-    return gamma > 0 ? gamma : 1;  // the lookup is asked every round: what it finds teaches α
+    shape.depth = shape.depth > 0 ? shape.depth : 1;  // the lookup is asked every round: what it finds teaches α
+    return shape;
 }
 
 // ---- the scheduler: one round of Algorithm 1 ---------------------------------------------------------------
 //
-// A round is the paper's steps, each a function below:
-//   0. choose γ                     next_gamma
-//   1. draft x_1..x_k ~ q_1..q_k    draft
-//   2. verify: p_1..p_{k+1}         verify
-//   3. accept x_i, or               accept_or_resample (accept_rejection / accept_coupled)
-//   4. resample at the first rejection, else draw the bonus from p_{k+1}
-//   5. commit and roll back         commit_and_roll_back
+// A round is the paper's steps, each a function below, over a draft tree — a chain of γ drafts is the tree of
+// width 1, and the same code runs it:
+//   0. choose γ (and the tree's width)  next_shape
+//   1. draft x_1..x_k ~ q_1..q_k        draft: a tree of k nodes, each drawn from its q (or deterministic)
+//   2. verify: p at every node          verify: one target forward over [newest committed token, nodes] under
+//                                       the tree mask (model_forward_tree); p of the token after each node
+//   3. accept x_i, or                   accept_or_resample: from the root down, at each node its children in the
+//   4. resample at the first rejection, order drawn (accept_at_node: Algorithm 1's test for one child; for
+//      else draw the bonus              several, recursive rejection sampling over them); the bonus after a leaf
+//   5. commit and roll back             commit_and_roll_back: the accepted path's rows kept (kv_keep_path)
 // Each step writes what it decided into the round's record (Round); the statistics, the γ policy's
 // measurements, the trace and --show's callbacks read the record afterwards (record_round).
 
@@ -238,15 +330,25 @@ enum { CHECK_ROLLBACKS = 0 };
 
 // One round, as it happened.
 typedef struct {
-    int gamma;                          // asked of the drafter
-    int k, n_one_hot;                   // drafted x_1..x_k, of which the first n_one_hot deterministic
-    int tokens[GAMMA_MAX + 1];          // [newest committed token, x_1..x_k]: what the target verifies
-    double p_x[GAMMA_MAX], q_x[GAMMA_MAX];  // p_i(x_i), q_i(x_i)
-    double r[GAMMA_MAX];                // rejection's acceptance numbers
-    double overlap[GAMMA_MAX];          // β_i = Σ_x min(p_i, q_i) (p_i(x_i) for a one-hot q_i)
-    double learned[GAMMA_MAX];          // what α learns from x_i: β_i, or under coupling, the outcome
-    int n_verified;                     // drafts the accept rule looked at: the accepted ones and a rejected one
+    TreeShape shape;                    // asked of the drafter
+    DraftTree tree;                     // drafted: tree.n nodes (k), of depth `depth`
+    int depth, width, n_one_hot;        // the tree's levels, most children of a node; its nodes with a one-hot q
+    int level[TREE_MAX_NODES];          // of each node (0: a child of the newest committed token)
+    bool first_branch[TREE_MAX_NODES];  // each node: every node on its path is its parent's first child (a run)
+    int base;                           // the target cache's length before verification
+    int tokens[TREE_MAX_ROWS];          // [newest committed token, the nodes' tokens]: what the target verifies
+    int parent[TREE_MAX_ROWS];          // row i's parent row in that batch (−1 for row 0; node j is row j + 1)
+    // The children the accept rule looked at, in order: at each node of the accepted path, those it tried.
+    int tried[TREE_MAX_NODES];          // nodes
+    double p_x[TREE_MAX_NODES], q_x[TREE_MAX_NODES];  // p(x), q(x) of each (p after the earlier siblings' rejection)
+    double r[TREE_MAX_NODES];           // rejection's acceptance numbers
+    double overlap[TREE_MAX_NODES];     // β = Σ_x min(p, q) (p(x) for a one-hot q)
+    double learned[TREE_MAX_NODES];     // what α learns from it: β, or under coupling, the outcome
+    int n_verified;                     // children tried
+    int path[GAMMA_MAX];                // the accepted nodes, root first
     int n_accepted, next;               // kept drafts; the target's token after them
+    int wide_width, wide_kept;          // the widest level tried (children), and whether one of them was kept
+    int n_sibling_kept;                 // kept children that were not their node's first
     TokenKind kind;                     // of next: TOKEN_BONUS, _RESAMPLED, or _TARGET (plain decoding)
     double residual_mass;               // Σ max(0, p − q) at the rejection
     int n_committed;                    // of x_1..x_{n_accepted}, next: committed (end-of-text and -n stop early)
@@ -263,98 +365,127 @@ typedef struct {
     Sampler sampler;
     KVCache cache;                      // the target's: the committed tokens but the newest
     RollbackCheck check;                // the debug build's (CHECK_ROLLBACKS)
-    float *logits;                      // [γ + 1, V]
-    double *p;                          // [γ + 1, V]
-    double *q;                          // [γ, V]
-    double *residual;                   // [V]
+    int max_nodes;                      // the most nodes a tree of this run has (GAMMA_MAX for a chain)
+    float *logits;                      // [max_nodes + 1, V]
+    double *p;                          // [max_nodes + 1, V]: the rows the accept rule reached, adjusted
+    double *q;                          // [max_nodes, V]
+    double *scratch;                    // [3V]: the accept step's (tree_accept)
     int *context;                       // the committed tokens: prompt and emitted
     int n, n_prompt;                    // committed tokens; of them the prompt's
     int *out;                           // the emitted tokens
     bool done;                          // end-of-text or -n reached
     GammaState g;
-    double alpha_sum, gamma_sum;        // Σ learned α over verified drafts; Σ k over rounds
-    int rounds_by_gamma[GAMMA_MAX + 1];
+    double alpha_sum, gamma_sum;        // Σ learned α over verified drafts; Σ depth over rounds
+    int rounds_by_shape[TREE_FIRST_WIDTH_MAX + 1][GAMMA_MAX + 1];
+    int wide_tried[TREE_FIRST_WIDTH_MAX + 1], wide_kept[TREE_FIRST_WIDTH_MAX + 1];  // levels of W ≥ 2 children; kept
     SpecStats *stats;
 } Scheduler;
 
-// 0. γ: by policy, but never beyond the tokens still wanted or the context left.
-static int next_gamma(Scheduler *s) {
-    int gamma = choose_gamma(s->params, &s->g, s->drafter);
-    const int room = s->n_ctx - s->cache.len - 1, wanted = s->params->max_tokens - s->stats->generated - 1;
-    gamma = gamma < room ? gamma : room;
-    gamma = gamma < wanted ? gamma : wanted;
-    return gamma < GAMMA_MAX ? gamma : GAMMA_MAX;
+// 0. The tree's shape: by policy, but no deeper than the tokens still wanted, and no more nodes than the context
+// left holds.
+static TreeShape next_shape(Scheduler *s) {
+    TreeShape shape = choose_shape(s->params, &s->g, s->drafter);
+    int room = s->n_ctx - s->cache.len - 1;
+    const int wanted = s->params->max_tokens - s->stats->generated - 1;
+    room = room < s->max_nodes ? room : s->max_nodes;
+    shape.depth = shape.depth < wanted ? shape.depth : wanted;
+    shape.depth = shape.depth < GAMMA_MAX ? shape.depth : GAMMA_MAX;
+    shape.depth = shape.depth > 0 ? shape.depth : 0;
+    if (shape.width * shape.depth > room)  // a narrower tree, down to the chain, if the context allows no other
+        shape = room / shape.width > 0 ? (TreeShape){room / shape.width, shape.width}
+                                       : (TreeShape){shape.depth < room ? shape.depth : room, 1};
+    return shape;
 }
 
-// 1. Draft x_1..x_k ~ q_1..q_k continuing the committed tokens.
+// 1. Draft a tree of nodes x_i ~ q_i continuing the committed tokens.
 static int draft(Scheduler *s, Round *r, Err *err) {
-    if (r->gamma == 0) return 0;
+    r->tree.n = 0;
+    if (r->shape.depth == 0) return 0;
     const int calls = s->drafter->calls;
-    if ((r->k = s->drafter->propose(s->drafter, s->context, s->n, r->gamma, r->tokens + 1, s->q, err)) < 0) return -1;
-    r->n_one_hot = s->drafter->n_one_hot < r->k ? s->drafter->n_one_hot : r->k;
+    if (s->drafter->propose(s->drafter, s->context, s->n, r->shape, &r->tree, s->q, err)) return -1;
+    int depth[TREE_MAX_NODES], children[TREE_MAX_ROWS] = {0};  // of each node; of each row (node j: row j + 1)
+    for (int i = 0; i < r->tree.n; i++) {
+        const int parent = r->tree.parent[i];
+        depth[i] = parent < 0 ? 1 : depth[parent] + 1;
+        r->depth = depth[i] > r->depth ? depth[i] : r->depth;
+        r->width = ++children[parent + 1] > r->width ? children[parent + 1] : r->width;
+        r->level[i] = depth[i] - 1;
+        r->first_branch[i] = children[parent + 1] == 1 && (parent < 0 || r->first_branch[parent]);
+        r->n_one_hot += !r->tree.node[i].q;
+    }
     r->draft_calls = s->drafter->calls - calls;
     return 0;
 }
 
-// 2. Verify: one target forward over [newest committed token, x_1..x_k] gives p_1..p_{k+1}.
+// 2. Verify: one target forward over [newest committed token, x_1..x_k] under the tree mask gives the logits of the
+// token after each (p_1..p_{k+1} for a chain); accept_or_resample adjusts the rows it reaches (target_probs).
 static int verify(Scheduler *s, Round *r, Err *err) {
     r->tokens[0] = s->context[s->n - 1];
-    if (model_forward(s->target, &s->cache, r->tokens, r->k + 1, s->logits, true, err)) return -1;
-    for (int i = 0; i <= r->k; i++)
-        if (sampler_adjust(&s->sampler, s->p + (size_t)i * s->V, s->logits + (size_t)i * s->V))
-            return err_fmt(err, "the target model produced a NaN or infinite logit at position %d", s->n - 1 + i);
-    return 0;
-}
-
-// 3. (rejection) Keep x_i while r_i < p_i(x_i) / q_i(x_i); 4. at the first rejection the next token comes from the
-// residual norm(max(0, p_i − q_i)) — for a one-hot q_i, p_i without x_i. Returns whether x_i is kept.
-static bool accept_rejection(Scheduler *s, Round *r, int i, const double *p_i, const double *q_i) {
-    const int x = r->tokens[1 + i], position = s->n + i;
-    r->r[i] = uniform_for(s->params, position, DRAW_ACCEPT);
-    if (r->r[i] < spec_accept_probability(r->p_x[i], r->q_x[i])) return true;
-    if (i < r->n_one_hot) {
-        memcpy(s->residual, p_i, sizeof(double) * s->V);
-        r->residual_mass = 1.0 - s->residual[x];
-        s->residual[x] = 0.0;
-    } else {
-        r->residual_mass = spec_residual(s->residual, p_i, q_i, s->V);
+    r->parent[0] = -1;
+    for (int i = 0; i < r->tree.n; i++) {
+        r->tokens[1 + i] = r->tree.node[i].token;
+        r->parent[1 + i] = r->tree.parent[i] + 1;
     }
-    r->next = sampling_draw(s->residual, s->V, uniform_for(s->params, position, DRAW_RESIDUAL));
-    return false;
+    r->base = s->cache.len;
+    return model_forward_tree(s->target, &s->cache, r->tokens, r->parent, r->tree.n + 1, s->logits, err);
 }
 
-// 3. (coupled) Keep x_i while it is the target's own Gumbel-max token t_i; 4. at the first rejection the next token
-// is t_i. Drafter-invariance: whatever x_i is, the token at this position is t_i. What α learns is P(keep) = p(x)
-// for a one-hot q; for a sampled draft there is no cheap closed form, so the outcome stands in.
-static bool accept_coupled(Scheduler *s, Round *r, int i, const double *p_i) {
-    const int t = sampling_gumbel_max(p_i, s->V, s->params->seed, (uint64_t)(s->n + i));
-    const bool keep = r->tokens[1 + i] == t;
-    if (i >= r->n_one_hot) r->learned[i] = keep;
-    if (!keep) r->next = t;
-    return keep;
+// p after `node` (−1: after the newest committed token): the target's adjusted distribution of verify's row.
+static const double *target_probs(Scheduler *s, int node, int position, Err *err) {
+    double *p = s->p + (size_t)(node + 1) * s->V;
+    if (sampler_adjust(&s->sampler, p, s->logits + (size_t)(node + 1) * s->V)) {
+        err_fmt(err, "the target model produced a NaN or infinite logit at position %d", position);
+        return NULL;
+    }
+    return p;
 }
 
-// 3 and 4: the accepted prefix x_1..x_{n_accepted} and the next token, the residual's or the target's at the first
-// rejection, else the bonus token from p_{k+1} (plain decoding: the target's token from p_1).
-static void accept_or_resample(Scheduler *s, Round *r) {
-    r->next = -1;
-    r->kind = r->k > 0 ? TOKEN_BONUS : TOKEN_TARGET;
-    for (int i = 0; i < r->k; i++) {
-        const double *p_i = s->p + (size_t)i * s->V, *q_i = s->q + (size_t)i * s->V;
-        const bool one_hot = i < r->n_one_hot;
-        r->p_x[i] = p_i[r->tokens[1 + i]];
-        r->q_x[i] = one_hot ? 1.0 : q_i[r->tokens[1 + i]];
-        r->overlap[i] = r->learned[i] = one_hot ? r->p_x[i] : overlap(p_i, q_i, s->V);
-        r->n_verified++;
-        const bool keep = s->params->sampler == SAMPLER_COUPLED ? accept_coupled(s, r, i, p_i)
-                                                                : accept_rejection(s, r, i, p_i, q_i);
-        if (!keep) {
-            r->kind = TOKEN_RESAMPLED;
-            break;
+// 3 and 4 at one node, whose target distribution is p at `position`: its children c_1..c_m, tried in the order they
+// were drawn (tree_accept: Algorithm 1's test for one child, recursive rejection sampling over several; under
+// coupling the target's own Gumbel-max token chooses) — m = 0 draws the bonus token. Returns the kept child, or −1
+// with r->next the token drawn. What α learns of each child tried is β = Σ min(p_k, q_k) (p_k(x) for a one-hot
+// child); under coupling, for a sampled child, which has no cheap closed form, the outcome stands in.
+static int accept_at_node(Scheduler *s, Round *r, const int *children, int m, const double *p, int position,
+                          Err *err) {
+    TreeChild nodes[TREE_WIDTH_MAX];
+    for (int k = 0; k < m; k++) nodes[k] = r->tree.node[children[k]];
+    TreeStep step;
+    if (tree_accept(s->params, p, s->V, position, nodes, m, s->scratch, &step, err)) return -2;
+    for (int k = 0; k < step.n_tried; k++) {
+        const int t = r->n_verified++;
+        r->tried[t] = children[k];
+        r->p_x[t] = step.tried[k].p, r->q_x[t] = step.tried[k].q, r->r[t] = step.tried[k].u;
+        r->overlap[t] = r->learned[t] = step.tried[k].overlap;
+        if (s->params->sampler == SAMPLER_COUPLED && nodes[k].q) r->learned[t] = k == step.accepted;
+        r->residual_mass = step.tried[k].residual_mass;
+    }
+    if (step.accepted >= 0) return children[step.accepted];
+    r->next = step.token;
+    return -1;
+}
+
+// 3 and 4 over the tree: from the root (the newest committed token) down, at each node the accept step over its
+// children; the accepted path x_1..x_{n_accepted}, and the next token — the residual's or the target's at a
+// rejection, else the bonus token from p after the leaf reached (plain decoding: the target's token from p_1).
+static int accept_or_resample(Scheduler *s, Round *r, Err *err) {
+    r->kind = r->tree.n > 0 ? TOKEN_BONUS : TOKEN_TARGET;
+    for (int node = -1;;) {
+        const int position = s->n + r->n_accepted;
+        const double *p = target_probs(s, node, position - 1, err);
+        if (!p) return -1;
+        int children[TREE_WIDTH_MAX], m = 0;
+        for (int i = node + 1; i < r->tree.n && m < TREE_WIDTH_MAX; i++)
+            if (r->tree.parent[i] == node) children[m++] = i;
+        const int kept = accept_at_node(s, r, children, m, p, position, err);
+        if (kept == -2) return -1;
+        if (m > r->wide_width) r->wide_width = m, r->wide_kept = kept >= 0;
+        if (kept < 0) {
+            if (m > 0) r->kind = TOKEN_RESAMPLED;
+            return 0;
         }
-        r->n_accepted++;
+        r->n_sibling_kept += kept != children[0];
+        r->path[r->n_accepted++] = node = kept;
     }
-    if (r->next < 0) r->next = spec_draw(s->params, s->p + (size_t)r->k * s->V, s->V, s->n + r->k, DRAW_TARGET);
 }
 
 // Whether id ends the text: the end-of-text id, or one of a config's list of them.
@@ -365,10 +496,11 @@ static bool is_end_of_text(const SpecParams *params, int id) {
 }
 
 // 5. Commit x_1..x_{n_accepted} and the next token, stopping at the end-of-text id (not emitted) or at max_tokens;
-// then roll both caches back to the committed tokens but the newest, which the next round's verify feeds first.
+// then keep the accepted path's rows in both caches (kv_keep_path: a chain's are in place) and roll them back to
+// the committed tokens but the newest, which the next round's verify feeds first.
 static int commit_and_roll_back(Scheduler *s, Round *r, Err *err) {
     for (int i = 0; i <= r->n_accepted && !s->done; i++) {
-        const int id = i < r->n_accepted ? r->tokens[1 + i] : r->next;
+        const int id = i < r->n_accepted ? r->tree.node[r->path[i]].token : r->next;
         if (is_end_of_text(s->params, id)) {
             s->done = true;
             break;
@@ -377,8 +509,11 @@ static int commit_and_roll_back(Scheduler *s, Round *r, Err *err) {
         r->n_committed++;
         s->done = s->stats->generated == s->params->max_tokens;
     }
+    int rows[GAMMA_MAX + 1] = {0};  // verify's rows of the newest committed token and the accepted path
+    for (int i = 0; i < r->n_accepted; i++) rows[1 + i] = r->path[i] + 1;
+    kv_keep_path(&s->cache, r->base, rows, 1 + r->n_accepted);
     kv_truncate(&s->cache, s->n - 1);
-    if (s->drafter) s->drafter->rollback(s->drafter, s->n - 1);
+    if (s->drafter) s->drafter->rollback(s->drafter, s->n - 1, r->path, r->n_accepted);
     if (!CHECK_ROLLBACKS) return 0;
     // Checked: both caches against a forward over the committed tokens that no rollback touches (rollback_check.c).
     if (model_check_rollback(s->target, &s->cache, &s->check, s->context, s->n_prompt - 1, "target", err)) return -1;
@@ -394,43 +529,57 @@ static int commit_and_roll_back(Scheduler *s, Round *r, Err *err) {
 static int round_end(const Round *r, const SpecParams *params, TokenKind *kind) {
     *kind = r->kind;
     for (int i = 0; i < r->n_accepted; i++)
-        if (is_end_of_text(params, r->tokens[1 + i])) {
+        if (is_end_of_text(params, r->tree.node[r->path[i]].token)) {
             *kind = TOKEN_ACCEPTED;
-            return r->tokens[1 + i];
+            return r->tree.node[r->path[i]].token;
         }
     return r->next;
 }
 
+static void trace_ints(FILE *f, const char *name, const int *v, int n) {
+    fprintf(f, ", \"%s\": [", name);
+    for (int i = 0; i < n; i++) fprintf(f, "%s%d", i ? ", " : "", v[i]);
+    fputc(']', f);
+}
+
+// One JSON line: the tree (its nodes' tokens and parents, −1 for the newest committed token), the children the
+// accept rule tried (nodes) with p(x), q(x) and r of each, and the accepted path (nodes, root first).
 static void trace_round(FILE *f, int round, const Round *r, const SpecParams *params) {
     const bool coupled = params->sampler == SAMPLER_COUPLED;
-    fprintf(f, "{\"round\": %d, \"gamma\": %d, \"drafted\": [", round, r->k);
-    for (int i = 0; i < r->k; i++) fprintf(f, "%s%d", i ? ", " : "", r->tokens[1 + i]);
+    fprintf(f, "{\"round\": %d, \"gamma\": %d, \"width\": %d", round, r->depth, r->width);
+    trace_ints(f, "drafted", r->tokens + 1, r->tree.n);
+    trace_ints(f, "parents", r->tree.parent, r->tree.n);
+    trace_ints(f, "tried", r->tried, r->n_verified);
     const double *columns[3] = {r->p_x, r->q_x, coupled ? NULL : r->r};  // coupling draws no acceptance number
     const char *names[3] = {"p", "q", "r"};
     for (int c = 0; c < 3; c++) {
         if (!columns[c]) continue;
-        fprintf(f, "], \"%s\": [", names[c]);
-        for (int i = 0; i < r->k; i++) fprintf(f, "%s%.6g", i ? ", " : "", columns[c][i]);
+        fprintf(f, ", \"%s\": [", names[c]);
+        for (int i = 0; i < r->n_verified; i++) fprintf(f, "%s%.6g", i ? ", " : "", columns[c][i]);
+        fputc(']', f);
     }
+    trace_ints(f, "path", r->path, r->n_accepted);
     static const char *const kind_names[] = {[TOKEN_ACCEPTED] = "accepted", [TOKEN_REJECTED] = "rejected",
                                              [TOKEN_RESAMPLED] = "resampled", [TOKEN_BONUS] = "bonus",
                                              [TOKEN_TARGET] = "target"};
     TokenKind kind;
     const int token = round_end(r, params, &kind);
-    fprintf(f, "], \"accepted\": %d, \"token\": %d, \"kind\": \"%s\", \"residual_mass\": %.6g}\n", r->n_accepted,
+    fprintf(f, ", \"accepted\": %d, \"token\": %d, \"kind\": \"%s\", \"residual_mass\": %.6g}\n", r->n_accepted,
             token, kind_names[kind], r->residual_mass);
 }
 
-// The committed tokens to --show's callback, as decided: a rejected draft is shown (never emitted) just before the
-// correction that replaces it, as in the paper's Figure 1.
+// The committed tokens to --show's callback, as decided: the children tried and rejected at a node are shown (never
+// emitted) just before the token that took their place — a kept sibling, or the correction — as in the paper's
+// Figure 1.
 static void show_round(const SpecParams *params, const Round *r) {
+    int t = 0;  // the children tried, in order: at each level, rejected ones, then the kept one (or none)
     for (int i = 0; i < r->n_committed; i++) {
-        if (i < r->n_accepted) {
-            params->on_token(params->ctx, r->tokens[1 + i], TOKEN_ACCEPTED);
-            continue;
-        }
-        if (r->kind == TOKEN_RESAMPLED) params->on_token(params->ctx, r->tokens[1 + i], TOKEN_REJECTED);
-        params->on_token(params->ctx, r->next, r->kind);
+        const int kept = i < r->n_accepted ? r->path[i] : -1;
+        for (; t < r->n_verified && r->tried[t] != kept; t++)
+            params->on_token(params->ctx, r->tree.node[r->tried[t]].token, TOKEN_REJECTED);
+        t++;
+        params->on_token(params->ctx, kept >= 0 ? r->tree.node[kept].token : r->next,
+                         kept >= 0 ? TOKEN_ACCEPTED : r->kind);
     }
 }
 
@@ -450,33 +599,49 @@ static void learn_unproposed_run(Scheduler *s, const Round *r) {
 static void record_round(Scheduler *s, const Round *r) {
     SpecStats *st = s->stats;
     GammaState *g = &s->g;
+    const int k = r->tree.n;
+    const bool lookup = s->drafter && s->drafter->run_proposed;  // the round's nodes are the lookup's, else the model's
     st->rounds++;
-    st->drafted += r->k;
+    st->drafted += k;
     st->accepted += r->n_accepted;
-    st->plain_rounds += r->k == 0;
+    st->sibling_accepted += r->n_sibling_kept;
+    st->plain_rounds += k == 0;
+    st->tree_rounds += r->width > 1;
     st->one_hot_drafted += r->n_one_hot;
-    st->one_hot_accepted += r->n_accepted < r->n_one_hot ? r->n_accepted : r->n_one_hot;
     st->target_seconds += r->target_seconds;
-    s->gamma_sum += r->k;
-    s->rounds_by_gamma[r->k]++;
+    s->gamma_sum += r->depth;
+    s->rounds_by_shape[r->width][r->depth]++;
+    st->rounds_by_depth[r->depth]++;
+    for (int level = 1; level <= r->depth; level++) {
+        st->level_reached[level] += r->n_accepted >= level - 1;
+        st->level_kept[level] += r->n_accepted >= level;
+    }
+    for (int i = 0; i < r->n_accepted; i++) st->one_hot_accepted += !r->tree.node[r->path[i]].q;
     for (int i = 0; i < r->n_verified; i++) {
         st->sum_min_pq += r->overlap[i];
         st->n_min_pq++;
         s->alpha_sum += r->learned[i];
-        if (i < r->n_one_hot) learn_lookup_alpha(g, s->drafter->match_length, i, r->learned[i]);
-        else learn_alpha(g, SAMPLED, r->learned[i]);
+        const int node = r->tried[i];
+        if (!lookup) learn_alpha(g, SAMPLED, r->learned[i]);
+        else if (r->first_branch[node] || r->level[node] > 0)  // (a shorter match's first draft: a_W learns it)
+            learn_lookup_alpha(g, s->drafter->match_length, r->level[node], r->learned[i]);
+    }
+    if (r->wide_width >= 2) {
+        s->wide_tried[r->wide_width]++, s->wide_kept[r->wide_width] += r->wide_kept;
+        learn_first_alpha(g, r->wide_width, g->alpha[lookup ? LOOKUP_FIRST : SAMPLED], r->wide_kept);
     }
     if (s->drafter && s->drafter->n_run > 0 && !s->drafter->run_proposed) learn_unproposed_run(s, r);
-    if (g->probing && r->k > 0 && r->n_one_hot == 0)  // the probe was made (not displaced by a lookup run)
+    if (g->probing && k > 0 && !lookup)  // the probe was made (not displaced by a lookup run)
         g->probe_misses = r->n_accepted ? 0 : g->probe_misses < 3 ? g->probe_misses + 1 : 3;
-    running_mean(&g->target[r->k + 1], r->target_seconds);
+    running_mean(&g->target[k + 1], r->target_seconds);
     if (s->drafter) s->drafter->seconds += r->draft_seconds;
     if (r->draft_calls > 0) {
-        running_mean(&g->draft_step, r->draft_seconds / r->draft_calls);
+        running_mean(r->width > 1 ? &g->tree_draft_step[r->width] : &g->draft_step,
+                     r->draft_seconds / r->draft_calls);
         g->draft_step_known = true;
     }
     if (s->params->policy == GAMMA_HEURISTIC) {
-        g->heuristic_gamma += r->n_accepted == r->k && r->k > 0 ? 2 : -1;
+        g->heuristic_gamma += r->n_accepted == r->depth && r->depth > 0 ? 2 : -1;
         g->heuristic_gamma = g->heuristic_gamma < 1           ? 1
                              : g->heuristic_gamma > GAMMA_MAX ? GAMMA_MAX
                                                               : g->heuristic_gamma;
@@ -492,10 +657,17 @@ static void finish_stats(Scheduler *s) {
     st->draft_seconds = s->drafter ? s->drafter->seconds : 0;
     st->target_t1_seconds = target_time(&s->g, 1);
     st->draft_step_seconds = s->g.draft_step;
+    for (int width = 2; width <= TREE_FIRST_WIDTH_MAX && st->draft_step_seconds == 0; width++)
+        st->draft_step_seconds = s->g.tree_draft_step[width];  // a tree's only
     st->mean_gamma = st->rounds ? s->gamma_sum / st->rounds : 0;
     const double alpha = st->n_min_pq ? s->alpha_sum / st->n_min_pq : 0;
-    for (int gamma = 0; gamma <= GAMMA_MAX; gamma++)
-        st->expected_tokens += s->rounds_by_gamma[gamma] * spec_expected_tokens(alpha, gamma);
+    for (int width = 1; width <= TREE_FIRST_WIDTH_MAX; width++) {  // a tree's a_W: the run's rate of kept wide levels
+        const double a_first = s->wide_tried[width] ? (double)s->wide_kept[width] / s->wide_tried[width] : alpha;
+        for (int gamma = 0; gamma <= GAMMA_MAX; gamma++)
+            st->expected_tokens += s->rounds_by_shape[width][gamma] *
+                                   (width == 1 ? spec_expected_tokens(alpha, gamma)
+                                               : spec_tree_expected_tokens(a_first, alpha, gamma));
+    }
     const double forwards = st->target_seconds + st->draft_seconds;
     st->predicted_speedup = forwards > 0 ? st->expected_tokens * st->target_t1_seconds / forwards : 1.0;
 }
@@ -507,7 +679,7 @@ static void scheduler_free(Scheduler *s) {
     free(s->logits);
     free(s->p);
     free(s->q);
-    free(s->residual);
+    free(s->scratch);
     free(s->context);
 }
 
@@ -519,12 +691,14 @@ static int scheduler_init(Scheduler *s, Model *target, Drafter *drafter, const i
                      .stats = stats};
     if (sampler_init(&s->sampler, &params->sampling, V, target->kernels, err)) return -1;
     if (model_kv_init(target, &s->cache, err)) return -1;
-    s->logits = malloc(sizeof(float) * (GAMMA_MAX + 1) * V);
-    s->p = malloc(sizeof(double) * (GAMMA_MAX + 1) * V);
-    s->q = malloc(sizeof(double) * GAMMA_MAX * V);
-    s->residual = malloc(sizeof(double) * V);
+    const int width = params->tree_width > 1 ? params->tree_width : 1;
+    s->max_nodes = width * GAMMA_MAX < TREE_MAX_NODES ? width * GAMMA_MAX : TREE_MAX_NODES;
+    s->logits = malloc(sizeof(float) * (s->max_nodes + 1) * V);
+    s->p = malloc(sizeof(double) * (s->max_nodes + 1) * V);
+    s->q = malloc(sizeof(double) * s->max_nodes * V);
+    s->scratch = malloc(sizeof(double) * 3 * V);
     s->context = malloc(sizeof(int) * ((size_t)n_prompt + params->max_tokens));
-    if (!s->logits || !s->p || !s->q || !s->residual || !s->context)
+    if (!s->logits || !s->p || !s->q || !s->scratch || !s->context)
         return err_fmt(err, "out of memory for the scheduler's buffers");
     memcpy(s->context, prompt, sizeof(int) * n_prompt);
     GammaState *g = &s->g;
@@ -536,6 +710,7 @@ static int scheduler_init(Scheduler *s, Model *target, Drafter *drafter, const i
     g->alpha[LOOKUP_NEXT] = ALPHA_NEXT_PRIOR;
     if (g->modelled) {
         g->model_draft_step = drafter->step_cost;
+        g->model_draft_row = drafter->row_cost;
         for (int T = 1; T < T_SLOTS; T++) g->model_target[T] = spec_forward_cost(target, T);
     }
     return 0;
@@ -561,15 +736,14 @@ int speculative_generate(Model *target, Drafter *drafter, const int *prompt, int
     stats->prefill_seconds = t_decode - t_start;
 
     while (!s.done && stats->generated < params->max_tokens && s.cache.len < s.n_ctx) {
-        Round r = {.gamma = next_gamma(&s)};
+        Round r = {.shape = next_shape(&s), .width = 1};
         const double t0 = now_seconds();
         if (draft(&s, &r, err)) goto done;
         const double t1 = now_seconds();
         if (verify(&s, &r, err)) goto done;
         r.draft_seconds = t1 - t0;
         r.target_seconds = now_seconds() - t1;
-        accept_or_resample(&s, &r);
-        if (commit_and_roll_back(&s, &r, err)) goto done;
+        if (accept_or_resample(&s, &r, err) || commit_and_roll_back(&s, &r, err)) goto done;
         record_round(&s, &r);
     }
     *n_out = stats->generated;

@@ -7,6 +7,12 @@
 // equals the target's greedy output token for token. With no drafter, the same loop is plain decoding. Drafters
 // (drafter.h): a small draft model, n-gram lookup over the text (one-hot q), or the two staged.
 //
+// Token trees (SpecInfer, Miao et al. 2024; SpecParams.tree_width, .tree_auto): the drafter proposes a tree — the
+// draft model's W children of the first level, each continued as a chain; a lookup's shorter matches as branches —
+// which one target forward verifies under a tree mask (model_forward_tree); from the root down, the accept step at
+// each node is recursive rejection sampling over its children (tree.h), so the output keeps the target's
+// distribution, and the caches keep the accepted path (kv_keep_path). A chain is the tree of width 1: one code path.
+//
 // That is SAMPLER_REJECTION. SAMPLER_COUPLED is a second lossless rule (Daliri, Musco & Suresh, "Coupling without
 // communication and drafter-invariant speculative decoding", arXiv:2408.07978): the target's token at each position
 // is the Gumbel-max sample of p_i under noise keyed by (seed, position) (sampling_gumbel_max), the drafter proposes
@@ -26,6 +32,8 @@
 #include "model/model.h"
 #include "speculative/drafter.h"
 #include "speculative/sampling.h"
+
+enum { TREE_FIRST_WIDTH_MAX = 4 };  // the most children of a draft tree's first level (--tree-width)
 
 // ---- the accept / resample step -----------------------------------------------------------------------------
 
@@ -65,7 +73,9 @@ typedef struct SpecParams {
     SpecSampler sampler;
     uint64_t seed;
     GammaPolicy policy;
-    int gamma;              // GAMMA_FIXED: γ; GAMMA_HEURISTIC: the starting γ
+    int gamma;              // GAMMA_FIXED: γ; GAMMA_HEURISTIC: the starting γ (a tree's depth)
+    int tree_width;         // children of a draft tree's first level, each continued as a chain (≤ 1: a chain)
+    bool tree_auto;         // --tree: the policy picks the width (up to tree_width) with γ; a chain when no tree pays
     int max_tokens;         // stop after this many new tokens
     int eos_id;             // stop at this token (not emitted); −1 = never
     const int *eos_ids;     // ... or at any of these n_eos (a config's list, e.g. Llama 3's three), may be NULL
@@ -88,18 +98,24 @@ int spec_draw(const SpecParams *params, const double *probs, int V, int position
 typedef struct {
     int generated;          // tokens emitted
     int rounds;             // target verification calls
-    int drafted, accepted;  // draft tokens proposed and kept
+    int drafted, accepted;  // draft tokens proposed (a tree's nodes) and kept
+    int sibling_accepted;   // of accepted: children kept after their node's first child was rejected (a tree's)
     double sum_min_pq;      // Σ over verified drafts of Σ_x min(p(x), q(x)): rejection's expected acceptance α
     int n_min_pq;
     int draft_calls;        // draft model forwards (a lookup makes none)
     int plain_rounds;       // rounds that drafted nothing: plain decoding
+    int tree_rounds;        // rounds that drafted a tree (a node with several children)
     int one_hot_drafted, one_hot_accepted;  // of drafted, accepted: deterministic drafts (the lookup's)
     double prefill_seconds;     // reading the prompt (both models), before the first round
     double decode_seconds;      // the rounds: generation proper, what tokens per second is measured over
     double target_seconds, draft_seconds;  // of decode_seconds: in target forwards, in the drafter
     double target_t1_seconds;   // mean time of a T = 1 target forward (measured or fitted), for c
     double draft_step_seconds;  // mean time of one draft step (running estimate)
-    double mean_gamma;
+    double mean_gamma;          // the mean depth drafted (a chain's γ)
+    // Per level l of the drafts (1 = the first drafted token): the rounds whose path reached level l − 1 with a
+    // level l drafted, and those that kept a node of level l — the measured per-level acceptance kept / reached.
+    int level_reached[GAMMA_MAX + 1], level_kept[GAMMA_MAX + 1];
+    int rounds_by_depth[GAMMA_MAX + 1];  // rounds by the depth drafted (0: plain)
     // Σ over the rounds played of E[tokens | α, γ] = (1 − α^{γ+1}) / (1 − α) (the paper's equation 1), with α the
     // run's mean acceptance probability — Σ min(p, q) under rejection sampling, the acceptance rate under coupling:
     // what the rounds should have produced, given how well the models agree.
@@ -125,6 +141,15 @@ double spec_forward_cost(const Model *m, int T);
 
 // E[tokens per round] = (1 − α^{γ+1}) / (1 − α), the paper's equation 1 (γ + 1 when α = 1).
 double spec_expected_tokens(double alpha, double gamma);
+
+// E[tokens per round] of a tree of `depth` levels whose first level is kept with probability first_alpha and each
+// level below with α (a first level of W children, each continued as a chain): 1 + first_alpha (1 + α + … +
+// α^{depth−1}); equation 1 when first_alpha = α.
+double spec_tree_expected_tokens(double first_alpha, double alpha, int depth);
+
+// E[tokens per round] from per-level acceptance accept[1..depth] (P(a node of level l is kept | level l − 1
+// was)): 1 + a_1 + a_1 a_2 + … + a_1 ⋯ a_depth. The bench's theory column for chains and trees alike.
+double spec_expected_tokens_by_level(const double *accept, int depth);
 
 // The expected speedup of Theorem 3.8: (1 − α^{γ+1}) / ((1 − α)(γc + 1)).
 double spec_predicted_speedup(double alpha, double gamma, double c);

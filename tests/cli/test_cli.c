@@ -308,26 +308,34 @@ TEST(cli_trace_to_standard_streams_and_fifos) {
 
 #define PAIR "-m weights/pystd/target -d weights/pystd/draft"
 
-TEST(cli_generate_text_is_the_generated_ids) {
-    // Speculative decoding with the shipped pair: the text printed is the decoding of the ids, rejected drafts
-    // never show up in it, and --show only adds marks around the same tokens.
-    char *ids, *text, *shown, *decoded, *err;
-    CHECK(specdec("generate " PAIR " -p \"def parse(self, data):\" -n 40 --temp 1 --gamma 4 --seed 3 --print-ids", &ids,
-                  &err) == 0, "%s", err);
+// Speculative decoding with the shipped pair: the text printed is the decoding of the ids, rejected drafts never
+// show up in it, and --show only adds marks around the same tokens — with a chain, and with a tree, whose rejected
+// siblings are marked one after another.
+#ifdef SPECDEC_DEBUG  // the shipped pair at -O0 under the sanitizers: fewer tokens
+#define SHOWN_TOKENS "20"
+#else
+#define SHOWN_TOKENS "40"
+#endif
+
+#define SHOWN "generate " PAIR " -p \"def parse(self, data):\" -n " SHOWN_TOKENS " --temp 1 --seed 3"
+
+static void check_text_is_the_ids(const char *drafting) {
+    char *ids, *text, *shown, *decoded, *err, args[4096];
+    snprintf(args, sizeof args, SHOWN " %s --print-ids", drafting);
+    CHECK(specdec(args, &ids, &err) == 0, "%s", err);
     free(err);
-    CHECK(specdec("generate " PAIR " -p \"def parse(self, data):\" -n 40 --temp 1 --gamma 4 --seed 3", &text, &err) == 0,
-          "%s", err);
+    snprintf(args, sizeof args, SHOWN " %s", drafting);
+    CHECK(specdec(args, &text, &err) == 0, "%s", err);
     free(err);
-    char args[4096];
     snprintf(args, sizeof args, "detokenize -m weights/pystd/target \"%.*s\"", (int)strcspn(ids, "\n"), ids);
     CHECK(specdec(args, &decoded, &err) == 0, "%s", err);
     free(err);
     size_t n = strlen(decoded);
-    CHECK(strlen(text) == n + 1 && strncmp(text, decoded, n) == 0, "text \"%s\" is not the decoded ids \"%s\"", text,
-          decoded);
+    CHECK(strlen(text) == n + 1 && strncmp(text, decoded, n) == 0, "%s: text \"%s\" is not the decoded ids \"%s\"",
+          drafting, text, decoded);
     setenv("NO_COLOR", "1", 1);
-    CHECK(specdec("generate " PAIR " -p \"def parse(self, data):\" -n 40 --temp 1 --gamma 4 --seed 3 --show", &shown,
-                  &err) == 0, "%s", err);
+    snprintf(args, sizeof args, SHOWN " %s --show", drafting);
+    CHECK(specdec(args, &shown, &err) == 0, "%s", err);
     // Dropping the marks and the rejected tokens in [-...-] gives the text back.
     char *plain = calloc(strlen(shown) + 1, 1), *o = plain;
     for (const char *p = shown; *p;) {
@@ -335,10 +343,49 @@ TEST(cli_generate_text_is_the_generated_ids) {
         else if (strncmp(p, "{+", 2) == 0 || strncmp(p, "+}", 2) == 0) p += 2;
         else *o++ = *p++;
     }
-    CHECK(strcmp(plain, text) == 0, "--show without its marks \"%s\" differs from the text \"%s\"", plain, text);
+    CHECK(strcmp(plain, text) == 0, "%s: --show without its marks \"%s\" differs from the text \"%s\"", drafting,
+          plain, text);
     // The legend: one line on stderr (where the marks go within words: printer_marks_whole_words).
     CHECK(count_lines(err) == 1 && strstr(err, "{+word+}") && strstr(err, "[-word-]"), "legend: \"%s\"", err);
     free(plain), free(ids), free(text), free(shown), free(decoded), free(err);
+}
+
+TEST(cli_generate_text_is_the_generated_ids) {
+    check_text_is_the_ids("--gamma 4");
+    check_text_is_the_ids("--gamma 4 --tree-width 3");
+}
+
+// --tree-width W and --tree: greedy output is target-only's (--compare), and the trace records each round's tree —
+// W children of the newest token, each continued as a chain: parents -1 × W, then 0 .. W − 1, … — and the
+// accepted path. A tree needs a draft model or the lookup.
+TEST(cli_tree_matches_target_and_is_traced) {
+    char path[] = "/tmp/specdec-tree-trace-XXXXXX", args[512], *out, *err;
+    const int fd = mkstemp(path);
+    CHECK(fd >= 0, "mkstemp");
+    close(fd);
+    snprintf(args, sizeof args, "generate " PAIR " -p \"def fibonacci(n):\" -n " SHOWN_TOKENS " --gamma 3 "
+             "--tree-width 3 --compare --trace %s", path);
+    CHECK(specdec(args, &out, &err) == 0 && strstr(err, "\"same_output\": true"), "--tree-width 3: \"%s\"", err);
+    free(out), free(err);
+    FILE *f = fopen(path, "r");
+    char line[8192];
+    int rounds = 0, trees = 0, deep = 0;  // (the last rounds may be shallower, or plain: -n is near)
+    while (f && fgets(line, sizeof line, f)) {
+        rounds += !strstr(line, "\"gamma\": 0,");
+        trees += strstr(line, "\"width\": 3, \"drafted\": [") && strstr(line, "\"parents\": [-1, -1, -1") &&
+                 strstr(line, "\"path\": [");
+        deep += strstr(line, "\"parents\": [-1, -1, -1, 0, 1, 2, 3, 4, 5]") != NULL;
+    }
+    if (f) fclose(f);
+    unlink(path);
+    CHECK(rounds > 0 && trees == rounds && deep > 0, "%d of %d trace lines record a tree of width 3, %d of depth 3",
+          trees, rounds, deep);
+    CHECK(specdec("generate " PAIR " -p \"def fibonacci(n):\" -n " SHOWN_TOKENS " --tree --compare", &out, &err) == 0 &&
+          strstr(err, "\"same_output\": true"), "--tree: \"%s\"", err);
+    free(out), free(err);
+    check_rejected("generate -m " MODEL " --ids \"1 2\" --tree-width 2", "-d DIR");
+    check_rejected("generate -m " MODEL " --ids \"1 2\" --tree", "--lookup");
+    check_rejected("generate " PAIR " --ids \"1 2\" --tree-width 5", "--tree-width");
 }
 
 // ---- the printer (report.c), fed tokens of the GPT-2 vocabulary directly ----------------------------------------

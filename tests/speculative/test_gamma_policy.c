@@ -1,5 +1,5 @@
 // test_gamma_policy.c — γ auto's choice between the lookup's runs, the draft model's drafts and plain decoding
-// (speculative.c, choose_gamma), on a scripted drafter whose drafts are right or wrong by construction: greedy, the
+// (speculative.c, choose_shape), on a scripted drafter whose drafts are right or wrong by construction: greedy, the
 // target's own output is known beforehand, so a draft is right when it is that output's next token.
 //
 //   - the lookup drafter proposes as much of its run as the policy asks for its match length, and tells the policy
@@ -27,23 +27,37 @@ TEST(speculative_lookup_proposes_what_the_policy_asks) {
     LookupDrafter d;
     Err err;
     CHECK(lookup_drafter_init(&d, 1, 4, &err) == 0, "%s", err.msg);
-    int draft[GAMMA_MAX];
+    DraftTree tree;
+    const TreeShape chain = {4, 1};
     const int text[] = {1, 2, 3, 9, 1, 2, 3, 7, 5, 1, 2, 3};  // "1 2 3" ends the text: a match of 3
     d.base.lookup_gamma[3] = 2;
-    CHECK(d.base.propose(&d.base, text, 12, 4, draft, NULL, &err) == 2 && d.base.n_one_hot == 2, "two of the run");
-    CHECK(d.base.match_length == 3 && d.base.run_proposed && d.base.n_run == GAMMA_MAX && draft[1] == 5,
+    CHECK(d.base.propose(&d.base, text, 12, chain, &tree, NULL, &err) == 0 && tree.n == 2 && !tree.node[1].q &&
+              tree.parent[1] == 0, "two of the run, a chain of one-hot drafts");
+    CHECK(d.base.match_length == 3 && d.base.run_proposed && d.base.n_run == GAMMA_MAX && tree.node[1].token == 5,
           "match %d, run of %d", d.base.match_length, d.base.n_run);
     d.base.lookup_gamma[3] = 0;
-    CHECK(d.base.propose(&d.base, text, 12, 4, draft, NULL, &err) == 0 && d.base.n_one_hot == 0, "none of the run");
+    CHECK(d.base.propose(&d.base, text, 12, chain, &tree, NULL, &err) == 0 && tree.n == 0, "none of the run");
     CHECK(d.base.match_length == 3 && !d.base.run_proposed && d.base.run[0] == 7 && d.base.run[1] == 5 &&
               d.base.run[2] == 1 && d.base.run[5] == 7, "the run found, not proposed: %d %d %d .. %d", d.base.run[0],
           d.base.run[1], d.base.run[2], d.base.run[5]);
+    // A tree: the run of the longest match is its first branch, as deep as asked for that match; the branches of
+    // shorter matches ("3" before 9) are as deep, and there are none when the run is not proposed.
+    const int branching[] = {1, 2, 3, 7, 5, 3, 9, 1, 2, 3};
+    d.base.rollback(&d.base, 0, NULL, 0);  // a new text
+    d.base.lookup_gamma[3] = 1;
+    CHECK(d.base.propose(&d.base, branching, 10, (TreeShape){4, 2}, &tree, NULL, &err) == 0 && tree.n == 2 &&
+              tree.node[0].token == 7 && tree.node[1].token == 9 && tree.parent[1] == -1 && d.base.run_proposed,
+          "a tree of depth 1: %d nodes", tree.n);
+    d.base.lookup_gamma[3] = 0;
+    CHECK(d.base.propose(&d.base, branching, 10, (TreeShape){4, 2}, &tree, NULL, &err) == 0 && tree.n == 0 &&
+              d.base.match_length == 3 && d.base.run[0] == 7, "the run not proposed: no tree");
     const int longer[] = {1, 2, 3, 4, 5, 8, 1, 2, 3, 4, 5};  // a match of 5 counts as LOOKUP_MATCH_SLOTS − 1 long
     lookup_drafter_free(&d);
     CHECK(lookup_drafter_init(&d, 1, 6, &err) == 0, "%s", err.msg);
     for (int m = 0; m < LOOKUP_MATCH_SLOTS; m++) d.base.lookup_gamma[m] = m == LOOKUP_MATCH_SLOTS - 1 ? 3 : 0;
-    CHECK(d.base.propose(&d.base, longer, 11, 4, draft, NULL, &err) == 3 && d.base.match_length == 5 &&
-              draft[0] == 8, "a match of %d, %d proposed", d.base.match_length, d.base.n_one_hot);
+    CHECK(d.base.propose(&d.base, longer, 11, chain, &tree, NULL, &err) == 0 && tree.n == 3 &&
+              d.base.match_length == 5 && tree.node[0].token == 8, "a match of %d, %d proposed", d.base.match_length,
+          tree.n);
     lookup_drafter_free(&d);
 }
 
@@ -53,8 +67,8 @@ static const float NEAR_GREEDY = 0.001f;
 // A scripted drafter. Before the token at index j of the new text it "finds" a lookup run after a match of
 // RIGHT_MATCH tokens when j is even, whose tokens are the target's own output (kept greedily), and after a match of
 // WRONG_MATCH tokens when j is odd, whose tokens are never the target's; it proposes as much of the run as the
-// policy asks (lookup_take). With a model (step_cost > 0) it drafts the target's own tokens otherwise, with one-hot q
-// rows. It counts what it was asked and did.
+// policy asks (lookup_take), as a chain. With a model (step_cost > 0) it drafts a chain of the target's own tokens
+// otherwise, with one-hot q rows. It counts what it was asked and did.
 enum { RIGHT_MATCH = 3, WRONG_MATCH = 1 };
 typedef struct {
     Drafter base;
@@ -66,7 +80,8 @@ typedef struct {
     int model_instead;          // rounds in which a wrong run was found and the model drafted
 } Script;
 
-static int script_propose(Drafter *self, const int *context, int n, int gamma, int *draft, double *q, Err *err) {
+static int script_propose(Drafter *self, const int *context, int n, TreeShape shape, DraftTree *tree, double *q,
+                          Err *err) {
     (void)context, (void)err;
     Script *s = (Script *)self;
     const int j = n - N_PROMPT;
@@ -75,25 +90,32 @@ static int script_propose(Drafter *self, const int *context, int n, int gamma, i
         const int x = j + i < N_NEW ? s->expect[j + i] : 0;
         self->run[i] = right ? x : (x + 1) % V;
     }
-    const int take = lookup_take(self, right ? RIGHT_MATCH : WRONG_MATCH, GAMMA_MAX, gamma, draft);
+    const int take = lookup_take(self, right ? RIGHT_MATCH : WRONG_MATCH, GAMMA_MAX, shape.depth);
+    lookup_tree(tree, &self->run, 1, take);
     if (s->found[0] + s->found[1] == 0) s->first_found_proposed = take > 0;
     s->found[right]++;
     s->proposed[right] += take > 0;
     s->proposed_late[right] += take > 0 && j >= N_NEW / 2;
-    if ((self->n_one_hot = take) > 0 || self->step_cost == 0) return take;
-    const int k = gamma < self->model_gamma ? gamma : self->model_gamma;
+    if (take > 0 || self->step_cost == 0) return 0;
+    const int k = shape.depth < self->model_gamma ? shape.depth : self->model_gamma;
     for (int i = 0; i < k; i++) {
-        draft[i] = j + i < N_NEW ? s->expect[j + i] : 0;
-        memset(q + (size_t)i * V, 0, sizeof(double) * V);
-        q[(size_t)i * V + draft[i]] = 1.0;
+        const int x = j + i < N_NEW ? s->expect[j + i] : 0;
+        double *q_row = q + (size_t)i * V;
+        memset(q_row, 0, sizeof(double) * V);
+        q_row[x] = 1.0;
+        tree->node[i] = tree_drawn_child(q_row, x, false, NULL, 0, V, NULL);
+        tree->parent[i] = i - 1;
     }
+    tree->n = k;
     s->model_drafted += k;
     s->model_instead += !right && k > 0;
     self->calls += k;
-    return k;
+    return 0;
 }
 
-static void script_rollback(Drafter *self, int n) { (void)self, (void)n; }
+static void script_rollback(Drafter *self, int n, const int *path, int n_path) {
+    (void)self, (void)n, (void)path, (void)n_path;
+}
 
 // Generation of N_NEW tokens after a fixed prompt by the target alone (script NULL) or with the script, at a
 // temperature low enough that the target's greedy token has probability ≈ 1 at every position: a draft of it is kept

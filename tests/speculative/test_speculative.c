@@ -307,17 +307,21 @@ static void exact_joint(Pair *pair, const int *prompt, int n_prompt, const Sampl
 // Samples N_SAMPLES speculative generations (fixed seeds 1..N, so the test is deterministic) and compares the
 // counts of the first 3 tokens with the exact joint distribution. Cells expected fewer than 5 times are pooled.
 // False-alarm rate of a correct implementation: 1e-4 per call.
-// The draft model drafts after the prompt {1, 3}; the lookup drafters after {1, 3, 1, 3}, whose repeat they copy.
-static void check_sampled_on(Pair *pair, DraftKind kind, const SamplingParams *sp, SpecSampler sampler,
-                             const char *label) {
-    const int prompt[] = {1, 3, 1, 3}, n_prompt = kind == DRAFT_MODEL ? 2 : 4;
+// The draft model drafts after the prompt {1, 3}; the lookup drafters after {1, 3, 1, 3}, whose repeat they copy
+// (a lookup tree after {1, 3, 2, 3, 1, 3}).
+static void check_sampled_on_width(Pair *pair, DraftKind kind, const SamplingParams *sp, SpecSampler sampler,
+                                   int width, const char *label) {
+    // (a lookup tree's branches need matches that continue differently: "1 3" before 2, "3" before 1)
+    const int repeat[] = {1, 3, 1, 3}, branching[] = {1, 3, 2, 3, 1, 3};
+    const bool branches = kind == DRAFT_LOOKUP && width > 1;
+    const int *prompt = branches ? branching : repeat, n_prompt = branches ? 6 : kind == DRAFT_MODEL ? 2 : 4;
     double joint[N_CELLS];
     exact_joint(pair, prompt, n_prompt, sp, joint);
     static int counts[N_CELLS];
     memset(counts, 0, sizeof counts);
     SpecParams params = {.sampling = *sp, .sampler = sampler, .policy = GAMMA_FIXED, .gamma = 3,
-                         .max_tokens = N_FIRST, .eos_id = -1};
-    int drafted = 0, accepted = 0;
+                         .tree_width = width, .max_tokens = N_FIRST, .eos_id = -1};
+    int drafted = 0, accepted = 0, siblings = 0;
     for (int s = 1; s <= N_SAMPLES; s++) {
         int out[N_FIRST];
         SpecStats stats;
@@ -330,6 +334,7 @@ static void check_sampled_on(Pair *pair, DraftKind kind, const SamplingParams *s
         counts[(out[0] * V_SMALL + out[1]) * V_SMALL + out[2]]++;
         drafted += stats.drafted;
         accepted += stats.accepted;
+        siblings += stats.sibling_accepted;
     }
     double chi2 = 0, pooled_expect = 0, pooled_count = 0;
     int cells = 0;
@@ -350,6 +355,12 @@ static void check_sampled_on(Pair *pair, DraftKind kind, const SamplingParams *s
     CHECK(chi2 < critical, "%s: chi-square %.1f exceeds %.1f: the output is not the target's distribution", label,
           chi2, critical);
     CHECK(accepted > 0 && accepted < drafted, "%s: both paths exercised (%d of %d accepted)", label, accepted, drafted);
+    CHECK(width <= 1 || siblings > 0, "%s: no child after a rejected sibling was ever kept", label);
+}
+
+static void check_sampled_on(Pair *pair, DraftKind kind, const SamplingParams *sp, SpecSampler sampler,
+                             const char *label) {
+    check_sampled_on_width(pair, kind, sp, sampler, 1, label);
 }
 
 static void check_sampled_distribution_of(DraftKind kind, const SamplingParams *sp, SpecSampler sampler,
@@ -509,20 +520,65 @@ TEST(speculative_lookup_proposes_the_latest_longest_match) {
     LookupDrafter d;
     Err err;
     CHECK(lookup_drafter_init(&d, 1, 4, &err) == 0, "%s", err.msg);
+    DraftTree tree;
     int draft[8];
     const int text[] = {1, 2, 3, 9, 1, 2, 3, 7, 5, 1, 2, 3};  // "1 2 3" ends the text and occurred twice before
-    CHECK(d.base.propose(&d.base, text, 12, 4, draft, NULL, &err) == 4 && d.last_match == 3, "match %d", d.last_match);
-    CHECK(draft[0] == 7 && draft[1] == 5 && draft[2] == 1 && draft[3] == 2 && d.base.n_one_hot == 4,
+    CHECK(d.base.propose(&d.base, text, 12, (TreeShape){4, 3}, &tree, NULL, &err) == 0 && tree.n == 4 &&
+          d.last_match == 3, "match %d", d.last_match);
+    bool chain = true;  // of one-hot nodes, whatever the width asked
+    for (int i = 0; i < tree.n; i++) chain &= tree.parent[i] == i - 1 && !tree.node[i].q, draft[i] = tree.node[i].token;
+    CHECK(draft[0] == 7 && draft[1] == 5 && draft[2] == 1 && draft[3] == 2 && chain,
           "the latest occurrence's continuation: %d %d %d %d", draft[0], draft[1], draft[2], draft[3]);
     const int none[] = {1, 2, 3};
-    d.base.rollback(&d.base, 0);
-    CHECK(d.base.propose(&d.base, none, 3, 4, draft, NULL, &err) == 0 && d.base.n_one_hot == 0, "no match, no draft");
+    d.base.rollback(&d.base, 0, NULL, 0);
+    CHECK(d.base.propose(&d.base, none, 3, (TreeShape){4, 1}, &tree, NULL, &err) == 0 && tree.n == 0,
+          "no match, no draft");
     const int repeat[] = {4, 5, 4, 5};  // the continuation runs into the text's end and copies the proposal on
-    d.base.rollback(&d.base, 0);
-    CHECK(d.base.propose(&d.base, repeat, 4, 5, draft, NULL, &err) == 5, "repeat");
+    d.base.rollback(&d.base, 0, NULL, 0);
+    CHECK(d.base.propose(&d.base, repeat, 4, (TreeShape){5, 1}, &tree, NULL, &err) == 0 && tree.n == 5, "repeat");
+    for (int i = 0; i < tree.n; i++) draft[i] = tree.node[i].token;
     CHECK(draft[0] == 4 && draft[1] == 5 && draft[2] == 4 && draft[3] == 5 && draft[4] == 4, "the repeat copied on");
+    // A tree: the shorter matches whose continuations start otherwise are branches — "3" last occurred before 9
+    // in {…, 3, 9, 1, 2, 3} (the longest, "1 2 3", before 7 in the first text); breadth-first, each a chain.
+    const int branching[] = {1, 2, 3, 7, 5, 3, 9, 1, 2, 3};
+    d.base.rollback(&d.base, 0, NULL, 0);
+    CHECK(d.base.propose(&d.base, branching, 10, (TreeShape){2, 3}, &tree, NULL, &err) == 0 && tree.n == 4 &&
+          d.last_match == 3, "%d nodes, match %d", tree.n, d.last_match);
+    CHECK(tree.node[0].token == 7 && tree.node[1].token == 9 && tree.node[2].token == 5 && tree.node[3].token == 1 &&
+          tree.parent[0] == -1 && tree.parent[1] == -1 && tree.parent[2] == 0 && tree.parent[3] == 1,
+          "branches: %d %d %d %d", tree.node[0].token, tree.node[1].token, tree.node[2].token, tree.node[3].token);
     CHECK(d.base.calls == 0 && d.base.step_cost == 0, "a lookup makes no forward");
     lookup_drafter_free(&d);
+}
+
+// The staged drafter proposes, per round, the lookup's run — a chain, whatever the width asked — or, when the
+// scheduler asks for none of the run (Drafter.lookup_gamma), the draft model's drafts: a tree of the width asked.
+TEST(speculative_staged_proposes_the_run_or_the_models_tree) {
+    Pair pair;
+    pair_open(&pair, 97, 64, 1, 0.3f);
+    const SpecParams params = {.sampling = {.temperature = 1, .top_p = 1}, .tree_width = 3, .seed = 1};
+    ModelDrafter model;
+    LookupDrafter lookup;
+    StagedDrafter staged;
+    Err err;
+    CHECK(model_drafter_init(&model, &pair.draft, &params, 0.0f, &err) == 0, "%s", err.msg);
+    CHECK(lookup_drafter_init(&lookup, LOOKUP_N_MIN, LOOKUP_N_MAX, &err) == 0, "%s", err.msg);
+    staged_drafter_init(&staged, &lookup, &model, 1);
+    const int text[] = {1, 2, 3, 7, 5, 3, 9, 1, 2, 3};  // "1 2 3" before 7; "3" before 9: a lookup tree's branches
+    static double q[TREE_MAX_NODES * 97];
+    DraftTree tree;
+    CHECK(staged.base.propose(&staged.base, text, 10, (TreeShape){2, 3}, &tree, q, &err) == 0 && tree.n == 2 &&
+              tree.node[0].token == 7 && tree.node[1].token == 5 && tree.parent[1] == 0 && !tree.node[1].q &&
+              staged.base.run_proposed && model.base.calls == 0,
+          "the run, as a chain: %d nodes", tree.n);
+    for (int m = 0; m < LOOKUP_MATCH_SLOTS; m++) staged.base.lookup_gamma[m] = 0;
+    CHECK(staged.base.propose(&staged.base, text, 10, (TreeShape){2, 3}, &tree, q, &err) == 0 && tree.n == 6 &&
+              tree.parent[2] == -1 && tree.parent[3] == 0 && tree.node[0].q && !staged.base.run_proposed &&
+              staged.base.n_run == GAMMA_MAX && model.base.calls == 2,
+          "the model's tree of width 3: %d nodes, %d forwards", tree.n, model.base.calls);
+    model_drafter_free(&model);
+    lookup_drafter_free(&lookup);
+    pair_close(&pair);
 }
 
 // ---- a useless draft ------------------------------------------------------------------------------------------
@@ -590,12 +646,20 @@ TEST(speculative_stops_at_limits) {
     CHECK(n_full == 24 - 3 + 1, "generated %d tokens in a context of 24 after a prompt of 3", n_full);
     int n_plain = generate(&pair, prompt, 3, &params, 1, out, &stats, false);
     CHECK(n_plain == n_full && memcmp(out, full, sizeof(int) * n_full) == 0, "same tokens up to the context limit");
-    // -n reached mid-round: never more than asked, and the same tokens.
-    for (int n = 1; n <= 11; n += 5) {
-        params.max_tokens = n;
-        CHECK(generate(&pair, prompt, 3, &params, 1, out, &stats, true) == n && memcmp(out, full, sizeof(int) * n) == 0,
-              "max_tokens %d", n);
+    // -n reached mid-round: never more than asked, and the same tokens — with a chain, and with trees of width 3
+    // (24 nodes at γ = 8), which narrow to what the context has left near its end.
+    for (int width = 1; width <= 3; width += 2) {
+        params.tree_width = width;
+        for (int n = 1; n <= 11; n += 5) {
+            params.max_tokens = n;
+            CHECK(generate(&pair, prompt, 3, &params, 1, out, &stats, true) == n &&
+                  memcmp(out, full, sizeof(int) * n) == 0, "width %d, max_tokens %d", width, n);
+        }
+        params.max_tokens = 64;
+        CHECK(generate(&pair, prompt, 3, &params, 1, out, &stats, true) == n_full &&
+              memcmp(out, full, sizeof(int) * n_full) == 0, "width %d: the same tokens up to the context limit", width);
     }
+    params.tree_width = 1;
     // End-of-text inside a draft: generation stops before it, and it is not emitted.
     params.max_tokens = 64;
     params.eos_id = full[6];
@@ -632,20 +696,21 @@ static int meddler_prefill(Drafter *self, const int *context, int n, Err *err) {
     return m->inner.base.prefill(&m->inner.base, context, n, err);
 }
 
-static int meddler_propose(Drafter *self, const int *context, int n, int gamma, int *draft, double *q, Err *err) {
+static int meddler_propose(Drafter *self, const int *context, int n, TreeShape shape, DraftTree *tree, double *q,
+                           Err *err) {
     Meddler *m = (Meddler *)self;
-    int k = m->inner.base.propose(&m->inner.base, context, n, gamma, draft, q, err);
+    int rc = m->inner.base.propose(&m->inner.base, context, n, shape, tree, q, err);
     self->calls = m->inner.base.calls;
     if (++m->proposals == m->perturb_after) {
         const int d = m->target->cfg.n_embd;
         ((float *)m->target->blocks[0].attn_qkv.bias)[d] += 0.5f;  // the key bias of layer 0, head 0, dimension 0
     }
-    return k;
+    return rc;
 }
 
-static void meddler_rollback(Drafter *self, int n) {
+static void meddler_rollback(Drafter *self, int n, const int *path, int n_path) {
     Meddler *m = (Meddler *)self;
-    m->inner.base.rollback(&m->inner.base, n);
+    m->inner.base.rollback(&m->inner.base, n, path, n_path);
     if (++m->rollbacks == m->corrupt_after) {
         KVCache *c = &m->inner.cache;
         kv_values(c, c->n_layer - 1, c->n_head - 1)[(size_t)(c->len - 1) * c->hd] += 0.5f;
@@ -842,4 +907,185 @@ TEST(speculative_greedy_equals_target_on_shipped_pair) {
         pool_free(pair.pool);
     }
     tokenizer_free(&tok);
+}
+
+// ---- draft trees ----------------------------------------------------------------------------------------------
+
+// Greedy output with a draft tree equals the target's own for every width (the chain's, width 1, is checked above),
+// with the draft model, the lookup (shorter matches as branches), and the two staged, at fixed depths, γ auto, and
+// with the policy choosing the width (--tree). With siblings, a child kept after its first sibling was rejected — a
+// branch that paid — is seen at least once over the runs.
+static void check_tree_greedy_on(Pair *pair, const char *label, bool siblings) {
+#ifdef SPECDEC_DEBUG  // the sanitizer suite checks every rollback: fewer prompts and policies, widths 2, 4, --tree
+    const GammaPolicy policies[] = {GAMMA_FIXED, GAMMA_AUTO};
+    const int gammas[] = {3, 0}, n_trials = 2, width_step = 2;
+#else
+    const GammaPolicy policies[] = {GAMMA_FIXED, GAMMA_FIXED, GAMMA_FIXED, GAMMA_AUTO, GAMMA_HEURISTIC};
+    const int gammas[] = {1, 3, 8, 0, 5}, n_trials = 4, width_step = 1;
+#endif
+    const int V = pair->target.n_vocab;
+    int sibling_accepted = 0;
+    for (int trial = 0; trial < n_trials; trial++) {
+        int prompt[8], n_prompt = test_rand_int(2, 8);
+        for (int i = 0; i < n_prompt; i++) prompt[i] = trial % 2 ? test_rand_int(0, V - 2) : test_rand_int(0, 5);
+        if (trial % 2 == 0) prompt[n_prompt - 1] = prompt[0];
+        SpecParams params = {.sampling = {.temperature = 0, .top_p = 1}, .max_tokens = 40, .eos_id = -1};
+        int expect[40], got[40];
+        SpecStats stats;
+        const int n_expect = generate(pair, prompt, n_prompt, &params, 1, expect, &stats, false);
+        for (int width = 2; width <= TREE_FIRST_WIDTH_MAX + 1; width += width_step)  // the last: --tree, up to 4
+            for (DraftKind kind = DRAFT_MODEL; kind <= DRAFT_STAGED; kind++)
+                for (size_t g = 0; g < sizeof gammas / sizeof gammas[0]; g++) {
+                    params.policy = policies[g];
+                    params.gamma = gammas[g];
+                    params.tree_auto = width > TREE_FIRST_WIDTH_MAX;
+                    params.tree_width = params.tree_auto ? TREE_FIRST_WIDTH_MAX : width;
+                    const int n_got = generate_with(pair, kind, prompt, n_prompt, &params, 1 + trial, got, &stats, 0);
+                    CHECK(n_got == n_expect && memcmp(got, expect, sizeof(int) * n_got) == 0, "%s, %s, width %d%s, "
+                          "policy %d, gamma %d: tree output differs from the target's", label, DRAFT_NAMES[kind],
+                          params.tree_width, params.tree_auto ? " (--tree)" : "", policies[g], gammas[g]);
+                    sibling_accepted += stats.sibling_accepted;
+                }
+    }
+    CHECK(!siblings || sibling_accepted > 0, "%s: no child after a rejected sibling was ever kept", label);
+}
+
+TEST(speculative_tree_greedy_equals_target) {
+    const char *labels[] = {"GPT-2, 1 thread", "GPT-2, 2 threads", "GPT-2 q8, 1 thread", "GPT-2 q8, 2 threads"};
+    for (int run = 0; run < 4; run++) {
+        Pair pair;
+        pair_open_quantized(&pair, 97, 128, 1 + run % 2, 0.3f, run < 2 ? QUANT_NONE : QUANT_Q8);
+        check_tree_greedy_on(&pair, labels[run], true);
+        pair_close(&pair);
+    }
+    for (Quant quant = QUANT_NONE; quant <= QUANT_Q8; quant++) {  // the Llama family, 2 and 1 threads
+        RandomCheckpoint target = QWEN2_TARGET, draft = QWEN2_TARGET;
+        draft.n_layer = 1;
+        Pair pair;
+        pair_open_specs(&pair, &target, &draft, 97, 2, quant);
+        check_tree_greedy_on(&pair, quant ? "qwen2 pair (q8)" : "qwen2 pair", false);
+        pair_close(&pair);
+        target = LLAMA_TARGET;
+        draft = (RandomCheckpoint){.model_type = "qwen3", .n_layer = 1, .n_embd = 32, .n_head = 2, .n_inner = 48,
+                                   .vocab_size = 97, .n_positions = 128, .scale = 0.3f, .seed = 11};
+        pair_open_specs(&pair, &target, &draft, 97, 1, quant);
+        check_tree_greedy_on(&pair, quant ? "llama target, qwen3 draft (q8)" : "llama target, qwen3 draft", false);
+        pair_close(&pair);
+    }
+}
+
+// Sampled output with a tree of width 3 has the target's distribution (the chi-square test above), under both
+// rules: recursive rejection sampling over children drawn without replacement, and coupling.
+TEST(speculative_tree_sampling_matches_target) {
+    const SamplingParams settings[] = {{.temperature = 1.0f, .top_p = 1.0f}, {.temperature = 1.0f, .top_k = 3,
+                                       .top_p = 1.0f}, {.temperature = 0.7f, .top_p = 0.8f}};
+    const char *labels[] = {"width 3, temperature 1", "width 3, top-k 3", "width 3, temp 0.7, top-p 0.8"};
+    Pair pair;
+    pair_open(&pair, V_SMALL, 32, 1, 0.3f);
+#ifdef SPECDEC_DEBUG  // the sanitizer suite: the draft model's and the lookup's trees at temperature 1
+    check_sampled_on_width(&pair, DRAFT_MODEL, &settings[0], SAMPLER_REJECTION, 3, labels[0]);
+#else
+    for (int i = 0; i < 3; i++)
+        check_sampled_on_width(&pair, DRAFT_MODEL, &settings[i], SAMPLER_REJECTION, 3, labels[i]);
+    check_sampled_on_width(&pair, DRAFT_MODEL, &settings[0], SAMPLER_COUPLED, 3, "coupled, width 3");
+    check_sampled_on_width(&pair, DRAFT_STAGED, &settings[0], SAMPLER_REJECTION, 3, "staged, width 3");
+#endif
+    check_sampled_on_width(&pair, DRAFT_LOOKUP, &settings[0], SAMPLER_REJECTION, 3, "lookup, width 3");
+    pair_close(&pair);
+}
+
+// Under coupling a tree changes nothing either: the output is target-only's for the seed, at every width.
+TEST(speculative_tree_coupled_equals_target_only) {
+    Pair pair;
+    pair_open(&pair, 97, 128, 2, 0.3f);
+    const int prompt[] = {3, 14, 15, 92, 3, 14};
+    int expect[30], got[30];
+    SpecStats stats;
+    for (int seed = 1; seed <= 3; seed++) {
+        SpecParams params = {.sampling = {1.0f, 0, 1.0f}, .sampler = SAMPLER_COUPLED, .max_tokens = 30, .eos_id = -1};
+        CHECK(generate(&pair, prompt, 6, &params, seed, expect, &stats, false) == 30, "target-only");
+        for (int width = 2; width <= TREE_FIRST_WIDTH_MAX + 1; width++) {
+            params.tree_auto = width > TREE_FIRST_WIDTH_MAX;
+            params.tree_width = params.tree_auto ? TREE_FIRST_WIDTH_MAX : width;
+            params.policy = seed == 1 ? GAMMA_AUTO : GAMMA_FIXED;
+            params.gamma = 2 + seed;
+            CHECK(generate(&pair, prompt, 6, &params, seed, got, &stats, true) == 30 &&
+                  memcmp(got, expect, sizeof got) == 0, "seed %d, width %d%s: coupled tree output differs from "
+                  "target-only's", seed, params.tree_width, params.tree_auto ? " (--tree)" : "");
+        }
+    }
+    pair_close(&pair);
+}
+
+// The shipped pair: greedy tree output is the target's for every width and --tree, at 1 and 2 threads.
+TEST(speculative_tree_greedy_equals_target_on_shipped_pair) {
+    static const char *const prompts[] = {"def fibonacci(n):", "class Stack:\n    def __init__(self):"};
+#ifdef SPECDEC_DEBUG  // widths 3 and --tree
+    const int n_prompts = 1, n_tokens = 12, first_width = 3, width_step = 2;
+#else
+    const int n_prompts = 2, n_tokens = 32, first_width = 2, width_step = 1;
+#endif
+    Err err;
+    Tokenizer tok;
+    CHECK(tokenizer_load_dir(&tok, "weights/pystd/target", &err) == 0, "%s", err.msg);
+    int sibling_accepted = 0;
+    for (int threads = 1; threads <= 2 && !test_failures(); threads++) {
+        Pair pair = {.pool = pool_create(threads, &err)};
+        CHECK(model_load(&pair.target, "weights/pystd/target", pair.pool, &err) == 0, "%s", err.msg);
+        CHECK(model_load(&pair.draft, "weights/pystd/draft", pair.pool, &err) == 0, "%s", err.msg);
+        for (int p = 0; p < n_prompts && !test_failures(); p++) {
+            int *prompt, n_prompt, expect[32], got[32];
+            CHECK(tokenizer_encode(&tok, prompts[p], strlen(prompts[p]), false, &prompt, &n_prompt, &err) == 0, "%s",
+                  err.msg);
+            SpecParams params = {.sampling = {.temperature = 0, .top_p = 1}, .max_tokens = n_tokens, .eos_id = -1};
+            SpecStats stats;
+            const int n_expect = generate(&pair, prompt, n_prompt, &params, 1, expect, &stats, false);
+            for (int width = first_width; width <= TREE_FIRST_WIDTH_MAX + 1; width += width_step) {
+                params.tree_auto = width > TREE_FIRST_WIDTH_MAX;
+                params.tree_width = params.tree_auto ? TREE_FIRST_WIDTH_MAX : width;
+                params.policy = params.tree_auto ? GAMMA_AUTO : GAMMA_FIXED;
+                params.gamma = 4;
+                const int n_got = generate(&pair, prompt, n_prompt, &params, 1, got, &stats, true);
+                CHECK(n_got == n_expect && memcmp(got, expect, sizeof(int) * n_got) == 0, "prompt %d, threads %d, "
+                      "width %d%s: tree output differs from the target's", p, threads, params.tree_width,
+                      params.tree_auto ? " (--tree)" : "");
+                sibling_accepted += stats.sibling_accepted;
+            }
+            free(prompt);
+        }
+        model_free(&pair.target);
+        model_free(&pair.draft);
+        pool_free(pair.pool);
+    }
+    CHECK(sibling_accepted > 0, "no child after a rejected sibling was ever kept");
+    tokenizer_free(&tok);
+}
+
+// --tree falls back to the chain when a tree does not pay: with the target as its own draft every first child is
+// kept (q = p), so siblings add verification cost and no tokens, and the policy — planning with the cost model at
+// temperature 1 under rejection sampling, where the same seed must give the same tokens — never drafts a tree.
+TEST(speculative_tree_policy_falls_back_to_the_chain) {
+    Pair pair;
+    pair_open(&pair, 97, 128, 1, 0.3f);
+    const int prompt[] = {3, 1, 4, 1, 5};
+    SpecParams params = {.sampling = {.temperature = 1.0f, .top_p = 1}, .seed = 3, .policy = GAMMA_AUTO,
+                         .tree_width = TREE_FIRST_WIDTH_MAX, .tree_auto = true, .max_tokens = 40, .eos_id = -1};
+    ModelDrafter self;
+    Err err;
+    int out[40], again[40], n_out, n_again;
+    SpecStats stats;
+    CHECK(model_drafter_init(&self, &pair.target, &params, 0.0f, &err) == 0, "%s", err.msg);
+    CHECK(speculative_generate(&pair.target, &self.base, prompt, 5, &params, out, &n_out, &stats, &err) == 0, "%s",
+          err.msg);
+    model_drafter_free(&self);
+    CHECK(stats.tree_rounds == 0 && stats.accepted == stats.drafted && stats.drafted > 0, "the target as its own "
+          "draft: %d tree rounds, %d of %d drafts accepted", stats.tree_rounds, stats.accepted, stats.drafted);
+    // ... and a fixed --tree-width drafts trees, with the same seed's tokens on every run.
+    params.tree_auto = false;
+    params.tree_width = 3;
+    n_out = generate(&pair, prompt, 5, &params, 3, out, &stats, true);
+    CHECK(stats.tree_rounds > 0, "--tree-width 3: %d tree rounds of %d", stats.tree_rounds, stats.rounds);
+    n_again = generate(&pair, prompt, 5, &params, 3, again, &stats, true);
+    CHECK(n_out == n_again && memcmp(out, again, sizeof(int) * n_out) == 0, "--tree-width 3: the seed's tokens differ");
+    pair_close(&pair);
 }
