@@ -2,7 +2,7 @@
 //
 // For two prompt sets — the held-out one and a copy-heavy one (bench/prompts/copy) — and each temperature (0, 0.7,
 // 1.0) every decoding configuration — target-only; the draft model at γ ∈ {1, 2, 3, 4, 6, 8}, heuristic and auto;
-// n-gram lookup (--lookup) at γ = 4 and auto; lookup then the draft model (-d … --lookup) at auto — runs once per
+// n-gram lookup (--lookup) at γ = 4 and auto; the lookup or the draft model per round (-d … --lookup) at auto — runs once per
 // prompt, all on the same prompt and seed within a round; the speed-up on a prompt is target-only's time per token
 // over the configuration's in that round. Greedy runs must reproduce
 // target-only's output token for token: a mismatch is reported loudly and makes run-bench exit with status 1.
