@@ -863,6 +863,63 @@ TEST(speculative_draft_p_min_stops_drafting) {
 
 // ---- the shipped pair ----------------------------------------------------------------------------------------
 
+// The shipped pair's greedy target-only output on each prompt, at 1 and 2 threads, handed to a check that runs
+// speculative configurations against it (the tests below).
+typedef struct {
+    Pair *pair;
+    const int *prompt;
+    int n_prompt, p, threads;     // the prompt's index, the thread count
+    const int *expect;            // target-only's output [n_expect]
+    int n_expect;
+    SpecParams params;            // greedy, n_tokens
+} ShippedCase;
+
+static void on_shipped_pair(const char *const *prompts, int n_prompts, int n_tokens, void (*check)(ShippedCase *c,
+                            void *ctx), void *ctx) {
+    Err err;
+    Tokenizer tok;
+    CHECK(tokenizer_load_dir(&tok, "weights/pystd/target", &err) == 0, "%s", err.msg);
+    for (int threads = 1; threads <= 2 && !test_failures(); threads++) {
+        Pair pair = {.pool = pool_create(threads, &err)};
+        CHECK(model_load(&pair.target, "weights/pystd/target", pair.pool, &err) == 0, "%s", err.msg);
+        CHECK(model_load(&pair.draft, "weights/pystd/draft", pair.pool, &err) == 0, "%s", err.msg);
+        for (int p = 0; p < n_prompts && !test_failures(); p++) {
+            int *prompt, n_prompt, expect[32];
+            CHECK(tokenizer_encode(&tok, prompts[p], strlen(prompts[p]), false, &prompt, &n_prompt, &err) == 0, "%s",
+                  err.msg);
+            ShippedCase c = {.pair = &pair, .prompt = prompt, .n_prompt = n_prompt, .p = p, .threads = threads,
+                             .expect = expect,
+                             .params = {.sampling = {.temperature = 0, .top_p = 1}, .max_tokens = n_tokens,
+                                        .eos_id = -1}};
+            SpecStats stats;
+            c.n_expect = generate(&pair, prompt, n_prompt, &c.params, 1, expect, &stats, false);
+            check(&c, ctx);
+            free(prompt);
+        }
+        model_free(&pair.target);
+        model_free(&pair.draft);
+        pool_free(pair.pool);
+    }
+    tokenizer_free(&tok);
+}
+
+// Chains: γ fixed at 1, 2, 3, 4, 8, and auto.
+static void check_chains_on_shipped_pair(ShippedCase *c, void *ctx) {
+    (void)ctx;
+    const GammaPolicy policies[] = {GAMMA_FIXED, GAMMA_FIXED, GAMMA_FIXED, GAMMA_FIXED, GAMMA_FIXED, GAMMA_AUTO};
+    const int gammas[] = {1, 2, 3, 4, 8, 0};
+    for (size_t g = 0; g < sizeof gammas / sizeof gammas[0]; g++) {
+        c->params.policy = policies[g];
+        c->params.gamma = gammas[g];
+        int got[32];
+        SpecStats stats;
+        int n_got = generate(c->pair, c->prompt, c->n_prompt, &c->params, 1, got, &stats, true);
+        CHECK(n_got == c->n_expect && memcmp(got, c->expect, sizeof(int) * n_got) == 0,
+              "prompt %d, threads %d, gamma %d (policy %d): speculative output differs from the target's", c->p,
+              c->threads, gammas[g], policies[g]);
+    }
+}
+
 TEST(speculative_greedy_equals_target_on_shipped_pair) {
     // Held-out prompts × γ × thread counts (fewer in the debug build, which checks every rollback).
     static const char *const prompts[] = {
@@ -876,37 +933,7 @@ TEST(speculative_greedy_equals_target_on_shipped_pair) {
 #else
     const int n_prompts = 4, n_tokens = 32;
 #endif
-    const GammaPolicy policies[] = {GAMMA_FIXED, GAMMA_FIXED, GAMMA_FIXED, GAMMA_FIXED, GAMMA_FIXED, GAMMA_AUTO};
-    const int gammas[] = {1, 2, 3, 4, 8, 0};
-    Err err;
-    Tokenizer tok;
-    CHECK(tokenizer_load_dir(&tok, "weights/pystd/target", &err) == 0, "%s", err.msg);
-    for (int threads = 1; threads <= 2 && !test_failures(); threads++) {
-        Pair pair = {.pool = pool_create(threads, &err)};
-        CHECK(model_load(&pair.target, "weights/pystd/target", pair.pool, &err) == 0, "%s", err.msg);
-        CHECK(model_load(&pair.draft, "weights/pystd/draft", pair.pool, &err) == 0, "%s", err.msg);
-        for (int p = 0; p < n_prompts && !test_failures(); p++) {
-            int *prompt, n_prompt, expect[32], got[32];
-            CHECK(tokenizer_encode(&tok, prompts[p], strlen(prompts[p]), false, &prompt, &n_prompt, &err) == 0, "%s",
-                  err.msg);
-            SpecParams params = {.sampling = {.temperature = 0, .top_p = 1}, .max_tokens = n_tokens, .eos_id = -1};
-            SpecStats stats;
-            int n_expect = generate(&pair, prompt, n_prompt, &params, 1, expect, &stats, false);
-            for (size_t g = 0; g < sizeof gammas / sizeof gammas[0]; g++) {
-                params.policy = policies[g];
-                params.gamma = gammas[g];
-                int n_got = generate(&pair, prompt, n_prompt, &params, 1, got, &stats, true);
-                CHECK(n_got == n_expect && memcmp(got, expect, sizeof(int) * n_got) == 0,
-                      "prompt %d, threads %d, gamma %d (policy %d): speculative output differs from the target's", p,
-                      threads, gammas[g], policies[g]);
-            }
-            free(prompt);
-        }
-        model_free(&pair.target);
-        model_free(&pair.draft);
-        pool_free(pair.pool);
-    }
-    tokenizer_free(&tok);
+    on_shipped_pair(prompts, n_prompts, n_tokens, check_chains_on_shipped_pair, NULL);
 }
 
 // ---- draft trees ----------------------------------------------------------------------------------------------
@@ -1018,47 +1045,39 @@ TEST(speculative_tree_coupled_equals_target_only) {
 }
 
 // The shipped pair: greedy tree output is the target's for every width and --tree, at 1 and 2 threads.
+typedef struct {
+    int first_width, width_step;
+    int sibling_accepted;  // over every run: children kept after a rejected sibling
+} TreeWidths;
+
+static void check_trees_on_shipped_pair(ShippedCase *c, void *ctx) {
+    TreeWidths *w = ctx;
+    for (int width = w->first_width; width <= TREE_FIRST_WIDTH_MAX + 1; width += w->width_step) {
+        c->params.tree_auto = width > TREE_FIRST_WIDTH_MAX;
+        c->params.tree_width = c->params.tree_auto ? TREE_FIRST_WIDTH_MAX : width;
+        c->params.policy = c->params.tree_auto ? GAMMA_AUTO : GAMMA_FIXED;
+        c->params.gamma = 4;
+        int got[32];
+        SpecStats stats;
+        const int n_got = generate(c->pair, c->prompt, c->n_prompt, &c->params, 1, got, &stats, true);
+        CHECK(n_got == c->n_expect && memcmp(got, c->expect, sizeof(int) * n_got) == 0, "prompt %d, threads %d, "
+              "width %d%s: tree output differs from the target's", c->p, c->threads, c->params.tree_width,
+              c->params.tree_auto ? " (--tree)" : "");
+        w->sibling_accepted += stats.sibling_accepted;
+    }
+}
+
 TEST(speculative_tree_greedy_equals_target_on_shipped_pair) {
     static const char *const prompts[] = {"def fibonacci(n):", "class Stack:\n    def __init__(self):"};
 #ifdef SPECDEC_DEBUG  // widths 3 and --tree
-    const int n_prompts = 1, n_tokens = 12, first_width = 3, width_step = 2;
+    const int n_prompts = 1, n_tokens = 12;
+    TreeWidths widths = {.first_width = 3, .width_step = 2};
 #else
-    const int n_prompts = 2, n_tokens = 32, first_width = 2, width_step = 1;
+    const int n_prompts = 2, n_tokens = 32;
+    TreeWidths widths = {.first_width = 2, .width_step = 1};
 #endif
-    Err err;
-    Tokenizer tok;
-    CHECK(tokenizer_load_dir(&tok, "weights/pystd/target", &err) == 0, "%s", err.msg);
-    int sibling_accepted = 0;
-    for (int threads = 1; threads <= 2 && !test_failures(); threads++) {
-        Pair pair = {.pool = pool_create(threads, &err)};
-        CHECK(model_load(&pair.target, "weights/pystd/target", pair.pool, &err) == 0, "%s", err.msg);
-        CHECK(model_load(&pair.draft, "weights/pystd/draft", pair.pool, &err) == 0, "%s", err.msg);
-        for (int p = 0; p < n_prompts && !test_failures(); p++) {
-            int *prompt, n_prompt, expect[32], got[32];
-            CHECK(tokenizer_encode(&tok, prompts[p], strlen(prompts[p]), false, &prompt, &n_prompt, &err) == 0, "%s",
-                  err.msg);
-            SpecParams params = {.sampling = {.temperature = 0, .top_p = 1}, .max_tokens = n_tokens, .eos_id = -1};
-            SpecStats stats;
-            const int n_expect = generate(&pair, prompt, n_prompt, &params, 1, expect, &stats, false);
-            for (int width = first_width; width <= TREE_FIRST_WIDTH_MAX + 1; width += width_step) {
-                params.tree_auto = width > TREE_FIRST_WIDTH_MAX;
-                params.tree_width = params.tree_auto ? TREE_FIRST_WIDTH_MAX : width;
-                params.policy = params.tree_auto ? GAMMA_AUTO : GAMMA_FIXED;
-                params.gamma = 4;
-                const int n_got = generate(&pair, prompt, n_prompt, &params, 1, got, &stats, true);
-                CHECK(n_got == n_expect && memcmp(got, expect, sizeof(int) * n_got) == 0, "prompt %d, threads %d, "
-                      "width %d%s: tree output differs from the target's", p, threads, params.tree_width,
-                      params.tree_auto ? " (--tree)" : "");
-                sibling_accepted += stats.sibling_accepted;
-            }
-            free(prompt);
-        }
-        model_free(&pair.target);
-        model_free(&pair.draft);
-        pool_free(pair.pool);
-    }
-    CHECK(sibling_accepted > 0, "no child after a rejected sibling was ever kept");
-    tokenizer_free(&tok);
+    on_shipped_pair(prompts, n_prompts, n_tokens, check_trees_on_shipped_pair, &widths);
+    CHECK(widths.sibling_accepted > 0, "no child after a rejected sibling was ever kept");
 }
 
 // --tree falls back to the chain when a tree does not pay: with the target as its own draft every first child is
