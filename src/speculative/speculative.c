@@ -96,6 +96,7 @@ typedef struct {
     int n_first[TREE_FIRST_WIDTH_MAX + 1];             // the levels of W ≥ 2 children it has learned from
     bool draft_step_known;      // measured, or 0 by nature (a lookup's proposals cost no forward)
     double target[T_SLOTS];     // seconds per target forward of T tokens (running means; 0 = not measured)
+    int largest_measured;       // the largest T of target[] measured (0: none)
     bool modelled;              // plan with the cost model below, not with the measurements above
     double model_draft_step, model_target[T_SLOTS];  // spec_forward_cost: the drafter's step, the target's T
     double model_draft_row;     // ... a further row of a draft forward (a tree's level forwards feed W)
@@ -182,9 +183,7 @@ static double verify_time(const GammaState *g, int T) { return g->modelled ? g->
 // chosen on that price does not pay it: the shipped target on 2 cores measures t(8)/t(1) 1.32 but t(13)/t(1) 2.09
 // (compute-bound), and greedy --tree ran at 0.94× the chain. Once a tree's T has been verified, its time is known.
 static double tree_verify_time(const GammaState *g, int T) {
-    int largest = 0;
-    for (int t = 1; t < T_SLOTS; t++)
-        if (g->target[t] > 0) largest = t;
+    const int largest = g->largest_measured;
     if (g->modelled || largest == 0 || T <= largest) return verify_time(g, T);
     return g->target[largest] * g->model_target[T] / g->model_target[largest];
 }
@@ -648,6 +647,7 @@ static void record_round(Scheduler *s, const Round *r) {
     if (g->probing && k > 0 && !lookup)  // the probe was made (not displaced by a lookup run)
         g->probe_misses = r->n_accepted ? 0 : g->probe_misses < 3 ? g->probe_misses + 1 : 3;
     running_mean(&g->target[k + 1], r->target_seconds);
+    g->largest_measured = k + 1 > g->largest_measured ? k + 1 : g->largest_measured;
     if (s->drafter) s->drafter->seconds += r->draft_seconds;
     if (r->draft_calls > 0) {
         running_mean(r->width > 1 ? &g->tree_draft_step[r->width] : &g->draft_step,
