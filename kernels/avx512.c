@@ -31,17 +31,21 @@ static inline __mmask16 first_n(int n) { return n >= LANES ? (__mmask16)0xffff :
 // activation rows are two such groups, taking turns (rows_against_block). Each 16-wide slice of the weight rows
 // is loaded (and converted to F32) once per group and used for all its activation rows; while a pass runs, the
 // running sums sit in named registers (GCC spills an array of them to the stack). A 4-row weight block is
-// streamed from memory once, while the next block is prefetched, in one pass for up to 8 activation rows (a
-// verification of γ ≤ 7 drafts); further groups of 8 re-read it from L1. block_1x1 takes rows outside whole
-// blocks. The weights are in the panel layout (kernels.h): the 4 rows of a block alternate in 64-byte slices, so
+// streamed from memory once, its first pass prefetching the weights ahead of it (kernels.h: PREFETCH_L1_AHEAD),
+// in one pass for up to 8 activation rows (a verification of γ ≤ 7 drafts); further groups of 8 re-read it
+// from L1. block_1x1 takes rows outside whole blocks. The weights are in the panel layout (kernels.h): the 4 rows of a block alternate in 64-byte slices, so
 // each thread's share of a matrix is one sequential stream of memory rather than four rows side by side —
 // decoding streams 6–16% (F32) and 12–33% (BF16) faster from memory, a third faster from cache.
 //
 // Chunks of the inputs: the sums run over chunks of CHUNK inputs, each chunk's sums added to the output in
-// turn. Where the activation rows fit in L1 (decoding, and every n_in ≤ CHUNK) each 4-row block goes through its
-// chunks in order; where they do not — 8 rows of GPT-2's MLP projection, n_in = 3072, are 96 kB — the whole
+// turn. Where the activation rows take at most L1_ACTIVATIONS bytes (decoding, every n_in ≤ CHUNK, and up to 8
+// rows of 2048 inputs) each 4-row block goes through its chunks in order, and a thread's weights are one
+// sequential stream; where they take more — 8 rows of GPT-2's MLP projection, n_in = 3072, are 96 kB — the whole
 // matmul goes chunk by chunk, so that the activation slices each block reads stay in L1 (one pass over all the
-// weight rows per chunk; each weight is still read once). The order of the arithmetic is the same either way.
+// weight rows per chunk; each weight is still read once), and the prefetches go to the next panels' same chunk.
+// The order of the arithmetic is the same either way. 64 kB rather than L1's 32–48 kB: Llama-3.2-1B's shape
+// (BF16, n_in = 2048, 2 threads) verified T = 5 in 12% less time streaming with 40 kB of activations than chunk
+// by chunk, T = 8 in 3% less (run-bench -s limit -m random:llama-3.2-1b).
 //
 // Batch invariance: every (t, j) pair sees the same fused multiply-adds in the same order, and the same
 // horizontal sums, in every variant, so the result depends neither on T, nor on the tile, nor on the split of
@@ -49,7 +53,8 @@ static inline __mmask16 first_n(int n) { return n >= LANES ? (__mmask16)0xffff :
 
 enum {
     CHUNK = 768,                  // inputs per chunk (a multiple of 16): 8 activation rows of it are 24 kB
-    L1_ACTIVATIONS = 32 * 1024,   // activation bytes (T · n_in · 4) beyond which the matmul goes chunk by chunk
+    L1_ACTIVATIONS = 64 * 1024,   // activation bytes (T · n_in · 4) beyond which the matmul goes chunk by chunk
+    L2_AHEAD_PANELS = 2,          // chunk by chunk, the first pass prefetches the next panel into L1, this one into L2
 };
 
 typedef struct {
@@ -57,6 +62,7 @@ typedef struct {
     size_t elem;             // bytes of one weight
     size_t slice_bytes;      // bytes from a 16-weight slice of a row to the row's next slice (the panel layout)
     size_t panel_bytes;      // bytes of a panel of 4 rows
+    size_t l1_ahead, l2_ahead;  // how far past the slice being read the first pass prefetches, into L1 and L2
     int n_in, ld_x, ld_out;
     int i0, i1;              // the chunk of the inputs this pass covers: [i0, i1)
     bool first, last;        // the first chunk, the last
@@ -102,11 +108,14 @@ static inline __m512 in_register(__m512 v) {
 #define W(r) load_weights(w + (size_t)(i / LANES) * s->slice_bytes + (r) * LANES * s->elem, s->type, m)
 #define X(t) in_register(load_f32(x + (size_t)(t) * s->ld_x + i, m))        // slice of activation row t
 #define FMA(acc, xv, wv) acc = _mm512_fmadd_ps(xv, wv, acc)
-// line l of the next panel's slice(s) at i, `panel` the current one: 4 lines hold one slice of 4 F32 rows, or two
-// of 4 BF16 or F16 rows
+// line l of the weights l1_ahead bytes past the slice at i of `panel` into L1, and l2_ahead bytes past it into L2;
+// 4 lines hold one slice of 4 F32 rows, or two of 4 BF16 or F16 rows
 #define PREFETCH(panel, l)                                                                                       \
-    _mm_prefetch((const char *)((panel) + s->panel_bytes + (size_t)(i / LANES) * s->slice_bytes + (l) * 64),     \
-                 _MM_HINT_T0)
+    do {                                                                                                         \
+        const char *at = (const char *)(panel) + (size_t)(i / LANES) * s->slice_bytes + (l) * 64;                \
+        _mm_prefetch(at + s->l1_ahead, _MM_HINT_T0);                                                             \
+        _mm_prefetch(at + s->l2_ahead, _MM_HINT_T1);                                                             \
+    } while (0)
 
 // The running sums of 4 weight rows × 4 activation rows, acc[4t + r] for activation row t, weight row r.
 typedef struct {
@@ -154,8 +163,8 @@ static inline __attribute__((always_inline)) void store_4xn(float *out, const Su
 // Activation rows [0, n), n ≤ 8 (a constant), against the 4 weight rows of the panel at w, over the chunk in s.
 // Up to 4 rows take one pass over the chunk. 5 to 8 rows have 32 running sums, more than the 32 registers can
 // hold beside the weights: the pass alternates between rows 0–3 and rows 4..n−1 every STEP_BYTES of the panel,
-// each group's sums going to the stack and back in between, and both groups prefetch the next panel (the second
-// only re-asking for lines the first asked for). The weights then stream from memory as they do for one row, 4
+// each group's sums going to the stack and back in between; the first group prefetches ahead (the second
+// re-asking for the same lines took 2–3% longer). The weights then stream from memory as they do for one row, 4
 // lines after 4 lines. Measured here (GPT-2-small's forward, weights from memory), T = 8 takes 11% less time (F32)
 // and 8–17% (BF16) than with the earlier micro-kernel, 2 weight rows by 8 activation rows over each half of a
 // panel in turn: a pass that walks every other pair of lines, or stops prefetching, slows the stream from memory
@@ -175,7 +184,7 @@ static inline __attribute__((always_inline)) void rows_against_block(float *out,
         for (int i0 = s->i0; i0 < s->i1; i0 += step) {
             const int i1 = i0 + step < s->i1 ? i0 + step : s->i1;
             pass_4xn(&lo, x, w, s, i0, i1, prefetch, 4);
-            pass_4xn(&hi, x + 4 * (size_t)s->ld_x, w, s, i0, i1, prefetch, n - 4);
+            pass_4xn(&hi, x + 4 * (size_t)s->ld_x, w, s, i0, i1, false, n - 4);
         }
     }
     store_4xn(out, &lo, bias, s, n < 4 ? n : 4);
@@ -251,11 +260,11 @@ static inline __attribute__((always_inline)) void matmul_rows(float *out, const 
         const uint8_t *w = (const uint8_t *)weights + (size_t)(j / 4) * whole->panel_bytes;
         const float *b = bias ? bias + j : NULL;
         if (one_chunk) {
-            block_against_rows(out + j, x, w, b, T, j + 8 <= j1, whole);
+            block_against_rows(out + j, x, w, b, T, true, whole);
         } else {
             for (int i0 = c0; i0 < c1; i0 += CHUNK) {
                 const Shape chunk = chunk_at(whole, i0, c1);
-                block_against_rows(out + j, x, w, b, T, j + 8 <= j1, &chunk);
+                block_against_rows(out + j, x, w, b, T, true, &chunk);
             }
         }
     }
@@ -266,13 +275,16 @@ static inline __attribute__((always_inline)) void matmul(float *out, const float
                                                          WeightType type, const float *bias, int T, int n_in,
                                                          int ld_x, int ld_out, int j0, int j1) {
     const size_t elem = type == WEIGHT_F32 ? 4 : 2;
-    const Shape whole = {type, elem, 4 * LANES * elem, 4 * (size_t)panel_row_length(n_in) * elem,
-                         n_in, ld_x, ld_out, 0, n_in, true, true};
+    Shape whole = {.type = type, .elem = elem, .slice_bytes = 4 * LANES * elem,
+                   .panel_bytes = 4 * (size_t)panel_row_length(n_in) * elem,
+                   .l1_ahead = PREFETCH_L1_AHEAD, .l2_ahead = PREFETCH_L2_AHEAD,
+                   .n_in = n_in, .ld_x = ld_x, .ld_out = ld_out, .i0 = 0, .i1 = n_in, .first = true, .last = true};
     if (n_in <= CHUNK) {
         matmul_rows(out, x, weights, bias, T, j0, j1, &whole, 0, n_in, true);
     } else if ((size_t)T * n_in * sizeof(float) <= L1_ACTIVATIONS) {
         matmul_rows(out, x, weights, bias, T, j0, j1, &whole, 0, n_in, false);
-    } else {
+    } else {  // chunk by chunk: the weights read next are the same chunk of the next panel, not the bytes that follow
+        whole.l1_ahead = whole.panel_bytes, whole.l2_ahead = L2_AHEAD_PANELS * whole.panel_bytes;
         for (int i0 = 0; i0 < n_in; i0 += CHUNK)
             matmul_rows(out, x, weights, bias, T, j0, j1, &whole, i0, i0 + CHUNK < n_in ? i0 + CHUNK : n_in,
                         false);

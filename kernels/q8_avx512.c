@@ -23,10 +23,10 @@
 #include "kernels.h"
 
 // ROWS_PER_PASS activation rows share one pass over a panel (16 were no faster: the sums then spill). The first
-// pass prefetches the weights ahead of itself, L1_AHEAD bytes into L1 and L2_AHEAD into L2: without it a pass of
-// 8 rows streams a matrix from memory at half the speed (measured on [8192, 4096], one thread: T = 8 took 4.2×
-// the time of T = 1 without prefetching, 2.2× with L1 prefetches alone, 1.4× with both).
-enum { ROWS_PER_PASS = 8, L1_AHEAD = 2048, L2_AHEAD = 8192 };
+// pass prefetches the weights ahead of itself (kernels.h: PREFETCH_L1_AHEAD): without it a pass of 8 rows streams
+// a matrix from memory at half the speed (measured on [8192, 4096], one thread: T = 8 took 4.2× the time of
+// T = 1 without prefetching, 2.2× with L1 prefetches alone, 1.4× with both).
+enum { ROWS_PER_PASS = 8 };
 
 #define VNNI __attribute__((target("avx512vnni")))  // the functions that use vpdpbusd
 
@@ -51,8 +51,8 @@ static inline __attribute__((always_inline)) VNNI void panel_against_rows(float 
     for (int b = 0; b < nb; b++) {
         const uint8_t *q = panel + (size_t)b * Q8_BLOCK * Q8_PANEL;
         for (int line = 0; line < 8 && prefetch; line++) {  // past the matrix's end, a prefetch does nothing
-            _mm_prefetch((const char *)q + L1_AHEAD + 64 * line, _MM_HINT_T0);
-            _mm_prefetch((const char *)q + L2_AHEAD + 64 * line, _MM_HINT_T1);
+            _mm_prefetch((const char *)q + PREFETCH_L1_AHEAD + 64 * line, _MM_HINT_T0);
+            _mm_prefetch((const char *)q + PREFETCH_L2_AHEAD + 64 * line, _MM_HINT_T1);
         }
         __m512i w[Q8_BLOCK / Q8_GROUP];  // group g: rows 0..15 × inputs 4g..4g+3, as q + 128
         for (int g = 0; g < Q8_BLOCK / Q8_GROUP; g++) w[g] = _mm512_xor_si512(_mm512_load_si512(q + 64 * g), flip);
