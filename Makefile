@@ -12,7 +12,7 @@
 #   make weights            train and export the default model pair to weights/pystd (hours; resumes)
 #   make fuzz               the libFuzzer targets of fuzz/ (clang-14, ASan + UBSan): build/fuzz/bin/<target>
 #   make fuzz-smoke         each target for FUZZ_SECONDS (default 15) from its seed corpus fuzz/corpus/<target>
-#   make test-tools         the corpus tool's tests (tools/test_corpus.py)
+#   make test-tools         the tools' tests (tools/test_corpus.py, tools/test_parse_rate.py)
 
 CC       ?= cc
 BUILD    ?= release
@@ -145,9 +145,11 @@ test-neon: $(NEON_BIN)
 .PHONY: weights test-tools
 weights: $(O)/specdec
 	tools/make_weights.sh
-# The corpus tool's licence checks, deduplication and split, on made-up inputs (Python 3 only, no network).
+# The corpus tool's licence checks, deduplication and split, and parse_rate.py's judgement of continuations, on
+# made-up inputs (Python 3 only, no network, no model).
 test-tools:
 	/usr/bin/python3 tools/test_corpus.py
+	/usr/bin/python3 tools/test_parse_rate.py
 
 # Fuzzing (fuzz/README.md): one libFuzzer target per parser, linked with the parsers' part of the library built for
 # it in build/fuzz/ (not the kernels: clang with ASan takes minutes over the AVX-512 file, and no parser uses them).
