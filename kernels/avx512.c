@@ -38,23 +38,24 @@ static inline __mmask16 first_n(int n) { return n >= LANES ? (__mmask16)0xffff :
 // decoding streams 6–16% (F32) and 12–33% (BF16) faster from memory, a third faster from cache.
 //
 // Chunks of the inputs: the sums run over chunks of CHUNK inputs, each chunk's sums added to the output in
-// turn. Where the activation rows take at most L1_ACTIVATIONS bytes (decoding, every n_in ≤ CHUNK, and up to 8
-// rows of 2048 inputs) each 4-row block goes through its chunks in order, and a thread's weights are one
-// sequential stream; where they take more — 8 rows of GPT-2's MLP projection, n_in = 3072, are 96 kB — the whole
-// matmul goes chunk by chunk, so that the activation slices each block reads stay in L1 (one pass over all the
-// weight rows per chunk; each weight is still read once), and the prefetches go to the next panels' same chunk.
-// The order of the arithmetic is the same either way. 64 kB rather than L1's 32–48 kB: Llama-3.2-1B's shape
-// (BF16, n_in = 2048, 2 threads) verified T = 5 in 12% less time streaming with 40 kB of activations than chunk
-// by chunk, T = 8 in 3% less (run-bench -s limit -m random:llama-3.2-1b).
+// turn. Where the activation rows take at most CACHED_ACTIVATIONS bytes (they then stay in L2, 1–2 MB a core on
+// current x86, beside the weights streaming through) each 4-row block goes through its chunks in order, and a
+// thread's weights are one sequential stream; where they take more — prefill — the whole matmul goes chunk by
+// chunk, so that the activation slices each block reads stay in L1 (one pass over all the weight rows per chunk;
+// each weight is still read once), and the prefetches go to the next panels' same chunk. The order of the
+// arithmetic is the same either way. Measured here (BF16): with the weights from memory, [32768, 8192] at T = 8
+// took 31 ms streaming against 40 ms chunk by chunk; Llama-3.2-1B's shape verified T = 5 in 114 ms against 133
+// (chunks from 32 kB of activations), T = 16 in 245 against 261 (from 64 kB); one thread with [2048, 8192] in
+// cache, T = 8 and 16 1.2× faster, T = 64 (chunked either way) the same.
 //
 // Batch invariance: every (t, j) pair sees the same fused multiply-adds in the same order, and the same
 // horizontal sums, in every variant, so the result depends neither on T, nor on the tile, nor on the split of
 // rows between threads.
 
 enum {
-    CHUNK = 768,                  // inputs per chunk (a multiple of 16): 8 activation rows of it are 24 kB
-    L1_ACTIVATIONS = 64 * 1024,   // activation bytes (T · n_in · 4) beyond which the matmul goes chunk by chunk
-    L2_AHEAD_PANELS = 2,          // chunk by chunk, the first pass prefetches the next panel into L1, this one into L2
+    CHUNK = 768,                      // inputs per chunk (a multiple of 16): 8 activation rows of it are 24 kB
+    CACHED_ACTIVATIONS = 512 * 1024,  // activation bytes (T · n_in · 4) beyond which the matmul goes chunk by chunk
+    L2_AHEAD_PANELS = 2,              // chunk by chunk, passes prefetch the next panel into L1, this one into L2
 };
 
 typedef struct {
@@ -281,7 +282,7 @@ static inline __attribute__((always_inline)) void matmul(float *out, const float
                    .n_in = n_in, .ld_x = ld_x, .ld_out = ld_out, .i0 = 0, .i1 = n_in, .first = true, .last = true};
     if (n_in <= CHUNK) {
         matmul_rows(out, x, weights, bias, T, j0, j1, &whole, 0, n_in, true);
-    } else if ((size_t)T * n_in * sizeof(float) <= L1_ACTIVATIONS) {
+    } else if ((size_t)T * n_in * sizeof(float) <= CACHED_ACTIVATIONS) {
         matmul_rows(out, x, weights, bias, T, j0, j1, &whole, 0, n_in, false);
     } else {  // chunk by chunk: the weights read next are the same chunk of the next panel, not the bytes that follow
         whole.l1_ahead = whole.panel_bytes, whole.l2_ahead = L2_AHEAD_PANELS * whole.panel_bytes;
