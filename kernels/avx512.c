@@ -43,10 +43,10 @@ static inline __mmask16 first_n(int n) { return n >= LANES ? (__mmask16)0xffff :
 // thread's weights are one sequential stream; where they take more — prefill — the whole matmul goes chunk by
 // chunk, so that the activation slices each block reads stay in L1 (one pass over all the weight rows per chunk;
 // each weight is still read once), and the prefetches go to the next panels' same chunk. The order of the
-// arithmetic is the same either way. Measured here (BF16): with the weights from memory, [32768, 8192] at T = 8
-// took 31 ms streaming against 40 ms chunk by chunk; Llama-3.2-1B's shape verified T = 5 in 114 ms against 133
-// (chunks from 32 kB of activations), T = 16 in 245 against 261 (from 64 kB); one thread with [2048, 8192] in
-// cache, T = 8 and 16 1.2× faster, T = 64 (chunked either way) the same.
+// arithmetic is the same either way. Measured here (BF16, run-bench -s limit -m random:llama-3.2-1b): Llama-3.2-1B's
+// shape verified T = 5 in 113 ms against 133 (chunks from 32 kB of activations), T = 16 in 239 against 261 (from
+// 64 kB); in throwaway harnesses, [32768, 8192] from memory at T = 8 took 31 ms against 40, and F32 weights in
+// cache on one thread ([768, 3072]) 8% longer at T = 8, 5% less at T = 16.
 //
 // Batch invariance: every (t, j) pair sees the same fused multiply-adds in the same order, and the same
 // horizontal sums, in every variant, so the result depends neither on T, nor on the tile, nor on the split of
