@@ -204,6 +204,10 @@ TEST(tokenizer_file_formats_agree) {
         Tokenizer tok;
         Err err = {""};
         CHECK(tokenizer_load_dir(&tok, dir, &err) == 0, "variant %d: %s", variant, err.msg);
+        if (test_failures()) {
+            fixture_remove_dir(dir);
+            break;
+        }
         int n, *ids = encode(&tok, text, false, &n);
         check_ids("vocab.json + merges.txt", ids, n, want, n_want);
         CHECK(tokenizer_eot_id(&tok) == fixture_id(small_merges, N_SMALL, "<|endoftext|>"), "eot id");
