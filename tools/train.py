@@ -3,9 +3,10 @@
 
     # target: next-token cross-entropy
     /usr/bin/python3 tools/train.py --run tools/runs/target --d 384 --layers 8 --heads 6 --steps 1200
-    # draft: distilled from the target's final weights (KL(target ‖ draft) at temperature 1, plus a little CE)
+    # draft: distilled from the target's final weights (KL(target ‖ draft) at temperature 1, plus a little CE),
+    # every second step on windows that end in 32 tokens the draft samples itself
     /usr/bin/python3 tools/train.py --run tools/runs/draft --d 96 --layers 3 --heads 3 --steps 1500 \\
-        --teacher tools/runs/target
+        --teacher tools/runs/target --on-policy-every 2 --sample-tokens 32
     # pilot: time a few steps of a size, print tokens/s, save nothing
     /usr/bin/python3 tools/train.py --pilot 4 --d 384 --layers 8 --heads 6
 
@@ -178,6 +179,20 @@ def batch_at(data, step, seed, batch, ctx):
     return w[:, :-1], w[:, 1:]
 
 
+def draft_samples(draft, x, n_new, window, step, seed, bf16):
+    """DistillSpec's on-policy data (Zhou et al. 2023): each window x [batch, ctx] with its last n_new tokens
+    replaced by ones the draft samples itself at temperature 1, one at a time, each seeing at most `window` tokens
+    before it (without a KV cache, the full context would cost ctx forwards of ctx tokens). The generator is seeded
+    by (seed, step), like the batch, so that a resumed run samples the same tokens."""
+    g = torch.Generator().manual_seed(seed * 1_000_003 + step + 500_000_000)
+    seq = x[:, : x.shape[1] - n_new]
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        for _ in range(n_new):
+            p = F.softmax(draft(seq[:, -window:])[:, -1].float(), dim=-1)
+            seq = torch.cat([seq, torch.multinomial(p, 1, generator=g)], dim=1)
+    return seq
+
+
 def val_windows(data, ctx, max_windows=None):
     """Consecutive non-overlapping windows of ctx + 1 tokens (sharing one token) over a stream."""
     n = (len(data) - 1) // ctx
@@ -279,6 +294,9 @@ def main():
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--teacher", help="run folder of the target to distil from (its final.pt)")
     ap.add_argument("--ce-weight", type=float, default=0.1, help="distillation: weight of hard-label CE")
+    ap.add_argument("--on-policy-every", type=int, default=0, help="distillation: every K-th step's windows end in "
+                    "--sample-tokens tokens the draft samples itself (DistillSpec's on-policy data; 0 = never)")
+    ap.add_argument("--sample-tokens", type=int, default=32, help="tokens the draft samples per on-policy window")
     ap.add_argument("--ckpt-minutes", type=float, default=5.0)
     ap.add_argument("--eval-every", type=int, default=200)
     ap.add_argument("--threads", type=int, default=2)
@@ -305,6 +323,8 @@ def main():
     else:
         hp = {k: getattr(args, k) for k in ("ctx", "batch", "steps", "warmup", "lr", "wd", "seed", "teacher",
                                             "ce_weight", "bf16")}
+        if args.teacher and args.on_policy_every:  # (a target's hp stay as they were: its runs resume unchanged)
+            hp.update(on_policy_every=args.on_policy_every, sample_tokens=args.sample_tokens)
         model_cfg = {"n_embd": args.d, "n_layer": args.layers, "n_head": args.heads, "n_positions": args.positions,
                      "vocab_size": len(tok.tokens), "eot_id": tok.eot_id}
     torch.manual_seed(hp["seed"])
@@ -350,12 +370,21 @@ def main():
         if args.pilot and pilot_t0 is None and step == 1:
             pilot_t0 = t0                                                   # step 0 warms up
         x, y = batch_at(train_data, step, hp["seed"], hp["batch"], hp["ctx"])
+        n_real = hp["ctx"]  # positions whose next token is the corpus's (the rest: the draft's own samples)
+        if teacher is not None and hp.get("on_policy_every") and step % hp["on_policy_every"] == 0:
+            n_new = hp["sample_tokens"]
+            x = draft_samples(model, x, n_new, 128, step, hp["seed"], hp.get("bf16", False))
+            n_real = hp["ctx"] - n_new  # position ctx − n_new − 1 still sees only the corpus
         for group in opt.param_groups:
             group["lr"] = lr_at(step, hp)
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=hp.get("bf16", False)):
             logits = model(x)
         flat = logits.float().reshape(-1, logits.shape[-1])
-        ce = F.cross_entropy(flat, y.reshape(-1))
+        if n_real == hp["ctx"]:
+            ce = F.cross_entropy(flat, y.reshape(-1))
+        else:  # hard labels only where the inputs are the corpus's; the KL below covers every position
+            ce = F.cross_entropy(flat.view(*logits.shape)[:, :n_real].reshape(-1, flat.shape[-1]),
+                                 y[:, :n_real].reshape(-1))
         if teacher is not None:
             with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=hp.get("bf16", False)):
                 t_logits = teacher(x)
