@@ -15,8 +15,8 @@ hyper-parameters; written every --ckpt-minutes to a temporary file, then renamed
 last step is done (then rerunning is a no-op). A run resumes from ckpt.pt exactly: the batch of step s is drawn from
 a generator seeded by (seed, s), there is no dropout, and the hyper-parameters come from the checkpoint, so a run
 interrupted any number of times computes the same weights as one that was not (same machine, same thread count).
-The process writes its PID to tools/runs/train.pid (remove on exit), so that others can pause it with
-`kill -STOP` and resume it with `kill -CONT`; SIGTERM or SIGINT saves a checkpoint and exits.
+The process writes its PID to tools/runs/train.pid (unless a live run's is there; removed on exit), so that others
+can pause it with `kill -STOP` and resume it with `kill -CONT`; SIGTERM or SIGINT saves a checkpoint and exits.
 
 The data are token ids of tools/corpus.py's splits under tools/train_bpe.py's tokenizer (cached in
 tools/runs/data/): every file followed by <|endoftext|>, concatenated; a batch is --batch random windows of
@@ -278,6 +278,17 @@ class Log:
             self.f.flush()
 
 
+def running_elsewhere(pid_path):
+    """Whether pid_path names another live process (a run already training): its PID then stays in the file."""
+    try:
+        with open(pid_path) as f:
+            pid = int(f.read().strip())
+        os.kill(pid, 0)
+        return pid != os.getpid()
+    except (OSError, ValueError):
+        return False
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--run", help="run folder (checkpoints, log, final weights)")
@@ -340,7 +351,7 @@ def main():
     if args.run:
         os.makedirs(args.run, exist_ok=True)
     log = Log(os.path.join(args.run, "log.txt") if args.run else None)
-    if args.run:
+    if args.run and not running_elsewhere(os.path.join(RUNS, "train.pid")):
         with open(os.path.join(RUNS, "train.pid"), "w") as f:
             f.write(f"{os.getpid()}\n")
     tokens_per_step = hp["batch"] * hp["ctx"]
