@@ -182,7 +182,10 @@ static void matmul_rows(Bench *b, const Weights *w, WeightType type, int T, json
 // from memory on such a CPU, but from the L3 of one with more (bench_matmul says which).
 enum { N_SIZES = 2, N_TYPES = 3, N_T = 2 };
 static const WeightType TYPES[N_TYPES] = {WEIGHT_F32, WEIGHT_BF16, WEIGHT_Q8};
-static const struct { const char *name; int n_out, n_in; } SIZES[N_SIZES] = {{"cache", 384, 384}, {"large", 8192, 4096}};
+static const struct {
+    const char *name;
+    int n_out, n_in;
+} SIZES[N_SIZES] = {{"cache", 384, 384}, {"large", 8192, 4096}};
 static const int TS[N_T] = {1, 8};
 
 static void bench_matmul(Bench *b, json_t *j) {
@@ -195,8 +198,9 @@ static void bench_matmul(Bench *b, json_t *j) {
     if (l3 > 0)
         out(b, "The large W is %ld MiB as F32, %ld as BF16; this CPU's L3 is %ld MiB: %s\n\n", large_f32 >> 20,
             large_f32 >> 21, l3 >> 20,
-            l3 < large_f32 / 2 ? "W streams from memory" : "W may be served from the L3 (the model's decode step is the "
-                                                           "memory-bound figure: suite decode)");
+            l3 < large_f32 / 2 ? "W streams from memory"
+                               : "W may be served from the L3 (the model's decode step is the memory-bound figure: "
+                                 "suite decode)");
     out(b, "| W | dtype | T | kernel | µs | GB/s | GFLOP/s | time / %s |\n|---|---|---:|---|---:|---:|---:|---:|\n",
         b->kernels->name);
     json_t *rows = json_array();

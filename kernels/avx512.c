@@ -27,15 +27,15 @@ static inline __mmask16 first_n(int n) { return n >= LANES ? (__mmask16)0xffff :
 
 // ---- matmul -------------------------------------------------------------------------------------------------
 //
-// Register blocking: the micro-kernel pass_4xn multiplies 4 weight rows by n ≤ 4 activation rows; 5 to 8
-// activation rows are two such groups, taking turns (rows_against_block). Each 16-wide slice of the weight rows
-// is loaded (and converted to F32) once per group and used for all its activation rows; while a pass runs, the
-// running sums sit in named registers (GCC spills an array of them to the stack). A 4-row weight block is
-// streamed from memory once, its first pass prefetching the weights ahead of it (kernels.h: PREFETCH_L1_AHEAD),
-// in one pass for up to 8 activation rows (a verification of γ ≤ 7 drafts); further groups of 8 re-read it
-// from L1. block_1x1 takes rows outside whole blocks. The weights are in the panel layout (kernels.h): the 4 rows of a block alternate in 64-byte slices, so
-// each thread's share of a matrix is one sequential stream of memory rather than four rows side by side —
-// decoding streams 6–16% (F32) and 12–33% (BF16) faster from memory, a third faster from cache.
+// Register blocking: the micro-kernel pass_4xn multiplies 4 weight rows by n ≤ 4 activation rows; 5 to 8 activation
+// rows are two such groups, taking turns (rows_against_block). Each 16-wide slice of the weight rows is loaded (and
+// converted to F32) once per group and used for all its activation rows; while a pass runs, the running sums sit in
+// named registers (GCC spills an array of them to the stack). A 4-row weight block is streamed from memory once, its
+// first pass prefetching the weights ahead of it (kernels.h: PREFETCH_L1_AHEAD), in one pass for up to 8 activation
+// rows (a verification of γ ≤ 7 drafts); further groups of 8 re-read it from L1. block_1x1 takes rows outside whole
+// blocks. The weights are in the panel layout (kernels.h): the 4 rows of a block alternate in 64-byte slices, so each
+// thread's share of a matrix is one sequential stream of memory rather than four rows side by side — decoding streams
+// 6–16% (F32) and 12–33% (BF16) faster from memory, a third faster from cache.
 //
 // Chunks of the inputs: the sums run over chunks of CHUNK inputs, each chunk's sums added to the output in
 // turn. Where the activation rows take at most CACHED_ACTIVATIONS bytes (they then stay in L2, 1–2 MB a core on

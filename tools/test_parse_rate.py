@@ -43,7 +43,8 @@ class Header(unittest.TestCase):
 
 class Parses(unittest.TestCase):
     def test_an_indented_window_with_a_valid_continuation_parses(self):
-        prompt = '        """Return the size."""\n        return self.size\n\n    def close(self):\n        if not self.clo'
+        prompt = ('        """Return the size."""\n        return self.size\n\n'
+                  "    def close(self):\n        if not self.clo")
         self.assertTrue(parses(prompt + "sed:\n            self.closed = True\n\n    def rea"))
 
     def test_a_syntax_error_in_a_complete_line_fails(self):
