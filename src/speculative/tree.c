@@ -73,7 +73,7 @@ int tree_top_children(const float *logits, int V, int width, TreeChild *children
 
 // ---- the accept / resample step --------------------------------------------------------------------------------
 
-// Σ_x min(p(x), q(x)) (speculative.c's overlap, in the same order: lane j sums x ≡ j (mod 4)).
+// Σ_x min(p(x), q(x)), in 4 lanes: lane j sums x ≡ j (mod 4).
 static double overlap(const double *p, const double *q, int V) {
     double part[4] = {0};
     for (int x = 0; x < V; x++) part[x % 4] += p[x] < q[x] ? p[x] : q[x];

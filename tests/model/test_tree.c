@@ -234,12 +234,17 @@ static void check_tree_grown_in_pieces(Subject *s, int T, int shape) {
     free(pieces);
 }
 
+// A random checkpoint of SPECS[m] written into a fresh folder; dir is a "/tmp/specdec-tree-XXXXXX" buffer.
+static void write_spec(char *dir, int m) {
+    CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    Err err;
+    CHECK(random_checkpoint_write(dir, &SPECS[m], &err) == 0, "%s", err.msg);
+}
+
 TEST(tree_rows_equal_chains_over_their_paths) {
     for (int m = 0; m < N_SPECS; m++) {
         char dir[] = "/tmp/specdec-tree-XXXXXX";
-        CHECK(mkdtemp(dir) != NULL, "mkdtemp");
-        Err err;
-        CHECK(random_checkpoint_write(dir, &SPECS[m], &err) == 0, "%s", err.msg);
+        write_spec(dir, m);
         for (int v = 0; v < N_VARIANTS; v++)
             for (int threads = 1; threads <= 2; threads++)
                 for (int q8 = 0; q8 <= 1; q8++) {
@@ -313,9 +318,7 @@ static void check_keep_path_rounds(Subject *s, const char *dir, const RandomChec
 TEST(tree_keep_path_equals_a_chain) {
     for (int m = 0; m < N_SPECS; m++) {
         char dir[] = "/tmp/specdec-tree-XXXXXX";
-        CHECK(mkdtemp(dir) != NULL, "mkdtemp");
-        Err err;
-        CHECK(random_checkpoint_write(dir, &SPECS[m], &err) == 0, "%s", err.msg);
+        write_spec(dir, m);
         for (int v = 0; v < N_VARIANTS; v++)
             for (int q8 = 0; q8 <= 1; q8++) {
                 Subject s;

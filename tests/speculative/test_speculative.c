@@ -177,6 +177,15 @@ static int generate(Pair *pair, const int *prompt, int n_prompt, const SpecParam
 // often one id repeated (the q8 Qwen2 pair answers 40 or 6 to almost any prompt), which lookup always guesses
 // right: its reject path rests on the prompt's repeats (without the closing repeat 2 seeds in 121 gave it none;
 // with it 0 in 300).
+// A random prompt of 2 to 8 ids into prompt[8]: any ids below V − 1 on odd trials; on even ones ids 0..5 ending in
+// the first (repetitive text). Returns its length.
+static int random_prompt(int prompt[8], int trial, int V) {
+    const int n_prompt = test_rand_int(2, 8);
+    for (int i = 0; i < n_prompt; i++) prompt[i] = trial % 2 ? test_rand_int(0, V - 2) : test_rand_int(0, 5);
+    if (trial % 2 == 0) prompt[n_prompt - 1] = prompt[0];
+    return n_prompt;
+}
+
 static void check_greedy_on(Pair *pair, const char *label, bool both_paths) {
     const GammaPolicy policies[] = {GAMMA_FIXED, GAMMA_FIXED, GAMMA_FIXED, GAMMA_FIXED, GAMMA_FIXED, GAMMA_AUTO,
                                     GAMMA_HEURISTIC};
@@ -184,9 +193,7 @@ static void check_greedy_on(Pair *pair, const char *label, bool both_paths) {
     const int V = pair->target.n_vocab;
     int accepted[N_DRAFT_KINDS] = {0}, drafted[N_DRAFT_KINDS] = {0};
     for (int trial = 0; trial < 6; trial++) {
-        int prompt[8], n_prompt = test_rand_int(2, 8);
-        for (int i = 0; i < n_prompt; i++) prompt[i] = trial % 2 ? test_rand_int(0, V - 2) : test_rand_int(0, 5);
-        if (trial % 2 == 0) prompt[n_prompt - 1] = prompt[0];
+        int prompt[8], n_prompt = random_prompt(prompt, trial, V);
         SpecParams params = {.sampling = {.temperature = 0, .top_p = 1}, .max_tokens = 40, .eos_id = -1};
         int expect[40], got[40];
         SpecStats stats;
@@ -953,9 +960,7 @@ static void check_tree_greedy_on(Pair *pair, const char *label, bool siblings) {
     const int V = pair->target.n_vocab;
     int sibling_accepted = 0;
     for (int trial = 0; trial < n_trials; trial++) {
-        int prompt[8], n_prompt = test_rand_int(2, 8);
-        for (int i = 0; i < n_prompt; i++) prompt[i] = trial % 2 ? test_rand_int(0, V - 2) : test_rand_int(0, 5);
-        if (trial % 2 == 0) prompt[n_prompt - 1] = prompt[0];
+        int prompt[8], n_prompt = random_prompt(prompt, trial, V);
         SpecParams params = {.sampling = {.temperature = 0, .top_p = 1}, .max_tokens = 40, .eos_id = -1};
         int expect[40], got[40];
         SpecStats stats;
