@@ -13,6 +13,7 @@
 #   make fuzz               the libFuzzer targets of fuzz/ (clang-14, ASan + UBSan): build/fuzz/bin/<target>
 #   make fuzz-smoke         each target for FUZZ_SECONDS (default 15) from its seed corpus fuzz/corpus/<target>
 #   make test-tools         the tools' tests (tools/test_corpus.py, tools/test_parse_rate.py)
+#   make test-train         the training tools' tests (tools/test_pack.py; needs python3-torch)
 
 CC       ?= cc
 BUILD    ?= release
@@ -141,8 +142,8 @@ $(NEON_BIN): kernels/*.c kernels/*.h tests/support/harness.c tests/support/harne
 test-neon: $(NEON_BIN)
 	qemu-aarch64 $(NEON_BIN)
 
-# The default model pair: tools/make_weights.sh runs corpus → tokenizer → target → draft → evaluate → export.
-.PHONY: weights test-tools
+# The default model pair: tools/make_weights.sh runs corpus → tokenizer → target → pack → draft → evaluate → export.
+.PHONY: weights test-tools test-train
 weights: $(O)/specdec
 	tools/make_weights.sh
 # The corpus tool's licence checks, deduplication and split, and parse_rate.py's judgement of continuations, on
@@ -150,6 +151,10 @@ weights: $(O)/specdec
 test-tools:
 	/usr/bin/python3 tools/test_corpus.py
 	/usr/bin/python3 tools/test_parse_rate.py
+# pack.py's sample of files and its teacher (bit for bit the F32 one under autocast), on made-up models and streams:
+# Debian's python3-torch, which make weights needs too (CI does not install it).
+test-train:
+	/usr/bin/python3 tools/test_pack.py
 
 # Fuzzing (fuzz/README.md): one libFuzzer target per parser, linked with the parsers' part of the library built for
 # it in build/fuzz/ (not the kernels: clang with ASan takes minutes over the AVX-512 file, and no parser uses them).

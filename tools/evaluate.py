@@ -3,6 +3,7 @@
 
     /usr/bin/python3 tools/evaluate.py [--target tools/runs/target] [--draft tools/runs/draft]
                                        [--max-windows N] [--ckpt] [--out tools/runs/eval.json]
+                                       [--data tools/runs/pack/data] [--device cuda]
 
 On the validation split (tools/corpus.py), cut into consecutive windows of the training context (every token
 predicted once, with up to ctx − 1 tokens of left context), in F32:
@@ -14,7 +15,8 @@ predicted once, with up to ctx − 1 tokens of left context), in F32:
   * c, the draft's per-token cost relative to the target's (multiply-adds: L·12d² + V·d), and the expected
     speed-up (1 − α^{γ+1}) / ((1 − α)(γc + 1)) for γ = 1..8 (Theorem 3.8), at temperature 1 and at 0.
 Reads each run's final.pt, or with --ckpt its latest ckpt.pt (figures of a run in progress). Prints a table and
-writes the figures as JSON to --out.
+writes the figures as JSON to --out. With --data, the validation stream is tools/pack.py's copy (the same ids), so
+that a GPU machine the pack was carried to can evaluate drafts too (--device cuda).
 """
 
 import argparse
@@ -32,7 +34,7 @@ from train import GPT2, RUNS, per_token_cost, token_stream, val_windows  # noqa:
 
 def load(run, ckpt=False):
     path = os.path.join(run, "ckpt.pt" if ckpt else "final.pt")
-    state = torch.load(path)
+    state = torch.load(path, map_location="cpu")
     model = GPT2(state["model_cfg"])
     model.load_state_dict(state["model"])
     model.eval()
@@ -51,6 +53,8 @@ def speedup(alpha, gamma, c):
 @torch.no_grad()
 def evaluate(target, draft, data, ctx, max_windows=None, batch=4):
     x, y = val_windows(data, ctx, max_windows)
+    dev = target.wte.weight.device
+    x, y = x.to(dev), y.to(dev)
     sums = {"ce_target": 0.0, "ce_draft": 0.0, "alpha": 0.0, "agree": 0.0, "p_top1": 0.0}
     bucket = {b: [0, 0.0, 0.0] for b in BUCKETS}                   # positions, agreements, Σ min(p, q)
     for i in range(0, len(x), batch):
@@ -79,6 +83,12 @@ def evaluate(target, draft, data, ctx, max_windows=None, batch=4):
     return out, n
 
 
+def validation_bytes():
+    """UTF-8 bytes of the validation split's files."""
+    with open(os.path.join(RUNS, "corpus", "val.jsonl"), encoding="utf-8") as f:
+        return sum(len(json.loads(line)["text"].encode()) for line in f)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--target", default=os.path.join(RUNS, "target"))
@@ -87,17 +97,25 @@ def main():
     ap.add_argument("--max-windows", type=int, default=None)
     ap.add_argument("--out", default=os.path.join(RUNS, "eval.json"))
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--data", help="tools/pack.py's data folder: read its validation stream and byte count")
+    ap.add_argument("--device", default="cpu")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
 
     target, t_state = load(args.target, args.ckpt)
     has_draft = os.path.exists(os.path.join(args.draft, "ckpt.pt" if args.ckpt else "final.pt"))
     draft, d_state = load(args.draft, args.ckpt) if has_draft else (None, None)
-    data = token_stream("val")
+    target.to(args.device)
+    if draft is not None:
+        draft.to(args.device)
+    data = token_stream("val", args.data)
     ctx = t_state["hp"]["ctx"]
     m, n = evaluate(target, draft, data, ctx, args.max_windows)
-    with open(os.path.join(RUNS, "corpus", "val.jsonl"), encoding="utf-8") as f:
-        val_bytes = sum(len(json.loads(line)["text"].encode()) for line in f)
+    if args.data:
+        with open(os.path.join(args.data, "meta.json")) as f:
+            val_bytes = json.load(f)["val_bytes"]
+    else:
+        val_bytes = validation_bytes()
     bytes_per_token = val_bytes / (len(data) - data.eq(target.cfg["eot_id"]).sum().item())
 
     out = {"positions": n, "ctx": ctx, "bytes_per_token": bytes_per_token}

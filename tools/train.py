@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""train.py — trains specdec's default GPT-2 pair on the CPU: the target from text, the draft by distillation.
+"""train.py — trains specdec's default GPT-2 pair: the target from text, the draft by distillation.
 
     # target: next-token cross-entropy
     /usr/bin/python3 tools/train.py --run tools/runs/target --d 384 --layers 8 --heads 6 --steps 1200
@@ -9,12 +9,17 @@
         --teacher tools/runs/target --on-policy-every 2 --sample-tokens 32
     # pilot: time a few steps of a size, print tokens/s, save nothing
     /usr/bin/python3 tools/train.py --pilot 4 --d 384 --layers 8 --heads 6
+    # the draft on a GPU machine, from tools/pack.py's pack (the data and the teacher, carried there)
+    python3 tools/train.py --run tools/runs/draft --data tools/runs/pack/data --teacher tools/runs/pack/teacher \
+        --device cuda ...
 
 A run lives in its folder (--run): ckpt.pt, the latest checkpoint (model, optimizer, step, training seconds,
 hyper-parameters; written every --ckpt-minutes to a temporary file, then renamed), log.txt, and final.pt when the
 last step is done (then rerunning is a no-op). A run resumes from ckpt.pt exactly: the batch of step s is drawn from
 a generator seeded by (seed, s), there is no dropout, and the hyper-parameters come from the checkpoint, so a run
 interrupted any number of times computes the same weights as one that was not (same machine, same thread count).
+It runs on the CPU (--threads) or, with --device cuda, on a GPU: the batches and the on-policy samples' generator
+seeds are the same, the arithmetic is the device's.
 The process writes its PID to tools/runs/train.pid (unless a live run's is there; removed on exit), so that others
 can pause it with `kill -STOP` and resume it with `kill -CONT`; SIGTERM or SIGINT saves a checkpoint and exits.
 
@@ -27,7 +32,8 @@ to norm 1. Forward and backward run under bfloat16 autocast (F32 master weights)
 """
 
 import argparse
-import json
+import io
+import lzma
 import math
 import os
 import signal
@@ -153,8 +159,12 @@ def n_params(model):
 # Data
 # ---------------------------------------------------------------------------------------------------------------
 
-def token_stream(split, corpus=os.path.join(RUNS, "corpus"), tokenizer=os.path.join(RUNS, "tokenizer")):
-    """int32 ids of a split (every file then <|endoftext|>), cached in tools/runs/data/<split>.pt."""
+def token_stream(split, data=None, corpus=os.path.join(RUNS, "corpus"), tokenizer=os.path.join(RUNS, "tokenizer")):
+    """int32 ids of a split (every file then <|endoftext|>), cached in tools/runs/data/<split>.pt; or, with data
+    a folder, the ids in its <split>.pt.xz (tools/pack.py's shard, made to be carried to another machine)."""
+    if data:
+        with open(os.path.join(data, split + ".pt.xz"), "rb") as f:
+            return torch.load(io.BytesIO(lzma.decompress(f.read())))
     cache = os.path.join(RUNS, "data", split + ".pt")
     src = [os.path.join(corpus, split + ".jsonl"), os.path.join(tokenizer, "tokenizer.json")]
     if os.path.exists(cache) and all(os.path.getmtime(cache) >= os.path.getmtime(s) for s in src):
@@ -184,9 +194,9 @@ def draft_samples(draft, x, n_new, window, step, seed, bf16):
     replaced by ones the draft samples itself at temperature 1, one at a time, each seeing at most `window` tokens
     before it (without a KV cache, the full context would cost ctx forwards of ctx tokens). The generator is seeded
     by (seed, step), like the batch, so that a resumed run samples the same tokens."""
-    g = torch.Generator().manual_seed(seed * 1_000_003 + step + 500_000_000)
+    g = torch.Generator(device=x.device).manual_seed(seed * 1_000_003 + step + 500_000_000)
     seq = x[:, : x.shape[1] - n_new]
-    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+    with torch.no_grad(), torch.autocast(x.device.type, dtype=torch.bfloat16, enabled=bf16):
         for _ in range(n_new):
             p = F.softmax(draft(seq[:, -window:])[:, -1].float(), dim=-1)
             seq = torch.cat([seq, torch.multinomial(p, 1, generator=g)], dim=1)
@@ -206,10 +216,11 @@ def val_windows(data, ctx, max_windows=None):
 def val_loss(model, data, ctx, max_windows=None, batch=8):
     model.eval()
     x, y = val_windows(data, ctx, max_windows)
+    dev = model.wte.weight.device
     total = 0.0
     for i in range(0, len(x), batch):
-        logits = model(x[i:i + batch])
-        total += F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y[i:i + batch].reshape(-1),
+        logits = model(x[i:i + batch].to(dev))
+        total += F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y[i:i + batch].reshape(-1).to(dev),
                                  reduction="sum").item()
     model.train()
     return total / y.numel()
@@ -234,7 +245,7 @@ def make_optimizer(model, hp):
 
 
 def load_teacher(run):
-    state = torch.load(os.path.join(run, "final.pt"))
+    state = torch.load(os.path.join(run, "final.pt"), map_location="cpu")
     teacher = GPT2(state["model_cfg"])
     teacher.load_state_dict(state["model"])
     teacher.eval()
@@ -311,6 +322,10 @@ def main():
     ap.add_argument("--ckpt-minutes", type=float, default=5.0)
     ap.add_argument("--eval-every", type=int, default=200)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--device", default="cpu", help="where the steps run: cpu, or cuda on a GPU machine (the "
+                    "batches and samples are drawn as on the CPU; checkpoints are read and written on the CPU side)")
+    ap.add_argument("--data", help="a folder of tools/pack.py's token streams (train.pt.xz, val.pt.xz) to train on "
+                    "instead of the whole corpus's (tools/runs/data/)")
     ap.add_argument("--fp32", dest="bf16", action="store_false",
                     help="plain F32 matmuls (default: bfloat16 autocast, about 4x faster on AVX512-BF16 CPUs; "
                          "weights, optimizer state and losses stay F32)")
@@ -323,12 +338,13 @@ def main():
     if args.run and os.path.exists(os.path.join(args.run, "final.pt")):
         print(f"{args.run}: already trained (final.pt)")
         return
-    train_data = token_stream("train")
-    val_data = token_stream("val")
+    train_data = token_stream("train", args.data)
+    val_data = token_stream("val", args.data)
+    dev = torch.device(args.device)
     tok = Tokenizer.load(os.path.join(RUNS, "tokenizer"))
 
     ckpt_path = os.path.join(args.run, "ckpt.pt") if args.run else None
-    state = torch.load(ckpt_path) if ckpt_path and os.path.exists(ckpt_path) else None
+    state = torch.load(ckpt_path, map_location="cpu") if ckpt_path and os.path.exists(ckpt_path) else None
     if state:
         hp, model_cfg = state["hp"], state["model_cfg"]
     else:
@@ -339,14 +355,14 @@ def main():
         model_cfg = {"n_embd": args.d, "n_layer": args.layers, "n_head": args.heads, "n_positions": args.positions,
                      "vocab_size": len(tok.tokens), "eot_id": tok.eot_id}
     torch.manual_seed(hp["seed"])
-    model = GPT2(model_cfg)
+    model = GPT2(model_cfg).to(dev)
     opt = make_optimizer(model, hp)
     step, train_seconds = 0, 0.0
     if state:
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["opt"])
         step, train_seconds = state["step"], state["train_seconds"]
-    teacher = load_teacher(hp["teacher"]) if hp["teacher"] else None
+    teacher = load_teacher(hp["teacher"]).to(dev) if hp["teacher"] else None
 
     if args.run:
         os.makedirs(args.run, exist_ok=True)
@@ -380,7 +396,7 @@ def main():
         t0, paused0 = time.time(), pause_clock.paused
         if args.pilot and pilot_t0 is None and step == 1:
             pilot_t0 = t0                                                   # step 0 warms up
-        x, y = batch_at(train_data, step, hp["seed"], hp["batch"], hp["ctx"])
+        x, y = (t.to(dev) for t in batch_at(train_data, step, hp["seed"], hp["batch"], hp["ctx"]))
         n_real = hp["ctx"]  # positions whose next token is the corpus's (the rest: the draft's own samples)
         if teacher is not None and hp.get("on_policy_every") and step % hp["on_policy_every"] == 0:
             n_new = hp["sample_tokens"]
@@ -388,7 +404,7 @@ def main():
             n_real = hp["ctx"] - n_new  # position ctx − n_new − 1 still sees only the corpus
         for group in opt.param_groups:
             group["lr"] = lr_at(step, hp)
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=hp.get("bf16", False)):
+        with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=hp.get("bf16", False)):
             logits = model(x)
         flat = logits.float().reshape(-1, logits.shape[-1])
         if n_real == hp["ctx"]:
@@ -397,7 +413,7 @@ def main():
             ce = F.cross_entropy(flat.view(*logits.shape)[:, :n_real].reshape(-1, flat.shape[-1]),
                                  y[:, :n_real].reshape(-1))
         if teacher is not None:
-            with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=hp.get("bf16", False)):
+            with torch.no_grad(), torch.autocast(dev.type, dtype=torch.bfloat16, enabled=hp.get("bf16", False)):
                 t_logits = teacher(x)
             t_logp = F.log_softmax(t_logits.float().reshape(-1, flat.shape[-1]), dim=-1)
             kl = F.kl_div(F.log_softmax(flat, dim=-1), t_logp, log_target=True, reduction="batchmean")
@@ -441,8 +457,10 @@ def main():
                 f"{4 * n_params(model) / 2**20:.1f} MiB F32)")
         return
     full = val_loss(model, val_data, hp["ctx"])
-    atomic_save({"model": model.state_dict(), "model_cfg": model_cfg, "hp": hp, "step": step,
-                 "train_seconds": train_seconds, "val_ce": full}, os.path.join(args.run, "final.pt"))
+    where = torch.cuda.get_device_name(dev) if dev.type == "cuda" else f"CPU, {args.threads} threads"
+    atomic_save({"model": {k: v.cpu() for k, v in model.state_dict().items()}, "model_cfg": model_cfg, "hp": hp,
+                 "step": step, "train_seconds": train_seconds, "val_ce": full, "device": where},
+                os.path.join(args.run, "final.pt"))
     log(f"done: {step} steps, {train_seconds / 60:.1f} min, val ce {full:.4f} (ppl {math.exp(full):.2f})")
     pid_path = os.path.join(RUNS, "train.pid")
     try:
