@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # make_weights.sh — the whole pipeline of specdec's default model pair (`make weights` runs it):
-#   corpus → tokenizer → target → draft (distilled) → evaluation → export to weights/pystd/ (+ model card).
+#   corpus → tokenizer → target → pack → draft (distilled) → evaluation → export to weights/pystd/ (+ model card).
 # Every stage resumes: the corpus and tokenizer are made once (delete tools/runs/ to start over; the Debian packages
 # the corpus is read from stay cached in tools/runs/debian/, delete that too for newer versions); training picks up
 # from tools/runs/<run>/ckpt.pt (written every 5 minutes) and is a no-op once final.pt exists. Training runs under
@@ -20,12 +20,19 @@ mkdir -p "$RUNS"
 # corpus) — on 2 CPU cores, many hours: it runs across sessions, resuming from its checkpoint.
 $PY tools/train.py --run "$RUNS/target" --d 384 --layers 8 --heads 6 --positions 512 --ctx 512 \
     --batch 16 --steps 4000 --warmup 100 --lr 1.2e-3
-# Draft: 3 × 96, 3 heads; 400 steps of 16 × 512 tokens, distilled from the target:
+# The draft learns from a pack (tools/pack.py): 24 M tokens of whole training files drawn at random and the target's
+# weights, 61 MiB with the repository, small enough to carry to a GPU machine. DEVICE=cuda trains there (the shipped
+# draft: tools/runs/pack carried to an H100, tools/runs/draft/final.pt back); on 2 CPU cores it takes many hours.
+[ -f "$RUNS/pack/teacher/final.pt" ] && [ "$RUNS/pack/teacher/final.pt" -nt "$RUNS/target/final.pt" ] ||
+    $PY tools/pack.py --tokens 24000000
+# Draft: 6 × 128, 4 heads (of the shapes tools/pilot_drafts.sh compared, docs/performance-history.md, the best
+# validation acceptance but for 8 × 128 at a sixth more cost); 2000 steps of 64 × 512 tokens, distilled from the
+# target:
 # loss = 0.9 · KL(target ‖ draft) + 0.1 · cross-entropy; every second step's windows end in 32 tokens the draft
-# samples itself (DistillSpec's on-policy data; such a step costs 1.36 times another at this size).
-$PY tools/train.py --run "$RUNS/draft" --d 96 --layers 3 --heads 3 --positions 512 --ctx 512 \
-    --batch 16 --steps 400 --warmup 40 --lr 3e-3 --teacher "$RUNS/target" --ce-weight 0.1 \
-    --on-policy-every 2 --sample-tokens 32
+# samples itself (DistillSpec's on-policy data).
+$PY tools/train.py --run "$RUNS/draft" --data "$RUNS/pack/data" --teacher "$RUNS/pack/teacher" \
+    --device "${DEVICE:-cpu}" --d 128 --layers 6 --heads 4 --positions 512 --ctx 512 \
+    --batch 64 --steps 2000 --warmup 40 --lr 3e-3 --ce-weight 0.1 --on-policy-every 2 --sample-tokens 32
 
 if [ ! -f "$RUNS/eval.json" ] || [ "$RUNS/draft/final.pt" -nt "$RUNS/eval.json" ]; then
     $PY tools/evaluate.py

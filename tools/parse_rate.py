@@ -24,6 +24,8 @@ import sys
 import tokenize
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SPECDEC = os.path.join(ROOT, "build/release/specdec")
+PROMPTS = os.path.join(ROOT, "bench/prompts/python.jsonl")
 
 
 def header_for(text):
@@ -88,6 +90,26 @@ def continuation(specdec, target, draft, prompt, temp, tokens, seed):
     return out[:-1] if out.endswith("\n") else out  # the CLI ends its output with a line break
 
 
+def parse_rate(prompts_path=PROMPTS, samples=100, temp=0.7, tokens=128, target=None, draft=None, specdec=SPECDEC,
+               show_failures=False):
+    """{"passed", "samples", "temp", "tokens", "prompts_used", "prompts"}: how many continuations parse."""
+    with open(prompts_path) as f:
+        prompts = [json.loads(line)["prompt"] for line in f if line.strip()]
+    usable = [p for p in prompts if parses(p)]
+    if not usable:
+        sys.exit(f"parse_rate: none of the {len(prompts)} prompts in {prompts_path} parses on its own")
+    passed = 0
+    for k in range(samples):
+        prompt = usable[k % len(usable)]
+        text = continuation(specdec, target, draft, prompt, temp, tokens, k)
+        ok = parses(prompt + text)
+        passed += ok
+        if not ok and show_failures:
+            print(f"--- sample {k} does not parse:\n{prompt}\u2502{text}\n")
+    return {"passed": passed, "samples": samples, "temp": temp, "tokens": tokens, "prompts_used": len(usable),
+            "prompts": len(prompts)}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--samples", type=int, default=100)
@@ -95,27 +117,15 @@ def main():
     ap.add_argument("--tokens", type=int, default=128)
     ap.add_argument("-m", "--model", default=None, help="target folder (default: the shipped pair)")
     ap.add_argument("-d", "--draft", default=None)
-    ap.add_argument("--specdec", default=os.path.join(ROOT, "build/release/specdec"))
-    ap.add_argument("--prompts", default=os.path.join(ROOT, "bench/prompts/python.jsonl"))
+    ap.add_argument("--specdec", default=SPECDEC)
+    ap.add_argument("--prompts", default=PROMPTS)
     ap.add_argument("--show-failures", action="store_true", help="print each continuation that does not parse")
     args = ap.parse_args()
-
-    with open(args.prompts) as f:
-        prompts = [json.loads(line)["prompt"] for line in f if line.strip()]
-    usable = [p for p in prompts if parses(p)]
-    if not usable:
-        sys.exit(f"parse_rate: none of the {len(prompts)} prompts in {args.prompts} parses on its own")
-    passed = 0
-    for k in range(args.samples):
-        prompt = usable[k % len(usable)]
-        text = continuation(args.specdec, args.model, args.draft, prompt, args.temp, args.tokens, k)
-        ok = parses(prompt + text)
-        passed += ok
-        if not ok and args.show_failures:
-            print(f"--- sample {k} does not parse:\n{prompt}\u2502{text}\n")
-    print(f"{passed} of {args.samples} continuations ({100 * passed / args.samples:.0f}%) parse up to their last "
-          f"complete statement (temperature {args.temp}, {args.tokens} tokens, {len(usable)} of {len(prompts)} "
-          f"held-out prompts usable)")
+    r = parse_rate(args.prompts, args.samples, args.temp, args.tokens, args.model, args.draft, args.specdec,
+                   args.show_failures)
+    print(f"{r['passed']} of {r['samples']} continuations ({100 * r['passed'] / r['samples']:.0f}%) parse up to "
+          f"their last complete statement (temperature {r['temp']}, {r['tokens']} tokens, {r['prompts_used']} of "
+          f"{r['prompts']} held-out prompts usable)")
 
 
 if __name__ == "__main__":
