@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # make_weights.sh — the whole pipeline of specdec's default model pair (`make weights` runs it):
-#   corpus → tokenizer → target → pack → draft (distilled) → evaluation → export to weights/pystd/ (+ model card).
+#   corpus → tokenizer → target → pack → draft (distilled) → evaluation → export to weights/pystd/ (+ card).
 # Every stage resumes: the corpus and tokenizer are made once (delete tools/runs/ to start over; the Debian packages
 # the corpus is read from stay cached in tools/runs/debian/, delete that too for newer versions); training picks up
 # from tools/runs/<run>/ckpt.pt (written every 5 minutes) and is a no-op once final.pt exists. Training runs under
