@@ -51,10 +51,12 @@ typedef struct {
 typedef enum { QUANT_NONE, QUANT_Q8 } Quant;
 
 // A job (a matmul, attention, the gate) runs on one thread per this many multiply-adds, up to max_threads.
-// Measured on 2 cores (a throwaway harness timing decode steps, best of 15 rounds): the shipped draft's step takes
-// ~43 µs at 64K (its 28–37K matmuls on 1 thread, its 786K head on 2) against ~60 µs with every job split and ~67 µs
-// on 1 thread; the shipped target's is flat from 16K to 64K and slower from 128K on.
-#define MODEL_WORK_PER_THREAD ((size_t)1 << 16)
+// Measured on 2 cores of an Intel Xeon (run-bench --quick -s decode, binaries built with each value, alternated
+// twice): a 6 × 128 draft's step takes 0.123–0.132 ms at 16K against 0.151–0.166 ms at 64K (its 49–65K matmuls
+// then split), 0.124–0.146 ms at 4K and 8K; a 3 × 96 draft's (~0.05 ms) is the same at 16K, 32K and 64K, the
+// 70 MB F32 target's from 4K to 64K, within noise. (On the AMD host, earlier, the 3 × 96 draft took ~43 µs at 64K
+// against ~60 µs with every job split.)
+#define MODEL_WORK_PER_THREAD ((size_t)1 << 14)
 
 typedef struct {
     Config cfg;
