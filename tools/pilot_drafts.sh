@@ -25,10 +25,11 @@ for s in $SHAPES; do
     echo "== $name: $(grep -E 'done:|checkpoint step' "$WORK/$name.log" | tail -1)"
     final=final
     [ -f "$WORK/$name/final.pt" ] || final=ckpt
-    flag=$([ $final = ckpt ] && echo --ckpt)
-    python3 tools/evaluate.py --target "$PACK/teacher" --draft "$WORK/$name" $flag --data "$PACK/data" \
-        --device cuda --out "$OUT/eval-$name.json" | grep -E '^draft |^pair'
+    mkdir -p "$WORK/weights-$name"                      # evaluate.py reads final.pt: the run's, or its checkpoint's
     python3 -c 'import sys, torch; s = torch.load(sys.argv[1], map_location="cpu")
 torch.save({k: v for k, v in s.items() if k != "opt"}, sys.argv[2])' \
-        "$WORK/$name/$final.pt" "$OUT/$name.pt"
+        "$WORK/$name/$final.pt" "$WORK/weights-$name/final.pt"
+    python3 tools/evaluate.py --target "$PACK/teacher" --draft "$WORK/weights-$name" --data "$PACK/data" \
+        --device cuda --out "$OUT/eval-$name.json" | grep -E '^draft |^pair'
+    cp "$WORK/weights-$name/final.pt" "$OUT/$name.pt"
 done
