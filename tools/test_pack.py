@@ -28,7 +28,7 @@ class WholeFiles(unittest.TestCase):
         self.assertGreaterEqual(len(out), 12)
         self.assertEqual(out[-1].item(), EOT)
         begin, seen = 0, set()
-        for end in (out == EOT).nonzero().flatten().tolist():                                                # every piece is one whole file
+        for end in (out == EOT).nonzero().flatten().tolist():      # every piece is one whole file
             ids = set(out[begin:end].tolist())
             self.assertEqual(len(ids), 1)
             i = ids.pop()
