@@ -51,9 +51,9 @@ FIXTURE_T = 8
 # make each draft step about 30% cheaper — re-read from L3 or memory every step, after each verification pass
 # has streamed the target through the caches. The target, whose logits are the output, stays F32.
 STORED_DTYPE = {"target": torch.float32, "draft": torch.bfloat16}
-# Prompts end on a token boundary that training text has (not on whitespace: see tools/corpus.py).
 # Issue 18's goals, on held-out text (tools/evaluate.py).
 GOALS = {"target_ce": 3.0, "alpha": 0.80, "greedy_agreement": 0.75}
+# Prompts end on a token boundary that training text has (not on whitespace: see tools/corpus.py).
 SAMPLE_PROMPTS = ["import os\n\n\ndef", 'class Stack:\n    """A last-in, first-out stack."""\n\n    def __init__(self):']
 
 

@@ -170,13 +170,6 @@ static int generate(Pair *pair, const int *prompt, int n_prompt, const SpecParam
 
 // ---- greedy identity ------------------------------------------------------------------------------------------
 
-// Greedy speculative output equals the target's own, token for token, for every drafter and combination and every
-// γ policy; with both_paths, the accept and the reject path are both taken by each drafter. Every id lies in the
-// models' (shared) vocabulary. Lookup proposals need repeats: every other prompt is drawn from 6 ids and ends with
-// its first id, so that lookup proposes at once, and the tiny models' greedy loops supply more. Those loops are
-// often one id repeated (the q8 Qwen2 pair answers 40 or 6 to almost any prompt), which lookup always guesses
-// right: its reject path rests on the prompt's repeats (without the closing repeat 2 seeds in 121 gave it none;
-// with it 0 in 300).
 // A random prompt of 2 to 8 ids into prompt[8]: any ids below V − 1 on odd trials; on even ones ids 0..5 ending in
 // the first (repetitive text). Returns its length.
 static int random_prompt(int prompt[8], int trial, int V) {
@@ -186,6 +179,13 @@ static int random_prompt(int prompt[8], int trial, int V) {
     return n_prompt;
 }
 
+// Greedy speculative output equals the target's own, token for token, for every drafter and combination and every
+// γ policy; with both_paths, the accept and the reject path are both taken by each drafter. Every id lies in the
+// models' (shared) vocabulary. Lookup proposals need repeats: every other prompt is drawn from 6 ids and ends with
+// its first id, so that lookup proposes at once, and the tiny models' greedy loops supply more. Those loops are
+// often one id repeated (the q8 Qwen2 pair answers 40 or 6 to almost any prompt), which lookup always guesses
+// right: its reject path rests on the prompt's repeats (without the closing repeat 2 seeds in 121 gave it none;
+// with it 0 in 300).
 static void check_greedy_on(Pair *pair, const char *label, bool both_paths) {
     const GammaPolicy policies[] = {GAMMA_FIXED, GAMMA_FIXED, GAMMA_FIXED, GAMMA_FIXED, GAMMA_FIXED, GAMMA_AUTO,
                                     GAMMA_HEURISTIC};
