@@ -492,6 +492,18 @@ void model_limit_vocab(Model *model, int n_vocab) {
     model->weight_bytes += linear_bytes(&model->lm_head);
 }
 
+static double multiply_adds_of(const Linear *l) { return (double)l->n_out * l->n_in; }
+
+double model_matrix_multiply_adds(const Model *model) {
+    double sum = multiply_adds_of(&model->lm_head);
+    for (int l = 0; l < model->cfg.n_layer; l++) {
+        const Block *b = &model->blocks[l];
+        sum += multiply_adds_of(&b->attn_qkv) + multiply_adds_of(&b->attn_out) + multiply_adds_of(&b->mlp_up) +
+               multiply_adds_of(&b->mlp_down);
+    }
+    return sum;
+}
+
 int model_limit_context(Model *model, int n_ctx, Err *err) {
     if (n_ctx < 1) {  // a caller's bug, not bad input: stop loudly
         fprintf(stderr, "model_limit_context: %d positions\n", n_ctx);

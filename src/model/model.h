@@ -94,6 +94,10 @@ void model_free(Model *model);
 // must never be sampled.
 void model_limit_vocab(Model *model, int n_vocab);
 
+// Multiply-adds of the weight matrices per token: every layer's and the LM head's weights, each once (a forward
+// over T tokens does T times as many). Attention's products over the cached positions are not counted.
+double model_matrix_multiply_adds(const Model *model);
+
 // The context a generation uses when it names none: the model's own, at most this many positions. A KV cache
 // holds K and V of every position for every layer and key/value head — Llama-3.1-8B's 131072 positions would
 // take 17 GB each for K and V (F32); 4096 positions take 512 MB each, room for a long prompt and its continuation.

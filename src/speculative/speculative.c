@@ -157,16 +157,8 @@ static double target_time(const GammaState *g, int T) {
 // bench measures for the shipped target (a forward over 9 tokens costs 1.99 times one token's) puts it near 3.6.
 static const double FORWARD_FLOPS_PER_BYTE = 4.0;
 
-static double weights_of(const Linear *l) { return (double)l->n_out * l->n_in; }
-
 double spec_forward_cost(const Model *m, int T) {
-    double multiply_adds = weights_of(&m->lm_head);  // per token
-    for (int l = 0; l < m->cfg.n_layer; l++) {
-        const Block *b = &m->blocks[l];
-        multiply_adds += weights_of(&b->attn_qkv) + weights_of(&b->attn_out) + weights_of(&b->mlp_up) +
-                         weights_of(&b->mlp_down);
-    }
-    return (double)m->weight_bytes + T * 2.0 * multiply_adds / FORWARD_FLOPS_PER_BYTE;
+    return (double)m->weight_bytes + T * 2.0 * model_matrix_multiply_adds(m) / FORWARD_FLOPS_PER_BYTE;
 }
 
 // GAMMA_AUTO, measuring, starts with one plain round, which measures t_target(1), the yardstick of every choice (and

@@ -511,6 +511,8 @@ TEST(speculative_forward_cost_model) {
         const Config *c = &models[m]->cfg;
         CHECK(c->n_inner == 0 || c->n_inner == 4 * c->n_embd, "the random checkpoints have F = 4d");
         const double per_token = 2.0 * ((double)c->vocab_size * c->n_embd + 12.0 * c->n_layer * c->n_embd * c->n_embd);
+        CHECK(model_matrix_multiply_adds(models[m]) == per_token / 2, "model %d: %.0f multiply-adds a token", m,
+              model_matrix_multiply_adds(models[m]));
         for (int T = 1; T <= 17; T += 8)
             CHECK(fabs(spec_forward_cost(models[m], T) - ((double)models[m]->weight_bytes + T * per_token / 4)) < 1e-6,
                   "model %d, T %d: cost %.1f", m, T, spec_forward_cost(models[m], T));
