@@ -53,6 +53,9 @@ typedef struct {
     // side by side are one sequential stream of memory.
     bool panels;
 
+    // With panels: BF16 slices in pair order (below), which the avx512 variant converts without shuffles.
+    bool bf16_pairs;
+
     // out = (x − mean(x)) / √(var(x) + eps) · gamma + beta          out, x, gamma, beta: [n]
     void (*layernorm)(float *out, const float *x, const float *gamma, const float *beta, int n, float eps);
 
@@ -161,10 +164,14 @@ static inline __attribute__((always_inline)) void attention_from_products(
 
 // The panel layout: rows 4p..4p+3 form panel p; in it, slice k (elements 16k..16k+15) of row 4p+r is stored at
 // (k·4 + r)·16. Rows are padded with zeros to a multiple of 16 elements and the last panel with zero rows to 4.
+// Pair order (BF16 weights where Kernels.bf16_pairs): within its 16 places a slice's element e is at
+// 2·(e mod 8) + e / 8 — elements l and l + 8 side by side, in the low and high half of one 32-bit word.
 static inline int panel_row_length(int n_in) { return (n_in + 15) / 16 * 16; }
 
-static inline size_t panel_index(int n_in, int j, int i) {
-    return (size_t)(j / 4) * 4 * panel_row_length(n_in) + ((size_t)(i / 16) * 4 + j % 4) * 16 + i % 16;
+static inline int slice_place(bool pairs, int e) { return pairs ? 2 * (e % 8) + e / 8 : e; }
+
+static inline size_t panel_index(int n_in, bool pairs, int j, int i) {
+    return (size_t)(j / 4) * 4 * panel_row_length(n_in) + ((size_t)(i / 16) * 4 + j % 4) * 16 + slice_place(pairs, i % 16);
 }
 
 // Elements of storage a [n_out, n_in] matrix takes in either layout, and the place of W[j, i] in it.
@@ -172,8 +179,13 @@ static inline size_t weight_elements(bool panels, int n_out, int n_in) {
     return panels ? (size_t)(n_out + 3) / 4 * 4 * panel_row_length(n_in) : (size_t)n_out * n_in;
 }
 
-static inline size_t weight_index(bool panels, int n_in, int j, int i) {
-    return panels ? panel_index(n_in, j, i) : (size_t)j * n_in + i;
+static inline size_t weight_index(bool panels, bool pairs, int n_in, int j, int i) {
+    return panels ? panel_index(n_in, pairs, j, i) : (size_t)j * n_in + i;
+}
+
+// Whether variant k stores a matrix of this type in pair order.
+static inline bool in_pair_order(const Kernels *k, WeightType type) {
+    return k->panels && k->bf16_pairs && type == WEIGHT_BF16;
 }
 
 // How far ahead of the weight it is reading the AVX-512 matmuls (and the bench's read pass) ask for the weights

@@ -70,7 +70,7 @@ typedef struct {
     const StCheckpoint *ckpt;
     const char *dir;
     const char *prefix;     // GPT-2: "transformer." or ""; the Llama family: "model." or ""
-    bool panels;            // the weight layout of the selected kernels (kernels.h)
+    const Kernels *kernels; // the selected kernels, whose weight layout the matrices take (kernels.h)
     Quant quant;            // QUANT_Q8: matrices are quantized as they are read, on the pool's threads
     ThreadPool *pool;       // the model's
     uint8_t *arena;         // bump allocator over model->arena
@@ -147,6 +147,16 @@ typedef struct {
     bool conv1d;            // stored [n_in, rows] (GPT-2's Conv1D): transposed here, once; else [rows, n_in]
 } Part;
 
+// Up to 16 consecutive weights of a row, from `from`, into the slice that holds them (kernels.h): as they are, or
+// in pair order.
+static void copy_slice(uint8_t *slice, const uint8_t *from, int count, size_t elem, bool pairs) {
+    if (!pairs) {
+        memcpy(slice, from, (size_t)count * elem);
+        return;
+    }
+    for (int e = 0; e < count; e++) memcpy(slice + (size_t)slice_place(true, e) * elem, from + (size_t)e * elem, elem);
+}
+
 // Rows [row0, row0 + part->rows) of lin from the part's tensor, which must have lin's dtype.
 static int load_part(Loader *ld, Linear *lin, int row0, const Part *part) {
     const int n_in = lin->n_in, rows = part->rows;
@@ -156,12 +166,13 @@ static int load_part(Loader *ld, Linear *lin, int row0, const Part *part) {
         return err_fmt(ld->err, "%s: tensor \"%s%s\" has dtype %s, unlike the tensors stacked with it", t->file,
                        ld->prefix, part->name, st_dtype_name(t->dtype));
     const size_t elem = weight_size(lin->type);
+    const bool panels = ld->kernels->panels, pairs = in_pair_order(ld->kernels, lin->type);
     uint8_t *w = (uint8_t *)lin->w;
-    if (!part->conv1d) {  // 16 consecutive weights of a row stay together in either layout
+    if (!part->conv1d) {  // 16 consecutive weights of a row stay in one slice in either layout
         for (int j = 0; j < rows; j++)
             for (int i = 0; i < n_in; i += 16)
-                memcpy(w + weight_index(ld->panels, n_in, row0 + j, i) * elem, t->data + ((size_t)j * n_in + i) * elem,
-                       (size_t)(n_in - i < 16 ? n_in - i : 16) * elem);
+                copy_slice(w + weight_index(panels, pairs, n_in, row0 + j, i) * elem,
+                           t->data + ((size_t)j * n_in + i) * elem, n_in - i < 16 ? n_in - i : 16, elem, pairs);
         st_release(t);  // the file's copy is no longer needed: peak memory stays near the weights' size
         return 0;
     }
@@ -170,7 +181,7 @@ static int load_part(Loader *ld, Linear *lin, int row0, const Part *part) {
         for (int j0 = 0; j0 < rows; j0 += 32)
             for (int i = i0; i < i0 + 32 && i < n_in; i++)
                 for (int j = j0; j < j0 + 32 && j < rows; j++)
-                    memcpy(w + weight_index(ld->panels, n_in, row0 + j, i) * elem,
+                    memcpy(w + weight_index(panels, pairs, n_in, row0 + j, i) * elem,
                            t->data + ((size_t)i * rows + j) * elem, elem);
     st_release(t);
     return 0;
@@ -246,7 +257,7 @@ static int load_linear(Loader *ld, Linear *lin, int n_in, const Part *parts, int
     *lin = (Linear){.type = q8 ? WEIGHT_Q8 : weight_type(first->dtype), .n_out = n_out, .n_in = n_in};
     // zero-filled (fresh anonymous pages): the panels' padding
     lin->w = arena_take(ld, q8 ? q8_matrix_bytes(n_out, n_in)
-                               : weight_elements(ld->panels, n_out, n_in) * weight_size(lin->type));
+                               : weight_elements(ld->kernels->panels, n_out, n_in) * weight_size(lin->type));
     float *bias = with_bias ? arena_take(ld, (size_t)n_out * sizeof(float)) : NULL;
     lin->bias = bias;
     if (q8 && quantize_linear(ld, lin, parts, n_parts)) return -1;
@@ -447,7 +458,7 @@ int model_load_quantized(Model *model, const char *dir, ThreadPool *pool, Quant 
         return err_fmt(err, "%s: out of memory for %zu MB of weights", dir, model->arena_size >> 20);
     }
     Loader ld = {.ckpt = &ckpt, .dir = dir, .arena = model->arena, .size = model->arena_size, .err = err,
-                 .panels = model->kernels->panels, .quant = quant, .pool = pool};
+                 .kernels = model->kernels, .quant = quant, .pool = pool};
     int rc = load_weights(model, &ld);
     st_close(&ckpt);
     if (!rc) rc = alloc_scratch(model, err);
@@ -733,10 +744,15 @@ static void embedding_row(const Model *m, float *out, int token) {
     }
     const size_t elem = weight_size(wte->type);
     const StDtype dtype = wte->type == WEIGHT_F16 ? ST_F16 : wte->type == WEIGHT_BF16 ? ST_BF16 : ST_F32;
+    const bool pairs = in_pair_order(m->kernels, wte->type);
     for (int i = 0; i < wte->n_in; i += 16) {
-        const size_t at = weight_index(m->kernels->panels, wte->n_in, token, i);
-        const uint8_t *slice = (const uint8_t *)wte->w + at * elem;
-        st_to_f32(out + i, slice, dtype, (size_t)(wte->n_in - i < 16 ? wte->n_in - i : 16));
+        const size_t at = weight_index(m->kernels->panels, pairs, wte->n_in, token, i);
+        const int count = wte->n_in - i < 16 ? wte->n_in - i : 16;
+        uint8_t slice[16 * sizeof(float)];  // the slice's weights in order
+        for (int e = 0; e < count; e++)
+            memcpy(slice + (size_t)e * elem, (const uint8_t *)wte->w + (at + (size_t)slice_place(pairs, e)) * elem,
+                   elem);
+        st_to_f32(out + i, slice, dtype, (size_t)count);
     }
 }
 

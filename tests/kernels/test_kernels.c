@@ -67,7 +67,7 @@ static void *in_layout(const Kernels *k, WeightType type, const void *w, int n_o
     memset(packed, 0, count * elem);
     for (int j = 0; j < n_out; j++)
         for (int i = 0; i < n_in; i++)
-            memcpy((uint8_t *)packed + weight_index(k->panels, n_in, j, i) * elem,
+            memcpy((uint8_t *)packed + weight_index(k->panels, in_pair_order(k, type), n_in, j, i) * elem,
                    (const uint8_t *)w + ((size_t)j * n_in + i) * elem, elem);
     return packed;
 }
@@ -178,29 +178,35 @@ static void check_matmul(const Kernels *k, WeightType type, int T, int n_in, boo
 }
 
 // The panel layout (kernels.h) places every W[j, i] once, inside weight_elements; 16 weights of a row that start
-// at a multiple of 16 lie side by side; and the 4 rows of a panel alternate slice by slice, so that a panel is
-// one run of memory: slice k of row 4p + r starts (4k + r) · 16 weights into the panel.
+// at a multiple of 16 lie side by side — in order, or in pair order: elements l and l + 8 of the slice in places
+// 2l and 2l + 1 — and the 4 rows of a panel alternate slice by slice, so that a panel is one run of memory:
+// slice k of row 4p + r starts (4k + r) · 16 weights into the panel.
 TEST(kernels_panel_layout) {
     const int shapes[][2] = {{1, 1}, {3, 17}, {4, 16}, {5, 33}, {8, 768}, {13, 100}};
-    for (size_t c = 0; c < sizeof shapes / sizeof *shapes; c++) {
-        const int n_out = shapes[c][0], n_in = shapes[c][1];
-        const size_t size = weight_elements(true, n_out, n_in);
-        unsigned char *seen = calloc(size, 1);
-        for (int j = 0; j < n_out; j++)
-            for (int i = 0; i < n_in; i++) {
-                const size_t at = panel_index(n_in, j, i);
-                CHECK(at < size && !seen[at], "[%d, %d]: W[%d, %d] at %zu (size %zu) %s", n_out, n_in, j, i, at,
-                      size, at < size ? "taken twice" : "outside");
-                if (at < size) seen[at] = 1;
-                if (i % 16) CHECK(at == panel_index(n_in, j, i - 1) + 1, "[%d, %d]: W[%d, %d] not after W[%d, %d]",
-                                  n_out, n_in, j, i, j, i - 1);
-                else CHECK(at == (size_t)(j / 4) * 4 * panel_row_length(n_in) + ((size_t)(i / 16) * 4 + j % 4) * 16,
-                           "[%d, %d]: slice %d of row %d at %zu", n_out, n_in, i / 16, j, at);
-            }
-        CHECK(size == (size_t)(n_out + 3) / 4 * 4 * panel_row_length(n_in), "[%d, %d]: %zu elements", n_out, n_in,
-              size);
-        free(seen);
-    }
+    for (int pairs = 0; pairs < 2; pairs++)
+        for (size_t c = 0; c < sizeof shapes / sizeof *shapes; c++) {
+            const int n_out = shapes[c][0], n_in = shapes[c][1];
+            const size_t size = weight_elements(true, n_out, n_in);
+            unsigned char *seen = calloc(size, 1);
+            for (int j = 0; j < n_out; j++)
+                for (int i = 0; i < n_in; i++) {
+                    const size_t at = panel_index(n_in, pairs, j, i);
+                    CHECK(at < size && !seen[at], "[%d, %d]: W[%d, %d] at %zu (size %zu) %s", n_out, n_in, j, i, at,
+                          size, at < size ? "taken twice" : "outside");
+                    if (at < size) seen[at] = 1;
+                    const size_t slice =
+                        (size_t)(j / 4) * 4 * panel_row_length(n_in) + ((size_t)(i / 16) * 4 + j % 4) * 16;
+                    const int e = i % 16, place = pairs ? (e < 8 ? 2 * e : 2 * (e - 8) + 1) : e;
+                    CHECK(at == slice + (size_t)place, "[%d, %d]%s: W[%d, %d] at %zu, not %zu", n_out, n_in,
+                          pairs ? " in pair order" : "", j, i, at, slice + (size_t)place);
+                }
+            CHECK(size == (size_t)(n_out + 3) / 4 * 4 * panel_row_length(n_in), "[%d, %d]: %zu elements", n_out,
+                  n_in, size);
+            free(seen);
+        }
+    CHECK(in_pair_order(&kernels_avx512, WEIGHT_BF16) && !in_pair_order(&kernels_avx512, WEIGHT_F16) &&
+              !in_pair_order(&kernels_avx512, WEIGHT_F32) && !in_pair_order(&kernels_avx2, WEIGHT_BF16),
+          "pair order is the avx512 variant's, for BF16 alone");
 }
 
 // Rows that kernels read side by side: whole lines, as few floats of padding as that takes, never 4 kB apart.
@@ -902,6 +908,7 @@ TEST(kernels_avx512_without_vnni) {
     CHECK(best == &kernels_avx512 || best == k, "the avx512 variant listed is neither table");
     CHECK(strcmp(k->name, "avx512") == 0 && k->matmul_q8 == q8_matmul_avx2 &&
               k->quantize_q8 == kernels_avx512.quantize_q8 && k->panels == kernels_avx512.panels &&
+              k->bf16_pairs == kernels_avx512.bf16_pairs &&
               k->blas_min_rows == kernels_avx512.blas_min_rows && k->attention == kernels_avx512.attention,
           "the table without VNNI differs from kernels_avx512 in more than its q8 matmul");
     for (int type = 0; type < WEIGHT_TYPES; type++)
