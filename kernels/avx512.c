@@ -75,6 +75,14 @@ typedef struct {
         }                                                                                                \
     } while (0)
 
+// The sums of the 4 lanes of each 128-bit quarter of q, lanes (l, l+2) then (l, l+1): quarter k's in lane k.
+static inline __m128 reduce_quarters(__m512 q) {
+    q = _mm512_add_ps(q, _mm512_permute_ps(q, _MM_SHUFFLE(1, 0, 3, 2)));  // (l, l+2) within each quarter
+    q = _mm512_add_ps(q, _mm512_permute_ps(q, _MM_SHUFFLE(2, 3, 0, 1)));  // (l, l+1)
+    return _mm512_castps512_ps128(_mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                                                                          0, 0, 0), q));
+}
+
 // The sums of the lanes of a, b, c and d, each by the same tree — lanes (l, l+8), then (l, l+4), (l, l+2),
 // (l, l+1) — whether one accumulator is reduced or four: a sum is bit-identical in every block shape. Reducing
 // four together takes 14 shuffles and adds instead of 4 × 7.
@@ -85,12 +93,8 @@ static inline __m128 reduce_add_4(__m512 a, __m512 b, __m512 c, __m512 d) {
     __m512 cd = _mm512_add_ps(_mm512_shuffle_f32x4(c, d, _MM_SHUFFLE(1, 0, 1, 0)),
                               _mm512_shuffle_f32x4(c, d, _MM_SHUFFLE(3, 2, 3, 2)));
     // (l, l+4): quarter k now holds the four partial sums of input k
-    __m512 q = _mm512_add_ps(_mm512_shuffle_f32x4(ab, cd, _MM_SHUFFLE(2, 0, 2, 0)),
-                             _mm512_shuffle_f32x4(ab, cd, _MM_SHUFFLE(3, 1, 3, 1)));
-    q = _mm512_add_ps(q, _mm512_permute_ps(q, _MM_SHUFFLE(1, 0, 3, 2)));  // (l, l+2) within each quarter
-    q = _mm512_add_ps(q, _mm512_permute_ps(q, _MM_SHUFFLE(2, 3, 0, 1)));  // (l, l+1)
-    return _mm512_castps512_ps128(_mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-                                                                          0, 0, 0), q));
+    return reduce_quarters(_mm512_add_ps(_mm512_shuffle_f32x4(ab, cd, _MM_SHUFFLE(2, 0, 2, 0)),
+                                         _mm512_shuffle_f32x4(ab, cd, _MM_SHUFFLE(3, 1, 3, 1))));
 }
 
 // An activation slice, held in a register: GCC would otherwise fold its load into each FMA that uses it,
@@ -181,31 +185,24 @@ static inline __m512 pair_high(__m512i w) {
     return _mm512_castsi512_ps(_mm512_and_si512(w, _mm512_set1_epi32((int)0xffff0000u)));
 }
 
-// x[0..7] and x[8..15] (those the mask m keeps, zero elsewhere), each in both halves of a register
-static inline __m512 first_8_twice(const float *x, __mmask16 m) {
-    return _mm512_broadcast_f32x8(m == 0xffff ? _mm256_loadu_ps(x) : _mm256_maskz_loadu_ps((__mmask8)m, x));
-}
-static inline __m512 last_8_twice(const float *x, __mmask16 m) {
-    return _mm512_broadcast_f32x8(m == 0xffff ? _mm256_loadu_ps(x + 8) : _mm256_maskz_loadu_ps((__mmask8)(m >> 8), x + 8));
+// x[0..7] (those the mask m keeps, zero elsewhere) in both halves of a register
+static inline __m512 eight_twice(const float *x, __mmask8 m) {
+    return _mm512_broadcast_f32x8(m == 0xff ? _mm256_loadu_ps(x) : _mm256_maskz_loadu_ps(m, x));
 }
 
 // Row sums from pair-order sums: lanes 0–7 of a01 and a23 are weight rows 0 and 2, lanes 8–15 rows 1 and 3. Each
 // row's 8 lanes are summed by the same tree — (l, l+4), (l, l+2), (l, l+1) — in whichever half they are, so a row
 // computed alone (its sums in lanes 0–7) gets the bits it gets in its panel.
 static inline __m128 reduce_pairs(__m512 a01, __m512 a23) {
-    __m512 q = _mm512_add_ps(_mm512_shuffle_f32x4(a01, a23, _MM_SHUFFLE(2, 0, 2, 0)),   // quarter k: row k's
-                             _mm512_shuffle_f32x4(a01, a23, _MM_SHUFFLE(3, 1, 3, 1)));  // lanes l + l+4
-    q = _mm512_add_ps(q, _mm512_permute_ps(q, _MM_SHUFFLE(1, 0, 3, 2)));  // (l, l+2)
-    q = _mm512_add_ps(q, _mm512_permute_ps(q, _MM_SHUFFLE(2, 3, 0, 1)));  // (l, l+1)
-    return _mm512_castps512_ps128(_mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-                                                                          0, 0, 0), q));
+    return reduce_quarters(_mm512_add_ps(_mm512_shuffle_f32x4(a01, a23, _MM_SHUFFLE(2, 0, 2, 0)),   // quarter k:
+                                         _mm512_shuffle_f32x4(a01, a23, _MM_SHUFFLE(3, 1, 3, 1))));  // row k's l + l+4
 }
 
 // activation row t (if t < n) against the slice's weights l01, h01, l23, h23, with the sums a[2t], a[2t + 1]
 #define PAIR_ROW(t)                                                                                              \
     if (n > (t)) {                                                                                               \
         const float *xt = x + (size_t)(t) * s->ld_x + i;                                                         \
-        const __m512 lo = first_8_twice(xt, m), hi = last_8_twice(xt, m);                                        \
+        const __m512 lo = eight_twice(xt, (__mmask8)m), hi = eight_twice(xt + 8, (__mmask8)(m >> 8));            \
         FMA(a[2 * (t)], lo, l01); FMA(a[2 * (t) + 1], lo, l23);                                                  \
         FMA(a[2 * (t)], hi, h01); FMA(a[2 * (t) + 1], hi, h23);                                                  \
     }
@@ -275,8 +272,8 @@ static inline __attribute__((always_inline)) void block_1x1(float *out, const fl
         FOR_EACH_SLICE(s->i0, s->i1, {
             const __m512i wr = _mm512_zextsi256_si512(
                 _mm256_load_si256((const __m256i *)(w + (size_t)(i / LANES) * s->slice_bytes)));
-            FMA(a, first_8_twice(x + i, m), pair_low(wr));
-            FMA(a, last_8_twice(x + i, m), pair_high(wr));
+            FMA(a, eight_twice(x + i, (__mmask8)m), pair_low(wr));
+            FMA(a, eight_twice(x + i + 8, (__mmask8)(m >> 8)), pair_high(wr));
         });
         v = _mm_cvtss_f32(reduce_pairs(a, a));
     } else {

@@ -171,7 +171,8 @@ static inline int panel_row_length(int n_in) { return (n_in + 15) / 16 * 16; }
 static inline int slice_place(bool pairs, int e) { return pairs ? 2 * (e % 8) + e / 8 : e; }
 
 static inline size_t panel_index(int n_in, bool pairs, int j, int i) {
-    return (size_t)(j / 4) * 4 * panel_row_length(n_in) + ((size_t)(i / 16) * 4 + j % 4) * 16 + slice_place(pairs, i % 16);
+    return (size_t)(j / 4) * 4 * panel_row_length(n_in) + ((size_t)(i / 16) * 4 + j % 4) * 16 +
+           (size_t)slice_place(pairs, i % 16);
 }
 
 // Elements of storage a [n_out, n_in] matrix takes in either layout, and the place of W[j, i] in it.
