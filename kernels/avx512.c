@@ -330,29 +330,39 @@ static inline __attribute__((always_inline)) void row_alone(float *out, const fl
 }
 
 // Weight rows [j0, j1) against all T activation rows, over the inputs [c0, c1) (whole chunks), chunk by chunk
-// within each panel of 4 rows; rows outside whole panels one at a time. one_chunk (a constant): the inputs are
+// within each panel of 4 rows; rows outside whole panels one at a time. prefetch: whether each panel's first pass
+// asks for the weights ahead of it (prefetch_weights). one_chunk (a constant): the inputs are
 // a single chunk, `whole`, whose first and last flags are then constants too — the common case (n_in ≤ CHUNK)
 // carries no chunk bookkeeping in its loops, which cost decoding a few percent.
 static inline __attribute__((always_inline)) void matmul_rows(float *out, const float *x, const void *weights,
                                                               const float *bias, int T, int j0, int j1,
                                                               const Shape *whole, int c0, int c1,
-                                                              const bool one_chunk) {
+                                                              bool prefetch, const bool one_chunk) {
     int j = j0;
     for (; j < j1 && j % 4; j++) row_alone(out, x, weights, bias, T, j, whole, c0, c1);
     for (; j + 4 <= j1; j += 4) {
         const uint8_t *w = (const uint8_t *)weights + (size_t)(j / 4) * whole->panel_bytes;
         const float *b = bias ? bias + j : NULL;
         if (one_chunk) {
-            block_against_rows(out + j, x, w, b, T, true, whole);
+            block_against_rows(out + j, x, w, b, T, prefetch, whole);
         } else {
             for (int i0 = c0; i0 < c1; i0 += CHUNK) {
                 const Shape chunk = chunk_at(whole, i0, c1);
-                block_against_rows(out + j, x, w, b, T, true, &chunk);
+                block_against_rows(out + j, x, w, b, T, prefetch, &chunk);
             }
         }
     }
     for (; j < j1; j++) row_alone(out, x, weights, bias, T, j, whole, c0, c1);
 }
+
+// Whether a matmul of T activation rows prefetches its weights in software (kernels.h: PREFETCH_L1_AHEAD). With
+// two rows or more it must: the arithmetic then slows the stream, and the hardware's prefetchers alone fall behind
+// (Llama-3.2-1B's matrices in BF16 from memory on 2 threads of a Zen 4 EPYC: T = 4 took 1.7× as long without, T = 8
+// 1.6×). One row — decoding — streams as fast as the memory allows, and there the two kinds of core differ: an
+// Intel Xeon's decoding streamed 9–21% faster with the prefetches, while on the Zen 4 EPYC the same matrices at
+// T = 1 took 8% less time without them (median of 12 runs of 30 rounds, alternating; up to 15% at fast moments of
+// the memory), so AMD's cores leave a single row to their hardware prefetchers.
+static bool prefetch_weights(int T) { return T > 1 || !__builtin_cpu_is("amd"); }
 
 static inline __attribute__((always_inline)) void matmul(float *out, const float *x, const void *weights,
                                                          WeightType type, const float *bias, int T, int n_in,
@@ -362,15 +372,16 @@ static inline __attribute__((always_inline)) void matmul(float *out, const float
                    .panel_bytes = 4 * (size_t)panel_row_length(n_in) * elem,
                    .l1_ahead = PREFETCH_L1_AHEAD, .l2_ahead = PREFETCH_L2_AHEAD,
                    .n_in = n_in, .ld_x = ld_x, .ld_out = ld_out, .i0 = 0, .i1 = n_in, .first = true, .last = true};
+    const bool prefetch = prefetch_weights(T);
     if (n_in <= CHUNK) {
-        matmul_rows(out, x, weights, bias, T, j0, j1, &whole, 0, n_in, true);
+        matmul_rows(out, x, weights, bias, T, j0, j1, &whole, 0, n_in, prefetch, true);
     } else if ((size_t)T * n_in * sizeof(float) <= CACHED_ACTIVATIONS) {
-        matmul_rows(out, x, weights, bias, T, j0, j1, &whole, 0, n_in, false);
+        matmul_rows(out, x, weights, bias, T, j0, j1, &whole, 0, n_in, prefetch, false);
     } else {  // chunk by chunk: the weights read next are the same chunk of the next panel, not the bytes that follow
         whole.l1_ahead = whole.panel_bytes, whole.l2_ahead = L2_AHEAD_PANELS * whole.panel_bytes;
         for (int i0 = 0; i0 < n_in; i0 += CHUNK)
             matmul_rows(out, x, weights, bias, T, j0, j1, &whole, i0, i0 + CHUNK < n_in ? i0 + CHUNK : n_in,
-                        false);
+                        prefetch, false);
     }
 }
 
