@@ -59,6 +59,7 @@ typedef struct {
     size_t slice_bytes;      // bytes from a 16-weight slice of a row to the row's next slice (the panel layout)
     size_t panel_bytes;      // bytes of a panel of 4 rows
     size_t l1_ahead, l2_ahead;  // how far past the slice being read the first pass prefetches, into L1 and L2
+    bool one_row_prefetches;    // whether a pass of a single activation row prefetches too (prefetch_one_row)
     int n_in, ld_x, ld_out;
     int i0, i1;              // the chunk of the inputs this pass covers: [i0, i1)
     bool first, last;        // the first chunk, the last
@@ -295,7 +296,7 @@ static inline __attribute__((always_inline)) void block_against_rows(float *out,
     float *o = out + (size_t)t * s->ld_out;
     const float *xt = x + (size_t)t * s->ld_x;
     switch (T - t) {  // the last T mod 8 rows, with n a constant in each case
-    case 1: rows_against_block(o, xt, w, bias, s, prefetch, 1); break;
+    case 1: rows_against_block(o, xt, w, bias, s, prefetch && s->one_row_prefetches, 1); break;
     case 2: rows_against_block(o, xt, w, bias, s, prefetch, 2); break;
     case 3: rows_against_block(o, xt, w, bias, s, prefetch, 3); break;
     case 4: rows_against_block(o, xt, w, bias, s, prefetch, 4); break;
@@ -330,39 +331,38 @@ static inline __attribute__((always_inline)) void row_alone(float *out, const fl
 }
 
 // Weight rows [j0, j1) against all T activation rows, over the inputs [c0, c1) (whole chunks), chunk by chunk
-// within each panel of 4 rows; rows outside whole panels one at a time. prefetch: whether each panel's first pass
-// asks for the weights ahead of it (prefetch_weights). one_chunk (a constant): the inputs are
+// within each panel of 4 rows; rows outside whole panels one at a time. one_chunk (a constant): the inputs are
 // a single chunk, `whole`, whose first and last flags are then constants too — the common case (n_in ≤ CHUNK)
 // carries no chunk bookkeeping in its loops, which cost decoding a few percent.
 static inline __attribute__((always_inline)) void matmul_rows(float *out, const float *x, const void *weights,
                                                               const float *bias, int T, int j0, int j1,
                                                               const Shape *whole, int c0, int c1,
-                                                              bool prefetch, const bool one_chunk) {
+                                                              const bool one_chunk) {
     int j = j0;
     for (; j < j1 && j % 4; j++) row_alone(out, x, weights, bias, T, j, whole, c0, c1);
     for (; j + 4 <= j1; j += 4) {
         const uint8_t *w = (const uint8_t *)weights + (size_t)(j / 4) * whole->panel_bytes;
         const float *b = bias ? bias + j : NULL;
         if (one_chunk) {
-            block_against_rows(out + j, x, w, b, T, prefetch, whole);
+            block_against_rows(out + j, x, w, b, T, true, whole);
         } else {
             for (int i0 = c0; i0 < c1; i0 += CHUNK) {
                 const Shape chunk = chunk_at(whole, i0, c1);
-                block_against_rows(out + j, x, w, b, T, prefetch, &chunk);
+                block_against_rows(out + j, x, w, b, T, true, &chunk);
             }
         }
     }
     for (; j < j1; j++) row_alone(out, x, weights, bias, T, j, whole, c0, c1);
 }
 
-// Whether a matmul of T activation rows prefetches its weights in software (kernels.h: PREFETCH_L1_AHEAD). With
-// two rows or more it must: the arithmetic then slows the stream, and the hardware's prefetchers alone fall behind
-// (Llama-3.2-1B's matrices in BF16 from memory on 2 threads of a Zen 4 EPYC: T = 4 took 1.7× as long without, T = 8
-// 1.6×). One row — decoding — streams as fast as the memory allows, and there the two kinds of core differ: an
-// Intel Xeon's decoding streamed 9–21% faster with the prefetches, while on the Zen 4 EPYC the same matrices at
-// T = 1 took 8% less time without them (median of 12 runs of 30 rounds, alternating; up to 15% at fast moments of
-// the memory), so AMD's cores leave a single row to their hardware prefetchers.
-static bool prefetch_weights(int T) { return T > 1 || !__builtin_cpu_is("amd"); }
+// Whether a pass of one activation row — decoding — prefetches its weights in software (kernels.h:
+// PREFETCH_L1_AHEAD). Passes of more rows must: their arithmetic slows the stream, and the hardware's prefetchers
+// alone fall behind (Llama-3.2-1B's matrices in BF16 from memory on 2 threads of a Zen 4 EPYC: T = 4 took 1.7× as
+// long without, T = 8 1.6×). One row streams as fast as the memory allows, and there the two kinds of core
+// differ: an Intel Xeon's decoding streamed 9–21% faster with the prefetches, while on the Zen 4 EPYC the same
+// matrices at T = 1 took 8% less time without them (median of 12 runs of 30 rounds, alternating; up to 15% at fast
+// moments of the memory), so AMD's cores leave a single row to their hardware prefetchers.
+static bool prefetch_one_row(void) { return !__builtin_cpu_is("amd"); }
 
 static inline __attribute__((always_inline)) void matmul(float *out, const float *x, const void *weights,
                                                          WeightType type, const float *bias, int T, int n_in,
@@ -371,17 +371,17 @@ static inline __attribute__((always_inline)) void matmul(float *out, const float
     Shape whole = {.type = type, .elem = elem, .slice_bytes = 4 * LANES * elem,
                    .panel_bytes = 4 * (size_t)panel_row_length(n_in) * elem,
                    .l1_ahead = PREFETCH_L1_AHEAD, .l2_ahead = PREFETCH_L2_AHEAD,
+                   .one_row_prefetches = prefetch_one_row(),
                    .n_in = n_in, .ld_x = ld_x, .ld_out = ld_out, .i0 = 0, .i1 = n_in, .first = true, .last = true};
-    const bool prefetch = prefetch_weights(T);
     if (n_in <= CHUNK) {
-        matmul_rows(out, x, weights, bias, T, j0, j1, &whole, 0, n_in, prefetch, true);
+        matmul_rows(out, x, weights, bias, T, j0, j1, &whole, 0, n_in, true);
     } else if ((size_t)T * n_in * sizeof(float) <= CACHED_ACTIVATIONS) {
-        matmul_rows(out, x, weights, bias, T, j0, j1, &whole, 0, n_in, prefetch, false);
+        matmul_rows(out, x, weights, bias, T, j0, j1, &whole, 0, n_in, false);
     } else {  // chunk by chunk: the weights read next are the same chunk of the next panel, not the bytes that follow
         whole.l1_ahead = whole.panel_bytes, whole.l2_ahead = L2_AHEAD_PANELS * whole.panel_bytes;
         for (int i0 = 0; i0 < n_in; i0 += CHUNK)
             matmul_rows(out, x, weights, bias, T, j0, j1, &whole, i0, i0 + CHUNK < n_in ? i0 + CHUNK : n_in,
-                        prefetch, false);
+                        false);
     }
 }
 
