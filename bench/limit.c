@@ -3,7 +3,6 @@
 #include <cblas.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "bench.h"
 
@@ -194,7 +193,7 @@ static void bench_matmul(Bench *b, json_t *j) {
         "last column is the time over the %s kernel's in the same round (model_forward's choice). q8: W quantized "
         "(kernels.h), x quantized once beforehand (the model does it once per matmul, on one thread)\n\n",
         pool_size(b->pool), b->opt.reps, b->kernels->name);
-    const long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE), large_f32 = (long)SIZES[1].n_out * SIZES[1].n_in * 4;
+    const long l3 = l3_bytes(), large_f32 = (long)SIZES[1].n_out * SIZES[1].n_in * 4;
     if (l3 > 0)
         out(b, "The large W is %ld MiB as F32, %ld as BF16; this CPU's L3 is %ld MiB: %s\n\n", large_f32 >> 20,
             large_f32 >> 21, l3 >> 20,
