@@ -38,25 +38,35 @@ static bool cpu_has_avx512(void) {
     return (ebx & need) == need && os_saves(0xe6);  // plus opmask, ZMM0-15 upper halves, ZMM16-31
 }
 
-// AVX512_VNNI (Cascade Lake, Ice Lake, Zen 4 onward), for the avx512 variant's q8 matmul.
-static bool cpu_has_avx512_vnni(void) {
+// AVX512_VNNI (Cascade Lake, Ice Lake, Zen 4 onward), for the avx512 variant's q8 matmul; AVX512_BF16 (Cooper
+// Lake, Sapphire Rapids, Zen 4 onward), for its matmul_bf16_dot.
+static bool cpu_has_avx512_feature(int leaf7_subleaf, unsigned eax_bit, unsigned ecx_bit) {
     unsigned eax, ebx, ecx, edx;
-    return cpu_has_avx512() && __get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) && (ecx & bit_AVX512VNNI);
+    return cpu_has_avx512() && __get_cpuid_count(7, leaf7_subleaf, &eax, &ebx, &ecx, &edx) &&
+           ((eax & eax_bit) || (ecx & ecx_bit));
 }
 
-// The avx512 variant of an AVX-512 CPU without VNNI (Skylake-X): every kernel of kernels_avx512 but the q8
-// matmul, which is AVX2's (bit-identical to the reference, like every variant's).
-static Kernels avx512_without_vnni;
-static pthread_once_t without_vnni_once = PTHREAD_ONCE_INIT;
+static bool cpu_has_avx512_vnni(void) { return cpu_has_avx512_feature(0, 0, bit_AVX512VNNI); }
+static bool cpu_has_avx512_bf16(void) { return cpu_has_avx512_feature(1, bit_AVX512BF16, 0); }
 
-static void make_avx512_without_vnni(void) {
-    avx512_without_vnni = kernels_avx512;
-    avx512_without_vnni.matmul_q8 = q8_matmul_avx2;
+// kernels_avx512 less what a CPU without VNNI or without BF16 lacks: [vnni][bf16], [1][1] unused.
+static Kernels avx512_trimmed[2][2];
+static pthread_once_t trimmed_once = PTHREAD_ONCE_INIT;
+
+static void make_avx512_trimmed(void) {
+    for (int vnni = 0; vnni < 2; vnni++)
+        for (int bf16 = 0; bf16 < 2; bf16++) {
+            Kernels *k = &avx512_trimmed[vnni][bf16];
+            *k = kernels_avx512;
+            if (!vnni) k->matmul_q8 = q8_matmul_avx2;  // bit-identical to the reference, like every variant's
+            if (!bf16) k->matmul_bf16_dot = NULL;
+        }
 }
 
-const Kernels *kernels_avx512_without_vnni(void) {
-    pthread_once(&without_vnni_once, make_avx512_without_vnni);
-    return &avx512_without_vnni;
+const Kernels *kernels_avx512_for(bool vnni, bool bf16) {
+    if (vnni && bf16) return &kernels_avx512;
+    pthread_once(&trimmed_once, make_avx512_trimmed);
+    return &avx512_trimmed[vnni][bf16];
 }
 #endif
 
@@ -70,7 +80,7 @@ static void find_available(void) {
 #if defined(__x86_64__)
     if (cpu_has_avx2()) available[n_available++] = &kernels_avx2;
     if (cpu_has_avx512())
-        available[n_available++] = cpu_has_avx512_vnni() ? &kernels_avx512 : kernels_avx512_without_vnni();
+        available[n_available++] = kernels_avx512_for(cpu_has_avx512_vnni(), cpu_has_avx512_bf16());
 #elif defined(__aarch64__)
     available[n_available++] = &kernels_neon;  // Advanced SIMD is mandatory in ARMv8-A
 #endif

@@ -30,6 +30,12 @@ typedef void MatmulQ8Fn(float *out, const Q8Block *x, const void *w, const float
 typedef void MatmulFn(float *out, const float *x, const void *w, const float *bias, int T, int n_in, int ld_x,
                       int ld_out, int j0, int j1);
 
+// out[t, j] = bias[j] + Σ_i x[t, i] · W[j, i] for BF16 weights and activations rounded to BF16 (bf16_round_rows,
+// below): every product is exact in F32, and only the sums round.
+//   out: [T, ld_out]   x: [T, panel_row_length(n_in)] BF16, in the slice order of the variant's BF16 weights
+typedef void MatmulBf16Fn(float *out, const uint16_t *x, const void *w, const float *bias, int T, int n_in,
+                          int ld_out, int j0, int j1);
+
 typedef struct {
     const char *name;  // "scalar", "avx2", "avx512", "neon"
 
@@ -43,6 +49,13 @@ typedef struct {
     // The same for q8 weights (the q8 section below); every variant reads the one q8 layout, and every variant's
     // result is bit-identical to the reference's (q8.c).
     MatmulQ8Fn *matmul_q8;
+
+    // The same for BF16 weights against activations rounded to BF16 (the model's QUANT_BF16): where the CPU has a
+    // BF16 dot-product instruction (AVX512_BF16's vdpbf16ps, 2 multiply-adds per F32 lane), twice the arithmetic
+    // of an F32 FMA per instruction, for the rows of a verification or a prompt, whose pace the arithmetic sets.
+    // NULL in a variant without one. Batch-invariant as `matmul` is; within the variant's order of sums of the
+    // scalar reference (scalar.c).
+    MatmulBf16Fn *matmul_bf16_dot;
 
     // A matmul_q8's input: activation rows x [T, ld_x] (first n_in columns) quantized into out
     // [T, q8_blocks(n_in)], bit-identical to q8_quantize_rows (q8.c).
@@ -219,9 +232,11 @@ extern const Kernels kernels_avx512;
 extern const Kernels kernels_neon;
 
 #if defined(__x86_64__)
-// The avx512 variant as an AVX-512 CPU without AVX512_VNNI runs it (Skylake-X): kernels_avx512 with AVX2's q8
-// matmul. kernels_available() lists it in kernels_avx512's place on such a CPU; tests run it on any AVX-512 CPU.
-const Kernels *kernels_avx512_without_vnni(void);
+// The avx512 variant as an AVX-512 CPU with or without AVX512_VNNI and AVX512_BF16 runs it: kernels_avx512 where
+// it has both (Zen 4, Sapphire Rapids, Cooper Lake); else a copy with AVX2's q8 matmul in place of the VNNI one
+// (Skylake-X) and no matmul_bf16_dot (Skylake-X, Cascade Lake, Ice Lake). kernels_available() lists the one for
+// this CPU; tests run all of them on any CPU with AVX512_VNNI and AVX512_BF16.
+const Kernels *kernels_avx512_for(bool vnni, bool bf16);
 #endif
 
 // The variants built into this binary that this CPU and OS can run, best last; *count receives their number.
@@ -252,6 +267,32 @@ static inline float f16_to_f32(uint16_t h) {
 static inline float bf16_to_f32(uint16_t b) {
     union { uint32_t u; float f; } v = {(uint32_t)b << 16};
     return v.f;
+}
+
+// F32 to BF16, rounded to nearest, ties to even (a NaN stays a NaN, made quiet): the BF16 value nearest x.
+static inline uint16_t f32_to_bf16(float x) {
+    union { float f; uint32_t u; } v = {x};
+    if ((v.u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)(v.u >> 16 | 0x40);
+    return (uint16_t)((v.u + 0x7fffu + (v.u >> 16 & 1)) >> 16);
+}
+
+// A matmul_bf16_dot's input: activation rows x [T, ld_x] (first n_in columns) rounded to BF16 into
+// out [T, panel_row_length(n_in)], zero-padded, each 16-element slice in pair order if `pairs` (kernels.h's
+// slice_place; Kernels.bf16_pairs), so that it lines up with the slices of the weights. T · n_in conversions
+// for the T · n_in · n_out multiply-adds of the matmul: plain C, which the compiler vectorizes a slice at a time
+// in this form (0.7 ns an element in a throwaway loop here, against 2.1 with the index computed per element:
+// Llama-3.2-1B's verification of T = 8 rounds 1.8 M of them).
+static inline void bf16_round_rows(uint16_t *out, const float *x, int T, int n_in, int ld_x, bool pairs) {
+    const int ld_out = panel_row_length(n_in);
+    for (int t = 0; t < T; t++) {
+        const float *row = x + (size_t)t * ld_x;
+        uint16_t *o = out + (size_t)t * ld_out;
+        for (int i0 = 0; i0 < ld_out; i0 += 16) {
+            uint16_t rounded[16];
+            for (int e = 0; e < 16; e++) rounded[e] = i0 + e < n_in ? f32_to_bf16(row[i0 + e]) : 0;
+            for (int e = 0; e < 16; e++) o[i0 + slice_place(pairs, e)] = rounded[e];
+        }
+    }
 }
 
 // ---- 8-bit weights (q8) -------------------------------------------------------------------------------------

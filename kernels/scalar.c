@@ -28,6 +28,21 @@ static void matmul(float *out, const float *x, const void *w, WeightType type, c
 
 DEFINE_MATMUL_PER_WEIGHT_TYPE(matmul)
 
+// The same for BF16 weights and activations rounded to BF16 (kernels.h: bf16_round_rows), x: [T, ld_x], ld_x =
+// panel_row_length(n_in). Products of two BF16 values are exact in F32.
+static void matmul_bf16_dot(float *out, const uint16_t *x, const void *w, const float *bias, int T, int n_in,
+                            int ld_out, int j0, int j1) {
+    const uint16_t *wb = w;
+    const size_t ld_x = (size_t)panel_row_length(n_in);
+    for (int j = j0; j < j1; j++) {
+        for (int t = 0; t < T; t++) {
+            float sum = 0.0f;
+            for (int i = 0; i < n_in; i++) sum += bf16_to_f32(x[t * ld_x + i]) * bf16_to_f32(wb[(size_t)j * n_in + i]);
+            out[(size_t)t * ld_out + j] = bias ? sum + bias[j] : sum;
+        }
+    }
+}
+
 // LayerNorm (Ba et al. 2016) over one row: out = (x − μ) / √(σ² + eps) · γ + β
 static void layernorm(float *out, const float *x, const float *gamma, const float *beta, int n, float eps) {
     float mean = 0.0f;
@@ -121,6 +136,7 @@ static void add(float *out, const float *x, int n) {
 const Kernels kernels_scalar = {
     .name = "scalar",
     .matmul = {[WEIGHT_F32] = matmul_f32, [WEIGHT_F16] = matmul_f16, [WEIGHT_BF16] = matmul_bf16},
+    .matmul_bf16_dot = matmul_bf16_dot,
     .matmul_q8 = q8_matmul_reference,
     .quantize_q8 = q8_quantize_rows,
     .layernorm = layernorm,

@@ -135,12 +135,22 @@ static const int n_in_sizes[] = {1, 3, 15, 16, 17, 31, 33, 64, 100, 768 + 5, 2 *
 static const int T_sizes[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 33, 65};
 enum { N_IN_SIZES = sizeof n_in_sizes / sizeof *n_in_sizes, T_SIZES = sizeof T_sizes / sizeof *T_sizes };
 
+// Activations x [T, ld_x] (first n_in columns) rounded to BF16 for variant k (in its slice order), as a
+// matmul_bf16_dot takes them: [T, panel_row_length(n_in)].
+static uint16_t *bf16_rows_for(const Kernels *k, const float *x, int T, int n_in, int ld_x) {
+    uint16_t *xb = malloc(sizeof(uint16_t) * (size_t)T * panel_row_length(n_in));
+    bf16_round_rows(xb, x, T, n_in, ld_x, in_pair_order(k, WEIGHT_BF16));
+    return xb;
+}
+
 // One random case of `k` against the reference: out[t, j] for j in a random [j0, j1) (half the time all of
 // [0, n_out)), the rest of each ld_out-wide row untouched; the rows of x are ld_x ≥ n_in apart, with random
 // values in between that must not count. Each side's sum of n_in products is within
 // γ_{n_in}·Σ|x_i w_i| of the exact one, plus one rounding for the bias, hence
 //     |out − ref| ≤ (n_in + 4) · FLT_EPSILON · (Σ_i |x[t, i] · W[j, i]| + |bias[j]|).
-static void check_matmul(const Kernels *k, WeightType type, int T, int n_in, bool with_bias) {
+// dot: matmul_bf16_dot (BF16 weights) on x rounded to BF16, the bound then over the rounded x (each product of
+// two BF16 values is exact, so again only the order of the sums differs).
+static void check_matmul(const Kernels *k, WeightType type, bool dot, int T, int n_in, bool with_bias) {
     const int n_out = random_odd(1, 19), ld_out = n_out + test_rand_int(0, 3), ld_x = n_in + test_rand_int(0, 20);
     int j0 = 0, j1 = n_out;
     if (test_rand_int(0, 1)) {
@@ -151,14 +161,23 @@ static void check_matmul(const Kernels *k, WeightType type, int T, int n_in, boo
     void *w = random_weights(type, n_out, n_in), *w_k = in_layout(k, type, w, n_out, n_in);
     float *bias = with_bias ? random_floats(n_out, -1.0f, 1.0f) : NULL;
     float *ref = untouched_floats(T * ld_out), *out = untouched_floats(T * ld_out);
-    kernels_scalar.matmul[type](ref, x, w, bias, T, n_in, ld_x, ld_out, j0, j1);
-    k->matmul[type](out, x, w_k, bias, T, n_in, ld_x, ld_out, j0, j1);
+    const char *what = dot ? "BF16 dot" : type_names[type];
+    if (dot) {
+        uint16_t *x_ref = bf16_rows_for(&kernels_scalar, x, T, n_in, ld_x), *x_k = bf16_rows_for(k, x, T, n_in, ld_x);
+        kernels_scalar.matmul_bf16_dot(ref, x_ref, w, bias, T, n_in, ld_out, j0, j1);
+        k->matmul_bf16_dot(out, x_k, w_k, bias, T, n_in, ld_out, j0, j1);
+        free(x_ref), free(x_k);
+        for (int i = 0; i < T * ld_x; i++) x[i] = bf16_to_f32(f32_to_bf16(x[i]));  // the values multiplied
+    } else {
+        kernels_scalar.matmul[type](ref, x, w, bias, T, n_in, ld_x, ld_out, j0, j1);
+        k->matmul[type](out, x, w_k, bias, T, n_in, ld_x, ld_out, j0, j1);
+    }
     for (int t = 0; t < T; t++)
         for (int j = 0; j < ld_out; j++) {
             float a = out[t * ld_out + j], b = ref[t * ld_out + j];
             if (j < j0 || j >= j1) {
                 CHECK(same_bits(a, UNTOUCHED), "%s %s T=%d n_in=%d j0=%d j1=%d: wrote out[%d, %d] = %g", k->name,
-                      type_names[type], T, n_in, j0, j1, t, j, a);
+                      what, T, n_in, j0, j1, t, j, a);
                 continue;
             }
             double magnitude = bias ? fabs(bias[j]) : 0.0;
@@ -167,7 +186,7 @@ static void check_matmul(const Kernels *k, WeightType type, int T, int n_in, boo
             double tol = (n_in + 4) * FLT_EPSILON * magnitude;
             CHECK(fabs(a - b) <= tol,
                   "%s %s T=%d n_in=%d n_out=%d bias=%d: out[%d, %d] = %.9g, reference %.9g (tol %.3g)", k->name,
-                  type_names[type], T, n_in, n_out, with_bias, t, j, a, b, tol);
+                  what, T, n_in, n_out, with_bias, t, j, a, b, tol);
         }
     free(x);
     free(w);
@@ -229,7 +248,7 @@ TEST(kernels_matmul_matches_scalar) {
             for (int a = 0; a < N_IN_SIZES; a++)
                 for (int b = 0; b < T_SIZES; b++)
                     for (int with_bias = 0; with_bias <= 1; with_bias++)
-                        check_matmul(list[v], type, T_sizes[b], n_in_sizes[a], with_bias);
+                        check_matmul(list[v], type, false, T_sizes[b], n_in_sizes[a], with_bias);
     }
 }
 
@@ -242,34 +261,48 @@ static void check_rows_identical(const char *what, const Kernels *k, WeightType 
                   what, t, j, got[t * n_out + j], want[t * n_out + j]);
 }
 
+// Rows [t0, t0 + T) of x (rows n_in apart) times W with k's matmul, or (xb not NULL) with its matmul_bf16_dot on
+// the same rows of xb, x rounded to BF16 (bf16_rows_for).   out: [T, n_out], columns [j0, j1)
+static void matmul_rows_of(const Kernels *k, WeightType type, const float *x, const uint16_t *xb, int t0, int T,
+                           const void *w, const float *bias, int n_in, int n_out, float *out, int j0, int j1) {
+    if (xb)
+        k->matmul_bf16_dot(out, xb + (size_t)t0 * panel_row_length(n_in), w, bias, T, n_in, n_out, j0, j1);
+    else
+        k->matmul[type](out, x + (size_t)t0 * n_in, w, bias, T, n_in, n_in, n_out, j0, j1);
+}
+
 // Batch invariance (kernels.h): the rows of one T-row call, bit for bit, equal the same rows computed one at a
-// time, as a sub-batch starting anywhere, and in any split of [0, n_out) into j ranges.
-static void check_batch_invariance(const Kernels *k, WeightType type, int n_in) {
+// time, as a sub-batch starting anywhere, and in any split of [0, n_out) into j ranges. dot: of matmul_bf16_dot.
+static void check_batch_invariance(const Kernels *k, WeightType type, bool dot, int n_in) {
     const int T = test_rand_int(2, 64), n_out = random_odd(1, 41);  // T > 42 at n_in = 3072: chunk by chunk
     float *x = random_floats(T * n_in, -1.0f, 1.0f), *bias = random_floats(n_out, -1.0f, 1.0f);
     void *rows = random_weights(type, n_out, n_in), *w = in_layout(k, type, rows, n_out, n_in);
+    uint16_t *xb = dot ? bf16_rows_for(k, x, T, n_in, n_in) : NULL;
     float *whole = malloc(sizeof(float) * (size_t)(T * n_out)), *part = malloc(sizeof(float) * (size_t)(T * n_out));
-    k->matmul[type](whole, x, w, bias, T, n_in, n_in, n_out, 0, n_out);
+    matmul_rows_of(k, type, x, xb, 0, T, w, bias, n_in, n_out, whole, 0, n_out);
 
-    for (int t = 0; t < T; t++) k->matmul[type](part + t * n_out, x + t * n_in, w, bias, 1, n_in, n_in, n_out, 0, n_out);
-    check_rows_identical("one row at a time", k, type, n_in, part, whole, T, n_out);
+    for (int t = 0; t < T; t++) matmul_rows_of(k, type, x, xb, t, 1, w, bias, n_in, n_out, part + t * n_out, 0, n_out);
+    check_rows_identical(dot ? "BF16 dot, one row at a time" : "one row at a time", k, type, n_in, part, whole, T,
+                         n_out);
 
     const int t0 = test_rand_int(0, T - 1), t1 = test_rand_int(t0 + 1, T);
-    k->matmul[type](part, x + t0 * n_in, w, bias, t1 - t0, n_in, n_in, n_out, 0, n_out);
+    matmul_rows_of(k, type, x, xb, t0, t1 - t0, w, bias, n_in, n_out, part, 0, n_out);
     char what[64];
-    snprintf(what, sizeof what, "rows %d..%d as a batch", t0, t1);
+    snprintf(what, sizeof what, "%srows %d..%d as a batch", dot ? "BF16 dot, " : "", t0, t1);
     check_rows_identical(what, k, type, n_in, part, whole + t0 * n_out, t1 - t0, n_out);
 
     for (int j0 = 0, j1; j0 < n_out; j0 = j1) {
         j1 = j0 + test_rand_int(1, 7);
         if (j1 > n_out) j1 = n_out;
-        k->matmul[type](part, x, w, bias, T, n_in, n_in, n_out, j0, j1);
+        matmul_rows_of(k, type, x, xb, 0, T, w, bias, n_in, n_out, part, j0, j1);
     }
-    check_rows_identical("columns in random ranges", k, type, n_in, part, whole, T, n_out);
+    check_rows_identical(dot ? "BF16 dot, columns in random ranges" : "columns in random ranges", k, type, n_in,
+                         part, whole, T, n_out);
     free(x);
     free(bias);
     free(rows);
     free(w);
+    free(xb);
     free(whole);
     free(part);
 }
@@ -279,7 +312,78 @@ TEST(kernels_matmul_batch_invariant) {
     const Kernels *const *list = kernels_available(&n);
     for (int v = 0; v < n; v++)
         for (int type = 0; type < WEIGHT_TYPES; type++)
-            for (int a = 0; a < N_IN_SIZES; a++) check_batch_invariance(list[v], type, n_in_sizes[a]);
+            for (int a = 0; a < N_IN_SIZES; a++) check_batch_invariance(list[v], type, false, n_in_sizes[a]);
+}
+
+// ---- BF16 weights against BF16 activations (matmul_bf16_dot) -----------------------------------------------
+
+// f32_to_bf16 rounds to the nearest BF16 value, ties to even; every BF16 value converts to itself; ±inf stay,
+// values past the largest finite BF16's halfway point become inf, NaNs stay NaNs.
+TEST(kernels_bf16_rounding) {
+    const struct { uint32_t in; uint16_t out; } cases[] = {
+        {0x3f800000u, 0x3f80}, {0x3f808000u, 0x3f80},  // 1 + 2^-8: a tie, to the even 1
+        {0x3f818000u, 0x3f82},                          // 1 + 3·2^-8: a tie, to the even 1 + 2^-6
+        {0x3f808001u, 0x3f81}, {0x3f807fffu, 0x3f80},  // just above and below the tie
+        {0xbf808001u, 0xbf81}, {0x7f800000u, 0x7f80}, {0xff800000u, 0xff80},
+        {0x7f7fffffu, 0x7f80}, {0x00000001u, 0x0000}, {0x00000000u, 0x0000}, {0x80000000u, 0x8000}};
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        union { uint32_t u; float f; } v = {cases[c].in};
+        CHECK(f32_to_bf16(v.f) == cases[c].out, "0x%08x → 0x%04x, expected 0x%04x", cases[c].in, f32_to_bf16(v.f),
+              cases[c].out);
+    }
+    union { uint32_t u; float f; } nan = {0x7f800001u};
+    CHECK((f32_to_bf16(nan.f) & 0x7f80) == 0x7f80 && (f32_to_bf16(nan.f) & 0x7f), "a NaN became 0x%04x",
+          f32_to_bf16(nan.f));
+    for (int i = 0; i < 100000; i++) {
+        const float x = test_rand_uniform(-1e4f, 1e4f), r = bf16_to_f32(f32_to_bf16(x));
+        CHECK(f32_to_bf16(r) == f32_to_bf16(x), "rounding %g twice differs", x);
+        // r's two neighbours in the BF16 encoding; past ±0 the encoding wraps to a NaN, which is never nearer
+        // (x can be exactly 0: the draw hits it about once in 170 runs of this loop).
+        const float up = bf16_to_f32((uint16_t)(f32_to_bf16(x) + 1)), down = bf16_to_f32((uint16_t)(f32_to_bf16(x) - 1));
+        CHECK(!(fabsf(up - x) < fabsf(r - x)) && !(fabsf(down - x) < fabsf(r - x)), "%g rounded to %g, not the nearest",
+              x, r);
+    }
+}
+
+// bf16_round_rows writes each row's rounded values in the slice order asked for, zero-padded to whole slices.
+TEST(kernels_bf16_round_rows) {
+    const int T = 3, n_in = 37, ld_x = 41, ld = panel_row_length(n_in);
+    float *x = random_floats(T * ld_x, -2.0f, 2.0f);
+    uint16_t *out = malloc(sizeof(uint16_t) * (size_t)(T * ld));
+    for (int pairs = 0; pairs < 2; pairs++) {
+        bf16_round_rows(out, x, T, n_in, ld_x, pairs);
+        for (int t = 0; t < T; t++)
+            for (int i = 0; i < ld; i++) {
+                const uint16_t got = out[t * ld + i / 16 * 16 + slice_place(pairs, i % 16)];
+                const uint16_t want = i < n_in ? f32_to_bf16(x[t * ld_x + i]) : 0;
+                CHECK(got == want, "pairs=%d: element [%d, %d] is 0x%04x, expected 0x%04x", pairs, t, i, got, want);
+            }
+    }
+    free(x);
+    free(out);
+}
+
+// Every variant with a BF16 dot product against the scalar reference, on the sizes of `matmul`'s test.
+TEST(kernels_matmul_bf16_dot_matches_scalar) {
+    int n;
+    const Kernels *const *list = kernels_available(&n);
+    CHECK(kernels_scalar.matmul_bf16_dot, "the scalar reference has no matmul_bf16_dot");
+    for (int v = 0; v < n; v++) {
+        if (list[v] == &kernels_scalar || !list[v]->matmul_bf16_dot) continue;
+        for (int a = 0; a < N_IN_SIZES; a++)
+            for (int b = 0; b < T_SIZES; b++)
+                for (int with_bias = 0; with_bias <= 1; with_bias++)
+                    check_matmul(list[v], WEIGHT_BF16, true, T_sizes[b], n_in_sizes[a], with_bias);
+    }
+}
+
+// Batch invariance of matmul_bf16_dot, as of `matmul`.
+TEST(kernels_matmul_bf16_dot_batch_invariant) {
+    int n;
+    const Kernels *const *list = kernels_available(&n);
+    for (int v = 0; v < n; v++)
+        for (int a = 0; a < N_IN_SIZES && list[v]->matmul_bf16_dot; a++)
+            check_batch_invariance(list[v], WEIGHT_BF16, true, n_in_sizes[a]);
 }
 
 // ---- row kernels --------------------------------------------------------------------------------------------
@@ -900,21 +1004,30 @@ TEST(kernels_q8_matmul_matches_reference) {
 
 #if defined(__x86_64__)
 // An AVX-512 CPU without AVX512_VNNI (Skylake-X) still runs the avx512 variant, with AVX2's q8 matmul in place of
-// the VNNI one (dispatch.c). That table is checked on any AVX-512 CPU: kernels_avx512's in every other entry, its
-// q8 matmul bit-identical to the reference; and the variant listed for this CPU is one of the two.
-TEST(kernels_avx512_without_vnni) {
+// the VNNI one; one without AVX512_BF16 (Skylake-X, Cascade Lake, Ice Lake) runs it with no matmul_bf16_dot
+// (dispatch.c). Those tables are checked on any AVX-512 CPU: kernels_avx512's in every other entry, AVX2's q8
+// matmul bit-identical to the reference there too; and the variant listed for this CPU is one of them.
+TEST(kernels_avx512_for_each_cpu) {
     int n;
-    const Kernels *const *list = kernels_available(&n);
-    const Kernels *k = kernels_avx512_without_vnni(), *best = list[n - 1];
-    if (strcmp(best->name, "avx512") != 0) return;  // no AVX-512 on this CPU: neither table can run
-    CHECK(best == &kernels_avx512 || best == k, "the avx512 variant listed is neither table");
-    CHECK(strcmp(k->name, "avx512") == 0 && k->matmul_q8 == q8_matmul_avx2 &&
-              k->quantize_q8 == kernels_avx512.quantize_q8 && k->panels == kernels_avx512.panels &&
-              k->bf16_pairs == kernels_avx512.bf16_pairs &&
-              k->blas_min_rows == kernels_avx512.blas_min_rows && k->attention == kernels_avx512.attention,
-          "the table without VNNI differs from kernels_avx512 in more than its q8 matmul");
-    for (int type = 0; type < WEIGHT_TYPES; type++)
-        CHECK(k->matmul[type] == kernels_avx512.matmul[type], "matmul[%d] differs", type);
+    const Kernels *const *list = kernels_available(&n), *best = list[n - 1];
+    if (strcmp(best->name, "avx512") != 0) return;  // no AVX-512 on this CPU: none of the tables can run
+    bool listed = false;
+    for (int vnni = 0; vnni < 2; vnni++)
+        for (int bf16 = 0; bf16 < 2; bf16++) {
+            const Kernels *k = kernels_avx512_for(vnni, bf16);
+            listed |= k == best;
+            CHECK(strcmp(k->name, "avx512") == 0 && k->quantize_q8 == kernels_avx512.quantize_q8 &&
+                      k->panels == kernels_avx512.panels && k->bf16_pairs == kernels_avx512.bf16_pairs &&
+                      k->blas_min_rows == kernels_avx512.blas_min_rows && k->attention == kernels_avx512.attention,
+                  "the table for vnni=%d bf16=%d differs from kernels_avx512 in more than it lacks", vnni, bf16);
+            CHECK(k->matmul_q8 == (vnni ? kernels_avx512.matmul_q8 : q8_matmul_avx2), "vnni=%d: the q8 matmul", vnni);
+            CHECK(k->matmul_bf16_dot == (bf16 ? kernels_avx512.matmul_bf16_dot : NULL), "bf16=%d: matmul_bf16_dot",
+                  bf16);
+            for (int type = 0; type < WEIGHT_TYPES; type++)
+                CHECK(k->matmul[type] == kernels_avx512.matmul[type], "matmul[%d] differs", type);
+        }
+    CHECK(listed, "the avx512 variant listed is none of the tables");
+    const Kernels *k = kernels_avx512_for(false, false);
     for (int a = 0; a < N_IN_SIZES; a++)
         for (int b = 0; b < T_SIZES; b++) check_matmul_q8(k, T_sizes[b], n_in_sizes[a], b % 2 == 1);
 }
