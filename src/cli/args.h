@@ -30,7 +30,7 @@ typedef struct {
     int ctx;                    // --ctx (0 = the command's default)
     int draft_threads;          // --draft-threads (0 = the count whose draft steps measure fastest)
     int tree_width;             // --tree-width W (0: a chain; with --tree the widest tried, default 4)
-    const char *quant;          // --quant q8 | none
+    const char *quant;          // --quant none | q8 | bf16
     bool print_ids, stats, all, show, compare, allow_special, lookup, tree, help;
     const char *positional[MAX_POSITIONAL];
     int n_positional;

@@ -215,7 +215,7 @@ int print_stats(Session *s, const SpecStats *st, const int *prompt, int n_prompt
             st->rounds ? (double)st->generated / st->rounds : 0, st->mean_gamma, c,
             st->predicted_speedup, s->has_draft ? spec_predicted_speedup(alpha, st->mean_gamma, c) : 1.0, target_gbs,
             s->target.kernels->name, pool_size(s->pool), s->has_draft ? s->draft.max_threads : 0,
-            s->target.quant == QUANT_Q8 ? "q8" : "none",
+            quant_name(s->target.quant),
             (uint64_t)XXH64(logits, sizeof(float) * V, 0));
     rc = 0;
 done:

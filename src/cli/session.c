@@ -35,9 +35,7 @@ int session_open(Session *s, const char *target_dir, const char *draft_dir, int 
     *s = (Session){0};
     if (!target_dir) return err_fmt(err, "missing -m DIR (a checkpoint folder)");
     Quant q = QUANT_NONE;
-    if (quant && strcmp(quant, "q8") == 0) q = QUANT_Q8;
-    else if (quant && strcmp(quant, "none") != 0)
-        return err_fmt(err, "--quant: expected q8 or none, got \"%s\"", quant);
+    if (quant && quant_from_name(&q, quant, err)) return -1;
     if (!(s->pool = pool_create(threads, err))) return -1;
     if (model_load_quantized(&s->target, target_dir, s->pool, q, err)) return -1;
     if (*s->target.cfg.warning) fprintf(stderr, "warning: %s\n", s->target.cfg.warning);

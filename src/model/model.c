@@ -49,6 +49,7 @@ typedef struct ForwardScratch {
     float *scores;  // [threads, ATTENTION_ROWS, P]     attention weights, a task's rows per thread
     float *att_rows;  // [threads, 2, ATTENTION_ROWS, hd]  a task's queries, then its outputs, gathered
     Q8Block *xq;    // [CHUNK_T, q8_blocks(max(d, H·hd, F))]  a q8 matmul's input, quantized (QUANT_Q8 only)
+    uint16_t *xb;   // [CHUNK_T, panel_row_length(max(d, H·hd, F))]  a BF16 matmul's input, rounded (QUANT_BF16 only)
     int ld_d, ld_att, ld_f, n_qkv;
 
     // The chunk's rows: row t goes to cache row pos0 + t (pos0: the cache's length before the chunk). They are
@@ -71,7 +72,8 @@ typedef struct {
     const char *dir;
     const char *prefix;     // GPT-2: "transformer." or ""; the Llama family: "model." or ""
     const Kernels *kernels; // the selected kernels, whose weight layout the matrices take (kernels.h)
-    Quant quant;            // QUANT_Q8: matrices are quantized as they are read, on the pool's threads
+    Quant quant;            // QUANT_Q8: matrices are quantized as they are read, on the pool's threads;
+                            // QUANT_BF16: F32 and F16 matrices are rounded to BF16 as they are read
     ThreadPool *pool;       // the model's
     uint8_t *arena;         // bump allocator over model->arena
     size_t used, size;
@@ -147,9 +149,17 @@ typedef struct {
     bool conv1d;            // stored [n_in, rows] (GPT-2's Conv1D): transposed here, once; else [rows, n_in]
 } Part;
 
-// Up to 16 consecutive weights of a row, from `from`, into the slice that holds them (kernels.h): as they are, or
-// in pair order.
-static void copy_slice(uint8_t *slice, const uint8_t *from, int count, size_t elem, bool pairs) {
+// Up to 16 consecutive weights of a row, from `from` (stored as `dtype`), into the slice that holds them
+// (kernels.h) as `type`: as they are, or rounded to BF16 (QUANT_BF16); in order, or in pair order.
+static void copy_slice(uint8_t *slice, WeightType type, const uint8_t *from, StDtype dtype, int count, bool pairs) {
+    uint16_t rounded[16];
+    if (type != weight_type(dtype)) {  // F32 or F16 to BF16
+        float f[16];
+        st_to_f32(f, from, dtype, (size_t)count);
+        for (int e = 0; e < count; e++) rounded[e] = f32_to_bf16(f[e]);
+        from = (const uint8_t *)rounded;
+    }
+    const size_t elem = weight_size(type);
     if (!pairs) {
         memcpy(slice, from, (size_t)count * elem);
         return;
@@ -157,22 +167,22 @@ static void copy_slice(uint8_t *slice, const uint8_t *from, int count, size_t el
     for (int e = 0; e < count; e++) memcpy(slice + (size_t)slice_place(true, e) * elem, from + (size_t)e * elem, elem);
 }
 
-// Rows [row0, row0 + part->rows) of lin from the part's tensor, which must have lin's dtype.
+// Rows [row0, row0 + part->rows) of lin from the part's tensor, which must have lin's dtype (or any, QUANT_BF16).
 static int load_part(Loader *ld, Linear *lin, int row0, const Part *part) {
     const int n_in = lin->n_in, rows = part->rows;
     const StTensor *t = part->conv1d ? fetch(ld, part->name, n_in, rows) : fetch(ld, part->name, rows, n_in);
     if (!t) return -1;
-    if (weight_type(t->dtype) != lin->type)
+    if (weight_type(t->dtype) != lin->type && ld->quant != QUANT_BF16)
         return err_fmt(ld->err, "%s: tensor \"%s%s\" has dtype %s, unlike the tensors stacked with it", t->file,
                        ld->prefix, part->name, st_dtype_name(t->dtype));
-    const size_t elem = weight_size(lin->type);
+    const size_t elem = weight_size(lin->type), stored = st_dtype_size(t->dtype);
     const bool panels = ld->kernels->panels, pairs = in_pair_order(ld->kernels, lin->type);
     uint8_t *w = (uint8_t *)lin->w;
     if (!part->conv1d) {  // 16 consecutive weights of a row stay in one slice in either layout
         for (int j = 0; j < rows; j++)
             for (int i = 0; i < n_in; i += 16)
-                copy_slice(w + weight_index(panels, pairs, n_in, row0 + j, i) * elem,
-                           t->data + ((size_t)j * n_in + i) * elem, n_in - i < 16 ? n_in - i : 16, elem, pairs);
+                copy_slice(w + weight_index(panels, pairs, n_in, row0 + j, i) * elem, lin->type,
+                           t->data + ((size_t)j * n_in + i) * stored, t->dtype, n_in - i < 16 ? n_in - i : 16, pairs);
         st_release(t);  // the file's copy is no longer needed: peak memory stays near the weights' size
         return 0;
     }
@@ -181,8 +191,8 @@ static int load_part(Loader *ld, Linear *lin, int row0, const Part *part) {
         for (int j0 = 0; j0 < rows; j0 += 32)
             for (int i = i0; i < i0 + 32 && i < n_in; i++)
                 for (int j = j0; j < j0 + 32 && j < rows; j++)
-                    memcpy(w + weight_index(panels, pairs, n_in, row0 + j, i) * elem,
-                           t->data + ((size_t)i * rows + j) * elem, elem);
+                    copy_slice(w + weight_index(panels, pairs, n_in, row0 + j, i) * elem, lin->type,
+                               t->data + ((size_t)i * rows + j) * stored, t->dtype, 1, false);
     st_release(t);
     return 0;
 }
@@ -254,7 +264,8 @@ static int load_linear(Loader *ld, Linear *lin, int n_in, const Part *parts, int
                                   parts[0].conv1d ? parts[0].rows : n_in);
     if (!first) return -1;
     const bool q8 = ld->quant == QUANT_Q8;
-    *lin = (Linear){.type = q8 ? WEIGHT_Q8 : weight_type(first->dtype), .n_out = n_out, .n_in = n_in};
+    *lin = (Linear){.type = q8 ? WEIGHT_Q8 : ld->quant == QUANT_BF16 ? WEIGHT_BF16 : weight_type(first->dtype),
+                    .n_out = n_out, .n_in = n_in};
     // zero-filled (fresh anonymous pages): the panels' padding
     lin->w = arena_take(ld, q8 ? q8_matrix_bytes(n_out, n_in)
                                : weight_elements(ld->kernels->panels, n_out, n_in) * weight_size(lin->type));
@@ -358,7 +369,8 @@ static int alloc_scratch(Model *m, Err *err) {
     ForwardScratch *s = m->scratch = calloc(1, sizeof *s);
     float *mem = s ? aligned_alloc(ALIGN, align_up(floats * sizeof(float))) : NULL;
     if (s && m->quant == QUANT_Q8) s->xq = malloc(T * q8_blocks_max * sizeof(Q8Block));
-    if (!mem || (m->quant == QUANT_Q8 && !s->xq)) {
+    if (s && m->quant == QUANT_BF16) s->xb = malloc(T * panel_row_length(n_in_max) * sizeof(uint16_t));
+    if (!mem || (m->quant == QUANT_Q8 && !s->xq) || (m->quant == QUANT_BF16 && !s->xb)) {
         free(mem);
         return err_fmt(err, "out of memory for activations (%zu MB)", floats * 4 >> 20);
     }
@@ -439,6 +451,9 @@ int model_load_quantized(Model *model, const char *dir, ThreadPool *pool, Quant 
                      .work_per_thread = MODEL_WORK_PER_THREAD};
     const char *why = NULL;
     if (!(model->kernels = kernels_select(&why))) return err_fmt(err, "%s", why);
+    if (quant == QUANT_BF16 && !model->kernels->matmul_bf16_dot)
+        return err_fmt(err, "bf16 arithmetic needs BF16 dot-product instructions (AVX512_BF16: Zen 4, Sapphire Rapids, "
+                       "Cooper Lake), which the %s kernels lack", model->kernels->name);
 
     char path[4096];
     snprintf(path, sizeof path, "%s/config.json", dir);
@@ -480,8 +495,16 @@ int model_load_quantized(Model *model, const char *dir, ThreadPool *pool, Quant 
     return 0;
 }
 
+const char *quant_name(Quant quant) { return quant == QUANT_Q8 ? "q8" : quant == QUANT_BF16 ? "bf16" : "none"; }
+
+int quant_from_name(Quant *quant, const char *name, Err *err) {
+    for (Quant q = QUANT_NONE; q <= QUANT_BF16; q++)
+        if (strcmp(name, quant_name(q)) == 0) return *quant = q, 0;
+    return err_fmt(err, "--quant: expected none, q8 or bf16, got \"%s\"", name);
+}
+
 static void free_scratch(Model *model) {
-    if (model->scratch) free(model->scratch->x), free(model->scratch->xq);
+    if (model->scratch) free(model->scratch->x), free(model->scratch->xq), free(model->scratch->xb);
     free(model->scratch);
     model->scratch = NULL;
 }
@@ -550,6 +573,7 @@ typedef struct {
     const Linear *lin;
     const float *x;     // [T, ld_x]
     const Q8Block *xq;  // [T, q8_blocks(n_in)]: x quantized, for q8 weights
+    const uint16_t *xb; // [T, panel_row_length(n_in)]: x rounded to BF16, for QUANT_BF16
     float *out;         // [T, ld_out]
     int T, ld_x, ld_out;
     bool blas;          // OpenBLAS sgemm (single-threaded, on this thread's columns) instead of our kernel
@@ -576,6 +600,8 @@ static void linear_thread(void *ctx, int thread, int n_threads) {
         for (int t = 0; t < job->T && lin->bias; t++) job->k->add(job->out + (size_t)t * job->ld_out + j0, lin->bias + j0, n);
     } else if (lin->type == WEIGHT_Q8) {
         job->k->matmul_q8(job->out, job->xq, lin->w, lin->bias, job->T, lin->n_in, job->ld_out, j0, j1);
+    } else if (job->xb) {
+        job->k->matmul_bf16_dot(job->out, job->xb, lin->w, lin->bias, job->T, lin->n_in, job->ld_out, j0, j1);
     } else {
         job->k->matmul[lin->type](job->out, job->x, lin->w, lin->bias, job->T, lin->n_in, job->ld_x, job->ld_out, j0,
                                   j1);
@@ -596,15 +622,17 @@ static void linear_thread(void *ctx, int thread, int n_threads) {
 // many rows (long prompts), a kernel variant that says so — it takes over; each of our threads then runs a
 // single-threaded sgemm on its own columns, one thread at a time (linear_thread says why), so OpenBLAS's threads
 // never compete with ours for the cores.
-// q8 weights take x quantized (kernels.h), once, here, for all threads; a row's quantization depends on that
-// row alone, so batch invariance holds.
+// q8 weights take x quantized (kernels.h), QUANT_BF16's x rounded to BF16, once, here, for all threads; a row's
+// quantization or rounding depends on that row alone, so batch invariance holds.
 static void linear(const Model *m, float *out, int ld_out, const float *x, int ld_x, const Linear *lin, int T,
                    Epilogue ep, float *residual) {
     int blas_min = m->kernels->blas_min_rows;
     // (sgemm reads rows: a variant whose weights are in panels never names a crossover)
     bool blas = m->scratch->blas && lin->type == WEIGHT_F32 && blas_min > 0 && T >= blas_min && !m->kernels->panels;
     if (lin->type == WEIGHT_Q8) m->kernels->quantize_q8(m->scratch->xq, x, T, lin->n_in, ld_x);
-    LinearJob job = {m->kernels, lin, x, m->scratch->xq, out, T, ld_x, ld_out, blas, ep, residual};
+    uint16_t *xb = m->quant == QUANT_BF16 ? m->scratch->xb : NULL;
+    if (xb) bf16_round_rows(xb, x, T, lin->n_in, ld_x, in_pair_order(m->kernels, WEIGHT_BF16));
+    LinearJob job = {m->kernels, lin, x, m->scratch->xq, xb, out, T, ld_x, ld_out, blas, ep, residual};
     run_job(m, linear_thread, &job, (size_t)T * lin->n_out * lin->n_in);
 }
 

@@ -46,9 +46,20 @@ typedef struct {
     Linear mlp_down;                    // [d, F]
 } Block;
 
-// How the weight matrices are held: as stored (F32, F16 or BF16), or quantized to 8 bits at load (q8, kernels.h;
-// vectors — biases, LayerNorm, position embeddings — stay F32).
-typedef enum { QUANT_NONE, QUANT_Q8 } Quant;
+// How the weight matrices are held and multiplied (vectors — biases, norms, position embeddings — stay F32):
+//   QUANT_NONE  as stored (F32, F16 or BF16), with F32 arithmetic: transformers' float32 results, within 1e-4;
+//   QUANT_Q8    quantized to 8 bits at load, activations too (q8, kernels.h);
+//   QUANT_BF16  in BF16 (F32 and F16 tensors rounded at load), multiplied with activations rounded to BF16 —
+//               as transformers computes a bfloat16 model's matmuls — by the kernels' BF16 dot product
+//               (Kernels.matmul_bf16_dot): twice the multiply-adds per instruction of F32 on AVX512_BF16, for
+//               verifications and prompts, whose pace the arithmetic sets. Needs a variant that has one.
+typedef enum { QUANT_NONE, QUANT_Q8, QUANT_BF16 } Quant;
+
+// "none", "q8", "bf16": the names the CLI and the bench take (--quant)
+const char *quant_name(Quant quant);
+
+// The Quant named `name`; −1 with an error naming the option if it names none.
+int quant_from_name(Quant *quant, const char *name, Err *err);
 
 // A job (a matmul, attention, the gate) runs on one thread per this many multiply-adds, up to max_threads.
 // Measured on 2 cores of an Intel Xeon (run-bench --quick -s decode, binaries built with each value, alternated

@@ -7,6 +7,7 @@
 
 #include "cli/report.h"
 #include "harness.h"
+#include "kernels.h"
 
 #define MODEL "tests/fixtures/f32_tied_prefix"   // n_positions 32, vocab 61
 #define OTHER "tests/fixtures/f32_sharded_inner" // vocab 301
@@ -121,6 +122,29 @@ TEST(cli_quant_q8) {
           "--compare --stats --quant q8: \"%s\"", err);
     free(out);
     free(err);
+}
+
+// --quant bf16: BF16 weights times activations rounded to BF16 (model.h; its accuracy is
+// tests/model/test_families.c's); greedy speculative output still equals target-only output. Kernels without a
+// BF16 dot product refuse it in one line.
+TEST(cli_quant_bf16) {
+    int n;
+    const Kernels *const *list = kernels_available(&n);
+    char *out, *err;
+    if (list[n - 1]->matmul_bf16_dot) {
+        int status = specdec("generate -m " MODEL " -d " MODEL " --ids \"4 5\" -n 12 --gamma 3 --compare --stats "
+                             "--quant bf16", &out, &err);
+        CHECK(status == 0 && strstr(err, "\"same_output\": true") && strstr(err, "\"quant\": \"bf16\""),
+              "--compare --stats --quant bf16: \"%s\"", err);
+        free(out);
+        free(err);
+    }
+    for (int v = 0; v < n; v++) {
+        if (list[v]->matmul_bf16_dot) continue;
+        setenv("SPECDEC_ISA", list[v]->name, 1);
+        check_rejected("logits -m " MODEL " --ids \"1 2 3\" --quant bf16", "AVX512_BF16");
+        unsetenv("SPECDEC_ISA");
+    }
 }
 
 TEST(cli_version) {

@@ -2,7 +2,7 @@
 //
 //   - exactly: the accept / resample step, enumerated over the draft's choice, gives P(output = x) = p(x);
 //   - greedy: speculative output equals target-only output token for token, for any γ and thread count, with
-//     the weights as stored and quantized to q8;
+//     the weights as stored, quantized to q8, and in BF16 arithmetic (where the CPU has a BF16 dot product);
 //   - sampled: the joint distribution of the first 3 tokens over many seeds matches the target's exact
 //     distribution (a chi-square test), at temperature 1 and with top-k / top-p, for both samplers; the expected
 //     distribution comes from the independent reference (tests/support/sampling_reference.c), not from sampling.c;
@@ -100,6 +100,13 @@ static void pair_open_specs(Pair *pair, const RandomCheckpoint *target, const Ra
     CHECK(model_load_quantized(&pair->draft, draft_dir, pair->pool, quant, &err) == 0, "%s", err.msg);
     if (n_shared < pair->target.n_vocab) model_limit_vocab(&pair->target, n_shared);
     if (n_shared < pair->draft.n_vocab) model_limit_vocab(&pair->draft, n_shared);
+}
+
+// Whether this CPU's kernels run `quant`: QUANT_BF16 needs a BF16 dot product (model.h).
+static bool quant_runs_here(Quant quant) {
+    int n;
+    const Kernels *const *list = kernels_available(&n);
+    return quant != QUANT_BF16 || list[n - 1]->matmul_bf16_dot;
 }
 
 // A target of 3 blocks and a draft of 1 block with the same seed and vocabulary, their matrices held as `quant`
@@ -239,11 +246,14 @@ static const RandomCheckpoint LLAMA_TARGET = {.model_type = "llama", .n_layer = 
                                               .n_kv_head = 2, .n_inner = 64, .vocab_size = 97, .n_positions = 128,
                                               .untied = true, .scale = 0.3f, .seed = 11};
 
-// The three pairs with their matrices as stored and quantized to q8 (stacked q/k/v and gate/up matrices whose
-// 16-row panels straddle the parts, tied and untied heads, and q8 heads limited to the shared ids).
+// The three pairs with their matrices as stored, quantized to q8 (stacked q/k/v and gate/up matrices whose
+// 16-row panels straddle the parts, tied and untied heads, and q8 heads limited to the shared ids) and in BF16
+// arithmetic.
 TEST(speculative_greedy_equals_target_llama_family) {
-    for (Quant quant = QUANT_NONE; quant <= QUANT_Q8; quant++) {
-        const char *q = quant == QUANT_Q8 ? " (q8)" : "";
+    for (Quant quant = QUANT_NONE; quant <= QUANT_BF16; quant++) {
+        if (!quant_runs_here(quant)) continue;
+        char q[16] = "";
+        if (quant != QUANT_NONE) snprintf(q, sizeof q, " (%s)", quant_name(quant));
         char label[96];
         RandomCheckpoint target = QWEN2_TARGET, draft = QWEN2_TARGET;
         draft.n_layer = 1;
@@ -625,6 +635,7 @@ TEST(speculative_auto_falls_back_without_draft_forwards) {
 // A pair of the Llama family (a Llama target with grouped-query attention, a Qwen3 draft) whose embedding tables
 // are padded to different sizes around the shared 5 ids: the target has 8 rows, the draft 6; ids 5..7 are never
 // sampled, and the output is the target's distribution over the shared ids, under both samplers.
+// The same in BF16 arithmetic, with the rejection rule.
 TEST(speculative_sampling_matches_target_llama_family) {
     RandomCheckpoint target = LLAMA_TARGET;
     target.vocab_size = 8;
@@ -637,6 +648,10 @@ TEST(speculative_sampling_matches_target_llama_family) {
 #ifndef SPECDEC_DEBUG  // the debug build's suite runs under the sanitizers: the rejection rule's test is enough
     check_sampled_on(&pair, DRAFT_MODEL, &sp, SAMPLER_COUPLED, "coupled, padded 8 / 6");
 #endif
+    pair_close(&pair);
+    if (!quant_runs_here(QUANT_BF16)) return;
+    pair_open_specs(&pair, &target, &draft, V_SMALL, 1, QUANT_BF16);
+    check_sampled_on(&pair, DRAFT_MODEL, &sp, SAMPLER_REJECTION, "padded llama/qwen3 8 / 6, bf16");
     pair_close(&pair);
 }
 
@@ -992,18 +1007,22 @@ TEST(speculative_tree_greedy_equals_target) {
         check_tree_greedy_on(&pair, labels[run], true);
         pair_close(&pair);
     }
-    for (Quant quant = QUANT_NONE; quant <= QUANT_Q8; quant++) {  // the Llama family, 2 and 1 threads
+    for (Quant quant = QUANT_NONE; quant <= QUANT_BF16; quant++) {  // the Llama family, 2 and 1 threads
+        if (!quant_runs_here(quant)) continue;
+        char label[96];
         RandomCheckpoint target = QWEN2_TARGET, draft = QWEN2_TARGET;
         draft.n_layer = 1;
         Pair pair;
         pair_open_specs(&pair, &target, &draft, 97, 2, quant);
-        check_tree_greedy_on(&pair, quant ? "qwen2 pair (q8)" : "qwen2 pair", false);
+        snprintf(label, sizeof label, "qwen2 pair (%s)", quant_name(quant));
+        check_tree_greedy_on(&pair, label, false);
         pair_close(&pair);
         target = LLAMA_TARGET;
         draft = (RandomCheckpoint){.model_type = "qwen3", .n_layer = 1, .n_embd = 32, .n_head = 2, .n_inner = 48,
                                    .vocab_size = 97, .n_positions = 128, .scale = 0.3f, .seed = 11};
         pair_open_specs(&pair, &target, &draft, 97, 1, quant);
-        check_tree_greedy_on(&pair, quant ? "llama target, qwen3 draft (q8)" : "llama target, qwen3 draft", false);
+        snprintf(label, sizeof label, "llama target, qwen3 draft (%s)", quant_name(quant));
+        check_tree_greedy_on(&pair, label, false);
         pair_close(&pair);
     }
 }
