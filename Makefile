@@ -111,12 +111,13 @@ test: $(O)/specdec $(O)/run-tests $(O)/run-bench  # run-bench too, so that a cha
 	SPECDEC_BIN=$(O)/specdec $(O)/run-tests $(T)
 
 # The shipped pair (all suites), then the runtime's yardsticks: random GPT-2-small (12 × 768, V = 50257) in F32
-# and BF16, random Llama-3.2-1B and Qwen2.5-0.5B in BF16, and GPT-2-small and Llama-3.2-1B quantized to q8 —
-# decode speed, fraction of the bandwidth, verification cost, load time and peak memory — in
-# bench/results/<shape>[-q8]/, then q8 against BF16 in one run (the quant suite: speed ratio, load time) in
-# bench/results/gpt2-small-q8-vs-bf16/.
-YARDSTICKS    := gpt2-small-f32 gpt2-small-bf16 llama-3.2-1b qwen2.5-0.5b
-YARDSTICKS_Q8 := gpt2-small llama-3.2-1b
+# and BF16, random Llama-3.2-1B and Qwen2.5-0.5B in BF16, GPT-2-small and Llama-3.2-1B quantized to q8, and
+# Llama-3.2-1B in BF16 arithmetic (--quant bf16, on a CPU with AVX512_BF16; skipped elsewhere) — decode speed,
+# fraction of the bandwidth, verification cost, load time and peak memory — in bench/results/<shape>[-q8|-bf16]/,
+# then q8 against BF16 in one run (the quant suite: speed ratio, load time) in bench/results/gpt2-small-q8-vs-bf16/.
+YARDSTICKS      := gpt2-small-f32 gpt2-small-bf16 llama-3.2-1b qwen2.5-0.5b
+YARDSTICKS_Q8   := gpt2-small llama-3.2-1b
+YARDSTICKS_BF16 := llama-3.2-1b
 bench: $(O)/specdec $(O)/run-bench
 	$(O)/run-bench $(if $(filter 1,$(QUICK)),--quick) $(BENCH_ARGS)
 	for shape in $(YARDSTICKS); do \
@@ -126,6 +127,10 @@ bench: $(O)/specdec $(O)/run-bench
 	for shape in $(YARDSTICKS_Q8); do \
 	    $(O)/run-bench $(if $(filter 1,$(QUICK)),--quick) -s limit,decode --no-plots -m random:$$shape --quant q8 \
 	        --out bench/results/$$shape-q8 || exit 1; \
+	done
+	for shape in $(YARDSTICKS_BF16); do \
+	    $(O)/run-bench $(if $(filter 1,$(QUICK)),--quick) -s limit,decode --no-plots -m random:$$shape --quant bf16 \
+	        --out bench/results/$$shape-bf16 || echo "run-bench --quant bf16: skipped (it needs AVX512_BF16)"; \
 	done
 	$(O)/run-bench $(if $(filter 1,$(QUICK)),--quick) -s quant --prompts 6 --no-plots -m random:gpt2-small-bf16 \
 	    --out bench/results/gpt2-small-q8-vs-bf16

@@ -40,14 +40,19 @@ static void bench_bandwidth(Bench *b, Memory *memory, json_t *j) {
 
 // ---- matmul kernels -----------------------------------------------------------------------------------------
 
+// The matmuls timed: a WeightType's, or BF16 weights against activations rounded to BF16 (Kernels.matmul_bf16_dot,
+// the model's QUANT_BF16), in the variants that have it.
+enum { BF16_DOT = WEIGHT_Q8 + 1 };
+
 // out = x Wᵀ with one kernel variant, or OpenBLAS's sgemm (kernels == NULL), the output columns split between
 // the pool's threads as model.c splits them.   W: [n_out, n_in]   x: [T, n_in]   out: [T, n_out]
 typedef struct {
     const Kernels *kernels;
-    WeightType type;
+    int type;                   // a WeightType or BF16_DOT
     const void *w;
     const float *x;
     const Q8Block *xq;          // x quantized, for q8 weights (quantized once, outside the timing)
+    const uint16_t *xb;         // x rounded to BF16, for BF16_DOT (likewise)
     float *out;
     int T, n_in, n_out;
     ThreadPool *pool;
@@ -60,6 +65,8 @@ static void matmul_thread(void *ctx, int thread, int n_threads) {
     if (j0 == j1) return;
     if (mm->type == WEIGHT_Q8)
         mm->kernels->matmul_q8(mm->out, mm->xq, mm->w, NULL, mm->T, mm->n_in, mm->n_out, j0, j1);
+    else if (mm->type == BF16_DOT)
+        mm->kernels->matmul_bf16_dot(mm->out, mm->xb, mm->w, NULL, mm->T, mm->n_in, mm->n_out, j0, j1);
     else if (mm->kernels)
         mm->kernels->matmul[mm->type](mm->out, mm->x, mm->w, NULL, mm->T, mm->n_in, mm->n_in, mm->n_out, j0, j1);
     else
@@ -84,6 +91,7 @@ typedef struct {
     uint16_t *w16;              // [n_out, n_in]
     uint8_t *w8;                // q8_matrix_bytes(n_out, n_in)
     Q8Block *xq;                // [max_T, q8_blocks(n_in)]
+    uint16_t *xb;               // [max_T, panel_row_length(n_in)]
 } Weights;
 
 static void *aligned(size_t bytes) {
@@ -96,7 +104,8 @@ static void weights_init(Weights *w, const char *name, int n_out, int n_in, int 
     const size_t n = (size_t)n_out * n_in;
     *w = (Weights){name, n_out, n_in, aligned(4 * n), aligned(4 * (size_t)max_T * n_in),
                    aligned(4 * (size_t)max_T * n_out), aligned(2 * n), aligned(q8_matrix_bytes(n_out, n_in)),
-                   aligned(sizeof(Q8Block) * (size_t)max_T * q8_blocks(n_in))};
+                   aligned(sizeof(Q8Block) * (size_t)max_T * q8_blocks(n_in)),
+                   aligned(2 * (size_t)max_T * panel_row_length(n_in))};
     uint32_t state = 12345;
     for (size_t i = 0; i < n; i++) {
         state = state * 1664525u + 1013904223u;
@@ -111,18 +120,19 @@ static void weights_init(Weights *w, const char *name, int n_out, int n_in, int 
         q8_quantize_panel(w->w8 + (size_t)(j / Q8_PANEL) * q8_panel_bytes(n_in), w->w32 + (size_t)j * n_in,
                           n_out - j < Q8_PANEL ? n_out - j : Q8_PANEL, n_in, n_in);
     q8_quantize_rows(w->xq, w->x, max_T, n_in, n_in);
+    bf16_round_rows(w->xb, w->x, max_T, n_in, n_in, false);  // (the order of pairs changes no timing)
 }
 
 static void weights_free(Weights *w) {
-    free(w->w32), free(w->x), free(w->out), free(w->w16), free(w->w8), free(w->xq);
+    free(w->w32), free(w->x), free(w->out), free(w->w16), free(w->w8), free(w->xq), free(w->xb);
 }
 
-static const char *type_name(WeightType type) {
-    return type == WEIGHT_F32 ? "F32" : type == WEIGHT_Q8 ? "q8" : "BF16";
+static const char *type_name(int type) {
+    return type == WEIGHT_F32 ? "F32" : type == WEIGHT_Q8 ? "q8" : type == BF16_DOT ? "BF16, x BF16" : "BF16";
 }
 
 // Bytes of W in `type`.
-static double weight_bytes(const Weights *w, WeightType type) {
+static double weight_bytes(const Weights *w, int type) {
     return type == WEIGHT_Q8 ? (double)q8_matrix_bytes(w->n_out, w->n_in)
                              : (double)w->n_out * w->n_in * (type == WEIGHT_F32 ? 4 : 2);
 }
@@ -131,17 +141,18 @@ enum { MAX_KERNELS = 8 };
 
 // Times every kernel variant — and OpenBLAS first, for F32 — on one weight matrix, dtype and T, in rounds.
 // Returns their number k; kernels[i] is NULL for OpenBLAS.   seconds: [k, reps]
-static int time_matmuls(Bench *b, const Weights *w, WeightType type, int T, const Kernels **kernels,
-                        double *seconds) {
+static int time_matmuls(Bench *b, const Weights *w, int type, int T, const Kernels **kernels, double *seconds) {
     int n_variants, k = 0;
     const Kernels *const *variants = kernels_available(&n_variants);
     Matmul cases[MAX_KERNELS];
     Trial trials[MAX_KERNELS];
-    for (int v = type == WEIGHT_F32 ? -1 : 0; v < n_variants && k < MAX_KERNELS; v++, k++) {
+    for (int v = type == WEIGHT_F32 ? -1 : 0; v < n_variants && k < MAX_KERNELS; v++) {
+        if (type == BF16_DOT && !variants[v]->matmul_bf16_dot) continue;
         kernels[k] = v < 0 ? NULL : variants[v];
         const void *weights = type == WEIGHT_F32 ? (void *)w->w32 : type == WEIGHT_Q8 ? (void *)w->w8 : w->w16;
-        cases[k] = (Matmul){kernels[k], type, weights, w->x, w->xq, w->out, T, w->n_in, w->n_out, b->pool};
+        cases[k] = (Matmul){kernels[k], type, weights, w->x, w->xq, w->xb, w->out, T, w->n_in, w->n_out, b->pool};
         trials[k] = (Trial){matmul_run, &cases[k]};
+        k++;
     }
     char label[96];
     snprintf(label, sizeof label, "matmul %s %s T=%d", w->name, type_name(type), T);
@@ -152,7 +163,7 @@ static int time_matmuls(Bench *b, const Weights *w, WeightType type, int T, cons
 static const char *kernel_name(const Kernels *k) { return k ? k->name : "OpenBLAS"; }
 
 // One row per kernel: time, GB/s of W, GFLOP/s, and the time over the selected variant's in the same round.
-static void matmul_rows(Bench *b, const Weights *w, WeightType type, int T, json_t *rows) {
+static void matmul_rows(Bench *b, const Weights *w, int type, int T, json_t *rows) {
     const int reps = b->opt.reps;
     const Kernels *kernels[MAX_KERNELS];
     double *seconds = malloc(sizeof(double) * MAX_KERNELS * reps);
@@ -179,8 +190,8 @@ static void matmul_rows(Bench *b, const Weights *w, WeightType type, int T, json
 
 // Matrix sizes: one that stays in the L2 caches of the threads, and a large one, 4× a 32 MiB L3 as F32 — served
 // from memory on such a CPU, but from the L3 of one with more (bench_matmul says which).
-enum { N_SIZES = 2, N_TYPES = 3, N_T = 2 };
-static const WeightType TYPES[N_TYPES] = {WEIGHT_F32, WEIGHT_BF16, WEIGHT_Q8};
+enum { N_SIZES = 2, N_TYPES = 4, N_T = 2 };
+static const int TYPES[N_TYPES] = {WEIGHT_F32, WEIGHT_BF16, BF16_DOT, WEIGHT_Q8};
 static const struct {
     const char *name;
     int n_out, n_in;
@@ -191,7 +202,8 @@ static void bench_matmul(Bench *b, json_t *j) {
     out(b, "\n### Matmul kernels\n\nout = x Wᵀ on %d threads (each its share of W's rows, as in the model); "
         "median µs [min–max] of %d rounds in which every kernel runs; GB/s of W and GFLOP/s from the median; the "
         "last column is the time over the %s kernel's in the same round (model_forward's choice). q8: W quantized "
-        "(kernels.h), x quantized once beforehand (the model does it once per matmul, on one thread)\n\n",
+        "(kernels.h), x quantized once beforehand (the model does it once per matmul, on one thread); BF16, x BF16: "
+        "x rounded to BF16 once beforehand, the BF16 dot product of the variants that have one (--quant bf16)\n\n",
         pool_size(b->pool), b->opt.reps, b->kernels->name);
     const long l3 = l3_bytes(), large_f32 = (long)SIZES[1].n_out * SIZES[1].n_in * 4;
     if (l3 > 0)

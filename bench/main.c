@@ -2,7 +2,7 @@
 //
 //   build/release/run-bench [--suite limit,decode,speculative,tokenizer,quant,threads,trees] [-m TARGET] [-d DRAFT]
 //                           [--reps N] [--prompts N] [--tokens N] [--quick] [--threads N] [--threads-sweep 1,2]
-//                           [--quant q8] [--out DIR] [--no-plots]
+//                           [--quant q8|bf16] [--out DIR] [--no-plots]
 #include <errno.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -15,7 +15,7 @@
 typedef struct {
     Options opt;
     const char *suites;         // --suite, comma-separated
-    const char *quant;          // --quant q8 | none
+    const char *quant;          // --quant none | q8 | bf16
     const char *threads_sweep;  // --threads-sweep 1,2,4
     bool no_plots;
 } Args;
@@ -47,7 +47,8 @@ static const Option OPTIONS[] = {
     {"threads", 't', OPT_INT, FIELD(opt.threads), 1, 1024, "worker threads (default: all cores)"},
     {"threads-sweep", 0, OPT_STRING, FIELD(threads_sweep), 0, 0, "thread counts of the threads suite, "
                                                                   "comma-separated (default 1, 2, 4, ... all)"},
-    {"quant", 0, OPT_STRING, FIELD(quant), 0, 0, "q8: the pair's matrices quantized to 8 bits at load; none "
+    {"quant", 0, OPT_STRING, FIELD(quant), 0, 0, "q8: the pair's matrices quantized to 8 bits at load; bf16: "
+                                                 "held in BF16, times activations rounded to BF16; none "
                                                  "(default)"},
     {"out", 'o', OPT_STRING, FIELD(opt.out_dir), 0, 0, "folder for the JSON, Markdown and PNG files (default "
                                                        "bench/results)"},
@@ -124,9 +125,7 @@ static int parse_args(Args *args, int argc, char **argv, Err *err) {
     opt->out_dir = opt->out_dir ? opt->out_dir : "bench/results";
     opt->plots = !args->no_plots;
     if (opt->draft_dir && !opt->target_dir) return err_fmt(err, "-d needs -m: which target does the draft serve?");
-    if (args->quant && strcmp(args->quant, "q8") == 0) opt->quant = QUANT_Q8;
-    else if (args->quant && strcmp(args->quant, "none") != 0)
-        return err_fmt(err, "--quant: expected q8 or none, got \"%s\"", args->quant);
+    if (args->quant && quant_from_name(&opt->quant, args->quant, err)) return -1;
     if (parse_suites(args->suites ? args->suites : "limit,decode,speculative,tokenizer,quant,threads,trees",
                      &opt->suites, err))
         return -1;
@@ -142,8 +141,12 @@ static json_t *options_json(const Options *o) {
     for (int i = 0; i < N_SUITES; i++)
         if (o->suites & (1u << i)) json_array_append_new(suites, json_string(SUITE_NAMES[i]));
     return json_pack("{s:o, s:i, s:i, s:i, s:b, s:s}", "suites", suites, "reps", o->reps, "prompts", o->prompts,
-                     "tokens", o->tokens, "quick", o->quick, "quant", o->quant == QUANT_Q8 ? "q8" : "none");
+                     "tokens", o->tokens, "quick", o->quick, "quant", quant_name(o->quant));
 }
+
+// What the title line says of --quant.
+static const char *const QUANT_PHRASES[] = {[QUANT_NONE] = "", [QUANT_Q8] = ", weights quantized to q8",
+                                            [QUANT_BF16] = ", BF16 weights times BF16 activations"};
 
 int main(int argc, char **argv) {
     Args args = {0};
@@ -170,7 +173,7 @@ int main(int argc, char **argv) {
     json_object_set_new(b.results, "pair", pair_json(&pair));
 
     out(&b, "# specdec bench\n\n%s, %d threads, %s kernels%s, commit %s, %s%s\n\nTarget: %s (%.1f MB of weights)",
-        cpu, pool_size(b.pool), b.kernels->name, b.opt.quant == QUANT_Q8 ? ", weights quantized to q8" : "",
+        cpu, pool_size(b.pool), b.kernels->name, QUANT_PHRASES[b.opt.quant],
         json_string_value(json_object_get(json_object_get(b.results, "machine"), "commit")),
         json_string_value(json_object_get(json_object_get(b.results, "machine"), "date")),
         b.opt.quick ? " (--quick)" : "", pair.target_dir, pair.target.weight_bytes / 1e6);
