@@ -118,17 +118,46 @@ static int rank_candidates(Sampler *s, const double *probs, const float *logits,
     return n;
 }
 
+// The largest and the smallest logit; the largest is NaN when a logit is NaN or +inf (nothing sensible to sample
+// from: NaN compares false both ways, so it is caught as "not below +inf"). In LANES lanes, which the compiler
+// turns into vector compares, minima and maxima, where one running max and flag compile to a chain of scalar
+// compares, one logit at a time.
+typedef struct {
+    float max, min;
+} Range;
+
+static Range checked_range(const float *logits, int V) {
+    float max[LANES], min[LANES];
+    int bad[LANES] = {0};
+    for (int j = 0; j < LANES; j++) max[j] = -INFINITY, min[j] = INFINITY;
+    int i = 0;
+    for (; i + LANES <= V; i += LANES)
+        for (int j = 0; j < LANES; j++) {
+            const float x = logits[i + j];
+            bad[j] |= !(x < INFINITY);
+            max[j] = x > max[j] ? x : max[j];
+            min[j] = x < min[j] ? x : min[j];
+        }
+    for (; i < V; i++) {
+        const float x = logits[i];
+        bad[0] |= !(x < INFINITY);
+        max[0] = x > max[0] ? x : max[0];
+        min[0] = x < min[0] ? x : min[0];
+    }
+    for (int j = 1; j < LANES; j++) {
+        bad[0] |= bad[j];
+        max[0] = max[j] > max[0] ? max[j] : max[0];
+        min[0] = min[j] < min[0] ? min[j] : min[0];
+    }
+    return (Range){bad[0] ? NAN : max[0], min[0]};
+}
+
 int sampler_adjust(Sampler *s, double *probs, const float *logits) {
     const int V = s->V;
     const SamplingParams *params = &s->params;
-    // NaN compares false both ways, so it is caught as "not below +inf".
-    int bad = 0;
-    float max = -INFINITY;
-    for (int i = 0; i < V; i++) {
-        bad |= !(logits[i] < INFINITY);
-        max = logits[i] > max ? logits[i] : max;
-    }
-    if (bad || max == -INFINITY) return -1;
+    const Range range = checked_range(logits, V);
+    const float max = range.max;
+    if (!(max > -INFINITY)) return -1;  // NaN, +inf, or every logit −inf
     if (params->temperature <= 0.0f) {  // the one-hot limit
         memset(probs, 0, sizeof(double) * V);
         probs[sampling_argmax(logits, V)] = 1.0;
@@ -136,10 +165,13 @@ int sampler_adjust(Sampler *s, double *probs, const float *logits) {
     }
     // 1. Temperature. (logit − max) / T ≤ 0 cannot overflow upwards; the kernel's exp is approximate, and an
     // exponent of −inf (a masked token, or one so far below the max that the difference overflows) gets exactly 0.
+    // (logit − max) / T grows with the logit, so the smallest logit's is the only one to check for −inf.
     const float t = params->temperature;
     for (int i = 0; i < V; i++) s->scaled[i] = (logits[i] - max) / t;
     s->kernels->softmax(s->scaled, V);
-    for (int i = 0; i < V; i++) probs[i] = (logits[i] - max) / t == -INFINITY ? 0.0 : s->scaled[i];
+    for (int i = 0; i < V; i++) probs[i] = s->scaled[i];
+    if ((range.min - max) / t == -INFINITY)
+        for (int i = 0; i < V; i++) probs[i] = (logits[i] - max) / t == -INFINITY ? 0.0 : probs[i];
     const double inv_sum = 1.0 / sampling_sum(probs, V);
     for (int i = 0; i < V; i++) probs[i] *= inv_sum;
     const bool top_k = params->top_k > 0 && params->top_k < V, top_p = params->top_p < 1.0f;
