@@ -39,7 +39,7 @@ typedef struct {
     int prompts;                // held-out prompts of the speculative suite (0 = all)
     int tokens;                 // tokens generated per prompt
     int threads;                // 0 = one per online CPU
-    Quant quant;                // --quant: how the pair's matrices are held
+    Quant quant, draft_quant;   // --quant, --draft-quant: how the target's and the draft's matrices are held
     bool quick, plots, help;
     const char *out_dir;
 } Options;
@@ -136,14 +136,18 @@ typedef struct {
     Model target, draft;
     bool has_draft;
     bool random;                // weights/pystd is absent: a random pair of the same shape, written for this run
-    Model quantized[2];         // the target and the draft again, quantized to q8 (for the quant suite only)
-    bool has_quantized;
-    double load_seconds[2][2];  // [target, draft][as the pair holds them, q8]
+    double load_seconds[2];     // [target, draft] as the run holds them (--quant, --draft-quant)
+    // The quant suite's two forms of each model, [target, draft][as stored, q8]: the model the run holds, and a
+    // second copy (second[]) in the form it does not hold; with their load times.
+    Model *forms[2][2];
+    Model second[2];
+    bool has_forms;
+    double form_load_seconds[2][2];
     const char *target_dir, *draft_dir;
     Tokenizer tok;              // the target's, when its folder has one
     bool has_tok;
     double load_peak_mb;        // random:<shape>: the process's peak resident memory right after loading (0
-                                // otherwise); load_seconds[0][0] is then the target's load from a file just written
+                                // otherwise); load_seconds[0] is then the target's load from a file just written
 } Pair;
 
 // Loads -m/-d, or weights/pystd, or (when that is absent and no -m was given) a random pair of its shape.

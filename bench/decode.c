@@ -1,11 +1,15 @@
 // decode.c — decoding speed: tokens/s of the target and of the draft, the fraction of the memory bandwidth their
-// weights stream at, and c = draft step / target step, the cost ratio of Theorem 3.8.
+// weights stream at, and c = draft step / target step, the cost ratio of Theorem 3.8; and the cost of turning a
+// row of logits into probabilities, which a speculative round pays beside the forwards for every q row it draws
+// from and every p row it verifies against.
 //
 // A decode step is one forward of T = 1 after 64 cached positions. Each round runs a read pass over memory, a
-// target step and a draft step, so the fraction of the bandwidth and c are ratios within a round.
+// target step, a draft step and the two samplings, so the fraction of the bandwidth and c are ratios within a
+// round.
 #include <stdlib.h>
 
 #include "bench.h"
+#include "speculative/sampling.h"
 
 enum { DECODE_CONTEXT = 64 };
 
@@ -15,6 +19,21 @@ static double step_run(void *ctx, int rep) {
     return forward_seconds(w->model, &w->cache, w->context, 1, w->logits);
 }
 
+// sampler_adjust on the target's last logits: greedy (a one-hot row) or at temperature 1 (a softmax).
+typedef struct {
+    Sampler sampler;
+    double *probs;
+    const float *logits;
+} SamplingRow;
+
+static double sampling_run(void *ctx, int rep) {
+    (void)rep;
+    SamplingRow *s = ctx;
+    const double t0 = now_seconds();
+    if (sampler_adjust(&s->sampler, s->probs, s->logits)) die("the target's logits hold a NaN or an inf");
+    return now_seconds() - t0;
+}
+
 void suite_decode(Bench *b, Pair *pair, Memory *memory) {
     suite_begin(b, "decode", 1);
     static const char *names[2] = {"target", "draft"};
@@ -22,18 +41,30 @@ void suite_decode(Bench *b, Pair *pair, Memory *memory) {
     const int n_models = pair->has_draft ? 2 : 1, reps = b->opt.reps;
     MemoryPass pass = {memory, MEM_READ, b->pool};
     Workload steps[2];
-    Trial trials[3] = {{memory_pass, &pass}};
+    Trial trials[5] = {{memory_pass, &pass}};
     for (int i = 0; i < n_models; i++) {
         workload_init(&steps[i], models[i], DECODE_CONTEXT);
         trials[1 + i] = (Trial){step_run, &steps[i]};
     }
-    double *seconds = malloc(sizeof(double) * (1 + n_models) * reps);  // [read, target, draft][reps]
-    measure_rounds(b, "read pass, target step, draft step", trials, 1 + n_models, reps, 0.02, seconds);
+    static const float temperatures[2] = {0.0f, 1.0f};
+    SamplingRow rows[2];
+    const int V = pair->target.n_vocab;
+    for (int k = 0; k < 2; k++) {
+        Err err;
+        rows[k] = (SamplingRow){.probs = malloc(sizeof(double) * V), .logits = steps[0].logits};
+        const SamplingParams params = {.temperature = temperatures[k], .top_k = 0, .top_p = 1.0f};
+        if (!rows[k].probs || sampler_init(&rows[k].sampler, &params, V, b->kernels, &err)) die("%s", err.msg);
+        trials[1 + n_models + k] = (Trial){sampling_run, &rows[k]};
+    }
+    const int n_trials = 1 + n_models + 2;
+    double *seconds = malloc(sizeof(double) * n_trials * reps);  // [read, target, (draft,) greedy, T = 1][reps]
+    measure_rounds(b, "read pass, target step, draft step, sampling", trials, n_trials, reps, 0.02, seconds);
 
     const double read_bytes = (double)memory_op_bytes(memory, MEM_READ);
     Summary bandwidth = summary_inverse(summarize(seconds, reps), read_bytes / 1e9);
     out(b, "## Decode\n\nOne forward of T = 1 after %d cached positions, %d threads, %s kernels; median [min–max] "
-        "of %d rounds, each a read pass over %.0f MiB (%.1f GB/s median), a target step and a draft step\n\n",
+        "of %d rounds, each a read pass over %.0f MiB (%.1f GB/s median), a target step, a draft step and the two "
+        "samplings below\n\n",
         DECODE_CONTEXT, pool_size(b->pool), b->kernels->name, reps, read_bytes / (1 << 20), bandwidth.median);
     out(b, "| model | weights | ms/token | tokens/s | weights streamed | %% of read bandwidth |\n"
            "|---|---:|---:|---:|---:|---:|\n");
@@ -53,7 +84,6 @@ void suite_decode(Bench *b, Pair *pair, Memory *memory) {
                                       summary_json(step), "tokens_per_s", summary_json(rate), "weights_gbs",
                                       summary_json(gbs), "bandwidth_fraction", summary_json(fraction)));
         in_cache |= bytes < l3_bytes();
-        workload_free(&steps[i]);
     }
     if (in_cache)
         out(b, "\nWeights smaller than the %.0f MiB L3 cache are read partly from it, not from memory: they can "
@@ -64,6 +94,20 @@ void suite_decode(Bench *b, Pair *pair, Memory *memory) {
         out(b, "\nc = draft step / target step, within rounds: %s\n", fmt_range(c1, sizeof c1, c, 1, 3));
         json_object_set_new(j, "c", summary_json(c));
     }
+    Summary sampling[2];
+    for (int k = 0; k < 2; k++) {
+        sampling[k] = summarize(seconds + (size_t)(1 + n_models + k) * reps, reps);
+        sampler_free(&rows[k].sampler);
+        free(rows[k].probs);
+    }
+    char s1[64], s2[64];
+    out(b, "\nOne row of the target's %d logits turned into probabilities (sampler_adjust: a speculative round does "
+           "it for each q row a draft is drawn from and each p row a draft is checked against), µs: greedy %s, "
+           "temperature 1 %s\n", V, fmt_range(s1, sizeof s1, summary_scaled(sampling[0], 1e6), 1, 1),
+        fmt_range(s2, sizeof s2, summary_scaled(sampling[1], 1e6), 1, 1));
+    json_object_set_new(j, "sampling_seconds", json_pack("{s:o, s:o}", "greedy", summary_json(sampling[0]),
+                                                         "temperature_1", summary_json(sampling[1])));
+    for (int i = 0; i < n_models; i++) workload_free(&steps[i]);
     free(seconds);
     suite_end(b, j);
 }

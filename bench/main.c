@@ -2,13 +2,14 @@
 //
 //   build/release/run-bench [--suite limit,decode,speculative,tokenizer,quant,threads,trees] [-m TARGET] [-d DRAFT]
 //                           [--reps N] [--prompts N] [--tokens N] [--quick] [--threads N] [--threads-sweep 1,2]
-//                           [--quant q8|bf16] [--out DIR] [--no-plots]
+//                           [--quant q8|bf16] [--draft-quant none|q8|bf16] [--out DIR] [--no-plots]
 #include <errno.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "bench.h"
+#include "speculative/drafter.h"
 
 // ---- options ------------------------------------------------------------------------------------------------
 
@@ -16,6 +17,7 @@ typedef struct {
     Options opt;
     const char *suites;         // --suite, comma-separated
     const char *quant;          // --quant none | q8 | bf16
+    const char *draft_quant;    // --draft-quant none | q8 | bf16
     const char *threads_sweep;  // --threads-sweep 1,2,4
     bool no_plots;
 } Args;
@@ -47,9 +49,11 @@ static const Option OPTIONS[] = {
     {"threads", 't', OPT_INT, FIELD(opt.threads), 1, 1024, "worker threads (default: all cores)"},
     {"threads-sweep", 0, OPT_STRING, FIELD(threads_sweep), 0, 0, "thread counts of the threads suite, "
                                                                   "comma-separated (default 1, 2, 4, ... all)"},
-    {"quant", 0, OPT_STRING, FIELD(quant), 0, 0, "q8: the pair's matrices quantized to 8 bits at load; bf16: "
-                                                 "held in BF16, times activations rounded to BF16; none "
-                                                 "(default)"},
+    {"quant", 0, OPT_STRING, FIELD(quant), 0, 0, "the target's matrices: q8, quantized to 8 bits at load; bf16, "
+                                                 "held in BF16, times activations rounded to BF16; none, as "
+                                                 "stored (default)"},
+    {"draft-quant", 0, OPT_STRING, FIELD(draft_quant), 0, 0, "the draft's: q8 (default, as specdec generate), "
+                                                             "bf16 or none"},
     {"out", 'o', OPT_STRING, FIELD(opt.out_dir), 0, 0, "folder for the JSON, Markdown and PNG files (default "
                                                        "bench/results)"},
     {"no-plots", 0, OPT_FLAG, FIELD(no_plots), 0, 0, "write no plots"},
@@ -125,12 +129,16 @@ static int parse_args(Args *args, int argc, char **argv, Err *err) {
     opt->out_dir = opt->out_dir ? opt->out_dir : "bench/results";
     opt->plots = !args->no_plots;
     if (opt->draft_dir && !opt->target_dir) return err_fmt(err, "-d needs -m: which target does the draft serve?");
-    if (args->quant && quant_from_name(&opt->quant, args->quant, err)) return -1;
+    if (args->quant && quant_from_name(&opt->quant, args->quant, "--quant", err)) return -1;
+    opt->draft_quant = DRAFT_QUANT_DEFAULT;
+    if (args->draft_quant && quant_from_name(&opt->draft_quant, args->draft_quant, "--draft-quant", err)) return -1;
     if (parse_suites(args->suites ? args->suites : "limit,decode,speculative,tokenizer,quant,threads,trees",
                      &opt->suites, err))
         return -1;
     if ((opt->suites & SUITE_QUANT) && opt->quant != QUANT_NONE)
         return err_fmt(err, "--suite quant compares the stored weights with q8: leave out --quant");
+    if ((opt->suites & SUITE_QUANT) && opt->draft_quant == QUANT_BF16)
+        return err_fmt(err, "--suite quant compares the stored weights with q8: --draft-quant bf16 is neither");
     return 0;
 }
 
@@ -141,7 +149,8 @@ static json_t *options_json(const Options *o) {
     for (int i = 0; i < N_SUITES; i++)
         if (o->suites & (1u << i)) json_array_append_new(suites, json_string(SUITE_NAMES[i]));
     return json_pack("{s:o, s:i, s:i, s:i, s:b, s:s}", "suites", suites, "reps", o->reps, "prompts", o->prompts,
-                     "tokens", o->tokens, "quick", o->quick, "quant", quant_name(o->quant));
+                     "tokens", o->tokens, "quick", o->quick, "quant", quant_name(o->quant), "draft_quant",
+                     quant_name(o->draft_quant));
 }
 
 // What the title line says of --quant.
@@ -179,7 +188,7 @@ int main(int argc, char **argv) {
         b.opt.quick ? " (--quick)" : "", pair.target_dir, pair.target.weight_bytes / 1e6);
     if (pair.has_draft) out(&b, "; draft: %s (%.1f MB)", pair.draft_dir, pair.draft.weight_bytes / 1e6);
     if (pair.load_peak_mb > 0)
-        out(&b, "; loaded in %.2f s from the page cache, peak resident memory %.0f MB", pair.load_seconds[0][0],
+        out(&b, "; loaded in %.2f s from the page cache, peak resident memory %.0f MB", pair.load_seconds[0],
             pair.load_peak_mb);
     out(&b, "%s\n\n", pair.random ? ". **A random pair** (weights/pystd is absent): speeds are representative, "
                                     "acceptance and speed-ups are not" : "");

@@ -15,18 +15,25 @@
 
 // ---- the pair -----------------------------------------------------------------------------------------------
 
-// Loads the pair's model `which` (0 target, 1 draft) from dir as --quant says, and again quantized to q8 when the
-// quant suite will compare the two; times each load.
+// Loads the pair's model `which` (0 target, 1 draft) from dir as --quant (--draft-quant) says, and, when the quant
+// suite will compare the stored weights with q8, again in the form that is not (parse_args: the run holds each
+// model as stored or in q8 then); times each load.
 static void load(Pair *pair, int which, const char *dir, Bench *b) {
-    Model *models[2] = {which ? &pair->draft : &pair->target, &pair->quantized[which]};
-    const Quant quants[2] = {b->opt.quant, QUANT_Q8};
-    for (int k = 0; k < ((b->opt.suites & SUITE_QUANT) ? 2 : 1); k++) {
-        Err err;
-        const double t0 = now_seconds();
-        if (model_load_quantized(models[k], dir, b->pool, quants[k], &err)) die("%s", err.msg);
-        pair->load_seconds[which][k] = now_seconds() - t0;
-    }
-    pair->has_quantized = b->opt.suites & SUITE_QUANT;
+    Model *model = which ? &pair->draft : &pair->target;
+    const Quant quant = which ? b->opt.draft_quant : b->opt.quant;
+    Err err;
+    double t0 = now_seconds();
+    if (model_load_quantized(model, dir, b->pool, quant, &err)) die("%s", err.msg);
+    pair->load_seconds[which] = now_seconds() - t0;
+    if (!(pair->has_forms = b->opt.suites & SUITE_QUANT)) return;
+    const int held = quant == QUANT_Q8, other = !held;  // the forms' index: 0 as stored, 1 q8
+    pair->forms[which][held] = model;
+    pair->form_load_seconds[which][held] = pair->load_seconds[which];
+    t0 = now_seconds();
+    if (model_load_quantized(&pair->second[which], dir, b->pool, other ? QUANT_Q8 : QUANT_NONE, &err))
+        die("%s", err.msg);
+    pair->forms[which][other] = &pair->second[which];
+    pair->form_load_seconds[which][other] = now_seconds() - t0;
 }
 
 // A random pair of the shipped pair's target shape (V = 8192, d = 384, 8 layers, 512 positions). The draft has
@@ -128,8 +135,8 @@ void pair_open(Pair *pair, Bench *b) {
         int n_shared;
         if (draft_shared_vocabulary(&pair->target, pair->target_dir, &pair->draft, pair->draft_dir, &n_shared, &err))
             die("%s", err.msg);
-        Model *models[] = {&pair->target, &pair->draft, &pair->quantized[0], &pair->quantized[1]};
-        for (int i = 0; i < (pair->has_quantized ? 4 : 2); i++) model_limit_vocab(models[i], n_shared);
+        Model *models[] = {&pair->target, &pair->draft, &pair->second[0], &pair->second[1]};
+        for (int i = 0; i < (pair->has_forms ? 4 : 2); i++) model_limit_vocab(models[i], n_shared);
     }
     pair->has_tok = dir_has_tokenizer(pair->target_dir);
     if (pair->has_tok && tokenizer_load_dir(&pair->tok, pair->target_dir, &err)) die("%s", err.msg);
@@ -138,7 +145,7 @@ void pair_open(Pair *pair, Bench *b) {
 void pair_close(Pair *pair) {
     model_free(&pair->target);
     if (pair->has_draft) model_free(&pair->draft);
-    for (int i = 0; i < (pair->has_draft ? 2 : 1) && pair->has_quantized; i++) model_free(&pair->quantized[i]);
+    for (int i = 0; i < (pair->has_draft ? 2 : 1) && pair->has_forms; i++) model_free(&pair->second[i]);
     if (pair->has_tok) tokenizer_free(&pair->tok);
 }
 
@@ -151,7 +158,7 @@ static json_t *model_json(const Model *m, const char *dir) {
 json_t *pair_json(const Pair *pair) {
     json_t *j = json_pack("{s:b, s:o}", "random", pair->random, "target", model_json(&pair->target, pair->target_dir));
     if (pair->load_peak_mb > 0)
-        json_object_set_new(j, "load", json_pack("{s:f, s:f}", "seconds", pair->load_seconds[0][0], "peak_resident_MB",
+        json_object_set_new(j, "load", json_pack("{s:f, s:f}", "seconds", pair->load_seconds[0], "peak_resident_MB",
                                                  pair->load_peak_mb));
     if (pair->has_draft) json_object_set_new(j, "draft", model_json(&pair->draft, pair->draft_dir));
     return j;

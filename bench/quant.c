@@ -7,7 +7,8 @@
 //   - accuracy: every held-out prompt fed to both forms, each position's next-token distribution compared: top-1
 //     agreement, mean and largest KL(p_stored ‖ p_q8); and with a draft, the acceptance rate
 //     α = E[Σ_x min(p(x), q(x))] (Leviathan et al. 2023, §3.1; temperature 1) and its greedy form (the draft's
-//     argmax is the target's), for the stored pair and for the q8 pair.
+//     argmax is the target's), for the stored pair, the stored target with the q8 draft (specdec generate's
+//     default, drafter.h's DRAFT_QUANT_DEFAULT), and the q8 pair.
 #include <stdlib.h>
 
 #include "bench.h"
@@ -20,22 +21,21 @@ static void quant_load(Bench *b, Pair *pair, json_t *j) {
            "matrices read as floats, 16 rows at a time, and quantized block by block on the pool's threads)\n\n"
            "| model | as stored | q8 | weights as stored | q8 |\n|---|---:|---:|---:|---:|\n");
     const char *names[2] = {"target", "draft"};
-    const Model *stored[2] = {&pair->target, &pair->draft};
     json_t *loads = json_object();
     for (int i = 0; i < (pair->has_draft ? 2 : 1); i++) {
-        out(b, "| %s | %.3f | %.3f | %.1f MB | %.1f MB |\n", names[i], pair->load_seconds[i][0],
-            pair->load_seconds[i][1], stored[i]->weight_bytes / 1e6, pair->quantized[i].weight_bytes / 1e6);
-        json_object_set_new(loads, names[i], json_pack("{s:f, s:f, s:I, s:I}", "stored_s", pair->load_seconds[i][0],
-                                                       "q8_s", pair->load_seconds[i][1], "stored_bytes",
-                                                       (json_int_t)stored[i]->weight_bytes, "q8_bytes",
-                                                       (json_int_t)pair->quantized[i].weight_bytes));
+        const double *s = pair->form_load_seconds[i];
+        const size_t stored = pair->forms[i][0]->weight_bytes, q8 = pair->forms[i][1]->weight_bytes;
+        out(b, "| %s | %.3f | %.3f | %.1f MB | %.1f MB |\n", names[i], s[0], s[1], stored / 1e6, q8 / 1e6);
+        json_object_set_new(loads, names[i], json_pack("{s:f, s:f, s:I, s:I}", "stored_s", s[0], "q8_s", s[1],
+                                                       "stored_bytes", (json_int_t)stored, "q8_bytes",
+                                                       (json_int_t)q8));
     }
     json_object_set_new(j, "load", loads);
 }
 
 // Trials: 0 the read pass; then for form k (0 stored, 1 q8) 1 + k a decode step, 3 + k a verification of 8.
 static void quant_speed(Bench *b, Pair *pair, Memory *memory, json_t *j) {
-    Model *forms[2] = {&pair->target, &pair->quantized[0]};
+    Model **forms = pair->forms[0];
     Workload w[2];
     Forward f[4];
     MemoryPass pass = {memory, MEM_READ, b->pool};
@@ -100,7 +100,7 @@ static void quant_accuracy(Bench *b, Pair *pair, json_t *j) {
     int n_prompts;
     Prompt *prompts = prompts_load(pair, PROMPTS_HELD_OUT, b->opt.prompts, 0, &n_prompts);
     const int n_models = pair->has_draft ? 4 : 2, V = pair->target.n_vocab;
-    Model *models[4] = {&pair->target, &pair->quantized[0], &pair->draft, &pair->quantized[1]};
+    Model *models[4] = {pair->forms[0][0], pair->forms[0][1], pair->forms[1][0], pair->forms[1][1]};
     KVCache caches[4];
     float *logits[4];
     int longest = 0;
@@ -110,8 +110,12 @@ static void quant_accuracy(Bench *b, Pair *pair, json_t *j) {
         if (model_kv_init(models[m], &caches[m], &err)) die("%s", err.msg);
         if (!(logits[m] = malloc(sizeof(float) * (size_t)longest * V))) die("out of memory for logits");
     }
-    long positions = 0, top1 = 0, greedy[2] = {0, 0};
-    double kl_sum = 0.0, kl_max = 0.0, alpha[2] = {0.0, 0.0};
+    // The pairs compared, as indices into models: (target, draft) both stored, stored with q8, both q8.
+    enum { N_PAIRS = 3 };
+    static const int pairs[N_PAIRS][2] = {{0, 2}, {0, 3}, {1, 3}};
+    static const char *const pair_names[N_PAIRS] = {"as stored", "target as stored, draft q8", "q8"};
+    long positions = 0, top1 = 0, greedy[N_PAIRS] = {0};
+    double kl_sum = 0.0, kl_max = 0.0, alpha[N_PAIRS] = {0.0};
     for (int p = 0; p < n_prompts; p++) {
         progress_show(&b->progress, "accuracy", (double)p / n_prompts);
         for (int m = 0; m < n_models; m++) feed_all(models[m], &caches[m], prompts[p].ids, prompts[p].n, logits[m]);
@@ -121,8 +125,8 @@ static void quant_accuracy(Bench *b, Pair *pair, json_t *j) {
             kl_sum += d.kl;
             kl_max = d.kl > kl_max ? d.kl : kl_max;
             top1 += d.same_argmax;
-            for (int k = 0; k < 2 && pair->has_draft; k++) {  // target k against draft k (0 stored, 1 q8)
-                Divergence pq = divergence(logits[k] + at, logits[2 + k] + at, V);
+            for (int k = 0; k < N_PAIRS && pair->has_draft; k++) {
+                Divergence pq = divergence(logits[pairs[k][0]] + at, logits[pairs[k][1]] + at, V);
                 alpha[k] += pq.overlap;
                 greedy[k] += pq.same_argmax;
             }
@@ -137,13 +141,15 @@ static void quant_accuracy(Bench *b, Pair *pair, json_t *j) {
                             "top1_agreement", top1 / n, "mean_kl", kl_sum / n, "max_kl", kl_max);
     if (pair->has_draft) {
         out(b, "\nThe pair's acceptance on the same positions: α = mean Σ_x min(p(x), q(x)) (temperature 1), and "
-               "greedy (the draft's argmax is the target's)\n\n| pair | α | greedy α |\n|---|---:|---:|\n"
-               "| as stored | %.4f | %.4f |\n| q8 | %.4f | %.4f |\n| q8 − stored | %+.4f | %+.4f |\n",
-            alpha[0] / n, greedy[0] / n, alpha[1] / n, greedy[1] / n, (alpha[1] - alpha[0]) / n,
-            (double)(greedy[1] - greedy[0]) / n);
-        json_object_set_new(acc, "acceptance", json_pack("{s:f, s:f, s:f, s:f}", "stored", alpha[0] / n, "q8",
-                                                         alpha[1] / n, "greedy_stored", greedy[0] / n, "greedy_q8",
-                                                         greedy[1] / n));
+               "greedy (the draft's argmax is the target's); the difference from the stored pair's\n\n"
+               "| pair | α | greedy α | α − stored | greedy α − stored |\n|---|---:|---:|---:|---:|\n");
+        for (int k = 0; k < N_PAIRS; k++)
+            out(b, "| %s | %.4f | %.4f | %+.4f | %+.4f |\n", pair_names[k], alpha[k] / n, greedy[k] / n,
+                (alpha[k] - alpha[0]) / n, (double)(greedy[k] - greedy[0]) / n);
+        json_object_set_new(acc, "acceptance",
+                            json_pack("{s:f, s:f, s:f, s:f, s:f, s:f}", "stored", alpha[0] / n, "q8_draft",
+                                      alpha[1] / n, "q8", alpha[2] / n, "greedy_stored", greedy[0] / n,
+                                      "greedy_q8_draft", greedy[1] / n, "greedy_q8", greedy[2] / n));
     }
     json_object_set_new(j, "accuracy", acc);
     for (int m = 0; m < n_models; m++) kv_free(&caches[m]), free(logits[m]);

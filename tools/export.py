@@ -255,8 +255,8 @@ d['cost_per_token']:.1f} its cost ranks differently. A larger draft agrees more 
 A **target** and a **draft** GPT-2, trained from scratch by specdec's own tools on permissively licensed Python
 (the standard library and Debian's packages of well-known Python projects), sharing one byte-level BPE tokenizer, for speculative decoding of Python code. Both
 are Hugging Face GPT-2 checkpoints (`config.json`, `model.safetensors` with a tied LM head — F32 for the target,
-BF16 for the draft, whose step is bound by streaming its weights —
-`tokenizer.json`, `vocab.json`, `merges.txt`), so any GPT-2 loader reads them. `specdec generate -p TEXT` with
+BF16 for the draft, whose step is bound by streaming its weights (specdec quantizes it further, to 8 bits, when it
+loads it: `--draft-quant`) — `tokenizer.json`, `vocab.json`, `merges.txt`), so any GPT-2 loader reads them. `specdec generate -p TEXT` with
 no `-m` and no `-d` runs this pair speculatively.
 
 | | target | draft |

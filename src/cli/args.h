@@ -30,7 +30,8 @@ typedef struct {
     int ctx;                    // --ctx (0 = the command's default)
     int draft_threads;          // --draft-threads (0 = the count whose draft steps measure fastest)
     int tree_width;             // --tree-width W (0: a chain; with --tree the widest tried, default 4)
-    const char *quant;          // --quant none | q8 | bf16
+    const char *quant;          // --quant none | q8 | bf16: the target's matrices
+    const char *draft_quant;    // --draft-quant none | q8 | bf16: the draft's (NULL: DRAFT_QUANT_DEFAULT)
     bool print_ids, stats, all, show, compare, allow_special, lookup, tree, help;
     const char *positional[MAX_POSITIONAL];
     int n_positional;

@@ -27,7 +27,7 @@ static const Command commands[] = {
      "continue a prompt; speculatively with a draft model (the shipped pair when no -m is given)",
      "model draft ids prompt tokens temp top-k top-p seed gamma sampler lookup tree-width tree draft-p-min ctx threads "
      "draft-threads "
-     "quant print-ids stats show trace compare allow-special help", 0, 0},
+     "quant draft-quant print-ids stats show trace compare allow-special help", 0, 0},
     {"logits", cmd_logits, "logits -m DIR --ids \"1 2 3\" [--all]",
      "print the logits of the last position (all with --all), one line of %.7g values per position",
      "model ids all ctx threads quant help", 0, 0},
@@ -122,8 +122,8 @@ static int cmd_generate(const Args *args, Err *err) {
     StagedDrafter staged;
     int *prompt = NULL, *out = NULL, n_prompt = 0, n_out = 0, rc = -1;
     FILE *trace = NULL;
-    if (session_open(&s, target_dir, draft_dir, args->threads, args->quant, args->ctx ? args->ctx : DEFAULT_CONTEXT,
-                     err) ||
+    if (session_open(&s, target_dir, draft_dir, args->threads, args->quant, args->draft_quant,
+                     args->ctx ? args->ctx : DEFAULT_CONTEXT, err) ||
         session_draft_threads(&s, args->draft_threads, err))
         goto done;
     if ((args->tree_width > 1 || args->tree) && !s.has_draft && !args->lookup) {
@@ -201,7 +201,7 @@ static int cmd_logits(const Args *args, Err *err) {
     float *logits = NULL;
     if (!args->ids) return err_fmt(err, "missing --ids \"1 2 3\"");
     if (parse_ids(args->ids, &ids, &n, err) ||
-        session_open(&s, args->model_dir, NULL, args->threads, args->quant, args->ctx ? args->ctx : n, err) ||
+        session_open(&s, args->model_dir, NULL, args->threads, args->quant, NULL, args->ctx ? args->ctx : n, err) ||
         model_kv_init(&s.target, &cache, err))
         goto done;
     const int V = s.target.n_vocab, rows = args->all ? n : 1;

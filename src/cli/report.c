@@ -205,7 +205,7 @@ int print_stats(Session *s, const SpecStats *st, const int *prompt, int n_prompt
             "\"tree_rounds\": %d, \"sibling_accepted\": %d, "
             "\"mean_min_pq\": %.4f, \"tokens_per_target_call\": %.3f, \"mean_gamma\": %.2f, \"c\": %.4f, "
             "\"predicted_speedup\": %.3f, \"theorem_3_8_speedup\": %.3f, \"weights_GB_per_s\": %.2f, "
-            "\"isa\": \"%s\", \"threads\": %d, \"draft_threads\": %d, \"quant\": \"%s\", "
+            "\"isa\": \"%s\", \"threads\": %d, \"draft_threads\": %d, \"quant\": \"%s\", \"draft_quant\": \"%s\", "
             "\"logits_xxh64\": \"%016" PRIx64 "\"}\n",
             n_prompt, st->prefill_seconds * 1e3, st->generated,
             st->decode_seconds > 0 ? st->generated / st->decode_seconds : 0,
@@ -215,7 +215,7 @@ int print_stats(Session *s, const SpecStats *st, const int *prompt, int n_prompt
             st->rounds ? (double)st->generated / st->rounds : 0, st->mean_gamma, c,
             st->predicted_speedup, s->has_draft ? spec_predicted_speedup(alpha, st->mean_gamma, c) : 1.0, target_gbs,
             s->target.kernels->name, pool_size(s->pool), s->has_draft ? s->draft.max_threads : 0,
-            quant_name(s->target.quant),
+            quant_name(s->target.quant), s->has_draft ? quant_name(s->draft.quant) : "",
             (uint64_t)XXH64(logits, sizeof(float) * V, 0));
     rc = 0;
 done:

@@ -2,6 +2,7 @@
 #include "cli/session.h"
 
 #include "speculative/compatibility.h"
+#include "speculative/drafter.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,17 +32,18 @@ int model_dirs(const Args *args, const char **target, const char **draft, Err *e
 }
 
 int session_open(Session *s, const char *target_dir, const char *draft_dir, int threads, const char *quant,
-                 int n_ctx, Err *err) {
+                 const char *draft_quant, int n_ctx, Err *err) {
     *s = (Session){0};
     if (!target_dir) return err_fmt(err, "missing -m DIR (a checkpoint folder)");
-    Quant q = QUANT_NONE;
-    if (quant && quant_from_name(&q, quant, err)) return -1;
+    Quant q = QUANT_NONE, draft_q = DRAFT_QUANT_DEFAULT;
+    if (quant && quant_from_name(&q, quant, "--quant", err)) return -1;
+    if (draft_quant && quant_from_name(&draft_q, draft_quant, "--draft-quant", err)) return -1;
     if (!(s->pool = pool_create(threads, err))) return -1;
     if (model_load_quantized(&s->target, target_dir, s->pool, q, err)) return -1;
     if (*s->target.cfg.warning) fprintf(stderr, "warning: %s\n", s->target.cfg.warning);
     if (model_limit_context(&s->target, n_ctx, err)) return -1;
     if (draft_dir) {
-        if (model_load_quantized(&s->draft, draft_dir, s->pool, q, err)) return -1;
+        if (model_load_quantized(&s->draft, draft_dir, s->pool, draft_q, err)) return -1;
         if (*s->draft.cfg.warning) fprintf(stderr, "warning: %s\n", s->draft.cfg.warning);
         if (model_limit_context(&s->draft, n_ctx, err)) return -1;
         s->has_draft = true;

@@ -23,11 +23,11 @@ typedef struct {
 // The checkpoint folders to use: -m (and -d), or the shipped pair when neither is given.
 int model_dirs(const Args *args, const char **target, const char **draft, Err *err);
 
-// Loads the target (and the draft when draft_dir is not NULL, which must share the target's vocabulary), both
-// with their matrices held as `quant` names ("q8", or "none" and NULL: as stored), and a context of at most
-// n_ctx positions (model_limit_context).
+// Loads the target with its matrices held as `quant` names ("none" and NULL: as stored; "q8", "bf16": model.h's
+// Quant), and the draft, when draft_dir is not NULL, as `draft_quant` names (NULL: drafter.h's
+// DRAFT_QUANT_DEFAULT, q8); the draft must share the target's vocabulary. Both get a context of at most n_ctx positions (model_limit_context).
 int session_open(Session *s, const char *target_dir, const char *draft_dir, int threads, const char *quant,
-                 int n_ctx, Err *err);
+                 const char *draft_quant, int n_ctx, Err *err);
 void session_close(Session *s);
 
 // Limits the draft's jobs to n threads of the pool (--draft-threads; each job still runs on only as many as its

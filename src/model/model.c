@@ -497,10 +497,10 @@ int model_load_quantized(Model *model, const char *dir, ThreadPool *pool, Quant 
 
 const char *quant_name(Quant quant) { return quant == QUANT_Q8 ? "q8" : quant == QUANT_BF16 ? "bf16" : "none"; }
 
-int quant_from_name(Quant *quant, const char *name, Err *err) {
+int quant_from_name(Quant *quant, const char *name, const char *option, Err *err) {
     for (Quant q = QUANT_NONE; q <= QUANT_BF16; q++)
         if (strcmp(name, quant_name(q)) == 0) return *quant = q, 0;
-    return err_fmt(err, "--quant: expected none, q8 or bf16, got \"%s\"", name);
+    return err_fmt(err, "%s: expected none, q8 or bf16, got \"%s\"", option, name);
 }
 
 static void free_scratch(Model *model) {

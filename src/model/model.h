@@ -55,11 +55,11 @@ typedef struct {
 //               verifications and prompts, whose pace the arithmetic sets. Needs a variant that has one.
 typedef enum { QUANT_NONE, QUANT_Q8, QUANT_BF16 } Quant;
 
-// "none", "q8", "bf16": the names the CLI and the bench take (--quant)
+// "none", "q8", "bf16": the names the CLI and the bench take (--quant, --draft-quant)
 const char *quant_name(Quant quant);
 
-// The Quant named `name`; −1 with an error naming the option if it names none.
-int quant_from_name(Quant *quant, const char *name, Err *err);
+// The Quant named `name`; −1 with an error naming `option` (the flag that gave it) if it names none.
+int quant_from_name(Quant *quant, const char *name, const char *option, Err *err);
 
 // A job (a matmul, attention, the gate) runs on one thread per this many multiply-adds, up to max_threads.
 // Measured on 2 cores of an Intel Xeon (run-bench --quick -s decode, binaries built with each value, alternated

@@ -91,6 +91,15 @@ typedef struct Drafter {
 // W Gumbel-max winners under coupling), and each is continued as a chain, one forward per level over every
 // branch's newest node (model_extend_tree: each row sees its own path only; a chain is the tree of one branch).
 // rollback() keeps the accepted path's rows (kv_keep_path).
+//
+// How a draft model's weight matrices are held unless the user says otherwise (specdec generate and run-bench
+// --draft-quant): quantized to 8 bits at load (model.h's QUANT_Q8). The draft only proposes and the target's
+// verification decides, so the draft's rounding can cost acceptance, never exactness (greedy output stays the
+// target's, sampled output keeps the target's distribution), while its step, bound by streaming its weights,
+// streams half the bytes of BF16 and a quarter of F32. On the shipped pair: bench/results/latest.md (the quant
+// suite's α of the q8 pair; the decode suite's draft step).
+#define DRAFT_QUANT_DEFAULT QUANT_Q8
+
 typedef struct {
     Drafter base;
     Model *model;
