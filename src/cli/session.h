@@ -25,7 +25,8 @@ int model_dirs(const Args *args, const char **target, const char **draft, Err *e
 
 // Loads the target with its matrices held as `quant` names ("none" and NULL: as stored; "q8", "bf16": model.h's
 // Quant), and the draft, when draft_dir is not NULL, as `draft_quant` names (NULL: drafter.h's
-// DRAFT_QUANT_DEFAULT, q8); the draft must share the target's vocabulary. Both get a context of at most n_ctx positions (model_limit_context).
+// DRAFT_QUANT_DEFAULT, q8); the draft must share the target's vocabulary. Both get a context of at most n_ctx
+// positions (model_limit_context).
 int session_open(Session *s, const char *target_dir, const char *draft_dir, int threads, const char *quant,
                  const char *draft_quant, int n_ctx, Err *err);
 void session_close(Session *s);

@@ -97,7 +97,7 @@ typedef struct Drafter {
 // verification decides, so the draft's rounding can cost acceptance, never exactness (greedy output stays the
 // target's, sampled output keeps the target's distribution), while its step, bound by streaming its weights,
 // streams half the bytes of BF16 and a quarter of F32. On the shipped pair: bench/results/latest.md (the quant
-// suite's α of the q8 pair; the decode suite's draft step).
+// suite's α of "target as stored, draft q8"; the decode suite's draft step, against run-bench --draft-quant none).
 #define DRAFT_QUANT_DEFAULT QUANT_Q8
 
 typedef struct {
