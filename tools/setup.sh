@@ -2,9 +2,11 @@
 # Installs what specdec needs on Debian 12, and only what is missing (safe to run again):
 #
 #   tools/setup.sh           to build and run: a C compiler, make, pkg-config, and the libraries' development
-#                            packages (OpenBLAS's single-threaded build, xxHash, Jansson, utf8proc)
+#                            packages (OpenBLAS's single-threaded build, xxHash, Jansson, utf8proc, PCRE2,
+#                            libmicrohttpd, libedit)
 #   tools/setup.sh --test    also the tests' oracles and tools: Node.js and npm, then the npm packages of the
-#                            tokenizer oracle (tests/oracle, pinned by its lock file), and the aarch64 cross
+#                            tokenizer and chat-template oracles (tests/oracle, pinned by its lock file; Debian's
+#                            python3-jinja2), the OpenAI client for the server's tests, and the aarch64 cross
 #                            compiler and qemu-user for the NEON kernel tests (make test-neon)
 #   tools/setup.sh --ci      what CI runs besides the test command: --test, plus clang-14 with its libFuzzer and
 #                            sanitizer runtimes for make fuzz (about 340 MB) and Python 3 for make test-tools
@@ -31,10 +33,13 @@ esac
 # single-threaded build alone, the one the Makefile links (see there why), not libopenblas-dev, which adds the
 # threaded one. On a minimal Debian 12 the two choices install 300 MB instead of 448 (tools/fresh_machine_check.sh).
 packages=(gcc make libc6-dev pkg-config libopenblas-serial-dev libxxhash-dev libjansson-dev libutf8proc-dev
-          libpcre2-dev)  # PCRE2 runs the regular expressions of tokenizer.json pre-tokenizers
+          libpcre2-dev   # PCRE2 runs the regular expressions of tokenizer.json pre-tokenizers
+          libmicrohttpd-dev  # specdec serve's HTTP server
+          libedit-dev)   # specdec chat's line editing and history on a terminal
 if [ $level != run ]; then
     packages+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user)  # make test-neon
     command -v node >/dev/null && command -v npm >/dev/null || packages+=(nodejs npm)  # the tokenizer oracle
+    packages+=(python3-jinja2)  # the chat templates' reference renderer (Jinja2, as transformers runs it)
 fi
 [ $level != bench ] || packages+=(gnuplot-nox)  # make bench's plots
 [ $level != ci ] || packages+=(clang-14 libclang-rt-14-dev python3)  # make fuzz (clang, libFuzzer, sanitizers), make test-tools
