@@ -168,6 +168,37 @@ TEST(sampling_temperature_zero_is_the_argmax) {
     check_exact(masked, 3, &(SamplingParams){0, 0, 1}, (double[]){0, 0, 1}, "greedy past -inf");
 }
 
+// The argmax and the NaN / +inf check go 8 logits at a time, then one at a time for the rest: every row length to
+// 40, with the maximum (twice: the lower id wins), a NaN or a +inf at every offset, against a plain scan.
+TEST(sampling_argmax_and_bad_logits_at_every_offset) {
+    float logits[40];
+    double probs[40];
+    Sampler s;
+    Err err;
+    for (int V = 1; V <= 40; V++) {
+        CHECK(sampler_init(&s, &(SamplingParams){0, 0, 1}, V, any_kernels(), &err) == 0, "%s", err.msg);
+        for (int at = 0; at < V; at++) {
+            for (int i = 0; i < V; i++) logits[i] = (float)test_rand_int(-50, 50) / 8.0f;
+            logits[at] = 9.0f;
+            logits[V - 1 - at / 2] = 9.0f;  // a tie at or after `at`
+            const int want = at < V - 1 - at / 2 ? at : V - 1 - at / 2;
+            CHECK(sampling_argmax(logits, V) == want, "V = %d: argmax %d, want %d", V, sampling_argmax(logits, V),
+                  want);
+            CHECK(sampler_adjust(&s, probs, logits) == 0 && probs[want] == 1.0, "V = %d: greedy row misses %d", V,
+                  want);
+            const float bad[2] = {NAN, INFINITY};
+            for (int b = 0; b < 2; b++) {
+                logits[at] = bad[b];
+                CHECK(sampler_adjust(&s, probs, logits) == -1, "V = %d: %g at %d accepted", V, bad[b], at);
+            }
+            logits[at] = NAN;  // a NaN never wins the argmax
+            const int rest = at == V - 1 - at / 2 ? -1 : V - 1 - at / 2;
+            if (rest >= 0) CHECK(sampling_argmax(logits, V) == rest, "V = %d: NaN at %d won", V, at);
+        }
+        sampler_free(&s);
+    }
+}
+
 TEST(sampling_adversarial_logits) {
     static float logits[V_MAX];
     static const SamplingParams settings[] = {{1, 0, 1}, {0.7f, 0, 0.9f}, {1, 10, 1}, {1.5f, 3, 0.5f}, {0, 0, 1},
