@@ -198,6 +198,7 @@ int print_stats(Session *s, const SpecStats *st, const int *prompt, int n_prompt
         goto done;
     double alpha = st->n_min_pq ? st->sum_min_pq / st->n_min_pq : 0;
     double c = st->target_t1_seconds > 0 ? st->draft_step_seconds / st->target_t1_seconds : 0;
+    const double per_round = st->rounds ? 1e3 / st->rounds : 0;  // ms per round from a total in seconds
     double target_gbs = st->target_seconds > 0 ? (double)s->target.weight_bytes * st->rounds / st->target_seconds / 1e9 : 0;
     fprintf(stderr,
             "{\"prompt_tokens\": %d, \"prefill_ms\": %.2f, \"generated_tokens\": %d, \"tokens_per_s\": %.2f, \"ms_per_token\": %.3f, "
@@ -205,6 +206,7 @@ int print_stats(Session *s, const SpecStats *st, const int *prompt, int n_prompt
             "\"tree_rounds\": %d, \"sibling_accepted\": %d, "
             "\"mean_min_pq\": %.4f, \"tokens_per_target_call\": %.3f, \"mean_gamma\": %.2f, \"c\": %.4f, "
             "\"predicted_speedup\": %.3f, \"theorem_3_8_speedup\": %.3f, \"weights_GB_per_s\": %.2f, "
+            "\"round_ms\": {\"draft\": %.4f, \"verify\": %.4f, \"rest\": %.4f}, "
             "\"isa\": \"%s\", \"threads\": %d, \"draft_threads\": %d, \"quant\": \"%s\", \"draft_quant\": \"%s\", "
             "\"logits_xxh64\": \"%016" PRIx64 "\"}\n",
             n_prompt, st->prefill_seconds * 1e3, st->generated,
@@ -214,6 +216,8 @@ int print_stats(Session *s, const SpecStats *st, const int *prompt, int n_prompt
             alpha,
             st->rounds ? (double)st->generated / st->rounds : 0, st->mean_gamma, c,
             st->predicted_speedup, s->has_draft ? spec_predicted_speedup(alpha, st->mean_gamma, c) : 1.0, target_gbs,
+            per_round * st->draft_seconds, per_round * st->target_seconds,
+            per_round * (st->decode_seconds - st->draft_seconds - st->target_seconds),
             s->target.kernels->name, pool_size(s->pool), s->has_draft ? s->draft.max_threads : 0,
             quant_name(s->target.quant), s->has_draft ? quant_name(s->draft.quant) : "",
             (uint64_t)XXH64(logits, sizeof(float) * V, 0));
