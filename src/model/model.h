@@ -69,6 +69,9 @@ int quant_from_name(Quant *quant, const char *name, const char *option, Err *err
 // against ~60 µs with every job split.)
 #define MODEL_WORK_PER_THREAD ((size_t)1 << 14)
 
+// The activations of a forward (forward.c): its own to write, one forward at a time.
+typedef struct ForwardScratch ForwardScratch;
+
 typedef struct {
     Config cfg;
     const Kernels *kernels;
@@ -87,7 +90,7 @@ typedef struct {
     size_t weight_bytes;        // bytes of weights one decode step streams (all matrices + vectors)
     void *arena;                // owns every weight above
     size_t arena_size;
-    struct ForwardScratch *scratch;
+    ForwardScratch *scratch;    // what every forward writes: the activations of up to TREE_MAX_ROWS rows
 } Model;
 
 // Loads config.json (and generation_config.json, if present) and the safetensors weights of a checkpoint folder
