@@ -204,10 +204,10 @@ static inline bool in_pair_order(const Kernels *k, WeightType type) {
 
 // How far ahead of the weight it is reading the AVX-512 matmuls (and the bench's read pass) ask for the weights
 // in software: PREFETCH_L1_AHEAD bytes into L1 and PREFETCH_L2_AHEAD into L2, one sequential stream per thread.
-// The hardware's own prefetchers alone leave decoding short of the memory's speed: Llama-3.2-1B's shape in BF16
-// on 2 threads (run-bench -s decode -m random:llama-3.2-1b) streamed 24.7 GB/s without software prefetches,
-// 22.4 GB/s asking for the next 4-row panel into L1 (16–64 kB ahead, so the lines were gone from L1 before use),
-// 27–30 GB/s at these distances (1/4, 2/8 and 4/16 kB measured: within the runs' noise of each other).
+// The hardware's own prefetchers alone leave decoding short of the memory's speed, and asking for the next 4-row
+// panel (16–64 kB ahead) is too far: the lines are gone from L1 before use. Distances of 1 to 4 kB into L1 stream
+// fastest, within noise of each other (the figures: docs/performance-history.md, "Measurements behind the
+// kernels' choices").
 enum { PREFETCH_L1_AHEAD = 2048, PREFETCH_L2_AHEAD = 8192 };
 
 // Each variant writes one always-inline matmul(out, x, w, type, bias, T, n_in, ld_x, ld_out, j0, j1) and

@@ -333,7 +333,8 @@ static size_t arena_bound(const StCheckpoint *ckpt) {
 }
 
 // Memory for the weights: anonymous pages, 2 MB huge pages where the kernel allows (fewer TLB misses while the
-// weights stream through; some 8% faster decoding here). NULL if out of memory.
+// weights stream through: faster decoding, docs/performance-history.md, "Measurements behind the kernels'
+// choices"). NULL if out of memory.
 static void *alloc_weights(size_t bytes) {
     void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) return NULL;

@@ -61,12 +61,9 @@ const char *quant_name(Quant quant);
 // The Quant named `name`; −1 with an error naming `option` (the flag that gave it) if it names none.
 int quant_from_name(Quant *quant, const char *name, const char *option, Err *err);
 
-// A job (a matmul, attention, the gate) runs on one thread per this many multiply-adds, up to max_threads.
-// Measured on 2 cores of an Intel Xeon (run-bench --quick -s decode, binaries built with each value, alternated
-// twice): a 6 × 128 draft's step takes 0.123–0.132 ms at 16K against 0.151–0.166 ms at 64K (its 49–65K matmuls
-// then split), 0.124–0.146 ms at 4K and 8K; a 3 × 96 draft's (~0.05 ms) is the same at 16K, 32K and 64K, the
-// 70 MB F32 target's from 4K to 64K, within noise. (On the AMD host, earlier, the 3 × 96 draft took ~43 µs at 64K
-// against ~60 µs with every job split.)
+// A job (a matmul, attention, the gate) runs on one thread per this many multiply-adds, up to max_threads: handing
+// a small draft's matmul to a second thread costs more than it saves. 16K was the fastest value for the drafts
+// and no slower for the target (docs/performance-history.md, "Measurements behind the kernels' choices").
 #define MODEL_WORK_PER_THREAD ((size_t)1 << 14)
 
 // The activations of a forward (forward.c): its own to write, one forward at a time.
