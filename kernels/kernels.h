@@ -94,7 +94,7 @@ typedef struct {
     // Grouped-query attention (Ainslie et al. 2023): n query rows — the query heads of one key/value group, for
     // each of the T new tokens — attending to that key/value head's cached positions. Row g sees its first S[g]
     // positions and, when `tree` is not NULL, the positions S[g] + j for each bit j set in tree[g] (a node of a
-    // token tree sees the committed cache and its ancestors: model.c; attention_sees below):
+    // token tree sees the committed cache and its ancestors: forward.c; attention_sees below):
     //   out[g] = Σ_{s seen} a_gs V[s],   a_g = softmax(scale · (Σ_i q[g, i] Kᵀ[i, s])_{s seen})
     //   out: [n, ld_out]   q: [n, ld_q]   S, tree: [n]   Kᵀ: [hd, ≥ max span], rows ld_k floats apart
     //   V: [≥ max span, hd]   scores: scratch [n, ld_s], ld_s ≥ max span      (span: attention_span below)
