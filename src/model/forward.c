@@ -79,12 +79,13 @@ int forward_scratch_alloc(ForwardScratch **scratch, const Config *c, Quant quant
     const size_t per_thread = (size_t)ATTENTION_ROWS * (c->n_positions + 2 * (size_t)c->head_dim);
     const size_t floats = T * (d + ld_d + n_qkv + ld_att + ld_f + 2 * half) + (size_t)n_threads * per_thread;
     const size_t bytes = (floats * sizeof(float) + SCRATCH_ALIGN - 1) / SCRATCH_ALIGN * SCRATCH_ALIGN;
-    ForwardScratch *s = *scratch = calloc(1, sizeof *s);
+    ForwardScratch *s = calloc(1, sizeof *s);
+    *scratch = s;
     if (!s) return err_fmt(err, "out of memory for activations");
-    float *mem = s->x = aligned_alloc(SCRATCH_ALIGN, bytes);
+    s->x = aligned_alloc(SCRATCH_ALIGN, bytes);  // one block of floats: x, h, qkv, att, mlp, cos, sin, scores, att_rows
     if (quant == QUANT_Q8) s->xq = malloc(T * (size_t)q8_blocks(widest_input(c)) * sizeof(Q8Block));
     if (quant == QUANT_BF16) s->xb = malloc(T * (size_t)panel_row_length(widest_input(c)) * sizeof(uint16_t));
-    if (!mem || (quant == QUANT_Q8 && !s->xq) || (quant == QUANT_BF16 && !s->xb))
+    if (!s->x || (quant == QUANT_Q8 && !s->xq) || (quant == QUANT_BF16 && !s->xb))
         return err_fmt(err, "out of memory for activations (%zu MB)", floats * 4 >> 20);
     s->ld_d = (int)ld_d;
     s->ld_att = (int)ld_att;
@@ -163,7 +164,8 @@ static void linear_thread(void *ctx, int thread, int n_threads) {
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, job->T, n, lin->n_in, 1.0f, job->x, job->ld_x,
                     (const float *)lin->w + (size_t)j0 * lin->n_in, lin->n_in, 0.0f, job->out + j0, job->ld_out);
         pthread_mutex_unlock(&openblas);
-        for (int t = 0; t < job->T && lin->bias; t++) job->k->add(job->out + (size_t)t * job->ld_out + j0, lin->bias + j0, n);
+        for (int t = 0; t < job->T && lin->bias; t++)
+            job->k->add(job->out + (size_t)t * job->ld_out + j0, lin->bias + j0, n);
     } else if (lin->type == WEIGHT_Q8) {
         job->k->matmul_q8(job->out, job->xq, lin->w, lin->bias, job->T, lin->n_in, job->ld_out, j0, j1);
     } else if (job->xb) {
@@ -412,7 +414,8 @@ static int forward(const Model *model, ForwardScratch *s, KVCache *cache, int ba
     if (T < 1) return err_fmt(err, "%s: no tokens to process", caller);
     if (cache->len + T > c->n_positions)
         return err_fmt(err, "context full: %d cached + %d new tokens exceed the model's context of %d positions "
-                       "(n_positions or max_position_embeddings in config.json, or less: --ctx)", cache->len, T, c->n_positions);
+                       "(n_positions or max_position_embeddings in config.json, or less: --ctx)", cache->len, T,
+                       c->n_positions);
     for (int t = 0; t < T; t++)
         if (tokens[t] < 0 || tokens[t] >= c->vocab_size)
             return err_fmt(err, "token id %d is outside the vocabulary [0, %d)", tokens[t], c->vocab_size);

@@ -371,9 +371,8 @@ static int load_weights(Model *model, Loader *ld) {
     const int d = c->n_embd;
     ld->prefix = gpt2 ? (st_find(ld->ckpt, "transformer.wte.weight") ? "transformer." : "")
                       : (st_find(ld->ckpt, "model.embed_tokens.weight") ? "model." : "");
-    if (load_linear(ld, &model->wte, d, &(Part){.name = gpt2 ? "wte.weight" : "embed_tokens.weight", .rows = c->vocab_size},
-                    1, false))
-        return -1;
+    const Part wte = {.name = gpt2 ? "wte.weight" : "embed_tokens.weight", .rows = c->vocab_size};
+    if (load_linear(ld, &model->wte, d, &wte, 1, false)) return -1;
     if (c->positions == POSITIONS_LEARNED && !(model->wpe = load_f32(ld, "wpe.weight", c->n_positions, d)))
         return -1;
     if (c->positions == POSITIONS_ROTARY) {
