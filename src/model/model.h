@@ -1,5 +1,5 @@
 // model.h — a decoder-only transformer: weights loaded from a Hugging Face checkpoint folder (GPT-2, Llama,
-// Mistral, Qwen2, Qwen3), and one forward function for all of them.
+// Mistral, Qwen2, Qwen3; load.c), and one forward function for all of them (forward.c).
 //
 // Dimension key (used in every shape comment): T new tokens in this forward, d model width (n_embd), H query
 // heads, Hkv key/value heads, hd head width, F MLP width (n_inner), V vocabulary, L layers, S positions in the
@@ -62,8 +62,9 @@ const char *quant_name(Quant quant);
 int quant_from_name(Quant *quant, const char *name, const char *option, Err *err);
 
 // A job (a matmul, attention, the gate) runs on one thread per this many multiply-adds, up to max_threads: handing
-// a small draft's matmul to a second thread costs more than it saves. 16K was the fastest value for the drafts
-// and no slower for the target (docs/performance-history.md, "Measurements behind the kernels' choices").
+// a small draft's matmul to a second thread costs more than it saves. 16K was as fast as any value tried for the
+// drafts (64K slower for one), and no value changed the target's pace (docs/performance-history.md, "Measurements
+// behind the kernels' choices").
 #define MODEL_WORK_PER_THREAD ((size_t)1 << 14)
 
 // The activations of a forward (forward.c): its own to write, one forward at a time.
