@@ -39,6 +39,9 @@ int session_open(Session *s, const char *target_dir, const char *draft_dir, int 
     if (quant && quant_from_name(&q, quant, "--quant", err)) return -1;
     if (draft_quant && quant_from_name(&draft_q, draft_quant, "--draft-quant", err)) return -1;
     if (!(s->pool = pool_create(threads, err))) return -1;
+    if (pool_oversubscribed(s->pool))
+        fprintf(stderr, "specdec: note: %d threads on %d available CPUs: they sleep between jobs (slower than "
+                "--threads %d)\n", pool_size(s->pool), cpus_available(), cpus_available());
     if (model_load_quantized(&s->target, target_dir, s->pool, q, err)) return -1;
     if (*s->target.cfg.warning) fprintf(stderr, "warning: %s\n", s->target.cfg.warning);
     if (model_limit_context(&s->target, n_ctx, err)) return -1;
