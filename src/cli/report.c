@@ -1,6 +1,7 @@
 // report.c — the --show marks, the --stats line and the --compare run (see report.h).
 #include "cli/report.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -153,6 +154,10 @@ static void print_token(Printer *pr, int id, TokenKind kind) {
     }
 }
 
+static void flush(Printer *pr) {
+    if (fflush(pr->out) != 0 && !pr->write_errno) pr->write_errno = errno ? errno : EIO;
+}
+
 void on_token(void *ctx, int id, TokenKind kind) {
     Printer *pr = ctx;
     if (kind == TOKEN_REJECTED && !pr->show) return;  // a rejected draft is never part of the output
@@ -160,10 +165,10 @@ void on_token(void *ctx, int id, TokenKind kind) {
     else if (kind != TOKEN_REJECTED) fprintf(pr->out, pr->printed++ ? " %d" : "%d", id);
     // A round ends with the target's token (a correction, a bonus token, or plain decoding's): the text streams
     // round by round.
-    if (kind != TOKEN_ACCEPTED && kind != TOKEN_REJECTED) fflush(pr->out);
+    if (kind != TOKEN_ACCEPTED && kind != TOKEN_REJECTED) flush(pr);
 }
 
-void printer_finish(Printer *pr) {
+int printer_finish(Printer *pr, const char *name, Err *err) {
     if (pr->tok) {
         const char *text;
         size_t len;
@@ -177,7 +182,8 @@ void printer_finish(Printer *pr) {
         }
     }
     fputc('\n', pr->out);
-    fflush(pr->out);
+    flush(pr);
+    return pr->write_errno ? err_fmt(err, "%s: %s", name, strerror(pr->write_errno)) : 0;
 }
 
 int print_stats(Session *s, const SpecStats *st, const int *prompt, int n_prompt, const int *out, int n_out,
