@@ -112,6 +112,35 @@ static int parse_sampler(const char *text, SpecSampler *sampler, Err *err) {
     return err_fmt(err, "--sampler: expected coupled or rejection, got \"%s\"", text);
 }
 
+// Options given that this run does not read get a note on stderr, one line per reason: speculative decoding's
+// without a drafter (-d or --lookup), a draft model's without one, --show's marks with --print-ids.
+static void note_ignored_options(const Args *args, bool has_draft) {
+    const bool drafting = has_draft || args->lookup;
+    const struct {
+        bool ignored;
+        const char *name;
+        int reason;
+    } options[] = {
+        {!drafting && args->gamma, "--gamma", 0}, {!drafting && args->sampler, "--sampler", 0},
+        {!drafting && args->compare, "--compare", 0}, {!has_draft && args->draft_p_min > 0, "--draft-p-min", 1},
+        {!has_draft && args->draft_threads, "--draft-threads", 1}, {!has_draft && args->draft_quant, "--draft-quant", 1},
+        {args->show && args->print_ids, "--show", 2},
+    };
+    static const char *const why[] = {
+        "without a draft model (-d DIR) or --lookup, decoding is target-only",
+        "there is no draft model (-d DIR)",
+        "--print-ids prints the ids unmarked",
+    };
+    for (int reason = 0; reason < 3; reason++) {
+        char names[128] = "";
+        for (size_t i = 0; i < sizeof options / sizeof *options; i++)
+            if (options[i].ignored && options[i].reason == reason)
+                snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", names[0] ? ", " : "",
+                         options[i].name);
+        if (names[0]) fprintf(stderr, "specdec: note: %s ignored: %s\n", names, why[reason]);
+    }
+}
+
 static int cmd_generate(const Args *args, Err *err) {
     const char *target_dir, *draft_dir;
     if (model_dirs(args, &target_dir, &draft_dir, err)) return -1;
@@ -147,6 +176,7 @@ static int cmd_generate(const Args *args, Err *err) {
         err_fmt(err, "--tree-width and --tree draft a tree: give a draft model (-d DIR) or --lookup");
         goto done;
     }
+    note_ignored_options(args, s.has_draft);
     if (load_tokenizer(&tok, target_dir, text != NULL, &have_tok, err)) goto done;
     if (have_tok && tokenizer_vocab_size(&tok) < s.target.n_vocab)  // padding rows of the embedding table: the
         model_limit_vocab(&s.target, tokenizer_vocab_size(&tok));    // ids past the tokenizer's are never sampled
@@ -173,7 +203,7 @@ static int cmd_generate(const Args *args, Err *err) {
     params.ctx = &printer;
     printer_init(&printer, stdout, have_tok && !args->print_ids ? &tok : NULL, args->show,
                  isatty(STDOUT_FILENO) && !getenv("NO_COLOR"), err);
-    if (args->show) fprintf(stderr, "%s\n", show_legend(printer.color));
+    if (args->show && printer.tok) fprintf(stderr, "%s\n", show_legend(printer.color));
 
     out = malloc(sizeof(int) * (args->n_tokens + 1));
     if (s.has_draft && model_drafter_init(&drafter, &s.draft, &params, args->draft_p_min, err)) goto done;
@@ -191,7 +221,7 @@ static int cmd_generate(const Args *args, Err *err) {
                 "text fill the context of %d positions (the model's own, or less: --ctx)\n", n_out, args->n_tokens,
                 n_prompt, n_ctx);
 
-    if (args->stats && print_stats(&s, &stats, prompt, n_prompt, out, n_out, err)) goto done;
+    if (args->stats && print_stats(&s, drafting != NULL, &stats, prompt, n_prompt, out, n_out, err)) goto done;
     if (args->compare && (s.has_draft || args->lookup) &&
         compare_with_target_only(&s, args->n_tokens, &params, &stats, prompt, n_prompt, out, n_out, err))
         goto done;

@@ -52,8 +52,10 @@ void printer_free(Printer *pr);
 const char *show_legend(bool color);
 
 // The --stats line: one JSON object on stderr. The fingerprint of the final logits comes from a forward over the
-// whole text, so that runs with other kernels, threads or draft lengths compare at a glance.
-int print_stats(Session *s, const SpecStats *st, const int *prompt, int n_prompt, const int *out, int n_out,
+// whole text, so that runs with other kernels, threads or draft lengths compare at a glance. Without drafting
+// (`drafting` false: neither a draft model nor --lookup) the predicted speed-ups are null: there is none to predict.
+int print_stats(Session *s, bool drafting, const SpecStats *st, const int *prompt, int n_prompt, const int *out,
+                int n_out,
                 Err *err);
 
 // --compare: the same prompt and settings decoded by the target alone; prints both speeds, the speedup Theorem

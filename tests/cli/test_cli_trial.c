@@ -105,3 +105,23 @@ TEST(cli_names_what_it_did_not_understand) {
     free(out);
     free(err);
 }
+
+TEST(cli_says_which_options_it_ignores) {
+    char *out, *err;
+    int status = specdec("generate -m " MODEL " --ids '4 5' -n 3 --gamma 3 --sampler coupled --compare "
+                         "--draft-threads 1 --show --print-ids --stats", &out, &err);
+    CHECK(status == 0, "exit status %d: %s", status, err);
+    CHECK(strstr(err, "specdec: note: --gamma, --sampler, --compare ignored: without a draft model"),
+          "no note on the speculative options: \"%s\"", err);
+    CHECK(strstr(err, "specdec: note: --draft-threads ignored: there is no draft model"), "\"%s\"", err);
+    CHECK(strstr(err, "specdec: note: --show ignored: --print-ids"), "\"%s\"", err);
+    CHECK(strstr(err, "\"predicted_speedup\": null, \"theorem_3_8_speedup\": null"),
+          "target-only --stats predicts a speed-up: \"%s\"", err);
+    free(out);
+    free(err);
+    status = specdec("generate -m " MODEL " -d " MODEL " --ids '4 5' -n 3 --gamma 3 --stats", &out, &err);
+    CHECK(status == 0 && !strstr(err, "note:") && !strstr(err, "\"predicted_speedup\": null"),
+          "with a draft: status %d, \"%s\"", status, err);
+    free(out);
+    free(err);
+}
