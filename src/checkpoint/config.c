@@ -137,12 +137,19 @@ static int read_positive(float *value, const json_t *obj, const char *field, con
 
 // ---- token ids ----------------------------------------------------------------------------------------------
 
-// Appends a note to cfg->warning (one line, notes separated by "; ").
+// Appends a note on id `id` of `field` to cfg->warning, once (generation_config.json often repeats config.json's
+// ids): the first note names the file and the vocabulary, the next ones only the field and id, so that the line
+// stays short.
 static void warn(Config *cfg, const char *path, const char *field, json_int_t id) {
-    size_t used = strlen(cfg->warning);
-    snprintf(cfg->warning + used, sizeof cfg->warning - used, "%s%s: %s %lld is outside the vocabulary [0, %d)%s",
-             used ? "; " : "", path, field, (long long)id, cfg->vocab_size,
-             strcmp(field, "bos_token_id") ? ": generation will not stop at it" : ": ignored");
+    char note[64];
+    snprintf(note, sizeof note, "%s %lld", field, (long long)id);
+    if (strstr(cfg->warning, note)) return;
+    const char *effect = strcmp(field, "bos_token_id") ? "generation will not stop at it" : "ignored";
+    const size_t used = strlen(cfg->warning);
+    if (used) snprintf(cfg->warning + used, sizeof cfg->warning - used, "; %s: %s", note, effect);
+    else
+        snprintf(cfg->warning, sizeof cfg->warning, "%s: %s is outside the vocabulary [0, %d): %s", path, note,
+                 cfg->vocab_size, effect);
 }
 
 // Reads field "bos_token_id" or "eos_token_id" of `root`, if present: null (none), an id, or (eos) a list of

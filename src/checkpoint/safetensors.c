@@ -289,6 +289,9 @@ static int map_file(StFile *f, Err *err) {
     close(fd);
     if (map == MAP_FAILED) return err_fmt(err, "%s: cannot map: %s", f->path, strerror(errno));
     f->map = map;
+    if (memcmp(f->map, "GGUF", 4) == 0)  // its magic: a first header length of 0x....46554747 would be refused anyway
+        return err_fmt(err, "%s: a GGUF file (llama.cpp's format): specdec reads safetensors checkpoints (a Hugging "
+                       "Face folder: config.json + model.safetensors)", f->path);
 
     unsigned long long n = 0;
     for (int i = 7; i >= 0; i--) n = n << 8 | f->map[i];  // little-endian u64
@@ -502,6 +505,8 @@ static int open_folder(StCheckpoint *ckpt, const char *dir, Err *err) {
         rc = open_file(ckpt, single, err) || sort_tensors(ckpt, err) ? -1 : 0;
     } else if (stat(index, &st) == 0) {
         rc = open_index(ckpt, index, dir, err);
+    } else if (errno != ENOENT) {  // a folder it may not search, say
+        rc = err_fmt(err, "%s: cannot read the folder: %s", dir, strerror(errno));
     } else {
         rc = err_fmt(err, "%s: folder holds neither %s nor %s (expected a Hugging Face checkpoint folder)", dir,
                      SINGLE_NAME, INDEX_NAME);

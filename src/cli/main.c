@@ -26,8 +26,8 @@ static int cmd_inspect(const Args *args, Err *err);
 static const Command commands[] = {
     {"generate", cmd_generate, "generate [-m DIR [-d DRAFT_DIR]] (-p TEXT | -f FILE | --ids \"1 2 3\") [options]",
      "continue a prompt; speculatively with a draft model (the shipped pair when no -m is given)",
-     "model draft ids prompt file tokens temp top-k top-p seed gamma sampler lookup tree-width tree draft-p-min ctx threads "
-     "draft-threads "
+     "model draft ids prompt file tokens temp top-k top-p seed gamma sampler lookup tree-width tree draft-p-min ctx "
+     "threads draft-threads "
      "quant draft-quant print-ids stats show trace compare allow-special help", 0, 0},
     {"logits", cmd_logits, "logits -m DIR --ids \"1 2 3\" [--all]",
      "print the logits of the last position (all with --all), one line of %.7g values per position",
@@ -46,7 +46,7 @@ static void print_help(FILE *out, const Command *cmd) {
         args_print_help(out, cmd);
         return;
     }
-    fprintf(out, "specdec — GPT-2 inference with speculative decoding, on the CPU\n\n"
+    fprintf(out, "specdec — transformer inference (GPT-2, Llama, Mistral, Qwen2, Qwen3) with speculative decoding, on the CPU\n\n"
                  "usage: specdec COMMAND [options]     specdec --version\n\n");
     for (int i = 0; i < N_COMMANDS; i++) fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
     fprintf(out, "\n'specdec COMMAND --help' lists a command's options.\n");
@@ -123,7 +123,8 @@ static void note_ignored_options(const Args *args, bool has_draft) {
     } options[] = {
         {!drafting && args->gamma, "--gamma", 0}, {!drafting && args->sampler, "--sampler", 0},
         {!drafting && args->compare, "--compare", 0}, {!has_draft && args->draft_p_min > 0, "--draft-p-min", 1},
-        {!has_draft && args->draft_threads, "--draft-threads", 1}, {!has_draft && args->draft_quant, "--draft-quant", 1},
+        {!has_draft && args->draft_threads, "--draft-threads", 1},
+        {!has_draft && args->draft_quant, "--draft-quant", 1},
         {args->show && args->print_ids, "--show", 2},
     };
     static const char *const why[] = {

@@ -125,3 +125,39 @@ TEST(cli_says_which_options_it_ignores) {
     free(out);
     free(err);
 }
+
+TEST(cli_messages_say_what_is_wrong) {
+    // A GGUF file, a file given to -m, and --help's first line.
+    char path[] = "/tmp/specdec_XXXXXX.gguf", args[256];
+    int fd = mkstemps(path, 5);
+    CHECK(fd >= 0 && write(fd, "GGUF\3\0\0\0\0\0\0\0\0\0\0\0", 16) == 16, "cannot write %s", path);
+    close(fd);
+    snprintf(args, sizeof args, "inspect %s", path);
+    check_one_line(args, 2, "a GGUF file (llama.cpp's format): specdec reads safetensors");
+    unlink(path);
+    check_one_line("generate -m " SHIPPED "/model.safetensors -p x", 2,
+                   "not a folder: -m takes the checkpoint's folder");
+    check_one_line("logits -m " SHIPPED "/config.json --ids 1", 2, "not a folder: -m takes the checkpoint's folder");
+    char *out, *err;
+    CHECK(specdec("--help", &out, &err) == 0 && !strstr(strtok(out, "\n"), "GPT-2 inference"), "--help: \"%s\"", out);
+    free(out);
+    free(err);
+}
+
+TEST(cli_unreadable_files_give_the_system_reason) {
+    // Permissions bind only a user other than root (CI may run as root: nothing to check then).
+    if (geteuid() == 0) return;
+    char dir[] = "/tmp/specdec_unreadable_XXXXXX", command[512];
+    CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    snprintf(command, sizeof command,
+             "cp " SHIPPED "/config.json " SHIPPED "/tokenizer.json %s && chmod 0 %s/tokenizer.json", dir, dir);
+    CHECK(system(command) == 0, "%s", command);
+    snprintf(command, sizeof command, "tokenize -m %s x", dir);
+    check_one_line(command, 2, "tokenizer.json: cannot open: Permission denied");
+    snprintf(command, sizeof command, "chmod 0 %s", dir);
+    CHECK(system(command) == 0, "%s", command);
+    snprintf(command, sizeof command, "inspect %s", dir);
+    check_one_line(command, 2, "cannot read the folder: Permission denied");
+    snprintf(command, sizeof command, "chmod 700 %s && rm -r %s", dir, dir);
+    CHECK(system(command) == 0, "%s", command);
+}
