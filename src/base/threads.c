@@ -1,18 +1,18 @@
 // threads.c — a persistent worker pool. Workers spin on a job counter for a while (a forward pass hands out
 // dozens of short jobs per token, too short for a sleep/wake round trip, which costs tens of microseconds in a
 // virtual machine), then sleep on a condition variable. A pool with more threads than the CPUs it may run on
-// (cpus_available) does not spin: a spinning thread would hold a CPU that a thread with work is waiting for, and
-// every job would wait for the scheduler to get round to all of them.
+// (cpus_available) polls only SPIN_BATCH times before sleeping, its caller too: a spinning thread would hold a CPU
+// that a thread with work is waiting for, and every job would wait for the scheduler to get round to all of them.
 #include "base/threads.h"
 
 #include <limits.h>
 #include <pthread.h>
 #include <sched.h>
-#include <stdio.h>
-#include <string.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "base/clock.h"
