@@ -8,31 +8,6 @@
 
 #include "base/clock.h"
 
-// ---- randomness ---------------------------------------------------------------------------------------------
-
-static double uniform_for(const SpecParams *params, int position, DrawPurpose purpose) {
-    return random_uniform(params->seed, (uint64_t)position, (1ULL << 32) + purpose);
-}
-
-int spec_draw(const SpecParams *params, const double *probs, int V, int position, DrawPurpose purpose) {
-    if (params->sampler == SAMPLER_COUPLED) return sampling_gumbel_max(probs, V, params->seed, (uint64_t)position);
-    return sampling_draw(probs, V, uniform_for(params, position, purpose));
-}
-
-// ---- the accept / resample step -----------------------------------------------------------------------------
-
-double spec_accept_probability(double p_x, double q_x) { return q_x <= p_x ? 1.0 : p_x / q_x; }
-
-double spec_residual(double *residual, const double *p, const double *q, int V) {
-    double mass = 0.0;
-    for (int i = 0; i < V; i++) mass += residual[i] = p[i] > q[i] ? p[i] - q[i] : 0.0;
-    if (mass > 0.0)
-        for (int i = 0; i < V; i++) residual[i] /= mass;
-    else
-        memcpy(residual, p, sizeof(double) * V);
-    return mass;
-}
-
 double spec_expected_tokens(double alpha, double gamma) {
     return alpha < 1.0 ? (1.0 - pow(alpha, gamma + 1)) / (1.0 - alpha) : gamma + 1;
 }

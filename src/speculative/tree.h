@@ -32,9 +32,9 @@
 // too, so a node's further children come from the draft's logits: tree_top_children.
 //
 // Random numbers: sibling k (counting from 0) at a position draws with its own stream per purpose,
-// random_uniform(seed, position, 2^32 + 256·k + purpose) (DrawPurpose, speculative.h: its draft, its acceptance; the
-// residual's and the bonus token's are sibling 0's). Sibling 0's are the chain's: with one child the draws and the
-// accept step are exactly speculative.c's chain rule (spec_draw, its accept / resample step), bit for bit. Nodes
+// spec_uniform(params, position, purpose, k) (accept.h: its draft, its acceptance; the residual's and the bonus
+// token's are sibling 0's). Sibling 0's are the chain's: with one child the draws and the accept step are exactly
+// the chain's rule (spec_draw, accept_chain), bit for bit. Nodes
 // at the same depth of different branches share a position's numbers, which is harmless: the walk takes one node
 // per position, and a position's numbers are independent of every other position's.
 #ifndef SPECDEC_TREE_H
