@@ -172,19 +172,18 @@ static TreeShape best_shape(const SpecParams *params, const GammaState *g, bool 
     return best;
 }
 
-// What the drafter is asked for this round: runs of the lookup by match length, and the draft model's drafts.
-static void ask_drafter(Drafter *drafter, int lookup_gamma, int model_gamma) {
-    for (int m = 0; m < LOOKUP_MATCH_SLOTS; m++) drafter->lookup_gamma[m] = lookup_gamma;
-    drafter->model_gamma = model_gamma;
-    drafter->n_run = drafter->match_length = 0;
-    drafter->run_proposed = false;
+// What the drafter is asked for this round beside the shape: runs of the lookup by match length, and the draft
+// model's drafts.
+static void ask_drafter(DraftRequest *request, int lookup_gamma, int model_gamma) {
+    for (int m = 0; m < LOOKUP_MATCH_SLOTS; m++) request->lookup_gamma[m] = lookup_gamma;
+    request->model_gamma = model_gamma;
 }
 
 // The shape of the next round. A drafter with a lookup is told, per match length, how deep a run to propose
-// (Drafter.lookup_gamma: a chain beside the staged drafter's model, the first branch of a lookup tree) and how deep
-// the model's drafts go when no run is proposed (Drafter.model_gamma); the shape's width is the model's tree's
+// (DraftRequest.lookup_gamma: a chain beside the staged drafter's model, the first branch of a lookup tree) and how deep
+// the model's drafts go when no run is proposed (DraftRequest.model_gamma); the shape's width is the model's tree's
 // (staged: a lookup run stays a chain), or the lookup tree's, chosen on the lookup's α of any match length.
-TreeShape policy_choose(GammaState *g, const SpecParams *params, Drafter *drafter) {
+static TreeShape choose_shape(GammaState *g, const SpecParams *params, const Drafter *drafter, DraftRequest *request) {
     TreeShape shape = {0, 1};
     if (!drafter) return shape;
     g->probing = false;
@@ -198,13 +197,13 @@ TreeShape policy_choose(GammaState *g, const SpecParams *params, Drafter *drafte
         if (params->tree_auto && measured)
             shape.width = best_shape(params, g, has_model, alpha_first, alpha_next, shape.depth, &rate).width;
         else if (!params->tree_auto) shape.width = widest(params);
-        ask_drafter(drafter, shape.depth, shape.depth);
+        ask_drafter(request, shape.depth, shape.depth);
         return shape;
     }
-    ask_drafter(drafter, 0, 0);
+    ask_drafter(request, 0, 0);
     if (!g->modelled && g->target[1] <= 0) return shape;
     if (has_model && !g->modelled && !g->draft_step_known) {  // the draft model's step is what is measured
-        drafter->model_gamma = 4;
+        request->model_gamma = 4;
         return (TreeShape){4, params->tree_auto ? 1 : widest(params)};
     }
     double model_rate = 1.0 / verify_time(g, 1);  // plain decoding's, where there is no model or it does not pay
@@ -213,7 +212,7 @@ TreeShape policy_choose(GammaState *g, const SpecParams *params, Drafter *drafte
         g->plain_streak = shape.depth == 0 ? g->plain_streak + 1 : 0;
         g->probing = shape.depth == 0 && g->plain_streak % (8 << g->probe_misses) == 0;
         if (g->probing) shape = (TreeShape){1, 1};
-        drafter->model_gamma = shape.depth;
+        request->model_gamma = shape.depth;
     }
     if (!drafter->has_lookup) return shape;
     if (!has_model) shape.width = best_shape(params, g, false, alpha_first, alpha_next, 0, &rate).width;
@@ -224,11 +223,17 @@ TreeShape policy_choose(GammaState *g, const SpecParams *params, Drafter *drafte
         double lookup_rate;
         const int lookup_gamma =
             best_depth(g, lookup_width, alpha_m, g->alpha[LOOKUP_NEXT], 0, 0, &lookup_rate);
-        drafter->lookup_gamma[m] = lookup_gamma > 0 && lookup_rate >= model_rate ? lookup_gamma : 0;
-        shape.depth = shape.depth > drafter->lookup_gamma[m] ? shape.depth : drafter->lookup_gamma[m];
+        request->lookup_gamma[m] = lookup_gamma > 0 && lookup_rate >= model_rate ? lookup_gamma : 0;
+        shape.depth = shape.depth > request->lookup_gamma[m] ? shape.depth : request->lookup_gamma[m];
     }
     shape.depth = shape.depth > 0 ? shape.depth : 1;  // the lookup is asked every round: what it finds teaches α
     return shape;
+}
+
+DraftRequest policy_choose(GammaState *g, const SpecParams *params, const Drafter *drafter) {
+    DraftRequest request = {0};
+    request.shape = choose_shape(g, params, drafter, &request);
+    return request;
 }
 
 
@@ -253,7 +258,7 @@ void policy_init(GammaState *g, const Model *target, const Drafter *drafter, con
 // verified, but the round's committed tokens c_1..c_j are the target's own samples, so while y_1..y_{i−1} =
 // c_1..c_{i−1}, [y_i = c_i] stands in for the chance of keeping y_i (exactly when greedy; at a temperature, a
 // sample of it — biased a little, as which positions a round commits depends on its drafts).
-static void learn_unproposed_run(GammaState *g, const Drafter *d, const Round *r, const double *p_root,
+static void learn_unproposed_run(GammaState *g, const DraftReport *d, const Round *r, const double *p_root,
                                  const int *committed) {
     learn_lookup_alpha(g, d->match_length, 0, p_root[d->run[0]]);
     for (int i = 1; i < d->n_run && i < r->n_committed && d->run[i - 1] == committed[i - 1]; i++)
@@ -263,22 +268,22 @@ static void learn_unproposed_run(GammaState *g, const Drafter *d, const Round *r
 
 // α from the children the round tried: the model's drafts teach SAMPLED; a lookup run's (the first branch of a
 // lookup tree) teach its first and later drafts' sources; a wide level teaches a_W.
-static void learn_acceptance(GammaState *g, const Drafter *drafter, const Round *r, bool lookup) {
+static void learn_acceptance(GammaState *g, const Round *r, bool lookup) {
     for (int i = 0; i < r->n_verified; i++) {
         const int node = r->tried[i];
         if (!lookup) learn_alpha(g, SAMPLED, r->learned[i]);
         else if (r->first_branch[node] || r->level[node] > 0)  // (a shorter match's first draft: a_W learns it)
-            learn_lookup_alpha(g, drafter->match_length, r->level[node], r->learned[i]);
+            learn_lookup_alpha(g, r->report.match_length, r->level[node], r->learned[i]);
     }
     if (r->wide_width >= 2) learn_first_alpha(g, r->wide_width, g->alpha[lookup ? LOOKUP_FIRST : SAMPLED], r->wide_kept);
 }
 
-void policy_learn(GammaState *g, const SpecParams *params, const Drafter *drafter, const Round *r,
-                  const double *p_root, const int *committed) {
+void policy_learn(GammaState *g, const SpecParams *params, const Round *r, const double *p_root,
+                  const int *committed) {
     const int k = r->tree.n;
-    const bool lookup = drafter && drafter->run_proposed;  // the round's nodes are the lookup's, else the model's
-    learn_acceptance(g, drafter, r, lookup);
-    if (drafter && drafter->n_run > 0 && !drafter->run_proposed) learn_unproposed_run(g, drafter, r, p_root, committed);
+    const bool lookup = r->report.run_proposed;  // the round's nodes are the lookup's, else the model's
+    learn_acceptance(g, r, lookup);
+    if (r->report.n_run > 0 && !lookup) learn_unproposed_run(g, &r->report, r, p_root, committed);
     if (g->probing && k > 0 && !lookup)  // the probe was made (not displaced by a lookup run)
         g->probe_misses = r->n_accepted ? 0 : g->probe_misses < 3 ? g->probe_misses + 1 : 3;
     running_mean(&g->target[k + 1], r->target_seconds);

@@ -44,14 +44,15 @@ typedef struct {
 // The state before the first round, for a run of the target with this drafter (NULL: plain decoding).
 void policy_init(GammaState *g, const Model *target, const Drafter *drafter, const SpecParams *params);
 
-// The shape of the next round, and what the drafter is told with it (Drafter.lookup_gamma, .model_gamma).
-TreeShape policy_choose(GammaState *g, const SpecParams *params, Drafter *drafter);
+// What the drafter (NULL: none) is asked for in the next round: the shape, and a drafter with a lookup, how much of
+// which run (DraftRequest).
+DraftRequest policy_choose(GammaState *g, const SpecParams *params, const Drafter *drafter);
 
 // Learns from a played round: the acceptance of its drafts, the costs it measured, the heuristic's γ. p_root: the
 // target's adjusted distribution after the newest committed token before the round (p_1); committed: the tokens
 // the round committed (r->n_committed).
-void policy_learn(GammaState *g, const SpecParams *params, const Drafter *drafter, const Round *r,
-                  const double *p_root, const int *committed);
+void policy_learn(GammaState *g, const SpecParams *params, const Round *r, const double *p_root,
+                  const int *committed);
 
 // t_target(T): measured, or fitted to the T's measured (0 when none is).
 double policy_target_time(const GammaState *g, int T);

@@ -26,6 +26,7 @@ void record_stats(SpecStats *st, Tally *tally, const Round *r) {
     }
     if (r->wide_width >= 2) tally->wide_tried[r->wide_width]++, tally->wide_kept[r->wide_width] += r->wide_kept;
     tally->draft_seconds += r->draft_seconds;
+    tally->draft_calls += r->draft_calls;
 }
 
 // The token that ended a round and its kind, for the trace: the first accepted draft that is the end-of-text token
@@ -87,9 +88,8 @@ void show_round(const SpecParams *params, const Round *r) {
     }
 }
 
-void finish_stats(SpecStats *st, const Tally *tally, double target_t1_seconds, double draft_step_seconds,
-                  int draft_calls) {
-    st->draft_calls = draft_calls;
+void finish_stats(SpecStats *st, const Tally *tally, double target_t1_seconds, double draft_step_seconds) {
+    st->draft_calls = tally->draft_calls;
     st->draft_seconds = tally->draft_seconds;
     st->target_t1_seconds = target_t1_seconds;
     st->draft_step_seconds = draft_step_seconds;

@@ -7,7 +7,8 @@
 
 // One round, as it happened.
 typedef struct {
-    TreeShape shape;                    // asked of the drafter
+    DraftRequest request;               // asked of the drafter
+    DraftReport report;                 // what it reported of its proposal
     DraftTree tree;                     // drafted: tree.n nodes (k), of depth `depth`
     int depth, width, n_one_hot;        // the tree's levels, most children of a node; its nodes with a one-hot q
     int level[TREE_MAX_NODES];          // of each node (0: a child of the newest committed token)
@@ -39,6 +40,7 @@ typedef struct {
     int rounds_by_shape[TREE_FIRST_WIDTH_MAX + 1][GAMMA_MAX + 1];
     int wide_tried[TREE_FIRST_WIDTH_MAX + 1], wide_kept[TREE_FIRST_WIDTH_MAX + 1];  // levels of W ≥ 2 children; kept
     double draft_seconds;               // in the drafter's propose()
+    int draft_calls;                    // draft model forwards
 } Tally;
 
 // Whether id ends the text: the end-of-text id, or one of a config's list of them.
@@ -57,7 +59,6 @@ void show_round(const SpecParams *params, const Round *r);
 
 // The run's statistics, once the rounds are over: what the tally and the policy's measurements give
 // (target_t1_seconds, draft_step_seconds: policy_target_time, policy_draft_step).
-void finish_stats(SpecStats *stats, const Tally *tally, double target_t1_seconds, double draft_step_seconds,
-                  int draft_calls);
+void finish_stats(SpecStats *stats, const Tally *tally, double target_t1_seconds, double draft_step_seconds);
 
 #endif

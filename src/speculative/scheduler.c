@@ -3,7 +3,7 @@
 //
 // A round is the paper's steps, each a function below, over a draft tree — a chain of γ drafts is the tree of
 // width 1, and the same code runs it:
-//   0. choose γ (and the tree's width)  next_shape
+//   0. choose γ (and the tree's width)  next_request
 //   1. draft x_1..x_k ~ q_1..q_k        draft: a tree of k nodes, each drawn from its q (or deterministic)
 //   2. verify: p at every node          verify: one target forward over [newest committed token, nodes] under
 //                                       the tree mask (model_forward_tree); p of the token after each node
@@ -52,10 +52,11 @@ typedef struct {
     SpecStats *stats;
 } Scheduler;
 
-// 0. The tree's shape: by policy, but no deeper than the tokens still wanted, and no more nodes than the context
-// left holds.
-static TreeShape next_shape(Scheduler *s) {
-    TreeShape shape = policy_choose(&s->g, s->params, s->drafter);
+// 0. What to ask of the drafter: by policy, but a tree no deeper than the tokens still wanted, and with no more
+// nodes than the context left holds.
+static DraftRequest next_request(Scheduler *s) {
+    DraftRequest request = policy_choose(&s->g, s->params, s->drafter);
+    TreeShape shape = request.shape;
     int room = s->n_ctx - s->cache.len - 1;
     const int wanted = s->params->max_tokens - s->stats->generated - 1;
     room = room < s->max_nodes ? room : s->max_nodes;
@@ -65,15 +66,15 @@ static TreeShape next_shape(Scheduler *s) {
     if (shape.width * shape.depth > room)  // a narrower tree, down to the chain, if the context allows no other
         shape = room / shape.width > 0 ? (TreeShape){room / shape.width, shape.width}
                                        : (TreeShape){shape.depth < room ? shape.depth : room, 1};
-    return shape;
+    request.shape = shape;
+    return request;
 }
 
 // 1. Draft a tree of nodes x_i ~ q_i continuing the committed tokens.
 static int draft(Scheduler *s, Round *r, Err *err) {
     r->tree.n = 0;
-    if (r->shape.depth == 0) return 0;
-    const int calls = s->drafter->calls;
-    if (s->drafter->propose(s->drafter, s->context, s->n, r->shape, &r->tree, s->q, err)) return -1;
+    if (r->request.shape.depth == 0) return 0;
+    if (s->drafter->propose(s->drafter, s->context, s->n, &r->request, &r->tree, s->q, &r->report, err)) return -1;
     int depth[TREE_MAX_NODES], children[TREE_MAX_ROWS] = {0};  // of each node; of each row (node j: row j + 1)
     for (int i = 0; i < r->tree.n; i++) {
         const int parent = r->tree.parent[i];
@@ -84,7 +85,7 @@ static int draft(Scheduler *s, Round *r, Err *err) {
         r->first_branch[i] = children[parent + 1] == 1 && (parent < 0 || r->first_branch[parent]);
         r->n_one_hot += !r->tree.node[i].q;
     }
-    r->draft_calls = s->drafter->calls - calls;
+    r->draft_calls = r->report.calls;
     return 0;
 }
 
@@ -195,8 +196,7 @@ static int commit_and_roll_back(Scheduler *s, Round *r, Err *err) {
 // 6. Observe: the round's record teaches the γ policy and feeds the statistics, the trace and --show.
 static void record_round(Scheduler *s, const Round *r) {
     record_stats(s->stats, &s->tally, r);
-    policy_learn(&s->g, s->params, s->drafter, r, s->p, s->context + s->n - r->n_committed);
-    if (s->drafter) s->drafter->seconds += r->draft_seconds;
+    policy_learn(&s->g, s->params, r, s->p, s->context + s->n - r->n_committed);
     if (s->params->trace) trace_round(s->params->trace, s->stats->rounds, r, s->params);
     if (s->params->on_token) show_round(s->params, r);
 }
@@ -254,7 +254,7 @@ int speculative_generate(Model *target, Drafter *drafter, const int *prompt, int
     stats->prefill_seconds = t_decode - t_start;
 
     while (!s.done && stats->generated < params->max_tokens && s.cache.len < s.n_ctx) {
-        Round r = {.shape = next_shape(&s), .width = 1};
+        Round r = {.request = next_request(&s), .width = 1};
         const double t0 = now_seconds();
         if (draft(&s, &r, err)) goto done;
         const double t1 = now_seconds();
@@ -266,8 +266,7 @@ int speculative_generate(Model *target, Drafter *drafter, const int *prompt, int
     }
     *n_out = stats->generated;
     stats->decode_seconds = now_seconds() - t_decode;
-    finish_stats(stats, &s.tally, policy_target_time(&s.g, 1), policy_draft_step(&s.g),
-                 drafter ? drafter->calls : 0);
+    finish_stats(stats, &s.tally, policy_target_time(&s.g, 1), policy_draft_step(&s.g));
     rc = 0;
 done:
     scheduler_free(&s);
