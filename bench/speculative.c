@@ -48,7 +48,10 @@ static void decoding_init(Decoding *d, const Setting *s, int i) {
     const int n = s->n_prompts;
     static const char *const extra_names[] = {"lookup · γ = 4", "lookup · auto", "lookup + draft · auto"};
     const int extra = i - N_MODEL_CONFIGS;
-    const DrafterKind by = i == 0 ? DRAFTER_NONE : extra < 0 ? DRAFTER_MODEL : extra < 2 ? DRAFTER_LOOKUP : DRAFTER_STAGED;
+    const DrafterKind by = i == 0      ? DRAFTER_NONE
+                           : extra < 0 ? DRAFTER_MODEL
+                           : extra < 2 ? DRAFTER_LOOKUP
+                                       : DRAFTER_STAGED;
     *d = (Decoding){s, "", by, i > 0,
                     i <= N_GAMMAS || extra == 0 ? GAMMA_FIXED : i == N_GAMMAS + 1 ? GAMMA_HEURISTIC : GAMMA_AUTO,
                     i > 0 && i <= N_GAMMAS ? GAMMAS[i - 1] : extra == 0 ? 4 : 5, calloc((size_t)n, sizeof(SpecStats)),

@@ -1,4 +1,4 @@
-// drafter.h — where drafts come from: the Drafter interface the scheduler (speculative.c) calls, and the drafters
+// drafter.h — where drafts come from: the Drafter interface the scheduler (scheduler.c) calls, and the drafters
 // behind it, each in a file of its own:
 //   draft_model.c   a small model, sampled by the scheduler's rule (Leviathan et al. 2023, §2.2);
 //   draft_lookup.c  n-gram lookup over the prompt and the text so far: no model, a deterministic proposal (a tree:
@@ -18,11 +18,9 @@ struct SpecParams;
 
 enum { GAMMA_MAX = 16 };  // the most levels drafted in one round (a chain's verify forward is T = γ + 1 ≤ 17 rows)
 
-// The n-gram lengths --lookup matches, and the shortest match whose run the staged drafter (-d … --lookup) takes.
-// Measured on the shipped pair (greedy, γ = 8, 64 tokens, both bench prompt sets): n from 1 gives the most tokens
-// per target call (held-out 4.14 for 1–4, 3.66 for 2–4, 3.25 for 3–6), and lengths beyond 2–4 change almost
-// nothing; staged minimum matches 1 and 2 give the same tokens per call (5.16, 5.24), 2 slightly more at
-// temperature 0.7 under auto (2.47, 2.42). The γ policy learns the acceptance of a lookup's drafts per match length
+// The n-gram lengths --lookup matches, and the shortest match whose run the staged drafter (-d … --lookup) takes:
+// the choices that gave the most tokens per target call on the shipped pair (docs/performance-history.md, "The γ
+// policy's constants"). The γ policy learns the acceptance of a lookup's drafts per match length
 // 1 .. LOOKUP_MATCH_SLOTS − 1 (longer ones count as the longest).
 enum { LOOKUP_N_MIN = 1, LOOKUP_N_MAX = 4, LOOKUP_STAGED_MIN_MATCH = 2, LOOKUP_MATCH_SLOTS = LOOKUP_N_MAX + 1 };
 

@@ -27,9 +27,9 @@ double spec_predicted_speedup(double alpha, double gamma, double c) {
 
 
 static const double ALPHA_PRIOR = 0.6, EMA = 0.1;
-// A lookup run's drafts after its first: a copy under way mostly goes on (α learned for them by the end of 64 tokens
-// on the bench prompts: about 0.96 greedily, 0.4–0.55 at temperature 0.7, which every round teaches, whether it
-// proposed a run or not). A prior as low as ALPHA_PRIOR kept greedy runs short for many rounds.
+// A lookup run's drafts after its first: a copy under way mostly goes on, and every round teaches this α, whether it
+// proposed a run or not. A prior as low as ALPHA_PRIOR kept greedy runs short for many rounds (the values learned
+// on the bench prompts: docs/performance-history.md, "The γ policy's constants").
 static const double ALPHA_NEXT_PRIOR = 0.9;
 // The first drafts of lookup runs α_first must have learned from before a run may take the draft model's place
 // (one or two is luck when sampling).
@@ -58,7 +58,7 @@ static void learn_lookup_alpha(GammaState *g, int match_length, int i, double be
 
 // t_target(T): the measurement if there is one; else the line a + b·T fitted by least squares to the measured
 // T's (b ≥ 0: verifying more tokens never costs less), or with a single measured T, that time plus 3% per token
-// (roughly what the bench measures for a memory-bound model). 0 if nothing is measured yet.
+// (a memory-bound model's order of magnitude). 0 if nothing is measured yet.
 double policy_target_time(const GammaState *g, int T) {
     if (g->target[T] > 0) return g->target[T];
     double n = 0, st = 0, sy = 0, stt = 0, sty = 0;
@@ -72,8 +72,9 @@ double policy_target_time(const GammaState *g, int T) {
     return at_t > 0 ? at_t : mean_y;
 }
 
-// FLOPs per byte of weights at which a forward's arithmetic takes as long as streaming its weights. What make
-// bench measures for the shipped target (a forward over 9 tokens costs 1.99 times one token's) puts it near 3.6.
+// FLOPs per byte of weights at which a forward's arithmetic takes as long as streaming its weights: a CPU's
+// balance point, near what the bench measures for the shipped target (docs/performance-history.md, "The γ policy's
+// constants").
 static const double FORWARD_FLOPS_PER_BYTE = 4.0;
 
 double spec_forward_cost(const Model *m, int T) {
@@ -86,13 +87,15 @@ double spec_forward_cost(const Model *m, int T) {
 // token — every 16th, 32nd, 64th after one, two, three such probes in a row were rejected: α can recover when the
 // text becomes easier again, and a useless draft costs a probe per 64 tokens. The draft model reads the text those
 // plain rounds committed in one batch when it is next used (draft_model.c): a plain round costs no draft forward.
-static double verify_time(const GammaState *g, int T) { return g->modelled ? g->model_target[T] : policy_target_time(g, T); }
+static double verify_time(const GammaState *g, int T) {
+    return g->modelled ? g->model_target[T] : policy_target_time(g, T);
+}
 
 // A tree's verification, planned: as verify_time, except that a T larger than any measured is priced at the largest
 // measured T's time scaled by the cost model's cost(T) / cost(T_max), which adds the further rows' arithmetic to the
-// weight stream instead of hiding it behind. target_time's linear fit extrapolates a chain's cheap rows, and a tree
-// chosen on that price does not pay it: the shipped target on 2 cores measures t(8)/t(1) 1.32 but t(13)/t(1) 2.09
-// (compute-bound), and greedy --tree ran at 0.94× the chain. Once a tree's T has been verified, its time is known.
+// weight stream instead of hiding it behind. target_time's linear fit extrapolates a chain's cheap rows, but a
+// tree's larger T turns a forward compute-bound, and a tree chosen on the fit's price ran slower than the chain
+// (docs/performance-history.md, "The γ policy's constants"). Once a tree's T has been verified, its time is known.
 static double tree_verify_time(const GammaState *g, int T) {
     const int largest = g->largest_measured;
     if (g->modelled || largest == 0 || T <= largest) return verify_time(g, T);
@@ -101,8 +104,8 @@ static double tree_verify_time(const GammaState *g, int T) {
 
 // a_W: learned, or before any tree of width W was drawn, 1 − (1 − α)(1 − α/2)^{W−1}: each further child halves
 // the odds of being kept against the first — W independent tries (1 − (1 − α)^W) promise far more than the residual
-// left after a rejection gives; the trees suite measured on the shipped pair, temperature 1, depth 4: a_1 = 0.77,
-// a_2 = 0.83, a_3 = 0.89, a_4 = 0.91 (this: 0.86, 0.91, 0.95; independent tries: 0.95, 0.99, 1.00).
+// left after a rejection gives (the trees suite's a_W against both: docs/performance-history.md, "The γ policy's
+// constants").
 static double first_alpha(const GammaState *g, int width, double alpha) {
     return width == 1              ? alpha
            : g->n_first[width] ? g->first_alpha[width]
@@ -180,10 +183,12 @@ static void ask_drafter(DraftRequest *request, int lookup_gamma, int model_gamma
 }
 
 // The shape of the next round. A drafter with a lookup is told, per match length, how deep a run to propose
-// (DraftRequest.lookup_gamma: a chain beside the staged drafter's model, the first branch of a lookup tree) and how deep
-// the model's drafts go when no run is proposed (DraftRequest.model_gamma); the shape's width is the model's tree's
-// (staged: a lookup run stays a chain), or the lookup tree's, chosen on the lookup's α of any match length.
-static TreeShape choose_shape(GammaState *g, const SpecParams *params, const Drafter *drafter, DraftRequest *request) {
+// (DraftRequest.lookup_gamma: a chain beside the staged drafter's model, the first branch of a lookup tree) and
+// how deep the model's drafts go when no run is proposed (DraftRequest.model_gamma); the shape's width is the
+// model's tree's (staged: a lookup run stays a chain), or the lookup tree's, chosen on the lookup's α of any match
+// length.
+static TreeShape choose_shape(GammaState *g, const SpecParams *params, const Drafter *drafter,
+                              DraftRequest *request) {
     TreeShape shape = {0, 1};
     if (!drafter) return shape;
     g->probing = false;
@@ -275,7 +280,8 @@ static void learn_acceptance(GammaState *g, const Round *r, bool lookup) {
         else if (r->first_branch[node] || r->level[node] > 0)  // (a shorter match's first draft: a_W learns it)
             learn_lookup_alpha(g, r->report.match_length, r->level[node], r->learned[i]);
     }
-    if (r->wide_width >= 2) learn_first_alpha(g, r->wide_width, g->alpha[lookup ? LOOKUP_FIRST : SAMPLED], r->wide_kept);
+    if (r->wide_width >= 2)
+        learn_first_alpha(g, r->wide_width, g->alpha[lookup ? LOOKUP_FIRST : SAMPLED], r->wide_kept);
 }
 
 void policy_learn(GammaState *g, const SpecParams *params, const Round *r, const double *p_root,

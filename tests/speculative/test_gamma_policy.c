@@ -1,5 +1,5 @@
 // test_gamma_policy.c — γ auto's choice between the lookup's runs, the draft model's drafts and plain decoding
-// (speculative.c, choose_shape), on a scripted drafter whose drafts are right or wrong by construction: greedy, the
+// (policy.c, policy_choose), on a scripted drafter whose drafts are right or wrong by construction: greedy, the
 // target's own output is known beforehand, so a draft is right when it is that output's next token.
 //
 //   - the lookup drafter proposes as much of its run as the policy asks for its match length, and tells the policy
