@@ -14,12 +14,6 @@
 //   6. observe                          record_round: the round's record (Round, round.h) teaches the γ policy
 //                                       (policy_learn) and feeds the statistics, the trace and --show (record.c)
 
-#ifdef SPECDEC_DEBUG
-enum { CHECK_ROLLBACKS = 1 };  // make BUILD=debug: every rollback is checked against a recomputation
-#else
-enum { CHECK_ROLLBACKS = 0 };
-#endif
-
 #include "speculative/speculative.h"
 
 #include <stdlib.h>
@@ -28,6 +22,12 @@ enum { CHECK_ROLLBACKS = 0 };
 #include "base/clock.h"
 #include "speculative/policy.h"
 #include "speculative/round.h"
+
+#ifdef SPECDEC_DEBUG
+enum { CHECK_ROLLBACKS = 1 };  // make BUILD=debug: every rollback is checked against a recomputation
+#else
+enum { CHECK_ROLLBACKS = 0 };
+#endif
 
 // The scheduler's state between rounds.
 typedef struct {
