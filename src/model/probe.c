@@ -37,10 +37,10 @@ static double steps_seconds(Model *m, KVCache *cache, const int *tokens, int con
 }
 
 int probe_fastest_threads(Model *m, double *median_seconds, Err *err) {
-    const int pool = pool_size(m->pool), saved = m->max_threads;
+    const int most = m->max_threads;
     int counts[PROBE_MAX_COUNTS], n = 0;
-    for (int c = 1; c < pool && n < PROBE_MAX_COUNTS - 1; c *= 2) counts[n++] = c;
-    counts[n++] = pool;
+    for (int c = 1; c < most && n < PROBE_MAX_COUNTS - 1; c *= 2) counts[n++] = c;
+    counts[n++] = most;
     double seconds[PROBE_MAX_COUNTS][PROBE_ROUNDS], medians[PROBE_MAX_COUNTS];
     int tokens[PROBE_CONTEXT + PROBE_STEPS];
     for (int i = 0; i < PROBE_CONTEXT + PROBE_STEPS; i++) tokens[i] = i % m->n_vocab;
@@ -58,7 +58,7 @@ int probe_fastest_threads(Model *m, double *median_seconds, Err *err) {
             m->max_threads = counts[i];
             seconds[i][r] = steps_seconds(m, &cache, tokens, context, steps, logits, err, &rc);
         }
-    m->max_threads = saved;
+    m->max_threads = most;
     kv_free(&cache);
     free(logits);
     if (rc) return -1;

@@ -1,5 +1,6 @@
 // test_probe.c — the draft's thread count (model/probe.h): the choice prefers fewer threads unless more are at
-// least PROBE_MARGIN faster, and the probe returns one of the counts it times and leaves the model as it was.
+// least PROBE_MARGIN faster, and the probe returns one of the counts it times (up to the model's max_threads) and
+// leaves the model as it was.
 #include <stdlib.h>
 
 #include "harness.h"
@@ -37,12 +38,13 @@ TEST(probe_returns_a_timed_count_and_restores_the_model) {
     ThreadPool *pool = pool_create(2, &err);
     Model m;
     if (pool && model_load(&m, dir, pool, &err) == 0) {
-        m.max_threads = 1;
         double median = -1;
         const int n = probe_fastest_threads(&m, &median, &err);
         CHECK(n == 1 || n == 2, "probe: %d threads (%s)", n, n < 0 ? err.msg : "not 1 or 2");
         CHECK(median > 0, "probe: a median step of %g s", median);
-        CHECK(m.max_threads == 1, "probe left max_threads at %d", m.max_threads);
+        CHECK(m.max_threads == 2, "probe left max_threads at %d, not the 2 it found", m.max_threads);
+        m.max_threads = 1;
+        CHECK(probe_fastest_threads(&m, NULL, &err) == 1, "at most 1 thread: not 1");
         model_free(&m);
     } else {
         CHECK(false, "%s", err.msg);
