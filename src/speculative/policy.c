@@ -72,14 +72,23 @@ double policy_target_time(const GammaState *g, int T) {
     return at_t > 0 ? at_t : mean_y;
 }
 
-// FLOPs per byte of weights at which a forward's arithmetic takes as long as streaming its weights: a CPU's
-// balance point, near what the bench measures for the shipped target (docs/performance-history.md, "The γ policy's
-// constants").
+// FLOPs per byte of weights at which a forward's arithmetic takes as long as streaming its weights. What make
+// bench measures for the shipped target (a forward over 9 tokens costs 1.99 times one token's) puts it near 3.6.
 static const double FORWARD_FLOPS_PER_BYTE = 4.0;
+// How the weight stream speeds up with threads: threads^0.72 — the shipped target's decode speed from 1 to 16
+// threads of a 16-core Xeon, 233 → 1706 tokens/s (issue 29). The arithmetic divides among the threads.
+static const double BANDWIDTH_EXPONENT = 0.72;
+// One row of logits turned into probabilities (sampler_adjust), in the cost model's bytes per token of the row: its
+// passes run on one thread whatever the pool. What make bench measures here: 7.7 µs for V = 8192 at temperature 1
+// beside 7.4 ms for the shipped target's step on one thread (78 MB in these units), about 10 bytes a token.
+static const double SAMPLING_BYTES_PER_TOKEN = 10.0;
 
-double spec_forward_cost(const Model *m, int T) {
-    return (double)m->weight_bytes + T * 2.0 * model_matrix_multiply_adds(m) / FORWARD_FLOPS_PER_BYTE;
+double spec_forward_cost(const Model *m, int T, int threads) {
+    return (double)m->weight_bytes / pow(threads, BANDWIDTH_EXPONENT) +
+           T * 2.0 * model_matrix_multiply_adds(m) / (FORWARD_FLOPS_PER_BYTE * threads);
 }
+
+double spec_row_cost(int V) { return SAMPLING_BYTES_PER_TOKEN * V; }
 
 // GAMMA_AUTO, measuring, starts with one plain round, which measures t_target(1), the yardstick of every choice (and
 // of the predicted speedup), then drafts 4 to measure a draft step (a lookup's costs nothing: not measured); from
@@ -251,7 +260,9 @@ void policy_init(GammaState *g, const Model *target, const Drafter *drafter, con
                                   params->sampling.temperature > 0};
     for (int source = 0; source < N_SOURCES; source++) g->alpha[source] = ALPHA_PRIOR;
     g->alpha[LOOKUP_NEXT] = ALPHA_NEXT_PRIOR;
-    for (int T = 1; T < T_SLOTS; T++) g->model_target[T] = spec_forward_cost(target, T);  // tree_verify_time too
+    // The target on its threads, with the p rows a verification of T tokens may adjust (tree_verify_time too).
+    for (int T = 1; T < T_SLOTS; T++)
+        g->model_target[T] = spec_forward_cost(target, T, target->max_threads) + T * spec_row_cost(target->n_vocab);
     if (g->modelled) {
         g->model_draft_step = drafter->step_cost;
         g->model_draft_row = drafter->row_cost;
