@@ -69,11 +69,11 @@ static double hand_off_run(void *ctx, int rep) {
     return now_seconds() - t0;
 }
 
-// Where a run's rounds spent their time (SpecStats): the drafter (its forwards and the sampling of its q rows),
-// the target's verifications, and the rest — the target's p rows, the accept rule, the caches' rollback, the
-// bookkeeping.
+// Where a run's rounds spent their time (SpecStats): the drafter (its forwards, then the sampling of its q rows
+// among them), the target's verifications, the target's p rows, the accept rule, the commit with the caches'
+// rollback; what decode holds beyond these is the policy and the bookkeeping.
 typedef struct {
-    double decode, draft, target;
+    double decode, draft, q, target, p, accept, commit;
     int rounds, generated;
 } Split;
 
@@ -103,7 +103,8 @@ static double generation_run(void *ctx, int rep) {
                              g->prompts[rep].n, &params, g->outputs + (size_t)rep * g->tokens, &n_out, &st, &err))
         die("%s: %s", g->prompts[rep].id, err.msg);
     if (drafted) model_drafter_free(&drafter);
-    g->split[rep] = (Split){st.decode_seconds, st.draft_seconds, st.target_seconds, st.rounds, st.generated};
+    g->split[rep] = (Split){st.decode_seconds, st.draft_seconds, st.q_seconds, st.target_seconds, st.p_seconds,
+                            st.accept_seconds, st.commit_seconds, st.rounds, st.generated};
     return st.decode_seconds / (st.generated > 0 ? st.generated : 1);
 }
 
@@ -138,15 +139,19 @@ static json_t *machine_row(Bench *b, Pair *pair, Memory *memory, Workload *w, in
                      "hand_off_us", summary_json(hand), "draft_threads_default", draft_default);
 }
 
-// Σ of the prompts' splits, per round: {draft, target, rest} seconds, and tokens per round.
+// Σ of the prompts' splits.
 static Split split_total(const Split *split, int n) {
     Split t = {0};
     for (int i = 0; i < n; i++) {
-        t.decode += split[i].decode, t.draft += split[i].draft, t.target += split[i].target;
+        t.decode += split[i].decode, t.draft += split[i].draft, t.q += split[i].q, t.target += split[i].target;
+        t.p += split[i].p, t.accept += split[i].accept, t.commit += split[i].commit;
         t.rounds += split[i].rounds, t.generated += split[i].generated;
     }
     return t;
 }
+
+// The scheduler's own share of a run's time: everything but the forwards.
+static double own_share(const Split *t) { return (t->decode - (t->draft - t->q) - t->target) / t->decode; }
 
 // The speculative runs at one thread count (every temperature: target-only, the draft on its default threads and
 // on one), one row per drafted run; the greedy ones must reproduce target-only's tokens.
@@ -180,21 +185,24 @@ static json_t *speculative_rows(Bench *b, Pair *pair, const Prompt *prompts, int
         Summary speedup = summarize_ratio(seconds + (size_t)plain * n_prompts, seconds + (size_t)i * n_prompts,
                                           n_prompts);
         const Split t = split_total(g[i].split, n_prompts), p = split_total(g[plain].split, n_prompts);
-        const double per_round = 1e3 / (t.rounds > 0 ? t.rounds : 1), rest = t.decode - t.draft - t.target;
-        const double plain_rest = p.decode - p.target;  // target-only's own sampling and bookkeeping
+        const double ms = 1e3 / (t.rounds > 0 ? t.rounds : 1);  // per round
+        const double other = t.decode - t.draft - t.target - t.p - t.accept - t.commit;
         char c1[64];
-        out(b, "| %d | %g | %s%d | %s | %.2f | %.3f | %.3f | %.3f | %.0f%% | %.0f%% |\n", count, g[i].temperature,
-            i % (1 + N_DRAFTS) == 1 + DRAFT_DEFAULT ? "default: " : "", g[i].draft_threads,
+        out(b, "| %d | %g | %s%d | %s | %.2f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.0f%% | %.0f%% |\n",
+            count, g[i].temperature, i % (1 + N_DRAFTS) == 1 + DRAFT_DEFAULT ? "default: " : "", g[i].draft_threads,
             fmt_range(c1, sizeof c1, speedup, 1, 2), (double)t.generated / (t.rounds > 0 ? t.rounds : 1),
-            t.draft * per_round, t.target * per_round, rest * per_round, 100 * rest / t.decode,
-            100 * plain_rest / p.decode);
-        json_array_append_new(rows, json_pack("{s:i, s:f, s:i, s:b, s:o, s:i, s:i, s:f, s:f, s:f, s:f, s:f}",
-                                              "threads", count, "temperature", g[i].temperature, "draft_threads",
-                                              g[i].draft_threads, "default", i % (1 + N_DRAFTS) == 1 + DRAFT_DEFAULT,
-                                              "speedup", summary_json(speedup), "rounds", t.rounds, "generated",
-                                              t.generated, "decode_seconds", t.decode, "draft_seconds", t.draft,
-                                              "target_seconds", t.target, "plain_decode_seconds", p.decode,
-                                              "plain_target_seconds", p.target));
+            (t.draft - t.q) * ms, t.q * ms, t.target * ms, t.p * ms, t.accept * ms, t.commit * ms, other * ms,
+            100 * own_share(&t), 100 * own_share(&p));
+        json_t *row = json_pack("{s:i, s:f, s:i, s:b, s:o, s:i, s:i}", "threads", count, "temperature",
+                                g[i].temperature, "draft_threads", g[i].draft_threads, "default",
+                                i % (1 + N_DRAFTS) == 1 + DRAFT_DEFAULT, "speedup", summary_json(speedup), "rounds",
+                                t.rounds, "generated", t.generated);
+        json_object_set_new(row, "seconds", json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "decode", t.decode,
+                                                      "draft", t.draft, "q_rows", t.q, "verify", t.target, "p_rows",
+                                                      t.p, "accept", t.accept, "commit", t.commit));
+        json_object_set_new(row, "target_only_seconds", json_pack("{s:f, s:f, s:f}", "decode", p.decode, "verify",
+                                                                  p.target, "p_rows", p.p));
+        json_array_append_new(rows, row);
     }
     free(outputs), free(split), free(seconds);
     return rows;
@@ -229,13 +237,14 @@ void suite_threads(Bench *b, Pair *pair, Memory *memory, const char *sweep) {
     if (n_prompts > 0) {
         out(b, "\nSpeculative decoding (γ auto, the draft on the CLI's default threads and on one) against target-only "
             "on %d held-out prompts of %d tokens (seed = the prompt's index + 1): speed-up median [min–max] over the "
-            "prompts; tokens per round; a round's time in ms — the drafter's (its forwards and the sampling of its q "
-            "rows), the target's verification, and the rest (the target's p rows, the accept rule, the rollback, "
-            "bookkeeping) — and the rest's share of the time, beside target-only's own share beyond its forwards "
-            "(its sampling and bookkeeping).\n\n"
-            "| threads | temperature | draft threads | speed-up | tokens/round | draft ms | verify ms | rest ms | "
-            "rest | target-only's rest |\n|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|\n", n_prompts,
-            b->opt.tokens);
+            "prompts; tokens per round; a round's time in ms — the draft's forwards, the sampling of its q rows, the "
+            "target's verification, the sampling of its p rows, the accept rule, the commit with the caches' "
+            "rollback, and the rest (the policy, bookkeeping) — and the share of the time outside the forwards, "
+            "beside target-only's (its sampling and bookkeeping). The pool's hand-offs are inside the forwards: "
+            "one costs what the table above says.\n\n"
+            "| threads | temperature | draft threads | speed-up | tokens/round | draft | q rows | verify | p rows | "
+            "accept | commit | rest | outside forwards | target-only's |\n"
+            "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n", n_prompts, b->opt.tokens);
         for (int i = 0; i < n_counts; i++) {
             pair->target.max_threads = counts[i];
             json_t *more = speculative_rows(b, pair, prompts, n_prompts, counts[i], defaults[i]);

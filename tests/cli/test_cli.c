@@ -57,24 +57,28 @@ TEST(cli_generate_prints_ids_and_stats) {
     free(err);
 }
 
-// --stats' round_ms splits a round's mean time into the drafter's, the verification's and the rest, which add up to
-// the generation's time (ms_per_token × generated tokens over target_calls rounds).
+// --stats' round_ms splits a round's mean time into the draft's forwards, its q rows, the verification, the p rows,
+// the accept rule, the commit and the rest, which add up to the generation's time (ms_per_token × generated tokens
+// over target_calls rounds).
 TEST(cli_stats_split_a_round) {
     char *out, *err;
     int status = specdec("generate -m " MODEL " -d " MODEL " --ids \"4 5\" -n 12 --gamma 3 --stats", &out, &err);
     CHECK(status == 0, "exit status %d: %s", status, err);
-    double draft = -1, verify = -1, rest = -1, ms_per_token = 0;
+    double draft = -1, q_rows = -1, verify = -1, p_rows = -1, accept = -1, commit = -1, rest = -1, ms_per_token = 0;
     int generated = 0, rounds = 0;
     const char *split = strstr(err, "\"round_ms\": {"), *per_token = strstr(err, "\"ms_per_token\": ");
     const char *calls = strstr(err, "\"target_calls\": "), *tokens = strstr(err, "\"generated_tokens\": ");
-    CHECK(split && sscanf(split, "\"round_ms\": {\"draft\": %lf, \"verify\": %lf, \"rest\": %lf}", &draft, &verify,
-                          &rest) == 3, "no round_ms split: \"%s\"", err);
+    CHECK(split && sscanf(split, "\"round_ms\": {\"draft\": %lf, \"q_rows\": %lf, \"verify\": %lf, \"p_rows\": %lf, "
+                                 "\"accept\": %lf, \"commit\": %lf, \"rest\": %lf}", &draft, &q_rows, &verify,
+                          &p_rows, &accept, &commit, &rest) == 7, "no round_ms split: \"%s\"", err);
     CHECK(per_token && calls && tokens && sscanf(per_token, "\"ms_per_token\": %lf", &ms_per_token) == 1 &&
               sscanf(calls, "\"target_calls\": %d", &rounds) == 1 &&
               sscanf(tokens, "\"generated_tokens\": %d", &generated) == 1 && rounds > 0,
           "stats line: \"%s\"", err);
-    CHECK(draft > 0 && verify > 0 && rest >= 0, "round_ms: draft %g, verify %g, rest %g", draft, verify, rest);
-    const double total = (draft + verify + rest) * rounds, want = ms_per_token * generated;
+    CHECK(draft > 0 && q_rows > 0 && verify > 0 && p_rows > 0 && accept >= 0 && commit >= 0 && rest >= -1e-4,
+          "round_ms: %g, %g, %g, %g, %g, %g, %g", draft, q_rows, verify, p_rows, accept, commit, rest);
+    const double total = (draft + q_rows + verify + p_rows + accept + commit + rest) * rounds;
+    const double want = ms_per_token * generated;
     CHECK(fabs(total - want) <= 0.01 * want + 0.01, "round_ms × %d rounds = %g ms, the generation took %g ms", rounds,
           total, want);
     free(out);
