@@ -68,7 +68,8 @@ $(O)/kernels/avx512.o $(O)/kernels/q8_avx512.o: CFLAGS += -mavx512f -mavx512bw -
 # scheduler and its drafters), src/cli (the specdec command). Everything but the CLI is the library that tests
 # and bench link; tests/support holds code for tests and the bench only (harness, random checkpoints), never
 # linked into specdec.
-LIB_SRC   := $(wildcard src/base/*.c src/checkpoint/*.c src/model/*.c src/tokenizer/*.c src/speculative/*.c) \
+LIB_SRC   := $(wildcard src/base/*.c src/checkpoint/*.c src/model/*.c src/tokenizer/*.c src/speculative/*.c \
+                       src/chat/*.c) \
              $(KERNEL_SRC)
 LIB_OBJ   := $(LIB_SRC:%.c=$(O)/%.o)
 CLI_SRC   := $(wildcard src/cli/*.c)

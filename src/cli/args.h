@@ -11,7 +11,13 @@
 #include "base/error.h"
 #include "speculative/sampling.h"
 
-enum { MAX_POSITIONAL = 4096 };
+enum { MAX_POSITIONAL = 4096, MAX_REPEATED = 32 };
+
+// The values of an option that may be given several times (--chat-var, --stop), in order.
+typedef struct {
+    const char *items[MAX_REPEATED];
+    int n;
+} Repeated;
 
 typedef struct {
     const char *model_dir;      // -m
@@ -32,7 +38,9 @@ typedef struct {
     int tree_width;             // --tree-width W (0: a chain; with --tree the widest tried, default 4)
     const char *quant;          // --quant none | q8 | bf16: the target's matrices
     const char *draft_quant;    // --draft-quant none | q8 | bf16: the draft's (NULL: DRAFT_QUANT_DEFAULT)
+    Repeated chat_vars;         // --chat-var NAME=JSON
     bool print_ids, stats, all, show, compare, allow_special, lookup, tree, help;
+    bool add_generation_prompt; // --add-generation-prompt
     const char *positional[MAX_POSITIONAL];
     int n_positional;
 } Args;

@@ -11,6 +11,7 @@
 
 #include "checkpoint/safetensors.h"
 #include "cli/args.h"
+#include "cli/chat.h"
 #include "cli/report.h"
 #include "cli/session.h"
 #include "speculative/sampling.h"
@@ -35,6 +36,10 @@ static const Command commands[] = {
      "print the token ids of a text, space-separated on one line", "model file allow-special help", 0, 1},
     {"detokenize", cmd_detokenize, "detokenize -m DIR ID...", "print the text of token ids", "model help", 1,
      MAX_POSITIONAL},
+    {"render", cmd_render,
+     "render -m DIR [-f MESSAGES.json] [--add-generation-prompt] [--print-ids] [--chat-var NAME=JSON]...",
+     "print a conversation (a JSON list of {role, content}; standard input by default) as the checkpoint's chat "
+     "template renders it, or its token ids", "model file add-generation-prompt print-ids chat-var help", 0, 0},
     {"inspect", cmd_inspect, "inspect PATH", "show the header and tensor table of a safetensors file or folder",
      "help", 1, 1},
 };
