@@ -311,6 +311,7 @@ static Value items_of(Eval *e, const Node *n, Value x) {
     List *l = list_new(e->arena, x.dict->n);
     for (size_t i = 0; i < l->n; i++) {
         List *pair = list_new(e->arena, 2);
+        pair->tuple = true;
         pair->items[0] = v_str(x.dict->keys[i]);
         pair->items[1] = x.dict->values[i];
         l->items[i] = list_value(pair);

@@ -62,6 +62,7 @@ typedef struct {
 struct List {
     Value *items;       // [n]
     size_t n;
+    bool tuple;         // a Python tuple (dict.items()' pairs): printed in parentheses
 };
 
 struct Dict {

@@ -364,12 +364,12 @@ void value_to_str(Arena *a, StrBuf *b, Value v, bool repr) {
         else sb_put(b, v.s);
         return;
     case V_LIST:
-        sb_put_c(b, "[", false);
+        sb_put_c(b, v.list->tuple ? "(" : "[", false);
         for (size_t i = 0; i < v.list->n; i++) {
             if (i) sb_put_c(b, ", ", false);
             value_to_str(a, b, v.list->items[i], true);
         }
-        sb_put_c(b, "]", false);
+        sb_put_c(b, v.list->tuple ? (v.list->n == 1 ? ",)" : ")") : "]", false);
         return;
     case V_DICT: items_to_str(a, b, v.dict); return;
     case V_NAMESPACE:

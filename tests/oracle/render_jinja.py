@@ -15,21 +15,34 @@ from jinja2.ext import loopcontrols
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 
+def raise_exception(message):
+    raise jinja2.exceptions.TemplateError(message)
+
+
+def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
+    return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+
+
+NOW = [0]  # the case's "now": strftime_now's time, fixed so that both sides agree
+
+
+def strftime_now(format):
+    return datetime.datetime.fromtimestamp(NOW[0]).strftime(format)
+
+
+ENV = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols])
+ENV.filters["tojson"] = tojson
+ENV.globals["raise_exception"] = raise_exception
+ENV.globals["strftime_now"] = strftime_now
+COMPILED = {}  # source → template: the published templates recur over many conversations
+
+
 def render(case):
-    def raise_exception(message):
-        raise jinja2.exceptions.TemplateError(message)
-
-    def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
-        return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
-
-    def strftime_now(format):
-        return datetime.datetime.fromtimestamp(case.get("now", 0)).strftime(format)
-
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols])
-    env.filters["tojson"] = tojson
-    env.globals["raise_exception"] = raise_exception
-    env.globals["strftime_now"] = strftime_now
-    return env.from_string(case["template"]).render(**case["vars"])
+    NOW[0] = case.get("now", 0)
+    source = case["template"]
+    if source not in COMPILED:
+        COMPILED[source] = ENV.from_string(source)
+    return COMPILED[source].render(**case["vars"])
 
 
 def main():
