@@ -152,7 +152,7 @@ static Value split(Eval *e, const Node *n, Str s, Value sep_v, Value max_v) {
 static Value replace(Eval *e, const Node *n, Str s, Value old_v, Value new_v, Value count_v) {
     Str old = want_str(e, n, old_v, "the old text"), new = want_str(e, n, new_v, "the new text");
     int64_t count = count_v.kind == V_INT ? count_v.i : -1;
-    StrBuf b = {.arena = e->arena, .limit = (size_t)64 << 20, .line = n->line};
+    StrBuf b = {.arena = e->arena, .limit = JINJA_TEXT_LIMIT, .line = n->line};
     size_t pos = 0;
     for (int64_t k = 0; count < 0 || k < count; k++) {
         if (old.n == 0) {  // Python inserts the new text around every character
@@ -176,7 +176,7 @@ static Value replace(Eval *e, const Node *n, Str s, Value old_v, Value new_v, Va
 
 // upper (1), lower (-1) or capitalize (0: the first character upper, the rest lower), code point by code point.
 static Value change_case(Eval *e, const Node *n, Str s, int how) {
-    StrBuf b = {.arena = e->arena, .limit = (size_t)64 << 20, .line = n->line};
+    StrBuf b = {.arena = e->arena, .limit = JINJA_TEXT_LIMIT, .line = n->line};
     bool data = str_any_data(s);
     for (size_t i = 0; i < s.n;) {
         int len;
@@ -192,7 +192,7 @@ static Value change_case(Eval *e, const Node *n, Str s, int how) {
 
 static Value to_string(Eval *e, const Node *n, Value v) {
     if (v.kind == V_STRING) return v;
-    StrBuf b = {.arena = e->arena, .limit = (size_t)64 << 20, .line = n->line};
+    StrBuf b = {.arena = e->arena, .limit = JINJA_TEXT_LIMIT, .line = n->line};
     value_to_str(e->arena, &b, v, false);
     return v_str(sb_str(&b));
 }
@@ -212,7 +212,7 @@ static Value length(Eval *e, const Node *n, Value x) {
 
 static Value join(Eval *e, const Node *n, Value x, Value sep_v) {
     Str sep = sep_v.kind == V_UNDEFINED ? str_lit("", 0) : want_str(e, n, sep_v, "the separator");
-    StrBuf b = {.arena = e->arena, .limit = (size_t)64 << 20, .line = n->line};
+    StrBuf b = {.arena = e->arena, .limit = JINJA_TEXT_LIMIT, .line = n->line};
     if (x.kind != V_LIST) jinja_fail(e->arena, n->line, "join: a %s value, not a list", value_kind_name(x.kind));
     for (size_t i = 0; i < x.list->n; i++) {
         if (i) sb_put(&b, sep);
@@ -243,7 +243,7 @@ static Value reverse(Eval *e, const Node *n, Value x) {
     List *items = sequence(e, n, x), *r = list_new(e->arena, items->n);
     for (size_t i = 0; i < items->n; i++) r->items[i] = items->items[items->n - 1 - i];
     if (x.kind != V_STRING) return list_value(r);
-    StrBuf b = {.arena = e->arena, .limit = (size_t)64 << 20, .line = n->line};
+    StrBuf b = {.arena = e->arena, .limit = JINJA_TEXT_LIMIT, .line = n->line};
     for (size_t i = 0; i < r->n; i++) sb_put(&b, r->items[i].s);
     return v_str(sb_str(&b));
 }
@@ -322,7 +322,7 @@ static Value items_of(Eval *e, const Node *n, Value x) {
 static Value tojson(Eval *e, const Node *n, Value x, Value indent) {
     if (indent.kind != V_UNDEFINED && indent.kind != V_NONE && indent.kind != V_INT)
         jinja_fail(e->arena, n->line, "tojson: indent must be an integer");
-    StrBuf b = {.arena = e->arena, .limit = (size_t)64 << 20, .line = n->line};
+    StrBuf b = {.arena = e->arena, .limit = JINJA_TEXT_LIMIT, .line = n->line};
     int ind = indent.kind == V_INT ? (int)(indent.i < 0 ? 0 : indent.i > 64 ? 64 : indent.i) : -1;
     value_to_json(e->arena, &b, x, ind, 0, n->line);
     return v_str(sb_str(&b));

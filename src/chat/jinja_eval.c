@@ -14,7 +14,7 @@ enum {
     MAX_EVAL_DEPTH = 400,           // nested expressions being evaluated
     MAX_STEPS = 1000 * 1000,        // statements run and loop turns: a template that runs longer is refused
 };
-static const size_t RENDER_ARENA_LIMIT = (size_t)256 << 20, OUTPUT_LIMIT = (size_t)64 << 20;
+static const size_t RENDER_ARENA_LIMIT = (size_t)128 << 20, OUTPUT_LIMIT = JINJA_TEXT_LIMIT;
 
 static Value lookup(const Eval *e, Str name) {
     for (const Scope *s = e->scope; s; s = s->parent) {

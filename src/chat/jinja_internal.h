@@ -86,6 +86,9 @@ bool str_any_data(Str s);
 bool str_eq(Str x, Str y);
 bool str_eq_c(Str x, const char *c);
 
+// The longest string a render makes (its output included): chat templates make kilobytes.
+#define JINJA_TEXT_LIMIT ((size_t)16 << 20)
+
 // A growing string with provenance, for results built piece by piece (the output, str(), tojson).
 typedef struct {
     char *p;
