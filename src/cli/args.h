@@ -39,8 +39,10 @@ typedef struct {
     const char *quant;          // --quant none | q8 | bf16: the target's matrices
     const char *draft_quant;    // --draft-quant none | q8 | bf16: the draft's (NULL: DRAFT_QUANT_DEFAULT)
     Repeated chat_vars;         // --chat-var NAME=JSON
+    const char *system;         // --system TEXT: the conversation's system message
     bool print_ids, stats, all, show, compare, allow_special, lookup, tree, help;
     bool add_generation_prompt; // --add-generation-prompt
+    bool chat;                  // --chat: the prompt is a user message, through the chat template
     const char *positional[MAX_POSITIONAL];
     int n_positional;
 } Args;

@@ -59,6 +59,28 @@ static json_t *read_messages(const char *file, Err *err) {
     return messages;
 }
 
+int chat_prompt_ids(const char *dir, const Tokenizer *tok, const char *system, const char *user,
+                    const Repeated *vars, int **ids, int *n_ids, Err *err) {
+    ChatTemplate ct;
+    JinjaOutput out = {0};
+    json_t *messages = json_array(), *vars_obj = NULL;
+    if (system) json_array_append_new(messages, json_pack("{s:s, s:s}", "role", "system", "content", system));
+    json_array_append_new(messages, json_pack("{s:s, s:s}", "role", "user", "content", user));
+    if (chat_template_load(&ct, dir, err)) {
+        json_decref(messages);
+        return -1;
+    }
+    int rc = !(vars_obj = chat_vars_object(vars, err)) || chat_template_render(&ct, messages, true, vars_obj, &out, err) ||
+                     chat_encode(tok, &out, ids, n_ids, err)
+                 ? -1
+                 : 0;
+    jinja_output_free(&out);
+    json_decref(messages);
+    json_decref(vars_obj);
+    chat_template_free(&ct);
+    return rc;
+}
+
 int cmd_render(const Args *args, Err *err) {
     ChatTemplate ct = {0};
     Tokenizer tok = {0};
