@@ -42,6 +42,7 @@ endif
 # each on its own columns (model.c), where the threaded build's idle workers would spin against them.
 PKGS      := jansson libxxhash libutf8proc
 PKGS      += libpcre2-8  # PCRE2: runs the regular expressions that tokenizer.json files give their pre-tokenizers
+PKGS      += libedit     # specdec chat: line editing and history on a terminal
 
 MULTIARCH := $(shell $(CC) -print-multiarch)
 BLAS_DIR  := /usr/lib/$(MULTIARCH)/openblas-serial
