@@ -96,7 +96,7 @@ static int fresh_reply(Pair *p, Kind kind, const int *ids, int n, const SpecPara
 // encode its last token otherwise), then new random tokens standing for the template's text and a user message.
 static int next_turn(const int *committed, int n_committed, int *ids) {
     int n = n_committed > 1 ? n_committed - 1 : 0;
-    memcpy(ids, committed, (size_t)n * sizeof *ids);
+    if (n) memcpy(ids, committed, (size_t)n * sizeof *ids);
     int extra = test_rand_int(3, 12);
     for (int k = 0; k < extra; k++) ids[n++] = test_rand_int(0, V - 1);
     return n;
