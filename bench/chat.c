@@ -176,8 +176,9 @@ void suite_chat(Bench *b, Pair *pair) {
     json_t *modes = json_object();
     for (int m = 0; m <= N_MODES; m++) {
         if (m < N_MODES && m != TARGET_ONLY && m != LOOKUP && !pair->has_draft) continue;
+        const size_t per_mode = (size_t)TURNS * cb.reply_tokens;
         bool same = memcmp(n_replies[m], n_replies[0], sizeof n_replies[0]) == 0 &&
-                    memcmp(replies + (size_t)m * TURNS * cb.reply_tokens, replies, sizeof(int) * TURNS * cb.reply_tokens) == 0;
+                    memcmp(replies + m * per_mode, replies, sizeof(int) * per_mode) == 0;
         if (!same) {
             out(b, "**Mismatch**: %s's greedy replies differ from target-only's.\n\n",
                 m < N_MODES ? MODE_NAMES[m] : "the conversation without kept caches");

@@ -75,7 +75,8 @@ int chat_prompt_ids(const char *dir, const Tokenizer *tok, const char *system, c
         json_decref(messages);
         return -1;
     }
-    int rc = !(vars_obj = chat_vars_object(vars, err)) || chat_template_render(&ct, messages, true, vars_obj, &out, err) ||
+    int rc = !(vars_obj = chat_vars_object(vars, err)) ||
+                     chat_template_render(&ct, messages, true, vars_obj, &out, err) ||
                      chat_encode(tok, &out, ids, n_ids, err)
                  ? -1
                  : 0;
@@ -170,7 +171,8 @@ static int chat_open(Chat *c, const Args *a, Err *err) {
         return -1;
     if ((a->tree_width > 1 || a->tree) && !c->s.has_draft && !a->lookup)
         return err_fmt(err, "--tree-width and --tree draft a tree: give a draft model (-d DIR) or --lookup");
-    if (tokenizer_vocab_size(&c->tok) < c->s.target.n_vocab) model_limit_vocab(&c->s.target, tokenizer_vocab_size(&c->tok));
+    if (tokenizer_vocab_size(&c->tok) < c->s.target.n_vocab)  // padding rows of the embedding table, as generate
+        model_limit_vocab(&c->s.target, tokenizer_vocab_size(&c->tok));
     c->params.eos_id = c->s.target.cfg.eos_token_id;
     c->params.eos_ids = c->s.target.cfg.eos_ids;
     c->params.n_eos = c->s.target.cfg.n_eos;

@@ -85,7 +85,8 @@ TEST(chat_cli_render) {
           "rendered \"%s\"", text);
     strcat(args, " --print-ids");
     char *ids = must(args, NULL);
-    CHECK(strncmp(ids, "151644 872 198", 14) == 0 && strstr(ids, " 151645 198 151644 77091 198 151667 271 151668 271\n"),
+    CHECK(strncmp(ids, "151644 872 198", 14) == 0 &&
+              strstr(ids, " 151645 198 151644 77091 198 151667 271 151668 271\n"),
           "ids \"%s\": <|im_start|>user\\n ... <|im_end|>\\n<|im_start|>assistant\\n<think>\\n\\n</think>\\n\\n", ids);
     int n_im_end = 0;  // the content's "<|im_end|>" is text: the template's one is the only id 151645
     for (const char *p = ids; (p = strstr(p, "151645")); p++) n_im_end++;
@@ -110,7 +111,8 @@ static int stats_values(const char *err, const char *key, int *v, int max) {
     int n = 0;
     char pattern[64];
     snprintf(pattern, sizeof pattern, "\"%s\": ", key);
-    for (const char *p = err; n < max && (p = strstr(p, pattern)); p += strlen(pattern)) v[n++] = atoi(p + strlen(pattern));
+    for (const char *p = err; n < max && (p = strstr(p, pattern)); p += strlen(pattern))
+        v[n++] = atoi(p + strlen(pattern));
     return n;
 }
 
