@@ -64,13 +64,17 @@ static json_t *read_messages(const char *file, Err *err) {
     return messages;
 }
 
-int chat_prompt_ids(const char *dir, const Tokenizer *tok, const char *system, const char *user,
+int chat_prompt_ids(const char *dir, const Tokenizer *tok, const char *system, const char *user, size_t user_len,
                     const Repeated *vars, int **ids, int *n_ids, Err *err) {
+    size_t bad = utf8_invalid_offset(user, user_len);
+    if (bad < user_len) return err_fmt(err, "the message: invalid UTF-8 at byte %zu; expected UTF-8 text", bad);
+    if (system && utf8_invalid_offset(system, strlen(system)) < strlen(system))
+        return err_fmt(err, "--system: invalid UTF-8; expected UTF-8 text");
     ChatTemplate ct;
     JinjaOutput out = {0};
     json_t *messages = json_array(), *vars_obj = NULL;
     if (system) json_array_append_new(messages, json_pack("{s:s, s:s}", "role", "system", "content", system));
-    json_array_append_new(messages, json_pack("{s:s, s:s}", "role", "user", "content", user));
+    json_array_append_new(messages, json_pack("{s:s, s:s%}", "role", "user", "content", user, user_len));
     if (chat_template_load(&ct, dir, err)) {
         json_decref(messages);
         return -1;
@@ -183,6 +187,8 @@ static int chat_open(Chat *c, const Args *a, Err *err) {
     c->messages = json_array();
     c->out = malloc(sizeof(int) * ((size_t)a->n_tokens + 1));
     if (!c->messages || !c->out) return err_fmt(err, "out of memory");
+    if (a->system && utf8_invalid_offset(a->system, strlen(a->system)) < strlen(a->system))
+        return err_fmt(err, "--system: invalid UTF-8; expected UTF-8 text");
     if (a->system) json_array_append_new(c->messages, json_pack("{s:s, s:s}", "role", "system", "content", a->system));
     return 0;
 }
@@ -227,9 +233,13 @@ static int reply(Chat *c, const int *ids, int n_ids, char **text, Err *err) {
     int n_out = 0, reused = 0, rc = conversation_reply(&c->conv, ids, n_ids, &params, c->out, &n_out, &stats, &reused,
                                                        err);
     size_t len;
-    if (a->stops.n) stop_printer_finish(&stopper);
-    else printer_finish(&printer);
-    if (rc == 0 && stopper.failed) rc = -1;
+    Err finish_err;  // a failed write, or the stop scan's failure; a failed reply's message comes first
+    int finished = a->stops.n ? stop_printer_finish(&stopper, "stdout", &finish_err)
+                              : printer_finish(&printer, "stdout", &finish_err);
+    if (rc == 0 && finished) {
+        *err = finish_err;
+        rc = -1;
+    }
     if (rc == 0 && a->stops.n) rc = (*text = strndup(stopper.scan.text ? stopper.scan.text : "", stopper.scan.len))
                                          ? 0 : err_fmt(err, "out of memory");
     else if (rc == 0) rc = tokenizer_decode(&c->tok, c->out, n_out, text, &len, err);
