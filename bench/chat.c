@@ -38,18 +38,6 @@ typedef struct {
     int reply_tokens;
 } ChatBench;
 
-static Drafter *open_drafter(Pair *pair, Mode mode, const SpecParams *params, ModelDrafter *model,
-                             LookupDrafter *lookup, StagedDrafter *staged) {
-    Err err;
-    if ((mode == DRAFT || mode == STAGED) && model_drafter_init(model, &pair->draft, params, 0, &err))
-        die("%s", err.msg);
-    if ((mode == LOOKUP || mode == STAGED) && lookup_drafter_init(lookup, LOOKUP_N_MIN, LOOKUP_N_MAX, &err))
-        die("%s", err.msg);
-    if (mode == STAGED) staged_drafter_init(staged, lookup, model, LOOKUP_STAGED_MIN_MATCH);
-    Drafter *list[] = {NULL, &lookup->base, &model->base, &staged->base};
-    return list[mode];
-}
-
 // The user's message of turn t.
 static char *message(const ChatBench *cb, int t) {
     char *text;
@@ -65,13 +53,13 @@ static void converse(Bench *b, ChatBench *cb, Mode mode, bool keep, TurnRecord *
     SpecParams params = {.sampling = {0.0f, 0, 1.0f}, .policy = GAMMA_AUTO, .gamma = 5,
                          .max_tokens = cb->reply_tokens, .eos_id = pair->target.cfg.eos_token_id,
                          .eos_ids = pair->target.cfg.eos_ids, .n_eos = pair->target.cfg.n_eos};
-    ModelDrafter model = {0};
-    LookupDrafter lookup = {0};
-    StagedDrafter staged;
+    static const DrafterKind kinds[] = {DRAFTER_NONE, DRAFTER_LOOKUP, DRAFTER_MODEL, DRAFTER_STAGED};
+    Drafters drafters = {0};
     Conversation conv;
     Err err;
-    Drafter *drafter = open_drafter(pair, mode, &params, &model, &lookup, &staged);
-    if (conversation_init(&conv, &pair->target, drafter, &err)) die("%s", err.msg);
+    if (drafter_open(&drafters, kinds[mode], &pair->draft, &params, 0, LOOKUP_STAGED_MIN_MATCH, &err) ||
+        conversation_init(&conv, &pair->target, drafters.drafter, &err))
+        die("%s", err.msg);
     json_t *messages = json_array();
     for (int t = 0; t < TURNS; t++) {
         char *user = message(cb, t), *reply_text;
@@ -101,8 +89,7 @@ static void converse(Bench *b, ChatBench *cb, Mode mode, bool keep, TurnRecord *
     b->progress.step++;
     json_decref(messages);
     conversation_free(&conv);
-    if (model.logits) model_drafter_free(&model);
-    lookup_drafter_free(&lookup);
+    drafter_close(&drafters);
 }
 
 // The chat template: the target folder's, else PAIR_TEMPLATE; and the first held-out prompt's text, cut to its

@@ -139,26 +139,13 @@ typedef struct {
     bool have_tok;
     ChatTemplate ct;
     json_t *vars, *messages;
-    ModelDrafter model;
-    LookupDrafter lookup;
-    StagedDrafter staged;
+    Drafters drafters;
     Conversation conv;
     bool conv_open;
     SpecParams params;
     int *out;
     int turn;
 } Chat;
-
-static Drafter *open_drafter(Chat *c, Err *err) {
-    const Args *a = c->args;
-    if (c->s.has_draft && model_drafter_init(&c->model, &c->s.draft, &c->params, a->draft_p_min, err)) return NULL;
-    if (a->lookup && lookup_drafter_init(&c->lookup, LOOKUP_N_MIN, LOOKUP_N_MAX, err)) return NULL;
-    if (a->lookup && c->s.has_draft) {
-        staged_drafter_init(&c->staged, &c->lookup, &c->model, LOOKUP_STAGED_MIN_MATCH);
-        return &c->staged.base;
-    }
-    return a->lookup ? &c->lookup.base : c->s.has_draft ? &c->model.base : NULL;
-}
 
 static int chat_open(Chat *c, const Args *a, Err *err) {
     const char *target_dir, *draft_dir;
@@ -180,9 +167,12 @@ static int chat_open(Chat *c, const Args *a, Err *err) {
     c->params.eos_id = c->s.target.cfg.eos_token_id;
     c->params.eos_ids = c->s.target.cfg.eos_ids;
     c->params.n_eos = c->s.target.cfg.n_eos;
-    Drafter *drafter = open_drafter(c, err);
-    if ((c->s.has_draft || a->lookup) && !drafter) return -1;
-    if (conversation_init(&c->conv, &c->s.target, drafter, err)) return -1;
+    const DrafterKind kind = a->lookup && c->s.has_draft ? DRAFTER_STAGED : a->lookup ? DRAFTER_LOOKUP
+                             : c->s.has_draft               ? DRAFTER_MODEL
+                                                            : DRAFTER_NONE;
+    if (drafter_open(&c->drafters, kind, &c->s.draft, &c->params, a->draft_p_min, LOOKUP_STAGED_MIN_MATCH, err) ||
+        conversation_init(&c->conv, &c->s.target, c->drafters.drafter, err))
+        return -1;
     c->conv_open = true;
     c->messages = json_array();
     c->out = malloc(sizeof(int) * ((size_t)a->n_tokens + 1));
@@ -195,8 +185,7 @@ static int chat_open(Chat *c, const Args *a, Err *err) {
 
 static void chat_close(Chat *c) {
     if (c->conv_open) conversation_free(&c->conv);
-    if (c->model.logits) model_drafter_free(&c->model);
-    lookup_drafter_free(&c->lookup);
+    drafter_close(&c->drafters);
     if (c->have_tok) tokenizer_free(&c->tok);
     chat_template_free(&c->ct);
     json_decref(c->vars);

@@ -18,9 +18,7 @@ typedef struct {
     char dir[64];
     ThreadPool *pool;
     Model target, draft;
-    ModelDrafter model;
-    LookupDrafter lookup;
-    StagedDrafter staged;
+    Drafters drafters;
 } Pair;
 
 typedef enum { DRAFT_NONE, DRAFT_MODEL, DRAFT_LOOKUP, DRAFT_STAGED, N_KINDS } Kind;
@@ -64,28 +62,18 @@ static void pair_close(Pair *p) {
 }
 
 static Drafter *drafter_for(Pair *p, Kind kind, const SpecParams *params) {
+    static const DrafterKind kinds[] = {DRAFTER_NONE, DRAFTER_MODEL, DRAFTER_LOOKUP, DRAFTER_STAGED};
     Err err = {""};
-    if (kind == DRAFT_MODEL || kind == DRAFT_STAGED)
-        CHECK(model_drafter_init(&p->model, &p->draft, params, 0.0f, &err) == 0, "%s", err.msg);
-    if (kind == DRAFT_LOOKUP || kind == DRAFT_STAGED)
-        CHECK(lookup_drafter_init(&p->lookup, LOOKUP_N_MIN, LOOKUP_N_MAX, &err) == 0, "%s", err.msg);
-    if (kind == DRAFT_STAGED) staged_drafter_init(&p->staged, &p->lookup, &p->model, 1);
-    Drafter *list[] = {NULL, &p->model.base, &p->lookup.base, &p->staged.base};
-    return list[kind];
+    CHECK(drafter_open(&p->drafters, kinds[kind], &p->draft, params, 0.0f, 1, &err) == 0, "%s", err.msg);
+    return p->drafters.drafter;
 }
 
-static void drafter_done(Pair *p) {
-    if (p->model.logits) model_drafter_free(&p->model);
-    lookup_drafter_free(&p->lookup);
-    p->model = (ModelDrafter){0};
-    p->lookup = (LookupDrafter){0};
-}
+static void drafter_done(Pair *p) { drafter_close(&p->drafters); }
 
 // A fresh run over ids (its own caches and drafter).
 static int fresh_reply(Pair *p, Kind kind, const int *ids, int n, const SpecParams *params, int *out) {
     Pair fresh = *p;
-    fresh.model = (ModelDrafter){0};
-    fresh.lookup = (LookupDrafter){0};
+    fresh.drafters = (Drafters){0};
     Drafter *d = drafter_for(&fresh, kind, params);
     SpecStats stats;
     Err err = {""};
