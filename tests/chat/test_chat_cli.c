@@ -191,7 +191,7 @@ TEST(chat_cli_stop_strings_cut_exactly) {
     link_checkpoint(dir, "draft", "weights/pystd/draft", NULL);
     static const char *const sampling[] = {"", "--temp 0.8 --sampler coupled --seed 7"};
     for (int s = 0; s < 2; s++) {
-        snprintf(args, sizeof args, "generate -m %s/target -p 'def parse(line):' -n 32 %s", dir, sampling[s]);
+        snprintf(args, sizeof args, "generate -m %s/target -p 'def parse(line):' -n 24 %s", dir, sampling[s]);
         char *full = must(args, NULL);
         size_t len = strlen(full);
         // A stop string from the middle of the text: 3 bytes that are not white space at first.
@@ -205,7 +205,7 @@ TEST(chat_cli_stop_strings_cut_exactly) {
         for (int d = 0; d < 2; d++) {
             char drafted[300] = "";
             if (d) snprintf(drafted, sizeof drafted, "-d %s/draft --gamma 6", dir);
-            snprintf(args, sizeof args, "generate -m %s/target -p 'def parse(line):' -n 32 %s %s --stop '%s'", dir,
+            snprintf(args, sizeof args, "generate -m %s/target -p 'def parse(line):' -n 24 %s %s --stop '%s'", dir,
                      sampling[s], drafted, stop);
             char *cut_text = must(args, NULL);
             CHECK(strlen(cut_text) == cut + 1 && strncmp(cut_text, full, cut) == 0 && cut_text[cut] == '\n',

@@ -101,7 +101,7 @@ static void three_turns(Pair *p, Kind kind, const SpecParams *params, const char
     int ids[N_CTX], out[MAX_REPLY], want[MAX_REPLY], n_ids = 0, n_committed = 0;
     for (int turn = 0; turn < 3 && !test_failures(); turn++) {
         n_ids = next_turn(c.committed, n_committed, ids);
-        int n_out, reused;
+        int n_out = 0, reused = 0;
         SpecStats stats;
         CHECK(conversation_reply(&c, ids, n_ids, params, out, &n_out, &stats, &reused, &err) == 0, "%s", err.msg);
         int expect_reused = turn == 0 ? 0 : n_committed - 1;
@@ -182,7 +182,7 @@ TEST(stop_hook_cuts_exactly) {
             params.stop_ctx = &stop;
             Conversation c;
             Err err = {""};
-            int n_out, reused;
+            int n_out = 0, reused = 0;
             SpecStats stats;
             Drafter *d = drafter_for(&p, (Kind)kind, &params);
             CHECK(conversation_init(&c, &p.target, d, &err) == 0 &&
