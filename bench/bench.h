@@ -1,7 +1,7 @@
 // bench.h — the benchmark harness: what its suites share.
 //
 // run-bench measures, on this machine, how close specdec comes to the physical limit and what speculative
-// decoding buys. Seven suites: limit (memory bandwidth, the matmul kernels and where OpenBLAS overtakes them, the
+// decoding buys. Eight suites: limit (memory bandwidth, the matmul kernels and where OpenBLAS overtakes them, the
 // verification-cost curve), decode (tokens/s and the fraction of the bandwidth), speculative (speed-up and
 // acceptance on held-out prompts, beside Theorem 3.8's prediction), tokenizer (encode MB/s), quant (q8
 // against the stored weights: load time, speed, and accuracy on the held-out prompts) and threads (decode, the
