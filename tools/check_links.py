@@ -1,0 +1,134 @@
+#!/usr/bin/python3
+"""check_links.py — every relative link in the project's Markdown resolves: the file or folder it names exists,
+and an anchor (`#section`) names a heading of the Markdown file it points into.
+
+    /usr/bin/python3 tools/check_links.py [FILE.md ...]
+
+Without arguments it checks README.md and every .md file under docs/, weights/, fuzz/ and tests/fixtures/. Links
+with a scheme (https:, mailto:) are not fetched. Links inside code (fenced blocks, `code spans`) are not links.
+Anchors follow GitHub's rule: the heading's text, lower-cased, without punctuation, spaces as hyphens, and a
+repeated heading's anchor suffixed -1, -2, …. Prints one line per broken link, `FILE:LINE: TARGET: what is wrong`,
+and exits 1 if there was one (2 when a file to check cannot be read). Tests: tools/test_check_links.py.
+"""
+
+import os
+import re
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FOLDERS = ["docs", "weights", "fuzz", "tests/fixtures"]
+
+FENCE = re.compile(r"^\s*(```|~~~)")
+CODE_SPAN = re.compile(r"(`+)(.+?)\1", re.DOTALL)
+INLINE_LINK = re.compile(r"!?\[((?:[^\[\]]|\[[^\[\]]*\])*)\]\(\s*<?([^)\s>]*)>?(?:\s+\"[^\"]*\")?\s*\)")
+REFERENCE_LINK = re.compile(r"^ {0,3}\[[^\]]+\]:\s*<?(\S+?)>?(?:\s+.*)?$", re.MULTILINE)
+HEADING = re.compile(r"^ {0,3}(#{1,6})\s+(.*?)\s*#*\s*$")
+SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
+
+
+def escaped(text):
+    """The text with control characters written as escapes, for a one-line message."""
+    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
+
+
+def prose(markdown):
+    """The text outside code: fenced blocks and code spans blanked, line breaks kept so line numbers hold."""
+    lines, inside = [], False
+    for line in markdown.split("\n"):
+        if FENCE.match(line):
+            inside = not inside
+            lines.append("")
+        else:
+            lines.append("" if inside else line)
+    return CODE_SPAN.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), "\n".join(lines))
+
+
+def slug(heading):
+    """GitHub's anchor for a heading's text: links and code marks reduced to their text, lower case, letters,
+    digits, spaces, hyphens and underscores kept, spaces turned into hyphens."""
+    text = re.sub(r"!?\[([^\]]*)\]\([^)]*\)", r"\1", heading).replace("`", "").replace("*", "").lower()
+    return "".join(c for c in text if c.isalnum() or c in " -_").replace(" ", "-")
+
+
+def anchors(markdown):
+    """The anchors of a Markdown text's headings (outside code), in order, repeated ones numbered."""
+    seen, found = {}, set()
+    inside = False
+    for line in markdown.split("\n"):
+        if FENCE.match(line):
+            inside = not inside
+            continue
+        m = None if inside else HEADING.match(line)
+        if not m:
+            continue
+        base = slug(m.group(2))
+        n = seen.get(base, 0)
+        seen[base] = n + 1
+        found.add(base if n == 0 else f"{base}-{n}")
+    return found
+
+
+def links(markdown):
+    """(line number, target) of every inline, image and reference link outside code, in the order they appear."""
+    text = prose(markdown)
+    found = sorted((m.start(), m.group(group)) for pattern, group in ((INLINE_LINK, 2), (REFERENCE_LINK, 1))
+                   for m in pattern.finditer(text))
+    return [(text.count("\n", 0, start) + 1, target) for start, target in found]
+
+
+def problem(source, target, read):
+    """What is wrong with a link from the file `source` to `target`, or None. `read(path)` gives a file's text."""
+    if SCHEME.match(target) or target == "":
+        return None
+    path, _, anchor = target.partition("#")
+    resolved = os.path.normpath(os.path.join(os.path.dirname(source), path)) if path else source
+    if not os.path.exists(resolved):
+        return f"no such file or folder ({escaped(os.path.relpath(resolved, ROOT))})"
+    if not anchor:
+        return None
+    if not resolved.endswith(".md") or os.path.isdir(resolved):
+        return "an anchor into something that is not a Markdown file"
+    if anchor not in anchors(read(resolved)):
+        return f"no heading of {escaped(os.path.relpath(resolved, ROOT))} has the anchor '{escaped(anchor)}'"
+    return None
+
+
+def default_files():
+    files = [os.path.join(ROOT, "README.md")]
+    for folder in FOLDERS:
+        for parent, _, names in sorted(os.walk(os.path.join(ROOT, folder))):
+            files += [os.path.join(parent, n) for n in sorted(names) if n.endswith(".md")]
+    return files
+
+
+def read(path):
+    with open(path, encoding="utf-8") as f:
+        return f.read()
+
+
+def check(files):
+    """Broken links of the files as `FILE:LINE: TARGET: what is wrong` lines."""
+    report = []
+    for source in files:
+        for line, target in links(read(source)):
+            wrong = problem(source, target, read)
+            if wrong:
+                report.append(f"{escaped(os.path.relpath(source, ROOT))}:{line}: {escaped(target)}: {wrong}")
+    return report
+
+
+def main(argv):
+    files = [os.path.abspath(a) for a in argv] or default_files()
+    try:
+        report = check(files)
+    except (OSError, UnicodeDecodeError) as e:
+        print(f"check_links: {escaped(str(e))}", file=sys.stderr)
+        return 2
+    for line in report:
+        print(line, file=sys.stderr)
+    print(f"check_links: {len(files)} files, {len(report)} broken links")
+    return 1 if report else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
