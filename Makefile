@@ -13,7 +13,8 @@
 #   make fuzz               the libFuzzer targets of fuzz/ (clang-14, ASan + UBSan): build/fuzz/bin/<target>
 #   make fuzz-smoke         each target for FUZZ_SECONDS (default 15) from its seed corpus fuzz/corpus/<target>
 #   make test-tools         the tools' tests (tools/test_corpus.py, tools/test_parse_rate.py), and that every
-#                           relative link of the Markdown files resolves (tools/test_check_links.py)
+#                           relative link of the Markdown files, and every file and function that README.md
+#                           names, exists (tools/test_check_links.py)
 #   make test-train         the training tools' tests (tools/test_pack.py; needs python3-torch)
 
 CC       ?= cc
@@ -154,7 +155,8 @@ weights: $(O)/specdec
 	tools/make_weights.sh
 # The corpus tool's licence checks, deduplication and split, and parse_rate.py's judgement of continuations, on
 # made-up inputs (Python 3 only, no network, no model); then the link checker on made-up Markdown and on the project's
-# (README.md, docs/, and the READMEs of weights/, fuzz/ and tests/fixtures/), whose every relative link must resolve.
+# (README.md, docs/, and the READMEs of weights/, fuzz/ and tests/fixtures/): every relative link must resolve, and
+# the files and functions that README.md and docs/ name in code must exist.
 test-tools:
 	/usr/bin/python3 tools/test_corpus.py
 	/usr/bin/python3 tools/test_parse_rate.py

@@ -9,6 +9,12 @@ with a scheme (https:, mailto:) are not fetched. Links inside code (fenced block
 Anchors follow GitHub's rule: the heading's text, lower-cased, without punctuation, spaces as hyphens, and a
 repeated heading's anchor suffixed -1, -2, …. Prints one line per broken link, `FILE:LINE: TARGET: what is wrong`,
 and exits 1 if there was one (2 when a file to check cannot be read). Tests: tools/test_check_links.py.
+
+What README.md and docs/ name in code spans is checked too, so that the tour follows the code when files and
+functions move: a path under one of the project's folders (`src/model/`, `kernels/scalar.c`) must exist, a source
+file's bare name (`tree.c`) must be some file's name, and in README.md a name with an underscore, a dot or two
+capitals (`speculative_generate`, `SpecStats.sum_min_pq`, `TreeTried`) must occur as a word in the sources. A path
+segment in capitals (`bench/results/SHAPE/`) is a placeholder, not checked.
 """
 
 import os
@@ -17,6 +23,10 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FOLDERS = ["docs", "weights", "fuzz", "tests/fixtures"]
+SOURCE_FOLDERS = ["src", "kernels", "tests", "bench", "tools", "fuzz"]  # where code spans' names must be found
+SOURCE_SUFFIXES = (".c", ".h", ".py", ".sh", ".mjs")
+SKIPPED = {"node_modules", "fixtures", "corpus"}  # data, not sources
+BUILT = {"build", "node_modules"}  # made by make and tools/setup.sh: not in a fresh clone
 
 FENCE = re.compile(r"^\s*(```|~~~)")
 CODE_SPAN = re.compile(r"(`+)(.+?)\1", re.DOTALL)
@@ -24,6 +34,9 @@ INLINE_LINK = re.compile(r"!?\[((?:[^\[\]]|\[[^\[\]]*\])*)\]\(\s*<?([^)\s>]*)>?(
 REFERENCE_LINK = re.compile(r"^ {0,3}\[[^\]]+\]:\s*<?(\S+?)>?(?:\s+.*)?$", re.MULTILINE)
 HEADING = re.compile(r"^ {0,3}(#{1,6})\s+(.*?)\s*#*\s*$")
 SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
+CODE_PATH = re.compile(r"^[\w.-]+(/[\w.-]+)*/?$")
+SOURCE_FILE = re.compile(r"^[\w.-]+\.(c|h|py|sh|mjs)$")
+CODE_NAME = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 
 
 def escaped(text):
@@ -76,6 +89,54 @@ def links(markdown):
     return [(text.count("\n", 0, start) + 1, target) for start, target in found]
 
 
+def code_spans(markdown):
+    """(line number, text) of every code span outside fenced blocks."""
+    lines, inside = [], False
+    for line in markdown.split("\n"):
+        if FENCE.match(line):
+            inside = not inside
+        lines.append("" if inside or FENCE.match(line) else line)
+    text = "\n".join(lines)
+    return [(text.count("\n", 0, m.start()) + 1, m.group(2).strip()) for m in CODE_SPAN.finditer(text)]
+
+
+def is_name(text):
+    """A function, field or type as README.md names them: an underscore, a member's dot, or two capitals."""
+    return bool(CODE_NAME.match(text)) and ("_" in text or "." in text or sum(c.isupper() for c in text) >= 2)
+
+
+class Sources:
+    """The project's source files: their names (bare) and the words they contain, read once."""
+
+    def __init__(self, root):
+        self.names, self.words = set(), set()
+        for folder in SOURCE_FOLDERS:
+            for parent, dirs, files in os.walk(os.path.join(root, folder)):
+                dirs[:] = sorted(d for d in dirs if d not in SKIPPED)
+                self.names.update(files)
+                for name in files:
+                    if name.endswith(SOURCE_SUFFIXES):
+                        self.words.update(re.findall(r"\w+", read(os.path.join(parent, name), errors="replace")))
+
+
+def code_problem(span, check_names, sources):
+    """What is wrong with a code span's path, file name or (check_names) C name, or None."""
+    top = span.split("/")[0]
+    if "/" in span and CODE_PATH.match(span) and top in os.listdir(ROOT) and top not in {".", ".."}:
+        if any(part.isupper() or part in BUILT for part in span.split("/")):
+            return None
+        if not os.path.exists(os.path.join(ROOT, span)):
+            return "no such file or folder"
+    elif SOURCE_FILE.match(span):
+        if span not in sources.names:
+            return "no source file has this name"
+    elif check_names and is_name(span):
+        missing = [part for part in span.split(".") if part not in sources.words]
+        if missing:
+            return f"'{escaped(missing[0])}' does not occur in the sources"
+    return None
+
+
 def problem(source, target, read):
     """What is wrong with a link from the file `source` to `target`, or None. `read(path)` gives a file's text."""
     if SCHEME.match(target) or target == "":
@@ -101,19 +162,23 @@ def default_files():
     return files
 
 
-def read(path):
-    with open(path, encoding="utf-8") as f:
+def read(path, errors="strict"):
+    with open(path, encoding="utf-8", errors=errors) as f:
         return f.read()
 
 
 def check(files):
-    """Broken links of the files as `FILE:LINE: TARGET: what is wrong` lines."""
-    report = []
+    """Broken links, and in README.md and docs/ stale names in code, as `FILE:LINE: TARGET: what is wrong` lines."""
+    report, sources = [], None
     for source in files:
-        for line, target in links(read(source)):
-            wrong = problem(source, target, read)
-            if wrong:
-                report.append(f"{escaped(os.path.relpath(source, ROOT))}:{line}: {escaped(target)}: {wrong}")
+        text, where = read(source), os.path.relpath(source, ROOT)
+        found = [(line, target, problem(source, target, read)) for line, target in links(text)]
+        if where == "README.md" or where.startswith("docs" + os.sep):
+            sources = sources or Sources(ROOT)
+            found += [(line, span, code_problem(span, where == "README.md", sources))
+                      for line, span in code_spans(text)]
+        found.sort(key=lambda f: f[0])  # by line, in the order found within one
+        report += [f"{escaped(where)}:{line}: {escaped(target)}: {wrong}" for line, target, wrong in found if wrong]
     return report
 
 

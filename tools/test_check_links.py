@@ -46,7 +46,9 @@ class Links(unittest.TestCase):
         self.assertEqual(links(text), [(5, "here.md")])
 
 
-class Check(unittest.TestCase):
+class Folder(unittest.TestCase):
+    """A made-up project: README.md (given by each test), docs/guide.md, src/."""
+
     def setUp(self):
         self.dir = tempfile.TemporaryDirectory()
         self.addCleanup(self.dir.cleanup)
@@ -68,6 +70,8 @@ class Check(unittest.TestCase):
         finally:
             check_links.ROOT = old_root
 
+
+class Check(Folder):
     def test_files_folders_anchors_and_external_links_that_resolve(self):
         text = "[g](docs/guide.md) [s](docs/guide.md#first-steps) [d](src/) [t](#top) [w](https://example.org/x)\n"
         self.assertEqual(self.broken(text), [])
@@ -91,6 +95,34 @@ class Check(unittest.TestCase):
         self.assertEqual(len(report), 1)
         self.assertNotIn("\x1b", report[0])
         self.assertIn("\\x1b", report[0])
+
+
+class CodeSpans(Folder):
+    def setUp(self):
+        super().setUp()
+        self.write("src/spec.c", "typedef struct SpecStats { int sum_min_pq; } SpecStats;\nint spec_round(void);\n")
+
+    def test_paths_file_names_and_names_that_exist(self):
+        text = "`src/spec.c`, `src/`, `spec.c`, `spec_round`, `SpecStats.sum_min_pq`, `SpecStats`\n"
+        self.assertEqual(self.broken(text), [])
+
+    def test_a_path_or_a_file_name_that_moved(self):
+        self.assertEqual(self.broken("`src/old.c` and `old.c`\n"), [
+            "README.md:3: src/old.c: no such file or folder",
+            "README.md:3: old.c: no source file has this name"])
+
+    def test_a_function_or_a_field_that_was_renamed(self):
+        self.assertEqual(self.broken("`spec_old_round` and `SpecStats.old_sum`\n"), [
+            "README.md:3: spec_old_round: 'spec_old_round' does not occur in the sources",
+            "README.md:3: SpecStats.old_sum: 'old_sum' does not occur in the sources"])
+
+    def test_placeholders_build_outputs_plain_words_and_code_blocks_are_not_checked(self):
+        text = "`src/SHAPE/x.c`, `build/release/specdec`, `Rambert`, `auto`\n```\n`src/old.c`\n```\n"
+        self.assertEqual(self.broken(text), [])
+
+    def test_names_are_checked_in_the_readme_only(self):
+        self.write("docs/guide.md", "# Guide\n\n`spec_old_round`, and a path: `src/old.c`\n")
+        self.assertEqual(self.broken(""), ["docs/guide.md:3: src/old.c: no such file or folder"])
 
 
 class ThisProject(unittest.TestCase):
