@@ -156,7 +156,7 @@ weights: $(O)/specdec
 # The corpus tool's licence checks, deduplication and split, and parse_rate.py's judgement of continuations, on
 # made-up inputs (Python 3 only, no network, no model); then the link checker on made-up Markdown and on the project's
 # (README.md, docs/, and the READMEs of weights/, fuzz/ and tests/fixtures/): every relative link must resolve, and
-# the files and functions that README.md and docs/ name in code must exist.
+# the files that README.md and docs/ name in code, and the functions README.md names, must exist.
 test-tools:
 	/usr/bin/python3 tools/test_corpus.py
 	/usr/bin/python3 tools/test_parse_rate.py
