@@ -53,15 +53,17 @@ LDLIBS := $(shell pkg-config --libs $(PKGS)) -L$(BLAS_DIR) -Wl,-rpath,$(BLAS_DIR
 # The ISA is chosen at start-up (kernels/dispatch.c); never -march=native.
 ARCH := $(shell $(CC) -dumpmachine | cut -d- -f1)
 ifeq ($(ARCH),x86_64)
-  KERNEL_SRC := kernels/scalar.c kernels/dispatch.c kernels/q8.c kernels/avx2.c kernels/avx512.c \
-                kernels/q8_avx2.c kernels/q8_avx512.c
+  KERNEL_SRC := kernels/scalar.c kernels/dispatch.c kernels/q8.c kernels/q4.c kernels/avx2.c kernels/avx512.c \
+                kernels/q8_avx2.c kernels/q8_avx512.c kernels/q4_avx2.c kernels/q4_avx512.c
 else ifeq ($(ARCH),aarch64)
-  KERNEL_SRC := kernels/scalar.c kernels/dispatch.c kernels/q8.c kernels/neon.c kernels/q8_neon.c
+  KERNEL_SRC := kernels/scalar.c kernels/dispatch.c kernels/q8.c kernels/q4.c kernels/neon.c kernels/q8_neon.c \
+                kernels/q4_neon.c
 else
-  KERNEL_SRC := kernels/scalar.c kernels/dispatch.c kernels/q8.c
+  KERNEL_SRC := kernels/scalar.c kernels/dispatch.c kernels/q8.c kernels/q4.c
 endif
-$(O)/kernels/avx2.o $(O)/kernels/q8_avx2.o:     CFLAGS += -mavx2 -mfma -mf16c
-$(O)/kernels/avx512.o $(O)/kernels/q8_avx512.o: CFLAGS += -mavx512f -mavx512bw -mavx512dq -mavx512vl -mfma -mf16c
+$(O)/kernels/avx2.o $(O)/kernels/q8_avx2.o $(O)/kernels/q4_avx2.o:       CFLAGS += -mavx2 -mfma -mf16c
+$(O)/kernels/avx512.o $(O)/kernels/q8_avx512.o $(O)/kernels/q4_avx512.o: CFLAGS += -mavx512f -mavx512bw -mavx512dq \
+                                                                           -mavx512vl -mfma -mf16c
 
 # The source tree draws the architecture: src/base (errors, clock, threads, UTF-8), src/checkpoint (safetensors,
 # config.json), src/model (the forward pass and its KV cache), src/tokenizer, src/speculative (sampling, the
@@ -138,11 +140,11 @@ bench: $(O)/specdec $(O)/run-bench
 # NEON: the kernels and their tests alone (no OpenBLAS, Jansson or xxHash needed), static, under qemu-user.
 NEON_CC  := aarch64-linux-gnu-gcc
 NEON_BIN := build/aarch64/test_kernels
-$(NEON_BIN): kernels/*.c kernels/*.h tests/support/harness.c tests/support/harness.h tests/kernels/test_kernels.c
+$(NEON_BIN): kernels/*.c kernels/*.h tests/support/harness.c tests/support/harness.h tests/kernels/*
 	@mkdir -p $(@D)
 	$(NEON_CC) -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Werror -Ikernels -Isrc -Itests/support -static -o $@ \
-	    kernels/scalar.c kernels/dispatch.c kernels/q8.c kernels/neon.c kernels/q8_neon.c tests/support/harness.c \
-	    tests/kernels/test_kernels.c \
+	    kernels/scalar.c kernels/dispatch.c kernels/q8.c kernels/q4.c kernels/neon.c kernels/q8_neon.c \
+	    kernels/q4_neon.c tests/support/harness.c tests/kernels/test_kernels.c tests/kernels/test_q4.c \
 	    -lpthread -lm
 test-neon: $(NEON_BIN)
 	qemu-aarch64 $(NEON_BIN)
