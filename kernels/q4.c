@@ -9,11 +9,16 @@
 
 #include "kernels.h"
 
-// round(v) clamped to [−8, 7] (a NaN gives −8: clamped before the conversion, which it would make undefined).
+// round(v), ties to even, clamped to [−8, 7] (a NaN gives −8, clamped before it could reach a conversion): for
+// |v| ≤ 8, adding 1.5 · 2²³ leaves round(v) in the low bits of the sum's mantissa (q8.c's round_to_q does the
+// same), in arithmetic that needs no library call.
 static inline int round_to_q4(float v) {
     v = v > -8.0f ? v : -8.0f;
     v = v < 7.0f ? v : 7.0f;
-    return (int)rintf(v);
+    const float sum = v + 12582912.0f;  // 1.5 · 2²³, bit pattern 0x4b400000
+    uint32_t bits;
+    memcpy(&bits, &sum, sizeof bits);
+    return (int)(int32_t)(bits - 0x4b400000u);
 }
 
 // The BF16 value nearest d (ties to even): a block's scale, rounded before its quants are chosen for it.

@@ -48,7 +48,7 @@ typedef struct ForwardScratch {
     float *cos, *sin;  // [CHUNK_T, hd/2]  rotary angles of the chunk's positions
     float *scores;  // [threads, ATTENTION_ROWS, P]     attention weights, a task's rows per thread
     float *att_rows;  // [threads, 2, ATTENTION_ROWS, hd]  a task's queries, then its outputs, gathered
-    Q8Block *xq;    // [CHUNK_T, q8_blocks(max(d, H·hd, F))]  a q8 matmul's input, quantized (QUANT_Q8 only)
+    Q8Block *xq;    // [CHUNK_T, q8_blocks(max(d, H·hd, F))]  a q8 or q4 matmul's input, quantized (QUANT_Q8, Q4)
     uint16_t *xb;   // [CHUNK_T, panel_row_length(max(d, H·hd, F))]  a BF16 matmul's input, rounded (QUANT_BF16 only)
     int ld_d, ld_att, ld_f, n_qkv;
 
@@ -72,7 +72,7 @@ typedef struct {
     const char *dir;
     const char *prefix;     // GPT-2: "transformer." or ""; the Llama family: "model." or ""
     const Kernels *kernels; // the selected kernels, whose weight layout the matrices take (kernels.h)
-    Quant quant;            // QUANT_Q8: matrices are quantized as they are read, on the pool's threads;
+    Quant quant;            // QUANT_Q8, Q4: matrices are quantized as they are read, on the pool's threads;
                             // QUANT_BF16: F32 and F16 matrices are rounded to BF16 as they are read
     ThreadPool *pool;       // the model's
     uint8_t *arena;         // bump allocator over model->arena
@@ -93,6 +93,13 @@ static WeightType weight_type(StDtype dtype) {
 }
 
 static size_t weight_size(WeightType type) { return type == WEIGHT_F32 ? 4 : type == WEIGHT_Q8 ? 1 : 2; }
+
+// Bytes of arena a [n_out, n_in] matrix held as `type` takes in the kernels' layout, padding included.
+static size_t matrix_bytes(const Kernels *k, WeightType type, int n_out, int n_in) {
+    if (type == WEIGHT_Q8) return q8_matrix_bytes(n_out, n_in);
+    if (type == WEIGHT_Q4) return q4_matrix_bytes(n_out, n_in);
+    return weight_elements(k->panels, n_out, n_in) * weight_size(type);
+}
 
 // The tensor `prefix + name` with the expected shape [dim0] or [dim0, dim1] (dim1 = 0 for a vector), stored as
 // F32, F16 or BF16; NULL with an error naming the file and tensor otherwise.
@@ -197,13 +204,15 @@ static int load_part(Loader *ld, Linear *lin, int row0, const Part *part) {
     return 0;
 }
 
-// Quantizing a matrix stacked from parts to q8 as a pool job: each thread its share of the 16-row panels.
+// Quantizing a matrix stacked from parts to q8 or q4 as a pool job: each thread its share of the 16-row panels
+// (Q8_PANEL = Q4_PANEL).
 enum { MAX_PARTS = 3 };  // q, k and v
 typedef struct {
     const Part *parts;
     const StTensor *tensors[MAX_PARTS];
     int n_parts;
-    uint8_t *w;                 // q8_matrix_bytes(n_out, n_in)
+    WeightType type;            // WEIGHT_Q8 or WEIGHT_Q4
+    uint8_t *w;                 // q8_matrix_bytes or q4_matrix_bytes(n_out, n_in)
     float *rows;                // [threads, 16, n_in]: each thread's panel as floats
     int n_out, n_in;
 } QuantizeJob;
@@ -231,16 +240,19 @@ static void quantize_thread(void *ctx, int thread, int n_threads) {
                 for (int j = a; j < b; j++) rows[(size_t)(j - j0) * n_in + i] = column[j - a];
             }
         }
-        q8_quantize_panel(job->w + (size_t)p * q8_panel_bytes(n_in), rows, j1 - j0, n_in, n_in);
+        if (job->type == WEIGHT_Q4)
+            q4_quantize_panel(job->w + (size_t)p * q4_panel_bytes(n_in), rows, j1 - j0, n_in, n_in);
+        else
+            q8_quantize_panel(job->w + (size_t)p * q8_panel_bytes(n_in), rows, j1 - j0, n_in, n_in);
     }
 }
 
-// lin's matrix (lin->w: q8_matrix_bytes) quantized to q8 panels of 16 rows (kernels.h) from its parts in any
+// lin's matrix (lin->w) quantized to q8 or q4 panels of 16 rows (kernels.h; lin->type) from its parts in any
 // stored dtype, on the pool's threads: each panel's rows gathered as floats — 16 consecutive weights of each
 // input at a time from Conv1D's [n_in, rows]; a panel may straddle two parts — then quantized.
 static int quantize_linear(Loader *ld, Linear *lin, const Part *parts, int n_parts) {
-    QuantizeJob job = {.parts = parts, .n_parts = n_parts, .w = (uint8_t *)lin->w, .n_out = lin->n_out,
-                       .n_in = lin->n_in};
+    QuantizeJob job = {.parts = parts, .n_parts = n_parts, .type = lin->type, .w = (uint8_t *)lin->w,
+                       .n_out = lin->n_out, .n_in = lin->n_in};
     for (int p = 0; p < n_parts; p++) {
         const Part *part = &parts[p];
         job.tensors[p] = part->conv1d ? fetch(ld, part->name, lin->n_in, part->rows)
@@ -255,25 +267,27 @@ static int quantize_linear(Loader *ld, Linear *lin, const Part *parts, int n_par
     return 0;
 }
 
-// A linear layer [Σ rows, n_in] stacked from parts[0..n_parts), in the first part's dtype or quantized to q8 as
-// ld->quant says, with the parts' biases ("<name>.bias" for "<name>.weight") when with_bias.
+// A linear layer [Σ rows, n_in] stacked from parts[0..n_parts), in the first part's dtype or quantized to q8 or
+// q4 as ld->quant says, with the parts' biases ("<name>.bias" for "<name>.weight") when with_bias.
 static int load_linear(Loader *ld, Linear *lin, int n_in, const Part *parts, int n_parts, bool with_bias) {
     int n_out = 0;
     for (int p = 0; p < n_parts; p++) n_out += parts[p].rows;
     const StTensor *first = fetch(ld, parts[0].name, parts[0].conv1d ? n_in : parts[0].rows,
                                   parts[0].conv1d ? parts[0].rows : n_in);
     if (!first) return -1;
-    const bool q8 = ld->quant == QUANT_Q8;
-    *lin = (Linear){.type = q8 ? WEIGHT_Q8 : ld->quant == QUANT_BF16 ? WEIGHT_BF16 : weight_type(first->dtype),
+    const bool quantized = ld->quant == QUANT_Q8 || ld->quant == QUANT_Q4;
+    *lin = (Linear){.type = ld->quant == QUANT_Q8     ? WEIGHT_Q8
+                            : ld->quant == QUANT_Q4   ? WEIGHT_Q4
+                            : ld->quant == QUANT_BF16 ? WEIGHT_BF16
+                                                      : weight_type(first->dtype),
                     .n_out = n_out, .n_in = n_in};
     // zero-filled (fresh anonymous pages): the panels' padding
-    lin->w = arena_take(ld, q8 ? q8_matrix_bytes(n_out, n_in)
-                               : weight_elements(ld->kernels->panels, n_out, n_in) * weight_size(lin->type));
+    lin->w = arena_take(ld, matrix_bytes(ld->kernels, lin->type, n_out, n_in));
     float *bias = with_bias ? arena_take(ld, (size_t)n_out * sizeof(float)) : NULL;
     lin->bias = bias;
-    if (q8 && quantize_linear(ld, lin, parts, n_parts)) return -1;
+    if (quantized && quantize_linear(ld, lin, parts, n_parts)) return -1;
     for (int p = 0, row0 = 0; p < n_parts; row0 += parts[p++].rows) {
-        if (!q8 && load_part(ld, lin, row0, &parts[p])) return -1;
+        if (!quantized && load_part(ld, lin, row0, &parts[p])) return -1;
         if (!bias) continue;
         char name[192];
         snprintf(name, sizeof name, "%.*s.bias", (int)(strlen(parts[p].name) - strlen(".weight")), parts[p].name);
@@ -321,7 +335,7 @@ static int load_block(Loader *ld, Block *b, int layer, const Config *c) {
 
 // Room for every tensor as F32 (the most a weight takes), with the panel layout's padding: rows to 16 weights,
 // and 3 more rows; or as q8 panels, either way round, where a tiny matrix's padding makes those larger (a matrix
-// stacked from parts takes no more q8 panels than its parts would alone).
+// stacked from parts takes no more q8 panels than its parts would alone; q4 panels take fewer bytes than q8's).
 static size_t arena_bound(const StCheckpoint *ckpt) {
     size_t total = 0;
     for (int i = 0; i < ckpt->n_tensors; i++) {
@@ -339,10 +353,11 @@ static size_t arena_bound(const StCheckpoint *ckpt) {
     return total;
 }
 
-// Bytes of the layer's weights and bias (q8: the quants and scales of the panels, padding included).
+// Bytes of the layer's weights and bias (q8, q4: the quants and scales of the panels, padding included).
 static size_t linear_bytes(const Linear *lin) {
-    const size_t w = lin->type == WEIGHT_Q8 ? q8_matrix_bytes(lin->n_out, lin->n_in)
-                                            : (size_t)lin->n_out * lin->n_in * weight_size(lin->type);
+    const size_t w = lin->type == WEIGHT_Q8   ? q8_matrix_bytes(lin->n_out, lin->n_in)
+                     : lin->type == WEIGHT_Q4 ? q4_matrix_bytes(lin->n_out, lin->n_in)
+                                              : (size_t)lin->n_out * lin->n_in * weight_size(lin->type);
     return w + (lin->bias ? lin->n_out * sizeof(float) : 0);
 }
 
@@ -368,9 +383,10 @@ static int alloc_scratch(Model *m, Err *err) {
     const size_t q8_blocks_max = (size_t)q8_blocks(n_in_max);
     ForwardScratch *s = m->scratch = calloc(1, sizeof *s);
     float *mem = s ? aligned_alloc(ALIGN, align_up(floats * sizeof(float))) : NULL;
-    if (s && m->quant == QUANT_Q8) s->xq = malloc(T * q8_blocks_max * sizeof(Q8Block));
+    const bool quantized = m->quant == QUANT_Q8 || m->quant == QUANT_Q4;
+    if (s && quantized) s->xq = malloc(T * q8_blocks_max * sizeof(Q8Block));
     if (s && m->quant == QUANT_BF16) s->xb = malloc(T * panel_row_length(n_in_max) * sizeof(uint16_t));
-    if (!mem || (m->quant == QUANT_Q8 && !s->xq) || (m->quant == QUANT_BF16 && !s->xb)) {
+    if (!mem || (quantized && !s->xq) || (m->quant == QUANT_BF16 && !s->xb)) {
         free(mem);
         return err_fmt(err, "out of memory for activations (%zu MB)", floats * 4 >> 20);
     }
@@ -419,9 +435,14 @@ static int load_weights(Model *model, Loader *ld) {
     const int d = c->n_embd;
     ld->prefix = gpt2 ? (st_find(ld->ckpt, "transformer.wte.weight") ? "transformer." : "")
                       : (st_find(ld->ckpt, "model.embed_tokens.weight") ? "model." : "");
+    // Under q4 the embeddings and the head are held in q8 (as llama.cpp's Q4_0 files keep theirs in 6 bits): on
+    // the shipped target, in q4 too they cost 2.6 points of top-1 agreement and 2.5 × the KL (docs/quantization.md).
+    const Quant body = ld->quant;
+    ld->quant = body == QUANT_Q4 ? QUANT_Q8 : body;
     if (load_linear(ld, &model->wte, d, &(Part){gpt2 ? "wte.weight" : "embed_tokens.weight", c->vocab_size, false},
                     1, false))
         return -1;
+    ld->quant = body;
     if (c->positions == POSITIONS_LEARNED && !(model->wpe = load_f32(ld, "wpe.weight", c->n_positions, d)))
         return -1;
     if (c->positions == POSITIONS_ROTARY) {
@@ -439,6 +460,7 @@ static int load_weights(Model *model, Loader *ld) {
         return err_fmt(ld->err, "%s: config.json sets tie_word_embeddings to false but tensor \"lm_head.weight\" is "
                        "missing", ld->dir);
     ld->prefix = "";  // the head is never under the body's prefix
+    ld->quant = body == QUANT_Q4 ? QUANT_Q8 : body;
     return load_linear(ld, &model->lm_head, d, &(Part){"lm_head.weight", c->vocab_size, false}, 1, false);
 }
 
@@ -495,12 +517,14 @@ int model_load_quantized(Model *model, const char *dir, ThreadPool *pool, Quant 
     return 0;
 }
 
-const char *quant_name(Quant quant) { return quant == QUANT_Q8 ? "q8" : quant == QUANT_BF16 ? "bf16" : "none"; }
+const char *quant_name(Quant quant) {
+    return quant == QUANT_Q8 ? "q8" : quant == QUANT_BF16 ? "bf16" : quant == QUANT_Q4 ? "q4" : "none";
+}
 
 int quant_from_name(Quant *quant, const char *name, const char *option, Err *err) {
-    for (Quant q = QUANT_NONE; q <= QUANT_BF16; q++)
+    for (Quant q = QUANT_NONE; q <= QUANT_Q4; q++)
         if (strcmp(name, quant_name(q)) == 0) return *quant = q, 0;
-    return err_fmt(err, "%s: expected none, q8 or bf16, got \"%s\"", option, name);
+    return err_fmt(err, "%s: expected none, q8, bf16 or q4, got \"%s\"", option, name);
 }
 
 static void free_scratch(Model *model) {
@@ -572,7 +596,7 @@ typedef struct {
     const Kernels *k;
     const Linear *lin;
     const float *x;     // [T, ld_x]
-    const Q8Block *xq;  // [T, q8_blocks(n_in)]: x quantized, for q8 weights
+    const Q8Block *xq;  // [T, q8_blocks(n_in)]: x quantized, for q8 and q4 weights
     const uint16_t *xb; // [T, panel_row_length(n_in)]: x rounded to BF16, for QUANT_BF16
     float *out;         // [T, ld_out]
     int T, ld_x, ld_out;
@@ -598,8 +622,9 @@ static void linear_thread(void *ctx, int thread, int n_threads) {
                     (const float *)lin->w + (size_t)j0 * lin->n_in, lin->n_in, 0.0f, job->out + j0, job->ld_out);
         pthread_mutex_unlock(&openblas);
         for (int t = 0; t < job->T && lin->bias; t++) job->k->add(job->out + (size_t)t * job->ld_out + j0, lin->bias + j0, n);
-    } else if (lin->type == WEIGHT_Q8) {
-        job->k->matmul_q8(job->out, job->xq, lin->w, lin->bias, job->T, lin->n_in, job->ld_out, j0, j1);
+    } else if (lin->type == WEIGHT_Q8 || lin->type == WEIGHT_Q4) {
+        MatmulQ8Fn *matmul = lin->type == WEIGHT_Q8 ? job->k->matmul_q8 : job->k->matmul_q4;
+        matmul(job->out, job->xq, lin->w, lin->bias, job->T, lin->n_in, job->ld_out, j0, j1);
     } else if (job->xb) {
         job->k->matmul_bf16_dot(job->out, job->xb, lin->w, lin->bias, job->T, lin->n_in, job->ld_out, j0, j1);
     } else {
@@ -622,14 +647,14 @@ static void linear_thread(void *ctx, int thread, int n_threads) {
 // many rows (long prompts), a kernel variant that says so — it takes over; each of our threads then runs a
 // single-threaded sgemm on its own columns, one thread at a time (linear_thread says why), so OpenBLAS's threads
 // never compete with ours for the cores.
-// q8 weights take x quantized (kernels.h), QUANT_BF16's x rounded to BF16, once, here, for all threads; a row's
+// q8 and q4 weights take x quantized (kernels.h), QUANT_BF16's x rounded to BF16, once, here, for all threads; a row's
 // quantization or rounding depends on that row alone, so batch invariance holds.
 static void linear(const Model *m, float *out, int ld_out, const float *x, int ld_x, const Linear *lin, int T,
                    Epilogue ep, float *residual) {
     int blas_min = m->kernels->blas_min_rows;
     // (sgemm reads rows: a variant whose weights are in panels never names a crossover)
     bool blas = m->scratch->blas && lin->type == WEIGHT_F32 && blas_min > 0 && T >= blas_min && !m->kernels->panels;
-    if (lin->type == WEIGHT_Q8) m->kernels->quantize_q8(m->scratch->xq, x, T, lin->n_in, ld_x);
+    if (lin->type == WEIGHT_Q8 || lin->type == WEIGHT_Q4) m->kernels->quantize_q8(m->scratch->xq, x, T, lin->n_in, ld_x);
     uint16_t *xb = m->quant == QUANT_BF16 ? m->scratch->xb : NULL;
     if (xb) bf16_round_rows(xb, x, T, lin->n_in, ld_x, in_pair_order(m->kernels, WEIGHT_BF16));
     LinearJob job = {m->kernels, lin, x, m->scratch->xq, xb, out, T, ld_x, ld_out, blas, ep, residual};
@@ -768,6 +793,10 @@ static void embedding_row(const Model *m, float *out, int token) {
     const Linear *wte = &m->wte;
     if (wte->type == WEIGHT_Q8) {  // d · q: the q8 head and the embeddings are one matrix
         for (int i = 0; i < wte->n_in; i++) out[i] = q8_weight(wte->w, wte->n_in, token, i);
+        return;
+    }
+    if (wte->type == WEIGHT_Q4) {  // the same for q4
+        for (int i = 0; i < wte->n_in; i++) out[i] = q4_weight(wte->w, wte->n_in, token, i);
         return;
     }
     const size_t elem = weight_size(wte->type);
