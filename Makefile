@@ -116,7 +116,9 @@ test: $(O)/specdec $(O)/run-tests $(O)/run-bench  # run-bench too, so that a cha
 # and BF16, random Llama-3.2-1B and Qwen2.5-0.5B in BF16, GPT-2-small and Llama-3.2-1B quantized to q8, and
 # Llama-3.2-1B in BF16 arithmetic (--quant bf16, on a CPU with AVX512_BF16; skipped elsewhere) — decode speed,
 # fraction of the bandwidth, verification cost, load time and peak memory — in bench/results/<shape>[-q8|-bf16]/,
-# then q8 against BF16 in one run (the quant suite: speed ratio, load time) in bench/results/gpt2-small-q8-vs-bf16/.
+# then q8 against BF16 in one run (the quant suite: speed ratio, load time) in bench/results/gpt2-small-q8-vs-bf16/,
+# and Llama-3.2-1B as stored (BF16), in q8 and in q4, in one run (decode alternating: q4's tokens/s over q8's, from
+# 1.3 GB and 0.8 GB of weights; top-1 and KL of each against BF16) in bench/results/llama-3.2-1b-quant/.
 YARDSTICKS      := gpt2-small-f32 gpt2-small-bf16 llama-3.2-1b qwen2.5-0.5b
 YARDSTICKS_Q8   := gpt2-small llama-3.2-1b
 YARDSTICKS_BF16 := llama-3.2-1b
@@ -136,6 +138,8 @@ bench: $(O)/specdec $(O)/run-bench
 	done
 	$(O)/run-bench $(if $(filter 1,$(QUICK)),--quick) -s quant --prompts 6 --no-plots -m random:gpt2-small-bf16 \
 	    --out bench/results/gpt2-small-q8-vs-bf16
+	$(O)/run-bench $(if $(filter 1,$(QUICK)),--quick) -s quant --prompts 2 --no-plots -m random:llama-3.2-1b \
+	    --out bench/results/llama-3.2-1b-quant
 
 # NEON: the kernels and their tests alone (no OpenBLAS, Jansson or xxHash needed), static, under qemu-user.
 NEON_CC  := aarch64-linux-gnu-gcc
