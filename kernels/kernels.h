@@ -237,9 +237,9 @@ extern const Kernels kernels_neon;
 
 #if defined(__x86_64__)
 // The avx512 variant as an AVX-512 CPU with or without AVX512_VNNI and AVX512_BF16 runs it: kernels_avx512 where
-// it has both (Zen 4, Sapphire Rapids, Cooper Lake); else a copy with AVX2's q8 and q4 matmuls in place of the VNNI ones
-// (Skylake-X) and no matmul_bf16_dot (Skylake-X, Cascade Lake, Ice Lake). kernels_available() lists the one for
-// this CPU; tests run all of them on any CPU with AVX512_VNNI and AVX512_BF16.
+// it has both (Zen 4, Sapphire Rapids, Cooper Lake); else a copy with AVX2's q8 and q4 matmuls in place of the VNNI
+// ones (Skylake-X) and no matmul_bf16_dot (Skylake-X, Cascade Lake, Ice Lake). kernels_available() lists the one
+// for this CPU; tests run all of them on any CPU with AVX512_VNNI and AVX512_BF16.
 const Kernels *kernels_avx512_for(bool vnni, bool bf16);
 #endif
 

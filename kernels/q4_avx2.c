@@ -2,8 +2,8 @@
 // rows as two halves of 8, one 32-bit lane per weight row. Each 32-byte half-line holds two groups of 4 inputs
 // in its low and high nibbles, u = q + 8 ∈ [0, 15]; vpmaddubsw multiplies them, unsigned, by the signed
 // activation bytes and adds pairs into 16 bits (two groups' pairs together ≤ 4 · 15 · 127 < 2¹⁵), vpmaddwd by
-// ones adds those into 32 bits. Each block's sum starts at −8 · Σ q_x (Q8Block.offset / 16), so it is the exact Σ q_w · q_x; the
-// float steps are the reference's, so the result is bit-identical to it.
+// ones adds those into 32 bits. Each block's sum starts at −8 · Σ q_x (Q8Block.offset / 16), so it is the exact
+// Σ q_w · q_x; the float steps are the reference's, so the result is bit-identical to it.
 #include <immintrin.h>
 #include <string.h>
 

@@ -1,7 +1,8 @@
 // load.c — a Hugging Face checkpoint folder → a Model: config.json, then every tensor of the safetensors files
 // into one arena in the layout the selected kernels read (model.h's Linear): GPT-2's Conv1D matrices transposed,
 // q, k and v (and gate and up) stacked into one matrix, rows or 4-row panels, pair order for BF16 where the kernels
-// want it, and the matrices converted as Quant says (F32/F16/BF16 as stored, rounded to BF16, or quantized to q8 or q4).
+// want it, and the matrices converted as Quant says (F32/F16/BF16 as stored, rounded to BF16, or quantized to q8
+// or q4).
 // The forward (forward.c) only ever reads what this file built.
 //
 // Dimension key: d model width, H query heads, Hkv key/value heads, hd head width, F MLP width, V vocabulary,

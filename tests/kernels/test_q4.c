@@ -18,7 +18,8 @@ static uint8_t *q4_random_matrix(float **rows_out, int n_out, int n_in) {
     float *rows = malloc(sizeof(float) * (size_t)n_out * n_in);
     for (int j = 0; j < n_out; j++) {
         const float spread = test_rand_uniform(0.01f, 2.0f);
-        for (int i = 0; i < n_in; i++) rows[(size_t)j * n_in + i] = j == 0 && i < 32 ? 0.0f : test_rand_uniform(-spread, spread);
+        for (int i = 0; i < n_in; i++)
+            rows[(size_t)j * n_in + i] = j == 0 && i < 32 ? 0.0f : test_rand_uniform(-spread, spread);
     }
     void *w = NULL;
     if (posix_memalign(&w, 64, q4_matrix_bytes(n_out, n_in))) abort();
@@ -124,7 +125,7 @@ TEST(kernels_q4_quantization_of_garbage) {
 // Every variant's matmul_q4 against the reference, bit for bit (tolerance 0), for random T, [j0, j1) and ld_out,
 // with and without bias, leaving the rest of out untouched. The reference itself is checked against the float
 // product of the unquantized x and W: with w_hat = d_w·q_w and x̂ = d_x·q_x,
-//     |ref − Σ_i x_i w_i| ≤ Σ_i (|x_i| |w_i − w_hat_i| + |w_hat_i| d_x / 2) + (n_in + 4) · FLT_EPSILON · Σ_i |x_i w_hat_i|
+//     |ref − Σ_i x_i w_i| ≤ Σ_i (|x_i| |w_i − ŵ_i| + |ŵ_i| d_x / 2) + (n_in + 4) · FLT_EPSILON · Σ_i |x_i ŵ_i|
 static void check_matmul_q4(const Kernels *k, int T, int n_in, bool with_bias) {
     const int n_out = random_odd(1, 41), ld_out = n_out + test_rand_int(0, 3), nb = q4_blocks(n_in);
     int j0 = 0, j1 = n_out;
