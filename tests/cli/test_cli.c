@@ -105,8 +105,8 @@ TEST(cli_rejects_bad_input) {
     check_rejected("generate -m /nonexistent --ids \"1 2\"", "/nonexistent");
     check_rejected("generate -m " MODEL " -p hello", "tokenizer");
     check_rejected("logits -m " MODEL " --ids \"1 2 3\" --all --tokens 3", "unknown option");
-    check_rejected("logits -m " MODEL " --ids \"1 2 3\" --quant q4", "--quant");
-    check_rejected("generate -m " MODEL " -d " MODEL " --ids \"1 2\" --draft-quant q4", "--draft-quant");
+    check_rejected("logits -m " MODEL " --ids \"1 2 3\" --quant q2", "--quant");
+    check_rejected("generate -m " MODEL " -d " MODEL " --ids \"1 2\" --draft-quant q2", "--draft-quant");
 }
 
 // --quant q8: the logits of the weights quantized at load (close to, not equal to, the stored weights': their
