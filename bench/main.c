@@ -46,7 +46,7 @@ static const Option OPTIONS[] = {
                                                            "all; --quick 6)"},
     {"tokens", 'n', OPT_INT, FIELD(opt.tokens), 1, 1 << 20, "tokens generated per prompt (default 128; --quick 48)"},
     {"quick", 'q', OPT_FLAG, FIELD(opt.quick), 0, 0, "fewer rounds, prompts and tokens: 1.5-3 minutes on 2 idle cores"},
-    {"threads", 't', OPT_INT, FIELD(opt.threads), 1, 1024, "worker threads (default: all cores)"},
+    {"threads", 't', OPT_INT, FIELD(opt.threads), 1, 1024, "worker threads (default: the CPUs this process may use)"},
     {"threads-sweep", 0, OPT_STRING, FIELD(threads_sweep), 0, 0, "thread counts of the threads suite, "
                                                                   "comma-separated (default 1, 2, 4, ... all)"},
     {"quant", 0, OPT_STRING, FIELD(quant), 0, 0, "the target's matrices: q8, quantized to 8 bits at load; bf16, "

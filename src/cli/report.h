@@ -29,6 +29,7 @@ typedef struct {
     TokenStream stream;
     bool show, color;
     int printed;            // ids printed
+    int write_errno;        // errno of the first flush of `out` that failed (0: none so far)
     Err *err;
     // Plain marks (show && !color): the word being built, the [-...-] marks to print before it, whether it is
     // marked, and a rejected draft waiting for its correction (or, when both start a new word, for that word).
@@ -42,16 +43,19 @@ void printer_init(Printer *pr, FILE *out, const Tokenizer *tok, bool show, bool 
 // The scheduler's on_token callback (ctx: a Printer).
 void on_token(void *ctx, int id, TokenKind kind);
 
-// At the end of generation: the held text and the last word, a newline, and a flush.
-void printer_finish(Printer *pr);
+// At the end of generation: the held text and the last word, a newline, and a flush; then, if a flush failed (a
+// full disk), an error naming the stream (`name`: "stdout") and the failure.
+int printer_finish(Printer *pr, const char *name, Err *err);
 void printer_free(Printer *pr);
 
 // The one-line legend of the --show marks (without a newline).
 const char *show_legend(bool color);
 
 // The --stats line: one JSON object on stderr. The fingerprint of the final logits comes from a forward over the
-// whole text, so that runs with other kernels, threads or draft lengths compare at a glance.
-int print_stats(Session *s, const SpecStats *st, const int *prompt, int n_prompt, const int *out, int n_out,
+// whole text, so that runs with other kernels, threads or draft lengths compare at a glance. Without drafting
+// (`drafting` false: neither a draft model nor --lookup) the predicted speed-ups are null: there is none to predict.
+int print_stats(Session *s, bool drafting, const SpecStats *st, const int *prompt, int n_prompt, const int *out,
+                int n_out,
                 Err *err);
 
 // --compare: the same prompt and settings decoded by the target alone; prints both speeds, the speedup Theorem
