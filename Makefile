@@ -55,15 +55,17 @@ LDLIBS := $(shell pkg-config --libs $(PKGS)) -L$(BLAS_DIR) -Wl,-rpath,$(BLAS_DIR
 # The ISA is chosen at start-up (kernels/dispatch.c); never -march=native.
 ARCH := $(shell $(CC) -dumpmachine | cut -d- -f1)
 ifeq ($(ARCH),x86_64)
-  KERNEL_SRC := kernels/scalar.c kernels/dispatch.c kernels/q8.c kernels/avx2.c kernels/avx512.c \
-                kernels/q8_avx2.c kernels/q8_avx512.c
+  KERNEL_SRC := kernels/scalar.c kernels/dispatch.c kernels/q8.c kernels/q4.c kernels/avx2.c kernels/avx512.c \
+                kernels/q8_avx2.c kernels/q8_avx512.c kernels/q4_avx2.c kernels/q4_avx512.c
 else ifeq ($(ARCH),aarch64)
-  KERNEL_SRC := kernels/scalar.c kernels/dispatch.c kernels/q8.c kernels/neon.c kernels/q8_neon.c
+  KERNEL_SRC := kernels/scalar.c kernels/dispatch.c kernels/q8.c kernels/q4.c kernels/neon.c kernels/q8_neon.c \
+                kernels/q4_neon.c
 else
-  KERNEL_SRC := kernels/scalar.c kernels/dispatch.c kernels/q8.c
+  KERNEL_SRC := kernels/scalar.c kernels/dispatch.c kernels/q8.c kernels/q4.c
 endif
-$(O)/kernels/avx2.o $(O)/kernels/q8_avx2.o:     CFLAGS += -mavx2 -mfma -mf16c
-$(O)/kernels/avx512.o $(O)/kernels/q8_avx512.o: CFLAGS += -mavx512f -mavx512bw -mavx512dq -mavx512vl -mfma -mf16c
+$(O)/kernels/avx2.o $(O)/kernels/q8_avx2.o $(O)/kernels/q4_avx2.o:       CFLAGS += -mavx2 -mfma -mf16c
+$(O)/kernels/avx512.o $(O)/kernels/q8_avx512.o $(O)/kernels/q4_avx512.o: CFLAGS += -mavx512f -mavx512bw -mavx512dq \
+                                                                           -mavx512vl -mfma -mf16c
 
 # The source tree draws the architecture: src/base (errors, clock, threads, UTF-8), src/checkpoint (safetensors,
 # config.json), src/model (the forward pass and its KV cache), src/tokenizer, src/speculative (sampling, the
@@ -116,7 +118,9 @@ test: $(O)/specdec $(O)/run-tests $(O)/run-bench  # run-bench too, so that a cha
 # and BF16, random Llama-3.2-1B and Qwen2.5-0.5B in BF16, GPT-2-small and Llama-3.2-1B quantized to q8, and
 # Llama-3.2-1B in BF16 arithmetic (--quant bf16, on a CPU with AVX512_BF16; skipped elsewhere) — decode speed,
 # fraction of the bandwidth, verification cost, load time and peak memory — in bench/results/<shape>[-q8|-bf16]/,
-# then q8 against BF16 in one run (the quant suite: speed ratio, load time) in bench/results/gpt2-small-q8-vs-bf16/.
+# then q8 against BF16 in one run (the quant suite: speed ratio, load time) in bench/results/gpt2-small-q8-vs-bf16/,
+# and Llama-3.2-1B as stored (BF16), in q8 and in q4, in one run (decode alternating: q4's tokens/s over q8's, from
+# 1.3 GB and 0.8 GB of weights; top-1 and KL of each against BF16) in bench/results/llama-3.2-1b-quant/.
 YARDSTICKS      := gpt2-small-f32 gpt2-small-bf16 llama-3.2-1b qwen2.5-0.5b
 YARDSTICKS_Q8   := gpt2-small llama-3.2-1b
 YARDSTICKS_BF16 := llama-3.2-1b
@@ -136,15 +140,17 @@ bench: $(O)/specdec $(O)/run-bench
 	done
 	$(O)/run-bench $(if $(filter 1,$(QUICK)),--quick) -s quant --prompts 6 --no-plots -m random:gpt2-small-bf16 \
 	    --out bench/results/gpt2-small-q8-vs-bf16
+	$(O)/run-bench $(if $(filter 1,$(QUICK)),--quick) -s quant --prompts 2 --no-plots -m random:llama-3.2-1b \
+	    --out bench/results/llama-3.2-1b-quant
 
 # NEON: the kernels and their tests alone (no OpenBLAS, Jansson or xxHash needed), static, under qemu-user.
 NEON_CC  := aarch64-linux-gnu-gcc
 NEON_BIN := build/aarch64/test_kernels
-$(NEON_BIN): kernels/*.c kernels/*.h tests/support/harness.c tests/support/harness.h tests/kernels/test_kernels.c
+$(NEON_BIN): kernels/*.c kernels/*.h tests/support/harness.c tests/support/harness.h tests/kernels/*
 	@mkdir -p $(@D)
 	$(NEON_CC) -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Werror -Ikernels -Isrc -Itests/support -static -o $@ \
-	    kernels/scalar.c kernels/dispatch.c kernels/q8.c kernels/neon.c kernels/q8_neon.c tests/support/harness.c \
-	    tests/kernels/test_kernels.c \
+	    kernels/scalar.c kernels/dispatch.c kernels/q8.c kernels/q4.c kernels/neon.c kernels/q8_neon.c \
+	    kernels/q4_neon.c tests/support/harness.c tests/kernels/test_kernels.c tests/kernels/test_q4.c \
 	    -lpthread -lm
 test-neon: $(NEON_BIN)
 	qemu-aarch64 $(NEON_BIN)

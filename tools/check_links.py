@@ -13,8 +13,9 @@ and exits 1 if there was one (2 when a file to check cannot be read). Tests: too
 What README.md and docs/ name in code spans is checked too, so that the tour follows the code when files and
 functions move: a path under one of the project's folders (`src/model/`, `kernels/scalar.c`) must exist, a source
 file's bare name (`tree.c`) must be some file's name, and in README.md a name with an underscore, a dot or two
-capitals (`speculative_generate`, `SpecStats.sum_min_pq`, `TreeTried`) must occur as a word in the sources. A path
-segment in capitals (`bench/results/SHAPE/`) is a placeholder, not checked.
+capitals (`speculative_generate`, `SpecStats.sum_min_pq`, `TreeTried`) must occur as a word in the sources. Not
+checked: a path with a segment in capitals (`bench/results/SHAPE/`, a placeholder), one under build/, and one of a
+kind no file of the project has (`kernels/q4.o`, another project's `src/llama-quant.cpp`).
 """
 
 import os
@@ -25,7 +26,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FOLDERS = ["docs", "weights", "fuzz", "tests/fixtures"]
 SOURCE_FOLDERS = ["src", "kernels", "tests", "bench", "tools", "fuzz"]  # where code spans' names must be found
 SOURCE_SUFFIXES = (".c", ".h", ".py", ".sh", ".mjs")
-SKIPPED = {"node_modules", "fixtures", "corpus"}  # data, not sources
+SKIPPED = {"node_modules", "fixtures", "corpus"}  # data, not sources (whose words names are looked for in)
 BUILT = {"build", "node_modules"}  # made by make and tools/setup.sh: not in a fresh clone
 
 FENCE = re.compile(r"^\s*(```|~~~)")
@@ -106,17 +107,19 @@ def is_name(text):
 
 
 class Sources:
-    """The project's source files: their names (bare) and the words they contain, read once."""
+    """The project's files: their names (bare) and kinds (suffixes), and the words its sources contain, read once."""
 
     def __init__(self, root):
-        self.names, self.words = set(), set()
-        for folder in SOURCE_FOLDERS:
-            for parent, dirs, files in os.walk(os.path.join(root, folder)):
-                dirs[:] = sorted(d for d in dirs if d not in SKIPPED)
-                self.names.update(files)
-                for name in files:
-                    if name.endswith(SOURCE_SUFFIXES):
-                        self.words.update(re.findall(r"\w+", read(os.path.join(parent, name), errors="replace")))
+        self.names, self.suffixes, self.words = set(), set(), set()
+        for parent, dirs, files in os.walk(root):
+            dirs[:] = sorted(d for d in dirs if d not in SKIPPED | BUILT | {".git"})
+            self.names.update(files)
+            self.suffixes.update(os.path.splitext(name)[1] for name in files)
+            if os.path.relpath(parent, root).split(os.sep)[0] not in SOURCE_FOLDERS:
+                continue
+            for name in files:
+                if name.endswith(SOURCE_SUFFIXES):
+                    self.words.update(re.findall(r"\w+", read(os.path.join(parent, name), errors="replace")))
 
 
 def code_problem(span, check_names, sources):
@@ -124,7 +127,9 @@ def code_problem(span, check_names, sources):
     top = span.split("/")[0]
     if "/" in span and CODE_PATH.match(span) and top in os.listdir(ROOT) and top not in {".", ".."}:
         if any(part.isupper() or part in BUILT for part in span.split("/")):
-            return None
+            return None  # a placeholder, or what make or npm writes
+        if os.path.splitext(span)[1] not in sources.suffixes:
+            return None  # of a kind no file of the project has: a build product (.o), another project's file
         if not os.path.exists(os.path.join(ROOT, span)):
             return "no such file or folder"
     elif SOURCE_FILE.match(span):

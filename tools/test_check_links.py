@@ -120,6 +120,10 @@ class CodeSpans(Folder):
         text = "`src/SHAPE/x.c`, `build/release/specdec`, `Rambert`, `auto`\n```\n`src/old.c`\n```\n"
         self.assertEqual(self.broken(text), [])
 
+    def test_paths_of_a_kind_the_project_has_no_file_of_are_not_checked(self):
+        text = "`src/spec.o` (an object), `src/llama-quant.cpp` (another project's)\n"
+        self.assertEqual(self.broken(text), [])
+
     def test_names_are_checked_in_the_readme_only(self):
         self.write("docs/guide.md", "# Guide\n\n`spec_old_round`, and a path: `src/old.c`\n")
         self.assertEqual(self.broken(""), ["docs/guide.md:3: src/old.c: no such file or folder"])

@@ -158,9 +158,7 @@ static int cmd_generate(const Args *args, Err *err) {
     Tokenizer tok;
     bool have_tok = false;
     Printer printer = {0};
-    ModelDrafter drafter = {0};
-    LookupDrafter lookup = {0};
-    StagedDrafter staged;
+    Drafters drafters = {0};
     int *prompt = NULL, *out = NULL, n_prompt = 0, n_out = 0, rc = -1;
     FILE *trace = NULL;
     char *read = NULL;  // the prompt read from -f FILE, or from standard input (-f - and -p -)
@@ -207,13 +205,12 @@ static int cmd_generate(const Args *args, Err *err) {
     if (args->show && printer.tok) fprintf(stderr, "%s\n", show_legend(printer.color));
 
     out = malloc(sizeof(int) * (args->n_tokens + 1));
-    if (s.has_draft && model_drafter_init(&drafter, &s.draft, &params, args->draft_p_min, err)) goto done;
-    if (args->lookup && lookup_drafter_init(&lookup, LOOKUP_N_MIN, LOOKUP_N_MAX, err)) goto done;
-    if (args->lookup && s.has_draft) staged_drafter_init(&staged, &lookup, &drafter, LOOKUP_STAGED_MIN_MATCH);
-    Drafter *drafting = args->lookup && s.has_draft ? &staged.base : args->lookup ? &lookup.base
-                        : s.has_draft ? &drafter.base : NULL;
+    const DrafterKind kind = args->lookup && s.has_draft ? DRAFTER_STAGED : args->lookup ? DRAFTER_LOOKUP
+                             : s.has_draft                 ? DRAFTER_MODEL
+                                                           : DRAFTER_NONE;
+    if (drafter_open(&drafters, kind, &s.draft, &params, args->draft_p_min, LOOKUP_STAGED_MIN_MATCH, err)) goto done;
     SpecStats stats;
-    if (speculative_generate(&s.target, drafting, prompt, n_prompt, &params, out, &n_out, &stats, err)) goto done;
+    if (speculative_generate(&s.target, drafters.drafter, prompt, n_prompt, &params, out, &n_out, &stats, err)) goto done;
     if (printer_finish(&printer, "stdout", err)) goto done;
     // The loop stops when the committed tokens overrun the context by one (the last is sampled, never fed).
     const int n_ctx = s.target.cfg.n_positions;
@@ -222,7 +219,7 @@ static int cmd_generate(const Args *args, Err *err) {
                 "text fill the context of %d positions (the model's own, or less: --ctx)\n", n_out, args->n_tokens,
                 n_prompt, n_ctx);
 
-    if (args->stats && print_stats(&s, drafting != NULL, &stats, prompt, n_prompt, out, n_out, err)) goto done;
+    if (args->stats && print_stats(&s, drafters.drafter != NULL, &stats, prompt, n_prompt, out, n_out, err)) goto done;
     if (args->compare && (s.has_draft || args->lookup) &&
         compare_with_target_only(&s, args->n_tokens, &params, &stats, prompt, n_prompt, out, n_out, err))
         goto done;
@@ -230,8 +227,7 @@ static int cmd_generate(const Args *args, Err *err) {
 done:
     if (trace && trace != stderr && trace != stdout) fclose(trace);
     printer_free(&printer);
-    if (drafter.logits) model_drafter_free(&drafter);
-    lookup_drafter_free(&lookup);
+    drafter_close(&drafters);
     if (have_tok) tokenizer_free(&tok);
     free(read);
     free(prompt);
