@@ -133,17 +133,21 @@ void write_plots(const json_t *results, const char *dir);
 
 // ---- the model pair and the workloads (pair.c) --------------------------------------------------------------
 
+// The forms the quant suite compares, by index: as stored, q8, q4.
+enum { N_FORMS = 3 };
+static const Quant FORM_QUANTS[N_FORMS] = {QUANT_NONE, QUANT_Q8, QUANT_Q4};
+
 typedef struct {
     Model target, draft;
     bool has_draft;
     bool random;                // weights/pystd is absent: a random pair of the same shape, written for this run
     double load_seconds[2];     // [target, draft] as the run holds them (--quant, --draft-quant)
-    // The quant suite's two forms of each model, [target, draft][as stored, q8]: the model the run holds, and a
-    // second copy (second[]) in the form it does not hold; with their load times.
-    Model *forms[2][2];
-    Model second[2];
+    // The quant suite's forms of each model, [target, draft][as stored, q8, q4] (FORM_QUANTS): the model the run
+    // holds, and copies (others[]) in the forms it does not hold; with their load times.
+    Model *forms[2][N_FORMS];
+    Model others[2][N_FORMS - 1];
     bool has_forms;
-    double form_load_seconds[2][2];
+    double form_load_seconds[2][N_FORMS];
     const char *target_dir, *draft_dir;
     Tokenizer tok;              // the target's, when its folder has one
     bool has_tok;
