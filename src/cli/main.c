@@ -12,6 +12,7 @@
 #include "checkpoint/safetensors.h"
 #include "cli/args.h"
 #include "cli/report.h"
+#include "cli/serve.h"
 #include "cli/session.h"
 #include "speculative/sampling.h"
 #include "speculative/speculative.h"
@@ -35,6 +36,10 @@ static const Command commands[] = {
      "print the token ids of a text, space-separated on one line", "model file allow-special help", 0, 1},
     {"detokenize", cmd_detokenize, "detokenize -m DIR ID...", "print the text of token ids", "model help", 1,
      MAX_POSITIONAL},
+    {"serve", cmd_serve, "serve [-m DIR [-d DRAFT_DIR]] [--lookup] [--host 127.0.0.1] [--port 8080] [--api-key KEY] "
+     "[options]", "an OpenAI-compatible HTTP server (docs/server.md); speculative with a draft model or --lookup",
+     "model draft tokens gamma sampler lookup tree-width tree draft-p-min ctx threads draft-threads quant draft-quant "
+     "host port api-key queue max-body timeout help", 0, 0},
     {"inspect", cmd_inspect, "inspect PATH", "show the header and tensor table of a safetensors file or folder",
      "help", 1, 1},
 };
@@ -52,23 +57,6 @@ static void print_help(FILE *out, const Command *cmd) {
 }
 
 // ---- generate -----------------------------------------------------------------------------------------------
-
-static int parse_gamma(const char *text, SpecParams *params, Err *err) {
-    params->policy = GAMMA_AUTO;
-    params->gamma = 5;  // the heuristic's start
-    if (!text || strcmp(text, "auto") == 0) return 0;
-    if (strcmp(text, "heuristic") == 0) {
-        params->policy = GAMMA_HEURISTIC;
-        return 0;
-    }
-    char *end;
-    long v = strtol(text, &end, 10);
-    if (end == text || *end || v < 1 || v > GAMMA_MAX)
-        return err_fmt(err, "--gamma: expected an integer in [1, %d], heuristic or auto, got \"%s\"", GAMMA_MAX, text);
-    params->policy = GAMMA_FIXED;
-    params->gamma = (int)v;
-    return 0;
-}
 
 // The --trace stream. "-" is standard error. A path naming the file, pipe or terminal that stderr or stdout already
 // writes to (/dev/stderr, say) is that stream: opened anew it would have a file offset of its own, and the two
@@ -93,23 +81,11 @@ static int open_trace(const char *path, FILE **trace, Err *err) {
     return 0;
 }
 
-static int parse_sampler(const char *text, SpecSampler *sampler, Err *err) {
-    *sampler = SAMPLER_REJECTION;
-    if (!text || strcmp(text, "rejection") == 0) return 0;
-    if (strcmp(text, "coupled") == 0) {
-        *sampler = SAMPLER_COUPLED;
-        return 0;
-    }
-    return err_fmt(err, "--sampler: expected coupled or rejection, got \"%s\"", text);
-}
-
 static int cmd_generate(const Args *args, Err *err) {
     const char *target_dir, *draft_dir;
     if (model_dirs(args, &target_dir, &draft_dir, err)) return -1;
-    SpecParams params = {.sampling = args->sampling, .seed = args->seed, .max_tokens = args->n_tokens,
-                         .tree_width = args->tree && !args->tree_width ? TREE_FIRST_WIDTH_MAX : args->tree_width,
-                         .tree_auto = args->tree};
-    if (parse_gamma(args->gamma, &params, err) || parse_sampler(args->sampler, &params.sampler, err)) return -1;
+    SpecParams params;
+    if (spec_params_from_args(args, &params, err)) return -1;
     if (args->ids && args->prompt) return err_fmt(err, "give the prompt as --ids or as -p, not both");
     if (!args->ids && !args->prompt) return err_fmt(err, "missing prompt: give -p TEXT or --ids \"1 2 3\"");
 
@@ -297,7 +273,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "specdec: unknown command '%s' (see 'specdec --help')\n", argv[1]);
         return EXIT_BAD_INPUT;
     }
-    Args args = {.n_tokens = 64, .sampling = {.temperature = 0.0f, .top_k = 0, .top_p = 1.0f}};
+    Args args = {.n_tokens = 64, .sampling = {.temperature = 0.0f, .top_k = 0, .top_p = 1.0f}, .port = 8080,
+                 .queue = 8, .max_body = 1 << 20, .timeout = 30};
     Err err = {{0}};
     if (args_parse(&args, cmd, argc - 2, argv + 2, &err)) {
         fprintf(stderr, "specdec: %s\n", err.msg);

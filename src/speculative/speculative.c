@@ -741,7 +741,8 @@ int speculative_generate(Model *target, Drafter *drafter, const int *prompt, int
     const double t_decode = now_seconds();
     stats->prefill_seconds = t_decode - t_start;
 
-    while (!s.done && stats->generated < params->max_tokens && s.cache.len < s.n_ctx) {
+    while (!s.done && stats->generated < params->max_tokens && s.cache.len < s.n_ctx &&
+           !(params->should_stop && params->should_stop(params->ctx))) {
         Round r = {.shape = next_shape(&s), .width = 1};
         const double t0 = now_seconds();
         if (draft(&s, &r, err)) goto done;

@@ -83,7 +83,10 @@ typedef struct SpecParams {
     FILE *trace;            // one JSON line per round, or NULL
     // Called with every token as it is decided (rejected drafts included, for --show); may be NULL.
     void (*on_token)(void *ctx, int id, TokenKind kind);
-    void *ctx;
+    // Asked before every round: true ends the generation there (a stop string was generated, the client went
+    // away). May be NULL.
+    bool (*should_stop)(void *ctx);
+    void *ctx;          // on_token's and should_stop's
 } SpecParams;
 
 // What a random number at a position is for, under SAMPLER_REJECTION: each purpose has its own stream (above any

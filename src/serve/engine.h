@@ -1,0 +1,57 @@
+// engine.h — one generation for the server: a request's prompt through speculative_generate (speculative.h), its
+// text handed on as it becomes final, cut at the request's stop strings, ended early when the client goes away.
+//
+// The output is that of `specdec generate` with the same checkpoint, options, prompt and seed: the same drafters
+// built afresh for every request (so nothing of one request's drafts reaches the next), the same streaming decoder.
+#ifndef SPECDEC_SERVE_ENGINE_H
+#define SPECDEC_SERVE_ENGINE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "model/model.h"
+#include "serve/request.h"
+#include "speculative/speculative.h"
+#include "tokenizer/tokenizer.h"
+
+// What the command line fixed for every request.
+typedef struct {
+    Model *target;
+    Model *draft;               // a draft model, or NULL
+    bool lookup;                // n-gram lookup drafting (with draft: staged)
+    const Tokenizer *tok;
+    SpecParams spec;            // γ policy, sampler and tree (sampling, seed and lengths come with each request)
+    float draft_p_min;
+    int default_max_tokens;     // when a request gives none
+} Engine;
+
+// Where a generation's text goes, and how it learns that nobody waits for it any more.
+typedef struct {
+    void (*on_text)(void *ctx, const char *text, size_t len);  // each piece once final (valid UTF-8)
+    bool (*cancelled)(void *ctx);                              // asked before every round; may be NULL
+    void *ctx;
+} EngineSink;
+
+typedef struct {
+    int prompt_tokens, completion_tokens;
+    const char *finish_reason;  // "stop" (end of text or a stop string) or "length" (max_tokens or the context)
+    bool cancelled;             // the sink said so: the text is cut short
+    uint64_t seed;              // the request's, or the one drawn for it
+    SpecStats stats;
+} EngineResult;
+
+// The token ids of a request's prompt (malloc'd): the text encoded with the checkpoint's special tokens around it
+// (as generate -p), or the ids given, checked against the vocabulary; chat through the checkpoint's template.
+// Bad input → -1 with e (400).
+int engine_prompt(const Engine *en, const Request *req, int **ids, int *n_ids, ApiError *e);
+
+// Generates the request's continuation of prompt[0..n_prompt) into sink. -1 with e on failure (500: the model
+// failed; 400: the prompt leaves no room in the context).
+int engine_run(const Engine *en, const Request *req, const int *prompt, int n_prompt, const EngineSink *sink,
+               EngineResult *result, ApiError *e);
+
+// Of text[0..len), the bytes that are final when stop strings may still complete: the position of the first stop
+// string found at or after `from`, *stopped set; else len less the longest suffix that begins one of them.
+size_t stop_scan(const char *text, size_t len, size_t from, char *const *stop, int n_stop, bool *stopped);
+
+#endif
