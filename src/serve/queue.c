@@ -122,28 +122,23 @@ static void finish(Job *job, const EngineResult *result, const ApiError *error) 
     pthread_mutex_unlock(&job->lock);
 }
 
-static void run_job(const Engine *engine, Job *job) {
-    ApiError e;
+// Runs a job to its result or its error (returns -1); finish() is the worker's to call, once the queue knows it is
+// free — so that a client holding its answer finds the slot free.
+static int run_job(const Engine *engine, Job *job, EngineResult *result, ApiError *e) {
     int *prompt = NULL, n_prompt = 0;
-    if (job_cancelled(job)) {
-        api_error(&e, 499, NULL, NULL, "the client went away before its turn");
-        finish(job, NULL, &e);
-        return;
-    }
-    if (engine_prompt(engine, &job->req, &prompt, &n_prompt, &e)) {
-        finish(job, NULL, &e);
+    if (job_cancelled(job)) return api_error(e, 499, NULL, NULL, "the client went away before its turn");
+    if (engine_prompt(engine, &job->req, &prompt, &n_prompt, e)) {
         free(prompt);
-        return;
+        return -1;
     }
     pthread_mutex_lock(&job->lock);
     job->started = true;
     pthread_cond_broadcast(&job->changed);
     pthread_mutex_unlock(&job->lock);
     EngineSink sink = {.on_text = job_on_text, .cancelled = job_cancelled, .ctx = job};
-    EngineResult result;
-    if (engine_run(engine, &job->req, prompt, n_prompt, &sink, &result, &e)) finish(job, NULL, &e);
-    else finish(job, &result, NULL);
+    const int rc = engine_run(engine, &job->req, prompt, n_prompt, &sink, result, e);
     free(prompt);
+    return rc;
 }
 
 static void *worker(void *arg) {
@@ -158,10 +153,15 @@ static void *worker(void *arg) {
         q->waiting--;
         q->running = true;
         pthread_mutex_unlock(&q->lock);
-        run_job(q->engine, job);
-        job_release(job);
+        EngineResult result;
+        ApiError e;
+        const bool ok = run_job(q->engine, job, &result, &e) == 0;
         pthread_mutex_lock(&q->lock);
         q->running = false;
+        pthread_mutex_unlock(&q->lock);
+        finish(job, ok ? &result : NULL, ok ? NULL : &e);
+        job_release(job);
+        pthread_mutex_lock(&q->lock);
     }
     pthread_mutex_unlock(&q->lock);
     return NULL;
@@ -177,7 +177,7 @@ int queue_start(JobQueue *q, const Engine *engine, int capacity, Err *err) {
 
 bool queue_submit(JobQueue *q, Job *job) {
     pthread_mutex_lock(&q->lock);
-    const bool room = q->waiting < q->capacity && !q->stopping;
+    const bool room = q->waiting + q->running <= q->capacity && !q->stopping;  // capacity waiting + 1 running
     if (room) {
         pthread_mutex_lock(&job->lock);
         job->refs++;
