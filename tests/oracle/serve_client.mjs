@@ -1,6 +1,7 @@
 // The server's tests from a real client (tests/serve/test_server.c runs this against `specdec serve`):
 //
-//   node serve_client.mjs cases PORT PROMPT    the openai npm package's completions and chat calls, streamed and
+//   node serve_client.mjs cases PORT PROMPT MAX_TOKENS STOP
+//                                              the openai npm package's completions and chat calls, streamed and
 //                                              not; prints {case: text | {status, message}} as one JSON line
 //   node serve_client.mjs load PORT CLIENTS REQUESTS
 //                                              CLIENTS concurrent clients × REQUESTS completions each (fetch, no
@@ -35,17 +36,17 @@ async function chat(client, params) {
     }
 }
 
-async function cases(prompt) {
+async function cases(prompt, maxTokens, stop) {
     const client = new OpenAI({ baseURL, apiKey: "not-needed", maxRetries: 0 });
-    const base = { model: "specdec", prompt, max_tokens: 24 };
+    const base = { model: "specdec", prompt, max_tokens: maxTokens };
     const out = {};
     out.greedy = await complete(client, { ...base, temperature: 0 });
     out.greedy_stream = await complete(client, { ...base, temperature: 0, stream: true });
     out.sampled = await complete(client, { ...base, temperature: 0.8, seed: 11 });
     out.sampled_stream = await complete(client, { ...base, temperature: 0.8, seed: 11, stream: true });
     out.top_k_top_p = await complete(client, { ...base, temperature: 0.9, top_k: 20, top_p: 0.9, seed: 5 });
-    out.stop = await complete(client, { ...base, temperature: 0, stop: ["(n)", "zzz"] });
-    out.stop_stream = await complete(client, { ...base, temperature: 0, stop: "(n)", stream: true });
+    out.stop = await complete(client, { ...base, temperature: 0, stop: [stop, "never generated \u00e9"] });
+    out.stop_stream = await complete(client, { ...base, temperature: 0, stop, stream: true });
     const usage = await client.completions.create({ ...base, temperature: 0, max_tokens: 5 });
     out.usage = usage.usage;
     out.specdec = usage.specdec;
@@ -87,6 +88,6 @@ async function load(clients, requests) {
     console.log(JSON.stringify({ statuses, mismatches, lost, healthy: health?.status === "ok", reference }));
 }
 
-if (mode === "cases") await cases(rest[0]);
+if (mode === "cases") await cases(rest[0], Number(rest[1]), rest[2]);
 else if (mode === "load") await load(Number(rest[0]), Number(rest[1]));
 else throw new Error(`unknown mode ${mode}`);
