@@ -40,13 +40,15 @@ int engine_prompt(const Engine *en, const Request *req, int **ids, int *n_ids, A
 // ---- stop strings -------------------------------------------------------------------------------------------
 
 size_t stop_scan(const char *text, size_t len, size_t from, char *const *stop, int n_stop, bool *stopped) {
-    size_t first = len, hold = 0;
+    size_t first = len, first_end = len + 1, hold = 0;
     *stopped = false;
     for (int s = 0; s < n_stop; s++) {
         const size_t n = strlen(stop[s]);
-        const char *hit = memmem(text + from, len - from, stop[s], n);
-        if (hit && (size_t)(hit - text) < first) {
-            first = (size_t)(hit - text);
+        const char *hit = memmem(text + from, len - from, stop[s], n);  // (its first: the one that ends first)
+        const size_t at = hit ? (size_t)(hit - text) : 0;
+        if (hit && (at + n < first_end || (at + n == first_end && at < first))) {
+            first = at;
+            first_end = at + n;
             *stopped = true;
         }
         for (size_t k = n - 1; k > hold; k--)  // the longest proper prefix of stop[s] that ends the text

@@ -50,8 +50,10 @@ int engine_prompt(const Engine *en, const Request *req, int **ids, int *n_ids, A
 int engine_run(const Engine *en, const Request *req, const int *prompt, int n_prompt, const EngineSink *sink,
                EngineResult *result, ApiError *e);
 
-// Of text[0..len), the bytes that are final when stop strings may still complete: the position of the first stop
-// string found at or after `from`, *stopped set; else len less the longest suffix that begins one of them.
+// Of text[0..len), the bytes that are final when stop strings may still complete: where the stop string that ends
+// first (of those that end together, the longest) begins, *stopped set — generation would have stopped there, so
+// the answer does not depend on how the text arrives in pieces; else len less the longest suffix that begins one.
+// Stop strings are searched from `from` on (what was handed on before cannot hold one).
 size_t stop_scan(const char *text, size_t len, size_t from, char *const *stop, int n_stop, bool *stopped);
 
 #endif
