@@ -42,7 +42,7 @@ endif
 # each on its own columns (model.c), where the threaded build's idle workers would spin against them.
 PKGS      := jansson libxxhash libutf8proc
 PKGS      += libpcre2-8  # PCRE2: runs the regular expressions that tokenizer.json files give their pre-tokenizers
-PKGS      += libmicrohttpd  # GNU libmicrohttpd: the HTTP of specdec serve (src/serve/http.c)
+PKGS      += libmicrohttpd  # GNU libmicrohttpd: the HTTP of specdec serve (src/serve/server.c)
 
 MULTIARCH := $(shell $(CC) -print-multiarch)
 BLAS_DIR  := /usr/lib/$(MULTIARCH)/openblas-serial
@@ -70,7 +70,7 @@ $(O)/kernels/avx512.o $(O)/kernels/q8_avx512.o: CFLAGS += -mavx512f -mavx512bw -
 # and bench link; tests/support holds code for tests and the bench only (harness, random checkpoints), never
 # linked into specdec.
 LIB_SRC   := $(wildcard src/base/*.c src/checkpoint/*.c src/model/*.c src/tokenizer/*.c src/speculative/*.c \
-                        src/serve/*.c) \
+                        src/serve/*.c src/chat/*.c) \
              $(KERNEL_SRC)
 LIB_OBJ   := $(LIB_SRC:%.c=$(O)/%.o)
 CLI_SRC   := $(wildcard src/cli/*.c)

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef enum { OPT_FLAG, OPT_INT, OPT_FLOAT, OPT_STRING, OPT_U64 } OptType;
+typedef enum { OPT_FLAG, OPT_INT, OPT_FLOAT, OPT_STRING, OPT_U64, OPT_REPEATED } OptType;
 
 typedef struct {
     const char *name;   // --name
@@ -55,6 +55,13 @@ static const Option options[] = {
     {"trace", 0, OPT_STRING, FIELD(trace), 0, 0, "write one JSON line per speculative round to FILE (- for stderr)"},
     {"compare", 0, OPT_FLAG, FIELD(compare), 0, 0, "also run target-only decoding and compare speeds"},
     {"allow-special", 0, OPT_FLAG, FIELD(allow_special), 0, 0, "\"<|endoftext|>\" in text is the special token"},
+    {"chat", 0, OPT_FLAG, FIELD(chat), 0, 0,
+     "the prompt is one user message, rendered by the checkpoint's chat template (tokenizer_config.json)"},
+    {"system", 0, OPT_STRING, FIELD(system), 0, 0, "with --chat: a system message before it"},
+    {"add-generation-prompt", 0, OPT_FLAG, FIELD(add_generation_prompt), 0, 0,
+     "end the rendering with the template's opening of the assistant's reply"},
+    {"chat-var", 0, OPT_REPEATED, FIELD(chat_vars), 0, 0,
+     "NAME=JSON: a further variable for the chat template, e.g. enable_thinking=false (repeatable)"},
     {"all", 0, OPT_FLAG, FIELD(all), 0, 0, "logits of every position, not only the last"},
     {"host", 0, OPT_STRING, FIELD(host), 0, 0, "the address to listen on (default 127.0.0.1: this machine only)"},
     {"port", 0, OPT_INT, FIELD(port), 0, 65535, "the port to listen on (default 8080; 0: any free port)"},
@@ -94,6 +101,12 @@ static int set_option(Args *args, const Option *o, const char *value, Err *err) 
     switch (o->type) {
     case OPT_FLAG: *(bool *)field = true; return 0;
     case OPT_STRING: *(const char **)field = value; return 0;
+    case OPT_REPEATED: {
+        Repeated *r = field;
+        if (r->n == MAX_REPEATED) return err_fmt(err, "--%s: given more than %d times", o->name, MAX_REPEATED);
+        r->items[r->n++] = value;
+        return 0;
+    }
     case OPT_U64: {
         unsigned long long v = strtoull(value, &end, 0);
         if (errno || end == value || *end || value[0] == '-')

@@ -11,7 +11,13 @@
 #include "base/error.h"
 #include "speculative/sampling.h"
 
-enum { MAX_POSITIONAL = 4096 };
+enum { MAX_POSITIONAL = 4096, MAX_REPEATED = 32 };
+
+// The values of an option that may be given several times (--chat-var, --stop), in order.
+typedef struct {
+    const char *items[MAX_REPEATED];
+    int n;
+} Repeated;
 
 typedef struct {
     const char *model_dir;      // -m
@@ -38,7 +44,11 @@ typedef struct {
     int queue;                  // serve --queue: requests that may wait beside the one running
     int max_body;               // serve --max-body, bytes
     int timeout;                // serve --timeout, seconds a connection may stay idle
+    Repeated chat_vars;         // --chat-var NAME=JSON
+    const char *system;         // --system TEXT: the conversation's system message
     bool print_ids, stats, all, show, compare, allow_special, lookup, tree, help;
+    bool add_generation_prompt; // --add-generation-prompt
+    bool chat;                  // --chat: the prompt is a user message, through the chat template
     const char *positional[MAX_POSITIONAL];
     int n_positional;
 } Args;

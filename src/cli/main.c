@@ -11,6 +11,7 @@
 
 #include "checkpoint/safetensors.h"
 #include "cli/args.h"
+#include "cli/chat.h"
 #include "cli/report.h"
 #include "cli/serve.h"
 #include "cli/session.h"
@@ -28,7 +29,7 @@ static const Command commands[] = {
      "continue a prompt; speculatively with a draft model (the shipped pair when no -m is given)",
      "model draft ids prompt tokens temp top-k top-p seed gamma sampler lookup tree-width tree draft-p-min ctx threads "
      "draft-threads "
-     "quant draft-quant print-ids stats show trace compare allow-special help", 0, 0},
+     "quant draft-quant print-ids stats show trace compare allow-special chat system chat-var help", 0, 0},
     {"logits", cmd_logits, "logits -m DIR --ids \"1 2 3\" [--all]",
      "print the logits of the last position (all with --all), one line of %.7g values per position",
      "model ids all ctx threads quant help", 0, 0},
@@ -40,6 +41,10 @@ static const Command commands[] = {
      "[options]", "an OpenAI-compatible HTTP server (docs/server.md); speculative with a draft model or --lookup",
      "model draft tokens gamma sampler lookup tree-width tree draft-p-min ctx threads draft-threads quant draft-quant "
      "host port api-key queue max-body timeout help", 0, 0},
+    {"render", cmd_render,
+     "render -m DIR [-f MESSAGES.json] [--add-generation-prompt] [--print-ids] [--chat-var NAME=JSON]...",
+     "print a conversation (a JSON list of {role, content}; standard input by default) as the checkpoint's chat "
+     "template renders it, or its token ids", "model file add-generation-prompt print-ids chat-var help", 0, 0},
     {"inspect", cmd_inspect, "inspect PATH", "show the header and tensor table of a safetensors file or folder",
      "help", 1, 1},
 };
@@ -88,6 +93,8 @@ static int cmd_generate(const Args *args, Err *err) {
     if (spec_params_from_args(args, &params, err)) return -1;
     if (args->ids && args->prompt) return err_fmt(err, "give the prompt as --ids or as -p, not both");
     if (!args->ids && !args->prompt) return err_fmt(err, "missing prompt: give -p TEXT or --ids \"1 2 3\"");
+    if (args->chat && !args->prompt) return err_fmt(err, "--chat takes the user's message as -p TEXT");
+    if (args->system && !args->chat) return err_fmt(err, "--system is the system message of --chat");
 
     Session s;
     Tokenizer tok;
@@ -109,10 +116,12 @@ static int cmd_generate(const Args *args, Err *err) {
     if (load_tokenizer(&tok, target_dir, args->prompt != NULL, &have_tok, err)) goto done;
     if (have_tok && tokenizer_vocab_size(&tok) < s.target.n_vocab)  // padding rows of the embedding table: the
         model_limit_vocab(&s.target, tokenizer_vocab_size(&tok));    // ids past the tokenizer's are never sampled
-    if (args->prompt ? tokenizer_encode(&tok, args->prompt, strlen(args->prompt), args->allow_special, &prompt,
-                                        &n_prompt, err) ||
-                           tokenizer_add_special_tokens(&tok, &prompt, &n_prompt, err)  // BOS, as the checkpoint's
-                     : parse_ids(args->ids, &prompt, &n_prompt, err))
+    if (args->chat && args->prompt
+            ? chat_prompt_ids(target_dir, &tok, args->system, args->prompt, &args->chat_vars, &prompt, &n_prompt, err)
+        : args->prompt ? tokenizer_encode(&tok, args->prompt, strlen(args->prompt), args->allow_special, &prompt,
+                                          &n_prompt, err) ||
+                             tokenizer_add_special_tokens(&tok, &prompt, &n_prompt, err)  // BOS, as the checkpoint's
+                       : parse_ids(args->ids, &prompt, &n_prompt, err))
         goto done;
     if (n_prompt == 0) {
         err_fmt(err, "the prompt is empty");
