@@ -47,7 +47,8 @@ int cmd_serve(const Args *args, Err *err) {
     if (model_dirs(args, &target_dir, &draft_dir, err) || spec_params_from_args(args, &spec, err)) return -1;
     Session s;
     Tokenizer tok;
-    bool have_tok = false;
+    ChatTemplate chat;
+    bool have_tok = false, have_chat = false;
     int rc = -1;
     if (session_open(&s, target_dir, draft_dir, args->threads, args->quant, args->draft_quant,
                      args->ctx ? args->ctx : DEFAULT_CONTEXT, err) ||
@@ -60,14 +61,21 @@ int cmd_serve(const Args *args, Err *err) {
     if (load_tokenizer(&tok, target_dir, true, &have_tok, err)) goto done;
     if (tokenizer_vocab_size(&tok) < s.target.n_vocab)  // as generate: ids past the tokenizer's are never sampled
         model_limit_vocab(&s.target, tokenizer_vocab_size(&tok));
+    Err no_template;  // chat completions are refused with this reason when the checkpoint has no usable template
+    have_chat = chat_template_load(&chat, target_dir, &no_template) == 0;
+    char no_chat[sizeof no_template.msg + 64];
+    snprintf(no_chat, sizeof no_chat, "this checkpoint has no chat template that specdec can use: %s",
+             no_template.msg);
+    if (!have_chat) fprintf(stderr, "specdec serve: /v1/chat/completions is refused: %s\n", no_chat);
     const Engine engine = {.target = &s.target, .draft = s.has_draft ? &s.draft : NULL, .lookup = args->lookup,
-                           .tok = &tok, .spec = spec, .draft_p_min = args->draft_p_min,
-                           .default_max_tokens = args->n_tokens};
+                           .tok = &tok, .chat = have_chat ? &chat : NULL, .no_chat = no_chat, .spec = spec,
+                           .draft_p_min = args->draft_p_min, .default_max_tokens = args->n_tokens};
     const ServeOptions options = {.host = args->host ? args->host : "127.0.0.1", .port = args->port,
                                   .api_key = args->api_key, .queue = args->queue, .max_body = (size_t)args->max_body,
                                   .timeout = args->timeout, .model = target_dir};
     rc = serve_until_signal(&engine, &options, err);
 done:
+    if (have_chat) chat_template_free(&chat);
     if (have_tok) tokenizer_free(&tok);
     session_close(&s);
     return rc;

@@ -6,17 +6,36 @@
 #include <sys/random.h>
 
 #include "base/clock.h"
+#include "chat/stop.h"
 
 // ---- the prompt ---------------------------------------------------------------------------------------------
+
+// A chat request's messages through the checkpoint's template, the assistant's turn opened, encoded with special
+// tokens from the template's own bytes only (chat/template.h): what generate --chat does with one user message.
+static int chat_prompt(const Engine *en, const Request *req, int **ids, int *n_ids, ApiError *e) {
+    if (!en->chat) return api_error(e, 400, "unsupported_value", "messages", "%s", en->no_chat);
+    json_t *messages = json_array();
+    for (int i = 0; messages && i < req->n_messages; i++)
+        json_array_append_new(messages, json_pack("{s:s, s:s}", "role", req->messages[i].role, "content",
+                                                  req->messages[i].content));
+    JinjaOutput rendered = {0};
+    Err err;
+    int rc = 0;
+    if (!messages || chat_template_render(en->chat, messages, true, NULL, &rendered, &err) ||
+        chat_encode(en->tok, &rendered, ids, n_ids, &err))
+        rc = api_error(e, 400, "invalid_value", "messages", "messages: %s", messages ? err.msg : "out of memory");
+    jinja_output_free(&rendered);
+    json_decref(messages);
+    return rc;
+}
 
 int engine_prompt(const Engine *en, const Request *req, int **ids, int *n_ids, ApiError *e) {
     *ids = NULL;
     *n_ids = 0;
     const char *param = req->kind == API_CHAT ? "messages" : "prompt";
-    if (req->kind == API_CHAT)
-        return api_error(e, 400, "unsupported_value", param, "this checkpoint has no chat template: use "
-                         "/v1/completions with the prompt as text");
-    if (req->prompt) {
+    if (req->kind == API_CHAT) {
+        if (chat_prompt(en, req, ids, n_ids, e)) return -1;
+    } else if (req->prompt) {
         Err err;
         if (tokenizer_encode(en->tok, req->prompt, strlen(req->prompt), false, ids, n_ids, &err) ||
             tokenizer_add_special_tokens(en->tok, ids, n_ids, &err))  // BOS, as the checkpoint's (generate -p)
@@ -37,62 +56,29 @@ int engine_prompt(const Engine *en, const Request *req, int **ids, int *n_ids, A
     return 0;
 }
 
-// ---- stop strings -------------------------------------------------------------------------------------------
-
-size_t stop_scan(const char *text, size_t len, size_t from, char *const *stop, int n_stop, bool *stopped) {
-    size_t first = len, first_end = len + 1, hold = 0;
-    *stopped = false;
-    for (int s = 0; s < n_stop; s++) {
-        const size_t n = strlen(stop[s]);
-        const char *hit = memmem(text + from, len - from, stop[s], n);  // (its first: the one that ends first)
-        const size_t at = hit ? (size_t)(hit - text) : 0;
-        if (hit && (at + n < first_end || (at + n == first_end && at < first))) {
-            first = at;
-            first_end = at + n;
-            *stopped = true;
-        }
-        for (size_t k = n - 1; k > hold; k--)  // the longest proper prefix of stop[s] that ends the text
-            if (k <= len - from && memcmp(text + len - k, stop[s], k) == 0) {
-                hold = k;
-                break;
-            }
-    }
-    return *stopped ? first : len - hold;
-}
-
 // ---- the run ------------------------------------------------------------------------------------------------
 
-// The text of one generation: all of it decoded so far, of which text[0..sent) went to the sink.
+// One generation's text: decoded token by token, scanned for the request's stop strings (chat/stop.h), handed on
+// as it becomes final.
 typedef struct {
-    const Request *req;
     const EngineSink *sink;
     TokenStream stream;
-    char *text;
-    size_t len, cap, sent;
+    StopScan stops;
     int tokens;             // emitted tokens up to the one that completed a stop string
-    bool stopped, cancelled, out_of_memory;
+    bool stopped, cancelled, failed;
 } Run;
 
-// Appends a piece of decoded text and hands on what is final: up to the first stop string (then the text ends
-// there), or up to what may begin one. `last`: no more text comes, so nothing is held back.
+// Adds a piece of decoded text and hands on what is final (`last`: no more text comes).
 static void add_text(Run *run, const char *piece, size_t n, bool last) {
-    if (run->stopped) return;
-    if (run->len + n + 1 > run->cap) {
-        const size_t cap = 2 * (run->len + n + 1);
-        char *grown = realloc(run->text, cap);
-        if (!grown) {
-            run->out_of_memory = run->stopped = true;
-            return;
-        }
-        run->text = grown, run->cap = cap;
+    Err err;
+    if (stop_scan_push(&run->stops, piece, n, &run->stopped, &err)) {
+        run->failed = run->stopped = true;  // out of memory
+        return;
     }
-    memcpy(run->text + run->len, piece, n);
-    run->len += n;
-    size_t final = stop_scan(run->text, run->len, run->sent, run->req->stop, run->req->n_stop, &run->stopped);
-    if (last) final = run->stopped ? final : run->len;
-    if (run->stopped) run->len = final;
-    if (final > run->sent) run->sink->on_text(run->sink->ctx, run->text + run->sent, final - run->sent);
-    run->sent = final;
+    const char *final;
+    size_t len;
+    stop_scan_take(&run->stops, last, &final, &len);
+    if (len) run->sink->on_text(run->sink->ctx, final, len);
 }
 
 static void run_on_token(void *ctx, int id, TokenKind kind) {
@@ -102,7 +88,7 @@ static void run_on_token(void *ctx, int id, TokenKind kind) {
     size_t n;
     Err err;
     if (token_stream_push(&run->stream, id, &piece, &n, &err)) {  // (ids come from the model: in the vocabulary)
-        run->out_of_memory = run->stopped = true;
+        run->failed = run->stopped = true;
         return;
     }
     run->tokens++;
@@ -163,7 +149,7 @@ int engine_run(const Engine *en, const Request *req, const int *prompt, int n_pr
     params.eos_ids = cfg->eos_ids;
     params.n_eos = cfg->n_eos;
     params.trace = NULL;
-    Run run = {.req = req, .sink = sink};
+    Run run = {.sink = sink};
     params.on_token = run_on_token;
     params.should_stop = run_should_stop;
     params.ctx = &run;
@@ -172,7 +158,8 @@ int engine_run(const Engine *en, const Request *req, const int *prompt, int n_pr
     Drafter *drafter;
     Err err;
     int *out = malloc(sizeof(int) * ((size_t)params.max_tokens + 1)), n_out = 0, rc = -1;
-    if (!out || drafters_open(&drafters, en, &params, &drafter, &err) ||
+    if (!out || stop_scan_init(&run.stops, (const char *const *)req->stop, req->n_stop, &err) ||
+        drafters_open(&drafters, en, &params, &drafter, &err) ||
         speculative_generate(en->target, drafter, prompt, n_prompt, &params, out, &n_out, &result->stats, &err)) {
         api_error(e, 500, NULL, NULL, "generation failed: %s", out ? err.msg : "out of memory");
         goto done;
@@ -181,7 +168,7 @@ int engine_run(const Engine *en, const Request *req, const int *prompt, int n_pr
     size_t n;
     token_stream_flush(&run.stream, &piece, &n);
     add_text(&run, piece, n, true);
-    if (run.out_of_memory) {
+    if (run.failed) {
         api_error(e, 500, NULL, NULL, "out of memory for the generated text");
         goto done;
     }
@@ -193,7 +180,7 @@ int engine_run(const Engine *en, const Request *req, const int *prompt, int n_pr
 done:
     drafters_close(&drafters);
     token_stream_free(&run.stream);
-    free(run.text);
+    stop_scan_free(&run.stops);
     free(out);
     return rc;
 }

@@ -1,5 +1,6 @@
 // engine.h — one generation for the server: a request's prompt through speculative_generate (speculative.h), its
-// text handed on as it becomes final, cut at the request's stop strings, ended early when the client goes away.
+// text handed on as it becomes final, cut at the request's stop strings (chat/stop.h), ended early when the client
+// goes away.
 //
 // The output is that of `specdec generate` with the same checkpoint, options, prompt and seed: the same drafters
 // built afresh for every request (so nothing of one request's drafts reaches the next), the same streaming decoder.
@@ -9,6 +10,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "chat/template.h"
 #include "model/model.h"
 #include "serve/request.h"
 #include "speculative/speculative.h"
@@ -20,6 +22,8 @@ typedef struct {
     Model *draft;               // a draft model, or NULL
     bool lookup;                // n-gram lookup drafting (with draft: staged)
     const Tokenizer *tok;
+    const ChatTemplate *chat;         // the checkpoint's chat template, or NULL: chat requests get 400 with no_chat
+    const char *no_chat;              // why there is none (one line)
     SpecParams spec;            // γ policy, sampler and tree (sampling, seed and lengths come with each request)
     float draft_p_min;
     int default_max_tokens;     // when a request gives none
@@ -41,7 +45,8 @@ typedef struct {
 } EngineResult;
 
 // The token ids of a request's prompt (malloc'd): the text encoded with the checkpoint's special tokens around it
-// (as generate -p), or the ids given, checked against the vocabulary; chat through the checkpoint's template.
+// (as generate -p), or the ids given, checked against the vocabulary; chat messages through the checkpoint's
+// template (as generate --chat).
 // Bad input → -1 with e (400).
 int engine_prompt(const Engine *en, const Request *req, int **ids, int *n_ids, ApiError *e);
 
@@ -49,11 +54,5 @@ int engine_prompt(const Engine *en, const Request *req, int **ids, int *n_ids, A
 // failed; 400: the prompt leaves no room in the context).
 int engine_run(const Engine *en, const Request *req, const int *prompt, int n_prompt, const EngineSink *sink,
                EngineResult *result, ApiError *e);
-
-// Of text[0..len), the bytes that are final when stop strings may still complete: where the stop string that ends
-// first (of those that end together, the longest) begins, *stopped set — generation would have stopped there, so
-// the answer does not depend on how the text arrives in pieces; else len less the longest suffix that begins one.
-// Stop strings are searched from `from` on (what was handed on before cannot hold one).
-size_t stop_scan(const char *text, size_t len, size_t from, char *const *stop, int n_stop, bool *stopped);
 
 #endif

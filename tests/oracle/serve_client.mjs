@@ -51,9 +51,12 @@ async function cases(prompt, maxTokens, stop) {
     out.usage = usage.usage;
     out.specdec = usage.specdec;
     out.finish_reason = usage.choices[0].finish_reason;
-    out.chat = await chat(client, { model: "specdec", messages: [{ role: "user", content: "hi" }], max_tokens: 8 });
-    out.chat_stream = await chat(client, { model: "specdec", messages: [{ role: "user", content: "hi" }],
-                                           stream: true });
+    const messages = [{ role: "user", content: prompt }];
+    out.chat = await chat(client, { model: "specdec", messages, max_tokens: maxTokens, temperature: 0 });
+    out.chat_stream = await chat(client, { model: "specdec", messages, max_completion_tokens: maxTokens,
+                                           temperature: 0, stream: true });
+    out.chat_sampled = await chat(client, { model: "specdec", messages, max_tokens: maxTokens, temperature: 0.8,
+                                            seed: 11, stream: true });
     out.refused = await complete(client, { ...base, n: 2 });
     console.log(JSON.stringify(out));
 }

@@ -1,5 +1,4 @@
-// test_api.c — the server's pure pieces: stop strings held back and cut (engine.c's stop_scan, against a plain
-// search on random texts), the key comparison, and the response objects' shape (api.c).
+// test_api.c — the server's pure pieces: the key comparison and the response objects' shape (api.c).
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,72 +7,6 @@
 #include "harness.h"
 #include "serve/api.h"
 #include "serve/server.h"
-
-TEST(serve_stop_scan_table) {
-    char *stops[] = {"END", "\n\n", "é"};
-    const struct {
-        const char *text;
-        size_t from, want;
-        bool stopped;
-    } cases[] = {
-        {"hello", 0, 5, false},           // nothing begins a stop string
-        {"hello E", 0, 6, false},         // "E" may begin END: held back
-        {"hello EN", 0, 6, false},
-        {"hello END", 0, 6, true},        // cut before it
-        {"a\n", 0, 1, false},             // "\n" may begin "\n\n"
-        {"a\n\nEND", 0, 1, true},         // the stop string that ends first wins
-        {"xEND\n\n", 0, 1, true},
-        {"xENDyEND", 4, 5, true},         // only from `from` on (what was sent could not hold one)
-        {"caf\xc3", 0, 3, false},         // half of é
-        {"caf\xc3\xa9!", 0, 3, true},
-        {"", 0, 0, false},
-    };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        bool stopped;
-        const size_t got = stop_scan(cases[i].text, strlen(cases[i].text), cases[i].from, stops, 3, &stopped);
-        CHECK(got == cases[i].want && stopped == cases[i].stopped, "case %zu: %zu %d, expected %zu %d", i, got,
-              stopped, cases[i].want, cases[i].stopped);
-    }
-}
-
-// Random texts over a small alphabet, fed in random pieces as the engine feeds them: what is handed on is always a
-// prefix of the answer, and at the end it is the answer, found by a plain search: the text up to the stop string
-// that ends first — however the text was cut into pieces.
-TEST(serve_stop_scan_random) {
-    for (int round = 0; round < 2000; round++) {
-        char text[40], stop_a[4], stop_b[4];
-        const int n = test_rand_int(0, 39);
-        for (int i = 0; i < n; i++) text[i] = (char)('a' + test_rand_int(0, 2));
-        text[n] = '\0';
-        for (int i = 0, la = test_rand_int(1, 3), lb = test_rand_int(1, 3); i < 4; i++) {
-            stop_a[i] = i < la ? (char)('a' + test_rand_int(0, 2)) : '\0';
-            stop_b[i] = i < lb ? (char)('a' + test_rand_int(0, 2)) : '\0';
-        }
-        char *stops[] = {stop_a, stop_b};
-        size_t want = (size_t)n;  // where the stop string that ends first begins (the longer of two that end together)
-        bool hit = false;
-        for (int end = 1; end <= n && !hit; end++)
-            for (int k = 0; k < 2; k++) {
-                const int len = (int)strlen(stops[k]), start = end - len;
-                if (start >= 0 && strncmp(text + start, stops[k], (size_t)len) == 0 && (!hit || (size_t)start < want)) {
-                    want = (size_t)start;
-                    hit = true;
-                }
-            }
-        size_t sent = 0, len = 0;
-        bool stopped = false;
-        while (len < (size_t)n && !stopped) {
-            len += (size_t)test_rand_int(1, n - (int)len);
-            size_t final = stop_scan(text, len, sent, stops, 2, &stopped);
-            if (len == (size_t)n && !stopped) final = len;
-            CHECK(final >= sent && final <= want, "round %d: \"%s\" stops \"%s\" \"%s\": handed on %zu, answer %zu",
-                  round, text, stop_a, stop_b, final, want);
-            sent = final;
-        }
-        CHECK(sent == want && stopped == hit, "round %d: \"%s\" stops \"%s\" \"%s\": %zu (stopped %d), "
-              "expected %zu", round, text, stop_a, stop_b, sent, stopped, want);
-    }
-}
 
 TEST(serve_same_secret) {
     CHECK(same_secret("sekrit", "sekrit"), "equal");

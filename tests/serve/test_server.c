@@ -147,12 +147,16 @@ static void wait_health(int port, bool running) {
 // A checkpoint folder of the fixture f32_tied_prefix (vocabulary 61, context 32) with the shipped tokenizer, whose
 // first 61 ids decode: prompts of such ids (given as ids, or as text like PROMPT) run through the whole server in
 // milliseconds, even in the sanitizers' build.
-static void tiny_checkpoint(char dir[64]) {
+// With a chat template, each message's content in parentheses and the assistant's turn an @ (characters whose ids
+// are below 61, and which no merge joins to PROMPT's).
+static void tiny_checkpoint(char dir[64], bool chat_template) {
     snprintf(dir, 64, "/tmp/specdec-tiny-XXXXXX");
     CHECK(mkdtemp(dir), "mkdtemp");
     char *command;
     if (asprintf(&command, "d=%s; f=$(pwd)/tests/fixtures/f32_tied_prefix; w=$(pwd)/" TARGET "; "
-                 "ln -s $f/config.json $f/model.safetensors $w/tokenizer.json $d/", dir) < 0)
+                 "ln -s $f/config.json $f/model.safetensors $w/tokenizer.json $d/%s", dir,
+                 chat_template ? " && printf '%s' '{% for m in messages %}({{ m.content }}){% endfor %}{% if "
+                                 "add_generation_prompt %}@{% endif %}' > $d/chat_template.jinja" : "") < 0)
         return;
     CHECK(run_command(command, NULL, NULL) == 0, "%s", command);
     free(command);
@@ -188,12 +192,14 @@ static void check_text(json_t *cases, const char *name, const char *want) {
 }
 
 // The tiny checkpoint, drafting by lookup (its vocabulary is not the shipped draft's): each case's text is
-// generate's for the same options and seed; a stop string cuts generate's text where it first occurs.
+// generate's for the same options and seed (chat: generate --chat, the prompt as the user's message); a stop string
+// cuts generate's text where it first occurs.
 TEST(serve_openai_client_matches_generate) {
     char dir[64], *args, *command, *out = NULL, *log;
-    tiny_checkpoint(dir);
+    tiny_checkpoint(dir, true);
     char *greedy = generate(dir, "--temp 0"), *sampled = generate(dir, "--temp 0.8 --seed 11");
     char *warped = generate(dir, "--temp 0.9 --top-k 20 --top-p 0.9 --seed 5");
+    char *chat_greedy = generate(dir, "--chat --temp 0"), *chat_sampled = generate(dir, "--chat --temp 0.8 --seed 11");
     CHECK(greedy && strlen(greedy) >= 12, "the greedy text is too short to cut: \"%s\"", greedy ? greedy : "");
     if (test_failures()) return;
     char stop[3] = {greedy[10], greedy[11], '\0'}, *cut = strdup(greedy);
@@ -225,14 +231,13 @@ TEST(serve_openai_client_matches_generate) {
               && json_integer_value(json_object_get(ext, "target_calls")) >= 1,
           "the specdec extension: drafted ≥ accepted, target calls ≥ 1");
     CHECK(strcmp(json_string_value(json_object_get(cases, "finish_reason")), "length") == 0, "finish_reason");
-    const json_t *chat = json_object_get(cases, "chat"), *refused = json_object_get(cases, "refused");
-    CHECK(json_integer_value(json_object_get(chat, "status")) == 400 &&
-              strstr(json_string_value(json_object_get(chat, "message")), "no chat template"),
-          "chat on a checkpoint without a template: 400");
-    CHECK(json_integer_value(json_object_get(refused, "status")) == 400, "n = 2: 400");
+    check_text(cases, "chat", chat_greedy);
+    check_text(cases, "chat_stream", chat_greedy);
+    check_text(cases, "chat_sampled", chat_sampled);
+    CHECK(json_integer_value(json_object_get(json_object_get(cases, "refused"), "status")) == 400, "n = 2: 400");
     CHECK(stop_serving(&s, &log) == 0, "the server's exit status on SIGTERM: %s", log);
     json_decref(cases);
-    free(greedy), free(sampled), free(warped), free(cut), free(out), free(log);
+    free(greedy), free(sampled), free(warped), free(chat_greedy), free(chat_sampled), free(cut), free(out), free(log);
     remove_dir(dir);
 }
 
@@ -246,7 +251,7 @@ static void check_log_is_clean(const char *log) {
 
 TEST(serve_raw_http_refusals) {
     char dir[64], *args, *log;
-    tiny_checkpoint(dir);
+    tiny_checkpoint(dir, false);
     Served s;
     if (asprintf(&args, "-m %s --api-key sekrit --max-body 2000 --timeout 1", dir) < 0) return;
     CHECK(serve(&s, args), "the server did not start");
@@ -274,6 +279,8 @@ TEST(serve_raw_http_refusals) {
         {post(s.port, "/v1/completions", key, "{\"prompt\": [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, "
                                               "17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32]}"),
          400, "no room"},
+        {post(s.port, "/v1/chat/completions", key, "{\"messages\": [{\"role\": \"user\", \"content\": \"X\"}]}"), 400,
+         "no chat template"},
         {post(s.port, "/v1/nothing", key, body), 404, "unknown_url"},
         {exchange(s.port, "GET /v1/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"), 405, "POST"},
         {exchange(s.port, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: Bearer "
@@ -308,7 +315,7 @@ TEST(serve_raw_http_refusals) {
 
 TEST(serve_load_is_bounded) {
     char dir[64], *args, *out = NULL, *log, *command;
-    tiny_checkpoint(dir);
+    tiny_checkpoint(dir, false);
     Served s;
     if (asprintf(&args, "-m %s --queue 2", dir) < 0) return;
     CHECK(serve(&s, args), "the server did not start");
