@@ -28,7 +28,7 @@
 
 enum {
     SUITE_LIMIT = 1, SUITE_DECODE = 2, SUITE_SPECULATIVE = 4, SUITE_TOKENIZER = 8, SUITE_QUANT = 16, SUITE_THREADS = 32,
-    SUITE_TREES = 64
+    SUITE_TREES = 64, SUITE_SERVE = 128
 };
 
 typedef struct {
@@ -224,5 +224,9 @@ void suite_quant(Bench *b, Pair *pair, Memory *memory);
 // sweep: --threads-sweep, comma-separated counts (NULL: 1, 2, 4, ... up to the pool's size)
 void suite_threads(Bench *b, Pair *pair, Memory *memory, const char *sweep);
 void suite_trees(Bench *b, Pair *pair);
+
+// The HTTP server's overhead: time to first token and tokens/s through it against in process, and a multi-turn
+// exchange (serve.c).
+void suite_serve(Bench *b, Pair *pair);
 
 #endif
