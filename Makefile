@@ -43,6 +43,7 @@ endif
 PKGS      := jansson libxxhash libutf8proc
 PKGS      += libpcre2-8  # PCRE2: runs the regular expressions that tokenizer.json files give their pre-tokenizers
 PKGS      += libmicrohttpd  # GNU libmicrohttpd: the HTTP of specdec serve (src/serve/server.c)
+PKGS      += libedit     # specdec chat: line editing and history on a terminal
 
 MULTIARCH := $(shell $(CC) -print-multiarch)
 BLAS_DIR  := /usr/lib/$(MULTIARCH)/openblas-serial

@@ -2,6 +2,7 @@
 #include "cli/args.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -55,6 +56,8 @@ static const Option options[] = {
     {"trace", 0, OPT_STRING, FIELD(trace), 0, 0, "write one JSON line per speculative round to FILE (- for stderr)"},
     {"compare", 0, OPT_FLAG, FIELD(compare), 0, 0, "also run target-only decoding and compare speeds"},
     {"allow-special", 0, OPT_FLAG, FIELD(allow_special), 0, 0, "\"<|endoftext|>\" in text is the special token"},
+    {"stop", 0, OPT_REPEATED, FIELD(stops), 0, 0,
+     "end the text where TEXT first occurs, TEXT not printed (repeatable: the first of them to occur)"},
     {"chat", 0, OPT_FLAG, FIELD(chat), 0, 0,
      "the prompt is one user message, rendered by the checkpoint's chat template (tokenizer_config.json)"},
     {"system", 0, OPT_STRING, FIELD(system), 0, 0, "with --chat: a system message before it"},
@@ -208,3 +211,30 @@ int read_file(const char *path, char **text, size_t *len, Err *err) {
     return 0;
 }
 
+
+int parse_gamma(const char *text, SpecParams *params, Err *err) {
+    params->policy = GAMMA_AUTO;
+    params->gamma = 5;  // the heuristic's start
+    if (!text || strcmp(text, "auto") == 0) return 0;
+    if (strcmp(text, "heuristic") == 0) {
+        params->policy = GAMMA_HEURISTIC;
+        return 0;
+    }
+    char *end;
+    long v = strtol(text, &end, 10);
+    if (end == text || *end || v < 1 || v > GAMMA_MAX)
+        return err_fmt(err, "--gamma: expected an integer in [1, %d], heuristic or auto, got \"%s\"", GAMMA_MAX, text);
+    params->policy = GAMMA_FIXED;
+    params->gamma = (int)v;
+    return 0;
+}
+
+int parse_sampler(const char *text, SpecSampler *sampler, Err *err) {
+    *sampler = SAMPLER_REJECTION;
+    if (!text || strcmp(text, "rejection") == 0) return 0;
+    if (strcmp(text, "coupled") == 0) {
+        *sampler = SAMPLER_COUPLED;
+        return 0;
+    }
+    return err_fmt(err, "--sampler: expected coupled or rejection, got \"%s\"", text);
+}

@@ -10,6 +10,7 @@
 
 #include "base/error.h"
 #include "speculative/sampling.h"
+#include "speculative/speculative.h"
 
 enum { MAX_POSITIONAL = 4096, MAX_REPEATED = 32 };
 
@@ -45,6 +46,7 @@ typedef struct {
     int max_body;               // serve --max-body, bytes
     int timeout;                // serve --timeout, seconds a connection may stay idle
     Repeated chat_vars;         // --chat-var NAME=JSON
+    Repeated stops;             // --stop TEXT
     const char *system;         // --system TEXT: the conversation's system message
     bool print_ids, stats, all, show, compare, allow_special, lookup, tree, help;
     bool add_generation_prompt; // --add-generation-prompt
@@ -68,6 +70,12 @@ int args_parse(Args *args, const Command *cmd, int argc, char **argv, Err *err);
 
 // Prints cmd's usage and the options it accepts.
 void args_print_help(FILE *out, const Command *cmd);
+
+// --gamma N | heuristic | auto (NULL: auto) into params->policy and params->gamma.
+int parse_gamma(const char *text, SpecParams *params, Err *err);
+
+// --sampler coupled | rejection (NULL: rejection).
+int parse_sampler(const char *text, SpecSampler *sampler, Err *err);
 
 // Parses token ids ("1 2 3" or "1,2,3") into a malloc'd array.
 int parse_ids(const char *text, int **ids_out, int *n_out, Err *err);

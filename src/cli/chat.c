@@ -1,11 +1,16 @@
 // chat.c — the chat commands (chat.h).
+#include <editline/readline.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "base/utf8.h"
 #include "chat/template.h"
 #include "cli/chat.h"
+#include "cli/report.h"
 #include "cli/session.h"
+#include "speculative/conversation.h"
 
 json_t *chat_vars_object(const Repeated *vars, Err *err) {
     json_t *obj = json_object();
@@ -109,5 +114,204 @@ done:
     json_decref(messages);
     json_decref(vars);
     chat_template_free(&ct);
+    return rc;
+}
+
+// ---- specdec chat -----------------------------------------------------------------------------------------------
+//
+// Each user line is added to the conversation (a JSON list of messages, with --system's first), the whole is
+// rendered by the template with the assistant's turn opened, and the reply continues the Conversation
+// (speculative/conversation.h): its caches keep what the last turn left, so a turn prefills only what the rendering
+// adds. The reply streams as it is decided (--show's marks too; with --stop, the text up to the stop string) and
+// ends at the checkpoint's end-of-text ids (generation_config.json's eos list: <|eot_id|>, <|im_end|>), at -n
+// tokens, or at a stop string; it joins the conversation as the assistant's message. A conversation that no longer
+// fits the context is refused turn by turn with a note, until /reset.
+
+typedef struct {
+    const Args *args;
+    Session s;
+    Tokenizer tok;
+    bool have_tok;
+    ChatTemplate ct;
+    json_t *vars, *messages;
+    ModelDrafter model;
+    LookupDrafter lookup;
+    StagedDrafter staged;
+    Conversation conv;
+    bool conv_open;
+    SpecParams params;
+    int *out;
+    int turn;
+} Chat;
+
+static Drafter *open_drafter(Chat *c, Err *err) {
+    const Args *a = c->args;
+    if (c->s.has_draft && model_drafter_init(&c->model, &c->s.draft, &c->params, a->draft_p_min, err)) return NULL;
+    if (a->lookup && lookup_drafter_init(&c->lookup, LOOKUP_N_MIN, LOOKUP_N_MAX, err)) return NULL;
+    if (a->lookup && c->s.has_draft) {
+        staged_drafter_init(&c->staged, &c->lookup, &c->model, LOOKUP_STAGED_MIN_MATCH);
+        return &c->staged.base;
+    }
+    return a->lookup ? &c->lookup.base : c->s.has_draft ? &c->model.base : NULL;
+}
+
+static int chat_open(Chat *c, const Args *a, Err *err) {
+    const char *target_dir, *draft_dir;
+    *c = (Chat){.args = a, .params = {.sampling = a->sampling, .seed = a->seed, .max_tokens = a->n_tokens,
+                                      .tree_width = a->tree && !a->tree_width ? TREE_FIRST_WIDTH_MAX : a->tree_width,
+                                      .tree_auto = a->tree}};
+    if (parse_gamma(a->gamma, &c->params, err) || parse_sampler(a->sampler, &c->params.sampler, err) ||
+        model_dirs(a, &target_dir, &draft_dir, err) ||
+        session_open(&c->s, target_dir, draft_dir, a->threads, a->quant, a->draft_quant,
+                     a->ctx ? a->ctx : DEFAULT_CONTEXT, err) ||
+        session_draft_threads(&c->s, a->draft_threads, err) ||
+        load_tokenizer(&c->tok, target_dir, true, &c->have_tok, err) || chat_template_load(&c->ct, target_dir, err) ||
+        !(c->vars = chat_vars_object(&a->chat_vars, err)))
+        return -1;
+    if ((a->tree_width > 1 || a->tree) && !c->s.has_draft && !a->lookup)
+        return err_fmt(err, "--tree-width and --tree draft a tree: give a draft model (-d DIR) or --lookup");
+    if (tokenizer_vocab_size(&c->tok) < c->s.target.n_vocab) model_limit_vocab(&c->s.target, tokenizer_vocab_size(&c->tok));
+    c->params.eos_id = c->s.target.cfg.eos_token_id;
+    c->params.eos_ids = c->s.target.cfg.eos_ids;
+    c->params.n_eos = c->s.target.cfg.n_eos;
+    Drafter *drafter = open_drafter(c, err);
+    if ((c->s.has_draft || a->lookup) && !drafter) return -1;
+    if (conversation_init(&c->conv, &c->s.target, drafter, err)) return -1;
+    c->conv_open = true;
+    c->messages = json_array();
+    c->out = malloc(sizeof(int) * ((size_t)a->n_tokens + 1));
+    if (!c->messages || !c->out) return err_fmt(err, "out of memory");
+    if (a->system) json_array_append_new(c->messages, json_pack("{s:s, s:s}", "role", "system", "content", a->system));
+    return 0;
+}
+
+static void chat_close(Chat *c) {
+    if (c->conv_open) conversation_free(&c->conv);
+    if (c->model.logits) model_drafter_free(&c->model);
+    lookup_drafter_free(&c->lookup);
+    if (c->have_tok) tokenizer_free(&c->tok);
+    chat_template_free(&c->ct);
+    json_decref(c->vars);
+    json_decref(c->messages);
+    free(c->out);
+    session_close(&c->s);
+}
+
+// One --stats line a turn: what was reused from the caches and what was prefilled, and the reply's decoding.
+static void print_turn_stats(const Chat *c, int n_ids, int reused, int n_out, const SpecStats *st) {
+    fprintf(stderr, "{\"turn\": %d, \"prompt_tokens\": %d, \"reused_tokens\": %d, \"prefill_tokens\": %d, "
+                    "\"prefill_ms\": %.2f, \"generated_tokens\": %d, \"tokens_per_s\": %.2f, \"target_calls\": %d, "
+                    "\"drafted\": %d, \"accepted\": %d}\n",
+            c->turn, n_ids, reused, n_ids - reused, st->prefill_seconds * 1e3, n_out,
+            st->decode_seconds > 0 ? n_out / st->decode_seconds : 0.0, st->rounds, st->drafted, st->accepted);
+}
+
+// The reply to the conversation's ids, streamed; *reply (malloc'd) its text as the conversation keeps it.
+static int reply(Chat *c, const int *ids, int n_ids, char **text, Err *err) {
+    const Args *a = c->args;
+    Printer printer = {0};
+    StopPrinter stopper = {0};
+    SpecParams params = c->params;
+    if (a->stops.n) {
+        if (stop_printer_init(&stopper, stdout, &c->tok, &a->stops, err)) return -1;
+        params.stop = stop_printer_token;
+        params.stop_ctx = &stopper;
+    } else {
+        printer_init(&printer, stdout, &c->tok, a->show, isatty(STDOUT_FILENO) && !getenv("NO_COLOR"), err);
+        params.on_token = on_token;
+        params.ctx = &printer;
+    }
+    SpecStats stats;
+    int n_out = 0, reused = 0, rc = conversation_reply(&c->conv, ids, n_ids, &params, c->out, &n_out, &stats, &reused,
+                                                       err);
+    size_t len;
+    if (a->stops.n) stop_printer_finish(&stopper);
+    else printer_finish(&printer);
+    if (rc == 0 && stopper.failed) rc = -1;
+    if (rc == 0 && a->stops.n) rc = (*text = strndup(stopper.scan.text ? stopper.scan.text : "", stopper.scan.len))
+                                         ? 0 : err_fmt(err, "out of memory");
+    else if (rc == 0) rc = tokenizer_decode(&c->tok, c->out, n_out, text, &len, err);
+    if (rc == 0 && a->stats) print_turn_stats(c, n_ids, reused, n_out, &stats);
+    if (rc == 0 && n_out < a->n_tokens && c->conv.cache.len + 1 >= c->s.target.cfg.n_positions)
+        fprintf(stderr, "specdec: the reply stopped where the conversation fills the context of %d positions (--ctx); "
+                "/reset starts a new one\n", c->s.target.cfg.n_positions);
+    printer_free(&printer);
+    stop_printer_free(&stopper);
+    return rc;
+}
+
+// One turn: the user's message, the reply. A message that is not UTF-8, or a conversation that no longer fits
+// the context, is refused with a note (the conversation unchanged).
+static int turn(Chat *c, const char *user, Err *err) {
+    if (utf8_invalid_offset(user, strlen(user)) < strlen(user)) {
+        fprintf(stderr, "specdec: the message is not valid UTF-8; it was not sent\n");
+        return 0;
+    }
+    json_array_append_new(c->messages, json_pack("{s:s, s:s}", "role", "user", "content", user));
+    JinjaOutput rendered = {0};
+    int *ids = NULL, n_ids = 0;
+    char *text = NULL;
+    int rc = chat_template_render(&c->ct, c->messages, true, c->vars, &rendered, err) ||
+                     chat_encode(&c->tok, &rendered, &ids, &n_ids, err)
+                 ? -1
+                 : 0;
+    const int n_ctx = c->s.target.cfg.n_positions;
+    if (rc == 0 && n_ids >= n_ctx) {
+        fprintf(stderr, "specdec: the conversation has %d tokens and the context holds %d positions (--ctx): no room "
+                "for a reply; /reset starts a new one\n", n_ids, n_ctx);
+        json_array_remove(c->messages, json_array_size(c->messages) - 1);
+    } else if (rc == 0) {
+        c->turn++;
+        rc = reply(c, ids, n_ids, &text, err);
+        if (rc == 0) json_array_append_new(c->messages, json_pack("{s:s, s:s}", "role", "assistant", "content", text));
+    }
+    free(text);
+    free(ids);
+    jinja_output_free(&rendered);
+    return rc;
+}
+
+// The next line of input without its newline (malloc'd), NULL at the end: through libedit on a terminal (line
+// editing, history), plain lines otherwise.
+static char *read_message(bool terminal) {
+    if (terminal) {
+        char *line = readline("> ");
+        if (line && *line) add_history(line);
+        return line;
+    }
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n = getline(&line, &cap, stdin);
+    if (n < 0) {
+        free(line);
+        return NULL;
+    }
+    if (n > 0 && line[n - 1] == '\n') line[--n] = '\0';
+    if (n > 0 && line[n - 1] == '\r') line[--n] = '\0';
+    return line;
+}
+
+int cmd_chat(const Args *args, Err *err) {
+    Chat c;
+    int rc = chat_open(&c, args, err);
+    const bool terminal = isatty(STDIN_FILENO);
+    if (rc == 0 && terminal) fprintf(stderr, "specdec chat: /reset starts over, /exit or Ctrl-D ends\n");
+    for (char *line; rc == 0 && (line = read_message(terminal)) != NULL; free(line)) {
+        if (strcmp(line, "/exit") == 0) {
+            free(line);
+            break;
+        }
+        if (strcmp(line, "/reset") == 0) {
+            conversation_reset(&c.conv);
+            json_array_clear(c.messages);
+            if (args->system)
+                json_array_append_new(c.messages, json_pack("{s:s, s:s}", "role", "system", "content", args->system));
+            c.turn = 0;
+            fprintf(stderr, "specdec: a new conversation\n");
+        } else if (*line) {
+            rc = turn(&c, line, err);
+        }
+    }
+    chat_close(&c);
     return rc;
 }

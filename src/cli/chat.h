@@ -1,5 +1,5 @@
 // chat.h — the chat commands: `specdec render` (what a conversation becomes through the checkpoint's template)
-// and generate --chat's prompt.
+// and generate --chat's prompt, and `specdec chat`.
 #ifndef SPECDEC_CLI_CHAT_H
 #define SPECDEC_CLI_CHAT_H
 
@@ -19,5 +19,8 @@ int chat_prompt_ids(const char *dir, const Tokenizer *tok, const char *system, c
 
 // specdec render -m DIR [-f MESSAGES.json] [--add-generation-prompt] [--ids] [--chat-var NAME=JSON]...
 int cmd_render(const Args *args, Err *err);
+
+// specdec chat: a conversation with an instruct model (chat.c's top says how).
+int cmd_chat(const Args *args, Err *err);
 
 #endif

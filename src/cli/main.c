@@ -29,7 +29,7 @@ static const Command commands[] = {
      "continue a prompt; speculatively with a draft model (the shipped pair when no -m is given)",
      "model draft ids prompt tokens temp top-k top-p seed gamma sampler lookup tree-width tree draft-p-min ctx threads "
      "draft-threads "
-     "quant draft-quant print-ids stats show trace compare allow-special chat system chat-var help", 0, 0},
+     "quant draft-quant print-ids stats show trace compare allow-special chat system chat-var stop help", 0, 0},
     {"logits", cmd_logits, "logits -m DIR --ids \"1 2 3\" [--all]",
      "print the logits of the last position (all with --all), one line of %.7g values per position",
      "model ids all ctx threads quant help", 0, 0},
@@ -45,6 +45,11 @@ static const Command commands[] = {
      "render -m DIR [-f MESSAGES.json] [--add-generation-prompt] [--print-ids] [--chat-var NAME=JSON]...",
      "print a conversation (a JSON list of {role, content}; standard input by default) as the checkpoint's chat "
      "template renders it, or its token ids", "model file add-generation-prompt print-ids chat-var help", 0, 0},
+    {"chat", cmd_chat, "chat [-m DIR [-d DRAFT_DIR]] [--lookup] [--system TEXT] [options]",
+     "talk with an instruct model: user messages from standard input (line editing on a terminal), replies "
+     "streamed; /reset starts over, /exit (or end of input) ends",
+     "model draft tokens temp top-k top-p seed gamma sampler lookup tree-width tree draft-p-min ctx threads "
+     "draft-threads quant draft-quant stats show system chat-var stop help", 0, 0},
     {"inspect", cmd_inspect, "inspect PATH", "show the header and tensor table of a safetensors file or folder",
      "help", 1, 1},
 };
@@ -95,11 +100,14 @@ static int cmd_generate(const Args *args, Err *err) {
     if (!args->ids && !args->prompt) return err_fmt(err, "missing prompt: give -p TEXT or --ids \"1 2 3\"");
     if (args->chat && !args->prompt) return err_fmt(err, "--chat takes the user's message as -p TEXT");
     if (args->system && !args->chat) return err_fmt(err, "--system is the system message of --chat");
+    if (args->stops.n && (args->show || args->print_ids || args->compare))
+        return err_fmt(err, "--stop prints the text up to the stop string: not with --show, --print-ids or --compare");
 
     Session s;
     Tokenizer tok;
     bool have_tok = false;
     Printer printer = {0};
+    StopPrinter stopper = {0};
     ModelDrafter drafter = {0};
     LookupDrafter lookup = {0};
     StagedDrafter staged;
@@ -142,6 +150,16 @@ static int cmd_generate(const Args *args, Err *err) {
     params.ctx = &printer;
     printer_init(&printer, stdout, have_tok && !args->print_ids ? &tok : NULL, args->show,
                  isatty(STDOUT_FILENO) && !getenv("NO_COLOR"), err);
+    if (args->stops.n) {
+        if (!have_tok) {
+            err_fmt(err, "--stop needs the checkpoint's tokenizer, to read the text");
+            goto done;
+        }
+        if (stop_printer_init(&stopper, stdout, &tok, &args->stops, err)) goto done;
+        params.on_token = NULL;
+        params.stop = stop_printer_token;
+        params.stop_ctx = &stopper;
+    }
     if (args->show) fprintf(stderr, "%s\n", show_legend(printer.color));
 
     out = malloc(sizeof(int) * (args->n_tokens + 1));
@@ -152,7 +170,9 @@ static int cmd_generate(const Args *args, Err *err) {
                         : s.has_draft ? &drafter.base : NULL;
     SpecStats stats;
     if (speculative_generate(&s.target, drafting, prompt, n_prompt, &params, out, &n_out, &stats, err)) goto done;
-    printer_finish(&printer);
+    if (args->stops.n) stop_printer_finish(&stopper);
+    else printer_finish(&printer);
+    if (stopper.failed) goto done;  // err says why
     // The loop stops when the committed tokens overrun the context by one (the last is sampled, never fed).
     const int n_ctx = s.target.cfg.n_positions;
     if (n_out < args->n_tokens && n_prompt + n_out > n_ctx)
@@ -168,6 +188,7 @@ static int cmd_generate(const Args *args, Err *err) {
 done:
     if (trace && trace != stderr && trace != stdout) fclose(trace);
     printer_free(&printer);
+    stop_printer_free(&stopper);
     if (drafter.logits) model_drafter_free(&drafter);
     lookup_drafter_free(&lookup);
     if (have_tok) tokenizer_free(&tok);

@@ -180,6 +180,45 @@ void printer_finish(Printer *pr) {
     fflush(pr->out);
 }
 
+int stop_printer_init(StopPrinter *sp, FILE *out, const Tokenizer *tok, const Repeated *stops, Err *err) {
+    *sp = (StopPrinter){.out = out, .err = err};
+    token_stream_init(&sp->stream, tok);
+    return stop_scan_init(&sp->scan, stops->items, stops->n, err);
+}
+
+bool stop_printer_token(void *ctx, int id) {
+    StopPrinter *sp = ctx;
+    const char *text;
+    size_t len;
+    bool stopped = false;
+    if (token_stream_push(&sp->stream, id, &text, &len, sp->err) ||
+        stop_scan_push(&sp->scan, text, len, &stopped, sp->err)) {
+        sp->failed = true;
+        return true;
+    }
+    stop_scan_take(&sp->scan, false, &text, &len);
+    fwrite(text, 1, len, sp->out);
+    fflush(sp->out);
+    return stopped;
+}
+
+void stop_printer_finish(StopPrinter *sp) {
+    const char *text;
+    size_t len;
+    bool stopped;
+    token_stream_flush(&sp->stream, &text, &len);
+    if (!sp->failed && stop_scan_push(&sp->scan, text, len, &stopped, sp->err)) sp->failed = true;
+    stop_scan_take(&sp->scan, true, &text, &len);
+    fwrite(text, 1, len, sp->out);
+    fputc('\n', sp->out);
+    fflush(sp->out);
+}
+
+void stop_printer_free(StopPrinter *sp) {
+    token_stream_free(&sp->stream);
+    stop_scan_free(&sp->scan);
+}
+
 int print_stats(Session *s, const SpecStats *st, const int *prompt, int n_prompt, const int *out, int n_out,
                 Err *err) {
     const int V = s->target.n_vocab, n_ctx = s->target.cfg.n_positions;

@@ -12,33 +12,6 @@
 
 #include "base/clock.h"
 
-static int parse_gamma(const char *text, SpecParams *params, Err *err) {
-    params->policy = GAMMA_AUTO;
-    params->gamma = 5;  // the heuristic's start
-    if (!text || strcmp(text, "auto") == 0) return 0;
-    if (strcmp(text, "heuristic") == 0) {
-        params->policy = GAMMA_HEURISTIC;
-        return 0;
-    }
-    char *end;
-    long v = strtol(text, &end, 10);
-    if (end == text || *end || v < 1 || v > GAMMA_MAX)
-        return err_fmt(err, "--gamma: expected an integer in [1, %d], heuristic or auto, got \"%s\"", GAMMA_MAX, text);
-    params->policy = GAMMA_FIXED;
-    params->gamma = (int)v;
-    return 0;
-}
-
-static int parse_sampler(const char *text, SpecSampler *sampler, Err *err) {
-    *sampler = SAMPLER_REJECTION;
-    if (!text || strcmp(text, "rejection") == 0) return 0;
-    if (strcmp(text, "coupled") == 0) {
-        *sampler = SAMPLER_COUPLED;
-        return 0;
-    }
-    return err_fmt(err, "--sampler: expected coupled or rejection, got \"%s\"", text);
-}
-
 int spec_params_from_args(const Args *args, SpecParams *params, Err *err) {
     *params = (SpecParams){.sampling = args->sampling, .seed = args->seed, .max_tokens = args->n_tokens,
                            .tree_width = args->tree && !args->tree_width ? TREE_FIRST_WIDTH_MAX : args->tree_width,

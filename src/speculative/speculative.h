@@ -81,6 +81,10 @@ typedef struct SpecParams {
     const int *eos_ids;     // ... or at any of these n_eos (a config's list, e.g. Llama 3's three), may be NULL
     int n_eos;
     FILE *trace;            // one JSON line per round, or NULL
+    // Called with every token as it is committed, in order; returning true makes it the last one (stop strings):
+    // the round's later tokens are dropped and both caches end at it. May be NULL.
+    bool (*stop)(void *stop_ctx, int id);
+    void *stop_ctx;
     // Called with every token as it is decided (rejected drafts included, for --show); may be NULL.
     void (*on_token)(void *ctx, int id, TokenKind kind);
     // Asked before every round: true ends the generation there (a stop string was generated, the client went
@@ -133,6 +137,14 @@ typedef struct {
 // Generates up to params->max_tokens tokens after prompt[0..n_prompt) with the target model, speculatively when
 // drafter is not NULL. Emitted ids go to out[0..*n_out) (out has room for max_tokens).
 int speculative_generate(Model *target, Drafter *drafter, const int *prompt, int n_prompt,
+                         const SpecParams *params, int *out, int *n_out, SpecStats *stats, Err *err);
+
+// A conversation's next reply: speculative_generate with the target's KV cache the caller's, kept across calls.
+// On entry it holds prompt[0..cache->len) (at most n_prompt − 1 tokens; the caller truncates it to the part that
+// still matches) and only the rest is prefilled; on return it holds the committed tokens, prompt and out, but the
+// newest. The drafter's state persists likewise: its prefill reads only what it does not hold (the caller rolls it
+// back to cache->len first).
+int speculative_continue(Model *target, KVCache *cache, Drafter *drafter, const int *prompt, int n_prompt,
                          const SpecParams *params, int *out, int *n_out, SpecStats *stats, Err *err);
 
 // The cost model GAMMA_AUTO plans with where timings must not decide (SpecParams): a forward over T tokens streams
