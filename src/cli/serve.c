@@ -48,7 +48,8 @@ int cmd_serve(const Args *args, Err *err) {
     Session s;
     Tokenizer tok;
     ChatTemplate chat;
-    bool have_tok = false, have_chat = false;
+    Conversation conversation;  // the caches one request leaves for the next (engine.h)
+    bool have_tok = false, have_chat = false, have_conversation = false;
     int rc = -1;
     if (session_open(&s, target_dir, draft_dir, args->threads, args->quant, args->draft_quant,
                      args->ctx ? args->ctx : DEFAULT_CONTEXT, err) ||
@@ -67,14 +68,18 @@ int cmd_serve(const Args *args, Err *err) {
     snprintf(no_chat, sizeof no_chat, "this checkpoint has no chat template that specdec can use: %s",
              no_template.msg);
     if (!have_chat) fprintf(stderr, "specdec serve: /v1/chat/completions is refused: %s\n", no_chat);
+    if (conversation_init(&conversation, &s.target, NULL, err)) goto done;
+    have_conversation = true;
     const Engine engine = {.target = &s.target, .draft = s.has_draft ? &s.draft : NULL, .lookup = args->lookup,
-                           .tok = &tok, .chat = have_chat ? &chat : NULL, .no_chat = no_chat, .spec = spec,
-                           .draft_p_min = args->draft_p_min, .default_max_tokens = args->n_tokens};
+                           .tok = &tok, .chat = have_chat ? &chat : NULL, .no_chat = no_chat,
+                           .conversation = &conversation, .spec = spec, .draft_p_min = args->draft_p_min,
+                           .default_max_tokens = args->n_tokens};
     const ServeOptions options = {.host = args->host ? args->host : "127.0.0.1", .port = args->port,
                                   .api_key = args->api_key, .queue = args->queue, .max_body = (size_t)args->max_body,
                                   .timeout = args->timeout, .model = target_dir};
     rc = serve_until_signal(&engine, &options, err);
 done:
+    if (have_conversation) conversation_free(&conversation);
     if (have_chat) chat_template_free(&chat);
     if (have_tok) tokenizer_free(&tok);
     session_close(&s);

@@ -17,8 +17,9 @@ static json_t *frame(const ApiResponse *r, bool chunk) {
 }
 
 static json_t *usage(const EngineResult *result) {
-    return json_pack("{s:i, s:i, s:i}", "prompt_tokens", result->prompt_tokens, "completion_tokens",
-                     result->completion_tokens, "total_tokens", result->prompt_tokens + result->completion_tokens);
+    return json_pack("{s:i, s:i, s:i, s:{s:i}}", "prompt_tokens", result->prompt_tokens, "completion_tokens",
+                     result->completion_tokens, "total_tokens", result->prompt_tokens + result->completion_tokens,
+                     "prompt_tokens_details", "cached_tokens", result->cached_tokens);
 }
 
 static json_t *extension(const EngineResult *result) {

@@ -2,7 +2,8 @@
 // completion or chat completion whole, or as server-sent events ("data: {chunk}\n\n" ..., "data: [DONE]\n\n").
 // Every returned string is malloc'd JSON (or SSE text), NULL when out of memory.
 //
-// Besides OpenAI's `usage`, each response carries an extension object "specdec" that says what speculation did:
+// `usage` is OpenAI's, prompt_tokens_details.cached_tokens the prompt's tokens that the conversation's caches held
+// (engine.h). Besides it, each response carries an extension object "specdec" that says what speculation did:
 //   {"drafted", "accepted", "target_calls", "tokens_per_target_call", "seed", "prefill_ms", "decode_ms"}
 // — draft tokens proposed and kept, target verification forwards, generated tokens per such forward, the seed the
 // request was sampled with (drawn for it when it gave none), and the times of prefill and of the rounds.

@@ -58,13 +58,12 @@ int engine_prompt(const Engine *en, const Request *req, int **ids, int *n_ids, A
 
 // ---- the run ------------------------------------------------------------------------------------------------
 
-// One generation's text: decoded token by token, scanned for the request's stop strings (chat/stop.h), handed on
-// as it becomes final.
+// One generation's text: decoded token by token as the scheduler commits them (SpecParams.stop), scanned for the
+// request's stop strings (chat/stop.h), handed on as it becomes final.
 typedef struct {
     const EngineSink *sink;
     TokenStream stream;
     StopScan stops;
-    int tokens;             // emitted tokens up to the one that completed a stop string
     bool stopped, cancelled, failed;
 } Run;
 
@@ -81,24 +80,20 @@ static void add_text(Run *run, const char *piece, size_t n, bool last) {
     if (len) run->sink->on_text(run->sink->ctx, final, len);
 }
 
-static void run_on_token(void *ctx, int id, TokenKind kind) {
+// The scheduler's stop hook: each committed token's text; true makes the token the last — a stop string completed
+// in it, or nobody waits for the text any more.
+static bool run_token(void *ctx, int id) {
     Run *run = ctx;
-    if (kind == TOKEN_REJECTED || run->stopped) return;
     const char *piece;
     size_t n;
     Err err;
     if (token_stream_push(&run->stream, id, &piece, &n, &err)) {  // (ids come from the model: in the vocabulary)
-        run->failed = run->stopped = true;
-        return;
+        run->failed = true;
+        return true;
     }
-    run->tokens++;
     add_text(run, piece, n, false);
-}
-
-static bool run_should_stop(void *ctx) {
-    Run *run = ctx;
-    if (!run->stopped && !run->cancelled && run->sink->cancelled) run->cancelled = run->sink->cancelled(run->sink->ctx);
-    return run->stopped || run->cancelled;
+    if (!run->stopped && run->sink->cancelled) run->cancelled = run->sink->cancelled(run->sink->ctx);
+    return run->stopped || run->cancelled || run->failed;
 }
 
 // ---- drafters -----------------------------------------------------------------------------------------------
@@ -137,10 +132,24 @@ static uint64_t draw_seed(void) {
     return seed >> 1;
 }
 
+// The continuation of prompt[0..n_prompt) into out: in the engine's conversation when it has one (the caches keep
+// the longest common prefix of the last request's ids and these; a fresh drafter prefills them whole), else fresh.
+static int generate(const Engine *en, Drafter *drafter, const int *prompt, int n_prompt, const SpecParams *params,
+                    int *out, int *n_out, EngineResult *result, Err *err) {
+    if (!en->conversation)
+        return speculative_generate(en->target, drafter, prompt, n_prompt, params, out, n_out, &result->stats, err);
+    en->conversation->drafter = drafter;
+    const int rc = conversation_reply(en->conversation, prompt, n_prompt, params, out, n_out, &result->stats,
+                                      &result->cached_tokens, err);
+    en->conversation->drafter = NULL;  // (freed after this request: the next brings its own)
+    return rc;
+}
+
 int engine_run(const Engine *en, const Request *req, const int *prompt, int n_prompt, const EngineSink *sink,
                EngineResult *result, ApiError *e) {
     const Config *cfg = &en->target->cfg;
     *result = (EngineResult){.prompt_tokens = n_prompt, .seed = req->has_seed ? req->seed : draw_seed()};
+    Run run = {.sink = sink};
     SpecParams params = en->spec;
     params.sampling = req->sampling;
     params.seed = result->seed;
@@ -149,10 +158,8 @@ int engine_run(const Engine *en, const Request *req, const int *prompt, int n_pr
     params.eos_ids = cfg->eos_ids;
     params.n_eos = cfg->n_eos;
     params.trace = NULL;
-    Run run = {.sink = sink};
-    params.on_token = run_on_token;
-    params.should_stop = run_should_stop;
-    params.ctx = &run;
+    params.stop = run_token;
+    params.stop_ctx = &run;
     token_stream_init(&run.stream, en->tok);
     Drafters drafters = {0};
     Drafter *drafter;
@@ -160,7 +167,7 @@ int engine_run(const Engine *en, const Request *req, const int *prompt, int n_pr
     int *out = malloc(sizeof(int) * ((size_t)params.max_tokens + 1)), n_out = 0, rc = -1;
     if (!out || stop_scan_init(&run.stops, (const char *const *)req->stop, req->n_stop, &err) ||
         drafters_open(&drafters, en, &params, &drafter, &err) ||
-        speculative_generate(en->target, drafter, prompt, n_prompt, &params, out, &n_out, &result->stats, &err)) {
+        generate(en, drafter, prompt, n_prompt, &params, out, &n_out, result, &err)) {
         api_error(e, 500, NULL, NULL, "generation failed: %s", out ? err.msg : "out of memory");
         goto done;
     }
@@ -172,7 +179,7 @@ int engine_run(const Engine *en, const Request *req, const int *prompt, int n_pr
         api_error(e, 500, NULL, NULL, "out of memory for the generated text");
         goto done;
     }
-    result->completion_tokens = run.tokens;
+    result->completion_tokens = n_out;
     result->cancelled = run.cancelled;
     const bool full = n_out == params.max_tokens || n_prompt + n_out > cfg->n_positions;  // (as generate says)
     result->finish_reason = full && !run.stopped ? "length" : "stop";

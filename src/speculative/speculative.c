@@ -513,8 +513,8 @@ static int commit_and_roll_back(Scheduler *s, Round *r, Err *err) {
         }
         s->context[s->n++] = s->out[s->stats->generated++] = id;
         r->n_committed++;
-        s->done = s->stats->generated == s->params->max_tokens ||
-                  (s->params->stop && s->params->stop(s->params->stop_ctx, id));
+        const bool stop = s->params->stop && s->params->stop(s->params->stop_ctx, id);  // (every token, the last too)
+        s->done = stop || s->stats->generated == s->params->max_tokens;
     }
     int rows[GAMMA_MAX + 1] = {0};  // verify's rows of the newest committed token and the accepted path
     for (int i = 0; i < r->n_accepted; i++) rows[1 + i] = r->path[i] + 1;
@@ -752,8 +752,7 @@ static int generate(Model *target, KVCache *cache, Drafter *drafter, const int *
     const double t_decode = now_seconds();
     stats->prefill_seconds = t_decode - t_start;
 
-    while (!s.done && stats->generated < params->max_tokens && s.cache.len < s.n_ctx &&
-           !(params->should_stop && params->should_stop(params->ctx))) {
+    while (!s.done && stats->generated < params->max_tokens && s.cache.len < s.n_ctx) {
         Round r = {.shape = next_shape(&s), .width = 1};
         const double t0 = now_seconds();
         if (draft(&s, &r, err)) goto done;

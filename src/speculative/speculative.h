@@ -87,10 +87,7 @@ typedef struct SpecParams {
     void *stop_ctx;
     // Called with every token as it is decided (rejected drafts included, for --show); may be NULL.
     void (*on_token)(void *ctx, int id, TokenKind kind);
-    // Asked before every round: true ends the generation there (a stop string was generated, the client went
-    // away). May be NULL.
-    bool (*should_stop)(void *ctx);
-    void *ctx;          // on_token's and should_stop's
+    void *ctx;
 } SpecParams;
 
 // What a random number at a position is for, under SAMPLER_REJECTION: each purpose has its own stream (above any
