@@ -39,7 +39,7 @@ endif
 
 # Libraries from Debian: xxHash (hash tables, logits fingerprints), Jansson (JSON), utf8proc (Unicode character
 # classes for the tokenizer), and OpenBLAS in its single-threaded build: specdec runs sgemm on its own threads,
-# each on its own columns (model.c), where the threaded build's idle workers would spin against them.
+# each on its own columns (forward.c), where the threaded build's idle workers would spin against them.
 PKGS      := jansson libxxhash libutf8proc
 PKGS      += libpcre2-8  # PCRE2: runs the regular expressions that tokenizer.json files give their pre-tokenizers
 PKGS      += libmicrohttpd  # GNU libmicrohttpd: the HTTP of specdec serve (src/serve/server.c)

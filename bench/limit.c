@@ -45,7 +45,7 @@ static void bench_bandwidth(Bench *b, Memory *memory, json_t *j) {
 enum { BF16_DOT = WEIGHT_Q8 + 1 };
 
 // out = x Wᵀ with one kernel variant, or OpenBLAS's sgemm (kernels == NULL), the output columns split between
-// the pool's threads as model.c splits them.   W: [n_out, n_in]   x: [T, n_in]   out: [T, n_out]
+// the pool's threads as forward.c splits them.   W: [n_out, n_in]   x: [T, n_in]   out: [T, n_out]
 typedef struct {
     const Kernels *kernels;
     int type;                   // a WeightType or BF16_DOT

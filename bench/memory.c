@@ -66,7 +66,7 @@ static void pass_thread(void *ctx, int thread, int n_threads) {
     }
 }
 
-// An array on 2 MB huge pages where the kernel allows, as the model's weights are (model.c): with 4 kB pages the
+// An array on 2 MB huge pages where the kernel allows, as the model's weights are (load.c): with 4 kB pages the
 // hardware prefetchers stop at every page's end and the read pass measured slower than decoding streamed.
 static double *huge_array(size_t n) {
     const size_t huge = 2 << 20, bytes = (n * sizeof(double) + huge - 1) / huge * huge;

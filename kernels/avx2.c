@@ -69,8 +69,8 @@ static ALWAYS_INLINE float reduce_max(__m256 v) {
 // register of the 16). Every (t, j) pair sees the same sequence of fused multiply-adds whatever R and TT are,
 // the zero-filled tail included, so results do not depend on how rows are blocked.
 
-// 4 × 2 rather than 2 × 4: on Zen 5, 1.4-1.6× faster at T = 1 (four independent FMA chains instead of two),
-// within 10% either way at T = 8 for F32 weights, 10-20% faster for F16.
+// 4 × 2 rather than 2 × 4: four independent FMA chains instead of two, faster at T = 1 and no slower at T = 8
+// (measured: docs/performance-history.md, "Measurements behind the kernels' choices").
 enum { BLOCK_R = 4, BLOCK_T = 2 };
 
 // acc[r][t] += x[t, i..i+7] · W[r, i..i+7] lane by lane, for the first n columns (the rest read as zero).

@@ -29,8 +29,9 @@ static inline __mmask16 first_n(int n) { return n >= LANES ? (__mmask16)0xffff :
 // first pass prefetching the weights ahead of it (kernels.h: PREFETCH_L1_AHEAD), in one pass for up to 8 activation
 // rows (a verification of γ ≤ 7 drafts); further groups of 8 re-read it from L1. block_1x1 takes rows outside whole
 // blocks. The weights are in the panel layout (kernels.h): the 4 rows of a block alternate in 64-byte slices, so each
-// thread's share of a matrix is one sequential stream of memory rather than four rows side by side — decoding streams
-// 6–16% (F32) and 12–33% (BF16) faster from memory, a third faster from cache.
+// thread's share of a matrix is one sequential stream of memory rather than four rows side by side, which decoding
+// streams faster than four rows from memory and from cache (measured: docs/performance-history.md, "Measurements
+// behind the kernels' choices").
 //
 // Chunks of the inputs: the sums run over chunks of CHUNK inputs, each chunk's sums added to the output in
 // turn. Where the activation rows take at most CACHED_ACTIVATIONS bytes (they then stay in L2, 1–2 MB a core on
@@ -38,10 +39,9 @@ static inline __mmask16 first_n(int n) { return n >= LANES ? (__mmask16)0xffff :
 // thread's weights are one sequential stream; where they take more — prefill — the whole matmul goes chunk by
 // chunk, so that the activation slices each block reads stay in L1 (one pass over all the weight rows per chunk;
 // each weight is still read once), and the prefetches go to the next panels' same chunk. The order of the
-// arithmetic is the same either way. Measured here (BF16, run-bench -s limit -m random:llama-3.2-1b): Llama-3.2-1B's
-// shape verified T = 5 in 113 ms against 133 (chunks from 32 kB of activations), T = 16 in 239 against 261 (from
-// 64 kB); in throwaway harnesses, [32768, 8192] from memory at T = 8 took 31 ms against 40, and F32 weights in
-// cache on one thread ([768, 3072]) 8% longer at T = 8, 5% less at T = 16.
+// arithmetic is the same either way. Chunking by the whole matmul made verifications of T = 5 and T = 16 faster
+// where the activations outgrow L2 (the figures: docs/performance-history.md, "Measurements behind the kernels'
+// choices").
 //
 // Batch invariance: every (t, j) pair sees the same fused multiply-adds in the same order, and the same
 // horizontal sums, in every variant, so the result depends neither on T, nor on the tile, nor on the split of
@@ -174,11 +174,9 @@ static inline __attribute__((always_inline)) void store_4xn(float *out, const Su
 // register, so each lane sums its row's products l and l + 8, and 8 lanes make a row's sum.
 // This halves the conversion work of the plain layout (a widening shuffle and a shift per 16 weights) and halves
 // the running sums: 2 registers per activation row hold 4 weight rows, so up to 8 activation rows take one pass,
-// their 16 sums in registers, where the plain layout's kernel alternates two groups and spills them. Measured on 2
-// cores of a Zen 4 EPYC against that kernel (one thread, same weights, best of 6, throwaway harness): T = 8 8%
-// faster both from L2 ([256, 1024]) and from memory ([65536, 2048]), T = 1 to 7 within ±9% either way; in
-// run-bench -s limit -m random:llama-3.2-1b, alternating the two binaries twice, T = 8 took 101–102 ms against
-// 105–114 ms. Either kernel runs near the FMA unit's peak from T = 4 on, so the conversion was never the limit.
+// their 16 sums in registers, where the plain layout's kernel alternates two groups and spills them. T = 8 gains,
+// T = 1 to 7 stay within noise (docs/performance-history.md, "Measurements behind the kernels' choices"): either
+// kernel runs near the FMA unit's peak from T = 4 on, so the conversion was never the limit.
 
 // F32 weights l and l + 8 of the slices in w (pair order)
 static inline __m512 pair_low(__m512i w) { return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16)); }
@@ -232,13 +230,13 @@ static inline __attribute__((always_inline)) void pairs_against_block(float *out
 // Up to 4 rows take one pass over the chunk. 5 to 8 rows have 32 running sums, more than the 32 registers can
 // hold beside the weights: the pass alternates between rows 0–3 and rows 4..n−1 every STEP_BYTES of the panel,
 // each group's sums going to the stack and back in between; the first group prefetches ahead (the second
-// re-asking for the same lines took 2–3% longer). The weights then stream from memory as they do for one row, 4
-// lines after 4 lines. Measured here (GPT-2-small's forward, weights from memory), T = 8 takes 11% less time (F32)
-// and 8–17% (BF16) than with the earlier micro-kernel, 2 weight rows by 8 activation rows over each half of a
-// panel in turn: a pass that walks every other pair of lines, or stops prefetching, slows the stream from memory
-// that the arithmetic of 8 rows has to hide behind (that kernel streamed no faster at T = 1 than at T = 8).
-// Steps of 256 bytes, 1 or 2 kB were slower. With the weights in L2 — never the case in a forward, which streams
-// every matrix once — the stores and loads of the sums make T = 8 some 20% slower than that kernel.
+// re-asking for the same lines was slower). The weights then stream from memory as they do for one row, 4 lines
+// after 4 lines: faster at T = 8 than the earlier micro-kernel, 2 weight rows by 8 activation rows over each half
+// of a panel in turn, whose pass walked every other pair of lines and so slowed the stream from memory that the
+// arithmetic of 8 rows has to hide behind. With the weights in L2 — never the case in a forward, which streams
+// every matrix once — the stores and loads of the sums make it the slower of the two. STEP_BYTES is the fastest
+// step measured (the figures, and the steps tried: docs/performance-history.md, "Measurements behind the kernels'
+// choices").
 enum { STEP_BYTES = 512 };
 
 static inline __attribute__((always_inline)) void rows_against_block(float *out, const float *x, const uint8_t *w,
@@ -357,11 +355,10 @@ static inline __attribute__((always_inline)) void matmul_rows(float *out, const 
 
 // Whether a pass of one activation row — decoding — prefetches its weights in software (kernels.h:
 // PREFETCH_L1_AHEAD). Passes of more rows must: their arithmetic slows the stream, and the hardware's prefetchers
-// alone fall behind (Llama-3.2-1B's matrices in BF16 from memory on 2 threads of a Zen 4 EPYC: T = 4 took 1.7× as
-// long without, T = 8 1.6×). One row streams as fast as the memory allows, and there the two kinds of core
-// differ: an Intel Xeon's decoding streamed 9–21% faster with the prefetches, while on the Zen 4 EPYC the same
-// matrices at T = 1 took 8% less time without them (median of 12 runs of 30 rounds, alternating; up to 15% at fast
-// moments of the memory), so AMD's cores leave a single row to their hardware prefetchers.
+// alone fall behind. One row streams as fast as the memory allows, and there the two kinds of core differ: an
+// Intel Xeon's decoding streamed faster with the prefetches, a Zen 4 EPYC's without them, so AMD's cores leave a
+// single row to their hardware prefetchers (the figures: docs/performance-history.md, "Measurements behind the
+// kernels' choices").
 static bool prefetch_one_row(void) { return !__builtin_cpu_is("amd"); }
 
 static inline __attribute__((always_inline)) void matmul(float *out, const float *x, const void *weights,

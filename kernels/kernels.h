@@ -94,7 +94,7 @@ typedef struct {
     // Grouped-query attention (Ainslie et al. 2023): n query rows — the query heads of one key/value group, for
     // each of the T new tokens — attending to that key/value head's cached positions. Row g sees its first S[g]
     // positions and, when `tree` is not NULL, the positions S[g] + j for each bit j set in tree[g] (a node of a
-    // token tree sees the committed cache and its ancestors: model.c; attention_sees below):
+    // token tree sees the committed cache and its ancestors: forward.c; attention_sees below):
     //   out[g] = Σ_{s seen} a_gs V[s],   a_g = softmax(scale · (Σ_i q[g, i] Kᵀ[i, s])_{s seen})
     //   out: [n, ld_out]   q: [n, ld_q]   S, tree: [n]   Kᵀ: [hd, ≥ max span], rows ld_k floats apart
     //   V: [≥ max span, hd]   scores: scratch [n, ld_s], ld_s ≥ max span      (span: attention_span below)
@@ -204,10 +204,10 @@ static inline bool in_pair_order(const Kernels *k, WeightType type) {
 
 // How far ahead of the weight it is reading the AVX-512 matmuls (and the bench's read pass) ask for the weights
 // in software: PREFETCH_L1_AHEAD bytes into L1 and PREFETCH_L2_AHEAD into L2, one sequential stream per thread.
-// The hardware's own prefetchers alone leave decoding short of the memory's speed: Llama-3.2-1B's shape in BF16
-// on 2 threads (run-bench -s decode -m random:llama-3.2-1b) streamed 24.7 GB/s without software prefetches,
-// 22.4 GB/s asking for the next 4-row panel into L1 (16–64 kB ahead, so the lines were gone from L1 before use),
-// 27–30 GB/s at these distances (1/4, 2/8 and 4/16 kB measured: within the runs' noise of each other).
+// The hardware's own prefetchers alone leave decoding short of the memory's speed, and asking for the next 4-row
+// panel (16–64 kB ahead) is too far: the lines are gone from L1 before use. Distances of 1 to 4 kB into L1 stream
+// fastest, within noise of each other (the figures: docs/performance-history.md, "Measurements behind the
+// kernels' choices").
 enum { PREFETCH_L1_AHEAD = 2048, PREFETCH_L2_AHEAD = 8192 };
 
 // Each variant writes one always-inline matmul(out, x, w, type, bias, T, n_in, ld_x, ld_out, j0, j1) and

@@ -9,10 +9,9 @@
 // block, 4 more bytes of weights per block to stream.
 //
 // Why integer activations: the alternative, the same weights widened to F32 (shifts and a conversion per 16)
-// against F32 activations, one FMA per 16 products, measured slower at both ends on a 2-core Xeon (Sapphire
-// Rapids class, AVX512_VNNI), one thread, the time of the widened kernel over this one's (quantizing the
-// activations included): GPT-2-small's MLP matrices in cache 1.6–1.9× at T = 1 and 1.8–2.4× at T = 8;
-// [8192, 4096] from memory 1.3× at T = 1 and 2.9× at T = 8 (a busy machine: ±20%).
+// against F32 activations, one FMA per 16 products, measured slower at T = 1 and at T = 8, from cache and from
+// memory, quantizing the activations included (docs/performance-history.md, "Measurements behind the kernels'
+// choices").
 //
 // Compiled with the avx512 variant's flags; the matmul alone is compiled for VNNI too (VNNI below), and
 // dispatch.c gives the avx512 variant AVX2's q8 matmul instead where cpuid does not report AVX512_VNNI. The
@@ -24,8 +23,8 @@
 
 // ROWS_PER_PASS activation rows share one pass over a panel (16 were no faster: the sums then spill). The first
 // pass prefetches the weights ahead of itself (kernels.h: PREFETCH_L1_AHEAD): without it a pass of 8 rows streams
-// a matrix from memory at half the speed (measured on [8192, 4096], one thread: T = 8 took 4.2× the time of
-// T = 1 without prefetching, 2.2× with L1 prefetches alone, 1.4× with both).
+// a matrix from memory at about half the speed (docs/performance-history.md, "Measurements behind the kernels'
+// choices").
 enum { ROWS_PER_PASS = 8 };
 
 #define VNNI __attribute__((target("avx512vnni")))  // the functions that use vpdpbusd

@@ -2,7 +2,7 @@
 // transformers' field names and defaults for each model_type: gpt2 (GPT2Config), llama (LlamaConfig), mistral
 // (MistralConfig), qwen2 (Qwen2Config), qwen3 (Qwen3Config).
 //
-// The families differ only in data that the one forward pass (model.c) reads: which normalisation, which position
+// The families differ only in data that the one forward pass (forward.c) reads: which normalisation, which position
 // encoding, which MLP, which biases, how many key/value heads.
 #ifndef SPECDEC_CONFIG_H
 #define SPECDEC_CONFIG_H

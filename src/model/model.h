@@ -1,5 +1,5 @@
 // model.h — a decoder-only transformer: weights loaded from a Hugging Face checkpoint folder (GPT-2, Llama,
-// Mistral, Qwen2, Qwen3), and one forward function for all of them.
+// Mistral, Qwen2, Qwen3; load.c), and one forward function for all of them (forward.c).
 //
 // Dimension key (used in every shape comment): T new tokens in this forward, d model width (n_embd), H query
 // heads, Hkv key/value heads, hd head width, F MLP width (n_inner), V vocabulary, L layers, S positions in the
@@ -61,13 +61,14 @@ const char *quant_name(Quant quant);
 // The Quant named `name`; −1 with an error naming `option` (the flag that gave it) if it names none.
 int quant_from_name(Quant *quant, const char *name, const char *option, Err *err);
 
-// A job (a matmul, attention, the gate) runs on one thread per this many multiply-adds, up to max_threads.
-// Measured on 2 cores of an Intel Xeon (run-bench --quick -s decode, binaries built with each value, alternated
-// twice): a 6 × 128 draft's step takes 0.123–0.132 ms at 16K against 0.151–0.166 ms at 64K (its 49–65K matmuls
-// then split), 0.124–0.146 ms at 4K and 8K; a 3 × 96 draft's (~0.05 ms) is the same at 16K, 32K and 64K, the
-// 70 MB F32 target's from 4K to 64K, within noise. (On the AMD host, earlier, the 3 × 96 draft took ~43 µs at 64K
-// against ~60 µs with every job split.)
+// A job (a matmul, attention, the gate) runs on one thread per this many multiply-adds, up to max_threads: handing
+// a small draft's matmul to a second thread costs more than it saves. 16K was as fast as any value tried for the
+// drafts (64K slower for one), and no value changed the target's pace (docs/performance-history.md, "Measurements
+// behind the kernels' choices").
 #define MODEL_WORK_PER_THREAD ((size_t)1 << 14)
+
+// The activations of a forward (forward.c): its own to write, one forward at a time.
+typedef struct ForwardScratch ForwardScratch;
 
 typedef struct {
     Config cfg;
@@ -87,7 +88,7 @@ typedef struct {
     size_t weight_bytes;        // bytes of weights one decode step streams (all matrices + vectors)
     void *arena;                // owns every weight above
     size_t arena_size;
-    struct ForwardScratch *scratch;
+    ForwardScratch *scratch;    // what every forward writes: the activations of up to TREE_MAX_ROWS rows
 } Model;
 
 // Loads config.json (and generation_config.json, if present) and the safetensors weights of a checkpoint folder

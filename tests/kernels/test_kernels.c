@@ -737,7 +737,7 @@ static uint64_t random_bits(double density) {
 
 // Rows with tree bits, every variant (the scalar reference too: a row with tree bits against its chain row):
 // single rows with random masks of every density, some with S = 0; blocks of 2..16 rows mixing masks and none;
-// and the rows of a token tree's verification as model.c passes them — T nodes with random parents after pos0
+// and the rows of a token tree's verification as forward.c passes them — T nodes with random parents after pos0
 // cached positions, each node's path from the cache as its first S = pos0 + (leading run of rows 0..m−1) and the
 // rest of its path as bits, for each head of a group.
 TEST(kernels_attention_tree_matches_scalar) {

@@ -1,0 +1,470 @@
+// forward.c — the one forward pass of a decoder-only transformer (GPT-2, Radford et al. 2019; Llama, Touvron et al.
+// 2023, and its kin Mistral, Qwen2, Qwen3), for every family and every use: prefill, decode, the verification of a
+// draft, token trees. Its weights come from load.c, in the kernels' layout (model.h).
+//
+// Dimension key: T new tokens, d model width, H query heads, Hkv key/value heads, hd head width, F MLP width,
+// V vocabulary, L layers, S positions attended to, P = n_positions.
+//
+// The forward pass, for each new token at position p (pre-norm transformer):
+//   x = wte[token] (+ wpe[p] with learned positions)
+//   for each block:  x = x + Attn(Norm1(x))     Attn: causal self-attention over positions ≤ p; H query heads
+//                                               share Hkv key/value heads in groups (Ainslie et al. 2023);
+//                                               with rotary positions q and k of each head are rotated by p
+//                    x = x + MLP(Norm2(x))      MLP(h) = act(h W_up) W_down, or gated: (SiLU(h W_gate) ⊙ h W_up) W_down
+//   logits = Norm_f(x) W_lmᵀ                    W_lm = wte unless the checkpoint unties the head
+// Norm is LayerNorm or RMSNorm. What differs between the families is data in Config and Model (which norm, which
+// positions, which MLP, which biases, how many KV heads), never a second copy of this loop.
+// The new tokens are a chain (prefill, decode, verification of one draft) or a token tree (SpecInfer): a tree's
+// node is at position p = cache length + its depth and attends to the cache and to its own ancestors only. The
+// chain is the tree in which each token follows the one before it: the same loop, with no mask to pass.
+//
+// The activations live in the model's ForwardScratch; every function that writes them takes it as an argument.
+#include "model/forward.h"
+
+#include <cblas.h>
+#include <pthread.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+
+enum {
+    CHUNK_T = TREE_MAX_ROWS,  // a forward processes at most this many tokens at a time (bounds the scratch memory)
+    ROW_BLOCK = 16,     // matmul output columns are split between threads on multiples of this
+    SCRATCH_ALIGN = 64, // the activations' alignment: a cache line, and a 512-bit vector
+    ATTENTION_ROWS = 16,  // at most this many query rows (heads × tokens) of one key/value head per attention task
+};
+_Static_assert(CHUNK_T <= 64, "a row's path (ForwardScratch.path) is a 64-bit set of the chunk's rows");
+
+// Activations for one chunk of up to CHUNK_T tokens. The matmuls' inputs h, att and mlp have rows ld_d, ld_att
+// and ld_f floats apart (see row_stride in kernels.h).
+typedef struct ForwardScratch {
+    float *x;       // [CHUNK_T, d]        the residual stream
+    float *h;       // [CHUNK_T, ld_d]     normalised x
+    float *qkv;     // [CHUNK_T, n_qkv]    queries, keys, values: (H + 2·Hkv)·hd
+    float *att;     // [CHUNK_T, ld_att]   attention output (heads concatenated, H·hd)
+    float *mlp;     // [CHUNK_T, ld_f]     MLP hidden layer (gated: [gate | up], the product in the gate's place)
+    float *cos, *sin;  // [CHUNK_T, hd/2]  rotary angles of the chunk's positions
+    float *scores;  // [threads, ATTENTION_ROWS, P]     attention weights, a task's rows per thread
+    float *att_rows;  // [threads, 2, ATTENTION_ROWS, hd]  a task's queries, then its outputs, gathered
+    Q8Block *xq;    // [CHUNK_T, q8_blocks(max(d, H·hd, F))]  a q8 matmul's input, quantized (QUANT_Q8 only)
+    uint16_t *xb;   // [CHUNK_T, panel_row_length(max(d, H·hd, F))]  a BF16 matmul's input, rounded (QUANT_BF16 only)
+    int ld_d, ld_att, ld_f, n_qkv;
+
+    // The chunk's rows: row t goes to cache row pos0 + t (pos0: the cache's length before the chunk). They are
+    // rows of a token tree whose row j is cache row base + j (base = pos0, unless model_extend_tree adds them to
+    // rows already there): row t sits at position[t] = base + its depth in the tree, and path[t] has bit j set
+    // for each tree row j on its path, itself included. It attends to the cache's first `base` rows and to those.
+    // A chain's row t: base = pos0, position pos0 + t, rows 0..t.
+    int base;
+    int position[CHUNK_T];
+    uint64_t path[CHUNK_T];
+    bool tree;      // some row's path leaves out a row before it: attention passes the paths to the kernel
+    bool blas;      // OpenBLAS may take over the matmuls of many rows (model_forward; never model_forward_tree)
+} ForwardScratch;
+
+// The widest input a matmul takes: d, H·hd or F.
+static int widest_input(const Config *c) {
+    int n = c->n_embd > c->n_inner ? c->n_embd : c->n_inner;
+    return n > c->n_head * c->head_dim ? n : c->n_head * c->head_dim;
+}
+
+int forward_scratch_alloc(ForwardScratch **scratch, const Config *c, Quant quant, int n_threads, Err *err) {
+    const size_t d = c->n_embd, ld_d = row_stride(d), ld_att = row_stride((size_t)c->n_head * c->head_dim),
+                 n_qkv = (size_t)(c->n_head + 2 * c->n_kv_head) * c->head_dim,
+                 ld_f = row_stride((c->mlp == MLP_GATED ? 2 : 1) * (size_t)c->n_inner), half = c->head_dim / 2,
+                 T = CHUNK_T;
+    const size_t per_thread = (size_t)ATTENTION_ROWS * (c->n_positions + 2 * (size_t)c->head_dim);
+    const size_t floats = T * (d + ld_d + n_qkv + ld_att + ld_f + 2 * half) + (size_t)n_threads * per_thread;
+    const size_t bytes = (floats * sizeof(float) + SCRATCH_ALIGN - 1) / SCRATCH_ALIGN * SCRATCH_ALIGN;
+    ForwardScratch *s = calloc(1, sizeof *s);
+    *scratch = s;
+    if (!s) return err_fmt(err, "out of memory for activations");
+    s->x = aligned_alloc(SCRATCH_ALIGN, bytes);  // one block of floats: x, h, qkv, att, mlp, cos, sin, scores, att_rows
+    if (quant == QUANT_Q8) s->xq = malloc(T * (size_t)q8_blocks(widest_input(c)) * sizeof(Q8Block));
+    if (quant == QUANT_BF16) s->xb = malloc(T * (size_t)panel_row_length(widest_input(c)) * sizeof(uint16_t));
+    if (!s->x || (quant == QUANT_Q8 && !s->xq) || (quant == QUANT_BF16 && !s->xb))
+        return err_fmt(err, "out of memory for activations (%zu MB)", floats * 4 >> 20);
+    s->ld_d = (int)ld_d;
+    s->ld_att = (int)ld_att;
+    s->ld_f = (int)ld_f;
+    s->n_qkv = (int)n_qkv;
+    s->h = s->x + T * d;
+    s->qkv = s->h + T * ld_d;
+    s->att = s->qkv + T * n_qkv;
+    s->mlp = s->att + T * ld_att;
+    s->cos = s->mlp + T * ld_f;
+    s->sin = s->cos + T * half;
+    s->scores = s->sin + T * half;
+    s->att_rows = s->scores + (size_t)n_threads * ATTENTION_ROWS * c->n_positions;
+    return 0;
+}
+
+void forward_scratch_free(ForwardScratch **scratch) {
+    if (*scratch) {
+        free((*scratch)->x);
+        free((*scratch)->xq);
+        free((*scratch)->xb);
+    }
+    free(*scratch);
+    *scratch = NULL;
+}
+
+int model_limit_context(Model *model, int n_ctx, Err *err) {
+    if (n_ctx < 1) {  // a caller's bug, not bad input: stop loudly
+        fprintf(stderr, "model_limit_context: %d positions\n", n_ctx);
+        abort();
+    }
+    if (n_ctx >= model->cfg.n_positions) return 0;
+    model->cfg.n_positions = n_ctx;  // (learned position embeddings past it are simply never read)
+    forward_scratch_free(&model->scratch);  // the attention scores: [threads, ATTENTION_ROWS, n_ctx]
+    return forward_scratch_alloc(&model->scratch, &model->cfg, model->quant, pool_size(model->pool), err);
+}
+
+// Runs fn on as many threads as the job pays for: one per work_per_thread multiply-adds, at least one, at most
+// max_threads (a hand-off to a thread and the wait for it cost microseconds, more than a small draft's matmul
+// on it). Every job splits its outputs on fixed boundaries and each output is computed alone, so the thread
+// count never changes a result.
+static void run_job(const Model *m, PoolFn *fn, void *ctx, size_t multiply_adds) {
+    size_t pays = m->work_per_thread ? multiply_adds / m->work_per_thread : (size_t)m->max_threads;
+    pool_run_on(m->pool, pays < (size_t)m->max_threads ? (int)pays : m->max_threads, fn, ctx);
+}
+
+typedef enum { EPILOGUE_NONE, EPILOGUE_GELU_TANH, EPILOGUE_GELU_ERF, EPILOGUE_ADD } Epilogue;
+
+// One matmul as a pool job: out = x Wᵀ + b, then the epilogue on the same columns by the same thread.
+typedef struct {
+    const Kernels *k;
+    const Linear *lin;
+    const float *x;     // [T, ld_x]
+    const Q8Block *xq;  // [T, q8_blocks(n_in)]: x quantized, for q8 weights
+    const uint16_t *xb; // [T, panel_row_length(n_in)]: x rounded to BF16, for QUANT_BF16
+    float *out;         // [T, ld_out]
+    int T, ld_x, ld_out;
+    bool blas;          // OpenBLAS sgemm (single-threaded, on this thread's columns) instead of our kernel
+    Epilogue epilogue;
+    float *residual;    // EPILOGUE_ADD: residual[t, j] += out[t, j]    [T, n_out]
+} LinearJob;
+
+static void linear_thread(void *ctx, int thread, int n_threads) {
+    const LinearJob *job = ctx;
+    const Linear *lin = job->lin;
+    int j0, j1;
+    pool_share(lin->n_out, ROW_BLOCK, thread, n_threads, &j0, &j1);
+    if (j0 == j1) return;
+    const int n = j1 - j0;
+    if (job->blas) {
+        // Debian's single-threaded OpenBLAS is built without USE_LOCKING: its calls share one buffer pool, and two
+        // threads inside sgemm at once corrupt each other's panels (OpenBLAS issue #2126; the rollback check's test
+        // saw wrong keys after a 40-token prefill with the AVX2 kernels in 4 of 60 runs). So our threads take turns.
+        static pthread_mutex_t openblas = PTHREAD_MUTEX_INITIALIZER;
+        pthread_mutex_lock(&openblas);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, job->T, n, lin->n_in, 1.0f, job->x, job->ld_x,
+                    (const float *)lin->w + (size_t)j0 * lin->n_in, lin->n_in, 0.0f, job->out + j0, job->ld_out);
+        pthread_mutex_unlock(&openblas);
+        for (int t = 0; t < job->T && lin->bias; t++)
+            job->k->add(job->out + (size_t)t * job->ld_out + j0, lin->bias + j0, n);
+    } else if (lin->type == WEIGHT_Q8) {
+        job->k->matmul_q8(job->out, job->xq, lin->w, lin->bias, job->T, lin->n_in, job->ld_out, j0, j1);
+    } else if (job->xb) {
+        job->k->matmul_bf16_dot(job->out, job->xb, lin->w, lin->bias, job->T, lin->n_in, job->ld_out, j0, j1);
+    } else {
+        job->k->matmul[lin->type](job->out, job->x, lin->w, lin->bias, job->T, lin->n_in, job->ld_x, job->ld_out, j0,
+                                  j1);
+    }
+    for (int t = 0; t < job->T; t++) {
+        float *row = job->out + (size_t)t * job->ld_out + j0;
+        switch (job->epilogue) {
+        case EPILOGUE_GELU_TANH: job->k->gelu_tanh(row, n); break;
+        case EPILOGUE_GELU_ERF: job->k->gelu_erf(row, n); break;
+        case EPILOGUE_ADD: job->k->add(job->residual + (size_t)t * lin->n_out + j0, row, n); break;
+        case EPILOGUE_NONE: break;
+        }
+    }
+}
+
+// out = x Wᵀ + b (then the epilogue)      x: [T, ld_x]   out: [T, ld_out]
+// Our kernels stream W once for all T rows and are batch-invariant. Where OpenBLAS is faster — F32 weights,
+// many rows (long prompts), a kernel variant that says so — it takes over; each of our threads then runs a
+// single-threaded sgemm on its own columns, one thread at a time (linear_thread says why), so OpenBLAS's threads
+// never compete with ours for the cores.
+// q8 weights take x quantized (kernels.h), QUANT_BF16's x rounded to BF16, once, here, for all threads; a row's
+// quantization or rounding depends on that row alone, so batch invariance holds.
+// Writes s->xq or s->xb (the rounded input), out, and residual (EPILOGUE_ADD).
+static void linear(const Model *m, ForwardScratch *s, float *out, int ld_out, const float *x, int ld_x,
+                   const Linear *lin, int T, Epilogue ep, float *residual) {
+    const int blas_min = m->kernels->blas_min_rows;
+    // (sgemm reads rows: a variant whose weights are in panels never names a crossover)
+    const bool blas = s->blas && lin->type == WEIGHT_F32 && blas_min > 0 && T >= blas_min && !m->kernels->panels;
+    if (lin->type == WEIGHT_Q8) m->kernels->quantize_q8(s->xq, x, T, lin->n_in, ld_x);
+    uint16_t *xb = m->quant == QUANT_BF16 ? s->xb : NULL;
+    if (xb) bf16_round_rows(xb, x, T, lin->n_in, ld_x, in_pair_order(m->kernels, WEIGHT_BF16));
+    LinearJob job = {
+        .k = m->kernels,
+        .lin = lin,
+        .x = x,
+        .xq = s->xq,
+        .xb = xb,
+        .out = out,
+        .T = T,
+        .ld_x = ld_x,
+        .ld_out = ld_out,
+        .blas = blas,
+        .epilogue = ep,
+        .residual = residual,
+    };
+    run_job(m, linear_thread, &job, (size_t)T * lin->n_out * lin->n_in);
+}
+
+// Causal self-attention for the chunk's T rows, whose K and V are already in the cache at rows pos0..pos0+T−1:
+// att[t, head] = Σ_{s seen} softmax_s(q·k_s · scale) v_s over the cache rows row t sees — the first `base` and
+// the rows of its path (ForwardScratch; a chain's row t: all rows ≤ pos0 + t) — with k and v those of the
+// head's key/value head, head / (H / Hkv) (grouped-query attention). A path's leading run of rows 0..m−1 is
+// passed as part of the row's first S = base + m positions, the rest as the kernel's tree bits: a chain passes
+// no bits at all. The query rows that share a key/value head — its group's
+// H / Hkv heads for each of the T tokens — go to the kernel together, which reads that head's keys and values
+// once for all of them. A task is one key/value head and a share of its rows (at most ATTENTION_ROWS; more
+// shares where there are more threads than key/value heads), key/value head major.
+typedef struct {
+    const Model *m;
+    ForwardScratch *s;  // reads qkv and the rows' paths; writes att, and each thread its scores and att_rows
+    const KVCache *cache;
+    int layer, T;
+    float scale;
+} AttentionJob;
+
+static void attention_thread(void *ctx, int thread, int n_threads) {
+    const AttentionJob *job = ctx;
+    const Model *m = job->m;
+    ForwardScratch *s = job->s;
+    const int Hkv = m->cfg.n_kv_head, hd = m->cfg.head_dim, group = m->cfg.n_head / Hkv, rows = group * job->T;
+    int shares = (rows + ATTENTION_ROWS - 1) / ATTENTION_ROWS, want = (n_threads + Hkv - 1) / Hkv;
+    if (shares < want) shares = want < rows ? want : rows;
+    float *scores = s->scores + (size_t)thread * ATTENTION_ROWS * m->cfg.n_positions;
+    float *q = s->att_rows + (size_t)thread * 2 * ATTENTION_ROWS * hd, *out = q + ATTENTION_ROWS * hd;  // [n, hd]
+    int S[ATTENTION_ROWS], begin, end;
+    uint64_t tree[ATTENTION_ROWS];
+    pool_share(Hkv * shares, 1, thread, n_threads, &begin, &end);
+    for (int task = begin; task < end; task++) {
+        const int kv_head = task / shares, share = task % shares;
+        const int r0 = (int)((long)rows * share / shares), n = (int)((long)rows * (share + 1) / shares) - r0;
+        for (int g = 0; g < n; g++) {  // row r0 + g: token t, query head kv_head · group + (r0 + g) % group
+            const int t = (r0 + g) / group, head = kv_head * group + (r0 + g) % group;
+            memcpy(q + (size_t)g * hd, s->qkv + (size_t)t * s->n_qkv + head * hd, sizeof(float) * hd);
+            const int leading = s->path[t] == UINT64_MAX ? 64 : __builtin_ctzll(~s->path[t]);  // rows 0..leading−1
+            S[g] = s->base + leading;
+            tree[g] = leading == 64 ? 0 : s->path[t] >> leading;
+        }
+        m->kernels->attention(out, hd, q, hd, S, s->tree ? tree : NULL, n, kv_keys(job->cache, job->layer, kv_head),
+                              job->cache->ld_k, kv_values(job->cache, job->layer, kv_head), hd, job->scale, scores,
+                              m->cfg.n_positions);
+        for (int g = 0; g < n; g++) {
+            const int t = (r0 + g) / group, head = kv_head * group + (r0 + g) % group;
+            memcpy(s->att + (size_t)t * s->ld_att + head * hd, out + (size_t)g * hd, sizeof(float) * hd);
+        }
+    }
+}
+
+// SwiGLU's product for T rows of the MLP's hidden layer, in place: mlp[t, :F] = SiLU(gate) ⊙ up, where row t holds
+// [gate | up] (F each). Each thread takes its share of the F columns in every row.
+typedef struct {
+    const Model *m;
+    ForwardScratch *s;  // s->mlp, in place
+    int T;
+} GateJob;
+
+static void gate_thread(void *ctx, int thread, int n_threads) {
+    const GateJob *job = ctx;
+    ForwardScratch *s = job->s;
+    const int F = job->m->cfg.n_inner;
+    int j0, j1;
+    pool_share(F, ROW_BLOCK, thread, n_threads, &j0, &j1);
+    for (int t = 0; t < job->T && j0 < j1; t++) {
+        float *gate = s->mlp + (size_t)t * s->ld_f + j0;
+        job->m->kernels->silu_mul(gate, gate, gate + F, j1 - j0);
+    }
+}
+
+// The normalisation of T rows of the residual stream: LayerNorm or RMSNorm.    h: [T, ld_h]   x: [T, d]
+static void norm_rows(const Model *m, float *h, int ld_h, const float *x, const Norm *norm, int T) {
+    const int d = m->cfg.n_embd;
+    for (int t = 0; t < T; t++) {
+        float *out = h + (size_t)t * ld_h;
+        if (m->cfg.norm == NORM_LAYER)
+            m->kernels->layernorm(out, x + (size_t)t * d, norm->gamma, norm->beta, d, m->cfg.norm_epsilon);
+        else
+            m->kernels->rmsnorm(out, x + (size_t)t * d, norm->gamma, d, m->cfg.norm_epsilon);
+    }
+}
+
+// The queries and keys of row t (in place in qkv) made ready for attention: Qwen3's per-head RMSNorm, then the
+// rotation by the angles of its position; then the key and value of each key/value head go into the cache, at
+// cache row `row`.
+static void prepare_qkv(const Model *m, ForwardScratch *s, KVCache *cache, const Block *b, int layer, int row,
+                        int t) {
+    const Config *c = &m->cfg;
+    const int hd = c->head_dim, half = hd / 2;
+    float *q = s->qkv + (size_t)t * s->n_qkv, *k = q + c->n_head * hd, *v = k + c->n_kv_head * hd;
+    for (int head = 0; head < c->n_head + c->n_kv_head; head++) {  // the H query heads, then the Hkv key heads
+        float *x = q + head * hd;  // k follows q directly
+        if (b->q_norm) m->kernels->rmsnorm(x, x, head < c->n_head ? b->q_norm : b->k_norm, hd, c->norm_epsilon);
+        if (c->positions == POSITIONS_ROTARY)
+            m->kernels->rope(x, s->cos + (size_t)t * half, s->sin + (size_t)t * half, half);
+    }
+    for (int head = 0; head < c->n_kv_head; head++) kv_store(cache, layer, head, row, k + head * hd, v + head * hd);
+}
+
+// One transformer block over the chunk's T rows, cache rows pos0.. (x: [T, d], updated in place).
+// What follows the MLP's first matmul on the same columns: its activation, or nothing where SwiGLU's product (a
+// job of its own, over gate and up together) follows.
+static Epilogue mlp_up_epilogue(const Config *c) {
+    if (c->mlp == MLP_GATED) return EPILOGUE_NONE;
+    return c->activation == ACT_GELU_ERF ? EPILOGUE_GELU_ERF : EPILOGUE_GELU_TANH;
+}
+
+// One transformer block over the chunk's T rows, cache rows pos0.. (s->x: [T, d], updated in place; the block's
+// K and V go into the cache).
+static void block_forward(const Model *m, ForwardScratch *s, KVCache *cache, int layer, int pos0, int T) {
+    const Config *c = &m->cfg;
+    const Block *b = &m->blocks[layer];
+    const int ld_d = s->ld_d, F = c->n_inner;
+
+    // Attention sub-block: x += Attn(Norm1(x)) W_out + b_out
+    norm_rows(m, s->h, ld_d, s->x, &b->norm1, T);
+    linear(m, s, s->qkv, s->n_qkv, s->h, ld_d, &b->attn_qkv, T, EPILOGUE_NONE, NULL);  // qkv: [T, n_qkv] = [q|k|v]
+    for (int t = 0; t < T; t++) prepare_qkv(m, s, cache, b, layer, pos0 + t, t);
+    float scale = 1.0f;
+    if (c->scale_attn_weights) scale /= sqrtf((float)c->head_dim);
+    if (c->scale_attn_by_inverse_layer_idx) scale /= (float)(layer + 1);
+    AttentionJob att = {.m = m, .s = s, .cache = cache, .layer = layer, .T = T, .scale = scale};
+    run_job(m, attention_thread, &att, (size_t)T * (pos0 + T) * 2 * c->n_head * c->head_dim);
+    linear(m, s, s->h, ld_d, s->att, s->ld_att, &b->attn_out, T, EPILOGUE_ADD, s->x);
+
+    // MLP sub-block: x += GELU(Norm2(x) W_up + b_up) W_down + b_down, or gated:
+    //                x += (SiLU(Norm2(x) W_gate) ⊙ Norm2(x) W_up) W_down
+    norm_rows(m, s->h, ld_d, s->x, &b->norm2, T);
+    linear(m, s, s->mlp, s->ld_f, s->h, ld_d, &b->mlp_up, T, mlp_up_epilogue(c), NULL);
+    if (c->mlp == MLP_GATED) {
+        GateJob gate = {.m = m, .s = s, .T = T};
+        run_job(m, gate_thread, &gate, (size_t)T * F * 16);  // an exp and a division: some 16 multiply-adds
+    }
+    linear(m, s, s->h, ld_d, s->mlp, s->ld_f, &b->mlp_down, T, EPILOGUE_ADD, s->x);
+}
+
+// Row `token` of the embedding table as floats, 16 consecutive weights at a time (together in either layout).
+static void embedding_row(const Model *m, float *out, int token) {
+    const Linear *wte = &m->wte;
+    if (wte->type == WEIGHT_Q8) {  // d · q: the q8 head and the embeddings are one matrix
+        for (int i = 0; i < wte->n_in; i++) out[i] = q8_weight(wte->w, wte->n_in, token, i);
+        return;
+    }
+    const size_t elem = weight_size(wte->type);
+    const StDtype dtype = st_dtype_of(wte->type);
+    const bool pairs = in_pair_order(m->kernels, wte->type);
+    for (int i = 0; i < wte->n_in; i += 16) {
+        const size_t at = weight_index(m->kernels->panels, pairs, wte->n_in, token, i);
+        const int count = wte->n_in - i < 16 ? wte->n_in - i : 16;
+        uint8_t slice[16 * sizeof(float)];  // the slice's weights in order
+        for (int e = 0; e < count; e++)
+            memcpy(slice + (size_t)e * elem, (const uint8_t *)wte->w + (at + (size_t)slice_place(pairs, e)) * elem,
+                   elem);
+        st_to_f32(out + i, slice, dtype, (size_t)count);
+    }
+}
+
+// The rotary angles p·ω_i of the chunk's rows' positions p (cos, sin: [T, hd/2]). The angle is a float product,
+// as in transformers; its cosine and sine are rounded from double, so a position's angles never depend on T.
+static void rope_angles(const Model *m, ForwardScratch *s, int T) {
+    const int half = m->cfg.head_dim / 2;
+    for (int t = 0; t < T; t++)
+        for (int i = 0; i < half; i++) {
+            const float angle = (float)s->position[t] * m->inv_freq[i];
+            s->cos[(size_t)t * half + i] = (float)cos(angle);
+            s->sin[(size_t)t * half + i] = (float)sin(angle);
+        }
+}
+
+// The rows of a chunk into the scratch (ForwardScratch): rows [n_before, n_before + T) of a tree from cache row
+// base, n_before + T ≤ 64, in which row j follows row parent[j] ∈ [−1, j), −1 the cache row before base
+// (parent NULL: a chain, parent[j] = j − 1).
+static void chunk_rows(ForwardScratch *s, const int *parent, int base, int n_before, int T) {
+    int depth[64];
+    uint64_t path[64];
+    s->base = base;
+    s->tree = false;
+    for (int j = 0; j < n_before + T; j++) {
+        const int p = parent ? parent[j] : j - 1;
+        depth[j] = p < 0 ? 0 : depth[p] + 1;
+        path[j] = (p < 0 ? 0 : path[p]) | (uint64_t)1 << j;
+        if (j < n_before) continue;
+        s->position[j - n_before] = base + depth[j];
+        s->path[j - n_before] = path[j];
+        s->tree |= path[j] != UINT64_MAX >> (63 - j);  // not all of rows 0..j
+    }
+}
+
+// The forward pass over T rows (model_forward; model_extend_tree, parent as in chunk_rows with n_before =
+// cache->len − base, n_before + T ≤ CHUNK_T), in chunks of up to CHUNK_T rows.
+static int forward(const Model *model, ForwardScratch *s, KVCache *cache, int base, const int *tokens,
+                   const int *parent, int T, float *logits, bool all_logits, const char *caller, Err *err) {
+    const Config *c = &model->cfg;
+    const int d = c->n_embd, V = model->n_vocab;
+    if (T < 1) return err_fmt(err, "%s: no tokens to process", caller);
+    if (cache->len + T > c->n_positions)
+        return err_fmt(err, "context full: %d cached + %d new tokens exceed the model's context of %d positions "
+                       "(n_positions or max_position_embeddings in config.json, or less: --ctx)", cache->len, T,
+                       c->n_positions);
+    for (int t = 0; t < T; t++)
+        if (tokens[t] < 0 || tokens[t] >= c->vocab_size)
+            return err_fmt(err, "token id %d is outside the vocabulary [0, %d)", tokens[t], c->vocab_size);
+
+    s->blas = !parent;
+    for (int first = 0; first < T; first += CHUNK_T) {
+        const int n = T - first < CHUNK_T ? T - first : CHUNK_T, pos0 = cache->len;
+        chunk_rows(s, parent, parent ? base : pos0, parent ? pos0 - base : 0, n);
+        for (int t = 0; t < n; t++) {  // x = wte[token] (+ wpe[position])
+            embedding_row(model, s->x + (size_t)t * d, tokens[first + t]);
+            if (model->wpe) model->kernels->add(s->x + (size_t)t * d, model->wpe + (size_t)s->position[t] * d, d);
+        }
+        if (model->inv_freq) rope_angles(model, s, n);
+        for (int l = 0; l < c->n_layer; l++) block_forward(model, s, cache, l, pos0, n);
+        cache->len += n;
+
+        // logits = Norm_f(x) W_lmᵀ, for every row or for the very last one only
+        if (all_logits) {
+            norm_rows(model, s->h, s->ld_d, s->x, &model->norm_f, n);
+            linear(model, s, logits + (size_t)first * V, V, s->h, s->ld_d, &model->lm_head, n, EPILOGUE_NONE, NULL);
+        } else if (first + n == T) {
+            norm_rows(model, s->h, s->ld_d, s->x + (size_t)(n - 1) * d, &model->norm_f, 1);
+            linear(model, s, logits, V, s->h, s->ld_d, &model->lm_head, 1, EPILOGUE_NONE, NULL);
+        }
+    }
+    return 0;
+}
+
+int model_forward(Model *model, KVCache *cache, const int *tokens, int T, float *logits, bool all_logits,
+                  Err *err) {
+    return forward(model, model->scratch, cache, cache->len, tokens, NULL, T, logits, all_logits, "model_forward",
+                   err);
+}
+
+int model_extend_tree(Model *model, KVCache *cache, int base, const int *tokens, const int *parent, int T,
+                      float *logits, Err *err) {
+    const int before = cache->len - base;  // the tree's rows in the cache already
+    if (base < 0 || before < 0)
+        return err_fmt(err, "token tree: its first row %d is outside the cache's %d rows", base, cache->len);
+    if (before + T > TREE_MAX_ROWS)
+        return err_fmt(err, "token tree: %d + %d rows, more than TREE_MAX_ROWS = %d", before, T,
+                       TREE_MAX_ROWS);
+    for (int j = 0; j < before + T; j++)
+        if (parent[j] < -1 || parent[j] >= j)
+            return err_fmt(err, "token tree: row %d follows row %d, outside [-1, %d)", j, parent[j], j);
+    return forward(model, model->scratch, cache, base, tokens, parent, T, logits, true, "token tree", err);
+}
+
+int model_forward_tree(Model *model, KVCache *cache, const int *tokens, const int *parent, int T, float *logits,
+                       Err *err) {
+    return model_extend_tree(model, cache, cache->len, tokens, parent, T, logits, err);
+}
