@@ -241,6 +241,58 @@ TEST(serve_openai_client_matches_generate) {
     remove_dir(dir);
 }
 
+// The text and usage of a non-streamed completion of `prompt` (greedy, 8 tokens) through the server.
+static char *complete_text(int port, const char *prompt, long *cached) {
+    char *body, *reply, *text = NULL;
+    *cached = -1;
+    if (asprintf(&body, "{\"prompt\": \"%s\", \"max_tokens\": 8, \"temperature\": 0}", prompt) < 0) return NULL;
+    reply = post(port, "/v1/completions", "", body);
+    const char *json = reply ? strstr(reply, "\r\n\r\n") : NULL;
+    json_error_t je;
+    json_t *r = json ? json_loads(json + 4, 0, &je) : NULL;
+    const json_t *t = json_object_get(json_array_get(json_object_get(r, "choices"), 0), "text");
+    CHECK(json_is_string(t), "no text for \"%s\": %s", prompt, reply ? reply : "");
+    if (json_is_string(t)) text = strdup(json_string_value(t));
+    *cached = (long)json_integer_value(
+        json_object_get(json_object_get(json_object_get(r, "usage"), "prompt_tokens_details"), "cached_tokens"));
+    json_decref(r);
+    free(reply);
+    free(body);
+    return text;
+}
+
+// The conversation cache: a request whose ids begin with the last one's keeps them (cached_tokens) and prefills
+// only the rest; one that shares nothing keeps nothing; every text is generate's for the same prompt, run fresh.
+// (The prompts extend each other, not the replies: this tiny model's replies, re-encoded, would spell ids beyond
+// its vocabulary.)
+TEST(serve_conversation_cache_is_keyed_by_ids) {
+    char dir[64], *args, *log;
+    tiny_checkpoint(dir, false);
+    Served s;
+    if (asprintf(&args, "-m %s --lookup", dir) < 0) return;
+    CHECK(serve(&s, args), "the server did not start");
+    free(args);
+    if (test_failures()) return;
+    const char *prompts[] = {PROMPT, PROMPT "@", PROMPT "@(A)", "Q", "Q"};  // ids 55 10 56 | 31 | 7 32 8; 48
+    const long cached_want[] = {0, 3, 4, 0, 0};  // the prompt before (the newest token is always fed again)
+    for (int turn = 0; turn < 5; turn++) {
+        long cached;
+        char *text = complete_text(s.port, prompts[turn], &cached), *command, *fresh = NULL;
+        CHECK(cached == cached_want[turn], "turn %d: %ld tokens of \"%s\" were cached, expected %ld", turn, cached,
+              prompts[turn], cached_want[turn]);
+        if (asprintf(&command, "%s generate -m %s --lookup -p '%s' -n 8 --temp 0", specdec_bin(), dir, prompts[turn]) < 0)
+            return;
+        CHECK(run_command(command, &fresh, NULL) == 0, "%s", command);
+        if (fresh && *fresh) fresh[strlen(fresh) - 1] = '\0';
+        CHECK(text && fresh && strcmp(text, fresh) == 0, "turn %d: the server's \"%s\", fresh \"%s\"", turn,
+              text ? text : "", fresh ? fresh : "");
+        free(command), free(fresh), free(text);
+    }
+    CHECK(stop_serving(&s, &log) == 0, "the server's exit status on SIGTERM");
+    free(log);
+    remove_dir(dir);
+}
+
 // ---- raw HTTP, load, hang-ups ---------------------------------------------------------------------------------
 
 static void check_log_is_clean(const char *log) {
