@@ -5,9 +5,9 @@
 // order that alternates, and the tables give the medians of the per-prompt ratios server / in process.
 //
 // Then a multi-turn exchange through the server, as chat clients send it: each turn resends the whole history
-// (the previous prompt, the answer, a new line of code) — the time to first token grows with the history, since
-// every turn prefills it whole: there is no conversation cache yet (src/serve/engine.c builds every request
-// afresh), which is what the column "prefill" shows.
+// (the previous prompt, the answer, a new line of code), once without the conversation cache (every turn
+// prefilled whole: the time to first token grows with the history) and once with it, as specdec serve runs
+// (engine.h: each turn prefills only what the last one did not leave in the caches).
 #include <arpa/inet.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +24,7 @@ typedef struct {
     double ttft, seconds;   // to the first text, to the end
     int tokens;
     double prefill_ms;      // the server's own figure (its "specdec" extension), 0 in process
+    int cached;             // prompt tokens the conversation cache held (usage.prompt_tokens_details)
 } Timing;
 
 // ---- in process ---------------------------------------------------------------------------------------------
@@ -87,6 +88,8 @@ static Timing run_through_server(int port, const Prompt *p, int max_tokens) {
     if (!strstr(reply, "HTTP/1.1 200") || !usage || !prefill) die("the server answered: %.300s", reply);
     t.tokens = atoi(usage + strlen("\"completion_tokens\":"));
     t.prefill_ms = atof(prefill + strlen("\"prefill_ms\":"));
+    const char *cached = strstr(reply, "\"cached_tokens\":");
+    t.cached = cached ? atoi(cached + strlen("\"cached_tokens\":")) : 0;
     close(fd);
     free(reply);
     free(head);
@@ -154,7 +157,9 @@ static void extend_history(Pair *pair, Prompt *p, int max_tokens, const int *lin
 }
 
 // A conversation of SERVE_TURNS turns through the server: turn k's prompt is turn k − 1's, its answer, and a line.
-static json_t *multi_turn(Bench *b, Pair *pair, int port, const Prompt *first) {
+// Per turn: prompt tokens, the time to first token and the server's prefill time, cached tokens (those the
+// conversation cache kept; 0 without it).
+static json_t *multi_turn(Bench *b, Pair *pair, int port, const Prompt *first, const char *label) {
     Err err;
     int *line, n_line;
     const char *text = "\n    # and then\n";
@@ -162,12 +167,13 @@ static json_t *multi_turn(Bench *b, Pair *pair, int port, const Prompt *first) {
     Prompt p = {.ids = malloc(sizeof(int) * first->n), .n = first->n};
     memcpy(p.ids, first->ids, sizeof(int) * first->n);
     json_t *turns = json_array();
-    out(b, "\n| turn | prompt tokens | time to first token, ms | prefill, ms (the server's) |\n|---:|---:|---:|---:|\n");
+    out(b, "\n%s:\n\n| turn | prompt tokens | cached | time to first token, ms | prefill, ms (the server's) |\n"
+        "|---:|---:|---:|---:|---:|\n", label);
     for (int turn = 1; turn <= SERVE_TURNS && p.n + b->opt.tokens < pair->target.cfg.n_positions; turn++) {
         const Timing t = run_through_server(port, &p, b->opt.tokens);
-        out(b, "| %d | %d | %.2f | %.2f |\n", turn, p.n, t.ttft * 1e3, t.prefill_ms);
-        json_array_append_new(turns, json_pack("{s:i, s:f, s:f}", "prompt_tokens", p.n, "ttft_ms", t.ttft * 1e3,
-                                               "prefill_ms", t.prefill_ms));
+        out(b, "| %d | %d | %d | %.2f | %.2f |\n", turn, p.n, t.cached, t.ttft * 1e3, t.prefill_ms);
+        json_array_append_new(turns, json_pack("{s:i, s:i, s:f, s:f}", "prompt_tokens", p.n, "cached_tokens",
+                                               t.cached, "ttft_ms", t.ttft * 1e3, "prefill_ms", t.prefill_ms));
         extend_history(pair, &p, b->opt.tokens, line, n_line);
     }
     free(line);
@@ -175,27 +181,44 @@ static json_t *multi_turn(Bench *b, Pair *pair, int port, const Prompt *first) {
     return turns;
 }
 
+// Starts the server on a free loopback port over engine.
+static int start(Server *server, const Engine *engine, Pair *pair) {
+    const ServeOptions options = {.host = "127.0.0.1", .port = 0, .queue = 1, .max_body = 1 << 20, .timeout = 30,
+                                  .model = pair->target_dir};
+    Err err;
+    if (server_start(server, engine, &options, &err)) die("%s", err.msg);
+    return server_port(server);
+}
+
 void suite_serve(Bench *b, Pair *pair) {
     if (!pair->has_tok) die("--suite serve needs a tokenizer (the server decodes text): give -m a checkpoint with one");
     suite_begin(b, "serve", 1);
-    const Engine engine = {.target = &pair->target, .draft = pair->has_draft ? &pair->draft : NULL,
-                           .tok = &pair->tok, .no_chat = "no chat in the bench",
-                           .spec = {.policy = GAMMA_AUTO, .gamma = 5}, .default_max_tokens = b->opt.tokens};
-    const ServeOptions options = {.host = "127.0.0.1", .port = 0, .queue = 1, .max_body = 1 << 20, .timeout = 30,
-                                  .model = pair->target_dir};
-    Server server;
+    Conversation conversation;
     Err err;
-    if (server_start(&server, &engine, &options, &err)) die("%s", err.msg);
+    if (conversation_init(&conversation, &pair->target, NULL, &err)) die("%s", err.msg);
+    Engine engine = {.target = &pair->target, .draft = pair->has_draft ? &pair->draft : NULL, .tok = &pair->tok,
+                     .no_chat = "no chat in the bench", .spec = {.policy = GAMMA_AUTO, .gamma = 5},
+                     .default_max_tokens = b->opt.tokens};
     int n;
     Prompt *prompts = prompts_load(pair, PROMPTS_HELD_OUT, b->opt.quick ? 4 : 8, b->opt.tokens + 1, &n);
     Timing *t[2] = {malloc(sizeof(Timing) * n * b->opt.reps), malloc(sizeof(Timing) * n * b->opt.reps)};
     out(b, "## The server's overhead\n\n%d held-out prompts × %d rounds, %d tokens each, greedy, %s; the server on "
-        "loopback, streaming\n\n", n, b->opt.reps, b->opt.tokens, pair->has_draft ? "with the draft" : "target only");
-    compare(b, &engine, server_port(&server), prompts, n, t);
+        "loopback, streaming, without the conversation cache (each request afresh, as in process)\n\n", n,
+        b->opt.reps, b->opt.tokens, pair->has_draft ? "with the draft" : "target only");
+    Server server;
+    const int port = start(&server, &engine, pair);
+    compare(b, &engine, port, prompts, n, t);
     json_t *j = overhead_table(b, t, n * b->opt.reps);
-    out(b, "\nA conversation through the server, each turn the whole history again (no conversation cache):\n");
-    json_object_set_new(j, "multi_turn_without_cache", multi_turn(b, pair, server_port(&server), &prompts[0]));
+    out(b, "\nA conversation through the server, each turn the whole history again (its answer and a line more)\n");
+    json_object_set_new(j, "multi_turn_without_cache", multi_turn(b, pair, port, &prompts[0], "Without the "
+                                                                  "conversation cache (every turn prefilled whole)"));
     server_stop(&server);
+    engine.conversation = &conversation;  // as specdec serve runs
+    const int cached_port = start(&server, &engine, pair);
+    json_object_set_new(j, "multi_turn_with_cache", multi_turn(b, pair, cached_port, &prompts[0], "With the "
+                                                               "conversation cache (what the last turn left is kept)"));
+    server_stop(&server);
+    conversation_free(&conversation);
     prompts_free(prompts, n);
     free(t[0]);
     free(t[1]);
