@@ -7,7 +7,7 @@
 //                                              CLIENTS concurrent clients × REQUESTS completions each (fetch, no
 //                                              retries) on token-id prompts, against the texts of the same prompts
 //                                              asked one at a time first; prints {statuses, mismatches, lost,
-//                                              healthy} as one JSON line
+//                                              healthy} as one JSON line (a 503 must say Retry-After: 1)
 import OpenAI from "openai";
 
 const [mode, port, ...rest] = process.argv.slice(2);
@@ -69,6 +69,7 @@ async function load(clients, requests) {
                 method: "POST", headers: { "Content-Type": "application/json" },
                 body: JSON.stringify({ prompt, max_tokens: 8, temperature: 0 }) });
             const body = await r.json();
+            if (r.status === 503 && r.headers.get("retry-after") !== "1") return { status: "503 without Retry-After" };
             return { status: r.status, text: r.status === 200 ? body.choices[0].text : null };
         } catch (e) {
             return { status: 0, text: String(e) };
