@@ -21,7 +21,6 @@ enum {
     N_CONFIGS = N_MODEL_CONFIGS + 3,     // and lookup at γ = 4 and auto, lookup + draft model at auto
 };
 
-typedef enum { BY_NONE, BY_MODEL, BY_LOOKUP, BY_STAGED } Drafting;
 
 // What every configuration at one temperature shares.
 typedef struct {
@@ -35,7 +34,7 @@ typedef struct {
 typedef struct {
     const Setting *setting;
     char name[32];              // "target-only", "γ = 4", "heuristic", "auto", "lookup · auto", …
-    Drafting by;
+    DrafterKind by;
     bool drafted;
     GammaPolicy policy;
     int gamma;                  // GAMMA_FIXED: γ; GAMMA_HEURISTIC: the start
@@ -49,7 +48,11 @@ static void decoding_init(Decoding *d, const Setting *s, int i) {
     const int n = s->n_prompts;
     static const char *const extra_names[] = {"lookup · γ = 4", "lookup · auto", "lookup + draft · auto"};
     const int extra = i - N_MODEL_CONFIGS;
-    *d = (Decoding){s, "", i == 0 ? BY_NONE : extra < 0 ? BY_MODEL : extra < 2 ? BY_LOOKUP : BY_STAGED, i > 0,
+    const DrafterKind by = i == 0      ? DRAFTER_NONE
+                           : extra < 0 ? DRAFTER_MODEL
+                           : extra < 2 ? DRAFTER_LOOKUP
+                                       : DRAFTER_STAGED;
+    *d = (Decoding){s, "", by, i > 0,
                     i <= N_GAMMAS || extra == 0 ? GAMMA_FIXED : i == N_GAMMAS + 1 ? GAMMA_HEURISTIC : GAMMA_AUTO,
                     i > 0 && i <= N_GAMMAS ? GAMMAS[i - 1] : extra == 0 ? 4 : 5, calloc((size_t)n, sizeof(SpecStats)),
                     malloc(sizeof(int) * n * s->tokens), malloc(sizeof(int) * n)};
@@ -69,23 +72,14 @@ static double decoding_run(void *ctx, int rep) {
     const Prompt *prompt = &s->prompts[rep];
     SpecParams params = {.sampling = {s->temperature, 0, 1.0f}, .seed = (uint64_t)rep + 1, .policy = d->policy,
                          .gamma = d->gamma, .max_tokens = s->tokens, .eos_id = s->pair->target.cfg.eos_token_id};
-    ModelDrafter model = {0};
-    LookupDrafter lookup = {0};
-    StagedDrafter staged;
+    Drafters drafters;
     Err err;
-    if ((d->by == BY_MODEL || d->by == BY_STAGED) && model_drafter_init(&model, &s->pair->draft, &params, 0, &err))
-        die("%s", err.msg);
-    if ((d->by == BY_LOOKUP || d->by == BY_STAGED) && lookup_drafter_init(&lookup, LOOKUP_N_MIN, LOOKUP_N_MAX, &err))
-        die("%s", err.msg);
-    if (d->by == BY_STAGED) staged_drafter_init(&staged, &lookup, &model, LOOKUP_STAGED_MIN_MATCH);
-    Drafter *drafters[] = {[BY_NONE] = NULL, [BY_MODEL] = &model.base, [BY_LOOKUP] = &lookup.base,
-                           [BY_STAGED] = &staged.base};
+    if (drafter_open(&drafters, d->by, &s->pair->draft, &params, 0, LOOKUP_STAGED_MIN_MATCH, &err)) die("%s", err.msg);
     SpecStats *st = &d->stats[rep];
-    if (speculative_generate(&s->pair->target, drafters[d->by], prompt->ids, prompt->n, &params,
+    if (speculative_generate(&s->pair->target, drafters.drafter, prompt->ids, prompt->n, &params,
                              d->outputs + (size_t)rep * s->tokens, &d->n_out[rep], st, &err))
         die("%s: %s", prompt->id, err.msg);
-    if (model.logits) model_drafter_free(&model);
-    lookup_drafter_free(&lookup);
+    drafter_close(&drafters);
     return st->decode_seconds / (st->generated > 0 ? st->generated : 1);
 }
 

@@ -1,12 +1,18 @@
 // threads.c — a persistent worker pool. Workers spin on a job counter for a while (a forward pass hands out
 // dozens of short jobs per token, too short for a sleep/wake round trip, which costs tens of microseconds in a
-// virtual machine), then sleep on a condition variable.
+// virtual machine), then sleep on a condition variable. A pool with more threads than the CPUs it may run on
+// (cpus_available) polls only SPIN_BATCH times before sleeping, its caller too: a spinning thread would hold a CPU
+// that a thread with work is waiting for, and every job would wait for the scheduler to get round to all of them.
 #include "base/threads.h"
 
+#include <limits.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "base/clock.h"
@@ -14,6 +20,7 @@
 #define COUNT_BITS 20        // of the job word (below): a pool has fewer than 2²⁰ threads
 #define SPIN_SECONDS 200e-6  // polling before a worker goes to sleep: longer than the gaps between the jobs of
                              // one token, including sampling
+#define SPIN_BATCH 64         // polls between looks at the clock; an oversubscribed pool sleeps after one batch
 
 struct ThreadPool {
     int n_threads;              // including the caller, thread 0
@@ -23,8 +30,10 @@ struct ThreadPool {
     atomic_ullong job;          // (job number << COUNT_BITS) | threads it runs on: one load tells a worker both
     atomic_int busy;            // workers still running the current job
     atomic_bool stopping;
-    pthread_mutex_t lock;       // guards sleeping on `wake`
-    pthread_cond_t wake;
+    bool oversubscribed;        // more threads than CPUs available: poll one SPIN_BATCH, then sleep
+    pthread_mutex_t lock;       // guards sleeping on `wake` and `done`
+    pthread_cond_t wake;        // a new job (or stopping), for the workers
+    pthread_cond_t done;        // the last worker finished, for the caller of an oversubscribed pool
 };
 
 typedef struct {
@@ -47,7 +56,7 @@ static unsigned long long wait_for_job(ThreadPool *pool, unsigned long long seen
         unsigned long long job = atomic_load(&pool->job);
         if (job != seen || atomic_load(&pool->stopping)) return job;
         cpu_relax();
-        if (i % 64 == 0 && now_seconds() > give_up) break;
+        if (i % SPIN_BATCH == 0 && (pool->oversubscribed || now_seconds() > give_up)) break;
     }
     pthread_mutex_lock(&pool->lock);
     while (atomic_load(&pool->job) == seen && !atomic_load(&pool->stopping))
@@ -71,15 +80,17 @@ static void *worker_main(void *p) {
         int n_threads = (int)(seen & ((1ull << COUNT_BITS) - 1));
         if (index >= n_threads) continue;
         pool->fn(pool->ctx, index, n_threads);
-        atomic_fetch_sub(&pool->busy, 1);
+        if (atomic_fetch_sub(&pool->busy, 1) == 1 && pool->oversubscribed) {
+            pthread_mutex_lock(&pool->lock);
+            pthread_cond_signal(&pool->done);
+            pthread_mutex_unlock(&pool->lock);
+        }
     }
 }
 
 ThreadPool *pool_create(int n_threads, Err *err) {
-    if (n_threads <= 0) {
-        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-        n_threads = cpus > 0 ? (int)cpus : 1;
-    }
+    const int cpus = cpus_available();
+    if (n_threads <= 0) n_threads = cpus;
     if (n_threads >= 1 << COUNT_BITS) {
         err_fmt(err, "a pool of %d threads: at most %d", n_threads, (1 << COUNT_BITS) - 1);
         return NULL;
@@ -91,8 +102,10 @@ ThreadPool *pool_create(int n_threads, Err *err) {
         return NULL;
     }
     pool->n_threads = 1;
+    pool->oversubscribed = n_threads > cpus;
     pthread_mutex_init(&pool->lock, NULL);
     pthread_cond_init(&pool->wake, NULL);
+    pthread_cond_init(&pool->done, NULL);
     for (int i = 1; i < n_threads; i++) {
         WorkerArg *arg = malloc(sizeof *arg);
         if (!arg) break;
@@ -120,11 +133,48 @@ void pool_free(ThreadPool *pool) {
     for (int i = 0; i < pool->n_threads - 1; i++) pthread_join(pool->workers[i], NULL);
     pthread_mutex_destroy(&pool->lock);
     pthread_cond_destroy(&pool->wake);
+    pthread_cond_destroy(&pool->done);
     free(pool->workers);
     free(pool);
 }
 
 int pool_size(const ThreadPool *pool) { return pool->n_threads; }
+
+bool pool_oversubscribed(const ThreadPool *pool) { return pool->oversubscribed; }
+
+// The CPU quota of cgroup v2 folder `dir` (under /sys/fs/cgroup) and its ancestors, rounded up: the smallest
+// "QUOTA PERIOD" of their cpu.max files; INT_MAX when none sets one ("max").
+static int cgroup_cpu_quota(char *dir) {
+    int quota = INT_MAX;
+    for (;;) {
+        char path[PATH_MAX + 32];
+        snprintf(path, sizeof path, "/sys/fs/cgroup%s/cpu.max", dir);
+        FILE *f = fopen(path, "r");
+        long long q, period;
+        if (f && fscanf(f, "%lld %lld", &q, &period) == 2 && q > 0 && period > 0 && (q + period - 1) / period < quota)
+            quota = (int)((q + period - 1) / period);
+        if (f) fclose(f);
+        char *slash = strrchr(dir, '/');
+        if (!slash) return quota;
+        *slash = '\0';
+    }
+}
+
+int cpus_available(void) {
+    cpu_set_t set;
+    int cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (cpus < 1) cpus = 1;
+    FILE *f = fopen("/proc/self/cgroup", "r");  // cgroup v2's line: "0::/path"
+    char line[PATH_MAX];
+    while (f && fgets(line, sizeof line, f))
+        if (strncmp(line, "0::", 3) == 0) {
+            line[strcspn(line, "\n")] = '\0';
+            int quota = cgroup_cpu_quota(line + 3);
+            if (quota < cpus) cpus = quota;
+        }
+    if (f) fclose(f);
+    return cpus;
+}
 
 void pool_run(ThreadPool *pool, PoolFn *fn, void *ctx) { pool_run_on(pool, pool->n_threads, fn, ctx); }
 
@@ -143,7 +193,14 @@ void pool_run_on(ThreadPool *pool, int n_threads, PoolFn *fn, void *ctx) {
     pthread_cond_broadcast(&pool->wake);
     pthread_mutex_unlock(&pool->lock);
     fn(ctx, 0, n_threads);
-    while (atomic_load(&pool->busy) > 0) cpu_relax();
+    for (unsigned i = 1; atomic_load(&pool->busy) > 0; i++) {
+        cpu_relax();
+        if (pool->oversubscribed && i % SPIN_BATCH == 0) {
+            pthread_mutex_lock(&pool->lock);  // the last worker signals `done` holding the lock: no lost wake-up
+            while (atomic_load(&pool->busy) > 0) pthread_cond_wait(&pool->done, &pool->lock);
+            pthread_mutex_unlock(&pool->lock);
+        }
+    }
 }
 
 void pool_share(int n, int block, int thread, int n_threads, int *begin, int *end) {

@@ -6,15 +6,23 @@
 #ifndef SPECDEC_THREADS_H
 #define SPECDEC_THREADS_H
 
+#include <stdbool.h>
+
 #include "base/error.h"
 
 typedef struct ThreadPool ThreadPool;
 typedef void PoolFn(void *ctx, int thread, int n_threads);
 
-// n_threads ≥ 1 (the caller counts as one); 0 means one per online CPU.
+// The CPUs this process may run on: its affinity mask (sched_getaffinity), and no more than a cgroup v2 cpu.max
+// quota of its cgroup or an ancestor's, rounded up.
+int cpus_available(void);
+
+// n_threads ≥ 1 (the caller counts as one); 0 means cpus_available(). More threads than that is allowed: the
+// pool is then oversubscribed, and its threads sleep between jobs instead of spinning (slower, never stuck).
 ThreadPool *pool_create(int n_threads, Err *err);
 void pool_free(ThreadPool *pool);
 int pool_size(const ThreadPool *pool);
+bool pool_oversubscribed(const ThreadPool *pool);
 void pool_run(ThreadPool *pool, PoolFn *fn, void *ctx);
 
 // The same on threads 0..n_threads−1 only (at most the pool's; 1: fn(ctx, 0, 1) on the caller, no hand-off):

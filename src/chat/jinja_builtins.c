@@ -266,7 +266,8 @@ static Value to_int(Value x, Value fallback) {
 // select / reject (test name and arguments), selectattr / rejectattr (attribute, then test and arguments),
 // map (attribute=name, or a filter's name).
 static Value select_or_map(Eval *e, const Node *n, Value x, const Value *args, const Str *kw, int n_args) {
-    List *items = x.kind == V_UNDEFINED ? list_new(e->arena, 0) : sequence(e, n, x), *out = list_new(e->arena, items->n);
+    List *items = x.kind == V_UNDEFINED ? list_new(e->arena, 0) : sequence(e, n, x);
+    List *out = list_new(e->arena, items->n);
     out->n = 0;
     bool by_attr = str_eq_c(n->name, "selectattr") || str_eq_c(n->name, "rejectattr");
     bool keep_if = str_eq_c(n->name, "select") || str_eq_c(n->name, "selectattr");
@@ -286,7 +287,8 @@ static Value select_or_map(Eval *e, const Node *n, Value x, const Value *args, c
                 out->items[out->n++] = v ? *v : v_undefined();
                 continue;
             }
-            Node f = {.kind = E_FILTER, .line = n->line, .name = want_str(e, n, arg(args, kw, n_args, 0, NULL), "the filter")};
+            Node f = {.kind = E_FILTER, .line = n->line,
+                      .name = want_str(e, n, arg(args, kw, n_args, 0, NULL), "the filter")};
             if (!builtin_has_filter(f.name) || str_eq_c(f.name, "map"))
                 jinja_fail(e->arena, n->line, "map: the filter '%.*s' is not supported", (int)f.name.n, f.name.p);
             out->items[out->n++] = builtin_filter(e, &f, item, NULL, NULL, 0);

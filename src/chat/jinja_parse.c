@@ -1,8 +1,8 @@
 // jinja_parse.c — tokens into a syntax tree, by recursive descent in Jinja2's order of precedence (loosest first):
 //
-//   x if c else y  →  or  →  and  →  not  →  comparisons (== != < <= > >= in, not in; chained)  →  + -  →  ~
-//   →  * / // %  →  **  →  unary -  →  primary with postfixes (.attr  [i]  [a:b:c]  (args))  and filters
-//   (x | f(args)) and tests (x is [not] t args)
+//   x if c else y  →  or  →  and  →  not  →  comparisons (== != < <= > >= in, not in; chained)
+//   →  + -  →  ~  →  * / // %  →  **  →  unary -  →  primary with postfixes (.attr  [i]  [a:b:c]  (args))
+//   and filters (x | f(args)) and tests (x is [not] t args)
 //
 // Every statement, filter, test, method and function is checked here against what the interpreter implements, so
 // that an unsupported template is refused before anything is rendered.

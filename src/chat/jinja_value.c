@@ -251,7 +251,8 @@ static double as_double(Value v) { return v.kind == V_FLOAT ? v.f : v.kind == V_
 
 bool value_equal(Value x, Value y) {
     if (is_number(x) && is_number(y)) {
-        if (x.kind != V_FLOAT && y.kind != V_FLOAT) return (x.kind == V_INT ? x.i : x.b) == (y.kind == V_INT ? y.i : y.b);
+        if (x.kind != V_FLOAT && y.kind != V_FLOAT)
+            return (x.kind == V_INT ? x.i : x.b) == (y.kind == V_INT ? y.i : y.b);
         return as_double(x) == as_double(y);
     }
     if (x.kind != y.kind) return false;

@@ -82,7 +82,8 @@ int chat_template_load(ChatTemplate *ct, const char *dir, Err *err) {
     snprintf(config_path, sizeof config_path, "%s/tokenizer_config.json", dir);
     snprintf(jinja_path, sizeof jinja_path, "%s/chat_template.jinja", dir);
     json_error_t jerr;
-    json_t *config = json_load_file(config_path, JSON_REJECT_DUPLICATES | JSON_DECODE_INT_AS_REAL, &jerr);  // 1e30 limits
+    // Integers as reals: configs hold limits such as 1e30 as integers, which Jansson's 64 bits refuse
+    json_t *config = json_load_file(config_path, JSON_REJECT_DUPLICATES | JSON_DECODE_INT_AS_REAL, &jerr);
     if (!config && access(config_path, F_OK) == 0)
         return err_fmt(err, "%s: line %d: %s", config_path, jerr.line, jerr.text);
     char *source = NULL;

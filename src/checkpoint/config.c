@@ -137,12 +137,19 @@ static int read_positive(float *value, const json_t *obj, const char *field, con
 
 // ---- token ids ----------------------------------------------------------------------------------------------
 
-// Appends a note to cfg->warning (one line, notes separated by "; ").
+// Appends a note on id `id` of `field` to cfg->warning, once (generation_config.json often repeats config.json's
+// ids): the first note names the file and the vocabulary, the next ones only the field and id, so that the line
+// stays short.
 static void warn(Config *cfg, const char *path, const char *field, json_int_t id) {
-    size_t used = strlen(cfg->warning);
-    snprintf(cfg->warning + used, sizeof cfg->warning - used, "%s%s: %s %lld is outside the vocabulary [0, %d)%s",
-             used ? "; " : "", path, field, (long long)id, cfg->vocab_size,
-             strcmp(field, "bos_token_id") ? ": generation will not stop at it" : ": ignored");
+    char note[64];
+    snprintf(note, sizeof note, "%s %lld", field, (long long)id);
+    if (strstr(cfg->warning, note)) return;
+    const char *effect = strcmp(field, "bos_token_id") ? "generation will not stop at it" : "ignored";
+    const size_t used = strlen(cfg->warning);
+    if (used) snprintf(cfg->warning + used, sizeof cfg->warning - used, "; %s: %s", note, effect);
+    else
+        snprintf(cfg->warning, sizeof cfg->warning, "%s: %s is outside the vocabulary [0, %d): %s", path, note,
+                 cfg->vocab_size, effect);
 }
 
 // Reads field "bos_token_id" or "eos_token_id" of `root`, if present: null (none), an id, or (eos) a list of
@@ -362,14 +369,28 @@ static int read_llama_family(Config *cfg, const json_t *root, const char *path, 
 
 // ---- the file -----------------------------------------------------------------------------------------------
 
-// Reads every known field of the parsed config.json `root` into *cfg.
-static int read_fields(Config *cfg, const json_t *root, const char *path, Err *err) {
-    char got[64];
-    if (!json_is_object(root)) {
-        return err_fmt(err, "%s: expected a JSON object, got %s", path, st_json_brief(got, sizeof got, root));
-    }
-    const json_t *model_type = json_object_get(root, "model_type");
-    if (!model_type || is_string(model_type, "gpt2")) {  // older GPT-2 files have no model_type
+// The model_type of each transformers class that a config's "architectures" may name.
+static const struct {
+    const char *architecture, *model_type;
+} ARCHITECTURES[] = {
+    {"GPT2LMHeadModel", "gpt2"},       {"LlamaForCausalLM", "llama"}, {"MistralForCausalLM", "mistral"},
+    {"Qwen2ForCausalLM", "qwen2"},     {"Qwen3ForCausalLM", "qwen3"},
+};
+
+// A config without model_type: the model_type (a new JSON string) that the first known class of its
+// "architectures" implies, or NULL.
+static json_t *model_type_of_architectures(const json_t *architectures) {
+    size_t i;
+    const json_t *name;
+    json_array_foreach(architectures, i, name)
+        for (size_t a = 0; a < sizeof ARCHITECTURES / sizeof *ARCHITECTURES; a++)
+            if (is_string(name, ARCHITECTURES[a].architecture)) return json_string(ARCHITECTURES[a].model_type);
+    return NULL;
+}
+
+// Reads every known field of the parsed config.json `root`, a model of type `model_type`, into *cfg.
+static int read_family(Config *cfg, const json_t *root, const json_t *model_type, const char *path, Err *err) {
+    if (is_string(model_type, "gpt2")) {
         *cfg = GPT2_DEFAULTS;
         if (read_gpt2(cfg, root, path, err) || read_tokens(cfg, root, path, err)) return -1;
         return read_dtype(root, path, err);
@@ -395,6 +416,22 @@ static int read_fields(Config *cfg, const json_t *root, const char *path, Err *e
     }
     return field_err(err, path, "model_type", "one of \"gpt2\", \"llama\", \"mistral\", \"qwen2\", \"qwen3\" (the "
                      "architectures specdec runs)", model_type);
+}
+
+// Reads config.json's `root` into *cfg: a model of its model_type, or of the one its architectures imply.
+static int read_fields(Config *cfg, const json_t *root, const char *path, Err *err) {
+    char got[64];
+    if (!json_is_object(root))
+        return err_fmt(err, "%s: expected a JSON object, got %s", path, st_json_brief(got, sizeof got, root));
+    const json_t *model_type = json_object_get(root, "model_type");
+    if (model_type) return read_family(cfg, root, model_type, path, err);
+    json_t *inferred = model_type_of_architectures(json_object_get(root, "architectures"));
+    if (!inferred)
+        return err_fmt(err, "%s: missing field \"model_type\" (\"gpt2\", \"llama\", ...), and no \"architectures\" "
+                       "entry names a model specdec runs (GPT2LMHeadModel, LlamaForCausalLM, ...)", path);
+    int rc = read_family(cfg, root, inferred, path, err);
+    json_decref(inferred);
+    return rc;
 }
 
 // Parses the JSON file at path into *root (NULL if it cannot), with a one-line error.

@@ -289,6 +289,9 @@ static int map_file(StFile *f, Err *err) {
     close(fd);
     if (map == MAP_FAILED) return err_fmt(err, "%s: cannot map: %s", f->path, strerror(errno));
     f->map = map;
+    if (memcmp(f->map, "GGUF", 4) == 0)  // its magic: a first header length of 0x....46554747 would be refused anyway
+        return err_fmt(err, "%s: a GGUF file (llama.cpp's format): specdec reads safetensors checkpoints (a Hugging "
+                       "Face folder: config.json + model.safetensors)", f->path);
 
     unsigned long long n = 0;
     for (int i = 7; i >= 0; i--) n = n << 8 | f->map[i];  // little-endian u64
@@ -502,6 +505,8 @@ static int open_folder(StCheckpoint *ckpt, const char *dir, Err *err) {
         rc = open_file(ckpt, single, err) || sort_tensors(ckpt, err) ? -1 : 0;
     } else if (stat(index, &st) == 0) {
         rc = open_index(ckpt, index, dir, err);
+    } else if (errno != ENOENT) {  // a folder it may not search, say
+        rc = err_fmt(err, "%s: cannot read the folder: %s", dir, strerror(errno));
     } else {
         rc = err_fmt(err, "%s: folder holds neither %s nor %s (expected a Hugging Face checkpoint folder)", dir,
                      SINGLE_NAME, INDEX_NAME);
@@ -527,6 +532,7 @@ int st_open(StCheckpoint *ckpt, const char *path, Err *err) {
     } else {
         rc = open_file(ckpt, path, err) || sort_tensors(ckpt, err) ? -1 : 0;
     }
+    if (!rc && !(ckpt->fetched = calloc((size_t)ckpt->n_tensors + 1, 1))) rc = err_fmt(err, "%s: out of memory", path);
     if (rc) st_close(ckpt);
     return rc;
 }
@@ -542,6 +548,7 @@ void st_close(StCheckpoint *ckpt) {
     free(ckpt->files);
     free(ckpt->tensors);
     free(ckpt->index_path);
+    free(ckpt->fetched);
     memset(ckpt, 0, sizeof *ckpt);
 }
 
@@ -555,10 +562,58 @@ const StTensor *st_find(const StCheckpoint *ckpt, const char *name) {
     int lo = 0, hi = ckpt->n_tensors;  // the answer, if any, is in [lo, hi)
     while (lo < hi) {
         int mid = lo + (hi - lo) / 2, c = strcmp(ckpt->tensors[mid].name, name);
-        if (c == 0) return &ckpt->tensors[mid];
+        if (c == 0) {
+            if (ckpt->fetched) ckpt->fetched[mid] = 1;  // (st_open's own checks run before it exists)
+            return &ckpt->tensors[mid];
+        }
         if (c < 0) lo = mid + 1; else hi = mid;
     }
     return NULL;
+}
+
+// Tensors that exports carry and that no forward pass reads, by family (NULL: any) and name suffix.
+static const struct {
+    const char *family, *suffix;
+} KNOWN_BUFFERS[] = {
+    {"gpt2", ".attn.bias"},          // the causal mask, in older GPT-2 exports
+    {"gpt2", ".attn.masked_bias"},   // the value masked scores take, likewise
+    {NULL, ".rotary_emb.inv_freq"},  // rotary frequencies, which follow from config.json
+};
+
+static bool is_known_buffer(const char *name, const char *family) {
+    const size_t len = strlen(name);
+    for (size_t i = 0; i < sizeof KNOWN_BUFFERS / sizeof *KNOWN_BUFFERS; i++) {
+        const char *suffix = KNOWN_BUFFERS[i].suffix;
+        if ((!KNOWN_BUFFERS[i].family || strcmp(KNOWN_BUFFERS[i].family, family) == 0) && len > strlen(suffix) &&
+            strcmp(name + len - strlen(suffix), suffix) == 0)
+            return true;
+    }
+    return false;
+}
+
+// The layer number in a tensor name ("h.3.…", "model.layers.3.…"), or -1.
+static long layer_of(const char *name) {
+    for (const char *p = name; *p; p++) {
+        if (p != name && p[-1] != '.') continue;  // a word's start
+        const char *digits = strncmp(p, "layers.", 7) == 0 ? p + 7 : strncmp(p, "h.", 2) == 0 ? p + 2 : NULL;
+        if (digits && *digits >= '0' && *digits <= '9') return strtol(digits, NULL, 10);
+    }
+    return -1;
+}
+
+int st_check_all_fetched(const StCheckpoint *ckpt, const char *family, int n_layer, Err *err) {
+    for (int i = 0; i < ckpt->n_tensors; i++) {
+        const StTensor *t = &ckpt->tensors[i];
+        if ((ckpt->fetched && ckpt->fetched[i]) || is_known_buffer(t->name, family)) continue;
+        const long layer = layer_of(t->name);
+        char q[ERR_QUOTE_LEN + 4];
+        return err_fmt(err, "%s: tensor \"%s\" is not used by a %d-layer %s: %s", t->file, err_quote(q, t->name),
+                       n_layer, family,
+                       layer >= n_layer ? (strcmp(family, "gpt2") == 0 ? "n_layer in config.json may be wrong"
+                                                                       : "num_hidden_layers in config.json may be wrong")
+                                        : "config.json may not describe this checkpoint");
+    }
+    return 0;
 }
 
 // ---------------------------------------------------------------------------------------------------------------

@@ -43,6 +43,7 @@ typedef struct {
     StTensor *tensors;          // all tensors of all files, sorted by name
     int n_tensors;
     char *index_path;           // the model.safetensors.index.json read, or NULL for a single file
+    unsigned char *fetched;     // [n_tensors]: whether st_find has returned tensors[i] since st_open
 } StCheckpoint;
 
 // Opens one .safetensors file, or a folder holding model.safetensors or model.safetensors.index.json + shards
@@ -54,8 +55,14 @@ typedef struct {
 int st_open(StCheckpoint *ckpt, const char *path, Err *err);
 void st_close(StCheckpoint *ckpt);
 
-// The tensor called `name`, or NULL.
+// The tensor called `name`, or NULL. It counts as fetched (st_check_all_fetched).
 const StTensor *st_find(const StCheckpoint *ckpt, const char *name);
+
+// After loading a model of config.json's model_type `family` ("gpt2", "llama", ...) with n_layer layers: -1 with
+// an error naming the first tensor (by name) that no st_find fetched, as transformers warns of unused weights,
+// except the buffers each family's exports are known to carry and no forward reads (safetensors.c's
+// KNOWN_BUFFERS). A layer number ≥ n_layer in its name says the config's layer count may be wrong.
+int st_check_all_fetched(const StCheckpoint *ckpt, const char *family, int n_layer, Err *err);
 
 // Done with tensor t: its whole pages leave this process's memory (madvise MADV_DONTNEED on the read-only
 // mapping; the data stays valid, a later read faults it back in from the file). A loader that copies tensors out

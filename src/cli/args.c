@@ -22,8 +22,8 @@ static const Option options[] = {
     {"model", 'm', OPT_STRING, FIELD(model_dir), 0, 0, "target checkpoint folder (config.json + model.safetensors)"},
     {"draft", 'd', OPT_STRING, FIELD(draft_dir), 0, 0, "draft checkpoint folder: decode speculatively"},
     {"ids", 0, OPT_STRING, FIELD(ids), 0, 0, "prompt as token ids, e.g. \"464 3290 318\""},
-    {"prompt", 'p', OPT_STRING, FIELD(prompt), 0, 0, "prompt text"},
-    {"file", 'f', OPT_STRING, FIELD(file), 0, 0, "read the text from FILE"},
+    {"prompt", 'p', OPT_STRING, FIELD(prompt), 0, 0, "prompt text (- : read it from standard input)"},
+    {"file", 'f', OPT_STRING, FIELD(file), 0, 0, "read the text from FILE (- : standard input)"},
     {"tokens", 'n', OPT_INT, FIELD(n_tokens), 0, 1 << 20, "tokens to generate (default 64)"},
     {"temp", 0, OPT_FLOAT, FIELD(sampling.temperature), 0, 100, "temperature; 0 = greedy (default 0)"},
     {"top-k", 0, OPT_INT, FIELD(sampling.top_k), 0, 1 << 24, "sample from the k most likely tokens; 0 = all"},
@@ -42,7 +42,7 @@ static const Option options[] = {
     {"draft-p-min", 0, OPT_FLOAT, FIELD(draft_p_min), 0, 1, "stop drafting when the draft's top probability < P"},
     {"ctx", 0, OPT_INT, FIELD(ctx), 1, 1 << 24,
      "positions the KV cache holds (default: the model's context, at most 4096; logits: the ids given)"},
-    {"threads", 't', OPT_INT, FIELD(threads), 1, 1024, "worker threads (default: all cores)"},
+    {"threads", 't', OPT_INT, FIELD(threads), 1, 1024, "worker threads (default: the CPUs this process may use)"},
     {"draft-threads", 0, OPT_INT, FIELD(draft_threads), 1, 1024,
      "threads the draft uses, at most --threads (default: the count whose steps measure fastest)"},
     {"quant", 0, OPT_STRING, FIELD(quant), 0, 0, "the target's weight matrices: q8, quantized to 8 bits at load; "
@@ -136,31 +136,48 @@ static int set_option(Args *args, const Option *o, const char *value, Err *err) 
     return 0;
 }
 
-static const Option *find_option(const char *arg) {
+// The option `arg` names: "-x", "--name" or the name of "--name=value" (name_len bytes after the dashes).
+static const Option *find_option(const char *arg, size_t name_len) {
     for (int i = 0; i < N_OPTIONS; i++) {
         const Option *o = &options[i];
-        if (arg[1] == '-' ? strcmp(arg + 2, o->name) == 0 : (arg[1] == o->short_name && arg[2] == '\0')) return o;
+        if (arg[1] == '-' ? strlen(o->name) == name_len && strncmp(arg + 2, o->name, name_len) == 0
+                          : arg[1] == o->short_name && arg[2] == '\0')
+            return o;
     }
     return NULL;
 }
 
+// Words that start with '-' are options, except "-" alone (standard input) and negative numbers; after "--",
+// every word is positional. An option's value is the next word, or follows '=' in "--name=value".
 int args_parse(Args *args, const Command *cmd, int argc, char **argv, Err *err) {
+    bool options_end = false;
     for (int i = 0; i < argc; i++) {
         const char *arg = argv[i];
-        if (arg[0] != '-' || arg[1] == '\0' || (arg[1] >= '0' && arg[1] <= '9')) {  // "-", "-12": positional
+        if (options_end || arg[0] != '-' || arg[1] == '\0' || (arg[1] >= '0' && arg[1] <= '9')) {
             if (args->n_positional == MAX_POSITIONAL) return err_fmt(err, "too many arguments");
             args->positional[args->n_positional++] = arg;
             continue;
         }
-        const Option *o = find_option(arg);
+        if (strcmp(arg, "--") == 0) {
+            options_end = true;
+            continue;
+        }
+        const char *equals = arg[1] == '-' ? strchr(arg, '=') : NULL;
+        const size_t name_len = equals ? (size_t)(equals - arg - 2) : strlen(arg + 2);
+        const Option *o = find_option(arg, name_len);
         if (!o || !accepts(cmd, o->name))
-            return err_fmt(err, "%s: unknown option %s (see 'specdec %s --help')", cmd->name, arg, cmd->name);
-        if (o->type != OPT_FLAG && i + 1 == argc) return err_fmt(err, "option %s needs a value", arg);
-        if (set_option(args, o, o->type == OPT_FLAG ? NULL : argv[++i], err)) return -1;
+            return err_fmt(err, "%s: unknown option %.*s (see 'specdec %s --help')", cmd->name,
+                           (int)(equals ? equals - arg : (long)strlen(arg)), arg, cmd->name);
+        if (o->type == OPT_FLAG && equals) return err_fmt(err, "option --%s takes no value", o->name);
+        if (o->type != OPT_FLAG && !equals && i + 1 == argc) return err_fmt(err, "option %s needs a value", arg);
+        const char *value = o->type == OPT_FLAG ? NULL : equals ? equals + 1 : argv[++i];
+        if (set_option(args, o, value, err)) return -1;
     }
     if (args->help) return 0;
-    if (args->n_positional < cmd->min_positional || args->n_positional > cmd->max_positional)
-        return err_fmt(err, "usage: specdec %s", cmd->usage);
+    if (args->n_positional > cmd->max_positional)
+        return err_fmt(err, "%s: unexpected argument \"%s\" (see 'specdec %s --help')", cmd->name,
+                       args->positional[cmd->max_positional], cmd->name);
+    if (args->n_positional < cmd->min_positional) return err_fmt(err, "usage: specdec %s", cmd->usage);
     return 0;
 }
 

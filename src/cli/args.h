@@ -33,7 +33,7 @@ typedef struct {
     int n_tokens;               // -n
     SamplingParams sampling;    // --temp, --top-k, --top-p
     uint64_t seed;              // --seed
-    int threads;                // --threads (0 = all cores)
+    int threads;                // --threads (0 = cpus_available())
     int ctx;                    // --ctx (0 = the command's default)
     int draft_threads;          // --draft-threads (0 = the count whose draft steps measure fastest)
     int tree_width;             // --tree-width W (0: a chain; with --tree the widest tried, default 4)

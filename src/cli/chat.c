@@ -64,18 +64,23 @@ static json_t *read_messages(const char *file, Err *err) {
     return messages;
 }
 
-int chat_prompt_ids(const char *dir, const Tokenizer *tok, const char *system, const char *user,
+int chat_prompt_ids(const char *dir, const Tokenizer *tok, const char *system, const char *user, size_t user_len,
                     const Repeated *vars, int **ids, int *n_ids, Err *err) {
+    size_t bad = utf8_invalid_offset(user, user_len);
+    if (bad < user_len) return err_fmt(err, "the message: invalid UTF-8 at byte %zu; expected UTF-8 text", bad);
+    if (system && utf8_invalid_offset(system, strlen(system)) < strlen(system))
+        return err_fmt(err, "--system: invalid UTF-8; expected UTF-8 text");
     ChatTemplate ct;
     JinjaOutput out = {0};
     json_t *messages = json_array(), *vars_obj = NULL;
     if (system) json_array_append_new(messages, json_pack("{s:s, s:s}", "role", "system", "content", system));
-    json_array_append_new(messages, json_pack("{s:s, s:s}", "role", "user", "content", user));
+    json_array_append_new(messages, json_pack("{s:s, s:s%}", "role", "user", "content", user, user_len));
     if (chat_template_load(&ct, dir, err)) {
         json_decref(messages);
         return -1;
     }
-    int rc = !(vars_obj = chat_vars_object(vars, err)) || chat_template_render(&ct, messages, true, vars_obj, &out, err) ||
+    int rc = !(vars_obj = chat_vars_object(vars, err)) ||
+                     chat_template_render(&ct, messages, true, vars_obj, &out, err) ||
                      chat_encode(tok, &out, ids, n_ids, err)
                  ? -1
                  : 0;
@@ -134,26 +139,13 @@ typedef struct {
     bool have_tok;
     ChatTemplate ct;
     json_t *vars, *messages;
-    ModelDrafter model;
-    LookupDrafter lookup;
-    StagedDrafter staged;
+    Drafters drafters;
     Conversation conv;
     bool conv_open;
     SpecParams params;
     int *out;
     int turn;
 } Chat;
-
-static Drafter *open_drafter(Chat *c, Err *err) {
-    const Args *a = c->args;
-    if (c->s.has_draft && model_drafter_init(&c->model, &c->s.draft, &c->params, a->draft_p_min, err)) return NULL;
-    if (a->lookup && lookup_drafter_init(&c->lookup, LOOKUP_N_MIN, LOOKUP_N_MAX, err)) return NULL;
-    if (a->lookup && c->s.has_draft) {
-        staged_drafter_init(&c->staged, &c->lookup, &c->model, LOOKUP_STAGED_MIN_MATCH);
-        return &c->staged.base;
-    }
-    return a->lookup ? &c->lookup.base : c->s.has_draft ? &c->model.base : NULL;
-}
 
 static int chat_open(Chat *c, const Args *a, Err *err) {
     const char *target_dir, *draft_dir;
@@ -170,25 +162,30 @@ static int chat_open(Chat *c, const Args *a, Err *err) {
         return -1;
     if ((a->tree_width > 1 || a->tree) && !c->s.has_draft && !a->lookup)
         return err_fmt(err, "--tree-width and --tree draft a tree: give a draft model (-d DIR) or --lookup");
-    if (tokenizer_vocab_size(&c->tok) < c->s.target.n_vocab) model_limit_vocab(&c->s.target, tokenizer_vocab_size(&c->tok));
+    if (tokenizer_vocab_size(&c->tok) < c->s.target.n_vocab)  // padding rows of the embedding table, as generate
+        model_limit_vocab(&c->s.target, tokenizer_vocab_size(&c->tok));
     c->params.eos_id = c->s.target.cfg.eos_token_id;
     c->params.eos_ids = c->s.target.cfg.eos_ids;
     c->params.n_eos = c->s.target.cfg.n_eos;
-    Drafter *drafter = open_drafter(c, err);
-    if ((c->s.has_draft || a->lookup) && !drafter) return -1;
-    if (conversation_init(&c->conv, &c->s.target, drafter, err)) return -1;
+    const DrafterKind kind = a->lookup && c->s.has_draft ? DRAFTER_STAGED : a->lookup ? DRAFTER_LOOKUP
+                             : c->s.has_draft               ? DRAFTER_MODEL
+                                                            : DRAFTER_NONE;
+    if (drafter_open(&c->drafters, kind, &c->s.draft, &c->params, a->draft_p_min, LOOKUP_STAGED_MIN_MATCH, err) ||
+        conversation_init(&c->conv, &c->s.target, c->drafters.drafter, err))
+        return -1;
     c->conv_open = true;
     c->messages = json_array();
     c->out = malloc(sizeof(int) * ((size_t)a->n_tokens + 1));
     if (!c->messages || !c->out) return err_fmt(err, "out of memory");
+    if (a->system && utf8_invalid_offset(a->system, strlen(a->system)) < strlen(a->system))
+        return err_fmt(err, "--system: invalid UTF-8; expected UTF-8 text");
     if (a->system) json_array_append_new(c->messages, json_pack("{s:s, s:s}", "role", "system", "content", a->system));
     return 0;
 }
 
 static void chat_close(Chat *c) {
     if (c->conv_open) conversation_free(&c->conv);
-    if (c->model.logits) model_drafter_free(&c->model);
-    lookup_drafter_free(&c->lookup);
+    drafter_close(&c->drafters);
     if (c->have_tok) tokenizer_free(&c->tok);
     chat_template_free(&c->ct);
     json_decref(c->vars);
@@ -225,9 +222,13 @@ static int reply(Chat *c, const int *ids, int n_ids, char **text, Err *err) {
     int n_out = 0, reused = 0, rc = conversation_reply(&c->conv, ids, n_ids, &params, c->out, &n_out, &stats, &reused,
                                                        err);
     size_t len;
-    if (a->stops.n) stop_printer_finish(&stopper);
-    else printer_finish(&printer);
-    if (rc == 0 && stopper.failed) rc = -1;
+    Err finish_err;  // a failed write, or the stop scan's failure; a failed reply's message comes first
+    int finished = a->stops.n ? stop_printer_finish(&stopper, "stdout", &finish_err)
+                              : printer_finish(&printer, "stdout", &finish_err);
+    if (rc == 0 && finished) {
+        *err = finish_err;
+        rc = -1;
+    }
     if (rc == 0 && a->stops.n) rc = (*text = strndup(stopper.scan.text ? stopper.scan.text : "", stopper.scan.len))
                                          ? 0 : err_fmt(err, "out of memory");
     else if (rc == 0) rc = tokenizer_decode(&c->tok, c->out, n_out, text, &len, err);

@@ -12,9 +12,9 @@
 // The --chat-var NAME=JSON options as one JSON object (a new reference), or NULL with err naming the bad one.
 json_t *chat_vars_object(const Repeated *vars, Err *err);
 
-// The token ids of a conversation of one user message (after a system message when system is not NULL) as the
+// The token ids of a conversation of one user message user[0..user_len) (after a system message when system is not NULL) as the
 // chat template of checkpoint folder dir renders it with the assistant's turn opened (generate --chat).
-int chat_prompt_ids(const char *dir, const Tokenizer *tok, const char *system, const char *user,
+int chat_prompt_ids(const char *dir, const Tokenizer *tok, const char *system, const char *user, size_t user_len,
                     const Repeated *vars, int **ids, int *n_ids, Err *err);
 
 // specdec render -m DIR [-f MESSAGES.json] [--add-generation-prompt] [--ids] [--chat-var NAME=JSON]...

@@ -2,6 +2,7 @@
 // in args.c, loading in session.c, the reports in report.c). Generated text goes to stdout, statistics and errors
 // to stderr; bad input exits with status 2.
 #include <errno.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,10 +26,10 @@ static int cmd_detokenize(const Args *args, Err *err);
 static int cmd_inspect(const Args *args, Err *err);
 
 static const Command commands[] = {
-    {"generate", cmd_generate, "generate [-m DIR [-d DRAFT_DIR]] (-p TEXT | --ids \"1 2 3\") [options]",
+    {"generate", cmd_generate, "generate [-m DIR [-d DRAFT_DIR]] (-p TEXT | -f FILE | --ids \"1 2 3\") [options]",
      "continue a prompt; speculatively with a draft model (the shipped pair when no -m is given)",
-     "model draft ids prompt tokens temp top-k top-p seed gamma sampler lookup tree-width tree draft-p-min ctx threads "
-     "draft-threads "
+     "model draft ids prompt file tokens temp top-k top-p seed gamma sampler lookup tree-width tree draft-p-min ctx "
+     "threads draft-threads "
      "quant draft-quant print-ids stats show trace compare allow-special chat system chat-var stop help", 0, 0},
     {"logits", cmd_logits, "logits -m DIR --ids \"1 2 3\" [--all]",
      "print the logits of the last position (all with --all), one line of %.7g values per position",
@@ -60,7 +61,7 @@ static void print_help(FILE *out, const Command *cmd) {
         args_print_help(out, cmd);
         return;
     }
-    fprintf(out, "specdec — GPT-2 inference with speculative decoding, on the CPU\n\n"
+    fprintf(out, "specdec — transformer inference (GPT-2, Llama, Mistral, Qwen2, Qwen3) with speculative decoding, on the CPU\n\n"
                  "usage: specdec COMMAND [options]     specdec --version\n\n");
     for (int i = 0; i < N_COMMANDS; i++) fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
     fprintf(out, "\n'specdec COMMAND --help' lists a command's options.\n");
@@ -91,14 +92,54 @@ static int open_trace(const char *path, FILE **trace, Err *err) {
     return 0;
 }
 
+// Flushes f, named `name` in the message: a write to it that failed, now or earlier (a full disk, /dev/full), is
+// an error. (A reader that went away ends the process quietly by SIGPIPE: main restores its default action.)
+static int check_written(FILE *f, const char *name, Err *err) {
+    errno = 0;
+    if (fflush(f) == 0 && !ferror(f)) return 0;
+    return err_fmt(err, "%s: %s", name, errno ? strerror(errno) : "write error");
+}
+
+// Options given that this run does not read get a note on stderr, one line per reason: speculative decoding's
+// without a drafter (-d or --lookup), a draft model's without one, --show's marks with --print-ids.
+static void note_ignored_options(const Args *args, bool has_draft) {
+    const bool drafting = has_draft || args->lookup;
+    const struct {
+        bool ignored;
+        const char *name;
+        int reason;
+    } options[] = {
+        {!drafting && args->gamma, "--gamma", 0}, {!drafting && args->sampler, "--sampler", 0},
+        {!drafting && args->compare, "--compare", 0}, {!has_draft && args->draft_p_min > 0, "--draft-p-min", 1},
+        {!has_draft && args->draft_threads, "--draft-threads", 1},
+        {!has_draft && args->draft_quant, "--draft-quant", 1},
+        {args->show && args->print_ids, "--show", 2},
+    };
+    static const char *const why[] = {
+        "without a draft model (-d DIR) or --lookup, decoding is target-only",
+        "there is no draft model (-d DIR)",
+        "--print-ids prints the ids unmarked",
+    };
+    for (int reason = 0; reason < 3; reason++) {
+        char names[128] = "";
+        for (size_t i = 0; i < sizeof options / sizeof *options; i++)
+            if (options[i].ignored && options[i].reason == reason)
+                snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", names[0] ? ", " : "",
+                         options[i].name);
+        if (names[0]) fprintf(stderr, "specdec: note: %s ignored: %s\n", names, why[reason]);
+    }
+}
+
 static int cmd_generate(const Args *args, Err *err) {
     const char *target_dir, *draft_dir;
     if (model_dirs(args, &target_dir, &draft_dir, err)) return -1;
     SpecParams params;
     if (spec_params_from_args(args, &params, err)) return -1;
-    if (args->ids && args->prompt) return err_fmt(err, "give the prompt as --ids or as -p, not both");
-    if (!args->ids && !args->prompt) return err_fmt(err, "missing prompt: give -p TEXT or --ids \"1 2 3\"");
-    if (args->chat && !args->prompt) return err_fmt(err, "--chat takes the user's message as -p TEXT");
+    if (!!args->ids + !!args->prompt + !!args->file > 1)
+        return err_fmt(err, "give the prompt once: as -p TEXT, -f FILE or --ids \"1 2 3\"");
+    if (!args->ids && !args->prompt && !args->file)
+        return err_fmt(err, "missing prompt: give -p TEXT, -f FILE (- : standard input) or --ids \"1 2 3\"");
+    if (args->chat && args->ids) return err_fmt(err, "--chat takes the user's message as -p TEXT or -f FILE");
     if (args->system && !args->chat) return err_fmt(err, "--system is the system message of --chat");
     if (args->stops.n && (args->show || args->print_ids || args->compare))
         return err_fmt(err, "--stop prints the text up to the stop string: not with --show, --print-ids or --compare");
@@ -108,11 +149,15 @@ static int cmd_generate(const Args *args, Err *err) {
     bool have_tok = false;
     Printer printer = {0};
     StopPrinter stopper = {0};
-    ModelDrafter drafter = {0};
-    LookupDrafter lookup = {0};
-    StagedDrafter staged;
+    Drafters drafters = {0};
     int *prompt = NULL, *out = NULL, n_prompt = 0, n_out = 0, rc = -1;
     FILE *trace = NULL;
+    char *read = NULL;  // the prompt read from -f FILE, or from standard input (-f - and -p -)
+    size_t read_len = 0;
+    const char *from = args->file ? args->file : args->prompt && strcmp(args->prompt, "-") == 0 ? "-" : NULL;
+    if (from && read_file(from, &read, &read_len, err)) return -1;
+    const char *text = from ? read : args->prompt;  // NULL: the prompt is --ids
+    const size_t text_len = from ? read_len : text ? strlen(text) : 0;
     if (session_open(&s, target_dir, draft_dir, args->threads, args->quant, args->draft_quant,
                      args->ctx ? args->ctx : DEFAULT_CONTEXT, err) ||
         session_draft_threads(&s, args->draft_threads, err))
@@ -121,15 +166,15 @@ static int cmd_generate(const Args *args, Err *err) {
         err_fmt(err, "--tree-width and --tree draft a tree: give a draft model (-d DIR) or --lookup");
         goto done;
     }
-    if (load_tokenizer(&tok, target_dir, args->prompt != NULL, &have_tok, err)) goto done;
+    note_ignored_options(args, s.has_draft);
+    if (load_tokenizer(&tok, target_dir, text != NULL, &have_tok, err)) goto done;
     if (have_tok && tokenizer_vocab_size(&tok) < s.target.n_vocab)  // padding rows of the embedding table: the
         model_limit_vocab(&s.target, tokenizer_vocab_size(&tok));    // ids past the tokenizer's are never sampled
-    if (args->chat && args->prompt
-            ? chat_prompt_ids(target_dir, &tok, args->system, args->prompt, &args->chat_vars, &prompt, &n_prompt, err)
-        : args->prompt ? tokenizer_encode(&tok, args->prompt, strlen(args->prompt), args->allow_special, &prompt,
-                                          &n_prompt, err) ||
-                             tokenizer_add_special_tokens(&tok, &prompt, &n_prompt, err)  // BOS, as the checkpoint's
-                       : parse_ids(args->ids, &prompt, &n_prompt, err))
+    if (args->chat && text ? chat_prompt_ids(target_dir, &tok, args->system, text, text_len, &args->chat_vars,
+                                             &prompt, &n_prompt, err)
+        : text ? tokenizer_encode(&tok, text, text_len, args->allow_special, &prompt, &n_prompt, err) ||
+                     tokenizer_add_special_tokens(&tok, &prompt, &n_prompt, err)  // BOS, as the checkpoint's
+               : parse_ids(args->ids, &prompt, &n_prompt, err))
         goto done;
     if (n_prompt == 0) {
         err_fmt(err, "the prompt is empty");
@@ -160,19 +205,17 @@ static int cmd_generate(const Args *args, Err *err) {
         params.stop = stop_printer_token;
         params.stop_ctx = &stopper;
     }
-    if (args->show) fprintf(stderr, "%s\n", show_legend(printer.color));
+    if (args->show && printer.tok) fprintf(stderr, "%s\n", show_legend(printer.color));
 
     out = malloc(sizeof(int) * (args->n_tokens + 1));
-    if (s.has_draft && model_drafter_init(&drafter, &s.draft, &params, args->draft_p_min, err)) goto done;
-    if (args->lookup && lookup_drafter_init(&lookup, LOOKUP_N_MIN, LOOKUP_N_MAX, err)) goto done;
-    if (args->lookup && s.has_draft) staged_drafter_init(&staged, &lookup, &drafter, LOOKUP_STAGED_MIN_MATCH);
-    Drafter *drafting = args->lookup && s.has_draft ? &staged.base : args->lookup ? &lookup.base
-                        : s.has_draft ? &drafter.base : NULL;
+    const DrafterKind kind = args->lookup && s.has_draft ? DRAFTER_STAGED : args->lookup ? DRAFTER_LOOKUP
+                             : s.has_draft                 ? DRAFTER_MODEL
+                                                           : DRAFTER_NONE;
+    if (drafter_open(&drafters, kind, &s.draft, &params, args->draft_p_min, LOOKUP_STAGED_MIN_MATCH, err)) goto done;
     SpecStats stats;
-    if (speculative_generate(&s.target, drafting, prompt, n_prompt, &params, out, &n_out, &stats, err)) goto done;
-    if (args->stops.n) stop_printer_finish(&stopper);
-    else printer_finish(&printer);
-    if (stopper.failed) goto done;  // err says why
+    if (speculative_generate(&s.target, drafters.drafter, prompt, n_prompt, &params, out, &n_out, &stats, err)) goto done;
+    if (args->stops.n ? stop_printer_finish(&stopper, "stdout", err) : printer_finish(&printer, "stdout", err))
+        goto done;
     // The loop stops when the committed tokens overrun the context by one (the last is sampled, never fed).
     const int n_ctx = s.target.cfg.n_positions;
     if (n_out < args->n_tokens && n_prompt + n_out > n_ctx)
@@ -180,18 +223,18 @@ static int cmd_generate(const Args *args, Err *err) {
                 "text fill the context of %d positions (the model's own, or less: --ctx)\n", n_out, args->n_tokens,
                 n_prompt, n_ctx);
 
-    if (args->stats && print_stats(&s, &stats, prompt, n_prompt, out, n_out, err)) goto done;
+    if (args->stats && print_stats(&s, drafters.drafter != NULL, &stats, prompt, n_prompt, out, n_out, err)) goto done;
     if (args->compare && (s.has_draft || args->lookup) &&
         compare_with_target_only(&s, args->n_tokens, &params, &stats, prompt, n_prompt, out, n_out, err))
         goto done;
-    rc = 0;
+    rc = trace && trace != stderr ? check_written(trace, trace == stdout ? "stdout" : args->trace, err) : 0;
 done:
     if (trace && trace != stderr && trace != stdout) fclose(trace);
     printer_free(&printer);
     stop_printer_free(&stopper);
-    if (drafter.logits) model_drafter_free(&drafter);
-    lookup_drafter_free(&lookup);
+    drafter_close(&drafters);
     if (have_tok) tokenizer_free(&tok);
+    free(read);
     free(prompt);
     free(out);
     session_close(&s);
@@ -287,34 +330,41 @@ static int cmd_inspect(const Args *args, Err *err) {
     return 0;
 }
 
-int main(int argc, char **argv) {
-    if (argc == 2 && strcmp(argv[1], "--version") == 0) {
-        printf("specdec %s\n", SPECDEC_VERSION);
-        return 0;
+// `specdec --version`, `specdec --help` (or -h), and the two together (help wins): 0 when argv[1] is one of
+// them (done), 1 when it is not, -1 for another option among them.
+static int global_options(int argc, char **argv, Err *err) {
+    bool help = false, version = false;
+    for (int i = 1; i < argc && argv[i][0] == '-'; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) help = true;
+        else if (strcmp(argv[i], "--version") == 0) version = true;
+        else return err_fmt(err, "unknown option %s (see 'specdec --help')", argv[i]);
     }
-    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
-        print_help(argc < 2 ? stderr : stdout, NULL);
-        return argc < 2 ? EXIT_BAD_INPUT : 0;
-    }
+    if (help) print_help(stdout, NULL);
+    else if (version) printf("specdec %s\n", SPECDEC_VERSION);
+    return help || version ? 0 : 1;
+}
+
+// The subcommand that argv[1] names, run with its options (or its help printed).
+static int run_command_line(int argc, char **argv, Err *err) {
+    if (argc < 2) return err_fmt(err, "usage: specdec COMMAND [options] (see 'specdec --help')");
+    int global = global_options(argc, argv, err);
+    if (global <= 0) return global;
     const Command *cmd = NULL;
     for (int i = 0; i < N_COMMANDS; i++)
         if (strcmp(argv[1], commands[i].name) == 0) cmd = &commands[i];
-    if (!cmd) {
-        fprintf(stderr, "specdec: unknown command '%s' (see 'specdec --help')\n", argv[1]);
-        return EXIT_BAD_INPUT;
-    }
+    if (!cmd) return err_fmt(err, "unknown command '%s' (see 'specdec --help')", argv[1]);
     Args args = {.n_tokens = 64, .sampling = {.temperature = 0.0f, .top_k = 0, .top_p = 1.0f}, .port = 8080,
                  .queue = 8, .max_body = 1 << 20, .timeout = 30};
+    if (args_parse(&args, cmd, argc - 2, argv + 2, err)) return -1;
+    if (!args.help) return cmd->run(&args, err);
+    print_help(stdout, cmd);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    signal(SIGPIPE, SIG_DFL);  // even if the parent ignored it: a closed pipe ends the output quietly
     Err err = {{0}};
-    if (args_parse(&args, cmd, argc - 2, argv + 2, &err)) {
-        fprintf(stderr, "specdec: %s\n", err.msg);
-        return EXIT_BAD_INPUT;
-    }
-    if (args.help) {
-        print_help(stdout, cmd);
-        return 0;
-    }
-    if (cmd->run(&args, &err)) {
+    if (run_command_line(argc, argv, &err) || check_written(stdout, "stdout", &err)) {
         fprintf(stderr, "specdec: %s\n", err.msg);
         return EXIT_BAD_INPUT;
     }

@@ -1,6 +1,7 @@
 // report.c — the --show marks, the --stats line and the --compare run (see report.h).
 #include "cli/report.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -153,6 +154,10 @@ static void print_token(Printer *pr, int id, TokenKind kind) {
     }
 }
 
+static void flush(Printer *pr) {
+    if (fflush(pr->out) != 0 && !pr->write_errno) pr->write_errno = errno ? errno : EIO;
+}
+
 void on_token(void *ctx, int id, TokenKind kind) {
     Printer *pr = ctx;
     if (kind == TOKEN_REJECTED && !pr->show) return;  // a rejected draft is never part of the output
@@ -160,10 +165,10 @@ void on_token(void *ctx, int id, TokenKind kind) {
     else if (kind != TOKEN_REJECTED) fprintf(pr->out, pr->printed++ ? " %d" : "%d", id);
     // A round ends with the target's token (a correction, a bonus token, or plain decoding's): the text streams
     // round by round.
-    if (kind != TOKEN_ACCEPTED && kind != TOKEN_REJECTED) fflush(pr->out);
+    if (kind != TOKEN_ACCEPTED && kind != TOKEN_REJECTED) flush(pr);
 }
 
-void printer_finish(Printer *pr) {
+int printer_finish(Printer *pr, const char *name, Err *err) {
     if (pr->tok) {
         const char *text;
         size_t len;
@@ -177,7 +182,8 @@ void printer_finish(Printer *pr) {
         }
     }
     fputc('\n', pr->out);
-    fflush(pr->out);
+    flush(pr);
+    return pr->write_errno ? err_fmt(err, "%s: %s", name, strerror(pr->write_errno)) : 0;
 }
 
 int stop_printer_init(StopPrinter *sp, FILE *out, const Tokenizer *tok, const Repeated *stops, Err *err) {
@@ -198,11 +204,11 @@ bool stop_printer_token(void *ctx, int id) {
     }
     stop_scan_take(&sp->scan, false, &text, &len);
     fwrite(text, 1, len, sp->out);
-    fflush(sp->out);
-    return stopped;
+    if (fflush(sp->out) != 0 && !sp->write_errno) sp->write_errno = errno ? errno : EIO;
+    return stopped || sp->write_errno;  // a failed write ends the run, as generate's printer does
 }
 
-void stop_printer_finish(StopPrinter *sp) {
+int stop_printer_finish(StopPrinter *sp, const char *name, Err *err) {
     const char *text;
     size_t len;
     bool stopped;
@@ -211,7 +217,12 @@ void stop_printer_finish(StopPrinter *sp) {
     stop_scan_take(&sp->scan, true, &text, &len);
     fwrite(text, 1, len, sp->out);
     fputc('\n', sp->out);
-    fflush(sp->out);
+    if (fflush(sp->out) != 0 && !sp->write_errno) sp->write_errno = errno ? errno : EIO;
+    if (sp->failed) {  // sp->err says why
+        if (err != sp->err) *err = *sp->err;
+        return -1;
+    }
+    return sp->write_errno ? err_fmt(err, "%s: %s", name, strerror(sp->write_errno)) : 0;
 }
 
 void stop_printer_free(StopPrinter *sp) {
@@ -219,8 +230,8 @@ void stop_printer_free(StopPrinter *sp) {
     stop_scan_free(&sp->scan);
 }
 
-int print_stats(Session *s, const SpecStats *st, const int *prompt, int n_prompt, const int *out, int n_out,
-                Err *err) {
+int print_stats(Session *s, bool drafting, const SpecStats *st, const int *prompt, int n_prompt, const int *out,
+                int n_out, Err *err) {
     const int V = s->target.n_vocab, n_ctx = s->target.cfg.n_positions;
     int n_all = n_prompt + n_out < n_ctx ? n_prompt + n_out : n_ctx;
     int *all = malloc(sizeof(int) * (n_prompt + n_out));
@@ -238,12 +249,18 @@ int print_stats(Session *s, const SpecStats *st, const int *prompt, int n_prompt
     double alpha = st->n_min_pq ? st->sum_min_pq / st->n_min_pq : 0;
     double c = st->target_t1_seconds > 0 ? st->draft_step_seconds / st->target_t1_seconds : 0;
     double target_gbs = st->target_seconds > 0 ? (double)s->target.weight_bytes * st->rounds / st->target_seconds / 1e9 : 0;
+    char predicted[32] = "null", theorem[32] = "null";
+    if (drafting) {
+        snprintf(predicted, sizeof predicted, "%.3f", st->predicted_speedup);
+        snprintf(theorem, sizeof theorem, "%.3f",
+                 s->has_draft ? spec_predicted_speedup(alpha, st->mean_gamma, c) : 1.0);
+    }
     fprintf(stderr,
             "{\"prompt_tokens\": %d, \"prefill_ms\": %.2f, \"generated_tokens\": %d, \"tokens_per_s\": %.2f, \"ms_per_token\": %.3f, "
             "\"target_calls\": %d, \"draft_calls\": %d, \"drafted\": %d, \"accepted\": %d, \"acceptance_rate\": %.4f, "
             "\"tree_rounds\": %d, \"sibling_accepted\": %d, "
             "\"mean_min_pq\": %.4f, \"tokens_per_target_call\": %.3f, \"mean_gamma\": %.2f, \"c\": %.4f, "
-            "\"predicted_speedup\": %.3f, \"theorem_3_8_speedup\": %.3f, \"weights_GB_per_s\": %.2f, "
+            "\"predicted_speedup\": %s, \"theorem_3_8_speedup\": %s, \"weights_GB_per_s\": %.2f, "
             "\"isa\": \"%s\", \"threads\": %d, \"draft_threads\": %d, \"quant\": \"%s\", \"draft_quant\": \"%s\", "
             "\"logits_xxh64\": \"%016" PRIx64 "\"}\n",
             n_prompt, st->prefill_seconds * 1e3, st->generated,
@@ -252,7 +269,7 @@ int print_stats(Session *s, const SpecStats *st, const int *prompt, int n_prompt
             st->accepted, st->drafted ? (double)st->accepted / st->drafted : 0, st->tree_rounds, st->sibling_accepted,
             alpha,
             st->rounds ? (double)st->generated / st->rounds : 0, st->mean_gamma, c,
-            st->predicted_speedup, s->has_draft ? spec_predicted_speedup(alpha, st->mean_gamma, c) : 1.0, target_gbs,
+            predicted, theorem, target_gbs,
             s->target.kernels->name, pool_size(s->pool), s->has_draft ? s->draft.max_threads : 0,
             quant_name(s->target.quant), s->has_draft ? quant_name(s->draft.quant) : "",
             (uint64_t)XXH64(logits, sizeof(float) * V, 0));

@@ -30,6 +30,7 @@ typedef struct {
     TokenStream stream;
     bool show, color;
     int printed;            // ids printed
+    int write_errno;        // errno of the first flush of `out` that failed (0: none so far)
     Err *err;
     // Plain marks (show && !color): the word being built, the [-...-] marks to print before it, whether it is
     // marked, and a rejected draft waiting for its correction (or, when both start a new word, for that word).
@@ -43,8 +44,9 @@ void printer_init(Printer *pr, FILE *out, const Tokenizer *tok, bool show, bool 
 // The scheduler's on_token callback (ctx: a Printer).
 void on_token(void *ctx, int id, TokenKind kind);
 
-// At the end of generation: the held text and the last word, a newline, and a flush.
-void printer_finish(Printer *pr);
+// At the end of generation: the held text and the last word, a newline, and a flush; then, if a flush failed (a
+// full disk), an error naming the stream (`name`: "stdout") and the failure.
+int printer_finish(Printer *pr, const char *name, Err *err);
 void printer_free(Printer *pr);
 
 // Printing with stop strings (--stop): the scheduler's stop hook (SpecParams.stop) decodes each committed token,
@@ -57,6 +59,7 @@ typedef struct {
     FILE *out;
     Err *err;
     bool failed;        // err holds why (out of memory): generation was stopped
+    int write_errno;    // errno of the first flush of `out` that failed (0: none so far): generation was stopped
 } StopPrinter;
 
 int stop_printer_init(StopPrinter *sp, FILE *out, const Tokenizer *tok, const Repeated *stops, Err *err);
@@ -64,16 +67,19 @@ int stop_printer_init(StopPrinter *sp, FILE *out, const Tokenizer *tok, const Re
 // The scheduler's stop hook (ctx: a StopPrinter).
 bool stop_printer_token(void *ctx, int id);
 
-// At the end of generation: the text held back (no stop string came), a newline, and a flush.
-void stop_printer_finish(StopPrinter *sp);
+// At the end of generation: the text held back (no stop string came), a newline, and a flush; then -1 with err if
+// the scan failed (out of memory) or a write did (naming the stream `name`), as printer_finish.
+int stop_printer_finish(StopPrinter *sp, const char *name, Err *err);
 void stop_printer_free(StopPrinter *sp);
 
 // The one-line legend of the --show marks (without a newline).
 const char *show_legend(bool color);
 
 // The --stats line: one JSON object on stderr. The fingerprint of the final logits comes from a forward over the
-// whole text, so that runs with other kernels, threads or draft lengths compare at a glance.
-int print_stats(Session *s, const SpecStats *st, const int *prompt, int n_prompt, const int *out, int n_out,
+// whole text, so that runs with other kernels, threads or draft lengths compare at a glance. Without drafting
+// (`drafting` false: neither a draft model nor --lookup) the predicted speed-ups are null: there is none to predict.
+int print_stats(Session *s, bool drafting, const SpecStats *st, const int *prompt, int n_prompt, const int *out,
+                int n_out,
                 Err *err);
 
 // --compare: the same prompt and settings decoded by the target alone; prints both speeds, the speedup Theorem

@@ -42,16 +42,24 @@ int session_open(Session *s, const char *target_dir, const char *draft_dir, int 
                  const char *draft_quant, int n_ctx, Err *err) {
     *s = (Session){0};
     if (!target_dir) return err_fmt(err, "missing -m DIR (a checkpoint folder)");
+    const char *const dirs[] = {target_dir, draft_dir};
+    for (int i = 0; i < 2; i++)
+        if (dirs[i] && !is_dir(dirs[i]) && access(dirs[i], F_OK) == 0)
+            return err_fmt(err, "%s: not a folder: %s takes the checkpoint's folder (config.json + model.safetensors)",
+                           dirs[i], i ? "-d" : "-m");
     Quant q = QUANT_NONE, draft_q = DRAFT_QUANT_DEFAULT;
     if (quant && quant_from_name(&q, quant, "--quant", err)) return -1;
     if (draft_quant && quant_from_name(&draft_q, draft_quant, "--draft-quant", err)) return -1;
     if (!(s->pool = pool_create(threads, err))) return -1;
+    if (pool_oversubscribed(s->pool))
+        fprintf(stderr, "specdec: note: %d threads on %d available CPUs: they sleep between jobs (slower than "
+                "--threads %d)\n", pool_size(s->pool), cpus_available(), cpus_available());
     if (model_load_quantized(&s->target, target_dir, s->pool, q, err)) return -1;
-    if (*s->target.cfg.warning) fprintf(stderr, "warning: %s\n", s->target.cfg.warning);
+    if (*s->target.cfg.warning) fprintf(stderr, "specdec: warning: %s\n", s->target.cfg.warning);
     if (model_limit_context(&s->target, n_ctx, err)) return -1;
     if (draft_dir) {
         if (model_load_quantized(&s->draft, draft_dir, s->pool, draft_q, err)) return -1;
-        if (*s->draft.cfg.warning) fprintf(stderr, "warning: %s\n", s->draft.cfg.warning);
+        if (*s->draft.cfg.warning) fprintf(stderr, "specdec: warning: %s\n", s->draft.cfg.warning);
         if (model_limit_context(&s->draft, n_ctx, err)) return -1;
         s->has_draft = true;
         int n_shared;

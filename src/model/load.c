@@ -385,7 +385,10 @@ static int load_weights(Model *model, Loader *ld) {
     if (gpt2 && !(model->norm_f.beta = load_f32(ld, "ln_f.bias", d, 0))) return -1;
     // As in transformers: a tied model uses wte as its head even if the file also has lm_head.weight.
     model->lm_head = model->wte;
-    if (c->tie_word_embeddings) return 0;
+    if (c->tie_word_embeddings) {
+        st_find(ld->ckpt, "lm_head.weight");  // (if there: a copy of wte, which transformers ties over too)
+        return 0;
+    }
     if (!st_find(ld->ckpt, "lm_head.weight"))
         return err_fmt(ld->err, "%s: config.json sets tie_word_embeddings to false but tensor \"lm_head.weight\" is "
                        "missing", ld->dir);
@@ -425,7 +428,8 @@ int model_load_quantized(Model *model, const char *dir, ThreadPool *pool, Quant 
     }
     Loader ld = {.ckpt = &ckpt, .dir = dir, .arena = model->arena, .size = model->arena_size, .err = err,
                  .kernels = model->kernels, .quant = quant, .pool = pool};
-    int rc = load_weights(model, &ld);
+    static const char *const family[] = {"gpt2", "llama", "mistral", "qwen2", "qwen3"};  // by ModelType
+    int rc = load_weights(model, &ld) || st_check_all_fetched(&ckpt, family[c->model_type], c->n_layer, err);
     st_close(&ckpt);
     if (!rc) rc = forward_scratch_alloc(&model->scratch, c, quant, pool_size(pool), err);
     if (rc) {

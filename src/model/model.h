@@ -164,7 +164,7 @@ int model_kv_init(const Model *model, KVCache *cache, Err *err);
 // (needed unless the cache is full); the cache received its first n_prefill tokens (≤ cache->len) in one forward,
 // the prompt's prefill. `check` starts zeroed and serves one cache, over one sequence of committed tokens, until
 // rollback_check_free. The debug build (SPECDEC_DEBUG) runs it after every rollback of either model
-// (speculative.c); it is compiled, and tested, in both builds. The cache keeps its length and its rows [0, len).
+// (scheduler.c); it is compiled, and tested, in both builds. The cache keeps its length and its rows [0, len).
 typedef struct {
     KVCache fresh;      // the committed tokens' rows, computed without rollbacks
     int *fed;           // [P]: the tokens `fresh` holds

@@ -98,30 +98,11 @@ static bool run_token(void *ctx, int id) {
 
 // ---- drafters -----------------------------------------------------------------------------------------------
 
-// The drafters of one request, as generate assembles them: the draft model, the lookup, or both staged.
-typedef struct {
-    ModelDrafter model;
-    LookupDrafter lookup;
-    StagedDrafter staged;
-    bool has_model, has_lookup;
-} Drafters;
-
-static int drafters_open(Drafters *d, const Engine *en, const SpecParams *params, Drafter **drafter, Err *err) {
-    *d = (Drafters){.has_model = en->draft != NULL, .has_lookup = en->lookup};  // (closed even when half open)
-    *drafter = NULL;
-    if (d->has_model && model_drafter_init(&d->model, en->draft, params, en->draft_p_min, err)) return -1;
-    if (d->has_lookup && lookup_drafter_init(&d->lookup, LOOKUP_N_MIN, LOOKUP_N_MAX, err)) return -1;
-    if (d->has_model && d->has_lookup) staged_drafter_init(&d->staged, &d->lookup, &d->model, LOOKUP_STAGED_MIN_MATCH);
-    *drafter = d->has_model && d->has_lookup ? &d->staged.base
-               : d->has_lookup               ? &d->lookup.base
-               : d->has_model                ? &d->model.base
-                                             : NULL;
-    return 0;
-}
-
-static void drafters_close(Drafters *d) {
-    if (d->has_model) model_drafter_free(&d->model);
-    if (d->has_lookup) lookup_drafter_free(&d->lookup);
+// The drafter generate would open with the same options: the draft model, the lookup, or both staged.
+static DrafterKind drafter_kind(const Engine *en) {
+    return en->draft && en->lookup ? DRAFTER_STAGED : en->lookup ? DRAFTER_LOOKUP
+           : en->draft             ? DRAFTER_MODEL
+                                   : DRAFTER_NONE;
 }
 
 // A seed for a request that gives none: fresh randomness in [0, 2^63), which a request's "seed" can give again
@@ -162,12 +143,11 @@ int engine_run(const Engine *en, const Request *req, const int *prompt, int n_pr
     params.stop_ctx = &run;
     token_stream_init(&run.stream, en->tok);
     Drafters drafters = {0};
-    Drafter *drafter;
     Err err;
     int *out = malloc(sizeof(int) * ((size_t)params.max_tokens + 1)), n_out = 0, rc = -1;
     if (!out || stop_scan_init(&run.stops, (const char *const *)req->stop, req->n_stop, &err) ||
-        drafters_open(&drafters, en, &params, &drafter, &err) ||
-        generate(en, drafter, prompt, n_prompt, &params, out, &n_out, result, &err)) {
+        drafter_open(&drafters, drafter_kind(en), en->draft, &params, en->draft_p_min, LOOKUP_STAGED_MIN_MATCH, &err) ||
+        generate(en, drafters.drafter, prompt, n_prompt, &params, out, &n_out, result, &err)) {
         api_error(e, 500, NULL, NULL, "generation failed: %s", out ? err.msg : "out of memory");
         goto done;
     }
@@ -185,7 +165,7 @@ int engine_run(const Engine *en, const Request *req, const int *prompt, int n_pr
     result->finish_reason = full && !run.stopped ? "length" : "stop";
     rc = 0;
 done:
-    drafters_close(&drafters);
+    drafter_close(&drafters);
     token_stream_free(&run.stream);
     stop_scan_free(&run.stops);
     free(out);

@@ -53,13 +53,13 @@ int lookup_run(LookupDrafter *d, const int *context, int n, int *run, Err *err) 
     return GAMMA_MAX;
 }
 
-int lookup_take(Drafter *self, int m, int n_run, int depth) {
-    const int asked = m > 0 ? self->lookup_gamma[m < LOOKUP_MATCH_SLOTS ? m : LOOKUP_MATCH_SLOTS - 1] : 0;
+int lookup_take(const DraftRequest *request, DraftReport *report, int m, int n_run, int depth) {
+    const int asked = m > 0 ? request->lookup_gamma[m < LOOKUP_MATCH_SLOTS ? m : LOOKUP_MATCH_SLOTS - 1] : 0;
     int k = n_run < asked ? n_run : asked;
     k = k < depth ? k : depth;
-    self->match_length = m;
-    self->n_run = n_run;
-    self->run_proposed = k > 0;
+    report->match_length = m;
+    report->n_run = n_run;
+    report->run_proposed = k > 0;
     return k;
 }
 
@@ -74,17 +74,19 @@ void lookup_tree(DraftTree *tree, int (*branches)[GAMMA_MAX], int m, int depth) 
 
 // The run of the longest match, as much of it as the scheduler asks for its match length (lookup_take); a tree's
 // other branches are as deep.
-static int lookup_propose(Drafter *self, const int *context, int n, TreeShape shape, DraftTree *tree, double *q,
-                          Err *err) {
+static int lookup_propose(Drafter *self, const int *context, int n, const DraftRequest *request, DraftTree *tree,
+                          double *q, DraftReport *report, Err *err) {
     (void)q;  // one-hot: no rows
     LookupDrafter *d = (LookupDrafter *)self;
+    const TreeShape shape = request->shape;
+    *report = (DraftReport){0};
     int after[TREE_FIRST_WIDTH_MAX], branches[TREE_FIRST_WIDTH_MAX][GAMMA_MAX];
     const int width = shape.width < 1 ? 1 : shape.width < TREE_FIRST_WIDTH_MAX ? shape.width : TREE_FIRST_WIDTH_MAX;
     const int m = find_matches(d, context, n, width, after, err);
     if (m < 0) return -1;
     for (int b = 0; b < m; b++) copy_on(context, n, after[b], branches[b]);
-    if (m > 0) memcpy(self->run, branches[0], sizeof self->run);
-    lookup_tree(tree, branches, m, lookup_take(self, d->last_match, m > 0 ? GAMMA_MAX : 0, shape.depth));
+    if (m > 0) memcpy(report->run, branches[0], sizeof report->run);
+    lookup_tree(tree, branches, m, lookup_take(request, report, d->last_match, m > 0 ? GAMMA_MAX : 0, shape.depth));
     return 0;
 }
 
@@ -92,12 +94,13 @@ static int lookup_prefill(Drafter *self, const int *context, int n, Err *err) {
     return index_up_to((LookupDrafter *)self, context, n, err);
 }
 
-// The index holds committed tokens only, which rounds never take back; a rollback before them (a new text)
-// starts the index afresh.
+// The index holds committed tokens only, which rounds never take back. Its n-grams lie in context[0..indexed) and
+// point at positions ≤ indexed, so a rollback to n ≥ indexed (a conversation's next turn, which keeps the common
+// prefix of its ids) keeps it whole; a rollback further back (a new text) starts it afresh.
 static void lookup_rollback(Drafter *self, int n, const int *path, int n_path) {
     (void)path, (void)n_path;  // nothing cached for the drafts
     LookupDrafter *d = (LookupDrafter *)self;
-    if (d->indexed < n) return;
+    if (d->indexed <= n) return;
     bytesmap_clear(&d->index);
     d->indexed = 0;
 }
@@ -108,7 +111,6 @@ int lookup_drafter_init(LookupDrafter *d, int n_min, int n_max, Err *err) {
     *d = (LookupDrafter){.base = {.prefill = lookup_prefill, .propose = lookup_propose, .rollback = lookup_rollback,
                                   .has_lookup = true},
                          .n_min = n_min, .n_max = n_max};
-    for (int m = 0; m < LOOKUP_MATCH_SLOTS; m++) d->base.lookup_gamma[m] = GAMMA_MAX;  // every run, till told
     if (bytesmap_init(&d->index)) return err_fmt(err, "out of memory for the lookup's n-gram index");
     return 0;
 }

@@ -34,16 +34,18 @@ static void draw_first_level(ModelDrafter *d, DraftTree *tree, const float *logi
 // the tree's rows fed before (model_extend_tree: a chain's newest token is the case of one branch), and gives the q
 // of every branch's next token. Node i's row is first_position + i: the nodes are in breadth-first order. The
 // deepest level is never fed, since the next round may not keep it.
-static int model_propose(Drafter *self, const int *context, int n, TreeShape shape, DraftTree *tree, double *q,
-                         Err *err) {
+static int model_propose(Drafter *self, const int *context, int n, const DraftRequest *request, DraftTree *tree,
+                         double *q, DraftReport *report, Err *err) {
     ModelDrafter *d = (ModelDrafter *)self;
+    const TreeShape shape = request->shape;
+    *report = (DraftReport){0};
     const int V = d->model->n_vocab, n_ctx = d->model->cfg.n_positions;
     const int width = shape.width < max_width(d->params) ? shape.width : max_width(d->params);
     tree->n = 0;
     d->first_position = n;
     if (shape.depth < 1 || n > n_ctx) return 0;
     if (model_forward(d->model, &d->cache, context + d->cache.len, n - d->cache.len, d->logits, false, err)) return -1;
-    d->base.calls++;
+    report->calls++;
     int frontier = -1, n_frontier = 1, q_rows = 0;  // the nodes of the level just drawn (−1: the newest token)
     for (int level = 0; level < shape.depth; level++) {
         if (level > 0) {  // the level drawn last: rows frontier .. frontier + n_frontier − 1
@@ -51,7 +53,7 @@ static int model_propose(Drafter *self, const int *context, int n, TreeShape sha
             int token[TREE_MAX_NODES];  // the new rows' tokens
             for (int i = 0; i < n_frontier; i++) token[i] = tree->node[frontier + i].token;
             if (model_extend_tree(d->model, &d->cache, n, token, tree->parent, n_frontier, d->logits, err)) return -1;
-            d->base.calls++;
+            report->calls++;
         }
         const int from = tree->n;  // the nodes this level adds
         for (int f = 0; f < n_frontier; f++) {
@@ -91,6 +93,9 @@ static void model_rollback(Drafter *self, int n, const int *path, int n_path) {
     while (kept < n_path && d->first_position + path[kept] < d->cache.len) kept++;
     if (kept > 0) kv_keep_path(&d->cache, d->first_position, path, kept);
     if (d->cache.len > n) kv_truncate(&d->cache, n);
+    // Rounds never take back more than the newest committed token; a rollback further back starts another sequence
+    // of committed tokens (a conversation's next turn, rendered differently), which the debug check serves afresh.
+    if (n + 1 < d->check.fresh.len) rollback_check_free(&d->check);
 }
 
 static int model_check(Drafter *self, const int *context, int n_prefill, Err *err) {

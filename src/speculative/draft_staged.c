@@ -1,23 +1,29 @@
 // draft_staged.c — lookup and the draft model (drafter.h): per round, the lookup's run or the draft model's drafts.
 #include "speculative/speculative.h"
 
-// The lookup goes first: a match of at least min_match tokens whose run the scheduler asks for (Drafter.lookup_gamma)
-// gives a chain of one-hot drafts; otherwise the draft model drafts, up to the depth the scheduler planned for its
-// drafts (Drafter.model_gamma) — a tree when shape.width > 1. Which tokens come from where depends on the committed
-// text and the scheduler's choice before the round only.
-static int staged_propose(Drafter *self, const int *context, int n, TreeShape shape, DraftTree *tree, double *q,
-                          Err *err) {
+// The lookup goes first: a match of at least min_match tokens whose run the scheduler asks for
+// (DraftRequest.lookup_gamma) gives a chain of one-hot drafts; otherwise the draft model drafts, up to the depth the
+// scheduler planned for its drafts (DraftRequest.model_gamma) — a tree when shape.width > 1. Which tokens come from
+// where depends on the committed text and the scheduler's choice before the round only. The report is the lookup's
+// (its run, proposed or not) with the model's forwards.
+static int staged_propose(Drafter *self, const int *context, int n, const DraftRequest *request, DraftTree *tree,
+                          double *q, DraftReport *report, Err *err) {
     StagedDrafter *d = (StagedDrafter *)self;
-    const int n_run = lookup_run(d->lookup, context, n, self->run, err);
+    DraftReport run = {0};
+    const int n_run = lookup_run(d->lookup, context, n, run.run, err);
     if (n_run < 0) return -1;
     const int m = d->lookup->last_match >= d->min_match ? d->lookup->last_match : 0;
-    const int k = lookup_take(self, m, m > 0 ? n_run : 0, shape.depth);
-    lookup_tree(tree, &self->run, 1, k);
-    if (k > 0) return 0;
-    shape.depth = shape.depth < self->model_gamma ? shape.depth : self->model_gamma;
-    const int rc = d->model->base.propose(&d->model->base, context, n, shape, tree, q, err);
-    self->calls = d->model->base.calls;
-    return rc;
+    const int k = lookup_take(request, &run, m, m > 0 ? n_run : 0, request->shape.depth);
+    lookup_tree(tree, &run.run, 1, k);
+    d->ran_lookup = k > 0;
+    if (k == 0) {
+        DraftRequest model = *request;
+        model.shape.depth = model.shape.depth < request->model_gamma ? model.shape.depth : request->model_gamma;
+        if (d->model->base.propose(&d->model->base, context, n, &model, tree, q, report, err)) return -1;
+    }
+    run.calls = k > 0 ? 0 : report->calls;  // the lookup's run (proposed or not) and the model's forwards
+    *report = run;
+    return 0;
 }
 
 static int staged_prefill(Drafter *self, const int *context, int n, Err *err) {
@@ -29,7 +35,7 @@ static int staged_prefill(Drafter *self, const int *context, int n, Err *err) {
 static void staged_rollback(Drafter *self, int n, const int *path, int n_path) {
     StagedDrafter *d = (StagedDrafter *)self;
     d->lookup->base.rollback(&d->lookup->base, n, path, n_path);
-    if (self->run_proposed) n_path = 0;  // the round's nodes were the lookup's: the draft model cached none of them
+    if (d->ran_lookup) n_path = 0;  // the round's nodes were the lookup's: the draft model cached none of them
     d->model->base.rollback(&d->model->base, n, path, n_path);
 }
 
@@ -40,8 +46,7 @@ static int staged_check(Drafter *self, const int *context, int n_prefill, Err *e
 
 void staged_drafter_init(StagedDrafter *d, LookupDrafter *lookup, ModelDrafter *model, int min_match) {
     *d = (StagedDrafter){.base = {.prefill = staged_prefill, .propose = staged_propose, .rollback = staged_rollback,
-                                  .check_rollback = staged_check, .has_lookup = true, .model_gamma = GAMMA_MAX,
+                                  .check_rollback = staged_check, .has_lookup = true,
                                   .step_cost = model->base.step_cost, .row_cost = model->base.row_cost},
                          .lookup = lookup, .model = model, .min_match = min_match};
-    for (int m = 0; m < LOOKUP_MATCH_SLOTS; m++) d->base.lookup_gamma[m] = GAMMA_MAX;  // every run, till told
 }

@@ -1,4 +1,4 @@
-// drafter.h — where drafts come from: the Drafter interface the scheduler (speculative.c) calls, and the drafters
+// drafter.h — where drafts come from: the Drafter interface the scheduler (scheduler.c) calls, and the drafters
 // behind it, each in a file of its own:
 //   draft_model.c   a small model, sampled by the scheduler's rule (Leviathan et al. 2023, §2.2);
 //   draft_lookup.c  n-gram lookup over the prompt and the text so far: no model, a deterministic proposal (a tree:
@@ -18,11 +18,9 @@ struct SpecParams;
 
 enum { GAMMA_MAX = 16 };  // the most levels drafted in one round (a chain's verify forward is T = γ + 1 ≤ 17 rows)
 
-// The n-gram lengths --lookup matches, and the shortest match whose run the staged drafter (-d … --lookup) takes.
-// Measured on the shipped pair (greedy, γ = 8, 64 tokens, both bench prompt sets): n from 1 gives the most tokens
-// per target call (held-out 4.14 for 1–4, 3.66 for 2–4, 3.25 for 3–6), and lengths beyond 2–4 change almost
-// nothing; staged minimum matches 1 and 2 give the same tokens per call (5.16, 5.24), 2 slightly more at
-// temperature 0.7 under auto (2.47, 2.42). The γ policy learns the acceptance of a lookup's drafts per match length
+// The n-gram lengths --lookup matches, and the shortest match whose run the staged drafter (-d … --lookup) takes:
+// the choices that gave the most tokens per target call on the shipped pair (docs/performance-history.md, "The γ
+// policy's constants"). The γ policy learns the acceptance of a lookup's drafts per match length
 // 1 .. LOOKUP_MATCH_SLOTS − 1 (longer ones count as the longest).
 enum { LOOKUP_N_MIN = 1, LOOKUP_N_MAX = 4, LOOKUP_STAGED_MIN_MATCH = 2, LOOKUP_MATCH_SLOTS = LOOKUP_N_MAX + 1 };
 
@@ -44,15 +42,37 @@ typedef struct {
     int depth, width;
 } TreeShape;
 
-// The scheduler calls propose() once per round and rollback() after verification.
+// What the scheduler asks for one round: a tree's shape, and for a drafter with a lookup, whichever pays more by
+// the γ policy: lookup_gamma[m], the most tokens of the lookup's run to propose when its match is m tokens long
+// (a longer match counts as LOOKUP_MATCH_SLOTS − 1 long; 0: not that run — the staged drafter's model drafts
+// instead, the lookup drafter proposes nothing), and model_gamma, the most model drafts when no run is proposed.
+typedef struct {
+    TreeShape shape;
+    int lookup_gamma[LOOKUP_MATCH_SLOTS];
+    int model_gamma;
+} DraftRequest;
+
+// What a drafter reports of one proposal. For a drafter with a lookup: the lookup's run run[0..n_run) after a match
+// of match_length tokens (n_run = 0: no match) and whether it was proposed, or part of it — a run not proposed
+// teaches the γ policy how often it would have been kept, at no verification's cost (policy.c).
+typedef struct {
+    int run[GAMMA_MAX];
+    int n_run, match_length;
+    bool run_proposed;
+    int calls;              // draft model forward passes this proposal made (a lookup makes none)
+} DraftReport;
+
+// The scheduler calls propose() once per round and rollback() after verification. A drafter holds its functions
+// and its costs; what passes between it and the scheduler each round is the request and the report.
 typedef struct Drafter {
     // Optional: reads context[0..n) ahead of the first round (the prompt), so that propose() times are steady.
     int (*prefill)(struct Drafter *self, const int *context, int n, Err *err);
-    // Proposes a tree of at most shape.depth levels continuing the committed tokens context[0..n) (it may stop
-    // early, or propose nothing: tree->n = 0); the distributions its nodes were drawn from go to rows of q
-    // ([rows, V], at most one per node), which the nodes' TreeChild.q point to. Returns 0, or −1 with err set.
-    int (*propose)(struct Drafter *self, const int *context, int n, TreeShape shape, DraftTree *tree, double *q,
-                   Err *err);
+    // Proposes a tree of at most request->shape.depth levels continuing the committed tokens context[0..n) (it may
+    // stop early, or propose nothing: tree->n = 0); the distributions its nodes were drawn from go to rows of q
+    // ([rows, V], at most one per node), which the nodes' TreeChild.q point to; *report is written whole. Returns
+    // 0, or −1 with err set.
+    int (*propose)(struct Drafter *self, const int *context, int n, const DraftRequest *request, DraftTree *tree,
+                   double *q, DraftReport *report, Err *err);
     // After verification: keep what was cached for the nodes path[0..n_path) of the last proposal (the accepted
     // path, root first), then forget whatever is cached at positions ≥ n (rejected, or not yet final).
     void (*rollback)(struct Drafter *self, int n, const int *path, int n_path);
@@ -60,22 +80,8 @@ typedef struct Drafter {
     // first n_prefill went to prefill() (model_check_rollback). The debug build calls it after every rollback.
     int (*check_rollback)(struct Drafter *self, const int *context, int n_prefill, Err *err);
     bool has_lookup;        // proposes a lookup's one-hot run (lookup, staged)
-    // Set by the scheduler before each propose() (the γ policy's choice of whichever pays more), for a drafter with
-    // a lookup: lookup_gamma[m], the most tokens of the lookup's run to propose when its match is m tokens long
-    // (a longer match counts as LOOKUP_MATCH_SLOTS − 1 long; 0: not that run — the staged drafter's model drafts
-    // instead, the lookup drafter proposes nothing); model_gamma, the most model drafts when no run is proposed.
-    int lookup_gamma[LOOKUP_MATCH_SLOTS];
-    int model_gamma;
-    // Of the last proposal: the lookup's run run[0..n_run) after a match of match_length tokens (n_run = 0: no
-    // match), whether it was proposed, or part of it; a run not proposed teaches the γ policy how often it would
-    // have been kept, at no verification's cost (speculative.c).
-    int run[GAMMA_MAX];
-    int n_run, match_length;
-    bool run_proposed;
     double step_cost;       // one draft token in spec_forward_cost's units (a model's forward; 0: a lookup)
     double row_cost;        // each further row of a draft forward, in the same units (a tree's level forwards)
-    double seconds;         // time spent in propose(), for the cost estimates (the scheduler adds it up)
-    int calls;              // draft model forward passes made (a lookup makes none)
 } Drafter;
 
 // ---- a small model (draft_model.c) --------------------------------------------------------------------------
@@ -123,7 +129,7 @@ void model_drafter_free(ModelDrafter *d);
 // occurred before, and proposes the tokens that followed its latest occurrence — copying on from there, so a
 // repeating span is proposed whole. Deterministic (one-hot q), costs no forward. The index maps every n-gram of
 // the committed text (as its token ids' bytes, hashed with xxHash) to the position after its latest occurrence.
-// It proposes as much of the run as the scheduler asks for a match of its length (Drafter.lookup_gamma). A tree
+// It proposes as much of the run as the scheduler asks for a match of its length (DraftRequest.lookup_gamma). A tree
 // (shape.width > 1): the latest occurrences of the shorter n-grams ending the text are other candidates; those whose
 // continuation starts with a token no longer match's does become branches beside the run, up to the width, each a
 // chain as deep as the run proposed.
@@ -142,9 +148,9 @@ void lookup_drafter_free(LookupDrafter *d);
 // longest match (d->last_match long), or 0 when nothing matches; −1 with err set.
 int lookup_run(LookupDrafter *d, const int *context, int n, int *run, Err *err);
 
-// Of a run self->run[0..n_run) found after a match of m tokens, how much to propose: as much as the scheduler asks
-// (Drafter.lookup_gamma, and at most depth); records it (match_length, n_run, run_proposed) and returns it, k.
-int lookup_take(Drafter *self, int m, int n_run, int depth);
+// Of a run report->run[0..n_run) found after a match of m tokens, how much to propose: as much as the request asks
+// (DraftRequest.lookup_gamma, and at most depth); reports it (match_length, n_run, run_proposed) and returns it, k.
+int lookup_take(const DraftRequest *request, DraftReport *report, int m, int n_run, int depth);
 
 // The one-hot tree of m branches, branch b the chain branches[b][0..depth), breadth-first (branch b's node at level
 // l is l·m + b); m = 1: a chain.
@@ -153,17 +159,42 @@ void lookup_tree(DraftTree *tree, int (*branches)[GAMMA_MAX], int m, int depth);
 // ---- the lookup or the draft model, by turns (draft_staged.c) ----------------------------------------------
 
 // Lookup and the draft model, round by round whichever is predicted to pay more: the lookup's run from a match of
-// at least min_match tokens, as much of it as the scheduler asks for a match of its length (Drafter.lookup_gamma:
+// at least min_match tokens, as much of it as the scheduler asks for a match of its length (DraftRequest.lookup_gamma:
 // the γ policy learns how often each length's drafts are kept), else the draft model's drafts, up to
-// Drafter.model_gamma — a tree when the scheduler asks for one (a run stays a chain). The draft model reads the
+// DraftRequest.model_gamma — a tree when the scheduler asks for one (a run stays a chain). The draft model reads the
 // tokens a run committed in the batch that catches it up.
 typedef struct {
     Drafter base;
     LookupDrafter *lookup;  // not owned
     ModelDrafter *model;    // not owned
     int min_match;          // the shortest match whose run the staged drafter takes
+    bool ran_lookup;        // its last proposal was the lookup's run (the draft model cached none of it)
 } StagedDrafter;
 
 void staged_drafter_init(StagedDrafter *d, LookupDrafter *lookup, ModelDrafter *model, int min_match);
+
+// ---- opening one (drafter.c) ---------------------------------------------------------------------------------
+
+typedef enum { DRAFTER_NONE, DRAFTER_MODEL, DRAFTER_LOOKUP, DRAFTER_STAGED } DrafterKind;
+
+// The drafters one run may use, owned together: `drafter` is the one opened (NULL for DRAFTER_NONE: plain
+// decoding), the others its parts.
+typedef struct {
+    Drafter *drafter;
+    ModelDrafter model;
+    LookupDrafter lookup;
+    StagedDrafter staged;
+    bool model_open, lookup_open;
+} Drafters;
+
+// Opens a drafter of `kind` for a run with params (which must outlive it): the draft model `draft` (model and
+// staged kinds), stopping below top probability p_min (model_drafter_init); a lookup over n-grams of LOOKUP_N_MIN
+// to LOOKUP_N_MAX tokens (lookup and staged); the staged drafter taking runs from matches of min_match tokens on.
+// Returns 0, or −1 with err set; drafter_close is due either way.
+int drafter_open(Drafters *d, DrafterKind kind, Model *draft, const struct SpecParams *params, float p_min,
+                 int min_match, Err *err);
+
+// Frees what drafter_open made; safe to call twice, and on a zeroed Drafters.
+void drafter_close(Drafters *d);
 
 #endif

@@ -30,74 +30,14 @@
 #include <stdio.h>
 
 #include "model/model.h"
+#include "speculative/accept.h"
 #include "speculative/drafter.h"
+#include "speculative/params.h"
 #include "speculative/sampling.h"
 
 enum { TREE_FIRST_WIDTH_MAX = 4 };  // the most children of a draft tree's first level (--tree-width)
 
-// ---- the accept / resample step -----------------------------------------------------------------------------
-
-// P(keep draft x) = min(1, p(x) / q(x)) (Algorithm 1: accept if r ≤ p(x) / q(x), r ~ U(0, 1)).
-double spec_accept_probability(double p_x, double q_x);
-
-// residual = norm(max(0, p − q)) over [V]; returns the mass Σ max(0, p − q) before normalising. A zero mass
-// (p == q, when rejection cannot happen in exact arithmetic) leaves residual = p.
-double spec_residual(double *residual, const double *p, const double *q, int V);
-
 // ---- the scheduler ------------------------------------------------------------------------------------------
-
-typedef enum { GAMMA_FIXED, GAMMA_HEURISTIC, GAMMA_AUTO } GammaPolicy;
-
-typedef enum {
-    TOKEN_ACCEPTED,     // a draft token the target kept
-    TOKEN_REJECTED,     // a draft token the target rejected (shown, never emitted)
-    TOKEN_RESAMPLED,    // the target's correction after a rejection
-    TOKEN_BONUS,        // the target's extra token after a fully accepted round
-    TOKEN_TARGET,       // a token of plain decoding (γ = 0)
-} TokenKind;
-
-// How drafts are checked, and so how every token is drawn (--sampler).
-typedef enum {
-    SAMPLER_REJECTION,  // Algorithm 1: tokens by inverse CDF; keep x with probability min(1, p(x)/q(x)), else resample
-    SAMPLER_COUPLED,    // Gumbel-max under shared noise; keep x when it is the target's own sample
-} SpecSampler;
-
-// Random numbers are keyed by (seed, position, stream) (sampling.h), never drawn from a stream that rounds
-// consume, so the same seed, files and options give the same tokens on every run and at every thread count:
-//   - SAMPLER_COUPLED: whatever γ, policy and timings; and the same tokens as target-only decoding.
-//   - SAMPLER_REJECTION: for a fixed γ and for heuristic; GAMMA_AUTO, whose γ would follow measured timings, plans
-//     with spec_forward_cost instead at temperature > 0, where which positions are drafted decides which random
-//     numbers a token gets (greedy output is the target's whatever γ, so there it plans with measurements).
-typedef struct SpecParams {
-    SamplingParams sampling;
-    SpecSampler sampler;
-    uint64_t seed;
-    GammaPolicy policy;
-    int gamma;              // GAMMA_FIXED: γ; GAMMA_HEURISTIC: the starting γ (a tree's depth)
-    int tree_width;         // children of a draft tree's first level, each continued as a chain (≤ 1: a chain)
-    bool tree_auto;         // --tree: the policy picks the width (up to tree_width) with γ; a chain when no tree pays
-    int max_tokens;         // stop after this many new tokens
-    int eos_id;             // stop at this token (not emitted); −1 = never
-    const int *eos_ids;     // ... or at any of these n_eos (a config's list, e.g. Llama 3's three), may be NULL
-    int n_eos;
-    FILE *trace;            // one JSON line per round, or NULL
-    // Called with every token as it is committed, in order; returning true makes it the last one (stop strings):
-    // the round's later tokens are dropped and both caches end at it. May be NULL.
-    bool (*stop)(void *stop_ctx, int id);
-    void *stop_ctx;
-    // Called with every token as it is decided (rejected drafts included, for --show); may be NULL.
-    void (*on_token)(void *ctx, int id, TokenKind kind);
-    void *ctx;
-} SpecParams;
-
-// What a random number at a position is for, under SAMPLER_REJECTION: each purpose has its own stream (above any
-// token id; under SAMPLER_COUPLED stream x is token x's Gumbel noise), so a token's numbers depend on its position
-// and the seed only — never on how many rounds or draws came before it.
-typedef enum { DRAW_DRAFT, DRAW_ACCEPT, DRAW_RESIDUAL, DRAW_TARGET } DrawPurpose;
-
-// A token from probs for `position`: under coupling its Gumbel-max sample (the same noise for q and p), else by
-// inverse CDF with the purpose's random number. Drafters draw with it too (DRAW_DRAFT).
-int spec_draw(const SpecParams *params, const double *probs, int V, int position, DrawPurpose purpose);
 
 typedef struct {
     int generated;          // tokens emitted

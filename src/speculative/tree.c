@@ -4,15 +4,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "speculative/speculative.h"
-
-// ---- randomness ---------------------------------------------------------------------------------------------
-
-// Sibling k's number for a purpose at a position. Sibling 0's stream is the chain's (speculative.c's uniform_for:
-// 2^32 + purpose, above every token id, which coupling's noise uses); sibling k's is 256·k above it.
-static double sibling_uniform(const SpecParams *params, int position, DrawPurpose purpose, int sibling) {
-    return random_uniform(params->seed, (uint64_t)position, (1ULL << 32) + ((uint64_t)sibling << 8) + purpose);
-}
+#include "speculative/accept.h"
 
 // ---- a child's proposal ----------------------------------------------------------------------------------------
 
@@ -53,7 +45,7 @@ int tree_draw_child(const SpecParams *params, const double *q, int V, int positi
     // which would round the race's times.
     const int token = params->sampler == SAMPLER_COUPLED
                           ? sampling_gumbel_max(row, V, params->seed, (uint64_t)position)
-                          : sampling_draw(row, V, sibling_uniform(params, position, DRAW_DRAFT, n));
+                          : sampling_draw(row, V, spec_uniform(params, position, DRAW_DRAFT, n));
     children[n] = child_of(q, without_replacement, token, row, mass);
     return token;
 }
@@ -72,13 +64,6 @@ int tree_top_children(const float *logits, int V, int width, TreeChild *children
 }
 
 // ---- the accept / resample step --------------------------------------------------------------------------------
-
-// Σ_x min(p(x), q(x)), in 4 lanes: lane j sums x ≡ j (mod 4).
-static double overlap(const double *p, const double *q, int V) {
-    double part[4] = {0};
-    for (int x = 0; x < V; x++) part[x % 4] += p[x] < q[x] ? p[x] : q[x];
-    return (part[0] + part[2]) + (part[1] + part[3]);
-}
 
 // Child k's proposal q_k, checked against its description, and what the record keeps of it against p_k: p_k(c_k),
 // q_k(c_k), β_k. Returns q_k as a normalised row (NULL for a one-hot child), in buffer unless it is the child's q.
@@ -99,7 +84,7 @@ static int describe_child(const TreeChild *children, int k, const double *p_k, i
     if (*q_k == buffer)
         for (int x = 0; x < V; x++) buffer[x] /= mass;
     *tried = (TreeTried){.p = p_k[c->token], .q = q_token};
-    tried->overlap = *q_k ? overlap(p_k, *q_k, V) : tried->p;
+    tried->overlap = *q_k ? spec_overlap(p_k, *q_k, V) : tried->p;
     return 0;
 }
 
@@ -161,7 +146,7 @@ int tree_accept(const SpecParams *params, const double *p, int V, int position, 
         return err_fmt(err, "tree: a node has %d children; at most %d are allowed", n, TREE_WIDTH_MAX);
     if (params->sampler == SAMPLER_COUPLED) return accept_coupled(params, p, V, position, children, n, scratch, step, err);
     double u[TREE_WIDTH_MAX + 1];
-    for (int k = 0; k < n; k++) u[k] = sibling_uniform(params, position, DRAW_ACCEPT, k);
-    u[n] = sibling_uniform(params, position, n > 0 ? DRAW_RESIDUAL : DRAW_TARGET, 0);
+    for (int k = 0; k < n; k++) u[k] = spec_uniform(params, position, DRAW_ACCEPT, k);
+    u[n] = spec_uniform(params, position, n > 0 ? DRAW_RESIDUAL : DRAW_TARGET, 0);
     return tree_accept_given(p, V, children, n, u, scratch, step, err);
 }

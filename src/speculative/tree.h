@@ -1,6 +1,6 @@
 // tree.h — one node of a token tree: how its children are drafted, and the multi-draft accept / resample step that
 // decides the token the node emits. Pure functions of their arguments and of (seed, position) (sampling.h's
-// counter-based random numbers); the scheduler (speculative.c) calls tree_accept at every node on the path it
+// counter-based random numbers); the scheduler (scheduler.c) calls tree_accept at every node on the path it
 // walks, and a chain is the tree whose nodes have one child each.
 //
 // The accept step is recursive rejection sampling over the children c_1..c_m, in the order they were drawn, child k
@@ -32,9 +32,9 @@
 // too, so a node's further children come from the draft's logits: tree_top_children.
 //
 // Random numbers: sibling k (counting from 0) at a position draws with its own stream per purpose,
-// random_uniform(seed, position, 2^32 + 256·k + purpose) (DrawPurpose, speculative.h: its draft, its acceptance; the
-// residual's and the bonus token's are sibling 0's). Sibling 0's are the chain's: with one child the draws and the
-// accept step are exactly speculative.c's chain rule (spec_draw, its accept / resample step), bit for bit. Nodes
+// spec_uniform(params, position, purpose, k) (accept.h: its draft, its acceptance; the residual's and the bonus
+// token's are sibling 0's). Sibling 0's are the chain's: with one child the draws and the accept step are exactly
+// the chain's rule (spec_draw, accept_chain), bit for bit. Nodes
 // at the same depth of different branches share a position's numbers, which is harmless: the walk takes one node
 // per position, and a position's numbers are independent of every other position's.
 #ifndef SPECDEC_TREE_H

@@ -6,6 +6,7 @@
 // every merge names known tokens, and builds the tables that encoding needs.
 #include <ctype.h>
 #include <jansson.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -450,10 +451,16 @@ static int loader_init(Loader *ld, Tokenizer *tok, const char *path, Err *err) {
     return 0;
 }
 
-// Reads a JSON file; NULL with err on failure.
+// Reads a JSON file; NULL with err on failure (a file it cannot open: the system's reason).
 static json_t *load_json(const char *path, Err *err) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        err_fmt(err, "%s: cannot open: %s", path, strerror(errno));
+        return NULL;
+    }
     json_error_t jerr;
-    json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
+    json_t *root = json_loadf(f, JSON_REJECT_DUPLICATES, &jerr);
+    fclose(f);
     if (!root) err_fmt(err, "%s:%d:%d: %s", path, jerr.line, jerr.column, jerr.text);
     return root;
 }

@@ -207,9 +207,9 @@ TEST(err_config_messages_are_one_escaped_line) {
         const char *json, *want;
     } cases[] = {
         {"{\"model_type\": \"gpt2\\n\\u001b[31m\"}", "model_type"},
-        {"{\"activation_function\": \"\\u009b31m\"}", "activation_function"},
+        {"{\"model_type\": \"gpt2\", \"activation_function\": \"\\u009b31m\"}", "activation_function"},
         {"{\"n_embd\": 768,\n" RED "}", "\\x1B"},
-        {"{\"n_embd\": \"\xff\"}", "0xff"},
+        {"{\"model_type\": \"gpt2\", \"n_embd\": \"\xff\"}", "0xff"},
     };
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
         char *path = fixture_write_text(dir, "config.json", cases[c].json);

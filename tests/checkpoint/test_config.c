@@ -8,6 +8,8 @@
 #include "checkpoint/config.h"
 #include "harness.h"
 
+#define GPT2 "\"model_type\": \"gpt2\""  // the configs below are GPT-2's
+
 // Writes `json` to a new file /tmp/specdec-config-XXXXXX.json (path in path[]), loads it with config_load, deletes
 // it and returns config_load's result.
 static int load_text(Config *cfg, Err *err, char path[64], const char *json) {
@@ -48,7 +50,7 @@ static void check_rejected(const char *json, const char *const *wants) {
 // Accepted files
 
 TEST(config_defaults_when_fields_absent) {
-    Config c = load_ok("{}");
+    Config c = load_ok("{" GPT2 "}");
     CHECK(c.vocab_size == 50257 && c.n_positions == 1024 && c.n_embd == 768 && c.n_layer == 12 && c.n_head == 12,
           "sizes %d %d %d %d %d", c.vocab_size, c.n_positions, c.n_embd, c.n_layer, c.n_head);
     CHECK(c.n_inner == 4 * 768, "n_inner %d", c.n_inner);
@@ -72,22 +74,22 @@ TEST(config_published_gpt2_medium) {
 }
 
 TEST(config_n_inner_null_and_given) {
-    CHECK(load_ok("{\"n_inner\": null, \"n_embd\": 64, \"n_head\": 4}").n_inner == 256, "null n_inner");
-    CHECK(load_ok("{\"n_inner\": 100}").n_inner == 100, "given n_inner");
+    CHECK(load_ok("{" GPT2 ", \"n_inner\": null, \"n_embd\": 64, \"n_head\": 4}").n_inner == 256, "null n_inner");
+    CHECK(load_ok("{" GPT2 ", \"n_inner\": 100}").n_inner == 100, "given n_inner");
 }
 
 TEST(config_activations) {
     static const struct { const char *json; Activation want; } cases[] = {
-        {"{\"activation_function\": \"gelu_new\"}", ACT_GELU_TANH},
-        {"{\"activation_function\": \"gelu_pytorch_tanh\"}", ACT_GELU_TANH},
-        {"{\"activation_function\": \"gelu_fast\"}", ACT_GELU_TANH},
-        {"{\"activation_function\": \"gelu\"}", ACT_GELU_ERF},
+        {"{" GPT2 ", \"activation_function\": \"gelu_new\"}", ACT_GELU_TANH},
+        {"{" GPT2 ", \"activation_function\": \"gelu_pytorch_tanh\"}", ACT_GELU_TANH},
+        {"{" GPT2 ", \"activation_function\": \"gelu_fast\"}", ACT_GELU_TANH},
+        {"{" GPT2 ", \"activation_function\": \"gelu\"}", ACT_GELU_ERF},
     };
     for (int i = 0; i < 4; i++) CHECK(load_ok(cases[i].json).activation == cases[i].want, "%s", cases[i].json);
 }
 
 TEST(config_booleans_and_epsilon) {
-    Config c = load_ok("{\"scale_attn_weights\": false, \"scale_attn_by_inverse_layer_idx\": true,"
+    Config c = load_ok("{" GPT2 ", \"scale_attn_weights\": false, \"scale_attn_by_inverse_layer_idx\": true,"
                        " \"tie_word_embeddings\": false, \"reorder_and_upcast_attn\": true,"
                        " \"add_cross_attention\": false, \"layer_norm_epsilon\": 0.001}");
     CHECK(!c.scale_attn_weights && c.scale_attn_by_inverse_layer_idx && !c.tie_word_embeddings, "booleans");
@@ -95,9 +97,9 @@ TEST(config_booleans_and_epsilon) {
 }
 
 TEST(config_token_ids) {
-    Config c = load_ok("{\"bos_token_id\": null, \"eos_token_id\": 7}");
+    Config c = load_ok("{" GPT2 ", \"bos_token_id\": null, \"eos_token_id\": 7}");
     CHECK(c.bos_token_id == -1 && c.eos_token_id == 7, "bos %d eos %d", c.bos_token_id, c.eos_token_id);
-    c = load_ok("{\"vocab_size\": 100}");  // the default 50256 is no token of a 100-token vocabulary
+    c = load_ok("{" GPT2 ", \"vocab_size\": 100}");  // the default 50256 is no token of a 100-token vocabulary
     CHECK(c.bos_token_id == -1 && c.eos_token_id == -1, "bos %d eos %d", c.bos_token_id, c.eos_token_id);
 }
 
@@ -111,81 +113,101 @@ TEST(config_rejects_missing_file) {
     CHECK(strstr(err.msg, "/nonexistent/specdec/config.json") && strstr(err.msg, "cannot read"), "%s", err.msg);
 }
 
-TEST(config_rejects_invalid_json) { CHECK_REJECTED("{\"n_embd\": 768,", "not valid JSON", "line 1"); }
+TEST(config_rejects_invalid_json) { CHECK_REJECTED("{" GPT2 ", \"n_embd\": 768,", "not valid JSON", "line 1"); }
 
-TEST(config_rejects_duplicate_key) { CHECK_REJECTED("{\"n_embd\": 768, \"n_embd\": 1024}", "duplicate"); }
+TEST(config_rejects_duplicate_key) { CHECK_REJECTED("{" GPT2 ", \"n_embd\": 768, \"n_embd\": 1024}", "duplicate"); }
 
 TEST(config_rejects_not_an_object) { CHECK_REJECTED("[768]", "expected a JSON object", "[768]"); }
+
+TEST(config_model_type_from_architectures) {
+    // No model_type: the class "architectures" names gives it; neither: one line naming the missing field (not a
+    // complaint about GPT-2's fields, which the file never claimed to have).
+    Config c = load_ok("{\"architectures\": [\"LlamaForCausalLM\"], \"max_position_embeddings\": 128}");
+    CHECK(c.model_type == MODEL_LLAMA && c.n_positions == 128, "type %d, %d positions", (int)c.model_type,
+          c.n_positions);
+    CHECK(load_ok("{\"architectures\": [\"GPT2LMHeadModel\"]}").model_type == MODEL_GPT2, "GPT2LMHeadModel");
+    CHECK_REJECTED("{\"max_position_embeddings\": 128}", "missing field \"model_type\"", "architectures");
+    CHECK_REJECTED("{\"architectures\": [\"GemmaForCausalLM\"]}", "missing field \"model_type\"");
+}
 
 TEST(config_rejects_other_model_type) {
     CHECK_REJECTED("{\"model_type\": \"gemma\"}", "field \"model_type\"", "\"gpt2\"", "\"qwen3\"", "got \"gemma\"");
 }
 
 TEST(config_rejects_cross_attention) {
-    CHECK_REJECTED("{\"add_cross_attention\": true}", "field \"add_cross_attention\"", "expected false");
+    CHECK_REJECTED("{" GPT2 ", \"add_cross_attention\": true}", "field \"add_cross_attention\"", "expected false");
 }
 
 TEST(config_rejects_size_as_string) {
-    CHECK_REJECTED("{\"n_head\": \"12\"}", "field \"n_head\"", "expected a positive integer", "got \"12\"");
+    CHECK_REJECTED("{" GPT2 ", \"n_head\": \"12\"}", "field \"n_head\"", "expected a positive integer", "got \"12\"");
 }
 
-TEST(config_rejects_size_as_real) { CHECK_REJECTED("{\"n_embd\": 768.5}", "field \"n_embd\"", "got 768.5"); }
+TEST(config_rejects_size_as_real) { CHECK_REJECTED("{" GPT2 ", \"n_embd\": 768.5}", "field \"n_embd\"", "got 768.5"); }
 
-TEST(config_rejects_zero_size) { CHECK_REJECTED("{\"n_layer\": 0}", "field \"n_layer\"", "got 0"); }
+TEST(config_rejects_zero_size) { CHECK_REJECTED("{" GPT2 ", \"n_layer\": 0}", "field \"n_layer\"", "got 0"); }
 
-TEST(config_rejects_negative_size) { CHECK_REJECTED("{\"vocab_size\": -5}", "field \"vocab_size\"", "got -5"); }
+TEST(config_rejects_negative_size) {
+    CHECK_REJECTED("{" GPT2 ", \"vocab_size\": -5}",
+                   "field \"vocab_size\"", "got -5");
+}
 
 TEST(config_rejects_huge_size) {
-    CHECK_REJECTED("{\"n_positions\": 1048577}", "field \"n_positions\"", "no larger than 1048576", "got 1048577");
+    CHECK_REJECTED("{" GPT2 ", \"n_positions\": 1048577}",
+                   "field \"n_positions\"", "no larger than 1048576", "got 1048577");
 }
 
-TEST(config_rejects_n_inner_of_wrong_type) { CHECK_REJECTED("{\"n_inner\": false}", "field \"n_inner\"", "false"); }
+TEST(config_rejects_n_inner_of_wrong_type) {
+    CHECK_REJECTED("{" GPT2 ", \"n_inner\": false}",
+                   "field \"n_inner\"", "false");
+}
 
 TEST(config_rejects_heads_not_dividing_width) {
-    CHECK_REJECTED("{\"n_embd\": 768, \"n_head\": 10}", "field \"n_head\"", "10 does not divide n_embd = 768");
+    CHECK_REJECTED("{" GPT2 ", \"n_embd\": 768, \"n_head\": 10}",
+                   "field \"n_head\"", "10 does not divide n_embd = 768");
 }
 
 TEST(config_rejects_unknown_activation) {
-    CHECK_REJECTED("{\"activation_function\": \"relu\"}", "field \"activation_function\"", "\"gelu_new\"",
+    CHECK_REJECTED("{" GPT2 ", \"activation_function\": \"relu\"}", "field \"activation_function\"", "\"gelu_new\"",
                    "got \"relu\"");
 }
 
 TEST(config_rejects_n_ctx_disagreeing) {
-    CHECK_REJECTED("{\"n_ctx\": 2048, \"n_positions\": 1024}", "field \"n_ctx\" is 2048", "\"n_positions\" is 1024");
+    CHECK_REJECTED("{" GPT2 ", \"n_ctx\": 2048, \"n_positions\": 1024}",
+                   "field \"n_ctx\" is 2048", "\"n_positions\" is 1024");
 }
 
 TEST(config_rejects_alias_disagreeing_with_default) {
-    CHECK_REJECTED("{\"hidden_size\": 1024}", "field \"hidden_size\" is 1024", "\"n_embd\" is 768 (its default)");
+    CHECK_REJECTED("{" GPT2 ", \"hidden_size\": 1024}",
+                   "field \"hidden_size\" is 1024", "\"n_embd\" is 768 (its default)");
 }
 
 TEST(config_rejects_boolean_of_wrong_type) {
-    CHECK_REJECTED("{\"scale_attn_weights\": \"yes\"}", "field \"scale_attn_weights\"", "true or false",
+    CHECK_REJECTED("{" GPT2 ", \"scale_attn_weights\": \"yes\"}", "field \"scale_attn_weights\"", "true or false",
                    "got \"yes\"");
 }
 
 TEST(config_rejects_bad_epsilon) {
-    CHECK_REJECTED("{\"layer_norm_epsilon\": -1e-5}", "field \"layer_norm_epsilon\"", "positive number");
-    CHECK_REJECTED("{\"layer_norm_epsilon\": \"1e-5\"}", "field \"layer_norm_epsilon\"", "got \"1e-5\"");
+    CHECK_REJECTED("{" GPT2 ", \"layer_norm_epsilon\": -1e-5}", "field \"layer_norm_epsilon\"", "positive number");
+    CHECK_REJECTED("{" GPT2 ", \"layer_norm_epsilon\": \"1e-5\"}", "field \"layer_norm_epsilon\"", "got \"1e-5\"");
 }
 
 // As transformers: an id outside the vocabulary loads, with one line of warning, and is never used.
 TEST(config_token_id_outside_vocabulary_warns) {
-    Config c = load_ok("{\"vocab_size\": 300, \"bos_token_id\": 50256, \"eos_token_id\": 50256}");
+    Config c = load_ok("{" GPT2 ", \"vocab_size\": 300, \"bos_token_id\": 50256, \"eos_token_id\": 50256}");
     CHECK(c.bos_token_id == -1 && c.eos_token_id == -1 && c.n_eos == 0, "bos %d eos %d (%d)", c.bos_token_id,
           c.eos_token_id, c.n_eos);
-    CHECK(strstr(c.warning, "eos_token_id 50256 is outside the vocabulary [0, 300)") &&
-              strstr(c.warning, "generation will not stop at it") && strstr(c.warning, "bos_token_id 50256") &&
-              !strchr(c.warning, '\n'),
+    CHECK(strstr(c.warning, "bos_token_id 50256 is outside the vocabulary [0, 300): ignored; eos_token_id 50256: "
+                            "generation will not stop at it") && !strchr(c.warning, '\n'),
           "warning: %s", c.warning);
-    c = load_ok("{\"vocab_size\": 300}");  // transformers' defaults (50256) are dropped without a word
+    c = load_ok("{" GPT2 ", \"vocab_size\": 300}");  // transformers' defaults (50256) are dropped without a word
     CHECK(c.bos_token_id == -1 && c.eos_token_id == -1 && !*c.warning, "defaults: %d %d \"%s\"", c.bos_token_id,
           c.eos_token_id, c.warning);
 }
 
 TEST(config_rejects_bad_token_id) {
-    CHECK_REJECTED("{\"bos_token_id\": -1}", "field \"bos_token_id\"", "got -1");
-    CHECK_REJECTED("{\"eos_token_id\": \"2\"}", "field \"eos_token_id\"", "got \"2\"");
-    CHECK_REJECTED("{\"bos_token_id\": [1, 2]}", "field \"bos_token_id\"", "got [1,2]");
+    CHECK_REJECTED("{" GPT2 ", \"bos_token_id\": -1}", "field \"bos_token_id\"", "got -1");
+    CHECK_REJECTED("{" GPT2 ", \"eos_token_id\": \"2\"}", "field \"eos_token_id\"", "got \"2\"");
+    CHECK_REJECTED("{" GPT2 ", \"bos_token_id\": [1, 2]}", "field \"bos_token_id\"", "got [1,2]");
 }
 
 // ---------------------------------------------------------------------------------------------------------------

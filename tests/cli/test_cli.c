@@ -454,7 +454,7 @@ static char *printed(const Tokenizer *tok, const Fed *fed, int n) {
         CHECK(id >= 0, "\"%s\" is not a GPT-2 token", fed[i].text);
         on_token(&pr, id, fed[i].kind);
     }
-    printer_finish(&pr);
+    CHECK(printer_finish(&pr, "memory", &err) == 0, "%s", err.msg);
     printer_free(&pr);
     fclose(f);
     return buf;

@@ -159,8 +159,9 @@ TEST(families_cli_warns_of_ids_outside_vocabulary) {
     CHECK(out && strchr(out, '\n') && strchr(out, '\n')[1] == '\0', "one line of logits expected: %.80s",
           out ? out : "");
     const char *newline = err ? strchr(err, '\n') : NULL;
-    CHECK(newline && newline[1] == '\0' && strstr(err, "warning") &&
-              strstr(err, "eos_token_id 50256 is outside the vocabulary [0, 300): generation will not stop at it"),
+    CHECK(newline && newline[1] == '\0' && strncmp(err, "specdec: warning: ", 18) == 0 &&
+              strstr(err, "bos_token_id 50256 is outside the vocabulary [0, 300): ignored; eos_token_id 50256: "
+                          "generation will not stop at it\n"),
           "stderr: \"%s\"", err ? err : "");
     free(out);
     free(err);

@@ -1,5 +1,5 @@
 // test_gamma_policy.c — γ auto's choice between the lookup's runs, the draft model's drafts and plain decoding
-// (speculative.c, choose_shape), on a scripted drafter whose drafts are right or wrong by construction: greedy, the
+// (policy.c, policy_choose), on a scripted drafter whose drafts are right or wrong by construction: greedy, the
 // target's own output is known beforehand, so a draft is right when it is that output's next token.
 //
 //   - the lookup drafter proposes as much of its run as the policy asks for its match length, and tells the policy
@@ -28,35 +28,40 @@ TEST(speculative_lookup_proposes_what_the_policy_asks) {
     Err err;
     CHECK(lookup_drafter_init(&d, 1, 4, &err) == 0, "%s", err.msg);
     DraftTree tree;
-    const TreeShape chain = {4, 1};
+    DraftReport report;
+    DraftRequest request = {.shape = {4, 1}};  // a chain
+    for (int m = 0; m < LOOKUP_MATCH_SLOTS; m++) request.lookup_gamma[m] = GAMMA_MAX;
     const int text[] = {1, 2, 3, 9, 1, 2, 3, 7, 5, 1, 2, 3};  // "1 2 3" ends the text: a match of 3
-    d.base.lookup_gamma[3] = 2;
-    CHECK(d.base.propose(&d.base, text, 12, chain, &tree, NULL, &err) == 0 && tree.n == 2 && !tree.node[1].q &&
-              tree.parent[1] == 0, "two of the run, a chain of one-hot drafts");
-    CHECK(d.base.match_length == 3 && d.base.run_proposed && d.base.n_run == GAMMA_MAX && tree.node[1].token == 5,
-          "match %d, run of %d", d.base.match_length, d.base.n_run);
-    d.base.lookup_gamma[3] = 0;
-    CHECK(d.base.propose(&d.base, text, 12, chain, &tree, NULL, &err) == 0 && tree.n == 0, "none of the run");
-    CHECK(d.base.match_length == 3 && !d.base.run_proposed && d.base.run[0] == 7 && d.base.run[1] == 5 &&
-              d.base.run[2] == 1 && d.base.run[5] == 7, "the run found, not proposed: %d %d %d .. %d", d.base.run[0],
-          d.base.run[1], d.base.run[2], d.base.run[5]);
+    request.lookup_gamma[3] = 2;
+    CHECK(d.base.propose(&d.base, text, 12, &request, &tree, NULL, &report, &err) == 0 && tree.n == 2 &&
+              !tree.node[1].q && tree.parent[1] == 0, "two of the run, a chain of one-hot drafts");
+    CHECK(report.match_length == 3 && report.run_proposed && report.n_run == GAMMA_MAX && tree.node[1].token == 5,
+          "match %d, run of %d", report.match_length, report.n_run);
+    request.lookup_gamma[3] = 0;
+    CHECK(d.base.propose(&d.base, text, 12, &request, &tree, NULL, &report, &err) == 0 && tree.n == 0,
+          "none of the run");
+    CHECK(report.match_length == 3 && !report.run_proposed && report.run[0] == 7 && report.run[1] == 5 &&
+              report.run[2] == 1 && report.run[5] == 7, "the run found, not proposed: %d %d %d .. %d", report.run[0],
+          report.run[1], report.run[2], report.run[5]);
     // A tree: the run of the longest match is its first branch, as deep as asked for that match; the branches of
     // shorter matches ("3" before 9) are as deep, and there are none when the run is not proposed.
     const int branching[] = {1, 2, 3, 7, 5, 3, 9, 1, 2, 3};
     d.base.rollback(&d.base, 0, NULL, 0);  // a new text
-    d.base.lookup_gamma[3] = 1;
-    CHECK(d.base.propose(&d.base, branching, 10, (TreeShape){4, 2}, &tree, NULL, &err) == 0 && tree.n == 2 &&
-              tree.node[0].token == 7 && tree.node[1].token == 9 && tree.parent[1] == -1 && d.base.run_proposed,
+    request.shape = (TreeShape){4, 2};
+    request.lookup_gamma[3] = 1;
+    CHECK(d.base.propose(&d.base, branching, 10, &request, &tree, NULL, &report, &err) == 0 && tree.n == 2 &&
+              tree.node[0].token == 7 && tree.node[1].token == 9 && tree.parent[1] == -1 && report.run_proposed,
           "a tree of depth 1: %d nodes", tree.n);
-    d.base.lookup_gamma[3] = 0;
-    CHECK(d.base.propose(&d.base, branching, 10, (TreeShape){4, 2}, &tree, NULL, &err) == 0 && tree.n == 0 &&
-              d.base.match_length == 3 && d.base.run[0] == 7, "the run not proposed: no tree");
+    request.lookup_gamma[3] = 0;
+    CHECK(d.base.propose(&d.base, branching, 10, &request, &tree, NULL, &report, &err) == 0 && tree.n == 0 &&
+              report.match_length == 3 && report.run[0] == 7, "the run not proposed: no tree");
     const int longer[] = {1, 2, 3, 4, 5, 8, 1, 2, 3, 4, 5};  // a match of 5 counts as LOOKUP_MATCH_SLOTS − 1 long
     lookup_drafter_free(&d);
     CHECK(lookup_drafter_init(&d, 1, 6, &err) == 0, "%s", err.msg);
-    for (int m = 0; m < LOOKUP_MATCH_SLOTS; m++) d.base.lookup_gamma[m] = m == LOOKUP_MATCH_SLOTS - 1 ? 3 : 0;
-    CHECK(d.base.propose(&d.base, longer, 11, chain, &tree, NULL, &err) == 0 && tree.n == 3 &&
-              d.base.match_length == 5 && tree.node[0].token == 8, "a match of %d, %d proposed", d.base.match_length,
+    request.shape = (TreeShape){4, 1};
+    for (int m = 0; m < LOOKUP_MATCH_SLOTS; m++) request.lookup_gamma[m] = m == LOOKUP_MATCH_SLOTS - 1 ? 3 : 0;
+    CHECK(d.base.propose(&d.base, longer, 11, &request, &tree, NULL, &report, &err) == 0 && tree.n == 3 &&
+              report.match_length == 5 && tree.node[0].token == 8, "a match of %d, %d proposed", report.match_length,
           tree.n);
     lookup_drafter_free(&d);
 }
@@ -80,24 +85,25 @@ typedef struct {
     int model_instead;          // rounds in which a wrong run was found and the model drafted
 } Script;
 
-static int script_propose(Drafter *self, const int *context, int n, TreeShape shape, DraftTree *tree, double *q,
-                          Err *err) {
+static int script_propose(Drafter *self, const int *context, int n, const DraftRequest *request, DraftTree *tree,
+                          double *q, DraftReport *report, Err *err) {
     (void)context, (void)err;
     Script *s = (Script *)self;
     const int j = n - N_PROMPT;
     const bool right = j % 2 == 0;
     for (int i = 0; i < GAMMA_MAX; i++) {
         const int x = j + i < N_NEW ? s->expect[j + i] : 0;
-        self->run[i] = right ? x : (x + 1) % V;
+        report->run[i] = right ? x : (x + 1) % V;
     }
-    const int take = lookup_take(self, right ? RIGHT_MATCH : WRONG_MATCH, GAMMA_MAX, shape.depth);
-    lookup_tree(tree, &self->run, 1, take);
+    report->calls = 0;
+    const int take = lookup_take(request, report, right ? RIGHT_MATCH : WRONG_MATCH, GAMMA_MAX, request->shape.depth);
+    lookup_tree(tree, &report->run, 1, take);
     if (s->found[0] + s->found[1] == 0) s->first_found_proposed = take > 0;
     s->found[right]++;
     s->proposed[right] += take > 0;
     s->proposed_late[right] += take > 0 && j >= N_NEW / 2;
     if (take > 0 || self->step_cost == 0) return 0;
-    const int k = shape.depth < self->model_gamma ? shape.depth : self->model_gamma;
+    const int k = request->shape.depth < request->model_gamma ? request->shape.depth : request->model_gamma;
     for (int i = 0; i < k; i++) {
         const int x = j + i < N_NEW ? s->expect[j + i] : 0;
         double *q_row = q + (size_t)i * V;
@@ -109,7 +115,7 @@ static int script_propose(Drafter *self, const int *context, int n, TreeShape sh
     tree->n = k;
     s->model_drafted += k;
     s->model_instead += !right && k > 0;
-    self->calls += k;
+    report->calls = k;
     return 0;
 }
 

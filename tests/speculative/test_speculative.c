@@ -137,7 +137,10 @@ static void pair_close(Pair *pair) {
 
 // The drafters under test: the draft model, n-gram lookup, and both (staged; here taking every match, a
 // single token's too, so that lookup and model tokens mix in rounds on the tiny models).
-typedef enum { DRAFT_NONE, DRAFT_MODEL, DRAFT_LOOKUP, DRAFT_STAGED, N_DRAFT_KINDS } DraftKind;
+typedef enum {
+    DRAFT_NONE = DRAFTER_NONE, DRAFT_MODEL = DRAFTER_MODEL, DRAFT_LOOKUP = DRAFTER_LOOKUP, DRAFT_STAGED = DRAFTER_STAGED,
+    N_DRAFT_KINDS
+} DraftKind;
 static const char *const DRAFT_NAMES[] = {"target-only", "draft model", "lookup", "lookup + draft model"};
 
 // Generates with the pair by one of the drafters (the draft stopping below top probability p_min), or the target
@@ -146,21 +149,14 @@ static int generate_with(Pair *pair, DraftKind kind, const int *prompt, int n_pr
                          uint64_t seed, int *out, SpecStats *stats, float p_min) {
     SpecParams seeded = *params;
     seeded.seed = seed;
-    ModelDrafter model = {0};
-    LookupDrafter lookup = {0};
-    StagedDrafter staged;
+    Drafters drafters;
     Err err;
     int n_out = -1;
-    if (kind == DRAFT_MODEL || kind == DRAFT_STAGED)
-        CHECK(model_drafter_init(&model, &pair->draft, &seeded, p_min, &err) == 0, "init: %s", err.msg);
-    if (kind == DRAFT_LOOKUP || kind == DRAFT_STAGED)
-        CHECK(lookup_drafter_init(&lookup, LOOKUP_N_MIN, LOOKUP_N_MAX, &err) == 0, "init: %s", err.msg);
-    if (kind == DRAFT_STAGED) staged_drafter_init(&staged, &lookup, &model, 1);
-    Drafter *drafters[] = {NULL, &model.base, &lookup.base, &staged.base};
-    int rc = speculative_generate(&pair->target, drafters[kind], prompt, n_prompt, &seeded, out, &n_out, stats, &err);
+    CHECK(drafter_open(&drafters, (DrafterKind)kind, &pair->draft, &seeded, p_min, 1, &err) == 0, "init: %s", err.msg);
+    int rc = speculative_generate(&pair->target, drafters.drafter, prompt, n_prompt, &seeded, out, &n_out, stats, &err);
     CHECK(rc == 0, "speculative_generate: %s", err.msg);
-    if (model.logits) model_drafter_free(&model);
-    lookup_drafter_free(&lookup);
+    drafter_close(&drafters);
+    drafter_close(&drafters);  // safe twice
     return n_out;
 }
 
@@ -540,9 +536,12 @@ TEST(speculative_lookup_proposes_the_latest_longest_match) {
     Err err;
     CHECK(lookup_drafter_init(&d, 1, 4, &err) == 0, "%s", err.msg);
     DraftTree tree;
+    DraftReport report;
+    DraftRequest every_run = {.shape = {4, 3}};  // the whole run, for a match of any length
+    for (int m = 0; m < LOOKUP_MATCH_SLOTS; m++) every_run.lookup_gamma[m] = GAMMA_MAX;
     int draft[8];
     const int text[] = {1, 2, 3, 9, 1, 2, 3, 7, 5, 1, 2, 3};  // "1 2 3" ends the text and occurred twice before
-    CHECK(d.base.propose(&d.base, text, 12, (TreeShape){4, 3}, &tree, NULL, &err) == 0 && tree.n == 4 &&
+    CHECK(d.base.propose(&d.base, text, 12, &every_run, &tree, NULL, &report, &err) == 0 && tree.n == 4 &&
           d.last_match == 3, "match %d", d.last_match);
     bool chain = true;  // of one-hot nodes, whatever the width asked
     for (int i = 0; i < tree.n; i++) chain &= tree.parent[i] == i - 1 && !tree.node[i].q, draft[i] = tree.node[i].token;
@@ -550,28 +549,31 @@ TEST(speculative_lookup_proposes_the_latest_longest_match) {
           "the latest occurrence's continuation: %d %d %d %d", draft[0], draft[1], draft[2], draft[3]);
     const int none[] = {1, 2, 3};
     d.base.rollback(&d.base, 0, NULL, 0);
-    CHECK(d.base.propose(&d.base, none, 3, (TreeShape){4, 1}, &tree, NULL, &err) == 0 && tree.n == 0,
+    every_run.shape = (TreeShape){4, 1};
+    CHECK(d.base.propose(&d.base, none, 3, &every_run, &tree, NULL, &report, &err) == 0 && tree.n == 0,
           "no match, no draft");
     const int repeat[] = {4, 5, 4, 5};  // the continuation runs into the text's end and copies the proposal on
     d.base.rollback(&d.base, 0, NULL, 0);
-    CHECK(d.base.propose(&d.base, repeat, 4, (TreeShape){5, 1}, &tree, NULL, &err) == 0 && tree.n == 5, "repeat");
+    every_run.shape = (TreeShape){5, 1};
+    CHECK(d.base.propose(&d.base, repeat, 4, &every_run, &tree, NULL, &report, &err) == 0 && tree.n == 5, "repeat");
     for (int i = 0; i < tree.n; i++) draft[i] = tree.node[i].token;
     CHECK(draft[0] == 4 && draft[1] == 5 && draft[2] == 4 && draft[3] == 5 && draft[4] == 4, "the repeat copied on");
     // A tree: the shorter matches whose continuations start otherwise are branches — "3" last occurred before 9
     // in {…, 3, 9, 1, 2, 3} (the longest, "1 2 3", before 7 in the first text); breadth-first, each a chain.
     const int branching[] = {1, 2, 3, 7, 5, 3, 9, 1, 2, 3};
     d.base.rollback(&d.base, 0, NULL, 0);
-    CHECK(d.base.propose(&d.base, branching, 10, (TreeShape){2, 3}, &tree, NULL, &err) == 0 && tree.n == 4 &&
+    every_run.shape = (TreeShape){2, 3};
+    CHECK(d.base.propose(&d.base, branching, 10, &every_run, &tree, NULL, &report, &err) == 0 && tree.n == 4 &&
           d.last_match == 3, "%d nodes, match %d", tree.n, d.last_match);
     CHECK(tree.node[0].token == 7 && tree.node[1].token == 9 && tree.node[2].token == 5 && tree.node[3].token == 1 &&
           tree.parent[0] == -1 && tree.parent[1] == -1 && tree.parent[2] == 0 && tree.parent[3] == 1,
           "branches: %d %d %d %d", tree.node[0].token, tree.node[1].token, tree.node[2].token, tree.node[3].token);
-    CHECK(d.base.calls == 0 && d.base.step_cost == 0, "a lookup makes no forward");
+    CHECK(report.calls == 0 && d.base.step_cost == 0, "a lookup makes no forward");
     lookup_drafter_free(&d);
 }
 
 // The staged drafter proposes, per round, the lookup's run — a chain, whatever the width asked — or, when the
-// scheduler asks for none of the run (Drafter.lookup_gamma), the draft model's drafts: a tree of the width asked.
+// scheduler asks for none of the run (DraftRequest.lookup_gamma), the draft model's drafts: a tree of the width asked.
 TEST(speculative_staged_proposes_the_run_or_the_models_tree) {
     Pair pair;
     pair_open(&pair, 97, 64, 1, 0.3f);
@@ -586,15 +588,18 @@ TEST(speculative_staged_proposes_the_run_or_the_models_tree) {
     const int text[] = {1, 2, 3, 7, 5, 3, 9, 1, 2, 3};  // "1 2 3" before 7; "3" before 9: a lookup tree's branches
     static double q[TREE_MAX_NODES * 97];
     DraftTree tree;
-    CHECK(staged.base.propose(&staged.base, text, 10, (TreeShape){2, 3}, &tree, q, &err) == 0 && tree.n == 2 &&
+    DraftReport report;
+    DraftRequest request = {.shape = {2, 3}, .model_gamma = GAMMA_MAX};
+    for (int m = 0; m < LOOKUP_MATCH_SLOTS; m++) request.lookup_gamma[m] = GAMMA_MAX;
+    CHECK(staged.base.propose(&staged.base, text, 10, &request, &tree, q, &report, &err) == 0 && tree.n == 2 &&
               tree.node[0].token == 7 && tree.node[1].token == 5 && tree.parent[1] == 0 && !tree.node[1].q &&
-              staged.base.run_proposed && model.base.calls == 0,
+              report.run_proposed && report.calls == 0,
           "the run, as a chain: %d nodes", tree.n);
-    for (int m = 0; m < LOOKUP_MATCH_SLOTS; m++) staged.base.lookup_gamma[m] = 0;
-    CHECK(staged.base.propose(&staged.base, text, 10, (TreeShape){2, 3}, &tree, q, &err) == 0 && tree.n == 6 &&
-              tree.parent[2] == -1 && tree.parent[3] == 0 && tree.node[0].q && !staged.base.run_proposed &&
-              staged.base.n_run == GAMMA_MAX && model.base.calls == 2,
-          "the model's tree of width 3: %d nodes, %d forwards", tree.n, model.base.calls);
+    for (int m = 0; m < LOOKUP_MATCH_SLOTS; m++) request.lookup_gamma[m] = 0;
+    CHECK(staged.base.propose(&staged.base, text, 10, &request, &tree, q, &report, &err) == 0 && tree.n == 6 &&
+              tree.parent[2] == -1 && tree.parent[3] == 0 && tree.node[0].q && !report.run_proposed &&
+              report.n_run == GAMMA_MAX && report.calls == 2,
+          "the model's tree of width 3: %d nodes, %d forwards", tree.n, report.calls);
     model_drafter_free(&model);
     lookup_drafter_free(&lookup);
     pair_close(&pair);
@@ -720,11 +725,10 @@ static int meddler_prefill(Drafter *self, const int *context, int n, Err *err) {
     return m->inner.base.prefill(&m->inner.base, context, n, err);
 }
 
-static int meddler_propose(Drafter *self, const int *context, int n, TreeShape shape, DraftTree *tree, double *q,
-                           Err *err) {
+static int meddler_propose(Drafter *self, const int *context, int n, const DraftRequest *request, DraftTree *tree,
+                           double *q, DraftReport *report, Err *err) {
     Meddler *m = (Meddler *)self;
-    int rc = m->inner.base.propose(&m->inner.base, context, n, shape, tree, q, err);
-    self->calls = m->inner.base.calls;
+    int rc = m->inner.base.propose(&m->inner.base, context, n, request, tree, q, report, err);
     if (++m->proposals == m->perturb_after) {
         const int d = m->target->cfg.n_embd;
         ((float *)m->target->blocks[0].attn_qkv.bias)[d] += 0.5f;  // the key bias of layer 0, head 0, dimension 0

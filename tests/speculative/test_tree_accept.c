@@ -7,7 +7,8 @@
 //     tokens, children without replacement, one-hot children (repeats too), mixes, a proposal per child, p adjusted
 //     by top-k / top-p (zeros), p = q, disjoint supports, a q whose support runs out, greedy p; the records (p_k(c),
 //     q_k(c), β_k, residual mass) equal the test's own recursion;
-//   - one child is speculative.c's chain rule bit for bit: its draws (spec_draw), its numbers and its records;
+//   - one child is the chain's rule (accept.c's accept_chain) bit for bit: its draws (spec_draw), its numbers and
+//     its records;
 //   - the siblings' random streams, the draws without replacement, and the sampled path end to end (drafter draws
 //     and the accept step at width 3) against p by chi-square;
 //   - coupling: the token is the target's Gumbel-max sample whatever the children, and the children are the
@@ -18,7 +19,7 @@
 #include <string.h>
 
 #include "harness.h"
-#include "speculative/speculative.h"
+#include "speculative/accept.h"
 #include "speculative/tree.h"
 
 enum { V_MAX = 64 };
@@ -280,47 +281,7 @@ TEST(tree_accept_exact_edge_cases) {
     check_exact("no children: p itself", p, V, same, 0);
 }
 
-// ---- one child: speculative.c's chain rule, bit for bit ------------------------------------------------------
-
-// speculative.c as of this commit, copied as the oracle: its random numbers (uniform_for), its overlap, and its
-// accept / resample step for one draft x at `position` (accept_rejection, accept_coupled and accept_or_resample).
-static double chain_uniform(uint64_t seed, int position, DrawPurpose purpose) {
-    return random_uniform(seed, (uint64_t)position, (1ULL << 32) + purpose);
-}
-
-static double chain_overlap(const double *p, const double *q, int V) {
-    double part[4] = {0};
-    for (int x = 0; x < V; x++) part[x % 4] += p[x] < q[x] ? p[x] : q[x];
-    return (part[0] + part[2]) + (part[1] + part[3]);
-}
-
-typedef struct {
-    int next;                   // the token after x, or −1 when x is kept
-    double r, p_x, q_x, overlap, residual_mass;
-} ChainStep;
-
-static ChainStep chain_step(const SpecParams *params, const double *p, const double *q, bool one_hot, int x, int V,
-                            int position) {
-    static double residual[V_MAX];
-    ChainStep c = {.next = -1, .p_x = p[x], .q_x = one_hot ? 1.0 : q[x]};
-    c.overlap = one_hot ? c.p_x : chain_overlap(p, q, V);
-    if (params->sampler == SAMPLER_COUPLED) {
-        const int t = sampling_gumbel_max(p, V, params->seed, (uint64_t)position);
-        c.next = x == t ? -1 : t;
-        return c;
-    }
-    c.r = chain_uniform(params->seed, position, DRAW_ACCEPT);
-    if (c.r < spec_accept_probability(c.p_x, c.q_x)) return c;
-    if (one_hot) {
-        memcpy(residual, p, sizeof(double) * V);
-        c.residual_mass = 1.0 - residual[x];
-        residual[x] = 0.0;
-    } else {
-        c.residual_mass = spec_residual(residual, p, q, V);
-    }
-    c.next = sampling_draw(residual, V, chain_uniform(params->seed, position, DRAW_RESIDUAL));
-    return c;
-}
+// ---- one child: the chain's rule (accept_chain), bit for bit ---------------------------------------------------
 
 TEST(tree_one_child_is_the_chain_rule) {
     static double scratch[3 * V_MAX];
@@ -342,15 +303,16 @@ TEST(tree_one_child_is_the_chain_rule) {
         } else {
             child = tree_one_hot_child(x);
         }
-        const ChainStep want = chain_step(&params, p, q, one_hot, x, V, position);
+        static double residual[V_MAX];
+        const ChainStep want = accept_chain(&params, p, one_hot ? NULL : q, x, V, position, residual);
         TreeStep step;
         Err err;
         CHECK(tree_accept(&params, p, V, position, &child, 1, scratch, &step, &err) == 0, "%s", err.msg);
         const TreeTried *t = &step.tried[0];
-        const bool keep = want.next < 0;
+        const bool keep = want.kept;
         kept += keep, rejected += !keep;
-        CHECK(step.n_tried == 1 && step.accepted == (keep ? 0 : -1) && step.token == (keep ? x : want.next),
-              "trial %d: token %d (child %d kept), chain %d", trial, step.token, step.accepted, keep ? x : want.next);
+        CHECK(step.n_tried == 1 && step.accepted == (keep ? 0 : -1) && step.token == want.token,
+              "trial %d: token %d (child %d kept), chain %d", trial, step.token, step.accepted, want.token);
         CHECK(t->p == want.p_x && t->q == want.q_x && t->u == want.r && t->overlap == want.overlap &&
                   t->residual_mass == want.residual_mass,
               "trial %d: the record (p %.17g q %.17g u %.17g beta %.17g residual %.17g) differs from the chain's "

@@ -1,0 +1,27 @@
+// drafter.c — opening and closing a run's drafter (drafter.h): the one place that assembles them.
+#include "speculative/speculative.h"
+
+int drafter_open(Drafters *d, DrafterKind kind, Model *draft, const SpecParams *params, float p_min, int min_match,
+                 Err *err) {
+    *d = (Drafters){0};
+    if (kind == DRAFTER_MODEL || kind == DRAFTER_STAGED) {
+        d->model_open = true;  // model_drafter_init zeroes it first: freeing it is safe whatever fails after
+        if (model_drafter_init(&d->model, draft, params, p_min, err)) return -1;
+    }
+    if (kind == DRAFTER_LOOKUP || kind == DRAFTER_STAGED) {
+        d->lookup_open = true;
+        if (lookup_drafter_init(&d->lookup, LOOKUP_N_MIN, LOOKUP_N_MAX, err)) return -1;
+    }
+    if (kind == DRAFTER_STAGED) staged_drafter_init(&d->staged, &d->lookup, &d->model, min_match);
+    Drafter *const opened[] = {[DRAFTER_NONE] = NULL, [DRAFTER_MODEL] = &d->model.base,
+                               [DRAFTER_LOOKUP] = &d->lookup.base, [DRAFTER_STAGED] = &d->staged.base};
+    d->drafter = opened[kind];
+    return 0;
+}
+
+void drafter_close(Drafters *d) {
+    if (d->model_open) model_drafter_free(&d->model);
+    if (d->lookup_open) lookup_drafter_free(&d->lookup);
+    d->model_open = d->lookup_open = false;
+    d->drafter = NULL;
+}

@@ -1,0 +1,57 @@
+// params.h — what a run of the scheduler is asked for: its sampling, its rule, its seed, its γ policy and where its
+// tokens go. The scheduler (scheduler.c), the accept step (accept.h, tree.h) and the drafters read it; it holds no
+// state of theirs.
+#ifndef SPECDEC_PARAMS_H
+#define SPECDEC_PARAMS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "speculative/sampling.h"
+
+typedef enum { GAMMA_FIXED, GAMMA_HEURISTIC, GAMMA_AUTO } GammaPolicy;
+
+typedef enum {
+    TOKEN_ACCEPTED,     // a draft token the target kept
+    TOKEN_REJECTED,     // a draft token the target rejected (shown, never emitted)
+    TOKEN_RESAMPLED,    // the target's correction after a rejection
+    TOKEN_BONUS,        // the target's extra token after a fully accepted round
+    TOKEN_TARGET,       // a token of plain decoding (γ = 0)
+} TokenKind;
+
+// How drafts are checked, and so how every token is drawn (--sampler).
+typedef enum {
+    SAMPLER_REJECTION,  // Algorithm 1: tokens by inverse CDF; keep x with probability min(1, p(x)/q(x)), else resample
+    SAMPLER_COUPLED,    // Gumbel-max under shared noise; keep x when it is the target's own sample
+} SpecSampler;
+
+// Random numbers are keyed by (seed, position, stream) (sampling.h), never drawn from a stream that rounds
+// consume, so the same seed, files and options give the same tokens on every run and at every thread count:
+//   - SAMPLER_COUPLED: whatever γ, policy and timings; and the same tokens as target-only decoding.
+//   - SAMPLER_REJECTION: for a fixed γ and for heuristic; GAMMA_AUTO, whose γ would follow measured timings, plans
+//     with spec_forward_cost instead at temperature > 0, where which positions are drafted decides which random
+//     numbers a token gets (greedy output is the target's whatever γ, so there it plans with measurements).
+typedef struct SpecParams {
+    SamplingParams sampling;
+    SpecSampler sampler;
+    uint64_t seed;
+    GammaPolicy policy;
+    int gamma;              // GAMMA_FIXED: γ; GAMMA_HEURISTIC: the starting γ (a tree's depth)
+    int tree_width;         // children of a draft tree's first level, each continued as a chain (≤ 1: a chain)
+    bool tree_auto;         // --tree: the policy picks the width (up to tree_width) with γ; a chain when no tree pays
+    int max_tokens;         // stop after this many new tokens
+    int eos_id;             // stop at this token (not emitted); −1 = never
+    const int *eos_ids;     // ... or at any of these n_eos (a config's list, e.g. Llama 3's three), may be NULL
+    int n_eos;
+    FILE *trace;            // one JSON line per round, or NULL
+    // Called with every token as it is committed, in order; returning true makes it the last one (stop strings):
+    // the round's later tokens are dropped and both caches end at it. May be NULL.
+    bool (*stop)(void *stop_ctx, int id);
+    void *stop_ctx;
+    // Called with every token as it is decided (rejected drafts included, for --show); may be NULL.
+    void (*on_token)(void *ctx, int id, TokenKind kind);
+    void *ctx;
+} SpecParams;
+
+#endif

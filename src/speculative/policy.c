@@ -1,0 +1,314 @@
+// policy.c — the shape of each round's draft (policy.h): expected tokens, costs, and learning α.
+#include "speculative/policy.h"
+
+#include <math.h>
+
+// ---- expected tokens per round ------------------------------------------------------------------------------
+
+double spec_expected_tokens(double alpha, double gamma) {
+    return alpha < 1.0 ? (1.0 - pow(alpha, gamma + 1)) / (1.0 - alpha) : gamma + 1;
+}
+
+double spec_tree_expected_tokens(double first_alpha, double alpha, int depth) {
+    return depth > 0 ? 1.0 + first_alpha * spec_expected_tokens(alpha, depth - 1) : 1.0;
+}
+
+double spec_expected_tokens_by_level(const double *accept, int depth) {
+    double tokens = 1.0, reach = 1.0;
+    for (int level = 1; level <= depth; level++) tokens += reach *= accept[level];
+    return tokens;
+}
+
+double spec_predicted_speedup(double alpha, double gamma, double c) {
+    return spec_expected_tokens(alpha, gamma) / (gamma * c + 1.0);
+}
+
+// ---- priors, learning and costs ------------------------------------------------------------------------------
+
+
+static const double ALPHA_PRIOR = 0.6, EMA = 0.1;
+// A lookup run's drafts after its first: a copy under way mostly goes on, and every round teaches this α, whether it
+// proposed a run or not. A prior as low as ALPHA_PRIOR kept greedy runs short for many rounds (the values learned
+// on the bench prompts: docs/performance-history.md, "The γ policy's constants").
+static const double ALPHA_NEXT_PRIOR = 0.9;
+// The first drafts of lookup runs α_first must have learned from before a run may take the draft model's place
+// (one or two is luck when sampling).
+enum { LOOKUP_EVIDENCE = 4 };
+
+static void running_mean(double *mean, double x) { *mean = *mean > 0 ? *mean + EMA * (x - *mean) : x; }
+
+// α learns from a draft's acceptance β: the mean of the drafts seen so far with the prior counting as one of them,
+// until there are 1/EMA of them; then a running mean that forgets. A useless draft is found out in a few drafts
+// (the prior alone would take 1/EMA times as many), and plain decoding takes over.
+static void learn_alpha(GammaState *g, int source, double beta) {
+    const int n = ++g->n_alpha[source];
+    const double weight = 1.0 / (n + 1) > EMA ? 1.0 / (n + 1) : EMA;
+    g->alpha[source] += weight * (beta - g->alpha[source]);
+}
+
+// What the i-th draft of a lookup run after a match of match_length tokens teaches.
+static void learn_lookup_alpha(GammaState *g, int match_length, int i, double beta) {
+    if (i > 0) {
+        learn_alpha(g, LOOKUP_NEXT, beta);
+        return;
+    }
+    learn_alpha(g, match_length < LOOKUP_MATCH_SLOTS ? match_length : LOOKUP_MATCH_SLOTS - 1, beta);
+    learn_alpha(g, LOOKUP_FIRST, beta);
+}
+
+// t_target(T): the measurement if there is one; else the line a + b·T fitted by least squares to the measured
+// T's (b ≥ 0: verifying more tokens never costs less), or with a single measured T, that time plus 3% per token
+// (a memory-bound model's order of magnitude). 0 if nothing is measured yet.
+double policy_target_time(const GammaState *g, int T) {
+    if (g->target[T] > 0) return g->target[T];
+    double n = 0, st = 0, sy = 0, stt = 0, sty = 0;
+    for (int t = 1; t < T_SLOTS; t++)
+        if (g->target[t] > 0) n++, st += t, sy += g->target[t], stt += (double)t * t, sty += t * g->target[t];
+    if (n == 0) return 0.0;
+    const double mean_t = st / n, mean_y = sy / n, var_t = stt / n - mean_t * mean_t;
+    double slope = var_t > 0 ? (sty / n - mean_t * mean_y) / var_t : 0.03 * mean_y;
+    slope = slope > 0 ? slope : 0;
+    const double at_t = mean_y + slope * (T - mean_t);
+    return at_t > 0 ? at_t : mean_y;
+}
+
+// FLOPs per byte of weights at which a forward's arithmetic takes as long as streaming its weights: a CPU's
+// balance point, near what the bench measures for the shipped target (docs/performance-history.md, "The γ policy's
+// constants").
+static const double FORWARD_FLOPS_PER_BYTE = 4.0;
+
+double spec_forward_cost(const Model *m, int T) {
+    return (double)m->weight_bytes + T * 2.0 * model_matrix_multiply_adds(m) / FORWARD_FLOPS_PER_BYTE;
+}
+
+// GAMMA_AUTO, measuring, starts with one plain round, which measures t_target(1), the yardstick of every choice (and
+// of the predicted speedup), then drafts 4 to measure a draft step (a lookup's costs nothing: not measured); from
+// then on it maximises rate(γ). Plain rounds teach it nothing about α, so every 8th plain round in a row drafts one
+// token — every 16th, 32nd, 64th after one, two, three such probes in a row were rejected: α can recover when the
+// text becomes easier again, and a useless draft costs a probe per 64 tokens. The draft model reads the text those
+// plain rounds committed in one batch when it is next used (draft_model.c): a plain round costs no draft forward.
+static double verify_time(const GammaState *g, int T) {
+    return g->modelled ? g->model_target[T] : policy_target_time(g, T);
+}
+
+// A tree's verification, planned: as verify_time, except that a T larger than any measured is priced at the largest
+// measured T's time scaled by the cost model's cost(T) / cost(T_max), which adds the further rows' arithmetic to the
+// weight stream instead of hiding it behind. target_time's linear fit extrapolates a chain's cheap rows, but a
+// tree's larger T turns a forward compute-bound, and a tree chosen on the fit's price ran slower than the chain
+// (docs/performance-history.md, "The γ policy's constants"). Once a tree's T has been verified, its time is known.
+static double tree_verify_time(const GammaState *g, int T) {
+    const int largest = g->largest_measured;
+    if (g->modelled || largest == 0 || T <= largest) return verify_time(g, T);
+    return g->target[largest] * g->model_target[T] / g->model_target[largest];
+}
+
+// a_W: learned, or before any tree of width W was drawn, 1 − (1 − α)(1 − α/2)^{W−1}: each further child halves
+// the odds of being kept against the first — W independent tries (1 − (1 − α)^W) promise far more than the residual
+// left after a rejection gives (the trees suite's a_W against both: docs/performance-history.md, "The γ policy's
+// constants").
+static double first_alpha(const GammaState *g, int width, double alpha) {
+    return width == 1              ? alpha
+           : g->n_first[width] ? g->first_alpha[width]
+                               : 1.0 - (1.0 - alpha) * pow(1.0 - alpha / 2, width - 1);
+}
+
+// a_W learns as α does (learn_alpha), from a level of W children: kept or not.
+static void learn_first_alpha(GammaState *g, int width, double alpha, bool kept) {
+    if (width < 2 || width > TREE_FIRST_WIDTH_MAX) return;  // (a wider level comes from no drafter here)
+    if (g->n_first[width] == 0) g->first_alpha[width] = first_alpha(g, width, alpha);
+    const int n = ++g->n_first[width];
+    const double weight = 1.0 / (n + 1) > EMA ? 1.0 / (n + 1) : EMA;
+    g->first_alpha[width] += weight * (kept - g->first_alpha[width]);
+}
+
+// The seconds (or cost units) of one draft forward of a tree of this width: measured, else the chain's.
+static double draft_step_of(const GammaState *g, int width) {
+    if (g->modelled) return g->model_draft_step;
+    return width > 1 && g->tree_draft_step[width] > 0 ? g->tree_draft_step[width] : g->draft_step;
+}
+
+// The time of drafting `depth` levels at draft_step per level forward; with the cost model, a tree's level forwards
+// after the first feed W rows (draft_model.c), (γ − 1)(W − 1) rows beyond one each.
+static double draft_time(const GammaState *g, int width, int depth, double draft_step) {
+    const double extra_rows = (depth - 1) * (width - 1.0);
+    return width > 1 && g->modelled ? depth * draft_step + extra_rows * g->model_draft_row : depth * draft_step;
+}
+
+// The depth γ (0: plain decoding) that maximises rate for a tree of `width` (1: a chain) whose first drafted level
+// is kept with probability a_W (first_alpha of alpha_first: alpha_first itself for a chain) and each later draft
+// with alpha_next, at draft_step per level — or only γ = fixed_depth when that is > 0; *rate gets it. Verifying T
+// tokens is taken to cost at least a plain step: a noisy measurement must not make drafting look free.
+static int best_depth(const GammaState *g, int width, double alpha_first, double alpha_next, double draft_step,
+                      int fixed_depth, double *rate) {
+    int best = 0;
+    const double plain_step = verify_time(g, 1), a_first = first_alpha(g, width, alpha_first);
+    *rate = fixed_depth > 0 ? 0 : 1.0 / plain_step;
+    for (int depth = fixed_depth > 0 ? fixed_depth : 1; depth <= (fixed_depth > 0 ? fixed_depth : GAMMA_MAX);
+         depth++) {
+        const int T = width * depth + 1;
+        if (T > TREE_MAX_ROWS) break;
+        const double t_planned = width > 1 ? tree_verify_time(g, T) : verify_time(g, T);
+        const double t_verify = t_planned > plain_step ? t_planned : plain_step;
+        const double tokens = spec_tree_expected_tokens(a_first, alpha_next, depth);
+        const double r = tokens / (draft_time(g, width, depth, draft_step) + t_verify);
+        if (r > *rate) best = depth, *rate = r;
+    }
+    return best;
+}
+
+// The widest first level a tree may have (SpecParams.tree_width).
+static int widest(const SpecParams *params) { return params->tree_width > 1 ? params->tree_width : 1; }
+
+// The best shape over the widths allowed — every width up to the widest with --tree, else the widest only — for
+// drafts of one source (the model's, whose levels cost a draft step; a lookup's, which cost none) kept with
+// probabilities alpha_first, alpha_next (best_depth), at depth fixed_depth when > 0.
+static TreeShape best_shape(const SpecParams *params, const GammaState *g, bool model, double alpha_first,
+                            double alpha_next, int fixed_depth, double *rate) {
+    TreeShape best = {fixed_depth, params->tree_auto ? 1 : widest(params)};
+    *rate = -1;
+    for (int width = params->tree_auto ? 1 : widest(params); width <= widest(params); width++) {
+        double r;
+        const double step = model ? draft_step_of(g, width) : 0;
+        const int depth = best_depth(g, width, alpha_first, alpha_next, step, fixed_depth, &r);
+        if (r > *rate) best = (TreeShape){depth, width}, *rate = r;
+    }
+    return best;
+}
+
+// What the drafter is asked for this round beside the shape: runs of the lookup by match length, and the draft
+// model's drafts.
+static void ask_drafter(DraftRequest *request, int lookup_gamma, int model_gamma) {
+    for (int m = 0; m < LOOKUP_MATCH_SLOTS; m++) request->lookup_gamma[m] = lookup_gamma;
+    request->model_gamma = model_gamma;
+}
+
+// The shape of the next round. A drafter with a lookup is told, per match length, how deep a run to propose
+// (DraftRequest.lookup_gamma: a chain beside the staged drafter's model, the first branch of a lookup tree) and
+// how deep the model's drafts go when no run is proposed (DraftRequest.model_gamma); the shape's width is the
+// model's tree's (staged: a lookup run stays a chain), or the lookup tree's, chosen on the lookup's α of any match
+// length.
+static TreeShape choose_shape(GammaState *g, const SpecParams *params, const Drafter *drafter,
+                              DraftRequest *request) {
+    TreeShape shape = {0, 1};
+    if (!drafter) return shape;
+    g->probing = false;
+    const bool has_model = drafter->step_cost > 0;
+    const bool measured = g->modelled || (g->target[1] > 0 && g->draft_step_known);
+    const double alpha_first = has_model ? g->alpha[SAMPLED] : g->alpha[LOOKUP_FIRST];
+    const double alpha_next = has_model ? g->alpha[SAMPLED] : g->alpha[LOOKUP_NEXT];
+    double rate;
+    if (params->policy != GAMMA_AUTO) {
+        shape.depth = params->policy == GAMMA_FIXED ? params->gamma : g->heuristic_gamma;
+        if (params->tree_auto && measured)
+            shape.width = best_shape(params, g, has_model, alpha_first, alpha_next, shape.depth, &rate).width;
+        else if (!params->tree_auto) shape.width = widest(params);
+        ask_drafter(request, shape.depth, shape.depth);
+        return shape;
+    }
+    ask_drafter(request, 0, 0);
+    if (!g->modelled && g->target[1] <= 0) return shape;
+    if (has_model && !g->modelled && !g->draft_step_known) {  // the draft model's step is what is measured
+        request->model_gamma = 4;
+        return (TreeShape){4, params->tree_auto ? 1 : widest(params)};
+    }
+    double model_rate = 1.0 / verify_time(g, 1);  // plain decoding's, where there is no model or it does not pay
+    if (has_model) {
+        shape = best_shape(params, g, true, alpha_first, alpha_next, 0, &model_rate);
+        g->plain_streak = shape.depth == 0 ? g->plain_streak + 1 : 0;
+        g->probing = shape.depth == 0 && g->plain_streak % (8 << g->probe_misses) == 0;
+        if (g->probing) shape = (TreeShape){1, 1};
+        request->model_gamma = shape.depth;
+    }
+    if (!drafter->has_lookup) return shape;
+    if (!has_model) shape.width = best_shape(params, g, false, alpha_first, alpha_next, 0, &rate).width;
+    const int lookup_width = has_model ? 1 : shape.width;
+    const int evidence = shape.depth > 0 ? LOOKUP_EVIDENCE : 0;  // to take the model's place; plain decoding's, none
+    for (int m = 1; m < LOOKUP_MATCH_SLOTS && g->n_alpha[LOOKUP_FIRST] >= evidence; m++) {
+        const double alpha_m = g->alpha[g->n_alpha[m] > 0 && g->n_alpha[m] >= evidence ? m : LOOKUP_FIRST];
+        double lookup_rate;
+        const int lookup_gamma =
+            best_depth(g, lookup_width, alpha_m, g->alpha[LOOKUP_NEXT], 0, 0, &lookup_rate);
+        request->lookup_gamma[m] = lookup_gamma > 0 && lookup_rate >= model_rate ? lookup_gamma : 0;
+        shape.depth = shape.depth > request->lookup_gamma[m] ? shape.depth : request->lookup_gamma[m];
+    }
+    shape.depth = shape.depth > 0 ? shape.depth : 1;  // the lookup is asked every round: what it finds teaches α
+    return shape;
+}
+
+DraftRequest policy_choose(GammaState *g, const SpecParams *params, const Drafter *drafter) {
+    DraftRequest request = {0};
+    request.shape = choose_shape(g, params, drafter, &request);
+    return request;
+}
+
+
+// ---- the state, and learning from a round ------------------------------------------------------------------
+
+void policy_init(GammaState *g, const Model *target, const Drafter *drafter, const SpecParams *params) {
+    *g = (GammaState){.heuristic_gamma = params->gamma,
+                      .draft_step_known = drafter && drafter->step_cost == 0,
+                      .modelled = drafter && params->policy == GAMMA_AUTO && params->sampler == SAMPLER_REJECTION &&
+                                  params->sampling.temperature > 0};
+    for (int source = 0; source < N_SOURCES; source++) g->alpha[source] = ALPHA_PRIOR;
+    g->alpha[LOOKUP_NEXT] = ALPHA_NEXT_PRIOR;
+    for (int T = 1; T < T_SLOTS; T++) g->model_target[T] = spec_forward_cost(target, T);  // tree_verify_time too
+    if (g->modelled) {
+        g->model_draft_step = drafter->step_cost;
+        g->model_draft_row = drafter->row_cost;
+    }
+}
+
+// A lookup run y_1.. found but not proposed: its first token would have been kept with probability p_1(y_1)
+// (rejection sampling and coupling alike; 0 or 1 when greedy), which the round computed. Its later tokens were not
+// verified, but the round's committed tokens c_1..c_j are the target's own samples, so while y_1..y_{i−1} =
+// c_1..c_{i−1}, [y_i = c_i] stands in for the chance of keeping y_i (exactly when greedy; at a temperature, a
+// sample of it — biased a little, as which positions a round commits depends on its drafts).
+static void learn_unproposed_run(GammaState *g, const DraftReport *d, const Round *r, const double *p_root,
+                                 const int *committed) {
+    learn_lookup_alpha(g, d->match_length, 0, p_root[d->run[0]]);
+    for (int i = 1; i < d->n_run && i < r->n_committed && d->run[i - 1] == committed[i - 1]; i++)
+        learn_lookup_alpha(g, d->match_length, i, d->run[i] == committed[i]);
+}
+
+
+// α from the children the round tried: the model's drafts teach SAMPLED; a lookup run's (the first branch of a
+// lookup tree) teach its first and later drafts' sources; a wide level teaches a_W.
+static void learn_acceptance(GammaState *g, const Round *r, bool lookup) {
+    for (int i = 0; i < r->n_verified; i++) {
+        const int node = r->tried[i];
+        if (!lookup) learn_alpha(g, SAMPLED, r->learned[i]);
+        else if (r->first_branch[node] || r->level[node] > 0)  // (a shorter match's first draft: a_W learns it)
+            learn_lookup_alpha(g, r->report.match_length, r->level[node], r->learned[i]);
+    }
+    if (r->wide_width >= 2)
+        learn_first_alpha(g, r->wide_width, g->alpha[lookup ? LOOKUP_FIRST : SAMPLED], r->wide_kept);
+}
+
+void policy_learn(GammaState *g, const SpecParams *params, const Round *r, const double *p_root,
+                  const int *committed) {
+    const int k = r->tree.n;
+    const bool lookup = r->report.run_proposed;  // the round's nodes are the lookup's, else the model's
+    learn_acceptance(g, r, lookup);
+    if (r->report.n_run > 0 && !lookup) learn_unproposed_run(g, &r->report, r, p_root, committed);
+    if (g->probing && k > 0 && !lookup)  // the probe was made (not displaced by a lookup run)
+        g->probe_misses = r->n_accepted ? 0 : g->probe_misses < 3 ? g->probe_misses + 1 : 3;
+    running_mean(&g->target[k + 1], r->target_seconds);
+    g->largest_measured = k + 1 > g->largest_measured ? k + 1 : g->largest_measured;
+    if (r->draft_calls > 0) {
+        running_mean(r->width > 1 ? &g->tree_draft_step[r->width] : &g->draft_step,
+                     r->draft_seconds / r->draft_calls);
+        g->draft_step_known = true;
+    }
+    if (params->policy == GAMMA_HEURISTIC) {
+        g->heuristic_gamma += r->n_accepted == r->depth && r->depth > 0 ? 2 : -1;
+        g->heuristic_gamma = g->heuristic_gamma < 1           ? 1
+                             : g->heuristic_gamma > GAMMA_MAX ? GAMMA_MAX
+                                                              : g->heuristic_gamma;
+    }
+}
+
+double policy_draft_step(const GammaState *g) {
+    double step = g->draft_step;
+    for (int width = 2; width <= TREE_FIRST_WIDTH_MAX && step == 0; width++) step = g->tree_draft_step[width];
+    return step;
+}

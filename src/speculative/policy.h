@@ -1,0 +1,63 @@
+// policy.h — the shape of each round's draft: its depth γ and its tree's width, from measured costs and learned
+// acceptance (SpecParams.policy). GAMMA_FIXED drafts γ; GAMMA_HEURISTIC grows γ by 2 after a fully kept round and
+// shrinks it by 1 otherwise; GAMMA_AUTO picks the shape of the highest expected rate, Theorem 3.8 with measured
+// costs:
+//   rate(γ, W) = E[tokens per round] / (γ · t_draft + t_target(W·γ + 1)),   γ = 0 (plain decoding) when none pays,
+//   E[tokens per round] = 1 + a_W (1 + α + … + α^{γ−1})                       (spec_tree_expected_tokens)
+// with α the learned acceptance of later drafts and a_W that of a first level of W children (a_1 = α).
+// What it learns (policy_learn), per source of drafts: the draft model's α; a lookup run's first draft per match
+// length and its later drafts (a run costs no draft step, t_draft = 0); a_W per width. Runs the lookup found but
+// did not propose teach as well. Costs: running means of the measured forwards (t_target(T) fitted over the T's
+// measured) — or, where the shape could change sampled output (SpecParams), spec_forward_cost's model, the same on
+// every machine. For a drafter with a lookup, each match length's run competes with the model's drafts
+// (DraftRequest.lookup_gamma). The reasons behind the priors and thresholds are beside them in policy.c.
+#ifndef SPECDEC_POLICY_H
+#define SPECDEC_POLICY_H
+
+#include "speculative/round.h"
+
+enum { T_SLOTS = TREE_MAX_ROWS + 1 };
+
+// Whose drafts α learns from: the draft model's (SAMPLED); a lookup run's first after a match of m tokens (source
+// m), or of any length (LOOKUP_FIRST); a lookup run's later ones (LOOKUP_NEXT).
+enum { SAMPLED = 0, LOOKUP_FIRST = LOOKUP_MATCH_SLOTS, LOOKUP_NEXT, N_SOURCES };
+
+typedef struct {
+    double alpha[N_SOURCES];    // running means of the acceptance probability (Σ min(p, q) under rejection)
+    double draft_step;          // seconds per draft forward (running mean)
+    double tree_draft_step[TREE_FIRST_WIDTH_MAX + 1];  // ... of a tree of that width (0 = not measured)
+    double first_alpha[TREE_FIRST_WIDTH_MAX + 1];      // a_W: P(one of W first-level children is kept), running means
+    int n_first[TREE_FIRST_WIDTH_MAX + 1];             // the levels of W ≥ 2 children it has learned from
+    bool draft_step_known;      // measured, or 0 by nature (a lookup's proposals cost no forward)
+    double target[T_SLOTS];     // seconds per target forward of T tokens (running means; 0 = not measured)
+    int largest_measured;       // the largest T of target[] measured (0: none)
+    bool modelled;              // plan with the cost model below, not with the measurements above
+    double model_draft_step, model_target[T_SLOTS];  // spec_forward_cost: the drafter's step, the target's T
+    double model_draft_row;     // ... a further row of a draft forward (a tree's level forwards feed W)
+    int heuristic_gamma;
+    int plain_streak;           // GAMMA_AUTO: rounds in a row it chose plain decoding
+    int n_alpha[N_SOURCES];     // drafts α has learned from
+    int probe_misses;           // probes in a row (one draft after plain rounds) that were rejected, up to 3
+    bool probing;               // this round's draft model drafts are a probe
+} GammaState;
+
+// The state before the first round, for a run of the target with this drafter (NULL: plain decoding).
+void policy_init(GammaState *g, const Model *target, const Drafter *drafter, const SpecParams *params);
+
+// What the drafter (NULL: none) is asked for in the next round: the shape, and a drafter with a lookup, how much of
+// which run (DraftRequest).
+DraftRequest policy_choose(GammaState *g, const SpecParams *params, const Drafter *drafter);
+
+// Learns from a played round: the acceptance of its drafts, the costs it measured, the heuristic's γ. p_root: the
+// target's adjusted distribution after the newest committed token before the round (p_1); committed: the tokens
+// the round committed (r->n_committed).
+void policy_learn(GammaState *g, const SpecParams *params, const Round *r, const double *p_root,
+                  const int *committed);
+
+// t_target(T): measured, or fitted to the T's measured (0 when none is).
+double policy_target_time(const GammaState *g, int T);
+
+// The time of one draft step: the chain's, else a tree's (0 when none was measured).
+double policy_draft_step(const GammaState *g);
+
+#endif

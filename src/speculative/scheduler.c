@@ -1,0 +1,295 @@
+// scheduler.c — the speculative decoding scheduler: Algorithm 1 of Leviathan et al. (2023), one round at a time.
+// See speculative.h for the contract; the γ policy is policy.c, the accept step accept.c and tree.c.
+//
+// A round is the paper's steps, each a function below, over a draft tree — a chain of γ drafts is the tree of
+// width 1, and the same code runs it:
+//   0. choose γ (and the tree's width)  next_request
+//   1. draft x_1..x_k ~ q_1..q_k        draft: a tree of k nodes, each drawn from its q (or deterministic)
+//   2. verify: p at every node          verify: one target forward over [newest committed token, nodes] under
+//                                       the tree mask (model_forward_tree); p of the token after each node
+//   3. accept x_i, or                   accept_or_resample: from the root down, at each node its children in the
+//   4. resample at the first rejection, order drawn (accept_at_node: Algorithm 1's test for one child; for
+//      else draw the bonus              several, recursive rejection sampling over them); the bonus after a leaf
+//   5. commit and roll back             commit_and_roll_back: the accepted path's rows kept (kv_keep_path)
+//   6. observe                          record_round: the round's record (Round, round.h) teaches the γ policy
+//                                       (policy_learn) and feeds the statistics, the trace and --show (record.c)
+
+#include "speculative/speculative.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/clock.h"
+#include "speculative/policy.h"
+#include "speculative/round.h"
+
+#ifdef SPECDEC_DEBUG
+enum { CHECK_ROLLBACKS = 1 };  // make BUILD=debug: every rollback is checked against a recomputation
+#else
+enum { CHECK_ROLLBACKS = 0 };
+#endif
+
+// The scheduler's state between rounds.
+typedef struct {
+    Model *target;
+    Drafter *drafter;                   // NULL: plain decoding
+    const SpecParams *params;
+    int V, n_ctx;
+    Sampler sampler;
+    KVCache cache;                      // the target's: the committed tokens but the newest
+    KVCache *callers_cache;             // speculative_continue's: where the cache goes back to, else NULL
+    RollbackCheck check;                // the debug build's (CHECK_ROLLBACKS)
+    int max_nodes;                      // the most nodes a tree of this run has (GAMMA_MAX for a chain)
+    float *logits;                      // [max_nodes + 1, V]
+    double *p;                          // [max_nodes + 1, V]: the rows the accept rule reached, adjusted
+    double *q;                          // [max_nodes, V]
+    double *scratch;                    // [3V]: the accept step's (tree_accept)
+    int *context;                       // the committed tokens: prompt and emitted
+    int n, n_prompt;                    // committed tokens; of them the prompt's
+    int *out;                           // the emitted tokens
+    bool done;                          // end-of-text or -n reached
+    GammaState g;                       // the γ policy's (policy.h)
+    Tally tally;                        // the statistics' sums over the rounds (record.c)
+    SpecStats *stats;
+} Scheduler;
+
+// 0. What to ask of the drafter: by policy, but a tree no deeper than the tokens still wanted, and with no more
+// nodes than the context left holds.
+static DraftRequest next_request(Scheduler *s) {
+    DraftRequest request = policy_choose(&s->g, s->params, s->drafter);
+    TreeShape shape = request.shape;
+    int room = s->n_ctx - s->cache.len - 1;
+    const int wanted = s->params->max_tokens - s->stats->generated - 1;
+    room = room < s->max_nodes ? room : s->max_nodes;
+    shape.depth = shape.depth < wanted ? shape.depth : wanted;
+    shape.depth = shape.depth < GAMMA_MAX ? shape.depth : GAMMA_MAX;
+    shape.depth = shape.depth > 0 ? shape.depth : 0;
+    if (shape.width * shape.depth > room)  // a narrower tree, down to the chain, if the context allows no other
+        shape = room / shape.width > 0 ? (TreeShape){room / shape.width, shape.width}
+                                       : (TreeShape){shape.depth < room ? shape.depth : room, 1};
+    request.shape = shape;
+    return request;
+}
+
+// 1. Draft a tree of nodes x_i ~ q_i continuing the committed tokens.
+static int draft(Scheduler *s, Round *r, Err *err) {
+    r->tree.n = 0;
+    if (r->request.shape.depth == 0) return 0;
+    if (s->drafter->propose(s->drafter, s->context, s->n, &r->request, &r->tree, s->q, &r->report, err)) return -1;
+    int depth[TREE_MAX_NODES], children[TREE_MAX_ROWS] = {0};  // of each node; of each row (node j: row j + 1)
+    for (int i = 0; i < r->tree.n; i++) {
+        const int parent = r->tree.parent[i];
+        depth[i] = parent < 0 ? 1 : depth[parent] + 1;
+        r->depth = depth[i] > r->depth ? depth[i] : r->depth;
+        r->width = ++children[parent + 1] > r->width ? children[parent + 1] : r->width;
+        r->level[i] = depth[i] - 1;
+        r->first_branch[i] = children[parent + 1] == 1 && (parent < 0 || r->first_branch[parent]);
+        r->n_one_hot += !r->tree.node[i].q;
+    }
+    r->draft_calls = r->report.calls;
+    return 0;
+}
+
+// 2. Verify: one target forward over [newest committed token, x_1..x_k] under the tree mask gives the logits of the
+// token after each (p_1..p_{k+1} for a chain); accept_or_resample adjusts the rows it reaches (target_probs).
+static int verify(Scheduler *s, Round *r, Err *err) {
+    r->tokens[0] = s->context[s->n - 1];
+    r->parent[0] = -1;
+    for (int i = 0; i < r->tree.n; i++) {
+        r->tokens[1 + i] = r->tree.node[i].token;
+        r->parent[1 + i] = r->tree.parent[i] + 1;
+    }
+    r->base = s->cache.len;
+    return model_forward_tree(s->target, &s->cache, r->tokens, r->parent, r->tree.n + 1, s->logits, err);
+}
+
+// p after `node` (−1: after the newest committed token): the target's adjusted distribution of verify's row.
+static const double *target_probs(Scheduler *s, int node, int position, Err *err) {
+    double *p = s->p + (size_t)(node + 1) * s->V;
+    if (sampler_adjust(&s->sampler, p, s->logits + (size_t)(node + 1) * s->V)) {
+        err_fmt(err, "the target model produced a NaN or infinite logit at position %d", position);
+        return NULL;
+    }
+    return p;
+}
+
+// 3 and 4 at one node, whose target distribution is p at `position`: its children c_1..c_m, tried in the order they
+// were drawn (tree_accept: Algorithm 1's test for one child, recursive rejection sampling over several; under
+// coupling the target's own Gumbel-max token chooses) — m = 0 draws the bonus token. Returns the kept child, or −1
+// with r->next the token drawn. What α learns of each child tried is β = Σ min(p_k, q_k) (p_k(x) for a one-hot
+// child); under coupling, for a sampled child, which has no cheap closed form, the outcome stands in.
+static int accept_at_node(Scheduler *s, Round *r, const int *children, int m, const double *p, int position,
+                          Err *err) {
+    TreeChild nodes[TREE_WIDTH_MAX];
+    for (int k = 0; k < m; k++) nodes[k] = r->tree.node[children[k]];
+    TreeStep step;
+    if (tree_accept(s->params, p, s->V, position, nodes, m, s->scratch, &step, err)) return -2;
+    for (int k = 0; k < step.n_tried; k++) {
+        const int t = r->n_verified++;
+        r->tried[t] = children[k];
+        r->p_x[t] = step.tried[k].p, r->q_x[t] = step.tried[k].q, r->r[t] = step.tried[k].u;
+        r->overlap[t] = r->learned[t] = step.tried[k].overlap;
+        if (s->params->sampler == SAMPLER_COUPLED && nodes[k].q) r->learned[t] = k == step.accepted;
+        r->residual_mass = step.tried[k].residual_mass;
+    }
+    if (step.accepted >= 0) return children[step.accepted];
+    r->next = step.token;
+    return -1;
+}
+
+// 3 and 4 over the tree: from the root (the newest committed token) down, at each node the accept step over its
+// children; the accepted path x_1..x_{n_accepted}, and the next token — the residual's or the target's at a
+// rejection, else the bonus token from p after the leaf reached (plain decoding: the target's token from p_1).
+static int accept_or_resample(Scheduler *s, Round *r, Err *err) {
+    r->kind = r->tree.n > 0 ? TOKEN_BONUS : TOKEN_TARGET;
+    for (int node = -1;;) {
+        const int position = s->n + r->n_accepted;
+        const double *p = target_probs(s, node, position - 1, err);
+        if (!p) return -1;
+        int children[TREE_WIDTH_MAX], m = 0;
+        for (int i = node + 1; i < r->tree.n && m < TREE_WIDTH_MAX; i++)
+            if (r->tree.parent[i] == node) children[m++] = i;
+        const int kept = accept_at_node(s, r, children, m, p, position, err);
+        if (kept == -2) return -1;
+        if (m > r->wide_width) r->wide_width = m, r->wide_kept = kept >= 0;
+        if (kept < 0) {
+            if (m > 0) r->kind = TOKEN_RESAMPLED;
+            return 0;
+        }
+        r->n_sibling_kept += kept != children[0];
+        r->path[r->n_accepted++] = node = kept;
+    }
+}
+
+bool spec_is_end_of_text(const SpecParams *params, int id) {
+    bool eos = id == params->eos_id;
+    for (int e = 0; e < params->n_eos; e++) eos |= id == params->eos_ids[e];
+    return eos;
+}
+
+// 5. Commit x_1..x_{n_accepted} and the next token, stopping at the end-of-text id (not emitted) or at max_tokens;
+// then keep the accepted path's rows in both caches (kv_keep_path: a chain's are in place) and roll them back to
+// the committed tokens but the newest, which the next round's verify feeds first.
+static int commit_and_roll_back(Scheduler *s, Round *r, Err *err) {
+    for (int i = 0; i <= r->n_accepted && !s->done; i++) {
+        const int id = i < r->n_accepted ? r->tree.node[r->path[i]].token : r->next;
+        if (spec_is_end_of_text(s->params, id)) {
+            s->done = true;
+            break;
+        }
+        s->context[s->n++] = s->out[s->stats->generated++] = id;
+        r->n_committed++;
+        const bool stop = s->params->stop && s->params->stop(s->params->stop_ctx, id);  // (every token, the last too)
+        s->done = stop || s->stats->generated == s->params->max_tokens;
+    }
+    int rows[GAMMA_MAX + 1] = {0};  // verify's rows of the newest committed token and the accepted path
+    for (int i = 0; i < r->n_accepted; i++) rows[1 + i] = r->path[i] + 1;
+    kv_keep_path(&s->cache, r->base, rows, 1 + r->n_accepted);
+    kv_truncate(&s->cache, s->n - 1);
+    if (s->drafter) s->drafter->rollback(s->drafter, s->n - 1, r->path, r->n_accepted);
+    if (!CHECK_ROLLBACKS) return 0;
+    // Checked: both caches against a forward over the committed tokens that no rollback touches (rollback_check.c).
+    if (model_check_rollback(s->target, &s->cache, &s->check, s->context, s->n_prompt - 1, "target", err)) return -1;
+    return s->drafter && s->drafter->check_rollback
+               ? s->drafter->check_rollback(s->drafter, s->context, s->n_prompt - 1, err)
+               : 0;
+}
+
+// 6. Observe: the round's record teaches the γ policy and feeds the statistics, the trace and --show.
+static void record_round(Scheduler *s, const Round *r) {
+    record_stats(s->stats, &s->tally, r);
+    policy_learn(&s->g, s->params, r, s->p, s->context + s->n - r->n_committed);
+    if (s->params->trace) trace_round(s->params->trace, s->stats->rounds, r, s->params);
+    if (s->params->on_token) show_round(s->params, r);
+}
+
+static void scheduler_free(Scheduler *s) {
+    sampler_free(&s->sampler);
+    if (s->callers_cache) *s->callers_cache = s->cache;  // handed back, holding the committed tokens
+    else kv_free(&s->cache);
+    rollback_check_free(&s->check);
+    free(s->logits);
+    free(s->p);
+    free(s->q);
+    free(s->scratch);
+    free(s->context);
+}
+
+static int scheduler_init(Scheduler *s, Model *target, KVCache *cache, Drafter *drafter, const int *prompt,
+                          int n_prompt, const SpecParams *params, int *out, SpecStats *stats, Err *err) {
+    const int V = target->n_vocab;
+    *s = (Scheduler){.target = target, .drafter = drafter, .params = params, .V = V,
+                     .n_ctx = target->cfg.n_positions, .n = n_prompt, .n_prompt = n_prompt, .out = out,
+                     .stats = stats, .callers_cache = cache};
+    if (cache) s->cache = *cache;
+    else if (model_kv_init(target, &s->cache, err)) return -1;
+    if (sampler_init(&s->sampler, &params->sampling, V, target->kernels, err)) return -1;
+    const int width = params->tree_width > 1 ? params->tree_width : 1;
+    s->max_nodes = width * GAMMA_MAX < TREE_MAX_NODES ? width * GAMMA_MAX : TREE_MAX_NODES;
+    s->logits = malloc(sizeof(float) * (s->max_nodes + 1) * V);
+    s->p = malloc(sizeof(double) * (s->max_nodes + 1) * V);
+    s->q = malloc(sizeof(double) * s->max_nodes * V);
+    s->scratch = malloc(sizeof(double) * 3 * V);
+    s->context = malloc(sizeof(int) * ((size_t)n_prompt + params->max_tokens));
+    if (!s->logits || !s->p || !s->q || !s->scratch || !s->context)
+        return err_fmt(err, "out of memory for the scheduler's buffers");
+    memcpy(s->context, prompt, sizeof(int) * n_prompt);
+    policy_init(&s->g, target, drafter, params);
+    return 0;
+}
+
+// speculative_generate with the target's cache the caller's (speculative_continue) or its own (cache NULL).
+static int generate(Model *target, KVCache *cache, Drafter *drafter, const int *prompt, int n_prompt,
+                    const SpecParams *params, int *out, int *n_out, SpecStats *stats, Err *err) {
+    *stats = (SpecStats){0};
+    *n_out = 0;
+    if (n_prompt < 1) return err_fmt(err, "the prompt is empty");
+    if (n_prompt >= target->cfg.n_positions)
+        return err_fmt(err, "the prompt has %d tokens but the model's context is %d positions, which leaves no room "
+                       "to generate", n_prompt, target->cfg.n_positions);
+    if (cache && cache->len > n_prompt - 1)
+        return err_fmt(err, "the cache holds %d tokens, more than the prompt's %d but the newest", cache->len,
+                       n_prompt - 1);
+    Scheduler s;
+    int rc = -1;
+    if (scheduler_init(&s, target, cache, drafter, prompt, n_prompt, params, out, stats, err)) goto done;
+    const double t_start = now_seconds();
+    // Prefill all but the newest committed token (both models), less what the cache holds already: each round's
+    // verify forward starts with the newest, and its logits give p_1.
+    const int cached = s.cache.len;
+    if (n_prompt - 1 > cached &&
+        model_forward(target, &s.cache, prompt + cached, n_prompt - 1 - cached, s.logits, false, err))
+        goto done;
+    if (n_prompt > 1 && drafter && drafter->prefill && drafter->prefill(drafter, prompt, n_prompt - 1, err)) goto done;
+    const double t_decode = now_seconds();
+    stats->prefill_seconds = t_decode - t_start;
+
+    while (!s.done && stats->generated < params->max_tokens && s.cache.len < s.n_ctx) {
+        Round r = {.request = next_request(&s), .width = 1};
+        const double t0 = now_seconds();
+        if (draft(&s, &r, err)) goto done;
+        const double t1 = now_seconds();
+        if (verify(&s, &r, err)) goto done;
+        r.draft_seconds = t1 - t0;
+        r.target_seconds = now_seconds() - t1;
+        if (accept_or_resample(&s, &r, err) || commit_and_roll_back(&s, &r, err)) goto done;
+        record_round(&s, &r);
+    }
+    *n_out = stats->generated;
+    stats->decode_seconds = now_seconds() - t_decode;
+    finish_stats(stats, &s.tally, policy_target_time(&s.g, 1), policy_draft_step(&s.g));
+    rc = 0;
+done:
+    scheduler_free(&s);
+    return rc;
+}
+
+int speculative_generate(Model *target, Drafter *drafter, const int *prompt, int n_prompt,
+                         const SpecParams *params, int *out, int *n_out, SpecStats *stats, Err *err) {
+    return generate(target, NULL, drafter, prompt, n_prompt, params, out, n_out, stats, err);
+}
+
+int speculative_continue(Model *target, KVCache *cache, Drafter *drafter, const int *prompt, int n_prompt,
+                         const SpecParams *params, int *out, int *n_out, SpecStats *stats, Err *err) {
+    return generate(target, cache, drafter, prompt, n_prompt, params, out, n_out, stats, err);
+}

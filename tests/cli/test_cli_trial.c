@@ -1,0 +1,163 @@
+// test_cli_trial.c — what a new user's first trial of the command line found (issue 27): write errors end the run
+// with one line naming the stream, options that would do nothing say so, and the usual conventions (--name=value,
+// --, -f FILE, -p -) hold.
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+#define MODEL "tests/fixtures/f32_tied_prefix"  // n_positions 32, vocab 61, no tokenizer
+#define SHIPPED "weights/pystd/target"          // has a tokenizer
+
+// Runs `specdec ARGS` through sh; returns the exit status, and stdout / stderr (caller frees).
+static int specdec(const char *args, char **out, char **err) {
+    char *command;
+    if (asprintf(&command, "%s %s", specdec_bin(), args) < 0) return -1;
+    int status = run_command(command, out, err);
+    free(command);
+    return status;
+}
+
+static int count_lines(const char *s) {
+    int n = 0;
+    for (const char *p = s; *p; p++) n += *p == '\n';
+    return n;
+}
+
+// `specdec ARGS` exits with `status`, and stderr is one line that contains `needle`.
+static void check_one_line(const char *args, int status, const char *needle) {
+    char *out, *err;
+    int got = specdec(args, &out, &err);
+    CHECK(got == status, "specdec %s: exit status %d, expected %d (stderr \"%s\")", args, got, status, err);
+    CHECK(count_lines(err) == 1 && strstr(err, needle), "specdec %s: stderr \"%s\", expected one line with \"%s\"",
+          args, err, needle);
+    free(out);
+    free(err);
+}
+
+TEST(cli_write_errors_end_the_run) {
+    static const char *const commands[] = {
+        "generate -m " SHIPPED " -p 'def f' -n 20 > /dev/full",
+        "generate -m " MODEL " --ids '4 5' -n 20 --print-ids > /dev/full",
+        "tokenize -m " SHIPPED " 'a b c' > /dev/full",
+        "logits -m " MODEL " --ids '1 2 3' --all > /dev/full",
+        "inspect " MODEL " > /dev/full",
+        "--version > /dev/full",
+    };
+    for (int i = 0; i < (int)(sizeof commands / sizeof *commands); i++)
+        check_one_line(commands[i], 2, "specdec: stdout: No space left on device");
+    check_one_line("generate -m " MODEL " -d " MODEL " --ids '4 5' -n 20 --trace /dev/full", 2,
+                   "specdec: /dev/full: No space left on device");
+}
+
+TEST(cli_closed_pipe_is_quiet) {
+    char *out, *err;
+    int status = specdec("generate -m " MODEL " --ids '4 5' -n 30 --print-ids | head -c 1", &out, &err);
+    CHECK(status == 0 && strlen(out) == 1 && err[0] == '\0', "| head -c 1: status %d, out \"%s\", err \"%s\"",
+          status, out, err);
+    free(out);
+    free(err);
+}
+
+TEST(cli_prompt_from_a_file_or_standard_input) {
+    // -p TEXT, -f FILE, -f - and -p - (standard input) give the same tokens; --name=value is --name value.
+    char path[] = "/tmp/specdec_prompt_XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0 && write(fd, "def f", 5) == 5, "cannot write %s", path);
+    close(fd);
+    char *want, *err;
+    CHECK(specdec("generate -m " SHIPPED " -p 'def f' -n 3 --print-ids", &want, &err) == 0, "-p: %s", err);
+    free(err);
+    char forms[4][256];
+    snprintf(forms[0], sizeof forms[0], "generate -m " SHIPPED " -f %s -n 3 --print-ids", path);
+    snprintf(forms[1], sizeof forms[1], "generate -m " SHIPPED " -f - -n 3 --print-ids < %s", path);
+    snprintf(forms[2], sizeof forms[2], "generate --model=" SHIPPED " -p - --tokens=3 --print-ids < %s", path);
+    snprintf(forms[3], sizeof forms[3], "generate -m " SHIPPED " --prompt=- -n 3 --print-ids -- < %s", path);
+    for (int i = 0; i < 4; i++) {
+        char *out;
+        int status = specdec(forms[i], &out, &err);
+        CHECK(status == 0 && strcmp(out, want) == 0, "%s: status %d, \"%s\", expected \"%s\" (%s)", forms[i], status,
+              out, want, err);
+        free(out);
+        free(err);
+    }
+    free(want);
+    unlink(path);
+}
+
+TEST(cli_names_what_it_did_not_understand) {
+    check_one_line("generate 'def f'", 2, "unexpected argument \"def f\"");
+    check_one_line("generate -m " MODEL " --ids 1 -- -n 3", 2, "unexpected argument \"-n\"");
+    check_one_line("generate -m " MODEL " --ids 1 --tokenz=3", 2, "unknown option --tokenz");
+    check_one_line("generate -m " MODEL " --ids 1 --stats=yes", 2, "--stats takes no value");
+    check_one_line("generate -m " MODEL " -p a -f b", 2, "give the prompt once");
+    check_one_line("--version --frobnicate", 2, "unknown option --frobnicate");
+    check_one_line("-x", 2, "unknown option -x");
+    char *out, *err;
+    int status = specdec("--version --help", &out, &err);
+    CHECK(status == 0 && strstr(out, "usage: specdec COMMAND"), "--version --help: status %d, \"%s\"", status, out);
+    free(out);
+    free(err);
+    status = specdec("tokenize -m " SHIPPED " -- -p", &out, &err);  // after --, "-p" is the text
+    CHECK(status == 0 && strlen(out) > 1, "tokenize -- -p: status %d, \"%s\" %s", status, out, err);
+    free(out);
+    free(err);
+}
+
+TEST(cli_says_which_options_it_ignores) {
+    char *out, *err;
+    int status = specdec("generate -m " MODEL " --ids '4 5' -n 3 --gamma 3 --sampler coupled --compare "
+                         "--draft-threads 1 --show --print-ids --stats", &out, &err);
+    CHECK(status == 0, "exit status %d: %s", status, err);
+    CHECK(strstr(err, "specdec: note: --gamma, --sampler, --compare ignored: without a draft model"),
+          "no note on the speculative options: \"%s\"", err);
+    CHECK(strstr(err, "specdec: note: --draft-threads ignored: there is no draft model"), "\"%s\"", err);
+    CHECK(strstr(err, "specdec: note: --show ignored: --print-ids"), "\"%s\"", err);
+    CHECK(strstr(err, "\"predicted_speedup\": null, \"theorem_3_8_speedup\": null"),
+          "target-only --stats predicts a speed-up: \"%s\"", err);
+    free(out);
+    free(err);
+    status = specdec("generate -m " MODEL " -d " MODEL " --ids '4 5' -n 3 --gamma 3 --stats", &out, &err);
+    CHECK(status == 0 && !strstr(err, "note:") && !strstr(err, "\"predicted_speedup\": null"),
+          "with a draft: status %d, \"%s\"", status, err);
+    free(out);
+    free(err);
+}
+
+TEST(cli_messages_say_what_is_wrong) {
+    // A GGUF file, a file given to -m, and --help's first line.
+    char path[] = "/tmp/specdec_XXXXXX.gguf", args[256];
+    int fd = mkstemps(path, 5);
+    CHECK(fd >= 0 && write(fd, "GGUF\3\0\0\0\0\0\0\0\0\0\0\0", 16) == 16, "cannot write %s", path);
+    close(fd);
+    snprintf(args, sizeof args, "inspect %s", path);
+    check_one_line(args, 2, "a GGUF file (llama.cpp's format): specdec reads safetensors");
+    unlink(path);
+    check_one_line("generate -m " SHIPPED "/model.safetensors -p x", 2,
+                   "not a folder: -m takes the checkpoint's folder");
+    check_one_line("logits -m " SHIPPED "/config.json --ids 1", 2, "not a folder: -m takes the checkpoint's folder");
+    char *out, *err;
+    CHECK(specdec("--help", &out, &err) == 0 && !strstr(strtok(out, "\n"), "GPT-2 inference"), "--help: \"%s\"", out);
+    free(out);
+    free(err);
+}
+
+TEST(cli_unreadable_files_give_the_system_reason) {
+    // Permissions bind only a user other than root (CI may run as root: nothing to check then).
+    if (geteuid() == 0) return;
+    char dir[] = "/tmp/specdec_unreadable_XXXXXX", command[512];
+    CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    snprintf(command, sizeof command,
+             "cp " SHIPPED "/config.json " SHIPPED "/tokenizer.json %s && chmod 0 %s/tokenizer.json", dir, dir);
+    CHECK(system(command) == 0, "%s", command);
+    snprintf(command, sizeof command, "tokenize -m %s x", dir);
+    check_one_line(command, 2, "tokenizer.json: cannot open: Permission denied");
+    snprintf(command, sizeof command, "chmod 0 %s", dir);
+    CHECK(system(command) == 0, "%s", command);
+    snprintf(command, sizeof command, "inspect %s", dir);
+    check_one_line(command, 2, "cannot read the folder: Permission denied");
+    snprintf(command, sizeof command, "chmod 700 %s && rm -r %s", dir, dir);
+    CHECK(system(command) == 0, "%s", command);
+}
