@@ -2,7 +2,7 @@
 //
 //   build/release/run-bench [--suite limit,decode,speculative,tokenizer,quant,threads,trees,chat,serve] [-m TARGET] [-d DRAFT]
 //                           [--reps N] [--prompts N] [--tokens N] [--quick] [--threads N] [--threads-sweep 1,2]
-//                           [--quant q8|bf16] [--draft-quant none|q8|bf16] [--out DIR] [--no-plots]
+//                           [--quant q8|bf16|q4] [--draft-quant none|q8|bf16|q4] [--out DIR] [--no-plots]
 #include <errno.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -136,9 +136,10 @@ static int parse_args(Args *args, int argc, char **argv, Err *err) {
                      &opt->suites, err))
         return -1;
     if ((opt->suites & SUITE_QUANT) && opt->quant != QUANT_NONE)
-        return err_fmt(err, "--suite quant compares the stored weights with q8: leave out --quant");
+        return err_fmt(err, "--suite quant compares the stored weights with q8 and q4: leave out --quant");
     if ((opt->suites & SUITE_QUANT) && opt->draft_quant == QUANT_BF16)
-        return err_fmt(err, "--suite quant compares the stored weights with q8: --draft-quant bf16 is neither");
+        return err_fmt(err, "--suite quant compares the stored weights with q8 and q4: --draft-quant bf16 is none "
+                       "of them");
     return 0;
 }
 
@@ -155,7 +156,8 @@ static json_t *options_json(const Options *o) {
 
 // What the title line says of --quant.
 static const char *const QUANT_PHRASES[] = {[QUANT_NONE] = "", [QUANT_Q8] = ", weights quantized to q8",
-                                            [QUANT_BF16] = ", BF16 weights times BF16 activations"};
+                                            [QUANT_BF16] = ", BF16 weights times BF16 activations",
+                                            [QUANT_Q4] = ", weights quantized to q4"};
 
 int main(int argc, char **argv) {
     Args args = {0};

@@ -46,10 +46,11 @@ static const Option options[] = {
     {"draft-threads", 0, OPT_INT, FIELD(draft_threads), 1, 1024,
      "threads the draft uses, at most --threads (default: the count whose steps measure fastest)"},
     {"quant", 0, OPT_STRING, FIELD(quant), 0, 0, "the target's weight matrices: q8, quantized to 8 bits at load; "
-                                                 "bf16, held in BF16, times activations rounded to BF16 "
-                                                 "(AVX512_BF16); none, as stored (default)"},
+                                                 "q4, to 4 bits (the embeddings and head to 8); bf16, held in BF16, "
+                                                 "times activations rounded to BF16 (AVX512_BF16); none, as stored "
+                                                 "(default)"},
     {"draft-quant", 0, OPT_STRING, FIELD(draft_quant), 0, 0, "the draft's: q8 (default: it only proposes, the "
-                                                             "target decides), bf16 or none"},
+                                                             "target decides), q4, bf16 or none"},
     {"print-ids", 0, OPT_FLAG, FIELD(print_ids), 0, 0, "print the generated ids instead of text"},
     {"stats", 0, OPT_FLAG, FIELD(stats), 0, 0, "print one JSON line of statistics on stderr"},
     {"show", 0, OPT_FLAG, FIELD(show), 0, 0, "mark accepted, rejected and target tokens (colour on a terminal)"},
