@@ -230,7 +230,8 @@ TEST(serve_openai_client_matches_generate) {
     CHECK(json_integer_value(json_object_get(ext, "drafted")) >= json_integer_value(json_object_get(ext, "accepted"))
               && json_integer_value(json_object_get(ext, "target_calls")) >= 1,
           "the specdec extension: drafted ≥ accepted, target calls ≥ 1");
-    CHECK(strcmp(json_string_value(json_object_get(cases, "finish_reason")), "length") == 0, "finish_reason");
+    const char *finish = json_string_value(json_object_get(cases, "finish_reason"));
+    CHECK(finish && strcmp(finish, "length") == 0, "finish_reason");
     check_text(cases, "chat", chat_greedy);
     check_text(cases, "chat_stream", chat_greedy);
     check_text(cases, "chat_sampled", chat_sampled);
