@@ -179,7 +179,8 @@ test-train:
 # it in build/fuzz/ (not the kernels: clang with ASan takes minutes over the AVX-512 file, and no parser uses them).
 FUZZ_CC      := clang-14
 FUZZ_TARGETS := $(basename $(notdir $(wildcard fuzz/*.c)))
-FUZZ_LIB_OBJ := $(patsubst %.c,$(O)/%.o,$(wildcard src/base/*.c src/checkpoint/*.c src/tokenizer/*.c) \
+FUZZ_LIB_OBJ := $(patsubst %.c,$(O)/%.o,$(wildcard src/base/*.c src/checkpoint/*.c src/tokenizer/*.c \
+                                                   src/chat/*.c) \
                                           src/serve/request.c)
 FUZZ_SECONDS ?= 15
 .PHONY: fuzz fuzz-targets fuzz-smoke
