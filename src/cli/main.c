@@ -12,7 +12,9 @@
 
 #include "checkpoint/safetensors.h"
 #include "cli/args.h"
+#include "cli/chat.h"
 #include "cli/report.h"
+#include "cli/serve.h"
 #include "cli/session.h"
 #include "speculative/sampling.h"
 #include "speculative/speculative.h"
@@ -28,7 +30,7 @@ static const Command commands[] = {
      "continue a prompt; speculatively with a draft model (the shipped pair when no -m is given)",
      "model draft ids prompt file tokens temp top-k top-p seed gamma sampler lookup tree-width tree draft-p-min ctx "
      "threads draft-threads "
-     "quant draft-quant print-ids stats show trace compare allow-special help", 0, 0},
+     "quant draft-quant print-ids stats show trace compare allow-special chat system chat-var stop help", 0, 0},
     {"logits", cmd_logits, "logits -m DIR --ids \"1 2 3\" [--all]",
      "print the logits of the last position (all with --all), one line of %.7g values per position",
      "model ids all ctx threads quant help", 0, 0},
@@ -36,6 +38,19 @@ static const Command commands[] = {
      "print the token ids of a text, space-separated on one line", "model file allow-special help", 0, 1},
     {"detokenize", cmd_detokenize, "detokenize -m DIR ID...", "print the text of token ids", "model help", 1,
      MAX_POSITIONAL},
+    {"serve", cmd_serve, "serve [-m DIR [-d DRAFT_DIR]] [--lookup] [--host 127.0.0.1] [--port 8080] [--api-key KEY] "
+     "[options]", "an OpenAI-compatible HTTP server (docs/server.md); speculative with a draft model or --lookup",
+     "model draft tokens gamma sampler lookup tree-width tree draft-p-min ctx threads draft-threads quant draft-quant "
+     "host port api-key queue max-body timeout help", 0, 0},
+    {"render", cmd_render,
+     "render -m DIR [-f MESSAGES.json] [--add-generation-prompt] [--print-ids] [--chat-var NAME=JSON]...",
+     "print a conversation (a JSON list of {role, content}; standard input by default) as the checkpoint's chat "
+     "template renders it, or its token ids", "model file add-generation-prompt print-ids chat-var help", 0, 0},
+    {"chat", cmd_chat, "chat [-m DIR [-d DRAFT_DIR]] [--lookup] [--system TEXT] [options]",
+     "talk with an instruct model: user messages from standard input (line editing on a terminal), replies "
+     "streamed; /reset starts over, /exit (or end of input) ends",
+     "model draft tokens temp top-k top-p seed gamma sampler lookup tree-width tree draft-p-min ctx threads "
+     "draft-threads quant draft-quant stats show system chat-var stop help", 0, 0},
     {"inspect", cmd_inspect, "inspect PATH", "show the header and tensor table of a safetensors file or folder",
      "help", 1, 1},
 };
@@ -53,23 +68,6 @@ static void print_help(FILE *out, const Command *cmd) {
 }
 
 // ---- generate -----------------------------------------------------------------------------------------------
-
-static int parse_gamma(const char *text, SpecParams *params, Err *err) {
-    params->policy = GAMMA_AUTO;
-    params->gamma = 5;  // the heuristic's start
-    if (!text || strcmp(text, "auto") == 0) return 0;
-    if (strcmp(text, "heuristic") == 0) {
-        params->policy = GAMMA_HEURISTIC;
-        return 0;
-    }
-    char *end;
-    long v = strtol(text, &end, 10);
-    if (end == text || *end || v < 1 || v > GAMMA_MAX)
-        return err_fmt(err, "--gamma: expected an integer in [1, %d], heuristic or auto, got \"%s\"", GAMMA_MAX, text);
-    params->policy = GAMMA_FIXED;
-    params->gamma = (int)v;
-    return 0;
-}
 
 // The --trace stream. "-" is standard error. A path naming the file, pipe or terminal that stderr or stdout already
 // writes to (/dev/stderr, say) is that stream: opened anew it would have a file offset of its own, and the two
@@ -100,16 +98,6 @@ static int check_written(FILE *f, const char *name, Err *err) {
     errno = 0;
     if (fflush(f) == 0 && !ferror(f)) return 0;
     return err_fmt(err, "%s: %s", name, errno ? strerror(errno) : "write error");
-}
-
-static int parse_sampler(const char *text, SpecSampler *sampler, Err *err) {
-    *sampler = SAMPLER_REJECTION;
-    if (!text || strcmp(text, "rejection") == 0) return 0;
-    if (strcmp(text, "coupled") == 0) {
-        *sampler = SAMPLER_COUPLED;
-        return 0;
-    }
-    return err_fmt(err, "--sampler: expected coupled or rejection, got \"%s\"", text);
 }
 
 // Options given that this run does not read get a note on stderr, one line per reason: speculative decoding's
@@ -145,19 +133,22 @@ static void note_ignored_options(const Args *args, bool has_draft) {
 static int cmd_generate(const Args *args, Err *err) {
     const char *target_dir, *draft_dir;
     if (model_dirs(args, &target_dir, &draft_dir, err)) return -1;
-    SpecParams params = {.sampling = args->sampling, .seed = args->seed, .max_tokens = args->n_tokens,
-                         .tree_width = args->tree && !args->tree_width ? TREE_FIRST_WIDTH_MAX : args->tree_width,
-                         .tree_auto = args->tree};
-    if (parse_gamma(args->gamma, &params, err) || parse_sampler(args->sampler, &params.sampler, err)) return -1;
+    SpecParams params;
+    if (spec_params_from_args(args, &params, err)) return -1;
     if (!!args->ids + !!args->prompt + !!args->file > 1)
         return err_fmt(err, "give the prompt once: as -p TEXT, -f FILE or --ids \"1 2 3\"");
     if (!args->ids && !args->prompt && !args->file)
         return err_fmt(err, "missing prompt: give -p TEXT, -f FILE (- : standard input) or --ids \"1 2 3\"");
+    if (args->chat && args->ids) return err_fmt(err, "--chat takes the user's message as -p TEXT or -f FILE");
+    if (args->system && !args->chat) return err_fmt(err, "--system is the system message of --chat");
+    if (args->stops.n && (args->show || args->print_ids || args->compare))
+        return err_fmt(err, "--stop prints the text up to the stop string: not with --show, --print-ids or --compare");
 
     Session s;
     Tokenizer tok;
     bool have_tok = false;
     Printer printer = {0};
+    StopPrinter stopper = {0};
     Drafters drafters = {0};
     int *prompt = NULL, *out = NULL, n_prompt = 0, n_out = 0, rc = -1;
     FILE *trace = NULL;
@@ -179,9 +170,11 @@ static int cmd_generate(const Args *args, Err *err) {
     if (load_tokenizer(&tok, target_dir, text != NULL, &have_tok, err)) goto done;
     if (have_tok && tokenizer_vocab_size(&tok) < s.target.n_vocab)  // padding rows of the embedding table: the
         model_limit_vocab(&s.target, tokenizer_vocab_size(&tok));    // ids past the tokenizer's are never sampled
-    if (text ? tokenizer_encode(&tok, text, text_len, args->allow_special, &prompt, &n_prompt, err) ||
-                           tokenizer_add_special_tokens(&tok, &prompt, &n_prompt, err)  // BOS, as the checkpoint's
-                     : parse_ids(args->ids, &prompt, &n_prompt, err))
+    if (args->chat && text ? chat_prompt_ids(target_dir, &tok, args->system, text, text_len, &args->chat_vars,
+                                             &prompt, &n_prompt, err)
+        : text ? tokenizer_encode(&tok, text, text_len, args->allow_special, &prompt, &n_prompt, err) ||
+                     tokenizer_add_special_tokens(&tok, &prompt, &n_prompt, err)  // BOS, as the checkpoint's
+               : parse_ids(args->ids, &prompt, &n_prompt, err))
         goto done;
     if (n_prompt == 0) {
         err_fmt(err, "the prompt is empty");
@@ -202,6 +195,16 @@ static int cmd_generate(const Args *args, Err *err) {
     params.ctx = &printer;
     printer_init(&printer, stdout, have_tok && !args->print_ids ? &tok : NULL, args->show,
                  isatty(STDOUT_FILENO) && !getenv("NO_COLOR"), err);
+    if (args->stops.n) {
+        if (!have_tok) {
+            err_fmt(err, "--stop needs the checkpoint's tokenizer, to read the text");
+            goto done;
+        }
+        if (stop_printer_init(&stopper, stdout, &tok, &args->stops, err)) goto done;
+        params.on_token = NULL;
+        params.stop = stop_printer_token;
+        params.stop_ctx = &stopper;
+    }
     if (args->show && printer.tok) fprintf(stderr, "%s\n", show_legend(printer.color));
 
     out = malloc(sizeof(int) * (args->n_tokens + 1));
@@ -211,7 +214,8 @@ static int cmd_generate(const Args *args, Err *err) {
     if (drafter_open(&drafters, kind, &s.draft, &params, args->draft_p_min, LOOKUP_STAGED_MIN_MATCH, err)) goto done;
     SpecStats stats;
     if (speculative_generate(&s.target, drafters.drafter, prompt, n_prompt, &params, out, &n_out, &stats, err)) goto done;
-    if (printer_finish(&printer, "stdout", err)) goto done;
+    if (args->stops.n ? stop_printer_finish(&stopper, "stdout", err) : printer_finish(&printer, "stdout", err))
+        goto done;
     // The loop stops when the committed tokens overrun the context by one (the last is sampled, never fed).
     const int n_ctx = s.target.cfg.n_positions;
     if (n_out < args->n_tokens && n_prompt + n_out > n_ctx)
@@ -227,6 +231,7 @@ static int cmd_generate(const Args *args, Err *err) {
 done:
     if (trace && trace != stderr && trace != stdout) fclose(trace);
     printer_free(&printer);
+    stop_printer_free(&stopper);
     drafter_close(&drafters);
     if (have_tok) tokenizer_free(&tok);
     free(read);
@@ -348,7 +353,8 @@ static int run_command_line(int argc, char **argv, Err *err) {
     for (int i = 0; i < N_COMMANDS; i++)
         if (strcmp(argv[1], commands[i].name) == 0) cmd = &commands[i];
     if (!cmd) return err_fmt(err, "unknown command '%s' (see 'specdec --help')", argv[1]);
-    Args args = {.n_tokens = 64, .sampling = {.temperature = 0.0f, .top_k = 0, .top_p = 1.0f}};
+    Args args = {.n_tokens = 64, .sampling = {.temperature = 0.0f, .top_k = 0, .top_p = 1.0f}, .port = 8080,
+                 .queue = 8, .max_body = 1 << 20, .timeout = 30};
     if (args_parse(&args, cmd, argc - 2, argv + 2, err)) return -1;
     if (!args.help) return cmd->run(&args, err);
     print_help(stdout, cmd);
