@@ -44,6 +44,7 @@ endif
 # each on its own columns (forward.c), where the threaded build's idle workers would spin against them.
 PKGS      := jansson libxxhash libutf8proc
 PKGS      += libpcre2-8  # PCRE2: runs the regular expressions that tokenizer.json files give their pre-tokenizers
+PKGS      += libmicrohttpd  # GNU libmicrohttpd: the HTTP of specdec serve (src/serve/server.c)
 PKGS      += libedit     # specdec chat: line editing and history on a terminal
 
 MULTIARCH := $(shell $(CC) -print-multiarch)
@@ -70,11 +71,11 @@ $(O)/kernels/avx512.o $(O)/kernels/q8_avx512.o $(O)/kernels/q4_avx512.o: CFLAGS 
 
 # The source tree draws the architecture: src/base (errors, clock, threads, UTF-8), src/checkpoint (safetensors,
 # config.json), src/model (the forward pass and its KV cache), src/tokenizer, src/speculative (sampling, the
-# scheduler and its drafters), src/cli (the specdec command). Everything but the CLI is the library that tests
+# scheduler and its drafters), src/serve (the OpenAI-compatible server), src/cli (the specdec command). Everything but the CLI is the library that tests
 # and bench link; tests/support holds code for tests and the bench only (harness, random checkpoints), never
 # linked into specdec.
 LIB_SRC   := $(wildcard src/base/*.c src/checkpoint/*.c src/model/*.c src/tokenizer/*.c src/speculative/*.c \
-                       src/chat/*.c) \
+                        src/serve/*.c src/chat/*.c) \
              $(KERNEL_SRC)
 LIB_OBJ   := $(LIB_SRC:%.c=$(O)/%.o)
 CLI_SRC   := $(wildcard src/cli/*.c)
@@ -178,7 +179,9 @@ test-train:
 # it in build/fuzz/ (not the kernels: clang with ASan takes minutes over the AVX-512 file, and no parser uses them).
 FUZZ_CC      := clang-14
 FUZZ_TARGETS := $(basename $(notdir $(wildcard fuzz/*.c)))
-FUZZ_LIB_OBJ := $(patsubst %.c,$(O)/%.o,$(wildcard src/base/*.c src/checkpoint/*.c src/tokenizer/*.c src/chat/*.c))
+FUZZ_LIB_OBJ := $(patsubst %.c,$(O)/%.o,$(wildcard src/base/*.c src/checkpoint/*.c src/tokenizer/*.c \
+                                                   src/chat/*.c) \
+                                          src/serve/request.c)
 FUZZ_SECONDS ?= 15
 .PHONY: fuzz fuzz-targets fuzz-smoke
 fuzz:

@@ -279,6 +279,18 @@ def main():
     V = len(shipped)
     write("stream", "range_ends", struct.pack("<6H", 0, 1, V, V + 1, V + 2, 65535))
 
+    # The request target reads each body as a completions and as a chat request: OpenAI clients' usual bodies.
+    write("request", "completion", json.dumps({"model": "specdec", "prompt": "def f(x):", "max_tokens": 16,
+                                               "temperature": 0.7, "top_p": 0.9, "top_k": 40, "seed": 7,
+                                               "stop": ["\n\n", "#"], "stream": True,
+                                               "stream_options": {"include_usage": True}}))
+    write("request", "completion_ids", json.dumps({"prompt": [1, 2, 3], "stop": "x", "n": 1, "logprobs": None}))
+    write("request", "chat", json.dumps({"model": "m", "messages": [
+        {"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi \u00e9"},
+        {"role": "assistant", "content": None}, {"role": "user", "content": [{"type": "text", "text": "a"},
+                                                                         {"type": "image_url", "image_url": {}}]}],
+        "max_completion_tokens": 5, "tools": [], "tool_choice": "none", "response_format": {"type": "text"}}))
+
 
 if __name__ == "__main__":
     main()

@@ -67,6 +67,13 @@ static const Option options[] = {
     {"chat-var", 0, OPT_REPEATED, FIELD(chat_vars), 0, 0,
      "NAME=JSON: a further variable for the chat template, e.g. enable_thinking=false (repeatable)"},
     {"all", 0, OPT_FLAG, FIELD(all), 0, 0, "logits of every position, not only the last"},
+    {"host", 0, OPT_STRING, FIELD(host), 0, 0, "the address to listen on (default 127.0.0.1: this machine only)"},
+    {"port", 0, OPT_INT, FIELD(port), 0, 65535, "the port to listen on (default 8080; 0: any free port)"},
+    {"api-key", 0, OPT_STRING, FIELD(api_key), 0, 0, "require \"Authorization: Bearer KEY\" (all but /health)"},
+    {"queue", 0, OPT_INT, FIELD(queue), 0, 4096, "requests that may wait beside the one generating (default 8); "
+                                                 "more get 503"},
+    {"max-body", 0, OPT_INT, FIELD(max_body), 1, 1 << 30, "the largest request body in bytes (default 1048576)"},
+    {"timeout", 0, OPT_INT, FIELD(timeout), 1, 86400, "seconds a connection may stay idle (default 30)"},
     {"help", 'h', OPT_FLAG, FIELD(help), 0, 0, "show this help"},
 };
 #define N_OPTIONS (int)(sizeof options / sizeof options[0])

@@ -39,6 +39,12 @@ typedef struct {
     int tree_width;             // --tree-width W (0: a chain; with --tree the widest tried, default 4)
     const char *quant;          // --quant none | q8 | bf16: the target's matrices
     const char *draft_quant;    // --draft-quant none | q8 | bf16: the draft's (NULL: DRAFT_QUANT_DEFAULT)
+    const char *host;           // serve --host
+    const char *api_key;        // serve --api-key
+    int port;                   // serve --port (0: any free port)
+    int queue;                  // serve --queue: requests that may wait beside the one running
+    int max_body;               // serve --max-body, bytes
+    int timeout;                // serve --timeout, seconds a connection may stay idle
     Repeated chat_vars;         // --chat-var NAME=JSON
     Repeated stops;             // --stop TEXT
     const char *system;         // --system TEXT: the conversation's system message

@@ -14,6 +14,7 @@
 #include "cli/args.h"
 #include "cli/chat.h"
 #include "cli/report.h"
+#include "cli/serve.h"
 #include "cli/session.h"
 #include "speculative/sampling.h"
 #include "speculative/speculative.h"
@@ -37,6 +38,10 @@ static const Command commands[] = {
      "print the token ids of a text, space-separated on one line", "model file allow-special help", 0, 1},
     {"detokenize", cmd_detokenize, "detokenize -m DIR ID...", "print the text of token ids", "model help", 1,
      MAX_POSITIONAL},
+    {"serve", cmd_serve, "serve [-m DIR [-d DRAFT_DIR]] [--lookup] [--host 127.0.0.1] [--port 8080] [--api-key KEY] "
+     "[options]", "an OpenAI-compatible HTTP server (docs/server.md); speculative with a draft model or --lookup",
+     "model draft tokens gamma sampler lookup tree-width tree draft-p-min ctx threads draft-threads quant draft-quant "
+     "host port api-key queue max-body timeout help", 0, 0},
     {"render", cmd_render,
      "render -m DIR [-f MESSAGES.json] [--add-generation-prompt] [--print-ids] [--chat-var NAME=JSON]...",
      "print a conversation (a JSON list of {role, content}; standard input by default) as the checkpoint's chat "
@@ -128,10 +133,8 @@ static void note_ignored_options(const Args *args, bool has_draft) {
 static int cmd_generate(const Args *args, Err *err) {
     const char *target_dir, *draft_dir;
     if (model_dirs(args, &target_dir, &draft_dir, err)) return -1;
-    SpecParams params = {.sampling = args->sampling, .seed = args->seed, .max_tokens = args->n_tokens,
-                         .tree_width = args->tree && !args->tree_width ? TREE_FIRST_WIDTH_MAX : args->tree_width,
-                         .tree_auto = args->tree};
-    if (parse_gamma(args->gamma, &params, err) || parse_sampler(args->sampler, &params.sampler, err)) return -1;
+    SpecParams params;
+    if (spec_params_from_args(args, &params, err)) return -1;
     if (!!args->ids + !!args->prompt + !!args->file > 1)
         return err_fmt(err, "give the prompt once: as -p TEXT, -f FILE or --ids \"1 2 3\"");
     if (!args->ids && !args->prompt && !args->file)
@@ -350,7 +353,8 @@ static int run_command_line(int argc, char **argv, Err *err) {
     for (int i = 0; i < N_COMMANDS; i++)
         if (strcmp(argv[1], commands[i].name) == 0) cmd = &commands[i];
     if (!cmd) return err_fmt(err, "unknown command '%s' (see 'specdec --help')", argv[1]);
-    Args args = {.n_tokens = 64, .sampling = {.temperature = 0.0f, .top_k = 0, .top_p = 1.0f}};
+    Args args = {.n_tokens = 64, .sampling = {.temperature = 0.0f, .top_k = 0, .top_p = 1.0f}, .port = 8080,
+                 .queue = 8, .max_body = 1 << 20, .timeout = 30};
     if (args_parse(&args, cmd, argc - 2, argv + 2, err)) return -1;
     if (!args.help) return cmd->run(&args, err);
     print_help(stdout, cmd);

@@ -179,8 +179,8 @@ static int commit_and_roll_back(Scheduler *s, Round *r, Err *err) {
         }
         s->context[s->n++] = s->out[s->stats->generated++] = id;
         r->n_committed++;
-        s->done = s->stats->generated == s->params->max_tokens ||
-                  (s->params->stop && s->params->stop(s->params->stop_ctx, id));
+        const bool stop = s->params->stop && s->params->stop(s->params->stop_ctx, id);  // (every token, the last too)
+        s->done = stop || s->stats->generated == s->params->max_tokens;
     }
     int rows[GAMMA_MAX + 1] = {0};  // verify's rows of the newest committed token and the accepted path
     for (int i = 0; i < r->n_accepted; i++) rows[1 + i] = r->path[i] + 1;
