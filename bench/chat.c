@@ -152,6 +152,11 @@ void suite_chat(Bench *b, Pair *pair) {
         "prefill's time with the caches kept from the last turn and with them dropped; the reply's time per token "
         "target-only, and the speed-up of each drafter over it (ratio of decode times). One conversation, one run "
         "per decoding.\n\n", TURNS, PROMPTS_HELD_OUT, CODE_TOKENS, cb.ct.path, cb.reply_tokens, pool_size(b->pool));
+    for (int m = 0; m < 1 + pair->has_draft; m++) {  // warm-up: the weights read once, the threads awake
+        Workload w;
+        workload_init(&w, m ? &pair->draft : &pair->target, CODE_TOKENS);
+        workload_free(&w);
+    }
     static TurnRecord rec[N_MODES][TURNS], fresh[TURNS];
     int *replies = malloc(sizeof(int) * TURNS * cb.reply_tokens * (N_MODES + 1)), n_replies[N_MODES + 1][TURNS];
     if (!replies) die("out of memory");
