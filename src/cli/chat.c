@@ -167,10 +167,7 @@ static int chat_open(Chat *c, const Args *a, Err *err) {
     c->params.eos_id = c->s.target.cfg.eos_token_id;
     c->params.eos_ids = c->s.target.cfg.eos_ids;
     c->params.n_eos = c->s.target.cfg.n_eos;
-    const DrafterKind kind = a->lookup && c->s.has_draft ? DRAFTER_STAGED : a->lookup ? DRAFTER_LOOKUP
-                             : c->s.has_draft               ? DRAFTER_MODEL
-                                                            : DRAFTER_NONE;
-    if (drafter_open(&c->drafters, kind, &c->s.draft, &c->params, a->draft_p_min, LOOKUP_STAGED_MIN_MATCH, err) ||
+    if (drafter_open(&c->drafters, drafter_kind(c->s.has_draft, a->lookup), &c->s.draft, &c->params, a->draft_p_min, LOOKUP_STAGED_MIN_MATCH, err) ||
         conversation_init(&c->conv, &c->s.target, c->drafters.drafter, err))
         return -1;
     c->conv_open = true;

@@ -130,11 +130,8 @@ static void note_ignored_options(const Args *args, bool has_draft) {
     }
 }
 
-static int cmd_generate(const Args *args, Err *err) {
-    const char *target_dir, *draft_dir;
-    if (model_dirs(args, &target_dir, &draft_dir, err)) return -1;
-    SpecParams params;
-    if (spec_params_from_args(args, &params, err)) return -1;
+// The checks of generate's options that need no model.
+static int check_generate_options(const Args *args, Err *err) {
     if (!!args->ids + !!args->prompt + !!args->file > 1)
         return err_fmt(err, "give the prompt once: as -p TEXT, -f FILE or --ids \"1 2 3\"");
     if (!args->ids && !args->prompt && !args->file)
@@ -143,7 +140,69 @@ static int cmd_generate(const Args *args, Err *err) {
     if (args->system && !args->chat) return err_fmt(err, "--system is the system message of --chat");
     if (args->stops.n && (args->show || args->print_ids || args->compare))
         return err_fmt(err, "--stop prints the text up to the stop string: not with --show, --print-ids or --compare");
+    return 0;
+}
 
+// The prompt's text: -p TEXT, or what -f FILE, -f - or -p - read into *read (the caller frees it). *text is NULL
+// when the prompt is --ids.
+static int prompt_text(const Args *args, char **read, const char **text, size_t *len, Err *err) {
+    const char *from = args->file;
+    if (!from && args->prompt && strcmp(args->prompt, "-") == 0) from = "-";
+    if (from) {
+        if (read_file(from, read, len, err)) return -1;
+        *text = *read;
+        return 0;
+    }
+    *text = args->prompt;
+    *len = *text ? strlen(*text) : 0;
+    return 0;
+}
+
+// The prompt's ids: the text as the user's message through the checkpoint's chat template (--chat), or the text
+// tokenized with the checkpoint's special tokens (BOS), or --ids; every id inside the target's vocabulary.
+static int prompt_ids(const Args *args, const char *target_dir, const Tokenizer *tok, const Model *target,
+                      const char *text, size_t len, int **prompt, int *n_prompt, Err *err) {
+    int rc;
+    if (text && args->chat)
+        rc = chat_prompt_ids(target_dir, tok, args->system, text, len, &args->chat_vars, prompt, n_prompt, err);
+    else if (text)
+        rc = tokenizer_encode(tok, text, len, args->allow_special, prompt, n_prompt, err) ||
+             tokenizer_add_special_tokens(tok, prompt, n_prompt, err);
+    else
+        rc = parse_ids(args->ids, prompt, n_prompt, err);
+    if (rc) return -1;
+    if (*n_prompt == 0) return err_fmt(err, "the prompt is empty");
+    for (int i = 0; i < *n_prompt; i++)
+        if ((*prompt)[i] >= target->cfg.vocab_size)
+            return err_fmt(err, "prompt token id %d is outside the vocabulary [0, %d) of %s", (*prompt)[i],
+                           target->cfg.vocab_size, target_dir);
+    return 0;
+}
+
+// Where decided tokens go: the printer (text, --show's marks, or --print-ids), or with --stop the stop-string
+// printer, which ends the run where a stop string completes. tok is NULL without a tokenizer.
+static int open_output(const Args *args, const Tokenizer *tok, Printer *printer, StopPrinter *stopper,
+                       SpecParams *params, Err *err) {
+    printer_init(printer, stdout, args->print_ids ? NULL : tok, args->show,
+                 isatty(STDOUT_FILENO) && !getenv("NO_COLOR"), err);
+    params->on_token = on_token;
+    params->ctx = printer;
+    if (args->show && printer->tok) fprintf(stderr, "%s\n", show_legend(printer->color));
+    if (!args->stops.n) return 0;
+    if (!tok) return err_fmt(err, "--stop needs the checkpoint's tokenizer, to read the text");
+    if (stop_printer_init(stopper, stdout, tok, &args->stops, err)) return -1;
+    params->on_token = NULL;
+    params->stop = stop_printer_token;
+    params->stop_ctx = stopper;
+    return 0;
+}
+
+static int cmd_generate(const Args *args, Err *err) {
+    const char *target_dir, *draft_dir;
+    SpecParams params;
+    if (check_generate_options(args, err) || model_dirs(args, &target_dir, &draft_dir, err) ||
+        spec_params_from_args(args, &params, err))
+        return -1;
     Session s;
     Tokenizer tok;
     bool have_tok = false;
@@ -152,12 +211,10 @@ static int cmd_generate(const Args *args, Err *err) {
     Drafters drafters = {0};
     int *prompt = NULL, *out = NULL, n_prompt = 0, n_out = 0, rc = -1;
     FILE *trace = NULL;
-    char *read = NULL;  // the prompt read from -f FILE, or from standard input (-f - and -p -)
-    size_t read_len = 0;
-    const char *from = args->file ? args->file : args->prompt && strcmp(args->prompt, "-") == 0 ? "-" : NULL;
-    if (from && read_file(from, &read, &read_len, err)) return -1;
-    const char *text = from ? read : args->prompt;  // NULL: the prompt is --ids
-    const size_t text_len = from ? read_len : text ? strlen(text) : 0;
+    char *read = NULL;
+    const char *text;
+    size_t text_len;
+    if (prompt_text(args, &read, &text, &text_len, err)) return -1;
     if (session_open(&s, target_dir, draft_dir, args->threads, args->quant, args->draft_quant,
                      args->ctx ? args->ctx : DEFAULT_CONTEXT, err) ||
         session_draft_threads(&s, args->draft_threads, err))
@@ -170,48 +227,22 @@ static int cmd_generate(const Args *args, Err *err) {
     if (load_tokenizer(&tok, target_dir, text != NULL, &have_tok, err)) goto done;
     if (have_tok && tokenizer_vocab_size(&tok) < s.target.n_vocab)  // padding rows of the embedding table: the
         model_limit_vocab(&s.target, tokenizer_vocab_size(&tok));    // ids past the tokenizer's are never sampled
-    if (args->chat && text ? chat_prompt_ids(target_dir, &tok, args->system, text, text_len, &args->chat_vars,
-                                             &prompt, &n_prompt, err)
-        : text ? tokenizer_encode(&tok, text, text_len, args->allow_special, &prompt, &n_prompt, err) ||
-                     tokenizer_add_special_tokens(&tok, &prompt, &n_prompt, err)  // BOS, as the checkpoint's
-               : parse_ids(args->ids, &prompt, &n_prompt, err))
-        goto done;
-    if (n_prompt == 0) {
-        err_fmt(err, "the prompt is empty");
-        goto done;
-    }
-    for (int i = 0; i < n_prompt; i++)
-        if (prompt[i] >= s.target.cfg.vocab_size) {
-            err_fmt(err, "prompt token id %d is outside the vocabulary [0, %d) of %s", prompt[i],
-                    s.target.cfg.vocab_size, target_dir);
-            goto done;
-        }
+    if (prompt_ids(args, target_dir, &tok, &s.target, text, text_len, &prompt, &n_prompt, err)) goto done;
     if (args->trace && open_trace(args->trace, &trace, err)) goto done;
     params.eos_id = s.target.cfg.eos_token_id;
     params.eos_ids = s.target.cfg.eos_ids;
     params.n_eos = s.target.cfg.n_eos;
     params.trace = trace;
-    params.on_token = on_token;
-    params.ctx = &printer;
-    printer_init(&printer, stdout, have_tok && !args->print_ids ? &tok : NULL, args->show,
-                 isatty(STDOUT_FILENO) && !getenv("NO_COLOR"), err);
-    if (args->stops.n) {
-        if (!have_tok) {
-            err_fmt(err, "--stop needs the checkpoint's tokenizer, to read the text");
-            goto done;
-        }
-        if (stop_printer_init(&stopper, stdout, &tok, &args->stops, err)) goto done;
-        params.on_token = NULL;
-        params.stop = stop_printer_token;
-        params.stop_ctx = &stopper;
-    }
-    if (args->show && printer.tok) fprintf(stderr, "%s\n", show_legend(printer.color));
+    if (open_output(args, have_tok ? &tok : NULL, &printer, &stopper, &params, err)) goto done;
 
     out = malloc(sizeof(int) * (args->n_tokens + 1));
-    const DrafterKind kind = args->lookup && s.has_draft ? DRAFTER_STAGED : args->lookup ? DRAFTER_LOOKUP
-                             : s.has_draft                 ? DRAFTER_MODEL
-                                                           : DRAFTER_NONE;
-    if (drafter_open(&drafters, kind, &s.draft, &params, args->draft_p_min, LOOKUP_STAGED_MIN_MATCH, err)) goto done;
+    if (!out) {
+        err_fmt(err, "out of memory for %d tokens", args->n_tokens);
+        goto done;
+    }
+    if (drafter_open(&drafters, drafter_kind(s.has_draft, args->lookup), &s.draft, &params, args->draft_p_min,
+                     LOOKUP_STAGED_MIN_MATCH, err))
+        goto done;
     SpecStats stats;
     if (speculative_generate(&s.target, drafters.drafter, prompt, n_prompt, &params, out, &n_out, &stats, err)) goto done;
     if (args->stops.n ? stop_printer_finish(&stopper, "stdout", err) : printer_finish(&printer, "stdout", err))
@@ -222,9 +253,8 @@ static int cmd_generate(const Args *args, Err *err) {
         fprintf(stderr, "specdec: stopped after %d of the %d tokens asked for (-n): the prompt's %d tokens and the "
                 "text fill the context of %d positions (the model's own, or less: --ctx)\n", n_out, args->n_tokens,
                 n_prompt, n_ctx);
-
     if (args->stats && print_stats(&s, drafters.drafter != NULL, &stats, prompt, n_prompt, out, n_out, err)) goto done;
-    if (args->compare && (s.has_draft || args->lookup) &&
+    if (args->compare && drafters.drafter &&
         compare_with_target_only(&s, args->n_tokens, &params, &stats, prompt, n_prompt, out, n_out, err))
         goto done;
     rc = trace && trace != stderr ? check_written(trace, trace == stdout ? "stdout" : args->trace, err) : 0;

@@ -98,13 +98,6 @@ static bool run_token(void *ctx, int id) {
 
 // ---- drafters -----------------------------------------------------------------------------------------------
 
-// The drafter generate would open with the same options: the draft model, the lookup, or both staged.
-static DrafterKind drafter_kind(const Engine *en) {
-    return en->draft && en->lookup ? DRAFTER_STAGED : en->lookup ? DRAFTER_LOOKUP
-           : en->draft             ? DRAFTER_MODEL
-                                   : DRAFTER_NONE;
-}
-
 // A seed for a request that gives none: fresh randomness in [0, 2^63), which a request's "seed" can give again
 // (the response says which seed it was).
 static uint64_t draw_seed(void) {
@@ -146,7 +139,8 @@ int engine_run(const Engine *en, const Request *req, const int *prompt, int n_pr
     Err err;
     int *out = malloc(sizeof(int) * ((size_t)params.max_tokens + 1)), n_out = 0, rc = -1;
     if (!out || stop_scan_init(&run.stops, (const char *const *)req->stop, req->n_stop, &err) ||
-        drafter_open(&drafters, drafter_kind(en), en->draft, &params, en->draft_p_min, LOOKUP_STAGED_MIN_MATCH, &err) ||
+        drafter_open(&drafters, drafter_kind(en->draft != NULL, en->lookup), en->draft, &params, en->draft_p_min,
+                     LOOKUP_STAGED_MIN_MATCH, &err) ||
         generate(en, drafters.drafter, prompt, n_prompt, &params, out, &n_out, result, &err)) {
         api_error(e, 500, NULL, NULL, "generation failed: %s", out ? err.msg : "out of memory");
         goto done;
