@@ -12,7 +12,9 @@
 #   make weights            train and export the default model pair to weights/pystd (hours; resumes)
 #   make fuzz               the libFuzzer targets of fuzz/ (clang-14, ASan + UBSan): build/fuzz/bin/<target>
 #   make fuzz-smoke         each target for FUZZ_SECONDS (default 15) from its seed corpus fuzz/corpus/<target>
-#   make test-tools         the tools' tests (tools/test_corpus.py, tools/test_parse_rate.py)
+#   make test-tools         the tools' tests (tools/test_corpus.py, tools/test_parse_rate.py), and that every
+#                           relative link of the Markdown files, and every file and function that README.md
+#                           names, exists (tools/test_check_links.py)
 #   make test-train         the training tools' tests (tools/test_pack.py; needs python3-torch)
 
 CC       ?= cc
@@ -42,6 +44,8 @@ endif
 # each on its own columns (forward.c), where the threaded build's idle workers would spin against them.
 PKGS      := jansson libxxhash libutf8proc
 PKGS      += libpcre2-8  # PCRE2: runs the regular expressions that tokenizer.json files give their pre-tokenizers
+PKGS      += libmicrohttpd  # GNU libmicrohttpd: the HTTP of specdec serve (src/serve/server.c)
+PKGS      += libedit     # specdec chat: line editing and history on a terminal
 
 MULTIARCH := $(shell $(CC) -print-multiarch)
 BLAS_DIR  := /usr/lib/$(MULTIARCH)/openblas-serial
@@ -53,22 +57,25 @@ LDLIBS := $(shell pkg-config --libs $(PKGS)) -L$(BLAS_DIR) -Wl,-rpath,$(BLAS_DIR
 # The ISA is chosen at start-up (kernels/dispatch.c); never -march=native.
 ARCH := $(shell $(CC) -dumpmachine | cut -d- -f1)
 ifeq ($(ARCH),x86_64)
-  KERNEL_SRC := kernels/scalar.c kernels/dispatch.c kernels/q8.c kernels/avx2.c kernels/avx512.c \
-                kernels/q8_avx2.c kernels/q8_avx512.c
+  KERNEL_SRC := kernels/scalar.c kernels/dispatch.c kernels/q8.c kernels/q4.c kernels/avx2.c kernels/avx512.c \
+                kernels/q8_avx2.c kernels/q8_avx512.c kernels/q4_avx2.c kernels/q4_avx512.c
 else ifeq ($(ARCH),aarch64)
-  KERNEL_SRC := kernels/scalar.c kernels/dispatch.c kernels/q8.c kernels/neon.c kernels/q8_neon.c
+  KERNEL_SRC := kernels/scalar.c kernels/dispatch.c kernels/q8.c kernels/q4.c kernels/neon.c kernels/q8_neon.c \
+                kernels/q4_neon.c
 else
-  KERNEL_SRC := kernels/scalar.c kernels/dispatch.c kernels/q8.c
+  KERNEL_SRC := kernels/scalar.c kernels/dispatch.c kernels/q8.c kernels/q4.c
 endif
-$(O)/kernels/avx2.o $(O)/kernels/q8_avx2.o:     CFLAGS += -mavx2 -mfma -mf16c
-$(O)/kernels/avx512.o $(O)/kernels/q8_avx512.o: CFLAGS += -mavx512f -mavx512bw -mavx512dq -mavx512vl -mfma -mf16c
+$(O)/kernels/avx2.o $(O)/kernels/q8_avx2.o $(O)/kernels/q4_avx2.o:       CFLAGS += -mavx2 -mfma -mf16c
+$(O)/kernels/avx512.o $(O)/kernels/q8_avx512.o $(O)/kernels/q4_avx512.o: CFLAGS += -mavx512f -mavx512bw -mavx512dq \
+                                                                           -mavx512vl -mfma -mf16c
 
 # The source tree draws the architecture: src/base (errors, clock, threads, UTF-8), src/checkpoint (safetensors,
 # config.json), src/model (the forward pass and its KV cache), src/tokenizer, src/speculative (sampling, the
-# scheduler and its drafters), src/cli (the specdec command). Everything but the CLI is the library that tests
+# scheduler and its drafters), src/serve (the OpenAI-compatible server), src/cli (the specdec command). Everything but the CLI is the library that tests
 # and bench link; tests/support holds code for tests and the bench only (harness, random checkpoints), never
 # linked into specdec.
-LIB_SRC   := $(wildcard src/base/*.c src/checkpoint/*.c src/model/*.c src/tokenizer/*.c src/speculative/*.c) \
+LIB_SRC   := $(wildcard src/base/*.c src/checkpoint/*.c src/model/*.c src/tokenizer/*.c src/speculative/*.c \
+                        src/serve/*.c src/chat/*.c) \
              $(KERNEL_SRC)
 LIB_OBJ   := $(LIB_SRC:%.c=$(O)/%.o)
 CLI_SRC   := $(wildcard src/cli/*.c)
@@ -114,7 +121,9 @@ test: $(O)/specdec $(O)/run-tests $(O)/run-bench  # run-bench too, so that a cha
 # and BF16, random Llama-3.2-1B and Qwen2.5-0.5B in BF16, GPT-2-small and Llama-3.2-1B quantized to q8, and
 # Llama-3.2-1B in BF16 arithmetic (--quant bf16, on a CPU with AVX512_BF16; skipped elsewhere) — decode speed,
 # fraction of the bandwidth, verification cost, load time and peak memory — in bench/results/<shape>[-q8|-bf16]/,
-# then q8 against BF16 in one run (the quant suite: speed ratio, load time) in bench/results/gpt2-small-q8-vs-bf16/.
+# then q8 against BF16 in one run (the quant suite: speed ratio, load time) in bench/results/gpt2-small-q8-vs-bf16/,
+# and Llama-3.2-1B as stored (BF16), in q8 and in q4, in one run (decode alternating: q4's tokens/s over q8's, from
+# 1.3 GB and 0.8 GB of weights; top-1 and KL of each against BF16) in bench/results/llama-3.2-1b-quant/.
 YARDSTICKS      := gpt2-small-f32 gpt2-small-bf16 llama-3.2-1b qwen2.5-0.5b
 YARDSTICKS_Q8   := gpt2-small llama-3.2-1b
 YARDSTICKS_BF16 := llama-3.2-1b
@@ -134,15 +143,17 @@ bench: $(O)/specdec $(O)/run-bench
 	done
 	$(O)/run-bench $(if $(filter 1,$(QUICK)),--quick) -s quant --prompts 6 --no-plots -m random:gpt2-small-bf16 \
 	    --out bench/results/gpt2-small-q8-vs-bf16
+	$(O)/run-bench $(if $(filter 1,$(QUICK)),--quick) -s quant --prompts 2 --no-plots -m random:llama-3.2-1b \
+	    --out bench/results/llama-3.2-1b-quant
 
 # NEON: the kernels and their tests alone (no OpenBLAS, Jansson or xxHash needed), static, under qemu-user.
 NEON_CC  := aarch64-linux-gnu-gcc
 NEON_BIN := build/aarch64/test_kernels
-$(NEON_BIN): kernels/*.c kernels/*.h tests/support/harness.c tests/support/harness.h tests/kernels/test_kernels.c
+$(NEON_BIN): kernels/*.c kernels/*.h tests/support/harness.c tests/support/harness.h tests/kernels/*
 	@mkdir -p $(@D)
 	$(NEON_CC) -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Werror -Ikernels -Isrc -Itests/support -static -o $@ \
-	    kernels/scalar.c kernels/dispatch.c kernels/q8.c kernels/neon.c kernels/q8_neon.c tests/support/harness.c \
-	    tests/kernels/test_kernels.c \
+	    kernels/scalar.c kernels/dispatch.c kernels/q8.c kernels/q4.c kernels/neon.c kernels/q8_neon.c \
+	    kernels/q4_neon.c tests/support/harness.c tests/kernels/test_kernels.c tests/kernels/test_q4.c \
 	    -lpthread -lm
 test-neon: $(NEON_BIN)
 	qemu-aarch64 $(NEON_BIN)
@@ -152,10 +163,13 @@ test-neon: $(NEON_BIN)
 weights: $(O)/specdec
 	tools/make_weights.sh
 # The corpus tool's licence checks, deduplication and split, and parse_rate.py's judgement of continuations, on
-# made-up inputs (Python 3 only, no network, no model).
+# made-up inputs (Python 3 only, no network, no model); then the link checker on made-up Markdown and on the project's
+# (README.md, docs/, and the READMEs of weights/, fuzz/ and tests/fixtures/): every relative link must resolve, and
+# the files that README.md and docs/ name in code, and the functions README.md names, must exist.
 test-tools:
 	/usr/bin/python3 tools/test_corpus.py
 	/usr/bin/python3 tools/test_parse_rate.py
+	/usr/bin/python3 tools/test_check_links.py
 # pack.py's sample of files and its teacher (bit for bit the F32 one under autocast), on made-up models and streams:
 # Debian's python3-torch, which make weights needs too (CI does not install it).
 test-train:
@@ -165,7 +179,9 @@ test-train:
 # it in build/fuzz/ (not the kernels: clang with ASan takes minutes over the AVX-512 file, and no parser uses them).
 FUZZ_CC      := clang-14
 FUZZ_TARGETS := $(basename $(notdir $(wildcard fuzz/*.c)))
-FUZZ_LIB_OBJ := $(patsubst %.c,$(O)/%.o,$(wildcard src/base/*.c src/checkpoint/*.c src/tokenizer/*.c))
+FUZZ_LIB_OBJ := $(patsubst %.c,$(O)/%.o,$(wildcard src/base/*.c src/checkpoint/*.c src/tokenizer/*.c \
+                                                   src/chat/*.c) \
+                                          src/serve/request.c)
 FUZZ_SECONDS ?= 15
 .PHONY: fuzz fuzz-targets fuzz-smoke
 fuzz:

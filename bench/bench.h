@@ -1,12 +1,14 @@
 // bench.h — the benchmark harness: what its suites share.
 //
 // run-bench measures, on this machine, how close specdec comes to the physical limit and what speculative
-// decoding buys. Seven suites: limit (memory bandwidth, the matmul kernels and where OpenBLAS overtakes them, the
+// decoding buys. Nine suites: limit (memory bandwidth, the matmul kernels and where OpenBLAS overtakes them, the
 // verification-cost curve), decode (tokens/s and the fraction of the bandwidth), speculative (speed-up and
 // acceptance on held-out prompts, beside Theorem 3.8's prediction), tokenizer (encode MB/s), quant (q8
 // against the stored weights: load time, speed, and accuracy on the held-out prompts) and threads (decode, the
 // verification cost and the speculative speed-up at each thread count of a sweep) — and trees (draft trees against
-// the chain by width and depth, beside the verification cost). Each prints
+// the chain by width and depth, beside the verification cost), and chat (multi-turn conversations: the prefill that
+// kept caches save, the speed-up per turn), and serve (the HTTP server's overhead, and a multi-turn exchange
+// through it with and without the conversation cache). Each prints
 // Markdown tables on stdout and adds its results to one JSON document, written under --out with the plots.
 //
 // The machine is shared and its memory bandwidth drifts, so every comparison is made within a round: the
@@ -28,7 +30,7 @@
 
 enum {
     SUITE_LIMIT = 1, SUITE_DECODE = 2, SUITE_SPECULATIVE = 4, SUITE_TOKENIZER = 8, SUITE_QUANT = 16, SUITE_THREADS = 32,
-    SUITE_TREES = 64
+    SUITE_TREES = 64, SUITE_CHAT = 128, SUITE_SERVE = 256
 };
 
 typedef struct {
@@ -135,17 +137,21 @@ void write_plots(const json_t *results, const char *dir);
 
 // ---- the model pair and the workloads (pair.c) --------------------------------------------------------------
 
+// The forms the quant suite compares, by index: as stored, q8, q4.
+enum { N_FORMS = 3 };
+static const Quant FORM_QUANTS[N_FORMS] = {QUANT_NONE, QUANT_Q8, QUANT_Q4};
+
 typedef struct {
     Model target, draft;
     bool has_draft;
     bool random;                // weights/pystd is absent: a random pair of the same shape, written for this run
     double load_seconds[2];     // [target, draft] as the run holds them (--quant, --draft-quant)
-    // The quant suite's two forms of each model, [target, draft][as stored, q8]: the model the run holds, and a
-    // second copy (second[]) in the form it does not hold; with their load times.
-    Model *forms[2][2];
-    Model second[2];
+    // The quant suite's forms of each model, [target, draft][as stored, q8, q4] (FORM_QUANTS): the model the run
+    // holds, and copies (others[]) in the forms it does not hold; with their load times.
+    Model *forms[2][N_FORMS];
+    Model others[2][N_FORMS - 1];
     bool has_forms;
-    double form_load_seconds[2][2];
+    double form_load_seconds[2][N_FORMS];
     const char *target_dir, *draft_dir;
     Tokenizer tok;              // the target's, when its folder has one
     bool has_tok;
@@ -227,5 +233,10 @@ void suite_quant(Bench *b, Pair *pair, Memory *memory);
 // sweep: --threads-sweep, comma-separated counts (NULL: 1, 2, 4, ... up to the pool's size)
 void suite_threads(Bench *b, Pair *pair, Memory *memory, const char *sweep);
 void suite_trees(Bench *b, Pair *pair);
+void suite_chat(Bench *b, Pair *pair);      // chat.c: multi-turn conversations on kept caches
+
+// The HTTP server's overhead: time to first token and tokens/s through it against in process, and a multi-turn
+// exchange (serve.c).
+void suite_serve(Bench *b, Pair *pair);
 
 #endif

@@ -42,7 +42,7 @@ static void bench_bandwidth(Bench *b, Memory *memory, json_t *j) {
 
 // The matmuls timed: a WeightType's, or BF16 weights against activations rounded to BF16 (Kernels.matmul_bf16_dot,
 // the model's QUANT_BF16), in the variants that have it.
-enum { BF16_DOT = WEIGHT_Q8 + 1 };
+enum { BF16_DOT = WEIGHT_Q4 + 1 };
 
 // out = x Wᵀ with one kernel variant, or OpenBLAS's sgemm (kernels == NULL), the output columns split between
 // the pool's threads as forward.c splits them.   W: [n_out, n_in]   x: [T, n_in]   out: [T, n_out]
@@ -51,7 +51,7 @@ typedef struct {
     int type;                   // a WeightType or BF16_DOT
     const void *w;
     const float *x;
-    const Q8Block *xq;          // x quantized, for q8 weights (quantized once, outside the timing)
+    const Q8Block *xq;          // x quantized, for q8 and q4 weights (quantized once, outside the timing)
     const uint16_t *xb;         // x rounded to BF16, for BF16_DOT (likewise)
     float *out;
     int T, n_in, n_out;
@@ -65,6 +65,8 @@ static void matmul_thread(void *ctx, int thread, int n_threads) {
     if (j0 == j1) return;
     if (mm->type == WEIGHT_Q8)
         mm->kernels->matmul_q8(mm->out, mm->xq, mm->w, NULL, mm->T, mm->n_in, mm->n_out, j0, j1);
+    else if (mm->type == WEIGHT_Q4)
+        mm->kernels->matmul_q4(mm->out, mm->xq, mm->w, NULL, mm->T, mm->n_in, mm->n_out, j0, j1);
     else if (mm->type == BF16_DOT)
         mm->kernels->matmul_bf16_dot(mm->out, mm->xb, mm->w, NULL, mm->T, mm->n_in, mm->n_out, j0, j1);
     else if (mm->kernels)
@@ -82,7 +84,7 @@ static double matmul_run(void *ctx, int rep) {
     return now_seconds() - t0;
 }
 
-// A weight matrix in F32, BF16 (the same values, rounded) and q8, activations for up to max_T rows (and
+// A weight matrix in F32, BF16 (the same values, rounded), q8 and q4, activations for up to max_T rows (and
 // quantized), room for out.
 typedef struct {
     const char *name;           // "cache", "large", "GPT-2 MLP"
@@ -90,6 +92,7 @@ typedef struct {
     float *w32, *x, *out;       // [n_out, n_in], [max_T, n_in], [max_T, n_out]
     uint16_t *w16;              // [n_out, n_in]
     uint8_t *w8;                // q8_matrix_bytes(n_out, n_in)
+    uint8_t *w4;                // q4_matrix_bytes(n_out, n_in)
     Q8Block *xq;                // [max_T, q8_blocks(n_in)]
     uint16_t *xb;               // [max_T, panel_row_length(n_in)]
 } Weights;
@@ -104,6 +107,7 @@ static void weights_init(Weights *w, const char *name, int n_out, int n_in, int 
     const size_t n = (size_t)n_out * n_in;
     *w = (Weights){name, n_out, n_in, aligned(4 * n), aligned(4 * (size_t)max_T * n_in),
                    aligned(4 * (size_t)max_T * n_out), aligned(2 * n), aligned(q8_matrix_bytes(n_out, n_in)),
+                   aligned(q4_matrix_bytes(n_out, n_in)),
                    aligned(sizeof(Q8Block) * (size_t)max_T * q8_blocks(n_in)),
                    aligned(2 * (size_t)max_T * panel_row_length(n_in))};
     uint32_t state = 12345;
@@ -119,22 +123,30 @@ static void weights_init(Weights *w, const char *name, int n_out, int n_in, int 
     for (int j = 0; j < n_out; j += Q8_PANEL)
         q8_quantize_panel(w->w8 + (size_t)(j / Q8_PANEL) * q8_panel_bytes(n_in), w->w32 + (size_t)j * n_in,
                           n_out - j < Q8_PANEL ? n_out - j : Q8_PANEL, n_in, n_in);
+    for (int j = 0; j < n_out; j += Q4_PANEL)
+        q4_quantize_panel(w->w4 + (size_t)(j / Q4_PANEL) * q4_panel_bytes(n_in), w->w32 + (size_t)j * n_in,
+                          n_out - j < Q4_PANEL ? n_out - j : Q4_PANEL, n_in, n_in);
     q8_quantize_rows(w->xq, w->x, max_T, n_in, n_in);
     bf16_round_rows(w->xb, w->x, max_T, n_in, n_in, false);  // (the order of pairs changes no timing)
 }
 
 static void weights_free(Weights *w) {
-    free(w->w32), free(w->x), free(w->out), free(w->w16), free(w->w8), free(w->xq), free(w->xb);
+    free(w->w32), free(w->x), free(w->out), free(w->w16), free(w->w8), free(w->w4), free(w->xq), free(w->xb);
 }
 
 static const char *type_name(int type) {
-    return type == WEIGHT_F32 ? "F32" : type == WEIGHT_Q8 ? "q8" : type == BF16_DOT ? "BF16, x BF16" : "BF16";
+    return type == WEIGHT_F32  ? "F32"
+           : type == WEIGHT_Q8 ? "q8"
+           : type == WEIGHT_Q4 ? "q4"
+           : type == BF16_DOT  ? "BF16, x BF16"
+                               : "BF16";
 }
 
 // Bytes of W in `type`.
 static double weight_bytes(const Weights *w, int type) {
-    return type == WEIGHT_Q8 ? (double)q8_matrix_bytes(w->n_out, w->n_in)
-                             : (double)w->n_out * w->n_in * (type == WEIGHT_F32 ? 4 : 2);
+    return type == WEIGHT_Q8   ? (double)q8_matrix_bytes(w->n_out, w->n_in)
+           : type == WEIGHT_Q4 ? (double)q4_matrix_bytes(w->n_out, w->n_in)
+                               : (double)w->n_out * w->n_in * (type == WEIGHT_F32 ? 4 : 2);
 }
 
 enum { MAX_KERNELS = 8 };
@@ -149,7 +161,10 @@ static int time_matmuls(Bench *b, const Weights *w, int type, int T, const Kerne
     for (int v = type == WEIGHT_F32 ? -1 : 0; v < n_variants && k < MAX_KERNELS; v++) {
         if (type == BF16_DOT && !variants[v]->matmul_bf16_dot) continue;
         kernels[k] = v < 0 ? NULL : variants[v];
-        const void *weights = type == WEIGHT_F32 ? (void *)w->w32 : type == WEIGHT_Q8 ? (void *)w->w8 : w->w16;
+        const void *weights = type == WEIGHT_F32  ? (void *)w->w32
+                              : type == WEIGHT_Q8 ? (void *)w->w8
+                              : type == WEIGHT_Q4 ? (void *)w->w4
+                                                  : w->w16;
         cases[k] = (Matmul){kernels[k], type, weights, w->x, w->xq, w->xb, w->out, T, w->n_in, w->n_out, b->pool};
         trials[k] = (Trial){matmul_run, &cases[k]};
         k++;
@@ -190,8 +205,8 @@ static void matmul_rows(Bench *b, const Weights *w, int type, int T, json_t *row
 
 // Matrix sizes: one that stays in the L2 caches of the threads, and a large one, 4× a 32 MiB L3 as F32 — served
 // from memory on such a CPU, but from the L3 of one with more (bench_matmul says which).
-enum { N_SIZES = 2, N_TYPES = 4, N_T = 2 };
-static const int TYPES[N_TYPES] = {WEIGHT_F32, WEIGHT_BF16, BF16_DOT, WEIGHT_Q8};
+enum { N_SIZES = 2, N_TYPES = 5, N_T = 2 };
+static const int TYPES[N_TYPES] = {WEIGHT_F32, WEIGHT_BF16, BF16_DOT, WEIGHT_Q8, WEIGHT_Q4};
 static const struct {
     const char *name;
     int n_out, n_in;
@@ -201,8 +216,8 @@ static const int TS[N_T] = {1, 8};
 static void bench_matmul(Bench *b, json_t *j) {
     out(b, "\n### Matmul kernels\n\nout = x Wᵀ on %d threads (each its share of W's rows, as in the model); "
         "median µs [min–max] of %d rounds in which every kernel runs; GB/s of W and GFLOP/s from the median; the "
-        "last column is the time over the %s kernel's in the same round (model_forward's choice). q8: W quantized "
-        "(kernels.h), x quantized once beforehand (the model does it once per matmul, on one thread); BF16, x BF16: "
+        "last column is the time over the %s kernel's in the same round (model_forward's choice). q8, q4: W quantized "
+        "(kernels.h), x quantized to 8 bits once beforehand (the model does it once per matmul, on one thread); BF16, x BF16: "
         "x rounded to BF16 once beforehand, the BF16 dot product of the variants that have one (--quant bf16)\n\n",
         pool_size(b->pool), b->opt.reps, b->kernels->name);
     const long l3 = l3_bytes(), large_f32 = (long)SIZES[1].n_out * SIZES[1].n_in * 4;

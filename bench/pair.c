@@ -16,8 +16,8 @@
 // ---- the pair -----------------------------------------------------------------------------------------------
 
 // Loads the pair's model `which` (0 target, 1 draft) from dir as --quant (--draft-quant) says, and, when the quant
-// suite will compare the stored weights with q8, again in the form that is not (parse_args: the run holds each
-// model as stored or in q8 then); times each load.
+// suite will compare the stored weights with q8 and q4, again in each of those forms that it is not (parse_args:
+// the run holds each model as stored or in q8 then); times each load.
 static void load(Pair *pair, int which, const char *dir, Bench *b) {
     Model *model = which ? &pair->draft : &pair->target;
     const Quant quant = which ? b->opt.draft_quant : b->opt.quant;
@@ -26,14 +26,18 @@ static void load(Pair *pair, int which, const char *dir, Bench *b) {
     if (model_load_quantized(model, dir, b->pool, quant, &err)) die("%s", err.msg);
     pair->load_seconds[which] = now_seconds() - t0;
     if (!(pair->has_forms = b->opt.suites & SUITE_QUANT)) return;
-    const int held = quant == QUANT_Q8, other = !held;  // the forms' index: 0 as stored, 1 q8
-    pair->forms[which][held] = model;
-    pair->form_load_seconds[which][held] = pair->load_seconds[which];
-    t0 = now_seconds();
-    if (model_load_quantized(&pair->second[which], dir, b->pool, other ? QUANT_Q8 : QUANT_NONE, &err))
-        die("%s", err.msg);
-    pair->forms[which][other] = &pair->second[which];
-    pair->form_load_seconds[which][other] = now_seconds() - t0;
+    for (int f = 0, other = 0; f < N_FORMS; f++) {
+        if (FORM_QUANTS[f] == quant) {
+            pair->forms[which][f] = model;
+            pair->form_load_seconds[which][f] = pair->load_seconds[which];
+            continue;
+        }
+        Model *copy = &pair->others[which][other++];
+        t0 = now_seconds();
+        if (model_load_quantized(copy, dir, b->pool, FORM_QUANTS[f], &err)) die("%s", err.msg);
+        pair->forms[which][f] = copy;
+        pair->form_load_seconds[which][f] = now_seconds() - t0;
+    }
 }
 
 // A random pair of the shipped pair's target shape (V = 8192, d = 384, 8 layers, 512 positions). The draft has
@@ -135,8 +139,10 @@ void pair_open(Pair *pair, Bench *b) {
         int n_shared;
         if (draft_shared_vocabulary(&pair->target, pair->target_dir, &pair->draft, pair->draft_dir, &n_shared, &err))
             die("%s", err.msg);
-        Model *models[] = {&pair->target, &pair->draft, &pair->second[0], &pair->second[1]};
-        for (int i = 0; i < (pair->has_forms ? 4 : 2); i++) model_limit_vocab(models[i], n_shared);
+        model_limit_vocab(&pair->target, n_shared);
+        model_limit_vocab(&pair->draft, n_shared);
+        for (int i = 0; i < 2 * (N_FORMS - 1) && pair->has_forms; i++)
+            model_limit_vocab(&pair->others[i / (N_FORMS - 1)][i % (N_FORMS - 1)], n_shared);
     }
     pair->has_tok = dir_has_tokenizer(pair->target_dir);
     if (pair->has_tok && tokenizer_load_dir(&pair->tok, pair->target_dir, &err)) die("%s", err.msg);
@@ -145,7 +151,8 @@ void pair_open(Pair *pair, Bench *b) {
 void pair_close(Pair *pair) {
     model_free(&pair->target);
     if (pair->has_draft) model_free(&pair->draft);
-    for (int i = 0; i < (pair->has_draft ? 2 : 1) && pair->has_forms; i++) model_free(&pair->second[i]);
+    for (int i = 0; i < (pair->has_draft ? 2 : 1) && pair->has_forms; i++)
+        for (int f = 0; f < N_FORMS - 1; f++) model_free(&pair->others[i][f]);
     if (pair->has_tok) tokenizer_free(&pair->tok);
 }
 

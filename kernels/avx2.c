@@ -370,6 +370,7 @@ const Kernels kernels_avx2 = {
     .name = "avx2",
     .matmul = {[WEIGHT_F32] = matmul_f32, [WEIGHT_F16] = matmul_f16, [WEIGHT_BF16] = matmul_bf16},
     .matmul_q8 = q8_matmul_avx2,
+    .matmul_q4 = q4_matmul_avx2,
     .quantize_q8 = q8_quantize_rows,
     .layernorm = layernorm,
     .rmsnorm = rmsnorm,

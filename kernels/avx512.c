@@ -721,6 +721,7 @@ const Kernels kernels_avx512 = {
     .matmul = {[WEIGHT_F32] = matmul_f32, [WEIGHT_F16] = matmul_f16, [WEIGHT_BF16] = matmul_bf16},
     .matmul_bf16_dot = matmul_bf16_dot,  // (dispatch.c drops it on a CPU without AVX512_BF16)
     .matmul_q8 = q8_matmul_avx512,
+    .matmul_q4 = q4_matmul_avx512,
     .quantize_q8 = q8_quantize_rows_avx512,
     .panels = true,
     .bf16_pairs = true,

@@ -58,7 +58,10 @@ static void make_avx512_trimmed(void) {
         for (int bf16 = 0; bf16 < 2; bf16++) {
             Kernels *k = &avx512_trimmed[vnni][bf16];
             *k = kernels_avx512;
-            if (!vnni) k->matmul_q8 = q8_matmul_avx2;  // bit-identical to the reference, like every variant's
+            if (!vnni) {  // AVX2's: bit-identical to the reference, like every variant's
+                k->matmul_q8 = q8_matmul_avx2;
+                k->matmul_q4 = q4_matmul_avx2;
+            }
             if (!bf16) k->matmul_bf16_dot = NULL;
         }
 }

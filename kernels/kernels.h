@@ -5,7 +5,7 @@
 // its own flags; kernels_select() picks the best one the CPU and OS support, once, at start-up.
 //
 // Arguments are ordered outputs, inputs, sizes. Weights may be F32, F16 or BF16, with F32 arithmetic; or 8-bit
-// (q8, at the end of this file), with integer dot products inside blocks of 32 and F32 between them.
+// or 4-bit (q8, q4, at the end of this file), with integer dot products inside blocks of 32 and F32 between them.
 #ifndef SPECDEC_KERNELS_H
 #define SPECDEC_KERNELS_H
 
@@ -13,9 +13,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-// The float types index Kernels.matmul; WEIGHT_Q8 weights go through Kernels.matmul_q8 (their activations are
-// quantized too).
-typedef enum { WEIGHT_F32, WEIGHT_F16, WEIGHT_BF16, WEIGHT_TYPES, WEIGHT_Q8 = WEIGHT_TYPES } WeightType;
+// The float types index Kernels.matmul; WEIGHT_Q8 and WEIGHT_Q4 weights go through Kernels.matmul_q8 and
+// matmul_q4 (their activations are quantized to 8 bits too).
+typedef enum { WEIGHT_F32, WEIGHT_F16, WEIGHT_BF16, WEIGHT_TYPES, WEIGHT_Q8 = WEIGHT_TYPES, WEIGHT_Q4 } WeightType;
 
 typedef struct Q8Block Q8Block;
 
@@ -49,6 +49,10 @@ typedef struct {
     // The same for q8 weights (the q8 section below); every variant reads the one q8 layout, and every variant's
     // result is bit-identical to the reference's (q8.c).
     MatmulQ8Fn *matmul_q8;
+
+    // The same for q4 weights (the q4 section below), against the same quantized activations: bit-identical to
+    // the reference's (q4.c) in every variant.
+    MatmulQ8Fn *matmul_q4;
 
     // The same for BF16 weights against activations rounded to BF16 (the model's QUANT_BF16): where the CPU has a
     // BF16 dot-product instruction (AVX512_BF16's vdpbf16ps, 2 multiply-adds per F32 lane), twice the arithmetic
@@ -233,9 +237,9 @@ extern const Kernels kernels_neon;
 
 #if defined(__x86_64__)
 // The avx512 variant as an AVX-512 CPU with or without AVX512_VNNI and AVX512_BF16 runs it: kernels_avx512 where
-// it has both (Zen 4, Sapphire Rapids, Cooper Lake); else a copy with AVX2's q8 matmul in place of the VNNI one
-// (Skylake-X) and no matmul_bf16_dot (Skylake-X, Cascade Lake, Ice Lake). kernels_available() lists the one for
-// this CPU; tests run all of them on any CPU with AVX512_VNNI and AVX512_BF16.
+// it has both (Zen 4, Sapphire Rapids, Cooper Lake); else a copy with AVX2's q8 and q4 matmuls in place of the VNNI
+// ones (Skylake-X) and no matmul_bf16_dot (Skylake-X, Cascade Lake, Ice Lake). kernels_available() lists the one
+// for this CPU; tests run all of them on any CPU with AVX512_VNNI and AVX512_BF16.
 const Kernels *kernels_avx512_for(bool vnni, bool bf16);
 #endif
 
@@ -361,5 +365,71 @@ MatmulQ8Fn q8_matmul_reference;
 MatmulQ8Fn q8_matmul_avx2;
 MatmulQ8Fn q8_matmul_avx512;
 MatmulQ8Fn q8_matmul_neon;
+
+// ---- 4-bit weights (q4) -------------------------------------------------------------------------------------
+//
+// Blocks of Q4_BLOCK = 32 inputs of a row, each 32 integers q ∈ [−8, 7] and one BF16 scale d, W[j, i] ≈ d · q:
+// llama.cpp's Q4_0 in substance (a symmetric 16-level grid per 32 weights, 4.5 bits a weight), with q4.c's
+// quantizer choosing d among a few candidates for the least squared error. Why not super-blocks of 256 with
+// scales and minimums (Q4_K, also 4.5 bits): their 256 divides neither the shipped target's width (384) nor
+// Qwen2.5-0.5B's (896), and this format's product is q8's with one unpacking step, one exact integer sum and
+// one fused multiply-add per block; against it, a Q4_K-like grid left 30% less squared error on the shipped
+// target's matrices it fits (docs/quantization.md). BF16 scales as q8's (the rounded scale is the one the
+// quants are chosen for). The product is q8's, against the same Q8Block activations:
+//     Σ_i x_i W[j, i] ≈ Σ_b fl(d_w[j, b] · d_x[t, b]) · Σ_{i in b} q_w[j, i] · q_x[t, i]
+// an exact integer sum per block, then acc = fma(isum, s, acc) in block order, then + bias, so every variant is
+// bit-identical to the reference (q4.c) and batch-invariant.
+//
+// The layout, shared by every variant: panels of Q4_PANEL = 16 rows. For each block b of the inputs, 256 bytes
+// of quants: 4 lines, line r holding rows 0..15 × 4 bytes, whose low nibbles are row l's inputs 4r..4r+3 and
+// high nibbles its inputs 16 + 4r..16 + 4r + 3, each stored as u = q + 8 ∈ [0, 15]. One line masked and shifted
+// gives the two 64-byte groups of q8's layout (16 rows × 4 inputs), so the kernels are q8's with an unpacking
+// step, and vpdpbusd takes u unsigned as it is: Σ u · q_x = Σ q_w · q_x + 8 · Σ q_x, which starts each block's
+// sum at −8 · Σ q_x = Q8Block.offset / 16. Then the blocks' scales, 16 BF16 values per block.
+enum { Q4_BLOCK = 32, Q4_PANEL = 16 };
+
+static inline int q4_blocks(int n_in) { return (n_in + Q4_BLOCK - 1) / Q4_BLOCK; }
+
+// Bytes of one panel (quants of every block, then their scales, rounded up to whole lines) and of a matrix.
+static inline size_t q4_panel_bytes(int n_in) {
+    return ((size_t)q4_blocks(n_in) * (Q4_BLOCK * Q4_PANEL / 2 + 2 * Q4_PANEL) + 63) / 64 * 64;
+}
+
+static inline size_t q4_matrix_bytes(int n_out, int n_in) {
+    return (size_t)(n_out + Q4_PANEL - 1) / Q4_PANEL * q4_panel_bytes(n_in);
+}
+
+// The byte that holds u_w[j, i] (in its low nibble if i % 32 < 16, else its high one), and the scale of row j's
+// block b (in uint16_t from the matrix's start).
+static inline size_t q4_quant_index(int n_in, int j, int i) {
+    const int k = i % Q4_BLOCK % 16;
+    return (size_t)(j / Q4_PANEL) * q4_panel_bytes(n_in) + (size_t)(i / Q4_BLOCK) * (Q4_BLOCK * Q4_PANEL / 2) +
+           (size_t)(k / 4) * 64 + (size_t)(j % Q4_PANEL) * 4 + k % 4;
+}
+
+static inline size_t q4_scale_index(int n_in, int j, int b) {
+    return ((size_t)(j / Q4_PANEL) * q4_panel_bytes(n_in) + (size_t)q4_blocks(n_in) * (Q4_BLOCK * Q4_PANEL / 2)) / 2 +
+           (size_t)b * Q4_PANEL + j % Q4_PANEL;
+}
+
+// q_w[j, i] ∈ [−8, 7], from its nibble.
+static inline int q4_quant(const void *w, int n_in, int j, int i) {
+    const uint8_t byte = ((const uint8_t *)w)[q4_quant_index(n_in, j, i)];
+    return (i % Q4_BLOCK < 16 ? byte & 0xf : byte >> 4) - 8;
+}
+
+// d · q of W[j, i] in a q4 matrix: the value the matmuls multiply (the tests compare it with the weight).
+static inline float q4_weight(const void *w, int n_in, int j, int i) {
+    return (float)q4_quant(w, n_in, j, i) * bf16_to_f32(((const uint16_t *)w)[q4_scale_index(n_in, j, i / Q4_BLOCK)]);
+}
+
+// Quantizes rows [n_rows ≤ 16, ld] (floats) into one panel (q4_panel_bytes(n_in)); rows n_rows..15 become zeros.
+void q4_quantize_panel(uint8_t *panel, const float *rows, int n_rows, int ld, int n_in);
+
+// The reference product (q4.c): the scalar variant's matmul_q4, and the specification of the others.
+MatmulQ8Fn q4_matmul_reference;
+MatmulQ8Fn q4_matmul_avx2;
+MatmulQ8Fn q4_matmul_avx512;
+MatmulQ8Fn q4_matmul_neon;
 
 #endif

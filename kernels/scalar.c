@@ -138,6 +138,7 @@ const Kernels kernels_scalar = {
     .matmul = {[WEIGHT_F32] = matmul_f32, [WEIGHT_F16] = matmul_f16, [WEIGHT_BF16] = matmul_bf16},
     .matmul_bf16_dot = matmul_bf16_dot,
     .matmul_q8 = q8_matmul_reference,
+    .matmul_q4 = q4_matmul_reference,
     .quantize_q8 = q8_quantize_rows,
     .layernorm = layernorm,
     .rmsnorm = rmsnorm,

@@ -2,10 +2,11 @@
 #include "cli/args.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-typedef enum { OPT_FLAG, OPT_INT, OPT_FLOAT, OPT_STRING, OPT_U64 } OptType;
+typedef enum { OPT_FLAG, OPT_INT, OPT_FLOAT, OPT_STRING, OPT_U64, OPT_REPEATED } OptType;
 
 typedef struct {
     const char *name;   // --name
@@ -45,17 +46,34 @@ static const Option options[] = {
     {"draft-threads", 0, OPT_INT, FIELD(draft_threads), 1, 1024,
      "threads the draft uses, at most --threads (default: the count whose steps measure fastest)"},
     {"quant", 0, OPT_STRING, FIELD(quant), 0, 0, "the target's weight matrices: q8, quantized to 8 bits at load; "
-                                                 "bf16, held in BF16, times activations rounded to BF16 "
-                                                 "(AVX512_BF16); none, as stored (default)"},
+                                                 "q4, to 4 bits (the embeddings and head to 8); bf16, held in BF16, "
+                                                 "times activations rounded to BF16 (AVX512_BF16); none, as stored "
+                                                 "(default)"},
     {"draft-quant", 0, OPT_STRING, FIELD(draft_quant), 0, 0, "the draft's: q8 (default: it only proposes, the "
-                                                             "target decides), bf16 or none"},
+                                                             "target decides), q4, bf16 or none"},
     {"print-ids", 0, OPT_FLAG, FIELD(print_ids), 0, 0, "print the generated ids instead of text"},
     {"stats", 0, OPT_FLAG, FIELD(stats), 0, 0, "print one JSON line of statistics on stderr"},
     {"show", 0, OPT_FLAG, FIELD(show), 0, 0, "mark accepted, rejected and target tokens (colour on a terminal)"},
     {"trace", 0, OPT_STRING, FIELD(trace), 0, 0, "write one JSON line per speculative round to FILE (- for stderr)"},
     {"compare", 0, OPT_FLAG, FIELD(compare), 0, 0, "also run target-only decoding and compare speeds"},
     {"allow-special", 0, OPT_FLAG, FIELD(allow_special), 0, 0, "\"<|endoftext|>\" in text is the special token"},
+    {"stop", 0, OPT_REPEATED, FIELD(stops), 0, 0,
+     "end the text where TEXT first occurs, TEXT not printed (repeatable: the first of them to occur)"},
+    {"chat", 0, OPT_FLAG, FIELD(chat), 0, 0,
+     "the prompt is one user message, rendered by the checkpoint's chat template (tokenizer_config.json)"},
+    {"system", 0, OPT_STRING, FIELD(system), 0, 0, "with --chat: a system message before it"},
+    {"add-generation-prompt", 0, OPT_FLAG, FIELD(add_generation_prompt), 0, 0,
+     "end the rendering with the template's opening of the assistant's reply"},
+    {"chat-var", 0, OPT_REPEATED, FIELD(chat_vars), 0, 0,
+     "NAME=JSON: a further variable for the chat template, e.g. enable_thinking=false (repeatable)"},
     {"all", 0, OPT_FLAG, FIELD(all), 0, 0, "logits of every position, not only the last"},
+    {"host", 0, OPT_STRING, FIELD(host), 0, 0, "the address to listen on (default 127.0.0.1: this machine only)"},
+    {"port", 0, OPT_INT, FIELD(port), 0, 65535, "the port to listen on (default 8080; 0: any free port)"},
+    {"api-key", 0, OPT_STRING, FIELD(api_key), 0, 0, "require \"Authorization: Bearer KEY\" (all but /health)"},
+    {"queue", 0, OPT_INT, FIELD(queue), 0, 4096, "requests that may wait beside the one generating (default 8); "
+                                                 "more get 503"},
+    {"max-body", 0, OPT_INT, FIELD(max_body), 1, 1 << 30, "the largest request body in bytes (default 1048576)"},
+    {"timeout", 0, OPT_INT, FIELD(timeout), 1, 86400, "seconds a connection may stay idle (default 30)"},
     {"help", 'h', OPT_FLAG, FIELD(help), 0, 0, "show this help"},
 };
 #define N_OPTIONS (int)(sizeof options / sizeof options[0])
@@ -87,6 +105,12 @@ static int set_option(Args *args, const Option *o, const char *value, Err *err) 
     switch (o->type) {
     case OPT_FLAG: *(bool *)field = true; return 0;
     case OPT_STRING: *(const char **)field = value; return 0;
+    case OPT_REPEATED: {
+        Repeated *r = field;
+        if (r->n == MAX_REPEATED) return err_fmt(err, "--%s: given more than %d times", o->name, MAX_REPEATED);
+        r->items[r->n++] = value;
+        return 0;
+    }
     case OPT_U64: {
         unsigned long long v = strtoull(value, &end, 0);
         if (errno || end == value || *end || value[0] == '-')
@@ -205,3 +229,30 @@ int read_file(const char *path, char **text, size_t *len, Err *err) {
     return 0;
 }
 
+
+int parse_gamma(const char *text, SpecParams *params, Err *err) {
+    params->policy = GAMMA_AUTO;
+    params->gamma = 5;  // the heuristic's start
+    if (!text || strcmp(text, "auto") == 0) return 0;
+    if (strcmp(text, "heuristic") == 0) {
+        params->policy = GAMMA_HEURISTIC;
+        return 0;
+    }
+    char *end;
+    long v = strtol(text, &end, 10);
+    if (end == text || *end || v < 1 || v > GAMMA_MAX)
+        return err_fmt(err, "--gamma: expected an integer in [1, %d], heuristic or auto, got \"%s\"", GAMMA_MAX, text);
+    params->policy = GAMMA_FIXED;
+    params->gamma = (int)v;
+    return 0;
+}
+
+int parse_sampler(const char *text, SpecSampler *sampler, Err *err) {
+    *sampler = SAMPLER_REJECTION;
+    if (!text || strcmp(text, "rejection") == 0) return 0;
+    if (strcmp(text, "coupled") == 0) {
+        *sampler = SAMPLER_COUPLED;
+        return 0;
+    }
+    return err_fmt(err, "--sampler: expected coupled or rejection, got \"%s\"", text);
+}

@@ -10,8 +10,15 @@
 
 #include "base/error.h"
 #include "speculative/sampling.h"
+#include "speculative/speculative.h"
 
-enum { MAX_POSITIONAL = 4096 };
+enum { MAX_POSITIONAL = 4096, MAX_REPEATED = 32 };
+
+// The values of an option that may be given several times (--chat-var, --stop), in order.
+typedef struct {
+    const char *items[MAX_REPEATED];
+    int n;
+} Repeated;
 
 typedef struct {
     const char *model_dir;      // -m
@@ -32,7 +39,18 @@ typedef struct {
     int tree_width;             // --tree-width W (0: a chain; with --tree the widest tried, default 4)
     const char *quant;          // --quant none | q8 | bf16: the target's matrices
     const char *draft_quant;    // --draft-quant none | q8 | bf16: the draft's (NULL: DRAFT_QUANT_DEFAULT)
+    const char *host;           // serve --host
+    const char *api_key;        // serve --api-key
+    int port;                   // serve --port (0: any free port)
+    int queue;                  // serve --queue: requests that may wait beside the one running
+    int max_body;               // serve --max-body, bytes
+    int timeout;                // serve --timeout, seconds a connection may stay idle
+    Repeated chat_vars;         // --chat-var NAME=JSON
+    Repeated stops;             // --stop TEXT
+    const char *system;         // --system TEXT: the conversation's system message
     bool print_ids, stats, all, show, compare, allow_special, lookup, tree, help;
+    bool add_generation_prompt; // --add-generation-prompt
+    bool chat;                  // --chat: the prompt is a user message, through the chat template
     const char *positional[MAX_POSITIONAL];
     int n_positional;
 } Args;
@@ -52,6 +70,12 @@ int args_parse(Args *args, const Command *cmd, int argc, char **argv, Err *err);
 
 // Prints cmd's usage and the options it accepts.
 void args_print_help(FILE *out, const Command *cmd);
+
+// --gamma N | heuristic | auto (NULL: auto) into params->policy and params->gamma.
+int parse_gamma(const char *text, SpecParams *params, Err *err);
+
+// --sampler coupled | rejection (NULL: rejection).
+int parse_sampler(const char *text, SpecSampler *sampler, Err *err);
 
 // Parses token ids ("1 2 3" or "1,2,3") into a malloc'd array.
 int parse_ids(const char *text, int **ids_out, int *n_out, Err *err);

@@ -12,7 +12,9 @@
 
 #include "checkpoint/safetensors.h"
 #include "cli/args.h"
+#include "cli/chat.h"
 #include "cli/report.h"
+#include "cli/serve.h"
 #include "cli/session.h"
 #include "speculative/sampling.h"
 #include "speculative/speculative.h"
@@ -28,7 +30,7 @@ static const Command commands[] = {
      "continue a prompt; speculatively with a draft model (the shipped pair when no -m is given)",
      "model draft ids prompt file tokens temp top-k top-p seed gamma sampler lookup tree-width tree draft-p-min ctx "
      "threads draft-threads "
-     "quant draft-quant print-ids stats show trace compare allow-special help", 0, 0},
+     "quant draft-quant print-ids stats show trace compare allow-special chat system chat-var stop help", 0, 0},
     {"logits", cmd_logits, "logits -m DIR --ids \"1 2 3\" [--all]",
      "print the logits of the last position (all with --all), one line of %.7g values per position",
      "model ids all ctx threads quant help", 0, 0},
@@ -36,6 +38,19 @@ static const Command commands[] = {
      "print the token ids of a text, space-separated on one line", "model file allow-special help", 0, 1},
     {"detokenize", cmd_detokenize, "detokenize -m DIR ID...", "print the text of token ids", "model help", 1,
      MAX_POSITIONAL},
+    {"serve", cmd_serve, "serve [-m DIR [-d DRAFT_DIR]] [--lookup] [--host 127.0.0.1] [--port 8080] [--api-key KEY] "
+     "[options]", "an OpenAI-compatible HTTP server (docs/server.md); speculative with a draft model or --lookup",
+     "model draft tokens gamma sampler lookup tree-width tree draft-p-min ctx threads draft-threads quant draft-quant "
+     "host port api-key queue max-body timeout help", 0, 0},
+    {"render", cmd_render,
+     "render -m DIR [-f MESSAGES.json] [--add-generation-prompt] [--print-ids] [--chat-var NAME=JSON]...",
+     "print a conversation (a JSON list of {role, content}; standard input by default) as the checkpoint's chat "
+     "template renders it, or its token ids", "model file add-generation-prompt print-ids chat-var help", 0, 0},
+    {"chat", cmd_chat, "chat [-m DIR [-d DRAFT_DIR]] [--lookup] [--system TEXT] [options]",
+     "talk with an instruct model: user messages from standard input (line editing on a terminal), replies "
+     "streamed; /reset starts over, /exit (or end of input) ends",
+     "model draft tokens temp top-k top-p seed gamma sampler lookup tree-width tree draft-p-min ctx threads "
+     "draft-threads quant draft-quant stats show system chat-var stop help", 0, 0},
     {"inspect", cmd_inspect, "inspect PATH", "show the header and tensor table of a safetensors file or folder",
      "help", 1, 1},
 };
@@ -53,23 +68,6 @@ static void print_help(FILE *out, const Command *cmd) {
 }
 
 // ---- generate -----------------------------------------------------------------------------------------------
-
-static int parse_gamma(const char *text, SpecParams *params, Err *err) {
-    params->policy = GAMMA_AUTO;
-    params->gamma = 5;  // the heuristic's start
-    if (!text || strcmp(text, "auto") == 0) return 0;
-    if (strcmp(text, "heuristic") == 0) {
-        params->policy = GAMMA_HEURISTIC;
-        return 0;
-    }
-    char *end;
-    long v = strtol(text, &end, 10);
-    if (end == text || *end || v < 1 || v > GAMMA_MAX)
-        return err_fmt(err, "--gamma: expected an integer in [1, %d], heuristic or auto, got \"%s\"", GAMMA_MAX, text);
-    params->policy = GAMMA_FIXED;
-    params->gamma = (int)v;
-    return 0;
-}
 
 // The --trace stream. "-" is standard error. A path naming the file, pipe or terminal that stderr or stdout already
 // writes to (/dev/stderr, say) is that stream: opened anew it would have a file offset of its own, and the two
@@ -102,16 +100,6 @@ static int check_written(FILE *f, const char *name, Err *err) {
     return err_fmt(err, "%s: %s", name, errno ? strerror(errno) : "write error");
 }
 
-static int parse_sampler(const char *text, SpecSampler *sampler, Err *err) {
-    *sampler = SAMPLER_REJECTION;
-    if (!text || strcmp(text, "rejection") == 0) return 0;
-    if (strcmp(text, "coupled") == 0) {
-        *sampler = SAMPLER_COUPLED;
-        return 0;
-    }
-    return err_fmt(err, "--sampler: expected coupled or rejection, got \"%s\"", text);
-}
-
 // Options given that this run does not read get a note on stderr, one line per reason: speculative decoding's
 // without a drafter (-d or --lookup), a draft model's without one, --show's marks with --print-ids.
 static void note_ignored_options(const Args *args, bool has_draft) {
@@ -142,31 +130,91 @@ static void note_ignored_options(const Args *args, bool has_draft) {
     }
 }
 
-static int cmd_generate(const Args *args, Err *err) {
-    const char *target_dir, *draft_dir;
-    if (model_dirs(args, &target_dir, &draft_dir, err)) return -1;
-    SpecParams params = {.sampling = args->sampling, .seed = args->seed, .max_tokens = args->n_tokens,
-                         .tree_width = args->tree && !args->tree_width ? TREE_FIRST_WIDTH_MAX : args->tree_width,
-                         .tree_auto = args->tree};
-    if (parse_gamma(args->gamma, &params, err) || parse_sampler(args->sampler, &params.sampler, err)) return -1;
+// The checks of generate's options that need no model.
+static int check_generate_options(const Args *args, Err *err) {
     if (!!args->ids + !!args->prompt + !!args->file > 1)
         return err_fmt(err, "give the prompt once: as -p TEXT, -f FILE or --ids \"1 2 3\"");
     if (!args->ids && !args->prompt && !args->file)
         return err_fmt(err, "missing prompt: give -p TEXT, -f FILE (- : standard input) or --ids \"1 2 3\"");
+    if (args->chat && args->ids) return err_fmt(err, "--chat takes the user's message as -p TEXT or -f FILE");
+    if (args->system && !args->chat) return err_fmt(err, "--system is the system message of --chat");
+    if (args->stops.n && (args->show || args->print_ids || args->compare))
+        return err_fmt(err, "--stop prints the text up to the stop string: not with --show, --print-ids or --compare");
+    return 0;
+}
 
+// The prompt's text: -p TEXT, or what -f FILE, -f - or -p - read into *read (the caller frees it). *text is NULL
+// when the prompt is --ids.
+static int prompt_text(const Args *args, char **read, const char **text, size_t *len, Err *err) {
+    const char *from = args->file;
+    if (!from && args->prompt && strcmp(args->prompt, "-") == 0) from = "-";
+    if (from) {
+        if (read_file(from, read, len, err)) return -1;
+        *text = *read;
+        return 0;
+    }
+    *text = args->prompt;
+    *len = *text ? strlen(*text) : 0;
+    return 0;
+}
+
+// The prompt's ids: the text as the user's message through the checkpoint's chat template (--chat), or the text
+// tokenized with the checkpoint's special tokens (BOS), or --ids; every id inside the target's vocabulary.
+static int prompt_ids(const Args *args, const char *target_dir, const Tokenizer *tok, const Model *target,
+                      const char *text, size_t len, int **prompt, int *n_prompt, Err *err) {
+    int rc;
+    if (text && args->chat)
+        rc = chat_prompt_ids(target_dir, tok, args->system, text, len, &args->chat_vars, prompt, n_prompt, err);
+    else if (text)
+        rc = tokenizer_encode(tok, text, len, args->allow_special, prompt, n_prompt, err) ||
+             tokenizer_add_special_tokens(tok, prompt, n_prompt, err);
+    else
+        rc = parse_ids(args->ids, prompt, n_prompt, err);
+    if (rc) return -1;
+    if (*n_prompt == 0) return err_fmt(err, "the prompt is empty");
+    for (int i = 0; i < *n_prompt; i++)
+        if ((*prompt)[i] >= target->cfg.vocab_size)
+            return err_fmt(err, "prompt token id %d is outside the vocabulary [0, %d) of %s", (*prompt)[i],
+                           target->cfg.vocab_size, target_dir);
+    return 0;
+}
+
+// Where decided tokens go: the printer (text, --show's marks, or --print-ids), or with --stop the stop-string
+// printer, which ends the run where a stop string completes. tok is NULL without a tokenizer.
+static int open_output(const Args *args, const Tokenizer *tok, Printer *printer, StopPrinter *stopper,
+                       SpecParams *params, Err *err) {
+    printer_init(printer, stdout, args->print_ids ? NULL : tok, args->show,
+                 isatty(STDOUT_FILENO) && !getenv("NO_COLOR"), err);
+    params->on_token = on_token;
+    params->ctx = printer;
+    if (args->show && printer->tok) fprintf(stderr, "%s\n", show_legend(printer->color));
+    if (!args->stops.n) return 0;
+    if (!tok) return err_fmt(err, "--stop needs the checkpoint's tokenizer, to read the text");
+    if (stop_printer_init(stopper, stdout, tok, &args->stops, err)) return -1;
+    params->on_token = NULL;
+    params->stop = stop_printer_token;
+    params->stop_ctx = stopper;
+    return 0;
+}
+
+static int cmd_generate(const Args *args, Err *err) {
+    const char *target_dir, *draft_dir;
+    SpecParams params;
+    if (check_generate_options(args, err) || model_dirs(args, &target_dir, &draft_dir, err) ||
+        spec_params_from_args(args, &params, err))
+        return -1;
     Session s;
     Tokenizer tok;
     bool have_tok = false;
     Printer printer = {0};
+    StopPrinter stopper = {0};
     Drafters drafters = {0};
     int *prompt = NULL, *out = NULL, n_prompt = 0, n_out = 0, rc = -1;
     FILE *trace = NULL;
-    char *read = NULL;  // the prompt read from -f FILE, or from standard input (-f - and -p -)
-    size_t read_len = 0;
-    const char *from = args->file ? args->file : args->prompt && strcmp(args->prompt, "-") == 0 ? "-" : NULL;
-    if (from && read_file(from, &read, &read_len, err)) return -1;
-    const char *text = from ? read : args->prompt;  // NULL: the prompt is --ids
-    const size_t text_len = from ? read_len : text ? strlen(text) : 0;
+    char *read = NULL;
+    const char *text;
+    size_t text_len;
+    if (prompt_text(args, &read, &text, &text_len, err)) return -1;
     if (session_open(&s, target_dir, draft_dir, args->threads, args->quant, args->draft_quant,
                      args->ctx ? args->ctx : DEFAULT_CONTEXT, err) ||
         session_draft_threads(&s, args->draft_threads, err))
@@ -179,54 +227,41 @@ static int cmd_generate(const Args *args, Err *err) {
     if (load_tokenizer(&tok, target_dir, text != NULL, &have_tok, err)) goto done;
     if (have_tok && tokenizer_vocab_size(&tok) < s.target.n_vocab)  // padding rows of the embedding table: the
         model_limit_vocab(&s.target, tokenizer_vocab_size(&tok));    // ids past the tokenizer's are never sampled
-    if (text ? tokenizer_encode(&tok, text, text_len, args->allow_special, &prompt, &n_prompt, err) ||
-                           tokenizer_add_special_tokens(&tok, &prompt, &n_prompt, err)  // BOS, as the checkpoint's
-                     : parse_ids(args->ids, &prompt, &n_prompt, err))
-        goto done;
-    if (n_prompt == 0) {
-        err_fmt(err, "the prompt is empty");
-        goto done;
-    }
-    for (int i = 0; i < n_prompt; i++)
-        if (prompt[i] >= s.target.cfg.vocab_size) {
-            err_fmt(err, "prompt token id %d is outside the vocabulary [0, %d) of %s", prompt[i],
-                    s.target.cfg.vocab_size, target_dir);
-            goto done;
-        }
+    if (prompt_ids(args, target_dir, &tok, &s.target, text, text_len, &prompt, &n_prompt, err)) goto done;
     if (args->trace && open_trace(args->trace, &trace, err)) goto done;
     params.eos_id = s.target.cfg.eos_token_id;
     params.eos_ids = s.target.cfg.eos_ids;
     params.n_eos = s.target.cfg.n_eos;
     params.trace = trace;
-    params.on_token = on_token;
-    params.ctx = &printer;
-    printer_init(&printer, stdout, have_tok && !args->print_ids ? &tok : NULL, args->show,
-                 isatty(STDOUT_FILENO) && !getenv("NO_COLOR"), err);
-    if (args->show && printer.tok) fprintf(stderr, "%s\n", show_legend(printer.color));
+    if (open_output(args, have_tok ? &tok : NULL, &printer, &stopper, &params, err)) goto done;
 
     out = malloc(sizeof(int) * (args->n_tokens + 1));
-    const DrafterKind kind = args->lookup && s.has_draft ? DRAFTER_STAGED : args->lookup ? DRAFTER_LOOKUP
-                             : s.has_draft                 ? DRAFTER_MODEL
-                                                           : DRAFTER_NONE;
-    if (drafter_open(&drafters, kind, &s.draft, &params, args->draft_p_min, LOOKUP_STAGED_MIN_MATCH, err)) goto done;
+    if (!out) {
+        err_fmt(err, "out of memory for %d tokens", args->n_tokens);
+        goto done;
+    }
+    if (drafter_open(&drafters, drafter_kind(s.has_draft, args->lookup), &s.draft, &params, args->draft_p_min,
+                     LOOKUP_STAGED_MIN_MATCH, err))
+        goto done;
     SpecStats stats;
     if (speculative_generate(&s.target, drafters.drafter, prompt, n_prompt, &params, out, &n_out, &stats, err)) goto done;
-    if (printer_finish(&printer, "stdout", err)) goto done;
+    if (args->stops.n ? stop_printer_finish(&stopper, "stdout", err) : printer_finish(&printer, "stdout", err))
+        goto done;
     // The loop stops when the committed tokens overrun the context by one (the last is sampled, never fed).
     const int n_ctx = s.target.cfg.n_positions;
     if (n_out < args->n_tokens && n_prompt + n_out > n_ctx)
         fprintf(stderr, "specdec: stopped after %d of the %d tokens asked for (-n): the prompt's %d tokens and the "
                 "text fill the context of %d positions (the model's own, or less: --ctx)\n", n_out, args->n_tokens,
                 n_prompt, n_ctx);
-
     if (args->stats && print_stats(&s, drafters.drafter != NULL, &stats, prompt, n_prompt, out, n_out, err)) goto done;
-    if (args->compare && (s.has_draft || args->lookup) &&
+    if (args->compare && drafters.drafter &&
         compare_with_target_only(&s, args->n_tokens, &params, &stats, prompt, n_prompt, out, n_out, err))
         goto done;
     rc = trace && trace != stderr ? check_written(trace, trace == stdout ? "stdout" : args->trace, err) : 0;
 done:
     if (trace && trace != stderr && trace != stdout) fclose(trace);
     printer_free(&printer);
+    stop_printer_free(&stopper);
     drafter_close(&drafters);
     if (have_tok) tokenizer_free(&tok);
     free(read);
@@ -348,7 +383,8 @@ static int run_command_line(int argc, char **argv, Err *err) {
     for (int i = 0; i < N_COMMANDS; i++)
         if (strcmp(argv[1], commands[i].name) == 0) cmd = &commands[i];
     if (!cmd) return err_fmt(err, "unknown command '%s' (see 'specdec --help')", argv[1]);
-    Args args = {.n_tokens = 64, .sampling = {.temperature = 0.0f, .top_k = 0, .top_p = 1.0f}};
+    Args args = {.n_tokens = 64, .sampling = {.temperature = 0.0f, .top_k = 0, .top_p = 1.0f}, .port = 8080,
+                 .queue = 8, .max_body = 1 << 20, .timeout = 30};
     if (args_parse(&args, cmd, argc - 2, argv + 2, err)) return -1;
     if (!args.help) return cmd->run(&args, err);
     print_help(stdout, cmd);

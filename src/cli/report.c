@@ -186,6 +186,50 @@ int printer_finish(Printer *pr, const char *name, Err *err) {
     return pr->write_errno ? err_fmt(err, "%s: %s", name, strerror(pr->write_errno)) : 0;
 }
 
+int stop_printer_init(StopPrinter *sp, FILE *out, const Tokenizer *tok, const Repeated *stops, Err *err) {
+    *sp = (StopPrinter){.out = out, .err = err};
+    token_stream_init(&sp->stream, tok);
+    return stop_scan_init(&sp->scan, stops->items, stops->n, err);
+}
+
+bool stop_printer_token(void *ctx, int id) {
+    StopPrinter *sp = ctx;
+    const char *text;
+    size_t len;
+    bool stopped = false;
+    if (token_stream_push(&sp->stream, id, &text, &len, sp->err) ||
+        stop_scan_push(&sp->scan, text, len, &stopped, sp->err)) {
+        sp->failed = true;
+        return true;
+    }
+    stop_scan_take(&sp->scan, false, &text, &len);
+    fwrite(text, 1, len, sp->out);
+    if (fflush(sp->out) != 0 && !sp->write_errno) sp->write_errno = errno ? errno : EIO;
+    return stopped || sp->write_errno;  // a failed write ends the run, as generate's printer does
+}
+
+int stop_printer_finish(StopPrinter *sp, const char *name, Err *err) {
+    const char *text;
+    size_t len;
+    bool stopped;
+    token_stream_flush(&sp->stream, &text, &len);
+    if (!sp->failed && stop_scan_push(&sp->scan, text, len, &stopped, sp->err)) sp->failed = true;
+    stop_scan_take(&sp->scan, true, &text, &len);
+    fwrite(text, 1, len, sp->out);
+    fputc('\n', sp->out);
+    if (fflush(sp->out) != 0 && !sp->write_errno) sp->write_errno = errno ? errno : EIO;
+    if (sp->failed) {  // sp->err says why
+        if (err != sp->err) *err = *sp->err;
+        return -1;
+    }
+    return sp->write_errno ? err_fmt(err, "%s: %s", name, strerror(sp->write_errno)) : 0;
+}
+
+void stop_printer_free(StopPrinter *sp) {
+    token_stream_free(&sp->stream);
+    stop_scan_free(&sp->scan);
+}
+
 int print_stats(Session *s, bool drafting, const SpecStats *st, const int *prompt, int n_prompt, const int *out,
                 int n_out, Err *err) {
     const int V = s->target.n_vocab, n_ctx = s->target.cfg.n_positions;

@@ -5,6 +5,7 @@
 
 #include <stdbool.h>
 
+#include "chat/stop.h"
 #include "cli/session.h"
 #include "speculative/speculative.h"
 
@@ -47,6 +48,29 @@ void on_token(void *ctx, int id, TokenKind kind);
 // full disk), an error naming the stream (`name`: "stdout") and the failure.
 int printer_finish(Printer *pr, const char *name, Err *err);
 void printer_free(Printer *pr);
+
+// Printing with stop strings (--stop): the scheduler's stop hook (SpecParams.stop) decodes each committed token,
+// scans the text for the strings (chat/stop.h) and prints what no stop string can start in; the first one ends
+// generation after the token in which it completes, and neither it nor anything after it is printed. The text
+// printed stays in scan.text[0..scan.len). --show's marks are not printed with it.
+typedef struct {
+    StopScan scan;
+    TokenStream stream;
+    FILE *out;
+    Err *err;
+    bool failed;        // err holds why (out of memory): generation was stopped
+    int write_errno;    // errno of the first flush of `out` that failed (0: none so far): generation was stopped
+} StopPrinter;
+
+int stop_printer_init(StopPrinter *sp, FILE *out, const Tokenizer *tok, const Repeated *stops, Err *err);
+
+// The scheduler's stop hook (ctx: a StopPrinter).
+bool stop_printer_token(void *ctx, int id);
+
+// At the end of generation: the text held back (no stop string came), a newline, and a flush; then -1 with err if
+// the scan failed (out of memory) or a write did (naming the stream `name`), as printer_finish.
+int stop_printer_finish(StopPrinter *sp, const char *name, Err *err);
+void stop_printer_free(StopPrinter *sp);
 
 // The one-line legend of the --show marks (without a newline).
 const char *show_legend(bool color);

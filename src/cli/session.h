@@ -7,6 +7,7 @@
 
 #include "cli/args.h"
 #include "model/model.h"
+#include "speculative/speculative.h"
 #include "tokenizer/tokenizer.h"
 
 // The model pair that ships in weights/, used when neither -m nor -d is given.
@@ -36,6 +37,10 @@ void session_close(Session *s);
 // measure fastest now, fewer threads unless more are clearly faster (model/probe.h). n above the pool's size is an
 // error.
 int session_draft_threads(Session *s, int n, Err *err);
+
+// The speculation and sampling options (--gamma, --sampler, --tree-width, --tree, --temp, --top-k, --top-p,
+// --seed, -n) as SpecParams; the rest of params zeroed.
+int spec_params_from_args(const Args *args, SpecParams *params, Err *err);
 
 // The tokenizer of checkpoint folder dir, when it has one; *loaded says whether it did.
 int load_tokenizer(Tokenizer *tok, const char *dir, bool required, bool *loaded, Err *err);

@@ -49,7 +49,7 @@ typedef struct ForwardScratch {
     float *cos, *sin;  // [CHUNK_T, hd/2]  rotary angles of the chunk's positions
     float *scores;  // [threads, ATTENTION_ROWS, P]     attention weights, a task's rows per thread
     float *att_rows;  // [threads, 2, ATTENTION_ROWS, hd]  a task's queries, then its outputs, gathered
-    Q8Block *xq;    // [CHUNK_T, q8_blocks(max(d, H·hd, F))]  a q8 matmul's input, quantized (QUANT_Q8 only)
+    Q8Block *xq;    // [CHUNK_T, q8_blocks(max(d, H·hd, F))]  a q8 or q4 matmul's input, quantized (QUANT_Q8, Q4)
     uint16_t *xb;   // [CHUNK_T, panel_row_length(max(d, H·hd, F))]  a BF16 matmul's input, rounded (QUANT_BF16 only)
     int ld_d, ld_att, ld_f, n_qkv;
 
@@ -83,9 +83,10 @@ int forward_scratch_alloc(ForwardScratch **scratch, const Config *c, Quant quant
     *scratch = s;
     if (!s) return err_fmt(err, "out of memory for activations");
     s->x = aligned_alloc(SCRATCH_ALIGN, bytes);  // one block of floats: x, h, qkv, att, mlp, cos, sin, scores, att_rows
-    if (quant == QUANT_Q8) s->xq = malloc(T * (size_t)q8_blocks(widest_input(c)) * sizeof(Q8Block));
+    const bool quantized = quant == QUANT_Q8 || quant == QUANT_Q4;
+    if (quantized) s->xq = malloc(T * (size_t)q8_blocks(widest_input(c)) * sizeof(Q8Block));
     if (quant == QUANT_BF16) s->xb = malloc(T * (size_t)panel_row_length(widest_input(c)) * sizeof(uint16_t));
-    if (!s->x || (quant == QUANT_Q8 && !s->xq) || (quant == QUANT_BF16 && !s->xb))
+    if (!s->x || (quantized && !s->xq) || (quant == QUANT_BF16 && !s->xb))
         return err_fmt(err, "out of memory for activations (%zu MB)", floats * 4 >> 20);
     s->ld_d = (int)ld_d;
     s->ld_att = (int)ld_att;
@@ -139,7 +140,7 @@ typedef struct {
     const Kernels *k;
     const Linear *lin;
     const float *x;     // [T, ld_x]
-    const Q8Block *xq;  // [T, q8_blocks(n_in)]: x quantized, for q8 weights
+    const Q8Block *xq;  // [T, q8_blocks(n_in)]: x quantized, for q8 and q4 weights
     const uint16_t *xb; // [T, panel_row_length(n_in)]: x rounded to BF16, for QUANT_BF16
     float *out;         // [T, ld_out]
     int T, ld_x, ld_out;
@@ -166,8 +167,9 @@ static void linear_thread(void *ctx, int thread, int n_threads) {
         pthread_mutex_unlock(&openblas);
         for (int t = 0; t < job->T && lin->bias; t++)
             job->k->add(job->out + (size_t)t * job->ld_out + j0, lin->bias + j0, n);
-    } else if (lin->type == WEIGHT_Q8) {
-        job->k->matmul_q8(job->out, job->xq, lin->w, lin->bias, job->T, lin->n_in, job->ld_out, j0, j1);
+    } else if (lin->type == WEIGHT_Q8 || lin->type == WEIGHT_Q4) {
+        MatmulQ8Fn *matmul = lin->type == WEIGHT_Q8 ? job->k->matmul_q8 : job->k->matmul_q4;
+        matmul(job->out, job->xq, lin->w, lin->bias, job->T, lin->n_in, job->ld_out, j0, j1);
     } else if (job->xb) {
         job->k->matmul_bf16_dot(job->out, job->xb, lin->w, lin->bias, job->T, lin->n_in, job->ld_out, j0, j1);
     } else {
@@ -190,7 +192,7 @@ static void linear_thread(void *ctx, int thread, int n_threads) {
 // many rows (long prompts), a kernel variant that says so — it takes over; each of our threads then runs a
 // single-threaded sgemm on its own columns, one thread at a time (linear_thread says why), so OpenBLAS's threads
 // never compete with ours for the cores.
-// q8 weights take x quantized (kernels.h), QUANT_BF16's x rounded to BF16, once, here, for all threads; a row's
+// q8 and q4 weights take x quantized (kernels.h), QUANT_BF16's x rounded to BF16, once, here, for all threads; a row's
 // quantization or rounding depends on that row alone, so batch invariance holds.
 // Writes s->xq or s->xb (the rounded input), out, and residual (EPILOGUE_ADD).
 static void linear(const Model *m, ForwardScratch *s, float *out, int ld_out, const float *x, int ld_x,
@@ -198,7 +200,7 @@ static void linear(const Model *m, ForwardScratch *s, float *out, int ld_out, co
     const int blas_min = m->kernels->blas_min_rows;
     // (sgemm reads rows: a variant whose weights are in panels never names a crossover)
     const bool blas = s->blas && lin->type == WEIGHT_F32 && blas_min > 0 && T >= blas_min && !m->kernels->panels;
-    if (lin->type == WEIGHT_Q8) m->kernels->quantize_q8(s->xq, x, T, lin->n_in, ld_x);
+    if (lin->type == WEIGHT_Q8 || lin->type == WEIGHT_Q4) m->kernels->quantize_q8(s->xq, x, T, lin->n_in, ld_x);
     uint16_t *xb = m->quant == QUANT_BF16 ? s->xb : NULL;
     if (xb) bf16_round_rows(xb, x, T, lin->n_in, ld_x, in_pair_order(m->kernels, WEIGHT_BF16));
     LinearJob job = {

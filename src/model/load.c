@@ -1,7 +1,8 @@
 // load.c — a Hugging Face checkpoint folder → a Model: config.json, then every tensor of the safetensors files
 // into one arena in the layout the selected kernels read (model.h's Linear): GPT-2's Conv1D matrices transposed,
 // q, k and v (and gate and up) stacked into one matrix, rows or 4-row panels, pair order for BF16 where the kernels
-// want it, and the matrices converted as Quant says (F32/F16/BF16 as stored, rounded to BF16, or quantized to q8).
+// want it, and the matrices converted as Quant says (F32/F16/BF16 as stored, rounded to BF16, or quantized to q8
+// or q4).
 // The forward (forward.c) only ever reads what this file built.
 //
 // Dimension key: d model width, H query heads, Hkv key/value heads, hd head width, F MLP width, V vocabulary,
@@ -23,7 +24,7 @@ typedef struct {
     const char *dir;
     const char *prefix;     // GPT-2: "transformer." or ""; the Llama family: "model." or ""
     const Kernels *kernels; // the selected kernels, whose weight layout the matrices take (kernels.h)
-    Quant quant;            // QUANT_Q8: matrices are quantized as they are read, on the pool's threads;
+    Quant quant;            // QUANT_Q8, Q4: matrices are quantized as they are read, on the pool's threads;
                             // QUANT_BF16: F32 and F16 matrices are rounded to BF16 as they are read
     ThreadPool *pool;       // the model's
     uint8_t *arena;         // bump allocator over model->arena
@@ -142,13 +143,15 @@ static int load_part(Loader *ld, Linear *lin, int row0, const Part *part) {
     return 0;
 }
 
-// Quantizing a matrix stacked from parts to q8 as a pool job: each thread its share of the 16-row panels.
+// Quantizing a matrix stacked from parts to q8 or q4 as a pool job: each thread its share of the 16-row panels
+// (Q8_PANEL = Q4_PANEL).
 enum { MAX_PARTS = 3 };  // q, k and v
 typedef struct {
     const Part *parts;
     const StTensor *tensors[MAX_PARTS];
     int n_parts;
-    uint8_t *w;                 // q8_matrix_bytes(n_out, n_in)
+    WeightType type;            // WEIGHT_Q8 or WEIGHT_Q4
+    uint8_t *w;                 // q8_matrix_bytes or q4_matrix_bytes(n_out, n_in)
     float *rows;                // [threads, 16, n_in]: each thread's panel as floats
     int n_out, n_in;
 } QuantizeJob;
@@ -176,16 +179,19 @@ static void quantize_thread(void *ctx, int thread, int n_threads) {
                 for (int j = a; j < b; j++) rows[(size_t)(j - j0) * n_in + i] = column[j - a];
             }
         }
-        q8_quantize_panel(job->w + (size_t)p * q8_panel_bytes(n_in), rows, j1 - j0, n_in, n_in);
+        if (job->type == WEIGHT_Q4)
+            q4_quantize_panel(job->w + (size_t)p * q4_panel_bytes(n_in), rows, j1 - j0, n_in, n_in);
+        else
+            q8_quantize_panel(job->w + (size_t)p * q8_panel_bytes(n_in), rows, j1 - j0, n_in, n_in);
     }
 }
 
-// lin's matrix (lin->w: q8_matrix_bytes) quantized to q8 panels of 16 rows (kernels.h) from its parts in any
+// lin's matrix (lin->w) quantized to q8 or q4 panels of 16 rows (kernels.h; lin->type) from its parts in any
 // stored dtype, on the pool's threads: each panel's rows gathered as floats — 16 consecutive weights of each
 // input at a time from Conv1D's [n_in, rows]; a panel may straddle two parts — then quantized.
 static int quantize_linear(Loader *ld, Linear *lin, const Part *parts, int n_parts) {
-    QuantizeJob job = {.parts = parts, .n_parts = n_parts, .w = (uint8_t *)lin->w, .n_out = lin->n_out,
-                       .n_in = lin->n_in};
+    QuantizeJob job = {.parts = parts, .n_parts = n_parts, .type = lin->type, .w = (uint8_t *)lin->w,
+                       .n_out = lin->n_out, .n_in = lin->n_in};
     for (int p = 0; p < n_parts; p++) {
         const Part *part = &parts[p];
         job.tensors[p] = part->conv1d ? fetch(ld, part->name, lin->n_in, part->rows)
@@ -208,6 +214,7 @@ static WeightType held_type(Quant quant, StDtype stored) {
     switch (quant) {
     case QUANT_Q8: return WEIGHT_Q8;
     case QUANT_BF16: return WEIGHT_BF16;
+    case QUANT_Q4: return WEIGHT_Q4;
     case QUANT_NONE: break;
     }
     return weight_type(stored);
@@ -216,22 +223,24 @@ static WeightType held_type(Quant quant, StDtype stored) {
 // Bytes of arena a [n_out, n_in] matrix held as `type` takes in the kernels' layout, padding included.
 static size_t matrix_bytes(const Kernels *k, WeightType type, int n_out, int n_in) {
     if (type == WEIGHT_Q8) return q8_matrix_bytes(n_out, n_in);
+    if (type == WEIGHT_Q4) return q4_matrix_bytes(n_out, n_in);
     return weight_elements(k->panels, n_out, n_in) * weight_size(type);
 }
 
 // lin's matrix (lin->w, zero-filled, lin->type set) from its parts, converted to lin->type on the way.
 static int fill_matrix(Loader *ld, Linear *lin, const Part *parts, int n_parts) {
-    if (lin->type == WEIGHT_Q8) return quantize_linear(ld, lin, parts, n_parts);
+    if (lin->type == WEIGHT_Q8 || lin->type == WEIGHT_Q4) return quantize_linear(ld, lin, parts, n_parts);
     for (int p = 0, row0 = 0; p < n_parts; row0 += parts[p++].rows)
         if (load_part(ld, lin, row0, &parts[p])) return -1;
     return 0;
 }
 
-// Bytes of the layer's weights and bias one forward streams (q8: the quants and scales of the panels, padding
-// included).
+// Bytes of the layer's weights and bias one forward streams (q8, q4: the quants and scales of the panels,
+// padding included).
 static size_t linear_bytes(const Linear *lin) {
-    const size_t w = lin->type == WEIGHT_Q8 ? q8_matrix_bytes(lin->n_out, lin->n_in)
-                                            : (size_t)lin->n_out * lin->n_in * weight_size(lin->type);
+    const size_t w = lin->type == WEIGHT_Q8   ? q8_matrix_bytes(lin->n_out, lin->n_in)
+                     : lin->type == WEIGHT_Q4 ? q4_matrix_bytes(lin->n_out, lin->n_in)
+                                              : (size_t)lin->n_out * lin->n_in * weight_size(lin->type);
     return w + (lin->bias ? lin->n_out * sizeof(float) : 0);
 }
 
@@ -314,7 +323,7 @@ static int load_llama_block(Loader *ld, Block *b, int layer, const Config *c) {
 
 // Room for every tensor as F32 (the most a weight takes), with the panel layout's padding: rows to 16 weights,
 // and 3 more rows; or as q8 panels, either way round, where a tiny matrix's padding makes those larger (a matrix
-// stacked from parts takes no more q8 panels than its parts would alone).
+// stacked from parts takes no more q8 panels than its parts would alone; q4 panels take fewer bytes than q8's).
 static size_t arena_bound(const StCheckpoint *ckpt) {
     size_t total = 0;
     for (int i = 0; i < ckpt->n_tensors; i++) {
@@ -371,8 +380,14 @@ static int load_weights(Model *model, Loader *ld) {
     const int d = c->n_embd;
     ld->prefix = gpt2 ? (st_find(ld->ckpt, "transformer.wte.weight") ? "transformer." : "")
                       : (st_find(ld->ckpt, "model.embed_tokens.weight") ? "model." : "");
+    // Under q4 the embeddings and the head are held in q8, as llama.cpp's quantizer keeps a Q4_0 model's in Q6_K:
+    // on the shipped target, in q4 too they cost 2.6 points of top-1 agreement and 2.5 × the KL
+    // (docs/quantization.md).
+    const Quant body = ld->quant, head = body == QUANT_Q4 ? QUANT_Q8 : body;
     const Part wte = {.name = gpt2 ? "wte.weight" : "embed_tokens.weight", .rows = c->vocab_size};
+    ld->quant = head;
     if (load_linear(ld, &model->wte, d, &wte, 1, false)) return -1;
+    ld->quant = body;
     if (c->positions == POSITIONS_LEARNED && !(model->wpe = load_f32(ld, "wpe.weight", c->n_positions, d)))
         return -1;
     if (c->positions == POSITIONS_ROTARY) {
@@ -393,6 +408,7 @@ static int load_weights(Model *model, Loader *ld) {
         return err_fmt(ld->err, "%s: config.json sets tie_word_embeddings to false but tensor \"lm_head.weight\" is "
                        "missing", ld->dir);
     ld->prefix = "";  // the head is never under the body's prefix
+    ld->quant = head;
     return load_linear(ld, &model->lm_head, d, &(Part){.name = "lm_head.weight", .rows = c->vocab_size}, 1, false);
 }
 
@@ -454,18 +470,19 @@ const char *quant_name(Quant quant) {
     switch (quant) {
     case QUANT_Q8: return "q8";
     case QUANT_BF16: return "bf16";
+    case QUANT_Q4: return "q4";
     case QUANT_NONE: break;
     }
     return "none";
 }
 
 int quant_from_name(Quant *quant, const char *name, const char *option, Err *err) {
-    for (Quant q = QUANT_NONE; q <= QUANT_BF16; q++)
+    for (Quant q = QUANT_NONE; q <= QUANT_Q4; q++)
         if (strcmp(name, quant_name(q)) == 0) {
             *quant = q;
             return 0;
         }
-    return err_fmt(err, "%s: expected none, q8 or bf16, got \"%s\"", option, name);
+    return err_fmt(err, "%s: expected none, q8, bf16 or q4, got \"%s\"", option, name);
 }
 
 

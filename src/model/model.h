@@ -20,11 +20,11 @@
 // n_out] on disk, are transposed once at load), kept in its checkpoint's dtype, 64-byte aligned, in the layout of
 // the selected kernels (Kernels.panels, kernels.h): rows, [n_out, n_in] row-major; or panels, [⌈n_out/4⌉,
 // ⌈n_in/16⌉, 4, 16] — 4 rows at a time, their 16-weight slices alternating, zero-padded — with W[j, i] at
-// weight_index(); or quantized to q8 at load, in q8's own layout (kernels.h). The shapes in the comments below are
-// those of the matrix W, whatever its layout.
+// weight_index(); or quantized to q8 or q4 at load, in their own layouts (kernels.h). The shapes in the comments
+// below are those of the matrix W, whatever its layout.
 typedef struct {
     const void *w;      // W [n_out, n_in] in the kernels' layout: weight_elements() elements of dtype `type`,
-                        // or q8_matrix_bytes() bytes of panels (WEIGHT_Q8)
+                        // or q8_matrix_bytes() / q4_matrix_bytes() bytes of panels (WEIGHT_Q8, WEIGHT_Q4)
     WeightType type;
     int n_out, n_in;
     const float *bias;  // [n_out], or NULL
@@ -53,9 +53,11 @@ typedef struct {
 //               as transformers computes a bfloat16 model's matmuls — by the kernels' BF16 dot product
 //               (Kernels.matmul_bf16_dot): twice the multiply-adds per instruction of F32 on AVX512_BF16, for
 //               verifications and prompts, whose pace the arithmetic sets. Needs a variant that has one.
-typedef enum { QUANT_NONE, QUANT_Q8, QUANT_BF16 } Quant;
+//   QUANT_Q4    the blocks' matrices quantized to 4 bits at load (q4, kernels.h), the embeddings and the head
+//               to 8 bits (q8); activations to 8 bits, as for q8 (docs/quantization.md).
+typedef enum { QUANT_NONE, QUANT_Q8, QUANT_BF16, QUANT_Q4 } Quant;
 
-// "none", "q8", "bf16": the names the CLI and the bench take (--quant, --draft-quant)
+// "none", "q8", "bf16", "q4": the names the CLI and the bench take (--quant, --draft-quant)
 const char *quant_name(Quant quant);
 
 // The Quant named `name`; −1 with an error naming `option` (the flag that gave it) if it names none.

@@ -94,12 +94,13 @@ static int lookup_prefill(Drafter *self, const int *context, int n, Err *err) {
     return index_up_to((LookupDrafter *)self, context, n, err);
 }
 
-// The index holds committed tokens only, which rounds never take back; a rollback before them (a new text)
-// starts the index afresh.
+// The index holds committed tokens only, which rounds never take back. Its n-grams lie in context[0..indexed) and
+// point at positions ≤ indexed, so a rollback to n ≥ indexed (a conversation's next turn, which keeps the common
+// prefix of its ids) keeps it whole; a rollback further back (a new text) starts it afresh.
 static void lookup_rollback(Drafter *self, int n, const int *path, int n_path) {
     (void)path, (void)n_path;  // nothing cached for the drafts
     LookupDrafter *d = (LookupDrafter *)self;
-    if (d->indexed < n) return;
+    if (d->indexed <= n) return;
     bytesmap_clear(&d->index);
     d->indexed = 0;
 }

@@ -96,6 +96,9 @@ static void model_rollback(Drafter *self, int n, const int *path, int n_path) {
     while (kept < n_path && d->first_position + path[kept] < d->cache.len) kept++;
     if (kept > 0) kv_keep_path(&d->cache, d->first_position, path, kept);
     if (d->cache.len > n) kv_truncate(&d->cache, n);
+    // Rounds never take back more than the newest committed token; a rollback further back starts another sequence
+    // of committed tokens (a conversation's next turn, rendered differently), which the debug check serves afresh.
+    if (n + 1 < d->check.fresh.len) rollback_check_free(&d->check);
 }
 
 static int model_check(Drafter *self, const int *context, int n_prefill, Err *err) {

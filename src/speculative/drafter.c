@@ -1,6 +1,12 @@
 // drafter.c — opening and closing a run's drafter (drafter.h): the one place that assembles them.
 #include "speculative/speculative.h"
 
+DrafterKind drafter_kind(bool draft_model, bool lookup) {
+    if (draft_model && lookup) return DRAFTER_STAGED;
+    if (lookup) return DRAFTER_LOOKUP;
+    return draft_model ? DRAFTER_MODEL : DRAFTER_NONE;
+}
+
 int drafter_open(Drafters *d, DrafterKind kind, Model *draft, const SpecParams *params, float p_min, int min_match,
                  Err *err) {
     *d = (Drafters){0};

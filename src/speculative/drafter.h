@@ -178,6 +178,9 @@ void staged_drafter_init(StagedDrafter *d, LookupDrafter *lookup, ModelDrafter *
 
 typedef enum { DRAFTER_NONE, DRAFTER_MODEL, DRAFTER_LOOKUP, DRAFTER_STAGED } DrafterKind;
 
+// The drafter that a draft model and --lookup make: both staged, either alone, or none (plain decoding).
+DrafterKind drafter_kind(bool draft_model, bool lookup);
+
 // The drafters one run may use, owned together: `drafter` is the one opened (NULL for DRAFTER_NONE: plain
 // decoding), the others its parts.
 typedef struct {

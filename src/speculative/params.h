@@ -48,6 +48,10 @@ typedef struct SpecParams {
     const int *eos_ids;     // ... or at any of these n_eos (a config's list, e.g. Llama 3's three), may be NULL
     int n_eos;
     FILE *trace;            // one JSON line per round, or NULL
+    // Called with every token as it is committed, in order; returning true makes it the last one (stop strings):
+    // the round's later tokens are dropped and both caches end at it. May be NULL.
+    bool (*stop)(void *stop_ctx, int id);
+    void *stop_ctx;
     // Called with every token as it is decided (rejected drafts included, for --show); may be NULL.
     void (*on_token)(void *ctx, int id, TokenKind kind);
     void *ctx;

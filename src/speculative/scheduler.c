@@ -37,6 +37,7 @@ typedef struct {
     int V, n_ctx;
     Sampler sampler;
     KVCache cache;                      // the target's: the committed tokens but the newest
+    KVCache *callers_cache;             // speculative_continue's: where the cache goes back to, else NULL
     RollbackCheck check;                // the debug build's (CHECK_ROLLBACKS)
     int max_nodes;                      // the most nodes a tree of this run has (GAMMA_MAX for a chain)
     float *logits;                      // [max_nodes + 1, V]
@@ -180,7 +181,8 @@ static int commit_and_roll_back(Scheduler *s, Round *r, Err *err) {
         }
         s->context[s->n++] = s->out[s->stats->generated++] = id;
         r->n_committed++;
-        s->done = s->stats->generated == s->params->max_tokens;
+        const bool stop = s->params->stop && s->params->stop(s->params->stop_ctx, id);  // (every token, the last too)
+        s->done = stop || s->stats->generated == s->params->max_tokens;
     }
     int rows[GAMMA_MAX + 1] = {0};  // verify's rows of the newest committed token and the accepted path
     for (int i = 0; i < r->n_accepted; i++) rows[1 + i] = r->path[i] + 1;
@@ -205,7 +207,8 @@ static void record_round(Scheduler *s, const Round *r) {
 
 static void scheduler_free(Scheduler *s) {
     sampler_free(&s->sampler);
-    kv_free(&s->cache);
+    if (s->callers_cache) *s->callers_cache = s->cache;  // handed back, holding the committed tokens
+    else kv_free(&s->cache);
     rollback_check_free(&s->check);
     free(s->logits);
     free(s->p);
@@ -214,14 +217,15 @@ static void scheduler_free(Scheduler *s) {
     free(s->context);
 }
 
-static int scheduler_init(Scheduler *s, Model *target, Drafter *drafter, const int *prompt, int n_prompt,
-                          const SpecParams *params, int *out, SpecStats *stats, Err *err) {
+static int scheduler_init(Scheduler *s, Model *target, KVCache *cache, Drafter *drafter, const int *prompt,
+                          int n_prompt, const SpecParams *params, int *out, SpecStats *stats, Err *err) {
     const int V = target->n_vocab;
     *s = (Scheduler){.target = target, .drafter = drafter, .params = params, .V = V,
                      .n_ctx = target->cfg.n_positions, .n = n_prompt, .n_prompt = n_prompt, .out = out,
-                     .stats = stats};
+                     .stats = stats, .callers_cache = cache};
+    if (cache) s->cache = *cache;
+    else if (model_kv_init(target, &s->cache, err)) return -1;
     if (sampler_init(&s->sampler, &params->sampling, V, target->kernels, err)) return -1;
-    if (model_kv_init(target, &s->cache, err)) return -1;
     const int width = params->tree_width > 1 ? params->tree_width : 1;
     s->max_nodes = width * GAMMA_MAX < TREE_MAX_NODES ? width * GAMMA_MAX : TREE_MAX_NODES;
     s->logits = malloc(sizeof(float) * (s->max_nodes + 1) * V);
@@ -236,21 +240,28 @@ static int scheduler_init(Scheduler *s, Model *target, Drafter *drafter, const i
     return 0;
 }
 
-int speculative_generate(Model *target, Drafter *drafter, const int *prompt, int n_prompt,
-                         const SpecParams *params, int *out, int *n_out, SpecStats *stats, Err *err) {
+// speculative_generate with the target's cache the caller's (speculative_continue) or its own (cache NULL).
+static int generate(Model *target, KVCache *cache, Drafter *drafter, const int *prompt, int n_prompt,
+                    const SpecParams *params, int *out, int *n_out, SpecStats *stats, Err *err) {
     *stats = (SpecStats){0};
     *n_out = 0;
     if (n_prompt < 1) return err_fmt(err, "the prompt is empty");
     if (n_prompt >= target->cfg.n_positions)
         return err_fmt(err, "the prompt has %d tokens but the model's context is %d positions, which leaves no room "
                        "to generate", n_prompt, target->cfg.n_positions);
+    if (cache && cache->len > n_prompt - 1)
+        return err_fmt(err, "the cache holds %d tokens, more than the prompt's %d but the newest", cache->len,
+                       n_prompt - 1);
     Scheduler s;
     int rc = -1;
-    if (scheduler_init(&s, target, drafter, prompt, n_prompt, params, out, stats, err)) goto done;
+    if (scheduler_init(&s, target, cache, drafter, prompt, n_prompt, params, out, stats, err)) goto done;
     const double t_start = now_seconds();
-    // Prefill all but the newest committed token (both models): each round's verify forward starts with it, and
-    // its logits give p_1.
-    if (n_prompt > 1 && model_forward(target, &s.cache, prompt, n_prompt - 1, s.logits, false, err)) goto done;
+    // Prefill all but the newest committed token (both models), less what the cache holds already: each round's
+    // verify forward starts with the newest, and its logits give p_1.
+    const int cached = s.cache.len;
+    if (n_prompt - 1 > cached &&
+        model_forward(target, &s.cache, prompt + cached, n_prompt - 1 - cached, s.logits, false, err))
+        goto done;
     if (n_prompt > 1 && drafter && drafter->prefill && drafter->prefill(drafter, prompt, n_prompt - 1, err)) goto done;
     const double t_decode = now_seconds();
     stats->prefill_seconds = t_decode - t_start;
@@ -278,4 +289,14 @@ int speculative_generate(Model *target, Drafter *drafter, const int *prompt, int
 done:
     scheduler_free(&s);
     return rc;
+}
+
+int speculative_generate(Model *target, Drafter *drafter, const int *prompt, int n_prompt,
+                         const SpecParams *params, int *out, int *n_out, SpecStats *stats, Err *err) {
+    return generate(target, NULL, drafter, prompt, n_prompt, params, out, n_out, stats, err);
+}
+
+int speculative_continue(Model *target, KVCache *cache, Drafter *drafter, const int *prompt, int n_prompt,
+                         const SpecParams *params, int *out, int *n_out, SpecStats *stats, Err *err) {
+    return generate(target, cache, drafter, prompt, n_prompt, params, out, n_out, stats, err);
 }

@@ -80,6 +80,14 @@ typedef struct {
 int speculative_generate(Model *target, Drafter *drafter, const int *prompt, int n_prompt,
                          const SpecParams *params, int *out, int *n_out, SpecStats *stats, Err *err);
 
+// A conversation's next reply: speculative_generate with the target's KV cache the caller's, kept across calls.
+// On entry it holds prompt[0..cache->len) (at most n_prompt − 1 tokens; the caller truncates it to the part that
+// still matches) and only the rest is prefilled; on return it holds the committed tokens, prompt and out, but the
+// newest. The drafter's state persists likewise: its prefill reads only what it does not hold (the caller rolls it
+// back to cache->len first).
+int speculative_continue(Model *target, KVCache *cache, Drafter *drafter, const int *prompt, int n_prompt,
+                         const SpecParams *params, int *out, int *n_out, SpecStats *stats, Err *err);
+
 // The cost model GAMMA_AUTO plans with where timings must not decide (SpecParams): a forward over T tokens on
 // `threads` threads streams the weights once, at a bandwidth that grows as threads^0.72, and does T tokens'
 // arithmetic, divided among the threads, at an assumed FORWARD_FLOPS_PER_BYTE (a CPU's balance point)

@@ -404,19 +404,42 @@ static int run_steps(Encoder *enc, int k, const char *s, size_t len, bool at_sta
 
 enum { NOT_SEARCHED = SIZE_MAX - 1, NOWHERE = SIZE_MAX };
 
+// Where special tokens may match: nowhere unless allow; with from_data, only over bytes whose from_data is 0.
+typedef struct {
+    bool allow;
+    const unsigned char *from_data;  // [len] or NULL
+} Special;
+
+// Whether a special token may match text[at..at + n): with allow_special, where no byte comes from data.
+static bool special_allowed(const Special *sp, size_t at, size_t n) {
+    if (!sp->allow) return false;
+    for (size_t i = 0; sp->from_data && i < n; i++)
+        if (sp->from_data[at + i]) return false;
+    return true;
+}
+
+// The first occurrence of added token a in text[pos..len) that may match (see special_allowed), or NOWHERE.
+static size_t find_added(const AddedToken *a, const Special *sp, const char *text, size_t len, size_t pos) {
+    while (pos < len) {
+        const char *found = memmem(text + pos, len - pos, a->text, a->len);
+        if (!found) return NOWHERE;
+        size_t at = (size_t)(found - text);
+        if (!a->special || special_allowed(sp, at, a->len)) return at;
+        pos = at + 1;
+    }
+    return NOWHERE;
+}
+
 // Finds the first added token in text[pos..len) (the longest one among those starting there) that applies:
-// special ones only with allow_special. Returns it, with its offset in *at, or NULL if there is none. hit[i] keeps
+// special ones only as sp allows. Returns it, with its offset in *at, or NULL if there is none. hit[i] keeps
 // where token i occurs next (NOWHERE, or NOT_SEARCHED at first), so that each token's search moves only forward.
-static const AddedToken *next_added(const Tokenizer *tok, bool allow_special, const char *text, size_t len,
+static const AddedToken *next_added(const Tokenizer *tok, const Special *sp, const char *text, size_t len,
                                     size_t pos, size_t *hit, size_t *at) {
     const AddedToken *best = NULL;
     for (int i = 0; i < tok->n_added; i++) {
         const AddedToken *a = &tok->added[i];
-        if (a->special && !allow_special) continue;
-        if (hit[i] == NOT_SEARCHED || hit[i] < pos) {
-            const char *found = memmem(text + pos, len - pos, a->text, a->len);
-            hit[i] = found ? (size_t)(found - text) : NOWHERE;
-        }
+        if (a->special && !sp->allow) continue;
+        if (hit[i] == NOT_SEARCHED || hit[i] < pos) hit[i] = find_added(a, sp, text, len, pos);
         if (hit[i] == NOWHERE) continue;
         if (!best || hit[i] < *at || (hit[i] == *at && a->len > best->len)) {
             best = a;
@@ -455,8 +478,9 @@ static void encoder_free(Encoder *enc) {
     free(enc->heap);
 }
 
-int tokenizer_encode(const Tokenizer *tok, const char *text, size_t len, bool allow_special, int **ids,
-                     int *n_ids, Err *err) {
+// Encodes text with special tokens matched as sp says (tokenizer_encode, tokenizer_encode_marked).
+static int encode(const Tokenizer *tok, const char *text, size_t len, const Special *sp, int **ids, int *n_ids,
+                  Err *err) {
     *ids = NULL;
     *n_ids = 0;
     size_t bad = utf8_invalid_offset(text, len);
@@ -470,7 +494,7 @@ int tokenizer_encode(const Tokenizer *tok, const char *text, size_t len, bool al
     for (int i = 0; i < tok->n_added && hit; i++) hit[i] = NOT_SEARCHED;
     for (size_t pos = 0; pos < len && rc == 0;) {
         size_t at = len;
-        const AddedToken *added = next_added(tok, allow_special, text, len, pos, hit, &at);
+        const AddedToken *added = next_added(tok, sp, text, len, pos, hit, &at);
         rc = run_steps(&enc, 0, text + pos, at - pos, pos == 0);
         if (added && rc == 0 && emit(&enc, &added->id, 1) < 0) rc = err_fmt(err, "text: out of memory");
         pos = added ? at + added->len : len;
@@ -485,6 +509,16 @@ int tokenizer_encode(const Tokenizer *tok, const char *text, size_t len, bool al
     *ids = enc.ids;
     *n_ids = (int)enc.n_ids;
     return 0;
+}
+
+int tokenizer_encode(const Tokenizer *tok, const char *text, size_t len, bool allow_special, int **ids,
+                     int *n_ids, Err *err) {
+    return encode(tok, text, len, &(Special){.allow = allow_special}, ids, n_ids, err);
+}
+
+int tokenizer_encode_marked(const Tokenizer *tok, const char *text, size_t len, const unsigned char *from_data,
+                            int **ids, int *n_ids, Err *err) {
+    return encode(tok, text, len, &(Special){.allow = true, .from_data = from_data}, ids, n_ids, err);
 }
 
 int tokenizer_add_special_tokens(const Tokenizer *tok, int **ids, int *n_ids, Err *err) {

@@ -113,6 +113,14 @@ int tokenizer_eot_id(const Tokenizer *tok);
 int tokenizer_encode(const Tokenizer *tok, const char *text, size_t len, bool allow_special, int **ids,
                      int *n_ids, Err *err);
 
+// Encodes a text whose bytes come from two sources, as a chat template's rendering does (chat/template.h): each
+// special token's text becomes its id only where every byte of it has from_data[i] = 0 (the template's own
+// text); elsewhere it is ordinary text. Everything else is as tokenizer_encode with allow_special: the stretches
+// between special tokens are encoded whole, whichever source their bytes come from, so that a text with no
+// special-token text in its data encodes exactly as tokenizer_encode(..., allow_special = true) encodes it.
+int tokenizer_encode_marked(const Tokenizer *tok, const char *text, size_t len, const unsigned char *from_data,
+                            int **ids, int *n_ids, Err *err);
+
 // Puts the post-processor's special tokens around an encoded text, as the checkpoint's tokenizer does for a
 // prompt (Llama's BOS before it, for instance): *ids (malloc'd, as tokenizer_encode gives it) is replaced by a
 // longer array. Returns -1 with err when out of memory, *ids unchanged.

@@ -218,107 +218,116 @@ static bool words_are_independent(const Loader *ld) {
     return true;
 }
 
-// Builds the token table (each id's decoded bytes), the model's map from tokens to ids and the symbols where BPE
-// starts (byte_id, or byte_fallback and unk_id) from the vocabulary object and the added tokens already read.
-static int load_vocab(Loader *ld, const json_t *model, Err *err) {
-    Tokenizer *tok = ld->tok;
-    const Pipeline *p = &tok->pipeline;
-    const char **names = NULL;
-    const AddedToken **added = NULL;
-    if (number_tokens(ld, &names, &added, err) < 0) {
-        free(names);
-        free(added);
-        return -1;
-    }
-    size_t total = 0;  // room for all tokens' decoded bytes
-    DecodeBuf decoded = {0};
+// Room for every token's decoded bytes, in *total: an added token's content or the model's token decoded (byte
+// level: at most one byte per character of its name), whichever is longer.
+static int vocab_room(Loader *ld, const char **names, const AddedToken **added, DecodeBuf *decoded, size_t *total,
+                      Err *err) {
+    const Tokenizer *tok = ld->tok;
+    *total = 0;
     for (int id = 0; id < tok->vocab_size; id++) {
-        const AddedToken *a = added[id];  // (its name, if it has one, is decoded first: room for both)
-        long room = names[id] ? (long)strlen(names[id]) : 0;  // (byte level: at most one byte per character)
-        if (names[id] && !tok->byte_level) room = sentencepiece_decode(p, names[id], &decoded);
+        const AddedToken *a = added[id];
+        long room = names[id] ? (long)strlen(names[id]) : 0;
+        if (names[id] && !tok->byte_level) room = sentencepiece_decode(&tok->pipeline, names[id], decoded);
+        if (room == -2) return err_fmt(err, "%s: out of memory", ld->path);
         if (room < 0) {
             char q[ERR_QUOTE_LEN + 4];
-            if (room == -2) err_fmt(err, "%s: out of memory", ld->path);
-            else
-                err_fmt(err, "%s: vocab[\"%s\"]: the decoder's Replace steps make more than %d bytes of it",
-                        ld->path, err_quote(q, names[id]), MAX_DECODED_TOKEN);
-            free(names);
-            free(added);
-            free(decoded.out);
-            free(decoded.tmp);
-            return -1;
+            return err_fmt(err, "%s: vocab[\"%s\"]: the decoder's Replace steps make more than %d bytes of it",
+                           ld->path, err_quote(q, names[id]), MAX_DECODED_TOKEN);
         }
-        total += a && a->len > (size_t)room ? a->len : (size_t)room;
+        *total += a && a->len > (size_t)room ? a->len : (size_t)room;
     }
-    tok->token_off = malloc(((size_t)tok->vocab_size + 1) * sizeof *tok->token_off);
-    tok->token_bytes = total <= UINT32_MAX ? malloc(total + 1) : NULL;
-    if (!tok->token_off || !tok->token_bytes || bytesmap_init(&tok->vocab) < 0) {
-        free(names);
-        free(added);
-        free(decoded.out);
-        free(decoded.tmp);
-        return err_fmt(err, "%s: out of memory", ld->path);
+    return 0;
+}
+
+// Writes token id's decoded bytes at `bytes` (*len of them) and enters the model's token into the vocabulary map.
+// An added token's text is its content, verbatim; the vocabulary's token of its id, if BPE can make it (even one
+// that decodes to nothing), must spell it.
+static int fill_token(Loader *ld, int id, const char *name, const AddedToken *a, DecodeBuf *decoded, char *bytes,
+                      long *len, Err *err) {
+    Tokenizer *tok = ld->tok;
+    char q[ERR_QUOTE_LEN + 4], q2[ERR_QUOTE_LEN + 4];
+    *len = 0;
+    bool in_model = name && !tok->byte_level;  // BPE can make this id (byte level: see below)
+    if (name && tok->byte_level) {  // the model's token is its bytes, also its decoded text
+        *len = byte_level_decode(ld, name, bytes);
+        in_model = *len > 0;
+        if (*len <= 0 && !a)  // (an added token's name needs not be byte-level: its content is its text)
+            return err_fmt(err, "%s: vocab[\"%s\"]: not byte-level text (GPT-2's alphabet of 256 characters)",
+                           ld->path, err_quote(q, name));
+        if (*len > 0 && bytesmap_put(&tok->vocab, bytes, (size_t)*len, (uint64_t)id) < 0)
+            return err_fmt(err, "%s: out of memory", ld->path);
+    } else if (name) {  // SentencePiece style: the model's token is its name; the decoder gives the text
+        if (!*name) return err_fmt(err, "%s: vocab[\"\"]: an empty token", ld->path);
+        if (bytesmap_put(&tok->vocab, name, strlen(name), (uint64_t)id) < 0)
+            return err_fmt(err, "%s: out of memory", ld->path);
+        *len = sentencepiece_decode(&tok->pipeline, name, decoded);  // (vocab_room measured it: it fits)
+        memcpy(bytes, decoded->out, (size_t)*len);
     }
-    uint32_t off = 0;
-    int rc = 0;
-    for (int id = 0; id < tok->vocab_size && rc == 0; id++) {
-        tok->token_off[id] = off;
-        char *bytes = tok->token_bytes + off;
-        const AddedToken *a = added[id];
-        char q[ERR_QUOTE_LEN + 4], q2[ERR_QUOTE_LEN + 4];
-        long len = 0;
-        bool in_model = names[id] && !tok->byte_level;  // BPE can make this id (byte level: see below)
-        if (names[id] && tok->byte_level) {  // the model's token is its bytes, also its decoded text
-            len = byte_level_decode(ld, names[id], bytes);
-            in_model = len > 0;
-            if (len <= 0 && !a)  // (an added token's name needs not be byte-level: its content is its text)
-                rc = err_fmt(err, "%s: vocab[\"%s\"]: not byte-level text (GPT-2's alphabet of 256 characters)",
-                             ld->path, err_quote(q, names[id]));
-            else if (len > 0 && bytesmap_put(&tok->vocab, bytes, (size_t)len, (uint64_t)id) < 0)
-                rc = err_fmt(err, "%s: out of memory", ld->path);
-        } else if (names[id]) {  // SentencePiece style: the model's token is its name; the decoder gives the text
-            if (!*names[id]) rc = err_fmt(err, "%s: vocab[\"\"]: an empty token", ld->path);
-            else if (bytesmap_put(&tok->vocab, names[id], strlen(names[id]), (uint64_t)id) < 0)
-                rc = err_fmt(err, "%s: out of memory", ld->path);
-            len = sentencepiece_decode(p, names[id], &decoded);  // (as above: it fits)
-            memcpy(bytes, decoded.out, (size_t)len);
-        }
-        if (a) {  // an added token's text is its content, verbatim; the vocabulary's token of its id, if BPE can
-                  // make it (even one that decodes to nothing), must spell it
-            if (rc == 0 && in_model && ((size_t)len != a->len || memcmp(bytes, a->text, a->len) != 0))
-                rc = err_fmt(err, "%s: added token \"%s\" has id %d, which the vocabulary gives \"%s\"", ld->path,
-                             err_quote(q, a->text), id, err_quote(q2, names[id]));
-            memcpy(bytes, a->text, a->len);
-            len = (long)a->len;
-        }
-        off += (uint32_t)(len > 0 ? len : 0);
-    }
-    tok->token_off[tok->vocab_size] = off;
-    free(names);
-    free(added);
-    free(decoded.out);
-    free(decoded.tmp);
-    for (int b = 0; b < 256 && rc == 0; b++) {
+    if (!a) return 0;
+    if (in_model && ((size_t)*len != a->len || memcmp(bytes, a->text, a->len) != 0))
+        return err_fmt(err, "%s: added token \"%s\" has id %d, which the vocabulary gives \"%s\"", ld->path,
+                       err_quote(q, a->text), id, err_quote(q2, name));
+    memcpy(bytes, a->text, a->len);
+    *len = (long)a->len;
+    return 0;
+}
+
+// The ids BPE starts from and falls back to: each byte's token (byte level) or <0xXX> (byte_fallback), and
+// model.unk_token's; and the post-processor's special ids checked against the vocabulary.
+static int find_start_ids(Loader *ld, const json_t *model, Err *err) {
+    Tokenizer *tok = ld->tok;
+    const Pipeline *p = &tok->pipeline;
+    for (int b = 0; b < 256; b++) {
         char hex[8];
         snprintf(hex, sizeof hex, "<0x%02X>", b);
         tok->byte_id[b] = tok->byte_level ? vocab_id(ld, ld->byte_char[b]) : -1;
         tok->byte_fallback[b] = tok->byte_fallback_enabled ? vocab_id(ld, hex) : -1;
         if (tok->byte_level && tok->byte_id[b] < 0)
-            rc = err_fmt(err, "%s: vocab: no token for byte 0x%02X (\"%s\"); byte-level BPE needs all 256",
-                         ld->path, b, ld->byte_char[b]);
+            return err_fmt(err, "%s: vocab: no token for byte 0x%02X (\"%s\"); byte-level BPE needs all 256",
+                           ld->path, b, ld->byte_char[b]);
     }
-    tok->split_words = !tok->byte_level && !tok->ignore_merges && rc == 0 && words_are_independent(ld);
+    tok->split_words = !tok->byte_level && !tok->ignore_merges && words_are_independent(ld);
     const char *unk = json_string_value(json_object_get(model, "unk_token"));
-    tok->unk_id = unk && rc == 0 ? vocab_id(ld, unk) : -1;
-    if (unk && rc == 0 && tok->unk_id < 0)
-        rc = err_fmt(err, "%s: model.unk_token \"%s\": not in the vocabulary", ld->path, unk);
-    for (int i = 0; i < p->n_prefix + p->n_suffix && rc == 0; i++) {
-        int id = i < p->n_prefix ? p->prefix[i] : p->suffix[i - p->n_prefix];
+    tok->unk_id = unk ? vocab_id(ld, unk) : -1;
+    if (unk && tok->unk_id < 0)
+        return err_fmt(err, "%s: model.unk_token \"%s\": not in the vocabulary", ld->path, unk);
+    for (int i = 0; i < p->n_prefix + p->n_suffix; i++) {
+        const int id = i < p->n_prefix ? p->prefix[i] : p->suffix[i - p->n_prefix];
         if (id >= tok->vocab_size)
-            rc = err_fmt(err, "%s: post_processor: special token id %d beyond the vocabulary (%d tokens)", ld->path,
-                         id, tok->vocab_size);
+            return err_fmt(err, "%s: post_processor: special token id %d beyond the vocabulary (%d tokens)",
+                           ld->path, id, tok->vocab_size);
     }
-    return rc;
+    return 0;
+}
+
+// Builds the token table (each id's decoded bytes), the model's map from tokens to ids and the symbols where BPE
+// starts (byte_id, or byte_fallback and unk_id) from the vocabulary object and the added tokens already read.
+static int load_vocab(Loader *ld, const json_t *model, Err *err) {
+    Tokenizer *tok = ld->tok;
+    const char **names = NULL;
+    const AddedToken **added = NULL;
+    DecodeBuf decoded = {0};
+    size_t total = 0;
+    int rc = number_tokens(ld, &names, &added, err) < 0 ? -1 : vocab_room(ld, names, added, &decoded, &total, err);
+    if (rc == 0) {
+        tok->token_off = malloc(((size_t)tok->vocab_size + 1) * sizeof *tok->token_off);
+        tok->token_bytes = total <= UINT32_MAX ? malloc(total + 1) : NULL;
+        if (!tok->token_off || !tok->token_bytes || bytesmap_init(&tok->vocab) < 0)
+            rc = err_fmt(err, "%s: out of memory", ld->path);
+    }
+    uint32_t off = 0;
+    for (int id = 0; id < tok->vocab_size && rc == 0; id++) {
+        long len;
+        tok->token_off[id] = off;
+        rc = fill_token(ld, id, names[id], added[id], &decoded, tok->token_bytes + off, &len, err);
+        off += (uint32_t)(len > 0 ? len : 0);
+    }
+    if (rc == 0) tok->token_off[tok->vocab_size] = off;
+    free(names);
+    free(added);
+    free(decoded.out);
+    free(decoded.tmp);
+    return rc ? rc : find_start_ids(ld, model, err);
 }
 
 // Names merge number i for messages: its place in model.merges (tokenizer.json) or its line (merges.txt).

@@ -134,8 +134,8 @@ TEST(cli_rejects_bad_input) {
     check_rejected("generate -m /nonexistent --ids \"1 2\"", "/nonexistent");
     check_rejected("generate -m " MODEL " -p hello", "tokenizer");
     check_rejected("logits -m " MODEL " --ids \"1 2 3\" --all --tokens 3", "unknown option");
-    check_rejected("logits -m " MODEL " --ids \"1 2 3\" --quant q4", "--quant");
-    check_rejected("generate -m " MODEL " -d " MODEL " --ids \"1 2\" --draft-quant q4", "--draft-quant");
+    check_rejected("logits -m " MODEL " --ids \"1 2 3\" --quant q2", "--quant");
+    check_rejected("generate -m " MODEL " -d " MODEL " --ids \"1 2\" --draft-quant q2", "--draft-quant");
 }
 
 // --quant q8: the logits of the weights quantized at load (close to, not equal to, the stored weights': their
@@ -157,10 +157,11 @@ TEST(cli_quant_q8) {
 // The draft's matrices are quantized to q8 unless --draft-quant says otherwise (drafter.h's DRAFT_QUANT_DEFAULT),
 // the target's stay as stored, and the output is the target's either way (coupled sampling at temperature 1:
 // target-only's tokens for the seed). With the target as its own draft, α = mean Σ min(p, q) is exactly 1 when
-// the draft is held as stored (q = p) and below 1 in q8 (q rounded).
+// the draft is held as stored (q = p) and below 1 in q8 or q4 (q rounded).
 TEST(cli_draft_quant) {
     const struct { const char *option, *held; } cases[] = {{"", "q8"}, {"--draft-quant q8", "q8"},
-                                                           {"--draft-quant none", "none"}};
+                                                           {"--draft-quant none", "none"},
+                                                           {"--draft-quant q4", "q4"}};
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
         char command[256], held[64], *out, *err;
         snprintf(command, sizeof command, "generate -m " MODEL " -d " MODEL " --ids \"4 5\" -n 12 --gamma 3 "

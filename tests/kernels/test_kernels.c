@@ -15,19 +15,15 @@
 #include <string.h>
 
 #include "harness.h"
+#include "kernel_inputs.h"
 #include "kernels.h"
 
 static const char *const type_names[WEIGHT_TYPES] = {"F32", "F16", "BF16"};
 
 // ---- inputs -------------------------------------------------------------------------------------------------
 //
-// Every array is allocated at exactly its size, so that AddressSanitizer sees any access past the end.
-
-static float *random_floats(int n, float lo, float hi) {
-    float *x = malloc(sizeof(float) * (size_t)n);
-    for (int i = 0; i < n; i++) x[i] = test_rand_uniform(lo, hi);
-    return x;
-}
+// Every array is allocated at exactly its size, so that AddressSanitizer sees any access past the end (also in
+// kernel_inputs.h).
 
 // W: [n_out, n_in] of `type`, 64-byte aligned as kernels.h requires, magnitudes below 2. F16 weights include
 // zeros and subnormals (exponent field 0); BF16 ones span 2^-17 .. 2. posix_memalign rather than aligned_alloc,
@@ -76,19 +72,6 @@ static void *in_layout(const Kernels *k, WeightType type, const void *w, int n_o
 static double cos_of(double angle) { return cos(angle); }
 static double sin_of(double angle) { return sin(angle); }
 
-static int random_odd(int lo, int hi) { return 2 * test_rand_int(lo / 2, (hi - 1) / 2) + 1; }
-
-// Output buffers start out full of this value, so that writes outside [j0, j1) show.
-static const float UNTOUCHED = -1234.5f;
-
-static float *untouched_floats(int n) {
-    float *x = malloc(sizeof(float) * (size_t)n);
-    for (int i = 0; i < n; i++) x[i] = UNTOUCHED;
-    return x;
-}
-
-static bool same_bits(float a, float b) { return memcmp(&a, &b, sizeof a) == 0; }
-
 // ---- the kernel tables --------------------------------------------------------------------------------------
 
 TEST(kernels_table_complete) {
@@ -129,11 +112,6 @@ TEST(kernels_select_honours_env) {
 }
 
 // ---- matmul -------------------------------------------------------------------------------------------------
-
-static const int n_in_sizes[] = {1, 3, 15, 16, 17, 31, 33, 64, 100, 768 + 5, 2 * 768 + 5, 3072};
-// 65 rows of 3072 inputs (780 kB of activations) take the AVX-512 matmul's chunk-by-chunk path (avx512.c).
-static const int T_sizes[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 33, 65};
-enum { N_IN_SIZES = sizeof n_in_sizes / sizeof *n_in_sizes, T_SIZES = sizeof T_sizes / sizeof *T_sizes };
 
 // Activations x [T, ld_x] (first n_in columns) rounded to BF16 for variant k (in its slice order), as a
 // matmul_bf16_dot takes them: [T, panel_row_length(n_in)].

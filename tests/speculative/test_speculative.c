@@ -243,10 +243,10 @@ static const RandomCheckpoint LLAMA_TARGET = {.model_type = "llama", .n_layer = 
                                               .untied = true, .scale = 0.3f, .seed = 11};
 
 // The three pairs with their matrices as stored, quantized to q8 (stacked q/k/v and gate/up matrices whose
-// 16-row panels straddle the parts, tied and untied heads, and q8 heads limited to the shared ids) and in BF16
-// arithmetic.
+// 16-row panels straddle the parts, tied and untied heads, and q8 heads limited to the shared ids), in BF16
+// arithmetic, and quantized to q4 (the same panels in 4 bits).
 TEST(speculative_greedy_equals_target_llama_family) {
-    for (Quant quant = QUANT_NONE; quant <= QUANT_BF16; quant++) {
+    for (Quant quant = QUANT_NONE; quant <= QUANT_Q4; quant++) {
         if (!quant_runs_here(quant)) continue;
         char q[16] = "";
         if (quant != QUANT_NONE) snprintf(q, sizeof q, " (%s)", quant_name(quant));
@@ -1019,7 +1019,7 @@ TEST(speculative_tree_greedy_equals_target) {
         check_tree_greedy_on(&pair, labels[run], true);
         pair_close(&pair);
     }
-    for (Quant quant = QUANT_NONE; quant <= QUANT_BF16; quant++) {  // the Llama family, 2 and 1 threads
+    for (Quant quant = QUANT_NONE; quant <= QUANT_Q4; quant++) {  // the Llama family, 2 and 1 threads
         if (!quant_runs_here(quant)) continue;
         char label[96];
         RandomCheckpoint target = QWEN2_TARGET, draft = QWEN2_TARGET;

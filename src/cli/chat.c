@@ -1,0 +1,315 @@
+// chat.c — the chat commands (chat.h).
+#include <editline/readline.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/utf8.h"
+#include "chat/template.h"
+#include "cli/chat.h"
+#include "cli/report.h"
+#include "cli/session.h"
+#include "speculative/conversation.h"
+
+json_t *chat_vars_object(const Repeated *vars, Err *err) {
+    json_t *obj = json_object();
+    for (int i = 0; obj && i < vars->n; i++) {
+        const char *item = vars->items[i], *eq = strchr(item, '=');
+        size_t name_len = eq ? (size_t)(eq - item) : 0;
+        bool ok = name_len > 0 && name_len < 128 && !(item[0] >= '0' && item[0] <= '9');
+        for (size_t k = 0; ok && k < name_len; k++)
+            ok = (item[k] >= 'a' && item[k] <= 'z') || (item[k] >= 'A' && item[k] <= 'Z') ||
+                 (item[k] >= '0' && item[k] <= '9') || item[k] == '_';
+        if (!ok) {
+            err_fmt(err, "--chat-var \"%s\": expected NAME=JSON, NAME a template variable's name", item);
+            json_decref(obj);
+            return NULL;
+        }
+        json_error_t jerr;
+        json_t *value = json_loads(eq + 1, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &jerr);
+        if (!value) {
+            err_fmt(err, "--chat-var %.*s: the value is not JSON (%s); a string needs quotes: %.*s='\"text\"'",
+                    (int)name_len, item, jerr.text, (int)name_len, item);
+            json_decref(obj);
+            return NULL;
+        }
+        char name[128];
+        memcpy(name, item, name_len);
+        name[name_len] = '\0';
+        json_object_set_new(obj, name, value);
+    }
+    if (!obj) err_fmt(err, "out of memory");
+    return obj;
+}
+
+// Reads the messages array from -f FILE, or standard input.
+static json_t *read_messages(const char *file, Err *err) {
+    const char *path = file ? file : "-";
+    char *text = NULL;
+    size_t len = 0;
+    if (read_file(path, &text, &len, err)) return NULL;
+    json_error_t jerr;
+    json_t *messages = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
+    free(text);
+    if (!messages) {
+        err_fmt(err, "%s: line %d: %s", file ? file : "standard input", jerr.line, jerr.text);
+        return NULL;
+    }
+    if (!json_is_array(messages)) {
+        err_fmt(err, "%s: expected a JSON array of {\"role\", \"content\"} messages", file ? file : "standard input");
+        json_decref(messages);
+        return NULL;
+    }
+    return messages;
+}
+
+int chat_prompt_ids(const char *dir, const Tokenizer *tok, const char *system, const char *user, size_t user_len,
+                    const Repeated *vars, int **ids, int *n_ids, Err *err) {
+    size_t bad = utf8_invalid_offset(user, user_len);
+    if (bad < user_len) return err_fmt(err, "the message: invalid UTF-8 at byte %zu; expected UTF-8 text", bad);
+    if (system && utf8_invalid_offset(system, strlen(system)) < strlen(system))
+        return err_fmt(err, "--system: invalid UTF-8; expected UTF-8 text");
+    ChatTemplate ct;
+    JinjaOutput out = {0};
+    json_t *messages = json_array(), *vars_obj = NULL;
+    if (system) json_array_append_new(messages, json_pack("{s:s, s:s}", "role", "system", "content", system));
+    json_array_append_new(messages, json_pack("{s:s, s:s%}", "role", "user", "content", user, user_len));
+    if (chat_template_load(&ct, dir, err)) {
+        json_decref(messages);
+        return -1;
+    }
+    int rc = !(vars_obj = chat_vars_object(vars, err)) ||
+                     chat_template_render(&ct, messages, true, vars_obj, &out, err) ||
+                     chat_encode(tok, &out, ids, n_ids, err)
+                 ? -1
+                 : 0;
+    jinja_output_free(&out);
+    json_decref(messages);
+    json_decref(vars_obj);
+    chat_template_free(&ct);
+    return rc;
+}
+
+int cmd_render(const Args *args, Err *err) {
+    ChatTemplate ct = {0};
+    Tokenizer tok = {0};
+    bool have_tok = false;
+    JinjaOutput out = {0};
+    int *ids = NULL, n_ids = 0, rc = -1;
+    json_t *messages = NULL, *vars = NULL;
+    if (!args->model_dir) return err_fmt(err, "render: -m DIR is needed (a checkpoint folder with a chat template)");
+    if (chat_template_load(&ct, args->model_dir, err) || !(messages = read_messages(args->file, err)) ||
+        !(vars = chat_vars_object(&args->chat_vars, err)) ||
+        chat_template_render(&ct, messages, args->add_generation_prompt, vars, &out, err))
+        goto done;
+    if (args->print_ids) {
+        if (load_tokenizer(&tok, args->model_dir, true, &have_tok, err) || chat_encode(&tok, &out, &ids, &n_ids, err))
+            goto done;
+        for (int i = 0; i < n_ids; i++) printf(i ? " %d" : "%d", ids[i]);
+        printf("\n");
+    } else {
+        fwrite(out.text, 1, out.len, stdout);
+    }
+    rc = fflush(stdout) == 0 ? 0 : err_fmt(err, "standard output: write failed");
+done:
+    free(ids);
+    if (have_tok) tokenizer_free(&tok);
+    jinja_output_free(&out);
+    json_decref(messages);
+    json_decref(vars);
+    chat_template_free(&ct);
+    return rc;
+}
+
+// ---- specdec chat -----------------------------------------------------------------------------------------------
+//
+// Each user line is added to the conversation (a JSON list of messages, with --system's first), the whole is
+// rendered by the template with the assistant's turn opened, and the reply continues the Conversation
+// (speculative/conversation.h): its caches keep what the last turn left, so a turn prefills only what the rendering
+// adds. The reply streams as it is decided (--show's marks too; with --stop, the text up to the stop string) and
+// ends at the checkpoint's end-of-text ids (generation_config.json's eos list: <|eot_id|>, <|im_end|>), at -n
+// tokens, or at a stop string; it joins the conversation as the assistant's message. A conversation that no longer
+// fits the context is refused turn by turn with a note, until /reset.
+
+typedef struct {
+    const Args *args;
+    Session s;
+    Tokenizer tok;
+    bool have_tok;
+    ChatTemplate ct;
+    json_t *vars, *messages;
+    Drafters drafters;
+    Conversation conv;
+    bool conv_open;
+    SpecParams params;
+    int *out;
+    int turn;
+} Chat;
+
+static int chat_open(Chat *c, const Args *a, Err *err) {
+    const char *target_dir, *draft_dir;
+    *c = (Chat){.args = a, .params = {.sampling = a->sampling, .seed = a->seed, .max_tokens = a->n_tokens,
+                                      .tree_width = a->tree && !a->tree_width ? TREE_FIRST_WIDTH_MAX : a->tree_width,
+                                      .tree_auto = a->tree}};
+    if (parse_gamma(a->gamma, &c->params, err) || parse_sampler(a->sampler, &c->params.sampler, err) ||
+        model_dirs(a, &target_dir, &draft_dir, err) ||
+        session_open(&c->s, target_dir, draft_dir, a->threads, a->quant, a->draft_quant,
+                     a->ctx ? a->ctx : DEFAULT_CONTEXT, err) ||
+        session_draft_threads(&c->s, a->draft_threads, err) ||
+        load_tokenizer(&c->tok, target_dir, true, &c->have_tok, err) || chat_template_load(&c->ct, target_dir, err) ||
+        !(c->vars = chat_vars_object(&a->chat_vars, err)))
+        return -1;
+    if ((a->tree_width > 1 || a->tree) && !c->s.has_draft && !a->lookup)
+        return err_fmt(err, "--tree-width and --tree draft a tree: give a draft model (-d DIR) or --lookup");
+    if (tokenizer_vocab_size(&c->tok) < c->s.target.n_vocab)  // padding rows of the embedding table, as generate
+        model_limit_vocab(&c->s.target, tokenizer_vocab_size(&c->tok));
+    c->params.eos_id = c->s.target.cfg.eos_token_id;
+    c->params.eos_ids = c->s.target.cfg.eos_ids;
+    c->params.n_eos = c->s.target.cfg.n_eos;
+    if (drafter_open(&c->drafters, drafter_kind(c->s.has_draft, a->lookup), &c->s.draft, &c->params, a->draft_p_min, LOOKUP_STAGED_MIN_MATCH, err) ||
+        conversation_init(&c->conv, &c->s.target, c->drafters.drafter, err))
+        return -1;
+    c->conv_open = true;
+    c->messages = json_array();
+    c->out = malloc(sizeof(int) * ((size_t)a->n_tokens + 1));
+    if (!c->messages || !c->out) return err_fmt(err, "out of memory");
+    if (a->system && utf8_invalid_offset(a->system, strlen(a->system)) < strlen(a->system))
+        return err_fmt(err, "--system: invalid UTF-8; expected UTF-8 text");
+    if (a->system) json_array_append_new(c->messages, json_pack("{s:s, s:s}", "role", "system", "content", a->system));
+    return 0;
+}
+
+static void chat_close(Chat *c) {
+    if (c->conv_open) conversation_free(&c->conv);
+    drafter_close(&c->drafters);
+    if (c->have_tok) tokenizer_free(&c->tok);
+    chat_template_free(&c->ct);
+    json_decref(c->vars);
+    json_decref(c->messages);
+    free(c->out);
+    session_close(&c->s);
+}
+
+// One --stats line a turn: what was reused from the caches and what was prefilled, and the reply's decoding.
+static void print_turn_stats(const Chat *c, int n_ids, int reused, int n_out, const SpecStats *st) {
+    fprintf(stderr, "{\"turn\": %d, \"prompt_tokens\": %d, \"reused_tokens\": %d, \"prefill_tokens\": %d, "
+                    "\"prefill_ms\": %.2f, \"generated_tokens\": %d, \"tokens_per_s\": %.2f, \"target_calls\": %d, "
+                    "\"drafted\": %d, \"accepted\": %d}\n",
+            c->turn, n_ids, reused, n_ids - reused, st->prefill_seconds * 1e3, n_out,
+            st->decode_seconds > 0 ? n_out / st->decode_seconds : 0.0, st->rounds, st->drafted, st->accepted);
+}
+
+// The reply to the conversation's ids, streamed; *reply (malloc'd) its text as the conversation keeps it.
+static int reply(Chat *c, const int *ids, int n_ids, char **text, Err *err) {
+    const Args *a = c->args;
+    Printer printer = {0};
+    StopPrinter stopper = {0};
+    SpecParams params = c->params;
+    if (a->stops.n) {
+        if (stop_printer_init(&stopper, stdout, &c->tok, &a->stops, err)) return -1;
+        params.stop = stop_printer_token;
+        params.stop_ctx = &stopper;
+    } else {
+        printer_init(&printer, stdout, &c->tok, a->show, isatty(STDOUT_FILENO) && !getenv("NO_COLOR"), err);
+        params.on_token = on_token;
+        params.ctx = &printer;
+    }
+    SpecStats stats;
+    int n_out = 0, reused = 0, rc = conversation_reply(&c->conv, ids, n_ids, &params, c->out, &n_out, &stats, &reused,
+                                                       err);
+    size_t len;
+    Err finish_err;  // a failed write, or the stop scan's failure; a failed reply's message comes first
+    int finished = a->stops.n ? stop_printer_finish(&stopper, "stdout", &finish_err)
+                              : printer_finish(&printer, "stdout", &finish_err);
+    if (rc == 0 && finished) {
+        *err = finish_err;
+        rc = -1;
+    }
+    if (rc == 0 && a->stops.n) rc = (*text = strndup(stopper.scan.text ? stopper.scan.text : "", stopper.scan.len))
+                                         ? 0 : err_fmt(err, "out of memory");
+    else if (rc == 0) rc = tokenizer_decode(&c->tok, c->out, n_out, text, &len, err);
+    if (rc == 0 && a->stats) print_turn_stats(c, n_ids, reused, n_out, &stats);
+    if (rc == 0 && n_out < a->n_tokens && c->conv.cache.len + 1 >= c->s.target.cfg.n_positions)
+        fprintf(stderr, "specdec: the reply stopped where the conversation fills the context of %d positions (--ctx); "
+                "/reset starts a new one\n", c->s.target.cfg.n_positions);
+    printer_free(&printer);
+    stop_printer_free(&stopper);
+    return rc;
+}
+
+// One turn: the user's message, the reply. A message that is not UTF-8, or a conversation that no longer fits
+// the context, is refused with a note (the conversation unchanged).
+static int turn(Chat *c, const char *user, Err *err) {
+    if (utf8_invalid_offset(user, strlen(user)) < strlen(user)) {
+        fprintf(stderr, "specdec: the message is not valid UTF-8; it was not sent\n");
+        return 0;
+    }
+    json_array_append_new(c->messages, json_pack("{s:s, s:s}", "role", "user", "content", user));
+    JinjaOutput rendered = {0};
+    int *ids = NULL, n_ids = 0;
+    char *text = NULL;
+    int rc = chat_template_render(&c->ct, c->messages, true, c->vars, &rendered, err) ||
+                     chat_encode(&c->tok, &rendered, &ids, &n_ids, err)
+                 ? -1
+                 : 0;
+    const int n_ctx = c->s.target.cfg.n_positions;
+    if (rc == 0 && n_ids >= n_ctx) {
+        fprintf(stderr, "specdec: the conversation has %d tokens and the context holds %d positions (--ctx): no room "
+                "for a reply; /reset starts a new one\n", n_ids, n_ctx);
+        json_array_remove(c->messages, json_array_size(c->messages) - 1);
+    } else if (rc == 0) {
+        c->turn++;
+        rc = reply(c, ids, n_ids, &text, err);
+        if (rc == 0) json_array_append_new(c->messages, json_pack("{s:s, s:s}", "role", "assistant", "content", text));
+    }
+    free(text);
+    free(ids);
+    jinja_output_free(&rendered);
+    return rc;
+}
+
+// The next line of input without its newline (malloc'd), NULL at the end: through libedit on a terminal (line
+// editing, history), plain lines otherwise.
+static char *read_message(bool terminal) {
+    if (terminal) {
+        char *line = readline("> ");
+        if (line && *line) add_history(line);
+        return line;
+    }
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n = getline(&line, &cap, stdin);
+    if (n < 0) {
+        free(line);
+        return NULL;
+    }
+    if (n > 0 && line[n - 1] == '\n') line[--n] = '\0';
+    if (n > 0 && line[n - 1] == '\r') line[--n] = '\0';
+    return line;
+}
+
+int cmd_chat(const Args *args, Err *err) {
+    Chat c;
+    int rc = chat_open(&c, args, err);
+    const bool terminal = isatty(STDIN_FILENO);
+    if (rc == 0 && terminal) fprintf(stderr, "specdec chat: /reset starts over, /exit or Ctrl-D ends\n");
+    for (char *line; rc == 0 && (line = read_message(terminal)) != NULL; free(line)) {
+        if (strcmp(line, "/exit") == 0) {
+            free(line);
+            break;
+        }
+        if (strcmp(line, "/reset") == 0) {
+            conversation_reset(&c.conv);
+            json_array_clear(c.messages);
+            if (args->system)
+                json_array_append_new(c.messages, json_pack("{s:s, s:s}", "role", "system", "content", args->system));
+            c.turn = 0;
+            fprintf(stderr, "specdec: a new conversation\n");
+        } else if (*line) {
+            rc = turn(&c, line, err);
+        }
+    }
+    chat_close(&c);
+    return rc;
+}

@@ -1,0 +1,87 @@
+// serve.c — specdec serve (see serve.h): generate's model, quantization and speculation options, the server's own
+// (--host, --port, --api-key, --queue, --max-body, --timeout), then requests until a signal.
+#include "cli/serve.h"
+
+#include <arpa/inet.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/session.h"
+#include "serve/server.h"
+
+// Whether host names this machine's loopback (127.0.0.0/8, ::1 or localhost), which no other machine can reach.
+static bool is_loopback(const char *host) {
+    struct in_addr v4;
+    struct in6_addr v6;
+    if (inet_pton(AF_INET, host, &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
+    if (inet_pton(AF_INET6, host, &v6) == 1) return memcmp(&v6, &in6addr_loopback, sizeof v6) == 0;
+    return strcmp(host, "localhost") == 0;
+}
+
+// Serves until SIGINT or SIGTERM: the signals are blocked in every thread and awaited here.
+static int serve_until_signal(const Engine *engine, const ServeOptions *options, Err *err) {
+    sigset_t stop;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGINT);
+    sigaddset(&stop, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &stop, NULL);  // before any thread starts: they inherit the mask
+    signal(SIGPIPE, SIG_IGN);                 // a client gone mid-write is an error return, not the end
+    Server server;
+    if (server_start(&server, engine, options, err)) return -1;
+    fprintf(stderr, "specdec serve: listening on http://%s%s%s:%d/v1 (model %s)\n", strchr(options->host, ':') ? "[" : "",
+            options->host, strchr(options->host, ':') ? "]" : "", server_port(&server), options->model);
+    if (!is_loopback(options->host) && !options->api_key)
+        fprintf(stderr, "specdec serve: warning: listening on %s without --api-key: anyone who can reach this "
+                "address can use the model\n", options->host);
+    int signo;
+    sigwait(&stop, &signo);
+    fprintf(stderr, "specdec serve: %s: stopping after the generation that runs\n", strsignal(signo));
+    server_stop(&server);
+    return 0;
+}
+
+int cmd_serve(const Args *args, Err *err) {
+    const char *target_dir, *draft_dir;
+    SpecParams spec;
+    if (model_dirs(args, &target_dir, &draft_dir, err) || spec_params_from_args(args, &spec, err)) return -1;
+    Session s;
+    Tokenizer tok;
+    ChatTemplate chat;
+    Conversation conversation;  // the caches one request leaves for the next (engine.h)
+    bool have_tok = false, have_chat = false, have_conversation = false;
+    int rc = -1;
+    if (session_open(&s, target_dir, draft_dir, args->threads, args->quant, args->draft_quant,
+                     args->ctx ? args->ctx : DEFAULT_CONTEXT, err) ||
+        session_draft_threads(&s, args->draft_threads, err))
+        goto done;
+    if ((args->tree_width > 1 || args->tree) && !s.has_draft && !args->lookup) {
+        err_fmt(err, "--tree-width and --tree draft a tree: give a draft model (-d DIR) or --lookup");
+        goto done;
+    }
+    if (load_tokenizer(&tok, target_dir, true, &have_tok, err)) goto done;
+    if (tokenizer_vocab_size(&tok) < s.target.n_vocab)  // as generate: ids past the tokenizer's are never sampled
+        model_limit_vocab(&s.target, tokenizer_vocab_size(&tok));
+    Err no_template;  // chat completions are refused with this reason when the checkpoint has no usable template
+    have_chat = chat_template_load(&chat, target_dir, &no_template) == 0;
+    char no_chat[sizeof no_template.msg + 64];
+    snprintf(no_chat, sizeof no_chat, "this checkpoint has no chat template that specdec can use: %s",
+             no_template.msg);
+    if (!have_chat) fprintf(stderr, "specdec serve: /v1/chat/completions is refused: %s\n", no_chat);
+    if (conversation_init(&conversation, &s.target, NULL, err)) goto done;
+    have_conversation = true;
+    const Engine engine = {.target = &s.target, .draft = s.has_draft ? &s.draft : NULL, .lookup = args->lookup,
+                           .tok = &tok, .chat = have_chat ? &chat : NULL, .no_chat = no_chat,
+                           .conversation = &conversation, .spec = spec, .draft_p_min = args->draft_p_min,
+                           .default_max_tokens = args->n_tokens};
+    const ServeOptions options = {.host = args->host ? args->host : "127.0.0.1", .port = args->port,
+                                  .api_key = args->api_key, .queue = args->queue, .max_body = (size_t)args->max_body,
+                                  .timeout = args->timeout, .model = target_dir};
+    rc = serve_until_signal(&engine, &options, err);
+done:
+    if (have_conversation) conversation_free(&conversation);
+    if (have_chat) chat_template_free(&chat);
+    if (have_tok) tokenizer_free(&tok);
+    session_close(&s);
+    return rc;
+}

@@ -1,0 +1,167 @@
+// engine.c — one generation for the server (see engine.h).
+#include "serve/engine.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "base/clock.h"
+#include "chat/stop.h"
+
+// ---- the prompt ---------------------------------------------------------------------------------------------
+
+// A chat request's messages through the checkpoint's template, the assistant's turn opened, encoded with special
+// tokens from the template's own bytes only (chat/template.h): what generate --chat does with one user message.
+static int chat_prompt(const Engine *en, const Request *req, int **ids, int *n_ids, ApiError *e) {
+    if (!en->chat) return api_error(e, 400, "unsupported_value", "messages", "%s", en->no_chat);
+    json_t *messages = json_array();
+    for (int i = 0; messages && i < req->n_messages; i++)
+        json_array_append_new(messages, json_pack("{s:s, s:s}", "role", req->messages[i].role, "content",
+                                                  req->messages[i].content));
+    JinjaOutput rendered = {0};
+    Err err;
+    int rc = 0;
+    if (!messages || chat_template_render(en->chat, messages, true, NULL, &rendered, &err) ||
+        chat_encode(en->tok, &rendered, ids, n_ids, &err))
+        rc = api_error(e, 400, "invalid_value", "messages", "messages: %s", messages ? err.msg : "out of memory");
+    jinja_output_free(&rendered);
+    json_decref(messages);
+    return rc;
+}
+
+int engine_prompt(const Engine *en, const Request *req, int **ids, int *n_ids, ApiError *e) {
+    *ids = NULL;
+    *n_ids = 0;
+    const char *param = req->kind == API_CHAT ? "messages" : "prompt";
+    if (req->kind == API_CHAT) {
+        if (chat_prompt(en, req, ids, n_ids, e)) return -1;
+    } else if (req->prompt) {
+        Err err;
+        if (tokenizer_encode(en->tok, req->prompt, strlen(req->prompt), false, ids, n_ids, &err) ||
+            tokenizer_add_special_tokens(en->tok, ids, n_ids, &err))  // BOS, as the checkpoint's (generate -p)
+            return api_error(e, 400, "invalid_value", param, "prompt: %s", err.msg);
+    } else {
+        if (!(*ids = malloc(sizeof(int) * req->n_prompt_ids))) return api_error(e, 500, NULL, NULL, "out of memory");
+        memcpy(*ids, req->prompt_ids, sizeof(int) * req->n_prompt_ids);
+        *n_ids = req->n_prompt_ids;
+    }
+    for (int i = 0; i < *n_ids; i++)  // (a tokenizer may know more tokens than the model has rows)
+        if ((*ids)[i] >= en->target->cfg.vocab_size)
+            return api_error(e, 400, "invalid_value", param, "%s: token id %d (token %d of the prompt) is outside "
+                             "the model's vocabulary [0, %d)", param, (*ids)[i], i, en->target->cfg.vocab_size);
+    if (*n_ids == 0) return api_error(e, 400, "invalid_value", param, "%s: empty", param);
+    if (*n_ids >= en->target->cfg.n_positions)
+        return api_error(e, 400, "context_length_exceeded", param, "%s: %d tokens, which leave no room to generate "
+                         "in the context of %d positions", param, *n_ids, en->target->cfg.n_positions);
+    return 0;
+}
+
+// ---- the run ------------------------------------------------------------------------------------------------
+
+// One generation's text: decoded token by token as the scheduler commits them (SpecParams.stop), scanned for the
+// request's stop strings (chat/stop.h), handed on as it becomes final.
+typedef struct {
+    const EngineSink *sink;
+    TokenStream stream;
+    StopScan stops;
+    bool stopped, cancelled, failed;
+} Run;
+
+// Adds a piece of decoded text and hands on what is final (`last`: no more text comes).
+static void add_text(Run *run, const char *piece, size_t n, bool last) {
+    Err err;
+    if (stop_scan_push(&run->stops, piece, n, &run->stopped, &err)) {
+        run->failed = run->stopped = true;  // out of memory
+        return;
+    }
+    const char *final;
+    size_t len;
+    stop_scan_take(&run->stops, last, &final, &len);
+    if (len) run->sink->on_text(run->sink->ctx, final, len);
+}
+
+// The scheduler's stop hook: each committed token's text; true makes the token the last — a stop string completed
+// in it, or nobody waits for the text any more.
+static bool run_token(void *ctx, int id) {
+    Run *run = ctx;
+    const char *piece;
+    size_t n;
+    Err err;
+    if (token_stream_push(&run->stream, id, &piece, &n, &err)) {  // (ids come from the model: in the vocabulary)
+        run->failed = true;
+        return true;
+    }
+    add_text(run, piece, n, false);
+    if (!run->stopped && run->sink->cancelled) run->cancelled = run->sink->cancelled(run->sink->ctx);
+    return run->stopped || run->cancelled || run->failed;
+}
+
+// ---- drafters -----------------------------------------------------------------------------------------------
+
+// A seed for a request that gives none: fresh randomness in [0, 2^63), which a request's "seed" can give again
+// (the response says which seed it was).
+static uint64_t draw_seed(void) {
+    uint64_t seed;
+    if (getrandom(&seed, sizeof seed, 0) != (ssize_t)sizeof seed) seed = (uint64_t)(now_seconds() * 1e9);
+    return seed >> 1;
+}
+
+// The continuation of prompt[0..n_prompt) into out: in the engine's conversation when it has one (the caches keep
+// the longest common prefix of the last request's ids and these; a fresh drafter prefills them whole), else fresh.
+static int generate(const Engine *en, Drafter *drafter, const int *prompt, int n_prompt, const SpecParams *params,
+                    int *out, int *n_out, EngineResult *result, Err *err) {
+    if (!en->conversation)
+        return speculative_generate(en->target, drafter, prompt, n_prompt, params, out, n_out, &result->stats, err);
+    en->conversation->drafter = drafter;
+    const int rc = conversation_reply(en->conversation, prompt, n_prompt, params, out, n_out, &result->stats,
+                                      &result->cached_tokens, err);
+    en->conversation->drafter = NULL;  // (freed after this request: the next brings its own)
+    return rc;
+}
+
+int engine_run(const Engine *en, const Request *req, const int *prompt, int n_prompt, const EngineSink *sink,
+               EngineResult *result, ApiError *e) {
+    const Config *cfg = &en->target->cfg;
+    *result = (EngineResult){.prompt_tokens = n_prompt, .seed = req->has_seed ? req->seed : draw_seed()};
+    Run run = {.sink = sink};
+    SpecParams params = en->spec;
+    params.sampling = req->sampling;
+    params.seed = result->seed;
+    params.max_tokens = req->max_tokens ? req->max_tokens : en->default_max_tokens;
+    params.eos_id = cfg->eos_token_id;
+    params.eos_ids = cfg->eos_ids;
+    params.n_eos = cfg->n_eos;
+    params.trace = NULL;
+    params.stop = run_token;
+    params.stop_ctx = &run;
+    token_stream_init(&run.stream, en->tok);
+    Drafters drafters = {0};
+    Err err;
+    int *out = malloc(sizeof(int) * ((size_t)params.max_tokens + 1)), n_out = 0, rc = -1;
+    if (!out || stop_scan_init(&run.stops, (const char *const *)req->stop, req->n_stop, &err) ||
+        drafter_open(&drafters, drafter_kind(en->draft != NULL, en->lookup), en->draft, &params, en->draft_p_min,
+                     LOOKUP_STAGED_MIN_MATCH, &err) ||
+        generate(en, drafters.drafter, prompt, n_prompt, &params, out, &n_out, result, &err)) {
+        api_error(e, 500, NULL, NULL, "generation failed: %s", out ? err.msg : "out of memory");
+        goto done;
+    }
+    const char *piece;
+    size_t n;
+    token_stream_flush(&run.stream, &piece, &n);
+    add_text(&run, piece, n, true);
+    if (run.failed) {
+        api_error(e, 500, NULL, NULL, "out of memory for the generated text");
+        goto done;
+    }
+    result->completion_tokens = n_out;
+    result->cancelled = run.cancelled;
+    const bool full = n_out == params.max_tokens || n_prompt + n_out > cfg->n_positions;  // (as generate says)
+    result->finish_reason = full && !run.stopped ? "length" : "stop";
+    rc = 0;
+done:
+    drafter_close(&drafters);
+    token_stream_free(&run.stream);
+    stop_scan_free(&run.stops);
+    free(out);
+    return rc;
+}

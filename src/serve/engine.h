@@ -1,0 +1,65 @@
+// engine.h — one generation for the server: a request's prompt through speculative_generate (speculative.h), its
+// text handed on as it becomes final, cut at the request's stop strings (chat/stop.h), ended early when the client
+// goes away.
+//
+// The output is that of `specdec generate` with the same checkpoint, options, prompt and seed: the same drafters
+// built afresh for every request (so nothing of one request's drafts reaches the next), the same streaming decoder.
+// With a conversation (speculative/conversation.h) the target's cache keeps what the last request left: a request
+// whose ids begin with the last one's prompt and reply — a chat client resending the history — prefills only the
+// rest; any other request keeps only the prefix it shares. The logits are those of a fresh run, bit for bit (the
+// forward is batch invariant), so the text is too.
+#ifndef SPECDEC_SERVE_ENGINE_H
+#define SPECDEC_SERVE_ENGINE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "chat/template.h"
+#include "model/model.h"
+#include "serve/request.h"
+#include "speculative/conversation.h"
+#include "speculative/speculative.h"
+#include "tokenizer/tokenizer.h"
+
+// What the command line fixed for every request.
+typedef struct {
+    Model *target;
+    Model *draft;               // a draft model, or NULL
+    bool lookup;                // n-gram lookup drafting (with draft: staged)
+    const Tokenizer *tok;
+    const ChatTemplate *chat;         // the checkpoint's chat template, or NULL: chat requests get 400 with no_chat
+    const char *no_chat;              // why there is none (one line)
+    Conversation *conversation;       // the caches kept from the last request (NULL: every request afresh)
+    SpecParams spec;            // γ policy, sampler and tree (sampling, seed and lengths come with each request)
+    float draft_p_min;
+    int default_max_tokens;     // when a request gives none
+} Engine;
+
+// Where a generation's text goes, and how it learns that nobody waits for it any more.
+typedef struct {
+    void (*on_text)(void *ctx, const char *text, size_t len);  // each piece once final (valid UTF-8)
+    bool (*cancelled)(void *ctx);                              // asked after every token; may be NULL
+    void *ctx;
+} EngineSink;
+
+typedef struct {
+    int prompt_tokens, completion_tokens;
+    int cached_tokens;          // of the prompt's, those the conversation's caches held already (not prefilled)
+    const char *finish_reason;  // "stop" (end of text or a stop string) or "length" (max_tokens or the context)
+    bool cancelled;             // the sink said so: the text is cut short
+    uint64_t seed;              // the request's, or the one drawn for it
+    SpecStats stats;
+} EngineResult;
+
+// The token ids of a request's prompt (malloc'd): the text encoded with the checkpoint's special tokens around it
+// (as generate -p), or the ids given, checked against the vocabulary; chat messages through the checkpoint's
+// template (as generate --chat).
+// Bad input → -1 with e (400).
+int engine_prompt(const Engine *en, const Request *req, int **ids, int *n_ids, ApiError *e);
+
+// Generates the request's continuation of prompt[0..n_prompt) into sink. -1 with e on failure (500: the model
+// failed; 400: the prompt leaves no room in the context).
+int engine_run(const Engine *en, const Request *req, const int *prompt, int n_prompt, const EngineSink *sink,
+               EngineResult *result, ApiError *e);
+
+#endif

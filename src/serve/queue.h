@@ -1,0 +1,69 @@
+// queue.h — batch 1, honestly: one worker thread runs one generation at a time, taking requests (jobs) from a
+// bounded queue in order of arrival; a request that finds the queue full is refused (the server answers 503).
+//
+// A job is shared by the connection that made it (which waits on it, and for a stream reads its events as they
+// come) and by the worker; each holds a reference, and the last to let go frees it. The worker asks between
+// rounds whether the client is still there — the connection's end (job_hang_up) or a hang-up seen on its socket —
+// and ends the generation when not, so a client that goes away frees the worker at the next round.
+#ifndef SPECDEC_SERVE_QUEUE_H
+#define SPECDEC_SERVE_QUEUE_H
+
+#include <pthread.h>
+#include <stdbool.h>
+
+#include "serve/api.h"
+#include "serve/engine.h"
+#include "serve/request.h"
+
+typedef struct Job {
+    pthread_mutex_t lock;
+    pthread_cond_t changed;     // signalled at every change below
+    int refs;
+    Request req;
+    ApiResponse response;       // id, created, model of the response objects
+    char id[40];
+    int fd;                     // the client's socket (−1: none to watch)
+    // Written by the worker under the lock:
+    bool started;               // the prompt was read: the generation runs (a stream's headers may go)
+    bool done;                  // finished (or failed: error set)
+    bool failed;
+    ApiError error;
+    EngineResult result;
+    char *out;                  // stream: SSE events not yet read; else the text so far
+    size_t out_len, out_cap, out_read;
+    // Written by the connection:
+    bool gone;                  // the connection ended: cancel
+    struct Job *next;
+} Job;
+
+// A job for req (taken over: the job frees it) with one reference, the connection's.
+Job *job_new(Request *req, const char *model, int fd);
+// Drops a reference; the last frees the job.
+void job_release(Job *job);
+// The connection ended: the worker cancels the job at its next round, or skips it if not started.
+void job_hang_up(Job *job);
+// Waits until the job has started or is done.
+void job_wait_started(Job *job);
+// Waits until the job is done.
+void job_wait_done(Job *job);
+
+typedef struct {
+    pthread_mutex_t lock;
+    pthread_cond_t nonempty;
+    Job *head, *tail;
+    int waiting, capacity;
+    bool running, stopping;
+    pthread_t worker;
+    const Engine *engine;
+} JobQueue;
+
+// Starts the worker on engine; at most capacity jobs wait beside the one running.
+int queue_start(JobQueue *q, const Engine *engine, int capacity, Err *err);
+// Queues job (taking a reference); false when the queue is full.
+bool queue_submit(JobQueue *q, Job *job);
+// The jobs waiting and whether one is running (for /health).
+void queue_state(JobQueue *q, int *waiting, bool *running);
+// Stops the worker after the job it runs; the jobs still waiting fail with 503.
+void queue_stop(JobQueue *q);
+
+#endif

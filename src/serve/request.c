@@ -1,0 +1,311 @@
+// request.c — reading an OpenAI request body (see request.h).
+#include "serve/request.h"
+
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int api_error(ApiError *e, int status, const char *code, const char *param, const char *fmt, ...) {
+    char message[sizeof e->err.msg];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(message, sizeof message, fmt, ap);
+    va_end(ap);
+    *e = (ApiError){.status = status, .code = code,
+                    .type = status >= 500 ? "server_error" : "invalid_request_error"};
+    snprintf(e->param, sizeof e->param, "%s", param ? param : "");
+    err_fmt(&e->err, "%s", message);  // escaped: a quoted field or value may hold anything
+    return -1;
+}
+
+char *api_error_json(const ApiError *e) {
+    json_t *body = json_pack("{s:{s:s, s:s, s:o, s:o}}", "error", "message", e->err.msg, "type", e->type, "param",
+                             e->param[0] ? json_string(e->param) : json_null(), "code",
+                             e->code ? json_string(e->code) : json_null());
+    char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
+    json_decref(body);
+    return text;
+}
+
+// ---- fields specdec does not do -----------------------------------------------------------------------------
+
+// A refused field's "off" values, which are accepted (clients send defaults): null always, and
+typedef enum {
+    OFF_EMPTY,      // false, 0, "", [] or {}
+    OFF_ONE,        // 1 (n, best_of)
+    OFF_NONE,       // the string "none" (tool_choice, function_call)
+    OFF_TEXT,       // {"type": "text"} (response_format)
+} OffValue;
+
+static const struct {
+    const char *name;
+    OffValue off;
+    const char *what;   // what specdec does not do, for the message
+} refused[] = {
+    {"n", OFF_ONE, "one choice per request (n = 1)"},
+    {"best_of", OFF_ONE, "one choice per request (best_of = 1)"},
+    {"tools", OFF_EMPTY, "no tool calling"},
+    {"functions", OFF_EMPTY, "no function calling"},
+    {"tool_choice", OFF_NONE, "no tool calling"},
+    {"function_call", OFF_NONE, "no function calling"},
+    {"logprobs", OFF_EMPTY, "no log probabilities"},
+    {"top_logprobs", OFF_EMPTY, "no log probabilities"},
+    {"logit_bias", OFF_EMPTY, "no logit bias"},
+    {"presence_penalty", OFF_EMPTY, "no presence penalty"},
+    {"frequency_penalty", OFF_EMPTY, "no frequency penalty"},
+    {"echo", OFF_EMPTY, "no echo of the prompt"},
+    {"suffix", OFF_EMPTY, "no suffix (insertion)"},
+    {"response_format", OFF_TEXT, "text responses only (no JSON mode or schema)"},
+    {"audio", OFF_EMPTY, "text only (no audio)"},
+    {"prediction", OFF_EMPTY, "no predicted outputs (try --lookup: it drafts from the prompt)"},
+};
+
+static bool is_off(const json_t *v, OffValue off) {
+    if (json_is_null(v)) return true;
+    switch (off) {
+    case OFF_EMPTY:
+        return json_is_false(v) || (json_is_number(v) && json_number_value(v) == 0) ||
+               (json_is_string(v) && json_string_length(v) == 0) || (json_is_array(v) && json_array_size(v) == 0) ||
+               (json_is_object(v) && json_object_size(v) == 0);
+    case OFF_ONE: return json_is_number(v) && json_number_value(v) == 1;
+    case OFF_NONE: return json_is_string(v) && strcmp(json_string_value(v), "none") == 0;
+    case OFF_TEXT: {
+        const json_t *type = json_is_object(v) ? json_object_get(v, "type") : NULL;
+        return json_is_string(type) && strcmp(json_string_value(type), "text") == 0;
+    }
+    }
+    return false;
+}
+
+static int check_refused(const json_t *body, ApiError *e) {
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        const json_t *v = json_object_get(body, refused[i].name);
+        if (v && !is_off(v, refused[i].off))
+            return api_error(e, 400, "unsupported_parameter", refused[i].name, "%s: specdec does %s",
+                             refused[i].name, refused[i].what);
+    }
+    return 0;
+}
+
+// ---- typed fields -------------------------------------------------------------------------------------------
+
+static char *copy_string(const json_t *v) { return strndup(json_string_value(v), json_string_length(v)); }
+
+// An optional number in [lo, hi], or (lo, hi] when lo_open.
+static int get_number(const json_t *body, const char *name, double lo, double hi, bool lo_open, float *out,
+                      ApiError *e) {
+    const json_t *v = json_object_get(body, name);
+    if (!v || json_is_null(v)) return 0;
+    const double x = json_is_number(v) ? json_number_value(v) : 0;
+    if (!json_is_number(v) || !(lo_open ? x > lo : x >= lo) || !(x <= hi))
+        return api_error(e, 400, "invalid_value", name, "%s: expected a number in %c%g, %g]", name, lo_open ? '(' : '[',
+                         lo, hi);
+    *out = (float)x;
+    return 0;
+}
+
+// An optional integer in [lo, hi].
+static int get_integer(const json_t *body, const char *name, json_int_t lo, json_int_t hi, json_int_t *out, bool *given,
+                       ApiError *e) {
+    const json_t *v = json_object_get(body, name);
+    if (given) *given = false;
+    if (!v || json_is_null(v)) return 0;
+    if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi)
+        return api_error(e, 400, "invalid_value", name, "%s: expected an integer in [%lld, %lld]", name,
+                         (long long)lo, (long long)hi);
+    *out = json_integer_value(v);
+    if (given) *given = true;
+    return 0;
+}
+
+static int get_bool(const json_t *object, const char *name, const char *param, bool *out, ApiError *e) {
+    const json_t *v = json_object_get(object, name);
+    if (!v || json_is_null(v)) return 0;
+    if (!json_is_boolean(v)) return api_error(e, 400, "invalid_type", param, "%s: expected true or false", param);
+    *out = json_is_true(v);
+    return 0;
+}
+
+// stop: a string or a list of at most REQUEST_MAX_STOP strings, none empty.
+static int get_stop(Request *req, const json_t *body, ApiError *e) {
+    const json_t *v = json_object_get(body, "stop");
+    if (!v || json_is_null(v)) return 0;
+    const bool list = json_is_array(v);
+    const size_t n = list ? json_array_size(v) : 1;
+    if (!list && !json_is_string(v))
+        return api_error(e, 400, "invalid_type", "stop", "stop: expected a string or a list of strings");
+    if (n > REQUEST_MAX_STOP)
+        return api_error(e, 400, "invalid_value", "stop", "stop: at most %d sequences, got %zu", REQUEST_MAX_STOP, n);
+    for (size_t i = 0; i < n; i++) {
+        const json_t *s = list ? json_array_get(v, i) : v;
+        char param[40];
+        snprintf(param, sizeof param, list ? "stop[%zu]" : "stop", i);
+        if (!json_is_string(s)) return api_error(e, 400, "invalid_type", param, "%s: expected a string", param);
+        if (json_string_length(s) == 0)
+            return api_error(e, 400, "invalid_value", param, "%s: an empty stop sequence", param);
+        req->stop[req->n_stop++] = copy_string(s);
+    }
+    return 0;
+}
+
+// The sampling and length fields every request has.
+static int get_common(Request *req, const json_t *body, ApiError *e) {
+    json_int_t v = 0, completion = 0;
+    bool given = false, completion_given = false;
+    const json_t *model = json_object_get(body, "model");
+    if (model && !json_is_null(model) && !json_is_string(model))
+        return api_error(e, 400, "invalid_type", "model", "model: expected a string");
+    if (json_is_string(model)) req->model = copy_string(model);
+    if (get_integer(body, "max_tokens", 1, REQUEST_MAX_TOKENS, &v, &given, e) ||
+        get_integer(body, "max_completion_tokens", 1, REQUEST_MAX_TOKENS, &completion, &completion_given, e))
+        return -1;
+    req->max_tokens = completion_given ? (int)completion : given ? (int)v : 0;
+    if (get_number(body, "temperature", 0, 2, false, &req->sampling.temperature, e) ||
+        get_number(body, "top_p", 0, 1, true, &req->sampling.top_p, e) ||
+        get_integer(body, "top_k", 0, 1 << 24, &v, &given, e))
+        return -1;
+    if (given) req->sampling.top_k = (int)v;
+    if (get_integer(body, "seed", 0, INT64_MAX, &v, &req->has_seed, e)) return -1;
+    req->seed = (uint64_t)v;
+    if (get_stop(req, body, e) || get_bool(body, "stream", "stream", &req->stream, e)) return -1;
+    const json_t *options = json_object_get(body, "stream_options");
+    if (options && !json_is_null(options) && !json_is_object(options))
+        return api_error(e, 400, "invalid_type", "stream_options", "stream_options: expected an object");
+    return options ? get_bool(options, "include_usage", "stream_options.include_usage", &req->include_usage, e) : 0;
+}
+
+// ---- the prompt and the messages ----------------------------------------------------------------------------
+
+// prompt: a string, a list of one string, or a non-empty list of token ids (integers in [0, 2^31)).
+static int get_prompt(Request *req, const json_t *body, ApiError *e) {
+    const json_t *v = json_object_get(body, "prompt");
+    if (!v || json_is_null(v)) return api_error(e, 400, "missing_required_parameter", "prompt", "prompt: missing");
+    if (json_is_array(v) && json_array_size(v) == 1 && json_is_string(json_array_get(v, 0))) v = json_array_get(v, 0);
+    if (json_is_string(v)) {
+        req->prompt = copy_string(v);
+        return 0;
+    }
+    const size_t n = json_is_array(v) ? json_array_size(v) : 0;
+    if (n == 0 || !json_is_integer(json_array_get(v, 0)))
+        return api_error(e, 400, "invalid_type", "prompt", "prompt: expected a string, a list of one string or a "
+                         "non-empty list of token ids (several prompts in one request are not served)");
+    if (!(req->prompt_ids = malloc(sizeof(int) * n))) return api_error(e, 500, NULL, NULL, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        const json_t *id = json_array_get(v, i);
+        if (!json_is_integer(id) || json_integer_value(id) < 0 || json_integer_value(id) > INT32_MAX) {
+            char param[40];
+            snprintf(param, sizeof param, "prompt[%zu]", i);
+            return api_error(e, 400, "invalid_value", param, "%s: expected a token id (an integer ≥ 0)", param);
+        }
+        req->prompt_ids[req->n_prompt_ids++] = (int)json_integer_value(id);
+    }
+    return 0;
+}
+
+// A message's content: a string, or a list of {"type": "text", "text": ...} parts, joined. Null or absent only for
+// an assistant's message (as OpenAI allows). param: "messages[i]".
+static int get_content(ChatMessage *m, const json_t *msg, const char *param, ApiError *e) {
+    const json_t *c = json_object_get(msg, "content");
+    char where[64];
+    snprintf(where, sizeof where, "%s.content", param);
+    if ((!c || json_is_null(c)) && strcmp(m->role, "assistant") == 0) m->content = strdup("");
+    else if (json_is_string(c)) m->content = copy_string(c);
+    if (m->content) return 0;
+    if (!json_is_array(c))
+        return api_error(e, 400, "invalid_type", where, "%s: expected a string or a list of text parts", where);
+    size_t total = 1;
+    for (size_t j = 0; j < json_array_size(c); j++) {
+        const json_t *part = json_array_get(c, j), *type = json_object_get(part, "type");
+        const json_t *text = json_object_get(part, "text");
+        char at[128];
+        snprintf(at, sizeof at, "%s[%zu].type", where, j);
+        if (!json_is_string(type) || strcmp(json_string_value(type), "text") != 0)
+            return api_error(e, 400, "unsupported_content", at, "%s: specdec reads text parts only (\"type\": "
+                             "\"text\"), not images, audio or files", at);
+        snprintf(at, sizeof at, "%s[%zu].text", where, j);
+        if (!json_is_string(text)) return api_error(e, 400, "invalid_type", at, "%s: expected a string", at);
+        total += json_string_length(text);
+    }
+    if (!(m->content = malloc(total))) return api_error(e, 500, NULL, NULL, "out of memory");
+    size_t at = 0;
+    for (size_t j = 0; j < json_array_size(c); j++) {
+        const json_t *text = json_object_get(json_array_get(c, j), "text");
+        memcpy(m->content + at, json_string_value(text), json_string_length(text));
+        at += json_string_length(text);
+    }
+    m->content[at] = '\0';
+    return 0;
+}
+
+static int get_message(ChatMessage *m, const json_t *msg, size_t i, ApiError *e) {
+    char param[40], where[64];
+    snprintf(param, sizeof param, "messages[%zu]", i);
+    snprintf(where, sizeof where, "%s.role", param);
+    if (!json_is_object(msg)) return api_error(e, 400, "invalid_type", param, "%s: expected an object", param);
+    const json_t *role = json_object_get(msg, "role");
+    if (!json_is_string(role)) return api_error(e, 400, "invalid_type", where, "%s: expected a string", where);
+    static const char *const roles[] = {"system", "developer", "user", "assistant"};
+    bool known = false;
+    for (int r = 0; r < 4; r++) known |= strcmp(json_string_value(role), roles[r]) == 0;
+    if (!known) {
+        char quoted[ERR_QUOTE_LEN + 4];
+        return api_error(e, 400, "invalid_value", where, "%s: \"%s\" is not served (system, developer, user or "
+                         "assistant; specdec does no tool calling)", where, err_quote(quoted, json_string_value(role)));
+    }
+    m->role = copy_string(role);
+    const json_t *calls = json_object_get(msg, "tool_calls");
+    snprintf(where, sizeof where, "%s.tool_calls", param);
+    if (calls && !is_off(calls, OFF_EMPTY))
+        return api_error(e, 400, "unsupported_parameter", where, "%s: specdec does no tool calling", where);
+    return get_content(m, msg, param, e);
+}
+
+static int get_messages(Request *req, const json_t *body, ApiError *e) {
+    const json_t *v = json_object_get(body, "messages");
+    if (!json_is_array(v) || json_array_size(v) == 0)
+        return api_error(e, 400, v ? "invalid_type" : "missing_required_parameter", "messages",
+                         "messages: expected a non-empty list of messages");
+    const size_t n = json_array_size(v);
+    if (!(req->messages = calloc(n, sizeof *req->messages))) return api_error(e, 500, NULL, NULL, "out of memory");
+    req->n_messages = (int)n;  // (request_free frees what a failure leaves half-read)
+    for (size_t i = 0; i < n; i++)
+        if (get_message(&req->messages[i], json_array_get(v, i), i, e)) return -1;
+    return 0;
+}
+
+// ---- the request --------------------------------------------------------------------------------------------
+
+int request_parse(Request *req, ApiKind kind, const char *body, size_t len, ApiError *e) {
+    *req = (Request){.kind = kind, .sampling = {.temperature = 1.0f, .top_k = 0, .top_p = 1.0f}};
+    json_error_t error;
+    json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &error);
+    if (!root)
+        return api_error(e, 400, "invalid_json", NULL, "the body is not valid JSON: %s (line %d, column %d)",
+                         error.text, error.line, error.column);
+    int rc = -1;
+    if (!json_is_object(root)) {
+        api_error(e, 400, "invalid_json", NULL, "the body must be a JSON object");
+        goto done;
+    }
+    if (check_refused(root, e) || get_common(req, root, e)) goto done;
+    if (kind == API_COMPLETIONS ? get_prompt(req, root, e) : get_messages(req, root, e)) goto done;
+    rc = 0;
+done:
+    json_decref(root);
+    return rc;
+}
+
+void request_free(Request *req) {
+    free(req->model);
+    free(req->prompt);
+    free(req->prompt_ids);
+    for (int i = 0; i < req->n_messages; i++) {
+        free(req->messages[i].role);
+        free(req->messages[i].content);
+    }
+    free(req->messages);
+    for (int i = 0; i < req->n_stop; i++) free(req->stop[i]);
+    *req = (Request){0};
+}

@@ -1,0 +1,72 @@
+// request.h — an OpenAI request body (JSON) read into specdec's Request, and OpenAI's error shape for what is refused.
+//
+// What POST /v1/completions and /v1/chat/completions take (https://platform.openai.com/docs/api-reference):
+//   model                   any string (one model is served; the response names it)
+//   prompt                  completions: a string, a list of one string, or a list of token ids
+//   messages                chat: a non-empty list of {role: system | developer | user | assistant, content}; content
+//                           a string or a list of {type: "text", text} parts (joined)
+//   max_tokens, max_completion_tokens   an integer ≥ 1 (the second wins when both are given)
+//   temperature [0, 2], top_p (0, 1], top_k ≥ 0 (an extension, as llama-server and vLLM take it), seed ≥ 0
+//   stop                    a string or a list of at most REQUEST_MAX_STOP non-empty strings
+//   stream, stream_options.include_usage
+// Fields OpenAI has and specdec does not do (tools, logprobs, n > 1, images, penalties, ...) are refused when set
+// to anything but their "off" value, with status 400 naming the field; every other unknown field is ignored, as
+// OpenAI does. Null is "not given" for every field.
+#ifndef SPECDEC_SERVE_REQUEST_H
+#define SPECDEC_SERVE_REQUEST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/error.h"
+#include "speculative/sampling.h"
+
+enum { REQUEST_MAX_STOP = 4, REQUEST_MAX_TOKENS = 1 << 20 };
+
+typedef enum { API_COMPLETIONS, API_CHAT } ApiKind;
+
+typedef struct {
+    char *role;         // system, developer, user or assistant
+    char *content;      // the text (a list of text parts joined)
+} ChatMessage;
+
+typedef struct {
+    ApiKind kind;
+    char *model;                // as given, or NULL
+    char *prompt;               // completions: the prompt's text, or NULL when given as token ids
+    int *prompt_ids;            // completions: [n_prompt_ids] the prompt as token ids (not checked against a vocabulary)
+    int n_prompt_ids;
+    ChatMessage *messages;      // chat: [n_messages]
+    int n_messages;
+    int max_tokens;             // 0: not given (the server's default)
+    SamplingParams sampling;    // temperature 1, top_p 1, top_k 0 unless given (OpenAI's defaults)
+    bool has_seed;
+    uint64_t seed;
+    char *stop[REQUEST_MAX_STOP];
+    int n_stop;
+    bool stream, include_usage;
+} Request;
+
+// A refusal in OpenAI's shape: {"error": {"message", "type", "param", "code"}} with an HTTP status.
+typedef struct {
+    int status;             // 400, 401, 404, 405, 413, 500, 503
+    const char *type;       // "invalid_request_error", "server_error"
+    const char *code;       // NULL, or e.g. "unsupported_parameter"
+    char param[128];        // the field at fault ("messages[2].content[0].type"), "" for none
+    Err err;                // the message: one line, escaped (error.h)
+} ApiError;
+
+// Fills e and returns -1 (for `return api_error(...)`); param may be NULL.
+int api_error(ApiError *e, int status, const char *code, const char *param, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
+// The error's response body (malloc'd, NUL-terminated JSON).
+char *api_error_json(const ApiError *e);
+
+// Reads body[0..len) as a request of `kind`. Returns 0, or -1 with e set (status 400). req is freed either way by
+// request_free (also after a failure).
+int request_parse(Request *req, ApiKind kind, const char *body, size_t len, ApiError *e);
+void request_free(Request *req);
+
+#endif

