@@ -72,15 +72,15 @@ double policy_target_time(const GammaState *g, int T) {
     return at_t > 0 ? at_t : mean_y;
 }
 
-// FLOPs per byte of weights at which a forward's arithmetic takes as long as streaming its weights. What make
-// bench measures for the shipped target (a forward over 9 tokens costs 1.99 times one token's) puts it near 3.6.
+// FLOPs per byte of weights at which a forward's arithmetic takes as long as streaming its weights: a CPU's
+// balance point, near what the bench measures for the shipped target.
 static const double FORWARD_FLOPS_PER_BYTE = 4.0;
-// How the weight stream speeds up with threads: threads^0.72 — the shipped target's decode speed from 1 to 16
-// threads of a 16-core Xeon, 233 → 1706 tokens/s (issue 29). The arithmetic divides among the threads.
+// How the weight stream speeds up with threads: as threads^0.72, the shipped target's decode speed from 1 to 16
+// threads of a 16-core Xeon (issue 29). The arithmetic divides among the threads.
 static const double BANDWIDTH_EXPONENT = 0.72;
-// One row of logits turned into probabilities (sampler_adjust), in the cost model's bytes per token of the row: its
-// passes run on one thread whatever the pool. What make bench measures here: 7.7 µs for V = 8192 at temperature 1
-// beside 7.4 ms for the shipped target's step on one thread (78 MB in these units), about 10 bytes a token.
+// One row of logits turned into probabilities (sampler_adjust) costs as long as one thread streaming this many bytes
+// of weights per logit of the row: its passes run on one thread whatever the pool.
+// The measurements behind these three: docs/performance-history.md, "The γ policy's constants".
 static const double SAMPLING_BYTES_PER_TOKEN = 10.0;
 
 double spec_forward_cost(const Model *m, int T, int threads) {
