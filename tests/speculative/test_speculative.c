@@ -477,8 +477,9 @@ TEST(speculative_coupled_equals_target_only) {
 
 // The same seed gives the same tokens with γ auto, whose measured timings differ from run to run: under
 // rejection sampling at temperature > 0 it plans with the cost model (the same γ's, round for round, at one
-// target thread count: runs 0 and 2 on 1 thread, 1 and 3 on 2), under coupling the output does not depend on γ at
-// all (every run the same, whatever the threads).
+// target thread count: runs 0 and 2 on 1 thread, 1 and 3 on 2 — run 3 with the draft on 1 of them, as
+// --draft-threads 1 would, which the plan does not read), under coupling the output does not depend on γ at all
+// (every run the same, whatever the threads).
 TEST(speculative_seed_reproducible_with_gamma_auto) {
     enum { N_TOKENS = 40 };
     const SpecSampler samplers[] = {SAMPLER_REJECTION, SAMPLER_COUPLED};
@@ -489,6 +490,7 @@ TEST(speculative_seed_reproducible_with_gamma_auto) {
             const int threads = 1 + run % 2, same = samplers[k] == SAMPLER_REJECTION ? run % 2 : 0;
             Pair pair;
             pair_open(&pair, 97, 128, threads, 0.3f);
+            if (run == 3) pair.draft.max_threads = 1;
             const int prompt[] = {2, 7, 1, 8};
             SpecParams params = {.sampling = {0.7f, 0, 0.95f}, .sampler = samplers[k], .policy = GAMMA_AUTO,
                                  .max_tokens = N_TOKENS, .eos_id = -1};
