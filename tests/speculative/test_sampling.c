@@ -100,6 +100,34 @@ TEST(sampling_matches_reference_on_random_logits) {
     CHECK(close_calls < trials / 50, "%d of %d top-p boundaries too close to call", close_calls, trials);
 }
 
+// sampler_adjust without top-k or top-p, bit for bit, against the sampler's formulation before its passes were
+// fused (one float row scaled and soft-maxed by the kernels, widened to doubles, −inf exponents zeroed, divided by
+// sampling_sum): fusing them changed the order of no operation, so no probability may differ in any bit.
+TEST(sampling_fused_passes_are_bit_identical) {
+    static float logits[V_MAX], scaled[V_MAX];
+    static double got[V_MAX], want[V_MAX];
+    for (int t = 0; t < 500 && !test_failures(); t++) {
+        const int V = test_rand_int(1, V_MAX);
+        random_logits(logits, V);
+        const SamplingParams params = {test_rand_int(0, 1) ? 1.0f : test_rand_uniform(0.1f, 2.0f), 0, 1.0f};
+        const Kernels *kernels = any_kernels();
+        Sampler s;
+        Err err;
+        CHECK(sampler_init(&s, &params, V, kernels, &err) == 0, "%s", err.msg);
+        CHECK(sampler_adjust(&s, got, logits) == 0, "V %d: rejected", V);
+        sampler_free(&s);
+        float max = -INFINITY;
+        for (int i = 0; i < V; i++) max = logits[i] > max ? logits[i] : max;
+        for (int i = 0; i < V; i++) scaled[i] = (logits[i] - max) / params.temperature;
+        kernels->softmax(scaled, V);
+        for (int i = 0; i < V; i++) want[i] = (logits[i] - max) / params.temperature == -INFINITY ? 0.0 : scaled[i];
+        const double inv_sum = 1.0 / sampling_sum(want, V);
+        for (int i = 0; i < V; i++) want[i] *= inv_sum;
+        CHECK(memcmp(got, want, sizeof(double) * V) == 0, "V %d, T %g (%s): not bit-identical", V,
+              params.temperature, kernels->name);
+    }
+}
+
 // The cases the reference could get wrong in the same way, worked by hand. (Logits such as logf(0.4f) are floats,
 // so the probabilities are the worked ones to about 1e-8.)
 static void check_exact(const float *logits, int V, const SamplingParams *params, const double *want,
