@@ -21,9 +21,9 @@ int probe_choose_threads(const int *counts, const double *median_seconds, int n)
 
 // Times m's decode steps (PROBE_STEPS steps after PROBE_CONTEXT positions, a fresh cache) at each count of 1, 2,
 // 4, … and m->max_threads (model_load: the pool's size), in PROBE_ROUNDS rounds whose order rotates, and returns
-// probe_choose_threads' count over the medians (-1 on error). Leaves m->max_threads as it found it. Output never depends on the choice
-// (model.h: batch and thread invariance). *median_seconds, when not NULL, receives the chosen count's median
-// seconds per step.
+// probe_choose_threads' count over the medians (-1 on error). Leaves m->max_threads as it found it. Output never
+// depends on the choice (model.h: batch and thread invariance). *median_seconds, when not NULL, receives the chosen
+// count's median seconds per step.
 int probe_fastest_threads(Model *m, double *median_seconds, Err *err);
 
 #endif
