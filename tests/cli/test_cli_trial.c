@@ -124,7 +124,8 @@ TEST(cli_messages_say_what_is_wrong) {
                    "not a folder: -m takes the checkpoint's folder");
     check_one_line("logits -m " SHIPPED "/config.json --ids 1", 2, "not a folder: -m takes the checkpoint's folder");
     char *out, *err;
-    CHECK(run_specdec("--help", &out, &err) == 0 && !strstr(strtok(out, "\n"), "GPT-2 inference"), "--help: \"%s\"", out);
+    CHECK(run_specdec("--help", &out, &err) == 0 && !strstr(strtok(out, "\n"), "GPT-2 inference"), "--help: \"%s\"",
+          out);
     free(out);
     free(err);
 }
