@@ -1,4 +1,4 @@
-// quantized_checks.h — the checks that the q8 tests (test_kernels.c) and the q4 tests (test_q4.c) share, on a
+// quantized_checks.h — the checks that the q8 tests (test_q8.c) and the q4 tests (test_q4.c) share, on a
 // format described by a QuantFormat: random quantized matrices, the layout's placement of every quant and scale,
 // and every variant's matmul against the reference, bit for bit, with the reference itself checked against the
 // float product of the unquantized inputs.
