@@ -390,6 +390,16 @@ static NodeList parse_body(Parser *P, const char *const *ends);
 static const char *const END_IF[] = {"elif", "else", "endif", NULL};
 static const char *const END_FOR[] = {"else", "endfor", NULL};
 
+// The end of an if or a for block, after its body: [{% else %} body] {% end %}, the else branch into n->orelse.
+static void parse_else_and_end(Parser *P, Node *n, const char *end) {
+    if (skip_name(P, "else")) {
+        expect_kind(P, T_BLOCK_END, "'%}'");
+        n->orelse = parse_body(P, (const char *const[]){end, NULL});
+    }
+    expect_name(P);  // end: parse_body stopped at it
+    expect_kind(P, T_BLOCK_END, "'%}'");
+}
+
 // After {% if cond %} (or elif): the branches up to and including {% endif %}.
 static Node *parse_if(Parser *P, int at) {
     Node *n = node(P, N_IF, at);
@@ -400,12 +410,7 @@ static Node *parse_if(Parser *P, int at) {
         list_push(P->a, &n->orelse, parse_if(P, line(P)));
         return n;
     }
-    if (skip_name(P, "else")) {
-        expect_kind(P, T_BLOCK_END, "'%}'");
-        n->orelse = parse_body(P, (const char *const[]){"endif", NULL});
-    }
-    expect_name(P);  // endif
-    expect_kind(P, T_BLOCK_END, "'%}'");
+    parse_else_and_end(P, n, "endif");
     return n;
 }
 
@@ -426,12 +431,7 @@ static Node *parse_for(Parser *P, int at) {
     P->loops++;
     n->body = parse_body(P, END_FOR);
     P->loops--;
-    if (skip_name(P, "else")) {
-        expect_kind(P, T_BLOCK_END, "'%}'");
-        n->orelse = parse_body(P, (const char *const[]){"endfor", NULL});
-    }
-    expect_name(P);  // endfor
-    expect_kind(P, T_BLOCK_END, "'%}'");
+    parse_else_and_end(P, n, "endfor");
     return n;
 }
 
