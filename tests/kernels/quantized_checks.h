@@ -44,9 +44,9 @@ static inline uint8_t *random_quantized_matrix(float **rows_out, const QuantForm
     }
     void *w = NULL;
     if (posix_memalign(&w, 64, f->matrix_bytes(n_out, n_in))) abort();
-    for (int j = 0; j < n_out; j += 16)
-        f->quantize_panel((uint8_t *)w + (size_t)(j / 16) * f->panel_bytes(n_in), rows + (size_t)j * n_in,
-                          n_out - j < 16 ? n_out - j : 16, n_in, n_in);
+    for (int j = 0; j < n_out; j += Q8_PANEL)  // q4's panels have as many rows (kernels.h)
+        f->quantize_panel((uint8_t *)w + (size_t)(j / Q8_PANEL) * f->panel_bytes(n_in), rows + (size_t)j * n_in,
+                          n_out - j < Q8_PANEL ? n_out - j : Q8_PANEL, n_in, n_in);
     *rows_out = rows;
     return w;
 }
