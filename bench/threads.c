@@ -1,7 +1,6 @@
 // threads.c — the thread sweep: for each thread count of --threads-sweep, the target's decode speed and the
-// fraction of the read bandwidth it streams at, its verification cost t(T = 8) / t(T = 1) and the tokens/s of that
-// T = 8 forward (the figure llama-bench's pp8 reports: tools/vs_llamacpp.sh), and what speculative decoding
-// (greedy, γ auto) buys over target-only on the held-out prompts.
+// fraction of the read bandwidth it streams at, its verification cost t(T = 8) / t(T = 1), and what speculative
+// decoding (greedy, γ auto) buys over target-only on the held-out prompts.
 //
 // The pair stays loaded on the run's pool; a count n limits both models' jobs to n of its threads (max_threads,
 // model.h: each job still takes only as many as it pays for), and the read pass runs on a pool of n threads.
@@ -77,13 +76,11 @@ void suite_threads(Bench *b, Pair *pair, Memory *memory, const char *sweep) {
     if (pair->has_draft) prompts = prompts_load(pair, PROMPTS_HELD_OUT, b->opt.prompts, b->opt.tokens + 1, &n_prompts);
     suite_begin(b, "threads", n_counts * (pair->has_draft ? 2 : 1));
     out(b, "## Threads\n\nPer thread count: the target's decode step (T = 1 after %d cached positions) and its "
-        "fraction of the read bandwidth on as many threads, the verification cost t(T = %d) / t(T = 1) and that "
-        "forward's tokens/s, median [min–max] of %d rounds; speculative decoding (greedy, γ auto, the draft on as "
-        "many threads) against target-only on %d held-out prompts of %d tokens: speed-up median [min–max] over "
-        "the prompts.\n\n"
-        "| threads | target tokens/s | %% of read bandwidth | T = %d / T = 1 | T = %d tokens/s | speculative "
-        "speed-up |\n|---:|---:|---:|---:|---:|---:|\n",
-        SWEEP_CONTEXT, VERIFY_T, reps, n_prompts, b->opt.tokens, VERIFY_T, VERIFY_T);
+        "fraction of the read bandwidth on as many threads, the verification cost t(T = %d) / t(T = 1), median "
+        "[min–max] of %d rounds; speculative decoding (greedy, γ auto, the draft on as many threads) against "
+        "target-only on %d held-out prompts of %d tokens: speed-up median [min–max] over the prompts.\n\n"
+        "| threads | target tokens/s | %% of read bandwidth | T = %d / T = 1 | speculative speed-up |\n"
+        "|---:|---:|---:|---:|---:|\n", SWEEP_CONTEXT, VERIFY_T, reps, n_prompts, b->opt.tokens, VERIFY_T);
     const double read_bytes = (double)memory_op_bytes(memory, MEM_READ), bytes = (double)pair->target.weight_bytes;
     double *seconds = malloc(sizeof(double) * 3 * reps);
     double *plain = malloc(sizeof(double) * 2 * (n_prompts + 1));
@@ -107,12 +104,10 @@ void suite_threads(Bench *b, Pair *pair, Memory *memory, const char *sweep) {
         Summary rate = summary_inverse(summarize(seconds + reps, reps), 1);
         Summary fraction = summary_scaled(summarize_ratio(seconds, seconds + reps, reps), bytes / read_bytes);
         Summary cost = summarize_ratio(seconds + 2 * reps, seconds + reps, reps);
-        Summary verify_rate = summary_inverse(summarize(seconds + 2 * reps, reps), VERIFY_T);
-        char c1[64], c2[64], c3[64], c4[64] = "–", c5[64];
-        json_t *row = json_pack("{s:i, s:o, s:o, s:o, s:o}", "threads", counts[i], "target_tokens_per_s",
+        char c1[64], c2[64], c3[64], c4[64] = "–";
+        json_t *row = json_pack("{s:i, s:o, s:o, s:o}", "threads", counts[i], "target_tokens_per_s",
                                 summary_json(rate), "bandwidth_fraction", summary_json(fraction),
-                                "verify_cost_t8_t1", summary_json(cost), "verify_tokens_per_s",
-                                summary_json(verify_rate));
+                                "verify_cost_t8_t1", summary_json(cost));
         if (n_prompts > 0) {
             Generation g[2] = {{pair, prompts, b->opt.tokens, false, outputs},
                                {pair, prompts, b->opt.tokens, true, outputs + (size_t)n_prompts * b->opt.tokens}};
@@ -128,9 +123,8 @@ void suite_threads(Bench *b, Pair *pair, Memory *memory, const char *sweep) {
             fmt_range(c4, sizeof c4, speedup, 1, 2);
             json_object_set_new(row, "speculative_speedup", summary_json(speedup));
         }
-        out(b, "| %d | %s | %s | %s | %s | %s |\n", counts[i], fmt_range(c1, sizeof c1, rate, 1, 0),
-            fmt_range(c2, sizeof c2, summary_scaled(fraction, 100), 1, 0), fmt_range(c3, sizeof c3, cost, 1, 2),
-            fmt_range(c5, sizeof c5, verify_rate, 1, 0), c4);
+        out(b, "| %d | %s | %s | %s | %s |\n", counts[i], fmt_range(c1, sizeof c1, rate, 1, 0),
+            fmt_range(c2, sizeof c2, summary_scaled(fraction, 100), 1, 0), fmt_range(c3, sizeof c3, cost, 1, 2), c4);
         json_array_append_new(rows, row);
     }
     pair->target.max_threads = pair->draft.max_threads = pool_size(b->pool);
