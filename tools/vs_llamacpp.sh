@@ -16,6 +16,8 @@
 #           run-bench's threads suite's T = 1 forward after 64 cached positions;
 #   T = 8:  llama-bench's pp8 (an 8-token prompt, logits of its last position only) against the suite's T = 8
 #           forward (logits of all eight positions, as a verification forward needs): a generous proxy for llama.cpp.
+#           The suite prints that forward's cost over T = 1's; its tokens/s here is 8 × (T = 1 tokens/s) / (t(8) /
+#           t(1)), from the two medians of the turn's repetitions.
 # Each round runs llama-bench and run-bench one after the other, in an order that alternates between rounds, so a
 # machine whose speed drifts slows both alike; the ratios are taken within a round, then their median [min–max]
 # over the rounds is printed, with the load average (/proc/loadavg, 1 minute) read before each turn. Never run by
@@ -98,8 +100,9 @@ def read_round(r, llama, specdec, loads):
         llama.setdefault((run["n_threads"], test), []).append(run["avg_ts"])
     mine = json.load(open(f"{work}/specdec-{r}/latest.json"))
     for row in mine["threads"]["counts"]:
-        specdec.setdefault((row["threads"], "decode"), []).append(row["target_tokens_per_s"]["median"])
-        specdec.setdefault((row["threads"], "T = 8"), []).append(row["verify_tokens_per_s"]["median"])
+        rate, cost = row["target_tokens_per_s"]["median"], row["verify_cost_t8_t1"]["median"]
+        specdec.setdefault((row["threads"], "decode"), []).append(rate)
+        specdec.setdefault((row["threads"], "T = 8"), []).append(8 * rate / cost)
     return runs[0], mine
 
 
