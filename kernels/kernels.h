@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 // The float types index Kernels.matmul; WEIGHT_Q8 and WEIGHT_Q4 weights go through Kernels.matmul_q8 and
 // matmul_q4 (their activations are quantized to 8 bits too).
@@ -326,6 +327,22 @@ struct Q8Block {
 
 static inline int q8_blocks(int n_in) { return (n_in + Q8_BLOCK - 1) / Q8_BLOCK; }
 
+// max_i |x_i| over n floats, as the largest of their bit patterns without the sign (the order of non-negative
+// floats; an integer maximum vectorizes where a float one does not). A NaN is the largest of all. The quantizers'
+// (q8.c, q4.c).
+static inline float max_magnitude(const float *x, int n) {
+    int32_t largest = 0;
+    for (int i = 0; i < n; i++) {
+        int32_t bits;
+        memcpy(&bits, &x[i], sizeof bits);
+        bits &= 0x7fffffff;
+        largest = bits > largest ? bits : largest;
+    }
+    float m;
+    memcpy(&m, &largest, sizeof m);
+    return m;
+}
+
 // Bytes of one panel: the quants of every block, then their scales, rounded up to whole lines.
 static inline size_t q8_panel_bytes(int n_in) {
     return ((size_t)q8_blocks(n_in) * (Q8_BLOCK * Q8_PANEL + 2 * Q8_PANEL) + 63) / 64 * 64;
@@ -362,6 +379,10 @@ static inline float q8_weight(const void *w, int n_in, int j, int i) {
 
 // The reference product (q8.c): the scalar variant's matmul_q8, and the specification of the others.
 MatmulQ8Fn q8_matmul_reference;
+// The same for q8 weights (type WEIGHT_Q8) or q4 weights (WEIGHT_Q4, below): q8_matmul_reference and
+// q4_matmul_reference are this with their type.
+void quantized_matmul_reference(float *out, const Q8Block *x, const void *w, WeightType type, const float *bias,
+                                int T, int n_in, int ld_out, int j0, int j1);
 MatmulQ8Fn q8_matmul_avx2;
 MatmulQ8Fn q8_matmul_avx512;
 MatmulQ8Fn q8_matmul_neon;
@@ -387,6 +408,8 @@ MatmulQ8Fn q8_matmul_neon;
 // step, and vpdpbusd takes u unsigned as it is: Σ u · q_x = Σ q_w · q_x + 8 · Σ q_x, which starts each block's
 // sum at −8 · Σ q_x = Q8Block.offset / 16. Then the blocks' scales, 16 BF16 values per block.
 enum { Q4_BLOCK = 32, Q4_PANEL = 16 };
+// q8's rows and blocks, so that one walk over panels (kernels/panel_walk_*.h) serves both formats' matmuls.
+_Static_assert((int)Q4_BLOCK == (int)Q8_BLOCK && (int)Q4_PANEL == (int)Q8_PANEL, "q4 panels have q8's shape");
 
 static inline int q4_blocks(int n_in) { return (n_in + Q4_BLOCK - 1) / Q4_BLOCK; }
 

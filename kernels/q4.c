@@ -56,20 +56,16 @@ static float refit(const Lanes q[VECTORS], const Lanes x[VECTORS]) {
     return bf16_nearest(lane_sum(xq) / lane_sum(qq));  // Σ q² ≥ 36: the largest weight quantizes to |q| ≥ 6
 }
 
-// The block's weight of largest magnitude (the first, if several): its magnitude found as the largest bit pattern
-// without the sign (an integer maximum, which vectorizes), then its place. NaN is larger than any number here.
+// The block's weight of largest magnitude (the first, if several): the one whose bit pattern without the sign is
+// max_magnitude's. NaN is larger than any number here.
 static float largest_weight(const float x[Q4_BLOCK]) {
-    int32_t largest = 0;
+    const float largest = max_magnitude(x, Q4_BLOCK);
+    uint32_t target;
+    memcpy(&target, &largest, sizeof target);
     for (int i = 0; i < Q4_BLOCK; i++) {
-        int32_t bits;
+        uint32_t bits;
         memcpy(&bits, &x[i], sizeof bits);
-        bits &= 0x7fffffff;
-        largest = bits > largest ? bits : largest;
-    }
-    for (int i = 0; i < Q4_BLOCK; i++) {
-        int32_t bits;
-        memcpy(&bits, &x[i], sizeof bits);
-        if ((bits & 0x7fffffff) == largest) return x[i];
+        if ((bits & 0x7fffffff) == target) return x[i];
     }
     return 0.0f;  // not reached
 }
@@ -115,21 +111,8 @@ void q4_quantize_panel(uint8_t *panel, const float *rows, int n_rows, int ld, in
         }
 }
 
-// out[t, j] = bias[j] + Σ_b fl(d_w[j, b] · d_x[t, b]) · Σ_i q_w[j, i] · q_x[t, i], the float sum over blocks in
-// block order, each step one fused multiply-add (kernels.h).
+// The reference product, q8's (q8.c) with q4's quants.
 void q4_matmul_reference(float *out, const Q8Block *x, const void *w, const float *bias, int T, int n_in,
                          int ld_out, int j0, int j1) {
-    const int nb = q4_blocks(n_in);
-    const uint16_t *scales = w;
-    for (int j = j0; j < j1; j++)
-        for (int t = 0; t < T; t++) {
-            float acc = 0.0f;
-            for (int b = 0; b < nb; b++) {
-                const Q8Block *xb = &x[(size_t)t * nb + b];
-                int32_t isum = 0;
-                for (int i = 0; i < Q4_BLOCK; i++) isum += q4_quant(w, n_in, j, b * Q4_BLOCK + i) * xb->q[i];
-                acc = fmaf((float)isum, bf16_to_f32(scales[q4_scale_index(n_in, j, b)]) * xb->d, acc);
-            }
-            out[(size_t)t * ld_out + j] = bias ? acc + bias[j] : acc;
-        }
+    quantized_matmul_reference(out, x, w, WEIGHT_Q4, bias, T, n_in, ld_out, j0, j1);
 }

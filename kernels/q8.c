@@ -24,21 +24,6 @@ static inline int8_t round_to_q(float v) {
     return (int8_t)(q < 127 ? q : 127);
 }
 
-// max_i |x_i| over n floats, as the largest of their bit patterns without the sign (the order of non-negative
-// floats; an integer maximum vectorizes where a float one does not). A NaN is the largest of all.
-static inline float max_magnitude(const float *x, int n) {
-    int32_t largest = 0;
-    for (int i = 0; i < n; i++) {
-        int32_t bits;
-        memcpy(&bits, &x[i], sizeof bits);
-        bits &= 0x7fffffff;
-        largest = bits > largest ? bits : largest;
-    }
-    float m;
-    memcpy(&m, &largest, sizeof m);
-    return m;
-}
-
 // The smallest BF16 value ≥ d (d ≥ 0): a weight block's scale, rounded up so that |w| / scale ≤ 127.
 static uint16_t bf16_round_up(float d) {
     uint32_t bits;
@@ -91,9 +76,10 @@ void q8_quantize_rows(Q8Block *out, const float *x, int T, int n_in, int ld_x) {
 }
 
 // out[t, j] = bias[j] + Σ_b fl(d_w[j, b] · d_x[t, b]) · Σ_i q_w[j, i] · q_x[t, i], the float sum over blocks in
-// block order, each step one fused multiply-add (kernels.h).
-void q8_matmul_reference(float *out, const Q8Block *x, const void *w, const float *bias, int T, int n_in,
-                         int ld_out, int j0, int j1) {
+// block order, each step one fused multiply-add (kernels.h). The two formats differ only in where q_w and d_w lie.
+void quantized_matmul_reference(float *out, const Q8Block *x, const void *w, WeightType type, const float *bias,
+                                int T, int n_in, int ld_out, int j0, int j1) {
+    const bool q4 = type == WEIGHT_Q4;
     const int nb = q8_blocks(n_in);
     const int8_t *quants = w;
     const uint16_t *scales = w;
@@ -103,9 +89,16 @@ void q8_matmul_reference(float *out, const Q8Block *x, const void *w, const floa
             for (int b = 0; b < nb; b++) {
                 const Q8Block *xb = &x[(size_t)t * nb + b];
                 int32_t isum = 0;
-                for (int i = 0; i < Q8_BLOCK; i++) isum += quants[q8_quant_index(n_in, j, b * Q8_BLOCK + i)] * xb->q[i];
-                acc = fmaf((float)isum, bf16_to_f32(scales[q8_scale_index(n_in, j, b)]) * xb->d, acc);
+                for (int i = b * Q8_BLOCK; i < (b + 1) * Q8_BLOCK; i++)
+                    isum += (q4 ? q4_quant(w, n_in, j, i) : quants[q8_quant_index(n_in, j, i)]) * xb->q[i % Q8_BLOCK];
+                const uint16_t d_w = scales[q4 ? q4_scale_index(n_in, j, b) : q8_scale_index(n_in, j, b)];
+                acc = fmaf((float)isum, bf16_to_f32(d_w) * xb->d, acc);
             }
             out[(size_t)t * ld_out + j] = bias ? acc + bias[j] : acc;
         }
+}
+
+void q8_matmul_reference(float *out, const Q8Block *x, const void *w, const float *bias, int T, int n_in,
+                         int ld_out, int j0, int j1) {
+    quantized_matmul_reference(out, x, w, WEIGHT_Q8, bias, T, n_in, ld_out, j0, j1);
 }

@@ -1,76 +1,25 @@
-// q8_avx2.c — the q8 matmul (kernels.h) with AVX2: a panel's 16 rows as two halves of 8, one 32-bit lane per
-// weight row. AVX2 has no vpdpbusd; vpmaddubsw multiplies unsigned by signed bytes and adds pairs into 16 bits,
-// so the signs move onto the activations: |q_w| · (q_x · sign q_w) = q_w · q_x, a pair of them at most
-// 2 · 127 · 127 < 2¹⁵, and vpmaddwd by ones adds the pairs into 32 bits. The block's integer sum is exact and the
-// float steps are the reference's, so the result is bit-identical to it.
-#include <immintrin.h>
-#include <string.h>
+// q8_avx2.c — the q8 matmul (kernels.h) with AVX2, on the panel walk of panel_walk_avx2.h: a panel's 16 rows as
+// two halves of 8, one 32-bit lane per weight row. AVX2 has no vpdpbusd; vpmaddubsw multiplies unsigned by signed
+// bytes and adds pairs into 16 bits, so the signs move onto the activations: |q_w| · (q_x · sign q_w) = q_w · q_x,
+// a pair of them at most 2 · 127 · 127 < 2¹⁵, and vpmaddwd by ones adds the pairs into 32 bits. The block's
+// integer sum is exact and the float steps are the reference's, so the result is bit-identical to it.
+#include "panel_walk_avx2.h"
 
-#include "kernels.h"
-
-enum { HALF = 8, ROWS_PER_PASS = 4 };
-
-static inline __m256i broadcast_group(const int8_t *q) {
-    int32_t four;
-    memcpy(&four, q, sizeof four);
-    return _mm256_set1_epi32(four);
-}
-
-// Half h (rows 8h..8h+7) of the panel against activation rows t < n ≤ 4 (a constant where this is inlined);
-// lanes outside `rows` are neither stored nor read from bias.   out: [n, ld_out] from the half's first row
-static inline __attribute__((always_inline)) void half_against_rows(float *out, const Q8Block *x,
-                                                                    const uint8_t *panel, const float *bias, int nb,
-                                                                    int ld_out, int h, __m256i rows, const int n) {
-    __m256 acc[ROWS_PER_PASS];
-    for (int t = 0; t < n; t++) acc[t] = _mm256_setzero_ps();
-    const uint16_t *scales = (const uint16_t *)(panel + (size_t)nb * Q8_BLOCK * Q8_PANEL);
+// The walk's BlockSumsAvx2 for q8: each 32-byte half-line is one group, 8 rows × 4 inputs.
+static inline __attribute__((always_inline)) void q8_block_sums(__m256i isum[ROWS_PER_PASS], const uint8_t *q,
+                                                                const Q8Block *x, int nb, const int n) {
     const __m256i ones = _mm256_set1_epi16(1);
-    for (int b = 0; b < nb; b++) {
-        const uint8_t *q = panel + (size_t)b * Q8_BLOCK * Q8_PANEL + h * HALF * Q8_GROUP;
-        const __m256 d_w = _mm256_castsi256_ps(_mm256_slli_epi32(
-            _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(scales + b * Q8_PANEL + h * HALF))), 16));
-        __m256i isum[ROWS_PER_PASS];
-        for (int t = 0; t < n; t++) isum[t] = _mm256_setzero_si256();
-        for (int g = 0; g < Q8_BLOCK / Q8_GROUP; g++) {
-            const __m256i wq = _mm256_load_si256((const __m256i *)(q + 64 * g)), magnitude = _mm256_abs_epi8(wq);
-            for (int t = 0; t < n; t++) {
-                const __m256i signed_x = _mm256_sign_epi8(broadcast_group(x[(size_t)t * nb + b].q + Q8_GROUP * g), wq);
-                isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(_mm256_maddubs_epi16(magnitude, signed_x), ones));
-            }
+    for (int t = 0; t < n; t++) isum[t] = _mm256_setzero_si256();
+    for (int g = 0; g < Q8_BLOCK / Q8_GROUP; g++) {
+        const __m256i wq = _mm256_load_si256((const __m256i *)(q + 64 * g)), magnitude = _mm256_abs_epi8(wq);
+        for (int t = 0; t < n; t++) {
+            const __m256i signed_x = _mm256_sign_epi8(broadcast_group(x[(size_t)t * nb].q + Q8_GROUP * g), wq);
+            isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(_mm256_maddubs_epi16(magnitude, signed_x), ones));
         }
-        for (int t = 0; t < n; t++)
-            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]),
-                                     _mm256_mul_ps(d_w, _mm256_set1_ps(x[(size_t)t * nb + b].d)), acc[t]);
-    }
-    for (int t = 0; t < n; t++) {
-        __m256 v = acc[t];
-        if (bias) v = _mm256_add_ps(v, _mm256_maskload_ps(bias, rows));
-        _mm256_maskstore_ps(out + (size_t)t * ld_out, rows, v);
     }
 }
 
 void q8_matmul_avx2(float *out, const Q8Block *x, const void *w, const float *bias, int T, int n_in, int ld_out,
                     int j0, int j1) {
-    const int nb = q8_blocks(n_in);
-    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    for (int p = j0 / Q8_PANEL; p * Q8_PANEL < j1; p++) {
-        const uint8_t *panel = (const uint8_t *)w + (size_t)p * q8_panel_bytes(n_in);
-        for (int h = 0; h < 2; h++) {
-            const int first = p * Q8_PANEL + h * HALF;  // rows [first, first + 8), of which [j0, j1) are wanted
-            if (first + HALF <= j0 || first >= j1) continue;
-            const __m256i rows = _mm256_and_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32(j1 - first), lane),
-                                                  _mm256_cmpgt_epi32(lane, _mm256_set1_epi32(j0 - first - 1)));
-            const float *b = bias ? bias + first : NULL;
-            for (int t = 0; t < T; t += ROWS_PER_PASS) {
-                float *o = out + (size_t)t * ld_out + first;
-                const Q8Block *xt = x + (size_t)t * nb;
-                switch (T - t < ROWS_PER_PASS ? T - t : ROWS_PER_PASS) {  // n a constant in each case
-                case 1: half_against_rows(o, xt, panel, b, nb, ld_out, h, rows, 1); break;
-                case 2: half_against_rows(o, xt, panel, b, nb, ld_out, h, rows, 2); break;
-                case 3: half_against_rows(o, xt, panel, b, nb, ld_out, h, rows, 3); break;
-                default: half_against_rows(o, xt, panel, b, nb, ld_out, h, rows, 4); break;
-                }
-            }
-        }
-    }
+    walk_panels(out, x, w, bias, T, n_in, ld_out, j0, j1, q8_panel_bytes(n_in), Q8_BLOCK * Q8_PANEL, q8_block_sums);
 }

@@ -17,6 +17,7 @@
 #include "harness.h"
 #include "kernel_inputs.h"
 #include "kernels.h"
+#include "quantized_checks.h"
 
 static const char *const type_names[WEIGHT_TYPES] = {"F32", "F16", "BF16"};
 
@@ -785,50 +786,41 @@ TEST(kernels_add_matches_scalar) {
 
 // ---- 8-bit weights (q8) -------------------------------------------------------------------------------------
 
-// A random matrix [n_out, n_in] (row-major floats, a different magnitude per row) quantized into q8 panels.
-static uint8_t *q8_random_matrix(float **rows_out, int n_out, int n_in) {
-    float *rows = malloc(sizeof(float) * (size_t)n_out * n_in);
-    for (int j = 0; j < n_out; j++) {
-        const float spread = test_rand_uniform(0.01f, 2.0f);
-        for (int i = 0; i < n_in; i++) rows[(size_t)j * n_in + i] = test_rand_uniform(-spread, spread);
-    }
-    void *w = NULL;
-    if (posix_memalign(&w, 64, q8_matrix_bytes(n_out, n_in))) abort();
-    for (int j = 0; j < n_out; j += Q8_PANEL)
-        q8_quantize_panel((uint8_t *)w + (size_t)(j / Q8_PANEL) * q8_panel_bytes(n_in), rows + (size_t)j * n_in,
-                          n_out - j < Q8_PANEL ? n_out - j : Q8_PANEL, n_in, n_in);
-    *rows_out = rows;
-    return w;
+// A q8 quant fills its byte.
+static unsigned q8_nibbles(int i) {
+    (void)i;
+    return 3;
 }
+
+// The reference against the float product: each product x_i w_i is off by at most |x_i| e_w + |w_i| e_x + e_x e_w
+// (e = half a quantization step, d / 2), plus float rounding, hence
+//     |ref − Σ_i x_i w_i| ≤ Σ_i (|x_i| d_w + |w_i| d_x + d_w d_x / 2) / 2 + (n_in + 4) · FLT_EPSILON · Σ_i |x_i w_i|
+static double q8_reference_bound(const float *x, const Q8Block *xq, const float *w, const void *wq, int n_in, int j,
+                                 double bias) {
+    double bound = 0.0, magnitude = fabs(bias);
+    for (int i = 0; i < n_in; i++) {
+        const double xi = x[i], wi = w[i];
+        const double d_w = bf16_to_f32(((const uint16_t *)wq)[q8_scale_index(n_in, j, i / 32)]), d_x = xq[i / 32].d;
+        magnitude += fabs(xi * wi);
+        bound += (fabs(xi) * d_w + fabs(wi) * d_x + d_w * d_x / 2) / 2;
+    }
+    return bound + (n_in + 4) * FLT_EPSILON * magnitude;
+}
+
+static const QuantFormat Q8 = {.name = "q8",
+                               .type = WEIGHT_Q8,
+                               .block_bytes = Q8_BLOCK * Q8_PANEL,
+                               .matrix_bytes = q8_matrix_bytes,
+                               .panel_bytes = q8_panel_bytes,
+                               .quant_index = q8_quant_index,
+                               .quant_nibbles = q8_nibbles,
+                               .scale_index = q8_scale_index,
+                               .quantize_panel = q8_quantize_panel,
+                               .reference_bound = q8_reference_bound};
 
 // The layout (kernels.h) places every quant and every scale once, inside q8_matrix_bytes, none on another; a
 // group of 4 inputs of a row is 4 consecutive bytes; a block's 16 rows × 32 inputs are one 512-byte run.
-TEST(kernels_q8_layout) {
-    const int shapes[][2] = {{1, 1}, {3, 33}, {16, 32}, {17, 100}, {40, 768}};
-    for (size_t c = 0; c < sizeof shapes / sizeof *shapes; c++) {
-        const int n_out = shapes[c][0], n_in = shapes[c][1], nb = q8_blocks(n_in);
-        const size_t size = q8_matrix_bytes(n_out, n_in);
-        unsigned char *seen = calloc(size, 1);
-        for (int j = 0; j < (n_out + 15) / 16 * 16; j++)
-            for (int i = 0; i < nb * Q8_BLOCK; i++) {
-                const size_t at = q8_quant_index(n_in, j, i);
-                CHECK(at < size && !seen[at], "[%d, %d]: q[%d, %d] at %zu (size %zu)", n_out, n_in, j, i, at, size);
-                if (at < size) seen[at] = 1;
-                if (i % Q8_GROUP) CHECK(at == q8_quant_index(n_in, j, i - 1) + 1, "q[%d, %d] not after q[%d, %d]", j,
-                                        i, j, i - 1);
-                const size_t block = q8_quant_index(n_in, j / 16 * 16, i / 32 * 32);
-                CHECK(at >= block && at < block + 512, "q[%d, %d] outside its block", j, i);
-            }
-        for (int j = 0; j < (n_out + 15) / 16 * 16; j++)
-            for (int b = 0; b < nb; b++) {
-                const size_t at = 2 * q8_scale_index(n_in, j, b);
-                CHECK(at + 1 < size && !seen[at] && !seen[at + 1], "[%d, %d]: scale of row %d block %d at %zu",
-                      n_out, n_in, j, b, at);
-                if (at + 1 < size) seen[at] = seen[at + 1] = 1;
-            }
-        free(seen);
-    }
-}
+TEST(kernels_q8_layout) { check_quantized_layout(&Q8); }
 
 // Quantization: every |q| ≤ 127; a weight block's scale is the smallest BF16 value ≥ max|w| / 127 (so within a
 // relative 2⁻⁷ of it), an activation block's is max|x| / 127; each value is within half a step of d·q; the
@@ -836,7 +828,7 @@ TEST(kernels_q8_layout) {
 TEST(kernels_q8_quantization) {
     const int n_out = 21, n_in = 77, nb = q8_blocks(n_in);
     float *rows;
-    uint8_t *w = q8_random_matrix(&rows, n_out, n_in);
+    uint8_t *w = random_quantized_matrix(&rows, &Q8, n_out, n_in);
     for (int j = 0; j < 32; j++)
         for (int b = 0; b < nb; b++) {
             const float d = bf16_to_f32(((const uint16_t *)w)[q8_scale_index(n_in, j, b)]);
@@ -914,71 +906,9 @@ TEST(kernels_q8_quantize_matches_reference) {
         }
 }
 
-// Every variant's matmul_q8 against the reference, bit for bit (tolerance 0: kernels.h fixes every float
-// operation and its order, and the integer sums are exact), for random T, [j0, j1) and ld_out, with and
-// without bias, leaving the rest of out untouched. Since the reference computes each (t, j) from row t and row j
-// alone, this is also the batch-invariance test: any T, any split of the rows, the same bits. The reference
-// itself is checked against the float product: each product x_i w_i is off by at most
-// |x_i| e_w + |w_i| e_x + e_x e_w (e = half a quantization step, d / 2), plus float rounding, hence
-//     |ref − Σ_i x_i w_i| ≤ Σ_i (|x_i| d_w + |w_i| d_x + d_w d_x / 2) / 2 + (n_in + 4) · FLT_EPSILON · Σ_i |x_i w_i|
-static void check_matmul_q8(const Kernels *k, int T, int n_in, bool with_bias) {
-    const int n_out = random_odd(1, 41), ld_out = n_out + test_rand_int(0, 3), nb = q8_blocks(n_in);
-    int j0 = 0, j1 = n_out;
-    if (test_rand_int(0, 1)) {
-        j0 = test_rand_int(0, n_out - 1);
-        j1 = test_rand_int(j0 + 1, n_out);
-    }
-    float *rows, *x = random_floats(T * n_in, -1.0f, 1.0f);
-    uint8_t *w = q8_random_matrix(&rows, n_out, n_in);
-    Q8Block *xq = malloc(sizeof(Q8Block) * (size_t)(T * nb));
-    q8_quantize_rows(xq, x, T, n_in, n_in);
-    float *bias = with_bias ? random_floats(n_out, -1.0f, 1.0f) : NULL;
-    float *ref = untouched_floats(T * ld_out), *out = untouched_floats(T * ld_out);
-    kernels_scalar.matmul_q8(ref, xq, w, bias, T, n_in, ld_out, j0, j1);
-    k->matmul_q8(out, xq, w, bias, T, n_in, ld_out, j0, j1);
-    for (int t = 0; t < T; t++)
-        for (int j = 0; j < ld_out; j++) {
-            const float a = out[t * ld_out + j], r = ref[t * ld_out + j];
-            if (j < j0 || j >= j1) {
-                CHECK(same_bits(a, UNTOUCHED) && same_bits(r, UNTOUCHED), "%s q8 T=%d n_in=%d j0=%d j1=%d: wrote "
-                      "out[%d, %d]", k->name, T, n_in, j0, j1, t, j);
-                continue;
-            }
-            CHECK(same_bits(a, r), "%s q8 T=%d n_in=%d n_out=%d bias=%d: out[%d, %d] = %.9g, reference %.9g", k->name,
-                  T, n_in, n_out, with_bias, t, j, a, r);
-            if (k != &kernels_scalar) continue;
-            double exact = bias ? bias[j] : 0.0, bound = 0.0, magnitude = bias ? fabs(bias[j]) : 0.0;
-            for (int i = 0; i < n_in; i++) {
-                const double xi = x[t * n_in + i], wi = rows[(size_t)j * n_in + i];
-                const double d_w = bf16_to_f32(((const uint16_t *)w)[q8_scale_index(n_in, j, i / 32)]);
-                const double d_x = xq[t * nb + i / 32].d;
-                exact += xi * wi;
-                magnitude += fabs(xi * wi);
-                bound += (fabs(xi) * d_w + fabs(wi) * d_x + d_w * d_x / 2) / 2;
-            }
-            bound += (n_in + 4) * FLT_EPSILON * magnitude;
-            CHECK(fabs(r - exact) <= bound, "reference q8 T=%d n_in=%d: out[%d, %d] = %.9g, exact %.9g (bound %.3g)",
-                  T, n_in, t, j, r, exact, bound);
-        }
-    free(rows);
-    free(x);
-    free(w);
-    free(xq);
-    free(bias);
-    free(ref);
-    free(out);
-}
-
-TEST(kernels_q8_matmul_matches_reference) {
-    int n;
-    const Kernels *const *list = kernels_available(&n);
-    for (int v = 0; v < n; v++)
-        for (int a = 0; a < N_IN_SIZES; a++)
-            for (int b = 0; b < T_SIZES; b++)
-                for (int with_bias = 0; with_bias <= 1; with_bias++)
-                    if (list[v] != &kernels_scalar || b % 4 == 0)  // the reference against the float product
-                        check_matmul_q8(list[v], T_sizes[b], n_in_sizes[a], with_bias);
-}
+// Every variant's matmul_q8 against the reference, bit for bit, and the reference against the float product
+// (check_every_quantized_matmul).
+TEST(kernels_q8_matmul_matches_reference) { check_every_quantized_matmul(&Q8); }
 
 #if defined(__x86_64__)
 // An AVX-512 CPU without AVX512_VNNI (Skylake-X) still runs the avx512 variant, with AVX2's q8 matmul in place of
@@ -1005,8 +935,6 @@ TEST(kernels_avx512_for_each_cpu) {
                 CHECK(k->matmul[type] == kernels_avx512.matmul[type], "matmul[%d] differs", type);
         }
     CHECK(listed, "the avx512 variant listed is none of the tables");
-    const Kernels *k = kernels_avx512_for(false, false);
-    for (int a = 0; a < N_IN_SIZES; a++)
-        for (int b = 0; b < T_SIZES; b++) check_matmul_q8(k, T_sizes[b], n_in_sizes[a], b % 2 == 1);
+    check_quantized_matmul_without_vnni(&Q8);
 }
 #endif

@@ -1,0 +1,83 @@
+// panel_walk_avx2.h — the AVX2 walk over weight panels and activation rows that the q8 and q4 matmuls share
+// (q8_avx2.c, q4_avx2.c): a panel's 16 rows as two halves of 8, one 32-bit lane per weight row, up to
+// ROWS_PER_PASS activation rows against a half in one pass over its blocks. A format gives each block's exact
+// integer sums (BlockSumsAvx2, inlined where the walk is); the walk does the reference's float steps around them,
+// one fused multiply-add per block by fl(d_w · d_x), so the result is bit-identical to the reference's.
+#ifndef SPECDEC_PANEL_WALK_AVX2_H
+#define SPECDEC_PANEL_WALK_AVX2_H
+
+#include <immintrin.h>
+#include <string.h>
+
+#include "kernels.h"
+
+enum { HALF = 8, ROWS_PER_PASS = 4 };
+
+// 4 activation bytes in every 32-bit lane.
+static inline __m256i broadcast_group(const int8_t *q) {
+    int32_t four;
+    memcpy(&four, q, sizeof four);
+    return _mm256_set1_epi32(four);
+}
+
+// isum[t], lane r = Σ_i q_w[r, i] · q_x[t, i] over one block, exact, for the half's rows r < 8 and activation
+// rows t < n ≤ 4 (a constant where it is inlined).
+//   q: the block's quants from the half's first row   x: row t's block at x[t · nb]
+typedef void BlockSumsAvx2(__m256i isum[ROWS_PER_PASS], const uint8_t *q, const Q8Block *x, int nb, int n);
+
+// Half h (rows 8h..8h+7) of the panel against activation rows t < n ≤ 4; lanes outside `rows` are neither stored
+// nor read from bias. `block_bytes`: a block's quants in the panel.   out: [n, ld_out] from the half's first row
+static inline __attribute__((always_inline)) void half_against_rows(float *out, const Q8Block *x,
+                                                                    const uint8_t *panel, const float *bias, int nb,
+                                                                    int ld_out, int h, __m256i rows, const int n,
+                                                                    const int block_bytes,
+                                                                    BlockSumsAvx2 *block_sums) {
+    __m256 acc[ROWS_PER_PASS];
+    for (int t = 0; t < n; t++) acc[t] = _mm256_setzero_ps();
+    const uint16_t *scales = (const uint16_t *)(panel + (size_t)nb * block_bytes);
+    for (int b = 0; b < nb; b++) {
+        const __m256 d_w = _mm256_castsi256_ps(_mm256_slli_epi32(
+            _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(scales + b * Q8_PANEL + h * HALF))), 16));
+        __m256i isum[ROWS_PER_PASS];
+        block_sums(isum, panel + (size_t)b * block_bytes + h * HALF * 4, x + b, nb, n);
+        for (int t = 0; t < n; t++)
+            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]),
+                                     _mm256_mul_ps(d_w, _mm256_set1_ps(x[(size_t)t * nb + b].d)), acc[t]);
+    }
+    for (int t = 0; t < n; t++) {
+        __m256 v = acc[t];
+        if (bias) v = _mm256_add_ps(v, _mm256_maskload_ps(bias, rows));
+        _mm256_maskstore_ps(out + (size_t)t * ld_out, rows, v);
+    }
+}
+
+// The matmul of MatmulQ8Fn over panels of `panel_bytes`, each block's quants `block_bytes` of them.
+static inline __attribute__((always_inline)) void walk_panels(float *out, const Q8Block *x, const void *w,
+                                                              const float *bias, int T, int n_in, int ld_out, int j0,
+                                                              int j1, size_t panel_bytes, const int block_bytes,
+                                                              BlockSumsAvx2 *block_sums) {
+    const int nb = q8_blocks(n_in);
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    for (int p = j0 / Q8_PANEL; p * Q8_PANEL < j1; p++) {
+        const uint8_t *panel = (const uint8_t *)w + (size_t)p * panel_bytes;
+        for (int h = 0; h < 2; h++) {
+            const int first = p * Q8_PANEL + h * HALF;  // rows [first, first + 8), of which [j0, j1) are wanted
+            if (first + HALF <= j0 || first >= j1) continue;
+            const __m256i rows = _mm256_and_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32(j1 - first), lane),
+                                                  _mm256_cmpgt_epi32(lane, _mm256_set1_epi32(j0 - first - 1)));
+            const float *b = bias ? bias + first : NULL;
+            for (int t = 0; t < T; t += ROWS_PER_PASS) {
+                float *o = out + (size_t)t * ld_out + first;
+                const Q8Block *xt = x + (size_t)t * nb;
+                switch (T - t < ROWS_PER_PASS ? T - t : ROWS_PER_PASS) {  // n a constant in each case
+                case 1: half_against_rows(o, xt, panel, b, nb, ld_out, h, rows, 1, block_bytes, block_sums); break;
+                case 2: half_against_rows(o, xt, panel, b, nb, ld_out, h, rows, 2, block_bytes, block_sums); break;
+                case 3: half_against_rows(o, xt, panel, b, nb, ld_out, h, rows, 3, block_bytes, block_sums); break;
+                default: half_against_rows(o, xt, panel, b, nb, ld_out, h, rows, 4, block_bytes, block_sums); break;
+                }
+            }
+        }
+    }
+}
+
+#endif

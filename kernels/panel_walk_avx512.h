@@ -1,0 +1,101 @@
+// panel_walk_avx512.h — the AVX-512 VNNI walk over weight panels and activation rows that the q8 and q4 matmuls
+// share (q8_avx512.c, q4_avx512.c). One register holds 16 weight rows' 4-input groups, as unsigned bytes u;
+// vpdpbusd multiplies them by 4 activation bytes broadcast to every lane and adds the 4 products into each row's
+// 32-bit sum, so 16 rows' dot products build up side by side, lane by lane, with no horizontal sums. A format
+// gives a block's 8 groups as u = q_w + c (UnpackAvx512, inlined where the walk is); Σ u · q_x = Σ q_w · q_x +
+// c · Σ q_x, so each block's sum starts at −c · Σ q_x, Q8Block.offset / (128 / c), and is exact. The float steps
+// are the reference's, so the result is bit-identical to it.
+#ifndef SPECDEC_PANEL_WALK_AVX512_H
+#define SPECDEC_PANEL_WALK_AVX512_H
+
+#include <immintrin.h>
+#include <string.h>
+
+#include "kernels.h"
+
+// ROWS_PER_PASS activation rows share one pass over a panel (16 were no faster: the sums then spill). The first
+// pass prefetches the weights ahead of itself (kernels.h: PREFETCH_L1_AHEAD): without it a pass of 8 rows streams
+// a matrix from memory at about half the speed (docs/performance-history.md, "Measurements behind the kernels'
+// choices").
+enum { ROWS_PER_PASS = 8, GROUPS = Q8_BLOCK / Q8_GROUP };
+
+#define VNNI __attribute__((target("avx512vnni")))  // the functions that use vpdpbusd
+
+// 4 activation bytes in every 32-bit lane.
+static inline __m512i broadcast_group(const int8_t *q) {
+    int32_t four;
+    memcpy(&four, q, sizeof four);
+    return _mm512_set1_epi32(four);
+}
+
+// A block's quants q (64-byte aligned) as 8 groups: group g, rows 0..15 × inputs 4g..4g+3, as unsigned bytes.
+typedef void UnpackAvx512(__m512i w[GROUPS], const uint8_t *q);
+
+// The 16 weight rows of `panel` against activation rows t < n ≤ 8 (a constant where this is inlined): their
+// float sums over the blocks sit in n registers, the block's 8 groups in 8 more. Rows outside `rows` are neither
+// stored nor read from bias. `prefetch`: this is the panel's first pass. `block_bytes`: a block's quants in the
+// panel; `offset_divisor`: 128 / c.   out: [n, ld_out] from the panel's first row   x: [n, nb]
+static inline __attribute__((always_inline)) VNNI void panel_against_rows(
+    float *out, const Q8Block *x, const uint8_t *panel, const float *bias, int nb, int ld_out, __mmask16 rows,
+    bool prefetch, const int n, const int block_bytes, UnpackAvx512 *unpack, const int offset_divisor) {
+    __m512 acc[ROWS_PER_PASS];
+    for (int t = 0; t < n; t++) acc[t] = _mm512_setzero_ps();
+    const uint16_t *scales = (const uint16_t *)(panel + (size_t)nb * block_bytes);
+    for (int b = 0; b < nb; b++) {
+        const uint8_t *q = panel + (size_t)b * block_bytes;
+        for (int line = 0; line < block_bytes / 64 && prefetch; line++) {  // past the end, a prefetch does nothing
+            _mm_prefetch((const char *)q + PREFETCH_L1_AHEAD + 64 * line, _MM_HINT_T0);
+            _mm_prefetch((const char *)q + PREFETCH_L2_AHEAD + 64 * line, _MM_HINT_T1);
+        }
+        __m512i w[GROUPS];
+        unpack(w, q);
+        const __m512 d_w = _mm512_castsi512_ps(  // the 16 rows' BF16 scales as F32
+            _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(scales + b * Q8_PANEL))), 16));
+        for (int t = 0; t < n; t++) {
+            const Q8Block *xb = &x[(size_t)t * nb + b];
+            __m512i isum = _mm512_set1_epi32(xb->offset / offset_divisor);
+            for (int g = 0; g < GROUPS; g++) isum = _mm512_dpbusd_epi32(isum, w[g], broadcast_group(xb->q + Q8_GROUP * g));
+            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(d_w, _mm512_set1_ps(xb->d)), acc[t]);
+        }
+    }
+    for (int t = 0; t < n; t++) {
+        __m512 v = acc[t];
+        if (bias) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(rows, bias));
+        _mm512_mask_storeu_ps(out + (size_t)t * ld_out, rows, v);
+    }
+}
+
+// The matmul of MatmulQ8Fn over panels of `panel_bytes`, with panel_against_rows's format arguments.
+static inline __attribute__((always_inline)) VNNI void walk_panels(float *out, const Q8Block *x, const void *w,
+                                                                   const float *bias, int T, int n_in, int ld_out,
+                                                                   int j0, int j1, size_t panel_bytes,
+                                                                   const int block_bytes, UnpackAvx512 *unpack,
+                                                                   const int offset_divisor) {
+    const int nb = q8_blocks(n_in);
+    for (int p = j0 / Q8_PANEL; p * Q8_PANEL < j1; p++) {
+        const int first = p * Q8_PANEL;  // rows [first, first + 16), of which [j0, j1) are wanted
+        const int lo = j0 > first ? j0 - first : 0, hi = j1 - first < Q8_PANEL ? j1 - first : Q8_PANEL;
+        const __mmask16 rows = (__mmask16)(((1u << hi) - 1) & ~((1u << lo) - 1));
+        const uint8_t *panel = (const uint8_t *)w + (size_t)p * panel_bytes;
+        const float *b = bias ? bias + first : NULL;
+        for (int t = 0; t < T; t += ROWS_PER_PASS) {
+            float *o = out + (size_t)t * ld_out + first;
+            const Q8Block *xt = x + (size_t)t * nb;
+            const bool prefetch = t == 0;
+            switch (T - t < ROWS_PER_PASS ? T - t : ROWS_PER_PASS) {  // n a constant in each case
+#define PASS(n) panel_against_rows(o, xt, panel, b, nb, ld_out, rows, prefetch, n, block_bytes, unpack, offset_divisor)
+            case 1: PASS(1); break;
+            case 2: PASS(2); break;
+            case 3: PASS(3); break;
+            case 4: PASS(4); break;
+            case 5: PASS(5); break;
+            case 6: PASS(6); break;
+            case 7: PASS(7); break;
+            default: PASS(8); break;
+#undef PASS
+            }
+        }
+    }
+}
+
+#endif

@@ -1,0 +1,158 @@
+// quantized_checks.h — the checks that the q8 tests (test_kernels.c) and the q4 tests (test_q4.c) share, on a
+// format described by a QuantFormat: random quantized matrices, the layout's placement of every quant and scale,
+// and every variant's matmul against the reference, bit for bit, with the reference itself checked against the
+// float product of the unquantized inputs.
+#ifndef SPECDEC_QUANTIZED_CHECKS_H
+#define SPECDEC_QUANTIZED_CHECKS_H
+
+#include <float.h>
+#include <math.h>
+
+#include "harness.h"
+#include "kernel_inputs.h"
+#include "kernels.h"
+
+// A quantized weight format (kernels.h), as the checks drive it.
+typedef struct {
+    const char *name;  // "q8", "q4"
+    WeightType type;   // WEIGHT_Q8, WEIGHT_Q4: which Kernels matmul runs it
+    int block_bytes;   // a block's quants in a panel: 16 rows × 32 inputs
+    size_t (*matrix_bytes)(int n_out, int n_in);
+    size_t (*panel_bytes)(int n_in);
+    size_t (*quant_index)(int n_in, int j, int i);  // the byte that holds q[j, i]
+    unsigned (*quant_nibbles)(int i);               // which of that byte's nibbles: bit 0 low, bit 1 high
+    size_t (*scale_index)(int n_in, int j, int b);  // in uint16_t from the matrix's start
+    void (*quantize_panel)(uint8_t *panel, const float *rows, int n_rows, int ld, int n_in);
+    // The bound on |reference − Σ_i x_i w_i| for one output: x [n_in] one activation row, xq its blocks, w [n_in]
+    // weight row j unquantized, wq the quantized matrix, bias the output's bias (0 without).
+    double (*reference_bound)(const float *x, const Q8Block *xq, const float *w, const void *wq, int n_in, int j,
+                              double bias);
+} QuantFormat;
+
+static inline MatmulQ8Fn *format_matmul(const QuantFormat *f, const Kernels *k) {
+    return f->type == WEIGHT_Q8 ? k->matmul_q8 : k->matmul_q4;
+}
+
+// A random matrix [n_out, n_in] (row-major floats, a different magnitude per row, row 0's first block all zeros)
+// quantized into f's panels, 64-byte aligned.   *rows_out: [n_out, n_in], the floats
+static inline uint8_t *random_quantized_matrix(float **rows_out, const QuantFormat *f, int n_out, int n_in) {
+    float *rows = malloc(sizeof(float) * (size_t)n_out * n_in);
+    for (int j = 0; j < n_out; j++) {
+        const float spread = test_rand_uniform(0.01f, 2.0f);
+        for (int i = 0; i < n_in; i++)
+            rows[(size_t)j * n_in + i] = j == 0 && i < 32 ? 0.0f : test_rand_uniform(-spread, spread);
+    }
+    void *w = NULL;
+    if (posix_memalign(&w, 64, f->matrix_bytes(n_out, n_in))) abort();
+    for (int j = 0; j < n_out; j += 16)
+        f->quantize_panel((uint8_t *)w + (size_t)(j / 16) * f->panel_bytes(n_in), rows + (size_t)j * n_in,
+                          n_out - j < 16 ? n_out - j : 16, n_in, n_in);
+    *rows_out = rows;
+    return w;
+}
+
+// The layout places every quant and every scale once, inside matrix_bytes, none on another; a group of 4 inputs
+// of a row is 4 consecutive bytes; a block's 16 rows × 32 inputs are one run of block_bytes.
+static inline void check_quantized_layout(const QuantFormat *f) {
+    const int shapes[][2] = {{1, 1}, {3, 33}, {16, 32}, {17, 100}, {40, 768}};
+    for (size_t c = 0; c < sizeof shapes / sizeof *shapes; c++) {
+        const int n_out = shapes[c][0], n_in = shapes[c][1], nb = q8_blocks(n_in);
+        const size_t size = f->matrix_bytes(n_out, n_in);
+        unsigned char *seen = calloc(size, 1);  // bit 0: low nibble taken, bit 1: high nibble, 4: a scale's byte
+        for (int j = 0; j < (n_out + 15) / 16 * 16; j++)
+            for (int i = 0; i < nb * 32; i++) {
+                const size_t at = f->quant_index(n_in, j, i);
+                const unsigned nibbles = f->quant_nibbles(i);
+                CHECK(at < size && !(seen[at] & nibbles), "%s [%d, %d]: q[%d, %d] at %zu (size %zu)", f->name, n_out,
+                      n_in, j, i, at, size);
+                if (at < size) seen[at] |= nibbles;
+                if (i % 4) CHECK(at == f->quant_index(n_in, j, i - 1) + 1, "%s: q[%d, %d] not after q[%d, %d]",
+                                 f->name, j, i, j, i - 1);
+                const size_t block = f->quant_index(n_in, j / 16 * 16, i / 32 * 32);
+                CHECK(at >= block && at < block + (size_t)f->block_bytes, "%s: q[%d, %d] outside its block", f->name,
+                      j, i);
+            }
+        for (int j = 0; j < (n_out + 15) / 16 * 16; j++)
+            for (int b = 0; b < nb; b++) {
+                const size_t at = 2 * f->scale_index(n_in, j, b);
+                CHECK(at + 1 < size && !seen[at] && !seen[at + 1], "%s [%d, %d]: scale of row %d block %d at %zu",
+                      f->name, n_out, n_in, j, b, at);
+                if (at + 1 < size) seen[at] = seen[at + 1] = 4;
+            }
+        free(seen);
+    }
+}
+
+// Variant k's matmul against the reference, bit for bit (tolerance 0: kernels.h fixes every float operation and
+// its order, and the integer sums are exact), for a random n_out, [j0, j1) and ld_out, with or without bias,
+// leaving the rest of out untouched. Since the reference computes each (t, j) from row t and row j alone, this is
+// also the batch-invariance test: any T, any split of the rows, the same bits. With k the scalar variant, the
+// reference itself against the float product, within f->reference_bound.
+static inline void check_quantized_matmul(const QuantFormat *f, const Kernels *k, int T, int n_in, bool with_bias) {
+    const int n_out = random_odd(1, 41), ld_out = n_out + test_rand_int(0, 3), nb = q8_blocks(n_in);
+    int j0 = 0, j1 = n_out;
+    if (test_rand_int(0, 1)) {
+        j0 = test_rand_int(0, n_out - 1);
+        j1 = test_rand_int(j0 + 1, n_out);
+    }
+    float *rows, *x = random_floats(T * n_in, -1.0f, 1.0f);
+    uint8_t *w = random_quantized_matrix(&rows, f, n_out, n_in);
+    Q8Block *xq = malloc(sizeof(Q8Block) * (size_t)(T * nb));
+    q8_quantize_rows(xq, x, T, n_in, n_in);
+    float *bias = with_bias ? random_floats(n_out, -1.0f, 1.0f) : NULL;
+    float *ref = untouched_floats(T * ld_out), *out = untouched_floats(T * ld_out);
+    format_matmul(f, &kernels_scalar)(ref, xq, w, bias, T, n_in, ld_out, j0, j1);
+    format_matmul(f, k)(out, xq, w, bias, T, n_in, ld_out, j0, j1);
+    for (int t = 0; t < T; t++)
+        for (int j = 0; j < ld_out; j++) {
+            const float a = out[t * ld_out + j], r = ref[t * ld_out + j];
+            if (j < j0 || j >= j1) {
+                CHECK(same_bits(a, UNTOUCHED) && same_bits(r, UNTOUCHED), "%s %s T=%d n_in=%d j0=%d j1=%d: wrote "
+                      "out[%d, %d]", k->name, f->name, T, n_in, j0, j1, t, j);
+                continue;
+            }
+            CHECK(same_bits(a, r), "%s %s T=%d n_in=%d n_out=%d bias=%d: out[%d, %d] = %.9g, reference %.9g",
+                  k->name, f->name, T, n_in, n_out, with_bias, t, j, a, r);
+            if (k != &kernels_scalar) continue;
+            const float *xt = x + (size_t)t * n_in, *wj = rows + (size_t)j * n_in;
+            double exact = bias ? bias[j] : 0.0;
+            for (int i = 0; i < n_in; i++) exact += (double)xt[i] * wj[i];
+            const double bound = f->reference_bound(xt, xq + (size_t)t * nb, wj, w, n_in, j, bias ? bias[j] : 0.0);
+            CHECK(fabs(r - exact) <= bound, "reference %s T=%d n_in=%d: out[%d, %d] = %.9g, exact %.9g (bound %.3g)",
+                  f->name, T, n_in, t, j, r, exact, bound);
+        }
+    free(rows);
+    free(x);
+    free(w);
+    free(xq);
+    free(bias);
+    free(ref);
+    free(out);
+}
+
+// check_quantized_matmul for every variant this CPU runs, every n_in of n_in_sizes and T of T_sizes, with and without
+// bias; the scalar variant (the reference against the float product) at every fourth T.
+static inline void check_every_quantized_matmul(const QuantFormat *f) {
+    int n;
+    const Kernels *const *list = kernels_available(&n);
+    for (int v = 0; v < n; v++) {
+        CHECK(format_matmul(f, list[v]), "%s: no matmul_%s", list[v]->name, f->name);
+        for (int a = 0; a < N_IN_SIZES; a++)
+            for (int b = 0; b < T_SIZES; b++)
+                for (int with_bias = 0; with_bias <= 1; with_bias++)
+                    if (list[v] != &kernels_scalar || b % 4 == 0)
+                        check_quantized_matmul(f, list[v], T_sizes[b], n_in_sizes[a], with_bias);
+    }
+}
+
+#if defined(__x86_64__)
+// check_quantized_matmul for the avx512 variant as a CPU without AVX512_VNNI runs it (AVX2's matmul, dispatch.c), every
+// n_in and T, with bias at every other T.
+static inline void check_quantized_matmul_without_vnni(const QuantFormat *f) {
+    for (int a = 0; a < N_IN_SIZES; a++)
+        for (int b = 0; b < T_SIZES; b++) check_quantized_matmul(f, kernels_avx512_for(false, false), T_sizes[b], n_in_sizes[a],
+                                                       b % 2 == 1);
+}
+#endif
+
+#endif
