@@ -10,6 +10,8 @@
 #   QUANT        specdec's --quant: q4, q8, bf16, or none (the weights as stored)
 #   THREADS      thread counts, comma-separated (default 1,2); ROUNDS: how many rounds (default 3)
 #   REPS=N       (environment) repetitions of each test within one program's turn (default 3)
+#   LLAMA_ARGS   (environment) more llama-bench options, split at spaces (e.g. "--poll 0": its threads then sleep
+#                while they wait for each other instead of spinning, which matters where the cores are shared)
 #
 # What is compared (tokens/s, higher is better):
 #   decode: llama-bench's tg64 (64 tokens generated one at a time from an empty context, their mean rate) against
@@ -34,7 +36,7 @@ fail() {  # one line naming what is wrong, exit 2
     exit 2
 }
 
-[ $# -ge 4 ] && [ $# -le 6 ] || fail "usage: tools/vs_llamacpp.sh LLAMA_BUILD GGUF CKPT QUANT [THREADS [ROUNDS]]"
+{ [ $# -ge 4 ] && [ $# -le 6 ]; } || fail "usage: tools/vs_llamacpp.sh LLAMA_BUILD GGUF CKPT QUANT [THREADS [ROUNDS]]"
 BUILD=$1 GGUF=$2 CKPT=$3 QUANT=$4 THREADS=${5:-1,2} ROUNDS=${6:-3} REPS=${REPS:-3}
 LLAMA_BENCH=$BUILD/bin/llama-bench RUN_BENCH=$ROOT/build/release/run-bench
 
@@ -64,7 +66,8 @@ loadavg() { cut -d' ' -f1 /proc/loadavg; }
 run_llama() {  # round $1: llama-bench's pp8 and tg64 at every thread count, as JSON
     echo "round $1: llama-bench (load average $(loadavg))" >&2
     loadavg >"$WORK/llama-$1.load"
-    "$LLAMA_BENCH" -m "$GGUF" -p 8 -n 64 -t "$THREADS" -r "$REPS" -o json >"$WORK/llama-$1.json" \
+    # shellcheck disable=SC2086 # LLAMA_ARGS is split at spaces on purpose
+    "$LLAMA_BENCH" -m "$GGUF" -p 8 -n 64 -t "$THREADS" -r "$REPS" ${LLAMA_ARGS:-} -o json >"$WORK/llama-$1.json" \
         2>"$WORK/llama-$1.err" || fail "llama-bench failed on $(escaped "$GGUF"): $(tail -n 1 "$WORK/llama-$1.err")"
 }
 
