@@ -10,8 +10,7 @@
 #   QUANT        specdec's --quant: q4, q8, bf16, or none (the weights as stored)
 #   THREADS      thread counts, comma-separated (default 1,2); ROUNDS: how many rounds (default 3)
 #   REPS=N       (environment) repetitions of each test within one program's turn (default 3)
-#   LLAMA_ARGS   (environment) more llama-bench options, split at spaces (e.g. "--poll 0": its threads then sleep
-#                while they wait for each other instead of spinning, which matters where the cores are shared)
+#   LLAMA_ARGS   (environment) more llama-bench options, split at spaces (e.g. "--prio 2")
 #
 # What is compared (tokens/s, higher is better):
 #   decode: llama-bench's tg64 (64 tokens generated one at a time from an empty context, their mean rate) against
