@@ -288,41 +288,28 @@ static Node *parse_unary(Parser *P, bool with_filter) {
     return with_filter ? parse_filters(P, n) : n;
 }
 
-static Node *parse_pow(Parser *P) {
-    Node *n = parse_unary(P, true);
-    while (is_op(P, "**")) {
+// One level of binary operators: operand (op operand)*, left to right, op one of ops (NULL-terminated).
+static Node *parse_binary_level(Parser *P, const char *const *ops, Node *(*operand)(Parser *)) {
+    Node *n = operand(P);
+    for (;;) {
+        bool found = false;
+        for (const char *const *op = ops; *op && !found; op++) found = is_op(P, *op);
+        if (!found) return n;
         Str op = P->t[P->i++].text;
-        n = binary(P, n, op, parse_unary(P, true), line(P));
+        n = binary(P, n, op, operand(P), line(P));
     }
-    return n;
 }
 
-static Node *parse_math2(Parser *P) {
-    Node *n = parse_pow(P);
-    while (is_op(P, "*") || is_op(P, "/") || is_op(P, "//") || is_op(P, "%")) {
-        Str op = P->t[P->i++].text;
-        n = binary(P, n, op, parse_pow(P), line(P));
-    }
-    return n;
-}
+static Node *parse_filtered_unary(Parser *P) { return parse_unary(P, true); }
 
-static Node *parse_concat(Parser *P) {
-    Node *n = parse_math2(P);
-    while (is_op(P, "~")) {
-        Str op = P->t[P->i++].text;
-        n = binary(P, n, op, parse_math2(P), line(P));
-    }
-    return n;
-}
+// From the tightest: **, then * / // %, then ~, then + -.
+static const char *const POW_OPS[] = {"**", NULL}, *const MATH2_OPS[] = {"*", "/", "//", "%", NULL},
+                         *const CONCAT_OPS[] = {"~", NULL}, *const MATH1_OPS[] = {"+", "-", NULL};
 
-static Node *parse_math1(Parser *P) {
-    Node *n = parse_concat(P);
-    while (is_op(P, "+") || is_op(P, "-")) {
-        Str op = P->t[P->i++].text;
-        n = binary(P, n, op, parse_concat(P), line(P));
-    }
-    return n;
-}
+static Node *parse_pow(Parser *P) { return parse_binary_level(P, POW_OPS, parse_filtered_unary); }
+static Node *parse_math2(Parser *P) { return parse_binary_level(P, MATH2_OPS, parse_pow); }
+static Node *parse_concat(Parser *P) { return parse_binary_level(P, CONCAT_OPS, parse_math2); }
+static Node *parse_math1(Parser *P) { return parse_binary_level(P, MATH1_OPS, parse_concat); }
 
 // The comparison operator at the current token ("not in" as one), consumed; {0} if none.
 static Str compare_op(Parser *P) {
@@ -368,27 +355,20 @@ static Node *parse_not(Parser *P) {
     return n;
 }
 
-static Node *parse_and(Parser *P) {
-    Node *n = parse_not(P);
-    while (skip_name(P, "and")) {
-        Node *and = node(P, E_AND, line(P));
-        and->a = n;
-        and->b = parse_not(P);
-        n = and;
+// One level of `and` or `or`: operand (word operand)*, left to right, as nodes of `kind`.
+static Node *parse_logic_level(Parser *P, const char *word, NodeKind kind, Node *(*operand)(Parser *)) {
+    Node *n = operand(P);
+    while (skip_name(P, word)) {
+        Node *op = node(P, kind, line(P));
+        op->a = n;
+        op->b = operand(P);
+        n = op;
     }
     return n;
 }
 
-static Node *parse_or(Parser *P) {
-    Node *n = parse_and(P);
-    while (skip_name(P, "or")) {
-        Node *or = node(P, E_OR, line(P));
-        or->a = n;
-        or->b = parse_and(P);
-        n = or;
-    }
-    return n;
-}
+static Node *parse_and(Parser *P) { return parse_logic_level(P, "and", E_AND, parse_not); }
+static Node *parse_or(Parser *P) { return parse_logic_level(P, "or", E_OR, parse_and); }
 
 // x if c [else y]: without else, the value is undefined when c is false.
 static Node *parse_expr(Parser *P) {
@@ -410,6 +390,16 @@ static NodeList parse_body(Parser *P, const char *const *ends);
 static const char *const END_IF[] = {"elif", "else", "endif", NULL};
 static const char *const END_FOR[] = {"else", "endfor", NULL};
 
+// The end of an if or a for block, after its body: [{% else %} body] {% end %}, the else branch into n->orelse.
+static void parse_else_and_end(Parser *P, Node *n, const char *end) {
+    if (skip_name(P, "else")) {
+        expect_kind(P, T_BLOCK_END, "'%}'");
+        n->orelse = parse_body(P, (const char *const[]){end, NULL});
+    }
+    expect_name(P);  // end: parse_body stopped at it
+    expect_kind(P, T_BLOCK_END, "'%}'");
+}
+
 // After {% if cond %} (or elif): the branches up to and including {% endif %}.
 static Node *parse_if(Parser *P, int at) {
     Node *n = node(P, N_IF, at);
@@ -420,12 +410,7 @@ static Node *parse_if(Parser *P, int at) {
         list_push(P->a, &n->orelse, parse_if(P, line(P)));
         return n;
     }
-    if (skip_name(P, "else")) {
-        expect_kind(P, T_BLOCK_END, "'%}'");
-        n->orelse = parse_body(P, (const char *const[]){"endif", NULL});
-    }
-    expect_name(P);  // endif
-    expect_kind(P, T_BLOCK_END, "'%}'");
+    parse_else_and_end(P, n, "endif");
     return n;
 }
 
@@ -446,12 +431,7 @@ static Node *parse_for(Parser *P, int at) {
     P->loops++;
     n->body = parse_body(P, END_FOR);
     P->loops--;
-    if (skip_name(P, "else")) {
-        expect_kind(P, T_BLOCK_END, "'%}'");
-        n->orelse = parse_body(P, (const char *const[]){"endfor", NULL});
-    }
-    expect_name(P);  // endfor
-    expect_kind(P, T_BLOCK_END, "'%}'");
+    parse_else_and_end(P, n, "endfor");
     return n;
 }
 

@@ -341,19 +341,38 @@ static void string_repr(StrBuf *b, Str s) {
     sb_put_n(b, &q, 1, false);
 }
 
-static void items_to_str(Arena *a, StrBuf *b, const Dict *d) {
+// The dicts whose items are being printed, innermost first: a namespace that holds itself (`{% set ns.me = ns %}`)
+// prints as Python prints a dict that contains itself, {...} where it recurs.
+typedef struct Printing {
+    const Dict *dict;
+    const struct Printing *outer;
+} Printing;
+
+static void print_value(Arena *a, StrBuf *b, Value v, bool repr, const Printing *open, int depth);
+
+static void items_to_str(Arena *a, StrBuf *b, const Dict *d, const Printing *open, int depth) {
+    for (const Printing *p = open; p; p = p->outer)
+        if (p->dict == d) {
+            sb_put_c(b, "{...}", false);
+            return;
+        }
+    const Printing here = {.dict = d, .outer = open};
     sb_put_c(b, "{", false);
     for (size_t i = 0; i < d->n; i++) {
         if (i) sb_put_c(b, ", ", false);
         string_repr(b, d->keys[i]);
         sb_put_c(b, ": ", false);
-        value_to_str(a, b, d->values[i], true);
+        print_value(a, b, d->values[i], true, &here, depth);
     }
     sb_put_c(b, "}", false);
 }
 
-void value_to_str(Arena *a, StrBuf *b, Value v, bool repr) {
+// depth: the lists and dicts around v. A loop can nest values as deep as it runs (`{% set ns.l = [ns.l] %}`), so
+// printing refuses past MAX_JSON_DEPTH, as tojson does, instead of recursing without bound.
+static void print_value(Arena *a, StrBuf *b, Value v, bool repr, const Printing *open, int depth) {
     char num[40];
+    if ((v.kind == V_LIST || v.kind == V_DICT || v.kind == V_NAMESPACE) && depth >= MAX_JSON_DEPTH)
+        jinja_fail(a, 0, "a value nested deeper than %d to print", MAX_JSON_DEPTH);
     switch (v.kind) {
     case V_UNDEFINED: return;
     case V_NONE: sb_put_c(b, "None", false); return;
@@ -368,18 +387,20 @@ void value_to_str(Arena *a, StrBuf *b, Value v, bool repr) {
         sb_put_c(b, v.list->tuple ? "(" : "[", false);
         for (size_t i = 0; i < v.list->n; i++) {
             if (i) sb_put_c(b, ", ", false);
-            value_to_str(a, b, v.list->items[i], true);
+            print_value(a, b, v.list->items[i], true, open, depth + 1);
         }
         sb_put_c(b, v.list->tuple ? (v.list->n == 1 ? ",)" : ")") : "]", false);
         return;
-    case V_DICT: items_to_str(a, b, v.dict); return;
+    case V_DICT: items_to_str(a, b, v.dict, open, depth + 1); return;
     case V_NAMESPACE:
         sb_put_c(b, "<Namespace ", false);
-        items_to_str(a, b, v.dict);
+        items_to_str(a, b, v.dict, open, depth + 1);
         sb_put_c(b, ">", false);
         return;
     }
 }
+
+void value_to_str(Arena *a, StrBuf *b, Value v, bool repr) { print_value(a, b, v, repr, NULL, 0); }
 
 // ---- json.dumps -----------------------------------------------------------------------------------------------
 

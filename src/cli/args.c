@@ -46,7 +46,8 @@ static const Option options[] = {
     {"draft-threads", 0, OPT_INT, FIELD(draft_threads), 1, 1024,
      "threads the draft uses, at most --threads (default: the count whose steps measure fastest)"},
     {"quant", 0, OPT_STRING, FIELD(quant), 0, 0, "the target's weight matrices: q8, quantized to 8 bits at load; "
-                                                 "q4, to 4 bits (the embeddings and head to 8); bf16, held in BF16, "
+                                                 "q4, to 4 bits (the embeddings, the head and the first and last "
+                                                 "layers' attention to 8); bf16, held in BF16, "
                                                  "times activations rounded to BF16 (AVX512_BF16); none, as stored "
                                                  "(default)"},
     {"draft-quant", 0, OPT_STRING, FIELD(draft_quant), 0, 0, "the draft's: q8 (default: it only proposes, the "

@@ -154,14 +154,10 @@ static int chat_open(Chat *c, const Args *a, Err *err) {
                                       .tree_auto = a->tree}};
     if (parse_gamma(a->gamma, &c->params, err) || parse_sampler(a->sampler, &c->params.sampler, err) ||
         model_dirs(a, &target_dir, &draft_dir, err) ||
-        session_open(&c->s, target_dir, draft_dir, a->threads, a->quant, a->draft_quant,
-                     a->ctx ? a->ctx : DEFAULT_CONTEXT, err) ||
-        session_draft_threads(&c->s, a->draft_threads, err) ||
+        session_open_from_args(&c->s, a, target_dir, draft_dir, err) ||
         load_tokenizer(&c->tok, target_dir, true, &c->have_tok, err) || chat_template_load(&c->ct, target_dir, err) ||
         !(c->vars = chat_vars_object(&a->chat_vars, err)))
         return -1;
-    if ((a->tree_width > 1 || a->tree) && !c->s.has_draft && !a->lookup)
-        return err_fmt(err, "--tree-width and --tree draft a tree: give a draft model (-d DIR) or --lookup");
     if (tokenizer_vocab_size(&c->tok) < c->s.target.n_vocab)  // padding rows of the embedding table, as generate
         model_limit_vocab(&c->s.target, tokenizer_vocab_size(&c->tok));
     c->params.eos_id = c->s.target.cfg.eos_token_id;

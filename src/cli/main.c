@@ -215,14 +215,7 @@ static int cmd_generate(const Args *args, Err *err) {
     const char *text;
     size_t text_len;
     if (prompt_text(args, &read, &text, &text_len, err)) return -1;
-    if (session_open(&s, target_dir, draft_dir, args->threads, args->quant, args->draft_quant,
-                     args->ctx ? args->ctx : DEFAULT_CONTEXT, err) ||
-        session_draft_threads(&s, args->draft_threads, err))
-        goto done;
-    if ((args->tree_width > 1 || args->tree) && !s.has_draft && !args->lookup) {
-        err_fmt(err, "--tree-width and --tree draft a tree: give a draft model (-d DIR) or --lookup");
-        goto done;
-    }
+    if (session_open_from_args(&s, args, target_dir, draft_dir, err)) goto done;
     note_ignored_options(args, s.has_draft);
     if (load_tokenizer(&tok, target_dir, text != NULL, &have_tok, err)) goto done;
     if (have_tok && tokenizer_vocab_size(&tok) < s.target.n_vocab)  // padding rows of the embedding table: the

@@ -51,14 +51,7 @@ int cmd_serve(const Args *args, Err *err) {
     Conversation conversation;  // the caches one request leaves for the next (engine.h)
     bool have_tok = false, have_chat = false, have_conversation = false;
     int rc = -1;
-    if (session_open(&s, target_dir, draft_dir, args->threads, args->quant, args->draft_quant,
-                     args->ctx ? args->ctx : DEFAULT_CONTEXT, err) ||
-        session_draft_threads(&s, args->draft_threads, err))
-        goto done;
-    if ((args->tree_width > 1 || args->tree) && !s.has_draft && !args->lookup) {
-        err_fmt(err, "--tree-width and --tree draft a tree: give a draft model (-d DIR) or --lookup");
-        goto done;
-    }
+    if (session_open_from_args(&s, args, target_dir, draft_dir, err)) goto done;
     if (load_tokenizer(&tok, target_dir, true, &have_tok, err)) goto done;
     if (tokenizer_vocab_size(&tok) < s.target.n_vocab)  // as generate: ids past the tokenizer's are never sampled
         model_limit_vocab(&s.target, tokenizer_vocab_size(&tok));

@@ -119,6 +119,16 @@ int session_draft_threads(Session *s, int n, Err *err) {
     return 0;
 }
 
+int session_open_from_args(Session *s, const Args *args, const char *target_dir, const char *draft_dir, Err *err) {
+    if (session_open(s, target_dir, draft_dir, args->threads, args->quant, args->draft_quant,
+                     args->ctx ? args->ctx : DEFAULT_CONTEXT, err) ||
+        session_draft_threads(s, args->draft_threads, err))
+        return -1;
+    if ((args->tree_width > 1 || args->tree) && !s->has_draft && !args->lookup)
+        return err_fmt(err, "--tree-width and --tree draft a tree: give a draft model (-d DIR) or --lookup");
+    return 0;
+}
+
 void session_close(Session *s) {
     if (s->has_draft) model_free(&s->draft);
     model_free(&s->target);

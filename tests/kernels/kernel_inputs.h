@@ -1,5 +1,5 @@
 // kernel_inputs.h — random inputs, output sentinels and the awkward sizes that the kernel tests (test_kernels.c,
-// test_q4.c) share. Every array is allocated at exactly its size, so that AddressSanitizer sees any access past
+// test_q8.c, test_q4.c) share. Every array is allocated at exactly its size, so that AddressSanitizer sees any access past
 // the end.
 #ifndef SPECDEC_KERNEL_INPUTS_H
 #define SPECDEC_KERNEL_INPUTS_H

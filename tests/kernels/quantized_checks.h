@@ -1,4 +1,4 @@
-// quantized_checks.h — the checks that the q8 tests (test_kernels.c) and the q4 tests (test_q4.c) share, on a
+// quantized_checks.h — the checks that the q8 tests (test_q8.c) and the q4 tests (test_q4.c) share, on a
 // format described by a QuantFormat: random quantized matrices, the layout's placement of every quant and scale,
 // and every variant's matmul against the reference, bit for bit, with the reference itself checked against the
 // float product of the unquantized inputs.
@@ -44,9 +44,9 @@ static inline uint8_t *random_quantized_matrix(float **rows_out, const QuantForm
     }
     void *w = NULL;
     if (posix_memalign(&w, 64, f->matrix_bytes(n_out, n_in))) abort();
-    for (int j = 0; j < n_out; j += 16)
-        f->quantize_panel((uint8_t *)w + (size_t)(j / 16) * f->panel_bytes(n_in), rows + (size_t)j * n_in,
-                          n_out - j < 16 ? n_out - j : 16, n_in, n_in);
+    for (int j = 0; j < n_out; j += Q8_PANEL)  // q4's panels have as many rows (kernels.h)
+        f->quantize_panel((uint8_t *)w + (size_t)(j / Q8_PANEL) * f->panel_bytes(n_in), rows + (size_t)j * n_in,
+                          n_out - j < Q8_PANEL ? n_out - j : Q8_PANEL, n_in, n_in);
     *rows_out = rows;
     return w;
 }

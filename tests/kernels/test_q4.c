@@ -1,6 +1,6 @@
 // test_q4.c — the 4-bit weight format (kernels.h, q4.c): its layout, its quantizer, and every variant's
 // matmul_q4 against the reference, bit for bit, on fresh random inputs of awkward sizes. As for q8
-// (test_kernels.c), the reference computes each output from its own row alone, so agreeing with it bit for bit
+// (test_q8.c), the reference computes each output from its own row alone, so agreeing with it bit for bit
 // at every T and every [j0, j1) is also the batch-invariance test.
 //
 // `make test-neon` builds this file with kernels/ and the harness alone.

@@ -44,12 +44,12 @@ static char *read_text(const char *path) {
     return out;
 }
 
-// Starts `specdec serve --port 0 ARGS` and waits for its "listening on" line; false if it exits first.
-static bool serve(Served *s, const char *args) {
+// Starts `specdec serve --port 0 -m DIR OPTIONS` and waits for its "listening on" line; false if it exits first.
+static bool serve(Served *s, const char *dir, const char *options) {
     snprintf(s->log, sizeof s->log, "/tmp/specdec-serve-XXXXXX");
     const int fd = mkstemp(s->log);
     char *command;
-    if (fd < 0 || asprintf(&command, "exec %s serve --port 0 %s", specdec_bin(), args) < 0) return false;
+    if (fd < 0 || asprintf(&command, "exec %s serve --port 0 -m %s %s", specdec_bin(), dir, options) < 0) return false;
     if ((s->pid = fork()) == 0) {
         dup2(fd, STDERR_FILENO);
         execl("/bin/sh", "sh", "-c", command, (char *)NULL);
@@ -195,7 +195,7 @@ static void check_text(json_t *cases, const char *name, const char *want) {
 // generate's for the same options and seed (chat: generate --chat, the prompt as the user's message); a stop string
 // cuts generate's text where it first occurs.
 TEST(serve_openai_client_matches_generate) {
-    char dir[64], *args, *command, *out = NULL, *log;
+    char dir[64], *command, *out = NULL, *log;
     tiny_checkpoint(dir, true);
     char *greedy = generate(dir, "--temp 0"), *sampled = generate(dir, "--temp 0.8 --seed 11");
     char *warped = generate(dir, "--temp 0.9 --top-k 20 --top-p 0.9 --seed 5");
@@ -205,9 +205,7 @@ TEST(serve_openai_client_matches_generate) {
     char stop[3] = {greedy[10], greedy[11], '\0'}, *cut = strdup(greedy);
     *strstr(cut, stop) = '\0';
     Served s;
-    if (asprintf(&args, "-m %s --lookup", dir) < 0) return;
-    CHECK(serve(&s, args), "the server did not start");
-    free(args);
+    CHECK(serve(&s, dir, "--lookup"), "the server did not start");
     if (test_failures()) return;
     if (asprintf(&command, "node tests/oracle/serve_client.mjs cases %d '" PROMPT "' 20 '%s'", s.port, stop) < 0) return;
     const int status = run_command(command, &out, NULL);
@@ -267,12 +265,10 @@ static char *complete_text(int port, const char *prompt, long *cached) {
 // (The prompts extend each other, not the replies: this tiny model's replies, re-encoded, would spell ids beyond
 // its vocabulary.)
 TEST(serve_conversation_cache_is_keyed_by_ids) {
-    char dir[64], *args, *log;
+    char dir[64], *log;
     tiny_checkpoint(dir, false);
     Served s;
-    if (asprintf(&args, "-m %s --lookup", dir) < 0) return;
-    CHECK(serve(&s, args), "the server did not start");
-    free(args);
+    CHECK(serve(&s, dir, "--lookup"), "the server did not start");
     if (test_failures()) return;
     const char *prompts[] = {PROMPT, PROMPT "@", PROMPT "@(A)", "Q", "Q"};  // ids 55 10 56 | 31 | 7 32 8; 48
     const long cached_want[] = {0, 3, 4, 0, 0};  // the prompt before (the newest token is always fed again)
@@ -303,12 +299,10 @@ static void check_log_is_clean(const char *log) {
 }
 
 TEST(serve_raw_http_refusals) {
-    char dir[64], *args, *log;
+    char dir[64], *log;
     tiny_checkpoint(dir, false);
     Served s;
-    if (asprintf(&args, "-m %s --api-key sekrit --max-body 2000 --timeout 1", dir) < 0) return;
-    CHECK(serve(&s, args), "the server did not start");
-    free(args);
+    CHECK(serve(&s, dir, "--api-key sekrit --max-body 2000 --timeout 1"), "the server did not start");
     if (test_failures()) return;
     const char *key = "Authorization: Bearer sekrit\r\n", *body = "{\"prompt\": [1, 2], \"max_tokens\": 3}";
     char chunked[4096];  // a body of 3000 bytes in one chunk, with no Content-Length to announce it
@@ -367,12 +361,10 @@ TEST(serve_raw_http_refusals) {
 }
 
 TEST(serve_load_is_bounded) {
-    char dir[64], *args, *out = NULL, *log, *command;
+    char dir[64], *out = NULL, *log, *command;
     tiny_checkpoint(dir, false);
     Served s;
-    if (asprintf(&args, "-m %s --queue 2", dir) < 0) return;
-    CHECK(serve(&s, args), "the server did not start");
-    free(args);
+    CHECK(serve(&s, dir, "--queue 2"), "the server did not start");
     if (test_failures()) return;
     if (asprintf(&command, "node tests/oracle/serve_client.mjs load %d 8 25", s.port) < 0) return;
     CHECK(run_command(command, &out, NULL) == 0, "the client failed");
@@ -397,7 +389,7 @@ TEST(serve_load_is_bounded) {
 // before max_tokens, whether the client streamed (its events stop being read) or waited for the whole text.
 TEST(serve_hang_up_frees_the_worker) {
     Served s;
-    CHECK(serve(&s, "-m " TARGET " -d " DRAFT " --queue 0"), "the server did not start");
+    CHECK(serve(&s, TARGET, "-d " DRAFT " --queue 0"), "the server did not start");
     if (test_failures()) return;
     const char *request = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                           "Content-Length: %zu\r\n\r\n%s";

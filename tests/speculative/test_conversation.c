@@ -5,19 +5,15 @@
 // the hook says, mid-run, and the caches end there (the debug build checks them after every rollback).
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "harness.h"
-#include "random_checkpoint.h"
+#include "model_pair.h"
 #include "speculative/conversation.h"
 
 enum { V = 48, N_CTX = 256, MAX_REPLY = 24 };
 
 typedef struct {
-    char dir[64];
-    ThreadPool *pool;
-    Model target, draft;
+    ModelPair models;
     Drafters drafters;
 } Pair;
 
@@ -27,44 +23,19 @@ static const char *const KIND_NAMES[] = {"target-only", "draft model", "lookup",
 // A 3-block target and a 1-block draft of the same seed; a low scale makes greedy text repeat, which the lookup
 // copies.
 static void pair_open(Pair *p) {
-    Err err = {""};
     RandomCheckpoint spec = {.n_layer = 3, .n_embd = 32, .n_head = 4, .vocab_size = V, .n_positions = N_CTX,
                              .scale = 0.5f, .seed = 11};
     RandomCheckpoint draft = spec;
     draft.n_layer = 1;
-    snprintf(p->dir, sizeof p->dir, "/tmp/specdec-conv-XXXXXX");
-    CHECK(mkdtemp(p->dir) != NULL, "mkdtemp");
-    char t[128], d[128];
-    snprintf(t, sizeof t, "%s/target", p->dir);
-    snprintf(d, sizeof d, "%s/draft", p->dir);
-    mkdir(t, 0700);
-    mkdir(d, 0700);
-    CHECK(random_checkpoint_write(t, &spec, &err) == 0 && random_checkpoint_write(d, &draft, &err) == 0, "%s",
-          err.msg);
-    p->pool = pool_create(2, &err);
     // q8: OpenBLAS never takes a q8 matmul, so the forward is batch invariant at every length on every kernel variant
     // (model.h), and a turn's logits can equal a fresh run's bit for bit wherever the test runs.
-    CHECK(p->pool && model_load_quantized(&p->target, t, p->pool, QUANT_Q8, &err) == 0 &&
-              model_load_quantized(&p->draft, d, p->pool, QUANT_Q8, &err) == 0,
-          "%s", err.msg);
-}
-
-static void pair_close(Pair *p) {
-    char path[128];
-    model_free(&p->target);
-    model_free(&p->draft);
-    pool_free(p->pool);
-    snprintf(path, sizeof path, "%s/target", p->dir);
-    random_checkpoint_remove(path);
-    snprintf(path, sizeof path, "%s/draft", p->dir);
-    random_checkpoint_remove(path);
-    rmdir(p->dir);
+    model_pair_open(&p->models, &spec, &draft, V, 2, QUANT_Q8);
 }
 
 static Drafter *drafter_for(Pair *p, Kind kind, const SpecParams *params) {
     static const DrafterKind kinds[] = {DRAFTER_NONE, DRAFTER_MODEL, DRAFTER_LOOKUP, DRAFTER_STAGED};
     Err err = {""};
-    CHECK(drafter_open(&p->drafters, kinds[kind], &p->draft, params, 0.0f, 1, &err) == 0, "%s", err.msg);
+    CHECK(drafter_open(&p->drafters, kinds[kind], &p->models.draft, params, 0.0f, 1, &err) == 0, "%s", err.msg);
     return p->drafters.drafter;
 }
 
@@ -78,7 +49,7 @@ static int fresh_reply(Pair *p, Kind kind, const int *ids, int n, const SpecPara
     SpecStats stats;
     Err err = {""};
     int n_out = 0;
-    CHECK(speculative_generate(&p->target, d, ids, n, params, out, &n_out, &stats, &err) == 0, "%s", err.msg);
+    CHECK(speculative_generate(&p->models.target, d, ids, n, params, out, &n_out, &stats, &err) == 0, "%s", err.msg);
     drafter_done(&fresh);
     return n_out;
 }
@@ -97,7 +68,7 @@ static void three_turns(Pair *p, Kind kind, const SpecParams *params, const char
     Conversation c;
     Err err = {""};
     Drafter *d = drafter_for(p, kind, params);
-    CHECK(conversation_init(&c, &p->target, d, &err) == 0, "%s", err.msg);
+    CHECK(conversation_init(&c, &p->models.target, d, &err) == 0, "%s", err.msg);
     int ids[N_CTX], out[MAX_REPLY], want[MAX_REPLY], n_ids = 0, n_committed = 0;
     for (int turn = 0; turn < 3 && !test_failures(); turn++) {
         n_ids = next_turn(c.committed, n_committed, ids);
@@ -122,9 +93,9 @@ static void three_turns(Pair *p, Kind kind, const SpecParams *params, const char
     // The logits of the next position: through the conversation's cache, and through one fresh forward.
     float *a = malloc(sizeof(float) * V), *b = malloc(sizeof(float) * V);
     KVCache fresh;
-    CHECK(model_kv_init(&p->target, &fresh, &err) == 0, "%s", err.msg);
-    CHECK(model_forward(&p->target, &c.cache, c.committed + c.n - 1, 1, a, false, &err) == 0 &&
-              model_forward(&p->target, &fresh, c.committed, c.n, b, false, &err) == 0,
+    CHECK(model_kv_init(&p->models.target, &fresh, &err) == 0, "%s", err.msg);
+    CHECK(model_forward(&p->models.target, &c.cache, c.committed + c.n - 1, 1, a, false, &err) == 0 &&
+              model_forward(&p->models.target, &fresh, c.committed, c.n, b, false, &err) == 0,
           "%s", err.msg);
     CHECK(memcmp(a, b, sizeof(float) * V) == 0, "%s: the logits after 3 turns differ from a fresh run's", what);
     kv_free(&fresh);
@@ -149,7 +120,7 @@ TEST(conversation_turns_equal_fresh_runs) {
         snprintf(what, sizeof what, "%s, temperature 0.8", KIND_NAMES[kind]);
         three_turns(&p, (Kind)kind, &sampled, what);
     }
-    pair_close(&p);
+    model_pair_close(&p.models);
 }
 
 // Stops after the k-th committed token.
@@ -185,7 +156,7 @@ TEST(stop_hook_cuts_exactly) {
             int n_out = 0, reused = 0;
             SpecStats stats;
             Drafter *d = drafter_for(&p, (Kind)kind, &params);
-            CHECK(conversation_init(&c, &p.target, d, &err) == 0 &&
+            CHECK(conversation_init(&c, &p.models.target, d, &err) == 0 &&
                       conversation_reply(&c, prompt, 16, &params, out, &n_out, &stats, &reused, &err) == 0,
                   "%s", err.msg);
             CHECK(n_out == stop.at && memcmp(out, full, (size_t)n_out * sizeof *out) == 0,
@@ -196,5 +167,5 @@ TEST(stop_hook_cuts_exactly) {
             conversation_free(&c);
             drafter_done(&p);
         }
-    pair_close(&p);
+    model_pair_close(&p.models);
 }

@@ -20,11 +20,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "harness.h"
 #include "model/model.h"
+#include "model_pair.h"
 #include "random_checkpoint.h"
 #include "sampling_reference.h"
 #include "speculative/speculative.h"
@@ -74,34 +73,6 @@ TEST(speculative_accept_resample_is_exact) {
 
 // ---- tiny model pairs -----------------------------------------------------------------------------------------
 
-typedef struct {
-    char dir[64];
-    ThreadPool *pool;
-    Model target, draft;
-} Pair;
-
-// A target and a draft written from their specs into a fresh folder, and loaded with their matrices held as `quant`
-// says. With vocabularies of different sizes both are limited to the ids they share, n_shared (as specdec does for
-// a pair with one tokenizer).
-static void pair_open_specs(Pair *pair, const RandomCheckpoint *target, const RandomCheckpoint *draft,
-                            int n_shared, int threads, Quant quant) {
-    Err err;
-    snprintf(pair->dir, sizeof pair->dir, "/tmp/specdec-pair-XXXXXX");
-    CHECK(mkdtemp(pair->dir) != NULL, "mkdtemp");
-    char target_dir[128], draft_dir[128];
-    snprintf(target_dir, sizeof target_dir, "%s/target", pair->dir);
-    snprintf(draft_dir, sizeof draft_dir, "%s/draft", pair->dir);
-    mkdir(target_dir, 0700);
-    mkdir(draft_dir, 0700);
-    CHECK(random_checkpoint_write(target_dir, target, &err) == 0, "%s", err.msg);
-    CHECK(random_checkpoint_write(draft_dir, draft, &err) == 0, "%s", err.msg);
-    pair->pool = pool_create(threads, &err);
-    CHECK(pair->pool && model_load_quantized(&pair->target, target_dir, pair->pool, quant, &err) == 0, "%s", err.msg);
-    CHECK(model_load_quantized(&pair->draft, draft_dir, pair->pool, quant, &err) == 0, "%s", err.msg);
-    if (n_shared < pair->target.n_vocab) model_limit_vocab(&pair->target, n_shared);
-    if (n_shared < pair->draft.n_vocab) model_limit_vocab(&pair->draft, n_shared);
-}
-
 // Whether this CPU's kernels run `quant`: QUANT_BF16 needs a BF16 dot product (model.h).
 static bool quant_runs_here(Quant quant) {
     int n;
@@ -111,28 +82,17 @@ static bool quant_runs_here(Quant quant) {
 
 // A target of 3 blocks and a draft of 1 block with the same seed and vocabulary, their matrices held as `quant`
 // says.
-static void pair_open_quantized(Pair *pair, int vocab_size, int n_positions, int threads, float scale, Quant quant) {
+static void pair_open_quantized(ModelPair *pair, int vocab_size, int n_positions, int threads, float scale,
+                                Quant quant) {
     RandomCheckpoint spec = {.n_layer = 3, .n_embd = 32, .n_head = 4, .vocab_size = vocab_size,
                              .n_positions = n_positions, .scale = scale, .seed = 7};
     RandomCheckpoint draft = spec;
     draft.n_layer = 1;
-    pair_open_specs(pair, &spec, &draft, vocab_size, threads, quant);
+    model_pair_open(pair, &spec, &draft, vocab_size, threads, quant);
 }
 
-static void pair_open(Pair *pair, int vocab_size, int n_positions, int threads, float scale) {
+static void pair_open(ModelPair *pair, int vocab_size, int n_positions, int threads, float scale) {
     pair_open_quantized(pair, vocab_size, n_positions, threads, scale, QUANT_NONE);
-}
-
-static void pair_close(Pair *pair) {
-    char path[128];
-    model_free(&pair->target);
-    model_free(&pair->draft);
-    pool_free(pair->pool);
-    snprintf(path, sizeof path, "%s/target", pair->dir);
-    random_checkpoint_remove(path);
-    snprintf(path, sizeof path, "%s/draft", pair->dir);
-    random_checkpoint_remove(path);
-    rmdir(pair->dir);
 }
 
 // The drafters under test: the draft model, n-gram lookup, and both (staged; here taking every match, a
@@ -145,7 +105,7 @@ static const char *const DRAFT_NAMES[] = {"target-only", "draft model", "lookup"
 
 // Generates with the pair by one of the drafters (the draft stopping below top probability p_min), or the target
 // alone.
-static int generate_with(Pair *pair, DraftKind kind, const int *prompt, int n_prompt, const SpecParams *params,
+static int generate_with(ModelPair *pair, DraftKind kind, const int *prompt, int n_prompt, const SpecParams *params,
                          uint64_t seed, int *out, SpecStats *stats, float p_min) {
     SpecParams seeded = *params;
     seeded.seed = seed;
@@ -160,13 +120,13 @@ static int generate_with(Pair *pair, DraftKind kind, const int *prompt, int n_pr
     return n_out;
 }
 
-static int generate_p_min(Pair *pair, const int *prompt, int n_prompt, const SpecParams *params, uint64_t seed,
+static int generate_p_min(ModelPair *pair, const int *prompt, int n_prompt, const SpecParams *params, uint64_t seed,
                           int *out, SpecStats *stats, bool speculative, float p_min) {
     return generate_with(pair, speculative ? DRAFT_MODEL : DRAFT_NONE, prompt, n_prompt, params, seed, out, stats,
                          p_min);
 }
 
-static int generate(Pair *pair, const int *prompt, int n_prompt, const SpecParams *params, uint64_t seed, int *out,
+static int generate(ModelPair *pair, const int *prompt, int n_prompt, const SpecParams *params, uint64_t seed, int *out,
                     SpecStats *stats, bool speculative) {
     return generate_p_min(pair, prompt, n_prompt, params, seed, out, stats, speculative, 0.0f);
 }
@@ -189,7 +149,7 @@ static int random_prompt(int prompt[8], int trial, int V) {
 // often one id repeated (the q8 Qwen2 pair answers 40 or 6 to almost any prompt), which lookup always guesses
 // right: its reject path rests on the prompt's repeats (without the closing repeat 2 seeds in 121 gave it none;
 // with it 0 in 300).
-static void check_greedy_on(Pair *pair, const char *label, bool both_paths) {
+static void check_greedy_on(ModelPair *pair, const char *label, bool both_paths) {
     const GammaPolicy policies[] = {GAMMA_FIXED, GAMMA_FIXED, GAMMA_FIXED, GAMMA_FIXED, GAMMA_FIXED, GAMMA_AUTO,
                                     GAMMA_HEURISTIC};
     const int gammas[] = {1, 2, 3, 4, 8, 0, 5};
@@ -225,10 +185,10 @@ static void check_greedy_on(Pair *pair, const char *label, bool both_paths) {
 TEST(speculative_greedy_equals_target) {
     const char *labels[] = {"GPT-2, 1 thread", "GPT-2, 2 threads", "GPT-2 q8, 1 thread", "GPT-2 q8, 2 threads"};
     for (int run = 0; run < 4; run++) {  // 1 and 2 threads, weights as stored and in q8
-        Pair pair;
+        ModelPair pair;
         pair_open_quantized(&pair, 97, 128, 1 + run % 2, 0.3f, run < 2 ? QUANT_NONE : QUANT_Q8);
         check_greedy_on(&pair, labels[run], true);
-        pair_close(&pair);
+        model_pair_close(&pair);
     }
 }
 
@@ -253,31 +213,31 @@ TEST(speculative_greedy_equals_target_llama_family) {
         char label[96];
         RandomCheckpoint target = QWEN2_TARGET, draft = QWEN2_TARGET;
         draft.n_layer = 1;
-        Pair pair;
-        pair_open_specs(&pair, &target, &draft, 97, 2, quant);
+        ModelPair pair;
+        model_pair_open(&pair, &target, &draft, 97, 2, quant);
         snprintf(label, sizeof label, "qwen2 pair%s", q);
         check_greedy_on(&pair, label, true);
-        pair_close(&pair);
+        model_pair_close(&pair);
 
         // Models of different families agree by chance only, which greedy decoding may never meet: identity alone.
         target = LLAMA_TARGET;
         draft = (RandomCheckpoint){.model_type = "qwen3", .n_layer = 1, .n_embd = 32, .n_head = 2, .n_inner = 48,
                                    .vocab_size = 97, .n_positions = 128, .scale = 0.3f, .seed = 11};
-        pair_open_specs(&pair, &target, &draft, 97, 1, quant);
+        model_pair_open(&pair, &target, &draft, 97, 1, quant);
         snprintf(label, sizeof label, "llama target, qwen3 draft%s", q);
         check_greedy_on(&pair, label, false);
-        pair_close(&pair);
+        model_pair_close(&pair);
 
         target = QWEN2_TARGET, draft = QWEN2_TARGET;
         target.vocab_size = 101;
         draft.vocab_size = 99;
         draft.n_layer = 1;
-        pair_open_specs(&pair, &target, &draft, 97, 2, quant);
+        model_pair_open(&pair, &target, &draft, 97, 2, quant);
         CHECK(pair.target.n_vocab == 97 && pair.draft.n_vocab == 97, "padded pair: %d and %d logits",
               pair.target.n_vocab, pair.draft.n_vocab);
         snprintf(label, sizeof label, "padded vocabularies 101 / 99%s", q);
         check_greedy_on(&pair, label, true);
-        pair_close(&pair);
+        model_pair_close(&pair);
     }
 }
 
@@ -293,7 +253,7 @@ enum { N_SAMPLES = 30000 };
 // The target's exact joint distribution of the first 3 tokens after the prompt, by enumeration: P(a, b, c) =
 // p(a | prompt) p(b | prompt, a) p(c | prompt, a, b), each the adjusted (temperature / top-k / top-p) p of the
 // reference.
-static void exact_joint(Pair *pair, const int *prompt, int n_prompt, const SamplingParams *sp, double *joint) {
+static void exact_joint(ModelPair *pair, const int *prompt, int n_prompt, const SamplingParams *sp, double *joint) {
     Err err;
     float logits[V_SMALL];
     double p1[V_SMALL], p2[V_SMALL], p3[V_SMALL];
@@ -322,7 +282,7 @@ static void exact_joint(Pair *pair, const int *prompt, int n_prompt, const Sampl
 // False-alarm rate of a correct implementation: 1e-4 per call.
 // The draft model drafts after the prompt {1, 3}; the lookup drafters after {1, 3, 1, 3}, whose repeat they copy
 // (a lookup tree after {1, 3, 2, 3, 1, 3}).
-static void check_sampled_on_width(Pair *pair, DraftKind kind, const SamplingParams *sp, SpecSampler sampler,
+static void check_sampled_on_width(ModelPair *pair, DraftKind kind, const SamplingParams *sp, SpecSampler sampler,
                                    int width, const char *label) {
     // (a lookup tree's branches need matches that continue differently: "1 3" before 2, "3" before 1)
     const int repeat[] = {1, 3, 1, 3}, branching[] = {1, 3, 2, 3, 1, 3};
@@ -371,17 +331,17 @@ static void check_sampled_on_width(Pair *pair, DraftKind kind, const SamplingPar
     CHECK(width <= 1 || siblings > 0, "%s: no child after a rejected sibling was ever kept", label);
 }
 
-static void check_sampled_on(Pair *pair, DraftKind kind, const SamplingParams *sp, SpecSampler sampler,
+static void check_sampled_on(ModelPair *pair, DraftKind kind, const SamplingParams *sp, SpecSampler sampler,
                              const char *label) {
     check_sampled_on_width(pair, kind, sp, sampler, 1, label);
 }
 
 static void check_sampled_distribution_of(DraftKind kind, const SamplingParams *sp, SpecSampler sampler,
                                           const char *label) {
-    Pair pair;
+    ModelPair pair;
     pair_open(&pair, V_SMALL, 32, 1, 0.3f);
     check_sampled_on(&pair, kind, sp, sampler, label);
-    pair_close(&pair);
+    model_pair_close(&pair);
 }
 
 static void check_sampled_distribution(const SamplingParams *sp, SpecSampler sampler, const char *label) {
@@ -440,7 +400,7 @@ TEST(speculative_coupled_equals_target_only) {
     enum { N_SETTINGS = 4, N_SEEDS = 3, N_TOKENS = 30 };
     static int first_threads[N_SETTINGS][N_SEEDS][N_TOKENS];
     for (int threads = 1; threads <= 2; threads++) {
-        Pair pair;
+        ModelPair pair;
         pair_open(&pair, 97, 128, threads, 0.3f);
         int accepted[N_DRAFT_KINDS] = {0}, drafted[N_DRAFT_KINDS] = {0};
         for (int s = 0; s < N_SETTINGS; s++)
@@ -471,7 +431,7 @@ TEST(speculative_coupled_equals_target_only) {
         for (DraftKind kind = DRAFT_MODEL; kind < N_DRAFT_KINDS; kind++)
             CHECK(accepted[kind] > 0 && accepted[kind] < drafted[kind], "%s: both paths exercised: %d of %d drafts "
                   "accepted", DRAFT_NAMES[kind], accepted[kind], drafted[kind]);
-        pair_close(&pair);
+        model_pair_close(&pair);
     }
 }
 
@@ -486,7 +446,7 @@ TEST(speculative_seed_reproducible_with_gamma_auto) {
         SpecStats first_stats = {0}, stats;
         for (int run = 0; run < 4; run++) {
             const int threads = 1 + run % 2;
-            Pair pair;
+            ModelPair pair;
             pair_open(&pair, 97, 128, threads, 0.3f);
             const int prompt[] = {2, 7, 1, 8};
             SpecParams params = {.sampling = {0.7f, 0, 0.95f}, .sampler = samplers[k], .policy = GAMMA_AUTO,
@@ -501,7 +461,7 @@ TEST(speculative_seed_reproducible_with_gamma_auto) {
                           "run %d: %d rounds, %d drafted; run 0: %d, %d", run, stats.rounds, stats.drafted,
                           first_stats.rounds, first_stats.drafted);
             }
-            pair_close(&pair);
+            model_pair_close(&pair);
         }
         CHECK(first_stats.drafted > 0, "sampler %d: auto drafted nothing", k);
     }
@@ -510,7 +470,7 @@ TEST(speculative_seed_reproducible_with_gamma_auto) {
 // The cost model of γ auto under rejection sampling: the weights' bytes once, plus per token 2 FLOPs per matrix
 // weight (V·d for the LM head, 12·L·d² for the blocks: qkv 3d², projection d², MLP 2·4d²) at 4 FLOPs per byte.
 TEST(speculative_forward_cost_model) {
-    Pair pair;
+    ModelPair pair;
     pair_open(&pair, 97, 64, 1, 0.3f);
     const Model *models[] = {&pair.target, &pair.draft};
     for (int m = 0; m < 2; m++) {
@@ -524,7 +484,7 @@ TEST(speculative_forward_cost_model) {
                   "model %d, T %d: cost %.1f", m, T, spec_forward_cost(models[m], T));
     }
     CHECK(spec_forward_cost(&pair.draft, 1) < spec_forward_cost(&pair.target, 1), "the 1-block draft is cheaper");
-    pair_close(&pair);
+    model_pair_close(&pair);
 }
 
 // ---- the lookup drafter ---------------------------------------------------------------------------------------
@@ -575,7 +535,7 @@ TEST(speculative_lookup_proposes_the_latest_longest_match) {
 // The staged drafter proposes, per round, the lookup's run — a chain, whatever the width asked — or, when the
 // scheduler asks for none of the run (DraftRequest.lookup_gamma), the draft model's drafts: a tree of the width asked.
 TEST(speculative_staged_proposes_the_run_or_the_models_tree) {
-    Pair pair;
+    ModelPair pair;
     pair_open(&pair, 97, 64, 1, 0.3f);
     const SpecParams params = {.sampling = {.temperature = 1, .top_p = 1}, .tree_width = 3, .seed = 1};
     ModelDrafter model;
@@ -602,7 +562,7 @@ TEST(speculative_staged_proposes_the_run_or_the_models_tree) {
           "the model's tree of width 3: %d nodes, %d forwards", tree.n, report.calls);
     model_drafter_free(&model);
     lookup_drafter_free(&lookup);
-    pair_close(&pair);
+    model_pair_close(&pair);
 }
 
 // ---- a useless draft ------------------------------------------------------------------------------------------
@@ -616,8 +576,8 @@ TEST(speculative_auto_falls_back_without_draft_forwards) {
     RandomCheckpoint draft = target;
     draft.n_layer = 1;
     draft.seed = 1234;
-    Pair pair;
-    pair_open_specs(&pair, &target, &draft, 97, 1, QUANT_NONE);
+    ModelPair pair;
+    model_pair_open(&pair, &target, &draft, 97, 1, QUANT_NONE);
     const int prompt[] = {3, 1, 4, 1, 5};
     SpecParams params = {.sampling = {.temperature = 0, .top_p = 1}, .policy = GAMMA_AUTO, .max_tokens = 200,
                          .eos_id = -1};
@@ -634,7 +594,7 @@ TEST(speculative_auto_falls_back_without_draft_forwards) {
           stats.plain_rounds, stats.rounds);
     CHECK(stats.accepted * 4 < stats.drafted, "the draft is useless: %d of %d accepted", stats.accepted,
           stats.drafted);
-    pair_close(&pair);
+    model_pair_close(&pair);
 }
 
 // A pair of the Llama family (a Llama target with grouped-query attention, a Qwen3 draft) whose embedding tables
@@ -646,24 +606,24 @@ TEST(speculative_sampling_matches_target_llama_family) {
     target.vocab_size = 8;
     RandomCheckpoint draft = {.model_type = "qwen3", .n_layer = 1, .n_embd = 32, .n_head = 2, .n_inner = 48,
                               .vocab_size = 6, .n_positions = 32, .scale = 0.3f, .seed = 11};
-    Pair pair;
-    pair_open_specs(&pair, &target, &draft, V_SMALL, 1, QUANT_NONE);
+    ModelPair pair;
+    model_pair_open(&pair, &target, &draft, V_SMALL, 1, QUANT_NONE);
     const SamplingParams sp = {.temperature = 0.8f, .top_p = 0.9f};
     check_sampled_on(&pair, DRAFT_MODEL, &sp, SAMPLER_REJECTION, "padded llama/qwen3 8 / 6");
 #ifndef SPECDEC_DEBUG  // the debug build's suite runs under the sanitizers: the rejection rule's test is enough
     check_sampled_on(&pair, DRAFT_MODEL, &sp, SAMPLER_COUPLED, "coupled, padded 8 / 6");
 #endif
-    pair_close(&pair);
+    model_pair_close(&pair);
     if (!quant_runs_here(QUANT_BF16)) return;
-    pair_open_specs(&pair, &target, &draft, V_SMALL, 1, QUANT_BF16);
+    model_pair_open(&pair, &target, &draft, V_SMALL, 1, QUANT_BF16);
     check_sampled_on(&pair, DRAFT_MODEL, &sp, SAMPLER_REJECTION, "padded llama/qwen3 8 / 6, bf16");
-    pair_close(&pair);
+    model_pair_close(&pair);
 }
 
 // ---- edge cases -----------------------------------------------------------------------------------------------
 
 TEST(speculative_stops_at_limits) {
-    Pair pair;
+    ModelPair pair;
     pair_open(&pair, 97, 24, 1, 0.3f);
     const int prompt[] = {5, 6, 7};
     int full[64], out[64];
@@ -701,7 +661,7 @@ TEST(speculative_stops_at_limits) {
                           .eos_id = -1, .eos_ids = eos_list, .n_eos = 2};
     for (first = 0; full[first] != eos_list[0] && full[first] != eos_list[1];) first++;
     CHECK(generate(&pair, prompt, 3, &params, 1, out, &stats, true) == first, "stops at the first of a list");
-    pair_close(&pair);
+    model_pair_close(&pair);
 }
 
 // ---- the debug build's rollback check ---------------------------------------------------------------------------
@@ -752,7 +712,7 @@ static int meddler_check(Drafter *self, const int *context, int n_prefill, Err *
 }
 
 // Runs the pair with a meddler; returns speculative_generate's status (err set on failure).
-static int generate_meddled(Pair *pair, Meddler *m, SpecStats *stats, Err *err) {
+static int generate_meddled(ModelPair *pair, Meddler *m, SpecStats *stats, Err *err) {
     const int prompt[] = {3, 1, 4, 1, 5};
     SpecParams params = {.sampling = {.temperature = 1.0f, .top_p = 1}, .seed = 9, .policy = GAMMA_FIXED,
                          .gamma = 3, .max_tokens = 24, .eos_id = -1};
@@ -767,7 +727,7 @@ static int generate_meddled(Pair *pair, Meddler *m, SpecStats *stats, Err *err) 
 }
 
 TEST(speculative_debug_build_checks_every_rollback) {
-    Pair pair;
+    ModelPair pair;
     pair_open(&pair, 97, 64, 1, 0.3f);
     Err err;
     SpecStats stats;
@@ -792,13 +752,13 @@ TEST(speculative_debug_build_checks_every_rollback) {
     CHECK(m.checks == 0, "the release build checked %d rollbacks", m.checks);
     printf("    release build: no rollback is checked (the debug build's checks are tested with make BUILD=debug)\n");
 #endif
-    pair_close(&pair);
+    model_pair_close(&pair);
 }
 
 // The trace names the token that ended each round. An accepted draft that is the end-of-text token ends the
 // generation: the trace reports it as an accepted draft, not the bonus token drawn after it (never used).
 TEST(speculative_trace_reports_an_accepted_end_of_text) {
-    Pair pair;
+    ModelPair pair;
     pair_open(&pair, 97, 64, 1, 0.3f);
     const int prompt[] = {5, 6, 7};
     SpecParams params = {.sampling = {.temperature = 0, .top_p = 1}, .policy = GAMMA_FIXED, .gamma = 4,
@@ -832,7 +792,7 @@ TEST(speculative_trace_reports_an_accepted_end_of_text) {
     fclose(params.trace);
     snprintf(want, sizeof want, "\"token\": %d, \"kind\": \"accepted\"", params.eos_id);
     CHECK(strstr(last, want), "the last round ended at the accepted end-of-text %d: \"%s\"", params.eos_id, last);
-    pair_close(&pair);
+    model_pair_close(&pair);
 }
 
 TEST(speculative_predicted_speedup) {
@@ -848,7 +808,7 @@ TEST(speculative_expected_tokens_and_accounting) {
     CHECK(fabs(spec_expected_tokens(0.0, 4) - 1.0) < 1e-12, "alpha 0: the target's own token only");
     CHECK(fabs(spec_expected_tokens(1.0, 4) - 5.0) < 1e-12, "alpha 1: every draft and the bonus");
     CHECK(fabs(spec_expected_tokens(0.5, 2) - 1.75) < 1e-12, "alpha 0.5, gamma 2: 1 + 0.5 + 0.25");
-    Pair pair;
+    ModelPair pair;
     pair_open(&pair, 97, 128, 1, 0.3f);
     int prompt[] = {3, 1, 4, 1, 5}, out[40];
     SpecParams params = {.sampling = {.temperature = 0, .top_p = 1}, .policy = GAMMA_FIXED, .gamma = 3,
@@ -862,11 +822,11 @@ TEST(speculative_expected_tokens_and_accounting) {
     CHECK(stats.target_seconds + stats.draft_seconds <= stats.decode_seconds,
           "forwards %g s + %g s within the generation's %g s", stats.target_seconds, stats.draft_seconds,
           stats.decode_seconds);
-    pair_close(&pair);
+    model_pair_close(&pair);
 }
 
 TEST(speculative_draft_p_min_stops_drafting) {
-    Pair pair;
+    ModelPair pair;
     pair_open(&pair, 97, 64, 1, 0.3f);
     const int prompt[] = {3, 1, 4};
     int plain[30], out[30];
@@ -886,7 +846,7 @@ TEST(speculative_draft_p_min_stops_drafting) {
     CHECK(memcmp(plain, out, sizeof plain) == 0, "greedy output with p_min");
     CHECK(stats.drafted < 4 * stats.rounds, "greedy with p_min 0.5: %d drafted in %d rounds", stats.drafted,
           stats.rounds);
-    pair_close(&pair);
+    model_pair_close(&pair);
 }
 
 // ---- the shipped pair ----------------------------------------------------------------------------------------
@@ -894,7 +854,7 @@ TEST(speculative_draft_p_min_stops_drafting) {
 // The shipped pair's greedy target-only output on each prompt, at 1 and 2 threads, handed to a check that runs
 // speculative configurations against it (the tests below).
 typedef struct {
-    Pair *pair;
+    ModelPair *pair;
     const int *prompt;
     int n_prompt, p, threads;     // the prompt's index, the thread count
     const int *expect;            // target-only's output [n_expect]
@@ -908,7 +868,7 @@ static void on_shipped_pair(const char *const *prompts, int n_prompts, int n_tok
     Tokenizer tok;
     CHECK(tokenizer_load_dir(&tok, "weights/pystd/target", &err) == 0, "%s", err.msg);
     for (int threads = 1; threads <= 2 && !test_failures(); threads++) {
-        Pair pair = {.pool = pool_create(threads, &err)};
+        ModelPair pair = {.pool = pool_create(threads, &err)};
         CHECK(model_load(&pair.target, "weights/pystd/target", pair.pool, &err) == 0, "%s", err.msg);
         CHECK(model_load(&pair.draft, "weights/pystd/draft", pair.pool, &err) == 0, "%s", err.msg);
         for (int p = 0; p < n_prompts && !test_failures(); p++) {
@@ -970,7 +930,7 @@ TEST(speculative_greedy_equals_target_on_shipped_pair) {
 // with the draft model, the lookup (shorter matches as branches), and the two staged, at fixed depths, γ auto, and
 // with the policy choosing the width (--tree). With siblings, a child kept after its first sibling was rejected — a
 // branch that paid — is seen at least once over the runs.
-static void check_tree_greedy_on(Pair *pair, const char *label, bool siblings) {
+static void check_tree_greedy_on(ModelPair *pair, const char *label, bool siblings) {
 #ifdef SPECDEC_DEBUG  // the sanitizer suite checks every rollback: fewer prompts and policies, widths 2, 4, --tree
     const GammaPolicy policies[] = {GAMMA_FIXED, GAMMA_AUTO};
     const int gammas[] = {3, 0}, n_trials = 2, width_step = 2;
@@ -1006,28 +966,28 @@ static void check_tree_greedy_on(Pair *pair, const char *label, bool siblings) {
 TEST(speculative_tree_greedy_equals_target) {
     const char *labels[] = {"GPT-2, 1 thread", "GPT-2, 2 threads", "GPT-2 q8, 1 thread", "GPT-2 q8, 2 threads"};
     for (int run = 0; run < 4; run++) {
-        Pair pair;
+        ModelPair pair;
         pair_open_quantized(&pair, 97, 128, 1 + run % 2, 0.3f, run < 2 ? QUANT_NONE : QUANT_Q8);
         check_tree_greedy_on(&pair, labels[run], true);
-        pair_close(&pair);
+        model_pair_close(&pair);
     }
     for (Quant quant = QUANT_NONE; quant <= QUANT_Q4; quant++) {  // the Llama family, 2 and 1 threads
         if (!quant_runs_here(quant)) continue;
         char label[96];
         RandomCheckpoint target = QWEN2_TARGET, draft = QWEN2_TARGET;
         draft.n_layer = 1;
-        Pair pair;
-        pair_open_specs(&pair, &target, &draft, 97, 2, quant);
+        ModelPair pair;
+        model_pair_open(&pair, &target, &draft, 97, 2, quant);
         snprintf(label, sizeof label, "qwen2 pair (%s)", quant_name(quant));
         check_tree_greedy_on(&pair, label, false);
-        pair_close(&pair);
+        model_pair_close(&pair);
         target = LLAMA_TARGET;
         draft = (RandomCheckpoint){.model_type = "qwen3", .n_layer = 1, .n_embd = 32, .n_head = 2, .n_inner = 48,
                                    .vocab_size = 97, .n_positions = 128, .scale = 0.3f, .seed = 11};
-        pair_open_specs(&pair, &target, &draft, 97, 1, quant);
+        model_pair_open(&pair, &target, &draft, 97, 1, quant);
         snprintf(label, sizeof label, "llama target, qwen3 draft (%s)", quant_name(quant));
         check_tree_greedy_on(&pair, label, false);
-        pair_close(&pair);
+        model_pair_close(&pair);
     }
 }
 
@@ -1037,7 +997,7 @@ TEST(speculative_tree_sampling_matches_target) {
     const SamplingParams settings[] = {{.temperature = 1.0f, .top_p = 1.0f}, {.temperature = 1.0f, .top_k = 3,
                                        .top_p = 1.0f}, {.temperature = 0.7f, .top_p = 0.8f}};
     const char *labels[] = {"width 3, temperature 1", "width 3, top-k 3", "width 3, temp 0.7, top-p 0.8"};
-    Pair pair;
+    ModelPair pair;
     pair_open(&pair, V_SMALL, 32, 1, 0.3f);
 #ifdef SPECDEC_DEBUG  // the sanitizer suite: the draft model's and the lookup's trees at temperature 1
     check_sampled_on_width(&pair, DRAFT_MODEL, &settings[0], SAMPLER_REJECTION, 3, labels[0]);
@@ -1048,12 +1008,12 @@ TEST(speculative_tree_sampling_matches_target) {
     check_sampled_on_width(&pair, DRAFT_STAGED, &settings[0], SAMPLER_REJECTION, 3, "staged, width 3");
 #endif
     check_sampled_on_width(&pair, DRAFT_LOOKUP, &settings[0], SAMPLER_REJECTION, 3, "lookup, width 3");
-    pair_close(&pair);
+    model_pair_close(&pair);
 }
 
 // Under coupling a tree changes nothing either: the output is target-only's for the seed, at every width.
 TEST(speculative_tree_coupled_equals_target_only) {
-    Pair pair;
+    ModelPair pair;
     pair_open(&pair, 97, 128, 2, 0.3f);
     const int prompt[] = {3, 14, 15, 92, 3, 14};
     int expect[30], got[30];
@@ -1071,7 +1031,7 @@ TEST(speculative_tree_coupled_equals_target_only) {
                   "target-only's", seed, params.tree_width, params.tree_auto ? " (--tree)" : "");
         }
     }
-    pair_close(&pair);
+    model_pair_close(&pair);
 }
 
 // The shipped pair: greedy tree output is the target's for every width and --tree, at 1 and 2 threads.
@@ -1114,7 +1074,7 @@ TEST(speculative_tree_greedy_equals_target_on_shipped_pair) {
 // kept (q = p), so siblings add verification cost and no tokens, and the policy — planning with the cost model at
 // temperature 1 under rejection sampling, where the same seed must give the same tokens — never drafts a tree.
 TEST(speculative_tree_policy_falls_back_to_the_chain) {
-    Pair pair;
+    ModelPair pair;
     pair_open(&pair, 97, 128, 1, 0.3f);
     const int prompt[] = {3, 1, 4, 1, 5};
     SpecParams params = {.sampling = {.temperature = 1.0f, .top_p = 1}, .seed = 3, .policy = GAMMA_AUTO,
@@ -1136,5 +1096,5 @@ TEST(speculative_tree_policy_falls_back_to_the_chain) {
     CHECK(stats.tree_rounds > 0, "--tree-width 3: %d tree rounds of %d", stats.tree_rounds, stats.rounds);
     n_again = generate(&pair, prompt, 5, &params, 3, again, &stats, true);
     CHECK(n_out == n_again && memcmp(out, again, sizeof(int) * n_out) == 0, "--tree-width 3: the seed's tokens differ");
-    pair_close(&pair);
+    model_pair_close(&pair);
 }

@@ -99,6 +99,20 @@ int run_command(const char *command, char **out, char **err) {
     return 128 + WTERMSIG(status);
 }
 
+int run_specdec(const char *args, char **out, char **err) {
+    char *command;
+    if (asprintf(&command, "%s %s", specdec_bin(), args) < 0) return -1;
+    int status = run_command(command, out, err);
+    free(command);
+    return status;
+}
+
+int count_lines(const char *s) {
+    int n = 0;
+    for (const char *p = s; *p; p++) n += *p == '\n';
+    return n;
+}
+
 static uint64_t seed_for(const char *name, uint64_t base) {
     uint64_t h = base ^ 0x9E3779B97F4A7C15ULL;
     for (const char *c = name; *c; c++) h = (h ^ (uint8_t)*c) * 0x100000001B3ULL;

@@ -37,6 +37,12 @@ int run_command(const char *command, char **out, char **err);
 // Path of the specdec binary under test: $SPECDEC_BIN, else "build/release/specdec".
 const char *specdec_bin(void);
 
+// Runs `specdec ARGS` (specdec_bin) through sh, as run_command does.
+int run_specdec(const char *args, char **out, char **err);
+
+// The number of lines in s: its newlines.
+int count_lines(const char *s);
+
 // A small deterministic generator for test inputs: xorshift64*, seeded per test from the test's name and
 // $TEST_SEED (default: a fresh seed printed at start, so that every run sees new inputs and a failure can be
 // replayed).
