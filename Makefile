@@ -5,7 +5,7 @@
 #                           caches are compared bit for bit with a forward over the committed tokens
 #   make SANITIZE=1 ...     the same with AddressSanitizer + UndefinedBehaviorSanitizer (build/<variant>-san/)
 #   make test               build and run the test suite; ends with "N passed, N failed"
-#   make test-neon          cross-build the kernel tests for aarch64 and run them under qemu-user
+#   make test-neon          cross-build the kernel and sampler tests for aarch64 and run them under qemu-user
 #   make bench              the benchmark harness (bench/): tables on stdout, JSON and plots in bench/results/
 #                           (QUICK=1: 1.5–3 minutes on 2 idle cores; BENCH_ARGS="--suite decode -m DIR ..."
 #                           for run-bench options)
@@ -146,15 +146,18 @@ bench: $(O)/specdec $(O)/run-bench
 	$(O)/run-bench $(if $(filter 1,$(QUICK)),--quick) -s quant --prompts 2 --no-plots -m random:llama-3.2-1b \
 	    --out bench/results/llama-3.2-1b-quant
 
-# NEON: the kernels and their tests alone (no OpenBLAS, Jansson or xxHash needed), static, under qemu-user.
+# NEON: the kernels and their tests, and the sampler's (its passes over a row are vectorised with the compilers'
+# vector extensions), alone (no OpenBLAS, Jansson or xxHash needed), static, under qemu-user.
 NEON_CC  := aarch64-linux-gnu-gcc
 NEON_BIN := build/aarch64/test_kernels
-$(NEON_BIN): kernels/*.c kernels/*.h tests/support/harness.c tests/support/harness.h tests/kernels/*
+NEON_SAMPLER := src/speculative/sampling.c src/base/error.c src/base/utf8.c tests/support/sampling_reference.c \
+                tests/speculative/test_sampling.c
+$(NEON_BIN): kernels/*.c kernels/*.h tests/support/harness.c tests/support/harness.h tests/kernels/* $(NEON_SAMPLER)
 	@mkdir -p $(@D)
 	$(NEON_CC) -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Werror -Ikernels -Isrc -Itests/support -static -o $@ \
 	    kernels/scalar.c kernels/dispatch.c kernels/q8.c kernels/q4.c kernels/neon.c kernels/q8_neon.c \
 	    kernels/q4_neon.c tests/support/harness.c tests/kernels/test_kernels.c tests/kernels/test_q8.c \
-	    tests/kernels/test_q4.c -lpthread -lm
+	    tests/kernels/test_q4.c $(NEON_SAMPLER) -lpthread -lm
 test-neon: $(NEON_BIN)
 	qemu-aarch64 $(NEON_BIN)
 

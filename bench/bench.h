@@ -62,6 +62,7 @@ typedef struct {
     Progress progress;
     double probe_best;          // the fastest speed probe so far, seconds
     double probe_begin;         // the probe at the current suite's start
+    double load_begin;          // the 1-minute load average at the current suite's start
     FILE *md;                   // every table, also written to latest.md: an open_memstream of md_text
     char *md_text;
     size_t md_len;
@@ -108,7 +109,9 @@ void progress_show(Progress *p, const char *label, double part);  // part ∈ [0
 // results j in b->results under its name and ends the bar. Both time a fixed piece of arithmetic, so that j
 // records the machine's speed at either end relative to the best seen in this run ("machine_speed"), and the
 // tables carry a warning when it fell below 75%: another tenant or throttling slowed the whole machine down,
-// which pairing within rounds cannot cancel.
+// which pairing within rounds cannot cancel. They also record the 1-minute load average at either end, and warn
+// when other work kept more than LOAD_WARNING of every core busy.
+#define LOAD_WARNING 0.5
 void suite_begin(Bench *b, const char *name, int steps);
 void suite_end(Bench *b, json_t *j);
 

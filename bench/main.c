@@ -49,11 +49,11 @@ static const Option OPTIONS[] = {
     {"threads", 't', OPT_INT, FIELD(opt.threads), 1, 1024, "worker threads (default: the CPUs this process may use)"},
     {"threads-sweep", 0, OPT_STRING, FIELD(threads_sweep), 0, 0, "thread counts of the threads suite, "
                                                                   "comma-separated (default 1, 2, 4, ... all)"},
-    {"quant", 0, OPT_STRING, FIELD(quant), 0, 0, "the target's matrices: q8, quantized to 8 bits at load; q4, "
-                                                 "to 4 bits (the embeddings and head to 8); bf16, held in BF16, "
-                                                 "times activations rounded to BF16; none, as stored (default)"},
+    {"quant", 0, OPT_STRING, FIELD(quant), 0, 0, "the target's matrices: q8, quantized to 8 bits at load; bf16, "
+                                                 "held in BF16, times activations rounded to BF16; none, as "
+                                                 "stored (default)"},
     {"draft-quant", 0, OPT_STRING, FIELD(draft_quant), 0, 0, "the draft's: q8 (default, as specdec generate), "
-                                                             "q4, bf16 or none"},
+                                                             "bf16 or none"},
     {"out", 'o', OPT_STRING, FIELD(opt.out_dir), 0, 0, "folder for the JSON, Markdown and PNG files (default "
                                                        "bench/results)"},
     {"no-plots", 0, OPT_FLAG, FIELD(no_plots), 0, 0, "write no plots"},

@@ -123,9 +123,34 @@ static double probe(Bench *b) {
     return seconds;
 }
 
+// The 1-minute load average, −1 where getloadavg fails.
+static double load_average(void) {
+    double load;
+    return getloadavg(&load, 1) == 1 ? load : -1.0;
+}
+
 void suite_begin(Bench *b, const char *name, int steps) {
     b->probe_begin = probe(b);
+    b->load_begin = load_average();
     progress_start(&b->progress, name, steps);
+}
+
+// The load average at the suite's start and end, beside its figures: other work on the cores inflates speed-ups
+// (a memory-bound target-only run whose threads are preempted slows more than a speculative one). The end's
+// includes up to the pool's size of this run's own threads, which is taken off before comparing with
+// LOAD_WARNING per core.
+static void record_load(Bench *b, json_t *j) {
+    const double end = load_average(), cores = (double)sysconf(_SC_NPROCESSORS_ONLN);
+    const double others = fmax(b->load_begin, end - pool_size(b->pool));
+    json_object_set_new(j, "load_average", json_pack("{s:f, s:f, s:f}", "begin", b->load_begin, "end", end,
+                                                     "cores", cores));
+    if (others > LOAD_WARNING * cores)
+        out(b, "\n**Warning**: the load average was %.2f at the start of this suite and %.2f at its end (this run's "
+               "own %d threads count in the latter), on %.0f cores: other work shared the machine, and speed-ups "
+               "measured now read high.\n", b->load_begin, end, pool_size(b->pool), cores);
+    else
+        out(b, "\nLoad average %.2f at the start, %.2f at the end (this run's own %d threads count in the latter), "
+               "on %.0f cores.\n", b->load_begin, end, pool_size(b->pool), cores);
 }
 
 void suite_end(Bench *b, json_t *j) {
@@ -136,6 +161,7 @@ void suite_end(Bench *b, json_t *j) {
         out(b, "\n**Warning**: the machine ran at %.0f%% (start) and %.0f%% (end) of its best speed in this run during "
                "this suite: something else slowed it down, and these figures are not representative.\n",
             100 * begin, 100 * end);
+    record_load(b, j);
     json_object_set_new(b->results, b->progress.suite, j);
     progress_end(&b->progress);
 }

@@ -1,6 +1,8 @@
 // threads.c — the thread sweep: for each thread count of --threads-sweep, the target's decode speed and the
-// fraction of the read bandwidth it streams at, its verification cost t(T = 8) / t(T = 1), and what speculative
-// decoding (greedy, γ auto) buys over target-only on the held-out prompts.
+// fraction of the read bandwidth it streams at, its verification cost t(T = 8) / t(T = 1), what one hand-off to the
+// pool's threads costs, and what speculative decoding (γ auto) buys over target-only on the held-out prompts,
+// greedy and at temperature 1, with the draft on the threads the CLI gives it by default (model/probe.h) and on
+// one thread — with where a round's time goes.
 //
 // The pair stays loaded on the run's pool; a count n limits both models' jobs to n of its threads (max_threads,
 // model.h: each job still takes only as many as it pays for), and the read pass runs on a pool of n threads.
@@ -9,9 +11,17 @@
 #include <string.h>
 
 #include "bench.h"
+#include "model/probe.h"
 #include "speculative/speculative.h"
 
 enum { SWEEP_CONTEXT = 64, VERIFY_T = 8, MAX_COUNTS = 16 };
+
+static const float TEMPERATURES[] = {0.0f, 1.0f};
+enum {
+    N_TEMPERATURES = sizeof TEMPERATURES / sizeof TEMPERATURES[0],
+    DRAFT_DEFAULT = 0, DRAFT_ONE, N_DRAFTS,  // the draft's threads: the CLI's default (the probe's), or 1
+    N_RUNS = N_TEMPERATURES * (1 + N_DRAFTS),  // per temperature: target-only, then each draft's thread count
+};
 
 // Parses "1,2,4" into counts (each in [1, pool]); 0 when list is NULL: 1, 2, 4, ... and the pool's size.
 static int parse_counts(const char *list, int pool, int *counts) {
@@ -43,93 +53,208 @@ static double step_run(void *ctx, int rep) {
     return forward_seconds(s->w->model, &s->w->cache, s->w->context, s->T, s->w->logits);
 }
 
-// Greedy generation on prompt `rep`, with or without the draft (γ auto): seconds per generated token.
+// One hand-off: pool_run_on(n) of a job that does nothing — waking n − 1 threads and waiting for them.
+typedef struct {
+    ThreadPool *pool;
+    int n;
+} HandOff;
+
+static void nothing(void *ctx, int thread, int n_threads) { (void)ctx, (void)thread, (void)n_threads; }
+
+static double hand_off_run(void *ctx, int rep) {
+    (void)rep;
+    HandOff *h = ctx;
+    const double t0 = now_seconds();
+    pool_run_on(h->pool, h->n, nothing, NULL);
+    return now_seconds() - t0;
+}
+
+// Where a run's rounds spent their time (SpecStats): the drafter (its forwards, then the sampling of its q rows
+// among them), the target's verifications, the target's p rows, the accept rule, the commit with the caches'
+// rollback; what decode holds beyond these is the policy and the bookkeeping.
+typedef struct {
+    double decode, draft, q, target, p, accept, commit;
+    int rounds, generated;
+} Split;
+
+// Generation on prompt `rep` (seed rep + 1), target-only or with the draft (γ auto) on draft_threads.
 typedef struct {
     Pair *pair;
     const Prompt *prompts;
     int tokens;
-    bool drafted;
+    float temperature;
+    int draft_threads;          // 0: target-only
     int *outputs;               // [n_prompts, tokens]
+    Split *split;               // [n_prompts]: the last run's
 } Generation;
 
 static double generation_run(void *ctx, int rep) {
     Generation *g = ctx;
-    SpecParams params = {.sampling = {0.0f, 0, 1.0f}, .seed = 1, .policy = GAMMA_AUTO, .gamma = 5,
-                         .max_tokens = g->tokens, .eos_id = g->pair->target.cfg.eos_token_id};
+    SpecParams params = {.sampling = {g->temperature, 0, 1.0f}, .seed = (uint64_t)rep + 1, .policy = GAMMA_AUTO,
+                         .gamma = 5, .max_tokens = g->tokens, .eos_id = g->pair->target.cfg.eos_token_id};
     ModelDrafter drafter;
     SpecStats st = {0};
     Err err;
     int n_out;
-    if (g->drafted && model_drafter_init(&drafter, &g->pair->draft, &params, 0, &err)) die("%s", err.msg);
-    if (speculative_generate(&g->pair->target, g->drafted ? &drafter.base : NULL, g->prompts[rep].ids,
+    const bool drafted = g->draft_threads > 0;
+    if (drafted) g->pair->draft.max_threads = g->draft_threads;
+    if (drafted && model_drafter_init(&drafter, &g->pair->draft, &params, 0, &err)) die("%s", err.msg);
+    if (speculative_generate(&g->pair->target, drafted ? &drafter.base : NULL, g->prompts[rep].ids,
                              g->prompts[rep].n, &params, g->outputs + (size_t)rep * g->tokens, &n_out, &st, &err))
         die("%s: %s", g->prompts[rep].id, err.msg);
-    if (g->drafted) model_drafter_free(&drafter);
+    if (drafted) model_drafter_free(&drafter);
+    g->split[rep] = (Split){st.decode_seconds, st.draft_seconds, st.q_seconds, st.target_seconds, st.p_seconds,
+                            st.accept_seconds, st.commit_seconds, st.rounds, st.generated};
     return st.decode_seconds / (st.generated > 0 ? st.generated : 1);
 }
 
+// The machine's side of one thread count: the read pass, T = 1 and T = VERIFY_T steps, a hand-off; one table row.
+static json_t *machine_row(Bench *b, Pair *pair, Memory *memory, Workload *w, int count, int draft_default) {
+    const int reps = b->opt.reps;
+    Err err;
+    ThreadPool *pool = pool_create(count, &err);
+    if (!pool) die("%s", err.msg);
+    MemoryPass pass = {memory, MEM_READ, pool};
+    SweepStep one = {w, 1}, verify = {w, VERIFY_T};
+    HandOff hand_off = {b->pool, count};
+    Trial trials[4] = {{memory_pass, &pass}, {step_run, &one}, {step_run, &verify}, {hand_off_run, &hand_off}};
+    double *seconds = malloc(sizeof(double) * 4 * reps);
+    if (!seconds) die("out of memory");
+    char label[64];
+    snprintf(label, sizeof label, "%d threads: read pass, T = 1, T = %d, hand-off", count, VERIFY_T);
+    measure_rounds(b, label, trials, 4, reps, 0.02, seconds);
+    pool_free(pool);
+    const double read_bytes = (double)memory_op_bytes(memory, MEM_READ), bytes = (double)pair->target.weight_bytes;
+    Summary rate = summary_inverse(summarize(seconds + reps, reps), 1);
+    Summary fraction = summary_scaled(summarize_ratio(seconds, seconds + reps, reps), bytes / read_bytes);
+    Summary cost = summarize_ratio(seconds + 2 * reps, seconds + reps, reps);
+    Summary hand = summary_scaled(summarize(seconds + 3 * reps, reps), 1e6);
+    char c1[64], c2[64], c3[64], c4[64];
+    out(b, "| %d | %s | %s | %s | %s | %d |\n", count, fmt_range(c1, sizeof c1, rate, 1, 0),
+        fmt_range(c2, sizeof c2, summary_scaled(fraction, 100), 1, 0), fmt_range(c3, sizeof c3, cost, 1, 2),
+        fmt_range(c4, sizeof c4, hand, 1, 1), draft_default);
+    free(seconds);
+    return json_pack("{s:i, s:o, s:o, s:o, s:o, s:i}", "threads", count, "target_tokens_per_s", summary_json(rate),
+                     "bandwidth_fraction", summary_json(fraction), "verify_cost_t8_t1", summary_json(cost),
+                     "hand_off_us", summary_json(hand), "draft_threads_default", draft_default);
+}
+
+// Σ of the prompts' splits.
+static Split split_total(const Split *split, int n) {
+    Split t = {0};
+    for (int i = 0; i < n; i++) {
+        t.decode += split[i].decode, t.draft += split[i].draft, t.q += split[i].q, t.target += split[i].target;
+        t.p += split[i].p, t.accept += split[i].accept, t.commit += split[i].commit;
+        t.rounds += split[i].rounds, t.generated += split[i].generated;
+    }
+    return t;
+}
+
+// The scheduler's own share of a run's time: everything but the forwards.
+static double own_share(const Split *t) { return (t->decode - (t->draft - t->q) - t->target) / t->decode; }
+
+// The speculative runs at one thread count (every temperature: target-only, the draft on its default threads and
+// on one), one row per drafted run; the greedy ones must reproduce target-only's tokens.
+static json_t *speculative_rows(Bench *b, Pair *pair, const Prompt *prompts, int n_prompts, int count,
+                                int draft_default) {
+    const int tokens = b->opt.tokens;
+    Generation g[N_RUNS];
+    Trial runs[N_RUNS];
+    int *outputs = malloc(sizeof(int) * N_RUNS * n_prompts * tokens);
+    Split *split = calloc((size_t)N_RUNS * n_prompts, sizeof(Split));
+    double *seconds = malloc(sizeof(double) * N_RUNS * n_prompts);  // per token, [run, prompt]
+    if (!outputs || !split || !seconds) die("out of memory");
+    const int draft_threads[1 + N_DRAFTS] = {0, draft_default, 1};
+    for (int i = 0; i < N_RUNS; i++) {
+        g[i] = (Generation){pair, prompts, tokens, TEMPERATURES[i / (1 + N_DRAFTS)], draft_threads[i % (1 + N_DRAFTS)],
+                            outputs + (size_t)i * n_prompts * tokens, split + (size_t)i * n_prompts};
+        runs[i] = (Trial){generation_run, &g[i]};
+    }
+    char label[64];
+    snprintf(label, sizeof label, "%d threads: target-only and speculative, T = 0 and 1", count);
+    measure_rounds(b, label, runs, N_RUNS, n_prompts, 0, seconds);
+    json_t *rows = json_array();
+    for (int i = 0; i < N_RUNS; i++) {
+        if (g[i].draft_threads == 0) continue;
+        const int plain = i - i % (1 + N_DRAFTS);
+        if (g[i].temperature == 0 && memcmp(g[plain].outputs, g[i].outputs, sizeof(int) * n_prompts * tokens)) {
+            b->failed = true;
+            fprintf(stderr, "run-bench: MISMATCH: greedy speculative output differs from target-only at %d threads "
+                            "(draft on %d)\n", count, g[i].draft_threads);
+        }
+        Summary speedup = summarize_ratio(seconds + (size_t)plain * n_prompts, seconds + (size_t)i * n_prompts,
+                                          n_prompts);
+        const Split t = split_total(g[i].split, n_prompts), p = split_total(g[plain].split, n_prompts);
+        const double ms = 1e3 / (t.rounds > 0 ? t.rounds : 1);  // per round
+        const double other = t.decode - t.draft - t.target - t.p - t.accept - t.commit;
+        char c1[64];
+        out(b, "| %d | %g | %s%d | %s | %.2f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.0f%% | %.0f%% |\n",
+            count, g[i].temperature, i % (1 + N_DRAFTS) == 1 + DRAFT_DEFAULT ? "default: " : "", g[i].draft_threads,
+            fmt_range(c1, sizeof c1, speedup, 1, 2), (double)t.generated / (t.rounds > 0 ? t.rounds : 1),
+            (t.draft - t.q) * ms, t.q * ms, t.target * ms, t.p * ms, t.accept * ms, t.commit * ms, other * ms,
+            100 * own_share(&t), 100 * own_share(&p));
+        json_t *row = json_pack("{s:i, s:f, s:i, s:b, s:o, s:i, s:i}", "threads", count, "temperature",
+                                g[i].temperature, "draft_threads", g[i].draft_threads, "default",
+                                i % (1 + N_DRAFTS) == 1 + DRAFT_DEFAULT, "speedup", summary_json(speedup), "rounds",
+                                t.rounds, "generated", t.generated);
+        json_object_set_new(row, "seconds", json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "decode", t.decode,
+                                                      "draft", t.draft, "q_rows", t.q, "verify", t.target, "p_rows",
+                                                      t.p, "accept", t.accept, "commit", t.commit));
+        json_object_set_new(row, "target_only_seconds", json_pack("{s:f, s:f, s:f}", "decode", p.decode, "verify",
+                                                                  p.target, "p_rows", p.p));
+        json_array_append_new(rows, row);
+    }
+    free(outputs), free(split), free(seconds);
+    return rows;
+}
+
 void suite_threads(Bench *b, Pair *pair, Memory *memory, const char *sweep) {
-    int counts[MAX_COUNTS];
+    int counts[MAX_COUNTS], defaults[MAX_COUNTS];
     const int n_counts = parse_counts(sweep, pool_size(b->pool), counts), reps = b->opt.reps;
     int n_prompts = 0;
     Prompt *prompts = NULL;
     if (pair->has_draft) prompts = prompts_load(pair, PROMPTS_HELD_OUT, b->opt.prompts, b->opt.tokens + 1, &n_prompts);
-    suite_begin(b, "threads", n_counts * (pair->has_draft ? 2 : 1));
+    suite_begin(b, "threads", n_counts * (n_prompts > 0 ? 2 : 1));
+    for (int i = 0; i < n_counts; i++) {  // the CLI's default --draft-threads at each count, probed before any run
+        Err err;
+        pair->draft.max_threads = counts[i];
+        defaults[i] = pair->has_draft ? probe_fastest_threads(&pair->draft, NULL, &err) : 0;
+        if (defaults[i] < 0) die("%s", err.msg);
+    }
     out(b, "## Threads\n\nPer thread count: the target's decode step (T = 1 after %d cached positions) and its "
-        "fraction of the read bandwidth on as many threads, the verification cost t(T = %d) / t(T = 1), median "
-        "[min–max] of %d rounds; speculative decoding (greedy, γ auto, the draft on as many threads) against "
-        "target-only on %d held-out prompts of %d tokens: speed-up median [min–max] over the prompts.\n\n"
-        "| threads | target tokens/s | %% of read bandwidth | T = %d / T = 1 | speculative speed-up |\n"
-        "|---:|---:|---:|---:|---:|\n", SWEEP_CONTEXT, VERIFY_T, reps, n_prompts, b->opt.tokens, VERIFY_T);
-    const double read_bytes = (double)memory_op_bytes(memory, MEM_READ), bytes = (double)pair->target.weight_bytes;
-    double *seconds = malloc(sizeof(double) * 3 * reps);
-    double *plain = malloc(sizeof(double) * 2 * (n_prompts + 1));
-    int *outputs = malloc(sizeof(int) * 2 * (n_prompts + 1) * b->opt.tokens);
-    if (!seconds || !plain || !outputs) die("out of memory");
-    json_t *rows = json_array();
+        "fraction of the read bandwidth on as many threads, the verification cost t(T = %d) / t(T = 1), one hand-off "
+        "to that many of the pool's threads (a job that does nothing), median [min–max] of %d rounds; and the "
+        "draft's threads the CLI chooses by default (model/probe.h).\n\n"
+        "| threads | target tokens/s | %% of read bandwidth | T = %d / T = 1 | hand-off µs | default draft threads |\n"
+        "|---:|---:|---:|---:|---:|---:|\n", SWEEP_CONTEXT, VERIFY_T, reps, VERIFY_T);
+    json_t *rows = json_array(), *spec = json_array();
     Workload w;
     workload_init(&w, &pair->target, SWEEP_CONTEXT);
     for (int i = 0; i < n_counts; i++) {
-        Err err;
-        ThreadPool *pool = pool_create(counts[i], &err);
-        if (!pool) die("%s", err.msg);
-        pair->target.max_threads = pair->draft.max_threads = counts[i];
-        MemoryPass pass = {memory, MEM_READ, pool};
-        SweepStep one = {&w, 1}, verify = {&w, VERIFY_T};
-        Trial trials[3] = {{memory_pass, &pass}, {step_run, &one}, {step_run, &verify}};
-        char label[64];
-        snprintf(label, sizeof label, "%d threads: read pass, T = 1, T = %d", counts[i], VERIFY_T);
-        measure_rounds(b, label, trials, 3, reps, 0.02, seconds);
-        pool_free(pool);
-        Summary rate = summary_inverse(summarize(seconds + reps, reps), 1);
-        Summary fraction = summary_scaled(summarize_ratio(seconds, seconds + reps, reps), bytes / read_bytes);
-        Summary cost = summarize_ratio(seconds + 2 * reps, seconds + reps, reps);
-        char c1[64], c2[64], c3[64], c4[64] = "–";
-        json_t *row = json_pack("{s:i, s:o, s:o, s:o}", "threads", counts[i], "target_tokens_per_s",
-                                summary_json(rate), "bandwidth_fraction", summary_json(fraction),
-                                "verify_cost_t8_t1", summary_json(cost));
-        if (n_prompts > 0) {
-            Generation g[2] = {{pair, prompts, b->opt.tokens, false, outputs},
-                               {pair, prompts, b->opt.tokens, true, outputs + (size_t)n_prompts * b->opt.tokens}};
-            Trial runs[2] = {{generation_run, &g[0]}, {generation_run, &g[1]}};
-            snprintf(label, sizeof label, "%d threads: target-only, speculative", counts[i]);
-            measure_rounds(b, label, runs, 2, n_prompts, 0, plain);
-            if (memcmp(g[0].outputs, g[1].outputs, sizeof(int) * n_prompts * b->opt.tokens) != 0) {
-                b->failed = true;
-                fprintf(stderr, "run-bench: MISMATCH: greedy speculative output differs from target-only at %d "
-                                "threads\n", counts[i]);
-            }
-            Summary speedup = summarize_ratio(plain, plain + n_prompts, n_prompts);
-            fmt_range(c4, sizeof c4, speedup, 1, 2);
-            json_object_set_new(row, "speculative_speedup", summary_json(speedup));
+        pair->target.max_threads = counts[i];
+        json_array_append_new(rows, machine_row(b, pair, memory, &w, counts[i], defaults[i]));
+    }
+    if (n_prompts > 0) {
+        out(b, "\nSpeculative decoding (γ auto, the draft on the CLI's default threads and on one) against target-only "
+            "on %d held-out prompts of %d tokens (seed = the prompt's index + 1): speed-up median [min–max] over the "
+            "prompts; tokens per round; a round's time in ms — the draft's forwards, the sampling of its q rows, the "
+            "target's verification, the sampling of its p rows, the accept rule, the commit with the caches' "
+            "rollback, and the rest (the policy, bookkeeping) — and the share of the time outside the forwards, "
+            "beside target-only's (its sampling and bookkeeping). The pool's hand-offs are inside the forwards: "
+            "one costs what the table above says.\n\n"
+            "| threads | temperature | draft threads | speed-up | tokens/round | draft | q rows | verify | p rows | "
+            "accept | commit | rest | outside forwards | target-only's |\n"
+            "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n", n_prompts, b->opt.tokens);
+        for (int i = 0; i < n_counts; i++) {
+            pair->target.max_threads = counts[i];
+            json_t *more = speculative_rows(b, pair, prompts, n_prompts, counts[i], defaults[i]);
+            json_array_extend(spec, more);
+            json_decref(more);
         }
-        out(b, "| %d | %s | %s | %s | %s |\n", counts[i], fmt_range(c1, sizeof c1, rate, 1, 0),
-            fmt_range(c2, sizeof c2, summary_scaled(fraction, 100), 1, 0), fmt_range(c3, sizeof c3, cost, 1, 2), c4);
-        json_array_append_new(rows, row);
     }
     pair->target.max_threads = pair->draft.max_threads = pool_size(b->pool);
     workload_free(&w);
-    free(seconds), free(plain), free(outputs);
     if (prompts) prompts_free(prompts, n_prompts);
-    suite_end(b, json_pack("{s:i, s:i, s:o}", "context", SWEEP_CONTEXT, "verify_t", VERIFY_T, "counts", rows));
+    suite_end(b, json_pack("{s:i, s:i, s:o, s:o}", "context", SWEEP_CONTEXT, "verify_t", VERIFY_T, "counts", rows,
+                           "speculative", spec));
 }

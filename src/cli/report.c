@@ -248,6 +248,7 @@ int print_stats(Session *s, bool drafting, const SpecStats *st, const int *promp
         goto done;
     double alpha = st->n_min_pq ? st->sum_min_pq / st->n_min_pq : 0;
     double c = st->target_t1_seconds > 0 ? st->draft_step_seconds / st->target_t1_seconds : 0;
+    const double per_round = st->rounds ? 1e3 / st->rounds : 0;  // ms per round from a total in seconds
     double target_gbs = st->target_seconds > 0 ? (double)s->target.weight_bytes * st->rounds / st->target_seconds / 1e9 : 0;
     char predicted[32] = "null", theorem[32] = "null";
     if (drafting) {
@@ -261,6 +262,8 @@ int print_stats(Session *s, bool drafting, const SpecStats *st, const int *promp
             "\"tree_rounds\": %d, \"sibling_accepted\": %d, "
             "\"mean_min_pq\": %.4f, \"tokens_per_target_call\": %.3f, \"mean_gamma\": %.2f, \"c\": %.4f, "
             "\"predicted_speedup\": %s, \"theorem_3_8_speedup\": %s, \"weights_GB_per_s\": %.2f, "
+            "\"round_ms\": {\"draft\": %.4f, \"q_rows\": %.4f, \"verify\": %.4f, \"p_rows\": %.4f, \"accept\": %.4f, "
+            "\"commit\": %.4f, \"rest\": %.4f}, "
             "\"isa\": \"%s\", \"threads\": %d, \"draft_threads\": %d, \"quant\": \"%s\", \"draft_quant\": \"%s\", "
             "\"logits_xxh64\": \"%016" PRIx64 "\"}\n",
             n_prompt, st->prefill_seconds * 1e3, st->generated,
@@ -269,7 +272,11 @@ int print_stats(Session *s, bool drafting, const SpecStats *st, const int *promp
             st->accepted, st->drafted ? (double)st->accepted / st->drafted : 0, st->tree_rounds, st->sibling_accepted,
             alpha,
             st->rounds ? (double)st->generated / st->rounds : 0, st->mean_gamma, c,
-            predicted, theorem, target_gbs,
+            predicted, theorem, target_gbs, per_round * (st->draft_seconds - st->q_seconds),
+            per_round * st->q_seconds, per_round * st->target_seconds, per_round * st->p_seconds,
+            per_round * st->accept_seconds, per_round * st->commit_seconds,
+            per_round * (st->decode_seconds - st->draft_seconds - st->target_seconds - st->p_seconds -
+                         st->accept_seconds - st->commit_seconds),
             s->target.kernels->name, pool_size(s->pool), s->has_draft ? s->draft.max_threads : 0,
             quant_name(s->target.quant), s->has_draft ? quant_name(s->draft.quant) : "",
             (uint64_t)XXH64(logits, sizeof(float) * V, 0));

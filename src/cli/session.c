@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "base/clock.h"
+#include "model/probe.h"
 
 int spec_params_from_args(const Args *args, SpecParams *params, Err *err) {
     *params = (SpecParams){.sampling = args->sampling, .seed = args->seed, .max_tokens = args->n_tokens,
@@ -70,51 +70,11 @@ int session_open(Session *s, const char *target_dir, const char *draft_dir, int 
     return 0;
 }
 
-enum { PROBE_CONTEXT = 16, PROBE_STEPS = 8, PROBE_ROUNDS = 3 };
-
-// The draft's thread count whose decode steps measure fastest: 1, 2, 4, ... and the pool's size, each timed over
-// PROBE_STEPS steps after PROBE_CONTEXT positions, best of PROBE_ROUNDS rounds in turn (a few milliseconds for a
-// small draft; the threads another program keeps busy show up as slower steps). The output is the same whatever
-// it picks (model.h: batch and thread invariance).
-static int fastest_draft_threads(Model *draft, Err *err) {
-    const int pool = pool_size(draft->pool);
-    int counts[32], n = 0;
-    for (int c = 1; c < pool && n < 31; c *= 2) counts[n++] = c;
-    counts[n++] = pool;
-    double best[32];
-    for (int i = 0; i < n; i++) best[i] = 1e30;
-    int tokens[PROBE_CONTEXT + PROBE_STEPS];
-    for (int i = 0; i < PROBE_CONTEXT + PROBE_STEPS; i++) tokens[i] = i % draft->n_vocab;
-    KVCache cache;
-    float *logits = malloc(sizeof(float) * draft->cfg.vocab_size);
-    if (!logits) return err_fmt(err, "out of memory timing the draft");
-    if (model_kv_init(draft, &cache, err)) return free(logits), -1;
-    // (a context shorter than the probe's, --ctx's say, starts it at position 0 and takes what steps fit)
-    const int context = draft->cfg.n_positions >= PROBE_CONTEXT + PROBE_STEPS ? PROBE_CONTEXT : 0;
-    const int steps = draft->cfg.n_positions - context < PROBE_STEPS ? draft->cfg.n_positions - context : PROBE_STEPS;
-    int rc = context ? model_forward(draft, &cache, tokens, context, logits, false, err) : 0;
-    for (int r = 0; r < PROBE_ROUNDS && rc == 0; r++)
-        for (int i = 0; i < n && rc == 0; i++) {
-            draft->max_threads = counts[i];
-            const double t0 = now_seconds();
-            for (int t = 0; t < steps && rc == 0; t++)
-                rc = model_forward(draft, &cache, tokens + context + t, 1, logits, false, err);
-            const double seconds = now_seconds() - t0;
-            best[i] = seconds < best[i] ? seconds : best[i];
-            kv_truncate(&cache, context);
-        }
-    kv_free(&cache);
-    free(logits);
-    int fastest = 0;
-    for (int i = 1; i < n; i++) fastest = best[i] < best[fastest] ? i : fastest;
-    return rc ? -1 : counts[fastest];
-}
-
 int session_draft_threads(Session *s, int n, Err *err) {
     if (n > pool_size(s->pool))
         return err_fmt(err, "--draft-threads %d: more than the %d threads of --threads", n, pool_size(s->pool));
     if (!s->has_draft) return 0;
-    if (n == 0 && (n = fastest_draft_threads(&s->draft, err)) < 0) return -1;
+    if (n == 0 && (n = probe_fastest_threads(&s->draft, NULL, err)) < 0) return -1;
     s->draft.max_threads = n;
     return 0;
 }

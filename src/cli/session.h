@@ -34,7 +34,8 @@ void session_close(Session *s);
 
 // Limits the draft's jobs to n threads of the pool (--draft-threads; each job still runs on only as many as its
 // size pays for, see run_job in forward.c); 0: the count among 1, 2, 4, ... and the pool's whose draft steps
-// measure fastest now. n above the pool's size is an error.
+// measure fastest now, fewer threads unless more are clearly faster (model/probe.h). n above the pool's size is an
+// error.
 int session_draft_threads(Session *s, int n, Err *err);
 
 // What generate, chat and serve open: session_open and session_draft_threads with the command's options

@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/clock.h"
 #include "speculative/speculative.h"
 
 static int max_width(const SpecParams *params) { return params->tree_width > 1 ? params->tree_width : 1; }
@@ -61,9 +62,11 @@ static int model_propose(Drafter *self, const int *context, int n, const DraftRe
             const float *logits = d->logits + (size_t)(level == 0 ? 0 : f) * V;
             if (d->p_min > 0 && sampling_top_probability(logits, V) < d->p_min) continue;  // the draft is unsure
             double *q_row = q + (size_t)q_rows * V;
+            const double t0 = now_seconds();
             if (sampler_adjust(&d->sampler, q_row, logits))
                 return err_fmt(err, "the draft model produced a NaN or infinite logit at position %d",
                                n + level - 1);
+            report->q_seconds += now_seconds() - t0;
             if (level == 0) {
                 draw_first_level(d, tree, logits, q_row, node, width, n + level);
             } else {
@@ -104,9 +107,12 @@ static int model_check(Drafter *self, const int *context, int n_prefill, Err *er
 }
 
 int model_drafter_init(ModelDrafter *d, Model *draft, const SpecParams *params, float p_min, Err *err) {
+    // Planned on one thread, whatever --draft-threads: a draft is small, its fastest count 1 or 2 (model/probe.h),
+    // and a plan must not follow the probe's timings. A step samples its q row too.
+    const double row = spec_row_cost(draft->n_vocab), step = spec_forward_cost(draft, 1, 1) + row;
     *d = (ModelDrafter){.base = {.prefill = model_prefill, .propose = model_propose, .rollback = model_rollback,
-                                 .check_rollback = model_check, .step_cost = spec_forward_cost(draft, 1),
-                                 .row_cost = spec_forward_cost(draft, 2) - spec_forward_cost(draft, 1)},
+                                 .check_rollback = model_check, .step_cost = step,
+                                 .row_cost = spec_forward_cost(draft, 2, 1) - spec_forward_cost(draft, 1, 1) + row},
                         .model = draft, .params = params, .p_min = p_min, .max_width = max_width(params)};
     d->logits = malloc(sizeof(float) * d->max_width * draft->n_vocab);
     d->scratch = malloc(sizeof(double) * draft->n_vocab);

@@ -60,6 +60,7 @@ typedef struct {
     int n_run, match_length;
     bool run_proposed;
     int calls;              // draft model forward passes this proposal made (a lookup makes none)
+    double q_seconds;       // of the proposal's time: turning the draft's logits into q rows (sampler_adjust)
 } DraftReport;
 
 // The scheduler calls propose() once per round and rollback() after verification. A drafter holds its functions

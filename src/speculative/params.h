@@ -27,11 +27,14 @@ typedef enum {
 } SpecSampler;
 
 // Random numbers are keyed by (seed, position, stream) (sampling.h), never drawn from a stream that rounds
-// consume, so the same seed, files and options give the same tokens on every run and at every thread count:
-//   - SAMPLER_COUPLED: whatever γ, policy and timings; and the same tokens as target-only decoding.
-//   - SAMPLER_REJECTION: for a fixed γ and for heuristic; GAMMA_AUTO, whose γ would follow measured timings, plans
-//     with spec_forward_cost instead at temperature > 0, where which positions are drafted decides which random
-//     numbers a token gets (greedy output is the target's whatever γ, so there it plans with measurements).
+// consume, so the same seed, files and options give the same tokens on every run:
+//   - SAMPLER_COUPLED: whatever γ, policy, timings and thread count; and the same tokens as target-only decoding.
+//   - SAMPLER_REJECTION: for a fixed γ and for heuristic, at every thread count; GAMMA_AUTO, whose γ would follow
+//     measured timings, plans with spec_forward_cost instead at temperature > 0, where which positions are drafted
+//     decides which random numbers a token gets — the same tokens on every run with the same target thread count
+//     (the model knows the threads: at 16 a draft step costs more against the target's than at 2), not
+//     necessarily at another; --draft-threads does not change them. Greedy output is the target's whatever γ, so
+//     there it plans with measurements.
 typedef struct SpecParams {
     SamplingParams sampling;
     SpecSampler sampler;

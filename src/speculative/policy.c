@@ -73,13 +73,22 @@ double policy_target_time(const GammaState *g, int T) {
 }
 
 // FLOPs per byte of weights at which a forward's arithmetic takes as long as streaming its weights: a CPU's
-// balance point, near what the bench measures for the shipped target (docs/performance-history.md, "The γ policy's
-// constants").
+// balance point, near what the bench measures for the shipped target.
 static const double FORWARD_FLOPS_PER_BYTE = 4.0;
+// How the weight stream speeds up with threads: as threads^0.72, the shipped target's decode speed from 1 to 16
+// threads of a 16-core Xeon (issue 29). The arithmetic divides among the threads.
+static const double BANDWIDTH_EXPONENT = 0.72;
+// One row of logits turned into probabilities (sampler_adjust) costs as long as one thread streaming this many bytes
+// of weights per logit of the row: its passes run on one thread whatever the pool.
+// The measurements behind these three: docs/performance-history.md, "The γ policy's constants".
+static const double SAMPLING_BYTES_PER_TOKEN = 10.0;
 
-double spec_forward_cost(const Model *m, int T) {
-    return (double)m->weight_bytes + T * 2.0 * model_matrix_multiply_adds(m) / FORWARD_FLOPS_PER_BYTE;
+double spec_forward_cost(const Model *m, int T, int threads) {
+    return (double)m->weight_bytes / pow(threads, BANDWIDTH_EXPONENT) +
+           T * 2.0 * model_matrix_multiply_adds(m) / (FORWARD_FLOPS_PER_BYTE * threads);
 }
+
+double spec_row_cost(int V) { return SAMPLING_BYTES_PER_TOKEN * V; }
 
 // GAMMA_AUTO, measuring, starts with one plain round, which measures t_target(1), the yardstick of every choice (and
 // of the predicted speedup), then drafts 4 to measure a draft step (a lookup's costs nothing: not measured); from
@@ -251,7 +260,9 @@ void policy_init(GammaState *g, const Model *target, const Drafter *drafter, con
                                   params->sampling.temperature > 0};
     for (int source = 0; source < N_SOURCES; source++) g->alpha[source] = ALPHA_PRIOR;
     g->alpha[LOOKUP_NEXT] = ALPHA_NEXT_PRIOR;
-    for (int T = 1; T < T_SLOTS; T++) g->model_target[T] = spec_forward_cost(target, T);  // tree_verify_time too
+    // The target on its threads, with the p rows a verification of T tokens may adjust (tree_verify_time too).
+    for (int T = 1; T < T_SLOTS; T++)
+        g->model_target[T] = spec_forward_cost(target, T, target->max_threads) + T * spec_row_cost(target->n_vocab);
     if (g->modelled) {
         g->model_draft_step = drafter->step_cost;
         g->model_draft_row = drafter->row_cost;

@@ -8,9 +8,10 @@
 // What it learns (policy_learn), per source of drafts: the draft model's α; a lookup run's first draft per match
 // length and its later drafts (a run costs no draft step, t_draft = 0); a_W per width. Runs the lookup found but
 // did not propose teach as well. Costs: running means of the measured forwards (t_target(T) fitted over the T's
-// measured) — or, where the shape could change sampled output (SpecParams), spec_forward_cost's model, the same on
-// every machine. For a drafter with a lookup, each match length's run competes with the model's drafts
-// (DraftRequest.lookup_gamma). The reasons behind the priors and thresholds are beside them in policy.c.
+// measured) — or, where the shape could change sampled output (SpecParams), spec_forward_cost's model of sizes and
+// the target's thread count, the same on every run. For a drafter with a lookup, each match length's run competes
+// with the model's drafts (DraftRequest.lookup_gamma). The reasons behind the priors and thresholds are beside
+// them in policy.c.
 #ifndef SPECDEC_POLICY_H
 #define SPECDEC_POLICY_H
 

@@ -11,6 +11,10 @@ void record_stats(SpecStats *st, Tally *tally, const Round *r) {
     st->tree_rounds += r->width > 1;
     st->one_hot_drafted += r->n_one_hot;
     st->target_seconds += r->target_seconds;
+    st->q_seconds += r->report.q_seconds;
+    st->p_seconds += r->p_seconds;
+    st->accept_seconds += r->accept_seconds;
+    st->commit_seconds += r->commit_seconds;
     tally->gamma_sum += r->depth;
     tally->rounds_by_shape[r->width][r->depth]++;
     st->rounds_by_depth[r->depth]++;

@@ -30,7 +30,9 @@ typedef struct {
     TokenKind kind;                     // of next: TOKEN_BONUS, _RESAMPLED, or _TARGET (plain decoding)
     double residual_mass;               // Σ max(0, p − q) at the rejection
     int n_committed;                    // of x_1..x_{n_accepted}, next: committed (end-of-text and -n stop early)
-    double draft_seconds, target_seconds;
+    double draft_seconds, target_seconds;  // in the drafter's propose(); in the verify forward
+    double p_seconds, accept_seconds;   // in the target's p rows (sampler_adjust); in the rest of steps 3 and 4
+    double commit_seconds;              // in step 5, the commit and the caches' rollback
     int draft_calls;                    // draft model forwards
 } Round;
 

@@ -9,23 +9,73 @@
 
 enum { LANES = 8 };  // independent running sums / maxima: 8 dependency chains in flight instead of one
 
-// Lane j scans logits j, j + 8, j + 16, ...; the first maximum of each lane is kept, then the lowest index
-// among the lanes' maxima wins.
-int sampling_argmax(const float *logits, int V) {
-    float best_value[LANES];
-    int best[LANES];
-    for (int j = 0; j < LANES; j++) best_value[j] = -INFINITY, best[j] = V;
+// The largest and the smallest of x[0..n), NaN ignored, and whether a value is NaN or +inf (nothing sensible to
+// sample from: NaN compares false both ways, so it is caught as "not below +inf"). One pass, 8 values at a time
+// in two 4-lane vectors (GCC's and Clang's vector extensions: SSE2 on x86-64, NEON on AArch64) — the loop
+// vectoriser leaves a float max or min reduction scalar, as reordering it could move a NaN. A lane takes x where
+// the comparison's mask is set: select(m, a, b) = m ? a : b, lane by lane.
+typedef float Floats __attribute__((vector_size(16)));
+typedef int32_t Masks __attribute__((vector_size(16)));
+
+static Floats select_lanes(Masks m, Floats a, Floats b) { return (Floats)((m & (Masks)a) | (~m & (Masks)b)); }
+
+typedef struct {
+    float max, min;  // −inf and +inf for an empty row or one of NaN only
+    bool bad;        // a value is NaN or +inf
+} Range;
+
+static Range row_range(const float *x, int n) {
+    const Floats inf = {INFINITY, INFINITY, INFINITY, INFINITY};
+    Floats max[2] = {-inf, -inf}, min[2] = {inf, inf};
+    Masks bad[2] = {{0}};
     int i = 0;
-    for (; i + LANES <= V; i += LANES)
-        for (int j = 0; j < LANES; j++)
-            if (logits[i + j] > best_value[j]) best_value[j] = logits[i + j], best[j] = i + j;
-    for (; i < V; i++)
-        if (logits[i] > best_value[0]) best_value[0] = logits[i], best[0] = i;
-    int winner = 0;
-    for (int j = 1; j < LANES; j++)
-        if (best_value[j] > best_value[winner] || (best_value[j] == best_value[winner] && best[j] < best[winner]))
-            winner = j;
-    return best[winner] < V ? best[winner] : 0;  // every logit −inf: index 0, as a plain scan would give
+    for (; i + 8 <= n; i += 8)
+        for (int k = 0; k < 2; k++) {
+            Floats v;
+            memcpy(&v, x + i + 4 * k, sizeof v);
+            max[k] = select_lanes(v > max[k], v, max[k]);
+            min[k] = select_lanes(v < min[k], v, min[k]);
+            bad[k] |= ~(v < inf);
+        }
+    Range r = {-INFINITY, INFINITY, false};
+    for (int k = 0; k < 2; k++)
+        for (int j = 0; j < 4; j++) {
+            r.max = max[k][j] > r.max ? max[k][j] : r.max;
+            r.min = min[k][j] < r.min ? min[k][j] : r.min;
+            r.bad |= bad[k][j] != 0;
+        }
+    for (; i < n; i++) {
+        r.max = x[i] > r.max ? x[i] : r.max;
+        r.min = x[i] < r.min ? x[i] : r.min;
+        r.bad |= !(x[i] < INFINITY);
+    }
+    return r;
+}
+
+// The lowest i with x[i] == value, or 0 when there is none: 8 values at a time, their compares or-ed together in
+// one vector, then the block that holds it scanned.
+static int first_equal(const float *x, int n, float value) {
+    const Floats target = {value, value, value, value};
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+        Floats v[2];
+        memcpy(v, x + i, sizeof v);
+        const Masks hit = (v[0] == target) | (v[1] == target);
+        if (hit[0] | hit[1] | hit[2] | hit[3]) break;
+    }
+    for (; i < n; i++)
+        if (x[i] == value) return i;
+    return 0;
+}
+
+// The first index holding the largest value: two passes that vectorise (the range, then the search), where one
+// pass tracking an index per lane does not. NaN never wins (it compares false); every logit −inf (or NaN) gives
+// index 0, as a plain scan would.
+int sampling_argmax(const float *logits, int V) { return first_equal(logits, V, row_range(logits, V).max); }
+
+// The 8 lanes' partial sums added in one fixed tree.
+static double lanes_total(const double *part) {
+    return ((part[0] + part[4]) + (part[1] + part[5])) + ((part[2] + part[6]) + (part[3] + part[7]));
 }
 
 double sampling_sum(const double *x, int n) {
@@ -34,7 +84,17 @@ double sampling_sum(const double *x, int n) {
     for (; i + LANES <= n; i += LANES)
         for (int j = 0; j < LANES; j++) part[j] += x[i + j];
     for (; i < n; i++) part[0] += x[i];
-    return ((part[0] + part[4]) + (part[1] + part[5])) + ((part[2] + part[6]) + (part[3] + part[7]));
+    return lanes_total(part);
+}
+
+// sampling_sum of x[0..n) widened to doubles (the same additions, so the same result), without writing them out.
+static double widened_sum(const float *x, int n) {
+    double part[LANES] = {0};
+    int i = 0;
+    for (; i + LANES <= n; i += LANES)
+        for (int j = 0; j < LANES; j++) part[j] += x[i + j];
+    for (; i < n; i++) part[0] += x[i];
+    return lanes_total(part);
 }
 
 double sampling_top_probability(const float *logits, int V) {
@@ -118,62 +178,32 @@ static int rank_candidates(Sampler *s, const double *probs, const float *logits,
     return n;
 }
 
-// The largest and the smallest logit; the largest is NaN when a logit is NaN or +inf (nothing sensible to sample
-// from: NaN compares false both ways, so it is caught as "not below +inf"). In LANES lanes, which the compiler
-// turns into vector compares, minima and maxima, where one running max and flag compile to a chain of scalar
-// compares, one logit at a time.
-typedef struct {
-    float max, min;
-} Range;
-
-static Range checked_range(const float *logits, int V) {
-    float max[LANES], min[LANES];
-    int bad[LANES] = {0};
-    for (int j = 0; j < LANES; j++) max[j] = -INFINITY, min[j] = INFINITY;
-    int i = 0;
-    for (; i + LANES <= V; i += LANES)
-        for (int j = 0; j < LANES; j++) {
-            const float x = logits[i + j];
-            bad[j] |= !(x < INFINITY);
-            max[j] = x > max[j] ? x : max[j];
-            min[j] = x < min[j] ? x : min[j];
-        }
-    for (; i < V; i++) {
-        const float x = logits[i];
-        bad[0] |= !(x < INFINITY);
-        max[0] = x > max[0] ? x : max[0];
-        min[0] = x < min[0] ? x : min[0];
-    }
-    for (int j = 1; j < LANES; j++) {
-        bad[0] |= bad[j];
-        max[0] = max[j] > max[0] ? max[j] : max[0];
-        min[0] = min[j] < min[0] ? min[j] : min[0];
-    }
-    return (Range){bad[0] ? NAN : max[0], min[0]};
-}
-
 int sampler_adjust(Sampler *s, double *probs, const float *logits) {
     const int V = s->V;
     const SamplingParams *params = &s->params;
-    const Range range = checked_range(logits, V);
+    const Range range = row_range(logits, V);
     const float max = range.max;
-    if (!(max > -INFINITY)) return -1;  // NaN, +inf, or every logit −inf
+    if (range.bad || !(max > -INFINITY)) return -1;  // NaN, +inf, or every logit −inf
     if (params->temperature <= 0.0f) {  // the one-hot limit
         memset(probs, 0, sizeof(double) * V);
-        probs[sampling_argmax(logits, V)] = 1.0;
+        probs[first_equal(logits, V, max)] = 1.0;
         return 0;
     }
     // 1. Temperature. (logit − max) / T ≤ 0 cannot overflow upwards; the kernel's exp is approximate, and an
     // exponent of −inf (a masked token, or one so far below the max that the difference overflows) gets exactly 0.
-    // (logit − max) / T grows with the logit, so the smallest logit's is the only one to check for −inf.
+    // (logit − max) / T grows with the logit, so the smallest logit's is the only one to check for −inf. At T = 1
+    // the division is exact and skipped. The softmax is renormalised in doubles: its sum is taken over the floats
+    // widened, and the doubles are written once, already divided by it.
     const float t = params->temperature;
-    for (int i = 0; i < V; i++) s->scaled[i] = (logits[i] - max) / t;
+    if (t == 1.0f)
+        for (int i = 0; i < V; i++) s->scaled[i] = logits[i] - max;
+    else
+        for (int i = 0; i < V; i++) s->scaled[i] = (logits[i] - max) / t;
     s->kernels->softmax(s->scaled, V);
-    for (int i = 0; i < V; i++) probs[i] = s->scaled[i];
     if ((range.min - max) / t == -INFINITY)
-        for (int i = 0; i < V; i++) probs[i] = (logits[i] - max) / t == -INFINITY ? 0.0 : probs[i];
-    const double inv_sum = 1.0 / sampling_sum(probs, V);
-    for (int i = 0; i < V; i++) probs[i] *= inv_sum;
+        for (int i = 0; i < V; i++) s->scaled[i] = (logits[i] - max) / t == -INFINITY ? 0.0f : s->scaled[i];
+    const double inv_sum = 1.0 / widened_sum(s->scaled, V);
+    for (int i = 0; i < V; i++) probs[i] = s->scaled[i] * inv_sum;
     const bool top_k = params->top_k > 0 && params->top_k < V, top_p = params->top_p < 1.0f;
     if (!top_k && !top_p) return 0;
 

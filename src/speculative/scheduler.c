@@ -104,12 +104,14 @@ static int verify(Scheduler *s, Round *r, Err *err) {
 }
 
 // p after `node` (−1: after the newest committed token): the target's adjusted distribution of verify's row.
-static const double *target_probs(Scheduler *s, int node, int position, Err *err) {
+static const double *target_probs(Scheduler *s, Round *r, int node, int position, Err *err) {
     double *p = s->p + (size_t)(node + 1) * s->V;
+    const double t0 = now_seconds();
     if (sampler_adjust(&s->sampler, p, s->logits + (size_t)(node + 1) * s->V)) {
         err_fmt(err, "the target model produced a NaN or infinite logit at position %d", position);
         return NULL;
     }
+    r->p_seconds += now_seconds() - t0;
     return p;
 }
 
@@ -144,7 +146,7 @@ static int accept_or_resample(Scheduler *s, Round *r, Err *err) {
     r->kind = r->tree.n > 0 ? TOKEN_BONUS : TOKEN_TARGET;
     for (int node = -1;;) {
         const int position = s->n + r->n_accepted;
-        const double *p = target_probs(s, node, position - 1, err);
+        const double *p = target_probs(s, r, node, position - 1, err);
         if (!p) return -1;
         int children[TREE_WIDTH_MAX], m = 0;
         for (int i = node + 1; i < r->tree.n && m < TREE_WIDTH_MAX; i++)
@@ -270,9 +272,14 @@ static int generate(Model *target, KVCache *cache, Drafter *drafter, const int *
         if (draft(&s, &r, err)) goto done;
         const double t1 = now_seconds();
         if (verify(&s, &r, err)) goto done;
+        const double t2 = now_seconds();
+        if (accept_or_resample(&s, &r, err)) goto done;
+        const double t3 = now_seconds();
+        if (commit_and_roll_back(&s, &r, err)) goto done;
         r.draft_seconds = t1 - t0;
-        r.target_seconds = now_seconds() - t1;
-        if (accept_or_resample(&s, &r, err) || commit_and_roll_back(&s, &r, err)) goto done;
+        r.target_seconds = t2 - t1;
+        r.accept_seconds = t3 - t2 - r.p_seconds;
+        r.commit_seconds = now_seconds() - t3;
         record_round(&s, &r);
     }
     *n_out = stats->generated;

@@ -53,6 +53,10 @@ typedef struct {
     double prefill_seconds;     // reading the prompt (both models), before the first round
     double decode_seconds;      // the rounds: generation proper, what tokens per second is measured over
     double target_seconds, draft_seconds;  // of decode_seconds: in target forwards, in the drafter
+    // Where the rest of a round goes: of draft_seconds, the draft's q rows (sampler_adjust); beside it, the
+    // target's p rows, the accept rule (steps 3 and 4 but the p rows), the commit and the caches' rollback (step 5).
+    // What decode_seconds holds beyond these and the forwards is the policy and the bookkeeping.
+    double q_seconds, p_seconds, accept_seconds, commit_seconds;
     double target_t1_seconds;   // mean time of a T = 1 target forward (measured or fitted), for c
     double draft_step_seconds;  // mean time of one draft step (running estimate)
     double mean_gamma;          // the mean depth drafted (a chain's γ)
@@ -84,12 +88,16 @@ int speculative_generate(Model *target, Drafter *drafter, const int *prompt, int
 int speculative_continue(Model *target, KVCache *cache, Drafter *drafter, const int *prompt, int n_prompt,
                          const SpecParams *params, int *out, int *n_out, SpecStats *stats, Err *err);
 
-// The cost model GAMMA_AUTO plans with where timings must not decide (SpecParams): a forward over T tokens streams
-// the weights once and does T tokens' arithmetic, at an assumed FORWARD_FLOPS_PER_BYTE (a CPU's balance point)
-//   cost(T) = weight bytes + T · 2 · (matrix weights) / FORWARD_FLOPS_PER_BYTE        [bytes]
-// Deterministic, the same on every machine, and only a model: fixed per-forward costs (thread hand-offs, cache
-// misses), which make a small draft dearer than its bytes, are not in it.
-double spec_forward_cost(const Model *m, int T);
+// The cost model GAMMA_AUTO plans with where timings must not decide (SpecParams): a forward over T tokens on
+// `threads` threads streams the weights once, at a bandwidth that grows as threads^0.72, and does T tokens'
+// arithmetic, divided among the threads, at an assumed FORWARD_FLOPS_PER_BYTE (a CPU's balance point)
+//   cost(T, n) = weight bytes / n^0.72 + T · 2 · (matrix weights) / (FORWARD_FLOPS_PER_BYTE · n)      [bytes]
+// and turning a row of V logits into probabilities costs spec_row_cost(V), on one thread. The target is planned on
+// its max_threads (--threads), a draft on one. Deterministic — a function of the sizes and the thread count, the
+// same on every run — and only a model: fixed per-forward costs (thread hand-offs, cache misses), which make a
+// small draft dearer than its bytes, are not in it.
+double spec_forward_cost(const Model *m, int T, int threads);
+double spec_row_cost(int V);
 
 // E[tokens per round] = (1 − α^{γ+1}) / (1 − α), the paper's equation 1 (γ + 1 when α = 1).
 double spec_expected_tokens(double alpha, double gamma);

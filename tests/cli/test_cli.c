@@ -1,5 +1,6 @@
 // test_cli.c — the specdec command line: output formats, and bad input → one line on stderr and exit status 2.
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +38,35 @@ TEST(cli_generate_prints_ids_and_stats) {
     CHECK(status == 0, "exit status %d: %s", status, err);
     CHECK(count_words(out) <= 5 && count_lines(out) == 1, "expected up to 5 ids on one line, got \"%s\"", out);
     CHECK(strstr(err, "\"tokens_per_s\"") && strstr(err, "\"logits_xxh64\""), "stats line: \"%s\"", err);
+    free(out);
+    free(err);
+}
+
+// --stats' round_ms splits a round's mean time into the draft's forwards, its q rows, the verification, the p rows,
+// the accept rule, the commit and the rest, which add up to the generation's time (ms_per_token × generated tokens
+// over target_calls rounds).
+TEST(cli_stats_split_a_round) {
+    char *out, *err;
+    int status =
+        run_specdec("generate -m " MODEL " -d " MODEL " --ids \"4 5\" -n 12 --gamma 3 --stats", &out, &err);
+    CHECK(status == 0, "exit status %d: %s", status, err);
+    double draft = -1, q_rows = -1, verify = -1, p_rows = -1, accept = -1, commit = -1, rest = -1, ms_per_token = 0;
+    int generated = 0, rounds = 0;
+    const char *split = strstr(err, "\"round_ms\": {"), *per_token = strstr(err, "\"ms_per_token\": ");
+    const char *calls = strstr(err, "\"target_calls\": "), *tokens = strstr(err, "\"generated_tokens\": ");
+    CHECK(split && sscanf(split, "\"round_ms\": {\"draft\": %lf, \"q_rows\": %lf, \"verify\": %lf, \"p_rows\": %lf, "
+                                 "\"accept\": %lf, \"commit\": %lf, \"rest\": %lf}", &draft, &q_rows, &verify,
+                          &p_rows, &accept, &commit, &rest) == 7, "no round_ms split: \"%s\"", err);
+    CHECK(per_token && calls && tokens && sscanf(per_token, "\"ms_per_token\": %lf", &ms_per_token) == 1 &&
+              sscanf(calls, "\"target_calls\": %d", &rounds) == 1 &&
+              sscanf(tokens, "\"generated_tokens\": %d", &generated) == 1 && rounds > 0,
+          "stats line: \"%s\"", err);
+    CHECK(draft > 0 && q_rows > 0 && verify > 0 && p_rows > 0 && accept >= 0 && commit >= 0 && rest >= -1e-4,
+          "round_ms: %g, %g, %g, %g, %g, %g, %g", draft, q_rows, verify, p_rows, accept, commit, rest);
+    const double total = (draft + q_rows + verify + p_rows + accept + commit + rest) * rounds;
+    const double want = ms_per_token * generated;
+    CHECK(fabs(total - want) <= 0.01 * want + 0.01, "round_ms × %d rounds = %g ms, the generation took %g ms", rounds,
+          total, want);
     free(out);
     free(err);
 }

@@ -10,7 +10,10 @@
 //   - beside a draft model whose drafts are right, a run takes the model's place only after the acceptance of 4 first
 //     drafts has been learned, from the rounds in which it was not proposed too: a wrong run is proposed at most once
 //     (a match length not yet seen is judged by the lookup's other lengths), the model drafts in every other such
-//     round, and right runs come to be proposed.
+//     round, and right runs come to be proposed;
+//   - under rejection sampling at a temperature, the cost model knows the target's threads: a draft step costs
+//     more against the target at 16 threads than at 1 or 2, and a draft that pays on one thread does not on 16;
+//     the shipped pair's plan shortens from γ = 3 on 1 and 2 threads to 2 on 16.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +22,7 @@
 
 #include "harness.h"
 #include "model/model.h"
+#include "speculative/policy.h"
 #include "random_checkpoint.h"
 #include "speculative/speculative.h"
 
@@ -189,7 +193,7 @@ static void beside_a_right_model(Model *target) {
     int expect[N_NEW], got[N_NEW];
     SpecStats stats;
     generate(target, NULL, 0, expect, &stats);
-    Script script = script_for(expect, 0.05 * spec_forward_cost(target, 1));  // c = 0.05
+    Script script = script_for(expect, 0.05 * spec_forward_cost(target, 1, 1));  // c = 0.05
     generate(target, &script, NEAR_GREEDY, got, &stats);
     int same = 0;
     while (same < N_NEW && got[same] == expect[same]) same++;
@@ -209,3 +213,62 @@ static void beside_a_right_model(Model *target) {
 // right runs' length before its own is seen), its right runs are: it learns both from the rounds it did not propose
 // in.
 TEST(speculative_auto_lookup_never_displaces_a_better_model) { with_target(beside_a_right_model); }
+
+// The plan at temperature 1 under rejection sampling (policy_init, policy_choose) for a draft whose step costs 0.08
+// of the target's one-thread forward, with the target on 1, 2 and 16 threads: the modelled c grows with the threads
+// as the target's weight stream speeds up (16^0.72 / 2^0.72 = 4.4 between 2 and 16, less the rows' sampling, which
+// does not), and the prior α = 0.6 pays for drafting on 1 and 2 threads, not on 16.
+static void model_knows_threads(Model *target) {
+    const SpecParams params = {.sampling = {.temperature = 1, .top_p = 1}, .policy = GAMMA_AUTO, .max_tokens = 64,
+                               .eos_id = -1};
+    const Drafter drafter = {.step_cost = 0.08 * spec_forward_cost(target, 1, 1)};
+    const int threads[] = {1, 2, 16};
+    double c[3];
+    int depth[3];
+    for (int i = 0; i < 3; i++) {
+        target->max_threads = threads[i];
+        GammaState g;
+        policy_init(&g, target, &drafter, &params);
+        CHECK(g.modelled, "temperature 1, rejection, auto: not planned with the cost model");
+        c[i] = g.model_draft_step / g.model_target[1];
+        depth[i] = policy_choose(&g, &params, &drafter).shape.depth;
+    }
+    printf("    modelled c: %.3f, %.3f, %.3f at 1, 2, 16 threads; γ %d, %d, %d\n", c[0], c[1], c[2], depth[0],
+           depth[1], depth[2]);
+    CHECK(c[0] < c[1] && c[2] > 3 * c[1], "modelled c %.3f, %.3f, %.3f at 1, 2, 16 threads", c[0], c[1], c[2]);
+    CHECK(depth[0] > 0 && depth[1] > 0 && depth[2] == 0, "γ %d, %d, %d at 1, 2, 16 threads", depth[0], depth[1],
+          depth[2]);
+    target->max_threads = 1;
+}
+
+TEST(speculative_auto_model_knows_threads) { with_target(model_knows_threads); }
+
+// The plan the shipped pair gets at temperature 1 under rejection sampling, with α = 0.66 (its acceptance there, the
+// bench's latest run) and its draft in q8 (the default), for the target on 1, 2 and 16 threads: the modelled c grows
+// with the threads and γ shortens from 3 to 2 on 16, where drafting is still planned (docs/performance.md's
+// prediction for 16 threads starts from this γ).
+TEST(speculative_auto_plans_the_shipped_pair_by_threads) {
+    Err err;
+    ThreadPool *pool = pool_create(1, &err);
+    Model target, draft;
+    CHECK(pool && model_load(&target, "weights/pystd/target", pool, &err) == 0, "%s", err.msg);
+    CHECK(model_load_quantized(&draft, "weights/pystd/draft", pool, QUANT_Q8, &err) == 0, "%s", err.msg);
+    const SpecParams params = {.sampling = {.temperature = 1, .top_p = 1}, .policy = GAMMA_AUTO, .max_tokens = 64,
+                               .eos_id = -1};
+    ModelDrafter drafter;
+    CHECK(model_drafter_init(&drafter, &draft, &params, 0, &err) == 0, "%s", err.msg);
+    const int threads[] = {1, 2, 16}, want[] = {3, 3, 2};
+    for (int i = 0; i < 3; i++) {
+        target.max_threads = threads[i];
+        GammaState g;
+        policy_init(&g, &target, &drafter.base, &params);
+        for (int source = 0; source < N_SOURCES; source++) g.alpha[source] = 0.66;
+        const int depth = policy_choose(&g, &params, &drafter.base).shape.depth;
+        printf("    %2d threads: modelled c %.3f, γ %d\n", threads[i], g.model_draft_step / g.model_target[1], depth);
+        CHECK(depth == want[i], "%d threads: γ %d, want %d", threads[i], depth, want[i]);
+    }
+    model_drafter_free(&drafter);
+    model_free(&draft);
+    model_free(&target);
+    pool_free(pool);
+}

@@ -436,39 +436,45 @@ TEST(speculative_coupled_equals_target_only) {
 }
 
 // The same seed gives the same tokens with γ auto, whose measured timings differ from run to run: under
-// rejection sampling at temperature > 0 it plans with the cost model (the same γ's, round for round), under
-// coupling the output does not depend on γ at all.
+// rejection sampling at temperature > 0 it plans with the cost model (the same γ's, round for round, at one
+// target thread count: runs 0 and 2 on 1 thread, 1 and 3 on 2 — run 3 with the draft on 1 of them, as
+// --draft-threads 1 would, which the plan does not read), under coupling the output does not depend on γ at all
+// (every run the same, whatever the threads).
 TEST(speculative_seed_reproducible_with_gamma_auto) {
     enum { N_TOKENS = 40 };
     const SpecSampler samplers[] = {SAMPLER_REJECTION, SAMPLER_COUPLED};
     for (int k = 0; k < 2; k++) {
-        int first[N_TOKENS], got[N_TOKENS];
-        SpecStats first_stats = {0}, stats;
+        int first[2][N_TOKENS], got[N_TOKENS];  // run 0's and run 1's
+        SpecStats first_stats[2] = {{0}}, stats;
         for (int run = 0; run < 4; run++) {
-            const int threads = 1 + run % 2;
+            const int threads = 1 + run % 2, same = samplers[k] == SAMPLER_REJECTION ? run % 2 : 0;
             ModelPair pair;
             pair_open(&pair, 97, 128, threads, 0.3f);
+            if (run == 3) pair.draft.max_threads = 1;
             const int prompt[] = {2, 7, 1, 8};
             SpecParams params = {.sampling = {0.7f, 0, 0.95f}, .sampler = samplers[k], .policy = GAMMA_AUTO,
                                  .max_tokens = N_TOKENS, .eos_id = -1};
-            int n = generate(&pair, prompt, 4, &params, 42, run ? got : first, run ? &stats : &first_stats, true);
+            const bool first_run = run == same;  // the first of those it must equal
+            int n = generate(&pair, prompt, 4, &params, 42, first_run ? first[same] : got,
+                             first_run ? &first_stats[same] : &stats, true);
             CHECK(n == N_TOKENS, "generated %d", n);
-            if (run) {
-                CHECK(memcmp(first, got, sizeof got) == 0, "sampler %d, run %d (%d threads): other tokens", k, run,
-                      threads);
+            if (!first_run) {
+                CHECK(memcmp(first[same], got, sizeof got) == 0, "sampler %d, run %d (%d threads): other tokens", k,
+                      run, threads);
                 if (samplers[k] == SAMPLER_REJECTION)
-                    CHECK(stats.rounds == first_stats.rounds && stats.drafted == first_stats.drafted,
-                          "run %d: %d rounds, %d drafted; run 0: %d, %d", run, stats.rounds, stats.drafted,
-                          first_stats.rounds, first_stats.drafted);
+                    CHECK(stats.rounds == first_stats[same].rounds && stats.drafted == first_stats[same].drafted,
+                          "run %d: %d rounds, %d drafted; run %d: %d, %d", run, stats.rounds, stats.drafted, same,
+                          first_stats[same].rounds, first_stats[same].drafted);
             }
             model_pair_close(&pair);
         }
-        CHECK(first_stats.drafted > 0, "sampler %d: auto drafted nothing", k);
+        CHECK(first_stats[0].drafted > 0, "sampler %d: auto drafted nothing", k);
     }
 }
 
-// The cost model of γ auto under rejection sampling: the weights' bytes once, plus per token 2 FLOPs per matrix
-// weight (V·d for the LM head, 12·L·d² for the blocks: qkv 3d², projection d², MLP 2·4d²) at 4 FLOPs per byte.
+// The cost model of γ auto under rejection sampling: the weights' bytes once, over threads^0.72, plus per token 2
+// FLOPs per matrix weight (V·d for the LM head, 12·L·d² for the blocks: qkv 3d², projection d², MLP 2·4d²) at 4
+// FLOPs per byte, over the threads; a row of V logits to probabilities 10 bytes a token.
 TEST(speculative_forward_cost_model) {
     ModelPair pair;
     pair_open(&pair, 97, 64, 1, 0.3f);
@@ -480,10 +486,14 @@ TEST(speculative_forward_cost_model) {
         CHECK(model_matrix_multiply_adds(models[m]) == per_token / 2, "model %d: %.0f multiply-adds a token", m,
               model_matrix_multiply_adds(models[m]));
         for (int T = 1; T <= 17; T += 8)
-            CHECK(fabs(spec_forward_cost(models[m], T) - ((double)models[m]->weight_bytes + T * per_token / 4)) < 1e-6,
-                  "model %d, T %d: cost %.1f", m, T, spec_forward_cost(models[m], T));
+            for (int n = 1; n <= 16; n *= 4) {
+                const double want = models[m]->weight_bytes / pow(n, 0.72) + T * per_token / (4.0 * n);
+                CHECK(fabs(spec_forward_cost(models[m], T, n) - want) < 1e-6 * want, "model %d, T %d, %d threads: "
+                      "cost %.1f, want %.1f", m, T, n, spec_forward_cost(models[m], T, n), want);
+            }
     }
-    CHECK(spec_forward_cost(&pair.draft, 1) < spec_forward_cost(&pair.target, 1), "the 1-block draft is cheaper");
+    CHECK(spec_forward_cost(&pair.draft, 1, 1) < spec_forward_cost(&pair.target, 1, 1), "the 1-block draft is cheaper");
+    CHECK(spec_row_cost(97) == 970.0, "a row of 97 logits: %g", spec_row_cost(97));
     model_pair_close(&pair);
 }
 
