@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# vs_llamacpp.sh — specdec side by side with llama.cpp on the same model: decode tokens/s and an 8-token forward's
+# tokens/s at each thread count, the two programs alternating round by round, and specdec / llama.cpp within rounds.
+#
+#   tools/vs_llamacpp.sh LLAMA_BUILD GGUF CKPT QUANT [THREADS [ROUNDS]]
+#
+#   LLAMA_BUILD  a llama.cpp build folder holding bin/llama-bench (../shared/peers/llamacpp/build.sh makes one)
+#   GGUF         the model as llama.cpp reads it (e.g. quantized by llama-quantize to Q4_0, Q4_K_M or Q8_0)
+#   CKPT         the same model as a specdec checkpoint folder (config.json and safetensors)
+#   QUANT        specdec's --quant: q4, q8, bf16, or none (the weights as stored)
+#   THREADS      thread counts, comma-separated (default 1,2); ROUNDS: how many rounds (default 3)
+#   REPS=N       (environment) repetitions of each test within one program's turn (default 3)
+#   LLAMA_ARGS   (environment) more llama-bench options, split at spaces (e.g. "--prio 2")
+#
+# What is compared (tokens/s, higher is better):
+#   decode: llama-bench's tg64 (64 tokens generated one at a time from an empty context, their mean rate) against
+#           run-bench's threads suite's T = 1 forward after 64 cached positions;
+#   T = 8:  llama-bench's pp8 (an 8-token prompt, logits of its last position only) against the suite's T = 8
+#           forward (logits of all eight positions, as a verification forward needs): a generous proxy for llama.cpp.
+#           The suite prints that forward's cost over T = 1's; its tokens/s here is 8 × (T = 1 tokens/s) / (t(8) /
+#           t(1)), from the two medians of the turn's repetitions.
+# Each round runs llama-bench and run-bench one after the other, in an order that alternates between rounds, so a
+# machine whose speed drifts slows both alike; the ratios are taken within a round, then their median [min–max]
+# over the rounds is printed, with the load average (/proc/loadavg, 1 minute) read before each turn. Never run by
+# the tests; needs only llama-bench's binary, not llama.cpp's sources.
+set -u
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+ME=vs_llamacpp.sh
+
+escaped() {  # a name as an error line shows it: control characters written as $'\n' and the like
+    if [[ $1 == *[[:cntrl:]]* ]]; then printf '%q' "$1"; else printf '%s' "$1"; fi
+}
+fail() {  # one line naming what is wrong, exit 2
+    printf '%s: %s\n' "$ME" "$1" >&2
+    exit 2
+}
+
+{ [ $# -ge 4 ] && [ $# -le 6 ]; } || fail "usage: tools/vs_llamacpp.sh LLAMA_BUILD GGUF CKPT QUANT [THREADS [ROUNDS]]"
+BUILD=$1 GGUF=$2 CKPT=$3 QUANT=$4 THREADS=${5:-1,2} ROUNDS=${6:-3} REPS=${REPS:-3}
+LLAMA_BENCH=$BUILD/bin/llama-bench RUN_BENCH=$ROOT/build/release/run-bench
+
+[ -d "$BUILD" ] || fail "LLAMA_BUILD: no folder $(escaped "$BUILD")"
+[ -x "$LLAMA_BENCH" ] || fail "LLAMA_BUILD: $(escaped "$LLAMA_BENCH") is missing or not executable"
+[ -f "$GGUF" ] || fail "GGUF: no file $(escaped "$GGUF")"
+[ "$(head -c 4 "$GGUF" 2>/dev/null)" = GGUF ] || fail "GGUF: $(escaped "$GGUF") does not start with the magic GGUF"
+[ -d "$CKPT" ] || fail "CKPT: no folder $(escaped "$CKPT")"
+[ -f "$CKPT/config.json" ] || fail "CKPT: $(escaped "$CKPT") holds no config.json (not a checkpoint folder)"
+case $QUANT in
+    q4 | q8 | bf16 | none) ;;
+    *) fail "QUANT: expected q4, q8, bf16 or none, got \"$(escaped "$QUANT")\"" ;;
+esac
+[[ $THREADS =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]] ||
+    fail "THREADS: expected counts separated by commas (1,2), got \"$(escaped "$THREADS")\""
+[[ $ROUNDS =~ ^[1-9][0-9]?$ ]] || fail "ROUNDS: expected an integer in [1, 99], got \"$(escaped "$ROUNDS")\""
+[[ $REPS =~ ^[1-9][0-9]?$ ]] || fail "REPS: expected an integer in [1, 99], got \"$(escaped "$REPS")\""
+[ -x "$RUN_BENCH" ] || fail "$(escaped "$RUN_BENCH") is missing: run make first"
+
+WORK=$(mktemp -d) || fail "mktemp -d failed"
+trap 'rm -rf "$WORK"' EXIT
+QUANT_ARGS=()
+[ "$QUANT" = none ] || QUANT_ARGS=(--quant "$QUANT")
+
+loadavg() { cut -d' ' -f1 /proc/loadavg; }
+
+run_llama() {  # round $1: llama-bench's pp8 and tg64 at every thread count, as JSON
+    echo "round $1: llama-bench (load average $(loadavg))" >&2
+    loadavg >"$WORK/llama-$1.load"
+    # shellcheck disable=SC2086 # LLAMA_ARGS is split at spaces on purpose
+    "$LLAMA_BENCH" -m "$GGUF" -p 8 -n 64 -t "$THREADS" -r "$REPS" ${LLAMA_ARGS:-} -o json >"$WORK/llama-$1.json" \
+        2>"$WORK/llama-$1.err" || fail "llama-bench failed on $(escaped "$GGUF"): $(tail -n 1 "$WORK/llama-$1.err")"
+}
+
+run_specdec() {  # round $1: run-bench's threads suite at every thread count, as JSON
+    echo "round $1: specdec run-bench (load average $(loadavg))" >&2
+    loadavg >"$WORK/specdec-$1.load"
+    "$RUN_BENCH" -m "$CKPT" "${QUANT_ARGS[@]}" -s threads --threads-sweep "$THREADS" --reps "$REPS" --no-plots \
+        --out "$WORK/specdec-$1" >"$WORK/specdec-$1.log" 2>&1 ||
+        fail "run-bench failed on $(escaped "$CKPT"): $(grep -v '^$' "$WORK/specdec-$1.log" | tail -n 1)"
+}
+
+for ((r = 1; r <= ROUNDS; r++)); do
+    if ((r % 2)); then run_llama "$r" && run_specdec "$r"; else run_specdec "$r" && run_llama "$r"; fi
+done
+
+# The table: per thread count and test, each program's tokens/s and the ratio within rounds, median [min–max].
+python3 - "$WORK" "$ROUNDS" "$GGUF" "$CKPT" "$QUANT" <<'EOF'
+import json, statistics, sys
+
+work, rounds, gguf, ckpt, quant = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
+
+
+def rng(v, digits):
+    return f"{statistics.median(v):.{digits}f} [{min(v):.{digits}f}–{max(v):.{digits}f}]"
+
+
+def read_round(r, llama, specdec, loads):
+    """Round r's figures, appended to llama and specdec ((threads, test) -> [tokens/s]) and loads."""
+    loads += [float(open(f"{work}/{p}-{r}.load").read()) for p in ("llama", "specdec")]
+    runs = json.load(open(f"{work}/llama-{r}.json"))
+    for run in runs:
+        test = "decode" if run["n_gen"] > 0 else "T = 8"
+        llama.setdefault((run["n_threads"], test), []).append(run["avg_ts"])
+    mine = json.load(open(f"{work}/specdec-{r}/latest.json"))
+    for row in mine["threads"]["counts"]:
+        rate, cost = row["target_tokens_per_s"]["median"], row["verify_cost_t8_t1"]["median"]
+        specdec.setdefault((row["threads"], "decode"), []).append(rate)
+        specdec.setdefault((row["threads"], "T = 8"), []).append(8 * rate / cost)
+    return runs[0], mine
+
+
+llama, specdec, loads = {}, {}, []
+try:
+    for r in range(1, rounds + 1):
+        info, mine = read_round(r, llama, specdec, loads)
+    title = (f"{info['cpu_info']}; llama.cpp {info['build_commit']} ({info['backends']}), {gguf} "
+             f"({info['model_type']}, {info['model_size'] / 1e6:.1f} MB); specdec {mine['machine']['commit']} "
+             f"({mine['machine']['isa']} kernels), {ckpt} --quant {quant} "
+             f"({mine['pair']['target']['weight_bytes'] / 1e6:.1f} MB of weights)")
+except (OSError, ValueError, KeyError, TypeError, IndexError) as e:
+    print(f"vs_llamacpp.sh: the results of llama-bench or run-bench lack what is expected: {e!r}", file=sys.stderr)
+    sys.exit(2)
+print(f"# specdec against llama.cpp\n\n{title}; rounds: {rounds}, alternating; load average (1 minute) "
+      f"{min(loads):.2f}–{max(loads):.2f}\n")
+print("| threads | test | llama.cpp tokens/s | specdec tokens/s | specdec / llama.cpp |\n|---:|---|---:|---:|---:|")
+for key in sorted(set(specdec) & set(llama), key=lambda k: (k[0], k[1] != "decode")):
+    ratios = [s / l for s, l in zip(specdec[key], llama[key])]
+    name = "decode (tg64 / T = 1)" if key[1] == "decode" else "T = 8 (pp8 / T = 8)"
+    print(f"| {key[0]} | {name} | {rng(llama[key], 1)} | {rng(specdec[key], 1)} | {rng(ratios, 2)} |")
+EOF
