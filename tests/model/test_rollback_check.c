@@ -5,7 +5,7 @@
 // anywhere in the rows kept, naming the model, the position and the difference. Under avx2, whose OpenBLAS takes
 // the 40-row prefill, the check passes only because it feeds the prefill as it was fed: one token at a time gives
 // keys that differ in their last bits. (That the scheduler calls it after every rollback in the debug build is
-// tested in tests/speculative/test_speculative.c.)
+// tested in tests/speculative/test_generation.c.)
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
