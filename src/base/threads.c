@@ -210,3 +210,15 @@ void pool_share(int n, int block, int thread, int n_threads, int *begin, int *en
     *begin = b0 * block < n ? b0 * block : n;
     *end = b1 * block < n ? b1 * block : n;
 }
+
+bool pool_next_chunk(PoolChunks *chunks, int n, int block, int thread, int n_threads, int *chunk, int *begin,
+                     int *end) {
+    const int n_blocks = (n + block - 1) / block;
+    int n_chunks = n_threads > 1 ? POOL_CHUNKS_PER_THREAD * n_threads : 1;
+    if (n_chunks > n_blocks) n_chunks = n_blocks;
+    // (relaxed: the claim orders nothing; the job's inputs and outputs are ordered by pool_run_on's hand-off)
+    *chunk = *chunk < 0 ? thread : n_threads + atomic_fetch_add_explicit(&chunks->claimed, 1, memory_order_relaxed);
+    if (*chunk >= n_chunks) return false;
+    pool_share(n, block, *chunk, n_chunks, begin, end);
+    return true;
+}

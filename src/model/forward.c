@@ -32,7 +32,7 @@
 
 enum {
     CHUNK_T = TREE_MAX_ROWS,  // a forward processes at most this many tokens at a time (bounds the scratch memory)
-    ROW_BLOCK = 16,     // matmul output columns are split between threads on multiples of this
+    ROW_BLOCK = 16,     // matmul output columns are cut into the threads' chunks on multiples of this
     SCRATCH_ALIGN = 64, // the activations' alignment: a cache line, and a 512-bit vector
     ATTENTION_ROWS = 16,  // at most this many query rows (heads × tokens) of one key/value head per attention task
 };
@@ -135,7 +135,8 @@ static void run_job(const Model *m, PoolFn *fn, void *ctx, size_t multiply_adds)
 
 typedef enum { EPILOGUE_NONE, EPILOGUE_GELU_TANH, EPILOGUE_GELU_ERF, EPILOGUE_ADD } Epilogue;
 
-// One matmul as a pool job: out = x Wᵀ + b, then the epilogue on the same columns by the same thread.
+// One matmul as a pool job: out = x Wᵀ + b, then the epilogue on the same columns by the same thread. Its threads
+// take the output columns in chunks (pool_next_chunk).
 typedef struct {
     const Kernels *k;
     const Linear *lin;
@@ -147,14 +148,12 @@ typedef struct {
     bool blas;          // OpenBLAS sgemm (single-threaded, on this thread's columns) instead of our kernel
     Epilogue epilogue;
     float *residual;    // EPILOGUE_ADD: residual[t, j] += out[t, j]    [T, n_out]
+    PoolChunks chunks;  // the columns' chunks claimed so far
 } LinearJob;
 
-static void linear_thread(void *ctx, int thread, int n_threads) {
-    const LinearJob *job = ctx;
+// Columns [j0, j1) of the job's output: out[:, j0:j1] = x W[j0:j1]ᵀ + b[j0:j1], then the epilogue on them.
+static void linear_columns(const LinearJob *job, int j0, int j1) {
     const Linear *lin = job->lin;
-    int j0, j1;
-    pool_share(lin->n_out, ROW_BLOCK, thread, n_threads, &j0, &j1);
-    if (j0 == j1) return;
     const int n = j1 - j0;
     if (job->blas) {
         // Debian's single-threaded OpenBLAS is built without USE_LOCKING: its calls share one buffer pool, and two
@@ -185,6 +184,13 @@ static void linear_thread(void *ctx, int thread, int n_threads) {
         case EPILOGUE_NONE: break;
         }
     }
+}
+
+static void linear_thread(void *ctx, int thread, int n_threads) {
+    LinearJob *job = ctx;
+    const int n = job->lin->n_out;
+    for (int c = -1, j0, j1; pool_next_chunk(&job->chunks, n, ROW_BLOCK, thread, n_threads, &c, &j0, &j1);)
+        linear_columns(job, j0, j1);
 }
 
 // out = x Wᵀ + b (then the epilogue)      x: [T, ld_x]   out: [T, ld_out]
@@ -228,45 +234,51 @@ static void linear(const Model *m, ForwardScratch *s, float *out, int ld_out, co
 // no bits at all. The query rows that share a key/value head — its group's
 // H / Hkv heads for each of the T tokens — go to the kernel together, which reads that head's keys and values
 // once for all of them. A task is one key/value head and a share of its rows (at most ATTENTION_ROWS; more
-// shares where there are more threads than key/value heads), key/value head major.
+// shares where there are more threads than key/value heads), key/value head major; the threads take the tasks in
+// chunks (pool_next_chunk).
 typedef struct {
     const Model *m;
     ForwardScratch *s;  // reads qkv and the rows' paths; writes att, and each thread its scores and att_rows
     const KVCache *cache;
     int layer, T;
     float scale;
+    PoolChunks chunks;  // the tasks' chunks claimed so far
 } AttentionJob;
 
-static void attention_thread(void *ctx, int thread, int n_threads) {
-    const AttentionJob *job = ctx;
+// Task `task` of `shares` per key/value head, on thread `thread`'s scratch rows.
+static void attention_task(const AttentionJob *job, int thread, int task, int shares) {
     const Model *m = job->m;
     ForwardScratch *s = job->s;
-    const int Hkv = m->cfg.n_kv_head, hd = m->cfg.head_dim, group = m->cfg.n_head / Hkv, rows = group * job->T;
-    int shares = (rows + ATTENTION_ROWS - 1) / ATTENTION_ROWS, want = (n_threads + Hkv - 1) / Hkv;
-    if (shares < want) shares = want < rows ? want : rows;
+    const int hd = m->cfg.head_dim, group = m->cfg.n_head / m->cfg.n_kv_head, rows = group * job->T;
     float *scores = s->scores + (size_t)thread * ATTENTION_ROWS * m->cfg.n_positions;
     float *q = s->att_rows + (size_t)thread * 2 * ATTENTION_ROWS * hd, *out = q + ATTENTION_ROWS * hd;  // [n, hd]
-    int S[ATTENTION_ROWS], begin, end;
+    int S[ATTENTION_ROWS];
     uint64_t tree[ATTENTION_ROWS];
-    pool_share(Hkv * shares, 1, thread, n_threads, &begin, &end);
-    for (int task = begin; task < end; task++) {
-        const int kv_head = task / shares, share = task % shares;
-        const int r0 = (int)((long)rows * share / shares), n = (int)((long)rows * (share + 1) / shares) - r0;
-        for (int g = 0; g < n; g++) {  // row r0 + g: token t, query head kv_head · group + (r0 + g) % group
-            const int t = (r0 + g) / group, head = kv_head * group + (r0 + g) % group;
-            memcpy(q + (size_t)g * hd, s->qkv + (size_t)t * s->n_qkv + head * hd, sizeof(float) * hd);
-            const int leading = s->path[t] == UINT64_MAX ? 64 : __builtin_ctzll(~s->path[t]);  // rows 0..leading−1
-            S[g] = s->base + leading;
-            tree[g] = leading == 64 ? 0 : s->path[t] >> leading;
-        }
-        m->kernels->attention(out, hd, q, hd, S, s->tree ? tree : NULL, n, kv_keys(job->cache, job->layer, kv_head),
-                              job->cache->ld_k, kv_values(job->cache, job->layer, kv_head), hd, job->scale, scores,
-                              m->cfg.n_positions);
-        for (int g = 0; g < n; g++) {
-            const int t = (r0 + g) / group, head = kv_head * group + (r0 + g) % group;
-            memcpy(s->att + (size_t)t * s->ld_att + head * hd, out + (size_t)g * hd, sizeof(float) * hd);
-        }
+    const int kv_head = task / shares, share = task % shares;
+    const int r0 = (int)((long)rows * share / shares), n = (int)((long)rows * (share + 1) / shares) - r0;
+    for (int g = 0; g < n; g++) {  // row r0 + g: token t, query head kv_head · group + (r0 + g) % group
+        const int t = (r0 + g) / group, head = kv_head * group + (r0 + g) % group;
+        memcpy(q + (size_t)g * hd, s->qkv + (size_t)t * s->n_qkv + head * hd, sizeof(float) * hd);
+        const int leading = s->path[t] == UINT64_MAX ? 64 : __builtin_ctzll(~s->path[t]);  // rows 0..leading−1
+        S[g] = s->base + leading;
+        tree[g] = leading == 64 ? 0 : s->path[t] >> leading;
     }
+    m->kernels->attention(out, hd, q, hd, S, s->tree ? tree : NULL, n, kv_keys(job->cache, job->layer, kv_head),
+                          job->cache->ld_k, kv_values(job->cache, job->layer, kv_head), hd, job->scale, scores,
+                          m->cfg.n_positions);
+    for (int g = 0; g < n; g++) {
+        const int t = (r0 + g) / group, head = kv_head * group + (r0 + g) % group;
+        memcpy(s->att + (size_t)t * s->ld_att + head * hd, out + (size_t)g * hd, sizeof(float) * hd);
+    }
+}
+
+static void attention_thread(void *ctx, int thread, int n_threads) {
+    AttentionJob *job = ctx;
+    const int Hkv = job->m->cfg.n_kv_head, rows = job->m->cfg.n_head / Hkv * job->T;
+    int shares = (rows + ATTENTION_ROWS - 1) / ATTENTION_ROWS, want = (n_threads + Hkv - 1) / Hkv;
+    if (shares < want) shares = want < rows ? want : rows;
+    for (int c = -1, begin, end; pool_next_chunk(&job->chunks, Hkv * shares, 1, thread, n_threads, &c, &begin, &end);)
+        for (int task = begin; task < end; task++) attention_task(job, thread, task, shares);
 }
 
 // SwiGLU's product for T rows of the MLP's hidden layer, in place: mlp[t, :F] = SiLU(gate) ⊙ up, where row t holds
