@@ -133,10 +133,13 @@ static void run_job(const Model *m, PoolFn *fn, void *ctx, size_t multiply_adds)
     pool_run_on(m->pool, pays < (size_t)m->max_threads ? (int)pays : m->max_threads, fn, ctx);
 }
 
-typedef enum { EPILOGUE_NONE, EPILOGUE_GELU_TANH, EPILOGUE_GELU_ERF, EPILOGUE_ADD } Epilogue;
+// What a matmul's job does to its output columns once they are computed, on the same thread. EPILOGUE_SWIGLU pairs
+// them: W stacks the gate's F rows over up's F rows (Block.mlp_up), the job's columns are the F pairs (j, F + j),
+// and out[t, j] = SiLU(gate) ⊙ up goes in the gate's place — SwiGLU's product in the matmul's own job.
+typedef enum { EPILOGUE_NONE, EPILOGUE_GELU_TANH, EPILOGUE_GELU_ERF, EPILOGUE_ADD, EPILOGUE_SWIGLU } Epilogue;
 
 // One matmul as a pool job: out = x Wᵀ + b, then the epilogue on the same columns by the same thread. Its threads
-// take the output columns in chunks (pool_next_chunk).
+// take the output columns (EPILOGUE_SWIGLU: the pairs of columns) in chunks (pool_next_chunk).
 typedef struct {
     const Kernels *k;
     const Linear *lin;
@@ -151,7 +154,7 @@ typedef struct {
     PoolChunks chunks;  // the columns' chunks claimed so far
 } LinearJob;
 
-// Columns [j0, j1) of the job's output: out[:, j0:j1] = x W[j0:j1]ᵀ + b[j0:j1], then the epilogue on them.
+// Columns [j0, j1) of the job's output: out[:, j0:j1] = x W[j0:j1]ᵀ + b[j0:j1].
 static void linear_columns(const LinearJob *job, int j0, int j1) {
     const Linear *lin = job->lin;
     const int n = j1 - j0;
@@ -175,12 +178,18 @@ static void linear_columns(const LinearJob *job, int j0, int j1) {
         job->k->matmul[lin->type](job->out, job->x, lin->w, lin->bias, job->T, lin->n_in, job->ld_x, job->ld_out, j0,
                                   j1);
     }
+}
+
+// The epilogue on columns [j0, j1) (EPILOGUE_SWIGLU: pairs [j0, j1), the columns [j0, j1) and F + [j0, j1)).
+static void epilogue_columns(const LinearJob *job, int j0, int j1) {
+    const int n = j1 - j0, half = job->lin->n_out / 2;
     for (int t = 0; t < job->T; t++) {
         float *row = job->out + (size_t)t * job->ld_out + j0;
         switch (job->epilogue) {
         case EPILOGUE_GELU_TANH: job->k->gelu_tanh(row, n); break;
         case EPILOGUE_GELU_ERF: job->k->gelu_erf(row, n); break;
-        case EPILOGUE_ADD: job->k->add(job->residual + (size_t)t * lin->n_out + j0, row, n); break;
+        case EPILOGUE_ADD: job->k->add(job->residual + (size_t)t * job->lin->n_out + j0, row, n); break;
+        case EPILOGUE_SWIGLU: job->k->silu_mul(row, row, row + half, n); break;
         case EPILOGUE_NONE: break;
         }
     }
@@ -188,9 +197,13 @@ static void linear_columns(const LinearJob *job, int j0, int j1) {
 
 static void linear_thread(void *ctx, int thread, int n_threads) {
     LinearJob *job = ctx;
-    const int n = job->lin->n_out;
-    for (int c = -1, j0, j1; pool_next_chunk(&job->chunks, n, ROW_BLOCK, thread, n_threads, &c, &j0, &j1);)
+    const bool pairs = job->epilogue == EPILOGUE_SWIGLU;
+    const int n = pairs ? job->lin->n_out / 2 : job->lin->n_out;  // the job's columns, or pairs of columns
+    for (int c = -1, j0, j1; pool_next_chunk(&job->chunks, n, ROW_BLOCK, thread, n_threads, &c, &j0, &j1);) {
         linear_columns(job, j0, j1);
+        if (pairs) linear_columns(job, n + j0, n + j1);
+        epilogue_columns(job, j0, j1);
+    }
 }
 
 // out = x Wᵀ + b (then the epilogue)      x: [T, ld_x]   out: [T, ld_out]
@@ -281,26 +294,6 @@ static void attention_thread(void *ctx, int thread, int n_threads) {
         for (int task = begin; task < end; task++) attention_task(job, thread, task, shares);
 }
 
-// SwiGLU's product for T rows of the MLP's hidden layer, in place: mlp[t, :F] = SiLU(gate) ⊙ up, where row t holds
-// [gate | up] (F each). Each thread takes its share of the F columns in every row.
-typedef struct {
-    const Model *m;
-    ForwardScratch *s;  // s->mlp, in place
-    int T;
-} GateJob;
-
-static void gate_thread(void *ctx, int thread, int n_threads) {
-    const GateJob *job = ctx;
-    ForwardScratch *s = job->s;
-    const int F = job->m->cfg.n_inner;
-    int j0, j1;
-    pool_share(F, ROW_BLOCK, thread, n_threads, &j0, &j1);
-    for (int t = 0; t < job->T && j0 < j1; t++) {
-        float *gate = s->mlp + (size_t)t * s->ld_f + j0;
-        job->m->kernels->silu_mul(gate, gate, gate + F, j1 - j0);
-    }
-}
-
 // The normalisation of T rows of the residual stream: LayerNorm or RMSNorm.    h: [T, ld_h]   x: [T, d]
 static void norm_rows(const Model *m, float *h, int ld_h, const float *x, const Norm *norm, int T) {
     const int d = m->cfg.n_embd;
@@ -330,11 +323,9 @@ static void prepare_qkv(const Model *m, ForwardScratch *s, KVCache *cache, const
     for (int head = 0; head < c->n_kv_head; head++) kv_store(cache, layer, head, row, k + head * hd, v + head * hd);
 }
 
-// One transformer block over the chunk's T rows, cache rows pos0.. (x: [T, d], updated in place).
-// What follows the MLP's first matmul on the same columns: its activation, or nothing where SwiGLU's product (a
-// job of its own, over gate and up together) follows.
+// What follows the MLP's first matmul on the same columns: its activation, or SwiGLU's product of gate and up.
 static Epilogue mlp_up_epilogue(const Config *c) {
-    if (c->mlp == MLP_GATED) return EPILOGUE_NONE;
+    if (c->mlp == MLP_GATED) return EPILOGUE_SWIGLU;
     return c->activation == ACT_GELU_ERF ? EPILOGUE_GELU_ERF : EPILOGUE_GELU_TANH;
 }
 
@@ -343,7 +334,7 @@ static Epilogue mlp_up_epilogue(const Config *c) {
 static void block_forward(const Model *m, ForwardScratch *s, KVCache *cache, int layer, int pos0, int T) {
     const Config *c = &m->cfg;
     const Block *b = &m->blocks[layer];
-    const int ld_d = s->ld_d, F = c->n_inner;
+    const int ld_d = s->ld_d;
 
     // Attention sub-block: x += Attn(Norm1(x)) W_out + b_out
     norm_rows(m, s->h, ld_d, s->x, &b->norm1, T);
@@ -360,10 +351,6 @@ static void block_forward(const Model *m, ForwardScratch *s, KVCache *cache, int
     //                x += (SiLU(Norm2(x) W_gate) ⊙ Norm2(x) W_up) W_down
     norm_rows(m, s->h, ld_d, s->x, &b->norm2, T);
     linear(m, s, s->mlp, s->ld_f, s->h, ld_d, &b->mlp_up, T, mlp_up_epilogue(c), NULL);
-    if (c->mlp == MLP_GATED) {
-        GateJob gate = {.m = m, .s = s, .T = T};
-        run_job(m, gate_thread, &gate, (size_t)T * F * 16);  // an exp and a division: some 16 multiply-adds
-    }
     linear(m, s, s->h, ld_d, s->mlp, s->ld_f, &b->mlp_down, T, EPILOGUE_ADD, s->x);
 }
 

@@ -192,6 +192,26 @@ static void check_invariant_everywhere(Quant quant) {
 TEST(quant_q8_batch_and_thread_invariant) { check_invariant_everywhere(QUANT_Q8); }
 TEST(quant_q4_batch_and_thread_invariant) { check_invariant_everywhere(QUANT_Q4); }
 
+// The same invariance in every form of the weights (as stored, q8, q4, and BF16 where the kernels have its dot
+// product) on a Llama-family model whose MLP width F = 100 is no multiple of the matmuls' 16-column blocks: the
+// gate's and up's columns, computed in pairs by one thread (SwiGLU's product in the matmul's job, forward.c),
+// then start at different offsets within their blocks.
+TEST(quant_every_form_thread_invariant_with_an_odd_gated_mlp) {
+    char dir[] = "/tmp/specdec-quant-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    Err err;
+    const RandomCheckpoint spec = {.model_type = "llama", .n_layer = 2, .n_embd = 48, .n_head = 4, .n_kv_head = 2,
+                                   .n_inner = 100, .vocab_size = 200, .n_positions = 48, .scale = 0.3f, .seed = 7};
+    CHECK(random_checkpoint_write(dir, &spec, &err) == 0, "%s", err.msg);
+    int n_variants;
+    const Kernels *const *variants = kernels_available(&n_variants);
+    const bool bf16 = variants[n_variants - 1]->matmul_bf16_dot != NULL;
+    const Quant forms[] = {QUANT_NONE, QUANT_Q8, QUANT_Q4, QUANT_BF16};
+    for (int f = 0; f < (int)(sizeof forms / sizeof forms[0]) - !bf16 && !test_failures(); f++)
+        check_invariant(dir, forms[f]);
+    random_checkpoint_remove(dir);
+}
+
 // A random model wider than the fixtures (d = 128, 3 layers, V = 512), in F32 and in BF16, quantized at load
 // against itself as stored, over a whole context of random tokens. Its logits are nearly flat (random weights),
 // so that small errors reorder the top: measured mean KL 2.3e-3–3.2e-3, top-1 86–94 of 96; allowed: mean KL
