@@ -1,13 +1,12 @@
 // threads.h — a small persistent pool of worker threads.
 //
 // pool_run(pool, fn, ctx) calls fn(ctx, i, n) on every thread i of n (the caller is thread 0) and returns when
-// all have finished. Callers split their work by thread index, in fixed shares (pool_share) or in chunks that the
-// threads claim as they go (pool_next_chunk); the split must not change results (kernels are batch-invariant,
-// and splits fall on fixed block boundaries), so output never depends on the thread count.
+// all have finished. Callers split their work by thread index (pool_share); pool_run_chunks instead runs a job's
+// chunks on whichever threads claim them. The split must not change results (kernels are batch-invariant, and
+// splits fall on fixed block boundaries), so output never depends on the thread count.
 #ifndef SPECDEC_THREADS_H
 #define SPECDEC_THREADS_H
 
-#include <stdatomic.h>
 #include <stdbool.h>
 
 #include "base/error.h"
@@ -35,25 +34,21 @@ void pool_run_on(ThreadPool *pool, int n_threads, PoolFn *fn, void *ctx);
 // items (the last block may be short): boundaries always fall on multiples of `block`.
 void pool_share(int n, int block, int thread, int n_threads, int *begin, int *end);
 
-// Dynamic shares. A job's n items cut into chunks — POOL_CHUNKS_PER_THREAD per thread of the job (one on a single
-// thread; no more than there are blocks), each a contiguous run of whole blocks of `block` items, cut as
-// pool_share cuts them — that its threads take in turn: thread i computes chunk i first, then claims the next
-// chunk that no thread has taken yet, until none is left. A thread that runs late (descheduled, or slower to get
-// its memory) leaves its later chunks to the others, where with a fixed share every thread would wait for it at
-// the job's end. Which thread computes a chunk varies from run to run; a job whose items are each computed alone
-// (a matmul's output rows) gives the same results whatever thread computes them.
+// Dynamic shares: a job of n_chunks chunks, fn(ctx, chunk, n_chunks, thread) once for each, on threads
+// 0..n_threads−1 (at most the pool's; on 1 or for 1 chunk: every chunk in order on the caller, no hand-off). Each
+// thread claims the next chunk that no thread has taken yet, runs it and claims again, until none is left, and
+// the job is over when its chunks are: a thread that runs late (descheduled, or slower to get its memory) leaves
+// the chunks it has not claimed to the others, where with fixed shares every thread would wait for it at the
+// job's end — and one that has not come to the job by then takes no part in it. Which thread runs a chunk varies
+// from run to run (`thread` is given for per-thread scratch space); a job whose items are each computed alone (a
+// matmul's output columns) gives the same results whatever thread computes them.
+typedef void PoolChunkFn(void *ctx, int chunk, int n_chunks, int thread);
+void pool_run_chunks(ThreadPool *pool, int n_threads, int n_chunks, PoolChunkFn *fn, void *ctx);
+
+// The chunks of a job of n items cut into whole blocks of `block` items on n_threads: POOL_CHUNKS_PER_THREAD per
+// thread, one on a single thread, no more than there are blocks. Chunk c of them is pool_share(n, block, c,
+// chunks): contiguous, so that a thread still streams.
 enum { POOL_CHUNKS_PER_THREAD = 4 };
-
-// A job's claims: zero before the job (a designated initialiser does it), on a cache line of its own so that
-// claiming leaves the job's other fields in every thread's cache.
-typedef struct {
-    _Alignas(64) atomic_int claimed;  // chunks claimed after the threads' first ones
-} PoolChunks;
-
-// The next chunk for thread `thread` of a job on n_threads: *chunk < 0 before its first call, then the chunk it
-// last computed; its items [*begin, *end). False when no chunk is left.
-//     for (int c = -1, j0, j1; pool_next_chunk(&job->chunks, n, block, thread, n_threads, &c, &j0, &j1);) ...
-bool pool_next_chunk(PoolChunks *chunks, int n, int block, int thread, int n_threads, int *chunk, int *begin,
-                     int *end);
+int pool_chunk_count(int n, int block, int n_threads);
 
 #endif

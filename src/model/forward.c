@@ -124,13 +124,13 @@ int model_limit_context(Model *model, int n_ctx, Err *err) {
     return forward_scratch_alloc(&model->scratch, &model->cfg, model->quant, pool_size(model->pool), err);
 }
 
-// Runs fn on as many threads as the job pays for: one per work_per_thread multiply-adds, at least one, at most
-// max_threads (a hand-off to a thread and the wait for it cost microseconds, more than a small draft's matmul
-// on it). Every job splits its outputs on fixed boundaries and each output is computed alone, so the thread
-// count never changes a result.
-static void run_job(const Model *m, PoolFn *fn, void *ctx, size_t multiply_adds) {
+// The threads a job runs on: as many as it pays for, one per work_per_thread multiply-adds, at least one, at most
+// max_threads (a hand-off to a thread and the wait for it cost microseconds, more than a small draft's matmul on
+// it). Every job cuts its outputs into chunks on fixed boundaries (pool_run_chunks) and each output is computed
+// alone, so neither the thread count nor which thread runs a chunk changes a result.
+static int job_threads(const Model *m, size_t multiply_adds) {
     size_t pays = m->work_per_thread ? multiply_adds / m->work_per_thread : (size_t)m->max_threads;
-    pool_run_on(m->pool, pays < (size_t)m->max_threads ? (int)pays : m->max_threads, fn, ctx);
+    return pays < (size_t)m->max_threads ? (int)pays : m->max_threads;
 }
 
 // What a matmul's job does to its output columns once they are computed, on the same thread. EPILOGUE_SWIGLU pairs
@@ -139,7 +139,7 @@ static void run_job(const Model *m, PoolFn *fn, void *ctx, size_t multiply_adds)
 typedef enum { EPILOGUE_NONE, EPILOGUE_GELU_TANH, EPILOGUE_GELU_ERF, EPILOGUE_ADD, EPILOGUE_SWIGLU } Epilogue;
 
 // One matmul as a pool job: out = x Wᵀ + b, then the epilogue on the same columns by the same thread. Its threads
-// take the output columns (EPILOGUE_SWIGLU: the pairs of columns) in chunks (pool_next_chunk).
+// take the output columns (EPILOGUE_SWIGLU: the pairs of columns) in chunks (pool_run_chunks).
 typedef struct {
     const Kernels *k;
     const Linear *lin;
@@ -151,7 +151,7 @@ typedef struct {
     bool blas;          // OpenBLAS sgemm (single-threaded, on this thread's columns) instead of our kernel
     Epilogue epilogue;
     float *residual;    // EPILOGUE_ADD: residual[t, j] += out[t, j]    [T, n_out]
-    PoolChunks chunks;  // the columns' chunks claimed so far
+    int n;              // the columns the chunks cut: n_out, or EPILOGUE_SWIGLU's n_out / 2 pairs
 } LinearJob;
 
 // Columns [j0, j1) of the job's output: out[:, j0:j1] = x W[j0:j1]ᵀ + b[j0:j1].
@@ -195,15 +195,14 @@ static void epilogue_columns(const LinearJob *job, int j0, int j1) {
     }
 }
 
-static void linear_thread(void *ctx, int thread, int n_threads) {
-    LinearJob *job = ctx;
-    const bool pairs = job->epilogue == EPILOGUE_SWIGLU;
-    const int n = pairs ? job->lin->n_out / 2 : job->lin->n_out;  // the job's columns, or pairs of columns
-    for (int c = -1, j0, j1; pool_next_chunk(&job->chunks, n, ROW_BLOCK, thread, n_threads, &c, &j0, &j1);) {
-        linear_columns(job, j0, j1);
-        if (pairs) linear_columns(job, n + j0, n + j1);
-        epilogue_columns(job, j0, j1);
-    }
+static void linear_chunk(void *ctx, int chunk, int n_chunks, int thread) {
+    (void)thread;
+    const LinearJob *job = ctx;
+    int j0, j1;
+    pool_share(job->n, ROW_BLOCK, chunk, n_chunks, &j0, &j1);
+    linear_columns(job, j0, j1);
+    if (job->epilogue == EPILOGUE_SWIGLU) linear_columns(job, job->n + j0, job->n + j1);
+    epilogue_columns(job, j0, j1);
 }
 
 // out = x Wᵀ + b (then the epilogue)      x: [T, ld_x]   out: [T, ld_out]
@@ -235,8 +234,10 @@ static void linear(const Model *m, ForwardScratch *s, float *out, int ld_out, co
         .blas = blas,
         .epilogue = ep,
         .residual = residual,
+        .n = ep == EPILOGUE_SWIGLU ? lin->n_out / 2 : lin->n_out,
     };
-    run_job(m, linear_thread, &job, (size_t)T * lin->n_out * lin->n_in);
+    const int threads = job_threads(m, (size_t)T * lin->n_out * lin->n_in);
+    pool_run_chunks(m->pool, threads, pool_chunk_count(job.n, ROW_BLOCK, threads), linear_chunk, &job);
 }
 
 // Causal self-attention for the chunk's T rows, whose K and V are already in the cache at rows pos0..pos0+T−1:
@@ -248,14 +249,14 @@ static void linear(const Model *m, ForwardScratch *s, float *out, int ld_out, co
 // H / Hkv heads for each of the T tokens — go to the kernel together, which reads that head's keys and values
 // once for all of them. A task is one key/value head and a share of its rows (at most ATTENTION_ROWS; more
 // shares where there are more threads than key/value heads), key/value head major; the threads take the tasks in
-// chunks (pool_next_chunk).
+// chunks (pool_run_chunks).
 typedef struct {
     const Model *m;
     ForwardScratch *s;  // reads qkv and the rows' paths; writes att, and each thread its scores and att_rows
     const KVCache *cache;
     int layer, T;
     float scale;
-    PoolChunks chunks;  // the tasks' chunks claimed so far
+    int shares;         // tasks per key/value head
 } AttentionJob;
 
 // Task `task` of `shares` per key/value head, on thread `thread`'s scratch rows.
@@ -285,13 +286,20 @@ static void attention_task(const AttentionJob *job, int thread, int task, int sh
     }
 }
 
-static void attention_thread(void *ctx, int thread, int n_threads) {
-    AttentionJob *job = ctx;
-    const int Hkv = job->m->cfg.n_kv_head, rows = job->m->cfg.n_head / Hkv * job->T;
-    int shares = (rows + ATTENTION_ROWS - 1) / ATTENTION_ROWS, want = (n_threads + Hkv - 1) / Hkv;
+static void attention_chunk(void *ctx, int chunk, int n_chunks, int thread) {
+    const AttentionJob *job = ctx;
+    int begin, end;
+    pool_share(job->m->cfg.n_kv_head * job->shares, 1, chunk, n_chunks, &begin, &end);
+    for (int task = begin; task < end; task++) attention_task(job, thread, task, job->shares);
+}
+
+// Attention's tasks per key/value head on `threads`: its rows in shares of at most ATTENTION_ROWS, and at least
+// enough shares that every thread has a task.
+static int attention_shares(const Model *m, int T, int threads) {
+    const int Hkv = m->cfg.n_kv_head, rows = m->cfg.n_head / Hkv * T;
+    int shares = (rows + ATTENTION_ROWS - 1) / ATTENTION_ROWS, want = (threads + Hkv - 1) / Hkv;
     if (shares < want) shares = want < rows ? want : rows;
-    for (int c = -1, begin, end; pool_next_chunk(&job->chunks, Hkv * shares, 1, thread, n_threads, &c, &begin, &end);)
-        for (int task = begin; task < end; task++) attention_task(job, thread, task, shares);
+    return shares;
 }
 
 // The normalisation of T rows of the residual stream: LayerNorm or RMSNorm.    h: [T, ld_h]   x: [T, d]
@@ -343,8 +351,10 @@ static void block_forward(const Model *m, ForwardScratch *s, KVCache *cache, int
     float scale = 1.0f;
     if (c->scale_attn_weights) scale /= sqrtf((float)c->head_dim);
     if (c->scale_attn_by_inverse_layer_idx) scale /= (float)(layer + 1);
-    AttentionJob att = {.m = m, .s = s, .cache = cache, .layer = layer, .T = T, .scale = scale};
-    run_job(m, attention_thread, &att, (size_t)T * (pos0 + T) * 2 * c->n_head * c->head_dim);
+    const int threads = job_threads(m, (size_t)T * (pos0 + T) * 2 * c->n_head * c->head_dim);
+    AttentionJob att = {.m = m, .s = s, .cache = cache, .layer = layer, .T = T, .scale = scale,
+                        .shares = attention_shares(m, T, threads)};
+    pool_run_chunks(m->pool, threads, pool_chunk_count(c->n_kv_head * att.shares, 1, threads), attention_chunk, &att);
     linear(m, s, s->h, ld_d, s->att, s->ld_att, &b->attn_out, T, EPILOGUE_ADD, s->x);
 
     // MLP sub-block: x += GELU(Norm2(x) W_up + b_up) W_down + b_down, or gated:

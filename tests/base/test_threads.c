@@ -1,8 +1,8 @@
 // test_threads.c — the worker pool (threads.h): pool_run_on runs a job on exactly the threads it names, each once
 // and told their number, however the counts of consecutive jobs alternate (a worker left out of one job must not
 // run it, nor miss the next one it is in); cpus_available follows the affinity mask; a pool with more threads
-// than CPUs still runs its jobs, and the command line with one gives the same tokens in bounded time; a job's
-// chunks (pool_next_chunk) cover its items once each, on block boundaries, and go to the threads that are free.
+// than CPUs still runs its jobs, and the command line with one gives the same tokens in bounded time; a chunked
+// job (pool_run_chunks) runs each of its chunks once, on the threads that are free.
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -83,95 +83,90 @@ TEST(threads_oversubscribed_pool_runs_jobs) {
     check_pool_runs_jobs(4 * cpus_available() > POOL ? 4 * cpus_available() : POOL);
 }
 
-// ---- dynamic shares (pool_next_chunk) -------------------------------------------------------------------------
+// ---- dynamic shares (pool_run_chunks) --------------------------------------------------------------------------
 
-enum { MAX_ITEMS = 4000, MAX_CHUNKS = POOL_CHUNKS_PER_THREAD * POOL };
+enum { MAX_CHUNKS = 500 };
 
-// A job that records who computed what: each item's computing thread, and each thread's chunks in order.
+// A chunked job that records who ran what.
 typedef struct {
-    int n, block;
-    int late;                   // this thread waits, after its first chunk, until all the others are done; or −1
-    atomic_int owner[MAX_ITEMS];  // 1 + the thread that computed item i; 0 none, −1 more than one
-    atomic_int done;            // threads that found no chunk left
-    int first[POOL][2];         // each thread's first chunk's [begin, end), or {−1, −1}
-    int chunks[POOL];           // chunks each thread computed
-    PoolChunks claims;
+    int late;                       // the thread that waits, in the first chunk it runs, for all the others; or −1
+    atomic_int runs[MAX_CHUNKS];    // runs of each chunk
+    atomic_int by[POOL];            // chunks each thread ran
+    atomic_int wrong;               // calls told another chunk count than the job's, or a thread outside the pool
+    atomic_int done;                // chunks finished
+    int n_chunks;
 } ChunkJob;
 
-static void chunk_thread(void *ctx, int thread, int n_threads) {
+static void chunk_run(void *ctx, int chunk, int n_chunks, int thread) {
     ChunkJob *job = ctx;
-    job->first[thread][0] = job->first[thread][1] = -1;
-    int c = -1, begin, end;
-    while (pool_next_chunk(&job->claims, job->n, job->block, thread, n_threads, &c, &begin, &end)) {
-        if (job->chunks[thread]++ == 0) job->first[thread][0] = begin, job->first[thread][1] = end;
-        for (int i = begin; i < end; i++)
-            if (atomic_exchange(&job->owner[i], 1 + thread) != 0) atomic_store(&job->owner[i], -1);
-        while (thread == job->late && atomic_load(&job->done) < n_threads - 1) sched_yield();
+    if (n_chunks != job->n_chunks || thread < 0 || thread >= POOL) {
+        atomic_fetch_add(&job->wrong, 1);
+        return;
     }
+    atomic_fetch_add(&job->runs[chunk], 1);
+    if (atomic_fetch_add(&job->by[thread], 1) == 0 && thread == job->late)
+        while (atomic_load(&job->done) < n_chunks - 1) sched_yield();
     atomic_fetch_add(&job->done, 1);
 }
 
-// Runs one ChunkJob on n_threads of `pool` and checks it: every item computed once, the chunks on multiples of
-// `block`, thread i's first chunk the i-th of min(blocks, POOL_CHUNKS_PER_THREAD · n_threads) (one on one thread),
-// every chunk computed; with a late thread, the others take every chunk after its first.
-static void check_chunks(ThreadPool *pool, int n, int block, int n_threads, int late) {
+// One chunked job of n_chunks on n_threads of `pool`: every chunk run once, told the job's chunk count, on a thread
+// of the pool; the late thread, if it came, ran one chunk only — the others took the rest without waiting for it.
+static void check_chunk_job(ThreadPool *pool, int n_threads, int n_chunks, int late) {
     ChunkJob *job = calloc(1, sizeof *job);
-    *job = (ChunkJob){.n = n, .block = block, .late = late};
-    pool_run_on(pool, n_threads, chunk_thread, job);
-    const int blocks = (n + block - 1) / block, want = n_threads == 1 ? 1 : POOL_CHUNKS_PER_THREAD * n_threads;
-    const int n_chunks = want < blocks ? want : blocks;
-    char what[96];
-    snprintf(what, sizeof what, "%d items in blocks of %d on %d threads (late: %d)", n, block, n_threads, late);
-    for (int i = 0; i < n; i++)
-        CHECK(atomic_load(&job->owner[i]) > 0, "%s: item %d computed %s", what, i,
-              atomic_load(&job->owner[i]) ? "twice" : "by no thread");
-    int computed = 0;
-    for (int t = 0; t < n_threads; t++) {
-        int begin = -1, end = -1;
-        if (t < n_chunks) pool_share(n, block, t, n_chunks, &begin, &end);
-        CHECK(job->first[t][0] == begin && job->first[t][1] == end, "%s: thread %d began with [%d, %d), not [%d, %d)",
-              what, t, job->first[t][0], job->first[t][1], begin, end);
-        for (int i = job->first[t][0]; i >= 0 && i < job->first[t][1]; i++)
-            CHECK(atomic_load(&job->owner[i]) == 1 + t, "%s: item %d of thread %d's first chunk", what, i, t);
-        computed += job->chunks[t];
-    }
-    CHECK(computed == n_chunks, "%s: %d chunks computed, want %d", what, computed, n_chunks);
-    for (int i = 1; i < n; i++)  // a chunk's items go to one thread; a change of thread falls on a block's edge
-        CHECK(atomic_load(&job->owner[i]) == atomic_load(&job->owner[i - 1]) || i % block == 0,
-              "%s: items %d and %d split between threads inside a block", what, i - 1, i);
-    if (late >= 0 && late < n_threads && late < n_chunks)
-        CHECK(job->chunks[late] == 1, "%s: the late thread computed %d chunks, not its first only", what,
-              job->chunks[late]);
+    job->late = late;
+    job->n_chunks = n_chunks;
+    pool_run_chunks(pool, n_threads, n_chunks, chunk_run, job);
+    for (int c = 0; c < n_chunks; c++)
+        CHECK(atomic_load(&job->runs[c]) == 1, "%d chunks on %d threads: chunk %d ran %d times", n_chunks,
+              n_threads, c, atomic_load(&job->runs[c]));
+    CHECK(atomic_load(&job->wrong) == 0, "%d chunks on %d threads: a call told another count, or by a thread outside "
+          "the pool", n_chunks, n_threads);
+    if (late >= 0)
+        CHECK(atomic_load(&job->by[late]) <= 1, "%d chunks on %d threads: the late thread %d ran %d chunks",
+              n_chunks, n_threads, late, atomic_load(&job->by[late]));
     free(job);
 }
 
-TEST(threads_chunks_cover_every_item_once) {
+// Chunked jobs between jobs of every thread (pool_run_on), their thread and chunk counts scrambled: a worker late
+// from one job must neither run a chunk twice nor lose one of the next.
+TEST(threads_chunks_run_each_chunk_once) {
     Err err = {{0}};
     ThreadPool *pool = pool_create(POOL, &err);
     CHECK(pool != NULL, "%s", err.msg);
     if (!pool) return;
-    static const int fixed[][2] = {{0, 16}, {1, 16}, {16, 16}, {17, 16}, {5, 1}, {MAX_ITEMS, 16}, {MAX_ITEMS - 1, 7}};
-    for (int n_threads = 1; n_threads <= POOL; n_threads++) {
-        for (int f = 0; f < (int)(sizeof fixed / sizeof fixed[0]); f++)
-            check_chunks(pool, fixed[f][0], fixed[f][1], n_threads, -1);
-        for (int r = 0; r < 200 && !test_failures(); r++)
-            check_chunks(pool, test_rand_int(0, MAX_ITEMS), test_rand_int(1, 40), n_threads, -1);
+    for (int j = 0; j < JOBS && !test_failures(); j++) {
+        const int n = 1 + (j * 7 / 3 + j / 5) % POOL;
+        check_chunk_job(pool, n, j % 3 == 0 ? test_rand_int(0, MAX_CHUNKS) : test_rand_int(0, 4 * POOL), -1);
+        if (j % 2) {
+            CountJob count = {.n_threads = n};
+            pool_run_on(pool, n, count_thread, &count);
+            for (int t = 0; t < POOL; t++)
+                CHECK(atomic_load(&count.calls[t]) == (t < n), "job %d on %d threads after a chunked one: thread %d "
+                      "called %d times", j, n, t, atomic_load(&count.calls[t]));
+        }
     }
     pool_free(pool);
 }
 
-// A thread that falls behind after its first chunk (each thread in turn, the caller too) leaves all the rest to
-// the others, who do not wait for it.
+// A thread that falls behind in its first chunk (each thread in turn, the caller too) leaves all the others to
+// the rest of the pool, which does not wait for it.
 TEST(threads_chunks_go_to_the_threads_that_are_free) {
     Err err = {{0}};
     ThreadPool *pool = pool_create(POOL, &err);
     CHECK(pool != NULL, "%s", err.msg);
     if (!pool) return;
-    for (int late = 0; late < POOL; late++) {
-        check_chunks(pool, MAX_ITEMS, 16, POOL, late);
-        check_chunks(pool, 40, 4, POOL, late);  // 10 blocks: fewer chunks than POOL_CHUNKS_PER_THREAD per thread
-    }
+    for (int round = 0; round < 20 && !test_failures(); round++)
+        for (int late = 0; late < POOL; late++) check_chunk_job(pool, POOL, 4 * POOL, late);
     pool_free(pool);
+}
+
+// The chunk count: POOL_CHUNKS_PER_THREAD per thread, one on a single thread, never more than the blocks.
+TEST(threads_chunk_count) {
+    CHECK(pool_chunk_count(1000, 16, 1) == 1, "one thread: %d chunks", pool_chunk_count(1000, 16, 1));
+    CHECK(pool_chunk_count(1000, 16, 3) == 3 * POOL_CHUNKS_PER_THREAD, "3 threads: %d chunks",
+          pool_chunk_count(1000, 16, 3));
+    CHECK(pool_chunk_count(33, 16, 8) == 3, "3 blocks on 8 threads: %d chunks", pool_chunk_count(33, 16, 8));
+    CHECK(pool_chunk_count(0, 16, 8) == 0, "no items: %d chunks", pool_chunk_count(0, 16, 8));
 }
 
 // Seconds `specdec generate` of the shipped pair takes on `threads` threads; its ids in *ids (caller frees).
