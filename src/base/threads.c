@@ -3,6 +3,9 @@
 // virtual machine), then sleep on a condition variable. A pool with more threads than the CPUs it may run on
 // (cpus_available) polls only SPIN_BATCH times before sleeping, its caller too: a spinning thread would hold a CPU
 // that a thread with work is waiting for, and every job would wait for the scheduler to get round to all of them.
+// A job of pool_run_on ends when each of its threads has run it; a chunked job (pool_run_chunks) when its chunks
+// are done, which the threads claim one at a time from one counter: it waits for no thread that is not working
+// on it.
 #include "base/threads.h"
 
 #include <limits.h>
