@@ -130,6 +130,7 @@ int model_limit_context(Model *model, int n_ctx, Err *err) {
 // alone, so neither the thread count nor which thread runs a chunk changes a result.
 static int job_threads(const Model *m, size_t multiply_adds) {
     size_t pays = m->work_per_thread ? multiply_adds / m->work_per_thread : (size_t)m->max_threads;
+    if (pays < 1) pays = 1;
     return pays < (size_t)m->max_threads ? (int)pays : m->max_threads;
 }
 
@@ -148,7 +149,7 @@ typedef struct {
     const uint16_t *xb; // [T, panel_row_length(n_in)]: x rounded to BF16, for QUANT_BF16
     float *out;         // [T, ld_out]
     int T, ld_x, ld_out;
-    bool blas;          // OpenBLAS sgemm (single-threaded, on this thread's columns) instead of our kernel
+    bool blas;          // OpenBLAS sgemm (single-threaded, on a chunk's columns) instead of our kernel
     Epilogue epilogue;
     float *residual;    // EPILOGUE_ADD: residual[t, j] += out[t, j]    [T, n_out]
     int n;              // the columns the chunks cut: n_out, or EPILOGUE_SWIGLU's n_out / 2 pairs
@@ -207,9 +208,9 @@ static void linear_chunk(void *ctx, int chunk, int n_chunks, int thread) {
 
 // out = x Wᵀ + b (then the epilogue)      x: [T, ld_x]   out: [T, ld_out]
 // Our kernels stream W once for all T rows and are batch-invariant. Where OpenBLAS is faster — F32 weights,
-// many rows (long prompts), a kernel variant that says so — it takes over; each of our threads then runs a
-// single-threaded sgemm on its own columns, one thread at a time (linear_thread says why), so OpenBLAS's threads
-// never compete with ours for the cores.
+// many rows (long prompts), a kernel variant that says so — it takes over; our threads then run a single-threaded
+// sgemm on each chunk's columns, one thread at a time (linear_columns says why), so OpenBLAS's threads never
+// compete with ours for the cores.
 // q8 and q4 weights take x quantized (kernels.h), QUANT_BF16's x rounded to BF16, once, here, for all threads; a row's
 // quantization or rounding depends on that row alone, so batch invariance holds.
 // Writes s->xq or s->xb (the rounded input), out, and residual (EPILOGUE_ADD).
@@ -259,8 +260,8 @@ typedef struct {
     int shares;         // tasks per key/value head
 } AttentionJob;
 
-// Task `task` of `shares` per key/value head, on thread `thread`'s scratch rows.
-static void attention_task(const AttentionJob *job, int thread, int task, int shares) {
+// Task `task` (job->shares per key/value head), on thread `thread`'s scratch rows.
+static void attention_task(const AttentionJob *job, int thread, int task) {
     const Model *m = job->m;
     ForwardScratch *s = job->s;
     const int hd = m->cfg.head_dim, group = m->cfg.n_head / m->cfg.n_kv_head, rows = group * job->T;
@@ -268,7 +269,7 @@ static void attention_task(const AttentionJob *job, int thread, int task, int sh
     float *q = s->att_rows + (size_t)thread * 2 * ATTENTION_ROWS * hd, *out = q + ATTENTION_ROWS * hd;  // [n, hd]
     int S[ATTENTION_ROWS];
     uint64_t tree[ATTENTION_ROWS];
-    const int kv_head = task / shares, share = task % shares;
+    const int shares = job->shares, kv_head = task / shares, share = task % shares;
     const int r0 = (int)((long)rows * share / shares), n = (int)((long)rows * (share + 1) / shares) - r0;
     for (int g = 0; g < n; g++) {  // row r0 + g: token t, query head kv_head · group + (r0 + g) % group
         const int t = (r0 + g) / group, head = kv_head * group + (r0 + g) % group;
@@ -290,7 +291,7 @@ static void attention_chunk(void *ctx, int chunk, int n_chunks, int thread) {
     const AttentionJob *job = ctx;
     int begin, end;
     pool_share(job->m->cfg.n_kv_head * job->shares, 1, chunk, n_chunks, &begin, &end);
-    for (int task = begin; task < end; task++) attention_task(job, thread, task, job->shares);
+    for (int task = begin; task < end; task++) attention_task(job, thread, task);
 }
 
 // Attention's tasks per key/value head on `threads`: its rows in shares of at most ATTENTION_ROWS, and at least
