@@ -11,7 +11,8 @@ touches every configuration alike.
     tools/held_out_compare.py                              # the CLI's default and 2 threads, greedy and T = 1
     tools/held_out_compare.py --threads default,16,8,4,2,1 --draft-threads 1,2 --jsonl runs.jsonl
 
---draft-threads adds configurations on the CLI's default thread count with --draft-threads fixed."""
+--draft-threads adds configurations on the CLI's default thread count with --draft-threads fixed. --specdec may be
+given more than once, as LABEL=PATH, to compare builds: every build runs every configuration, alternating."""
 
 import argparse
 import json
@@ -30,6 +31,12 @@ def configurations(threads, draft_threads):
                for t in threads.split(",") if t]
     configs += [(f"--draft-threads {d}", ["--draft-threads", d]) for d in draft_threads.split(",") if d]
     return configs
+
+
+def builds(specdecs):
+    """[(label, path)] from --specdec values PATH or LABEL=PATH; a lone build needs no label."""
+    pairs = [tuple(v.split("=", 1)) if "=" in v else (v, v) for v in specdecs]
+    return [("" if len(pairs) == 1 else label + ": ", path) for label, path in pairs]
 
 
 def summarise(runs):
@@ -59,7 +66,8 @@ def last_json_lines(stderr, n):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--specdec", default=os.path.join(ROOT, "build/release/specdec"))
+    ap.add_argument("--specdec", action="append", help="PATH or LABEL=PATH; repeat to compare builds "
+                    "(default build/release/specdec)")
     ap.add_argument("-m", "--model", default=os.path.join(ROOT, "weights/pystd/target"))
     ap.add_argument("-d", "--draft", default=os.path.join(ROOT, "weights/pystd/draft"))
     ap.add_argument("--prompts", type=int, default=8, help="the first N held-out prompts (default 8)")
@@ -73,7 +81,9 @@ def main():
 
     with open(os.path.join(ROOT, "bench/prompts/python.jsonl")) as f:
         prompts = [json.loads(line)["prompt"] for line in f][: args.prompts]
-    configs = configurations(args.threads, args.draft_threads)
+    configs = [(name + label, path, extra) for name, path in
+               builds(args.specdec or [os.path.join(ROOT, "build/release/specdec")])
+               for label, extra in configurations(args.threads, args.draft_threads)]
     temps = [float(t) for t in args.temps.split(",")]
     runs = []
     with tempfile.TemporaryDirectory() as tmp, open(args.jsonl or os.devnull, "w") as log:
@@ -82,8 +92,8 @@ def main():
             with open(path, "w") as f:
                 f.write(prompt)
             for temp in temps:
-                for label, extra in configs:
-                    cmd = [args.specdec, "generate", "-m", args.model, "-d", args.draft, "-f", path, "-n",
+                for label, specdec, extra in configs:
+                    cmd = [specdec, "generate", "-m", args.model, "-d", args.draft, "-f", path, "-n",
                            str(args.tokens), "--seed", str(args.seed), "--temp", f"{temp:g}", "--compare",
                            "--stats"] + extra
                     done = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)

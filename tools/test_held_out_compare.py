@@ -7,7 +7,7 @@ import sys
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from held_out_compare import configurations, last_json_lines, summarise  # noqa: E402
+from held_out_compare import builds, configurations, last_json_lines, summarise  # noqa: E402
 
 
 def run(label, temp, speedup, draft_threads):
@@ -22,6 +22,10 @@ class Configurations(unittest.TestCase):
     def test_draft_threads_add_configurations(self):
         self.assertEqual(configurations("default", "1"),
                          [("default", []), ("--draft-threads 1", ["--draft-threads", "1"])])
+
+    def test_builds_are_labelled_only_when_compared(self):
+        self.assertEqual(builds(["build/specdec"]), [("", "build/specdec")])
+        self.assertEqual(builds(["main=a/specdec", "new=b/specdec"]), [("main: ", "a/specdec"), ("new: ", "b/specdec")])
 
 
 class Table(unittest.TestCase):
