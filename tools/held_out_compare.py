@@ -9,9 +9,9 @@ tokens/s. Each prompt runs every configuration before the next prompt starts, so
 touches every configuration alike.
 
     tools/held_out_compare.py                              # the CLI's default and 2 threads, greedy and T = 1
-    tools/held_out_compare.py --threads default,16,8,4,2,1 --draft-threads 1,2 --jsonl runs.jsonl
+    tools/held_out_compare.py --threads default,16,8,4,2,1 --variant "--draft-threads 1" --jsonl runs.jsonl
 
---draft-threads adds configurations on the CLI's default thread count with --draft-threads fixed. --specdec may be
+--variant ARGS adds a configuration: the CLI's default thread count with ARGS added (repeatable). --specdec may be
 given more than once, as LABEL=PATH, to compare builds: every build runs every configuration, alternating."""
 
 import argparse
@@ -25,11 +25,11 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def configurations(threads, draft_threads):
-    """[(label, extra arguments)]: 'default' runs without -t."""
+def configurations(threads, variants):
+    """[(label, extra arguments)]: 'default' runs without -t; each variant is the default with its arguments."""
     configs = [("default" if t == "default" else f"-t {t}", [] if t == "default" else ["-t", t])
                for t in threads.split(",") if t]
-    configs += [(f"--draft-threads {d}", ["--draft-threads", d]) for d in draft_threads.split(",") if d]
+    configs += [(variant, variant.split()) for variant in variants]
     return configs
 
 
@@ -75,7 +75,7 @@ def main():
     ap.add_argument("--seed", type=int, default=3)
     ap.add_argument("--temps", default="0,1", help="comma-separated temperatures (default 0,1)")
     ap.add_argument("--threads", default="default,2", help="comma-separated: 'default' (no -t) or a count")
-    ap.add_argument("--draft-threads", default="", help="comma-separated --draft-threads on the default -t")
+    ap.add_argument("--variant", action="append", default=[], help="arguments added to the default's (repeatable)")
     ap.add_argument("--jsonl", help="also write every run's --stats and --compare objects here")
     args = ap.parse_args()
 
@@ -83,7 +83,7 @@ def main():
         prompts = [json.loads(line)["prompt"] for line in f][: args.prompts]
     configs = [(name + label, path, extra) for name, path in
                builds(args.specdec or [os.path.join(ROOT, "build/release/specdec")])
-               for label, extra in configurations(args.threads, args.draft_threads)]
+               for label, extra in configurations(args.threads, args.variant)]
     temps = [float(t) for t in args.temps.split(",")]
     runs = []
     with tempfile.TemporaryDirectory() as tmp, open(args.jsonl or os.devnull, "w") as log:

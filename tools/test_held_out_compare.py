@@ -17,11 +17,12 @@ def run(label, temp, speedup, draft_threads):
 
 class Configurations(unittest.TestCase):
     def test_default_runs_without_t(self):
-        self.assertEqual(configurations("default,2", ""), [("default", []), ("-t 2", ["-t", "2"])])
+        self.assertEqual(configurations("default,2", []), [("default", []), ("-t 2", ["-t", "2"])])
 
-    def test_draft_threads_add_configurations(self):
-        self.assertEqual(configurations("default", "1"),
-                         [("default", []), ("--draft-threads 1", ["--draft-threads", "1"])])
+    def test_variants_add_configurations(self):
+        self.assertEqual(configurations("default", ["--draft-threads 1", "--gamma 6"]),
+                         [("default", []), ("--draft-threads 1", ["--draft-threads", "1"]),
+                          ("--gamma 6", ["--gamma", "6"])])
 
     def test_builds_are_labelled_only_when_compared(self):
         self.assertEqual(builds(["build/specdec"]), [("", "build/specdec")])
