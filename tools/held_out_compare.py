@@ -1,0 +1,110 @@
+#!/usr/bin/python3
+"""held_out_compare.py — speculative decoding against target-only the way a user runs it, by thread count.
+
+For each configuration (a thread count, or the CLI's default: no -t) and temperature, runs
+`specdec generate -m TARGET -d DRAFT -f PROMPT -n N --seed S --temp T --compare --stats` on the first
+--prompts held-out prompts of bench/prompts/python.jsonl and prints, as a Markdown table, the median of
+`measured_speedup` with its range, the threads and draft threads the run used, the mean γ and target-only's
+tokens/s. Each prompt runs every configuration before the next prompt starts, so a drift of the machine's speed
+touches every configuration alike.
+
+    tools/held_out_compare.py                              # the CLI's default and 2 threads, greedy and T = 1
+    tools/held_out_compare.py --threads default,16,8,4,2,1 --variant "--draft-threads 1" --jsonl runs.jsonl
+
+--variant ARGS adds a configuration: the CLI's default thread count with ARGS added (repeatable). --specdec may be
+given more than once, as LABEL=PATH, to compare builds: every build runs every configuration, alternating."""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def configurations(threads, variants):
+    """[(label, extra arguments)]: 'default' runs without -t; each variant is the default with its arguments."""
+    configs = [("default" if t == "default" else f"-t {t}", [] if t == "default" else ["-t", t])
+               for t in threads.split(",") if t]
+    configs += [(variant, variant.split()) for variant in variants]
+    return configs
+
+
+def builds(specdecs):
+    """[(label, path)] from --specdec values PATH or LABEL=PATH; a lone build needs no label."""
+    pairs = [tuple(v.split("=", 1)) if "=" in v else (v, v) for v in specdecs]
+    return [("" if len(pairs) == 1 else label + ": ", path) for label, path in pairs]
+
+
+def summarise(runs):
+    """runs: [(label, temperature, stats, compare)] → Markdown table rows, in the order first seen."""
+    groups = {}
+    for label, temp, stats, compare in runs:
+        groups.setdefault((label, temp), []).append((stats, compare))
+    lines = ["| configuration | temperature | speed-up, median [min–max] | threads | draft threads | mean γ | "
+             "target-only tokens/s |", "|---|---:|---:|---:|---|---:|---:|"]
+    for (label, temp), group in groups.items():
+        speedups = [c["measured_speedup"] for _, c in group]
+        draft = sorted({s["draft_threads"] for s, _ in group})
+        lines.append(f"| {label} | {temp:g} | {statistics.median(speedups):.2f} [{min(speedups):.2f}–"
+                     f"{max(speedups):.2f}] | {group[0][0]['threads']} | {', '.join(map(str, draft))} | "
+                     f"{statistics.median(s['mean_gamma'] for s, _ in group):.2f} | "
+                     f"{statistics.median(c['target_only_tokens_per_s'] for _, c in group):.0f} |")
+    return lines
+
+
+def last_json_lines(stderr, n):
+    """The last n lines of a run's stderr that are JSON objects (--stats, then --compare)."""
+    found = [line for line in stderr.splitlines() if line.startswith("{")]
+    if len(found) < n:
+        raise ValueError("expected --stats and --compare lines on stderr, got:\n" + stderr[-2000:])
+    return [json.loads(line) for line in found[-n:]]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--specdec", action="append", help="PATH or LABEL=PATH; repeat to compare builds "
+                    "(default build/release/specdec)")
+    ap.add_argument("-m", "--model", default=os.path.join(ROOT, "weights/pystd/target"))
+    ap.add_argument("-d", "--draft", default=os.path.join(ROOT, "weights/pystd/draft"))
+    ap.add_argument("--prompts", type=int, default=8, help="the first N held-out prompts (default 8)")
+    ap.add_argument("-n", "--tokens", type=int, default=128)
+    ap.add_argument("--seed", type=int, default=3)
+    ap.add_argument("--temps", default="0,1", help="comma-separated temperatures (default 0,1)")
+    ap.add_argument("--threads", default="default,2", help="comma-separated: 'default' (no -t) or a count")
+    ap.add_argument("--variant", action="append", default=[], help="arguments added to the default's (repeatable)")
+    ap.add_argument("--jsonl", help="also write every run's --stats and --compare objects here")
+    args = ap.parse_args()
+
+    with open(os.path.join(ROOT, "bench/prompts/python.jsonl")) as f:
+        prompts = [json.loads(line)["prompt"] for line in f][: args.prompts]
+    configs = [(name + label, path, extra) for name, path in
+               builds(args.specdec or [os.path.join(ROOT, "build/release/specdec")])
+               for label, extra in configurations(args.threads, args.variant)]
+    temps = [float(t) for t in args.temps.split(",")]
+    runs = []
+    with tempfile.TemporaryDirectory() as tmp, open(args.jsonl or os.devnull, "w") as log:
+        for i, prompt in enumerate(prompts):
+            path = os.path.join(tmp, f"prompt{i}")
+            with open(path, "w") as f:
+                f.write(prompt)
+            for temp in temps:
+                for label, specdec, extra in configs:
+                    cmd = [specdec, "generate", "-m", args.model, "-d", args.draft, "-f", path, "-n",
+                           str(args.tokens), "--seed", str(args.seed), "--temp", f"{temp:g}", "--compare",
+                           "--stats"] + extra
+                    done = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                    if done.returncode != 0:
+                        sys.exit(f"held_out_compare: {' '.join(cmd)} exited {done.returncode}:\n{done.stderr}")
+                    stats, compare = last_json_lines(done.stderr, 2)
+                    runs.append((label, temp, stats, compare))
+                    log.write(json.dumps({"config": label, "temperature": temp, "prompt": i, "stats": stats,
+                                          "compare": compare}) + "\n")
+    print("\n".join(summarise(runs)))
+
+
+if __name__ == "__main__":
+    main()

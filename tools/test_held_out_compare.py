@@ -1,0 +1,48 @@
+#!/usr/bin/python3
+"""test_held_out_compare.py — tests of tools/held_out_compare.py's configurations and table (no model needed):
+`/usr/bin/python3 tools/test_held_out_compare.py` (or `make test-tools`)."""
+
+import os
+import sys
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from held_out_compare import builds, configurations, last_json_lines, summarise  # noqa: E402
+
+
+def run(label, temp, speedup, draft_threads):
+    stats = {"threads": 16, "draft_threads": draft_threads, "mean_gamma": 4.0}
+    return label, temp, stats, {"measured_speedup": speedup, "target_only_tokens_per_s": 1500.0}
+
+
+class Configurations(unittest.TestCase):
+    def test_default_runs_without_t(self):
+        self.assertEqual(configurations("default,2", []), [("default", []), ("-t 2", ["-t", "2"])])
+
+    def test_variants_add_configurations(self):
+        self.assertEqual(configurations("default", ["--draft-threads 1", "--gamma 6"]),
+                         [("default", []), ("--draft-threads 1", ["--draft-threads", "1"]),
+                          ("--gamma 6", ["--gamma", "6"])])
+
+    def test_builds_are_labelled_only_when_compared(self):
+        self.assertEqual(builds(["build/specdec"]), [("", "build/specdec")])
+        self.assertEqual(builds(["main=a/specdec", "new=b/specdec"]), [("main: ", "a/specdec"), ("new: ", "b/specdec")])
+
+
+class Table(unittest.TestCase):
+    def test_median_and_range_per_configuration_and_temperature(self):
+        runs = [run("default", 0, 2.0, 4), run("default", 0, 1.0, 8), run("default", 0, 3.0, 4),
+                run("-t 2", 1, 1.5, 1)]
+        rows = summarise(runs)
+        self.assertEqual(rows[2], "| default | 0 | 2.00 [1.00–3.00] | 16 | 4, 8 | 4.00 | 1500 |")
+        self.assertEqual(rows[3], "| -t 2 | 1 | 1.50 [1.50–1.50] | 16 | 1 | 4.00 | 1500 |")
+
+    def test_the_last_two_json_lines_are_taken(self):
+        stderr = 'note: x\n{"a": 1}\ntext\n{"b": 2}\n{"c": 3}\n'
+        self.assertEqual(last_json_lines(stderr, 2), [{"b": 2}, {"c": 3}])
+        with self.assertRaises(ValueError):
+            last_json_lines("no json here\n", 2)
+
+
+if __name__ == "__main__":
+    unittest.main()
