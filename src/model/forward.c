@@ -36,6 +36,7 @@ enum {
     SCRATCH_ALIGN = 64, // the activations' alignment: a cache line, and a 512-bit vector
     ATTENTION_ROWS = 16,  // at most this many query rows (heads × tokens) of one key/value head per attention task
 };
+_Static_assert(Q8_BLOCK % ROW_BLOCK == 0, "a chunk of whole q8 blocks is one of whole row blocks");
 _Static_assert(CHUNK_T <= 64, "a row's path (ForwardScratch.path) is a 64-bit set of the chunk's rows");
 
 // Activations for one chunk of up to CHUNK_T tokens. The matmuls' inputs h, att and mlp have rows ld_d, ld_att
@@ -50,6 +51,8 @@ typedef struct ForwardScratch {
     float *scores;  // [threads, ATTENTION_ROWS, P]     attention weights, a task's rows per thread
     float *att_rows;  // [threads, 2, ATTENTION_ROWS, hd]  a task's queries, then its outputs, gathered
     Q8Block *xq;    // [CHUNK_T, q8_blocks(max(d, H·hd, F))]  a q8 or q4 matmul's input, quantized (QUANT_Q8, Q4)
+    Q8Block *xq_mlp;  // [CHUNK_T, q8_blocks(F)]  the MLP's hidden layer (mlp's first F columns) quantized by the
+                      // job that computes it, for the down projection (QUANT_Q8, Q4)
     uint16_t *xb;   // [CHUNK_T, panel_row_length(max(d, H·hd, F))]  a BF16 matmul's input, rounded (QUANT_BF16 only)
     int ld_d, ld_att, ld_f, n_qkv;
 
@@ -85,8 +88,9 @@ int forward_scratch_alloc(ForwardScratch **scratch, const Config *c, Quant quant
     s->x = aligned_alloc(SCRATCH_ALIGN, bytes);  // one block of floats: x, h, qkv, att, mlp, cos, sin, scores, att_rows
     const bool quantized = quant == QUANT_Q8 || quant == QUANT_Q4;
     if (quantized) s->xq = malloc(T * (size_t)q8_blocks(widest_input(c)) * sizeof(Q8Block));
+    if (quantized) s->xq_mlp = malloc(T * (size_t)q8_blocks(c->n_inner) * sizeof(Q8Block));
     if (quant == QUANT_BF16) s->xb = malloc(T * (size_t)panel_row_length(widest_input(c)) * sizeof(uint16_t));
-    if (!s->x || (quantized && !s->xq) || (quant == QUANT_BF16 && !s->xb))
+    if (!s->x || (quantized && (!s->xq || !s->xq_mlp)) || (quant == QUANT_BF16 && !s->xb))
         return err_fmt(err, "out of memory for activations (%zu MB)", floats * 4 >> 20);
     s->ld_d = (int)ld_d;
     s->ld_att = (int)ld_att;
@@ -107,6 +111,7 @@ void forward_scratch_free(ForwardScratch **scratch) {
     if (*scratch) {
         free((*scratch)->x);
         free((*scratch)->xq);
+        free((*scratch)->xq_mlp);
         free((*scratch)->xb);
     }
     free(*scratch);
@@ -152,7 +157,9 @@ typedef struct {
     bool blas;          // OpenBLAS sgemm (single-threaded, on a chunk's columns) instead of our kernel
     Epilogue epilogue;
     float *residual;    // EPILOGUE_ADD: residual[t, j] += out[t, j]    [T, n_out]
+    Q8Block *xq_out;    // [T, q8_blocks(n)]: out's first n columns quantized too, after the epilogue, or NULL
     int n;              // the columns the chunks cut: n_out, or EPILOGUE_SWIGLU's n_out / 2 pairs
+    int block;          // on multiples of this: ROW_BLOCK, or Q8_BLOCK when xq_out (a chunk's blocks whole)
 } LinearJob;
 
 // Columns [j0, j1) of the job's output: out[:, j0:j1] = x W[j0:j1]ᵀ + b[j0:j1].
@@ -193,6 +200,8 @@ static void epilogue_columns(const LinearJob *job, int j0, int j1) {
         case EPILOGUE_SWIGLU: job->k->silu_mul(row, row, row + half, n); break;
         case EPILOGUE_NONE: break;
         }
+        if (job->xq_out)  // blocks j0 / Q8_BLOCK.. of row t, as quantizing the whole row would give them
+            job->k->quantize_q8(job->xq_out + (size_t)t * q8_blocks(job->n) + j0 / Q8_BLOCK, row, 1, n, n);
     }
 }
 
@@ -200,7 +209,7 @@ static void linear_chunk(void *ctx, int chunk, int n_chunks, int thread) {
     (void)thread;
     const LinearJob *job = ctx;
     int j0, j1;
-    pool_share(job->n, ROW_BLOCK, chunk, n_chunks, &j0, &j1);
+    pool_share(job->n, job->block, chunk, n_chunks, &j0, &j1);
     linear_columns(job, j0, j1);
     if (job->epilogue == EPILOGUE_SWIGLU) linear_columns(job, job->n + j0, job->n + j1);
     epilogue_columns(job, j0, j1);
@@ -212,21 +221,24 @@ static void linear_chunk(void *ctx, int chunk, int n_chunks, int thread) {
 // sgemm on each chunk's columns, one thread at a time (linear_columns says why), so OpenBLAS's threads never
 // compete with ours for the cores.
 // q8 and q4 weights take x quantized (kernels.h), QUANT_BF16's x rounded to BF16, once, here, for all threads; a row's
-// quantization or rounding depends on that row alone, so batch invariance holds.
-// Writes s->xq or s->xb (the rounded input), out, and residual (EPILOGUE_ADD).
+// quantization or rounding depends on that row alone, so batch invariance holds. The MLP's hidden layer (out or x
+// = s->mlp) is quantized instead by the job that computes it, each chunk its own blocks on its own thread, into
+// s->xq_mlp: the down projection's input, F floats a row, the widest there is to quantize.
+// Writes s->xq, s->xq_mlp or s->xb (the rounded input), out, and residual (EPILOGUE_ADD).
 static void linear(const Model *m, ForwardScratch *s, float *out, int ld_out, const float *x, int ld_x,
                    const Linear *lin, int T, Epilogue ep, float *residual) {
     const int blas_min = m->kernels->blas_min_rows;
     // (sgemm reads rows: a variant whose weights are in panels never names a crossover)
     const bool blas = s->blas && lin->type == WEIGHT_F32 && blas_min > 0 && T >= blas_min && !m->kernels->panels;
-    if (lin->type == WEIGHT_Q8 || lin->type == WEIGHT_Q4) m->kernels->quantize_q8(s->xq, x, T, lin->n_in, ld_x);
+    const bool quantized = lin->type == WEIGHT_Q8 || lin->type == WEIGHT_Q4;
+    if (quantized && x != s->mlp) m->kernels->quantize_q8(s->xq, x, T, lin->n_in, ld_x);
     uint16_t *xb = m->quant == QUANT_BF16 ? s->xb : NULL;
     if (xb) bf16_round_rows(xb, x, T, lin->n_in, ld_x, in_pair_order(m->kernels, WEIGHT_BF16));
     LinearJob job = {
         .k = m->kernels,
         .lin = lin,
         .x = x,
-        .xq = s->xq,
+        .xq = x == s->mlp ? s->xq_mlp : s->xq,
         .xb = xb,
         .out = out,
         .T = T,
@@ -235,10 +247,12 @@ static void linear(const Model *m, ForwardScratch *s, float *out, int ld_out, co
         .blas = blas,
         .epilogue = ep,
         .residual = residual,
+        .xq_out = out == s->mlp ? s->xq_mlp : NULL,
         .n = ep == EPILOGUE_SWIGLU ? lin->n_out / 2 : lin->n_out,
+        .block = out == s->mlp && s->xq_mlp ? Q8_BLOCK : ROW_BLOCK,
     };
     const int threads = job_threads(m, (size_t)T * lin->n_out * lin->n_in);
-    pool_run_chunks(m->pool, threads, pool_chunk_count(job.n, ROW_BLOCK, threads), linear_chunk, &job);
+    pool_run_chunks(m->pool, threads, pool_chunk_count(job.n, job.block, threads), linear_chunk, &job);
 }
 
 // Causal self-attention for the chunk's T rows, whose K and V are already in the cache at rows pos0..pos0+T−1:
