@@ -39,9 +39,11 @@ void pool_share(int n, int block, int thread, int n_threads, int *begin, int *en
 // thread claims the next chunk that no thread has taken yet, runs it and claims again, until none is left, and
 // the job is over when its chunks are: a thread that runs late (descheduled, or slower to get its memory) leaves
 // the chunks it has not claimed to the others, where with fixed shares every thread would wait for it at the
-// job's end — and one that has not come to the job by then takes no part in it. Which thread runs a chunk varies
-// from run to run (`thread` is given for per-thread scratch space); a job whose items are each computed alone (a
-// matmul's output columns) gives the same results whatever thread computes them.
+// job's end — and one that has not come to the job by then takes no part in it. (A thread of the pool still
+// claiming chunks of an earlier job may take one of this job's too, whatever its index: `thread` is any of the
+// pool's.) Which thread runs a chunk varies from run to run (`thread` is given for per-thread scratch space); a job
+// whose items are each computed alone (a matmul's output columns) gives the same results whatever thread computes
+// them.
 typedef void PoolChunkFn(void *ctx, int chunk, int n_chunks, int thread);
 void pool_run_chunks(ThreadPool *pool, int n_threads, int n_chunks, PoolChunkFn *fn, void *ctx);
 
