@@ -92,14 +92,14 @@ typedef struct {
     int late;                       // the thread that waits, in the first chunk it runs, for all the others; or −1
     atomic_int runs[MAX_CHUNKS];    // runs of each chunk
     atomic_int by[POOL];            // chunks each thread ran
-    atomic_int wrong;               // calls told another chunk count than the job's, or a thread outside the pool
+    atomic_int wrong;               // calls told another chunk count or a chunk outside it, or on no thread of the pool
     atomic_int done;                // chunks finished
     int n_chunks;
 } ChunkJob;
 
 static void chunk_run(void *ctx, int chunk, int n_chunks, int thread) {
     ChunkJob *job = ctx;
-    if (n_chunks != job->n_chunks || thread < 0 || thread >= POOL) {
+    if (n_chunks != job->n_chunks || chunk < 0 || chunk >= n_chunks || thread < 0 || thread >= POOL) {
         atomic_fetch_add(&job->wrong, 1);
         return;
     }
@@ -119,8 +119,8 @@ static void check_chunk_job(ThreadPool *pool, int n_threads, int n_chunks, int l
     for (int c = 0; c < n_chunks; c++)
         CHECK(atomic_load(&job->runs[c]) == 1, "%d chunks on %d threads: chunk %d ran %d times", n_chunks,
               n_threads, c, atomic_load(&job->runs[c]));
-    CHECK(atomic_load(&job->wrong) == 0, "%d chunks on %d threads: a call told another count, or by a thread outside "
-          "the pool", n_chunks, n_threads);
+    CHECK(atomic_load(&job->wrong) == 0, "%d chunks on %d threads: a call told another count or a chunk outside it, "
+          "or on no thread of the pool", n_chunks, n_threads);
     if (late >= 0)
         CHECK(atomic_load(&job->by[late]) <= 1, "%d chunks on %d threads: the late thread %d ran %d chunks",
               n_chunks, n_threads, late, atomic_load(&job->by[late]));
