@@ -73,6 +73,12 @@ static int first_equal(const float *x, int n, float value) {
 // index 0, as a plain scan would.
 int sampling_argmax(const float *logits, int V) { return first_equal(logits, V, row_range(logits, V).max); }
 
+int sampling_greedy(const float *logits, int V) {
+    const Range range = row_range(logits, V);
+    if (range.bad || !(range.max > -INFINITY)) return -1;  // NaN, +inf, or every logit −inf
+    return first_equal(logits, V, range.max);
+}
+
 // The 8 lanes' partial sums added in one fixed tree.
 static double lanes_total(const double *part) {
     return ((part[0] + part[4]) + (part[1] + part[5])) + ((part[2] + part[6]) + (part[3] + part[7]));
@@ -181,14 +187,16 @@ static int rank_candidates(Sampler *s, const double *probs, const float *logits,
 int sampler_adjust(Sampler *s, double *probs, const float *logits) {
     const int V = s->V;
     const SamplingParams *params = &s->params;
+    if (params->temperature <= 0.0f) {  // the one-hot limit
+        const int token = sampling_greedy(logits, V);
+        if (token < 0) return -1;
+        memset(probs, 0, sizeof(double) * V);
+        probs[token] = 1.0;
+        return 0;
+    }
     const Range range = row_range(logits, V);
     const float max = range.max;
     if (range.bad || !(max > -INFINITY)) return -1;  // NaN, +inf, or every logit −inf
-    if (params->temperature <= 0.0f) {  // the one-hot limit
-        memset(probs, 0, sizeof(double) * V);
-        probs[first_equal(logits, V, max)] = 1.0;
-        return 0;
-    }
     // 1. Temperature. (logit − max) / T ≤ 0 cannot overflow upwards; the kernel's exp is approximate, and an
     // exponent of −inf (a masked token, or one so far below the max that the difference overflows) gets exactly 0.
     // (logit − max) / T grows with the logit, so the smallest logit's is the only one to check for −inf. At T = 1

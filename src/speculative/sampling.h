@@ -53,6 +53,11 @@ int sampler_adjust(Sampler *s, double *probs, const float *logits);
 // The index of the largest logit, the lowest one on a tie.
 int sampling_argmax(const float *logits, int V);
 
+// The token that sampler_adjust's one-hot distribution at temperature 0 puts its mass on (the argmax, the lowest
+// index on a tie), without writing the distribution out: all that greedy decoding reads of a row. Returns −1 where
+// sampler_adjust does (a logit NaN or +inf, or every logit −inf).
+int sampling_greedy(const float *logits, int V);
+
 // Σ x[0..n), in a fixed order (8 interleaved partial sums: fast, and the same result at every call).
 double sampling_sum(const double *x, int n);
 

@@ -84,7 +84,6 @@ static int draft(Scheduler *s, Round *r, Err *err) {
         r->width = ++children[parent + 1] > r->width ? children[parent + 1] : r->width;
         r->level[i] = depth[i] - 1;
         r->first_branch[i] = children[parent + 1] == 1 && (parent < 0 || r->first_branch[parent]);
-        r->n_one_hot += !r->tree.node[i].q;
     }
     r->draft_calls = r->report.calls;
     return 0;
@@ -103,29 +102,43 @@ static int verify(Scheduler *s, Round *r, Err *err) {
     return model_forward_tree(s->target, &s->cache, r->tokens, r->parent, r->tree.n + 1, s->logits, err);
 }
 
-// p after `node` (−1: after the newest committed token): the target's adjusted distribution of verify's row.
-static const double *target_probs(Scheduler *s, Round *r, int node, int position, Err *err) {
-    double *p = s->p + (size_t)(node + 1) * s->V;
+// p after `node` (−1: after the newest committed token): the target's adjusted distribution from verify's row, in
+// p->row — or, greedy, only its token p->token (sampling_greedy; p->row NULL): p is one-hot there, and the accept
+// step needs no more (tree_accept_one_hot).
+typedef struct {
+    const double *row;  // [V], or NULL: one-hot at token
+    int token;
+} TargetP;
+
+static int target_probs(Scheduler *s, Round *r, int node, int position, TargetP *p, Err *err) {
+    const float *logits = s->logits + (size_t)(node + 1) * s->V;
+    double *row = s->p + (size_t)(node + 1) * s->V;
     const double t0 = now_seconds();
-    if (sampler_adjust(&s->sampler, p, s->logits + (size_t)(node + 1) * s->V)) {
-        err_fmt(err, "the target model produced a NaN or infinite logit at position %d", position);
-        return NULL;
-    }
+    const bool greedy = s->params->sampling.temperature == 0;
+    *p = (TargetP){.row = greedy ? NULL : row, .token = greedy ? sampling_greedy(logits, s->V) : 0};
+    if (p->token < 0 || (p->row && sampler_adjust(&s->sampler, row, logits)))
+        return err_fmt(err, "the target model produced a NaN or infinite logit at position %d", position);
     r->p_seconds += now_seconds() - t0;
-    return p;
+    return 0;
 }
+
+// p(x) for a token x.
+static double target_p_of(const TargetP *p, int x) { return p->row ? p->row[x] : x == p->token; }
 
 // 3 and 4 at one node, whose target distribution is p at `position`: its children c_1..c_m, tried in the order they
 // were drawn (tree_accept: Algorithm 1's test for one child, recursive rejection sampling over several; under
-// coupling the target's own Gumbel-max token chooses) — m = 0 draws the bonus token. Returns the kept child, or −1
-// with r->next the token drawn. What α learns of each child tried is β = Σ min(p_k, q_k) (p_k(x) for a one-hot
-// child); under coupling, for a sampled child, which has no cheap closed form, the outcome stands in.
-static int accept_at_node(Scheduler *s, Round *r, const int *children, int m, const double *p, int position,
+// coupling the target's own Gumbel-max token chooses; tree_accept_one_hot when p is one-hot) — m = 0 draws the bonus
+// token. Returns the kept child, or −1 with r->next the token drawn. What α learns of each child tried is β =
+// Σ min(p_k, q_k) (p_k(x) for a one-hot child); under coupling, for a sampled child, which has no cheap closed form,
+// the outcome stands in.
+static int accept_at_node(Scheduler *s, Round *r, const int *children, int m, const TargetP *p, int position,
                           Err *err) {
     TreeChild nodes[TREE_WIDTH_MAX];
     for (int k = 0; k < m; k++) nodes[k] = r->tree.node[children[k]];
     TreeStep step;
-    if (tree_accept(s->params, p, s->V, position, nodes, m, s->scratch, &step, err)) return -2;
+    if (p->row ? tree_accept(s->params, p->row, s->V, position, nodes, m, s->scratch, &step, err)
+               : tree_accept_one_hot(s->params, p->token, s->V, position, nodes, m, s->scratch, &step, err))
+        return -2;
     for (int k = 0; k < step.n_tried; k++) {
         const int t = r->n_verified++;
         r->tried[t] = children[k];
@@ -146,12 +159,13 @@ static int accept_or_resample(Scheduler *s, Round *r, Err *err) {
     r->kind = r->tree.n > 0 ? TOKEN_BONUS : TOKEN_TARGET;
     for (int node = -1;;) {
         const int position = s->n + r->n_accepted;
-        const double *p = target_probs(s, r, node, position - 1, err);
-        if (!p) return -1;
+        TargetP p;
+        if (target_probs(s, r, node, position - 1, &p, err)) return -1;
+        if (node < 0 && r->report.n_run > 0) r->p_run = target_p_of(&p, r->report.run[0]);
         int children[TREE_WIDTH_MAX], m = 0;
         for (int i = node + 1; i < r->tree.n && m < TREE_WIDTH_MAX; i++)
             if (r->tree.parent[i] == node) children[m++] = i;
-        const int kept = accept_at_node(s, r, children, m, p, position, err);
+        const int kept = accept_at_node(s, r, children, m, &p, position, err);
         if (kept == -2) return -1;
         if (m > r->wide_width) r->wide_width = m, r->wide_kept = kept >= 0;
         if (kept < 0) {
@@ -200,7 +214,7 @@ static int commit_and_roll_back(Scheduler *s, Round *r, Err *err) {
 // 6. Observe: the round's record teaches the γ policy and feeds the statistics, the trace and --show.
 static void record_round(Scheduler *s, const Round *r) {
     record_stats(s->stats, &s->tally, r);
-    policy_learn(&s->g, s->params, r, s->p, s->context + s->n - r->n_committed);
+    policy_learn(&s->g, s->params, r, s->context + s->n - r->n_committed);
     if (s->params->trace) trace_round(s->params->trace, s->stats->rounds, r, s->params);
     if (s->params->on_token) show_round(s->params, r);
 }

@@ -98,8 +98,8 @@ static void check_greedy_on(ModelPair *pair, const char *label, bool both_paths)
                 accepted[kind] += stats.accepted;
                 drafted[kind] += stats.drafted;
                 if (kind == DRAFT_LOOKUP)
-                    CHECK(stats.one_hot_drafted == stats.drafted && stats.draft_calls == 0, "lookup: %d of %d drafts "
-                          "one-hot, %d forwards", stats.one_hot_drafted, stats.drafted, stats.draft_calls);
+                    CHECK(stats.lookup_drafted == stats.drafted && stats.draft_calls == 0, "lookup: %d of %d drafts "
+                          "from the lookup, %d forwards", stats.lookup_drafted, stats.drafted, stats.draft_calls);
             }
     }
     for (DraftKind kind = DRAFT_MODEL; kind < N_DRAFT_KINDS; kind++)
