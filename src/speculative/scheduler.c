@@ -29,13 +29,18 @@ enum { CHECK_ROLLBACKS = 1 };  // make BUILD=debug: every rollback is checked ag
 enum { CHECK_ROLLBACKS = 0 };
 #endif
 
+// Where a p row of the round stands: not adjusted yet, adjusted (in Scheduler.p), or refused by sampler_adjust.
+typedef enum { ROW_PENDING, ROW_READY, ROW_BAD } RowState;
+
 // The scheduler's state between rounds.
 typedef struct {
     Model *target;
     Drafter *drafter;                   // NULL: plain decoding
     const SpecParams *params;
     int V, n_ctx;
-    Sampler sampler;
+    Sampler *samplers;                  // [n_samplers]: thread i's adjusts the p rows it is handed (adjust_rows)
+    int n_samplers;                     // the p rows adjusted at once: the target's threads, 1 when greedy
+    RowState row_state[TREE_MAX_ROWS];  // of this round's p rows
     KVCache cache;                      // the target's: the committed tokens but the newest
     KVCache *callers_cache;             // speculative_continue's: where the cache goes back to, else NULL
     RollbackCheck check;                // the debug build's (CHECK_ROLLBACKS)
@@ -99,24 +104,50 @@ static int verify(Scheduler *s, Round *r, Err *err) {
         r->parent[1 + i] = r->tree.parent[i] + 1;
     }
     r->base = s->cache.len;
+    for (int row = 0; row <= r->tree.n; row++) s->row_state[row] = ROW_PENDING;
     return model_forward_tree(s->target, &s->cache, r->tokens, r->parent, r->tree.n + 1, s->logits, err);
 }
 
-// p after `node` (−1: after the newest committed token): the target's adjusted distribution from verify's row, in
-// p->row — or, greedy, only its token p->token (sampling_greedy; p->row NULL): p is one-hot there, and the accept
-// step needs no more (tree_accept_one_hot).
+// The p rows [first, first + n) of the round, row first + i adjusted by thread i of n (with its own sampler: a row's
+// values do not depend on the thread that adjusts it).
+typedef struct {
+    Scheduler *s;
+    int first, n;
+} RowJob;
+
+static void adjust_rows(void *ctx, int thread, int n_threads) {
+    const RowJob *job = ctx;
+    Scheduler *s = job->s;
+    for (int row = job->first + thread; row < job->first + job->n; row += n_threads) {
+        const int bad = sampler_adjust(&s->samplers[thread], s->p + (size_t)row * s->V,
+                                       s->logits + (size_t)row * s->V);
+        s->row_state[row] = bad ? ROW_BAD : ROW_READY;
+    }
+}
+
+// The target's distribution at a node: its adjusted row, or greedy only its token — p is one-hot there, and the
+// accept step needs no more (tree_accept_one_hot).
 typedef struct {
     const double *row;  // [V], or NULL: one-hot at token
     int token;
 } TargetP;
 
+// p after `node` (−1: after the newest committed token), from verify's row: adjusted (sampler_adjust), or greedy its
+// argmax (sampling_greedy). A row not adjusted yet is adjusted with the rows after it, as many as the target has
+// threads, one per thread: the walk may reach them next (a chain's, surely, if it goes on), and the threads would
+// idle meanwhile. Greedy, a row's argmax costs about a hand-off to the pool, and stays on thread 0.
 static int target_probs(Scheduler *s, Round *r, int node, int position, TargetP *p, Err *err) {
-    const float *logits = s->logits + (size_t)(node + 1) * s->V;
-    double *row = s->p + (size_t)(node + 1) * s->V;
+    const int row = node + 1;
     const double t0 = now_seconds();
     const bool greedy = s->params->sampling.temperature == 0;
-    *p = (TargetP){.row = greedy ? NULL : row, .token = greedy ? sampling_greedy(logits, s->V) : 0};
-    if (p->token < 0 || (p->row && sampler_adjust(&s->sampler, row, logits)))
+    if (!greedy && s->row_state[row] == ROW_PENDING) {
+        const int rows_left = r->tree.n + 1 - row;
+        RowJob job = {.s = s, .first = row, .n = rows_left < s->n_samplers ? rows_left : s->n_samplers};
+        pool_run_on(s->target->pool, job.n, adjust_rows, &job);
+    }
+    *p = (TargetP){.row = greedy ? NULL : s->p + (size_t)row * s->V,
+                   .token = greedy ? sampling_greedy(s->logits + (size_t)row * s->V, s->V) : 0};
+    if (p->token < 0 || (!greedy && s->row_state[row] == ROW_BAD))
         return err_fmt(err, "the target model produced a NaN or infinite logit at position %d", position);
     r->p_seconds += now_seconds() - t0;
     return 0;
@@ -220,7 +251,8 @@ static void record_round(Scheduler *s, const Round *r) {
 }
 
 static void scheduler_free(Scheduler *s) {
-    sampler_free(&s->sampler);
+    for (int i = 0; i < s->n_samplers; i++) sampler_free(&s->samplers[i]);
+    free(s->samplers);
     if (s->callers_cache) *s->callers_cache = s->cache;  // handed back, holding the committed tokens
     else kv_free(&s->cache);
     rollback_check_free(&s->check);
@@ -239,7 +271,13 @@ static int scheduler_init(Scheduler *s, Model *target, KVCache *cache, Drafter *
                      .stats = stats, .callers_cache = cache};
     if (cache) s->cache = *cache;
     else if (model_kv_init(target, &s->cache, err)) return -1;
-    if (sampler_init(&s->sampler, &params->sampling, V, target->kernels, err)) return -1;
+    // A sampler for each thread that adjusts p rows at once (target_probs); greedy adjusts none (one checks params).
+    const int threads = target->max_threads < TREE_MAX_ROWS ? target->max_threads : TREE_MAX_ROWS;
+    const int n_samplers = params->sampling.temperature == 0 || threads < 1 ? 1 : threads;
+    s->samplers = calloc((size_t)n_samplers, sizeof(Sampler));
+    if (!s->samplers) return err_fmt(err, "out of memory for the scheduler's samplers");
+    for (; s->n_samplers < n_samplers; s->n_samplers++)
+        if (sampler_init(&s->samplers[s->n_samplers], &params->sampling, V, target->kernels, err)) return -1;
     const int width = params->tree_width > 1 ? params->tree_width : 1;
     s->max_nodes = width * GAMMA_MAX < TREE_MAX_NODES ? width * GAMMA_MAX : TREE_MAX_NODES;
     s->logits = malloc(sizeof(float) * (s->max_nodes + 1) * V);
