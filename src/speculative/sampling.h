@@ -36,9 +36,11 @@ typedef struct {
     SamplingParams params;
     int V;
     const Kernels *kernels;         // their softmax
-    float *scaled;                  // [V] scratch: (logit − max) / T, then its softmax
-    float *selection;               // [V] scratch: the logits, reordered while finding the k-th largest
-    SamplingCandidate *candidates;  // [V] scratch: the tokens that top-k / top-p may keep, best first
+    float *scaled;                  // [V] scratch: (logit − max) / T, then its softmax (NULL when greedy)
+    float *selection;               // [V] scratch: the logits, reordered while finding the k-th largest (NULL
+                                    // unless top-k cuts)
+    SamplingCandidate *candidates;  // [V] scratch: the tokens that top-k / top-p may keep, best first (NULL unless
+                                    // either cuts)
 } Sampler;
 
 // Checks params (temperature finite and ≥ 0, top_k ≥ 0, top_p in (0, 1]) and allocates the scratch for V tokens.
