@@ -13,19 +13,34 @@ static void add_node(DraftTree *tree, TreeChild child, int parent) {
     tree->parent[tree->n++] = parent;
 }
 
-// The first level the model draws: up to `width` children of `parent` from q, the draft's distribution at
-// `position` (its logits: greedy), drawn as tree.h says the accept step expects them — one child is the chain's
-// draft, x ~ q (tree_draw_child is spec_draw for it); several are the W most likely when greedy (q is one-hot
-// there), else W draws from q without replacement (under coupling, q's Gumbel top-W).
-static void draw_first_level(ModelDrafter *d, DraftTree *tree, const float *logits, const double *q, int parent,
-                             int width, int position) {
+// Up to `width` children of `parent` from q, the draft's distribution at `position` (its logits: greedy), drawn as
+// tree.h says the accept step expects them — one child is the chain's draft, x ~ q (tree_draw_child is spec_draw
+// for it); several (the first level of a tree) are W draws from q without replacement (under coupling, q's Gumbel
+// top-W). Greedy, q is one-hot at the argmax `token` and never written out (q NULL): the child is that token, and
+// several are the W most likely (tree_top_children), as one-hot children.
+static void draw_children(ModelDrafter *d, DraftTree *tree, const float *logits, const double *q, int token,
+                          int parent, int width, int position) {
     const int V = d->model->n_vocab;
     TreeChild children[TREE_FIRST_WIDTH_MAX];
     int n = 0;
-    if (width > 1 && d->params->sampling.temperature == 0) n = tree_top_children(logits, V, width, children);
+    if (!q && width > 1) n = tree_top_children(logits, V, width, children);
+    else if (!q) children[n++] = tree_one_hot_child(token);
     else
         while (n < width && tree_draw_child(d->params, q, V, position, width > 1, children, n, d->scratch) >= 0) n++;
     for (int k = 0; k < n; k++) add_node(tree, children[k], parent);
+}
+
+// q at a position from the draft's logits there: its adjusted row, written to `row` and returned — or, greedy, no
+// row (NULL returned) and only its argmax *token (sampling_greedy), q being one-hot there. Returns −1 with err set
+// for logits sampler_adjust refuses.
+static int draft_q(ModelDrafter *d, const float *logits, double *row, int position, const double **q, int *token,
+                   Err *err) {
+    const bool greedy = d->params->sampling.temperature == 0;
+    *q = greedy ? NULL : row;
+    *token = greedy ? sampling_greedy(logits, d->model->n_vocab) : 0;
+    if (*token < 0 || (*q && sampler_adjust(&d->sampler, row, logits)))
+        return err_fmt(err, "the draft model produced a NaN or infinite logit at position %d", position);
+    return 0;
 }
 
 // Level by level: the first forward feeds, in one batch, every token the draft has not read yet — the committed
@@ -61,20 +76,13 @@ static int model_propose(Drafter *self, const int *context, int n, const DraftRe
             const int node = frontier < 0 ? -1 : frontier + f;
             const float *logits = d->logits + (size_t)(level == 0 ? 0 : f) * V;
             if (d->p_min > 0 && sampling_top_probability(logits, V) < d->p_min) continue;  // the draft is unsure
-            double *q_row = q + (size_t)q_rows * V;
+            const double *q_row;
+            int token;
             const double t0 = now_seconds();
-            if (sampler_adjust(&d->sampler, q_row, logits))
-                return err_fmt(err, "the draft model produced a NaN or infinite logit at position %d",
-                               n + level - 1);
+            if (draft_q(d, logits, q + (size_t)q_rows * V, n + level - 1, &q_row, &token, err)) return -1;
             report->q_seconds += now_seconds() - t0;
-            if (level == 0) {
-                draw_first_level(d, tree, logits, q_row, node, width, n + level);
-            } else {
-                TreeChild child;
-                if (tree_draw_child(d->params, q_row, V, n + level, false, &child, 0, NULL) >= 0)
-                    add_node(tree, child, node);
-            }
-            q_rows++;
+            draw_children(d, tree, logits, q_row, token, node, level == 0 ? width : 1, n + level);
+            q_rows += q_row != NULL;
         }
         if (tree->n == from) break;
         frontier = from, n_frontier = tree->n - from;

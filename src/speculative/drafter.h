@@ -32,7 +32,8 @@ enum { TREE_MAX_NODES = TREE_MAX_ROWS - 1 };  // the verify forward feeds the ne
 typedef struct {
     int n;                                  // nodes
     TreeChild node[TREE_MAX_NODES];         // token and proposal (tree.h), its q pointing into the q rows given
-                                            // to propose(); NULL: deterministic (a lookup's, a greedy top-W child)
+                                            // to propose(); NULL: deterministic (a lookup's; greedy, every draft
+                                            // model's: the argmax or the top W, q one-hot and never written)
     int parent[TREE_MAX_NODES];             // an earlier node, or −1: a child of the newest committed token
 } DraftTree;
 
@@ -60,7 +61,8 @@ typedef struct {
     int n_run, match_length;
     bool run_proposed;
     int calls;              // draft model forward passes this proposal made (a lookup makes none)
-    double q_seconds;       // of the proposal's time: turning the draft's logits into q rows (sampler_adjust)
+    double q_seconds;       // of the proposal's time: turning the draft's logits into q rows (sampler_adjust), or
+                            // greedy into their argmax (sampling_greedy)
 } DraftReport;
 
 // The scheduler calls propose() once per round and rollback() after verification. A drafter holds its functions
@@ -91,7 +93,8 @@ typedef struct Drafter {
 // scheduler's rule and seed (SpecParams.sampler, .seed); it stops drafting early when its top probability (softmax
 // of its logits at temperature 1, whatever the sampling settings) falls below p_min (0 = never). Tokens the draft
 // has not read yet (the text committed while the scheduler decoded plainly, the accepted drafts) are fed in one
-// forward when it is next used: keeping it in sync costs no forward per plain token.
+// forward when it is next used: keeping it in sync costs no forward per plain token. Greedy, q is one-hot at the
+// argmax and never written out: its drafts are one-hot children (tree_one_hot_child, tree_top_children).
 //
 // A tree (width W > 1): the W children of its first level come from one q row, drawn as the scheduler's rule
 // needs them (tree.h: the W most likely when greedy, W draws without replacement under rejection sampling, the

@@ -270,13 +270,12 @@ void policy_init(GammaState *g, const Model *target, const Drafter *drafter, con
 }
 
 // A lookup run y_1.. found but not proposed: its first token would have been kept with probability p_1(y_1)
-// (rejection sampling and coupling alike; 0 or 1 when greedy), which the round computed. Its later tokens were not
+// (rejection sampling and coupling alike; 0 or 1 when greedy), which the round recorded (Round.p_run). Its later tokens were not
 // verified, but the round's committed tokens c_1..c_j are the target's own samples, so while y_1..y_{i−1} =
 // c_1..c_{i−1}, [y_i = c_i] stands in for the chance of keeping y_i (exactly when greedy; at a temperature, a
 // sample of it — biased a little, as which positions a round commits depends on its drafts).
-static void learn_unproposed_run(GammaState *g, const DraftReport *d, const Round *r, const double *p_root,
-                                 const int *committed) {
-    learn_lookup_alpha(g, d->match_length, 0, p_root[d->run[0]]);
+static void learn_unproposed_run(GammaState *g, const DraftReport *d, const Round *r, const int *committed) {
+    learn_lookup_alpha(g, d->match_length, 0, r->p_run);
     for (int i = 1; i < d->n_run && i < r->n_committed && d->run[i - 1] == committed[i - 1]; i++)
         learn_lookup_alpha(g, d->match_length, i, d->run[i] == committed[i]);
 }
@@ -295,12 +294,11 @@ static void learn_acceptance(GammaState *g, const Round *r, bool lookup) {
         learn_first_alpha(g, r->wide_width, g->alpha[lookup ? LOOKUP_FIRST : SAMPLED], r->wide_kept);
 }
 
-void policy_learn(GammaState *g, const SpecParams *params, const Round *r, const double *p_root,
-                  const int *committed) {
+void policy_learn(GammaState *g, const SpecParams *params, const Round *r, const int *committed) {
     const int k = r->tree.n;
     const bool lookup = r->report.run_proposed;  // the round's nodes are the lookup's, else the model's
     learn_acceptance(g, r, lookup);
-    if (r->report.n_run > 0 && !lookup) learn_unproposed_run(g, &r->report, r, p_root, committed);
+    if (r->report.n_run > 0 && !lookup) learn_unproposed_run(g, &r->report, r, committed);
     if (g->probing && k > 0 && !lookup)  // the probe was made (not displaced by a lookup run)
         g->probe_misses = r->n_accepted ? 0 : g->probe_misses < 3 ? g->probe_misses + 1 : 3;
     running_mean(&g->target[k + 1], r->target_seconds);

@@ -49,11 +49,9 @@ void policy_init(GammaState *g, const Model *target, const Drafter *drafter, con
 // which run (DraftRequest).
 DraftRequest policy_choose(GammaState *g, const SpecParams *params, const Drafter *drafter);
 
-// Learns from a played round: the acceptance of its drafts, the costs it measured, the heuristic's γ. p_root: the
-// target's adjusted distribution after the newest committed token before the round (p_1); committed: the tokens
-// the round committed (r->n_committed).
-void policy_learn(GammaState *g, const SpecParams *params, const Round *r, const double *p_root,
-                  const int *committed);
+// Learns from a played round: the acceptance of its drafts, the costs it measured, the heuristic's γ. committed:
+// the tokens the round committed (r->n_committed).
+void policy_learn(GammaState *g, const SpecParams *params, const Round *r, const int *committed);
 
 // t_target(T): measured, or fitted to the T's measured (0 when none is).
 double policy_target_time(const GammaState *g, int T);

@@ -9,7 +9,7 @@ void record_stats(SpecStats *st, Tally *tally, const Round *r) {
     st->sibling_accepted += r->n_sibling_kept;
     st->plain_rounds += k == 0;
     st->tree_rounds += r->width > 1;
-    st->one_hot_drafted += r->n_one_hot;
+    st->lookup_drafted += r->report.run_proposed ? k : 0;
     st->target_seconds += r->target_seconds;
     st->q_seconds += r->report.q_seconds;
     st->p_seconds += r->p_seconds;
@@ -22,7 +22,7 @@ void record_stats(SpecStats *st, Tally *tally, const Round *r) {
         st->level_reached[level] += r->n_accepted >= level - 1;
         st->level_kept[level] += r->n_accepted >= level;
     }
-    for (int i = 0; i < r->n_accepted; i++) st->one_hot_accepted += !r->tree.node[r->path[i]].q;
+    st->lookup_accepted += r->report.run_proposed ? r->n_accepted : 0;
     for (int i = 0; i < r->n_verified; i++) {
         st->sum_min_pq += r->overlap[i];
         st->n_min_pq++;

@@ -10,7 +10,7 @@ typedef struct {
     DraftRequest request;               // asked of the drafter
     DraftReport report;                 // what it reported of its proposal
     DraftTree tree;                     // drafted: tree.n nodes (k), of depth `depth`
-    int depth, width, n_one_hot;        // the tree's levels, most children of a node; its nodes with a one-hot q
+    int depth, width;                   // the tree's levels, most children of a node
     int level[TREE_MAX_NODES];          // of each node (0: a child of the newest committed token)
     bool first_branch[TREE_MAX_NODES];  // each node: every node on its path is its parent's first child (a run)
     int base;                           // the target cache's length before verification
@@ -30,6 +30,8 @@ typedef struct {
     TokenKind kind;                     // of next: TOKEN_BONUS, _RESAMPLED, or _TARGET (plain decoding)
     double residual_mass;               // Σ max(0, p − q) at the rejection
     int n_committed;                    // of x_1..x_{n_accepted}, next: committed (end-of-text and -n stop early)
+    double p_run;                       // p_1(y_1): the target's probability of the lookup run's first token
+                                        // (report.run[0]) after the newest committed token, when report.n_run > 0
     double draft_seconds, target_seconds;  // in the drafter's propose(); in the verify forward
     double p_seconds, accept_seconds;   // in the target's p rows (sampler_adjust); in the rest of steps 3 and 4
     double commit_seconds;              // in step 5, the commit and the caches' rollback

@@ -73,6 +73,12 @@ static int first_equal(const float *x, int n, float value) {
 // index 0, as a plain scan would.
 int sampling_argmax(const float *logits, int V) { return first_equal(logits, V, row_range(logits, V).max); }
 
+int sampling_greedy(const float *logits, int V) {
+    const Range range = row_range(logits, V);
+    if (range.bad || !(range.max > -INFINITY)) return -1;  // NaN, +inf, or every logit −inf
+    return first_equal(logits, V, range.max);
+}
+
 // The 8 lanes' partial sums added in one fixed tree.
 static double lanes_total(const double *part) {
     return ((part[0] + part[4]) + (part[1] + part[5])) + ((part[2] + part[6]) + (part[3] + part[7]));
@@ -119,6 +125,10 @@ static int by_rank(const void *a, const void *b) {
     return x->id - y->id;
 }
 
+// Whether top-k (a k below V) and top-p (below 1) cut anything: each needs its scratch only then.
+static bool cuts_top_k(const SamplingParams *params, int V) { return params->top_k > 0 && params->top_k < V; }
+static bool cuts_top_p(const SamplingParams *params) { return params->top_p < 1.0f; }
+
 int sampler_init(Sampler *s, const SamplingParams *params, int V, const Kernels *kernels, Err *err) {
     *s = (Sampler){.params = *params, .V = V, .kernels = kernels};
     if (!(params->temperature >= 0.0f && params->temperature < INFINITY))
@@ -127,10 +137,13 @@ int sampler_init(Sampler *s, const SamplingParams *params, int V, const Kernels 
     if (!(params->top_p > 0.0f && params->top_p <= 1.0f))
         return err_fmt(err, "sampling: top-p must be in (0, 1] (1 = off), got %g", params->top_p);
     if (V < 1) return err_fmt(err, "sampling: the vocabulary is empty");
-    s->scaled = malloc(sizeof(float) * (size_t)V);
-    s->selection = malloc(sizeof(float) * (size_t)V);
-    s->candidates = malloc(sizeof(SamplingCandidate) * (size_t)V);
-    if (!s->scaled || !s->selection || !s->candidates) {
+    // The scratch these settings use, and no more: greedy adjusting uses none (a sampler per thread adds up).
+    const bool sampled = params->temperature > 0.0f, top_k = sampled && cuts_top_k(params, V);
+    const bool ranked = top_k || (sampled && cuts_top_p(params));
+    if (sampled) s->scaled = malloc(sizeof(float) * (size_t)V);
+    if (top_k) s->selection = malloc(sizeof(float) * (size_t)V);
+    if (ranked) s->candidates = malloc(sizeof(SamplingCandidate) * (size_t)V);
+    if ((sampled && !s->scaled) || (top_k && !s->selection) || (ranked && !s->candidates)) {
         sampler_free(s);
         return err_fmt(err, "sampling: out of memory for the scratch of %d tokens", V);
     }
@@ -181,14 +194,16 @@ static int rank_candidates(Sampler *s, const double *probs, const float *logits,
 int sampler_adjust(Sampler *s, double *probs, const float *logits) {
     const int V = s->V;
     const SamplingParams *params = &s->params;
+    if (params->temperature <= 0.0f) {  // the one-hot limit
+        const int token = sampling_greedy(logits, V);
+        if (token < 0) return -1;
+        memset(probs, 0, sizeof(double) * V);
+        probs[token] = 1.0;
+        return 0;
+    }
     const Range range = row_range(logits, V);
     const float max = range.max;
     if (range.bad || !(max > -INFINITY)) return -1;  // NaN, +inf, or every logit −inf
-    if (params->temperature <= 0.0f) {  // the one-hot limit
-        memset(probs, 0, sizeof(double) * V);
-        probs[first_equal(logits, V, max)] = 1.0;
-        return 0;
-    }
     // 1. Temperature. (logit − max) / T ≤ 0 cannot overflow upwards; the kernel's exp is approximate, and an
     // exponent of −inf (a masked token, or one so far below the max that the difference overflows) gets exactly 0.
     // (logit − max) / T grows with the logit, so the smallest logit's is the only one to check for −inf. At T = 1
@@ -204,7 +219,7 @@ int sampler_adjust(Sampler *s, double *probs, const float *logits) {
         for (int i = 0; i < V; i++) s->scaled[i] = (logits[i] - max) / t == -INFINITY ? 0.0f : s->scaled[i];
     const double inv_sum = 1.0 / widened_sum(s->scaled, V);
     for (int i = 0; i < V; i++) probs[i] = s->scaled[i] * inv_sum;
-    const bool top_k = params->top_k > 0 && params->top_k < V, top_p = params->top_p < 1.0f;
+    const bool top_k = cuts_top_k(params, V), top_p = cuts_top_p(params);
     if (!top_k && !top_p) return 0;
 
     // 2. Top-k: the candidates are the tokens of logit ≥ the k-th largest.

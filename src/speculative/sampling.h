@@ -36,9 +36,11 @@ typedef struct {
     SamplingParams params;
     int V;
     const Kernels *kernels;         // their softmax
-    float *scaled;                  // [V] scratch: (logit − max) / T, then its softmax
-    float *selection;               // [V] scratch: the logits, reordered while finding the k-th largest
-    SamplingCandidate *candidates;  // [V] scratch: the tokens that top-k / top-p may keep, best first
+    float *scaled;                  // [V] scratch: (logit − max) / T, then its softmax (NULL when greedy)
+    float *selection;               // [V] scratch: the logits, reordered while finding the k-th largest (NULL
+                                    // unless top-k cuts)
+    SamplingCandidate *candidates;  // [V] scratch: the tokens that top-k / top-p may keep, best first (NULL unless
+                                    // either cuts)
 } Sampler;
 
 // Checks params (temperature finite and ≥ 0, top_k ≥ 0, top_p in (0, 1]) and allocates the scratch for V tokens.
@@ -52,6 +54,11 @@ int sampler_adjust(Sampler *s, double *probs, const float *logits);
 
 // The index of the largest logit, the lowest one on a tie.
 int sampling_argmax(const float *logits, int V);
+
+// The token that sampler_adjust's one-hot distribution at temperature 0 puts its mass on (the argmax, the lowest
+// index on a tie), without writing the distribution out: all that greedy decoding reads of a row. Returns −1 where
+// sampler_adjust does (a logit NaN or +inf, or every logit −inf).
+int sampling_greedy(const float *logits, int V);
 
 // Σ x[0..n), in a fixed order (8 interleaved partial sums: fast, and the same result at every call).
 double sampling_sum(const double *x, int n);

@@ -29,13 +29,18 @@ enum { CHECK_ROLLBACKS = 1 };  // make BUILD=debug: every rollback is checked ag
 enum { CHECK_ROLLBACKS = 0 };
 #endif
 
+// Where a p row of the round stands: not adjusted yet, adjusted (in Scheduler.p), or refused by sampler_adjust.
+typedef enum { ROW_PENDING, ROW_READY, ROW_BAD } RowState;
+
 // The scheduler's state between rounds.
 typedef struct {
     Model *target;
     Drafter *drafter;                   // NULL: plain decoding
     const SpecParams *params;
     int V, n_ctx;
-    Sampler sampler;
+    Sampler *samplers;                  // [n_samplers]: thread i's adjusts the p rows it is handed (adjust_rows)
+    int n_samplers;                     // the p rows adjusted at once: the target's threads, 1 when greedy
+    RowState row_state[TREE_MAX_ROWS];  // of this round's p rows
     KVCache cache;                      // the target's: the committed tokens but the newest
     KVCache *callers_cache;             // speculative_continue's: where the cache goes back to, else NULL
     RollbackCheck check;                // the debug build's (CHECK_ROLLBACKS)
@@ -84,7 +89,6 @@ static int draft(Scheduler *s, Round *r, Err *err) {
         r->width = ++children[parent + 1] > r->width ? children[parent + 1] : r->width;
         r->level[i] = depth[i] - 1;
         r->first_branch[i] = children[parent + 1] == 1 && (parent < 0 || r->first_branch[parent]);
-        r->n_one_hot += !r->tree.node[i].q;
     }
     r->draft_calls = r->report.calls;
     return 0;
@@ -100,32 +104,72 @@ static int verify(Scheduler *s, Round *r, Err *err) {
         r->parent[1 + i] = r->tree.parent[i] + 1;
     }
     r->base = s->cache.len;
+    for (int row = 0; row <= r->tree.n; row++) s->row_state[row] = ROW_PENDING;
     return model_forward_tree(s->target, &s->cache, r->tokens, r->parent, r->tree.n + 1, s->logits, err);
 }
 
-// p after `node` (−1: after the newest committed token): the target's adjusted distribution of verify's row.
-static const double *target_probs(Scheduler *s, Round *r, int node, int position, Err *err) {
-    double *p = s->p + (size_t)(node + 1) * s->V;
-    const double t0 = now_seconds();
-    if (sampler_adjust(&s->sampler, p, s->logits + (size_t)(node + 1) * s->V)) {
-        err_fmt(err, "the target model produced a NaN or infinite logit at position %d", position);
-        return NULL;
+// The p rows [first, first + n) of the round, row first + i adjusted by thread i of n (with its own sampler: a row's
+// values do not depend on the thread that adjusts it).
+typedef struct {
+    Scheduler *s;
+    int first, n;
+} RowJob;
+
+static void adjust_rows(void *ctx, int thread, int n_threads) {
+    const RowJob *job = ctx;
+    Scheduler *s = job->s;
+    for (int row = job->first + thread; row < job->first + job->n; row += n_threads) {
+        const int bad = sampler_adjust(&s->samplers[thread], s->p + (size_t)row * s->V,
+                                       s->logits + (size_t)row * s->V);
+        s->row_state[row] = bad ? ROW_BAD : ROW_READY;
     }
-    r->p_seconds += now_seconds() - t0;
-    return p;
 }
+
+// The target's distribution at a node: its adjusted row, or greedy only its token — p is one-hot there, and the
+// accept step needs no more (tree_accept_one_hot).
+typedef struct {
+    const double *row;  // [V], or NULL: one-hot at token
+    int token;
+} TargetP;
+
+// p after `node` (−1: after the newest committed token), from verify's row: adjusted (sampler_adjust), or greedy its
+// argmax (sampling_greedy). A row not adjusted yet is adjusted with the rows after it, as many as the target has
+// threads, one per thread: the walk may reach them next (a chain's, surely, if it goes on), and the threads would
+// idle meanwhile. Greedy, a row's argmax costs about a hand-off to the pool, and stays on thread 0.
+static int target_probs(Scheduler *s, Round *r, int node, int position, TargetP *p, Err *err) {
+    const int row = node + 1;
+    const double t0 = now_seconds();
+    const bool greedy = s->params->sampling.temperature == 0;
+    if (!greedy && s->row_state[row] == ROW_PENDING) {
+        const int rows_left = r->tree.n + 1 - row;
+        RowJob job = {.s = s, .first = row, .n = rows_left < s->n_samplers ? rows_left : s->n_samplers};
+        pool_run_on(s->target->pool, job.n, adjust_rows, &job);
+    }
+    *p = (TargetP){.row = greedy ? NULL : s->p + (size_t)row * s->V,
+                   .token = greedy ? sampling_greedy(s->logits + (size_t)row * s->V, s->V) : 0};
+    if (p->token < 0 || (!greedy && s->row_state[row] == ROW_BAD))
+        return err_fmt(err, "the target model produced a NaN or infinite logit at position %d", position);
+    r->p_seconds += now_seconds() - t0;
+    return 0;
+}
+
+// p(x) for a token x.
+static double target_p_of(const TargetP *p, int x) { return p->row ? p->row[x] : x == p->token; }
 
 // 3 and 4 at one node, whose target distribution is p at `position`: its children c_1..c_m, tried in the order they
 // were drawn (tree_accept: Algorithm 1's test for one child, recursive rejection sampling over several; under
-// coupling the target's own Gumbel-max token chooses) — m = 0 draws the bonus token. Returns the kept child, or −1
-// with r->next the token drawn. What α learns of each child tried is β = Σ min(p_k, q_k) (p_k(x) for a one-hot
-// child); under coupling, for a sampled child, which has no cheap closed form, the outcome stands in.
-static int accept_at_node(Scheduler *s, Round *r, const int *children, int m, const double *p, int position,
+// coupling the target's own Gumbel-max token chooses; tree_accept_one_hot when p is one-hot) — m = 0 draws the bonus
+// token. Returns the kept child, or −1 with r->next the token drawn. What α learns of each child tried is β =
+// Σ min(p_k, q_k) (p_k(x) for a one-hot child); under coupling, for a sampled child, which has no cheap closed form,
+// the outcome stands in.
+static int accept_at_node(Scheduler *s, Round *r, const int *children, int m, const TargetP *p, int position,
                           Err *err) {
     TreeChild nodes[TREE_WIDTH_MAX];
     for (int k = 0; k < m; k++) nodes[k] = r->tree.node[children[k]];
     TreeStep step;
-    if (tree_accept(s->params, p, s->V, position, nodes, m, s->scratch, &step, err)) return -2;
+    if (p->row ? tree_accept(s->params, p->row, s->V, position, nodes, m, s->scratch, &step, err)
+               : tree_accept_one_hot(s->params, p->token, s->V, position, nodes, m, s->scratch, &step, err))
+        return -2;
     for (int k = 0; k < step.n_tried; k++) {
         const int t = r->n_verified++;
         r->tried[t] = children[k];
@@ -146,12 +190,13 @@ static int accept_or_resample(Scheduler *s, Round *r, Err *err) {
     r->kind = r->tree.n > 0 ? TOKEN_BONUS : TOKEN_TARGET;
     for (int node = -1;;) {
         const int position = s->n + r->n_accepted;
-        const double *p = target_probs(s, r, node, position - 1, err);
-        if (!p) return -1;
+        TargetP p;
+        if (target_probs(s, r, node, position - 1, &p, err)) return -1;
+        if (node < 0 && r->report.n_run > 0) r->p_run = target_p_of(&p, r->report.run[0]);
         int children[TREE_WIDTH_MAX], m = 0;
         for (int i = node + 1; i < r->tree.n && m < TREE_WIDTH_MAX; i++)
             if (r->tree.parent[i] == node) children[m++] = i;
-        const int kept = accept_at_node(s, r, children, m, p, position, err);
+        const int kept = accept_at_node(s, r, children, m, &p, position, err);
         if (kept == -2) return -1;
         if (m > r->wide_width) r->wide_width = m, r->wide_kept = kept >= 0;
         if (kept < 0) {
@@ -200,13 +245,14 @@ static int commit_and_roll_back(Scheduler *s, Round *r, Err *err) {
 // 6. Observe: the round's record teaches the γ policy and feeds the statistics, the trace and --show.
 static void record_round(Scheduler *s, const Round *r) {
     record_stats(s->stats, &s->tally, r);
-    policy_learn(&s->g, s->params, r, s->p, s->context + s->n - r->n_committed);
+    policy_learn(&s->g, s->params, r, s->context + s->n - r->n_committed);
     if (s->params->trace) trace_round(s->params->trace, s->stats->rounds, r, s->params);
     if (s->params->on_token) show_round(s->params, r);
 }
 
 static void scheduler_free(Scheduler *s) {
-    sampler_free(&s->sampler);
+    for (int i = 0; i < s->n_samplers; i++) sampler_free(&s->samplers[i]);
+    free(s->samplers);
     if (s->callers_cache) *s->callers_cache = s->cache;  // handed back, holding the committed tokens
     else kv_free(&s->cache);
     rollback_check_free(&s->check);
@@ -225,7 +271,13 @@ static int scheduler_init(Scheduler *s, Model *target, KVCache *cache, Drafter *
                      .stats = stats, .callers_cache = cache};
     if (cache) s->cache = *cache;
     else if (model_kv_init(target, &s->cache, err)) return -1;
-    if (sampler_init(&s->sampler, &params->sampling, V, target->kernels, err)) return -1;
+    // A sampler for each thread that adjusts p rows at once (target_probs); greedy adjusts none (one checks params).
+    const int threads = target->max_threads < TREE_MAX_ROWS ? target->max_threads : TREE_MAX_ROWS;
+    const int n_samplers = params->sampling.temperature == 0 || threads < 1 ? 1 : threads;
+    s->samplers = calloc((size_t)n_samplers, sizeof(Sampler));
+    if (!s->samplers) return err_fmt(err, "out of memory for the scheduler's samplers");
+    for (; s->n_samplers < n_samplers; s->n_samplers++)
+        if (sampler_init(&s->samplers[s->n_samplers], &params->sampling, V, target->kernels, err)) return -1;
     const int width = params->tree_width > 1 ? params->tree_width : 1;
     s->max_nodes = width * GAMMA_MAX < TREE_MAX_NODES ? width * GAMMA_MAX : TREE_MAX_NODES;
     s->logits = malloc(sizeof(float) * (s->max_nodes + 1) * V);

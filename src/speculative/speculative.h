@@ -49,12 +49,13 @@ typedef struct {
     int draft_calls;        // draft model forwards (a lookup makes none)
     int plain_rounds;       // rounds that drafted nothing: plain decoding
     int tree_rounds;        // rounds that drafted a tree (a node with several children)
-    int one_hot_drafted, one_hot_accepted;  // of drafted, accepted: deterministic drafts (the lookup's)
+    int lookup_drafted, lookup_accepted;    // of drafted, accepted: the lookup's (rounds whose run was proposed)
     double prefill_seconds;     // reading the prompt (both models), before the first round
     double decode_seconds;      // the rounds: generation proper, what tokens per second is measured over
     double target_seconds, draft_seconds;  // of decode_seconds: in target forwards, in the drafter
-    // Where the rest of a round goes: of draft_seconds, the draft's q rows (sampler_adjust); beside it, the
-    // target's p rows, the accept rule (steps 3 and 4 but the p rows), the commit and the caches' rollback (step 5).
+    // Where the rest of a round goes: of draft_seconds, the draft's q rows (sampler_adjust; greedy, the argmax
+    // alone: sampling_greedy); beside it, the target's p rows (the same), the accept rule (steps 3 and 4 but the p
+    // rows), the commit and the caches' rollback (step 5).
     // What decode_seconds holds beyond these and the forwards is the policy and the bookkeeping.
     double q_seconds, p_seconds, accept_seconds, commit_seconds;
     double target_t1_seconds;   // mean time of a T = 1 target forward (measured or fitted), for c

@@ -65,25 +65,37 @@ int tree_top_children(const float *logits, int V, int width, TreeChild *children
 
 // ---- the accept / resample step --------------------------------------------------------------------------------
 
-// Child k's proposal q_k, checked against its description, and what the record keeps of it against p_k: p_k(c_k),
-// q_k(c_k), β_k. Returns q_k as a normalised row (NULL for a one-hot child), in buffer unless it is the child's q.
-static int describe_child(const TreeChild *children, int k, const double *p_k, int V, double *buffer,
-                          const double **q_k, TreeTried *tried, Err *err) {
+// Child k's proposal q_k, checked against its description: the row it was drawn from and its mass, q_k = row / mass
+// (row NULL for a one-hot child; in buffer when drawn without replacement after earlier siblings). Returns
+// q_k(c_k), or −1 with err set.
+static double child_proposal(const TreeChild *children, int k, int V, double *buffer, const double **row,
+                             double *mass, Err *err) {
     const TreeChild *c = &children[k];
+    *row = NULL;
+    *mass = 1.0;
     if (c->token < 0 || c->token >= V)
         return err_fmt(err, "tree: child %d has token %d, outside the vocabulary [0, %d)", k, c->token, V);
     if (!c->q && c->without_replacement)
         return err_fmt(err, "tree: child %d (token %d) is one-hot but marked as drawn without replacement", k, c->token);
-    double mass = 1.0;
-    *q_k = c->q ? proposal_row(c->q, c->without_replacement, children, k, V, buffer, &mass) : NULL;
-    const double q_token = *q_k ? (*q_k)[c->token] / mass : 1.0;
+    *row = c->q ? proposal_row(c->q, c->without_replacement, children, k, V, buffer, mass) : NULL;
+    const double q_token = *row ? (*row)[c->token] / *mass : 1.0;
     if (!(q_token > 0.0) || q_token != c->q_token)
         return err_fmt(err, "tree: child %d (token %d) has probability %.17g under its proposal, but was drawn with "
                        "%.17g: its q row changed after the draw, or it is described with the wrong proposal",
                        k, c->token, q_token, c->q_token);
+    return q_token;
+}
+
+// Child k's proposal q_k as a normalised row (NULL for a one-hot child), in buffer unless it is the child's q, and
+// what the record keeps of it against p_k: p_k(c_k), q_k(c_k), β_k.
+static int describe_child(const TreeChild *children, int k, const double *p_k, int V, double *buffer,
+                          const double **q_k, TreeTried *tried, Err *err) {
+    double mass;
+    const double q_token = child_proposal(children, k, V, buffer, q_k, &mass, err);
+    if (q_token < 0) return -1;
     if (*q_k == buffer)
         for (int x = 0; x < V; x++) buffer[x] /= mass;
-    *tried = (TreeTried){.p = p_k[c->token], .q = q_token};
+    *tried = (TreeTried){.p = p_k[children[k].token], .q = q_token};
     tried->overlap = *q_k ? spec_overlap(p_k, *q_k, V) : tried->p;
     return 0;
 }
@@ -149,4 +161,32 @@ int tree_accept(const SpecParams *params, const double *p, int V, int position, 
     for (int k = 0; k < n; k++) u[k] = spec_uniform(params, position, DRAW_ACCEPT, k);
     u[n] = spec_uniform(params, position, n > 0 ? DRAW_RESIDUAL : DRAW_TARGET, 0);
     return tree_accept_given(p, V, children, n, u, scratch, step, err);
+}
+
+// With p one-hot at t, each p_k is too until a child equal to t is kept: a rejected child c ≠ t has p_k(c) = 0, and
+// norm(max(0, p_k − q_k)) is one-hot at t again, of mass 1 − q_k(t). So child k is kept exactly when c_k = t, and
+// β_k = min(1, q_k(t)) — the values tree_accept computes from the rows, found without them (q_k(t) = row[t] / mass,
+// as describe_child's normalised row holds it; a one-hot child's β_k is p_k(c_k)).
+int tree_accept_one_hot(const SpecParams *params, int t, int V, int position, const TreeChild *children, int n,
+                        double *scratch, TreeStep *step, Err *err) {
+    if (n < 0 || n > TREE_WIDTH_MAX)
+        return err_fmt(err, "tree: a node has %d children; at most %d are allowed", n, TREE_WIDTH_MAX);
+    if (t < 0 || t >= V) return err_fmt(err, "tree: the target's token %d is outside the vocabulary [0, %d)", t, V);
+    const bool coupled = params->sampler == SAMPLER_COUPLED;  // no acceptance numbers, no residuals
+    *step = (TreeStep){.token = t, .accepted = -1};
+    for (int k = 0; k < n && step->accepted < 0; k++) {
+        const double *row;
+        double mass;
+        const double q_token = child_proposal(children, k, V, scratch, &row, &mass, err);
+        if (q_token < 0) return -1;
+        TreeTried *tried = &step->tried[k];
+        *tried = (TreeTried){.p = children[k].token == t ? 1.0 : 0.0, .q = q_token};
+        const double q_t = row ? row[t] / mass : 0.0, min_p_q = 1.0 < q_t ? 1.0 : q_t;
+        tried->overlap = row ? min_p_q : tried->p;
+        tried->u = coupled ? 0.0 : spec_uniform(params, position, DRAW_ACCEPT, k);
+        step->n_tried = k + 1;
+        if (children[k].token == t) step->accepted = k;
+        else if (!coupled) tried->residual_mass = 1.0 - tried->overlap;
+    }
+    return 0;
 }

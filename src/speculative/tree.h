@@ -122,6 +122,13 @@ typedef struct {
 int tree_accept(const struct SpecParams *params, const double *p, int V, int position, const TreeChild *children,
                 int n, double *scratch, TreeStep *step, Err *err);
 
+// tree_accept for a p that is one-hot at token t — the target's greedy token, at temperature 0 — without p's row:
+// the first child equal to t is kept, else t is emitted, under either rule, and the step's record is tree_accept's
+// for that one-hot row, bit for bit, but for step.residual, left NULL (tests/speculative/test_tree_accept.c holds
+// it to tree_accept). scratch: [V]. Returns 0, or −1 with err set (t outside [0, V), or as tree_accept).
+int tree_accept_one_hot(const struct SpecParams *params, int t, int V, int position, const TreeChild *children,
+                        int n, double *scratch, TreeStep *step, Err *err);
+
 // Recursive rejection sampling with given numbers: u[0..n) the children's acceptance numbers, u[n] the draw's.
 // tree_accept under SAMPLER_REJECTION is this with the position's numbers; the tests choose them, to enumerate
 // every outcome.

@@ -183,7 +183,7 @@ static void lookup_alone(Model *target) {
     CHECK(script.proposed[0] * 2 < script.found[0] && script.proposed_late[0] == 0,
           "wrong runs: %d of %d proposed, %d in the second half", script.proposed[0], script.found[0],
           script.proposed_late[0]);
-    CHECK(stats.accepted == stats.one_hot_accepted && stats.draft_calls == 0, "lookup drafts only");
+    CHECK(stats.accepted == stats.lookup_accepted && stats.draft_calls == 0, "lookup drafts only");
 }
 
 // Lookup alone: the policy learns which match length copies right, and proposes those runs only.

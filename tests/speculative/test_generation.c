@@ -5,6 +5,7 @@
 //   - the debug build checks every rollback: one corrupted value of the draft's cache, or a target cache gone
 //     stale, stops the run with a message naming the model, the row and the difference (the release build checks
 //     none);
+//   - logits NaN or +inf, of the target or the draft, greedy or sampled, stop the run with a message naming the model;
 //   - the trace names an accepted end-of-text draft as such;
 //   - the numbers: γ auto's cost model of a forward, the predicted speed-up and the expected tokens per round at
 //     their corners, and a run's accounting of expected tokens and time.
@@ -149,6 +150,44 @@ TEST(speculative_debug_build_checks_every_rollback) {
     CHECK(m.checks == 0, "the release build checked %d rollbacks", m.checks);
     printf("    release build: no rollback is checked (the debug build's checks are tested with make BUILD=debug)\n");
 #endif
+    model_pair_close(&pair);
+}
+
+// A model whose logits turn NaN or +inf (its final norm's first gain set so: every logit follows) stops the run
+// with a message naming that model, greedy (where only the argmax of a row is taken) and at temperature 1 alike,
+// with a chain, a tree and plain decoding.
+TEST(speculative_refuses_non_finite_logits) {
+    ModelPair pair;
+    pair_open(&pair, 97, 64, 1, 0.3f);
+    const int prompt[] = {3, 1, 4, 1, 5};
+    const float bad[2] = {NAN, INFINITY};
+    for (int c = 0; c < 8; c++) {
+        const bool in_target = c % 2, greedy = c / 2 % 2, tree = c / 4;
+        Model *model = in_target ? &pair.target : &pair.draft;
+        float *gain = (float *)model->norm_f.gamma;
+        const float kept = gain[0];
+        gain[0] = bad[c % 2 == c / 2 % 2];
+        const SpecParams params = {.sampling = {.temperature = greedy ? 0.0f : 1.0f, .top_p = 1}, .seed = 9,
+                                   .policy = GAMMA_FIXED, .gamma = 3, .tree_width = tree ? 2 : 1, .max_tokens = 8,
+                                   .eos_id = -1};
+        for (int run = 0; run < (in_target ? 2 : 1); run++) {  // the target's: plain and speculative
+            const DraftKind kind = in_target && run == 0 ? DRAFT_NONE : DRAFT_MODEL;
+            Drafters drafters;
+            Err err;
+            CHECK(drafter_open(&drafters, (DrafterKind)kind, &pair.draft, &params, 0, 1, &err) == 0, "%s", err.msg);
+            int out[8], n_out;
+            SpecStats stats;
+            const int rc = speculative_generate(&pair.target, drafters.drafter, prompt, 5, &params, out, &n_out,
+                                                &stats, &err);
+            CHECK(rc == -1 && strstr(err.msg, in_target ? "the target model produced a NaN or infinite logit"
+                                                        : "the draft model produced a NaN or infinite logit"),
+                  "%s logits of the %s (%s, %s%s): rc %d, %s", isnan(gain[0]) ? "NaN" : "+inf",
+                  in_target ? "target" : "draft", greedy ? "greedy" : "temperature 1", DRAFT_NAMES[kind],
+                  tree ? ", width 2" : "", rc, rc ? err.msg : "no error");
+            drafter_close(&drafters);
+        }
+        gain[0] = kept;
+    }
     model_pair_close(&pair);
 }
 

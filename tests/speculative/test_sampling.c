@@ -197,7 +197,8 @@ TEST(sampling_temperature_zero_is_the_argmax) {
 }
 
 // The argmax and the NaN / +inf check go 8 logits at a time, then one at a time for the rest: every row length to
-// 40, with the maximum (twice: the lower id wins), a NaN or a +inf at every offset, against a plain scan.
+// 40, with the maximum (twice: the lower id wins), a NaN or a +inf at every offset, against a plain scan; the greedy
+// token (sampling_greedy) is the greedy row's, and refused where the row is.
 TEST(sampling_argmax_and_bad_logits_at_every_offset) {
     float logits[40];
     double probs[40];
@@ -214,10 +215,13 @@ TEST(sampling_argmax_and_bad_logits_at_every_offset) {
                   want);
             CHECK(sampler_adjust(&s, probs, logits) == 0 && probs[want] == 1.0, "V = %d: greedy row misses %d", V,
                   want);
+            CHECK(sampling_greedy(logits, V) == want, "V = %d: greedy token %d, want %d", V,
+                  sampling_greedy(logits, V), want);
             const float bad[2] = {NAN, INFINITY};
             for (int b = 0; b < 2; b++) {
                 logits[at] = bad[b];
                 CHECK(sampler_adjust(&s, probs, logits) == -1, "V = %d: %g at %d accepted", V, bad[b], at);
+                CHECK(sampling_greedy(logits, V) == -1, "V = %d: greedy took %g at %d", V, bad[b], at);
             }
             logits[at] = NAN;  // a NaN never wins the argmax
             const int rest = at == V - 1 - at / 2 ? -1 : V - 1 - at / 2;
@@ -264,13 +268,15 @@ TEST(sampling_rejects_non_finite_logits_and_bad_params) {
     double probs[4];
     const float bad[][4] = {{0, NAN, 1, 2}, {0, INFINITY, 1, 2}, {-INFINITY, -INFINITY, -INFINITY, -INFINITY}};
     const SamplingParams settings[] = {{1, 0, 1}, {0, 0, 1}, {0.5f, 2, 0.5f}};
-    for (int b = 0; b < 3; b++)
+    for (int b = 0; b < 3; b++) {
+        CHECK(sampling_greedy(bad[b], 4) == -1, "bad logits %d give a greedy token", b);
         for (int p = 0; p < 3; p++) {
             CHECK(sampler_init(&s, &settings[p], 4, any_kernels(), &err) == 0, "%s", err.msg);
             CHECK(sampler_adjust(&s, probs, bad[b]) == -1, "bad logits %d accepted with settings %d", b, p);
             CHECK(reference_adjust(probs, bad[b], 4, &settings[p], NULL) == -1, "the reference accepts %d", b);
             sampler_free(&s);
         }
+    }
     const SamplingParams invalid[] = {{-1, 0, 1}, {NAN, 0, 1}, {INFINITY, 0, 1}, {1, -1, 1}, {1, 0, 0},
                                       {1, 0, 1.5f}, {1, 0, NAN}};
     for (size_t i = 0; i < sizeof invalid / sizeof invalid[0]; i++) {

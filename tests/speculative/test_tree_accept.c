@@ -12,7 +12,8 @@
 //   - the siblings' random streams, the draws without replacement, and the sampled path end to end (drafter draws
 //     and the accept step at width 3) against p by chi-square;
 //   - coupling: the token is the target's Gumbel-max sample whatever the children, and the children are the
-//     Gumbel top-W; greedy: the top-W children and the argmax's descent;
+//     Gumbel top-W; greedy: the top-W children and the argmax's descent, and the step for a one-hot p without its
+//     row (tree_accept_one_hot) is tree_accept's bit for bit;
 //   - children described wrongly are refused.
 #include <math.h>
 #include <stdio.h>
@@ -575,6 +576,59 @@ TEST(tree_greedy_descends_into_the_argmax) {
         CHECK(step.token == t && step.accepted == first, "trial %d: token %d (child %d), want %d (child %d)", trial,
               step.token, step.accepted, t, first);
     }
+}
+
+// tree_accept_one_hot is tree_accept for the one-hot p at t, bit for bit (step.residual aside), under both rules:
+// children one-hot (t among them or not, repeats), drawn from a random q with and without replacement (q_k(t)
+// anywhere in [0, 1]: β_k and the residual masses are exercised), and drawn from a greedy one-hot q row.
+TEST(tree_accept_one_hot_is_tree_accept_for_a_one_hot_p) {
+    static double scratch[3 * V_MAX];
+    int kept = 0, emitted = 0, sampled_tried = 0;
+    for (int trial = 0; trial < 4000; trial++) {
+        const int V = test_rand_int(2, V_MAX), position = test_rand_int(0, 100000), n = test_rand_int(0, 5);
+        const SpecParams params = params_for(trial % 2 ? SAMPLER_COUPLED : SAMPLER_REJECTION, test_rand_u64());
+        const int t = test_rand_int(0, V - 1);
+        double p[V_MAX] = {0}, q[V_MAX], greedy_q[V_MAX] = {0};
+        p[t] = 1.0;
+        random_distribution(q, V, test_rand_int(0, V - 1));
+        greedy_q[test_rand_int(0, 2) ? test_rand_int(0, V - 1) : t] = 1.0;
+        TreeChild children[TREE_WIDTH_MAX];
+        int m = 0;
+        for (int k = 0; k < n; k++) {
+            const int kind = test_rand_int(0, 3);
+            const int token = test_rand_int(0, 3) ? test_rand_int(0, V - 1) : t;
+            const double *row = kind == 3 ? greedy_q : q;
+            if (kind == ONE_HOT) children[m++] = tree_one_hot_child(token);
+            else if (tree_draw_child(&params, row, V, position, kind == DRAWN_UNTRIED, children, m, scratch) >= 0) m++;
+        }
+        TreeStep want, got;
+        Err err;
+        CHECK(tree_accept(&params, p, V, position, children, m, scratch, &want, &err) == 0, "%s", err.msg);
+        CHECK(tree_accept_one_hot(&params, t, V, position, children, m, scratch, &got, &err) == 0, "%s", err.msg);
+        CHECK(got.token == want.token && got.accepted == want.accepted && got.n_tried == want.n_tried,
+              "trial %d: token %d (child %d kept, %d tried), tree_accept's %d (%d, %d)", trial, got.token,
+              got.accepted, got.n_tried, want.token, want.accepted, want.n_tried);
+        for (int k = 0; k < got.n_tried && k < want.n_tried; k++) {
+            const TreeTried *a = &got.tried[k], *b = &want.tried[k];
+            CHECK(a->p == b->p && a->q == b->q && a->u == b->u && a->overlap == b->overlap &&
+                      a->residual_mass == b->residual_mass,
+                  "trial %d, child %d: (p %.17g q %.17g u %.17g beta %.17g residual %.17g), tree_accept's (%.17g "
+                  "%.17g %.17g %.17g %.17g)", trial, k, a->p, a->q, a->u, a->overlap, a->residual_mass, b->p, b->q,
+                  b->u, b->overlap, b->residual_mass);
+            sampled_tried += children[k].q == q;
+        }
+        kept += want.accepted >= 0;
+        emitted += want.accepted < 0 && m > 0;
+    }
+    CHECK(kept > 500 && emitted > 500 && sampled_tried > 500, "kept %d, every child rejected %d, children from q "
+          "tried %d", kept, emitted, sampled_tried);
+    TreeStep step;
+    Err err;
+    const TreeChild child = tree_one_hot_child(0);
+    const SpecParams params = params_for(SAMPLER_REJECTION, 1);
+    CHECK(tree_accept_one_hot(&params, 4, 4, 0, &child, 1, scratch, &step, &err) == -1 &&
+              strstr(err.msg, "outside"),
+          "a target token outside the vocabulary is accepted: %s", err.msg);
 }
 
 // ---- children described wrongly ---------------------------------------------------------------------------
