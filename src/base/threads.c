@@ -3,6 +3,9 @@
 // virtual machine), then sleep on a condition variable. A pool with more threads than the CPUs it may run on
 // (cpus_available) polls only SPIN_BATCH times before sleeping, its caller too: a spinning thread would hold a CPU
 // that a thread with work is waiting for, and every job would wait for the scheduler to get round to all of them.
+// A job of pool_run_on ends when each of its threads has run it; a chunked job (pool_run_chunks) when its chunks
+// are done, which the threads claim one at a time from one counter: it waits for no thread that is not working
+// on it.
 #include "base/threads.h"
 
 #include <limits.h>
@@ -18,6 +21,8 @@
 #include "base/clock.h"
 
 #define COUNT_BITS 20        // of the job word (below): a pool has fewer than 2²⁰ threads
+#define CHUNKED (1ull << COUNT_BITS)  // the job word's flag of a chunked job (pool_run_chunks)
+#define NUMBER_SHIFT (COUNT_BITS + 1)
 #define SPIN_SECONDS 200e-6  // polling before a worker goes to sleep: longer than the gaps between the jobs of
                              // one token, including sampling
 #define SPIN_BATCH 64         // polls between looks at the clock; an oversubscribed pool sleeps after one batch
@@ -25,10 +30,16 @@
 struct ThreadPool {
     int n_threads;              // including the caller, thread 0
     pthread_t *workers;         // [n_threads − 1]
-    PoolFn *fn;                 // the current job
+    PoolFn *fn;                 // the current job: pool_run_on's
+    PoolChunkFn *chunk_fn;      // or pool_run_chunks'
     void *ctx;
-    atomic_ullong job;          // (job number << COUNT_BITS) | threads it runs on: one load tells a worker both
-    atomic_int busy;            // workers still running the current job
+    atomic_ullong job;          // (job number << NUMBER_SHIFT) | CHUNKED? | threads it runs on: one load tells a
+                                // worker all three
+    atomic_int busy;            // workers still running the current job (pool_run_on)
+    // A chunked job's claims, (n_chunks << 32) | the next chunk to hand out, and the chunks finished, each on a
+    // cache line of its own.
+    _Alignas(64) atomic_ullong claims;
+    _Alignas(64) atomic_int chunks_done;
     atomic_bool stopping;
     bool oversubscribed;        // more threads than CPUs available: poll one SPIN_BATCH, then sleep
     pthread_mutex_t lock;       // guards sleeping on `wake` and `done`
@@ -65,6 +76,26 @@ static unsigned long long wait_for_job(ThreadPool *pool, unsigned long long seen
     return atomic_load(&pool->job);
 }
 
+// Signals the caller of an oversubscribed pool, which sleeps on `done`, that the job is over.
+static void signal_done(ThreadPool *pool) {
+    pthread_mutex_lock(&pool->lock);
+    pthread_cond_signal(&pool->done);
+    pthread_mutex_unlock(&pool->lock);
+}
+
+// Claims chunks of the current chunked job and runs them, on thread `thread`, until none is left. A chunk's claim
+// names its job (the claims word is the current job's): a thread late from an earlier job claims, if anything, a
+// chunk of the current one, whose fn and ctx stay put until that chunk is done.
+static void take_chunks(ThreadPool *pool, int thread) {
+    for (;;) {
+        const unsigned long long claim = atomic_fetch_add(&pool->claims, 1);
+        const int chunk = (int)(claim & 0xffffffffu), n_chunks = (int)(claim >> 32);
+        if (chunk >= n_chunks) return;
+        pool->chunk_fn(pool->ctx, chunk, n_chunks, thread);
+        if (atomic_fetch_add(&pool->chunks_done, 1) == n_chunks - 1 && pool->oversubscribed) signal_done(pool);
+    }
+}
+
 static void *worker_main(void *p) {
     WorkerArg *arg = p;
     ThreadPool *pool = arg->pool;
@@ -76,15 +107,16 @@ static void *worker_main(void *p) {
         if (atomic_load(&pool->stopping)) return NULL;
         // A job on fewer threads than the pool's leaves this worker out: it neither runs it nor counts in
         // `busy`, so the caller may publish the next job while this worker is still looking at this one's word
-        // (it reads fn and ctx only for jobs it is counted in).
-        int n_threads = (int)(seen & ((1ull << COUNT_BITS) - 1));
+        // (it reads fn and ctx only for jobs it is counted in). A chunked job counts no one: it is over when its
+        // chunks are, whichever threads came to take them.
+        int n_threads = (int)(seen & (CHUNKED - 1));
         if (index >= n_threads) continue;
-        pool->fn(pool->ctx, index, n_threads);
-        if (atomic_fetch_sub(&pool->busy, 1) == 1 && pool->oversubscribed) {
-            pthread_mutex_lock(&pool->lock);
-            pthread_cond_signal(&pool->done);
-            pthread_mutex_unlock(&pool->lock);
+        if (seen & CHUNKED) {
+            take_chunks(pool, index);
+            continue;
         }
+        pool->fn(pool->ctx, index, n_threads);
+        if (atomic_fetch_sub(&pool->busy, 1) == 1 && pool->oversubscribed) signal_done(pool);
     }
 }
 
@@ -95,7 +127,8 @@ ThreadPool *pool_create(int n_threads, Err *err) {
         err_fmt(err, "a pool of %d threads: at most %d", n_threads, (1 << COUNT_BITS) - 1);
         return NULL;
     }
-    ThreadPool *pool = calloc(1, sizeof *pool);
+    ThreadPool *pool = aligned_alloc(_Alignof(ThreadPool), sizeof *pool);  // (its claims' cache lines: 64 bytes)
+    if (pool) *pool = (ThreadPool){0};
     if (!pool || !(pool->workers = calloc((size_t)n_threads, sizeof(pthread_t)))) {
         free(pool);
         err_fmt(err, "out of memory creating a pool of %d threads", n_threads);
@@ -178,6 +211,28 @@ int cpus_available(void) {
 
 void pool_run(ThreadPool *pool, PoolFn *fn, void *ctx) { pool_run_on(pool, pool->n_threads, fn, ctx); }
 
+// Publishes the job word of a job on n_threads (flags: CHUNKED or 0) and wakes the sleeping workers.
+static void publish(ThreadPool *pool, int n_threads, unsigned long long flags) {
+    unsigned long long number = (atomic_load(&pool->job) >> NUMBER_SHIFT) + 1;  // wraps after 2⁴³ jobs
+    pthread_mutex_lock(&pool->lock);
+    atomic_store(&pool->job, number << NUMBER_SHIFT | flags | (unsigned)n_threads);  // publishes fn and ctx
+    pthread_cond_broadcast(&pool->wake);
+    pthread_mutex_unlock(&pool->lock);
+}
+
+// Waits until *counter reaches `target`: spinning, or in an oversubscribed pool sleeping on `done` after a while
+// (whoever brings it to the target signals `done` holding the lock: no lost wake-up).
+static void wait_for(ThreadPool *pool, atomic_int *counter, int target) {
+    for (unsigned i = 1; atomic_load(counter) != target; i++) {
+        cpu_relax();
+        if (pool->oversubscribed && i % SPIN_BATCH == 0) {
+            pthread_mutex_lock(&pool->lock);
+            while (atomic_load(counter) != target) pthread_cond_wait(&pool->done, &pool->lock);
+            pthread_mutex_unlock(&pool->lock);
+        }
+    }
+}
+
 void pool_run_on(ThreadPool *pool, int n_threads, PoolFn *fn, void *ctx) {
     if (n_threads > pool->n_threads) n_threads = pool->n_threads;
     if (n_threads <= 1) {
@@ -187,20 +242,29 @@ void pool_run_on(ThreadPool *pool, int n_threads, PoolFn *fn, void *ctx) {
     pool->fn = fn;
     pool->ctx = ctx;
     atomic_store(&pool->busy, n_threads - 1);
-    unsigned long long number = (atomic_load(&pool->job) >> COUNT_BITS) + 1;  // wraps after 2⁴⁴ jobs
-    pthread_mutex_lock(&pool->lock);
-    atomic_store(&pool->job, number << COUNT_BITS | (unsigned)n_threads);  // publishes fn and ctx to the workers
-    pthread_cond_broadcast(&pool->wake);
-    pthread_mutex_unlock(&pool->lock);
+    publish(pool, n_threads, 0);
     fn(ctx, 0, n_threads);
-    for (unsigned i = 1; atomic_load(&pool->busy) > 0; i++) {
-        cpu_relax();
-        if (pool->oversubscribed && i % SPIN_BATCH == 0) {
-            pthread_mutex_lock(&pool->lock);  // the last worker signals `done` holding the lock: no lost wake-up
-            while (atomic_load(&pool->busy) > 0) pthread_cond_wait(&pool->done, &pool->lock);
-            pthread_mutex_unlock(&pool->lock);
-        }
+    wait_for(pool, &pool->busy, 0);
+}
+
+void pool_run_chunks(ThreadPool *pool, int n_threads, int n_chunks, PoolChunkFn *fn, void *ctx) {
+    if (n_threads > pool->n_threads) n_threads = pool->n_threads;
+    if (n_threads <= 1 || n_chunks <= 1) {
+        for (int chunk = 0; chunk < n_chunks; chunk++) fn(ctx, chunk, n_chunks, 0);
+        return;
     }
+    pool->chunk_fn = fn;
+    pool->ctx = ctx;
+    atomic_store(&pool->chunks_done, 0);
+    atomic_store(&pool->claims, (unsigned long long)n_chunks << 32);  // publishes chunk_fn and ctx to the claims
+    publish(pool, n_threads, CHUNKED);
+    take_chunks(pool, 0);
+    wait_for(pool, &pool->chunks_done, n_chunks);
+}
+
+int pool_chunk_count(int n, int block, int n_threads) {
+    const int n_blocks = (n + block - 1) / block, chunks = n_threads > 1 ? POOL_CHUNKS_PER_THREAD * n_threads : 1;
+    return chunks < n_blocks ? chunks : n_blocks;
 }
 
 void pool_share(int n, int block, int thread, int n_threads, int *begin, int *end) {
@@ -210,3 +274,4 @@ void pool_share(int n, int block, int thread, int n_threads, int *begin, int *en
     *begin = b0 * block < n ? b0 * block : n;
     *end = b1 * block < n ? b1 * block : n;
 }
+

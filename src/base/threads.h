@@ -1,8 +1,9 @@
 // threads.h — a small persistent pool of worker threads.
 //
 // pool_run(pool, fn, ctx) calls fn(ctx, i, n) on every thread i of n (the caller is thread 0) and returns when
-// all have finished. Callers split their work by thread index; the split must not change results (kernels are
-// batch-invariant, and splits fall on fixed block boundaries), so output never depends on the thread count.
+// all have finished. Callers split their work by thread index (pool_share); pool_run_chunks instead runs a job's
+// chunks on whichever threads claim them. The split must not change results (kernels are batch-invariant, and
+// splits fall on fixed block boundaries), so output never depends on the thread count.
 #ifndef SPECDEC_THREADS_H
 #define SPECDEC_THREADS_H
 
@@ -32,5 +33,24 @@ void pool_run_on(ThreadPool *pool, int n_threads, PoolFn *fn, void *ctx);
 // The [begin, end) share of thread `thread` among n_threads when n items are cut into blocks of `block`
 // items (the last block may be short): boundaries always fall on multiples of `block`.
 void pool_share(int n, int block, int thread, int n_threads, int *begin, int *end);
+
+// Dynamic shares: a job of n_chunks chunks, fn(ctx, chunk, n_chunks, thread) once for each, on threads
+// 0..n_threads−1 (at most the pool's; on 1 or for 1 chunk: every chunk in order on the caller, no hand-off). Each
+// thread claims the next chunk that no thread has taken yet, runs it and claims again, until none is left, and
+// the job is over when its chunks are: a thread that runs late (descheduled, or slower to get its memory) leaves
+// the chunks it has not claimed to the others, where with fixed shares every thread would wait for it at the
+// job's end — and one that has not come to the job by then takes no part in it. (A thread of the pool still
+// claiming chunks of an earlier job may take one of this job's too, whatever its index: `thread` is any of the
+// pool's.) Which thread runs a chunk varies from run to run (`thread` is given for per-thread scratch space); a job
+// whose items are each computed alone (a matmul's output columns) gives the same results whatever thread computes
+// them.
+typedef void PoolChunkFn(void *ctx, int chunk, int n_chunks, int thread);
+void pool_run_chunks(ThreadPool *pool, int n_threads, int n_chunks, PoolChunkFn *fn, void *ctx);
+
+// The chunks of a job of n items cut into whole blocks of `block` items on n_threads: POOL_CHUNKS_PER_THREAD per
+// thread, one on a single thread, no more than there are blocks. Chunk c of them is pool_share(n, block, c,
+// chunks): contiguous, so that a thread still streams.
+enum { POOL_CHUNKS_PER_THREAD = 4 };
+int pool_chunk_count(int n, int block, int n_threads);
 
 #endif

@@ -32,10 +32,11 @@
 
 enum {
     CHUNK_T = TREE_MAX_ROWS,  // a forward processes at most this many tokens at a time (bounds the scratch memory)
-    ROW_BLOCK = 16,     // matmul output columns are split between threads on multiples of this
+    ROW_BLOCK = 16,     // matmul output columns are cut into the threads' chunks on multiples of this
     SCRATCH_ALIGN = 64, // the activations' alignment: a cache line, and a 512-bit vector
     ATTENTION_ROWS = 16,  // at most this many query rows (heads × tokens) of one key/value head per attention task
 };
+_Static_assert(Q8_BLOCK % ROW_BLOCK == 0, "a chunk of whole q8 blocks is one of whole row blocks");
 _Static_assert(CHUNK_T <= 64, "a row's path (ForwardScratch.path) is a 64-bit set of the chunk's rows");
 
 // Activations for one chunk of up to CHUNK_T tokens. The matmuls' inputs h, att and mlp have rows ld_d, ld_att
@@ -50,6 +51,8 @@ typedef struct ForwardScratch {
     float *scores;  // [threads, ATTENTION_ROWS, P]     attention weights, a task's rows per thread
     float *att_rows;  // [threads, 2, ATTENTION_ROWS, hd]  a task's queries, then its outputs, gathered
     Q8Block *xq;    // [CHUNK_T, q8_blocks(max(d, H·hd, F))]  a q8 or q4 matmul's input, quantized (QUANT_Q8, Q4)
+    Q8Block *xq_mlp;  // [CHUNK_T, q8_blocks(F)]  the MLP's hidden layer (mlp's first F columns) quantized by the
+                      // job that computes it, for the down projection (QUANT_Q8, Q4)
     uint16_t *xb;   // [CHUNK_T, panel_row_length(max(d, H·hd, F))]  a BF16 matmul's input, rounded (QUANT_BF16 only)
     int ld_d, ld_att, ld_f, n_qkv;
 
@@ -85,8 +88,9 @@ int forward_scratch_alloc(ForwardScratch **scratch, const Config *c, Quant quant
     s->x = aligned_alloc(SCRATCH_ALIGN, bytes);  // one block of floats: x, h, qkv, att, mlp, cos, sin, scores, att_rows
     const bool quantized = quant == QUANT_Q8 || quant == QUANT_Q4;
     if (quantized) s->xq = malloc(T * (size_t)q8_blocks(widest_input(c)) * sizeof(Q8Block));
+    if (quantized) s->xq_mlp = malloc(T * (size_t)q8_blocks(c->n_inner) * sizeof(Q8Block));
     if (quant == QUANT_BF16) s->xb = malloc(T * (size_t)panel_row_length(widest_input(c)) * sizeof(uint16_t));
-    if (!s->x || (quantized && !s->xq) || (quant == QUANT_BF16 && !s->xb))
+    if (!s->x || (quantized && (!s->xq || !s->xq_mlp)) || (quant == QUANT_BF16 && !s->xb))
         return err_fmt(err, "out of memory for activations (%zu MB)", floats * 4 >> 20);
     s->ld_d = (int)ld_d;
     s->ld_att = (int)ld_att;
@@ -107,6 +111,7 @@ void forward_scratch_free(ForwardScratch **scratch) {
     if (*scratch) {
         free((*scratch)->x);
         free((*scratch)->xq);
+        free((*scratch)->xq_mlp);
         free((*scratch)->xb);
     }
     free(*scratch);
@@ -124,18 +129,23 @@ int model_limit_context(Model *model, int n_ctx, Err *err) {
     return forward_scratch_alloc(&model->scratch, &model->cfg, model->quant, pool_size(model->pool), err);
 }
 
-// Runs fn on as many threads as the job pays for: one per work_per_thread multiply-adds, at least one, at most
-// max_threads (a hand-off to a thread and the wait for it cost microseconds, more than a small draft's matmul
-// on it). Every job splits its outputs on fixed boundaries and each output is computed alone, so the thread
-// count never changes a result.
-static void run_job(const Model *m, PoolFn *fn, void *ctx, size_t multiply_adds) {
+// The threads a job runs on: as many as it pays for, one per work_per_thread multiply-adds, at least one, at most
+// max_threads (a hand-off to a thread and the wait for it cost microseconds, more than a small draft's matmul on
+// it). Every job cuts its outputs into chunks on fixed boundaries (pool_run_chunks) and each output is computed
+// alone, so neither the thread count nor which thread runs a chunk changes a result.
+static int job_threads(const Model *m, size_t multiply_adds) {
     size_t pays = m->work_per_thread ? multiply_adds / m->work_per_thread : (size_t)m->max_threads;
-    pool_run_on(m->pool, pays < (size_t)m->max_threads ? (int)pays : m->max_threads, fn, ctx);
+    if (pays < 1) pays = 1;
+    return pays < (size_t)m->max_threads ? (int)pays : m->max_threads;
 }
 
-typedef enum { EPILOGUE_NONE, EPILOGUE_GELU_TANH, EPILOGUE_GELU_ERF, EPILOGUE_ADD } Epilogue;
+// What a matmul's job does to its output columns once they are computed, on the same thread. EPILOGUE_SWIGLU pairs
+// them: W stacks the gate's F rows over up's F rows (Block.mlp_up), the job's columns are the F pairs (j, F + j),
+// and out[t, j] = SiLU(gate) ⊙ up goes in the gate's place — SwiGLU's product in the matmul's own job.
+typedef enum { EPILOGUE_NONE, EPILOGUE_GELU_TANH, EPILOGUE_GELU_ERF, EPILOGUE_ADD, EPILOGUE_SWIGLU } Epilogue;
 
-// One matmul as a pool job: out = x Wᵀ + b, then the epilogue on the same columns by the same thread.
+// One matmul as a pool job: out = x Wᵀ + b, then the epilogue on the same columns by the same thread. Its threads
+// take the output columns (EPILOGUE_SWIGLU: the pairs of columns) in chunks (pool_run_chunks).
 typedef struct {
     const Kernels *k;
     const Linear *lin;
@@ -144,17 +154,17 @@ typedef struct {
     const uint16_t *xb; // [T, panel_row_length(n_in)]: x rounded to BF16, for QUANT_BF16
     float *out;         // [T, ld_out]
     int T, ld_x, ld_out;
-    bool blas;          // OpenBLAS sgemm (single-threaded, on this thread's columns) instead of our kernel
+    bool blas;          // OpenBLAS sgemm (single-threaded, on a chunk's columns) instead of our kernel
     Epilogue epilogue;
     float *residual;    // EPILOGUE_ADD: residual[t, j] += out[t, j]    [T, n_out]
+    Q8Block *xq_out;    // [T, q8_blocks(n)]: out's first n columns quantized too, after the epilogue, or NULL
+    int n;              // the columns the chunks cut: n_out, or EPILOGUE_SWIGLU's n_out / 2 pairs
+    int block;          // on multiples of this: ROW_BLOCK, or Q8_BLOCK when xq_out (a chunk's blocks whole)
 } LinearJob;
 
-static void linear_thread(void *ctx, int thread, int n_threads) {
-    const LinearJob *job = ctx;
+// Columns [j0, j1) of the job's output: out[:, j0:j1] = x W[j0:j1]ᵀ + b[j0:j1].
+static void linear_columns(const LinearJob *job, int j0, int j1) {
     const Linear *lin = job->lin;
-    int j0, j1;
-    pool_share(lin->n_out, ROW_BLOCK, thread, n_threads, &j0, &j1);
-    if (j0 == j1) return;
     const int n = j1 - j0;
     if (job->blas) {
         // Debian's single-threaded OpenBLAS is built without USE_LOCKING: its calls share one buffer pool, and two
@@ -176,38 +186,59 @@ static void linear_thread(void *ctx, int thread, int n_threads) {
         job->k->matmul[lin->type](job->out, job->x, lin->w, lin->bias, job->T, lin->n_in, job->ld_x, job->ld_out, j0,
                                   j1);
     }
+}
+
+// The epilogue on columns [j0, j1) (EPILOGUE_SWIGLU: pairs [j0, j1), the columns [j0, j1) and F + [j0, j1)).
+static void epilogue_columns(const LinearJob *job, int j0, int j1) {
+    const int n = j1 - j0, half = job->lin->n_out / 2;
     for (int t = 0; t < job->T; t++) {
         float *row = job->out + (size_t)t * job->ld_out + j0;
         switch (job->epilogue) {
         case EPILOGUE_GELU_TANH: job->k->gelu_tanh(row, n); break;
         case EPILOGUE_GELU_ERF: job->k->gelu_erf(row, n); break;
-        case EPILOGUE_ADD: job->k->add(job->residual + (size_t)t * lin->n_out + j0, row, n); break;
+        case EPILOGUE_ADD: job->k->add(job->residual + (size_t)t * job->lin->n_out + j0, row, n); break;
+        case EPILOGUE_SWIGLU: job->k->silu_mul(row, row, row + half, n); break;
         case EPILOGUE_NONE: break;
         }
+        if (job->xq_out)  // blocks j0 / Q8_BLOCK.. of row t, as quantizing the whole row would give them
+            job->k->quantize_q8(job->xq_out + (size_t)t * q8_blocks(job->n) + j0 / Q8_BLOCK, row, 1, n, n);
     }
+}
+
+static void linear_chunk(void *ctx, int chunk, int n_chunks, int thread) {
+    (void)thread;
+    const LinearJob *job = ctx;
+    int j0, j1;
+    pool_share(job->n, job->block, chunk, n_chunks, &j0, &j1);
+    linear_columns(job, j0, j1);
+    if (job->epilogue == EPILOGUE_SWIGLU) linear_columns(job, job->n + j0, job->n + j1);
+    epilogue_columns(job, j0, j1);
 }
 
 // out = x Wᵀ + b (then the epilogue)      x: [T, ld_x]   out: [T, ld_out]
 // Our kernels stream W once for all T rows and are batch-invariant. Where OpenBLAS is faster — F32 weights,
-// many rows (long prompts), a kernel variant that says so — it takes over; each of our threads then runs a
-// single-threaded sgemm on its own columns, one thread at a time (linear_thread says why), so OpenBLAS's threads
-// never compete with ours for the cores.
+// many rows (long prompts), a kernel variant that says so — it takes over; our threads then run a single-threaded
+// sgemm on each chunk's columns, one thread at a time (linear_columns says why), so OpenBLAS's threads never
+// compete with ours for the cores.
 // q8 and q4 weights take x quantized (kernels.h), QUANT_BF16's x rounded to BF16, once, here, for all threads; a row's
-// quantization or rounding depends on that row alone, so batch invariance holds.
-// Writes s->xq or s->xb (the rounded input), out, and residual (EPILOGUE_ADD).
+// quantization or rounding depends on that row alone, so batch invariance holds. The MLP's hidden layer (out or x
+// = s->mlp) is quantized instead by the job that computes it, each chunk its own blocks on its own thread, into
+// s->xq_mlp: the down projection's input, F floats a row, the widest there is to quantize.
+// Writes s->xq, s->xq_mlp or s->xb (the rounded input), out, and residual (EPILOGUE_ADD).
 static void linear(const Model *m, ForwardScratch *s, float *out, int ld_out, const float *x, int ld_x,
                    const Linear *lin, int T, Epilogue ep, float *residual) {
     const int blas_min = m->kernels->blas_min_rows;
     // (sgemm reads rows: a variant whose weights are in panels never names a crossover)
     const bool blas = s->blas && lin->type == WEIGHT_F32 && blas_min > 0 && T >= blas_min && !m->kernels->panels;
-    if (lin->type == WEIGHT_Q8 || lin->type == WEIGHT_Q4) m->kernels->quantize_q8(s->xq, x, T, lin->n_in, ld_x);
+    const bool quantized = lin->type == WEIGHT_Q8 || lin->type == WEIGHT_Q4;
+    if (quantized && x != s->mlp) m->kernels->quantize_q8(s->xq, x, T, lin->n_in, ld_x);
     uint16_t *xb = m->quant == QUANT_BF16 ? s->xb : NULL;
     if (xb) bf16_round_rows(xb, x, T, lin->n_in, ld_x, in_pair_order(m->kernels, WEIGHT_BF16));
     LinearJob job = {
         .k = m->kernels,
         .lin = lin,
         .x = x,
-        .xq = s->xq,
+        .xq = x == s->mlp ? s->xq_mlp : s->xq,
         .xb = xb,
         .out = out,
         .T = T,
@@ -216,8 +247,12 @@ static void linear(const Model *m, ForwardScratch *s, float *out, int ld_out, co
         .blas = blas,
         .epilogue = ep,
         .residual = residual,
+        .xq_out = out == s->mlp ? s->xq_mlp : NULL,
+        .n = ep == EPILOGUE_SWIGLU ? lin->n_out / 2 : lin->n_out,
+        .block = out == s->mlp && s->xq_mlp ? Q8_BLOCK : ROW_BLOCK,
     };
-    run_job(m, linear_thread, &job, (size_t)T * lin->n_out * lin->n_in);
+    const int threads = job_threads(m, (size_t)T * lin->n_out * lin->n_in);
+    pool_run_chunks(m->pool, threads, pool_chunk_count(job.n, job.block, threads), linear_chunk, &job);
 }
 
 // Causal self-attention for the chunk's T rows, whose K and V are already in the cache at rows pos0..pos0+T−1:
@@ -228,65 +263,58 @@ static void linear(const Model *m, ForwardScratch *s, float *out, int ld_out, co
 // no bits at all. The query rows that share a key/value head — its group's
 // H / Hkv heads for each of the T tokens — go to the kernel together, which reads that head's keys and values
 // once for all of them. A task is one key/value head and a share of its rows (at most ATTENTION_ROWS; more
-// shares where there are more threads than key/value heads), key/value head major.
+// shares where there are more threads than key/value heads), key/value head major; the threads take the tasks in
+// chunks (pool_run_chunks).
 typedef struct {
     const Model *m;
     ForwardScratch *s;  // reads qkv and the rows' paths; writes att, and each thread its scores and att_rows
     const KVCache *cache;
     int layer, T;
     float scale;
+    int shares;         // tasks per key/value head
 } AttentionJob;
 
-static void attention_thread(void *ctx, int thread, int n_threads) {
-    const AttentionJob *job = ctx;
+// Task `task` (job->shares per key/value head), on thread `thread`'s scratch rows.
+static void attention_task(const AttentionJob *job, int thread, int task) {
     const Model *m = job->m;
     ForwardScratch *s = job->s;
-    const int Hkv = m->cfg.n_kv_head, hd = m->cfg.head_dim, group = m->cfg.n_head / Hkv, rows = group * job->T;
-    int shares = (rows + ATTENTION_ROWS - 1) / ATTENTION_ROWS, want = (n_threads + Hkv - 1) / Hkv;
-    if (shares < want) shares = want < rows ? want : rows;
+    const int hd = m->cfg.head_dim, group = m->cfg.n_head / m->cfg.n_kv_head, rows = group * job->T;
     float *scores = s->scores + (size_t)thread * ATTENTION_ROWS * m->cfg.n_positions;
     float *q = s->att_rows + (size_t)thread * 2 * ATTENTION_ROWS * hd, *out = q + ATTENTION_ROWS * hd;  // [n, hd]
-    int S[ATTENTION_ROWS], begin, end;
+    int S[ATTENTION_ROWS];
     uint64_t tree[ATTENTION_ROWS];
-    pool_share(Hkv * shares, 1, thread, n_threads, &begin, &end);
-    for (int task = begin; task < end; task++) {
-        const int kv_head = task / shares, share = task % shares;
-        const int r0 = (int)((long)rows * share / shares), n = (int)((long)rows * (share + 1) / shares) - r0;
-        for (int g = 0; g < n; g++) {  // row r0 + g: token t, query head kv_head · group + (r0 + g) % group
-            const int t = (r0 + g) / group, head = kv_head * group + (r0 + g) % group;
-            memcpy(q + (size_t)g * hd, s->qkv + (size_t)t * s->n_qkv + head * hd, sizeof(float) * hd);
-            const int leading = s->path[t] == UINT64_MAX ? 64 : __builtin_ctzll(~s->path[t]);  // rows 0..leading−1
-            S[g] = s->base + leading;
-            tree[g] = leading == 64 ? 0 : s->path[t] >> leading;
-        }
-        m->kernels->attention(out, hd, q, hd, S, s->tree ? tree : NULL, n, kv_keys(job->cache, job->layer, kv_head),
-                              job->cache->ld_k, kv_values(job->cache, job->layer, kv_head), hd, job->scale, scores,
-                              m->cfg.n_positions);
-        for (int g = 0; g < n; g++) {
-            const int t = (r0 + g) / group, head = kv_head * group + (r0 + g) % group;
-            memcpy(s->att + (size_t)t * s->ld_att + head * hd, out + (size_t)g * hd, sizeof(float) * hd);
-        }
+    const int shares = job->shares, kv_head = task / shares, share = task % shares;
+    const int r0 = (int)((long)rows * share / shares), n = (int)((long)rows * (share + 1) / shares) - r0;
+    for (int g = 0; g < n; g++) {  // row r0 + g: token t, query head kv_head · group + (r0 + g) % group
+        const int t = (r0 + g) / group, head = kv_head * group + (r0 + g) % group;
+        memcpy(q + (size_t)g * hd, s->qkv + (size_t)t * s->n_qkv + head * hd, sizeof(float) * hd);
+        const int leading = s->path[t] == UINT64_MAX ? 64 : __builtin_ctzll(~s->path[t]);  // rows 0..leading−1
+        S[g] = s->base + leading;
+        tree[g] = leading == 64 ? 0 : s->path[t] >> leading;
+    }
+    m->kernels->attention(out, hd, q, hd, S, s->tree ? tree : NULL, n, kv_keys(job->cache, job->layer, kv_head),
+                          job->cache->ld_k, kv_values(job->cache, job->layer, kv_head), hd, job->scale, scores,
+                          m->cfg.n_positions);
+    for (int g = 0; g < n; g++) {
+        const int t = (r0 + g) / group, head = kv_head * group + (r0 + g) % group;
+        memcpy(s->att + (size_t)t * s->ld_att + head * hd, out + (size_t)g * hd, sizeof(float) * hd);
     }
 }
 
-// SwiGLU's product for T rows of the MLP's hidden layer, in place: mlp[t, :F] = SiLU(gate) ⊙ up, where row t holds
-// [gate | up] (F each). Each thread takes its share of the F columns in every row.
-typedef struct {
-    const Model *m;
-    ForwardScratch *s;  // s->mlp, in place
-    int T;
-} GateJob;
+static void attention_chunk(void *ctx, int chunk, int n_chunks, int thread) {
+    const AttentionJob *job = ctx;
+    int begin, end;
+    pool_share(job->m->cfg.n_kv_head * job->shares, 1, chunk, n_chunks, &begin, &end);
+    for (int task = begin; task < end; task++) attention_task(job, thread, task);
+}
 
-static void gate_thread(void *ctx, int thread, int n_threads) {
-    const GateJob *job = ctx;
-    ForwardScratch *s = job->s;
-    const int F = job->m->cfg.n_inner;
-    int j0, j1;
-    pool_share(F, ROW_BLOCK, thread, n_threads, &j0, &j1);
-    for (int t = 0; t < job->T && j0 < j1; t++) {
-        float *gate = s->mlp + (size_t)t * s->ld_f + j0;
-        job->m->kernels->silu_mul(gate, gate, gate + F, j1 - j0);
-    }
+// Attention's tasks per key/value head on `threads`: its rows in shares of at most ATTENTION_ROWS, and at least
+// enough shares that every thread has a task.
+static int attention_shares(const Model *m, int T, int threads) {
+    const int Hkv = m->cfg.n_kv_head, rows = m->cfg.n_head / Hkv * T;
+    int shares = (rows + ATTENTION_ROWS - 1) / ATTENTION_ROWS, want = (threads + Hkv - 1) / Hkv;
+    if (shares < want) shares = want < rows ? want : rows;
+    return shares;
 }
 
 // The normalisation of T rows of the residual stream: LayerNorm or RMSNorm.    h: [T, ld_h]   x: [T, d]
@@ -318,11 +346,9 @@ static void prepare_qkv(const Model *m, ForwardScratch *s, KVCache *cache, const
     for (int head = 0; head < c->n_kv_head; head++) kv_store(cache, layer, head, row, k + head * hd, v + head * hd);
 }
 
-// One transformer block over the chunk's T rows, cache rows pos0.. (x: [T, d], updated in place).
-// What follows the MLP's first matmul on the same columns: its activation, or nothing where SwiGLU's product (a
-// job of its own, over gate and up together) follows.
+// What follows the MLP's first matmul on the same columns: its activation, or SwiGLU's product of gate and up.
 static Epilogue mlp_up_epilogue(const Config *c) {
-    if (c->mlp == MLP_GATED) return EPILOGUE_NONE;
+    if (c->mlp == MLP_GATED) return EPILOGUE_SWIGLU;
     return c->activation == ACT_GELU_ERF ? EPILOGUE_GELU_ERF : EPILOGUE_GELU_TANH;
 }
 
@@ -331,7 +357,7 @@ static Epilogue mlp_up_epilogue(const Config *c) {
 static void block_forward(const Model *m, ForwardScratch *s, KVCache *cache, int layer, int pos0, int T) {
     const Config *c = &m->cfg;
     const Block *b = &m->blocks[layer];
-    const int ld_d = s->ld_d, F = c->n_inner;
+    const int ld_d = s->ld_d;
 
     // Attention sub-block: x += Attn(Norm1(x)) W_out + b_out
     norm_rows(m, s->h, ld_d, s->x, &b->norm1, T);
@@ -340,18 +366,16 @@ static void block_forward(const Model *m, ForwardScratch *s, KVCache *cache, int
     float scale = 1.0f;
     if (c->scale_attn_weights) scale /= sqrtf((float)c->head_dim);
     if (c->scale_attn_by_inverse_layer_idx) scale /= (float)(layer + 1);
-    AttentionJob att = {.m = m, .s = s, .cache = cache, .layer = layer, .T = T, .scale = scale};
-    run_job(m, attention_thread, &att, (size_t)T * (pos0 + T) * 2 * c->n_head * c->head_dim);
+    const int threads = job_threads(m, (size_t)T * (pos0 + T) * 2 * c->n_head * c->head_dim);
+    AttentionJob att = {.m = m, .s = s, .cache = cache, .layer = layer, .T = T, .scale = scale,
+                        .shares = attention_shares(m, T, threads)};
+    pool_run_chunks(m->pool, threads, pool_chunk_count(c->n_kv_head * att.shares, 1, threads), attention_chunk, &att);
     linear(m, s, s->h, ld_d, s->att, s->ld_att, &b->attn_out, T, EPILOGUE_ADD, s->x);
 
     // MLP sub-block: x += GELU(Norm2(x) W_up + b_up) W_down + b_down, or gated:
     //                x += (SiLU(Norm2(x) W_gate) ⊙ Norm2(x) W_up) W_down
     norm_rows(m, s->h, ld_d, s->x, &b->norm2, T);
     linear(m, s, s->mlp, s->ld_f, s->h, ld_d, &b->mlp_up, T, mlp_up_epilogue(c), NULL);
-    if (c->mlp == MLP_GATED) {
-        GateJob gate = {.m = m, .s = s, .T = T};
-        run_job(m, gate_thread, &gate, (size_t)T * F * 16);  // an exp and a division: some 16 multiply-adds
-    }
     linear(m, s, s->h, ld_d, s->mlp, s->ld_f, &b->mlp_down, T, EPILOGUE_ADD, s->x);
 }
 

@@ -64,7 +64,7 @@ const char *quant_name(Quant quant);
 // The Quant named `name`; −1 with an error naming `option` (the flag that gave it) if it names none.
 int quant_from_name(Quant *quant, const char *name, const char *option, Err *err);
 
-// A job (a matmul, attention, the gate) runs on one thread per this many multiply-adds, up to max_threads: handing
+// A job (a matmul, attention) runs on one thread per this many multiply-adds, up to max_threads: handing
 // a small draft's matmul to a second thread costs more than it saves. 16K was as fast as any value tried for the
 // drafts (64K slower for one), and no value changed the target's pace (docs/performance-history.md, "Measurements
 // behind the kernels' choices").

@@ -1,7 +1,8 @@
 // test_threads.c — the worker pool (threads.h): pool_run_on runs a job on exactly the threads it names, each once
 // and told their number, however the counts of consecutive jobs alternate (a worker left out of one job must not
 // run it, nor miss the next one it is in); cpus_available follows the affinity mask; a pool with more threads
-// than CPUs still runs its jobs, and the command line with one gives the same tokens in bounded time.
+// than CPUs still runs its jobs, and the command line with one gives the same tokens in bounded time; a chunked
+// job (pool_run_chunks) runs each of its chunks once, on the threads that are free.
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -80,6 +81,92 @@ TEST(threads_cpus_available_follows_the_affinity_mask) {
 TEST(threads_oversubscribed_pool_runs_jobs) {
     // Threads beyond the CPUs sleep between jobs instead of spinning; the jobs still run as named.
     check_pool_runs_jobs(4 * cpus_available() > POOL ? 4 * cpus_available() : POOL);
+}
+
+// ---- dynamic shares (pool_run_chunks) --------------------------------------------------------------------------
+
+enum { MAX_CHUNKS = 500 };
+
+// A chunked job that records who ran what.
+typedef struct {
+    int late;                       // the thread that waits, in the first chunk it runs, for all the others; or −1
+    atomic_int runs[MAX_CHUNKS];    // runs of each chunk
+    atomic_int by[POOL];            // chunks each thread ran
+    atomic_int wrong;               // calls told another chunk count or a chunk outside it, or on no thread of the pool
+    atomic_int done;                // chunks finished
+    int n_chunks;
+} ChunkJob;
+
+static void chunk_run(void *ctx, int chunk, int n_chunks, int thread) {
+    ChunkJob *job = ctx;
+    if (n_chunks != job->n_chunks || chunk < 0 || chunk >= n_chunks || thread < 0 || thread >= POOL) {
+        atomic_fetch_add(&job->wrong, 1);
+        return;
+    }
+    atomic_fetch_add(&job->runs[chunk], 1);
+    if (atomic_fetch_add(&job->by[thread], 1) == 0 && thread == job->late)
+        while (atomic_load(&job->done) < n_chunks - 1) sched_yield();
+    atomic_fetch_add(&job->done, 1);
+}
+
+// One chunked job of n_chunks on n_threads of `pool`: every chunk run once, told the job's chunk count, on a thread
+// of the pool; the late thread, if it came, ran one chunk only — the others took the rest without waiting for it.
+static void check_chunk_job(ThreadPool *pool, int n_threads, int n_chunks, int late) {
+    ChunkJob *job = calloc(1, sizeof *job);
+    job->late = late;
+    job->n_chunks = n_chunks;
+    pool_run_chunks(pool, n_threads, n_chunks, chunk_run, job);
+    for (int c = 0; c < n_chunks; c++)
+        CHECK(atomic_load(&job->runs[c]) == 1, "%d chunks on %d threads: chunk %d ran %d times", n_chunks,
+              n_threads, c, atomic_load(&job->runs[c]));
+    CHECK(atomic_load(&job->wrong) == 0, "%d chunks on %d threads: a call told another count or a chunk outside it, "
+          "or on no thread of the pool", n_chunks, n_threads);
+    if (late >= 0)
+        CHECK(atomic_load(&job->by[late]) <= 1, "%d chunks on %d threads: the late thread %d ran %d chunks",
+              n_chunks, n_threads, late, atomic_load(&job->by[late]));
+    free(job);
+}
+
+// Chunked jobs between jobs of every thread (pool_run_on), their thread and chunk counts scrambled: a worker late
+// from one job must neither run a chunk twice nor lose one of the next.
+TEST(threads_chunks_run_each_chunk_once) {
+    Err err = {{0}};
+    ThreadPool *pool = pool_create(POOL, &err);
+    CHECK(pool != NULL, "%s", err.msg);
+    if (!pool) return;
+    for (int j = 0; j < JOBS && !test_failures(); j++) {
+        const int n = 1 + (j * 7 / 3 + j / 5) % POOL;
+        check_chunk_job(pool, n, j % 3 == 0 ? test_rand_int(0, MAX_CHUNKS) : test_rand_int(0, 4 * POOL), -1);
+        if (j % 2) {
+            CountJob count = {.n_threads = n};
+            pool_run_on(pool, n, count_thread, &count);
+            for (int t = 0; t < POOL; t++)
+                CHECK(atomic_load(&count.calls[t]) == (t < n), "job %d on %d threads after a chunked one: thread %d "
+                      "called %d times", j, n, t, atomic_load(&count.calls[t]));
+        }
+    }
+    pool_free(pool);
+}
+
+// A thread that falls behind in its first chunk (each thread in turn, the caller too) leaves all the others to
+// the rest of the pool, which does not wait for it.
+TEST(threads_chunks_go_to_the_threads_that_are_free) {
+    Err err = {{0}};
+    ThreadPool *pool = pool_create(POOL, &err);
+    CHECK(pool != NULL, "%s", err.msg);
+    if (!pool) return;
+    for (int round = 0; round < 20 && !test_failures(); round++)
+        for (int late = 0; late < POOL; late++) check_chunk_job(pool, POOL, 4 * POOL, late);
+    pool_free(pool);
+}
+
+// The chunk count: POOL_CHUNKS_PER_THREAD per thread, one on a single thread, never more than the blocks.
+TEST(threads_chunk_count) {
+    CHECK(pool_chunk_count(1000, 16, 1) == 1, "one thread: %d chunks", pool_chunk_count(1000, 16, 1));
+    CHECK(pool_chunk_count(1000, 16, 3) == 3 * POOL_CHUNKS_PER_THREAD, "3 threads: %d chunks",
+          pool_chunk_count(1000, 16, 3));
+    CHECK(pool_chunk_count(33, 16, 8) == 3, "3 blocks on 8 threads: %d chunks", pool_chunk_count(33, 16, 8));
+    CHECK(pool_chunk_count(0, 16, 8) == 0, "no items: %d chunks", pool_chunk_count(0, 16, 8));
 }
 
 // Seconds `specdec generate` of the shipped pair takes on `threads` threads; its ids in *ids (caller frees).
