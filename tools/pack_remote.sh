@@ -17,7 +17,9 @@ dir=${1:?usage: tools/pack_remote.sh DIR [LABEL]}
 label=${2:-build}
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin="$root/build/release"
-for f in specdec run-bench; do [ -x "$bin/$f" ] || { echo "pack_remote: $bin/$f is missing: make build/release/$f" >&2; exit 2; }; done
+for f in specdec run-bench; do
+    [ -x "$bin/$f" ] || { echo "pack_remote: $bin/$f is missing: make build/release/$f" >&2; exit 2; }
+done
 mkdir -p "$dir/$label"
 cp "$bin/specdec" "$bin/run-bench" "$dir/$label/" && strip "$dir/$label/specdec" "$dir/$label/run-bench"
 

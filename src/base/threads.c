@@ -274,4 +274,3 @@ void pool_share(int n, int block, int thread, int n_threads, int *begin, int *en
     *begin = b0 * block < n ? b0 * block : n;
     *end = b1 * block < n ? b1 * block : n;
 }
-

@@ -232,6 +232,7 @@ static void linear(const Model *m, ForwardScratch *s, float *out, int ld_out, co
     const bool blas = s->blas && lin->type == WEIGHT_F32 && blas_min > 0 && T >= blas_min && !m->kernels->panels;
     const bool quantized = lin->type == WEIGHT_Q8 || lin->type == WEIGHT_Q4;
     if (quantized && x != s->mlp) m->kernels->quantize_q8(s->xq, x, T, lin->n_in, ld_x);
+    Q8Block *xq_out = out == s->mlp ? s->xq_mlp : NULL;  // the job quantizes what it computes (NULL: unquantized)
     uint16_t *xb = m->quant == QUANT_BF16 ? s->xb : NULL;
     if (xb) bf16_round_rows(xb, x, T, lin->n_in, ld_x, in_pair_order(m->kernels, WEIGHT_BF16));
     LinearJob job = {
@@ -247,9 +248,9 @@ static void linear(const Model *m, ForwardScratch *s, float *out, int ld_out, co
         .blas = blas,
         .epilogue = ep,
         .residual = residual,
-        .xq_out = out == s->mlp ? s->xq_mlp : NULL,
+        .xq_out = xq_out,
         .n = ep == EPILOGUE_SWIGLU ? lin->n_out / 2 : lin->n_out,
-        .block = out == s->mlp && s->xq_mlp ? Q8_BLOCK : ROW_BLOCK,
+        .block = xq_out ? Q8_BLOCK : ROW_BLOCK,
     };
     const int threads = job_threads(m, (size_t)T * lin->n_out * lin->n_in);
     pool_run_chunks(m->pool, threads, pool_chunk_count(job.n, job.block, threads), linear_chunk, &job);

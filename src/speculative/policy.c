@@ -270,9 +270,9 @@ void policy_init(GammaState *g, const Model *target, const Drafter *drafter, con
 }
 
 // A lookup run y_1.. found but not proposed: its first token would have been kept with probability p_1(y_1)
-// (rejection sampling and coupling alike; 0 or 1 when greedy), which the round recorded (Round.p_run). Its later tokens were not
-// verified, but the round's committed tokens c_1..c_j are the target's own samples, so while y_1..y_{i−1} =
-// c_1..c_{i−1}, [y_i = c_i] stands in for the chance of keeping y_i (exactly when greedy; at a temperature, a
+// (rejection sampling and coupling alike; 0 or 1 when greedy), which the round recorded (Round.p_run). Its later
+// tokens were not verified, but the round's committed tokens c_1..c_j are the target's own samples, so while
+// y_1..y_{i−1} = c_1..c_{i−1}, [y_i = c_i] stands in for the chance of keeping y_i (exactly when greedy; at a temperature, a
 // sample of it — biased a little, as which positions a round commits depends on its drafts).
 static void learn_unproposed_run(GammaState *g, const DraftReport *d, const Round *r, const int *committed) {
     learn_lookup_alpha(g, d->match_length, 0, r->p_run);
