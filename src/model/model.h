@@ -54,7 +54,8 @@ typedef struct {
 //               (Kernels.matmul_bf16_dot): twice the multiply-adds per instruction of F32 on AVX512_BF16, for
 //               verifications and prompts, whose pace the arithmetic sets. Needs a variant that has one.
 //   QUANT_Q4    the blocks' matrices quantized to 4 bits at load (q4, kernels.h), except the first and the last
-//               layer's attention, which go to 8 bits (q8) with the embeddings and the head; activations to 8
+//               layer's attention, which go to 8 bits (q8) with the embeddings; the head held in both, its q4 copy
+//               read for every logit and its q8 one for each row's largest (HEAD_REFINED); activations to 8
 //               bits, as for q8 (docs/quantization.md).
 typedef enum { QUANT_NONE, QUANT_Q8, QUANT_BF16, QUANT_Q4 } Quant;
 
