@@ -61,6 +61,8 @@ typedef struct {
     int n_run, match_length;
     bool run_proposed;
     int calls;              // draft model forward passes this proposal made (a lookup makes none)
+    int rows;               // the rows those forwards fed: the first's catches up on the tokens the draft has not
+                            // read (after rounds it did not draft, all they committed), each later one a level
     double q_seconds;       // of the proposal's time: turning the draft's logits into q rows (sampler_adjust), or
                             // greedy into their argmax (sampling_greedy)
 } DraftReport;

@@ -49,7 +49,9 @@ typedef struct {
     int draft_calls;        // draft model forwards (a lookup makes none)
     int plain_rounds;       // rounds that drafted nothing: plain decoding
     int tree_rounds;        // rounds that drafted a tree (a node with several children)
+    int lookup_rounds;      // rounds whose drafts were the lookup's run
     int lookup_drafted, lookup_accepted;    // of drafted, accepted: the lookup's (rounds whose run was proposed)
+    int draft_rows;         // the rows the draft model's forwards fed (DraftReport.rows)
     double prefill_seconds;     // reading the prompt (both models), before the first round
     double decode_seconds;      // the rounds: generation proper, what tokens per second is measured over
     double target_seconds, draft_seconds;  // of decode_seconds: in target forwards, in the drafter
