@@ -477,8 +477,8 @@ TEST(cli_tree_matches_target_and_is_traced) {
     int rounds = 0, trees = 0, deep = 0;  // (the last rounds may be shallower, or plain: -n is near)
     while (f && fgets(line, sizeof line, f)) {
         rounds += !strstr(line, "\"gamma\": 0,");
-        trees += strstr(line, "\"width\": 3, \"drafted\": [") && strstr(line, "\"parents\": [-1, -1, -1") &&
-                 strstr(line, "\"path\": [");
+        trees += strstr(line, "\"width\": 3, ") && strstr(line, "\"drafted\": [") &&
+                 strstr(line, "\"parents\": [-1, -1, -1") && strstr(line, "\"path\": [");
         deep += strstr(line, "\"parents\": [-1, -1, -1, 0, 1, 2, 3, 4, 5]") != NULL;
     }
     if (f) fclose(f);
