@@ -20,6 +20,7 @@ the other two's (issue 29: adding a drafter must never cost).
     tools/held_out_compare.py --threads 1,2 --temps 1 --drafters draft,lookup,both"""
 
 import argparse
+import itertools
 import json
 import os
 import statistics
@@ -105,7 +106,9 @@ def main():
     ap.add_argument("-d", "--draft", default=os.path.join(ROOT, "weights/pystd/draft"))
     ap.add_argument("--prompts", type=int, default=8, help="the first N held-out prompts (default 8)")
     ap.add_argument("-n", "--tokens", type=int, default=128)
-    ap.add_argument("--seed", type=int, default=3)
+    ap.add_argument("--seed", default="3", help="comma-separated: each prompt runs with each seed (default 3); at a "
+                    "temperature, two drafters that differ in one round sample different texts from there on, so a "
+                    "comparison of drafters wants many prompts and seeds")
     ap.add_argument("--temps", default="0,1", help="comma-separated temperatures (default 0,1)")
     ap.add_argument("--threads", default="default,2", help="comma-separated: 'default' (no -t) or a count")
     ap.add_argument("--variant", action="append", default=[], help="arguments added to the default's (repeatable)")
@@ -130,18 +133,17 @@ def main():
             path = os.path.join(tmp, f"prompt{i}")
             with open(path, "w") as f:
                 f.write(prompt)
-            for temp in temps:
-                for label, specdec, extra in configs:
-                    cmd = [specdec, "generate", "-m", args.model, "-f", path, "-n",
-                           str(args.tokens), "--seed", str(args.seed), "--temp", f"{temp:g}", "--compare",
-                           "--stats"] + extra
-                    done = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-                    if done.returncode != 0:
-                        sys.exit(f"held_out_compare: {' '.join(cmd)} exited {done.returncode}:\n{done.stderr}")
-                    stats, compare = last_json_lines(done.stderr, 2)
-                    runs.append((label, temp, stats, compare))
-                    log.write(json.dumps({"config": label, "temperature": temp, "prompt": i, "stats": stats,
-                                          "compare": compare}) + "\n")
+            for temp, seed, (label, specdec, extra) in itertools.product(temps, args.seed.split(","), configs):
+                cmd = [specdec, "generate", "-m", args.model, "-f", path, "-n",
+                       str(args.tokens), "--seed", seed, "--temp", f"{temp:g}", "--compare",
+                       "--stats"] + extra
+                done = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                if done.returncode != 0:
+                    sys.exit(f"held_out_compare: {' '.join(cmd)} exited {done.returncode}:\n{done.stderr}")
+                stats, compare = last_json_lines(done.stderr, 2)
+                runs.append((label, temp, stats, compare))
+                log.write(json.dumps({"config": label, "temperature": temp, "prompt": i, "seed": int(seed),
+                                      "stats": stats, "compare": compare}) + "\n")
     print("\n".join(summarise(runs)))
     if len(drafters) > 1:
         print("\n" + "\n".join(combined_over_alone(runs)))
