@@ -28,9 +28,8 @@ static int cmd_inspect(const Args *args, Err *err);
 static const Command commands[] = {
     {"generate", cmd_generate, "generate [-m DIR [-d DRAFT_DIR]] (-p TEXT | -f FILE | --ids \"1 2 3\") [options]",
      "continue a prompt; speculatively with a draft model (the shipped pair when no -m is given)",
-     "model draft ids prompt file tokens temp top-k top-p seed gamma sampler lookup tree-width tree pipeline draft-p-min "
-     "ctx "
-     "threads draft-threads "
+     "model draft ids prompt file tokens temp top-k top-p seed gamma sampler lookup tree-width tree pipeline "
+     "draft-p-min ctx threads draft-threads "
      "quant draft-quant print-ids stats show trace compare allow-special chat system chat-var stop help", 0, 0},
     {"logits", cmd_logits, "logits -m DIR --ids \"1 2 3\" [--all]",
      "print the logits of the last position (all with --all), one line of %.7g values per position",

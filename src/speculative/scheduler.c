@@ -4,7 +4,10 @@
 // A round is the paper's steps, each a function below, over a draft tree — a chain of γ drafts is the tree of
 // width 1, and the same code runs it:
 //   0. choose γ (and the tree's width)  next_request
-//   1. draft x_1..x_k ~ q_1..q_k        draft: a tree of k nodes, each drawn from its q (or deterministic)
+//   1. draft x_1..x_k ~ q_1..q_k        draft: a tree of k nodes, each drawn from its q (or deterministic) — or
+//                                       the chain drafted ahead during the round before (pipelined drafting,
+//                                       draft_ahead.h: start_drafting_ahead after a chain of the draft model's,
+//                                       finish_drafting_ahead once the accept step is done)
 //   2. verify: p at every node          verify: one target forward over [newest committed token, nodes] under
 //                                       the tree mask (model_forward_tree); p of the token after each node
 //   3. accept x_i, or                   accept_or_resample: from the root down, at each node its children in the
