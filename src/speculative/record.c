@@ -33,7 +33,7 @@ void record_stats(SpecStats *st, Tally *tally, const Round *r) {
     tally->draft_calls += r->draft_calls;
     tally->ahead_chains += r->drafted_ahead > 0;
     st->ahead_rounds += r->report.ahead;
-    st->ahead_wait_seconds += r->ahead_wait_seconds;
+    st->ahead_handoff_seconds += r->ahead_handoff_seconds;
 }
 
 // The token that ended a round and its kind, for the trace: the first accepted draft that is the end-of-text token

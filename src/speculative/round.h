@@ -38,7 +38,7 @@ typedef struct {
     int draft_calls;                    // draft model forwards
     bool ahead_started;                 // the drafting thread drafted ahead during this round (draft_ahead.h)
     int drafted_ahead;                  // ... the drafts it holds for the next round (0: none)
-    double ahead_wait_seconds;          // waiting for it after the accept step
+    double ahead_handoff_seconds;       // handing it the job and waiting for it after the accept step
 } Round;
 
 // What the statistics add up over the rounds besides SpecStats, for finish_stats.

@@ -135,11 +135,7 @@ static void start_drafting_ahead(Scheduler *s, Round *r) {
 // long the verification took — before the commit rolls the drafter back. The next round's propose() takes its chain
 // if the committed text is the one it assumed, else drops it.
 static int finish_drafting_ahead(Scheduler *s, Round *r, Err *err) {
-    if (!r->ahead_started) return 0;
-    const double t0 = now_seconds();
-    const int rc = draft_ahead_wait(s->ahead, &r->drafted_ahead, err);
-    r->ahead_wait_seconds = now_seconds() - t0;
-    return rc;
+    return r->ahead_started ? draft_ahead_wait(s->ahead, &r->drafted_ahead, err) : 0;
 }
 
 // 2. Verify: one target forward over [newest committed token, x_1..x_k] under the tree mask gives the logits of the
@@ -395,6 +391,7 @@ static int generate(Model *target, KVCache *cache, Drafter *drafter, const int *
         r.target_seconds = t3 - t2;
         r.accept_seconds = t4 - t3 - r.p_seconds;
         r.commit_seconds = now_seconds() - t5;
+        r.ahead_handoff_seconds = t2 - t1 + t5 - t4;
         record_round(&s, &r);
     }
     *n_out = stats->generated;
