@@ -308,12 +308,16 @@ static void scheduler_free(Scheduler *s) {
     free(s->context);
 }
 
-// --pipeline on, off, or auto: on where this process may use more CPUs than the target's pool has threads (they
-// spin between jobs), so that the drafting thread has one of its own — never oversubscribing them. With the CLI's
-// default --threads, every CPU, auto is off. Only a drafter with a draft model drafts ahead.
+// --pipeline on, off, or auto: greedy, where this process may use more CPUs than the target's pool has threads
+// (they spin between jobs), so that the drafting thread has one of its own — never oversubscribing them; with the
+// CLI's default --threads, every CPU, auto is off. At temperature > 0 a round keeps every draft and the guess too
+// seldom for the drafts it saves to repay the hand-offs (docs/performance.md, "Pipelined drafting": 9% of the
+// rounds at temperature 1 took drafts drafted ahead, against half of them greedy). Only a drafter with a draft
+// model drafts ahead.
 static bool pipelined(const SpecParams *params, const Model *target, const Drafter *drafter) {
     if (!drafter || !drafter->draft_ahead || params->pipeline == PIPELINE_OFF) return false;
-    return params->pipeline == PIPELINE_ON || cpus_available() > pool_size(target->pool);
+    const bool pays = params->sampling.temperature == 0 && cpus_available() > pool_size(target->pool);
+    return params->pipeline == PIPELINE_ON || pays;
 }
 
 static int scheduler_init(Scheduler *s, Model *target, KVCache *cache, Drafter *drafter, const int *prompt,

@@ -11,8 +11,8 @@
 //     ahead whenever the guess held — under both samplers, for both drafters;
 //   - reproducible: with pipelining on, the same seed gives the same tokens and rounds on every run under γ auto
 //     (see pipeline_seed_reproducible for what this does and does not promise);
-//   - where it applies: never for the lookup drafter, trees or plain decoding; auto turns it on only where the
-//     process may use a CPU beyond the target's pool.
+//   - where it applies: never for the lookup drafter, trees or plain decoding; auto turns it on only when greedy,
+//     where the process may use a CPU beyond the target's pool.
 //
 // In the debug build every rollback is checked (test_generation.c), the caches that take rows drafted ahead too.
 #include <stdio.h>
@@ -224,7 +224,7 @@ TEST(pipeline_seed_reproducible) {
 
 // Only a draft model's chains are drafted ahead: with pipelining on, the lookup drafter and plain decoding run
 // without the drafting thread, and a tree of the draft model never drafts ahead (its output still the target's).
-// Auto starts the thread only where this process may use more CPUs than the target's pool has threads.
+// Auto starts the thread only when greedy, where this process may use more CPUs than the target's pool has threads.
 TEST(pipeline_only_where_it_applies) {
     ModelPair pair;
     pair_open(&pair, 97, 128, 1, 0.3f);
@@ -253,6 +253,9 @@ TEST(pipeline_only_where_it_applies) {
         generate(&pair, prompt, 5, &params, 1, got, &stats, true);
         CHECK(stats.pipelined == (threads < cpus), "auto on %d of %d CPUs: pipelined %d", threads, cpus,
               stats.pipelined);
+        params.sampling.temperature = 1;
+        generate(&pair, prompt, 5, &params, 1, got, &stats, true);
+        CHECK(!stats.pipelined, "auto at temperature 1 on %d of %d CPUs: pipelined", threads, cpus);
         model_pair_close(&pair);
     }
 }
