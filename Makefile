@@ -100,6 +100,10 @@ $(shell mkdir -p $(O) && { [ "$$(cat $(O)/version 2>/dev/null)" = '$(VERSION_STR
                            echo '$(VERSION_STRING)' > $(O)/version; })
 $(O)/src/cli/main.o: $(O)/version
 $(O)/src/cli/main.o: CFLAGS += -DSPECDEC_VERSION='"$(VERSION_STRING)"'
+# run-bench labels its figures with the same `git describe` ("-dirty": built with uncommitted changes), the commit
+# its code came from, whatever folder it later runs in.
+$(O)/bench/report.o: $(O)/version
+$(O)/bench/report.o: CFLAGS += -DSPECDEC_COMMIT='"$(DESCRIBE)"'
 
 $(O)/specdec: $(CLI_OBJ) $(LIB_OBJ)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)

@@ -17,9 +17,9 @@ dir=${1:?usage: tools/pack_remote.sh DIR [LABEL]}
 label=${2:-build}
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin="$root/build/release"
-for f in specdec run-bench; do
-    [ -x "$bin/$f" ] || { echo "pack_remote: $bin/$f is missing: make build/release/$f" >&2; exit 2; }
-done
+# Both built from the checkout as it is now (`make` alone builds only specdec: a stale run-bench once went to a lent
+# machine this way), each labelled with its `git describe` (specdec --version; run-bench's commit field).
+make -s -C "$root" build/release/specdec build/release/run-bench
 mkdir -p "$dir/$label"
 cp "$bin/specdec" "$bin/run-bench" "$dir/$label/" && strip "$dir/$label/specdec" "$dir/$label/run-bench"
 

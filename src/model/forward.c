@@ -433,6 +433,53 @@ static void chunk_rows(ForwardScratch *s, const int *parent, int base, int n_bef
 }
 
 // The forward pass over T rows (model_forward; model_extend_tree, parent as in chunk_rows with n_before =
+// ids [k] of the k largest of row [V] (k ≤ V), largest first; of equal values the lowest id first. A NaN is never
+// larger than anything, so it is taken only where fewer than k others are.
+static void largest(int *ids, const float *row, int V, int k) {
+    int n = 0;
+    for (int j = 0; j < V; j++) {
+        if (n == k && !(row[j] > row[ids[k - 1]])) continue;  // (the common case: not among the k so far)
+        int at = n < k ? n++ : k - 1;
+        for (; at > 0 && row[ids[at - 1]] < row[j]; at--) ids[at] = ids[at - 1];
+        ids[at] = j;
+    }
+}
+
+// The coarse head's refinement of rows [0, T) of logits: in each row, the HEAD_REFINED largest logits recomputed
+// from lm_head (q8) and the head's quantized input s->xq, a row per chunk.
+typedef struct {
+    const Model *m;
+    const Q8Block *xq;  // [T, q8_blocks(d)]
+    float *logits;      // [T, V]
+} RefineJob;
+
+static void refine_row(void *ctx, int t, int n_chunks, int thread) {
+    (void)n_chunks, (void)thread;
+    const RefineJob *job = ctx;
+    const Model *m = job->m;
+    const int V = m->n_vocab, d = m->cfg.n_embd, k = HEAD_REFINED < V ? HEAD_REFINED : V;
+    float *row = job->logits + (size_t)t * V;
+    int ids[HEAD_REFINED];
+    largest(ids, row, V, k);
+    for (int i = 0; i < k; i++)  // column ids[i] of row t alone
+        m->kernels->matmul_q8(row, job->xq + (size_t)t * q8_blocks(d), m->lm_head.w, NULL, 1, d, V, ids[i],
+                              ids[i] + 1);
+}
+
+// logits [T, V] = h [T, ld h] W_lmᵀ. With a coarse head (model.h: --quant q4), every logit from it, then the
+// HEAD_REFINED largest of each row from lm_head: a row's result depends on that row alone, so batch invariance
+// holds; the refined ids are chosen by the coarse logits, which every row computes the same way.
+static void head_logits(const Model *m, ForwardScratch *s, float *logits, int T) {
+    const int V = m->n_vocab;
+    if (!m->lm_head_coarse.n_out) {
+        linear(m, s, logits, V, s->h, s->ld_d, &m->lm_head, T, EPILOGUE_NONE, NULL);
+        return;
+    }
+    linear(m, s, logits, V, s->h, s->ld_d, &m->lm_head_coarse, T, EPILOGUE_NONE, NULL);  // quantizes h into s->xq
+    RefineJob job = {.m = m, .xq = s->xq, .logits = logits};
+    pool_run_chunks(m->pool, T < m->max_threads ? T : m->max_threads, T, refine_row, &job);
+}
+
 // cache->len − base, n_before + T ≤ CHUNK_T), in chunks of up to CHUNK_T rows.
 static int forward(const Model *model, ForwardScratch *s, KVCache *cache, int base, const int *tokens,
                    const int *parent, int T, float *logits, bool all_logits, const char *caller, Err *err) {
@@ -462,10 +509,10 @@ static int forward(const Model *model, ForwardScratch *s, KVCache *cache, int ba
         // logits = Norm_f(x) W_lmᵀ, for every row or for the very last one only
         if (all_logits) {
             norm_rows(model, s->h, s->ld_d, s->x, &model->norm_f, n);
-            linear(model, s, logits + (size_t)first * V, V, s->h, s->ld_d, &model->lm_head, n, EPILOGUE_NONE, NULL);
+            head_logits(model, s, logits + (size_t)first * V, n);
         } else if (first + n == T) {
             norm_rows(model, s->h, s->ld_d, s->x + (size_t)(n - 1) * d, &model->norm_f, 1);
-            linear(model, s, logits, V, s->h, s->ld_d, &model->lm_head, 1, EPILOGUE_NONE, NULL);
+            head_logits(model, s, logits, 1);
         }
     }
     return 0;

@@ -244,6 +244,13 @@ static size_t linear_bytes(const Linear *lin) {
     return w + (lin->bias ? lin->n_out * sizeof(float) : 0);
 }
 
+// Bytes of the head one decode step streams: lm_head, or with a coarse head all of it and the q8 panels of the
+// HEAD_REFINED rows recomputed (each row's whole panel: the kernels read 16 rows at a time).
+static size_t head_bytes(const Model *model) {
+    if (!model->lm_head_coarse.n_out) return linear_bytes(&model->lm_head);
+    return linear_bytes(&model->lm_head_coarse) + HEAD_REFINED * q8_panel_bytes(model->lm_head.n_in);
+}
+
 // ------------------------------------------------------------------------------------------------------------
 
 // A linear layer [Σ rows, n_in] stacked from parts[0..n_parts), held as ld->quant says (held_type), with the
@@ -336,8 +343,9 @@ static int load_llama_block(Loader *ld, Block *b, int layer, const Config *c) {
 
 // Room for every tensor as F32 (the most a weight takes), with the panel layout's padding: rows to 16 weights,
 // and 3 more rows; or as q8 panels, either way round, where a tiny matrix's padding makes those larger (a matrix
-// stacked from parts takes no more q8 panels than its parts would alone; q4 panels take fewer bytes than q8's).
-static size_t arena_bound(const StCheckpoint *ckpt) {
+// stacked from parts takes no more q8 panels than its parts would alone; q4 panels take fewer bytes than q8's) —
+// and under q4 the head's q4 copy (load_head).
+static size_t arena_bound(const StCheckpoint *ckpt, const Config *c, Quant quant) {
     size_t total = 0;
     for (int i = 0; i < ckpt->n_tensors; i++) {
         const StTensor *t = &ckpt->tensors[i];
@@ -351,7 +359,7 @@ static size_t arena_bound(const StCheckpoint *ckpt) {
         }
         total += align_up(bytes);
     }
-    return total;
+    return total + (quant == QUANT_Q4 ? align_up(q4_matrix_bytes(c->vocab_size, c->n_embd)) : 0);
 }
 
 // Memory for the weights: anonymous pages, 2 MB huge pages where the kernel allows (fewer TLB misses while the
@@ -387,6 +395,28 @@ static void rope_frequencies(float *inv_freq, const Config *c) {
 }
 
 // The weights of the checkpoint in ckpt, for the config in model->cfg, into model's arena.
+// The LM head, held as `head`: wte when tied (as in transformers, even if the file also has lm_head.weight), else
+// lm_head.weight. Under q4 (body), the same matrix again in q4 as lm_head_coarse (model.h, HEAD_REFINED).
+static int load_head(Model *model, Loader *ld, const Part *wte, Quant body, Quant head) {
+    const Config *c = &model->cfg;
+    const bool tied = c->tie_word_embeddings;
+    const Part lm_head = {.name = "lm_head.weight", .rows = c->vocab_size};
+    model->lm_head = model->wte;
+    if (tied) {
+        st_find(ld->ckpt, "lm_head.weight");  // (if there: a copy of wte, which transformers ties over too)
+    } else {
+        if (!st_find(ld->ckpt, "lm_head.weight"))
+            return err_fmt(ld->err, "%s: config.json sets tie_word_embeddings to false but tensor \"lm_head.weight\" "
+                           "is missing", ld->dir);
+        ld->prefix = "";  // the head is never under the body's prefix
+        ld->quant = head;
+        if (load_linear(ld, &model->lm_head, c->n_embd, &lm_head, 1, false)) return -1;
+    }
+    if (body != QUANT_Q4) return 0;
+    ld->quant = QUANT_Q4;  // (wte's prefix is still the loader's when tied)
+    return load_linear(ld, &model->lm_head_coarse, c->n_embd, tied ? wte : &lm_head, 1, false);
+}
+
 static int load_weights(Model *model, Loader *ld) {
     const Config *c = &model->cfg;
     const bool gpt2 = c->model_type == MODEL_GPT2;
@@ -394,8 +424,8 @@ static int load_weights(Model *model, Loader *ld) {
     ld->prefix = gpt2 ? (st_find(ld->ckpt, "transformer.wte.weight") ? "transformer." : "")
                       : (st_find(ld->ckpt, "model.embed_tokens.weight") ? "model." : "");
     // Under q4 the embeddings and the head are held in q8, as llama.cpp's quantizer keeps a Q4_0 model's in Q6_K:
-    // on the shipped target, in q4 too they cost 2.6 points of top-1 agreement and 2.5 × the KL
-    // (docs/quantization.md).
+    // on the shipped target, a q4 head alone costs 3.4 points of top-1 agreement and 2.7 × the KL
+    // (docs/quantization.md). The head is read in q4 all the same, and refined from q8 (load_head).
     const Quant body = ld->quant, head = body == QUANT_Q4 ? QUANT_Q8 : body;
     const Part wte = {.name = gpt2 ? "wte.weight" : "embed_tokens.weight", .rows = c->vocab_size};
     ld->quant = head;
@@ -411,18 +441,7 @@ static int load_weights(Model *model, Loader *ld) {
         if ((gpt2 ? load_gpt2_block : load_llama_block)(ld, &model->blocks[l], l, c)) return -1;
     if (!(model->norm_f.gamma = load_f32(ld, gpt2 ? "ln_f.weight" : "norm.weight", d, 0))) return -1;
     if (gpt2 && !(model->norm_f.beta = load_f32(ld, "ln_f.bias", d, 0))) return -1;
-    // As in transformers: a tied model uses wte as its head even if the file also has lm_head.weight.
-    model->lm_head = model->wte;
-    if (c->tie_word_embeddings) {
-        st_find(ld->ckpt, "lm_head.weight");  // (if there: a copy of wte, which transformers ties over too)
-        return 0;
-    }
-    if (!st_find(ld->ckpt, "lm_head.weight"))
-        return err_fmt(ld->err, "%s: config.json sets tie_word_embeddings to false but tensor \"lm_head.weight\" is "
-                       "missing", ld->dir);
-    ld->prefix = "";  // the head is never under the body's prefix
-    ld->quant = head;
-    return load_linear(ld, &model->lm_head, d, &(Part){.name = "lm_head.weight", .rows = c->vocab_size}, 1, false);
+    return load_head(model, ld, &wte, body, head);
 }
 
 int model_load(Model *model, const char *dir, ThreadPool *pool, Err *err) {
@@ -447,7 +466,7 @@ int model_load_quantized(Model *model, const char *dir, ThreadPool *pool, Quant 
 
     StCheckpoint ckpt;
     if (st_open(&ckpt, dir, err)) return -1;
-    model->arena_size = arena_bound(&ckpt);
+    model->arena_size = arena_bound(&ckpt, c, quant);
     model->arena = alloc_weights(model->arena_size);
     model->blocks = calloc((size_t)c->n_layer, sizeof(Block));
     if (!model->arena || !model->blocks) {
@@ -469,7 +488,7 @@ int model_load_quantized(Model *model, const char *dir, ThreadPool *pool, Quant 
 
     // Bytes one decode step streams: every block matrix, the head and the small vectors.
     const size_t norm_bytes = (c->norm == NORM_LAYER ? 2 : 1) * c->n_embd * sizeof(float);
-    size_t bytes = linear_bytes(&model->lm_head) + norm_bytes;
+    size_t bytes = head_bytes(model) + norm_bytes;
     for (int l = 0; l < c->n_layer; l++) {
         const Block *b = &model->blocks[l];
         bytes += linear_bytes(&b->attn_qkv) + linear_bytes(&b->attn_out) + linear_bytes(&b->mlp_up) +
@@ -511,9 +530,10 @@ void model_limit_vocab(Model *model, int n_vocab) {
         fprintf(stderr, "model_limit_vocab: %d outside [1, %d]\n", n_vocab, model->cfg.vocab_size);
         abort();
     }
-    model->weight_bytes -= linear_bytes(&model->lm_head);
+    model->weight_bytes -= head_bytes(model);
     model->n_vocab = model->lm_head.n_out = n_vocab;  // the first rows of any layout are the first ids
-    model->weight_bytes += linear_bytes(&model->lm_head);
+    if (model->lm_head_coarse.n_out) model->lm_head_coarse.n_out = n_vocab;
+    model->weight_bytes += head_bytes(model);
 }
 
 static double multiply_adds_of(const Linear *l) { return (double)l->n_out * l->n_in; }

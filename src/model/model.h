@@ -54,7 +54,8 @@ typedef struct {
 //               (Kernels.matmul_bf16_dot): twice the multiply-adds per instruction of F32 on AVX512_BF16, for
 //               verifications and prompts, whose pace the arithmetic sets. Needs a variant that has one.
 //   QUANT_Q4    the blocks' matrices quantized to 4 bits at load (q4, kernels.h), except the first and the last
-//               layer's attention, which go to 8 bits (q8) with the embeddings and the head; activations to 8
+//               layer's attention, which go to 8 bits (q8) with the embeddings; the head held in both, its q4 copy
+//               read for every logit and its q8 one for each row's largest (HEAD_REFINED); activations to 8
 //               bits, as for q8 (docs/quantization.md).
 typedef enum { QUANT_NONE, QUANT_Q8, QUANT_BF16, QUANT_Q4 } Quant;
 
@@ -70,6 +71,11 @@ int quant_from_name(Quant *quant, const char *name, const char *option, Err *err
 // behind the kernels' choices").
 #define MODEL_WORK_PER_THREAD ((size_t)1 << 14)
 
+// Under --quant q4 the LM head reads 4 bits a weight for every logit of a row, then its 8-bit copy recomputes the
+// row's HEAD_REFINED largest logits, so that the top of each distribution (its argmax, most of its mass) is the q8
+// head's for little more than the bytes of a q4 head (docs/quantization.md, "The head").
+enum { HEAD_REFINED = 32 };
+
 // The activations of a forward (forward.c): its own to write, one forward at a time.
 typedef struct ForwardScratch ForwardScratch;
 
@@ -83,6 +89,9 @@ typedef struct {
                                 // MODEL_WORK_PER_THREAD; 0: every job on max_threads, as tests of the split do)
     Linear wte;                 // token embeddings [V, d]; also the LM head when tied
     Linear lm_head;             // [n_vocab, d]: wte, or lm_head.weight when the checkpoint has it
+    Linear lm_head_coarse;      // under QUANT_Q4, the head again in q4 (lm_head is q8): every logit comes from it,
+                                // then lm_head recomputes the HEAD_REFINED largest of each row (forward.c,
+                                // head_logits); otherwise n_out = 0: no coarse head
     int n_vocab;                // logits per position: V, or fewer after model_limit_vocab
     const float *wpe;           // learned position embeddings [n_positions, d], or NULL (rotary)
     float *inv_freq;            // rotary inverse frequencies [hd/2], or NULL (learned positions)
@@ -106,7 +115,7 @@ void model_free(Model *model);
 
 // Keeps only the logits of ids [0, n_vocab), 1 ≤ n_vocab ≤ V: the LM head computes no more rows. For a pair of
 // models whose embedding tables are padded to different sizes, or past the tokenizer's vocabulary — ids that
-// must never be sampled.
+// must never be sampled. Under q4 the head's refinement then picks the largest logits among those ids.
 void model_limit_vocab(Model *model, int n_vocab);
 
 // Multiply-adds of the weight matrices per token: every layer's and the LM head's weights, each once (a forward

@@ -145,23 +145,26 @@ TEST(quant_q4_families_close_to_transformers) { families_close_to_transformers(Q
 // of 7 on 2 and on 3 threads (whose jobs' chunks go to whichever thread claims them first: pool_next_chunk) give
 // bit-identical logits — what makes greedy speculative output equal greedy target output.
 // The models on more threads are limited to V − 3 ids (model_limit_vocab, as for a padded vocabulary): their
-// logits are the first V − 3 of each row, though the quantized head's last panel of 16 rows is then cut.
+// logits are the first V − 3 of each row, though the quantized head's last panel of 16 rows is then cut. Under q4
+// the head refines the largest logits of the ids it keeps (model.h), so there the 1-thread model is limited too.
 static void check_invariant(const char *dir, Quant quant) {
     Loaded one, many;
     if (!open_model(&one, dir, quant, 1)) return;
-    const int S = one.model.cfg.n_positions < 96 ? one.model.cfg.n_positions : 96, V = one.model.n_vocab;
+    const int S = one.model.cfg.n_positions < 96 ? one.model.cfg.n_positions : 96, V_all = one.model.n_vocab;
+    if (quant == QUANT_Q4) model_limit_vocab(&one.model, V_all - 3);
+    const int V = one.model.n_vocab;
     int *tokens = malloc(sizeof(int) * S);
     for (int i = 0; i < S; i++) tokens[i] = test_rand_int(0, V - 1);
-    float *a = malloc(sizeof(float) * S * V), *b = malloc(sizeof(float) * S * (V - 3));
+    float *a = malloc(sizeof(float) * S * V), *b = malloc(sizeof(float) * S * (V_all - 3));
     const bool fed = feed(&one, tokens, S, 1, a);
     for (int threads = 2; threads <= 3 && fed; threads++) {
         if (!open_model(&many, dir, quant, threads)) break;
-        model_limit_vocab(&many.model, V - 3);
+        model_limit_vocab(&many.model, V_all - 3);
         if (feed(&many, tokens, S, 7, b))
             for (int t = 0; t < S; t++)
-                if (memcmp(a + (size_t)t * V, b + (size_t)t * (V - 3), sizeof(float) * (V - 3)) != 0) {
+                if (memcmp(a + (size_t)t * V, b + (size_t)t * (V_all - 3), sizeof(float) * (V_all - 3)) != 0) {
                     CHECK(false, "%s: position %d: %s logits differ between T = 1 on 1 thread and T = 7 on %d "
-                          "threads limited to %d ids", dir, t, quant_name(quant), threads, V - 3);
+                          "threads limited to %d ids", dir, t, quant_name(quant), threads, V_all - 3);
                     break;
                 }
         close_model(&many);
@@ -249,10 +252,78 @@ static void random_model_close_to_stored(Quant quant, double max_mean_kl, double
 
 TEST(quant_q8_random_model_close_to_stored) { random_model_close_to_stored(QUANT_Q8, 0.01, 0.85, 3.2); }
 
-// The same in q4 (the middle layer's attention and every MLP in 4 bits; the first and last layers' attention, the
-// embeddings and the head in q8: model.h). Measured: mean KL 0.039–0.048, top-1 69–78 of 96; allowed: mean KL
-// ≤ 0.15, top-1 ≥ 60%; the weights take under 1 / 5 of their F32 bytes (5.6 by the formats' sizes).
+// The same in q4 (the middle layer's attention and every MLP in 4 bits; the first and last layers' attention and
+// the embeddings in q8; the head's logits from its q4 copy, each row's 32 largest from q8: model.h). Measured: mean
+// KL 0.037–0.061, top-1 69–79 of 96; allowed: mean KL ≤ 0.15, top-1 ≥ 60%; the weights one step streams take under
+// 1 / 5 of their F32 bytes.
 TEST(quant_q4_random_model_close_to_stored) { random_model_close_to_stored(QUANT_Q4, 0.15, 0.60, 5.0); }
+
+// The ids of the k largest of row [V], largest first, the lowest id first among equals (as forward.c's refinement
+// picks them), by selection: k passes over the row.
+static void k_largest(int *ids, const float *row, int V, int k) {
+    for (int i = 0; i < k; i++) {
+        int best = -1;
+        for (int j = 0; j < V; j++) {
+            bool taken = false;
+            for (int e = 0; e < i; e++) taken |= ids[e] == j;
+            if (!taken && (best < 0 || row[j] > row[best])) best = j;
+        }
+        ids[i] = best;
+    }
+}
+
+// Under q4 every logit comes from the head's q4 copy, then each row's HEAD_REFINED largest of those from its q8
+// head (model.h). Checked against two copies of the loaded model that share its weights and so compute the same
+// hidden states: one whose head is the q4 copy alone, one whose head is the q8 one alone — every position of a
+// random context, on 1 and 3 threads, a tied GPT-2 and an untied Llama with V = 300 > HEAD_REFINED.
+static void check_refined_head(const char *model_type, bool untied, int threads) {
+    char dir[] = "/tmp/specdec-quant-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    Err err;
+    const RandomCheckpoint spec = {.model_type = model_type, .n_layer = 2, .n_embd = 64, .n_head = 2,
+                                   .vocab_size = 300, .n_positions = 40, .untied = untied, .scale = 0.3f, .seed = 9};
+    CHECK(random_checkpoint_write(dir, &spec, &err) == 0, "%s", err.msg);
+    Loaded q;
+    if (open_model(&q, dir, QUANT_Q4, threads)) {
+        const int S = spec.n_positions, V = spec.vocab_size;
+        const Model refined = q.model;
+        Model coarse = refined, fine = refined;
+        coarse.lm_head = refined.lm_head_coarse;
+        coarse.lm_head_coarse = fine.lm_head_coarse = (Linear){0};
+        int *tokens = malloc(sizeof(int) * S);
+        for (int i = 0; i < S; i++) tokens[i] = test_rand_int(0, V - 1);
+        float *r = malloc(sizeof(float) * S * V), *c = malloc(sizeof(float) * S * V), *f = malloc(sizeof(float) * S * V);
+        bool fed = feed(&q, tokens, S, 7, r);
+        q.model = coarse;
+        fed = fed && feed(&q, tokens, S, 7, c);
+        q.model = fine;
+        fed = fed && feed(&q, tokens, S, 7, f);
+        q.model = refined;
+        int mismatches = 0;
+        for (int t = 0; t < S && fed; t++) {
+            const float *rt = r + (size_t)t * V, *ct = c + (size_t)t * V, *ft = f + (size_t)t * V;
+            int ids[HEAD_REFINED];
+            bool in_top[300] = {false};
+            k_largest(ids, ct, V, HEAD_REFINED);
+            for (int i = 0; i < HEAD_REFINED; i++) in_top[ids[i]] = true;
+            for (int j = 0; j < V; j++) mismatches += memcmp(&rt[j], in_top[j] ? &ft[j] : &ct[j], sizeof(float)) != 0;
+        }
+        CHECK(fed && mismatches == 0, "%s, %d threads: %d of %d logits are neither the q8 head's (among a row's %d "
+              "largest coarse ones) nor the q4 head's (elsewhere)", model_type, threads, mismatches, S * V,
+              HEAD_REFINED);
+        free(tokens);
+        free(r);
+        free(c);
+        free(f);
+        close_model(&q);
+    }
+    random_checkpoint_remove(dir);
+}
+
+TEST(quant_q4_head_refines_the_largest_coarse_logits) {
+    check_refined_head("gpt2", false, 1);
+    check_refined_head("llama", true, 3);
+}
 
 // Which matrices q4 holds in 4 bits (model.h): every layer's MLP and the middle layers' attention; the first and
 // the last layer's attention, the embeddings and the head in q8 — in GPT-2 and in the Llama family (untied head),
@@ -269,6 +340,9 @@ static void check_q4_types(const char *model_type, int n_layer) {
         const Model *m = &q.model;
         CHECK(m->wte.type == WEIGHT_Q8 && m->lm_head.type == WEIGHT_Q8, "%s: embeddings %d, head %d", model_type,
               m->wte.type, m->lm_head.type);
+        CHECK(m->lm_head_coarse.type == WEIGHT_Q4 && m->lm_head_coarse.n_out == spec.vocab_size,
+              "%s: the coarse head is type %d with %d rows", model_type, m->lm_head_coarse.type,
+              m->lm_head_coarse.n_out);
         for (int l = 0; l < n_layer; l++) {
             const Block *b = &m->blocks[l];
             const WeightType attention = l == 0 || l == n_layer - 1 ? WEIGHT_Q8 : WEIGHT_Q4;
