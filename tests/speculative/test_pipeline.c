@@ -12,9 +12,11 @@
 //   - reproducible: with pipelining on, the same seed gives the same tokens and rounds on every run under γ auto
 //     (see pipeline_seed_reproducible for what this does and does not promise);
 //   - where it applies: never for the lookup drafter, trees or plain decoding; auto turns it on only when greedy,
-//     where the process may use a CPU beyond the target's pool.
+//     where the process may use a CPU beyond the target's pool;
+//   - an error on the drafting thread ends the generation with its message.
 //
 // In the debug build every rollback is checked (test_generation.c), the caches that take rows drafted ahead too.
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -265,4 +267,53 @@ TEST(pipeline_only_where_it_applies) {
         CHECK(!stats.pipelined, "auto at temperature 1 on %d of %d CPUs: pipelined", threads, cpus);
         model_pair_close(&pair);
     }
+}
+
+// ---- an error on the drafting thread ------------------------------------------------------------------------------
+
+// A draft model drafter whose model's logits turn NaN once its first proposal is made (its final norm's first gain
+// set so), so that the first draft forward to see them is the drafting thread's.
+typedef struct {
+    Drafter base;
+    ModelDrafter inner;
+} Spoiler;
+
+static int spoiler_propose(Drafter *self, const int *context, int n, const DraftRequest *request, DraftTree *tree,
+                           double *q, DraftReport *report, Err *err) {
+    Spoiler *s = (Spoiler *)self;
+    const int rc = s->inner.base.propose(&s->inner.base, context, n, request, tree, q, report, err);
+    ((float *)s->inner.model->norm_f.gamma)[0] = NAN;
+    return rc;
+}
+
+static int spoiler_draft_ahead(Drafter *self, const int *context, int n, int depth, Err *err) {
+    Spoiler *s = (Spoiler *)self;
+    return s->inner.base.draft_ahead(&s->inner.base, context, n, depth, err);
+}
+
+static void spoiler_rollback(Drafter *self, int n, const int *path, int n_path) {
+    Spoiler *s = (Spoiler *)self;
+    s->inner.base.rollback(&s->inner.base, n, path, n_path);
+}
+
+// The drafting thread's error ends the generation with its message, as the caller's own would.
+TEST(pipeline_reports_the_drafting_threads_error) {
+    ModelPair pair;
+    pair_open(&pair, 97, 64, 1, 0.3f);
+    const float gain = pair.draft.norm_f.gamma[0];
+    const SpecParams params = {.sampling = {.temperature = 0, .top_p = 1}, .policy = GAMMA_FIXED, .gamma = 3,
+                               .max_tokens = 16, .eos_id = -1, .pipeline = PIPELINE_ON};
+    Spoiler s = {.base = {.propose = spoiler_propose, .rollback = spoiler_rollback,
+                          .draft_ahead = spoiler_draft_ahead}};
+    Err err;
+    CHECK(model_drafter_init(&s.inner, &pair.draft, &params, 0.0f, &err) == 0, "%s", err.msg);
+    const int prompt[] = {3, 1, 4, 1, 5};
+    int out[16], n_out;
+    SpecStats stats;
+    const int rc = speculative_generate(&pair.target, &s.base, prompt, 5, &params, out, &n_out, &stats, &err);
+    CHECK(rc == -1 && strstr(err.msg, "the draft model produced a NaN or infinite logit"), "rc %d, %s", rc,
+          rc ? err.msg : "no error");
+    model_drafter_free(&s.inner);
+    ((float *)pair.draft.norm_f.gamma)[0] = gain;
+    model_pair_close(&pair);
 }
