@@ -122,7 +122,8 @@ typedef struct Drafter {
 // The chain a draft model drafted ahead (draft_ahead): node 0 is the guess of the next token, nodes 1.. the next
 // round's drafts, their q rows in q. Their K/V rows lie in the cache past its length, from position n − 2 (the last
 // draft of the round verified) on, where nothing writes before the next propose(), which takes them or drops them
-// (but the debug build's rollback check, which rewrites row n − 2 with that draft's values: model.h).
+// (but the debug build's rollback check, which rewrites row n − 2 for the token committed there: the same values
+// when the chain holds, model.h).
 typedef struct {
     int n;                  // the committed tokens the next round starts from if the guess holds (0: none held)
     int cache_len;          // the cache's length it expects then
