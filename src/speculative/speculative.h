@@ -50,6 +50,12 @@ typedef struct {
     int plain_rounds;       // rounds that drafted nothing: plain decoding
     int tree_rounds;        // rounds that drafted a tree (a node with several children)
     int lookup_drafted, lookup_accepted;    // of drafted, accepted: the lookup's (rounds whose run was proposed)
+    bool pipelined;             // pipelined drafting was on (SpecParams.pipeline, draft_ahead.h)
+    int ahead_rounds;           // rounds that took drafts drafted ahead, while the round before was verified
+    int ahead_discarded;        // chains drafted ahead that no round took (a draft rejected, another next token,
+                                // or the next round asked for no chain of the model's)
+    double ahead_handoff_seconds;  // of decode_seconds: handing the drafting thread its job, and waiting for it to
+                                   // end after the accept step
     double prefill_seconds;     // reading the prompt (both models), before the first round
     double decode_seconds;      // the rounds: generation proper, what tokens per second is measured over
     double target_seconds, draft_seconds;  // of decode_seconds: in target forwards, in the drafter
