@@ -4,12 +4,14 @@
 For each configuration (a thread count, or the CLI's default: no -t) and temperature, runs
 `specdec generate -m TARGET -d DRAFT -f PROMPT -n N --seed S --temp T --compare --stats` on the first
 --prompts held-out prompts of bench/prompts/python.jsonl and prints, as a Markdown table, the median of
-`measured_speedup` with its range, the threads and draft threads the run used, the mean γ and target-only's
-tokens/s. Each prompt runs every configuration before the next prompt starts, so a drift of the machine's speed
-touches every configuration alike.
+`measured_speedup` with its range, the threads and draft threads the run used, the mean γ, speculative and
+target-only tokens/s, and for pipelined runs (--pipeline) the share of rounds that took drafts drafted ahead.
+Each prompt runs every configuration before the next prompt starts, so a drift of the machine's speed touches
+every configuration alike.
 
     tools/held_out_compare.py                              # the CLI's default and 2 threads, greedy and T = 1
     tools/held_out_compare.py --threads default,16,8,4,2,1 --variant "--draft-threads 1" --jsonl runs.jsonl
+    tools/held_out_compare.py --threads 1,2 --variant "-t 1 --pipeline on" --variant "-t 1 --pipeline off"
 
 --variant ARGS adds a configuration: the CLI's default thread count with ARGS added (repeatable). --specdec may be
 given more than once, as LABEL=PATH, to compare builds: every build runs every configuration, alternating.
@@ -61,14 +63,18 @@ def summarise(runs):
     for label, temp, stats, compare in runs:
         groups.setdefault((label, temp), []).append((stats, compare))
     lines = ["| configuration | temperature | speed-up, median [min–max] | threads | draft threads | mean γ | "
-             "target-only tokens/s |", "|---|---:|---:|---:|---|---:|---:|"]
+             "tokens/s | target-only tokens/s | rounds drafted ahead |", "|---|---:|---:|---:|---|---:|---:|---:|---:|"]
     for (label, temp), group in groups.items():
         speedups = [c["measured_speedup"] for _, c in group]
         draft = sorted({s["draft_threads"] for s, _ in group})
+        # pipelined drafting: the median over runs of the share of rounds that took drafts drafted ahead
+        ahead = "—" if not any(s.get("pipelined") for s, _ in group) else \
+            f"{statistics.median(s['ahead_rounds'] / max(s['target_calls'], 1) for s, _ in group):.2f}"
         lines.append(f"| {label} | {temp:g} | {statistics.median(speedups):.2f} [{min(speedups):.2f}–"
                      f"{max(speedups):.2f}] | {group[0][0]['threads']} | {', '.join(map(str, draft))} | "
                      f"{statistics.median(s['mean_gamma'] for s, _ in group):.2f} | "
-                     f"{statistics.median(c['target_only_tokens_per_s'] for _, c in group):.0f} |")
+                     f"{statistics.median(s['tokens_per_s'] for s, _ in group):.0f} | "
+                     f"{statistics.median(c['target_only_tokens_per_s'] for _, c in group):.0f} | {ahead} |")
     return lines
 
 

@@ -11,8 +11,9 @@ from held_out_compare import (builds, combined_over_alone, configurations, draft
                               last_json_lines, summarise)
 
 
-def run(label, temp, speedup, draft_threads):
-    stats = {"threads": 16, "draft_threads": draft_threads, "mean_gamma": 4.0}
+def run(label, temp, speedup, draft_threads, ahead_rounds=None):
+    stats = {"threads": 16, "draft_threads": draft_threads, "mean_gamma": 4.0, "tokens_per_s": 3000.0 * speedup,
+             "target_calls": 10, "pipelined": ahead_rounds is not None, "ahead_rounds": ahead_rounds or 0}
     return label, temp, stats, {"measured_speedup": speedup, "target_only_tokens_per_s": 1500.0}
 
 
@@ -40,8 +41,13 @@ class Table(unittest.TestCase):
         runs = [run("default", 0, 2.0, 4), run("default", 0, 1.0, 8), run("default", 0, 3.0, 4),
                 run("-t 2", 1, 1.5, 1)]
         rows = summarise(runs)
-        self.assertEqual(rows[2], "| default | 0 | 2.00 [1.00–3.00] | 16 | 4, 8 | 4.00 | 1500 |")
-        self.assertEqual(rows[3], "| -t 2 | 1 | 1.50 [1.50–1.50] | 16 | 1 | 4.00 | 1500 |")
+        self.assertEqual(rows[2], "| default | 0 | 2.00 [1.00–3.00] | 16 | 4, 8 | 4.00 | 6000 | 1500 | — |")
+        self.assertEqual(rows[3], "| -t 2 | 1 | 1.50 [1.50–1.50] | 16 | 1 | 4.00 | 4500 | 1500 | — |")
+
+    def test_pipelined_runs_report_the_share_of_rounds_drafted_ahead(self):
+        rows = summarise([run("-t 1 --pipeline on", 0, 2.0, 1, 3), run("-t 1 --pipeline on", 0, 2.0, 1, 7),
+                          run("-t 1 --pipeline on", 0, 2.0, 1, 6)])
+        self.assertEqual(rows[2], "| -t 1 --pipeline on | 0 | 2.00 [2.00–2.00] | 16 | 1 | 4.00 | 6000 | 1500 | 0.60 |")
 
     def test_both_over_the_better_alone_per_configuration(self):
         runs = [run("-t 2 · draft", 1, 1.4, 1), run("-t 2 · draft", 1, 1.6, 1), run("-t 2 · lookup", 1, 1.1, 0),

@@ -39,6 +39,9 @@ static const Option options[] = {
      "draft a tree: W first-level children, each then a chain (-d; --lookup alone: shorter matches; default 1)"},
     {"tree", 0, OPT_FLAG, FIELD(tree), 0, 0,
      "pick the tree's width (up to --tree-width, default 4) and depth by measured cost; a chain if none pays"},
+    {"pipeline", 0, OPT_STRING, FIELD(pipeline), 0, 0,
+     "draft the next round while the target verifies: on, off, or auto (default: on when greedy where a CPU is "
+     "free beyond --threads)"},
     {"draft-p-min", 0, OPT_FLOAT, FIELD(draft_p_min), 0, 1, "stop drafting when the draft's top probability < P"},
     {"ctx", 0, OPT_INT, FIELD(ctx), 1, 1 << 24,
      "positions the KV cache holds (default: the model's context, at most 4096; logits: the ids given)"},
@@ -246,6 +249,17 @@ int parse_gamma(const char *text, SpecParams *params, Err *err) {
     params->policy = GAMMA_FIXED;
     params->gamma = (int)v;
     return 0;
+}
+
+int parse_pipeline(const char *text, Pipelining *pipeline, Err *err) {
+    static const char *const names[] = {[PIPELINE_OFF] = "off", [PIPELINE_AUTO] = "auto", [PIPELINE_ON] = "on"};
+    *pipeline = PIPELINE_AUTO;
+    for (Pipelining p = PIPELINE_OFF; text && p <= PIPELINE_ON; p++)
+        if (strcmp(text, names[p]) == 0) {
+            *pipeline = p;
+            return 0;
+        }
+    return text ? err_fmt(err, "--pipeline: expected auto, on or off, got \"%s\"", text) : 0;
 }
 
 int parse_sampler(const char *text, SpecSampler *sampler, Err *err) {

@@ -28,6 +28,7 @@ typedef struct {
     const char *file;           // -f
     const char *gamma;          // --gamma N | heuristic | auto
     const char *sampler;        // --sampler coupled | rejection
+    const char *pipeline;       // --pipeline auto | on | off
     const char *trace;          // --trace FILE
     float draft_p_min;          // --draft-p-min
     int n_tokens;               // -n
@@ -76,6 +77,9 @@ int parse_gamma(const char *text, SpecParams *params, Err *err);
 
 // --sampler coupled | rejection (NULL: rejection).
 int parse_sampler(const char *text, SpecSampler *sampler, Err *err);
+
+// --pipeline auto | on | off (NULL: auto).
+int parse_pipeline(const char *text, Pipelining *pipeline, Err *err);
 
 // Parses token ids ("1 2 3" or "1,2,3") into a malloc'd array.
 int parse_ids(const char *text, int **ids_out, int *n_out, Err *err);

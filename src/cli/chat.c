@@ -149,11 +149,8 @@ typedef struct {
 
 static int chat_open(Chat *c, const Args *a, Err *err) {
     const char *target_dir, *draft_dir;
-    *c = (Chat){.args = a, .params = {.sampling = a->sampling, .seed = a->seed, .max_tokens = a->n_tokens,
-                                      .tree_width = a->tree && !a->tree_width ? TREE_FIRST_WIDTH_MAX : a->tree_width,
-                                      .tree_auto = a->tree}};
-    if (parse_gamma(a->gamma, &c->params, err) || parse_sampler(a->sampler, &c->params.sampler, err) ||
-        model_dirs(a, &target_dir, &draft_dir, err) ||
+    *c = (Chat){.args = a};
+    if (spec_params_from_args(a, &c->params, err) || model_dirs(a, &target_dir, &draft_dir, err) ||
         session_open_from_args(&c->s, a, target_dir, draft_dir, err) ||
         load_tokenizer(&c->tok, target_dir, true, &c->have_tok, err) || chat_template_load(&c->ct, target_dir, err) ||
         !(c->vars = chat_vars_object(&a->chat_vars, err)))

@@ -28,8 +28,8 @@ static int cmd_inspect(const Args *args, Err *err);
 static const Command commands[] = {
     {"generate", cmd_generate, "generate [-m DIR [-d DRAFT_DIR]] (-p TEXT | -f FILE | --ids \"1 2 3\") [options]",
      "continue a prompt; speculatively with a draft model (the shipped pair when no -m is given)",
-     "model draft ids prompt file tokens temp top-k top-p seed gamma sampler lookup tree-width tree draft-p-min ctx "
-     "threads draft-threads "
+     "model draft ids prompt file tokens temp top-k top-p seed gamma sampler lookup tree-width tree pipeline "
+     "draft-p-min ctx threads draft-threads "
      "quant draft-quant print-ids stats show trace compare allow-special chat system chat-var stop help", 0, 0},
     {"logits", cmd_logits, "logits -m DIR --ids \"1 2 3\" [--all]",
      "print the logits of the last position (all with --all), one line of %.7g values per position",
@@ -40,8 +40,8 @@ static const Command commands[] = {
      MAX_POSITIONAL},
     {"serve", cmd_serve, "serve [-m DIR [-d DRAFT_DIR]] [--lookup] [--host 127.0.0.1] [--port 8080] [--api-key KEY] "
      "[options]", "an OpenAI-compatible HTTP server (docs/server.md); speculative with a draft model or --lookup",
-     "model draft tokens gamma sampler lookup tree-width tree draft-p-min ctx threads draft-threads quant draft-quant "
-     "host port api-key queue max-body timeout help", 0, 0},
+     "model draft tokens gamma sampler lookup tree-width tree pipeline draft-p-min ctx threads draft-threads quant "
+     "draft-quant host port api-key queue max-body timeout help", 0, 0},
     {"render", cmd_render,
      "render -m DIR [-f MESSAGES.json] [--add-generation-prompt] [--print-ids] [--chat-var NAME=JSON]...",
      "print a conversation (a JSON list of {role, content}; standard input by default) as the checkpoint's chat "
@@ -49,8 +49,8 @@ static const Command commands[] = {
     {"chat", cmd_chat, "chat [-m DIR [-d DRAFT_DIR]] [--lookup] [--system TEXT] [options]",
      "talk with an instruct model: user messages from standard input (line editing on a terminal), replies "
      "streamed; /reset starts over, /exit (or end of input) ends",
-     "model draft tokens temp top-k top-p seed gamma sampler lookup tree-width tree draft-p-min ctx threads "
-     "draft-threads quant draft-quant stats show system chat-var stop help", 0, 0},
+     "model draft tokens temp top-k top-p seed gamma sampler lookup tree-width tree pipeline draft-p-min ctx "
+     "threads draft-threads quant draft-quant stats show system chat-var stop help", 0, 0},
     {"inspect", cmd_inspect, "inspect PATH", "show the header and tensor table of a safetensors file or folder",
      "help", 1, 1},
 };
@@ -112,7 +112,7 @@ static void note_ignored_options(const Args *args, bool has_draft) {
         {!drafting && args->gamma, "--gamma", 0}, {!drafting && args->sampler, "--sampler", 0},
         {!drafting && args->compare, "--compare", 0}, {!has_draft && args->draft_p_min > 0, "--draft-p-min", 1},
         {!has_draft && args->draft_threads, "--draft-threads", 1},
-        {!has_draft && args->draft_quant, "--draft-quant", 1},
+        {!has_draft && args->draft_quant, "--draft-quant", 1}, {!has_draft && args->pipeline, "--pipeline", 1},
         {args->show && args->print_ids, "--show", 2},
     };
     static const char *const why[] = {

@@ -16,7 +16,10 @@ int spec_params_from_args(const Args *args, SpecParams *params, Err *err) {
     *params = (SpecParams){.sampling = args->sampling, .seed = args->seed, .max_tokens = args->n_tokens,
                            .tree_width = args->tree && !args->tree_width ? TREE_FIRST_WIDTH_MAX : args->tree_width,
                            .tree_auto = args->tree};
-    return parse_gamma(args->gamma, params, err) || parse_sampler(args->sampler, &params->sampler, err) ? -1 : 0;
+    return parse_gamma(args->gamma, params, err) || parse_sampler(args->sampler, &params->sampler, err) ||
+                   parse_pipeline(args->pipeline, &params->pipeline, err)
+               ? -1
+               : 0;
 }
 
 static bool is_dir(const char *path) {

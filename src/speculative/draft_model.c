@@ -50,9 +50,8 @@ static int draft_q(ModelDrafter *d, const float *logits, double *row, int positi
 // the tree's rows fed before (model_extend_tree: a chain's newest token is the case of one branch), and gives the q
 // of every branch's next token. Node i's row is first_position + i: the nodes are in breadth-first order. The
 // deepest level is never fed, since the next round may not keep it.
-static int model_propose(Drafter *self, const int *context, int n, const DraftRequest *request, DraftTree *tree,
-                         double *q, DraftReport *report, Err *err) {
-    ModelDrafter *d = (ModelDrafter *)self;
+static int propose_tree(ModelDrafter *d, const int *context, int n, const DraftRequest *request, DraftTree *tree,
+                        double *q, DraftReport *report, Err *err) {
     const TreeShape shape = request->shape;
     *report = (DraftReport){0};
     const int V = d->model->n_vocab, n_ctx = d->model->cfg.n_positions;
@@ -81,7 +80,8 @@ static int model_propose(Drafter *self, const int *context, int n, const DraftRe
             const double *q_row;
             int token;
             const double t0 = now_seconds();
-            if (draft_q(d, logits, q + (size_t)q_rows * V, n + level - 1, &q_row, &token, err)) return -1;
+            double *row = q ? q + (size_t)q_rows * V : NULL;  // (greedy: no rows, and drafting ahead gives none)
+            if (draft_q(d, logits, row, n + level - 1, &q_row, &token, err)) return -1;
             report->q_seconds += now_seconds() - t0;
             draw_children(d, tree, logits, q_row, token, node, level == 0 ? width : 1, n + level);
             q_rows += q_row != NULL;
@@ -92,8 +92,70 @@ static int model_propose(Drafter *self, const int *context, int n, const DraftRe
     return 0;
 }
 
+// The chain drafted ahead, if it continues this text — the committed tokens are the ones it assumed, its guess the
+// newest (a->n, checked by its last token: the others were the verified round's drafts, kept if the count is
+// right) — and the request is a chain: its drafts after the guess, as many as asked, their q rows copied to q, and
+// their rows, written past the cache's length, taken into it (the guess's and those of the drafts but the deepest,
+// as propose_tree leaves them). Dropped either way: it serves one proposal. Returns whether it was taken.
+static bool take_ahead(ModelDrafter *d, const int *context, int n, TreeShape shape, DraftTree *tree, double *q,
+                       DraftReport *report) {
+    AheadChain *a = &d->ahead;
+    const bool holds = a->n == n && context[n - 1] == a->tree.node[0].token && d->cache.len == a->cache_len;
+    a->n = 0;
+    if (!holds || shape.width != 1 || shape.depth < 1) return false;
+    const int V = d->model->n_vocab, k = a->tree.n - 1 < shape.depth ? a->tree.n - 1 : shape.depth;
+    tree->n = 0;
+    for (int i = 0; i < k; i++) {
+        TreeChild child = a->tree.node[1 + i];
+        if (child.q) child.q = memcpy(q + (size_t)i * V, child.q, sizeof(double) * V);
+        add_node(tree, child, i - 1);
+    }
+    d->first_position = n;
+    d->cache.len = n + k - 1;
+    *report = (DraftReport){.ahead = true};
+    return true;
+}
+
+// The chain drafted ahead if it holds (take_ahead), else a tree drafted now (propose_tree).
+static int model_propose(Drafter *self, const int *context, int n, const DraftRequest *request, DraftTree *tree,
+                         double *q, DraftReport *report, Err *err) {
+    ModelDrafter *d = (ModelDrafter *)self;
+    if (take_ahead(d, context, n, request->shape, tree, q, report)) return 0;
+    return propose_tree(d, context, n, request, tree, q, report, err);
+}
+
+// On the drafting thread (draft_ahead.h): propose_tree after context[0..n), the committed tokens and the verified
+// round's chain, for a chain of depth + 1 — the guess of the round's next token, drawn from q after the last draft
+// as a draft at that position is (tree_draw_child: the draft's own random numbers, keyed by position), then the
+// next round's drafts after it. Its forwards run on this thread alone (the pool is the target's, verifying). The
+// drafter is left as the round left it but for these rows past the cache's length and the chain: the round's
+// rollback and check read nothing of them.
+static int model_draft_ahead(Drafter *self, const int *context, int n, int depth, Err *err) {
+    ModelDrafter *d = (ModelDrafter *)self;
+    AheadChain *a = &d->ahead;
+    a->n = 0;
+    const size_t q_size = sizeof(double) * (GAMMA_MAX + 1) * d->model->n_vocab;
+    if (!a->q && d->params->sampling.temperature > 0 && !(a->q = malloc(q_size)))
+        return err_fmt(err, "out of memory for the draft's rows drafted ahead");
+    const int first_position = d->first_position, len = d->cache.len, threads = d->model->max_threads;
+    const int most = depth < GAMMA_MAX ? depth + 1 : GAMMA_MAX + 1;
+    d->model->max_threads = 1;
+    DraftReport report;
+    const int rc = propose_tree(d, context, n, &(DraftRequest){.shape = {.depth = most, .width = 1}}, &a->tree,
+                                a->q, &report, err);
+    d->model->max_threads = threads;
+    d->first_position = first_position;
+    d->cache.len = len;
+    if (rc) return -1;
+    if (a->tree.n < 2) return 0;
+    a->n = n + 1;
+    a->cache_len = len;
+    return a->tree.n - 1;
+}
+
 static int model_prefill(Drafter *self, const int *context, int n, Err *err) {
     ModelDrafter *d = (ModelDrafter *)self;
+    d->ahead.n = 0;  // a new text
     if (n <= d->cache.len) return 0;
     return model_forward(d->model, &d->cache, context + d->cache.len, n - d->cache.len, d->logits, false, err);
 }
@@ -102,6 +164,7 @@ static int model_prefill(Drafter *self, const int *context, int n, Err *err) {
 // there already); then everything from position n on is forgotten.
 static void model_rollback(Drafter *self, int n, const int *path, int n_path) {
     ModelDrafter *d = (ModelDrafter *)self;
+    if (n != d->ahead.n - 1) d->ahead.n = 0;  // the text moved past the guess's position, or back: it cannot hold
     int kept = 0;
     while (kept < n_path && d->first_position + path[kept] < d->cache.len) kept++;
     if (kept > 0) kv_keep_path(&d->cache, d->first_position, path, kept);
@@ -121,7 +184,7 @@ int model_drafter_init(ModelDrafter *d, Model *draft, const SpecParams *params, 
     // and a plan must not follow the probe's timings. A step samples its q row too.
     const double row = spec_row_cost(draft->n_vocab), step = spec_forward_cost(draft, 1, 1) + row;
     *d = (ModelDrafter){.base = {.prefill = model_prefill, .propose = model_propose, .rollback = model_rollback,
-                                 .check_rollback = model_check, .step_cost = step,
+                                 .draft_ahead = model_draft_ahead, .check_rollback = model_check, .step_cost = step,
                                  .row_cost = spec_forward_cost(draft, 2, 1) - spec_forward_cost(draft, 1, 1) + row},
                         .model = draft, .params = params, .p_min = p_min, .max_width = max_width(params)};
     d->logits = malloc(sizeof(float) * d->max_width * draft->n_vocab);
@@ -137,5 +200,7 @@ void model_drafter_free(ModelDrafter *d) {
     rollback_check_free(&d->check);
     free(d->logits);
     free(d->scratch);
+    free(d->ahead.q);
     d->logits = NULL;
+    d->ahead.q = NULL;
 }

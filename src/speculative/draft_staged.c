@@ -24,6 +24,7 @@ static int staged_propose(Drafter *self, const int *context, int n, const DraftR
     run.calls = k > 0 ? 0 : report->calls;  // the lookup's run (proposed or not) and the model's forwards
     run.rows = k > 0 ? 0 : report->rows;
     run.q_seconds = k > 0 ? 0 : report->q_seconds;
+    run.ahead = k == 0 && report->ahead;
     *report = run;
     return 0;
 }
@@ -32,6 +33,13 @@ static int staged_prefill(Drafter *self, const int *context, int n, Err *err) {
     StagedDrafter *d = (StagedDrafter *)self;
     if (d->lookup->base.prefill(&d->lookup->base, context, n, err)) return -1;
     return d->model->base.prefill(&d->model->base, context, n, err);
+}
+
+// Only after a round of the model's drafts (the scheduler asks for no other): the model drafts ahead. The next
+// round takes its chain only if the lookup proposes no run there.
+static int staged_draft_ahead(Drafter *self, const int *context, int n, int depth, Err *err) {
+    StagedDrafter *d = (StagedDrafter *)self;
+    return d->model->base.draft_ahead(&d->model->base, context, n, depth, err);
 }
 
 static void staged_rollback(Drafter *self, int n, const int *path, int n_path) {
@@ -48,7 +56,7 @@ static int staged_check(Drafter *self, const int *context, int n_prefill, Err *e
 
 void staged_drafter_init(StagedDrafter *d, LookupDrafter *lookup, ModelDrafter *model, int min_match) {
     *d = (StagedDrafter){.base = {.prefill = staged_prefill, .propose = staged_propose, .rollback = staged_rollback,
-                                  .check_rollback = staged_check, .has_lookup = true,
+                                  .draft_ahead = staged_draft_ahead, .check_rollback = staged_check, .has_lookup = true,
                                   .step_cost = model->base.step_cost, .row_cost = model->base.row_cost},
                          .lookup = lookup, .model = model, .min_match = min_match};
 }

@@ -62,7 +62,10 @@ typedef struct {
     bool run_proposed;
     int calls;              // draft model forward passes this proposal made (a lookup makes none)
     int rows;               // the rows those forwards fed: the first's catches up on the tokens the draft has not
-                            // read (after rounds it did not draft, all they committed), each later one a level
+                            // read (after rounds it did not draft, all they committed), each later one a level (0,
+                            // as calls, for drafts drafted ahead)
+    bool ahead;             // the drafts were drafted ahead, while the last round was verified (draft_ahead.h):
+                            // calls is 0, the forwards were made on the drafting thread
     double q_seconds;       // of the proposal's time: turning the draft's logits into q rows (sampler_adjust), or
                             // greedy into their argmax (sampling_greedy)
 } DraftReport;
@@ -81,6 +84,13 @@ typedef struct Drafter {
     // After verification: keep what was cached for the nodes path[0..n_path) of the last proposal (the accepted
     // path, root first), then forget whatever is cached at positions ≥ n (rejected, or not yet final).
     void (*rollback)(struct Drafter *self, int n, const int *path, int n_path);
+    // Optional, pipelined drafting (draft_ahead.h): called on the drafting thread while the target verifies the last
+    // proposal, a chain of the draft model's whose drafts end context[0..n) (the committed tokens and every draft,
+    // assumed kept); drafts ahead a guess of the round's next token and after it a chain of `depth` drafts, which
+    // the next propose() takes when the text it is given is the assumed text and the guess and it asks for a chain
+    // (else they are dropped). What rollback() and check_rollback() do after this round does not change. Returns
+    // the drafts held for the next round (0: none), or −1 with err set.
+    int (*draft_ahead)(struct Drafter *self, const int *context, int n, int depth, Err *err);
     // Optional: checks what the drafter caches after rollback() against the committed tokens context[0..), whose
     // first n_prefill went to prefill() (model_check_rollback). The debug build calls it after every rollback.
     int (*check_rollback)(struct Drafter *self, const int *context, int n_prefill, Err *err);
@@ -112,6 +122,18 @@ typedef struct Drafter {
 // suite's α of "target as stored, draft q8"; the decode suite's draft step, against run-bench --draft-quant none).
 #define DRAFT_QUANT_DEFAULT QUANT_Q8
 
+// The chain a draft model drafted ahead (draft_ahead): node 0 is the guess of the next token, nodes 1.. the next
+// round's drafts, their q rows in q. Their K/V rows lie in the cache past its length, from position n − 2 (the last
+// draft of the round verified) on, where nothing writes before the next propose(), which takes them or drops them
+// (but the debug build's rollback check, which rewrites row n − 2 for the token committed there: the same values
+// when the chain holds, model.h).
+typedef struct {
+    int n;                  // the committed tokens the next round starts from if the guess holds (0: none held)
+    int cache_len;          // the cache's length it expects then
+    DraftTree tree;
+    double *q;              // [GAMMA_MAX + 1, V] (allocated at the first sampled draft_ahead; NULL when greedy)
+} AheadChain;
+
 typedef struct {
     Drafter base;
     Model *model;
@@ -124,6 +146,7 @@ typedef struct {
     double *scratch;        // [V]: drawing children without replacement
     int first_position;     // of the last proposal's first node: node i's row is cached at first_position + i
     RollbackCheck check;    // the debug build's check of `cache` (check_rollback)
+    AheadChain ahead;       // pipelined drafting's (draft_ahead)
 } ModelDrafter;
 
 int model_drafter_init(ModelDrafter *d, Model *draft, const struct SpecParams *params, float p_min, Err *err);

@@ -26,6 +26,11 @@ typedef enum {
     SAMPLER_COUPLED,    // Gumbel-max under shared noise; keep x when it is the target's own sample
 } SpecSampler;
 
+// Pipelined drafting (draft_ahead.h): the next round's drafts drafted on a thread of their own while the target
+// verifies. SpecParams' zero value is off; the CLI's --pipeline defaults to auto, which turns it on when greedy where
+// a CPU is free beyond the target's pool (scheduler.c, pipelined).
+typedef enum { PIPELINE_OFF, PIPELINE_AUTO, PIPELINE_ON } Pipelining;
+
 // Random numbers are keyed by (seed, position, stream) (sampling.h), never drawn from a stream that rounds
 // consume, so the same seed, files and options give the same tokens on every run:
 //   - SAMPLER_COUPLED: whatever γ, policy, timings and thread count; and the same tokens as target-only decoding.
@@ -35,6 +40,9 @@ typedef enum {
 //     (the model knows the threads: at 16 a draft step costs more against the target's than at 2), not
 //     necessarily at another; --draft-threads does not change them. Greedy output is the target's whatever γ, so
 //     there it plans with measurements.
+//   - Pipelining changes no token for a fixed γ. Under heuristic, and GAMMA_AUTO at temperature > 0, a round that
+//     takes drafts drafted ahead drafts the depth chosen a round earlier, so on and off may give other tokens, each
+//     the same on every run (auto's choice follows the CPUs available, as the default thread count does).
 typedef struct SpecParams {
     SamplingParams sampling;
     SpecSampler sampler;
@@ -43,6 +51,7 @@ typedef struct SpecParams {
     int gamma;              // GAMMA_FIXED: γ; GAMMA_HEURISTIC: the starting γ (a tree's depth)
     int tree_width;         // children of a draft tree's first level, each continued as a chain (≤ 1: a chain)
     bool tree_auto;         // --tree: the policy picks the width (up to tree_width) with γ; a chain when no tree pays
+    Pipelining pipeline;    // draft the next round while the target verifies (a draft model's chains only)
     int max_tokens;         // stop after this many new tokens
     int eos_id;             // stop at this token (not emitted); −1 = never
     const int *eos_ids;     // ... or at any of these n_eos (a config's list, e.g. Llama 3's three), may be NULL

@@ -33,6 +33,9 @@ void record_stats(SpecStats *st, Tally *tally, const Round *r) {
     if (r->wide_width >= 2) tally->wide_tried[r->wide_width]++, tally->wide_kept[r->wide_width] += r->wide_kept;
     tally->draft_seconds += r->draft_seconds;
     tally->draft_calls += r->draft_calls;
+    tally->ahead_chains += r->drafted_ahead > 0;
+    st->ahead_rounds += r->report.ahead;
+    st->ahead_handoff_seconds += r->ahead_handoff_seconds;
 }
 
 // The token that ended a round and its kind, for the trace: the first accepted draft that is the end-of-text token
@@ -80,8 +83,11 @@ void trace_round(FILE *f, int round, const Round *r, const SpecParams *params) {
                                              [TOKEN_TARGET] = "target"};
     TokenKind kind;
     const int token = round_end(r, params, &kind);
-    fprintf(f, ", \"accepted\": %d, \"token\": %d, \"kind\": \"%s\", \"residual_mass\": %.6g}\n", r->n_accepted,
+    fprintf(f, ", \"accepted\": %d, \"token\": %d, \"kind\": \"%s\", \"residual_mass\": %.6g", r->n_accepted,
             token, kind_names[kind], r->residual_mass);
+    // pipelined drafting: whether this round's drafts were drafted ahead, and how many it drafted ahead for the next
+    fprintf(f, ", \"from_ahead\": %s, \"drafted_ahead\": %d}\n", r->report.ahead ? "true" : "false",
+            r->drafted_ahead);
 }
 
 // The committed tokens to --show's callback, as decided: the children tried and rejected at a node are shown (never
@@ -105,6 +111,7 @@ void finish_stats(SpecStats *st, const Tally *tally, double target_t1_seconds, d
     st->target_t1_seconds = target_t1_seconds;
     st->draft_step_seconds = draft_step_seconds;
     st->mean_gamma = st->rounds ? tally->gamma_sum / st->rounds : 0;
+    st->ahead_discarded = tally->ahead_chains - st->ahead_rounds;
     const double alpha = st->n_min_pq ? tally->alpha_sum / st->n_min_pq : 0;
     for (int width = 1; width <= TREE_FIRST_WIDTH_MAX; width++) {  // a tree's a_W: the run's rate of kept wide levels
         const double a_first =

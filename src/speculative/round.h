@@ -36,6 +36,9 @@ typedef struct {
     double p_seconds, accept_seconds;   // in the target's p rows (sampler_adjust); in the rest of steps 3 and 4
     double commit_seconds;              // in step 5, the commit and the caches' rollback
     int draft_calls;                    // draft model forwards
+    bool ahead_started;                 // the drafting thread drafted ahead during this round (draft_ahead.h)
+    int drafted_ahead;                  // ... the drafts it holds for the next round (0: none)
+    double ahead_handoff_seconds;       // handing it the job and waiting for it after the accept step
 } Round;
 
 // What the statistics add up over the rounds besides SpecStats, for finish_stats.
@@ -45,6 +48,7 @@ typedef struct {
     int wide_tried[TREE_FIRST_WIDTH_MAX + 1], wide_kept[TREE_FIRST_WIDTH_MAX + 1];  // levels of W ≥ 2 children; kept
     double draft_seconds;               // in the drafter's propose()
     int draft_calls;                    // draft model forwards
+    int ahead_chains;                   // rounds whose drafting thread held drafts for the next round
 } Tally;
 
 // Whether id ends the text: the end-of-text id, or one of a config's list of them.

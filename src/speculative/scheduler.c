@@ -4,7 +4,10 @@
 // A round is the paper's steps, each a function below, over a draft tree — a chain of γ drafts is the tree of
 // width 1, and the same code runs it:
 //   0. choose γ (and the tree's width)  next_request
-//   1. draft x_1..x_k ~ q_1..q_k        draft: a tree of k nodes, each drawn from its q (or deterministic)
+//   1. draft x_1..x_k ~ q_1..q_k        draft: a tree of k nodes, each drawn from its q (or deterministic) — or
+//                                       the chain drafted ahead during the round before (pipelined drafting,
+//                                       draft_ahead.h: start_drafting_ahead after a chain of the draft model's,
+//                                       finish_drafting_ahead once the accept step is done)
 //   2. verify: p at every node          verify: one target forward over [newest committed token, nodes] under
 //                                       the tree mask (model_forward_tree); p of the token after each node
 //   3. accept x_i, or                   accept_or_resample: from the root down, at each node its children in the
@@ -20,6 +23,7 @@
 #include <string.h>
 
 #include "base/clock.h"
+#include "speculative/draft_ahead.h"
 #include "speculative/policy.h"
 #include "speculative/round.h"
 
@@ -54,17 +58,16 @@ typedef struct {
     int *out;                           // the emitted tokens
     bool done;                          // end-of-text or -n reached
     GammaState g;                       // the γ policy's (policy.h)
+    DraftAhead *ahead;                  // pipelined drafting's thread (draft_ahead.h), or NULL: off
     Tally tally;                        // the statistics' sums over the rounds (record.c)
     SpecStats *stats;
 } Scheduler;
 
-// 0. What to ask of the drafter: by policy, but a tree no deeper than the tokens still wanted, and with no more
-// nodes than the context left holds.
-static DraftRequest next_request(Scheduler *s) {
-    DraftRequest request = policy_choose(&s->g, s->params, s->drafter);
-    TreeShape shape = request.shape;
-    int room = s->n_ctx - s->cache.len - 1;
-    const int wanted = s->params->max_tokens - s->stats->generated - 1;
+// The shape a round may draft after `committed` tokens of which `generated` were emitted: a tree no deeper than the
+// tokens still wanted, and with no more nodes than the context left holds.
+static TreeShape fit_shape(const Scheduler *s, TreeShape shape, int committed, int generated) {
+    int room = s->n_ctx - committed;  // the target's cache holds committed − 1 tokens, and verifies 1 + nodes
+    const int wanted = s->params->max_tokens - generated - 1;
     room = room < s->max_nodes ? room : s->max_nodes;
     shape.depth = shape.depth < wanted ? shape.depth : wanted;
     shape.depth = shape.depth < GAMMA_MAX ? shape.depth : GAMMA_MAX;
@@ -72,7 +75,13 @@ static DraftRequest next_request(Scheduler *s) {
     if (shape.width * shape.depth > room)  // a narrower tree, down to the chain, if the context allows no other
         shape = room / shape.width > 0 ? (TreeShape){room / shape.width, shape.width}
                                        : (TreeShape){shape.depth < room ? shape.depth : room, 1};
-    request.shape = shape;
+    return shape;
+}
+
+// 0. What to ask of the drafter: by policy, within what the round may draft.
+static DraftRequest next_request(Scheduler *s) {
+    DraftRequest request = policy_choose(&s->g, s->params, s->drafter);
+    request.shape = fit_shape(s, request.shape, s->n, s->stats->generated);
     return request;
 }
 
@@ -92,6 +101,41 @@ static int draft(Scheduler *s, Round *r, Err *err) {
     }
     r->draft_calls = r->report.calls;
     return 0;
+}
+
+// γ' of the chain drafted ahead: the depth of the draft model's drafts that the policy would ask for now, before
+// this round teaches it anything — so it is chosen before the verification's outcome is known, and at temperature
+// > 0 under rejection sampling from the cost model and the learned acceptance alone, like every γ there
+// (policy.h) — fitted to the next round's limits if this one commits every draft and the next token. 0 where the
+// policy would ask for a tree, or for nothing.
+static int ahead_depth(const Scheduler *s, const Round *r) {
+    GammaState g = s->g;  // a copy: choosing moves the policy's counters of plain rounds, which the next round moves
+    const DraftRequest next = policy_choose(&g, s->params, s->drafter);
+    if (next.shape.width != 1) return 0;
+    const int depth = next.shape.depth < next.model_gamma ? next.shape.depth : next.model_gamma;
+    const int committed = r->tree.n + 1;
+    return fit_shape(s, (TreeShape){.depth = depth, .width = 1}, s->n + committed, s->stats->generated + committed)
+        .depth;
+}
+
+// 1b. Pipelined drafting (draft_ahead.h): after a chain of the draft model's drafts, the drafting thread drafts the
+// next round's chain while the target verifies this one, on the assumption that every draft is kept. Never after a
+// tree (which path is kept is not known ahead), a lookup run or a plain round (the draft model drafted nothing).
+static void start_drafting_ahead(Scheduler *s, Round *r) {
+    if (!s->ahead || r->tree.n == 0 || r->width > 1 || r->report.run_proposed) return;
+    const int depth = ahead_depth(s, r);
+    if (depth < 1) return;
+    int drafts[GAMMA_MAX];
+    for (int i = 0; i < r->tree.n; i++) drafts[i] = r->tree.node[i].token;
+    draft_ahead_start(s->ahead, s->context, s->n, drafts, r->tree.n, depth);
+    r->ahead_started = true;
+}
+
+// 4b. Waits for the drafting thread — always to the end of its job, so that what it drafted does not depend on how
+// long the verification took — before the commit rolls the drafter back. The next round's propose() takes its chain
+// if the committed text is the one it assumed, else drops it.
+static int finish_drafting_ahead(Scheduler *s, Round *r, Err *err) {
+    return r->ahead_started ? draft_ahead_wait(s->ahead, &r->drafted_ahead, err) : 0;
 }
 
 // 2. Verify: one target forward over [newest committed token, x_1..x_k] under the tree mask gives the logits of the
@@ -251,6 +295,7 @@ static void record_round(Scheduler *s, const Round *r) {
 }
 
 static void scheduler_free(Scheduler *s) {
+    draft_ahead_close(s->ahead);
     for (int i = 0; i < s->n_samplers; i++) sampler_free(&s->samplers[i]);
     free(s->samplers);
     if (s->callers_cache) *s->callers_cache = s->cache;  // handed back, holding the committed tokens
@@ -261,6 +306,17 @@ static void scheduler_free(Scheduler *s) {
     free(s->q);
     free(s->scratch);
     free(s->context);
+}
+
+// --pipeline on, off, or auto: greedy, where this process may use more CPUs than the target's pool has threads
+// (they spin between jobs), so that the drafting thread has one of its own — never oversubscribing them; with the
+// CLI's default --threads, every CPU, auto is off. At temperature > 0 a round keeps every draft and the guess too
+// seldom for the drafts it saves to repay the hand-offs (docs/performance.md, "Pipelined drafting"). Only a
+// drafter with a draft model drafts ahead.
+static bool pipelined(const SpecParams *params, const Model *target, const Drafter *drafter) {
+    if (!drafter || !drafter->draft_ahead || params->pipeline == PIPELINE_OFF) return false;
+    const bool pays = params->sampling.temperature == 0 && cpus_available() > pool_size(target->pool);
+    return params->pipeline == PIPELINE_ON || pays;
 }
 
 static int scheduler_init(Scheduler *s, Model *target, KVCache *cache, Drafter *drafter, const int *prompt,
@@ -289,6 +345,8 @@ static int scheduler_init(Scheduler *s, Model *target, KVCache *cache, Drafter *
         return err_fmt(err, "out of memory for the scheduler's buffers");
     memcpy(s->context, prompt, sizeof(int) * n_prompt);
     policy_init(&s->g, target, drafter, params);
+    stats->pipelined = pipelined(params, target, drafter);
+    if (stats->pipelined && !(s->ahead = draft_ahead_open(drafter, n_prompt + params->max_tokens, err))) return -1;
     return 0;
 }
 
@@ -323,15 +381,20 @@ static int generate(Model *target, KVCache *cache, Drafter *drafter, const int *
         const double t0 = now_seconds();
         if (draft(&s, &r, err)) goto done;
         const double t1 = now_seconds();
-        if (verify(&s, &r, err)) goto done;
+        start_drafting_ahead(&s, &r);
         const double t2 = now_seconds();
-        if (accept_or_resample(&s, &r, err)) goto done;
+        if (verify(&s, &r, err)) goto done;
         const double t3 = now_seconds();
+        if (accept_or_resample(&s, &r, err)) goto done;
+        const double t4 = now_seconds();
+        if (finish_drafting_ahead(&s, &r, err)) goto done;
+        const double t5 = now_seconds();
         if (commit_and_roll_back(&s, &r, err)) goto done;
         r.draft_seconds = t1 - t0;
-        r.target_seconds = t2 - t1;
-        r.accept_seconds = t3 - t2 - r.p_seconds;
-        r.commit_seconds = now_seconds() - t3;
+        r.target_seconds = t3 - t2;
+        r.accept_seconds = t4 - t3 - r.p_seconds;
+        r.commit_seconds = now_seconds() - t5;
+        r.ahead_handoff_seconds = t2 - t1 + t5 - t4;
         record_round(&s, &r);
     }
     *n_out = stats->generated;

@@ -52,6 +52,12 @@ typedef struct {
     int lookup_rounds;      // rounds whose drafts were the lookup's run
     int lookup_drafted, lookup_accepted;    // of drafted, accepted: the lookup's (rounds whose run was proposed)
     int draft_rows;         // the rows the draft model's forwards fed (DraftReport.rows)
+    bool pipelined;             // pipelined drafting was on (SpecParams.pipeline, draft_ahead.h)
+    int ahead_rounds;           // rounds that took drafts drafted ahead, while the round before was verified
+    int ahead_discarded;        // chains drafted ahead that no round took (a draft rejected, another next token,
+                                // or the next round asked for no chain of the model's)
+    double ahead_handoff_seconds;  // of decode_seconds: handing the drafting thread its job, and waiting for it to
+                                   // end after the accept step
     double prefill_seconds;     // reading the prompt (both models), before the first round
     double decode_seconds;      // the rounds: generation proper, what tokens per second is measured over
     double target_seconds, draft_seconds;  // of decode_seconds: in target forwards, in the drafter

@@ -113,6 +113,7 @@ TEST(cli_rejects_bad_input) {
     check_rejected("generate -m " MODEL " --ids \"1 2\" -n -3", "--tokens");
     check_rejected("generate -m " MODEL " --ids \"1 2\" --gamma 99", "--gamma");
     check_rejected("generate -m " MODEL " --ids \"1 2\" --sampler greedy", "--sampler");
+    check_rejected("generate -m " MODEL " -d " MODEL " --ids \"1 2\" --pipeline sometimes", "--pipeline");
     check_rejected("generate -m " MODEL " --ids \"1 2\" --bogus", "unknown option");
     check_rejected("generate -m " MODEL " --ids \"1 x 2\"", "token ids");
     check_rejected("generate -m " MODEL " --ids \"1 200\"", "vocabulary");
@@ -380,6 +381,40 @@ TEST(cli_stats_and_trace_say_where_drafts_came_from) {
           "trace: %d forwards, %d rows; stats: \"%s\"", forwards, rows, err);
     CHECK(json_int(err, "lookup_accepted") <= json_int(err, "lookup_drafted"), "stats: \"%s\"", err);
     free(out), free(err);
+}
+
+// The statistics' and the trace's account of pipelined drafting. The target as its own draft (as stored, not
+// quantized), greedy: every draft is kept and every guess of the next token is right, so each round after the
+// first takes the 3 drafts drafted during the one before — 5 rounds of 4 tokens for -n 20, the last one drafting
+// none ahead (no round follows) — and the trace marks those rounds. --pipeline off drafts none ahead, and the
+// tokens are the same.
+TEST(cli_pipeline_reports_rounds_drafted_ahead) {
+    char path[] = "/tmp/specdec-trace-XXXXXX", args[512], *out[2], *err[2];
+    int fd = mkstemp(path);
+    CHECK(fd >= 0, "mkstemp");
+    close(fd);
+    for (int on = 0; on < 2; on++) {
+        snprintf(args, sizeof args, "generate -m %s -d %s --draft-quant none --ids \"4 5\" -n 20 --gamma 3 "
+                 "--print-ids --stats --pipeline %s --trace %s", MODEL, MODEL, on ? "on" : "off", path);
+        CHECK(run_specdec(args, &out[on], &err[on]) == 0, "%s", err[on]);
+    }
+    const char *want_on = "\"target_calls\": 5, ", *want_ahead = "\"pipelined\": true, \"ahead_rounds\": 4, "
+                                                                 "\"ahead_discarded\": 0, ";
+    CHECK(strstr(err[1], want_on) && strstr(err[1], want_ahead), "pipelined: %s", err[1]);
+    CHECK(strstr(err[0], "\"pipelined\": false, \"ahead_rounds\": 0, \"ahead_discarded\": 0, "), "off: %s", err[0]);
+    CHECK(strcmp(out[0], out[1]) == 0, "other tokens: \"%s\" and \"%s\"", out[0], out[1]);
+    FILE *f = fopen(path, "r");
+    char line[4096];
+    int from_ahead = 0, drafted_ahead = 0;
+    while (f && fgets(line, sizeof line, f)) {
+        from_ahead += strstr(line, "\"from_ahead\": true") != NULL;
+        drafted_ahead += strstr(line, "\"drafted_ahead\": 3}") != NULL;
+    }
+    if (f) fclose(f);
+    unlink(path);
+    CHECK(from_ahead == 4 && drafted_ahead == 4, "the trace: %d rounds from drafts drafted ahead, %d drafting 3 "
+          "ahead", from_ahead, drafted_ahead);
+    for (int on = 0; on < 2; on++) free(out[on]), free(err[on]);
 }
 
 // --trace - and --trace /dev/stderr write the trace to standard error, beside the statistics line (opened anew,

@@ -1,8 +1,9 @@
 // test_conversation.c — conversations that keep their caches (conversation.h) and stop hooks (SpecParams.stop), on
 // a tiny random pair: each turn prefills only what its ids add to the committed ones; its reply equals a fresh
-// run's over the whole conversation (greedy, and sampled under coupling, with every drafter); the logits after a
-// turn equal, bit for bit, those of one fresh forward over the conversation; a stop cuts the reply exactly where
-// the hook says, mid-run, and the caches end there (the debug build checks them after every rollback).
+// run's over the whole conversation (greedy, and sampled under coupling, with every drafter, pipelined and not);
+// the logits after a turn equal, bit for bit, those of one fresh forward over the conversation; a stop cuts the
+// reply exactly where the hook says, mid-run, and the caches end there (the debug build checks them after every
+// rollback).
 #include <stdlib.h>
 #include <string.h>
 
@@ -113,13 +114,15 @@ TEST(conversation_turns_equal_fresh_runs) {
     SpecParams sampled = greedy;
     sampled.sampling = (SamplingParams){.temperature = 0.8f, .top_p = 1.0f};
     sampled.sampler = SAMPLER_COUPLED;
-    for (int kind = 0; kind < N_KINDS && !test_failures(); kind++) {
-        char what[64];
-        snprintf(what, sizeof what, "%s, greedy", KIND_NAMES[kind]);
-        three_turns(&p, (Kind)kind, &greedy, what);
-        snprintf(what, sizeof what, "%s, temperature 0.8", KIND_NAMES[kind]);
-        three_turns(&p, (Kind)kind, &sampled, what);
-    }
+    for (int pipelined = 0; pipelined < 2; pipelined++)  // a chain drafted ahead never outlives its turn
+        for (int kind = 0; kind < N_KINDS && !test_failures(); kind++) {
+            greedy.pipeline = sampled.pipeline = pipelined ? PIPELINE_ON : PIPELINE_OFF;
+            char what[64];
+            snprintf(what, sizeof what, "%s, greedy%s", KIND_NAMES[kind], pipelined ? ", pipelined" : "");
+            three_turns(&p, (Kind)kind, &greedy, what);
+            snprintf(what, sizeof what, "%s, temperature 0.8%s", KIND_NAMES[kind], pipelined ? ", pipelined" : "");
+            three_turns(&p, (Kind)kind, &sampled, what);
+        }
     model_pair_close(&p.models);
 }
 

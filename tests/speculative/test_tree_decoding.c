@@ -21,9 +21,9 @@
 
 // Greedy output with a draft tree equals the target's own for every width (the chain's, width 1, is checked in
 // test_speculative.c), with the draft model, the lookup (shorter matches as branches), and the two staged, at fixed
-// depths, γ auto, and with the policy choosing the width (--tree). With siblings, a child kept after its first
-// sibling was rejected — a branch that paid — is seen at least once over the runs.
-static void check_tree_greedy_on(ModelPair *pair, const char *label, bool siblings) {
+// depths, γ auto, and with the policy choosing the width (--tree). Returns how many times a child was kept after its
+// first sibling was rejected — a branch that paid.
+static int check_tree_greedy_on(ModelPair *pair, const char *label) {
 #ifdef SPECDEC_DEBUG  // the sanitizer suite checks every rollback: fewer prompts and policies, widths 2, 4, --tree
     const GammaPolicy policies[] = {GAMMA_FIXED, GAMMA_AUTO};
     const int gammas[] = {3, 0}, n_trials = 2, width_step = 2;
@@ -53,17 +53,21 @@ static void check_tree_greedy_on(ModelPair *pair, const char *label, bool siblin
                     sibling_accepted += stats.sibling_accepted;
                 }
     }
-    CHECK(!siblings || sibling_accepted > 0, "%s: no child after a rejected sibling was ever kept", label);
+    return sibling_accepted;
 }
 
 TEST(speculative_tree_greedy_equals_target) {
+    // Over the GPT-2 pairs' runs, a branch that paid is seen at least once (the sanitizer suite's fewer prompts gave
+    // none on a single pair with some seeds, TEST_SEED=55827780688069 among them).
     const char *labels[] = {"GPT-2, 1 thread", "GPT-2, 2 threads", "GPT-2 q8, 1 thread", "GPT-2 q8, 2 threads"};
+    int sibling_accepted = 0;
     for (int run = 0; run < 4; run++) {
         ModelPair pair;
         pair_open_quantized(&pair, 97, 128, 1 + run % 2, 0.3f, run < 2 ? QUANT_NONE : QUANT_Q8);
-        check_tree_greedy_on(&pair, labels[run], true);
+        sibling_accepted += check_tree_greedy_on(&pair, labels[run]);
         model_pair_close(&pair);
     }
+    CHECK(sibling_accepted > 0, "GPT-2 pairs: no child after a rejected sibling was ever kept");
     for (Quant quant = QUANT_NONE; quant <= QUANT_Q4; quant++) {  // the Llama family, 2 and 1 threads
         if (!quant_runs_here(quant)) continue;
         char label[96];
@@ -72,13 +76,13 @@ TEST(speculative_tree_greedy_equals_target) {
         ModelPair pair;
         model_pair_open(&pair, &target, &draft, 97, 2, quant);
         snprintf(label, sizeof label, "qwen2 pair (%s)", quant_name(quant));
-        check_tree_greedy_on(&pair, label, false);
+        check_tree_greedy_on(&pair, label);
         model_pair_close(&pair);
         target = LLAMA_TARGET;
         draft = QWEN3_DRAFT;
         model_pair_open(&pair, &target, &draft, 97, 1, quant);
         snprintf(label, sizeof label, "llama target, qwen3 draft (%s)", quant_name(quant));
-        check_tree_greedy_on(&pair, label, false);
+        check_tree_greedy_on(&pair, label);
         model_pair_close(&pair);
     }
 }

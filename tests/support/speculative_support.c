@@ -112,26 +112,35 @@ static void exact_joint(ModelPair *pair, const int *prompt, int n_prompt, const 
 }
 
 // Samples N_SAMPLES speculative generations (fixed seeds 1..N, so the test is deterministic) and compares the
-// counts of the first 3 tokens with the exact joint distribution. Cells expected fewer than 5 times are pooled.
+// counts of their first 3 tokens with the exact joint distribution. Cells expected fewer than 5 times are pooled.
 // The draft model drafts after the prompt {1, 3}; the lookup drafters after {1, 3, 1, 3}, whose repeat they copy
-// (a lookup tree after {1, 3, 2, 3, 1, 3}).
-void check_sampled_on_width(ModelPair *pair, DraftKind kind, const SamplingParams *sp, SpecSampler sampler, int width,
-                            const char *label) {
+// (a lookup tree after {1, 3, 2, 3, 1, 3}) — the staged one, pipelined, after {1, 3}, where the lookup finds no
+// match and the draft model drafts (and drafts ahead).
+void check_sampled_with(ModelPair *pair, DraftKind kind, const SpecParams *base, const char *label) {
     // (a lookup tree's branches need matches that continue differently: "1 3" before 2, "3" before 1)
     const int repeat[] = {1, 3, 1, 3}, branching[] = {1, 3, 2, 3, 1, 3};
-    const bool branches = kind == DRAFT_LOOKUP && width > 1;
-    const int *prompt = branches ? branching : repeat, n_prompt = branches ? 6 : kind == DRAFT_MODEL ? 2 : 4;
+    const bool branches = kind == DRAFT_LOOKUP && base->tree_width > 1;
+    const bool model_first = kind == DRAFT_MODEL || (kind == DRAFT_STAGED && base->pipeline == PIPELINE_ON);
+    const int *prompt = branches ? branching : repeat;
+    int n_prompt = model_first ? 2 : 4;
+    if (branches) n_prompt = 6;
     double joint[N_CELLS];
-    exact_joint(pair, prompt, n_prompt, sp, joint);
+    exact_joint(pair, prompt, n_prompt, &base->sampling, joint);
     static int counts[N_CELLS];
     memset(counts, 0, sizeof counts);
-    SpecParams params = {.sampling = *sp, .sampler = sampler, .policy = GAMMA_FIXED, .gamma = 3,
-                         .tree_width = width, .max_tokens = N_FIRST, .eos_id = -1};
-    int drafted = 0, accepted = 0, siblings = 0;
+    SpecParams params = *base;
+    params.eos_id = -1;
+    int drafted = 0, accepted = 0, siblings = 0, ahead = 0;
+    enum { MOST_TOKENS = 16 };
+    if (params.max_tokens < N_FIRST || params.max_tokens > MOST_TOKENS) {
+        CHECK(false, "%s: max_tokens %d, not 3 to %d", label, params.max_tokens, MOST_TOKENS);
+        return;
+    }
     for (int s = 1; s <= N_SAMPLES; s++) {
-        int out[N_FIRST];
+        int out[MOST_TOKENS];
         SpecStats stats;
-        if (generate_with(pair, kind, prompt, n_prompt, &params, (uint64_t)s, out, &stats, 0) != N_FIRST) return;
+        if (generate_with(pair, kind, prompt, n_prompt, &params, (uint64_t)s, out, &stats, 0) != params.max_tokens)
+            return;
         if (out[0] >= V_SMALL || out[1] >= V_SMALL || out[2] >= V_SMALL) {
             CHECK(false, "%s: an id outside the shared vocabulary of %d: %d %d %d", label, V_SMALL, out[0], out[1],
                   out[2]);
@@ -141,6 +150,7 @@ void check_sampled_on_width(ModelPair *pair, DraftKind kind, const SamplingParam
         drafted += stats.drafted;
         accepted += stats.accepted;
         siblings += stats.sibling_accepted;
+        ahead += stats.ahead_rounds;
     }
     double chi2 = 0, pooled_expect = 0, pooled_count = 0;
     int cells = 0;
@@ -156,12 +166,21 @@ void check_sampled_on_width(ModelPair *pair, DraftKind kind, const SamplingParam
     }
     if (pooled_expect > 0) chi2 += (pooled_count - pooled_expect) * (pooled_count - pooled_expect) / pooled_expect, cells++;
     double critical = chi_square_critical(cells - 1);
-    printf("    %-22s chi2 = %6.1f over %3d cells (critical %.1f at 1e-4); %d of %d drafts accepted\n", label, chi2,
+    printf("    %-22s chi2 = %6.1f over %3d cells (critical %.1f at 1e-4); %d of %d drafts accepted", label, chi2,
            cells, critical, accepted, drafted);
+    printf(params.pipeline == PIPELINE_ON ? ", %d rounds drafted ahead\n" : "\n", ahead);
     CHECK(chi2 < critical, "%s: chi-square %.1f exceeds %.1f: the output is not the target's distribution", label,
           chi2, critical);
     CHECK(accepted > 0 && accepted < drafted, "%s: both paths exercised (%d of %d accepted)", label, accepted, drafted);
-    CHECK(width <= 1 || siblings > 0, "%s: no child after a rejected sibling was ever kept", label);
+    CHECK(params.tree_width <= 1 || siblings > 0, "%s: no child after a rejected sibling was ever kept", label);
+    CHECK(params.pipeline != PIPELINE_ON || ahead > 0, "%s: no round took drafts drafted ahead", label);
+}
+
+void check_sampled_on_width(ModelPair *pair, DraftKind kind, const SamplingParams *sp, SpecSampler sampler, int width,
+                            const char *label) {
+    const SpecParams params = {.sampling = *sp, .sampler = sampler, .policy = GAMMA_FIXED, .gamma = 3,
+                               .tree_width = width, .max_tokens = N_FIRST};
+    check_sampled_with(pair, kind, &params, label);
 }
 
 // ---- the shipped pair ----------------------------------------------------------------------------------------

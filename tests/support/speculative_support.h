@@ -59,12 +59,17 @@ int random_prompt(int prompt[8], int trial, int V);
 
 enum { V_SMALL = 5 };  // the vocabulary of the sampled tests' pairs: V_SMALL³ sequences of 3 tokens
 
-// Samples many speculative generations of 3 tokens with a draft tree of `width` (1: a chain) and compares the
-// counts of the sequences with the target's exact joint distribution by a chi-square test (false-alarm rate of a
-// correct implementation: 1e-4 per call); checks too that both the accept and the resample path were taken, and
-// with a tree that a child after a rejected sibling was kept. The pair shares V_SMALL ids.
+// Samples many speculative generations of 3 tokens with a draft tree of `width` (1: a chain) and γ = 3, and
+// compares the counts of the sequences with the target's exact joint distribution by a chi-square test
+// (false-alarm rate of a correct implementation: 1e-4 per call); checks too that both the accept and the resample
+// path were taken, and with a tree that a child after a rejected sibling was kept. The pair shares V_SMALL ids.
 void check_sampled_on_width(ModelPair *pair, DraftKind kind, const SamplingParams *sp, SpecSampler sampler, int width,
                             const char *label);
+
+// The same test over the first 3 tokens of generations run as `params` says (its sampling, sampler, γ, width,
+// pipelining and max_tokens, 3 to 16; its seeds and end-of-text are the test's). With pipelining on, checks too that
+// rounds took drafts drafted ahead.
+void check_sampled_with(ModelPair *pair, DraftKind kind, const SpecParams *params, const char *label);
 
 // ---- the shipped pair ---------------------------------------------------------------------------------------
 

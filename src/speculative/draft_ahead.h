@@ -1,0 +1,56 @@
+// draft_ahead.h — pipelined drafting: a thread that drafts the next round while the target verifies this one.
+//
+// PEARL (Liu et al. 2024, "PEARL: Parallel Speculative Decoding with Adaptive Draft Length") hides the draft's time
+// behind the target's on GPUs; its post-verify step drafts on while the target verifies, assuming every draft
+// kept. Here the same on CPU threads. Once a round's chain x_1..x_γ comes from the draft model (the model drafter's,
+// or the staged drafter's model drafts), the drafting thread — created once per generation, parked between
+// rounds, never one of the target's pool threads — calls the drafter's draft_ahead (drafter.h): from the draft's
+// distribution after x_γ a guess b̂ of the round's next token, then the next round's chain z_1..z_γ' after b̂, each
+// drawn as the next round would draw it, into the drafter's own buffers. Meanwhile the caller runs the target's
+// verification and the accept step. The scheduler waits for the thread after the accept step, always: it is never
+// cut short by time, so what it drafted, and so the output, does not depend on timing. The next round takes z
+// (no draft forward in its way) when every x_i was kept and its next token is b̂; otherwise z is dropped, and the
+// draft's cache rolls back as it would have.
+//
+// Why the output keeps the target's distribution (Leviathan et al. 2023, Appendix A.1, needs each draft drawn from
+// q given the text before it, and independently of the numbers the verification tests it with):
+//   - z is what the next round's propose() would draw on the committed text: the same q (the draft's logits are
+//     bit-identical whether b̂ was fed alone or with x_γ: batch invariance, model.h) and the same random numbers,
+//     which are keyed by (seed, position, purpose) and consumed by no one (sampling.h): z_j's are the draft
+//     stream's at its position. The verification's are other streams (accept.h), and the guess b̂ is the draft
+//     stream's at the position before z_1 — so whether z is taken (x kept, next token = b̂) depends on none of z's.
+//   - The next round's γ' is min(the chain's length, the policy's choice for that round). The chain's was chosen
+//     before this round's verification, from the policy as it stood (scheduler.c, ahead_depth): a function of
+//     the committed history, as any round's γ is. At temperature > 0 under rejection sampling that policy plans
+//     with the cost model alone (policy.h), so γ' does not depend on timing either: the same seed gives the same
+//     tokens with pipelining on. With γ fixed, on and off give the same tokens; under γ auto they may not, as
+//     pipelined rounds take the γ chosen one round earlier.
+//   - The two threads share no mutable state while the thread works: it writes only the drafter (the draft's
+//     model, its KV cache, its sampler, its logits, its chain drafted ahead) and reads its own copy of the text;
+//     the caller writes only the target's side (its cache, the pool, the scheduler's samplers, p and q rows, the
+//     round's record and timers), and neither touches the other's until the wait. The draft's forwards ahead run on
+//     the drafting thread alone, never on the pool, which the target's verification uses.
+#ifndef SPECDEC_DRAFT_AHEAD_H
+#define SPECDEC_DRAFT_AHEAD_H
+
+#include "speculative/drafter.h"
+
+typedef struct DraftAhead DraftAhead;
+
+// Starts the drafting thread for one generation with `drafter` (which must have draft_ahead), parked until a job
+// comes; texts hold at most max_committed committed tokens. Returns NULL with err set on failure.
+DraftAhead *draft_ahead_open(Drafter *drafter, int max_committed, Err *err);
+
+// Hands the thread a job and returns at once: draft ahead after committed[0..n) and the round's chain
+// drafts[0..gamma), a guess and then a chain of up to `depth` drafts (Drafter.draft_ahead). The drafter is the
+// thread's until draft_ahead_wait.
+void draft_ahead_start(DraftAhead *a, const int *committed, int n, const int *drafts, int gamma, int depth);
+
+// Waits for the job to end: *held gets the drafts held for the next round (0: none). Returns 0, or −1 with err
+// set to the drafter's error.
+int draft_ahead_wait(DraftAhead *a, int *held, Err *err);
+
+// Waits for a job in flight, stops the thread and frees everything; NULL is allowed.
+void draft_ahead_close(DraftAhead *a);
+
+#endif
