@@ -17,7 +17,8 @@ mean of the per-run ratios with its standard error, and the median over the firs
 tools/held_out_compare.py measures by timing). A run that proposes one lookup run samples another text from there
 on, so single runs differ by the text's luck as much as by the drafter.
 
-    tools/drafter_counts.py --threads 1,2 --prompts 16 --seeds 1,2,3"""
+    tools/drafter_counts.py --threads 1,2 --prompts 16 --seeds 1,2,3 --jsonl runs.jsonl
+    tools/drafter_counts.py --from-jsonl runs.jsonl --target-ms 3.6     # the same runs at other unit costs"""
 
 import argparse
 import json
@@ -60,9 +61,11 @@ def rate(run, costs):
 
 
 def count_table(runs, costs):
-    """runs: {(threads, prompt, seed, drafter): {stats, rounds}} → Markdown rows of the counts by threads and drafter."""
+    """runs: {(threads, prompt, seed, drafter): {stats, rounds}} → Markdown rows of the counts by threads and
+    drafter."""
     lines = ["| threads | drafter | tokens / target call | rounds | the draft model's | the lookup's (drafts, kept) | "
-             "plain | draft forwards | their rows | priced tokens/ms |", "|---:|---|---:|---:|---:|---|---:|---:|---:|---:|"]
+             "plain | draft forwards | their rows | priced tokens/ms |",
+             "|---:|---|---:|---:|---:|---|---:|---:|---:|---:|"]
     for threads in sorted({k[0] for k in runs}, key=int):
         for drafter in DRAFTERS:
             group = [v for k, v in runs.items() if k[0] == threads and k[3] == drafter]
@@ -135,9 +138,24 @@ def main():
     ap.add_argument("--draft-row-ms", type=float, default=0.012, help="each further row of a draft forward")
     ap.add_argument("--row-ms", type=float, default=0.0156, help="one row's sampling")
     ap.add_argument("--jsonl", help="also write every run's statistics and rounds here")
+    ap.add_argument("--from-jsonl", help="price the runs an earlier --jsonl wrote, at these costs, running none")
     args = ap.parse_args()
     costs = {"target_ms": args.target_ms, "verify": [float(v) for v in args.verify.split(",")],
              "draft_ms": args.draft_ms, "draft_row_ms": args.draft_row_ms, "row_ms": args.row_ms}
+    runs = load_runs(args.from_jsonl) if args.from_jsonl else collect(args)
+    print("\n".join(count_table(runs, costs)) + "\n\n" + "\n".join(combination_rows(runs, costs)))
+
+
+def load_runs(path):
+    """The runs an earlier --jsonl wrote, keyed as collect() keys them."""
+    with open(path) as f:
+        lines = [json.loads(line) for line in f]
+    return {(r["threads"], r["prompt"], r["seed"], r["drafter"]): {"stats": r["stats"], "rounds": r["rounds"]}
+            for r in lines}
+
+
+def collect(args):
+    """Runs every thread count, prompt, seed and drafter: {(threads, prompt, seed, drafter): {stats, rounds}}."""
     with open(os.path.join(ROOT, "bench/prompts/python.jsonl")) as f:
         prompts = [json.loads(line)["prompt"] for line in f][: args.prompts]
     runs = {}
@@ -154,7 +172,7 @@ def main():
                                                               threads, seed, d, trace)
                         log.write(json.dumps({"threads": threads, "prompt": i, "seed": seed, "drafter": d,
                                               **runs[(threads, i, seed, d)]}) + "\n")
-    print("\n".join(count_table(runs, costs)) + "\n\n" + "\n".join(combination_rows(runs, costs)))
+    return runs
 
 
 if __name__ == "__main__":

@@ -2,12 +2,15 @@
 """test_drafter_counts.py — tests of tools/drafter_counts.py's pricing and tables (no model needed):
 `/usr/bin/python3 tools/test_drafter_counts.py` (or `make test-tools`)."""
 
+import json
 import os
 import sys
+import tempfile
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from drafter_counts import combination_rows, count_table, drafter_arguments, price_round, verify_cost  # noqa: E402
+from drafter_counts import (combination_rows, count_table, drafter_arguments, load_runs, price_round,  # noqa: E402
+                            verify_cost)
 
 COSTS = {"target_ms": 2.0, "verify": [1.1, 1.3], "draft_ms": 0.1, "draft_row_ms": 0.05, "row_ms": 0.01}
 
@@ -66,6 +69,16 @@ class Tables(unittest.TestCase):
         row = combination_rows(self.runs(), COSTS)[2]
         self.assertEqual(row, f"| 1 | {pooled:.3f} | {(1 + ratio) / 2:.3f} ± {(ratio - 1) / 2 / 2 ** 0.5:.3f} | "
                               f"1 of 2 | 1: {((3 / model_ms + 3 / lookup_ms) / 2) / (3 / model_ms):.3f} |")
+
+    def test_runs_written_are_read_back(self):
+        with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False) as f:
+            for (threads, prompt, seed, drafter), r in self.runs().items():
+                line = {"threads": threads, "prompt": prompt, "seed": seed, "drafter": drafter, **r}
+                f.write(json.dumps(line) + "\n")
+        try:
+            self.assertEqual(load_runs(f.name), self.runs())
+        finally:
+            os.unlink(f.name)
 
 
 if __name__ == "__main__":
