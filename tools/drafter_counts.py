@@ -12,10 +12,10 @@ bench/results/latest.md):
     round = target step × verify(k + 1) + (kept + 1) × row            the verification and its p rows
             + forwards × (draft step + row) + (rows fed − forwards) × draft row     the draft model's, if it drafted
 
-It prints the counts, and lookup + draft's priced speed over the better of the other two: pooled over the runs, the
-mean of the per-run ratios with its standard error, and the median over the first 8 prompts at each seed (what
-tools/held_out_compare.py measures by timing). A run that proposes one lookup run samples another text from there
-on, so single runs differ by the text's luck as much as by the drafter.
+It prints the counts, lookup + draft's rounds by source, and its priced speed over the better of the other two: pooled
+over the runs, the mean of the per-run ratios with its standard error, and the median over the first 8 prompts at
+each seed (what tools/held_out_compare.py measures by timing). A run that proposes one lookup run samples another
+text from there on, so single runs differ by the text's luck as much as by the drafter.
 
     tools/drafter_counts.py --threads 1,2 --prompts 16 --seeds 1,2,3 --jsonl runs.jsonl
     tools/drafter_counts.py --from-jsonl runs.jsonl --target-ms 3.6     # the same runs at other unit costs"""
@@ -83,28 +83,43 @@ def count_table(runs, costs):
     return lines
 
 
+def source_rows(runs, costs):
+    """Lookup + draft's rounds by source — the draft model, the lookup's run by match length (4: 4 or more), plain —
+    per thread count: rounds, tokens per round and priced tokens/ms (Markdown rows)."""
+    lines = ["| threads | source | rounds | tokens / round | priced tokens/ms |", "|---:|---|---:|---:|---:|"]
+    for threads in sorted({k[0] for k in runs}, key=int):
+        by = {}
+        for r in (r for k, v in runs.items() if k[0] == threads and k[3] == "both" for r in v["rounds"]):
+            source = f"lookup, match {min(r['match'], 4)}" if r["source"] == "lookup" else r["source"]
+            n, tokens, ms = by.get(source, (0, 0, 0.0))
+            by[source] = (n + 1, tokens + r["accepted"] + 1, ms + price_round(r, costs))
+        lines += [f"| {threads} | {source} | {n} | {tokens / n:.2f} | {tokens / ms:.3f} |"
+                  for source, (n, tokens, ms) in sorted(by.items())]
+    return lines
+
+
 def combination_rows(runs, costs):
-    """Lookup + draft's priced speed over the better alone, per thread count (Markdown rows)."""
+    """Lookup + draft's priced speed over the better alone (of those run), per thread count (Markdown rows)."""
     lines = ["| threads | pooled | mean of the runs' ratios ± standard error | runs the draft alone's | "
              "median of the first 8 prompts, by seed |", "|---:|---:|---:|---:|---|"]
     for threads in sorted({k[0] for k in runs}, key=int):
         keys = sorted({k[1:3] for k in runs if k[0] == threads})
         pooled = {}
-        for d in DRAFTERS:
+        for d in (d for d in DRAFTERS if (threads, *keys[0], d) in runs):
             group = [runs[(threads, p, s, d)] for p, s in keys]
             pooled[d] = sum(g["stats"]["generated_tokens"] for g in group) / \
                 sum(price_round(r, costs) for g in group for r in g["rounds"])
-        better = "draft" if pooled["draft"] >= pooled["lookup"] else "lookup"
+        better = max((d for d in pooled if d != "both"), key=pooled.get)
         ratios = [rate(runs[(threads, p, s, "both")], costs) / rate(runs[(threads, p, s, better)], costs)
                   for p, s in keys]
         same = sum(runs[(threads, p, s, "both")]["stats"]["lookup_rounds"] == 0 for p, s in keys)
         by_seed = []
         for seed in sorted({s for _, s in keys}, key=int):
             first = [p for p, s in keys if s == seed][:8]
-            med = {d: statistics.median(rate(runs[(threads, p, seed, d)], costs) for p in first) for d in DRAFTERS}
-            by_seed.append(f"{seed}: {med['both'] / max(med['draft'], med['lookup']):.3f}")
+            med = {d: statistics.median(rate(runs[(threads, p, seed, d)], costs) for p in first) for d in pooled}
+            by_seed.append(f"{seed}: {med['both'] / max(v for d, v in med.items() if d != 'both'):.3f}")
         se = statistics.pstdev(ratios) / len(ratios) ** 0.5
-        lines.append(f"| {threads} | {pooled['both'] / max(pooled['draft'], pooled['lookup']):.3f} | "
+        lines.append(f"| {threads} | {pooled['both'] / pooled[better]:.3f} | "
                      f"{statistics.mean(ratios):.3f} ± {se:.3f} | {same} of {len(keys)} | {', '.join(by_seed)} |")
     return lines
 
@@ -143,7 +158,7 @@ def main():
     costs = {"target_ms": args.target_ms, "verify": [float(v) for v in args.verify.split(",")],
              "draft_ms": args.draft_ms, "draft_row_ms": args.draft_row_ms, "row_ms": args.row_ms}
     runs = load_runs(args.from_jsonl) if args.from_jsonl else collect(args)
-    print("\n".join(count_table(runs, costs)) + "\n\n" + "\n".join(combination_rows(runs, costs)))
+    print("\n\n".join("\n".join(rows(runs, costs)) for rows in (count_table, source_rows, combination_rows)))
 
 
 def load_runs(path):

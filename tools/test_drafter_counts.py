@@ -10,14 +10,14 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from drafter_counts import (combination_rows, count_table, drafter_arguments, load_runs, price_round,  # noqa: E402
-                            verify_cost)
+                            source_rows, verify_cost)
 
 COSTS = {"target_ms": 2.0, "verify": [1.1, 1.3], "draft_ms": 0.1, "draft_row_ms": 0.05, "row_ms": 0.01}
 
 
-def round_of(source, drafted, accepted, forwards=0, rows=0):
+def round_of(source, drafted, accepted, forwards=0, rows=0, match=0):
     return {"source": source, "drafted": [7] * drafted, "accepted": accepted, "draft_forwards": forwards,
-            "draft_rows": rows}
+            "draft_rows": rows, "match": match}
 
 
 def run(rounds, **stats):
@@ -53,7 +53,7 @@ class Tables(unittest.TestCase):
         model = run([round_of("draft", 2, 2, 2, 3)] * 2)
         lookup = run([round_of("lookup", 2, 0)] * 2)
         both_same = model  # proposed no lookup run: the draft alone's run
-        both_other = run([round_of("lookup", 2, 2)] * 2)  # lookup runs kept whole: no draft forwards
+        both_other = run([round_of("lookup", 2, 2, match=5)] * 2)  # lookup runs kept whole: no draft forwards
         return {("1", 0, "1", "draft"): model, ("1", 0, "1", "lookup"): lookup, ("1", 0, "1", "both"): both_same,
                 ("1", 1, "1", "draft"): model, ("1", 1, "1", "lookup"): lookup, ("1", 1, "1", "both"): both_other}
 
@@ -69,6 +69,16 @@ class Tables(unittest.TestCase):
         row = combination_rows(self.runs(), COSTS)[2]
         self.assertEqual(row, f"| 1 | {pooled:.3f} | {(1 + ratio) / 2:.3f} ± {(ratio - 1) / 2 / 2 ** 0.5:.3f} | "
                               f"1 of 2 | 1: {((3 / model_ms + 3 / lookup_ms) / 2) / (3 / model_ms):.3f} |")
+
+    def test_rounds_by_source_with_long_matches_counted_as_4(self):
+        rows = source_rows(self.runs(), COSTS)
+        self.assertEqual([r.split(" | ")[:4] for r in rows[2:]], [["| 1", "draft", "2", "3.00"],
+                                                                 ["| 1", "lookup, match 4", "2", "3.00"]])
+
+    def test_the_better_alone_among_the_drafters_run(self):
+        runs = {k: v for k, v in self.runs().items() if k[3] != "lookup"}
+        self.assertEqual(combination_rows(runs, COSTS)[2].split(" | ")[1], combination_rows(self.runs(), COSTS)[2]
+                         .split(" | ")[1])
 
     def test_runs_written_are_read_back(self):
         with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False) as f:
