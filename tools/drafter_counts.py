@@ -28,12 +28,10 @@ import subprocess
 import sys
 import tempfile
 
+from held_out_compare import drafter_arguments
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DRAFTERS = ("draft", "lookup", "both")
-
-
-def drafter_arguments(name, draft):
-    return {"draft": ["-d", draft], "lookup": ["--lookup"], "both": ["-d", draft, "--lookup"]}[name]
 
 
 def verify_cost(T, costs):

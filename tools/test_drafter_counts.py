@@ -9,8 +9,8 @@ import tempfile
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from drafter_counts import (combination_rows, count_table, drafter_arguments, load_runs, price_round,  # noqa: E402
-                            source_rows, verify_cost)
+from drafter_counts import (combination_rows, count_table, load_runs, price_round, source_rows,  # noqa: E402
+                            verify_cost)
 
 COSTS = {"target_ms": 2.0, "verify": [1.1, 1.3], "draft_ms": 0.1, "draft_row_ms": 0.05, "row_ms": 0.01}
 
@@ -42,10 +42,6 @@ class Pricing(unittest.TestCase):
         self.assertAlmostEqual(price_round(model, COSTS), 2.0 * 1.3 + 2 * 0.01 + 2 * 0.11 + 1 * 0.05)
         lookup = round_of("lookup", 2, 2)
         self.assertAlmostEqual(price_round(lookup, COSTS), 2.0 * 1.3 + 3 * 0.01)
-
-    def test_drafters_give_their_arguments(self):
-        self.assertEqual(drafter_arguments("both", "w/d"), ["-d", "w/d", "--lookup"])
-        self.assertEqual(drafter_arguments("lookup", "w/d"), ["--lookup"])
 
 
 class Tables(unittest.TestCase):
