@@ -14,9 +14,15 @@ every configuration alike.
     tools/held_out_compare.py --threads 1,2 --variant "-t 1 --pipeline on" --variant "-t 1 --pipeline off"
 
 --variant ARGS adds a configuration: the CLI's default thread count with ARGS added (repeatable). --specdec may be
-given more than once, as LABEL=PATH, to compare builds: every build runs every configuration, alternating."""
+given more than once, as LABEL=PATH, to compare builds: every build runs every configuration, alternating.
+--drafters draft,lookup,both runs every configuration with the draft model alone (-d DRAFT, the default), the n-gram
+lookup alone (--lookup) and both (-d DRAFT --lookup), and adds a table of both's median speed-up over the better of
+the other two's (issue 29: adding a drafter must never cost).
+
+    tools/held_out_compare.py --threads 1,2 --temps 1 --drafters draft,lookup,both"""
 
 import argparse
+import itertools
 import json
 import os
 import statistics
@@ -33,6 +39,16 @@ def configurations(threads, variants):
                for t in threads.split(",") if t]
     configs += [(variant, variant.split()) for variant in variants]
     return configs
+
+
+# What each --drafters name adds to the command line, and the suffix it gives a configuration's label.
+DRAFTERS = {"draft": ("draft", ["-d"]), "lookup": ("lookup", ["--lookup"]), "both": ("lookup + draft",
+                                                                                 ["-d", "--lookup"])}
+
+
+def drafter_arguments(name, draft):
+    """The arguments of a --drafters name, with the draft model's folder after -d."""
+    return [a for arg in DRAFTERS[name][1] for a in ([arg, draft] if arg == "-d" else [arg])]
 
 
 def builds(specdecs):
@@ -62,6 +78,24 @@ def summarise(runs):
     return lines
 
 
+def combined_over_alone(runs):
+    """runs labelled 'CONFIG · draft', '· lookup', '· lookup + draft' → Markdown rows: per configuration and
+    temperature, the median speed-up of both over the larger of the draft's and the lookup's medians."""
+    medians = {}
+    for label, temp, _, compare in runs:
+        base, _, drafter = label.rpartition(" · ")
+        medians.setdefault((base, temp), {}).setdefault(drafter, []).append(compare["measured_speedup"])
+    lines = ["| configuration | temperature | draft | lookup | lookup + draft | over the better alone |",
+             "|---|---:|---:|---:|---:|---:|"]
+    for (base, temp), by in medians.items():
+        m = {d: statistics.median(v) for d, v in by.items()}
+        if not {"draft", "lookup", "lookup + draft"} <= m.keys():
+            continue
+        lines.append(f"| {base} | {temp:g} | {m['draft']:.2f} | {m['lookup']:.2f} | {m['lookup + draft']:.2f} | "
+                     f"{m['lookup + draft'] / max(m['draft'], m['lookup']):.3f} |")
+    return lines
+
+
 def last_json_lines(stderr, n):
     """The last n lines of a run's stderr that are JSON objects (--stats, then --compare)."""
     found = [line for line in stderr.splitlines() if line.startswith("{")]
@@ -78,18 +112,26 @@ def main():
     ap.add_argument("-d", "--draft", default=os.path.join(ROOT, "weights/pystd/draft"))
     ap.add_argument("--prompts", type=int, default=8, help="the first N held-out prompts (default 8)")
     ap.add_argument("-n", "--tokens", type=int, default=128)
-    ap.add_argument("--seed", type=int, default=3)
+    ap.add_argument("--seed", default="3", help="comma-separated: each prompt runs with each seed (default 3); at a "
+                    "temperature, two drafters that differ in one round sample different texts from there on, so a "
+                    "comparison of drafters wants many prompts and seeds")
     ap.add_argument("--temps", default="0,1", help="comma-separated temperatures (default 0,1)")
     ap.add_argument("--threads", default="default,2", help="comma-separated: 'default' (no -t) or a count")
     ap.add_argument("--variant", action="append", default=[], help="arguments added to the default's (repeatable)")
+    ap.add_argument("--drafters", default="draft", help="comma-separated: draft (-d, the default), lookup "
+                    "(--lookup alone), both (-d and --lookup)")
     ap.add_argument("--jsonl", help="also write every run's --stats and --compare objects here")
     args = ap.parse_args()
 
     with open(os.path.join(ROOT, "bench/prompts/python.jsonl")) as f:
         prompts = [json.loads(line)["prompt"] for line in f][: args.prompts]
-    configs = [(name + label, path, extra) for name, path in
+    drafters = args.drafters.split(",")
+    if not set(drafters) <= DRAFTERS.keys():
+        sys.exit(f"held_out_compare: --drafters {args.drafters}: each must be one of {', '.join(DRAFTERS)}")
+    configs = [(name + label + (f" · {DRAFTERS[d][0]}" if len(drafters) > 1 else ""), path,
+                drafter_arguments(d, args.draft) + extra) for name, path in
                builds(args.specdec or [os.path.join(ROOT, "build/release/specdec")])
-               for label, extra in configurations(args.threads, args.variant)]
+               for label, extra in configurations(args.threads, args.variant) for d in drafters]
     temps = [float(t) for t in args.temps.split(",")]
     runs = []
     with tempfile.TemporaryDirectory() as tmp, open(args.jsonl or os.devnull, "w") as log:
@@ -97,19 +139,20 @@ def main():
             path = os.path.join(tmp, f"prompt{i}")
             with open(path, "w") as f:
                 f.write(prompt)
-            for temp in temps:
-                for label, specdec, extra in configs:
-                    cmd = [specdec, "generate", "-m", args.model, "-d", args.draft, "-f", path, "-n",
-                           str(args.tokens), "--seed", str(args.seed), "--temp", f"{temp:g}", "--compare",
-                           "--stats"] + extra
-                    done = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-                    if done.returncode != 0:
-                        sys.exit(f"held_out_compare: {' '.join(cmd)} exited {done.returncode}:\n{done.stderr}")
-                    stats, compare = last_json_lines(done.stderr, 2)
-                    runs.append((label, temp, stats, compare))
-                    log.write(json.dumps({"config": label, "temperature": temp, "prompt": i, "stats": stats,
-                                          "compare": compare}) + "\n")
+            for temp, seed, (label, specdec, extra) in itertools.product(temps, args.seed.split(","), configs):
+                cmd = [specdec, "generate", "-m", args.model, "-f", path, "-n",
+                       str(args.tokens), "--seed", seed, "--temp", f"{temp:g}", "--compare",
+                       "--stats"] + extra
+                done = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                if done.returncode != 0:
+                    sys.exit(f"held_out_compare: {' '.join(cmd)} exited {done.returncode}:\n{done.stderr}")
+                stats, compare = last_json_lines(done.stderr, 2)
+                runs.append((label, temp, stats, compare))
+                log.write(json.dumps({"config": label, "temperature": temp, "prompt": i, "seed": int(seed),
+                                      "stats": stats, "compare": compare}) + "\n")
     print("\n".join(summarise(runs)))
+    if len(drafters) > 1:
+        print("\n" + "\n".join(combined_over_alone(runs)))
 
 
 if __name__ == "__main__":

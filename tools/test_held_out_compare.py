@@ -7,7 +7,8 @@ import sys
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from held_out_compare import builds, configurations, last_json_lines, summarise  # noqa: E402
+from held_out_compare import (builds, combined_over_alone, configurations, drafter_arguments,  # noqa: E402
+                              last_json_lines, summarise)
 
 
 def run(label, temp, speedup, draft_threads, ahead_rounds=None):
@@ -24,6 +25,11 @@ class Configurations(unittest.TestCase):
         self.assertEqual(configurations("default", ["--draft-threads 1", "--gamma 6"]),
                          [("default", []), ("--draft-threads 1", ["--draft-threads", "1"]),
                           ("--gamma 6", ["--gamma", "6"])])
+
+    def test_drafters_give_their_arguments(self):
+        self.assertEqual(drafter_arguments("draft", "w/d"), ["-d", "w/d"])
+        self.assertEqual(drafter_arguments("lookup", "w/d"), ["--lookup"])
+        self.assertEqual(drafter_arguments("both", "w/d"), ["-d", "w/d", "--lookup"])
 
     def test_builds_are_labelled_only_when_compared(self):
         self.assertEqual(builds(["build/specdec"]), [("", "build/specdec")])
@@ -42,6 +48,13 @@ class Table(unittest.TestCase):
         rows = summarise([run("-t 1 --pipeline on", 0, 2.0, 1, 3), run("-t 1 --pipeline on", 0, 2.0, 1, 7),
                           run("-t 1 --pipeline on", 0, 2.0, 1, 6)])
         self.assertEqual(rows[2], "| -t 1 --pipeline on | 0 | 2.00 [2.00–2.00] | 16 | 1 | 4.00 | 6000 | 1500 | 0.60 |")
+
+    def test_both_over_the_better_alone_per_configuration(self):
+        runs = [run("-t 2 · draft", 1, 1.4, 1), run("-t 2 · draft", 1, 1.6, 1), run("-t 2 · lookup", 1, 1.1, 0),
+                run("-t 2 · lookup + draft", 1, 1.2, 1), run("-t 2 · lookup + draft", 1, 1.8, 1),
+                run("-t 1 · draft", 1, 2.0, 1)]  # -t 1 lacks two drafters: no row
+        rows = combined_over_alone(runs)
+        self.assertEqual(rows[2:], ["| -t 2 | 1 | 1.50 | 1.10 | 1.50 | 1.000 |"])
 
     def test_the_last_two_json_lines_are_taken(self):
         stderr = 'note: x\n{"a": 1}\ntext\n{"b": 2}\n{"c": 3}\n'

@@ -259,7 +259,8 @@ int print_stats(Session *s, bool drafting, const SpecStats *st, const int *promp
     fprintf(stderr,
             "{\"prompt_tokens\": %d, \"prefill_ms\": %.2f, \"generated_tokens\": %d, \"tokens_per_s\": %.2f, \"ms_per_token\": %.3f, "
             "\"target_calls\": %d, \"draft_calls\": %d, \"drafted\": %d, \"accepted\": %d, \"acceptance_rate\": %.4f, "
-            "\"tree_rounds\": %d, \"sibling_accepted\": %d, "
+            "\"tree_rounds\": %d, \"sibling_accepted\": %d, \"plain_rounds\": %d, \"lookup_rounds\": %d, "
+            "\"lookup_drafted\": %d, \"lookup_accepted\": %d, \"draft_rows\": %d, "
             "\"mean_min_pq\": %.4f, \"tokens_per_target_call\": %.3f, \"mean_gamma\": %.2f, \"c\": %.4f, "
             "\"predicted_speedup\": %s, \"theorem_3_8_speedup\": %s, \"weights_GB_per_s\": %.2f, "
             "\"round_ms\": {\"draft\": %.4f, \"q_rows\": %.4f, \"verify\": %.4f, \"p_rows\": %.4f, \"accept\": %.4f, "
@@ -271,6 +272,7 @@ int print_stats(Session *s, bool drafting, const SpecStats *st, const int *promp
             st->decode_seconds > 0 ? st->generated / st->decode_seconds : 0,
             st->generated ? st->decode_seconds * 1e3 / st->generated : 0, st->rounds, st->draft_calls, st->drafted,
             st->accepted, st->drafted ? (double)st->accepted / st->drafted : 0, st->tree_rounds, st->sibling_accepted,
+            st->plain_rounds, st->lookup_rounds, st->lookup_drafted, st->lookup_accepted, st->draft_rows,
             alpha,
             st->rounds ? (double)st->generated / st->rounds : 0, st->mean_gamma, c,
             predicted, theorem, target_gbs, per_round * (st->draft_seconds - st->q_seconds),

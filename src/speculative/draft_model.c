@@ -59,6 +59,7 @@ static int propose_tree(ModelDrafter *d, const int *context, int n, const DraftR
     tree->n = 0;
     d->first_position = n;
     if (shape.depth < 1 || n > n_ctx) return 0;
+    report->rows = n - d->cache.len;
     if (model_forward(d->model, &d->cache, context + d->cache.len, n - d->cache.len, d->logits, false, err)) return -1;
     report->calls++;
     int frontier = -1, n_frontier = 1, q_rows = 0;  // the nodes of the level just drawn (−1: the newest token)
@@ -69,6 +70,7 @@ static int propose_tree(ModelDrafter *d, const int *context, int n, const DraftR
             for (int i = 0; i < n_frontier; i++) token[i] = tree->node[frontier + i].token;
             if (model_extend_tree(d->model, &d->cache, n, token, tree->parent, n_frontier, d->logits, err)) return -1;
             report->calls++;
+            report->rows += n_frontier;
         }
         const int from = tree->n;  // the nodes this level adds
         for (int f = 0; f < n_frontier; f++) {

@@ -22,6 +22,7 @@ static int staged_propose(Drafter *self, const int *context, int n, const DraftR
         if (d->model->base.propose(&d->model->base, context, n, &model, tree, q, report, err)) return -1;
     }
     run.calls = k > 0 ? 0 : report->calls;  // the lookup's run (proposed or not) and the model's forwards
+    run.rows = k > 0 ? 0 : report->rows;
     run.q_seconds = k > 0 ? 0 : report->q_seconds;
     run.ahead = k == 0 && report->ahead;
     *report = run;

@@ -61,6 +61,9 @@ typedef struct {
     int n_run, match_length;
     bool run_proposed;
     int calls;              // draft model forward passes this proposal made (a lookup makes none)
+    int rows;               // the rows those forwards fed: the first's catches up on the tokens the draft has not
+                            // read (after rounds it did not draft, all they committed), each later one a level (0,
+                            // as calls, for drafts drafted ahead)
     bool ahead;             // the drafts were drafted ahead, while the last round was verified (draft_ahead.h):
                             // calls is 0, the forwards were made on the drafting thread
     double q_seconds;       // of the proposal's time: turning the draft's logits into q rows (sampler_adjust), or

@@ -9,7 +9,9 @@ void record_stats(SpecStats *st, Tally *tally, const Round *r) {
     st->sibling_accepted += r->n_sibling_kept;
     st->plain_rounds += k == 0;
     st->tree_rounds += r->width > 1;
+    st->lookup_rounds += r->report.run_proposed;
     st->lookup_drafted += r->report.run_proposed ? k : 0;
+    st->draft_rows += r->report.rows;
     st->target_seconds += r->target_seconds;
     st->q_seconds += r->report.q_seconds;
     st->p_seconds += r->p_seconds;
@@ -54,11 +56,16 @@ static void trace_ints(FILE *f, const char *name, const int *v, int n) {
     fputc(']', f);
 }
 
-// One JSON line: the tree (its nodes' tokens and parents, −1 for the newest committed token), the children the
-// accept rule tried (nodes) with p(x), q(x) and r of each, and the accepted path (nodes, root first).
+// One JSON line: where the drafts came from (the lookup's run, the draft model, or none: a plain round), the lookup's
+// match and run (proposed or not), the draft model's forwards and the rows they fed, the tree (its nodes' tokens and
+// parents, −1 for the newest committed token), the children the accept rule tried (nodes) with p(x), q(x) and r of
+// each, and the accepted path (nodes, root first).
 void trace_round(FILE *f, int round, const Round *r, const SpecParams *params) {
     const bool coupled = params->sampler == SAMPLER_COUPLED;
-    fprintf(f, "{\"round\": %d, \"gamma\": %d, \"width\": %d", round, r->depth, r->width);
+    const char *source = r->tree.n == 0 ? "plain" : r->report.run_proposed ? "lookup" : "draft";
+    fprintf(f, "{\"round\": %d, \"gamma\": %d, \"width\": %d, \"source\": \"%s\", \"match\": %d, \"run\": %d, "
+            "\"draft_forwards\": %d, \"draft_rows\": %d", round, r->depth, r->width, source, r->report.match_length,
+            r->report.n_run, r->report.calls, r->report.rows);
     trace_ints(f, "drafted", r->tokens + 1, r->tree.n);
     trace_ints(f, "parents", r->tree.parent, r->tree.n);
     trace_ints(f, "tried", r->tried, r->n_verified);

@@ -49,7 +49,9 @@ typedef struct {
     int draft_calls;        // draft model forwards (a lookup makes none)
     int plain_rounds;       // rounds that drafted nothing: plain decoding
     int tree_rounds;        // rounds that drafted a tree (a node with several children)
+    int lookup_rounds;      // rounds whose drafts were the lookup's run
     int lookup_drafted, lookup_accepted;    // of drafted, accepted: the lookup's (rounds whose run was proposed)
+    int draft_rows;         // the rows the draft model's forwards fed (DraftReport.rows)
     bool pipelined;             // pipelined drafting was on (SpecParams.pipeline, draft_ahead.h)
     int ahead_rounds;           // rounds that took drafts drafted ahead, while the round before was verified
     int ahead_discarded;        // chains drafted ahead that no round took (a draft rejected, another next token,

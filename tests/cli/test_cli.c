@@ -341,6 +341,48 @@ TEST(cli_trace_has_a_line_per_round) {
     free(out), free(err);
 }
 
+// The integer after "name": in a JSON line (−1 when absent).
+static int json_int(const char *line, const char *name) {
+    char key[64];
+    snprintf(key, sizeof key, "\"%s\": ", name);
+    const char *at = strstr(line, key);
+    return at ? atoi(at + strlen(key)) : -1;
+}
+
+// --stats and --trace say where each round's drafts came from, and they agree: the trace's rounds by source (the
+// lookup's run, the draft model, none) are the statistics' lookup_rounds, the rest and plain_rounds; its draft
+// forwards and the rows they fed add up to draft_calls and draft_rows, the rows at least one a forward. (This seed
+// plays rounds of all three sources.)
+TEST(cli_stats_and_trace_say_where_drafts_came_from) {
+    char path[] = "/tmp/specdec-sources-XXXXXX", args[512], *out, *err;
+    int fd = mkstemp(path);
+    CHECK(fd >= 0, "mkstemp");
+    close(fd);
+    snprintf(args, sizeof args, "generate -m %s -d %s --lookup --ids \"4 5 6 4 5 6 4\" -n 20 --temp 1 --seed 2 "
+             "--stats --trace %s", MODEL, MODEL, path);
+    CHECK(run_specdec(args, &out, &err) == 0, "%s", err);
+    int by_source[3] = {0}, forwards = 0, rows = 0;  // lookup, draft, plain
+    FILE *f = fopen(path, "r");
+    char line[4096];
+    while (f && fgets(line, sizeof line, f)) {
+        by_source[strstr(line, "\"source\": \"lookup\"") ? 0 : strstr(line, "\"source\": \"draft\"") ? 1 : 2]++;
+        forwards += json_int(line, "draft_forwards");
+        rows += json_int(line, "draft_rows");
+    }
+    if (f) fclose(f);
+    unlink(path);
+    const int rounds = json_int(err, "target_calls"), lookup = json_int(err, "lookup_rounds");
+    const int plain = json_int(err, "plain_rounds");
+    CHECK(rounds > 0 && by_source[0] == lookup && by_source[2] == plain &&
+              by_source[1] == rounds - lookup - plain && by_source[0] > 0 && by_source[1] > 0 && by_source[2] > 0,
+          "trace: %d lookup, %d draft, %d plain rounds; stats: %d rounds, %d lookup, %d plain", by_source[0],
+          by_source[1], by_source[2], rounds, lookup, plain);
+    CHECK(forwards == json_int(err, "draft_calls") && rows == json_int(err, "draft_rows") && rows >= forwards,
+          "trace: %d forwards, %d rows; stats: \"%s\"", forwards, rows, err);
+    CHECK(json_int(err, "lookup_accepted") <= json_int(err, "lookup_drafted"), "stats: \"%s\"", err);
+    free(out), free(err);
+}
+
 // The statistics' and the trace's account of pipelined drafting. The target as its own draft (as stored, not
 // quantized), greedy: every draft is kept and every guess of the next token is right, so each round after the
 // first takes the 3 drafts drafted during the one before — 5 rounds of 4 tokens for -n 20, the last one drafting
@@ -470,8 +512,8 @@ TEST(cli_tree_matches_target_and_is_traced) {
     int rounds = 0, trees = 0, deep = 0;  // (the last rounds may be shallower, or plain: -n is near)
     while (f && fgets(line, sizeof line, f)) {
         rounds += !strstr(line, "\"gamma\": 0,");
-        trees += strstr(line, "\"width\": 3, \"drafted\": [") && strstr(line, "\"parents\": [-1, -1, -1") &&
-                 strstr(line, "\"path\": [");
+        trees += strstr(line, "\"width\": 3, ") && strstr(line, "\"drafted\": [") &&
+                 strstr(line, "\"parents\": [-1, -1, -1") && strstr(line, "\"path\": [");
         deep += strstr(line, "\"parents\": [-1, -1, -1, 0, 1, 2, 3, 4, 5]") != NULL;
     }
     if (f) fclose(f);
