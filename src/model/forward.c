@@ -432,17 +432,16 @@ static void chunk_rows(ForwardScratch *s, const int *parent, int base, int n_bef
     }
 }
 
-// The forward pass over T rows (model_forward; model_extend_tree, parent as in chunk_rows with n_before =
-// ids [k] of the k largest of row [V] (k ≤ V), largest first; of equal values the lowest id first. A NaN is never
-// larger than anything, so it is taken only where fewer than k others are.
-static void largest(int *ids, const float *row, int V, int k) {
-    int n = 0;
-    for (int j = 0; j < V; j++) {
-        if (n == k && !(row[j] > row[ids[k - 1]])) continue;  // (the common case: not among the k so far)
-        int at = n < k ? n++ : k - 1;
-        for (; at > 0 && row[ids[at - 1]] < row[j]; at--) ids[at] = ids[at - 1];
-        ids[at] = j;
+int model_top_logits(int *ids, const float *logits, int V, int k) {
+    int n = 0;  // ids[0..n): the highest so far, highest first
+    for (int x = 0; x < V; x++) {
+        const float logit = logits[x];
+        if (!(logit > -INFINITY) || (n == k && !(logit > logits[ids[n - 1]]))) continue;
+        int i = n < k ? n++ : n - 1;  // x displaces the last (or fills a free place), then moves up past the lower
+        for (; i > 0 && logit > logits[ids[i - 1]]; i--) ids[i] = ids[i - 1];  // ones
+        ids[i] = x;
     }
+    return n;
 }
 
 // The coarse head's refinement of rows [0, T) of logits: in each row, the HEAD_REFINED largest logits recomputed
@@ -457,11 +456,11 @@ static void refine_row(void *ctx, int t, int n_chunks, int thread) {
     (void)n_chunks, (void)thread;
     const RefineJob *job = ctx;
     const Model *m = job->m;
-    const int V = m->n_vocab, d = m->cfg.n_embd, k = HEAD_REFINED < V ? HEAD_REFINED : V;
+    const int V = m->n_vocab, d = m->cfg.n_embd;
     float *row = job->logits + (size_t)t * V;
     int ids[HEAD_REFINED];
-    largest(ids, row, V, k);
-    for (int i = 0; i < k; i++)  // column ids[i] of row t alone
+    const int n = model_top_logits(ids, row, V, HEAD_REFINED);
+    for (int i = 0; i < n; i++)  // column ids[i] of row t alone
         m->kernels->matmul_q8(row, job->xq + (size_t)t * q8_blocks(d), m->lm_head.w, NULL, 1, d, V, ids[i],
                               ids[i] + 1);
 }
@@ -480,6 +479,7 @@ static void head_logits(const Model *m, ForwardScratch *s, float *logits, int T)
     pool_run_chunks(m->pool, T < m->max_threads ? T : m->max_threads, T, refine_row, &job);
 }
 
+// The forward pass over T rows (model_forward; model_extend_tree, parent as in chunk_rows with n_before =
 // cache->len − base, n_before + T ≤ CHUNK_T), in chunks of up to CHUNK_T rows.
 static int forward(const Model *model, ForwardScratch *s, KVCache *cache, int base, const int *tokens,
                    const int *parent, int T, float *logits, bool all_logits, const char *caller, Err *err) {

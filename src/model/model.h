@@ -76,6 +76,11 @@ int quant_from_name(Quant *quant, const char *name, const char *option, Err *err
 // head's for little more than the bytes of a q4 head (docs/quantization.md, "The head").
 enum { HEAD_REFINED = 32 };
 
+// ids [≤ k] of the k highest logits of a row [V], highest first, the lower id first on a tie (the sampler's rank
+// order); a logit of −inf or NaN is never taken. Returns how many: min(k, the logits above −inf). The q4 head's
+// refinement ranks a row's coarse logits this way, and the greedy tree its children (tree_top_children).
+int model_top_logits(int *ids, const float *logits, int V, int k);
+
 // The activations of a forward (forward.c): its own to write, one forward at a time.
 typedef struct ForwardScratch ForwardScratch;
 

@@ -4,6 +4,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "model/model.h"
 #include "speculative/accept.h"
 
 // ---- a child's proposal ----------------------------------------------------------------------------------------
@@ -51,15 +52,9 @@ int tree_draw_child(const SpecParams *params, const double *q, int V, int positi
 }
 
 int tree_top_children(const float *logits, int V, int width, TreeChild *children) {
-    if (width < 1) return 0;
-    int n = 0;  // children[0..n): the best so far, best first
-    for (int x = 0; x < V; x++) {
-        const float logit = logits[x];
-        if (!(logit > -INFINITY) || (n == width && !(logit > logits[children[n - 1].token]))) continue;
-        int i = n < width ? n++ : n - 1;  // x displaces the last (or fills a free place), then moves up past the
-        for (; i > 0 && logit > logits[children[i - 1].token]; i--) children[i] = children[i - 1];  // lower ones
-        children[i] = tree_one_hot_child(x);
-    }
+    int ids[TREE_WIDTH_MAX];
+    const int n = width < 1 ? 0 : model_top_logits(ids, logits, V, width < TREE_WIDTH_MAX ? width : TREE_WIDTH_MAX);
+    for (int k = 0; k < n; k++) children[k] = tree_one_hot_child(ids[k]);
     return n;
 }
 
