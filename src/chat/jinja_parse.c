@@ -194,6 +194,7 @@ static Node *parse_subscript(Parser *P, Node *obj) {
         expect_op(P, "]");
         break;
     }
+    if (!n_colons && !parts[0]) jinja_fail(P->a, at, "an empty subscript '[]'");
     Node *n = node(P, n_colons ? E_SLICE : E_INDEX, at);
     n->a = obj;
     n->b = parts[0];

@@ -318,6 +318,7 @@ TEST(chat_template_unsupported_is_refused_by_name) {
         {"{% break %}", "'{% break %}' outside a loop"},
         {"{{ 'abc }}", "a string that is never closed"},
         {"{{ x", "a tag that is never closed"},
+        {"{{ s[] }}", "an empty subscript '[]'"},
         {"{{ loop.cycle('a', 'b') }}", "the method 'cycle' is not supported"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "../../fuzz/fuzz.h"
+#include "chat/jinja.h"
 #include "harness.h"
 #include "tokenizer_fixtures.h"
 
@@ -131,4 +132,20 @@ TEST(fuzz_found_piece_of_dropped_characters) {
     free(ids);
     fuzz_check_round_trip(&tok, text.data, text.size);
     tokenizer_free(&tok);
+}
+
+// chat_template: "{{ s[] }}" parsed as an index with no index expression, which the evaluator then followed. An
+// empty subscript is refused at parse time, naming itself.
+TEST(fuzz_found_empty_subscript) {
+    size_t size;
+    uint8_t *data = read_input("tests/fuzz/chat_template/empty-subscript", &size);
+    if (!data) return;
+    FuzzPart parts[2];
+    fuzz_split(data, size, parts, 2);
+    Err err = {""};
+    JinjaTemplate *t = jinja_parse((const char *)parts[0].data, parts[0].size, &err);
+    CHECK(!t && strstr(err.msg, "an empty subscript '[]'"), "wanted the empty subscript refused, got \"%s\"",
+          t ? "(parsed)" : err.msg);
+    jinja_free(t);
+    free(data);
 }
