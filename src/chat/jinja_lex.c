@@ -163,10 +163,17 @@ static void lex_string(Lexer *L) {
 
 static bool is_digit(char c) { return c >= '0' && c <= '9'; }
 
+// Appends c to the number's text buf [cap] at *k, counting it even where it no longer fits (then the caller
+// refuses the number).
+static void put_char(char *buf, size_t *k, size_t cap, char c) {
+    if (*k + 1 < cap) buf[*k] = c;
+    (*k)++;
+}
+
 // Digits with Python's underscores (1_000) from i; returns the end, appending the digits to buf.
 static size_t digits_at(const Lexer *L, size_t i, char *buf, size_t *k, size_t cap) {
     for (; i < L->n && (is_digit(L->s[i]) || (L->s[i] == '_' && i + 1 < L->n && is_digit(L->s[i + 1]))); i++)
-        if (L->s[i] != '_' && *k + 1 < cap) buf[(*k)++] = L->s[i];
+        if (L->s[i] != '_') put_char(buf, k, cap, L->s[i]);
     return i;
 }
 
@@ -175,21 +182,21 @@ static void lex_number(Lexer *L) {
     size_t k = 0, i = digits_at(L, L->pos, buf, &k, sizeof buf);
     bool is_float = false;
     if (i + 1 < L->n && L->s[i] == '.' && is_digit(L->s[i + 1])) {
-        buf[k++] = '.';
+        put_char(buf, &k, sizeof buf, '.');
         i = digits_at(L, i + 1, buf, &k, sizeof buf);
         is_float = true;
     }
     if (i + 1 < L->n && (L->s[i] == 'e' || L->s[i] == 'E')) {
         size_t j = i + 1 + (L->s[i + 1] == '+' || L->s[i + 1] == '-');
         if (j < L->n && is_digit(L->s[j])) {
-            buf[k++] = 'e';
-            if (j > i + 1) buf[k++] = L->s[i + 1];
+            put_char(buf, &k, sizeof buf, 'e');
+            if (j > i + 1) put_char(buf, &k, sizeof buf, L->s[i + 1]);
             i = digits_at(L, j, buf, &k, sizeof buf);
             is_float = true;
         }
     }
+    if (k + 1 >= sizeof buf) jinja_fail(L->a, L->line, "a number with more than %zu characters", sizeof buf - 2);
     buf[k] = '\0';
-    if (k + 1 >= sizeof buf) jinja_fail(L->a, L->line, "a number with more than %zu digits", sizeof buf - 2);
     Token t = {.kind = is_float ? T_FLOAT : T_INT, .line = L->line, .f = strtod(buf, NULL)};
     if (!is_float) {
         char *end;
