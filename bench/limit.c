@@ -204,7 +204,8 @@ static void matmul_rows(Bench *b, const Weights *w, int type, int T, json_t *row
 }
 
 // Matrix sizes: one that stays in the L2 caches of the threads, and a large one, 4× a 32 MiB L3 as F32 — served
-// from memory on such a CPU, but from the L3 of one with more (bench_matmul says which).
+// from memory on such a CPU in F32 and BF16, but from the L3 of one with more, and in q4 from this one's (bench_matmul
+// says which).
 enum { N_SIZES = 2, N_TYPES = 5, N_T = 2 };
 static const int TYPES[N_TYPES] = {WEIGHT_F32, WEIGHT_BF16, BF16_DOT, WEIGHT_Q8, WEIGHT_Q4};
 static const struct {
@@ -220,13 +221,23 @@ static void bench_matmul(Bench *b, json_t *j) {
         "(kernels.h), x quantized to 8 bits once beforehand (the model does it once per matmul, on one thread); BF16, x BF16: "
         "x rounded to BF16 once beforehand, the BF16 dot product of the variants that have one (--quant bf16)\n\n",
         pool_size(b->pool), b->opt.reps, b->kernels->name);
-    const long l3 = l3_bytes(), large_f32 = (long)SIZES[1].n_out * SIZES[1].n_in * 4;
-    if (l3 > 0)
-        out(b, "The large W is %ld MiB as F32, %ld as BF16; this CPU's L3 is %ld MiB: %s\n\n", large_f32 >> 20,
-            large_f32 >> 21, l3 >> 20,
-            l3 < large_f32 / 2 ? "W streams from memory"
-                               : "W may be served from the L3 (the model's decode step is the memory-bound figure: "
-                                 "suite decode)");
+    // Which forms of the large W stream from memory: those of at least twice the L3.
+    const long l3 = l3_bytes(), n_out = SIZES[1].n_out, n_in = SIZES[1].n_in;
+    const struct {
+        const char *name;
+        long bytes;
+    } forms[] = {{"F32", n_out * n_in * 4},
+                 {"BF16", n_out * n_in * 2},
+                 {"q8", (long)q8_matrix_bytes((int)n_out, (int)n_in)},
+                 {"q4", (long)q4_matrix_bytes((int)n_out, (int)n_in)}};
+    if (l3 > 0) {
+        out(b, "The large W is");
+        for (size_t f = 0; f < sizeof forms / sizeof *forms; f++)
+            out(b, "%s %.0f MiB as %s (%s)", f ? "," : "", forms[f].bytes / 1048576.0, forms[f].name,
+                forms[f].bytes >= 2 * l3 ? "from memory" : "may be served from the L3");
+        out(b, "; this CPU's L3 is %ld MiB. The model's decode step is the memory-bound figure (suite decode).\n\n",
+            l3 >> 20);
+    }
     out(b, "| W | dtype | T | kernel | µs | GB/s | GFLOP/s | time / %s |\n|---|---|---:|---|---:|---:|---:|---:|\n",
         b->kernels->name);
     json_t *rows = json_array();
