@@ -20,8 +20,8 @@
 //
 // Decoding (T = 1) takes whole panels two at a time. With one activation row, a block's 8 vpdpbusd are one chain,
 // each waiting for the last; a second panel gives the core a second chain to run beside it, and the activation
-// broadcasts serve both. On one Zen 4 core, q4's decode product ran 1.16 × faster, in the L2 and from memory, and
-// q8's 1.06 × (tools/matmul_ab/run.sh; docs/performance-history.md, "Decoding's panels in pairs").
+// broadcasts serve both. On one Zen 4 core, q4's decode product ran 1.16 × faster, in the L2 and from memory; q8's
+// ran 0.98–1.06 × as fast (tools/matmul_ab/run.sh; docs/performance-history.md, "Decoding's panels in pairs").
 enum { ROWS_PER_PASS = 8, GROUPS = Q8_BLOCK / Q8_GROUP };
 
 #define VNNI __attribute__((target("avx512vnni")))  // the functions that use vpdpbusd

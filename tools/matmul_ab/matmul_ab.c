@@ -1,12 +1,17 @@
-// matmul_ab.c — the AVX-512 q4 and q8 matmuls at T = 1 (one decode step's product) against an earlier commit's
-// (run.sh builds those, renamed base_*), in one process: for each format, matrix and thread count, A and B
-// alternate ROUNDS times; each round times REPS products of each, and the ratio base time / new time is taken
-// within the round. Prints the medians [min–max] and checks that both give the same bits.
+// matmul_ab.c — the AVX-512 q4 and q8 matmuls at T = 1 (one decode step's products) against an earlier commit's
+// (run.sh builds those, renamed base_*), in one process: for each format, workload and thread count, A and B
+// alternate ROUNDS times; each round times REPS passes over the workload with each, and the ratio base time / new
+// time is taken within the round. Prints the medians [min–max] and checks that both give the same bits.
 //   in the L2:    [1024, 1024], 0.6 MB in q8, 0.3 MB in q4: the kernel's own speed
 //   from memory:  [32768, 4096], 136 MB in q8, 72 MB in q4 (over twice a 32 MiB L3)
+//   16 layers:    a Llama-3.2-1B layer's matrices ([3072, 2048] QKV, [2048, 2048] O, [16384, 2048] gate and up,
+//                 [2048, 8192] down) 16 times over, one after the other as a decode step reads them: 1.0 GB in q8,
+//                 0.55 GB in q4
+// As in the model, each matrix is one job on the pool, each thread its share of the matrix's panels.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #include "base/threads.h"
@@ -14,7 +19,7 @@
 
 MatmulQ8Fn base_q4_matmul_avx512, base_q8_matmul_avx512;
 
-enum { ROUNDS = 15 };
+enum { ROUNDS = 15, MAX_MATRICES = 64, MAX_IN = 8192 };
 
 static double now(void) {
     struct timespec t;
@@ -27,45 +32,117 @@ static int by_value(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
+// The median of v [n]; sorts v, so that v[0] and v[n - 1] are then its smallest and largest.
 static double median(double *v, int n) {
     qsort(v, (size_t)n, sizeof *v, by_value);
     return v[n / 2];
 }
 
-// One product out = x Wᵀ, each thread its share of W's panels (as the model splits a matmul).
+typedef struct {
+    int n_out, n_in;
+    uint8_t *w;    // [n_out, n_in] in q4 or q8
+    float *out;    // [n_out]
+    size_t bytes;  // of w
+} Matrix;
+
+typedef struct {
+    const char *name;
+    int n, reps;  // matrices, and passes over them per round
+    Matrix m[MAX_MATRICES];
+    size_t bytes;
+} Workload;
+
+// One product out = x Wᵀ on the pool, each thread its share of W's panels.
 typedef struct {
     MatmulQ8Fn *matmul;
-    float *out;
+    const Matrix *m;
     const Q8Block *x;
-    const uint8_t *w;
-    int n_out, n_in;
 } Product;
 
 static void product_share(void *ctx, int thread, int n_threads) {
     const Product *p = ctx;
     int j0, j1;
-    pool_share(p->n_out, Q8_PANEL, thread, n_threads, &j0, &j1);
-    if (j0 < j1) p->matmul(p->out, p->x, p->w, NULL, 1, p->n_in, p->n_out, j0, j1);
+    pool_share(p->m->n_out, Q8_PANEL, thread, n_threads, &j0, &j1);
+    if (j0 < j1) p->matmul(p->m->out, p->x, p->m->w, NULL, 1, p->m->n_in, p->m->n_out, j0, j1);
 }
 
-static double seconds_of(ThreadPool *pool, Product *p, int reps) {
+// Seconds of one pass over the workload's matrices, the mean of `reps`.
+static double seconds_of(ThreadPool *pool, MatmulQ8Fn *matmul, const Workload *wl, const Q8Block *x) {
     const double t0 = now();
-    for (int r = 0; r < reps; r++) pool_run(pool, product_share, p);
-    return (now() - t0) / reps;
+    for (int r = 0; r < wl->reps; r++)
+        for (int i = 0; i < wl->n; i++) pool_run(pool, product_share, &(Product){matmul, &wl->m[i], x});
+    return (now() - t0) / wl->reps;
 }
 
-// A random [n_out, n_in] matrix in format q4 or q8, and one activation row, quantized.
-static uint8_t *random_matrix(bool q4, int n_out, int n_in, size_t *bytes) {
-    *bytes = q4 ? q4_matrix_bytes(n_out, n_in) : q8_matrix_bytes(n_out, n_in);
-    uint8_t *w = aligned_alloc(64, (*bytes + 63) / 64 * 64);
+// Memory for a matrix's weights in huge pages where the kernel gives them, as the model's weights are (load.c).
+static uint8_t *weights_alloc(size_t bytes) {
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
+        perror("matmul_ab: mmap");
+        exit(2);
+    }
+    madvise(p, bytes, MADV_HUGEPAGE);  // a hint
+    return p;
+}
+
+// Adds a random [n_out, n_in] matrix in format q4 or q8 to the workload.
+static void add_matrix(Workload *wl, bool q4, int n_out, int n_in) {
+    Matrix *m = &wl->m[wl->n++];
+    const size_t bytes = q4 ? q4_matrix_bytes(n_out, n_in) : q8_matrix_bytes(n_out, n_in);
+    *m = (Matrix){n_out, n_in, weights_alloc(bytes), malloc(sizeof(float) * (size_t)n_out), bytes};
     float *rows = malloc(sizeof(float) * Q8_PANEL * (size_t)n_in);
     for (int p = 0; p < n_out / Q8_PANEL; p++) {
         for (int i = 0; i < Q8_PANEL * n_in; i++) rows[i] = (float)rand() / (float)RAND_MAX - 0.5f;
-        if (q4) q4_quantize_panel(w + (size_t)p * q4_panel_bytes(n_in), rows, Q8_PANEL, n_in, n_in);
-        else q8_quantize_panel(w + (size_t)p * q8_panel_bytes(n_in), rows, Q8_PANEL, n_in, n_in);
+        if (q4) q4_quantize_panel(m->w + (size_t)p * q4_panel_bytes(n_in), rows, Q8_PANEL, n_in, n_in);
+        else q8_quantize_panel(m->w + (size_t)p * q8_panel_bytes(n_in), rows, Q8_PANEL, n_in, n_in);
     }
     free(rows);
-    return w;
+    wl->bytes += bytes;
+}
+
+// The workloads' outputs, concatenated: the bits base and new must agree on.
+static float *outputs(const Workload *wl, size_t *n) {
+    *n = 0;
+    for (int i = 0; i < wl->n; i++) *n += (size_t)wl->m[i].n_out;
+    float *all = malloc(sizeof(float) * *n), *at = all;
+    for (int i = 0; i < wl->n; i++) at = (float *)memcpy(at, wl->m[i].out, sizeof(float) * (size_t)wl->m[i].n_out) +
+                                         wl->m[i].n_out;
+    return all;
+}
+
+static void measure(const Workload *wl, bool q4, const Q8Block *x) {
+    MatmulQ8Fn *base = q4 ? base_q4_matmul_avx512 : base_q8_matmul_avx512, *new = q4 ? q4_matmul_avx512 : q8_matmul_avx512;
+    for (int threads = 1; threads <= 2; threads++) {
+        Err err = {""};
+        ThreadPool *pool = pool_create(threads, &err);
+        if (!pool) {
+            fprintf(stderr, "matmul_ab: %s\n", err.msg);
+            exit(2);
+        }
+        double t_base[ROUNDS], t_new[ROUNDS], ratio[ROUNDS];
+        size_t n;
+        float *from_base = NULL;
+        for (int r = 0; r < ROUNDS; r++) {
+            const bool base_first = r % 2 == 0;
+            const double a = seconds_of(pool, base_first ? base : new, wl, x);
+            if (r == 0) from_base = outputs(wl, &n);
+            const double b = seconds_of(pool, base_first ? new : base, wl, x);
+            t_base[r] = base_first ? a : b, t_new[r] = base_first ? b : a;
+            ratio[r] = t_base[r] / t_new[r];
+        }
+        float *from_new = outputs(wl, &n);  // the last round ran new second
+        if (memcmp(from_base, from_new, sizeof(float) * n) != 0) {
+            fprintf(stderr, "matmul_ab: base and new differ\n");
+            exit(1);
+        }
+        const double mb = median(t_base, ROUNDS), mn = median(t_new, ROUNDS), mr = median(ratio, ROUNDS);
+        printf("| %s | %s | %d | %.1f | %.1f | %.1f | %.2f [%.2f–%.2f] |\n", q4 ? "q4" : "q8", wl->name, threads,
+               mb * 1e6, mn * 1e6, (double)wl->bytes / mn / 1e9, mr, ratio[0], ratio[ROUNDS - 1]);
+        fflush(stdout);
+        free(from_base);
+        free(from_new);
+        pool_free(pool);
+    }
 }
 
 int main(int argc, char **argv) {
@@ -74,54 +151,32 @@ int main(int argc, char **argv) {
         fprintf(stderr, "matmul_ab: this CPU does not run the AVX-512 VNNI kernels\n");
         return 2;
     }
-    const struct {
-        const char *where;
-        int n_out, n_in, reps;
-    } sizes[] = {{"in the L2", 1024, 1024, 2000}, {"from memory", 32768, 4096, 4}};
+    float *x = malloc(sizeof(float) * MAX_IN);  // one activation row; a matrix of n_in < MAX_IN takes its first blocks
+    for (int i = 0; i < MAX_IN; i++) x[i] = (float)rand() / (float)RAND_MAX - 0.5f;
+    Q8Block *xq = aligned_alloc(64, sizeof(Q8Block) * (size_t)q8_blocks(MAX_IN));
+    k->quantize_q8(xq, x, 1, MAX_IN, MAX_IN);
     printf("AVX-512 matmuls at T = 1, %s (base) against this build (new); %d rounds alternating, each the mean of "
-           "its products\n\n| format | matrix | threads | base µs | new µs | new GB/s | base / new |\n"
+           "its passes\n\n| format | workload | threads | base µs | new µs | new GB/s | base / new |\n"
            "|---|---|---:|---:|---:|---:|---:|\n", argc > 1 ? argv[1] : "base", ROUNDS);
-    for (int f = 0; f < 2; f++)
-        for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++) {
-            const bool q4 = f == 0;
-            const int n_out = sizes[s].n_out, n_in = sizes[s].n_in;
-            size_t bytes;
-            uint8_t *w = random_matrix(q4, n_out, n_in, &bytes);
-            float *x = malloc(sizeof(float) * (size_t)n_in), *out_base = malloc(sizeof(float) * (size_t)n_out),
-                  *out_new = malloc(sizeof(float) * (size_t)n_out);
-            for (int i = 0; i < n_in; i++) x[i] = (float)rand() / (float)RAND_MAX - 0.5f;
-            Q8Block *xq = aligned_alloc(64, sizeof(Q8Block) * (size_t)q8_blocks(n_in));
-            k->quantize_q8(xq, x, 1, n_in, n_in);
-            for (int threads = 1; threads <= 2; threads++) {
-                Err err = {""};
-                ThreadPool *pool = pool_create(threads, &err);
-                if (!pool) {
-                    fprintf(stderr, "matmul_ab: %s\n", err.msg);
-                    return 2;
-                }
-                Product base = {q4 ? base_q4_matmul_avx512 : base_q8_matmul_avx512, out_base, xq, w, n_out, n_in};
-                Product new = {q4 ? q4_matmul_avx512 : q8_matmul_avx512, out_new, xq, w, n_out, n_in};
-                double t_base[ROUNDS], t_new[ROUNDS], ratio[ROUNDS];
-                for (int r = 0; r < ROUNDS; r++) {
-                    const bool base_first = r % 2 == 0;
-                    const double a = seconds_of(pool, base_first ? &base : &new, sizes[s].reps);
-                    const double b = seconds_of(pool, base_first ? &new : &base, sizes[s].reps);
-                    t_base[r] = base_first ? a : b, t_new[r] = base_first ? b : a;
-                    ratio[r] = t_base[r] / t_new[r];
-                }
-                if (memcmp(out_base, out_new, sizeof(float) * (size_t)n_out) != 0) {
-                    fprintf(stderr, "matmul_ab: base and new differ\n");
-                    return 1;
-                }
-                // median() sorts: ratio[0] and ratio[ROUNDS - 1] are then the smallest and the largest
-                const double mb = median(t_base, ROUNDS), mn = median(t_new, ROUNDS), mr = median(ratio, ROUNDS);
-                printf("| %s | [%d, %d] %s | %d | %.1f | %.1f | %.1f | %.2f [%.2f–%.2f] |\n", q4 ? "q4" : "q8", n_out,
-                       n_in, sizes[s].where, threads, mb * 1e6, mn * 1e6, (double)bytes / mn / 1e9, mr, ratio[0],
-                       ratio[ROUNDS - 1]);
-                fflush(stdout);
-                pool_free(pool);
-            }
-            free(w), free(x), free(out_base), free(out_new), free(xq);
+    for (int f = 0; f < 2; f++) {
+        const bool q4 = f == 0;
+        Workload wl[3] = {{.name = "[1024, 1024] in the L2", .reps = 2000},
+                          {.name = "[32768, 4096] from memory", .reps = 4},
+                          {.name = "16 Llama-3.2-1B layers", .reps = 2}};
+        add_matrix(&wl[0], q4, 1024, 1024);
+        add_matrix(&wl[1], q4, 32768, 4096);
+        for (int layer = 0; layer < 16; layer++) {
+            add_matrix(&wl[2], q4, 3072, 2048);
+            add_matrix(&wl[2], q4, 2048, 2048);
+            add_matrix(&wl[2], q4, 16384, 2048);
+            add_matrix(&wl[2], q4, 2048, 8192);
         }
+        for (int i = 0; i < 3; i++) {
+            measure(&wl[i], q4, xq);
+            for (int j = 0; j < wl[i].n; j++) munmap(wl[i].m[j].w, wl[i].m[j].bytes), free(wl[i].m[j].out);
+        }
+    }
+    free(x);
+    free(xq);
     return 0;
 }
