@@ -18,11 +18,12 @@
 // a matrix from memory at about half the speed (docs/performance-history.md, "Measurements behind the kernels'
 // choices").
 //
-// Decoding (T = 1) takes whole panels two at a time. With one activation row, a block's 8 vpdpbusd are one chain,
-// each waiting for the last; a second panel gives the core a second chain to run beside it, and the activation
-// broadcasts serve both. On one Zen 4 core, q4's decode product ran 1.16 × faster, in the L2 and from memory; q8's
-// ran 0.98–1.06 × as fast (tools/matmul_ab/run.sh; docs/performance-history.md, "Decoding's panels in pairs").
-enum { ROWS_PER_PASS = 8, GROUPS = Q8_BLOCK / Q8_GROUP };
+// Decoding (T = 1) takes whole panels DECODE_PANELS = 2 at a time. With one activation row, a block's 8 vpdpbusd
+// are one chain, each waiting for the last; a second panel gives the core a second chain to run beside it, and the
+// activation broadcasts serve both. On one Zen 4 core, q4's decode product ran 1.16 × faster, in the L2 and from
+// memory; q8's ran 0.98–1.06 × as fast (tools/matmul_ab/run.sh; docs/performance-history.md, "Decoding's panels
+// in pairs"). Four at a time were no faster.
+enum { ROWS_PER_PASS = 8, DECODE_PANELS = 2, GROUPS = Q8_BLOCK / Q8_GROUP };
 
 #define VNNI __attribute__((target("avx512vnni")))  // the functions that use vpdpbusd
 
@@ -36,17 +37,17 @@ static inline __m512i broadcast_group(const int8_t *q) {
 // A block's quants q (64-byte aligned) as 8 groups: group g, rows 0..15 × inputs 4g..4g+3, as unsigned bytes.
 typedef void UnpackAvx512(__m512i w[GROUPS], const uint8_t *q);
 
-// The 16 · n_panels weight rows of n_panels ≤ 2 consecutive panels (`panel`, then `panel` + panel_bytes) against
-// activation rows t < n ≤ 8 (n and n_panels constants where this is inlined; two panels only with one row, where
-// the registers allow it): their float sums over the blocks sit in n · n_panels registers, a block's 8 groups in
-// 8 more. Rows outside `rows` (the first panel's; a second panel is always whole) are neither stored nor read from
-// bias. `prefetch`: this is the panels' first pass. `block_bytes`: a block's quants in a panel; `offset_divisor`:
-// 128 / c.   out: [n, ld_out] from the first panel's first row   x: [n, nb]
+// The 16 · n_panels weight rows of n_panels ≤ DECODE_PANELS consecutive panels (`panel`, then `panel` +
+// panel_bytes, ...) against activation rows t < n ≤ 8 (n and n_panels constants where this is inlined; several
+// panels only with one row, where the registers allow it): their float sums over the blocks sit in n · n_panels
+// registers, a block's 8 groups in 8 more. Rows outside `rows` (the first panel's; the others are always whole)
+// are neither stored nor read from bias. `prefetch`: this is the panels' first pass. `block_bytes`: a block's
+// quants in a panel; `offset_divisor`: 128 / c.   out: [n, ld_out] from the first panel's first row   x: [n, nb]
 static inline __attribute__((always_inline)) VNNI void panels_against_rows(
     float *out, const Q8Block *x, const uint8_t *panel, size_t panel_bytes, const float *bias, int nb, int ld_out,
     __mmask16 rows, bool prefetch, const int n, const int n_panels, const int block_bytes, UnpackAvx512 *unpack,
     const int offset_divisor) {
-    __m512 acc[2][ROWS_PER_PASS];
+    __m512 acc[DECODE_PANELS][ROWS_PER_PASS];
     for (int p = 0; p < n_panels; p++)
         for (int t = 0; t < n; t++) acc[p][t] = _mm512_setzero_ps();
     for (int b = 0; b < nb; b++) {
@@ -59,13 +60,16 @@ static inline __attribute__((always_inline)) VNNI void panels_against_rows(
             }
             __m512i w[GROUPS];
             unpack(w, q);
-            const __m512 d_w = _mm512_castsi512_ps(  // the 16 rows' BF16 scales as F32
-                _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(scales + b * Q8_PANEL))), 16));
+            const __m256i scales_bf16 =  // the 16 rows' scales, then as F32
+                _mm256_loadu_si256((const __m256i *)(scales + b * Q8_PANEL));
+            const __m512 d_w = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(scales_bf16), 16));
             for (int t = 0; t < n; t++) {
                 const Q8Block *xb = &x[(size_t)t * nb + b];
                 __m512i isum = _mm512_set1_epi32(xb->offset / offset_divisor);
-                for (int g = 0; g < GROUPS; g++) isum = _mm512_dpbusd_epi32(isum, w[g], broadcast_group(xb->q + Q8_GROUP * g));
-                acc[p][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(d_w, _mm512_set1_ps(xb->d)), acc[p][t]);
+                for (int g = 0; g < GROUPS; g++)
+                    isum = _mm512_dpbusd_epi32(isum, w[g], broadcast_group(xb->q + Q8_GROUP * g));
+                const __m512 d = _mm512_mul_ps(d_w, _mm512_set1_ps(xb->d));
+                acc[p][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), d, acc[p][t]);
             }
         }
     }
@@ -79,7 +83,7 @@ static inline __attribute__((always_inline)) VNNI void panels_against_rows(
     }
 }
 
-// The matmul of MatmulQ8Fn over panels of `panel_bytes`, with panel_against_rows's format arguments.
+// The matmul of MatmulQ8Fn over panels of `panel_bytes`, with panels_against_rows's format arguments.
 static inline __attribute__((always_inline)) VNNI void walk_panels(float *out, const Q8Block *x, const void *w,
                                                                    const float *bias, int T, int n_in, int ld_out,
                                                                    int j0, int j1, size_t panel_bytes,
@@ -92,10 +96,10 @@ static inline __attribute__((always_inline)) VNNI void walk_panels(float *out, c
         const __mmask16 rows = (__mmask16)(((1u << hi) - 1) & ~((1u << lo) - 1));
         const uint8_t *panel = (const uint8_t *)w + (size_t)p * panel_bytes;
         const float *b = bias ? bias + first : NULL;
-        if (T == 1 && first + 2 * Q8_PANEL <= j1) {  // decoding: this panel and the next, whole, in one pass
-            panels_against_rows(out + first, x, panel, panel_bytes, b, nb, ld_out, rows, true, 1, 2, block_bytes,
-                                unpack, offset_divisor);
-            p++;
+        if (T == 1 && first + DECODE_PANELS * Q8_PANEL <= j1) {  // decoding: whole panels, several a pass
+            panels_against_rows(out + first, x, panel, panel_bytes, b, nb, ld_out, rows, true, 1, DECODE_PANELS,
+                                block_bytes, unpack, offset_divisor);
+            p += DECODE_PANELS - 1;
             continue;
         }
         for (int t = 0; t < T; t += ROWS_PER_PASS) {

@@ -111,7 +111,8 @@ static float *outputs(const Workload *wl, size_t *n) {
 }
 
 static void measure(const Workload *wl, bool q4, const Q8Block *x) {
-    MatmulQ8Fn *base = q4 ? base_q4_matmul_avx512 : base_q8_matmul_avx512, *new = q4 ? q4_matmul_avx512 : q8_matmul_avx512;
+    MatmulQ8Fn *base = q4 ? base_q4_matmul_avx512 : base_q8_matmul_avx512;
+    MatmulQ8Fn *new = q4 ? q4_matmul_avx512 : q8_matmul_avx512;
     for (int threads = 1; threads <= 2; threads++) {
         Err err = {""};
         ThreadPool *pool = pool_create(threads, &err);
