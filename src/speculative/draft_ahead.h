@@ -5,8 +5,11 @@
 // kept. Here the same on CPU threads. Once a round's chain x_1..x_γ comes from the draft model (the model drafter's,
 // or the staged drafter's model drafts), the drafting thread — created once per generation, parked between
 // rounds, never one of the target's pool threads — calls the drafter's draft_ahead (drafter.h): from the draft's
-// distribution after x_γ a guess b̂ of the round's next token, then the next round's chain z_1..z_γ' after b̂, each
-// drawn as the next round would draw it, into the drafter's own buffers. Meanwhile the caller runs the target's
+// distribution q after x_γ a guess b̂ of the round's next token, then the next round's chain z_1..z_γ' after b̂,
+// each drawn as the next round would draw it, into the drafter's own buffers. The guess is drawn from q with the
+// number the round draws its bonus token b from p with, when it keeps every x_i (under rejection sampling, by
+// inverse CDF with DRAW_TARGET's number at that position; under coupling, with the position's Gumbel noise; greedy,
+// the argmax), so b̂ = b wherever q is close to p. Meanwhile the caller runs the target's
 // verification and the accept step. The scheduler waits for the thread after the accept step, always: it is never
 // cut short by time, so what it drafted, and so the output, does not depend on timing. The next round takes z
 // (no draft forward in its way) when every x_i was kept and its next token is b̂; otherwise z is dropped, and the
@@ -17,8 +20,10 @@
 //   - z is what the next round's propose() would draw on the committed text: the same q (the draft's logits are
 //     bit-identical whether b̂ was fed alone or with x_γ: batch invariance, model.h) and the same random numbers,
 //     which are keyed by (seed, position, purpose) and consumed by no one (sampling.h): z_j's are the draft
-//     stream's at its position. The verification's are other streams (accept.h), and the guess b̂ is the draft
-//     stream's at the position before z_1 — so whether z is taken (x kept, next token = b̂) depends on none of z's.
+//     stream's at its position. The verification's are other streams (accept.h), and the guess b̂ takes the bonus
+//     draw's number at the position before z_1 — so whether z is taken (x kept, next token = b̂) depends on none
+//     of z's numbers. Whatever b̂ is, the tokens are the ones the rounds would give unpipelined: the guess decides
+//     only whether the next round's drafts are drafted now or then.
 //   - The next round's γ' is min(the chain's length, the policy's choice for that round). The chain's was chosen
 //     before this round's verification, from the policy as it stood (scheduler.c, ahead_depth): a function of
 //     the committed history, as any round's γ is. At temperature > 0 under rejection sampling that policy plans

@@ -18,14 +18,21 @@ static void add_node(DraftTree *tree, TreeChild child, int parent) {
 // for it); several (the first level of a tree) are W draws from q without replacement (under coupling, q's Gumbel
 // top-W). Greedy, q is one-hot at the argmax `token` and never written out (q NULL): the child is that token, and
 // several are the W most likely (tree_top_children), as one-hot children.
+// A `guess` (drafting ahead's guess of the round's next token, draft_ahead.h) is no draft, and the accept step never
+// sees it: under rejection sampling it is drawn from q with the number the round's bonus token is drawn from p with
+// (tree_accept: DRAW_TARGET at the position), so that the two agree wherever q is close to p — inverse-CDF
+// coupling. Under coupling and greedy the draft's own draw is coupled to the target's already.
 static void draw_children(ModelDrafter *d, DraftTree *tree, const float *logits, const double *q, int token,
-                          int parent, int width, int position) {
+                          int parent, int width, int position, bool guess) {
     const int V = d->model->n_vocab;
     TreeChild children[TREE_FIRST_WIDTH_MAX];
     int n = 0;
     if (!q && width > 1) n = tree_top_children(logits, V, width, children);
     else if (!q) children[n++] = tree_one_hot_child(token);
-    else
+    else if (guess && d->params->sampler == SAMPLER_REJECTION) {
+        const int drawn = sampling_draw(q, V, spec_uniform(d->params, position, DRAW_TARGET, 0));
+        children[n++] = tree_drawn_child(q, drawn, false, NULL, 0, V, NULL);
+    } else
         while (n < width && tree_draw_child(d->params, q, V, position, width > 1, children, n, d->scratch) >= 0) n++;
     for (int k = 0; k < n; k++) add_node(tree, children[k], parent);
 }
@@ -83,7 +90,8 @@ static int propose_tree(ModelDrafter *d, const int *context, int n, const DraftR
             double *row = q ? q + (size_t)q_rows * V : NULL;  // (greedy: no rows, and drafting ahead gives none)
             if (draft_q(d, logits, row, n + level - 1, &q_row, &token, err)) return -1;
             report->q_seconds += now_seconds() - t0;
-            draw_children(d, tree, logits, q_row, token, node, level == 0 ? width : 1, n + level);
+            draw_children(d, tree, logits, q_row, token, node, level == 0 ? width : 1, n + level,
+                          request->guess && level == 0);
             q_rows += q_row != NULL;
         }
         if (tree->n == from) break;
@@ -126,10 +134,9 @@ static int model_propose(Drafter *self, const int *context, int n, const DraftRe
 
 // On the drafting thread (draft_ahead.h): propose_tree after context[0..n), the committed tokens and the verified
 // round's chain, for a chain of depth + 1 — the guess of the round's next token, drawn from q after the last draft
-// as a draft at that position is (tree_draw_child: the draft's own random numbers, keyed by position), then the
-// next round's drafts after it. Its forwards run on this thread alone (the pool is the target's, verifying). The
-// drafter is left as the round left it but for these rows past the cache's length and the chain: the round's
-// rollback and check read nothing of them.
+// (draw_children: coupled to the round's own draw of that token), then the next round's drafts after it. Its
+// forwards run on this thread alone (the pool is the target's, verifying). The drafter is left as the round left it
+// but for these rows past the cache's length and the chain: the round's rollback and check read nothing of them.
 static int model_draft_ahead(Drafter *self, const int *context, int n, int depth, Err *err) {
     ModelDrafter *d = (ModelDrafter *)self;
     AheadChain *a = &d->ahead;
@@ -141,8 +148,8 @@ static int model_draft_ahead(Drafter *self, const int *context, int n, int depth
     const int most = depth < GAMMA_MAX ? depth + 1 : GAMMA_MAX + 1;
     d->model->max_threads = 1;
     DraftReport report;
-    const int rc = propose_tree(d, context, n, &(DraftRequest){.shape = {.depth = most, .width = 1}}, &a->tree,
-                                a->q, &report, err);
+    const int rc = propose_tree(d, context, n, &(DraftRequest){.shape = {.depth = most, .width = 1}, .guess = true},
+                                &a->tree, a->q, &report, err);
     d->model->max_threads = threads;
     d->first_position = first_position;
     d->cache.len = len;

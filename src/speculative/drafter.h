@@ -51,6 +51,7 @@ typedef struct {
     TreeShape shape;
     int lookup_gamma[LOOKUP_MATCH_SLOTS];
     int model_gamma;
+    bool guess;  // drafting ahead (draft_ahead.h): the chain's first token is the guess of the round's next token
 } DraftRequest;
 
 // What a drafter reports of one proposal. For a drafter with a lookup: the lookup's run run[0..n_run) after a match

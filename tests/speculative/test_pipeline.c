@@ -11,6 +11,8 @@
 //     ahead whenever the guess held — under both samplers, for both drafters;
 //   - reproducible: with pipelining on, the same seed gives the same tokens and rounds on every run under γ auto
 //     (see pipeline_seed_reproducible for what this does and does not promise);
+//   - the guess: drawn with the round's own number for its bonus token, so that with the target as its own draft
+//     (q = p) every round after the first takes the chain drafted ahead, under both samplers;
 //   - where it applies: never for the lookup drafter, trees or plain decoding; auto turns it on only when greedy,
 //     where the process may use a CPU beyond the target's pool;
 //   - an error on the drafting thread ends the generation with its message.
@@ -227,6 +229,35 @@ TEST(pipeline_seed_reproducible) {
         }
         model_pair_close(&pair);
     }
+}
+
+// ---- the guess ---------------------------------------------------------------------------------------------------
+
+// The guess of the round's next token is drawn from q with the number the round's bonus draw from p uses, so it is
+// right wherever q is p. With the target as its own draft (q = p to the bit: one model, batch-invariant), every
+// draft is kept and every guess right: each round after the first takes the chain drafted ahead — under rejection
+// sampling as under coupling, at any temperature. (An independent guess would hold in a Σ p² share of rounds.)
+TEST(pipeline_guess_is_the_bonus_token_when_q_is_p) {
+    enum { N_TOKENS = 40 };
+    const RandomCheckpoint spec = {.n_layer = 2, .n_embd = 32, .n_head = 4, .vocab_size = 97, .n_positions = 128,
+                                   .scale = 0.3f, .seed = 5};
+    ModelPair pair;
+    model_pair_open(&pair, &spec, &spec, spec.vocab_size, 1, QUANT_NONE);
+    const int prompt[] = {4, 9, 16, 25};
+    for (int c = 0; c < 4; c++) {
+        const SpecSampler sampler = c % 2 ? SAMPLER_COUPLED : SAMPLER_REJECTION;
+        const float temperature = c / 2 ? 0.7f : 1.0f;
+        SpecParams params = {.sampling = {temperature, 0, 1.0f}, .sampler = sampler, .policy = GAMMA_FIXED,
+                             .gamma = 3, .max_tokens = N_TOKENS, .eos_id = -1, .pipeline = PIPELINE_ON};
+        int got[N_TOKENS];
+        SpecStats stats;
+        generate(&pair, prompt, 4, &params, 100 + c, got, &stats, true);
+        CHECK(stats.accepted == stats.drafted && stats.ahead_rounds == stats.rounds - 1,
+              "%s, T = %.1f: %d of %d drafts kept, %d of %d rounds drafted ahead",
+              sampler == SAMPLER_COUPLED ? "coupled" : "rejection", temperature, stats.accepted, stats.drafted,
+              stats.ahead_rounds, stats.rounds);
+    }
+    model_pair_close(&pair);
 }
 
 // ---- where it applies ----------------------------------------------------------------------------------------
