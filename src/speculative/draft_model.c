@@ -19,9 +19,9 @@ static void add_node(DraftTree *tree, TreeChild child, int parent) {
 // top-W). Greedy, q is one-hot at the argmax `token` and never written out (q NULL): the child is that token, and
 // several are the W most likely (tree_top_children), as one-hot children.
 // A `guess` (drafting ahead's guess of the round's next token, draft_ahead.h) is no draft, and the accept step never
-// sees it: under rejection sampling it is drawn from q with the number the round's bonus token is drawn from p with
-// (tree_accept: DRAW_TARGET at the position), so that the two agree wherever q is close to p — inverse-CDF
-// coupling. Under coupling and greedy the draft's own draw is coupled to the target's already.
+// sees it: it is drawn as the round draws its bonus token from p (spec_draw with DRAW_TARGET's number: inverse CDF,
+// or under coupling the position's Gumbel noise), but from q, so that the two agree wherever q is close to p.
+// Greedy, both are argmaxes.
 static void draw_children(ModelDrafter *d, DraftTree *tree, const float *logits, const double *q, int token,
                           int parent, int width, int position, bool guess) {
     const int V = d->model->n_vocab;
@@ -29,10 +29,9 @@ static void draw_children(ModelDrafter *d, DraftTree *tree, const float *logits,
     int n = 0;
     if (!q && width > 1) n = tree_top_children(logits, V, width, children);
     else if (!q) children[n++] = tree_one_hot_child(token);
-    else if (guess && d->params->sampler == SAMPLER_REJECTION) {
-        const int drawn = sampling_draw(q, V, spec_uniform(d->params, position, DRAW_TARGET, 0));
-        children[n++] = tree_drawn_child(q, drawn, false, NULL, 0, V, NULL);
-    } else
+    else if (guess)
+        children[n++] = tree_drawn_child(q, spec_draw(d->params, q, V, position, DRAW_TARGET), false, NULL, 0, V, NULL);
+    else
         while (n < width && tree_draw_child(d->params, q, V, position, width > 1, children, n, d->scratch) >= 0) n++;
     for (int k = 0; k < n; k++) add_node(tree, children[k], parent);
 }

@@ -104,9 +104,12 @@ static void add_matrix(Workload *wl, bool q4, int n_out, int n_in) {
 static float *outputs(const Workload *wl, size_t *n) {
     *n = 0;
     for (int i = 0; i < wl->n; i++) *n += (size_t)wl->m[i].n_out;
-    float *all = malloc(sizeof(float) * *n), *at = all;
-    for (int i = 0; i < wl->n; i++) at = (float *)memcpy(at, wl->m[i].out, sizeof(float) * (size_t)wl->m[i].n_out) +
-                                         wl->m[i].n_out;
+    float *all = malloc(sizeof(float) * *n);
+    size_t at = 0;
+    for (int i = 0; i < wl->n; i++) {
+        memcpy(all + at, wl->m[i].out, sizeof(float) * (size_t)wl->m[i].n_out);
+        at += (size_t)wl->m[i].n_out;
+    }
     return all;
 }
 
