@@ -19,9 +19,9 @@
 // choices"). The prefetches follow the order in which the walk reads the quants: a panel holds its blocks'
 // quants and then their scales, and a pass of two panels reads both side by side, so that prefetching straight on
 // from a pass's last blocks asked for the scales and the other panel, and left the first kilobytes of the panels
-// read next to the hardware. Following the walk's order, the T = 1 product from memory ran 1.09–1.14 × (q4) and
-// 1.05–1.11 × (q8) as fast on one and two Zen 4 cores (tools/matmul_ab; docs/performance-history.md, "Prefetching
-// in the walk's order").
+// read next to the hardware. Following the walk's order, q4's T = 1 product from memory ran 1.08–1.23 × as fast
+// on one and two Zen 4 cores and q8's 0.99–1.11 ×, and q4 decode in the model 1.13 × on one (tools/matmul_ab;
+// docs/performance-history.md, "Prefetching in the walk's order").
 //
 // Decoding (T = 1) takes whole panels DECODE_PANELS = 2 at a time. With one activation row, a block's 8 vpdpbusd
 // are one chain, each waiting for the last; a second panel gives the core a second chain to run beside it, and the
