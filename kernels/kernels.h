@@ -215,6 +215,35 @@ static inline bool in_pair_order(const Kernels *k, WeightType type) {
 // kernels' choices").
 enum { PREFETCH_L1_AHEAD = 2048, PREFETCH_L2_AHEAD = 8192 };
 
+// The q8 and q4 walks' prefetches (panel_walk_avx512.h, panel_walk_avx2.h), which follow the order in which a walk
+// reads the quants. A pass reads the quants of n_panels panels side by side, block by block; a panel holds its
+// blocks' quants and then their scales. Block b of the pass's panel p asks for the lines at p · panel_bytes +
+// b · block_bytes from `near` (into L1; the AVX-512 walk only) and from `far` (into L2). Each points into the
+// pass's own panels until its distance reaches past their quants, and from block near_past (far_past) on into the
+// quants of the panels `next` bytes on, which the walk reads next in the pass's place — not into the panels'
+// scales or the pass's other panels. The scales, a line for every two blocks, are left to the hardware: asking
+// for them too was no faster.
+typedef struct {
+    const char *near, *far;
+    int near_past, far_past;
+    size_t jump;  // next − the quants' bytes: where the pointers move at their block
+} PrefetchStream;
+
+static inline PrefetchStream prefetch_stream(const uint8_t *panel, int nb, int block_bytes, size_t next) {
+    const int near_past = nb - PREFETCH_L1_AHEAD / block_bytes, far_past = nb - PREFETCH_L2_AHEAD / block_bytes;
+    return (PrefetchStream){.near = (const char *)panel + PREFETCH_L1_AHEAD,
+                            .far = (const char *)panel + PREFETCH_L2_AHEAD,
+                            .near_past = near_past > 0 ? near_past : 0,
+                            .far_past = far_past > 0 ? far_past : 0,
+                            .jump = next - (size_t)nb * block_bytes};
+}
+
+// Block b's step: the pointers move at their block (b counts up from 0).
+static inline void prefetch_stream_at(PrefetchStream *s, int b) {
+    if (b == s->near_past) s->near += s->jump;
+    if (b == s->far_past) s->far += s->jump;
+}
+
 // Each variant writes one always-inline matmul(out, x, w, type, bias, T, n_in, ld_x, ld_out, j0, j1) and
 // instantiates it for the three weight types with this macro (the type then folds to a constant in each copy).
 #define DEFINE_MATMUL_PER_WEIGHT_TYPE(matmul)                                                                  \

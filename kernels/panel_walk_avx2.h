@@ -26,16 +26,27 @@ static inline __m256i broadcast_group(const int8_t *q) {
 typedef void BlockSumsAvx2(__m256i isum[ROWS_PER_PASS], const uint8_t *q, const Q8Block *x, int nb, int n);
 
 // Half h (rows 8h..8h+7) of the panel against activation rows t < n ≤ 4; lanes outside `rows` are neither stored
-// nor read from bias. `block_bytes`: a block's quants in the panel.   out: [n, ld_out] from the half's first row
+// nor read from bias. `block_bytes`: a block's quants in the panel. `prefetch`: this is the panel's first pass,
+// which asks for the weights PREFETCH_L2_AHEAD ahead of itself into L2, in the walk's order (kernels.h:
+// PrefetchStream; the next panel is `panel_bytes` on); the second half's passes find them in the caches. On one
+// Zen 4 core q4's decode product from memory ran 1.15 × as fast with it, and 0.94–0.96 × in the L2; asking for
+// them into L1 as well cost 0.91–0.94 × in the L2 and gained nothing more (docs/performance-history.md,
+// "Prefetching in the walk's order").   out: [n, ld_out] from the half's first row
 static inline __attribute__((always_inline)) void half_against_rows(float *out, const Q8Block *x,
-                                                                    const uint8_t *panel, const float *bias, int nb,
-                                                                    int ld_out, int h, __m256i rows, const int n,
+                                                                    const uint8_t *panel, size_t panel_bytes,
+                                                                    const float *bias, int nb, int ld_out, int h,
+                                                                    __m256i rows, bool prefetch, const int n,
                                                                     const int block_bytes,
                                                                     BlockSumsAvx2 *block_sums) {
     __m256 acc[ROWS_PER_PASS];
     for (int t = 0; t < n; t++) acc[t] = _mm256_setzero_ps();
     const uint16_t *scales = (const uint16_t *)(panel + (size_t)nb * block_bytes);
+    PrefetchStream ahead = prefetch_stream(panel, nb, block_bytes, panel_bytes);
     for (int b = 0; b < nb; b++) {
+        prefetch_stream_at(&ahead, b);
+        for (int line = 0; line < block_bytes / 64 && prefetch; line++) {  // past the end, a prefetch does nothing
+            _mm_prefetch(ahead.far + (size_t)b * block_bytes + 64 * line, _MM_HINT_T1);
+        }
         const __m256 d_w = _mm256_castsi256_ps(_mm256_slli_epi32(
             _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(scales + b * Q8_PANEL + h * HALF))), 16));
         __m256i isum[ROWS_PER_PASS];
@@ -69,11 +80,15 @@ static inline __attribute__((always_inline)) void walk_panels(float *out, const 
             for (int t = 0; t < T; t += ROWS_PER_PASS) {
                 float *o = out + (size_t)t * ld_out + first;
                 const Q8Block *xt = x + (size_t)t * nb;
+                const bool prefetch = t == 0 && (h == 0 || first == j0);  // the panel's first pass
                 switch (T - t < ROWS_PER_PASS ? T - t : ROWS_PER_PASS) {  // n a constant in each case
-                case 1: half_against_rows(o, xt, panel, b, nb, ld_out, h, rows, 1, block_bytes, block_sums); break;
-                case 2: half_against_rows(o, xt, panel, b, nb, ld_out, h, rows, 2, block_bytes, block_sums); break;
-                case 3: half_against_rows(o, xt, panel, b, nb, ld_out, h, rows, 3, block_bytes, block_sums); break;
-                default: half_against_rows(o, xt, panel, b, nb, ld_out, h, rows, 4, block_bytes, block_sums); break;
+#define PASS(n) half_against_rows(o, xt, panel, panel_bytes, b, nb, ld_out, h, rows, prefetch, n, block_bytes, \
+                                  block_sums)
+                case 1: PASS(1); break;
+                case 2: PASS(2); break;
+                case 3: PASS(3); break;
+                default: PASS(4); break;
+#undef PASS
                 }
             }
         }

@@ -16,12 +16,11 @@
 // ROWS_PER_PASS activation rows share one pass over a panel (16 were no faster: the sums then spill). The first
 // pass prefetches the weights ahead of itself (kernels.h: PREFETCH_L1_AHEAD): without it a pass of 8 rows streams
 // a matrix from memory at about half the speed (docs/performance-history.md, "Measurements behind the kernels'
-// choices"). The prefetches follow the order in which the walk reads the quants: a panel holds its blocks'
-// quants and then their scales, and a pass of two panels reads both side by side, so that prefetching straight on
-// from a pass's last blocks asked for the scales and the other panel, and left the first kilobytes of the panels
-// read next to the hardware. Following the walk's order, q4's T = 1 product from memory ran 1.08–1.23 × as fast
-// on one and two Zen 4 cores and q8's 0.99–1.11 ×, and q4 decode in the model 1.13 × on one (tools/matmul_ab;
-// docs/performance-history.md, "Prefetching in the walk's order").
+// choices"), in the order the walk reads the quants (kernels.h: PrefetchStream). Prefetching straight on from a
+// pass's last blocks asked for the panels' scales and the pass's other panel, and left the first kilobytes of the
+// panels read next to the hardware; following the walk's order, q4's T = 1 product from memory ran 1.08–1.23 × as
+// fast on one and two Zen 4 cores and q8's 0.99–1.11 ×, and q4 decode in the model 1.13 × on one
+// (tools/matmul_ab; docs/performance-history.md, "Prefetching in the walk's order").
 //
 // Decoding (T = 1) takes whole panels DECODE_PANELS = 2 at a time. With one activation row, a block's 8 vpdpbusd
 // are one chain, each waiting for the last; a second panel gives the core a second chain to run beside it, and the
@@ -55,23 +54,17 @@ static inline __attribute__((always_inline)) VNNI void panels_against_rows(
     __m512 acc[DECODE_PANELS][ROWS_PER_PASS];
     for (int p = 0; p < n_panels; p++)
         for (int t = 0; t < n; t++) acc[p][t] = _mm512_setzero_ps();
-    // Prefetching: block b of panel p (at `at` = b · block_bytes) asks for the lines at p · panel_bytes + at from
-    // `near` and from `far`. Each points into this pass's panels until its distance reaches past their quants, and
-    // from then on into the quants of the panels n_panels on, which the walk reads next in this pass's place.
-    // (The scales, a line for every two blocks, are left to the hardware: asking for them too was no faster.)
-    const size_t quant_bytes = (size_t)nb * block_bytes, next = (size_t)n_panels * panel_bytes;
-    const char *near = (const char *)panel + PREFETCH_L1_AHEAD, *far = (const char *)panel + PREFETCH_L2_AHEAD;
-    const int near_past = nb - PREFETCH_L1_AHEAD / block_bytes, far_past = nb - PREFETCH_L2_AHEAD / block_bytes;
+    const size_t quant_bytes = (size_t)nb * block_bytes;
+    PrefetchStream ahead = prefetch_stream(panel, nb, block_bytes, (size_t)n_panels * panel_bytes);
     for (int b = 0; b < nb; b++) {
         const size_t at = (size_t)b * block_bytes;
-        if (b == (near_past > 0 ? near_past : 0)) near += next - quant_bytes;
-        if (b == (far_past > 0 ? far_past : 0)) far += next - quant_bytes;
+        prefetch_stream_at(&ahead, b);
         for (int p = 0; p < n_panels; p++) {
             const uint8_t *q = panel + p * panel_bytes + at;
             const uint16_t *scales = (const uint16_t *)(panel + p * panel_bytes + quant_bytes);
             for (int line = 0; line < block_bytes / 64 && prefetch; line++) {  // past the end, a prefetch does nothing
-                _mm_prefetch(near + p * panel_bytes + at + 64 * line, _MM_HINT_T0);
-                _mm_prefetch(far + p * panel_bytes + at + 64 * line, _MM_HINT_T1);
+                _mm_prefetch(ahead.near + p * panel_bytes + at + 64 * line, _MM_HINT_T0);
+                _mm_prefetch(ahead.far + p * panel_bytes + at + 64 * line, _MM_HINT_T1);
             }
             __m512i w[GROUPS];
             unpack(w, q);
