@@ -29,7 +29,7 @@ typedef void BlockSumsAvx2(__m256i isum[ROWS_PER_PASS], const uint8_t *q, const 
 // nor read from bias. `block_bytes`: a block's quants in the panel. `prefetch`: this is the panel's first pass,
 // which asks for the weights PREFETCH_L2_AHEAD ahead of itself into L2, in the walk's order (kernels.h:
 // PrefetchStream; the next panel is `panel_bytes` on); the second half's passes find them in the caches. On one
-// Zen 4 core q4's decode product from memory ran 1.15 × as fast with it, and 0.94–0.96 × in the L2; asking for
+// Zen 4 core q4's decode product from memory ran 1.15 × as fast with it, and 0.93–0.96 × in the L2; asking for
 // them into L1 as well cost 0.91–0.94 × in the L2 and gained nothing more (docs/performance-history.md,
 // "Prefetching in the walk's order").   out: [n, ld_out] from the half's first row
 static inline __attribute__((always_inline)) void half_against_rows(float *out, const Q8Block *x,
