@@ -43,9 +43,10 @@ static inline __attribute__((always_inline)) void half_against_rows(float *out, 
     const uint16_t *scales = (const uint16_t *)(panel + (size_t)nb * block_bytes);
     PrefetchStream ahead = prefetch_stream(panel, nb, block_bytes, panel_bytes);
     for (int b = 0; b < nb; b++) {
-        prefetch_stream_at(&ahead, b);
-        for (int line = 0; line < block_bytes / 64 && prefetch; line++) {  // past the end, a prefetch does nothing
-            _mm_prefetch(ahead.far + (size_t)b * block_bytes + 64 * line, _MM_HINT_T1);
+        if (prefetch) {
+            prefetch_stream_at(&ahead, b);
+            for (int line = 0; line < block_bytes / 64; line++)  // past the end, a prefetch does nothing
+                _mm_prefetch(ahead.far + (size_t)b * block_bytes + 64 * line, _MM_HINT_T1);
         }
         const __m256 d_w = _mm256_castsi256_ps(_mm256_slli_epi32(
             _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(scales + b * Q8_PANEL + h * HALF))), 16));
@@ -80,7 +81,7 @@ static inline __attribute__((always_inline)) void walk_panels(float *out, const 
             for (int t = 0; t < T; t += ROWS_PER_PASS) {
                 float *o = out + (size_t)t * ld_out + first;
                 const Q8Block *xt = x + (size_t)t * nb;
-                const bool prefetch = t == 0 && (h == 0 || first == j0);  // the panel's first pass
+                const bool prefetch = t == 0 && (h == 0 || first <= j0);  // the panel's first pass
                 switch (T - t < ROWS_PER_PASS ? T - t : ROWS_PER_PASS) {  // n a constant in each case
 #define PASS(n) half_against_rows(o, xt, panel, panel_bytes, b, nb, ld_out, h, rows, prefetch, n, block_bytes, \
                                   block_sums)

@@ -58,7 +58,7 @@ static inline __attribute__((always_inline)) VNNI void panels_against_rows(
     PrefetchStream ahead = prefetch_stream(panel, nb, block_bytes, (size_t)n_panels * panel_bytes);
     for (int b = 0; b < nb; b++) {
         const size_t at = (size_t)b * block_bytes;
-        prefetch_stream_at(&ahead, b);
+        if (prefetch) prefetch_stream_at(&ahead, b);
         for (int p = 0; p < n_panels; p++) {
             const uint8_t *q = panel + p * panel_bytes + at;
             const uint16_t *scales = (const uint16_t *)(panel + p * panel_bytes + quant_bytes);
