@@ -82,8 +82,15 @@ int session_draft_threads(Session *s, int n, Err *err) {
     return 0;
 }
 
+int session_default_threads(const Args *args, bool has_draft, int cpus) {
+    const bool may_draft_ahead = has_draft && !args->tree && args->tree_width <= 1 &&
+                                 !(args->pipeline && strcmp(args->pipeline, "off") == 0);
+    return may_draft_ahead && cpus >= PIPELINE_SPARE_CPU_FROM ? cpus - 1 : cpus;
+}
+
 int session_open_from_args(Session *s, const Args *args, const char *target_dir, const char *draft_dir, Err *err) {
-    if (session_open(s, target_dir, draft_dir, args->threads, args->quant, args->draft_quant,
+    const int threads = args->threads ? args->threads : session_default_threads(args, draft_dir, cpus_available());
+    if (session_open(s, target_dir, draft_dir, threads, args->quant, args->draft_quant,
                      args->ctx ? args->ctx : DEFAULT_CONTEXT, err) ||
         session_draft_threads(s, args->draft_threads, err))
         return -1;

@@ -38,9 +38,20 @@ void session_close(Session *s);
 // error.
 int session_draft_threads(Session *s, int n, Err *err);
 
+// The default --threads on a machine of `cpus` CPUs (those this process may use): all of them; but with a draft
+// model that may draft ahead (a chain, --pipeline not off) and PIPELINE_SPARE_CPU_FROM CPUs or more, all but one,
+// which --pipeline auto then finds free for the drafting thread when greedy. Measured on a 16-core Xeon
+// (docs/performance.md, "The default --threads on 16 cores"): the target decodes as fast on 15 threads as on 16,
+// and the shipped pair greedy, pipelined on 15, gave 1.31x the tokens/s of 16 unpipelined; at temperature 1
+// (unpipelined, 15 against 16) 1.03x. On 8 CPUs (7 pipelined against 8) 1.24x greedy, 0.94x at temperature 1; on 4
+// (3 against 4) 0.99x greedy, so smaller machines keep every CPU for the target.
+#define PIPELINE_SPARE_CPU_FROM 8
+int session_default_threads(const Args *args, bool has_draft, int cpus);
+
 // What generate, chat and serve open: session_open and session_draft_threads with the command's options
-// (--threads, --quant, --draft-quant, --ctx, --draft-threads), and the check that --tree-width and --tree have a
-// drafter to draft a tree with (-d or --lookup). On failure the caller still closes s.
+// (--threads, by default session_default_threads; --quant, --draft-quant, --ctx, --draft-threads), and the check
+// that --tree-width and --tree have a drafter to draft a tree with (-d or --lookup). On failure the caller still
+// closes s.
 int session_open_from_args(Session *s, const Args *args, const char *target_dir, const char *draft_dir, Err *err);
 
 // The speculation and sampling options (--gamma, --sampler, --tree-width, --tree, --temp, --top-k, --top-p,

@@ -309,10 +309,10 @@ static void scheduler_free(Scheduler *s) {
 }
 
 // --pipeline on, off, or auto: greedy, where this process may use more CPUs than the target's pool has threads
-// (they spin between jobs), so that the drafting thread has one of its own — never oversubscribing them; with the
-// CLI's default --threads, every CPU, auto is off. At temperature > 0 a round keeps every draft and the guess too
-// seldom for the drafts it saves to repay the hand-offs (docs/performance.md, "Pipelined drafting"). Only a
-// drafter with a draft model drafts ahead.
+// (they spin between jobs), so that the drafting thread has one of its own — never oversubscribing them; the CLI's
+// default --threads leaves it one on machines of 8 CPUs or more (session_default_threads). At temperature > 0 a
+// round keeps every draft and the guess too seldom for the drafts it saves to repay the hand-offs
+// (docs/performance.md, "Pipelined drafting"). Only a drafter with a draft model drafts ahead.
 static bool pipelined(const SpecParams *params, const Model *target, const Drafter *drafter) {
     if (!drafter || !drafter->draft_ahead || params->pipeline == PIPELINE_OFF) return false;
     const bool pays = params->sampling.temperature == 0 && cpus_available() > pool_size(target->pool);

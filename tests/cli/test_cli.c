@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "cli/report.h"
+#include "cli/session.h"
 #include "harness.h"
 #include "kernels.h"
 
@@ -415,6 +416,25 @@ TEST(cli_pipeline_reports_rounds_drafted_ahead) {
     CHECK(from_ahead == 4 && drafted_ahead == 4, "the trace: %d rounds from drafts drafted ahead, %d drafting 3 "
           "ahead", from_ahead, drafted_ahead);
     for (int on = 0; on < 2; on++) free(out[on]), free(err[on]);
+}
+
+// The default --threads (session_default_threads): every CPU, except with a draft model that may draft ahead on a
+// machine of 8 CPUs or more, where one is left to pipelined drafting's thread — not without a draft (the lookup
+// alone drafts nothing ahead), nor for a tree, nor with --pipeline off.
+TEST(cli_default_threads_leave_a_cpu_to_the_drafting_thread) {
+    const Args chain = {0}, tree = {.tree = true}, wide = {.tree_width = 3}, off = {.pipeline = "off"},
+               on = {.pipeline = "on"};
+    static const int cpus[] = {1, 2, 4, 7, 8, 16, 64};
+    for (int i = 0; i < (int)(sizeof cpus / sizeof *cpus); i++) {
+        const int n = cpus[i], spare = n >= 8 ? n - 1 : n;
+        CHECK(session_default_threads(&chain, true, n) == spare, "%d CPUs, a chain: %d threads", n,
+              session_default_threads(&chain, true, n));
+        CHECK(session_default_threads(&on, true, n) == spare, "%d CPUs, --pipeline on", n);
+        CHECK(session_default_threads(&chain, false, n) == n, "%d CPUs, no draft", n);
+        CHECK(session_default_threads(&tree, true, n) == n && session_default_threads(&wide, true, n) == n,
+              "%d CPUs, a tree", n);
+        CHECK(session_default_threads(&off, true, n) == n, "%d CPUs, --pipeline off", n);
+    }
 }
 
 // --trace - and --trace /dev/stderr write the trace to standard error, beside the statistics line (opened anew,
