@@ -5,12 +5,15 @@ For each configuration (a thread count, or the CLI's default: no -t) and tempera
 `specdec generate -m TARGET -d DRAFT -f PROMPT -n N --seed S --temp T --compare --stats` on the first
 --prompts held-out prompts of bench/prompts/python.jsonl and prints, as a Markdown table, the median of
 `measured_speedup` with its range, the threads and draft threads the run used, the mean γ, speculative and
-target-only tokens/s, and for pipelined runs (--pipeline) the share of rounds that took drafts drafted ahead.
+target-only tokens/s, and for pipelined runs (--pipeline) the share of rounds that took drafts drafted ahead;
+then a second table of a round's time by phase (the medians of --stats' round_ms, and the drafting thread's
+hand-offs a round).
 Each prompt runs every configuration before the next prompt starts, so a drift of the machine's speed touches
 every configuration alike.
 
     tools/held_out_compare.py                              # the CLI's default and 2 threads, greedy and T = 1
     tools/held_out_compare.py --threads default,16,8,4,2,1 --variant "--draft-threads 1" --jsonl runs.jsonl
+    tools/held_out_compare.py --from-jsonl runs.jsonl      # the same tables again, running nothing
     tools/held_out_compare.py --threads 1,2 --variant "-t 1 --pipeline on" --variant "-t 1 --pipeline off"
 
 --variant ARGS adds a configuration: the CLI's default thread count with ARGS added (repeatable). --specdec may be
@@ -78,6 +81,28 @@ def summarise(runs):
     return lines
 
 
+PHASES = ("draft", "q_rows", "verify", "p_rows", "accept", "commit", "rest")
+
+
+def phases(runs):
+    """runs → Markdown rows: per configuration and temperature, the medians over its runs of the tokens per target
+    call and of each part of a round's time in --stats' round_ms (ms), their sum, and the drafting thread's
+    hand-offs a round (ahead_handoff_ms, the generation's, over its target calls: a part of rest)."""
+    groups = {}
+    for label, temp, stats, _ in runs:
+        groups.setdefault((label, temp), []).append(stats)
+    lines = ["| configuration | temperature | tokens/round | round | draft | q rows | verify | p rows | accept | "
+             "commit | rest | hand-offs |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for (label, temp), group in groups.items():
+        def median(f):
+            return statistics.median(f(s) for s in group)
+        parts = " | ".join(f"{median(lambda s: s['round_ms'][p]):.3f}" for p in PHASES)
+        lines.append(f"| {label} | {temp:g} | {median(lambda s: s['tokens_per_target_call']):.2f} | "
+                     f"{median(lambda s: sum(s['round_ms'].values())):.3f} | {parts} | "
+                     f"{median(lambda s: s['ahead_handoff_ms'] / max(s['target_calls'], 1)):.3f} |")
+    return lines
+
+
 def combined_over_alone(runs):
     """runs labelled 'CONFIG · draft', '· lookup', '· lookup + draft' → Markdown rows: per configuration and
     temperature, the median speed-up of both over the larger of the draft's and the lookup's medians."""
@@ -121,7 +146,13 @@ def main():
     ap.add_argument("--drafters", default="draft", help="comma-separated: draft (-d, the default), lookup "
                     "(--lookup alone), both (-d and --lookup)")
     ap.add_argument("--jsonl", help="also write every run's --stats and --compare objects here")
+    ap.add_argument("--from-jsonl", help="run nothing: print the tables of the runs an earlier --jsonl wrote")
     args = ap.parse_args()
+    if args.from_jsonl:
+        with open(args.from_jsonl) as f:
+            runs = [(r["config"], r["temperature"], r["stats"], r["compare"]) for r in map(json.loads, f)]
+        print_tables(runs, any(" · " in label for label, _, _, _ in runs))
+        return
 
     with open(os.path.join(ROOT, "bench/prompts/python.jsonl")) as f:
         prompts = [json.loads(line)["prompt"] for line in f][: args.prompts]
@@ -150,8 +181,13 @@ def main():
                 runs.append((label, temp, stats, compare))
                 log.write(json.dumps({"config": label, "temperature": temp, "prompt": i, "seed": int(seed),
                                       "stats": stats, "compare": compare}) + "\n")
+    print_tables(runs, len(drafters) > 1)
+
+
+def print_tables(runs, several_drafters):
     print("\n".join(summarise(runs)))
-    if len(drafters) > 1:
+    print("\nA round's time by phase, ms (medians of --stats' round_ms):\n\n" + "\n".join(phases(runs)))
+    if several_drafters:
         print("\n" + "\n".join(combined_over_alone(runs)))
 
 

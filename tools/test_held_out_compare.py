@@ -8,7 +8,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from held_out_compare import (builds, combined_over_alone, configurations, drafter_arguments,  # noqa: E402
-                              last_json_lines, summarise)
+                              last_json_lines, phases, summarise)
 
 
 def run(label, temp, speedup, draft_threads, ahead_rounds=None):
@@ -48,6 +48,15 @@ class Table(unittest.TestCase):
         rows = summarise([run("-t 1 --pipeline on", 0, 2.0, 1, 3), run("-t 1 --pipeline on", 0, 2.0, 1, 7),
                           run("-t 1 --pipeline on", 0, 2.0, 1, 6)])
         self.assertEqual(rows[2], "| -t 1 --pipeline on | 0 | 2.00 [2.00–2.00] | 16 | 1 | 4.00 | 6000 | 1500 | 0.60 |")
+
+    def test_phases_are_medians_of_round_ms_per_configuration(self):
+        runs = [run("default", 0, 2.0, 1), run("default", 0, 2.0, 1), run("default", 0, 2.0, 1)]
+        for i, (_, _, stats, _) in enumerate(runs):  # draft 0.1, 0.2, 0.3; verify 1.0 throughout
+            stats.update(tokens_per_target_call=4.0 + i, ahead_handoff_ms=0.1 * i,  # over 10 target calls
+                         round_ms={"draft": 0.1 * (i + 1), "q_rows": 0.0, "verify": 1.0, "p_rows": 0.0,
+                                   "accept": 0.0, "commit": 0.0, "rest": 0.02})
+        self.assertEqual(phases(runs)[2], "| default | 0 | 5.00 | 1.220 | 0.200 | 0.000 | 1.000 | 0.000 | 0.000 | "
+                                          "0.000 | 0.020 | 0.010 |")
 
     def test_both_over_the_better_alone_per_configuration(self):
         runs = [run("-t 2 · draft", 1, 1.4, 1), run("-t 2 · draft", 1, 1.6, 1), run("-t 2 · lookup", 1, 1.1, 0),
