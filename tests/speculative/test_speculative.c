@@ -66,14 +66,16 @@ TEST(speculative_accept_resample_is_exact) {
     }
 }
 
-// spec_overlap against its plain loop, bit for bit, on fresh random rows of every length mod 4 up to the shipped
-// vocabulary's (some entries equal, some zero, one NaN in p now and then; not normalised, which it does not need):
-// 4 lanes, lane j summing min(p, q) over x ≡ j (mod 4) in order.
-TEST(speculative_overlap_is_its_scalar_loop) {
+// spec_overlap and spec_residual against their plain loops, bit for bit, on fresh random rows of every length mod 4
+// up to the shipped vocabulary's (some entries equal, some zero, one NaN in p now and then; not normalised, which
+// neither needs): the overlap's 4 lanes, lane j summing min(p, q) over x ≡ j (mod 4) in order; the residual's
+// max(0, p − q) as p > q ? p − q : 0, summed in order, each entry divided by the sum.
+TEST(speculative_overlap_and_residual_are_their_scalar_loops) {
     const int lengths[] = {1, 2, 3, 4, 5, 6, 7, 9, 63, 64, 65, 1001, 8192};
     enum { MAX_V = 8192 };
     double *p = malloc(sizeof(double) * MAX_V), *q = malloc(sizeof(double) * MAX_V);
-    CHECK(p && q, "out of memory");
+    double *got = malloc(sizeof(double) * MAX_V), *want = malloc(sizeof(double) * MAX_V);
+    CHECK(p && q && got && want, "out of memory");
     for (int trial = 0; trial < 60; trial++) {
         const int V = lengths[trial % (int)(sizeof lengths / sizeof *lengths)];
         for (int x = 0; x < V; x++) {  // magnitudes 2^0..2^-40, so that another order of additions rounds otherwise
@@ -86,8 +88,14 @@ TEST(speculative_overlap_is_its_scalar_loop) {
         const double overlap = (part[0] + part[2]) + (part[1] + part[3]), got_overlap = spec_overlap(p, q, V);
         CHECK(memcmp(&overlap, &got_overlap, sizeof overlap) == 0, "V = %d: overlap %.17g, the loop's %.17g", V,
               got_overlap, overlap);
+        double mass = 0.0;
+        for (int x = 0; x < V; x++) mass += want[x] = p[x] > q[x] ? p[x] - q[x] : 0.0;
+        for (int x = 0; x < V; x++) want[x] = mass > 0.0 ? want[x] / mass : p[x];
+        const double got_mass = spec_residual(got, p, q, V);
+        CHECK(memcmp(&got_mass, &mass, sizeof mass) == 0 && memcmp(got, want, sizeof(double) * V) == 0,
+              "V = %d: residual mass %.17g, the loop's %.17g, or its entries differ", V, got_mass, mass);
     }
-    free(p), free(q);
+    free(p), free(q), free(got), free(want);
 }
 
 // ---- greedy identity ------------------------------------------------------------------------------------------
