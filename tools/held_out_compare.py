@@ -60,11 +60,18 @@ def builds(specdecs):
     return [("" if len(pairs) == 1 else label + ": ", path) for label, path in pairs]
 
 
-def summarise(runs):
-    """runs: [(label, temperature, stats, compare)] → Markdown table rows, in the order first seen."""
+def by_configuration(runs):
+    """runs: [(label, temperature, stats, compare)] → {(label, temperature): [(stats, compare)]}, in the order first
+    seen."""
     groups = {}
     for label, temp, stats, compare in runs:
         groups.setdefault((label, temp), []).append((stats, compare))
+    return groups
+
+
+def summarise(runs):
+    """runs: [(label, temperature, stats, compare)] → Markdown table rows, in the order first seen."""
+    groups = by_configuration(runs)
     lines = ["| configuration | temperature | speed-up, median [min–max] | threads | draft threads | mean γ | "
              "tokens/s | target-only tokens/s | rounds drafted ahead |", "|---|---:|---:|---:|---|---:|---:|---:|---:|"]
     for (label, temp), group in groups.items():
@@ -88,14 +95,11 @@ def phases(runs):
     """runs → Markdown rows: per configuration and temperature, the medians over its runs of the tokens per target
     call and of each part of a round's time in --stats' round_ms (ms), their sum, and the drafting thread's
     hand-offs a round (ahead_handoff_ms, the generation's, over its target calls: a part of rest)."""
-    groups = {}
-    for label, temp, stats, _ in runs:
-        groups.setdefault((label, temp), []).append(stats)
     lines = ["| configuration | temperature | tokens/round | round | draft | q rows | verify | p rows | accept | "
              "commit | rest | hand-offs |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    for (label, temp), group in groups.items():
+    for (label, temp), group in by_configuration(runs).items():
         def median(f):
-            return statistics.median(f(s) for s in group)
+            return statistics.median(f(s) for s, _ in group)
         parts = " | ".join(f"{median(lambda s: s['round_ms'][p]):.3f}" for p in PHASES)
         lines.append(f"| {label} | {temp:g} | {median(lambda s: s['tokens_per_target_call']):.2f} | "
                      f"{median(lambda s: sum(s['round_ms'].values())):.3f} | {parts} | "
@@ -119,6 +123,12 @@ def combined_over_alone(runs):
         lines.append(f"| {base} | {temp:g} | {m['draft']:.2f} | {m['lookup']:.2f} | {m['lookup + draft']:.2f} | "
                      f"{m['lookup + draft'] / max(m['draft'], m['lookup']):.3f} |")
     return lines
+
+
+def load_runs(path):
+    """The runs an earlier --jsonl wrote, as [(label, temperature, stats, compare)]."""
+    with open(path) as f:
+        return [(r["config"], r["temperature"], r["stats"], r["compare"]) for r in map(json.loads, f)]
 
 
 def last_json_lines(stderr, n):
@@ -149,8 +159,7 @@ def main():
     ap.add_argument("--from-jsonl", help="run nothing: print the tables of the runs an earlier --jsonl wrote")
     args = ap.parse_args()
     if args.from_jsonl:
-        with open(args.from_jsonl) as f:
-            runs = [(r["config"], r["temperature"], r["stats"], r["compare"]) for r in map(json.loads, f)]
+        runs = load_runs(args.from_jsonl)
         print_tables(runs, any(" · " in label for label, _, _, _ in runs))
         return
 

@@ -2,13 +2,15 @@
 """test_held_out_compare.py — tests of tools/held_out_compare.py's configurations and table (no model needed):
 `/usr/bin/python3 tools/test_held_out_compare.py` (or `make test-tools`)."""
 
+import json
 import os
 import sys
+import tempfile
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from held_out_compare import (builds, combined_over_alone, configurations, drafter_arguments,  # noqa: E402
-                              last_json_lines, phases, summarise)
+                              last_json_lines, load_runs, phases, summarise)
 
 
 def run(label, temp, speedup, draft_threads, ahead_rounds=None):
@@ -64,6 +66,16 @@ class Table(unittest.TestCase):
                 run("-t 1 · draft", 1, 2.0, 1)]  # -t 1 lacks two drafters: no row
         rows = combined_over_alone(runs)
         self.assertEqual(rows[2:], ["| -t 2 | 1 | 1.50 | 1.10 | 1.50 | 1.000 |"])
+
+    def test_runs_are_read_back_from_jsonl(self):
+        label, temp, stats, compare = run("-t 2", 1, 1.5, 1)
+        with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False) as f:
+            f.write(json.dumps({"config": label, "temperature": temp, "prompt": 0, "seed": 3, "stats": stats,
+                                "compare": compare}) + "\n")
+        try:
+            self.assertEqual(load_runs(f.name), [(label, temp, stats, compare)])
+        finally:
+            os.unlink(f.name)
 
     def test_the_last_two_json_lines_are_taken(self):
         stderr = 'note: x\n{"a": 1}\ntext\n{"b": 2}\n{"c": 3}\n'

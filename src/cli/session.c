@@ -83,8 +83,10 @@ int session_draft_threads(Session *s, int n, Err *err) {
 }
 
 int session_default_threads(const Args *args, bool has_draft, int cpus) {
-    const bool may_draft_ahead = has_draft && !args->tree && args->tree_width <= 1 &&
-                                 !(args->pipeline && strcmp(args->pipeline, "off") == 0);
+    Pipelining pipeline;
+    Err unused;  // a bad --pipeline is refused where the generation's parameters are read (spec_params_from_args)
+    parse_pipeline(args->pipeline, &pipeline, &unused);
+    const bool may_draft_ahead = has_draft && !args->tree && args->tree_width <= 1 && pipeline != PIPELINE_OFF;
     return may_draft_ahead && cpus >= PIPELINE_SPARE_CPU_FROM ? cpus - 1 : cpus;
 }
 
