@@ -217,6 +217,12 @@ typedef struct {
     ThreadPool *pool;
 } MemoryPass;
 
+// Each array's size: 256 MiB, or 4 times the L3 where that is more (STREAM's rule: no pass can then be served
+// from the cache, even one repeated at once — measure_rounds repeats a pass shorter than a sample's minimum), but at
+// most a sixteenth of the machine's memory. The L3 is the larger of what sysfs describes and what cpuid reports (a
+// virtual machine may give either alone; cpuid may count the whole processor's, more than one core can use: too
+// large an array costs only time).
+size_t memory_array_bytes(void);
 void memory_init(Memory *m, size_t array_bytes);
 void memory_free(Memory *m);
 const char *memory_op_name(MemoryOp op);                // "read (Σ a)", ...

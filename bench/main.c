@@ -197,7 +197,7 @@ int main(int argc, char **argv) {
 
     Memory memory = {0};
     if (b.opt.suites & (SUITE_LIMIT | SUITE_DECODE | SUITE_QUANT | SUITE_THREADS))
-        memory_init(&memory, (size_t)256 << 20);
+        memory_init(&memory, memory_array_bytes());
     if (b.opt.suites & SUITE_LIMIT) suite_limit(&b, &pair, &memory);
     if (b.opt.suites & SUITE_DECODE) out(&b, "\n"), suite_decode(&b, &pair, &memory);
     if (b.opt.suites & SUITE_QUANT) out(&b, "\n"), suite_quant(&b, &pair, &memory);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "bench.h"
 #include "kernels.h"
@@ -73,6 +74,14 @@ static double *huge_array(size_t n) {
     double *p = aligned_alloc(huge, bytes);
     if (p) madvise(p, bytes, MADV_HUGEPAGE);  // a hint: without it the pages are simply 4 kB
     return p;
+}
+
+size_t memory_array_bytes(void) {
+    const size_t least = (size_t)256 << 20, memory = (size_t)sysconf(_SC_PHYS_PAGES) * (size_t)sysconf(_SC_PAGESIZE);
+    const long described = l3_bytes(), reported = sysconf(_SC_LEVEL3_CACHE_SIZE);  // sysfs's, cpuid's (glibc)
+    size_t bytes = 4 * (size_t)(described > reported ? described : reported > 0 ? reported : 0);
+    bytes = bytes < memory / 16 ? bytes : memory / 16;
+    return bytes > least ? bytes : least;
 }
 
 void memory_init(Memory *m, size_t array_bytes) {
