@@ -305,14 +305,38 @@ int sampling_gumbel_max(const double *probs, int V, uint64_t seed, uint64_t posi
     return best;
 }
 
+// The CDF by blocks, so that the one chain of dependent additions a draw needs is short: a block's mass is
+// sampling_sum's 8 lanes over its DRAW_BLOCK tokens (or more, so that there are at most DRAW_BLOCKS of them), the
+// total is the blocks' masses added in order, the walk adds them again until u·total falls inside a block, and only
+// that block is walked token by token, from the mass before it. One token after another all the way (V dependent
+// additions: 56 µs at V = 128256) gave the same tokens but where u·total lies within rounding of a boundary. Should
+// rounding leave u·total past the end of its block's walk, the next blocks are walked; past everything, the last
+// token of positive probability is drawn.
+enum { DRAW_BLOCK = 64, DRAW_BLOCKS = 4096 };
+
 int sampling_draw(const double *probs, int V, double u) {
-    double target = u * sampling_sum(probs, V), cumulative = 0.0;
-    int last = 0;
-    for (int i = 0; i < V; i++) {
-        if (probs[i] <= 0.0) continue;
-        cumulative += probs[i];
-        last = i;
-        if (target < cumulative) return i;
+    const int block = V <= DRAW_BLOCK * DRAW_BLOCKS ? DRAW_BLOCK : (V + DRAW_BLOCKS - 1) / DRAW_BLOCKS;
+    const int n_blocks = (V + block - 1) / block;
+    double mass[DRAW_BLOCKS], total = 0.0;
+    for (int b = 0; b < n_blocks; b++) {
+        const int begin = b * block, n = V - begin < block ? V - begin : block;
+        total += mass[b] = sampling_sum(probs + begin, n);
     }
-    return last;  // rounding left u·total at the very top
+    const double target = u * total;
+    double before = 0.0;  // the mass of the blocks before block b
+    for (int b = 0; b < n_blocks; b++) {
+        if (target < before + mass[b]) {
+            const int end = (b + 1) * block < V ? (b + 1) * block : V;
+            double cumulative = before;
+            for (int i = b * block; i < end; i++) {
+                if (probs[i] <= 0.0) continue;
+                cumulative += probs[i];
+                if (target < cumulative) return i;
+            }
+        }
+        before += mass[b];
+    }
+    int last = V - 1;  // rounding left u·total at the very top
+    while (last > 0 && !(probs[last] > 0.0)) last--;
+    return last;
 }

@@ -81,7 +81,8 @@ double random_uniform(uint64_t seed, uint64_t position, uint64_t stream);
 double random_open_uniform(uint64_t seed, uint64_t position, uint64_t stream);
 
 // The token x with Σ_{y<x} probs[y] ≤ u·Σ probs < Σ_{y≤x} probs[y]: inverse-CDF sampling, u ∈ [0, 1). Tokens of
-// probability 0 are never drawn.
+// probability 0 are never drawn. The sums are taken by blocks of tokens (sampling.c), so where u·Σ probs lies
+// within rounding of a boundary the token may be the neighbour that one sum from the first token would give.
 int sampling_draw(const double *probs, int V, double u);
 
 // The Gumbel-max sample of probs at a position: argmax_x log p(x) + G_x, with G_x = −log(−log U_x) standard Gumbel

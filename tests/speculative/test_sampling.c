@@ -336,6 +336,38 @@ static void random_distribution(double *p, int V, int zeros) {
     for (int i = 0; i < V; i++) p[i] /= sum;
 }
 
+
+// The draw sums by blocks (sampling.c); it is the inverse CDF of one sum from the first token, taken here in long
+// double, but where u·Σ probs lies within rounding of a boundary. Lengths of one block, several, a short last one,
+// and more tokens than blocks of 64 can hold (wider blocks); rows with zeros, tiny and unnormalised masses; u at 0,
+// random, and just below 1.
+TEST(sampling_draw_by_blocks_is_the_inverse_cdf) {
+    static const int lengths[] = {1, 7, 64, 65, 1000, 8192, 128256, 300000};
+    static double probs[300000];
+    static long double cdf[300000];
+    for (size_t l = 0; l < sizeof lengths / sizeof lengths[0]; l++) {
+        const int V = lengths[l];
+        for (int trial = 0; trial < 40; trial++) {
+            const double scale = trial % 3 == 0 ? 1e-30 : trial % 3 == 1 ? 1.0 : 7.5;
+            for (int i = 0; i < V; i++) probs[i] = test_rand_int(0, 3) ? test_rand_uniform(0, 1) * scale : 0.0;
+            probs[test_rand_int(0, V - 1)] = scale;  // at least one token of positive mass
+            long double sum = 0;
+            for (int i = 0; i < V; i++) cdf[i] = sum += probs[i];
+            const double u = trial % 4 == 0 ? 0.0 : trial % 4 == 1 ? nextafter(1.0, 0.0) : test_rand_uniform(0, 1);
+            const long double target = u * sum;
+            int want = -1;
+            for (int i = 0; i < V && want < 0; i++)
+                if (probs[i] > 0 && target < cdf[i]) want = i;
+            for (int i = V - 1; want < 0; i--)
+                if (probs[i] > 0) want = i;
+            const int x = sampling_draw(probs, V, u);
+            const int first = x < want ? x : want;
+            CHECK(x >= 0 && x < V && probs[x] > 0, "V = %d: drew token %d", V, x);
+            CHECK(x == want || fabsl(cdf[first] - target) <= 1e-12L * sum,
+                  "V = %d, u = %.17g: token %d where the inverse CDF gives %d, not at a boundary", V, u, x, want);
+        }
+    }
+}
 TEST(sampling_gumbel_max_is_the_full_race) {
     static double p[V_MAX];
     for (int t = 0; t < 300 && !test_failures(); t++) {
