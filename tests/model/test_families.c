@@ -437,7 +437,17 @@ TEST(families_refuse_bad_checkpoints) {
 
 // Loading repacks tensor by tensor and releases each file range as it goes: the peak resident memory grows by
 // little more than the weights, not by the weights plus the file (a random Llama-shaped checkpoint of ~60 MB, BF16).
-// The harness runs each test in a fresh child process, so ru_maxrss starts near the runner's size.
+// The harness runs each test in a fresh child process, so ru_maxrss starts near the runner's size. Under
+// AddressSanitizer every allocation has shadow memory (a byte per 8) and the freed scratch stays in its allocator
+// instead of going back to the system: 54 MB of weights grew the peak by 70–72 MB there, 58 MB in the release build
+// (2026-11-27).
+#if defined(__SANITIZE_ADDRESS__)
+enum { SANITIZER_MB = 8 };
+static const double SANITIZER_SHARE = 1.0 / 8;
+#else
+enum { SANITIZER_MB = 0 };
+static const double SANITIZER_SHARE = 0;
+#endif
 TEST(families_load_peak_memory) {
     char dir[] = "/tmp/specdec-load-XXXXXX";
     CHECK(mkdtemp(dir), "mkdtemp");
@@ -455,8 +465,8 @@ TEST(families_load_peak_memory) {
     if (!test_failures()) {
         const double grown_mb = (after.ru_maxrss - before.ru_maxrss) / 1024.0, weights_mb = m.weight_bytes / 1048576.0;
         printf("    peak resident memory grew by %.1f MB loading %.1f MB of weights\n", grown_mb, weights_mb);
-        CHECK(grown_mb <= 1.1 * weights_mb + 8, "loading %.1f MB of weights grew the peak by %.1f MB", weights_mb,
-              grown_mb);
+        CHECK(grown_mb <= (1.1 + SANITIZER_SHARE) * weights_mb + 8 + SANITIZER_MB,
+              "loading %.1f MB of weights grew the peak by %.1f MB", weights_mb, grown_mb);
         model_free(&m);
     }
     if (pool) pool_free(pool);
