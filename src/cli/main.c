@@ -2,6 +2,7 @@
 // in args.c, loading in session.c, the reports in report.c). Generated text goes to stdout, statistics and errors
 // to stderr; bad input exits with status 2.
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -69,11 +70,34 @@ static void print_help(FILE *out, const Command *cmd) {
 
 // ---- generate -----------------------------------------------------------------------------------------------
 
+// A trace file's stream keeps the errno of its first failed write: stdio reports only that a write failed, and
+// once it has dropped the failed buffer a later flush may have nothing left to fail with (a trace a little longer
+// than the buffer, written to /dev/full, ended "write error" one run in ten).
+typedef struct {
+    int fd;
+    int write_errno;  // of the first write that failed, else 0
+} TraceFile;
+
+static ssize_t trace_file_write(void *cookie, const char *buf, size_t size) {
+    TraceFile *t = cookie;
+    const ssize_t written = write(t->fd, buf, size);
+    if (written < 0 && !t->write_errno) t->write_errno = errno;
+    return written;
+}
+
+static int trace_file_close(void *cookie) {
+    TraceFile *t = cookie;
+    const int rc = close(t->fd);
+    free(t);
+    return rc;
+}
+
 // The --trace stream. "-" is standard error. A path naming the file, pipe or terminal that stderr or stdout already
 // writes to (/dev/stderr, say) is that stream: opened anew it would have a file offset of its own, and the two
 // would overwrite each other's lines (the statistics line was lost that way). Any other path is created, or
 // truncated only if it is a regular file: a FIFO or a device is opened for appending.
-static int open_trace(const char *path, FILE **trace, Err *err) {
+static int open_trace(const char *path, FILE **trace, TraceFile **file, Err *err) {
+    *file = NULL;
     if (strcmp(path, "-") == 0) {
         *trace = stderr;
         return 0;
@@ -87,17 +111,27 @@ static int open_trace(const char *path, FILE **trace, Err *err) {
             *trace = streams[i];
             return 0;
         }
-    if (!(*trace = fopen(path, !exists || S_ISREG(named.st_mode) ? "w" : "a")))
-        return err_fmt(err, "%s: cannot write the trace: %s", path, strerror(errno));
+    const int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | (!exists || S_ISREG(named.st_mode) ? O_TRUNC : O_APPEND),
+                        0666);
+    if (fd < 0) return err_fmt(err, "%s: cannot write the trace: %s", path, strerror(errno));
+    *file = malloc(sizeof **file);
+    if (*file) **file = (TraceFile){.fd = fd};
+    if (!*file || !(*trace = fopencookie(*file, "w", (cookie_io_functions_t){.write = trace_file_write,
+                                                                             .close = trace_file_close}))) {
+        close(fd);
+        free(*file);
+        return err_fmt(err, "%s: out of memory for the trace's stream", path);
+    }
     return 0;
 }
 
 // Flushes f, named `name` in the message: a write to it that failed, now or earlier (a full disk, /dev/full), is
-// an error. (A reader that went away ends the process quietly by SIGPIPE: main restores its default action.)
-static int check_written(FILE *f, const char *name, Err *err) {
+// an error — named by the errno `file` kept where f is a trace file's stream. (A reader that went away ends the process quietly by SIGPIPE: main restores its default action.)
+static int check_written(FILE *f, const char *name, const TraceFile *file, Err *err) {
     errno = 0;
     if (fflush(f) == 0 && !ferror(f)) return 0;
-    return err_fmt(err, "%s: %s", name, errno ? strerror(errno) : "write error");
+    const int cause = file && file->write_errno ? file->write_errno : errno;
+    return err_fmt(err, "%s: %s", name, cause ? strerror(cause) : "write error");
 }
 
 // Options given that this run does not read get a note on stderr, one line per reason: speculative decoding's
@@ -211,6 +245,7 @@ static int cmd_generate(const Args *args, Err *err) {
     Drafters drafters = {0};
     int *prompt = NULL, *out = NULL, n_prompt = 0, n_out = 0, rc = -1;
     FILE *trace = NULL;
+    TraceFile *trace_file = NULL;  // trace's, where it is a file of its own (open_trace)
     char *read = NULL;
     const char *text;
     size_t text_len;
@@ -221,7 +256,7 @@ static int cmd_generate(const Args *args, Err *err) {
     if (have_tok && tokenizer_vocab_size(&tok) < s.target.n_vocab)  // padding rows of the embedding table: the
         model_limit_vocab(&s.target, tokenizer_vocab_size(&tok));    // ids past the tokenizer's are never sampled
     if (prompt_ids(args, target_dir, &tok, &s.target, text, text_len, &prompt, &n_prompt, err)) goto done;
-    if (args->trace && open_trace(args->trace, &trace, err)) goto done;
+    if (args->trace && open_trace(args->trace, &trace, &trace_file, err)) goto done;
     params.eos_id = s.target.cfg.eos_token_id;
     params.eos_ids = s.target.cfg.eos_ids;
     params.n_eos = s.target.cfg.n_eos;
@@ -250,7 +285,7 @@ static int cmd_generate(const Args *args, Err *err) {
     if (args->compare && drafters.drafter &&
         compare_with_target_only(&s, args->n_tokens, &params, &stats, prompt, n_prompt, out, n_out, err))
         goto done;
-    rc = trace && trace != stderr ? check_written(trace, trace == stdout ? "stdout" : args->trace, err) : 0;
+    rc = trace && trace != stderr ? check_written(trace, trace == stdout ? "stdout" : args->trace, trace_file, err) : 0;
 done:
     if (trace && trace != stderr && trace != stdout) fclose(trace);
     printer_free(&printer);
@@ -387,7 +422,7 @@ static int run_command_line(int argc, char **argv, Err *err) {
 int main(int argc, char **argv) {
     signal(SIGPIPE, SIG_DFL);  // even if the parent ignored it: a closed pipe ends the output quietly
     Err err = {{0}};
-    if (run_command_line(argc, argv, &err) || check_written(stdout, "stdout", &err)) {
+    if (run_command_line(argc, argv, &err) || check_written(stdout, "stdout", NULL, &err)) {
         fprintf(stderr, "specdec: %s\n", err.msg);
         return EXIT_BAD_INPUT;
     }
