@@ -10,7 +10,10 @@
 #   QUANT        specdec's --quant: q4, q8, bf16, or none (the weights as stored)
 #   THREADS      thread counts, comma-separated (default 1,2); ROUNDS: how many rounds (default 3)
 #   REPS=N       (environment) repetitions of each test within one program's turn (default 3)
-#   LLAMA_ARGS   (environment) more llama-bench options, split at spaces (e.g. "--prio 2")
+#   LLAMA_ARGS   (environment) more llama-bench options, split at spaces (e.g. "--prio 2"; "-mmp 0" reads the
+#                weights into memory, as specdec does, instead of mapping the file: on a machine whose kernel reclaims
+#                mapped file pages as it runs — a kdamond thread — mapped weights were read again from disk, and
+#                llama.cpp decoded at 1.6–13 tokens/s where it gave 25 with -mmp 0: docs/performance-history.md)
 #
 # What is compared (tokens/s, higher is better):
 #   decode: llama-bench's tg64 (64 tokens generated one at a time from an empty context, their mean rate) against
