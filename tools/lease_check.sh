@@ -18,7 +18,10 @@ usage="usage: tools/lease_check.sh BIN OUT [--quick]"
 bin=${1:?$usage}
 out=${2:?$usage}
 quick=${3:-}
-[ -x "$bin/specdec" ] && [ -x "$bin/run-bench" ] || { echo "lease_check: no specdec and run-bench in $bin" >&2; exit 2; }
+if [ ! -x "$bin/specdec" ] || [ ! -x "$bin/run-bench" ]; then
+    echo "lease_check: no specdec and run-bench in $bin" >&2
+    exit 2
+fi
 [ -z "$quick" ] || [ "$quick" = --quick ] || { echo "$usage" >&2; exit 2; }
 mkdir -p "$out"
 cpus=$(nproc)

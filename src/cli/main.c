@@ -126,7 +126,8 @@ static int open_trace(const char *path, FILE **trace, TraceFile **file, Err *err
 }
 
 // Flushes f, named `name` in the message: a write to it that failed, now or earlier (a full disk, /dev/full), is
-// an error — named by the errno `file` kept where f is a trace file's stream. (A reader that went away ends the process quietly by SIGPIPE: main restores its default action.)
+// an error, named by the errno that `file` kept where f is a trace file's stream. (A reader that went away ends the
+// process quietly by SIGPIPE: main restores its default action.)
 static int check_written(FILE *f, const char *name, const TraceFile *file, Err *err) {
     errno = 0;
     if (fflush(f) == 0 && !ferror(f)) return 0;
