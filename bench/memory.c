@@ -79,7 +79,8 @@ static double *huge_array(size_t n) {
 size_t memory_array_bytes(void) {
     const size_t least = (size_t)256 << 20, memory = (size_t)sysconf(_SC_PHYS_PAGES) * (size_t)sysconf(_SC_PAGESIZE);
     const long described = l3_bytes(), reported = sysconf(_SC_LEVEL3_CACHE_SIZE);  // sysfs's, cpuid's (glibc)
-    size_t bytes = 4 * (size_t)(described > reported ? described : reported > 0 ? reported : 0);
+    const long l3 = described > reported ? described : reported;                    // (sysconf: −1 or 0 if unknown)
+    size_t bytes = l3 > 0 ? 4 * (size_t)l3 : 0;
     bytes = bytes < memory / 16 ? bytes : memory / 16;
     return bytes > least ? bytes : least;
 }
