@@ -4,8 +4,8 @@
 // from and every p row it verifies against.
 //
 // A decode step is one forward of T = 1 after 64 cached positions. Each round runs a read pass over memory, a
-// target step, a draft step and the two samplings, so the fraction of the bandwidth and c are ratios within a
-// round.
+// target step, a draft step, the two samplings and a draw, so the fraction of the bandwidth and c are ratios within
+// a round.
 #include <stdlib.h>
 
 #include "bench.h"
@@ -34,6 +34,17 @@ static double sampling_run(void *ctx, int rep) {
     return now_seconds() - t0;
 }
 
+// A token drawn from the temperature-1 row (sampling_draw at u = 0.5, the CDF's middle): what each draft, each
+// resampled or bonus token and each token of target-only sampling costs beyond its row. The row is the one the
+// temperature-1 trial adjusts, which measure_rounds' warm-up runs first.
+static double draw_run(void *ctx, int rep) {
+    (void)rep;
+    const SamplingRow *s = ctx;
+    const double t0 = now_seconds();
+    if (sampling_draw(s->probs, s->sampler.V, 0.5) < 0) die("no token to draw from the target's row");
+    return now_seconds() - t0;
+}
+
 void suite_decode(Bench *b, Pair *pair, Memory *memory) {
     suite_begin(b, "decode", 1);
     static const char *names[2] = {"target", "draft"};
@@ -41,7 +52,7 @@ void suite_decode(Bench *b, Pair *pair, Memory *memory) {
     const int n_models = pair->has_draft ? 2 : 1, reps = b->opt.reps;
     MemoryPass pass = {memory, MEM_READ, b->pool};
     Workload steps[2];
-    Trial trials[5] = {{memory_pass, &pass}};
+    Trial trials[6] = {{memory_pass, &pass}};
     for (int i = 0; i < n_models; i++) {
         workload_init(&steps[i], models[i], DECODE_CONTEXT);
         trials[1 + i] = (Trial){step_run, &steps[i]};
@@ -56,15 +67,16 @@ void suite_decode(Bench *b, Pair *pair, Memory *memory) {
         if (!rows[k].probs || sampler_init(&rows[k].sampler, &params, V, b->kernels, &err)) die("%s", err.msg);
         trials[1 + n_models + k] = (Trial){sampling_run, &rows[k]};
     }
-    const int n_trials = 1 + n_models + 2;
-    double *seconds = malloc(sizeof(double) * n_trials * reps);  // [read, target, (draft,) greedy, T = 1][reps]
+    trials[1 + n_models + 2] = (Trial){draw_run, &rows[1]};
+    const int n_trials = 1 + n_models + 3;
+    double *seconds = malloc(sizeof(double) * n_trials * reps);  // [read, target, (draft,) greedy, T = 1, draw][reps]
     measure_rounds(b, "read pass, target step, draft step, sampling", trials, n_trials, reps, 0.02, seconds);
 
     const double read_bytes = (double)memory_op_bytes(memory, MEM_READ);
     Summary bandwidth = summary_inverse(summarize(seconds, reps), read_bytes / 1e9);
     out(b, "## Decode\n\nOne forward of T = 1 after %d cached positions, %d threads, %s kernels; median [min–max] "
         "of %d rounds, each a read pass over %.0f MiB (%.1f GB/s median), a target step, a draft step and the two "
-        "samplings below\n\n",
+        "samplings and the draw below\n\n",
         DECODE_CONTEXT, pool_size(b->pool), b->kernels->name, reps, read_bytes / (1 << 20), bandwidth.median);
     out(b, "| model | weights | ms/token | tokens/s | weights streamed | %% of read bandwidth |\n"
            "|---|---:|---:|---:|---:|---:|\n");
@@ -94,19 +106,23 @@ void suite_decode(Bench *b, Pair *pair, Memory *memory) {
         out(b, "\nc = draft step / target step, within rounds: %s\n", fmt_range(c1, sizeof c1, c, 1, 3));
         json_object_set_new(j, "c", summary_json(c));
     }
+    const Summary draw = summarize(seconds + (size_t)(1 + n_models + 2) * reps, reps);
     Summary sampling[2];
     for (int k = 0; k < 2; k++) {
         sampling[k] = summarize(seconds + (size_t)(1 + n_models + k) * reps, reps);
         sampler_free(&rows[k].sampler);
         free(rows[k].probs);
     }
-    char s1[64], s2[64];
+    char s1[64], s2[64], s3[64];
     out(b, "\nOne row of the target's %d logits turned into probabilities (sampler_adjust: a speculative round does "
            "it for each q row a draft is drawn from and each p row a draft is checked against), µs: greedy %s, "
-           "temperature 1 %s\n", V, fmt_range(s1, sizeof s1, summary_scaled(sampling[0], 1e6), 1, 1),
-        fmt_range(s2, sizeof s2, summary_scaled(sampling[1], 1e6), 1, 1));
-    json_object_set_new(j, "sampling_seconds", json_pack("{s:o, s:o}", "greedy", summary_json(sampling[0]),
-                                                         "temperature_1", summary_json(sampling[1])));
+           "temperature 1 %s; a token drawn from the temperature-1 row (sampling_draw at u = 0.5) %s\n", V,
+        fmt_range(s1, sizeof s1, summary_scaled(sampling[0], 1e6), 1, 1),
+        fmt_range(s2, sizeof s2, summary_scaled(sampling[1], 1e6), 1, 1),
+        fmt_range(s3, sizeof s3, summary_scaled(draw, 1e6), 1, 1));
+    json_object_set_new(j, "sampling_seconds", json_pack("{s:o, s:o, s:o}", "greedy", summary_json(sampling[0]),
+                                                         "temperature_1", summary_json(sampling[1]), "draw",
+                                                         summary_json(draw)));
     for (int i = 0; i < n_models; i++) workload_free(&steps[i]);
     free(seconds);
     suite_end(b, j);
