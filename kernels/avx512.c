@@ -640,6 +640,10 @@ static void softmax(float *x, int n) {
 // ROWS rows read from memory is in cache for the next ones: the key/value head is streamed once for the group.
 // A row's sums run over r in order whatever rows share its block (past the block's shortest row each row
 // finishes alone), so its result depends on that row alone.
+// Each row of M is read a block at a time, and Kᵀ has hd rows: more streams than the hardware prefetcher follows. So
+// the loads of a block prefetch the same row's next block (past the last, a prefetch is only a hint): attention
+// over a Llama-3.2-1B-shaped cache of 1000 positions took half the time (docs/performance-history.md, "Prefetching
+// the next block of keys").
 // Lanes past `cols` are masked off; a mask of none leaves memory untouched.
 enum { ROWS = 4, COLS = 4 };
 
@@ -664,6 +668,8 @@ static inline __attribute__((always_inline)) void block_times_matrix(int R, floa
     for (int r = 0; r < common; r++) {
         const float *row = M + (size_t)r * ld + c;
         __m512 m[COLS];
+        for (int j = 0; j < COLS; j++)  // the next block's, while this one is computed (see above)
+            _mm_prefetch((const char *)(row + (COLS + j) * LANES), _MM_HINT_T0);
         for (int j = 0; j < COLS; j++) m[j] = load_f32(row + j * LANES, lanes[j]);
         for (int i = 0; i < R; i++) {
             const __m512 ar = _mm512_set1_ps(a[i][r]);
