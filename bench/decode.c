@@ -5,13 +5,14 @@
 //
 // A decode step is one forward of T = 1 after 64 cached positions. Each round runs a read pass over memory, a
 // target step, a draft step, the two samplings and a draw, so the fraction of the bandwidth and c are ratios within
-// a round.
+// a round; and a target step after a long context (1024 positions, or the model's last 16 fewer), where attention
+// reads every cached position's key and value beside the weights.
 #include <stdlib.h>
 
 #include "bench.h"
 #include "speculative/sampling.h"
 
-enum { DECODE_CONTEXT = 64 };
+enum { DECODE_CONTEXT = 64, LONG_CONTEXT = 1024 };
 
 static double step_run(void *ctx, int rep) {
     (void)rep;
@@ -51,12 +52,14 @@ void suite_decode(Bench *b, Pair *pair, Memory *memory) {
     Model *models[2] = {&pair->target, &pair->draft};
     const int n_models = pair->has_draft ? 2 : 1, reps = b->opt.reps;
     MemoryPass pass = {memory, MEM_READ, b->pool};
-    Workload steps[2];
-    Trial trials[6] = {{memory_pass, &pass}};
+    Workload steps[2], long_step;
+    Trial trials[7] = {{memory_pass, &pass}};
     for (int i = 0; i < n_models; i++) {
         workload_init(&steps[i], models[i], DECODE_CONTEXT);
         trials[1 + i] = (Trial){step_run, &steps[i]};
     }
+    const int P = pair->target.cfg.n_positions, long_context = P - 16 < LONG_CONTEXT ? P - 16 : LONG_CONTEXT;
+    workload_init(&long_step, &pair->target, long_context);
     static const float temperatures[2] = {0.0f, 1.0f};
     SamplingRow rows[2];
     const int V = pair->target.n_vocab;
@@ -68,9 +71,12 @@ void suite_decode(Bench *b, Pair *pair, Memory *memory) {
         trials[1 + n_models + k] = (Trial){sampling_run, &rows[k]};
     }
     trials[1 + n_models + 2] = (Trial){draw_run, &rows[1]};
-    const int n_trials = 1 + n_models + 3;
-    double *seconds = malloc(sizeof(double) * n_trials * reps);  // [read, target, (draft,) greedy, T = 1, draw][reps]
-    measure_rounds(b, "read pass, target step, draft step, sampling", trials, n_trials, reps, 0.02, seconds);
+    trials[1 + n_models + 3] = (Trial){step_run, &long_step};
+    const int n_trials = 1 + n_models + 4;
+    double *seconds = malloc(sizeof(double) * n_trials * reps);  // [read, target, (draft,) greedy, T = 1, draw,
+                                                                 //  target after the long context][reps]
+    measure_rounds(b, "read pass, target step, draft step, sampling, long context", trials, n_trials, reps, 0.02,
+                   seconds);
 
     const double read_bytes = (double)memory_op_bytes(memory, MEM_READ);
     Summary bandwidth = summary_inverse(summarize(seconds, reps), read_bytes / 1e9);
@@ -123,7 +129,19 @@ void suite_decode(Bench *b, Pair *pair, Memory *memory) {
     json_object_set_new(j, "sampling_seconds", json_pack("{s:o, s:o, s:o}", "greedy", summary_json(sampling[0]),
                                                          "temperature_1", summary_json(sampling[1]), "draw",
                                                          summary_json(draw)));
+    const Config *c = &pair->target.cfg;
+    const double *at_long = seconds + (size_t)(1 + n_models + 3) * reps,
+                 kv_mb = 2.0 * c->n_layer * c->n_kv_head * c->head_dim * long_context * sizeof(float) / 1e6;
+    const Summary long_step_s = summarize(at_long, reps), growth = summarize_ratio(at_long, seconds + reps, reps);
+    out(b, "\nThe target's step after %d cached positions (its attention reads their keys and values, %.1f MB, "
+           "beside the weights), ms: %s, %s times the step after %d\n", long_context, kv_mb,
+        fmt_range(s1, sizeof s1, summary_scaled(long_step_s, 1e3), 1, 3), fmt_range(s2, sizeof s2, growth, 1, 2),
+        DECODE_CONTEXT);
+    json_object_set_new(j, "long_context", json_pack("{s:i, s:f, s:o, s:o}", "context", long_context, "kv_mb", kv_mb,
+                                                     "seconds", summary_json(long_step_s), "growth",
+                                                     summary_json(growth)));
     for (int i = 0; i < n_models; i++) workload_free(&steps[i]);
+    workload_free(&long_step);
     free(seconds);
     suite_end(b, j);
 }
