@@ -58,7 +58,8 @@ void suite_decode(Bench *b, Pair *pair, Memory *memory) {
         workload_init(&steps[i], models[i], DECODE_CONTEXT);
         trials[1 + i] = (Trial){step_run, &steps[i]};
     }
-    const int P = pair->target.cfg.n_positions, long_context = P - 16 < LONG_CONTEXT ? P - 16 : LONG_CONTEXT;
+    const int P = pair->target.cfg.n_positions, fits = P - 16 > DECODE_CONTEXT ? P - 16 : DECODE_CONTEXT,
+              long_context = fits < LONG_CONTEXT ? fits : LONG_CONTEXT;  // never shorter than DECODE_CONTEXT
     workload_init(&long_step, &pair->target, long_context);
     static const float temperatures[2] = {0.0f, 1.0f};
     SamplingRow rows[2];
