@@ -69,11 +69,11 @@ $(O)/kernels/avx2.o $(O)/kernels/q8_avx2.o $(O)/kernels/q4_avx2.o:       CFLAGS 
 $(O)/kernels/avx512.o $(O)/kernels/q8_avx512.o $(O)/kernels/q4_avx512.o: CFLAGS += -mavx512f -mavx512bw -mavx512dq \
                                                                            -mavx512vl -mfma -mf16c
 
-# The source tree draws the architecture: src/base (errors, clock, threads, UTF-8), src/checkpoint (safetensors,
-# config.json), src/model (the forward pass and its KV cache), src/tokenizer, src/speculative (sampling, the
-# scheduler and its drafters), src/serve (the OpenAI-compatible server), src/cli (the specdec command). Everything but the CLI is the library that tests
-# and bench link; tests/support holds code for tests and the bench only (harness, random checkpoints), never
-# linked into specdec.
+# The source tree draws the architecture: src/base (errors, clock, threads, UTF-8, huge pages), src/checkpoint
+# (safetensors, config.json), src/model (the forward pass and its KV cache), src/tokenizer, src/speculative
+# (sampling, the scheduler and its drafters), src/serve (the OpenAI-compatible server), src/cli (the specdec
+# command). Everything but the CLI is the library that tests and bench link; tests/support holds code for tests and
+# the bench only (harness, random checkpoints), never linked into specdec.
 LIB_SRC   := $(wildcard src/base/*.c src/checkpoint/*.c src/model/*.c src/tokenizer/*.c src/speculative/*.c \
                         src/serve/*.c src/chat/*.c) \
              $(KERNEL_SRC)

@@ -1,12 +1,12 @@
 #include "model/kvcache.h"
 
+#include "base/pages.h"
 #include "kernels.h"
 
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 // The cache's memory: anonymous pages, mapped at their first touch. Storing one position writes a key into hd rows
 // of Kᵀ, ld_k floats apart, and a value into V. With 4 kB pages that costs a TLB miss per row of Kᵀ on a page of its
@@ -26,16 +26,12 @@ static bool in_huge_pages(const KVCache *c, size_t bytes) {
 }
 
 static float *cache_array_alloc(const KVCache *c, size_t bytes) {
-    if (!in_huge_pages(c, bytes)) return calloc(bytes, 1);
-    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) return NULL;
-    madvise(p, bytes, MADV_HUGEPAGE);  // a hint: without it the pages are simply 4 kB
-    return p;
+    return in_huge_pages(c, bytes) ? huge_pages_alloc(bytes) : calloc(bytes, 1);
 }
 
 static void cache_array_free(const KVCache *c, float *p, size_t bytes) {
-    if (p && in_huge_pages(c, bytes))
-        munmap(p, bytes);
+    if (in_huge_pages(c, bytes))
+        huge_pages_free(p, bytes);
     else
         free(p);
 }

@@ -9,12 +9,13 @@
 // L layers, P = n_positions.
 #include "model/forward.h"
 
+#include "base/pages.h"
+
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 enum { ARENA_ALIGN = 64 };  // every tensor in the arena starts on a cache line (and a 512-bit vector)
 
@@ -362,15 +363,6 @@ static size_t arena_bound(const StCheckpoint *ckpt, const Config *c, Quant quant
     return total + (quant == QUANT_Q4 ? align_up(q4_matrix_bytes(c->vocab_size, c->n_embd)) : 0);
 }
 
-// Memory for the weights: anonymous pages, 2 MB huge pages where the kernel allows (fewer TLB misses while the
-// weights stream through: faster decoding, docs/performance-history.md, "Measurements behind the kernels'
-// choices"). NULL if out of memory.
-static void *alloc_weights(size_t bytes) {
-    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) return NULL;
-    madvise(p, bytes, MADV_HUGEPAGE);  // a hint: without it the pages are simply 4 kB
-    return p;
-}
 
 // The rotary inverse frequencies ω_i = θ^(−2i/hd), i < hd/2, rescaled as rope_scaling says — in float, as
 // transformers computes them (its _compute_default / _linear / _llama3_parameters).
@@ -467,7 +459,9 @@ int model_load_quantized(Model *model, const char *dir, ThreadPool *pool, Quant 
     StCheckpoint ckpt;
     if (st_open(&ckpt, dir, err)) return -1;
     model->arena_size = arena_bound(&ckpt, c, quant);
-    model->arena = alloc_weights(model->arena_size);
+    // On huge pages: fewer TLB misses while the weights stream through, faster decoding
+    // (docs/performance-history.md, "Measurements behind the kernels' choices").
+    model->arena = huge_pages_alloc(model->arena_size);
     model->blocks = calloc((size_t)c->n_layer, sizeof(Block));
     if (!model->arena || !model->blocks) {
         st_close(&ckpt);
@@ -521,7 +515,7 @@ int quant_from_name(Quant *quant, const char *name, const char *option, Err *err
 void model_free(Model *model) {
     forward_scratch_free(&model->scratch);
     free(model->blocks);
-    if (model->arena) munmap(model->arena, model->arena_size);
+    huge_pages_free(model->arena, model->arena_size);
     *model = (Model){0};
 }
 
