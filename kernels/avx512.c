@@ -641,9 +641,10 @@ static void softmax(float *x, int n) {
 // A row's sums run over r in order whatever rows share its block (past the block's shortest row each row
 // finishes alone), so its result depends on that row alone.
 // Each row of M is read a block at a time, and Kᵀ has hd rows: more streams than the hardware prefetcher follows. So
-// the loads of a block prefetch the same row's next block (past the last, a prefetch is only a hint): attention
-// over a Llama-3.2-1B-shaped cache of 1000 positions took half the time (docs/performance-history.md, "Prefetching
-// the next block of keys").
+// the loads of a block prefetch the same row's next block — past a row's last, what follows it: in A·V with hd =
+// 64, V's next row, which helped too (a prefetch is only a hint, wherever it points). Attention over a
+// Llama-3.2-1B-shaped cache of 1000 positions took half the time (docs/performance-history.md, "Prefetching the
+// next block of keys").
 // Lanes past `cols` are masked off; a mask of none leaves memory untouched.
 enum { ROWS = 4, COLS = 4 };
 
