@@ -20,16 +20,6 @@ int spec_draw(const SpecParams *params, const double *probs, int V, int position
 
 double spec_accept_probability(double p_x, double q_x) { return q_x <= p_x ? 1.0 : p_x / q_x; }
 
-double spec_residual(double *residual, const double *p, const double *q, int V) {
-    double mass = 0.0;
-    for (int i = 0; i < V; i++) mass += residual[i] = p[i] > q[i] ? p[i] - q[i] : 0.0;
-    if (mass > 0.0)
-        for (int i = 0; i < V; i++) residual[i] /= mass;
-    else
-        memcpy(residual, p, sizeof(double) * V);
-    return mass;
-}
-
 // Lane j of the 4 sums x ≡ j (mod 4) in order, as the scalar loop `part[x % 4] += min(p[x], q[x])` does, but in
 // two 2-lane vectors (GCC's and Clang's vector extensions: SSE2 on x86-64, NEON on AArch64), which the compiler
 // does not make of that loop. min is p < q ? p : q lane by lane (a mask selects), so the bits are the scalar
@@ -58,6 +48,26 @@ double spec_overlap(const double *p, const double *q, int V) {
     double part[4] = {low[0], low[1], high[0], high[1]};
     for (; x < V; x++) part[x % 4] += p[x] < q[x] ? p[x] : q[x];
     return (part[0] + part[2]) + (part[1] + part[3]);
+}
+
+// The residual's entries p > q ? p − q : 0 (mask-selected, so NaN in p gives 0 as the scalar test does) and its
+// mass in spec_overlap's 4 lanes: no branch on p > q, which is as likely false as true.
+double spec_residual(double *residual, const double *p, const double *q, int V) {
+    Doubles low = {0}, high = {0};
+    int x = 0;
+    for (; x + 4 <= V; x += 4)
+        for (int half = 0; half < 2; half++) {
+            const Doubles p2 = load_doubles(p + x + 2 * half), q2 = load_doubles(q + x + 2 * half);
+            const Doubles r = (Doubles)((Masks64)(p2 - q2) & (p2 > q2));
+            memcpy(residual + x + 2 * half, &r, sizeof r);
+            if (half) high += r;
+            else low += r;
+        }
+    double part[4] = {low[0], low[1], high[0], high[1]};
+    for (; x < V; x++) part[x % 4] += residual[x] = p[x] > q[x] ? p[x] - q[x] : 0.0;
+    const double mass = (part[0] + part[2]) + (part[1] + part[3]);
+    if (!(mass > 0.0)) memcpy(residual, p, sizeof(double) * V);
+    return mass;
 }
 
 // ---- the chain's rule -------------------------------------------------------------------------------------------

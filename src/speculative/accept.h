@@ -29,8 +29,10 @@ int spec_draw(const SpecParams *params, const double *probs, int V, int position
 // P(keep draft x) = min(1, p(x) / q(x)) (Algorithm 1: accept if r ≤ p(x) / q(x), r ~ U(0, 1)).
 double spec_accept_probability(double p_x, double q_x);
 
-// residual = norm(max(0, p − q)) over [V]; returns the mass Σ max(0, p − q) before normalising. A zero mass
-// (p == q, when rejection cannot happen in exact arithmetic) leaves residual = p.
+// residual = max(0, p − q) over [V], the resampling distribution norm(max(0, p − q)) before normalising:
+// sampling_draw draws from it as it is (it divides by the total), and a caller that needs the normalised row (to
+// test another draft against it) divides by the mass returned, Σ max(0, p − q), summed in spec_overlap's 4 lanes.
+// A zero mass (p == q, when rejection cannot happen in exact arithmetic) leaves residual = p.
 double spec_residual(double *residual, const double *p, const double *q, int V);
 
 // Σ_x min(p(x), q(x)) over [V]: the probability that a draft x ~ q is kept (in 4 lanes, lane j summing x ≡ j mod 4,

@@ -101,7 +101,7 @@ int tree_accept_given(const double *p, int V, const TreeChild *children, int n, 
         return err_fmt(err, "tree: a node has %d children; at most %d are allowed", n, TREE_WIDTH_MAX);
     *step = (TreeStep){.token = -1, .accepted = -1};
     double *residuals[2] = {scratch, scratch + V}, *q_buffer = scratch + 2 * (size_t)V;
-    const double *p_k = p;  // p_k, normalised but for a one-hot child's residual before the final draw
+    const double *p_k = p;  // p_k, normalised but for the last residual, which the final draw takes as it is
     for (int k = 0; k < n; k++) {
         const double *q_k;
         TreeTried *tried = &step->tried[k];
@@ -116,8 +116,10 @@ int tree_accept_given(const double *p, int V, const TreeChild *children, int n, 
         // Rejected: p_{k+1} = norm(max(0, p_k − q_k)), in the residual buffer p_k is not in.
         double *next = residuals[k % 2];
         const int c = children[k].token;
-        if (q_k) {
+        if (q_k) {  // normalised only if another child is tried against it, as below
             tried->residual_mass = spec_residual(next, p_k, q_k, V);
+            if (tried->residual_mass > 0.0 && k + 1 < n)
+                for (int x = 0; x < V; x++) next[x] /= tried->residual_mass;
         } else {  // p_k without c, normalised only if another child is tried against it (the chain draws from it as is)
             memcpy(next, p_k, sizeof(double) * V);
             tried->residual_mass = 1.0 - next[c];
