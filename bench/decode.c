@@ -20,7 +20,8 @@ static double step_run(void *ctx, int rep) {
     return forward_seconds(w->model, &w->cache, w->context, 1, w->logits);
 }
 
-// sampler_adjust on the target's last logits: greedy (a one-hot row) or at temperature 1 (a softmax).
+// What a round does with one of the target's rows: greedy, its argmax (sampling_greedy: no row is written); at
+// temperature 1, its probabilities (sampler_adjust: a softmax).
 typedef struct {
     Sampler sampler;
     double *probs;
@@ -31,7 +32,10 @@ static double sampling_run(void *ctx, int rep) {
     (void)rep;
     SamplingRow *s = ctx;
     const double t0 = now_seconds();
-    if (sampler_adjust(&s->sampler, s->probs, s->logits)) die("the target's logits hold a NaN or an inf");
+    const bool bad = s->sampler.params.temperature == 0
+                         ? sampling_greedy(s->sampler.kernels, s->logits, s->sampler.V) < 0
+                         : sampler_adjust(&s->sampler, s->probs, s->logits) != 0;
+    if (bad) die("the target's logits hold a NaN or an inf");
     return now_seconds() - t0;
 }
 
@@ -121,9 +125,10 @@ void suite_decode(Bench *b, Pair *pair, Memory *memory) {
         free(rows[k].probs);
     }
     char s1[64], s2[64], s3[64];
-    out(b, "\nOne row of the target's %d logits turned into probabilities (sampler_adjust: a speculative round does "
-           "it for each q row a draft is drawn from and each p row a draft is checked against), µs: greedy %s, "
-           "temperature 1 %s; a token drawn from the temperature-1 row (sampling_draw at u = 0.5) %s\n", V,
+    out(b, "\nOne row of the target's %d logits, as a speculative round reads each q row a draft is drawn from and "
+           "each p row a draft is checked against, µs: greedy, its argmax (sampling_greedy) %s; temperature 1, its "
+           "probabilities (sampler_adjust) %s; a token drawn from the temperature-1 row (sampling_draw at u = 0.5) "
+           "%s\n", V,
         fmt_range(s1, sizeof s1, summary_scaled(sampling[0], 1e6), 1, 1),
         fmt_range(s2, sizeof s2, summary_scaled(sampling[1], 1e6), 1, 1),
         fmt_range(s3, sizeof s3, summary_scaled(draw, 1e6), 1, 1));

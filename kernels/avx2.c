@@ -278,6 +278,53 @@ static void softmax(float *x, int n) {
     for (int i = 0; i < n; i += LANES) store_f32(x + i, _mm256_mul_ps(load_f32(x + i, n - i), inv), n - i);
 }
 
+// 4 vectors of 8 lanes at a time, each lane keeping its max, where it first was, and its min (kernels.h); the last
+// n mod 32 values go one at a time.
+static RowRange row_range(const float *x, int n) {
+    enum { VECTORS = 4 };
+    const __m256 inf = _mm256_set1_ps(INFINITY);
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    __m256 max[VECTORS], min[VECTORS], arg[VECTORS], bad = _mm256_setzero_ps();  // arg: indices, as float bits
+    for (int k = 0; k < VECTORS; k++) max[k] = _mm256_set1_ps(-INFINITY), min[k] = inf, arg[k] = _mm256_setzero_ps();
+    int i = 0;
+    for (; i + VECTORS * LANES <= n; i += VECTORS * LANES)
+        for (int k = 0; k < VECTORS; k++) {
+            const __m256 v = _mm256_loadu_ps(x + i + k * LANES);
+            const __m256 above = _mm256_cmp_ps(v, max[k], _CMP_GT_OQ);  // false for NaN
+            const __m256i index = _mm256_add_epi32(_mm256_set1_epi32(i + k * LANES), lane);
+            max[k] = _mm256_blendv_ps(max[k], v, above);
+            arg[k] = _mm256_blendv_ps(arg[k], _mm256_castsi256_ps(index), above);
+            min[k] = _mm256_blendv_ps(min[k], v, _mm256_cmp_ps(v, min[k], _CMP_LT_OQ));
+            bad = _mm256_or_ps(bad, _mm256_cmp_ps(v, inf, _CMP_NLT_UQ));  // NaN or +inf
+        }
+    float lane_max[VECTORS * LANES], lane_min[VECTORS * LANES];
+    int lane_arg[VECTORS * LANES];
+    for (int k = 0; k < VECTORS; k++) {
+        _mm256_storeu_ps(lane_max + k * LANES, max[k]);
+        _mm256_storeu_ps(lane_min + k * LANES, min[k]);
+        _mm256_storeu_si256((__m256i *)(lane_arg + k * LANES), _mm256_castps_si256(arg[k]));
+    }
+    return row_range_of_lanes(lane_max, lane_arg, lane_min, VECTORS * LANES, _mm256_movemask_ps(bad) != 0, x, i, n);
+}
+
+// exp as softmax's, its sum in two 4-lane vectors of doubles (the low and the high half of each 8).
+static double exp_sum(float *out, const float *x, int n, float shift, float divisor) {
+    const __m256 s = _mm256_set1_ps(shift), d = _mm256_set1_ps(divisor), minus_inf = _mm256_set1_ps(-INFINITY);
+    __m256d low = _mm256_setzero_pd(), high = _mm256_setzero_pd();
+    for (int i = 0; i < n; i += LANES) {
+        __m256 y = _mm256_sub_ps(load_f32(x + i, n - i), s);
+        if (divisor != 1.0f) y = _mm256_div_ps(y, d);  // (dividing by 1 changes no bit)
+        const __m256 keep = _mm256_and_ps(_mm256_castsi256_ps(first_n(n - i)), _mm256_cmp_ps(y, minus_inf, _CMP_NEQ_UQ));
+        const __m256 e = _mm256_and_ps(exp_ps(y), keep);
+        store_f32(out + i, e, n - i);
+        low = _mm256_add_pd(low, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
+        high = _mm256_add_pd(high, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
+    }
+    double lanes[4];
+    _mm256_storeu_pd(lanes, _mm256_add_pd(low, high));
+    return (lanes[0] + lanes[2]) + (lanes[1] + lanes[3]);
+}
+
 // Attention, two matrix products, out[g, c] = scale · Σ_{r < len_g} A[g, r] M[r, c]:
 //   scores = scale · Q Kᵀ        (A = the n queries over the hd rows of Kᵀ, c along the positions)
 //   out    = softmax(scores) V   (A = row g's weights over the rows of V up to its span, c along hd)
@@ -386,6 +433,8 @@ const Kernels kernels_avx2 = {
     .gelu_tanh = gelu_tanh,
     .gelu_erf = gelu_erf,
     .softmax = softmax,
+    .row_range = row_range,
+    .exp_sum = exp_sum,
     .attention = attention,
     .add = add,
     // OpenBLAS wins from about 32 rows on (make bench, SPECDEC_ISA=avx2).

@@ -631,6 +631,52 @@ static void softmax(float *x, int n) {
     }
 }
 
+// 4 vectors of 16 lanes at a time, each lane keeping its max, where it first was, and its min (kernels.h); the
+// last n mod 64 values go one at a time.
+static RowRange row_range(const float *x, int n) {
+    enum { VECTORS = 4 };
+    const __m512 inf = _mm512_set1_ps(INFINITY);
+    const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    __m512 max[VECTORS], min[VECTORS];
+    __m512i arg[VECTORS];
+    __mmask16 bad = 0;
+    for (int k = 0; k < VECTORS; k++) max[k] = _mm512_set1_ps(-INFINITY), min[k] = inf, arg[k] = _mm512_setzero_si512();
+    int i = 0;
+    for (; i + VECTORS * LANES <= n; i += VECTORS * LANES)
+        for (int k = 0; k < VECTORS; k++) {
+            const __m512 v = _mm512_loadu_ps(x + i + k * LANES);
+            const __mmask16 above = _mm512_cmp_ps_mask(v, max[k], _CMP_GT_OQ);  // false for NaN
+            max[k] = _mm512_mask_mov_ps(max[k], above, v);
+            arg[k] = _mm512_mask_mov_epi32(arg[k], above, _mm512_add_epi32(_mm512_set1_epi32(i + k * LANES), lane));
+            min[k] = _mm512_mask_mov_ps(min[k], _mm512_cmp_ps_mask(v, min[k], _CMP_LT_OQ), v);
+            bad |= _mm512_cmp_ps_mask(v, inf, _CMP_NLT_UQ);  // NaN or +inf
+        }
+    float lane_max[VECTORS * LANES], lane_min[VECTORS * LANES];
+    int lane_arg[VECTORS * LANES];
+    for (int k = 0; k < VECTORS; k++) {
+        _mm512_storeu_ps(lane_max + k * LANES, max[k]);
+        _mm512_storeu_ps(lane_min + k * LANES, min[k]);
+        _mm512_storeu_si512(lane_arg + k * LANES, arg[k]);
+    }
+    return row_range_of_lanes(lane_max, lane_arg, lane_min, VECTORS * LANES, bad != 0, x, i, n);
+}
+
+// exp as softmax's, its sum in two 8-lane vectors of doubles (the low and the high half of each 16).
+static double exp_sum(float *out, const float *x, int n, float shift, float divisor) {
+    const __m512 s = _mm512_set1_ps(shift), d = _mm512_set1_ps(divisor), minus_inf = _mm512_set1_ps(-INFINITY);
+    __m512d low = _mm512_setzero_pd(), high = _mm512_setzero_pd();
+    for (int i = 0; i < n; i += LANES) {
+        const __mmask16 m = first_n(n - i);
+        __m512 y = _mm512_sub_ps(load_f32(x + i, m), s);
+        if (divisor != 1.0f) y = _mm512_div_ps(y, d);  // (dividing by 1 changes no bit)
+        const __m512 e = _mm512_maskz_mov_ps(m & _mm512_cmp_ps_mask(y, minus_inf, _CMP_NEQ_UQ), exp_ps(y));
+        _mm512_mask_storeu_ps(out + i, m, e);
+        low = _mm512_add_pd(low, _mm512_cvtps_pd(_mm512_castps512_ps256(e)));
+        high = _mm512_add_pd(high, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e), 1))));
+    }
+    return _mm512_reduce_add_pd(_mm512_add_pd(low, high));
+}
+
 // Attention, two matrix products, out[g, c] = scale · Σ_{r < len_g} A[g, r] M[r, c]:
 //   scores = scale · Q Kᵀ        (A = the n queries over the hd rows of Kᵀ, c along the positions)
 //   out    = softmax(scores) V   (A = row g's weights over the rows of V up to its span, c along hd)
@@ -739,6 +785,8 @@ const Kernels kernels_avx512 = {
     .gelu_tanh = gelu_tanh,
     .gelu_erf = gelu_erf,
     .softmax = softmax,
+    .row_range = row_range,
+    .exp_sum = exp_sum,
     .attention = attention,
     .add = add,
     // Faster than OpenBLAS 0.3.21 (whose Zen kernels are AVX2) at every T up to 512 measured: never BLAS.

@@ -9,6 +9,7 @@
 #ifndef SPECDEC_KERNELS_H
 #define SPECDEC_KERNELS_H
 
+#include <math.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -36,6 +37,31 @@ typedef void MatmulFn(float *out, const float *x, const void *w, const float *bi
 //   out: [T, ld_out]   x: [T, panel_row_length(n_in)] BF16, in the slice order of the variant's BF16 weights
 typedef void MatmulBf16Fn(float *out, const uint16_t *x, const void *w, const float *bias, int T, int n_in,
                           int ld_out, int j0, int j1);
+
+// What sampling reads first from a row of logits (Kernels.row_range).
+typedef struct {
+    float max, min;  // NaN ignored: −inf and +inf for a row of NaN only
+    int argmax;      // the first index holding max (the lowest id wins a tie, as in torch.argmax); 0 when max = −inf
+    bool bad;        // a value is NaN or +inf: nothing sensible to sample from
+} RowRange;
+
+// How the SIMD variants' row_range ends: their vector lanes each kept a max (the first index of it among the
+// indices the lane saw) and a min; their range, then x[from..n) one value at a time, as the scalar loop does — every
+// index from `from` on comes after every index a lane saw.
+static inline RowRange row_range_of_lanes(const float *max, const int *argmax, const float *min, int lanes, bool bad,
+                                          const float *x, int from, int n) {
+    RowRange r = {.max = -INFINITY, .min = INFINITY, .argmax = 0, .bad = bad};
+    for (int j = 0; j < lanes; j++) {
+        if (max[j] > r.max || (max[j] == r.max && argmax[j] < r.argmax)) r.max = max[j], r.argmax = argmax[j];
+        if (min[j] < r.min) r.min = min[j];
+    }
+    for (int i = from; i < n; i++) {
+        if (x[i] > r.max) r.max = x[i], r.argmax = i;
+        if (x[i] < r.min) r.min = x[i];
+        if (!(x[i] < INFINITY)) r.bad = true;
+    }
+    return r;
+}
 
 typedef struct {
     const char *name;  // "scalar", "avx2", "avx512", "neon"
@@ -93,8 +119,18 @@ typedef struct {
     void (*gelu_tanh)(float *x, int n);
     void (*gelu_erf)(float *x, int n);
 
-    // In place, x: [n]: x_i = exp(x_i − max x) / Σ_j exp(x_j − max x)
+    // In place, x: [n]: x_i = exp(x_i − max x) / Σ_j exp(x_j − max x) (attention's, below, in every variant)
     void (*softmax)(float *x, int n);
+
+    // Sampling's two passes over a row of V logits (src/speculative/sampling.c), V up to 152064 — at every p and q
+    // row of a round, on one thread, where a pass in 4-wide generic vectors cost more than some of the forwards:
+    //   row_range: the RowRange of x [n], n ≥ 1, in one pass — comparisons only, so every variant's is exact;
+    //   exp_sum:   out_i = exp((x_i − shift) / divisor), exactly 0 where that quotient is −inf (a masked token,
+    //              or one whose distance from the shift overflows), and returns Σ_i out_i added in doubles in the
+    //              variant's order. Sampling's softmax with shift = max x and divisor = the temperature: every
+    //              exponent ≤ 0. out, x: [n]; exp as accurate as softmax's.
+    RowRange (*row_range)(const float *x, int n);
+    double (*exp_sum)(float *out, const float *x, int n, float shift, float divisor);
 
     // Grouped-query attention (Ainslie et al. 2023): n query rows — the query heads of one key/value group, for
     // each of the T new tokens — attending to that key/value head's cached positions. Row g sees its first S[g]

@@ -260,6 +260,53 @@ static void softmax(float *x, int n) {
     for (int i = 0; i < n; i += LANES) store_f32(x + i, vmulq_f32(load_f32(x + i, n - i), inv), n - i);
 }
 
+// 4 vectors of 4 lanes at a time, each lane keeping its max, where it first was, and its min (kernels.h); the last
+// n mod 16 values go one at a time.
+static RowRange row_range(const float *x, int n) {
+    enum { VECTORS = 4 };
+    const float32x4_t inf = vdupq_n_f32(INFINITY);
+    const int32_t lane_index[LANES] = {0, 1, 2, 3};
+    const uint32x4_t lane = vreinterpretq_u32_s32(vld1q_s32(lane_index));
+    float32x4_t max[VECTORS], min[VECTORS];
+    uint32x4_t arg[VECTORS], bad = vdupq_n_u32(0);
+    for (int k = 0; k < VECTORS; k++) max[k] = vdupq_n_f32(-INFINITY), min[k] = inf, arg[k] = vdupq_n_u32(0);
+    int i = 0;
+    for (; i + VECTORS * LANES <= n; i += VECTORS * LANES)
+        for (int k = 0; k < VECTORS; k++) {
+            const float32x4_t v = vld1q_f32(x + i + k * LANES);
+            const uint32x4_t above = vcgtq_f32(v, max[k]);  // false for NaN
+            max[k] = vbslq_f32(above, v, max[k]);
+            arg[k] = vbslq_u32(above, vaddq_u32(vdupq_n_u32((uint32_t)(i + k * LANES)), lane), arg[k]);
+            min[k] = vbslq_f32(vcltq_f32(v, min[k]), v, min[k]);
+            bad = vorrq_u32(bad, vmvnq_u32(vcltq_f32(v, inf)));  // NaN or +inf
+        }
+    float lane_max[VECTORS * LANES], lane_min[VECTORS * LANES];
+    int lane_arg[VECTORS * LANES];
+    for (int k = 0; k < VECTORS; k++) {
+        vst1q_f32(lane_max + k * LANES, max[k]);
+        vst1q_f32(lane_min + k * LANES, min[k]);
+        vst1q_s32(lane_arg + k * LANES, vreinterpretq_s32_u32(arg[k]));
+    }
+    return row_range_of_lanes(lane_max, lane_arg, lane_min, VECTORS * LANES, vmaxvq_u32(bad) != 0, x, i, n);
+}
+
+// exp as softmax's, its sum in two 2-lane vectors of doubles (the low and the high half of each 4).
+static double exp_sum(float *out, const float *x, int n, float shift, float divisor) {
+    const float32x4_t s = vdupq_n_f32(shift), d = vdupq_n_f32(divisor), minus_inf = vdupq_n_f32(-INFINITY);
+    float64x2_t low = vdupq_n_f64(0.0), high = vdupq_n_f64(0.0);
+    for (int i = 0; i < n; i += LANES) {
+        float32x4_t y = vsubq_f32(load_f32(x + i, n - i), s);
+        if (divisor != 1.0f) y = vdivq_f32(y, d);  // (dividing by 1 changes no bit)
+        const uint32x4_t keep = vandq_u32(first_n(n - i), vmvnq_u32(vceqq_f32(y, minus_inf)));
+        const float32x4_t e = masked(exp_ps(y), keep);
+        store_f32(out + i, e, n - i);
+        low = vaddq_f64(low, vcvt_f64_f32(vget_low_f32(e)));
+        high = vaddq_f64(high, vcvt_high_f64_f32(e));
+    }
+    const float64x2_t sum = vaddq_f64(low, high);
+    return vgetq_lane_f64(sum, 0) + vgetq_lane_f64(sum, 1);
+}
+
 // Attention, two matrix products, out[g, c] = scale · Σ_{r < len_g} A[g, r] M[r, c]:
 //   scores = scale · Q Kᵀ        (A = the n queries over the hd rows of Kᵀ, c along the positions)
 //   out    = softmax(scores) V   (A = row g's weights over the rows of V up to its span, c along hd)
@@ -361,6 +408,8 @@ const Kernels kernels_neon = {
     .gelu_tanh = gelu_tanh,
     .gelu_erf = gelu_erf,
     .softmax = softmax,
+    .row_range = row_range,
+    .exp_sum = exp_sum,
     .attention = attention,
     .add = add,
     // Not measured on real hardware (qemu timings mean nothing): the AVX2 crossover as a guess.

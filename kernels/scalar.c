@@ -100,6 +100,23 @@ static void softmax(float *x, int n) {
     for (int i = 0; i < n; i++) x[i] /= sum;
 }
 
+static RowRange row_range(const float *x, int n) {
+    RowRange r = {.max = -INFINITY, .min = INFINITY, .argmax = 0, .bad = false};
+    for (int i = 0; i < n; i++) {
+        if (x[i] > r.max) r.max = x[i], r.argmax = i;  // strictly greater: the first of equal values stays
+        if (x[i] < r.min) r.min = x[i];
+        if (!(x[i] < INFINITY)) r.bad = true;  // NaN compares false, +inf is not below itself
+    }
+    return r;
+}
+
+// expf(−inf) = 0 exactly, as the contract asks.
+static double exp_sum(float *out, const float *x, int n, float shift, float divisor) {
+    double sum = 0.0;
+    for (int i = 0; i < n; i++) sum += out[i] = expf((x[i] - shift) / divisor);
+    return sum;
+}
+
 // Scaled dot-product attention (Vaswani et al. 2017, eq. 1) for n queries sharing one key/value head, one row
 // after another, row g over the positions it sees (its first S[g], then S[g] + j for each bit j of tree[g]), in
 // order:
@@ -147,6 +164,8 @@ const Kernels kernels_scalar = {
     .gelu_tanh = gelu_tanh,
     .gelu_erf = gelu_erf,
     .softmax = softmax,
+    .row_range = row_range,
+    .exp_sum = exp_sum,
     .attention = attention,
     .add = add,
     // The reference stays plain C all the way (SPECDEC_ISA=scalar runs the whole model on it).

@@ -43,7 +43,7 @@ static int draft_q(ModelDrafter *d, const float *logits, double *row, int positi
                    Err *err) {
     const bool greedy = d->params->sampling.temperature == 0;
     *q = greedy ? NULL : row;
-    *token = greedy ? sampling_greedy(logits, d->model->n_vocab) : 0;
+    *token = greedy ? sampling_greedy(d->model->kernels, logits, d->model->n_vocab) : 0;
     if (*token < 0 || (*q && sampler_adjust(&d->sampler, row, logits)))
         return err_fmt(err, "the draft model produced a NaN or infinite logit at position %d", position);
     return 0;
@@ -82,7 +82,8 @@ static int propose_tree(ModelDrafter *d, const int *context, int n, const DraftR
         for (int f = 0; f < n_frontier; f++) {
             const int node = frontier < 0 ? -1 : frontier + f;
             const float *logits = d->logits + (size_t)(level == 0 ? 0 : f) * V;
-            if (d->p_min > 0 && sampling_top_probability(logits, V) < d->p_min) continue;  // the draft is unsure
+            if (d->p_min > 0 && sampling_top_probability(d->model->kernels, logits, V) < d->p_min)
+                continue;  // the draft is unsure
             const double *q_row;
             int token;
             const double t0 = now_seconds();

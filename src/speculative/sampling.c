@@ -7,76 +7,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { LANES = 8 };  // independent running sums / maxima: 8 dependency chains in flight instead of one
+enum { LANES = 8 };  // independent running sums: 8 dependency chains in flight instead of one
 
-// The largest and the smallest of x[0..n), NaN ignored, and whether a value is NaN or +inf (nothing sensible to
-// sample from: NaN compares false both ways, so it is caught as "not below +inf"). One pass, 8 values at a time
-// in two 4-lane vectors (GCC's and Clang's vector extensions: SSE2 on x86-64, NEON on AArch64) — the loop
-// vectoriser leaves a float max or min reduction scalar, as reordering it could move a NaN. A lane takes x where
-// the comparison's mask is set: select(m, a, b) = m ? a : b, lane by lane.
-typedef float Floats __attribute__((vector_size(16)));
-typedef int32_t Masks __attribute__((vector_size(16)));
-
-static Floats select_lanes(Masks m, Floats a, Floats b) { return (Floats)((m & (Masks)a) | (~m & (Masks)b)); }
-
-typedef struct {
-    float max, min;  // −inf and +inf for an empty row or one of NaN only
-    bool bad;        // a value is NaN or +inf
-} Range;
-
-static Range row_range(const float *x, int n) {
-    const Floats inf = {INFINITY, INFINITY, INFINITY, INFINITY};
-    Floats max[2] = {-inf, -inf}, min[2] = {inf, inf};
-    Masks bad[2] = {{0}};
-    int i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int k = 0; k < 2; k++) {
-            Floats v;
-            memcpy(&v, x + i + 4 * k, sizeof v);
-            max[k] = select_lanes(v > max[k], v, max[k]);
-            min[k] = select_lanes(v < min[k], v, min[k]);
-            bad[k] |= ~(v < inf);
-        }
-    Range r = {-INFINITY, INFINITY, false};
-    for (int k = 0; k < 2; k++)
-        for (int j = 0; j < 4; j++) {
-            r.max = max[k][j] > r.max ? max[k][j] : r.max;
-            r.min = min[k][j] < r.min ? min[k][j] : r.min;
-            r.bad |= bad[k][j] != 0;
-        }
-    for (; i < n; i++) {
-        r.max = x[i] > r.max ? x[i] : r.max;
-        r.min = x[i] < r.min ? x[i] : r.min;
-        r.bad |= !(x[i] < INFINITY);
-    }
-    return r;
-}
-
-// The lowest i with x[i] == value, or 0 when there is none: 8 values at a time, their compares or-ed together in
-// one vector, then the block that holds it scanned.
-static int first_equal(const float *x, int n, float value) {
-    const Floats target = {value, value, value, value};
-    int i = 0;
-    for (; i + 8 <= n; i += 8) {
-        Floats v[2];
-        memcpy(v, x + i, sizeof v);
-        const Masks hit = (v[0] == target) | (v[1] == target);
-        if (hit[0] | hit[1] | hit[2] | hit[3]) break;
-    }
-    for (; i < n; i++)
-        if (x[i] == value) return i;
-    return 0;
-}
-
-// The first index holding the largest value: two passes that vectorise (the range, then the search), where one
-// pass tracking an index per lane does not. NaN never wins (it compares false); every logit −inf (or NaN) gives
-// index 0, as a plain scan would.
-int sampling_argmax(const float *logits, int V) { return first_equal(logits, V, row_range(logits, V).max); }
-
-int sampling_greedy(const float *logits, int V) {
-    const Range range = row_range(logits, V);
+int sampling_greedy(const Kernels *kernels, const float *logits, int V) {
+    const RowRange range = kernels->row_range(logits, V);
     if (range.bad || !(range.max > -INFINITY)) return -1;  // NaN, +inf, or every logit −inf
-    return first_equal(logits, V, range.max);
+    return range.argmax;
 }
 
 // The 8 lanes' partial sums added in one fixed tree.
@@ -93,18 +29,8 @@ double sampling_sum(const double *x, int n) {
     return lanes_total(part);
 }
 
-// sampling_sum of x[0..n) widened to doubles (the same additions, so the same result), without writing them out.
-static double widened_sum(const float *x, int n) {
-    double part[LANES] = {0};
-    int i = 0;
-    for (; i + LANES <= n; i += LANES)
-        for (int j = 0; j < LANES; j++) part[j] += x[i + j];
-    for (; i < n; i++) part[0] += x[i];
-    return lanes_total(part);
-}
-
-double sampling_top_probability(const float *logits, int V) {
-    const float max = logits[sampling_argmax(logits, V)];
+double sampling_top_probability(const Kernels *kernels, const float *logits, int V) {
+    const float max = kernels->row_range(logits, V).max;
     double sum = 0.0;
     for (int i = 0; i < V; i++) sum += expf(logits[i] - max);
     return 1.0 / sum;
@@ -140,10 +66,10 @@ int sampler_init(Sampler *s, const SamplingParams *params, int V, const Kernels 
     // The scratch these settings use, and no more: greedy adjusting uses none (a sampler per thread adds up).
     const bool sampled = params->temperature > 0.0f, top_k = sampled && cuts_top_k(params, V);
     const bool ranked = top_k || (sampled && cuts_top_p(params));
-    if (sampled) s->scaled = malloc(sizeof(float) * (size_t)V);
+    if (sampled) s->exponentials = malloc(sizeof(float) * (size_t)V);
     if (top_k) s->selection = malloc(sizeof(float) * (size_t)V);
     if (ranked) s->candidates = malloc(sizeof(SamplingCandidate) * (size_t)V);
-    if ((sampled && !s->scaled) || (top_k && !s->selection) || (ranked && !s->candidates)) {
+    if ((sampled && !s->exponentials) || (top_k && !s->selection) || (ranked && !s->candidates)) {
         sampler_free(s);
         return err_fmt(err, "sampling: out of memory for the scratch of %d tokens", V);
     }
@@ -151,10 +77,10 @@ int sampler_init(Sampler *s, const SamplingParams *params, int V, const Kernels 
 }
 
 void sampler_free(Sampler *s) {
-    free(s->scaled);
+    free(s->exponentials);
     free(s->selection);
     free(s->candidates);
-    s->scaled = s->selection = NULL;
+    s->exponentials = s->selection = NULL;
     s->candidates = NULL;
 }
 
@@ -195,30 +121,22 @@ int sampler_adjust(Sampler *s, double *probs, const float *logits) {
     const int V = s->V;
     const SamplingParams *params = &s->params;
     if (params->temperature <= 0.0f) {  // the one-hot limit
-        const int token = sampling_greedy(logits, V);
+        const int token = sampling_greedy(s->kernels, logits, V);
         if (token < 0) return -1;
         memset(probs, 0, sizeof(double) * V);
         probs[token] = 1.0;
         return 0;
     }
-    const Range range = row_range(logits, V);
+    const RowRange range = s->kernels->row_range(logits, V);
     const float max = range.max;
     if (range.bad || !(max > -INFINITY)) return -1;  // NaN, +inf, or every logit −inf
-    // 1. Temperature. (logit − max) / T ≤ 0 cannot overflow upwards; the kernel's exp is approximate, and an
-    // exponent of −inf (a masked token, or one so far below the max that the difference overflows) gets exactly 0.
-    // (logit − max) / T grows with the logit, so the smallest logit's is the only one to check for −inf. At T = 1
-    // the division is exact and skipped. The softmax is renormalised in doubles: its sum is taken over the floats
-    // widened, and the doubles are written once, already divided by it.
+    // 1. Temperature: p_i = e_i / Σ_j e_j, e_i = exp((logit_i − max) / T), the exponentials in floats (the kernel's
+    // exp: approximate) and their sum and the quotients in doubles. (logit − max) / T ≤ 0 cannot overflow upwards,
+    // and an exponent of −inf (a masked token, or one so far below the max that the difference overflows) gets
+    // exactly 0.
     const float t = params->temperature;
-    if (t == 1.0f)
-        for (int i = 0; i < V; i++) s->scaled[i] = logits[i] - max;
-    else
-        for (int i = 0; i < V; i++) s->scaled[i] = (logits[i] - max) / t;
-    s->kernels->softmax(s->scaled, V);
-    if ((range.min - max) / t == -INFINITY)
-        for (int i = 0; i < V; i++) s->scaled[i] = (logits[i] - max) / t == -INFINITY ? 0.0f : s->scaled[i];
-    const double inv_sum = 1.0 / widened_sum(s->scaled, V);
-    for (int i = 0; i < V; i++) probs[i] = s->scaled[i] * inv_sum;
+    const double inv_sum = 1.0 / s->kernels->exp_sum(s->exponentials, logits, V, max, t);
+    for (int i = 0; i < V; i++) probs[i] = s->exponentials[i] * inv_sum;
     const bool top_k = cuts_top_k(params, V), top_p = cuts_top_p(params);
     if (!top_k && !top_p) return 0;
 
@@ -232,7 +150,7 @@ int sampler_adjust(Sampler *s, double *probs, const float *logits) {
         memcpy(s->selection, logits, sizeof(float) * V);
         n = rank_candidates(s, probs, logits, kth_largest(s->selection, V, params->top_k));
     } else {
-        const double p_max = probs[sampling_argmax(logits, V)];
+        const double p_max = probs[range.argmax];
         n = rank_candidates(s, probs, logits, max + t * (log((1.0 - params->top_p) / (2.0 * V) / p_max) - 0.01));
     }
     const SamplingCandidate *c = s->candidates;

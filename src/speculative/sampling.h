@@ -36,7 +36,7 @@ typedef struct {
     SamplingParams params;
     int V;
     const Kernels *kernels;         // their softmax
-    float *scaled;                  // [V] scratch: (logit − max) / T, then its softmax (NULL when greedy)
+    float *exponentials;            // [V] scratch: exp((logit − max) / T) (NULL when greedy)
     float *selection;               // [V] scratch: the logits, reordered while finding the k-th largest (NULL
                                     // unless top-k cuts)
     SamplingCandidate *candidates;  // [V] scratch: the tokens that top-k / top-p may keep, best first (NULL unless
@@ -52,19 +52,16 @@ void sampler_free(Sampler *s);
 // divides and subtracts them, and should not lose the exactness of the target's distribution to rounding.
 int sampler_adjust(Sampler *s, double *probs, const float *logits);
 
-// The index of the largest logit, the lowest one on a tie.
-int sampling_argmax(const float *logits, int V);
-
 // The token that sampler_adjust's one-hot distribution at temperature 0 puts its mass on (the argmax, the lowest
-// index on a tie), without writing the distribution out: all that greedy decoding reads of a row. Returns −1 where
-// sampler_adjust does (a logit NaN or +inf, or every logit −inf).
-int sampling_greedy(const float *logits, int V);
+// index on a tie), without writing the distribution out: all that greedy decoding reads of a row, in one pass
+// (Kernels.row_range). Returns −1 where sampler_adjust does (a logit NaN or +inf, or every logit −inf).
+int sampling_greedy(const Kernels *kernels, const float *logits, int V);
 
 // Σ x[0..n), in a fixed order (8 interleaved partial sums: fast, and the same result at every call).
 double sampling_sum(const double *x, int n);
 
 // max_x softmax(logits)_x at temperature 1: how sure the model is, whatever the sampling settings.
-double sampling_top_probability(const float *logits, int V);
+double sampling_top_probability(const Kernels *kernels, const float *logits, int V);
 
 // ---- random numbers ------------------------------------------------------------------------------------------
 //

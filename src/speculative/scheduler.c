@@ -190,7 +190,7 @@ static int target_probs(Scheduler *s, Round *r, int node, int position, TargetP 
         pool_run_on(s->target->pool, job.n, adjust_rows, &job);
     }
     *p = (TargetP){.row = greedy ? NULL : s->p + (size_t)row * s->V,
-                   .token = greedy ? sampling_greedy(s->logits + (size_t)row * s->V, s->V) : 0};
+                   .token = greedy ? sampling_greedy(s->target->kernels, s->logits + (size_t)row * s->V, s->V) : 0};
     if (p->token < 0 || (!greedy && s->row_state[row] == ROW_BAD))
         return err_fmt(err, "the target model produced a NaN or infinite logit at position %d", position);
     r->p_seconds += now_seconds() - t0;

@@ -85,8 +85,8 @@ int tree_draw_child(const struct SpecParams *params, const double *q, int V, int
 
 // Greedy children: the up to `width` (≤ TREE_WIDTH_MAX) tokens of highest logit (model_top_logits), as one-hot
 // children, best first, the lower id first on a tie (the sampler's rank order, whose prefixes top-k and top-p
-// keep); tokens of logit −inf are never children. children[0] is the draft's greedy token (sampling_argmax: the lowest id on a tie). logits: [V], rows
-// that sampler_adjust accepted (no NaN). Returns the number of children, min(width, finite logits).
+// keep); tokens of logit −inf are never children. children[0] is the draft's greedy token (sampling_greedy's: the
+// lowest id on a tie). logits: [V], rows that sampler_adjust accepted (no NaN). Returns the number of children, min(width, finite logits).
 int tree_top_children(const float *logits, int V, int width, TreeChild *children);
 
 // ---- the accept / resample step at one node --------------------------------------------------------------------

@@ -84,7 +84,7 @@ TEST(kernels_table_complete) {
             CHECK(k->matmul[type], "%s: no matmul for %s", k->name, type_names[type]);
         CHECK(k->matmul_q8 && k->quantize_q8, "%s: no matmul_q8 or quantize_q8", k->name);
         CHECK(k->layernorm && k->rmsnorm && k->rope && k->silu_mul && k->gelu_tanh && k->gelu_erf && k->softmax &&
-              k->attention && k->add,
+              k->row_range && k->exp_sum && k->attention && k->add,
               "%s: a kernel is missing", k->name);
         for (int u = 0; u < v; u++) CHECK(strcmp(list[u]->name, k->name), "%s listed twice", k->name);
     }
@@ -593,6 +593,71 @@ TEST(kernels_softmax_matches_scalar) {
             }
         }
     }
+}
+
+// ---- sampling's row passes ----------------------------------------------------------------------------------
+
+// row_range compares only, so every variant's is the reference's exactly: rows of every length to 300 and of the
+// vocabularies' (8192, 128256 + 3), of few distinct values (ties everywhere: the first wins), with NaN, +inf and
+// −inf now and then, one row of NaN only and one of −inf only.
+TEST(kernels_row_range_matches_scalar) {
+    int n_variants;
+    const Kernels *const *list = kernels_available(&n_variants);
+    enum { N_MAX = 128256 + 3 };
+    float *x = malloc(sizeof(float) * N_MAX);
+    CHECK(x != NULL, "out of memory");
+    for (int trial = 0; trial < 340 && !test_failures(); trial++) {
+        const int n = trial < 300 ? trial + 1 : trial < 320 ? 8192 : trial < 330 ? N_MAX : test_rand_int(1, 200);
+        const int kind = trial % 5;  // 0, 1: plain; 2: NaN; 3: ±inf; 4: all one non-finite value (trials ≥ 330)
+        for (int i = 0; i < n; i++) x[i] = (float)test_rand_int(-20, 20) / 4.0f;
+        if (kind == 2) x[test_rand_int(0, n - 1)] = NAN;
+        if (kind == 3) x[test_rand_int(0, n - 1)] = test_rand_int(0, 1) ? INFINITY : -INFINITY;
+        if (kind == 4 && trial >= 330)
+            for (int i = 0; i < n; i++) x[i] = trial % 2 ? NAN : -INFINITY;
+        const RowRange want = kernels_scalar.row_range(x, n);
+        for (int v = 0; v < n_variants; v++) {
+            const RowRange got = list[v]->row_range(x, n);
+            CHECK(memcmp(&got.max, &want.max, sizeof want.max) == 0 && memcmp(&got.min, &want.min, sizeof want.min) == 0 &&
+                      got.argmax == want.argmax && got.bad == want.bad,
+                  "%s n=%d: max %g at %d, min %g, bad %d; the reference's %g at %d, %g, %d", list[v]->name, n, got.max,
+                  got.argmax, got.min, got.bad, want.max, want.argmax, want.min, want.bad);
+        }
+    }
+    free(x);
+}
+
+// exp_sum: each exponential as softmax's test allows (a relative 1e-6 on either side, 1e-37 absolute where the
+// vector exp stops at ~1e-38), exactly 0 where (x − shift) / divisor is −inf — a masked logit, or one whose
+// distance from the shift overflows — and the sum to a relative 1e-6 (the terms' own error; doubles add the rest
+// exactly enough). Shifts at the row's max as sampling uses it, and temperatures 1 (no division) and others.
+TEST(kernels_exp_sum_matches_scalar) {
+    int n_variants;
+    const Kernels *const *list = kernels_available(&n_variants);
+    enum { N_MAX = 8192 + 5 };
+    float *x = malloc(sizeof(float) * N_MAX), *want = malloc(sizeof(float) * N_MAX);
+    float *got = malloc(sizeof(float) * N_MAX);
+    CHECK(x && want && got, "out of memory");
+    for (int trial = 0; trial < 200 && !test_failures(); trial++) {
+        const int n = trial < 150 ? trial + 1 : test_rand_int(1, N_MAX);
+        const float divisor = trial % 2 ? 1.0f : test_rand_uniform(0.05f, 3.0f);
+        for (int i = 0; i < n; i++) x[i] = test_rand_uniform(-30.0f, 30.0f);
+        if (trial % 3 == 0 && n > 1) x[test_rand_int(0, n - 1)] = -INFINITY;  // (a row of one −inf has no max)
+        if (trial % 7 == 0 && n > 1) x[0] = 3e38f, x[n - 1] = -3e38f;  // x − shift overflows to −inf
+        const float shift = kernels_scalar.row_range(x, n).max;
+        const double want_sum = kernels_scalar.exp_sum(want, x, n, shift, divisor);
+        for (int v = 0; v < n_variants; v++) {
+            const double got_sum = list[v]->exp_sum(got, x, n, shift, divisor);
+            for (int i = 0; i < n; i++) {
+                const bool masked = (x[i] - shift) / divisor == -INFINITY;
+                CHECK(masked ? got[i] == 0.0f : fabsf(got[i] - want[i]) <= 1e-6f * want[i] + 1e-37f,
+                      "%s n=%d, T=%g: exp of %.9g = %.9g, the reference's %.9g", list[v]->name, n, divisor,
+                      (x[i] - shift) / divisor, got[i], want[i]);
+            }
+            CHECK(fabs(got_sum - want_sum) <= 1e-6 * want_sum, "%s n=%d: sum %.17g, the reference's %.17g",
+                  list[v]->name, n, got_sum, want_sum);
+        }
+    }
+    free(x), free(want), free(got);
 }
 
 // Attention for n query rows sharing one key/value head, row g over the positions it sees — its first S[g], and

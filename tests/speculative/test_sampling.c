@@ -23,7 +23,7 @@ enum { V_MAX = 1024 };
 // off by up to 2e-6, and so is its probability, relatively.
 static const double PROB_TOLERANCE = 2e-5;
 
-// A kernel variant this CPU runs, at random: the sampler's softmax is theirs.
+// A kernel variant this CPU runs, at random: the sampler's row passes are theirs (Kernels.row_range, exp_sum).
 static const Kernels *any_kernels(void) {
     int n;
     const Kernels *const *list = kernels_available(&n);
@@ -100,34 +100,6 @@ TEST(sampling_matches_reference_on_random_logits) {
     CHECK(close_calls < trials / 50, "%d of %d top-p boundaries too close to call", close_calls, trials);
 }
 
-// sampler_adjust without top-k or top-p, bit for bit, against the sampler's formulation before its passes were
-// fused (one float row scaled and soft-maxed by the kernels, widened to doubles, −inf exponents zeroed, divided by
-// sampling_sum): fusing them changed the order of no operation, so no probability may differ in any bit.
-TEST(sampling_fused_passes_are_bit_identical) {
-    static float logits[V_MAX], scaled[V_MAX];
-    static double got[V_MAX], want[V_MAX];
-    for (int t = 0; t < 500 && !test_failures(); t++) {
-        const int V = test_rand_int(1, V_MAX);
-        random_logits(logits, V);
-        const SamplingParams params = {test_rand_int(0, 1) ? 1.0f : test_rand_uniform(0.1f, 2.0f), 0, 1.0f};
-        const Kernels *kernels = any_kernels();
-        Sampler s;
-        Err err;
-        CHECK(sampler_init(&s, &params, V, kernels, &err) == 0, "%s", err.msg);
-        CHECK(sampler_adjust(&s, got, logits) == 0, "V %d: rejected", V);
-        sampler_free(&s);
-        float max = -INFINITY;
-        for (int i = 0; i < V; i++) max = logits[i] > max ? logits[i] : max;
-        for (int i = 0; i < V; i++) scaled[i] = (logits[i] - max) / params.temperature;
-        kernels->softmax(scaled, V);
-        for (int i = 0; i < V; i++) want[i] = (logits[i] - max) / params.temperature == -INFINITY ? 0.0 : scaled[i];
-        const double inv_sum = 1.0 / sampling_sum(want, V);
-        for (int i = 0; i < V; i++) want[i] *= inv_sum;
-        CHECK(memcmp(got, want, sizeof(double) * V) == 0, "V %d, T %g (%s): not bit-identical", V,
-              params.temperature, kernels->name);
-    }
-}
-
 // The cases the reference could get wrong in the same way, worked by hand. (Logits such as logf(0.4f) are floats,
 // so the probabilities are the worked ones to about 1e-8.)
 static void check_exact(const float *logits, int V, const SamplingParams *params, const double *want,
@@ -196,39 +168,45 @@ TEST(sampling_temperature_zero_is_the_argmax) {
     check_exact(masked, 3, &(SamplingParams){0, 0, 1}, (double[]){0, 0, 1}, "greedy past -inf");
 }
 
-// The argmax and the NaN / +inf check go 8 logits at a time, then one at a time for the rest: every row length to
-// 40, with the maximum (twice: the lower id wins), a NaN or a +inf at every offset, against a plain scan; the greedy
-// token (sampling_greedy) is the greedy row's, and refused where the row is.
+// The argmax and the NaN / +inf check are one pass of vectors (Kernels.row_range: 64 logits at a time in AVX-512,
+// then one at a time for the rest): every row length to 140 in every kernel variant, with the maximum (twice: the
+// lower id wins), a NaN or a +inf at every offset, against a plain scan; the greedy token (sampling_greedy) is the
+// greedy row's, and refused where the row is.
 TEST(sampling_argmax_and_bad_logits_at_every_offset) {
-    float logits[40];
-    double probs[40];
+    float logits[140];
+    double probs[140];
     Sampler s;
     Err err;
-    for (int V = 1; V <= 40; V++) {
-        CHECK(sampler_init(&s, &(SamplingParams){0, 0, 1}, V, any_kernels(), &err) == 0, "%s", err.msg);
-        for (int at = 0; at < V; at++) {
-            for (int i = 0; i < V; i++) logits[i] = (float)test_rand_int(-50, 50) / 8.0f;
-            logits[at] = 9.0f;
-            logits[V - 1 - at / 2] = 9.0f;  // a tie at or after `at`
-            const int want = at < V - 1 - at / 2 ? at : V - 1 - at / 2;
-            CHECK(sampling_argmax(logits, V) == want, "V = %d: argmax %d, want %d", V, sampling_argmax(logits, V),
-                  want);
-            CHECK(sampler_adjust(&s, probs, logits) == 0 && probs[want] == 1.0, "V = %d: greedy row misses %d", V,
-                  want);
-            CHECK(sampling_greedy(logits, V) == want, "V = %d: greedy token %d, want %d", V,
-                  sampling_greedy(logits, V), want);
-            const float bad[2] = {NAN, INFINITY};
-            for (int b = 0; b < 2; b++) {
-                logits[at] = bad[b];
-                CHECK(sampler_adjust(&s, probs, logits) == -1, "V = %d: %g at %d accepted", V, bad[b], at);
-                CHECK(sampling_greedy(logits, V) == -1, "V = %d: greedy took %g at %d", V, bad[b], at);
+    int n_kernels;
+    const Kernels *const *list = kernels_available(&n_kernels);
+    for (int v = 0; v < n_kernels; v++)
+        for (int V = 1; V <= 140; V++) {
+            const Kernels *k = list[v];
+            CHECK(sampler_init(&s, &(SamplingParams){0, 0, 1}, V, k, &err) == 0, "%s", err.msg);
+            for (int at = 0; at < V; at++) {
+                for (int i = 0; i < V; i++) logits[i] = (float)test_rand_int(-50, 50) / 8.0f;
+                logits[at] = 9.0f;
+                logits[V - 1 - at / 2] = 9.0f;  // a tie at or after `at`
+                const int want = at < V - 1 - at / 2 ? at : V - 1 - at / 2;
+                CHECK(sampler_adjust(&s, probs, logits) == 0 && probs[want] == 1.0, "%s, V = %d: greedy row misses %d",
+                      k->name, V, want);
+                CHECK(sampling_greedy(k, logits, V) == want, "%s, V = %d: greedy token %d, want %d", k->name, V,
+                      sampling_greedy(k, logits, V), want);
+                const float bad[2] = {NAN, INFINITY};
+                for (int b = 0; b < 2; b++) {
+                    logits[at] = bad[b];
+                    CHECK(sampler_adjust(&s, probs, logits) == -1, "%s, V = %d: %g at %d accepted", k->name, V, bad[b],
+                          at);
+                    CHECK(sampling_greedy(k, logits, V) == -1, "%s, V = %d: greedy took %g at %d", k->name, V, bad[b],
+                          at);
+                }
+                logits[at] = NAN;  // a NaN never wins the argmax
+                const int rest = at == V - 1 - at / 2 ? -1 : V - 1 - at / 2;
+                if (rest >= 0)
+                    CHECK(k->row_range(logits, V).argmax == rest, "%s, V = %d: NaN at %d won", k->name, V, at);
             }
-            logits[at] = NAN;  // a NaN never wins the argmax
-            const int rest = at == V - 1 - at / 2 ? -1 : V - 1 - at / 2;
-            if (rest >= 0) CHECK(sampling_argmax(logits, V) == rest, "V = %d: NaN at %d won", V, at);
+            sampler_free(&s);
         }
-        sampler_free(&s);
-    }
 }
 
 TEST(sampling_adversarial_logits) {
@@ -269,7 +247,7 @@ TEST(sampling_rejects_non_finite_logits_and_bad_params) {
     const float bad[][4] = {{0, NAN, 1, 2}, {0, INFINITY, 1, 2}, {-INFINITY, -INFINITY, -INFINITY, -INFINITY}};
     const SamplingParams settings[] = {{1, 0, 1}, {0, 0, 1}, {0.5f, 2, 0.5f}};
     for (int b = 0; b < 3; b++) {
-        CHECK(sampling_greedy(bad[b], 4) == -1, "bad logits %d give a greedy token", b);
+        CHECK(sampling_greedy(any_kernels(), bad[b], 4) == -1, "bad logits %d give a greedy token", b);
         for (int p = 0; p < 3; p++) {
             CHECK(sampler_init(&s, &settings[p], 4, any_kernels(), &err) == 0, "%s", err.msg);
             CHECK(sampler_adjust(&s, probs, bad[b]) == -1, "bad logits %d accepted with settings %d", b, p);

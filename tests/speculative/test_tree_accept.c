@@ -532,7 +532,9 @@ TEST(tree_top_children_rank_by_logit_lower_id_first) {
             CHECK(children[k].token == best && !children[k].q && children[k].q_token == 1,
                   "trial %d: child %d is %d, want %d", trial, k, children[k].token, best);
         }
-        CHECK(children[0].token == sampling_argmax(logits, V), "child 0 is not the draft's argmax");
+        int n_kernels;
+        const Kernels *best = kernels_available(&n_kernels)[n_kernels - 1];
+        CHECK(children[0].token == sampling_greedy(best, logits, V), "child 0 is not the draft's argmax");
     }
 }
 
@@ -563,14 +565,15 @@ TEST(tree_greedy_descends_into_the_argmax) {
         int n = tree_top_children(draft_logits, V, width, children);
         if (trial % 3 == 0) {  // the chain's greedy draft: q's one-hot row; without replacement it has no sibling
             n = 0;
-            CHECK(tree_draw_child(&params, q, V, position, true, children, n++, scratch) == sampling_argmax(draft_logits, V),
+            CHECK(tree_draw_child(&params, q, V, position, true, children, n++, scratch) ==
+                      sampling_greedy(kernels, draft_logits, V),
                   "the draft's greedy token");
             CHECK(tree_draw_child(&params, q, V, position, true, children, n, scratch) == -1,
                   "a one-hot q has a second token");
         }
         TreeStep step;
         CHECK(tree_accept(&params, p, V, position, children, n, scratch, &step, &err) == 0, "%s", err.msg);
-        const int t = sampling_argmax(target_logits, V);
+        const int t = sampling_greedy(kernels, target_logits, V);
         int first = -1;
         for (int k = n - 1; k >= 0; k--) first = children[k].token == t ? k : first;
         CHECK(step.token == t && step.accepted == first, "trial %d: token %d (child %d), want %d (child %d)", trial,
