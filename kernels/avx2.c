@@ -314,7 +314,8 @@ static double exp_sum(float *out, const float *x, int n, float shift, float divi
     for (int i = 0; i < n; i += LANES) {
         __m256 y = _mm256_sub_ps(load_f32(x + i, n - i), s);
         if (divisor != 1.0f) y = _mm256_div_ps(y, d);  // (dividing by 1 changes no bit)
-        const __m256 keep = _mm256_and_ps(_mm256_castsi256_ps(first_n(n - i)), _mm256_cmp_ps(y, minus_inf, _CMP_NEQ_UQ));
+        const __m256 in_row = _mm256_castsi256_ps(first_n(n - i));
+        const __m256 keep = _mm256_and_ps(in_row, _mm256_cmp_ps(y, minus_inf, _CMP_NEQ_UQ));
         const __m256 e = _mm256_and_ps(exp_ps(y), keep);
         store_f32(out + i, e, n - i);
         low = _mm256_add_pd(low, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));

@@ -617,8 +617,9 @@ TEST(kernels_row_range_matches_scalar) {
         const RowRange want = kernels_scalar.row_range(x, n);
         for (int v = 0; v < n_variants; v++) {
             const RowRange got = list[v]->row_range(x, n);
-            CHECK(memcmp(&got.max, &want.max, sizeof want.max) == 0 && memcmp(&got.min, &want.min, sizeof want.min) == 0 &&
-                      got.argmax == want.argmax && got.bad == want.bad,
+            const bool same_max = memcmp(&got.max, &want.max, sizeof want.max) == 0;
+            const bool same_min = memcmp(&got.min, &want.min, sizeof want.min) == 0;
+            CHECK(same_max && same_min && got.argmax == want.argmax && got.bad == want.bad,
                   "%s n=%d: max %g at %d, min %g, bad %d; the reference's %g at %d, %g, %d", list[v]->name, n, got.max,
                   got.argmax, got.min, got.bad, want.max, want.argmax, want.min, want.bad);
         }
