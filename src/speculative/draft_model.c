@@ -82,7 +82,7 @@ static int propose_tree(ModelDrafter *d, const int *context, int n, const DraftR
         for (int f = 0; f < n_frontier; f++) {
             const int node = frontier < 0 ? -1 : frontier + f;
             const float *logits = d->logits + (size_t)(level == 0 ? 0 : f) * V;
-            if (d->p_min > 0 && sampling_top_probability(d->model->kernels, logits, V) < d->p_min)
+            if (d->p_min > 0 && sampling_top_probability(d->model->kernels, logits, V, d->exponentials) < d->p_min)
                 continue;  // the draft is unsure
             const double *q_row;
             int token;
@@ -141,6 +141,10 @@ static int model_draft_ahead(Drafter *self, const int *context, int n, int depth
     ModelDrafter *d = (ModelDrafter *)self;
     AheadChain *a = &d->ahead;
     a->n = 0;
+    // A chain ends with its deepest draft unfed unless the draft stopped below p_min after it: then the cache holds
+    // all n tokens, and the q after the last draft — the guess's — was the unsure one. Nothing to draft ahead: the
+    // guess's level would stop at the same test on the same logits.
+    if (d->cache.len >= n) return 0;
     const size_t q_size = sizeof(double) * (GAMMA_MAX + 1) * d->model->n_vocab;
     if (!a->q && d->params->sampling.temperature > 0 && !(a->q = malloc(q_size)))
         return err_fmt(err, "out of memory for the draft's rows drafted ahead");
@@ -196,7 +200,9 @@ int model_drafter_init(ModelDrafter *d, Model *draft, const SpecParams *params, 
                         .model = draft, .params = params, .p_min = p_min, .max_width = max_width(params)};
     d->logits = malloc(sizeof(float) * d->max_width * draft->n_vocab);
     d->scratch = malloc(sizeof(double) * draft->n_vocab);
-    if (!d->logits || !d->scratch) return err_fmt(err, "out of memory for the draft's logits");
+    if (p_min > 0) d->exponentials = malloc(sizeof(float) * draft->n_vocab);
+    if (!d->logits || !d->scratch || (p_min > 0 && !d->exponentials))
+        return err_fmt(err, "out of memory for the draft's logits");
     if (sampler_init(&d->sampler, &params->sampling, draft->n_vocab, draft->kernels, err)) return -1;
     return model_kv_init(draft, &d->cache, err);
 }
@@ -207,6 +213,7 @@ void model_drafter_free(ModelDrafter *d) {
     rollback_check_free(&d->check);
     free(d->logits);
     free(d->scratch);
+    free(d->exponentials);
     free(d->ahead.q);
     d->logits = NULL;
     d->ahead.q = NULL;

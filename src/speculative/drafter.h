@@ -145,6 +145,7 @@ typedef struct {
     int max_width;          // the widest first level it is asked for (SpecParams.tree_width)
     float *logits;          // [max_width, V]: the rows of one level's forward
     double *scratch;        // [V]: drawing children without replacement
+    float *exponentials;    // [V]: sampling_top_probability's scratch (NULL unless p_min > 0)
     int first_position;     // of the last proposal's first node: node i's row is cached at first_position + i
     RollbackCheck check;    // the debug build's check of `cache` (check_rollback)
     AheadChain ahead;       // pipelined drafting's (draft_ahead)

@@ -29,11 +29,8 @@ double sampling_sum(const double *x, int n) {
     return lanes_total(part);
 }
 
-double sampling_top_probability(const Kernels *kernels, const float *logits, int V) {
-    const float max = kernels->row_range(logits, V).max;
-    double sum = 0.0;
-    for (int i = 0; i < V; i++) sum += expf(logits[i] - max);
-    return 1.0 / sum;
+double sampling_top_probability(const Kernels *kernels, const float *logits, int V, float *scratch) {
+    return 1.0 / kernels->exp_sum(scratch, logits, V, kernels->row_range(logits, V).max, 1.0f);
 }
 
 // ---- the adjusted distribution ----------------------------------------------------------------------------

@@ -60,8 +60,9 @@ int sampling_greedy(const Kernels *kernels, const float *logits, int V);
 // Σ x[0..n), in a fixed order (8 interleaved partial sums: fast, and the same result at every call).
 double sampling_sum(const double *x, int n);
 
-// max_x softmax(logits)_x at temperature 1: how sure the model is, whatever the sampling settings.
-double sampling_top_probability(const Kernels *kernels, const float *logits, int V);
+// max_x softmax(logits)_x at temperature 1: how sure the model is, whatever the sampling settings. The row's
+// exponentials go to scratch [V] (Kernels.exp_sum: 1 / their sum is the answer).
+double sampling_top_probability(const Kernels *kernels, const float *logits, int V, float *scratch);
 
 // ---- random numbers ------------------------------------------------------------------------------------------
 //

@@ -149,5 +149,21 @@ TEST(speculative_draft_p_min_stops_drafting) {
     CHECK(memcmp(plain, out, sizeof plain) == 0, "greedy output with p_min");
     CHECK(stats.drafted < 4 * stats.rounds, "greedy with p_min 0.5: %d drafted in %d rounds", stats.drafted,
           stats.rounds);
+    // Pipelined: a chain that stopped where the draft was unsure has nothing to draft ahead (its guess would come
+    // from the same unsure q) — greedy, still the target's tokens; at temperature 1 with γ fixed, the unpipelined
+    // run's tokens and rounds (test_pipeline.c's exactness, with p_min).
+    params.pipeline = PIPELINE_ON;
+    generate_p_min(&pair, prompt, 3, &params, 5, out, &stats, true, 0.5f);
+    CHECK(memcmp(plain, out, sizeof plain) == 0 && stats.pipelined, "greedy output with p_min, pipelined");
+    params.sampling.temperature = 1.0f;
+    int piped[30];
+    SpecStats piped_stats;
+    generate_p_min(&pair, prompt, 3, &params, 5, piped, &piped_stats, true, 0.05f);
+    params.pipeline = PIPELINE_OFF;
+    generate_p_min(&pair, prompt, 3, &params, 5, out, &stats, true, 0.05f);
+    CHECK(memcmp(piped, out, sizeof out) == 0 && piped_stats.rounds == stats.rounds &&
+              piped_stats.drafted == stats.drafted,
+          "temperature 1, p_min 0.05: pipelined %d rounds, %d drafted; unpipelined %d, %d", piped_stats.rounds,
+          piped_stats.drafted, stats.rounds, stats.drafted);
     model_pair_close(&pair);
 }

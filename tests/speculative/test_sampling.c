@@ -209,6 +209,26 @@ TEST(sampling_argmax_and_bad_logits_at_every_offset) {
         }
 }
 
+// sampling_top_probability (--draft-p-min's test of the draft's confidence) against the plain double-precision
+// max softmax, in every kernel variant, to the exponentials' relative 1e-6 plus rounding.
+TEST(sampling_top_probability_is_the_largest_softmax_entry) {
+    static float logits[V_MAX], scratch[V_MAX];
+    int n_kernels;
+    const Kernels *const *list = kernels_available(&n_kernels);
+    for (int trial = 0; trial < 200; trial++) {
+        const int V = test_rand_int(1, V_MAX);
+        random_logits(logits, V);
+        double max = -INFINITY, sum = 0.0;
+        for (int i = 0; i < V; i++) max = logits[i] > max ? logits[i] : max;
+        for (int i = 0; i < V; i++) sum += exp((double)logits[i] - max);
+        for (int v = 0; v < n_kernels; v++) {
+            const double got = sampling_top_probability(list[v], logits, V, scratch);
+            CHECK(fabs(got - 1.0 / sum) <= 2e-6 / sum, "%s, V = %d: top probability %.17g, want %.17g",
+                  list[v]->name, V, got, 1.0 / sum);
+        }
+    }
+}
+
 TEST(sampling_adversarial_logits) {
     static float logits[V_MAX];
     static const SamplingParams settings[] = {{1, 0, 1}, {0.7f, 0, 0.9f}, {1, 10, 1}, {1.5f, 3, 0.5f}, {0, 0, 1},
