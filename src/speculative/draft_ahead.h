@@ -24,12 +24,12 @@
 //     draw's number at the position before z_1 — so whether z is taken (x kept, next token = b̂) depends on none
 //     of z's numbers. Whatever b̂ is, the tokens are the ones the rounds would give unpipelined: the guess decides
 //     only whether the next round's drafts are drafted now or then.
-//   - The next round's γ' is min(the chain's length, the policy's choice for that round). The chain's was chosen
-//     before this round's verification, from the policy as it stood (scheduler.c, ahead_depth): a function of
-//     the committed history, as any round's γ is. At temperature > 0 under rejection sampling that policy plans
-//     with the cost model alone (policy.h), so γ' does not depend on timing either: the same seed gives the same
-//     tokens with pipelining on. With γ fixed, on and off give the same tokens; under γ auto they may not, as
-//     pipelined rounds take the γ chosen one round earlier.
+//   - The chain's depth was chosen before this round's verification, from the policy as it stood (scheduler.c,
+//     ahead_depth); the next round asks for its own γ', having learned from this round. It takes the first γ'
+//     drafts of the chain, and where γ' is deeper than a chain that went as deep as it was asked, the drafter
+//     draws the rest after it, from the same positions on (draft_model.c, model_propose). So the round's drafts are
+//     the ones it would have drawn unpipelined, whatever γ' is, and pipelining changes no token under any policy
+//     (test_pipeline.c, pipeline_changes_no_token).
 //   - The two threads share no mutable state while the thread works: it writes only the drafter (the draft's
 //     model, its KV cache, its sampler, its logits, its chain drafted ahead) and reads its own copy of the text;
 //     the caller writes only the target's side (its cache, the pool, the scheduler's samplers, p and q rows, the

@@ -49,38 +49,39 @@ static int draft_q(ModelDrafter *d, const float *logits, double *row, int positi
     return 0;
 }
 
-// Level by level: the first forward feeds, in one batch, every token the draft has not read yet — the committed
-// tokens since its last use (the whole prompt at first; after plain rounds, all they committed; after a fully
-// accepted round, the last draft and the bonus token) — and its last row gives the q of the first level. Each later
-// level's forward feeds the level drawn last, one row per branch, which sees the committed text and its own path of
-// the tree's rows fed before (model_extend_tree: a chain's newest token is the case of one branch), and gives the q
-// of every branch's next token. Node i's row is first_position + i: the nodes are in breadth-first order. The
-// deepest level is never fed, since the next round may not keep it.
-static int propose_tree(ModelDrafter *d, const int *context, int n, const DraftRequest *request, DraftTree *tree,
+// Level by level: the first forward feeds, in one batch, every token the draft has not read yet (`unread`, the
+// tokens at positions cache.len .. n − 1) — the committed tokens since its last use (the whole prompt at first;
+// after plain rounds, all they committed; after a fully accepted round, the last draft and the bonus token) — and
+// its last row gives the q of the first level. Each later level's forward feeds the level drawn last, one row per
+// branch, which sees the committed text and its own path of the tree's rows fed before (model_extend_tree: a
+// chain's newest token is the case of one branch), and gives the q of every branch's next token. The levels hang
+// under the tree's last node, or under the newest of the n tokens when the tree is empty, and their nodes and q
+// rows follow those already there: node i's row is first_position + i, the nodes in breadth-first order. The
+// deepest level is never fed, since the next round may not keep it. The report's counts add up.
+static int draft_levels(ModelDrafter *d, const int *unread, int n, TreeShape shape, bool guess, DraftTree *tree,
                         double *q, DraftReport *report, Err *err) {
-    const TreeShape shape = request->shape;
-    *report = (DraftReport){0};
     const int V = d->model->n_vocab, n_ctx = d->model->cfg.n_positions;
     const int width = shape.width < max_width(d->params) ? shape.width : max_width(d->params);
-    tree->n = 0;
-    d->first_position = n;
     if (shape.depth < 1 || n > n_ctx) return 0;
-    report->rows = n - d->cache.len;
-    if (model_forward(d->model, &d->cache, context + d->cache.len, n - d->cache.len, d->logits, false, err)) return -1;
+    report->rows += n - d->cache.len;
+    if (model_forward(d->model, &d->cache, unread, n - d->cache.len, d->logits, false, err)) return -1;
     report->calls++;
-    int frontier = -1, n_frontier = 1, q_rows = 0;  // the nodes of the level just drawn (−1: the newest token)
+    int frontier = tree->n > 0 ? tree->n - 1 : -1, n_frontier = 1, q_rows = 0;  // the level drawn last: its nodes
+    for (int i = 0; i < tree->n; i++) q_rows += tree->node[i].q != NULL;
     for (int level = 0; level < shape.depth; level++) {
         if (level > 0) {  // the level drawn last: rows frontier .. frontier + n_frontier − 1
             if (d->cache.len + n_frontier > n_ctx) break;
             int token[TREE_MAX_NODES];  // the new rows' tokens
             for (int i = 0; i < n_frontier; i++) token[i] = tree->node[frontier + i].token;
-            if (model_extend_tree(d->model, &d->cache, n, token, tree->parent, n_frontier, d->logits, err)) return -1;
+            if (model_extend_tree(d->model, &d->cache, d->first_position, token, tree->parent, n_frontier, d->logits,
+                                  err))
+                return -1;
             report->calls++;
             report->rows += n_frontier;
         }
         const int from = tree->n;  // the nodes this level adds
         for (int f = 0; f < n_frontier; f++) {
-            const int node = frontier < 0 ? -1 : frontier + f;
+            const int node = level == 0 ? frontier : frontier + f;
             const float *logits = d->logits + (size_t)(level == 0 ? 0 : f) * V;
             if (d->p_min > 0 && sampling_top_probability(d->model->kernels, logits, V, d->exponentials) < d->p_min)
                 continue;  // the draft is unsure
@@ -90,8 +91,7 @@ static int propose_tree(ModelDrafter *d, const int *context, int n, const DraftR
             double *row = q ? q + (size_t)q_rows * V : NULL;  // (greedy: no rows, and drafting ahead gives none)
             if (draft_q(d, logits, row, n + level - 1, &q_row, &token, err)) return -1;
             report->q_seconds += now_seconds() - t0;
-            draw_children(d, tree, logits, q_row, token, node, level == 0 ? width : 1, n + level,
-                          request->guess && level == 0);
+            draw_children(d, tree, logits, q_row, token, node, level == 0 ? width : 1, n + level, guess && level == 0);
             q_rows += q_row != NULL;
         }
         if (tree->n == from) break;
@@ -100,13 +100,24 @@ static int propose_tree(ModelDrafter *d, const int *context, int n, const DraftR
     return 0;
 }
 
+// A tree of request->shape continuing the committed tokens context[0..n).
+static int propose_tree(ModelDrafter *d, const int *context, int n, const DraftRequest *request, DraftTree *tree,
+                        double *q, DraftReport *report, Err *err) {
+    *report = (DraftReport){0};
+    tree->n = 0;
+    d->first_position = n;
+    return draft_levels(d, context + d->cache.len, n, request->shape, request->guess, tree, q, report, err);
+}
+
 // The chain drafted ahead, if it continues this text — the committed tokens are the ones it assumed, its guess the
 // newest (a->n, checked by its last token: the others were the verified round's drafts, kept if the count is
 // right) — and the request is a chain: its drafts after the guess, as many as asked, their q rows copied to q, and
 // their rows, written past the cache's length, taken into it (the guess's and those of the drafts but the deepest,
-// as propose_tree leaves them). Dropped either way: it serves one proposal. Returns whether it was taken.
+// as propose_tree leaves them). Dropped either way: it serves one proposal. Returns whether it was taken; *more
+// gets the drafts still to draw after it: where the request is deeper than the chain drafted ahead, which went as
+// deep as it was asked (had it stopped before, unsure or at the context's end, this round would stop there too).
 static bool take_ahead(ModelDrafter *d, const int *context, int n, TreeShape shape, DraftTree *tree, double *q,
-                       DraftReport *report) {
+                       DraftReport *report, int *more) {
     AheadChain *a = &d->ahead;
     const bool holds = a->n == n && context[n - 1] == a->tree.node[0].token && d->cache.len == a->cache_len;
     a->n = 0;
@@ -121,15 +132,24 @@ static bool take_ahead(ModelDrafter *d, const int *context, int n, TreeShape sha
     d->first_position = n;
     d->cache.len = n + k - 1;
     *report = (DraftReport){.ahead = true};
+    *more = a->stopped ? 0 : shape.depth - k;
     return true;
 }
 
-// The chain drafted ahead if it holds (take_ahead), else a tree drafted now (propose_tree).
+// The chain drafted ahead if it holds (take_ahead), continued to the depth asked; else a tree drafted now
+// (propose_tree). Either way the drafts, their q rows and their random numbers are the ones propose_tree would
+// give: the continuation feeds the chain's deepest draft and draws from the same positions on, so pipelining
+// changes no token whatever depth the next round asks for.
 static int model_propose(Drafter *self, const int *context, int n, const DraftRequest *request, DraftTree *tree,
                          double *q, DraftReport *report, Err *err) {
     ModelDrafter *d = (ModelDrafter *)self;
-    if (take_ahead(d, context, n, request->shape, tree, q, report)) return 0;
-    return propose_tree(d, context, n, request, tree, q, report, err);
+    int more;
+    if (!take_ahead(d, context, n, request->shape, tree, q, report, &more))
+        return propose_tree(d, context, n, request, tree, q, report, err);
+    if (more == 0) return 0;
+    const int deepest = tree->node[tree->n - 1].token;
+    return draft_levels(d, &deepest, n + tree->n, (TreeShape){.depth = more, .width = 1}, false, tree, q, report,
+                        err);
 }
 
 // On the drafting thread (draft_ahead.h): propose_tree after context[0..n), the committed tokens and the verified
@@ -161,6 +181,7 @@ static int model_draft_ahead(Drafter *self, const int *context, int n, int depth
     if (a->tree.n < 2) return 0;
     a->n = n + 1;
     a->cache_len = len;
+    a->stopped = a->tree.n < most;
     return a->tree.n - 1;
 }
 

@@ -131,6 +131,7 @@ typedef struct Drafter {
 typedef struct {
     int n;                  // the committed tokens the next round starts from if the guess holds (0: none held)
     int cache_len;          // the cache's length it expects then
+    bool stopped;           // the chain ended before the depth asked (the draft unsure, or the context full)
     DraftTree tree;
     double *q;              // [GAMMA_MAX + 1, V] (allocated at the first sampled draft_ahead; NULL when greedy)
 } AheadChain;

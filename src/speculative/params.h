@@ -40,9 +40,8 @@ typedef enum { PIPELINE_OFF, PIPELINE_AUTO, PIPELINE_ON } Pipelining;
 //     (the model knows the threads: at 16 a draft step costs more against the target's than at 2), not
 //     necessarily at another; --draft-threads does not change them. Greedy output is the target's whatever γ, so
 //     there it plans with measurements.
-//   - Pipelining changes no token for a fixed γ. Under heuristic, and GAMMA_AUTO at temperature > 0, a round that
-//     takes drafts drafted ahead drafts the depth chosen a round earlier, so on and off may give other tokens, each
-//     the same on every run (auto's choice follows the CPUs available, as the default thread count does).
+//   - Pipelining changes no token, under every policy: a round that takes drafts drafted ahead takes the ones it
+//     would have drawn, and draws the rest where it asks for more (draft_ahead.h).
 typedef struct SpecParams {
     SamplingParams sampling;
     SpecSampler sampler;

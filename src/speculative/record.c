@@ -35,6 +35,7 @@ void record_stats(SpecStats *st, Tally *tally, const Round *r) {
     tally->draft_calls += r->draft_calls;
     tally->ahead_chains += r->drafted_ahead > 0;
     st->ahead_rounds += r->report.ahead;
+    st->ahead_extended += r->report.ahead && r->report.calls > 0;
     st->ahead_handoff_seconds += r->ahead_handoff_seconds;
 }
 

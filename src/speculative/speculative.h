@@ -54,6 +54,7 @@ typedef struct {
     int draft_rows;         // the rows the draft model's forwards fed (DraftReport.rows)
     bool pipelined;             // pipelined drafting was on (SpecParams.pipeline, draft_ahead.h)
     int ahead_rounds;           // rounds that took drafts drafted ahead, while the round before was verified
+    int ahead_extended;         // ... of them, those that drew more drafts after the chain's (asked for more)
     int ahead_discarded;        // chains drafted ahead that no round took (a draft rejected, another next token,
                                 // or the next round asked for no chain of the model's)
     double ahead_handoff_seconds;  // of decode_seconds: handing the drafting thread its job, and waiting for it to
