@@ -52,14 +52,6 @@ typedef struct {
     int index;
 } WorkerArg;
 
-static inline void cpu_relax(void) {
-#if defined(__x86_64__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ volatile("yield");
-#endif
-}
-
 // Waits until the job word moves past `seen` (or the pool stops); returns the new word.
 static unsigned long long wait_for_job(ThreadPool *pool, unsigned long long seen) {
     double give_up = now_seconds() + SPIN_SECONDS;

@@ -18,6 +18,15 @@ typedef void PoolFn(void *ctx, int thread, int n_threads);
 // quota of its cgroup or an ancestor's, rounded up.
 int cpus_available(void);
 
+// A hint to the CPU, inside a loop that polls memory another thread will write, that this thread is waiting.
+static inline void cpu_relax(void) {
+#if defined(__x86_64__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ volatile("yield");
+#endif
+}
+
 // n_threads ≥ 1 (the caller counts as one); 0 means cpus_available(). More threads than that is allowed: the
 // pool is then oversubscribed, and its threads sleep between jobs instead of spinning (slower, never stuck).
 ThreadPool *pool_create(int n_threads, Err *err);

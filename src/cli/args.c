@@ -40,8 +40,8 @@ static const Option options[] = {
     {"tree", 0, OPT_FLAG, FIELD(tree), 0, 0,
      "pick the tree's width (up to --tree-width, default 4) and depth by measured cost; a chain if none pays"},
     {"pipeline", 0, OPT_STRING, FIELD(pipeline), 0, 0,
-     "draft the next round while the target verifies: on, off, or auto (default: on when greedy where a CPU is "
-     "free beyond --threads)"},
+     "draft the next round while the target verifies, on a core of its own: on, off, or auto (default: on where a "
+     "CPU is free beyond --threads)"},
     {"draft-p-min", 0, OPT_FLOAT, FIELD(draft_p_min), 0, 1, "stop drafting when the draft's top probability < P"},
     {"ctx", 0, OPT_INT, FIELD(ctx), 1, 1 << 24,
      "positions the KV cache holds (default: the model's context, at most 4096; logits: the ids given)"},

@@ -40,7 +40,8 @@ int session_draft_threads(Session *s, int n, Err *err);
 
 // The default --threads on a machine of `cpus` CPUs (those this process may use): all of them; but with a draft
 // model that may draft ahead (a chain, --pipeline not off) and PIPELINE_SPARE_CPU_FROM CPUs or more, all but one,
-// which --pipeline auto then finds free for the drafting thread when greedy. Measured on a 16-core Xeon
+// which --pipeline auto then finds free for the drafting thread (since 2026-12-01 at every temperature, the draft's
+// every forward on that CPU: draft_ahead.h). Measured on a 16-core Xeon before that
 // (docs/performance.md, "The default --threads on 16 cores"): the target decodes as fast on 15 threads as on 16,
 // and the shipped pair greedy, pipelined on 15, gave 1.31x the tokens/s of 16 unpipelined; at temperature 1
 // (unpipelined, 15 against 16) 1.03x. On 8 CPUs (7 pipelined against 8) 1.24x greedy, 0.94x at temperature 1; on 4

@@ -15,6 +15,13 @@
 // (no draft forward in its way) when every x_i was kept and its next token is b̂; otherwise z is dropped, and the
 // draft's cache rolls back as it would have.
 //
+// The draft on a core of its own: where the process may use a CPU beyond the target's threads, the drafting thread
+// keeps it, polling between jobs, and runs the round's proposal too (draft_ahead_propose; the caller waits for it),
+// so that every forward of the draft runs on that core. A verification streams the target's weights through the
+// caches of the cores it runs on and evicts the draft's from them; the drafting core's own caches (L1 and L2) it
+// never touches, so the draft's weights and cache stay in them from round to round and its steps run warm. The
+// proposal is the same call on another thread, after the same state: its drafts are the caller's bit for bit.
+//
 // Why the output keeps the target's distribution (Leviathan et al. 2023, Appendix A.1, needs each draft drawn from
 // q given the text before it, and independently of the numbers the verification tests it with):
 //   - z is what the next round's propose() would draw on the committed text: the same q (the draft's logits are
@@ -34,7 +41,8 @@
 //     model, its KV cache, its sampler, its logits, its chain drafted ahead) and reads its own copy of the text;
 //     the caller writes only the target's side (its cache, the pool, the scheduler's samplers, p and q rows, the
 //     round's record and timers), and neither touches the other's until the wait. The draft's forwards ahead run on
-//     the drafting thread alone, never on the pool, which the target's verification uses.
+//     the drafting thread alone, never on the pool, which the target's verification uses. A proposal on the
+//     drafting thread runs while the caller waits for it: the two never run at once.
 #ifndef SPECDEC_DRAFT_AHEAD_H
 #define SPECDEC_DRAFT_AHEAD_H
 
@@ -43,8 +51,19 @@
 typedef struct DraftAhead DraftAhead;
 
 // Starts the drafting thread for one generation with `drafter` (which must have draft_ahead), parked until a job
-// comes; texts hold at most max_committed committed tokens. Returns NULL with err set on failure.
-DraftAhead *draft_ahead_open(Drafter *drafter, int max_committed, Err *err);
+// comes; texts hold at most max_committed committed tokens. own_cpu: the process may use a CPU beyond the target's
+// threads, which the drafting thread then keeps to itself — polling between jobs rather than sleeping, and taking
+// the rounds' proposals too (draft_ahead_propose). Returns NULL with err set on failure.
+DraftAhead *draft_ahead_open(Drafter *drafter, int max_committed, bool own_cpu, Err *err);
+
+// Whether the thread takes the rounds' proposals: it has a CPU of its own (false for NULL).
+bool draft_ahead_takes_proposals(const DraftAhead *a);
+
+// The drafter's propose() (drafter.h), run on the drafting thread, which must take proposals: returns when it is
+// done, with its result. The draft's forwards then run on the drafting thread's core, whose caches the target's
+// verification never streams through: the draft's weights and cache stay there from one round to the next.
+int draft_ahead_propose(DraftAhead *a, const int *context, int n, const DraftRequest *request, DraftTree *tree,
+                        double *q, DraftReport *report, Err *err);
 
 // Hands the thread a job and returns at once: draft ahead after committed[0..n) and the round's chain
 // drafts[0..gamma), a guess and then a chain of up to `depth` drafts (Drafter.draft_ahead). The drafter is the

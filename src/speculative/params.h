@@ -27,8 +27,8 @@ typedef enum {
 } SpecSampler;
 
 // Pipelined drafting (draft_ahead.h): the next round's drafts drafted on a thread of their own while the target
-// verifies. SpecParams' zero value is off; the CLI's --pipeline defaults to auto, which turns it on when greedy where
-// a CPU is free beyond the target's pool (scheduler.c, pipelined).
+// verifies. SpecParams' zero value is off; the CLI's --pipeline defaults to auto, which turns it on where a CPU is
+// free beyond the target's pool (scheduler.c, pipelined), and there the drafting thread runs every draft forward.
 typedef enum { PIPELINE_OFF, PIPELINE_AUTO, PIPELINE_ON } Pipelining;
 
 // Random numbers are keyed by (seed, position, stream) (sampling.h), never drawn from a stream that rounds

@@ -89,7 +89,10 @@ static DraftRequest next_request(Scheduler *s) {
 static int draft(Scheduler *s, Round *r, Err *err) {
     r->tree.n = 0;
     if (r->request.shape.depth == 0) return 0;
-    if (s->drafter->propose(s->drafter, s->context, s->n, &r->request, &r->tree, s->q, &r->report, err)) return -1;
+    const bool own_core = draft_ahead_takes_proposals(s->ahead);  // the draft on the drafting thread's core
+    if (own_core ? draft_ahead_propose(s->ahead, s->context, s->n, &r->request, &r->tree, s->q, &r->report, err)
+                 : s->drafter->propose(s->drafter, s->context, s->n, &r->request, &r->tree, s->q, &r->report, err))
+        return -1;
     int depth[TREE_MAX_NODES], children[TREE_MAX_ROWS] = {0};  // of each node; of each row (node j: row j + 1)
     for (int i = 0; i < r->tree.n; i++) {
         const int parent = r->tree.parent[i];
@@ -308,15 +311,18 @@ static void scheduler_free(Scheduler *s) {
     free(s->context);
 }
 
-// --pipeline on, off, or auto: greedy, where this process may use more CPUs than the target's pool has threads
-// (they spin between jobs), so that the drafting thread has one of its own — never oversubscribing them; the CLI's
-// default --threads leaves it one on machines of 8 CPUs or more (session_default_threads). At temperature > 0 a
-// round keeps every draft and the guess too seldom for the drafts it saves to repay the hand-offs
-// (docs/performance.md, "Pipelined drafting"). Only a drafter with a draft model drafts ahead.
+// Whether this process may use more CPUs than the target's pool has threads (they spin between jobs): then the
+// drafting thread has one of its own — never oversubscribing them. The CLI's default --threads leaves it one on
+// machines of 8 CPUs or more (session_default_threads).
+static bool cpu_to_spare(const Model *target) { return cpus_available() > pool_size(target->pool); }
+
+// --pipeline on, off, or auto: where there is a CPU to spare, at every temperature. There the drafting thread polls
+// (a hand-off costs about a microsecond) and runs every draft forward on its core (draft_ahead.h), which pays even
+// in the rounds that take no drafts drafted ahead: most of them at a temperature (docs/performance.md, "The draft on
+// a core of its own"). Only a drafter with a draft model drafts ahead.
 static bool pipelined(const SpecParams *params, const Model *target, const Drafter *drafter) {
     if (!drafter || !drafter->draft_ahead || params->pipeline == PIPELINE_OFF) return false;
-    const bool pays = params->sampling.temperature == 0 && cpus_available() > pool_size(target->pool);
-    return params->pipeline == PIPELINE_ON || pays;
+    return params->pipeline == PIPELINE_ON || cpu_to_spare(target);
 }
 
 static int scheduler_init(Scheduler *s, Model *target, KVCache *cache, Drafter *drafter, const int *prompt,
@@ -346,7 +352,10 @@ static int scheduler_init(Scheduler *s, Model *target, KVCache *cache, Drafter *
     memcpy(s->context, prompt, sizeof(int) * n_prompt);
     policy_init(&s->g, target, drafter, params);
     stats->pipelined = pipelined(params, target, drafter);
-    if (stats->pipelined && !(s->ahead = draft_ahead_open(drafter, n_prompt + params->max_tokens, err))) return -1;
+    stats->draft_own_core = stats->pipelined && cpu_to_spare(target);
+    if (stats->pipelined &&
+        !(s->ahead = draft_ahead_open(drafter, n_prompt + params->max_tokens, stats->draft_own_core, err)))
+        return -1;
     return 0;
 }
 

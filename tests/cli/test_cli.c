@@ -399,10 +399,13 @@ TEST(cli_pipeline_reports_rounds_drafted_ahead) {
                  "--print-ids --stats --pipeline %s --trace %s", MODEL, MODEL, on ? "on" : "off", path);
         CHECK(run_specdec(args, &out[on], &err[on]) == 0, "%s", err[on]);
     }
-    const char *want_on = "\"target_calls\": 5, ", *want_ahead = "\"pipelined\": true, \"ahead_rounds\": 4, "
-                                                                 "\"ahead_discarded\": 0, ";
-    CHECK(strstr(err[1], want_on) && strstr(err[1], want_ahead), "pipelined: %s", err[1]);
-    CHECK(strstr(err[0], "\"pipelined\": false, \"ahead_rounds\": 0, \"ahead_discarded\": 0, "), "off: %s", err[0]);
+    const char *want_on = "\"target_calls\": 5, ", *want_ahead = "\"pipelined\": true, \"draft_own_core\": ",
+               *want_counts = "\"ahead_rounds\": 4, \"ahead_discarded\": 0, ";
+    CHECK(strstr(err[1], want_on) && strstr(err[1], want_ahead) && strstr(err[1], want_counts), "pipelined: %s",
+          err[1]);
+    CHECK(strstr(err[0], "\"pipelined\": false, \"draft_own_core\": false, \"ahead_rounds\": 0, "
+                         "\"ahead_discarded\": 0, "),
+          "off: %s", err[0]);
     CHECK(strcmp(out[0], out[1]) == 0, "other tokens: \"%s\" and \"%s\"", out[0], out[1]);
     FILE *f = fopen(path, "r");
     char line[4096];

@@ -15,8 +15,9 @@
 //     (see pipeline_seed_reproducible for what this does and does not promise);
 //   - the guess: drawn with the round's own number for its bonus token, so that with the target as its own draft
 //     (q = p) every round after the first takes the chain drafted ahead, under both samplers;
-//   - where it applies: never for the lookup drafter, trees or plain decoding; auto turns it on only when greedy,
-//     where the process may use a CPU beyond the target's pool;
+//   - where it applies: never for the lookup drafter, trees or plain decoding; auto turns it on where the process
+//     may use a CPU beyond the target's pool, at every temperature, and only there the drafting thread takes the
+//     rounds' proposals (the draft on a core of its own);
 //   - an error on the drafting thread ends the generation with its message.
 //
 // In the debug build every rollback is checked (test_generation.c), the caches that take rows drafted ahead too.
@@ -308,7 +309,8 @@ TEST(pipeline_guess_is_the_bonus_token_when_q_is_p) {
 
 // Only a draft model's chains are drafted ahead: with pipelining on, the lookup drafter and plain decoding run
 // without the drafting thread, and a tree of the draft model never drafts ahead (its output still the target's).
-// Auto starts the thread only when greedy, where this process may use more CPUs than the target's pool has threads.
+// Auto starts the thread, at every temperature, where this process may use more CPUs than the target's pool has
+// threads; the thread then takes the rounds' proposals too (the draft on a core of its own), and only then.
 TEST(pipeline_only_where_it_applies) {
     ModelPair pair;
     pair_open(&pair, 97, 128, 1, 0.3f);
@@ -334,12 +336,18 @@ TEST(pipeline_only_where_it_applies) {
         pair_open(&pair, 97, 128, threads, 0.3f);
         params = (SpecParams){.sampling = {.temperature = 0, .top_p = 1}, .max_tokens = 8, .eos_id = -1,
                               .pipeline = PIPELINE_AUTO};
+        for (int t = 0; t <= 1; t++) {
+            params.sampling.temperature = (float)t;
+            generate(&pair, prompt, 5, &params, 1, got, &stats, true);
+            CHECK(stats.pipelined == (threads < cpus) && stats.draft_own_core == stats.pipelined,
+                  "auto at temperature %d on %d of %d CPUs: pipelined %d, the draft on a core of its own %d", t,
+                  threads, cpus, stats.pipelined, stats.draft_own_core);
+        }
+        params.pipeline = PIPELINE_ON;  // on the CPUs the target's threads use: the proposals stay on the caller
         generate(&pair, prompt, 5, &params, 1, got, &stats, true);
-        CHECK(stats.pipelined == (threads < cpus), "auto on %d of %d CPUs: pipelined %d", threads, cpus,
-              stats.pipelined);
-        params.sampling.temperature = 1;
-        generate(&pair, prompt, 5, &params, 1, got, &stats, true);
-        CHECK(!stats.pipelined, "auto at temperature 1 on %d of %d CPUs: pipelined", threads, cpus);
+        CHECK(stats.pipelined && stats.draft_own_core == (threads < cpus),
+              "on, %d of %d CPUs: pipelined %d, the draft on a core of its own %d", threads, cpus, stats.pipelined,
+              stats.draft_own_core);
         model_pair_close(&pair);
     }
 }
