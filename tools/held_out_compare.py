@@ -6,8 +6,9 @@ For each configuration (a thread count, or the CLI's default: no -t) and tempera
 --prompts held-out prompts of bench/prompts/python.jsonl and prints, as a Markdown table, the median of
 `measured_speedup` with its range, the threads and draft threads the run used, the mean γ, speculative and
 target-only tokens/s, and for pipelined runs (--pipeline) the share of rounds that took drafts drafted ahead;
-then a second table of a round's time by phase (the medians of --stats' round_ms, and the drafting thread's
-hand-offs a round).
+then a second table of a round's time by phase (the medians of --stats' round_ms, the drafting thread's hand-offs
+a round, and a draft forward's time in the rounds' way); with several builds, a third of each build's tokens/s over
+the first build's, run for run (the same configuration, temperature, prompt and seed).
 Each prompt runs every configuration before the next prompt starts, so a drift of the machine's speed touches
 every configuration alike.
 
@@ -27,6 +28,7 @@ the other two's (issue 29: adding a drafter must never cost).
 import argparse
 import itertools
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -61,16 +63,17 @@ def builds(specdecs):
 
 
 def by_configuration(runs):
-    """runs: [(label, temperature, stats, compare)] → {(label, temperature): [(stats, compare)]}, in the order first
-    seen."""
+    """runs: [(label, temperature, stats, compare, (prompt, seed))] → {(label, temperature): [(stats, compare)]}, in
+    the order first seen."""
     groups = {}
-    for label, temp, stats, compare in runs:
+    for label, temp, stats, compare, _ in runs:
         groups.setdefault((label, temp), []).append((stats, compare))
     return groups
 
 
 def summarise(runs):
-    """runs: [(label, temperature, stats, compare)] → Markdown table rows, in the order first seen."""
+    """runs: [(label, temperature, stats, compare, (prompt, seed))] → Markdown table rows, in the order first
+    seen."""
     groups = by_configuration(runs)
     lines = ["| configuration | temperature | speed-up, median [min–max] | threads | draft threads | mean γ | "
              "tokens/s | target-only tokens/s | rounds drafted ahead |", "|---|---:|---:|---:|---|---:|---:|---:|---:|"]
@@ -91,27 +94,65 @@ def summarise(runs):
 PHASES = ("draft", "q_rows", "verify", "p_rows", "accept", "commit", "rest")
 
 
+def draft_forward_ms(s):
+    """A draft forward's ms in the rounds' way: the draft phase less its q rows, over the forwards the rounds made
+    (draft_calls: none for a round that took its drafts drafted ahead); with the draft on a core of its own, its
+    hand-offs too. None for a run that made none."""
+    if not s["draft_calls"]:
+        return None
+    return (s["round_ms"]["draft"] - s["round_ms"]["q_rows"]) * s["target_calls"] / s["draft_calls"]
+
+
 def phases(runs):
     """runs → Markdown rows: per configuration and temperature, the medians over its runs of the tokens per target
-    call and of each part of a round's time in --stats' round_ms (ms), their sum, and the drafting thread's
-    hand-offs a round (ahead_handoff_ms, the generation's, over its target calls: a part of rest)."""
+    call and of each part of a round's time in --stats' round_ms (ms), their sum, the drafting thread's hand-offs a
+    round (ahead_handoff_ms, the generation's, over its target calls: a part of rest), and a draft forward's time
+    (draft_forward_ms; — where no run made one)."""
     lines = ["| configuration | temperature | tokens/round | round | draft | q rows | verify | p rows | accept | "
-             "commit | rest | hand-offs |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "commit | rest | hand-offs | a draft forward |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for (label, temp), group in by_configuration(runs).items():
         def median(f):
             return statistics.median(f(s) for s, _ in group)
         parts = " | ".join(f"{median(lambda s: s['round_ms'][p]):.3f}" for p in PHASES)
+        forwards = [f for f in (draft_forward_ms(s) for s, _ in group) if f is not None]
+        forward = f"{statistics.median(forwards):.4f}" if forwards else "—"
         lines.append(f"| {label} | {temp:g} | {median(lambda s: s['tokens_per_target_call']):.2f} | "
                      f"{median(lambda s: sum(s['round_ms'].values())):.3f} | {parts} | "
-                     f"{median(lambda s: s['ahead_handoff_ms'] / max(s['target_calls'], 1)):.3f} |")
+                     f"{median(lambda s: s['ahead_handoff_ms'] / max(s['target_calls'], 1)):.3f} | {forward} |")
     return lines
+
+
+def builds_run_for_run(runs):
+    """runs of several builds (labels 'BUILD: CONFIG') → Markdown rows: per build after the first, configuration and
+    temperature, its tokens/s over the first build's on the same prompt and seed — their geometric mean, median
+    [min–max] and count. [] for one build."""
+    first, tokens = None, {}
+    for label, temp, stats, _, key in runs:
+        if ": " not in label:
+            return []
+        build, config = label.split(": ", 1)
+        first = first or build
+        tokens.setdefault((config, temp), {}).setdefault(key, {})[build] = stats["tokens_per_s"]
+    lines = ["| build over " + (first or "") + " | configuration | temperature | tokens/s, geometric mean | "
+             "median [min–max] | runs |", "|---|---|---:|---:|---:|---:|"]
+    builds = list(dict.fromkeys(b for by_key in tokens.values() for by_build in by_key.values() for b in by_build))
+    for build in builds[1:]:
+        for (config, temp), by_key in tokens.items():
+            ratios = [b[build] / b[first] for b in by_key.values() if build in b and b.get(first)]
+            if not ratios:
+                continue
+            mean = math.exp(sum(map(math.log, ratios)) / len(ratios))
+            lines.append(f"| {build} | {config} | {temp:g} | {mean:.3f} | {statistics.median(ratios):.3f} "
+                         f"[{min(ratios):.2f}–{max(ratios):.2f}] | {len(ratios)} |")
+    return lines if len(builds) > 1 else []
 
 
 def combined_over_alone(runs):
     """runs labelled 'CONFIG · draft', '· lookup', '· lookup + draft' → Markdown rows: per configuration and
     temperature, the median speed-up of both over the larger of the draft's and the lookup's medians."""
     medians = {}
-    for label, temp, _, compare in runs:
+    for label, temp, _, compare, _ in runs:
         base, _, drafter = label.rpartition(" · ")
         medians.setdefault((base, temp), {}).setdefault(drafter, []).append(compare["measured_speedup"])
     lines = ["| configuration | temperature | draft | lookup | lookup + draft | over the better alone |",
@@ -126,9 +167,10 @@ def combined_over_alone(runs):
 
 
 def load_runs(path):
-    """The runs an earlier --jsonl wrote, as [(label, temperature, stats, compare)]."""
+    """The runs an earlier --jsonl wrote, as [(label, temperature, stats, compare, (prompt, seed))]."""
     with open(path) as f:
-        return [(r["config"], r["temperature"], r["stats"], r["compare"]) for r in map(json.loads, f)]
+        return [(r["config"], r["temperature"], r["stats"], r["compare"], (r["prompt"], r["seed"]))
+                for r in map(json.loads, f)]
 
 
 def last_json_lines(stderr, n):
@@ -160,7 +202,7 @@ def main():
     args = ap.parse_args()
     if args.from_jsonl:
         runs = load_runs(args.from_jsonl)
-        print_tables(runs, any(" · " in label for label, _, _, _ in runs))
+        print_tables(runs, any(" · " in label for label, _, _, _, _ in runs))
         return
 
     with open(os.path.join(ROOT, "bench/prompts/python.jsonl")) as f:
@@ -187,7 +229,7 @@ def main():
                 if done.returncode != 0:
                     sys.exit(f"held_out_compare: {' '.join(cmd)} exited {done.returncode}:\n{done.stderr}")
                 stats, compare = last_json_lines(done.stderr, 2)
-                runs.append((label, temp, stats, compare))
+                runs.append((label, temp, stats, compare, (i, int(seed))))
                 log.write(json.dumps({"config": label, "temperature": temp, "prompt": i, "seed": int(seed),
                                       "stats": stats, "compare": compare}) + "\n")
     print_tables(runs, len(drafters) > 1)
@@ -198,6 +240,9 @@ def print_tables(runs, several_drafters):
     print("\nA round's time by phase, ms (medians of --stats' round_ms):\n\n" + "\n".join(phases(runs)))
     if several_drafters:
         print("\n" + "\n".join(combined_over_alone(runs)))
+    run_for_run = builds_run_for_run(runs)
+    if run_for_run:
+        print("\nEach build against the first, run for run:\n\n" + "\n".join(run_for_run))
 
 
 if __name__ == "__main__":

@@ -9,14 +9,14 @@ import tempfile
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from held_out_compare import (builds, combined_over_alone, configurations, drafter_arguments,  # noqa: E402
-                              last_json_lines, load_runs, phases, summarise)
+from held_out_compare import (builds, builds_run_for_run, combined_over_alone, configurations,  # noqa: E402
+                              drafter_arguments, last_json_lines, load_runs, phases, summarise)
 
 
-def run(label, temp, speedup, draft_threads, ahead_rounds=None):
+def run(label, temp, speedup, draft_threads, ahead_rounds=None, key=(0, 3)):
     stats = {"threads": 16, "draft_threads": draft_threads, "mean_gamma": 4.0, "tokens_per_s": 3000.0 * speedup,
              "target_calls": 10, "pipelined": ahead_rounds is not None, "ahead_rounds": ahead_rounds or 0}
-    return label, temp, stats, {"measured_speedup": speedup, "target_only_tokens_per_s": 1500.0}
+    return label, temp, stats, {"measured_speedup": speedup, "target_only_tokens_per_s": 1500.0}, key
 
 
 class Configurations(unittest.TestCase):
@@ -53,12 +53,20 @@ class Table(unittest.TestCase):
 
     def test_phases_are_medians_of_round_ms_per_configuration(self):
         runs = [run("default", 0, 2.0, 1), run("default", 0, 2.0, 1), run("default", 0, 2.0, 1)]
-        for i, (_, _, stats, _) in enumerate(runs):  # draft 0.1, 0.2, 0.3; verify 1.0 throughout
+        for i, (_, _, stats, _, _) in enumerate(runs):  # draft 0.1, 0.2, 0.3; verify 1.0 throughout
             stats.update(tokens_per_target_call=4.0 + i, ahead_handoff_ms=0.1 * i,  # over 10 target calls
+                         draft_calls=[20, 0, 40][i],  # a draft forward 0.05 and 0.075 ms (q rows 0), none
                          round_ms={"draft": 0.1 * (i + 1), "q_rows": 0.0, "verify": 1.0, "p_rows": 0.0,
                                    "accept": 0.0, "commit": 0.0, "rest": 0.02})
         self.assertEqual(phases(runs)[2], "| default | 0 | 5.00 | 1.220 | 0.200 | 0.000 | 1.000 | 0.000 | 0.000 | "
-                                          "0.000 | 0.020 | 0.010 |")
+                                          "0.000 | 0.020 | 0.010 | 0.0625 |")
+
+    def test_builds_compared_run_for_run(self):
+        runs = [run("main: -t 1", 1, 2.0, 1, key=(0, 3)), run("new: -t 1", 1, 2.2, 1, key=(0, 3)),
+                run("main: -t 1", 1, 1.0, 1, key=(1, 3)), run("new: -t 1", 1, 0.9, 1, key=(1, 3)),
+                run("new: -t 2", 1, 1.0, 1, key=(0, 3))]  # no main run to pair with: no row
+        self.assertEqual(builds_run_for_run(runs)[2:], ["| new | -t 1 | 1 | 0.995 | 1.000 [0.90–1.10] | 2 |"])
+        self.assertEqual(builds_run_for_run([run("-t 1", 1, 2.0, 1)]), [])
 
     def test_both_over_the_better_alone_per_configuration(self):
         runs = [run("-t 2 · draft", 1, 1.4, 1), run("-t 2 · draft", 1, 1.6, 1), run("-t 2 · lookup", 1, 1.1, 0),
@@ -68,12 +76,12 @@ class Table(unittest.TestCase):
         self.assertEqual(rows[2:], ["| -t 2 | 1 | 1.50 | 1.10 | 1.50 | 1.000 |"])
 
     def test_runs_are_read_back_from_jsonl(self):
-        label, temp, stats, compare = run("-t 2", 1, 1.5, 1)
+        label, temp, stats, compare, _ = run("-t 2", 1, 1.5, 1)
         with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False) as f:
             f.write(json.dumps({"config": label, "temperature": temp, "prompt": 0, "seed": 3, "stats": stats,
                                 "compare": compare}) + "\n")
         try:
-            self.assertEqual(load_runs(f.name), [(label, temp, stats, compare)])
+            self.assertEqual(load_runs(f.name), [(label, temp, stats, compare, (0, 3))])
         finally:
             os.unlink(f.name)
 
