@@ -9,8 +9,10 @@
 # The steps, each under `timeout` so that a slow one cannot eat the others' time (an interrupted step leaves what it
 # wrote and the script goes on; the exit status is 1 if any step failed or was stopped — CI runs the trial):
 #   machine     the CPU, its caches, its load average (the figures mean little above ~0.5 per core)
-#   issue 29    the shipped pair with the CLI's defaults and on 2 threads, greedy and at temperature 1
-#               (tools/held_out_compare.py: --compare's medians over the first 8 held-out prompts, 128 tokens)
+#   issue 29    the shipped pair with the CLI's defaults, with them but `--pipeline off` (the same threads without
+#               the drafting thread: what the draft on a core of its own gives) and on 2 threads, greedy and at
+#               temperature 1 (tools/held_out_compare.py: --compare's medians over the first 8 held-out prompts,
+#               128 tokens)
 #   issue 32    the target's decode on the Llama-3.2-1B shape in q8, q4 and BF16 beside the read pass, on 8 and
 #               on all the CPUs (run-bench -s threads)
 set -uo pipefail
@@ -55,7 +57,7 @@ failed=0
 } > "$out/machine.txt" 2>&1
 
 step issue29 "$budget_29" python3 tools/held_out_compare.py --specdec "$bin/specdec" "${compare[@]}" \
-    --jsonl "$out/issue29.jsonl"
+    --variant "--pipeline off" --jsonl "$out/issue29.jsonl"
 for quant in q8 q4 bf16; do
     step "issue32-$quant" "$budget_32" "$bin/run-bench" -s threads -m "$shape" --quant "$quant" --quick \
         --threads-sweep "$sweep" --no-plots -o "$out/issue32-$quant"
