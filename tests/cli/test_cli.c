@@ -400,7 +400,7 @@ TEST(cli_pipeline_reports_rounds_drafted_ahead) {
         CHECK(run_specdec(args, &out[on], &err[on]) == 0, "%s", err[on]);
     }
     const char *want_on = "\"target_calls\": 5, ", *want_ahead = "\"pipelined\": true, \"draft_own_core\": ",
-               *want_counts = "\"ahead_rounds\": 4, \"ahead_discarded\": 0, ";
+               *want_counts = "\"ahead_rounds\": 4, \"ahead_discarded\": 0, \"ahead_extended\": 0, ";
     CHECK(strstr(err[1], want_on) && strstr(err[1], want_ahead) && strstr(err[1], want_counts), "pipelined: %s",
           err[1]);
     CHECK(strstr(err[0], "\"pipelined\": false, \"draft_own_core\": false, \"ahead_rounds\": 0, "
