@@ -1,4 +1,5 @@
-// draft_ahead.h — pipelined drafting: a thread that drafts the next round while the target verifies this one.
+// draft_ahead.h — pipelined drafting: a thread that drafts the next round while the target verifies this one, and
+// that runs every forward of the draft where it has a CPU of its own.
 //
 // PEARL (Liu et al. 2024, "PEARL: Parallel Speculative Decoding with Adaptive Draft Length") hides the draft's time
 // behind the target's on GPUs; its post-verify step drafts on while the target verifies, assuming every draft
