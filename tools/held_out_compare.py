@@ -8,7 +8,9 @@ For each configuration (a thread count, or the CLI's default: no -t) and tempera
 target-only tokens/s, and for pipelined runs (--pipeline) the share of rounds that took drafts drafted ahead;
 then a second table of a round's time by phase (the medians of --stats' round_ms, the drafting thread's hand-offs
 a round, and a draft forward's time in the rounds' way); with several builds, a third of each build's tokens/s over
-the first build's, run for run (the same configuration, temperature, prompt and seed).
+the first build's, run for run (the same configuration, temperature, prompt and seed); and the range of the
+1-minute load average at the runs' starts, with a warning above 0.5 per CPU (a memory-bound target-only run whose
+threads are preempted slows more than a speculative one, so speed-ups read high on a loaded machine).
 Each prompt runs every configuration before the next prompt starts, so a drift of the machine's speed touches
 every configuration alike.
 
@@ -166,6 +168,19 @@ def combined_over_alone(runs):
     return lines
 
 
+LOADED = 0.5  # load average per CPU above which the runs' speed-ups are not an idle machine's
+
+
+def load_line(loads, cpus):
+    """The range of the load averages at the runs' starts, and whether any was above LOADED per CPU; '' for none."""
+    if not loads:
+        return ""
+    line = f"Load average at the runs' starts: {min(loads):.2f}–{max(loads):.2f}, on {cpus} CPUs."
+    if max(loads) > LOADED * cpus:
+        line += f" Above {LOADED} per CPU: other work ran beside these runs, and speed-ups over target-only read high."
+    return line
+
+
 def load_runs(path):
     """The runs an earlier --jsonl wrote, as [(label, temperature, stats, compare, (prompt, seed))]."""
     with open(path) as f:
@@ -203,6 +218,11 @@ def main():
     if args.from_jsonl:
         runs = load_runs(args.from_jsonl)
         print_tables(runs, any(" · " in label for label, _, _, _, _ in runs))
+        with open(args.from_jsonl) as f:
+            records = [json.loads(line) for line in f]
+        loaded = [r for r in records if "load_average" in r]
+        if loaded:
+            print("\n" + load_line([r["load_average"] for r in loaded], loaded[0]["cpus"]))
         return
 
     with open(os.path.join(ROOT, "bench/prompts/python.jsonl")) as f:
@@ -215,13 +235,14 @@ def main():
                builds(args.specdec or [os.path.join(ROOT, "build/release/specdec")])
                for label, extra in configurations(args.threads, args.variant) for d in drafters]
     temps = [float(t) for t in args.temps.split(",")]
-    runs = []
+    runs, loads = [], []
     with tempfile.TemporaryDirectory() as tmp, open(args.jsonl or os.devnull, "w") as log:
         for i, prompt in enumerate(prompts):
             path = os.path.join(tmp, f"prompt{i}")
             with open(path, "w") as f:
                 f.write(prompt)
             for temp, seed, (label, specdec, extra) in itertools.product(temps, args.seed.split(","), configs):
+                load = os.getloadavg()[0]
                 cmd = [specdec, "generate", "-m", args.model, "-f", path, "-n",
                        str(args.tokens), "--seed", seed, "--temp", f"{temp:g}", "--compare",
                        "--stats"] + extra
@@ -230,9 +251,12 @@ def main():
                     sys.exit(f"held_out_compare: {' '.join(cmd)} exited {done.returncode}:\n{done.stderr}")
                 stats, compare = last_json_lines(done.stderr, 2)
                 runs.append((label, temp, stats, compare, (i, int(seed))))
+                loads.append(load)
                 log.write(json.dumps({"config": label, "temperature": temp, "prompt": i, "seed": int(seed),
-                                      "stats": stats, "compare": compare}) + "\n")
+                                      "stats": stats, "compare": compare, "load_average": load,
+                                      "cpus": os.cpu_count()}) + "\n")
     print_tables(runs, len(drafters) > 1)
+    print("\n" + load_line(loads, os.cpu_count()))
 
 
 def print_tables(runs, several_drafters):

@@ -10,7 +10,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from held_out_compare import (builds, builds_run_for_run, combined_over_alone, configurations,  # noqa: E402
-                              drafter_arguments, last_json_lines, load_runs, phases, summarise)
+                              drafter_arguments, last_json_lines, load_line, load_runs, phases, summarise)
 
 
 def run(label, temp, speedup, draft_threads, ahead_rounds=None, key=(0, 3)):
@@ -84,6 +84,11 @@ class Table(unittest.TestCase):
             self.assertEqual(load_runs(f.name), [(label, temp, stats, compare, (0, 3))])
         finally:
             os.unlink(f.name)
+
+    def test_the_load_average_warns_above_half_a_cpu(self):
+        self.assertEqual(load_line([0.2, 0.9], 2), "Load average at the runs' starts: 0.20–0.90, on 2 CPUs.")
+        self.assertIn("Above 0.5 per CPU", load_line([0.2, 1.1], 2))
+        self.assertEqual(load_line([], 2), "")
 
     def test_the_last_two_json_lines_are_taken(self):
         stderr = 'note: x\n{"a": 1}\ntext\n{"b": 2}\n{"c": 3}\n'
