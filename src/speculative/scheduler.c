@@ -316,13 +316,27 @@ static void scheduler_free(Scheduler *s) {
 // machines of 8 CPUs or more (session_default_threads).
 static bool cpu_to_spare(const Model *target) { return cpus_available() > pool_size(target->pool); }
 
-// --pipeline on, off, or auto: where there is a CPU to spare, at every temperature. There the drafting thread polls
-// (a hand-off costs about a microsecond) and runs every draft forward on its core (draft_ahead.h), which pays even
-// in the rounds that take no drafts drafted ahead: most of them at a temperature (docs/performance.md, "The draft on
-// a core of its own"). Only a drafter with a draft model drafts ahead.
+// Whether the drafting thread, on its one CPU, drafts a chain ahead within the target's verification: AHEAD_STEPS
+// of the draft's steps on one thread against the target's step on its threads, both in the cost model's units
+// (spec_forward_cost, which streams the draft from memory: on its own core a small draft runs faster, from its
+// caches). A chain ahead is the guess and γ' drafts, but the verification it overlaps is longer than a step, and
+// the accept step follows it. A small draft's modelled step is a fraction of its target's (the shipped pair's: a
+// fifth on 16 threads, a third on 32); a large draft on a single thread could take longer than the verification,
+// and the round would wait for it (Qwen2.5-0.5B's 0.5 GB in q8 against Qwen2.5-7B's 4 GB in q4 on 15 threads:
+// about the same modelled step). A rule of thumb, measured on the shipped pair only.
+enum { AHEAD_STEPS = 2 };
+static bool drafts_ahead_in_time(const Model *target, const Drafter *drafter) {
+    return AHEAD_STEPS * drafter->step_cost < spec_forward_cost(target, 1, target->max_threads);
+}
+
+// --pipeline on, off, or auto: where there is a CPU to spare and the draft drafts ahead in time, at every
+// temperature. There the drafting thread polls (a hand-off costs about a microsecond) and runs every draft forward
+// on its core (draft_ahead.h), which pays even in the rounds that take no drafts drafted ahead: most of them at a
+// temperature (docs/performance.md, "The draft on a core of its own"). Only a drafter with a draft model drafts
+// ahead.
 static bool pipelined(const SpecParams *params, const Model *target, const Drafter *drafter) {
     if (!drafter || !drafter->draft_ahead || params->pipeline == PIPELINE_OFF) return false;
-    return params->pipeline == PIPELINE_ON || cpu_to_spare(target);
+    return params->pipeline == PIPELINE_ON || (cpu_to_spare(target) && drafts_ahead_in_time(target, drafter));
 }
 
 static int scheduler_init(Scheduler *s, Model *target, KVCache *cache, Drafter *drafter, const int *prompt,

@@ -16,8 +16,9 @@
 //   - the guess: drawn with the round's own number for its bonus token, so that with the target as its own draft
 //     (q = p) every round after the first takes the chain drafted ahead, under both samplers;
 //   - where it applies: never for the lookup drafter, trees or plain decoding; auto turns it on where the process
-//     may use a CPU beyond the target's pool, at every temperature, and only there the drafting thread takes the
-//     rounds' proposals (the draft on a core of its own);
+//     may use a CPU beyond the target's pool, at every temperature, for a draft small enough to draft ahead on one
+//     in time, and only with a CPU to spare the drafting thread takes the rounds' proposals (the draft on a core
+//     of its own);
 //   - an error on the drafting thread ends the generation with its message.
 //
 // In the debug build every rollback is checked (test_generation.c), the caches that take rows drafted ahead too.
@@ -310,7 +311,8 @@ TEST(pipeline_guess_is_the_bonus_token_when_q_is_p) {
 // Only a draft model's chains are drafted ahead: with pipelining on, the lookup drafter and plain decoding run
 // without the drafting thread, and a tree of the draft model never drafts ahead (its output still the target's).
 // Auto starts the thread, at every temperature, where this process may use more CPUs than the target's pool has
-// threads; the thread then takes the rounds' proposals too (the draft on a core of its own), and only then.
+// threads and the draft is small enough to draft ahead in time on one; the thread then takes the rounds' proposals
+// too (the draft on a core of its own), and only then.
 TEST(pipeline_only_where_it_applies) {
     ModelPair pair;
     pair_open(&pair, 97, 128, 1, 0.3f);
@@ -350,6 +352,20 @@ TEST(pipeline_only_where_it_applies) {
               stats.draft_own_core);
         model_pair_close(&pair);
     }
+
+    // A draft as large as its target (the target itself) would take longer to draft a chain ahead on one CPU than
+    // the target takes to verify it: auto leaves it off, with a CPU to spare or not; on still pipelines.
+    const RandomCheckpoint spec = {.n_layer = 3, .n_embd = 32, .n_head = 4, .vocab_size = 97, .n_positions = 128,
+                                   .scale = 0.3f, .seed = 7};
+    model_pair_open(&pair, &spec, &spec, spec.vocab_size, 1, QUANT_NONE);
+    params = (SpecParams){.sampling = {.temperature = 0, .top_p = 1}, .max_tokens = 8, .eos_id = -1,
+                          .pipeline = PIPELINE_AUTO};
+    generate(&pair, prompt, 5, &params, 1, got, &stats, true);
+    CHECK(!stats.pipelined, "auto with a draft as large as the target, on 1 of %d CPUs: pipelined", cpus);
+    params.pipeline = PIPELINE_ON;
+    generate(&pair, prompt, 5, &params, 1, got, &stats, true);
+    CHECK(stats.pipelined, "on with a draft as large as the target: not pipelined");
+    model_pair_close(&pair);
 }
 
 // ---- an error on the drafting thread ------------------------------------------------------------------------------
