@@ -329,14 +329,14 @@ static bool drafts_ahead_in_time(const Model *target, const Drafter *drafter) {
     return AHEAD_STEPS * drafter->step_cost < spec_forward_cost(target, 1, target->max_threads);
 }
 
-// --pipeline on, off, or auto: where there is a CPU to spare and the draft drafts ahead in time, at every
+// --pipeline on, off, or auto: where there is a CPU to spare (`spare`) and the draft drafts ahead in time, at every
 // temperature. There the drafting thread polls (a hand-off costs about a microsecond) and runs every draft forward
 // on its core (draft_ahead.h), which pays even in the rounds that take no drafts drafted ahead: most of them at a
 // temperature (docs/performance.md, "The draft on a core of its own"). Only a drafter with a draft model drafts
 // ahead.
-static bool pipelined(const SpecParams *params, const Model *target, const Drafter *drafter) {
+static bool pipelined(const SpecParams *params, const Model *target, const Drafter *drafter, bool spare) {
     if (!drafter || !drafter->draft_ahead || params->pipeline == PIPELINE_OFF) return false;
-    return params->pipeline == PIPELINE_ON || (cpu_to_spare(target) && drafts_ahead_in_time(target, drafter));
+    return params->pipeline == PIPELINE_ON || (spare && drafts_ahead_in_time(target, drafter));
 }
 
 static int scheduler_init(Scheduler *s, Model *target, KVCache *cache, Drafter *drafter, const int *prompt,
@@ -365,8 +365,9 @@ static int scheduler_init(Scheduler *s, Model *target, KVCache *cache, Drafter *
         return err_fmt(err, "out of memory for the scheduler's buffers");
     memcpy(s->context, prompt, sizeof(int) * n_prompt);
     policy_init(&s->g, target, drafter, params);
-    stats->pipelined = pipelined(params, target, drafter);
-    stats->draft_own_core = stats->pipelined && cpu_to_spare(target);
+    const bool spare = cpu_to_spare(target);
+    stats->pipelined = pipelined(params, target, drafter, spare);
+    stats->draft_own_core = stats->pipelined && spare;
     if (stats->pipelined &&
         !(s->ahead = draft_ahead_open(drafter, n_prompt + params->max_tokens, stats->draft_own_core, err)))
         return -1;
