@@ -101,8 +101,9 @@ int speculative_continue(Model *target, KVCache *cache, Drafter *drafter, const 
 
 // The cost model GAMMA_AUTO plans with where timings must not decide (SpecParams): a forward over T tokens on
 // `threads` threads streams the weights once, at a bandwidth that grows as threads^0.72, and does T tokens'
-// arithmetic, divided among the threads, at an assumed FORWARD_FLOPS_PER_BYTE (a CPU's balance point)
-//   cost(T, n) = weight bytes / n^0.72 + T · 2 · (matrix weights) / (FORWARD_FLOPS_PER_BYTE · n)      [bytes]
+// arithmetic, divided among the threads, at an assumed FORWARD_FLOPS_PER_BYTE (a CPU's balance point), each
+// multiply-add weighted w by how the matrices are held (1 for F32, less for q8's and q4's integer dot products)
+//   cost(T, n) = weight bytes / n^0.72 + T · 2 · w · (matrix weights) / (FORWARD_FLOPS_PER_BYTE · n)  [bytes]
 // and turning a row of V logits into probabilities costs spec_row_cost(V), on one thread. The target is planned on
 // its max_threads (--threads), a draft on one. Deterministic — a function of the sizes and the thread count, the
 // same on every run — and only a model: fixed per-forward costs (thread hand-offs, cache misses), which make a
