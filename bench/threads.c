@@ -2,10 +2,13 @@
 // fraction of the read bandwidth it streams at, its verification cost t(T = 8) / t(T = 1), what one hand-off to the
 // pool's threads costs, and what speculative decoding (γ auto) buys over target-only on the held-out prompts,
 // greedy and at temperature 1, with the draft on the threads the CLI gives it by default (model/probe.h) and on
-// one thread — with where a round's time goes.
+// one thread, both unpipelined, and as the CLI runs it by default on that many threads (--pipeline auto: where a CPU
+// is spare, the drafting thread runs every draft forward on it, draft_ahead.h) — with where a round's time goes.
 //
 // The pair stays loaded on the run's pool; a count n limits both models' jobs to n of its threads (max_threads,
-// model.h: each job still takes only as many as it pays for), and the read pass runs on a pool of n threads.
+// model.h: each job still takes only as many as it pays for), and the read pass runs on a pool of n threads, as do
+// the speculative runs (the models lent a pool of n for them, so that a CPU is spare below the machine's count, as
+// it is for the CLI's --threads).
 // The goal: the speculative speed-up at the machine's full count at least its speed-up at 2 threads.
 #include <stdlib.h>
 #include <string.h>
@@ -19,7 +22,9 @@ enum { SWEEP_CONTEXT = 64, VERIFY_T = 8, MAX_COUNTS = 16 };
 static const float TEMPERATURES[] = {0.0f, 1.0f};
 enum {
     N_TEMPERATURES = sizeof TEMPERATURES / sizeof TEMPERATURES[0],
-    DRAFT_DEFAULT = 0, DRAFT_ONE, N_DRAFTS,  // the draft's threads: the CLI's default (the probe's), or 1
+    // the draft's threads, unpipelined: the CLI's default (the probe's), or 1; then the CLI's default as it runs,
+    // --pipeline auto
+    DRAFT_DEFAULT = 0, DRAFT_ONE, DRAFT_AUTO, N_DRAFTS,
     N_RUNS = N_TEMPERATURES * (1 + N_DRAFTS),  // per temperature: target-only, then each draft's thread count
 };
 
@@ -75,6 +80,7 @@ static double hand_off_run(void *ctx, int rep) {
 typedef struct {
     double decode, draft, q, target, p, accept, commit;
     int rounds, generated;
+    int own_core;  // runs in which the drafting thread ran the draft's forwards on a CPU of its own (0 or 1 a run)
 } Split;
 
 // Generation on prompt `rep` (seed rep + 1), target-only or with the draft (γ auto) on draft_threads.
@@ -84,6 +90,7 @@ typedef struct {
     int tokens;
     float temperature;
     int draft_threads;          // 0: target-only
+    Pipelining pipeline;
     int *outputs;               // [n_prompts, tokens]
     Split *split;               // [n_prompts]: the last run's
 } Generation;
@@ -91,7 +98,8 @@ typedef struct {
 static double generation_run(void *ctx, int rep) {
     Generation *g = ctx;
     SpecParams params = {.sampling = {g->temperature, 0, 1.0f}, .seed = (uint64_t)rep + 1, .policy = GAMMA_AUTO,
-                         .gamma = 5, .max_tokens = g->tokens, .eos_id = g->pair->target.cfg.eos_token_id};
+                         .gamma = 5, .pipeline = g->pipeline, .max_tokens = g->tokens,
+                         .eos_id = g->pair->target.cfg.eos_token_id};
     ModelDrafter drafter;
     SpecStats st = {0};
     Err err;
@@ -104,7 +112,7 @@ static double generation_run(void *ctx, int rep) {
         die("%s: %s", g->prompts[rep].id, err.msg);
     if (drafted) model_drafter_free(&drafter);
     g->split[rep] = (Split){st.decode_seconds, st.draft_seconds, st.q_seconds, st.target_seconds, st.p_seconds,
-                            st.accept_seconds, st.commit_seconds, st.rounds, st.generated};
+                            st.accept_seconds, st.commit_seconds, st.rounds, st.generated, st.draft_own_core};
     return st.decode_seconds / (st.generated > 0 ? st.generated : 1);
 }
 
@@ -145,7 +153,7 @@ static Split split_total(const Split *split, int n) {
     for (int i = 0; i < n; i++) {
         t.decode += split[i].decode, t.draft += split[i].draft, t.q += split[i].q, t.target += split[i].target;
         t.p += split[i].p, t.accept += split[i].accept, t.commit += split[i].commit;
-        t.rounds += split[i].rounds, t.generated += split[i].generated;
+        t.rounds += split[i].rounds, t.generated += split[i].generated, t.own_core += split[i].own_core;
     }
     return t;
 }
@@ -154,7 +162,8 @@ static Split split_total(const Split *split, int n) {
 static double own_share(const Split *t) { return (t->decode - (t->draft - t->q) - t->target) / t->decode; }
 
 // The speculative runs at one thread count (every temperature: target-only, the draft on its default threads and
-// on one), one row per drafted run; the greedy ones must reproduce target-only's tokens.
+// on one, and the CLI's default, pipeline auto), one row per drafted run, on a pool of `count` threads lent to both
+// models; the greedy ones must reproduce target-only's tokens.
 static json_t *speculative_rows(Bench *b, Pair *pair, const Prompt *prompts, int n_prompts, int count,
                                 int draft_default) {
     const int tokens = b->opt.tokens;
@@ -164,15 +173,23 @@ static json_t *speculative_rows(Bench *b, Pair *pair, const Prompt *prompts, int
     Split *split = calloc((size_t)N_RUNS * n_prompts, sizeof(Split));
     double *seconds = malloc(sizeof(double) * N_RUNS * n_prompts);  // per token, [run, prompt]
     if (!outputs || !split || !seconds) die("out of memory");
-    const int draft_threads[1 + N_DRAFTS] = {0, draft_default, 1};
+    const int draft_threads[1 + N_DRAFTS] = {0, draft_default, 1, draft_default};
     for (int i = 0; i < N_RUNS; i++) {
-        g[i] = (Generation){pair, prompts, tokens, TEMPERATURES[i / (1 + N_DRAFTS)], draft_threads[i % (1 + N_DRAFTS)],
+        const int run = i % (1 + N_DRAFTS);
+        g[i] = (Generation){pair, prompts, tokens, TEMPERATURES[i / (1 + N_DRAFTS)], draft_threads[run],
+                            run == 1 + DRAFT_AUTO ? PIPELINE_AUTO : PIPELINE_OFF,
                             outputs + (size_t)i * n_prompts * tokens, split + (size_t)i * n_prompts};
         runs[i] = (Trial){generation_run, &g[i]};
     }
     char label[64];
     snprintf(label, sizeof label, "%d threads: target-only and speculative, T = 0 and 1", count);
+    Err err;
+    ThreadPool *pool = pool_create(count, &err), *own = pair->target.pool;
+    if (!pool) die("%s", err.msg);
+    pair->target.pool = pair->draft.pool = pool;
     measure_rounds(b, label, runs, N_RUNS, n_prompts, 0, seconds);
+    pair->target.pool = pair->draft.pool = own;
+    pool_free(pool);
     json_t *rows = json_array();
     for (int i = 0; i < N_RUNS; i++) {
         if (g[i].draft_threads == 0) continue;
@@ -188,14 +205,21 @@ static json_t *speculative_rows(Bench *b, Pair *pair, const Prompt *prompts, int
         const double ms = 1e3 / (t.rounds > 0 ? t.rounds : 1);  // per round
         const double other = t.decode - t.draft - t.target - t.p - t.accept - t.commit;
         char c1[64];
+        const int run = i % (1 + N_DRAFTS);
+        const char *how = run == 1 + DRAFT_AUTO ? (t.own_core == n_prompts ? "auto, own core: "
+                                                    : t.own_core > 0         ? "auto, partly own core: "
+                                                                             : "auto, unpipelined: ")
+                          : run == 1 + DRAFT_DEFAULT ? "default: "
+                                                     : "";
         out(b, "| %d | %g | %s%d | %s | %.2f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.0f%% | %.0f%% |\n",
-            count, g[i].temperature, i % (1 + N_DRAFTS) == 1 + DRAFT_DEFAULT ? "default: " : "", g[i].draft_threads,
+            count, g[i].temperature, how, g[i].draft_threads,
             fmt_range(c1, sizeof c1, speedup, 1, 2), (double)t.generated / (t.rounds > 0 ? t.rounds : 1),
             (t.draft - t.q) * ms, t.q * ms, t.target * ms, t.p * ms, t.accept * ms, t.commit * ms, other * ms,
             100 * own_share(&t), 100 * own_share(&p));
-        json_t *row = json_pack("{s:i, s:f, s:i, s:b, s:o, s:i, s:i}", "threads", count, "temperature",
+        json_t *row = json_pack("{s:i, s:f, s:i, s:b, s:s, s:i, s:o, s:i, s:i}", "threads", count, "temperature",
                                 g[i].temperature, "draft_threads", g[i].draft_threads, "default",
-                                i % (1 + N_DRAFTS) == 1 + DRAFT_DEFAULT, "speedup", summary_json(speedup), "rounds",
+                                run != 1 + DRAFT_ONE, "pipeline", run == 1 + DRAFT_AUTO ? "auto" : "off",
+                                "draft_own_core_runs", t.own_core, "speedup", summary_json(speedup), "rounds",
                                 t.rounds, "generated", t.generated);
         json_object_set_new(row, "seconds", json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "decode", t.decode,
                                                       "draft", t.draft, "q_rows", t.q, "verify", t.target, "p_rows",
@@ -235,7 +259,9 @@ void suite_threads(Bench *b, Pair *pair, Memory *memory, const char *sweep) {
         json_array_append_new(rows, machine_row(b, pair, memory, &w, counts[i], defaults[i]));
     }
     if (n_prompts > 0) {
-        out(b, "\nSpeculative decoding (γ auto, the draft on the CLI's default threads and on one) against target-only "
+        out(b, "\nSpeculative decoding (γ auto; the draft on the CLI's default threads and on one, unpipelined; and the "
+            "CLI's default, --pipeline auto, which where a CPU is spare runs every draft forward on it: 'own core') "
+            "against target-only "
             "on %d held-out prompts of %d tokens (seed = the prompt's index + 1): speed-up median [min–max] over the "
             "prompts; tokens per round; a round's time in ms — the draft's forwards, the sampling of its q rows, the "
             "target's verification, the sampling of its p rows, the accept rule, the commit with the caches' "
