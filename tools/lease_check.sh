@@ -32,7 +32,7 @@ if [ -n "$quick" ]; then
     shape=random:gpt2-small sweep=1,$cpus budget_29=120 budget_32=60
 else
     compare=(--threads default,2)
-    shape=random:llama-3.2-1b sweep=8,$cpus budget_29=180 budget_32=100
+    shape=random:llama-3.2-1b sweep=8,$cpus budget_29=150 budget_32=110
 fi
 
 step() {  # step NAME SECONDS COMMAND...: COMMAND's output to OUT/NAME.txt, stopped after SECONDS
