@@ -320,8 +320,8 @@ static bool cpu_to_spare(const Model *target) { return cpus_available() > pool_s
 // of the draft's steps on one thread against the target's step on its threads, both in the cost model's units
 // (spec_forward_cost, which streams the draft from memory: on its own core a small draft runs faster, from its
 // caches). A chain ahead is the guess and γ' drafts, but the verification it overlaps is longer than a step, and
-// the accept step follows it. A small draft's modelled step is a fraction of its target's (the shipped pair's: a
-// fifth on 16 threads, a third on 32); a large draft on a single thread could take longer than the verification,
+// the accept step follows it. A small draft's modelled step is a fraction of its target's (the shipped pair's: 0.15
+// on 16 threads, a quarter on 32); a large draft on a single thread could take longer than the verification,
 // and the round would wait for it (Qwen2.5-0.5B's 0.5 GB in q8 against Qwen2.5-7B's 4 GB in q4 on 15 threads:
 // about the same modelled step). A rule of thumb, measured on the shipped pair only.
 enum { AHEAD_STEPS = 2 };
