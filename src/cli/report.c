@@ -265,7 +265,8 @@ int print_stats(Session *s, bool drafting, const SpecStats *st, const int *promp
             "\"predicted_speedup\": %s, \"theorem_3_8_speedup\": %s, \"weights_GB_per_s\": %.2f, "
             "\"round_ms\": {\"draft\": %.4f, \"q_rows\": %.4f, \"verify\": %.4f, \"p_rows\": %.4f, \"accept\": %.4f, "
             "\"commit\": %.4f, \"rest\": %.4f}, "
-            "\"pipelined\": %s, \"draft_own_core\": %s, \"ahead_rounds\": %d, \"ahead_discarded\": %d, \"ahead_extended\": %d, \"ahead_handoff_ms\": %.3f, "
+            "\"pipelined\": %s, \"draft_own_core\": %s, \"ahead_rounds\": %d, \"ahead_discarded\": %d, "
+            "\"ahead_extended\": %d, \"ahead_handoff_ms\": %.3f, "
             "\"isa\": \"%s\", \"threads\": %d, \"draft_threads\": %d, \"quant\": \"%s\", \"draft_quant\": \"%s\", "
             "\"logits_xxh64\": \"%016" PRIx64 "\"}\n",
             n_prompt, st->prefill_seconds * 1e3, st->generated,
@@ -280,8 +281,8 @@ int print_stats(Session *s, bool drafting, const SpecStats *st, const int *promp
             per_round * st->accept_seconds, per_round * st->commit_seconds,
             per_round * (st->decode_seconds - st->draft_seconds - st->target_seconds - st->p_seconds -
                          st->accept_seconds - st->commit_seconds),
-            st->pipelined ? "true" : "false", st->draft_own_core ? "true" : "false", st->ahead_rounds, st->ahead_discarded, st->ahead_extended,
-            st->ahead_handoff_seconds * 1e3,
+            st->pipelined ? "true" : "false", st->draft_own_core ? "true" : "false", st->ahead_rounds,
+            st->ahead_discarded, st->ahead_extended, st->ahead_handoff_seconds * 1e3,
             s->target.kernels->name, pool_size(s->pool), s->has_draft ? s->draft.max_threads : 0,
             quant_name(s->target.quant), s->has_draft ? quant_name(s->draft.quant) : "",
             (uint64_t)XXH64(logits, sizeof(float) * V, 0));

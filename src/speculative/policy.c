@@ -76,6 +76,14 @@ double policy_target_time(const GammaState *g, int T) {
 // balance point, near what the bench measures for the shipped target (F32 weights).
 static const double FORWARD_FLOPS_PER_BYTE = 4.0;
 
+// How the weight stream speeds up with threads: as threads^0.72, the shipped target's decode speed from 1 to 16
+// threads of a 16-core Xeon (issue 29). The arithmetic divides among the threads.
+static const double BANDWIDTH_EXPONENT = 0.72;
+// One row of logits turned into probabilities (sampler_adjust) costs as long as one thread streaming this many bytes
+// of weights per logit of the row: its passes run on one thread whatever the pool.
+// The measurements behind these three: docs/performance-history.md, "The γ policy's constants".
+static const double SAMPLING_BYTES_PER_TOKEN = 10.0;
+
 // A multiply-add's time against an F32 weight's (FMA with F32 inputs), by how the matrices are held: the kernels'
 // compute rates over 8 rows (the bench's matmul table, AVX-512 on 2 threads: F32 219 GFLOP/s, BF16 as stored 258,
 // BF16 with BF16 inputs 159, q8's integer dot products 602), and q4's verification cost beside q8's. Priced alike,
@@ -90,17 +98,11 @@ static double multiply_add_weight(Quant quant) {
     }
     return 1.0;
 }
-// How the weight stream speeds up with threads: as threads^0.72, the shipped target's decode speed from 1 to 16
-// threads of a 16-core Xeon (issue 29). The arithmetic divides among the threads.
-static const double BANDWIDTH_EXPONENT = 0.72;
-// One row of logits turned into probabilities (sampler_adjust) costs as long as one thread streaming this many bytes
-// of weights per logit of the row: its passes run on one thread whatever the pool.
-// The measurements behind these three: docs/performance-history.md, "The γ policy's constants".
-static const double SAMPLING_BYTES_PER_TOKEN = 10.0;
 
 double spec_forward_cost(const Model *m, int T, int threads) {
     return (double)m->weight_bytes / pow(threads, BANDWIDTH_EXPONENT) +
-           T * 2.0 * model_matrix_multiply_adds(m) * multiply_add_weight(m->quant) / (FORWARD_FLOPS_PER_BYTE * threads);
+           T * 2.0 * model_matrix_multiply_adds(m) * multiply_add_weight(m->quant) /
+               (FORWARD_FLOPS_PER_BYTE * threads);
 }
 
 double spec_row_cost(int V) { return SAMPLING_BYTES_PER_TOKEN * V; }
