@@ -235,27 +235,37 @@ TEST(speculative_trace_reports_an_accepted_end_of_text) {
 
 // The cost model of γ auto under rejection sampling: the weights' bytes once, over threads^0.72, plus per token 2
 // FLOPs per matrix weight (V·d for the LM head, 12·L·d² for the blocks: qkv 3d², projection d², MLP 2·4d²) at 4
-// FLOPs per byte, over the threads; a row of V logits to probabilities 10 bytes a token.
+// FLOPs per byte, each weighted by how the matrices are held (as stored 1, q8 0.36, q4 0.44, --quant bf16 1.4),
+// over the threads; a row of V logits to probabilities 10 bytes a token.
 TEST(speculative_forward_cost_model) {
-    ModelPair pair;
-    pair_open(&pair, 97, 64, 1, 0.3f);
-    const Model *models[] = {&pair.target, &pair.draft};
-    for (int m = 0; m < 2; m++) {
-        const Config *c = &models[m]->cfg;
-        CHECK(c->n_inner == 0 || c->n_inner == 4 * c->n_embd, "the random checkpoints have F = 4d");
-        const double per_token = 2.0 * ((double)c->vocab_size * c->n_embd + 12.0 * c->n_layer * c->n_embd * c->n_embd);
-        CHECK(model_matrix_multiply_adds(models[m]) == per_token / 2, "model %d: %.0f multiply-adds a token", m,
-              model_matrix_multiply_adds(models[m]));
-        for (int T = 1; T <= 17; T += 8)
-            for (int n = 1; n <= 16; n *= 4) {
-                const double want = models[m]->weight_bytes / pow(n, 0.72) + T * per_token / (4.0 * n);
-                CHECK(fabs(spec_forward_cost(models[m], T, n) - want) < 1e-6 * want, "model %d, T %d, %d threads: "
-                      "cost %.1f, want %.1f", m, T, n, spec_forward_cost(models[m], T, n), want);
-            }
+    const Quant forms[] = {QUANT_NONE, QUANT_Q8, QUANT_Q4, QUANT_BF16};
+    const double weights[] = {1.0, 0.36, 0.44, 1.4};
+    for (int f = 0; f < 4; f++) {
+        if (!quant_runs_here(forms[f])) continue;
+        ModelPair pair;
+        pair_open_quantized(&pair, 97, 64, 1, 0.3f, forms[f]);
+        const Model *models[] = {&pair.target, &pair.draft};
+        for (int m = 0; m < 2; m++) {
+            const Config *c = &models[m]->cfg;
+            CHECK(c->n_inner == 0 || c->n_inner == 4 * c->n_embd, "the random checkpoints have F = 4d");
+            const double per_token =
+                2.0 * ((double)c->vocab_size * c->n_embd + 12.0 * c->n_layer * c->n_embd * c->n_embd);
+            CHECK(model_matrix_multiply_adds(models[m]) == per_token / 2, "model %d: %.0f multiply-adds a token", m,
+                  model_matrix_multiply_adds(models[m]));
+            for (int T = 1; T <= 17; T += 8)
+                for (int n = 1; n <= 16; n *= 4) {
+                    const double want =
+                        models[m]->weight_bytes / pow(n, 0.72) + T * per_token * weights[f] / (4.0 * n);
+                    CHECK(fabs(spec_forward_cost(models[m], T, n) - want) < 1e-6 * want,
+                          "form %d, model %d, T %d, %d threads: cost %.1f, want %.1f", f, m, T, n,
+                          spec_forward_cost(models[m], T, n), want);
+                }
+        }
+        CHECK(spec_forward_cost(&pair.draft, 1, 1) < spec_forward_cost(&pair.target, 1, 1),
+              "form %d: the 1-block draft is cheaper", f);
+        model_pair_close(&pair);
     }
-    CHECK(spec_forward_cost(&pair.draft, 1, 1) < spec_forward_cost(&pair.target, 1, 1), "the 1-block draft is cheaper");
     CHECK(spec_row_cost(97) == 970.0, "a row of 97 logits: %g", spec_row_cost(97));
-    model_pair_close(&pair);
 }
 
 TEST(speculative_predicted_speedup) {
