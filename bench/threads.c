@@ -132,19 +132,28 @@ static json_t *machine_row(Bench *b, Pair *pair, Memory *memory, Workload *w, in
     snprintf(label, sizeof label, "%d threads: read pass, T = 1, T = %d, hand-off", count, VERIFY_T);
     measure_rounds(b, label, trials, 4, reps, 0.02, seconds);
     pool_free(pool);
+    // Then as many T = 1 steps with the pool's tally on: the jobs handed off a step, and the caller's wait at their
+    // ends as a share of the steps' time.
+    PoolTally tally = {0};
+    double stepped = 0;
+    pool_tally(w->model->pool, &tally);
+    for (int rep = 0; rep < reps; rep++) stepped += step_run(&one, rep);
+    pool_tally(w->model->pool, NULL);
+    const double jobs = (double)tally.jobs / reps, waiting = tally.waiting_seconds / stepped;
     const double read_bytes = (double)memory_op_bytes(memory, MEM_READ), bytes = (double)pair->target.weight_bytes;
     Summary rate = summary_inverse(summarize(seconds + reps, reps), 1);
     Summary fraction = summary_scaled(summarize_ratio(seconds, seconds + reps, reps), bytes / read_bytes);
     Summary cost = summarize_ratio(seconds + 2 * reps, seconds + reps, reps);
     Summary hand = summary_scaled(summarize(seconds + 3 * reps, reps), 1e6);
     char c1[64], c2[64], c3[64], c4[64];
-    out(b, "| %d | %s | %s | %s | %s | %d |\n", count, fmt_range(c1, sizeof c1, rate, 1, 0),
+    out(b, "| %d | %s | %s | %s | %s | %.0f | %.1f%% | %d |\n", count, fmt_range(c1, sizeof c1, rate, 1, 0),
         fmt_range(c2, sizeof c2, summary_scaled(fraction, 100), 1, 0), fmt_range(c3, sizeof c3, cost, 1, 2),
-        fmt_range(c4, sizeof c4, hand, 1, 1), draft_default);
+        fmt_range(c4, sizeof c4, hand, 1, 1), jobs, 100 * waiting, draft_default);
     free(seconds);
-    return json_pack("{s:i, s:o, s:o, s:o, s:o, s:i}", "threads", count, "target_tokens_per_s", summary_json(rate),
-                     "bandwidth_fraction", summary_json(fraction), "verify_cost_t8_t1", summary_json(cost),
-                     "hand_off_us", summary_json(hand), "draft_threads_default", draft_default);
+    return json_pack("{s:i, s:o, s:o, s:o, s:o, s:f, s:f, s:i}", "threads", count, "target_tokens_per_s",
+                     summary_json(rate), "bandwidth_fraction", summary_json(fraction), "verify_cost_t8_t1",
+                     summary_json(cost), "hand_off_us", summary_json(hand), "jobs_per_step", jobs,
+                     "waiting_at_jobs_ends", waiting, "draft_threads_default", draft_default);
 }
 
 // Σ of the prompts' splits.
@@ -247,10 +256,13 @@ void suite_threads(Bench *b, Pair *pair, Memory *memory, const char *sweep) {
     }
     out(b, "## Threads\n\nPer thread count: the target's decode step (T = 1 after %d cached positions) and its "
         "fraction of the read bandwidth on as many threads, the verification cost t(T = %d) / t(T = 1), one hand-off "
-        "to that many of the pool's threads (a job that does nothing), median [min–max] of %d rounds; and the "
-        "draft's threads the CLI chooses by default (model/probe.h).\n\n"
-        "| threads | target tokens/s | %% of read bandwidth | T = %d / T = 1 | hand-off µs | default draft threads |\n"
-        "|---:|---:|---:|---:|---:|---:|\n", SWEEP_CONTEXT, VERIFY_T, reps, VERIFY_T);
+        "to that many of the pool's threads (a job that does nothing), median [min–max] of %d rounds; the jobs a "
+        "T = 1 step hands off to the pool and the share of its time the calling thread waits at their ends, after "
+        "its own part, for the other threads' last chunks (base/threads.h, pool_tally; the mean of %d more steps); "
+        "and the draft's threads the CLI chooses by default (model/probe.h).\n\n"
+        "| threads | target tokens/s | %% of read bandwidth | T = %d / T = 1 | hand-off µs | jobs a step | "
+        "waiting at jobs' ends | default draft threads |\n"
+        "|---:|---:|---:|---:|---:|---:|---:|---:|\n", SWEEP_CONTEXT, VERIFY_T, reps, reps, VERIFY_T);
     json_t *rows = json_array(), *spec = json_array();
     Workload w;
     workload_init(&w, &pair->target, SWEEP_CONTEXT);

@@ -51,6 +51,7 @@ failed=0
 
 {
     lscpu
+    lscpu -e  # which CPUs share a core (hyperthreads of one) or a cache: what a thread count's figures depend on
     echo "L3 as sysfs describes it: $(cat /sys/devices/system/cpu/cpu0/cache/index3/size 2>/dev/null || echo none)"
     echo "load average: $(cat /proc/loadavg)"
     "$bin/specdec" --version

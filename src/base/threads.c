@@ -45,6 +45,7 @@ struct ThreadPool {
     pthread_mutex_t lock;       // guards sleeping on `wake` and `done`
     pthread_cond_t wake;        // a new job (or stopping), for the workers
     pthread_cond_t done;        // the last worker finished, for the caller of an oversubscribed pool
+    PoolTally *tally;           // the caller's waits, counted while pool_tally is on
 };
 
 typedef struct {
@@ -167,6 +168,8 @@ int pool_size(const ThreadPool *pool) { return pool->n_threads; }
 
 bool pool_oversubscribed(const ThreadPool *pool) { return pool->oversubscribed; }
 
+void pool_tally(ThreadPool *pool, PoolTally *tally) { pool->tally = tally; }
+
 // The CPU quota of cgroup v2 folder `dir` (under /sys/fs/cgroup) and its ancestors, rounded up: the smallest
 // "QUOTA PERIOD" of their cpu.max files; INT_MAX when none sets one ("max").
 static int cgroup_cpu_quota(char *dir) {
@@ -213,8 +216,9 @@ static void publish(ThreadPool *pool, int n_threads, unsigned long long flags) {
 }
 
 // Waits until *counter reaches `target`: spinning, or in an oversubscribed pool sleeping on `done` after a while
-// (whoever brings it to the target signals `done` holding the lock: no lost wake-up).
+// (whoever brings it to the target signals `done` holding the lock: no lost wake-up); counted in the tally if on.
 static void wait_for(ThreadPool *pool, atomic_int *counter, int target) {
+    const double start = pool->tally ? now_seconds() : 0;
     for (unsigned i = 1; atomic_load(counter) != target; i++) {
         cpu_relax();
         if (pool->oversubscribed && i % SPIN_BATCH == 0) {
@@ -223,6 +227,7 @@ static void wait_for(ThreadPool *pool, atomic_int *counter, int target) {
             pthread_mutex_unlock(&pool->lock);
         }
     }
+    if (pool->tally) pool->tally->jobs++, pool->tally->waiting_seconds += now_seconds() - start;
 }
 
 void pool_run_on(ThreadPool *pool, int n_threads, PoolFn *fn, void *ctx) {

@@ -62,4 +62,14 @@ void pool_run_chunks(ThreadPool *pool, int n_threads, int n_chunks, PoolChunkFn 
 enum { POOL_CHUNKS_PER_THREAD = 4 };
 int pool_chunk_count(int n, int block, int n_threads);
 
+// What the calling thread spent at the end of the jobs it handed off (on 2 threads or more), counted while
+// pool_tally(pool, &tally) is on: the jobs, and the seconds between finishing its own part and the last thread
+// finishing theirs — the hand-off's wake-up for a small job, else the tail of the split (a chunked job's last
+// chunks, a fixed share's slowest thread). pool_tally(pool, NULL) stops counting; the bench reads it.
+typedef struct {
+    long jobs;
+    double waiting_seconds;
+} PoolTally;
+void pool_tally(ThreadPool *pool, PoolTally *tally);
+
 #endif

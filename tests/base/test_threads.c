@@ -2,12 +2,14 @@
 // and told their number, however the counts of consecutive jobs alternate (a worker left out of one job must not
 // run it, nor miss the next one it is in); cpus_available follows the affinity mask; a pool with more threads
 // than CPUs still runs its jobs, and the command line with one gives the same tokens in bounded time; a chunked
-// job (pool_run_chunks) runs each of its chunks once, on the threads that are free.
+// job (pool_run_chunks) runs each of its chunks once, on the threads that are free; the tally counts the caller's
+// waits at jobs' ends.
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "base/clock.h"
 #include "base/threads.h"
@@ -157,6 +159,47 @@ TEST(threads_chunks_go_to_the_threads_that_are_free) {
     if (!pool) return;
     for (int round = 0; round < 20 && !test_failures(); round++)
         for (int late = 0; late < POOL; late++) check_chunk_job(pool, POOL, 4 * POOL, late);
+    pool_free(pool);
+}
+
+static void sleep_seconds(double seconds) {
+    const struct timespec span = {(time_t)seconds, (long)((seconds - (time_t)seconds) * 1e9)};
+    nanosleep(&span, NULL);
+}
+
+// A job whose worker threads sleep for a while after the caller has done its part.
+static void workers_late(void *ctx, int thread, int n_threads) {
+    (void)n_threads;
+    if (thread > 0) sleep_seconds(*(const double *)ctx);
+}
+
+static void chunk_late(void *ctx, int chunk, int n_chunks, int thread) {
+    (void)n_chunks, (void)thread;
+    if (chunk == 1) sleep_seconds(*(const double *)ctx);
+}
+
+// The tally counts the jobs handed off — not those the caller runs alone — and the caller's wait for the late
+// threads (at least what they slept, for the job that kept them busy longest), and nothing once turned off.
+TEST(threads_tally_counts_the_callers_waits) {
+    Err err = {{0}};
+    ThreadPool *pool = pool_create(POOL, &err);
+    CHECK(pool != NULL, "%s", err.msg);
+    if (!pool) return;
+    const double late = 0.01, none = 0;
+    PoolTally tally = {0};
+    pool_tally(pool, &tally);
+    pool_run_on(pool, POOL, workers_late, (void *)&late);
+    pool_run_on(pool, 2, workers_late, (void *)&none);
+    pool_run_on(pool, 1, workers_late, (void *)&late);  // the caller alone: no hand-off, no wait
+    pool_run_chunks(pool, POOL, 2, chunk_late, (void *)&none);
+    pool_run_chunks(pool, 1, 4, chunk_late, (void *)&late);
+    CHECK(tally.jobs == 3, "3 jobs handed off, %ld counted", tally.jobs);
+    CHECK(tally.waiting_seconds >= 0.9 * late && tally.waiting_seconds < 1.0,
+          "workers %g s late: the caller waited %g s", late, tally.waiting_seconds);
+    pool_tally(pool, NULL);
+    const PoolTally before = tally;
+    pool_run_on(pool, POOL, workers_late, (void *)&late);
+    CHECK(tally.jobs == before.jobs && tally.waiting_seconds == before.waiting_seconds, "counted after it was off");
     pool_free(pool);
 }
 
