@@ -13,6 +13,9 @@
 #               the drafting thread: what the draft on a core of its own gives) and on 2 threads, greedy and at
 #               temperature 1 (tools/held_out_compare.py: --compare's medians over the first 8 held-out prompts,
 #               128 tokens)
+#   threads     the shipped pair's round split into its phases, with the CLI's default threads (all CPUs but one,
+#               the drafting thread's) and all of them, and the jobs a target step hands off with the caller's
+#               wait at their ends (run-bench -s threads on 4 prompts)
 #   issue 32    the target's decode on the Llama-3.2-1B shape in q8, q4 and BF16 beside the read pass, on 8 and
 #               on all the CPUs (run-bench -s threads)
 set -uo pipefail
@@ -29,11 +32,12 @@ mkdir -p "$out"
 cpus=$(nproc)
 if [ -n "$quick" ]; then
     compare=(--threads default,1 --prompts 2 -n 32)
-    shape=random:gpt2-small sweep=1,$cpus budget_29=120 budget_32=60
+    shape=random:gpt2-small sweep=1,$cpus budget_29=120 budget_threads=60 budget_32=60
 else
     compare=(--threads default,2)
-    shape=random:llama-3.2-1b sweep=8,$cpus budget_29=150 budget_32=110
+    shape=random:llama-3.2-1b sweep=8,$cpus budget_29=150 budget_threads=45 budget_32=95
 fi
+default_threads=$((cpus >= 8 ? cpus - 1 : cpus))  # session_default_threads with a draft model (src/cli/session.h)
 
 step() {  # step NAME SECONDS COMMAND...: COMMAND's output to OUT/NAME.txt, stopped after SECONDS
     local name=$1 seconds=$2
@@ -59,6 +63,8 @@ failed=0
 
 step issue29 "$budget_29" python3 tools/held_out_compare.py --specdec "$bin/specdec" "${compare[@]}" \
     --variant "--pipeline off" --jsonl "$out/issue29.jsonl"
+step threads "$budget_threads" "$bin/run-bench" -s threads --quick --prompts 4 \
+    --threads-sweep "$(echo "$default_threads,$cpus" | tr ',' '\n' | sort -un | paste -sd,)" --no-plots -o "$out/threads"
 for quant in q8 q4 bf16; do
     step "issue32-$quant" "$budget_32" "$bin/run-bench" -s threads -m "$shape" --quant "$quant" --quick \
         --threads-sweep "$sweep" --no-plots -o "$out/issue32-$quant"
