@@ -76,17 +76,25 @@ static void signal_done(ThreadPool *pool) {
     pthread_mutex_unlock(&pool->lock);
 }
 
-// Claims chunks of the current chunked job and runs them, on thread `thread`, until none is left. A chunk's claim
-// names its job (the claims word is the current job's): a thread late from an earlier job claims, if anything, a
-// chunk of the current one, whose fn and ctx stay put until that chunk is done.
+// Claims chunks of the current chunked job and runs them, on thread `thread`, until none is left; then counts them
+// done, all at once. A chunk's claim names its job (the claims word is the current job's): a thread late from an
+// earlier job claims, if anything, a chunk of the current one, whose fn and ctx stay put until that chunk is done.
+// The chunks a thread runs in one call are of one job: that job cannot end, and the claims word cannot become the
+// next job's, before this thread counts them. One count a thread, not one a chunk: fewer writes to the cache line
+// every thread of the job writes (on 16 threads a job has 64 chunks).
 static void take_chunks(ThreadPool *pool, int thread) {
+    int ran = 0, n_chunks = 0;
     for (;;) {
         const unsigned long long claim = atomic_fetch_add(&pool->claims, 1);
-        const int chunk = (int)(claim & 0xffffffffu), n_chunks = (int)(claim >> 32);
-        if (chunk >= n_chunks) return;
+        const int chunk = (int)(claim & 0xffffffffu);
+        n_chunks = (int)(claim >> 32);
+        if (chunk >= n_chunks) break;
         pool->chunk_fn(pool->ctx, chunk, n_chunks, thread);
-        if (atomic_fetch_add(&pool->chunks_done, 1) == n_chunks - 1 && pool->oversubscribed) signal_done(pool);
+        ran++;
+        if (chunk == n_chunks - 1) break;  // the last chunk to hand out: no claim after it can succeed
     }
+    if (ran > 0 && atomic_fetch_add(&pool->chunks_done, ran) + ran == n_chunks && pool->oversubscribed)
+        signal_done(pool);
 }
 
 static void *worker_main(void *p) {

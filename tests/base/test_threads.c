@@ -129,6 +129,42 @@ static void check_chunk_job(ThreadPool *pool, int n_threads, int n_chunks, int l
     free(job);
 }
 
+typedef struct {
+    atomic_int runs[MAX_CHUNKS];
+    atomic_int wrong;  // a chunk outside the job, or on no thread of the pool
+    int n_chunks, pool;
+} TallyJob;
+
+static void chunk_count(void *ctx, int chunk, int n_chunks, int thread) {
+    TallyJob *job = ctx;
+    if (n_chunks != job->n_chunks || chunk < 0 || chunk >= n_chunks || thread < 0 || thread >= job->pool)
+        atomic_fetch_add(&job->wrong, 1);
+    else
+        atomic_fetch_add(&job->runs[chunk], 1);
+}
+
+// A pool with more threads than CPUs: its caller sleeps until the last thread to count its chunks done wakes it
+// (take_chunks counts a thread's chunks at once, after its last).
+TEST(threads_oversubscribed_pool_runs_chunked_jobs) {
+    const int size = 4 * cpus_available() > POOL ? 4 * cpus_available() : POOL;
+    Err err = {{0}};
+    ThreadPool *pool = pool_create(size, &err);
+    CHECK(pool != NULL && pool_oversubscribed(pool), "a pool of %d threads: %s", size, err.msg);
+    if (!pool) return;
+    for (int j = 0; j < 300 && !test_failures(); j++) {
+        TallyJob *job = calloc(1, sizeof *job);
+        job->n_chunks = test_rand_int(0, MAX_CHUNKS);
+        job->pool = size;
+        pool_run_chunks(pool, size, job->n_chunks, chunk_count, job);
+        for (int c = 0; c < job->n_chunks; c++)
+            CHECK(atomic_load(&job->runs[c]) == 1, "job %d: chunk %d of %d ran %d times", j, c, job->n_chunks,
+                  atomic_load(&job->runs[c]));
+        CHECK(atomic_load(&job->wrong) == 0, "job %d: a chunk outside it, or on no thread of the pool", j);
+        free(job);
+    }
+    pool_free(pool);
+}
+
 // Chunked jobs between jobs of every thread (pool_run_on), their thread and chunk counts scrambled: a worker late
 // from one job must neither run a chunk twice nor lose one of the next.
 TEST(threads_chunks_run_each_chunk_once) {
