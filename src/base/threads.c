@@ -81,7 +81,7 @@ static void signal_done(ThreadPool *pool) {
 // earlier job claims, if anything, a chunk of the current one, whose fn and ctx stay put until that chunk is done.
 // The chunks a thread runs in one call are of one job: that job cannot end, and the claims word cannot become the
 // next job's, before this thread counts them. One count a thread, not one a chunk: fewer writes to the cache line
-// every thread of the job writes (on 16 threads a job has 64 chunks).
+// every thread of the job writes (on 16 threads a matmul has up to 64 chunks).
 static void take_chunks(ThreadPool *pool, int thread) {
     int ran = 0, n_chunks = 0;
     for (;;) {
