@@ -129,20 +129,24 @@ void draft_ahead_start(DraftAhead *a, const int *committed, int n, const int *dr
     set_job(a, JOB_AHEAD);
 }
 
-int draft_ahead_wait(DraftAhead *a, int *held, Err *err) {
+// Waits for the job posted last to end; its result: 0, or −1 with err set.
+static int job_result(DraftAhead *a, Err *err) {
     await_job(a, false);
-    *held = a->rc > 0 ? a->rc : 0;
     if (a->rc < 0) *err = a->err;
     return a->rc < 0 ? -1 : 0;
+}
+
+int draft_ahead_wait(DraftAhead *a, int *held, Err *err) {
+    const int rc = job_result(a, err);
+    *held = a->rc > 0 ? a->rc : 0;
+    return rc;
 }
 
 int draft_ahead_propose(DraftAhead *a, const int *context, int n, const DraftRequest *request, DraftTree *tree,
                         double *q, DraftReport *report, Err *err) {
     a->proposal = (Proposal){context, n, request, tree, q, report};
     set_job(a, JOB_PROPOSE);
-    await_job(a, false);
-    if (a->rc < 0) *err = a->err;
-    return a->rc < 0 ? -1 : 0;
+    return job_result(a, err);
 }
 
 void draft_ahead_close(DraftAhead *a) {
