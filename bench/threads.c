@@ -58,19 +58,28 @@ static double step_run(void *ctx, int rep) {
     return forward_seconds(s->w->model, &s->w->cache, s->w->context, s->T, s->w->logits);
 }
 
-// One hand-off: pool_run_on(n) of a job that does nothing — waking n − 1 threads and waiting for them.
+// One hand-off of a job that does nothing to n threads: pool_run_on(n), waking n − 1 threads and waiting for each,
+// or (chunked) pool_run_chunks of as many chunks as a forward's matmul cuts on n threads, the kind of job a
+// forward hands off — its threads claim the chunks from one counter and count them done on another.
 typedef struct {
     ThreadPool *pool;
     int n;
+    bool chunked;
 } HandOff;
 
 static void nothing(void *ctx, int thread, int n_threads) { (void)ctx, (void)thread, (void)n_threads; }
+static void no_chunk(void *ctx, int chunk, int n_chunks, int thread) {
+    (void)ctx, (void)chunk, (void)n_chunks, (void)thread;
+}
 
 static double hand_off_run(void *ctx, int rep) {
     (void)rep;
     HandOff *h = ctx;
     const double t0 = now_seconds();
-    pool_run_on(h->pool, h->n, nothing, NULL);
+    if (h->chunked)
+        pool_run_chunks(h->pool, h->n, POOL_CHUNKS_PER_THREAD * h->n, no_chunk, NULL);
+    else
+        pool_run_on(h->pool, h->n, nothing, NULL);
     return now_seconds() - t0;
 }
 
@@ -124,13 +133,14 @@ static json_t *machine_row(Bench *b, Pair *pair, Memory *memory, Workload *w, in
     if (!pool) die("%s", err.msg);
     MemoryPass pass = {memory, MEM_READ, pool};
     SweepStep one = {w, 1}, verify = {w, VERIFY_T};
-    HandOff hand_off = {b->pool, count};
-    Trial trials[4] = {{memory_pass, &pass}, {step_run, &one}, {step_run, &verify}, {hand_off_run, &hand_off}};
-    double *seconds = malloc(sizeof(double) * 4 * reps);
+    HandOff hand_off = {b->pool, count, false}, chunked = {b->pool, count, true};
+    Trial trials[5] = {{memory_pass, &pass}, {step_run, &one}, {step_run, &verify}, {hand_off_run, &hand_off},
+                       {hand_off_run, &chunked}};
+    double *seconds = malloc(sizeof(double) * 5 * reps);
     if (!seconds) die("out of memory");
     char label[64];
-    snprintf(label, sizeof label, "%d threads: read pass, T = 1, T = %d, hand-off", count, VERIFY_T);
-    measure_rounds(b, label, trials, 4, reps, 0.02, seconds);
+    snprintf(label, sizeof label, "%d threads: read pass, T = 1, T = %d, hand-offs", count, VERIFY_T);
+    measure_rounds(b, label, trials, 5, reps, 0.02, seconds);
     pool_free(pool);
     // Then as many T = 1 steps with the pool's tally on: the jobs handed off a step, and the caller's wait at their
     // ends as a share of the steps' time.
@@ -145,15 +155,18 @@ static json_t *machine_row(Bench *b, Pair *pair, Memory *memory, Workload *w, in
     Summary fraction = summary_scaled(summarize_ratio(seconds, seconds + reps, reps), bytes / read_bytes);
     Summary cost = summarize_ratio(seconds + 2 * reps, seconds + reps, reps);
     Summary hand = summary_scaled(summarize(seconds + 3 * reps, reps), 1e6);
-    char c1[64], c2[64], c3[64], c4[64];
-    out(b, "| %d | %s | %s | %s | %s | %.0f | %.1f%% | %d |\n", count, fmt_range(c1, sizeof c1, rate, 1, 0),
+    Summary hand_chunked = summary_scaled(summarize(seconds + 4 * reps, reps), 1e6);
+    char c1[64], c2[64], c3[64], c4[64], c5[64];
+    out(b, "| %d | %s | %s | %s | %s | %s | %.0f | %.1f%% | %d |\n", count, fmt_range(c1, sizeof c1, rate, 1, 0),
         fmt_range(c2, sizeof c2, summary_scaled(fraction, 100), 1, 0), fmt_range(c3, sizeof c3, cost, 1, 2),
-        fmt_range(c4, sizeof c4, hand, 1, 1), jobs, 100 * waiting, draft_default);
+        fmt_range(c4, sizeof c4, hand, 1, 1), fmt_range(c5, sizeof c5, hand_chunked, 1, 1), jobs, 100 * waiting,
+        draft_default);
     free(seconds);
-    return json_pack("{s:i, s:o, s:o, s:o, s:o, s:f, s:f, s:i}", "threads", count, "target_tokens_per_s",
+    return json_pack("{s:i, s:o, s:o, s:o, s:o, s:o, s:f, s:f, s:i}", "threads", count, "target_tokens_per_s",
                      summary_json(rate), "bandwidth_fraction", summary_json(fraction), "verify_cost_t8_t1",
-                     summary_json(cost), "hand_off_us", summary_json(hand), "jobs_per_step", jobs,
-                     "waiting_at_jobs_ends", waiting, "draft_threads_default", draft_default);
+                     summary_json(cost), "hand_off_us", summary_json(hand), "chunked_hand_off_us",
+                     summary_json(hand_chunked), "jobs_per_step", jobs, "waiting_at_jobs_ends", waiting,
+                     "draft_threads_default", draft_default);
 }
 
 // Σ of the prompts' splits.
@@ -256,13 +269,15 @@ void suite_threads(Bench *b, Pair *pair, Memory *memory, const char *sweep) {
     }
     out(b, "## Threads\n\nPer thread count: the target's decode step (T = 1 after %d cached positions) and its "
         "fraction of the read bandwidth on as many threads, the verification cost t(T = %d) / t(T = 1), one hand-off "
-        "to that many of the pool's threads (a job that does nothing), median [min–max] of %d rounds; the jobs a "
+        "to that many of the pool's threads of a job that does nothing (a job of every thread, pool_run_on; and a "
+        "chunked one of %d chunks a thread, the kind a forward hands off), median [min–max] of %d rounds; the jobs a "
         "T = 1 step hands off to the pool and the share of its time the calling thread waits at their ends, after "
         "its own part, for the other threads' last chunks (base/threads.h, pool_tally; the mean of %d more steps); "
         "and the draft's threads the CLI chooses by default (model/probe.h).\n\n"
-        "| threads | target tokens/s | %% of read bandwidth | T = %d / T = 1 | hand-off µs | jobs a step | "
+        "| threads | target tokens/s | %% of read bandwidth | T = %d / T = 1 | hand-off µs | chunked µs | jobs a step | "
         "waiting at jobs' ends | default draft threads |\n"
-        "|---:|---:|---:|---:|---:|---:|---:|---:|\n", SWEEP_CONTEXT, VERIFY_T, reps, reps, VERIFY_T);
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n", SWEEP_CONTEXT, VERIFY_T, POOL_CHUNKS_PER_THREAD, reps,
+        reps, VERIFY_T);
     json_t *rows = json_array(), *spec = json_array();
     Workload w;
     workload_init(&w, &pair->target, SWEEP_CONTEXT);

@@ -28,24 +28,27 @@
 #define SPIN_BATCH 64         // polls between looks at the clock; an oversubscribed pool sleeps after one batch
 
 struct ThreadPool {
+    // What the job is: written by the caller, read by the workers, which poll `job` and `stopping` between jobs
+    // on this cache line. Nothing a worker writes is on it: a write there would take the line from every thread
+    // polling it.
     int n_threads;              // including the caller, thread 0
+    bool oversubscribed;        // more threads than CPUs available: poll one SPIN_BATCH, then sleep
     pthread_t *workers;         // [n_threads − 1]
     PoolFn *fn;                 // the current job: pool_run_on's
     PoolChunkFn *chunk_fn;      // or pool_run_chunks'
     void *ctx;
     atomic_ullong job;          // (job number << NUMBER_SHIFT) | CHUNKED? | threads it runs on: one load tells a
                                 // worker all three
-    atomic_int busy;            // workers still running the current job (pool_run_on)
-    // A chunked job's claims, (n_chunks << 32) | the next chunk to hand out, and the chunks finished, each on a
-    // cache line of its own.
+    atomic_bool stopping;
+    PoolTally *tally;           // the caller's waits, counted while pool_tally is on
+    // What the workers write as they work, each on a cache line of its own: the workers still running the current
+    // job (pool_run_on); a chunked job's claims, (n_chunks << 32) | the next chunk to hand out; its chunks finished.
+    _Alignas(64) atomic_int busy;
     _Alignas(64) atomic_ullong claims;
     _Alignas(64) atomic_int chunks_done;
-    atomic_bool stopping;
-    bool oversubscribed;        // more threads than CPUs available: poll one SPIN_BATCH, then sleep
-    pthread_mutex_t lock;       // guards sleeping on `wake` and `done`
+    _Alignas(64) pthread_mutex_t lock;  // guards sleeping on `wake` and `done`
     pthread_cond_t wake;        // a new job (or stopping), for the workers
     pthread_cond_t done;        // the last worker finished, for the caller of an oversubscribed pool
-    PoolTally *tally;           // the caller's waits, counted while pool_tally is on
 };
 
 typedef struct {
@@ -128,7 +131,7 @@ ThreadPool *pool_create(int n_threads, Err *err) {
         err_fmt(err, "a pool of %d threads: at most %d", n_threads, (1 << COUNT_BITS) - 1);
         return NULL;
     }
-    ThreadPool *pool = aligned_alloc(_Alignof(ThreadPool), sizeof *pool);  // (its claims' cache lines: 64 bytes)
+    ThreadPool *pool = aligned_alloc(_Alignof(ThreadPool), sizeof *pool);  // (its counters' cache lines: 64 bytes)
     if (pool) *pool = (ThreadPool){0};
     if (!pool || !(pool->workers = calloc((size_t)n_threads, sizeof(pthread_t)))) {
         free(pool);
