@@ -274,8 +274,8 @@ void suite_threads(Bench *b, Pair *pair, Memory *memory, const char *sweep) {
         "T = 1 step hands off to the pool and the share of its time the calling thread waits at their ends, after "
         "its own part, for the other threads' last chunks (base/threads.h, pool_tally; the mean of %d more steps); "
         "and the draft's threads the CLI chooses by default (model/probe.h).\n\n"
-        "| threads | target tokens/s | %% of read bandwidth | T = %d / T = 1 | hand-off µs | chunked µs | jobs a step | "
-        "waiting at jobs' ends | default draft threads |\n"
+        "| threads | target tokens/s | %% of read bandwidth | T = %d / T = 1 | hand-off µs | chunked µs | "
+        "jobs a step | waiting at jobs' ends | default draft threads |\n"
         "|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n", SWEEP_CONTEXT, VERIFY_T, POOL_CHUNKS_PER_THREAD, reps,
         reps, VERIFY_T);
     json_t *rows = json_array(), *spec = json_array();

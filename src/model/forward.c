@@ -142,7 +142,19 @@ static int job_threads(const Model *m, size_t multiply_adds) {
 // What a matmul's job does to its output columns once they are computed, on the same thread. EPILOGUE_SWIGLU pairs
 // them: W stacks the gate's F rows over up's F rows (Block.mlp_up), the job's columns are the F pairs (j, F + j),
 // and out[t, j] = SiLU(gate) ⊙ up goes in the gate's place — SwiGLU's product in the matmul's own job.
-typedef enum { EPILOGUE_NONE, EPILOGUE_GELU_TANH, EPILOGUE_GELU_ERF, EPILOGUE_ADD, EPILOGUE_SWIGLU } Epilogue;
+// EPILOGUE_HEADS makes the attention projection's heads ready for attention (prepare_heads).
+typedef enum {
+    EPILOGUE_NONE, EPILOGUE_GELU_TANH, EPILOGUE_GELU_ERF, EPILOGUE_ADD, EPILOGUE_SWIGLU, EPILOGUE_HEADS
+} Epilogue;
+
+// What EPILOGUE_HEADS needs beyond the columns: row t of qkv = [q | k | v] is the token at cache row pos0 + t.
+typedef struct {
+    const Model *m;
+    const ForwardScratch *s;  // the rows' rotary angles
+    const Block *b;           // Qwen3's head norms
+    KVCache *cache;
+    int layer, pos0;
+} Heads;
 
 // One matmul as a pool job: out = x Wᵀ + b, then the epilogue on the same columns by the same thread. Its threads
 // take the output columns (EPILOGUE_SWIGLU: the pairs of columns) in chunks (pool_run_chunks).
@@ -157,9 +169,10 @@ typedef struct {
     bool blas;          // OpenBLAS sgemm (single-threaded, on a chunk's columns) instead of our kernel
     Epilogue epilogue;
     float *residual;    // EPILOGUE_ADD: residual[t, j] += out[t, j]    [T, n_out]
+    const Heads *heads; // EPILOGUE_HEADS
     Q8Block *xq_out;    // [T, q8_blocks(n)]: out's first n columns quantized too, after the epilogue, or NULL
     int n;              // the columns the chunks cut: n_out, or EPILOGUE_SWIGLU's n_out / 2 pairs
-    int block;          // on multiples of this: ROW_BLOCK, or Q8_BLOCK when xq_out (a chunk's blocks whole)
+    int block;          // on multiples of this: ROW_BLOCK, or whole blocks and heads (chunk_block)
 } LinearJob;
 
 // Columns [j0, j1) of the job's output: out[:, j0:j1] = x W[j0:j1]ᵀ + b[j0:j1].
@@ -188,6 +201,27 @@ static void linear_columns(const LinearJob *job, int j0, int j1) {
     }
 }
 
+// Columns [j0, j1) of row t of qkv = [q | k | v], its H query heads, then Hkv key heads, then Hkv value heads,
+// made ready for attention: Qwen3's per-head RMSNorm of q and k, then their rotation by the angles of the row's
+// position (both on whole heads: the job's chunks then hold whole heads, chunk_block); then the columns of k and v
+// go into the cache. Each head's own work, whichever thread's chunk holds it: the same bits as one loop over heads.
+static void prepare_heads(const Heads *job, float *row, int t, int j0, int j1) {
+    const Config *c = &job->m->cfg;
+    const Block *b = job->b;
+    const int hd = c->head_dim, half = hd / 2, H = c->n_head, Hkv = c->n_kv_head;
+    for (int head = j0 / hd; head * hd < j1; head++) {
+        float *x = row + (size_t)head * hd;
+        const int i0 = j0 > head * hd ? j0 - head * hd : 0, i1 = j1 < (head + 1) * hd ? j1 - head * hd : hd;
+        if (head < H + Hkv) {  // a query or a key head
+            if (b->q_norm) job->m->kernels->rmsnorm(x, x, head < H ? b->q_norm : b->k_norm, hd, c->norm_epsilon);
+            if (c->positions == POSITIONS_ROTARY)
+                job->m->kernels->rope(x, job->s->cos + (size_t)t * half, job->s->sin + (size_t)t * half, half);
+        }
+        if (head >= H + Hkv) kv_store_value(job->cache, job->layer, head - H - Hkv, job->pos0 + t, i0, i1, x);
+        else if (head >= H) kv_store_key(job->cache, job->layer, head - H, job->pos0 + t, i0, i1, x);
+    }
+}
+
 // The epilogue on columns [j0, j1) (EPILOGUE_SWIGLU: pairs [j0, j1), the columns [j0, j1) and F + [j0, j1)).
 static void epilogue_columns(const LinearJob *job, int j0, int j1) {
     const int n = j1 - j0, half = job->lin->n_out / 2;
@@ -198,6 +232,7 @@ static void epilogue_columns(const LinearJob *job, int j0, int j1) {
         case EPILOGUE_GELU_ERF: job->k->gelu_erf(row, n); break;
         case EPILOGUE_ADD: job->k->add(job->residual + (size_t)t * job->lin->n_out + j0, row, n); break;
         case EPILOGUE_SWIGLU: job->k->silu_mul(row, row, row + half, n); break;
+        case EPILOGUE_HEADS: prepare_heads(job->heads, job->out + (size_t)t * job->ld_out, t, j0, j1); break;
         case EPILOGUE_NONE: break;
         }
         if (job->xq_out)  // blocks j0 / Q8_BLOCK.. of row t, as quantizing the whole row would give them
@@ -215,6 +250,20 @@ static void linear_chunk(void *ctx, int chunk, int n_chunks, int thread) {
     epilogue_columns(job, j0, j1);
 }
 
+// The columns a job's chunks fall on multiples of: ROW_BLOCK; whole q8 blocks where the job quantizes what it
+// computes; whole heads where EPILOGUE_HEADS normalises or rotates them (and whole row blocks still: the least
+// common multiple).
+static int chunk_block(const Config *c, bool quantizes, const Heads *heads) {
+    if (quantizes) return Q8_BLOCK;
+    if (!heads || !(c->positions == POSITIONS_ROTARY || heads->b->q_norm)) return ROW_BLOCK;
+    int a = c->head_dim, b = ROW_BLOCK;  // gcd(hd, ROW_BLOCK), then the lcm
+    while (b) {
+        const int r = a % b;
+        a = b, b = r;
+    }
+    return c->head_dim / a * ROW_BLOCK;
+}
+
 // out = x Wᵀ + b (then the epilogue)      x: [T, ld_x]   out: [T, ld_out]
 // Our kernels stream W once for all T rows and are batch-invariant. Where OpenBLAS is faster — F32 weights,
 // many rows (long prompts), a kernel variant that says so — it takes over; our threads then run a single-threaded
@@ -224,9 +273,10 @@ static void linear_chunk(void *ctx, int chunk, int n_chunks, int thread) {
 // quantization or rounding depends on that row alone, so batch invariance holds. The MLP's hidden layer (out or x
 // = s->mlp) is quantized instead by the job that computes it, each chunk its own blocks on its own thread, into
 // s->xq_mlp: the down projection's input, F floats a row, the widest there is to quantize.
-// Writes s->xq, s->xq_mlp or s->xb (the rounded input), out, and residual (EPILOGUE_ADD).
+// Writes s->xq, s->xq_mlp or s->xb (the rounded input), out, residual (EPILOGUE_ADD) and, EPILOGUE_HEADS, the
+// cache (heads: what that epilogue needs, else NULL).
 static void linear(const Model *m, ForwardScratch *s, float *out, int ld_out, const float *x, int ld_x,
-                   const Linear *lin, int T, Epilogue ep, float *residual) {
+                   const Linear *lin, int T, Epilogue ep, float *residual, const Heads *heads) {
     const int blas_min = m->kernels->blas_min_rows;
     // (sgemm reads rows: a variant whose weights are in panels never names a crossover)
     const bool blas = s->blas && lin->type == WEIGHT_F32 && blas_min > 0 && T >= blas_min && !m->kernels->panels;
@@ -248,9 +298,10 @@ static void linear(const Model *m, ForwardScratch *s, float *out, int ld_out, co
         .blas = blas,
         .epilogue = ep,
         .residual = residual,
+        .heads = heads,
         .xq_out = xq_out,
         .n = ep == EPILOGUE_SWIGLU ? lin->n_out / 2 : lin->n_out,
-        .block = xq_out ? Q8_BLOCK : ROW_BLOCK,
+        .block = chunk_block(&m->cfg, xq_out != NULL, heads),
     };
     const int threads = job_threads(m, (size_t)T * lin->n_out * lin->n_in);
     pool_run_chunks(m->pool, threads, pool_chunk_count(job.n, job.block, threads), linear_chunk, &job);
@@ -330,23 +381,6 @@ static void norm_rows(const Model *m, float *h, int ld_h, const float *x, const 
     }
 }
 
-// The queries and keys of row t (in place in qkv) made ready for attention: Qwen3's per-head RMSNorm, then the
-// rotation by the angles of its position; then the key and value of each key/value head go into the cache, at
-// cache row `row`.
-static void prepare_qkv(const Model *m, ForwardScratch *s, KVCache *cache, const Block *b, int layer, int row,
-                        int t) {
-    const Config *c = &m->cfg;
-    const int hd = c->head_dim, half = hd / 2;
-    float *q = s->qkv + (size_t)t * s->n_qkv, *k = q + c->n_head * hd, *v = k + c->n_kv_head * hd;
-    for (int head = 0; head < c->n_head + c->n_kv_head; head++) {  // the H query heads, then the Hkv key heads
-        float *x = q + head * hd;  // k follows q directly
-        if (b->q_norm) m->kernels->rmsnorm(x, x, head < c->n_head ? b->q_norm : b->k_norm, hd, c->norm_epsilon);
-        if (c->positions == POSITIONS_ROTARY)
-            m->kernels->rope(x, s->cos + (size_t)t * half, s->sin + (size_t)t * half, half);
-    }
-    for (int head = 0; head < c->n_kv_head; head++) kv_store(cache, layer, head, row, k + head * hd, v + head * hd);
-}
-
 // What follows the MLP's first matmul on the same columns: its activation, or SwiGLU's product of gate and up.
 static Epilogue mlp_up_epilogue(const Config *c) {
     if (c->mlp == MLP_GATED) return EPILOGUE_SWIGLU;
@@ -362,8 +396,8 @@ static void block_forward(const Model *m, ForwardScratch *s, KVCache *cache, int
 
     // Attention sub-block: x += Attn(Norm1(x)) W_out + b_out
     norm_rows(m, s->h, ld_d, s->x, &b->norm1, T);
-    linear(m, s, s->qkv, s->n_qkv, s->h, ld_d, &b->attn_qkv, T, EPILOGUE_NONE, NULL);  // qkv: [T, n_qkv] = [q|k|v]
-    for (int t = 0; t < T; t++) prepare_qkv(m, s, cache, b, layer, pos0 + t, t);
+    const Heads heads = {.m = m, .s = s, .b = b, .cache = cache, .layer = layer, .pos0 = pos0};
+    linear(m, s, s->qkv, s->n_qkv, s->h, ld_d, &b->attn_qkv, T, EPILOGUE_HEADS, NULL, &heads);  // [T, (H + 2Hkv)hd]
     float scale = 1.0f;
     if (c->scale_attn_weights) scale /= sqrtf((float)c->head_dim);
     if (c->scale_attn_by_inverse_layer_idx) scale /= (float)(layer + 1);
@@ -371,13 +405,13 @@ static void block_forward(const Model *m, ForwardScratch *s, KVCache *cache, int
     AttentionJob att = {.m = m, .s = s, .cache = cache, .layer = layer, .T = T, .scale = scale,
                         .shares = attention_shares(m, T, threads)};
     pool_run_chunks(m->pool, threads, pool_chunk_count(c->n_kv_head * att.shares, 1, threads), attention_chunk, &att);
-    linear(m, s, s->h, ld_d, s->att, s->ld_att, &b->attn_out, T, EPILOGUE_ADD, s->x);
+    linear(m, s, s->h, ld_d, s->att, s->ld_att, &b->attn_out, T, EPILOGUE_ADD, s->x, NULL);
 
     // MLP sub-block: x += GELU(Norm2(x) W_up + b_up) W_down + b_down, or gated:
     //                x += (SiLU(Norm2(x) W_gate) ⊙ Norm2(x) W_up) W_down
     norm_rows(m, s->h, ld_d, s->x, &b->norm2, T);
-    linear(m, s, s->mlp, s->ld_f, s->h, ld_d, &b->mlp_up, T, mlp_up_epilogue(c), NULL);
-    linear(m, s, s->h, ld_d, s->mlp, s->ld_f, &b->mlp_down, T, EPILOGUE_ADD, s->x);
+    linear(m, s, s->mlp, s->ld_f, s->h, ld_d, &b->mlp_up, T, mlp_up_epilogue(c), NULL, NULL);
+    linear(m, s, s->h, ld_d, s->mlp, s->ld_f, &b->mlp_down, T, EPILOGUE_ADD, s->x, NULL);
 }
 
 // Row `token` of the embedding table as floats, 16 consecutive weights at a time (together in either layout).
@@ -471,10 +505,10 @@ static void refine_row(void *ctx, int t, int n_chunks, int thread) {
 static void head_logits(const Model *m, ForwardScratch *s, float *logits, int T) {
     const int V = m->n_vocab;
     if (!m->lm_head_coarse.n_out) {
-        linear(m, s, logits, V, s->h, s->ld_d, &m->lm_head, T, EPILOGUE_NONE, NULL);
+        linear(m, s, logits, V, s->h, s->ld_d, &m->lm_head, T, EPILOGUE_NONE, NULL, NULL);
         return;
     }
-    linear(m, s, logits, V, s->h, s->ld_d, &m->lm_head_coarse, T, EPILOGUE_NONE, NULL);  // quantizes h into s->xq
+    linear(m, s, logits, V, s->h, s->ld_d, &m->lm_head_coarse, T, EPILOGUE_NONE, NULL, NULL);  // quantizes h into s->xq
     RefineJob job = {.m = m, .xq = s->xq, .logits = logits};
     pool_run_chunks(m->pool, T < m->max_threads ? T : m->max_threads, T, refine_row, &job);
 }

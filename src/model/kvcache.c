@@ -91,8 +91,11 @@ void kv_keep_path(KVCache *cache, int base, const int *rows, int n) {
     cache->len = base + n;
 }
 
-void kv_store(KVCache *cache, int layer, int head, int pos, const float *k, const float *v) {
+void kv_store_key(KVCache *cache, int layer, int head, int pos, int i0, int i1, const float *k) {
     float *keys = kv_keys(cache, layer, head);
-    for (int i = 0; i < cache->hd; i++) keys[(size_t)i * cache->ld_k + pos] = k[i];
-    memcpy(kv_values(cache, layer, head) + (size_t)pos * cache->hd, v, sizeof(float) * cache->hd);
+    for (int i = i0; i < i1; i++) keys[(size_t)i * cache->ld_k + pos] = k[i];
+}
+
+void kv_store_value(KVCache *cache, int layer, int head, int pos, int i0, int i1, const float *v) {
+    memcpy(kv_values(cache, layer, head) + (size_t)pos * cache->hd + i0, v + i0, sizeof(float) * (i1 - i0));
 }

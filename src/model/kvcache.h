@@ -49,7 +49,8 @@ static inline float *kv_values(const KVCache *cache, int layer, int head) {
 // never touched.
 void kv_keep_path(KVCache *cache, int base, const int *rows, int n);
 
-// Writes one head's key and value of position pos (k, v: [hd]).
-void kv_store(KVCache *cache, int layer, int head, int pos, const float *k, const float *v);
+// Write dimensions [i0, i1) of one head's key or value of position pos (k, v: the head's [hd]).
+void kv_store_key(KVCache *cache, int layer, int head, int pos, int i0, int i1, const float *k);
+void kv_store_value(KVCache *cache, int layer, int head, int pos, int i0, int i1, const float *v);
 
 #endif
