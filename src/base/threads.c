@@ -13,6 +13,7 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,6 +51,7 @@ struct ThreadPool {
     pthread_cond_t wake;        // a new job (or stopping), for the workers
     pthread_cond_t done;        // the last worker finished, for the caller of an oversubscribed pool
 };
+_Static_assert(offsetof(struct ThreadPool, busy) == 64, "what the idle workers poll fits one cache line");
 
 typedef struct {
     ThreadPool *pool;
