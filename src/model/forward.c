@@ -251,17 +251,14 @@ static void linear_chunk(void *ctx, int chunk, int n_chunks, int thread) {
 }
 
 // The columns a job's chunks fall on multiples of: ROW_BLOCK; whole q8 blocks where the job quantizes what it
-// computes; whole heads where EPILOGUE_HEADS normalises or rotates them (and whole row blocks still: the least
-// common multiple).
+// computes; whole heads where EPILOGUE_HEADS normalises or rotates them (the fewest whole heads that are also whole
+// row blocks).
 static int chunk_block(const Config *c, bool quantizes, const Heads *heads) {
     if (quantizes) return Q8_BLOCK;
     if (!heads || !(c->positions == POSITIONS_ROTARY || heads->b->q_norm)) return ROW_BLOCK;
-    int a = c->head_dim, b = ROW_BLOCK;  // gcd(hd, ROW_BLOCK), then the lcm
-    while (b) {
-        const int r = a % b;
-        a = b, b = r;
-    }
-    return c->head_dim / a * ROW_BLOCK;
+    int block = c->head_dim;
+    while (block % ROW_BLOCK) block += c->head_dim;
+    return block;
 }
 
 // out = x Wᵀ + b (then the epilogue)      x: [T, ld_x]   out: [T, ld_out]
