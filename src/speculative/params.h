@@ -34,14 +34,17 @@ typedef enum { PIPELINE_OFF, PIPELINE_AUTO, PIPELINE_ON } Pipelining;
 // Random numbers are keyed by (seed, position, stream) (sampling.h), never drawn from a stream that rounds
 // consume, so the same seed, files and options give the same tokens on every run:
 //   - SAMPLER_COUPLED: whatever γ, policy, timings and thread count; and the same tokens as target-only decoding.
-//   - SAMPLER_REJECTION: for a fixed γ and for heuristic, at every thread count; GAMMA_AUTO, whose γ would follow
-//     measured timings, plans with spec_forward_cost instead at temperature > 0, where which positions are drafted
-//     decides which random numbers a token gets — the same tokens on every run with the same target thread count
-//     (the model knows the threads: at 16 a draft step costs more against the target's than at 2), not
-//     necessarily at another; --draft-threads does not change them. Greedy output is the target's whatever γ, so
-//     there it plans with measurements.
+//   - SAMPLER_REJECTION: for a fixed γ and for heuristic, at every thread count; GAMMA_AUTO and tree_auto, whose
+//     shapes would follow measured timings, plan with spec_forward_cost instead at temperature > 0, where which
+//     positions are drafted decides which random numbers a token gets — the same tokens on every run with the same
+//     target thread count (the model knows the threads: at 16 a draft step costs more against the target's than at
+//     2), not necessarily at another; --draft-threads does not change them. Greedy output is the target's whatever
+//     γ, so there it plans with measurements.
 //   - Pipelining changes no token, under every policy: a round that takes drafts drafted ahead takes the ones it
 //     would have drawn, and draws the rest where it asks for more (draft_ahead.h).
+//   - Prefix-stable: max_tokens changes no draft and no random number — rounds draft as deep as in a longer run and
+//     the commit stops at max_tokens (scheduler.c, fit_shape) — so the first k tokens of a run are the first k of
+//     every run that differs only by a larger max_tokens, for every drafter, tree and sampler.
 typedef struct SpecParams {
     SamplingParams sampling;
     SpecSampler sampler;

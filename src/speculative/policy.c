@@ -273,8 +273,8 @@ DraftRequest policy_choose(GammaState *g, const SpecParams *params, const Drafte
 void policy_init(GammaState *g, const Model *target, const Drafter *drafter, const SpecParams *params) {
     *g = (GammaState){.heuristic_gamma = params->gamma,
                       .draft_step_known = drafter && drafter->step_cost == 0,
-                      .modelled = drafter && params->policy == GAMMA_AUTO && params->sampler == SAMPLER_REJECTION &&
-                                  params->sampling.temperature > 0};
+                      .modelled = drafter && (params->policy == GAMMA_AUTO || params->tree_auto) &&
+                                  params->sampler == SAMPLER_REJECTION && params->sampling.temperature > 0};
     for (int source = 0; source < N_SOURCES; source++) g->alpha[source] = ALPHA_PRIOR;
     g->alpha[LOOKUP_NEXT] = ALPHA_NEXT_PRIOR;
     // The target on its threads, with the p rows a verification of T tokens may adjust (tree_verify_time too).

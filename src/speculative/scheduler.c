@@ -63,13 +63,13 @@ typedef struct {
     SpecStats *stats;
 } Scheduler;
 
-// The shape a round may draft after `committed` tokens of which `generated` were emitted: a tree no deeper than the
-// tokens still wanted, and with no more nodes than the context left holds.
-static TreeShape fit_shape(const Scheduler *s, TreeShape shape, int committed, int generated) {
+// The shape a round may draft after `committed` tokens: a tree with no more nodes than the context left holds. Not
+// capped by the tokens still wanted (max_tokens): a round drafts as deep as it would in a longer run and the commit
+// stops at max_tokens, so that which positions are drafted — and so the random numbers each token gets — does not
+// depend on -n, and the first k tokens of a run are those of every longer run (prefix-stable seeds, params.h).
+static TreeShape fit_shape(const Scheduler *s, TreeShape shape, int committed) {
     int room = s->n_ctx - committed;  // the target's cache holds committed − 1 tokens, and verifies 1 + nodes
-    const int wanted = s->params->max_tokens - generated - 1;
     room = room < s->max_nodes ? room : s->max_nodes;
-    shape.depth = shape.depth < wanted ? shape.depth : wanted;
     shape.depth = shape.depth < GAMMA_MAX ? shape.depth : GAMMA_MAX;
     shape.depth = shape.depth > 0 ? shape.depth : 0;
     if (shape.width * shape.depth > room)  // a narrower tree, down to the chain, if the context allows no other
@@ -81,7 +81,7 @@ static TreeShape fit_shape(const Scheduler *s, TreeShape shape, int committed, i
 // 0. What to ask of the drafter: by policy, within what the round may draft.
 static DraftRequest next_request(Scheduler *s) {
     DraftRequest request = policy_choose(&s->g, s->params, s->drafter);
-    request.shape = fit_shape(s, request.shape, s->n, s->stats->generated);
+    request.shape = fit_shape(s, request.shape, s->n);
     return request;
 }
 
@@ -110,15 +110,15 @@ static int draft(Scheduler *s, Round *r, Err *err) {
 // this round teaches it anything — so it is chosen before the verification's outcome is known, and at temperature
 // > 0 under rejection sampling from the cost model and the learned acceptance alone, like every γ there
 // (policy.h) — fitted to the next round's limits if this one commits every draft and the next token. 0 where the
-// policy would ask for a tree, or for nothing.
+// policy would ask for a tree, or for nothing, or where that commit would end the run (max_tokens): no next round.
 static int ahead_depth(const Scheduler *s, const Round *r) {
+    const int committed = r->tree.n + 1;
+    if (s->stats->generated + committed >= s->params->max_tokens) return 0;
     GammaState g = s->g;  // a copy: choosing moves the policy's counters of plain rounds, which the next round moves
     const DraftRequest next = policy_choose(&g, s->params, s->drafter);
     if (next.shape.width != 1) return 0;
     const int depth = next.shape.depth < next.model_gamma ? next.shape.depth : next.model_gamma;
-    const int committed = r->tree.n + 1;
-    return fit_shape(s, (TreeShape){.depth = depth, .width = 1}, s->n + committed, s->stats->generated + committed)
-        .depth;
+    return fit_shape(s, (TreeShape){.depth = depth, .width = 1}, s->n + committed).depth;
 }
 
 // 1b. Pipelined drafting (draft_ahead.h): after a chain of the draft model's drafts, the drafting thread drafts the

@@ -671,3 +671,29 @@ TEST(cli_seed_determines_the_output) {
         free(first);
     }
 }
+
+TEST(cli_seed_is_prefix_stable) {
+    // With a draft at a temperature, -n 6's text is the start of -n 12's (the same seed: the first k tokens do not
+    // depend on -n), under γ fixed and auto (test_prefix_stable.c: every drafter, tree, sampler and policy).
+    const char *const shapes[] = {"--gamma 4", "--gamma auto"};
+#ifdef SPECDEC_DEBUG  // the shipped pair at -O0 under the sanitizers: γ fixed only
+    const int n_shapes = 1;
+#else
+    const int n_shapes = 2;
+#endif
+    for (int s = 0; s < n_shapes; s++) {
+        char *text[2], *err;
+        for (int i = 0; i < 2; i++) {
+            char args[512];
+            snprintf(args, sizeof args, "generate " PAIR " -p \"def add(a, b):\" -n %d --temp 0.7 --seed 5 --threads 1 "
+                     "%s", i ? 12 : 6, shapes[s]);
+            CHECK(run_specdec(args, &text[i], &err) == 0, "%s", err);
+            free(err);
+        }
+        const size_t n = strlen(text[0]) - (text[0][0] && text[0][strlen(text[0]) - 1] == '\n');  // (the final newline)
+        CHECK(strncmp(text[0], text[1], n) == 0, "%s: -n 6 gave \"%s\", -n 12 \"%s\"", shapes[s],
+              text[0], text[1]);
+        free(text[0]);
+        free(text[1]);
+    }
+}
