@@ -2,7 +2,7 @@
 // and as a chat request. A refusal must carry status 400 (500 only for out of memory), a clean one-line message
 // and a field name without control bytes; its error body must be JSON. An accepted request must hold what
 // request.h promises: a prompt (text or ids ≥ 0) or a non-empty list of messages with a served role and a content,
-// at most REQUEST_MAX_STOP non-empty stop strings, sampling values in range.
+// at most REQUEST_MAX_STOP non-empty stop strings, sampling values in range, specdec.marks on a stream only.
 #include <jansson.h>
 
 #include "fuzz.h"
@@ -45,6 +45,7 @@ static void check_request(const Request *r) {
     if (!(s->temperature >= 0 && s->temperature <= 2) || !(s->top_p > 0 && s->top_p <= 1) || s->top_k < 0)
         fuzz_fail("accepted sampling T %g top_p %g top_k %d", s->temperature, s->top_p, s->top_k);
     if (r->max_tokens < 0 || r->max_tokens > REQUEST_MAX_TOKENS) fuzz_fail("accepted max_tokens %d", r->max_tokens);
+    if (r->marks && !r->stream) fuzz_fail("accepted specdec.marks without a stream");
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

@@ -64,9 +64,26 @@ char *api_completion_json(const ApiResponse *r, const char *text, size_t len, co
     return dump(o, "", "");
 }
 
-char *api_chunk_sse(const ApiResponse *r, const char *text, size_t len, bool first) {
+// A chunk's marks: {"marks": [{"kind", "text"}, …], "rounds": [{"gamma", "width", "drafted", "accepted",
+// "tokens"}, …]}.
+static json_t *marks_json(const TextMarks *m) {
+    json_t *marks = json_array(), *rounds = json_array();
+    for (int i = 0; marks && i < m->n_marks; i++)
+        json_array_append_new(marks, json_pack("{s:s, s:s%}", "kind", spec_token_kind_name(m->marks[i].kind), "text",
+                                               m->marks[i].text, m->marks[i].len));
+    for (int i = 0; rounds && i < m->n_rounds; i++) {
+        const RoundOutcome *o = &m->rounds[i];
+        json_array_append_new(rounds, json_pack("{s:i, s:i, s:i, s:i, s:i}", "gamma", o->gamma, "width", o->width,
+                                                "drafted", o->drafted, "accepted", o->accepted, "tokens",
+                                                o->committed));
+    }
+    return json_pack("{s:o, s:o}", "marks", marks, "rounds", rounds);
+}
+
+char *api_chunk_sse(const ApiResponse *r, const char *text, size_t len, bool first, const TextMarks *marks) {
     json_t *o = frame(r, true);
     if (o) json_array_append_new(json_object_get(o, "choices"), choice(r, text, len, true, first, NULL));
+    if (o && marks) json_object_set_new(o, "specdec", marks_json(marks));
     return dump(o, "data: ", "\n\n");
 }
 
@@ -90,8 +107,12 @@ char *api_stream_end_sse(const ApiResponse *r, const EngineResult *result, bool 
     return out;
 }
 
-char *api_models_json(const char *model, long long created) {
-    return dump(json_pack("{s:s, s:[{s:s, s:s, s:I, s:s}]}", "object", "list", "data", "id", model, "object", "model",
-                          "created", (json_int_t)created, "owned_by", "specdec"),
+char *api_models_json(const char *model, long long created, const Engine *engine) {
+    static const char *const drafters[] = {[DRAFTER_NONE] = NULL, [DRAFTER_MODEL] = "draft model",
+                                           [DRAFTER_LOOKUP] = "lookup", [DRAFTER_STAGED] = "draft model and lookup"};
+    const char *drafter = drafters[drafter_kind(engine->draft != NULL, engine->lookup)];
+    return dump(json_pack("{s:s, s:[{s:s, s:s, s:I, s:s, s:{s:b, s:o}}]}", "object", "list", "data", "id", model,
+                          "object", "model", "created", (json_int_t)created, "owned_by", "specdec", "specdec", "chat",
+                          engine->chat != NULL, "drafter", drafter ? json_string(drafter) : json_null()),
                 "", "");
 }

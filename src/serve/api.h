@@ -28,14 +28,18 @@ typedef struct {
 char *api_completion_json(const ApiResponse *r, const char *text, size_t len, const EngineResult *result);
 
 // One SSE event of a streamed response holding text[0..len) ("data: …\n\n"); chat's first event also gives the
-// role (first).
-char *api_chunk_sse(const ApiResponse *r, const char *text, size_t len, bool first);
+// role (first). With marks (the request's specdec.marks; else NULL) the chunk carries them as the extension
+//   "specdec": {"marks": [{"kind", "text"}, …], "rounds": [{"gamma", "width", "drafted", "accepted", "tokens"}, …]}
+// — kind "accepted", "rejected" (a draft's text that is not part of the output), "resampled", "bonus" or "target".
+char *api_chunk_sse(const ApiResponse *r, const char *text, size_t len, bool first, const TextMarks *marks);
 
 // The events that end a stream: a chunk with the finish reason and the extension, usage when asked for
 // (stream_options.include_usage: a chunk with no choices), then "data: [DONE]\n\n".
 char *api_stream_end_sse(const ApiResponse *r, const EngineResult *result, bool include_usage);
 
-// GET /v1/models: the one model served.
-char *api_models_json(const char *model, long long created);
+// GET /v1/models: the one model served, with what the page (web.h) asks of it as the extension
+//   "specdec": {"chat": bool, "drafter": "draft model" | "lookup" | "draft model and lookup" | null}
+// — whether chat completions are served (a chat template), and what drafts (null: target-only decoding).
+char *api_models_json(const char *model, long long created, const Engine *engine);
 
 #endif

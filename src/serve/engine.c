@@ -59,41 +59,62 @@ int engine_prompt(const Engine *en, const Request *req, int **ids, int *n_ids, A
 // ---- the run ------------------------------------------------------------------------------------------------
 
 // One generation's text: decoded token by token as the scheduler commits them (SpecParams.stop), scanned for the
-// request's stop strings (chat/stop.h), handed on as it becomes final.
+// request's stop strings (chat/stop.h), handed on as it becomes final — with specdec.marks, once per round, with
+// where each piece came from (marks.h).
 typedef struct {
     const EngineSink *sink;
+    const Tokenizer *tok;
     TokenStream stream;
     StopScan stops;
+    Marks *marks;               // NULL: not asked for
     bool stopped, cancelled, failed;
 } Run;
 
-// Adds a piece of decoded text and hands on what is final (`last`: no more text comes).
-static void add_text(Run *run, const char *piece, size_t n, bool last) {
+// Adds a piece of decoded text to the stop strings' scan.
+static void push_text(Run *run, const char *piece, size_t n) {
     Err err;
-    if (stop_scan_push(&run->stops, piece, n, &run->stopped, &err)) {
-        run->failed = run->stopped = true;  // out of memory
-        return;
-    }
+    if (stop_scan_push(&run->stops, piece, n, &run->stopped, &err)) run->failed = run->stopped = true;  // (memory)
+}
+
+// Hands on the text that is final (`last`: no more text comes), with its marks when asked for.
+static void give_out(Run *run, bool last) {
     const char *final;
     size_t len;
     stop_scan_take(&run->stops, last, &final, &len);
-    if (len) run->sink->on_text(run->sink->ctx, final, len);
+    TextMarks marks;
+    if (run->marks && marks_take(run->marks, final, len, &marks)) run->failed = run->stopped = true;
+    if (len || (run->marks && (marks.n_marks || marks.n_rounds)))
+        run->sink->on_text(run->sink->ctx, final, len, run->marks ? &marks : NULL);
 }
 
 // The scheduler's stop hook: each committed token's text; true makes the token the last — a stop string completed
-// in it, or nobody waits for the text any more.
+// in it, or nobody waits for the text any more. With marks the text waits for the round's end (run_round).
 static bool run_token(void *ctx, int id) {
     Run *run = ctx;
     const char *piece;
     size_t n;
     Err err;
-    if (token_stream_push(&run->stream, id, &piece, &n, &err)) {  // (ids come from the model: in the vocabulary)
+    if (token_stream_push(&run->stream, id, &piece, &n, &err) ||  // (ids come from the model: in the vocabulary)
+        (run->marks && marks_committed(run->marks, n))) {
         run->failed = true;
         return true;
     }
-    add_text(run, piece, n, false);
+    push_text(run, piece, n);
+    if (!run->marks) give_out(run, false);
     if (!run->stopped && run->sink->cancelled) run->cancelled = run->sink->cancelled(run->sink->ctx);
     return run->stopped || run->cancelled || run->failed;
+}
+
+// With marks: each token's kind as the round decided it (SpecParams.on_token), then the round's end.
+static void run_mark(void *ctx, int id, TokenKind kind) {
+    Run *run = ctx;
+    if (marks_token(run->marks, run->tok, id, kind)) run->failed = true;
+}
+
+static void run_round(void *ctx, const RoundOutcome *round) {
+    Run *run = ctx;
+    if (marks_round(run->marks, round)) run->failed = true;
+    give_out(run, false);
 }
 
 // ---- drafters -----------------------------------------------------------------------------------------------
@@ -123,7 +144,9 @@ int engine_run(const Engine *en, const Request *req, const int *prompt, int n_pr
                EngineResult *result, ApiError *e) {
     const Config *cfg = &en->target->cfg;
     *result = (EngineResult){.prompt_tokens = n_prompt, .seed = req->has_seed ? req->seed : draw_seed()};
-    Run run = {.sink = sink};
+    Marks marks;
+    marks_init(&marks);
+    Run run = {.sink = sink, .tok = en->tok, .marks = req->marks ? &marks : NULL};
     SpecParams params = en->spec;
     params.sampling = req->sampling;
     params.seed = result->seed;
@@ -134,12 +157,16 @@ int engine_run(const Engine *en, const Request *req, const int *prompt, int n_pr
     params.trace = NULL;
     params.stop = run_token;
     params.stop_ctx = &run;
+    params.on_token = req->marks ? run_mark : NULL;
+    params.on_round = req->marks ? run_round : NULL;
+    params.ctx = &run;
     token_stream_init(&run.stream, en->tok);
     Drafters drafters = {0};
     Err err;
     int *out = malloc(sizeof(int) * ((size_t)params.max_tokens + 1)), n_out = 0, rc = -1;
     if (!out || stop_scan_init(&run.stops, (const char *const *)req->stop, req->n_stop, &err) ||
-        drafter_open(&drafters, drafter_kind(en->draft != NULL, en->lookup), en->draft, &params, en->draft_p_min,
+        drafter_open(&drafters, drafter_kind(en->draft && !req->plain, en->lookup && !req->plain), en->draft, &params,
+                     en->draft_p_min,
                      LOOKUP_STAGED_MIN_MATCH, &err) ||
         generate(en, drafters.drafter, prompt, n_prompt, &params, out, &n_out, result, &err)) {
         api_error(e, 500, NULL, NULL, "generation failed: %s", out ? err.msg : "out of memory");
@@ -148,7 +175,9 @@ int engine_run(const Engine *en, const Request *req, const int *prompt, int n_pr
     const char *piece;
     size_t n;
     token_stream_flush(&run.stream, &piece, &n);
-    add_text(&run, piece, n, true);
+    if (run.marks && marks_flushed(run.marks, n)) run.failed = true;
+    push_text(&run, piece, n);
+    give_out(&run, true);
     if (run.failed) {
         api_error(e, 500, NULL, NULL, "out of memory for the generated text");
         goto done;
@@ -162,6 +191,7 @@ done:
     drafter_close(&drafters);
     token_stream_free(&run.stream);
     stop_scan_free(&run.stops);
+    marks_free(&marks);
     free(out);
     return rc;
 }

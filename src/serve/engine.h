@@ -3,7 +3,8 @@
 // goes away.
 //
 // The output is that of `specdec generate` with the same checkpoint, options, prompt and seed: the same drafters
-// built afresh for every request (so nothing of one request's drafts reaches the next), the same streaming decoder.
+// built afresh for every request (so nothing of one request's drafts reaches the next; none when the request's
+// specdec.draft is false: target-only decoding), the same streaming decoder.
 // With a conversation (speculative/conversation.h) the target's cache keeps what the last request left: a request
 // whose ids begin with the last one's prompt and reply — a chat client resending the history — prefills only the
 // rest; any other request keeps only the prefix it shares. The logits are those of a fresh run, bit for bit (the
@@ -16,6 +17,7 @@
 
 #include "chat/template.h"
 #include "model/model.h"
+#include "serve/marks.h"
 #include "serve/request.h"
 #include "speculative/conversation.h"
 #include "speculative/speculative.h"
@@ -37,7 +39,9 @@ typedef struct {
 
 // Where a generation's text goes, and how it learns that nobody waits for it any more.
 typedef struct {
-    void (*on_text)(void *ctx, const char *text, size_t len);  // each piece once final (valid UTF-8)
+    // Each piece of text once final (valid UTF-8); with the request's specdec.marks, the piece's marks and the
+    // rounds since the last piece (marks.h; a piece may then be empty), else marks NULL.
+    void (*on_text)(void *ctx, const char *text, size_t len, const TextMarks *marks);
     bool (*cancelled)(void *ctx);                              // asked after every token; may be NULL
     void *ctx;
 } EngineSink;

@@ -73,12 +73,13 @@ static void append_out(Job *job, const char *bytes, size_t n) {
 
 // ---- the engine's sink --------------------------------------------------------------------------------------
 
-// Text as it becomes final: a stream's SSE chunk (chat's first names the role), or more of the whole text.
-static void job_on_text(void *ctx, const char *text, size_t len) {
+// Text as it becomes final: a stream's SSE chunk (chat's first names the role; with its marks when asked for), or
+// more of the whole text.
+static void job_on_text(void *ctx, const char *text, size_t len, const TextMarks *marks) {
     Job *job = ctx;
     pthread_mutex_lock(&job->lock);
     if (job->req.stream) {
-        char *event = api_chunk_sse(&job->response, text, len, job->out_len == 0 && job->out_read == 0);
+        char *event = api_chunk_sse(&job->response, text, len, job->out_len == 0 && job->out_read == 0, marks);
         append_out(job, event, event ? strlen(event) : 0);
         free(event);
     } else {

@@ -176,6 +176,31 @@ static int get_common(Request *req, const json_t *body, ApiError *e) {
     return options ? get_bool(options, "include_usage", "stream_options.include_usage", &req->include_usage, e) : 0;
 }
 
+// The extension "specdec": {"marks": bool, "draft": bool}, each optional; marks with a stream only.
+static int get_extension(Request *req, const json_t *body, ApiError *e) {
+    const json_t *ext = json_object_get(body, "specdec");
+    if (!ext || json_is_null(ext)) return 0;
+    if (!json_is_object(ext)) return api_error(e, 400, "invalid_type", "specdec", "specdec: expected an object");
+    const char *key;
+    const json_t *value;
+    json_object_foreach((json_t *)ext, key, value) {
+        if (strcmp(key, "marks") != 0 && strcmp(key, "draft") != 0) {
+            char param[4 * ERR_QUOTE_LEN + 32], quoted[ERR_QUOTE_LEN + 4], escaped[4 * ERR_QUOTE_LEN + 16];
+            snprintf(param, sizeof param, "specdec.%s", err_escape(escaped, sizeof escaped, err_quote(quoted, key)));
+            return api_error(e, 400, "unknown_parameter", param, "%s: specdec's extension has \"marks\" and \"draft\" "
+                             "only", param);
+        }
+    }
+    bool draft = true;
+    if (get_bool(ext, "marks", "specdec.marks", &req->marks, e) || get_bool(ext, "draft", "specdec.draft", &draft, e))
+        return -1;
+    req->plain = !draft;
+    if (req->marks && !req->stream)
+        return api_error(e, 400, "invalid_value", "specdec.marks", "specdec.marks: marks come on a stream's chunks "
+                         "(\"stream\": true)");
+    return 0;
+}
+
 // ---- the prompt and the messages ----------------------------------------------------------------------------
 
 // prompt: a string, a list of one string, or a non-empty list of token ids (integers in [0, 2^31)).
@@ -289,7 +314,7 @@ int request_parse(Request *req, ApiKind kind, const char *body, size_t len, ApiE
         api_error(e, 400, "invalid_json", NULL, "the body must be a JSON object");
         goto done;
     }
-    if (check_refused(root, e) || get_common(req, root, e)) goto done;
+    if (check_refused(root, e) || get_common(req, root, e) || get_extension(req, root, e)) goto done;
     if (kind == API_COMPLETIONS ? get_prompt(req, root, e) : get_messages(req, root, e)) goto done;
     rc = 0;
 done:

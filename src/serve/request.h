@@ -9,6 +9,10 @@
 //   temperature [0, 2], top_p (0, 1], top_k ≥ 0 (an extension, as llama-server and vLLM take it), seed ≥ 0
 //   stop                    a string or a list of at most REQUEST_MAX_STOP non-empty strings
 //   stream, stream_options.include_usage
+//   specdec                 specdec's own extension, an object: "marks": true gives each streamed chunk the origin
+//                           of its text (accepted draft, rejected draft, the target's own token; marks.h; with
+//                           "stream": true only), "draft": false decodes with the target alone (no drafter: what
+//                           speculation is measured against); any other member is refused
 // Fields OpenAI has and specdec does not do (tools, logprobs, n > 1, images, penalties, ...) are refused when set
 // to anything but their "off" value, with status 400 naming the field; every other unknown field is ignored, as
 // OpenAI does. Null is "not given" for every field.
@@ -46,6 +50,8 @@ typedef struct {
     char *stop[REQUEST_MAX_STOP];
     int n_stop;
     bool stream, include_usage;
+    bool marks;                 // specdec.marks: the streamed chunks say where their text came from
+    bool plain;                 // specdec.draft false: decode with the target alone
 } Request;
 
 // A refusal in OpenAI's shape: {"error": {"message", "type", "param", "code"}} with an HTTP status.

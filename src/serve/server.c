@@ -173,7 +173,7 @@ static enum MHD_Result on_headers(Server *s, struct MHD_Connection *c, Exchange 
     if (x->too_large) return refuse(c, x, 413, "request_too_large", "%s", "the body is longer than --max-body");
     if (route == ROUTE_HEALTH) return health(s, c, x);
     if (route == ROUTE_MODELS)
-        return respond(c, x, 200, "application/json", api_models_json(s->options.model, s->started));
+        return respond(c, x, 200, "application/json", api_models_json(s->options.model, s->started, s->queue.engine));
     return MHD_YES;  // a POST: its body next
 }
 

@@ -20,6 +20,15 @@ typedef enum {
     TOKEN_TARGET,       // a token of plain decoding (γ = 0)
 } TokenKind;
 
+// What a round did, for SpecParams.on_round: γ drafted, the drafts kept, the tokens committed.
+typedef struct {
+    int gamma;          // the depth drafted (a chain's γ; 0: a round of plain decoding)
+    int width;          // the most children of a node (1: a chain)
+    int drafted;        // draft tokens proposed (a tree's nodes)
+    int accepted;       // drafts kept
+    int committed;      // tokens committed: the kept drafts and the target's own token, fewer at a stop
+} RoundOutcome;
+
 // How drafts are checked, and so how every token is drawn (--sampler).
 typedef enum {
     SAMPLER_REJECTION,  // Algorithm 1: tokens by inverse CDF; keep x with probability min(1, p(x)/q(x)), else resample
@@ -65,6 +74,8 @@ typedef struct SpecParams {
     void *stop_ctx;
     // Called with every token as it is decided (rejected drafts included, for --show); may be NULL.
     void (*on_token)(void *ctx, int id, TokenKind kind);
+    // Called after each round, once its tokens went to on_token (with the same ctx); may be NULL.
+    void (*on_round)(void *ctx, const RoundOutcome *round);
     void *ctx;
 } SpecParams;
 

@@ -39,6 +39,13 @@ void record_stats(SpecStats *st, Tally *tally, const Round *r) {
     st->ahead_handoff_seconds += r->ahead_handoff_seconds;
 }
 
+const char *spec_token_kind_name(TokenKind kind) {
+    static const char *const names[] = {[TOKEN_ACCEPTED] = "accepted", [TOKEN_REJECTED] = "rejected",
+                                        [TOKEN_RESAMPLED] = "resampled", [TOKEN_BONUS] = "bonus",
+                                        [TOKEN_TARGET] = "target"};
+    return names[kind];
+}
+
 // The token that ended a round and its kind, for the trace: the first accepted draft that is the end-of-text token
 // (generation stops there: nothing after it is used), or else the target's token, of the round's kind.
 static int round_end(const Round *r, const SpecParams *params, TokenKind *kind) {
@@ -79,13 +86,10 @@ void trace_round(FILE *f, int round, const Round *r, const SpecParams *params) {
         fputc(']', f);
     }
     trace_ints(f, "path", r->path, r->n_accepted);
-    static const char *const kind_names[] = {[TOKEN_ACCEPTED] = "accepted", [TOKEN_REJECTED] = "rejected",
-                                             [TOKEN_RESAMPLED] = "resampled", [TOKEN_BONUS] = "bonus",
-                                             [TOKEN_TARGET] = "target"};
     TokenKind kind;
     const int token = round_end(r, params, &kind);
     fprintf(f, ", \"accepted\": %d, \"token\": %d, \"kind\": \"%s\", \"residual_mass\": %.6g", r->n_accepted,
-            token, kind_names[kind], r->residual_mass);
+            token, spec_token_kind_name(kind), r->residual_mass);
     // pipelined drafting: whether this round's drafts were drafted ahead, and how many it drafted ahead for the next
     fprintf(f, ", \"from_ahead\": %s, \"drafted_ahead\": %d}\n", r->report.ahead ? "true" : "false",
             r->drafted_ahead);

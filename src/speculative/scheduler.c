@@ -289,12 +289,16 @@ static int commit_and_roll_back(Scheduler *s, Round *r, Err *err) {
                : 0;
 }
 
-// 6. Observe: the round's record teaches the γ policy and feeds the statistics, the trace and --show.
+// 6. Observe: the round's record teaches the γ policy and feeds the statistics, the trace, --show and on_round.
 static void record_round(Scheduler *s, const Round *r) {
     record_stats(s->stats, &s->tally, r);
     policy_learn(&s->g, s->params, r, s->context + s->n - r->n_committed);
     if (s->params->trace) trace_round(s->params->trace, s->stats->rounds, r, s->params);
     if (s->params->on_token) show_round(s->params, r);
+    if (s->params->on_round)
+        s->params->on_round(s->params->ctx, &(RoundOutcome){.gamma = r->depth, .width = r->width,
+                                                             .drafted = r->tree.n, .accepted = r->n_accepted,
+                                                             .committed = r->n_committed});
 }
 
 static void scheduler_free(Scheduler *s) {

@@ -91,6 +91,10 @@ typedef struct {
 int speculative_generate(Model *target, Drafter *drafter, const int *prompt, int n_prompt,
                          const SpecParams *params, int *out, int *n_out, SpecStats *stats, Err *err);
 
+// A token's kind as the trace and the server's marks name it: "accepted", "rejected", "resampled", "bonus",
+// "target".
+const char *spec_token_kind_name(TokenKind kind);
+
 // A conversation's next reply: speculative_generate with the target's KV cache the caller's, kept across calls.
 // On entry it holds prompt[0..cache->len) (at most n_prompt − 1 tokens; the caller truncates it to the part that
 // still matches) and only the rest is prefilled; on return it holds the committed tokens, prompt and out, but the

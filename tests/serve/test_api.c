@@ -45,13 +45,32 @@ TEST(serve_response_objects) {
     free(text);
 
     const ApiResponse completion = {.kind = API_COMPLETIONS, .id = "cmpl-2", .created = 7, .model = "m"};
-    text = api_chunk_sse(&completion, "ab", 2, true);
+    text = api_chunk_sse(&completion, "ab", 2, true, NULL);
     CHECK(strncmp(text, "data: {", 7) == 0 && strcmp(text + strlen(text) - 2, "\n\n") == 0, "an event: %s", text);
     o = parse_json(text + 6);
     choice = json_array_get(json_object_get(o, "choices"), 0);
     CHECK(strcmp(json_string_value(json_object_get(choice, "text")), "ab") == 0 &&
               json_is_null(json_object_get(choice, "finish_reason")),
           "a chunk: %s", text);
+    json_decref(o);
+    free(text);
+
+    // With marks: each mark's kind and text, and the rounds finished, as the extension.
+    const TextMark marks[] = {{TOKEN_ACCEPTED, "a", 1}, {TOKEN_REJECTED, "x\n", 2}, {TOKEN_RESAMPLED, "b", 1}};
+    const RoundOutcome round = {.gamma = 3, .width = 1, .drafted = 3, .accepted = 1, .committed = 2};
+    text = api_chunk_sse(&completion, "ab", 2, false, &(TextMarks){.marks = marks, .n_marks = 3, .rounds = &round,
+                                                                     .n_rounds = 1});
+    o = parse_json(text + 6);
+    const json_t *ms = json_object_get(json_object_get(o, "specdec"), "marks");
+    const json_t *r0 = json_array_get(json_object_get(json_object_get(o, "specdec"), "rounds"), 0);
+    CHECK(json_array_size(ms) == 3 &&
+              strcmp(json_string_value(json_object_get(json_array_get(ms, 1), "kind")), "rejected") == 0 &&
+              strcmp(json_string_value(json_object_get(json_array_get(ms, 1), "text")), "x\n") == 0 &&
+              strcmp(json_string_value(json_object_get(json_array_get(ms, 2), "kind")), "resampled") == 0,
+          "the marks: %s", text);
+    CHECK(json_integer_value(json_object_get(r0, "gamma")) == 3 && json_integer_value(json_object_get(r0, "tokens")) == 2
+              && json_integer_value(json_object_get(r0, "accepted")) == 1,
+          "the round: %s", text);
     json_decref(o);
     free(text);
 

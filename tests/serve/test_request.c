@@ -91,6 +91,17 @@ static const Case cases[] = {
     {CHAT, "{\"messages\": [{\"role\": \"user\"}]}", 400, "messages[0].content", "string or a list"},
     {CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"text\", \"text\": 1}]}]}", 400,
      "messages[0].content[0].text", "string"},
+    // specdec's extension
+    {C, "{\"prompt\": \"hi\", \"specdec\": null, \"stream\": true}", 0, "", ""},
+    {C, "{\"prompt\": \"hi\", \"specdec\": {\"marks\": false, \"draft\": null}}", 0, "", ""},
+    {C, "{\"prompt\": \"hi\", \"specdec\": true}", 400, "specdec", "object"},
+    {C, "{\"prompt\": \"hi\", \"specdec\": {\"marks\": 1}, \"stream\": true}", 400, "specdec.marks",
+     "true or false"},
+    {C, "{\"prompt\": \"hi\", \"specdec\": {\"draft\": \"no\"}}", 400, "specdec.draft", "true or false"},
+    {C, "{\"prompt\": \"hi\", \"specdec\": {\"marks\": true}}", 400, "specdec.marks", "\"stream\": true"},
+    {CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"specdec\": {\"gamma\": 3}}", 400,
+     "specdec.gamma", "\"marks\" and \"draft\" only"},
+    {C, "{\"prompt\": \"hi\", \"specdec\": {\"\\u001b[31m\": 3}}", 400, "specdec.\\x1B[31m", "specdec.\\x1B[31m"},
 };
 
 TEST(serve_request_table) {
@@ -126,6 +137,12 @@ TEST(serve_request_reads_the_fields) {
     CHECK(req.has_seed && req.seed == 12345678901ull, "seed");
     CHECK(req.n_stop == 2 && strcmp(req.stop[0], "\n") == 0 && strcmp(req.stop[1], "end") == 0, "stop");
     CHECK(req.stream && req.include_usage, "stream");
+    CHECK(!req.marks && !req.plain, "no marks, drafting: the defaults");
+    request_free(&req);
+
+    body = "{\"prompt\": \"hi\", \"stream\": true, \"specdec\": {\"marks\": true, \"draft\": false}}";
+    CHECK(request_parse(&req, API_COMPLETIONS, body, strlen(body), &e) == 0, "refused: %s", e.err.msg);
+    CHECK(req.marks && req.plain, "specdec.marks, specdec.draft false");
     request_free(&req);
 
     body = "{\"prompt\": [5, 0, 7], \"stop\": \"x\"}";

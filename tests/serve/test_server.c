@@ -420,3 +420,121 @@ TEST(serve_hang_up_frees_the_worker) {
     CHECK(lines == 4, "4 requests logged: %s", log);
     free(log);
 }
+
+// ---- specdec's extension: marks, target-only decoding, what /v1/models says --------------------------------------
+
+// A streamed completion (HTTP/1.0: the events unframed, to the connection's end) of body; its events' JSON objects
+// in order, the last "data: [DONE]" left out.
+static json_t *stream_events(int port, const char *body) {
+    char *raw;
+    if (asprintf(&raw, "POST /v1/completions HTTP/1.0\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
+                       "\r\n%s", strlen(body), body) < 0)
+        return NULL;
+    char *reply = exchange(port, raw), *at = strstr(reply, "\r\n\r\n");
+    json_t *events = json_array();
+    CHECK(status_of(reply) == 200 && at, "a stream of %s: %.300s", body, reply);
+    for (at = at ? strstr(at, "data: ") : NULL; at; at = strstr(at, "data: ")) {
+        at += strlen("data: ");
+        char *end = strstr(at, "\n\n");
+        if (!end || strncmp(at, "[DONE]", 6) == 0) break;
+        json_error_t je;
+        json_t *event = json_loadb(at, (size_t)(end - at), 0, &je);
+        CHECK(event, "an event that is not JSON: %.200s", at);
+        if (event) json_array_append_new(events, event);
+        at = end;
+    }
+    free(reply);
+    free(raw);
+    return events;
+}
+
+// What a stream's marks add up to: the text (chunks' texts, joined), and per kind.
+typedef struct {
+    char text[512];
+    int rounds, tokens, drafted, accepted, rounds_rejecting, rejected_marks;
+    const json_t *last;     // the last event's "specdec" (the run's figures)
+} Marked;
+
+static Marked read_marks(const json_t *events) {
+    Marked m = {0};
+    for (size_t i = 0; i < json_array_size(events); i++) {
+        const json_t *e = json_array_get(events, i), *ext = json_object_get(e, "specdec");
+        const char *text = json_string_value(json_object_get(json_array_get(json_object_get(e, "choices"), 0), "text"));
+        m.last = ext;
+        if (!json_object_get(ext, "marks")) continue;
+        char joined[512] = "";
+        const json_t *mark, *round;
+        size_t k;
+        json_array_foreach(json_object_get(ext, "marks"), k, mark) {
+            const char *kind = json_string_value(json_object_get(mark, "kind"));
+            m.rejected_marks += strcmp(kind, "rejected") == 0;
+            if (strcmp(kind, "rejected") != 0)
+                strncat(joined, json_string_value(json_object_get(mark, "text")), sizeof joined - strlen(joined) - 1);
+        }
+        CHECK(text && strcmp(joined, text) == 0, "chunk %zu: its marks spell \"%s\", its text is \"%s\"", i, joined,
+              text ? text : "");
+        strncat(m.text, text ? text : "", sizeof m.text - strlen(m.text) - 1);
+        json_array_foreach(json_object_get(ext, "rounds"), k, round) {
+            const int drafted = (int)json_integer_value(json_object_get(round, "drafted"));
+            const int accepted = (int)json_integer_value(json_object_get(round, "accepted"));
+            m.rounds++;
+            m.tokens += (int)json_integer_value(json_object_get(round, "tokens"));
+            m.drafted += drafted;
+            m.accepted += accepted;
+            m.rounds_rejecting += accepted < drafted;
+            CHECK(accepted <= drafted && json_integer_value(json_object_get(round, "gamma")) == drafted,
+                  "a chain's round: accepted ≤ drafted = γ");
+        }
+    }
+    return m;
+}
+
+static int figure(const json_t *ext, const char *name) { return (int)json_integer_value(json_object_get(ext, name)); }
+
+// specdec.marks: every chunk's marks spell its text; the rounds add up to the run's figures; a chain's round that
+// rejected a draft shows it (one rejected mark per such round); the text is generate's, with marks or without, greedy
+// or sampled, cut by a stop string. specdec.draft false: target-only decoding, whose greedy text is the same.
+TEST(serve_marks_and_target_only) {
+    char dir[64], *log;
+    tiny_checkpoint(dir, false);
+    char *greedy = generate(dir, "--temp 0"), *sampled = generate(dir, "--temp 0.8 --seed 11");
+    Served s;
+    CHECK(greedy && strlen(greedy) >= 12 && serve(&s, dir, "--lookup"), "the server did not start");
+    if (test_failures()) return;
+    const char *marked = "{\"prompt\": \"" PROMPT "\", \"max_tokens\": 20, \"stream\": true, \"specdec\": {\"marks\": "
+                         "true}, %s}";
+    char *body;
+    for (int run = 0; run < 3; run++) {
+        char stop[40] = "\"temperature\": 0";
+        if (run == 2) snprintf(stop, sizeof stop, "\"temperature\": 0, \"stop\": \"%c%c\"", greedy[10], greedy[11]);
+        if (asprintf(&body, marked, run == 1 ? "\"temperature\": 0.8, \"seed\": 11" : stop) < 0) return;
+        json_t *events = stream_events(s.port, body);
+        const Marked m = read_marks(events);
+        const char *want = run == 1 ? sampled : greedy;
+        CHECK(run == 2 ? strncmp(m.text, want, 10) == 0 && strlen(m.text) == 10 : strcmp(m.text, want) == 0,
+              "%s: the marked text \"%s\", generate's \"%s\"", body, m.text, want);
+        CHECK(m.rounds == figure(m.last, "target_calls") && m.drafted == figure(m.last, "drafted") &&
+                  m.accepted == figure(m.last, "accepted") && (run == 2 || m.tokens == 20),
+              "%s: the rounds (%d, %d drafted, %d accepted, %d tokens) against the run's figures", body, m.rounds,
+              m.drafted, m.accepted, m.tokens);
+        CHECK(run == 2 || m.rejected_marks == m.rounds_rejecting, "%s: %d rejected drafts shown, %d rounds rejected one",
+              body, m.rejected_marks, m.rounds_rejecting);
+        CHECK(run != 0 || (m.rejected_marks > 0 && m.accepted > 0), "the greedy run shows both kinds of draft");
+        json_decref(events);
+        free(body);
+    }
+    // Target-only decoding: no drafts, one token per target call, the same greedy text.
+    json_t *events = stream_events(s.port, "{\"prompt\": \"" PROMPT "\", \"max_tokens\": 20, \"temperature\": 0, "
+                                           "\"stream\": true, \"specdec\": {\"marks\": true, \"draft\": false}}");
+    const Marked plain = read_marks(events);
+    CHECK(strcmp(plain.text, greedy) == 0 && plain.drafted == 0 && figure(plain.last, "target_calls") == 20 &&
+              plain.rounds == 20,
+          "target-only: \"%s\", %d drafted, %d target calls", plain.text, plain.drafted,
+          figure(plain.last, "target_calls"));
+    json_decref(events);
+    char *models = exchange(s.port, "GET /v1/models HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    CHECK(strstr(models, "\"specdec\":{\"chat\":false,\"drafter\":\"lookup\"}"), "/v1/models: %s", models);
+    CHECK(stop_serving(&s, &log) == 0, "the server's exit status on SIGTERM: %s", log);
+    free(models), free(greedy), free(sampled), free(log);
+    remove_dir(dir);
+}
