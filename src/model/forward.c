@@ -17,6 +17,9 @@
 // The new tokens are a chain (prefill, decode, verification of one draft) or a token tree (SpecInfer): a tree's
 // node is at position p = cache length + its depth and attends to the cache and to its own ancestors only. The
 // chain is the tree in which each token follows the one before it: the same loop, with no mask to pass.
+// Several sequences' new rows may go through it together, a batch (model_forward_batch): each row names its
+// sequence, as a tree's row names its parent, and attends to that sequence's own KV cache; every weight matrix is
+// read once for all the rows. A single sequence is the batch of one.
 //
 // The activations live in the model's ForwardScratch; every function that writes them takes it as an argument.
 #include "model/forward.h"
@@ -56,16 +59,23 @@ typedef struct ForwardScratch {
     uint16_t *xb;   // [CHUNK_T, panel_row_length(max(d, H·hd, F))]  a BF16 matmul's input, rounded (QUANT_BF16 only)
     int ld_d, ld_att, ld_f, n_qkv;
 
-    // The chunk's rows: row t goes to cache row pos0 + t (pos0: the cache's length before the chunk). They are
-    // rows of a token tree whose row j is cache row base + j (base = pos0, unless model_extend_tree adds them to
-    // rows already there): row t sits at position[t] = base + its depth in the tree, and path[t] has bit j set
-    // for each tree row j on its path, itself included. It attends to the cache's first `base` rows and to those.
-    // A chain's row t: base = pos0, position pos0 + t, rows 0..t.
-    int base;
+    // The chunk's rows, in runs: run r is rows [run_start[r], run_start[r + 1]) of one sequence of the batch, whose
+    // K/V go to its own cache, cache[t], at rows pos0 + (t − run_start[r]) (pos0: that cache's length before the
+    // chunk; cache_row[t]). A run's rows are rows of a token tree whose row j is cache row base[t] + j (base = pos0,
+    // unless model_extend_tree adds them to rows already there): row t sits at position[t] = base + its depth in
+    // the tree, and path[t] has bit j set for each tree row j on its path, itself included. It attends to its
+    // cache's first base[t] rows and to those — never to another sequence's cache. A chain's row t: base = pos0,
+    // position pos0 + (t − run_start[r]), the run's rows up to t.
+    int n_runs;
+    int run_start[CHUNK_T + 1];
+    KVCache *cache[CHUNK_T];
+    int cache_row[CHUNK_T];
+    int base[CHUNK_T];
     int position[CHUNK_T];
     uint64_t path[CHUNK_T];
     bool tree;      // some row's path leaves out a row before it: attention passes the paths to the kernel
-    bool blas;      // OpenBLAS may take over the matmuls of many rows (model_forward; never model_forward_tree)
+    bool blas;      // OpenBLAS may take over the matmuls of many rows (a chain alone: model_forward; never a tree,
+                    // nor a batch of several sequences)
 } ForwardScratch;
 
 // The widest input a matmul takes: d, H·hd or F.
@@ -147,13 +157,13 @@ typedef enum {
     EPILOGUE_NONE, EPILOGUE_GELU_TANH, EPILOGUE_GELU_ERF, EPILOGUE_ADD, EPILOGUE_SWIGLU, EPILOGUE_HEADS
 } Epilogue;
 
-// What EPILOGUE_HEADS needs beyond the columns: row t of qkv = [q | k | v] is the token at cache row pos0 + t.
+// What EPILOGUE_HEADS needs beyond the columns: row t of qkv = [q | k | v] is the token at row s->cache_row[t] of
+// its sequence's cache s->cache[t].
 typedef struct {
     const Model *m;
-    const ForwardScratch *s;  // the rows' rotary angles
+    const ForwardScratch *s;  // the rows' rotary angles and caches
     const Block *b;           // Qwen3's head norms
-    KVCache *cache;
-    int layer, pos0;
+    int layer;
 } Heads;
 
 // One matmul as a pool job: out = x Wᵀ + b, then the epilogue on the same columns by the same thread. Its threads
@@ -204,7 +214,8 @@ static void linear_columns(const LinearJob *job, int j0, int j1) {
 // Columns [j0, j1) of row t of qkv = [q | k | v], its H query heads, then Hkv key heads, then Hkv value heads,
 // made ready for attention: Qwen3's per-head RMSNorm of q and k, then their rotation by the angles of the row's
 // position (both on whole heads: the job's chunks then hold whole heads, chunk_block); then the columns of k and v
-// go into the cache. Each head's own work, whichever thread's chunk holds it: the same bits as one loop over heads.
+// go into the row's cache. Each head's own work, whichever thread's chunk holds it: the same bits as one loop over
+// heads.
 static void prepare_heads(const Heads *job, float *row, int t, int j0, int j1) {
     const Config *c = &job->m->cfg;
     const Block *b = job->b;
@@ -217,8 +228,10 @@ static void prepare_heads(const Heads *job, float *row, int t, int j0, int j1) {
             if (c->positions == POSITIONS_ROTARY)
                 job->m->kernels->rope(x, job->s->cos + (size_t)t * half, job->s->sin + (size_t)t * half, half);
         }
-        if (head >= H + Hkv) kv_store_value(job->cache, job->layer, head - H - Hkv, job->pos0 + t, i0, i1, x);
-        else if (head >= H) kv_store_key(job->cache, job->layer, head - H, job->pos0 + t, i0, i1, x);
+        KVCache *cache = job->s->cache[t];
+        const int pos = job->s->cache_row[t];
+        if (head >= H + Hkv) kv_store_value(cache, job->layer, head - H - Hkv, pos, i0, i1, x);
+        else if (head >= H) kv_store_key(cache, job->layer, head - H, pos, i0, i1, x);
     }
 }
 
@@ -304,48 +317,54 @@ static void linear(const Model *m, ForwardScratch *s, float *out, int ld_out, co
     pool_run_chunks(m->pool, threads, pool_chunk_count(job.n, job.block, threads), linear_chunk, &job);
 }
 
-// Causal self-attention for the chunk's T rows, whose K and V are already in the cache at rows pos0..pos0+T−1:
-// att[t, head] = Σ_{s seen} softmax_s(q·k_s · scale) v_s over the cache rows row t sees — the first `base` and
-// the rows of its path (ForwardScratch; a chain's row t: all rows ≤ pos0 + t) — with k and v those of the
+// Causal self-attention for the chunk's rows, whose K and V are already in their caches (ForwardScratch):
+// att[t, head] = Σ_{s seen} softmax_s(q·k_s · scale) v_s over the rows of row t's own cache that it sees — the
+// first base[t] and the rows of its path (a chain's row t: all rows ≤ cache_row[t]) — with k and v those of the
 // head's key/value head, head / (H / Hkv) (grouped-query attention). A path's leading run of rows 0..m−1 is
 // passed as part of the row's first S = base + m positions, the rest as the kernel's tree bits: a chain passes
-// no bits at all. The query rows that share a key/value head — its group's
-// H / Hkv heads for each of the T tokens — go to the kernel together, which reads that head's keys and values
-// once for all of them. A task is one key/value head and a share of its rows (at most ATTENTION_ROWS; more
-// shares where there are more threads than key/value heads), key/value head major; the threads take the tasks in
-// chunks (pool_run_chunks).
+// no bits at all. The query rows of one run (one sequence) that share a key/value head — its group's H / Hkv
+// heads for each of the run's tokens — go to the kernel together, which reads that head's keys and values once
+// for all of them. A task is one run's key/value head and a share of its rows (at most ATTENTION_ROWS; more
+// shares where there are more threads than key/value heads), run major, then key/value head; the threads take
+// the tasks in chunks (pool_run_chunks). A row's result does not depend on the other rows of its task
+// (Kernels.attention), so neither the runs beside it nor the shares change its bits.
 typedef struct {
     const Model *m;
-    ForwardScratch *s;  // reads qkv and the rows' paths; writes att, and each thread its scores and att_rows
-    const KVCache *cache;
-    int layer, T;
+    ForwardScratch *s;  // reads qkv, the rows' caches and paths; writes att, and each thread its scores and att_rows
+    int layer;
     float scale;
-    int shares;         // tasks per key/value head
+    int shares[CHUNK_T];          // tasks per key/value head of run r
+    int first_task[CHUNK_T + 1];  // run r's tasks are [first_task[r], first_task[r + 1])
 } AttentionJob;
 
-// Task `task` (job->shares per key/value head), on thread `thread`'s scratch rows.
+// Task `task`, on thread `thread`'s scratch rows.
 static void attention_task(const AttentionJob *job, int thread, int task) {
     const Model *m = job->m;
     ForwardScratch *s = job->s;
-    const int hd = m->cfg.head_dim, group = m->cfg.n_head / m->cfg.n_kv_head, rows = group * job->T;
+    int run = 0;
+    while (job->first_task[run + 1] <= task) run++;
+    const int t0 = s->run_start[run], T = s->run_start[run + 1] - t0;
+    const KVCache *cache = s->cache[t0];
+    const int hd = m->cfg.head_dim, group = m->cfg.n_head / m->cfg.n_kv_head, rows = group * T;
     float *scores = s->scores + (size_t)thread * ATTENTION_ROWS * m->cfg.n_positions;
     float *q = s->att_rows + (size_t)thread * 2 * ATTENTION_ROWS * hd, *out = q + ATTENTION_ROWS * hd;  // [n, hd]
     int S[ATTENTION_ROWS];
     uint64_t tree[ATTENTION_ROWS];
-    const int shares = job->shares, kv_head = task / shares, share = task % shares;
+    const int shares = job->shares[run], local = task - job->first_task[run];
+    const int kv_head = local / shares, share = local % shares;
     const int r0 = (int)((long)rows * share / shares), n = (int)((long)rows * (share + 1) / shares) - r0;
     for (int g = 0; g < n; g++) {  // row r0 + g: token t, query head kv_head · group + (r0 + g) % group
-        const int t = (r0 + g) / group, head = kv_head * group + (r0 + g) % group;
+        const int t = t0 + (r0 + g) / group, head = kv_head * group + (r0 + g) % group;
         memcpy(q + (size_t)g * hd, s->qkv + (size_t)t * s->n_qkv + head * hd, sizeof(float) * hd);
         const int leading = s->path[t] == UINT64_MAX ? 64 : __builtin_ctzll(~s->path[t]);  // rows 0..leading−1
-        S[g] = s->base + leading;
+        S[g] = s->base[t] + leading;
         tree[g] = leading == 64 ? 0 : s->path[t] >> leading;
     }
-    m->kernels->attention(out, hd, q, hd, S, s->tree ? tree : NULL, n, kv_keys(job->cache, job->layer, kv_head),
-                          job->cache->ld_k, kv_values(job->cache, job->layer, kv_head), hd, job->scale, scores,
+    m->kernels->attention(out, hd, q, hd, S, s->tree ? tree : NULL, n, kv_keys(cache, job->layer, kv_head),
+                          cache->ld_k, kv_values(cache, job->layer, kv_head), hd, job->scale, scores,
                           m->cfg.n_positions);
     for (int g = 0; g < n; g++) {
-        const int t = (r0 + g) / group, head = kv_head * group + (r0 + g) % group;
+        const int t = t0 + (r0 + g) / group, head = kv_head * group + (r0 + g) % group;
         memcpy(s->att + (size_t)t * s->ld_att + head * hd, out + (size_t)g * hd, sizeof(float) * hd);
     }
 }
@@ -353,7 +372,7 @@ static void attention_task(const AttentionJob *job, int thread, int task) {
 static void attention_chunk(void *ctx, int chunk, int n_chunks, int thread) {
     const AttentionJob *job = ctx;
     int begin, end;
-    pool_share(job->m->cfg.n_kv_head * job->shares, 1, chunk, n_chunks, &begin, &end);
+    pool_share(job->first_task[job->s->n_runs], 1, chunk, n_chunks, &begin, &end);
     for (int task = begin; task < end; task++) attention_task(job, thread, task);
 }
 
@@ -384,24 +403,38 @@ static Epilogue mlp_up_epilogue(const Config *c) {
     return c->activation == ACT_GELU_ERF ? EPILOGUE_GELU_ERF : EPILOGUE_GELU_TANH;
 }
 
-// One transformer block over the chunk's T rows, cache rows pos0.. (s->x: [T, d], updated in place; the block's
-// K and V go into the cache).
-static void block_forward(const Model *m, ForwardScratch *s, KVCache *cache, int layer, int pos0, int T) {
+// Attention over the chunk's runs on as many threads as its multiply-adds pay for (att: the job, scale set).
+static void attention(const Model *m, ForwardScratch *s, AttentionJob *att) {
+    const Config *c = &m->cfg;
+    size_t multiply_adds = 0;  // each run's rows against the cache rows up to its last
+    for (int r = 0; r < s->n_runs; r++) {
+        const int T = s->run_start[r + 1] - s->run_start[r];
+        multiply_adds += (size_t)T * (s->cache_row[s->run_start[r + 1] - 1] + 1) * 2 * c->n_head * c->head_dim;
+    }
+    const int threads = job_threads(m, multiply_adds);
+    att->first_task[0] = 0;
+    for (int r = 0; r < s->n_runs; r++) {
+        att->shares[r] = attention_shares(m, s->run_start[r + 1] - s->run_start[r], threads);
+        att->first_task[r + 1] = att->first_task[r] + c->n_kv_head * att->shares[r];
+    }
+    pool_run_chunks(m->pool, threads, pool_chunk_count(att->first_task[s->n_runs], 1, threads), attention_chunk, att);
+}
+
+// One transformer block over the chunk's T rows (s->x: [T, d], updated in place; the block's K and V go into the
+// rows' caches).
+static void block_forward(const Model *m, ForwardScratch *s, int layer, int T) {
     const Config *c = &m->cfg;
     const Block *b = &m->blocks[layer];
     const int ld_d = s->ld_d;
 
     // Attention sub-block: x += Attn(Norm1(x)) W_out + b_out
     norm_rows(m, s->h, ld_d, s->x, &b->norm1, T);
-    const Heads heads = {.m = m, .s = s, .b = b, .cache = cache, .layer = layer, .pos0 = pos0};
+    const Heads heads = {.m = m, .s = s, .b = b, .layer = layer};
     linear(m, s, s->qkv, s->n_qkv, s->h, ld_d, &b->attn_qkv, T, EPILOGUE_HEADS, NULL, &heads);  // [T, (H + 2Hkv)hd]
-    float scale = 1.0f;
-    if (c->scale_attn_weights) scale /= sqrtf((float)c->head_dim);
-    if (c->scale_attn_by_inverse_layer_idx) scale /= (float)(layer + 1);
-    const int threads = job_threads(m, (size_t)T * (pos0 + T) * 2 * c->n_head * c->head_dim);
-    AttentionJob att = {.m = m, .s = s, .cache = cache, .layer = layer, .T = T, .scale = scale,
-                        .shares = attention_shares(m, T, threads)};
-    pool_run_chunks(m->pool, threads, pool_chunk_count(c->n_kv_head * att.shares, 1, threads), attention_chunk, &att);
+    AttentionJob att = {.m = m, .s = s, .layer = layer, .scale = 1.0f};
+    if (c->scale_attn_weights) att.scale /= sqrtf((float)c->head_dim);
+    if (c->scale_attn_by_inverse_layer_idx) att.scale /= (float)(layer + 1);
+    attention(m, s, &att);
     linear(m, s, s->h, ld_d, s->att, s->ld_att, &b->attn_out, T, EPILOGUE_ADD, s->x, NULL);
 
     // MLP sub-block: x += GELU(Norm2(x) W_up + b_up) W_down + b_down, or gated:
@@ -444,23 +477,28 @@ static void rope_angles(const Model *m, ForwardScratch *s, int T) {
         }
 }
 
-// The rows of a chunk into the scratch (ForwardScratch): rows [n_before, n_before + T) of a tree from cache row
-// base, n_before + T ≤ 64, in which row j follows row parent[j] ∈ [−1, j), −1 the cache row before base
-// (parent NULL: a chain, parent[j] = j − 1).
-static void chunk_rows(ForwardScratch *s, const int *parent, int base, int n_before, int T) {
+// Appends a run to the chunk's rows (ForwardScratch): T rows of one sequence, fed onto its cache after its rows
+// [0, cache->len), rows [n_before, n_before + T) of a tree from cache row base (n_before = cache->len − base),
+// n_before + T ≤ 64, in which row j follows row parent[j] ∈ [−1, j), −1 the cache row before base (parent NULL: a
+// chain, parent[j] = j − 1).
+static void chunk_run(ForwardScratch *s, KVCache *cache, const int *parent, int base, int n_before, int T) {
     int depth[64];
     uint64_t path[64];
-    s->base = base;
-    s->tree = false;
+    const int t0 = s->run_start[s->n_runs];
     for (int j = 0; j < n_before + T; j++) {
         const int p = parent ? parent[j] : j - 1;
         depth[j] = p < 0 ? 0 : depth[p] + 1;
         path[j] = (p < 0 ? 0 : path[p]) | (uint64_t)1 << j;
         if (j < n_before) continue;
-        s->position[j - n_before] = base + depth[j];
-        s->path[j - n_before] = path[j];
+        const int t = t0 + j - n_before;
+        s->cache[t] = cache;
+        s->cache_row[t] = base + j;
+        s->base[t] = base;
+        s->position[t] = base + depth[j];
+        s->path[t] = path[j];
         s->tree |= path[j] != UINT64_MAX >> (63 - j);  // not all of rows 0..j
     }
+    s->run_start[++s->n_runs] = t0 + T;
 }
 
 int model_top_logits(int *ids, const float *logits, int V, int k) {
@@ -510,63 +548,108 @@ static void head_logits(const Model *m, ForwardScratch *s, float *logits, int T)
     pool_run_chunks(m->pool, T < m->max_threads ? T : m->max_threads, T, refine_row, &job);
 }
 
-// The forward pass over T rows (model_forward; model_extend_tree, parent as in chunk_rows with n_before =
-// cache->len − base, n_before + T ≤ CHUNK_T), in chunks of up to CHUNK_T rows.
-static int forward(const Model *model, ForwardScratch *s, KVCache *cache, int base, const int *tokens,
-                   const int *parent, int T, float *logits, bool all_logits, const char *caller, Err *err) {
+// Whether a batch can run, checked before any cache is touched: each sequence has rows, within its cache's
+// context and the vocabulary; a tree's rows (those in the cache from earlier calls and the new ones) are at most
+// TREE_MAX_ROWS, each after its parent; no two sequences share a cache.
+static int check_batch(const Model *model, const SequenceRows *seqs, int n, const char *caller, Err *err) {
     const Config *c = &model->cfg;
-    const int d = c->n_embd, V = model->n_vocab;
-    if (T < 1) return err_fmt(err, "%s: no tokens to process", caller);
-    if (cache->len + T > c->n_positions)
-        return err_fmt(err, "context full: %d cached + %d new tokens exceed the model's context of %d positions "
-                       "(n_positions or max_position_embeddings in config.json, or less: --ctx)", cache->len, T,
-                       c->n_positions);
-    for (int t = 0; t < T; t++)
-        if (tokens[t] < 0 || tokens[t] >= c->vocab_size)
-            return err_fmt(err, "token id %d is outside the vocabulary [0, %d)", tokens[t], c->vocab_size);
-
-    s->blas = !parent;
-    for (int first = 0; first < T; first += CHUNK_T) {
-        const int n = T - first < CHUNK_T ? T - first : CHUNK_T, pos0 = cache->len;
-        chunk_rows(s, parent, parent ? base : pos0, parent ? pos0 - base : 0, n);
-        for (int t = 0; t < n; t++) {  // x = wte[token] (+ wpe[position])
-            embedding_row(model, s->x + (size_t)t * d, tokens[first + t]);
-            if (model->wpe) model->kernels->add(s->x + (size_t)t * d, model->wpe + (size_t)s->position[t] * d, d);
-        }
-        if (model->inv_freq) rope_angles(model, s, n);
-        for (int l = 0; l < c->n_layer; l++) block_forward(model, s, cache, l, pos0, n);
-        cache->len += n;
-
-        // logits = Norm_f(x) W_lmᵀ, for every row or for the very last one only
-        if (all_logits) {
-            norm_rows(model, s->h, s->ld_d, s->x, &model->norm_f, n);
-            head_logits(model, s, logits + (size_t)first * V, n);
-        } else if (first + n == T) {
-            norm_rows(model, s->h, s->ld_d, s->x + (size_t)(n - 1) * d, &model->norm_f, 1);
-            head_logits(model, s, logits, 1);
-        }
+    if (n < 1) return err_fmt(err, "%s: no sequences to process", caller);
+    for (int i = 0; i < n; i++) {
+        const SequenceRows *q = &seqs[i];
+        const KVCache *cache = q->cache;
+        char who[48] = "";  // which sequence, in a batch of several
+        if (n > 1) snprintf(who, sizeof who, "sequence %d of the batch: ", i);
+        if (q->T < 1) return err_fmt(err, "%s: %sno tokens to process", caller, who);
+        if (cache->len + q->T > c->n_positions)
+            return err_fmt(err, "%scontext full: %d cached + %d new tokens exceed the model's context of %d positions "
+                           "(n_positions or max_position_embeddings in config.json, or less: --ctx)", who, cache->len,
+                           q->T, c->n_positions);
+        for (int t = 0; t < q->T; t++)
+            if (q->tokens[t] < 0 || q->tokens[t] >= c->vocab_size)
+                return err_fmt(err, "%stoken id %d is outside the vocabulary [0, %d)", who, q->tokens[t],
+                               c->vocab_size);
+        for (int k = 0; k < i; k++)
+            if (seqs[k].cache == cache)
+                return err_fmt(err, "%s: sequences %d and %d of the batch share one KV cache", caller, k, i);
+        if (!q->parent) continue;
+        const int before = cache->len - q->base;  // the tree's rows in the cache already
+        if (q->base < 0 || before < 0)
+            return err_fmt(err, "%stoken tree: its first row %d is outside the cache's %d rows", who, q->base,
+                           cache->len);
+        if (before + q->T > TREE_MAX_ROWS)
+            return err_fmt(err, "%stoken tree: %d + %d rows, more than TREE_MAX_ROWS = %d", who, before, q->T,
+                           TREE_MAX_ROWS);
+        for (int j = 0; j < before + q->T; j++)
+            if (q->parent[j] < -1 || q->parent[j] >= j)
+                return err_fmt(err, "%stoken tree: row %d follows row %d, outside [-1, %d)", who, j, q->parent[j], j);
     }
     return 0;
 }
 
+// The forward pass over a batch (model_forward_batch), in chunks of up to CHUNK_T rows: the next rows of each
+// sequence in turn, so that a chunk may hold the end of one sequence's rows and the start of the next one's. Every
+// matmul reads its weights once for all the chunk's rows; each row's result depends on that row alone (the
+// kernels' batch invariance), and its attention on its own cache alone (attention_task).
+static int forward(const Model *model, ForwardScratch *s, const SequenceRows *seqs, int n_seqs, float *logits,
+                   const char *caller, Err *err) {
+    if (check_batch(model, seqs, n_seqs, caller, err)) return -1;
+    const Config *c = &model->cfg;
+    const int d = c->n_embd, V = model->n_vocab;
+    s->blas = n_seqs == 1 && !seqs[0].parent;
+    int seq = 0, fed = 0;  // the next row to feed: row `fed` of sequence `seq`
+    size_t logit_rows = 0; // rows of logits written so far
+    while (seq < n_seqs) {
+        bool wants_logits[CHUNK_T];
+        int T = 0;
+        s->n_runs = 0;
+        s->tree = false;
+        while (T < CHUNK_T && seq < n_seqs) {  // the chunk's runs: x = wte[token] (+ wpe[position])
+            const SequenceRows *q = &seqs[seq];
+            const int n = q->T - fed < CHUNK_T - T ? q->T - fed : CHUNK_T - T, len = q->cache->len;
+            chunk_run(s, q->cache, q->parent, q->parent ? q->base : len, q->parent ? len - q->base : 0, n);
+            for (int t = T; t < T + n; t++) {
+                const int row = fed + t - T;  // of the sequence
+                embedding_row(model, s->x + (size_t)t * d, q->tokens[row]);
+                if (model->wpe) model->kernels->add(s->x + (size_t)t * d, model->wpe + (size_t)s->position[t] * d, d);
+                wants_logits[t] = q->all_logits || row == q->T - 1;
+            }
+            T += n;
+            fed += n;
+            if (fed == q->T) {
+                seq++;
+                fed = 0;
+            }
+        }
+        if (model->inv_freq) rope_angles(model, s, T);
+        for (int l = 0; l < c->n_layer; l++) block_forward(model, s, l, T);
+        for (int r = 0; r < s->n_runs; r++) s->cache[s->run_start[r]]->len += s->run_start[r + 1] - s->run_start[r];
+
+        // logits = Norm_f(x) W_lmᵀ, for every row of a sequence that wants all its logits, else for its last row
+        int n_out = 0;
+        for (int t = 0; t < T; t++)
+            if (wants_logits[t]) norm_rows(model, s->h + (size_t)n_out++ * s->ld_d, s->ld_d, s->x + (size_t)t * d,
+                                           &model->norm_f, 1);
+        if (n_out) head_logits(model, s, logits + logit_rows * V, n_out);
+        logit_rows += n_out;
+    }
+    return 0;
+}
+
+int model_forward_batch(Model *model, const SequenceRows *seqs, int n, float *logits, Err *err) {
+    return forward(model, model->scratch, seqs, n, logits, "model_forward_batch", err);
+}
+
 int model_forward(Model *model, KVCache *cache, const int *tokens, int T, float *logits, bool all_logits,
                   Err *err) {
-    return forward(model, model->scratch, cache, cache->len, tokens, NULL, T, logits, all_logits, "model_forward",
-                   err);
+    const SequenceRows rows = {.cache = cache, .tokens = tokens, .T = T, .all_logits = all_logits};
+    return forward(model, model->scratch, &rows, 1, logits, "model_forward", err);
 }
 
 int model_extend_tree(Model *model, KVCache *cache, int base, const int *tokens, const int *parent, int T,
                       float *logits, Err *err) {
-    const int before = cache->len - base;  // the tree's rows in the cache already
-    if (base < 0 || before < 0)
-        return err_fmt(err, "token tree: its first row %d is outside the cache's %d rows", base, cache->len);
-    if (before + T > TREE_MAX_ROWS)
-        return err_fmt(err, "token tree: %d + %d rows, more than TREE_MAX_ROWS = %d", before, T,
-                       TREE_MAX_ROWS);
-    for (int j = 0; j < before + T; j++)
-        if (parent[j] < -1 || parent[j] >= j)
-            return err_fmt(err, "token tree: row %d follows row %d, outside [-1, %d)", j, parent[j], j);
-    return forward(model, model->scratch, cache, base, tokens, parent, T, logits, true, "token tree", err);
+    const SequenceRows rows = {.cache = cache, .tokens = tokens, .T = T, .parent = parent, .base = base,
+                               .all_logits = true};
+    return forward(model, model->scratch, &rows, 1, logits, "token tree", err);
 }
 
 int model_forward_tree(Model *model, KVCache *cache, const int *tokens, const int *parent, int T, float *logits,

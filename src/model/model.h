@@ -139,7 +139,7 @@ int model_limit_context(Model *model, int n_ctx, Err *err);
 // The forward pass. Feeds T new tokens at positions [cache->len, cache->len + T), appends their K/V rows to the
 // cache and writes logits: [T, n_vocab] when all_logits, else only the last position's [n_vocab]. The same function serves
 // prefill (T = prompt length), decode (T = 1) and the verification of γ draft tokens (T = γ + 1): it is the chain
-// case of model_forward_tree, through the same code.
+// case of model_forward_tree, and both are a batch of one sequence (model_forward_batch), through the same code.
 //
 // Batch invariance: the logits of a position are bit-identical whatever T it was computed in and whatever the
 // thread count — below the kernel variant's blas_min_rows, where OpenBLAS may take over for long prompts — so
@@ -171,6 +171,30 @@ int model_forward_tree(Model *model, KVCache *cache, const int *tokens, const in
 // in all; model_forward_tree is the case base = cache->len.
 int model_extend_tree(Model *model, KVCache *cache, int base, const int *tokens, const int *parent, int T,
                       float *logits, Err *err);
+
+// One sequence's new rows in a batched forward (model_forward_batch): T tokens fed onto its own cache, as a chain
+// (parent NULL: model_forward's rows) or as rows of a token tree (parent and base: model_extend_tree's).
+typedef struct {
+    KVCache *cache;         // the sequence's own; no other sequence of the batch names it
+    const int *tokens;      // [T]
+    int T;
+    const int *parent;      // NULL (a chain), or [cache->len − base + T], as model_extend_tree's
+    int base;               // a tree's first cache row (parent not NULL)
+    bool all_logits;        // logits of every row, else of the last row only
+} SequenceRows;
+
+// The forward pass over a batch of n sequences (continuous batching: Orca, Yu et al. 2022): each sequence's rows
+// as model_forward (a chain) or model_extend_tree (a tree) would feed them onto its own cache, all in one pass —
+// every weight matrix read once for all the batch's rows, each row attending to its own sequence's cache only. A
+// batch is rows with a sequence each, as a tree is rows with a parent each: model_forward, model_extend_tree and
+// model_forward_tree are this function over a batch of one. logits: for each sequence in turn, [T, n_vocab] when
+// all_logits, else its last row's [n_vocab]. Nothing is fed when it fails (each sequence's checks, as those of
+// the function it stands for, and no two sequences sharing a cache are checked first).
+//
+// Batch invariance extends to batches: a sequence's logits and K/V rows are bit-identical to those of its rows fed
+// alone, whatever else is in the batch and whatever the thread count (OpenBLAS never takes over a batch of several
+// sequences, so below blas_min_rows where the rows alone would be long enough for it).
+int model_forward_batch(Model *model, const SequenceRows *seqs, int n, float *logits, Err *err);
 
 // A cache sized for this model.
 int model_kv_init(const Model *model, KVCache *cache, Err *err);
