@@ -70,12 +70,13 @@ $(O)/kernels/avx512.o $(O)/kernels/q8_avx512.o $(O)/kernels/q4_avx512.o: CFLAGS 
                                                                            -mavx512vl -mfma -mf16c
 
 # The source tree draws the architecture: src/base (errors, clock, threads, UTF-8, huge pages), src/checkpoint
-# (safetensors, config.json), src/model (the forward pass and its KV cache), src/tokenizer, src/speculative
-# (sampling, the scheduler and its drafters), src/serve (the OpenAI-compatible server), src/cli (the specdec
-# command). Everything but the CLI is the library that tests and bench link; tests/support holds code for tests and
-# the bench only (harness, random checkpoints), never linked into specdec.
+# (safetensors, config.json), src/model (the forward pass and its KV cache), src/tokenizer, src/grammar (GBNF
+# grammars and their recogniser), src/speculative (sampling, the scheduler and its drafters), src/serve (the
+# OpenAI-compatible server), src/cli (the specdec command). Everything but the CLI is the library that tests and
+# bench link; tests/support holds code for tests and the bench only (harness, random checkpoints), never linked into
+# specdec.
 LIB_SRC   := $(wildcard src/base/*.c src/checkpoint/*.c src/model/*.c src/tokenizer/*.c src/speculative/*.c \
-                        src/serve/*.c src/chat/*.c) \
+                        src/serve/*.c src/chat/*.c src/grammar/*.c) \
              $(KERNEL_SRC)
 LIB_OBJ   := $(LIB_SRC:%.c=$(O)/%.o)
 CLI_SRC   := $(wildcard src/cli/*.c)
@@ -190,7 +191,7 @@ test-train:
 FUZZ_CC      := clang-14
 FUZZ_TARGETS := $(basename $(notdir $(wildcard fuzz/*.c)))
 FUZZ_LIB_OBJ := $(patsubst %.c,$(O)/%.o,$(wildcard src/base/*.c src/checkpoint/*.c src/tokenizer/*.c \
-                                                   src/chat/*.c) \
+                                                   src/chat/*.c src/grammar/*.c) \
                                           src/serve/request.c)
 FUZZ_SECONDS ?= 15
 .PHONY: fuzz fuzz-targets fuzz-smoke

@@ -293,6 +293,14 @@ def main():
                                                                          {"type": "image_url", "image_url": {}}]}],
         "max_completion_tokens": 5, "tools": [], "tool_choice": "none", "response_format": {"type": "text"}}))
 
+    # The grammar target reads GBNF, then a document: grammars as users write them, each with a document it accepts.
+    write("grammar", "json_like", b'root ::= "{" ws (pair ("," ws pair)*)? "}"  # an object\n'
+          b'pair ::= str ":" ws [0-9]+\nstr ::= "\\"" [^"\\\\]* "\\""\nws ::= [ \\t\\n]{0,2}\n' + SEP +
+          b'{"a": 12, "b":3}')
+    write("grammar", "repetitions", "root ::= (\"ab\" | [x-z])* \"é\"{2,3} [^\\u0000-\\x7f]? .\n".encode() + SEP +
+          "abzé\u00e9€!".encode())
+    write("grammar", "nested", b"root ::= (\n  item\n  | \"(\" root \")\"\n)\nitem ::= [0-9]{1,3}\n" + SEP + b"((42))")
+
 
 if __name__ == "__main__":
     main()

@@ -7,6 +7,7 @@
 
 #include "../../fuzz/fuzz.h"
 #include "chat/jinja.h"
+#include "grammar/grammar.h"
 #include "harness.h"
 #include "tokenizer_fixtures.h"
 
@@ -162,4 +163,52 @@ TEST(fuzz_found_long_number_with_exponent) {
     refusal_of_found_template("tests/fuzz/chat_template/long_number_with_exponent", &err);
     CHECK(strstr(err.msg, "a number with more than 126 characters"), "wanted the long number refused, got \"%s\"",
           err.msg);
+}
+
+// A grammar input's GBNF part parsed, and its document read: the message of a refusal (empty if it parsed), and
+// whether the recogniser read the whole document (in *read_all).
+static void run_found_grammar(const char *path, Err *err, bool *read_all) {
+    size_t size;
+    uint8_t *data = read_input(path, &size);
+    if (!data) return;
+    FuzzPart parts[2];
+    int n = fuzz_split(data, size, parts, 2);
+    Grammar *g = grammar_parse((const char *)parts[0].data, parts[0].size, "found.gbnf", err);
+    GrammarState s = {0}, next = {0};
+    *read_all = g && grammar_state_init(&s, g, err) == 0 &&
+                (n < 2 || grammar_accept_bytes(&s, (const char *)parts[1].data, parts[1].size, &next));
+    if (g) err->msg[0] = '\0';
+    grammar_state_free(&s);
+    grammar_state_free(&next);
+    grammar_free(g);
+    free(data);
+}
+
+// grammar: an empty literal repeated, ""{2,2}, copied its zero elements from a null pointer (UBSan). Repeating
+// nothing is nothing; this input's grammar is then refused for its short \u escape.
+TEST(fuzz_found_empty_literal_repeated) {
+    Err err = {""};
+    bool read_all;
+    run_found_grammar("tests/fuzz/grammar/empty_literal_repeated", &err, &read_all);
+    CHECK(strstr(err.msg, "1:21: expected 4 hexadecimal digits"), "got \"%s\"", err.msg);
+}
+
+// grammar: a rule that repeats itself, root ::= (…) root* "é"? ., is ambiguous: every character opens more parses.
+// Merging equal stacks compared each new stack with every other (a timeout at thousands of stacks); they are found
+// by hash now, and a state holds at most GRAMMAR_MAX_STACKS.
+TEST(fuzz_found_ambiguous_self_repetition) {
+    Err err = {""};
+    bool read_all;
+    run_found_grammar("tests/fuzz/grammar/ambiguous_self_repetition", &err, &read_all);
+    CHECK(err.msg[0] == '\0', "refused: %s", err.msg);
+}
+
+// grammar: the same kind of grammar with negated classes of a hundred ranges: each stack's class was searched range
+// by range for every character. Classes are sorted and merged at parse time and searched by bisection, and a state
+// holds at most GRAMMAR_MAX_CELLS positions.
+TEST(fuzz_found_ambiguous_wide_classes) {
+    Err err = {""};
+    bool read_all;
+    run_found_grammar("tests/fuzz/grammar/ambiguous_wide_classes", &err, &read_all);
+    CHECK(err.msg[0] == '\0', "refused: %s", err.msg);
 }

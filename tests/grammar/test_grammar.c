@@ -1,0 +1,173 @@
+// test_grammar.c — GBNF (src/grammar/gbnf.c) and its recogniser (recognise.c): a conformance table of grammars with
+// documents they must accept and documents they must refuse, the parser's refusals with their line and column, and
+// the recogniser's byte-level promises (UTF-8 split anywhere, "may end" and "must end", a refused byte changes
+// nothing).
+#include <stdlib.h>
+#include <string.h>
+
+#include "grammar/grammar.h"
+#include "harness.h"
+
+static Grammar *parse(const char *text) {
+    Err err = {""};
+    Grammar *g = grammar_parse(text, strlen(text), "test.gbnf", &err);
+    CHECK(g, "grammar refused: %s\n%s", err.msg, text);
+    return g;
+}
+
+// Whether g's language holds doc (the recogniser reads it whole and may end there).
+static bool recognises(const Grammar *g, const char *doc, size_t n) {
+    GrammarState s = {0}, next = {0};
+    Err err;
+    bool ok = grammar_state_init(&s, g, &err) == 0 && grammar_accept_bytes(&s, doc, n, &next) && grammar_may_end(&s);
+    grammar_state_free(&s);
+    grammar_state_free(&next);
+    return ok;
+}
+
+static const struct {
+    const char *grammar;
+    const char *valid[8], *invalid[8];
+} conformance[] = {
+    {"root ::= \"abc\"", {"abc"}, {"", "ab", "abcd", "abd"}},
+    {"root ::= \"a\" | \"bc\" | \"\"", {"a", "bc", ""}, {"b", "abc", "c"}},
+    {"root ::= [a-c]+ [0-9]*", {"a", "abc9", "cc00"}, {"", "9", "ad", "a9a"}},
+    {"root ::= [^a-z\\n]", {"A", "0", "é", "\xf0\x9f\x98\x80"}, {"a", "z", "\n", "AB", ""}},
+    {"root ::= [d-fa-cbx]+ [^a-cd-fz]", {"abcdefx!", "xy"}, {"a", "xz", "xe", "g"}},
+    {"root ::= .", {"x", "\n", "\xe2\x82\xac"}, {"", "xy", "\xe2\x82"}},
+    {"root ::= \"x\"?  \"y\"{2,3} \"z\"{2} \"w\"{1,}", {"yyzzw", "xyyyzzwww"}, {"yzzw", "yyyyzzw", "yyzw", "yyzz"}},
+    {"root ::= \"a\"{,2} \"b\"{0}", {"", "a", "aa"}, {"aaa", "b"}},
+    {"root ::= (\"ab\" | \"c\")* \"!\"", {"!", "ab!", "cabc!"}, {"a!", "abab", "b!"}},
+    {"# a comment\nroot ::= item (\",\" item)*   # items\nitem ::= [0-9]+\n", {"1", "1,22,333"}, {"", "1,", ",1"}},
+    {"root ::= (\n  \"a\"\n  | \"b\"\n)\n", {"a", "b"}, {"ab", ""}},
+    {"root ::= \"\\x41\\u00e9\\U0001F600\\t\\\"\\\\\"", {"A\xc3\xa9\xf0\x9f\x98\x80\t\"\\"}, {"A"}},
+    {"root ::= [\\]\\[\\-\\\\]+", {"]", "[-\\"}, {"a", ""}},
+    {"root ::= [\\x00-\\x7f\\u0100-\\U0010FFFF]", {"a", "\xc4\x80", "\xf4\x8f\xbf\xbf"}, {"\xc3\xa9", "\xc2\x80"}},
+    {"root ::= \"{\" ws (pair (\",\" ws pair)*)? \"}\"\npair ::= str \":\" ws str ws\nstr ::= \"\\\"\" [^\"]* \"\\\"\"\n"
+     "ws ::= [ ]?",
+     {"{}", "{ \"a\": \"b\"}", "{\"a\":\"b\" , \"c\": \"\"}"}, {"{", "{\"a\"}", "{\"a\":\"b\",}", "{  }"}},
+    {"root ::= expr\nexpr ::= term ([+-] term)*\nterm ::= num | \"(\" expr \")\"\nnum ::= [0-9]+",
+     {"1", "1+2-3", "(1+(2))-3"}, {"(1", "1+", "()", "1)"}},
+    {"root ::= \"a\" root \"b\" | \"\"", {"", "ab", "aaabbb"}, {"a", "aab", "ba"}},
+};
+
+TEST(grammar_conformance_table) {
+    for (size_t t = 0; t < sizeof conformance / sizeof *conformance; t++) {
+        Grammar *g = parse(conformance[t].grammar);
+        if (!g) continue;
+        for (int i = 0; conformance[t].valid[i]; i++)
+            CHECK(recognises(g, conformance[t].valid[i], strlen(conformance[t].valid[i])),
+                  "grammar %zu refused valid \"%s\"", t, conformance[t].valid[i]);
+        for (int i = 0; conformance[t].invalid[i]; i++)
+            CHECK(!recognises(g, conformance[t].invalid[i], strlen(conformance[t].invalid[i])),
+                  "grammar %zu accepted invalid \"%s\"", t, conformance[t].invalid[i]);
+        grammar_free(g);
+    }
+}
+
+static const struct {
+    const char *grammar, *message;
+} refusals[] = {
+    {"root ::= \"a\"\nroot ::= \"b\"", "test.gbnf:2:1: rule 'root' is defined twice"},
+    {"root ::= item", "test.gbnf:1:10: rule 'item' is used but not defined"},
+    {"item ::= \"a\"", "test.gbnf: no rule named 'root'"},
+    {"root = \"a\"", "test.gbnf:1:6: expected '::=' after the rule name 'root'"},
+    {"root ::= \"abc", "test.gbnf:1:10: unterminated string literal"},
+    {"root ::= [abc", "test.gbnf:1:10: unterminated character class"},
+    {"root ::= []", "test.gbnf:1:10: empty character class"},
+    {"root ::= [z-a]", "test.gbnf:1:11: character range runs backwards"},
+    {"root ::= \"\\q\"", "test.gbnf:1:11: unknown escape '\\q'"},
+    {"root ::= \"\\x4\"", "test.gbnf:1:11: expected 2 hexadecimal digits"},
+    {"root ::= \"\\uD800\"", "test.gbnf:1:11: escape U+D800 is not a Unicode scalar value"},
+    {"root ::= (\"a\"", "test.gbnf:1:10: '(' is not closed by ')'"},
+    {"root ::= \"a\")", "test.gbnf:1:13: ')' without '('"},
+    {"root ::= * \"a\"", "test.gbnf:1:10: '*' does not follow an item to repeat"},
+    {"root ::= \"a\"{3,2}", "test.gbnf:1:13: repetition {3,2}: the maximum is below the minimum"},
+    {"root ::= \"a\"{2001}", "test.gbnf:1:14: repetition count above 2000"},
+    {"root ::= \"a\"{2", "test.gbnf:1:15: expected '}'"},
+    {"root ::= <think>", "test.gbnf:1:10: token references ('<…') are not supported"},
+    {"root ::= root \"a\" | \"b\"", "test.gbnf:1:1: rule 'root' is left-recursive"},
+    {"root ::= x\nx ::= \"\"? y\ny ::= x \"a\"", "rule 'x' is left-recursive"},
+    {"root ::= (\"a\"?)*", "test.gbnf:1:16: rule 'root-3' is left-recursive"},
+    {"root ::= \"a\" $", "test.gbnf:1:14: unexpected '$' in rule 'root'"},
+    {"root ::= \"\xff\"", "test.gbnf:1:11: invalid UTF-8"},
+    {"\n\n  root ::= \"é\" \"\xe9\"", "test.gbnf:3:17: invalid UTF-8"},
+};
+
+TEST(grammar_refusals_name_line_and_column) {
+    for (size_t t = 0; t < sizeof refusals / sizeof *refusals; t++) {
+        Err err = {""};
+        Grammar *g = grammar_parse(refusals[t].grammar, strlen(refusals[t].grammar), "test.gbnf", &err);
+        CHECK(!g, "accepted: %s", refusals[t].grammar);
+        CHECK(strstr(err.msg, refusals[t].message), "refusal %zu: got \"%s\", want \"%s\"", t, err.msg,
+              refusals[t].message);
+        grammar_free(g);
+    }
+}
+
+// A character's bytes are read one at a time: the state between them admits only bytes that can still complete a
+// character the grammar allows there.
+TEST(grammar_reads_utf8_byte_by_byte) {
+    Grammar *g = parse("root ::= [\\u00e0-\\u00ef] | \"\\u20ac\"");  // à..ï (C3 A0..C3 AF) or € (E2 82 AC)
+    if (!g) return;
+    GrammarState s = {0}, next = {0};
+    Err err;
+    CHECK(grammar_state_init(&s, g, &err) == 0, "%s", err.msg);
+    CHECK(!grammar_accept_byte(&s, 0xC4, &next), "C4 begins no allowed character");
+    CHECK(grammar_accept_byte(&s, 0xC3, &next), "C3 begins à");
+    CHECK(!grammar_may_end(&s), "may end inside a character");
+    CHECK(!grammar_accept_byte(&s, 0x9F, &next), "C3 9F is ß, not allowed");
+    CHECK(!grammar_accept_byte(&s, 0x41, &next), "A is not a continuation byte");
+    CHECK(grammar_accept_byte(&s, 0xA9, &next) && grammar_must_end(&s), "é read, and nothing may follow");
+    CHECK(grammar_state_init(&s, g, &err) == 0, "%s", err.msg);
+    CHECK(grammar_accept_bytes(&s, "\xe2\x82", 2, &next) && !grammar_accept_byte(&s, 0xAD, &next) &&
+              grammar_accept_byte(&s, 0xAC, &next) && grammar_must_end(&s), "€ read byte by byte");
+    grammar_state_free(&s);
+    grammar_state_free(&next);
+    grammar_free(g);
+    // Overlong forms, surrogates and code points past U+10FFFF are refused even by "any character".
+    g = parse("root ::= .*");
+    if (!g) return;
+    const char *bad[] = {"\xc0\x80", "\xe0\x80\x80", "\xed\xa0\x80", "\xf4\x90\x80\x80", "\xf8", "\x80"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        CHECK(!recognises(g, bad[i], strlen(bad[i])), "accepted ill-formed UTF-8 %zu", i);
+    CHECK(recognises(g, "a\0b", 3), "NUL is a character");
+    grammar_free(g);
+}
+
+TEST(grammar_may_end_and_must_end) {
+    Grammar *g = parse("root ::= \"ab\" \"c\"?");
+    if (!g) return;
+    GrammarState s = {0}, next = {0}, saved = {0};
+    Err err;
+    CHECK(grammar_state_init(&s, g, &err) == 0, "%s", err.msg);
+    CHECK(!grammar_may_end(&s) && !grammar_must_end(&s), "at the start");
+    CHECK(grammar_accept_bytes(&s, "ab", 2, &next), "ab");
+    CHECK(grammar_may_end(&s) && !grammar_must_end(&s), "after ab: may end, may go on");
+    CHECK(grammar_state_copy(&saved, &s) == 0, "copy");
+    CHECK(!grammar_accept_byte(&s, 'd', &next) && grammar_state_equal(&s, &saved) &&
+              grammar_state_hash(&s) == grammar_state_hash(&saved), "a refused byte leaves the state as it was");
+    CHECK(grammar_accept_byte(&s, 'c', &next) && grammar_must_end(&s), "after abc: must end");
+    CHECK(!grammar_state_equal(&s, &saved), "states after ab and abc differ");
+    CHECK(grammar_state_copy(&s, &saved) == 0 && grammar_may_end(&s) && !grammar_must_end(&s), "rolled back");
+    grammar_state_free(&s);
+    grammar_state_free(&next);
+    grammar_state_free(&saved);
+    grammar_free(g);
+}
+
+// Repetition is a tail call: reading a long run leaves the stacks as deep as after the first item.
+TEST(grammar_repetition_keeps_stacks_flat) {
+    Grammar *g = parse("root ::= (\"[\" item \"]\")*\nitem ::= [a-z]*");
+    if (!g) return;
+    GrammarState s = {0}, next = {0};
+    Err err;
+    CHECK(grammar_state_init(&s, g, &err) == 0, "%s", err.msg);
+    CHECK(grammar_accept_bytes(&s, "[ab]", 4, &next), "first item");
+    int cells = s.start[s.n_stacks];
+    for (int i = 0; i < 1000; i++) CHECK(grammar_accept_bytes(&s, "[xyz]", 5, &next), "item %d", i);
+    CHECK(s.start[s.n_stacks] == cells, "cells grew from %d to %d", cells, s.start[s.n_stacks]);
+    grammar_state_free(&s);
+    grammar_state_free(&next);
+    grammar_free(g);
+}
