@@ -192,7 +192,7 @@ FUZZ_CC      := clang-14
 FUZZ_TARGETS := $(basename $(notdir $(wildcard fuzz/*.c)))
 FUZZ_LIB_OBJ := $(patsubst %.c,$(O)/%.o,$(wildcard src/base/*.c src/checkpoint/*.c src/tokenizer/*.c \
                                                    src/chat/*.c src/grammar/*.c) \
-                                          src/serve/request.c)
+                                          src/serve/request.c src/speculative/penalties.c)
 FUZZ_SECONDS ?= 15
 .PHONY: fuzz fuzz-targets fuzz-smoke
 fuzz:

@@ -42,8 +42,11 @@ static void check_request(const Request *r) {
     for (int i = 0; i < r->n_stop; i++)
         if (!r->stop[i] || !r->stop[i][0]) fuzz_fail("an empty stop string");
     const SamplingParams *s = &r->sampling;
-    if (!(s->temperature >= 0 && s->temperature <= 2) || !(s->top_p > 0 && s->top_p <= 1) || s->top_k < 0)
-        fuzz_fail("accepted sampling T %g top_p %g top_k %d", s->temperature, s->top_p, s->top_k);
+    if (!(s->temperature >= 0 && s->temperature <= 2) || !(s->top_p > 0 && s->top_p <= 1) || s->top_k < 0 ||
+        !(s->min_p >= 0 && s->min_p <= 1))
+        fuzz_fail("accepted sampling T %g top_p %g top_k %d min_p %g", s->temperature, s->top_p, s->top_k, s->min_p);
+    Err err;
+    if (penalties_check(&r->penalties, &err)) fuzz_fail("accepted penalties: %s", err.msg);
     if (r->max_tokens < 0 || r->max_tokens > REQUEST_MAX_TOKENS) fuzz_fail("accepted max_tokens %d", r->max_tokens);
     if (r->marks && !r->stream) fuzz_fail("accepted specdec.marks without a stream");
 }

@@ -32,7 +32,8 @@ typedef struct {
     const char *trace;          // --trace FILE
     float draft_p_min;          // --draft-p-min
     int n_tokens;               // -n
-    SamplingParams sampling;    // --temp, --top-k, --top-p
+    SamplingParams sampling;    // --temp, --top-k, --top-p, --min-p
+    Penalties penalties;        // --repetition-penalty, --presence-penalty, --frequency-penalty
     uint64_t seed;              // --seed
     int threads;                // --threads (0 = cpus_available())
     int ctx;                    // --ctx (0 = the command's default)

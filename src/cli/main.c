@@ -29,7 +29,8 @@ static int cmd_inspect(const Args *args, Err *err);
 static const Command commands[] = {
     {"generate", cmd_generate, "generate [-m DIR [-d DRAFT_DIR]] (-p TEXT | -f FILE | --ids \"1 2 3\") [options]",
      "continue a prompt; speculatively with a draft model (the shipped pair when no -m is given)",
-     "model draft ids prompt file tokens temp top-k top-p seed gamma sampler lookup tree-width tree pipeline "
+     "model draft ids prompt file tokens temp top-k top-p min-p repetition-penalty presence-penalty "
+     "frequency-penalty seed gamma sampler lookup tree-width tree pipeline "
      "draft-p-min ctx threads draft-threads "
      "quant draft-quant print-ids stats show trace compare allow-special chat system chat-var stop help", 0, 0},
     {"logits", cmd_logits, "logits -m DIR --ids \"1 2 3\" [--all]",
@@ -50,8 +51,9 @@ static const Command commands[] = {
     {"chat", cmd_chat, "chat [-m DIR [-d DRAFT_DIR]] [--lookup] [--system TEXT] [options]",
      "talk with an instruct model: user messages from standard input (line editing on a terminal), replies "
      "streamed; /reset starts over, /exit (or end of input) ends",
-     "model draft tokens temp top-k top-p seed gamma sampler lookup tree-width tree pipeline draft-p-min ctx "
-     "threads draft-threads quant draft-quant stats show system chat-var stop help", 0, 0},
+     "model draft tokens temp top-k top-p min-p repetition-penalty presence-penalty frequency-penalty seed gamma "
+     "sampler lookup tree-width tree pipeline draft-p-min ctx threads draft-threads quant draft-quant stats show "
+     "system chat-var stop help", 0, 0},
     {"inspect", cmd_inspect, "inspect PATH", "show the header and tensor table of a safetensors file or folder",
      "help", 1, 1},
 };
@@ -413,6 +415,7 @@ static int run_command_line(int argc, char **argv, Err *err) {
         if (strcmp(argv[1], commands[i].name) == 0) cmd = &commands[i];
     if (!cmd) return err_fmt(err, "unknown command '%s' (see 'specdec --help')", argv[1]);
     Args args = {.n_tokens = 64, .sampling = {.temperature = 0.0f, .top_k = 0, .top_p = 1.0f}, .port = 8080,
+                 .penalties = PENALTIES_OFF,
                  .queue = 8, .max_body = 1 << 20, .timeout = 30};
     if (args_parse(&args, cmd, argc - 2, argv + 2, err)) return -1;
     if (!args.help) return cmd->run(&args, err);

@@ -14,6 +14,7 @@
 
 int spec_params_from_args(const Args *args, SpecParams *params, Err *err) {
     *params = (SpecParams){.sampling = args->sampling, .seed = args->seed, .max_tokens = args->n_tokens,
+                           .penalties = penalties_on(&args->penalties) ? &args->penalties : NULL,
                            .tree_width = args->tree && !args->tree_width ? TREE_FIRST_WIDTH_MAX : args->tree_width,
                            .tree_auto = args->tree};
     return parse_gamma(args->gamma, params, err) || parse_sampler(args->sampler, &params->sampler, err) ||

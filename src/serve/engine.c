@@ -149,6 +149,7 @@ int engine_run(const Engine *en, const Request *req, const int *prompt, int n_pr
     Run run = {.sink = sink, .tok = en->tok, .marks = req->marks ? &marks : NULL};
     SpecParams params = en->spec;
     params.sampling = req->sampling;
+    params.penalties = penalties_on(&req->penalties) ? &req->penalties : NULL;
     params.seed = result->seed;
     params.max_tokens = req->max_tokens ? req->max_tokens : en->default_max_tokens;
     params.eos_id = cfg->eos_token_id;

@@ -53,13 +53,36 @@ static const struct {
     {"logprobs", OFF_EMPTY, "no log probabilities"},
     {"top_logprobs", OFF_EMPTY, "no log probabilities"},
     {"logit_bias", OFF_EMPTY, "no logit bias"},
-    {"presence_penalty", OFF_EMPTY, "no presence penalty"},
-    {"frequency_penalty", OFF_EMPTY, "no frequency penalty"},
     {"echo", OFF_EMPTY, "no echo of the prompt"},
     {"suffix", OFF_EMPTY, "no suffix (insertion)"},
     {"response_format", OFF_TEXT, "text responses only (no JSON mode or schema)"},
     {"audio", OFF_EMPTY, "text only (no audio)"},
     {"prediction", OFF_EMPTY, "no predicted outputs (try --lookup: it drafts from the prompt)"},
+    // vLLM's and llama-server's sampling fields beyond min_p, top_k and the penalties
+    {"typical_p", OFF_ONE, "no typical sampling"},
+    {"tfs_z", OFF_ONE, "no tail-free sampling"},
+    {"top_a", OFF_EMPTY, "no top-a sampling"},
+    {"epsilon_cutoff", OFF_EMPTY, "no epsilon sampling"},
+    {"eta_cutoff", OFF_EMPTY, "no eta sampling"},
+    {"mirostat", OFF_EMPTY, "no Mirostat sampling"},
+    {"dry_multiplier", OFF_EMPTY, "no DRY penalty"},
+    {"xtc_probability", OFF_EMPTY, "no XTC sampling"},
+    {"length_penalty", OFF_ONE, "no beam search (length_penalty)"},
+    {"use_beam_search", OFF_EMPTY, "no beam search"},
+    {"min_tokens", OFF_EMPTY, "no minimum length (min_tokens)"},
+    {"ignore_eos", OFF_EMPTY, "no generation past the end-of-text token (ignore_eos)"},
+    {"stop_token_ids", OFF_EMPTY, "stop strings only (no stop_token_ids)"},
+    {"bad_words", OFF_EMPTY, "no banned words"},
+    {"allowed_token_ids", OFF_EMPTY, "no token allow-list"},
+    {"logits_processors", OFF_EMPTY, "no logits processors"},
+    {"prompt_logprobs", OFF_EMPTY, "no log probabilities"},
+    {"guided_json", OFF_EMPTY, "no guided decoding"},
+    {"guided_regex", OFF_EMPTY, "no guided decoding"},
+    {"guided_choice", OFF_EMPTY, "no guided decoding"},
+    {"guided_grammar", OFF_EMPTY, "no guided decoding"},
+    {"structured_outputs", OFF_EMPTY, "no structured outputs"},
+    {"grammar", OFF_EMPTY, "no grammars"},
+    {"json_schema", OFF_EMPTY, "no JSON schemas"},
 };
 
 static bool is_off(const json_t *v, OffValue off) {
@@ -93,16 +116,19 @@ static int check_refused(const json_t *body, ApiError *e) {
 
 static char *copy_string(const json_t *v) { return strndup(json_string_value(v), json_string_length(v)); }
 
-// An optional number in [lo, hi], or (lo, hi] when lo_open.
+// An optional number in [lo, hi], or (lo, hi] when lo_open — as the float it is used as: the JSON double is checked,
+// rounded to a float, and checked again (1e-300 passes (0, 1] as a double, not as the float 0).
 static int get_number(const json_t *body, const char *name, double lo, double hi, bool lo_open, float *out,
                       ApiError *e) {
     const json_t *v = json_object_get(body, name);
     if (!v || json_is_null(v)) return 0;
     const double x = json_is_number(v) ? json_number_value(v) : 0;
-    if (!json_is_number(v) || !(lo_open ? x > lo : x >= lo) || !(x <= hi))
-        return api_error(e, 400, "invalid_value", name, "%s: expected a number in %c%g, %g]", name, lo_open ? '(' : '[',
-                         lo, hi);
-    *out = (float)x;
+    const bool in_range = json_is_number(v) && (lo_open ? x > lo : x >= lo) && x <= hi;
+    const float f = in_range ? (float)x : 0.0f;  // (a double beyond a float's range never reaches the cast)
+    if (!in_range || !(lo_open ? f > lo : f >= lo) || !(f <= hi))
+        return api_error(e, 400, "invalid_value", name, "%s: expected a number in %c%g, %g]%s", name,
+                         lo_open ? '(' : '[', lo, hi, in_range ? " (as a 32-bit float)" : "");
+    *out = f;
     return 0;
 }
 
@@ -164,6 +190,10 @@ static int get_common(Request *req, const json_t *body, ApiError *e) {
     req->max_tokens = completion_given ? (int)completion : given ? (int)v : 0;
     if (get_number(body, "temperature", 0, 2, false, &req->sampling.temperature, e) ||
         get_number(body, "top_p", 0, 1, true, &req->sampling.top_p, e) ||
+        get_number(body, "min_p", 0, 1, false, &req->sampling.min_p, e) ||
+        get_number(body, "repetition_penalty", 0.01, 100, false, &req->penalties.repetition, e) ||
+        get_number(body, "presence_penalty", -2, 2, false, &req->penalties.presence, e) ||
+        get_number(body, "frequency_penalty", -2, 2, false, &req->penalties.frequency, e) ||
         get_integer(body, "top_k", 0, 1 << 24, &v, &given, e))
         return -1;
     if (given) req->sampling.top_k = (int)v;
@@ -303,7 +333,8 @@ static int get_messages(Request *req, const json_t *body, ApiError *e) {
 // ---- the request --------------------------------------------------------------------------------------------
 
 int request_parse(Request *req, ApiKind kind, const char *body, size_t len, ApiError *e) {
-    *req = (Request){.kind = kind, .sampling = {.temperature = 1.0f, .top_k = 0, .top_p = 1.0f}};
+    *req = (Request){.kind = kind, .sampling = {.temperature = 1.0f, .top_k = 0, .top_p = 1.0f},
+                     .penalties = PENALTIES_OFF};
     json_error_t error;
     json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &error);
     if (!root)

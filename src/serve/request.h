@@ -6,16 +6,19 @@
 //   messages                chat: a non-empty list of {role: system | developer | user | assistant, content}; content
 //                           a string or a list of {type: "text", text} parts (joined)
 //   max_tokens, max_completion_tokens   an integer ≥ 1 (the second wins when both are given)
-//   temperature [0, 2], top_p (0, 1], top_k ≥ 0 (an extension, as llama-server and vLLM take it), seed ≥ 0
+//   temperature [0, 2], top_p (0, 1], top_k ≥ 0, seed ≥ 0; and vLLM's sampling extensions with vLLM's meanings
+//   (sampling.h, penalties.h): min_p [0, 1], repetition_penalty [0.01, 100], presence_penalty and
+//   frequency_penalty [−2, 2] (OpenAI's too) — every number checked as the float it is used as
 //   stop                    a string or a list of at most REQUEST_MAX_STOP non-empty strings
 //   stream, stream_options.include_usage
 //   specdec                 specdec's own extension, an object: "marks": true gives each streamed chunk the origin
 //                           of its text (accepted draft, rejected draft, the target's own token; marks.h; with
 //                           "stream": true only), "draft": false decodes with the target alone (no drafter: what
 //                           speculation is measured against); any other member is refused
-// Fields OpenAI has and specdec does not do (tools, logprobs, n > 1, images, penalties, ...) are refused when set
-// to anything but their "off" value, with status 400 naming the field; every other unknown field is ignored, as
-// OpenAI does. Null is "not given" for every field.
+// Fields OpenAI has and specdec does not do (tools, logprobs, n > 1, images, ...), and the sampling fields vLLM and
+// llama-server take that specdec does not (typical_p, min_tokens, guided decoding, ...), are refused when set to
+// anything but their "off" value, with status 400 naming the field; every other unknown field is ignored, as OpenAI
+// does. Null is "not given" for every field.
 #ifndef SPECDEC_SERVE_REQUEST_H
 #define SPECDEC_SERVE_REQUEST_H
 
@@ -24,6 +27,7 @@
 #include <stdint.h>
 
 #include "base/error.h"
+#include "speculative/penalties.h"
 #include "speculative/sampling.h"
 
 enum { REQUEST_MAX_STOP = 4, REQUEST_MAX_TOKENS = 1 << 20 };
@@ -44,7 +48,8 @@ typedef struct {
     ChatMessage *messages;      // chat: [n_messages]
     int n_messages;
     int max_tokens;             // 0: not given (the server's default)
-    SamplingParams sampling;    // temperature 1, top_p 1, top_k 0 unless given (OpenAI's defaults)
+    SamplingParams sampling;    // temperature 1, top_p 1, top_k 0, min_p 0 unless given (OpenAI's, vLLM's defaults)
+    Penalties penalties;        // repetition_penalty 1, presence_penalty 0, frequency_penalty 0 unless given
     bool has_seed;
     uint64_t seed;
     char *stop[REQUEST_MAX_STOP];

@@ -36,6 +36,16 @@ static void draw_children(ModelDrafter *d, DraftTree *tree, const float *logits,
     for (int k = 0; k < n; k++) add_node(tree, children[k], parent);
 }
 
+// The penalties (penalties.h) on the draft's row after `node` (−1: after the committed text): its history is the
+// committed text and the tree's path down to the node, as the target's row after the same drafts has it.
+static void penalize_draft_row(ModelDrafter *d, const DraftTree *tree, int node, float *logits) {
+    if (!d->params->penalties) return;
+    int path[GAMMA_MAX];
+    const History history = {.context = d->committed, .n = d->n_committed, .n_prompt = d->n_prompt, .path = path,
+                             .n_path = draft_tree_path(tree, node, path)};
+    penalize(&d->penalizer, logits, &history);
+}
+
 // q at a position from the draft's logits there: its adjusted row, written to `row` and returned — or, greedy, no
 // row (NULL returned) and only its argmax *token (sampling_greedy), q being one-hot there. Returns −1 with err set
 // for logits sampler_adjust refuses.
@@ -82,7 +92,8 @@ static int draft_levels(ModelDrafter *d, const int *unread, int n, TreeShape sha
         const int from = tree->n;  // the nodes this level adds
         for (int f = 0; f < n_frontier; f++) {
             const int node = level == 0 ? frontier : frontier + f;
-            const float *logits = d->logits + (size_t)(level == 0 ? 0 : f) * V;
+            float *logits = d->logits + (size_t)(level == 0 ? 0 : f) * V;
+            penalize_draft_row(d, tree, node, logits);
             if (d->p_min > 0 && sampling_top_probability(d->model->kernels, logits, V, d->exponentials) < d->p_min)
                 continue;  // the draft is unsure
             const double *q_row;
@@ -100,12 +111,21 @@ static int draft_levels(ModelDrafter *d, const int *unread, int n, TreeShape sha
     return 0;
 }
 
+// Where the drafts to come continue the committed tokens context[0..n), n_prompt of them the prompt's: their rows'
+// penalties' history (penalize_draft_row).
+static void continue_text(ModelDrafter *d, const int *context, int n, int n_prompt) {
+    d->committed = context;
+    d->n_committed = n;
+    d->n_prompt = n_prompt;
+}
+
 // A tree of request->shape continuing the committed tokens context[0..n).
 static int propose_tree(ModelDrafter *d, const int *context, int n, const DraftRequest *request, DraftTree *tree,
                         double *q, DraftReport *report, Err *err) {
     *report = (DraftReport){0};
     tree->n = 0;
     d->first_position = n;
+    continue_text(d, context, n, request->n_prompt);
     return draft_levels(d, context + d->cache.len, n, request->shape, request->guess, tree, q, report, err);
 }
 
@@ -147,6 +167,7 @@ static int model_propose(Drafter *self, const int *context, int n, const DraftRe
     if (!take_ahead(d, context, n, request->shape, tree, q, report, &more))
         return propose_tree(d, context, n, request, tree, q, report, err);
     if (more == 0) return 0;
+    continue_text(d, context, n, request->n_prompt);
     const int deepest = tree->node[tree->n - 1].token;
     return draft_levels(d, &deepest, n + tree->n, (TreeShape){.depth = more, .width = 1}, false, tree, q, report,
                         err);
@@ -172,8 +193,8 @@ static int model_draft_ahead(Drafter *self, const int *context, int n, int depth
     const int most = depth < GAMMA_MAX ? depth + 1 : GAMMA_MAX + 1;
     d->model->max_threads = 1;
     DraftReport report;
-    const int rc = propose_tree(d, context, n, &(DraftRequest){.shape = {.depth = most, .width = 1}, .guess = true},
-                                &a->tree, a->q, &report, err);
+    const DraftRequest request = {.shape = {.depth = most, .width = 1}, .n_prompt = d->n_prompt, .guess = true};
+    const int rc = propose_tree(d, context, n, &request, &a->tree, a->q, &report, err);
     d->model->max_threads = threads;
     d->first_position = first_position;
     d->cache.len = len;
@@ -225,11 +246,13 @@ int model_drafter_init(ModelDrafter *d, Model *draft, const SpecParams *params, 
     if (!d->logits || !d->scratch || (p_min > 0 && !d->exponentials))
         return err_fmt(err, "out of memory for the draft's logits");
     if (sampler_init(&d->sampler, &params->sampling, draft->n_vocab, draft->kernels, err)) return -1;
+    if (params->penalties && penalizer_init(&d->penalizer, params->penalties, draft->n_vocab, err)) return -1;
     return model_kv_init(draft, &d->cache, err);
 }
 
 void model_drafter_free(ModelDrafter *d) {
     sampler_free(&d->sampler);
+    penalizer_free(&d->penalizer);
     kv_free(&d->cache);
     rollback_check_free(&d->check);
     free(d->logits);

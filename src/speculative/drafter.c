@@ -1,6 +1,13 @@
 // drafter.c — opening and closing a run's drafter (drafter.h): the one place that assembles them.
 #include "speculative/speculative.h"
 
+int draft_tree_path(const DraftTree *tree, int node, int *path) {
+    int depth = 0;
+    for (int i = node; i >= 0; i = tree->parent[i]) depth++;
+    for (int i = node, at = depth; i >= 0; i = tree->parent[i]) path[--at] = tree->node[i].token;
+    return depth;
+}
+
 DrafterKind drafter_kind(bool draft_model, bool lookup) {
     if (draft_model && lookup) return DRAFTER_STAGED;
     if (lookup) return DRAFTER_LOOKUP;

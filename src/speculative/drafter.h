@@ -10,6 +10,7 @@
 #include <stdbool.h>
 
 #include "model/model.h"
+#include "speculative/penalties.h"
 #include "speculative/sampling.h"
 #include "speculative/tree.h"
 #include "tokenizer/bytesmap.h"
@@ -37,6 +38,10 @@ typedef struct {
     int parent[TREE_MAX_NODES];             // an earlier node, or −1: a child of the newest committed token
 } DraftTree;
 
+// The tokens of the nodes from the tree's first level down to `node` (−1: none), root first, into path[GAMMA_MAX];
+// returns how many: the drafts a row after `node` continues.
+int draft_tree_path(const DraftTree *tree, int node, int *path);
+
 // What the scheduler asks of a drafter: `width` children at the first level the drafter draws, each continued as a
 // chain, `depth` levels in all — width 1 asks for a chain of γ = depth drafts.
 typedef struct {
@@ -51,6 +56,7 @@ typedef struct {
     TreeShape shape;
     int lookup_gamma[LOOKUP_MATCH_SLOTS];
     int model_gamma;
+    int n_prompt;   // of the committed tokens, the prompt's: the penalties count the rest as output (penalties.h)
     bool guess;  // drafting ahead (draft_ahead.h): the chain's first token is the guess of the round's next token
 } DraftRequest;
 
@@ -141,7 +147,10 @@ typedef struct {
     Model *model;
     KVCache cache;
     Sampler sampler;
+    Penalizer penalizer;    // its rows' penalties, when SpecParams.penalties asks for them
     const struct SpecParams *params;    // not owned: sampler and seed
+    const int *committed;   // the committed tokens [n_committed] the proposal drafting continues, n_prompt of them
+    int n_committed, n_prompt;          // the prompt's: the penalties' history (penalties.h)
     float p_min;
     int max_width;          // the widest first level it is asked for (SpecParams.tree_width)
     float *logits;          // [max_width, V]: the rows of one level's forward

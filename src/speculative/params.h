@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "speculative/penalties.h"
 #include "speculative/sampling.h"
 
 typedef enum { GAMMA_FIXED, GAMMA_HEURISTIC, GAMMA_AUTO } GammaPolicy;
@@ -56,6 +57,9 @@ typedef enum { PIPELINE_OFF, PIPELINE_AUTO, PIPELINE_ON } Pipelining;
 //     every run that differs only by a larger max_tokens, for every drafter, tree and sampler.
 typedef struct SpecParams {
     SamplingParams sampling;
+    // Repetition, presence and frequency penalties on every row of logits, the target's and the draft's, before the
+    // sampling (penalties.h); NULL: none.
+    const Penalties *penalties;
     SpecSampler sampler;
     uint64_t seed;
     GammaPolicy policy;

@@ -59,6 +59,8 @@ int sampler_init(Sampler *s, const SamplingParams *params, int V, const Kernels 
     if (params->top_k < 0) return err_fmt(err, "sampling: top-k must be >= 0 (0 = off), got %d", params->top_k);
     if (!(params->top_p > 0.0f && params->top_p <= 1.0f))
         return err_fmt(err, "sampling: top-p must be in (0, 1] (1 = off), got %g", params->top_p);
+    if (!(params->min_p >= 0.0f && params->min_p <= 1.0f))
+        return err_fmt(err, "sampling: min-p must be in [0, 1] (0 = off), got %g", params->min_p);
     if (V < 1) return err_fmt(err, "sampling: the vocabulary is empty");
     // The scratch these settings use, and no more: greedy adjusting uses none (a sampler per thread adds up).
     const bool sampled = params->temperature > 0.0f, top_k = sampled && cuts_top_k(params, V);
@@ -114,6 +116,15 @@ static int rank_candidates(Sampler *s, const double *probs, const float *logits,
     return n;
 }
 
+// 1b. Min-p: the tokens of probability below `threshold` get 0, the others are renormalised. (Those removed are the
+// least likely: top-k and top-p, which rank by logit, find them last, and keep them with probability 0.)
+static void keep_likely(double *probs, int V, double threshold) {
+    for (int i = 0; i < V; i++)
+        if (probs[i] < threshold) probs[i] = 0.0;
+    const double inv_kept = 1.0 / sampling_sum(probs, V);
+    for (int i = 0; i < V; i++) probs[i] *= inv_kept;
+}
+
 int sampler_adjust(Sampler *s, double *probs, const float *logits) {
     const int V = s->V;
     const SamplingParams *params = &s->params;
@@ -134,6 +145,7 @@ int sampler_adjust(Sampler *s, double *probs, const float *logits) {
     const float t = params->temperature;
     const double inv_sum = 1.0 / s->kernels->exp_sum(s->exponentials, logits, V, max, t);
     for (int i = 0; i < V; i++) probs[i] = s->exponentials[i] * inv_sum;
+    if (params->min_p > 0.0f) keep_likely(probs, V, params->min_p * probs[range.argmax]);
     const bool top_k = cuts_top_k(params, V), top_p = cuts_top_p(params);
     if (!top_k && !top_p) return 0;
 

@@ -2,9 +2,12 @@
 //
 // "Standardized sampling" (Leviathan et al. 2023, §2.2): temperature, top-k and top-p turn logits into a
 // distribution, and that one distribution is what tokens are drawn from — for the target and the draft alike.
-// The rules are transformers' warpers (TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper), in that order:
+// The rules are transformers' warpers (TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper), with min-p where
+// vLLM applies it (after the temperature, before top-k and top-p), in that order:
 //   1. temperature T: p ∝ exp((logit − max) / T). T = 0 is the limit, the one-hot distribution at the argmax
 //      (the lowest index wins a tie, as in argmax everywhere here and in torch.argmax).
+//   1b. min-p m: keep the tokens of p ≥ m · max p (relative to the most likely token), renormalised (vLLM's
+//      min_p; Nguyen et al. 2024, "Turning up the heat: min-p sampling").
 //   2. top-k: keep every token whose logit is ≥ the k-th largest logit — ties at the k-th value are all kept, so
 //      more than k tokens may remain (transformers: `scores < topk(scores, k)[..., -1]` are removed).
 //   3. top-p, over what top-k kept, renormalised: rank the tokens by logit (the lower id first on a tie) and keep
@@ -13,7 +16,8 @@
 //      probability is ≤ 1 − top_p; its unstable sort leaves ties at the boundary unspecified, ours keeps the
 //      lower id).
 // A logit of −inf gets probability exactly 0 (a masked token); NaN and +inf are rejected, and so are logits that
-// are all −inf (no distribution).
+// are all −inf (no distribution). Repetition, presence and frequency penalties change the logits before all this
+// (penalties.h).
 #ifndef SPECDEC_SAMPLING_H
 #define SPECDEC_SAMPLING_H
 
@@ -26,6 +30,7 @@ typedef struct {
     float temperature;  // 0 = greedy
     int top_k;          // keep the k most likely tokens (ties at the k-th value kept too); 0 = all
     float top_p;        // keep the smallest most-likely set whose probability reaches top_p; 1 = all
+    float min_p;        // keep the tokens at least min_p times as likely as the most likely one; 0 = all
 } SamplingParams;
 
 typedef struct SamplingCandidate SamplingCandidate;
@@ -43,7 +48,7 @@ typedef struct {
                                     // either cuts)
 } Sampler;
 
-// Checks params (temperature finite and ≥ 0, top_k ≥ 0, top_p in (0, 1]) and allocates the scratch for V tokens.
+// Checks params (temperature finite and ≥ 0, top_k ≥ 0, top_p in (0, 1], min_p in [0, 1]) and allocates the scratch for V tokens.
 int sampler_init(Sampler *s, const SamplingParams *params, int V, const Kernels *kernels, Err *err);
 void sampler_free(Sampler *s);
 

@@ -44,6 +44,7 @@ typedef struct {
     int V, n_ctx;
     Sampler *samplers;                  // [n_samplers]: thread i's adjusts the p rows it is handed (adjust_rows)
     int n_samplers;                     // the p rows adjusted at once: the target's threads, 1 when greedy
+    Penalizer penalizer;                // SpecParams.penalties' (penalize_rows)
     RowState row_state[TREE_MAX_ROWS];  // of this round's p rows
     KVCache cache;                      // the target's: the committed tokens but the newest
     KVCache *callers_cache;             // speculative_continue's: where the cache goes back to, else NULL
@@ -82,6 +83,7 @@ static TreeShape fit_shape(const Scheduler *s, TreeShape shape, int committed) {
 static DraftRequest next_request(Scheduler *s) {
     DraftRequest request = policy_choose(&s->g, s->params, s->drafter);
     request.shape = fit_shape(s, request.shape, s->n);
+    request.n_prompt = s->n_prompt;
     return request;
 }
 
@@ -141,8 +143,21 @@ static int finish_drafting_ahead(Scheduler *s, Round *r, Err *err) {
     return r->ahead_started ? draft_ahead_wait(s->ahead, &r->drafted_ahead, err) : 0;
 }
 
+// The penalties (penalties.h) on verify's rows, each after the committed text and the drafts on its path — the
+// history a target-only run has at that position, so the rows are the ones it would sample from.
+static void penalize_rows(Scheduler *s, const Round *r) {
+    if (!s->params->penalties) return;
+    for (int row = 0; row <= r->tree.n; row++) {
+        int path[GAMMA_MAX];
+        const History history = {.context = s->context, .n = s->n, .n_prompt = s->n_prompt, .path = path,
+                                 .n_path = draft_tree_path(&r->tree, row - 1, path)};
+        penalize(&s->penalizer, s->logits + (size_t)row * s->V, &history);
+    }
+}
+
 // 2. Verify: one target forward over [newest committed token, x_1..x_k] under the tree mask gives the logits of the
-// token after each (p_1..p_{k+1} for a chain); accept_or_resample adjusts the rows it reaches (target_probs).
+// token after each (p_1..p_{k+1} for a chain), penalised (penalize_rows); accept_or_resample adjusts the rows it
+// reaches (target_probs).
 static int verify(Scheduler *s, Round *r, Err *err) {
     r->tokens[0] = s->context[s->n - 1];
     r->parent[0] = -1;
@@ -152,7 +167,9 @@ static int verify(Scheduler *s, Round *r, Err *err) {
     }
     r->base = s->cache.len;
     for (int row = 0; row <= r->tree.n; row++) s->row_state[row] = ROW_PENDING;
-    return model_forward_tree(s->target, &s->cache, r->tokens, r->parent, r->tree.n + 1, s->logits, err);
+    if (model_forward_tree(s->target, &s->cache, r->tokens, r->parent, r->tree.n + 1, s->logits, err)) return -1;
+    penalize_rows(s, r);
+    return 0;
 }
 
 // The p rows [first, first + n) of the round, row first + i adjusted by thread i of n (with its own sampler: a row's
@@ -305,6 +322,7 @@ static void scheduler_free(Scheduler *s) {
     draft_ahead_close(s->ahead);
     for (int i = 0; i < s->n_samplers; i++) sampler_free(&s->samplers[i]);
     free(s->samplers);
+    penalizer_free(&s->penalizer);
     if (s->callers_cache) *s->callers_cache = s->cache;  // handed back, holding the committed tokens
     else kv_free(&s->cache);
     rollback_check_free(&s->check);
@@ -358,6 +376,7 @@ static int scheduler_init(Scheduler *s, Model *target, KVCache *cache, Drafter *
     if (!s->samplers) return err_fmt(err, "out of memory for the scheduler's samplers");
     for (; s->n_samplers < n_samplers; s->n_samplers++)
         if (sampler_init(&s->samplers[s->n_samplers], &params->sampling, V, target->kernels, err)) return -1;
+    if (params->penalties && penalizer_init(&s->penalizer, params->penalties, V, err)) return -1;
     const int width = params->tree_width > 1 ? params->tree_width : 1;
     s->max_nodes = width * GAMMA_MAX < TREE_MAX_NODES ? width * GAMMA_MAX : TREE_MAX_NODES;
     s->logits = malloc(sizeof(float) * (s->max_nodes + 1) * V);

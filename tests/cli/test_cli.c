@@ -99,6 +99,28 @@ TEST(cli_generate_lookup_matches_target) {
     }
 }
 
+// --min-p and the penalties: taken by generate (and chat: the same table), they change the greedy text, and the
+// speculative output (the fixture as its own draft, and the lookup) equals target-only output with them.
+TEST(cli_sampling_controls) {
+    static const char *const drafting[] = {"-d " MODEL, "--lookup"};
+    char *plain, *penalised, *err;
+    CHECK(run_specdec("generate -m " MODEL " --ids \"4 5 4 5\" -n 12 --print-ids", &plain, &err) == 0, "%s", err);
+    free(err);
+    CHECK(run_specdec("generate -m " MODEL " --ids \"4 5 4 5\" -n 12 --print-ids --repetition-penalty 1.5 "
+                      "--presence-penalty 0.5 --frequency-penalty 0.3 --min-p 0.1", &penalised, &err) == 0, "%s", err);
+    CHECK(strcmp(plain, penalised) != 0, "the penalties changed nothing: %s", plain);
+    free(plain), free(penalised), free(err);
+    for (int i = 0; i < 2; i++) {
+        char cmd[512], *out;
+        snprintf(cmd, sizeof cmd, "generate -m " MODEL " %s --ids \"4 5 4 5\" -n 12 --gamma 3 --compare "
+                 "--repetition-penalty 0.7 --frequency-penalty -0.4 --temp 0.8 --min-p 0.05 --sampler coupled --seed 3",
+                 drafting[i]);
+        CHECK(run_specdec(cmd, &out, &err) == 0, "%s: %s", drafting[i], err);
+        CHECK(strstr(err, "\"same_output\": true"), "%s --compare: \"%s\"", drafting[i], err);
+        free(out), free(err);
+    }
+}
+
 TEST(cli_logits_rows) {
     char *out, *err;
     CHECK(run_specdec("logits -m " MODEL " --ids \"1 2 3\" --all", &out, &err) == 0, "%s", err);
@@ -111,6 +133,10 @@ TEST(cli_rejects_bad_input) {
     check_rejected("frobnicate", "unknown command");
     check_rejected("generate -m " MODEL " --ids \"1 2\" --temp hot", "--temp");
     check_rejected("generate -m " MODEL " --ids \"1 2\" --top-p 1.5", "--top-p");
+    check_rejected("generate -m " MODEL " --ids \"1 2\" --min-p 1.5", "--min-p");
+    check_rejected("generate -m " MODEL " --ids \"1 2\" --repetition-penalty 0", "--repetition-penalty");
+    check_rejected("generate -m " MODEL " --ids \"1 2\" --presence-penalty 3", "--presence-penalty");
+    check_rejected("generate -m " MODEL " --ids \"1 2\" --frequency-penalty nan", "--frequency-penalty");
     check_rejected("generate -m " MODEL " --ids \"1 2\" -n -3", "--tokens");
     check_rejected("generate -m " MODEL " --ids \"1 2\" --gamma 99", "--gamma");
     check_rejected("generate -m " MODEL " --ids \"1 2\" --sampler greedy", "--sampler");

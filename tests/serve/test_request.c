@@ -23,6 +23,8 @@ static const Case cases[] = {
     {C, "{\"prompt\": \"hi\"}", 0, "", ""},
     {C, "{\"prompt\": [\"hi\"], \"n\": 1, \"best_of\": null, \"logprobs\": null, \"echo\": false}", 0, "", ""},
     {C, "{\"prompt\": [1, 2, 3], \"suffix\": \"\", \"presence_penalty\": 0, \"frequency_penalty\": 0.0}", 0, "", ""},
+    {C, "{\"prompt\": \"hi\", \"typical_p\": 1, \"min_tokens\": 0, \"stop_token_ids\": [], \"length_penalty\": 1}", 0,
+     "", ""},
     {CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"tools\": [], \"tool_choice\": \"none\", "
            "\"response_format\": {\"type\": \"text\"}, \"logit_bias\": {}, \"user\": \"x\", \"whatever\": [1]}", 0, "", ""},
     {CHAT, "{\"messages\": [{\"role\": \"assistant\", \"content\": null}, {\"role\": \"developer\", \"content\": "
@@ -47,7 +49,10 @@ static const Case cases[] = {
      "tool_choice", "tool calling"},
     {CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"response_format\": {\"type\": "
            "\"json_object\"}}", 400, "response_format", "text responses only"},
-    {C, "{\"prompt\": \"hi\", \"presence_penalty\": 0.5}", 400, "presence_penalty", "presence penalty"},
+    {C, "{\"prompt\": \"hi\", \"typical_p\": 0.5}", 400, "typical_p", "typical sampling"},
+    {C, "{\"prompt\": \"hi\", \"min_tokens\": 4}", 400, "min_tokens", "min_tokens"},
+    {C, "{\"prompt\": \"hi\", \"guided_regex\": \"a+\"}", 400, "guided_regex", "guided decoding"},
+    {C, "{\"prompt\": \"hi\", \"ignore_eos\": true}", 400, "ignore_eos", "end-of-text"},
     {C, "{\"prompt\": \"hi\", \"logit_bias\": {\"1\": 5}}", 400, "logit_bias", "logit bias"},
     {C, "{\"prompt\": \"hi\", \"echo\": true}", 400, "echo", "echo"},
     {CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"image_url\", \"image_url\": {}}]}]}", 400,
@@ -72,6 +77,15 @@ static const Case cases[] = {
     {C, "{\"prompt\": \"hi\", \"temperature\": \"hot\"}", 400, "temperature", "number"},
     {C, "{\"prompt\": \"hi\", \"top_p\": 0}", 400, "top_p", "(0, 1]"},
     {C, "{\"prompt\": \"hi\", \"top_p\": 1.5}", 400, "top_p", "(0, 1]"},
+    {C, "{\"prompt\": \"hi\", \"top_p\": 1e-300}", 400, "top_p", "as a 32-bit float"},
+    {C, "{\"prompt\": \"hi\", \"top_p\": 1e-300, \"stream\": true}", 400, "top_p", "as a 32-bit float"},
+    {C, "{\"prompt\": \"hi\", \"temperature\": 1e300}", 400, "temperature", "[0, 2]"},
+    {C, "{\"prompt\": \"hi\", \"min_p\": 1.5}", 400, "min_p", "[0, 1]"},
+    {C, "{\"prompt\": \"hi\", \"min_p\": \"0.1\"}", 400, "min_p", "number"},
+    {C, "{\"prompt\": \"hi\", \"repetition_penalty\": 0}", 400, "repetition_penalty", "[0.01, 100]"},
+    {C, "{\"prompt\": \"hi\", \"repetition_penalty\": 1e300}", 400, "repetition_penalty", "[0.01, 100]"},
+    {C, "{\"prompt\": \"hi\", \"presence_penalty\": 2.5}", 400, "presence_penalty", "[-2, 2]"},
+    {C, "{\"prompt\": \"hi\", \"frequency_penalty\": -3}", 400, "frequency_penalty", "[-2, 2]"},
     {C, "{\"prompt\": \"hi\", \"top_k\": -1}", 400, "top_k", "integer"},
     {C, "{\"prompt\": \"hi\", \"seed\": -5}", 400, "seed", "integer in [0, "},
     {C, "{\"prompt\": \"hi\", \"stop\": 5}", 400, "stop", "string"},
@@ -127,13 +141,17 @@ TEST(serve_request_table) {
 TEST(serve_request_reads_the_fields) {
     const char *body = "{\"model\": \"m\", \"prompt\": \"say hi\", \"max_tokens\": 9, \"max_completion_tokens\": 7, "
                        "\"temperature\": 0.5, \"top_p\": 0.9, \"top_k\": 40, \"seed\": 12345678901, \"stop\": "
-                       "[\"\\n\", \"end\"], \"stream\": true, \"stream_options\": {\"include_usage\": true}}";
+                       "[\"\\n\", \"end\"], \"stream\": true, \"stream_options\": {\"include_usage\": true}, \"min_p\": "
+                       "0.05, \"repetition_penalty\": 1.1, \"presence_penalty\": -0.5, \"frequency_penalty\": 1.5}";
     Request req;
     ApiError e;
     CHECK(request_parse(&req, API_COMPLETIONS, body, strlen(body), &e) == 0, "refused: %s", e.err.msg);
     CHECK(strcmp(req.model, "m") == 0 && strcmp(req.prompt, "say hi") == 0 && !req.prompt_ids, "model, prompt");
     CHECK(req.max_tokens == 7, "max_completion_tokens wins: %d", req.max_tokens);
-    CHECK(req.sampling.temperature == 0.5f && req.sampling.top_p == 0.9f && req.sampling.top_k == 40, "sampling");
+    CHECK(req.sampling.temperature == 0.5f && req.sampling.top_p == 0.9f && req.sampling.top_k == 40 &&
+              req.sampling.min_p == 0.05f, "sampling");
+    CHECK(req.penalties.repetition == 1.1f && req.penalties.presence == -0.5f && req.penalties.frequency == 1.5f,
+          "penalties");
     CHECK(req.has_seed && req.seed == 12345678901ull, "seed");
     CHECK(req.n_stop == 2 && strcmp(req.stop[0], "\n") == 0 && strcmp(req.stop[1], "end") == 0, "stop");
     CHECK(req.stream && req.include_usage, "stream");
@@ -150,7 +168,8 @@ TEST(serve_request_reads_the_fields) {
     CHECK(req.n_prompt_ids == 3 && req.prompt_ids[0] == 5 && req.prompt_ids[2] == 7 && !req.prompt, "ids");
     CHECK(req.n_stop == 1 && strcmp(req.stop[0], "x") == 0, "one stop string");
     CHECK(req.max_tokens == 0 && !req.has_seed && !req.stream, "defaults");
-    CHECK(req.sampling.temperature == 1.0f && req.sampling.top_p == 1.0f && req.sampling.top_k == 0,
+    CHECK(req.sampling.temperature == 1.0f && req.sampling.top_p == 1.0f && req.sampling.top_k == 0 &&
+              req.sampling.min_p == 0.0f && !penalties_on(&req.penalties),
           "OpenAI's sampling defaults");
     request_free(&req);
 

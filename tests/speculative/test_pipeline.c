@@ -134,7 +134,7 @@ TEST(pipeline_greedy_equals_target_on_shipped_pair) {
 // otherwise.
 TEST(pipeline_changes_no_token) {
     enum { N_TOKENS = 48, N_CASES = 32 };
-    const SamplingParams settings[] = {{1.0f, 0, 1.0f}, {0.8f, 40, 0.95f}};
+    const SamplingParams settings[] = {{1.0f, 0, 1.0f, 0}, {0.8f, 40, 0.95f, 0}};
     const DraftKind kinds[] = {DRAFT_MODEL, DRAFT_STAGED};
     int ahead[2] = {0};
     for (int threads = 1; threads <= 2; threads++) {

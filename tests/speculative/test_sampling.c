@@ -1,6 +1,6 @@
 // test_sampling.c — sampling.c against an independent reference, and its random numbers.
 //
-//   - the adjusted distribution (temperature, top-k with ties, top-p at its boundary and after top-k, greedy)
+//   - the adjusted distribution (temperature, min-p, top-k with ties, top-p at its boundary and after top-k, greedy)
 //     equals tests/support/sampling_reference.c — every token sorted, double sums, transformers' formulation — on
 //     random logits and on adversarial ones (all equal, one huge, −inf entries, V = 1), and bad input is rejected;
 //   - hand-worked cases, so that the reference is checked too;
@@ -30,7 +30,7 @@ static const Kernels *any_kernels(void) {
     return list[test_rand_int(0, n - 1)];
 }
 
-// Compares sampler_adjust with the reference on one input; returns 1 if the top-p boundary was too close to call
+// Compares sampler_adjust with the reference on one input; returns 1 if a top-p or min-p boundary was too close to call
 // (the probabilities are then not compared), else 0. A token of logit −inf must get exactly 0; one whose
 // probability underflows (below e^−88 of the top one, where the kernels' exp stops) may get up to 1e-30.
 static int check_against_reference(const float *logits, int V, const SamplingParams *params, const char *label) {
@@ -51,8 +51,8 @@ static int check_against_reference(const float *logits, int V, const SamplingPar
         CHECK(logits[i] > -INFINITY || got[i] == 0, "%s: token %d has logit -inf and p %g", label, i, got[i]);
         if (close_call) continue;
         CHECK(fabs(got[i] - want[i]) <= PROB_TOLERANCE * want[i] + 1e-30,
-              "%s (V %d, T %g, k %d, p %g): token %d has p %.9g, reference %.9g", label, V, params->temperature,
-              params->top_k, params->top_p, i, got[i], want[i]);
+              "%s (V %d, T %g, k %d, p %g, min-p %g): token %d has p %.9g, reference %.9g", label, V,
+              params->temperature, params->top_k, params->top_p, params->min_p, i, got[i], want[i]);
     }
     CHECK(fabs(sum - 1.0) < 1e-12, "%s: the probabilities sum to %.17g", label, sum);
     return close_call;
@@ -73,7 +73,7 @@ static void random_logits(float *logits, int V) {
 static SamplingParams random_params(int V) {
     static const float temperatures[] = {0.0f, 0.3f, 0.7f, 1.0f, 1.5f};
     static const float top_ps[] = {1.0f, 1.0f, 0.05f, 0.5f, 0.9f, 0.99f};
-    SamplingParams p = {temperatures[test_rand_int(0, 4)], 0, top_ps[test_rand_int(0, 5)]};
+    SamplingParams p = {temperatures[test_rand_int(0, 4)], 0, top_ps[test_rand_int(0, 5)], 0};
     switch (test_rand_int(0, 4)) {
     case 0: p.top_k = 0; break;
     case 1: p.top_k = 1; break;
@@ -82,6 +82,8 @@ static SamplingParams random_params(int V) {
     default: p.top_k = test_rand_int(1, 8); break;
     }
     if (test_rand_int(0, 3) == 0) p.top_p = test_rand_uniform(0.01f, 1.0f);
+    static const float min_ps[] = {0.0f, 0.0f, 0.01f, 0.1f, 0.5f, 1.0f};
+    p.min_p = test_rand_int(0, 3) == 0 ? test_rand_uniform(0.0f, 1.0f) : min_ps[test_rand_int(0, 5)];
     return p;
 }
 
@@ -94,10 +96,11 @@ TEST(sampling_matches_reference_on_random_logits) {
         SamplingParams params = random_params(V);
         close_calls += check_against_reference(logits, V, &params, "random");
     }
-    // Close calls are few but not rare (11 to 32 of 3000 over 150 seeds, mean 21, the grid-shaped logits' ties):
-    // the bound is there to catch a test that has stopped deciding, so it sits far above that spread.
-    printf("    %d of %d top-p boundaries too close to call\n", close_calls, trials);
-    CHECK(close_calls < trials / 50, "%d of %d top-p boundaries too close to call", close_calls, trials);
+    // Close calls are few but not rare (top-p's alone: 11 to 32 of 3000 over 150 seeds, mean 21, the grid-shaped
+    // logits' ties; with min-p's, 24 to 34 over 6 seeds): the bound is there to catch a test that has stopped
+    // deciding, so it sits far above that spread.
+    printf("    %d of %d top-p or min-p boundaries too close to call\n", close_calls, trials);
+    CHECK(close_calls < trials / 50, "%d of %d top-p or min-p boundaries too close to call", close_calls, trials);
 }
 
 // The cases the reference could get wrong in the same way, worked by hand. (Logits such as logf(0.4f) are floats,
@@ -121,51 +124,63 @@ static void check_exact(const float *logits, int V, const SamplingParams *params
 
 TEST(sampling_top_k_keeps_ties_at_the_kth_value) {
     const float logits[] = {1, 3, 3, 2, 3, 0};
-    check_exact(logits, 6, &(SamplingParams){1, 2, 1}, (double[]){0, 1. / 3, 1. / 3, 0, 1. / 3, 0}, "k 2, 3 tied");
-    check_exact(logits, 6, &(SamplingParams){1, 1, 1}, (double[]){0, 1. / 3, 1. / 3, 0, 1. / 3, 0}, "k 1, 3 tied");
+    check_exact(logits, 6, &(SamplingParams){1, 2, 1, 0}, (double[]){0, 1. / 3, 1. / 3, 0, 1. / 3, 0}, "k 2, 3 tied");
+    check_exact(logits, 6, &(SamplingParams){1, 1, 1, 0}, (double[]){0, 1. / 3, 1. / 3, 0, 1. / 3, 0}, "k 1, 3 tied");
     const double e = exp(-1.0), z = 3 + e;
-    check_exact(logits, 6, &(SamplingParams){1, 4, 1}, (double[]){0, 1 / z, 1 / z, e / z, 1 / z, 0}, "k 4");
+    check_exact(logits, 6, &(SamplingParams){1, 4, 1, 0}, (double[]){0, 1 / z, 1 / z, e / z, 1 / z, 0}, "k 4");
     const float flat[] = {5, 5, 5, 5};
-    check_exact(flat, 4, &(SamplingParams){0.5f, 2, 1}, (double[]){0.25, 0.25, 0.25, 0.25}, "all equal, k 2");
+    check_exact(flat, 4, &(SamplingParams){0.5f, 2, 1, 0}, (double[]){0.25, 0.25, 0.25, 0.25}, "all equal, k 2");
 }
 
 TEST(sampling_top_p_keeps_the_token_that_crosses) {
     // p = 0.5, 0.3, 0.2: the nucleus of 0.6 is {0, 1} (0.5 before token 1 is < 0.6, 0.8 before token 2 is not).
     const float logits[] = {logf(0.5f), logf(0.3f), logf(0.2f)};
-    check_exact(logits, 3, &(SamplingParams){1, 0, 0.6f}, (double[]){0.625, 0.375, 0}, "top-p 0.6");
-    check_exact(logits, 3, &(SamplingParams){1, 0, 0.45f}, (double[]){1, 0, 0}, "top-p 0.45: token 0 passes it");
-    check_exact(logits, 3, &(SamplingParams){1, 0, 0.01f}, (double[]){1, 0, 0}, "top-p 0.01: one token stays");
+    check_exact(logits, 3, &(SamplingParams){1, 0, 0.6f, 0}, (double[]){0.625, 0.375, 0, 0}, "top-p 0.6");
+    check_exact(logits, 3, &(SamplingParams){1, 0, 0.45f, 0}, (double[]){1, 0, 0, 0}, "top-p 0.45: token 0 passes it");
+    check_exact(logits, 3, &(SamplingParams){1, 0, 0.01f, 0}, (double[]){1, 0, 0, 0}, "top-p 0.01: one token stays");
     // Four equal tokens, 0.25 each: exactly at the boundary. Cumulative 0.5 before the third token is not < 0.5;
     // ties rank the lower id first.
     const float flat[] = {2, 2, 2, 2};
-    check_exact(flat, 4, &(SamplingParams){1, 0, 0.5f}, (double[]){0.5, 0.5, 0, 0}, "equal, top-p 0.5");
-    check_exact(flat, 4, &(SamplingParams){1, 0, 0.25f}, (double[]){1, 0, 0, 0}, "equal, top-p 0.25");
-    check_exact(flat, 4, &(SamplingParams){1, 0, 0.5001f}, (double[]){1. / 3, 1. / 3, 1. / 3, 0}, "equal, 0.5001");
+    check_exact(flat, 4, &(SamplingParams){1, 0, 0.5f, 0}, (double[]){0.5, 0.5, 0, 0}, "equal, top-p 0.5");
+    check_exact(flat, 4, &(SamplingParams){1, 0, 0.25f, 0}, (double[]){1, 0, 0, 0}, "equal, top-p 0.25");
+    check_exact(flat, 4, &(SamplingParams){1, 0, 0.5001f, 0}, (double[]){1. / 3, 1. / 3, 1. / 3, 0}, "equal, 0.5001");
 }
 
 TEST(sampling_top_p_applies_after_top_k) {
     // p = 0.4, 0.3, 0.2, 0.1. Top-k 2 keeps 0.4, 0.3 → 4/7, 3/7; top-p 0.5 over those keeps only token 0 (4/7 is
     // already ≥ 0.5). Top-p first would have kept {0, 1} (0.4 < 0.5).
     const float logits[] = {logf(0.4f), logf(0.3f), logf(0.2f), logf(0.1f)};
-    check_exact(logits, 4, &(SamplingParams){1, 2, 0.5f}, (double[]){1, 0, 0, 0}, "top-k 2 then top-p 0.5");
-    check_exact(logits, 4, &(SamplingParams){1, 2, 0.6f}, (double[]){4. / 7, 3. / 7, 0, 0}, "top-k 2, top-p 0.6");
-    check_exact(logits, 4, &(SamplingParams){1, 0, 0.5f}, (double[]){4. / 7, 3. / 7, 0, 0}, "top-p 0.5 alone");
+    check_exact(logits, 4, &(SamplingParams){1, 2, 0.5f, 0}, (double[]){1, 0, 0, 0}, "top-k 2 then top-p 0.5");
+    check_exact(logits, 4, &(SamplingParams){1, 2, 0.6f, 0}, (double[]){4. / 7, 3. / 7, 0, 0}, "top-k 2, top-p 0.6");
+    check_exact(logits, 4, &(SamplingParams){1, 0, 0.5f, 0}, (double[]){4. / 7, 3. / 7, 0, 0}, "top-p 0.5 alone");
+    // Min-p: relative to the most likely token, after the temperature, before top-k and top-p.
+    const float ranked[] = {logf(0.5f), logf(0.3f), logf(0.15f), logf(0.05f)};
+    check_exact(ranked, 4, &(SamplingParams){1, 0, 1, 0.5f}, (double[]){0.625, 0.375, 0, 0}, "min-p 0.5");
+    check_exact(ranked, 4, &(SamplingParams){1, 0, 1, 0.29f}, (double[]){0.5 / 0.95, 0.3 / 0.95, 0.15 / 0.95, 0},
+                "min-p 0.29: 0.15 is 0.3 of 0.5, and stays");
+    check_exact(ranked, 4, &(SamplingParams){0.5f, 0, 1, 0.3f}, (double[]){25. / 34, 9. / 34, 0, 0},
+                "min-p 0.3 at T 0.5: 0.3² / 0.5² = 0.36, 0.15² / 0.5² = 0.09");
+    check_exact(ranked, 4, &(SamplingParams){1, 0, 0.6f, 0.2f}, (double[]){0.625, 0.375, 0, 0},
+                "min-p 0.2 then top-p 0.6 of the 0.95 kept");
+    check_exact(ranked, 4, &(SamplingParams){1, 1, 1, 0.01f}, (double[]){1, 0, 0, 0}, "min-p and top-k 1");
+    check_exact(ranked, 4, &(SamplingParams){1, 0, 1, 1.0f}, (double[]){1, 0, 0, 0}, "min-p 1: the top token");
+    check_exact(ranked, 4, &(SamplingParams){0, 0, 1, 0.9f}, (double[]){1, 0, 0, 0}, "greedy ignores min-p");
 }
 
 TEST(sampling_temperature) {
     const float logits[] = {0, 1, 2};
     for (float t = 0.25f; t <= 4; t *= 2) {
         double z = 1 + exp(1 / t) + exp(2 / t);
-        check_exact(logits, 3, &(SamplingParams){t, 0, 1}, (double[]){1 / z, exp(1 / t) / z, exp(2 / t) / z}, "T");
+        check_exact(logits, 3, &(SamplingParams){t, 0, 1, 0}, (double[]){1 / z, exp(1 / t) / z, exp(2 / t) / z}, "T");
     }
 }
 
 TEST(sampling_temperature_zero_is_the_argmax) {
     const float tied[] = {1, 7, -INFINITY, 7, 3};
-    check_exact(tied, 5, &(SamplingParams){0, 0, 1}, (double[]){0, 1, 0, 0, 0}, "greedy, tie: the lower id");
-    check_exact(tied, 5, &(SamplingParams){0, 3, 0.1f}, (double[]){0, 1, 0, 0, 0}, "greedy ignores top-k / top-p");
+    check_exact(tied, 5, &(SamplingParams){0, 0, 1, 0}, (double[]){0, 1, 0, 0, 0}, "greedy, tie: the lower id");
+    check_exact(tied, 5, &(SamplingParams){0, 3, 0.1f, 0}, (double[]){0, 1, 0, 0, 0}, "greedy ignores top-k / top-p");
     const float masked[] = {-INFINITY, -INFINITY, -5};
-    check_exact(masked, 3, &(SamplingParams){0, 0, 1}, (double[]){0, 0, 1}, "greedy past -inf");
+    check_exact(masked, 3, &(SamplingParams){0, 0, 1, 0}, (double[]){0, 0, 1, 0}, "greedy past -inf");
 }
 
 // The argmax and the NaN / +inf check are one pass of vectors (Kernels.row_range: 64 logits at a time in AVX-512,
@@ -182,7 +197,7 @@ TEST(sampling_argmax_and_bad_logits_at_every_offset) {
     for (int v = 0; v < n_kernels; v++)
         for (int V = 1; V <= 140; V++) {
             const Kernels *k = list[v];
-            CHECK(sampler_init(&s, &(SamplingParams){0, 0, 1}, V, k, &err) == 0, "%s", err.msg);
+            CHECK(sampler_init(&s, &(SamplingParams){0, 0, 1, 0}, V, k, &err) == 0, "%s", err.msg);
             for (int at = 0; at < V; at++) {
                 for (int i = 0; i < V; i++) logits[i] = (float)test_rand_int(-50, 50) / 8.0f;
                 logits[at] = 9.0f;
@@ -231,8 +246,8 @@ TEST(sampling_top_probability_is_the_largest_softmax_entry) {
 
 TEST(sampling_adversarial_logits) {
     static float logits[V_MAX];
-    static const SamplingParams settings[] = {{1, 0, 1}, {0.7f, 0, 0.9f}, {1, 10, 1}, {1.5f, 3, 0.5f}, {0, 0, 1},
-                                              {0.05f, 0, 0.99f}};
+    static const SamplingParams settings[] = {{1, 0, 1, 0}, {0.7f, 0, 0.9f, 0}, {1, 10, 1, 0}, {1.5f, 3, 0.5f, 0}, {0, 0, 1, 0},
+                                              {0.05f, 0, 0.99f, 0}, {1, 0, 1, 0.5f}, {0.7f, 5, 0.9f, 0.05f}};
     for (size_t s = 0; s < sizeof settings / sizeof settings[0]; s++) {
         const SamplingParams *p = &settings[s];
         for (int i = 0; i < V_MAX; i++) logits[i] = 4.0f;
@@ -254,7 +269,7 @@ TEST(sampling_adversarial_logits) {
     double probs[5];
     Sampler s;
     Err err;
-    CHECK(sampler_init(&s, &(SamplingParams){100, 0, 1}, 5, any_kernels(), &err) == 0, "%s", err.msg);
+    CHECK(sampler_init(&s, &(SamplingParams){100, 0, 1, 0}, 5, any_kernels(), &err) == 0, "%s", err.msg);
     CHECK(sampler_adjust(&s, probs, masked) == 0 && probs[0] == 0 && probs[2] == 0 && probs[4] == 0,
           "-inf at temperature 100: p = %g, %g, %g", probs[0], probs[2], probs[4]);
     sampler_free(&s);
@@ -265,7 +280,7 @@ TEST(sampling_rejects_non_finite_logits_and_bad_params) {
     Err err;
     double probs[4];
     const float bad[][4] = {{0, NAN, 1, 2}, {0, INFINITY, 1, 2}, {-INFINITY, -INFINITY, -INFINITY, -INFINITY}};
-    const SamplingParams settings[] = {{1, 0, 1}, {0, 0, 1}, {0.5f, 2, 0.5f}};
+    const SamplingParams settings[] = {{1, 0, 1, 0}, {0, 0, 1, 0}, {0.5f, 2, 0.5f, 0}};
     for (int b = 0; b < 3; b++) {
         CHECK(sampling_greedy(any_kernels(), bad[b], 4) == -1, "bad logits %d give a greedy token", b);
         for (int p = 0; p < 3; p++) {
@@ -275,8 +290,9 @@ TEST(sampling_rejects_non_finite_logits_and_bad_params) {
             sampler_free(&s);
         }
     }
-    const SamplingParams invalid[] = {{-1, 0, 1}, {NAN, 0, 1}, {INFINITY, 0, 1}, {1, -1, 1}, {1, 0, 0},
-                                      {1, 0, 1.5f}, {1, 0, NAN}};
+    const SamplingParams invalid[] = {{-1, 0, 1, 0}, {NAN, 0, 1, 0}, {INFINITY, 0, 1, 0}, {1, -1, 1, 0}, {1, 0, 0, 0},
+                                      {1, 0, 1.5f, 0}, {1, 0, NAN, 0}, {1, 0, 1, -0.1f}, {1, 0, 1, 1.5f},
+                                      {1, 0, 1, NAN}};
     for (size_t i = 0; i < sizeof invalid / sizeof invalid[0]; i++) {
         CHECK(sampler_init(&s, &invalid[i], 4, any_kernels(), &err) == -1, "invalid settings %zu accepted", i);
         CHECK(strchr(err.msg, '\n') == NULL && strncmp(err.msg, "sampling: ", 10) == 0, "message: %s", err.msg);

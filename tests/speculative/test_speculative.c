@@ -282,7 +282,7 @@ TEST(speculative_sampling_matches_target_llama_family) {
 // output with the same seed, token for token, for every γ, policy and thread count (and the tokens do not depend
 // on the thread count either).
 TEST(speculative_coupled_equals_target_only) {
-    const SamplingParams settings[] = {{1.0f, 0, 1.0f}, {1.0f, 5, 1.0f}, {1.0f, 0, 0.8f}, {0.7f, 10, 0.9f}};
+    const SamplingParams settings[] = {{1.0f, 0, 1.0f, 0}, {1.0f, 5, 1.0f, 0}, {1.0f, 0, 0.8f, 0}, {0.7f, 10, 0.9f, 0}};
     const GammaPolicy policies[] = {GAMMA_FIXED, GAMMA_FIXED, GAMMA_FIXED, GAMMA_FIXED, GAMMA_AUTO, GAMMA_HEURISTIC};
     const int gammas[] = {1, 2, 4, 7, 0, 5};
     enum { N_SETTINGS = 4, N_SEEDS = 3, N_TOKENS = 30 };

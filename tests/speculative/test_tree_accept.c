@@ -236,8 +236,8 @@ TEST(tree_accept_exact_mixed_children) {
 TEST(tree_accept_exact_top_k_top_p_adjusted) {
     int n_kernels;
     const Kernels *kernels = kernels_available(&n_kernels)[0];
-    const SamplingParams target_settings[3] = {{1.0f, 2, 1.0f}, {0.8f, 0, 0.7f}, {1.3f, 3, 0.9f}};
-    const SamplingParams draft_settings[3] = {{1.0f, 3, 1.0f}, {1.0f, 0, 0.8f}, {0.7f, 0, 1.0f}};
+    const SamplingParams target_settings[3] = {{1.0f, 2, 1.0f, 0}, {0.8f, 0, 0.7f, 0}, {1.3f, 3, 0.9f, 0}};
+    const SamplingParams draft_settings[3] = {{1.0f, 3, 1.0f, 0}, {1.0f, 0, 0.8f, 0}, {0.7f, 0, 1.0f, 0}};
     for (int trial = 0; trial < 12; trial++) {
         const int V = test_rand_int(4, 6), m = test_rand_int(2, 4), s = trial % 3;
         float target_logits[V_MAX], draft_logits[V_MAX];
@@ -544,7 +544,7 @@ TEST(tree_greedy_descends_into_the_argmax) {
     static double scratch[3 * V_MAX];
     int n_kernels;
     const Kernels *kernels = kernels_available(&n_kernels)[0];
-    const SamplingParams greedy = {0, 0, 1};
+    const SamplingParams greedy = {0, 0, 1, 0};
     for (int trial = 0; trial < 2000; trial++) {
         const int V = test_rand_int(2, V_MAX), position = test_rand_int(0, 100000);
         const SpecParams params = params_for(trial % 2 ? SAMPLER_COUPLED : SAMPLER_REJECTION, test_rand_u64());

@@ -41,8 +41,15 @@ int reference_adjust(double *probs, const float *logits, int V, const SamplingPa
     double total = 0;
     for (int i = 0; i < V; i++) total += w[i] = exp(((double)logits[i] - max) / params->temperature);
     for (int i = 0; i < V; i++) w[i] /= total;
-    // Top-k: the ranked tokens from the k-th largest logit up (all ties at the k-th value).
+    // Min-p (vLLM's, after the temperature): the tokens of probability below min_p times the top one's go.
     int first = 0;  // r[first..V) is what survives
+    if (params->min_p > 0) {
+        const double threshold = params->min_p * w[r[V - 1].id];
+        while (w[r[first].id] < threshold) first++;
+        for (int j = 0; j < V && margin; j++)
+            if (w[r[j].id] > 0 && r[j].logit != max) *margin = fmin(*margin, fabs(w[r[j].id] / threshold - 1) * 1e-2);
+    }
+    // Top-k: the ranked tokens from the k-th largest logit up (all ties at the k-th value).
     if (params->top_k > 0 && params->top_k < V) {
         const float kth = r[V - params->top_k].logit;
         while (r[first].logit < kth) first++;
@@ -66,4 +73,18 @@ int reference_adjust(double *probs, const float *logits, int V, const SamplingPa
     for (int j = first; j < V; j++) probs[r[j].id] = w[r[j].id] / kept;
     free(r), free(w);
     return 0;
+}
+
+void reference_penalize(float *logits, int V, const int *tokens, int n, int n_prompt, const Penalties *p) {
+    for (int x = 0; x < V; x++) {
+        int seen = 0, count = 0;
+        for (int i = 0; i < n; i++) {
+            seen += tokens[i] == x;
+            count += tokens[i] == x && i >= n_prompt;
+        }
+        if (!seen) continue;
+        logits[x] = logits[x] > 0 ? logits[x] / p->repetition : logits[x] * p->repetition;
+        logits[x] -= p->frequency * (float)count;
+        logits[x] -= count > 0 ? p->presence : 0.0f;
+    }
 }

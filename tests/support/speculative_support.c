@@ -84,10 +84,17 @@ enum { N_SAMPLES = 4000 };  // the debug build checks every rollback: a shorter,
 enum { N_SAMPLES = 30000 };
 #endif
 
+// The reference's distribution after seq[0..n), n_prompt of them the prompt, from the target's logits there:
+// penalised (reference_penalize) when params asks for penalties, then adjusted (reference_adjust).
+static void reference_p(double *p, float *logits, const int *seq, int n, int n_prompt, const SpecParams *params) {
+    if (params->penalties) reference_penalize(logits, V_SMALL, seq, n, n_prompt, params->penalties);
+    reference_adjust(p, logits, V_SMALL, &params->sampling, NULL);
+}
+
 // The target's exact joint distribution of the first 3 tokens after the prompt, by enumeration: P(a, b, c) =
-// p(a | prompt) p(b | prompt, a) p(c | prompt, a, b), each the adjusted (temperature / top-k / top-p) p of the
-// reference.
-static void exact_joint(ModelPair *pair, const int *prompt, int n_prompt, const SamplingParams *sp, double *joint) {
+// p(a | prompt) p(b | prompt, a) p(c | prompt, a, b), each the reference's p (reference_p: the penalties, then
+// temperature / min-p / top-k / top-p).
+void exact_joint(ModelPair *pair, const int *prompt, int n_prompt, const SpecParams *params, double *joint) {
     Err err;
     float logits[V_SMALL];
     double p1[V_SMALL], p2[V_SMALL], p3[V_SMALL];
@@ -96,15 +103,17 @@ static void exact_joint(ModelPair *pair, const int *prompt, int n_prompt, const 
     KVCache cache;
     CHECK(model_kv_init(&pair->target, &cache, &err) == 0, "kv");
     CHECK(model_forward(&pair->target, &cache, seq, n_prompt, logits, false, &err) == 0, "%s", err.msg);
-    reference_adjust(p1, logits, V_SMALL, sp, NULL);
+    reference_p(p1, logits, seq, n_prompt, n_prompt, params);
     for (int a = 0; a < V_SMALL; a++) {
         kv_truncate(&cache, n_prompt);
         CHECK(model_forward(&pair->target, &cache, &a, 1, logits, false, &err) == 0, "%s", err.msg);
-        reference_adjust(p2, logits, V_SMALL, sp, NULL);
+        seq[n_prompt] = a;
+        reference_p(p2, logits, seq, n_prompt + 1, n_prompt, params);
         for (int b = 0; b < V_SMALL; b++) {
             kv_truncate(&cache, n_prompt + 1);
             CHECK(model_forward(&pair->target, &cache, &b, 1, logits, false, &err) == 0, "%s", err.msg);
-            reference_adjust(p3, logits, V_SMALL, sp, NULL);
+            seq[n_prompt + 1] = b;
+            reference_p(p3, logits, seq, n_prompt + 2, n_prompt, params);
             for (int c = 0; c < V_SMALL; c++) joint[(a * V_SMALL + b) * V_SMALL + c] = p1[a] * p2[b] * p3[c];
         }
     }
@@ -125,7 +134,7 @@ void check_sampled_with(ModelPair *pair, DraftKind kind, const SpecParams *base,
     int n_prompt = model_first ? 2 : 4;
     if (branches) n_prompt = 6;
     double joint[N_CELLS];
-    exact_joint(pair, prompt, n_prompt, &base->sampling, joint);
+    exact_joint(pair, prompt, n_prompt, base, joint);
     static int counts[N_CELLS];
     memset(counts, 0, sizeof counts);
     SpecParams params = *base;

@@ -66,8 +66,12 @@ enum { V_SMALL = 5 };  // the vocabulary of the sampled tests' pairs: V_SMALL³ 
 void check_sampled_on_width(ModelPair *pair, DraftKind kind, const SamplingParams *sp, SpecSampler sampler, int width,
                             const char *label);
 
-// The same test over the first 3 tokens of generations run as `params` says (its sampling, sampler, γ, width,
-// pipelining and max_tokens, 3 to 16; its seeds and end-of-text are the test's). With pipelining on, checks too that
+// The target's exact joint distribution [V_SMALL³] of the first 3 tokens after the prompt, sampled as params says
+// (its sampling and penalties), by enumeration with the independent reference (sampling_reference.h).
+void exact_joint(ModelPair *pair, const int *prompt, int n_prompt, const SpecParams *params, double *joint);
+
+// The same test over the first 3 tokens of generations run as `params` says (its sampling, penalties, sampler, γ,
+// width, pipelining and max_tokens, 3 to 16; its seeds and end-of-text are the test's). With pipelining on, checks too that
 // rounds took drafts drafted ahead.
 void check_sampled_with(ModelPair *pair, DraftKind kind, const SpecParams *params, const char *label);
 
