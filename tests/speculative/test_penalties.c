@@ -177,7 +177,7 @@ TEST(speculative_penalised_greedy_equals_target) {
 }
 
 TEST(speculative_penalised_coupled_equals_target_only) {
-    check_equals_target_only(&(SamplingParams){.temperature = 0.8f, .top_k = 10, .top_p = 1, .min_p = 0.05f},
+    check_equals_target_only(&(SamplingParams){.temperature = 0.3f, .top_k = 10, .top_p = 1, .min_p = 0.05f},
                              SAMPLER_COUPLED, "coupled");
 }
 
