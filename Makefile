@@ -115,6 +115,10 @@ $(O)/run-tests: $(TEST_OBJ) $(CLI_PARTS) $(LIB_OBJ)
 $(O)/run-bench: $(BENCH_OBJ) $(LIB_OBJ)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
+# The page that specdec serve answers GET / with is built into web.o by the assembler's .incbin (src/serve/web.h),
+# which the compiler's dependency lists do not name.
+$(O)/src/serve/web.o: $(wildcard src/serve/web/*)
+
 $(O)/%.o: %.c Makefile  # flags live here: editing them rebuilds
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -c -o $@ $<

