@@ -101,12 +101,23 @@ try {
     await ended();
     const events = parse(await streams.at(-1).text());
     out.marks = { page: joined(await drawn("#run-main")), stream: streamMarks(events) };
+    // The figures from the stream: the server's own, and α and Equation 1 from its rounds.
     const last = events.findLast((e) => e.specdec && !e.specdec.marks).specdec;
+    const rounds = events.flatMap((e) => e.specdec?.rounds ?? []);
+    const kept = rounds.reduce((sum, r) => sum + r.accepted, 0);
+    const checked = rounds.reduce((sum, r) => sum + Math.min(r.gamma, r.accepted + 1), 0);
+    const alpha = kept / checked;
+    const expected = rounds.reduce((sum, r) => sum + (alpha === 1 ? r.gamma + 1
+                                                                   : (1 - alpha ** (r.gamma + 1)) / (1 - alpha)), 0);
     out.figures = {
         page: await page.$$eval("#run-main [data-figure]", (dd) => Object.fromEntries(dd.map(
             (d) => [d.dataset.figure, d.textContent]))),
-        stream: { rounds: String(last.target_calls), "tokens-per-call": last.tokens_per_target_call.toFixed(2),
-                  alpha: last.drafted ? (last.accepted / last.drafted).toFixed(2) : "–" },
+        stream: {
+            rounds: String(last.target_calls),
+            "tokens-per-call": last.tokens_per_target_call.toFixed(2),
+            alpha: `${alpha.toFixed(2)} (${kept} of ${checked})`,
+            expected: (expected / rounds.length).toFixed(2),
+        },
     };
 
     // The race: both runs' texts and the speed-up.

@@ -55,6 +55,22 @@ async function* events(response) {
     }
 }
 
+// ---- the paper's figures ----------------------------------------------------------------------------------
+
+// α measured: the drafts the target kept over those it checked — at each round, the levels up to the first
+// rejection (a chain's drafts after it are never checked). Null when nothing was drafted.
+function acceptance(rounds) {
+    const kept = rounds.reduce((sum, r) => sum + r.accepted, 0);
+    const checked = rounds.reduce((sum, r) => sum + Math.min(r.gamma, r.accepted + 1), 0);
+    return checked ? { rate: kept / checked, kept, checked } : null;
+}
+
+// Equation 1 of the paper: a round of γ drafts, each kept with probability α, yields (1 − α^{γ+1}) / (1 − α)
+// tokens on average (γ + 1 when α = 1).
+function expectedTokens(alpha, gamma) {
+    return alpha === 1 ? gamma + 1 : (1 - alpha ** (gamma + 1)) / (1 - alpha);
+}
+
 // ---- a run: its stream, its figures, its plot --------------------------------------------------------------
 
 // What the marks' kinds are drawn as: plain text, <del>, or <ins> (whose title says which of the target's own).
@@ -132,19 +148,20 @@ class Run {
         return seconds > 0 ? this.tokens() / seconds : 0;
     }
 
-    // The figures, as they happen: tokens per target call (a round is one), α = the drafts kept over those
-    // proposed, γ of the last round and on average, tokens per second.
+    // The figures, as they happen: tokens per target call (a round is one) beside what Equation 1 expects of the
+    // run's α and γs, α, γ of the last round and on average, tokens per second.
     drawFigures() {
         const n = this.rounds.length;
-        const drafted = this.rounds.reduce((sum, r) => sum + r.drafted, 0);
-        const accepted = this.rounds.reduce((sum, r) => sum + r.accepted, 0);
+        const alpha = acceptance(this.rounds);
         const gammas = this.rounds.map((r) => r.gamma);
+        const expected = alpha ? gammas.reduce((sum, g) => sum + expectedTokens(alpha.rate, g), 0) / n : 1;
         const rows = [
             ["tokens", "tokens", String(this.tokens())],
             ["rounds", "target calls", String(n)],
             ["tokens-per-call", "tokens per target call", n ? (this.tokens() / n).toFixed(2) : "–"],
-            ["alpha", "α, drafts accepted", drafted ? `${(accepted / drafted).toFixed(2)} (${accepted} of ${drafted})`
-                                                    : "– (no drafts)"],
+            ["expected", "… as Equation 1 expects", n ? expected.toFixed(2) : "–"],
+            ["alpha", "α, drafts kept of those checked", alpha ? `${alpha.rate.toFixed(2)} (${alpha.kept} of ` +
+                                                                 `${alpha.checked})` : "– (no drafts)"],
             ["gamma", "γ, last round (mean)", n ? `${gammas[n - 1]} (${(gammas.reduce((a, b) => a + b, 0) / n)
                 .toFixed(2)})` : "–"],
             ["tokens-per-second", this.final ? "tokens/s (decoding)" : "tokens/s so far",
