@@ -167,8 +167,7 @@ int engine_run(const Engine *en, const Request *req, const int *prompt, int n_pr
     int *out = malloc(sizeof(int) * ((size_t)params.max_tokens + 1)), n_out = 0, rc = -1;
     if (!out || stop_scan_init(&run.stops, (const char *const *)req->stop, req->n_stop, &err) ||
         drafter_open(&drafters, drafter_kind(en->draft && !req->plain, en->lookup && !req->plain), en->draft, &params,
-                     en->draft_p_min,
-                     LOOKUP_STAGED_MIN_MATCH, &err) ||
+                     en->draft_p_min, LOOKUP_STAGED_MIN_MATCH, &err) ||
         generate(en, drafters.drafter, prompt, n_prompt, &params, out, &n_out, result, &err)) {
         api_error(e, 500, NULL, NULL, "generation failed: %s", out ? err.msg : "out of memory");
         goto done;
