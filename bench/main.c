@@ -172,8 +172,8 @@ int main(int argc, char **argv) {
     }
     setvbuf(stdout, NULL, _IOLBF, 0);  // tables line by line, between the progress lines on stderr
     Bench b = {.opt = args.opt, .results = json_object()};
-    const char *why;
-    if (!(b.kernels = kernels_select(&why))) die("%s", why);
+    char why[160];
+    if (!(b.kernels = kernels_select(why, sizeof why))) die("%s", why);
     if (!(b.pool = pool_create(b.opt.threads, &err))) die("%s", err.msg);
     if (!(b.md = open_memstream(&b.md_text, &b.md_len))) die("out of memory");
     const char *cpu;

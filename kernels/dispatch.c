@@ -2,6 +2,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -95,14 +96,19 @@ const Kernels *const *kernels_available(int *count) {
     return available;
 }
 
-const Kernels *kernels_select(const char **why) {
+const Kernels *kernels_select(char *why, size_t why_size) {
     int n;
     const Kernels *const *list = kernels_available(&n);
     const char *want = getenv("SPECDEC_ISA");
     if (!want || !*want) return list[n - 1];
     for (int i = 0; i < n; i++)
         if (strcmp(list[i]->name, want) == 0) return list[i];
-    if (why) *why = "SPECDEC_ISA names a kernel variant that this binary or CPU lacks (try scalar, avx2, avx512 "
-                    "or neon)";
+    if (!why) return NULL;
+    char names[64] = "";  // those this CPU runs, the best last
+    for (int i = 0; i < n; i++)
+        snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i == 0 ? "" : i + 1 < n ? ", " : " or ",
+                 list[i]->name);
+    snprintf(why, why_size, "SPECDEC_ISA=%.32s: not a kernel variant of this binary and CPU; it runs %s (default: "
+             "%s)", want, names, list[n - 1]->name);
     return NULL;
 }

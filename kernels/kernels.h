@@ -313,8 +313,9 @@ const Kernels *kernels_avx512_for(bool vnni, bool bf16);
 const Kernels *const *kernels_available(int *count);
 
 // The best available variant, or the one $SPECDEC_ISA names (scalar, avx2, avx512, neon). NULL if
-// $SPECDEC_ISA names a variant this binary or CPU lacks; *why then says which.
-const Kernels *kernels_select(const char **why);
+// $SPECDEC_ISA names a variant this binary or CPU lacks; why (why_size bytes, unless NULL) then names those it
+// has, and no other.
+const Kernels *kernels_select(char *why, size_t why_size);
 
 // Scalar conversions of one element (the SIMD files convert in bulk, to the same values).
 static inline float f16_to_f32(uint16_t h) {

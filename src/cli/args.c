@@ -65,7 +65,7 @@ static const Option options[] = {
                                                  "(default)"},
     {"draft-quant", 0, OPT_STRING, FIELD(draft_quant), 0, 0, "the draft's: q8 (default: it only proposes, the "
                                                              "target decides), q4, bf16 or none"},
-    {"print-ids", 0, OPT_FLAG, FIELD(print_ids), 0, 0, "print the generated ids instead of text"},
+    {"print-ids", 0, OPT_FLAG, FIELD(print_ids), 0, 0, "print token ids instead of text"},
     {"stats", 0, OPT_FLAG, FIELD(stats), 0, 0, "print one JSON line of statistics on stderr"},
     {"show", 0, OPT_FLAG, FIELD(show), 0, 0, "mark accepted, rejected and target tokens (colour on a terminal)"},
     {"trace", 0, OPT_STRING, FIELD(trace), 0, 0, "write one JSON line per speculative round to FILE (- for stderr)"},
@@ -75,7 +75,7 @@ static const Option options[] = {
      "end the text where TEXT first occurs, TEXT not printed (repeatable: the first of them to occur)"},
     {"chat", 0, OPT_FLAG, FIELD(chat), 0, 0,
      "the prompt is one user message, rendered by the checkpoint's chat template (tokenizer_config.json)"},
-    {"system", 0, OPT_STRING, FIELD(system), 0, 0, "with --chat: a system message before it"},
+    {"system", 0, OPT_STRING, FIELD(system), 0, 0, "a system message before the user's first"},
     {"add-generation-prompt", 0, OPT_FLAG, FIELD(add_generation_prompt), 0, 0,
      "end the rendering with the template's opening of the assistant's reply"},
     {"chat-var", 0, OPT_REPEATED, FIELD(chat_vars), 0, 0,
@@ -180,6 +180,10 @@ int args_parse(Args *args, const Command *cmd, int argc, char **argv, Err *err) 
         const char *equals = arg[1] == '-' ? strchr(arg, '=') : NULL;
         const size_t name_len = equals ? (size_t)(equals - arg - 2) : strlen(arg + 2);
         const Option *o = find_option(arg, name_len);
+        if (!o && arg[1] != '-' && arg[2] == '=' && (o = find_option((char[]){'-', arg[1], '\0'}, 1)) &&
+            accepts(cmd, o->name))
+            return err_fmt(err, "%s: a short option takes no '=': %.2s %s, or --%s=%s", cmd->name, arg, arg + 3,
+                           o->name, arg + 3);
         if (!o || !accepts(cmd, o->name))
             return err_fmt(err, "%s: unknown option %.*s (see 'specdec %s --help')", cmd->name,
                            (int)(equals ? equals - arg : (long)strlen(arg)), arg, cmd->name);
@@ -224,19 +228,28 @@ int parse_ids(const char *text, int **ids_out, int *n_out, Err *err) {
     return 0;
 }
 
-// Reads a whole file (or standard input for "-") into a malloc'd buffer.
+// Reads a whole file (or standard input for "-") into a malloc'd buffer, at most READ_FILE_MAX bytes.
 int read_file(const char *path, char **text, size_t *len, Err *err) {
     FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
     if (!f) return err_fmt(err, "%s: cannot open: %s", path, strerror(errno));
     size_t cap = 1 << 16, n = 0, got;
-    char *buf = malloc(cap);
-    while (buf && (got = fread(buf + n, 1, cap - n, f)) > 0)
-        if ((n += got) == cap) buf = realloc(buf, cap *= 2);
-    bool failed = !buf || ferror(f);
+    char *buf = malloc(cap), *grown;
+    errno = 0;
+    while (buf && n <= (size_t)READ_FILE_MAX && (got = fread(buf + n, 1, cap - n, f)) > 0)
+        if ((n += got) == cap && n <= (size_t)READ_FILE_MAX) {  // grown to READ_FILE_MAX + 1 bytes at most
+            cap = cap * 2 > (size_t)READ_FILE_MAX ? (size_t)READ_FILE_MAX + 1 : cap * 2;
+            grown = realloc(buf, cap);
+            if (!grown) free(buf);
+            buf = grown;
+        }
+    const int cause = ferror(f) ? errno : 0;
+    const bool no_memory = !buf;
     if (f != stdin) fclose(f);
-    if (failed) {
+    if (no_memory || cause || n > (size_t)READ_FILE_MAX) {
         free(buf);
-        return err_fmt(err, "%s: cannot read", path);
+        if (n > (size_t)READ_FILE_MAX)
+            return err_fmt(err, "%s: longer than %d MiB: not a prompt or a messages file", path, READ_FILE_MAX >> 20);
+        return err_fmt(err, "%s: cannot read: %s", path, no_memory ? "out of memory" : strerror(cause));
     }
     *text = buf;
     *len = n;

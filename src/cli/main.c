@@ -33,10 +33,10 @@ static const Command commands[] = {
      "frequency-penalty seed gamma sampler lookup tree-width tree pipeline "
      "draft-p-min ctx threads draft-threads "
      "quant draft-quant print-ids stats show trace compare allow-special chat system chat-var stop help", 0, 0},
-    {"logits", cmd_logits, "logits -m DIR --ids \"1 2 3\" [--all]",
+    {"logits", cmd_logits, "logits -m DIR --ids \"1 2 3\" [--all] [--ctx N] [--threads N] [--quant q8|q4|bf16]",
      "print the logits of the last position (all with --all), one line of %.7g values per position",
      "model ids all ctx threads quant help", 0, 0},
-    {"tokenize", cmd_tokenize, "tokenize -m DIR [TEXT | -f FILE]  (no TEXT and no -f: standard input)",
+    {"tokenize", cmd_tokenize, "tokenize -m DIR [--allow-special] [TEXT | -f FILE]  (no TEXT and no -f: standard input)",
      "print the token ids of a text, space-separated on one line", "model file allow-special help", 0, 1},
     {"detokenize", cmd_detokenize, "detokenize -m DIR ID...", "print the text of token ids", "model help", 1,
      MAX_POSITIONAL},
@@ -234,6 +234,9 @@ static int open_output(const Args *args, const Tokenizer *tok, Printer *printer,
     return 0;
 }
 
+// The plural's "s" of a count's noun: "1 token", "2 tokens".
+static const char *plural(int n) { return n == 1 ? "" : "s"; }
+
 static int cmd_generate(const Args *args, Err *err) {
     const char *target_dir, *draft_dir;
     SpecParams params;
@@ -281,9 +284,9 @@ static int cmd_generate(const Args *args, Err *err) {
     // The loop stops when the committed tokens overrun the context by one (the last is sampled, never fed).
     const int n_ctx = s.target.cfg.n_positions;
     if (n_out < args->n_tokens && n_prompt + n_out > n_ctx)
-        fprintf(stderr, "specdec: stopped after %d of the %d tokens asked for (-n): the prompt's %d tokens and the "
+        fprintf(stderr, "specdec: stopped after %d of the %d token%s asked for (-n): the prompt's %d token%s and the "
                 "text fill the context of %d positions (the model's own, or less: --ctx)\n", n_out, args->n_tokens,
-                n_prompt, n_ctx);
+                plural(args->n_tokens), n_prompt, plural(n_prompt), n_ctx);
     if (args->stats && print_stats(&s, drafters.drafter != NULL, &stats, prompt, n_prompt, out, n_out, err)) goto done;
     if (args->compare && drafters.drafter &&
         compare_with_target_only(&s, args->n_tokens, &params, &stats, prompt, n_prompt, out, n_out, err))
@@ -305,7 +308,7 @@ done:
 // ---- the other commands -------------------------------------------------------------------------------------
 
 static int cmd_logits(const Args *args, Err *err) {
-    Session s;
+    Session s = {0};  // closed at done:, also when the ids are refused before it opens
     KVCache cache = {0};
     int *ids = NULL, n = 0, rc = -1;
     float *logits = NULL;

@@ -443,8 +443,8 @@ int model_load(Model *model, const char *dir, ThreadPool *pool, Err *err) {
 int model_load_quantized(Model *model, const char *dir, ThreadPool *pool, Quant quant, Err *err) {
     *model = (Model){.pool = pool, .quant = quant, .max_threads = pool_size(pool),
                      .work_per_thread = MODEL_WORK_PER_THREAD};
-    const char *why = NULL;
-    if (!(model->kernels = kernels_select(&why))) return err_fmt(err, "%s", why);
+    char why[160];
+    if (!(model->kernels = kernels_select(why, sizeof why))) return err_fmt(err, "%s", why);
     if (quant == QUANT_BF16 && !model->kernels->matmul_bf16_dot)
         return err_fmt(err, "bf16 arithmetic needs BF16 dot-product instructions (AVX512_BF16: Zen 4, Sapphire Rapids, "
                        "Cooper Lake), which the %s kernels lack", model->kernels->name);

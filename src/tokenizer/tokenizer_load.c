@@ -264,6 +264,9 @@ static int fill_token(Loader *ld, int id, const char *name, const AddedToken *a,
         memcpy(bytes, decoded->out, (size_t)*len);
     }
     if (!a) return 0;
+    // An added token that repeats the vocabulary's own entry (Gemma 3's "▁▁" at 138: a SentencePiece name, whose
+    // text is the decoder's) is the same token: it decodes as the vocabulary's, and is matched as an added token.
+    if (in_model && strcmp(a->text, name) == 0 && strlen(name) == a->len) return 0;
     if (in_model && ((size_t)*len != a->len || memcmp(bytes, a->text, a->len) != 0))
         return err_fmt(err, "%s: added token \"%s\" has id %d, which the vocabulary gives \"%s\"", ld->path,
                        err_quote(q, a->text), id, err_quote(q2, name));

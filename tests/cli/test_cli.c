@@ -249,6 +249,9 @@ TEST(cli_says_when_the_context_cuts_generation_short) {
     CHECK(count_words(out) == 31, "expected 31 ids, got \"%s\"", out);
     CHECK(count_lines(err) == 1 && strstr(err, "31 of the 64") && strstr(err, "context of 32"), "stderr: \"%s\"", err);
     free(out), free(err);
+    CHECK(run_specdec("generate -m " MODEL " --ids 1 -n 9 --ctx 4 --print-ids", &out, &err) == 0, "%s", err);
+    CHECK(strstr(err, "stopped after 4 of the 9 tokens asked for (-n): the prompt's 1 token and"), "\"%s\"", err);
+    free(out), free(err);
     CHECK(run_specdec("generate -m " MODEL " --ids \"1 2\" -n 20 --print-ids", &out, &err) == 0, "%s", err);
     CHECK(count_words(out) == 20 && err[0] == '\0', "-n 20 fits: %d ids, stderr \"%s\"", count_words(out), err);
     free(out), free(err);

@@ -77,6 +77,7 @@ TEST(cli_names_what_it_did_not_understand) {
     check_one_line("generate -m " MODEL " --ids 1 -- -n 3", 2, "unexpected argument \"-n\"");
     check_one_line("generate -m " MODEL " --ids 1 --tokenz=3", 2, "unknown option --tokenz");
     check_one_line("generate -m " MODEL " --ids 1 --stats=yes", 2, "--stats takes no value");
+    check_one_line("generate -m " MODEL " --ids 1 -n=5", 2, "a short option takes no '=': -n 5, or --tokens=5");
     check_one_line("generate -m " MODEL " -p a -f b", 2, "give the prompt once");
     check_one_line("--version --frobnicate", 2, "unknown option --frobnicate");
     check_one_line("-x", 2, "unknown option -x");

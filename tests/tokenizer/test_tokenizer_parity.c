@@ -503,6 +503,33 @@ static void hf_parity(const char *json, RoundTrip round_trip) {
     free(text);
 }
 
+// Gemma 3's tokenizer.json lists "▁▁" (and longer runs of "▁") both in its vocabulary and as added tokens of the
+// same ids, unnormalized (issue 48: refused as inconsistent). The same entry twice is one token: runs of spaces and
+// the literal "▁▁" encode as Hugging Face encodes them (the ids below: tests/oracle/hf_encode.mjs on this text),
+// and id 138 decodes to two spaces, as the vocabulary's "▁▁" does.
+TEST(tokenizer_gemma3_added_tokens_that_repeat_the_vocabulary) {
+    const char *json = LENML "/tokenizer-gemma3/models/tokenizer.json";
+    if (!hf_ready(json)) return;
+    static const char text[] = "a  b \xE2\x96\x81\xE2\x96\x81 c\n    indented\tx   \xE2\x96\x81\xE2\x96\x81\xE2\x96\x81 y";
+    static const int want[] = {236746, 138, 236763, 236743, 138, 505, 107, 140, 724, 16764, 255968, 236781, 139, 139,
+                               570};
+    Tokenizer tok;
+    Err err = {""};
+    CHECK(tokenizer_load_json(&tok, json, &err) == 0, "%s", err.msg);
+    if (test_failures()) return;
+    int *ids = NULL, n = 0;
+    CHECK(tokenizer_encode(&tok, text, sizeof text - 1, false, &ids, &n, &err) == 0, "%s", err.msg);
+    compare_ids(&tok, text, sizeof text - 1, ids, n, want, (int)(sizeof want / sizeof *want));
+    char *decoded = NULL;
+    size_t len = 0;
+    const int id = 138;
+    CHECK(tokenizer_decode(&tok, &id, 1, &decoded, &len, &err) == 0 && len == 2 && memcmp(decoded, "  ", 2) == 0,
+          "id 138 decodes to \"%.*s\" (%s)", (int)len, decoded ? decoded : "", err.msg);
+    free(decoded);
+    free(ids);
+    tokenizer_free(&tok);
+}
+
 TEST(tokenizer_llama3_parity_with_hf_tokenizers) { hf_parity(LENML "/tokenizer-llama3/models/tokenizer.json", ROUND_TRIP_EXACT); }
 TEST(tokenizer_qwen3_parity_with_hf_tokenizers) { hf_parity(LENML "/tokenizer-qwen3/models/tokenizer.json", ROUND_TRIP_NFC); }
 // Where Hugging Face's NFC is older than Unicode: U+10EAB (combining class 230, Unicode 13) before U+0330 (220).
