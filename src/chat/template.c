@@ -43,6 +43,11 @@ static char *token_field(const json_t *config, const char *key) {
     return json_is_string(v) ? strdup(json_string_value(v)) : NULL;
 }
 
+// What a checkpoint without a template is told: chat needs an instruct model's, and where it may come from.
+#define NO_TEMPLATE                                                                                               \
+    "no chat template; chat needs an instruct checkpoint, with one in its tokenizer_config.json (\"chat_template\") "  \
+    "or in a chat_template.jinja file: give its folder with -m DIR (or write the template to DIR/chat_template.jinja)"
+
 // The template source in tokenizer_config.json's chat_template (a string, or the list entry named "default").
 static const char *config_template(const json_t *config, const char *path, Err *err) {
     const json_t *t = json_object_get(config, "chat_template");
@@ -58,8 +63,7 @@ static const char *config_template(const json_t *config, const char *path, Err *
         err_fmt(err, "%s: chat_template: a list without a {\"name\": \"default\", \"template\": ...} entry", path);
         return NULL;
     }
-    err_fmt(err, "%s: no chat_template (and no chat_template.jinja beside it): this checkpoint has no chat format; "
-                 "use generate without --chat", path);
+    err_fmt(err, "%s: " NO_TEMPLATE, path);
     return NULL;
 }
 
@@ -94,7 +98,7 @@ int chat_template_load(ChatTemplate *ct, const char *dir, Err *err) {
         if (strlen(source) != len) rc = err_fmt(err, "%s: a NUL byte in the template", jinja_path);
         else rc = chat_template_from_source(ct, source, jinja_path, err);
     } else if (found == 1 && !config) {
-        rc = err_fmt(err, "%s: neither tokenizer_config.json nor chat_template.jinja: no chat template", dir);
+        rc = err_fmt(err, "%s: neither tokenizer_config.json nor chat_template.jinja: " NO_TEMPLATE, dir);
     } else if (found == 1) {
         char where[4200];
         snprintf(where, sizeof where, "%s: chat_template", config_path);

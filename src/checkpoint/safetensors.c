@@ -412,8 +412,13 @@ static int find_shard(const char *const *names, int n, const char *shard) {
     return -1;
 }
 
+static int compare_names(const void *a, const void *b) {
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
 // Checks the weight_map of an index (an object of plain shard file names) and collects its distinct shards,
-// in order of first appearance, into *shards (malloc'd; the strings belong to weight_map).
+// sorted by name (model-00001-of-00009 first, as inspect lists them), into *shards (malloc'd; the strings belong to
+// weight_map).
 static int list_shards(const char ***shards, int *n_shards, json_t *weight_map, const char *index, Err *err) {
     char got[64], q[ERR_QUOTE_LEN + 4];
     if (!json_is_object(weight_map) || json_object_size(weight_map) == 0) {
@@ -432,6 +437,7 @@ static int list_shards(const char ***shards, int *n_shards, json_t *weight_map, 
         }
         if (find_shard(*shards, *n_shards, file) < 0) (*shards)[(*n_shards)++] = file;
     }
+    qsort(*shards, (size_t)*n_shards, sizeof **shards, compare_names);
     return 0;
 }
 

@@ -8,6 +8,7 @@
 #include "base/utf8.h"
 #include "chat/template.h"
 #include "cli/chat.h"
+#include "cli/interrupt.h"
 #include "cli/report.h"
 #include "cli/session.h"
 #include "speculative/conversation.h"
@@ -151,9 +152,9 @@ static int chat_open(Chat *c, const Args *a, Err *err) {
     const char *target_dir, *draft_dir;
     *c = (Chat){.args = a};
     if (spec_params_from_args(a, &c->params, err) || model_dirs(a, &target_dir, &draft_dir, err) ||
+        chat_template_load(&c->ct, target_dir, err) || !(c->vars = chat_vars_object(&a->chat_vars, err)) ||
         session_open_from_args(&c->s, a, target_dir, draft_dir, err) ||
-        load_tokenizer(&c->tok, target_dir, true, &c->have_tok, err) || chat_template_load(&c->ct, target_dir, err) ||
-        !(c->vars = chat_vars_object(&a->chat_vars, err)))
+        load_tokenizer(&c->tok, target_dir, true, &c->have_tok, err))
         return -1;
     if (tokenizer_vocab_size(&c->tok) < c->s.target.n_vocab)  // padding rows of the embedding table, as generate
         model_limit_vocab(&c->s.target, tokenizer_vocab_size(&c->tok));
@@ -184,13 +185,20 @@ static void chat_close(Chat *c) {
     session_close(&c->s);
 }
 
-// One --stats line a turn: what was reused from the caches and what was prefilled, and the reply's decoding.
+// One --stats line a turn: what was reused from the caches and what was prefilled, the reply's decoding and its
+// drafts (the draft model's calls and rows, the lookup's rounds), and the run's set-up as generate's line says it.
 static void print_turn_stats(const Chat *c, int n_ids, int reused, int n_out, const SpecStats *st) {
     fprintf(stderr, "{\"turn\": %d, \"prompt_tokens\": %d, \"reused_tokens\": %d, \"prefill_tokens\": %d, "
                     "\"prefill_ms\": %.2f, \"generated_tokens\": %d, \"tokens_per_s\": %.2f, \"target_calls\": %d, "
-                    "\"drafted\": %d, \"accepted\": %d}\n",
+                    "\"draft_calls\": %d, \"draft_rows\": %d, \"drafted\": %d, \"accepted\": %d, "
+                    "\"acceptance_rate\": %.4f, \"lookup_rounds\": %d, \"lookup_drafted\": %d, "
+                    "\"lookup_accepted\": %d, ",
             c->turn, n_ids, reused, n_ids - reused, st->prefill_seconds * 1e3, n_out,
-            st->decode_seconds > 0 ? n_out / st->decode_seconds : 0.0, st->rounds, st->drafted, st->accepted);
+            st->decode_seconds > 0 ? n_out / st->decode_seconds : 0.0, st->rounds, st->draft_calls, st->draft_rows,
+            st->drafted, st->accepted, st->drafted ? (double)st->accepted / st->drafted : 0, st->lookup_rounds,
+            st->lookup_drafted, st->lookup_accepted);
+    print_session_fields(stderr, &c->s);
+    fputs("}\n", stderr);
 }
 
 // The reply to the conversation's ids, streamed; *reply (malloc'd) its text as the conversation keeps it.
@@ -208,6 +216,8 @@ static int reply(Chat *c, const int *ids, int n_ids, char **text, Err *err) {
         params.on_token = on_token;
         params.ctx = &printer;
     }
+    InterruptStop interrupt;  // Ctrl-C ends the reply at its next token
+    interrupt_wrap_stop(&params, &interrupt);
     SpecStats stats;
     int n_out = 0, reused = 0, rc = conversation_reply(&c->conv, ids, n_ids, &params, c->out, &n_out, &stats, &reused,
                                                        err);
@@ -222,6 +232,9 @@ static int reply(Chat *c, const int *ids, int n_ids, char **text, Err *err) {
     if (rc == 0 && a->stops.n) rc = (*text = strndup(stopper.scan.text ? stopper.scan.text : "", stopper.scan.len))
                                          ? 0 : err_fmt(err, "out of memory");
     else if (rc == 0) rc = tokenizer_decode(&c->tok, c->out, n_out, text, &len, err);
+    if (rc == 0 && interrupt_requested())
+        fprintf(stderr, "specdec: the reply was cut short (Ctrl-C); it stays in the conversation as printed\n");
+    interrupt_clear();
     if (rc == 0 && a->stats) print_turn_stats(c, n_ids, reused, n_out, &stats);
     if (rc == 0 && n_out < a->n_tokens && c->conv.cache.len + 1 >= c->s.target.cfg.n_positions)
         fprintf(stderr, "specdec: the reply stopped where the conversation fills the context of %d positions (--ctx); "
@@ -229,6 +242,19 @@ static int reply(Chat *c, const int *ids, int n_ids, char **text, Err *err) {
     printer_free(&printer);
     stop_printer_free(&stopper);
     return rc;
+}
+
+// The reply joins the conversation as the assistant's message, in valid UTF-8: a reply cut short (-n, Ctrl-C) may
+// end inside a character, and a model may print bytes that are not UTF-8; those become U+FFFD.
+static int add_reply(json_t *messages, const char *text, Err *err) {
+    const size_t len = strlen(text);
+    char *repaired = malloc(3 * len + 1);
+    size_t repaired_len = 0;
+    if (repaired) utf8_repair((const unsigned char *)text, len, true, repaired, &repaired_len);
+    json_t *message = repaired ? json_pack("{s:s, s:s%}", "role", "assistant", "content", repaired, repaired_len)
+                               : NULL;
+    free(repaired);
+    return message && json_array_append_new(messages, message) == 0 ? 0 : err_fmt(err, "out of memory");
 }
 
 // One turn: the user's message, the reply. A message that is not UTF-8, or a conversation that no longer fits
@@ -254,7 +280,7 @@ static int turn(Chat *c, const char *user, Err *err) {
     } else if (rc == 0) {
         c->turn++;
         rc = reply(c, ids, n_ids, &text, err);
-        if (rc == 0) json_array_append_new(c->messages, json_pack("{s:s, s:s}", "role", "assistant", "content", text));
+        if (rc == 0) rc = add_reply(c->messages, text, err);
     }
     free(text);
     free(ids);
@@ -263,30 +289,69 @@ static int turn(Chat *c, const char *user, Err *err) {
 }
 
 // The next line of input without its newline (malloc'd), NULL at the end: through libedit on a terminal (line
-// editing, history), plain lines otherwise.
-static char *read_message(bool terminal) {
-    if (terminal) {
-        char *line = readline("> ");
-        if (line && *line) add_history(line);
-        return line;
-    }
+// editing, history), plain lines otherwise. Ctrl-C while it waits drops what was typed: *interrupted, and an empty
+// line.
+static char *read_line(bool terminal, const char *prompt, bool *interrupted) {
     char *line = NULL;
-    size_t cap = 0;
-    ssize_t n = getline(&line, &cap, stdin);
-    if (n < 0) {
-        free(line);
-        return NULL;
+    if (terminal) {
+        line = readline(prompt);
+    } else {
+        size_t cap = 0;
+        ssize_t n = getline(&line, &cap, stdin);
+        if (n < 0) {
+            free(line);
+            line = NULL;
+        } else {
+            if (n > 0 && line[n - 1] == '\n') line[--n] = '\0';
+            if (n > 0 && line[n - 1] == '\r') line[--n] = '\0';
+        }
     }
-    if (n > 0 && line[n - 1] == '\n') line[--n] = '\0';
-    if (n > 0 && line[n - 1] == '\r') line[--n] = '\0';
-    return line;
+    if (!(*interrupted = interrupt_requested())) return line;
+    interrupt_clear();
+    clearerr(stdin);
+    if (terminal) fputc('\n', stderr);
+    free(line);
+    return strdup("");
+}
+
+// The next message (malloc'd), NULL at the end of input (Ctrl-D, or the end of the file): a line; or the lines
+// between a line """ and the next such line, joined by newlines (a message of several lines; Ctrl-C drops it, and
+// the end of input ends the chat without it).
+static char *read_message(bool terminal) {
+    bool interrupted;
+    char *first = read_line(terminal, "> ", &interrupted);
+    if (!first || strcmp(first, "\"\"\"") != 0) {
+        if (terminal && first && *first) add_history(first);
+        return first;
+    }
+    free(first);
+    char *message = NULL;
+    size_t len = 0;
+    FILE *joined = open_memstream(&message, &len);
+    bool empty = true;
+    for (char *line; joined && (line = read_line(terminal, ". ", &interrupted)) != NULL; free(line)) {
+        if (interrupted || strcmp(line, "\"\"\"") == 0) {
+            fclose(joined);
+            if (interrupted) message[0] = '\0';
+            free(line);
+            return message;
+        }
+        fprintf(joined, "%s%s", empty ? "" : "\n", line);
+        empty = false;
+    }
+    if (joined) fclose(joined);
+    free(message);
+    return NULL;
 }
 
 int cmd_chat(const Args *args, Err *err) {
     Chat c;
     int rc = chat_open(&c, args, err);
     const bool terminal = isatty(STDIN_FILENO);
-    if (rc == 0 && terminal) fprintf(stderr, "specdec chat: /reset starts over, /exit or Ctrl-D ends\n");
+    if (rc == 0) interrupt_catch();  // Ctrl-C: a reply cut short, a line dropped (read_message)
+    if (rc == 0 && terminal)
+        fprintf(stderr, "specdec chat: a line \"\"\" opens and closes a message of several lines; Ctrl-C stops a reply; "
+                "/reset starts over; /exit or Ctrl-D ends\n");
     for (char *line; rc == 0 && (line = read_message(terminal)) != NULL; free(line)) {
         if (strcmp(line, "/exit") == 0) {
             free(line);

@@ -14,6 +14,7 @@
 #include "checkpoint/safetensors.h"
 #include "cli/args.h"
 #include "cli/chat.h"
+#include "cli/interrupt.h"
 #include "cli/report.h"
 #include "cli/serve.h"
 #include "cli/session.h"
@@ -175,6 +176,7 @@ static int check_generate_options(const Args *args, Err *err) {
         return err_fmt(err, "missing prompt: give -p TEXT, -f FILE (- : standard input) or --ids \"1 2 3\"");
     if (args->chat && args->ids) return err_fmt(err, "--chat takes the user's message as -p TEXT or -f FILE");
     if (args->system && !args->chat) return err_fmt(err, "--system is the system message of --chat");
+    if (args->chat_vars.n && !args->chat) return err_fmt(err, "--chat-var is a variable of --chat's template");
     if (args->stops.n && (args->show || args->print_ids || args->compare))
         return err_fmt(err, "--stop prints the text up to the stop string: not with --show, --print-ids or --compare");
     return 0;
@@ -278,9 +280,13 @@ static int cmd_generate(const Args *args, Err *err) {
                      LOOKUP_STAGED_MIN_MATCH, err))
         goto done;
     SpecStats stats;
+    InterruptStop interrupt;  // Ctrl-C ends the generation at its next token; what it decided is printed, then
+    interrupt_wrap_stop(&params, &interrupt);  // the process dies by SIGINT (the load before dies at once)
+    interrupt_catch();
     if (speculative_generate(&s.target, drafters.drafter, prompt, n_prompt, &params, out, &n_out, &stats, err)) goto done;
     if (args->stops.n ? stop_printer_finish(&stopper, "stdout", err) : printer_finish(&printer, "stdout", err))
         goto done;
+    interrupt_die_if_requested();
     // The loop stops when the committed tokens overrun the context by one (the last is sampled, never fed).
     const int n_ctx = s.target.cfg.n_positions;
     if (n_out < args->n_tokens && n_prompt + n_out > n_ctx)

@@ -230,6 +230,12 @@ void stop_printer_free(StopPrinter *sp) {
     stop_scan_free(&sp->scan);
 }
 
+void print_session_fields(FILE *f, const Session *s) {
+    fprintf(f, "\"isa\": \"%s\", \"threads\": %d, \"draft_threads\": %d, \"quant\": \"%s\", \"draft_quant\": \"%s\"",
+            s->target.kernels->name, pool_size(s->pool), s->has_draft ? s->draft.max_threads : 0,
+            quant_name(s->target.quant), s->has_draft ? quant_name(s->draft.quant) : "");
+}
+
 int print_stats(Session *s, bool drafting, const SpecStats *st, const int *prompt, int n_prompt, const int *out,
                 int n_out, Err *err) {
     const int V = s->target.n_vocab, n_ctx = s->target.cfg.n_positions;
@@ -266,9 +272,7 @@ int print_stats(Session *s, bool drafting, const SpecStats *st, const int *promp
             "\"round_ms\": {\"draft\": %.4f, \"q_rows\": %.4f, \"verify\": %.4f, \"p_rows\": %.4f, \"accept\": %.4f, "
             "\"commit\": %.4f, \"rest\": %.4f}, "
             "\"pipelined\": %s, \"draft_own_core\": %s, \"ahead_rounds\": %d, \"ahead_discarded\": %d, "
-            "\"ahead_extended\": %d, \"ahead_handoff_ms\": %.3f, "
-            "\"isa\": \"%s\", \"threads\": %d, \"draft_threads\": %d, \"quant\": \"%s\", \"draft_quant\": \"%s\", "
-            "\"logits_xxh64\": \"%016" PRIx64 "\"}\n",
+            "\"ahead_extended\": %d, \"ahead_handoff_ms\": %.3f, ",
             n_prompt, st->prefill_seconds * 1e3, st->generated,
             st->decode_seconds > 0 ? st->generated / st->decode_seconds : 0,
             st->generated ? st->decode_seconds * 1e3 / st->generated : 0, st->rounds, st->draft_calls, st->drafted,
@@ -282,10 +286,9 @@ int print_stats(Session *s, bool drafting, const SpecStats *st, const int *promp
             per_round * (st->decode_seconds - st->draft_seconds - st->target_seconds - st->p_seconds -
                          st->accept_seconds - st->commit_seconds),
             st->pipelined ? "true" : "false", st->draft_own_core ? "true" : "false", st->ahead_rounds,
-            st->ahead_discarded, st->ahead_extended, st->ahead_handoff_seconds * 1e3,
-            s->target.kernels->name, pool_size(s->pool), s->has_draft ? s->draft.max_threads : 0,
-            quant_name(s->target.quant), s->has_draft ? quant_name(s->draft.quant) : "",
-            (uint64_t)XXH64(logits, sizeof(float) * V, 0));
+            st->ahead_discarded, st->ahead_extended, st->ahead_handoff_seconds * 1e3);
+    print_session_fields(stderr, s);
+    fprintf(stderr, ", \"logits_xxh64\": \"%016" PRIx64 "\"}\n", (uint64_t)XXH64(logits, sizeof(float) * V, 0));
     rc = 0;
 done:
     kv_free(&cache);

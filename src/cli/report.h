@@ -75,6 +75,10 @@ void stop_printer_free(StopPrinter *sp);
 // The one-line legend of the --show marks (without a newline).
 const char *show_legend(bool color);
 
+// What a --stats line says of the run's set-up, as JSON fields without braces: the kernel variant ("isa"), the
+// threads of the target and the draft, and how each holds its matrices ("quant", "draft_quant"; "" without a draft).
+void print_session_fields(FILE *f, const Session *s);
+
 // The --stats line: one JSON object on stderr. The fingerprint of the final logits comes from a forward over the
 // whole text, so that runs with other kernels, threads or draft lengths compare at a glance. Without drafting
 // (`drafting` false: neither a draft model nor --lookup) the predicted speed-ups are null: there is none to predict.

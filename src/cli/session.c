@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/clock.h"
 #include "model/probe.h"
 
 int spec_params_from_args(const Args *args, SpecParams *params, Err *err) {
@@ -42,6 +43,33 @@ int model_dirs(const Args *args, const char **target, const char **draft, Err *e
     return 0;
 }
 
+// A load's progress on a terminal: one line on stderr, "specdec: loading DIR (q4): 412 of 2471 MB", redrawn at
+// most every 0.1 s and erased once the load is done. Where stderr is no terminal, nothing.
+typedef struct {
+    const char *dir, *quant;
+    double drawn;  // when the line was last drawn (now_seconds), or 0
+    size_t shown;  // the bytes it showed
+} LoadMeter;
+
+static void draw_load(void *ctx, size_t read, size_t total) {
+    LoadMeter *m = ctx;
+    const double now = now_seconds();
+    if (m->drawn > 0 && (read == m->shown || (read < total && now - m->drawn < 0.1))) return;
+    m->drawn = now;
+    m->shown = read;
+    fprintf(stderr, "\rspecdec: loading %s (%s): %zu of %zu MB\033[K", m->dir, m->quant, read >> 20, total >> 20);
+    fflush(stderr);
+}
+
+// model_load_reporting with the meter above on a terminal.
+static int load_model(Model *model, const char *dir, ThreadPool *pool, Quant quant, Err *err) {
+    LoadMeter meter = {.dir = dir, .quant = quant == QUANT_NONE ? "as stored" : quant_name(quant)};
+    const LoadProgress progress = {.report = draw_load, .ctx = &meter};
+    const int rc = model_load_reporting(model, dir, pool, quant, isatty(STDERR_FILENO) ? &progress : NULL, err);
+    if (meter.drawn > 0) fputs("\r\033[K", stderr);  // the line erased
+    return rc;
+}
+
 int session_open(Session *s, const char *target_dir, const char *draft_dir, int threads, const char *quant,
                  const char *draft_quant, int n_ctx, Err *err) {
     *s = (Session){0};
@@ -58,11 +86,11 @@ int session_open(Session *s, const char *target_dir, const char *draft_dir, int 
     if (pool_oversubscribed(s->pool))
         fprintf(stderr, "specdec: note: %d threads on %d available CPUs: they sleep between jobs (slower than "
                 "--threads %d)\n", pool_size(s->pool), cpus_available(), cpus_available());
-    if (model_load_quantized(&s->target, target_dir, s->pool, q, err)) return -1;
+    if (load_model(&s->target, target_dir, s->pool, q, err)) return -1;
     if (*s->target.cfg.warning) fprintf(stderr, "specdec: warning: %s\n", s->target.cfg.warning);
     if (model_limit_context(&s->target, n_ctx, err)) return -1;
     if (draft_dir) {
-        if (model_load_quantized(&s->draft, draft_dir, s->pool, draft_q, err)) return -1;
+        if (load_model(&s->draft, draft_dir, s->pool, draft_q, err)) return -1;
         if (*s->draft.cfg.warning) fprintf(stderr, "specdec: warning: %s\n", s->draft.cfg.warning);
         if (model_limit_context(&s->draft, n_ctx, err)) return -1;
         s->has_draft = true;

@@ -28,6 +28,8 @@ typedef struct {
     Quant quant;            // QUANT_Q8, Q4: matrices are quantized as they are read, on the pool's threads;
                             // QUANT_BF16: F32 and F16 matrices are rounded to BF16 as they are read
     ThreadPool *pool;       // the model's
+    const LoadProgress *progress;  // told of every tensor read, or NULL
+    size_t read, total;     // bytes of the checkpoint's tensors read so far, of all of them
     uint8_t *arena;         // bump allocator over model->arena
     size_t used, size;
     Err *err;
@@ -51,6 +53,9 @@ static const StTensor *fetch(Loader *ld, const char *name, int64_t dim0, int64_t
         err_fmt(ld->err, "%s: tensor \"%s\" is missing from the checkpoint", ld->dir, full);
         return NULL;
     }
+    ld->read += t->n_bytes;  // (a tied head is read twice: the count may pass the total)
+    if (ld->progress)
+        ld->progress->report(ld->progress->ctx, ld->read < ld->total ? ld->read : ld->total, ld->total);
     int ndim = dim1 ? 2 : 1;
     if (t->ndim != ndim || t->shape[0] != dim0 || (ndim == 2 && t->shape[1] != dim1)) {
         char got[128] = "[";
@@ -441,6 +446,11 @@ int model_load(Model *model, const char *dir, ThreadPool *pool, Err *err) {
 }
 
 int model_load_quantized(Model *model, const char *dir, ThreadPool *pool, Quant quant, Err *err) {
+    return model_load_reporting(model, dir, pool, quant, NULL, err);
+}
+
+int model_load_reporting(Model *model, const char *dir, ThreadPool *pool, Quant quant, const LoadProgress *progress,
+                         Err *err) {
     *model = (Model){.pool = pool, .quant = quant, .max_threads = pool_size(pool),
                      .work_per_thread = MODEL_WORK_PER_THREAD};
     char why[160];
@@ -469,7 +479,8 @@ int model_load_quantized(Model *model, const char *dir, ThreadPool *pool, Quant 
         return err_fmt(err, "%s: out of memory for %zu MB of weights", dir, model->arena_size >> 20);
     }
     Loader ld = {.ckpt = &ckpt, .dir = dir, .arena = model->arena, .size = model->arena_size, .err = err,
-                 .kernels = model->kernels, .quant = quant, .pool = pool};
+                 .kernels = model->kernels, .quant = quant, .pool = pool, .progress = progress};
+    for (int i = 0; i < ckpt.n_tensors; i++) ld.total += ckpt.tensors[i].n_bytes;
     static const char *const family[] = {"gpt2", "llama", "mistral", "qwen2", "qwen3"};  // by ModelType
     int rc = load_weights(model, &ld) || st_check_all_fetched(&ckpt, family[c->model_type], c->n_layer, err);
     st_close(&ckpt);

@@ -116,6 +116,18 @@ int model_load(Model *model, const char *dir, ThreadPool *pool, Err *err);
 
 // The same, with the weight matrices held as `quant` says (model_load: QUANT_NONE).
 int model_load_quantized(Model *model, const char *dir, ThreadPool *pool, Quant quant, Err *err);
+
+// A load's progress: report(ctx, read, total) after each tensor is read from the checkpoint (before it is converted
+// or quantized), with the bytes of tensors read so far and of all the checkpoint's (read ≤ total; the last report
+// may fall short of it by tensors no model reads).
+typedef struct {
+    void (*report)(void *ctx, size_t read, size_t total);
+    void *ctx;
+} LoadProgress;
+
+// model_load_quantized, telling `progress` (unless NULL) of every tensor read.
+int model_load_reporting(Model *model, const char *dir, ThreadPool *pool, Quant quant, const LoadProgress *progress,
+                         Err *err);
 void model_free(Model *model);
 
 // Keeps only the logits of ids [0, n_vocab), 1 ≤ n_vocab ≤ V: the LM head computes no more rows. For a pair of

@@ -212,3 +212,31 @@ TEST(chat_cli_stop_strings_cut_exactly) {
     check_refused(args, "--stop prints the text");
     remove_dir(dir);
 }
+
+// Issue 48: a message of several lines between two lines """ is one turn, the reply generate --chat gives that
+// message; chat's --stats line says the run's set-up as generate's does; chat without a template says what it
+// needs; --chat-var without --chat is refused as --system is.
+TEST(chat_cli_multi_line_messages_stats_and_refusals) {
+    char *dir = make_dir(), args[2048];
+    link_checkpoint(dir, "target", "weights/pystd/target", PAIR_TEMPLATE);
+    link_checkpoint(dir, "draft", "weights/pystd/draft", NULL);
+    snprintf(args, sizeof args, "generate -m %s/target --chat -p \"$(printf 'def f(x):\\n    return')\" -n 8", dir);
+    char *want = must(args, NULL);
+    snprintf(args, sizeof args, "sh -c \"printf '\\\"\\\"\\\"\\ndef f(x):\\n    return\\n\\\"\\\"\\\"\\n' | %s chat -m %s/target "
+             "-d %s/draft -n 8 --stats\"", specdec_bin(), dir, dir);
+    char *out, *err;
+    CHECK(run_command(args, &out, &err) == 0, "%s: %s", args, err);
+    CHECK(strcmp(out, want) == 0, "the multi-line message's reply \"%s\", generate --chat's \"%s\"", out, want);
+    int turns[4];
+    CHECK(stats_values(err, "turn", turns, 4) == 1, "not one turn: %s", err);
+    CHECK(strstr(err, "\"isa\": \"") && strstr(err, "\"threads\": ") && strstr(err, "\"draft_threads\": ") &&
+              strstr(err, "\"quant\": \"none\", \"draft_quant\": \"q8\"") && strstr(err, "\"draft_calls\": ") &&
+              strstr(err, "\"draft_rows\": "),
+          "chat --stats: %s", err);
+    free(out), free(err), free(want);
+    check_refused("chat < /dev/null", "chat needs an instruct checkpoint");
+    check_refused("chat -m weights/pystd/target < /dev/null", "give its folder with -m DIR");
+    snprintf(args, sizeof args, "generate -m %s/target -p x --chat-var enable_thinking=false", dir);
+    check_refused(args, "--chat-var is a variable of --chat's template");
+    remove_dir(dir);
+}

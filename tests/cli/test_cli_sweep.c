@@ -18,7 +18,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -26,7 +25,6 @@
 #include "base/threads.h"
 #include "cli/args.h"
 #include "harness.h"
-#include "random_checkpoint.h"
 #include "tokenizer_fixtures.h"
 
 enum { MAX_WORDS = 48, MAX_OPTIONS = 96, MAX_COMMANDS = 16, STDERR_KEPT = 4096 };
@@ -278,19 +276,12 @@ static bool parser_takes(const char *accepted, const char *option, const char *v
 TEST(cli_sweep_every_option_with_hostile_values) {
     // The checkpoint: a random GPT-2 of 258 tokens (the fixture tokenizer's 256 bytes, <|endoftext|>, <pad>), a
     // chat template, a messages file for render, and the line chat reads.
-    char *dir = fixture_dir(), ckpt[256], bin[PATH_MAX];
+    char *dir = fixture_dir(), bin[PATH_MAX];
     CHECK(realpath(specdec_bin(), bin), "%s: not found", specdec_bin());  // the runs run in dir
-    snprintf(ckpt, sizeof ckpt, "%s/ckpt", dir);
-    Err err = {{0}};
     const RandomCheckpoint spec = {.n_layer = 1, .n_embd = 16, .n_head = 2, .vocab_size = 258, .n_positions = 64,
                                    .scale = 0.5f, .seed = 48};
-    CHECK(mkdir(ckpt, 0700) == 0 && random_checkpoint_write(ckpt, &spec, &err) == 0, "%s: %s", ckpt, err.msg);
-    json_t *tok = fixture_tokenizer_json(NULL, 0);
-    free(fixture_write_json(ckpt, "tokenizer.json", tok));
-    json_decref(tok);
-    free(fixture_write_text(ckpt, "chat_template.jinja",
-                            "{% for m in messages %}{{ m.role + ': ' + m.content + '\\n' }}{% endfor %}"
-                            "{% if add_generation_prompt %}{{ 'assistant: ' }}{% endif %}"));
+    char *ckpt = fixture_chat_checkpoint(dir, &spec);
+    if (!ckpt) return;
     char *messages = fixture_write_text(dir, "messages.json", "[{\"role\": \"user\", \"content\": \"hi\"}]");
     char *line = fixture_write_text(dir, "line.txt", "def f\n");
     char *long_word = malloc(5001);
@@ -359,6 +350,7 @@ TEST(cli_sweep_every_option_with_hostile_values) {
     free(long_word);
     free(messages);
     free(line);
+    free(ckpt);
     fixture_remove_dir(dir);
 }
 

@@ -148,3 +148,21 @@ TEST(cli_unreadable_files_give_the_system_reason) {
     snprintf(command, sizeof command, "chmod 700 %s && rm -r %s", dir, dir);
     CHECK(system(command) == 0, "%s", command);
 }
+
+// inspect lists a sharded checkpoint's shards in their names' order (issue 48: in the order of the index's hash
+// table), each followed by its tensors.
+TEST(cli_inspect_lists_shards_in_order) {
+    char *out, *err;
+    const int status = run_specdec("inspect ../shared/fixtures/hf/mistral_untied_sharded_f32", &out, &err);
+    CHECK(status == 0, "status %d: %s", status, err);
+    int listed = 0;
+    for (const char *p = out; p && (p = strstr(p, "/model-0000")); p++) {
+        char want[32];
+        snprintf(want, sizeof want, "/model-%05d-of-00009", listed + 1);
+        CHECK(strncmp(p, want, strlen(want)) == 0, "shard %d listed as \"%.30s\"", listed + 1, p);
+        listed++;
+    }
+    CHECK(listed == 9, "%d shards listed: %s", listed, out);
+    free(out);
+    free(err);
+}

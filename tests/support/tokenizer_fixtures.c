@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "harness.h"
 
@@ -146,4 +147,19 @@ void fixture_write_vocab_merges(const char *dir, const Merge *merges, size_t n_m
     }
     free(fixture_write_text(dir, "merges.txt", text));
     free(text);
+}
+
+char *fixture_chat_checkpoint(const char *dir, const RandomCheckpoint *spec) {
+    char *ckpt = NULL;
+    Err err = {{0}};
+    if (asprintf(&ckpt, "%s/ckpt", dir) < 0) return NULL;
+    if (mkdir(ckpt, 0700) != 0 || random_checkpoint_write(ckpt, spec, &err) != 0)
+        test_fail(__FILE__, __LINE__, "%s: %s", ckpt, err.msg);
+    json_t *tok = fixture_tokenizer_json(NULL, 0);
+    free(fixture_write_json(ckpt, "tokenizer.json", tok));
+    json_decref(tok);
+    free(fixture_write_text(ckpt, "chat_template.jinja",
+                            "{% for m in messages %}{{ m.role + ': ' + m.content + '\\n' }}{% endfor %}"
+                            "{% if add_generation_prompt %}{{ 'assistant: ' }}{% endif %}"));
+    return ckpt;
 }

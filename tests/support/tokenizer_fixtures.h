@@ -5,6 +5,8 @@
 #include <jansson.h>
 #include <stddef.h>
 
+#include "random_checkpoint.h"
+
 typedef struct {
     const char *left, *right;  // raw bytes (NUL-terminated), not byte-level names
 } Merge;
@@ -32,5 +34,10 @@ char *fixture_write_text(const char *dir, const char *name, const char *text);
 
 // Writes dir/vocab.json and dir/merges.txt with the same tokens as fixture_tokenizer_json, without "<pad>".
 void fixture_write_vocab_merges(const char *dir, const Merge *merges, size_t n_merges);
+
+// A checkpoint to chat with, in dir/ckpt (returned, malloc'd): spec's random weights, the tokenizer of
+// fixture_tokenizer_json without merges (258 tokens: the 256 bytes, <|endoftext|>, <pad>; spec->vocab_size at least
+// that) and a chat template ("role: content" lines, then "assistant: ").
+char *fixture_chat_checkpoint(const char *dir, const RandomCheckpoint *spec);
 
 #endif

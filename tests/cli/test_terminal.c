@@ -1,0 +1,251 @@
+// test_terminal.c — what specdec does on a terminal (issue 48). Ctrl-C: in `specdec chat` it cuts the reply short (what was printed
+// stays in the conversation), brings the prompt back with the caches kept, and at the prompt clears the line;
+// `generate` dies by SIGINT with the tokens decided so far printed. And a load's progress on stderr. The chat runs on
+// a pseudo-terminal (forkpty), as a user's would, and Ctrl-C is the byte 0x03 typed into it.
+//
+// The model is a random GPT-2 whose end-of-text id lies past its tokenizer's tokens, so that it is never sampled:
+// a reply runs until Ctrl-C, or for seconds (-n 2000) if Ctrl-C does nothing.
+#include <errno.h>
+#include <limits.h>
+#include <poll.h>
+#include <pty.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "tokenizer_fixtures.h"
+
+#define WAIT_S 60.0  // the longest wait for what a run should print (the sanitizer build at -O0 is slow)
+
+// A folder with the endless checkpoint: 258 tokens, 259 embedding rows, end-of-text 258 (fixture_chat_checkpoint).
+// The caller frees the path and removes the folder.
+static char *endless_checkpoint(char **dir) {
+    *dir = fixture_dir();
+    const RandomCheckpoint spec = {.n_layer = 2, .n_embd = 256, .n_head = 4, .vocab_size = 259, .n_positions = 2048,
+                                   .scale = 0.5f, .seed = 48};
+    return fixture_chat_checkpoint(*dir, &spec);
+}
+
+// What a child printed so far (its terminal's or its pipe's bytes), read as it comes.
+typedef struct {
+    int fd;
+    char *text;
+    size_t len, cap;
+    bool ended;  // the other side closed
+} Screen;
+
+// Reads what is there within `seconds`; false when nothing came (or the other side closed).
+static bool screen_read(Screen *s, double seconds) {
+    struct pollfd p = {.fd = s->fd, .events = POLLIN};
+    if (s->ended || poll(&p, 1, (int)(seconds * 1000)) <= 0) return false;
+    if (s->len + 4096 + 1 > s->cap) s->text = realloc(s->text, s->cap = 2 * s->cap + 8192);
+    const ssize_t got = read(s->fd, s->text + s->len, 4096);
+    if (got <= 0) {  // EIO: the terminal's other side closed
+        s->ended = true;
+        return false;
+    }
+    s->len += (size_t)got;
+    s->text[s->len] = '\0';
+    return true;
+}
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + t.tv_nsec / 1e9;
+}
+
+// Waits until `needle` appears at or after byte `from` (-1: not within WAIT_S); returns where it ends.
+static long screen_wait(Screen *s, size_t from, const char *needle) {
+    const double deadline = now_s() + WAIT_S;
+    for (;;) {
+        if (s->text && s->len > from) {
+            const char *at = memmem(s->text + from, s->len - from, needle, strlen(needle));
+            if (at) return (long)(at - s->text) + (long)strlen(needle);
+        }
+        if (now_s() > deadline || s->ended) return -1;
+        screen_read(s, 0.2);
+    }
+}
+
+// Waits until at least n bytes came after byte `from`.
+static bool screen_wait_bytes(Screen *s, size_t from, size_t n) {
+    const double deadline = now_s() + WAIT_S;
+    while (s->len < from + n && now_s() < deadline && !s->ended) screen_read(s, 0.2);
+    return s->len >= from + n;
+}
+
+// Starts `specdec ARGS...` (argv without the binary, NULL-terminated) on a new pseudo-terminal; *fd is its other
+// side, and s reads from it.
+static pid_t spawn_on_terminal(const char *const *argv, int *fd, Screen *s) {
+    char bin[PATH_MAX];
+    CHECK(realpath(specdec_bin(), bin) != NULL, "%s: not found", specdec_bin());
+    const char *full[24] = {bin};
+    for (int i = 0; argv[i] && i < 22; i++) full[i + 1] = argv[i];
+    const pid_t pid = forkpty(fd, NULL, NULL, NULL);
+    if (pid == 0) {
+        execv(bin, (char *const *)full);
+        _exit(127);
+    }
+    CHECK(pid > 0, "forkpty: %s", strerror(errno));
+    *s = (Screen){.fd = *fd};
+    return pid;
+}
+
+// Reads what the run prints until it ends (killed if it is silent for WAIT_S), then its exit status.
+static int screen_finish(Screen *s, pid_t pid) {
+    while (screen_read(s, WAIT_S)) {}
+    if (!s->ended) kill(pid, SIGKILL);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    close(s->fd);
+    return status;
+}
+
+static void type(int fd, const char *keys) {
+    CHECK(write(fd, keys, strlen(keys)) == (ssize_t)strlen(keys), "typing \"%s\": %s", keys, strerror(errno));
+}
+
+// The value of "key": N in the --stats line of turn `turn` in text (-1 if absent).
+static int turn_stat(const char *text, int turn, const char *key) {
+    char start[32], pattern[64];
+    snprintf(start, sizeof start, "{\"turn\": %d,", turn);
+    snprintf(pattern, sizeof pattern, "\"%s\": ", key);
+    const char *line = strstr(text, start), *at = line ? strstr(line, pattern) : NULL;
+    const char *end = line ? strchr(line, '}') : NULL;
+    return at && at < end ? atoi(at + strlen(pattern)) : -1;
+}
+
+// One reply cut short: the message typed, some of the reply seen, Ctrl-C; the turn's --stats line and the prompt
+// come back. Returns where the prompt ends (-1: it did not come back).
+static long interrupt_reply(Screen *s, int fd, size_t from, const char *message, int turn) {
+    type(fd, message);
+    type(fd, "\r");
+    const long echoed = screen_wait(s, from, "\n");  // the message's echo, then the reply
+    CHECK(echoed >= 0 && screen_wait_bytes(s, (size_t)echoed, 16), "turn %d: no reply: %s", turn, s->text);
+    type(fd, "\x03");
+    char stats[32];
+    snprintf(stats, sizeof stats, "{\"turn\": %d,", turn);
+    const long line = screen_wait(s, from, stats);
+    const long prompt = line < 0 ? -1 : screen_wait(s, (size_t)line, "}");
+    const long again = prompt < 0 ? -1 : screen_wait(s, (size_t)prompt, "> ");
+    CHECK(again >= 0, "turn %d: after Ctrl-C, no statistics line and prompt: %s", turn, s->text ? s->text : "");
+    return again;
+}
+
+TEST(chat_ctrl_c_cuts_the_reply_short_and_clears_the_line) {
+    char *dir, *ckpt = endless_checkpoint(&dir);
+    if (!ckpt) return;
+    int fd;
+    Screen s;
+    const pid_t pid = spawn_on_terminal((const char *[]){"chat", "-m", ckpt, "-n", "2000", "--stats", "--threads",
+                                                         "1", NULL}, &fd, &s);
+    if (pid < 0) return;
+    long at = screen_wait(&s, 0, "> ");
+    CHECK(at >= 0, "no prompt: %s", s.text ? s.text : "");
+    if (at >= 0) at = interrupt_reply(&s, fd, (size_t)at, "hello", 1);
+    // Ctrl-C at the prompt: the line typed is dropped (an empty line then sends nothing) and the prompt comes back.
+    if (at >= 0) {
+        type(fd, "abc");
+        CHECK(screen_wait(&s, (size_t)at, "abc") >= 0, "no echo of abc: %s", s.text);
+        type(fd, "\x03");
+        at = screen_wait(&s, (size_t)at, "> ");
+        CHECK(at >= 0, "Ctrl-C at the prompt: no new prompt: %s", s.text);
+    }
+    if (at >= 0) {
+        type(fd, "\r");
+        at = screen_wait(&s, (size_t)at, "> ");
+        CHECK(at >= 0, "an empty line: no new prompt: %s", s.text);
+    }
+    if (at >= 0) at = interrupt_reply(&s, fd, (size_t)at, "x", 2);
+    if (at >= 0) type(fd, "/exit\r");
+    const int status = screen_finish(&s, pid);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "chat ended with status %d", status);
+    // Two turns ("abc" was never sent), each cut short. The second kept the first's caches (it reused at least the
+    // first turn's prompt), and its conversation holds the reply cut short: a byte a token, and the random model's
+    // bytes that are not UTF-8 each become U+FFFD (3 bytes), so at least generated1 tokens more than without it.
+    const int prompt1 = turn_stat(s.text, 1, "prompt_tokens"), generated1 = turn_stat(s.text, 1, "generated_tokens");
+    const int reused2 = turn_stat(s.text, 2, "reused_tokens"), generated2 = turn_stat(s.text, 2, "generated_tokens");
+    const int prompt2 = turn_stat(s.text, 2, "prompt_tokens"), message2 = (int)strlen("\nuser: x\nassistant: ");
+    CHECK(generated1 > 0 && generated1 < 2000 && generated2 > 0 && generated2 < 2000,
+          "replies of %d and %d tokens", generated1, generated2);
+    CHECK(reused2 >= prompt1 && prompt2 >= prompt1 + generated1 + message2,
+          "turn 2: %d tokens, %d reused, after turn 1's %d + %d", prompt2, reused2, prompt1, generated1);
+    CHECK(turn_stat(s.text, 3, "prompt_tokens") < 0, "a third turn: %s", s.text);
+    free(s.text);
+    free(ckpt);
+    fixture_remove_dir(dir);
+}
+
+// generate dies by SIGINT, its stdout holding the tokens decided before it, the printer finished: the start of what
+// it prints uninterrupted.
+TEST(generate_ctrl_c_dies_with_the_output_printed) {
+    char *dir, *ckpt = endless_checkpoint(&dir), bin[PATH_MAX];
+    CHECK(ckpt && realpath(specdec_bin(), bin) != NULL, "%s: not found", specdec_bin());
+    if (test_failures()) return;
+    int out[2];
+    CHECK(pipe(out) == 0, "pipe");
+    const pid_t pid = fork();
+    if (pid == 0) {
+        dup2(out[1], STDOUT_FILENO);
+        close(out[0]);
+        execl(bin, bin, "generate", "-m", ckpt, "--ids", "1 2 3", "-n", "2000", "--print-ids", "--threads", "1",
+              (char *)NULL);
+        _exit(127);
+    }
+    close(out[1]);
+    Screen s = {.fd = out[0]};
+    CHECK(screen_wait_bytes(&s, 0, 16), "no output: \"%s\"", s.text ? s.text : "");
+    kill(pid, SIGINT);
+    const int status = screen_finish(&s, pid);
+    CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGINT, "status %d: not killed by SIGINT", status);
+    int n = 0;
+    for (const char *p = s.text; p && *p; p++) n += *p != ' ' && (p == s.text || p[-1] == ' ');
+    CHECK(n > 0 && n < 2000, "%d ids printed", n);
+    char args[PATH_MAX + 128], *full, *err;
+    snprintf(args, sizeof args, "generate -m %s --ids \"1 2 3\" -n %d --print-ids --threads 1", ckpt, n);
+    CHECK(run_specdec(args, &full, &err) == 0, "%s", err);
+    // The printer was finished before the end (its last newline written): nothing it held back was lost.
+    CHECK(s.text && s.len > 0 && s.text[s.len - 1] == '\n', "the output does not end its line: \"%s\"", s.text ? s.text : "");
+    full[strcspn(full, "\n")] = '\0';
+    if (s.text) s.text[strcspn(s.text, "\n")] = '\0';
+    CHECK(s.text && strcmp(s.text, full) == 0, "interrupted: \"%.200s\", uninterrupted -n %d: \"%.200s\"", s.text, n,
+          full);
+    free(full);
+    free(err);
+    free(s.text);
+    free(ckpt);
+    fixture_remove_dir(dir);
+}
+
+// A load shows its progress on a terminal (one line on stderr, erased at the end), and nothing elsewhere.
+TEST(load_progress_on_a_terminal_only) {
+    char *dir, *ckpt = endless_checkpoint(&dir);
+    if (!ckpt) return;
+    int fd;
+    Screen s;
+    const pid_t pid = spawn_on_terminal((const char *[]){"logits", "-m", ckpt, "--ids", "1", "--quant", "q4", NULL},
+                                        &fd, &s);
+    if (pid < 0) return;
+    const int status = screen_finish(&s, pid);
+    char want[PATH_MAX + 64];
+    snprintf(want, sizeof want, "\rspecdec: loading %s (q4): ", ckpt);
+    const char *line = s.text ? strstr(s.text, want) : NULL;
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0 && line && strstr(line, " MB\033[K") &&
+              strstr(line, "\r\033[K"),
+          "status %d, the terminal showed: %s", status, s.text ? s.text : "");
+    char args[PATH_MAX + 64], *out, *err;
+    snprintf(args, sizeof args, "logits -m %s --ids 1 --quant q4", ckpt);
+    CHECK(run_specdec(args, &out, &err) == 0 && err[0] == '\0', "stderr not a terminal: \"%s\"", err);
+    free(out);
+    free(err);
+    free(s.text);
+    free(ckpt);
+    fixture_remove_dir(dir);
+}
