@@ -1,5 +1,7 @@
 // chat.c — the chat commands (chat.h).
 #include <editline/readline.h>
+#include <errno.h>
+#include <locale.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -288,6 +290,24 @@ static int turn(Chat *c, const char *user, Err *err) {
     return rc;
 }
 
+// libedit's reads of the terminal: a character, its UTF-8 bytes decoded (U+FFFD where they are not UTF-8). Ctrl-C
+// ends the line at once (as the end of input: readline returns what was typed, which read_line drops); libedit's
+// own read retries a read that a signal interrupted, so that a Ctrl-C could wait for a key.
+static int read_key(FILE *in) {
+    unsigned char bytes[UTF8_MAX];
+    int n = 0, want = 1;  // the bytes read, and those the first byte announces
+    while (n < want) {
+        const ssize_t got = read(fileno(in), bytes + n, 1);
+        if (got == 0 || (got < 0 && (errno != EINTR || interrupt_requested()))) return EOF;
+        if (got < 0 || n++ > 0) continue;
+        if (bytes[0] >= 0xF0) want = 4;
+        else if (bytes[0] >= 0xE0) want = 3;
+        else if (bytes[0] >= 0xC0) want = 2;
+    }
+    uint32_t cp;
+    return utf8_decode(bytes, (size_t)n, &cp) == n ? (int)cp : 0xFFFD;
+}
+
 // The next line of input without its newline (malloc'd), NULL at the end: through libedit on a terminal (line
 // editing, history), plain lines otherwise. Ctrl-C while it waits drops what was typed: *interrupted, and an empty
 // line.
@@ -349,9 +369,11 @@ int cmd_chat(const Args *args, Err *err) {
     int rc = chat_open(&c, args, err);
     const bool terminal = isatty(STDIN_FILENO);
     if (rc == 0) interrupt_catch();  // Ctrl-C: a reply cut short, a line dropped (read_message)
+    rl_getc_function = read_key;
+    setlocale(LC_CTYPE, "C.UTF-8");  // libedit's characters back to bytes: UTF-8, as messages are
     if (rc == 0 && terminal)
-        fprintf(stderr, "specdec chat: a line \"\"\" opens and closes a message of several lines; Ctrl-C stops a reply; "
-                "/reset starts over; /exit or Ctrl-D ends\n");
+        fprintf(stderr, "specdec chat: a line \"\"\" opens and closes a message of several lines; Ctrl-C stops a "
+                "reply; /reset starts over; /exit or Ctrl-D ends\n");
     for (char *line; rc == 0 && (line = read_message(terminal)) != NULL; free(line)) {
         if (strcmp(line, "/exit") == 0) {
             free(line);

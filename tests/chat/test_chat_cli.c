@@ -222,8 +222,8 @@ TEST(chat_cli_multi_line_messages_stats_and_refusals) {
     link_checkpoint(dir, "draft", "weights/pystd/draft", NULL);
     snprintf(args, sizeof args, "generate -m %s/target --chat -p \"$(printf 'def f(x):\\n    return')\" -n 8", dir);
     char *want = must(args, NULL);
-    snprintf(args, sizeof args, "sh -c \"printf '\\\"\\\"\\\"\\ndef f(x):\\n    return\\n\\\"\\\"\\\"\\n' | %s chat -m %s/target "
-             "-d %s/draft -n 8 --stats\"", specdec_bin(), dir, dir);
+    snprintf(args, sizeof args, "sh -c \"printf '\\\"\\\"\\\"\\ndef f(x):\\n    return\\n\\\"\\\"\\\"\\n' | "
+             "%s chat -m %s/target -d %s/draft -n 8 --stats\"", specdec_bin(), dir, dir);
     char *out, *err;
     CHECK(run_command(args, &out, &err) == 0, "%s: %s", args, err);
     CHECK(strcmp(out, want) == 0, "the multi-line message's reply \"%s\", generate --chat's \"%s\"", out, want);

@@ -1,7 +1,8 @@
-// test_terminal.c — what specdec does on a terminal (issue 48). Ctrl-C: in `specdec chat` it cuts the reply short (what was printed
-// stays in the conversation), brings the prompt back with the caches kept, and at the prompt clears the line;
-// `generate` dies by SIGINT with the tokens decided so far printed. And a load's progress on stderr. The chat runs on
-// a pseudo-terminal (forkpty), as a user's would, and Ctrl-C is the byte 0x03 typed into it.
+// test_terminal.c — what specdec does on a terminal (issue 48). Ctrl-C: in `specdec chat` it cuts the reply short
+// (what was printed stays in the conversation), brings the prompt back with the caches kept, and at the prompt
+// clears the line; `generate` dies by SIGINT with the tokens decided so far printed. And a load's progress on stderr.
+// The chat runs on a pseudo-terminal (forkpty), as a user's would, and Ctrl-C is the byte 0x03 typed into it; the
+// first message holds a character of two bytes, which must arrive whole.
 //
 // The model is a random GPT-2 whose end-of-text id lies past its tokenizer's tokens, so that it is never sampled:
 // a reply runs until Ctrl-C, or for seconds (-n 2000) if Ctrl-C does nothing.
@@ -112,12 +113,14 @@ static void type(int fd, const char *keys) {
     CHECK(write(fd, keys, strlen(keys)) == (ssize_t)strlen(keys), "typing \"%s\": %s", keys, strerror(errno));
 }
 
-// The value of "key": N in the --stats line of turn `turn` in text (-1 if absent).
-static int turn_stat(const char *text, int turn, const char *key) {
+// The value of "key": N in the --stats line of turn `turn` on the screen (-1 if absent). (The replies of a random
+// model may hold NUL bytes: the line is found with memmem.)
+static int turn_stat(const Screen *s, int turn, const char *key) {
     char start[32], pattern[64];
     snprintf(start, sizeof start, "{\"turn\": %d,", turn);
     snprintf(pattern, sizeof pattern, "\"%s\": ", key);
-    const char *line = strstr(text, start), *at = line ? strstr(line, pattern) : NULL;
+    const char *line = s->text ? memmem(s->text, s->len, start, strlen(start)) : NULL;
+    const char *at = line ? strstr(line, pattern) : NULL;
     const char *end = line ? strchr(line, '}') : NULL;
     return at && at < end ? atoi(at + strlen(pattern)) : -1;
 }
@@ -149,7 +152,7 @@ TEST(chat_ctrl_c_cuts_the_reply_short_and_clears_the_line) {
     if (pid < 0) return;
     long at = screen_wait(&s, 0, "> ");
     CHECK(at >= 0, "no prompt: %s", s.text ? s.text : "");
-    if (at >= 0) at = interrupt_reply(&s, fd, (size_t)at, "hello", 1);
+    if (at >= 0) at = interrupt_reply(&s, fd, (size_t)at, "h\xC3\xA9llo", 1);  // "héllo"
     // Ctrl-C at the prompt: the line typed is dropped (an empty line then sends nothing) and the prompt comes back.
     if (at >= 0) {
         type(fd, "abc");
@@ -170,14 +173,16 @@ TEST(chat_ctrl_c_cuts_the_reply_short_and_clears_the_line) {
     // Two turns ("abc" was never sent), each cut short. The second kept the first's caches (it reused at least the
     // first turn's prompt), and its conversation holds the reply cut short: a byte a token, and the random model's
     // bytes that are not UTF-8 each become U+FFFD (3 bytes), so at least generated1 tokens more than without it.
-    const int prompt1 = turn_stat(s.text, 1, "prompt_tokens"), generated1 = turn_stat(s.text, 1, "generated_tokens");
-    const int reused2 = turn_stat(s.text, 2, "reused_tokens"), generated2 = turn_stat(s.text, 2, "generated_tokens");
-    const int prompt2 = turn_stat(s.text, 2, "prompt_tokens"), message2 = (int)strlen("\nuser: x\nassistant: ");
+    const int prompt1 = turn_stat(&s, 1, "prompt_tokens"), generated1 = turn_stat(&s, 1, "generated_tokens");
+    const int reused2 = turn_stat(&s, 2, "reused_tokens"), generated2 = turn_stat(&s, 2, "generated_tokens");
+    const int prompt2 = turn_stat(&s, 2, "prompt_tokens"), message2 = (int)strlen("\nuser: x\nassistant: ");
+    // The first message came whole, é as its two bytes: "user: héllo\nassistant: ", a token a byte.
+    CHECK(prompt1 == (int)strlen("user: h\xC3\xA9llo\nassistant: "), "turn 1: %d tokens", prompt1);
     CHECK(generated1 > 0 && generated1 < 2000 && generated2 > 0 && generated2 < 2000,
           "replies of %d and %d tokens", generated1, generated2);
     CHECK(reused2 >= prompt1 && prompt2 >= prompt1 + generated1 + message2,
           "turn 2: %d tokens, %d reused, after turn 1's %d + %d", prompt2, reused2, prompt1, generated1);
-    CHECK(turn_stat(s.text, 3, "prompt_tokens") < 0, "a third turn: %s", s.text);
+    CHECK(turn_stat(&s, 3, "prompt_tokens") < 0, "a third turn: %s", s.text);
     free(s.text);
     free(ckpt);
     fixture_remove_dir(dir);
@@ -212,7 +217,8 @@ TEST(generate_ctrl_c_dies_with_the_output_printed) {
     snprintf(args, sizeof args, "generate -m %s --ids \"1 2 3\" -n %d --print-ids --threads 1", ckpt, n);
     CHECK(run_specdec(args, &full, &err) == 0, "%s", err);
     // The printer was finished before the end (its last newline written): nothing it held back was lost.
-    CHECK(s.text && s.len > 0 && s.text[s.len - 1] == '\n', "the output does not end its line: \"%s\"", s.text ? s.text : "");
+    CHECK(s.text && s.len > 0 && s.text[s.len - 1] == '\n', "the output does not end its line: \"%s\"",
+          s.text ? s.text : "");
     full[strcspn(full, "\n")] = '\0';
     if (s.text) s.text[strcspn(s.text, "\n")] = '\0';
     CHECK(s.text && strcmp(s.text, full) == 0, "interrupted: \"%.200s\", uninterrupted -n %d: \"%.200s\"", s.text, n,

@@ -510,7 +510,8 @@ static void hf_parity(const char *json, RoundTrip round_trip) {
 TEST(tokenizer_gemma3_added_tokens_that_repeat_the_vocabulary) {
     const char *json = LENML "/tokenizer-gemma3/models/tokenizer.json";
     if (!hf_ready(json)) return;
-    static const char text[] = "a  b \xE2\x96\x81\xE2\x96\x81 c\n    indented\tx   \xE2\x96\x81\xE2\x96\x81\xE2\x96\x81 y";
+    static const char text[] = "a  b \xE2\x96\x81\xE2\x96\x81 c\n    indented\tx   "
+                               "\xE2\x96\x81\xE2\x96\x81\xE2\x96\x81 y";
     static const int want[] = {236746, 138, 236763, 236743, 138, 505, 107, 140, 724, 16764, 255968, 236781, 139, 139,
                                570};
     Tokenizer tok;
