@@ -86,10 +86,11 @@ ChainStep accept_chain(const SpecParams *params, const double *p, const double *
     step.kept = false;                                              // else resample from norm(max(0, p − q))
     if (q) {
         step.residual_mass = spec_residual(residual, p, q, V);
-    } else {  // q one-hot at x: the residual is p without x (sampling_draw normalises it)
+    } else {  // q one-hot at x: the residual is p without x (sampling_draw normalises it) — p where that has no mass
         memcpy(residual, p, sizeof(double) * V);
         step.residual_mass = 1.0 - residual[x];
         residual[x] = 0.0;
+        if (!(sampling_sum(residual, V) > 0.0)) residual[x] = p[x];  // (p(x) rounded below 1: as spec_residual does)
     }
     step.token = sampling_draw(residual, V, spec_uniform(params, position, DRAW_RESIDUAL, 0));
     return step;

@@ -1,7 +1,8 @@
 // accept.h — the leaf rule of speculative decoding: Algorithm 1's accept / resample step for one draft, its parts
 // (the acceptance probability, the residual, the overlap Σ min(p, q)) and the random numbers every draw uses. The
 // tree's node rule (tree.h) is built on these parts; accept_chain is the chain's rule on its own, short enough to
-// read beside the paper, and the oracle the tests hold tree_accept to at width 1.
+// read beside the paper: the scheduler runs it at every node of one child (a chain's), and the tests hold tree_accept
+// to it at width 1.
 #ifndef SPECDEC_ACCEPT_H
 #define SPECDEC_ACCEPT_H
 

@@ -11,8 +11,8 @@
 //   2. verify: p at every node          verify: one target forward over [newest committed token, nodes] under
 //                                       the tree mask (model_forward_tree); p of the token after each node
 //   3. accept x_i, or                   accept_or_resample: from the root down, at each node its children in the
-//   4. resample at the first rejection, order drawn (accept_at_node: Algorithm 1's test for one child; for
-//      else draw the bonus              several, recursive rejection sampling over them); the bonus after a leaf
+//   4. resample at the first rejection, order drawn (accept_at_node: Algorithm 1's step for one child, accept_chain;
+//      else draw the bonus              for several, recursive rejection sampling over them); the bonus after a leaf
 //   5. commit and roll back             commit_and_roll_back: the accepted path's rows kept (kv_keep_path)
 //   6. observe                          record_round: the round's record (Round, round.h) teaches the γ policy
 //                                       (policy_learn) and feeds the statistics, the trace and --show (record.c)
@@ -220,20 +220,37 @@ static int target_probs(Scheduler *s, Round *r, int node, int position, TargetP 
 // p(x) for a token x.
 static double target_p_of(const TargetP *p, int x) { return p->row ? p->row[x] : x == p->token; }
 
+// One child x drawn from q, against p's row: Algorithm 1's accept / resample step for one draft (accept_chain), its
+// outcome written as tree_accept writes it — which, for one child, is the same step bit for bit (test_tree_accept.c,
+// tree_one_child_is_the_chain_rule). Returns −1 with err set for a child whose q row changed since its draw.
+static int chain_step(const SpecParams *params, const double *p, const TreeChild *x, int V, int position,
+                      double *residual, TreeStep *step, Err *err) {
+    if (x->q && x->q[x->token] != x->q_token)
+        return err_fmt(err, "the draft %d has probability %.17g in its q row, but was drawn with %.17g", x->token,
+                       x->q[x->token], x->q_token);
+    const ChainStep c = accept_chain(params, p, x->q, x->token, V, position, residual);
+    *step = (TreeStep){.token = c.token, .accepted = c.kept ? 0 : -1, .n_tried = 1,
+                       .tried = {{.p = c.p_x, .q = c.q_x, .u = c.r, .overlap = c.overlap,
+                                  .residual_mass = c.residual_mass}}};
+    return 0;
+}
+
 // 3 and 4 at one node, whose target distribution is p at `position`: its children c_1..c_m, tried in the order they
-// were drawn (tree_accept: Algorithm 1's test for one child, recursive rejection sampling over several; under
-// coupling the target's own Gumbel-max token chooses; tree_accept_one_hot when p is one-hot) — m = 0 draws the bonus
-// token. Returns the kept child, or −1 with r->next the token drawn. What α learns of each child tried is β =
-// Σ min(p_k, q_k) (p_k(x) for a one-hot child); under coupling, for a sampled child, which has no cheap closed form,
-// the outcome stands in.
+// were drawn — one (a chain's node) by Algorithm 1's step for one draft (chain_step: accept_chain), several by
+// recursive rejection sampling (tree_accept); under coupling the target's own Gumbel-max token chooses; when p is
+// one-hot, tree_accept_one_hot — and m = 0 draws the bonus token (tree_accept). Returns the kept child, or −1 with
+// r->next the token drawn. What α learns of each child tried is β = Σ min(p_k, q_k) (p_k(x) for a one-hot child);
+// under coupling, for a sampled child, which has no cheap closed form, the outcome stands in.
 static int accept_at_node(Scheduler *s, Round *r, const int *children, int m, const TargetP *p, int position,
                           Err *err) {
     TreeChild nodes[TREE_WIDTH_MAX];
     for (int k = 0; k < m; k++) nodes[k] = r->tree.node[children[k]];
     TreeStep step;
-    if (p->row ? tree_accept(s->params, p->row, s->V, position, nodes, m, s->scratch, &step, err)
-               : tree_accept_one_hot(s->params, p->token, s->V, position, nodes, m, s->scratch, &step, err))
-        return -2;
+    int rc;
+    if (!p->row) rc = tree_accept_one_hot(s->params, p->token, s->V, position, nodes, m, s->scratch, &step, err);
+    else if (m == 1) rc = chain_step(s->params, p->row, &nodes[0], s->V, position, s->scratch, &step, err);
+    else rc = tree_accept(s->params, p->row, s->V, position, nodes, m, s->scratch, &step, err);
+    if (rc) return -2;
     for (int k = 0; k < step.n_tried; k++) {
         const int t = r->n_verified++;
         r->tried[t] = children[k];

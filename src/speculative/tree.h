@@ -1,7 +1,8 @@
 // tree.h — one node of a token tree: how its children are drafted, and the multi-draft accept / resample step that
 // decides the token the node emits. Pure functions of their arguments and of (seed, position) (sampling.h's
-// counter-based random numbers); the scheduler (scheduler.c) calls tree_accept at every node on the path it
-// walks, and a chain is the tree whose nodes have one child each.
+// counter-based random numbers); the scheduler (scheduler.c) calls tree_accept at every node on the path it walks
+// but those of one child, where it calls accept_chain (the same step), and a chain is the tree whose nodes have one
+// child each.
 //
 // The accept step is recursive rejection sampling over the children c_1..c_m, in the order they were drawn, child k
 // drawn from a proposal q_k that may depend on the children before it — SpecInfer's multi-step speculative sampling
