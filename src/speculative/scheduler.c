@@ -6,8 +6,8 @@
 //   0. choose γ (and the tree's width)  next_request
 //   1. draft x_1..x_k ~ q_1..q_k        draft: a tree of k nodes, each drawn from its q (or deterministic) — or
 //                                       the chain drafted ahead during the round before (pipelined drafting,
-//                                       draft_ahead.h: start_drafting_ahead after a chain of the draft model's,
-//                                       finish_drafting_ahead once the accept step is done)
+//                                       draft_ahead.h: start_drafting_ahead at the end of a draft model's chain,
+//                                       finish_drafting_ahead at the start of the commit)
 //   2. verify: p at every node          verify: one target forward over [newest committed token, nodes] under
 //                                       the tree mask (model_forward_tree); p of the token after each node
 //   3. accept x_i, or                   accept_or_resample: from the root down, at each node its children in the
@@ -87,27 +87,6 @@ static DraftRequest next_request(Scheduler *s) {
     return request;
 }
 
-// 1. Draft a tree of nodes x_i ~ q_i continuing the committed tokens.
-static int draft(Scheduler *s, Round *r, Err *err) {
-    r->tree.n = 0;
-    if (r->request.shape.depth == 0) return 0;
-    const bool own_core = draft_ahead_takes_proposals(s->ahead);  // the draft on the drafting thread's core
-    if (own_core ? draft_ahead_propose(s->ahead, s->context, s->n, &r->request, &r->tree, s->q, &r->report, err)
-                 : s->drafter->propose(s->drafter, s->context, s->n, &r->request, &r->tree, s->q, &r->report, err))
-        return -1;
-    int depth[TREE_MAX_NODES], children[TREE_MAX_ROWS] = {0};  // of each node; of each row (node j: row j + 1)
-    for (int i = 0; i < r->tree.n; i++) {
-        const int parent = r->tree.parent[i];
-        depth[i] = parent < 0 ? 1 : depth[parent] + 1;
-        r->depth = depth[i] > r->depth ? depth[i] : r->depth;
-        r->width = ++children[parent + 1] > r->width ? children[parent + 1] : r->width;
-        r->level[i] = depth[i] - 1;
-        r->first_branch[i] = children[parent + 1] == 1 && (parent < 0 || r->first_branch[parent]);
-    }
-    r->draft_calls = r->report.calls;
-    return 0;
-}
-
 // γ' of the chain drafted ahead: the depth of the draft model's drafts that the policy would ask for now, before
 // this round teaches it anything — so it is chosen before the verification's outcome is known, and at temperature
 // > 0 under rejection sampling from the cost model and the learned acceptance alone, like every γ there
@@ -126,21 +105,54 @@ static int ahead_depth(const Scheduler *s, const Round *r) {
 // 1b. Pipelined drafting (draft_ahead.h): after a chain of the draft model's drafts, the drafting thread drafts the
 // next round's chain while the target verifies this one, on the assumption that every draft is kept. Never after a
 // tree (which path is kept is not known ahead), a lookup run or a plain round (the draft model drafted nothing).
+// Handing it the job is timed (r->ahead_handoff_seconds).
 static void start_drafting_ahead(Scheduler *s, Round *r) {
     if (!s->ahead || r->tree.n == 0 || r->width > 1 || r->report.run_proposed) return;
+    const double t0 = now_seconds();
     const int depth = ahead_depth(s, r);
-    if (depth < 1) return;
-    int drafts[GAMMA_MAX];
-    for (int i = 0; i < r->tree.n; i++) drafts[i] = r->tree.node[i].token;
-    draft_ahead_start(s->ahead, s->context, s->n, drafts, r->tree.n, depth);
-    r->ahead_started = true;
+    if (depth >= 1) {
+        int drafts[GAMMA_MAX];
+        for (int i = 0; i < r->tree.n; i++) drafts[i] = r->tree.node[i].token;
+        draft_ahead_start(s->ahead, s->context, s->n, drafts, r->tree.n, depth);
+        r->ahead_started = true;
+    }
+    r->ahead_handoff_seconds += now_seconds() - t0;
 }
 
 // 4b. Waits for the drafting thread — always to the end of its job, so that what it drafted does not depend on how
-// long the verification took — before the commit rolls the drafter back. The next round's propose() takes its chain
-// if the committed text is the one it assumed, else drops it.
+// long the verification took — before the commit rolls the drafter back (timed: r->ahead_handoff_seconds). The next
+// round's propose() takes its chain if the committed text is the one it assumed, else drops it.
 static int finish_drafting_ahead(Scheduler *s, Round *r, Err *err) {
-    return r->ahead_started ? draft_ahead_wait(s->ahead, &r->drafted_ahead, err) : 0;
+    if (!r->ahead_started) return 0;
+    const double t0 = now_seconds();
+    const int rc = draft_ahead_wait(s->ahead, &r->drafted_ahead, err);
+    r->ahead_handoff_seconds += now_seconds() - t0;
+    return rc;
+}
+
+// 1. Draft a tree of nodes x_i ~ q_i continuing the committed tokens (timed: r->draft_seconds); then, after a chain of
+// the draft model's, start drafting the next round ahead.
+static int draft(Scheduler *s, Round *r, Err *err) {
+    r->tree.n = 0;
+    if (r->request.shape.depth == 0) return 0;
+    const double t0 = now_seconds();
+    const bool own_core = draft_ahead_takes_proposals(s->ahead);  // the draft on the drafting thread's core
+    if (own_core ? draft_ahead_propose(s->ahead, s->context, s->n, &r->request, &r->tree, s->q, &r->report, err)
+                 : s->drafter->propose(s->drafter, s->context, s->n, &r->request, &r->tree, s->q, &r->report, err))
+        return -1;
+    int depth[TREE_MAX_NODES], children[TREE_MAX_ROWS] = {0};  // of each node; of each row (node j: row j + 1)
+    for (int i = 0; i < r->tree.n; i++) {
+        const int parent = r->tree.parent[i];
+        depth[i] = parent < 0 ? 1 : depth[parent] + 1;
+        r->depth = depth[i] > r->depth ? depth[i] : r->depth;
+        r->width = ++children[parent + 1] > r->width ? children[parent + 1] : r->width;
+        r->level[i] = depth[i] - 1;
+        r->first_branch[i] = children[parent + 1] == 1 && (parent < 0 || r->first_branch[parent]);
+    }
+    r->draft_calls = r->report.calls;
+    r->draft_seconds = now_seconds() - t0;
+    start_drafting_ahead(s, r);
+    return 0;
 }
 
 // The penalties (penalties.h) on verify's rows, each after the committed text and the drafts on its path — the
@@ -157,8 +169,9 @@ static void penalize_rows(Scheduler *s, const Round *r) {
 
 // 2. Verify: one target forward over [newest committed token, x_1..x_k] under the tree mask gives the logits of the
 // token after each (p_1..p_{k+1} for a chain), penalised (penalize_rows); accept_or_resample adjusts the rows it
-// reaches (target_probs).
+// reaches (target_probs). Timed: r->target_seconds.
 static int verify(Scheduler *s, Round *r, Err *err) {
+    const double t0 = now_seconds();
     r->tokens[0] = s->context[s->n - 1];
     r->parent[0] = -1;
     for (int i = 0; i < r->tree.n; i++) {
@@ -169,6 +182,7 @@ static int verify(Scheduler *s, Round *r, Err *err) {
     for (int row = 0; row <= r->tree.n; row++) s->row_state[row] = ROW_PENDING;
     if (model_forward_tree(s->target, &s->cache, r->tokens, r->parent, r->tree.n + 1, s->logits, err)) return -1;
     penalize_rows(s, r);
+    r->target_seconds = now_seconds() - t0;
     return 0;
 }
 
@@ -266,8 +280,10 @@ static int accept_at_node(Scheduler *s, Round *r, const int *children, int m, co
 
 // 3 and 4 over the tree: from the root (the newest committed token) down, at each node the accept step over its
 // children; the accepted path x_1..x_{n_accepted}, and the next token — the residual's or the target's at a
-// rejection, else the bonus token from p after the leaf reached (plain decoding: the target's token from p_1).
+// rejection, else the bonus token from p after the leaf reached (plain decoding: the target's token from p_1). Timed:
+// r->p_seconds for the p rows (target_probs), r->accept_seconds for the rest.
 static int accept_or_resample(Scheduler *s, Round *r, Err *err) {
+    const double t0 = now_seconds();
     r->kind = r->tree.n > 0 ? TOKEN_BONUS : TOKEN_TARGET;
     for (int node = -1;;) {
         const int position = s->n + r->n_accepted;
@@ -282,6 +298,7 @@ static int accept_or_resample(Scheduler *s, Round *r, Err *err) {
         if (m > r->wide_width) r->wide_width = m, r->wide_kept = kept >= 0;
         if (kept < 0) {
             if (m > 0) r->kind = TOKEN_RESAMPLED;
+            r->accept_seconds = now_seconds() - t0 - r->p_seconds;
             return 0;
         }
         r->n_sibling_kept += kept != children[0];
@@ -295,10 +312,13 @@ bool spec_is_end_of_text(const SpecParams *params, int id) {
     return eos;
 }
 
-// 5. Commit x_1..x_{n_accepted} and the next token, stopping at the end-of-text id (not emitted) or at max_tokens;
-// then keep the accepted path's rows in both caches (kv_keep_path: a chain's are in place) and roll them back to
-// the committed tokens but the newest, which the next round's verify feeds first.
+// 5. Once the drafting thread is done (finish_drafting_ahead), commit x_1..x_{n_accepted} and the next token,
+// stopping at the end-of-text id (not emitted) or at max_tokens; then keep the accepted path's rows in both caches
+// (kv_keep_path: a chain's are in place) and roll them back to the committed tokens but the newest, which the next
+// round's verify feeds first. Timed: r->commit_seconds (not the debug build's check).
 static int commit_and_roll_back(Scheduler *s, Round *r, Err *err) {
+    if (finish_drafting_ahead(s, r, err)) return -1;
+    const double t0 = now_seconds();
     for (int i = 0; i <= r->n_accepted && !s->done; i++) {
         const int id = i < r->n_accepted ? r->tree.node[r->path[i]].token : r->next;
         if (spec_is_end_of_text(s->params, id)) {
@@ -315,6 +335,7 @@ static int commit_and_roll_back(Scheduler *s, Round *r, Err *err) {
     kv_keep_path(&s->cache, r->base, rows, 1 + r->n_accepted);
     kv_truncate(&s->cache, s->n - 1);
     if (s->drafter) s->drafter->rollback(s->drafter, s->n - 1, r->path, r->n_accepted);
+    r->commit_seconds = now_seconds() - t0;
     if (!CHECK_ROLLBACKS) return 0;
     // Checked: both caches against a forward over the committed tokens that no rollback touches (rollback_check.c).
     if (model_check_rollback(s->target, &s->cache, &s->check, s->context, s->n_prompt - 1, "target", err)) return -1;
@@ -441,24 +462,10 @@ static int generate(Model *target, KVCache *cache, Drafter *drafter, const int *
     stats->prefill_seconds = t_decode - t_start;
 
     while (!s.done && stats->generated < params->max_tokens && s.cache.len < s.n_ctx) {
-        Round r = {.request = next_request(&s), .width = 1};
-        const double t0 = now_seconds();
+        Round r = {.request = next_request(&s), .width = 1};  // each step times itself into the round's record
         if (draft(&s, &r, err)) goto done;
-        const double t1 = now_seconds();
-        start_drafting_ahead(&s, &r);
-        const double t2 = now_seconds();
         if (verify(&s, &r, err)) goto done;
-        const double t3 = now_seconds();
-        if (accept_or_resample(&s, &r, err)) goto done;
-        const double t4 = now_seconds();
-        if (finish_drafting_ahead(&s, &r, err)) goto done;
-        const double t5 = now_seconds();
-        if (commit_and_roll_back(&s, &r, err)) goto done;
-        r.draft_seconds = t1 - t0;
-        r.target_seconds = t3 - t2;
-        r.accept_seconds = t4 - t3 - r.p_seconds;
-        r.commit_seconds = now_seconds() - t5;
-        r.ahead_handoff_seconds = t2 - t1 + t5 - t4;
+        if (accept_or_resample(&s, &r, err) || commit_and_roll_back(&s, &r, err)) goto done;
         record_round(&s, &r);
     }
     *n_out = stats->generated;
