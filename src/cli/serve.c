@@ -41,6 +41,14 @@ static int serve_until_signal(const Engine *engine, const ServeOptions *options,
     return 0;
 }
 
+// The name /v1/models and the responses give the model: its checkpoint folder's, never a path of this machine.
+static void folder_name(const char *dir, char *name, size_t size) {
+    size_t end = strlen(dir), start;
+    while (end > 1 && dir[end - 1] == '/') end--;
+    for (start = end; start > 0 && dir[start - 1] != '/'; start--) continue;
+    snprintf(name, size, "%.*s", (int)(end - start), dir + start);
+}
+
 int cmd_serve(const Args *args, Err *err) {
     const char *target_dir, *draft_dir;
     SpecParams spec;
@@ -67,9 +75,11 @@ int cmd_serve(const Args *args, Err *err) {
                            .tok = &tok, .chat = have_chat ? &chat : NULL, .no_chat = no_chat,
                            .conversation = &conversation, .spec = spec, .draft_p_min = args->draft_p_min,
                            .default_max_tokens = args->n_tokens};
+    char model[256];
+    folder_name(target_dir, model, sizeof model);
     const ServeOptions options = {.host = args->host ? args->host : "127.0.0.1", .port = args->port,
                                   .api_key = args->api_key, .queue = args->queue, .max_body = (size_t)args->max_body,
-                                  .timeout = args->timeout, .model = target_dir};
+                                  .timeout = args->timeout, .model = model};
     rc = serve_until_signal(&engine, &options, err);
 done:
     if (have_conversation) conversation_free(&conversation);

@@ -45,10 +45,13 @@ int engine_prompt(const Engine *en, const Request *req, int **ids, int *n_ids, A
         memcpy(*ids, req->prompt_ids, sizeof(int) * req->n_prompt_ids);
         *n_ids = req->n_prompt_ids;
     }
-    for (int i = 0; i < *n_ids; i++)  // (a tokenizer may know more tokens than the model has rows)
-        if ((*ids)[i] >= en->target->cfg.vocab_size)
+    // The ids the model really uses: its logits' (a tokenizer may know more tokens than the model has rows, and a
+    // model's rows may be padded past its tokenizer's, as Qwen's are: cmd_serve limits its logits to them).
+    const int vocabulary = en->target->n_vocab;
+    for (int i = 0; i < *n_ids; i++)
+        if ((*ids)[i] >= vocabulary)
             return api_error(e, 400, "invalid_value", param, "%s: token id %d (token %d of the prompt) is outside "
-                             "the model's vocabulary [0, %d)", param, (*ids)[i], i, en->target->cfg.vocab_size);
+                             "the model's vocabulary [0, %d)", param, (*ids)[i], i, vocabulary);
     if (*n_ids == 0) return api_error(e, 400, "invalid_value", param, "%s: empty", param);
     if (*n_ids >= en->target->cfg.n_positions)
         return api_error(e, 400, "context_length_exceeded", param, "%s: %d tokens, which leave no room to generate "

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 
 // ---- jobs ---------------------------------------------------------------------------------------------------
@@ -89,16 +90,37 @@ static void job_on_text(void *ctx, const char *text, size_t len, const TextMarks
     pthread_mutex_unlock(&job->lock);
 }
 
-// Between rounds: is anybody still waiting? Not when the connection ended, or its socket shows a hang-up.
+// An interim response (RFC 9110 §15.2: a client parses any number of 1xx before the final response, and skips
+// them): what the worker sends a client that half-closed, to learn whether its socket is still open.
+static const char PROBE[] = "HTTP/1.1 100 Continue\r\n\r\n";
+
+// The socket's state: POLLHUP or POLLERR (closed: a reset came back), POLLRDHUP (the client's side sent its end:
+// a close, or only a half-close), or 0.
+static short socket_events(int fd) {
+    struct pollfd p = {.fd = fd, .events = POLLRDHUP};
+    return poll(&p, 1, 0) == 1 ? p.revents : 0;
+}
+
+// Between rounds: is anybody still waiting? Not when the connection ended, or its socket was closed. A client that
+// half-closed (shutdown(SHUT_WR) after its request, as some clients and proxies do) still reads, though its side
+// has ended (POLLRDHUP) as a closed socket's has; TCP tells the two apart only once something is sent, to which a
+// closed socket answers with a reset. So when the client's side has ended and nothing of the response went yet (a
+// stream's events, once they go, are such probes themselves), the worker sends PROBE, once, and looks again.
 static bool job_cancelled(void *ctx) {
     Job *job = ctx;
     pthread_mutex_lock(&job->lock);
-    const bool gone = job->gone;
+    const bool gone = job->gone, answering = job->req.stream && job->started;
     const int fd = job->fd;
     pthread_mutex_unlock(&job->lock);
     if (gone) return true;
-    struct pollfd p = {.fd = fd, .events = POLLRDHUP};
-    return fd >= 0 && poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
+    if (fd < 0) return false;
+    short events = socket_events(fd);
+    if ((events & POLLRDHUP) && !answering && !job->probed) {
+        job->probed = true;
+        if (send(fd, PROBE, sizeof PROBE - 1, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) return true;
+        events = socket_events(fd);
+    }
+    return events & (POLLHUP | POLLERR);
 }
 
 // ---- the worker ---------------------------------------------------------------------------------------------

@@ -3,8 +3,9 @@
 //
 // A job is shared by the connection that made it (which waits on it, and for a stream reads its events as they
 // come) and by the worker; each holds a reference, and the last to let go frees it. The worker asks between
-// rounds whether the client is still there — the connection's end (job_hang_up) or a hang-up seen on its socket —
-// and ends the generation when not, so a client that goes away frees the worker at the next round.
+// rounds whether the client is still there — the connection's end (job_hang_up) or its socket closed (a client
+// that only half-closed, shutdown(SHUT_WR) after its request, is still reading: queue.c, job_cancelled) — and ends
+// the generation when not, so a client that goes away frees the worker at the next round.
 #ifndef SPECDEC_SERVE_QUEUE_H
 #define SPECDEC_SERVE_QUEUE_H
 
@@ -29,6 +30,7 @@ typedef struct Job {
     bool failed;
     ApiError error;
     EngineResult result;
+    bool probed;                // the worker's alone: it sent the half-closed client its probe (job_cancelled)
     char *out;                  // stream: SSE events not yet read; else the text so far
     size_t out_len, out_cap, out_read;
     // Written by the connection:

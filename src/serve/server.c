@@ -2,13 +2,17 @@
 #include "serve/server.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <microhttpd.h>
 #include <netdb.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "base/clock.h"
 #include "serve/web.h"
@@ -21,6 +25,7 @@ typedef struct {
     char *body;                     // the body as it arrives
     size_t len;
     bool too_large;
+    const char *allow;              // the method a 405 names in its Allow header
     Job *job;                       // a completion's, once queued
 } Exchange;
 
@@ -38,6 +43,7 @@ static enum MHD_Result respond(struct MHD_Connection *c, Exchange *x, int status
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
     if (status == 503) MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
     if (status == 401) MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+    if (status == 405) MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, x->allow);
     x->status = status;
     const enum MHD_Result ok = MHD_queue_response(c, (unsigned)status, r);
     MHD_destroy_response(r);
@@ -68,6 +74,38 @@ static enum MHD_Result respond_file(struct MHD_Connection *c, Exchange *x, const
     const enum MHD_Result ok = MHD_queue_response(c, MHD_HTTP_OK, r);
     MHD_destroy_response(r);
     return ok;
+}
+
+// After an answer sent with the request's rest unread: what arrives is read and dropped until the client closes (it
+// has the answer), for LINGER_SECONDS at most — closing a socket with unread bytes resets the connection, and a reset
+// can discard the answer before the client reads it (Apache's "lingering close").
+enum { LINGER_SECONDS = 2 };
+static void linger(int fd) {
+    const double until = now_seconds() + LINGER_SECONDS;
+    char sink[4096];
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    while (now_seconds() < until && poll(&p, 1, 100) >= 0)
+        if ((p.revents & POLLIN) && recv(fd, sink, sizeof sink, MSG_DONTWAIT) == 0) return;
+}
+
+// A body past --max-body that announced no length (chunked): 413 at once, written to the socket itself, and the
+// connection closed with the rest unread — libmicrohttpd (0.9.75) queues a response only before a body or after its
+// end, which a client could put off for as long as it likes.
+static enum MHD_Result refuse_mid_body(struct MHD_Connection *c, Exchange *x) {
+    ApiError e;
+    api_error(&e, 413, "request_too_large", NULL, "%s", "the body is longer than --max-body");
+    char *body = api_error_json(&e), *response = NULL;
+    const union MHD_ConnectionInfo *info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (body && info && asprintf(&response, "HTTP/1.1 413 Payload Too Large\r\nConnection: close\r\nContent-Type: "
+                                 "application/json\r\nContent-Length: %zu\r\n\r\n%s", strlen(body), body) >= 0) {
+        send(info->connect_fd, response, strlen(response), MSG_NOSIGNAL);
+        shutdown(info->connect_fd, SHUT_WR);  // the answer's end
+        linger(info->connect_fd);
+    }
+    free(response);
+    free(body);
+    x->status = 413;
+    return MHD_NO;
 }
 
 // ---- a stream's events --------------------------------------------------------------------------------------
@@ -129,6 +167,10 @@ static enum MHD_Result complete(Server *s, struct MHD_Connection *c, Exchange *x
     job_wait_started(job);
     if (job->req.stream && job->started) return respond_stream(c, x, job);
     job_wait_done(job);
+    if (job->result.cancelled) {  // the client went away: nobody to answer (the log says 499, nginx's code for it)
+        x->status = 499;
+        return MHD_NO;
+    }
     if (job->failed) return respond_error(c, x, &job->error);
     return respond(c, x, 200, "application/json", api_completion_json(&job->response, job->out ? job->out : "",
                                                                       job->out_len, &job->result));
@@ -174,7 +216,7 @@ bool same_secret(const char *given, const char *key) {
 static bool authorized(const Server *s, struct MHD_Connection *c) {
     if (!s->options.api_key) return true;
     const char *given = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
-    return given && strncmp(given, "Bearer ", 7) == 0 && same_secret(given + 7, s->options.api_key);
+    return given && strncasecmp(given, "Bearer ", 7) == 0 && same_secret(given + 7, s->options.api_key);
 }
 
 // The headers are in: route, method, key and announced length are checked before any body is read. The page's
@@ -183,8 +225,10 @@ static enum MHD_Result on_headers(Server *s, struct MHD_Connection *c, Exchange 
                                   const char *method) {
     if (route == ROUTE_NONE) return refuse(c, x, 404, "unknown_url", "%s: no such endpoint (/, /health, "
                                            "/v1/models, /v1/completions, /v1/chat/completions)", x->path);
-    if (strcmp(method, routes[route].method) != 0)
-        return refuse(c, x, 405, "method_not_allowed", "%s takes GET or POST as listed in docs/server.md", x->path);
+    if (strcmp(method, routes[route].method) != 0) {
+        x->allow = routes[route].method;
+        return refuse(c, x, 405, "method_not_allowed", "%s takes only the method its Allow header names", x->path);
+    }
     WebFile file;
     if (route == ROUTE_PAGE && web_file(url, &file)) return respond_file(c, x, &file);
     if (route != ROUTE_HEALTH && !authorized(s, c))
@@ -196,6 +240,12 @@ static enum MHD_Result on_headers(Server *s, struct MHD_Connection *c, Exchange 
     if (route == ROUTE_MODELS)
         return respond(c, x, 200, "application/json", api_models_json(s->options.model, s->started, s->queue.engine));
     return MHD_YES;  // a POST: its body next
+}
+
+// The connection's entry in the deadlines (on_connection's), or NULL.
+static Watched *watched(struct MHD_Connection *c) {
+    const union MHD_ConnectionInfo *info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return info ? info->socket_context : NULL;
 }
 
 static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url, const char *method,
@@ -224,33 +274,49 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
             x->len += *upload_size;
             x->body[x->len] = '\0';
         }
-        x->too_large |= !grown;
         *upload_size = 0;
-        return MHD_YES;
+        return grown ? MHD_YES : refuse_mid_body(c, x);
     }
-    if (x->too_large) return refuse(c, x, 413, "request_too_large", "%s", "the body is longer than --max-body");
+    deadlines_arrived(&s->deadlines, watched(c));
     return complete(s, c, x, find_route(url) == ROUTE_CHAT ? API_CHAT : API_COMPLETIONS);
 }
 
 // ---- the log ------------------------------------------------------------------------------------------------
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **state, enum MHD_RequestTerminationCode why) {
-    (void)cls, (void)c;
+    Server *s = cls;
     Exchange *x = *state;
+    deadlines_rearm(&s->deadlines, watched(c));  // (the next request on this connection, if it is kept)
     if (!x) return;
     int tokens = 0;
+    bool cancelled = false;
     if (x->job) {
         job_hang_up(x->job);
         pthread_mutex_lock(&x->job->lock);
         tokens = x->job->result.completion_tokens;
+        cancelled = x->job->result.cancelled;
         pthread_mutex_unlock(&x->job->lock);
         job_release(x->job);
     }
+    const char *end = why == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (connection lost)";
     fprintf(stderr, "specdec serve: %s %s %d %d tokens %.1f ms%s\n", x->method, x->path, x->status, tokens,
-            (now_seconds() - x->t0) * 1e3, why == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (connection lost)");
+            (now_seconds() - x->t0) * 1e3, cancelled ? " (cancelled: the client went away)" : end);
     free(x->body);
     free(x);
     *state = NULL;
+}
+
+// A connection opens (its first request due, deadlines.h) or closes.
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code) {
+    Server *s = cls;
+    if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
+        deadlines_forget(&s->deadlines, *socket_context);
+        *socket_context = NULL;
+        return;
+    }
+    const union MHD_ConnectionInfo *info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    *socket_context = info ? deadlines_watch(&s->deadlines, info->connect_fd) : NULL;
 }
 
 // libmicrohttpd's own messages (malformed requests, sockets), one escaped line each.
@@ -277,11 +343,34 @@ static int resolve(const char *host, int port, struct sockaddr_storage *addr, Er
     return 0;
 }
 
+// Whether the address can be listened on, by a socket bound to it and closed again: libmicrohttpd says only that it
+// failed, and "in use" and "not this machine's address" need different fixes.
+static int check_bind(const struct sockaddr_storage *addr, const char *host, int port, Err *err) {
+    const int fd = socket(addr->ss_family, SOCK_STREAM, 0);
+    if (fd < 0) return err_fmt(err, "cannot open a socket: %s", strerror(errno));
+    const int on = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);  // (as libmicrohttpd's listening socket)
+    const socklen_t size = addr->ss_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
+    const int rc = bind(fd, (const struct sockaddr *)addr, size), error = errno;
+    close(fd);
+    if (rc == 0) return 0;
+    if (error == EADDRNOTAVAIL)
+        return err_fmt(err, "--host %s: cannot assign the address: no network interface of this machine has it",
+                       host);
+    if (error == EADDRINUSE) return err_fmt(err, "port %d is in use on %s (--port 0 takes a free one)", port, host);
+    return err_fmt(err, "cannot listen on %s port %d: %s", host, port, strerror(error));
+}
+
 int server_start(Server *s, const Engine *engine, const ServeOptions *options, Err *err) {
     *s = (Server){.options = *options, .started = (long long)time(NULL)};
     struct sockaddr_storage addr;
-    if (resolve(options->host, options->port, &addr, err)) return -1;
-    if (queue_start(&s->queue, engine, options->queue, err)) return -1;
+    if (resolve(options->host, options->port, &addr, err) || check_bind(&addr, options->host, options->port, err))
+        return -1;
+    if (deadlines_start(&s->deadlines, options->timeout, err)) return -1;
+    if (queue_start(&s->queue, engine, options->queue, err)) {
+        deadlines_stop(&s->deadlines);
+        return -1;
+    }
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG;
     if (addr.ss_family == AF_INET6) flags |= MHD_USE_IPv6;
     s->daemon = MHD_start_daemon(flags, (uint16_t)options->port, NULL, NULL, handle, s,
@@ -289,9 +378,11 @@ int server_start(Server *s, const Engine *engine, const ServeOptions *options, E
                                  MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
                                  MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)options->timeout,
                                  MHD_OPTION_CONNECTION_LIMIT, (unsigned)(options->queue + 64),
-                                 MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL, MHD_OPTION_END);
+                                 MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+                                 MHD_OPTION_NOTIFY_CONNECTION, on_connection, s, MHD_OPTION_END);
     if (!s->daemon) {
         queue_stop(&s->queue);
+        deadlines_stop(&s->deadlines);
         return err_fmt(err, "cannot listen on %s port %d (in use? --port 0 takes a free one)", options->host,
                        options->port);
     }
@@ -307,4 +398,5 @@ void server_stop(Server *s) {
     MHD_quiesce_daemon(s->daemon);
     queue_stop(&s->queue);
     MHD_stop_daemon(s->daemon);
+    deadlines_stop(&s->deadlines);
 }

@@ -4,11 +4,13 @@
 //   GET  /v1/models              the one model served
 //   POST /v1/completions         a prompt (request.h) → a completion, or server-sent events with "stream": true
 //   POST /v1/chat/completions    messages → a chat completion, or events
-// Unknown paths get 404, known paths with another method 405, all in OpenAI's error shape (request.h).
+// Unknown paths get 404, known paths with another method 405 (with Allow), all in OpenAI's error shape (request.h).
 //
 // Safety: with an API key every path but /health wants `Authorization: Bearer KEY` (compared in time that does not
 // depend on where the bytes differ), else 401; a body longer than max_body bytes gets 413 before any of it is
-// parsed (at once when Content-Length says so); a connection idle for `timeout` seconds is closed (a slow client);
+// parsed (at once when Content-Length says so, else as soon as it passes the limit); a connection idle for `timeout`
+// seconds is closed, and so is one whose request is not whole `timeout` seconds after it could start (deadlines.h:
+// a slow client);
 // a request beyond the queue gets 503 with Retry-After. One log line per request on stderr: method, path, status,
 // tokens generated and time, its text escaped as error.h escapes messages.
 #ifndef SPECDEC_SERVE_SERVER_H
@@ -18,6 +20,7 @@
 #include <stddef.h>
 
 #include "base/error.h"
+#include "serve/deadlines.h"
 #include "serve/engine.h"
 #include "serve/queue.h"
 
@@ -27,13 +30,14 @@ typedef struct {
     const char *api_key;    // NULL: none
     int queue;              // requests that may wait beside the one running
     size_t max_body;        // bytes
-    int timeout;            // seconds a connection may stay idle
-    const char *model;      // the name /v1/models and the responses give
+    int timeout;            // seconds a connection may stay idle, and a request may take to arrive whole
+    const char *model;      // the name /v1/models and the responses give (the checkpoint folder's)
 } ServeOptions;
 
 typedef struct {
     struct MHD_Daemon *daemon;
     JobQueue queue;
+    Deadlines deadlines;    // every request due whole within options.timeout
     ServeOptions options;
     long long started;      // Unix seconds
 } Server;

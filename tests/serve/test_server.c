@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "tokenizer_fixtures.h"
 
 #define TARGET "weights/pystd/target"
 #define DRAFT "weights/pystd/draft"
@@ -125,8 +126,11 @@ static char *post(int port, const char *path, const char *headers, const char *b
     return reply;
 }
 
+// The final response's status: interim ones (1xx, such as the probe a half-closed client gets: queue.c) skipped.
 static int status_of(const char *reply) {
     int status = 0;
+    while (sscanf(reply, "HTTP/1.%*d %d", &status) == 1 && status >= 100 && status < 200 && strstr(reply, "\r\n\r\n"))
+        reply = strstr(reply, "\r\n\r\n") + 4;
     return sscanf(reply, "HTTP/1.%*d %d", &status) == 1 ? status : 0;
 }
 
@@ -322,6 +326,7 @@ TEST(serve_raw_http_refusals) {
         {post(s.port, "/v1/completions", "Authorization: Bearer sekriT\r\n", body), 401, "invalid_api_key"},
         {post(s.port, "/v1/completions", "Authorization: sekrit\r\n", body), 401, "invalid_api_key"},
         {post(s.port, "/v1/completions", key, body), 200, "\"text_completion\""},
+        {post(s.port, "/v1/completions", "Authorization: bearer sekrit\r\n", body), 200, "\"text_completion\""},
         {exchange(s.port, "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"), 200, "\"ok\""},
         {exchange(s.port, "GET /v1/models HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"), 401, "api_key"},
         {post(s.port, "/v1/completions", key, "{\"prompt\": [1, 2], \"max_tokens\": 3"), 400, "not valid JSON"},
@@ -332,7 +337,9 @@ TEST(serve_raw_http_refusals) {
         {post(s.port, "/v1/chat/completions", key, "{\"messages\": [{\"role\": \"user\", \"content\": \"X\"}]}"), 400,
          "no chat template"},
         {post(s.port, "/v1/nothing", key, body), 404, "unknown_url"},
-        {exchange(s.port, "GET /v1/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"), 405, "POST"},
+        {exchange(s.port, "GET /v1/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"), 405, "Allow: POST"},
+        {exchange(s.port, "GET /v1/models HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: Bearer "
+                          "sekrit\r\n\r\n"), 200, "\"id\":\"specdec-tiny-"},
         {exchange(s.port, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: Bearer "
                           "sekrit\r\nContent-Length: 5000\r\n\r\n"), 413, "max-body"},
         {exchange(s.port, chunked), 413, "max-body"},
@@ -357,9 +364,130 @@ TEST(serve_raw_http_refusals) {
     CHECK(stop_serving(&s, &log) == 0, "the server's exit status on SIGTERM: %s", log);
     check_log_is_clean(log);
     CHECK(strstr(log, "POST /v1/completions 200 3 tokens"), "the log has a line per request: %s", log);
+    CHECK(!strstr(c[3].reply, "/tmp/") && !strstr(c[13].reply, "/tmp/"), "a response names the model by its path");
     CHECK(strstr(log, "POST /v1/completions 413 0 tokens"), "and the 413s: %s", log);
     for (int i = 0; i < n; i++) free(c[i].reply);
     free(log);
+    remove_dir(dir);
+}
+
+// Whether the server closed fd: it reads as ended (or reset) within `ms`.
+static bool closed_within(int fd, int ms) {
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    char buf[256];
+    for (;;) {
+        if (poll(&p, 1, ms) != 1) return false;
+        const ssize_t got = read(fd, buf, sizeof buf);
+        if (got <= 0) return true;  // (what came before the end, a 413 say, is the caller's to read first)
+    }
+}
+
+// Slow clients: 64 connections (the server's limit with --queue 0) that trickle a header byte every 0.2 s, never
+// idle for --timeout, are closed once their requests are not whole --timeout seconds after they opened — and the
+// server answers others again. Before, they held every connection until they stopped.
+TEST(serve_trickling_clients_are_closed) {
+    char dir[64], *log;
+    tiny_checkpoint(dir, false);
+    Served s;
+    CHECK(serve(&s, dir, "--queue 0 --timeout 1"), "the server did not start");
+    if (test_failures()) return;
+    enum { N = 64 };
+    int fds[N], open = 0;
+    for (int i = 0; i < N; i++) open += (fds[i] = connect_to(s.port)) >= 0;
+    CHECK(open == N, "%d of %d connections", open, N);
+    for (int tick = 0; tick < 50 && open > 0; tick++) {  // 10 s at most
+        for (int i = 0; i < N; i++) {
+            if (fds[i] < 0) continue;
+            if (send(fds[i], "G", 1, MSG_NOSIGNAL) < 0 || closed_within(fds[i], 0)) {
+                close(fds[i]);
+                fds[i] = -1;
+                open--;
+            }
+        }
+        usleep(200000);
+    }
+    CHECK(open == 0, "%d of %d trickling connections still open after 10 s", open, N);
+    for (int i = 0; i < N; i++)
+        if (fds[i] >= 0) close(fds[i]);
+    char *reply = exchange(s.port, "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    CHECK(status_of(reply) == 200, "/health after the slow clients: %.200s", reply);
+    free(reply);
+    CHECK(stop_serving(&s, &log) == 0, "the server's exit status on SIGTERM");
+    free(log);
+    remove_dir(dir);
+}
+
+// The same request sent whole and then half-closed (shutdown(SHUT_WR), as some clients and proxies do): its answer.
+static char *half_closed(int port, const char *body) {
+    char *raw;
+    if (asprintf(&raw, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: %zu\r\n"
+                       "\r\n%s", strlen(body), body) < 0)
+        return NULL;
+    const int fd = connect_to(port);
+    CHECK(fd >= 0 && write(fd, raw, strlen(raw)) == (ssize_t)strlen(raw), "send");
+    free(raw);
+    shutdown(fd, SHUT_WR);
+    char *reply = read_reply(fd, NULL);
+    close(fd);
+    return reply;
+}
+
+// What a client library does not send: a half-close is no hang-up (the whole answer comes, streamed or not); a
+// chunked body past --max-body gets 413 at once, without its end; prompt ids in a padded vocabulary's unused rows
+// (a tokenizer of 258 ids before a model of 301 rows) get 400; an address of no interface here is named as such.
+TEST(serve_half_close_chunked_and_padded_vocabulary) {
+    char dir[64], *log, *command;
+    snprintf(dir, sizeof dir, "/tmp/specdec-padded-XXXXXX");
+    CHECK(mkdtemp(dir), "mkdtemp");
+    json_t *tok = fixture_tokenizer_json(NULL, 0);  // 256 bytes, <|endoftext|> and <pad>: ids 0..257
+    free(fixture_write_json(dir, "tokenizer.json", tok));
+    json_decref(tok);
+    if (asprintf(&command, "f=$(pwd)/tests/fixtures/f32_sharded_inner; ln -s $f/* %s/", dir) < 0) return;
+    CHECK(run_command(command, NULL, NULL) == 0, "%s", command);
+    free(command);
+    Served s;
+    CHECK(serve(&s, dir, "--max-body 2000 --timeout 20"), "the server did not start");
+    if (test_failures()) return;
+    const char *body = "{\"prompt\": [10, 20, 30], \"max_tokens\": 6, \"temperature\": 0}",
+               *streamed = "{\"prompt\": [10, 20, 30], \"max_tokens\": 6, \"temperature\": 0, \"stream\": true}";
+    char *whole = post(s.port, "/v1/completions", "", body), *half = half_closed(s.port, body);
+    const char *at = strstr(whole, "\"text\":\"");
+    char text[64] = "";
+    if (at) snprintf(text, sizeof text, "%.*s", (int)strcspn(at + 8, "\"") + 9, at);  // "text":"…"
+    CHECK(status_of(whole) == 200 && at, "the request: %.300s", whole);
+    CHECK(status_of(half) == 200 && at && strstr(half, text), "half-closed, not streamed: %.300s", half);
+    free(half);
+    half = half_closed(s.port, streamed);
+    CHECK(status_of(half) == 200 && strstr(half, "data: [DONE]") && strstr(half, "\"finish_reason\":\"length\""),
+          "half-closed, streamed: %.500s", half);
+    free(half), free(whole);
+
+    char *reply = post(s.port, "/v1/completions", "", "{\"prompt\": [10, 290], \"max_tokens\": 2}");
+    CHECK(status_of(reply) == 400 && strstr(reply, "vocabulary [0, 258)"), "an id in the padding: %.300s", reply);
+    free(reply);
+
+    // A chunk that passes the limit, and no end: 413 and the connection closed, with 20 s to spare before --timeout.
+    const int fd = connect_to(s.port);
+    char chunk[2600];
+    const int head = snprintf(chunk, sizeof chunk, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: "
+                              "chunked\r\n\r\n1000\r\n");
+    memset(chunk + head, ' ', sizeof chunk - head);
+    CHECK(fd >= 0 && write(fd, chunk, sizeof chunk) == (ssize_t)sizeof chunk, "send");
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    char answer[512] = "";
+    CHECK(poll(&p, 1, 10000) == 1 && read(fd, answer, sizeof answer - 1) > 0, "no answer to the long chunk in 10 s");
+    CHECK(status_of(answer) == 413, "the long chunk: %.200s", answer);
+    CHECK(closed_within(fd, 10000), "the connection stayed open after the 413");
+    close(fd);
+    CHECK(stop_serving(&s, &log) == 0, "the server's exit status on SIGTERM");
+    check_log_is_clean(log);
+    free(log);
+
+    char *out, *err;
+    if (asprintf(&command, "%s serve -m %s --host 192.0.2.1 --port 0", specdec_bin(), dir) < 0) return;
+    CHECK(run_command(command, &out, &err) == 2 && strstr(err, "cannot assign the address"),
+          "--host 192.0.2.1 (TEST-NET-1, no interface's): %s", err);
+    free(command), free(out), free(err);
     remove_dir(dir);
 }
 
@@ -414,10 +542,20 @@ TEST(serve_hang_up_frees_the_worker) {
     }
     char *log;
     CHECK(stop_serving(&s, &log) == 0, "the server's exit status on SIGTERM");
+    // Logged: the stream hung up on as 200 (its headers went) and cancelled, the other as 499 (nothing went) and
+    // cancelled, the requests after them as 200.
     int lines = 0;
-    for (const char *p = log; (p = strstr(p, "POST /v1/completions 200 ")); p++, lines++)
-        CHECK(atoi(p + strlen("POST /v1/completions 200 ")) < 480, "a request hung up on went on to the end: %s", log);
+    for (const char *p = log; (p = strstr(p, "POST /v1/completions ")); p++, lines++)
+        CHECK(atoi(strchr(p + strlen("POST /v1/completions "), ' ')) < 480, "a request hung up on went on to the end: "
+              "%s", log);
     CHECK(lines == 4, "4 requests logged: %s", log);
+    char stream[256] = "", waited[256] = "";  // the first line of each status
+    const char *at = strstr(log, "POST /v1/completions 200 ");
+    if (at) snprintf(stream, sizeof stream, "%.*s", (int)strcspn(at, "\n"), at);
+    if ((at = strstr(log, "POST /v1/completions 499 "))) snprintf(waited, sizeof waited, "%.*s", (int)strcspn(at, "\n"), at);
+    CHECK(strstr(stream, "(cancelled: the client went away)"), "the stream hung up on, logged as cancelled: %s", log);
+    CHECK(strstr(waited, "(cancelled: the client went away)"),
+          "the request hung up on while it waited for the whole text, logged as 499 and cancelled: %s", log);
     free(log);
 }
 
