@@ -33,19 +33,16 @@ int session_open(Session *s, const char *target_dir, const char *draft_dir, int 
 void session_close(Session *s);
 
 // Limits the draft's jobs to n threads of the pool (--draft-threads; each job still runs on only as many as its
-// size pays for, see run_job in forward.c); 0: the count among 1, 2, 4, ... and the pool's whose draft steps
+// size pays for, see job_threads in forward.c); 0: the count among 1, 2, 4, ... and the pool's whose draft steps
 // measure fastest now, fewer threads unless more are clearly faster (model/probe.h). n above the pool's size is an
 // error.
 int session_draft_threads(Session *s, int n, Err *err);
 
 // The default --threads on a machine of `cpus` CPUs (those this process may use): all of them; but with a draft
 // model that may draft ahead (a chain, --pipeline not off) and PIPELINE_SPARE_CPU_FROM CPUs or more, all but one,
-// which --pipeline auto then finds free for the drafting thread (since 2026-12-01 at every temperature, the draft's
-// every forward on that CPU: draft_ahead.h). Measured on a 16-core Xeon before that
-// (docs/performance.md, "The default --threads on 16 cores"): the target decodes as fast on 15 threads as on 16,
-// and the shipped pair greedy, pipelined on 15, gave 1.31x the tokens/s of 16 unpipelined; at temperature 1
-// (unpipelined, 15 against 16) 1.03x. On 8 CPUs (7 pipelined against 8) 1.24x greedy, 0.94x at temperature 1; on 4
-// (3 against 4) 0.99x greedy, so smaller machines keep every CPU for the target.
+// which --pipeline auto then finds free for the drafting thread (at every temperature, the draft's every forward on
+// that CPU: draft_ahead.h). Smaller machines keep every CPU for the target: there the spare CPU did not pay
+// (docs/performance-history.md, "Measurements behind the thread counts").
 #define PIPELINE_SPARE_CPU_FROM 8
 int session_default_threads(const Args *args, bool has_draft, int cpus);
 

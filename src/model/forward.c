@@ -191,8 +191,8 @@ static void linear_columns(const LinearJob *job, int j0, int j1) {
     const int n = j1 - j0;
     if (job->blas) {
         // Debian's single-threaded OpenBLAS is built without USE_LOCKING: its calls share one buffer pool, and two
-        // threads inside sgemm at once corrupt each other's panels (OpenBLAS issue #2126; the rollback check's test
-        // saw wrong keys after a 40-token prefill with the AVX2 kernels in 4 of 60 runs). So our threads take turns.
+        // threads inside sgemm at once corrupt each other's panels (OpenBLAS issue #2126; seen by the rollback check's
+        // test: docs/performance-history.md, "Measurements behind the kernels' choices"). So our threads take turns.
         static pthread_mutex_t openblas = PTHREAD_MUTEX_INITIALIZER;
         pthread_mutex_lock(&openblas);
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, job->T, n, lin->n_in, 1.0f, job->x, job->ld_x,

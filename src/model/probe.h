@@ -4,8 +4,8 @@
 // each one in every job, so its fastest count is often 1 or 2 where the target's is all of them. The probe times
 // its steps at 1, 2, 4, … and the most it may use, and prefers fewer threads unless more are clearly faster: the
 // probe's steps run back to back, with the pool's threads hot, where a speculative round puts the target's forward
-// and the sampling between the draft's steps — a count that only ties in the probe has nothing to gain there (on a
-// 16-core machine, issue 29 saw a best-of-3 probe pick 8–16 threads where 1–2 made speculation fastest).
+// and the sampling between the draft's steps — a count that only ties in the probe has nothing to gain there
+// (docs/performance-history.md, "Measurements behind the thread counts").
 #ifndef SPECDEC_MODEL_PROBE_H
 #define SPECDEC_MODEL_PROBE_H
 

@@ -77,7 +77,7 @@ double policy_target_time(const GammaState *g, int T) {
 static const double FORWARD_FLOPS_PER_BYTE = 4.0;
 
 // How the weight stream speeds up with threads: as threads^0.72, the shipped target's decode speed from 1 to 16
-// threads of a 16-core Xeon (issue 29). The arithmetic divides among the threads.
+// threads of a 16-core Xeon. The arithmetic divides among the threads.
 static const double BANDWIDTH_EXPONENT = 0.72;
 // One row of logits turned into probabilities (sampler_adjust) costs as long as one thread streaming this many bytes
 // of weights per logit of the row: its passes run on one thread whatever the pool.
@@ -85,10 +85,9 @@ static const double BANDWIDTH_EXPONENT = 0.72;
 static const double SAMPLING_BYTES_PER_TOKEN = 10.0;
 
 // A multiply-add's time against an F32 weight's (FMA with F32 inputs), by how the matrices are held: the kernels'
-// compute rates over 8 rows (the bench's matmul table, AVX-512 on 2 threads: F32 219 GFLOP/s, BF16 as stored 258,
-// BF16 with BF16 inputs 159, q8's integer dot products 602), and q4's verification cost beside q8's. Priced alike,
-// a q8 or q4 target's further rows looked a third of a step or more each, and γ ≈ 1 was planned where 3 paid
-// (docs/performance-history.md, "The cost model against quantized targets").
+// compute rates over 8 rows in the bench's matmul table, and q4's verification cost beside q8's. Priced alike, a q8
+// or q4 target's further rows looked a third of a step or more each, and γ was planned too short
+// (docs/performance-history.md, "The cost model against quantized targets" and "The γ policy's constants").
 static double multiply_add_weight(Quant quant) {
     switch (quant) {
     case QUANT_Q8: return 0.36;
