@@ -58,12 +58,12 @@ LDLIBS := $(shell pkg-config --libs $(PKGS)) -L$(BLAS_DIR) -Wl,-rpath,$(BLAS_DIR
 ARCH := $(shell $(CC) -dumpmachine | cut -d- -f1)
 ifeq ($(ARCH),x86_64)
   KERNEL_SRC := kernels/scalar.c kernels/dispatch.c kernels/q8.c kernels/q4.c kernels/avx2.c kernels/avx512.c \
-                kernels/q8_avx2.c kernels/q8_avx512.c kernels/q4_avx2.c kernels/q4_avx512.c
+                kernels/q8_avx2.c kernels/q8_avx512.c kernels/q4_avx2.c kernels/q4_avx512.c kernels/qk.c
 else ifeq ($(ARCH),aarch64)
   KERNEL_SRC := kernels/scalar.c kernels/dispatch.c kernels/q8.c kernels/q4.c kernels/neon.c kernels/q8_neon.c \
-                kernels/q4_neon.c
+                kernels/q4_neon.c kernels/qk.c
 else
-  KERNEL_SRC := kernels/scalar.c kernels/dispatch.c kernels/q8.c kernels/q4.c
+  KERNEL_SRC := kernels/scalar.c kernels/dispatch.c kernels/q8.c kernels/q4.c kernels/qk.c
 endif
 $(O)/kernels/avx2.o $(O)/kernels/q8_avx2.o $(O)/kernels/q4_avx2.o:       CFLAGS += -mavx2 -mfma -mf16c
 $(O)/kernels/avx512.o $(O)/kernels/q8_avx512.o $(O)/kernels/q4_avx512.o: CFLAGS += -mavx512f -mavx512bw -mavx512dq \
@@ -196,7 +196,7 @@ FUZZ_CC      := clang-14
 FUZZ_TARGETS := $(basename $(notdir $(wildcard fuzz/*.c)))
 FUZZ_LIB_OBJ := $(patsubst %.c,$(O)/%.o,$(wildcard src/base/*.c src/checkpoint/*.c src/tokenizer/*.c \
                                                    src/chat/*.c src/grammar/*.c) \
-                                          src/serve/request.c src/speculative/penalties.c)
+                                          src/serve/request.c src/speculative/penalties.c kernels/qk.c)
 FUZZ_SECONDS ?= 15
 .PHONY: fuzz fuzz-targets fuzz-smoke
 fuzz:

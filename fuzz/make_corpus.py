@@ -30,6 +30,56 @@ def safetensors(tensors, metadata=None):
     return struct.pack("<Q", len(text)) + text + b"".join(t[3] for t in tensors)
 
 
+def gguf(kvs, tensors, alignment=32):
+    """A GGUF v3 file: kvs [(key, value type, raw value bytes)], tensors [(name, ne, ggml type, raw bytes)]."""
+    string = lambda s: struct.pack("<Q", len(s.encode())) + s.encode()
+    out = b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(kvs))
+    for key, vtype, raw in kvs:
+        out += string(key) + struct.pack("<I", vtype) + raw
+    offset, data = 0, b""
+    for name, ne, gtype, raw in tensors:
+        out += string(name) + struct.pack("<I", len(ne)) + struct.pack(f"<{len(ne)}Q", *ne)
+        out += struct.pack("<IQ", gtype, offset)
+        data += raw + bytes(-len(raw) % alignment)
+        offset += len(raw) + (-len(raw) % alignment)
+    return out + bytes(-len(out) % alignment) + data
+
+
+def gguf_llama():
+    """A one-layer llama of width 32 (2 heads, 1 key/value head), vocabulary 4: every tensor the loader reads."""
+    string = lambda s: struct.pack("<Q", len(s.encode())) + s.encode()
+    u32 = lambda k, v: (k, 4, struct.pack("<I", v))
+    kvs = [("general.architecture", 8, string("llama")), u32("llama.context_length", 16),
+           u32("llama.embedding_length", 32), u32("llama.block_count", 1), u32("llama.feed_forward_length", 32),
+           u32("llama.attention.head_count", 2), u32("llama.attention.head_count_kv", 1),
+           ("llama.attention.layer_norm_rms_epsilon", 6, struct.pack("<f", 1e-5)),
+           ("llama.rope.freq_base", 6, struct.pack("<f", 10000.0)), u32("tokenizer.ggml.bos_token_id", 0),
+           ("tokenizer.ggml.tokens", 9, struct.pack("<IQ", 8, 4) + b"".join(string(t) for t in "abcd"))]
+    f32 = lambda n: struct.pack(f"<{n}f", *[(i % 7 - 3) / 8 for i in range(n)])
+    q8_0 = lambda rows: (struct.pack("<e", 0.01) + bytes(range(32))) * rows  # one block a row
+    tensors = [("token_embd.weight", [32, 4], 0, f32(128)), ("output_norm.weight", [32], 0, f32(32)),
+               ("blk.0.attn_norm.weight", [32], 0, f32(32)), ("blk.0.ffn_norm.weight", [32], 0, f32(32)),
+               ("blk.0.attn_q.weight", [32, 32], 8, q8_0(32)), ("blk.0.attn_k.weight", [32, 16], 1, bytes(1024)),
+               ("blk.0.attn_v.weight", [32, 16], 30, bytes(1024)), ("blk.0.attn_output.weight", [32, 32], 0, f32(1024)),
+               ("blk.0.ffn_gate.weight", [32, 32], 0, f32(1024)), ("blk.0.ffn_up.weight", [32, 32], 0, f32(1024)),
+               ("blk.0.ffn_down.weight", [32, 32], 0, f32(1024))]
+    return gguf(kvs, tensors)
+
+
+def gguf_tokenizer():
+    """A tokenizer alone: the 256 byte-level tokens, "he" from one merge, a control token; pre gpt-2, add_bos."""
+    string = lambda s: struct.pack("<Q", len(s.encode())) + s.encode()
+    tokens = [byte_level(bytes([b])) for b in range(256)] + ["he", "<|endoftext|>"]
+    kvs = [("tokenizer.ggml.model", 8, string("gpt2")), ("tokenizer.ggml.pre", 8, string("gpt-2")),
+           ("tokenizer.ggml.tokens", 9, struct.pack("<IQ", 8, len(tokens)) + b"".join(string(t) for t in tokens)),
+           ("tokenizer.ggml.token_type", 9, struct.pack("<IQ", 5, len(tokens)) +
+            struct.pack(f"<{len(tokens)}i", *([1] * 257 + [3]))),
+           ("tokenizer.ggml.merges", 9, struct.pack("<IQ", 8, 1) + string("h e")),
+           ("tokenizer.ggml.bos_token_id", 4, struct.pack("<I", 257)), ("tokenizer.ggml.add_bos_token", 7, b"\x01"),
+           ("tokenizer.chat_template", 8, string("{% for m in messages %}{{ m.content }}{% endfor %}"))]
+    return gguf(kvs, [])
+
+
 def byte_level(data):
     """GPT-2's byte-level spelling of bytes: printable Latin-1 as itself, the 68 others as U+0100.. in order."""
     printable = [b for b in range(256) if 0x21 <= b <= 0x7E or 0xA1 <= b <= 0xAC or b >= 0xAE]
@@ -182,6 +232,11 @@ def chat_templates():
 
 def main():
     f32 = struct.pack("<3f", 1.0, -2.5, 3.25)
+    write("gguf", "empty", gguf([], []))
+    write("gguf", "llama", gguf_llama())
+    write("gguf", "tokenizer", gguf_tokenizer())
+    write("gguf", "aligned_64", gguf([("general.alignment", 4, struct.pack("<I", 64))],
+                                     [("a", [4], 0, bytes(16)), ("b", [2, 3], 30, bytes(12))], alignment=64))
     write("safetensors", "empty", safetensors([]))
     write("safetensors", "f32", safetensors([("w", "F32", [3], f32)]))
     write("safetensors", "mixed", safetensors([("a.weight", "F16", [2, 2], bytes(range(8))),

@@ -6,7 +6,8 @@
 #
 #   LLAMA_BUILD  a llama.cpp build folder holding bin/llama-bench (../shared/peers/llamacpp/build.sh makes one)
 #   GGUF         the model as llama.cpp reads it (e.g. quantized by llama-quantize to Q4_0, Q4_K_M or Q8_0)
-#   CKPT         the same model as a specdec checkpoint folder (config.json and safetensors)
+#   CKPT         the same model as a specdec checkpoint folder (config.json and safetensors), or "same": specdec
+#                reads the GGUF file itself (its quantized blocks held as QUANT says, q8 or q4)
 #   QUANT        specdec's --quant: q4, q8, bf16, or none (the weights as stored)
 #   THREADS      thread counts, comma-separated (default 1,2); ROUNDS: how many rounds (default 3)
 #   REPS=N       (environment) repetitions of each test within one program's turn (default 3)
@@ -40,14 +41,17 @@ fail() {  # one line naming what is wrong, exit 2
 
 { [ $# -ge 4 ] && [ $# -le 6 ]; } || fail "usage: tools/vs_llamacpp.sh LLAMA_BUILD GGUF CKPT QUANT [THREADS [ROUNDS]]"
 BUILD=$1 GGUF=$2 CKPT=$3 QUANT=$4 THREADS=${5:-1,2} ROUNDS=${6:-3} REPS=${REPS:-3}
+[ "$CKPT" = same ] && CKPT=$GGUF
 LLAMA_BENCH=$BUILD/bin/llama-bench RUN_BENCH=$ROOT/build/release/run-bench
 
 [ -d "$BUILD" ] || fail "LLAMA_BUILD: no folder $(escaped "$BUILD")"
 [ -x "$LLAMA_BENCH" ] || fail "LLAMA_BUILD: $(escaped "$LLAMA_BENCH") is missing or not executable"
 [ -f "$GGUF" ] || fail "GGUF: no file $(escaped "$GGUF")"
 [ "$(head -c 4 "$GGUF" 2>/dev/null)" = GGUF ] || fail "GGUF: $(escaped "$GGUF") does not start with the magic GGUF"
-[ -d "$CKPT" ] || fail "CKPT: no folder $(escaped "$CKPT")"
-[ -f "$CKPT/config.json" ] || fail "CKPT: $(escaped "$CKPT") holds no config.json (not a checkpoint folder)"
+if [ "$CKPT" != "$GGUF" ]; then
+    [ -d "$CKPT" ] || fail "CKPT: no folder $(escaped "$CKPT")"
+    [ -f "$CKPT/config.json" ] || fail "CKPT: $(escaped "$CKPT") holds no config.json (not a checkpoint folder)"
+fi
 case $QUANT in
     q4 | q8 | bf16 | none) ;;
     *) fail "QUANT: expected q4, q8, bf16 or none, got \"$(escaped "$QUANT")\"" ;;

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "checkpoint/gguf_tokenizer.h"
 #include "chat/template.h"
 
 // Reads a whole file into *text (malloc'd, NUL-terminated); 1 when it does not exist, 0 read, -1 with err.
@@ -80,8 +81,26 @@ int chat_template_from_source(ChatTemplate *ct, const char *source, const char *
     return 0;
 }
 
+// The chat template in a GGUF file's metadata (tokenizer.chat_template), with the texts of its bos and eos tokens.
+static int gguf_template_load(ChatTemplate *ct, const char *path, Err *err) {
+    GgufFile f;
+    if (gguf_open(&f, path, err)) return -1;
+    char where[4200], *text = gguf_chat_template(&f, err);
+    snprintf(where, sizeof where, "%s: tokenizer.chat_template", path);
+    int rc = text ? chat_template_from_source(ct, text, where, err) : -1;
+    if (rc == 0) {
+        ct->bos_token = gguf_token_text(&f, "tokenizer.ggml.bos_token_id");
+        ct->eos_token = gguf_token_text(&f, "tokenizer.ggml.eos_token_id");
+    }
+    free(text);
+    gguf_close(&f);
+    return rc;
+}
+
 int chat_template_load(ChatTemplate *ct, const char *dir, Err *err) {
     *ct = (ChatTemplate){0};
+    char gguf_path[4096];
+    if (gguf_checkpoint_path(dir, gguf_path, sizeof gguf_path)) return gguf_template_load(ct, gguf_path, err);
     char config_path[4096], jinja_path[4096];
     snprintf(config_path, sizeof config_path, "%s/tokenizer_config.json", dir);
     snprintf(jinja_path, sizeof jinja_path, "%s/chat_template.jinja", dir);

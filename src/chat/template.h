@@ -3,7 +3,9 @@
 //
 // Where the template is: chat_template.jinja in the checkpoint folder (newer transformers write it there), else
 // tokenizer_config.json's "chat_template": a string, or a list of {"name", "template"} of which "default" is used.
-// bos_token and eos_token come from tokenizer_config.json (a string, or an object with "content").
+// bos_token and eos_token come from tokenizer_config.json (a string, or an object with "content"). In a GGUF file
+// (or a folder of one) the template is tokenizer.chat_template, bos_token and eos_token the texts of the tokens
+// tokenizer.ggml.bos_token_id and eos_token_id name.
 //
 // Variables: messages (the conversation: a JSON list of {role, content, ...}), add_generation_prompt,
 // bos_token, eos_token, and any others the caller gives (--chat-var, e.g. enable_thinking for Qwen3). bos_token and

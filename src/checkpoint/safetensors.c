@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "kernels.h"
+#include "qk.h"
 #include "base/utf8.h"
 
 enum { MAX_HEADER_BYTES = 100000000 };  // the reference implementation's limit
@@ -555,6 +556,7 @@ void st_close(StCheckpoint *ckpt) {
     free(ckpt->tensors);
     free(ckpt->index_path);
     free(ckpt->fetched);
+    free(ckpt->names);
     memset(ckpt, 0, sizeof *ckpt);
 }
 
@@ -646,6 +648,11 @@ void st_to_f32(float *out, const uint8_t *data, StDtype dtype, size_t n) {
     default:
         abort();  // a caller that did not check the dtype
     }
+}
+
+void st_row_to_f32(float *out, const StTensor *t, int64_t j, size_t n) {
+    if (t->blocks) qk_dequantize_row(out, st_row(t, j, qk_row_bytes(t->blocks, n)), t->blocks, n);
+    else st_to_f32(out, st_row(t, j, n * st_dtype_size(t->dtype)), t->dtype, n);
 }
 
 // ---------------------------------------------------------------------------------------------------------------

@@ -10,6 +10,7 @@
 #ifndef SPECDEC_SAFETENSORS_H
 #define SPECDEC_SAFETENSORS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -32,7 +33,22 @@ typedef struct {
     int64_t n_elements;         // product of shape (1 for a scalar)
     const uint8_t *data;        // n_bytes of raw little-endian data inside the mapping; may be unaligned
     size_t n_bytes;
+    int rotary_rows;            // 0; or (a GGUF llama's q and k) the rows of each head are stored in llama.cpp's
+                                // rotary order, heads of this many rows: st_row undoes it
+    uint32_t blocks;            // 0; or (a GGUF tensor) the type of quantized blocks its rows hold (qk.h's GGML_*),
+                                // dtype then U8
 } StTensor;
+
+// Row j (of row_bytes bytes) of a tensor [rows, ...] in the model's order. llama.cpp's converter stores a llama's
+// q and k rows per head of hd rows interleaved — row 2i + s of a head holds row s·hd/2 + i of Hugging Face's —
+// so that its rotation pairs neighbouring rows where transformers pairs rows hd/2 apart (rotate-half).
+static inline const uint8_t *st_row(const StTensor *t, int64_t j, size_t row_bytes) {
+    if (t->rotary_rows) {
+        const int64_t hd = t->rotary_rows, half = hd / 2, within = j % hd;
+        j = j - within + (within % half) * 2 + within / half;
+    }
+    return t->data + (size_t)j * row_bytes;
+}
 
 typedef struct StFile StFile;   // one mapped file
 
@@ -44,6 +60,8 @@ typedef struct {
     int n_tensors;
     char *index_path;           // the model.safetensors.index.json read, or NULL for a single file
     unsigned char *fetched;     // [n_tensors]: whether st_find has returned tensors[i] since st_open
+    char *names;                // a view of a GGUF file's tensors (gguf_model.h): their names here, else NULL
+    bool linear_gpt2;           // GPT-2's Conv1D matrices stored as [n_out, n_in], as llama.cpp's converter does
 } StCheckpoint;
 
 // Opens one .safetensors file, or a folder holding model.safetensors or model.safetensors.index.json + shards
@@ -76,6 +94,10 @@ size_t st_dtype_size(StDtype dtype);
 // Converts n elements of a F32, F16 or BF16 tensor's raw data (possibly unaligned) to floats.
 // Any other dtype is a programming error (callers check the dtype first) and aborts.
 void st_to_f32(float *out, const uint8_t *data, StDtype dtype, size_t n);
+
+// Row j (n elements; st_row's order) of a tensor [rows, n] as floats: F32, F16, BF16, or GGUF's quantized blocks
+// dequantized (qk.h).
+void st_row_to_f32(float *out, const StTensor *t, int64_t j, size_t n);
 
 // A human summary for `specdec inspect`: per file its path, size, header length, data offset (and whether it is
 // aligned), tensor count and metadata; then one aligned row per tensor: name, dtype, shape, bytes.

@@ -19,8 +19,8 @@ typedef struct {
 
 #define FIELD(f) offsetof(Args, f)
 static const Option options[] = {
-    {"model", 'm', OPT_STRING, FIELD(model_dir), 0, 0, "target checkpoint folder (config.json + model.safetensors)"},
-    {"draft", 'd', OPT_STRING, FIELD(draft_dir), 0, 0, "draft checkpoint folder: decode speculatively"},
+    {"model", 'm', OPT_STRING, FIELD(model_dir), 0, 0, "target checkpoint folder (config.json + model.safetensors), or a .gguf file"},
+    {"draft", 'd', OPT_STRING, FIELD(draft_dir), 0, 0, "draft checkpoint folder or .gguf file: decode speculatively"},
     {"ids", 0, OPT_STRING, FIELD(ids), 0, 0, "prompt as token ids, e.g. \"464 3290 318\""},
     {"prompt", 'p', OPT_STRING, FIELD(prompt), 0, 0, "prompt text (- : read it from standard input)"},
     {"file", 'f', OPT_STRING, FIELD(file), 0, 0, "read the text from FILE (- : standard input)"},

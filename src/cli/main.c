@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "checkpoint/gguf_model.h"
 #include "checkpoint/safetensors.h"
 #include "cli/args.h"
 #include "cli/chat.h"
@@ -55,7 +56,8 @@ static const Command commands[] = {
      "model draft tokens temp top-k top-p min-p repetition-penalty presence-penalty frequency-penalty seed gamma "
      "sampler lookup tree-width tree pipeline draft-p-min ctx threads draft-threads quant draft-quant stats show "
      "system chat-var stop help", 0, 0},
-    {"inspect", cmd_inspect, "inspect PATH", "show the header and tensor table of a safetensors file or folder",
+    {"inspect", cmd_inspect, "inspect PATH",
+     "show the header and tensor table of a safetensors file or folder, or of a GGUF file",
      "help", 1, 1},
 };
 #define N_COMMANDS (int)(sizeof commands / sizeof commands[0])
@@ -393,6 +395,14 @@ done:
 }
 
 static int cmd_inspect(const Args *args, Err *err) {
+    char gguf_path[4096];
+    if (gguf_checkpoint_path(args->positional[0], gguf_path, sizeof gguf_path)) {
+        GgufFile f;
+        if (gguf_open(&f, gguf_path, err)) return -1;
+        gguf_print(stdout, &f);
+        gguf_close(&f);
+        return 0;
+    }
     StCheckpoint ckpt;
     if (st_open(&ckpt, args->positional[0], err)) return -1;
     st_print(stdout, &ckpt);

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "base/clock.h"
+#include "checkpoint/gguf.h"
 #include "model/probe.h"
 
 int spec_params_from_args(const Args *args, SpecParams *params, Err *err) {
@@ -76,9 +77,9 @@ int session_open(Session *s, const char *target_dir, const char *draft_dir, int 
     if (!target_dir) return err_fmt(err, "missing -m DIR (a checkpoint folder)");
     const char *const dirs[] = {target_dir, draft_dir};
     for (int i = 0; i < 2; i++)
-        if (dirs[i] && !is_dir(dirs[i]) && access(dirs[i], F_OK) == 0)
-            return err_fmt(err, "%s: not a folder: %s takes the checkpoint's folder (config.json + model.safetensors)",
-                           dirs[i], i ? "-d" : "-m");
+        if (dirs[i] && !is_dir(dirs[i]) && access(dirs[i], F_OK) == 0 && !gguf_is_gguf(dirs[i]))
+            return err_fmt(err, "%s: neither a folder nor a GGUF file: %s takes the checkpoint's folder (config.json + "
+                           "model.safetensors) or a .gguf file", dirs[i], i ? "-d" : "-m");
     Quant q = QUANT_NONE, draft_q = DRAFT_QUANT_DEFAULT;
     if (quant && quant_from_name(&q, quant, "--quant", err)) return -1;
     if (draft_quant && quant_from_name(&draft_q, draft_quant, "--draft-quant", err)) return -1;
@@ -138,14 +139,7 @@ void session_close(Session *s) {
 
 int load_tokenizer(Tokenizer *tok, const char *dir, bool required, bool *loaded, Err *err) {
     *loaded = false;
-    char path[4096];
-    const char *files[] = {"tokenizer.json", "vocab.json", "encoder.json"};
-    bool present = false;
-    for (int i = 0; i < 3 && !present; i++) {
-        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
-        present = access(path, F_OK) == 0;
-    }
-    if (!present) {
+    if (!dir_has_tokenizer(dir)) {
         if (!required) return 0;
         return err_fmt(err, "%s: no tokenizer.json or vocab.json + merges.txt in this folder", dir);
     }

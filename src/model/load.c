@@ -10,6 +10,7 @@
 #include "model/forward.h"
 
 #include "base/pages.h"
+#include "checkpoint/gguf_model.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -70,7 +71,7 @@ static const StTensor *fetch(Loader *ld, const char *name, int64_t dim0, int64_t
                     (long long)dim0);
         return NULL;
     }
-    if (t->dtype != ST_F32 && t->dtype != ST_F16 && t->dtype != ST_BF16) {
+    if (t->dtype != ST_F32 && t->dtype != ST_F16 && t->dtype != ST_BF16 && !t->blocks) {
         err_fmt(ld->err, "%s: tensor \"%s\" has dtype %s, expected F32, F16 or BF16", t->file, full,
                 st_dtype_name(t->dtype));
         return NULL;
@@ -82,7 +83,8 @@ static const StTensor *fetch(Loader *ld, const char *name, int64_t dim0, int64_t
 static int read_f32(Loader *ld, float *out, const char *name, int64_t dim0, int64_t dim1) {
     const StTensor *t = fetch(ld, name, dim0, dim1);
     if (!t) return -1;
-    st_to_f32(out, t->data, t->dtype, (size_t)t->n_elements);
+    const size_t row = (size_t)(dim1 ? dim1 : 1);
+    for (int64_t j = 0; j < dim0; j++) st_row_to_f32(out + (size_t)j * row, t, j, row);
     st_release(t);
     return 0;
 }
@@ -134,7 +136,8 @@ static int load_part(Loader *ld, Linear *lin, int row0, const Part *part) {
         for (int j = 0; j < rows; j++)
             for (int i = 0; i < n_in; i += 16)
                 copy_slice(w + weight_index(panels, pairs, n_in, row0 + j, i) * elem, lin->type,
-                           t->data + ((size_t)j * n_in + i) * stored, t->dtype, n_in - i < 16 ? n_in - i : 16, pairs);
+                           st_row(t, j, (size_t)n_in * stored) + (size_t)i * stored, t->dtype,
+                           n_in - i < 16 ? n_in - i : 16, pairs);
         st_release(t);  // the file's copy is no longer needed: peak memory stays near the weights' size
         return 0;
     }
@@ -177,8 +180,7 @@ static void quantize_thread(void *ctx, int thread, int n_threads) {
             const int n_part = job->parts[q].rows, a = j0 > row0 ? j0 : row0,
                       b = j1 < row0 + n_part ? j1 : row0 + n_part;  // [a, b): the overlap
             for (int j = a; j < b && !job->parts[q].conv1d; j++)
-                st_to_f32(rows + (size_t)(j - j0) * n_in, t->data + (size_t)(j - row0) * n_in * elem, t->dtype,
-                          (size_t)n_in);
+                st_row_to_f32(rows + (size_t)(j - j0) * n_in, t, j - row0, (size_t)n_in);
             for (int i = 0; i < n_in && job->parts[q].conv1d && a < b; i++) {
                 float column[Q8_PANEL];  // stored[i, a..b) = W[a..b, i], consecutive in Conv1D's [n_in, rows]
                 st_to_f32(column, t->data + ((size_t)i * n_part + (a - row0)) * elem, t->dtype, (size_t)(b - a));
@@ -307,11 +309,12 @@ static int load_attention(Loader *ld, Block *b, int layer, const Config *c, cons
 // never read.
 static int load_gpt2_block(Loader *ld, Block *b, int layer, const Config *c) {
     const int d = c->n_embd, F = c->n_inner;
+    const bool conv1d = !ld->ckpt->linear_gpt2;
     char n[8][128];  // tensor names
-    const Part qkv = {.name = layer_name(n[2], c, layer, "attn.c_attn.weight"), .rows = 3 * d, .conv1d = true},
-               out = {.name = layer_name(n[3], c, layer, "attn.c_proj.weight"), .rows = d, .conv1d = true},
-               up = {.name = layer_name(n[6], c, layer, "mlp.c_fc.weight"), .rows = F, .conv1d = true},
-               down = {.name = layer_name(n[7], c, layer, "mlp.c_proj.weight"), .rows = d, .conv1d = true};
+    const Part qkv = {.name = layer_name(n[2], c, layer, "attn.c_attn.weight"), .rows = 3 * d, .conv1d = conv1d},
+               out = {.name = layer_name(n[3], c, layer, "attn.c_proj.weight"), .rows = d, .conv1d = conv1d},
+               up = {.name = layer_name(n[6], c, layer, "mlp.c_fc.weight"), .rows = F, .conv1d = conv1d},
+               down = {.name = layer_name(n[7], c, layer, "mlp.c_proj.weight"), .rows = d, .conv1d = conv1d};
     if (!(b->norm1.gamma = load_f32(ld, layer_name(n[0], c, layer, "ln_1.weight"), d, 0)) ||
         !(b->norm1.beta = load_f32(ld, layer_name(n[1], c, layer, "ln_1.bias"), d, 0)) ||
         load_attention(ld, b, layer, c, &qkv, 1, &out, true, true) ||
@@ -391,6 +394,20 @@ static void rope_frequencies(float *inv_freq, const Config *c) {
     }
 }
 
+// A GGUF's rope_freqs.weight [hd/2]: each rotary frequency divided by its factor, as llama.cpp applies them
+// (Llama 3's rope scaling, written by its converter as these divisors).
+static int divide_frequencies(float *inv_freq, Loader *ld, const Config *c) {
+    float *factors = malloc(sizeof(float) * (size_t)c->head_dim / 2);
+    const char *prefix = ld->prefix;
+    ld->prefix = "";
+    const int rc = factors ? read_f32(ld, factors, "rope_freqs.weight", c->head_dim / 2, 0)
+                           : err_fmt(ld->err, "%s: out of memory", ld->dir);
+    ld->prefix = prefix;
+    for (int i = 0; !rc && i < c->head_dim / 2; i++) inv_freq[i] /= factors[i];
+    free(factors);
+    return rc;
+}
+
 // The weights of the checkpoint in ckpt, for the config in model->cfg, into model's arena.
 // The LM head, held as `head`: wte when tied (as in transformers, even if the file also has lm_head.weight), else
 // lm_head.weight. Under q4 (body), the same matrix again in q4 as lm_head_coarse (model.h, HEAD_REFINED).
@@ -433,12 +450,38 @@ static int load_weights(Model *model, Loader *ld) {
     if (c->positions == POSITIONS_ROTARY) {
         model->inv_freq = arena_take(ld, sizeof(float) * (size_t)c->head_dim / 2);
         rope_frequencies(model->inv_freq, c);
+        if (st_find(ld->ckpt, "rope_freqs.weight") && divide_frequencies(model->inv_freq, ld, c)) return -1;
     }
     for (int l = 0; l < c->n_layer; l++)
         if ((gpt2 ? load_gpt2_block : load_llama_block)(ld, &model->blocks[l], l, c)) return -1;
     if (!(model->norm_f.gamma = load_f32(ld, gpt2 ? "ln_f.weight" : "norm.weight", d, 0))) return -1;
     if (gpt2 && !(model->norm_f.beta = load_f32(ld, "ln_f.bias", d, 0))) return -1;
     return load_head(model, ld, &wte, body, head);
+}
+
+// Whether any tensor of ckpt holds GGUF's quantized blocks.
+static bool has_blocks(const StCheckpoint *ckpt) {
+    for (int i = 0; i < ckpt->n_tensors; i++)
+        if (ckpt->tensors[i].blocks) return true;
+    return false;
+}
+
+// The config and the tensors of the checkpoint at path: a GGUF file (or a folder of one, gguf_checkpoint_path),
+// kept open in *gguf, which the tensors view; else a Hugging Face folder's config.json, generation_config.json
+// and safetensors files (*gguf stays closed).
+static int open_checkpoint(Config *cfg, StCheckpoint *ckpt, GgufFile *gguf, const char *path, Err *err) {
+    char file[4096];
+    if (gguf_checkpoint_path(path, file, sizeof file)) {
+        if (gguf_open(gguf, file, err) || gguf_config(cfg, gguf, err) || gguf_view(ckpt, gguf, cfg, err)) {
+            gguf_close(gguf);
+            return -1;
+        }
+        return 0;
+    }
+    snprintf(file, sizeof file, "%s/config.json", path);
+    if (config_load(cfg, file, err)) return -1;
+    snprintf(file, sizeof file, "%s/generation_config.json", path);
+    return config_load_generation(cfg, file, err) || st_open(ckpt, path, err) ? -1 : 0;
 }
 
 int model_load(Model *model, const char *dir, ThreadPool *pool, Err *err) {
@@ -459,15 +502,20 @@ int model_load_reporting(Model *model, const char *dir, ThreadPool *pool, Quant 
         return err_fmt(err, "bf16 arithmetic needs BF16 dot-product instructions (AVX512_BF16: Zen 4, Sapphire Rapids, "
                        "Cooper Lake), which the %s kernels lack", model->kernels->name);
 
-    char path[4096];
-    snprintf(path, sizeof path, "%s/config.json", dir);
-    if (config_load(&model->cfg, path, err)) return -1;
-    snprintf(path, sizeof path, "%s/generation_config.json", dir);
-    if (config_load_generation(&model->cfg, path, err)) return -1;
-    const Config *c = &model->cfg;
-
+    GgufFile gguf = {0};
     StCheckpoint ckpt;
-    if (st_open(&ckpt, dir, err)) return -1;
+    if (open_checkpoint(&model->cfg, &ckpt, &gguf, dir, err)) return -1;
+    const Config *c = &model->cfg;
+    if (has_blocks(&ckpt) && (quant == QUANT_NONE || quant == QUANT_BF16)) {
+        // A GGUF's quantized blocks are held as q8 (--quant q4: as q4, as a safetensors folder's would be).
+        if (quant == QUANT_BF16) {
+            st_close(&ckpt);
+            gguf_close(&gguf);
+            return err_fmt(err, "%s: --quant bf16 reads F32, F16 and BF16 weights, and this file holds quantized "
+                           "blocks (q8 or q4 read it)", dir);
+        }
+        quant = model->quant = QUANT_Q8;
+    }
     model->arena_size = arena_bound(&ckpt, c, quant);
     // On huge pages: fewer TLB misses while the weights stream through, faster decoding
     // (docs/performance-history.md, "Measurements behind the kernels' choices").
@@ -475,6 +523,7 @@ int model_load_reporting(Model *model, const char *dir, ThreadPool *pool, Quant 
     model->blocks = calloc((size_t)c->n_layer, sizeof(Block));
     if (!model->arena || !model->blocks) {
         st_close(&ckpt);
+        gguf_close(&gguf);
         model_free(model);
         return err_fmt(err, "%s: out of memory for %zu MB of weights", dir, model->arena_size >> 20);
     }
@@ -484,6 +533,7 @@ int model_load_reporting(Model *model, const char *dir, ThreadPool *pool, Quant 
     static const char *const family[] = {"gpt2", "llama", "mistral", "qwen2", "qwen3"};  // by ModelType
     int rc = load_weights(model, &ld) || st_check_all_fetched(&ckpt, family[c->model_type], c->n_layer, err);
     st_close(&ckpt);
+    gguf_close(&gguf);
     if (!rc) rc = forward_scratch_alloc(&model->scratch, c, quant, pool_size(pool), err);
     if (rc) {
         model_free(model);

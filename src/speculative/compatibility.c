@@ -6,11 +6,13 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "checkpoint/gguf.h"
 #include "tokenizer/tokenizer.h"
 
 bool dir_has_tokenizer(const char *dir) {
     const char *files[] = {"tokenizer.json", "vocab.json", "encoder.json"};
     char path[4096];
+    if (gguf_checkpoint_path(dir, path, sizeof path)) return true;  // (llama.cpp reads no GGUF without one)
     for (int i = 0; i < 3; i++) {
         snprintf(path, sizeof path, "%s/%s", dir, files[i]);
         if (access(path, F_OK) == 0) return true;

@@ -85,11 +85,19 @@ typedef struct {
 } Tokenizer;
 
 // Loads the tokenizer in checkpoint folder dir: tokenizer.json if present, else vocab.json + merges.txt, else
-// encoder.json + vocab.bpe. Returns 0, or -1 with err naming the file and the field at fault.
+// encoder.json + vocab.bpe; or, where dir is a GGUF file (or a folder of one: gguf_checkpoint_path), the tokenizer
+// in its metadata (tokenizer_load_gguf). Returns 0, or -1 with err naming the file and the field at fault.
 int tokenizer_load_dir(Tokenizer *tok, const char *dir, Err *err);
+
+// Loads the tokenizer in a GGUF file's metadata (checkpoint/gguf_tokenizer.h says what is read).
+int tokenizer_load_gguf(Tokenizer *tok, const char *path, Err *err);
 
 // Loads a Hugging Face tokenizer.json.
 int tokenizer_load_json(Tokenizer *tok, const char *path, Err *err);
+
+// The same from a parsed tokenizer.json `root` (a GGUF file's, gguf_tokenizer.h); path names it in messages.
+struct json_t;
+int tokenizer_load_json_value(Tokenizer *tok, const char *path, const struct json_t *root, Err *err);
 
 // Loads vocab.json (token → id) and merges.txt (one "a b" merge a line, highest priority first, an optional
 // "#version" line first); also OpenAI's encoder.json and vocab.bpe.

