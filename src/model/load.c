@@ -83,8 +83,15 @@ static const StTensor *fetch(Loader *ld, const char *name, int64_t dim0, int64_t
 static int read_f32(Loader *ld, float *out, const char *name, int64_t dim0, int64_t dim1) {
     const StTensor *t = fetch(ld, name, dim0, dim1);
     if (!t) return -1;
-    const size_t row = (size_t)(dim1 ? dim1 : 1);
-    for (int64_t j = 0; j < dim0; j++) st_row_to_f32(out + (size_t)j * row, t, j, row);
+    if (!dim1 && !t->rotary_rows) {  // a vector: one row (of whole blocks, if quantized)
+        st_row_to_f32(out, t, 0, (size_t)dim0);
+    } else if (t->blocks && !dim1) {
+        return err_fmt(ld->err, "%s: tensor \"%s%s\" is a quantized vector whose elements are permuted (not read)",
+                       t->file, ld->prefix, name);
+    } else {
+        const size_t row = (size_t)(dim1 ? dim1 : 1);
+        for (int64_t j = 0; j < dim0; j++) st_row_to_f32(out + (size_t)j * row, t, j, row);
+    }
     st_release(t);
     return 0;
 }

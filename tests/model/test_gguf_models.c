@@ -1,13 +1,17 @@
 // test_gguf_models.c — GGUF checkpoints (tests/fixtures/gguf, tools/make_gguf_fixtures.py): each float fixture's
 // model.gguf, converted by llama.cpp's gguf-py from the model.safetensors beside it, gives logits bit for bit those
 // of the safetensors folder, in every architecture read (llama with its q/k rows permuted, Llama 3's rope_freqs,
-// qwen2's biases, qwen3's q/k norms, gpt2's transposed matrices), F32, F16 and BF16.
+// qwen2's biases, qwen3's q/k norms, gpt2's transposed matrices), F32, F16 and BF16; each quantized fixture
+// (llama-quantize's Q8_0, Q4_0, Q4_K_M, Q6_K) gives logits whose cosine with those of its weights dequantized by
+// gguf-py (expected.bin, a float64 forward) is at least the bound its type is held to, at every position.
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "harness.h"
 #include "model/model.h"
+#include "sdfx.h"
 
 #define GGUF_FIXTURES "tests/fixtures/gguf"
 
@@ -47,6 +51,47 @@ TEST(gguf_float_logits_equal_safetensors) {
               "%s: the GGUF's logits differ from the safetensors folder's", FLOAT_FIXTURES[i]);
         free(want);
         free(got);
+    }
+    pool_free(pool);
+}
+
+// cos(a, b) of two rows [V], in double.
+static double cosine(const float *a, const float *b, int V) {
+    double ab = 0, aa = 0, bb = 0;
+    for (int j = 0; j < V; j++) {
+        ab += (double)a[j] * b[j];
+        aa += (double)a[j] * a[j];
+        bb += (double)b[j] * b[j];
+    }
+    return ab / sqrt(aa * bb);
+}
+
+TEST(gguf_quantized_logits_match_dequantized_weights) {
+    static const struct {
+        const char *name;
+        double min_cosine;  // the bounds: 0.999 for 8- and 6-bit weights, 0.99 for 4-bit ones
+    } CASES[] = {{"llama_q8_0", 0.999}, {"llama_q6_k", 0.999}, {"llama_q4_0", 0.99}, {"llama_q4_k_m", 0.99}};
+    Err err = {{0}};
+    ThreadPool *pool = pool_create(2, &err);
+    for (size_t i = 0; i < sizeof CASES / sizeof *CASES; i++) {
+        char path[256];
+        snprintf(path, sizeof path, "%s/%s/expected.bin", GGUF_FIXTURES, CASES[i].name);
+        Expected e;
+        if (!expected_read(&e, path)) {
+            CHECK(false, "%s: missing or malformed", path);
+            continue;
+        }
+        CHECK(e.T == T && memcmp(e.tokens, TOKENS, sizeof TOKENS) == 0, "%s: other tokens", path);
+        snprintf(path, sizeof path, "%s/%s/model.gguf", GGUF_FIXTURES, CASES[i].name);
+        int V = 0;
+        float *got = logits_of(path, pool, QUANT_NONE, &V);
+        double worst = 1;
+        for (int t = 0; got && V == e.V && t < T; t++) worst = fmin(worst, cosine(got + (size_t)t * V, e.logits + (size_t)t * V, V));
+        printf("    %-14s worst cosine %.6f (bound %.3f)\n", CASES[i].name, worst, CASES[i].min_cosine);
+        CHECK(got && V == e.V && worst >= CASES[i].min_cosine, "%s: cosine %.6f < %.3f (V %d, expected %d)",
+              CASES[i].name, worst, CASES[i].min_cosine, V, e.V);
+        free(got);
+        expected_free(&e);
     }
     pool_free(pool);
 }
