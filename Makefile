@@ -191,7 +191,8 @@ test-train:
 	/usr/bin/python3 tools/test_pack.py
 
 # Fuzzing (fuzz/README.md): one libFuzzer target per parser, linked with the parsers' part of the library built for
-# it in build/fuzz/ (not the kernels: clang with ASan takes minutes over the AVX-512 file, and no parser uses them).
+# it in build/fuzz/ (not the kernels: clang with ASan takes minutes over the AVX-512 file, and no parser uses them —
+# but kernels/qk.c, GGUF's blocks dequantized, which the checkpoint readers call).
 FUZZ_CC      := clang-14
 FUZZ_TARGETS := $(basename $(notdir $(wildcard fuzz/*.c)))
 FUZZ_LIB_OBJ := $(patsubst %.c,$(O)/%.o,$(wildcard src/base/*.c src/checkpoint/*.c src/tokenizer/*.c \
