@@ -12,7 +12,13 @@
 bool dir_has_tokenizer(const char *dir) {
     const char *files[] = {"tokenizer.json", "vocab.json", "encoder.json"};
     char path[4096];
-    if (gguf_checkpoint_path(dir, path, sizeof path)) return true;  // (llama.cpp reads no GGUF without one)
+    if (gguf_checkpoint_path(dir, path, sizeof path)) {  // a GGUF: a tokenizer in its metadata
+        GgufFile f;
+        Err unused;  // (a malformed file: no tokenizer here; loading the model says what is wrong)
+        const bool has = gguf_open(&f, path, &unused) == 0 && gguf_find(&f, "tokenizer.ggml.model");
+        gguf_close(&f);
+        return has;
+    }
     for (int i = 0; i < 3; i++) {
         snprintf(path, sizeof path, "%s/%s", dir, files[i]);
         if (access(path, F_OK) == 0) return true;
@@ -26,7 +32,7 @@ int draft_shared_vocabulary(const Model *target, const char *target_dir, const M
     *n = v_target < v_draft ? v_target : v_draft;
     if (!dir_has_tokenizer(target_dir) || !dir_has_tokenizer(draft_dir)) {
         if (v_target == v_draft) return 0;
-        return err_fmt(err, "%s/config.json: vocab_size %d differs from the target's %d (%s), and without both "
+        return err_fmt(err, "%s: vocab_size %d differs from the target's %d (%s), and without both "
                        "tokenizers nothing says which ids they share: a draft must share the target's tokenizer",
                        draft_dir, v_draft, v_target, target_dir);
     }

@@ -8,7 +8,8 @@
 #include "base/error.h"
 #include "model/model.h"
 
-// Whether folder dir holds a tokenizer (the files tokenizer_load_dir reads).
+// Whether folder dir holds a tokenizer (the files tokenizer_load_dir reads), or the GGUF file dir names (or the one
+// in folder dir) has one in its metadata.
 bool dir_has_tokenizer(const char *dir);
 
 // The ids a target and its draft share: [0, *n). A draft is compatible when the tokenizers are identical (every

@@ -95,3 +95,24 @@ TEST(gguf_quantized_logits_match_dequantized_weights) {
     }
     pool_free(pool);
 }
+
+// A GGUF target with a safetensors draft and the other way round (the same weights here): greedy speculative
+// output is the target's own greedy output.
+TEST(gguf_pairs_with_a_safetensors_folder) {
+    const char *dir = GGUF_FIXTURES "/llama_gqa_f32", *file = GGUF_FIXTURES "/llama_gqa_f32/model.gguf";
+    const char *pairs[][2] = {{file, dir}, {dir, file}};
+    for (int i = 0; i < 2; i++) {
+        char args[512], *plain, *spec, *err_plain, *err_spec;
+        snprintf(args, sizeof args, "generate -m %s --ids '0 7 3' -n 12 --print-ids", pairs[i][0]);
+        const int status_plain = run_specdec(args, &plain, &err_plain);
+        snprintf(args, sizeof args, "generate -m %s -d %s --ids '0 7 3' -n 12 --gamma 3 --print-ids", pairs[i][0],
+                 pairs[i][1]);
+        const int status_spec = run_specdec(args, &spec, &err_spec);
+        CHECK(status_plain == 0 && status_spec == 0 && strcmp(plain, spec) == 0 && count_lines(plain) == 1,
+              "%s: \"%s\" (%s) against target-only \"%s\" (%s)", args, spec, err_spec, plain, err_plain);
+        free(plain);
+        free(spec);
+        free(err_plain);
+        free(err_spec);
+    }
+}

@@ -211,6 +211,12 @@ TEST(gguf_tokenizer_refusals) {
               &err) == 0 && n == 2 && ids[0] == 257 && ids[1] == 256, "add_bos: %d ids", n);
         free(ids);
         tokenizer_free(&t);
+        char args[128], *out, *err_text;  // the CLI finds it too: -m names a GGUF file
+        snprintf(args, sizeof args, "tokenize -m %s ab", path);
+        const int status = run_specdec(args, &out, &err_text);
+        CHECK(status == 0 && strcmp(out, "256\n") == 0, "specdec %s: status %d, \"%s\" %s", args, status, out, err_text);
+        free(out);
+        free(err_text);
     }
     unlink(path);
     json_decref(tok);
