@@ -131,11 +131,13 @@ static uint64_t draw_seed(void) {
 }
 
 // The continuation of prompt[0..n_prompt) into out: in the engine's conversation when it has one (the caches keep
-// the longest common prefix of the last request's ids and these; a fresh drafter prefills them whole), else fresh.
-static int generate(const Engine *en, Drafter *drafter, const int *prompt, int n_prompt, const SpecParams *params,
-                    int *out, int *n_out, EngineResult *result, Err *err) {
+// the longest common prefix of the last request's ids and these, when it was the request's cache_salt's; a fresh
+// drafter prefills them whole), else fresh.
+static int generate(const Engine *en, const Request *req, Drafter *drafter, const int *prompt, int n_prompt,
+                    const SpecParams *params, int *out, int *n_out, EngineResult *result, Err *err) {
     if (!en->conversation)
         return speculative_generate(en->target, drafter, prompt, n_prompt, params, out, n_out, &result->stats, err);
+    if (conversation_claim(en->conversation, req->cache_salt, err)) return -1;
     en->conversation->drafter = drafter;
     const int rc = conversation_reply(en->conversation, prompt, n_prompt, params, out, n_out, &result->stats,
                                       &result->cached_tokens, err);
@@ -171,7 +173,7 @@ int engine_run(const Engine *en, const Request *req, const int *prompt, int n_pr
     if (!out || stop_scan_init(&run.stops, (const char *const *)req->stop, req->n_stop, &err) ||
         drafter_open(&drafters, drafter_kind(en->draft && !req->plain, en->lookup && !req->plain), en->draft, &params,
                      en->draft_p_min, LOOKUP_STAGED_MIN_MATCH, &err) ||
-        generate(en, drafters.drafter, prompt, n_prompt, &params, out, &n_out, result, &err)) {
+        generate(en, req, drafters.drafter, prompt, n_prompt, &params, out, &n_out, result, &err)) {
         api_error(e, 500, NULL, NULL, "generation failed: %s", out ? err.msg : "out of memory");
         goto done;
     }

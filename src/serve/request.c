@@ -200,6 +200,10 @@ static int get_common(Request *req, const json_t *body, ApiError *e) {
     if (get_integer(body, "seed", 0, INT64_MAX, &v, &req->has_seed, e)) return -1;
     req->seed = (uint64_t)v;
     if (get_stop(req, body, e) || get_bool(body, "stream", "stream", &req->stream, e)) return -1;
+    const json_t *salt = json_object_get(body, "cache_salt");
+    if (salt && !json_is_null(salt) && !json_is_string(salt))
+        return api_error(e, 400, "invalid_type", "cache_salt", "cache_salt: expected a string");
+    if (json_is_string(salt)) req->cache_salt = copy_string(salt);
     const json_t *options = json_object_get(body, "stream_options");
     if (options && !json_is_null(options) && !json_is_object(options))
         return api_error(e, 400, "invalid_type", "stream_options", "stream_options: expected an object");
@@ -363,5 +367,6 @@ void request_free(Request *req) {
     }
     free(req->messages);
     for (int i = 0; i < req->n_stop; i++) free(req->stop[i]);
+    free(req->cache_salt);
     *req = (Request){0};
 }

@@ -11,6 +11,8 @@
 //   frequency_penalty [−2, 2] (OpenAI's too) — every number checked as the float it is used as
 //   stop                    a string or a list of at most REQUEST_MAX_STOP non-empty strings
 //   stream, stream_options.include_usage
+//   cache_salt              a string (vLLM's): the conversation cache serves a request only what a request with the
+//                           same salt left (none given is a salt of its own)
 //   specdec                 specdec's own extension, an object: "marks": true gives each streamed chunk the origin
 //                           of its text (accepted draft, rejected draft, the target's own token; marks.h; with
 //                           "stream": true only), "draft": false decodes with the target alone (no drafter: what
@@ -55,6 +57,7 @@ typedef struct {
     char *stop[REQUEST_MAX_STOP];
     int n_stop;
     bool stream, include_usage;
+    char *cache_salt;           // vLLM's: the conversation cache serves only requests with the same salt (NULL: none)
     bool marks;                 // specdec.marks: the streamed chunks say where their text came from
     bool plain;                 // specdec.draft false: decode with the target alone
 } Request;

@@ -12,6 +12,7 @@ int conversation_init(Conversation *c, Model *target, Drafter *drafter, Err *err
 void conversation_free(Conversation *c) {
     kv_free(&c->cache);
     free(c->committed);
+    free(c->key);
     *c = (Conversation){0};
 }
 
@@ -19,6 +20,15 @@ void conversation_reset(Conversation *c) {
     c->n = 0;
     kv_truncate(&c->cache, 0);
     if (c->drafter) c->drafter->rollback(c->drafter, 0, NULL, 0);
+}
+
+int conversation_claim(Conversation *c, const char *key, Err *err) {
+    if (key ? c->key && strcmp(key, c->key) == 0 : !c->key) return 0;
+    conversation_reset(c);
+    free(c->key);
+    c->key = NULL;
+    if (key && !(c->key = strdup(key))) return err_fmt(err, "out of memory for a conversation's key");
+    return 0;
 }
 
 // The ids kept from the last turn: the common prefix of ids and the committed ones, and no more than the cache holds

@@ -20,6 +20,7 @@ typedef struct {
     KVCache cache;          // the target's: committed[0..n − 1)
     int *committed;         // [cap] the conversation's ids so far: the last rendering, then the reply
     int n, cap;
+    char *key;              // whose it is (conversation_claim): NULL, none given
 } Conversation;
 
 int conversation_init(Conversation *c, Model *target, Drafter *drafter, Err *err);
@@ -27,6 +28,11 @@ void conversation_free(Conversation *c);
 
 // Forgets the conversation: the next reply prefills everything.
 void conversation_reset(Conversation *c);
+
+// The conversation for the next reply, under `key` (a client's secret, as a server's cache_salt; NULL: none given,
+// which is a key too): kept when the last reply's key was the same, else forgotten first — so that no reply's
+// reuse (n_reused) tells what a reply under another key held. Returns 0, or −1 with err set (out of memory).
+int conversation_claim(Conversation *c, const char *key, Err *err);
 
 // The reply to the conversation rendered as ids[0..n_ids) (the template's rendering, the assistant's turn opened):
 // up to params->max_tokens tokens into out (room for max_tokens), as speculative_generate decodes them. *n_reused

@@ -81,6 +81,7 @@ static const Case cases[] = {
     {C, "{\"prompt\": \"hi\", \"top_p\": 1e-300, \"stream\": true}", 400, "top_p", "as a 32-bit float"},
     {C, "{\"prompt\": \"hi\", \"temperature\": 1e300}", 400, "temperature", "[0, 2]"},
     {C, "{\"prompt\": \"hi\", \"min_p\": 1.5}", 400, "min_p", "[0, 1]"},
+    {C, "{\"prompt\": \"hi\", \"cache_salt\": 5}", 400, "cache_salt", "string"},
     {C, "{\"prompt\": \"hi\", \"min_p\": \"0.1\"}", 400, "min_p", "number"},
     {C, "{\"prompt\": \"hi\", \"repetition_penalty\": 0}", 400, "repetition_penalty", "[0.01, 100]"},
     {C, "{\"prompt\": \"hi\", \"repetition_penalty\": 1e300}", 400, "repetition_penalty", "[0.01, 100]"},
@@ -142,7 +143,8 @@ TEST(serve_request_reads_the_fields) {
     const char *body = "{\"model\": \"m\", \"prompt\": \"say hi\", \"max_tokens\": 9, \"max_completion_tokens\": 7, "
                        "\"temperature\": 0.5, \"top_p\": 0.9, \"top_k\": 40, \"seed\": 12345678901, \"stop\": "
                        "[\"\\n\", \"end\"], \"stream\": true, \"stream_options\": {\"include_usage\": true}, \"min_p\": "
-                       "0.05, \"repetition_penalty\": 1.1, \"presence_penalty\": -0.5, \"frequency_penalty\": 1.5}";
+                       "0.05, \"repetition_penalty\": 1.1, \"presence_penalty\": -0.5, \"frequency_penalty\": 1.5, "
+                       "\"cache_salt\": \"s1\"}";
     Request req;
     ApiError e;
     CHECK(request_parse(&req, API_COMPLETIONS, body, strlen(body), &e) == 0, "refused: %s", e.err.msg);
@@ -155,6 +157,7 @@ TEST(serve_request_reads_the_fields) {
     CHECK(req.has_seed && req.seed == 12345678901ull, "seed");
     CHECK(req.n_stop == 2 && strcmp(req.stop[0], "\n") == 0 && strcmp(req.stop[1], "end") == 0, "stop");
     CHECK(req.stream && req.include_usage, "stream");
+    CHECK(req.cache_salt && strcmp(req.cache_salt, "s1") == 0, "cache_salt");
     CHECK(!req.marks && !req.plain, "no marks, drafting: the defaults");
     request_free(&req);
 

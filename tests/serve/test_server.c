@@ -244,11 +244,14 @@ TEST(serve_openai_client_matches_generate) {
     remove_dir(dir);
 }
 
-// The text and usage of a non-streamed completion of `prompt` (greedy, 8 tokens) through the server.
-static char *complete_text(int port, const char *prompt, long *cached) {
+// The text and usage of a non-streamed completion of `prompt` (greedy, 8 tokens) through the server, with a
+// cache_salt unless salt is NULL.
+static char *complete_text(int port, const char *prompt, const char *salt, long *cached) {
     char *body, *reply, *text = NULL;
     *cached = -1;
-    if (asprintf(&body, "{\"prompt\": \"%s\", \"max_tokens\": 8, \"temperature\": 0}", prompt) < 0) return NULL;
+    if (asprintf(&body, "{\"prompt\": \"%s\", \"max_tokens\": 8, \"temperature\": 0%s%s%s}", prompt,
+                 salt ? ", \"cache_salt\": \"" : "", salt ? salt : "", salt ? "\"" : "") < 0)
+        return NULL;
     reply = post(port, "/v1/completions", "", body);
     const char *json = reply ? strstr(reply, "\r\n\r\n") : NULL;
     json_error_t je;
@@ -265,7 +268,8 @@ static char *complete_text(int port, const char *prompt, long *cached) {
 }
 
 // The conversation cache: a request whose ids begin with the last one's keeps them (cached_tokens) and prefills
-// only the rest; one that shares nothing keeps nothing; every text is generate's for the same prompt, run fresh.
+// only the rest; one that shares nothing keeps nothing, and neither does one under another cache_salt (none given
+// being a salt of its own); every text is generate's for the same prompt, run fresh.
 // (The prompts extend each other, not the replies: this tiny model's replies, re-encoded, would spell ids beyond
 // its vocabulary.)
 TEST(serve_conversation_cache_is_keyed_by_ids) {
@@ -274,11 +278,14 @@ TEST(serve_conversation_cache_is_keyed_by_ids) {
     Served s;
     CHECK(serve(&s, dir, "--lookup"), "the server did not start");
     if (test_failures()) return;
-    const char *prompts[] = {PROMPT, PROMPT "@", PROMPT "@(A)", "Q", "Q"};  // ids 55 10 56 | 31 | 7 32 8; 48
-    const long cached_want[] = {0, 3, 4, 0, 0};  // the prompt before (the newest token is always fed again)
-    for (int turn = 0; turn < 5; turn++) {
+    enum { TURNS = 9 };
+    const char *prompts[TURNS] = {PROMPT, PROMPT "@", PROMPT "@(A)", "Q", "Q",  // ids 55 10 56 | 31 | 7 32 8; 48
+                                  "Q", "Q@", "Q@", "Q@"};
+    const char *salts[TURNS] = {NULL, NULL, NULL, NULL, NULL, "a", "a", "b", NULL};
+    const long cached_want[TURNS] = {0, 3, 4, 0, 0, 0, 1, 0, 0};  // the prompt before (its newest id is fed again)
+    for (int turn = 0; turn < TURNS; turn++) {
         long cached;
-        char *text = complete_text(s.port, prompts[turn], &cached), *command, *fresh = NULL;
+        char *text = complete_text(s.port, prompts[turn], salts[turn], &cached), *command, *fresh = NULL;
         CHECK(cached == cached_want[turn], "turn %d: %ld tokens of \"%s\" were cached, expected %ld", turn, cached,
               prompts[turn], cached_want[turn]);
         if (asprintf(&command, "%s generate -m %s --lookup -p '%s' -n 8 --temp 0", specdec_bin(), dir, prompts[turn]) < 0)
