@@ -26,19 +26,10 @@ static bool name_in(Str name, const char *const *names) {
     return false;
 }
 
-static const char *const FILTERS[] = {"trim", "length", "count", "tojson", "join", "upper", "lower", "capitalize",
-                                      "first", "last", "default", "d", "string", "int", "float", "list", "reverse",
-                                      "replace", "safe", "items", "abs", "map", "select", "reject", "selectattr",
-                                      "rejectattr", NULL};
-static const char *const TESTS[] = {"defined", "undefined", "none", "string", "number", "integer", "float",
-                                    "boolean", "mapping", "iterable", "sequence", "true", "false", "equalto",
-                                    "eq", "ne", "odd", "even", "divisibleby", "in", "lower", "upper", NULL};
 static const char *const METHODS[] = {"strip", "lstrip", "rstrip", "split", "startswith", "endswith", "upper",
                                       "lower", "replace", "find", "items", "keys", "values", "get", NULL};
 static const char *const FUNCTIONS[] = {"namespace", "raise_exception", "strftime_now", "range", NULL};
 
-bool builtin_has_filter(Str name) { return name_in(name, FILTERS); }
-bool builtin_has_test(Str name) { return name_in(name, TESTS); }
 bool builtin_has_method(Str name) { return name_in(name, METHODS); }
 bool builtin_has_function(Str name) { return name_in(name, FUNCTIONS); }
 
@@ -330,48 +321,139 @@ static Value tojson(Eval *e, const Node *n, Value x, Value indent) {
     return v_str(sb_str(&b));
 }
 
+// Each filter's arguments: the value x, then args[0..n_args) (kw[k] names args[k] when given as a keyword).
+typedef Value (*FilterFn)(Eval *e, const Node *n, Value x, const Value *args, const Str *kw, int n_args);
+
+static Value filter_default(Eval *e, const Node *n, Value x, const Value *args, const Str *kw, int n_args) {
+    (void)e, (void)n;
+    bool boolean = value_truthy(arg(args, kw, n_args, 1, "boolean"));
+    Value fallback = arg(args, kw, n_args, 0, "default_value");
+    if (x.kind == V_UNDEFINED || (boolean && !value_truthy(x)))
+        return fallback.kind == V_UNDEFINED ? v_str(str_lit("", 0)) : fallback;
+    return x;
+}
+
+static Value filter_length(Eval *e, const Node *n, Value x, const Value *args, const Str *kw, int n_args) {
+    (void)args, (void)kw, (void)n_args;
+    return length(e, n, x);
+}
+
+static Value filter_tojson(Eval *e, const Node *n, Value x, const Value *args, const Str *kw, int n_args) {
+    return tojson(e, n, x, arg(args, kw, n_args, 0, "indent"));
+}
+
+static Value filter_join(Eval *e, const Node *n, Value x, const Value *args, const Str *kw, int n_args) {
+    return join(e, n, x, arg(args, kw, n_args, 0, "d"));
+}
+
+static Value filter_string(Eval *e, const Node *n, Value x, const Value *args, const Str *kw, int n_args) {
+    (void)args, (void)kw, (void)n_args;
+    return to_string(e, n, x);
+}
+
+static Value filter_safe(Eval *e, const Node *n, Value x, const Value *args, const Str *kw, int n_args) {
+    (void)e, (void)n, (void)args, (void)kw, (void)n_args;
+    return x;
+}
+
+static Value filter_int(Eval *e, const Node *n, Value x, const Value *args, const Str *kw, int n_args) {
+    (void)e, (void)n;
+    return to_int(x, arg(args, kw, n_args, 0, "default"));
+}
+
+static Value filter_float(Eval *e, const Node *n, Value x, const Value *args, const Str *kw, int n_args) {
+    (void)e, (void)n, (void)args, (void)kw, (void)n_args;
+    if (x.kind == V_FLOAT) return x;
+    Value i = to_int(x, v_none());
+    return i.kind == V_INT ? v_float((double)i.i) : v_float(0);
+}
+
+static Value filter_items(Eval *e, const Node *n, Value x, const Value *args, const Str *kw, int n_args) {
+    (void)args, (void)kw, (void)n_args;
+    return items_of(e, n, x);
+}
+
+static Value filter_abs(Eval *e, const Node *n, Value x, const Value *args, const Str *kw, int n_args) {
+    (void)args, (void)kw, (void)n_args;
+    if (x.kind == V_FLOAT) return v_float(x.f < 0 ? -x.f : x.f);
+    if (x.kind == V_INT && x.i != INT64_MIN) return v_int(x.i < 0 ? -x.i : x.i);
+    jinja_fail(e->arena, n->line, "abs: a %s value", value_kind_name(x.kind));
+}
+
+static Value filter_list(Eval *e, const Node *n, Value x, const Value *args, const Str *kw, int n_args) {
+    (void)args, (void)kw, (void)n_args;
+    return list_value(sequence(e, n, x));
+}
+
+static Value filter_reverse(Eval *e, const Node *n, Value x, const Value *args, const Str *kw, int n_args) {
+    (void)args, (void)kw, (void)n_args;
+    return reverse(e, n, x);
+}
+
+static Value filter_first(Eval *e, const Node *n, Value x, const Value *args, const Str *kw, int n_args) {
+    (void)args, (void)kw, (void)n_args;
+    List *l = sequence(e, n, x);
+    return l->n == 0 ? v_undefined() : l->items[0];
+}
+
+static Value filter_last(Eval *e, const Node *n, Value x, const Value *args, const Str *kw, int n_args) {
+    (void)args, (void)kw, (void)n_args;
+    List *l = sequence(e, n, x);
+    return l->n == 0 ? v_undefined() : l->items[l->n - 1];
+}
+
+static Value filter_trim(Eval *e, const Node *n, Value x, const Value *args, const Str *kw, int n_args) {
+    return strip_method(e, n, want_str(e, n, x, "the value"), arg(args, kw, n_args, 0, NULL), true, true);
+}
+
+static Value filter_upper(Eval *e, const Node *n, Value x, const Value *args, const Str *kw, int n_args) {
+    (void)args, (void)kw, (void)n_args;
+    return change_case(e, n, want_str(e, n, x, "the value"), 1);
+}
+
+static Value filter_lower(Eval *e, const Node *n, Value x, const Value *args, const Str *kw, int n_args) {
+    (void)args, (void)kw, (void)n_args;
+    return change_case(e, n, want_str(e, n, x, "the value"), -1);
+}
+
+static Value filter_capitalize(Eval *e, const Node *n, Value x, const Value *args, const Str *kw, int n_args) {
+    (void)args, (void)kw, (void)n_args;
+    return change_case(e, n, want_str(e, n, x, "the value"), 0);
+}
+
+static Value filter_replace(Eval *e, const Node *n, Value x, const Value *args, const Str *kw, int n_args) {
+    return replace(e, n, want_str(e, n, x, "the value"), arg(args, kw, n_args, 0, NULL),
+                   arg(args, kw, n_args, 1, NULL), arg(args, kw, n_args, 2, "count"));
+}
+
+// The filters by name: the parser accepts these names only (builtin_has_filter), and builtin_filter runs them.
+static const struct {
+    const char *name;
+    FilterFn run;
+} FILTERS[] = {
+    {"default", filter_default}, {"d", filter_default},         {"length", filter_length},
+    {"count", filter_length},    {"tojson", filter_tojson},     {"join", filter_join},
+    {"string", filter_string},   {"safe", filter_safe},         {"int", filter_int},
+    {"float", filter_float},     {"items", filter_items},       {"abs", filter_abs},
+    {"list", filter_list},       {"reverse", filter_reverse},   {"first", filter_first},
+    {"last", filter_last},       {"map", select_or_map},        {"select", select_or_map},
+    {"reject", select_or_map},   {"selectattr", select_or_map}, {"rejectattr", select_or_map},
+    {"trim", filter_trim},       {"upper", filter_upper},       {"lower", filter_lower},
+    {"capitalize", filter_capitalize}, {"replace", filter_replace},
+};
+
+static FilterFn find_filter(Str name) {
+    for (size_t i = 0; i < sizeof FILTERS / sizeof FILTERS[0]; i++)
+        if (str_eq_c(name, FILTERS[i].name)) return FILTERS[i].run;
+    return NULL;
+}
+
+bool builtin_has_filter(Str name) { return find_filter(name) != NULL; }
+
 Value builtin_filter(Eval *e, const Node *n, Value x, const Value *args, const Str *kw, int n_args) {
-    Str f = n->name;
-    Value a0 = arg(args, kw, n_args, 0, NULL);
-    if (str_eq_c(f, "default") || str_eq_c(f, "d")) {
-        bool boolean = value_truthy(arg(args, kw, n_args, 1, "boolean"));
-        Value fallback = arg(args, kw, n_args, 0, "default_value");
-        if (x.kind == V_UNDEFINED || (boolean && !value_truthy(x)))
-            return fallback.kind == V_UNDEFINED ? v_str(str_lit("", 0)) : fallback;
-        return x;
-    }
-    if (str_eq_c(f, "length") || str_eq_c(f, "count")) return length(e, n, x);
-    if (str_eq_c(f, "tojson")) return tojson(e, n, x, arg(args, kw, n_args, 0, "indent"));
-    if (str_eq_c(f, "join")) return join(e, n, x, arg(args, kw, n_args, 0, "d"));
-    if (str_eq_c(f, "string")) return to_string(e, n, x);
-    if (str_eq_c(f, "safe")) return x;
-    if (str_eq_c(f, "int")) return to_int(x, arg(args, kw, n_args, 0, "default"));
-    if (str_eq_c(f, "float")) {
-        if (x.kind == V_FLOAT) return x;
-        Value i = to_int(x, v_none());
-        return i.kind == V_INT ? v_float((double)i.i) : v_float(0);
-    }
-    if (str_eq_c(f, "items")) return items_of(e, n, x);
-    if (str_eq_c(f, "abs")) {
-        if (x.kind == V_FLOAT) return v_float(x.f < 0 ? -x.f : x.f);
-        if (x.kind == V_INT && x.i != INT64_MIN) return v_int(x.i < 0 ? -x.i : x.i);
-        jinja_fail(e->arena, n->line, "abs: a %s value", value_kind_name(x.kind));
-    }
-    if (str_eq_c(f, "list")) return list_value(sequence(e, n, x));
-    if (str_eq_c(f, "reverse")) return reverse(e, n, x);
-    if (str_eq_c(f, "first") || str_eq_c(f, "last")) {
-        List *l = sequence(e, n, x);
-        return l->n == 0 ? v_undefined() : l->items[f.p[0] == 'f' ? 0 : l->n - 1];
-    }
-    if (str_eq_c(f, "map") || str_eq_c(f, "select") || str_eq_c(f, "reject") || str_eq_c(f, "selectattr") ||
-        str_eq_c(f, "rejectattr"))
-        return select_or_map(e, n, x, args, kw, n_args);
-    Str s = want_str(e, n, x, "the value");  // the string filters
-    if (str_eq_c(f, "trim")) return strip_method(e, n, s, a0, true, true);
-    if (str_eq_c(f, "upper")) return change_case(e, n, s, 1);
-    if (str_eq_c(f, "lower")) return change_case(e, n, s, -1);
-    if (str_eq_c(f, "capitalize")) return change_case(e, n, s, 0);
-    return replace(e, n, s, a0, arg(args, kw, n_args, 1, NULL), arg(args, kw, n_args, 2, "count"));
+    const FilterFn run = find_filter(n->name);
+    if (!run) jinja_fail(e->arena, n->line, "the filter '%.*s' is not supported", (int)n->name.n, n->name.p);
+    return run(e, n, x, args, kw, n_args);
 }
 
 // ---- tests ----------------------------------------------------------------------------------------------------
@@ -389,43 +471,90 @@ static bool all_cased(Str s, int want_upper) {
     return any;
 }
 
-bool builtin_test(Eval *e, const Node *n, Value x, const Value *args, int n_args) {
-    Str t = n->name;
-    Value a0 = n_args > 0 ? args[0] : v_undefined();
-    if (str_eq_c(t, "defined")) return x.kind != V_UNDEFINED;
-    if (str_eq_c(t, "undefined")) return x.kind == V_UNDEFINED;
-    if (str_eq_c(t, "none")) return x.kind == V_NONE;
-    if (str_eq_c(t, "string")) return x.kind == V_STRING;
-    if (str_eq_c(t, "number")) return x.kind == V_INT || x.kind == V_FLOAT || x.kind == V_BOOL;
-    if (str_eq_c(t, "integer")) return x.kind == V_INT;
-    if (str_eq_c(t, "float")) return x.kind == V_FLOAT;
-    if (str_eq_c(t, "boolean")) return x.kind == V_BOOL;
-    if (str_eq_c(t, "true")) return x.kind == V_BOOL && x.b;
-    if (str_eq_c(t, "false")) return x.kind == V_BOOL && !x.b;
-    if (str_eq_c(t, "mapping")) return x.kind == V_DICT;
-    if (str_eq_c(t, "iterable")) return x.kind == V_STRING || x.kind == V_LIST || x.kind == V_DICT ||
-                                        x.kind == V_UNDEFINED;
-    if (str_eq_c(t, "sequence")) return x.kind == V_STRING || x.kind == V_LIST || x.kind == V_DICT;
-    if (str_eq_c(t, "equalto") || str_eq_c(t, "eq")) return value_equal(x, a0);
-    if (str_eq_c(t, "ne")) return !value_equal(x, a0);
-    if (str_eq_c(t, "lower") || str_eq_c(t, "upper"))
-        return x.kind == V_STRING && all_cased(x.s, t.p[0] == 'u');
-    if (str_eq_c(t, "in")) {
-        Node cmp = {.kind = E_COMPARE, .line = n->line, .name = str_lit("in", 2)};
-        if (a0.kind == V_STRING && x.kind == V_STRING) return memmem(a0.s.p, a0.s.n, x.s.p, x.s.n) || !x.s.n;
-        if (a0.kind == V_LIST || a0.kind == V_DICT) {
-            for (size_t i = 0; a0.kind == V_LIST && i < a0.list->n; i++)
-                if (value_equal(x, a0.list->items[i])) return true;
-            return a0.kind == V_DICT && x.kind == V_STRING && dict_get(a0.dict, x.s);
-        }
-        jinja_fail(e->arena, cmp.line, "in: a %s value is no container", value_kind_name(a0.kind));
+static bool is_defined(Value x) { return x.kind != V_UNDEFINED; }
+static bool is_undefined(Value x) { return x.kind == V_UNDEFINED; }
+static bool is_none(Value x) { return x.kind == V_NONE; }
+static bool is_string(Value x) { return x.kind == V_STRING; }
+static bool is_number(Value x) { return x.kind == V_INT || x.kind == V_FLOAT || x.kind == V_BOOL; }
+static bool is_integer(Value x) { return x.kind == V_INT; }
+static bool is_float(Value x) { return x.kind == V_FLOAT; }
+static bool is_boolean(Value x) { return x.kind == V_BOOL; }
+static bool is_true(Value x) { return x.kind == V_BOOL && x.b; }
+static bool is_false(Value x) { return x.kind == V_BOOL && !x.b; }
+static bool is_mapping(Value x) { return x.kind == V_DICT; }
+static bool is_sequence(Value x) { return x.kind == V_STRING || x.kind == V_LIST || x.kind == V_DICT; }
+static bool is_iterable(Value x) { return is_sequence(x) || x.kind == V_UNDEFINED; }
+static bool is_lower(Value x) { return x.kind == V_STRING && all_cased(x.s, 0); }
+static bool is_upper(Value x) { return x.kind == V_STRING && all_cased(x.s, 1); }
+
+static bool is_equal_to(Eval *e, const Node *n, Value x, Value a0) {
+    (void)e, (void)n;
+    return value_equal(x, a0);
+}
+
+static bool is_not_equal_to(Eval *e, const Node *n, Value x, Value a0) { return !is_equal_to(e, n, x, a0); }
+
+static bool is_in(Eval *e, const Node *n, Value x, Value a0) {
+    if (a0.kind == V_STRING && x.kind == V_STRING) return memmem(a0.s.p, a0.s.n, x.s.p, x.s.n) || !x.s.n;
+    if (a0.kind == V_LIST || a0.kind == V_DICT) {
+        for (size_t i = 0; a0.kind == V_LIST && i < a0.list->n; i++)
+            if (value_equal(x, a0.list->items[i])) return true;
+        return a0.kind == V_DICT && x.kind == V_STRING && dict_get(a0.dict, x.s);
     }
-    if (x.kind != V_INT) jinja_fail(e->arena, n->line, "%.*s: a %s value, not an integer", (int)t.n, t.p,
-                                    value_kind_name(x.kind));
-    if (str_eq_c(t, "odd")) return x.i % 2 != 0;
-    if (str_eq_c(t, "even")) return x.i % 2 == 0;
+    jinja_fail(e->arena, n->line, "in: a %s value is no container", value_kind_name(a0.kind));
+}
+
+// x as an integer, for the tests of integers.
+static int64_t integer_of(Eval *e, const Node *n, Value x) {
+    if (x.kind != V_INT)
+        jinja_fail(e->arena, n->line, "%.*s: a %s value, not an integer", (int)n->name.n, n->name.p,
+                   value_kind_name(x.kind));
+    return x.i;
+}
+
+static bool is_odd(Eval *e, const Node *n, Value x, Value a0) {
+    (void)a0;
+    return integer_of(e, n, x) % 2 != 0;
+}
+
+static bool is_even(Eval *e, const Node *n, Value x, Value a0) { return !is_odd(e, n, x, a0); }
+
+static bool is_divisible_by(Eval *e, const Node *n, Value x, Value a0) {
+    const int64_t i = integer_of(e, n, x);
     if (a0.kind != V_INT || a0.i == 0) jinja_fail(e->arena, n->line, "divisibleby: a non-zero integer is needed");
-    return a0.i == -1 || x.i % a0.i == 0;
+    return a0.i == -1 || i % a0.i == 0;
+}
+
+// The tests by name: the parser accepts these names only (builtin_has_test), and builtin_test runs them — a test of
+// the value alone (of_value), or of the value and the test's first argument (with_argument).
+static const struct {
+    const char *name;
+    bool (*of_value)(Value x);
+    bool (*with_argument)(Eval *e, const Node *n, Value x, Value a0);
+} TESTS[] = {
+    {"defined", is_defined, NULL},     {"undefined", is_undefined, NULL}, {"none", is_none, NULL},
+    {"string", is_string, NULL},       {"number", is_number, NULL},       {"integer", is_integer, NULL},
+    {"float", is_float, NULL},         {"boolean", is_boolean, NULL},     {"true", is_true, NULL},
+    {"false", is_false, NULL},         {"mapping", is_mapping, NULL},     {"iterable", is_iterable, NULL},
+    {"sequence", is_sequence, NULL},   {"lower", is_lower, NULL},         {"upper", is_upper, NULL},
+    {"equalto", NULL, is_equal_to},    {"eq", NULL, is_equal_to},         {"ne", NULL, is_not_equal_to},
+    {"in", NULL, is_in},               {"odd", NULL, is_odd},             {"even", NULL, is_even},
+    {"divisibleby", NULL, is_divisible_by},
+};
+
+static int find_test(Str name) {
+    for (size_t i = 0; i < sizeof TESTS / sizeof TESTS[0]; i++)
+        if (str_eq_c(name, TESTS[i].name)) return (int)i;
+    return -1;
+}
+
+bool builtin_has_test(Str name) { return find_test(name) >= 0; }
+
+bool builtin_test(Eval *e, const Node *n, Value x, const Value *args, int n_args) {
+    const int t = find_test(n->name);
+    if (t < 0) jinja_fail(e->arena, n->line, "the test '%.*s' is not supported", (int)n->name.n, n->name.p);
+    if (TESTS[t].of_value) return TESTS[t].of_value(x);
+    return TESTS[t].with_argument(e, n, x, n_args > 0 ? args[0] : v_undefined());
 }
 
 // ---- methods --------------------------------------------------------------------------------------------------

@@ -331,6 +331,33 @@ TEST(chat_template_unsupported_is_refused_by_name) {
     }
 }
 
+// A filter or test named by a string at render time (map's, select's, reject's) is looked up in the built-ins' table
+// like one in the source: an unknown name is an error naming it, and a known one runs.
+TEST(chat_template_unknown_filter_or_test_at_render_time_is_an_error) {
+    static const struct {
+        const char *source, *named;  // named: NULL for a template that renders
+    } cases[] = {
+        {"{{ ['a'] | map('wordwrap') | list }}", "map: the filter 'wordwrap' is not supported"},
+        {"{{ [1] | select('sameas', 1) | list }}", "select: the test 'sameas' is not supported"},
+        {"{{ [1] | reject('replace') | list }}", "reject: the test 'replace' is not supported"},
+        {"{{ ['A'] | map('lower') | list }}{{ [1, 2] | select('divisibleby', 2) | list }}", NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        Err err = {""};
+        JinjaTemplate *t = jinja_parse(cases[i].source, strlen(cases[i].source), &err);
+        JinjaOutput out;
+        const int rc = t ? jinja_render(t, &(JinjaContext){0}, &out, &err) : -1;
+        if (cases[i].named)
+            CHECK(t && rc < 0 && strstr(err.msg, cases[i].named), "\"%s\": wanted an error naming \"%s\", got \"%s\"",
+                  cases[i].source, cases[i].named, rc < 0 ? err.msg : "(rendered)");
+        else
+            CHECK(rc == 0 && strcmp(out.text, "['a'][2]") == 0, "\"%s\": %s", cases[i].source,
+                  rc == 0 ? out.text : err.msg);
+        if (t && rc == 0) jinja_output_free(&out);
+        jinja_free(t);
+    }
+}
+
 // Runaway templates end in one line, not in a hang or a crash.
 TEST(chat_template_limits) {
     static const char *const runaway[] = {
