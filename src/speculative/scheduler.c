@@ -1,5 +1,6 @@
 // scheduler.c — the speculative decoding scheduler: Algorithm 1 of Leviathan et al. (2023), one round at a time.
-// See speculative.h for the contract; the γ policy is policy.c, the accept step accept.c and tree.c.
+// See speculative.h for the contract; the γ policy is policy.c, the accept step accept.c and tree.c. The round is
+// cut at the target's forward (scheduler.h), so that batch.c runs the same steps for several sequences at once.
 //
 // A round is the paper's steps, each a function below, over a draft tree — a chain of γ drafts is the tree of
 // width 1, and the same code runs it:
@@ -8,8 +9,10 @@
 //                                       the chain drafted ahead during the round before (pipelined drafting,
 //                                       draft_ahead.h: start_drafting_ahead at the end of a draft model's chain,
 //                                       finish_drafting_ahead at the start of the commit)
-//   2. verify: p at every node          verify: one target forward over [newest committed token, nodes] under
-//                                       the tree mask (model_forward_tree); p of the token after each node
+//   2. verify: p at every node          verify_rows: one target forward over [newest committed token, nodes]
+//                                       under the tree mask (model_forward_batch: this sequence's rows alone in
+//                                       generate, beside other sequences' in batch.c); p of the token after each
+//                                       node
 //   3. accept x_i, or                   accept_or_resample: from the root down, at each node its children in the
 //   4. resample at the first rejection, order drawn (accept_at_node: Algorithm 1's step for one child, accept_chain;
 //      else draw the bonus              for several, recursive rejection sampling over them); the bonus after a leaf
@@ -26,6 +29,7 @@
 #include "speculative/draft_ahead.h"
 #include "speculative/policy.h"
 #include "speculative/round.h"
+#include "speculative/scheduler.h"
 
 #ifdef SPECDEC_DEBUG
 enum { CHECK_ROLLBACKS = 1 };  // make BUILD=debug: every rollback is checked against a recomputation
@@ -37,7 +41,7 @@ enum { CHECK_ROLLBACKS = 0 };
 typedef enum { ROW_PENDING, ROW_READY, ROW_BAD } RowState;
 
 // The scheduler's state between rounds.
-typedef struct {
+struct Scheduler {
     Model *target;
     Drafter *drafter;                   // NULL: plain decoding
     const SpecParams *params;
@@ -62,7 +66,9 @@ typedef struct {
     DraftAhead *ahead;                  // pipelined drafting's thread (draft_ahead.h), or NULL: off
     Tally tally;                        // the statistics' sums over the rounds (record.c)
     SpecStats *stats;
-} Scheduler;
+    Round round;                        // the round under way
+    double t_decode;                    // when the rounds began
+};
 
 // The shape a round may draft after `committed` tokens: a tree with no more nodes than the context left holds. Not
 // capped by the tokens still wanted (max_tokens): a round drafts as deep as it would in a longer run and the commit
@@ -168,10 +174,10 @@ static void penalize_rows(Scheduler *s, const Round *r) {
 }
 
 // 2. Verify: one target forward over [newest committed token, x_1..x_k] under the tree mask gives the logits of the
-// token after each (p_1..p_{k+1} for a chain), penalised (penalize_rows); accept_or_resample adjusts the rows it
-// reaches (target_probs). Timed: r->target_seconds.
-static int verify(Scheduler *s, Round *r, Err *err) {
-    const double t0 = now_seconds();
+// token after each (p_1..p_{k+1} for a chain), penalised (penalize_rows, once they are in); accept_or_resample
+// adjusts the rows it reaches (target_probs). The forward is the caller's (speculative_generate's alone, batch.c's
+// with other sequences' rows): these are its rows.
+static SequenceRows verify_rows(Scheduler *s, Round *r) {
     r->tokens[0] = s->context[s->n - 1];
     r->parent[0] = -1;
     for (int i = 0; i < r->tree.n; i++) {
@@ -180,10 +186,8 @@ static int verify(Scheduler *s, Round *r, Err *err) {
     }
     r->base = s->cache.len;
     for (int row = 0; row <= r->tree.n; row++) s->row_state[row] = ROW_PENDING;
-    if (model_forward_tree(s->target, &s->cache, r->tokens, r->parent, r->tree.n + 1, s->logits, err)) return -1;
-    penalize_rows(s, r);
-    r->target_seconds = now_seconds() - t0;
-    return 0;
+    return (SequenceRows){.cache = &s->cache, .tokens = r->tokens, .T = r->tree.n + 1, .parent = r->parent,
+                          .base = r->base, .all_logits = true};
 }
 
 // The p rows [first, first + n) of the round, row first + i adjusted by thread i of n (with its own sampler: a row's
@@ -400,7 +404,8 @@ static bool pipelined(const SpecParams *params, const Model *target, const Draft
 }
 
 static int scheduler_init(Scheduler *s, Model *target, KVCache *cache, Drafter *drafter, const int *prompt,
-                          int n_prompt, const SpecParams *params, int *out, SpecStats *stats, Err *err) {
+                          int n_prompt, const SpecParams *params, int *out, SpecStats *stats, bool may_pipeline,
+                          Err *err) {
     const int V = target->n_vocab;
     *s = (Scheduler){.target = target, .drafter = drafter, .params = params, .V = V,
                      .n_ctx = target->cfg.n_positions, .n = n_prompt, .n_prompt = n_prompt, .out = out,
@@ -427,7 +432,7 @@ static int scheduler_init(Scheduler *s, Model *target, KVCache *cache, Drafter *
     memcpy(s->context, prompt, sizeof(int) * n_prompt);
     policy_init(&s->g, target, drafter, params);
     const bool spare = cpu_to_spare(target);
-    stats->pipelined = pipelined(params, target, drafter, spare);
+    stats->pipelined = may_pipeline && pipelined(params, target, drafter, spare);
     stats->draft_own_core = stats->pipelined && spare;
     if (stats->pipelined &&
         !(s->ahead = draft_ahead_open(drafter, n_prompt + params->max_tokens, stats->draft_own_core, err)))
@@ -435,45 +440,107 @@ static int scheduler_init(Scheduler *s, Model *target, KVCache *cache, Drafter *
     return 0;
 }
 
-// speculative_generate with the target's cache the caller's (speculative_continue) or its own (cache NULL).
+Scheduler *scheduler_open(Model *target, KVCache *cache, Drafter *drafter, const int *prompt, int n_prompt,
+                          const SpecParams *params, int *out, SpecStats *stats, bool may_pipeline, Err *err) {
+    *stats = (SpecStats){0};
+    if (n_prompt < 1) {
+        err_fmt(err, "the prompt is empty");
+        return NULL;
+    }
+    if (n_prompt >= target->cfg.n_positions) {
+        err_fmt(err, "the prompt has %d tokens but the model's context is %d positions, which leaves no room to "
+                "generate", n_prompt, target->cfg.n_positions);
+        return NULL;
+    }
+    if (cache && cache->len > n_prompt - 1) {
+        err_fmt(err, "the cache holds %d tokens, more than the prompt's %d but the newest", cache->len, n_prompt - 1);
+        return NULL;
+    }
+    Scheduler *s = malloc(sizeof *s);
+    if (!s) {
+        err_fmt(err, "out of memory for a scheduler");
+        return NULL;
+    }
+    if (scheduler_init(s, target, cache, drafter, prompt, n_prompt, params, out, stats, may_pipeline, err)) {
+        scheduler_free(s);
+        free(s);
+        return NULL;
+    }
+    return s;
+}
+
+KVCache *scheduler_cache(Scheduler *s) { return &s->cache; }
+
+float *scheduler_logits(Scheduler *s) { return s->logits; }
+
+int scheduler_start(Scheduler *s, double prefill_seconds, Err *err) {
+    const double t0 = now_seconds();
+    if (s->n_prompt > 1 && s->drafter && s->drafter->prefill &&
+        s->drafter->prefill(s->drafter, s->context, s->n_prompt - 1, err))
+        return -1;
+    s->t_decode = now_seconds();
+    s->stats->prefill_seconds = prefill_seconds + (s->t_decode - t0);
+    return 0;
+}
+
+bool scheduler_running(const Scheduler *s) {
+    return !s->done && s->stats->generated < s->params->max_tokens && s->cache.len < s->n_ctx;
+}
+
+int scheduler_draft(Scheduler *s, Err *err) {
+    s->round = (Round){.request = next_request(s), .width = 1};  // each step times itself into the round's record
+    return draft(s, &s->round, err);
+}
+
+SequenceRows scheduler_verify_rows(Scheduler *s) { return verify_rows(s, &s->round); }
+
+int scheduler_finish_round(Scheduler *s, double target_seconds, Err *err) {
+    Round *r = &s->round;
+    r->target_seconds = target_seconds;
+    penalize_rows(s, r);
+    if (accept_or_resample(s, r, err) || commit_and_roll_back(s, r, err)) return -1;
+    record_round(s, r);
+    return 0;
+}
+
+void scheduler_close(Scheduler *s, int *n_out) {
+    *n_out = s->stats->generated;
+    if (s->t_decode > 0) {
+        s->stats->decode_seconds = now_seconds() - s->t_decode;
+        finish_stats(s->stats, &s->tally, policy_target_time(&s->g, 1), policy_draft_step(&s->g));
+    }
+    scheduler_free(s);
+    free(s);
+}
+
+// speculative_generate with the target's cache the caller's (speculative_continue) or its own (cache NULL): the
+// prefill, then the rounds, each verified by a forward over this sequence's rows alone (a batch of one).
 static int generate(Model *target, KVCache *cache, Drafter *drafter, const int *prompt, int n_prompt,
                     const SpecParams *params, int *out, int *n_out, SpecStats *stats, Err *err) {
-    *stats = (SpecStats){0};
     *n_out = 0;
-    if (n_prompt < 1) return err_fmt(err, "the prompt is empty");
-    if (n_prompt >= target->cfg.n_positions)
-        return err_fmt(err, "the prompt has %d tokens but the model's context is %d positions, which leaves no room "
-                       "to generate", n_prompt, target->cfg.n_positions);
-    if (cache && cache->len > n_prompt - 1)
-        return err_fmt(err, "the cache holds %d tokens, more than the prompt's %d but the newest", cache->len,
-                       n_prompt - 1);
-    Scheduler s;
-    int rc = -1;
-    if (scheduler_init(&s, target, cache, drafter, prompt, n_prompt, params, out, stats, err)) goto done;
+    Scheduler *s = scheduler_open(target, cache, drafter, prompt, n_prompt, params, out, stats, true, err);
+    if (!s) return -1;
     const double t_start = now_seconds();
     // Prefill all but the newest committed token (both models), less what the cache holds already: each round's
     // verify forward starts with the newest, and its logits give p_1.
-    const int cached = s.cache.len;
+    KVCache *kv = scheduler_cache(s);
+    const int cached = kv->len;
+    int rc = -1;
     if (n_prompt - 1 > cached &&
-        model_forward(target, &s.cache, prompt + cached, n_prompt - 1 - cached, s.logits, false, err))
+        model_forward(target, kv, prompt + cached, n_prompt - 1 - cached, scheduler_logits(s), false, err))
         goto done;
-    if (n_prompt > 1 && drafter && drafter->prefill && drafter->prefill(drafter, prompt, n_prompt - 1, err)) goto done;
-    const double t_decode = now_seconds();
-    stats->prefill_seconds = t_decode - t_start;
-
-    while (!s.done && stats->generated < params->max_tokens && s.cache.len < s.n_ctx) {
-        Round r = {.request = next_request(&s), .width = 1};  // each step times itself into the round's record
-        if (draft(&s, &r, err)) goto done;
-        if (verify(&s, &r, err)) goto done;
-        if (accept_or_resample(&s, &r, err) || commit_and_roll_back(&s, &r, err)) goto done;
-        record_round(&s, &r);
+    if (scheduler_start(s, now_seconds() - t_start, err)) goto done;
+    while (scheduler_running(s)) {
+        if (scheduler_draft(s, err)) goto done;
+        const SequenceRows rows = scheduler_verify_rows(s);
+        const double t0 = now_seconds();
+        if (model_forward_batch(target, &rows, 1, scheduler_logits(s), err)) goto done;
+        if (scheduler_finish_round(s, now_seconds() - t0, err)) goto done;
     }
-    *n_out = stats->generated;
-    stats->decode_seconds = now_seconds() - t_decode;
-    finish_stats(stats, &s.tally, policy_target_time(&s.g, 1), policy_draft_step(&s.g));
     rc = 0;
 done:
-    scheduler_free(&s);
+    scheduler_close(s, n_out);
+    if (rc) *n_out = 0;
     return rc;
 }
 

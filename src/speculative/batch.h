@@ -1,0 +1,64 @@
+// batch.h — several generations advancing together, each round's verifications in one target forward (continuous
+// batching: Orca, Yu et al. 2022, with speculative rounds). Each step, every running sequence drafts (its own
+// drafter, one after the other), then one model_forward_batch feeds the target every sequence's rows — the newest
+// committed token and the drafts, a chain or a tree, on the sequence's own KV cache — and each sequence accepts or
+// resamples, commits and rolls back as alone (scheduler.h: the same steps). A sequence that joins prefills its
+// prompt BATCH_PREFILL_CHUNK tokens a step, in the same forwards as the others' rounds, so running sequences do not
+// stall behind a long prompt; one that ends, or leaves (cancelled), is out of the next step.
+//
+// Bit-identical to alone: a sequence's tokens are those speculative_generate (speculative_continue, with a cache)
+// gives its prompt, parameters and drafter alone, whatever else runs and whenever it joins. The forward's rows do
+// not depend on the batch (model.h: model_forward_batch; OpenBLAS, which may take a long prompt alone under the
+// AVX2 kernels with F32 weights, never takes a batch — there a prompt's prefill alone may differ in its last bits),
+// random numbers are keyed by the sequence's seed and position (params.h), and the γ policy at temperature > 0
+// under rejection sampling plans from the cost model alone, never from timings that the batch would change; where
+// text does not depend on γ (greedy, coupled) the policy learns from the batch's timings like any other.
+// Pipelined drafting is off in a batch (it changes no token).
+#ifndef SPECDEC_BATCH_H
+#define SPECDEC_BATCH_H
+
+#include "speculative/speculative.h"
+
+enum { BATCH_PREFILL_CHUNK = 64 };  // the prompt tokens a joining sequence feeds per step
+
+typedef struct Batch Batch;
+
+// One generation: what speculative_generate (with a cache, speculative_continue) is given. Its pointers stay the
+// caller's, and live, until the sequence leaves.
+typedef struct {
+    const int *prompt;
+    int n_prompt;
+    const SpecParams *params;
+    Drafter *drafter;       // its own (a drafter holds one sequence's state), or NULL: plain decoding
+    KVCache *cache;         // as speculative_continue's (handed back when it leaves), or NULL: one of its own
+    int *out;               // room for params->max_tokens
+} BatchJob;
+
+typedef enum { BATCH_FREE, BATCH_PREFILLING, BATCH_RUNNING, BATCH_DONE, BATCH_FAILED } BatchState;
+
+// A batch of up to `capacity` sequences on the target (a model's forwards run one at a time: the batch owns the
+// target while it steps).
+Batch *batch_open(Model *target, int capacity, Err *err);
+
+// Every sequence leaves, then the batch is freed.
+void batch_close(Batch *b);
+
+// A sequence joins: its id (a free place in [0, capacity)), or −1 with err set — no free place, or a prompt that
+// speculative_generate would refuse.
+int batch_join(Batch *b, const BatchJob *job, Err *err);
+
+// One step: every prefilling sequence's next chunk and every running sequence's round, one target forward over
+// them all. A sequence whose drafter or accept step fails becomes BATCH_FAILED (the others go on); −1 with err set
+// when the forward fails, and then every sequence it carried failed.
+int batch_step(Batch *b, Err *err);
+
+// Sequences prefilling or running.
+int batch_active(const Batch *b);
+
+BatchState batch_state(const Batch *b, int id);
+
+// The sequence leaves (finished, failed, or cancelled while running: its tokens so far), and its place is free:
+// 0 with *n_out tokens in its job's out and its statistics in *stats, or −1 with its error in err (BATCH_FAILED).
+int batch_leave(Batch *b, int id, int *n_out, SpecStats *stats, Err *err);
+
+#endif

@@ -1,0 +1,153 @@
+// test_batch_rounds.c — batch.h: generations stepping their rounds together give each the tokens it gets alone.
+//
+// The oracle is speculative_generate of each request alone (same prompt, parameters, seed and drafter kind). Each
+// configuration — greedy and sampled, rejection and coupled, every drafter, chains and trees, penalties, a stop callback,
+// target-only — runs requests that arrive at random steps into a batch with fewer places than requests (so places
+// are reused), some cancelled partway; every finished request's tokens must equal its tokens alone, and a cancelled
+// one's a prefix of them. Prompts are long enough in some requests that their prefill takes several steps of
+// BATCH_PREFILL_CHUNK beside the others' rounds, on a tiny Llama-shaped pair and a GPT-2 pair.
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "speculative/batch.h"
+#include "speculative_support.h"
+
+enum { REQUESTS = 6, PLACES = 3, MAX_PROMPT = 100, MAX_TOKENS = 20, MAX_ARRIVAL = 6 };
+
+typedef struct {
+    const char *name;
+    DraftKind kind;
+    SpecParams params;
+    bool stops;  // a stop callback ends the text after a token id ≥ STOP_FROM
+} Case;
+
+enum { STOP_FROM = 80 };
+static const Penalties PENALTIES = {.repetition = 1.3f, .presence = 0.5f, .frequency = 0.2f};
+static bool stop_at_high_id(void *ctx, int id) {
+    (void)ctx;
+    return id >= STOP_FROM;
+}
+
+typedef struct {
+    int prompt[MAX_PROMPT], n_prompt;
+    SpecParams params;
+    int alone[MAX_TOKENS], n_alone;
+    int out[MAX_TOKENS];
+    int arrival, id;            // the step it joins at; its place (−1 before, −2 after)
+    int cancel_after;           // leaves after this many steps in the batch, finished or not (0: never)
+    int steps;
+    Drafters drafters;
+} Request;
+
+// A random request under `config`: a prompt of 2..8 ids (random_prompt), or in one of three a long one.
+static void request_make(Request *q, const Case *config, int i, int V) {
+    int short_prompt[8];
+    q->n_prompt = random_prompt(short_prompt, i, V);
+    memcpy(q->prompt, short_prompt, sizeof(int) * q->n_prompt);
+    if (i % 3 == 2) {  // a prompt of several prefill chunks
+        q->n_prompt = test_rand_int(BATCH_PREFILL_CHUNK + 1, MAX_PROMPT);
+        for (int t = 0; t < q->n_prompt; t++) q->prompt[t] = test_rand_int(0, V - 2);
+    }
+    q->params = config->params;
+    q->params.seed = test_rand_u64();
+    q->params.max_tokens = test_rand_int(4, MAX_TOKENS);
+    if (config->stops) q->params.stop = stop_at_high_id;
+    q->arrival = test_rand_int(0, MAX_ARRIVAL);
+    q->cancel_after = test_rand_int(0, 3) == 0 ? test_rand_int(1, 4) : 0;
+    q->id = -1;
+    q->steps = 0;
+    q->drafters = (Drafters){0};
+}
+
+// Whether a's n tokens begin b (n_b of them).
+static bool is_prefix(const int *a, int n, const int *b, int n_b) {
+    return n <= n_b && memcmp(a, b, sizeof(int) * n) == 0;
+}
+
+static void check_config(ModelPair *pair, const Case *config) {
+    Request q[REQUESTS];
+    const int V = pair->target.n_vocab;
+    for (int i = 0; i < REQUESTS; i++) {
+        request_make(&q[i], config, i, V);
+        SpecStats stats;
+        q[i].n_alone = generate_with(pair, config->kind, q[i].prompt, q[i].n_prompt, &q[i].params, q[i].params.seed,
+                                     q[i].alone, &stats, 0);
+    }
+    Err err;
+    Batch *b = batch_open(&pair->target, PLACES, &err);
+    CHECK(b, "%s", err.msg);
+    int left = REQUESTS;
+    for (int step = 0; left > 0 && b && !test_failures(); step++) {
+        for (int i = 0; i < REQUESTS; i++) {  // arrivals, while there are places
+            if (q[i].id != -1 || q[i].arrival > step || batch_active(b) == PLACES) continue;
+            CHECK(drafter_open(&q[i].drafters, (DrafterKind)config->kind, &pair->draft, &q[i].params, 0, 1, &err) == 0,
+                  "%s", err.msg);
+            const BatchJob job = {.prompt = q[i].prompt, .n_prompt = q[i].n_prompt, .params = &q[i].params,
+                                  .drafter = q[i].drafters.drafter, .out = q[i].out};
+            q[i].id = batch_join(b, &job, &err);
+            CHECK(q[i].id >= 0, "%s: request %d: %s", config->name, i, err.msg);
+        }
+        CHECK(batch_step(b, &err) == 0, "%s: step %d: %s", config->name, step, err.msg);
+        for (int i = 0; i < REQUESTS; i++) {
+            if (q[i].id < 0) continue;
+            const BatchState state = batch_state(b, q[i].id);
+            const bool cancel = q[i].cancel_after && ++q[i].steps >= q[i].cancel_after;
+            if (state != BATCH_DONE && state != BATCH_FAILED && !cancel) continue;
+            int n_out;
+            SpecStats stats;
+            CHECK(batch_leave(b, q[i].id, &n_out, &stats, &err) == 0, "%s: request %d: %s", config->name, i, err.msg);
+            if (state == BATCH_DONE)
+                CHECK(n_out == q[i].n_alone && !memcmp(q[i].out, q[i].alone, sizeof(int) * n_out),
+                      "%s: request %d (prompt of %d, joined at step %d): %d tokens in the batch, %d alone, or other "
+                      "tokens", config->name, i, q[i].n_prompt, q[i].arrival, n_out, q[i].n_alone);
+            else
+                CHECK(is_prefix(q[i].out, n_out, q[i].alone, q[i].n_alone),
+                      "%s: request %d cancelled after %d tokens: not a prefix of its tokens alone", config->name, i,
+                      n_out);
+            drafter_close(&q[i].drafters);
+            q[i].id = -2;
+            left--;
+        }
+    }
+    batch_close(b);  // (after a failure: the requests still in it leave, then their drafters close)
+    for (int i = 0; i < REQUESTS; i++) drafter_close(&q[i].drafters);
+}
+
+static const Case CONFIGS[] = {
+    {"greedy, draft model", DRAFT_MODEL, {.sampling = {.temperature = 0, .top_p = 1}, .policy = GAMMA_AUTO,
+                                           .eos_id = -1}, false},
+    {"sampled, draft model", DRAFT_MODEL, {.sampling = {.temperature = 1, .top_p = 1}, .policy = GAMMA_AUTO,
+                                            .eos_id = -1}, false},
+    {"sampled top-p, coupled, staged", DRAFT_STAGED, {.sampling = {.temperature = 0.8f, .top_p = 0.9f},
+                                                      .sampler = SAMPLER_COUPLED, .policy = GAMMA_AUTO, .eos_id = -1},
+     false},
+    {"sampled, lookup, stop callback", DRAFT_LOOKUP, {.sampling = {.temperature = 1, .top_p = 1},
+                                                      .policy = GAMMA_HEURISTIC, .gamma = 3, .eos_id = -1}, true},
+    {"greedy, tree of 3", DRAFT_MODEL, {.sampling = {.temperature = 0, .top_p = 1}, .policy = GAMMA_FIXED,
+                                         .gamma = 3, .tree_width = 3, .eos_id = -1}, false},
+    {"sampled, tree auto", DRAFT_MODEL, {.sampling = {.temperature = 1, .top_p = 1}, .policy = GAMMA_AUTO,
+                                          .tree_width = 2, .tree_auto = true, .eos_id = 3}, false},
+    {"sampled, penalties, draft model", DRAFT_MODEL, {.sampling = {.temperature = 1, .top_p = 1},
+                                                      .policy = GAMMA_AUTO, .penalties = &PENALTIES, .eos_id = -1},
+     false},
+    {"sampled, target-only", DRAFT_NONE, {.sampling = {.temperature = 1, .top_k = 20, .top_p = 1}, .eos_id = 5},
+     false},
+};
+
+TEST(batch_rounds_each_as_alone_llama) {
+    ModelPair pair;
+    RandomCheckpoint target = LLAMA_TARGET, draft = QWEN3_DRAFT;
+    target.n_positions = draft.n_positions = 256;
+    model_pair_open(&pair, &target, &draft, target.vocab_size, 2, QUANT_NONE);
+    for (size_t c = 0; c < sizeof CONFIGS / sizeof CONFIGS[0] && !test_failures(); c++) check_config(&pair, &CONFIGS[c]);
+    model_pair_close(&pair);
+}
+
+TEST(batch_rounds_each_as_alone_gpt2_q8) {
+    ModelPair pair;
+    pair_open_quantized(&pair, 97, 256, 1, 0.3f, QUANT_Q8);
+    for (size_t c = 0; c < sizeof CONFIGS / sizeof CONFIGS[0] && !test_failures(); c++) check_config(&pair, &CONFIGS[c]);
+    model_pair_close(&pair);
+}
