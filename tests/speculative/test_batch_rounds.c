@@ -1,8 +1,8 @@
 // test_batch_rounds.c — batch.h: generations stepping their rounds together give each the tokens it gets alone.
 //
 // The oracle is speculative_generate of each request alone (same prompt, parameters, seed and drafter kind). Each
-// configuration — greedy and sampled, rejection and coupled, every drafter, chains and trees, penalties, a stop callback,
-// target-only — runs requests that arrive at random steps into a batch with fewer places than requests (so places
+// configuration — greedy and sampled, rejection and coupled, every drafter, chains and trees, penalties, a stop
+// callback, target-only — runs requests that arrive at random steps into a batch with fewer places than requests (so places
 // are reused), some cancelled partway; every finished request's tokens must equal its tokens alone, and a cancelled
 // one's a prefix of them. Prompts are long enough in some requests that their prefill takes several steps of
 // BATCH_PREFILL_CHUNK beside the others' rounds, on a tiny Llama-shaped pair and a GPT-2 pair.
