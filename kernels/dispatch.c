@@ -50,6 +50,24 @@ static bool cpu_has_avx512_feature(int leaf7_subleaf, unsigned eax_bit, unsigned
 static bool cpu_has_avx512_vnni(void) { return cpu_has_avx512_feature(0, 0, bit_AVX512VNNI); }
 static bool cpu_has_avx512_bf16(void) { return cpu_has_avx512_feature(1, bit_AVX512BF16, 0); }
 
+// AVX-VNNI (Alder Lake, Zen 5 onward): vpdpbusd on 256-bit registers without AVX-512.
+static bool cpu_has_avx_vnni(void) {
+    unsigned eax, ebx, ecx, edx;
+    return cpu_has_avx2() && __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) && (eax & bit_AVXVNNI);
+}
+
+// The avxvnni variant: avx2's table with AVX-VNNI's q8 and q4 matmuls (q8_avx2.c, q4_avx2.c), bit-identical to the
+// reference like every variant's.
+static Kernels kernels_avxvnni;
+
+static const Kernels *make_avxvnni(void) {
+    kernels_avxvnni = kernels_avx2;
+    kernels_avxvnni.name = "avxvnni";
+    kernels_avxvnni.matmul_q8 = q8_matmul_avxvnni;
+    kernels_avxvnni.matmul_q4 = q4_matmul_avxvnni;
+    return &kernels_avxvnni;
+}
+
 // kernels_avx512 less what a CPU without VNNI or without BF16 lacks: [vnni][bf16], [1][1] unused.
 static Kernels avx512_trimmed[2][2];
 static pthread_once_t trimmed_once = PTHREAD_ONCE_INIT;
@@ -75,7 +93,7 @@ const Kernels *kernels_avx512_for(bool vnni, bool bf16) {
 #endif
 
 // cpuid traps to the hypervisor in a virtual machine (microseconds): the list is made once.
-static const Kernels *available[4];
+static const Kernels *available[5];
 static int n_available;
 static pthread_once_t available_once = PTHREAD_ONCE_INIT;
 
@@ -83,6 +101,7 @@ static void find_available(void) {
     available[n_available++] = &kernels_scalar;
 #if defined(__x86_64__)
     if (cpu_has_avx2()) available[n_available++] = &kernels_avx2;
+    if (cpu_has_avx_vnni()) available[n_available++] = make_avxvnni();
     if (cpu_has_avx512())
         available[n_available++] = kernels_avx512_for(cpu_has_avx512_vnni(), cpu_has_avx512_bf16());
 #elif defined(__aarch64__)

@@ -64,7 +64,7 @@ static inline RowRange row_range_of_lanes(const float *max, const int *argmax, c
 }
 
 typedef struct {
-    const char *name;  // "scalar", "avx2", "avx512", "neon"
+    const char *name;  // "scalar", "avx2", "avxvnni", "avx512", "neon"
 
     // out[t, j] = bias[j] + Σ_i x[t, i] · W[j, i]     for t < T and j0 ≤ j < j1 (bias may be NULL)
     //   out: [T, ld_out]   x: [T, ld_x], its first n_in columns   W: [n_out, n_in], 64-byte aligned, of the
@@ -312,7 +312,7 @@ const Kernels *kernels_avx512_for(bool vnni, bool bf16);
 // The variants built into this binary that this CPU and OS can run, best last; *count receives their number.
 const Kernels *const *kernels_available(int *count);
 
-// The best available variant, or the one $SPECDEC_ISA names (scalar, avx2, avx512, neon). NULL if
+// The best available variant, or the one $SPECDEC_ISA names (scalar, avx2, avxvnni, avx512, neon). NULL if
 // $SPECDEC_ISA names a variant this binary or CPU lacks; why (why_size bytes, unless NULL) then names those it
 // has, and no other.
 const Kernels *kernels_select(char *why, size_t why_size);
@@ -450,6 +450,7 @@ MatmulQ8Fn q8_matmul_reference;
 void quantized_matmul_reference(float *out, const Q8Block *x, const void *w, WeightType type, const float *bias,
                                 int T, int n_in, int ld_out, int j0, int j1);
 MatmulQ8Fn q8_matmul_avx2;
+MatmulQ8Fn q8_matmul_avxvnni;  // AVX2's with AVX-VNNI's vpdpbusd: the avxvnni variant's (dispatch.c)
 MatmulQ8Fn q8_matmul_avx512;
 MatmulQ8Fn q8_matmul_neon;
 
@@ -518,6 +519,7 @@ void q4_quantize_panel(uint8_t *panel, const float *rows, int n_rows, int ld, in
 // The reference product (q4.c): the scalar variant's matmul_q4, and the specification of the others.
 MatmulQ8Fn q4_matmul_reference;
 MatmulQ8Fn q4_matmul_avx2;
+MatmulQ8Fn q4_matmul_avxvnni;
 MatmulQ8Fn q4_matmul_avx512;
 MatmulQ8Fn q4_matmul_neon;
 

@@ -1,4 +1,4 @@
-// q4_avx2.c — the q4 matmul (kernels.h) with AVX2, q8's kernel (q8_avx2.c) with an unpacking step, on the same
+// q4_avx2.c — the q4 matmul (kernels.h) with AVX2 and with AVX-VNNI, q8's kernels (q8_avx2.c) with an unpacking step, on the same
 // panel walk (panel_walk_avx2.h): a panel's 16 rows as two halves of 8, one 32-bit lane per weight row. Each
 // 32-byte half-line holds two groups of 4 inputs in its low and high nibbles, u = q + 8 ∈ [0, 15]; vpmaddubsw
 // multiplies them, unsigned, by the signed activation bytes and adds pairs into 16 bits (two groups' pairs
@@ -10,7 +10,7 @@
 enum { LINES = Q4_BLOCK * Q4_PANEL / 2 / 64 };
 
 // The walk's BlockSumsAvx2 for q4: each 32-byte half-line is two groups, inputs 4·line.. and 16 + 4·line...
-static inline __attribute__((always_inline)) void q4_block_sums(__m256i isum[ROWS_PER_PASS], const uint8_t *q,
+static inline __attribute__((always_inline)) void q4_block_sums(__m256i isum[MAX_ROWS_PER_PASS], const uint8_t *q,
                                                                 const Q8Block *x, int nb, const int n) {
     const __m256i ones = _mm256_set1_epi16(1), nibble = _mm256_set1_epi8(0x0f);
     for (int t = 0; t < n; t++) isum[t] = _mm256_set1_epi32(x[(size_t)t * nb].offset / 16);
@@ -29,6 +29,30 @@ static inline __attribute__((always_inline)) void q4_block_sums(__m256i isum[ROW
 
 void q4_matmul_avx2(float *out, const Q8Block *x, const void *w, const float *bias, int T, int n_in, int ld_out,
                     int j0, int j1) {
-    walk_panels(out, x, w, bias, T, n_in, ld_out, j0, j1, q4_panel_bytes(n_in), Q4_BLOCK * Q4_PANEL / 2,
+    walk_panels(out, x, w, bias, T, n_in, ld_out, j0, j1, q4_panel_bytes(n_in), Q4_BLOCK * Q4_PANEL / 2, 4,
                 q4_block_sums);
+}
+
+// The walk's BlockSumsAvx2 for q4 with AVX-VNNI: the nibbles u unsigned as they are, into vpdpbusd, from
+// −8 · Σ q_x (Q8Block.offset / 16) so that the sum is Σ q_w · q_x.
+static inline __attribute__((always_inline)) AVX_VNNI void q4_block_sums_vnni(__m256i isum[MAX_ROWS_PER_PASS],
+                                                                              const uint8_t *q, const Q8Block *x,
+                                                                              int nb, const int n) {
+    const __m256i nibble = _mm256_set1_epi8(0x0f);
+    for (int t = 0; t < n; t++) isum[t] = _mm256_set1_epi32(x[(size_t)t * nb].offset / 16);
+    for (int line = 0; line < LINES; line++) {
+        const __m256i packed = _mm256_load_si256((const __m256i *)(q + 64 * line));
+        const __m256i low = _mm256_and_si256(packed, nibble), high = _mm256_and_si256(_mm256_srli_epi16(packed, 4), nibble);
+        for (int t = 0; t < n; t++) {
+            const int8_t *xq = x[(size_t)t * nb].q + 4 * line;
+            isum[t] = _mm256_dpbusd_avx_epi32(isum[t], low, broadcast_group(xq));
+            isum[t] = _mm256_dpbusd_avx_epi32(isum[t], high, broadcast_group(xq + 16));
+        }
+    }
+}
+
+AVX_VNNI void q4_matmul_avxvnni(float *out, const Q8Block *x, const void *w, const float *bias, int T, int n_in,
+                                int ld_out, int j0, int j1) {
+    walk_panels(out, x, w, bias, T, n_in, ld_out, j0, j1, q4_panel_bytes(n_in), Q4_BLOCK * Q4_PANEL / 2, 8,
+                q4_block_sums_vnni);
 }

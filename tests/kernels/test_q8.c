@@ -167,3 +167,21 @@ TEST(kernels_avx512_for_each_cpu) {
     check_quantized_matmul_without_vnni(&Q8);
 }
 #endif
+
+#if defined(__x86_64__)
+// The avxvnni variant (dispatch.c) is the avx2 table with AVX-VNNI's q8 and q4 matmuls, which the matmul tests above
+// hold bit for bit to the reference wherever the CPU has AVX-VNNI; every other entry must be avx2's.
+TEST(kernels_avxvnni_is_avx2_with_vnni_products) {
+    int n;
+    const Kernels *const *list = kernels_available(&n), *vnni = NULL;
+    for (int v = 0; v < n; v++)
+        if (strcmp(list[v]->name, "avxvnni") == 0) vnni = list[v];
+    if (!vnni) return;  // no AVX-VNNI on this CPU
+    Kernels expected = kernels_avx2;
+    expected.name = vnni->name;
+    expected.matmul_q8 = q8_matmul_avxvnni;
+    expected.matmul_q4 = q4_matmul_avxvnni;
+    CHECK(memcmp(&expected, vnni, sizeof expected) == 0, "the avxvnni table differs from avx2's in more than its "
+          "q8 and q4 matmuls");
+}
+#endif
