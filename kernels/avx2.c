@@ -30,25 +30,6 @@ static ALWAYS_INLINE void store_f32(float *p, __m256 v, int n) {
     else _mm256_maskstore_ps(p, first_n(n), v);
 }
 
-// Eight weights at p as floats.
-static ALWAYS_INLINE __m256 convert_weights(const void *p, WeightType type) {
-    switch (type) {
-    case WEIGHT_F16: return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
-    case WEIGHT_BF16: {
-        __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
-        return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));  // bf16 is the top half of an f32
-    }
-    default: return _mm256_loadu_ps(p);
-    }
-}
-
-static ALWAYS_INLINE __m256 load_weights(const void *p, WeightType type, int n) {
-    if (n >= LANES) return convert_weights(p, type);
-    _Alignas(32) uint8_t padded[LANES * sizeof(float)] = {0};
-    memcpy(padded, p, (size_t)n * (type == WEIGHT_F32 ? 4 : 2));
-    return convert_weights(padded, type);
-}
-
 // Horizontal sum and maximum of the 8 lanes, always in the same order: halves, then pairs, then the last two.
 static ALWAYS_INLINE float reduce_add(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -64,69 +45,129 @@ static ALWAYS_INLINE float reduce_max(__m256 v) {
 
 // ---- matmul -------------------------------------------------------------------------------------------------
 //
-// A block of R weight rows × TT activation rows, R·TT ≤ 8: each 8-wide slice of the R weight rows is loaded
-// once and multiplied into all TT activation rows (R·TT accumulators + R weight registers + 1 activation
-// register of the 16). Every (t, j) pair sees the same sequence of fused multiply-adds whatever R and TT are,
-// the zero-filled tail included, so results do not depend on how rows are blocked.
+// The weights are in the panel layout (kernels.h, Kernels.panels): the 4 rows of a panel alternate in slices of 16
+// weights, so that a thread's share of a matrix is one sequential stream, and BF16 slices are in pair order (the
+// 32-bit word l of a slice holds its weights l and l + 8): one shift makes a slice's weights 0–7 F32, one mask its
+// weights 8–15, two instructions for 16 weights where rows in plain order took a widening shuffle and a shift for
+// every 8.
+//
+// Register blocking: tile_slices multiplies a panel's 4 rows by a tile of TT activation rows, one 16-input slice at
+// a time, in two halves (inputs 0–7, then 8–15): the half's TT activation registers are loaded once for the 4 weight
+// rows, each weight row's half loaded (and converted) once for the TT activation rows, into 4 · TT running sums. F32
+// weights go from memory straight into the FMAs, so a tile is 3 rows (12 sums, 3 activations); BF16 and F16 take a
+// register to convert into, so 2 (8 sums, 2 activations, the weights and the mask). A group of tiles — 9 rows for
+// F32, 8 otherwise, a verification of up to 7 or 8 drafts — takes one pass over a panel: the tiles take turns every
+// TURN_SLICES slices (2 kB of F32 weights, 1 kB of BF16), their sums going to the stack and back, so that the
+// weights stream from memory once, at the pace of the arithmetic, and each turn finds them in L1; a group of more
+// than one row asks for them PREFETCH_L2_AHEAD ahead into L2. Further groups re-read the panel from the caches.
+// (Against rows in plain order and 4 × 2 tiles over the whole row, one thread, a Llama-3.2-1B layer's matrices,
+// medians of 7 alternations in one process, T = 1, 2, 4, 8, 16: BF16 1.44, 1.69, 1.77, 1.38, 1.21 × as fast; F32
+// 1.05, 1.36, 1.90, 1.30, 1.20 ×; F16 1.33, 1.28, 1.87, 1.47, 1.15 ×; throwaway harness, machine shared with other
+// builds.) OpenBLAS's sgemm reads rows, so it no longer takes this variant's prefill:
+// this kernel took 0.82 × sgemm's time at T = 16, 1.13 × at T = 64, 1.26 × at T = 128 on a [2048, 2048] matrix.
+//
+// Batch invariance: every (t, j) pair sees the same fused multiply-adds in the same order (slice by slice, each
+// slice's inputs 0–7 then 8–15) and the same horizontal sum, whatever T, the tile, the group or the split of rows
+// between threads is.
+enum { PANEL = 4, SLICE = 16, MAX_TILE = 3, MAX_TILES = 4, TURN_SLICES = 8 };
 
-// 4 × 2 rather than 2 × 4: four independent FMA chains instead of two, faster at T = 1 and no slower at T = 8
-// (measured: docs/performance-history.md, "Measurements behind the kernels' choices").
-enum { BLOCK_R = 4, BLOCK_T = 2 };
+// Activation rows a tile takes, and a group: F32 weights go straight from memory into the FMAs, so 12 sums, 3
+// activations fit beside them; BF16 and F16 weights take a register to convert into, and the mask.
+static ALWAYS_INLINE int tile_rows(WeightType type) { return type == WEIGHT_F32 ? 3 : 2; }
+static ALWAYS_INLINE int group_rows(WeightType type) { return type == WEIGHT_F32 ? 9 : 8; }
 
-// acc[r][t] += x[t, i..i+7] · W[r, i..i+7] lane by lane, for the first n columns (the rest read as zero).
-static ALWAYS_INLINE void matmul_step(__m256 acc[BLOCK_R][BLOCK_T], const float *x, const uint8_t *w,
-                                      WeightType type, size_t row_bytes, int R, int TT, int ld_x, int i, int n) {
-    const size_t elem = type == WEIGHT_F32 ? 4 : 2;
-    __m256 wv[BLOCK_R];
-#pragma GCC unroll 8  // gcc -O2 would keep these loops, and the accumulators on the stack
-    for (int r = 0; r < R; r++) wv[r] = load_weights(w + r * row_bytes + i * elem, type, n);
-#pragma GCC unroll 8
-    for (int t = 0; t < TT; t++) {
-        __m256 xv = load_f32(x + (size_t)t * ld_x + i, n);
-#pragma GCC unroll 8
-        for (int r = 0; r < R; r++) acc[r][t] = _mm256_fmadd_ps(xv, wv[r], acc[r][t]);
+// Half `h` (0: inputs 0–7, 1: 8–15) of slice k of the panel's row r, as F32.
+static ALWAYS_INLINE __m256 slice_half(const uint8_t *panel, WeightType type, int k, int r, int h) {
+    const size_t at = ((size_t)k * PANEL + r) * SLICE;  // the slice's first element in the panel
+    switch (type) {
+    case WEIGHT_BF16: {
+        const __m256i pairs = _mm256_loadu_si256((const __m256i *)(panel + 2 * at));
+        return _mm256_castsi256_ps(h ? _mm256_and_si256(pairs, _mm256_set1_epi32((int)0xffff0000u))
+                                     : _mm256_slli_epi32(pairs, 16));
+    }
+    case WEIGHT_F16: return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(panel + 2 * (at + LANES * h))));
+    default: return _mm256_loadu_ps((const float *)panel + at + LANES * h);
     }
 }
 
-static ALWAYS_INLINE void matmul_block(float *out, const float *x, const uint8_t *w, WeightType type,
-                                       size_t row_bytes, const float *bias, int R, int TT, int n_in, int ld_x,
-                                       int ld_out) {
-    __m256 acc[BLOCK_R][BLOCK_T];
-    for (int r = 0; r < R; r++)
-        for (int t = 0; t < TT; t++) acc[r][t] = _mm256_setzero_ps();
-    int i = 0;
-    for (; i + LANES <= n_in; i += LANES) matmul_step(acc, x, w, type, row_bytes, R, TT, ld_x, i, LANES);
-    if (i < n_in) matmul_step(acc, x, w, type, row_bytes, R, TT, ld_x, i, n_in - i);
-    for (int r = 0; r < R; r++)
-        for (int t = 0; t < TT; t++) {
-            float sum = reduce_add(acc[r][t]);
-            out[(size_t)t * ld_out + r] = bias ? sum + bias[r] : sum;
+// sums[r][t] += Σ over slices [k0, k1) of the panel's row r times activation row t < TT (TT a constant where this
+// is inlined; the sums in registers meanwhile). `full`: every slice's 16 inputs are below n_in; else the activations
+// are read only below n_in (the weights past it are zeros, the activations may be anything).
+static ALWAYS_INLINE void tile_slices(__m256 sums[PANEL][MAX_TILE], const float *x, int ld_x, const uint8_t *panel,
+                                      WeightType type, int TT, int k0, int k1, bool full, int n_in) {
+    __m256 acc[PANEL][MAX_TILE];
+    for (int r = 0; r < PANEL; r++)
+        for (int t = 0; t < TT; t++) acc[r][t] = sums[r][t];
+    for (int k = k0; k < k1; k++)
+        for (int h = 0; h < 2; h++) {
+            const int i = k * SLICE + h * LANES;
+            __m256 xv[MAX_TILE];
+            for (int t = 0; t < TT; t++) xv[t] = full ? _mm256_loadu_ps(x + (size_t)t * ld_x + i)
+                                                      : load_f32(x + (size_t)t * ld_x + i, n_in - i);
+            for (int r = 0; r < PANEL; r++) {
+                const __m256 wv = slice_half(panel, type, k, r, h);
+                for (int t = 0; t < TT; t++) acc[r][t] = _mm256_fmadd_ps(wv, xv[t], acc[r][t]);
+            }
         }
+    for (int r = 0; r < PANEL; r++)
+        for (int t = 0; t < TT; t++) sums[r][t] = acc[r][t];
 }
 
-// Weight rows j0..j1 in blocks of 4 (the last few one at a time), activations in tiles of 2 rows (the last one
-// alone when T is odd).
+// The tiles of activation rows t < n ≤ group_rows(type) over slices [k0, k1), one after another.
+static ALWAYS_INLINE void group_slices(__m256 sums[MAX_TILES][PANEL][MAX_TILE], const float *x, int ld_x,
+                                       const uint8_t *panel, WeightType type, int n, int k0, int k1, bool full,
+                                       int n_in) {
+    const int tile = tile_rows(type);
+    for (int t = 0; t < n; t += tile) {
+        const float *xt = x + (size_t)t * ld_x;
+        switch (n - t < tile ? n - t : tile) {  // TT a constant in each copy
+        case 1: tile_slices(sums[t / tile], xt, ld_x, panel, type, 1, k0, k1, full, n_in); break;
+        case 2: tile_slices(sums[t / tile], xt, ld_x, panel, type, 2, k0, k1, full, n_in); break;
+        default: tile_slices(sums[t / tile], xt, ld_x, panel, type, MAX_TILE, k0, k1, full, n_in); break;
+        }
+    }
+}
+
+// out[t, first + r] for the panel's rows first + r in [j0, j1) and activation rows t < n ≤ group_rows(type).
+static ALWAYS_INLINE void panel_against_group(float *out, const float *x, const uint8_t *panel, WeightType type,
+                                              const float *bias, int n, int n_in, int ld_x, int ld_out, int first,
+                                              int j0, int j1, bool prefetch) {
+    __m256 sums[MAX_TILES][PANEL][MAX_TILE];
+    for (int g = 0; g < MAX_TILES; g++)
+        for (int r = 0; r < PANEL; r++)
+            for (int t = 0; t < MAX_TILE; t++) sums[g][r][t] = _mm256_setzero_ps();
+    const int whole = n_in / SLICE;
+    const size_t slice_bytes = (size_t)PANEL * SLICE * (type == WEIGHT_F32 ? 4 : 2);
+    for (int k0 = 0; k0 < whole; k0 += TURN_SLICES) {
+        const int k1 = k0 + TURN_SLICES < whole ? k0 + TURN_SLICES : whole;
+        if (prefetch)  // past the matrix's end, a prefetch does nothing
+            for (size_t at = (size_t)k0 * slice_bytes; at < (size_t)k1 * slice_bytes; at += 64)
+                _mm_prefetch((const char *)panel + PREFETCH_L2_AHEAD + at, _MM_HINT_T1);
+        group_slices(sums, x, ld_x, panel, type, n, k0, k1, true, n_in);
+    }
+    if (whole * SLICE < n_in) group_slices(sums, x, ld_x, panel, type, n, whole, whole + 1, false, n_in);
+    for (int r = 0; r < PANEL; r++) {
+        const int j = first + r;
+        if (j < j0 || j >= j1) continue;
+        for (int t = 0; t < n; t++) {
+            const float sum = reduce_add(sums[t / tile_rows(type)][r][t % tile_rows(type)]);
+            out[(size_t)t * ld_out + j] = bias ? sum + bias[j] : sum;
+        }
+    }
+}
+
+// Weight rows j0..j1 panel by panel (a panel's rows outside them computed, not stored), activation rows in groups
+// of group_rows(type) (the last smaller when that does not divide T).
 static ALWAYS_INLINE void matmul(float *out, const float *x, const void *w, WeightType type, const float *bias,
                                  int T, int n_in, int ld_x, int ld_out, int j0, int j1) {
-    const size_t row_bytes = (size_t)n_in * (type == WEIGHT_F32 ? 4 : 2);
-    for (int j = j0; j < j1;) {
-        const int R = j1 - j >= BLOCK_R ? BLOCK_R : 1;
-        const uint8_t *wj = (const uint8_t *)w + (size_t)j * row_bytes;
-        const float *bj = bias ? bias + j : NULL;
-        for (int t = 0; t < T; t += BLOCK_T) {
-            const float *xt = x + (size_t)t * ld_x;
-            float *o = out + (size_t)t * ld_out + j;
-            const int TT = T - t < BLOCK_T ? T - t : BLOCK_T;
-            if (R == BLOCK_R && TT == BLOCK_T)
-                matmul_block(o, xt, wj, type, row_bytes, bj, BLOCK_R, BLOCK_T, n_in, ld_x, ld_out);
-            else if (R == BLOCK_R)
-                matmul_block(o, xt, wj, type, row_bytes, bj, BLOCK_R, 1, n_in, ld_x, ld_out);
-            else if (TT == BLOCK_T)
-                matmul_block(o, xt, wj, type, row_bytes, bj, 1, BLOCK_T, n_in, ld_x, ld_out);
-            else
-                matmul_block(o, xt, wj, type, row_bytes, bj, 1, 1, n_in, ld_x, ld_out);
+    const size_t panel_bytes = (size_t)PANEL * panel_row_length(n_in) * (type == WEIGHT_F32 ? 4 : 2);
+    for (int p = j0 / PANEL; p * PANEL < j1; p++) {
+        const uint8_t *panel = (const uint8_t *)w + (size_t)p * panel_bytes;
+        for (int t = 0; t < T; t += group_rows(type)) {
+            const int n = T - t < group_rows(type) ? T - t : group_rows(type);
+            panel_against_group(out + (size_t)t * ld_out, x + (size_t)t * ld_x, panel, type, bias, n, n_in, ld_x,
+                                ld_out, p * PANEL, j0, j1, t == 0 && n > 1);
         }
-        j += R;
     }
 }
 
@@ -307,23 +348,41 @@ static RowRange row_range(const float *x, int n) {
     return row_range_of_lanes(lane_max, lane_arg, lane_min, VECTORS * LANES, _mm256_movemask_ps(bad) != 0, x, i, n);
 }
 
-// exp as softmax's, its sum in two 4-lane vectors of doubles (the low and the high half of each 8).
-static double exp_sum(float *out, const float *x, int n, float shift, float divisor) {
-    const __m256 s = _mm256_set1_ps(shift), d = _mm256_set1_ps(divisor), minus_inf = _mm256_set1_ps(-INFINITY);
-    __m256d low = _mm256_setzero_pd(), high = _mm256_setzero_pd();
-    for (int i = 0; i < n; i += LANES) {
-        __m256 y = _mm256_sub_ps(load_f32(x + i, n - i), s);
-        if (divisor != 1.0f) y = _mm256_div_ps(y, d);  // (dividing by 1 changes no bit)
-        const __m256 in_row = _mm256_castsi256_ps(first_n(n - i));
-        const __m256 keep = _mm256_and_ps(in_row, _mm256_cmp_ps(y, minus_inf, _CMP_NEQ_UQ));
-        const __m256 e = _mm256_and_ps(exp_ps(y), keep);
-        store_f32(out + i, e, n - i);
-        low = _mm256_add_pd(low, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
-        high = _mm256_add_pd(high, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
-    }
+// One step of exp_sum over x[i..i+8) (the first n of them when n < 8, `full` a constant saying n ≥ 8): the
+// exponentials stored, and added as doubles into the low and high 4-lane sums.
+static ALWAYS_INLINE void exp_sum_step(float *out, const float *x, int n, bool full, __m256 shift, __m256 divisor,
+                                       bool divide, __m256d *low, __m256d *high) {
+    __m256 y = _mm256_sub_ps(full ? _mm256_loadu_ps(x) : load_f32(x, n), shift);
+    if (divide) y = _mm256_div_ps(y, divisor);
+    __m256 keep = _mm256_cmp_ps(y, _mm256_set1_ps(-INFINITY), _CMP_NEQ_UQ);  // exp(−inf) = 0 exactly
+    if (!full) keep = _mm256_and_ps(keep, _mm256_castsi256_ps(first_n(n)));
+    const __m256 e = _mm256_and_ps(exp_ps(y), keep);
+    if (full) _mm256_storeu_ps(out, e);
+    else store_f32(out, e, n);
+    *low = _mm256_add_pd(*low, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
+    *high = _mm256_add_pd(*high, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
+}
+
+// exp as softmax's, its sum in four 4-lane vectors of doubles (the low and the high half of each 8, in two
+// interleaved streams): whole pairs of vectors without masks, then the last n mod 16 values masked. `divide` (a
+// constant in each copy): the divisor is not 1, whose division changes no bit and is skipped.
+static ALWAYS_INLINE double exp_sum_of(float *out, const float *x, int n, float shift, float divisor, bool divide) {
+    const __m256 s = _mm256_set1_ps(shift), d = _mm256_set1_ps(divisor);
+    __m256d low[2] = {_mm256_setzero_pd(), _mm256_setzero_pd()}, high[2] = {_mm256_setzero_pd(), _mm256_setzero_pd()};
+    int i = 0;
+    for (; i + 2 * LANES <= n; i += 2 * LANES)
+        for (int k = 0; k < 2; k++)
+            exp_sum_step(out + i + k * LANES, x + i + k * LANES, LANES, true, s, d, divide, &low[k], &high[k]);
+    if (i < n) exp_sum_step(out + i, x + i, n - i, false, s, d, divide, &low[0], &high[0]);
+    if (i + LANES < n)
+        exp_sum_step(out + i + LANES, x + i + LANES, n - i - LANES, false, s, d, divide, &low[1], &high[1]);
     double lanes[4];
-    _mm256_storeu_pd(lanes, _mm256_add_pd(low, high));
+    _mm256_storeu_pd(lanes, _mm256_add_pd(_mm256_add_pd(low[0], high[0]), _mm256_add_pd(low[1], high[1])));
     return (lanes[0] + lanes[2]) + (lanes[1] + lanes[3]);
+}
+
+static double exp_sum(float *out, const float *x, int n, float shift, float divisor) {
+    return divisor == 1.0f ? exp_sum_of(out, x, n, shift, divisor, false) : exp_sum_of(out, x, n, shift, divisor, true);
 }
 
 // Attention, two matrix products, out[g, c] = scale · Σ_{r < len_g} A[g, r] M[r, c]:
@@ -426,6 +485,8 @@ const Kernels kernels_avx2 = {
     .matmul = {[WEIGHT_F32] = matmul_f32, [WEIGHT_F16] = matmul_f16, [WEIGHT_BF16] = matmul_bf16},
     .matmul_q8 = q8_matmul_avx2,
     .matmul_q4 = q4_matmul_avx2,
+    .panels = true,
+    .bf16_pairs = true,
     .quantize_q8 = q8_quantize_rows,
     .layernorm = layernorm,
     .rmsnorm = rmsnorm,
@@ -438,6 +499,5 @@ const Kernels kernels_avx2 = {
     .exp_sum = exp_sum,
     .attention = attention,
     .add = add,
-    // OpenBLAS wins from about 32 rows on (make bench, SPECDEC_ISA=avx2).
-    .blas_min_rows = 32,
+    .blas_min_rows = 0,  // sgemm reads rows, not panels
 };

@@ -97,7 +97,7 @@ typedef struct {
     // side by side are one sequential stream of memory.
     bool panels;
 
-    // With panels: BF16 slices in pair order (below), which the avx512 variant converts without shuffles.
+    // With panels: BF16 slices in pair order (below), which the avx512 and avx2 variants convert without shuffles.
     bool bf16_pairs;
 
     // out = (x − mean(x)) / √(var(x) + eps) · gamma + beta          out, x, gamma, beta: [n]
