@@ -13,7 +13,8 @@
 //     round, and right runs come to be proposed;
 //   - under rejection sampling at a temperature, the cost model knows the target's threads: a draft step costs
 //     more against the target at 16 threads than at 1 or 2, and a draft that pays on one thread does not on 16;
-//     the shipped pair's plan shortens from γ = 3 on 1 and 2 threads to 2 on 16.
+//     the shipped pair's plan shortens from γ = 3 on 1 and 2 threads to 2 on 16;
+//   - greedy, a verification measured cheaper is planned deeper; at a temperature the measurements change nothing.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -272,3 +273,34 @@ TEST(speculative_auto_plans_the_shipped_pair_by_threads) {
     model_free(&target);
     pool_free(pool);
 }
+
+// Greedy, γ auto plans from the measured times: with the same α and draft step, a verification of T tokens that
+// costs 1 + 0.5 (T − 1) decode steps (as AVX2's quantized kernels did) is planned shallower than one that costs
+// 1 + 0.03 (T − 1) (one that streams the weights once for all rows). At temperature 1 under rejection sampling the
+// plan comes from the cost model of sizes and threads, so the same measurements change nothing: a seed gives the
+// same text on every machine.
+static void measured_verification_sets_depth(Model *target) {
+    const Drafter drafter = {.step_cost = 0.08 * spec_forward_cost(target, 1, 1)};
+    const double slopes[] = {0.5, 0.03};
+    int depth[2][2];  // [temperature 0, 1][slope]
+    for (int hot = 0; hot < 2; hot++) {
+        const SpecParams params = {.sampling = {.temperature = (float)hot, .top_p = 1}, .policy = GAMMA_AUTO,
+                                   .max_tokens = 64, .eos_id = -1};
+        for (int s = 0; s < 2; s++) {
+            GammaState g;
+            policy_init(&g, target, &drafter, &params);
+            for (int source = 0; source < N_SOURCES; source++) g.alpha[source] = 0.7;
+            g.draft_step = 0.05;
+            g.draft_step_known = true;
+            for (int T = 1; T < T_SLOTS; T++) g.target[T] = 1.0 + slopes[s] * (T - 1);
+            g.largest_measured = T_SLOTS - 1;
+            depth[hot][s] = policy_choose(&g, &params, &drafter).shape.depth;
+        }
+    }
+    printf("    greedy: γ %d where T costs 0.5 more a token, %d where 0.03; temperature 1: γ %d and %d\n", depth[0][0],
+           depth[0][1], depth[1][0], depth[1][1]);
+    CHECK(depth[0][0] >= 1 && depth[0][1] > depth[0][0], "greedy: γ %d and %d", depth[0][0], depth[0][1]);
+    CHECK(depth[1][0] == depth[1][1], "temperature 1: γ %d and %d, from the same model", depth[1][0], depth[1][1]);
+}
+
+TEST(speculative_auto_measured_cheap_verification_plans_deeper) { with_target(measured_verification_sets_depth); }
