@@ -101,6 +101,8 @@ int grammar_state_copy(GrammarState *dst, const GrammarState *src);
 // none can. `next` is scratch that the function may overwrite (a state of the same grammar), so that reading
 // allocates nothing once warm.
 bool grammar_accept_byte(GrammarState *s, unsigned char byte, GrammarState *next);
+// grammar_accept_byte that leaves s as it is: the state after the byte goes to out. false: refused.
+bool grammar_advance(const GrammarState *s, unsigned char byte, GrammarState *out);
 // Reads text[0..n): true when every byte was accepted; false leaves s at the first refused byte's state.
 bool grammar_accept_bytes(GrammarState *s, const char *text, size_t n, GrammarState *next);
 // The text so far is a sentence of the grammar: reading may end here.
