@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "base/clock.h"
+#include "grammar/mask.h"
 #include "speculative/draft_ahead.h"
 #include "speculative/policy.h"
 #include "speculative/round.h"
@@ -130,6 +131,22 @@ static int finish_drafting_ahead(Scheduler *s, Round *r, Err *err) {
     return rc;
 }
 
+// Under a grammar: a chain of drafts (a lookup's run) ends before its first token the grammar refuses, which the
+// target would reject (its p is 0) with all after it. A draft model's drafts are drawn from its masked q; a tree's
+// refused nodes stay, and are rejected.
+static void cut_refused_chain(Scheduler *s, DraftTree *tree) {
+    if (!s->params->constraint) return;
+    for (int i = 0; i < tree->n; i++) {
+        if (tree->parent[i] != i - 1) return;  // a tree
+        int path[TREE_MAX_NODES];
+        const int n_path = draft_tree_path(tree, i - 1, path);
+        if (!grammar_constraint_allows(s->params->constraint, path, n_path, tree->node[i].token)) {
+            tree->n = i;
+            return;
+        }
+    }
+}
+
 // 1. Draft a tree of nodes x_i ~ q_i continuing the committed tokens (timed: r->draft_seconds); then, after a chain of
 // the draft model's, start drafting the next round ahead.
 static int draft(Scheduler *s, Round *r, Err *err) {
@@ -140,6 +157,7 @@ static int draft(Scheduler *s, Round *r, Err *err) {
     if (own_core ? draft_ahead_propose(s->ahead, s->context, s->n, &r->request, &r->tree, s->q, &r->report, err)
                  : s->drafter->propose(s->drafter, s->context, s->n, &r->request, &r->tree, s->q, &r->report, err))
         return -1;
+    cut_refused_chain(s, &r->tree);
     int depth[TREE_MAX_NODES], children[TREE_MAX_ROWS] = {0};  // of each node; of each row (node j: row j + 1)
     for (int i = 0; i < r->tree.n; i++) {
         const int parent = r->tree.parent[i];
@@ -203,6 +221,20 @@ static void adjust_rows(void *ctx, int thread, int n_threads) {
     }
 }
 
+// Under a grammar (SpecParams.constraint): the logits of rows [first, first + n) masked to the tokens allowed after
+// the committed text and the path to each row's node, before they are adjusted — p masked and renormalised. A row
+// under a refused draft, or after an end-of-text draft, stays as it is: the accept step never reaches the first
+// (the draft's p is 0) and commits nothing after the second.
+static int constrain_rows(Scheduler *s, const Round *r, int first, int n, Err *err) {
+    for (int row = first; s->params->constraint && row < first + n; row++) {
+        int path[TREE_MAX_NODES];
+        const int n_path = draft_tree_path(&r->tree, row - 1, path);
+        if (grammar_constraint_mask(s->params->constraint, path, n_path, s->logits + (size_t)row * s->V, err) < 0)
+            return -1;
+    }
+    return 0;
+}
+
 // The target's distribution at a node: its adjusted row, or greedy only its token — p is one-hot there, and the
 // accept step needs no more (tree_accept_one_hot).
 typedef struct {
@@ -218,9 +250,11 @@ static int target_probs(Scheduler *s, Round *r, int node, int position, TargetP 
     const int row = node + 1;
     const double t0 = now_seconds();
     const bool greedy = s->params->sampling.temperature == 0;
+    if (greedy && constrain_rows(s, r, row, 1, err)) return -1;
     if (!greedy && s->row_state[row] == ROW_PENDING) {
         const int rows_left = r->tree.n + 1 - row;
         RowJob job = {.s = s, .first = row, .n = rows_left < s->n_samplers ? rows_left : s->n_samplers};
+        if (constrain_rows(s, r, row, job.n, err)) return -1;
         pool_run_on(s->target->pool, job.n, adjust_rows, &job);
     }
     *p = (TargetP){.row = greedy ? NULL : s->p + (size_t)row * s->V,
@@ -325,10 +359,12 @@ static int commit_and_roll_back(Scheduler *s, Round *r, Err *err) {
             s->done = true;
             break;
         }
+        if (s->params->constraint && grammar_constraint_commit(s->params->constraint, id, err)) return -1;
         s->context[s->n++] = s->out[s->stats->generated++] = id;
         r->n_committed++;
         const bool stop = s->params->stop && s->params->stop(s->params->stop_ctx, id);  // (every token, the last too)
-        s->done = stop || s->stats->generated == s->params->max_tokens;
+        s->done = stop || s->stats->generated == s->params->max_tokens ||
+                  (s->params->constraint && grammar_constraint_must_end(s->params->constraint));
     }
     int rows[GAMMA_MAX + 1] = {0};  // verify's rows of the newest committed token and the accepted path
     for (int i = 0; i < r->n_accepted; i++) rows[1 + i] = r->path[i] + 1;
@@ -393,9 +429,9 @@ static bool drafts_ahead_in_time(const Model *target, const Drafter *drafter) {
 // temperature. There the drafting thread polls (a hand-off costs about a microsecond) and runs every draft forward
 // on its core (draft_ahead.h), which pays even in the rounds that take no drafts drafted ahead: most of them at a
 // temperature (docs/performance.md, "The draft on a core of its own"). Only a drafter with a draft model drafts
-// ahead.
+// ahead, and never under a grammar (SpecParams.constraint), whose state the round commits to meanwhile.
 static bool pipelined(const SpecParams *params, const Model *target, const Drafter *drafter, bool spare) {
-    if (!drafter || !drafter->draft_ahead || params->pipeline == PIPELINE_OFF) return false;
+    if (!drafter || !drafter->draft_ahead || params->pipeline == PIPELINE_OFF || params->constraint) return false;
     return params->pipeline == PIPELINE_ON || (spare && drafts_ahead_in_time(target, drafter));
 }
 
