@@ -1,22 +1,18 @@
 // structured.h — the grammar a generation runs under (docs/structured.md): --grammar FILE (GBNF), --json-schema
 // FILE or inline JSON, --json (any JSON object), made into the scheduler's constraint over the tokenizer's
-// vocabulary (src/grammar/mask.h).
+// vocabulary (src/grammar/mask.h, vocabulary.h).
 #ifndef SPECDEC_CLI_STRUCTURED_H
 #define SPECDEC_CLI_STRUCTURED_H
 
 #include <stdbool.h>
 
-#include "grammar/mask.h"
-#include "tokenizer/tokenizer.h"
+#include "grammar/vocabulary.h"
 
 typedef struct {
     Grammar *grammar;           // NULL: no grammar asked for
+    TokenBytes tokens;
     GrammarConstraint constraint;
     bool constraint_open;
-    uint32_t *offset;           // [V + 1]: the vocabulary's bytes, special tokens without any
-    char *bytes;
-    int *end_ids;
-    int n_end;
 } Structured;
 
 // Reads the grammar the options ask for (at most one of grammar, json_schema, json; none: st->grammar NULL).
