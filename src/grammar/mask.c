@@ -46,10 +46,7 @@ int grammar_masker_init(GrammarMasker *m, const Grammar *g, const Vocabulary *vo
 
 void grammar_masker_free(GrammarMasker *m) {
     for (int d = 0; m->depth && d <= MASK_TOKEN_MAX; d++) grammar_state_free(&m->depth[d]);
-    for (int i = 0; i < m->n_cached; i++) {
-        grammar_state_free(&m->cache[i].state);
-        free(m->cache[i].bits);
-    }
+    if (m->cache) grammar_masker_forget(m);
     free(m->is_end);
     free(m->order);
     free(m->shared);
@@ -84,6 +81,15 @@ static int compute_mask(GrammarMasker *m, const GrammarState *s, uint64_t *bits)
     return 0;
 }
 
+void grammar_masker_forget(GrammarMasker *m) {
+    for (int i = 0; i < m->n_cached; i++) {
+        grammar_state_free(&m->cache[i].state);
+        free(m->cache[i].bits);
+    }
+    memset(m->cache, 0, MASK_CACHE_MAX * sizeof *m->cache);
+    m->n_cached = 0;
+}
+
 int grammar_mask(GrammarMasker *m, const GrammarState *s, const uint64_t **bits, Err *err) {
     const uint64_t h = grammar_state_hash(s);
     for (int i = 0; i < m->n_cached; i++)
@@ -93,14 +99,7 @@ int grammar_mask(GrammarMasker *m, const GrammarState *s, const uint64_t **bits,
             return 0;
         }
     m->misses++;
-    if (m->n_cached == MASK_CACHE_MAX) {  // full: start again (states recur within a document, not across)
-        for (int i = 0; i < m->n_cached; i++) {
-            grammar_state_free(&m->cache[i].state);
-            free(m->cache[i].bits);
-        }
-        memset(m->cache, 0, MASK_CACHE_MAX * sizeof *m->cache);
-        m->n_cached = 0;
-    }
+    if (m->n_cached == MASK_CACHE_MAX) grammar_masker_forget(m);  // full: start again (states recur within a document)
     CachedMask *c = &m->cache[m->n_cached];
     c->hash = h;
     c->bits = malloc((size_t)m->words * sizeof *c->bits);

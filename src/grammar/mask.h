@@ -55,6 +55,9 @@ void grammar_masker_free(GrammarMasker *m);
 // call). -1 with err when out of memory.
 int grammar_mask(GrammarMasker *m, const GrammarState *s, const uint64_t **bits, Err *err);
 
+// Empties the cache (the bench measures masks never seen before by it).
+void grammar_masker_forget(GrammarMasker *m);
+
 static inline bool mask_allows(const uint64_t *bits, int token) { return bits[token >> 6] >> (token & 63) & 1; }
 
 // Advances s through token t's bytes (scratch: a state to work in). An end token leaves s as it is and is accepted
