@@ -109,6 +109,8 @@ bool grammar_accept_bytes(GrammarState *s, const char *text, size_t n, GrammarSt
 bool grammar_may_end(const GrammarState *s);
 // The text so far is a sentence and no parse can read more: reading must end here.
 bool grammar_must_end(const GrammarState *s);
+// Whether text[0..n) is a sentence of g: read whole from the start, and may end there. false when out of memory.
+bool grammar_recognises(const Grammar *g, const char *text, size_t n);
 // A hash of the state (its stacks and the partial character), equal for equal states: the masks' cache key.
 uint64_t grammar_state_hash(const GrammarState *s);
 bool grammar_state_equal(const GrammarState *a, const GrammarState *b);

@@ -95,7 +95,8 @@ static int literal_of(Converter *c, Text *t, json_t *v, const char *path) {
 
 static bool has_type(json_t *v, const char *type) {
     if (!type) return true;
-    if (!strcmp(type, "integer")) return json_is_integer(v) || (json_is_real(v) && json_real_value(v) == floor(json_real_value(v)));
+    if (!strcmp(type, "integer"))
+        return json_is_integer(v) || (json_is_real(v) && json_real_value(v) == floor(json_real_value(v)));
     if (!strcmp(type, "number")) return json_is_number(v);
     if (!strcmp(type, "string")) return json_is_string(v);
     if (!strcmp(type, "boolean")) return json_is_boolean(v);

@@ -258,6 +258,14 @@ bool grammar_may_end(const GrammarState *s) {
     return false;
 }
 
+bool grammar_recognises(const Grammar *g, const char *text, size_t n) {
+    GrammarState s = {0}, next = {0};
+    bool ok = grammar_state_init(&s, g, NULL) == 0 && grammar_accept_bytes(&s, text, n, &next) && grammar_may_end(&s);
+    grammar_state_free(&s);
+    grammar_state_free(&next);
+    return ok;
+}
+
 bool grammar_must_end(const GrammarState *s) { return grammar_may_end(s) && s->n_stacks == 1; }
 
 uint64_t grammar_state_hash(const GrammarState *s) {

@@ -16,15 +16,8 @@
 
 // Whether g recognises text whole (the newline that generate prints after it aside).
 static bool recognised(const Grammar *g, const char *text) {
-    GrammarState s = {0}, next = {0};
-    Err err;
     size_t n = strlen(text);
-    if (n > 0 && text[n - 1] == '\n') n--;
-    bool ok = grammar_state_init(&s, g, &err) == 0 && grammar_accept_bytes(&s, text, n, &next) &&
-              grammar_may_end(&s);
-    grammar_state_free(&s);
-    grammar_state_free(&next);
-    return ok;
+    return grammar_recognises(g, text, n > 0 && text[n - 1] == '\n' ? n - 1 : n);
 }
 
 TEST(cli_json_schema_output_validates_and_matches_target_only) {
