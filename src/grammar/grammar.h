@@ -54,7 +54,7 @@ typedef struct {
 } GrammarElement;
 
 typedef struct {
-    char *name;         // as written; generated rules (groups, repetitions) are named after theirs: "root-3"
+    char *name;         // as written; generated rules (groups, repetitions) are named after theirs: "root/3"
     int first_alt, n_alts;  // alt_start[first_alt .. first_alt + n_alts)
 } GrammarRule;
 

@@ -78,8 +78,9 @@ static const struct {
     {"root ::= <think>", "test.gbnf:1:10: token references ('<…') are not supported"},
     {"root ::= root \"a\" | \"b\"", "test.gbnf:1:1: rule 'root' is left-recursive"},
     {"root ::= x\nx ::= \"\"? y\ny ::= x \"a\"", "rule 'x' is left-recursive"},
-    {"root ::= (\"a\"?)*", "test.gbnf:1:16: rule 'root-3' is left-recursive"},
+    {"root ::= (\"a\"?)*", "test.gbnf:1:16: rule 'root/3' is left-recursive"},
     {"root ::= \"a\" $", "test.gbnf:1:14: unexpected '$' in rule 'root'"},
+    {"root ::= x\nx ::= (\"\"? \"b\"?){0,2000} x", "rule 'x' is left-recursive"},
     {"root ::= \"\xff\"", "test.gbnf:1:11: invalid UTF-8"},
     {"\n\n  root ::= \"é\" \"\xe9\"", "test.gbnf:3:17: invalid UTF-8"},
 };
@@ -93,6 +94,16 @@ TEST(grammar_refusals_name_line_and_column) {
               refusals[t].message);
         grammar_free(g);
     }
+}
+
+// A grammar's size is bounded once its repetitions are written out: 33 items of {0,2000} need 66000 rules.
+TEST(grammar_refuses_too_many_rules) {
+    char text[1024] = "root ::=";
+    for (int i = 0; i < 33; i++) strcat(text, " \"a\"{0,2000}");
+    Err err = {""};
+    Grammar *g = grammar_parse(text, strlen(text), "test.gbnf", &err);
+    CHECK(!g && strstr(err.msg, "test.gbnf: more than 65536 rules"), "got \"%s\"", err.msg);
+    grammar_free(g);
 }
 
 // A character's bytes are read one at a time: the state between them admits only bytes that can still complete a
