@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+static void forget_states(GrammarMasker *m);
+
 static int token_len(const Vocabulary *v, int t) { return (int)(v->offset[t + 1] - v->offset[t]); }
 
 static int by_bytes(const void *a, const void *b, void *vocab) {
@@ -21,9 +23,8 @@ int grammar_masker_init(GrammarMasker *m, const Grammar *g, const Vocabulary *vo
     m->is_end = calloc((size_t)vocab->V + 1, sizeof *m->is_end);
     m->order = malloc(((size_t)vocab->V + 1) * sizeof *m->order);
     m->shared = malloc(((size_t)vocab->V + 1) * sizeof *m->shared);
-    m->depth = calloc(MASK_TOKEN_MAX + 1, sizeof *m->depth);
     m->cache = calloc(MASK_CACHE_MAX, sizeof *m->cache);
-    if (!m->is_end || !m->order || !m->shared || !m->depth || !m->cache)
+    if (!m->is_end || !m->order || !m->shared || !m->cache)
         return err_fmt(err, "out of memory for the grammar's token masks");
     for (int i = 0; i < vocab->n_end; i++)
         if (vocab->end_ids[i] >= 0 && vocab->end_ids[i] < vocab->V) m->is_end[vocab->end_ids[i]] = true;
@@ -45,29 +46,96 @@ int grammar_masker_init(GrammarMasker *m, const Grammar *g, const Vocabulary *vo
 }
 
 void grammar_masker_free(GrammarMasker *m) {
-    for (int d = 0; m->depth && d <= MASK_TOKEN_MAX; d++) grammar_state_free(&m->depth[d]);
+    forget_states(m);
+    free(m->states);
+    free(m->next);
+    free(m->slot);
+    grammar_state_free(&m->scratch);
     if (m->cache) grammar_masker_forget(m);
     free(m->is_end);
     free(m->order);
     free(m->shared);
-    free(m->depth);
     free(m->cache);
     *m = (GrammarMasker){0};
 }
 
+// ---- the states met, and their transitions ------------------------------------------------------------------------
+
+static void forget_states(GrammarMasker *m) {
+    for (int i = 0; i < m->n_states; i++) grammar_state_free(&m->states[i]);
+    m->n_states = 0;
+    if (m->slot) memset(m->slot, 0, (size_t)m->n_slots * sizeof *m->slot);
+}
+
+// The slot of state s (hash h) in the index, or the empty one where it would go.
+static int state_slot(const GrammarMasker *m, const GrammarState *s, uint64_t h) {
+    int mask = m->n_slots - 1, k = (int)(h & (uint64_t)mask);
+    while (m->slot[k] && !grammar_state_equal(&m->states[m->slot[k] - 1], s)) k = (k + 1) & mask;
+    return k;
+}
+
+static bool grow_states(GrammarMasker *m) {
+    int cap = m->cap_states ? 2 * m->cap_states : 64;
+    GrammarState *states = realloc(m->states, (size_t)cap * sizeof *states);
+    if (states) m->states = states;
+    int32_t(*next)[256] = realloc(m->next, (size_t)cap * sizeof *next);
+    if (next) m->next = next;
+    int *slot = calloc((size_t)cap * 2, sizeof *slot);
+    if (!states || !next || !slot) {
+        free(slot);
+        return false;
+    }
+    free(m->slot);
+    m->slot = slot;
+    m->n_slots = cap * 2;
+    m->cap_states = cap;
+    for (int i = 0; i < m->n_states; i++)
+        m->slot[state_slot(m, &m->states[i], grammar_state_hash(&m->states[i]))] = i + 1;
+    return true;
+}
+
+// The number of state s, added if new. -1: out of memory, or MASK_STATES_MAX states already.
+static int state_id(GrammarMasker *m, const GrammarState *s) {
+    const uint64_t h = grammar_state_hash(s);
+    if (m->n_slots) {
+        int k = state_slot(m, s, h);
+        if (m->slot[k]) return m->slot[k] - 1;
+    }
+    if (m->n_states == MASK_STATES_MAX || (m->n_states == m->cap_states && !grow_states(m))) return -1;
+    GrammarState *copy = &m->states[m->n_states];
+    *copy = (GrammarState){0};
+    if (grammar_state_copy(copy, s) < 0) return -1;
+    for (int b = 0; b < 256; b++) m->next[m->n_states][b] = -2;
+    m->slot[state_slot(m, s, h)] = m->n_states + 1;
+    return m->n_states++;
+}
+
+// The state after reading byte b from state `from`: −1 refused, −3 no room (out of memory, or too many states).
+static int step(GrammarMasker *m, int from, unsigned char b) {
+    if (m->next[from][b] != -2) return m->next[from][b];
+    if (!grammar_advance(&m->states[from], b, &m->scratch)) return m->next[from][b] = -1;
+    const int id = state_id(m, &m->scratch);
+    if (id < 0) return -3;
+    return m->next[from][b] = id;
+}
+
+// ---- masks -------------------------------------------------------------------------------------------------------------
+
 // The mask of state s, computed: tokens in byte order, each read from the longest prefix it shares with the token
 // before (whose state is kept at depth[shared]); a refused byte at depth d refuses every following token that
-// shares those d + 1 bytes, without reading them.
-static int compute_mask(GrammarMasker *m, const GrammarState *s, uint64_t *bits) {
+// shares those d + 1 bytes, without reading them. −1: no room for the states met (compute_mask starts afresh).
+static int walk(GrammarMasker *m, const GrammarState *s, uint64_t *bits) {
     const Vocabulary *v = &m->vocab;
     memset(bits, 0, (size_t)m->words * sizeof *bits);
-    if (grammar_state_copy(&m->depth[0], s) < 0) return -1;
+    int depth[MASK_TOKEN_MAX + 1];  // the state after each prefix of the token being read
+    if ((depth[0] = state_id(m, s)) < 0) return -1;
     int reached = 0;  // depth[0..reached] hold the states of the current token's prefixes
     for (int i = 0; i < m->n_sorted; i++) {
         const int t = m->order[i], n = token_len(v, t);
         const unsigned char *b = (const unsigned char *)v->bytes + v->offset[t];
-        int d = m->shared[i] < reached ? m->shared[i] : reached;
-        while (d < n && grammar_advance(&m->depth[d], b[d], &m->depth[d + 1])) d++;
+        int d = m->shared[i] < reached ? m->shared[i] : reached, next = 0;
+        while (d < n && (next = step(m, depth[d], b[d])) >= 0) depth[++d] = next;
+        if (next == -3) return -1;
         reached = d;
         if (d == n) {
             bits[t >> 6] |= 1ull << (t & 63);
@@ -79,6 +147,14 @@ static int compute_mask(GrammarMasker *m, const GrammarState *s, uint64_t *bits)
         for (int e = 0; e < v->n_end; e++)
             if (v->end_ids[e] >= 0 && v->end_ids[e] < v->V) bits[v->end_ids[e] >> 6] |= 1ull << (v->end_ids[e] & 63);
     return 0;
+}
+
+// walk, with the states kept from earlier masks while they leave room, else from none.
+static int compute_mask(GrammarMasker *m, const GrammarState *s, uint64_t *bits) {
+    if (m->n_states > MASK_STATES_MAX / 2) forget_states(m);
+    if (walk(m, s, bits) == 0) return 0;
+    forget_states(m);
+    return walk(m, s, bits);
 }
 
 void grammar_masker_forget(GrammarMasker *m) {

@@ -6,8 +6,9 @@
 //
 // The mask is computed against the vocabulary sorted by bytes, so that tokens sharing a prefix share the work of
 // reading it (a byte trie walked depth first: the state after each prefix is kept while tokens below it are tried,
-// and a refused prefix refuses every token under it at once), and cached by state: a state seen before (inside a
-// string, after each comma) costs a lookup.
+// and a refused prefix refuses every token under it at once); the states met are numbered and their transitions by
+// byte kept, so that a byte read from a known state costs a lookup; and masks are cached by state: a state seen
+// before (inside a string, after each comma) costs a lookup.
 #ifndef SPECDEC_GRAMMAR_MASK_H
 #define SPECDEC_GRAMMAR_MASK_H
 
@@ -17,7 +18,8 @@
 #include "base/error.h"
 #include "grammar/grammar.h"
 
-enum { MASK_CACHE_MAX = 512, MASK_TOKEN_MAX = 256 };  // masks cached at most; bytes of the longest token read
+// Masks cached at most; bytes of the longest token read; distinct states whose transitions are kept.
+enum { MASK_CACHE_MAX = 512, MASK_TOKEN_MAX = 256, MASK_STATES_MAX = 1 << 15 };
 
 // A vocabulary: token t's bytes are bytes[offset[t] .. offset[t + 1]) (empty: a token no text spells).
 typedef struct {
@@ -42,7 +44,13 @@ typedef struct {
     int *order;                 // [n_sorted]: tokens with bytes (not longer than MASK_TOKEN_MAX), by their bytes
     int *shared;                // [n_sorted]: bytes order[i] shares with order[i − 1] (0 for i = 0)
     int n_sorted;
-    GrammarState *depth;        // [MASK_TOKEN_MAX + 1]: the state after each prefix of the token being tried
+    // The states the walks met, each once, with their transitions by byte: reading a byte from a state seen before
+    // costs a lookup (inside a string, every ordinary character leads back to the same state).
+    GrammarState *states;       // [n_states]
+    int32_t (*next)[256];       // [n_states]: the state after each byte; -1: refused; -2: not read yet
+    int *slot;                  // [n_slots]: open addressing by hash, state index + 1 (0: empty)
+    int n_states, cap_states, n_slots;
+    GrammarState scratch;
     CachedMask *cache;          // [MASK_CACHE_MAX]
     int n_cached;
     long hits, misses;          // of the cache
