@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "base/utf8.h"
+#include "grammar/grammar.h"
 #include "grammar/regex.h"
 
 typedef struct {
@@ -159,14 +160,26 @@ static int quantifier(Regex *r) {
     if (c == '*' || c == '+' || c == '?') {
         r->pos++;
         text_add(r->out, "%c", c);
-    } else if (c == '{') {
-        size_t end = r->pos;
-        while (end < r->n && r->s[end] != '}') end++;
-        if (end == r->n) return refuse(r, "'{' without '}'");
-        for (size_t i = r->pos + 1; i < end; i++)
-            if (!(r->s[i] >= '0' && r->s[i] <= '9') && r->s[i] != ',') return refuse(r, "a malformed {m,n}");
-        text_add(r->out, "%.*s", (int)(end + 1 - r->pos), r->s + r->pos);
-        r->pos = end + 1;
+    } else if (c == '{') {  // {m}, {m,}, {m,n} or {,n}, each count at most GRAMMAR_MAX_REPEAT
+        long m = -1, n = -1;
+        bool comma = false;
+        r->pos++;
+        for (long *count = &m; peek(r) != '}'; r->pos++) {
+            if (peek(r) == ',' && !comma) {
+                comma = true;
+                count = &n;
+            } else if (peek(r) >= '0' && peek(r) <= '9' && (*count < 0 || *count <= GRAMMAR_MAX_REPEAT)) {
+                *count = (*count < 0 ? 0 : *count * 10) + (peek(r) - '0');
+            } else {
+                return refuse(r, "a malformed {m,n}");
+            }
+        }
+        r->pos++;
+        if ((m < 0 && n < 0) || m > GRAMMAR_MAX_REPEAT || n > GRAMMAR_MAX_REPEAT || (n >= 0 && m > n))
+            return refuse(r, "a {m,n} out of range (0 ≤ m ≤ n ≤ 2000)");
+        text_add(r->out, "{%ld%s", m < 0 ? 0 : m, comma ? "," : "");
+        if (n >= 0) text_add(r->out, "%ld", n);
+        text_add(r->out, "}");
     } else {
         return 0;
     }

@@ -75,6 +75,8 @@ static const struct {
     {"{\"type\": \"string\", \"pattern\": \"^(?=a)$\"}", "lookaround"},
     {"{\"type\": \"string\", \"pattern\": \"^a+?$\"}", "a lazy or possessive quantifier"},
     {"{\"type\": \"string\", \"pattern\": \"^\\\\1$\"}", "an escape other than"},
+    {"{\"type\": \"string\", \"pattern\": \"^a{2,,3}$\"}", "a malformed {m,n}"},
+    {"{\"type\": \"string\", \"pattern\": \"^a{3,2}$\"}", "a {m,n} out of range"},
     {"{\"$ref\": \"https://example.com/s.json\"}", "is not a definition of this schema"},
     {"{\"type\": \"number\", \"minimum\": 0}", "bounds on type number are not supported"},
     {"{\"type\": \"integer\", \"minimum\": 5, \"maximum\": 4}", "no integer lies between the bounds"},
