@@ -1,14 +1,15 @@
 // bench.h — the benchmark harness: what its suites share.
 //
 // run-bench measures, on this machine, how close specdec comes to the physical limit and what speculative
-// decoding buys. Nine suites: limit (memory bandwidth, the matmul kernels and where OpenBLAS overtakes them, the
+// decoding buys. Ten suites: limit (memory bandwidth, the matmul kernels and where OpenBLAS overtakes them, the
 // verification-cost curve), decode (tokens/s and the fraction of the bandwidth), speculative (speed-up and
 // acceptance on held-out prompts, beside Theorem 3.8's prediction), tokenizer (encode MB/s), quant (q8
 // against the stored weights: load time, speed, and accuracy on the held-out prompts) and threads (decode, the
 // verification cost and the speculative speed-up at each thread count of a sweep) — and trees (draft trees against
 // the chain by width and depth, beside the verification cost), and chat (multi-turn conversations: the prefill that
 // kept caches save, the speed-up per turn), and serve (the HTTP server's overhead, and a multi-turn exchange
-// through it with and without the conversation cache). Each prints
+// through it with and without the conversation cache), and structured (decoding under a JSON Schema: the token
+// masks' cost, constrained against free tokens/s). Each prints
 // Markdown tables on stdout and adds its results to one JSON document, written under --out with the plots.
 //
 // The machine is shared and its memory bandwidth drifts, so every comparison is made within a round: the
@@ -30,7 +31,7 @@
 
 enum {
     SUITE_LIMIT = 1, SUITE_DECODE = 2, SUITE_SPECULATIVE = 4, SUITE_TOKENIZER = 8, SUITE_QUANT = 16, SUITE_THREADS = 32,
-    SUITE_TREES = 64, SUITE_CHAT = 128, SUITE_SERVE = 256
+    SUITE_TREES = 64, SUITE_CHAT = 128, SUITE_SERVE = 256, SUITE_STRUCTURED = 512
 };
 
 typedef struct {
@@ -244,5 +245,8 @@ void suite_chat(Bench *b, Pair *pair);      // chat.c: multi-turn conversations 
 // The HTTP server's overhead: time to first token and tokens/s through it against in process, and a multi-turn
 // exchange (serve.c).
 void suite_serve(Bench *b, Pair *pair);
+// Decoding under a JSON Schema (structured.c): token masks per token (median, p99) at the pair's vocabulary and
+// Llama 3's, and greedy tokens/s free and constrained, target-only and speculative.
+void suite_structured(Bench *b, Pair *pair);
 
 #endif

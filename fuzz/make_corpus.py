@@ -356,6 +356,19 @@ def main():
           "abzé\u00e9€!".encode())
     write("grammar", "nested", b"root ::= (\n  item\n  | \"(\" root \")\"\n)\nitem ::= [0-9]{1,3}\n" + SEP + b"((42))")
 
+    # The json_schema target reads a schema: the keywords the converter takes, each in a schema of its own.
+    write("json_schema", "object", json.dumps({
+        "type": "object", "properties": {"name": {"type": "string", "maxLength": 8}, "age": {"type": "integer",
+        "minimum": 0, "exclusiveMaximum": 130}, "tags": {"type": "array", "items": {"enum": ["a", 1, None]},
+        "minItems": 1, "maxItems": 3}}, "required": ["name"], "additionalProperties": False}))
+    write("json_schema", "refs", json.dumps({
+        "$defs": {"node": {"anyOf": [{"type": "null"}, {"type": "object", "properties": {
+            "next": {"$ref": "#/$defs/node"}, "at": {"type": "string", "format": "date-time"}}}]}},
+        "$ref": "#/$defs/node"}))
+    write("json_schema", "strings", json.dumps({"oneOf": [
+        {"type": "string", "pattern": "^[A-Z]{2}(-\\d+|x)?\\.?$"}, {"type": "string", "format": "uuid"},
+        {"const": {"k": [1, 2.5, "\u00e9"]}}, {"type": ["boolean", "number"]}]}))
+
 
 if __name__ == "__main__":
     main()

@@ -42,6 +42,7 @@ if [ $level != run ]; then
     command -v node >/dev/null && command -v npm >/dev/null || packages+=(nodejs npm)  # the tokenizer oracle
     packages+=(python3-jinja2)  # the chat templates' reference renderer (Jinja2, as transformers runs it)
     packages+=(chromium)        # the server's page, driven headless by its test (tests/oracle/web_page.mjs)
+    packages+=(python3-jsonschema)  # validates documents drawn from JSON Schema grammars (tests/grammar/)
 fi
 [ $level != bench ] || packages+=(gnuplot-nox)  # make bench's plots
 [ $level != ci ] || packages+=(clang-14 libclang-rt-14-dev python3)  # make fuzz (clang, libFuzzer, sanitizers), make test-tools

@@ -13,6 +13,7 @@
 #include "cli/interrupt.h"
 #include "cli/report.h"
 #include "cli/session.h"
+#include "cli/structured.h"
 #include "speculative/conversation.h"
 
 json_t *chat_vars_object(const Repeated *vars, Err *err) {
@@ -146,6 +147,7 @@ typedef struct {
     Conversation conv;
     bool conv_open;
     SpecParams params;
+    Structured structured;      // --grammar, --json-schema, --json: each reply's grammar, started afresh
     int *out;
     int turn;
 } Chat;
@@ -163,6 +165,11 @@ static int chat_open(Chat *c, const Args *a, Err *err) {
     c->params.eos_id = c->s.target.cfg.eos_token_id;
     c->params.eos_ids = c->s.target.cfg.eos_ids;
     c->params.n_eos = c->s.target.cfg.n_eos;
+    if (structured_read(&c->structured, a->grammar, a->json_schema, a->json, err)) return -1;
+    if (c->structured.grammar) {
+        c->params.constraint = &c->structured.constraint;  // (the drafter reads it too)
+        c->params.forced_drafts = true;
+    }
     if (drafter_open(&c->drafters, drafter_kind(c->s.has_draft, a->lookup), &c->s.draft, &c->params, a->draft_p_min, LOOKUP_STAGED_MIN_MATCH, err) ||
         conversation_init(&c->conv, &c->s.target, c->drafters.drafter, err))
         return -1;
@@ -178,6 +185,7 @@ static int chat_open(Chat *c, const Args *a, Err *err) {
 
 static void chat_close(Chat *c) {
     if (c->conv_open) conversation_free(&c->conv);
+    structured_free(&c->structured);
     drafter_close(&c->drafters);
     if (c->have_tok) tokenizer_free(&c->tok);
     chat_template_free(&c->ct);
@@ -217,6 +225,13 @@ static int reply(Chat *c, const int *ids, int n_ids, char **text, Err *err) {
         printer_init(&printer, stdout, &c->tok, a->show, isatty(STDOUT_FILENO) && !getenv("NO_COLOR"), err);
         params.on_token = on_token;
         params.ctx = &printer;
+    }
+    const Config *cfg = &c->s.target.cfg;
+    if (c->structured.grammar &&
+        structured_constraint(&c->structured, &c->tok, c->s.target.n_vocab, cfg->eos_ids, cfg->n_eos, err)) {
+        printer_free(&printer);
+        stop_printer_free(&stopper);
+        return -1;
     }
     InterruptStop interrupt;  // Ctrl-C ends the reply at its next token
     interrupt_wrap_stop(&params, &interrupt);

@@ -19,6 +19,7 @@
 #include "cli/report.h"
 #include "cli/serve.h"
 #include "cli/session.h"
+#include "cli/structured.h"
 #include "speculative/sampling.h"
 #include "speculative/speculative.h"
 
@@ -34,7 +35,8 @@ static const Command commands[] = {
      "model draft ids prompt file tokens temp top-k top-p min-p repetition-penalty presence-penalty "
      "frequency-penalty seed gamma sampler lookup tree-width tree pipeline "
      "draft-p-min ctx threads draft-threads "
-     "quant draft-quant print-ids stats show trace compare allow-special chat system chat-var stop help", 0, 0},
+     "quant draft-quant print-ids stats show trace compare allow-special chat system chat-var stop grammar "
+     "json-schema json help", 0, 0},
     {"logits", cmd_logits, "logits -m DIR --ids \"1 2 3\" [--all] [--ctx N] [--threads N] [--quant q8|q4|bf16]",
      "print the logits of the last position (all with --all), one line of %.7g values per position",
      "model ids all ctx threads quant help", 0, 0},
@@ -55,7 +57,7 @@ static const Command commands[] = {
      "streamed; /reset starts over, /exit (or end of input) ends",
      "model draft tokens temp top-k top-p min-p repetition-penalty presence-penalty frequency-penalty seed gamma "
      "sampler lookup tree-width tree pipeline draft-p-min ctx threads draft-threads quant draft-quant stats show "
-     "system chat-var stop help", 0, 0},
+     "system chat-var stop grammar json-schema json help", 0, 0},
     {"inspect", cmd_inspect, "inspect PATH",
      "show the header and tensor table of a safetensors file or folder, or of a GGUF file",
      "help", 1, 1},
@@ -238,7 +240,11 @@ static int open_output(const Args *args, const Tokenizer *tok, Printer *printer,
     return 0;
 }
 
-// The plural's "s" of a count's noun: "1 token", "2 tokens".
+// The generation's grammar (--grammar, --json-schema, --json) over the target's ids, ending at its end-of-text ids.
+static int constrain_generation(Structured *st, const Tokenizer *tok, const Session *s, Err *err) {
+    return structured_constraint(st, tok, s->target.n_vocab, s->target.cfg.eos_ids, s->target.cfg.n_eos, err);
+}
+
 static const char *plural(int n) { return n == 1 ? "" : "s"; }
 
 static int cmd_generate(const Args *args, Err *err) {
@@ -259,10 +265,15 @@ static int cmd_generate(const Args *args, Err *err) {
     char *read = NULL;
     const char *text;
     size_t text_len;
-    if (prompt_text(args, &read, &text, &text_len, err)) return -1;
+    Structured structured;
+    if (structured_read(&structured, args->grammar, args->json_schema, args->json, err)) return -1;
+    if (prompt_text(args, &read, &text, &text_len, err)) {
+        structured_free(&structured);
+        return -1;
+    }
     if (session_open_from_args(&s, args, target_dir, draft_dir, err)) goto done;
     note_ignored_options(args, s.has_draft);
-    if (load_tokenizer(&tok, target_dir, text != NULL, &have_tok, err)) goto done;
+    if (load_tokenizer(&tok, target_dir, text != NULL || structured.grammar, &have_tok, err)) goto done;
     if (have_tok && tokenizer_vocab_size(&tok) < s.target.n_vocab)  // padding rows of the embedding table: the
         model_limit_vocab(&s.target, tokenizer_vocab_size(&tok));    // ids past the tokenizer's are never sampled
     if (prompt_ids(args, target_dir, &tok, &s.target, text, text_len, &prompt, &n_prompt, err)) goto done;
@@ -271,6 +282,11 @@ static int cmd_generate(const Args *args, Err *err) {
     params.eos_ids = s.target.cfg.eos_ids;
     params.n_eos = s.target.cfg.n_eos;
     params.trace = trace;
+    if (structured.grammar) {
+        if (constrain_generation(&structured, &tok, &s, err)) goto done;
+        params.constraint = &structured.constraint;
+        params.forced_drafts = true;
+    }
     if (open_output(args, have_tok ? &tok : NULL, &printer, &stopper, &params, err)) goto done;
 
     out = malloc(sizeof(int) * (args->n_tokens + 1));
@@ -297,7 +313,8 @@ static int cmd_generate(const Args *args, Err *err) {
                 plural(args->n_tokens), n_prompt, plural(n_prompt), n_ctx);
     if (args->stats && print_stats(&s, drafters.drafter != NULL, &stats, prompt, n_prompt, out, n_out, err)) goto done;
     if (args->compare && drafters.drafter &&
-        compare_with_target_only(&s, args->n_tokens, &params, &stats, prompt, n_prompt, out, n_out, err))
+        ((structured.grammar && constrain_generation(&structured, &tok, &s, err)) ||  // the grammar from its start
+         compare_with_target_only(&s, args->n_tokens, &params, &stats, prompt, n_prompt, out, n_out, err)))
         goto done;
     rc = trace && trace != stderr ? check_written(trace, trace == stdout ? "stdout" : args->trace, trace_file, err) : 0;
 done:
@@ -306,6 +323,7 @@ done:
     stop_printer_free(&stopper);
     drafter_close(&drafters);
     if (have_tok) tokenizer_free(&tok);
+    structured_free(&structured);
     free(read);
     free(prompt);
     free(out);

@@ -9,8 +9,10 @@
 #include <string.h>
 
 #include "base/utf8.h"
+#include "tokenizer/bytesmap.h"
 
-enum { MAX_ELEMENTS = 1 << 20, MAX_NESTING = 256 };  // a grammar's size once repetitions are written out; ( depth
+// A grammar's size once repetitions are written out (elements, rules), and how deep groups nest.
+enum { MAX_ELEMENTS = 1 << 20, MAX_RULES = 1 << 16, MAX_NESTING = 256 };
 
 typedef struct {
     GrammarElement *el;
@@ -31,6 +33,7 @@ typedef struct {
     Err *err;
     RuleDraft *rules;
     int n_rules, cap_rules;
+    BytesMap names;     // the written rules' names → their index (generated rules have none: "parent/N")
     GrammarRange *ranges;
     int n_ranges, cap_ranges;
     long n_elements;    // across every rule: the grammar's size
@@ -68,7 +71,12 @@ __attribute__((format(printf, 3, 4))) static int fail(Parser *p, size_t at, cons
     return err_fmt(p->err, "%s:%d:%d: %s", p->source, line, column, what);
 }
 
-static int out_of_memory(Parser *p) { return err_fmt(p->err, "%s: out of memory", p->source); }
+static int out_of_memory(Parser *p) {
+    if (p->n_rules == MAX_RULES)
+        return err_fmt(p->err, "%s: more than %d rules once its groups and repetitions are written out", p->source,
+                       MAX_RULES);
+    return err_fmt(p->err, "%s: out of memory", p->source);
+}
 
 static int peek(const Parser *p) { return p->pos < p->n ? (unsigned char)p->text[p->pos] : -1; }
 
@@ -90,10 +98,9 @@ static void skip_space(Parser *p, bool newline_ok) {
 
 // ---- rules and sequences -----------------------------------------------------------------------------------------
 
-// The index of the rule named text[at .. at + len), a new undefined rule if there is none yet. -1: out of memory.
-static int rule_named(Parser *p, const char *name, size_t len, size_t at) {
-    for (int r = 0; r < p->n_rules; r++)
-        if (strlen(p->rules[r].name) == len && memcmp(p->rules[r].name, name, len) == 0) return r;
+// A new rule named name[0..len), undefined. -1: out of memory.
+static int new_rule(Parser *p, const char *name, size_t len, size_t at) {
+    if (p->n_rules == MAX_RULES) return -1;
     if (reserve(&p->rules, &p->cap_rules, p->n_rules + 1, sizeof *p->rules) < 0) return -1;
     char *copy = strndup(name, len);
     if (!copy) return -1;
@@ -101,11 +108,21 @@ static int rule_named(Parser *p, const char *name, size_t len, size_t at) {
     return p->n_rules++;
 }
 
-// A new rule for a group or a repetition inside rule `parent`, named "parent-N", defined at once.
+// The index of the rule named name[0..len) as written, a new undefined rule if there is none yet. -1: out of memory.
+static int rule_named(Parser *p, const char *name, size_t len, size_t at) {
+    uint64_t r;
+    if (bytesmap_get(&p->names, name, len, &r)) return (int)r;
+    int added = new_rule(p, name, len, at);
+    if (added < 0 || bytesmap_put(&p->names, name, len, (uint64_t)added) < 0) return -1;
+    return added;
+}
+
+// A new rule for a group or a repetition inside rule `parent`, named "parent/N" (no written name has a '/'),
+// defined at once.
 static int generated_rule(Parser *p, int parent, size_t at) {
     char name[128];
-    snprintf(name, sizeof name, "%.100s-%d", p->rules[parent].name, p->n_rules);
-    int r = rule_named(p, name, strlen(name), at);
+    snprintf(name, sizeof name, "%.100s/%d", p->rules[parent].name, p->n_rules);
+    int r = new_rule(p, name, strlen(name), at);
     if (r >= 0) p->rules[r].defined = true;
     return r;
 }
@@ -481,22 +498,49 @@ static void find_nullable(const Grammar *g, bool *nullable) {
     }
 }
 
-// Depth-first search along "r begins with s" (s referenced after only nullable elements): a rule met again while it
-// is on the path is left-recursive. colour: 0 unseen, 1 on the path, 2 done. Returns the rule found, or -1.
-static int left_cycle(const Grammar *g, const bool *nullable, unsigned char *colour, int r) {
-    colour[r] = 1;
-    for (int a = 0; a < g->rules[r].n_alts; a++) {
-        for (const GrammarElement *e = g->elements + g->alt_start[g->rules[r].first_alt + a];
-             e->kind == GRAMMAR_RULE; e++) {
-            if (colour[e->first] == 1) return e->first;
-            if (colour[e->first] == 0) {
-                int found = left_cycle(g, nullable, colour, e->first);
-                if (found >= 0) return found;
+// A rule on the search's path, and where in it the search stands: alternative `alt`, element `at` (−1: its start).
+typedef struct {
+    int rule, alt, at;
+} Visit;
+
+// Depth-first search from `from` along "r begins with s" (s referenced after only nullable elements), iterative (a
+// chain of repetition rules is thousands deep): a rule met again while it is on the path is left-recursive. colour:
+// 0 unseen, 1 on the path, 2 done; path: room for every rule. Returns the rule found, or -1.
+static int left_cycle(const Grammar *g, const bool *nullable, unsigned char *colour, Visit *path, int from) {
+    int top = 0;
+    path[0] = (Visit){from, 0, -1};
+    colour[from] = 1;
+    while (top >= 0) {
+        Visit *v = &path[top];
+        const GrammarRule *rule = &g->rules[v->rule];
+        if (v->at >= 0 && nullable[g->elements[v->at].first]) {
+            v->at++;  // the rule referenced there may derive nothing: the next element begins the rule too
+        } else if (v->at >= 0 || v->alt == rule->n_alts) {
+            if (v->at >= 0) v->alt++;  // the next alternative, or (all seen) the rule is done
+            v->at = -1;
+            if (v->alt < rule->n_alts) continue;
+            colour[v->rule] = 2;
+            top--;
+            continue;
+        } else {
+            v->at = g->alt_start[rule->first_alt + v->alt];
+        }
+        const GrammarElement *e = &g->elements[v->at];
+        if (e->kind != GRAMMAR_RULE) {
+            v->alt++;
+            v->at = -1;
+            if (v->alt == rule->n_alts) {
+                colour[v->rule] = 2;
+                top--;
             }
-            if (!nullable[e->first]) break;
+            continue;
+        }
+        if (colour[e->first] == 1) return e->first;
+        if (colour[e->first] == 0) {
+            colour[e->first] = 1;
+            path[++top] = (Visit){e->first, 0, -1};
         }
     }
-    colour[r] = 2;
     return -1;
 }
 
@@ -509,15 +553,18 @@ static int check_grammar(Parser *p, Grammar *g) {
     if (g->root < 0) return err_fmt(p->err, "%s: no rule named 'root' (where the grammar starts)", p->source);
     bool *nullable = calloc((size_t)g->n_rules, sizeof *nullable);
     unsigned char *colour = calloc((size_t)g->n_rules, 1);
+    Visit *path = malloc((size_t)g->n_rules * sizeof *path);
     int cycle = -1;
-    if (nullable && colour) {
+    if (nullable && colour && path) {
         find_nullable(g, nullable);
         for (int r = 0; r < g->n_rules && cycle < 0; r++)
-            if (colour[r] == 0) cycle = left_cycle(g, nullable, colour, r);
+            if (colour[r] == 0) cycle = left_cycle(g, nullable, colour, path, r);
     }
+    bool ok = nullable && colour && path;
     free(nullable);
     free(colour);
-    if (!nullable || !colour) return out_of_memory(p);
+    free(path);
+    if (!ok) return out_of_memory(p);
     if (cycle >= 0)
         return fail(p, p->rules[cycle].at,
                     "rule '%s' is left-recursive: it can reach itself without reading a character", g->rules[cycle].name);
@@ -532,11 +579,16 @@ static void free_parser(Parser *p) {
     }
     free(p->rules);
     free(p->ranges);
+    bytesmap_free(&p->names);
 }
 
 Grammar *grammar_parse(const char *text, size_t n, const char *source, Err *err) {
     Parser p = {.text = text, .n = n, .source = source, .err = err};
     Grammar *g = NULL;
+    if (bytesmap_init(&p.names) < 0) {
+        err_fmt(err, "%s: out of memory", source);
+        return NULL;
+    }
     skip_space(&p, true);
     while (peek(&p) != -1)
         if (parse_rule(&p) < 0) goto done;

@@ -54,7 +54,7 @@ typedef struct {
 } GrammarElement;
 
 typedef struct {
-    char *name;         // as written; generated rules (groups, repetitions) are named after theirs: "root-3"
+    char *name;         // as written; generated rules (groups, repetitions) are named after theirs: "root/3"
     int first_alt, n_alts;  // alt_start[first_alt .. first_alt + n_alts)
 } GrammarRule;
 
@@ -101,12 +101,16 @@ int grammar_state_copy(GrammarState *dst, const GrammarState *src);
 // none can. `next` is scratch that the function may overwrite (a state of the same grammar), so that reading
 // allocates nothing once warm.
 bool grammar_accept_byte(GrammarState *s, unsigned char byte, GrammarState *next);
+// grammar_accept_byte that leaves s as it is: the state after the byte goes to out. false: refused.
+bool grammar_advance(const GrammarState *s, unsigned char byte, GrammarState *out);
 // Reads text[0..n): true when every byte was accepted; false leaves s at the first refused byte's state.
 bool grammar_accept_bytes(GrammarState *s, const char *text, size_t n, GrammarState *next);
 // The text so far is a sentence of the grammar: reading may end here.
 bool grammar_may_end(const GrammarState *s);
 // The text so far is a sentence and no parse can read more: reading must end here.
 bool grammar_must_end(const GrammarState *s);
+// Whether text[0..n) is a sentence of g: read whole from the start, and may end there. false when out of memory.
+bool grammar_recognises(const Grammar *g, const char *text, size_t n);
 // A hash of the state (its stacks and the partial character), equal for equal states: the masks' cache key.
 uint64_t grammar_state_hash(const GrammarState *s);
 bool grammar_state_equal(const GrammarState *a, const GrammarState *b);

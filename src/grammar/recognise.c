@@ -141,23 +141,21 @@ static void swap(GrammarState *a, GrammarState *b) {
     *b = t;
 }
 
-// Reads the character cp: every stack whose top admits it moves past it (and is expanded); next receives them.
-static bool read_char(GrammarState *s, uint32_t cp, GrammarState *next) {
+// Reads the character cp: every stack of s whose top admits it moves past it (and is expanded) into out.
+static bool read_char(const GrammarState *s, uint32_t cp, GrammarState *out) {
     const Grammar *g = s->grammar;
     int work[GRAMMAR_MAX_DEPTH], budget = EXPAND_BUDGET;
-    next->grammar = g;
-    if (!reserve(next, 1, 1)) return false;
-    clear(next);
+    out->grammar = g;
+    if (!reserve(out, 1, 1)) return false;
+    clear(out);
     for (int i = 0; i < s->n_stacks; i++) {
         int n = stack_len(s, i);
         if (n == 0 || !class_meets(g, &g->elements[top(s, i)], cp, cp)) continue;
         memcpy(work, s->cells + s->start[i], (size_t)n * sizeof *work);
         work[n - 1]++;
-        if (!expand(g, work, n, next, &budget)) return false;
+        if (!expand(g, work, n, out, &budget)) return false;
     }
-    if (next->n_stacks == 0) return false;
-    swap(s, next);
-    return true;
+    return out->n_stacks > 0;
 }
 
 // The code points that a character of `length` bytes whose first bytes gave the bits `partial`, `pending` bytes still
@@ -173,33 +171,36 @@ static bool partial_range(uint32_t partial, int pending, int length, uint32_t *l
     return *lo <= *hi;
 }
 
-bool grammar_accept_byte(GrammarState *s, unsigned char byte, GrammarState *next) {
-    if (s->pending == 0 && byte < 0x80) return read_char(s, byte, next);
-    GrammarState before = *s;
+bool grammar_advance(const GrammarState *s, unsigned char byte, GrammarState *out) {
+    if (s->pending == 0 && byte < 0x80) return read_char(s, byte, out);
+    uint32_t partial;
+    int pending, length = s->length;
     if (s->pending == 0) {
-        if (byte >= 0xC2 && byte <= 0xDF) s->length = 2;
-        else if (byte >= 0xE0 && byte <= 0xEF) s->length = 3;
-        else if (byte >= 0xF0 && byte <= 0xF4) s->length = 4;
+        if (byte >= 0xC2 && byte <= 0xDF) length = 2;
+        else if (byte >= 0xE0 && byte <= 0xEF) length = 3;
+        else if (byte >= 0xF0 && byte <= 0xF4) length = 4;
         else return false;
-        s->pending = s->length - 1;
-        s->partial = byte & (0x7Fu >> s->length);
+        pending = length - 1;
+        partial = byte & (0x7Fu >> length);
     } else {
         if ((byte & 0xC0) != 0x80) return false;
-        s->partial = (s->partial << 6) | (byte & 0x3F);
-        s->pending--;
+        partial = (s->partial << 6) | (byte & 0x3F);
+        pending = s->pending - 1;
     }
     uint32_t lo, hi;
-    bool ok = partial_range(s->partial, s->pending, s->length, &lo, &hi) && some_stack_meets(s, lo, hi);
-    if (ok && s->pending == 0) {
-        s->length = 0;
-        ok = read_char(s, lo, next);
-    }
-    if (!ok) {
-        s->partial = before.partial;
-        s->pending = before.pending;
-        s->length = before.length;
-    }
-    return ok;
+    if (!partial_range(partial, pending, length, &lo, &hi) || !some_stack_meets(s, lo, hi)) return false;
+    if (pending == 0) return read_char(s, lo, out);
+    if (grammar_state_copy(out, s) < 0) return false;
+    out->partial = partial;
+    out->pending = pending;
+    out->length = length;
+    return true;
+}
+
+bool grammar_accept_byte(GrammarState *s, unsigned char byte, GrammarState *next) {
+    if (!grammar_advance(s, byte, next)) return false;
+    swap(s, next);
+    return true;
 }
 
 bool grammar_accept_bytes(GrammarState *s, const char *text, size_t n, GrammarState *next) {
@@ -255,6 +256,14 @@ bool grammar_may_end(const GrammarState *s) {
     for (int i = 0; i < s->n_stacks; i++)
         if (stack_len(s, i) == 0) return true;
     return false;
+}
+
+bool grammar_recognises(const Grammar *g, const char *text, size_t n) {
+    GrammarState s = {0}, next = {0};
+    bool ok = grammar_state_init(&s, g, NULL) == 0 && grammar_accept_bytes(&s, text, n, &next) && grammar_may_end(&s);
+    grammar_state_free(&s);
+    grammar_state_free(&next);
+    return ok;
 }
 
 bool grammar_must_end(const GrammarState *s) { return grammar_may_end(s) && s->n_stacks == 1; }

@@ -7,6 +7,7 @@
 
 #include "base/clock.h"
 #include "chat/stop.h"
+#include "grammar/vocabulary.h"
 
 // ---- the prompt ---------------------------------------------------------------------------------------------
 
@@ -169,7 +170,18 @@ int engine_run(const Engine *en, const Request *req, const int *prompt, int n_pr
     token_stream_init(&run.stream, en->tok);
     Drafters drafters = {0};
     Err err;
+    TokenBytes tokens = {0};
+    GrammarConstraint constraint = {0};
     int *out = malloc(sizeof(int) * ((size_t)params.max_tokens + 1)), n_out = 0, rc = -1;
+    if (req->grammar) {  // the request's grammar over the target's ids (docs/structured.md)
+        if (token_bytes_init(&tokens, en->tok, en->target->n_vocab, cfg->eos_ids, cfg->n_eos, &err) ||
+            grammar_constraint_init(&constraint, req->grammar, &tokens.vocab, &err)) {
+            api_error(e, 500, NULL, NULL, "%s", err.msg);
+            goto done;
+        }
+        params.constraint = &constraint;
+        params.forced_drafts = true;
+    }
     if (!out || stop_scan_init(&run.stops, (const char *const *)req->stop, req->n_stop, &err) ||
         drafter_open(&drafters, drafter_kind(en->draft && !req->plain, en->lookup && !req->plain), en->draft, &params,
                      en->draft_p_min, LOOKUP_STAGED_MIN_MATCH, &err) ||
@@ -194,6 +206,8 @@ int engine_run(const Engine *en, const Request *req, const int *prompt, int n_pr
     rc = 0;
 done:
     drafter_close(&drafters);
+    grammar_constraint_free(&constraint);
+    token_bytes_free(&tokens);
     token_stream_free(&run.stream);
     stop_scan_free(&run.stops);
     marks_free(&marks);

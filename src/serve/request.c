@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grammar/json_schema.h"
+
 int api_error(ApiError *e, int status, const char *code, const char *param, const char *fmt, ...) {
     char message[sizeof e->err.msg];
     va_list ap;
@@ -36,7 +38,6 @@ typedef enum {
     OFF_EMPTY,      // false, 0, "", [] or {}
     OFF_ONE,        // 1 (n, best_of)
     OFF_NONE,       // the string "none" (tool_choice, function_call)
-    OFF_TEXT,       // {"type": "text"} (response_format)
 } OffValue;
 
 static const struct {
@@ -55,7 +56,6 @@ static const struct {
     {"logit_bias", OFF_EMPTY, "no logit bias"},
     {"echo", OFF_EMPTY, "no echo of the prompt"},
     {"suffix", OFF_EMPTY, "no suffix (insertion)"},
-    {"response_format", OFF_TEXT, "text responses only (no JSON mode or schema)"},
     {"audio", OFF_EMPTY, "text only (no audio)"},
     {"prediction", OFF_EMPTY, "no predicted outputs (try --lookup: it drafts from the prompt)"},
     // vLLM's and llama-server's sampling fields beyond min_p, top_k and the penalties
@@ -81,8 +81,6 @@ static const struct {
     {"guided_choice", OFF_EMPTY, "no guided decoding"},
     {"guided_grammar", OFF_EMPTY, "no guided decoding"},
     {"structured_outputs", OFF_EMPTY, "no structured outputs"},
-    {"grammar", OFF_EMPTY, "no grammars"},
-    {"json_schema", OFF_EMPTY, "no JSON schemas"},
 };
 
 static bool is_off(const json_t *v, OffValue off) {
@@ -94,10 +92,6 @@ static bool is_off(const json_t *v, OffValue off) {
                (json_is_object(v) && json_object_size(v) == 0);
     case OFF_ONE: return json_is_number(v) && json_number_value(v) == 1;
     case OFF_NONE: return json_is_string(v) && strcmp(json_string_value(v), "none") == 0;
-    case OFF_TEXT: {
-        const json_t *type = json_is_object(v) ? json_object_get(v, "type") : NULL;
-        return json_is_string(type) && strcmp(json_string_value(type), "text") == 0;
-    }
     }
     return false;
 }
@@ -235,6 +229,67 @@ static int get_extension(Request *req, const json_t *body, ApiError *e) {
     return 0;
 }
 
+// ---- structured output -----------------------------------------------------------------------------------------
+
+// The grammar of a JSON Schema given as a JSON value; NULL with err set.
+static Grammar *schema_grammar(const json_t *schema, const char *source, Err *err) {
+    char *text = json_dumps(schema, JSON_COMPACT | JSON_ENCODE_ANY);
+    if (!text) {
+        err_fmt(err, "out of memory");
+        return NULL;
+    }
+    Grammar *g = json_schema_grammar(text, strlen(text), source, err);
+    free(text);
+    return g;
+}
+
+// response_format {"type": "json_object"} or {"type": "json_schema", "json_schema": {"schema": {...}, "strict": …}}
+// ({"type": "text"} and null: plain text), or llama-server's "grammar" (GBNF text) or "json_schema" (a schema) —
+// one of them ("" and {} count as not given, as clients send defaults). A schema or grammar that does not convert or
+// parse is refused here, with its message (400).
+static int get_structure(Request *req, const json_t *body, ApiError *e) {
+    const json_t *format = json_object_get(body, "response_format"), *grammar = json_object_get(body, "grammar");
+    const json_t *schema = json_object_get(body, "json_schema");
+    const json_t *type = json_is_object(format) ? json_object_get(format, "type") : NULL;
+    const char *kind = json_is_string(type) ? json_string_value(type) : NULL, *param = "response_format";
+    if (format && !json_is_null(format) && !kind)
+        return api_error(e, 400, "invalid_type", "response_format", "response_format: expected {\"type\": …}");
+    if (kind && !strcmp(kind, "text")) kind = NULL;
+    if (grammar && (json_is_null(grammar) || (json_is_string(grammar) && json_string_length(grammar) == 0)))
+        grammar = NULL;
+    if (schema && (json_is_null(schema) || (json_is_object(schema) && json_object_size(schema) == 0))) schema = NULL;
+    if ((kind != NULL) + (grammar != NULL) + (schema != NULL) > 1)
+        return api_error(e, 400, "invalid_value", grammar ? "grammar" : "json_schema",
+                         "response_format, grammar and json_schema: give one of them");
+    Err err;
+    if (grammar) {
+        if (!json_is_string(grammar)) return api_error(e, 400, "invalid_type", "grammar", "grammar: expected GBNF text");
+        param = "grammar";
+        req->grammar = grammar_parse(json_string_value(grammar), json_string_length(grammar), "grammar", &err);
+    } else if (schema) {
+        param = "json_schema";
+        req->grammar = schema_grammar(schema, "json_schema", &err);
+    } else if (kind && !strcmp(kind, "json_object")) {
+        req->grammar = json_object_grammar(&err);
+    } else if (kind && !strcmp(kind, "json_schema")) {
+        const json_t *spec = json_object_get(format, "json_schema");
+        const json_t *inner = json_is_object(spec) ? json_object_get(spec, "schema") : NULL;
+        const json_t *strict = json_is_object(spec) ? json_object_get(spec, "strict") : NULL;
+        if (!inner) return api_error(e, 400, "missing_required_parameter", "response_format.json_schema.schema",
+                                     "response_format.json_schema.schema: missing");
+        if (strict && !json_is_boolean(strict) && !json_is_null(strict))
+            return api_error(e, 400, "invalid_type", "response_format.json_schema.strict",
+                             "response_format.json_schema.strict: expected a boolean");
+        req->grammar = schema_grammar(inner, "response_format.json_schema.schema", &err);
+    } else if (kind) {
+        return api_error(e, 400, "invalid_value", "response_format.type", "response_format.type: \"text\", "
+                         "\"json_object\" or \"json_schema\"");
+    } else {
+        return 0;
+    }
+    return req->grammar ? 0 : api_error(e, 400, "invalid_value", param, "%s", err.msg);
+}
+
 // ---- the prompt and the messages ----------------------------------------------------------------------------
 
 // prompt: a string, a list of one string, or a non-empty list of token ids (integers in [0, 2^31)).
@@ -349,7 +404,9 @@ int request_parse(Request *req, ApiKind kind, const char *body, size_t len, ApiE
         api_error(e, 400, "invalid_json", NULL, "the body must be a JSON object");
         goto done;
     }
-    if (check_refused(root, e) || get_common(req, root, e) || get_extension(req, root, e)) goto done;
+    if (check_refused(root, e) || get_common(req, root, e) || get_extension(req, root, e) ||
+        get_structure(req, root, e))
+        goto done;
     if (kind == API_COMPLETIONS ? get_prompt(req, root, e) : get_messages(req, root, e)) goto done;
     rc = 0;
 done:
@@ -368,5 +425,6 @@ void request_free(Request *req) {
     free(req->messages);
     for (int i = 0; i < req->n_stop; i++) free(req->stop[i]);
     free(req->cache_salt);
+    grammar_free(req->grammar);
     *req = (Request){0};
 }

@@ -29,6 +29,7 @@
 #include <stdint.h>
 
 #include "base/error.h"
+#include "grammar/grammar.h"
 #include "speculative/penalties.h"
 #include "speculative/sampling.h"
 
@@ -60,6 +61,8 @@ typedef struct {
     char *cache_salt;           // vLLM's: the conversation cache serves only requests with the same salt (NULL: none)
     bool marks;                 // specdec.marks: the streamed chunks say where their text came from
     bool plain;                 // specdec.draft false: decode with the target alone
+    Grammar *grammar;           // the text's grammar (docs/structured.md), or NULL: response_format json_object or
+                                // json_schema, or llama-server's "grammar" (GBNF text)
 } Request;
 
 // A refusal in OpenAI's shape: {"error": {"message", "type", "param", "code"}} with an HTTP status.

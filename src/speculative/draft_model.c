@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "base/clock.h"
+#include "grammar/mask.h"
 #include "speculative/speculative.h"
 
 static int max_width(const SpecParams *params) { return params->tree_width > 1 ? params->tree_width : 1; }
@@ -59,6 +60,15 @@ static int draft_q(ModelDrafter *d, const float *logits, double *row, int positi
     return 0;
 }
 
+// Under a grammar (SpecParams.constraint), the draft's logits after `node` masked as the target's are (q masked and
+// renormalised by sampler_adjust): the committed text then the node's path. 1: no token allowed there.
+static int constrain(ModelDrafter *d, const DraftTree *tree, int node, float *logits, Err *err) {
+    if (!d->params->constraint) return 0;
+    int path[TREE_MAX_NODES];
+    const int n_path = draft_tree_path(tree, node, path);
+    return grammar_constraint_mask(d->params->constraint, path, n_path, logits, err);
+}
+
 // Level by level: the first forward feeds, in one batch, every token the draft has not read yet (`unread`, the
 // tokens at positions cache.len .. n − 1) — the committed tokens since its last use (the whole prompt at first;
 // after plain rounds, all they committed; after a fully accepted round, the last draft and the bonus token) — and
@@ -99,6 +109,9 @@ static int draft_levels(ModelDrafter *d, const int *unread, int n, TreeShape sha
             const double *q_row;
             int token;
             const double t0 = now_seconds();
+            const int masked = constrain(d, tree, node, d->logits + (size_t)(level == 0 ? 0 : f) * V, err);
+            if (masked < 0) return -1;
+            if (masked > 0) continue;  // the grammar leaves this branch nothing
             double *row = q ? q + (size_t)q_rows * V : NULL;  // (greedy: no rows, and drafting ahead gives none)
             if (draft_q(d, logits, row, n + level - 1, &q_row, &token, err)) return -1;
             report->q_seconds += now_seconds() - t0;

@@ -39,7 +39,8 @@ typedef struct {
 } DraftTree;
 
 // The tokens of the nodes from the tree's first level down to `node` (−1: none), root first, into path[GAMMA_MAX];
-// returns how many: the drafts a row after `node` continues.
+// returns how many: the drafts a row after `node` continues (its penalties' history; under a grammar, the text the
+// row's distribution continues after the committed tokens).
 int draft_tree_path(const DraftTree *tree, int node, int *path);
 
 // What the scheduler asks of a drafter: `width` children at the first level the drafter draws, each continued as a

@@ -71,6 +71,12 @@ typedef struct SpecParams {
     int eos_id;             // stop at this token (not emitted); −1 = never
     const int *eos_ids;     // ... or at any of these n_eos (a config's list, e.g. Llama 3's three), may be NULL
     int n_eos;
+    // Structured output (src/grammar/mask.h): tokens the grammar refuses get probability 0 in the target's p and the
+    // draft's q alike, both renormalised over the tokens allowed; NULL: none. Not with pipelined drafting.
+    struct GrammarConstraint *constraint;
+    // Grammar-forced drafting: where the grammar allows exactly one token, that token is drafted with q = 1 and no
+    // draft forward, as far as the grammar forces a chain (up to the round's depth); the drafter drafts otherwise.
+    bool forced_drafts;
     FILE *trace;            // one JSON line per round, or NULL
     // Called with every token as it is committed, in order; returning true makes it the last one (stop strings):
     // the round's later tokens are dropped and both caches end at it. May be NULL.

@@ -38,6 +38,8 @@ typedef struct {
     int draft_calls;                    // draft model forwards
     bool ahead_started;                 // the drafting thread drafted ahead during this round (draft_ahead.h)
     int drafted_ahead;                  // ... the drafts it holds for the next round (0: none)
+    bool forced;                        // the drafts are the grammar's forced chain (SpecParams.forced_drafts): the
+                                        // drafter was not asked, and the γ policy learns nothing from the round
     double ahead_handoff_seconds;       // handing it the job and waiting for it after the accept step
 } Round;
 

@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "base/clock.h"
+#include "grammar/mask.h"
 #include "speculative/draft_ahead.h"
 #include "speculative/policy.h"
 #include "speculative/round.h"
@@ -136,16 +137,26 @@ static int finish_drafting_ahead(Scheduler *s, Round *r, Err *err) {
     return rc;
 }
 
-// 1. Draft a tree of nodes x_i ~ q_i continuing the committed tokens (timed: r->draft_seconds); then, after a chain of
-// the draft model's, start drafting the next round ahead.
-static int draft(Scheduler *s, Round *r, Err *err) {
-    r->tree.n = 0;
-    if (r->request.shape.depth == 0) return 0;
-    const double t0 = now_seconds();
-    const bool own_core = draft_ahead_takes_proposals(s->ahead);  // the draft on the drafting thread's core
-    if (own_core ? draft_ahead_propose(s->ahead, s->context, s->n, &r->request, &r->tree, s->q, &r->report, err)
-                 : s->drafter->propose(s->drafter, s->context, s->n, &r->request, &r->tree, s->q, &r->report, err))
-        return -1;
+// Under a grammar: a chain of deterministic drafts (a lookup's run) ends before its first token the grammar refuses,
+// which the target would reject (its p is 0) with all after it — and the token drawn instead, from the residual
+// norm(max(0, p − q)) of a one-hot q on a token of p 0, is drawn from p itself, as the cut chain's bonus token is.
+// A sampled draft is never cut (drawn from a q that may give refused tokens mass, its rejection is what keeps the
+// output exact); a draft model's q is masked, so it draws none. A tree's refused nodes stay, and are rejected.
+static void cut_refused_chain(Scheduler *s, DraftTree *tree) {
+    if (!s->params->constraint) return;
+    for (int i = 0; i < tree->n; i++) {
+        if (tree->parent[i] != i - 1 || tree->node[i].q) return;  // a tree, or a sampled draft
+        int path[TREE_MAX_NODES];
+        const int n_path = draft_tree_path(tree, i - 1, path);
+        if (!grammar_constraint_allows(s->params->constraint, path, n_path, tree->node[i].token)) {
+            tree->n = i;
+            return;
+        }
+    }
+}
+
+// The drafted tree's shape in the round's record: each node's level, the depth, the widest level, the first branch.
+static void set_levels(Round *r) {
     int depth[TREE_MAX_NODES], children[TREE_MAX_ROWS] = {0};  // of each node; of each row (node j: row j + 1)
     for (int i = 0; i < r->tree.n; i++) {
         const int parent = r->tree.parent[i];
@@ -155,6 +166,45 @@ static int draft(Scheduler *s, Round *r, Err *err) {
         r->level[i] = depth[i] - 1;
         r->first_branch[i] = children[parent + 1] == 1 && (parent < 0 || r->first_branch[parent]);
     }
+}
+
+// Grammar-forced drafting: the chain of tokens the grammar forces after the committed text (each the only one it
+// allows), up to `most` drafts, as deterministic drafts — q one-hot, no draft forward. Under the masked p such a
+// token has probability 1, so the target keeps it. Returns the chain's length (0: the grammar forces nothing).
+static int draft_forced(Scheduler *s, Round *r, int most, Err *err) {
+    if (!s->params->constraint || !s->params->forced_drafts) return 0;
+    int path[GAMMA_MAX];
+    while (r->tree.n < most) {
+        const int token = grammar_constraint_forced(s->params->constraint, path, r->tree.n, err);
+        if (token < 0) break;
+        path[r->tree.n] = token;
+        r->tree.node[r->tree.n] = tree_one_hot_child(token);
+        r->tree.parent[r->tree.n] = r->tree.n - 1;
+        r->tree.n++;
+    }
+    r->forced = r->tree.n > 0;
+    return r->tree.n;
+}
+
+// 1. Draft a tree of nodes x_i ~ q_i continuing the committed tokens (timed: r->draft_seconds) — or the chain the
+// grammar forces; then, after a chain of the draft model's, start drafting the next round ahead.
+static int draft(Scheduler *s, Round *r, Err *err) {
+    r->tree.n = 0;
+    const double t0 = now_seconds();
+    // Forced drafts cost no forward: as many as the round may verify, whatever depth the policy chose.
+    const int room = fit_shape(s, (TreeShape){.depth = GAMMA_MAX, .width = 1}, s->n).depth;
+    if (draft_forced(s, r, room, err)) {
+        set_levels(r);
+        r->draft_seconds = now_seconds() - t0;
+        return 0;
+    }
+    if (r->request.shape.depth == 0) return 0;
+    const bool own_core = draft_ahead_takes_proposals(s->ahead);  // the draft on the drafting thread's core
+    if (own_core ? draft_ahead_propose(s->ahead, s->context, s->n, &r->request, &r->tree, s->q, &r->report, err)
+                 : s->drafter->propose(s->drafter, s->context, s->n, &r->request, &r->tree, s->q, &r->report, err))
+        return -1;
+    cut_refused_chain(s, &r->tree);
+    set_levels(r);
     r->draft_calls = r->report.calls;
     r->draft_seconds = now_seconds() - t0;
     start_drafting_ahead(s, r);
@@ -207,6 +257,20 @@ static void adjust_rows(void *ctx, int thread, int n_threads) {
     }
 }
 
+// Under a grammar (SpecParams.constraint): the logits of rows [first, first + n) masked to the tokens allowed after
+// the committed text and the path to each row's node, before they are adjusted — p masked and renormalised. A row
+// under a refused draft, or after an end-of-text draft, stays as it is: the accept step never reaches the first
+// (the draft's p is 0) and commits nothing after the second.
+static int constrain_rows(Scheduler *s, const Round *r, int first, int n, Err *err) {
+    for (int row = first; s->params->constraint && row < first + n; row++) {
+        int path[TREE_MAX_NODES];
+        const int n_path = draft_tree_path(&r->tree, row - 1, path);
+        if (grammar_constraint_mask(s->params->constraint, path, n_path, s->logits + (size_t)row * s->V, err) < 0)
+            return -1;
+    }
+    return 0;
+}
+
 // The target's distribution at a node: its adjusted row, or greedy only its token — p is one-hot there, and the
 // accept step needs no more (tree_accept_one_hot).
 typedef struct {
@@ -222,9 +286,11 @@ static int target_probs(Scheduler *s, Round *r, int node, int position, TargetP 
     const int row = node + 1;
     const double t0 = now_seconds();
     const bool greedy = s->params->sampling.temperature == 0;
+    if (greedy && constrain_rows(s, r, row, 1, err)) return -1;
     if (!greedy && s->row_state[row] == ROW_PENDING) {
         const int rows_left = r->tree.n + 1 - row;
         RowJob job = {.s = s, .first = row, .n = rows_left < s->n_samplers ? rows_left : s->n_samplers};
+        if (constrain_rows(s, r, row, job.n, err)) return -1;
         pool_run_on(s->target->pool, job.n, adjust_rows, &job);
     }
     *p = (TargetP){.row = greedy ? NULL : s->p + (size_t)row * s->V,
@@ -329,16 +395,18 @@ static int commit_and_roll_back(Scheduler *s, Round *r, Err *err) {
             s->done = true;
             break;
         }
+        if (s->params->constraint && grammar_constraint_commit(s->params->constraint, id, err)) return -1;
         s->context[s->n++] = s->out[s->stats->generated++] = id;
         r->n_committed++;
         const bool stop = s->params->stop && s->params->stop(s->params->stop_ctx, id);  // (every token, the last too)
-        s->done = stop || s->stats->generated == s->params->max_tokens;
+        s->done = stop || s->stats->generated == s->params->max_tokens ||
+                  (s->params->constraint && grammar_constraint_must_end(s->params->constraint));
     }
     int rows[GAMMA_MAX + 1] = {0};  // verify's rows of the newest committed token and the accepted path
     for (int i = 0; i < r->n_accepted; i++) rows[1 + i] = r->path[i] + 1;
     kv_keep_path(&s->cache, r->base, rows, 1 + r->n_accepted);
     kv_truncate(&s->cache, s->n - 1);
-    if (s->drafter) s->drafter->rollback(s->drafter, s->n - 1, r->path, r->n_accepted);
+    if (s->drafter) s->drafter->rollback(s->drafter, s->n - 1, r->path, r->forced ? 0 : r->n_accepted);
     r->commit_seconds = now_seconds() - t0;
     if (!CHECK_ROLLBACKS) return 0;
     // Checked: both caches against a forward over the committed tokens that no rollback touches (rollback_check.c).
@@ -351,7 +419,7 @@ static int commit_and_roll_back(Scheduler *s, Round *r, Err *err) {
 // 6. Observe: the round's record teaches the γ policy and feeds the statistics, the trace, --show and on_round.
 static void record_round(Scheduler *s, const Round *r) {
     record_stats(s->stats, &s->tally, r);
-    policy_learn(&s->g, s->params, r, s->context + s->n - r->n_committed);
+    if (!r->forced) policy_learn(&s->g, s->params, r, s->context + s->n - r->n_committed);
     if (s->params->trace) trace_round(s->params->trace, s->stats->rounds, r, s->params);
     if (s->params->on_token) show_round(s->params, r);
     if (s->params->on_round)
@@ -397,9 +465,9 @@ static bool drafts_ahead_in_time(const Model *target, const Drafter *drafter) {
 // temperature. There the drafting thread polls (a hand-off costs about a microsecond) and runs every draft forward
 // on its core (draft_ahead.h), which pays even in the rounds that take no drafts drafted ahead: most of them at a
 // temperature (docs/performance.md, "The draft on a core of its own"). Only a drafter with a draft model drafts
-// ahead.
+// ahead, and never under a grammar (SpecParams.constraint), whose state the round commits to meanwhile.
 static bool pipelined(const SpecParams *params, const Model *target, const Drafter *drafter, bool spare) {
-    if (!drafter || !drafter->draft_ahead || params->pipeline == PIPELINE_OFF) return false;
+    if (!drafter || !drafter->draft_ahead || params->pipeline == PIPELINE_OFF || params->constraint) return false;
     return params->pipeline == PIPELINE_ON || (spare && drafts_ahead_in_time(target, drafter));
 }
 

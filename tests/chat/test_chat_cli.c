@@ -240,3 +240,34 @@ TEST(chat_cli_multi_line_messages_stats_and_refusals) {
     check_refused(args, "--chat-var is a variable of --chat's template");
     remove_dir(dir);
 }
+
+// chat --grammar: every reply follows the grammar from its start (the constraint starts afresh each turn), the
+// same with the draft and the lookup as target-only.
+TEST(chat_cli_replies_follow_the_grammar) {
+    char *dir = make_dir(), args[1024], path[300];
+    link_checkpoint(dir, "target", "weights/pystd/target", PAIR_TEMPLATE);
+    link_checkpoint(dir, "draft", "weights/pystd/draft", NULL);
+    snprintf(path, sizeof path, "%s/answer.gbnf", dir);
+    FILE *f = fopen(path, "w");
+    CHECK(f && fputs("root ::= (\"yes\" | \"no\") \"!\"\n", f) >= 0 && fclose(f) == 0, "writing %s", path);
+    static const char *const drafting[] = {"", "-d %s/draft --lookup"};
+    char *want = NULL;
+    for (int k = 0; k < 2; k++) {
+        char opts[300];
+        snprintf(opts, sizeof opts, drafting[k], dir);
+        snprintf(args, sizeof args, "sh -c \"printf 'is it?\\nreally?\\n' | %s chat -m %s/target %s -n 12 --grammar %s\"",
+                 specdec_bin(), dir, opts, path);
+        char *out, *err;
+        CHECK(run_command(args, &out, &err) == 0, "%s: %s", args, err);
+        const char *second = strchr(out, '\n');
+        CHECK((!strncmp(out, "yes!\n", 5) || !strncmp(out, "no!\n", 4)) && second &&
+                  (!strcmp(second + 1, "yes!\n") || !strcmp(second + 1, "no!\n")),
+              "chat %s: replies \"%s\"", opts, out);
+        if (!want) want = strdup(out);
+        else CHECK(strcmp(out, want) == 0, "chat %s: replies differ from target-only's", opts);
+        free(out);
+        free(err);
+    }
+    free(want);
+    remove_dir(dir);
+}

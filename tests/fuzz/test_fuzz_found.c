@@ -7,7 +7,7 @@
 
 #include "../../fuzz/fuzz.h"
 #include "chat/jinja.h"
-#include "grammar/grammar.h"
+#include "grammar/json_schema.h"
 #include "harness.h"
 #include "tokenizer_fixtures.h"
 
@@ -211,4 +211,17 @@ TEST(fuzz_found_ambiguous_wide_classes) {
     bool read_all;
     run_found_grammar("tests/fuzz/grammar/ambiguous_wide_classes", &err, &read_all);
     CHECK(err.msg[0] == '\0', "refused: %s", err.msg);
+}
+
+// json_schema: a pattern's {2,,3} passed as digits and commas and was copied into the grammar, which the parser then
+// refused (the converter must write only grammars that parse). A {m,n} is read strictly now, and refused by name.
+TEST(fuzz_found_malformed_repetition_in_pattern) {
+    size_t size;
+    uint8_t *data = read_input("tests/fuzz/json_schema/malformed_repetition_in_pattern", &size);
+    if (!data) return;
+    Err err = {""};
+    char *gbnf = json_schema_to_gbnf((const char *)data, size, "found.json", &err);
+    CHECK(!gbnf && strstr(err.msg, "a malformed {m,n}"), "got \"%s\"", gbnf ? "a grammar" : err.msg);
+    free(gbnf);
+    free(data);
 }

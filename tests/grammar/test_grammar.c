@@ -15,16 +15,6 @@ static Grammar *parse(const char *text) {
     return g;
 }
 
-// Whether g's language holds doc (the recogniser reads it whole and may end there).
-static bool recognises(const Grammar *g, const char *doc, size_t n) {
-    GrammarState s = {0}, next = {0};
-    Err err;
-    bool ok = grammar_state_init(&s, g, &err) == 0 && grammar_accept_bytes(&s, doc, n, &next) && grammar_may_end(&s);
-    grammar_state_free(&s);
-    grammar_state_free(&next);
-    return ok;
-}
-
 static const struct {
     const char *grammar;
     const char *valid[8], *invalid[8];
@@ -56,10 +46,10 @@ TEST(grammar_conformance_table) {
         Grammar *g = parse(conformance[t].grammar);
         if (!g) continue;
         for (int i = 0; conformance[t].valid[i]; i++)
-            CHECK(recognises(g, conformance[t].valid[i], strlen(conformance[t].valid[i])),
+            CHECK(grammar_recognises(g, conformance[t].valid[i], strlen(conformance[t].valid[i])),
                   "grammar %zu refused valid \"%s\"", t, conformance[t].valid[i]);
         for (int i = 0; conformance[t].invalid[i]; i++)
-            CHECK(!recognises(g, conformance[t].invalid[i], strlen(conformance[t].invalid[i])),
+            CHECK(!grammar_recognises(g, conformance[t].invalid[i], strlen(conformance[t].invalid[i])),
                   "grammar %zu accepted invalid \"%s\"", t, conformance[t].invalid[i]);
         grammar_free(g);
     }
@@ -88,8 +78,9 @@ static const struct {
     {"root ::= <think>", "test.gbnf:1:10: token references ('<…') are not supported"},
     {"root ::= root \"a\" | \"b\"", "test.gbnf:1:1: rule 'root' is left-recursive"},
     {"root ::= x\nx ::= \"\"? y\ny ::= x \"a\"", "rule 'x' is left-recursive"},
-    {"root ::= (\"a\"?)*", "test.gbnf:1:16: rule 'root-3' is left-recursive"},
+    {"root ::= (\"a\"?)*", "test.gbnf:1:16: rule 'root/3' is left-recursive"},
     {"root ::= \"a\" $", "test.gbnf:1:14: unexpected '$' in rule 'root'"},
+    {"root ::= x\nx ::= (\"\"? \"b\"?){0,2000} x", "rule 'x' is left-recursive"},
     {"root ::= \"\xff\"", "test.gbnf:1:11: invalid UTF-8"},
     {"\n\n  root ::= \"é\" \"\xe9\"", "test.gbnf:3:17: invalid UTF-8"},
 };
@@ -103,6 +94,16 @@ TEST(grammar_refusals_name_line_and_column) {
               refusals[t].message);
         grammar_free(g);
     }
+}
+
+// A grammar's size is bounded once its repetitions are written out: 33 items of {0,2000} need 66000 rules.
+TEST(grammar_refuses_too_many_rules) {
+    char text[1024] = "root ::=";
+    for (int i = 0; i < 33; i++) strcat(text, " \"a\"{0,2000}");
+    Err err = {""};
+    Grammar *g = grammar_parse(text, strlen(text), "test.gbnf", &err);
+    CHECK(!g && strstr(err.msg, "test.gbnf: more than 65536 rules"), "got \"%s\"", err.msg);
+    grammar_free(g);
 }
 
 // A character's bytes are read one at a time: the state between them admits only bytes that can still complete a
@@ -130,8 +131,8 @@ TEST(grammar_reads_utf8_byte_by_byte) {
     if (!g) return;
     const char *bad[] = {"\xc0\x80", "\xe0\x80\x80", "\xed\xa0\x80", "\xf4\x90\x80\x80", "\xf8", "\x80"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
-        CHECK(!recognises(g, bad[i], strlen(bad[i])), "accepted ill-formed UTF-8 %zu", i);
-    CHECK(recognises(g, "a\0b", 3), "NUL is a character");
+        CHECK(!grammar_recognises(g, bad[i], strlen(bad[i])), "accepted ill-formed UTF-8 %zu", i);
+    CHECK(grammar_recognises(g, "a\0b", 3), "NUL is a character");
     grammar_free(g);
 }
 

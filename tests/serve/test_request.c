@@ -47,8 +47,20 @@ static const Case cases[] = {
      "tools", "tool calling"},
     {CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"tool_choice\": \"auto\"}", 400,
      "tool_choice", "tool calling"},
+    // structured output: what does not convert or parse, named (docs/structured.md)
     {CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"response_format\": {\"type\": "
-           "\"json_object\"}}", 400, "response_format", "text responses only"},
+           "\"xml\"}}", 400, "response_format.type", "\"json_schema\""},
+    {CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"response_format\": {\"type\": "
+           "\"json_schema\", \"json_schema\": {\"name\": \"x\"}}}", 400, "response_format.json_schema.schema",
+     "missing"},
+    {CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"response_format\": {\"type\": "
+           "\"json_schema\", \"json_schema\": {\"schema\": {\"not\": {}}}}}", 400, "response_format",
+     "the keyword 'not' is not supported"},
+    {C, "{\"prompt\": \"hi\", \"grammar\": \"root ::= [b-a]\"}", 400, "grammar", "grammar:1:11: character range"},
+    {C, "{\"prompt\": \"hi\", \"grammar\": \"root ::= \\\"a\\\"\", \"response_format\": {\"type\": \"json_object\"}}",
+     400, "grammar", "give one of them"},
+    {C, "{\"prompt\": \"hi\", \"json_schema\": {\"type\": \"object\", \"if\": {}}}", 400, "json_schema",
+     "the keyword 'if' is not supported"},
     {C, "{\"prompt\": \"hi\", \"typical_p\": 0.5}", 400, "typical_p", "typical sampling"},
     {C, "{\"prompt\": \"hi\", \"min_tokens\": 4}", 400, "min_tokens", "min_tokens"},
     {C, "{\"prompt\": \"hi\", \"guided_regex\": \"a+\"}", 400, "guided_regex", "guided decoding"},
@@ -185,6 +197,30 @@ TEST(serve_request_reads_the_fields) {
               strcmp(req.messages[1].content, "abc") == 0 && strcmp(req.messages[2].content, "") == 0,
           "messages");
     request_free(&req);
+}
+
+// response_format json_object and json_schema (strict or not), and llama-server's grammar and json_schema (beside a
+// grammar "", not given): each a grammar.
+TEST(serve_request_reads_structured_output) {
+    static const char *const bodies[] = {
+        "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"response_format\": {\"type\": "
+        "\"json_object\"}}",
+        "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"response_format\": {\"type\": "
+        "\"json_schema\", \"json_schema\": {\"name\": \"n\", \"strict\": true, \"schema\": {\"type\": \"object\", "
+        "\"properties\": {\"a\": {\"type\": \"integer\"}}, \"required\": [\"a\"], \"additionalProperties\": false}}}}",
+        "{\"prompt\": \"hi\", \"grammar\": \"root ::= \\\"yes\\\" | \\\"no\\\"\"}",
+        "{\"prompt\": \"hi\", \"json_schema\": {\"enum\": [1, 2]}, \"grammar\": \"\"}",
+    };
+    static const char *const accepted[] = {"{\"k\": [1]}", "{\"a\": 3}", "no", "2"};
+    for (size_t i = 0; i < sizeof bodies / sizeof *bodies; i++) {
+        Request req;
+        ApiError e;
+        const ApiKind kind = i < 2 ? API_CHAT : API_COMPLETIONS;
+        CHECK(request_parse(&req, kind, bodies[i], strlen(bodies[i]), &e) == 0, "refused: %s", e.err.msg);
+        CHECK(req.grammar && grammar_recognises(req.grammar, accepted[i], strlen(accepted[i])),
+              "body %zu: %s not recognised", i, accepted[i]);
+        request_free(&req);
+    }
 }
 
 TEST(serve_error_json_has_openai_shape) {

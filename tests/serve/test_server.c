@@ -764,3 +764,44 @@ TEST(serve_web_page) {
     free(command), free(out), free(log);
     remove_dir(dir);
 }
+
+// Structured output on the shipped pair: response_format json_schema on /v1/completions gives generate
+// --json-schema's greedy text, a whole document of the schema, finish_reason "stop";
+// a schema outside the subset is refused with 400, naming the keyword.
+TEST(serve_response_format_json_schema) {
+#define STRUCTURED_SCHEMA "{\"type\": \"object\", \"properties\": {\"id\": {\"type\": \"integer\", \"minimum\": 0, " \
+                          "\"maximum\": 99}}, \"required\": [\"id\"], \"additionalProperties\": false}"
+    char *command, *want = NULL, *log;
+    if (asprintf(&command, "%s generate -m weights/pystd/target -d weights/pystd/draft -p 'x = ' -n 30 --temp 0 "
+                 "--json-schema '" STRUCTURED_SCHEMA "'", specdec_bin()) < 0)
+        return;
+    CHECK(run_command(command, &want, NULL) == 0, "generate --json-schema failed");
+    free(command);
+    size_t n = want ? strlen(want) : 0;
+    if (n && want[n - 1] == '\n') want[n - 1] = '\0';
+    Served s;
+    CHECK(serve(&s, "weights/pystd/target", "-d weights/pystd/draft"), "the server did not start");
+    if (test_failures()) return;
+    char *reply = post(s.port, "/v1/completions", "", "{\"prompt\": \"x = \", \"max_tokens\": 30, \"temperature\": 0, "
+                       "\"response_format\": {\"type\": \"json_schema\", \"json_schema\": {\"name\": \"r\", "
+                       "\"strict\": true, \"schema\": " STRUCTURED_SCHEMA "}}}");
+    const char *body = reply ? strstr(reply, "\r\n\r\n") : NULL;
+    json_error_t je;
+    json_t *o = body ? json_loads(body + 4, 0, &je) : NULL, *choice = json_array_get(json_object_get(o, "choices"), 0);
+    const char *text = json_string_value(json_object_get(choice, "text"));
+    CHECK(status_of(reply) == 200 && text && want && strcmp(text, want) == 0, "the server's \"%s\", generate's \"%s\"",
+          text ? text : reply, want ? want : "");
+    CHECK(text && text[0] == '{' && text[strlen(text) - 1] == '}', "not a closed object: %s", text ? text : "");
+    CHECK(strcmp(json_string_value(json_object_get(choice, "finish_reason")) ?: "", "stop") == 0, "finish: %s",
+          body ? body : "");
+    json_decref(o);
+    free(reply);
+    reply = post(s.port, "/v1/completions", "", "{\"prompt\": \"x\", \"response_format\": {\"type\": \"json_schema\", "
+                 "\"json_schema\": {\"schema\": {\"type\": \"object\", \"allOf\": []}}}}");
+    CHECK(status_of(reply) == 400 && strstr(reply, "the keyword 'allOf' is not supported"), "%s", reply);
+    free(reply);
+    CHECK(stop_serving(&s, &log) == 0, "exit status: %s", log);
+    free(log);
+    free(want);
+#undef STRUCTURED_SCHEMA
+}

@@ -1,0 +1,269 @@
+// mask.c — token masks over a vocabulary (mask.h), and the constraint of one generation.
+#include "grammar/mask.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void forget_states(GrammarMasker *m);
+
+static int token_len(const Vocabulary *v, int t) { return (int)(v->offset[t + 1] - v->offset[t]); }
+
+static int by_bytes(const void *a, const void *b, void *vocab) {
+    const Vocabulary *v = vocab;
+    int x = *(const int *)a, y = *(const int *)b, nx = token_len(v, x), ny = token_len(v, y);
+    int c = memcmp(v->bytes + v->offset[x], v->bytes + v->offset[y], (size_t)(nx < ny ? nx : ny));
+    if (c) return c;
+    if (nx != ny) return nx < ny ? -1 : 1;
+    return (x > y) - (x < y);
+}
+
+int grammar_masker_init(GrammarMasker *m, const Grammar *g, const Vocabulary *vocab, Err *err) {
+    *m = (GrammarMasker){.grammar = g, .vocab = *vocab, .words = (vocab->V + 63) / 64};
+    m->is_end = calloc((size_t)vocab->V + 1, sizeof *m->is_end);
+    m->order = malloc(((size_t)vocab->V + 1) * sizeof *m->order);
+    m->shared = malloc(((size_t)vocab->V + 1) * sizeof *m->shared);
+    m->cache = calloc(MASK_CACHE_MAX, sizeof *m->cache);
+    if (!m->is_end || !m->order || !m->shared || !m->cache)
+        return err_fmt(err, "out of memory for the grammar's token masks");
+    for (int i = 0; i < vocab->n_end; i++)
+        if (vocab->end_ids[i] >= 0 && vocab->end_ids[i] < vocab->V) m->is_end[vocab->end_ids[i]] = true;
+    for (int t = 0; t < vocab->V; t++) {
+        int n = token_len(vocab, t);
+        if (!m->is_end[t] && n > 0 && n <= MASK_TOKEN_MAX) m->order[m->n_sorted++] = t;
+    }
+    qsort_r(m->order, (size_t)m->n_sorted, sizeof *m->order, by_bytes, &m->vocab);
+    for (int i = 0; i < m->n_sorted; i++) {
+        int k = 0;
+        if (i > 0) {
+            const char *a = vocab->bytes + vocab->offset[m->order[i - 1]], *b = vocab->bytes + vocab->offset[m->order[i]];
+            int na = token_len(vocab, m->order[i - 1]), nb = token_len(vocab, m->order[i]);
+            while (k < na && k < nb && a[k] == b[k]) k++;
+        }
+        m->shared[i] = k;
+    }
+    return 0;
+}
+
+void grammar_masker_free(GrammarMasker *m) {
+    forget_states(m);
+    free(m->states);
+    free(m->next);
+    free(m->slot);
+    grammar_state_free(&m->scratch);
+    if (m->cache) grammar_masker_forget(m);
+    free(m->is_end);
+    free(m->order);
+    free(m->shared);
+    free(m->cache);
+    *m = (GrammarMasker){0};
+}
+
+// ---- the states met, and their transitions ------------------------------------------------------------------------
+
+static void forget_states(GrammarMasker *m) {
+    for (int i = 0; i < m->n_states; i++) grammar_state_free(&m->states[i]);
+    m->n_states = 0;
+    if (m->slot) memset(m->slot, 0, (size_t)m->n_slots * sizeof *m->slot);
+}
+
+// The slot of state s (hash h) in the index, or the empty one where it would go.
+static int state_slot(const GrammarMasker *m, const GrammarState *s, uint64_t h) {
+    int mask = m->n_slots - 1, k = (int)(h & (uint64_t)mask);
+    while (m->slot[k] && !grammar_state_equal(&m->states[m->slot[k] - 1], s)) k = (k + 1) & mask;
+    return k;
+}
+
+static bool grow_states(GrammarMasker *m) {
+    int cap = m->cap_states ? 2 * m->cap_states : 64;
+    GrammarState *states = realloc(m->states, (size_t)cap * sizeof *states);
+    if (states) m->states = states;
+    int32_t(*next)[256] = realloc(m->next, (size_t)cap * sizeof *next);
+    if (next) m->next = next;
+    int *slot = calloc((size_t)cap * 2, sizeof *slot);
+    if (!states || !next || !slot) {
+        free(slot);
+        return false;
+    }
+    free(m->slot);
+    m->slot = slot;
+    m->n_slots = cap * 2;
+    m->cap_states = cap;
+    for (int i = 0; i < m->n_states; i++)
+        m->slot[state_slot(m, &m->states[i], grammar_state_hash(&m->states[i]))] = i + 1;
+    return true;
+}
+
+// The number of state s, added if new. -1: out of memory, or MASK_STATES_MAX states already.
+static int state_id(GrammarMasker *m, const GrammarState *s) {
+    const uint64_t h = grammar_state_hash(s);
+    if (m->n_slots) {
+        int k = state_slot(m, s, h);
+        if (m->slot[k]) return m->slot[k] - 1;
+    }
+    if (m->n_states == MASK_STATES_MAX || (m->n_states == m->cap_states && !grow_states(m))) return -1;
+    GrammarState *copy = &m->states[m->n_states];
+    *copy = (GrammarState){0};
+    if (grammar_state_copy(copy, s) < 0) return -1;
+    for (int b = 0; b < 256; b++) m->next[m->n_states][b] = -2;
+    m->slot[state_slot(m, s, h)] = m->n_states + 1;
+    return m->n_states++;
+}
+
+// The state after reading byte b from state `from`: −1 refused, −3 no room (out of memory, or too many states).
+static int step(GrammarMasker *m, int from, unsigned char b) {
+    if (m->next[from][b] != -2) return m->next[from][b];
+    if (!grammar_advance(&m->states[from], b, &m->scratch)) return m->next[from][b] = -1;
+    const int id = state_id(m, &m->scratch);
+    if (id < 0) return -3;
+    return m->next[from][b] = id;
+}
+
+// ---- masks -------------------------------------------------------------------------------------------------------------
+
+// The mask of state s, computed: tokens in byte order, each read from the longest prefix it shares with the token
+// before (whose state is kept at depth[shared]); a refused byte at depth d refuses every following token that
+// shares those d + 1 bytes, without reading them. −1: no room for the states met (compute_mask starts afresh).
+static int walk(GrammarMasker *m, const GrammarState *s, uint64_t *bits) {
+    const Vocabulary *v = &m->vocab;
+    memset(bits, 0, (size_t)m->words * sizeof *bits);
+    int depth[MASK_TOKEN_MAX + 1];  // the state after each prefix of the token being read
+    if ((depth[0] = state_id(m, s)) < 0) return -1;
+    int reached = 0;  // depth[0..reached] hold the states of the current token's prefixes
+    for (int i = 0; i < m->n_sorted; i++) {
+        const int t = m->order[i], n = token_len(v, t);
+        const unsigned char *b = (const unsigned char *)v->bytes + v->offset[t];
+        int d = m->shared[i] < reached ? m->shared[i] : reached, next = 0;
+        while (d < n && (next = step(m, depth[d], b[d])) >= 0) depth[++d] = next;
+        if (next == -3) return -1;
+        reached = d;
+        if (d == n) {
+            bits[t >> 6] |= 1ull << (t & 63);
+            continue;
+        }
+        while (i + 1 < m->n_sorted && m->shared[i + 1] > d) i++;  // they share the refused prefix b[0..d]
+    }
+    if (grammar_may_end(s))
+        for (int e = 0; e < v->n_end; e++)
+            if (v->end_ids[e] >= 0 && v->end_ids[e] < v->V) bits[v->end_ids[e] >> 6] |= 1ull << (v->end_ids[e] & 63);
+    return 0;
+}
+
+// walk, with the states kept from earlier masks while they leave room, else from none.
+static int compute_mask(GrammarMasker *m, const GrammarState *s, uint64_t *bits) {
+    if (m->n_states > MASK_STATES_MAX / 2) forget_states(m);
+    if (walk(m, s, bits) == 0) return 0;
+    forget_states(m);
+    return walk(m, s, bits);
+}
+
+void grammar_masker_forget(GrammarMasker *m) {
+    for (int i = 0; i < m->n_cached; i++) {
+        grammar_state_free(&m->cache[i].state);
+        free(m->cache[i].bits);
+    }
+    memset(m->cache, 0, MASK_CACHE_MAX * sizeof *m->cache);
+    m->n_cached = 0;
+}
+
+int grammar_mask(GrammarMasker *m, const GrammarState *s, const uint64_t **bits, Err *err) {
+    const uint64_t h = grammar_state_hash(s);
+    for (int i = 0; i < m->n_cached; i++)
+        if (m->cache[i].hash == h && grammar_state_equal(&m->cache[i].state, s)) {
+            m->hits++;
+            *bits = m->cache[i].bits;
+            return 0;
+        }
+    m->misses++;
+    if (m->n_cached == MASK_CACHE_MAX) grammar_masker_forget(m);  // full: start again (states recur within a document)
+    CachedMask *c = &m->cache[m->n_cached];
+    c->hash = h;
+    c->bits = malloc((size_t)m->words * sizeof *c->bits);
+    if (!c->bits || grammar_state_copy(&c->state, s) < 0 || compute_mask(m, s, c->bits) < 0) {
+        free(c->bits);
+        grammar_state_free(&c->state);
+        *c = (CachedMask){0};
+        return err_fmt(err, "out of memory for a grammar's token mask");
+    }
+    m->n_cached++;
+    *bits = c->bits;
+    return 0;
+}
+
+bool grammar_accept_token(const GrammarMasker *m, GrammarState *s, int token, GrammarState *scratch) {
+    if (token < 0 || token >= m->vocab.V) return false;
+    if (m->is_end[token]) return grammar_may_end(s);
+    int n = token_len(&m->vocab, token);
+    return n > 0 && grammar_accept_bytes(s, m->vocab.bytes + m->vocab.offset[token], (size_t)n, scratch);
+}
+
+// ---- the constraint of one generation ---------------------------------------------------------------------------
+
+int grammar_constraint_init(GrammarConstraint *c, const Grammar *g, const Vocabulary *vocab, Err *err) {
+    *c = (GrammarConstraint){0};
+    if (grammar_masker_init(&c->masker, g, vocab, err) < 0) return -1;
+    return grammar_state_init(&c->committed, g, err);
+}
+
+void grammar_constraint_free(GrammarConstraint *c) {
+    grammar_masker_free(&c->masker);
+    grammar_state_free(&c->committed);
+    grammar_state_free(&c->path);
+    grammar_state_free(&c->scratch);
+}
+
+// The state after the committed tokens then path[0..n): c->path. false: the path is refused.
+static bool read_path(GrammarConstraint *c, const int *path, int n) {
+    if (grammar_state_copy(&c->path, &c->committed) < 0) return false;
+    for (int i = 0; i < n; i++) {
+        if (c->masker.is_end[path[i]]) return false;  // nothing follows an end token
+        if (!grammar_accept_token(&c->masker, &c->path, path[i], &c->scratch)) return false;
+    }
+    return true;
+}
+
+int grammar_constraint_mask(GrammarConstraint *c, const int *path, int n_path, float *logits, Err *err) {
+    const int V = c->masker.vocab.V;
+    const uint64_t *bits = NULL;
+    if (!read_path(c, path, n_path)) return 1;
+    if (grammar_mask(&c->masker, &c->path, &bits, err) < 0) return -1;
+    bool any = false;
+    for (int w = 0; w < c->masker.words && !any; w++) any = bits[w] != 0;
+    if (!any && n_path == 0)
+        return err_fmt(err, "grammar: no token of the vocabulary continues the text here (the grammar needs a "
+                       "character that no token spells, or more room than the grammar's limits)");
+    if (!any) return 1;
+    for (int t = 0; t < V; t++)
+        if (!mask_allows(bits, t)) logits[t] = -INFINITY;
+    return 0;
+}
+
+int grammar_constraint_forced(GrammarConstraint *c, const int *path, int n_path, Err *err) {
+    const uint64_t *bits;
+    if (!read_path(c, path, n_path) || grammar_mask(&c->masker, &c->path, &bits, err) < 0) return -1;
+    int token = -1;
+    for (int w = 0; w < c->masker.words; w++) {
+        if (!bits[w]) continue;
+        if (token >= 0 || (bits[w] & (bits[w] - 1))) return -1;  // a second allowed token
+        token = w * 64 + __builtin_ctzll(bits[w]);
+    }
+    return token >= 0 && !c->masker.is_end[token] ? token : -1;
+}
+
+bool grammar_constraint_allows(GrammarConstraint *c, const int *path, int n_path, int token) {
+    return read_path(c, path, n_path) && grammar_accept_token(&c->masker, &c->path, token, &c->scratch);
+}
+
+int grammar_constraint_commit(GrammarConstraint *c, int token, Err *err) {
+    if (c->masker.is_end[token]) {
+        c->committed_end = true;
+        return grammar_may_end(&c->committed) ? 0 : err_fmt(err, "grammar: end of text where the grammar may not end");
+    }
+    if (!grammar_accept_token(&c->masker, &c->committed, token, &c->scratch))
+        return err_fmt(err, "grammar: token %d is not allowed here", token);
+    return 0;
+}
+
+bool grammar_constraint_must_end(const GrammarConstraint *c) {
+    return c->committed_end || grammar_must_end(&c->committed);
+}
