@@ -334,6 +334,8 @@ static int read_header(GgufFile *f, Err *err) {
 }
 
 bool gguf_is_gguf(const char *path) {
+    struct stat st;  // only a regular file can be one: opening a FIFO or a terminal would wait for a writer
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) return false;
     char magic[4];
     FILE *in = fopen(path, "rb");
     const bool yes = in && fread(magic, 1, 4, in) == 4 && memcmp(magic, "GGUF", 4) == 0;

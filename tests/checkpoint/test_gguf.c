@@ -295,6 +295,10 @@ TEST(gguf_folder_of_one_file_stands_for_it) {
     if (c) fclose(c);
     CHECK(!gguf_checkpoint_path(dir, out, sizeof out), "a folder with config.json is a Hugging Face folder");
     unlink(config);
+    char fifo[4200];  // a FIFO is no GGUF, and asking must not wait for a writer
+    snprintf(fifo, sizeof fifo, "%s/pipe.gguf", dir);
+    CHECK(mkfifo(fifo, 0600) == 0 && !gguf_is_gguf(fifo), "a FIFO taken for a GGUF");
+    unlink(fifo);
     char *out_text, *err_text;
     char args[4400];
     snprintf(args, sizeof args, "logits -m %s --ids '0 7 3'", dir);
