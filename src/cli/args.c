@@ -92,6 +92,8 @@ static const Option options[] = {
                                                  "more get 503"},
     {"max-body", 0, OPT_INT, FIELD(max_body), 1, 1 << 30, "the largest request body in bytes (default 1048576)"},
     {"timeout", 0, OPT_INT, FIELD(timeout), 1, 86400, "seconds a connection may stay idle (default 30)"},
+    {"output", 'o', OPT_STRING, FIELD(output), 0, 0, "write the answers to FILE (default: standard output)"},
+    {"parallel", 0, OPT_INT, FIELD(parallel), 1, 256, "generations at once, in one batch (default 4)"},
     {"help", 'h', OPT_FLAG, FIELD(help), 0, 0, "show this help"},
 };
 #define N_OPTIONS (int)(sizeof options / sizeof options[0])

@@ -47,6 +47,8 @@ typedef struct {
     int queue;                  // serve --queue: requests that may wait beside the one running
     int max_body;               // serve --max-body, bytes
     int timeout;                // serve --timeout, seconds a connection may stay idle
+    const char *output;         // batch -o FILE (NULL: standard output)
+    int parallel;               // batch --parallel: generations at once
     Repeated chat_vars;         // --chat-var NAME=JSON
     Repeated stops;             // --stop TEXT
     const char *system;         // --system TEXT: the conversation's system message

@@ -14,6 +14,7 @@
 #include "checkpoint/gguf_model.h"
 #include "checkpoint/safetensors.h"
 #include "cli/args.h"
+#include "cli/batch.h"
 #include "cli/chat.h"
 #include "cli/interrupt.h"
 #include "cli/report.h"
@@ -48,6 +49,11 @@ static const Command commands[] = {
      "[options]", "an OpenAI-compatible HTTP server (docs/server.md); speculative with a draft model or --lookup",
      "model draft tokens gamma sampler lookup tree-width tree pipeline draft-p-min ctx threads draft-threads quant "
      "draft-quant host port api-key queue max-body timeout help", 0, 0},
+    {"batch", cmd_batch, "batch [-m DIR [-d DRAFT_DIR]] [--lookup] -f REQUESTS.jsonl [-o OUT.jsonl] [--parallel N] "
+     "[options]", "offline jobs: each line a /v1/completions or /v1/chat/completions body, each answered by the "
+     "server's response object (or its error object), in input order, --parallel at a time (docs/cli.md)",
+     "model draft file output parallel tokens gamma sampler lookup tree-width tree draft-p-min ctx threads "
+     "draft-threads quant draft-quant help", 0, 0},
     {"render", cmd_render,
      "render -m DIR [-f MESSAGES.json] [--add-generation-prompt] [--print-ids] [--chat-var NAME=JSON]...",
      "print a conversation (a JSON list of {role, content}; standard input by default) as the checkpoint's chat "
@@ -453,7 +459,7 @@ static int run_command_line(int argc, char **argv, Err *err) {
     if (!cmd) return err_fmt(err, "unknown command '%s' (see 'specdec --help')", argv[1]);
     Args args = {.n_tokens = 64, .sampling = {.temperature = 0.0f, .top_k = 0, .top_p = 1.0f}, .port = 8080,
                  .penalties = PENALTIES_OFF,
-                 .queue = 8, .max_body = 1 << 20, .timeout = 30};
+                 .queue = 8, .parallel = 4, .max_body = 1 << 20, .timeout = 30};
     if (args_parse(&args, cmd, argc - 2, argv + 2, err)) return -1;
     if (!args.help) return cmd->run(&args, err);
     print_help(stdout, cmd);

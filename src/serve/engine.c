@@ -146,71 +146,127 @@ static int generate(const Engine *en, const Request *req, Drafter *drafter, cons
     return rc;
 }
 
-int engine_run(const Engine *en, const Request *req, const int *prompt, int n_prompt, const EngineSink *sink,
-               EngineResult *result, ApiError *e) {
+// A generation set up by engine_begin: its parameters, drafter, grammar, text stream and tokens.
+struct EngineRun {
+    const Engine *en;
+    EngineResult *result;
+    Run run;
+    Marks marks;
+    SpecParams params;
+    Drafters drafters;
+    TokenBytes tokens;              // the target's tokens as bytes, under a grammar
+    GrammarConstraint constraint;   // the request's grammar (docs/structured.md), or none
+    int *out;
+    int n_prompt;
+};
+
+void engine_abort(EngineRun *x) {
+    if (!x) return;
+    drafter_close(&x->drafters);
+    grammar_constraint_free(&x->constraint);
+    token_bytes_free(&x->tokens);
+    token_stream_free(&x->run.stream);
+    stop_scan_free(&x->run.stops);
+    marks_free(&x->marks);
+    free(x->out);
+    free(x);
+}
+
+// The request's grammar over the target's ids (docs/structured.md), when it gives one.
+static int constrain(EngineRun *x, const Request *req, Err *err) {
+    if (!req->grammar) return 0;
+    const Config *cfg = &x->en->target->cfg;
+    if (token_bytes_init(&x->tokens, x->en->tok, x->en->target->n_vocab, cfg->eos_ids, cfg->n_eos, err) ||
+        grammar_constraint_init(&x->constraint, req->grammar, &x->tokens.vocab, err))
+        return -1;
+    x->params.constraint = &x->constraint;
+    x->params.forced_drafts = true;
+    return 0;
+}
+
+EngineRun *engine_begin(const Engine *en, const Request *req, const int *prompt, int n_prompt,
+                        const EngineSink *sink, EngineResult *result, BatchJob *job, ApiError *e) {
     const Config *cfg = &en->target->cfg;
     *result = (EngineResult){.prompt_tokens = n_prompt, .seed = req->has_seed ? req->seed : draw_seed()};
-    Marks marks;
-    marks_init(&marks);
-    Run run = {.sink = sink, .tok = en->tok, .marks = req->marks ? &marks : NULL};
-    SpecParams params = en->spec;
-    params.sampling = req->sampling;
-    params.penalties = penalties_on(&req->penalties) ? &req->penalties : NULL;
-    params.seed = result->seed;
-    params.max_tokens = req->max_tokens ? req->max_tokens : en->default_max_tokens;
-    params.eos_id = cfg->eos_token_id;
-    params.eos_ids = cfg->eos_ids;
-    params.n_eos = cfg->n_eos;
-    params.trace = NULL;
-    params.stop = run_token;
-    params.stop_ctx = &run;
-    params.on_token = req->marks ? run_mark : NULL;
-    params.on_round = req->marks ? run_round : NULL;
-    params.ctx = &run;
-    token_stream_init(&run.stream, en->tok);
-    Drafters drafters = {0};
+    EngineRun *x = calloc(1, sizeof *x);
+    if (!x) {
+        api_error(e, 500, NULL, NULL, "out of memory");
+        return NULL;
+    }
+    marks_init(&x->marks);
+    x->en = en;
+    x->result = result;
+    x->n_prompt = n_prompt;
+    x->run = (Run){.sink = sink, .tok = en->tok, .marks = req->marks ? &x->marks : NULL};
+    SpecParams *params = &x->params;
+    *params = en->spec;
+    params->sampling = req->sampling;
+    params->penalties = penalties_on(&req->penalties) ? &req->penalties : NULL;
+    params->seed = result->seed;
+    params->max_tokens = req->max_tokens ? req->max_tokens : en->default_max_tokens;
+    params->eos_id = cfg->eos_token_id;
+    params->eos_ids = cfg->eos_ids;
+    params->n_eos = cfg->n_eos;
+    params->trace = NULL;
+    params->stop = run_token;
+    params->stop_ctx = &x->run;
+    params->on_token = req->marks ? run_mark : NULL;
+    params->on_round = req->marks ? run_round : NULL;
+    params->ctx = &x->run;
+    token_stream_init(&x->run.stream, en->tok);
     Err err;
-    TokenBytes tokens = {0};
-    GrammarConstraint constraint = {0};
-    int *out = malloc(sizeof(int) * ((size_t)params.max_tokens + 1)), n_out = 0, rc = -1;
-    if (req->grammar) {  // the request's grammar over the target's ids (docs/structured.md)
-        if (token_bytes_init(&tokens, en->tok, en->target->n_vocab, cfg->eos_ids, cfg->n_eos, &err) ||
-            grammar_constraint_init(&constraint, req->grammar, &tokens.vocab, &err)) {
-            api_error(e, 500, NULL, NULL, "%s", err.msg);
-            goto done;
-        }
-        params.constraint = &constraint;
-        params.forced_drafts = true;
+    if (constrain(x, req, &err)) {
+        api_error(e, 500, NULL, NULL, "%s", err.msg);
+        engine_abort(x);
+        return NULL;
     }
-    if (!out || stop_scan_init(&run.stops, (const char *const *)req->stop, req->n_stop, &err) ||
-        drafter_open(&drafters, drafter_kind(en->draft && !req->plain, en->lookup && !req->plain), en->draft, &params,
-                     en->draft_p_min, LOOKUP_STAGED_MIN_MATCH, &err) ||
-        generate(en, req, drafters.drafter, prompt, n_prompt, &params, out, &n_out, result, &err)) {
-        api_error(e, 500, NULL, NULL, "generation failed: %s", out ? err.msg : "out of memory");
-        goto done;
+    x->out = malloc(sizeof(int) * ((size_t)params->max_tokens + 1));
+    if (!x->out || stop_scan_init(&x->run.stops, (const char *const *)req->stop, req->n_stop, &err) ||
+        drafter_open(&x->drafters, drafter_kind(en->draft && !req->plain, en->lookup && !req->plain), en->draft,
+                     params, en->draft_p_min, LOOKUP_STAGED_MIN_MATCH, &err)) {
+        api_error(e, 500, NULL, NULL, "generation failed: %s", x->out ? err.msg : "out of memory");
+        engine_abort(x);
+        return NULL;
     }
+    *job = (BatchJob){.prompt = prompt, .n_prompt = n_prompt, .params = params, .drafter = x->drafters.drafter,
+                      .out = x->out};
+    return x;
+}
+
+int engine_end(EngineRun *x, int n_out, ApiError *e) {
+    Run *run = &x->run;
     const char *piece;
     size_t n;
-    token_stream_flush(&run.stream, &piece, &n);
-    if (run.marks && marks_flushed(run.marks, n)) run.failed = true;
-    push_text(&run, piece, n);
-    give_out(&run, true);
-    if (run.failed) {
+    token_stream_flush(&run->stream, &piece, &n);
+    if (run->marks && marks_flushed(run->marks, n)) run->failed = true;
+    push_text(run, piece, n);
+    give_out(run, true);
+    int rc = -1;
+    if (run->failed) {
         api_error(e, 500, NULL, NULL, "out of memory for the generated text");
-        goto done;
+    } else {
+        EngineResult *result = x->result;
+        result->completion_tokens = n_out;
+        result->cancelled = run->cancelled;
+        const bool full = n_out == x->params.max_tokens || x->n_prompt + n_out > x->en->target->cfg.n_positions;
+        result->finish_reason = full && !run->stopped ? "length" : "stop";  // (as generate says)
+        rc = 0;
     }
-    result->completion_tokens = n_out;
-    result->cancelled = run.cancelled;
-    const bool full = n_out == params.max_tokens || n_prompt + n_out > cfg->n_positions;  // (as generate says)
-    result->finish_reason = full && !run.stopped ? "length" : "stop";
-    rc = 0;
-done:
-    drafter_close(&drafters);
-    grammar_constraint_free(&constraint);
-    token_bytes_free(&tokens);
-    token_stream_free(&run.stream);
-    stop_scan_free(&run.stops);
-    marks_free(&marks);
-    free(out);
+    engine_abort(x);
     return rc;
+}
+
+int engine_run(const Engine *en, const Request *req, const int *prompt, int n_prompt, const EngineSink *sink,
+               EngineResult *result, ApiError *e) {
+    BatchJob job;
+    EngineRun *x = engine_begin(en, req, prompt, n_prompt, sink, result, &job, e);
+    if (!x) return -1;
+    Err err;
+    int n_out = 0;
+    if (generate(en, req, job.drafter, prompt, n_prompt, job.params, job.out, &n_out, result, &err)) {
+        api_error(e, 500, NULL, NULL, "generation failed: %s", err.msg);
+        engine_abort(x);
+        return -1;
+    }
+    return engine_end(x, n_out, e);
 }

@@ -19,6 +19,7 @@
 #include "model/model.h"
 #include "serve/marks.h"
 #include "serve/request.h"
+#include "speculative/batch.h"
 #include "speculative/conversation.h"
 #include "speculative/speculative.h"
 #include "tokenizer/tokenizer.h"
@@ -65,5 +66,17 @@ int engine_prompt(const Engine *en, const Request *req, int **ids, int *n_ids, A
 // failed; 400: the prompt leaves no room in the context).
 int engine_run(const Engine *en, const Request *req, const int *prompt, int n_prompt, const EngineSink *sink,
                EngineResult *result, ApiError *e);
+
+// The same in three steps, for a caller that runs the generation itself (several side by side: batch.h).
+// engine_begin sets up the request's continuation of prompt[0..n_prompt) — its parameters, its drafter, the text
+// stream into sink — and says in *job what to generate (its cache NULL: the engine's conversation is not used);
+// NULL with e on failure (500). Once the generation made n_out tokens (its statistics in result->stats),
+// engine_end hands the rest of the text to the sink and fills result; −1 with e on failure. Either frees the run;
+// engine_abort frees it without a word to the sink.
+typedef struct EngineRun EngineRun;
+EngineRun *engine_begin(const Engine *en, const Request *req, const int *prompt, int n_prompt,
+                        const EngineSink *sink, EngineResult *result, BatchJob *job, ApiError *e);
+int engine_end(EngineRun *run, int n_out, ApiError *e);
+void engine_abort(EngineRun *run);
 
 #endif

@@ -1,0 +1,74 @@
+// test_cli_batch.c — specdec batch on the shipped pair: one answer per input line, in input order, each the response
+// object the server sends (its text that of specdec generate with the same options, prompt and seed), a bad line
+// its error object and the rest going on; -o writes the same answers to a file.
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+static const char *const LINES[] = {
+    "{\"prompt\": \"def add(a, b):\", \"max_tokens\": 12, \"temperature\": 0}",
+    "not json",
+    "{\"prompt\": \"import os\\n\", \"max_tokens\": 8, \"seed\": 7}",
+    "{\"prompt\": \"x\", \"max_tokens\": 0}",
+    "{\"prompt\": \"class Stack:\", \"max_tokens\": 10, \"temperature\": 0.7, \"seed\": 3}",
+};
+enum { N_LINES = sizeof LINES / sizeof LINES[0] };
+
+// The text generate gives for the line's prompt and options (less the newline it ends with), as a JSON string's
+// contents (newlines and quotes escaped).
+static char *generated(const char *options) {
+    char args[256], *out, *err;
+    snprintf(args, sizeof args, "generate -t 1 %s", options);
+    CHECK(run_specdec(args, &out, &err) == 0, "generate %s: %s", options, err);
+    free(err);
+    const size_t len = strlen(out) - (strlen(out) > 0);
+    char *escaped = malloc(2 * len + 1), *w = escaped;
+    for (size_t i = 0; i < len; i++) {
+        if (out[i] == '\n' || out[i] == '"') *w++ = '\\';
+        *w++ = out[i] == '\n' ? 'n' : out[i];
+    }
+    *w = '\0';
+    free(out);
+    return escaped;
+}
+
+TEST(cli_batch_answers_in_order) {
+    char path[] = "/tmp/specdec-batch-XXXXXX", out_path[64], args[256], *out, *err;
+    const int fd = mkstemp(path);
+    CHECK(fd >= 0, "mkstemp");
+    FILE *f = fdopen(fd, "w");
+    for (int i = 0; i < N_LINES; i++) fprintf(f, "%s\n%s", LINES[i], i == 1 ? "\n" : "");  // (a blank line skipped)
+    fclose(f);
+    snprintf(args, sizeof args, "batch -t 1 --parallel 2 -f %s", path);
+    CHECK(run_specdec(args, &out, &err) == 0, "%s: %s", args, err);
+    const char *says[N_LINES] = {"\"id\":\"cmpl-batch-1\"", "\"code\":\"invalid_json\"", "\"id\":\"cmpl-batch-3\"",
+                                 "\"param\":\"max_tokens\"", "\"id\":\"cmpl-batch-5\""};
+    char *texts[N_LINES] = {generated("-n 12 --temp 0 -p 'def add(a, b):'"), NULL,
+                            generated("-n 8 --temp 1 --seed 7 -p 'import os\n'"), NULL,
+                            generated("-n 10 --temp 0.7 --seed 3 -p 'class Stack:'")};
+    CHECK(count_lines(out) == N_LINES, "%d answers to %d lines:\n%s", count_lines(out), N_LINES, out);
+    char *line = out;
+    for (int i = 0; i < N_LINES && line; i++) {
+        char *end = strchr(line, '\n');
+        if (end) *end = '\0';
+        CHECK(strstr(line, says[i]), "answer %d does not say %s: %s", i + 1, says[i], line);
+        char want[512];
+        snprintf(want, sizeof want, "\"text\":\"%s\"", texts[i] ? texts[i] : "");
+        CHECK(!texts[i] || strstr(line, want), "answer %d: not generate's text %s: %s", i + 1, want, line);
+        line = end ? end + 1 : NULL;
+        free(texts[i]);
+    }
+    free(out);
+    free(err);
+    // -o: the same answers in a file, nothing on standard output
+    snprintf(out_path, sizeof out_path, "%s.out", path);
+    snprintf(args, sizeof args, "batch -t 1 -f %s -o %s && cat %s", path, out_path, out_path);
+    CHECK(run_specdec(args, &out, &err) == 0 && count_lines(out) == N_LINES, "%s: %s", args, err);
+    free(out);
+    free(err);
+    unlink(out_path);
+    unlink(path);
+}
