@@ -284,6 +284,7 @@ TEST(cli_sweep_every_option_with_hostile_values) {
     if (!ckpt) return;
     char *messages = fixture_write_text(dir, "messages.json", "[{\"role\": \"user\", \"content\": \"hi\"}]");
     char *line = fixture_write_text(dir, "line.txt", "def f\n");
+    char *requests = fixture_write_text(dir, "requests.jsonl", "{\"prompt\": \"def f\", \"max_tokens\": 1}\n");
     char *long_word = malloc(5001);
     memset(long_word, 'x', 5000);
     long_word[5000] = '\0';
@@ -295,6 +296,8 @@ TEST(cli_sweep_every_option_with_hostile_values) {
          NULL},
         {"serve", {{"model", "CKPT"}, {"draft", "CKPT"}, {"port", "0"}, {"threads", "1"}, {"draft-threads", "1"}},
          NULL},
+        {"batch", {{"model", "CKPT"}, {"draft", "CKPT"}, {"file", requests}, {"tokens", "1"}, {"threads", "1"},
+                   {"draft-threads", "1"}}, NULL},
         {"logits", {{"model", "CKPT"}, {"ids", "1 2 3"}}, NULL},
         {"tokenize", {{"model", "CKPT"}}, "def f"},
         {"detokenize", {{"model", "CKPT"}}, "100 101"},
@@ -350,6 +353,7 @@ TEST(cli_sweep_every_option_with_hostile_values) {
     free(long_word);
     free(messages);
     free(line);
+    free(requests);
     free(ckpt);
     fixture_remove_dir(dir);
 }
