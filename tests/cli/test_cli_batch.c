@@ -20,7 +20,7 @@ enum { N_LINES = sizeof LINES / sizeof LINES[0] };
 // The text generate gives for the line's prompt and options (less the newline it ends with), as a JSON string's
 // contents (newlines and quotes escaped).
 static char *generated(const char *options) {
-    char args[256], *out, *err;
+    char args[512], *out, *err;
     snprintf(args, sizeof args, "generate -t 1 %s", options);
     CHECK(run_specdec(args, &out, &err) == 0, "generate %s: %s", options, err);
     free(err);
@@ -71,4 +71,46 @@ TEST(cli_batch_answers_in_order) {
     free(err);
     unlink(out_path);
     unlink(path);
+}
+
+// Under a grammar: lines with response_format, greedy and sampled, beside a line without, each answered by generate
+// --json-schema's text for its prompt and seed (each sequence's grammar its own, in the batch as alone).
+TEST(cli_batch_response_format) {
+#define SCHEMA "{\"type\": \"object\", \"properties\": {\"id\": {\"type\": \"integer\", \"minimum\": 0, " \
+               "\"maximum\": 99}}, \"required\": [\"id\"], \"additionalProperties\": false}"
+#define FORMAT "\"response_format\": {\"type\": \"json_schema\", \"json_schema\": {\"name\": \"r\", " \
+               "\"schema\": " SCHEMA "}}"
+    static const char *const lines[] = {
+        "{\"prompt\": \"x = \", \"max_tokens\": 30, \"temperature\": 0, " FORMAT "}",
+        "{\"prompt\": \"def f(\", \"max_tokens\": 12, \"seed\": 5}",
+        "{\"prompt\": \"y = \", \"max_tokens\": 30, \"seed\": 11, \"temperature\": 0.8, " FORMAT "}",
+    };
+    char path[] = "/tmp/specdec-batch-XXXXXX", args[256], *out, *err;
+    const int fd = mkstemp(path);
+    CHECK(fd >= 0, "mkstemp");
+    FILE *f = fdopen(fd, "w");
+    for (int i = 0; i < 3; i++) fprintf(f, "%s\n", lines[i]);
+    fclose(f);
+    snprintf(args, sizeof args, "batch -t 1 --parallel 3 -f %s", path);
+    CHECK(run_specdec(args, &out, &err) == 0, "%s: %s", args, err);
+    char *texts[3] = {generated("-n 30 --temp 0 -p 'x = ' --json-schema '" SCHEMA "'"),
+                      generated("-n 12 --temp 1 --seed 5 -p 'def f('"),
+                      generated("-n 30 --temp 0.8 --seed 11 -p 'y = ' --json-schema '" SCHEMA "'")};
+    CHECK(count_lines(out) == 3, "%d answers to 3 lines:\n%s", count_lines(out), out);
+    char *line = out;
+    for (int i = 0; i < 3 && line; i++) {
+        char *end = strchr(line, '\n');
+        if (end) *end = '\0';
+        char want[512];
+        snprintf(want, sizeof want, "\"text\":\"%s\"", texts[i]);
+        CHECK(strstr(line, want), "answer %d: not generate's text %s: %s", i + 1, want, line);
+        CHECK(i == 1 || strstr(line, "\"text\":\"{"), "answer %d: not an object: %s", i + 1, line);
+        line = end ? end + 1 : NULL;
+        free(texts[i]);
+    }
+    free(out);
+    free(err);
+    unlink(path);
+#undef FORMAT
+#undef SCHEMA
 }
