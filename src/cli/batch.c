@@ -21,7 +21,8 @@
 
 // One input line, from its request to its answer.
 typedef struct {
-    const char *body;       // the line (in the input's buffer, NUL-terminated)
+    const char *body;       // the line (in the input's buffer)
+    size_t body_len;
     Request req;
     int *prompt, n_prompt;
     char id[32];
@@ -75,7 +76,7 @@ static void end_line(Line *l, Batch *b) {
 // Reads the line's request and joins the batch; a line refused gets its error object as its answer.
 static void start_line(Line *l, int index, const Engine *en, Batch *b, const char *model, EngineSink *sink) {
     ApiError e;
-    json_t *body = json_loads(l->body, 0, NULL);
+    json_t *body = json_loadb(l->body, l->body_len, 0, NULL);
     const ApiKind kind = json_is_object(body) && json_object_get(body, "messages") ? API_CHAT : API_COMPLETIONS;
     json_decref(body);
     snprintf(l->id, sizeof l->id, "%s-batch-%d", kind == API_CHAT ? "chatcmpl" : "cmpl", index + 1);
@@ -83,7 +84,7 @@ static void start_line(Line *l, int index, const Engine *en, Batch *b, const cha
     l->place = -1;
     *sink = (EngineSink){.on_text = take_text, .ctx = l};
     BatchJob job;
-    if (request_parse(&l->req, kind, l->body, strlen(l->body), &e) ||
+    if (request_parse(&l->req, kind, l->body, l->body_len, &e) ||
         engine_prompt(en, &l->req, &l->prompt, &l->n_prompt, &e) ||
         !(l->run = engine_begin(en, &l->req, l->prompt, l->n_prompt, sink, &l->result, &job, &e))) {
         refuse(l, &e);
@@ -149,22 +150,29 @@ static int run_lines(Line *lines, int n, const Engine *en, int parallel, const c
     return written == n || interrupted ? 0 : -1;
 }
 
-// The input's non-empty lines, NUL-terminated in place.
-static int split_lines(char *text, Line **lines, int *n, Err *err) {
+// Whether text[0..len) is only spaces, tabs and carriage returns.
+static bool blank(const char *text, size_t len) {
+    for (size_t i = 0; i < len; i++)
+        if (!strchr(" \t\r", text[i]) || text[i] == '\0') return false;
+    return true;
+}
+
+// The input's non-blank lines text[0..len) (a NUL byte in one is the JSON parser's to refuse).
+static int split_lines(const char *text, size_t len, Line **lines, int *n, Err *err) {
     int cap = 0;
     *lines = NULL;
     *n = 0;
-    for (char *p = text, *end; *p; p = end) {
-        end = p + strcspn(p, "\n");
-        if (*end) *end++ = '\0';
-        if (strspn(p, " \t\r") == strlen(p)) continue;
+    for (const char *p = text, *stop = text + len, *end; p < stop; p = end + (end < stop)) {
+        end = memchr(p, '\n', (size_t)(stop - p));
+        if (!end) end = stop;
+        if (blank(p, (size_t)(end - p))) continue;
         if (*n == cap) {
             cap = cap ? 2 * cap : 64;
             Line *grown = realloc(*lines, sizeof **lines * cap);
             if (!grown) return err_fmt(err, "out of memory for %d lines", *n);
             *lines = grown;
         }
-        (*lines)[(*n)++] = (Line){.body = p, .place = -1};
+        (*lines)[(*n)++] = (Line){.body = p, .body_len = (size_t)(end - p), .place = -1};
     }
     return 0;
 }
@@ -183,7 +191,7 @@ int cmd_batch(const Args *args, Err *err) {
     Tokenizer tok;
     ChatTemplate chat;
     bool have_session = false, have_tok = false, have_chat = false;
-    if (read_file(args->file, &text, &len, err) || split_lines(text, &lines, &n, err)) goto done;
+    if (read_file(args->file, &text, &len, err) || split_lines(text, len, &lines, &n, err)) goto done;
     if (args->output && !(out = fopen(args->output, "w"))) {
         out = stdout;
         err_fmt(err, "%s: cannot open for writing", args->output);

@@ -1,6 +1,7 @@
 // test_cli_batch.c — specdec batch on the shipped pair: one answer per input line, in input order, each the response
 // object the server sends (its text that of specdec generate with the same options, prompt and seed), a bad line
-// its error object and the rest going on; -o writes the same answers to a file.
+// its error object and the rest going on (blank lines skipped, the last one read without its newline); -o writes the
+// same answers to a file.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,7 +41,8 @@ TEST(cli_batch_answers_in_order) {
     const int fd = mkstemp(path);
     CHECK(fd >= 0, "mkstemp");
     FILE *f = fdopen(fd, "w");
-    for (int i = 0; i < N_LINES; i++) fprintf(f, "%s\n%s", LINES[i], i == 1 ? "\n" : "");  // (a blank line skipped)
+    for (int i = 0; i < N_LINES; i++)  // (a blank line skipped; the last line without its newline)
+        fprintf(f, "%s%s%s", LINES[i], i < N_LINES - 1 ? "\n" : "", i == 1 ? " \r\n" : "");
     fclose(f);
     snprintf(args, sizeof args, "batch -t 1 --parallel 2 -f %s", path);
     CHECK(run_specdec(args, &out, &err) == 0, "%s: %s", args, err);
