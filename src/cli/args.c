@@ -84,6 +84,8 @@ static const Option options[] = {
      "end the rendering with the template's opening of the assistant's reply"},
     {"chat-var", 0, OPT_REPEATED, FIELD(chat_vars), 0, 0,
      "NAME=JSON: a further variable for the chat template, e.g. enable_thinking=false (repeatable)"},
+    {"tools", 0, OPT_STRING, FIELD(tools), 0, 0,
+     "FILE: a JSON list of OpenAI function tools, the template's variable tools (docs/cli.md)"},
     {"all", 0, OPT_FLAG, FIELD(all), 0, 0, "logits of every position, not only the last"},
     {"host", 0, OPT_STRING, FIELD(host), 0, 0, "the address to listen on (default 127.0.0.1: this machine only)"},
     {"port", 0, OPT_INT, FIELD(port), 0, 65535, "the port to listen on (default 8080; 0: any free port)"},

@@ -50,6 +50,7 @@ typedef struct {
     const char *output;         // batch -o FILE (NULL: standard output)
     int parallel;               // batch --parallel: generations at once
     Repeated chat_vars;         // --chat-var NAME=JSON
+    const char *tools;          // render --tools FILE: OpenAI function tools for the template
     Repeated stops;             // --stop TEXT
     const char *system;         // --system TEXT: the conversation's system message
     const char *grammar;        // --grammar FILE: GBNF the output follows (docs/structured.md)

@@ -9,6 +9,7 @@
 
 #include "base/utf8.h"
 #include "chat/template.h"
+#include "chat/tools.h"
 #include "cli/chat.h"
 #include "cli/interrupt.h"
 #include "cli/report.h"
@@ -95,6 +96,34 @@ int chat_prompt_ids(const char *dir, const Tokenizer *tok, const char *system, c
     return rc;
 }
 
+// Reads --tools FILE (a JSON list of OpenAI function tools) and sets it as the template's variable tools.
+static int add_tools_var(json_t *vars, const char *file, Err *err) {
+    char *text = NULL;
+    size_t len = 0;
+    if (read_file(file, &text, &len, err)) return -1;
+    json_error_t jerr;
+    json_t *tools = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
+    free(text);
+    if (!tools) return err_fmt(err, "%s: line %d: %s", file, jerr.line, jerr.text);
+    ToolsError e;
+    if (tools_check(tools, &e)) {
+        json_decref(tools);
+        return err_fmt(err, "%s: %s: %s", file, e.field, e.err.msg);
+    }
+    json_object_set_new(vars, "tools", tools);
+    return 0;
+}
+
+// The messages of -f FILE with tool calls' string arguments as objects (tools.h).
+static json_t *read_messages_for_template(const char *file, Err *err) {
+    json_t *messages = read_messages(file, err);
+    ToolsError e;
+    json_t *prepared = messages ? tools_messages_for_template(messages, &e) : NULL;
+    if (messages && !prepared) err_fmt(err, "%s: %s: %s", file ? file : "standard input", e.field, e.err.msg);
+    json_decref(messages);
+    return prepared;
+}
+
 int cmd_render(const Args *args, Err *err) {
     ChatTemplate ct = {0};
     Tokenizer tok = {0};
@@ -103,8 +132,8 @@ int cmd_render(const Args *args, Err *err) {
     int *ids = NULL, n_ids = 0, rc = -1;
     json_t *messages = NULL, *vars = NULL;
     if (!args->model_dir) return err_fmt(err, "render: -m DIR is needed (a checkpoint folder with a chat template)");
-    if (chat_template_load(&ct, args->model_dir, err) || !(messages = read_messages(args->file, err)) ||
-        !(vars = chat_vars_object(&args->chat_vars, err)) ||
+    if (chat_template_load(&ct, args->model_dir, err) || !(messages = read_messages_for_template(args->file, err)) ||
+        !(vars = chat_vars_object(&args->chat_vars, err)) || (args->tools && add_tools_var(vars, args->tools, err)) ||
         chat_template_render(&ct, messages, args->add_generation_prompt, vars, &out, err))
         goto done;
     if (args->print_ids) {

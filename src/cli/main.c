@@ -55,9 +55,10 @@ static const Command commands[] = {
      "model draft file output parallel tokens gamma sampler lookup tree-width tree draft-p-min ctx threads "
      "draft-threads quant draft-quant help", 0, 0},
     {"render", cmd_render,
-     "render -m DIR [-f MESSAGES.json] [--add-generation-prompt] [--print-ids] [--chat-var NAME=JSON]...",
+     "render -m DIR [-f MESSAGES.json] [--tools TOOLS.json] [--add-generation-prompt] [--print-ids] "
+     "[--chat-var NAME=JSON]...",
      "print a conversation (a JSON list of {role, content}; standard input by default) as the checkpoint's chat "
-     "template renders it, or its token ids", "model file add-generation-prompt print-ids chat-var help", 0, 0},
+     "template renders it, or its token ids", "model file tools add-generation-prompt print-ids chat-var help", 0, 0},
     {"chat", cmd_chat, "chat [-m DIR [-d DRAFT_DIR]] [--lookup] [--system TEXT] [options]",
      "talk with an instruct model: user messages from standard input (line editing on a terminal), replies "
      "streamed; /reset starts over, /exit (or end of input) ends",

@@ -4,7 +4,9 @@
 # trim_blocks, lstrip_blocks and the loopcontrols extension; raise_exception, strftime_now and transformers' tojson).
 #
 # usage: render_jinja.py CASES.json OUT.json
-#   CASES.json: [{"template": "...", "vars": {...}, "now": seconds since the epoch}, ...]
+#   CASES.json: [{"template": "...", "vars": {...}, "now": seconds since the epoch, "tool_arguments": "parse"}, ...]
+#   ("tool_arguments": "parse": each tool call's arguments given as a JSON string are parsed into their object
+#   first, as vLLM does before it renders OpenAI messages)
 #   OUT.json:   [{"text": "..."} or {"error": "..."}, ...] in the same order
 import datetime
 import json
@@ -37,8 +39,17 @@ ENV.globals["strftime_now"] = strftime_now
 COMPILED = {}  # source → template: the published templates recur over many conversations
 
 
+def parse_tool_arguments(messages):
+    for message in messages:
+        for call in message.get("tool_calls") or []:
+            if isinstance(call["function"]["arguments"], str):
+                call["function"]["arguments"] = json.loads(call["function"]["arguments"])
+
+
 def render(case):
     NOW[0] = case.get("now", 0)
+    if case.get("tool_arguments") == "parse":
+        parse_tool_arguments(case["vars"]["messages"])
     source = case["template"]
     if source not in COMPILED:
         COMPILED[source] = ENV.from_string(source)
