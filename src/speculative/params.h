@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "speculative/logprobs.h"
 #include "speculative/penalties.h"
 #include "speculative/sampling.h"
 
@@ -86,6 +87,12 @@ typedef struct SpecParams {
     void (*on_token)(void *ctx, int id, TokenKind kind);
     // Called after each round, once its tokens went to on_token (with the same ctx); may be NULL.
     void (*on_round)(void *ctx, const RoundOutcome *round);
+    // Called with every committed token's log-probability and its top_logprobs (0..LOGPROBS_TOP_MAX) most likely
+    // alternatives (logprobs.h: the target's raw row, whatever penalties, grammar or sampling say), in order, before
+    // `stop` is asked about the token, with how the token came (TOKEN_ACCEPTED, _RESAMPLED, _BONUS or _TARGET); may be
+    // NULL (then nothing is computed).
+    void (*on_logprobs)(void *ctx, const TokenLogprobs *logprobs, TokenKind kind);
+    int top_logprobs;
     void *ctx;
 } SpecParams;
 

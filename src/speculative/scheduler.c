@@ -56,6 +56,8 @@ struct Scheduler {
     RollbackCheck check;                // the debug build's (CHECK_ROLLBACKS)
     int max_nodes;                      // the most nodes a tree of this run has (GAMMA_MAX for a chain)
     float *logits;                      // [max_nodes + 1, V]
+    float *raw_logits;                  // [max_nodes + 1, V]: the round's rows as the forward gave them, before
+                                        // penalties and masks (keep_raw_rows), when SpecParams.on_logprobs is set
     double *p;                          // [max_nodes + 1, V]: the rows the accept rule reached, adjusted
     double *q;                          // [max_nodes, V]
     double *scratch;                    // [3V]: the accept step's (tree_accept)
@@ -223,6 +225,12 @@ static void penalize_rows(Scheduler *s, const Round *r) {
     }
 }
 
+// The round's rows as the forward gave them, for the log-probabilities of the tokens committed (report_logprobs):
+// copied before penalize_rows and the grammar's masks change them in place.
+static void keep_raw_rows(Scheduler *s, const Round *r) {
+    if (s->raw_logits) memcpy(s->raw_logits, s->logits, sizeof(float) * (size_t)(r->tree.n + 1) * s->V);
+}
+
 // 2. Verify: one target forward over [newest committed token, x_1..x_k] under the tree mask gives the logits of the
 // token after each (p_1..p_{k+1} for a chain), penalised (penalize_rows, once they are in); accept_or_resample
 // adjusts the rows it reaches (target_probs). The forward is the caller's (speculative_generate's alone, batch.c's
@@ -382,6 +390,16 @@ bool spec_is_end_of_text(const SpecParams *params, int id) {
     return eos;
 }
 
+// The log-probabilities of the round's i-th committed token (SpecParams.on_logprobs): from the raw row after the
+// newest committed token (i = 0) or after the accepted node before it.
+static void report_logprobs(Scheduler *s, const Round *r, int i, int id) {
+    if (!s->params->on_logprobs) return;
+    const int row = i == 0 ? 0 : r->path[i - 1] + 1;
+    TokenLogprobs lp;
+    logprobs_of_row(&lp, s->raw_logits + (size_t)row * s->V, s->V, id, s->params->top_logprobs);
+    s->params->on_logprobs(s->params->ctx, &lp, i < r->n_accepted ? TOKEN_ACCEPTED : r->kind);
+}
+
 // 5. Once the drafting thread is done (finish_drafting_ahead), commit x_1..x_{n_accepted} and the next token,
 // stopping at the end-of-text id (not emitted) or at max_tokens; then keep the accepted path's rows in both caches
 // (kv_keep_path: a chain's are in place) and roll them back to the committed tokens but the newest, which the next
@@ -396,6 +414,7 @@ static int commit_and_roll_back(Scheduler *s, Round *r, Err *err) {
             break;
         }
         if (s->params->constraint && grammar_constraint_commit(s->params->constraint, id, err)) return -1;
+        report_logprobs(s, r, i, id);
         s->context[s->n++] = s->out[s->stats->generated++] = id;
         r->n_committed++;
         const bool stop = s->params->stop && s->params->stop(s->params->stop_ctx, id);  // (every token, the last too)
@@ -437,6 +456,7 @@ static void scheduler_free(Scheduler *s) {
     else kv_free(&s->cache);
     rollback_check_free(&s->check);
     free(s->logits);
+    free(s->raw_logits);
     free(s->p);
     free(s->q);
     free(s->scratch);
@@ -495,7 +515,8 @@ static int scheduler_init(Scheduler *s, Model *target, KVCache *cache, Drafter *
     s->q = malloc(sizeof(double) * s->max_nodes * V);
     s->scratch = malloc(sizeof(double) * 3 * V);
     s->context = malloc(sizeof(int) * ((size_t)n_prompt + params->max_tokens));
-    if (!s->logits || !s->p || !s->q || !s->scratch || !s->context)
+    if (params->on_logprobs) s->raw_logits = malloc(sizeof(float) * (s->max_nodes + 1) * V);
+    if (!s->logits || !s->p || !s->q || !s->scratch || !s->context || (params->on_logprobs && !s->raw_logits))
         return err_fmt(err, "out of memory for the scheduler's buffers");
     memcpy(s->context, prompt, sizeof(int) * n_prompt);
     policy_init(&s->g, target, drafter, params);
@@ -518,6 +539,10 @@ Scheduler *scheduler_open(Model *target, KVCache *cache, Drafter *drafter, const
     if (n_prompt >= target->cfg.n_positions) {
         err_fmt(err, "the prompt has %d tokens but the model's context is %d positions, which leaves no room to "
                 "generate", n_prompt, target->cfg.n_positions);
+        return NULL;
+    }
+    if (params->on_logprobs && (params->top_logprobs < 0 || params->top_logprobs > LOGPROBS_TOP_MAX)) {
+        err_fmt(err, "top_logprobs is %d; it must be in [0, %d]", params->top_logprobs, LOGPROBS_TOP_MAX);
         return NULL;
     }
     if (cache && cache->len > n_prompt - 1) {
@@ -565,6 +590,7 @@ SequenceRows scheduler_verify_rows(Scheduler *s) { return verify_rows(s, &s->rou
 int scheduler_finish_round(Scheduler *s, double target_seconds, Err *err) {
     Round *r = &s->round;
     r->target_seconds = target_seconds;
+    keep_raw_rows(s, r);
     penalize_rows(s, r);
     if (accept_or_resample(s, r, err) || commit_and_roll_back(s, r, err)) return -1;
     record_round(s, r);
