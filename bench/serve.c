@@ -33,8 +33,9 @@ typedef struct {
     double t0, first;
 } FirstText;
 
-static void note_text(void *ctx, const char *text, size_t len, const TextMarks *marks) {
-    (void)text, (void)len, (void)marks;
+static void note_text(void *ctx, const char *text, size_t len, const TextMarks *marks,
+                      const TokenReports *logprobs) {
+    (void)text, (void)len, (void)marks, (void)logprobs;
     FirstText *f = ctx;
     if (f->first == 0) f->first = now_seconds() - f->t0;
 }

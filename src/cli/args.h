@@ -30,6 +30,8 @@ typedef struct {
     const char *sampler;        // --sampler coupled | rejection
     const char *pipeline;       // --pipeline auto | on | off
     const char *trace;          // --trace FILE
+    int logprobs;               // --logprobs K: each token's log-probability and K alternatives (−1: not given)
+    const char *logprobs_file;  // --logprobs-file FILE: where their lines go
     float draft_p_min;          // --draft-p-min
     int n_tokens;               // -n
     SamplingParams sampling;    // --temp, --top-k, --top-p, --min-p

@@ -31,6 +31,8 @@ typedef struct {
     EngineRun *run;
     char *text;             // the generated text so far (the sink's)
     size_t len;
+    TokenReportList logprobs;   // its tokens' logprobs so far, with the request's logprobs (the sink's)
+    bool lost;              // ... out of memory: text or logprobs dropped
     int place;              // in the batch, or −1
     char *answer;           // the output line (JSON), once answered
 } Line;
@@ -41,11 +43,15 @@ static void on_interrupt(int signo) {
     interrupted = 1;
 }
 
-static void take_text(void *ctx, const char *text, size_t len, const TextMarks *marks) {
+static void take_text(void *ctx, const char *text, size_t len, const TextMarks *marks, const TokenReports *logprobs) {
     (void)marks;
     Line *l = ctx;
+    if (logprobs && token_reports_append(&l->logprobs, logprobs)) l->lost = true;
     char *grown = realloc(l->text, l->len + len + 1);
-    if (!grown) return;  // (the answer then lacks this piece; out of memory is reported by nothing else here)
+    if (!grown) {
+        l->lost = true;
+        return;
+    }
     memcpy(grown + l->len, text, len);
     l->len += len;
     grown[l->len] = '\0';
@@ -67,8 +73,13 @@ static void end_line(Line *l, Batch *b) {
         refuse(l, &e);
     } else if (engine_end(l->run, n_out, &e)) {
         refuse(l, &e);
+    } else if (l->lost) {
+        api_error(&e, 500, NULL, NULL, "out of memory for the generated text");
+        refuse(l, &e);
     } else {
-        l->answer = api_completion_json(&l->response, l->text ? l->text : "", l->len, &l->result);
+        const TokenReports logprobs = {.tokens = l->logprobs.tokens, .n = l->logprobs.n};
+        l->answer = api_completion_json(&l->response, l->text ? l->text : "", l->len, &l->result,
+                                        l->req.logprobs ? &logprobs : NULL);
     }
     l->run = NULL;
 }
@@ -80,7 +91,8 @@ static void start_line(Line *l, int index, const Engine *en, Batch *b, const cha
     const ApiKind kind = json_is_object(body) && json_object_get(body, "messages") ? API_CHAT : API_COMPLETIONS;
     json_decref(body);
     snprintf(l->id, sizeof l->id, "%s-batch-%d", kind == API_CHAT ? "chatcmpl" : "cmpl", index + 1);
-    l->response = (ApiResponse){.kind = kind, .id = l->id, .created = (long long)time(NULL), .model = model};
+    l->response = (ApiResponse){.kind = kind, .id = l->id, .created = (long long)time(NULL), .model = model,
+                                .tok = en->tok};
     l->place = -1;
     *sink = (EngineSink){.on_text = take_text, .ctx = l};
     BatchJob job;
@@ -215,6 +227,7 @@ done:
         request_free(&lines[i].req);
         free(lines[i].prompt);
         free(lines[i].text);
+        token_reports_free(&lines[i].logprobs);
         free(lines[i].answer);
     }
     if (out != stdout) fclose(out);

@@ -11,6 +11,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #include "checkpoint/gguf_model.h"
 #include "checkpoint/safetensors.h"
 #include "cli/args.h"
@@ -21,6 +23,7 @@
 #include "cli/serve.h"
 #include "cli/session.h"
 #include "cli/structured.h"
+#include "serve/api.h"
 #include "speculative/sampling.h"
 #include "speculative/speculative.h"
 
@@ -36,8 +39,8 @@ static const Command commands[] = {
      "model draft ids prompt file tokens temp top-k top-p min-p repetition-penalty presence-penalty "
      "frequency-penalty seed gamma sampler lookup tree-width tree pipeline "
      "draft-p-min ctx threads draft-threads "
-     "quant draft-quant print-ids stats show trace compare allow-special chat system chat-var stop grammar "
-     "json-schema json help", 0, 0},
+     "quant draft-quant print-ids stats show trace logprobs logprobs-file compare allow-special chat system chat-var "
+     "stop grammar json-schema json help", 0, 0},
     {"logits", cmd_logits, "logits -m DIR --ids \"1 2 3\" [--all] [--ctx N] [--threads N] [--quant q8|q4|bf16]",
      "print the logits of the last position (all with --all), one line of %.7g values per position",
      "model ids all ctx threads quant help", 0, 0},
@@ -110,7 +113,7 @@ static int trace_file_close(void *cookie) {
 // writes to (/dev/stderr, say) is that stream: opened anew it would have a file offset of its own, and the two
 // would overwrite each other's lines (the statistics line was lost that way). Any other path is created, or
 // truncated only if it is a regular file: a FIFO or a device is opened for appending.
-static int open_trace(const char *path, FILE **trace, TraceFile **file, Err *err) {
+static int open_trace(const char *path, const char *what, FILE **trace, TraceFile **file, Err *err) {
     *file = NULL;
     if (strcmp(path, "-") == 0) {
         *trace = stderr;
@@ -127,16 +130,39 @@ static int open_trace(const char *path, FILE **trace, TraceFile **file, Err *err
         }
     const int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | (!exists || S_ISREG(named.st_mode) ? O_TRUNC : O_APPEND),
                         0666);
-    if (fd < 0) return err_fmt(err, "%s: cannot write the trace: %s", path, strerror(errno));
+    if (fd < 0) return err_fmt(err, "%s: cannot write the %s: %s", path, what, strerror(errno));
     *file = malloc(sizeof **file);
     if (*file) **file = (TraceFile){.fd = fd};
     if (!*file || !(*trace = fopencookie(*file, "w", (cookie_io_functions_t){.write = trace_file_write,
                                                                              .close = trace_file_close}))) {
         close(fd);
         free(*file);
-        return err_fmt(err, "%s: out of memory for the trace's stream", path);
+        return err_fmt(err, "%s: out of memory for the %s's stream", path, what);
     }
     return 0;
+}
+
+// --logprobs K's lines, one per generated token, in order: {"i", "kind"} and chat's logprobs entry with ids,
+// {"token", "id", "logprob", "bytes", "top_logprobs": [{"token", "id", "logprob", "bytes"}]} (api.h), each value
+// printed with 9 significant digits, which read back as the same float.
+typedef struct {
+    FILE *f;
+    TraceFile *file;            // f's, where it is a file of its own (open_trace)
+    const Tokenizer *tok;
+    int i;                      // the next token's index in the output
+} LogprobsLines;
+
+static void write_logprobs_line(void *ctx, const TokenLogprobs *lp, TokenKind kind) {
+    LogprobsLines *l = ctx;
+    json_t *line = json_pack("{s:i, s:s}", "i", l->i, "kind", spec_token_kind_name(kind));
+    json_t *entry = api_token_logprobs(l->tok, lp, true);
+    if (line && entry) json_object_update(line, entry);
+    json_decref(entry);
+    char *text = line ? json_dumps(line, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9)) : NULL;
+    fprintf(l->f, "%s\n", text ? text : "{\"error\": \"out of memory\"}");
+    l->i++;
+    free(text);
+    json_decref(line);
 }
 
 // Flushes f, named `name` in the message: a write to it that failed, now or earlier (a full disk, /dev/full), is
@@ -147,6 +173,11 @@ static int check_written(FILE *f, const char *name, const TraceFile *file, Err *
     if (fflush(f) == 0 && !ferror(f)) return 0;
     const int cause = file && file->write_errno ? file->write_errno : errno;
     return err_fmt(err, "%s: %s", name, cause ? strerror(cause) : "write error");
+}
+
+// check_written for a stream opened by open_trace from path (none: NULL); stderr is not checked.
+static int check_stream_written(FILE *f, const char *path, const TraceFile *file, Err *err) {
+    return f && f != stderr ? check_written(f, f == stdout ? "stdout" : path, file, err) : 0;
 }
 
 // Options given that this run does not read get a note on stderr, one line per reason: speculative decoding's
@@ -188,6 +219,9 @@ static int check_generate_options(const Args *args, Err *err) {
     if (args->chat && args->ids) return err_fmt(err, "--chat takes the user's message as -p TEXT or -f FILE");
     if (args->system && !args->chat) return err_fmt(err, "--system is the system message of --chat");
     if (args->chat_vars.n && !args->chat) return err_fmt(err, "--chat-var is a variable of --chat's template");
+    if ((args->logprobs >= 0) != (args->logprobs_file != NULL))
+        return err_fmt(err, "--logprobs K and --logprobs-file FILE go together: K alternatives per token, written to "
+                       "FILE (- for stderr)");
     if (args->stops.n && (args->show || args->print_ids || args->compare))
         return err_fmt(err, "--stop prints the text up to the stop string: not with --show, --print-ids or --compare");
     return 0;
@@ -269,6 +303,7 @@ static int cmd_generate(const Args *args, Err *err) {
     int *prompt = NULL, *out = NULL, n_prompt = 0, n_out = 0, rc = -1;
     FILE *trace = NULL;
     TraceFile *trace_file = NULL;  // trace's, where it is a file of its own (open_trace)
+    LogprobsLines logprobs = {0};
     char *read = NULL;
     const char *text;
     size_t text_len;
@@ -280,15 +315,23 @@ static int cmd_generate(const Args *args, Err *err) {
     }
     if (session_open_from_args(&s, args, target_dir, draft_dir, err)) goto done;
     note_ignored_options(args, s.has_draft);
-    if (load_tokenizer(&tok, target_dir, text != NULL || structured.grammar, &have_tok, err)) goto done;
+    if (load_tokenizer(&tok, target_dir, text != NULL || structured.grammar || args->logprobs_file, &have_tok, err))
+        goto done;
     if (have_tok && tokenizer_vocab_size(&tok) < s.target.n_vocab)  // padding rows of the embedding table: the
         model_limit_vocab(&s.target, tokenizer_vocab_size(&tok));    // ids past the tokenizer's are never sampled
     if (prompt_ids(args, target_dir, &tok, &s.target, text, text_len, &prompt, &n_prompt, err)) goto done;
-    if (args->trace && open_trace(args->trace, &trace, &trace_file, err)) goto done;
+    if (args->trace && open_trace(args->trace, "trace", &trace, &trace_file, err)) goto done;
     params.eos_id = s.target.cfg.eos_token_id;
     params.eos_ids = s.target.cfg.eos_ids;
     params.n_eos = s.target.cfg.n_eos;
     params.trace = trace;
+    if (args->logprobs_file) {
+        if (open_trace(args->logprobs_file, "log-probabilities", &logprobs.f, &logprobs.file, err)) goto done;
+        logprobs.tok = &tok;
+        params.on_logprobs = write_logprobs_line;
+        params.logprobs_ctx = &logprobs;
+        params.top_logprobs = args->logprobs;
+    }
     if (structured.grammar) {
         if (constrain_generation(&structured, &tok, &s, err)) goto done;
         params.constraint = &structured.constraint;
@@ -323,9 +366,13 @@ static int cmd_generate(const Args *args, Err *err) {
         ((structured.grammar && constrain_generation(&structured, &tok, &s, err)) ||  // the grammar from its start
          compare_with_target_only(&s, args->n_tokens, &params, &stats, prompt, n_prompt, out, n_out, err)))
         goto done;
-    rc = trace && trace != stderr ? check_written(trace, trace == stdout ? "stdout" : args->trace, trace_file, err) : 0;
+    rc = check_stream_written(trace, args->trace, trace_file, err) ||
+                 check_stream_written(logprobs.f, args->logprobs_file, logprobs.file, err)
+             ? -1
+             : 0;
 done:
     if (trace && trace != stderr && trace != stdout) fclose(trace);
+    if (logprobs.f && logprobs.f != stderr && logprobs.f != stdout) fclose(logprobs.f);
     printer_free(&printer);
     stop_printer_free(&stopper);
     drafter_close(&drafters);
@@ -459,7 +506,7 @@ static int run_command_line(int argc, char **argv, Err *err) {
         if (strcmp(argv[1], commands[i].name) == 0) cmd = &commands[i];
     if (!cmd) return err_fmt(err, "unknown command '%s' (see 'specdec --help')", argv[1]);
     Args args = {.n_tokens = 64, .sampling = {.temperature = 0.0f, .top_k = 0, .top_p = 1.0f}, .port = 8080,
-                 .penalties = PENALTIES_OFF,
+                 .penalties = PENALTIES_OFF, .logprobs = -1,
                  .queue = 8, .parallel = 4, .max_body = 1 << 20, .timeout = 30};
     if (args_parse(&args, cmd, argc - 2, argv + 2, err)) return -1;
     if (!args.help) return cmd->run(&args, err);

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/utf8.h"
+
 static const char *object_name(const ApiResponse *r, bool chunk) {
     return r->kind == API_CHAT ? chunk ? "chat.completion.chunk" : "chat.completion" : "text_completion";
 }
@@ -30,10 +32,85 @@ static json_t *extension(const EngineResult *result) {
                      "prefill_ms", s->prefill_seconds * 1e3, "decode_ms", s->decode_seconds * 1e3);
 }
 
+// ---- logprobs ------------------------------------------------------------------------------------------------
+
+// Token id's string: its decoded bytes, an ill-formed part replaced by U+FFFD (utf8.h).
+static json_t *token_string(const Tokenizer *tok, int id) {
+    size_t n, len;
+    const char *bytes = tokenizer_token(tok, id, &n);
+    if (!bytes) return json_string("");  // (a model's padding row past the tokenizer's ids)
+    char *text = malloc(3 * n + 1);
+    if (!text) return NULL;
+    utf8_repair((const unsigned char *)bytes, n, true, text, &len);
+    json_t *s = json_stringn(text, len);
+    free(text);
+    return s;
+}
+
+// Chat's {"token", "logprob", "bytes"} of token id (and its "id" when asked for).
+static json_t *chat_token(const Tokenizer *tok, int id, float logprob, bool with_id) {
+    size_t n = 0;
+    const char *bytes = tokenizer_token(tok, id, &n);
+    json_t *list = json_array();
+    for (size_t i = 0; list && bytes && i < n; i++) json_array_append_new(list, json_integer((unsigned char)bytes[i]));
+    json_t *o = json_pack("{s:o, s:f, s:o}", "token", token_string(tok, id), "logprob", (double)logprob, "bytes", list);
+    if (o && with_id) json_object_set_new(o, "id", json_integer(id));
+    return o;
+}
+
+json_t *api_token_logprobs(const Tokenizer *tok, const TokenLogprobs *lp, bool with_ids) {
+    json_t *entry = chat_token(tok, lp->token, lp->logprob, with_ids), *top = json_array();
+    for (int k = 0; top && k < lp->n_top; k++)
+        json_array_append_new(top, chat_token(tok, lp->top[k], lp->top_logprob[k], with_ids));
+    if (entry) json_object_set_new(entry, "top_logprobs", top);
+    else json_decref(top);
+    return entry;
+}
+
+// Chat's {"content": [{"token", "logprob", "bytes", "top_logprobs": [...]}, ...]}.
+static json_t *chat_logprobs(const Tokenizer *tok, const TokenReports *reports) {
+    json_t *content = json_array();
+    for (int i = 0; content && i < reports->n; i++)
+        json_array_append_new(content, api_token_logprobs(tok, &reports->tokens[i].lp, false));
+    return json_pack("{s:o}", "content", content);
+}
+
+// The legacy object of completions: {"tokens", "token_logprobs", "top_logprobs", "text_offset"}, each a list.
+static json_t *completion_logprobs(const Tokenizer *tok, const TokenReports *reports) {
+    json_t *tokens = json_array(), *values = json_array(), *tops = json_array(), *offsets = json_array();
+    for (int i = 0; tokens && values && tops && offsets && i < reports->n; i++) {
+        const TokenReport *t = &reports->tokens[i];
+        json_t *string = token_string(tok, t->lp.token), *top = json_object();
+        for (int k = 0; top && k < t->lp.n_top; k++) {
+            json_t *key = token_string(tok, t->lp.top[k]);
+            if (key && !json_object_get(top, json_string_value(key)))  // (the likelier of tokens spelt alike)
+                json_object_set_new(top, json_string_value(key), json_real(t->lp.top_logprob[k]));
+            json_decref(key);
+        }
+        if (string && top && !json_object_get(top, json_string_value(string)))
+            json_object_set_new(top, json_string_value(string), json_real(t->lp.logprob));
+        json_array_append_new(tokens, string);
+        json_array_append_new(values, json_real(t->lp.logprob));
+        json_array_append_new(tops, top);
+        json_array_append_new(offsets, json_integer(t->text_offset));
+    }
+    return json_pack("{s:o, s:o, s:o, s:o}", "tokens", tokens, "token_logprobs", values, "top_logprobs", tops,
+                     "text_offset", offsets);
+}
+
+// A choice's "logprobs": null when not asked for.
+static json_t *logprobs_json(const ApiResponse *r, const TokenReports *reports) {
+    if (!reports) return json_null();
+    return r->kind == API_CHAT ? chat_logprobs(r->tok, reports) : completion_logprobs(r->tok, reports);
+}
+
+// ---- the objects ---------------------------------------------------------------------------------------------
+
 // One choice: completions {"text", "index", "logprobs", "finish_reason"}; chat {"index", "message" | "delta",
 // "logprobs", "finish_reason"}. finish NULL: null (a chunk before the last).
-static json_t *choice(const ApiResponse *r, const char *text, size_t len, bool chunk, bool role, const char *finish) {
-    json_t *c = json_pack("{s:i, s:n, s:o}", "index", 0, "logprobs", "finish_reason",
+static json_t *choice(const ApiResponse *r, const char *text, size_t len, bool chunk, bool role, const char *finish,
+                      const TokenReports *logprobs) {
+    json_t *c = json_pack("{s:i, s:o, s:o}", "index", 0, "logprobs", logprobs_json(r, logprobs), "finish_reason",
                           finish ? json_string(finish) : json_null());
     if (!c) return NULL;
     if (r->kind == API_COMPLETIONS) {
@@ -55,10 +132,12 @@ static char *dump(json_t *object, const char *before, const char *after) {
     return out;
 }
 
-char *api_completion_json(const ApiResponse *r, const char *text, size_t len, const EngineResult *result) {
+char *api_completion_json(const ApiResponse *r, const char *text, size_t len, const EngineResult *result,
+                          const TokenReports *logprobs) {
     json_t *o = frame(r, false);
     if (!o) return NULL;
-    json_array_append_new(json_object_get(o, "choices"), choice(r, text, len, false, false, result->finish_reason));
+    json_array_append_new(json_object_get(o, "choices"),
+                          choice(r, text, len, false, false, result->finish_reason, logprobs));
     json_object_set_new(o, "usage", usage(result));
     json_object_set_new(o, "specdec", extension(result));
     return dump(o, "", "");
@@ -80,9 +159,10 @@ static json_t *marks_json(const TextMarks *m) {
     return json_pack("{s:o, s:o}", "marks", marks, "rounds", rounds);
 }
 
-char *api_chunk_sse(const ApiResponse *r, const char *text, size_t len, bool first, const TextMarks *marks) {
+char *api_chunk_sse(const ApiResponse *r, const char *text, size_t len, bool first, const TextMarks *marks,
+                    const TokenReports *logprobs) {
     json_t *o = frame(r, true);
-    if (o) json_array_append_new(json_object_get(o, "choices"), choice(r, text, len, true, first, NULL));
+    if (o) json_array_append_new(json_object_get(o, "choices"), choice(r, text, len, true, first, NULL, logprobs));
     if (o && marks) json_object_set_new(o, "specdec", marks_json(marks));
     return dump(o, "data: ", "\n\n");
 }
@@ -91,7 +171,7 @@ char *api_stream_end_sse(const ApiResponse *r, const EngineResult *result, bool 
     json_t *last = frame(r, true);
     if (!last) return NULL;
     json_array_append_new(json_object_get(last, "choices"),
-                          choice(r, r->kind == API_CHAT ? NULL : "", 0, true, false, result->finish_reason));
+                          choice(r, r->kind == API_CHAT ? NULL : "", 0, true, false, result->finish_reason, NULL));
     json_object_set_new(last, "specdec", extension(result));
     char *finish = dump(last, "data: ", "\n\n"), *tally = NULL, *out = NULL;
     if (include_usage) {

@@ -22,16 +22,32 @@ typedef struct {
     const char *id;         // "cmpl-…" or "chatcmpl-…"
     long long created;      // Unix seconds
     const char *model;
+    const Tokenizer *tok;   // the logprobs' token strings
 } ApiResponse;
 
-// The whole response to a request without stream: one choice holding text[0..len), usage and the extension.
-char *api_completion_json(const ApiResponse *r, const char *text, size_t len, const EngineResult *result);
+// The whole response to a request without stream: one choice holding text[0..len), usage and the extension; with
+// logprobs (NULL: not asked for), the choice's "logprobs" — completions OpenAI's legacy object
+//   {"tokens": [s], "token_logprobs": [f], "top_logprobs": [{token: f}], "text_offset": [code points]}
+// (each top_logprobs object the k most likely tokens and the token itself, so up to k + 1 keys; tokens spelt alike
+// share a key, the likelier's value), chat's
+//   {"content": [{"token", "logprob", "bytes": [the token's bytes], "top_logprobs": [{"token", "logprob",
+//   "bytes"}] (k, most likely first)}]}
+// A token's string is its decoded bytes, an ill-formed part replaced by U+FFFD ("bytes" has them as they are).
+char *api_completion_json(const ApiResponse *r, const char *text, size_t len, const EngineResult *result,
+                          const TokenReports *logprobs);
+
+// A token's entry of chat's logprobs, {"token", "logprob", "bytes", "top_logprobs": [{"token", "logprob", "bytes"}]},
+// each object with the token's "id" too when with_ids (generate --logprobs' lines). NULL when out of memory.
+struct json_t;
+struct json_t *api_token_logprobs(const Tokenizer *tok, const TokenLogprobs *lp, bool with_ids);
 
 // One SSE event of a streamed response holding text[0..len) ("data: …\n\n"); chat's first event also gives the
 // role (first). With marks (the request's specdec.marks; else NULL) the chunk carries them as the extension
 //   "specdec": {"marks": [{"kind", "text"}, …], "rounds": [{"gamma", "width", "drafted", "accepted", "tokens"}, …]}
 // — kind "accepted", "rejected" (a draft's text that is not part of the output), "resampled", "bonus" or "target".
-char *api_chunk_sse(const ApiResponse *r, const char *text, size_t len, bool first, const TextMarks *marks);
+// With logprobs (else NULL), the choice carries those of the chunk's tokens, as api_completion_json's.
+char *api_chunk_sse(const ApiResponse *r, const char *text, size_t len, bool first, const TextMarks *marks,
+                    const TokenReports *logprobs);
 
 // The events that end a stream: a chunk with the finish reason and the extension, usage when asked for
 // (stream_options.include_usage: a chunk with no choices), then "data: [DONE]\n\n".

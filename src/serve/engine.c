@@ -71,6 +71,11 @@ typedef struct {
     TokenStream stream;
     StopScan stops;
     Marks *marks;               // NULL: not asked for
+    TokenReportList reports;    // with the request's logprobs (run_logprobs)
+    int reports_given;          // ... of them handed on with a piece
+    int text_chars;             // code points of the generated text so far
+    size_t text_bytes;          // ... its bytes
+    bool logprobs;              // asked for
     bool stopped, cancelled, failed;
 } Run;
 
@@ -80,15 +85,59 @@ static void push_text(Run *run, const char *piece, size_t n) {
     if (stop_scan_push(&run->stops, piece, n, &run->stopped, &err)) run->failed = run->stopped = true;  // (memory)
 }
 
-// Hands on the text that is final (`last`: no more text comes), with its marks when asked for.
+int token_reports_append(TokenReportList *list, const TokenReports *more) {
+    if (list->n + more->n > list->cap) {
+        const int cap = 2 * (list->n + more->n) + 16;
+        TokenReport *grown = realloc(list->tokens, sizeof(TokenReport) * cap);
+        if (!grown) return -1;
+        list->tokens = grown, list->cap = cap;
+    }
+    memcpy(list->tokens + list->n, more->tokens, sizeof(TokenReport) * more->n);
+    list->n += more->n;
+    return 0;
+}
+
+void token_reports_free(TokenReportList *list) {
+    free(list->tokens);
+    *list = (TokenReportList){0};
+}
+
+// The reports of the tokens whose text is now given out (all of them once `last`), not handed on before.
+static TokenReports reports_given(Run *run, bool last) {
+    const int first = run->reports_given;
+    const TokenReport *tokens = run->reports.tokens;
+    while (run->reports_given < run->reports.n && (last || tokens[run->reports_given].text_end <= run->stops.taken))
+        run->reports_given++;
+    return (TokenReports){.tokens = tokens + first, .n = run->reports_given - first};
+}
+
+// Hands on the text that is final (`last`: no more text comes), with its marks and its tokens' logprobs when asked
+// for.
 static void give_out(Run *run, bool last) {
     const char *final;
     size_t len;
     stop_scan_take(&run->stops, last, &final, &len);
     TextMarks marks;
     if (run->marks && marks_take(run->marks, final, len, &marks)) run->failed = run->stopped = true;
-    if (len || (run->marks && (marks.n_marks || marks.n_rounds)))
-        run->sink->on_text(run->sink->ctx, final, len, run->marks ? &marks : NULL);
+    const TokenReports logprobs = reports_given(run, last);
+    if (len || (run->marks && (marks.n_marks || marks.n_rounds)) || logprobs.n)
+        run->sink->on_text(run->sink->ctx, final, len, run->marks ? &marks : NULL,
+                           run->logprobs ? &logprobs : NULL);
+}
+
+// A token's log-probabilities (SpecParams.on_logprobs), reported before its text is decoded (run_token).
+static void run_logprobs(void *ctx, const TokenLogprobs *lp, TokenKind kind) {
+    (void)kind;
+    Run *run = ctx;
+    const TokenReport report = {.lp = *lp, .text_offset = run->text_chars};
+    if (token_reports_append(&run->reports, &(TokenReports){.tokens = &report, .n = 1})) run->failed = true;
+}
+
+// The token's decoded piece p[0..n) (valid UTF-8) counted into the text so far, and into its report.
+static void count_text(Run *run, const char *p, size_t n) {
+    for (size_t i = 0; i < n; i++) run->text_chars += ((unsigned char)p[i] & 0xC0) != 0x80;
+    run->text_bytes += n;
+    if (run->reports.n) run->reports.tokens[run->reports.n - 1].text_end = run->text_bytes;
 }
 
 // The scheduler's stop hook: each committed token's text; true makes the token the last — a stop string completed
@@ -103,6 +152,7 @@ static bool run_token(void *ctx, int id) {
         run->failed = true;
         return true;
     }
+    count_text(run, piece, n);
     push_text(run, piece, n);
     if (!run->marks) give_out(run, false);
     if (!run->stopped && run->sink->cancelled) run->cancelled = run->sink->cancelled(run->sink->ctx);
@@ -168,6 +218,7 @@ void engine_abort(EngineRun *x) {
     token_stream_free(&x->run.stream);
     stop_scan_free(&x->run.stops);
     marks_free(&x->marks);
+    token_reports_free(&x->run.reports);
     free(x->out);
     free(x);
 }
@@ -197,7 +248,7 @@ EngineRun *engine_begin(const Engine *en, const Request *req, const int *prompt,
     x->en = en;
     x->result = result;
     x->n_prompt = n_prompt;
-    x->run = (Run){.sink = sink, .tok = en->tok, .marks = req->marks ? &x->marks : NULL};
+    x->run = (Run){.sink = sink, .tok = en->tok, .marks = req->marks ? &x->marks : NULL, .logprobs = req->logprobs};
     SpecParams *params = &x->params;
     *params = en->spec;
     params->sampling = req->sampling;
@@ -212,6 +263,9 @@ EngineRun *engine_begin(const Engine *en, const Request *req, const int *prompt,
     params->stop_ctx = &x->run;
     params->on_token = req->marks ? run_mark : NULL;
     params->on_round = req->marks ? run_round : NULL;
+    params->on_logprobs = req->logprobs ? run_logprobs : NULL;
+    params->logprobs_ctx = &x->run;
+    params->top_logprobs = req->top_logprobs;
     params->ctx = &x->run;
     token_stream_init(&x->run.stream, en->tok);
     Err err;

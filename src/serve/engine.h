@@ -38,11 +38,36 @@ typedef struct {
     int default_max_tokens;     // when a request gives none
 } Engine;
 
+// A generated token's log-probabilities (the request's logprobs; speculative/logprobs.h) and where its text begins.
+typedef struct {
+    TokenLogprobs lp;
+    int text_offset;            // code points of the generated text before the token's (OpenAI's text_offset)
+    size_t text_end;            // bytes of generated text once the token's is in (when a piece may carry it)
+} TokenReport;
+
+// The reports that come with a piece of text: those of the tokens whose text the piece completes. Every generated
+// token has one, in order — a stop string's tokens too, with the last piece.
+typedef struct {
+    const TokenReport *tokens;  // [n]
+    int n;
+} TokenReports;
+
+// A whole response's reports, grown piece by piece.
+typedef struct {
+    TokenReport *tokens;        // [n], room for cap
+    int n, cap;
+} TokenReportList;
+
+// Appends more's reports to list. -1 when out of memory (list unchanged).
+int token_reports_append(TokenReportList *list, const TokenReports *more);
+void token_reports_free(TokenReportList *list);
+
 // Where a generation's text goes, and how it learns that nobody waits for it any more.
 typedef struct {
     // Each piece of text once final (valid UTF-8); with the request's specdec.marks, the piece's marks and the
-    // rounds since the last piece (marks.h; a piece may then be empty), else marks NULL.
-    void (*on_text)(void *ctx, const char *text, size_t len, const TextMarks *marks);
+    // rounds since the last piece (marks.h; a piece may then be empty), else marks NULL; with its logprobs, the
+    // reports of the piece's tokens (a piece may then be empty), else logprobs NULL.
+    void (*on_text)(void *ctx, const char *text, size_t len, const TextMarks *marks, const TokenReports *logprobs);
     bool (*cancelled)(void *ctx);                              // asked after every token; may be NULL
     void *ctx;
 } EngineSink;

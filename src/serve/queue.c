@@ -35,6 +35,7 @@ void job_release(Job *job) {
     if (!last) return;
     request_free(&job->req);
     free(job->out);
+    token_reports_free(&job->reports);
     pthread_mutex_destroy(&job->lock);
     pthread_cond_destroy(&job->changed);
     free(job);
@@ -74,17 +75,20 @@ static void append_out(Job *job, const char *bytes, size_t n) {
 
 // ---- the engine's sink --------------------------------------------------------------------------------------
 
-// Text as it becomes final: a stream's SSE chunk (chat's first names the role; with its marks when asked for), or
-// more of the whole text.
-static void job_on_text(void *ctx, const char *text, size_t len, const TextMarks *marks) {
+// Text as it becomes final: a stream's SSE chunk (chat's first names the role; with its marks and logprobs when
+// asked for), or more of the whole text and its logprobs.
+static void job_on_text(void *ctx, const char *text, size_t len, const TextMarks *marks,
+                        const TokenReports *logprobs) {
     Job *job = ctx;
     pthread_mutex_lock(&job->lock);
     if (job->req.stream) {
-        char *event = api_chunk_sse(&job->response, text, len, job->out_len == 0 && job->out_read == 0, marks);
+        char *event = api_chunk_sse(&job->response, text, len, job->out_len == 0 && job->out_read == 0, marks,
+                                    logprobs);
         append_out(job, event, event ? strlen(event) : 0);
         free(event);
     } else {
         append_out(job, text, len);
+        if (logprobs && token_reports_append(&job->reports, logprobs)) job->reports_lost = true;
     }
     pthread_cond_broadcast(&job->changed);
     pthread_mutex_unlock(&job->lock);
@@ -158,6 +162,7 @@ static int run_job(const Engine *engine, Job *job, EngineResult *result, ApiErro
     job->started = true;
     pthread_cond_broadcast(&job->changed);
     pthread_mutex_unlock(&job->lock);
+    job->response.tok = engine->tok;  // (the logprobs' token strings)
     EngineSink sink = {.on_text = job_on_text, .cancelled = job_cancelled, .ctx = job};
     const int rc = engine_run(engine, &job->req, prompt, n_prompt, &sink, result, e);
     free(prompt);

@@ -33,6 +33,8 @@ typedef struct Job {
     bool probed;                // the worker's alone: it sent the half-closed client its probe (job_cancelled)
     char *out;                  // stream: SSE events not yet read; else the text so far
     size_t out_len, out_cap, out_read;
+    TokenReportList reports;    // not a stream: the tokens' logprobs so far, with the request's logprobs
+    bool reports_lost;          // ... some were dropped (out of memory): the response is an error
     // Written by the connection:
     bool gone;                  // the connection ended: cancel
     struct Job *next;

@@ -51,8 +51,6 @@ static const struct {
     {"functions", OFF_EMPTY, "no function calling"},
     {"tool_choice", OFF_NONE, "no tool calling"},
     {"function_call", OFF_NONE, "no function calling"},
-    {"logprobs", OFF_EMPTY, "no log probabilities"},
-    {"top_logprobs", OFF_EMPTY, "no log probabilities"},
     {"logit_bias", OFF_EMPTY, "no logit bias"},
     {"echo", OFF_EMPTY, "no echo of the prompt"},
     {"suffix", OFF_EMPTY, "no suffix (insertion)"},
@@ -75,7 +73,7 @@ static const struct {
     {"bad_words", OFF_EMPTY, "no banned words"},
     {"allowed_token_ids", OFF_EMPTY, "no token allow-list"},
     {"logits_processors", OFF_EMPTY, "no logits processors"},
-    {"prompt_logprobs", OFF_EMPTY, "no log probabilities"},
+    {"prompt_logprobs", OFF_EMPTY, "no log probabilities of the prompt (logprobs: the generated tokens')"},
     {"guided_json", OFF_EMPTY, "no guided decoding"},
     {"guided_regex", OFF_EMPTY, "no guided decoding"},
     {"guided_choice", OFF_EMPTY, "no guided decoding"},
@@ -226,6 +224,27 @@ static int get_extension(Request *req, const json_t *body, ApiError *e) {
     if (req->marks && !req->stream)
         return api_error(e, 400, "invalid_value", "specdec.marks", "specdec.marks: marks come on a stream's chunks "
                          "(\"stream\": true)");
+    return 0;
+}
+
+// Log-probabilities (speculative/logprobs.h): completions' "logprobs": k, an integer in [0, 20]; chat's "logprobs":
+// true with "top_logprobs": k in [0, 20] (which needs logprobs true; 0 when not given).
+static int get_logprobs(Request *req, const json_t *body, ApiError *e) {
+    const json_t *top = json_object_get(body, "top_logprobs");
+    json_int_t k = 0;
+    if (req->kind == API_COMPLETIONS) {
+        if (top && !json_is_null(top))
+            return api_error(e, 400, "unsupported_parameter", "top_logprobs", "top_logprobs: a chat completions "
+                             "field; /v1/completions takes \"logprobs\": k");
+        if (get_integer(body, "logprobs", 0, LOGPROBS_TOP_MAX, &k, &req->logprobs, e)) return -1;
+    } else {
+        if (get_bool(body, "logprobs", "logprobs", &req->logprobs, e) ||
+            get_integer(body, "top_logprobs", 0, LOGPROBS_TOP_MAX, &k, NULL, e))
+            return -1;
+        if (top && !json_is_null(top) && !req->logprobs)
+            return api_error(e, 400, "invalid_value", "top_logprobs", "top_logprobs: needs \"logprobs\": true");
+    }
+    req->top_logprobs = (int)k;
     return 0;
 }
 
@@ -405,7 +424,7 @@ int request_parse(Request *req, ApiKind kind, const char *body, size_t len, ApiE
         goto done;
     }
     if (check_refused(root, e) || get_common(req, root, e) || get_extension(req, root, e) ||
-        get_structure(req, root, e))
+        get_logprobs(req, root, e) || get_structure(req, root, e))
         goto done;
     if (kind == API_COMPLETIONS ? get_prompt(req, root, e) : get_messages(req, root, e)) goto done;
     rc = 0;

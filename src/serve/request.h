@@ -9,6 +9,9 @@
 //   temperature [0, 2], top_p (0, 1], top_k ≥ 0, seed ≥ 0; and vLLM's sampling extensions with vLLM's meanings
 //   (sampling.h, penalties.h): min_p [0, 1], repetition_penalty [0.01, 100], presence_penalty and
 //   frequency_penalty [−2, 2] (OpenAI's too) — every number checked as the float it is used as
+//   logprobs                completions: an integer k in [0, 20], the most likely alternatives given beside each
+//                           token's log-probability; chat: true or false, with top_logprobs k in [0, 20] (which needs
+//                           logprobs true) — the target's raw log-softmax (speculative/logprobs.h)
 //   stop                    a string or a list of at most REQUEST_MAX_STOP non-empty strings
 //   stream, stream_options.include_usage
 //   cache_salt              a string (vLLM's): the conversation cache serves a request only what a request with the
@@ -17,7 +20,7 @@
 //                           of its text (accepted draft, rejected draft, the target's own token; marks.h; with
 //                           "stream": true only), "draft": false decodes with the target alone (no drafter: what
 //                           speculation is measured against); any other member is refused
-// Fields OpenAI has and specdec does not do (tools, logprobs, n > 1, images, ...), and the sampling fields vLLM and
+// Fields OpenAI has and specdec does not do (tools, n > 1, images, ...), and the sampling fields vLLM and
 // llama-server take that specdec does not (typical_p, min_tokens, guided decoding, ...), are refused when set to
 // anything but their "off" value, with status 400 naming the field; every other unknown field is ignored, as OpenAI
 // does. Null is "not given" for every field.
@@ -30,6 +33,7 @@
 
 #include "base/error.h"
 #include "grammar/grammar.h"
+#include "speculative/logprobs.h"
 #include "speculative/penalties.h"
 #include "speculative/sampling.h"
 
@@ -59,6 +63,8 @@ typedef struct {
     int n_stop;
     bool stream, include_usage;
     char *cache_salt;           // vLLM's: the conversation cache serves only requests with the same salt (NULL: none)
+    bool logprobs;              // each token's log-probability asked for (completions' logprobs, chat's logprobs)
+    int top_logprobs;           // ... and its k most likely alternatives (completions' logprobs: k; chat's top_logprobs)
     bool marks;                 // specdec.marks: the streamed chunks say where their text came from
     bool plain;                 // specdec.draft false: decode with the target alone
     Grammar *grammar;           // the text's grammar (docs/structured.md), or NULL: response_format json_object or

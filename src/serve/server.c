@@ -172,8 +172,11 @@ static enum MHD_Result complete(Server *s, struct MHD_Connection *c, Exchange *x
         return MHD_NO;
     }
     if (job->failed) return respond_error(c, x, &job->error);
-    return respond(c, x, 200, "application/json", api_completion_json(&job->response, job->out ? job->out : "",
-                                                                      job->out_len, &job->result));
+    if (job->reports_lost) return respond(c, x, 500, "application/json", NULL);  // (out of memory)
+    const TokenReports logprobs = {.tokens = job->reports.tokens, .n = job->reports.n};
+    return respond(c, x, 200, "application/json",
+                   api_completion_json(&job->response, job->out ? job->out : "", job->out_len, &job->result,
+                                       job->req.logprobs ? &logprobs : NULL));
 }
 
 static enum MHD_Result health(Server *s, struct MHD_Connection *c, Exchange *x) {

@@ -87,13 +87,14 @@ typedef struct SpecParams {
     void (*on_token)(void *ctx, int id, TokenKind kind);
     // Called after each round, once its tokens went to on_token (with the same ctx); may be NULL.
     void (*on_round)(void *ctx, const RoundOutcome *round);
+    void *ctx;
     // Called with every committed token's log-probability and its top_logprobs (0..LOGPROBS_TOP_MAX) most likely
     // alternatives (logprobs.h: the target's raw row, whatever penalties, grammar or sampling say), in order, before
     // `stop` is asked about the token, with how the token came (TOKEN_ACCEPTED, _RESAMPLED, _BONUS or _TARGET); may be
     // NULL (then nothing is computed).
-    void (*on_logprobs)(void *ctx, const TokenLogprobs *logprobs, TokenKind kind);
+    void (*on_logprobs)(void *logprobs_ctx, const TokenLogprobs *logprobs, TokenKind kind);
+    void *logprobs_ctx;
     int top_logprobs;
-    void *ctx;
 } SpecParams;
 
 #endif

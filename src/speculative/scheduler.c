@@ -397,7 +397,7 @@ static void report_logprobs(Scheduler *s, const Round *r, int i, int id) {
     const int row = i == 0 ? 0 : r->path[i - 1] + 1;
     TokenLogprobs lp;
     logprobs_of_row(&lp, s->raw_logits + (size_t)row * s->V, s->V, id, s->params->top_logprobs);
-    s->params->on_logprobs(s->params->ctx, &lp, i < r->n_accepted ? TOKEN_ACCEPTED : r->kind);
+    s->params->on_logprobs(s->params->logprobs_ctx, &lp, i < r->n_accepted ? TOKEN_ACCEPTED : r->kind);
 }
 
 // 5. Once the drafting thread is done (finish_drafting_ahead), commit x_1..x_{n_accepted} and the next token,

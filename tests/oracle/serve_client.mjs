@@ -3,6 +3,11 @@
 //   node serve_client.mjs cases PORT PROMPT MAX_TOKENS STOP
 //                                              the openai npm package's completions and chat calls, streamed and
 //                                              not; prints {case: text | {status, message}} as one JSON line
+//   node serve_client.mjs logprobs PORT PROMPT MAX_TOKENS
+//                                              completions with logprobs: 3 (greedy), chat with logprobs: true and
+//                                              top_logprobs: 3 (temperature 0.8, seed 11), streamed and not; prints
+//                                              {case: {text, logprobs}} as one JSON line, a stream's logprobs its
+//                                              chunks' joined
 //   node serve_client.mjs load PORT CLIENTS REQUESTS
 //                                              CLIENTS concurrent clients × REQUESTS completions each (fetch, no
 //                                              retries) on token-id prompts, against the texts of the same prompts
@@ -61,6 +66,49 @@ async function cases(prompt, maxTokens, stop) {
     console.log(JSON.stringify(out));
 }
 
+// A completion's text and logprobs, whole or streamed (the chunks' lists joined, key by key).
+async function completeLogprobs(client, params) {
+    if (!params.stream) {
+        const choice = (await client.completions.create(params)).choices[0];
+        return { text: choice.text, logprobs: choice.logprobs };
+    }
+    const joined = { tokens: [], token_logprobs: [], top_logprobs: [], text_offset: [] };
+    let text = "";
+    for await (const chunk of await client.completions.create(params)) {
+        const choice = chunk.choices[0];
+        text += choice?.text ?? "";
+        for (const key of Object.keys(joined)) joined[key].push(...(choice?.logprobs?.[key] ?? []));
+    }
+    return { text, logprobs: joined };
+}
+
+async function chatLogprobs(client, params) {
+    if (!params.stream) {
+        const choice = (await client.chat.completions.create(params)).choices[0];
+        return { text: choice.message.content, logprobs: choice.logprobs.content };
+    }
+    const content = [];
+    let text = "";
+    for await (const chunk of await client.chat.completions.create(params)) {
+        text += chunk.choices[0]?.delta?.content ?? "";
+        content.push(...(chunk.choices[0]?.logprobs?.content ?? []));
+    }
+    return { text, logprobs: content };
+}
+
+async function logprobs(prompt, maxTokens) {
+    const client = new OpenAI({ baseURL, apiKey: "not-needed", maxRetries: 0 });
+    const base = { model: "specdec", prompt, max_tokens: maxTokens, temperature: 0, logprobs: 3 };
+    const chatBase = { model: "specdec", messages: [{ role: "user", content: prompt }], max_tokens: maxTokens,
+                       temperature: 0.8, seed: 11, logprobs: true, top_logprobs: 3 };
+    const out = {};
+    out.completion = await completeLogprobs(client, base);
+    out.completion_stream = await completeLogprobs(client, { ...base, stream: true });
+    out.chat = await chatLogprobs(client, chatBase);
+    out.chat_stream = await chatLogprobs(client, { ...chatBase, stream: true });
+    console.log(JSON.stringify(out));
+}
+
 async function load(clients, requests) {
     const prompts = [[1, 2, 3], [7, 8], [20, 21, 22, 23], [5]];
     const ask = async (prompt) => {
@@ -93,5 +141,6 @@ async function load(clients, requests) {
 }
 
 if (mode === "cases") await cases(rest[0], Number(rest[1]), rest[2]);
+else if (mode === "logprobs") await logprobs(rest[0], Number(rest[1]));
 else if (mode === "load") await load(Number(rest[0]), Number(rest[1]));
 else throw new Error(`unknown mode ${mode}`);

@@ -26,7 +26,7 @@ TEST(serve_response_objects) {
     EngineResult result = {.prompt_tokens = 3, .completion_tokens = 4, .finish_reason = "stop", .seed = 9,
                            .stats = {.generated = 4, .rounds = 2, .drafted = 5, .accepted = 3}};
     const ApiResponse chat = {.kind = API_CHAT, .id = "chatcmpl-1", .created = 7, .model = "m"};
-    char *text = api_completion_json(&chat, "hi\n", 3, &result);
+    char *text = api_completion_json(&chat, "hi\n", 3, &result, NULL);
     json_t *o = parse_json(text), *choice = json_array_get(json_object_get(o, "choices"), 0);
     CHECK(strcmp(json_string_value(json_object_get(o, "object")), "chat.completion") == 0, "object: %s", text);
     CHECK(strcmp(json_string_value(json_object_get(json_object_get(choice, "message"), "content")), "hi\n") == 0 &&
@@ -45,7 +45,7 @@ TEST(serve_response_objects) {
     free(text);
 
     const ApiResponse completion = {.kind = API_COMPLETIONS, .id = "cmpl-2", .created = 7, .model = "m"};
-    text = api_chunk_sse(&completion, "ab", 2, true, NULL);
+    text = api_chunk_sse(&completion, "ab", 2, true, NULL, NULL);
     CHECK(strncmp(text, "data: {", 7) == 0 && strcmp(text + strlen(text) - 2, "\n\n") == 0, "an event: %s", text);
     o = parse_json(text + 6);
     choice = json_array_get(json_object_get(o, "choices"), 0);
@@ -59,7 +59,7 @@ TEST(serve_response_objects) {
     const TextMark marks[] = {{TOKEN_ACCEPTED, "a", 1}, {TOKEN_REJECTED, "x\n", 2}, {TOKEN_RESAMPLED, "b", 1}};
     const RoundOutcome round = {.gamma = 3, .width = 1, .drafted = 3, .accepted = 1, .committed = 2};
     text = api_chunk_sse(&completion, "ab", 2, false, &(TextMarks){.marks = marks, .n_marks = 3, .rounds = &round,
-                                                                     .n_rounds = 1});
+                                                                     .n_rounds = 1}, NULL);
     o = parse_json(text + 6);
     const json_t *ms = json_object_get(json_object_get(o, "specdec"), "marks");
     const json_t *r0 = json_array_get(json_object_get(json_object_get(o, "specdec"), "rounds"), 0);

@@ -39,10 +39,6 @@ static const Case cases[] = {
     // what specdec does not do
     {C, "{\"prompt\": \"hi\", \"n\": 2}", 400, "n", "n = 1"},
     {C, "{\"prompt\": \"hi\", \"best_of\": 3}", 400, "best_of", "best_of = 1"},
-    {C, "{\"prompt\": \"hi\", \"logprobs\": 2}", 400, "logprobs", "log probabilities"},
-    {CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"logprobs\": true}", 400, "logprobs", "log"},
-    {CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"top_logprobs\": 3}", 400, "top_logprobs",
-     "log"},
     {CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"tools\": [{\"type\": \"function\"}]}", 400,
      "tools", "tool calling"},
     {CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"tool_choice\": \"auto\"}", 400,
@@ -118,6 +114,26 @@ static const Case cases[] = {
     {CHAT, "{\"messages\": [{\"role\": \"user\"}]}", 400, "messages[0].content", "string or a list"},
     {CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"text\", \"text\": 1}]}]}", 400,
      "messages[0].content[0].text", "string"},
+    // logprobs: completions' an integer k, chat's a boolean with top_logprobs k, k in [0, 20]
+    {C, "{\"prompt\": \"hi\", \"logprobs\": 21}", 400, "logprobs", "integer in [0, 20]"},
+    {C, "{\"prompt\": \"hi\", \"logprobs\": -1}", 400, "logprobs", "integer in [0, 20]"},
+    {C, "{\"prompt\": \"hi\", \"logprobs\": true}", 400, "logprobs", "integer in [0, 20]"},
+    {C, "{\"prompt\": \"hi\", \"logprobs\": 2.5}", 400, "logprobs", "integer in [0, 20]"},
+    {C, "{\"prompt\": \"hi\", \"logprobs\": 1e9}", 400, "logprobs", "integer in [0, 20]"},
+    {C, "{\"prompt\": \"hi\", \"logprobs\": 2, \"top_logprobs\": 2}", 400, "top_logprobs", "chat completions"},
+    {CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"logprobs\": 3}", 400, "logprobs",
+     "true or false"},
+    {CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"top_logprobs\": 3}", 400, "top_logprobs",
+     "needs \"logprobs\": true"},
+    {CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"logprobs\": false, \"top_logprobs\": 0}",
+     400, "top_logprobs", "needs \"logprobs\": true"},
+    {CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"logprobs\": true, \"top_logprobs\": 21}",
+     400, "top_logprobs", "integer in [0, 20]"},
+    {CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"logprobs\": true, \"top_logprobs\": "
+           "\"5\"}", 400, "top_logprobs", "integer in [0, 20]"},
+    {C, "{\"prompt\": \"hi\", \"prompt_logprobs\": 1}", 400, "prompt_logprobs", "of the prompt"},
+    {CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"logprobs\": false, \"top_logprobs\": "
+           "null}", 0, "", ""},
     // specdec's extension
     {C, "{\"prompt\": \"hi\", \"specdec\": null, \"stream\": true}", 0, "", ""},
     {C, "{\"prompt\": \"hi\", \"specdec\": {\"marks\": false, \"draft\": null}}", 0, "", ""},
@@ -171,6 +187,17 @@ TEST(serve_request_reads_the_fields) {
     CHECK(req.stream && req.include_usage, "stream");
     CHECK(req.cache_salt && strcmp(req.cache_salt, "s1") == 0, "cache_salt");
     CHECK(!req.marks && !req.plain, "no marks, drafting: the defaults");
+    CHECK(!req.logprobs, "no logprobs: the default");
+    request_free(&req);
+
+    body = "{\"prompt\": \"hi\", \"logprobs\": 0}";
+    CHECK(request_parse(&req, API_COMPLETIONS, body, strlen(body), &e) == 0, "refused: %s", e.err.msg);
+    CHECK(req.logprobs && req.top_logprobs == 0, "logprobs 0: the tokens' own");
+    request_free(&req);
+
+    body = "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"logprobs\": true, \"top_logprobs\": 20}";
+    CHECK(request_parse(&req, API_CHAT, body, strlen(body), &e) == 0, "refused: %s", e.err.msg);
+    CHECK(req.logprobs && req.top_logprobs == 20, "chat's logprobs and top_logprobs: %d", req.top_logprobs);
     request_free(&req);
 
     body = "{\"prompt\": \"hi\", \"stream\": true, \"specdec\": {\"marks\": true, \"draft\": false}}";

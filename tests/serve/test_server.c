@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "logprobs_lines.h"
 #include "tokenizer_fixtures.h"
 
 #define TARGET "weights/pystd/target"
@@ -241,6 +242,119 @@ TEST(serve_openai_client_matches_generate) {
     CHECK(stop_serving(&s, &log) == 0, "the server's exit status on SIGTERM: %s", log);
     json_decref(cases);
     free(greedy), free(sampled), free(warped), free(chat_greedy), free(chat_sampled), free(cut), free(out), free(log);
+    remove_dir(dir);
+}
+
+// ---- logprobs: the client's against generate's lines, and those against specdec logits ---------------------------
+
+// generate --logprobs 3's lines for options (besides generate()'s), read back.
+static json_t *generate_logprobs(const char *dir, const char *options) {
+    char path[] = "/tmp/specdec-logprobs-XXXXXX", *with, *text = NULL;
+    const int fd = mkstemp(path);
+    CHECK(fd >= 0, "mkstemp");
+    close(fd);
+    if (asprintf(&with, "%s --logprobs 3 --logprobs-file %s", options, path) < 0) return NULL;
+    free(generate(dir, with));
+    text = read_text(path);
+    unlink(path);
+    json_t *lines = logprobs_lines_read(text);
+    free(with), free(text);
+    return lines;
+}
+
+static bool same_float(const json_t *a, const json_t *b) {
+    return json_is_number(a) && json_is_number(b) && (float)json_number_value(a) == (float)json_number_value(b);
+}
+
+// A completion's legacy logprobs against generate's lines: each token's string and value (as the float it is), its
+// top_logprobs object the alternatives' and its own, its text_offset the code points of the tokens before it.
+static void check_completion_logprobs(const json_t *got, const json_t *lines, const char *name) {
+    const json_t *tokens = json_object_get(got, "tokens"), *values = json_object_get(got, "token_logprobs");
+    const json_t *tops = json_object_get(got, "top_logprobs"), *offsets = json_object_get(got, "text_offset");
+    const size_t n = json_array_size(lines);
+    CHECK(n > 0 && json_array_size(tokens) == n && json_array_size(values) == n && json_array_size(tops) == n &&
+              json_array_size(offsets) == n, "%s: lists of %zu, %zu, %zu, %zu for %zu tokens", name,
+          json_array_size(tokens), json_array_size(values), json_array_size(tops), json_array_size(offsets), n);
+    long offset = 0;
+    for (size_t i = 0; i < n && !test_failures(); i++) {
+        const json_t *line = json_array_get(lines, i), *top = json_array_get(tops, i);
+        const char *token = json_string_value(json_object_get(line, "token"));
+        CHECK(json_equal(json_array_get(tokens, i), json_object_get(line, "token")) &&
+                  same_float(json_array_get(values, i), json_object_get(line, "logprob")) &&
+                  json_integer_value(json_array_get(offsets, i)) == offset,
+              "%s: token %zu is \"%s\" (%g at %lld), generate's \"%s\" (%g at %ld)", name, i,
+              json_string_value(json_array_get(tokens, i)), json_number_value(json_array_get(values, i)),
+              json_integer_value(json_array_get(offsets, i)), token, json_number_value(json_object_get(line, "logprob")),
+              offset);
+        const json_t *alternatives = json_object_get(line, "top_logprobs");
+        for (size_t k = 0; k < json_array_size(alternatives); k++) {
+            const json_t *alt = json_array_get(alternatives, k);
+            CHECK(same_float(json_object_get(top, json_string_value(json_object_get(alt, "token"))),
+                             json_object_get(alt, "logprob")), "%s: token %zu, alternative %zu", name, i, k);
+        }
+        CHECK(same_float(json_object_get(top, token), json_object_get(line, "logprob")) &&
+                  json_object_size(top) <= json_array_size(alternatives) + 1,
+              "%s: token %zu's top_logprobs: its own and the 3 alternatives", name, i);
+        for (const char *p = token; p && *p; p++) offset += ((unsigned char)*p & 0xC0) != 0x80;
+    }
+}
+
+// Chat's logprobs content against generate's lines: token, logprob, bytes and the alternatives', less the ids.
+static void check_chat_logprobs(const json_t *got, const json_t *lines, const char *name) {
+    const size_t n = json_array_size(lines);
+    CHECK(n > 0 && json_array_size(got) == n, "%s: %zu entries for %zu tokens", name, json_array_size(got), n);
+    for (size_t i = 0; i < n && i < json_array_size(got) && !test_failures(); i++) {
+        const json_t *entry = json_array_get(got, i), *line = json_array_get(lines, i);
+        const json_t *top = json_object_get(entry, "top_logprobs"), *want = json_object_get(line, "top_logprobs");
+        CHECK(json_equal(json_object_get(entry, "token"), json_object_get(line, "token")) &&
+                  json_equal(json_object_get(entry, "bytes"), json_object_get(line, "bytes")) &&
+                  same_float(json_object_get(entry, "logprob"), json_object_get(line, "logprob")) &&
+                  json_array_size(top) == json_array_size(want) && !json_object_get(entry, "id"),
+              "%s: entry %zu differs from generate's line", name, i);
+        for (size_t k = 0; k < json_array_size(top); k++) {
+            const json_t *a = json_array_get(top, k), *b = json_array_get(want, k);
+            CHECK(json_equal(json_object_get(a, "token"), json_object_get(b, "token")) &&
+                      json_equal(json_object_get(a, "bytes"), json_object_get(b, "bytes")) &&
+                      same_float(json_object_get(a, "logprob"), json_object_get(b, "logprob")),
+                  "%s: entry %zu, alternative %zu", name, i, k);
+        }
+    }
+}
+
+// The openai client's logprobs, streamed and not, equal generate --logprobs' lines (whose values equal the log-softmax
+// of what specdec logits prints): completions greedy, drafting by lookup (kept drafts, corrections and plain rounds),
+// chat sampled. And what the client's texts are, generate's.
+TEST(serve_logprobs_equal_generate_and_logits) {
+    char dir[64], *command, *out = NULL, *log, *ids = NULL;
+    tiny_checkpoint(dir, true);
+    json_t *greedy = generate_logprobs(dir, "--temp 0"), *chat = generate_logprobs(dir, "--chat --temp 0.8 --seed 11");
+    if (asprintf(&command, "%s tokenize -m %s '" PROMPT "'", specdec_bin(), dir) < 0) return;
+    CHECK(run_command(command, &ids, NULL) == 0, "%s", command);
+    free(command);
+    ids[strcspn(ids, "\n")] = '\0';
+    int kinds[4] = {0};
+    if (greedy) logprobs_lines_check(greedy, dir, ids, kinds);
+    CHECK(kinds[0] > 0 && kinds[1] + kinds[3] > 0, "kept drafts (%d) and the target's own tokens (%d, %d)", kinds[0],
+          kinds[1], kinds[3]);
+    Served s;
+    CHECK(serve(&s, dir, "--lookup"), "the server did not start");
+    if (test_failures()) return;
+    if (asprintf(&command, "node tests/oracle/serve_client.mjs logprobs %d '" PROMPT "' 20", s.port) < 0) return;
+    const int status = run_command(command, &out, NULL);
+    free(command);
+    CHECK(status == 0, "the client failed: %d", status);
+    json_error_t je;
+    json_t *cases = json_loads(out ? out : "", 0, &je);
+    CHECK(cases, "the client printed no JSON: %s", out ? out : "");
+    static const char *const completions[] = {"completion", "completion_stream"}, *const chats[] = {"chat", "chat_stream"};
+    for (int i = 0; i < 2 && greedy && chat; i++) {
+        check_completion_logprobs(json_object_get(json_object_get(cases, completions[i]), "logprobs"), greedy,
+                                  completions[i]);
+        check_chat_logprobs(json_object_get(json_object_get(cases, chats[i]), "logprobs"), chat, chats[i]);
+    }
+    CHECK(stop_serving(&s, &log) == 0, "the server's exit status on SIGTERM: %s", log);
+    json_decref(cases), json_decref(greedy), json_decref(chat);
+    free(out), free(log), free(ids);
     remove_dir(dir);
 }
 

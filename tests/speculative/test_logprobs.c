@@ -124,7 +124,7 @@ static void check_pair(ModelPair *pair, Reported *seen) {
         const SpecParams params = {.sampling = {.temperature = temperature, .top_p = 1, .top_k = trial % 3 ? 0 : 5},
                                    .penalties = trial / 8 ? &penalties : NULL, .policy = GAMMA_FIXED, .gamma = 3,
                                    .tree_width = trial % 5 == 1 ? 2 : 1, .max_tokens = N_MOST, .eos_id = -1,
-                                   .on_logprobs = collect, .top_logprobs = n_top, .ctx = &r};
+                                   .on_logprobs = collect, .top_logprobs = n_top, .logprobs_ctx = &r};
         SpecStats stats;
         const int n = generate_with(pair, kind, prompt, n_prompt, &params, (uint64_t)trial, out, &stats, 0);
         char label[96];
@@ -171,7 +171,7 @@ TEST(logprobs_under_a_grammar_are_unmasked) {
         Reported r = {0};
         const SpecParams params = {.sampling = {.temperature = trial % 2 ? 1.0f : 0.0f, .top_p = 1},
                                    .policy = GAMMA_FIXED, .gamma = 3, .max_tokens = 12, .eos_id = -1,
-                                   .constraint = &c, .on_logprobs = collect, .top_logprobs = 5, .ctx = &r};
+                                   .constraint = &c, .on_logprobs = collect, .top_logprobs = 5, .logprobs_ctx = &r};
         int prompt[8], out[N_MOST];
         const int n_prompt = random_prompt(prompt, trial, V);
         SpecStats stats;
@@ -197,7 +197,7 @@ TEST(logprobs_top_count_out_of_range_is_refused) {
     Err err;
     for (int top = -1; top <= LOGPROBS_TOP_MAX + 1; top += LOGPROBS_TOP_MAX + 2) {
         const SpecParams params = {.sampling = {.temperature = 0, .top_p = 1}, .max_tokens = 4, .eos_id = -1,
-                                   .on_logprobs = collect, .top_logprobs = top, .ctx = &r};
+                                   .on_logprobs = collect, .top_logprobs = top, .logprobs_ctx = &r};
         CHECK(speculative_generate(&pair.target, NULL, prompt, 3, &params, out, &n_out, &stats, &err) == -1 &&
                   strstr(err.msg, "top_logprobs"),
               "top_logprobs %d accepted", top);
