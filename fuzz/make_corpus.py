@@ -342,6 +342,8 @@ def main():
     write("request", "completion_ids", json.dumps({"prompt": [1, 2, 3], "stop": "x", "n": 1, "logprobs": None}))
     write("request", "completion_marks", json.dumps({"prompt": "def f(x):", "max_tokens": 8, "seed": 3, "stream": True,
                                                      "specdec": {"marks": True, "draft": False}}))
+    write("request", "logprobs", json.dumps({"prompt": "def f(x):", "logprobs": 5, "messages": [
+        {"role": "user", "content": "Hi"}], "top_logprobs": 20}))
     write("request", "chat", json.dumps({"model": "m", "messages": [
         {"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi \u00e9"},
         {"role": "assistant", "content": None}, {"role": "user", "content": [{"type": "text", "text": "a"},

@@ -2,7 +2,8 @@
 // and as a chat request. A refusal must carry status 400 (500 only for out of memory), a clean one-line message
 // and a field name without control bytes; its error body must be JSON. An accepted request must hold what
 // request.h promises: a prompt (text or ids ≥ 0) or a non-empty list of messages with a served role and a content,
-// at most REQUEST_MAX_STOP non-empty stop strings, sampling values in range, specdec.marks on a stream only.
+// at most REQUEST_MAX_STOP non-empty stop strings, sampling values in range, specdec.marks on a stream only,
+// top_logprobs in [0, 20] and only with logprobs.
 #include <jansson.h>
 
 #include "fuzz.h"
@@ -49,6 +50,8 @@ static void check_request(const Request *r) {
     if (penalties_check(&r->penalties, &err)) fuzz_fail("accepted penalties: %s", err.msg);
     if (r->max_tokens < 0 || r->max_tokens > REQUEST_MAX_TOKENS) fuzz_fail("accepted max_tokens %d", r->max_tokens);
     if (r->marks && !r->stream) fuzz_fail("accepted specdec.marks without a stream");
+    if (r->top_logprobs < 0 || r->top_logprobs > LOGPROBS_TOP_MAX || (!r->logprobs && r->top_logprobs))
+        fuzz_fail("accepted top_logprobs %d (logprobs %d)", r->top_logprobs, r->logprobs);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

@@ -321,9 +321,45 @@ static void check_chat_logprobs(const json_t *got, const json_t *lines, const ch
     }
 }
 
+static json_t *stream_events(int port, const char *body);
+
+// A greedy stream cut by a stop string (the generated text's characters 6 and 7, which may occur before): an entry for
+// every generated token (usage's completion_tokens), the stop string's too, at code-point offsets that grow from 0 by
+// each token's length.
+static void check_stream_cut_by_a_stop(int port, const json_t *greedy) {
+    char text[256] = "", *body;
+    for (size_t i = 0; i < json_array_size(greedy); i++)
+        strncat(text, json_string_value(json_object_get(json_array_get(greedy, i), "token")) ?: "",
+                sizeof text - strlen(text) - 1);
+    if (strlen(text) < 8 || asprintf(&body, "{\"prompt\": \"" PROMPT "\", \"max_tokens\": 20, \"temperature\": 0, "
+                                     "\"logprobs\": 1, \"stream\": true, \"stream_options\": {\"include_usage\": "
+                                     "true}, \"stop\": \"%.2s\"}", text + 6) < 0)
+        return;
+    json_t *events = stream_events(port, body);
+    long offset = 0, tokens = 0, completion_tokens = -1;
+    for (size_t e = 0; e < json_array_size(events); e++) {
+        const json_t *event = json_array_get(events, e), *usage = json_object_get(event, "usage");
+        if (usage) completion_tokens = (long)json_integer_value(json_object_get(usage, "completion_tokens"));
+        const json_t *lp = json_object_get(json_array_get(json_object_get(event, "choices"), 0), "logprobs");
+        for (size_t i = 0; i < json_array_size(json_object_get(lp, "tokens")); i++, tokens++) {
+            CHECK(json_integer_value(json_array_get(json_object_get(lp, "text_offset"), i)) == offset,
+                  "%s: token %ld at offset %lld, not %ld", body, tokens,
+                  json_integer_value(json_array_get(json_object_get(lp, "text_offset"), i)), offset);
+            offset += (long)strlen(json_string_value(json_array_get(json_object_get(lp, "tokens"), i)) ?: "");
+        }
+    }
+    char stop[3] = {text[6], text[7], '\0'};
+    const long end = (long)(strstr(text, stop) - text) + 2;  // where the stop string first ends
+    CHECK(completion_tokens > 0 && tokens == completion_tokens && offset >= end,
+          "%s: %ld entries for %ld tokens (%ld characters, the stop string ends at %ld)", body, tokens,
+          completion_tokens, offset, end);
+    json_decref(events);
+    free(body);
+}
+
 // The openai client's logprobs, streamed and not, equal generate --logprobs' lines (whose values equal the log-softmax
 // of what specdec logits prints): completions greedy, drafting by lookup (kept drafts, corrections and plain rounds),
-// chat sampled. And what the client's texts are, generate's.
+// chat sampled; and a stream cut by a stop string has every token's entry.
 TEST(serve_logprobs_equal_generate_and_logits) {
     char dir[64], *command, *out = NULL, *log, *ids = NULL;
     tiny_checkpoint(dir, true);
@@ -352,6 +388,7 @@ TEST(serve_logprobs_equal_generate_and_logits) {
                                   completions[i]);
         check_chat_logprobs(json_object_get(json_object_get(cases, chats[i]), "logprobs"), chat, chats[i]);
     }
+    if (greedy) check_stream_cut_by_a_stop(s.port, greedy);
     CHECK(stop_serving(&s, &log) == 0, "the server's exit status on SIGTERM: %s", log);
     json_decref(cases), json_decref(greedy), json_decref(chat);
     free(out), free(log), free(ids);
