@@ -94,7 +94,7 @@ static const Option options[] = {
     {"host", 0, OPT_STRING, FIELD(host), 0, 0, "the address to listen on (default 127.0.0.1: this machine only)"},
     {"port", 0, OPT_INT, FIELD(port), 0, 65535, "the port to listen on (default 8080; 0: any free port)"},
     {"api-key", 0, OPT_STRING, FIELD(api_key), 0, 0, "require \"Authorization: Bearer KEY\" (all but /health)"},
-    {"queue", 0, OPT_INT, FIELD(queue), 0, 4096, "requests that may wait beside the one generating (default 8); "
+    {"queue", 0, OPT_INT, FIELD(queue), 0, 4096, "requests that may wait beside those generating (default 8); "
                                                  "more get 503"},
     {"max-body", 0, OPT_INT, FIELD(max_body), 1, 1 << 30, "the largest request body in bytes (default 1048576)"},
     {"timeout", 0, OPT_INT, FIELD(timeout), 1, 86400, "seconds a connection may stay idle (default 30)"},

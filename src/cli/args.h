@@ -46,11 +46,11 @@ typedef struct {
     const char *host;           // serve --host
     const char *api_key;        // serve --api-key
     int port;                   // serve --port (0: any free port)
-    int queue;                  // serve --queue: requests that may wait beside the one running
+    int queue;                  // serve --queue: requests that may wait beside those generating
     int max_body;               // serve --max-body, bytes
     int timeout;                // serve --timeout, seconds a connection may stay idle
     const char *output;         // batch -o FILE (NULL: standard output)
-    int parallel;               // batch --parallel: generations at once
+    int parallel;               // serve and batch --parallel: generations at once
     Repeated chat_vars;         // --chat-var NAME=JSON
     const char *tools;          // render --tools FILE: OpenAI function tools for the template
     Repeated stops;             // --stop TEXT

@@ -139,7 +139,8 @@ static int run_lines(Line *lines, int n, const Engine *en, int parallel, const c
     const double t0 = now_seconds();
     int next = 0, written = 0;
     while (written < n && !interrupted) {
-        for (; next < n && batch_active(b) < parallel; next++) start_line(&lines[next], next, en, b, model, &sinks[next]);
+        for (; next < n && batch_active(b) < parallel; next++)
+            start_line(&lines[next], next, en, b, model, &sinks[next]);
         if (batch_step(b, err)) break;
         for (int i = 0; i < next; i++)
             if (lines[i].place >= 0 && batch_state(b, lines[i].place) >= BATCH_DONE) end_line(&lines[i], b);

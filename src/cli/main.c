@@ -51,7 +51,7 @@ static const Command commands[] = {
     {"serve", cmd_serve, "serve [-m DIR [-d DRAFT_DIR]] [--lookup] [--host 127.0.0.1] [--port 8080] [--api-key KEY] "
      "[options]", "an OpenAI-compatible HTTP server (docs/server.md); speculative with a draft model or --lookup",
      "model draft tokens gamma sampler lookup tree-width tree pipeline draft-p-min ctx threads draft-threads quant "
-     "draft-quant host port api-key queue max-body timeout help", 0, 0},
+     "draft-quant host port api-key parallel queue max-body timeout help", 0, 0},
     {"batch", cmd_batch, "batch [-m DIR [-d DRAFT_DIR]] [--lookup] -f REQUESTS.jsonl [-o OUT.jsonl] [--parallel N] "
      "[options]", "offline jobs: each line a /v1/completions or /v1/chat/completions body, each answered by the "
      "server's response object (or its error object), in input order, --parallel at a time (docs/cli.md)",

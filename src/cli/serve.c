@@ -1,5 +1,5 @@
 // serve.c — specdec serve (see serve.h): generate's model, quantization and speculation options, the server's own
-// (--host, --port, --api-key, --queue, --max-body, --timeout), then requests until a signal.
+// (--host, --port, --api-key, --parallel, --queue, --max-body, --timeout), then requests until a signal.
 #include "cli/serve.h"
 
 #include <arpa/inet.h>
@@ -29,6 +29,9 @@ static int serve_until_signal(const Engine *engine, const ServeOptions *options,
     signal(SIGPIPE, SIG_IGN);                 // a client gone mid-write is an error return, not the end
     Server server;
     if (server_start(&server, engine, options, err)) return -1;
+    const size_t cache_bytes = queue_cache_bytes(&server.queue);
+    fprintf(stderr, "specdec serve: %d requests at once, their KV caches %.1f MiB (%d × %d positions; --parallel, "
+            "--ctx)\n", options->parallel, cache_bytes / 1048576.0, options->parallel, engine->target->cfg.n_positions);
     fprintf(stderr, "specdec serve: listening on http://%s%s%s:%d/v1 (model %s)\n", strchr(options->host, ':') ? "[" : "",
             options->host, strchr(options->host, ':') ? "]" : "", server_port(&server), options->model);
     if (!is_loopback(options->host) && !options->api_key)
@@ -56,8 +59,7 @@ int cmd_serve(const Args *args, Err *err) {
     Session s;
     Tokenizer tok;
     ChatTemplate chat;
-    Conversation conversation;  // the caches one request leaves for the next (engine.h)
-    bool have_tok = false, have_chat = false, have_conversation = false;
+    bool have_tok = false, have_chat = false;
     int rc = -1;
     if (session_open_from_args(&s, args, target_dir, draft_dir, err)) goto done;
     if (load_tokenizer(&tok, target_dir, true, &have_tok, err)) goto done;
@@ -69,20 +71,18 @@ int cmd_serve(const Args *args, Err *err) {
     snprintf(no_chat, sizeof no_chat, "this checkpoint has no chat template that specdec can use: %s",
              no_template.msg);
     if (!have_chat) fprintf(stderr, "specdec serve: /v1/chat/completions is refused: %s\n", no_chat);
-    if (conversation_init(&conversation, &s.target, NULL, err)) goto done;
-    have_conversation = true;
     const Engine engine = {.target = &s.target, .draft = s.has_draft ? &s.draft : NULL, .lookup = args->lookup,
                            .tok = &tok, .chat = have_chat ? &chat : NULL, .no_chat = no_chat,
-                           .conversation = &conversation, .spec = spec, .draft_p_min = args->draft_p_min,
+                           .spec = spec, .draft_p_min = args->draft_p_min,
                            .default_max_tokens = args->n_tokens};
     char model[256];
     folder_name(target_dir, model, sizeof model);
     const ServeOptions options = {.host = args->host ? args->host : "127.0.0.1", .port = args->port,
-                                  .api_key = args->api_key, .queue = args->queue, .max_body = (size_t)args->max_body,
+                                  .api_key = args->api_key, .parallel = args->parallel, .queue = args->queue,
+                                  .max_body = (size_t)args->max_body,
                                   .timeout = args->timeout, .model = model};
     rc = serve_until_signal(&engine, &options, err);
 done:
-    if (have_conversation) conversation_free(&conversation);
     if (have_chat) chat_template_free(&chat);
     if (have_tok) tokenizer_free(&tok);
     session_close(&s);

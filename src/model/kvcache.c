@@ -52,6 +52,8 @@ int kv_init(KVCache *cache, int n_layer, int n_head, int n_ctx, int hd, Err *err
     return 0;
 }
 
+size_t kv_bytes(const KVCache *cache) { return keys_bytes(cache) + values_bytes(cache); }
+
 void kv_free(KVCache *cache) {
     cache_array_free(cache, cache->k, keys_bytes(cache));
     cache_array_free(cache, cache->v, values_bytes(cache));

@@ -31,6 +31,9 @@ typedef struct {
 int kv_init(KVCache *cache, int n_layer, int n_head, int n_ctx, int hd, Err *err);
 void kv_free(KVCache *cache);
 
+// The bytes its keys and values take (allocated at kv_init; mapped as positions are written).
+size_t kv_bytes(const KVCache *cache);
+
 // Keeps positions [0, n) and forgets the rest; n must be in [0, len].
 void kv_truncate(KVCache *cache, int n);
 

@@ -149,63 +149,178 @@ static void finish(Job *job, const EngineResult *result, const ApiError *error) 
     pthread_mutex_unlock(&job->lock);
 }
 
-// Runs a job to its result or its error (returns -1); finish() is the worker's to call, once the queue knows it is
-// free — so that a client holding its answer finds the slot free.
-static int run_job(const Engine *engine, Job *job, EngineResult *result, ApiError *e) {
+// ---- the slots ----------------------------------------------------------------------------------------------
+
+// A request's place in the batch: its generation, and the conversation (the target's KV cache and the ids it holds)
+// that the slot keeps for the next request.
+struct Slot {
+    Conversation conv;
+    unsigned long long used;    // the queue's tick when a request last took it (least recently used: the smallest)
+    Job *job;                   // generating here, or NULL: free
+    EngineSink sink;
+    EngineRun *run;
+    BatchJob batch_job;
+    EngineResult result;
+    int *prompt, n_prompt;
+    int place;                  // its sequence in the batch
+};
+
+// The free slot for a request under `key` with ids[0..n_ids): the one whose conversation shares its longest prefix
+// with them, else (none shares any) the least recently used.
+static Slot *pick_slot(JobQueue *q, const char *key, const int *ids, int n_ids) {
+    Slot *best = NULL;
+    int best_shared = 0;
+    for (int i = 0; i < q->parallel; i++) {
+        Slot *slot = &q->slots[i];
+        if (slot->job) continue;
+        const int shared = conversation_shared(&slot->conv, key, ids, n_ids);
+        if (!best || shared > best_shared || (shared == best_shared && slot->used < best->used)) {
+            best = slot;
+            best_shared = shared;
+        }
+    }
+    return best;
+}
+
+// The slot is free again (its conversation kept, or reset where the generation failed).
+static void free_slot(Slot *slot, bool failed) {
+    if (failed) conversation_reset(&slot->conv);
+    free(slot->prompt);
+    *slot = (Slot){.conv = slot->conv, .used = slot->used};
+}
+
+// The slot's generation joins the batch, on the slot's conversation: what it shares with the prompt stays in the
+// cache (the rest is prefilled in the batch's steps).
+static int join(JobQueue *q, Slot *slot, Err *err) {
+    if (conversation_claim(&slot->conv, slot->job->req.cache_salt, err) ||
+        conversation_prepare(&slot->conv, slot->prompt, slot->n_prompt, slot->batch_job.params->max_tokens,
+                             &slot->result.cached_tokens, err))
+        return -1;
+    slot->batch_job.cache = &slot->conv.cache;
+    slot->place = batch_join(q->batch, &slot->batch_job, err);
+    return slot->place < 0 ? -1 : 0;
+}
+
+// The job's generation joins the batch in a free slot; −1 with e when it cannot (its prompt refused: 400; 500).
+static int admit(JobQueue *q, Job *job, ApiError *e) {
     int *prompt = NULL, n_prompt = 0;
     if (job_cancelled(job)) return api_error(e, 499, NULL, NULL, "the client went away before its turn");
-    if (engine_prompt(engine, &job->req, &prompt, &n_prompt, e)) {
+    if (engine_prompt(q->engine, &job->req, &prompt, &n_prompt, e)) {
         free(prompt);
         return -1;
     }
+    Slot *slot = pick_slot(q, job->req.cache_salt, prompt, n_prompt);
+    *slot = (Slot){.conv = slot->conv, .used = ++q->tick, .job = job, .prompt = prompt, .n_prompt = n_prompt,
+                   .sink = {.on_text = job_on_text, .cancelled = job_cancelled, .ctx = job}};
     pthread_mutex_lock(&job->lock);
     job->started = true;
     pthread_cond_broadcast(&job->changed);
     pthread_mutex_unlock(&job->lock);
-    job->response.tok = engine->tok;  // (the logprobs' token strings)
-    EngineSink sink = {.on_text = job_on_text, .cancelled = job_cancelled, .ctx = job};
-    const int rc = engine_run(engine, &job->req, prompt, n_prompt, &sink, result, e);
-    free(prompt);
-    return rc;
+    job->response.tok = q->engine->tok;  // (the logprobs' token strings)
+    slot->run = engine_begin(q->engine, &job->req, prompt, n_prompt, &slot->sink, &slot->result, &slot->batch_job, e);
+    Err err;
+    if (slot->run && join(q, slot, &err)) {
+        api_error(e, 500, NULL, NULL, "generation failed: %s", err.msg);
+        engine_abort(slot->run);
+        slot->run = NULL;
+    }
+    if (!slot->run) {
+        free_slot(slot, true);
+        return -1;
+    }
+    return 0;
 }
 
+// A job's end: the queue counts it out (so that a client holding its answer finds the place free), then its answer.
+static void end_job(JobQueue *q, Job *job, const EngineResult *result, const ApiError *error) {
+    pthread_mutex_lock(&q->lock);
+    q->running--;
+    pthread_mutex_unlock(&q->lock);
+    finish(job, result, error);
+    job_release(job);
+}
+
+// The slot's sequence leaves the batch — done, failed, or (prefilling) its client gone — and its job is answered.
+static void leave(JobQueue *q, Slot *slot) {
+    int n_out;
+    Err err;
+    ApiError e;
+    const bool prefilling = batch_state(q->batch, slot->place) == BATCH_PREFILLING;
+    bool failed = batch_leave(q->batch, slot->place, &n_out, &slot->result.stats, &err) != 0;
+    if (failed) {
+        engine_abort(slot->run);
+        api_error(&e, 500, NULL, NULL, "generation failed: %s", err.msg);
+    } else {
+        conversation_commit(&slot->conv, slot->batch_job.out, n_out);
+        failed = engine_end(slot->run, n_out, &e) != 0;
+        slot->result.cancelled |= prefilling;
+    }
+    Job *job = slot->job;
+    EngineResult result = slot->result;
+    free_slot(slot, failed || prefilling);  // (a prefill left midway leaves a cache shorter than its ids)
+    end_job(q, job, failed ? NULL : &result, failed ? &e : NULL);
+}
+
+// One step of the batch, then the sequences that ended (or whose client went away while prefilling) leave it.
+static void step(JobQueue *q) {
+    Err err;
+    batch_step(q->batch, &err);  // (a failed forward fails its sequences: they leave with err below)
+    for (int i = 0; i < q->parallel; i++) {
+        Slot *slot = &q->slots[i];
+        if (!slot->job) continue;
+        const BatchState state = batch_state(q->batch, slot->place);
+        if (state >= BATCH_DONE || (state == BATCH_PREFILLING && job_cancelled(slot->job))) leave(q, slot);
+    }
+}
+
+// The worker: takes waiting jobs into free slots, steps the batch while anything runs; when stopping, ends once the
+// running generations have.
 static void *worker(void *arg) {
     JobQueue *q = arg;
-    pthread_mutex_lock(&q->lock);
     for (;;) {
-        while (!q->head && !q->stopping) pthread_cond_wait(&q->nonempty, &q->lock);
-        if (q->stopping) break;
-        Job *job = q->head;
-        q->head = job->next;
-        if (!q->head) q->tail = NULL;
-        q->waiting--;
-        q->running = true;
+        pthread_mutex_lock(&q->lock);
+        while (!q->running && !q->head && !q->stopping) pthread_cond_wait(&q->nonempty, &q->lock);
+        if (q->stopping && !q->running) {
+            pthread_mutex_unlock(&q->lock);
+            break;
+        }
+        Job *job = NULL;
+        if (q->head && q->running < q->parallel && !q->stopping) {
+            job = q->head;
+            q->head = job->next;
+            if (!q->head) q->tail = NULL;
+            q->waiting--;
+            q->running++;
+        }
+        const bool more = job && q->head && q->running < q->parallel;  // (all that can join, before the step)
         pthread_mutex_unlock(&q->lock);
-        EngineResult result;
         ApiError e;
-        const bool ok = run_job(q->engine, job, &result, &e) == 0;
-        pthread_mutex_lock(&q->lock);
-        q->running = false;
-        pthread_mutex_unlock(&q->lock);
-        finish(job, ok ? &result : NULL, ok ? NULL : &e);
-        job_release(job);
-        pthread_mutex_lock(&q->lock);
+        if (job && admit(q, job, &e)) end_job(q, job, NULL, &e);
+        if (!more) step(q);
     }
-    pthread_mutex_unlock(&q->lock);
     return NULL;
 }
 
-int queue_start(JobQueue *q, const Engine *engine, int capacity, Err *err) {
-    *q = (JobQueue){.capacity = capacity, .engine = engine};
+int queue_start(JobQueue *q, const Engine *engine, int parallel, int capacity, Err *err) {
+    *q = (JobQueue){.capacity = capacity, .parallel = parallel, .engine = engine};
     pthread_mutex_init(&q->lock, NULL);
     pthread_cond_init(&q->nonempty, NULL);
+    if (!(q->slots = calloc((size_t)parallel, sizeof *q->slots))) return err_fmt(err, "out of memory for %d slots", parallel);
+    if (!(q->batch = batch_open(engine->target, parallel, err))) return -1;
+    for (; q->n_slots < parallel; q->n_slots++)
+        if (conversation_init(&q->slots[q->n_slots].conv, engine->target, NULL, err)) return -1;
     if (pthread_create(&q->worker, NULL, worker, q) != 0) return err_fmt(err, "cannot start the worker thread");
+    q->started = true;
     return 0;
+}
+
+size_t queue_cache_bytes(const JobQueue *q) {
+    return q->n_slots ? (size_t)q->n_slots * kv_bytes(&q->slots[0].conv.cache) : 0;
 }
 
 bool queue_submit(JobQueue *q, Job *job) {
     pthread_mutex_lock(&q->lock);
-    const bool room = q->waiting + q->running <= q->capacity && !q->stopping;  // capacity waiting + 1 running
+    const bool room = q->waiting < q->capacity + (q->parallel - q->running) && !q->stopping;  // + the free slots
     if (room) {
         pthread_mutex_lock(&job->lock);
         job->refs++;
@@ -221,7 +336,7 @@ bool queue_submit(JobQueue *q, Job *job) {
     return room;
 }
 
-void queue_state(JobQueue *q, int *waiting, bool *running) {
+void queue_state(JobQueue *q, int *waiting, int *running) {
     pthread_mutex_lock(&q->lock);
     *waiting = q->waiting;
     *running = q->running;
@@ -233,7 +348,7 @@ void queue_stop(JobQueue *q) {
     q->stopping = true;
     pthread_cond_signal(&q->nonempty);
     pthread_mutex_unlock(&q->lock);
-    pthread_join(q->worker, NULL);
+    if (q->started) pthread_join(q->worker, NULL);
     ApiError e;
     api_error(&e, 503, "server_stopping", NULL, "the server is stopping");
     for (Job *job = q->head, *next; job; job = next) {
@@ -241,6 +356,9 @@ void queue_stop(JobQueue *q) {
         finish(job, NULL, &e);
         job_release(job);
     }
+    batch_close(q->batch);
+    for (int i = 0; i < q->n_slots; i++) conversation_free(&q->slots[i].conv);
+    free(q->slots);
     pthread_mutex_destroy(&q->lock);
     pthread_cond_destroy(&q->nonempty);
 }

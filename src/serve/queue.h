@@ -51,23 +51,34 @@ void job_wait_started(Job *job);
 // Waits until the job is done.
 void job_wait_done(Job *job);
 
+typedef struct Slot Slot;  // a generation's place in the batch, with the conversation it keeps (queue.c)
+
 typedef struct {
     pthread_mutex_t lock;
     pthread_cond_t nonempty;
     Job *head, *tail;
     int waiting, capacity;
-    bool running, stopping;
+    int running, parallel;      // jobs taken into slots (generating, or about to), of `parallel` slots
+    bool started, stopping;
     pthread_t worker;
     const Engine *engine;
+    // The worker's alone:
+    Slot *slots;                // [parallel]
+    int n_slots;                // of them, those whose caches are allocated
+    Batch *batch;               // the slots' generations, stepping together
+    unsigned long long tick;    // jobs taken so far
 } JobQueue;
 
-// Starts the worker on engine; at most capacity jobs wait beside the one running.
-int queue_start(JobQueue *q, const Engine *engine, int capacity, Err *err);
+// Starts the worker on engine with `parallel` slots, each with a KV cache of the target's context; at most capacity
+// jobs wait beside those generating. −1 with err (then queue_stop frees what was made).
+int queue_start(JobQueue *q, const Engine *engine, int parallel, int capacity, Err *err);
+// The bytes of the slots' KV caches (allocated at start: the server's memory beside the models').
+size_t queue_cache_bytes(const JobQueue *q);
 // Queues job (taking a reference); false when the queue is full.
 bool queue_submit(JobQueue *q, Job *job);
-// The jobs waiting and whether one is running (for /health).
-void queue_state(JobQueue *q, int *waiting, bool *running);
-// Stops the worker after the job it runs; the jobs still waiting fail with 503.
+// The jobs waiting and those generating (for /health).
+void queue_state(JobQueue *q, int *waiting, int *running);
+// Stops taking jobs, and the worker once the generations running have ended; the jobs still waiting fail with 503.
 void queue_stop(JobQueue *q);
 
 #endif

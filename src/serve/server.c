@@ -180,12 +180,11 @@ static enum MHD_Result complete(Server *s, struct MHD_Connection *c, Exchange *x
 }
 
 static enum MHD_Result health(Server *s, struct MHD_Connection *c, Exchange *x) {
-    int waiting;
-    bool running;
+    int waiting, running;
     queue_state(&s->queue, &waiting, &running);
     char *body = NULL;
-    if (asprintf(&body, "{\"status\": \"ok\", \"waiting\": %d, \"running\": %s}", waiting,
-                 running ? "true" : "false") < 0)
+    if (asprintf(&body, "{\"status\": \"ok\", \"waiting\": %d, \"running\": %d, \"parallel\": %d}", waiting,
+                 running, s->options.parallel) < 0)
         body = NULL;
     return respond(c, x, 200, "application/json", body);
 }
@@ -370,7 +369,8 @@ int server_start(Server *s, const Engine *engine, const ServeOptions *options, E
     if (resolve(options->host, options->port, &addr, err) || check_bind(&addr, options->host, options->port, err))
         return -1;
     if (deadlines_start(&s->deadlines, options->timeout, err)) return -1;
-    if (queue_start(&s->queue, engine, options->queue, err)) {
+    if (queue_start(&s->queue, engine, options->parallel, options->queue, err)) {
+        queue_stop(&s->queue);
         deadlines_stop(&s->deadlines);
         return -1;
     }
@@ -380,7 +380,7 @@ int server_start(Server *s, const Engine *engine, const ServeOptions *options, E
                                  MHD_OPTION_EXTERNAL_LOGGER, log_library, NULL,  // first, or it misses messages
                                  MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
                                  MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)options->timeout,
-                                 MHD_OPTION_CONNECTION_LIMIT, (unsigned)(options->queue + 64),
+                                 MHD_OPTION_CONNECTION_LIMIT, (unsigned)(options->queue + options->parallel + 64),
                                  MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
                                  MHD_OPTION_NOTIFY_CONNECTION, on_connection, s, MHD_OPTION_END);
     if (!s->daemon) {

@@ -1,6 +1,6 @@
 // server.h — specdec serve's HTTP side: GNU libmicrohttpd, one thread per connection, in front of the job queue.
 //
-//   GET  /health                 {"status": "ok", "waiting": N, "running": bool} (no key needed: for monitors)
+//   GET  /health                 {"status": "ok", "waiting": N, "running": N, "parallel": N} (no key: for monitors)
 //   GET  /v1/models              the one model served
 //   POST /v1/completions         a prompt (request.h) → a completion, or server-sent events with "stream": true
 //   POST /v1/chat/completions    messages → a chat completion, or events
@@ -28,7 +28,8 @@ typedef struct {
     const char *host;       // an address (127.0.0.1, ::1, 0.0.0.0) or a name that resolves to one
     int port;               // 0: any free port (server_port says which)
     const char *api_key;    // NULL: none
-    int queue;              // requests that may wait beside the one running
+    int parallel;           // requests generating at once, in one batch
+    int queue;              // requests that may wait beside those generating
     size_t max_body;        // bytes
     int timeout;            // seconds a connection may stay idle, and a request may take to arrive whole
     const char *model;      // the name /v1/models and the responses give (the checkpoint folder's)

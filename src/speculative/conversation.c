@@ -1,4 +1,5 @@
 // conversation.c — replies that continue from the caches the last one left (conversation.h).
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,8 +23,13 @@ void conversation_reset(Conversation *c) {
     if (c->drafter) c->drafter->rollback(c->drafter, 0, NULL, 0);
 }
 
+// Whether the conversation is key's (NULL: none given, which is a key too).
+static bool claimed_by(const Conversation *c, const char *key) {
+    return key ? c->key && strcmp(key, c->key) == 0 : !c->key;
+}
+
 int conversation_claim(Conversation *c, const char *key, Err *err) {
-    if (key ? c->key && strcmp(key, c->key) == 0 : !c->key) return 0;
+    if (claimed_by(c, key)) return 0;
     conversation_reset(c);
     free(c->key);
     c->key = NULL;
@@ -39,15 +45,14 @@ static int common_prefix(const Conversation *c, const int *ids, int n_ids) {
     return k;
 }
 
-int conversation_reply(Conversation *c, const int *ids, int n_ids, const SpecParams *params, int *out, int *n_out,
-                       SpecStats *stats, int *n_reused, Err *err) {
-    *n_out = *n_reused = 0;
+int conversation_prepare(Conversation *c, const int *ids, int n_ids, int max_tokens, int *n_reused, Err *err) {
+    *n_reused = 0;
     const int n_ctx = c->target->cfg.n_positions;
     if (n_ids < 1) return err_fmt(err, "the conversation is empty");
     if (n_ids >= n_ctx)
         return err_fmt(err, "the conversation has %d tokens and the context holds %d positions: no room for a reply",
                        n_ids, n_ctx);
-    size_t need = (size_t)n_ids + (size_t)params->max_tokens;
+    size_t need = (size_t)n_ids + (size_t)max_tokens;
     if (need > (size_t)c->cap) {
         int *grown = realloc(c->committed, need * sizeof *grown);
         if (!grown) return err_fmt(err, "out of memory for a conversation of %zu tokens", need);
@@ -60,11 +65,26 @@ int conversation_reply(Conversation *c, const int *ids, int n_ids, const SpecPar
     *n_reused = keep;
     memcpy(c->committed, ids, (size_t)n_ids * sizeof *ids);
     c->n = n_ids;
+    return 0;
+}
+
+void conversation_commit(Conversation *c, const int *out, int n_out) {
+    memcpy(c->committed + c->n, out, (size_t)n_out * sizeof *out);
+    c->n += n_out;
+}
+
+int conversation_reply(Conversation *c, const int *ids, int n_ids, const SpecParams *params, int *out, int *n_out,
+                       SpecStats *stats, int *n_reused, Err *err) {
+    *n_out = 0;
+    if (conversation_prepare(c, ids, n_ids, params->max_tokens, n_reused, err)) return -1;
     if (speculative_continue(c->target, &c->cache, c->drafter, ids, n_ids, params, out, n_out, stats, err)) {
         conversation_reset(c);  // what the caches hold is no longer known
         return -1;
     }
-    memcpy(c->committed + n_ids, out, (size_t)*n_out * sizeof *out);
-    c->n += *n_out;
+    conversation_commit(c, out, *n_out);
     return 0;
+}
+
+int conversation_shared(const Conversation *c, const char *key, const int *ids, int n_ids) {
+    return !claimed_by(c, key) ? 0 : common_prefix(c, ids, n_ids);
 }

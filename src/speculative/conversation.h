@@ -41,4 +41,15 @@ int conversation_claim(Conversation *c, const char *key, Err *err);
 int conversation_reply(Conversation *c, const int *ids, int n_ids, const SpecParams *params, int *out, int *n_out,
                        SpecStats *stats, int *n_reused, Err *err);
 
+// conversation_reply in steps, for a caller that runs the generation itself (a server's batch: batch.h): prepare
+// keeps the longest common prefix of ids[0..n_ids) and the committed ones in the caches (*n_reused of them) and
+// takes ids as the conversation's, leaving the target's cache for the continuation to fill (room for max_tokens);
+// commit adds the reply out[0..n_out) once made. A generation that failed leaves the caches unknown: reset then.
+int conversation_prepare(Conversation *c, const int *ids, int n_ids, int max_tokens, int *n_reused, Err *err);
+void conversation_commit(Conversation *c, const int *out, int n_out);
+
+// How many of ids[0..n_ids) a reply under `key` would find in the caches (conversation_prepare's *n_reused after
+// conversation_claim): 0 when the conversation is another key's. For choosing among conversations (a server's slots).
+int conversation_shared(const Conversation *c, const char *key, const int *ids, int n_ids);
+
 #endif

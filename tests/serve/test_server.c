@@ -19,160 +19,12 @@
 
 #include "harness.h"
 #include "logprobs_lines.h"
+#include "served.h"
 #include "tokenizer_fixtures.h"
 
 #define TARGET "weights/pystd/target"
 #define DRAFT "weights/pystd/draft"
 #define PROMPT "X+Y"  // ids 55 10 56 in the shipped tokenizer: inside the tiny checkpoint's vocabulary
-
-// ---- the server as a child process --------------------------------------------------------------------------
-
-typedef struct {
-    pid_t pid;
-    int port;
-    char log[64];   // its stderr
-} Served;
-
-static char *read_text(const char *path) {
-    char *out = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f) return strdup("");
-    size_t cap = 1 << 16, n = 0, got;
-    out = malloc(cap);
-    while ((got = fread(out + n, 1, cap - n - 1, f)) > 0)
-        if ((n += got) == cap - 1) out = realloc(out, cap *= 2);
-    out[n] = '\0';
-    fclose(f);
-    return out;
-}
-
-// Starts `specdec serve --port 0 -m DIR OPTIONS` and waits for its "listening on" line; false if it exits first.
-static bool serve(Served *s, const char *dir, const char *options) {
-    snprintf(s->log, sizeof s->log, "/tmp/specdec-serve-XXXXXX");
-    const int fd = mkstemp(s->log);
-    char *command;
-    if (fd < 0 || asprintf(&command, "exec %s serve --port 0 -m %s %s", specdec_bin(), dir, options) < 0) return false;
-    if ((s->pid = fork()) == 0) {
-        dup2(fd, STDERR_FILENO);
-        execl("/bin/sh", "sh", "-c", command, (char *)NULL);
-        _exit(127);
-    }
-    close(fd);
-    free(command);
-    for (;;) {
-        char *log = read_text(s->log);
-        const char *at = strstr(log, "listening on http://127.0.0.1:");
-        s->port = at ? atoi(at + strlen("listening on http://127.0.0.1:")) : 0;
-        free(log);
-        if (s->port > 0) return true;
-        int status;
-        if (waitpid(s->pid, &status, WNOHANG) == s->pid) return false;
-        usleep(20000);
-    }
-}
-
-// SIGTERM, then its exit status; *log: what it wrote on stderr (caller frees).
-static int stop_serving(Served *s, char **log) {
-    kill(s->pid, SIGTERM);
-    int status;
-    waitpid(s->pid, &status, 0);
-    *log = read_text(s->log);
-    unlink(s->log);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
-// ---- raw HTTP -----------------------------------------------------------------------------------------------
-
-static int connect_to(int port) {
-    const int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-    if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof a) == 0) return fd;
-    if (fd >= 0) close(fd);
-    return -1;
-}
-
-// Reads from fd until the server closes it (or `until` appears in what came); malloc'd.
-static char *read_reply(int fd, const char *until) {
-    size_t cap = 1 << 14, n = 0;
-    char *out = malloc(cap);
-    ssize_t got;
-    while ((got = read(fd, out + n, cap - n - 1)) > 0) {
-        n += (size_t)got;
-        out[n] = '\0';
-        if (until && strstr(out, until)) break;
-        if (n + 1 == cap) out = realloc(out, cap *= 2);
-    }
-    out[n] = '\0';
-    return out;
-}
-
-// Sends raw bytes (a whole request, with "Connection: close") and returns everything the server sent back.
-static char *exchange(int port, const char *raw) {
-    const int fd = connect_to(port);
-    if (fd < 0) return strdup("(cannot connect)");
-    if (write(fd, raw, strlen(raw)) < 0) return close(fd), strdup("(cannot send)");
-    char *reply = read_reply(fd, NULL);
-    close(fd);
-    return reply;
-}
-
-static char *post(int port, const char *path, const char *headers, const char *body) {
-    char *raw, *reply;
-    if (asprintf(&raw, "POST %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\n%s"
-                       "Content-Length: %zu\r\n\r\n%s", path, headers, strlen(body), body) < 0)
-        return NULL;
-    reply = exchange(port, raw);
-    free(raw);
-    return reply;
-}
-
-// The final response's status: interim ones (1xx, such as the probe a half-closed client gets: queue.c) skipped.
-static int status_of(const char *reply) {
-    int status = 0;
-    while (sscanf(reply, "HTTP/1.%*d %d", &status) == 1 && status >= 100 && status < 200 && strstr(reply, "\r\n\r\n"))
-        reply = strstr(reply, "\r\n\r\n") + 4;
-    return sscanf(reply, "HTTP/1.%*d %d", &status) == 1 ? status : 0;
-}
-
-// Waits until /health says a generation runs (running) or that nothing runs and nothing waits (!running); gives up
-// (a failure) after a minute, so that a server that never gets there fails the test instead of hanging the suite.
-static void wait_health(int port, bool running) {
-    for (int tries = 0; tries < 3000; tries++) {
-        char *reply = exchange(port, "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
-        const bool there = running ? strstr(reply, "\"running\": true") != NULL
-                                   : strstr(reply, "\"running\": false") && strstr(reply, "\"waiting\": 0");
-        free(reply);
-        if (there) return;
-        usleep(20000);
-    }
-    CHECK(false, "/health never said %s", running ? "running" : "idle");
-}
-
-// A checkpoint folder of the fixture f32_tied_prefix (vocabulary 61, context 32) with the shipped tokenizer, whose
-// first 61 ids decode: prompts of such ids (given as ids, or as text like PROMPT) run through the whole server in
-// milliseconds, even in the sanitizers' build.
-// With a chat template, each message's content in parentheses and the assistant's turn an @ (characters whose ids
-// are below 61, and which no merge joins to PROMPT's).
-static void tiny_checkpoint(char dir[64], bool chat_template) {
-    snprintf(dir, 64, "/tmp/specdec-tiny-XXXXXX");
-    CHECK(mkdtemp(dir), "mkdtemp");
-    char *command;
-    if (asprintf(&command, "d=%s; f=$(pwd)/tests/fixtures/f32_tied_prefix; w=$(pwd)/" TARGET "; "
-                 "ln -s $f/config.json $f/model.safetensors $w/tokenizer.json $d/%s", dir,
-                 chat_template ? " && printf '%s' '{% for m in messages %}({{ m.content }}){% endfor %}{% if "
-                                 "add_generation_prompt %}@{% endif %}' > $d/chat_template.jinja" : "") < 0)
-        return;
-    CHECK(run_command(command, NULL, NULL) == 0, "%s", command);
-    free(command);
-}
-
-static void remove_dir(const char *dir) {
-    char *command;
-    if (asprintf(&command, "rm -rf %s", dir) < 0) return;
-    run_command(command, NULL, NULL);
-    free(command);
-}
 
 // ---- a real client against generate --------------------------------------------------------------------------
 
@@ -418,22 +270,24 @@ static char *complete_text(int port, const char *prompt, const char *salt, long 
     return text;
 }
 
-// The conversation cache: a request whose ids begin with the last one's keeps them (cached_tokens) and prefills
-// only the rest; one that shares nothing keeps nothing, and neither does one under another cache_salt (none given
-// being a salt of its own); every text is generate's for the same prompt, run fresh.
+// The conversation caches, one per slot (--parallel 4): a request whose ids begin with a slot's takes it, keeps them
+// (cached_tokens) and prefills only the rest; one that shares nothing keeps nothing, and neither does one under
+// another cache_salt (none given being a salt of its own); every text is generate's for the same prompt, run fresh.
 // (The prompts extend each other, not the replies: this tiny model's replies, re-encoded, would spell ids beyond
 // its vocabulary.)
 TEST(serve_conversation_cache_is_keyed_by_ids) {
     char dir[64], *log;
     tiny_checkpoint(dir, false);
     Served s;
-    CHECK(serve(&s, dir, "--lookup"), "the server did not start");
+    CHECK(serve(&s, dir, "--lookup --parallel 4"), "the server did not start");
     if (test_failures()) return;
     enum { TURNS = 9 };
     const char *prompts[TURNS] = {PROMPT, PROMPT "@", PROMPT "@(A)", "Q", "Q",  // ids 55 10 56 | 31 | 7 32 8; 48
                                   "Q", "Q@", "Q@", "Q@"};
     const char *salts[TURNS] = {NULL, NULL, NULL, NULL, NULL, "a", "a", "b", NULL};
-    const long cached_want[TURNS] = {0, 3, 4, 0, 0, 0, 1, 0, 0};  // the prompt before (its newest id is fed again)
+    // what a slot holds of the prompt (its newest id is fed again): turns 0-2 in one slot, then each turn the least
+    // recently used slot but turn 6 (a's slot of turn 5) and turn 8 (the saltless "Q" of turn 3 or 4)
+    const long cached_want[TURNS] = {0, 3, 4, 0, 0, 0, 1, 0, 1};
     for (int turn = 0; turn < TURNS; turn++) {
         long cached;
         char *text = complete_text(s.port, prompts[turn], salts[turn], &cached), *command, *fresh = NULL;
