@@ -5,10 +5,12 @@
 // order that alternates, and the tables give the medians of the per-prompt ratios server / in process.
 //
 // Then a multi-turn exchange through the server, as chat clients send it: each turn resends the whole history
-// (the previous prompt, the answer, a new line of code), once without the conversation cache (every turn
-// prefilled whole: the time to first token grows with the history) and once with it, as specdec serve runs
-// (engine.h: each turn prefills only what the last one did not leave in the caches).
+// (the previous prompt, the answer, a new line of code), once without the conversation cache (each turn under a
+// cache_salt of its own: prefilled whole, the time to first token growing with the history) and once with it (one
+// salt: each turn prefills only what the last one did not leave in its slot's caches). Then the concurrency sweep:
+// 1, 2, 4, 8 clients at once, with the draft and without — aggregate and per-request tokens/s, time to first token.
 #include <arpa/inet.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,19 +53,20 @@ static Timing run_in_process(const Engine *engine, const Request *req, const Pro
 
 // ---- through the server -------------------------------------------------------------------------------------
 
-// The request body: the prompt as token ids, greedy, streamed with usage.
-static char *request_body(const Prompt *p, int max_tokens) {
-    size_t cap = 128 + 12 * (size_t)p->n, at = 0;
+// The request body: the prompt as token ids, greedy, streamed with usage, and `extra` fields (JSON members, each
+// after a comma) — a cache_salt, specdec.draft.
+static char *request_body(const Prompt *p, int max_tokens, const char *extra) {
+    size_t cap = 128 + strlen(extra) + 12 * (size_t)p->n, at = 0;
     char *body = malloc(cap);
     at += (size_t)snprintf(body, cap, "{\"prompt\": [");
     for (int i = 0; i < p->n; i++) at += (size_t)snprintf(body + at, cap - at, i ? ", %d" : "%d", p->ids[i]);
     snprintf(body + at, cap - at, "], \"max_tokens\": %d, \"temperature\": 0, \"stream\": true, \"stream_options\": "
-             "{\"include_usage\": true}}", max_tokens);
+             "{\"include_usage\": true}%s}", max_tokens, extra);
     return body;
 }
 
-static Timing run_through_server(int port, const Prompt *p, int max_tokens) {
-    char *body = request_body(p, max_tokens), *head;
+static Timing run_through_server(int port, const Prompt *p, int max_tokens, const char *extra) {
+    char *body = request_body(p, max_tokens, extra), *head;
     if (asprintf(&head, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: "
                         "application/json\r\nContent-Length: %zu\r\n\r\n", strlen(body)) < 0)
         die("out of memory");
@@ -103,14 +106,16 @@ static Timing run_through_server(int port, const Prompt *p, int max_tokens) {
 // Rounds × prompts, both ways in alternating order: [way][round · n + prompt].
 static void compare(Bench *b, const Engine *engine, int port, const Prompt *prompts, int n, Timing *t[2]) {
     const int reps = b->opt.reps;
-    Request req = {.kind = API_COMPLETIONS, .max_tokens = b->opt.tokens, .has_seed = true,
+    Request req = {.kind = API_COMPLETIONS, .max_tokens = b->opt.tokens, .has_seed = true, .penalties = PENALTIES_OFF,
                    .sampling = {.temperature = 0, .top_k = 0, .top_p = 1}};
     for (int r = 0; r < reps; r++)
         for (int i = 0; i < n; i++) {
             progress_show(&b->progress, "server against in process", (double)(r * n + i) / (reps * n));
             for (int k = 0; k < 2; k++) {
                 const int way = (r + i + k) % 2;
-                t[way][r * n + i] = way ? run_through_server(port, &prompts[i], b->opt.tokens)
+                char salt[64];  // (a salt of its own: the request afresh, as in process)
+                snprintf(salt, sizeof salt, ", \"cache_salt\": \"compare-%d-%d\"", r, i);
+                t[way][r * n + i] = way ? run_through_server(port, &prompts[i], b->opt.tokens, salt)
                                         : run_in_process(engine, &req, &prompts[i]);
             }
             if (t[0][r * n + i].tokens != t[1][r * n + i].tokens) die("the server generated another length");
@@ -160,7 +165,8 @@ static void extend_history(Pair *pair, Prompt *p, int max_tokens, const int *lin
 // A conversation of SERVE_TURNS turns through the server: turn k's prompt is turn k − 1's, its answer, and a line.
 // Per turn: prompt tokens, the time to first token and the server's prefill time, cached tokens (those the
 // conversation cache kept; 0 without it).
-static json_t *multi_turn(Bench *b, Pair *pair, int port, const Prompt *first, const char *label) {
+// kept: whether the turns share one cache_salt (the slot's conversation kept), or each has its own (afresh).
+static json_t *multi_turn(Bench *b, Pair *pair, int port, const Prompt *first, bool kept, const char *label) {
     Err err;
     int *line, n_line;
     const char *text = "\n    # and then\n";
@@ -171,7 +177,9 @@ static json_t *multi_turn(Bench *b, Pair *pair, int port, const Prompt *first, c
     out(b, "\n%s:\n\n| turn | prompt tokens | cached | time to first token, ms | prefill, ms (the server's) |\n"
         "|---:|---:|---:|---:|---:|\n", label);
     for (int turn = 1; turn <= SERVE_TURNS && p.n + b->opt.tokens < pair->target.cfg.n_positions; turn++) {
-        const Timing t = run_through_server(port, &p, b->opt.tokens);
+        char salt[64];
+        snprintf(salt, sizeof salt, ", \"cache_salt\": \"turn-%d\"", kept ? 0 : turn);
+        const Timing t = run_through_server(port, &p, b->opt.tokens, salt);
         out(b, "| %d | %d | %d | %.2f | %.2f |\n", turn, p.n, t.cached, t.ttft * 1e3, t.prefill_ms);
         json_array_append_new(turns, json_pack("{s:i, s:i, s:f, s:f}", "prompt_tokens", p.n, "cached_tokens",
                                                t.cached, "ttft_ms", t.ttft * 1e3, "prefill_ms", t.prefill_ms));
@@ -182,9 +190,98 @@ static json_t *multi_turn(Bench *b, Pair *pair, int port, const Prompt *first, c
     return turns;
 }
 
-// Starts the server on a free loopback port over engine.
+// ---- many clients at once -----------------------------------------------------------------------------------
+
+enum { SWEEP_MAX_CLIENTS = 8 };
+
+typedef struct {
+    int port, max_tokens;
+    const Prompt *p;
+    char extra[96];
+    Timing t;
+    double start, end;
+} Client;
+
+static void *run_client(void *arg) {
+    Client *c = arg;
+    c->start = now_seconds();
+    c->t = run_through_server(c->port, c->p, c->max_tokens, c->extra);
+    c->end = now_seconds();
+    return NULL;
+}
+
+static int by_value(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+// The value at quantile q of v[0..n) (sorted in place).
+static double quantile(double *v, int n, double q) {
+    qsort(v, (size_t)n, sizeof *v, by_value);
+    return v[(int)(q * (n - 1) + 0.5)];
+}
+
+// `clients` clients at once, each with one request per round (a prompt of its own, a cache_salt of its own: no
+// request finds another's prefix), b->opt.reps rounds: the aggregate tokens/s of each round (all tokens over the
+// time from the first request to the last answer), each request's tokens/s and time to first token.
+static json_t *sweep_row(Bench *b, int port, const Prompt *prompts, int n, int clients, bool draft) {
+    const int reps = b->opt.reps, count = reps * clients;
+    double *aggregate = malloc(sizeof(double) * reps), *rate = malloc(sizeof(double) * count),
+           *ttft = malloc(sizeof(double) * count);
+    Client c[SWEEP_MAX_CLIENTS];
+    pthread_t threads[SWEEP_MAX_CLIENTS];
+    for (int r = 0; r < reps; r++) {
+        for (int k = 0; k < clients; k++) {
+            c[k] = (Client){.port = port, .max_tokens = b->opt.tokens, .p = &prompts[(r * clients + k) % n]};
+            snprintf(c[k].extra, sizeof c[k].extra, ", \"cache_salt\": \"sweep-%d-%d-%d-%d\"%s", clients, draft, r, k,
+                     draft ? "" : ", \"specdec\": {\"draft\": false}");
+            if (pthread_create(&threads[k], NULL, run_client, &c[k])) die("cannot start a client thread");
+        }
+        double first = 0, last = 0;
+        int tokens = 0;
+        for (int k = 0; k < clients; k++) {
+            pthread_join(threads[k], NULL);
+            first = k == 0 || c[k].start < first ? c[k].start : first;
+            last = c[k].end > last ? c[k].end : last;
+            tokens += c[k].t.tokens;
+            rate[r * clients + k] = c[k].t.tokens / c[k].t.seconds;
+            ttft[r * clients + k] = c[k].t.ttft;
+        }
+        aggregate[r] = tokens / (last - first);
+    }
+    const Summary total = summarize(aggregate, reps), each = summarize(rate, count), first = summarize(ttft, count);
+    const double p90 = quantile(ttft, count, 0.9);
+    out(b, "| %d | %s | %.1f | %.1f | %.1f | %.1f |\n", clients, draft ? "yes" : "no", total.median, each.median,
+        first.median * 1e3, p90 * 1e3);
+    json_t *j = json_pack("{s:i, s:b, s:o, s:o, s:o, s:f}", "clients", clients, "draft", draft,
+                          "aggregate_tokens_per_s", summary_json(total), "request_tokens_per_s", summary_json(each),
+                          "ttft_s", summary_json(first), "ttft_p90_s", p90);
+    free(aggregate);
+    free(rate);
+    free(ttft);
+    return j;
+}
+
+// The concurrency sweep: 1, 2, 4, 8 clients at once against --parallel 8, with the draft and without (each request's
+// specdec.draft), greedy.
+static json_t *sweep(Bench *b, Pair *pair, int port, const Prompt *prompts, int n) {
+    out(b, "\n## Many clients at once\n\n`--parallel %d`; each client one request per round (%d rounds, %d tokens, "
+        "greedy, streamed); aggregate: all the round's tokens over its time; medians unless said\n\n"
+        "| clients | draft | aggregate tokens/s | per-request tokens/s | time to first token, ms | p90, ms |\n"
+        "|---:|---|---:|---:|---:|---:|\n", SWEEP_MAX_CLIENTS, b->opt.reps, b->opt.tokens);
+    json_t *rows = json_array();
+    for (int clients = 1; clients <= SWEEP_MAX_CLIENTS; clients *= 2)
+        for (int draft = pair->has_draft; draft >= 0; draft--) {
+            progress_show(&b->progress, "many clients at once", (double)clients / (2 * SWEEP_MAX_CLIENTS));
+            json_array_append_new(rows, sweep_row(b, port, prompts, n, clients, draft));
+        }
+    return rows;
+}
+
+// Starts the server on a free loopback port over engine, with SWEEP_MAX_CLIENTS slots.
 static int start(Server *server, const Engine *engine, Pair *pair) {
-    const ServeOptions options = {.host = "127.0.0.1", .port = 0, .queue = 1, .max_body = 1 << 20, .timeout = 30,
+    const ServeOptions options = {.host = "127.0.0.1", .port = 0, .parallel = SWEEP_MAX_CLIENTS,
+                                  .queue = SWEEP_MAX_CLIENTS, .max_body = 1 << 20, .timeout = 30,
                                   .model = pair->target_dir};
     Err err;
     if (server_start(server, engine, &options, &err)) die("%s", err.msg);
@@ -194,9 +291,6 @@ static int start(Server *server, const Engine *engine, Pair *pair) {
 void suite_serve(Bench *b, Pair *pair) {
     if (!pair->has_tok) die("--suite serve needs a tokenizer (the server decodes text): give -m a checkpoint with one");
     suite_begin(b, "serve", 1);
-    Conversation conversation;
-    Err err;
-    if (conversation_init(&conversation, &pair->target, NULL, &err)) die("%s", err.msg);
     Engine engine = {.target = &pair->target, .draft = pair->has_draft ? &pair->draft : NULL, .tok = &pair->tok,
                      .no_chat = "no chat in the bench", .spec = {.policy = GAMMA_AUTO, .gamma = 5},
                      .default_max_tokens = b->opt.tokens};
@@ -204,22 +298,20 @@ void suite_serve(Bench *b, Pair *pair) {
     Prompt *prompts = prompts_load(pair, PROMPTS_HELD_OUT, b->opt.quick ? 4 : 8, b->opt.tokens + 1, &n);
     Timing *t[2] = {malloc(sizeof(Timing) * n * b->opt.reps), malloc(sizeof(Timing) * n * b->opt.reps)};
     out(b, "## The server's overhead\n\n%d held-out prompts × %d rounds, %d tokens each, greedy, %s; the server on "
-        "loopback, streaming, without the conversation cache (each request afresh, as in process)\n\n", n,
+        "loopback, streaming, each request with a cache_salt of its own (afresh, as in process)\n\n", n,
         b->opt.reps, b->opt.tokens, pair->has_draft ? "with the draft" : "target only");
     Server server;
     const int port = start(&server, &engine, pair);
     compare(b, &engine, port, prompts, n, t);
     json_t *j = overhead_table(b, t, n * b->opt.reps);
     out(b, "\nA conversation through the server, each turn the whole history again (its answer and a line more)\n");
-    json_object_set_new(j, "multi_turn_without_cache", multi_turn(b, pair, port, &prompts[0], "Without the "
-                                                                  "conversation cache (every turn prefilled whole)"));
-    server_stop(&server);
-    engine.conversation = &conversation;  // as specdec serve runs
-    const int cached_port = start(&server, &engine, pair);
-    json_object_set_new(j, "multi_turn_with_cache", multi_turn(b, pair, cached_port, &prompts[0], "With the "
+    json_object_set_new(j, "multi_turn_without_cache", multi_turn(b, pair, port, &prompts[0], false, "Without the "
+                                                                  "conversation cache (each turn a salt of its own: "
+                                                                  "prefilled whole)"));
+    json_object_set_new(j, "multi_turn_with_cache", multi_turn(b, pair, port, &prompts[0], true, "With the "
                                                                "conversation cache (what the last turn left is kept)"));
+    json_object_set_new(j, "concurrency", sweep(b, pair, port, prompts, n));
     server_stop(&server);
-    conversation_free(&conversation);
     prompts_free(prompts, n);
     free(t[0]);
     free(t[1]);

@@ -5,10 +5,13 @@
 // The output is that of `specdec generate` with the same checkpoint, options, prompt and seed: the same drafters
 // built afresh for every request (so nothing of one request's drafts reaches the next; none when the request's
 // specdec.draft is false: target-only decoding), the same streaming decoder.
-// With a conversation (speculative/conversation.h) the target's cache keeps what the last request left: a request
-// whose ids begin with the last one's prompt and reply — a chat client resending the history — prefills only the
-// rest; any other request keeps only the prefix it shares. The logits are those of a fresh run, bit for bit (the
-// forward is batch invariant), so the text is too.
+// The server runs each request as engine_begin, its sequence in the batch of the requests generating at once
+// (speculative/batch.h, on the KV cache of its slot's conversation: serve/queue.c), engine_end; engine_run is the
+// same alone, in a conversation when the engine has one (the bench's in-process path). With a conversation
+// (speculative/conversation.h) the target's cache keeps what the last request left: a request whose ids begin with
+// the last one's prompt and reply — a chat client resending the history — prefills only the rest; any other
+// request keeps only the prefix it shares. The logits are those of a fresh run, bit for bit (the forward is batch
+// invariant), so the text is too.
 #ifndef SPECDEC_SERVE_ENGINE_H
 #define SPECDEC_SERVE_ENGINE_H
 
@@ -32,7 +35,7 @@ typedef struct {
     const Tokenizer *tok;
     const ChatTemplate *chat;         // the checkpoint's chat template, or NULL: chat requests get 400 with no_chat
     const char *no_chat;              // why there is none (one line)
-    Conversation *conversation;       // the caches kept from the last request (NULL: every request afresh)
+    Conversation *conversation;       // engine_run's caches kept from the last request (NULL: every request afresh)
     SpecParams spec;            // γ policy, sampler and tree (sampling, seed and lengths come with each request)
     float draft_p_min;
     int default_max_tokens;     // when a request gives none

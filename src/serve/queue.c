@@ -1,4 +1,4 @@
-// queue.c — the jobs, their queue and the one worker that runs them (see queue.h).
+// queue.c — the jobs, their queue, the slots and the one worker that runs them in a batch (see queue.h).
 #include "serve/queue.h"
 
 #include <poll.h>
@@ -305,7 +305,8 @@ int queue_start(JobQueue *q, const Engine *engine, int parallel, int capacity, E
     *q = (JobQueue){.capacity = capacity, .parallel = parallel, .engine = engine};
     pthread_mutex_init(&q->lock, NULL);
     pthread_cond_init(&q->nonempty, NULL);
-    if (!(q->slots = calloc((size_t)parallel, sizeof *q->slots))) return err_fmt(err, "out of memory for %d slots", parallel);
+    q->slots = calloc((size_t)parallel, sizeof *q->slots);
+    if (!q->slots) return err_fmt(err, "out of memory for %d slots", parallel);
     if (!(q->batch = batch_open(engine->target, parallel, err))) return -1;
     for (; q->n_slots < parallel; q->n_slots++)
         if (conversation_init(&q->slots[q->n_slots].conv, engine->target, NULL, err)) return -1;

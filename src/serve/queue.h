@@ -1,11 +1,15 @@
-// queue.h — batch 1, honestly: one worker thread runs one generation at a time, taking requests (jobs) from a
-// bounded queue in order of arrival; a request that finds the queue full is refused (the server answers 503).
+// queue.h — one worker thread runs up to `parallel` generations at once, in one batch (speculative/batch.h: each
+// step, one target forward for all of them), taking requests (jobs) from a bounded queue in order of arrival into
+// free slots; a request that finds the queue full is refused (the server answers 503). Each slot keeps the
+// conversation (speculative/conversation.h: the target's KV cache and its ids) its last request left; a request
+// takes the free slot that shares the longest prefix with its prompt, else the least recently used. Each response is
+// what its request gives alone (batch.h says why).
 //
 // A job is shared by the connection that made it (which waits on it, and for a stream reads its events as they
 // come) and by the worker; each holds a reference, and the last to let go frees it. The worker asks between
 // rounds whether the client is still there — the connection's end (job_hang_up) or its socket closed (a client
 // that only half-closed, shutdown(SHUT_WR) after its request, is still reading: queue.c, job_cancelled) — and ends
-// the generation when not, so a client that goes away frees the worker at the next round.
+// the generation when not, so a client that goes away frees its slot at the next round.
 #ifndef SPECDEC_SERVE_QUEUE_H
 #define SPECDEC_SERVE_QUEUE_H
 
