@@ -1,7 +1,4 @@
 // chat.c — the chat commands (chat.h).
-#include <editline/readline.h>
-#include <errno.h>
-#include <locale.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +8,7 @@
 #include "chat/template.h"
 #include "chat/tools.h"
 #include "cli/chat.h"
+#include "cli/chat_input.h"
 #include "cli/interrupt.h"
 #include "cli/report.h"
 #include "cli/session.h"
@@ -334,91 +332,16 @@ static int turn(Chat *c, const char *user, Err *err) {
     return rc;
 }
 
-// libedit's reads of the terminal: a character, its UTF-8 bytes decoded (U+FFFD where they are not UTF-8). Ctrl-C
-// ends the line at once (as the end of input: readline returns what was typed, which read_line drops); libedit's
-// own read retries a read that a signal interrupted, so that a Ctrl-C could wait for a key.
-static int read_key(FILE *in) {
-    unsigned char bytes[UTF8_MAX];
-    int n = 0, want = 1;  // the bytes read, and those the first byte announces
-    while (n < want) {
-        const ssize_t got = read(fileno(in), bytes + n, 1);
-        if (got == 0 || (got < 0 && (errno != EINTR || interrupt_requested()))) return EOF;
-        if (got < 0 || n++ > 0) continue;
-        if (bytes[0] >= 0xF0) want = 4;
-        else if (bytes[0] >= 0xE0) want = 3;
-        else if (bytes[0] >= 0xC0) want = 2;
-    }
-    uint32_t cp;
-    return utf8_decode(bytes, (size_t)n, &cp) == n ? (int)cp : 0xFFFD;
-}
-
-// The next line of input without its newline (malloc'd), NULL at the end: through libedit on a terminal (line
-// editing, history), plain lines otherwise. Ctrl-C while it waits drops what was typed: *interrupted, and an empty
-// line.
-static char *read_line(bool terminal, const char *prompt, bool *interrupted) {
-    char *line = NULL;
-    if (terminal) {
-        line = readline(prompt);
-    } else {
-        size_t cap = 0;
-        ssize_t n = getline(&line, &cap, stdin);
-        if (n < 0) {
-            free(line);
-            line = NULL;
-        } else {
-            if (n > 0 && line[n - 1] == '\n') line[--n] = '\0';
-            if (n > 0 && line[n - 1] == '\r') line[--n] = '\0';
-        }
-    }
-    if (!(*interrupted = interrupt_requested())) return line;
-    interrupt_clear();
-    clearerr(stdin);
-    if (terminal) fputc('\n', stderr);
-    free(line);
-    return strdup("");
-}
-
-// The next message (malloc'd), NULL at the end of input (Ctrl-D, or the end of the file): a line; or the lines
-// between a line """ and the next such line, joined by newlines (a message of several lines; Ctrl-C drops it, and
-// the end of input ends the chat without it).
-static char *read_message(bool terminal) {
-    bool interrupted;
-    char *first = read_line(terminal, "> ", &interrupted);
-    if (!first || strcmp(first, "\"\"\"") != 0) {
-        if (terminal && first && *first) add_history(first);
-        return first;
-    }
-    free(first);
-    char *message = NULL;
-    size_t len = 0;
-    FILE *joined = open_memstream(&message, &len);
-    bool empty = true;
-    for (char *line; joined && (line = read_line(terminal, ". ", &interrupted)) != NULL; free(line)) {
-        if (interrupted || strcmp(line, "\"\"\"") == 0) {
-            fclose(joined);
-            if (interrupted) message[0] = '\0';
-            free(line);
-            return message;
-        }
-        fprintf(joined, "%s%s", empty ? "" : "\n", line);
-        empty = false;
-    }
-    if (joined) fclose(joined);
-    free(message);
-    return NULL;
-}
-
 int cmd_chat(const Args *args, Err *err) {
     Chat c;
     int rc = chat_open(&c, args, err);
     const bool terminal = isatty(STDIN_FILENO);
-    if (rc == 0) interrupt_catch();  // Ctrl-C: a reply cut short, a line dropped (read_message)
-    rl_getc_function = read_key;
-    setlocale(LC_CTYPE, "C.UTF-8");  // libedit's characters back to bytes: UTF-8, as messages are
+    if (rc == 0) interrupt_catch();  // Ctrl-C: a reply cut short, a line dropped (chat_read_message)
+    chat_input_start(terminal);
     if (rc == 0 && terminal)
         fprintf(stderr, "specdec chat: a line \"\"\" opens and closes a message of several lines; Ctrl-C stops a "
-                "reply; /reset starts over; /exit or Ctrl-D ends\n");
-    for (char *line; rc == 0 && (line = read_message(terminal)) != NULL; free(line)) {
+                "reply; /reset starts over; /exit or Ctrl-D ends; a paste is one message\n");
+    for (char *line; rc == 0 && (line = chat_read_message(terminal)) != NULL; free(line)) {
         if (strcmp(line, "/exit") == 0) {
             free(line);
             break;

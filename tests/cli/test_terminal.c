@@ -130,7 +130,7 @@ static int turn_stat(const Screen *s, int turn, const char *key) {
 static long interrupt_reply(Screen *s, int fd, size_t from, const char *message, int turn) {
     type(fd, message);
     type(fd, "\r");
-    const long echoed = screen_wait(s, from, "\n");  // the message's echo, then the reply
+    const long echoed = screen_wait(s, from, "\033[?2004l");  // the line read (bracketed paste off), then the reply
     CHECK(echoed >= 0 && screen_wait_bytes(s, (size_t)echoed, 16), "turn %d: no reply: %s", turn, s->text);
     type(fd, "\x03");
     char stats[32];
@@ -183,6 +183,59 @@ TEST(chat_ctrl_c_cuts_the_reply_short_and_clears_the_line) {
     CHECK(reused2 >= prompt1 && prompt2 >= prompt1 + generated1 + message2,
           "turn 2: %d tokens, %d reused, after turn 1's %d + %d", prompt2, reused2, prompt1, generated1);
     CHECK(turn_stat(&s, 3, "prompt_tokens") < 0, "a third turn: %s", s.text);
+    free(s.text);
+    free(ckpt);
+    fixture_remove_dir(dir);
+}
+
+// The --stats value of `key` for the first turn whose line comes at or after byte `from` of the screen.
+static int turn_stat_after(const Screen *s, size_t from, const char *key) {
+    const Screen rest = {.text = s->text + from, .len = s->len - from};
+    return turn_stat(&rest, 1, key);
+}
+
+// Bracketed paste: the chat turns the terminal's mode on while it reads, and a block pasted (ESC [200~ ... ESC [201~,
+// its lines ended by CR as a terminal sends them) joins the line being edited, newlines and tab kept, sent as one
+// message by Enter. Other escape sequences still reach libedit: an arrow key (ESC [ D) moves the cursor.
+TEST(chat_a_paste_is_one_message) {
+    char *dir, *ckpt = endless_checkpoint(&dir);
+    if (!ckpt) return;
+    int fd;
+    Screen s;
+    const pid_t pid = spawn_on_terminal((const char *[]){"chat", "-m", ckpt, "-n", "3", "--stats", "--threads", "1",
+                                                         NULL}, &fd, &s);
+    if (pid < 0) return;
+    long at = screen_wait(&s, 0, "\033[?2004h");
+    CHECK(at >= 0 && screen_wait(&s, (size_t)at, "> ") >= 0, "no bracketed paste mode, or no prompt: %s",
+          s.text ? s.text : "");
+    const char *message = "the first line\ns\xC3\xA9" "cond\tline\n\nafter a blank line";
+    if (at >= 0) {
+        type(fd, "say: \033[200~the first line\rs\xC3\xA9" "cond\tline\r\rafter a blank line\033[201~");
+        CHECK(screen_wait(&s, (size_t)at, "blank line") >= 0, "no echo of the paste: %s", s.text);
+        type(fd, "\r");
+        at = screen_wait(&s, (size_t)at, "{\"turn\": 1,");
+        at = at < 0 ? -1 : screen_wait(&s, (size_t)at, "> ");
+        CHECK(at >= 0, "the paste: no reply and prompt: %s", s.text);
+    }
+    const size_t paste_at = 0, arrow_at = at < 0 ? 0 : (size_t)at;
+    if (at >= 0) type(fd, "/reset\r");
+    if (at >= 0) at = screen_wait(&s, (size_t)at, "> ");
+    if (at >= 0) {
+        type(fd, "abc\033[D\033[D\x0b\r");  // two steps left, Ctrl-K: "a"
+        at = screen_wait(&s, arrow_at, "{\"turn\": 1,");
+        at = at < 0 ? -1 : screen_wait(&s, (size_t)at, "> ");
+    }
+    if (at >= 0) type(fd, "/exit\r");
+    const int status = screen_finish(&s, pid);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "chat ended with status %d", status);
+    // A byte a token: the whole paste in the first turn's prompt, and no second turn before /reset.
+    const int pasted = turn_stat_after(&s, paste_at, "prompt_tokens");
+    CHECK(pasted == (int)(strlen("user: say: \nassistant: ") + strlen(message)), "the paste's turn: %d tokens: %s",
+          pasted, s.text);
+    CHECK(turn_stat(&s, 2, "prompt_tokens") < 0, "the paste became several turns: %s", s.text);
+    const int arrowed = turn_stat_after(&s, arrow_at, "prompt_tokens");
+    CHECK(arrowed == (int)strlen("user: a\nassistant: "), "after the arrow keys: %d tokens", arrowed);
+    CHECK(s.text && strstr(s.text, "\033[?2004l"), "bracketed paste mode left on: %s", s.text);
     free(s.text);
     free(ckpt);
     fixture_remove_dir(dir);
