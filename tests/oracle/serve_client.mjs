@@ -4,7 +4,8 @@
 //                                              the openai npm package's completions and chat calls, streamed and
 //                                              not; prints {case: text | {status, message}} as one JSON line
 //   node serve_client.mjs logprobs PORT PROMPT MAX_TOKENS
-//                                              completions with logprobs: 3 (greedy), chat with logprobs: true and
+//                                              completions with logprobs: 3 (greedy; also target-only, specdec.draft
+//                                              false), chat with logprobs: true and
 //                                              top_logprobs: 3 (temperature 0.8, seed 11), streamed and not; prints
 //                                              {case: {text, logprobs}} as one JSON line, a stream's logprobs its
 //                                              chunks' joined
@@ -104,6 +105,7 @@ async function logprobs(prompt, maxTokens) {
     const out = {};
     out.completion = await completeLogprobs(client, base);
     out.completion_stream = await completeLogprobs(client, { ...base, stream: true });
+    out.completion_plain = await completeLogprobs(client, { ...base, specdec: { draft: false } });
     out.chat = await chatLogprobs(client, chatBase);
     out.chat_stream = await chatLogprobs(client, { ...chatBase, stream: true });
     console.log(JSON.stringify(out));

@@ -48,11 +48,24 @@ static void check_text(json_t *cases, const char *name, const char *want) {
           : "(not a text)", want ? want : "");
 }
 
+// What `node tests/oracle/serve_client.mjs ARGS` prints: one JSON object (NULL, and a failure, if not).
+static json_t *client_cases(const char *args) {
+    char *command, *out = NULL;
+    if (asprintf(&command, "node tests/oracle/serve_client.mjs %s", args) < 0) return NULL;
+    const int status = run_command(command, &out, NULL);
+    CHECK(status == 0, "%s: exit status %d", command, status);
+    json_error_t je;
+    json_t *cases = json_loads(out ? out : "", 0, &je);
+    CHECK(cases, "the client printed no JSON: %s", out ? out : "");
+    free(command), free(out);
+    return cases;
+}
+
 // The tiny checkpoint, drafting by lookup (its vocabulary is not the shipped draft's): each case's text is
 // generate's for the same options and seed (chat: generate --chat, the prompt as the user's message); a stop string
 // cuts generate's text where it first occurs.
 TEST(serve_openai_client_matches_generate) {
-    char dir[64], *command, *out = NULL, *log;
+    char dir[64], *command, *log;
     tiny_checkpoint(dir, true);
     char *greedy = generate(dir, "--temp 0"), *sampled = generate(dir, "--temp 0.8 --seed 11");
     char *warped = generate(dir, "--temp 0.9 --top-k 20 --top-p 0.9 --seed 5");
@@ -64,13 +77,9 @@ TEST(serve_openai_client_matches_generate) {
     Served s;
     CHECK(serve(&s, dir, "--lookup"), "the server did not start");
     if (test_failures()) return;
-    if (asprintf(&command, "node tests/oracle/serve_client.mjs cases %d '" PROMPT "' 20 '%s'", s.port, stop) < 0) return;
-    const int status = run_command(command, &out, NULL);
+    if (asprintf(&command, "cases %d '" PROMPT "' 20 '%s'", s.port, stop) < 0) return;
+    json_t *cases = client_cases(command);
     free(command);
-    CHECK(status == 0, "the client failed: %d", status);
-    json_error_t je;
-    json_t *cases = json_loads(out ? out : "", 0, &je);
-    CHECK(cases, "the client printed no JSON: %s", out ? out : "");
     check_text(cases, "greedy", greedy);
     check_text(cases, "greedy_stream", greedy);
     check_text(cases, "sampled", sampled);
@@ -93,7 +102,7 @@ TEST(serve_openai_client_matches_generate) {
     CHECK(json_integer_value(json_object_get(json_object_get(cases, "refused"), "status")) == 400, "n = 2: 400");
     CHECK(stop_serving(&s, &log) == 0, "the server's exit status on SIGTERM: %s", log);
     json_decref(cases);
-    free(greedy), free(sampled), free(warped), free(chat_greedy), free(chat_sampled), free(cut), free(out), free(log);
+    free(greedy), free(sampled), free(warped), free(chat_greedy), free(chat_sampled), free(cut), free(log);
     remove_dir(dir);
 }
 
@@ -210,10 +219,11 @@ static void check_stream_cut_by_a_stop(int port, const json_t *greedy) {
 }
 
 // The openai client's logprobs, streamed and not, equal generate --logprobs' lines (whose values equal the log-softmax
-// of what specdec logits prints): completions greedy, drafting by lookup (kept drafts, corrections and plain rounds),
-// chat sampled; and a stream cut by a stop string has every token's entry.
+// of what specdec logits prints): completions greedy, drafting by lookup (kept drafts, corrections and plain rounds)
+// and target-only (specdec.draft false: the same values), chat sampled; and a stream cut by a stop string has every
+// token's entry.
 TEST(serve_logprobs_equal_generate_and_logits) {
-    char dir[64], *command, *out = NULL, *log, *ids = NULL;
+    char dir[64], *command, *log, *ids = NULL;
     tiny_checkpoint(dir, true);
     json_t *greedy = generate_logprobs(dir, "--temp 0"), *chat = generate_logprobs(dir, "--chat --temp 0.8 --seed 11");
     if (asprintf(&command, "%s tokenize -m %s '" PROMPT "'", specdec_bin(), dir) < 0) return;
@@ -227,23 +237,20 @@ TEST(serve_logprobs_equal_generate_and_logits) {
     Served s;
     CHECK(serve(&s, dir, "--lookup"), "the server did not start");
     if (test_failures()) return;
-    if (asprintf(&command, "node tests/oracle/serve_client.mjs logprobs %d '" PROMPT "' 20", s.port) < 0) return;
-    const int status = run_command(command, &out, NULL);
+    if (asprintf(&command, "logprobs %d '" PROMPT "' 20", s.port) < 0) return;
+    json_t *cases = client_cases(command);
     free(command);
-    CHECK(status == 0, "the client failed: %d", status);
-    json_error_t je;
-    json_t *cases = json_loads(out ? out : "", 0, &je);
-    CHECK(cases, "the client printed no JSON: %s", out ? out : "");
-    static const char *const completions[] = {"completion", "completion_stream"}, *const chats[] = {"chat", "chat_stream"};
-    for (int i = 0; i < 2 && greedy && chat; i++) {
+    static const char *const completions[] = {"completion", "completion_stream", "completion_plain"};
+    static const char *const chats[] = {"chat", "chat_stream"};
+    for (int i = 0; i < 3 && greedy && chat; i++)
         check_completion_logprobs(json_object_get(json_object_get(cases, completions[i]), "logprobs"), greedy,
                                   completions[i]);
+    for (int i = 0; i < 2 && greedy && chat; i++)
         check_chat_logprobs(json_object_get(json_object_get(cases, chats[i]), "logprobs"), chat, chats[i]);
-    }
     if (greedy) check_stream_cut_by_a_stop(s.port, greedy);
     CHECK(stop_serving(&s, &log) == 0, "the server's exit status on SIGTERM: %s", log);
     json_decref(cases), json_decref(greedy), json_decref(chat);
-    free(out), free(log), free(ids);
+    free(log), free(ids);
     remove_dir(dir);
 }
 
