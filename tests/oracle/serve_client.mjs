@@ -5,7 +5,7 @@
 //                                              not; prints {case: text | {status, message}} as one JSON line
 //   node serve_client.mjs logprobs PORT PROMPT MAX_TOKENS
 //                                              completions with logprobs: 3 (greedy; also target-only, specdec.draft
-//                                              false), chat with logprobs: true and
+//                                              false; the three at once), chat with logprobs: true and
 //                                              top_logprobs: 3 (temperature 0.8, seed 11), streamed and not; prints
 //                                              {case: {text, logprobs}} as one JSON line, a stream's logprobs its
 //                                              chunks' joined
@@ -103,9 +103,10 @@ async function logprobs(prompt, maxTokens) {
     const chatBase = { model: "specdec", messages: [{ role: "user", content: prompt }], max_tokens: maxTokens,
                        temperature: 0.8, seed: 11, logprobs: true, top_logprobs: 3 };
     const out = {};
-    out.completion = await completeLogprobs(client, base);
-    out.completion_stream = await completeLogprobs(client, { ...base, stream: true });
-    out.completion_plain = await completeLogprobs(client, { ...base, specdec: { draft: false } });
+    // Three sent at once, which serve --parallel runs side by side: each token's values as alone.
+    [out.completion, out.completion_stream, out.completion_plain] = await Promise.all([
+        completeLogprobs(client, base), completeLogprobs(client, { ...base, stream: true }),
+        completeLogprobs(client, { ...base, specdec: { draft: false } })]);
     out.chat = await chatLogprobs(client, chatBase);
     out.chat_stream = await chatLogprobs(client, { ...chatBase, stream: true });
     console.log(JSON.stringify(out));

@@ -220,8 +220,8 @@ static void check_stream_cut_by_a_stop(int port, const json_t *greedy) {
 
 // The openai client's logprobs, streamed and not, equal generate --logprobs' lines (whose values equal the log-softmax
 // of what specdec logits prints): completions greedy, drafting by lookup (kept drafts, corrections and plain rounds)
-// and target-only (specdec.draft false: the same values), chat sampled; and a stream cut by a stop string has every
-// token's entry.
+// and target-only (specdec.draft false: the same values), the three sent at once; chat sampled; and a stream cut by
+// a stop string has every token's entry.
 TEST(serve_logprobs_equal_generate_and_logits) {
     char dir[64], *command, *log, *ids = NULL;
     tiny_checkpoint(dir, true);
