@@ -22,6 +22,7 @@ typedef struct {
     Scheduler *s;
     SpecStats stats;
     double prefill_seconds;  // the forwards that carried its prompt
+    BatchLoad load;          // its part of the last step: 1 sequence, its rows, the tokens it committed, its drafts
     Err err;                 // BATCH_FAILED's
 } Sequence;
 
@@ -71,6 +72,7 @@ static int prefill_left(Sequence *q) { return q->job.n_prompt - 1 - scheduler_ca
 
 // The prompt is in: the drafter's prefill, then the rounds.
 static void start_rounds(Sequence *q) {
+    q->load = (BatchLoad){.sequences = 1, .rows = 1, .tokens = 1};  // before its first round: as a plain one
     q->state = scheduler_start(q->s, q->prefill_seconds, &q->err) ? BATCH_FAILED : BATCH_RUNNING;
     if (q->state == BATCH_RUNNING && !scheduler_running(q->s)) q->state = BATCH_DONE;
 }
@@ -87,6 +89,28 @@ int batch_join(Batch *b, const BatchJob *job, Err *err) {
     q->state = BATCH_PREFILLING;
     if (prefill_left(q) == 0) start_rounds(q);
     return id;
+}
+
+// Each running sequence's γ policy is told the rest of the batch before it drafts (policy.h: rate_batch): the
+// others' last rounds, and the prefilling ones' chunks of this step (rows that commit no token).
+static void share_loads(Batch *b) {
+    BatchLoad all = {0};
+    for (int id = 0; id < b->capacity; id++) {
+        Sequence *q = &b->seqs[id];
+        if (q->state == BATCH_PREFILLING) {
+            const int left = prefill_left(q);
+            q->load = (BatchLoad){.sequences = 1, .rows = left < BATCH_PREFILL_CHUNK ? left : BATCH_PREFILL_CHUNK};
+        }
+        if (q->state != BATCH_PREFILLING && q->state != BATCH_RUNNING) continue;
+        all = (BatchLoad){all.sequences + q->load.sequences, all.rows + q->load.rows, all.tokens + q->load.tokens,
+                          all.draft_cost + q->load.draft_cost};
+    }
+    for (int id = 0; id < b->capacity; id++) {
+        const Sequence *q = &b->seqs[id];
+        if (q->state != BATCH_RUNNING) continue;
+        scheduler_share(q->s, (BatchLoad){all.sequences - 1, all.rows - q->load.rows, all.tokens - q->load.tokens,
+                                          all.draft_cost - q->load.draft_cost});
+    }
 }
 
 // A sequence's rows for this step, or false where it has none (its drafter failed: it is BATCH_FAILED).
@@ -128,9 +152,11 @@ static void finish_step(Batch *b, int n, double forward_seconds) {
             q->prefill_seconds += forward_seconds;
             if (prefill_left(q) == 0) start_rounds(q);
         } else {
+            const int generated = q->stats.generated;
             memcpy(scheduler_logits(q->s), b->logits + at * V, sizeof(float) * out_rows * V);
             if (scheduler_finish_round(q->s, forward_seconds, &q->err)) q->state = BATCH_FAILED;
             else if (!scheduler_running(q->s)) q->state = BATCH_DONE;
+            q->load = (BatchLoad){1, rows->T, q->stats.generated - generated, scheduler_draft_cost(q->s)};
         }
         at += out_rows;
     }
@@ -139,6 +165,7 @@ static void finish_step(Batch *b, int n, double forward_seconds) {
 int batch_step(Batch *b, Err *err) {
     int n = 0;
     size_t logit_rows = 0;
+    share_loads(b);
     for (int id = 0; id < b->capacity; id++) {
         Sequence *q = &b->seqs[id];
         if ((q->state != BATCH_PREFILLING && q->state != BATCH_RUNNING) || !step_rows(q, &b->rows[n])) continue;

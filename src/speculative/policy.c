@@ -116,6 +116,18 @@ static double verify_time(const GammaState *g, int T) {
     return g->modelled ? g->model_target[T] : policy_target_time(g, T);
 }
 
+// Planned for the batch around it (GammaState.others): a sequence of a batch whose text does not depend on its
+// shape (the modelled plan, rejection sampling at T > 0, stands for the request alone).
+static bool batch_planned(const GammaState *g) { return g->others.sequences > 0 && !g->modelled; }
+
+// Planned with the cost model's units: alone at T > 0 under rejection sampling, or for a batch.
+static bool costed(const GammaState *g) { return g->modelled || batch_planned(g); }
+
+// F(R): the cost model's target forward of R rows (a batch's: every sequence's rows in one forward).
+static double batch_forward(const GammaState *g, int rows) {
+    return g->model_forward_fixed + rows * g->model_forward_row;
+}
+
 // A tree's verification, planned: as verify_time, except that a T larger than any measured is priced at the largest
 // measured T's time scaled by the cost model's cost(T) / cost(T_max), which adds the further rows' arithmetic to the
 // weight stream instead of hiding it behind. target_time's linear fit extrapolates a chain's cheap rows, but a
@@ -148,7 +160,7 @@ static void learn_first_alpha(GammaState *g, int width, double alpha, bool kept)
 
 // The seconds (or cost units) of one draft forward of a tree of this width: measured, else the chain's.
 static double draft_step_of(const GammaState *g, int width) {
-    if (g->modelled) return g->model_draft_step;
+    if (costed(g)) return g->model_draft_step;
     return width > 1 && g->tree_draft_step[width] > 0 ? g->tree_draft_step[width] : g->draft_step;
 }
 
@@ -156,26 +168,38 @@ static double draft_step_of(const GammaState *g, int width) {
 // after the first feed W rows (draft_model.c), (γ − 1)(W − 1) rows beyond one each.
 static double draft_time(const GammaState *g, int width, int depth, double draft_step) {
     const double extra_rows = (depth - 1) * (width - 1.0);
-    return width > 1 && g->modelled ? depth * draft_step + extra_rows * g->model_draft_row : depth * draft_step;
+    return width > 1 && costed(g) ? depth * draft_step + extra_rows * g->model_draft_row : depth * draft_step;
 }
+
+// The rate of a round of T rows (width: its tree's, 1 for a chain) expected to commit `tokens` after drafting for
+// t_draft. Alone: tokens / (t_draft + t_verify(T)), verifying taken to cost at least a plain step (a noisy
+// measurement must not make drafting look free). In a batch planned for it: rate_batch (policy.h), the batch's.
+static double round_rate(const GammaState *g, double tokens, double t_draft, int T, int width) {
+    if (batch_planned(g))
+        return (tokens + g->others.tokens) /
+               (t_draft + g->others.draft_cost + batch_forward(g, g->others.rows + T));
+    const double plain_step = verify_time(g, 1);
+    const double t_planned = width > 1 ? tree_verify_time(g, T) : verify_time(g, T);
+    return tokens / (t_draft + (t_planned > plain_step ? t_planned : plain_step));
+}
+
+// Plain decoding's rate (round_rate of one row).
+static double plain_rate(const GammaState *g) { return round_rate(g, 1, 0, 1, 1); }
 
 // The depth γ (0: plain decoding) that maximises rate for a tree of `width` (1: a chain) whose first drafted level
 // is kept with probability a_W (first_alpha of alpha_first: alpha_first itself for a chain) and each later draft
-// with alpha_next, at draft_step per level — or only γ = fixed_depth when that is > 0; *rate gets it. Verifying T
-// tokens is taken to cost at least a plain step: a noisy measurement must not make drafting look free.
+// with alpha_next, at draft_step per level — or only γ = fixed_depth when that is > 0; *rate gets it.
 static int best_depth(const GammaState *g, int width, double alpha_first, double alpha_next, double draft_step,
                       int fixed_depth, double *rate) {
     int best = 0;
-    const double plain_step = verify_time(g, 1), a_first = first_alpha(g, width, alpha_first);
-    *rate = fixed_depth > 0 ? 0 : 1.0 / plain_step;
+    const double a_first = first_alpha(g, width, alpha_first);
+    *rate = fixed_depth > 0 ? 0 : plain_rate(g);
     for (int depth = fixed_depth > 0 ? fixed_depth : 1; depth <= (fixed_depth > 0 ? fixed_depth : GAMMA_MAX);
          depth++) {
         const int T = width * depth + 1;
         if (T > TREE_MAX_ROWS) break;
-        const double t_planned = width > 1 ? tree_verify_time(g, T) : verify_time(g, T);
-        const double t_verify = t_planned > plain_step ? t_planned : plain_step;
         const double tokens = spec_tree_expected_tokens(a_first, alpha_next, depth);
-        const double r = tokens / (draft_time(g, width, depth, draft_step) + t_verify);
+        const double r = round_rate(g, tokens, draft_time(g, width, depth, draft_step), T, width);
         if (r > *rate) best = depth, *rate = r;
     }
     return best;
@@ -218,7 +242,7 @@ static TreeShape choose_shape(GammaState *g, const SpecParams *params, const Dra
     if (!drafter) return shape;
     g->probing = false;
     const bool has_model = drafter->step_cost > 0;
-    const bool measured = g->modelled || (g->target[1] > 0 && g->draft_step_known);
+    const bool measured = costed(g) || (g->target[1] > 0 && g->draft_step_known);
     const double alpha_first = has_model ? g->alpha[SAMPLED] : g->alpha[LOOKUP_FIRST];
     const double alpha_next = has_model ? g->alpha[SAMPLED] : g->alpha[LOOKUP_NEXT];
     double rate;
@@ -231,12 +255,12 @@ static TreeShape choose_shape(GammaState *g, const SpecParams *params, const Dra
         return shape;
     }
     ask_drafter(request, 0, 0);
-    if (!g->modelled && g->target[1] <= 0) return shape;
-    if (has_model && !g->modelled && !g->draft_step_known) {  // the draft model's step is what is measured
+    if (!costed(g) && g->target[1] <= 0) return shape;
+    if (has_model && !costed(g) && !g->draft_step_known) {  // the draft model's step is what is measured
         request->model_gamma = 4;
         return (TreeShape){4, params->tree_auto ? 1 : widest(params)};
     }
-    double model_rate = 1.0 / verify_time(g, 1);  // plain decoding's, where there is no model or it does not pay
+    double model_rate = plain_rate(g);  // plain decoding's, where there is no model or it does not pay
     if (has_model) {
         shape = best_shape(params, g, true, alpha_first, alpha_next, 0, &model_rate);
         g->plain_streak = shape.depth == 0 ? g->plain_streak + 1 : 0;
@@ -279,7 +303,9 @@ void policy_init(GammaState *g, const Model *target, const Drafter *drafter, con
     // The target on its threads, with the p rows a verification of T tokens may adjust (tree_verify_time too).
     for (int T = 1; T < T_SLOTS; T++)
         g->model_target[T] = spec_forward_cost(target, T, target->max_threads) + T * spec_row_cost(target->n_vocab);
-    if (g->modelled) {
+    g->model_forward_fixed = spec_forward_cost(target, 0, target->max_threads);
+    g->model_forward_row = g->model_target[1] - g->model_forward_fixed;
+    if (drafter) {
         g->model_draft_step = drafter->step_cost;
         g->model_draft_row = drafter->row_cost;
     }

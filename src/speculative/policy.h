@@ -9,9 +9,15 @@
 // length and its later drafts (a run costs no draft step, t_draft = 0); a_W per width. Runs the lookup found but
 // did not propose teach as well. Costs: running means of the measured forwards (t_target(T) fitted over the T's
 // measured) — or, where the shape could change sampled output (SpecParams), spec_forward_cost's model of sizes and
-// the target's thread count, the same on every run. For a drafter with a lookup, each match length's run competes
-// with the model's drafts (DraftRequest.lookup_gamma). The reasons behind the priors and thresholds are beside
-// them in policy.c.
+// the target's thread count, the same on every run. In a batch (GammaState.others), where the shape changes no
+// token (greedy, coupled), GAMMA_AUTO plans for the whole batch's rate with the cost model instead: the tokens
+// its round and the others' commit over its drafts, the others' and one forward of all the batch's rows,
+//   rate_batch(γ, W) = (E[tokens per round] + tokens_others) / (γ · t_draft + draft_others + F(rows_others + W·γ + 1))
+// with F(R) = spec_forward_cost's fixed weight stream + R · (a row's arithmetic and sampling): as the batch grows the
+// forward turns compute-bound, a draft row costs as much as a committed one, and γ falls to plain decoding. Under
+// rejection sampling at T > 0 the request's own plan stands, whatever the batch. For a drafter with a lookup, each
+// match length's run competes with the model's drafts (DraftRequest.lookup_gamma). The reasons behind the priors and
+// thresholds are beside them in policy.c.
 #ifndef SPECDEC_POLICY_H
 #define SPECDEC_POLICY_H
 
@@ -22,6 +28,14 @@ enum { T_SLOTS = TREE_MAX_ROWS + 1 };
 // Whose drafts α learns from: the draft model's (SAMPLED); a lookup run's first after a match of m tokens (source
 // m), or of any length (LOOKUP_FIRST); a lookup run's later ones (LOOKUP_NEXT).
 enum { SAMPLED = 0, LOOKUP_FIRST = LOOKUP_MATCH_SLOTS, LOOKUP_NEXT, N_SOURCES };
+
+// The rest of a batch (batch.h) that a sequence's round shares its target forward with, as their last step had it:
+// the other sequences' rows in the forward, the tokens their rounds committed, their drafts' cost (spec_forward_cost's
+// units). sequences = 0: the sequence runs alone.
+typedef struct {
+    int sequences, rows, tokens;
+    double draft_cost;
+} BatchLoad;
 
 typedef struct {
     double alpha[N_SOURCES];    // running means of the acceptance probability (Σ min(p, q) under rejection)
@@ -35,6 +49,8 @@ typedef struct {
     bool modelled;              // plan with the cost model below, not with the measurements above
     double model_draft_step, model_target[T_SLOTS];  // spec_forward_cost: the drafter's step, the target's T
     double model_draft_row;     // ... a further row of a draft forward (a tree's level forwards feed W)
+    double model_forward_fixed, model_forward_row;  // the target's forward of R rows: fixed + R · row (batches)
+    BatchLoad others;           // the batch beside this sequence (policy_choose plans for it where γ may adapt)
     int heuristic_gamma;
     int plain_streak;           // GAMMA_AUTO: rounds in a row it chose plain decoding
     int n_alpha[N_SOURCES];     // drafts α has learned from

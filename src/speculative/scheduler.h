@@ -5,6 +5,7 @@
 #ifndef SPECDEC_SCHEDULER_H
 #define SPECDEC_SCHEDULER_H
 
+#include "speculative/policy.h"
 #include "speculative/speculative.h"
 
 typedef struct Scheduler Scheduler;
@@ -25,6 +26,13 @@ int scheduler_start(Scheduler *s, double prefill_seconds, Err *err);
 
 // Whether another round is due: no end-of-text or stop yet, tokens still wanted, room in the context.
 bool scheduler_running(const Scheduler *s);
+
+// The rest of the batch this sequence's next round shares its forward with (policy.h: BatchLoad; the γ policy plans
+// for it where the shape changes no token).
+void scheduler_share(Scheduler *s, BatchLoad others);
+
+// What the last round cost the batch beside its verification: its draft forwards, in spec_forward_cost's units.
+double scheduler_draft_cost(const Scheduler *s);
 
 // The first half of a round: choose γ, draft (and start drafting ahead).
 int scheduler_draft(Scheduler *s, Err *err);

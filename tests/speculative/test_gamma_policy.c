@@ -304,3 +304,36 @@ static void measured_verification_sets_depth(Model *target) {
 }
 
 TEST(speculative_auto_measured_cheap_verification_plans_deeper) { with_target(measured_verification_sets_depth); }
+
+// γ auto in a batch (GammaState.others, policy.h's rate_batch): greedy plans for the whole batch with the cost model
+// — beside one sequence decoding plainly it drafts, and as the batch grows (more such sequences) its forward turns
+// compute-bound, a draft row costs as much as a committed one and γ falls, to plain decoding beside 64. At
+// temperature 1 under rejection sampling the request's own plan stands, whatever the batch.
+static void batch_sets_depth(Model *target) {
+    const Drafter drafter = {.step_cost = 0.08 * spec_forward_cost(target, 1, 1)};
+    const int others[] = {1, 4, 16, 64};
+    int depth[2][4];  // [temperature 0, 1][batch]
+    for (int hot = 0; hot < 2; hot++) {
+        const SpecParams params = {.sampling = {.temperature = (float)hot, .top_p = 1}, .policy = GAMMA_AUTO,
+                                   .max_tokens = 64, .eos_id = -1};
+        for (int i = 0; i < 4; i++) {
+            GammaState g;
+            policy_init(&g, target, &drafter, &params);
+            for (int source = 0; source < N_SOURCES; source++) g.alpha[source] = 0.7;
+            g.others = (BatchLoad){.sequences = others[i], .rows = others[i], .tokens = others[i]};
+            depth[hot][i] = policy_choose(&g, &params, &drafter).shape.depth;
+        }
+    }
+    printf("    greedy: γ %d, %d, %d, %d beside 1, 4, 16, 64 sequences; temperature 1: γ %d, %d, %d, %d\n",
+           depth[0][0], depth[0][1], depth[0][2], depth[0][3], depth[1][0], depth[1][1], depth[1][2], depth[1][3]);
+    CHECK(depth[0][0] > 0 && depth[0][3] == 0, "greedy: γ %d beside 1 sequence, %d beside 64", depth[0][0],
+          depth[0][3]);
+    for (int i = 1; i < 4; i++) {
+        CHECK(depth[0][i] <= depth[0][i - 1], "greedy: γ %d beside %d sequences, %d beside %d", depth[0][i],
+              others[i], depth[0][i - 1], others[i - 1]);
+        CHECK(depth[1][i] == depth[1][0], "temperature 1: γ %d beside %d sequences, %d beside 1", depth[1][i],
+              others[i], depth[1][0]);
+    }
+}
+
+TEST(speculative_auto_plans_for_the_batch) { with_target(batch_sets_depth); }
