@@ -66,10 +66,12 @@ static ALWAYS_INLINE float reduce_max(__m256 v) {
 // builds.) OpenBLAS's sgemm reads rows, so it no longer takes this variant's prefill:
 // this kernel took 0.82 × sgemm's time at T = 16, 1.13 × at T = 64, 1.26 × at T = 128 on a [2048, 2048] matrix.
 //
-// Batch invariance: every (t, j) pair sees the same fused multiply-adds in the same order (slice by slice, each
-// slice's inputs 0–7 then 8–15) and the same horizontal sum, whatever T, the tile, the group or the split of rows
-// between threads is.
-enum { PANEL = 4, SLICE = 16, MAX_TILE = 3, MAX_TILES = 4, TURN_SLICES = 8 };
+// The canonical order (kernels.h, SUM_LANES): every (t, j) pair sees the same fused multiply-adds in the same order
+// (slice by slice, each slice's inputs 0–7 then 8–15, lane l taking inputs l and l + 8) and the same horizontal sum
+// per chunk of MATMUL_CHUNK inputs, whatever T, the tile, the group or the split of rows between threads is — and
+// whatever the variant.
+enum { PANEL = 4, SLICE = 16, MAX_TILE = 3, MAX_TILES = 4, TURN_SLICES = 8, CHUNK_SLICES = MATMUL_CHUNK / SLICE };
+_Static_assert(CHUNK_SLICES % TURN_SLICES == 0, "the tiles' turns end at a chunk's end");
 
 // Activation rows a tile takes, and a group: F32 weights go straight from memory into the FMAs, so 12 sums, 3
 // activations fit beside them; BF16 and F16 weights take a register to convert into, and the mask.
@@ -133,25 +135,30 @@ static ALWAYS_INLINE void panel_against_group(float *out, const float *x, const 
                                               const float *bias, int n, int n_in, int ld_x, int ld_out, int first,
                                               int j0, int j1, bool prefetch) {
     __m256 sums[MAX_TILES][PANEL][MAX_TILE];
-    for (int g = 0; g < MAX_TILES; g++)
-        for (int r = 0; r < PANEL; r++)
-            for (int t = 0; t < MAX_TILE; t++) sums[g][r][t] = _mm256_setzero_ps();
-    const int whole = n_in / SLICE;
+    const int whole = n_in / SLICE, slices = (n_in + SLICE - 1) / SLICE;
     const size_t slice_bytes = (size_t)PANEL * SLICE * (type == WEIGHT_F32 ? 4 : 2);
-    for (int k0 = 0; k0 < whole; k0 += TURN_SLICES) {
-        const int k1 = k0 + TURN_SLICES < whole ? k0 + TURN_SLICES : whole;
-        if (prefetch)  // past the matrix's end, a prefetch does nothing
-            for (size_t at = (size_t)k0 * slice_bytes; at < (size_t)k1 * slice_bytes; at += 64)
-                _mm_prefetch((const char *)panel + PREFETCH_L2_AHEAD + at, _MM_HINT_T1);
-        group_slices(sums, x, ld_x, panel, type, n, k0, k1, true, n_in);
-    }
-    if (whole * SLICE < n_in) group_slices(sums, x, ld_x, panel, type, n, whole, whole + 1, false, n_in);
-    for (int r = 0; r < PANEL; r++) {
-        const int j = first + r;
-        if (j < j0 || j >= j1) continue;
-        for (int t = 0; t < n; t++) {
-            const float sum = reduce_add(sums[t / tile_rows(type)][r][t % tile_rows(type)]);
-            out[(size_t)t * ld_out + j] = bias ? sum + bias[j] : sum;
+    for (int c0 = 0; c0 < slices; c0 += CHUNK_SLICES) {  // the canonical order's chunks, their values added in turn
+        const int c1 = c0 + CHUNK_SLICES < slices ? c0 + CHUNK_SLICES : slices, full_end = c1 < whole ? c1 : whole;
+        for (int g = 0; g < MAX_TILES; g++)
+            for (int r = 0; r < PANEL; r++)
+                for (int t = 0; t < MAX_TILE; t++) sums[g][r][t] = _mm256_setzero_ps();
+        for (int k0 = c0; k0 < full_end; k0 += TURN_SLICES) {
+            const int k1 = k0 + TURN_SLICES < full_end ? k0 + TURN_SLICES : full_end;
+            if (prefetch)  // past the matrix's end, a prefetch does nothing
+                for (size_t at = (size_t)k0 * slice_bytes; at < (size_t)k1 * slice_bytes; at += 64)
+                    _mm_prefetch((const char *)panel + PREFETCH_L2_AHEAD + at, _MM_HINT_T1);
+            group_slices(sums, x, ld_x, panel, type, n, k0, k1, true, n_in);
+        }
+        if (full_end < c1) group_slices(sums, x, ld_x, panel, type, n, whole, whole + 1, false, n_in);
+        for (int r = 0; r < PANEL; r++) {
+            const int j = first + r;
+            if (j < j0 || j >= j1) continue;
+            for (int t = 0; t < n; t++) {
+                float *o = out + (size_t)t * ld_out + j;
+                const float chunk = reduce_add(sums[t / tile_rows(type)][r][t % tile_rows(type)]);
+                const float sum = c0 == 0 ? chunk : *o + chunk;
+                *o = bias && c1 == slices ? sum + bias[j] : sum;
+            }
         }
     }
 }

@@ -21,17 +21,15 @@ static inline __mmask16 first_n(int n) { return n >= LANES ? (__mmask16)0xffff :
 
 // ---- matmul -------------------------------------------------------------------------------------------------
 //
-// Register blocking (F32 and F16 weights; BF16 weights take pairs_against_block, below): the micro-kernel pass_4xn
-// multiplies 4 weight rows by n ≤ 4 activation rows; 5 to 8 activation rows are two such groups, taking turns
-// (rows_against_block). Each 16-wide slice of the weight rows is loaded (and
-// converted to F32) once per group and used for all its activation rows; while a pass runs, the running sums sit in
-// named registers (GCC spills an array of them to the stack). A 4-row weight block is streamed from memory once, its
-// first pass prefetching the weights ahead of it (kernels.h: PREFETCH_L1_AHEAD), in one pass for up to 8 activation
-// rows (a verification of γ ≤ 7 drafts); further groups of 8 re-read it from L1. block_1x1 takes rows outside whole
-// blocks. The weights are in the panel layout (kernels.h): the 4 rows of a block alternate in 64-byte slices, so each
-// thread's share of a matrix is one sequential stream of memory rather than four rows side by side, which decoding
-// streams faster than four rows from memory and from cache (measured: docs/performance-history.md, "Measurements
-// behind the kernels' choices").
+// Register blocking: rows_against_block multiplies the 4 weight rows of a panel by n ≤ 8 activation rows in one
+// pass, two weight rows to a register in the canonical order's lanes (below), their 16 running sums in registers.
+// Each 16-wide slice of the weight rows is loaded (and converted to F32) once and used for all n activation rows.
+// A 4-row weight block is streamed from memory once, its first pass prefetching the weights ahead of it (kernels.h:
+// PREFETCH_L1_AHEAD), in one pass for up to 8 activation rows (a verification of γ ≤ 7 drafts); further groups of
+// 8 re-read it from L1. block_1x1 takes rows outside whole blocks. The weights are in the panel layout
+// (kernels.h): the 4 rows of a block alternate in 64-byte slices, so each thread's share of a matrix is one
+// sequential stream of memory rather than four rows side by side, which decoding streams faster than four rows
+// from memory and from cache (measured: docs/performance-history.md, "Measurements behind the kernels' choices").
 //
 // Chunks of the inputs: the sums run over chunks of CHUNK inputs, each chunk's sums added to the output in
 // turn. Where the activation rows take at most CACHED_ACTIVATIONS bytes (they then stay in L2, 1–2 MB a core on
@@ -43,12 +41,12 @@ static inline __mmask16 first_n(int n) { return n >= LANES ? (__mmask16)0xffff :
 // where the activations outgrow L2 (the figures: docs/performance-history.md, "Measurements behind the kernels'
 // choices").
 //
-// Batch invariance: every (t, j) pair sees the same fused multiply-adds in the same order, and the same
-// horizontal sums, in every variant, so the result depends neither on T, nor on the tile, nor on the split of
-// rows between threads.
+// Batch invariance: every (t, j) pair sees the fused multiply-adds and the horizontal sums of the canonical order
+// (kernels.h), as in every variant, so the result depends neither on T, nor on the tile, nor on the split of rows
+// between threads, nor on the variant.
 
 enum {
-    CHUNK = 768,                      // inputs per chunk (a multiple of 16): 8 activation rows of it are 24 kB
+    CHUNK = MATMUL_CHUNK,             // inputs per chunk (the canonical order's): 8 activation rows are 24 kB
     CACHED_ACTIVATIONS = 512 * 1024,  // activation bytes (T · n_in · 4) beyond which the matmul goes chunk by chunk
     L2_AHEAD_PANELS = 2,              // chunk by chunk, passes prefetch the next panel into L1, this one into L2
 };
@@ -84,30 +82,6 @@ static inline __m128 reduce_quarters(__m512 q) {
                                                                           0, 0, 0), q));
 }
 
-// The sums of the lanes of a, b, c and d, each by the same tree — lanes (l, l+8), then (l, l+4), (l, l+2),
-// (l, l+1) — whether one accumulator is reduced or four: a sum is bit-identical in every block shape. Reducing
-// four together takes 14 shuffles and adds instead of 4 × 7.
-static inline __m128 reduce_add_4(__m512 a, __m512 b, __m512 c, __m512 d) {
-    // (l, l+8): 128-bit quarters 0, 1 of a and b plus quarters 2, 3 → [a₀₁ a₁₃… | b…] — likewise c and d
-    __m512 ab = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(1, 0, 1, 0)),
-                              _mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(3, 2, 3, 2)));
-    __m512 cd = _mm512_add_ps(_mm512_shuffle_f32x4(c, d, _MM_SHUFFLE(1, 0, 1, 0)),
-                              _mm512_shuffle_f32x4(c, d, _MM_SHUFFLE(3, 2, 3, 2)));
-    // (l, l+4): quarter k now holds the four partial sums of input k
-    return reduce_quarters(_mm512_add_ps(_mm512_shuffle_f32x4(ab, cd, _MM_SHUFFLE(2, 0, 2, 0)),
-                                         _mm512_shuffle_f32x4(ab, cd, _MM_SHUFFLE(3, 1, 3, 1))));
-}
-
-// An activation slice, held in a register: GCC would otherwise fold its load into each FMA that uses it,
-// loading it once per weight row (the loads then outnumber the FMAs).
-static inline __m512 in_register(__m512 v) {
-    __asm__("" : "+v"(v));
-    return v;
-}
-
-// slice of weight row r of the panel at w, i a multiple of 16
-#define W(r) load_weights(w + (size_t)(i / LANES) * s->slice_bytes + (r) * LANES * s->elem, s->type, m)
-#define X(t) in_register(load_f32(x + (size_t)(t) * s->ld_x + i, m))        // slice of activation row t
 #define FMA(acc, xv, wv) acc = _mm512_fmadd_ps(xv, wv, acc)
 // line l of the weights l1_ahead bytes past the slice at i of `panel` into L1, and l2_ahead bytes past it into L2;
 // 4 lines hold one slice of 4 F32 rows, or two of 4 BF16 or F16 rows
@@ -118,36 +92,6 @@ static inline __m512 in_register(__m512 v) {
         _mm_prefetch(at + s->l2_ahead, _MM_HINT_T1);                                                             \
     } while (0)
 
-// The running sums of 4 weight rows × 4 activation rows, acc[4t + r] for activation row t, weight row r.
-typedef struct {
-    __m512 acc[16];
-} Sums4x4;
-
-// Adds to the sums in g the products of the 4 weight rows of the panel at w with activation rows t < n ≤ 4 over
-// the inputs [i0, i1) of the chunk in s (n is a constant where this is inlined: the unused rows compile away).
-// The sums live in registers while the pass runs: it loads them from g first and stores them back last.
-static inline __attribute__((always_inline)) void pass_4xn(Sums4x4 *g, const float *x, const uint8_t *w,
-                                                           const Shape *s, int i0, int i1, bool prefetch,
-                                                           const int n) {
-    __m512 a00 = g->acc[0], a01 = g->acc[1], a02 = g->acc[2], a03 = g->acc[3], a10 = g->acc[4], a11 = g->acc[5],
-           a12 = g->acc[6], a13 = g->acc[7], a20 = g->acc[8], a21 = g->acc[9], a22 = g->acc[10], a23 = g->acc[11],
-           a30 = g->acc[12], a31 = g->acc[13], a32 = g->acc[14], a33 = g->acc[15];
-    FOR_EACH_SLICE(i0, i1, {
-        if (prefetch && (i * s->elem) % 64 == 0) {
-            PREFETCH(w, 0); PREFETCH(w, 1); PREFETCH(w, 2); PREFETCH(w, 3);
-        }
-        __m512 w0 = W(0), w1 = W(1), w2 = W(2), w3 = W(3), xv;
-        xv = X(0); FMA(a00, xv, w0); FMA(a01, xv, w1); FMA(a02, xv, w2); FMA(a03, xv, w3);
-        if (n > 1) { xv = X(1); FMA(a10, xv, w0); FMA(a11, xv, w1); FMA(a12, xv, w2); FMA(a13, xv, w3); }
-        if (n > 2) { xv = X(2); FMA(a20, xv, w0); FMA(a21, xv, w1); FMA(a22, xv, w2); FMA(a23, xv, w3); }
-        if (n > 3) { xv = X(3); FMA(a30, xv, w0); FMA(a31, xv, w1); FMA(a32, xv, w2); FMA(a33, xv, w3); }
-    });
-    g->acc[0] = a00, g->acc[1] = a01, g->acc[2] = a02, g->acc[3] = a03;
-    if (n > 1) g->acc[4] = a10, g->acc[5] = a11, g->acc[6] = a12, g->acc[7] = a13;
-    if (n > 2) g->acc[8] = a20, g->acc[9] = a21, g->acc[10] = a22, g->acc[11] = a23;
-    if (n > 3) g->acc[12] = a30, g->acc[13] = a31, g->acc[14] = a32, g->acc[15] = a33;
-}
-
 // Adds the sums v of 4 weight rows for one activation row to what earlier chunks left at o, and the bias after the
 // last chunk.
 static inline void store_4(float *o, __m128 v, const float *bias, const Shape *s) {
@@ -156,32 +100,39 @@ static inline void store_4(float *o, __m128 v, const float *bias, const Shape *s
     _mm_storeu_ps(o, v);
 }
 
-// out[t, r] for activation rows t < n ≤ 4 from the sums in g.
-static inline __attribute__((always_inline)) void store_4xn(float *out, const Sums4x4 *g, const float *bias,
-                                                            const Shape *s, const int n) {
-    for (int t = 0; t < n; t++)
-        store_4(out + (size_t)t * s->ld_out,
-                reduce_add_4(g->acc[4 * t], g->acc[4 * t + 1], g->acc[4 * t + 2], g->acc[4 * t + 3]), bias, s);
-}
-
-// ---- BF16 weights in pair order ----
+// ---- Pairs of rows: the canonical order in 16 lanes ----
 //
-// The avx512 variant stores each 16-weight BF16 slice of a row in pair order (kernels.h, Kernels.bf16_pairs): its
-// 32-bit word l holds weights l (low half) and l + 8 (high half). One aligned 64-byte load then brings a slice of
-// two rows of a panel, and two instructions, neither a shuffle, make F32 weights of it: each word shifted left 16
-// bits is weight l, each word with its low half masked off is weight l + 8 — rows r and r + 1 in the low and high
-// 8 lanes. The activations they meet are the slice's inputs 0–7 and 8–15, each broadcast to both halves of a
-// register, so each lane sums its row's products l and l + 8, and 8 lanes make a row's sum.
-// This halves the conversion work of the plain layout (a widening shuffle and a shift per 16 weights) and halves
-// the running sums: 2 registers per activation row hold 4 weight rows, so up to 8 activation rows take one pass,
-// their 16 sums in registers, where the plain layout's kernel alternates two groups and spills them. T = 8 gains,
-// T = 1 to 7 stay within noise (docs/performance-history.md, "Measurements behind the kernels' choices"): either
-// kernel runs near the FMA unit's peak from T = 4 on, so the conversion was never the limit.
+// The canonical order (kernels.h, SUM_LANES) keeps 8 partial sums per output, sum l taking a 16-input slice's
+// inputs l and then l + 8. Two weight rows fill a register: lanes 0–7 row r's weights 0–7 (or 8–15), lanes 8–15
+// row r + 1's, against the slice's inputs 0–7 (8–15) broadcast to both halves; 2 registers per activation row then
+// hold 4 weight rows, so up to 8 activation rows take one pass, their 16 sums in registers.
+// BF16 slices are stored in pair order (kernels.h, Kernels.bf16_pairs): 32-bit word l holds weights l (low half)
+// and l + 8 (high half), so one aligned 64-byte load brings a slice of two rows, and a shift and a mask, neither a
+// shuffle, make F32 weights of it. F32 and F16 slices are plain: each row's slice is loaded (and converted) whole,
+// and one vpermt2ps per 16 weights gathers two rows' halves.
 
 // F32 weights l and l + 8 of the slices in w (pair order)
 static inline __m512 pair_low(__m512i w) { return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16)); }
 static inline __m512 pair_high(__m512i w) {
     return _mm512_castsi512_ps(_mm512_and_si512(w, _mm512_set1_epi32((int)0xffff0000u)));
+}
+
+// A slice of two weight rows, in the lanes of the canonical order: low, their weights 0–7 (row r in lanes 0–7,
+// row r + 1 in 8–15); high, their weights 8–15. `slice` is row r's slice; row r + 1's follows it.
+typedef struct {
+    __m512 low, high;
+} RowPair;
+
+static inline __attribute__((always_inline)) RowPair row_pair(const uint8_t *slice, const Shape *s) {
+    if (s->type == WEIGHT_BF16) {
+        const __m512i words = _mm512_load_si512(slice);
+        return (RowPair){pair_low(words), pair_high(words)};
+    }
+    const size_t row_bytes = LANES * s->elem;
+    const __m512 r0 = load_weights(slice, s->type, 0xffff), r1 = load_weights(slice + row_bytes, s->type, 0xffff);
+    const __m512i low = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23);
+    const __m512i high = _mm512_setr_epi32(8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+    return (RowPair){_mm512_permutex2var_ps(r0, low, r1), _mm512_permutex2var_ps(r0, high, r1)};
 }
 
 // x[0..7] (those the mask m keeps, zero elsewhere) in both halves of a register
@@ -190,27 +141,28 @@ static inline __m512 eight_twice(const float *x, __mmask8 m) {
 }
 
 // Row sums from pair-order sums: lanes 0–7 of a01 and a23 are weight rows 0 and 2, lanes 8–15 rows 1 and 3. Each
-// row's 8 lanes are summed by the same tree — (l, l+4), (l, l+2), (l, l+1) — in whichever half they are, so a row
-// computed alone (its sums in lanes 0–7) gets the bits it gets in its panel.
+// row's 8 lanes are summed by the canonical tree — (l, l+4), (l, l+2), (l, l+1) — in whichever half they are, so a
+// row computed alone (its sums in lanes 0–7) gets the bits it gets in its panel.
 static inline __m128 reduce_pairs(__m512 a01, __m512 a23) {
     return reduce_quarters(_mm512_add_ps(_mm512_shuffle_f32x4(a01, a23, _MM_SHUFFLE(2, 0, 2, 0)),   // quarter k:
                                          _mm512_shuffle_f32x4(a01, a23, _MM_SHUFFLE(3, 1, 3, 1))));  // row k's l + l+4
 }
 
-// activation row t (if t < n) against the slice's weights l01, h01, l23, h23, with the sums a[2t], a[2t + 1]
+// activation row t (if t < n) against the slice's row pairs p01, p23, with the sums a[2t], a[2t + 1]
 #define PAIR_ROW(t)                                                                                              \
     if (n > (t)) {                                                                                               \
         const float *xt = x + (size_t)(t) * s->ld_x + i;                                                         \
         const __m512 lo = eight_twice(xt, (__mmask8)m), hi = eight_twice(xt + 8, (__mmask8)(m >> 8));            \
-        FMA(a[2 * (t)], lo, l01); FMA(a[2 * (t) + 1], lo, l23);                                                  \
-        FMA(a[2 * (t)], hi, h01); FMA(a[2 * (t) + 1], hi, h23);                                                  \
+        FMA(a[2 * (t)], lo, p01.low); FMA(a[2 * (t) + 1], lo, p23.low);                                          \
+        FMA(a[2 * (t)], hi, p01.high); FMA(a[2 * (t) + 1], hi, p23.high);                                        \
     }
 
-// The 4 weight rows of the panel at w (BF16, pair order) against activation rows t < n ≤ 8 (a constant) over the
-// chunk in s, in one pass: a[2t] holds rows 0 and 1 for activation row t, a[2t + 1] rows 2 and 3.
-static inline __attribute__((always_inline)) void pairs_against_block(float *out, const float *x, const uint8_t *w,
-                                                                      const float *bias, const Shape *s,
-                                                                      bool prefetch, const int n) {
+// The 4 weight rows of the panel at w against activation rows t < n ≤ 8 (a constant) over the chunk in s, in one
+// pass: a[2t] holds rows 0 and 1 for activation row t, a[2t + 1] rows 2 and 3. The weights stream from memory once
+// for the n rows, their first pass prefetching ahead (kernels.h: PREFETCH_L1_AHEAD).
+static inline __attribute__((always_inline)) void rows_against_block(float *out, const float *x, const uint8_t *w,
+                                                                     const float *bias, const Shape *s,
+                                                                     bool prefetch, const int n) {
     __m512 a[16];
     for (int k = 0; k < 16; k++) a[k] = _mm512_setzero_ps();
     FOR_EACH_SLICE(s->i0, s->i1, {
@@ -218,67 +170,32 @@ static inline __attribute__((always_inline)) void pairs_against_block(float *out
             PREFETCH(w, 0); PREFETCH(w, 1); PREFETCH(w, 2); PREFETCH(w, 3);
         }
         const uint8_t *slice = w + (size_t)(i / LANES) * s->slice_bytes;
-        const __m512i w01 = _mm512_load_si512(slice), w23 = _mm512_load_si512(slice + 64);
-        const __m512 l01 = pair_low(w01), h01 = pair_high(w01), l23 = pair_low(w23), h23 = pair_high(w23);
+        const RowPair p01 = row_pair(slice, s), p23 = row_pair(slice + 2 * LANES * s->elem, s);
         PAIR_ROW(0) PAIR_ROW(1) PAIR_ROW(2) PAIR_ROW(3) PAIR_ROW(4) PAIR_ROW(5) PAIR_ROW(6) PAIR_ROW(7)
     });
     for (int t = 0; t < n; t++) store_4(out + (size_t)t * s->ld_out, reduce_pairs(a[2 * t], a[2 * t + 1]), bias, s);
 }
 #undef PAIR_ROW
 
-// Activation rows [0, n), n ≤ 8 (a constant), against the 4 weight rows of the panel at w, over the chunk in s.
-// Up to 4 rows take one pass over the chunk. 5 to 8 rows have 32 running sums, more than the 32 registers can
-// hold beside the weights: the pass alternates between rows 0–3 and rows 4..n−1 every STEP_BYTES of the panel,
-// each group's sums going to the stack and back in between; the first group prefetches ahead (the second
-// re-asking for the same lines was slower). The weights then stream from memory as they do for one row, 4 lines
-// after 4 lines: faster at T = 8 than the earlier micro-kernel, 2 weight rows by 8 activation rows over each half
-// of a panel in turn, whose pass walked every other pair of lines and so slowed the stream from memory that the
-// arithmetic of 8 rows has to hide behind. With the weights in L2 — never the case in a forward, which streams
-// every matrix once — the stores and loads of the sums make it the slower of the two. STEP_BYTES is the fastest
-// step measured (the figures, and the steps tried: docs/performance-history.md, "Measurements behind the kernels'
-// choices").
-enum { STEP_BYTES = 512 };
-
-static inline __attribute__((always_inline)) void rows_against_block(float *out, const float *x, const uint8_t *w,
-                                                                     const float *bias, const Shape *s,
-                                                                     bool prefetch, const int n) {
-    if (s->type == WEIGHT_BF16) {
-        pairs_against_block(out, x, w, bias, s, prefetch, n);
-        return;
-    }
-    Sums4x4 lo = {0}, hi = {0};  // activation rows 0–3, 4..n−1
-    if (n <= 4) {
-        pass_4xn(&lo, x, w, s, s->i0, s->i1, prefetch, n);
-    } else {
-        const int step = STEP_BYTES / (4 * (int)s->elem);  // inputs: 32 F32, 64 BF16 or F16
-        for (int i0 = s->i0; i0 < s->i1; i0 += step) {
-            const int i1 = i0 + step < s->i1 ? i0 + step : s->i1;
-            pass_4xn(&lo, x, w, s, i0, i1, prefetch, 4);
-            pass_4xn(&hi, x + 4 * (size_t)s->ld_x, w, s, i0, i1, false, n - 4);
-        }
-    }
-    store_4xn(out, &lo, bias, s, n < 4 ? n : 4);
-    if (n > 4) store_4xn(out + 4 * (size_t)s->ld_out, &hi, bias, s, n - 4);
-}
-
-// out[0, 0] for one weight row and one activation row (a BF16 row's slices are 32 bytes of pair order: its sums
-// fill lanes 0–7, as they do for the first row of a pair)
+// out[0, 0] for one weight row and one activation row: its sums fill lanes 0–7, as they do for the first row of a
+// pair (a BF16 row's slices are 32 bytes of pair order; an F32 or F16 row's halves go to lanes 0–7 in turn).
 static inline __attribute__((always_inline)) void block_1x1(float *out, const float *x, const uint8_t *w,
                                                             const float *bias, const Shape *s) {
     __m512 a = _mm512_setzero_ps();
-    float v;
-    if (s->type == WEIGHT_BF16) {
-        FOR_EACH_SLICE(s->i0, s->i1, {
-            const __m512i wr = _mm512_zextsi256_si512(
-                _mm256_load_si256((const __m256i *)(w + (size_t)(i / LANES) * s->slice_bytes)));
-            FMA(a, eight_twice(x + i, (__mmask8)m), pair_low(wr));
-            FMA(a, eight_twice(x + i + 8, (__mmask8)(m >> 8)), pair_high(wr));
-        });
-        v = _mm_cvtss_f32(reduce_pairs(a, a));
-    } else {
-        FOR_EACH_SLICE(s->i0, s->i1, { FMA(a, X(0), W(0)); });
-        v = _mm_cvtss_f32(reduce_add_4(a, a, a, a));
-    }
+    FOR_EACH_SLICE(s->i0, s->i1, {
+        const uint8_t *slice = w + (size_t)(i / LANES) * s->slice_bytes;
+        __m512 low, high;
+        if (s->type == WEIGHT_BF16) {
+            const __m512i words = _mm512_zextsi256_si512(_mm256_load_si256((const __m256i *)slice));
+            low = pair_low(words), high = pair_high(words);
+        } else {
+            low = load_weights(slice, s->type, 0xffff);
+            high = _mm512_shuffle_f32x4(low, low, _MM_SHUFFLE(3, 2, 3, 2));  // weights 8–15 in lanes 0–7
+        }
+        FMA(a, eight_twice(x + i, (__mmask8)m), low);
+        FMA(a, eight_twice(x + i + 8, (__mmask8)(m >> 8)), high);
+    });
+    float v = _mm_cvtss_f32(reduce_pairs(a, a));
     if (!s->first) v = out[0] + v;
     if (s->last && bias) v += bias[0];
     out[0] = v;
@@ -490,9 +407,11 @@ static DOT_TARGET void matmul_bf16_dot(float *out, const uint16_t *x, const void
 // ---- elementwise math ---------------------------------------------------------------------------------------
 
 // exp(x) = 2^n · e^r with n = round(x / ln 2), r = x − n ln 2 ∈ [−ln2/2, ln2/2]; e^r by its degree-6 Taylor
-// polynomial (relative error < 2e-7), 2^n applied exactly by vscalefps.
+// polynomial (relative error < 2e-7): the canonical exponential (scalar.c, exp_canonical), operation for
+// operation. x is clamped to [−87.3, 88] so that n ∈ [−126, 127] and 2^n is a normal float, built by writing
+// n + 127 into the exponent field.
 static inline __m512 exp_ps(__m512 x) {
-    x = _mm512_max_ps(_mm512_min_ps(x, _mm512_set1_ps(88.0f)), _mm512_set1_ps(-88.0f));
+    x = _mm512_max_ps(_mm512_min_ps(x, _mm512_set1_ps(88.0f)), _mm512_set1_ps(-87.3f));
     __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.4426950408889634f)),
                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);  // ln 2 in two parts, exact product
@@ -504,7 +423,8 @@ static inline __m512 exp_ps(__m512 x) {
     p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
     p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
     p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    return _mm512_scalef_ps(p, n);
+    const __m512i two_n = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+    return _mm512_mul_ps(p, _mm512_castsi512_ps(two_n));
 }
 
 // tanh(y) = 1 − 2 / (e^{2y} + 1)
@@ -550,11 +470,36 @@ static void gelu_erf(float *x, int n) {
 }
 
 // ---- reductions over a row ----------------------------------------------------------------------------------
+//
+// In the canonical order (kernels.h, SUM_LANES): 8 partial sums, so 8 lanes at a time (the first n < 8 of them,
+// zero-filled, at the end), combined (l, l+4), (l, l+2), (l, l+1). Rows of a norm are a few thousand floats: the
+// narrower step costs little beside the matmuls.
+
+static inline __m256 load_8(const float *p, int n) {
+    return _mm256_maskz_loadu_ps(n >= 8 ? (__mmask8)0xff : (__mmask8)((1u << n) - 1), p);
+}
+
+static inline float reduce_8(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
+}
 
 static float row_sum(const float *x, int n) {
-    __m512 acc = _mm512_setzero_ps();
-    for (int i = 0; i < n; i += LANES) acc = _mm512_add_ps(acc, load_f32(x + i, first_n(n - i)));
-    return _mm512_reduce_add_ps(acc);
+    __m256 acc = _mm256_setzero_ps();
+    for (int i = 0; i < n; i += 8) acc = _mm256_add_ps(acc, load_8(x + i, n - i));
+    return reduce_8(acc);
+}
+
+// Σ (x_i − c)², each a fused multiply-add (c = 0: Σ x_i²)
+static float row_sum_squares(const float *x, int n, float c) {
+    __m256 acc = _mm256_setzero_ps();
+    for (int i = 0; i < n; i += 8) {
+        const __mmask8 m = n - i >= 8 ? (__mmask8)0xff : (__mmask8)((1u << (n - i)) - 1);
+        const __m256 d = _mm256_maskz_sub_ps(m, load_8(x + i, n - i), _mm256_set1_ps(c));
+        acc = _mm256_fmadd_ps(d, d, acc);
+    }
+    return reduce_8(acc);
 }
 
 static float row_max(const float *x, int n) {
@@ -567,14 +512,9 @@ static float row_max(const float *x, int n) {
 }
 
 static void layernorm(float *out, const float *x, const float *gamma, const float *beta, int n, float eps) {
-    const __m512 mean = _mm512_set1_ps(row_sum(x, n) / n);
-    __m512 acc = _mm512_setzero_ps();
-    for (int i = 0; i < n; i += LANES) {
-        __mmask16 m = first_n(n - i);
-        __m512 d = _mm512_maskz_sub_ps(m, load_f32(x + i, m), mean);
-        acc = _mm512_fmadd_ps(d, d, acc);
-    }
-    const __m512 inv_std = _mm512_set1_ps(1.0f / sqrtf(_mm512_reduce_add_ps(acc) / n + eps));
+    const float mean_1 = row_sum(x, n) / n;
+    const __m512 mean = _mm512_set1_ps(mean_1);
+    const __m512 inv_std = _mm512_set1_ps(1.0f / sqrtf(row_sum_squares(x, n, mean_1) / n + eps));
     for (int i = 0; i < n; i += LANES) {
         __mmask16 m = first_n(n - i);
         __m512 d = _mm512_mul_ps(_mm512_sub_ps(load_f32(x + i, m), mean), inv_std);
@@ -583,12 +523,7 @@ static void layernorm(float *out, const float *x, const float *gamma, const floa
 }
 
 static void rmsnorm(float *out, const float *x, const float *gamma, int n, float eps) {
-    __m512 acc = _mm512_setzero_ps();
-    for (int i = 0; i < n; i += LANES) {
-        __m512 v = load_f32(x + i, first_n(n - i));  // zero past the end
-        acc = _mm512_fmadd_ps(v, v, acc);
-    }
-    const __m512 inv_rms = _mm512_set1_ps(1.0f / sqrtf(_mm512_reduce_add_ps(acc) / n + eps));
+    const __m512 inv_rms = _mm512_set1_ps(1.0f / sqrtf(row_sum_squares(x, n, 0.0f) / n + eps));
     for (int i = 0; i < n; i += LANES) {
         __mmask16 m = first_n(n - i);
         _mm512_mask_storeu_ps(out + i, m, _mm512_mul_ps(_mm512_mul_ps(load_f32(x + i, m), inv_rms), load_f32(gamma + i, m)));
@@ -617,14 +552,15 @@ static void silu_mul(float *out, const float *gate, const float *up, int n) {
 
 static void softmax(float *x, int n) {
     const __m512 max = _mm512_set1_ps(row_max(x, n));
-    __m512 sum = _mm512_setzero_ps();
+    __m256 sum = _mm256_setzero_ps();  // the canonical 8 partial sums: each 16's low half, then its high half
     for (int i = 0; i < n; i += LANES) {
         __mmask16 m = first_n(n - i);
         __m512 e = _mm512_maskz_mov_ps(m, exp_ps(_mm512_sub_ps(load_f32(x + i, m), max)));
         _mm512_mask_storeu_ps(x + i, m, e);
-        sum = _mm512_add_ps(sum, e);
+        sum = _mm256_add_ps(sum, _mm512_castps512_ps256(e));
+        if (i + 8 < n) sum = _mm256_add_ps(sum, _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e), 1)));
     }
-    const __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(sum));
+    const __m512 inv = _mm512_set1_ps(1.0f / reduce_8(sum));
     for (int i = 0; i < n; i += LANES) {
         __mmask16 m = first_n(n - i);
         _mm512_mask_storeu_ps(x + i, m, _mm512_mul_ps(load_f32(x + i, m), inv));
@@ -661,7 +597,8 @@ static RowRange row_range(const float *x, int n) {
     return row_range_of_lanes(lane_max, lane_arg, lane_min, VECTORS * LANES, bad != 0, x, i, n);
 }
 
-// exp as softmax's, its sum in two 8-lane vectors of doubles (the low and the high half of each 16).
+// exp as softmax's, its sum in two 8-lane vectors of doubles (the low and the high half of each 16: the canonical
+// 16 partial sums, scalar.c's exp_sum), combined (p, p + 4) within each 8, then (p, p + 8), (l, l + 2), (l, l + 1).
 static double exp_sum(float *out, const float *x, int n, float shift, float divisor) {
     const __m512 s = _mm512_set1_ps(shift), d = _mm512_set1_ps(divisor), minus_inf = _mm512_set1_ps(-INFINITY);
     __m512d low = _mm512_setzero_pd(), high = _mm512_setzero_pd();
@@ -674,7 +611,11 @@ static double exp_sum(float *out, const float *x, int n, float shift, float divi
         low = _mm512_add_pd(low, _mm512_cvtps_pd(_mm512_castps512_ps256(e)));
         high = _mm512_add_pd(high, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e), 1))));
     }
-    return _mm512_reduce_add_pd(_mm512_add_pd(low, high));
+    const __m256d low4 = _mm256_add_pd(_mm512_castpd512_pd256(low), _mm512_extractf64x4_pd(low, 1)),
+                  high4 = _mm256_add_pd(_mm512_castpd512_pd256(high), _mm512_extractf64x4_pd(high, 1));
+    double c[4];
+    _mm256_storeu_pd(c, _mm256_add_pd(low4, high4));
+    return (c[0] + c[2]) + (c[1] + c[3]);
 }
 
 // Attention, two matrix products, out[g, c] = scale · Σ_{r < len_g} A[g, r] M[r, c]:

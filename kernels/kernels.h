@@ -216,6 +216,12 @@ static inline __attribute__((always_inline)) void attention_from_products(
     rows_times_matrix(out, ld_out, scores, ld_s, span, 1, n, v, hd, hd, 1.0f);  // × 1 is exact
 }
 
+// The canonical order of float arithmetic, which every variant reproduces bit for bit (docs/kernels.md, "One
+// order of arithmetic"; scalar.c writes it out): a long sum is SUM_LANES partial sums, term i going to sum
+// i mod SUM_LANES, combined (l, l + 4), (l, l + 2), (l, l + 1); a matmul's dot product takes its inputs in chunks
+// of MATMUL_CHUNK (a multiple of 16), each chunk so summed, the chunks' values added in turn.
+enum { SUM_LANES = 8, MATMUL_CHUNK = 768 };
+
 // The panel layout: rows 4p..4p+3 form panel p; in it, slice k (elements 16k..16k+15) of row 4p+r is stored at
 // (k·4 + r)·16. Rows are padded with zeros to a multiple of 16 elements and the last panel with zero rows to 4.
 // Pair order (BF16 weights where Kernels.bf16_pairs): within its 16 places a slice's element e is at

@@ -60,45 +60,64 @@ static ALWAYS_INLINE float32x4_t masked(float32x4_t v, uint32x4_t mask) {
 
 // ---- matmul -------------------------------------------------------------------------------------------------
 //
-// A block of R weight rows × TT activation rows: each 4-wide slice of the R weight rows is loaded once and
-// multiplied into all TT activation rows (R·TT ≤ 16 accumulators + R weight registers + 1 activation register of
-// the 32). Every (t, j) pair sees the same sequence of fused multiply-adds whatever R and TT are, the zero-filled
-// tail included, so results do not depend on how rows are blocked.
+// A block of R weight rows × TT activation rows: each 4-wide quarter of a 16-input slice of the R weight rows is
+// loaded once and multiplied into all TT activation rows. Each (t, j) pair keeps the canonical order's 8 partial
+// sums (kernels.h, SUM_LANES) in two registers, sums 0–3 and 4–7: a slice's quarters go to the first, the second,
+// the first, the second (inputs 0–3, 4–7, 8–11, 12–15), so lane l of the pair takes inputs l and then l + 8. The
+// sums run over chunks of MATMUL_CHUNK inputs, each chunk's combined by the canonical tree and added in turn
+// (2·R·TT ≤ 24 accumulators + R weight registers + 1 activation register of the 32). Every (t, j) pair sees the
+// same fused multiply-adds whatever R and TT are, the zero-filled tail included, as in every variant.
 
-enum { BLOCK_R = 4, BLOCK_T = 4 };
+enum { BLOCK_R = 4, BLOCK_T = 3 };
 
-// acc[r][t] += x[t, i..i+3] · W[r, i..i+3] lane by lane, for the first n columns (the rest read as zero).
-static ALWAYS_INLINE void matmul_step(float32x4_t acc[BLOCK_R][BLOCK_T], const float *x, const uint8_t *w,
-                                      WeightType type, size_t row_bytes, int R, int TT, int ld_x, int i, int n) {
+// The canonical tree over the 8 sums in lo (0–3) and hi (4–7): (l, l + 4), (l, l + 2), (l, l + 1).
+static ALWAYS_INLINE float combine_lanes(float32x4_t lo, float32x4_t hi) {
+    const float32x4_t u = vaddq_f32(lo, hi);
+    const float32x2_t v = vadd_f32(vget_low_f32(u), vget_high_f32(u));
+    return vget_lane_f32(v, 0) + vget_lane_f32(v, 1);
+}
+
+// acc[r][t][q % 2] += x[t, i + 4q ..] · W[r, i + 4q ..] lane by lane for the quarters q of the slice at i, the
+// first n columns of it (the rest read as zero).
+static ALWAYS_INLINE void matmul_slice(float32x4_t acc[BLOCK_R][BLOCK_T][2], const float *x, const uint8_t *w,
+                                       WeightType type, size_t row_bytes, int R, int TT, int ld_x, int i, int n) {
     const size_t elem = type == WEIGHT_F32 ? 4 : 2;
-    float32x4_t wv[BLOCK_R];
+#pragma GCC unroll 4
+    for (int q = 0; q < 4; q++) {
+        const int left = n - q * LANES, at = i + q * LANES;
+        float32x4_t wv[BLOCK_R];
 #pragma GCC unroll 4  // gcc -O2 would keep these loops, and the accumulators on the stack
-    for (int r = 0; r < R; r++) wv[r] = load_weights(w + r * row_bytes + i * elem, type, n);
+        for (int r = 0; r < R; r++)
+            wv[r] = left > 0 ? load_weights(w + r * row_bytes + at * elem, type, left) : vdupq_n_f32(0.0f);
 #pragma GCC unroll 4
-    for (int t = 0; t < TT; t++) {
-        float32x4_t xv = load_f32(x + (size_t)t * ld_x + i, n);
+        for (int t = 0; t < TT; t++) {
+            const float32x4_t xv = left > 0 ? load_f32(x + (size_t)t * ld_x + at, left) : vdupq_n_f32(0.0f);
 #pragma GCC unroll 4
-        for (int r = 0; r < R; r++) acc[r][t] = vfmaq_f32(acc[r][t], xv, wv[r]);
+            for (int r = 0; r < R; r++) acc[r][t][q % 2] = vfmaq_f32(acc[r][t][q % 2], xv, wv[r]);
+        }
     }
 }
 
 static ALWAYS_INLINE void matmul_block(float *out, const float *x, const uint8_t *w, WeightType type,
                                        size_t row_bytes, const float *bias, int R, int TT, int n_in, int ld_x,
                                        int ld_out) {
-    float32x4_t acc[BLOCK_R][BLOCK_T];
-    for (int r = 0; r < R; r++)
-        for (int t = 0; t < TT; t++) acc[r][t] = vdupq_n_f32(0.0f);
-    int i = 0;
-    for (; i + LANES <= n_in; i += LANES) matmul_step(acc, x, w, type, row_bytes, R, TT, ld_x, i, LANES);
-    if (i < n_in) matmul_step(acc, x, w, type, row_bytes, R, TT, ld_x, i, n_in - i);
-    for (int r = 0; r < R; r++)
-        for (int t = 0; t < TT; t++) {
-            float sum = vaddvq_f32(acc[r][t]);
-            out[(size_t)t * ld_out + r] = bias ? sum + bias[r] : sum;
-        }
+    for (int c0 = 0; c0 < n_in; c0 += MATMUL_CHUNK) {
+        const int c1 = c0 + MATMUL_CHUNK < n_in ? c0 + MATMUL_CHUNK : n_in;
+        float32x4_t acc[BLOCK_R][BLOCK_T][2];
+        for (int r = 0; r < R; r++)
+            for (int t = 0; t < TT; t++) acc[r][t][0] = acc[r][t][1] = vdupq_n_f32(0.0f);
+        for (int i = c0; i < c1; i += 16) matmul_slice(acc, x, w, type, row_bytes, R, TT, ld_x, i, c1 - i);
+        for (int r = 0; r < R; r++)
+            for (int t = 0; t < TT; t++) {
+                float *o = out + (size_t)t * ld_out + r;
+                const float chunk = combine_lanes(acc[r][t][0], acc[r][t][1]);
+                const float sum = c0 == 0 ? chunk : *o + chunk;
+                *o = bias && c1 == n_in ? sum + bias[r] : sum;
+            }
+    }
 }
 
-// Weight rows j0..j1 in blocks of 4 (the last few one at a time), activations in tiles of up to 4 rows.
+// Weight rows j0..j1 in blocks of 4 (the last few one at a time), activations in tiles of up to 3 rows.
 static ALWAYS_INLINE void matmul(float *out, const float *x, const void *w, WeightType type, const float *bias,
                                  int T, int n_in, int ld_x, int ld_out, int j0, int j1) {
     const size_t row_bytes = (size_t)n_in * (type == WEIGHT_F32 ? 4 : 2);
@@ -109,12 +128,10 @@ static ALWAYS_INLINE void matmul(float *out, const float *x, const void *w, Weig
         for (int t = 0; t < T; t += BLOCK_T) {
             const float *xt = x + (size_t)t * ld_x;
             float *o = out + (size_t)t * ld_out + j;
-            switch ((R == 4 ? 10 : 0) + (T - t < 4 ? T - t : 4)) {
-            case 14: matmul_block(o, xt, wj, type, row_bytes, bj, 4, 4, n_in, ld_x, ld_out); break;
+            switch ((R == 4 ? 10 : 0) + (T - t < BLOCK_T ? T - t : BLOCK_T)) {
             case 13: matmul_block(o, xt, wj, type, row_bytes, bj, 4, 3, n_in, ld_x, ld_out); break;
             case 12: matmul_block(o, xt, wj, type, row_bytes, bj, 4, 2, n_in, ld_x, ld_out); break;
             case 11: matmul_block(o, xt, wj, type, row_bytes, bj, 4, 1, n_in, ld_x, ld_out); break;
-            case 4: matmul_block(o, xt, wj, type, row_bytes, bj, 1, 4, n_in, ld_x, ld_out); break;
             case 3: matmul_block(o, xt, wj, type, row_bytes, bj, 1, 3, n_in, ld_x, ld_out); break;
             case 2: matmul_block(o, xt, wj, type, row_bytes, bj, 1, 2, n_in, ld_x, ld_out); break;
             default: matmul_block(o, xt, wj, type, row_bytes, bj, 1, 1, n_in, ld_x, ld_out); break;
@@ -133,7 +150,7 @@ DEFINE_MATMUL_PER_WEIGHT_TYPE(matmul)
 // float, built by writing n + 127 into the exponent field. Below −87.3 the result stays at e^−87.3 ≈ 1.2e-38
 // instead of going subnormal.
 static ALWAYS_INLINE float32x4_t exp_ps(float32x4_t x) {
-    x = vmaxq_f32(vminq_f32(x, vdupq_n_f32(88.0f)), vdupq_n_f32(-87.3f));
+    x = vmaxnmq_f32(vminnmq_f32(x, vdupq_n_f32(88.0f)), vdupq_n_f32(-87.3f));  // a NaN becomes 88, as on x86
     float32x4_t n = vrndnq_f32(vmulq_f32(x, vdupq_n_f32(1.4426950408889634f)));
     float32x4_t r = vfmsq_f32(x, n, vdupq_n_f32(0.693145751953125f));  // ln 2 in two parts, exact product
     r = vfmsq_f32(r, n, vdupq_n_f32(1.428606765330187e-06f));
@@ -164,7 +181,7 @@ static ALWAYS_INLINE float32x4_t erf_ps(float32x4_t x) {
     poly = vfmaq_f32(vdupq_n_f32(-0.284496736f), poly, t);
     poly = vfmaq_f32(vdupq_n_f32(0.254829592f), poly, t);
     poly = vmulq_f32(poly, t);
-    float32x4_t e = exp_ps(vmulq_f32(vnegq_f32(ax), ax));
+    float32x4_t e = exp_ps(vmulq_f32(vsubq_f32(vdupq_n_f32(0.0f), ax), ax));
     float32x4_t y = vfmsq_f32(vdupq_n_f32(1.0f), poly, e);
     uint32x4_t sign = vandq_u32(vreinterpretq_u32_f32(x), vdupq_n_u32(0x80000000u));  // copy the sign of x
     return vreinterpretq_f32_u32(vorrq_u32(vreinterpretq_u32_f32(y), sign));
@@ -191,10 +208,29 @@ static void gelu_erf(float *x, int n) {
 
 // ---- reductions over a row ----------------------------------------------------------------------------------
 
+// The canonical 8 partial sums (kernels.h, SUM_LANES) in two registers, lo (0–3) and hi (4–7), 8 floats a step.
 static float row_sum(const float *x, int n) {
-    float32x4_t acc = vdupq_n_f32(0.0f);
-    for (int i = 0; i < n; i += LANES) acc = vaddq_f32(acc, load_f32(x + i, n - i));
-    return vaddvq_f32(acc);
+    float32x4_t lo = vdupq_n_f32(0.0f), hi = vdupq_n_f32(0.0f);
+    for (int i = 0; i < n; i += 2 * LANES) {
+        lo = vaddq_f32(lo, load_f32(x + i, n - i));
+        hi = vaddq_f32(hi, n - i > LANES ? load_f32(x + i + LANES, n - i - LANES) : vdupq_n_f32(0.0f));
+    }
+    return combine_lanes(lo, hi);
+}
+
+// Σ (x_i − c)², each a fused multiply-add (c = 0: Σ x_i²), in the same order.
+static float row_sum_squares(const float *x, int n, float c) {
+    float32x4_t lo = vdupq_n_f32(0.0f), hi = vdupq_n_f32(0.0f);
+    for (int i = 0; i < n; i += 2 * LANES) {
+        const float32x4_t dl = masked(vsubq_f32(load_f32(x + i, n - i), vdupq_n_f32(c)), first_n(n - i));
+        lo = vfmaq_f32(lo, dl, dl);
+        const int left = n - i - LANES;
+        const float32x4_t dh = left > 0 ? masked(vsubq_f32(load_f32(x + i + LANES, left), vdupq_n_f32(c)),
+                                                 first_n(left))
+                                        : vdupq_n_f32(0.0f);
+        hi = vfmaq_f32(hi, dh, dh);
+    }
+    return combine_lanes(lo, hi);
 }
 
 static float row_max(const float *x, int n) {
@@ -205,13 +241,9 @@ static float row_max(const float *x, int n) {
 }
 
 static void layernorm(float *out, const float *x, const float *gamma, const float *beta, int n, float eps) {
-    const float32x4_t mean = vdupq_n_f32(row_sum(x, n) / n);
-    float32x4_t acc = vdupq_n_f32(0.0f);
-    for (int i = 0; i < n; i += LANES) {
-        float32x4_t d = masked(vsubq_f32(load_f32(x + i, n - i), mean), first_n(n - i));
-        acc = vfmaq_f32(acc, d, d);
-    }
-    const float32x4_t inv_std = vdupq_n_f32(1.0f / sqrtf(vaddvq_f32(acc) / n + eps));
+    const float mean_1 = row_sum(x, n) / n;
+    const float32x4_t mean = vdupq_n_f32(mean_1);
+    const float32x4_t inv_std = vdupq_n_f32(1.0f / sqrtf(row_sum_squares(x, n, mean_1) / n + eps));
     for (int i = 0; i < n; i += LANES) {
         float32x4_t d = vmulq_f32(vsubq_f32(load_f32(x + i, n - i), mean), inv_std);
         store_f32(out + i, vfmaq_f32(load_f32(beta + i, n - i), d, load_f32(gamma + i, n - i)), n - i);
@@ -219,12 +251,7 @@ static void layernorm(float *out, const float *x, const float *gamma, const floa
 }
 
 static void rmsnorm(float *out, const float *x, const float *gamma, int n, float eps) {
-    float32x4_t acc = vdupq_n_f32(0.0f);
-    for (int i = 0; i < n; i += LANES) {
-        float32x4_t v = load_f32(x + i, n - i);  // zero past the end
-        acc = vfmaq_f32(acc, v, v);
-    }
-    const float32x4_t inv_rms = vdupq_n_f32(1.0f / sqrtf(vaddvq_f32(acc) / n + eps));
+    const float32x4_t inv_rms = vdupq_n_f32(1.0f / sqrtf(row_sum_squares(x, n, 0.0f) / n + eps));
     for (int i = 0; i < n; i += LANES)
         store_f32(out + i, vmulq_f32(vmulq_f32(load_f32(x + i, n - i), inv_rms), load_f32(gamma + i, n - i)), n - i);
 }
@@ -234,8 +261,8 @@ static void rope(float *x, const float *cos, const float *sin, int half) {
         const int n = half - i;
         float32x4_t a = load_f32(x + i, n), b = load_f32(x + half + i, n), c = load_f32(cos + i, n),
                     s = load_f32(sin + i, n);
-        store_f32(x + i, vfmsq_f32(vmulq_f32(a, c), b, s), n);
-        store_f32(x + half + i, vfmaq_f32(vmulq_f32(b, c), a, s), n);
+        store_f32(x + i, vfmaq_f32(vnegq_f32(vmulq_f32(b, s)), a, c), n);  // a·c − b·s, b·s rounded first
+        store_f32(x + half + i, vfmaq_f32(vmulq_f32(a, s), b, c), n);
     }
 }
 
@@ -243,20 +270,20 @@ static void silu_mul(float *out, const float *gate, const float *up, int n) {
     const float32x4_t one = vdupq_n_f32(1.0f);
     for (int i = 0; i < n; i += LANES) {
         float32x4_t g = load_f32(gate + i, n - i);
-        float32x4_t e = exp_ps(vnegq_f32(g));
+        float32x4_t e = exp_ps(vsubq_f32(vdupq_n_f32(0.0f), g));
         store_f32(out + i, vmulq_f32(vdivq_f32(g, vaddq_f32(one, e)), load_f32(up + i, n - i)), n - i);
     }
 }
 
 static void softmax(float *x, int n) {
     const float32x4_t max = vdupq_n_f32(row_max(x, n));
-    float32x4_t sum = vdupq_n_f32(0.0f);
+    float32x4_t sum[2] = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)};  // the canonical 8 partial sums, 0–3 and 4–7
     for (int i = 0; i < n; i += LANES) {
         float32x4_t e = masked(exp_ps(vsubq_f32(load_f32(x + i, n - i), max)), first_n(n - i));
         store_f32(x + i, e, n - i);
-        sum = vaddq_f32(sum, e);
+        sum[i / LANES % 2] = vaddq_f32(sum[i / LANES % 2], e);
     }
-    const float32x4_t inv = vdupq_n_f32(1.0f / vaddvq_f32(sum));
+    const float32x4_t inv = vdupq_n_f32(1.0f / combine_lanes(sum[0], sum[1]));
     for (int i = 0; i < n; i += LANES) store_f32(x + i, vmulq_f32(load_f32(x + i, n - i), inv), n - i);
 }
 
@@ -290,21 +317,28 @@ static RowRange row_range(const float *x, int n) {
     return row_range_of_lanes(lane_max, lane_arg, lane_min, VECTORS * LANES, vmaxvq_u32(bad) != 0, x, i, n);
 }
 
-// exp as softmax's, its sum in two 2-lane vectors of doubles (the low and the high half of each 4).
+// exp as softmax's, its sum in the canonical 16 partial sums of doubles (scalar.c, exp_sum): d[k] holds sums
+// 2k and 2k + 1, so value i of a step of 4 goes to d[i / 2 % 8]; combined (p, p + 4) within each 8, then
+// (p, p + 8), (l, l + 2), (l, l + 1).
 static double exp_sum(float *out, const float *x, int n, float shift, float divisor) {
     const float32x4_t s = vdupq_n_f32(shift), d = vdupq_n_f32(divisor), minus_inf = vdupq_n_f32(-INFINITY);
-    float64x2_t low = vdupq_n_f64(0.0), high = vdupq_n_f64(0.0);
+    float64x2_t sums[8];
+    for (int k = 0; k < 8; k++) sums[k] = vdupq_n_f64(0.0);
     for (int i = 0; i < n; i += LANES) {
         float32x4_t y = vsubq_f32(load_f32(x + i, n - i), s);
         if (divisor != 1.0f) y = vdivq_f32(y, d);  // (dividing by 1 changes no bit)
         const uint32x4_t keep = vandq_u32(first_n(n - i), vmvnq_u32(vceqq_f32(y, minus_inf)));
         const float32x4_t e = masked(exp_ps(y), keep);
         store_f32(out + i, e, n - i);
-        low = vaddq_f64(low, vcvt_f64_f32(vget_low_f32(e)));
-        high = vaddq_f64(high, vcvt_high_f64_f32(e));
+        const int k = i / 2 % 8;
+        sums[k] = vaddq_f64(sums[k], vcvt_f64_f32(vget_low_f32(e)));
+        sums[k + 1] = vaddq_f64(sums[k + 1], vcvt_high_f64_f32(e));
     }
-    const float64x2_t sum = vaddq_f64(low, high);
-    return vgetq_lane_f64(sum, 0) + vgetq_lane_f64(sum, 1);
+    // c[l] = (d[l] + d[l + 4]) + (d[l + 8] + d[l + 12]): c01 holds c[0], c[1]; c23 holds c[2], c[3]
+    const float64x2_t c01 = vaddq_f64(vaddq_f64(sums[0], sums[2]), vaddq_f64(sums[4], sums[6])),
+                      c23 = vaddq_f64(vaddq_f64(sums[1], sums[3]), vaddq_f64(sums[5], sums[7]));
+    const float64x2_t c = vaddq_f64(c01, c23);  // (c0 + c2, c1 + c3)
+    return vgetq_lane_f64(c, 0) + vgetq_lane_f64(c, 1);
 }
 
 // Attention, two matrix products, out[g, c] = scale · Σ_{r < len_g} A[g, r] M[r, c]:
@@ -412,6 +446,5 @@ const Kernels kernels_neon = {
     .exp_sum = exp_sum,
     .attention = attention,
     .add = add,
-    // Not measured on real hardware (qemu timings mean nothing): the AVX2 crossover as a guess.
-    .blas_min_rows = 32,
+    .blas_min_rows = 0,
 };

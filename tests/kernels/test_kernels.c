@@ -1,10 +1,11 @@
 // test_kernels.c — every SIMD kernel variant this CPU can run, against the scalar reference on fresh random inputs
-// of awkward sizes (vector tails, blocking remainders), and the batch-invariance contract of kernels.h: a row's
-// bits do not depend on T, j0 or j1.
+// of awkward sizes (vector tails, blocking remainders), bit for bit (kernels.h, the canonical order: every kernel
+// but matmul_bf16_dot), and the batch-invariance contract of kernels.h: a row's bits do not depend on T, j0 or j1.
 //
-// Tolerances come from the usual rounding-error bounds (Higham, "Accuracy and Stability of Numerical Algorithms",
-// §3.1): a float sum or dot product of n terms computed in any order is within γ_n·Σ|terms| of the exact value,
-// γ_n ≈ n·2^-24; two of them, in different orders, are within n·FLT_EPSILON·Σ|terms| of each other.
+// The reference itself is checked against the exact value (in doubles, or libm's) within the usual rounding-error
+// bounds (Higham, "Accuracy and Stability of Numerical Algorithms", §3.1): a float sum or dot product of n terms
+// computed in any order is within γ_n·Σ|terms| of the exact value, γ_n ≈ n·2^-24; two of them, in different
+// orders, are within n·FLT_EPSILON·Σ|terms| of each other.
 //
 // `make test-neon` builds this file with kernels/ and the harness alone: nothing from src/ but headers.
 #include <float.h>
@@ -138,11 +139,12 @@ static uint16_t *bf16_rows_for(const Kernels *k, const float *x, int T, int n_in
 
 // One random case of `k` against the reference: out[t, j] for j in a random [j0, j1) (half the time all of
 // [0, n_out)), the rest of each ld_out-wide row untouched; the rows of x are ld_x ≥ n_in apart, with random
-// values in between that must not count. Each side's sum of n_in products is within
-// γ_{n_in}·Σ|x_i w_i| of the exact one, plus one rounding for the bias, hence
-//     |out − ref| ≤ (n_in + 4) · FLT_EPSILON · (Σ_i |x[t, i] · W[j, i]| + |bias[j]|).
-// dot: matmul_bf16_dot (BF16 weights) on x rounded to BF16, the bound then over the rounded x (each product of
-// two BF16 values is exact, so again only the order of the sums differs).
+// values in between that must not count. `matmul`: the reference's bits, and the reference within the bound of a
+// sum of n_in products, plus one rounding for the bias, of the exact value:
+//     |ref − exact| ≤ (n_in + 4) · FLT_EPSILON · (Σ_i |x[t, i] · W[j, i]| + |bias[j]|).
+// dot: matmul_bf16_dot (BF16 weights) on x rounded to BF16, not in the canonical order (kernels.h): within that
+// bound of the reference, over the rounded x (each product of two BF16 values is exact, so only the order of the
+// sums differs).
 static void check_matmul(const Kernels *k, WeightType type, bool dot, int T, int n_in, bool with_bias) {
     const int n_out = random_odd(1, 19), ld_out = n_out + test_rand_int(0, 3), ld_x = n_in + test_rand_int(0, 20);
     int j0 = 0, j1 = n_out;
@@ -173,13 +175,16 @@ static void check_matmul(const Kernels *k, WeightType type, bool dot, int T, int
                       what, T, n_in, j0, j1, t, j, a);
                 continue;
             }
-            double magnitude = bias ? fabs(bias[j]) : 0.0;
-            for (int i = 0; i < n_in; i++)
-                magnitude += fabs((double)x[t * ld_x + i] * weight_value(w, type, (size_t)j * n_in + i));
+            double magnitude = bias ? fabs(bias[j]) : 0.0, exact = bias ? bias[j] : 0.0;
+            for (int i = 0; i < n_in; i++) {
+                const double product = (double)x[t * ld_x + i] * weight_value(w, type, (size_t)j * n_in + i);
+                magnitude += fabs(product);
+                exact += product;
+            }
             double tol = (n_in + 4) * FLT_EPSILON * magnitude;
-            CHECK(fabs(a - b) <= tol,
-                  "%s %s T=%d n_in=%d n_out=%d bias=%d: out[%d, %d] = %.9g, reference %.9g (tol %.3g)", k->name,
-                  what, T, n_in, n_out, with_bias, t, j, a, b, tol);
+            CHECK(dot ? fabs(a - b) <= tol : same_bits(a, b) && fabs(b - exact) <= tol,
+                  "%s %s T=%d n_in=%d n_out=%d bias=%d: out[%d, %d] = %.9g, reference %.9g, exact %.9g (tol %.3g)",
+                  k->name, what, T, n_in, n_out, with_bias, t, j, a, b, exact, tol);
         }
     free(x);
     free(w);
@@ -386,9 +391,10 @@ TEST(kernels_matmul_bf16_dot_batch_invariant) {
 static const int row_sizes[] = {1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 33, 100, 768, 768 + 5};
 enum { ROW_SIZES = sizeof row_sizes / sizeof *row_sizes };
 
-// out = (x − μ)/σ · γ + β. The two means differ by at most (n + 2)·FLT_EPSILON·mean|x|; the variance, a sum of
-// squares, changes only to second order with μ, and its rounding is a relative (n + 4)·FLT_EPSILON; so
-//     |out − ref| ≤ |γ_i|/σ · FLT_EPSILON · ((n + 2)·mean|x| + (n + 8)·|x_i − μ|) + 2·FLT_EPSILON·(|ref| + |β_i|)
+// out = (x − μ)/σ · γ + β: the reference's bits; the reference against the exact value (in doubles). The means
+// differ by at most (n + 2)·FLT_EPSILON·mean|x|; the variance, a sum of squares, changes only to second order with
+// μ, and its rounding is a relative (n + 4)·FLT_EPSILON; so
+//     |ref − exact| ≤ |γ_i|/σ · FLT_EPSILON · ((n + 2)·mean|x| + (n + 8)·|x_i − μ|) + 2·FLT_EPSILON·(|ref| + |β_i|)
 TEST(kernels_layernorm_matches_scalar) {
     int n_variants;
     const Kernels *const *list = kernels_available(&n_variants);
@@ -413,8 +419,10 @@ TEST(kernels_layernorm_matches_scalar) {
                 double spread_error = (n + 2) * mean_abs + (n + 8) * fabs(x[i] - mean);
                 double tol = fabs(gamma[i]) * inv_std * FLT_EPSILON * spread_error +
                              2 * FLT_EPSILON * (fabs(ref[i]) + fabs(beta[i]));
-                CHECK(fabs(out[i] - ref[i]) <= tol, "%s n=%d: out[%d] = %.9g, reference %.9g (tol %.3g)",
-                      list[v]->name, n, i, out[i], ref[i], tol);
+                const double exact = (x[i] - mean) * inv_std * gamma[i] + beta[i];
+                CHECK(same_bits(out[i], ref[i]) && fabs(ref[i] - exact) <= tol,
+                      "%s n=%d: out[%d] = %.9g, reference %.9g, exact %.9g (tol %.3g)", list[v]->name, n, i, out[i],
+                      ref[i], exact, tol);
             }
             free(x);
             free(gamma);
@@ -425,9 +433,9 @@ TEST(kernels_layernorm_matches_scalar) {
     }
 }
 
-// out = x / rms(x) · γ. The two sums of squares (n terms, different orders) differ by a relative
-// n·FLT_EPSILON, which moves 1/rms by half that; the two products round twice more:
-//     |out − ref| ≤ (n/2 + 4) · FLT_EPSILON · |x_i γ_i| / rms
+// out = x / rms(x) · γ: the reference's bits; the reference against the exact value. The sum of squares (n
+// terms) is within a relative n·FLT_EPSILON, which moves 1/rms by half that; the two products round twice more:
+//     |ref − exact| ≤ (n/2 + 4) · FLT_EPSILON · |x_i γ_i| / rms
 TEST(kernels_rmsnorm_matches_scalar) {
     int n_variants;
     const Kernels *const *list = kernels_available(&n_variants);
@@ -445,8 +453,10 @@ TEST(kernels_rmsnorm_matches_scalar) {
             const double inv_rms = 1.0 / sqrt(sum_sq / n + 1e-6);
             for (int i = 0; i < n; i++) {
                 double tol = (n / 2.0 + 4) * FLT_EPSILON * fabs((double)x[i] * gamma[i]) * inv_rms;
-                CHECK(fabs(out[i] - ref[i]) <= tol, "%s n=%d: out[%d] = %.9g, reference %.9g (tol %.3g)",
-                      list[v]->name, n, i, out[i], ref[i], tol);
+                const double exact = (double)x[i] * inv_rms * gamma[i];
+                CHECK(same_bits(out[i], ref[i]) && fabs(ref[i] - exact) <= tol,
+                      "%s n=%d: out[%d] = %.9g, reference %.9g, exact %.9g (tol %.3g)", list[v]->name, n, i, out[i],
+                      ref[i], exact, tol);
             }
             free(x);
             free(gamma);
@@ -456,9 +466,8 @@ TEST(kernels_rmsnorm_matches_scalar) {
     }
 }
 
-// Each rotated channel is a·c − b·s (or b·c + a·s): two products and a sum, each side within
-// FLT_EPSILON·(|a·c| + |b·s|) of the exact value whether the products are fused or not, so
-//     |out − ref| ≤ 2·FLT_EPSILON · (|a·c| + |b·s|)      and the reference within half that of the exact value.
+// Each rotated channel is a·c − b·s (or b·c + a·s): the reference's bits, and the reference, two products and a
+// sum, within FLT_EPSILON·(|a·c| + |b·s|) of the exact value.
 TEST(kernels_rope_matches_scalar) {
     int n_variants;
     const Kernels *const *list = kernels_available(&n_variants);
@@ -485,7 +494,7 @@ TEST(kernels_rope_matches_scalar) {
                                        2 * FLT_EPSILON * (fabs(b * cos[i]) + fabs(a * sin[i]))};
                 for (int c = 0; c < 2; c++) {
                     const int at = i + c * half;
-                    CHECK(fabs(out[at] - ref[at]) <= tol[c] && fabs(ref[at] - want[c]) <= tol[c] / 2,
+                    CHECK(same_bits(out[at], ref[at]) && fabs(ref[at] - want[c]) <= tol[c] / 2,
                           "%s half=%d: x[%d] = %.9g, reference %.9g, exact %.9g (tol %.3g)", list[v]->name, half, at,
                           out[at], ref[at], want[c], tol[c]);
                 }
@@ -499,9 +508,10 @@ TEST(kernels_rope_matches_scalar) {
     }
 }
 
-// SiLU(g)·u with g ∈ [−100, 100]: the vector exp is accurate to 2e-7 relative, then an add, a division and a
-// product round once each; far below 0 the vector exp stops at e^88 where expf goes on, so
-//     |out − ref| ≤ 1e-6 · |ref| + 1e-30
+// SiLU(g)·u with g ∈ [−100, 100]: the reference's bits; the reference against libm's expf: the canonical exp is
+// accurate to 2e-7 relative, then an add, a division and a product round once each; far below 0 it stops at e^88
+// where expf goes on, so
+//     |ref − libm| ≤ 1e-6 · |libm| + 1e-30
 TEST(kernels_silu_mul_matches_scalar) {
     int n_variants;
     const Kernels *const *list = kernels_available(&n_variants);
@@ -515,10 +525,12 @@ TEST(kernels_silu_mul_matches_scalar) {
             memcpy(out, gate, sizeof(float) * n);
             kernels_scalar.silu_mul(ref, gate, up, n);
             list[v]->silu_mul(out, out, up, n);  // in place, as the forward pass calls it
-            for (int i = 0; i < n; i++)
-                CHECK(fabs(out[i] - ref[i]) <= 1e-6 * fabs(ref[i]) + 1e-30,
-                      "%s n=%d: silu(%.9g)·%.9g = %.9g, reference %.9g", list[v]->name, n, gate[i], up[i], out[i],
-                      ref[i]);
+            for (int i = 0; i < n; i++) {
+                const float libm = gate[i] / (1.0f + expf(-gate[i])) * up[i];
+                CHECK(same_bits(out[i], ref[i]) && fabsf(ref[i] - libm) <= 1e-6f * fabsf(libm) + 1e-30f,
+                      "%s n=%d: silu(%.9g)·%.9g = %.9g, reference %.9g, libm %.9g", list[v]->name, n, gate[i], up[i],
+                      out[i], ref[i], libm);
+            }
             free(gate);
             free(up);
             free(ref);
@@ -527,9 +539,10 @@ TEST(kernels_silu_mul_matches_scalar) {
     }
 }
 
-// GELU on x ∈ [−10, 10]: the vector tanh, erf and exp are accurate to a few 1e-7 absolute, and 0.5x scales that.
-// The worst seen on a dense grid of [−10, 10] is 1.6e-7 · (1 + |x|); allowed:
-//     |out − ref| ≤ 4e-7 · (1 + |x|)
+// GELU on x ∈ [−10, 10]: the reference's bits; the reference against libm's tanhf and erff: the canonical tanh,
+// erf and exp are accurate to a few 1e-7 absolute, and 0.5x scales that. The worst seen on a dense grid of
+// [−10, 10] is 1.6e-7 · (1 + |x|); allowed:
+//     |ref − libm| ≤ 4e-7 · (1 + |x|)
 static void check_gelu(bool erf_form) {
     int n_variants;
     const Kernels *const *list = kernels_available(&n_variants);
@@ -543,9 +556,14 @@ static void check_gelu(bool erf_form) {
             memcpy(out, x, sizeof(float) * (size_t)n);
             (erf_form ? kernels_scalar.gelu_erf : kernels_scalar.gelu_tanh)(ref, n);
             (erf_form ? list[v]->gelu_erf : list[v]->gelu_tanh)(out, n);
-            for (int i = 0; i < n; i++)
-                CHECK(fabs(out[i] - ref[i]) <= 4e-7 * (1 + fabs(x[i])), "%s n=%d: gelu(%.9g) = %.9g, reference %.9g",
-                      list[v]->name, n, x[i], out[i], ref[i]);
+            for (int i = 0; i < n; i++) {
+                const float libm = erf_form ? 0.5f * x[i] * (1.0f + erff(x[i] * 0.7071067811865476f))
+                                            : 0.5f * x[i] * (1.0f + tanhf(0.7978845608028654f *
+                                                                          (x[i] + 0.044715f * x[i] * x[i] * x[i])));
+                CHECK(same_bits(out[i], ref[i]) && fabs(ref[i] - libm) <= 4e-7 * (1 + fabs(x[i])),
+                      "%s n=%d: gelu(%.9g) = %.9g, reference %.9g, libm %.9g", list[v]->name, n, x[i], out[i], ref[i],
+                      libm);
+            }
             free(x);
             free(ref);
             free(out);
@@ -556,11 +574,8 @@ static void check_gelu(bool erf_form) {
 TEST(kernels_gelu_tanh_matches_scalar) { check_gelu(false); }
 TEST(kernels_gelu_erf_matches_scalar) { check_gelu(true); }
 
-// softmax: exp is accurate to a relative 1e-6 on either side (4e-7 for the vector one), and the two sums of n
-// positive terms differ by at most a relative n·FLT_EPSILON, so
-//     |out − ref| ≤ (1e-6 + n·FLT_EPSILON) · ref + 1e-37
-// (1e-37 absolute because the vector exp stops at ~1e-38 where expf goes on to 0), and Σ out is 1 to within
-// 2n·FLT_EPSILON + 1e-6.
+// softmax: the reference's bits, and Σ out is 1 to within 2n·FLT_EPSILON + 1e-6 (the canonical exp is accurate
+// to a relative 4e-7, the sum of n positive terms to n·FLT_EPSILON).
 // The regimes: ordinary logits; huge ones, most of whose exponentials underflow; rows far above or below 0, which
 // overflow or underflow unless the maximum is subtracted first; a row of equal values.
 static const char *const softmax_regimes[] = {"x in [-10, 10]", "x in [-1e4, 1e4]", "x in 5e3 + [-5, 5]",
@@ -596,8 +611,7 @@ TEST(kernels_softmax_matches_scalar) {
                 list[v]->softmax(out, n);
                 double sum = 0.0;
                 for (int i = 0; i < n; i++) {
-                    double tol = (1e-6 + n * FLT_EPSILON) * ref[i] + 1e-37;
-                    CHECK(fabs(out[i] - ref[i]) <= tol, "%s n=%d, %s: out[%d] = %.9g, reference %.9g", list[v]->name,
+                    CHECK(same_bits(out[i], ref[i]), "%s n=%d, %s: out[%d] = %.9g, reference %.9g", list[v]->name,
                           n, softmax_regimes[regime], i, out[i], ref[i]);
                     sum += out[i];
                 }
@@ -644,10 +658,10 @@ TEST(kernels_row_range_matches_scalar) {
     free(x);
 }
 
-// exp_sum: each exponential as softmax's test allows (a relative 1e-6 on either side, 1e-37 absolute where the
-// vector exp stops at ~1e-38), exactly 0 where (x − shift) / divisor is −inf — a masked logit, or one whose
-// distance from the shift overflows — and the sum to a relative 1e-6 (the terms' own error; doubles add the rest
-// exactly enough). Shifts at the row's max as sampling uses it, and temperatures 1 (no division) and others.
+// exp_sum: each exponential and the sum with the reference's bits, exactly 0 where (x − shift) / divisor is −inf
+// — a masked logit, or one whose distance from the shift overflows — and the reference's exponentials within a
+// relative 1e-6 of libm's expf (1e-37 absolute where the canonical exp stops at ~1e-38). Shifts at the row's max
+// as sampling uses it, and temperatures 1 (no division) and others.
 TEST(kernels_exp_sum_matches_scalar) {
     int n_variants;
     const Kernels *const *list = kernels_available(&n_variants);
@@ -666,12 +680,13 @@ TEST(kernels_exp_sum_matches_scalar) {
         for (int v = 0; v < n_variants; v++) {
             const double got_sum = list[v]->exp_sum(got, x, n, shift, divisor);
             for (int i = 0; i < n; i++) {
-                const bool masked = (x[i] - shift) / divisor == -INFINITY;
-                CHECK(masked ? got[i] == 0.0f : fabsf(got[i] - want[i]) <= 1e-6f * want[i] + 1e-37f,
-                      "%s n=%d, T=%g: exp of %.9g = %.9g, the reference's %.9g", list[v]->name, n, divisor,
-                      (x[i] - shift) / divisor, got[i], want[i]);
+                const float y = (x[i] - shift) / divisor, libm = expf(y);
+                CHECK(same_bits(got[i], want[i]) &&
+                          (y == -INFINITY ? want[i] == 0.0f : fabsf(want[i] - libm) <= 1e-6f * libm + 1e-37f),
+                      "%s n=%d, T=%g: exp of %.9g = %.9g, the reference's %.9g, libm's %.9g", list[v]->name, n,
+                      divisor, y, got[i], want[i], libm);
             }
-            CHECK(fabs(got_sum - want_sum) <= 1e-6 * want_sum, "%s n=%d: sum %.17g, the reference's %.17g",
+            CHECK(memcmp(&got_sum, &want_sum, sizeof got_sum) == 0, "%s n=%d: sum %.17g, the reference's %.17g",
                   list[v]->name, n, got_sum, want_sum);
         }
     }
@@ -681,10 +696,10 @@ TEST(kernels_exp_sum_matches_scalar) {
 // Attention for n query rows sharing one key/value head, row g over the positions it sees — its first S[g], and
 // S[g] + j for each bit j of tree[g] when tree is not NULL: out[g] = Σ_s a_s V[s], a = softmax(scale · q[g]·K[s])
 // over those, K given transposed with a row pitch ld_k ≥ the largest span (as in the KV cache, whose rows are
-// n_positions long). Per row, the two scores differ by at most δ = hd·FLT_EPSILON·scale·max_s Σ_i |q_i K[s, i]|,
-// which moves every a_s by a relative 2δ at most; softmax adds (1e-6 + m·FLT_EPSILON) (see above, m the positions
-// seen) and the weighted sum of m rows m·FLT_EPSILON more, so
-//     |out_i − ref_i| ≤ (2δ + 1e-6 + 2m·FLT_EPSILON) · Σ_s a_s |V[s, i]|
+// n_positions long). The reference's bits; and per row the reference's scores differ from the exact ones by at most
+// δ = hd·FLT_EPSILON·scale·max_s Σ_i |q_i K[s, i]|, which moves every a_s by a relative 2δ at most; softmax adds
+// (1e-6 + m·FLT_EPSILON) (m the positions seen) and the weighted sum of m rows m·FLT_EPSILON more, so
+//     |ref_i − exact_i| ≤ (2δ + 1e-6 + 2m·FLT_EPSILON) · Σ_s a_s |V[s, i]|
 // Batch invariance, bit for bit: each row computed alone equals the same row computed among the n; and a row with
 // tree bits equals the row of a chain that sees the same keys and values as its first m positions (the seen
 // columns of Kᵀ and rows of V gathered side by side).
@@ -732,12 +747,16 @@ static void check_attention(const Kernels *k, int n, const int *S, const uint64_
             sum += a[j];
         }
         for (int i = 0; i < hd; i++) {
-            double weighted = 0.0;
-            for (int j = 0; j < m; j++) weighted += a[j] / sum * fabs(seen_values[(size_t)j * hd + i]);
+            double weighted = 0.0, exact = 0.0;
+            for (int j = 0; j < m; j++) {
+                weighted += a[j] / sum * fabs(seen_values[(size_t)j * hd + i]);
+                exact += a[j] / sum * seen_values[(size_t)j * hd + i];
+            }
             double tol = (2 * delta + 1e-6 + 2 * m * FLT_EPSILON) * weighted;
             const float o = out[(size_t)g * hd + i], r = ref[(size_t)g * hd + i];
-            CHECK(fabs(o - r) <= tol, "%s n=%d row %d S=%d tree=%#llx hd=%d ld_k=%d: out[%d] = %.9g, reference %.9g "
-                  "(tol %.3g)", k->name, n, g, S[g], (unsigned long long)bits, hd, ld_k, i, o, r, tol);
+            CHECK(same_bits(o, r) && fabs(r - exact) <= tol,
+                  "%s n=%d row %d S=%d tree=%#llx hd=%d ld_k=%d: out[%d] = %.9g, reference %.9g, exact %.9g "
+                  "(tol %.3g)", k->name, n, g, S[g], (unsigned long long)bits, hd, ld_k, i, o, r, exact, tol);
         }
         k->attention(alone, hd, qg, ld_q, &S[g], tree ? &bits : NULL, 1, keys_t, ld_k, values, hd, scale, scores, ld_s);
         CHECK(memcmp(alone, out + (size_t)g * hd, sizeof(float) * hd) == 0,

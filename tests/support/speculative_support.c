@@ -12,9 +12,8 @@
 // ---- tiny model pairs -----------------------------------------------------------------------------------------
 
 bool quant_runs_here(Quant quant) {
-    int n;
-    const Kernels *const *list = kernels_available(&n);
-    return quant != QUANT_BF16 || list[n - 1]->matmul_bf16_dot;
+    const Kernels *selected = kernels_select(NULL, 0);  // the variant a model loads (SPECDEC_ISA's, or the best)
+    return quant != QUANT_BF16 || (selected && selected->matmul_bf16_dot);
 }
 
 void pair_open_quantized(ModelPair *pair, int vocab_size, int n_positions, int threads, float scale, Quant quant) {
