@@ -506,5 +506,4 @@ const Kernels kernels_avx2 = {
     .exp_sum = exp_sum,
     .attention = attention,
     .add = add,
-    .blas_min_rows = 0,  // sgemm reads rows, not panels
 };

@@ -730,6 +730,4 @@ const Kernels kernels_avx512 = {
     .exp_sum = exp_sum,
     .attention = attention,
     .add = add,
-    // Faster than OpenBLAS 0.3.21 (whose Zen kernels are AVX2) at every T up to 512 measured: never BLAS.
-    .blas_min_rows = 0,
 };

@@ -153,10 +153,6 @@ typedef struct {
 
     // out += x       out, x: [n]   (the residual connection)
     void (*add)(float *out, const float *x, int n);
-
-    // F32 matmuls of at least this many activation rows go to OpenBLAS's sgemm instead, where it is faster than
-    // `matmul` (the crossover that make bench measures); 0 = never.
-    int blas_min_rows;
 } Kernels;
 
 // The row stride, in floats, for a matrix whose rows of n floats a kernel reads side by side (activation rows in

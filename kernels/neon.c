@@ -446,5 +446,4 @@ const Kernels kernels_neon = {
     .exp_sum = exp_sum,
     .attention = attention,
     .add = add,
-    .blas_min_rows = 0,
 };

@@ -261,6 +261,4 @@ const Kernels kernels_scalar = {
     .exp_sum = exp_sum,
     .attention = attention,
     .add = add,
-    // The reference stays plain C all the way (SPECDEC_ISA=scalar runs the whole model on it).
-    .blas_min_rows = 0,
 };

@@ -24,7 +24,6 @@
 // The activations live in the model's ForwardScratch; every function that writes them takes it as an argument.
 #include "model/forward.h"
 
-#include <cblas.h>
 #include <pthread.h>
 #include <math.h>
 #include <stdint.h>
@@ -74,8 +73,6 @@ typedef struct ForwardScratch {
     int position[CHUNK_T];
     uint64_t path[CHUNK_T];
     bool tree;      // some row's path leaves out a row before it: attention passes the paths to the kernel
-    bool blas;      // OpenBLAS may take over the matmuls of many rows (a chain alone: model_forward; never a tree,
-                    // nor a batch of several sequences)
 } ForwardScratch;
 
 // The widest input a matmul takes: d, H·hd or F.
@@ -176,7 +173,6 @@ typedef struct {
     const uint16_t *xb; // [T, panel_row_length(n_in)]: x rounded to BF16, for QUANT_BF16
     float *out;         // [T, ld_out]
     int T, ld_x, ld_out;
-    bool blas;          // OpenBLAS sgemm (single-threaded, on a chunk's columns) instead of our kernel
     Epilogue epilogue;
     float *residual;    // EPILOGUE_ADD: residual[t, j] += out[t, j]    [T, n_out]
     const Heads *heads; // EPILOGUE_HEADS
@@ -188,19 +184,7 @@ typedef struct {
 // Columns [j0, j1) of the job's output: out[:, j0:j1] = x W[j0:j1]ᵀ + b[j0:j1].
 static void linear_columns(const LinearJob *job, int j0, int j1) {
     const Linear *lin = job->lin;
-    const int n = j1 - j0;
-    if (job->blas) {
-        // Debian's single-threaded OpenBLAS is built without USE_LOCKING: its calls share one buffer pool, and two
-        // threads inside sgemm at once corrupt each other's panels (OpenBLAS issue #2126; seen by the rollback check's
-        // test: docs/performance-history.md, "Measurements behind the kernels' choices"). So our threads take turns.
-        static pthread_mutex_t openblas = PTHREAD_MUTEX_INITIALIZER;
-        pthread_mutex_lock(&openblas);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, job->T, n, lin->n_in, 1.0f, job->x, job->ld_x,
-                    (const float *)lin->w + (size_t)j0 * lin->n_in, lin->n_in, 0.0f, job->out + j0, job->ld_out);
-        pthread_mutex_unlock(&openblas);
-        for (int t = 0; t < job->T && lin->bias; t++)
-            job->k->add(job->out + (size_t)t * job->ld_out + j0, lin->bias + j0, n);
-    } else if (lin->type == WEIGHT_Q8 || lin->type == WEIGHT_Q4) {
+    if (lin->type == WEIGHT_Q8 || lin->type == WEIGHT_Q4) {
         MatmulQ8Fn *matmul = lin->type == WEIGHT_Q8 ? job->k->matmul_q8 : job->k->matmul_q4;
         matmul(job->out, job->xq, lin->w, lin->bias, job->T, lin->n_in, job->ld_out, j0, j1);
     } else if (job->xb) {
@@ -275,10 +259,8 @@ static int chunk_block(const Config *c, bool quantizes, const Heads *heads) {
 }
 
 // out = x Wᵀ + b (then the epilogue)      x: [T, ld_x]   out: [T, ld_out]
-// Our kernels stream W once for all T rows and are batch-invariant. Where OpenBLAS is faster — F32 weights,
-// many rows (long prompts), a kernel variant that says so — it takes over; our threads then run a single-threaded
-// sgemm on each chunk's columns, one thread at a time (linear_columns says why), so OpenBLAS's threads never
-// compete with ours for the cores.
+// Our kernels stream W once for all T rows, are batch-invariant and keep the canonical order of arithmetic
+// (kernels.h) at every T: no BLAS takes over long prompts, whose logits are then the same bits in every variant.
 // q8 and q4 weights take x quantized (kernels.h), QUANT_BF16's x rounded to BF16, once, here, for all threads; a row's
 // quantization or rounding depends on that row alone, so batch invariance holds. The MLP's hidden layer (out or x
 // = s->mlp) is quantized instead by the job that computes it, each chunk its own blocks on its own thread, into
@@ -287,9 +269,6 @@ static int chunk_block(const Config *c, bool quantizes, const Heads *heads) {
 // cache (heads: what that epilogue needs, else NULL).
 static void linear(const Model *m, ForwardScratch *s, float *out, int ld_out, const float *x, int ld_x,
                    const Linear *lin, int T, Epilogue ep, float *residual, const Heads *heads) {
-    const int blas_min = m->kernels->blas_min_rows;
-    // (sgemm reads rows: a variant whose weights are in panels never names a crossover)
-    const bool blas = s->blas && lin->type == WEIGHT_F32 && blas_min > 0 && T >= blas_min && !m->kernels->panels;
     const bool quantized = lin->type == WEIGHT_Q8 || lin->type == WEIGHT_Q4;
     if (quantized && x != s->mlp) m->kernels->quantize_q8(s->xq, x, T, lin->n_in, ld_x);
     Q8Block *xq_out = out == s->mlp ? s->xq_mlp : NULL;  // the job quantizes what it computes (NULL: unquantized)
@@ -305,7 +284,6 @@ static void linear(const Model *m, ForwardScratch *s, float *out, int ld_out, co
         .T = T,
         .ld_x = ld_x,
         .ld_out = ld_out,
-        .blas = blas,
         .epilogue = ep,
         .residual = residual,
         .heads = heads,
@@ -595,7 +573,6 @@ static int forward(const Model *model, ForwardScratch *s, const SequenceRows *se
     if (check_batch(model, seqs, n_seqs, caller, err)) return -1;
     const Config *c = &model->cfg;
     const int d = c->n_embd, V = model->n_vocab;
-    s->blas = n_seqs == 1 && !seqs[0].parent;
     int seq = 0, fed = 0;  // the next row to feed: row `fed` of sequence `seq`
     size_t logit_rows = 0; // rows of logits written so far
     while (seq < n_seqs) {

@@ -154,8 +154,8 @@ int model_limit_context(Model *model, int n_ctx, Err *err);
 // case of model_forward_tree, and both are a batch of one sequence (model_forward_batch), through the same code.
 //
 // Batch invariance: the logits of a position are bit-identical whatever T it was computed in and whatever the
-// thread count — below the kernel variant's blas_min_rows, where OpenBLAS may take over for long prompts — so
-// greedy speculative output equals greedy target output.
+// thread count — and whatever the kernel variant (kernels.h, the canonical order) — so greedy speculative output
+// equals greedy target output.
 int model_forward(Model *model, KVCache *cache, const int *tokens, int T, float *logits, bool all_logits,
                   Err *err);
 
@@ -169,9 +169,8 @@ enum { TREE_MAX_ROWS = 64 };
 // [0, len) and to the rows on its own path from the cache, itself included, and its K/V go to cache row
 // len + i; afterwards cache->len += T (kv_keep_path keeps one path). Writes logits [T, n_vocab], every row.
 //
-// Batch invariance extends to trees, at every T (OpenBLAS never takes over here): row i's logits are
-// bit-identical to those of the last row of a chain over its path — model_forward of the path's tokens on the
-// same cache, below blas_min_rows — whatever the thread count.
+// Batch invariance extends to trees, at every T: row i's logits are bit-identical to those of the last row of a
+// chain over its path — model_forward of the path's tokens on the same cache — whatever the thread count.
 int model_forward_tree(Model *model, KVCache *cache, const int *tokens, const int *parent, int T, float *logits,
                        Err *err);
 
@@ -204,8 +203,7 @@ typedef struct {
 // the function it stands for, and no two sequences sharing a cache are checked first).
 //
 // Batch invariance extends to batches: a sequence's logits and K/V rows are bit-identical to those of its rows fed
-// alone, whatever else is in the batch and whatever the thread count (OpenBLAS never takes over a batch of several
-// sequences, so below blas_min_rows where the rows alone would be long enough for it).
+// alone, whatever else is in the batch and whatever the thread count.
 int model_forward_batch(Model *model, const SequenceRows *seqs, int n, float *logits, Err *err);
 
 // A cache sized for this model.

@@ -12,10 +12,8 @@
 // token generated.
 //
 // Bit-exact equality is the right test because the forward is batch-invariant (model.h): a position's K, V and
-// logits do not depend on how many tokens were fed with it, nor on the thread count. The one exception is
-// OpenBLAS, which may take over the matmuls of a forward of blas_min_rows tokens or more — only the prompt's
-// prefill is that long — so fresh receives the prefill exactly as it was fed (one forward of n_prefill tokens: the
-// same choice of kernel), then one token at a time, as plain decoding does. A cache that kv_keep_path compacted
+// logits do not depend on how many tokens were fed with it, nor on the thread count. fresh receives the prefill
+// as it was fed (one forward of n_prefill tokens), then one token at a time, as plain decoding does. A cache that kv_keep_path compacted
 // after a token tree passes as well: a tree row's K and V are those of the chain over its path (model.h), so the
 // kept path's rows are the chain's (tests/model/test_tree.c).
 //

@@ -155,7 +155,7 @@ TEST(kernels_avx512_for_each_cpu) {
             listed |= k == best;
             CHECK(strcmp(k->name, "avx512") == 0 && k->quantize_q8 == kernels_avx512.quantize_q8 &&
                       k->panels == kernels_avx512.panels && k->bf16_pairs == kernels_avx512.bf16_pairs &&
-                      k->blas_min_rows == kernels_avx512.blas_min_rows && k->attention == kernels_avx512.attention,
+                      k->attention == kernels_avx512.attention,
                   "the table for vnni=%d bf16=%d differs from kernels_avx512 in more than it lacks", vnni, bf16);
             CHECK(k->matmul_q8 == (vnni ? kernels_avx512.matmul_q8 : q8_matmul_avx2), "vnni=%d: the q8 matmul", vnni);
             CHECK(k->matmul_bf16_dot == (bf16 ? kernels_avx512.matmul_bf16_dot : NULL), "bf16=%d: matmul_bf16_dot",

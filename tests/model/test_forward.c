@@ -43,7 +43,7 @@
 // The reference is computed from the very F16/BF16 values stored, so one tolerance serves every dtype.
 
 enum {
-    MAX_CHUNK = 16,     // batch invariance holds for chunks below the kernels' blas_min_rows (≥ 32, or never)
+    MAX_CHUNK = 16,     // chunks of up to this many tokens
     MAX_FOLDERS = 64,
     NAME_LEN = 64,
     SHOWN_MISMATCHES = 5,

@@ -3,7 +3,7 @@
 //
 // Batch invariance extends to trees (model.h): every row of a tree forward has the logits, bit for bit, of the
 // last token of a chain over its path from the cache — fed onto the same committed rows with model_forward, in
-// chunks of up to CHAIN_CHUNK tokens (any chunks below blas_min_rows give the same bits: test_forward.c). Checked
+// chunks of up to CHAIN_CHUNK tokens (any chunks give the same bits: test_forward.c). Checked
 // on random trees of up to 64 rows (uniform random parents, deep ones, chains, several roots), over a GPT-2 and a
 // Llama-family checkpoint with grouped-query attention (and a Qwen3 one: biases, q/k norms), with every kernel
 // variant, 1 and 2 threads (every job split), weights as stored and q8.
