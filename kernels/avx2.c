@@ -492,6 +492,8 @@ const Kernels kernels_avx2 = {
     .matmul = {[WEIGHT_F32] = matmul_f32, [WEIGHT_F16] = matmul_f16, [WEIGHT_BF16] = matmul_bf16},
     .matmul_q8 = q8_matmul_avx2,
     .matmul_q4 = q4_matmul_avx2,
+    .matmul_q8_0 = q8_0_matmul_avx2,
+    .matmul_q4_0 = q4_0_matmul_avx2,
     .panels = true,
     .bf16_pairs = true,
     .quantize_q8 = q8_quantize_rows,

@@ -56,7 +56,7 @@ static bool cpu_has_avx_vnni(void) {
     return cpu_has_avx2() && __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) && (eax & bit_AVXVNNI);
 }
 
-// The avxvnni variant: avx2's table with AVX-VNNI's q8 and q4 matmuls (q8_avx2.c, q4_avx2.c), bit-identical to the
+// The avxvnni variant: avx2's table with AVX-VNNI's quantized matmuls (q8_avx2.c, q4_avx2.c), bit-identical to the
 // reference like every variant's.
 static Kernels kernels_avxvnni;
 
@@ -65,6 +65,8 @@ static const Kernels *make_avxvnni(void) {
     kernels_avxvnni.name = "avxvnni";
     kernels_avxvnni.matmul_q8 = q8_matmul_avxvnni;
     kernels_avxvnni.matmul_q4 = q4_matmul_avxvnni;
+    kernels_avxvnni.matmul_q8_0 = q8_0_matmul_avxvnni;
+    kernels_avxvnni.matmul_q4_0 = q4_0_matmul_avxvnni;
     return &kernels_avxvnni;
 }
 
@@ -80,6 +82,8 @@ static void make_avx512_trimmed(void) {
             if (!vnni) {  // AVX2's: bit-identical to the reference, like every variant's
                 k->matmul_q8 = q8_matmul_avx2;
                 k->matmul_q4 = q4_matmul_avx2;
+                k->matmul_q8_0 = q8_0_matmul_avx2;
+                k->matmul_q4_0 = q4_0_matmul_avx2;
             }
             if (!bf16) k->matmul_bf16_dot = NULL;
         }

@@ -16,8 +16,11 @@
 #include <string.h>
 
 // The float types index Kernels.matmul; WEIGHT_Q8 and WEIGHT_Q4 weights go through Kernels.matmul_q8 and
-// matmul_q4 (their activations are quantized to 8 bits too).
-typedef enum { WEIGHT_F32, WEIGHT_F16, WEIGHT_BF16, WEIGHT_TYPES, WEIGHT_Q8 = WEIGHT_TYPES, WEIGHT_Q4 } WeightType;
+// matmul_q4, WEIGHT_Q8_0 and WEIGHT_Q4_0 (GGUF's blocks as stored, below) through matmul_q8_0 and matmul_q4_0
+// (their activations are quantized to 8 bits too: quantized_matmul).
+typedef enum {
+    WEIGHT_F32, WEIGHT_F16, WEIGHT_BF16, WEIGHT_TYPES, WEIGHT_Q8 = WEIGHT_TYPES, WEIGHT_Q4, WEIGHT_Q8_0, WEIGHT_Q4_0
+} WeightType;
 
 typedef struct Q8Block Q8Block;
 
@@ -80,6 +83,11 @@ typedef struct {
     // The same for q4 weights (the q4 section below), against the same quantized activations: bit-identical to
     // the reference's (q4.c) in every variant.
     MatmulQ8Fn *matmul_q4;
+
+    // The same for GGUF's Q8_0 and Q4_0 blocks as the file stores them (WEIGHT_Q8_0, WEIGHT_Q4_0, below): q8's and
+    // q4's panels whose scales are the file's F16 values; bit-identical to the reference's (q8.c) in every variant.
+    MatmulQ8Fn *matmul_q8_0;
+    MatmulQ8Fn *matmul_q4_0;
 
     // The same for BF16 weights against activations rounded to BF16 (the model's QUANT_BF16): where the CPU has a
     // BF16 dot-product instruction (AVX512_BF16's vdpbf16ps, 2 multiply-adds per F32 lane), twice the arithmetic
@@ -447,8 +455,8 @@ static inline float q8_weight(const void *w, int n_in, int j, int i) {
 
 // The reference product (q8.c): the scalar variant's matmul_q8, and the specification of the others.
 MatmulQ8Fn q8_matmul_reference;
-// The same for q8 weights (type WEIGHT_Q8) or q4 weights (WEIGHT_Q4, below): q8_matmul_reference and
-// q4_matmul_reference are this with their type.
+// The same for any quantized type (weight_quantized: q8, q4 below, Q8_0 and Q4_0 at the end of this file):
+// q8_matmul_reference and the others are this with their type.
 void quantized_matmul_reference(float *out, const Q8Block *x, const void *w, WeightType type, const float *bias,
                                 int T, int n_in, int ld_out, int j0, int j1);
 MatmulQ8Fn q8_matmul_avx2;
@@ -524,5 +532,58 @@ MatmulQ8Fn q4_matmul_avx2;
 MatmulQ8Fn q4_matmul_avxvnni;
 MatmulQ8Fn q4_matmul_avx512;
 MatmulQ8Fn q4_matmul_neon;
+
+// ---- GGUF's Q8_0 and Q4_0, as stored ------------------------------------------------------------------------
+//
+// A GGUF Q8_0 block (qk.h) is 32 weights w = d·q, q int8, d an F16; a Q4_0 block is 32 weights w = d·(u − 8), u
+// a nibble, the block's weights k and k + 16 sharing byte k. Those are q8's and q4's blocks (q4's nibbles even
+// pair the same inputs), with F16 scales instead of BF16 ones, so a loaded GGUF matrix is repacked into q8's or
+// q4's panels with the file's quants and the file's F16 scale bits, unchanged (q8_0_pack_row, q4_0_pack_row),
+// and multiplied by the q8 and q4 walks with the scales widened from F16 instead of from BF16 — exact either way,
+// so the float steps stay the reference's: fl(d_w · d_x), then one fused multiply-add per block. A Q8_0 quant may
+// be −128 (llama.cpp's quantizer writes [−127, 127], another writer need not): AVX2's and NEON's pairs of
+// products then reach 2 · 128 · 127 < 2¹⁵ still, and AVX-512's flip gives u = 0.
+// The panels take the file's bytes a weight (34 and 18 per 32), padding aside.
+
+// Whether `type` is one of the 8-bit-activation formats (q8, q4, Q8_0, Q4_0), and the matmul of variant k for it.
+static inline bool weight_quantized(WeightType type) { return type >= WEIGHT_Q8; }
+
+static inline MatmulQ8Fn *quantized_matmul(const Kernels *k, WeightType type) {
+    return type == WEIGHT_Q8 ? k->matmul_q8 : type == WEIGHT_Q4 ? k->matmul_q4 : type == WEIGHT_Q8_0 ? k->matmul_q8_0
+                                                                                                    : k->matmul_q4_0;
+}
+
+// Whether a matrix of quantized `type` is held in q4's panels (else q8's), and whether its scales are F16 (else
+// BF16).
+static inline bool in_q4_panels(WeightType type) { return type == WEIGHT_Q4 || type == WEIGHT_Q4_0; }
+static inline bool f16_scales(WeightType type) { return type == WEIGHT_Q8_0 || type == WEIGHT_Q4_0; }
+
+// Bytes of a quantized matrix and of one of its panels.
+static inline size_t quantized_matrix_bytes(WeightType type, int n_out, int n_in) {
+    return in_q4_panels(type) ? q4_matrix_bytes(n_out, n_in) : q8_matrix_bytes(n_out, n_in);
+}
+
+static inline size_t quantized_panel_bytes(WeightType type, int n_in) {
+    return in_q4_panels(type) ? q4_panel_bytes(n_in) : q8_panel_bytes(n_in);
+}
+
+// d · q of W[j, i] in a quantized matrix of any of the four types (an embedding row's lookup).
+static inline float quantized_weight(const void *w, WeightType type, int n_in, int j, int i) {
+    const uint16_t *scales = w;
+    const int q = in_q4_panels(type) ? q4_quant(w, n_in, j, i) : ((const int8_t *)w)[q8_quant_index(n_in, j, i)];
+    const uint16_t d = scales[in_q4_panels(type) ? q4_scale_index(n_in, j, i / Q8_BLOCK)
+                                                 : q8_scale_index(n_in, j, i / Q8_BLOCK)];
+    return (float)q * (f16_scales(type) ? f16_to_f32(d) : bf16_to_f32(d));
+}
+
+// Row r (< 16) of a panel (q8_panel_bytes(n_in), q4_panel_bytes(n_in)) from one GGUF row of q8_blocks(n_in) Q8_0
+// or Q4_0 blocks, its quants and F16 scale bits copied unchanged (a GGUF row is whole blocks: the loader's n_in is
+// a multiple of 32).
+void q8_0_pack_row(uint8_t *panel, int r, const uint8_t *blocks, int n_in);
+void q4_0_pack_row(uint8_t *panel, int r, const uint8_t *blocks, int n_in);
+
+// The reference products (q8.c) and each variant's.
+MatmulQ8Fn q8_0_matmul_reference, q8_0_matmul_avx2, q8_0_matmul_avxvnni, q8_0_matmul_avx512, q8_0_matmul_neon;
+MatmulQ8Fn q4_0_matmul_reference, q4_0_matmul_avx2, q4_0_matmul_avxvnni, q4_0_matmul_avx512, q4_0_matmul_neon;
 
 #endif

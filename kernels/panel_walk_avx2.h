@@ -38,7 +38,8 @@ static inline __m256i broadcast_group(const int8_t *q) {
 typedef void BlockSumsAvx2(__m256i isum[MAX_ROWS_PER_PASS], const uint8_t *q, const Q8Block *x, int nb, int n);
 
 // Half h (rows 8h..8h+7) of the panel against activation rows t < n ≤ MAX_ROWS_PER_PASS; lanes outside `rows` are
-// neither stored nor read from bias. `block_bytes`: a block's quants in the panel. `prefetch`: this is the panel's first pass,
+// neither stored nor read from bias. `block_bytes`: a block's quants in the panel; `f16`: its scales are F16 (GGUF's
+// blocks), else BF16. `prefetch`: this is the panel's first pass,
 // which asks for the weights PREFETCH_L2_AHEAD ahead of itself into L2, in the walk's order (kernels.h:
 // PrefetchStream; the next panel is `panel_bytes` on); the second half's passes find them in the caches. On one
 // Zen 4 core q4's decode product from memory ran 1.15 × as fast with it, and 0.93–0.96 × in the L2; asking for
@@ -48,7 +49,7 @@ static inline __attribute__((always_inline)) void half_against_rows(float *out, 
                                                                     const uint8_t *panel, size_t panel_bytes,
                                                                     const float *bias, int nb, int ld_out, int h,
                                                                     __m256i rows, bool prefetch, const int n,
-                                                                    const int block_bytes,
+                                                                    const int block_bytes, const bool f16,
                                                                     BlockSumsAvx2 *block_sums) {
     __m256 acc[MAX_ROWS_PER_PASS];
     for (int t = 0; t < n; t++) acc[t] = _mm256_setzero_ps();
@@ -60,8 +61,9 @@ static inline __attribute__((always_inline)) void half_against_rows(float *out, 
             for (int line = 0; line < block_bytes / 64; line++)  // past the end, a prefetch does nothing
                 _mm_prefetch(ahead.far + (size_t)b * block_bytes + 64 * line, _MM_HINT_T1);
         }
-        const __m256 d_w = _mm256_castsi256_ps(_mm256_slli_epi32(
-            _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(scales + b * Q8_PANEL + h * HALF))), 16));
+        const __m128i scales_16 = _mm_loadu_si128((const __m128i *)(scales + b * Q8_PANEL + h * HALF));
+        const __m256 d_w = f16 ? _mm256_cvtph_ps(scales_16)  // F16 or BF16 widened: exact either way
+                               : _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(scales_16), 16));
         __m256i isum[MAX_ROWS_PER_PASS];
         block_sums(isum, panel + (size_t)b * block_bytes + h * HALF * 4, x + b, nb, n);
         for (int t = 0; t < n; t++)
@@ -75,12 +77,14 @@ static inline __attribute__((always_inline)) void half_against_rows(float *out, 
     }
 }
 
-// The matmul of MatmulQ8Fn over panels of `panel_bytes`, each block's quants `block_bytes` of them, up to
+// The matmul of MatmulQ8Fn over panels of `panel_bytes`, each block's quants `block_bytes` of them (scales F16 or
+// BF16 as `f16` says), up to
 // `per_pass` ≤ MAX_ROWS_PER_PASS activation rows a pass (a constant where this is inlined).
 static inline __attribute__((always_inline)) void walk_panels(float *out, const Q8Block *x, const void *w,
                                                               const float *bias, int T, int n_in, int ld_out, int j0,
                                                               int j1, size_t panel_bytes, const int block_bytes,
-                                                              const int per_pass, BlockSumsAvx2 *block_sums) {
+                                                              const bool f16, const int per_pass,
+                                                              BlockSumsAvx2 *block_sums) {
     const int nb = q8_blocks(n_in);
     const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
     for (int p = j0 / Q8_PANEL; p * Q8_PANEL < j1; p++) {
@@ -96,7 +100,7 @@ static inline __attribute__((always_inline)) void walk_panels(float *out, const 
                 const Q8Block *xt = x + (size_t)t * nb;
                 const bool prefetch = t == 0 && (h == 0 || first <= j0);  // the panel's first pass
                 switch (T - t < per_pass ? T - t : per_pass) {  // n a constant in each case
-#define PASS(n) half_against_rows(o, xt, panel, panel_bytes, b, nb, ld_out, h, rows, prefetch, n, block_bytes, \
+#define PASS(n) half_against_rows(o, xt, panel, panel_bytes, b, nb, ld_out, h, rows, prefetch, n, block_bytes, f16, \
                                   block_sums)
                 case 1: PASS(1); break;
                 case 2: PASS(2); break;

@@ -46,11 +46,12 @@ typedef void UnpackAvx512(__m512i w[GROUPS], const uint8_t *q);
 // panels only with one row, where the registers allow it): their float sums over the blocks sit in n · n_panels
 // registers, a block's 8 groups in 8 more. Rows outside `rows` (the first panel's; the others are always whole)
 // are neither stored nor read from bias. `prefetch`: this is the panels' first pass. `block_bytes`: a block's
-// quants in a panel; `offset_divisor`: 128 / c.   out: [n, ld_out] from the first panel's first row   x: [n, nb]
+// quants in a panel; `offset_divisor`: 128 / c; `f16`: the scales are F16 (GGUF's blocks), else BF16.
+//   out: [n, ld_out] from the first panel's first row   x: [n, nb]
 static inline __attribute__((always_inline)) VNNI void panels_against_rows(
     float *out, const Q8Block *x, const uint8_t *panel, size_t panel_bytes, const float *bias, int nb, int ld_out,
     __mmask16 rows, bool prefetch, const int n, const int n_panels, const int block_bytes, UnpackAvx512 *unpack,
-    const int offset_divisor) {
+    const int offset_divisor, const bool f16) {
     __m512 acc[DECODE_PANELS][ROWS_PER_PASS];
     for (int p = 0; p < n_panels; p++)
         for (int t = 0; t < n; t++) acc[p][t] = _mm512_setzero_ps();
@@ -68,9 +69,10 @@ static inline __attribute__((always_inline)) VNNI void panels_against_rows(
             }
             __m512i w[GROUPS];
             unpack(w, q);
-            const __m256i scales_bf16 =  // the 16 rows' scales, then as F32
+            const __m256i scales_16 =  // the 16 rows' scales, then as F32 (from F16 or BF16: exact either way)
                 _mm256_loadu_si256((const __m256i *)(scales + b * Q8_PANEL));
-            const __m512 d_w = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(scales_bf16), 16));
+            const __m512 d_w = f16 ? _mm512_cvtph_ps(scales_16)
+                                   : _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(scales_16), 16));
             for (int t = 0; t < n; t++) {
                 const Q8Block *xb = &x[(size_t)t * nb + b];
                 __m512i isum = _mm512_set1_epi32(xb->offset / offset_divisor);
@@ -96,7 +98,7 @@ static inline __attribute__((always_inline)) VNNI void walk_panels(float *out, c
                                                                    const float *bias, int T, int n_in, int ld_out,
                                                                    int j0, int j1, size_t panel_bytes,
                                                                    const int block_bytes, UnpackAvx512 *unpack,
-                                                                   const int offset_divisor) {
+                                                                   const int offset_divisor, const bool f16) {
     const int nb = q8_blocks(n_in);
     for (int p = j0 / Q8_PANEL; p * Q8_PANEL < j1; p++) {
         const int first = p * Q8_PANEL;  // rows [first, first + 16), of which [j0, j1) are wanted
@@ -106,7 +108,7 @@ static inline __attribute__((always_inline)) VNNI void walk_panels(float *out, c
         const float *b = bias ? bias + first : NULL;
         if (T == 1 && first + DECODE_PANELS * Q8_PANEL <= j1) {  // decoding: whole panels, several a pass
             panels_against_rows(out + first, x, panel, panel_bytes, b, nb, ld_out, rows, true, 1, DECODE_PANELS,
-                                block_bytes, unpack, offset_divisor);
+                                block_bytes, unpack, offset_divisor, f16);
             p += DECODE_PANELS - 1;
             continue;
         }
@@ -116,7 +118,7 @@ static inline __attribute__((always_inline)) VNNI void walk_panels(float *out, c
             const bool prefetch = t == 0;
             switch (T - t < ROWS_PER_PASS ? T - t : ROWS_PER_PASS) {  // n a constant in each case
 #define PASS(n) panels_against_rows(o, xt, panel, panel_bytes, b, nb, ld_out, rows, prefetch, n, 1, block_bytes, \
-                                    unpack, offset_divisor)
+                                    unpack, offset_divisor, f16)
             case 1: PASS(1); break;
             case 2: PASS(2); break;
             case 3: PASS(3); break;

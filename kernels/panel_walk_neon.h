@@ -33,17 +33,20 @@ static inline __attribute__((always_inline)) int32x4_t add_group(int32x4_t sum, 
 typedef void BlockSumsNeon(int32x4_t isum[ROWS_PER_PASS], const uint8_t *q, const Q8Block *x, int nb, int n);
 
 // Quarter k (rows 4k..4k+3) of the panel against activation rows t < n ≤ 4; rows lo..hi−1 of the quarter are
-// stored. `block_bytes`: a block's quants in the panel.   out: [n, ld_out] from the quarter's first row
+// stored. `block_bytes`: a block's quants in the panel; `f16`: its scales are F16 (GGUF's blocks), else BF16.
+//   out: [n, ld_out] from the quarter's first row
 static inline __attribute__((always_inline)) void quarter_against_rows(float *out, const Q8Block *x,
                                                                        const uint8_t *panel, const float *bias,
                                                                        int nb, int ld_out, int k, int lo, int hi,
                                                                        const int n, const int block_bytes,
-                                                                       BlockSumsNeon *block_sums) {
+                                                                       const bool f16, BlockSumsNeon *block_sums) {
     float32x4_t acc[ROWS_PER_PASS];
     for (int t = 0; t < n; t++) acc[t] = vdupq_n_f32(0.0f);
     const uint16_t *scales = (const uint16_t *)(panel + (size_t)nb * block_bytes);
     for (int b = 0; b < nb; b++) {
-        const float32x4_t d_w = vreinterpretq_f32_u32(vshll_n_u16(vld1_u16(scales + b * Q8_PANEL + k * QUARTER), 16));
+        const uint16x4_t scales_16 = vld1_u16(scales + b * Q8_PANEL + k * QUARTER);  // F16 or BF16: widened exactly
+        const float32x4_t d_w = f16 ? vcvt_f32_f16(vreinterpret_f16_u16(scales_16))
+                                    : vreinterpretq_f32_u32(vshll_n_u16(scales_16, 16));
         int32x4_t isum[ROWS_PER_PASS];
         block_sums(isum, panel + (size_t)b * block_bytes + k * QUARTER * 4, x + b, nb, n);
         for (int t = 0; t < n; t++)
@@ -56,11 +59,12 @@ static inline __attribute__((always_inline)) void quarter_against_rows(float *ou
     }
 }
 
-// The matmul of MatmulQ8Fn over panels of `panel_bytes`, each block's quants `block_bytes` of them.
+// The matmul of MatmulQ8Fn over panels of `panel_bytes`, each block's quants `block_bytes` of them (scales F16 or
+// BF16 as `f16` says).
 static inline __attribute__((always_inline)) void walk_panels(float *out, const Q8Block *x, const void *w,
                                                               const float *bias, int T, int n_in, int ld_out, int j0,
                                                               int j1, size_t panel_bytes, const int block_bytes,
-                                                              BlockSumsNeon *block_sums) {
+                                                              const bool f16, BlockSumsNeon *block_sums) {
     const int nb = q8_blocks(n_in);
     for (int p = j0 / Q8_PANEL; p * Q8_PANEL < j1; p++) {
         const uint8_t *panel = (const uint8_t *)w + (size_t)p * panel_bytes;
@@ -73,7 +77,7 @@ static inline __attribute__((always_inline)) void walk_panels(float *out, const 
                 float *o = out + (size_t)t * ld_out + first;
                 const Q8Block *xt = x + (size_t)t * nb;
                 switch (T - t < ROWS_PER_PASS ? T - t : ROWS_PER_PASS) {  // n a constant in each case
-#define PASS(n) quarter_against_rows(o, xt, panel, b, nb, ld_out, k, lo, hi, n, block_bytes, block_sums)
+#define PASS(n) quarter_against_rows(o, xt, panel, b, nb, ld_out, k, lo, hi, n, block_bytes, f16, block_sums)
                 case 1: PASS(1); break;
                 case 2: PASS(2); break;
                 case 3: PASS(3); break;

@@ -24,5 +24,12 @@ static inline __attribute__((always_inline)) void q4_unpack(__m512i w[GROUPS], c
 VNNI void q4_matmul_avx512(float *out, const Q8Block *x, const void *w, const float *bias, int T, int n_in,
                            int ld_out, int j0, int j1) {
     walk_panels(out, x, w, bias, T, n_in, ld_out, j0, j1, q4_panel_bytes(n_in), Q4_BLOCK * Q4_PANEL / 2, q4_unpack,
-                16);
+                16, false);
+}
+
+// GGUF's Q4_0 (kernels.h): the same panels with F16 scales.
+VNNI void q4_0_matmul_avx512(float *out, const Q8Block *x, const void *w, const float *bias, int T, int n_in,
+                             int ld_out, int j0, int j1) {
+    walk_panels(out, x, w, bias, T, n_in, ld_out, j0, j1, q4_panel_bytes(n_in), Q4_BLOCK * Q4_PANEL / 2, q4_unpack,
+                16, true);
 }

@@ -26,6 +26,13 @@ static inline __attribute__((always_inline)) void q4_block_sums(int32x4_t isum[R
 
 void q4_matmul_neon(float *out, const Q8Block *x, const void *w, const float *bias, int T, int n_in, int ld_out,
                     int j0, int j1) {
-    walk_panels(out, x, w, bias, T, n_in, ld_out, j0, j1, q4_panel_bytes(n_in), Q4_BLOCK * Q4_PANEL / 2,
+    walk_panels(out, x, w, bias, T, n_in, ld_out, j0, j1, q4_panel_bytes(n_in), Q4_BLOCK * Q4_PANEL / 2, false,
+                q4_block_sums);
+}
+
+// GGUF's Q4_0 (kernels.h): the same panels with F16 scales.
+void q4_0_matmul_neon(float *out, const Q8Block *x, const void *w, const float *bias, int T, int n_in, int ld_out,
+                      int j0, int j1) {
+    walk_panels(out, x, w, bias, T, n_in, ld_out, j0, j1, q4_panel_bytes(n_in), Q4_BLOCK * Q4_PANEL / 2, true,
                 q4_block_sums);
 }

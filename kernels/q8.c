@@ -76,10 +76,11 @@ void q8_quantize_rows(Q8Block *out, const float *x, int T, int n_in, int ld_x) {
 }
 
 // out[t, j] = bias[j] + Σ_b fl(d_w[j, b] · d_x[t, b]) · Σ_i q_w[j, i] · q_x[t, i], the float sum over blocks in
-// block order, each step one fused multiply-add (kernels.h). The two formats differ only in where q_w and d_w lie.
+// block order, each step one fused multiply-add (kernels.h). The formats differ only in where q_w and d_w lie and
+// in d_w's type (BF16, or F16 for GGUF's blocks).
 void quantized_matmul_reference(float *out, const Q8Block *x, const void *w, WeightType type, const float *bias,
                                 int T, int n_in, int ld_out, int j0, int j1) {
-    const bool q4 = type == WEIGHT_Q4;
+    const bool q4 = in_q4_panels(type);
     const int nb = q8_blocks(n_in);
     const int8_t *quants = w;
     const uint16_t *scales = w;
@@ -92,7 +93,7 @@ void quantized_matmul_reference(float *out, const Q8Block *x, const void *w, Wei
                 for (int i = b * Q8_BLOCK; i < (b + 1) * Q8_BLOCK; i++)
                     isum += (q4 ? q4_quant(w, n_in, j, i) : quants[q8_quant_index(n_in, j, i)]) * xb->q[i % Q8_BLOCK];
                 const uint16_t d_w = scales[q4 ? q4_scale_index(n_in, j, b) : q8_scale_index(n_in, j, b)];
-                acc = fmaf((float)isum, bf16_to_f32(d_w) * xb->d, acc);
+                acc = fmaf((float)isum, (f16_scales(type) ? f16_to_f32(d_w) : bf16_to_f32(d_w)) * xb->d, acc);
             }
             out[(size_t)t * ld_out + j] = bias ? acc + bias[j] : acc;
         }
@@ -101,4 +102,38 @@ void quantized_matmul_reference(float *out, const Q8Block *x, const void *w, Wei
 void q8_matmul_reference(float *out, const Q8Block *x, const void *w, const float *bias, int T, int n_in,
                          int ld_out, int j0, int j1) {
     quantized_matmul_reference(out, x, w, WEIGHT_Q8, bias, T, n_in, ld_out, j0, j1);
+}
+
+void q8_0_matmul_reference(float *out, const Q8Block *x, const void *w, const float *bias, int T, int n_in,
+                           int ld_out, int j0, int j1) {
+    quantized_matmul_reference(out, x, w, WEIGHT_Q8_0, bias, T, n_in, ld_out, j0, j1);
+}
+
+void q4_0_matmul_reference(float *out, const Q8Block *x, const void *w, const float *bias, int T, int n_in,
+                           int ld_out, int j0, int j1) {
+    quantized_matmul_reference(out, x, w, WEIGHT_Q4_0, bias, T, n_in, ld_out, j0, j1);
+}
+
+// ---- GGUF's Q8_0 and Q4_0 blocks into panels (kernels.h) ----------------------------------------------------
+
+enum { Q8_0_BYTES = 2 + Q8_BLOCK, Q4_0_BYTES = 2 + Q4_BLOCK / 2 };  // a block: its F16 scale, then its quants
+
+void q8_0_pack_row(uint8_t *panel, int r, const uint8_t *blocks, int n_in) {
+    uint16_t *scales = (uint16_t *)panel;
+    for (int b = 0; b < q8_blocks(n_in); b++) {
+        const uint8_t *block = blocks + (size_t)b * Q8_0_BYTES;
+        scales[q8_scale_index(n_in, r, b)] = (uint16_t)(block[0] | block[1] << 8);
+        for (int g = 0; g < Q8_BLOCK / Q8_GROUP; g++)  // each group of 4 inputs is 4 consecutive bytes
+            memcpy(panel + q8_quant_index(n_in, r, b * Q8_BLOCK + g * Q8_GROUP), block + 2 + g * Q8_GROUP, Q8_GROUP);
+    }
+}
+
+void q4_0_pack_row(uint8_t *panel, int r, const uint8_t *blocks, int n_in) {
+    uint16_t *scales = (uint16_t *)panel;
+    for (int b = 0; b < q4_blocks(n_in); b++) {
+        const uint8_t *block = blocks + (size_t)b * Q4_0_BYTES;
+        scales[q4_scale_index(n_in, r, b)] = (uint16_t)(block[0] | block[1] << 8);
+        for (int g = 0; g < 4; g++)  // bytes 4g..4g+3: inputs 4g.. in their low nibbles, 16 + 4g.. in their high ones
+            memcpy(panel + q4_quant_index(n_in, r, b * Q4_BLOCK + g * 4), block + 2 + g * 4, 4);
+    }
 }

@@ -60,5 +60,13 @@ static inline __attribute__((always_inline)) void q8_unpack(__m512i w[GROUPS], c
 
 VNNI void q8_matmul_avx512(float *out, const Q8Block *x, const void *w, const float *bias, int T, int n_in,
                            int ld_out, int j0, int j1) {
-    walk_panels(out, x, w, bias, T, n_in, ld_out, j0, j1, q8_panel_bytes(n_in), Q8_BLOCK * Q8_PANEL, q8_unpack, 1);
+    walk_panels(out, x, w, bias, T, n_in, ld_out, j0, j1, q8_panel_bytes(n_in), Q8_BLOCK * Q8_PANEL, q8_unpack, 1,
+                false);
+}
+
+// GGUF's Q8_0 (kernels.h): the same panels with F16 scales.
+VNNI void q8_0_matmul_avx512(float *out, const Q8Block *x, const void *w, const float *bias, int T, int n_in,
+                             int ld_out, int j0, int j1) {
+    walk_panels(out, x, w, bias, T, n_in, ld_out, j0, j1, q8_panel_bytes(n_in), Q8_BLOCK * Q8_PANEL, q8_unpack, 1,
+                true);
 }

@@ -169,7 +169,7 @@ typedef struct {
     const Kernels *k;
     const Linear *lin;
     const float *x;     // [T, ld_x]
-    const Q8Block *xq;  // [T, q8_blocks(n_in)]: x quantized, for q8 and q4 weights
+    const Q8Block *xq;  // [T, q8_blocks(n_in)]: x quantized, for quantized weights (weight_quantized)
     const uint16_t *xb; // [T, panel_row_length(n_in)]: x rounded to BF16, for QUANT_BF16
     float *out;         // [T, ld_out]
     int T, ld_x, ld_out;
@@ -184,9 +184,9 @@ typedef struct {
 // Columns [j0, j1) of the job's output: out[:, j0:j1] = x W[j0:j1]ᵀ + b[j0:j1].
 static void linear_columns(const LinearJob *job, int j0, int j1) {
     const Linear *lin = job->lin;
-    if (lin->type == WEIGHT_Q8 || lin->type == WEIGHT_Q4) {
-        MatmulQ8Fn *matmul = lin->type == WEIGHT_Q8 ? job->k->matmul_q8 : job->k->matmul_q4;
-        matmul(job->out, job->xq, lin->w, lin->bias, job->T, lin->n_in, job->ld_out, j0, j1);
+    if (weight_quantized(lin->type)) {
+        quantized_matmul(job->k, lin->type)(job->out, job->xq, lin->w, lin->bias, job->T, lin->n_in, job->ld_out, j0,
+                                            j1);
     } else if (job->xb) {
         job->k->matmul_bf16_dot(job->out, job->xb, lin->w, lin->bias, job->T, lin->n_in, job->ld_out, j0, j1);
     } else {
@@ -261,16 +261,16 @@ static int chunk_block(const Config *c, bool quantizes, const Heads *heads) {
 // out = x Wᵀ + b (then the epilogue)      x: [T, ld_x]   out: [T, ld_out]
 // Our kernels stream W once for all T rows, are batch-invariant and keep the canonical order of arithmetic
 // (kernels.h) at every T: no BLAS takes over long prompts, whose logits are then the same bits in every variant.
-// q8 and q4 weights take x quantized (kernels.h), QUANT_BF16's x rounded to BF16, once, here, for all threads; a row's
-// quantization or rounding depends on that row alone, so batch invariance holds. The MLP's hidden layer (out or x
-// = s->mlp) is quantized instead by the job that computes it, each chunk its own blocks on its own thread, into
-// s->xq_mlp: the down projection's input, F floats a row, the widest there is to quantize.
+// Quantized weights (q8, q4, GGUF's blocks as stored) take x quantized (kernels.h), QUANT_BF16's x rounded to BF16,
+// once, here, for all threads; a row's quantization or rounding depends on that row alone, so batch invariance
+// holds. The MLP's hidden layer (out or x = s->mlp) is quantized instead by the job that computes it, each chunk its
+// own blocks on its own thread, into s->xq_mlp: the down projection's input, F floats a row, the widest there is to
+// quantize.
 // Writes s->xq, s->xq_mlp or s->xb (the rounded input), out, residual (EPILOGUE_ADD) and, EPILOGUE_HEADS, the
 // cache (heads: what that epilogue needs, else NULL).
 static void linear(const Model *m, ForwardScratch *s, float *out, int ld_out, const float *x, int ld_x,
                    const Linear *lin, int T, Epilogue ep, float *residual, const Heads *heads) {
-    const bool quantized = lin->type == WEIGHT_Q8 || lin->type == WEIGHT_Q4;
-    if (quantized && x != s->mlp) m->kernels->quantize_q8(s->xq, x, T, lin->n_in, ld_x);
+    if (weight_quantized(lin->type) && x != s->mlp) m->kernels->quantize_q8(s->xq, x, T, lin->n_in, ld_x);
     Q8Block *xq_out = out == s->mlp ? s->xq_mlp : NULL;  // the job quantizes what it computes (NULL: unquantized)
     uint16_t *xb = m->quant == QUANT_BF16 ? s->xb : NULL;
     if (xb) bf16_round_rows(xb, x, T, lin->n_in, ld_x, in_pair_order(m->kernels, WEIGHT_BF16));
@@ -425,8 +425,8 @@ static void block_forward(const Model *m, ForwardScratch *s, int layer, int T) {
 // Row `token` of the embedding table as floats, 16 consecutive weights at a time (together in either layout).
 static void embedding_row(const Model *m, float *out, int token) {
     const Linear *wte = &m->wte;
-    if (wte->type == WEIGHT_Q8) {  // d · q: the q8 head and the embeddings are one matrix
-        for (int i = 0; i < wte->n_in; i++) out[i] = q8_weight(wte->w, wte->n_in, token, i);
+    if (weight_quantized(wte->type)) {  // d · q: a quantized head and the embeddings are one matrix
+        for (int i = 0; i < wte->n_in; i++) out[i] = quantized_weight(wte->w, wte->type, wte->n_in, token, i);
         return;
     }
     const size_t elem = weight_size(wte->type);

@@ -28,6 +28,8 @@ typedef struct {
     const Kernels *kernels; // the selected kernels, whose weight layout the matrices take (kernels.h)
     Quant quant;            // QUANT_Q8, Q4: matrices are quantized as they are read, on the pool's threads;
                             // QUANT_BF16: F32 and F16 matrices are rounded to BF16 as they are read
+    bool as_stored;         // a GGUF file read without --quant: its Q8_0 and Q4_0 matrices are held as the file's
+                            // blocks (WEIGHT_Q8_0, WEIGHT_Q4_0: kernels.h), repacked into panels, not quantized again
     ThreadPool *pool;       // the model's
     const LoadProgress *progress;  // told of every tensor read, or NULL
     size_t read, total;     // bytes of the checkpoint's tensors read so far, of all of them
@@ -159,15 +161,15 @@ static int load_part(Loader *ld, Linear *lin, int row0, const Part *part) {
     return 0;
 }
 
-// Quantizing a matrix stacked from parts to q8 or q4 as a pool job: each thread its share of the 16-row panels
-// (Q8_PANEL = Q4_PANEL).
+// Quantizing a matrix stacked from parts to q8 or q4, or repacking GGUF's Q8_0 or Q4_0 blocks, as a pool job: each
+// thread its share of the 16-row panels (Q8_PANEL = Q4_PANEL).
 enum { MAX_PARTS = 3 };  // q, k and v
 typedef struct {
     const Part *parts;
     const StTensor *tensors[MAX_PARTS];
     int n_parts;
-    WeightType type;            // WEIGHT_Q8 or WEIGHT_Q4
-    uint8_t *w;                 // q8_matrix_bytes or q4_matrix_bytes(n_out, n_in)
+    WeightType type;            // WEIGHT_Q8, WEIGHT_Q4, or (every part's blocks as they are) WEIGHT_Q8_0, WEIGHT_Q4_0
+    uint8_t *w;                 // quantized_matrix_bytes(type, n_out, n_in)
     float *rows;                // [threads, 16, n_in]: each thread's panel as floats
     int n_out, n_in;
 } QuantizeJob;
@@ -175,18 +177,23 @@ typedef struct {
 static void quantize_thread(void *ctx, int thread, int n_threads) {
     QuantizeJob *job = ctx;
     const int n_out = job->n_out, n_in = job->n_in;
+    const bool repack = f16_scales(job->type);  // GGUF's blocks, as stored
     int p0, p1;
     pool_share((n_out + Q8_PANEL - 1) / Q8_PANEL, 1, thread, n_threads, &p0, &p1);
     float *rows = job->rows + (size_t)thread * Q8_PANEL * n_in;  // [16, n_in]
     for (int p = p0; p < p1; p++) {
         const int j0 = p * Q8_PANEL, j1 = n_out - j0 < Q8_PANEL ? n_out : j0 + Q8_PANEL;
+        uint8_t *panel = job->w + (size_t)p * quantized_panel_bytes(job->type, n_in);
         // Rows [j0, j1) of W, from every part that holds some of them: part q holds [row0, row0 + rows).
         for (int q = 0, row0 = 0; q < job->n_parts; row0 += job->parts[q++].rows) {
             const StTensor *t = job->tensors[q];
             const size_t elem = st_dtype_size(t->dtype);
             const int n_part = job->parts[q].rows, a = j0 > row0 ? j0 : row0,
                       b = j1 < row0 + n_part ? j1 : row0 + n_part;  // [a, b): the overlap
-            for (int j = a; j < b && !job->parts[q].conv1d; j++)
+            for (int j = a; j < b && repack; j++)  // (GGUF's tensors are never Conv1D's)
+                (job->type == WEIGHT_Q8_0 ? q8_0_pack_row : q4_0_pack_row)(
+                    panel, j - j0, st_row(t, j - row0, qk_row_bytes(t->blocks, (size_t)n_in)), n_in);
+            for (int j = a; j < b && !repack && !job->parts[q].conv1d; j++)
                 st_row_to_f32(rows + (size_t)(j - j0) * n_in, t, j - row0, (size_t)n_in);
             for (int i = 0; i < n_in && job->parts[q].conv1d && a < b; i++) {
                 float column[Q8_PANEL];  // stored[i, a..b) = W[a..b, i], consecutive in Conv1D's [n_in, rows]
@@ -194,16 +201,15 @@ static void quantize_thread(void *ctx, int thread, int n_threads) {
                 for (int j = a; j < b; j++) rows[(size_t)(j - j0) * n_in + i] = column[j - a];
             }
         }
-        if (job->type == WEIGHT_Q4)
-            q4_quantize_panel(job->w + (size_t)p * q4_panel_bytes(n_in), rows, j1 - j0, n_in, n_in);
-        else
-            q8_quantize_panel(job->w + (size_t)p * q8_panel_bytes(n_in), rows, j1 - j0, n_in, n_in);
+        if (job->type == WEIGHT_Q4) q4_quantize_panel(panel, rows, j1 - j0, n_in, n_in);
+        if (job->type == WEIGHT_Q8) q8_quantize_panel(panel, rows, j1 - j0, n_in, n_in);
     }
 }
 
 // lin's matrix (lin->w) quantized to q8 or q4 panels of 16 rows (kernels.h; lin->type) from its parts in any
 // stored dtype, on the pool's threads: each panel's rows gathered as floats — 16 consecutive weights of each
-// input at a time from Conv1D's [n_in, rows]; a panel may straddle two parts — then quantized.
+// input at a time from Conv1D's [n_in, rows]; a panel may straddle two parts — then quantized. Or (WEIGHT_Q8_0,
+// WEIGHT_Q4_0) each row's GGUF blocks packed into the panel as they are.
 static int quantize_linear(Loader *ld, Linear *lin, const Part *parts, int n_parts) {
     QuantizeJob job = {.parts = parts, .n_parts = n_parts, .type = lin->type, .w = (uint8_t *)lin->w,
                        .n_out = lin->n_out, .n_in = lin->n_in};
@@ -224,7 +230,7 @@ static int quantize_linear(Loader *ld, Linear *lin, const Part *parts, int n_par
 // ---- the one place a Quant becomes a layout: a new weight format adds a case to held_type, matrix_bytes,
 // fill_matrix and linear_bytes (and makes sure arena_bound leaves it room) ----
 
-// The type a matrix is held as under `quant`, its parts stored as `stored`.
+// The type a matrix is held as under `quant`, its parts stored as `stored` (and GGUF's blocks: held_type_of).
 static WeightType held_type(Quant quant, StDtype stored) {
     switch (quant) {
     case QUANT_Q8: return WEIGHT_Q8;
@@ -235,27 +241,39 @@ static WeightType held_type(Quant quant, StDtype stored) {
     return weight_type(stored);
 }
 
+// The type a matrix stacked from parts (the first of them `first`) is held as: a GGUF read as stored whose parts
+// all hold Q8_0 blocks, or all Q4_0, keeps them (WEIGHT_Q8_0, WEIGHT_Q4_0); otherwise held_type's.
+static WeightType held_type_of(const Loader *ld, const Part *parts, int n_parts, const StTensor *first) {
+    bool kept = ld->as_stored && (first->blocks == GGML_Q8_0 || first->blocks == GGML_Q4_0);
+    for (int p = 1; p < n_parts && kept; p++) {
+        char full[256];
+        snprintf(full, sizeof full, "%s%s", ld->prefix, parts[p].name);
+        const StTensor *t = st_find(ld->ckpt, full);
+        kept = t && t->blocks == first->blocks;
+    }
+    if (kept) return first->blocks == GGML_Q8_0 ? WEIGHT_Q8_0 : WEIGHT_Q4_0;
+    return held_type(ld->quant, first->dtype);
+}
+
 // Bytes of arena a [n_out, n_in] matrix held as `type` takes in the kernels' layout, padding included.
 static size_t matrix_bytes(const Kernels *k, WeightType type, int n_out, int n_in) {
-    if (type == WEIGHT_Q8) return q8_matrix_bytes(n_out, n_in);
-    if (type == WEIGHT_Q4) return q4_matrix_bytes(n_out, n_in);
+    if (weight_quantized(type)) return quantized_matrix_bytes(type, n_out, n_in);
     return weight_elements(k->panels, n_out, n_in) * weight_size(type);
 }
 
 // lin's matrix (lin->w, zero-filled, lin->type set) from its parts, converted to lin->type on the way.
 static int fill_matrix(Loader *ld, Linear *lin, const Part *parts, int n_parts) {
-    if (lin->type == WEIGHT_Q8 || lin->type == WEIGHT_Q4) return quantize_linear(ld, lin, parts, n_parts);
+    if (weight_quantized(lin->type)) return quantize_linear(ld, lin, parts, n_parts);
     for (int p = 0, row0 = 0; p < n_parts; row0 += parts[p++].rows)
         if (load_part(ld, lin, row0, &parts[p])) return -1;
     return 0;
 }
 
-// Bytes of the layer's weights and bias one forward streams (q8, q4: the quants and scales of the panels,
+// Bytes of the layer's weights and bias one forward streams (quantized: the quants and scales of the panels,
 // padding included).
 static size_t linear_bytes(const Linear *lin) {
-    const size_t w = lin->type == WEIGHT_Q8   ? q8_matrix_bytes(lin->n_out, lin->n_in)
-                     : lin->type == WEIGHT_Q4 ? q4_matrix_bytes(lin->n_out, lin->n_in)
-                                              : (size_t)lin->n_out * lin->n_in * weight_size(lin->type);
+    const size_t w = weight_quantized(lin->type) ? quantized_matrix_bytes(lin->type, lin->n_out, lin->n_in)
+                                                 : (size_t)lin->n_out * lin->n_in * weight_size(lin->type);
     return w + (lin->bias ? lin->n_out * sizeof(float) : 0);
 }
 
@@ -268,7 +286,7 @@ static size_t head_bytes(const Model *model) {
 
 // ------------------------------------------------------------------------------------------------------------
 
-// A linear layer [Σ rows, n_in] stacked from parts[0..n_parts), held as ld->quant says (held_type), with the
+// A linear layer [Σ rows, n_in] stacked from parts[0..n_parts), held as ld->quant says (held_type_of), with the
 // parts' biases ("<name>.bias" for "<name>.weight") when with_bias.
 static int load_linear(Loader *ld, Linear *lin, int n_in, const Part *parts, int n_parts, bool with_bias) {
     int n_out = 0;
@@ -276,7 +294,7 @@ static int load_linear(Loader *ld, Linear *lin, int n_in, const Part *parts, int
     const StTensor *first = fetch(ld, parts[0].name, parts[0].conv1d ? n_in : parts[0].rows,
                                   parts[0].conv1d ? parts[0].rows : n_in);
     if (!first) return -1;
-    *lin = (Linear){.type = held_type(ld->quant, first->dtype), .n_out = n_out, .n_in = n_in};
+    *lin = (Linear){.type = held_type_of(ld, parts, n_parts, first), .n_out = n_out, .n_in = n_in};
     // zero-filled (fresh anonymous pages): the panels' padding
     lin->w = arena_take(ld, matrix_bytes(ld->kernels, lin->type, n_out, n_in));
     float *bias = with_bias ? arena_take(ld, (size_t)n_out * sizeof(float)) : NULL;
@@ -513,8 +531,10 @@ int model_load_reporting(Model *model, const char *dir, ThreadPool *pool, Quant 
     StCheckpoint ckpt;
     if (open_checkpoint(&model->cfg, &ckpt, &gguf, dir, err)) return -1;
     const Config *c = &model->cfg;
+    const bool as_stored = quant == QUANT_NONE;
     if (has_blocks(&ckpt) && (quant == QUANT_NONE || quant == QUANT_BF16)) {
-        // A GGUF's quantized blocks are held as q8 (--quant q4: as q4, as a safetensors folder's would be).
+        // A GGUF's Q8_0 and Q4_0 blocks are held as stored (Loader.as_stored), its other quantized blocks and its
+        // float matrices as q8 (--quant q8 or q4: every matrix quantized so, as a safetensors folder's would be).
         if (quant == QUANT_BF16) {
             st_close(&ckpt);
             gguf_close(&gguf);
@@ -535,7 +555,8 @@ int model_load_reporting(Model *model, const char *dir, ThreadPool *pool, Quant 
         return err_fmt(err, "%s: out of memory for %zu MB of weights", dir, model->arena_size >> 20);
     }
     Loader ld = {.ckpt = &ckpt, .dir = dir, .arena = model->arena, .size = model->arena_size, .err = err,
-                 .kernels = model->kernels, .quant = quant, .pool = pool, .progress = progress};
+                 .kernels = model->kernels, .quant = quant, .as_stored = as_stored, .pool = pool,
+                 .progress = progress};
     for (int i = 0; i < ckpt.n_tensors; i++) ld.total += ckpt.tensors[i].n_bytes;
     static const char *const family[] = {"gpt2", "llama", "mistral", "qwen2", "qwen3"};  // by ModelType
     int rc = load_weights(model, &ld) || st_check_all_fetched(&ckpt, family[c->model_type], c->n_layer, err);

@@ -7,6 +7,8 @@
 
 #include <float.h>
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "harness.h"
 #include "kernel_inputs.h"
@@ -14,8 +16,8 @@
 
 // A quantized weight format (kernels.h), as the checks drive it.
 typedef struct {
-    const char *name;  // "q8", "q4"
-    WeightType type;   // WEIGHT_Q8, WEIGHT_Q4: which Kernels matmul runs it
+    const char *name;  // "q8", "q4", "q8_0", "q4_0"
+    WeightType type;   // which Kernels matmul runs it (quantized_matmul)
     int block_bytes;   // a block's quants in a panel: 16 rows × 32 inputs
     size_t (*matrix_bytes)(int n_out, int n_in);
     size_t (*panel_bytes)(int n_in);
@@ -29,8 +31,51 @@ typedef struct {
                               double bias);
 } QuantFormat;
 
-static inline MatmulQ8Fn *format_matmul(const QuantFormat *f, const Kernels *k) {
-    return f->type == WEIGHT_Q8 ? k->matmul_q8 : k->matmul_q4;
+// A QuantFormat's reference_bound from the weights the matrix holds, ŵ = d_w·q_w (quantized_weight), and x̂ = d_x·q_x:
+//     |ref − Σ_i x_i w_i| ≤ Σ_i (|x_i| |w_i − ŵ_i| + |ŵ_i| d_x / 2) + (n_in + 4) · FLT_EPSILON · Σ_i |x_i ŵ_i|
+static inline double held_weight_bound(WeightType type, const float *x, const Q8Block *xq, const float *w,
+                                       const void *wq, int n_in, int j, double bias) {
+    double bound = 0.0, magnitude = fabs(bias);
+    for (int i = 0; i < n_in; i++) {
+        const double xi = x[i], wi = w[i], w_hat = quantized_weight(wq, type, n_in, j, i);
+        magnitude += fabs(xi * w_hat);
+        bound += fabs(xi) * fabs(wi - w_hat) + fabs(w_hat) * xq[i / 32].d / 2;
+    }
+    return bound + (n_in + 4) * FLT_EPSILON * magnitude;
+}
+
+static inline MatmulQ8Fn *format_matmul(const QuantFormat *f, const Kernels *k) { return quantized_matmul(k, f->type); }
+
+// The F16 value nearest d toward zero, |d| < 65504: the test quantizers' GGUF scales (kernels.h, "GGUF's Q8_0
+// and Q4_0"), as F16 bits. Below F16's smallest normal, 2⁻¹⁴, a subnormal: |d| in steps of 2⁻²⁴.
+static inline uint16_t f16_toward_zero(float d) {
+    uint32_t bits;
+    memcpy(&bits, &d, sizeof bits);
+    const uint32_t sign = bits >> 31, exp = bits >> 23 & 0xff, mant = bits & 0x7fffff;
+    if (fabsf(d) < 0x1p-14f) return (uint16_t)(sign << 15 | (uint32_t)(fabsf(d) * 0x1p24f));
+    return (uint16_t)(sign << 15 | (exp - 112) << 10 | mant >> 13);
+}
+
+// Rows [n_rows ≤ 16, ld] (floats) into one panel as the loader packs a GGUF file's rows (pack_row: q8_0_pack_row,
+// q4_0_pack_row), each row first quantized to GGUF blocks of block_bytes by quantize_block(block, x[32]); rows
+// n_rows..15 and inputs past n_in are zeros.
+static inline void gguf_quantize_panel(uint8_t *panel, const float *rows, int n_rows, int ld, int n_in,
+                                       size_t panel_bytes, int block_bytes,
+                                       void (*quantize_block)(uint8_t *block, const float *x),
+                                       void (*pack_row)(uint8_t *panel, int r, const uint8_t *blocks, int n_in)) {
+    const int nb = q8_blocks(n_in);
+    uint8_t *blocks = calloc((size_t)nb, (size_t)block_bytes);
+    memset(panel, 0, panel_bytes);
+    for (int r = 0; r < Q8_PANEL; r++) {
+        for (int b = 0; b < nb; b++) {
+            float x[Q8_BLOCK] = {0};
+            for (int i = 0; i < Q8_BLOCK && r < n_rows && b * Q8_BLOCK + i < n_in; i++)
+                x[i] = rows[(size_t)r * ld + b * Q8_BLOCK + i];
+            quantize_block(blocks + (size_t)b * block_bytes, x);
+        }
+        pack_row(panel, r, blocks, n_in);
+    }
+    free(blocks);
 }
 
 // A random matrix [n_out, n_in] (row-major floats, a different magnitude per row, row 0's first block all zeros)

@@ -16,17 +16,10 @@
 // A q4 quant is the low nibble of its byte for inputs 0..15 of a block, the high one for 16..31.
 static unsigned q4_nibbles(int i) { return i % 32 < 16 ? 1 : 2; }
 
-// The reference against the float product: with w_hat = d_w·q_w and x̂ = d_x·q_x,
-//     |ref − Σ_i x_i w_i| ≤ Σ_i (|x_i| |w_i − ŵ_i| + |ŵ_i| d_x / 2) + (n_in + 4) · FLT_EPSILON · Σ_i |x_i ŵ_i|
+// The reference against the float product (quantized_checks.h's held_weight_bound).
 static double q4_reference_bound(const float *x, const Q8Block *xq, const float *w, const void *wq, int n_in, int j,
                                  double bias) {
-    double bound = 0.0, magnitude = fabs(bias);
-    for (int i = 0; i < n_in; i++) {
-        const double xi = x[i], wi = w[i], w_hat = q4_weight(wq, n_in, j, i);
-        magnitude += fabs(xi * w_hat);
-        bound += fabs(xi) * fabs(wi - w_hat) + fabs(w_hat) * xq[i / 32].d / 2;
-    }
-    return bound + (n_in + 4) * FLT_EPSILON * magnitude;
+    return held_weight_bound(WEIGHT_Q4, x, xq, w, wq, n_in, j, bias);
 }
 
 static const QuantFormat Q4 = {.name = "q4",

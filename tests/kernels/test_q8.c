@@ -169,7 +169,7 @@ TEST(kernels_avx512_for_each_cpu) {
 #endif
 
 #if defined(__x86_64__)
-// The avxvnni variant (dispatch.c) is the avx2 table with AVX-VNNI's q8 and q4 matmuls, which the matmul tests above
+// The avxvnni variant (dispatch.c) is the avx2 table with AVX-VNNI's quantized matmuls, which the matmul tests above
 // hold bit for bit to the reference wherever the CPU has AVX-VNNI; every other entry must be avx2's.
 TEST(kernels_avxvnni_is_avx2_with_vnni_products) {
     int n;
@@ -181,7 +181,9 @@ TEST(kernels_avxvnni_is_avx2_with_vnni_products) {
     expected.name = vnni->name;
     expected.matmul_q8 = q8_matmul_avxvnni;
     expected.matmul_q4 = q4_matmul_avxvnni;
+    expected.matmul_q8_0 = q8_0_matmul_avxvnni;
+    expected.matmul_q4_0 = q4_0_matmul_avxvnni;
     CHECK(memcmp(&expected, vnni, sizeof expected) == 0, "the avxvnni table differs from avx2's in more than its "
-          "q8 and q4 matmuls");
+          "quantized matmuls");
 }
 #endif
