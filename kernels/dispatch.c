@@ -84,6 +84,7 @@ static void make_avx512_trimmed(void) {
                 k->matmul_q4 = q4_matmul_avx2;
                 k->matmul_q8_0 = q8_0_matmul_avx2;
                 k->matmul_q4_0 = q4_0_matmul_avx2;
+                for (int i = 0; i < 3; i++) k->matmul_k[i] = kernels_avx2.matmul_k[i];
             }
             if (!bf16) k->matmul_bf16_dot = NULL;
         }

@@ -16,10 +16,11 @@
 #include <string.h>
 
 // The float types index Kernels.matmul; WEIGHT_Q8 and WEIGHT_Q4 weights go through Kernels.matmul_q8 and
-// matmul_q4, WEIGHT_Q8_0 and WEIGHT_Q4_0 (GGUF's blocks as stored, below) through matmul_q8_0 and matmul_q4_0
-// (their activations are quantized to 8 bits too: quantized_matmul).
+// matmul_q4, GGUF's blocks as stored (below) through matmul_q8_0, matmul_q4_0 and matmul_k (their activations are
+// quantized to 8 bits too: quantized_matmul).
 typedef enum {
-    WEIGHT_F32, WEIGHT_F16, WEIGHT_BF16, WEIGHT_TYPES, WEIGHT_Q8 = WEIGHT_TYPES, WEIGHT_Q4, WEIGHT_Q8_0, WEIGHT_Q4_0
+    WEIGHT_F32, WEIGHT_F16, WEIGHT_BF16, WEIGHT_TYPES, WEIGHT_Q8 = WEIGHT_TYPES, WEIGHT_Q4, WEIGHT_Q8_0, WEIGHT_Q4_0,
+    WEIGHT_Q4_K, WEIGHT_Q5_K, WEIGHT_Q6_K
 } WeightType;
 
 typedef struct Q8Block Q8Block;
@@ -88,6 +89,10 @@ typedef struct {
     // q4's panels whose scales are the file's F16 values; bit-identical to the reference's (q8.c) in every variant.
     MatmulQ8Fn *matmul_q8_0;
     MatmulQ8Fn *matmul_q4_0;
+
+    // The same for GGUF's K-quants as stored (WEIGHT_Q4_K, WEIGHT_Q5_K, WEIGHT_Q6_K, indexed from WEIGHT_Q4_K: the
+    // K-panels below); bit-identical to the reference's (kernels/qk.c) in every variant.
+    MatmulQ8Fn *matmul_k[3];
 
     // The same for BF16 weights against activations rounded to BF16 (the model's QUANT_BF16): where the CPU has a
     // BF16 dot-product instruction (AVX512_BF16's vdpbf16ps, 2 multiply-adds per F32 lane), twice the arithmetic
@@ -289,6 +294,20 @@ static inline void prefetch_stream_at(PrefetchStream *s, int b) {
     if (b == s->near_past) s->near += s->jump;
     if (b == s->far_past) s->far += s->jump;
 }
+
+// PASS(n) for n = min(rows, 8) as a constant: the quantized walks' passes over a panel (panel_walk_*.h, qk_*.c),
+// each case a copy with n folded in, so that a pass's n sums stay in registers.
+#define PASS_WITH_CONSTANT_ROWS(rows, PASS) \
+    switch (rows) {                         \
+    case 1: PASS(1); break;                 \
+    case 2: PASS(2); break;                 \
+    case 3: PASS(3); break;                 \
+    case 4: PASS(4); break;                 \
+    case 5: PASS(5); break;                 \
+    case 6: PASS(6); break;                 \
+    case 7: PASS(7); break;                 \
+    default: PASS(8); break;                \
+    }
 
 // Each variant writes one always-inline matmul(out, x, w, type, bias, T, n_in, ld_x, ld_out, j0, j1) and
 // instantiates it for the three weight types with this macro (the type then folds to a constant in each copy).
@@ -545,12 +564,18 @@ MatmulQ8Fn q4_matmul_neon;
 // products then reach 2 · 128 · 127 < 2¹⁵ still, and AVX-512's flip gives u = 0.
 // The panels take the file's bytes a weight (34 and 18 per 32), padding aside.
 
-// Whether `type` is one of the 8-bit-activation formats (q8, q4, Q8_0, Q4_0), and the matmul of variant k for it.
+// Whether `type` is one of the 8-bit-activation formats (q8, q4, Q8_0, Q4_0, the K-quants), and the matmul of
+// variant k for it.
 static inline bool weight_quantized(WeightType type) { return type >= WEIGHT_Q8; }
 
 static inline MatmulQ8Fn *quantized_matmul(const Kernels *k, WeightType type) {
-    return type == WEIGHT_Q8 ? k->matmul_q8 : type == WEIGHT_Q4 ? k->matmul_q4 : type == WEIGHT_Q8_0 ? k->matmul_q8_0
-                                                                                                    : k->matmul_q4_0;
+    switch (type) {
+    case WEIGHT_Q8: return k->matmul_q8;
+    case WEIGHT_Q4: return k->matmul_q4;
+    case WEIGHT_Q8_0: return k->matmul_q8_0;
+    case WEIGHT_Q4_0: return k->matmul_q4_0;
+    default: return k->matmul_k[type - WEIGHT_Q4_K];
+    }
 }
 
 // Whether a matrix of quantized `type` is held in q4's panels (else q8's), and whether its scales are F16 (else
@@ -558,17 +583,24 @@ static inline MatmulQ8Fn *quantized_matmul(const Kernels *k, WeightType type) {
 static inline bool in_q4_panels(WeightType type) { return type == WEIGHT_Q4 || type == WEIGHT_Q4_0; }
 static inline bool f16_scales(WeightType type) { return type == WEIGHT_Q8_0 || type == WEIGHT_Q4_0; }
 
-// Bytes of a quantized matrix and of one of its panels.
-static inline size_t quantized_matrix_bytes(WeightType type, int n_out, int n_in) {
-    return in_q4_panels(type) ? q4_matrix_bytes(n_out, n_in) : q8_matrix_bytes(n_out, n_in);
-}
+// Whether `type` is a K-quant (K-panels, below).
+static inline bool k_quant(WeightType type) { return type >= WEIGHT_Q4_K; }
 
+static inline size_t k_panel_bytes(WeightType type, int n_in);
+static inline float k_weight(const void *w, WeightType type, int n_in, int j, int i);
+
+// Bytes of one panel of a quantized matrix, and of the matrix.
 static inline size_t quantized_panel_bytes(WeightType type, int n_in) {
-    return in_q4_panels(type) ? q4_panel_bytes(n_in) : q8_panel_bytes(n_in);
+    return k_quant(type) ? k_panel_bytes(type, n_in) : in_q4_panels(type) ? q4_panel_bytes(n_in) : q8_panel_bytes(n_in);
 }
 
-// d · q of W[j, i] in a quantized matrix of any of the four types (an embedding row's lookup).
+static inline size_t quantized_matrix_bytes(WeightType type, int n_out, int n_in) {
+    return (size_t)(n_out + Q8_PANEL - 1) / Q8_PANEL * quantized_panel_bytes(type, n_in);
+}
+
+// W[j, i] as the matmuls take it, in a quantized matrix of any type (an embedding row's lookup).
 static inline float quantized_weight(const void *w, WeightType type, int n_in, int j, int i) {
+    if (k_quant(type)) return k_weight(w, type, n_in, j, i);
     const uint16_t *scales = w;
     const int q = in_q4_panels(type) ? q4_quant(w, n_in, j, i) : ((const int8_t *)w)[q8_quant_index(n_in, j, i)];
     const uint16_t d = scales[in_q4_panels(type) ? q4_scale_index(n_in, j, i / Q8_BLOCK)
@@ -585,5 +617,74 @@ void q4_0_pack_row(uint8_t *panel, int r, const uint8_t *blocks, int n_in);
 // The reference products (q8.c) and each variant's.
 MatmulQ8Fn q8_0_matmul_reference, q8_0_matmul_avx2, q8_0_matmul_avxvnni, q8_0_matmul_avx512, q8_0_matmul_neon;
 MatmulQ8Fn q4_0_matmul_reference, q4_0_matmul_avx2, q4_0_matmul_avxvnni, q4_0_matmul_avx512, q4_0_matmul_neon;
+
+// ---- GGUF's K-quants, as stored ---------------------------------------------------------------------------
+//
+// Q4_K, Q5_K and Q6_K (qk.h) hold super-blocks of 256 weights: F16 d (and dmin), and integer scales per sub-block —
+// Q4_K and Q5_K a 6-bit scale sc and min m per 32 weights, w = (d·sc)·q − dmin·m with q ∈ [0, 15] or [0, 31];
+// Q6_K an int8 scale per 16, w = (d·sc)·(q − 32), q ∈ [0, 63]. A 32-weight block of q8's activations (Q8Block)
+// meets one sub-block of Q4_K or Q5_K, two of Q6_K, so its part of a dot product is, exactly in integers,
+//     Q4_K, Q5_K:  d·d_x · sc · Σ q·q_x  −  dmin·d_x · m · Σ q_x
+//     Q6_K:        d·d_x · (sc_lo · Σ_lo (q − 32)·q_x + sc_hi · Σ_hi (q − 32)·q_x)   (lo, hi: inputs 0..15, 16..31)
+// and the float steps, per block in block order, are: P = the integer sum times its integer scale(s) (exact in 32
+// bits: |P| < 2²⁴, so its conversion is exact too), acc = fma(P, fl(d · d_x), acc), then for Q4_K and Q5_K
+// acc = fma(−m · Σ q_x, fl(dmin · d_x), acc); then + bias. Every variant does these in this order, so it is
+// bit-identical to the reference (qk.c) and batch-invariant.
+//
+// The K-panels, shared by every variant: 16 rows, as q8's. First, for each 32-input block b, the rows' quants:
+// Q4_K in q4's layout (256 bytes, inputs k and k + 16 in the low and high nibbles of one byte) as q ∈ [0, 15];
+// Q5_K in q8's (512 bytes) as q ∈ [0, 31]; Q6_K in q8's as q − 32 ∈ [−32, 31]. Then each block's 16 rows' scale
+// pairs, 2 bytes a row: (sc, m) unsigned for Q4_K and Q5_K, (sc_lo, sc_hi) signed for Q6_K. Then each
+// super-block's 16 rows' F16 d, then their F16 dmin (Q6_K: zeros). Rows of n_in, a multiple of 256.
+enum { K_SUPER = 256, K_BLOCKS = K_SUPER / Q8_BLOCK };
+
+// A block's quants in a K-panel.
+static inline int k_block_bytes(WeightType type) {
+    return type == WEIGHT_Q4_K ? Q4_BLOCK * Q4_PANEL / 2 : Q8_BLOCK * Q8_PANEL;
+}
+
+static inline size_t k_panel_bytes(WeightType type, int n_in) {
+    const size_t nb = (size_t)q8_blocks(n_in);
+    return (nb * ((size_t)k_block_bytes(type) + 2 * Q8_PANEL) + nb / K_BLOCKS * 4 * Q8_PANEL + 63) / 64 * 64;
+}
+
+// Where row j's (j < 16: in panel 0) quant of input i, scale pair of block b, and d of super-block s lie, in bytes
+// from the panel's start (the quant of a Q4_K weight in the byte's low nibble if i % 32 < 16, else the high one;
+// dmin 32 bytes after d).
+static inline size_t k_quant_offset(WeightType type, int n_in, int j, int i) {
+    return type == WEIGHT_Q4_K ? q4_quant_index(n_in, j, i) : q8_quant_index(n_in, j, i);
+}
+
+static inline size_t k_scale_offset(WeightType type, int n_in, int j, int b) {
+    return (size_t)q8_blocks(n_in) * k_block_bytes(type) + (size_t)b * 2 * Q8_PANEL + (size_t)j * 2;
+}
+
+static inline size_t k_super_offset(WeightType type, int n_in, int j, int s) {
+    const size_t nb = (size_t)q8_blocks(n_in);
+    return nb * ((size_t)k_block_bytes(type) + 2 * Q8_PANEL) + (size_t)s * 4 * Q8_PANEL + (size_t)j * 2;
+}
+
+// W[j, i] of a K-panel matrix, as llama.cpp's dequantize_row_* rounds it (qk.c): fl(fl(d·sc)·q − fl(dmin·m)).
+static inline float k_weight(const void *w, WeightType type, int n_in, int j, int i) {
+    const uint8_t *panel = (const uint8_t *)w + (size_t)(j / Q8_PANEL) * k_panel_bytes(type, n_in);
+    const int r = j % Q8_PANEL, b = i / Q8_BLOCK;
+    const uint8_t *pair = panel + k_scale_offset(type, n_in, r, b);
+    const uint8_t *super = panel + k_super_offset(type, n_in, r, b / K_BLOCKS);
+    const float d = f16_to_f32((uint16_t)(super[0] | super[1] << 8));
+    const uint8_t byte = panel[k_quant_offset(type, n_in, r, i)];
+    if (type == WEIGHT_Q6_K) return d * (float)(int8_t)pair[i % Q8_BLOCK < 16 ? 0 : 1] * (float)(int8_t)byte;
+    const float dmin = f16_to_f32((uint16_t)(super[32] | super[33] << 8));
+    const int q = type == WEIGHT_Q4_K ? (i % Q8_BLOCK < 16 ? byte & 0xf : byte >> 4) : byte;
+    return d * (float)pair[0] * (float)q - dmin * (float)pair[1];
+}
+
+// Rows r (< 16) of a K-panel from one GGUF row of n_in / 256 blocks of `type` (WEIGHT_Q4_K, Q5_K, Q6_K): quants,
+// integer scales and F16 d and dmin, each as the file holds it (qk.c).
+void k_pack_row(uint8_t *panel, WeightType type, int r, const uint8_t *blocks, int n_in);
+
+// The reference product (qk.c) for each K type, and each variant's.
+MatmulQ8Fn q4_k_matmul_reference, q5_k_matmul_reference, q6_k_matmul_reference;
+MatmulQ8Fn q4_k_matmul_avx2, q5_k_matmul_avx2, q6_k_matmul_avx2;
+MatmulQ8Fn q4_k_matmul_avx512, q5_k_matmul_avx512, q6_k_matmul_avx512;
 
 #endif

@@ -436,6 +436,7 @@ const Kernels kernels_neon = {
     .matmul_q4 = q4_matmul_neon,
     .matmul_q8_0 = q8_0_matmul_neon,
     .matmul_q4_0 = q4_0_matmul_neon,
+    .matmul_k = {q4_k_matmul_reference, q5_k_matmul_reference, q6_k_matmul_reference},
     .quantize_q8 = q8_quantize_rows,
     .layernorm = layernorm,
     .rmsnorm = rmsnorm,

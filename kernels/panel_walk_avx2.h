@@ -99,19 +99,10 @@ static inline __attribute__((always_inline)) void walk_panels(float *out, const 
                 float *o = out + (size_t)t * ld_out + first;
                 const Q8Block *xt = x + (size_t)t * nb;
                 const bool prefetch = t == 0 && (h == 0 || first <= j0);  // the panel's first pass
-                switch (T - t < per_pass ? T - t : per_pass) {  // n a constant in each case
 #define PASS(n) half_against_rows(o, xt, panel, panel_bytes, b, nb, ld_out, h, rows, prefetch, n, block_bytes, f16, \
                                   block_sums)
-                case 1: PASS(1); break;
-                case 2: PASS(2); break;
-                case 3: PASS(3); break;
-                case 4: PASS(4); break;
-                case 5: PASS(5); break;
-                case 6: PASS(6); break;
-                case 7: PASS(7); break;
-                default: PASS(8); break;
+                PASS_WITH_CONSTANT_ROWS(T - t < per_pass ? T - t : per_pass, PASS)
 #undef PASS
-                }
             }
         }
     }

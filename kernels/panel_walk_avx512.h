@@ -116,19 +116,10 @@ static inline __attribute__((always_inline)) VNNI void walk_panels(float *out, c
             float *o = out + (size_t)t * ld_out + first;
             const Q8Block *xt = x + (size_t)t * nb;
             const bool prefetch = t == 0;
-            switch (T - t < ROWS_PER_PASS ? T - t : ROWS_PER_PASS) {  // n a constant in each case
 #define PASS(n) panels_against_rows(o, xt, panel, panel_bytes, b, nb, ld_out, rows, prefetch, n, 1, block_bytes, \
                                     unpack, offset_divisor, f16)
-            case 1: PASS(1); break;
-            case 2: PASS(2); break;
-            case 3: PASS(3); break;
-            case 4: PASS(4); break;
-            case 5: PASS(5); break;
-            case 6: PASS(6); break;
-            case 7: PASS(7); break;
-            default: PASS(8); break;
+            PASS_WITH_CONSTANT_ROWS(T - t < ROWS_PER_PASS ? T - t : ROWS_PER_PASS, PASS)
 #undef PASS
-            }
         }
     }
 }

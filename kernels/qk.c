@@ -5,7 +5,9 @@
 
 #include "kernels.h"
 
-static float half(const uint8_t *p) { return f16_to_f32((uint16_t)(p[0] | p[1] << 8)); }
+static uint16_t half_bits(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
+
+static float half(const uint8_t *p) { return f16_to_f32(half_bits(p)); }
 
 // Q8_0: w = d·q.
 static void q8_0_block(float *out, const uint8_t *b) {
@@ -34,33 +36,55 @@ static void scale_min(const uint8_t *scales, int s, int *scale, int *min) {
     }
 }
 
-// Q4_K (qh NULL) and Q5_K: sub-block s of 32 weights, w = (d·scale_s)·q − dmin·min_s.
-static void k_block(float *out, const uint8_t *b, const uint8_t *qh, const uint8_t *qs) {
-    const float d = half(b), dmin = half(b + 2);
+// A K-block's integers and F16 scales, as the format defines them.
+typedef struct {
+    uint8_t q[256];   // the quants: [0, 15] (Q4_K), [0, 31] (Q5_K), [0, 63] (Q6_K)
+    int scale[16];    // per sub-block: 8 of 32 weights (Q4_K, Q5_K, in [0, 63]), 16 of 16 (Q6_K, int8)
+    int min[8];       // per sub-block of 32 (Q4_K, Q5_K)
+    uint16_t d, dmin; // F16 bits (dmin: Q4_K, Q5_K)
+} KBlock;
+
+// Q4_K (qh NULL) and Q5_K: sub-blocks 2i and 2i + 1 share qs[32i .. 32i + 32), low nibbles then high ones; Q5_K's
+// fifth bit of weight l of sub-block s is bit s of qh[l].
+static void k_block_integers(KBlock *k, const uint8_t *b, const uint8_t *qh, const uint8_t *qs) {
+    k->d = half_bits(b), k->dmin = half_bits(b + 2);
     for (int s = 0; s < 8; s++) {
-        int scale, min;
-        scale_min(b + 4, s, &scale, &min);
-        const float ds = d * (float)scale, ms = dmin * (float)min;
+        scale_min(b + 4, s, &k->scale[s], &k->min[s]);
         const uint8_t *q = qs + 32 * (s / 2);
-        for (int l = 0; l < 32; l++) {
-            int v = s % 2 ? q[l] >> 4 : q[l] & 0xF;
-            if (qh) v += (qh[l] >> s & 1) << 4;
-            out[32 * s + l] = ds * (float)v - ms;
-        }
+        for (int l = 0; l < 32; l++)
+            k->q[32 * s + l] = (uint8_t)((s % 2 ? q[l] >> 4 : q[l] & 0xF) | (qh ? (qh[l] >> s & 1) << 4 : 0));
     }
 }
 
-// Q6_K: w = (d·scale)·(q − 32), per half of 128 weights as qk.h lays it out.
-static void q6_k_block(float *out, const uint8_t *b) {
+// Q6_K: in each half of 128 weights, l < 32, the weights l, l + 32, l + 64, l + 96 take the low nibble of ql[l], of
+// ql[l + 32], the high nibble of ql[l], of ql[l + 32], and bits 0–1, 2–3, 4–5, 6–7 of qh[l]; weight n's scale is
+// scales[n / 16].
+static void q6_k_block_integers(KBlock *k, const uint8_t *b) {
     const uint8_t *ql = b, *qh = b + 128;
-    const int8_t *sc = (const int8_t *)(b + 192);
-    const float d = half(b + 208);
-    for (int h = 0; h < 2; h++, out += 128, ql += 64, qh += 32, sc += 8)
+    for (int h = 0; h < 2; h++, ql += 64, qh += 32)
         for (int l = 0; l < 32; l++) {
             const int q[4] = {(ql[l] & 0xF) | (qh[l] & 3) << 4, (ql[l + 32] & 0xF) | (qh[l] >> 2 & 3) << 4,
                               (ql[l] >> 4) | (qh[l] >> 4 & 3) << 4, (ql[l + 32] >> 4) | (qh[l] >> 6 & 3) << 4};
-            for (int k = 0; k < 4; k++) out[32 * k + l] = d * (float)sc[l / 16 + 2 * k] * (float)(q[k] - 32);
+            for (int c = 0; c < 4; c++) k->q[128 * h + 32 * c + l] = (uint8_t)q[c];
         }
+    for (int s = 0; s < 16; s++) k->scale[s] = (int8_t)b[192 + s];
+    k->d = half_bits(b + 208), k->dmin = 0;
+}
+
+// The K-block of `type` (GGML_Q4_K, Q5_K, Q6_K) at b.
+static void k_block_read(KBlock *k, uint32_t type, const uint8_t *b) {
+    if (type == GGML_Q6_K) q6_k_block_integers(k, b);
+    else k_block_integers(k, b, type == GGML_Q5_K ? b + 16 : NULL, b + (type == GGML_Q5_K ? 48 : 16));
+}
+
+// out [256]: Q4_K and Q5_K w = (d·scale_s)·q − dmin·min_s; Q6_K w = (d·scale)·(q − 32).
+static void k_block_dequantize(float *out, uint32_t type, const uint8_t *b) {
+    KBlock k;
+    k_block_read(&k, type, b);
+    const float d = f16_to_f32(k.d), dmin = f16_to_f32(k.dmin);
+    for (int n = 0; n < 256; n++)
+        out[n] = type == GGML_Q6_K ? d * (float)k.scale[n / 16] * (float)(k.q[n] - 32)
+                                   : d * (float)k.scale[n / 32] * (float)k.q[n] - dmin * (float)k.min[n / 32];
 }
 
 int qk_reads(uint32_t type) {
@@ -87,15 +111,92 @@ void qk_dequantize_row(float *out, const uint8_t *blocks, uint32_t type, size_t 
         for (size_t i = 0; i < n / 32; i++) q4_0_block(out + 32 * i, blocks + 18 * i);
         return;
     case GGML_Q4_K:
-        for (size_t i = 0; i < n / 256; i++) k_block(out + 256 * i, blocks + 144 * i, NULL, blocks + 144 * i + 16);
-        return;
     case GGML_Q5_K:
-        for (size_t i = 0; i < n / 256; i++)
-            k_block(out + 256 * i, blocks + 176 * i, blocks + 176 * i + 16, blocks + 176 * i + 48);
-        return;
     case GGML_Q6_K:
-        for (size_t i = 0; i < n / 256; i++) q6_k_block(out + 256 * i, blocks + 210 * i);
+        for (size_t i = 0; i < n / 256; i++)
+            k_block_dequantize(out + 256 * i, type, blocks + qk_row_bytes(type, 256) * i);
         return;
     }
     abort();  // a caller that did not check qk_reads
+}
+
+// ---- K-panels (kernels.h, "GGUF's K-quants, as stored") ----------------------------------------------------
+
+static uint32_t ggml_type_of(WeightType type) {
+    return type == WEIGHT_Q4_K ? GGML_Q4_K : type == WEIGHT_Q5_K ? GGML_Q5_K : GGML_Q6_K;
+}
+
+void k_pack_row(uint8_t *panel, WeightType type, int r, const uint8_t *blocks, int n_in) {
+    const uint32_t ggml = ggml_type_of(type);
+    for (int s = 0; s < n_in / K_SUPER; s++) {
+        KBlock k;
+        k_block_read(&k, ggml, blocks + qk_row_bytes(ggml, K_SUPER) * (size_t)s);
+        uint8_t *super = panel + k_super_offset(type, n_in, r, s);
+        super[0] = (uint8_t)k.d, super[1] = (uint8_t)(k.d >> 8), super[32] = (uint8_t)k.dmin,
+        super[33] = (uint8_t)(k.dmin >> 8);
+        for (int c = 0; c < K_BLOCKS; c++) {
+            const int b = s * K_BLOCKS + c;
+            const uint8_t *q = k.q + 32 * c;
+            uint8_t *pair = panel + k_scale_offset(type, n_in, r, b);
+            if (type == WEIGHT_Q6_K) pair[0] = (uint8_t)k.scale[2 * c], pair[1] = (uint8_t)k.scale[2 * c + 1];
+            else pair[0] = (uint8_t)k.scale[c], pair[1] = (uint8_t)k.min[c];
+            for (int l = 0; l < 32 && type != WEIGHT_Q4_K; l++)
+                panel[k_quant_offset(type, n_in, r, b * 32 + l)] = (uint8_t)(type == WEIGHT_Q6_K ? q[l] - 32 : q[l]);
+            for (int l = 0; l < 16 && type == WEIGHT_Q4_K; l++)
+                panel[k_quant_offset(type, n_in, r, b * 32 + l)] = (uint8_t)(q[l] | q[l + 16] << 4);
+        }
+    }
+}
+
+// The reference product (kernels.h): per block, P = the integer sum(s) times the integer scale(s), acc = fma(P,
+// fl(d · d_x), acc), and for Q4_K and Q5_K acc = fma(−m · Σ q_x, fl(dmin · d_x), acc); then + bias.
+static void k_matmul_reference(float *out, const Q8Block *x, const void *w, WeightType type, const float *bias, int T,
+                               int n_in, int ld_out, int j0, int j1) {
+    const int nb = q8_blocks(n_in);
+    const size_t panel_bytes = k_panel_bytes(type, n_in);
+    for (int j = j0; j < j1; j++) {
+        const uint8_t *panel = (const uint8_t *)w + (size_t)(j / Q8_PANEL) * panel_bytes;
+        const int r = j % Q8_PANEL;
+        for (int t = 0; t < T; t++) {
+            float acc = 0.0f;
+            for (int b = 0; b < nb; b++) {
+                const Q8Block *xb = &x[(size_t)t * nb + b];
+                const uint8_t *pair = panel + k_scale_offset(type, n_in, r, b);
+                const uint8_t *super = panel + k_super_offset(type, n_in, r, b / K_BLOCKS);
+                int32_t half_sums[2] = {0, 0}, x_sum = 0;  // Σ q_w · q_x over inputs 0..15 and 16..31; Σ q_x
+                for (int i = 0; i < Q8_BLOCK; i++) {
+                    const uint8_t byte = panel[k_quant_offset(type, n_in, r, b * Q8_BLOCK + i)];
+                    const int q = type == WEIGHT_Q4_K   ? (i < 16 ? byte & 0xf : byte >> 4)
+                                  : type == WEIGHT_Q5_K ? byte
+                                                        : (int8_t)byte;
+                    half_sums[i / 16] += q * xb->q[i];
+                    x_sum += xb->q[i];
+                }
+                const float d = f16_to_f32(half_bits(super));
+                if (type == WEIGHT_Q6_K) {
+                    const int32_t P = (int8_t)pair[0] * half_sums[0] + (int8_t)pair[1] * half_sums[1];
+                    acc = fmaf((float)P, d * xb->d, acc);
+                    continue;
+                }
+                acc = fmaf((float)(pair[0] * (half_sums[0] + half_sums[1])), d * xb->d, acc);
+                acc = fmaf((float)(-pair[1] * x_sum), f16_to_f32(half_bits(super + 32)) * xb->d, acc);
+            }
+            out[(size_t)t * ld_out + j] = bias ? acc + bias[j] : acc;
+        }
+    }
+}
+
+void q4_k_matmul_reference(float *out, const Q8Block *x, const void *w, const float *bias, int T, int n_in,
+                           int ld_out, int j0, int j1) {
+    k_matmul_reference(out, x, w, WEIGHT_Q4_K, bias, T, n_in, ld_out, j0, j1);
+}
+
+void q5_k_matmul_reference(float *out, const Q8Block *x, const void *w, const float *bias, int T, int n_in,
+                           int ld_out, int j0, int j1) {
+    k_matmul_reference(out, x, w, WEIGHT_Q5_K, bias, T, n_in, ld_out, j0, j1);
+}
+
+void q6_k_matmul_reference(float *out, const Q8Block *x, const void *w, const float *bias, int T, int n_in,
+                           int ld_out, int j0, int j1) {
+    k_matmul_reference(out, x, w, WEIGHT_Q6_K, bias, T, n_in, ld_out, j0, j1);
 }

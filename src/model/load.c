@@ -28,8 +28,9 @@ typedef struct {
     const Kernels *kernels; // the selected kernels, whose weight layout the matrices take (kernels.h)
     Quant quant;            // QUANT_Q8, Q4: matrices are quantized as they are read, on the pool's threads;
                             // QUANT_BF16: F32 and F16 matrices are rounded to BF16 as they are read
-    bool as_stored;         // a GGUF file read without --quant: its Q8_0 and Q4_0 matrices are held as the file's
-                            // blocks (WEIGHT_Q8_0, WEIGHT_Q4_0: kernels.h), repacked into panels, not quantized again
+    bool as_stored;         // a GGUF file read without --quant: its Q8_0, Q4_0 and K-quant matrices are held as the
+                            // file's blocks (WEIGHT_Q8_0 ... WEIGHT_Q6_K: kernels.h), repacked into panels, not
+                            // quantized again
     ThreadPool *pool;       // the model's
     const LoadProgress *progress;  // told of every tensor read, or NULL
     size_t read, total;     // bytes of the checkpoint's tensors read so far, of all of them
@@ -168,16 +169,23 @@ typedef struct {
     const Part *parts;
     const StTensor *tensors[MAX_PARTS];
     int n_parts;
-    WeightType type;            // WEIGHT_Q8, WEIGHT_Q4, or (every part's blocks as they are) WEIGHT_Q8_0, WEIGHT_Q4_0
+    WeightType type;            // WEIGHT_Q8, WEIGHT_Q4, or (every part's blocks as they are) one of GGUF's
     uint8_t *w;                 // quantized_matrix_bytes(type, n_out, n_in)
     float *rows;                // [threads, 16, n_in]: each thread's panel as floats
     int n_out, n_in;
 } QuantizeJob;
 
+// Row r of a panel of GGUF's `type` from the file's row of blocks, as stored (kernels.h).
+static void pack_gguf_row(uint8_t *panel, WeightType type, int r, const uint8_t *blocks, int n_in) {
+    if (type == WEIGHT_Q8_0) q8_0_pack_row(panel, r, blocks, n_in);
+    else if (type == WEIGHT_Q4_0) q4_0_pack_row(panel, r, blocks, n_in);
+    else k_pack_row(panel, type, r, blocks, n_in);
+}
+
 static void quantize_thread(void *ctx, int thread, int n_threads) {
     QuantizeJob *job = ctx;
     const int n_out = job->n_out, n_in = job->n_in;
-    const bool repack = f16_scales(job->type);  // GGUF's blocks, as stored
+    const bool repack = job->type != WEIGHT_Q8 && job->type != WEIGHT_Q4;  // GGUF's blocks, as stored
     int p0, p1;
     pool_share((n_out + Q8_PANEL - 1) / Q8_PANEL, 1, thread, n_threads, &p0, &p1);
     float *rows = job->rows + (size_t)thread * Q8_PANEL * n_in;  // [16, n_in]
@@ -191,8 +199,8 @@ static void quantize_thread(void *ctx, int thread, int n_threads) {
             const int n_part = job->parts[q].rows, a = j0 > row0 ? j0 : row0,
                       b = j1 < row0 + n_part ? j1 : row0 + n_part;  // [a, b): the overlap
             for (int j = a; j < b && repack; j++)  // (GGUF's tensors are never Conv1D's)
-                (job->type == WEIGHT_Q8_0 ? q8_0_pack_row : q4_0_pack_row)(
-                    panel, j - j0, st_row(t, j - row0, qk_row_bytes(t->blocks, (size_t)n_in)), n_in);
+                pack_gguf_row(panel, job->type, j - j0, st_row(t, j - row0, qk_row_bytes(t->blocks, (size_t)n_in)),
+                              n_in);
             for (int j = a; j < b && !repack && !job->parts[q].conv1d; j++)
                 st_row_to_f32(rows + (size_t)(j - j0) * n_in, t, j - row0, (size_t)n_in);
             for (int i = 0; i < n_in && job->parts[q].conv1d && a < b; i++) {
@@ -208,8 +216,8 @@ static void quantize_thread(void *ctx, int thread, int n_threads) {
 
 // lin's matrix (lin->w) quantized to q8 or q4 panels of 16 rows (kernels.h; lin->type) from its parts in any
 // stored dtype, on the pool's threads: each panel's rows gathered as floats — 16 consecutive weights of each
-// input at a time from Conv1D's [n_in, rows]; a panel may straddle two parts — then quantized. Or (WEIGHT_Q8_0,
-// WEIGHT_Q4_0) each row's GGUF blocks packed into the panel as they are.
+// input at a time from Conv1D's [n_in, rows]; a panel may straddle two parts — then quantized. Or (GGUF's types)
+// each row's blocks packed into the panel as they are.
 static int quantize_linear(Loader *ld, Linear *lin, const Part *parts, int n_parts) {
     QuantizeJob job = {.parts = parts, .n_parts = n_parts, .type = lin->type, .w = (uint8_t *)lin->w,
                        .n_out = lin->n_out, .n_in = lin->n_in};
@@ -241,17 +249,30 @@ static WeightType held_type(Quant quant, StDtype stored) {
     return weight_type(stored);
 }
 
+// The weight type that holds GGUF's blocks of ggml `type` as stored; WEIGHT_TYPES for none.
+static WeightType stored_type(uint32_t type) {
+    switch (type) {
+    case GGML_Q8_0: return WEIGHT_Q8_0;
+    case GGML_Q4_0: return WEIGHT_Q4_0;
+    case GGML_Q4_K: return WEIGHT_Q4_K;
+    case GGML_Q5_K: return WEIGHT_Q5_K;
+    case GGML_Q6_K: return WEIGHT_Q6_K;
+    }
+    return WEIGHT_TYPES;
+}
+
 // The type a matrix stacked from parts (the first of them `first`) is held as: a GGUF read as stored whose parts
-// all hold Q8_0 blocks, or all Q4_0, keeps them (WEIGHT_Q8_0, WEIGHT_Q4_0); otherwise held_type's.
+// all hold blocks of one type keeps them (stored_type); otherwise held_type's — a matrix whose parts mix types
+// (Q4_K_M's q and k in Q4_K with v in Q6_K) is quantized again.
 static WeightType held_type_of(const Loader *ld, const Part *parts, int n_parts, const StTensor *first) {
-    bool kept = ld->as_stored && (first->blocks == GGML_Q8_0 || first->blocks == GGML_Q4_0);
+    bool kept = ld->as_stored && first->blocks && stored_type(first->blocks) != WEIGHT_TYPES;
     for (int p = 1; p < n_parts && kept; p++) {
         char full[256];
         snprintf(full, sizeof full, "%s%s", ld->prefix, parts[p].name);
         const StTensor *t = st_find(ld->ckpt, full);
         kept = t && t->blocks == first->blocks;
     }
-    if (kept) return first->blocks == GGML_Q8_0 ? WEIGHT_Q8_0 : WEIGHT_Q4_0;
+    if (kept) return stored_type(first->blocks);
     return held_type(ld->quant, first->dtype);
 }
 
@@ -533,8 +554,9 @@ int model_load_reporting(Model *model, const char *dir, ThreadPool *pool, Quant 
     const Config *c = &model->cfg;
     const bool as_stored = quant == QUANT_NONE;
     if (has_blocks(&ckpt) && (quant == QUANT_NONE || quant == QUANT_BF16)) {
-        // A GGUF's Q8_0 and Q4_0 blocks are held as stored (Loader.as_stored), its other quantized blocks and its
-        // float matrices as q8 (--quant q8 or q4: every matrix quantized so, as a safetensors folder's would be).
+        // A GGUF's quantized blocks are held as stored (Loader.as_stored), but in a matrix whose parts mix types,
+        // and its float matrices as q8 (--quant q8 or q4: every matrix quantized so, as a safetensors folder's
+        // would be).
         if (quant == QUANT_BF16) {
             st_close(&ckpt);
             gguf_close(&gguf);

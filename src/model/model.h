@@ -20,11 +20,11 @@
 // n_out] on disk, are transposed once at load), kept in its checkpoint's dtype, 64-byte aligned, in the layout of
 // the selected kernels (Kernels.panels, kernels.h): rows, [n_out, n_in] row-major; or panels, [⌈n_out/4⌉,
 // ⌈n_in/16⌉, 4, 16] — 4 rows at a time, their 16-weight slices alternating, zero-padded — with W[j, i] at
-// weight_index(); or quantized to q8 or q4 at load, in their own layouts (kernels.h). The shapes in the comments
-// below are those of the matrix W, whatever its layout.
+// weight_index(); or quantized to q8 or q4 at load, or GGUF's blocks as stored, in their own layouts (kernels.h).
+// The shapes in the comments below are those of the matrix W, whatever its layout.
 typedef struct {
     const void *w;      // W [n_out, n_in] in the kernels' layout: weight_elements() elements of dtype `type`,
-                        // or q8_matrix_bytes() / q4_matrix_bytes() bytes of panels (WEIGHT_Q8, WEIGHT_Q4)
+                        // or quantized_matrix_bytes() bytes of panels (weight_quantized types)
     WeightType type;
     int n_out, n_in;
     const float *bias;  // [n_out], or NULL

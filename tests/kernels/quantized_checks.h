@@ -29,6 +29,9 @@ typedef struct {
     // weight row j unquantized, wq the quantized matrix, bias the output's bias (0 without).
     double (*reference_bound)(const float *x, const Q8Block *xq, const float *w, const void *wq, int n_in, int j,
                               double bias);
+    // Or (GGUF's K-quants, which no float quantizer here makes) a random matrix [n_out, n_in] in the format's panels,
+    // and in *rows its weights as floats; NULL: random_quantized_matrix from quantize_panel.
+    uint8_t *(*random_matrix)(float **rows, int n_out, int n_in);
 } QuantFormat;
 
 // A QuantFormat's reference_bound from the weights the matrix holds, ŵ = d_w·q_w (quantized_weight), and x̂ = d_x·q_x:
@@ -142,7 +145,8 @@ static inline void check_quantized_matmul(const QuantFormat *f, const Kernels *k
         j1 = test_rand_int(j0 + 1, n_out);
     }
     float *rows, *x = random_floats(T * n_in, -1.0f, 1.0f);
-    uint8_t *w = random_quantized_matrix(&rows, f, n_out, n_in);
+    uint8_t *w = f->random_matrix ? f->random_matrix(&rows, n_out, n_in)
+                                  : random_quantized_matrix(&rows, f, n_out, n_in);
     Q8Block *xq = malloc(sizeof(Q8Block) * (size_t)(T * nb));
     q8_quantize_rows(xq, x, T, n_in, n_in);
     float *bias = with_bias ? random_floats(n_out, -1.0f, 1.0f) : NULL;
@@ -176,7 +180,16 @@ static inline void check_quantized_matmul(const QuantFormat *f, const Kernels *k
     free(out);
 }
 
-// check_quantized_matmul for every variant this CPU runs, every n_in of n_in_sizes and T of T_sizes, with and without
+// The a-th n_in a format is checked at: n_in_sizes[a], or for a K-quant (rows of whole 256-weight super-blocks)
+// that rounded up to a multiple of 256 — 0 where that repeats the one before or passes 1024 (one super-block and
+// four are checked: the test stays fast).
+static inline int format_n_in(const QuantFormat *f, int a) {
+    if (!k_quant(f->type)) return n_in_sizes[a];
+    const int n_in = (n_in_sizes[a] + K_SUPER - 1) / K_SUPER * K_SUPER;
+    return n_in > 1024 || (a > 0 && n_in == (n_in_sizes[a - 1] + K_SUPER - 1) / K_SUPER * K_SUPER) ? 0 : n_in;
+}
+
+// check_quantized_matmul for every variant this CPU runs, every n_in (format_n_in) and T of T_sizes, with and without
 // bias; the scalar variant (the reference against the float product) at every fourth T.
 static inline void check_every_quantized_matmul(const QuantFormat *f) {
     int n;
@@ -184,10 +197,10 @@ static inline void check_every_quantized_matmul(const QuantFormat *f) {
     for (int v = 0; v < n; v++) {
         CHECK(format_matmul(f, list[v]), "%s: no matmul_%s", list[v]->name, f->name);
         for (int a = 0; a < N_IN_SIZES; a++)
-            for (int b = 0; b < T_SIZES; b++)
+            for (int b = 0; b < T_SIZES && format_n_in(f, a); b++)
                 for (int with_bias = 0; with_bias <= 1; with_bias++)
                     if (list[v] != &kernels_scalar || b % 4 == 0)
-                        check_quantized_matmul(f, list[v], T_sizes[b], n_in_sizes[a], with_bias);
+                        check_quantized_matmul(f, list[v], T_sizes[b], format_n_in(f, a), with_bias);
     }
 }
 
@@ -196,8 +209,8 @@ static inline void check_every_quantized_matmul(const QuantFormat *f) {
 // n_in and T, with bias at every other T.
 static inline void check_quantized_matmul_without_vnni(const QuantFormat *f) {
     for (int a = 0; a < N_IN_SIZES; a++)
-        for (int b = 0; b < T_SIZES; b++) check_quantized_matmul(f, kernels_avx512_for(false, false), T_sizes[b], n_in_sizes[a],
-                                                       b % 2 == 1);
+        for (int b = 0; b < T_SIZES && format_n_in(f, a); b++)
+            check_quantized_matmul(f, kernels_avx512_for(false, false), T_sizes[b], format_n_in(f, a), b % 2 == 1);
 }
 #endif
 

@@ -98,8 +98,8 @@ static const QuantFormat Q4_0 = {.name = "q4_0",
                                  .reference_bound = q4_0_reference_bound};
 
 // The packing: every weight of a file's rows is in the panel what the file's block says, d · q with d the block's
-// F16 scale, bit for bit (quantized_weight against the block's own dequantization), padding rows all-zero blocks; a Q8_0
-// quant of −128 stays −128.
+// F16 scale, bit for bit (quantized_weight against the block's own dequantization), padding rows all-zero blocks;
+// a Q8_0 quant of −128 stays −128.
 TEST(kernels_q8_0_q4_0_packing_keeps_the_file_s_blocks) {
     const int n_out = 13, n_in = 96, nb = n_in / 32;
     float *rows = random_floats(n_out * n_in, -1.0f, 1.0f);

@@ -3,8 +3,8 @@
 // of the safetensors folder, in every architecture read (llama with its q/k rows permuted, Llama 3's rope_freqs,
 // qwen2's biases, qwen3's q/k norms, gpt2's transposed matrices), F32, F16 and BF16; each quantized fixture
 // (llama-quantize's Q8_0, Q4_0, Q4_K_M, Q6_K) gives logits whose cosine with those of its weights dequantized by
-// gguf-py (expected.bin, a float64 forward) is at least the bound its type is held to, at every position; Q8_0 and
-// Q4_0 matrices are held as the file stores them.
+// gguf-py (expected.bin, a float64 forward) is at least the bound its type is held to, at every position; their
+// quantized matrices are held as the file stores them.
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -118,15 +118,20 @@ TEST(gguf_pairs_with_a_safetensors_folder) {
     }
 }
 
-// Read without --quant, a Q8_0 or Q4_0 file's matrices are held as the file's blocks (kernels.h, "GGUF's Q8_0 and
-// Q4_0"): llama_q4_0 holds every block matrix and the embeddings in Q4_0 and its head in Q8_0 (what
-// llama-quantize kept there), llama_q8_0 all of them in Q8_0. Under --quant q8 they are quantized again, to q8.
-TEST(gguf_q8_0_q4_0_held_as_stored) {
+// Read without --quant, a quantized file's matrices are held as the file's blocks (kernels.h, "GGUF's Q8_0 and
+// Q4_0" and "GGUF's K-quants"), as llama-quantize chose them: llama_q4_0 has its head in Q8_0, llama_q4_k_m its v
+// and down projections and its head in Q6_K — its q/k/v matrix mixes Q4_K and Q6_K, so it is quantized again, to
+// q8. Under --quant q8 every matrix is quantized again.
+TEST(gguf_quantized_held_as_stored) {
     static const struct {
         const char *name;
-        WeightType body, embeddings, head;
-    } CASES[] = {{"llama_q4_0", WEIGHT_Q4_0, WEIGHT_Q4_0, WEIGHT_Q8_0},
-                 {"llama_q8_0", WEIGHT_Q8_0, WEIGHT_Q8_0, WEIGHT_Q8_0}};
+        WeightType qkv, out, up, down, embeddings, head;
+    } CASES[] = {
+        {"llama_q4_0", WEIGHT_Q4_0, WEIGHT_Q4_0, WEIGHT_Q4_0, WEIGHT_Q4_0, WEIGHT_Q4_0, WEIGHT_Q8_0},
+        {"llama_q8_0", WEIGHT_Q8_0, WEIGHT_Q8_0, WEIGHT_Q8_0, WEIGHT_Q8_0, WEIGHT_Q8_0, WEIGHT_Q8_0},
+        {"llama_q6_k", WEIGHT_Q6_K, WEIGHT_Q6_K, WEIGHT_Q6_K, WEIGHT_Q6_K, WEIGHT_Q6_K, WEIGHT_Q6_K},
+        {"llama_q4_k_m", WEIGHT_Q8, WEIGHT_Q4_K, WEIGHT_Q4_K, WEIGHT_Q6_K, WEIGHT_Q4_K, WEIGHT_Q6_K},
+    };
     Err err = {{0}};
     ThreadPool *pool = pool_create(2, &err);
     for (size_t i = 0; i < sizeof CASES / sizeof *CASES; i++)
@@ -138,16 +143,16 @@ TEST(gguf_q8_0_q4_0_held_as_stored) {
                 CHECK(false, "%s: %s", path, err.msg);
                 continue;
             }
-            const WeightType body = requantized ? WEIGHT_Q8 : CASES[i].body;
-            CHECK(m.wte.type == (requantized ? WEIGHT_Q8 : CASES[i].embeddings) &&
-                      m.lm_head.type == (requantized ? WEIGHT_Q8 : CASES[i].head),
-                  "%s quant %d: embeddings %d, head %d", CASES[i].name, requantized, m.wte.type, m.lm_head.type);
+#define HELD(field) (requantized ? WEIGHT_Q8 : CASES[i].field)
+            CHECK(m.wte.type == HELD(embeddings) && m.lm_head.type == HELD(head), "%s quant %d: embeddings %d, head %d",
+                  CASES[i].name, requantized, m.wte.type, m.lm_head.type);
             for (int l = 0; l < m.cfg.n_layer; l++) {
                 const Block *b = &m.blocks[l];
-                CHECK(b->attn_qkv.type == body && b->attn_out.type == body && b->mlp_up.type == body &&
-                          b->mlp_down.type == body, "%s quant %d layer %d: %d %d %d %d, expected %d", CASES[i].name,
-                      requantized, l, b->attn_qkv.type, b->attn_out.type, b->mlp_up.type, b->mlp_down.type, body);
+                CHECK(b->attn_qkv.type == HELD(qkv) && b->attn_out.type == HELD(out) && b->mlp_up.type == HELD(up) &&
+                          b->mlp_down.type == HELD(down), "%s quant %d layer %d: %d %d %d %d", CASES[i].name,
+                      requantized, l, b->attn_qkv.type, b->attn_out.type, b->mlp_up.type, b->mlp_down.type);
             }
+#undef HELD
             model_free(&m);
         }
     pool_free(pool);

@@ -1,0 +1,117 @@
+// qk_avx2.c — GGUF's K-quants multiplied as stored (kernels.h, "GGUF's K-quants, as stored") with AVX2: a K-panel's
+// 16 rows as two halves of 8, one 32-bit lane per weight row, as q8's walk (panel_walk_avx2.h) has them. A block's
+// 8 groups of 8 rows × 4 inputs are loaded (and Q4_K's unpacked) once for all the pass's activation rows.
+// vpmaddubsw multiplies unsigned bytes by signed ones into pairs of 16 bits, vpmaddwd by ones adds the pairs into
+// 32: Q4_K's and Q5_K's quants are unsigned (a pair at most 2 · 31 · 127 < 2¹⁵); Q6_K's q − 32 is signed, so its
+// sign moves onto the activations, |q − 32| · (q_x · sign(q − 32)) (a pair at most 2 · 32 · 127). The integer
+// sums are exact and the float steps are the reference's (qk.c), so the result is bit-identical to it.
+#include "panel_walk_avx2.h"
+
+enum { GROUPS = Q8_BLOCK / Q8_GROUP, ROWS_PER_PASS = 8 };
+
+// Σ over groups [g0, g1) of the half's w · (row's activation bytes), exact, in 32-bit lanes.
+static inline __attribute__((always_inline)) __m256i group_sums(const __m256i w[GROUPS], const int8_t *q_x, int g0,
+                                                                int g1, const bool signed_w) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256i sum = _mm256_setzero_si256();
+    for (int g = g0; g < g1; g++) {
+        const __m256i x = broadcast_group(q_x + Q8_GROUP * g);
+        const __m256i pairs = signed_w ? _mm256_maddubs_epi16(_mm256_abs_epi8(w[g]), _mm256_sign_epi8(x, w[g]))
+                                       : _mm256_maddubs_epi16(w[g], x);
+        sum = _mm256_add_epi32(sum, _mm256_madd_epi16(pairs, ones));
+    }
+    return sum;
+}
+
+// Half h (rows 8h..8h+7) of the K-panel against activation rows t < n ≤ ROWS_PER_PASS (a constant where this is
+// inlined); lanes outside `rows` are neither stored nor read from bias.   out: [n, ld_out] from the half's first row
+static inline __attribute__((always_inline)) void k_half_against_rows(float *out, const Q8Block *x,
+                                                                      const uint8_t *panel, const float *bias,
+                                                                      int n_in, int ld_out, int h, __m256i rows,
+                                                                      const int n, const WeightType type) {
+    const int nb = q8_blocks(n_in);
+    const __m256i nibble = _mm256_set1_epi8(0x0f);
+    __m256 acc[ROWS_PER_PASS], d = _mm256_setzero_ps(), dmin = _mm256_setzero_ps();
+    for (int t = 0; t < n; t++) acc[t] = _mm256_setzero_ps();
+    for (int b = 0; b < nb; b++) {
+        if (b % K_BLOCKS == 0) {  // the super-block's F16 d and dmin of the half's rows
+            const uint8_t *super = panel + k_super_offset(type, n_in, h * HALF, b / K_BLOCKS);
+            d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)super));
+            dmin = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(super + 32)));
+        }
+        const uint8_t *q = panel + (size_t)b * k_block_bytes(type) + h * HALF * 4;
+        __m256i w[GROUPS];  // group g: the half's rows × inputs 4g..4g+3
+        for (int line = 0; line < GROUPS / 2 && type == WEIGHT_Q4_K; line++) {  // line l: groups l and l + 4
+            const __m256i packed = _mm256_loadu_si256((const __m256i *)(q + 64 * line));
+            w[line] = _mm256_and_si256(packed, nibble);
+            w[line + GROUPS / 2] = _mm256_and_si256(_mm256_srli_epi16(packed, 4), nibble);
+        }
+        for (int g = 0; g < GROUPS && type != WEIGHT_Q4_K; g++)
+            w[g] = _mm256_loadu_si256((const __m256i *)(q + 64 * g));
+        const __m256i pairs = _mm256_cvtepu16_epi32(  // row r's two scale bytes in lane r's low 16 bits
+            _mm_loadu_si128((const __m128i *)(panel + k_scale_offset(type, n_in, h * HALF, b))));
+        for (int t = 0; t < n; t++) {
+            const Q8Block *xb = &x[(size_t)t * nb + b];
+            const __m256 d_x = _mm256_set1_ps(xb->d);
+            if (type == WEIGHT_Q6_K) {
+                const __m256i scale_low = _mm256_srai_epi32(_mm256_slli_epi32(pairs, 24), 24),
+                              scale_high = _mm256_srai_epi32(_mm256_slli_epi32(pairs, 16), 24);
+                const __m256i P = _mm256_add_epi32(
+                    _mm256_mullo_epi32(group_sums(w, xb->q, 0, GROUPS / 2, true), scale_low),
+                    _mm256_mullo_epi32(group_sums(w, xb->q, GROUPS / 2, GROUPS, true), scale_high));
+                acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(P), _mm256_mul_ps(d, d_x), acc[t]);
+                continue;
+            }
+            const __m256i scale = _mm256_and_si256(pairs, _mm256_set1_epi32(0xff)), min = _mm256_srli_epi32(pairs, 8);
+            const __m256i P = _mm256_mullo_epi32(group_sums(w, xb->q, 0, GROUPS, false), scale);
+            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(P), _mm256_mul_ps(d, d_x), acc[t]);
+            const __m256i minus_m_x = _mm256_mullo_epi32(min, _mm256_set1_epi32(xb->offset / 128));  // −m · Σ q_x
+            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(minus_m_x), _mm256_mul_ps(dmin, d_x), acc[t]);
+        }
+    }
+    for (int t = 0; t < n; t++) {
+        __m256 v = acc[t];
+        if (bias) v = _mm256_add_ps(v, _mm256_maskload_ps(bias, rows));
+        _mm256_maskstore_ps(out + (size_t)t * ld_out, rows, v);
+    }
+}
+
+// MatmulQ8Fn over K-panels of `type`, ROWS_PER_PASS activation rows a pass over each half.
+static inline __attribute__((always_inline)) void k_walk(float *out, const Q8Block *x, const void *w,
+                                                         const float *bias, int T, int n_in, int ld_out, int j0,
+                                                         int j1, const WeightType type) {
+    const int nb = q8_blocks(n_in);
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    for (int p = j0 / Q8_PANEL; p * Q8_PANEL < j1; p++) {
+        const uint8_t *panel = (const uint8_t *)w + (size_t)p * k_panel_bytes(type, n_in);
+        for (int h = 0; h < 2; h++) {
+            const int first = p * Q8_PANEL + h * HALF;  // rows [first, first + 8), of which [j0, j1) are wanted
+            if (first + HALF <= j0 || first >= j1) continue;
+            const __m256i rows = _mm256_and_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32(j1 - first), lane),
+                                                  _mm256_cmpgt_epi32(lane, _mm256_set1_epi32(j0 - first - 1)));
+            const float *b = bias ? bias + first : NULL;
+            for (int t = 0; t < T; t += ROWS_PER_PASS) {
+                float *o = out + (size_t)t * ld_out + first;
+                const Q8Block *xt = x + (size_t)t * nb;
+#define PASS(n) k_half_against_rows(o, xt, panel, b, n_in, ld_out, h, rows, n, type)
+                PASS_WITH_CONSTANT_ROWS(T - t < ROWS_PER_PASS ? T - t : ROWS_PER_PASS, PASS)
+#undef PASS
+            }
+        }
+    }
+}
+
+void q4_k_matmul_avx2(float *out, const Q8Block *x, const void *w, const float *bias, int T, int n_in, int ld_out,
+                      int j0, int j1) {
+    k_walk(out, x, w, bias, T, n_in, ld_out, j0, j1, WEIGHT_Q4_K);
+}
+
+void q5_k_matmul_avx2(float *out, const Q8Block *x, const void *w, const float *bias, int T, int n_in, int ld_out,
+                      int j0, int j1) {
+    k_walk(out, x, w, bias, T, n_in, ld_out, j0, j1, WEIGHT_Q5_K);
+}
+
+void q6_k_matmul_avx2(float *out, const Q8Block *x, const void *w, const float *bias, int T, int n_in, int ld_out,
+                      int j0, int j1) {
+    k_walk(out, x, w, bias, T, n_in, ld_out, j0, j1, WEIGHT_Q6_K);
+}
