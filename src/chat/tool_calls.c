@@ -1,0 +1,153 @@
+// tool_calls.c — replies read back into OpenAI tool calls: the Hermes, Mistral and Llama 3 formats (tool_calls.h).
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "chat/tool_calls.h"
+
+#define HERMES_OPEN "<tool_call>"
+#define HERMES_CLOSE "</tool_call>"
+#define MISTRAL_OPEN "[TOOL_CALLS]"
+#define LLAMA3_OPEN "<|python_tag|>"
+
+ToolFormat tool_format_of_template(const char *source) {
+    if (strstr(source, HERMES_OPEN)) return TOOL_FORMAT_HERMES;
+    if (strstr(source, MISTRAL_OPEN)) return TOOL_FORMAT_MISTRAL;
+    if (strstr(source, LLAMA3_OPEN) || (strstr(source, "\"parameters\"") && strstr(source, "ipython")))
+        return TOOL_FORMAT_LLAMA3;
+    return TOOL_FORMAT_NONE;
+}
+
+const char *tool_format_name(ToolFormat f) {
+    static const char *const names[] = {"none", "hermes", "mistral", "llama3"};
+    return names[f];
+}
+
+const char *tool_format_opening(ToolFormat f) {
+    static const char *const openings[] = {"", HERMES_OPEN, MISTRAL_OPEN, LLAMA3_OPEN};
+    return openings[f];
+}
+
+static bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+static size_t skip_space(const char *s, size_t i, size_t len) {
+    while (i < len && is_space(s[i])) i++;
+    return i;
+}
+
+// The first occurrence of needle in s[0..len), or len.
+static size_t find(const char *s, size_t len, const char *needle) {
+    const char *p = memmem(s, len, needle, strlen(needle));
+    return p ? (size_t)(p - s) : len;
+}
+
+// One JSON value at s[*i..len) (JSON_DISABLE_EOF_CHECK: what follows is left), *i moved past it; NULL if none.
+static json_t *read_json(const char *s, size_t *i, size_t len) {
+    json_error_t jerr;
+    json_t *v = json_loadb(s + *i, len - *i, JSON_DISABLE_EOF_CHECK | JSON_REJECT_DUPLICATES, &jerr);
+    if (v) *i += (size_t)jerr.position;
+    return v;
+}
+
+// Appends {"name", "arguments": compact JSON} from a call object holding a string name and an object under one of
+// the argument keys; -1 when it holds no such pair.
+static int append_call(json_t *calls, const json_t *call, const char *args_key, const char *other_key) {
+    const json_t *name = json_object_get(call, "name"), *args = json_object_get(call, args_key);
+    if (!args && other_key) args = json_object_get(call, other_key);
+    if (!json_is_string(name) || json_string_length(name) == 0 || !json_is_object(args)) return -1;
+    char *text = json_dumps(args, JSON_COMPACT);
+    if (!text) return -1;
+    json_array_append_new(calls, json_pack("{s:O, s:s}", "name", name, "arguments", text));
+    free(text);
+    return 0;
+}
+
+// Hermes: (<tool_call> JSON </tool_call> whitespace)+ to the end; the last closing tag may be missing.
+static int parse_hermes(json_t *calls, const char *s, size_t i, size_t len) {
+    while (i < len) {
+        if (len - i < strlen(HERMES_OPEN) || memcmp(s + i, HERMES_OPEN, strlen(HERMES_OPEN)) != 0) return -1;
+        i = skip_space(s, i + strlen(HERMES_OPEN), len);
+        json_t *call = read_json(s, &i, len);
+        int rc = json_is_object(call) ? append_call(calls, call, "arguments", "parameters") : -1;
+        json_decref(call);
+        if (rc) return -1;
+        i = skip_space(s, i, len);
+        if (len - i >= strlen(HERMES_CLOSE) && memcmp(s + i, HERMES_CLOSE, strlen(HERMES_CLOSE)) == 0)
+            i = skip_space(s, i + strlen(HERMES_CLOSE), len);
+        else if (i < len) return -1;
+    }
+    return 0;
+}
+
+// Mistral: [TOOL_CALLS] then a JSON list of calls (or one call), then only whitespace.
+static int parse_mistral(json_t *calls, const char *s, size_t i, size_t len) {
+    i = skip_space(s, i + strlen(MISTRAL_OPEN), len);
+    json_t *v = read_json(s, &i, len);
+    int rc = v && skip_space(s, i, len) == len ? 0 : -1;
+    if (rc == 0 && json_is_object(v)) rc = append_call(calls, v, "arguments", NULL);
+    else if (rc == 0 && json_is_array(v) && json_array_size(v) > 0)
+        for (size_t k = 0; rc == 0 && k < json_array_size(v); k++)
+            rc = json_is_object(json_array_get(v, k)) ? append_call(calls, json_array_get(v, k), "arguments", NULL) : -1;
+    else rc = -1;
+    json_decref(v);
+    return rc;
+}
+
+// Llama 3: [<|python_tag|>] a call object, then more separated by ';' or whitespace, to the end.
+static int parse_llama3(json_t *calls, const char *s, size_t i, size_t len) {
+    if (len - i >= strlen(LLAMA3_OPEN) && memcmp(s + i, LLAMA3_OPEN, strlen(LLAMA3_OPEN)) == 0)
+        i = skip_space(s, i + strlen(LLAMA3_OPEN), len);
+    do {
+        if (i >= len || s[i] != '{') return -1;
+        json_t *call = read_json(s, &i, len);
+        int rc = json_is_object(call) ? append_call(calls, call, "parameters", "arguments") : -1;
+        json_decref(call);
+        if (rc) return -1;
+        i = skip_space(s, i, len);
+        if (i < len && s[i] == ';') i = skip_space(s, i + 1, len);
+    } while (i < len);
+    return 0;
+}
+
+json_t *tool_calls_parse(ToolFormat f, const char *reply, size_t len, size_t *content_len) {
+    size_t start = len;  // where the calls begin
+    if (f == TOOL_FORMAT_HERMES) start = find(reply, len, HERMES_OPEN);
+    else if (f == TOOL_FORMAT_MISTRAL) start = find(reply, len, MISTRAL_OPEN);
+    else if (f == TOOL_FORMAT_LLAMA3) start = skip_space(reply, 0, len);  // Llama's reply is the call, whole
+    if (start >= len) return NULL;
+    json_t *calls = json_array();
+    int rc = -1;
+    if (calls && f == TOOL_FORMAT_HERMES) rc = parse_hermes(calls, reply, start, len);
+    if (calls && f == TOOL_FORMAT_MISTRAL) rc = parse_mistral(calls, reply, start, len);
+    if (calls && f == TOOL_FORMAT_LLAMA3) rc = parse_llama3(calls, reply, start, len);
+    if (rc || json_array_size(calls) == 0) {
+        json_decref(calls);
+        return NULL;
+    }
+    while (start > 0 && is_space(reply[start - 1])) start--;
+    *content_len = start;
+    return calls;
+}
+
+// The length of the longest tail of s[0..len) that is a proper prefix of marker.
+static size_t partial_marker_tail(const char *s, size_t len, const char *marker) {
+    size_t m = strlen(marker);
+    for (size_t k = m - 1 < len ? m - 1 : len; k > 0; k--)
+        if (memcmp(s + len - k, marker, k) == 0) return k;
+    return 0;
+}
+
+size_t tool_calls_content_prefix(ToolFormat f, const char *reply, size_t len) {
+    if (f == TOOL_FORMAT_NONE) return len;
+    if (f == TOOL_FORMAT_LLAMA3) {  // a call is the whole reply: held while it may still be one
+        size_t i = skip_space(reply, 0, len);
+        if (i == len || reply[i] == '{') return 0;
+        size_t n = len - i < strlen(LLAMA3_OPEN) ? len - i : strlen(LLAMA3_OPEN);
+        return memcmp(reply + i, LLAMA3_OPEN, n) == 0 ? 0 : len;
+    }
+    const char *marker = tool_format_opening(f);
+    size_t at = find(reply, len, marker);
+    size_t n = at < len ? at : len - partial_marker_tail(reply, len, marker);
+    while (n > 0 && is_space(reply[n - 1])) n--;  // the content before calls ends without its whitespace
+    return n;
+}

