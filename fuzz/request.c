@@ -35,7 +35,7 @@ static void check_request(const Request *r) {
             const char *role = r->messages[i].role;
             if (!role || !r->messages[i].content) fuzz_fail("message %d without role or content", i);
             if (strcmp(role, "system") && strcmp(role, "developer") && strcmp(role, "user") &&
-                strcmp(role, "assistant"))
+                strcmp(role, "assistant") && strcmp(role, "tool"))
                 fuzz_fail("accepted role \"%s\"", role);
         }
     }

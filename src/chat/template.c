@@ -73,6 +73,7 @@ int chat_template_from_source(ChatTemplate *ct, const char *source, const char *
     if (!ct->path) return err_fmt(err, "out of memory");
     Err inner;
     ct->jinja = jinja_parse(source, strlen(source), &inner);
+    ct->tool_format = tool_format_of_template(source);
     if (!ct->jinja) {
         err_fmt(err, "%s: %s", path, inner.msg);
         chat_template_free(ct);

@@ -23,12 +23,14 @@
 
 #include "base/error.h"
 #include "chat/jinja.h"
+#include "chat/tool_calls.h"
 #include "tokenizer/tokenizer.h"
 
 typedef struct {
     JinjaTemplate *jinja;
     char *bos_token, *eos_token;  // NULL when tokenizer_config.json has none
     char *path;                   // where the template came from, for messages
+    ToolFormat tool_format;       // the tool-call format its text teaches (tool_calls.h)
 } ChatTemplate;
 
 // Loads the chat template of checkpoint folder dir. Returns 0, or -1 with err naming the file and field (a folder

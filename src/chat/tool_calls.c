@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "chat/tool_calls.h"
+#include "grammar/json_schema.h"
 
 #define HERMES_OPEN "<tool_call>"
 #define HERMES_CLOSE "</tool_call>"
@@ -150,4 +151,46 @@ size_t tool_calls_content_prefix(ToolFormat f, const char *reply, size_t len) {
     size_t n = at < len ? at : len - partial_marker_tail(reply, len, marker);
     while (n > 0 && is_space(reply[n - 1])) n--;  // the content before calls ends without its whitespace
     return n;
+}
+
+// The schema of a call of one tool: {"name": its name, ARGS_KEY: its parameters}, both required.
+static json_t *call_schema(const json_t *tool, const char *args_key) {
+    const json_t *fn = json_object_get(tool, "function"), *params = json_object_get(fn, "parameters");
+    json_t *args = json_is_object(params) ? json_incref((json_t *)params) : json_pack("{s:s}", "type", "object");
+    return json_pack("{s:s, s:{s:{s:O}, s:o}, s:[s, s], s:b}", "type", "object", "properties", "name", "const",
+                     json_object_get(fn, "name"), args_key, args, "required", "name", args_key,
+                     "additionalProperties", 0);
+}
+
+char *tool_calls_gbnf(ToolFormat f, const json_t *tools, const char *name, Err *err) {
+    static const char *const around[][2] = {
+        [TOOL_FORMAT_HERMES] = {"\"<tool_call>\\n\"", "\"\\n</tool_call>\""},
+        [TOOL_FORMAT_MISTRAL] = {"\"[TOOL_CALLS] [\"", "\"]\""},
+        [TOOL_FORMAT_LLAMA3] = {"", ""},
+    };
+    if (f == TOOL_FORMAT_NONE) {
+        err_fmt(err, "no tool-call format");
+        return NULL;
+    }
+    const char *args_key = f == TOOL_FORMAT_LLAMA3 ? "parameters" : "arguments";
+    json_t *choices = json_array();
+    for (size_t i = 0; choices && i < json_array_size(tools); i++) {
+        const json_t *tool = json_array_get(tools, i);
+        const char *its = json_string_value(json_object_get(json_object_get(tool, "function"), "name"));
+        if (!name || (its && strcmp(its, name) == 0)) json_array_append_new(choices, call_schema(tool, args_key));
+    }
+    json_t *schema = json_array_size(choices) == 1 ? json_incref(json_array_get(choices, 0))
+                                                   : json_pack("{s:O}", "anyOf", choices);
+    char *text = schema ? json_dumps(schema, JSON_COMPACT) : NULL;
+    json_decref(schema);
+    json_decref(choices);
+    char *call = text ? json_schema_to_gbnf(text, strlen(text), "tools", err) : NULL, *out = NULL;
+    free(text);
+    // the schema's start rule becomes `call`, and root puts the format's text around it
+    if (call && strncmp(call, "root ::= ", 9) == 0 &&
+        asprintf(&out, "root ::= %s call %s\ncall ::= %s", around[f][0], around[f][1], call + 9) < 0)
+        out = NULL;
+    if (call && !out) err_fmt(err, "out of memory");
+    free(call);
+    return out;
 }

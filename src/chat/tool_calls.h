@@ -18,6 +18,8 @@
 #include <jansson.h>
 #include <stddef.h>
 
+#include "base/error.h"
+
 typedef enum { TOOL_FORMAT_NONE, TOOL_FORMAT_HERMES, TOOL_FORMAT_MISTRAL, TOOL_FORMAT_LLAMA3 } ToolFormat;
 
 // The format a chat template's source text teaches (the markers it writes), or TOOL_FORMAT_NONE.
@@ -39,5 +41,12 @@ json_t *tool_calls_parse(ToolFormat f, const char *reply, size_t len, size_t *co
 // still grow into the opening of, a call, less the whitespace that ends them (dropped before a call). A stream sends
 // these and holds the rest until the reply is whole.
 size_t tool_calls_content_prefix(ToolFormat f, const char *reply, size_t len);
+
+// The GBNF grammar (grammar/gbnf: its start rule root) of one call in format f of the tool named `name` (NULL: of
+// any of `tools`, a checked list: chat/tools.h), its arguments a document the tool's parameters schema validates
+// (grammar/json_schema.h; no parameters: any object). Hermes: <tool_call>\n{"name": …, "arguments": …}\n</tool_call>;
+// Mistral: [TOOL_CALLS] [{"name": …, "arguments": …}]; Llama 3: {"name": …, "parameters": …}. Returns the text
+// (malloc'd), or NULL with err (a schema keyword the converter refuses, named; format none).
+char *tool_calls_gbnf(ToolFormat f, const json_t *tools, const char *name, Err *err);
 
 #endif

@@ -226,6 +226,7 @@ int cmd_batch(const Args *args, Err *err) {
 done:
     for (int i = 0; i < n; i++) {
         request_free(&lines[i].req);
+        engine_result_free(&lines[i].result);
         free(lines[i].prompt);
         free(lines[i].text);
         token_reports_free(&lines[i].logprobs);

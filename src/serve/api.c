@@ -132,12 +132,23 @@ static char *dump(json_t *object, const char *before, const char *after) {
     return out;
 }
 
+// A chat reply's calls (OpenAI's tool_calls) in its message, or in a stream's delta with each call's index.
+static void add_tool_calls(json_t *c, const EngineResult *result, bool chunk) {
+    json_t *message = json_object_get(c, chunk ? "delta" : "message"), *calls = json_deep_copy(result->tool_calls);
+    for (size_t i = 0; chunk && i < json_array_size(calls); i++)
+        json_object_set_new(json_array_get(calls, i), "index", json_integer((json_int_t)i));
+    json_object_set_new(message, "tool_calls", calls);
+    if (!chunk && json_object_get(message, "content") && json_string_length(json_object_get(message, "content")) == 0)
+        json_object_set_new(message, "content", json_null());  // OpenAI's content of a reply that is only calls
+}
+
 char *api_completion_json(const ApiResponse *r, const char *text, size_t len, const EngineResult *result,
                           const TokenReports *logprobs) {
     json_t *o = frame(r, false);
     if (!o) return NULL;
     json_array_append_new(json_object_get(o, "choices"),
                           choice(r, text, len, false, false, result->finish_reason, logprobs));
+    if (result->tool_calls) add_tool_calls(json_array_get(json_object_get(o, "choices"), 0), result, false);
     json_object_set_new(o, "usage", usage(result));
     json_object_set_new(o, "specdec", extension(result));
     return dump(o, "", "");
@@ -172,6 +183,7 @@ char *api_stream_end_sse(const ApiResponse *r, const EngineResult *result, bool 
     if (!last) return NULL;
     json_array_append_new(json_object_get(last, "choices"),
                           choice(r, r->kind == API_CHAT ? NULL : "", 0, true, false, result->finish_reason, NULL));
+    if (result->tool_calls) add_tool_calls(json_array_get(json_object_get(last, "choices"), 0), result, true);
     json_object_set_new(last, "specdec", extension(result));
     char *finish = dump(last, "data: ", "\n\n"), *tally = NULL, *out = NULL;
     if (include_usage) {

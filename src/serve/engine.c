@@ -1,32 +1,47 @@
 // engine.c — one generation for the server (see engine.h).
 #include "serve/engine.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 
 #include "base/clock.h"
 #include "chat/stop.h"
+#include "chat/tools.h"
 #include "grammar/vocabulary.h"
 
 // ---- the prompt ---------------------------------------------------------------------------------------------
 
-// A chat request's messages through the checkpoint's template, the assistant's turn opened, encoded with special
-// tokens from the template's own bytes only (chat/template.h): what generate --chat does with one user message.
+// A chat message as the template reads it: role and content, and an assistant's tool_calls or a tool's
+// tool_call_id (the calls' string arguments become objects: chat/tools.h).
+static json_t *template_message(const ChatMessage *m) {
+    json_t *o = json_pack("{s:s, s:s}", "role", m->role, "content", m->content);
+    if (o && m->tool_calls) json_object_set(o, "tool_calls", m->tool_calls);
+    if (o && m->tool_call_id) json_object_set_new(o, "tool_call_id", json_string(m->tool_call_id));
+    return o;
+}
+
+// A chat request's messages (and tools) through the checkpoint's template, the assistant's turn opened, encoded with
+// special tokens from the template's own bytes only (chat/template.h): what generate --chat does with one user
+// message.
 static int chat_prompt(const Engine *en, const Request *req, int **ids, int *n_ids, ApiError *e) {
     if (!en->chat) return api_error(e, 400, "unsupported_value", "messages", "%s", en->no_chat);
-    json_t *messages = json_array();
-    for (int i = 0; messages && i < req->n_messages; i++)
-        json_array_append_new(messages, json_pack("{s:s, s:s}", "role", req->messages[i].role, "content",
-                                                  req->messages[i].content));
+    json_t *given = json_array(), *vars = json_object();
+    for (int i = 0; given && i < req->n_messages; i++) json_array_append_new(given, template_message(&req->messages[i]));
+    if (vars && req->tools) json_object_set(vars, "tools", req->tools);
+    ToolsError te;
+    json_t *messages = given ? tools_messages_for_template(given, &te) : NULL;  // (checked when read: no error)
     JinjaOutput rendered = {0};
     Err err;
     int rc = 0;
-    if (!messages || chat_template_render(en->chat, messages, true, NULL, &rendered, &err) ||
+    if (!messages || !vars || chat_template_render(en->chat, messages, true, vars, &rendered, &err) ||
         chat_encode(en->tok, &rendered, ids, n_ids, &err))
         rc = api_error(e, 400, "invalid_value", "messages", "messages: %s", messages ? err.msg : "out of memory");
     jinja_output_free(&rendered);
+    json_decref(given);
     json_decref(messages);
+    json_decref(vars);
     return rc;
 }
 
@@ -65,6 +80,16 @@ int engine_prompt(const Engine *en, const Request *req, int **ids, int *n_ids, A
 // One generation's text: decoded token by token as the scheduler commits them (SpecParams.stop), scanned for the
 // request's stop strings (chat/stop.h), handed on as it becomes final — with specdec.marks, once per round, with
 // where each piece came from (marks.h).
+//
+// With tools the reply is read back into calls (chat/tool_calls.h): the text that is content for certain goes on
+// as it comes, what may open a call waits for the end, where it is read in the template's format.
+typedef struct {
+    ToolFormat format;          // TOOL_FORMAT_NONE: nothing is read back (no tools, or tool_choice "none")
+    char *reply;                // [len] the reply so far
+    size_t len, cap, sent;      // sent: the bytes handed on as content
+    json_t *calls;              // at the end: the calls read ({"name", "arguments"}), or NULL
+} ToolReading;
+
 typedef struct {
     const EngineSink *sink;
     const Tokenizer *tok;
@@ -76,6 +101,7 @@ typedef struct {
     int text_chars;             // code points of the generated text so far
     size_t text_bytes;          // ... its bytes
     bool logprobs;              // asked for
+    ToolReading tools;
     bool stopped, cancelled, failed;
 } Run;
 
@@ -111,12 +137,36 @@ static TokenReports reports_given(Run *run, bool last) {
     return (TokenReports){.tokens = tokens + first, .n = run->reports_given - first};
 }
 
+// With tools: adds final text to the reply and hands on what is content for certain; at the end reads the calls.
+static void give_out_content(Run *run, const char *final, size_t len, bool last) {
+    ToolReading *t = &run->tools;
+    if (t->len + len + 1 > t->cap) {
+        char *grown = realloc(t->reply, t->cap = 2 * (t->len + len + 1));
+        if (!grown) {
+            run->failed = run->stopped = true;
+            return;
+        }
+        t->reply = grown;
+    }
+    memcpy(t->reply + t->len, final, len);
+    t->len += len;
+    size_t content = tool_calls_content_prefix(t->format, t->reply, t->len);
+    if (last) t->calls = tool_calls_parse(t->format, t->reply, t->len, &content);
+    if (last && !t->calls) content = t->len;
+    if (content > t->sent) run->sink->on_text(run->sink->ctx, t->reply + t->sent, content - t->sent, NULL, NULL);
+    if (content > t->sent) t->sent = content;
+}
+
 // Hands on the text that is final (`last`: no more text comes), with its marks and its tokens' logprobs when asked
 // for.
 static void give_out(Run *run, bool last) {
     const char *final;
     size_t len;
     stop_scan_take(&run->stops, last, &final, &len);
+    if (run->tools.format != TOOL_FORMAT_NONE) {  // (marks are refused with tools: request.c)
+        give_out_content(run, final, len, last);
+        return;
+    }
     TextMarks marks;
     if (run->marks && marks_take(run->marks, final, len, &marks)) run->failed = run->stopped = true;
     const TokenReports logprobs = reports_given(run, last);
@@ -206,6 +256,8 @@ struct EngineRun {
     Drafters drafters;
     TokenBytes tokens;              // the target's tokens as bytes, under a grammar
     GrammarConstraint constraint;   // the request's grammar (docs/structured.md), or none
+    Grammar *call_grammar;          // tool_choice "required" or a named function: the call's grammar, or NULL
+    bool parallel_tool_calls;       // false: the first call read back only
     int *out;
     int n_prompt;
 };
@@ -214,7 +266,10 @@ void engine_abort(EngineRun *x) {
     if (!x) return;
     drafter_close(&x->drafters);
     grammar_constraint_free(&x->constraint);
+    grammar_free(x->call_grammar);
     token_bytes_free(&x->tokens);
+    free(x->run.tools.reply);
+    json_decref(x->run.tools.calls);
     token_stream_free(&x->run.stream);
     stop_scan_free(&x->run.stops);
     marks_free(&x->marks);
@@ -223,13 +278,35 @@ void engine_abort(EngineRun *x) {
     free(x);
 }
 
-// The request's grammar over the target's ids (docs/structured.md), when it gives one.
-static int constrain(EngineRun *x, const Request *req, Err *err) {
-    if (!req->grammar) return 0;
+// The grammar of a call that tool_choice "required" or a named function asks for, in the template's format
+// (chat/tool_calls.h); NULL with e (400) when the template teaches no format or a parameters schema is refused.
+static Grammar *call_grammar(const Engine *en, const Request *req, ApiError *e) {
+    const ToolFormat format = en->chat ? en->chat->tool_format : TOOL_FORMAT_NONE;
+    if (format == TOOL_FORMAT_NONE) {
+        api_error(e, 400, "invalid_value", "tool_choice", "tool_choice: the checkpoint's chat template teaches no "
+                  "tool-call format (Hermes' <tool_call>, Mistral's [TOOL_CALLS], Llama 3's JSON): use \"auto\"");
+        return NULL;
+    }
+    Err err;
+    char *gbnf = tool_calls_gbnf(format, req->tools, req->tool_choice == TOOL_CHOICE_NAMED ? req->tool_name : NULL,
+                                 &err);
+    Grammar *g = gbnf ? grammar_parse(gbnf, strlen(gbnf), "tools", &err) : NULL;
+    free(gbnf);
+    if (!g) api_error(e, 400, "invalid_value", "tools", "tools: %s", err.msg);
+    return g;
+}
+
+// The request's grammar over the target's ids (docs/structured.md), or its call's, when it gives one.
+static int constrain(EngineRun *x, const Request *req, ApiError *e) {
+    if (req->tool_choice == TOOL_CHOICE_REQUIRED || req->tool_choice == TOOL_CHOICE_NAMED)
+        if (!(x->call_grammar = call_grammar(x->en, req, e))) return -1;
+    const Grammar *grammar = x->call_grammar ? x->call_grammar : req->grammar;
+    if (!grammar) return 0;
     const Config *cfg = &x->en->target->cfg;
-    if (token_bytes_init(&x->tokens, x->en->tok, x->en->target->n_vocab, cfg->eos_ids, cfg->n_eos, err) ||
-        grammar_constraint_init(&x->constraint, req->grammar, &x->tokens.vocab, err))
-        return -1;
+    Err err;
+    if (token_bytes_init(&x->tokens, x->en->tok, x->en->target->n_vocab, cfg->eos_ids, cfg->n_eos, &err) ||
+        grammar_constraint_init(&x->constraint, grammar, &x->tokens.vocab, &err))
+        return api_error(e, 500, NULL, NULL, "%s", err.msg);
     x->params.constraint = &x->constraint;
     x->params.forced_drafts = true;
     return 0;
@@ -268,9 +345,10 @@ EngineRun *engine_begin(const Engine *en, const Request *req, const int *prompt,
     params->top_logprobs = req->top_logprobs;
     params->ctx = &x->run;
     token_stream_init(&x->run.stream, en->tok);
+    if (req->tool_choice != TOOL_CHOICE_NONE && en->chat) x->run.tools.format = en->chat->tool_format;
+    x->parallel_tool_calls = req->parallel_tool_calls;
     Err err;
-    if (constrain(x, req, &err)) {
-        api_error(e, 500, NULL, NULL, "%s", err.msg);
+    if (constrain(x, req, e)) {
         engine_abort(x);
         return NULL;
     }
@@ -285,6 +363,27 @@ EngineRun *engine_begin(const Engine *en, const Request *req, const int *prompt,
     *job = (BatchJob){.prompt = prompt, .n_prompt = n_prompt, .params = params, .drafter = x->drafters.drafter,
                       .out = x->out};
     return x;
+}
+
+// The calls read back as OpenAI's tool_calls: [{"id", "type": "function", "function": {"name", "arguments"}}], the
+// ids made from the request's seed and the call's place (the same request and seed, the same ids); all of them, or
+// with parallel_tool_calls false the first.
+static json_t *openai_tool_calls(const json_t *calls, uint64_t seed, bool parallel) {
+    json_t *out = json_array();
+    for (size_t i = 0; out && i < json_array_size(calls) && (parallel || i == 0); i++) {
+        const json_t *call = json_array_get(calls, i);
+        char id[48];
+        snprintf(id, sizeof id, "call_%016llx_%zu", (unsigned long long)seed, i);
+        json_array_append_new(out, json_pack("{s:s, s:s, s:{s:O, s:O}}", "id", id, "type", "function", "function",
+                                             "name", json_object_get(call, "name"), "arguments",
+                                             json_object_get(call, "arguments")));
+    }
+    return out;
+}
+
+void engine_result_free(EngineResult *result) {
+    json_decref(result->tool_calls);
+    result->tool_calls = NULL;
 }
 
 int engine_end(EngineRun *x, int n_out, ApiError *e) {
@@ -304,6 +403,10 @@ int engine_end(EngineRun *x, int n_out, ApiError *e) {
         result->cancelled = run->cancelled;
         const bool full = n_out == x->params.max_tokens || x->n_prompt + n_out > x->en->target->cfg.n_positions;
         result->finish_reason = full && !run->stopped ? "length" : "stop";  // (as generate says)
+        if (run->tools.calls) {
+            result->tool_calls = openai_tool_calls(run->tools.calls, result->seed, x->parallel_tool_calls);
+            result->finish_reason = "tool_calls";
+        }
         rc = 0;
     }
     engine_abort(x);

@@ -18,6 +18,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "chat/template.h"
 #include "model/model.h"
 #include "serve/marks.h"
@@ -78,7 +80,9 @@ typedef struct {
 typedef struct {
     int prompt_tokens, completion_tokens;
     int cached_tokens;          // of the prompt's, those the conversation's caches held already (not prefilled)
-    const char *finish_reason;  // "stop" (end of text or a stop string) or "length" (max_tokens or the context)
+    const char *finish_reason;  // "stop" (end of text or a stop string), "length" (max_tokens or the context), or
+                                // "tool_calls" (the reply ends in calls)
+    json_t *tool_calls;         // OpenAI's tool_calls read back from the reply, or NULL (engine_result_free)
     bool cancelled;             // the sink said so: the text is cut short
     uint64_t seed;              // the request's, or the one drawn for it
     SpecStats stats;
@@ -106,5 +110,8 @@ EngineRun *engine_begin(const Engine *en, const Request *req, const int *prompt,
                         const EngineSink *sink, EngineResult *result, BatchJob *job, ApiError *e);
 int engine_end(EngineRun *run, int n_out, ApiError *e);
 void engine_abort(EngineRun *run);
+
+// Frees what a result holds (its tool_calls).
+void engine_result_free(EngineResult *result);
 
 #endif

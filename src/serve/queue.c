@@ -34,6 +34,7 @@ void job_release(Job *job) {
     pthread_mutex_unlock(&job->lock);
     if (!last) return;
     request_free(&job->req);
+    engine_result_free(&job->result);
     free(job->out);
     token_reports_free(&job->reports);
     pthread_mutex_destroy(&job->lock);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "chat/tools.h"
 #include "grammar/json_schema.h"
 
 int api_error(ApiError *e, int status, const char *code, const char *param, const char *fmt, ...) {
@@ -47,9 +48,7 @@ static const struct {
 } refused[] = {
     {"n", OFF_ONE, "one choice per request (n = 1)"},
     {"best_of", OFF_ONE, "one choice per request (best_of = 1)"},
-    {"tools", OFF_EMPTY, "no tool calling"},
     {"functions", OFF_EMPTY, "no function calling"},
-    {"tool_choice", OFF_NONE, "no tool calling"},
     {"function_call", OFF_NONE, "no function calling"},
     {"logit_bias", OFF_EMPTY, "no logit bias"},
     {"echo", OFF_EMPTY, "no echo of the prompt"},
@@ -372,6 +371,28 @@ static int get_content(ChatMessage *m, const json_t *msg, const char *param, Api
     return 0;
 }
 
+// An assistant's tool_calls and a tool message's tool_call_id, checked as render --tools checks them (chat/tools.h).
+static int get_tool_fields(ChatMessage *m, const json_t *msg, size_t i, ApiError *e) {
+    json_t *one = json_pack("[O]", msg);
+    ToolsError te;
+    json_t *prepared = one ? tools_messages_for_template(one, &te) : NULL;
+    json_decref(one);
+    if (!prepared) {  // te.field is "messages[0]...": this message's index in its place
+        char param[256];
+        snprintf(param, sizeof param, "messages[%zu]%s", i, strchr(te.field, ']') ? strchr(te.field, ']') + 1 : "");
+        return api_error(e, 400, "invalid_value", param, "%s: %s", param, te.err.msg);
+    }
+    json_decref(prepared);
+    const json_t *calls = json_object_get(msg, "tool_calls"), *id = json_object_get(msg, "tool_call_id");
+    char where[64];
+    snprintf(where, sizeof where, "messages[%zu].tool_calls", i);
+    if (json_array_size(calls) > 0 && strcmp(m->role, "assistant") != 0)
+        return api_error(e, 400, "invalid_value", where, "%s: only an assistant's message makes calls", where);
+    if (json_array_size(calls) > 0) m->tool_calls = json_deep_copy(calls);
+    if (json_is_string(id)) m->tool_call_id = copy_string(id);
+    return 0;
+}
+
 static int get_message(ChatMessage *m, const json_t *msg, size_t i, ApiError *e) {
     char param[40], where[64];
     snprintf(param, sizeof param, "messages[%zu]", i);
@@ -379,21 +400,73 @@ static int get_message(ChatMessage *m, const json_t *msg, size_t i, ApiError *e)
     if (!json_is_object(msg)) return api_error(e, 400, "invalid_type", param, "%s: expected an object", param);
     const json_t *role = json_object_get(msg, "role");
     if (!json_is_string(role)) return api_error(e, 400, "invalid_type", where, "%s: expected a string", where);
-    static const char *const roles[] = {"system", "developer", "user", "assistant"};
+    static const char *const roles[] = {"system", "developer", "user", "assistant", "tool"};
     bool known = false;
-    for (int r = 0; r < 4; r++) known |= strcmp(json_string_value(role), roles[r]) == 0;
+    for (int r = 0; r < 5; r++) known |= strcmp(json_string_value(role), roles[r]) == 0;
     if (!known) {
         char quoted[ERR_QUOTE_LEN + 4];
-        return api_error(e, 400, "invalid_value", where, "%s: \"%s\" is not served (system, developer, user or "
-                         "assistant; specdec does no tool calling)", where, err_quote(quoted, json_string_value(role)));
+        return api_error(e, 400, "invalid_value", where, "%s: \"%s\" is not served (system, developer, user, "
+                         "assistant or tool)", where, err_quote(quoted, json_string_value(role)));
     }
     m->role = copy_string(role);
-    const json_t *calls = json_object_get(msg, "tool_calls");
-    snprintf(where, sizeof where, "%s.tool_calls", param);
-    if (calls && !is_off(calls, OFF_EMPTY))
-        return api_error(e, 400, "unsupported_parameter", where, "%s: specdec does no tool calling", where);
-    return get_content(m, msg, param, e);
+    return get_tool_fields(m, msg, i, e) || get_content(m, msg, param, e) ? -1 : 0;
 }
+
+// tool_choice (not null): "none", "auto", "required" or {"type": "function", "function": {"name"}}.
+static int get_tool_choice(Request *req, const json_t *choice, ApiError *e) {
+    const char *word = json_string_value(choice);
+    const json_t *fn = json_object_get(choice, "function"), *name = json_object_get(fn, "name");
+    if (word && strcmp(word, "none") == 0) {
+        req->tool_choice = TOOL_CHOICE_NONE;
+        return 0;
+    }
+    if (word && strcmp(word, "auto") != 0 && strcmp(word, "required") != 0)
+        return api_error(e, 400, "invalid_value", "tool_choice", "tool_choice: \"none\", \"auto\", \"required\" "
+                         "or {\"type\": \"function\", \"function\": {\"name\": …}}");
+    if (!word && !json_is_string(name))
+        return api_error(e, 400, "invalid_value", "tool_choice", "tool_choice: expected a string or {\"type\": "
+                         "\"function\", \"function\": {\"name\": …}}");
+    if (!req->tools)
+        return api_error(e, 400, "invalid_value", "tool_choice", "tool_choice: asks for a call, and no tools are given");
+    if (word) {
+        req->tool_choice = strcmp(word, "auto") == 0 ? TOOL_CHOICE_AUTO : TOOL_CHOICE_REQUIRED;
+    } else if (!tools_find(req->tools, json_string_value(name))) {
+        char quoted[ERR_QUOTE_LEN + 4];
+        return api_error(e, 400, "invalid_value", "tool_choice.function.name", "tool_choice.function.name: no tool "
+                         "is named \"%s\"", err_quote(quoted, json_string_value(name)));
+    } else {
+        req->tool_choice = TOOL_CHOICE_NAMED;
+        req->tool_name = copy_string(name);
+    }
+    if (req->tool_choice != TOOL_CHOICE_AUTO && req->grammar)
+        return api_error(e, 400, "invalid_value", "tool_choice", "tool_choice: a required call and response_format "
+                         "(or grammar, json_schema) cannot both constrain the reply");
+    return 0;
+}
+
+// tools (checked: chat/tools.h), tool_choice and parallel_tool_calls. A choice that asks for a call needs tools, and
+// the one named must be among them; a call constrained from the first token leaves no room for another grammar.
+static int get_tools(Request *req, const json_t *body, ApiError *e) {
+    const json_t *tools = json_object_get(body, "tools"), *choice = json_object_get(body, "tool_choice");
+    req->parallel_tool_calls = true;
+    if (get_bool(body, "parallel_tool_calls", "parallel_tool_calls", &req->parallel_tool_calls, e)) return -1;
+    if (tools && !json_is_null(tools) && !(json_is_array(tools) && json_array_size(tools) == 0)) {
+        ToolsError te;
+        if (req->kind != API_CHAT)
+            return api_error(e, 400, "invalid_value", "tools", "tools: tools are for chat completions");
+        if (tools_check(tools, &te)) return api_error(e, 400, "invalid_value", te.field, "%s: %s", te.field, te.err.msg);
+        req->tools = json_deep_copy(tools);
+        req->tool_choice = TOOL_CHOICE_AUTO;
+    }
+    if (choice && !json_is_null(choice) && get_tool_choice(req, choice, e)) return -1;
+    // a reply read back for calls holds back text that may open one: the marks and logprobs of text would lag
+    if (req->tool_choice != TOOL_CHOICE_NONE && (req->marks || req->logprobs))
+        return api_error(e, 400, "invalid_value", req->marks ? "specdec.marks" : "logprobs", "%s: not with tools "
+                         "(text that may open a call waits for the reply's end); \"tool_choice\": \"none\" allows it",
+                         req->marks ? "specdec.marks" : "logprobs");
+    return 0;
+}
+
 
 static int get_messages(Request *req, const json_t *body, ApiError *e) {
     const json_t *v = json_object_get(body, "messages");
@@ -424,7 +497,7 @@ int request_parse(Request *req, ApiKind kind, const char *body, size_t len, ApiE
         goto done;
     }
     if (check_refused(root, e) || get_common(req, root, e) || get_extension(req, root, e) ||
-        get_logprobs(req, root, e) || get_structure(req, root, e))
+        get_logprobs(req, root, e) || get_structure(req, root, e) || get_tools(req, root, e))
         goto done;
     if (kind == API_COMPLETIONS ? get_prompt(req, root, e) : get_messages(req, root, e)) goto done;
     rc = 0;
@@ -440,7 +513,11 @@ void request_free(Request *req) {
     for (int i = 0; i < req->n_messages; i++) {
         free(req->messages[i].role);
         free(req->messages[i].content);
+        json_decref(req->messages[i].tool_calls);
+        free(req->messages[i].tool_call_id);
     }
+    json_decref(req->tools);
+    free(req->tool_name);
     free(req->messages);
     for (int i = 0; i < req->n_stop; i++) free(req->stop[i]);
     free(req->cache_salt);

