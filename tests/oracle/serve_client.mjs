@@ -9,6 +9,12 @@
 //                                              top_logprobs: 3 (temperature 0.8, seed 11), streamed and not; prints
 //                                              {case: {text, logprobs}} as one JSON line, a stream's logprobs its
 //                                              chunks' joined
+//   node serve_client.mjs tools PORT TOOL_JSON NAME
+//                                              chat with tools: [TOOL_JSON] and tool_choice naming NAME (greedy, seed 7),
+//                                              whole and streamed (delta.tool_calls gathered by index, as clients
+//                                              do), then the client's own assistant message and a tool result sent
+//                                              back with tool_choice "none"; prints {call, streamed, finish_reason,
+//                                              second} as one JSON line
 //   node serve_client.mjs load PORT CLIENTS REQUESTS
 //                                              CLIENTS concurrent clients × REQUESTS completions each (fetch, no
 //                                              retries) on token-id prompts, against the texts of the same prompts
@@ -112,6 +118,36 @@ async function logprobs(prompt, maxTokens) {
     console.log(JSON.stringify(out));
 }
 
+async function tools(tool, name) {
+    const client = new OpenAI({ baseURL, apiKey: "not-needed", maxRetries: 0 });
+    const params = { model: "specdec", messages: [{ role: "user", content: "Weather in Oslo?" }], max_tokens: 120,
+                     temperature: 0, seed: 7, tools: [tool], tool_choice: { type: "function", function: { name } } };
+    const out = {};
+    const whole = (await client.chat.completions.create(params)).choices[0];
+    out.call = whole.message.tool_calls?.[0] ?? null;
+    out.finish_reason = whole.finish_reason;
+    const gathered = [];
+    for await (const chunk of await client.chat.completions.create({ ...params, stream: true })) {
+        for (const d of chunk.choices[0]?.delta?.tool_calls ?? []) {
+            const g = (gathered[d.index] ??= { id: "", type: "function", function: { name: "", arguments: "" } });
+            g.id += d.id ?? "";
+            g.function.name += d.function?.name ?? "";
+            g.function.arguments += d.function?.arguments ?? "";
+        }
+    }
+    out.streamed = gathered[0] ?? null;
+    const messages = [...params.messages, whole.message,
+                      { role: "tool", tool_call_id: out.call?.id ?? "", content: "{\"temp\": -3}" }];
+    try {
+        const second = await client.chat.completions.create({ ...params, messages, tool_choice: "none",
+                                                              max_tokens: 4 });
+        out.second = { finish_reason: second.choices[0].finish_reason, content: second.choices[0].message.content };
+    } catch (e) {
+        out.second = { status: e.status, message: e.error?.message ?? String(e) };
+    }
+    console.log(JSON.stringify(out));
+}
+
 async function load(clients, requests) {
     const prompts = [[1, 2, 3], [7, 8], [20, 21, 22, 23], [5]];
     const ask = async (prompt) => {
@@ -145,5 +181,6 @@ async function load(clients, requests) {
 
 if (mode === "cases") await cases(rest[0], Number(rest[1]), rest[2]);
 else if (mode === "logprobs") await logprobs(rest[0], Number(rest[1]));
+else if (mode === "tools") await tools(JSON.parse(rest[0]), rest[1]);
 else if (mode === "load") await load(Number(rest[0]), Number(rest[1]));
 else throw new Error(`unknown mode ${mode}`);
