@@ -884,3 +884,93 @@ TEST(kernels_add_matches_scalar) {
         }
     }
 }
+
+// ---- one fingerprint on every machine -----------------------------------------------------------------------
+//
+// The canonical order leaves nothing to the machine: the scalar reference is plain C whose every operation is
+// correctly rounded (fmaf, sqrtf, division; no libm approximations), so it gives the same bits on any IEEE machine,
+// and every variant gives the reference's. So fixed inputs (a fixed xorshift stream, not the test seed) through
+// every kernel of the table give one hash on x86-64 and on AArch64: KERNELS_FINGERPRINT, printed by this test
+// on x86-64 and checked there for every variant and under qemu for neon and scalar (`make test-neon`).
+static const uint64_t KERNELS_FINGERPRINT = 0x5d5b8ba81ea7e4bbull;
+
+typedef struct {
+    uint64_t state, hash;
+} Fingerprint;
+
+static float fixed_uniform(Fingerprint *f, float lo, float hi) {  // xorshift64*, the top 24 bits
+    f->state ^= f->state >> 12, f->state ^= f->state << 25, f->state ^= f->state >> 27;
+    return lo + (hi - lo) * (float)((f->state * 0x2545f4914f6cdd1dull) >> 40) / 16777216.0f;
+}
+
+static float *fixed_floats(Fingerprint *f, int n, float lo, float hi) {
+    float *x = malloc(sizeof(float) * (size_t)n);
+    for (int i = 0; i < n; i++) x[i] = fixed_uniform(f, lo, hi);
+    return x;
+}
+
+static void hash_bytes(Fingerprint *f, const void *p, size_t n) {  // FNV-1a
+    for (size_t i = 0; i < n; i++) f->hash = (f->hash ^ ((const uint8_t *)p)[i]) * 0x100000001b3ull;
+}
+
+// Every kernel of k on fixed inputs, their outputs hashed in turn (matmul_bf16_dot excepted: kernels.h).
+static uint64_t kernels_fingerprint(const Kernels *k) {
+    Fingerprint f = {.state = 0x9e3779b97f4a7c15ull, .hash = 0xcbf29ce484222325ull};
+    enum { T = 3, N_IN = 800, N_OUT = 9, N = 203, HD = 24, SPAN = 70 };
+    float *x = fixed_floats(&f, T * N_IN, -1.0f, 1.0f), *bias = fixed_floats(&f, N_OUT, -1.0f, 1.0f);
+    float out[T * N_OUT];
+    for (int type = 0; type < WEIGHT_TYPES; type++) {
+        void *w = NULL;
+        if (posix_memalign(&w, 64, (size_t)N_OUT * N_IN * 4)) return 0;
+        for (int i = 0; i < N_OUT * N_IN; i++) {
+            const float v = fixed_uniform(&f, -1.0f, 1.0f);
+            if (type == WEIGHT_F32) ((float *)w)[i] = v;
+            else if (type == WEIGHT_BF16) ((uint16_t *)w)[i] = f32_to_bf16(v);
+            else ((uint16_t *)w)[i] = (uint16_t)((v < 0) << 15 | (int)(fabsf(v) * 1023) % 1024 | 13 << 10);
+        }
+        void *w_k = in_layout(k, type, w, N_OUT, N_IN);
+        k->matmul[type](out, x, w_k, bias, T, N_IN, N_IN, N_OUT, 0, N_OUT);
+        hash_bytes(&f, out, sizeof out);
+        free(w), free(w_k);
+    }
+    float *rows = fixed_floats(&f, 16 * N_IN, -1.0f, 1.0f);
+    for (int quantized = 0; quantized < 2; quantized++) {  // q8, q4: one layout for every variant
+        const size_t bytes = quantized ? q4_matrix_bytes(N_OUT, N_IN) : q8_matrix_bytes(N_OUT, N_IN);
+        uint8_t *panel = NULL;
+        if (posix_memalign((void **)&panel, 64, bytes)) return 0;
+        (quantized ? q4_quantize_panel : q8_quantize_panel)(panel, rows, N_OUT, N_IN, N_IN);
+        Q8Block *xq = malloc(sizeof(Q8Block) * T * q8_blocks(N_IN));
+        k->quantize_q8(xq, x, T, N_IN, N_IN);
+        (quantized ? k->matmul_q4 : k->matmul_q8)(out, xq, panel, bias, T, N_IN, N_OUT, 0, N_OUT);
+        hash_bytes(&f, out, sizeof out);
+        free(panel), free(xq);
+    }
+    float *a = fixed_floats(&f, N, -6.0f, 6.0f), *b = fixed_floats(&f, N, -2.0f, 2.0f);
+    float *c = fixed_floats(&f, N, -1.0f, 1.0f), *y = malloc(sizeof(float) * N);
+    k->layernorm(y, a, b, c, N, 1e-5f), hash_bytes(&f, y, sizeof(float) * N);
+    k->rmsnorm(y, a, b, N, 1e-6f), hash_bytes(&f, y, sizeof(float) * N);
+    memcpy(y, a, sizeof(float) * N), k->rope(y, b, c, N / 2), hash_bytes(&f, y, sizeof(float) * N);
+    k->silu_mul(y, a, b, N), hash_bytes(&f, y, sizeof(float) * N);
+    memcpy(y, a, sizeof(float) * N), k->gelu_tanh(y, N), hash_bytes(&f, y, sizeof(float) * N);
+    memcpy(y, a, sizeof(float) * N), k->gelu_erf(y, N), hash_bytes(&f, y, sizeof(float) * N);
+    memcpy(y, a, sizeof(float) * N), k->softmax(y, N), hash_bytes(&f, y, sizeof(float) * N);
+    const double sum = k->exp_sum(y, a, N, 6.0f, 0.7f);
+    hash_bytes(&f, y, sizeof(float) * N), hash_bytes(&f, &sum, sizeof sum);
+    float *q = fixed_floats(&f, 2 * HD, -3.0f, 3.0f), *kt = fixed_floats(&f, HD * SPAN, -1.0f, 1.0f);
+    float *v = fixed_floats(&f, SPAN * HD, -1.0f, 1.0f), scores[2 * SPAN], att[2 * HD];
+    const int S[2] = {SPAN, 40};
+    const uint64_t tree[2] = {0, 0x2d};
+    k->attention(att, HD, q, HD, S, tree, 2, kt, SPAN, v, HD, 0.2f, scores, SPAN), hash_bytes(&f, att, sizeof att);
+    free(x), free(bias), free(rows), free(a), free(b), free(c), free(y), free(q), free(kt), free(v);
+    return f.hash;
+}
+
+TEST(kernels_fingerprint_same_on_every_machine) {
+    int n;
+    const Kernels *const *list = kernels_available(&n);
+    for (int v = 0; v < n; v++) {
+        const uint64_t got = kernels_fingerprint(list[v]);
+        CHECK(got == KERNELS_FINGERPRINT, "%s: fingerprint %#018llx, not %#018llx", list[v]->name,
+              (unsigned long long)got, (unsigned long long)KERNELS_FINGERPRINT);
+    }
+}
