@@ -11,6 +11,7 @@
 #include <limits.h>
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -126,6 +127,19 @@ static void *worker_main(void *p) {
     }
 }
 
+int thread_start(pthread_t *thread, void *(*run)(void *), void *arg) {
+    sigset_t users, before;
+    sigemptyset(&users);
+    sigaddset(&users, SIGINT);
+    sigaddset(&users, SIGTERM);
+    sigaddset(&users, SIGHUP);
+    sigaddset(&users, SIGQUIT);
+    pthread_sigmask(SIG_BLOCK, &users, &before);  // (a new thread starts with its creator's mask)
+    const int rc = pthread_create(thread, NULL, run, arg);
+    pthread_sigmask(SIG_SETMASK, &before, NULL);
+    return rc;
+}
+
 ThreadPool *pool_create(int n_threads, Err *err) {
     const int cpus = cpus_available();
     if (n_threads <= 0) n_threads = cpus;
@@ -149,7 +163,7 @@ ThreadPool *pool_create(int n_threads, Err *err) {
         WorkerArg *arg = malloc(sizeof *arg);
         if (!arg) break;
         *arg = (WorkerArg){pool, i};
-        if (pthread_create(&pool->workers[i - 1], NULL, worker_main, arg) != 0) {
+        if (thread_start(&pool->workers[i - 1], worker_main, arg) != 0) {
             free(arg);
             break;
         }

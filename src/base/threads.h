@@ -7,6 +7,7 @@
 #ifndef SPECDEC_THREADS_H
 #define SPECDEC_THREADS_H
 
+#include <pthread.h>
 #include <stdbool.h>
 
 #include "base/error.h"
@@ -26,6 +27,12 @@ static inline void cpu_relax(void) {
     __asm__ volatile("yield");
 #endif
 }
+
+// pthread_create, with the signals a user sends the process (SIGINT, SIGTERM, SIGHUP, SIGQUIT) blocked in the new
+// thread, so that the kernel delivers them to the main thread only. A signal taken by a worker would set the handler's
+// flag without waking the main thread's wait for input (chat's ppoll, a server's poll): Ctrl-C would then be lost
+// until the next key. Returns pthread_create's result.
+int thread_start(pthread_t *thread, void *(*run)(void *), void *arg);
 
 // n_threads ≥ 1 (the caller counts as one); 0 means cpus_available(). More threads than that is allowed: the
 // pool is then oversubscribed, and its threads sleep between jobs instead of spinning (slower, never stuck).

@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "base/clock.h"
+#include "base/threads.h"
 
 struct Watched {
     int fd;
@@ -41,7 +42,7 @@ int deadlines_start(Deadlines *d, double seconds, Err *err) {
     *d = (Deadlines){.seconds = seconds};
     pthread_mutex_init(&d->lock, NULL);
     pthread_cond_init(&d->stop_signal, NULL);
-    const int rc = pthread_create(&d->thread, NULL, watch, d);
+    const int rc = thread_start(&d->thread, watch, d);
     if (rc) return err_fmt(err, "cannot start the thread that closes slow connections: %s", strerror(rc));
     return 0;
 }

@@ -9,6 +9,8 @@
 #include <sys/socket.h>
 #include <time.h>
 
+#include "base/threads.h"
+
 // ---- jobs ---------------------------------------------------------------------------------------------------
 
 Job *job_new(Request *req, const char *model, int fd) {
@@ -311,7 +313,7 @@ int queue_start(JobQueue *q, const Engine *engine, int parallel, int capacity, E
     if (!(q->batch = batch_open(engine->target, parallel, err))) return -1;
     for (; q->n_slots < parallel; q->n_slots++)
         if (conversation_init(&q->slots[q->n_slots].conv, engine->target, NULL, err)) return -1;
-    if (pthread_create(&q->worker, NULL, worker, q) != 0) return err_fmt(err, "cannot start the worker thread");
+    if (thread_start(&q->worker, worker, q) != 0) return err_fmt(err, "cannot start the worker thread");
     q->started = true;
     return 0;
 }

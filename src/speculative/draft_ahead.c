@@ -107,7 +107,7 @@ DraftAhead *draft_ahead_open(Drafter *drafter, int max_committed, bool own_cpu, 
     atomic_init(&a->job, JOB_NONE);
     pthread_mutex_init(&a->lock, NULL);
     pthread_cond_init(&a->changed, NULL);
-    if (pthread_create(&a->thread, NULL, drafting_thread, a) != 0) {
+    if (thread_start(&a->thread, drafting_thread, a) != 0) {
         pthread_mutex_destroy(&a->lock);
         pthread_cond_destroy(&a->changed);
         free(a->context);

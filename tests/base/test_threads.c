@@ -3,8 +3,10 @@
 // run it, nor miss the next one it is in); cpus_available follows the affinity mask; a pool with more threads
 // than CPUs still runs its jobs, and the command line with one gives the same tokens in bounded time; a chunked
 // job (pool_run_chunks) runs each of its chunks once, on the threads that are free; the tally counts the caller's
-// waits at jobs' ends.
+// waits at jobs' ends; workers never take the signals a user sends the process (thread_start).
+#include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -247,4 +249,34 @@ TEST(threads_more_than_the_cpus_finish_with_the_same_tokens) {
     CHECK(seconds < 10 * few + 3, "%d threads took %.1f s, %d threads %.1f s", many, seconds, cpus_available(), few);
     free(few_ids);
     free(many_ids);
+}
+
+// Each worker's mask blocks SIGINT, SIGTERM, SIGHUP and SIGQUIT (the caller's is left as it was), so that Ctrl-C
+// always interrupts the main thread's wait for input.
+typedef struct {
+    atomic_int unblocked;  // workers with one of the signals not blocked
+} MaskJob;
+
+static void check_mask(void *ctx, int thread, int n_threads) {
+    (void)n_threads;
+    MaskJob *job = ctx;
+    sigset_t mask;
+    pthread_sigmask(SIG_BLOCK, NULL, &mask);
+    const int users[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+    for (size_t i = 0; thread > 0 && i < sizeof users / sizeof *users; i++)
+        if (!sigismember(&mask, users[i])) atomic_fetch_add(&job->unblocked, 1);
+}
+
+TEST(threads_workers_leave_users_signals_to_the_main_thread) {
+    Err err = {{0}};
+    ThreadPool *pool = pool_create(POOL, &err);
+    CHECK(pool != NULL, "%s", err.msg);
+    if (!pool) return;
+    MaskJob job = {0};
+    pool_run(pool, check_mask, &job);
+    CHECK(atomic_load(&job.unblocked) == 0, "%d signals not blocked in the workers", atomic_load(&job.unblocked));
+    sigset_t mine;
+    pthread_sigmask(SIG_BLOCK, NULL, &mine);
+    CHECK(!sigismember(&mine, SIGINT), "the caller's SIGINT was left blocked");
+    pool_free(pool);
 }
