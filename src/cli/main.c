@@ -41,7 +41,7 @@ static const Command commands[] = {
      "draft-p-min ctx threads draft-threads "
      "quant draft-quant print-ids stats show trace logprobs logprobs-file compare allow-special chat system chat-var "
      "stop grammar json-schema json help", 0, 0},
-    {"logits", cmd_logits, "logits -m DIR --ids \"1 2 3\" [--all] [--ctx N] [--threads N] [--quant q8|q4|bf16]",
+    {"logits", cmd_logits, "logits -m DIR --ids \"1 2 3\" [--all] [--ctx N] [--threads N] [--quant q8|q4|bf16|stored]",
      "print the logits of the last position (all with --all), one line of %.7g values per position",
      "model ids all ctx threads quant help", 0, 0},
     {"tokenize", cmd_tokenize, "tokenize -m DIR [--allow-special] [TEXT | -f FILE]  (no TEXT and no -f: standard input)",

@@ -57,9 +57,13 @@ typedef struct {
 //               layer's attention, which go to 8 bits (q8) with the embeddings; the head held in both, its q4 copy
 //               read for every logit and its q8 one for each row's largest (HEAD_REFINED); activations to 8
 //               bits, as for q8 (docs/quantization.md).
-typedef enum { QUANT_NONE, QUANT_Q8, QUANT_BF16, QUANT_Q4 } Quant;
+//   QUANT_STORED a GGUF file's K-quant matrices (Q4_K, Q5_K, Q6_K) held as the file's blocks too, multiplied by
+//               kernels of their own; without it (QUANT_NONE) they are quantized again to q8, which decodes faster
+//               for now (docs/quantization.md, "Reading llama.cpp's files"). Otherwise as QUANT_NONE: model_load
+//               holds no model as QUANT_STORED (Model.quant says QUANT_NONE or, for a file of blocks, QUANT_Q8).
+typedef enum { QUANT_NONE, QUANT_Q8, QUANT_BF16, QUANT_Q4, QUANT_STORED } Quant;
 
-// "none", "q8", "bf16", "q4": the names the CLI and the bench take (--quant, --draft-quant)
+// "none", "q8", "bf16", "q4", "stored": the names the CLI and the bench take (--quant, --draft-quant)
 const char *quant_name(Quant quant);
 
 // The Quant named `name`; −1 with an error naming `option` (the flag that gave it) if it names none.

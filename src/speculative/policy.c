@@ -93,7 +93,7 @@ static double multiply_add_weight(Quant quant) {
     case QUANT_Q8: return 0.36;
     case QUANT_Q4: return 0.44;
     case QUANT_BF16: return 1.4;
-    case QUANT_NONE: break;
+    case QUANT_NONE: case QUANT_STORED: break;  // (no model is held as QUANT_STORED: model.h)
     }
     return 1.0;
 }

@@ -84,75 +84,101 @@ TEST(gguf_quantized_logits_match_dequantized_weights) {
         }
         CHECK(e.T == T && memcmp(e.tokens, TOKENS, sizeof TOKENS) == 0, "%s: other tokens", path);
         snprintf(path, sizeof path, "%s/%s/model.gguf", GGUF_FIXTURES, CASES[i].name);
-        int V = 0;
-        float *got = logits_of(path, pool, QUANT_NONE, &V);
-        double worst = 1;
-        for (int t = 0; got && V == e.V && t < T; t++) worst = fmin(worst, cosine(got + (size_t)t * V, e.logits + (size_t)t * V, V));
-        printf("    %-14s worst cosine %.6f (bound %.3f)\n", CASES[i].name, worst, CASES[i].min_cosine);
-        CHECK(got && V == e.V && worst >= CASES[i].min_cosine, "%s: cosine %.6f < %.3f (V %d, expected %d)",
-              CASES[i].name, worst, CASES[i].min_cosine, V, e.V);
-        free(got);
+        static const Quant HOW[] = {QUANT_NONE, QUANT_STORED};  // K-quants quantized again to q8, and held as stored
+        for (size_t h = 0; h < sizeof HOW / sizeof *HOW; h++) {
+            const Quant quant = HOW[h];
+            int V = 0;
+            float *got = logits_of(path, pool, quant, &V);
+            double worst = 1;
+            for (int t = 0; got && V == e.V && t < T; t++)
+                worst = fmin(worst, cosine(got + (size_t)t * V, e.logits + (size_t)t * V, V));
+            printf("    %-14s %-6s worst cosine %.6f (bound %.3f)\n", CASES[i].name, quant_name(quant), worst,
+                   CASES[i].min_cosine);
+            CHECK(got && V == e.V && worst >= CASES[i].min_cosine, "%s quant %s: cosine %.6f < %.3f (V %d, expected %d)",
+                  CASES[i].name, quant_name(quant), worst, CASES[i].min_cosine, V, e.V);
+            free(got);
+        }
         expected_free(&e);
     }
     pool_free(pool);
+}
+
+// `generate -m TARGET OPTIONS` greedy for 12 tokens, and again with `-d DRAFT DRAFT_OPTIONS`: the same ids.
+static void check_speculates_as_target_only(const char *target, const char *options, const char *draft,
+                                            const char *draft_options) {
+    char args[512], *plain, *spec, *err_plain, *err_spec;
+    snprintf(args, sizeof args, "generate -m %s %s --ids '0 7 3' -n 12 --print-ids", target, options);
+    const int status_plain = run_specdec(args, &plain, &err_plain);
+    snprintf(args, sizeof args, "generate -m %s %s -d %s %s --ids '0 7 3' -n 12 --gamma 3 --print-ids", target,
+             options, draft, draft_options);
+    const int status_spec = run_specdec(args, &spec, &err_spec);
+    CHECK(status_plain == 0 && status_spec == 0 && strcmp(plain, spec) == 0 && count_lines(plain) == 1,
+          "%s: \"%s\" (%s) against target-only \"%s\" (%s)", args, spec, err_spec, plain, err_plain);
+    free(plain);
+    free(spec);
+    free(err_plain);
+    free(err_spec);
 }
 
 // A GGUF target with a safetensors draft and the other way round (the same weights here): greedy speculative
 // output is the target's own greedy output.
 TEST(gguf_pairs_with_a_safetensors_folder) {
     const char *dir = GGUF_FIXTURES "/llama_gqa_f32", *file = GGUF_FIXTURES "/llama_gqa_f32/model.gguf";
-    const char *pairs[][2] = {{file, dir}, {dir, file}};
-    for (int i = 0; i < 2; i++) {
-        char args[512], *plain, *spec, *err_plain, *err_spec;
-        snprintf(args, sizeof args, "generate -m %s --ids '0 7 3' -n 12 --print-ids", pairs[i][0]);
-        const int status_plain = run_specdec(args, &plain, &err_plain);
-        snprintf(args, sizeof args, "generate -m %s -d %s --ids '0 7 3' -n 12 --gamma 3 --print-ids", pairs[i][0],
-                 pairs[i][1]);
-        const int status_spec = run_specdec(args, &spec, &err_spec);
-        CHECK(status_plain == 0 && status_spec == 0 && strcmp(plain, spec) == 0 && count_lines(plain) == 1,
-              "%s: \"%s\" (%s) against target-only \"%s\" (%s)", args, spec, err_spec, plain, err_plain);
-        free(plain);
-        free(spec);
-        free(err_plain);
-        free(err_spec);
-    }
+    check_speculates_as_target_only(file, "", dir, "");
+    check_speculates_as_target_only(dir, "", file, "");
 }
 
-// Read without --quant, a quantized file's matrices are held as the file's blocks (kernels.h, "GGUF's Q8_0 and
-// Q4_0" and "GGUF's K-quants"), as llama-quantize chose them: llama_q4_0 has its head in Q8_0, llama_q4_k_m its v
+// generate --quant stored on a Q4_K_M file (its K-quants held as stored): greedy speculative output, with the file
+// as its own draft (--draft-quant stored too), is the target's own greedy output.
+TEST(gguf_quant_stored_speculates_as_target_only) {
+    const char *file = GGUF_FIXTURES "/llama_q4_k_m/model.gguf";
+    check_speculates_as_target_only(file, "--quant stored", file, "--draft-quant stored");
+}
+
+// Read without --quant, a quantized file's Q8_0 and Q4_0 matrices are held as the file's blocks (kernels.h, "GGUF's
+// Q8_0 and Q4_0"), as llama-quantize chose them, and its K-quant ones are quantized again to q8; with --quant stored
+// the K-quant ones are held as stored too ("GGUF's K-quants"): llama_q4_0 has its head in Q8_0, llama_q4_k_m its v
 // and down projections and its head in Q6_K — its q/k/v matrix mixes Q4_K and Q6_K, so it is quantized again, to
-// q8. Under --quant q8 every matrix is quantized again.
+// q8, even so. Under --quant q8 every matrix is quantized again.
+static WeightType held_under(Quant quant, WeightType stored) {
+    const bool k_quant = stored == WEIGHT_Q4_K || stored == WEIGHT_Q5_K || stored == WEIGHT_Q6_K;
+    return quant == QUANT_Q8 || (quant == QUANT_NONE && k_quant) ? WEIGHT_Q8 : stored;
+}
+
 TEST(gguf_quantized_held_as_stored) {
     static const struct {
         const char *name;
-        WeightType qkv, out, up, down, embeddings, head;
+        WeightType qkv, out, up, down, embeddings, head;  // under --quant stored
     } CASES[] = {
         {"llama_q4_0", WEIGHT_Q4_0, WEIGHT_Q4_0, WEIGHT_Q4_0, WEIGHT_Q4_0, WEIGHT_Q4_0, WEIGHT_Q8_0},
         {"llama_q8_0", WEIGHT_Q8_0, WEIGHT_Q8_0, WEIGHT_Q8_0, WEIGHT_Q8_0, WEIGHT_Q8_0, WEIGHT_Q8_0},
         {"llama_q6_k", WEIGHT_Q6_K, WEIGHT_Q6_K, WEIGHT_Q6_K, WEIGHT_Q6_K, WEIGHT_Q6_K, WEIGHT_Q6_K},
         {"llama_q4_k_m", WEIGHT_Q8, WEIGHT_Q4_K, WEIGHT_Q4_K, WEIGHT_Q6_K, WEIGHT_Q4_K, WEIGHT_Q6_K},
     };
+    static const Quant QUANTS[] = {QUANT_NONE, QUANT_STORED, QUANT_Q8};
     Err err = {{0}};
     ThreadPool *pool = pool_create(2, &err);
     for (size_t i = 0; i < sizeof CASES / sizeof *CASES; i++)
-        for (int requantized = 0; requantized <= 1; requantized++) {
+        for (size_t q = 0; q < sizeof QUANTS / sizeof *QUANTS; q++) {
             char path[256];
             snprintf(path, sizeof path, "%s/%s/model.gguf", GGUF_FIXTURES, CASES[i].name);
             Model m;
-            if (model_load_quantized(&m, path, pool, requantized ? QUANT_Q8 : QUANT_NONE, &err)) {
+            if (model_load_quantized(&m, path, pool, QUANTS[q], &err)) {
                 CHECK(false, "%s: %s", path, err.msg);
                 continue;
             }
-#define HELD(field) (requantized ? WEIGHT_Q8 : CASES[i].field)
-            CHECK(m.wte.type == HELD(embeddings) && m.lm_head.type == HELD(head), "%s quant %d: embeddings %d, head %d",
-                  CASES[i].name, requantized, m.wte.type, m.lm_head.type);
+            const char *how = quant_name(QUANTS[q]);
+#define HELD(field) held_under(QUANTS[q], CASES[i].field)
+            CHECK(m.wte.type == HELD(embeddings) && m.lm_head.type == HELD(head), "%s quant %s: embeddings %d, head %d",
+                  CASES[i].name, how, m.wte.type, m.lm_head.type);
             for (int l = 0; l < m.cfg.n_layer; l++) {
                 const Block *b = &m.blocks[l];
                 CHECK(b->attn_qkv.type == HELD(qkv) && b->attn_out.type == HELD(out) && b->mlp_up.type == HELD(up) &&
-                          b->mlp_down.type == HELD(down), "%s quant %d layer %d: %d %d %d %d", CASES[i].name,
-                      requantized, l, b->attn_qkv.type, b->attn_out.type, b->mlp_up.type, b->mlp_down.type);
+                          b->mlp_down.type == HELD(down), "%s quant %s layer %d: %d %d %d %d", CASES[i].name,
+                      how, l, b->attn_qkv.type, b->attn_out.type, b->mlp_up.type, b->mlp_down.type);
             }
 #undef HELD
+            CHECK(m.quant == QUANT_Q8, "%s quant %s: the model says %s", CASES[i].name, how, quant_name(m.quant));
             model_free(&m);
         }
     pool_free(pool);
