@@ -25,12 +25,13 @@ typedef struct {
 
 // On the shipped pair: a greedy, a sampled, a stopped and a target-only request.
 static const Case PAIR_CASES[] = {
-    {"{\"prompt\": \"def add(a, b):\", \"max_tokens\": 16, \"temperature\": 0}", "-n 16 --temp 0 -p 'def add(a, b):'",
+    {"{\"prompt\": \"def add(a, b):\", \"max_tokens\": 8, \"temperature\": 0}", "-n 8 --temp 0 -p 'def add(a, b):'",
      false},
-    {"{\"prompt\": \"import os\\n\", \"max_tokens\": 12, \"temperature\": 0.8, \"seed\": 7}",
-     "-n 12 --temp 0.8 --seed 7 -p 'import os\n'", false},
-    {"{\"prompt\": \"class Stack:\", \"max_tokens\": 16, \"temperature\": 0, \"stop\": [\"self\"]}",
-     "-n 16 --temp 0 --stop self -p 'class Stack:'", false},
+    {"{\"prompt\": \"import os\\n\", \"max_tokens\": 8, \"temperature\": 0.8, \"seed\": 7}",
+     "-n 8 --temp 0.8 --seed 7 -p 'import os\n'", false},
+    // (greedy, "\n        self.data = data": stopped before its 8 tokens)
+    {"{\"prompt\": \"def __init__(self):\", \"max_tokens\": 8, \"temperature\": 0, \"stop\": [\"data\"]}",
+     "-n 8 --temp 0 --stop data -p 'def __init__(self):'", false},
     {"{\"prompt\": \"x = [\", \"max_tokens\": 8, \"temperature\": 0.7, \"seed\": 3, \"specdec\": {\"draft\": false}}",
      "-n 8 --temp 0.7 --seed 3 -p 'x = ['", true},
 };
