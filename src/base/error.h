@@ -37,4 +37,7 @@ const char *err_quote(char buf[ERR_QUOTE_LEN + 4], const char *s);
 // out (size ≥ 4 bytes), cut short with "..." when it does not fit. Returns out.
 const char *err_escape(char *out, size_t size, const char *s);
 
+// The plural ending of a count in a message: `"%d token%s", n, plural(n)` says "1 token", "2 tokens".
+static inline const char *plural(long n) { return n == 1 ? "" : "s"; }
+
 #endif

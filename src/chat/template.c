@@ -6,36 +6,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/file.h"
 #include "checkpoint/gguf_tokenizer.h"
 #include "chat/template.h"
-
-// Reads a whole file into *text (malloc'd, NUL-terminated); 1 when it does not exist, 0 read, -1 with err.
-static int read_optional(const char *path, char **text, size_t *len, Err *err) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return errno == ENOENT ? 1 : err_fmt(err, "%s: %s", path, strerror(errno));
-    char *buf = NULL;
-    size_t cap = 0, n = 0, got = 1;
-    bool failed = false;
-    while (got > 0 && !failed) {
-        if (n + 1 >= cap) {
-            cap = cap ? 2 * cap : (size_t)1 << 16;
-            char *bigger = cap <= ((size_t)64 << 20) ? realloc(buf, cap) : NULL;
-            failed = !bigger;
-            if (bigger) buf = bigger;
-        }
-        if (!failed) n += got = fread(buf + n, 1, cap - n - 1, f);
-    }
-    failed |= ferror(f) != 0;
-    fclose(f);
-    if (failed) {
-        free(buf);
-        return err_fmt(err, "%s: cannot read it (or larger than 64 MiB)", path);
-    }
-    buf[n] = '\0';
-    *text = buf;
-    *len = n;
-    return 0;
-}
 
 // A token field of tokenizer_config.json: a string, or an object with "content" (an AddedToken); NULL otherwise.
 static char *token_field(const json_t *config, const char *key) {
@@ -112,7 +85,7 @@ int chat_template_load(ChatTemplate *ct, const char *dir, Err *err) {
         return err_fmt(err, "%s: line %d: %s", config_path, jerr.line, jerr.text);
     char *source = NULL;
     size_t len = 0;
-    int found = read_optional(jinja_path, &source, &len, err);
+    int found = read_file_if_present(jinja_path, &source, &len, err);
     int rc = found < 0 ? -1 : 0;
     if (found == 0) {
         if (strlen(source) != len) rc = err_fmt(err, "%s: a NUL byte in the template", jinja_path);

@@ -240,35 +240,6 @@ int parse_ids(const char *text, int **ids_out, int *n_out, Err *err) {
     return 0;
 }
 
-// Reads a whole file (or standard input for "-") into a malloc'd buffer, at most READ_FILE_MAX bytes.
-int read_file(const char *path, char **text, size_t *len, Err *err) {
-    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
-    if (!f) return err_fmt(err, "%s: cannot open: %s", path, strerror(errno));
-    size_t cap = 1 << 16, n = 0, got;
-    char *buf = malloc(cap), *grown;
-    errno = 0;
-    while (buf && n <= (size_t)READ_FILE_MAX && (got = fread(buf + n, 1, cap - n, f)) > 0)
-        if ((n += got) == cap && n <= (size_t)READ_FILE_MAX) {  // grown to READ_FILE_MAX + 1 bytes at most
-            cap = cap * 2 > (size_t)READ_FILE_MAX ? (size_t)READ_FILE_MAX + 1 : cap * 2;
-            grown = realloc(buf, cap);
-            if (!grown) free(buf);
-            buf = grown;
-        }
-    const int cause = ferror(f) ? errno : 0;
-    const bool no_memory = !buf;
-    if (f != stdin) fclose(f);
-    if (no_memory || cause || n > (size_t)READ_FILE_MAX) {
-        free(buf);
-        if (n > (size_t)READ_FILE_MAX)
-            return err_fmt(err, "%s: longer than %d MiB: not a prompt or a messages file", path, READ_FILE_MAX >> 20);
-        return err_fmt(err, "%s: cannot read: %s", path, no_memory ? "out of memory" : strerror(cause));
-    }
-    *text = buf;
-    *len = n;
-    return 0;
-}
-
-
 int parse_gamma(const char *text, SpecParams *params, Err *err) {
     params->policy = GAMMA_AUTO;
     params->gamma = 5;  // the heuristic's start

@@ -93,9 +93,5 @@ int parse_pipeline(const char *text, Pipelining *pipeline, Err *err);
 // Parses token ids ("1 2 3" or "1,2,3") into a malloc'd array.
 int parse_ids(const char *text, int **ids_out, int *n_out, Err *err);
 
-// Reads a whole file (or standard input for "-") into a malloc'd buffer. A longer file than READ_FILE_MAX bytes
-// (/dev/zero, say) is refused: 64 MiB is about 16M tokens of text, the most positions --ctx allows.
-#define READ_FILE_MAX (64 << 20)
-int read_file(const char *path, char **text, size_t *len, Err *err);
 
 #endif

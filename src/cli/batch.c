@@ -4,6 +4,7 @@
 // and api_completion_json — or, for a line refused on the way, api_error_json. A line's answer is written once it
 // and every line before it are answered, so the output is always the answers of a prefix of the input, in order:
 // after Ctrl-C (SIGINT), what is finished of that prefix.
+#include "base/file.h"
 #include "cli/batch.h"
 
 #include <jansson.h>

@@ -4,6 +4,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/file.h"
 #include "base/utf8.h"
 #include "chat/template.h"
 #include "chat/tools.h"
@@ -281,8 +282,8 @@ static int reply(Chat *c, const int *ids, int n_ids, char **text, Err *err) {
     interrupt_clear();
     if (rc == 0 && a->stats) print_turn_stats(c, n_ids, reused, n_out, &stats);
     if (rc == 0 && n_out < a->n_tokens && c->conv.cache.len + 1 >= c->s.target.cfg.n_positions)
-        fprintf(stderr, "specdec: the reply stopped where the conversation fills the context of %d positions (--ctx); "
-                "/reset starts a new one\n", c->s.target.cfg.n_positions);
+        fprintf(stderr, "specdec: the reply stopped where the conversation fills the context of %d position%s "
+                "(--ctx); /reset starts a new one\n", c->s.target.cfg.n_positions, plural(c->s.target.cfg.n_positions));
     printer_free(&printer);
     stop_printer_free(&stopper);
     return rc;
@@ -318,8 +319,8 @@ static int turn(Chat *c, const char *user, Err *err) {
                  : 0;
     const int n_ctx = c->s.target.cfg.n_positions;
     if (rc == 0 && n_ids >= n_ctx) {
-        fprintf(stderr, "specdec: the conversation has %d tokens and the context holds %d positions (--ctx): no room "
-                "for a reply; /reset starts a new one\n", n_ids, n_ctx);
+        fprintf(stderr, "specdec: the conversation has %d token%s and the context holds %d position%s (--ctx): no "
+                "room for a reply; /reset starts a new one\n", n_ids, plural(n_ids), n_ctx, plural(n_ctx));
         json_array_remove(c->messages, json_array_size(c->messages) - 1);
     } else if (rc == 0) {
         c->turn++;

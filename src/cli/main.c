@@ -13,6 +13,7 @@
 
 #include <jansson.h>
 
+#include "base/file.h"
 #include "checkpoint/gguf_model.h"
 #include "checkpoint/safetensors.h"
 #include "cli/args.h"
@@ -286,7 +287,6 @@ static int constrain_generation(Structured *st, const Tokenizer *tok, const Sess
     return structured_constraint(st, tok, s->target.n_vocab, s->target.cfg.eos_ids, s->target.cfg.n_eos, err);
 }
 
-static const char *plural(int n) { return n == 1 ? "" : "s"; }
 
 static int cmd_generate(const Args *args, Err *err) {
     const char *target_dir, *draft_dir;

@@ -1,4 +1,5 @@
 // structured.c — the grammar of --grammar, --json-schema and --json (structured.h).
+#include "base/file.h"
 #include "cli/structured.h"
 
 #include <stdlib.h>

@@ -539,9 +539,9 @@ static int check_batch(const Model *model, const SequenceRows *seqs, int n, cons
         if (n > 1) snprintf(who, sizeof who, "sequence %d of the batch: ", i);
         if (q->T < 1) return err_fmt(err, "%s: %sno tokens to process", caller, who);
         if (cache->len + q->T > c->n_positions)
-            return err_fmt(err, "%scontext full: %d cached + %d new tokens exceed the model's context of %d positions "
-                           "(n_positions or max_position_embeddings in config.json, or less: --ctx)", who, cache->len,
-                           q->T, c->n_positions);
+            return err_fmt(err, "%scontext full: %d cached + %d new token%s exceed the model's context of %d "
+                           "position%s (n_positions or max_position_embeddings in config.json, or less: --ctx)", who,
+                           cache->len, q->T, plural(q->T), c->n_positions, plural(c->n_positions));
         for (int t = 0; t < q->T; t++)
             if (q->tokens[t] < 0 || q->tokens[t] >= c->vocab_size)
                 return err_fmt(err, "%stoken id %d is outside the vocabulary [0, %d)", who, q->tokens[t],

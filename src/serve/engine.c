@@ -70,8 +70,9 @@ int engine_prompt(const Engine *en, const Request *req, int **ids, int *n_ids, A
                              "the model's vocabulary [0, %d)", param, (*ids)[i], i, vocabulary);
     if (*n_ids == 0) return api_error(e, 400, "invalid_value", param, "%s: empty", param);
     if (*n_ids >= en->target->cfg.n_positions)
-        return api_error(e, 400, "context_length_exceeded", param, "%s: %d tokens, which leave no room to generate "
-                         "in the context of %d positions", param, *n_ids, en->target->cfg.n_positions);
+        return api_error(e, 400, "context_length_exceeded", param, "%s: %d token%s, which leave no room to generate "
+                         "in the context of %d position%s", param, *n_ids, plural(*n_ids), en->target->cfg.n_positions,
+                         plural(en->target->cfg.n_positions));
     return 0;
 }
 

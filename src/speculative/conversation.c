@@ -50,8 +50,8 @@ int conversation_prepare(Conversation *c, const int *ids, int n_ids, int max_tok
     const int n_ctx = c->target->cfg.n_positions;
     if (n_ids < 1) return err_fmt(err, "the conversation is empty");
     if (n_ids >= n_ctx)
-        return err_fmt(err, "the conversation has %d tokens and the context holds %d positions: no room for a reply",
-                       n_ids, n_ctx);
+        return err_fmt(err, "the conversation has %d token%s and the context holds %d position%s: no room for a reply",
+                       n_ids, plural(n_ids), n_ctx, plural(n_ctx));
     size_t need = (size_t)n_ids + (size_t)max_tokens;
     if (need > (size_t)c->cap) {
         int *grown = realloc(c->committed, need * sizeof *grown);

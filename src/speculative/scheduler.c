@@ -537,8 +537,8 @@ Scheduler *scheduler_open(Model *target, KVCache *cache, Drafter *drafter, const
         return NULL;
     }
     if (n_prompt >= target->cfg.n_positions) {
-        err_fmt(err, "the prompt has %d tokens but the model's context is %d positions, which leaves no room to "
-                "generate", n_prompt, target->cfg.n_positions);
+        err_fmt(err, "the prompt has %d token%s but the model's context is %d position%s, which leaves no room to "
+                "generate", n_prompt, plural(n_prompt), target->cfg.n_positions, plural(target->cfg.n_positions));
         return NULL;
     }
     if (params->on_logprobs && (params->top_logprobs < 0 || params->top_logprobs > LOGPROBS_TOP_MAX)) {
@@ -546,7 +546,8 @@ Scheduler *scheduler_open(Model *target, KVCache *cache, Drafter *drafter, const
         return NULL;
     }
     if (cache && cache->len > n_prompt - 1) {
-        err_fmt(err, "the cache holds %d tokens, more than the prompt's %d but the newest", cache->len, n_prompt - 1);
+        err_fmt(err, "the cache holds %d token%s, more than the prompt's %d but the newest", cache->len,
+                plural(cache->len), n_prompt - 1);
         return NULL;
     }
     Scheduler *s = malloc(sizeof *s);

