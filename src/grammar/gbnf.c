@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "base/utf8.h"
-#include "tokenizer/bytesmap.h"
+#include "base/bytesmap.h"
 
 // A grammar's size once repetitions are written out (elements, rules), and how deep groups nest.
 enum { MAX_ELEMENTS = 1 << 20, MAX_RULES = 1 << 16, MAX_NESTING = 256 };

@@ -13,7 +13,7 @@
 #include "speculative/penalties.h"
 #include "speculative/sampling.h"
 #include "speculative/tree.h"
-#include "tokenizer/bytesmap.h"
+#include "base/bytesmap.h"
 
 struct SpecParams;
 

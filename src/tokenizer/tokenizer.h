@@ -50,7 +50,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "tokenizer/bytesmap.h"
+#include "base/bytesmap.h"
 #include "tokenizer/pipeline.h"
 #include "base/error.h"
 

@@ -1,6 +1,6 @@
 // bytesmap.h — a hash table from byte strings to 64-bit values: open addressing, linear probing, keys hashed with
 // xxHash (XXH3) and copied into the table's own storage. The tokenizer keys it by token bytes, by pairs of token
-// ids, and by pre-tokenized words.
+// ids, and by pre-tokenized words; the lookup drafter by n-grams of token ids (drafter.h); the grammar by rule names.
 #ifndef SPECDEC_BYTESMAP_H
 #define SPECDEC_BYTESMAP_H
 

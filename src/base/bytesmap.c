@@ -1,5 +1,5 @@
 // bytesmap.c — open-addressing hash table keyed by byte strings (see bytesmap.h).
-#include "tokenizer/bytesmap.h"
+#include "base/bytesmap.h"
 
 #include <stdlib.h>
 #include <string.h>
