@@ -137,3 +137,14 @@ int chat_template_render(const ChatTemplate *ct, const json_t *messages, bool ad
 int chat_encode(const Tokenizer *tok, const JinjaOutput *rendered, int **ids, int *n_ids, Err *err) {
     return tokenizer_encode_marked(tok, rendered->text, rendered->len, rendered->from_data, ids, n_ids, err);
 }
+
+int chat_render_ids(const ChatTemplate *ct, const Tokenizer *tok, const json_t *messages, bool add_generation_prompt,
+                    const json_t *vars, int **ids, int *n_ids, Err *err) {
+    JinjaOutput rendered = {0};
+    const int rc = chat_template_render(ct, messages, add_generation_prompt, vars, &rendered, err) ||
+                           chat_encode(tok, &rendered, ids, n_ids, err)
+                       ? -1
+                       : 0;
+    jinja_output_free(&rendered);
+    return rc;
+}

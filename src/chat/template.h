@@ -50,4 +50,9 @@ int chat_template_render(const ChatTemplate *ct, const json_t *messages, bool ad
 // Encodes a rendering into *ids (malloc'd): special tokens only from the template's bytes (see the top).
 int chat_encode(const Tokenizer *tok, const JinjaOutput *rendered, int **ids, int *n_ids, Err *err);
 
+// A conversation's token ids: chat_template_render, then chat_encode (what the chat, generate --chat and the
+// server's /v1/chat/completions send the model).
+int chat_render_ids(const ChatTemplate *ct, const Tokenizer *tok, const json_t *messages, bool add_generation_prompt,
+                    const json_t *vars, int **ids, int *n_ids, Err *err);
+
 #endif

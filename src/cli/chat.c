@@ -75,7 +75,6 @@ int chat_prompt_ids(const char *dir, const Tokenizer *tok, const char *system, c
     if (system && utf8_invalid_offset(system, strlen(system)) < strlen(system))
         return err_fmt(err, "--system: invalid UTF-8; expected UTF-8 text");
     ChatTemplate ct;
-    JinjaOutput out = {0};
     json_t *messages = json_array(), *vars_obj = NULL;
     if (system) json_array_append_new(messages, json_pack("{s:s, s:s}", "role", "system", "content", system));
     json_array_append_new(messages, json_pack("{s:s, s:s%}", "role", "user", "content", user, user_len));
@@ -84,11 +83,9 @@ int chat_prompt_ids(const char *dir, const Tokenizer *tok, const char *system, c
         return -1;
     }
     int rc = !(vars_obj = chat_vars_object(vars, err)) ||
-                     chat_template_render(&ct, messages, true, vars_obj, &out, err) ||
-                     chat_encode(tok, &out, ids, n_ids, err)
+                     chat_render_ids(&ct, tok, messages, true, vars_obj, ids, n_ids, err)
                  ? -1
                  : 0;
-    jinja_output_free(&out);
     json_decref(messages);
     json_decref(vars_obj);
     chat_template_free(&ct);
@@ -310,13 +307,9 @@ static int turn(Chat *c, const char *user, Err *err) {
         return 0;
     }
     json_array_append_new(c->messages, json_pack("{s:s, s:s}", "role", "user", "content", user));
-    JinjaOutput rendered = {0};
     int *ids = NULL, n_ids = 0;
     char *text = NULL;
-    int rc = chat_template_render(&c->ct, c->messages, true, c->vars, &rendered, err) ||
-                     chat_encode(&c->tok, &rendered, &ids, &n_ids, err)
-                 ? -1
-                 : 0;
+    int rc = chat_render_ids(&c->ct, &c->tok, c->messages, true, c->vars, &ids, &n_ids, err);
     const int n_ctx = c->s.target.cfg.n_positions;
     if (rc == 0 && n_ids >= n_ctx) {
         fprintf(stderr, "specdec: the conversation has %d token%s and the context holds %d position%s (--ctx): no "
@@ -329,7 +322,6 @@ static int turn(Chat *c, const char *user, Err *err) {
     }
     free(text);
     free(ids);
-    jinja_output_free(&rendered);
     return rc;
 }
 

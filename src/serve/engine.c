@@ -32,13 +32,10 @@ static int chat_prompt(const Engine *en, const Request *req, int **ids, int *n_i
     if (vars && req->tools) json_object_set(vars, "tools", req->tools);
     ToolsError te;
     json_t *messages = given ? tools_messages_for_template(given, &te) : NULL;  // (checked when read: no error)
-    JinjaOutput rendered = {0};
     Err err;
     int rc = 0;
-    if (!messages || !vars || chat_template_render(en->chat, messages, true, vars, &rendered, &err) ||
-        chat_encode(en->tok, &rendered, ids, n_ids, &err))
+    if (!messages || !vars || chat_render_ids(en->chat, en->tok, messages, true, vars, ids, n_ids, &err))
         rc = api_error(e, 400, "invalid_value", "messages", "messages: %s", messages ? err.msg : "out of memory");
-    jinja_output_free(&rendered);
     json_decref(given);
     json_decref(messages);
     json_decref(vars);
