@@ -20,19 +20,6 @@
 #include "base/utf8.h"
 #include "chat/jinja_internal.h"
 
-static bool name_in(Str name, const char *const *names) {
-    for (; *names; names++)
-        if (str_eq_c(name, *names)) return true;
-    return false;
-}
-
-static const char *const METHODS[] = {"strip", "lstrip", "rstrip", "split", "startswith", "endswith", "upper",
-                                      "lower", "replace", "find", "items", "keys", "values", "get", NULL};
-static const char *const FUNCTIONS[] = {"namespace", "raise_exception", "strftime_now", "range", NULL};
-
-bool builtin_has_method(Str name) { return name_in(name, METHODS); }
-bool builtin_has_function(Str name) { return name_in(name, FUNCTIONS); }
-
 // ---- arguments ------------------------------------------------------------------------------------------------
 
 // Argument `pos` (positional) or keyword `key`; undefined when neither is given.
@@ -558,52 +545,120 @@ bool builtin_test(Eval *e, const Node *n, Value x, const Value *args, int n_args
 }
 
 // ---- methods --------------------------------------------------------------------------------------------------
+//
+// Each method is a function of its receiver (a string, or a dict) and its arguments, found by name in METHODS.
 
-static Value dict_method(Eval *e, const Node *n, Value self, const Value *args, int n_args) {
-    Str m = n->name;
-    if (self.kind != V_DICT)
-        jinja_fail(e->arena, n->line, "a %s value has no method '%.*s'", value_kind_name(self.kind), (int)m.n, m.p);
-    if (str_eq_c(m, "items")) return items_of(e, n, self);
-    if (str_eq_c(m, "get")) {
-        Value *v = n_args > 0 && args[0].kind == V_STRING ? dict_get(self.dict, args[0].s) : NULL;
-        return v ? *v : n_args > 1 ? args[1] : v_none();
-    }
+typedef Value (*MethodFn)(Eval *e, const Node *n, Value self, const Value *args, const Str *kw, int n_args);
+
+static Value method_strip(Eval *e, const Node *n, Value self, const Value *args, const Str *kw, int n_args) {
+    return strip_method(e, n, self.s, arg(args, kw, n_args, 0, NULL), true, true);
+}
+
+static Value method_lstrip(Eval *e, const Node *n, Value self, const Value *args, const Str *kw, int n_args) {
+    return strip_method(e, n, self.s, arg(args, kw, n_args, 0, NULL), true, false);
+}
+
+static Value method_rstrip(Eval *e, const Node *n, Value self, const Value *args, const Str *kw, int n_args) {
+    return strip_method(e, n, self.s, arg(args, kw, n_args, 0, NULL), false, true);
+}
+
+static Value method_split(Eval *e, const Node *n, Value self, const Value *args, const Str *kw, int n_args) {
+    return split(e, n, self.s, arg(args, kw, n_args, 0, "sep"), arg(args, kw, n_args, 1, "maxsplit"));
+}
+
+// startswith and endswith: whether the string's first (or last) bytes are the argument's.
+static Value method_affix(Eval *e, const Node *n, Value self, const Value *args, const Str *kw, int n_args) {
+    const Str s = self.s, p = want_str(e, n, arg(args, kw, n_args, 0, NULL), "the prefix or suffix");
+    if (p.n > s.n) return v_bool(false);
+    return v_bool(memcmp(str_eq_c(n->name, "startswith") ? s.p : s.p + s.n - p.n, p.p, p.n) == 0);
+}
+
+static Value method_upper(Eval *e, const Node *n, Value self, const Value *args, const Str *kw, int n_args) {
+    (void)args, (void)kw, (void)n_args;
+    return change_case(e, n, self.s, 1);
+}
+
+static Value method_lower(Eval *e, const Node *n, Value self, const Value *args, const Str *kw, int n_args) {
+    (void)args, (void)kw, (void)n_args;
+    return change_case(e, n, self.s, -1);
+}
+
+static Value method_replace(Eval *e, const Node *n, Value self, const Value *args, const Str *kw, int n_args) {
+    return replace(e, n, self.s, arg(args, kw, n_args, 0, NULL), arg(args, kw, n_args, 1, NULL),
+                   arg(args, kw, n_args, 2, "count"));
+}
+
+// find: the index (in characters) of the argument's first occurrence, -1 if none.
+static Value method_find(Eval *e, const Node *n, Value self, const Value *args, const Str *kw, int n_args) {
+    const Str s = self.s, p = want_str(e, n, arg(args, kw, n_args, 0, NULL), "the text");
+    const char *f = p.n == 0 ? s.p : memmem(s.p, s.n, p.p, p.n);
+    return v_int(f ? (int64_t)str_chars(str_slice(s, 0, (size_t)(f - s.p))) : -1);
+}
+
+static Value method_items(Eval *e, const Node *n, Value self, const Value *args, const Str *kw, int n_args) {
+    (void)args, (void)kw, (void)n_args;
+    return items_of(e, n, self);
+}
+
+// get(key[, default]): the value of a string key, else the default (None).
+static Value method_get(Eval *e, const Node *n, Value self, const Value *args, const Str *kw, int n_args) {
+    (void)e, (void)n, (void)kw;
+    Value *v = n_args > 0 && args[0].kind == V_STRING ? dict_get(self.dict, args[0].s) : NULL;
+    if (v) return *v;
+    return n_args > 1 ? args[1] : v_none();
+}
+
+// keys() and values(): a list of the dict's keys (or values) in their order.
+static Value method_keys_or_values(Eval *e, const Node *n, Value self, const Value *args, const Str *kw, int n_args) {
+    (void)args, (void)kw, (void)n_args;
+    const bool keys = str_eq_c(n->name, "keys");
     List *l = list_new(e->arena, self.dict->n);
-    for (size_t i = 0; i < l->n; i++) l->items[i] = m.p[0] == 'k' ? v_str(self.dict->keys[i]) : self.dict->values[i];
+    for (size_t i = 0; i < l->n; i++) l->items[i] = keys ? v_str(self.dict->keys[i]) : self.dict->values[i];
     return list_value(l);
 }
 
+// The methods by name and the kind of value each belongs to: the parser accepts these names only
+// (builtin_has_method), and builtin_method runs them on a receiver of that kind.
+static const struct {
+    const char *name;
+    ValueKind of;
+    MethodFn run;
+} METHODS[] = {
+    {"strip", V_STRING, method_strip},       {"lstrip", V_STRING, method_lstrip},
+    {"rstrip", V_STRING, method_rstrip},     {"split", V_STRING, method_split},
+    {"startswith", V_STRING, method_affix},  {"endswith", V_STRING, method_affix},
+    {"upper", V_STRING, method_upper},       {"lower", V_STRING, method_lower},
+    {"replace", V_STRING, method_replace},   {"find", V_STRING, method_find},
+    {"items", V_DICT, method_items},         {"keys", V_DICT, method_keys_or_values},
+    {"values", V_DICT, method_keys_or_values}, {"get", V_DICT, method_get},
+};
+
+// The first entry of METHODS named `name` of a receiver of kind `of` (V_UNDEFINED: of any kind); -1 if none.
+static int find_method(Str name, ValueKind of) {
+    for (size_t i = 0; i < sizeof METHODS / sizeof METHODS[0]; i++)
+        if (str_eq_c(name, METHODS[i].name) && (of == V_UNDEFINED || of == METHODS[i].of)) return (int)i;
+    return -1;
+}
+
+bool builtin_has_method(Str name) { return find_method(name, V_UNDEFINED) >= 0; }
+
 Value builtin_method(Eval *e, const Node *n, Value self, const Value *args, const Str *kw, int n_args) {
-    Str m = n->name;
+    const Str m = n->name;
     if (self.kind == V_UNDEFINED)
         jinja_fail(e->arena, n->line, "an undefined value has no method '%.*s'", (int)m.n, m.p);
-    if (self.kind != V_STRING) return dict_method(e, n, self, args, n_args);
-    Str s = self.s;
-    Value a0 = arg(args, kw, n_args, 0, NULL), a1 = arg(args, kw, n_args, 1, NULL);
-    if (str_eq_c(m, "strip")) return strip_method(e, n, s, a0, true, true);
-    if (str_eq_c(m, "lstrip")) return strip_method(e, n, s, a0, true, false);
-    if (str_eq_c(m, "rstrip")) return strip_method(e, n, s, a0, false, true);
-    if (str_eq_c(m, "split")) return split(e, n, s, arg(args, kw, n_args, 0, "sep"),
-                                           arg(args, kw, n_args, 1, "maxsplit"));
-    if (str_eq_c(m, "startswith") || str_eq_c(m, "endswith")) {
-        Str p = want_str(e, n, a0, "the prefix or suffix");
-        if (p.n > s.n) return v_bool(false);
-        return v_bool(memcmp(m.p[0] == 's' ? s.p : s.p + s.n - p.n, p.p, p.n) == 0);
-    }
-    if (str_eq_c(m, "upper")) return change_case(e, n, s, 1);
-    if (str_eq_c(m, "lower")) return change_case(e, n, s, -1);
-    if (str_eq_c(m, "replace")) return replace(e, n, s, a0, a1, arg(args, kw, n_args, 2, "count"));
-    if (str_eq_c(m, "find")) {
-        Str p = want_str(e, n, a0, "the text");
-        const char *f = p.n == 0 ? s.p : memmem(s.p, s.n, p.p, p.n);
-        return v_int(f ? (int64_t)str_chars(str_slice(s, 0, (size_t)(f - s.p))) : -1);
-    }
-    jinja_fail(e->arena, n->line, "a string has no method '%.*s'", (int)m.n, m.p);
+    const int i = find_method(m, self.kind);
+    if (i < 0)
+        jinja_fail(e->arena, n->line, "a %s value has no method '%.*s'", value_kind_name(self.kind), (int)m.n, m.p);
+    return METHODS[i].run(e, n, self, args, kw, n_args);
 }
 
 // ---- functions ------------------------------------------------------------------------------------------------
 
-static Value range(Eval *e, const Node *n, const Value *args, int n_args) {
+typedef Value (*FunctionFn)(Eval *e, const Node *n, const Value *args, const Str *kw, int n_args);
+
+// range([start,] stop[, step]): a list of integers, as Python's.
+static Value function_range(Eval *e, const Node *n, const Value *args, const Str *kw, int n_args) {
+    (void)kw;
     int64_t b[3] = {0, 0, 1};
     if (n_args < 1 || n_args > 3) jinja_fail(e->arena, n->line, "range takes 1 to 3 integers");
     for (int k = 0; k < n_args; k++) {
@@ -619,26 +674,30 @@ static Value range(Eval *e, const Node *n, const Value *args, int n_args) {
     return list_value(l);
 }
 
-Value builtin_function(Eval *e, const Node *n, const Value *args, const Str *kw, int n_args) {
-    Str f = n->name;
-    if (str_eq_c(f, "namespace")) {
-        Dict *d = dict_new(e->arena);
-        for (int k = 0; k < n_args; k++) {
-            if (kw[k].n) dict_set(e->arena, d, kw[k], args[k]);
-            else if (args[k].kind == V_DICT)
-                for (size_t i = 0; i < args[k].dict->n; i++)
-                    dict_set(e->arena, d, args[k].dict->keys[i], args[k].dict->values[i]);
-            else jinja_fail(e->arena, n->line, "namespace: a positional argument must be a dict");
-        }
-        return (Value){.kind = V_NAMESPACE, .dict = d};
+// namespace(...): an object whose attributes {% set ns.x = ... %} may change, from keywords and dicts.
+static Value function_namespace(Eval *e, const Node *n, const Value *args, const Str *kw, int n_args) {
+    Dict *d = dict_new(e->arena);
+    for (int k = 0; k < n_args; k++) {
+        if (kw[k].n) dict_set(e->arena, d, kw[k], args[k]);
+        else if (args[k].kind == V_DICT)
+            for (size_t i = 0; i < args[k].dict->n; i++)
+                dict_set(e->arena, d, args[k].dict->keys[i], args[k].dict->values[i]);
+        else jinja_fail(e->arena, n->line, "namespace: a positional argument must be a dict");
     }
-    if (str_eq_c(f, "raise_exception")) {
-        StrBuf b = {.arena = e->arena, .limit = 4096, .line = n->line};
-        if (n_args) value_to_str(e->arena, &b, args[0], false);
-        jinja_fail(e->arena, 0, "the template raised an exception: %s", b.n ? b.p : "");
-    }
-    if (str_eq_c(f, "range")) return range(e, n, args, n_args);
-    Str fmt = want_str(e, n, arg(args, kw, n_args, 0, "format"), "the format");  // strftime_now
+    return (Value){.kind = V_NAMESPACE, .dict = d};
+}
+
+// raise_exception(message): the rendering fails with the template's message (transformers' extension).
+static Value function_raise_exception(Eval *e, const Node *n, const Value *args, const Str *kw, int n_args) {
+    (void)kw;
+    StrBuf b = {.arena = e->arena, .limit = 4096, .line = n->line};
+    if (n_args) value_to_str(e->arena, &b, args[0], false);
+    jinja_fail(e->arena, 0, "the template raised an exception: %s", b.n ? b.p : "");
+}
+
+// strftime_now(format): the local time now (or the evaluation's fixed time) formatted (transformers' extension).
+static Value function_strftime_now(Eval *e, const Node *n, const Value *args, const Str *kw, int n_args) {
+    Str fmt = want_str(e, n, arg(args, kw, n_args, 0, "format"), "the format");
     char cfmt[256], buf[512];
     if (fmt.n >= sizeof cfmt) jinja_fail(e->arena, n->line, "strftime_now: a format longer than 255 bytes");
     memcpy(cfmt, fmt.p, fmt.n);
@@ -648,4 +707,29 @@ Value builtin_function(Eval *e, const Node *n, const Value *args, const Str *kw,
     localtime_r(&now, &tm);
     size_t len = strftime(buf, sizeof buf, cfmt, &tm);
     return v_str(str_copy(e->arena, buf, len, false));
+}
+
+// The functions by name: the parser accepts these names only (builtin_has_function), and builtin_function runs them.
+static const struct {
+    const char *name;
+    FunctionFn run;
+} FUNCTIONS[] = {
+    {"namespace", function_namespace},
+    {"raise_exception", function_raise_exception},
+    {"strftime_now", function_strftime_now},
+    {"range", function_range},
+};
+
+static FunctionFn find_function(Str name) {
+    for (size_t i = 0; i < sizeof FUNCTIONS / sizeof FUNCTIONS[0]; i++)
+        if (str_eq_c(name, FUNCTIONS[i].name)) return FUNCTIONS[i].run;
+    return NULL;
+}
+
+bool builtin_has_function(Str name) { return find_function(name) != NULL; }
+
+Value builtin_function(Eval *e, const Node *n, const Value *args, const Str *kw, int n_args) {
+    const FunctionFn run = find_function(n->name);
+    if (!run) jinja_fail(e->arena, n->line, "unknown function '%.*s'", (int)n->name.n, n->name.p);
+    return run(e, n, args, kw, n_args);
 }

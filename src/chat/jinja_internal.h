@@ -206,9 +206,10 @@ typedef struct {
 
 Value eval_expr(Eval *e, const Node *n);
 
-// Built-ins: args[0..n) evaluated, kw[i] their keywords (n = 0 for positional ones). Filters and tests run from
-// a table of names and functions, the one builtin_has_filter and builtin_has_test read: a name not in it (one that
-// map, select or reject name at render time) is an error naming it.
+// Built-ins: args[0..n) evaluated, kw[i] their keywords (n = 0 for positional ones). Filters, tests, methods and
+// functions each run from a table of names and functions, the one builtin_has_filter (…_test, _method, _function)
+// reads: a name not in it (one that map, select or reject name at render time) is an error naming it, and a method
+// runs only on the kind of value it belongs to (a string's or a dict's).
 Value builtin_filter(Eval *e, const Node *n, Value x, const Value *args, const Str *kw, int n_args);
 bool builtin_test(Eval *e, const Node *n, Value x, const Value *args, int n_args);
 Value builtin_method(Eval *e, const Node *n, Value self, const Value *args, const Str *kw, int n_args);

@@ -333,13 +333,17 @@ TEST(chat_template_unsupported_is_refused_by_name) {
 
 // A filter or test named by a string at render time (map's, select's, reject's) is looked up in the built-ins' table
 // like one in the source: an unknown name is an error naming it, and a known one runs.
-TEST(chat_template_unknown_filter_or_test_at_render_time_is_an_error) {
+TEST(chat_template_unknown_filter_test_or_method_at_render_time_is_an_error) {
     static const struct {
         const char *source, *named;  // named: NULL for a template that renders
     } cases[] = {
         {"{{ ['a'] | map('wordwrap') | list }}", "map: the filter 'wordwrap' is not supported"},
         {"{{ [1] | select('sameas', 1) | list }}", "select: the test 'sameas' is not supported"},
         {"{{ [1] | reject('replace') | list }}", "reject: the test 'replace' is not supported"},
+        // A method runs on the kind of value it belongs to (a dict's strip() once returned its values).
+        {"{{ {'a': 1}.strip() }}", "a dict value has no method 'strip'"},
+        {"{{ 'ab'.items() }}", "a string value has no method 'items'"},
+        {"{% set ns = namespace(a=1) %}{{ ns.get('a') }}", "a namespace value has no method 'get'"},
         {"{{ ['A'] | map('lower') | list }}{{ [1, 2] | select('divisibleby', 2) | list }}", NULL},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
