@@ -37,6 +37,16 @@ static inline __m256i broadcast_group(const int8_t *q) {
 //   q: the block's quants from the half's first row   x: row t's block at x[t · nb]
 typedef void BlockSumsAvx2(__m256i isum[MAX_ROWS_PER_PASS], const uint8_t *q, const Q8Block *x, int nb, int n);
 
+// out[t · ld_out + r] = acc[t] lane r (+ bias[r]) for activation rows t < n, in the lanes of `rows` only: a half's
+// results, as the q8, q4 and K-panel walks end.
+static inline void store_half(float *out, const __m256 *acc, const float *bias, __m256i rows, int ld_out, int n) {
+    for (int t = 0; t < n; t++) {
+        __m256 v = acc[t];
+        if (bias) v = _mm256_add_ps(v, _mm256_maskload_ps(bias, rows));
+        _mm256_maskstore_ps(out + (size_t)t * ld_out, rows, v);
+    }
+}
+
 // Half h (rows 8h..8h+7) of the panel against activation rows t < n ≤ MAX_ROWS_PER_PASS; lanes outside `rows` are
 // neither stored nor read from bias. `block_bytes`: a block's quants in the panel; `f16`: its scales are F16 (GGUF's
 // blocks), else BF16. `prefetch`: this is the panel's first pass,
@@ -70,11 +80,7 @@ static inline __attribute__((always_inline)) void half_against_rows(float *out, 
             acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]),
                                      _mm256_mul_ps(d_w, _mm256_set1_ps(x[(size_t)t * nb + b].d)), acc[t]);
     }
-    for (int t = 0; t < n; t++) {
-        __m256 v = acc[t];
-        if (bias) v = _mm256_add_ps(v, _mm256_maskload_ps(bias, rows));
-        _mm256_maskstore_ps(out + (size_t)t * ld_out, rows, v);
-    }
+    store_half(out, acc, bias, rows, ld_out, n);
 }
 
 // The matmul of MatmulQ8Fn over panels of `panel_bytes`, each block's quants `block_bytes` of them (scales F16 or

@@ -69,11 +69,7 @@ static inline __attribute__((always_inline)) void k_half_against_rows(float *out
             acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(minus_m_x), _mm256_mul_ps(dmin, d_x), acc[t]);
         }
     }
-    for (int t = 0; t < n; t++) {
-        __m256 v = acc[t];
-        if (bias) v = _mm256_add_ps(v, _mm256_maskload_ps(bias, rows));
-        _mm256_maskstore_ps(out + (size_t)t * ld_out, rows, v);
-    }
+    store_half(out, acc, bias, rows, ld_out, n);
 }
 
 // MatmulQ8Fn over K-panels of `type`, ROWS_PER_PASS activation rows a pass over each half.
