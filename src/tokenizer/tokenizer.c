@@ -594,6 +594,7 @@ int token_stream_push(TokenStream *ts, int id, const char **text, size_t *len, E
     const char *bytes = tokenizer_token(ts->tok, id, &n);
     if (!bytes) return bad_id(ts->tok, id, err);
     size_t total = ts->n_held + n;
+    if (total == 0) return 0;  // an empty token and nothing held: no text (and no buffer yet to copy into)
     if (reserve(&ts->in, &ts->in_cap, total, 1) < 0 || reserve(&ts->out, &ts->out_cap, 3 * total, 1) < 0)
         return err_fmt(err, "out of memory decoding token %d", id);
     memcpy(ts->in, ts->held, ts->n_held);
