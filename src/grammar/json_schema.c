@@ -7,10 +7,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/utf8.h"
+#include "grammar/decimal_range.h"
 #include "grammar/regex.h"
 #include "grammar/text.h"
 
-enum { MAX_DEPTH = 64, MAX_DIGITS = 16 };
+enum { MAX_DEPTH = 64 };
 
 // JSON's primitive rules: what any value, object or string is, with bounded whitespace and numbers.
 static const char PRIMITIVES[] =
@@ -71,16 +73,23 @@ static void define(Converter *c, const char *name, const char *body) { text_add(
 static const char *const KNOWN[] = {
     "type", "properties", "required", "additionalProperties", "items", "minItems", "maxItems", "enum", "const",
     "minLength", "maxLength", "pattern", "format", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
-    "anyOf", "oneOf", "$ref", "$defs", "definitions",
-    // annotations: they describe, they do not constrain
-    "title", "description", "default", "examples", "$schema", "$id", "$comment",
+    "allOf", "anyOf", "oneOf", "$ref", "$defs", "definitions",
 };
+
+// Annotations: they describe, they do not constrain.
+static const char *const ANNOTATIONS[] = {"title", "description", "default", "examples", "$schema", "$id", "$comment"};
+
+static bool is_annotation(const char *key) {
+    bool found = false;
+    for (size_t i = 0; i < sizeof ANNOTATIONS / sizeof *ANNOTATIONS && !found; i++) found = !strcmp(key, ANNOTATIONS[i]);
+    return found;
+}
 
 static int check_keywords(Converter *c, json_t *schema, const char *path) {
     const char *key;
     json_t *v;
     json_object_foreach(schema, key, v) {
-        bool known = false;
+        bool known = is_annotation(key);
         for (size_t i = 0; i < sizeof KNOWN / sizeof *KNOWN && !known; i++) known = strcmp(key, KNOWN[i]) == 0;
         if (!known) {
             char what[160];
@@ -142,109 +151,62 @@ static char *enum_expression(Converter *c, json_t *values, const char *type, con
     return text_take(&t);
 }
 
-// ---- integers: decimal ranges ------------------------------------------------------------------------------------------
+// ---- integers and numbers: their bounds ----------------------------------------------------------------------------
 
-// The numbers with digits lo[0..n) to hi[0..n) (equal lengths, lo ≤ hi) as GBNF, digit by digit: the first digit
-// shared, or split into lo's first digit (then anything ≥ the rest of lo), the digits between (then anything), and
-// hi's first digit (then anything ≤ the rest of hi).
-static void digits_between(Text *t, const char *lo, const char *hi, int n) {
-    if (n == 0) return;
-    if (lo[0] == hi[0]) {
-        text_add(t, " \"%c\"", lo[0]);
-        digits_between(t, lo + 1, hi + 1, n - 1);
-        return;
-    }
-    char nines[MAX_DIGITS + 1], zeros[MAX_DIGITS + 1];
-    memset(nines, '9', (size_t)n - 1);
-    memset(zeros, '0', (size_t)n - 1);
-    bool lo_whole = strncmp(lo + 1, zeros, (size_t)n - 1) == 0, hi_whole = strncmp(hi + 1, nines, (size_t)n - 1) == 0;
-    char first = lo_whole ? lo[0] : (char)(lo[0] + 1), last = hi_whole ? hi[0] : (char)(hi[0] - 1);
-    const char *sep = "";
-    text_add(t, " (");
-    if (!lo_whole) {
-        text_add(t, "\"%c\"", lo[0]);
-        digits_between(t, lo + 1, nines, n - 1);
-        sep = " | ";
-    }
-    if (first <= last) {
-        text_add(t, "%s[%c-%c]", sep, first, last);
-        if (n > 1) text_add(t, " [0-9]{%d}", n - 1);
-        sep = " | ";
-    }
-    if (!hi_whole) {
-        text_add(t, "%s\"%c\"", sep, hi[0]);
-        digits_between(t, zeros, hi + 1, n - 1);
-    }
-    text_add(t, ")");
-}
-
-// The non-negative integers lo..hi (hi < 0: up to MAX_DIGITS digits) without leading zeros, as alternatives.
-static void naturals_between(Text *t, long long lo, long long hi) {
-    char l[MAX_DIGITS + 2], h[MAX_DIGITS + 2];
-    int n_lo = snprintf(l, sizeof l, "%lld", lo), n_hi = hi < 0 ? MAX_DIGITS : snprintf(h, sizeof h, "%lld", hi);
-    const char *sep = "";
-    text_add(t, "(");
-    for (int d = n_lo; d <= n_hi; d++) {
-        char a[MAX_DIGITS + 2], b[MAX_DIGITS + 2];
-        if (d == n_lo) memcpy(a, l, (size_t)d + 1);
-        else snprintf(a, sizeof a, "1%0*d", d - 1, 0);
-        if (d == n_hi && hi >= 0) {
-            memcpy(b, h, (size_t)d + 1);
-        } else {
-            memset(b, '9', (size_t)d);
-            b[d] = '\0';
+static int read_bounds(Converter *c, json_t *schema, const char *path, Bounds *b) {
+    static const struct {
+        const char *keyword;
+        bool upper, exclusive;
+    } KEYWORDS[] = {{"minimum", false, false}, {"exclusiveMinimum", false, true}, {"maximum", true, false},
+                    {"exclusiveMaximum", true, true}};
+    *b = (Bounds){0};
+    for (size_t i = 0; i < sizeof KEYWORDS / sizeof *KEYWORDS; i++) {
+        json_t *v = json_object_get(schema, KEYWORDS[i].keyword);
+        if (!v) continue;
+        if (!json_is_number(v)) return refuse(c, path, "a bound must be a number");
+        double x = json_number_value(v);
+        if (!(fabs(x) < 1e16)) return refuse(c, path, "a bound beyond 16 digits");
+        bool exclusive = KEYWORDS[i].exclusive;
+        if (KEYWORDS[i].upper && (!b->has_hi || x < b->hi || (x == b->hi && exclusive))) {
+            b->has_hi = true;
+            b->hi = x;
+            b->hi_exclusive = exclusive;
+        } else if (!KEYWORDS[i].upper && (!b->has_lo || x > b->lo || (x == b->lo && exclusive))) {
+            b->has_lo = true;
+            b->lo = x;
+            b->lo_exclusive = exclusive;
         }
-        text_add(t, "%s(\"\"", sep);
-        digits_between(t, a, b, d);
-        text_add(t, ")");
-        sep = " | ";
     }
-    text_add(t, ")");
-}
-
-// A bound of an integer schema: *bound set from `keyword` (inclusive; exclusive ones moved in by one).
-static int integer_bound(Converter *c, json_t *schema, const char *keyword, bool upper, bool *has, long long *bound,
-                         const char *path) {
-    json_t *v = json_object_get(schema, keyword);
-    if (!v) return 0;
-    if (!json_is_number(v)) return refuse(c, path, "a bound must be a number");
-    double x = json_number_value(v), limit = 1e16 - 1;
-    if (!(fabs(x) <= limit)) return refuse(c, path, "a bound beyond 16 digits");
-    bool exclusive = strncmp(keyword, "exclusive", 9) == 0;
-    long long b = (long long)(upper ? floor(x) : ceil(x));
-    if (exclusive && (double)b == x) b += upper ? -1 : 1;
-    if (!*has || (upper ? b < *bound : b > *bound)) *bound = b;
-    *has = true;
     return 0;
 }
 
 static char *integer_expression(Converter *c, json_t *schema, const char *path) {
-    bool has_lo = false, has_hi = false;
-    long long lo = 0, hi = 0;
-    if (integer_bound(c, schema, "minimum", false, &has_lo, &lo, path) < 0 ||
-        integer_bound(c, schema, "exclusiveMinimum", false, &has_lo, &lo, path) < 0 ||
-        integer_bound(c, schema, "maximum", true, &has_hi, &hi, path) < 0 ||
-        integer_bound(c, schema, "exclusiveMaximum", true, &has_hi, &hi, path) < 0)
-        return NULL;
-    if (!has_lo && !has_hi) return strdup("integer");
-    if (has_lo && has_hi && lo > hi) {
+    Bounds b;
+    if (read_bounds(c, schema, path, &b) < 0) return NULL;
+    if (!b.has_lo && !b.has_hi) return strdup("integer");
+    Text t = {0};
+    if (!decimal_integers_within(&t, &b)) {
         refuse(c, path, "no integer lies between the bounds");
         return NULL;
     }
+    return text_take(&t);
+}
+
+// Numbers within bounds are written without an exponent; bounds with a fraction are refused: the digit-by-digit
+// ranges would have to reach into the fraction.
+static char *number_expression(Converter *c, json_t *schema, const char *path) {
+    Bounds b;
+    if (read_bounds(c, schema, path, &b) < 0) return NULL;
+    if (!b.has_lo && !b.has_hi) return strdup("number");
+    if ((b.has_lo && b.lo != floor(b.lo)) || (b.has_hi && b.hi != floor(b.hi))) {
+        refuse(c, path, "a bound on type number with a fraction is not supported (whole bounds are)");
+        return NULL;
+    }
     Text t = {0};
-    const char *sep = "";
-    text_add(&t, "(");
-    if (!has_lo || lo < 0) {  // the negative ones: "-" then -min(hi, -1) .. -lo
-        long long top = has_hi && hi < -1 ? -hi : 1;
-        text_add(&t, "\"-\" ");
-        naturals_between(&t, top, has_lo ? -lo : -1);
-        sep = " | ";
+    if (!decimal_numbers_within(&t, &b)) {
+        refuse(c, path, "no number lies between the bounds");
+        return NULL;
     }
-    if (!has_hi || hi >= 0) {
-        text_add(&t, "%s", sep);
-        naturals_between(&t, has_lo && lo > 0 ? lo : 0, has_hi ? hi : -1);
-    }
-    text_add(&t, ")");
     return text_take(&t);
 }
 
@@ -398,44 +360,129 @@ static void optional_tail(Text *t, const Members *m, int from) {
     for (int j = from; j < m->n; j++) text_add(t, " (\",\" ws %s)?", m->kv[j]);
 }
 
-static char *object_rule(Converter *c, json_t *schema, const char *name, const char *path) {
-    json_t *props = json_object_get(schema, "properties"), *extra = json_object_get(schema, "additionalProperties");
-    if (extra && !json_is_boolean(extra)) {
-        refuse(c, path, "additionalProperties as a schema is not supported (true or false are)");
+// A JSON string other than the property names keys[0..n) (sorted, all sharing their first `at` bytes), from byte
+// `at` on: a walk down the names' trie — the string ends here where no name does, or goes on with a character no
+// name has next (then anything), or with a name's next character (then the same from there). Keys drawn from it
+// are written without escapes, so that none can spell a property's name another way.
+static void other_key_from(Text *t, const char **keys, int n, size_t at) {
+    Text next = {0};  // the characters that continue some name (those a key may hold unescaped)
+    const char *sep = "";
+    text_add(t, "(");
+    if (n == 0 || strlen(keys[0]) > at) {  // sorted: a name that ends here comes first
+        text_add(t, "\"\\\"\"");
+        sep = " | ";
+    }
+    for (int i = n > 0 && strlen(keys[0]) == at; i < n;) {
+        uint32_t cp = 0;
+        const char *from = keys[i] + at;
+        int len = utf8_decode((const unsigned char *)from, strlen(from), &cp);
+        len = len > 0 ? len : 1;
+        int j = i + 1;
+        while (j < n && !strncmp(keys[j] + at, from, (size_t)len)) j++;
+        if (cp >= 0x20 && cp != '"' && cp != '\\') {
+            text_class_char(&next, cp);
+            text_add(t, "%s", sep);
+            text_literal(t, from, (size_t)len);
+            text_add(t, " ");
+            other_key_from(t, keys + i, j - i, at + (size_t)len);
+            sep = " | ";
+        }
+        i = j;
+    }
+    char *children = text_take(&next);
+    text_add(t, "%s[^\"\\\\\\x00-\\x1F%s] [^\"\\\\\\x00-\\x1F]* \"\\\"\")", sep, children ? children : "");
+    free(children);
+}
+
+static int by_bytes(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
+
+// The key-value pairs of an object's other properties (additionalProperties true or a schema) as a rule:
+// a key that no property names, then a value of `extra`'s schema.
+static char *other_pair_rule(Converter *c, json_t *props, json_t *extra, const char *name, const char *path) {
+    const char **keys = calloc(json_object_size(props) + 1, sizeof *keys), *key;
+    int n = 0;
+    json_t *sub;
+    if (!keys) {
+        refuse(c, path, "out of memory");
         return NULL;
     }
-    if (json_object_size(props) > 0 && json_is_true(extra)) {
-        refuse(c, path, "additionalProperties true together with properties is not supported");
+    json_object_foreach(props, key, sub) {
+        if (strlen(key) > 128) {
+            refuse(c, path, "a property name longer than 128 bytes beside additionalProperties");
+            free(keys);
+            return NULL;
+        }
+        keys[n++] = key;
+    }
+    qsort(keys, (size_t)n, sizeof *keys, by_bytes);
+    char *value = json_is_true(extra) ? strdup("value") : visit_part(c, extra, name, path, "additionalProperties");
+    Text t = {0};
+    text_add(&t, "\"\\\"\" ");
+    other_key_from(&t, keys, n, 0);
+    free(keys);
+    if (!value) {
+        free(text_take(&t));
+        return NULL;
+    }
+    text_add(&t, " ws \":\" ws %s ws", value);
+    free(value);
+    char base[128];
+    snprintf(base, sizeof base, "%.100s-other", name);
+    char *body = text_take(&t), *rule = new_rule_name(c, base);
+    if (body && rule) define(c, rule, body);
+    free(body);
+    return rule;
+}
+
+// An object's members: its properties, the required ones first, each optional one may be left out; then any
+// number of other pairs where `other` names their rule (NULL: none).
+static void object_body(Text *t, const Members *m, const char *other) {
+    char rest[200] = "";
+    if (other) snprintf(rest, sizeof rest, " (\",\" ws %.180s)*", other);
+    text_add(t, "\"{\" ws ");
+    if (m->n_required > 0) {
+        text_add(t, "%s", m->kv[0]);
+        for (int j = 1; j < m->n_required; j++) text_add(t, " \",\" ws %s", m->kv[j]);
+        optional_tail(t, m, m->n_required);
+        text_add(t, "%s", rest);
+    } else if (m->n > 0 || other) {  // all optional: whichever comes first has no comma before it
+        text_add(t, "(");
+        for (int j = 0; j < m->n; j++) {
+            text_add(t, "%s%s", j ? " | " : "", m->kv[j]);
+            optional_tail(t, m, j + 1);
+            text_add(t, "%s", rest);
+        }
+        if (other) text_add(t, "%s%s%s", m->n ? " | " : "", other, rest);
+        text_add(t, ")?");
+    }
+    text_add(t, " \"}\"");
+}
+
+// An object of the properties listed, and of others where additionalProperties is true or a schema; absent with
+// properties listed, it reads as false (as llama.cpp's converter reads it); absent without, as any object.
+static char *object_rule(Converter *c, json_t *schema, const char *name, const char *path) {
+    json_t *props = json_object_get(schema, "properties"), *extra = json_object_get(schema, "additionalProperties");
+    if (extra && !json_is_boolean(extra) && !json_is_object(extra)) {
+        refuse(c, path, "additionalProperties must be a boolean or a schema");
         return NULL;
     }
     Members m = {0};
-    if (object_members(c, schema, name, path, &m) < 0) {
-        free_members(&m);
-        return NULL;
-    }
-    if (m.n == 0) {
-        free_members(&m);
-        return strdup(json_is_false(extra) ? "(\"{\" ws \"}\")" : "object");
-    }
-    Text t = {0};
-    text_add(&t, "\"{\" ws ");
-    if (m.n_required > 0) {
-        text_add(&t, "%s", m.kv[0]);
-        for (int j = 1; j < m.n_required; j++) text_add(&t, " \",\" ws %s", m.kv[j]);
-        optional_tail(&t, &m, m.n_required);
-    } else {  // all optional: whichever comes first has no comma before it
-        text_add(&t, "(");
-        for (int j = 0; j < m.n; j++) {
-            text_add(&t, "%s%s", j ? " | " : "", m.kv[j]);
-            optional_tail(&t, &m, j + 1);
+    char *other = NULL, *rule = NULL;
+    bool others = extra && !json_is_false(extra);
+    if (object_members(c, schema, name, path, &m) == 0) {
+        if (m.n == 0 && (!extra || json_is_true(extra))) {
+            rule = strdup("object");
+        } else if (!others || (other = other_pair_rule(c, props, extra, name, path))) {
+            Text t = {0};
+            object_body(&t, &m, other);
+            char *body = text_take(&t);
+            rule = new_rule_name(c, name);
+            if (body && rule) define(c, rule, body);
+            free(body);
         }
-        text_add(&t, ")?");
     }
-    text_add(&t, " \"}\"");
     free_members(&m);
-    char *body = text_take(&t), *rule = new_rule_name(c, name);
-    if (body && rule) define(c, rule, body);
-    free(body);
+    free(other);
     return rule;
 }
 
@@ -443,24 +490,30 @@ static char *object_rule(Converter *c, json_t *schema, const char *name, const c
 
 // $ref "#/$defs/NAME" or "#/definitions/NAME": the definition's rule, written the first time it is referred to
 // (its name reserved before its body is visited, so a definition may refer to itself).
-static char *ref_rule(Converter *c, json_t *ref, const char *path) {
-    const char *target = json_is_string(ref) ? json_string_value(ref) : "";
-    const char *def = NULL, *section = NULL;
+// The definition that $ref names, or NULL (refused) where it names none; *def its name.
+static json_t *definition(Converter *c, json_t *ref, const char **def, const char *path) {
+    const char *target = json_is_string(ref) ? json_string_value(ref) : "", *section = NULL;
     if (!strncmp(target, "#/$defs/", 8)) {
         section = "$defs";
-        def = target + 8;
+        *def = target + 8;
     } else if (!strncmp(target, "#/definitions/", 14)) {
         section = "definitions";
-        def = target + 14;
+        *def = target + 14;
     }
-    json_t *schema = section ? json_object_get(json_object_get(c->root, section), def) : NULL;
+    json_t *schema = section ? json_object_get(json_object_get(c->root, section), *def) : NULL;
     if (!schema) {
         char what[200];
         snprintf(what, sizeof what, "$ref '%.100s' is not a definition of this schema (#/$defs/… or #/definitions/…)",
                  target);
         refuse(c, path, what);
-        return NULL;
     }
+    return schema;
+}
+
+static char *ref_rule(Converter *c, json_t *ref, const char *path) {
+    const char *target = json_string_value(ref), *def = NULL;
+    json_t *schema = definition(c, ref, &def, path);
+    if (!schema) return NULL;
     json_t *known = json_object_get(c->refs, target);
     if (known) return strdup(json_string_value(known));
     char base[128];
@@ -478,20 +531,113 @@ static char *ref_rule(Converter *c, json_t *ref, const char *path) {
     return rule;
 }
 
+// ---- allOf: object schemas merged -------------------------------------------------------------------------------------
+
+typedef struct {
+    json_t *properties, *required;  // the union of the parts'
+    json_t *closed;                 // [the properties of each part with additionalProperties false]
+    bool all_open;                  // every part says additionalProperties true
+} Merge;
+
+static int merge_part(Converter *c, Merge *m, json_t *part, const char *path);
+
+static int merge_keyword(Converter *c, Merge *m, const char *keyword, json_t *v, const char *path) {
+    char what[240];
+    if (!strcmp(keyword, "type")) {
+        if (!json_is_string(v) || strcmp(json_string_value(v), "object"))
+            return refuse(c, path, "allOf merges object schemas only: a part whose type is not object");
+    } else if (!strcmp(keyword, "properties")) {
+        const char *key;
+        json_t *sub, *known;
+        if (!json_is_object(v)) return refuse(c, path, "properties must be an object");
+        json_object_foreach(v, key, sub) {
+            if ((known = json_object_get(m->properties, key)) && !json_equal(known, sub)) {
+                snprintf(what, sizeof what, "the property '%.80s' is described differently by two parts of allOf", key);
+                return refuse(c, path, what);
+            }
+            json_object_set(m->properties, key, sub);
+        }
+    } else if (!strcmp(keyword, "required")) {
+        if (!json_is_array(v)) return refuse(c, path, "required must be an array");
+        json_array_extend(m->required, v);
+    } else if (!strcmp(keyword, "additionalProperties")) {
+        if (!json_is_boolean(v)) return refuse(c, path, "allOf with additionalProperties as a schema is not supported");
+    } else if (!strcmp(keyword, "allOf")) {
+        size_t i;
+        json_t *sub;
+        if (!json_is_array(v) || json_array_size(v) == 0) return refuse(c, path, "allOf must be a non-empty array");
+        json_array_foreach(v, i, sub) {
+            char sub_path[512];
+            snprintf(sub_path, sizeof sub_path, "%.480s/allOf/%zu", path, i);
+            if (merge_part(c, m, sub, sub_path) < 0) return -1;
+        }
+    } else if (!strcmp(keyword, "$ref")) {
+        const char *def;
+        json_t *target = definition(c, v, &def, path);
+        if (!target || merge_part(c, m, target, json_string_value(v) + 1) < 0) return -1;
+    } else if (strcmp(keyword, "$defs") && strcmp(keyword, "definitions") && !is_annotation(keyword)) {
+        snprintf(what, sizeof what, "allOf merges object schemas only: '%.80s' cannot be merged", keyword);
+        return refuse(c, path, what);
+    }
+    return 0;
+}
+
+// One part of allOf (or the schema that holds it) merged into m: its keywords, its own allOf and $ref followed.
+static int merge_part(Converter *c, Merge *m, json_t *part, const char *path) {
+    if (json_is_true(part)) return 0;
+    if (!json_is_object(part)) return refuse(c, path, "a part of allOf must be an object schema");
+    if (c->depth >= MAX_DEPTH) return refuse(c, path, "schemas nested more than 64 deep");
+    json_t *extra = json_object_get(part, "additionalProperties"), *listed = json_object_get(part, "properties"), *v;
+    m->all_open &= json_is_true(extra) || (!extra && !listed);  // as object_rule reads a part alone
+    if (json_is_false(extra)) json_array_append_new(m->closed, listed ? json_incref(listed) : json_object());
+    c->depth++;
+    const char *keyword;
+    int rc = 0;
+    json_object_foreach(part, keyword, v) if (rc == 0) rc = merge_keyword(c, m, keyword, v, path);
+    c->depth--;
+    return rc;
+}
+
+// allOf of object schemas as one object: the union of their properties (one described by two parts must be
+// described the same) and of their required names; where a part says additionalProperties false, every property
+// must be one it lists; other properties only where every part says additionalProperties true.
+static char *all_of(Converter *c, json_t *schema, const char *name, const char *path) {
+    Merge m = {.properties = json_object(), .required = json_array(), .closed = json_array(), .all_open = true};
+    json_t *merged = json_object();
+    char *e = NULL;
+    if (m.properties && m.required && m.closed && merged && merge_part(c, &m, schema, path) == 0) {
+        size_t i;
+        json_t *listed;
+        const char *key, *stray = NULL;
+        json_t *sub;
+        json_array_foreach(m.closed, i, listed) json_object_foreach(m.properties, key, sub)
+            if (!stray && !json_object_get(listed, key)) stray = key;
+        if (stray) {
+            char what[240];
+            snprintf(what, sizeof what, "the property '%.80s' is not listed by a part of allOf with "
+                     "additionalProperties false", stray);
+            refuse(c, path, what);
+        } else {
+            json_object_set(merged, "properties", m.properties);
+            json_object_set(merged, "required", m.required);
+            json_object_set_new(merged, "additionalProperties", json_boolean(m.all_open));
+            e = object_rule(c, merged, name, path);
+        }
+    }
+    json_decref(m.properties);
+    json_decref(m.required);
+    json_decref(m.closed);
+    json_decref(merged);
+    return e;
+}
+
 // The expression for one type name of `type`.
 static char *typed(Converter *c, json_t *schema, const char *type, const char *name, const char *path) {
     if (!strcmp(type, "object")) return object_rule(c, schema, name, path);
     if (!strcmp(type, "array")) return array_rule(c, schema, name, path);
     if (!strcmp(type, "string")) return string_expression(c, schema, path);
     if (!strcmp(type, "integer")) return integer_expression(c, schema, path);
-    if (!strcmp(type, "number")) {
-        if (json_object_get(schema, "minimum") || json_object_get(schema, "maximum") ||
-            json_object_get(schema, "exclusiveMinimum") || json_object_get(schema, "exclusiveMaximum")) {
-            refuse(c, path, "bounds on type number are not supported (they are on integer)");
-            return NULL;
-        }
-        return strdup("number");
-    }
+    if (!strcmp(type, "number")) return number_expression(c, schema, path);
     if (!strcmp(type, "boolean") || !strcmp(type, "null")) return strdup(type);
     char what[160];
     snprintf(what, sizeof what, "type '%.60s' is not a JSON Schema type", type);
@@ -552,6 +698,7 @@ static char *visit(Converter *c, json_t *schema, const char *name, const char *p
         Text t = {0};
         e = literal_of(c, &t, v, path) == 0 ? text_take(&t) : NULL;
     } else if ((v = json_object_get(schema, "enum"))) e = enum_expression(c, v, one_type, path);
+    else if (json_object_get(schema, "allOf")) e = all_of(c, schema, name, path);
     else if ((v = json_object_get(schema, "anyOf"))) e = alternatives(c, schema, v, name, path, "anyOf");
     else if ((v = json_object_get(schema, "oneOf"))) e = alternatives(c, schema, v, name, path, "oneOf");
     else if (json_is_array(type)) e = alternatives(c, schema, type, name, path, "type");

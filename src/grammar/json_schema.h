@@ -2,14 +2,15 @@
 //
 // The subset that clients send for structured output (JSON Schema 2020-12's keywords, as OpenAI's and llama.cpp's
 // converters take them; docs/structured.md lists it): type (one or a list); object with properties, required and
-// additionalProperties (false, true, or absent: with properties listed, absent means no other keys, as llama.cpp's
-// converter reads it); array with items, minItems, maxItems; string with minLength, maxLength, pattern (a regular
-// expression anchored by ^…$, of literals, classes, escapes \d \w \s, groups, | and quantifiers), format (date,
-// time, date-time, uuid); integer with minimum, maximum, exclusiveMinimum, exclusiveMaximum (numbers);
-// number, boolean, null; anyOf and oneOf (as alternatives: oneOf's exclusivity is not enforced); $ref to "#/$defs/…"
-// or "#/definitions/…" (recursion allowed); enum and const of any JSON value. {"type": "object"} alone (or `true`,
-// or {}) is any JSON value of that type. Annotations (title, description, default, examples, $schema, $id,
-// $comment) are read past. Every other keyword, format, or regular-expression feature is refused by name.
+// additionalProperties (false, true, a schema, or absent: with properties listed, absent means no other keys, as
+// llama.cpp's converter reads it); allOf of object schemas, merged; array with items, minItems, maxItems; string
+// with minLength, maxLength, pattern (a regular expression anchored by ^…$, of literals, classes, escapes \d \w \s,
+// groups, | and quantifiers), format (date, time, date-time, uuid); integer with minimum, maximum,
+// exclusiveMinimum, exclusiveMaximum; number with the same bounds where they are whole numbers; boolean, null;
+// anyOf and oneOf (as alternatives: oneOf's exclusivity is not enforced); $ref to "#/$defs/…" or
+// "#/definitions/…" (recursion allowed); enum and const of any JSON value. {"type": "object"} alone (or `true`, or
+// {}) is any JSON value of that type. Annotations (title, description, default, examples, $schema, $id, $comment)
+// are read past. Every other keyword, format, or regular-expression feature is refused by name.
 //
 // Properties come in the schema's order (required ones first, then the optional, each optional one may be left
 // out); whitespace between tokens is bounded (at most one newline and 20 spaces or tabs, the rule `ws`) and numbers

@@ -64,8 +64,8 @@ TEST(cli_grammar_file_and_json) {
     snprintf(args, sizeof args, "generate " PAIR " -p x --grammar %s --json", path);
     CHECK(run_specdec(args, &out, &err) == 2 && strstr(err, "give one of them"), "%s", err);
     free(out), free(err);
-    CHECK(run_specdec("generate " PAIR " -p x --json-schema '{\"allOf\": []}'", &out, &err) == 2 &&
-              strstr(err, "the keyword 'allOf' is not supported"), "%s", err);
+    CHECK(run_specdec("generate " PAIR " -p x --json-schema '{\"not\": {}}'", &out, &err) == 2 &&
+              strstr(err, "the keyword 'not' is not supported"), "%s", err);
     free(out), free(err);
     unlink(path);
     CHECK(run_specdec("generate " PAIR " -p \"data = \" -n 30 --temp 0 --json", &out, &err) == 0 && out[0] == '{',

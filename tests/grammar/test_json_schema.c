@@ -17,7 +17,7 @@ static Grammar *schema_grammar(const char *schema) {
 
 static const struct {
     const char *schema;
-    const char *valid[8], *invalid[8];
+    const char *valid[10], *invalid[10];
 } conformance[] = {
     {"{\"type\": \"object\", \"properties\": {\"name\": {\"type\": \"string\"}, \"age\": {\"type\": \"integer\"}},"
      " \"required\": [\"name\"], \"additionalProperties\": false}",
@@ -45,6 +45,22 @@ static const struct {
     {"{\"const\": \"fixed\"}", {"\"fixed\""}, {"\"other\""}},
     {"{\"anyOf\": [{\"type\": \"integer\"}, {\"type\": \"string\", \"maxLength\": 1}]}", {"5", "\"x\""}, {"\"xy\"", "true"}},
     {"{\"type\": [\"boolean\", \"null\"]}", {"true", "null"}, {"0"}},
+    {"{\"type\": \"number\", \"minimum\": -3, \"exclusiveMaximum\": 12}",
+     {"-3", "-3.0", "-2.999", "-0.5", "0", "0.25", "11", "11.999", "7.000"}, {"-3.01", "-4", "12", "12.0", "12.5", "1e2"}},
+    {"{\"type\": \"number\", \"exclusiveMinimum\": 0, \"maximum\": 1}", {"0.001", "0.5", "1", "1.0"}, {"0", "0.0", "1.01", "-0.5"}},
+    {"{\"type\": \"number\", \"maximum\": -2}", {"-2", "-2.0", "-2.5", "-1000.125"}, {"-1.5", "0", "3"}},
+    {"{\"type\": \"object\", \"properties\": {\"id\": {\"type\": \"integer\"}, \"name\": {\"type\": \"string\"}},"
+     " \"required\": [\"id\"], \"additionalProperties\": true}",
+     {"{\"id\": 1}", "{\"id\": 1, \"nam\": 2}", "{\"id\": 1, \"names\": [], \"x\": {}}", "{\"id\": 1, \"name\": \"a\", \"i\": 0}"},
+     {"{\"id\": 1, \"name\": 2}", "{\"id\": 1, \"id\": 2}", "{\"x\": 1}", "{\"id\": 1, \"n\\u0061me\": 3}"}},
+    {"{\"properties\": {\"a\": {\"type\": \"null\"}}, \"additionalProperties\": {\"type\": \"boolean\"}}",
+     {"{}", "{\"a\": null}", "{\"b\": true}", "{\"a\": null, \"\": false, \"aa\": true}"}, {"{\"a\": true}", "{\"b\": 1}"}},
+    {"{\"$defs\": {\"named\": {\"properties\": {\"name\": {\"type\": \"string\"}}, \"required\": [\"name\"]}},"
+     " \"allOf\": [{\"$ref\": \"#/$defs/named\"}, {\"type\": \"object\", \"properties\": {\"age\": {\"type\": \"integer\","
+     " \"minimum\": 0}}}], \"title\": \"person\"}",
+     {"{\"name\": \"a\"}", "{\"name\": \"a\", \"age\": 3}"}, {"{\"age\": 3}", "{\"name\": \"a\", \"age\": -1}", "{\"name\": \"a\", \"b\": 1}"}},
+    {"{\"allOf\": [{\"properties\": {\"a\": {\"type\": \"integer\"}}, \"additionalProperties\": true},"
+     " {\"required\": [\"a\"]}]}", {"{\"a\": 1}", "{\"a\": 1, \"b\": \"x\"}"}, {"{\"b\": 1}", "{\"a\": \"x\"}", "{}"}},
     {"{\"$defs\": {\"node\": {\"type\": \"object\", \"properties\": {\"next\": {\"$ref\": \"#/$defs/node\"}},"
      " \"additionalProperties\": false}}, \"$ref\": \"#/$defs/node\"}",
      {"{}", "{\"next\": {\"next\": {}}}"}, {"{\"next\": 1}"}},
@@ -69,7 +85,15 @@ TEST(json_schema_conformance_table) {
 static const struct {
     const char *schema, *message;
 } refusals[] = {
-    {"{\"type\": \"string\", \"minLength\": 1, \"allOf\": []}", "at /: the keyword 'allOf' is not supported"},
+    {"{\"allOf\": [{\"type\": \"string\"}]}", "at /allOf/0: allOf merges object schemas only: a part whose type is not"},
+    {"{\"minLength\": 1, \"allOf\": [{}]}", "at /: allOf merges object schemas only: 'minLength' cannot be merged"},
+    {"{\"allOf\": []}", "allOf must be a non-empty array"},
+    {"{\"allOf\": [{\"properties\": {\"a\": {\"type\": \"string\"}}}, {\"properties\": {\"a\": {}}}]}",
+     "the property 'a' is described differently by two parts of allOf"},
+    {"{\"allOf\": [{\"properties\": {\"a\": {}}, \"additionalProperties\": false}, {\"properties\": {\"b\": {}}}]}",
+     "the property 'b' is not listed by a part of allOf with additionalProperties false"},
+    {"{\"type\": \"number\", \"minimum\": 0.5}", "a bound on type number with a fraction is not supported"},
+    {"{\"type\": \"number\", \"minimum\": 2, \"exclusiveMaximum\": 2}", "no number lies between the bounds"},
     {"{\"properties\": {\"a\": {\"not\": {}}}}", "at /properties/a: the keyword 'not' is not supported"},
     {"{\"type\": \"string\", \"format\": \"email\"}", "format 'email' is not supported"},
     {"{\"type\": \"string\", \"pattern\": \"abc\"}", "not anchored"},
@@ -79,11 +103,10 @@ static const struct {
     {"{\"type\": \"string\", \"pattern\": \"^a{2,,3}$\"}", "a malformed {m,n}"},
     {"{\"type\": \"string\", \"pattern\": \"^a{3,2}$\"}", "a {m,n} out of range"},
     {"{\"$ref\": \"https://example.com/s.json\"}", "is not a definition of this schema"},
-    {"{\"type\": \"number\", \"minimum\": 0}", "bounds on type number are not supported"},
     {"{\"type\": \"integer\", \"minimum\": 5, \"maximum\": 4}", "no integer lies between the bounds"},
     {"{\"type\": \"thing\"}", "type 'thing' is not a JSON Schema type"},
     {"{\"required\": [\"a\"], \"properties\": {}}", "a required key that properties does not describe"},
-    {"{\"properties\": {\"a\": {}}, \"additionalProperties\": {\"type\": \"string\"}}", "additionalProperties as a schema"},
+    {"{\"properties\": {\"a\": {}}, \"additionalProperties\": 3}", "additionalProperties must be a boolean or a schema"},
     {"false", "the schema false accepts nothing"},
     {"{\"type\": \"object\",", "schema.json:1:18: not JSON"},
 };
