@@ -4,8 +4,10 @@
 // A step, for the sequences in the batch:
 //   prefilling   the next ≤ BATCH_PREFILL_CHUNK prompt tokens are its rows; when the prompt (but its newest token)
 //                is in, the drafter's prefill, and it runs from the next step on
-//   running      scheduler_draft (γ, the drafts), and its rows are scheduler_verify_rows'
-//   all          one model_forward_batch over every sequence's rows
+//   running      scheduler_draft (γ, the drafts); each draft model forward its drafter waits for is one
+//                model_forward_batch of the draft over every running sequence's rows that wait (draft_together),
+//                then scheduler_draft_more; its rows are scheduler_verify_rows'
+//   all          one model_forward_batch of the target over every sequence's rows
 //   running      its logits to scheduler_finish_round: accept or resample, commit and roll back, record; done when
 //                scheduler_running says so
 #include "speculative/batch.h"
@@ -23,17 +25,24 @@ typedef struct {
     SpecStats stats;
     double prefill_seconds;  // the forwards that carried its prompt
     BatchLoad load;          // its part of the last step: 1 sequence, its rows, the tokens it committed, its drafts
+    DraftForward draft;      // the draft forward its round waits for (rows.T = 0: none)
     Err err;                 // BATCH_FAILED's
 } Sequence;
+
+// Room for a forward's logits, grown as needed.
+typedef struct {
+    float *rows;
+    size_t floats;
+} Logits;
 
 struct Batch {
     Model *target;
     int capacity;
     Sequence *seqs;         // [capacity]
-    SequenceRows *rows;     // [capacity]: a step's rows, of the sequences `fed`
+    SequenceRows *rows;     // [capacity]: a forward's rows, of the sequences `fed`
     int *fed;               // [capacity]
-    float *logits;          // [logit_rows, V]: a step's
-    size_t logit_rows;
+    Logits logits;          // a forward's: rows of its model's vocabulary
+    int draft_forwards;     // the draft model forwards of every step so far
 };
 
 Batch *batch_open(Model *target, int capacity, Err *err) {
@@ -63,7 +72,7 @@ void batch_close(Batch *b) {
     free(b->seqs);
     free(b->rows);
     free(b->fed);
-    free(b->logits);
+    free(b->logits.rows);
     free(b);
 }
 
@@ -92,52 +101,92 @@ int batch_join(Batch *b, const BatchJob *job, Err *err) {
 }
 
 // Each running sequence's γ policy is told the rest of the batch before it drafts (policy.h: rate_batch): the
-// others' last rounds, and the prefilling ones' chunks of this step (rows that commit no token).
+// others' last rounds — their rows and tokens summed, the longest of their drafting — and the prefilling ones'
+// chunks of this step (rows that commit no token).
 static void share_loads(Batch *b) {
-    BatchLoad all = {0};
     for (int id = 0; id < b->capacity; id++) {
         Sequence *q = &b->seqs[id];
-        if (q->state == BATCH_PREFILLING) {
-            const int left = prefill_left(q);
-            q->load = (BatchLoad){.sequences = 1, .rows = left < BATCH_PREFILL_CHUNK ? left : BATCH_PREFILL_CHUNK};
-        }
-        if (q->state != BATCH_PREFILLING && q->state != BATCH_RUNNING) continue;
-        all = (BatchLoad){all.sequences + q->load.sequences, all.rows + q->load.rows, all.tokens + q->load.tokens,
-                          all.draft_cost + q->load.draft_cost};
+        if (q->state != BATCH_PREFILLING) continue;
+        const int left = prefill_left(q);
+        q->load = (BatchLoad){.sequences = 1, .rows = left < BATCH_PREFILL_CHUNK ? left : BATCH_PREFILL_CHUNK};
     }
     for (int id = 0; id < b->capacity; id++) {
-        const Sequence *q = &b->seqs[id];
-        if (q->state != BATCH_RUNNING) continue;
-        scheduler_share(q->s, (BatchLoad){all.sequences - 1, all.rows - q->load.rows, all.tokens - q->load.tokens,
-                                          all.draft_cost - q->load.draft_cost});
+        if (b->seqs[id].state != BATCH_RUNNING) continue;
+        BatchLoad others = {0};
+        for (int other = 0; other < b->capacity; other++) {
+            const Sequence *o = &b->seqs[other];
+            if (other == id || (o->state != BATCH_PREFILLING && o->state != BATCH_RUNNING)) continue;
+            others.sequences++;
+            others.rows += o->load.rows;
+            others.tokens += o->load.tokens;
+            others.draft_cost = o->load.draft_cost > others.draft_cost ? o->load.draft_cost : others.draft_cost;
+        }
+        scheduler_share(b->seqs[id].s, others);
     }
 }
 
-// A sequence's rows for this step, or false where it has none (its drafter failed: it is BATCH_FAILED).
-static bool step_rows(Sequence *q, SequenceRows *rows) {
-    if (q->state == BATCH_PREFILLING) {
-        KVCache *cache = scheduler_cache(q->s);
-        const int left = prefill_left(q);
-        *rows = (SequenceRows){.cache = cache, .tokens = q->job.prompt + cache->len,
-                               .T = left < BATCH_PREFILL_CHUNK ? left : BATCH_PREFILL_CHUNK};
-        return true;
-    }
-    if (scheduler_draft(q->s, &q->err)) {
-        q->state = BATCH_FAILED;
-        return false;
-    }
-    *rows = scheduler_verify_rows(q->s);
-    return true;
-}
-
-// Room for a step's logits: rows of V.
-static int reserve_logits(Batch *b, size_t rows, Err *err) {
-    if (rows <= b->logit_rows) return 0;
-    float *grown = realloc(b->logits, sizeof(float) * rows * b->target->n_vocab);
+// Room for a forward's logits: rows of V.
+static int reserve_logits(Logits *logits, size_t rows, int V, Err *err) {
+    if (rows * V <= logits->floats) return 0;
+    float *grown = realloc(logits->rows, sizeof(float) * rows * V);
     if (!grown) return err_fmt(err, "out of memory for a batch's logits (%zu rows)", rows);
-    b->logits = grown;
-    b->logit_rows = rows;
+    logits->rows = grown;
+    logits->floats = rows * V;
     return 0;
+}
+
+// The logit rows a sequence's rows get from the forward.
+static size_t logit_rows(const SequenceRows *rows) { return rows->all_logits ? (size_t)rows->T : 1; }
+
+static void fail(Sequence *q, const Err *err) {
+    q->state = BATCH_FAILED;
+    q->err = *err;
+    q->draft = (DraftForward){0};
+}
+
+// The running sequences' drafts: while any round waits for a draft forward, one model_forward_batch over the rows of
+// every sequence that waits on the same draft model — each one's j-th draft forward beside the others' j-th, the
+// weights read once — each one's logits to where its drafter wants them, and its next (scheduler_draft_more). A
+// sequence whose forward or drafter fails is BATCH_FAILED; the others go on.
+static void draft_together(Batch *b) {
+    for (;;) {
+        Model *model = NULL;
+        int n = 0;
+        size_t rows = 0;
+        for (int id = 0; id < b->capacity; id++) {
+            Sequence *q = &b->seqs[id];
+            if (q->state != BATCH_RUNNING || q->draft.rows.T == 0 || (model && q->draft.model != model)) continue;
+            model = q->draft.model;
+            b->rows[n] = q->draft.rows;
+            rows += logit_rows(&q->draft.rows);
+            b->fed[n++] = id;
+        }
+        if (n == 0) return;
+        Err err;
+        const bool fed = !reserve_logits(&b->logits, rows, model->n_vocab, &err) &&
+                         !model_forward_batch(model, b->rows, n, b->logits.rows, &err);
+        b->draft_forwards += fed;
+        size_t at = 0;  // the forward's logit rows so far
+        for (int k = 0; k < n; k++) {
+            Sequence *q = &b->seqs[b->fed[k]];
+            const size_t out_rows = logit_rows(&b->rows[k]);
+            if (!fed) fail(q, &err);
+            else {
+                memcpy(q->draft.logits, b->logits.rows + at * model->n_vocab, sizeof(float) * out_rows * model->n_vocab);
+                if (scheduler_draft_more(q->s, &q->draft, &q->err)) fail(q, &q->err);
+            }
+            at += out_rows;
+        }
+    }
+}
+
+// A sequence's rows for the target's forward this step: its prompt's next chunk, or its round's verification.
+static SequenceRows step_rows(Sequence *q) {
+    if (q->state == BATCH_RUNNING) return scheduler_verify_rows(q->s);
+    KVCache *cache = scheduler_cache(q->s);
+    const int left = prefill_left(q);
+    return (SequenceRows){.cache = cache, .tokens = q->job.prompt + cache->len,
+                          .T = left < BATCH_PREFILL_CHUNK ? left : BATCH_PREFILL_CHUNK};
 }
 
 // After the forward: each sequence's logits to its round (a prefill's are not needed), and where it stands now.
@@ -147,13 +196,13 @@ static void finish_step(Batch *b, int n, double forward_seconds) {
     for (int k = 0; k < n; k++) {
         Sequence *q = &b->seqs[b->fed[k]];
         const SequenceRows *rows = &b->rows[k];
-        const size_t out_rows = rows->all_logits ? (size_t)rows->T : 1;
+        const size_t out_rows = logit_rows(rows);
         if (q->state == BATCH_PREFILLING) {
             q->prefill_seconds += forward_seconds;
             if (prefill_left(q) == 0) start_rounds(q);
         } else {
             const int generated = q->stats.generated;
-            memcpy(scheduler_logits(q->s), b->logits + at * V, sizeof(float) * out_rows * V);
+            memcpy(scheduler_logits(q->s), b->logits.rows + at * V, sizeof(float) * out_rows * V);
             if (scheduler_finish_round(q->s, forward_seconds, &q->err)) q->state = BATCH_FAILED;
             else if (!scheduler_running(q->s)) q->state = BATCH_DONE;
             q->load = (BatchLoad){1, rows->T, q->stats.generated - generated, scheduler_draft_cost(q->s)};
@@ -163,27 +212,33 @@ static void finish_step(Batch *b, int n, double forward_seconds) {
 }
 
 int batch_step(Batch *b, Err *err) {
-    int n = 0;
-    size_t logit_rows = 0;
     share_loads(b);
+    for (int id = 0; id < b->capacity; id++) {  // the rounds begin: γ, and drafts that need no draft forward
+        Sequence *q = &b->seqs[id];
+        if (q->state == BATCH_RUNNING && scheduler_draft(q->s, &q->draft, &q->err)) fail(q, &q->err);
+    }
+    draft_together(b);
+    int n = 0;
+    size_t rows = 0;
     for (int id = 0; id < b->capacity; id++) {
         Sequence *q = &b->seqs[id];
-        if ((q->state != BATCH_PREFILLING && q->state != BATCH_RUNNING) || !step_rows(q, &b->rows[n])) continue;
-        logit_rows += b->rows[n].all_logits ? (size_t)b->rows[n].T : 1;
+        if (q->state != BATCH_PREFILLING && q->state != BATCH_RUNNING) continue;
+        b->rows[n] = step_rows(q);
+        rows += logit_rows(&b->rows[n]);
         b->fed[n++] = id;
     }
     if (n == 0) return 0;
     const double t0 = now_seconds();
-    if (reserve_logits(b, logit_rows, err) || model_forward_batch(b->target, b->rows, n, b->logits, err)) {
-        for (int k = 0; k < n; k++) {
-            b->seqs[b->fed[k]].state = BATCH_FAILED;
-            b->seqs[b->fed[k]].err = *err;
-        }
+    if (reserve_logits(&b->logits, rows, b->target->n_vocab, err) ||
+        model_forward_batch(b->target, b->rows, n, b->logits.rows, err)) {
+        for (int k = 0; k < n; k++) fail(&b->seqs[b->fed[k]], err);
         return -1;
     }
     finish_step(b, n, now_seconds() - t0);
     return 0;
 }
+
+int batch_draft_forwards(const Batch *b) { return b->draft_forwards; }
 
 int batch_active(const Batch *b) {
     int n = 0;

@@ -1,6 +1,7 @@
 // batch.h — several generations advancing together, each round's verifications in one target forward (continuous
 // batching: Orca, Yu et al. 2022, with speculative rounds). Each step, every running sequence drafts (its own
-// drafter, one after the other), then one model_forward_batch feeds the target every sequence's rows — the newest
+// drafter and draft cache; the draft model's j-th forward of every sequence that drafts is one forward of the
+// draft over all their rows), then one model_forward_batch feeds the target every sequence's rows — the newest
 // committed token and the drafts, a chain or a tree, on the sequence's own KV cache — and each sequence accepts or
 // resamples, commits and rolls back as alone (scheduler.h: the same steps). A sequence that joins prefills its
 // prompt BATCH_PREFILL_CHUNK tokens a step, in the same forwards as the others' rounds, so running sequences do not
@@ -55,6 +56,10 @@ int batch_step(Batch *b, Err *err);
 
 // Sequences prefilling or running.
 int batch_active(const Batch *b);
+
+// The draft model forwards the batch has run, every step's: one per level that any sequence drafted in that step
+// (where all share one draft model), however many sequences drafted it.
+int batch_draft_forwards(const Batch *b);
 
 BatchState batch_state(const Batch *b, int id);
 

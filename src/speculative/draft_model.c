@@ -73,54 +73,64 @@ static int constrain(ModelDrafter *d, const DraftTree *tree, int node, float *lo
 // tokens at positions cache.len .. n − 1) — the committed tokens since its last use (the whole prompt at first;
 // after plain rounds, all they committed; after a fully accepted round, the last draft and the bonus token) — and
 // its last row gives the q of the first level. Each later level's forward feeds the level drawn last, one row per
-// branch, which sees the committed text and its own path of the tree's rows fed before (model_extend_tree: a
+// branch, which sees the committed text and its own path of the tree's rows fed before (model_extend_tree's rows: a
 // chain's newest token is the case of one branch), and gives the q of every branch's next token. The levels hang
 // under the tree's last node, or under the newest of the n tokens when the tree is empty, and their nodes and q
 // rows follow those already there: node i's row is first_position + i, the nodes in breadth-first order. The
 // deepest level is never fed, since the next round may not keep it. The report's counts add up.
-static int draft_levels(ModelDrafter *d, const int *unread, int n, TreeShape shape, bool guess, DraftTree *tree,
-                        double *q, DraftReport *report, Err *err) {
-    const int V = d->model->n_vocab, n_ctx = d->model->cfg.n_positions;
-    const int width = shape.width < max_width(d->params) ? shape.width : max_width(d->params);
-    if (shape.depth < 1 || n > n_ctx) return 0;
-    report->rows += n - d->cache.len;
-    if (model_forward(d->model, &d->cache, unread, n - d->cache.len, d->logits, false, err)) return -1;
-    report->calls++;
-    int frontier = tree->n > 0 ? tree->n - 1 : -1, n_frontier = 1, q_rows = 0;  // the level drawn last: its nodes
-    for (int i = 0; i < tree->n; i++) q_rows += tree->node[i].q != NULL;
-    for (int level = 0; level < shape.depth; level++) {
-        if (level > 0) {  // the level drawn last: rows frontier .. frontier + n_frontier − 1
-            if (d->cache.len + n_frontier > n_ctx) break;
-            int token[TREE_MAX_NODES];  // the new rows' tokens
-            for (int i = 0; i < n_frontier; i++) token[i] = tree->node[frontier + i].token;
-            if (model_extend_tree(d->model, &d->cache, d->first_position, token, tree->parent, n_frontier, d->logits,
-                                  err))
-                return -1;
-            report->calls++;
-            report->rows += n_frontier;
-        }
-        const int from = tree->n;  // the nodes this level adds
-        for (int f = 0; f < n_frontier; f++) {
-            const int node = level == 0 ? frontier : frontier + f;
-            float *logits = d->logits + (size_t)(level == 0 ? 0 : f) * V;
-            penalize_draft_row(d, tree, node, logits);
-            if (d->p_min > 0 && sampling_top_probability(d->model->kernels, logits, V, d->exponentials) < d->p_min)
-                continue;  // the draft is unsure
-            const double *q_row;
-            int token;
-            const double t0 = now_seconds();
-            const int masked = constrain(d, tree, node, d->logits + (size_t)(level == 0 ? 0 : f) * V, err);
-            if (masked < 0) return -1;
-            if (masked > 0) continue;  // the grammar leaves this branch nothing
-            double *row = q ? q + (size_t)q_rows * V : NULL;  // (greedy: no rows, and drafting ahead gives none)
-            if (draft_q(d, logits, row, n + level - 1, &q_row, &token, err)) return -1;
-            report->q_seconds += now_seconds() - t0;
-            draw_children(d, tree, logits, q_row, token, node, level == 0 ? width : 1, n + level, guess && level == 0);
-            q_rows += q_row != NULL;
-        }
-        if (tree->n == from) break;
-        frontier = from, n_frontier = tree->n - from;
+//
+// Cut at its forwards (Drafter.begin, .resume): draft_levels names the first in *forward (rows.T = 0: nothing to
+// draft), and draw_level, after each, draws the level and names the next.
+static void draft_levels(ModelDrafter *d, const int *unread, int n, TreeShape shape, bool guess, DraftTree *tree,
+                         double *q, DraftReport *report, DraftForward *forward) {
+    *forward = (DraftForward){.model = d->model, .logits = d->logits};
+    if (shape.depth < 1 || n > d->model->cfg.n_positions) return;
+    shape.width = shape.width < max_width(d->params) ? shape.width : max_width(d->params);
+    DraftLevels *l = &d->levels;
+    *l = (DraftLevels){.tree = tree, .q = q, .report = report, .n = n, .shape = shape, .guess = guess,
+                       .frontier = tree->n > 0 ? tree->n - 1 : -1, .n_frontier = 1};
+    for (int i = 0; i < tree->n; i++) l->q_rows += tree->node[i].q != NULL;
+    forward->rows = (SequenceRows){.cache = &d->cache, .tokens = unread, .T = n - d->cache.len};
+    report->rows += forward->rows.T;
+}
+
+// After a level's forward (its logits in d->logits, a row per frontier node): the level's nodes, each node's
+// children drawn from its q; then the next level's forward in *forward, or none (rows.T = 0) where the levels are
+// done — at the depth asked, when no branch drew a child (the draft unsure, or the grammar allowing nothing), or
+// when the context is full.
+static int draw_level(ModelDrafter *d, DraftForward *forward, Err *err) {
+    DraftLevels *l = &d->levels;
+    DraftTree *tree = l->tree;
+    const int V = d->model->n_vocab, from = tree->n;  // the nodes this level adds
+    l->report->calls++;
+    forward->rows.T = 0;
+    for (int f = 0; f < l->n_frontier; f++) {
+        const int node = l->frontier + f;
+        float *logits = d->logits + (size_t)f * V;
+        penalize_draft_row(d, tree, node, logits);
+        if (d->p_min > 0 && sampling_top_probability(d->model->kernels, logits, V, d->exponentials) < d->p_min)
+            continue;  // the draft is unsure
+        const double *q_row;
+        int token;
+        const double t0 = now_seconds();
+        const int masked = constrain(d, tree, node, logits, err);
+        if (masked < 0) return -1;
+        if (masked > 0) continue;  // the grammar leaves this branch nothing
+        double *row = l->q ? l->q + (size_t)l->q_rows * V : NULL;  // (greedy: no rows, drafting ahead gives none)
+        if (draft_q(d, logits, row, l->n + l->level - 1, &q_row, &token, err)) return -1;
+        l->report->q_seconds += now_seconds() - t0;
+        draw_children(d, tree, logits, q_row, token, node, l->level == 0 ? l->shape.width : 1, l->n + l->level,
+                      l->guess && l->level == 0);
+        l->q_rows += q_row != NULL;
     }
+    if (tree->n == from || ++l->level == l->shape.depth) return 0;
+    l->frontier = from;
+    l->n_frontier = tree->n - from;
+    if (d->cache.len + l->n_frontier > d->model->cfg.n_positions) return 0;
+    for (int i = 0; i < l->n_frontier; i++) l->tokens[i] = tree->node[from + i].token;
+    forward->rows = (SequenceRows){.cache = &d->cache, .tokens = l->tokens, .T = l->n_frontier,
+                                   .parent = tree->parent, .base = d->first_position, .all_logits = true};
+    l->report->rows += l->n_frontier;
     return 0;
 }
 
@@ -132,14 +142,14 @@ static void continue_text(ModelDrafter *d, const int *context, int n, int n_prom
     d->n_prompt = n_prompt;
 }
 
-// A tree of request->shape continuing the committed tokens context[0..n).
-static int propose_tree(ModelDrafter *d, const int *context, int n, const DraftRequest *request, DraftTree *tree,
-                        double *q, DraftReport *report, Err *err) {
+// A tree of request->shape continuing the committed tokens context[0..n): its first forward in *forward.
+static void propose_tree(ModelDrafter *d, const int *context, int n, const DraftRequest *request, DraftTree *tree,
+                         double *q, DraftReport *report, DraftForward *forward) {
     *report = (DraftReport){0};
     tree->n = 0;
     d->first_position = n;
     continue_text(d, context, n, request->n_prompt);
-    return draft_levels(d, context + d->cache.len, n, request->shape, request->guess, tree, q, report, err);
+    draft_levels(d, context + d->cache.len, n, request->shape, request->guess, tree, q, report, forward);
 }
 
 // The chain drafted ahead, if it continues this text — the committed tokens are the ones it assumed, its guess the
@@ -172,18 +182,26 @@ static bool take_ahead(ModelDrafter *d, const int *context, int n, TreeShape sha
 // The chain drafted ahead if it holds (take_ahead), continued to the depth asked; else a tree drafted now
 // (propose_tree). Either way the drafts, their q rows and their random numbers are the ones propose_tree would
 // give: the continuation feeds the chain's deepest draft and draws from the same positions on, so pipelining
-// changes no token whatever depth the next round asks for.
-static int model_propose(Drafter *self, const int *context, int n, const DraftRequest *request, DraftTree *tree,
-                         double *q, DraftReport *report, Err *err) {
+// changes no token whatever depth the next round asks for. The first forward goes to *forward (Drafter.begin).
+static int model_begin(Drafter *self, const int *context, int n, const DraftRequest *request, DraftTree *tree,
+                       double *q, DraftReport *report, DraftForward *forward, Err *err) {
+    (void)err;
     ModelDrafter *d = (ModelDrafter *)self;
     int more;
+    *forward = (DraftForward){.model = d->model, .logits = d->logits};
     if (!take_ahead(d, context, n, request->shape, tree, q, report, &more))
-        return propose_tree(d, context, n, request, tree, q, report, err);
-    if (more == 0) return 0;
-    continue_text(d, context, n, request->n_prompt);
-    const int deepest = tree->node[tree->n - 1].token;
-    return draft_levels(d, &deepest, n + tree->n, (TreeShape){.depth = more, .width = 1}, false, tree, q, report,
-                        err);
+        propose_tree(d, context, n, request, tree, q, report, forward);
+    else if (more > 0) {
+        continue_text(d, context, n, request->n_prompt);
+        d->ahead.deepest = tree->node[tree->n - 1].token;
+        draft_levels(d, &d->ahead.deepest, n + tree->n, (TreeShape){.depth = more, .width = 1}, false, tree, q,
+                     report, forward);
+    }
+    return 0;
+}
+
+static int model_resume(Drafter *self, DraftForward *forward, Err *err) {
+    return draw_level((ModelDrafter *)self, forward, err);
 }
 
 // On the drafting thread (draft_ahead.h): propose_tree after context[0..n), the committed tokens and the verified
@@ -207,7 +225,7 @@ static int model_draft_ahead(Drafter *self, const int *context, int n, int depth
     d->model->max_threads = 1;
     DraftReport report;
     const DraftRequest request = {.shape = {.depth = most, .width = 1}, .n_prompt = d->n_prompt, .guess = true};
-    const int rc = propose_tree(d, context, n, &request, &a->tree, a->q, &report, err);
+    const int rc = drafter_propose_by_steps(self, context, n, &request, &a->tree, a->q, &report, err);
     d->model->max_threads = threads;
     d->first_position = first_position;
     d->cache.len = len;
@@ -249,7 +267,8 @@ int model_drafter_init(ModelDrafter *d, Model *draft, const SpecParams *params, 
     // Planned on one thread, whatever --draft-threads: a draft is small, its fastest count 1 or 2 (model/probe.h),
     // and a plan must not follow the probe's timings. A step samples its q row too.
     const double row = spec_row_cost(draft->n_vocab), step = spec_forward_cost(draft, 1, 1) + row;
-    *d = (ModelDrafter){.base = {.prefill = model_prefill, .propose = model_propose, .rollback = model_rollback,
+    *d = (ModelDrafter){.base = {.prefill = model_prefill, .propose = drafter_propose_by_steps,
+                                 .begin = model_begin, .resume = model_resume, .rollback = model_rollback,
                                  .draft_ahead = model_draft_ahead, .check_rollback = model_check, .step_cost = step,
                                  .row_cost = spec_forward_cost(draft, 2, 1) - spec_forward_cost(draft, 1, 1) + row},
                         .model = draft, .params = params, .p_min = p_min, .max_width = max_width(params)};

@@ -8,6 +8,17 @@ int draft_tree_path(const DraftTree *tree, int node, int *path) {
     return depth;
 }
 
+int drafter_propose_by_steps(Drafter *self, const int *context, int n, const DraftRequest *request, DraftTree *tree,
+                             double *q, DraftReport *report, Err *err) {
+    DraftForward forward;
+    if (self->begin(self, context, n, request, tree, q, report, &forward, err)) return -1;
+    while (forward.rows.T > 0)
+        if (model_forward_batch(forward.model, &forward.rows, 1, forward.logits, err) ||
+            self->resume(self, &forward, err))
+            return -1;
+    return 0;
+}
+
 DrafterKind drafter_kind(bool draft_model, bool lookup) {
     if (draft_model && lookup) return DRAFTER_STAGED;
     if (lookup) return DRAFTER_LOOKUP;

@@ -78,6 +78,15 @@ typedef struct {
                             // greedy into their argmax (sampling_greedy)
 } DraftReport;
 
+// A draft model's forward that a proposal under way waits for (Drafter.begin, .resume): its rows on the draft's
+// cache (rows.T = 0: none — the proposal is complete), and where the drafter wants their logits ([T, V] when
+// rows.all_logits, else the last row's [V]).
+typedef struct {
+    Model *model;
+    SequenceRows rows;
+    float *logits;
+} DraftForward;
+
 // The scheduler calls propose() once per round and rollback() after verification. A drafter holds its functions
 // and its costs; what passes between it and the scheduler each round is the request and the report.
 typedef struct Drafter {
@@ -89,6 +98,15 @@ typedef struct Drafter {
     // 0, or −1 with err set.
     int (*propose)(struct Drafter *self, const int *context, int n, const DraftRequest *request, DraftTree *tree,
                    double *q, DraftReport *report, Err *err);
+    // Optional, for drafters with a draft model (batch.c runs several sequences' draft forwards as one): propose()
+    // cut at its forwards, as the scheduler's round is cut at the target's. begin() starts the proposal propose()
+    // would make (the same arguments) and names in *forward the forward it waits for; the caller runs it — alone,
+    // or beside other sequences' rows in one model_forward_batch — puts the logits where it says, and calls
+    // resume(), which names the next, until forward->rows.T is 0: then the tree, q and report are propose()'s.
+    // Both return 0, or −1 with err set. Such a drafter's propose() is drafter_propose_by_steps.
+    int (*begin)(struct Drafter *self, const int *context, int n, const DraftRequest *request, DraftTree *tree,
+                 double *q, DraftReport *report, DraftForward *forward, Err *err);
+    int (*resume)(struct Drafter *self, DraftForward *forward, Err *err);
     // After verification: keep what was cached for the nodes path[0..n_path) of the last proposal (the accepted
     // path, root first), then forget whatever is cached at positions ≥ n (rejected, or not yet final).
     void (*rollback)(struct Drafter *self, int n, const int *path, int n_path);
@@ -106,6 +124,11 @@ typedef struct Drafter {
     double step_cost;       // one draft token in spec_forward_cost's units (a model's forward; 0: a lookup)
     double row_cost;        // each further row of a draft forward, in the same units (a tree's level forwards)
 } Drafter;
+
+// propose() of a drafter with begin() and resume(): begin, then each forward it names alone (a batch of one) and
+// resume (drafter.c).
+int drafter_propose_by_steps(Drafter *self, const int *context, int n, const DraftRequest *request, DraftTree *tree,
+                             double *q, DraftReport *report, Err *err);
 
 // ---- a small model (draft_model.c) --------------------------------------------------------------------------
 
@@ -139,9 +162,25 @@ typedef struct {
     int n;                  // the committed tokens the next round starts from if the guess holds (0: none held)
     int cache_len;          // the cache's length it expects then
     bool stopped;           // the chain ended before the depth asked (the draft unsure, or the context full)
+    int deepest;            // a continuation's first token fed: the chain's deepest draft (model_begin)
     DraftTree tree;
     double *q;              // [GAMMA_MAX + 1, V] (allocated at the first sampled draft_ahead; NULL when greedy)
 } AheadChain;
+
+// A proposal under way, between the draft forwards of its levels (draft_model.c: draft_levels and draw_level).
+typedef struct {
+    DraftTree *tree;
+    double *q;
+    DraftReport *report;
+    int n;                  // the tokens before the first level: level l's drafts sit at position n + l
+    TreeShape shape;        // its width at most the drafter's max_width
+    bool guess;             // the first level is drafting ahead's guess (DraftRequest.guess)
+    int level;              // the level the forward under way gives the q rows of
+    int frontier, n_frontier;  // the nodes whose rows it feeds (level 0: the node the levels hang under, −1 for the
+                               // newest committed token, and 1)
+    int q_rows;             // q rows written so far
+    int tokens[TREE_MAX_NODES];  // a level forward's tokens: the frontier's
+} DraftLevels;
 
 typedef struct {
     Drafter base;
@@ -158,6 +197,7 @@ typedef struct {
     double *scratch;        // [V]: drawing children without replacement
     float *exponentials;    // [V]: sampling_top_probability's scratch (NULL unless p_min > 0)
     int first_position;     // of the last proposal's first node: node i's row is cached at first_position + i
+    DraftLevels levels;     // the proposal under way (begin, resume)
     RollbackCheck check;    // the debug build's check of `cache` (check_rollback)
     AheadChain ahead;       // pipelined drafting's (draft_ahead)
 } ModelDrafter;

@@ -173,11 +173,13 @@ static double draft_time(const GammaState *g, int width, int depth, double draft
 
 // The rate of a round of T rows (width: its tree's, 1 for a chain) expected to commit `tokens` after drafting for
 // t_draft. Alone: tokens / (t_draft + t_verify(T)), verifying taken to cost at least a plain step (a noisy
-// measurement must not make drafting look free). In a batch planned for it: rate_batch (policy.h), the batch's.
+// measurement must not make drafting look free). In a batch planned for it: rate_batch (policy.h), the batch's —
+// its drafting as long as its longest chain of draft forwards (batch.c runs each level's for all at once).
 static double round_rate(const GammaState *g, double tokens, double t_draft, int T, int width) {
     if (batch_planned(g))
         return (tokens + g->others.tokens) /
-               (t_draft + g->others.draft_cost + batch_forward(g, g->others.rows + T));
+               ((t_draft > g->others.draft_cost ? t_draft : g->others.draft_cost) +
+                batch_forward(g, g->others.rows + T));
     const double plain_step = verify_time(g, 1);
     const double t_planned = width > 1 ? tree_verify_time(g, T) : verify_time(g, T);
     return tokens / (t_draft + (t_planned > plain_step ? t_planned : plain_step));

@@ -11,8 +11,10 @@
 // measured) — or, where the shape could change sampled output (SpecParams), spec_forward_cost's model of sizes and
 // the target's thread count, the same on every run. In a batch (GammaState.others), where the shape changes no
 // token (greedy, coupled), GAMMA_AUTO plans for the whole batch's rate with the cost model instead: the tokens
-// its round and the others' commit over its drafts, the others' and one forward of all the batch's rows,
-//   rate_batch(γ, W) = (E[tokens per round] + tokens_others) / (γ · t_draft + draft_others + F(rows_others + W·γ + 1))
+// its round and the others' commit over the batch's drafting — as long as the longest chain of draft forwards, its
+// own or the others' (each level's draft forward serves every sequence drafting it: batch.c) — and one forward of
+// all the batch's rows,
+//   rate_batch(γ, W) = (E[tokens per round] + tokens_others) / (max(γ · t_draft, draft_others) + F(rows_others + W·γ + 1))
 // with F(R) = spec_forward_cost's fixed weight stream + R · (a row's arithmetic and sampling): as the batch grows the
 // forward turns compute-bound, a draft row costs as much as a committed one, and γ falls to plain decoding. Under
 // rejection sampling at T > 0 the request's own plan stands, whatever the batch. For a drafter with a lookup, each
@@ -30,8 +32,9 @@ enum { T_SLOTS = TREE_MAX_ROWS + 1 };
 enum { SAMPLED = 0, LOOKUP_FIRST = LOOKUP_MATCH_SLOTS, LOOKUP_NEXT, N_SOURCES };
 
 // The rest of a batch (batch.h) that a sequence's round shares its target forward with, as their last step had it:
-// the other sequences' rows in the forward, the tokens their rounds committed, their drafts' cost (spec_forward_cost's
-// units). sequences = 0: the sequence runs alone.
+// the other sequences' rows in the forward, the tokens their rounds committed, the longest of their drafting (a
+// sequence's draft forwards in spec_forward_cost's units; batch.c runs a level's for all at once). sequences = 0:
+// the sequence runs alone.
 typedef struct {
     int sequences, rows, tokens;
     double draft_cost;

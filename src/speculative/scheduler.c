@@ -5,7 +5,9 @@
 // A round is the paper's steps, each a function below, over a draft tree — a chain of γ drafts is the tree of
 // width 1, and the same code runs it:
 //   0. choose γ (and the tree's width)  next_request
-//   1. draft x_1..x_k ~ q_1..q_k        draft: a tree of k nodes, each drawn from its q (or deterministic) — or
+//   1. draft x_1..x_k ~ q_1..q_k        draft (draft_more after each draft forward, which the caller runs: alone,
+//                                       or in batch.c beside other sequences'): a tree of k nodes, each drawn from
+//                                       its q (or deterministic) — or
 //                                       the chain drafted ahead during the round before (pipelined drafting,
 //                                       draft_ahead.h: start_drafting_ahead at the end of a draft model's chain,
 //                                       finish_drafting_ahead at the start of the commit)
@@ -70,6 +72,7 @@ struct Scheduler {
     Tally tally;                        // the statistics' sums over the rounds (record.c)
     SpecStats *stats;
     Round round;                        // the round under way
+    double t_draft;                     // when its drafting began
     double t_decode;                    // when the rounds began
 };
 
@@ -188,28 +191,48 @@ static int draft_forced(Scheduler *s, Round *r, int most, Err *err) {
     return r->tree.n;
 }
 
-// 1. Draft a tree of nodes x_i ~ q_i continuing the committed tokens (timed: r->draft_seconds) — or the chain the
-// grammar forces; then, after a chain of the draft model's, start drafting the next round ahead.
-static int draft(Scheduler *s, Round *r, Err *err) {
+// 1b. The drafts are in: a chain the grammar refuses cut, the tree's shape recorded, the drafting timed
+// (r->draft_seconds); then, after a chain of the draft model's, drafting the next round ahead starts.
+static void drafted(Scheduler *s, Round *r) {
+    cut_refused_chain(s, &r->tree);
+    set_levels(r);
+    r->draft_calls = r->report.calls;
+    r->draft_seconds = now_seconds() - s->t_draft;
+    start_drafting_ahead(s, r);
+}
+
+// 1. Draft a tree of nodes x_i ~ q_i continuing the committed tokens — or the chain the grammar forces. A drafter
+// with a draft model (Drafter.begin) names the draft forwards it waits for in *forward, which the caller runs,
+// calling draft_more after each (scheduler.h); a proposal on the drafting thread's core is made there whole.
+static int draft(Scheduler *s, Round *r, DraftForward *forward, Err *err) {
     r->tree.n = 0;
-    const double t0 = now_seconds();
+    *forward = (DraftForward){0};
+    s->t_draft = now_seconds();
     // Forced drafts cost no forward: as many as the round may verify, whatever depth the policy chose.
     const int room = fit_shape(s, (TreeShape){.depth = GAMMA_MAX, .width = 1}, s->n).depth;
     if (draft_forced(s, r, room, err)) {
         set_levels(r);
-        r->draft_seconds = now_seconds() - t0;
+        r->draft_seconds = now_seconds() - s->t_draft;
         return 0;
     }
     if (r->request.shape.depth == 0) return 0;
-    const bool own_core = draft_ahead_takes_proposals(s->ahead);  // the draft on the drafting thread's core
-    if (own_core ? draft_ahead_propose(s->ahead, s->context, s->n, &r->request, &r->tree, s->q, &r->report, err)
-                 : s->drafter->propose(s->drafter, s->context, s->n, &r->request, &r->tree, s->q, &r->report, err))
-        return -1;
-    cut_refused_chain(s, &r->tree);
-    set_levels(r);
-    r->draft_calls = r->report.calls;
-    r->draft_seconds = now_seconds() - t0;
-    start_drafting_ahead(s, r);
+    Drafter *d = s->drafter;
+    int rc;
+    if (draft_ahead_takes_proposals(s->ahead))  // the draft on the drafting thread's core
+        rc = draft_ahead_propose(s->ahead, s->context, s->n, &r->request, &r->tree, s->q, &r->report, err);
+    else if (d->begin)
+        rc = d->begin(d, s->context, s->n, &r->request, &r->tree, s->q, &r->report, forward, err);
+    else
+        rc = d->propose(d, s->context, s->n, &r->request, &r->tree, s->q, &r->report, err);
+    if (rc) return -1;
+    if (forward->rows.T == 0) drafted(s, r);
+    return 0;
+}
+
+// 1, continued: after the draft forward *forward named, the drafter's next (rows.T = 0: the drafts are in).
+static int draft_more(Scheduler *s, Round *r, DraftForward *forward, Err *err) {
+    if (s->drafter->resume(s->drafter, forward, err)) return -1;
+    if (forward->rows.T == 0) drafted(s, r);
     return 0;
 }
 
@@ -587,9 +610,13 @@ double scheduler_draft_cost(const Scheduler *s) {
     return s->drafter ? s->round.draft_calls * s->drafter->step_cost : 0;
 }
 
-int scheduler_draft(Scheduler *s, Err *err) {
+int scheduler_draft(Scheduler *s, DraftForward *forward, Err *err) {
     s->round = (Round){.request = next_request(s), .width = 1};  // each step times itself into the round's record
-    return draft(s, &s->round, err);
+    return draft(s, &s->round, forward, err);
+}
+
+int scheduler_draft_more(Scheduler *s, DraftForward *forward, Err *err) {
+    return draft_more(s, &s->round, forward, err);
 }
 
 SequenceRows scheduler_verify_rows(Scheduler *s) { return verify_rows(s, &s->round); }
@@ -632,7 +659,12 @@ static int generate(Model *target, KVCache *cache, Drafter *drafter, const int *
         goto done;
     if (scheduler_start(s, now_seconds() - t_start, err)) goto done;
     while (scheduler_running(s)) {
-        if (scheduler_draft(s, err)) goto done;
+        DraftForward draft_forward;
+        if (scheduler_draft(s, &draft_forward, err)) goto done;
+        while (draft_forward.rows.T > 0)
+            if (model_forward_batch(draft_forward.model, &draft_forward.rows, 1, draft_forward.logits, err) ||
+                scheduler_draft_more(s, &draft_forward, err))
+                goto done;
         const SequenceRows rows = scheduler_verify_rows(s);
         const double t0 = now_seconds();
         if (model_forward_batch(target, &rows, 1, scheduler_logits(s), err)) goto done;

@@ -34,8 +34,11 @@ void scheduler_share(Scheduler *s, BatchLoad others);
 // What the last round cost the batch beside its verification: its draft forwards, in spec_forward_cost's units.
 double scheduler_draft_cost(const Scheduler *s);
 
-// The first half of a round: choose γ, draft (and start drafting ahead).
-int scheduler_draft(Scheduler *s, Err *err);
+// The first half of a round: choose γ and draft (and start drafting ahead). Where the drafter waits for a draft
+// model's forward, *forward names it (rows.T > 0): the caller runs it — alone, or beside other sequences' draft rows
+// in one model_forward_batch — with the logits where it says, and calls scheduler_draft_more, until it names none.
+int scheduler_draft(Scheduler *s, DraftForward *forward, Err *err);
+int scheduler_draft_more(Scheduler *s, DraftForward *forward, Err *err);
 
 // The rows the target verifies in this round: a tree (or chain) fed onto the target's cache, every row's logits.
 SequenceRows scheduler_verify_rows(Scheduler *s);

@@ -151,3 +151,55 @@ TEST(batch_rounds_each_as_alone_gpt2_q8) {
     for (size_t c = 0; c < sizeof CONFIGS / sizeof CONFIGS[0] && !test_failures(); c++) check_config(&pair, &CONFIGS[c]);
     model_pair_close(&pair);
 }
+
+// The draft model's forwards are batched: SEQUENCES requests joining together, each drafting a chain of 3 in every
+// round (greedy, fixed γ, so every round of every sequence makes 3 draft forwards), share each level's forward — the
+// batch runs as many draft forwards as its longest-running sequence makes, not their sum — and each gets its tokens
+// alone.
+TEST(batch_draft_forwards_are_one_per_level) {
+    enum { SEQUENCES = 3, TOKENS = 12 };
+    ModelPair pair;
+    RandomCheckpoint target = LLAMA_TARGET, draft = QWEN3_DRAFT;
+    model_pair_open(&pair, &target, &draft, target.vocab_size, 2, QUANT_NONE);
+    const SpecParams params = {.sampling = {.temperature = 0, .top_p = 1}, .policy = GAMMA_FIXED, .gamma = 3,
+                               .eos_id = -1, .max_tokens = TOKENS};
+    int prompt[SEQUENCES][8], n_prompt[SEQUENCES], alone[SEQUENCES][TOKENS], n_alone[SEQUENCES];
+    int out[SEQUENCES][TOKENS], id[SEQUENCES];
+    Drafters drafters[SEQUENCES] = {0};
+    Err err;
+    Batch *b = batch_open(&pair.target, SEQUENCES, &err);
+    CHECK(b, "%s", err.msg);
+    for (int i = 0; i < SEQUENCES && b; i++) {
+        SpecStats stats;
+        n_prompt[i] = random_prompt(prompt[i], i, pair.target.n_vocab);
+        n_alone[i] = generate_with(&pair, DRAFT_MODEL, prompt[i], n_prompt[i], &params, params.seed, alone[i], &stats,
+                                   0);
+        CHECK(drafter_open(&drafters[i], DRAFTER_MODEL, &pair.draft, &params, 0, 1, &err) == 0, "%s", err.msg);
+        const BatchJob job = {.prompt = prompt[i], .n_prompt = n_prompt[i], .params = &params,
+                              .drafter = drafters[i].drafter, .out = out[i]};
+        CHECK((id[i] = batch_join(b, &job, &err)) >= 0, "%s", err.msg);
+    }
+    while (b && batch_active(b) > 0 && !test_failures()) CHECK(batch_step(b, &err) == 0, "%s", err.msg);
+    int most = 0, sum = 0;
+    for (int i = 0; i < SEQUENCES && b && !test_failures(); i++) {
+        int n_out;
+        SpecStats stats;
+        CHECK(batch_leave(b, id[i], &n_out, &stats, &err) == 0, "%s", err.msg);
+        CHECK(n_out == n_alone[i] && !memcmp(out[i], alone[i], sizeof(int) * n_out),
+              "sequence %d: other tokens in the batch than alone", i);
+        CHECK(stats.draft_calls > 0 && stats.draft_calls % 3 == 0, "sequence %d: %d draft forwards, not 3 a round",
+              i, stats.draft_calls);
+        most = stats.draft_calls > most ? stats.draft_calls : most;
+        sum += stats.draft_calls;
+    }
+    if (b && !test_failures()) {
+        const int forwards = batch_draft_forwards(b);
+        printf("    draft forwards: %d in the batch for %d in its sequences' rounds (the longest's %d)\n", forwards, sum,
+               most);
+        CHECK(forwards == most && forwards < sum, "%d draft forwards in the batch; the sequences made %d, at most %d",
+              forwards, sum, most);
+    }
+    batch_close(b);
+    for (int i = 0; i < SEQUENCES; i++) drafter_close(&drafters[i]);
+    model_pair_close(&pair);
+}

@@ -324,6 +324,17 @@ static void batch_sets_depth(Model *target) {
             depth[hot][i] = policy_choose(&g, &params, &drafter).shape.depth;
         }
     }
+    // Beside 4 sequences that drafted 4 levels each, drafting up to 4 levels adds no draft forward to the batch's
+    // (each level's serves them all): only its rows.
+    const SpecParams greedy = {.sampling = {.top_p = 1}, .policy = GAMMA_AUTO, .max_tokens = 64, .eos_id = -1};
+    GammaState g;
+    policy_init(&g, target, &drafter, &greedy);
+    for (int source = 0; source < N_SOURCES; source++) g.alpha[source] = 0.7;
+    g.others = (BatchLoad){.sequences = 4, .rows = 4 * 5, .tokens = 4 * 3, .draft_cost = 4 * drafter.step_cost};
+    const int beside_drafting = policy_choose(&g, &greedy, &drafter).shape.depth;
+    printf("    greedy beside 4 sequences drafting 4: γ %d\n", beside_drafting);
+    CHECK(beside_drafting >= depth[0][1], "greedy: γ %d beside 4 sequences drafting 4 levels, %d beside 4 plain",
+          beside_drafting, depth[0][1]);
     printf("    greedy: γ %d, %d, %d, %d beside 1, 4, 16, 64 sequences; temperature 1: γ %d, %d, %d, %d\n",
            depth[0][0], depth[0][1], depth[0][2], depth[0][3], depth[1][0], depth[1][1], depth[1][2], depth[1][3]);
     CHECK(depth[0][0] > 0 && depth[0][3] == 0, "greedy: γ %d beside 1 sequence, %d beside 64", depth[0][0],
