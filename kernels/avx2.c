@@ -37,6 +37,22 @@ static ALWAYS_INLINE float reduce_add(__m256 v) {
     return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
 }
 
+// reduce_add of each of v[0..7], side by side: lane k of the result is v[k]'s 8 lanes summed by the same tree.
+// Each step adds two vectors' lanes at once: (l, l + 4) of v[k] (lower half) and v[k + 4] (upper) by two 128-bit
+// permutes; then (l, l + 2) of two such by two shuffles; then (l, l + 1). 21 instructions for the 8 sums where
+// reduce_add takes 6 for each.
+static ALWAYS_INLINE __m256 reduce_add_8(const __m256 v[8]) {
+    __m256 u[4], w[2];
+    for (int k = 0; k < 4; k++)  // u[k]: lanes 0–3 (l, l + 4) of v[k], lanes 4–7 of v[k + 4]
+        u[k] = _mm256_add_ps(_mm256_permute2f128_ps(v[k], v[k + 4], 0x20),
+                             _mm256_permute2f128_ps(v[k], v[k + 4], 0x31));
+    for (int k = 0; k < 2; k++)  // w[k]: (l, l + 2) of v[2k], v[2k + 1] in lanes 0–3, of v[2k + 4], v[2k + 5] in 4–7
+        w[k] = _mm256_add_ps(_mm256_shuffle_ps(u[2 * k], u[2 * k + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                             _mm256_shuffle_ps(u[2 * k], u[2 * k + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+    return _mm256_add_ps(_mm256_shuffle_ps(w[0], w[1], _MM_SHUFFLE(2, 0, 2, 0)),  // (l, l + 1): v[0..7] in order
+                         _mm256_shuffle_ps(w[0], w[1], _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
 static ALWAYS_INLINE float reduce_max(__m256 v) {
     __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     s = _mm_max_ps(s, _mm_movehl_ps(s, s));
@@ -92,6 +108,14 @@ static ALWAYS_INLINE __m256 slice_half(const uint8_t *panel, WeightType type, in
     }
 }
 
+// v, from here on in a register: an empty asm that claims to change it, so that the compiler cannot fold its load
+// into each instruction that reads it. F32's tile fills all 16 registers (12 sums, 3 activations, a weight), and
+// GCC, short of one, re-read two of the activations from memory in every FMA: 13 loads for 12 FMAs, not 7.
+static ALWAYS_INLINE __m256 in_register(__m256 v) {
+    __asm__("" : "+x"(v));
+    return v;
+}
+
 // sums[r][t] += Σ over slices [k0, k1) of the panel's row r times activation row t < TT (TT a constant where this
 // is inlined; the sums in registers meanwhile). `full`: every slice's 16 inputs are below n_in; else the activations
 // are read only below n_in (the weights past it are zeros, the activations may be anything).
@@ -104,8 +128,9 @@ static ALWAYS_INLINE void tile_slices(__m256 sums[PANEL][MAX_TILE], const float 
         for (int h = 0; h < 2; h++) {
             const int i = k * SLICE + h * LANES;
             __m256 xv[MAX_TILE];
-            for (int t = 0; t < TT; t++) xv[t] = full ? _mm256_loadu_ps(x + (size_t)t * ld_x + i)
-                                                      : load_f32(x + (size_t)t * ld_x + i, n_in - i);
+            for (int t = 0; t < TT; t++)
+                xv[t] = in_register(full ? _mm256_loadu_ps(x + (size_t)t * ld_x + i)
+                                         : load_f32(x + (size_t)t * ld_x + i, n_in - i));
             for (int r = 0; r < PANEL; r++) {
                 const __m256 wv = slice_half(panel, type, k, r, h);
                 for (int t = 0; t < TT; t++) acc[r][t] = _mm256_fmadd_ps(wv, xv[t], acc[r][t]);
@@ -131,11 +156,16 @@ static ALWAYS_INLINE void group_slices(__m256 sums[MAX_TILES][PANEL][MAX_TILE], 
 }
 
 // out[t, first + r] for the panel's rows first + r in [j0, j1) and activation rows t < n ≤ group_rows(type).
+// A chunk's sums are combined two activation rows at a time, 4 panel rows each, by one reduce_add_8 (lanes 0–3:
+// row t's outputs first..first + 3, lanes 4–7: row t + 1's), and added to the chunks' running values, which stay
+// here until the last chunk: out is written once, not read back after every chunk (its rows, ld_out apart, then
+// slowed the weights' stream).
 static ALWAYS_INLINE void panel_against_group(float *out, const float *x, const uint8_t *panel, WeightType type,
                                               const float *bias, int n, int n_in, int ld_x, int ld_out, int first,
                                               int j0, int j1, bool prefetch) {
     __m256 sums[MAX_TILES][PANEL][MAX_TILE];
-    const int whole = n_in / SLICE, slices = (n_in + SLICE - 1) / SLICE;
+    __m256 totals[(MAX_TILES * MAX_TILE + 1) / 2];  // totals[t / 2]: rows t and t + 1, as reduce_add_8 leaves them
+    const int whole = n_in / SLICE, slices = (n_in + SLICE - 1) / SLICE, tile = tile_rows(type);
     const size_t slice_bytes = (size_t)PANEL * SLICE * (type == WEIGHT_F32 ? 4 : 2);
     for (int c0 = 0; c0 < slices; c0 += CHUNK_SLICES) {  // the canonical order's chunks, their values added in turn
         const int c1 = c0 + CHUNK_SLICES < slices ? c0 + CHUNK_SLICES : slices, full_end = c1 < whole ? c1 : whole;
@@ -150,15 +180,22 @@ static ALWAYS_INLINE void panel_against_group(float *out, const float *x, const 
             group_slices(sums, x, ld_x, panel, type, n, k0, k1, true, n_in);
         }
         if (full_end < c1) group_slices(sums, x, ld_x, panel, type, n, whole, whole + 1, false, n_in);
+        for (int t = 0; t < n; t += 2) {
+            __m256 pair[8];  // rows t and t + 1 (zeros past n) of the panel's 4 rows
+            for (int r = 0; r < PANEL; r++) {
+                pair[r] = sums[t / tile][r][t % tile];
+                pair[PANEL + r] = t + 1 < n ? sums[(t + 1) / tile][r][(t + 1) % tile] : _mm256_setzero_ps();
+            }
+            const __m256 chunk = reduce_add_8(pair);
+            totals[t / 2] = c0 == 0 ? chunk : _mm256_add_ps(totals[t / 2], chunk);
+        }
+    }
+    for (int t = 0; t < n; t++) {
+        float row[PANEL];  // row t's sums for the panel's rows
+        _mm_storeu_ps(row, t % 2 ? _mm256_extractf128_ps(totals[t / 2], 1) : _mm256_castps256_ps128(totals[t / 2]));
         for (int r = 0; r < PANEL; r++) {
             const int j = first + r;
-            if (j < j0 || j >= j1) continue;
-            for (int t = 0; t < n; t++) {
-                float *o = out + (size_t)t * ld_out + j;
-                const float chunk = reduce_add(sums[t / tile_rows(type)][r][t % tile_rows(type)]);
-                const float sum = c0 == 0 ? chunk : *o + chunk;
-                *o = bias && c1 == slices ? sum + bias[j] : sum;
-            }
+            if (j >= j0 && j < j1) out[(size_t)t * ld_out + j] = bias ? row[r] + bias[j] : row[r];
         }
     }
 }
