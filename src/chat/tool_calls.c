@@ -5,6 +5,8 @@
 
 #include "chat/tool_calls.h"
 #include "grammar/json_schema.h"
+#include "grammar/lazy.h"
+#include "grammar/text.h"
 
 #define HERMES_OPEN "<tool_call>"
 #define HERMES_CLOSE "</tool_call>"
@@ -162,12 +164,9 @@ static json_t *call_schema(const json_t *tool, const char *args_key) {
                      "additionalProperties", 0);
 }
 
-char *tool_calls_gbnf(ToolFormat f, const json_t *tools, const char *name, Err *err) {
-    static const char *const around[][2] = {
-        [TOOL_FORMAT_HERMES] = {"\"<tool_call>\\n\"", "\"\\n</tool_call>\""},
-        [TOOL_FORMAT_MISTRAL] = {"\"[TOOL_CALLS] [\"", "\"]\""},
-        [TOOL_FORMAT_LLAMA3] = {"", ""},
-    };
+// The rule `call` — one call in format f of the tool named `name` (NULL: of any of `tools`) — and the rules of its
+// schema, as GBNF text (malloc'd); NULL with err.
+static char *call_rules(ToolFormat f, const json_t *tools, const char *name, Err *err) {
     if (f == TOOL_FORMAT_NONE) {
         err_fmt(err, "no tool-call format");
         return NULL;
@@ -186,11 +185,48 @@ char *tool_calls_gbnf(ToolFormat f, const json_t *tools, const char *name, Err *
     json_decref(choices);
     char *call = text ? json_schema_to_gbnf(text, strlen(text), "tools", err) : NULL, *out = NULL;
     free(text);
-    // the schema's start rule becomes `call`, and root puts the format's text around it
-    if (call && strncmp(call, "root ::= ", 9) == 0 &&
-        asprintf(&out, "root ::= %s call %s\ncall ::= %s", around[f][0], around[f][1], call + 9) < 0)
-        out = NULL;
+    // the schema's start rule becomes `call`
+    if (call && strncmp(call, "root ::= ", 9) == 0 && asprintf(&out, "call ::= %s", call + 9) < 0) out = NULL;
     if (call && !out) err_fmt(err, "out of memory");
     free(call);
+    return out;
+}
+
+char *tool_calls_gbnf(ToolFormat f, const json_t *tools, const char *name, Err *err) {
+    static const char *const around[][2] = {
+        [TOOL_FORMAT_HERMES] = {"\"<tool_call>\\n\"", "\"\\n</tool_call>\""},
+        [TOOL_FORMAT_MISTRAL] = {"\"[TOOL_CALLS] [\"", "\"]\""},
+        [TOOL_FORMAT_LLAMA3] = {"", ""},
+    };
+    char *call = call_rules(f, tools, name, err), *out = NULL;
+    if (call && asprintf(&out, "root ::= %s call %s\n%s", around[f][0], around[f][1], call) < 0) {
+        out = NULL;
+        err_fmt(err, "out of memory");
+    }
+    free(call);
+    return out;
+}
+
+char *tool_calls_lazy_gbnf(ToolFormat f, const json_t *tools, bool parallel, Err *err) {
+    char *call = call_rules(f, tools, NULL, err);
+    if (!call) return NULL;
+    Text t = {0};
+    if (f == TOOL_FORMAT_HERMES) {  // free text, then <tool_call>\n CALL \n</tool_call>, more of them when parallel
+        text_add(&t, "root ::= tool-free-0\ntool-calls ::= \"\\n\" call \"\\n</tool_call>\"%s\n",
+                 parallel ? " tool-more" : "");
+        if (parallel)
+            text_add(&t, "tool-more ::= [ \\t\\n]{0,2} (\"<tool_call>\\n\" call \"\\n</tool_call>\" tool-more)?\n");
+        lazy_gbnf(&t, "tool-free", HERMES_OPEN, "tool-calls");
+    } else if (f == TOOL_FORMAT_MISTRAL) {  // free text, then [TOOL_CALLS] [CALL, CALL…]
+        text_add(&t, "root ::= tool-free-0\ntool-calls ::= \" \"? \"[\" call %s\"]\"\n",
+                 parallel ? "(\",\" \" \"? call)* " : "");
+        lazy_gbnf(&t, "tool-free", MISTRAL_OPEN, "tool-calls");
+    } else {  // Llama 3: a reply that opens with "{" (after whitespace) is a call; any other is free
+        text_add(&t, "root ::= [ \\t\\n]* (call %s| [^{ \\t\\n] .*)?\n", parallel ? "(\";\" \" \"? call)* " : "");
+    }
+    text_add(&t, "%s", call);
+    free(call);
+    char *out = text_take(&t);
+    if (!out) err_fmt(err, "out of memory");
     return out;
 }

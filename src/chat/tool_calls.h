@@ -16,6 +16,7 @@
 #define SPECDEC_CHAT_TOOL_CALLS_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "base/error.h"
@@ -48,5 +49,13 @@ size_t tool_calls_content_prefix(ToolFormat f, const char *reply, size_t len);
 // Mistral: [TOOL_CALLS] [{"name": …, "arguments": …}]; Llama 3: {"name": …, "parameters": …}. Returns the text
 // (malloc'd), or NULL with err (a schema keyword the converter refuses, named; format none).
 char *tool_calls_gbnf(ToolFormat f, const json_t *tools, const char *name, Err *err);
+
+// The lazy grammar of tool_choice "auto" in format f (grammar/lazy.h): the reply is free until the format's trigger
+// opens a call, and from there it is calls of `tools` as tool_calls_gbnf writes them — one, or with `parallel` as
+// many as the model writes — and nothing after them. Hermes: free text, then <tool_call> opens a call (the text
+// before stays content, as tool_calls_parse reads it); Mistral: free text, then [TOOL_CALLS] " "? "[" CALL ("," CALL)*
+// "]"; Llama 3: a reply whose first character other than whitespace is "{" is a call (CALL (";" CALL)*), any other
+// is free. Returns the text (malloc'd), or NULL with err as tool_calls_gbnf.
+char *tool_calls_lazy_gbnf(ToolFormat f, const json_t *tools, bool parallel, Err *err);
 
 #endif

@@ -254,7 +254,7 @@ struct EngineRun {
     Drafters drafters;
     TokenBytes tokens;              // the target's tokens as bytes, under a grammar
     GrammarConstraint constraint;   // the request's grammar (docs/structured.md), or none
-    Grammar *call_grammar;          // tool_choice "required" or a named function: the call's grammar, or NULL
+    Grammar *call_grammar;          // the grammar of the calls tool_choice asks for (calls_constrained), or NULL
     bool parallel_tool_calls;       // false: the first call read back only
     int *out;
     int n_prompt;
@@ -276,8 +276,9 @@ void engine_abort(EngineRun *x) {
     free(x);
 }
 
-// The grammar of a call that tool_choice "required" or a named function asks for, in the template's format
-// (chat/tool_calls.h); NULL with e (400) when the template teaches no format or a parameters schema is refused.
+// The grammar of the calls tool_choice asks for, in the template's format (chat/tool_calls.h): "required" or a named
+// function, one call from the first token; "auto", the lazy grammar (free text until a call opens). NULL with e
+// (400) when "required" or a name meets a template that teaches no format, or a parameters schema is refused.
 static Grammar *call_grammar(const Engine *en, const Request *req, ApiError *e) {
     const ToolFormat format = en->chat ? en->chat->tool_format : TOOL_FORMAT_NONE;
     if (format == TOOL_FORMAT_NONE) {
@@ -286,18 +287,27 @@ static Grammar *call_grammar(const Engine *en, const Request *req, ApiError *e) 
         return NULL;
     }
     Err err;
-    char *gbnf = tool_calls_gbnf(format, req->tools, req->tool_choice == TOOL_CHOICE_NAMED ? req->tool_name : NULL,
-                                 &err);
+    char *gbnf = req->tool_choice == TOOL_CHOICE_AUTO
+                     ? tool_calls_lazy_gbnf(format, req->tools, req->parallel_tool_calls, &err)
+                     : tool_calls_gbnf(format, req->tools, req->tool_choice == TOOL_CHOICE_NAMED ? req->tool_name : NULL,
+                                       &err);
     Grammar *g = gbnf ? grammar_parse(gbnf, strlen(gbnf), "tools", &err) : NULL;
     free(gbnf);
     if (!g) api_error(e, 400, "invalid_value", "tools", "tools: %s", err.msg);
     return g;
 }
 
-// The request's grammar over the target's ids (docs/structured.md), or its call's, when it gives one.
+// Whether the request's tools put decoding under a call's grammar: "required" and a named function always; "auto"
+// (lazily) where the template teaches a format and no response_format or grammar is given (that one rules then).
+static bool calls_constrained(const Engine *en, const Request *req) {
+    if (req->tool_choice == TOOL_CHOICE_REQUIRED || req->tool_choice == TOOL_CHOICE_NAMED) return true;
+    return req->tool_choice == TOOL_CHOICE_AUTO && req->tools && !req->grammar && en->chat &&
+           en->chat->tool_format != TOOL_FORMAT_NONE;
+}
+
+// The request's grammar over the target's ids (docs/structured.md), or its calls', when it gives one.
 static int constrain(EngineRun *x, const Request *req, ApiError *e) {
-    if (req->tool_choice == TOOL_CHOICE_REQUIRED || req->tool_choice == TOOL_CHOICE_NAMED)
-        if (!(x->call_grammar = call_grammar(x->en, req, e))) return -1;
+    if (calls_constrained(x->en, req) && !(x->call_grammar = call_grammar(x->en, req, e))) return -1;
     const Grammar *grammar = x->call_grammar ? x->call_grammar : req->grammar;
     if (!grammar) return 0;
     const Config *cfg = &x->en->target->cfg;

@@ -8,6 +8,7 @@
 
 #include "chat/template.h"
 #include "chat/tool_calls.h"
+#include "grammar/grammar.h"
 #include "harness.h"
 
 typedef struct {
@@ -149,4 +150,69 @@ TEST(tool_calls_format_from_the_template_text) {
               text ? tool_format_name(tool_format_of_template(text)) : "unread");
         free(text);
     }
+}
+
+// The lazy grammar of tool_choice "auto" (tool_calls_lazy_gbnf): text is free until the format's trigger, and from
+// it on only calls of the tools, validated by their schemas, may follow — one, or several when parallel. Every text
+// it accepts reads back as the calls it holds (or as content, with none).
+TEST(tool_calls_lazy_grammar_constrains_from_the_trigger) {
+    static const char tools_json[] =
+        "[{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"parameters\": {\"type\": \"object\", "
+        "\"properties\": {\"city\": {\"type\": \"string\"}}, \"required\": [\"city\"]}}}, "
+        "{\"type\": \"function\", \"function\": {\"name\": \"f\"}}]";
+#define W_CALL "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}"
+#define F_CALL "{\"name\": \"f\", \"arguments\": {}}"
+    static const struct {
+        ToolFormat format;
+        const char *text;
+        int calls;          // the calls it holds; -1: the grammar refuses it
+        int serial_calls;   // the same without parallel calls
+    } cases[] = {
+        {TOOL_FORMAT_HERMES, "Hello, no call here: <tool or [TOOL_CALLS] \xC3\xA9", 0, 0},
+        {TOOL_FORMAT_HERMES, "Let me look.\n<tool_call>\n" W_CALL "\n</tool_call>", 1, 1},
+        {TOOL_FORMAT_HERMES, "<<tool_call>\n" F_CALL "\n</tool_call>\n<tool_call>\n" W_CALL "\n</tool_call>\n", 2, -1},
+        {TOOL_FORMAT_HERMES, "Use <tool_call> tags to call a tool.", -1, -1},
+        {TOOL_FORMAT_HERMES, "<tool_call>\n{\"name\": \"other\", \"arguments\": {}}\n</tool_call>", -1, -1},
+        {TOOL_FORMAT_HERMES, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {}}\n</tool_call>", -1, -1},
+        {TOOL_FORMAT_HERMES, "<tool_call>\n" F_CALL "\n</tool_call> Done.", -1, -1},
+        {TOOL_FORMAT_MISTRAL, "Sure. [TOOL_CALLS] [" W_CALL "]", 1, 1},
+        {TOOL_FORMAT_MISTRAL, "[TOOL_CALLS][" F_CALL ", " W_CALL "]", 2, -1},
+        {TOOL_FORMAT_MISTRAL, "The marker [TOOL_CALL] is <tool_call>", 0, 0},
+        {TOOL_FORMAT_MISTRAL, "The marker is [TOOL_CALLS], followed by JSON.", -1, -1},
+        {TOOL_FORMAT_LLAMA3, "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Rome\"}}", 1, 1},
+        {TOOL_FORMAT_LLAMA3, "\n{\"name\": \"f\", \"parameters\": {}}; {\"name\": \"f\", \"parameters\": {}}", 2, -1},
+        {TOOL_FORMAT_LLAMA3, "Here is JSON: {\"name\": \"f\", \"parameters\": {}}", 0, 0},
+        {TOOL_FORMAT_LLAMA3, "{\"name\": \"Ada\", \"age\": 36}", -1, -1},
+    };
+#undef W_CALL
+#undef F_CALL
+    json_error_t jerr;
+    json_t *tools = json_loads(tools_json, 0, &jerr);
+    for (int parallel = 0; parallel < 2; parallel++) {
+        Grammar *grammars[4] = {NULL};
+        for (int f = TOOL_FORMAT_HERMES; f <= TOOL_FORMAT_LLAMA3; f++) {
+            Err err = {""};
+            char *gbnf = tool_calls_lazy_gbnf((ToolFormat)f, tools, parallel, &err);
+            grammars[f] = gbnf ? grammar_parse(gbnf, strlen(gbnf), "tools", &err) : NULL;
+            CHECK(grammars[f], "%s: %s", tool_format_name((ToolFormat)f), err.msg);
+            free(gbnf);
+        }
+        for (size_t i = 0; i < sizeof cases / sizeof *cases && !test_failures(); i++) {
+            const char *text = cases[i].text;
+            const int want = parallel ? cases[i].calls : cases[i].serial_calls;
+            const bool accepted = grammars[cases[i].format] &&
+                                  grammar_recognises(grammars[cases[i].format], text, strlen(text));
+            size_t content_len;
+            json_t *calls = tool_calls_parse(cases[i].format, text, strlen(text), &content_len);
+            CHECK(accepted == (want >= 0), "%s case %zu%s: %s by the lazy grammar", tool_format_name(cases[i].format),
+                  i, parallel ? "" : " (one call)", accepted ? "accepted" : "refused");
+            CHECK(!accepted || (int)json_array_size(calls) == want, "%s case %zu: read back as %zu calls, not %d",
+                  tool_format_name(cases[i].format), i, json_array_size(calls), want);
+            json_decref(calls);
+        }
+        for (int f = 0; f < 4; f++) grammar_free(grammars[f]);
+    }
+    Err err = {""};
+    CHECK(!tool_calls_lazy_gbnf(TOOL_FORMAT_NONE, tools, true, &err) && err.msg[0], "a lazy grammar without a format");
+    json_decref(tools);
 }

@@ -1,11 +1,13 @@
 // test_constrained.c — speculative decoding under a grammar (SpecParams.constraint, src/grammar/mask.h): greedy
 // constrained speculative output equals constrained target-only output for every drafter and tree, and every
 // output is a prefix of a sentence of the grammar (a whole sentence where the grammar made it end); sampled with a
-// draft, the first tokens follow the target's masked and renormalised distribution (chi-square).
+// draft, the first tokens follow the target's masked and renormalised distribution (chi-square); and the same under a
+// lazy grammar, free until a trigger (grammar/lazy.h), with coupled sampling equal to target-only decoding too.
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "grammar/lazy.h"
 #include "grammar/mask.h"
 #include "harness.h"
 #include "sampling_reference.h"
@@ -133,10 +135,13 @@ TEST(constrained_greedy_speculative_equals_target_only) {
     grammar_free(g);
 }
 
-// The exact masked joint distribution of the first 3 tokens after the prompt under `root ::= [ab] [a-e] [cd] .*`
-// over ids spelling a..e: p at each position masked to the letters allowed there, then adjusted.
-static void masked_joint(ModelPair *pair, const int *prompt, int n_prompt, const SamplingParams *sp, double *joint) {
-    static const bool allowed[3][V_SMALL] = {{1, 1, 0, 0, 0}, {1, 1, 1, 1, 1}, {0, 0, 1, 1, 0}};
+// Whether a grammar allows letter t (of a..e) at position i after the letters seq[0..i).
+typedef bool Allows(const int *seq, int i, int t);
+
+// The exact masked joint distribution of the first 3 tokens after the prompt over ids spelling a..e: p at each
+// position masked to the letters `allows` allows there, then adjusted.
+static void masked_joint(ModelPair *pair, const int *prompt, int n_prompt, const SamplingParams *sp, Allows *allows,
+                         double *joint) {
     Err err;
     KVCache cache;
     CHECK(model_kv_init(&pair->target, &cache, &err) == 0, "kv");
@@ -151,7 +156,7 @@ static void masked_joint(ModelPair *pair, const int *prompt, int n_prompt, const
             const int *feed = i == 0 ? prompt : &seq[i - 1];
             CHECK(model_forward(&pair->target, &cache, feed, i == 0 ? n_prompt : 1, logits, false, &err) == 0, "%s",
                   err.msg);
-            for (int t = 0; t < V_SMALL; t++) logits[t] = allowed[i][t] ? logits[t] : -INFINITY;
+            for (int t = 0; t < V_SMALL; t++) logits[t] = allows(seq, i, t) ? logits[t] : -INFINITY;
             reference_adjust(p[i], logits, V_SMALL, sp, NULL);
             joint[cell] *= p[i][seq[i]];
         }
@@ -159,7 +164,9 @@ static void masked_joint(ModelPair *pair, const int *prompt, int n_prompt, const
     kv_free(&cache);
 }
 
-TEST(constrained_sampling_with_a_draft_matches_the_masked_target) {
+// Samples the first 3 tokens with the draft model under g (over ids spelling a..e) and checks their distribution
+// against the exact masked one (chi-square at a false-alarm rate of 1e-4), and that nothing refused is drawn.
+static void check_masked_sampling(const char *gbnf, Allows *allows, const char *label) {
     static const char *const letters[] = {"a", "b", "c", "d", "e"};
     PairVocab pv = {.offset = {0}};
     for (int t = 0; t < V_SMALL; t++) {
@@ -167,9 +174,8 @@ TEST(constrained_sampling_with_a_draft_matches_the_masked_target) {
         pv.offset[t + 1] = (uint32_t)t + 1;
     }
     pv.vocab = (Vocabulary){.V = V_SMALL, .offset = pv.offset, .bytes = pv.bytes};
-    const char gbnf[] = "root ::= [ab] [a-e] [cd] .*";
     Err err;
-    Grammar *g = grammar_parse(gbnf, sizeof gbnf - 1, "test.gbnf", &err);
+    Grammar *g = grammar_parse(gbnf, strlen(gbnf), "test.gbnf", &err);
     CHECK(g, "%s", err.msg);
     if (!g) return;
     ModelPair pair;
@@ -184,8 +190,9 @@ TEST(constrained_sampling_with_a_draft_matches_the_masked_target) {
 #endif
     enum { CELLS = V_SMALL * V_SMALL * V_SMALL };
     double joint[CELLS];
-    masked_joint(&pair, prompt, 2, &params.sampling, joint);
+    masked_joint(&pair, prompt, 2, &params.sampling, allows, joint);
     static int counts[CELLS];
+    memset(counts, 0, sizeof counts);
     for (int s = 1; s <= SAMPLES; s++) {
         int out[3];
         if (constrained(&pair, DRAFT_MODEL, g, &pv, prompt, 2, params, (uint64_t)s, out, "sampled") != 3) break;
@@ -209,8 +216,101 @@ TEST(constrained_sampling_with_a_draft_matches_the_masked_target) {
         cells++;
     }
     const double critical = chi_square_critical(cells - 1);
-    printf("    constrained, draft model: chi2 = %.1f over %d cells (critical %.1f at 1e-4)\n", chi2, cells, critical);
-    CHECK(chi2 < critical, "chi-square %.1f exceeds %.1f: not the masked target's distribution", chi2, critical);
+    printf("    %s, draft model: chi2 = %.1f over %d cells (critical %.1f at 1e-4)\n", label, chi2, cells, critical);
+    CHECK(chi2 < critical, "%s: chi-square %.1f exceeds %.1f: not the masked target's distribution", label, chi2,
+          critical);
+    model_pair_close(&pair);
+    grammar_free(g);
+}
+
+// `root ::= [ab] [a-e] [cd] .*`
+static bool allows_fixed(const int *seq, int i, int t) {
+    (void)seq;
+    static const bool allowed[3][V_SMALL] = {{1, 1, 0, 0, 0}, {1, 1, 1, 1, 1}, {0, 0, 1, 1, 0}};
+    return allowed[i][t];
+}
+
+TEST(constrained_sampling_with_a_draft_matches_the_masked_target) {
+    check_masked_sampling("root ::= [ab] [a-e] [cd] .*", allows_fixed, "constrained");
+}
+
+// ---- lazy grammars: free until a trigger (grammar/lazy.h, tool_choice "auto") -------------------------------------
+
+// A lazy grammar over the letters: free until "ab", then "c" or "d" and "e" (the definition, for the reference: text
+// without "ab" anywhere, or its first "ab" followed by a prefix of "ce" or "de").
+static const char LAZY_LETTERS[] = "root ::= free-0\nthen ::= [cd] \"e\"\n"
+                                   "free-0 ::= \"\" | [^ab] free-0 | \"a\" free-1 | \"b\" free-0\n"
+                                   "free-1 ::= \"\" | [^ab] free-0 | \"a\" free-1 | \"b\" then\n";
+
+static bool allows_lazy(const int *seq, int i, int t) {
+    char text[4];
+    for (int k = 0; k < i; k++) text[k] = (char)('a' + seq[k]);
+    text[i] = (char)('a' + t);
+    const char *at = memmem(text, (size_t)i + 1, "ab", 2);
+    if (!at) return true;
+    const size_t rest = (size_t)i + 1 - (size_t)(at + 2 - text);
+    return rest == 0 || (rest == 1 && (at[2] == 'c' || at[2] == 'd')) || (rest == 2 && at[3] == 'e');
+}
+
+// The rules above are what lazy_gbnf writes for the trigger "ab" (so the chi-square is of the function's grammar).
+static void check_lazy_letters_rules(void) {
+    Text t = {0};
+    text_add(&t, "root ::= free-0\nthen ::= [cd] \"e\"\n");
+    CHECK(lazy_gbnf(&t, "free", "ab", "then") == 0, "lazy_gbnf refused \"ab\"");
+    char *written = text_take(&t);
+    CHECK(written && strcmp(written, LAZY_LETTERS) == 0, "lazy_gbnf wrote:\n%s", written ? written : "");
+    free(written);
+}
+
+TEST(constrained_lazy_sampling_with_a_draft_matches_the_masked_target) {
+    check_lazy_letters_rules();
+    check_masked_sampling(LAZY_LETTERS, allows_lazy, "lazy");
+}
+
+// Under a lazy grammar — free until "77" (where the tiny target's greedy text often goes), then a JSON tail — greedy speculative output and coupled sampling's
+// equal target-only decoding's token for token, for every drafter, chains and trees; the texts read as the grammar's
+// (constrained() checks), and some of them do meet the trigger, so the constrained part is exercised.
+TEST(constrained_lazy_greedy_and_coupled_equal_target_only) {
+    Text t = {0};
+    text_add(&t, "root ::= free-0\nthen ::= \",\" \" \"? \"\\\"c\\\":\" \" \"? (\"true\" | \"false\") \"}\"\n");
+    lazy_gbnf(&t, "free", "77", "then");
+    char *gbnf = text_take(&t);
+    Err err;
+    Grammar *g = gbnf ? grammar_parse(gbnf, strlen(gbnf), "lazy.gbnf", &err) : NULL;
+    CHECK(g, "%s", gbnf ? err.msg : "out of memory");
+    free(gbnf);
+    if (!g) return;
+    PairVocab pv;
+    pair_vocab(&pv, V_PAIR, true, false);
+    ModelPair pair;
+    pair_open(&pair, V_PAIR, 128, 1, 0.3f);
+    const SamplingParams samplings[] = {{.temperature = 0, .top_p = 1}, {.temperature = 1, .top_p = 1}};
+    int triggered[2] = {0, 0};
+    for (int trial = 0; trial < 12 && !test_failures(); trial++) {
+        int prompt[8];
+        const int n_prompt = random_prompt(prompt, trial, V_PAIR);
+        const int coupled = trial % 2;
+        SpecParams params = {.sampling = samplings[coupled], .sampler = coupled ? SAMPLER_COUPLED : SAMPLER_REJECTION,
+                             .policy = GAMMA_FIXED, .gamma = 4, .max_tokens = 40, .eos_id = END};
+        int want[40], got[40];
+        const int n_want = constrained(&pair, DRAFT_NONE, g, &pv, prompt, n_prompt, params, 7 + trial, want,
+                                       "target-only");
+        char text[40 * 8 + 1] = "";
+        for (int i = 0; i < n_want; i++) strcat(text, want[i] == END ? "" : PIECES[want[i] % N_PIECES]);
+        triggered[coupled] += strstr(text, "77") != NULL;
+        for (int kind = DRAFT_MODEL; kind < N_DRAFT_KINDS; kind++) {
+            for (int width = 1; width <= 3; width += 2) {
+                params.tree_width = width;
+                const int n_got = constrained(&pair, kind, g, &pv, prompt, n_prompt, params, 7 + trial, got,
+                                              DRAFT_NAMES[kind]);
+                CHECK(n_got == n_want && memcmp(got, want, sizeof(int) * n_want) == 0,
+                      "trial %d, %s, %s, width %d: output under the lazy grammar differs from target-only's", trial,
+                      coupled ? "coupled" : "greedy", DRAFT_NAMES[kind], width);
+            }
+        }
+    }
+    CHECK(triggered[0] > 0 && triggered[1] > 0, "the trigger met in %d greedy and %d coupled generations",
+          triggered[0], triggered[1]);
     model_pair_close(&pair);
     grammar_free(g);
 }
