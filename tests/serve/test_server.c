@@ -832,12 +832,14 @@ TEST(serve_response_format_json_schema) {
 
 // A random-weight Qwen3-shaped checkpoint with Qwen3's published tokenizer and template (its vocabulary's size, one
 // small layer), ending at <|im_end|>: what a named tool_choice must turn into a valid call whatever the weights say.
-static bool qwen3_random_checkpoint(char dir[64]) {
+// favoured_token (0: none): a token the model writes wherever it may (RandomCheckpoint.favoured_token).
+static bool qwen3_random_checkpoint(char dir[64], int favoured_token) {
     snprintf(dir, 64, "/tmp/specdec-qwen3-XXXXXX");
     CHECK(mkdtemp(dir), "mkdtemp");
     Err err = {""};
     const RandomCheckpoint spec = {.model_type = "qwen3", .n_layer = 1, .n_embd = 16, .n_head = 2, .n_kv_head = 1,
-                                   .vocab_size = 151936, .n_positions = 1024, .scale = 0.5f, .seed = 52};
+                                   .vocab_size = 151936, .n_positions = 1024, .scale = 0.5f, .seed = 52,
+                                   .untied = favoured_token > 0, .favoured_token = favoured_token};
     CHECK(random_checkpoint_write(dir, &spec, &err) == 0, "%s", err.msg);
     char *command;
     if (asprintf(&command, "ln -s $(pwd)/" QWEN3_TOKENIZER "/tokenizer.json $(pwd)/" QWEN3_TOKENIZER
@@ -864,29 +866,25 @@ static void check_weather_arguments(const char *arguments) {
     json_decref(a);
 }
 
-// A named tool_choice on a random-weight checkpoint: a call of that tool whose arguments validate, finish_reason
-// "tool_calls"; the same call streamed (its delta) and decoded with lookup drafting as without (greedy identity
-// under the call's grammar); the openai npm client's round trip (tools, the call whole and streamed, its assistant
-// message and a tool result sent back).
-TEST(serve_tools_named_choice_gives_a_valid_call) {
-    char dir[64], *log;
-    if (!qwen3_random_checkpoint(dir)) return;
-    Served s;
-    CHECK(serve(&s, dir, "--lookup"), "the server did not start");
-    if (test_failures()) return remove_dir(dir);
-    static const char body[] =
-        "{\"messages\": [{\"role\": \"user\", \"content\": \"Weather in Oslo?\"}], \"max_tokens\": 120, "
-        "\"temperature\": 0, \"tools\": [" WEATHER_TOOL ", {\"type\": \"function\", \"function\": {\"name\": "
-        "\"other\"}}], \"tool_choice\": {\"type\": \"function\", \"function\": {\"name\": \"get_weather\"}}%s}";
+// The message of a chat completion's reply (owned by *o), or NULL.
+static const json_t *chat_reply(const char *reply, json_t **o) {
+    const char *at = reply ? strstr(reply, "\r\n\r\n") : NULL;
+    json_error_t je;
+    *o = at ? json_loads(at + 4, 0, &je) : NULL;
+    return json_array_get(json_object_get(*o, "choices"), 0);
+}
+
+// Asks `body` (a chat request, its one %s for more fields) for a call of get_weather, greedy, with lookup drafting
+// and with the target alone: each reply one call whose arguments validate, finish_reason "tool_calls", no content;
+// and the two calls' arguments equal (greedy identity under the call's grammar). Returns the arguments (malloc'd).
+static char *one_weather_call_with_and_without_drafts(int port, const char *body) {
     char *arguments[2] = {NULL, NULL};
     for (int plain = 0; plain < 2; plain++) {  // lookup drafting, then the target alone
-        char *request;
-        if (asprintf(&request, body, plain ? ", \"specdec\": {\"draft\": false}" : "") < 0) break;
-        char *reply = post(s.port, "/v1/chat/completions", "", request);
-        const char *at = reply ? strstr(reply, "\r\n\r\n") : NULL;
-        json_error_t je;
-        json_t *o = at ? json_loads(at + 4, 0, &je) : NULL, *choice = json_array_get(json_object_get(o, "choices"), 0);
-        const json_t *message = json_object_get(choice, "message");
+        char *request, *reply = NULL;
+        if (asprintf(&request, body, plain ? ", \"specdec\": {\"draft\": false}" : "") >= 0)
+            reply = post(port, "/v1/chat/completions", "", request);
+        json_t *o;
+        const json_t *choice = chat_reply(reply, &o), *message = json_object_get(choice, "message");
         const json_t *call = json_array_get(json_object_get(message, "tool_calls"), 0);
         const json_t *fn = json_object_get(call, "function");
         CHECK(status_of(reply) == 200 && json_is_null(json_object_get(message, "content")) &&
@@ -904,6 +902,25 @@ TEST(serve_tools_named_choice_gives_a_valid_call) {
     }
     CHECK(arguments[0] && arguments[1] && !strcmp(arguments[0], arguments[1]),
           "greedy with lookup drafting %s, target alone %s", arguments[0], arguments[1]);
+    free(arguments[1]);
+    return arguments[0];
+}
+
+// A named tool_choice on a random-weight checkpoint: a call of that tool whose arguments validate, finish_reason
+// "tool_calls"; the same call streamed (its delta) and decoded with lookup drafting as without (greedy identity
+// under the call's grammar); the openai npm client's round trip (tools, the call whole and streamed, its assistant
+// message and a tool result sent back).
+TEST(serve_tools_named_choice_gives_a_valid_call) {
+    char dir[64], *log;
+    if (!qwen3_random_checkpoint(dir, 0)) return;
+    Served s;
+    CHECK(serve(&s, dir, "--lookup"), "the server did not start");
+    if (test_failures()) return remove_dir(dir);
+    static const char body[] =
+        "{\"messages\": [{\"role\": \"user\", \"content\": \"Weather in Oslo?\"}], \"max_tokens\": 120, "
+        "\"temperature\": 0, \"tools\": [" WEATHER_TOOL ", {\"type\": \"function\", \"function\": {\"name\": "
+        "\"other\"}}], \"tool_choice\": {\"type\": \"function\", \"function\": {\"name\": \"get_weather\"}}%s}";
+    char *arguments = one_weather_call_with_and_without_drafts(s.port, body);
 #ifndef SPECDEC_DEBUG  // (the sanitizer suite at -O0: the masks over Qwen3's 151936 ids make each call seconds)
     // streamed: no content, one delta with the call, finish_reason "tool_calls"
     char *request;
@@ -914,7 +931,7 @@ TEST(serve_tools_named_choice_gives_a_valid_call) {
         const json_t *call = json_array_get(json_object_get(json_object_get(last, "delta"), "tool_calls"), 0);
         const char *args = json_string_value(json_object_get(json_object_get(call, "function"), "arguments"));
         CHECK(!strcmp(json_string_value(json_object_get(last, "finish_reason")) ?: "", "tool_calls") && args &&
-                  arguments[0] && !strcmp(args, arguments[0]) && json_integer_value(json_object_get(call, "index")) == 0,
+                  arguments && !strcmp(args, arguments) && json_integer_value(json_object_get(call, "index")) == 0,
               "the stream's last event: %s", last ? json_dumps(last, 0) : "(none)");
         for (size_t i = 0; i + 1 < json_array_size(events); i++) {
             const json_t *delta = json_object_get(json_array_get(json_object_get(json_array_get(events, i), "choices"),
@@ -944,8 +961,38 @@ TEST(serve_tools_named_choice_gives_a_valid_call) {
         free(command);
     }
 #endif
-    free(arguments[0]);
-    free(arguments[1]);
+    free(arguments);
+    CHECK(stop_serving(&s, &log) == 0, "exit status: %s", log);
+    free(log);
+    remove_dir(dir);
+}
+
+// tool_choice "auto" under the lazy grammar: a checkpoint that writes <tool_call> wherever it may opens a call at
+// once; from there the call's grammar decides — one valid call of get_weather (parallel_tool_calls false: the
+// grammar ends after it), finish_reason "tool_calls", the same with lookup drafting as with the target alone. With
+// "none", the same model writes <tool_call> after <tool_call>: the grammar is what made the call.
+TEST(serve_tools_auto_constrains_a_call_once_begun) {
+    char dir[64], *log;
+    if (!qwen3_random_checkpoint(dir, 151657)) return;  // <tool_call>
+    Served s;
+    CHECK(serve(&s, dir, "--lookup"), "the server did not start");
+    if (test_failures()) return remove_dir(dir);
+#define AUTO_BODY(choice)                                                                                           \
+    "{\"messages\": [{\"role\": \"user\", \"content\": \"Weather in Oslo?\"}], \"max_tokens\": 400, \"temperature\": 0, " \
+    "\"tools\": [" WEATHER_TOOL "], \"parallel_tool_calls\": false, \"tool_choice\": \"" choice "\"%s}"
+    static const char auto_body[] = AUTO_BODY("auto"), none_body[] = AUTO_BODY("none");
+#undef AUTO_BODY
+    free(one_weather_call_with_and_without_drafts(s.port, auto_body));
+    char *request, *reply = NULL;
+    if (asprintf(&request, none_body, "") >= 0) reply = post(s.port, "/v1/chat/completions", "", request);
+    json_t *o;
+    const char *content = json_string_value(json_object_get(json_object_get(chat_reply(reply, &o), "message"),
+                                                            "content"));
+    CHECK(content && !strncmp(content, "<tool_call><tool_call>", 22), "unconstrained, the model wrote: %s",
+          reply ? reply : "");
+    json_decref(o);
+    free(reply);
+    free(request);
     CHECK(stop_serving(&s, &log) == 0, "exit status: %s", log);
     free(log);
     remove_dir(dir);

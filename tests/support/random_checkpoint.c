@@ -26,12 +26,30 @@ static uint64_t tensor_seed(uint64_t seed, const char *name) {
     return h ? h : 1;
 }
 
+static bool is_gpt2(const RandomCheckpoint *s) { return !s->model_type || strcmp(s->model_type, "gpt2") == 0; }
+
+// Rows [from, to) of a tensor whose first value is `value` (RandomCheckpoint.favoured_token).
+typedef struct {
+    int64_t from, to;
+    float value;
+} Lead;
+
+// The leads that favour spec's favoured token: every embedding's dimension 0, and the token's lm_head weight on it.
+static Lead lead_of(const RandomCheckpoint *s, const char *name) {
+    if (s->favoured_token <= 0 || !s->untied || is_gpt2(s)) return (Lead){0};
+    if (strcmp(name, "model.embed_tokens.weight") == 0) return (Lead){0, s->vocab_size, 16 * s->scale};
+    if (strcmp(name, "lm_head.weight") == 0) return (Lead){s->favoured_token, s->favoured_token + 1, 16 * s->scale};
+    return (Lead){0};
+}
+
 // Writes a tensor's values as F32 or BF16 (rounded to nearest even), through a buffer.
-static void put_values(FILE *f, const TensorSpec *t, bool bf16, uint64_t *state) {
+static void put_values(FILE *f, const TensorSpec *t, bool bf16, Lead lead, uint64_t *state) {
     uint8_t buf[1 << 16];
     size_t used = 0, elem = bf16 ? 2 : 4, count = (size_t)t->rows * (t->cols ? t->cols : 1);
     for (size_t k = 0; k < count; k++) {
         float v = t->ones ? 1.0f : t->scale * random_uniform(state);
+        const size_t cols = t->cols ? (size_t)t->cols : 1;
+        if (k % cols == 0 && (int64_t)(k / cols) >= lead.from && (int64_t)(k / cols) < lead.to) v = lead.value;
         uint32_t bits;
         memcpy(&bits, &v, 4);
         if (bf16) {
@@ -47,8 +65,6 @@ static void put_values(FILE *f, const TensorSpec *t, bool bf16, uint64_t *state)
         }
     }
 }
-
-static bool is_gpt2(const RandomCheckpoint *s) { return !s->model_type || strcmp(s->model_type, "gpt2") == 0; }
 
 // The tensors of a GPT-2 checkpoint with spec's shape, in file order; *n receives their number.
 static TensorSpec *gpt2_tensors(const RandomCheckpoint *s, int *n) {
@@ -175,7 +191,7 @@ int random_checkpoint_write(const char *dir, const RandomCheckpoint *s, Err *err
         fwrite(header, 1, len, f);
         for (int i = 0; i < n; i++) {
             uint64_t state = tensor_seed(s->seed, t[i].name);
-            put_values(f, &t[i], s->bf16, &state);
+            put_values(f, &t[i], s->bf16, lead_of(s, t[i].name), &state);
         }
         if (ferror(f)) rc = err_fmt(err, "%s: write failed", path);
         fclose(f);

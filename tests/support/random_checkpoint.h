@@ -24,6 +24,10 @@ typedef struct {
     bool bf16;          // store BF16 (else F32)
     float scale;        // weights uniform in [−scale, scale]; larger scales give peakier distributions
     uint64_t seed;
+    // The Llama family, untied: a token whose logit leads everywhere (0: none). Dimension 0 of every embedding is
+    // large (the residual stream's dimension 0 stays positive, and leads its norm), and so is that token's lm_head
+    // weight on it: the model writes the token wherever it may — what a test needs to make a model open a tool call.
+    int favoured_token;
 } RandomCheckpoint;
 
 int random_checkpoint_write(const char *dir, const RandomCheckpoint *spec, Err *err);
