@@ -39,9 +39,9 @@ TEST(lazy_grammar_is_free_until_the_trigger) {
         char alphabet[4][3] = {{trigger[0]}, {0}, "!", "\xC3\xA9"};
         const char *other = strpbrk(trigger, trigger[0] == 'a' ? "b<_" : "t_O");
         alphabet[1][0] = other ? *other : 'x';
-        char s[7 * 2 + 1];
+        char s[6 * 2 + 1];
         int checked = 0;
-        for (int len = 0; len <= 7; len++) {
+        for (int len = 0; len <= 6; len++) {
             int count = 1;
             for (int k = 0; k < len; k++) count *= 4;
             for (int code = 0; code < count && !test_failures(); code++) {
@@ -62,7 +62,7 @@ TEST(lazy_grammar_is_free_until_the_trigger) {
         CHECK(!grammar_recognises(g, text, strlen(text)), "text after the grammar's part accepted: %s", text);
         snprintf(text, sizeof text, "%.*s x %s!", (int)strlen(trigger) - 1, trigger, trigger);
         CHECK(grammar_recognises(g, text, strlen(text)), "a near-miss then the trigger refused: %s", text);
-        CHECK(checked > 20000, "%d texts", checked);
+        CHECK(checked > 5000, "%d texts", checked);
         grammar_free(g);
     }
     Text t = {0};
