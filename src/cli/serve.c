@@ -31,7 +31,12 @@ static int serve_until_signal(const Engine *engine, const ServeOptions *options,
     if (server_start(&server, engine, options, err)) return -1;
     const size_t cache_bytes = queue_cache_bytes(&server.queue);
     fprintf(stderr, "specdec serve: %d requests at once, their KV caches %.1f MiB (%d × %d positions; --parallel, "
-            "--ctx)\n", options->parallel, cache_bytes / 1048576.0, options->parallel, engine->target->cfg.n_positions);
+            "--ctx)", options->parallel, cache_bytes / 1048576.0, options->parallel, engine->target->cfg.n_positions);
+    if (engine->draft)  // each request's draft model drafter has a cache of its own while it runs (drafter.h)
+        fprintf(stderr, ", their draft caches up to %.1f MiB more (%d × %.1f MiB, allocated per request)",
+                options->parallel * model_kv_bytes(engine->draft) / 1048576.0, options->parallel,
+                model_kv_bytes(engine->draft) / 1048576.0);
+    fputc('\n', stderr);
     fprintf(stderr, "specdec serve: listening on http://%s%s%s:%d/v1 (model %s)\n", strchr(options->host, ':') ? "[" : "",
             options->host, strchr(options->host, ':') ? "]" : "", server_port(&server), options->model);
     if (!is_loopback(options->host) && !options->api_key)

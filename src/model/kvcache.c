@@ -39,9 +39,14 @@ static void cache_array_free(const KVCache *c, float *p, size_t bytes) {
 static size_t keys_bytes(const KVCache *c) { return sizeof(float) * c->n_layer * c->n_head * c->hd * c->ld_k; }
 static size_t values_bytes(const KVCache *c) { return sizeof(float) * c->n_layer * c->n_head * c->n_ctx * c->hd; }
 
+// An empty cache's shape, nothing allocated.
+static KVCache kv_shape(int n_layer, int n_head, int n_ctx, int hd) {
+    return (KVCache){.n_layer = n_layer, .n_head = n_head, .n_ctx = n_ctx, .hd = hd, .len = 0,
+                     .ld_k = (int)row_stride((size_t)n_ctx)};
+}
+
 int kv_init(KVCache *cache, int n_layer, int n_head, int n_ctx, int hd, Err *err) {
-    *cache = (KVCache){.n_layer = n_layer, .n_head = n_head, .n_ctx = n_ctx, .hd = hd, .len = 0,
-                       .ld_k = (int)row_stride((size_t)n_ctx)};
+    *cache = kv_shape(n_layer, n_head, n_ctx, hd);
     cache->k = cache_array_alloc(cache, keys_bytes(cache));
     cache->v = cache_array_alloc(cache, values_bytes(cache));
     if (!cache->k || !cache->v) {
@@ -53,6 +58,11 @@ int kv_init(KVCache *cache, int n_layer, int n_head, int n_ctx, int hd, Err *err
 }
 
 size_t kv_bytes(const KVCache *cache) { return keys_bytes(cache) + values_bytes(cache); }
+
+size_t kv_bytes_of(int n_layer, int n_head, int n_ctx, int hd) {
+    const KVCache shape = kv_shape(n_layer, n_head, n_ctx, hd);
+    return kv_bytes(&shape);
+}
 
 void kv_free(KVCache *cache) {
     cache_array_free(cache, cache->k, keys_bytes(cache));

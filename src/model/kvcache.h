@@ -33,6 +33,8 @@ void kv_free(KVCache *cache);
 
 // The bytes its keys and values take (allocated at kv_init; mapped as positions are written).
 size_t kv_bytes(const KVCache *cache);
+// ... those kv_init would allocate for this shape.
+size_t kv_bytes_of(int n_layer, int n_head, int n_ctx, int hd);
 
 // Keeps positions [0, n) and forgets the rest; n must be in [0, len].
 void kv_truncate(KVCache *cache, int n);

@@ -663,3 +663,8 @@ int model_kv_init(const Model *model, KVCache *cache, Err *err) {
     const Config *c = &model->cfg;
     return kv_init(cache, c->n_layer, c->n_kv_head, c->n_positions, c->head_dim, err);
 }
+
+size_t model_kv_bytes(const Model *model) {
+    const Config *c = &model->cfg;
+    return kv_bytes_of(c->n_layer, c->n_kv_head, c->n_positions, c->head_dim);
+}

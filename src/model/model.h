@@ -212,6 +212,8 @@ int model_forward_batch(Model *model, const SequenceRows *seqs, int n, float *lo
 
 // A cache sized for this model.
 int model_kv_init(const Model *model, KVCache *cache, Err *err);
+// The bytes such a cache takes.
+size_t model_kv_bytes(const Model *model);
 
 // The rollback check (rollback_check.c): compares a cache after a rollback with a forward over the committed tokens
 // in a cache of its own, and returns −1 with an error naming `name` (the model), the position and the largest

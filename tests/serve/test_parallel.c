@@ -50,19 +50,24 @@ static const Case TINY_CASES[] = {
      "false}}", "-n 12 --temp 0.7 --seed 3 --ids '40 41 42 43'", true},
 };
 
-// One client: waits its arrival time, then asks (or, hang_up, streams and goes away after the first event).
+// How a client goes away: never; streaming, after its first event; while its long prompt is prefilled (its
+// connection closed PREFILL_HANG_UP_US after its request, far less than the prefill of its 8 chunks takes).
+typedef enum { STAYS, LEAVES_STREAMING, LEAVES_PREFILLING } HangUp;
+enum { PREFILL_HANG_UP_US = 30000 };
+
+// One client: waits its arrival time, then asks (or goes away as hang_up says).
 typedef struct {
     int port;
     const char *body;
     int delay_us;
-    bool hang_up;
+    HangUp hang_up;
     char *reply;
 } Client;
 
 static void *run_client(void *arg) {
     Client *c = arg;
     usleep((useconds_t)c->delay_us);
-    if (!c->hang_up) {
+    if (c->hang_up == STAYS) {
         c->reply = post(c->port, "/v1/completions", "", c->body);
         return NULL;
     }
@@ -71,10 +76,24 @@ static void *run_client(void *arg) {
                        "Content-Length: %zu\r\n\r\n%s", strlen(c->body), c->body) < 0)
         return NULL;
     const int fd = connect_to(c->port);
-    if (fd >= 0 && write(fd, raw, strlen(raw)) == (ssize_t)strlen(raw)) free(read_reply(fd, "data: {"));
+    if (fd >= 0 && write(fd, raw, strlen(raw)) == (ssize_t)strlen(raw)) {
+        if (c->hang_up == LEAVES_STREAMING) free(read_reply(fd, "data: {"));
+        else usleep(PREFILL_HANG_UP_US);
+    }
     if (fd >= 0) close(fd);
     free(raw);
     return NULL;
+}
+
+// The body of the client that goes away (LEAVES_STREAMING: a long stream; LEAVES_PREFILLING: a prompt of about 420
+// tokens, 7 prefill chunks, into body[8192]).
+static const char *leaving_body(HangUp hang_up, char *body) {
+    if (hang_up == LEAVES_STREAMING)
+        return "{\"prompt\": \"def f(x):\", \"max_tokens\": 400, \"temperature\": 0, \"stream\": true}";
+    int at = snprintf(body, 8192, "{\"prompt\": \"");
+    for (int i = 0; i < 30; i++) at += snprintf(body + at, 8192 - at, "def function_%d(x):\\n    return x + %d\\n\\n", i, i);
+    snprintf(body + at, 8192 - at, "\", \"max_tokens\": 8, \"temperature\": 0}");
+    return body;
 }
 
 // The text of a completion's reply (malloc'd), or NULL.
@@ -98,22 +117,21 @@ static char *generated(const Case *c, const char *model, const char *drafter) {
     return out;
 }
 
-// The cases at random times within 0.3 s against `--parallel 3` with the model and drafter — and, hang_up, a client
-// that asks for a long stream and goes away after its first event.
-static void check_side_by_side(const char *model, const char *drafter, const Case *cases, int n, bool hang_up) {
-    char options[256];
+// The cases at random times within 0.3 s against `--parallel 3` with the model and drafter — and, unless hang_up is
+// STAYS, a client beside them that goes away.
+static void check_side_by_side(const char *model, const char *drafter, const Case *cases, int n, HangUp hang_up) {
+    char options[256], body[8192];
     snprintf(options, sizeof options, "%s --parallel 3 --queue 8", drafter);
     Served s;
     CHECK(serve(&s, model, options), "the server did not start with %s", options);
     if (test_failures()) return;
     Client clients[8];
     pthread_t threads[8];
-    const int n_clients = n + hang_up;
+    const int n_clients = n + (hang_up != STAYS);
     for (int i = 0; i < n_clients; i++) {
-        clients[i] = (Client){.port = s.port, .delay_us = test_rand_int(0, 300000), .hang_up = i == n,
-                              .body = i < n ? cases[i].body
-                                            : "{\"prompt\": \"def f(x):\", \"max_tokens\": 400, \"temperature\": 0, "
-                                              "\"stream\": true}"};
+        clients[i] = (Client){.port = s.port, .delay_us = test_rand_int(0, 300000), .hang_up = i == n ? hang_up : STAYS,
+                              .body = i < n ? cases[i].body : leaving_body(hang_up, body)};
+        if (i == n && hang_up == LEAVES_PREFILLING) clients[i].delay_us = 0;  // (its prefill beside the others)
         pthread_create(&threads[i], NULL, run_client, &clients[i]);
     }
     for (int i = 0; i < n_clients; i++) pthread_join(threads[i], NULL);
@@ -130,18 +148,28 @@ static void check_side_by_side(const char *model, const char *drafter, const Cas
     char *log;
     CHECK(stop_serving(&s, &log) == 0, "the server's exit status: %s", log);
     CHECK(strstr(log, "requests at once, their KV caches"), "no memory line at start-up: %s", log);
-    CHECK(!hang_up || strstr(log, "cancelled") || strstr(log, "(connection lost)"), "the client that went away is "
-          "not logged as gone: %s", log);  // (whichever of the two its line finds first: docs/server.md)
+    CHECK(!strstr(drafter, "-d ") || strstr(log, "their draft caches up to"), "the memory line leaves out the draft "
+          "model's caches: %s", log);
+    CHECK(hang_up != LEAVES_STREAMING || strstr(log, "cancelled") || strstr(log, "(connection lost)"), "the client "
+          "that went away is not logged as gone: %s", log);  // (whichever of the two its line finds first: docs/server.md)
+    CHECK(hang_up != LEAVES_PREFILLING || strstr(log, "499 0 tokens"), "the client that went away while its prompt was "
+          "prefilled is not logged as gone with no token: %s", log);
     free(log);
 }
 
-TEST(serve_parallel_draft_model_as_alone) { check_side_by_side(TARGET, "-d " DRAFT, PAIR_CASES, 4, true); }
-TEST(serve_parallel_tree_as_alone) { check_side_by_side(TARGET, "-d " DRAFT " --tree-width 2", PAIR_CASES, 2, false); }
+TEST(serve_parallel_draft_model_as_alone) { check_side_by_side(TARGET, "-d " DRAFT, PAIR_CASES, 4, LEAVES_STREAMING); }
+TEST(serve_parallel_tree_as_alone) { check_side_by_side(TARGET, "-d " DRAFT " --tree-width 2", PAIR_CASES, 2, STAYS); }
+
+// A client that goes away while its long prompt is prefilled in chunks beside the others' rounds leaves the batch at
+// the next step, with no token, and frees its slot; the others' texts are those they get alone.
+TEST(serve_parallel_client_leaves_while_prefilling) {
+    check_side_by_side(TARGET, "-d " DRAFT, PAIR_CASES, 2, LEAVES_PREFILLING);
+}
 
 TEST(serve_parallel_lookup_as_alone) {
     char dir[64];
     tiny_checkpoint(dir, false);
-    check_side_by_side(dir, "--lookup", TINY_CASES, sizeof TINY_CASES / sizeof TINY_CASES[0], false);
+    check_side_by_side(dir, "--lookup", TINY_CASES, sizeof TINY_CASES / sizeof TINY_CASES[0], STAYS);
     remove_dir(dir);
 }
 

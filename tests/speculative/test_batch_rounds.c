@@ -152,41 +152,77 @@ TEST(batch_rounds_each_as_alone_gpt2_q8) {
     model_pair_close(&pair);
 }
 
+// ---- single cases: a sequence in a batch beside others, its tokens alone ------------------------------------------
+
+typedef struct {
+    int prompt[MAX_PROMPT], n_prompt;
+    int alone[MAX_TOKENS], n_alone;
+    int out[MAX_TOKENS];
+    int id;                     // its place
+    Drafters drafters;          // the draft model's drafter, unless it joined with another
+} Sequence;
+
+// The sequence's tokens alone by the draft model, then it joins with that drafter — or `drafter`, where not NULL.
+static void join(Batch *b, ModelPair *pair, Sequence *x, const SpecParams *params, Drafter *drafter) {
+    Err err;
+    SpecStats stats;
+    x->n_alone = generate_with(pair, DRAFT_MODEL, x->prompt, x->n_prompt, params, params->seed, x->alone, &stats, 0);
+    if (!drafter) {
+        CHECK(drafter_open(&x->drafters, DRAFTER_MODEL, &pair->draft, params, 0, 1, &err) == 0, "%s", err.msg);
+        drafter = x->drafters.drafter;
+    }
+    const BatchJob job = {.prompt = x->prompt, .n_prompt = x->n_prompt, .params = params, .drafter = drafter,
+                          .out = x->out};
+    CHECK((x->id = batch_join(b, &job, &err)) >= 0, "%s", err.msg);
+}
+
+// The sequence leaves, finished: its tokens must be those it gets alone. Returns its statistics.
+static SpecStats leave_as_alone(Batch *b, Sequence *x, const char *name) {
+    int n_out;
+    SpecStats stats = {0};
+    Err err;
+    CHECK(batch_state(b, x->id) == BATCH_DONE, "%s: not done", name);
+    CHECK(batch_leave(b, x->id, &n_out, &stats, &err) == 0, "%s: %s", name, err.msg);
+    CHECK(n_out == x->n_alone && !memcmp(x->out, x->alone, sizeof(int) * n_out),
+          "%s: other tokens in the batch than alone", name);
+    drafter_close(&x->drafters);
+    return stats;
+}
+
+static void run_to_the_end(Batch *b) {
+    Err err;
+    while (batch_active(b) > 0 && !test_failures()) CHECK(batch_step(b, &err) == 0, "%s", err.msg);
+}
+
+static void open_llama_pair(ModelPair *pair) {
+    RandomCheckpoint target = LLAMA_TARGET, draft = QWEN3_DRAFT;
+    target.n_positions = draft.n_positions = 256;
+    model_pair_open(pair, &target, &draft, target.vocab_size, 2, QUANT_NONE);
+}
+
+static const SpecParams GREEDY_CHAINS_OF_3 = {.sampling = {.temperature = 0, .top_p = 1}, .policy = GAMMA_FIXED,
+                                              .gamma = 3, .eos_id = -1, .max_tokens = 12};
+
 // The draft model's forwards are batched: SEQUENCES requests joining together, each drafting a chain of 3 in every
 // round (greedy, fixed γ, so every round of every sequence makes 3 draft forwards), share each level's forward — the
 // batch runs as many draft forwards as its longest-running sequence makes, not their sum — and each gets its tokens
 // alone.
 TEST(batch_draft_forwards_are_one_per_level) {
-    enum { SEQUENCES = 3, TOKENS = 12 };
+    enum { SEQUENCES = 3 };
     ModelPair pair;
-    RandomCheckpoint target = LLAMA_TARGET, draft = QWEN3_DRAFT;
-    model_pair_open(&pair, &target, &draft, target.vocab_size, 2, QUANT_NONE);
-    const SpecParams params = {.sampling = {.temperature = 0, .top_p = 1}, .policy = GAMMA_FIXED, .gamma = 3,
-                               .eos_id = -1, .max_tokens = TOKENS};
-    int prompt[SEQUENCES][8], n_prompt[SEQUENCES], alone[SEQUENCES][TOKENS], n_alone[SEQUENCES];
-    int out[SEQUENCES][TOKENS], id[SEQUENCES];
-    Drafters drafters[SEQUENCES] = {0};
+    open_llama_pair(&pair);
+    Sequence x[SEQUENCES] = {0};
     Err err;
     Batch *b = batch_open(&pair.target, SEQUENCES, &err);
     CHECK(b, "%s", err.msg);
     for (int i = 0; i < SEQUENCES && b; i++) {
-        SpecStats stats;
-        n_prompt[i] = random_prompt(prompt[i], i, pair.target.n_vocab);
-        n_alone[i] = generate_with(&pair, DRAFT_MODEL, prompt[i], n_prompt[i], &params, params.seed, alone[i], &stats,
-                                   0);
-        CHECK(drafter_open(&drafters[i], DRAFTER_MODEL, &pair.draft, &params, 0, 1, &err) == 0, "%s", err.msg);
-        const BatchJob job = {.prompt = prompt[i], .n_prompt = n_prompt[i], .params = &params,
-                              .drafter = drafters[i].drafter, .out = out[i]};
-        CHECK((id[i] = batch_join(b, &job, &err)) >= 0, "%s", err.msg);
+        x[i].n_prompt = random_prompt(x[i].prompt, i, pair.target.n_vocab);
+        join(b, &pair, &x[i], &GREEDY_CHAINS_OF_3, NULL);
     }
-    while (b && batch_active(b) > 0 && !test_failures()) CHECK(batch_step(b, &err) == 0, "%s", err.msg);
+    if (b) run_to_the_end(b);
     int most = 0, sum = 0;
     for (int i = 0; i < SEQUENCES && b && !test_failures(); i++) {
-        int n_out;
-        SpecStats stats;
-        CHECK(batch_leave(b, id[i], &n_out, &stats, &err) == 0, "%s", err.msg);
-        CHECK(n_out == n_alone[i] && !memcmp(out[i], alone[i], sizeof(int) * n_out),
-              "sequence %d: other tokens in the batch than alone", i);
+        const SpecStats stats = leave_as_alone(b, &x[i], "a sequence");
         CHECK(stats.draft_calls > 0 && stats.draft_calls % 3 == 0, "sequence %d: %d draft forwards, not 3 a round",
               i, stats.draft_calls);
         most = stats.draft_calls > most ? stats.draft_calls : most;
@@ -200,6 +236,131 @@ TEST(batch_draft_forwards_are_one_per_level) {
               forwards, sum, most);
     }
     batch_close(b);
-    for (int i = 0; i < SEQUENCES; i++) drafter_close(&drafters[i]);
+    for (int i = 0; i < SEQUENCES; i++) drafter_close(&x[i].drafters);
+    model_pair_close(&pair);
+}
+
+// A sequence whose prompt takes two prefill chunks leaves (its client gone) after the first, while it is still
+// prefilling: it leaves with no tokens, its place is free — the next sequence to join takes it — and the sequences
+// beside it, one running before it joined and the one after it, get their tokens alone.
+TEST(batch_sequence_leaves_while_prefilling) {
+    ModelPair pair;
+    open_llama_pair(&pair);
+    Sequence running = {0}, leaving = {.n_prompt = MAX_PROMPT}, next = {0};
+    running.n_prompt = random_prompt(running.prompt, 1, pair.target.n_vocab);
+    next.n_prompt = random_prompt(next.prompt, 2, pair.target.n_vocab);
+    for (int t = 0; t < leaving.n_prompt; t++) leaving.prompt[t] = test_rand_int(0, pair.target.n_vocab - 2);
+    Err err;
+    Batch *b = batch_open(&pair.target, 2, &err);
+    CHECK(b, "%s", err.msg);
+    if (b) {
+        join(b, &pair, &running, &GREEDY_CHAINS_OF_3, NULL);
+        CHECK(batch_step(b, &err) == 0, "%s", err.msg);
+        join(b, &pair, &leaving, &GREEDY_CHAINS_OF_3, NULL);
+        CHECK(batch_step(b, &err) == 0, "%s", err.msg);
+        CHECK(batch_state(b, leaving.id) == BATCH_PREFILLING, "a prompt of %d tokens prefilled in one step",
+              MAX_PROMPT);
+        int n_out;
+        SpecStats stats;
+        CHECK(batch_leave(b, leaving.id, &n_out, &stats, &err) == 0 && n_out == 0, "leaving while prefilling: %d "
+              "tokens (%s)", n_out, err.msg);
+        drafter_close(&leaving.drafters);
+        CHECK(batch_active(b) == 1 && batch_state(b, leaving.id) == BATCH_FREE, "its place is not free");
+        join(b, &pair, &next, &GREEDY_CHAINS_OF_3, NULL);
+        CHECK(next.id == leaving.id, "the next sequence took place %d, not the one left free (%d)", next.id,
+              leaving.id);
+        run_to_the_end(b);
+        if (!test_failures()) leave_as_alone(b, &running, "the sequence running before");
+        if (!test_failures()) leave_as_alone(b, &next, "the sequence that joined after");
+    }
+    batch_close(b);
+    drafter_close(&running.drafters);
+    drafter_close(&next.drafters);
+    model_pair_close(&pair);
+}
+
+// ---- the debug build's rollback check in a batch ---------------------------------------------------------------
+
+// A model drafter (stepped by the batch: begin, resume) that counts the scheduler's checks, and corrupts one cached
+// value of its draft cache after its corrupt_after-th rollback (0: never).
+typedef struct {
+    Drafter base;
+    ModelDrafter inner;
+    int rollbacks, checks, corrupt_after;
+} Corrupter;
+
+static int corrupter_prefill(Drafter *self, const int *context, int n, Err *err) {
+    Corrupter *c = (Corrupter *)self;
+    return c->inner.base.prefill(&c->inner.base, context, n, err);
+}
+
+static int corrupter_begin(Drafter *self, const int *context, int n, const DraftRequest *request, DraftTree *tree,
+                           double *q, DraftReport *report, DraftForward *forward, Err *err) {
+    Corrupter *c = (Corrupter *)self;
+    return c->inner.base.begin(&c->inner.base, context, n, request, tree, q, report, forward, err);
+}
+
+static int corrupter_resume(Drafter *self, DraftForward *forward, Err *err) {
+    Corrupter *c = (Corrupter *)self;
+    return c->inner.base.resume(&c->inner.base, forward, err);
+}
+
+static void corrupter_rollback(Drafter *self, int n, const int *path, int n_path) {
+    Corrupter *c = (Corrupter *)self;
+    c->inner.base.rollback(&c->inner.base, n, path, n_path);
+    if (++c->rollbacks != c->corrupt_after) return;
+    KVCache *cache = &c->inner.cache;
+    kv_values(cache, 0, 0)[(size_t)(cache->len - 1) * cache->hd] += 0.5f;
+}
+
+static int corrupter_check(Drafter *self, const int *context, int n_prefill, Err *err) {
+    Corrupter *c = (Corrupter *)self;
+    c->checks++;
+    return c->inner.base.check_rollback(&c->inner.base, context, n_prefill, err);
+}
+
+// Three sequences draft together (their draft forwards batched) and each cache is checked after each rollback, the
+// target's and the draft's: in the debug build, a check per round of each sequence, and one corrupted value in one
+// sequence's draft cache fails that sequence alone, with the check's message, while the others finish as alone. The
+// release build checks nothing.
+TEST(batch_debug_build_checks_every_sequences_rollbacks) {
+    enum { SEQUENCES = 3, CORRUPTED = 1 };
+    ModelPair pair;
+    open_llama_pair(&pair);
+    Sequence x[SEQUENCES] = {0};
+    Corrupter c[SEQUENCES];
+    Err err;
+    Batch *b = batch_open(&pair.target, SEQUENCES, &err);
+    CHECK(b, "%s", err.msg);
+    for (int i = 0; i < SEQUENCES && b; i++) {
+        c[i] = (Corrupter){.base = {.prefill = corrupter_prefill, .propose = drafter_propose_by_steps,
+                                    .begin = corrupter_begin, .resume = corrupter_resume,
+                                    .rollback = corrupter_rollback, .check_rollback = corrupter_check},
+                           .corrupt_after = i == CORRUPTED ? 2 : 0};
+        CHECK(model_drafter_init(&c[i].inner, &pair.draft, &GREEDY_CHAINS_OF_3, 0, &err) == 0, "%s", err.msg);
+        x[i].n_prompt = random_prompt(x[i].prompt, i, pair.target.n_vocab);
+        join(b, &pair, &x[i], &GREEDY_CHAINS_OF_3, &c[i].base);
+    }
+    if (b) run_to_the_end(b);
+    for (int i = 0; i < SEQUENCES && b && !test_failures(); i++) {
+#ifdef SPECDEC_DEBUG
+        if (i == CORRUPTED) {
+            int n_out;
+            SpecStats stats;
+            CHECK(batch_state(b, x[i].id) == BATCH_FAILED && batch_leave(b, x[i].id, &n_out, &stats, &err) == -1,
+                  "a corrupted draft cache in a batch went unnoticed");
+            CHECK(c[i].checks == 2 && strstr(err.msg, "draft model") && strstr(err.msg, "value at position"),
+                  "%d checks; message: %s", c[i].checks, err.msg);
+            continue;
+        }
+        const SpecStats stats = leave_as_alone(b, &x[i], "a sequence beside the corrupted one");
+        CHECK(c[i].checks == stats.rounds, "%d rounds, %d checks of the draft", stats.rounds, c[i].checks);
+#else
+        leave_as_alone(b, &x[i], "a sequence");
+        CHECK(c[i].checks == 0, "the release build checked %d rollbacks", c[i].checks);
+#endif
+    }
+    batch_close(b);
+    for (int i = 0; i < SEQUENCES && b; i++) model_drafter_free(&c[i].inner);
     model_pair_close(&pair);
 }
