@@ -41,20 +41,108 @@ static inline __m512i broadcast_group(const int8_t *q) {
 // A block's quants q (64-byte aligned) as 8 groups: group g, rows 0..15 × inputs 4g..4g+3, as unsigned bytes.
 typedef void UnpackAvx512(__m512i w[GROUPS], const uint8_t *q);
 
+// The formats' UnpackAvx512s. q8's, Q8_0's and Q6_K's: each 64-byte line of the block is one group, its top bits
+// flipped (u = q + 128). q4's, Q4_0's and Q4_K's: line l of the block holds groups l (low nibbles) and l + 4 (high),
+// as they are. Q5_K's: each line one group, as it is.
+static inline __attribute__((always_inline)) void flipped_bytes_unpack(__m512i w[GROUPS], const uint8_t *q) {
+    const __m512i flip = _mm512_set1_epi8((char)0x80);
+    for (int g = 0; g < GROUPS; g++) w[g] = _mm512_xor_si512(_mm512_load_si512(q + 64 * g), flip);
+}
+
+static inline __attribute__((always_inline)) void nibbles_unpack(__m512i w[GROUPS], const uint8_t *q) {
+    const __m512i nibble = _mm512_set1_epi8(0x0f);
+    for (int line = 0; line < GROUPS / 2; line++) {
+        const __m512i packed = _mm512_load_si512(q + 64 * line);
+        w[line] = _mm512_and_si512(packed, nibble);
+        w[line + GROUPS / 2] = _mm512_and_si512(_mm512_srli_epi16(packed, 4), nibble);
+    }
+}
+
+static inline __attribute__((always_inline)) void bytes_unpack(__m512i w[GROUPS], const uint8_t *q) {
+    for (int g = 0; g < GROUPS; g++) w[g] = _mm512_load_si512(q + 64 * g);
+}
+
+// GGUF's K-quants (kernels.h, "GGUF's K-quants, as stored") on the same walk: a block's float steps, per weight
+// row, from its integer sums and its K-panel's scales. Their unpacking gives u = q (Q4_K, Q5_K) or u = q − 32 + 128
+// (Q6_K, its bytes' top bit flipped), so a Q6_K half's sum starts at −128 · Σ q_x over that half.
+typedef struct {
+    __m512 d, dmin;            // the super-block's, F16 widened
+    __m512i scale, scale_high; // per row: Q4_K, Q5_K sc (scale_high unused); Q6_K sc_lo and sc_hi, signed
+    __m512 minus_min;          // Q4_K, Q5_K: −m, exact in F32
+} KScales;
+
+// Block b's scales of the K-panel at `panel` (rows of nb blocks); d and dmin only read at a super-block's start.
+static inline __attribute__((always_inline)) void k_scales_at(KScales *k, const uint8_t *panel, int nb, int b,
+                                                              const WeightType type) {
+    const int n_in = nb * Q8_BLOCK;
+    if (b % K_BLOCKS == 0) {
+        const uint8_t *super = panel + k_super_offset(type, n_in, 0, b / K_BLOCKS);
+        k->d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)super));
+        k->dmin = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(super + 32)));
+    }
+    const __m512i pairs =  // row r's two scale bytes in lane r's low 16 bits
+        _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(panel + k_scale_offset(type, n_in, 0, b))));
+    if (type == WEIGHT_Q6_K) {
+        k->scale = _mm512_srai_epi32(_mm512_slli_epi32(pairs, 24), 24);
+        k->scale_high = _mm512_srai_epi32(_mm512_slli_epi32(pairs, 16), 24);
+    } else {
+        k->scale = _mm512_and_si512(pairs, _mm512_set1_epi32(0xff));
+        k->minus_min = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_setzero_si512(), _mm512_srli_epi32(pairs, 8)));
+    }
+}
+
+// Σ q_x over a block's first 16 inputs: the bytes' sum of absolute differences from −128, less 16 · 128.
+static inline int32_t low_half_sum(const int8_t *q) {
+    const __m128i sums = _mm_sad_epu8(_mm_xor_si128(_mm_loadu_si128((const __m128i *)q), _mm_set1_epi8((char)0x80)),
+                                      _mm_setzero_si128());
+    return _mm_cvtsi128_si32(sums) + _mm_extract_epi32(sums, 2) - 16 * 128;
+}
+
+// acc + one activation block's part of the K-panel rows' dot products, in the reference's float steps (qk.c):
+// P = the integer sums times their integer scales, acc = fma(P, fl(d · d_x)), then for Q4_K and Q5_K
+// acc = fma(−m · Σ q_x, fl(dmin · d_x)) (−m · Σ q_x exact in F32: |m · Σ q_x| ≤ 63 · 32 · 128 < 2²⁴).
+static inline __attribute__((always_inline)) VNNI __m512 k_block_fma(__m512 acc, const __m512i w[GROUPS],
+                                                                     const KScales *k, const Q8Block *xb,
+                                                                     const WeightType type) {
+    const __m512 d_x = _mm512_set1_ps(xb->d);
+    __m512i P;
+    if (type == WEIGHT_Q6_K) {
+        const int32_t low_x = low_half_sum(xb->q);  // the other half's: −offset / 128 − low_x
+        __m512i low = _mm512_set1_epi32(-128 * low_x), high = _mm512_set1_epi32(xb->offset + 128 * low_x);
+        for (int g = 0; g < GROUPS / 2; g++) {
+            low = _mm512_dpbusd_epi32(low, w[g], broadcast_group(xb->q + Q8_GROUP * g));
+            high = _mm512_dpbusd_epi32(high, w[g + GROUPS / 2], broadcast_group(xb->q + 16 + Q8_GROUP * g));
+        }
+        P = _mm512_add_epi32(_mm512_mullo_epi32(low, k->scale), _mm512_mullo_epi32(high, k->scale_high));
+    } else {
+        __m512i sum = _mm512_setzero_si512();
+        for (int g = 0; g < GROUPS; g++) sum = _mm512_dpbusd_epi32(sum, w[g], broadcast_group(xb->q + Q8_GROUP * g));
+        P = _mm512_mullo_epi32(sum, k->scale);
+    }
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(P), _mm512_mul_ps(k->d, d_x), acc);
+    if (type == WEIGHT_Q6_K) return acc;
+    const __m512 minus_m_x = _mm512_mul_ps(k->minus_min, _mm512_set1_ps((float)(xb->offset / -128)));
+    return _mm512_fmadd_ps(minus_m_x, _mm512_mul_ps(k->dmin, d_x), acc);
+}
+
 // The 16 · n_panels weight rows of n_panels ≤ DECODE_PANELS consecutive panels (`panel`, then `panel` +
 // panel_bytes, ...) against activation rows t < n ≤ 8 (n and n_panels constants where this is inlined; several
 // panels only with one row, where the registers allow it): their float sums over the blocks sit in n · n_panels
 // registers, a block's 8 groups in 8 more. Rows outside `rows` (the first panel's; the others are always whole)
 // are neither stored nor read from bias. `prefetch`: this is the panels' first pass. `block_bytes`: a block's
-// quants in a panel; `offset_divisor`: 128 / c; `f16`: the scales are F16 (GGUF's blocks), else BF16.
+// quants in a panel; `offset_divisor`: 128 / c; `type`: the panels' (q8's or q4's, their scales F16 for GGUF's
+// Q8_0 and Q4_0, else BF16; or a K-quant's, whose block steps are k_block_fma's).
 //   out: [n, ld_out] from the first panel's first row   x: [n, nb]
 static inline __attribute__((always_inline)) VNNI void panels_against_rows(
     float *out, const Q8Block *x, const uint8_t *panel, size_t panel_bytes, const float *bias, int nb, int ld_out,
     __mmask16 rows, bool prefetch, const int n, const int n_panels, const int block_bytes, UnpackAvx512 *unpack,
-    const int offset_divisor, const bool f16) {
+    const int offset_divisor, const WeightType type) {
     __m512 acc[DECODE_PANELS][ROWS_PER_PASS];
-    for (int p = 0; p < n_panels; p++)
+    KScales k[DECODE_PANELS];  // K-quants' (d and dmin set at each super-block's start)
+    for (int p = 0; p < n_panels; p++) {
+        k[p].d = k[p].dmin = _mm512_setzero_ps();
         for (int t = 0; t < n; t++) acc[p][t] = _mm512_setzero_ps();
+    }
     const size_t quant_bytes = (size_t)nb * block_bytes;
     PrefetchStream ahead = prefetch_stream(panel, nb, block_bytes, (size_t)n_panels * panel_bytes);
     for (int b = 0; b < nb; b++) {
@@ -62,16 +150,22 @@ static inline __attribute__((always_inline)) VNNI void panels_against_rows(
         if (prefetch) prefetch_stream_at(&ahead, b);
         for (int p = 0; p < n_panels; p++) {
             const uint8_t *q = panel + p * panel_bytes + at;
-            const uint16_t *scales = (const uint16_t *)(panel + p * panel_bytes + quant_bytes);
             for (int line = 0; line < block_bytes / 64 && prefetch; line++) {  // past the end, a prefetch does nothing
                 _mm_prefetch(ahead.near + p * panel_bytes + at + 64 * line, _MM_HINT_T0);
                 _mm_prefetch(ahead.far + p * panel_bytes + at + 64 * line, _MM_HINT_T1);
             }
             __m512i w[GROUPS];
             unpack(w, q);
+            if (k_quant(type)) {
+                k_scales_at(&k[p], panel + p * panel_bytes, nb, b, type);
+                for (int t = 0; t < n; t++) acc[p][t] = k_block_fma(acc[p][t], w, &k[p], &x[(size_t)t * nb + b], type);
+                continue;
+            }
+            const uint16_t *scales = (const uint16_t *)(panel + p * panel_bytes + quant_bytes);
             const __m256i scales_16 =  // the 16 rows' scales, then as F32 (from F16 or BF16: exact either way)
                 _mm256_loadu_si256((const __m256i *)(scales + b * Q8_PANEL));
-            const __m512 d_w = f16 ? _mm512_cvtph_ps(scales_16)
+            const __m512 d_w = f16_scales(type)
+                                   ? _mm512_cvtph_ps(scales_16)
                                    : _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(scales_16), 16));
             for (int t = 0; t < n; t++) {
                 const Q8Block *xb = &x[(size_t)t * nb + b];
@@ -93,13 +187,15 @@ static inline __attribute__((always_inline)) VNNI void panels_against_rows(
     }
 }
 
-// The matmul of MatmulQ8Fn over panels of `panel_bytes`, with panels_against_rows's format arguments.
+// The matmul of MatmulQ8Fn over panels of `type` (quantized_panel_bytes), with panels_against_rows's format
+// arguments.
 static inline __attribute__((always_inline)) VNNI void walk_panels(float *out, const Q8Block *x, const void *w,
                                                                    const float *bias, int T, int n_in, int ld_out,
-                                                                   int j0, int j1, size_t panel_bytes,
-                                                                   const int block_bytes, UnpackAvx512 *unpack,
-                                                                   const int offset_divisor, const bool f16) {
+                                                                   int j0, int j1, const int block_bytes,
+                                                                   UnpackAvx512 *unpack, const int offset_divisor,
+                                                                   const WeightType type) {
     const int nb = q8_blocks(n_in);
+    const size_t panel_bytes = quantized_panel_bytes(type, n_in);
     for (int p = j0 / Q8_PANEL; p * Q8_PANEL < j1; p++) {
         const int first = p * Q8_PANEL;  // rows [first, first + 16), of which [j0, j1) are wanted
         const int lo = j0 > first ? j0 - first : 0, hi = j1 - first < Q8_PANEL ? j1 - first : Q8_PANEL;
@@ -108,7 +204,7 @@ static inline __attribute__((always_inline)) VNNI void walk_panels(float *out, c
         const float *b = bias ? bias + first : NULL;
         if (T == 1 && first + DECODE_PANELS * Q8_PANEL <= j1) {  // decoding: whole panels, several a pass
             panels_against_rows(out + first, x, panel, panel_bytes, b, nb, ld_out, rows, true, 1, DECODE_PANELS,
-                                block_bytes, unpack, offset_divisor, f16);
+                                block_bytes, unpack, offset_divisor, type);
             p += DECODE_PANELS - 1;
             continue;
         }
@@ -117,7 +213,7 @@ static inline __attribute__((always_inline)) VNNI void walk_panels(float *out, c
             const Q8Block *xt = x + (size_t)t * nb;
             const bool prefetch = t == 0;
 #define PASS(n) panels_against_rows(o, xt, panel, panel_bytes, b, nb, ld_out, rows, prefetch, n, 1, block_bytes, \
-                                    unpack, offset_divisor, f16)
+                                    unpack, offset_divisor, type)
             PASS_WITH_CONSTANT_ROWS(T - t < ROWS_PER_PASS ? T - t : ROWS_PER_PASS, PASS)
 #undef PASS
         }

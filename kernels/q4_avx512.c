@@ -9,27 +9,15 @@
 // q4 matmul instead where cpuid does not report AVX512_VNNI.
 #include "panel_walk_avx512.h"
 
-enum { LINES = Q4_BLOCK * Q4_PANEL / 2 / 64 };
-
-// The walk's UnpackAvx512 for q4: line l of the block holds groups l (low nibbles) and l + 4 (high), as q + 8.
-static inline __attribute__((always_inline)) void q4_unpack(__m512i w[GROUPS], const uint8_t *q) {
-    const __m512i nibble = _mm512_set1_epi8(0x0f);
-    for (int line = 0; line < LINES; line++) {
-        const __m512i packed = _mm512_load_si512(q + 64 * line);
-        w[line] = _mm512_and_si512(packed, nibble);
-        w[line + LINES] = _mm512_and_si512(_mm512_srli_epi16(packed, 4), nibble);
-    }
-}
-
 VNNI void q4_matmul_avx512(float *out, const Q8Block *x, const void *w, const float *bias, int T, int n_in,
                            int ld_out, int j0, int j1) {
-    walk_panels(out, x, w, bias, T, n_in, ld_out, j0, j1, q4_panel_bytes(n_in), Q4_BLOCK * Q4_PANEL / 2, q4_unpack,
-                16, false);
+    walk_panels(out, x, w, bias, T, n_in, ld_out, j0, j1, Q4_BLOCK * Q4_PANEL / 2, nibbles_unpack, 16,
+                WEIGHT_Q4);
 }
 
 // GGUF's Q4_0 (kernels.h): the same panels with F16 scales.
 VNNI void q4_0_matmul_avx512(float *out, const Q8Block *x, const void *w, const float *bias, int T, int n_in,
                              int ld_out, int j0, int j1) {
-    walk_panels(out, x, w, bias, T, n_in, ld_out, j0, j1, q4_panel_bytes(n_in), Q4_BLOCK * Q4_PANEL / 2, q4_unpack,
-                16, true);
+    walk_panels(out, x, w, bias, T, n_in, ld_out, j0, j1, Q4_BLOCK * Q4_PANEL / 2, nibbles_unpack, 16,
+                WEIGHT_Q4_0);
 }

@@ -52,21 +52,14 @@ void q8_quantize_rows_avx512(Q8Block *out, const float *x, int T, int n_in, int 
 
 // ---- the matmul ---------------------------------------------------------------------------------------------
 
-// The walk's UnpackAvx512 for q8: each 64-byte line of the block is one group, its top bits flipped (u = q + 128).
-static inline __attribute__((always_inline)) void q8_unpack(__m512i w[GROUPS], const uint8_t *q) {
-    const __m512i flip = _mm512_set1_epi8((char)0x80);
-    for (int g = 0; g < GROUPS; g++) w[g] = _mm512_xor_si512(_mm512_load_si512(q + 64 * g), flip);
-}
-
 VNNI void q8_matmul_avx512(float *out, const Q8Block *x, const void *w, const float *bias, int T, int n_in,
                            int ld_out, int j0, int j1) {
-    walk_panels(out, x, w, bias, T, n_in, ld_out, j0, j1, q8_panel_bytes(n_in), Q8_BLOCK * Q8_PANEL, q8_unpack, 1,
-                false);
+    walk_panels(out, x, w, bias, T, n_in, ld_out, j0, j1, Q8_BLOCK * Q8_PANEL, flipped_bytes_unpack, 1, WEIGHT_Q8);
 }
 
 // GGUF's Q8_0 (kernels.h): the same panels with F16 scales.
 VNNI void q8_0_matmul_avx512(float *out, const Q8Block *x, const void *w, const float *bias, int T, int n_in,
                              int ld_out, int j0, int j1) {
-    walk_panels(out, x, w, bias, T, n_in, ld_out, j0, j1, q8_panel_bytes(n_in), Q8_BLOCK * Q8_PANEL, q8_unpack, 1,
-                true);
+    walk_panels(out, x, w, bias, T, n_in, ld_out, j0, j1, Q8_BLOCK * Q8_PANEL, flipped_bytes_unpack, 1,
+                WEIGHT_Q8_0);
 }
