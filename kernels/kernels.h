@@ -624,23 +624,28 @@ MatmulQ8Fn q4_0_matmul_reference, q4_0_matmul_avx2, q4_0_matmul_avxvnni, q4_0_ma
 // Q4_K and Q5_K a 6-bit scale sc and min m per 32 weights, w = (d·sc)·q − dmin·m with q ∈ [0, 15] or [0, 31];
 // Q6_K an int8 scale per 16, w = (d·sc)·(q − 32), q ∈ [0, 63]. A 32-weight block of q8's activations (Q8Block)
 // meets one sub-block of Q4_K or Q5_K, two of Q6_K, so its part of a dot product is, exactly in integers,
-//     Q4_K, Q5_K:  d·d_x · sc · Σ q·q_x  −  dmin·d_x · m · Σ q_x
-//     Q6_K:        d·d_x · (sc_lo · Σ_lo (q − 32)·q_x + sc_hi · Σ_hi (q − 32)·q_x)   (lo, hi: inputs 0..15, 16..31)
-// and the float steps, per block in block order, are: P = the integer sum times its integer scale(s) (exact in 32
-// bits: |P| < 2²⁴, so its conversion is exact too), acc = fma(P, fl(d · d_x), acc), then for Q4_K and Q5_K
-// acc = fma(−m · Σ q_x, fl(dmin · d_x), acc); then + bias. Every variant does these in this order, so it is
-// bit-identical to the reference (qk.c) and batch-invariant.
+//     Q4_K, Q5_K:  (d·sc)·d_x · Σ q·q_x  −  (dmin·m) · (d_x · Σ q_x)
+//     Q6_K:        (d·sc_lo)·d_x · Σ_lo (q − 32)·q_x  +  (d·sc_hi)·d_x · Σ_hi (q − 32)·q_x   (lo, hi: inputs 0..15, 16..31)
+// with the integer sums exact (|Σ| < 2²⁴, so their conversions to F32 are exact too) and d·sc, dmin·m exact in F32
+// (an F16 times at most 8 bits). The float steps, per block in block order, are: acc = fma(Σ, fl(d·sc · d_x), acc)
+// (Q6_K: for the low half, then the high one), then for Q4_K and Q5_K acc = fma(−dmin·m, fl(d_x · Σ q_x), acc);
+// then + bias. d·sc and dmin·m are a block's for all activation rows, d_x · Σ q_x an activation row's for all
+// weight rows, so a row and block costs the variants one multiply and one or two fused multiply-adds, as q8's do.
+// Every variant does these in this order, so it is bit-identical to the reference (qk.c) and batch-invariant.
 //
 // The K-panels, shared by every variant: 16 rows, as q8's. First, for each 32-input block b, the rows' quants:
 // Q4_K in q4's layout (256 bytes, inputs k and k + 16 in the low and high nibbles of one byte) as q ∈ [0, 15];
-// Q5_K in q8's (512 bytes) as q ∈ [0, 31]; Q6_K in q8's as q − 32 ∈ [−32, 31]. Then each block's 16 rows' scale
+// Q5_K in q8's (512 bytes) as q ∈ [0, 31]; Q6_K's q ∈ [0, 63] as its low 4 bits in q4's layout, then its top 2
+// bits in 128 bytes, two lines of 64 laid out as a q8 group's: line h holds inputs 16h..16h + 15, the 2 bits of
+// the input of group 4h + c at bits 2c, 2c + 1 of the byte where the group's line would hold it (384 bytes, three
+// quarters of q8's: a decode step streams less than q8's panels). Then each block's 16 rows' scale
 // pairs, 2 bytes a row: (sc, m) unsigned for Q4_K and Q5_K, (sc_lo, sc_hi) signed for Q6_K. Then each
 // super-block's 16 rows' F16 d, then their F16 dmin (Q6_K: zeros). Rows of n_in, a multiple of 256.
 enum { K_SUPER = 256, K_BLOCKS = K_SUPER / Q8_BLOCK };
 
 // A block's quants in a K-panel.
 static inline int k_block_bytes(WeightType type) {
-    return type == WEIGHT_Q4_K ? Q4_BLOCK * Q4_PANEL / 2 : Q8_BLOCK * Q8_PANEL;
+    return type == WEIGHT_Q5_K ? Q8_BLOCK * Q8_PANEL : (type == WEIGHT_Q6_K ? 3 : 2) * Q8_BLOCK * Q8_PANEL / 4;
 }
 
 static inline size_t k_panel_bytes(WeightType type, int n_in) {
@@ -649,10 +654,27 @@ static inline size_t k_panel_bytes(WeightType type, int n_in) {
 }
 
 // Where row j's (j < 16: in panel 0) quant of input i, scale pair of block b, and d of super-block s lie, in bytes
-// from the panel's start (the quant of a Q4_K weight in the byte's low nibble if i % 32 < 16, else the high one;
-// dmin 32 bytes after d).
-static inline size_t k_quant_offset(WeightType type, int n_in, int j, int i) {
-    return type == WEIGHT_Q4_K ? q4_quant_index(n_in, j, i) : q8_quant_index(n_in, j, i);
+// from the panel's start (the quant of a Q4_K weight, and Q6_K's low 4 bits, in the byte's low nibble if
+// i % 32 < 16, else the high one; Q6_K's top 2 bits at k_high_offset; dmin 32 bytes after d).
+static inline size_t k_quant_offset(WeightType type, int j, int i) {
+    const size_t block = (size_t)(i / Q8_BLOCK) * k_block_bytes(type);
+    return block + (type == WEIGHT_Q5_K ? q8_quant_index(Q8_BLOCK, j, i % Q8_BLOCK)
+                                        : q4_quant_index(Q8_BLOCK, j, i % Q8_BLOCK));
+}
+
+static inline size_t k_high_offset(int j, int i) {  // Q6_K: its bits 2 · (i % 16 / 4) and the next
+    return (size_t)(i / Q8_BLOCK) * k_block_bytes(WEIGHT_Q6_K) + Q8_BLOCK * Q8_PANEL / 2 +
+           (size_t)(i % Q8_BLOCK / 16) * 64 + (size_t)j * Q8_GROUP + i % Q8_GROUP;
+}
+
+// The integer quant of row j's (j < 16) input i in a K-panel, as the matmuls multiply it: Q4_K q ∈ [0, 15], Q5_K
+// q ∈ [0, 31], Q6_K q − 32 ∈ [−32, 31].
+static inline int k_quant_at(const uint8_t *panel, WeightType type, int j, int i) {
+    const uint8_t byte = panel[k_quant_offset(type, j, i)];
+    if (type == WEIGHT_Q5_K) return byte;
+    const int low = i % Q8_BLOCK < 16 ? byte & 0xf : byte >> 4;
+    if (type == WEIGHT_Q4_K) return low;
+    return (low | (panel[k_high_offset(j, i)] >> (2 * (i % 16 / 4)) & 3) << 4) - 32;
 }
 
 static inline size_t k_scale_offset(WeightType type, int n_in, int j, int b) {
@@ -671,10 +693,9 @@ static inline float k_weight(const void *w, WeightType type, int n_in, int j, in
     const uint8_t *pair = panel + k_scale_offset(type, n_in, r, b);
     const uint8_t *super = panel + k_super_offset(type, n_in, r, b / K_BLOCKS);
     const float d = f16_to_f32((uint16_t)(super[0] | super[1] << 8));
-    const uint8_t byte = panel[k_quant_offset(type, n_in, r, i)];
-    if (type == WEIGHT_Q6_K) return d * (float)(int8_t)pair[i % Q8_BLOCK < 16 ? 0 : 1] * (float)(int8_t)byte;
+    const int q = k_quant_at(panel, type, r, i);
+    if (type == WEIGHT_Q6_K) return d * (float)(int8_t)pair[i % Q8_BLOCK < 16 ? 0 : 1] * (float)q;
     const float dmin = f16_to_f32((uint16_t)(super[32] | super[33] << 8));
-    const int q = type == WEIGHT_Q4_K ? (i % Q8_BLOCK < 16 ? byte & 0xf : byte >> 4) : byte;
     return d * (float)pair[0] * (float)q - dmin * (float)pair[1];
 }
 

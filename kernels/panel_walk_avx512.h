@@ -41,8 +41,8 @@ static inline __m512i broadcast_group(const int8_t *q) {
 // A block's quants q (64-byte aligned) as 8 groups: group g, rows 0..15 × inputs 4g..4g+3, as unsigned bytes.
 typedef void UnpackAvx512(__m512i w[GROUPS], const uint8_t *q);
 
-// The formats' UnpackAvx512s. q8's, Q8_0's and Q6_K's: each 64-byte line of the block is one group, its top bits
-// flipped (u = q + 128). q4's, Q4_0's and Q4_K's: line l of the block holds groups l (low nibbles) and l + 4 (high),
+// The formats' UnpackAvx512s. q8's and Q8_0's: each 64-byte line of the block is one group, its top bits
+// flipped (u = q + 128). q4's, Q4_0's and Q4_K's (and Q6_K's low 4 bits): line l of the block holds groups l (low nibbles) and l + 4 (high),
 // as they are. Q5_K's: each line one group, as it is.
 static inline __attribute__((always_inline)) void flipped_bytes_unpack(__m512i w[GROUPS], const uint8_t *q) {
     const __m512i flip = _mm512_set1_epi8((char)0x80);
@@ -63,12 +63,12 @@ static inline __attribute__((always_inline)) void bytes_unpack(__m512i w[GROUPS]
 }
 
 // GGUF's K-quants (kernels.h, "GGUF's K-quants, as stored") on the same walk: a block's float steps, per weight
-// row, from its integer sums and its K-panel's scales. Their unpacking gives u = q (Q4_K, Q5_K) or u = q − 32 + 128
-// (Q6_K, its bytes' top bit flipped), so a Q6_K half's sum starts at −128 · Σ q_x over that half.
+// row, from its integer sums and its K-panel's scales. Their unpacking gives u = q (Q4_K, Q5_K; Q6_K's q ∈ [0, 63],
+// whose weight is q − 32), so a Q6_K half's sum starts at −32 · Σ q_x over that half.
 typedef struct {
-    __m512 d, dmin;            // the super-block's, F16 widened
-    __m512i scale, scale_high; // per row: Q4_K, Q5_K sc (scale_high unused); Q6_K sc_lo and sc_hi, signed
-    __m512 minus_min;          // Q4_K, Q5_K: −m, exact in F32
+    __m512 d, dmin;               // the super-block's, F16 widened
+    __m512 d_scale, d_scale_high; // per row: Q4_K, Q5_K d·sc (d_scale_high unused); Q6_K d·sc_lo and d·sc_hi
+    __m512 minus_dmin_min;        // Q4_K, Q5_K: −dmin·m
 } KScales;
 
 // Block b's scales of the K-panel at `panel` (rows of nb blocks); d and dmin only read at a super-block's start.
@@ -83,11 +83,13 @@ static inline __attribute__((always_inline)) void k_scales_at(KScales *k, const 
     const __m512i pairs =  // row r's two scale bytes in lane r's low 16 bits
         _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(panel + k_scale_offset(type, n_in, 0, b))));
     if (type == WEIGHT_Q6_K) {
-        k->scale = _mm512_srai_epi32(_mm512_slli_epi32(pairs, 24), 24);
-        k->scale_high = _mm512_srai_epi32(_mm512_slli_epi32(pairs, 16), 24);
+        k->d_scale = _mm512_mul_ps(k->d, _mm512_cvtepi32_ps(_mm512_srai_epi32(_mm512_slli_epi32(pairs, 24), 24)));
+        k->d_scale_high =
+            _mm512_mul_ps(k->d, _mm512_cvtepi32_ps(_mm512_srai_epi32(_mm512_slli_epi32(pairs, 16), 24)));
     } else {
-        k->scale = _mm512_and_si512(pairs, _mm512_set1_epi32(0xff));
-        k->minus_min = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_setzero_si512(), _mm512_srli_epi32(pairs, 8)));
+        k->d_scale = _mm512_mul_ps(k->d, _mm512_cvtepi32_ps(_mm512_and_si512(pairs, _mm512_set1_epi32(0xff))));
+        k->minus_dmin_min = _mm512_sub_ps(_mm512_setzero_ps(),
+                                          _mm512_mul_ps(k->dmin, _mm512_cvtepi32_ps(_mm512_srli_epi32(pairs, 8))));
     }
 }
 
@@ -99,30 +101,25 @@ static inline int32_t low_half_sum(const int8_t *q) {
 }
 
 // acc + one activation block's part of the K-panel rows' dot products, in the reference's float steps (qk.c):
-// P = the integer sums times their integer scales, acc = fma(P, fl(d · d_x)), then for Q4_K and Q5_K
-// acc = fma(−m · Σ q_x, fl(dmin · d_x)) (−m · Σ q_x exact in F32: |m · Σ q_x| ≤ 63 · 32 · 128 < 2²⁴).
+// acc = fma(Σ, fl(d·sc · d_x)) (Q6_K: each half's), then for Q4_K and Q5_K acc = fma(−dmin·m, fl(d_x · Σ q_x)).
 static inline __attribute__((always_inline)) VNNI __m512 k_block_fma(__m512 acc, const __m512i w[GROUPS],
                                                                      const KScales *k, const Q8Block *xb,
                                                                      const WeightType type) {
     const __m512 d_x = _mm512_set1_ps(xb->d);
-    __m512i P;
     if (type == WEIGHT_Q6_K) {
         const int32_t low_x = low_half_sum(xb->q);  // the other half's: −offset / 128 − low_x
-        __m512i low = _mm512_set1_epi32(-128 * low_x), high = _mm512_set1_epi32(xb->offset + 128 * low_x);
+        __m512i low = _mm512_set1_epi32(-32 * low_x), high = _mm512_set1_epi32(xb->offset / 4 + 32 * low_x);
         for (int g = 0; g < GROUPS / 2; g++) {
             low = _mm512_dpbusd_epi32(low, w[g], broadcast_group(xb->q + Q8_GROUP * g));
             high = _mm512_dpbusd_epi32(high, w[g + GROUPS / 2], broadcast_group(xb->q + 16 + Q8_GROUP * g));
         }
-        P = _mm512_add_epi32(_mm512_mullo_epi32(low, k->scale), _mm512_mullo_epi32(high, k->scale_high));
-    } else {
-        __m512i sum = _mm512_setzero_si512();
-        for (int g = 0; g < GROUPS; g++) sum = _mm512_dpbusd_epi32(sum, w[g], broadcast_group(xb->q + Q8_GROUP * g));
-        P = _mm512_mullo_epi32(sum, k->scale);
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(low), _mm512_mul_ps(k->d_scale, d_x), acc);
+        return _mm512_fmadd_ps(_mm512_cvtepi32_ps(high), _mm512_mul_ps(k->d_scale_high, d_x), acc);
     }
-    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(P), _mm512_mul_ps(k->d, d_x), acc);
-    if (type == WEIGHT_Q6_K) return acc;
-    const __m512 minus_m_x = _mm512_mul_ps(k->minus_min, _mm512_set1_ps((float)(xb->offset / -128)));
-    return _mm512_fmadd_ps(minus_m_x, _mm512_mul_ps(k->dmin, d_x), acc);
+    __m512i sum = _mm512_setzero_si512();
+    for (int g = 0; g < GROUPS; g++) sum = _mm512_dpbusd_epi32(sum, w[g], broadcast_group(xb->q + Q8_GROUP * g));
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_mul_ps(k->d_scale, d_x), acc);
+    return _mm512_fmadd_ps(k->minus_dmin_min, _mm512_set1_ps(xb->d * (float)(xb->offset / -128)), acc);
 }
 
 // The 16 · n_panels weight rows of n_panels ≤ DECODE_PANELS consecutive panels (`panel`, then `panel` +
@@ -158,6 +155,7 @@ static inline __attribute__((always_inline)) VNNI void panels_against_rows(
             unpack(w, q);
             if (k_quant(type)) {
                 k_scales_at(&k[p], panel + p * panel_bytes, nb, b, type);
+#pragma GCC unroll 8  // the sums stay in registers (left to itself, GCC kept Q6_K's in memory)
                 for (int t = 0; t < n; t++) acc[p][t] = k_block_fma(acc[p][t], w, &k[p], &x[(size_t)t * nb + b], type);
                 continue;
             }

@@ -140,16 +140,19 @@ void k_pack_row(uint8_t *panel, WeightType type, int r, const uint8_t *blocks, i
             uint8_t *pair = panel + k_scale_offset(type, n_in, r, b);
             if (type == WEIGHT_Q6_K) pair[0] = (uint8_t)k.scale[2 * c], pair[1] = (uint8_t)k.scale[2 * c + 1];
             else pair[0] = (uint8_t)k.scale[c], pair[1] = (uint8_t)k.min[c];
-            for (int l = 0; l < 32 && type != WEIGHT_Q4_K; l++)
-                panel[k_quant_offset(type, n_in, r, b * 32 + l)] = (uint8_t)(type == WEIGHT_Q6_K ? q[l] - 32 : q[l]);
-            for (int l = 0; l < 16 && type == WEIGHT_Q4_K; l++)
-                panel[k_quant_offset(type, n_in, r, b * 32 + l)] = (uint8_t)(q[l] | q[l + 16] << 4);
+            for (int l = 0; l < 32 && type == WEIGHT_Q5_K; l++) panel[k_quant_offset(type, r, b * 32 + l)] = q[l];
+            for (int l = 0; l < 16 && type != WEIGHT_Q5_K; l++)  // Q4_K's q, Q6_K's low 4 bits
+                panel[k_quant_offset(type, r, b * 32 + l)] = (uint8_t)((q[l] & 0xf) | (q[l + 16] & 0xf) << 4);
+            for (int l = 0; l < 32 && type == WEIGHT_Q6_K; l += 16)  // Q6_K's top 2 bits: 4 inputs a byte
+                for (int m = 0; m < Q8_GROUP; m++)
+                    panel[k_high_offset(r, b * 32 + l + m)] =
+                        (uint8_t)(q[l + m] >> 4 | q[l + 4 + m] >> 4 << 2 | q[l + 8 + m] >> 4 << 4 | q[l + 12 + m] >> 4 << 6);
         }
     }
 }
 
-// The reference product (kernels.h): per block, P = the integer sum(s) times the integer scale(s), acc = fma(P,
-// fl(d · d_x), acc), and for Q4_K and Q5_K acc = fma(−m · Σ q_x, fl(dmin · d_x), acc); then + bias.
+// The reference product (kernels.h): per block, acc = fma(Σ, fl(d·sc · d_x), acc) (Q6_K: each half's), and for Q4_K
+// and Q5_K acc = fma(−dmin·m, fl(d_x · Σ q_x), acc); then + bias.
 static void k_matmul_reference(float *out, const Q8Block *x, const void *w, WeightType type, const float *bias, int T,
                                int n_in, int ld_out, int j0, int j1) {
     const int nb = q8_blocks(n_in);
@@ -165,21 +168,18 @@ static void k_matmul_reference(float *out, const Q8Block *x, const void *w, Weig
                 const uint8_t *super = panel + k_super_offset(type, n_in, r, b / K_BLOCKS);
                 int32_t half_sums[2] = {0, 0}, x_sum = 0;  // Σ q_w · q_x over inputs 0..15 and 16..31; Σ q_x
                 for (int i = 0; i < Q8_BLOCK; i++) {
-                    const uint8_t byte = panel[k_quant_offset(type, n_in, r, b * Q8_BLOCK + i)];
-                    const int q = type == WEIGHT_Q4_K   ? (i < 16 ? byte & 0xf : byte >> 4)
-                                  : type == WEIGHT_Q5_K ? byte
-                                                        : (int8_t)byte;
+                    const int q = k_quant_at(panel, type, r, b * Q8_BLOCK + i);
                     half_sums[i / 16] += q * xb->q[i];
                     x_sum += xb->q[i];
                 }
                 const float d = f16_to_f32(half_bits(super));
                 if (type == WEIGHT_Q6_K) {
-                    const int32_t P = (int8_t)pair[0] * half_sums[0] + (int8_t)pair[1] * half_sums[1];
-                    acc = fmaf((float)P, d * xb->d, acc);
+                    acc = fmaf((float)half_sums[0], d * (float)(int8_t)pair[0] * xb->d, acc);
+                    acc = fmaf((float)half_sums[1], d * (float)(int8_t)pair[1] * xb->d, acc);
                     continue;
                 }
-                acc = fmaf((float)(pair[0] * (half_sums[0] + half_sums[1])), d * xb->d, acc);
-                acc = fmaf((float)(-pair[1] * x_sum), f16_to_f32(half_bits(super + 32)) * xb->d, acc);
+                acc = fmaf((float)(half_sums[0] + half_sums[1]), d * (float)pair[0] * xb->d, acc);
+                acc = fmaf(-(f16_to_f32(half_bits(super + 32)) * (float)pair[1]), xb->d * (float)x_sum, acc);
             }
             out[(size_t)t * ld_out + j] = bias ? acc + bias[j] : acc;
         }

@@ -1,10 +1,11 @@
 // qk_avx2.c — GGUF's K-quants multiplied as stored (kernels.h, "GGUF's K-quants, as stored") with AVX2: a K-panel's
 // 16 rows as two halves of 8, one 32-bit lane per weight row, as q8's walk (panel_walk_avx2.h) has them. A block's
-// 8 groups of 8 rows × 4 inputs are loaded (and Q4_K's unpacked) once for all the pass's activation rows.
-// vpmaddubsw multiplies unsigned bytes by signed ones into pairs of 16 bits, vpmaddwd by ones adds the pairs into
-// 32: Q4_K's and Q5_K's quants are unsigned (a pair at most 2 · 31 · 127 < 2¹⁵); Q6_K's q − 32 is signed, so its
-// sign moves onto the activations, |q − 32| · (q_x · sign(q − 32)) (a pair at most 2 · 32 · 127). The integer
-// sums are exact and the float steps are the reference's (qk.c), so the result is bit-identical to it.
+// 8 groups of 8 rows × 4 inputs are loaded (Q4_K's and Q6_K's unpacked: Q6_K's low 4 bits as Q4_K's nibbles, its
+// top 2 bits shifted in from their lines, less 32) once for all the pass's activation rows. vpmaddubsw multiplies
+// unsigned bytes by signed ones into pairs of 16 bits, vpmaddwd by ones adds the pairs into 32: Q4_K's and Q5_K's
+// quants are unsigned (a pair at most 2 · 31 · 127 < 2¹⁵); Q6_K's q − 32 is signed, so its sign moves onto the
+// activations, |q − 32| · (q_x · sign(q − 32)) (a pair at most 2 · 32 · 127). The integer sums are exact and the
+// float steps are the reference's (kernels.h; qk.c), so the result is bit-identical to it.
 #include "panel_walk_avx2.h"
 
 enum { GROUPS = Q8_BLOCK / Q8_GROUP, ROWS_PER_PASS = 8 };
@@ -30,7 +31,7 @@ static inline __attribute__((always_inline)) void k_half_against_rows(float *out
                                                                       int n_in, int ld_out, int h, __m256i rows,
                                                                       const int n, const WeightType type) {
     const int nb = q8_blocks(n_in);
-    const __m256i nibble = _mm256_set1_epi8(0x0f);
+    const __m256i nibble = _mm256_set1_epi8(0x0f), top = _mm256_set1_epi8(0x30), thirty_two = _mm256_set1_epi8(32);
     __m256 acc[ROWS_PER_PASS], d = _mm256_setzero_ps(), dmin = _mm256_setzero_ps();
     for (int t = 0; t < n; t++) acc[t] = _mm256_setzero_ps();
     for (int b = 0; b < nb; b++) {
@@ -41,32 +42,43 @@ static inline __attribute__((always_inline)) void k_half_against_rows(float *out
         }
         const uint8_t *q = panel + (size_t)b * k_block_bytes(type) + h * HALF * 4;
         __m256i w[GROUPS];  // group g: the half's rows × inputs 4g..4g+3
-        for (int line = 0; line < GROUPS / 2 && type == WEIGHT_Q4_K; line++) {  // line l: groups l and l + 4
+        for (int line = 0; line < GROUPS / 2 && type != WEIGHT_Q5_K; line++) {  // line l: groups l and l + 4
             const __m256i packed = _mm256_loadu_si256((const __m256i *)(q + 64 * line));
             w[line] = _mm256_and_si256(packed, nibble);
             w[line + GROUPS / 2] = _mm256_and_si256(_mm256_srli_epi16(packed, 4), nibble);
         }
-        for (int g = 0; g < GROUPS && type != WEIGHT_Q4_K; g++)
+        for (int g = 0; g < GROUPS && type == WEIGHT_Q5_K; g++)
             w[g] = _mm256_loadu_si256((const __m256i *)(q + 64 * g));
+        for (int g = 0; g < GROUPS && type == WEIGHT_Q6_K; g++) {  // group g's top 2 bits: bits 2 · (g % 4) of
+            const int c = g % 4;                                   // line g / 4 of the last 128 bytes, to 4 and 5
+            const __m256i line = _mm256_loadu_si256((const __m256i *)(q + Q8_BLOCK * Q8_PANEL / 2 + 64 * (g / 4)));
+            const __m256i bits = c < 2 ? _mm256_slli_epi16(line, 4 - 2 * c) : _mm256_srli_epi16(line, 2 * c - 4);
+            w[g] = _mm256_sub_epi8(_mm256_or_si256(w[g], _mm256_and_si256(bits, top)), thirty_two);  // q − 32
+        }
         const __m256i pairs = _mm256_cvtepu16_epi32(  // row r's two scale bytes in lane r's low 16 bits
             _mm_loadu_si128((const __m128i *)(panel + k_scale_offset(type, n_in, h * HALF, b))));
+        // d·sc (Q6_K: d·sc_lo, then d·sc_hi) and −dmin·m, exact, for all the pass's activation rows
+        const __m256 d_scale = _mm256_mul_ps(
+            d, _mm256_cvtepi32_ps(type == WEIGHT_Q6_K ? _mm256_srai_epi32(_mm256_slli_epi32(pairs, 24), 24)
+                                                      : _mm256_and_si256(pairs, _mm256_set1_epi32(0xff))));
+        const __m256 second = _mm256_cvtepi32_ps(type == WEIGHT_Q6_K
+                                                     ? _mm256_srai_epi32(_mm256_slli_epi32(pairs, 16), 24)
+                                                     : _mm256_srli_epi32(pairs, 8));
+        const __m256 d_scale_high = _mm256_mul_ps(d, second),
+                     minus_dmin_min = _mm256_sub_ps(_mm256_setzero_ps(), _mm256_mul_ps(dmin, second));
         for (int t = 0; t < n; t++) {
             const Q8Block *xb = &x[(size_t)t * nb + b];
             const __m256 d_x = _mm256_set1_ps(xb->d);
             if (type == WEIGHT_Q6_K) {
-                const __m256i scale_low = _mm256_srai_epi32(_mm256_slli_epi32(pairs, 24), 24),
-                              scale_high = _mm256_srai_epi32(_mm256_slli_epi32(pairs, 16), 24);
-                const __m256i P = _mm256_add_epi32(
-                    _mm256_mullo_epi32(group_sums(w, xb->q, 0, GROUPS / 2, true), scale_low),
-                    _mm256_mullo_epi32(group_sums(w, xb->q, GROUPS / 2, GROUPS, true), scale_high));
-                acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(P), _mm256_mul_ps(d, d_x), acc[t]);
+                acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(group_sums(w, xb->q, 0, GROUPS / 2, true)),
+                                         _mm256_mul_ps(d_scale, d_x), acc[t]);
+                acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(group_sums(w, xb->q, GROUPS / 2, GROUPS, true)),
+                                         _mm256_mul_ps(d_scale_high, d_x), acc[t]);
                 continue;
             }
-            const __m256i scale = _mm256_and_si256(pairs, _mm256_set1_epi32(0xff)), min = _mm256_srli_epi32(pairs, 8);
-            const __m256i P = _mm256_mullo_epi32(group_sums(w, xb->q, 0, GROUPS, false), scale);
-            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(P), _mm256_mul_ps(d, d_x), acc[t]);
-            const __m256i minus_m_x = _mm256_mullo_epi32(min, _mm256_set1_epi32(xb->offset / 128));  // −m · Σ q_x
-            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(minus_m_x), _mm256_mul_ps(dmin, d_x), acc[t]);
+            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(group_sums(w, xb->q, 0, GROUPS, false)),
+                                     _mm256_mul_ps(d_scale, d_x), acc[t]);
+            acc[t] = _mm256_fmadd_ps(minus_dmin_min, _mm256_set1_ps(xb->d * (float)(xb->offset / -128)), acc[t]);
         }
     }
     store_half(out, acc, bias, rows, ld_out, n);
