@@ -29,12 +29,19 @@ static inline __attribute__((always_inline)) __m256i group_sums(const __m256i w[
 static inline __attribute__((always_inline)) void k_half_against_rows(float *out, const Q8Block *x,
                                                                       const uint8_t *panel, const float *bias,
                                                                       int n_in, int ld_out, int h, __m256i rows,
-                                                                      const int n, const WeightType type) {
+                                                                      bool prefetch, const int n,
+                                                                      const WeightType type) {
     const int nb = q8_blocks(n_in);
     const __m256i nibble = _mm256_set1_epi8(0x0f), top = _mm256_set1_epi8(0x30), thirty_two = _mm256_set1_epi8(32);
     __m256 acc[ROWS_PER_PASS], d = _mm256_setzero_ps(), dmin = _mm256_setzero_ps();
     for (int t = 0; t < n; t++) acc[t] = _mm256_setzero_ps();
+    PrefetchStream ahead = prefetch_stream(panel, nb, k_block_bytes(type), k_panel_bytes(type, n_in));
     for (int b = 0; b < nb; b++) {
+        if (prefetch) {
+            prefetch_stream_at(&ahead, b);
+            for (int line = 0; line < k_block_bytes(type) / 64; line++)  // past the end, a prefetch does nothing
+                _mm_prefetch(ahead.far + (size_t)b * k_block_bytes(type) + 64 * line, _MM_HINT_T1);
+        }
         if (b % K_BLOCKS == 0) {  // the super-block's F16 d and dmin of the half's rows
             const uint8_t *super = panel + k_super_offset(type, n_in, h * HALF, b / K_BLOCKS);
             d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)super));
@@ -101,7 +108,8 @@ static inline __attribute__((always_inline)) void k_walk(float *out, const Q8Blo
             for (int t = 0; t < T; t += ROWS_PER_PASS) {
                 float *o = out + (size_t)t * ld_out + first;
                 const Q8Block *xt = x + (size_t)t * nb;
-#define PASS(n) k_half_against_rows(o, xt, panel, b, n_in, ld_out, h, rows, n, type)
+                const bool prefetch = t == 0 && (h == 0 || first <= j0);  // the panel's first pass
+#define PASS(n) k_half_against_rows(o, xt, panel, b, n_in, ld_out, h, rows, prefetch, n, type)
                 PASS_WITH_CONSTANT_ROWS(T - t < ROWS_PER_PASS ? T - t : ROWS_PER_PASS, PASS)
 #undef PASS
             }

@@ -28,9 +28,9 @@ typedef struct {
     const Kernels *kernels; // the selected kernels, whose weight layout the matrices take (kernels.h)
     Quant quant;            // QUANT_Q8, Q4: matrices are quantized as they are read, on the pool's threads;
                             // QUANT_BF16: F32 and F16 matrices are rounded to BF16 as they are read
-    bool as_stored;         // a GGUF file read without --quant: its Q8_0 and Q4_0 matrices are held as the file's
-                            // blocks (WEIGHT_Q8_0, WEIGHT_Q4_0: kernels.h), repacked into panels, not quantized again
-    bool k_as_stored;       // --quant stored: its K-quant matrices too (WEIGHT_Q4_K ... WEIGHT_Q6_K)
+    bool as_stored;         // a GGUF file read without --quant: its quantized matrices are held as the file's
+                            // blocks (WEIGHT_Q8_0, WEIGHT_Q4_0, WEIGHT_Q4_K ... WEIGHT_Q6_K: kernels.h), repacked
+                            // into panels, not quantized again
     ThreadPool *pool;       // the model's
     const LoadProgress *progress;  // told of every tensor read, or NULL
     size_t read, total;     // bytes of the checkpoint's tensors read so far, of all of them
@@ -249,31 +249,30 @@ static WeightType held_type(Quant quant, StDtype stored) {
     return weight_type(stored);
 }
 
-// The weight type that holds GGUF's blocks of ggml `type` as stored; WEIGHT_TYPES for none (K-quants unless
-// ld->k_as_stored).
-static WeightType stored_type(const Loader *ld, uint32_t type) {
+// The weight type that holds GGUF's blocks of ggml `type` as stored; WEIGHT_TYPES for none.
+static WeightType stored_type(uint32_t type) {
     switch (type) {
     case GGML_Q8_0: return WEIGHT_Q8_0;
     case GGML_Q4_0: return WEIGHT_Q4_0;
-    case GGML_Q4_K: return ld->k_as_stored ? WEIGHT_Q4_K : WEIGHT_TYPES;
-    case GGML_Q5_K: return ld->k_as_stored ? WEIGHT_Q5_K : WEIGHT_TYPES;
-    case GGML_Q6_K: return ld->k_as_stored ? WEIGHT_Q6_K : WEIGHT_TYPES;
+    case GGML_Q4_K: return WEIGHT_Q4_K;
+    case GGML_Q5_K: return WEIGHT_Q5_K;
+    case GGML_Q6_K: return WEIGHT_Q6_K;
     }
     return WEIGHT_TYPES;
 }
 
 // The type a matrix stacked from parts (the first of them `first`) is held as: a GGUF read as stored whose parts
 // all hold blocks of one type keeps them (stored_type); otherwise held_type's — a matrix whose parts mix types
-// (Q4_K_M's q and k in Q4_K with v in Q6_K), or of K-quants without --quant stored, is quantized again.
+// (Q4_K_M's q and k in Q4_K with v in Q6_K) is quantized again.
 static WeightType held_type_of(const Loader *ld, const Part *parts, int n_parts, const StTensor *first) {
-    bool kept = ld->as_stored && first->blocks && stored_type(ld, first->blocks) != WEIGHT_TYPES;
+    bool kept = ld->as_stored && first->blocks && stored_type(first->blocks) != WEIGHT_TYPES;
     for (int p = 1; p < n_parts && kept; p++) {
         char full[256];
         snprintf(full, sizeof full, "%s%s", ld->prefix, parts[p].name);
         const StTensor *t = st_find(ld->ckpt, full);
         kept = t && t->blocks == first->blocks;
     }
-    if (kept) return stored_type(ld, first->blocks);
+    if (kept) return stored_type(first->blocks);
     return held_type(ld->quant, first->dtype);
 }
 
@@ -553,8 +552,7 @@ int model_load_reporting(Model *model, const char *dir, ThreadPool *pool, Quant 
     StCheckpoint ckpt;
     if (open_checkpoint(&model->cfg, &ckpt, &gguf, dir, err)) return -1;
     const Config *c = &model->cfg;
-    const bool k_as_stored = quant == QUANT_STORED;
-    if (k_as_stored) quant = model->quant = QUANT_NONE;
+    if (quant == QUANT_STORED) quant = model->quant = QUANT_NONE;
     const bool as_stored = quant == QUANT_NONE;
     if (has_blocks(&ckpt) && (quant == QUANT_NONE || quant == QUANT_BF16)) {
         // A GGUF's quantized blocks are held as stored (Loader.as_stored), but in a matrix whose parts mix types,
@@ -580,7 +578,7 @@ int model_load_reporting(Model *model, const char *dir, ThreadPool *pool, Quant 
         return err_fmt(err, "%s: out of memory for %zu MB of weights", dir, model->arena_size >> 20);
     }
     Loader ld = {.ckpt = &ckpt, .dir = dir, .arena = model->arena, .size = model->arena_size, .err = err,
-                 .kernels = model->kernels, .quant = quant, .as_stored = as_stored, .k_as_stored = k_as_stored,
+                 .kernels = model->kernels, .quant = quant, .as_stored = as_stored,
                  .pool = pool,
                  .progress = progress};
     for (int i = 0; i < ckpt.n_tensors; i++) ld.total += ckpt.tensors[i].n_bytes;

@@ -57,10 +57,11 @@ typedef struct {
 //               layer's attention, which go to 8 bits (q8) with the embeddings; the head held in both, its q4 copy
 //               read for every logit and its q8 one for each row's largest (HEAD_REFINED); activations to 8
 //               bits, as for q8 (docs/quantization.md).
-//   QUANT_STORED a GGUF file's K-quant matrices (Q4_K, Q5_K, Q6_K) held as the file's blocks too, multiplied by
-//               kernels of their own; without it (QUANT_NONE) they are quantized again to q8, which decodes faster
-//               for now (docs/quantization.md, "Reading llama.cpp's files"). Otherwise as QUANT_NONE: model_load
-//               holds no model as QUANT_STORED (Model.quant says QUANT_NONE or, for a file of blocks, QUANT_Q8).
+//   QUANT_STORED another name for QUANT_NONE, which holds a GGUF file's quantized matrices (Q8_0, Q4_0, and the
+//               K-quants Q4_K, Q5_K, Q6_K) as the file's blocks, multiplied by kernels of their own (until the
+//               K kernels decoded faster than q8, only --quant stored held the K-quants so; scripts still name it).
+//               model_load holds no model as QUANT_STORED (Model.quant says QUANT_NONE or, for a file of blocks,
+//               QUANT_Q8).
 typedef enum { QUANT_NONE, QUANT_Q8, QUANT_BF16, QUANT_Q4, QUANT_STORED } Quant;
 
 // "none", "q8", "bf16", "q4", "stored": the names the CLI and the bench take (--quant, --draft-quant)

@@ -84,7 +84,7 @@ TEST(gguf_quantized_logits_match_dequantized_weights) {
         }
         CHECK(e.T == T && memcmp(e.tokens, TOKENS, sizeof TOKENS) == 0, "%s: other tokens", path);
         snprintf(path, sizeof path, "%s/%s/model.gguf", GGUF_FIXTURES, CASES[i].name);
-        static const Quant HOW[] = {QUANT_NONE, QUANT_STORED};  // K-quants quantized again to q8, and held as stored
+        static const Quant HOW[] = {QUANT_NONE, QUANT_Q8};  // K-quants held as stored, and quantized again to q8
         for (size_t h = 0; h < sizeof HOW / sizeof *HOW; h++) {
             const Quant quant = HOW[h];
             int V = 0;
@@ -128,27 +128,24 @@ TEST(gguf_pairs_with_a_safetensors_folder) {
     check_speculates_as_target_only(dir, "", file, "");
 }
 
-// generate --quant stored on a Q4_K_M file (its K-quants held as stored): greedy speculative output, with the file
-// as its own draft (--draft-quant stored too), is the target's own greedy output.
-TEST(gguf_quant_stored_speculates_as_target_only) {
+// generate on a Q4_K_M file (its K-quants held as stored, the default): greedy speculative output, with the file
+// as its own draft, is the target's own greedy output; and so under --quant stored, the default's other name.
+TEST(gguf_q4_k_m_speculates_as_target_only) {
     const char *file = GGUF_FIXTURES "/llama_q4_k_m/model.gguf";
+    check_speculates_as_target_only(file, "", file, "");
     check_speculates_as_target_only(file, "--quant stored", file, "--draft-quant stored");
 }
 
-// Read without --quant, a quantized file's Q8_0 and Q4_0 matrices are held as the file's blocks (kernels.h, "GGUF's
-// Q8_0 and Q4_0"), as llama-quantize chose them, and its K-quant ones are quantized again to q8; with --quant stored
-// the K-quant ones are held as stored too ("GGUF's K-quants"): llama_q4_0 has its head in Q8_0, llama_q4_k_m its v
-// and down projections and its head in Q6_K — its q/k/v matrix mixes Q4_K and Q6_K, so it is quantized again, to
-// q8, even so. Under --quant q8 every matrix is quantized again.
-static WeightType held_under(Quant quant, WeightType stored) {
-    const bool k_quant = stored == WEIGHT_Q4_K || stored == WEIGHT_Q5_K || stored == WEIGHT_Q6_K;
-    return quant == QUANT_Q8 || (quant == QUANT_NONE && k_quant) ? WEIGHT_Q8 : stored;
-}
+// Read without --quant (or with --quant stored), a quantized file's matrices are held as the file's blocks
+// (kernels.h, "GGUF's Q8_0 and Q4_0", "GGUF's K-quants"), as llama-quantize chose them: llama_q4_0 has its head in
+// Q8_0, llama_q4_k_m its v and down projections and its head in Q6_K — its q/k/v matrix mixes Q4_K and Q6_K, so it
+// is quantized again, to q8, even so. Under --quant q8 every matrix is quantized again.
+static WeightType held_under(Quant quant, WeightType stored) { return quant == QUANT_Q8 ? WEIGHT_Q8 : stored; }
 
 TEST(gguf_quantized_held_as_stored) {
     static const struct {
         const char *name;
-        WeightType qkv, out, up, down, embeddings, head;  // under --quant stored
+        WeightType qkv, out, up, down, embeddings, head;  // as stored
     } CASES[] = {
         {"llama_q4_0", WEIGHT_Q4_0, WEIGHT_Q4_0, WEIGHT_Q4_0, WEIGHT_Q4_0, WEIGHT_Q4_0, WEIGHT_Q8_0},
         {"llama_q8_0", WEIGHT_Q8_0, WEIGHT_Q8_0, WEIGHT_Q8_0, WEIGHT_Q8_0, WEIGHT_Q8_0, WEIGHT_Q8_0},
