@@ -156,6 +156,7 @@ typedef struct {
     const char *target_dir, *draft_dir;
     Tokenizer tok;              // the target's, when its folder has one
     bool has_tok;
+    bool borrowed_tok;          // tok is the shipped target's, lent to a random pair (pair_borrow_tokenizer)
     double load_peak_mb;        // random:<shape>: the process's peak resident memory right after loading (0
                                 // otherwise); load_seconds[0] is then the target's load from a file just written
 } Pair;
@@ -163,6 +164,12 @@ typedef struct {
 // Loads -m/-d, or weights/pystd, or (when that is absent and no -m was given) a random pair of its shape.
 void pair_open(Pair *pair, Bench *b);
 void pair_close(Pair *pair);
+
+// For a random pair (no tokenizer): the shipped target's tokenizer (weights/pystd/target), and the models' logits
+// kept to its ids (model_limit_vocab), so that every id generated decodes — the serve suite's server decodes text.
+// Returns whether the pair has a tokenizer now; pair_return_tokenizer undoes it.
+bool pair_borrow_tokenizer(Pair *pair);
+void pair_return_tokenizer(Pair *pair);
 json_t *pair_json(const Pair *pair);
 
 // Seconds of one forward of T tokens after `context` cached positions (the cache is cut back to context first).

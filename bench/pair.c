@@ -156,6 +156,28 @@ void pair_close(Pair *pair) {
     if (pair->has_tok) tokenizer_free(&pair->tok);
 }
 
+bool pair_borrow_tokenizer(Pair *pair) {
+    if (pair->has_tok || !pair->random || !dir_has_tokenizer(DEFAULT_TARGET)) return pair->has_tok;
+    Err err;
+    if (tokenizer_load_dir(&pair->tok, DEFAULT_TARGET, &err)) die("%s", err.msg);
+    const int V = tokenizer_vocab_size(&pair->tok);
+    if (V > pair->target.n_vocab || (pair->has_draft && V > pair->draft.n_vocab)) {
+        tokenizer_free(&pair->tok);
+        return false;
+    }
+    model_limit_vocab(&pair->target, V);
+    if (pair->has_draft) model_limit_vocab(&pair->draft, V);
+    return pair->has_tok = pair->borrowed_tok = true;
+}
+
+void pair_return_tokenizer(Pair *pair) {
+    if (!pair->borrowed_tok) return;
+    tokenizer_free(&pair->tok);
+    model_limit_vocab(&pair->target, pair->target.cfg.vocab_size);
+    if (pair->has_draft) model_limit_vocab(&pair->draft, pair->draft.cfg.vocab_size);
+    pair->has_tok = pair->borrowed_tok = false;
+}
+
 static json_t *model_json(const Model *m, const char *dir) {
     return json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:I}", "dir", dir, "n_layer", m->cfg.n_layer, "n_embd",
                      m->cfg.n_embd, "n_head", m->cfg.n_head, "vocab_size", m->cfg.vocab_size, "n_positions",

@@ -8,7 +8,9 @@
 // (the previous prompt, the answer, a new line of code), once without the conversation cache (each turn under a
 // cache_salt of its own: prefilled whole, the time to first token growing with the history) and once with it (one
 // salt: each turn prefills only what the last one did not leave in its slot's caches). Then the concurrency sweep:
-// 1, 2, 4, 8 clients at once, with the draft and without — aggregate and per-request tokens/s, time to first token.
+// 1, 2, 4, 8 clients at once, with the draft and without — aggregate and per-request tokens/s, time to first token;
+// and a short request's time to first token alone and behind a long one. On a random shape (-m random:<shape>) the
+// server decodes with the shipped target's tokenizer (pair_borrow_tokenizer).
 #include <arpa/inet.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -65,7 +67,8 @@ static char *request_body(const Prompt *p, int max_tokens, const char *extra) {
     return body;
 }
 
-static Timing run_through_server(int port, const Prompt *p, int max_tokens, const char *extra) {
+// Sends the request (streamed): the connected socket, its request written; *t0 when it began.
+static int send_request(int port, const Prompt *p, int max_tokens, const char *extra, double *t0) {
     char *body = request_body(p, max_tokens, extra), *head;
     if (asprintf(&head, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: "
                         "application/json\r\nContent-Length: %zu\r\n\r\n", strlen(body)) < 0)
@@ -73,20 +76,36 @@ static Timing run_through_server(int port, const Prompt *p, int max_tokens, cons
     const int fd = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
     inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-    Timing t = {0};
-    const double t0 = now_seconds();
+    *t0 = now_seconds();
     if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof a) != 0 || write(fd, head, strlen(head)) < 0 ||
         write(fd, body, strlen(body)) < 0)
         die("cannot reach the server on port %d", port);
+    free(head);
+    free(body);
+    return fd;
+}
+
+// Reads the reply on fd until `until` is in it (NULL: to the end): the reply so far (malloc'd), t->ttft when the
+// first chunk with text came.
+static char *read_until(int fd, const char *until, double t0, Timing *t) {
     size_t cap = 1 << 16, n = 0;
     char *reply = malloc(cap);
+    reply[0] = '\0';
     ssize_t got;
-    while ((got = read(fd, reply + n, cap - n - 1)) > 0) {
+    while ((!until || !strstr(reply, until)) && (got = read(fd, reply + n, cap - n - 1)) > 0) {
         n += (size_t)got;
         reply[n] = '\0';
-        if (t.ttft == 0 && strstr(reply, "\"text\":\"")) t.ttft = now_seconds() - t0;  // the first chunk with text
+        if (t->ttft == 0 && strstr(reply, "\"text\":\"")) t->ttft = now_seconds() - t0;  // the first chunk with text
         if (n + 1 == cap) reply = realloc(reply, cap *= 2);
     }
+    return reply;
+}
+
+static Timing run_through_server(int port, const Prompt *p, int max_tokens, const char *extra) {
+    double t0;
+    const int fd = send_request(port, p, max_tokens, extra, &t0);
+    Timing t = {0};
+    char *reply = read_until(fd, NULL, t0, &t);
     t.seconds = now_seconds() - t0;
     const char *usage = strstr(reply, "\"completion_tokens\":"), *prefill = strstr(reply, "\"prefill_ms\":");
     if (!strstr(reply, "HTTP/1.1 200") || !usage || !prefill) die("the server answered: %.300s", reply);
@@ -96,8 +115,6 @@ static Timing run_through_server(int port, const Prompt *p, int max_tokens, cons
     t.cached = cached ? atoi(cached + strlen("\"cached_tokens\":")) : 0;
     close(fd);
     free(reply);
-    free(head);
-    free(body);
     return t;
 }
 
@@ -278,6 +295,46 @@ static json_t *sweep(Bench *b, Pair *pair, int port, const Prompt *prompts, int 
     return rows;
 }
 
+// ---- a short request behind a long one ----------------------------------------------------------------------
+
+enum { SHORT_TOKENS = 8, LONG_TOKENS = 480 };
+
+// The time to first token of a short request (SHORT_TOKENS) alone, and sent while a long one (LONG_TOKENS, or as many
+// as the context holds) streams — which it joins in the batch at the next step instead of waiting for it (the
+// issue's goal: behind, under twice alone). The long one is hung up on once the short one is answered.
+static json_t *short_behind_long(Bench *b, Pair *pair, int port, const Prompt *prompts, int n) {
+    const int reps = b->opt.reps;
+    const Prompt *shorter = &prompts[n > 1 ? 1 : 0], *longer = &prompts[0];
+    int long_tokens = pair->target.cfg.n_positions - longer->n - 1;
+    long_tokens = long_tokens < LONG_TOKENS ? long_tokens : LONG_TOKENS;
+    double *alone = malloc(sizeof(double) * reps), *behind = malloc(sizeof(double) * reps);
+    for (int r = 0; r < reps; r++) {
+        progress_show(&b->progress, "a short request behind a long one", (double)r / reps);
+        char salt[64];
+        snprintf(salt, sizeof salt, ", \"cache_salt\": \"short-alone-%d\"", r);
+        alone[r] = run_through_server(port, shorter, SHORT_TOKENS, salt).ttft;
+        snprintf(salt, sizeof salt, ", \"cache_salt\": \"long-%d\"", r);
+        double t0;
+        Timing long_one = {0};
+        const int fd = send_request(port, longer, long_tokens, salt, &t0);
+        free(read_until(fd, "\"text\":\"", t0, &long_one));  // it runs
+        snprintf(salt, sizeof salt, ", \"cache_salt\": \"short-behind-%d\"", r);
+        behind[r] = run_through_server(port, shorter, SHORT_TOKENS, salt).ttft;
+        close(fd);
+    }
+    const Summary a = summarize(alone, reps), w = summarize(behind, reps), ratio = summarize_ratio(behind, alone, reps);
+    char x[64], y[64], z[64];
+    out(b, "\n## A short request behind a long one\n\n%d tokens (greedy, streamed), alone and sent while a request "
+        "for %d streams (%s); %d rounds\n\n| time to first token, ms | alone | behind the long one | behind / alone |\n"
+        "|---|---:|---:|---:|\n| short request | %s | %s | %s |\n", SHORT_TOKENS, long_tokens,
+        pair->has_draft ? "with the draft" : "target only", reps, fmt_range(x, sizeof x, a, 1e3, 2),
+        fmt_range(y, sizeof y, w, 1e3, 2), fmt_range(z, sizeof z, ratio, 1, 2));
+    free(alone);
+    free(behind);
+    return json_pack("{s:i, s:i, s:o, s:o, s:o}", "short_tokens", SHORT_TOKENS, "long_tokens", long_tokens,
+                     "ttft_alone_s", summary_json(a), "ttft_behind_s", summary_json(w), "ratio", summary_json(ratio));
+}
+
 // Starts the server on a free loopback port over engine, with SWEEP_MAX_CLIENTS slots.
 static int start(Server *server, const Engine *engine, Pair *pair) {
     const ServeOptions options = {.host = "127.0.0.1", .port = 0, .parallel = SWEEP_MAX_CLIENTS,
@@ -289,7 +346,9 @@ static int start(Server *server, const Engine *engine, Pair *pair) {
 }
 
 void suite_serve(Bench *b, Pair *pair) {
-    if (!pair->has_tok) die("--suite serve needs a tokenizer (the server decodes text): give -m a checkpoint with one");
+    if (!pair_borrow_tokenizer(pair))
+        die("--suite serve needs a tokenizer (the server decodes text): give -m a checkpoint with one, or a random "
+            "shape whose vocabulary holds weights/pystd/target's");
     suite_begin(b, "serve", 1);
     Engine engine = {.target = &pair->target, .draft = pair->has_draft ? &pair->draft : NULL, .tok = &pair->tok,
                      .no_chat = "no chat in the bench", .spec = {.policy = GAMMA_AUTO, .gamma = 5},
@@ -297,6 +356,9 @@ void suite_serve(Bench *b, Pair *pair) {
     int n;
     Prompt *prompts = prompts_load(pair, PROMPTS_HELD_OUT, b->opt.quick ? 4 : 8, b->opt.tokens + 1, &n);
     Timing *t[2] = {malloc(sizeof(Timing) * n * b->opt.reps), malloc(sizeof(Timing) * n * b->opt.reps)};
+    if (pair->borrowed_tok)
+        out(b, "The random model's logits kept to weights/pystd/target's tokenizer's %d ids (the server decodes "
+            "text)\n\n", tokenizer_vocab_size(&pair->tok));
     out(b, "## The server's overhead\n\n%d held-out prompts × %d rounds, %d tokens each, greedy, %s; the server on "
         "loopback, streaming, each request with a cache_salt of its own (afresh, as in process)\n\n", n,
         b->opt.reps, b->opt.tokens, pair->has_draft ? "with the draft" : "target only");
@@ -311,9 +373,11 @@ void suite_serve(Bench *b, Pair *pair) {
     json_object_set_new(j, "multi_turn_with_cache", multi_turn(b, pair, port, &prompts[0], true, "With the "
                                                                "conversation cache (what the last turn left is kept)"));
     json_object_set_new(j, "concurrency", sweep(b, pair, port, prompts, n));
+    json_object_set_new(j, "short_behind_long", short_behind_long(b, pair, port, prompts, n));
     server_stop(&server);
     prompts_free(prompts, n);
     free(t[0]);
     free(t[1]);
     suite_end(b, j);
+    pair_return_tokenizer(pair);
 }
