@@ -287,10 +287,10 @@ static Grammar *call_grammar(const Engine *en, const Request *req, ApiError *e) 
         return NULL;
     }
     Err err;
+    const char *name = req->tool_choice == TOOL_CHOICE_NAMED ? req->tool_name : NULL;
     char *gbnf = req->tool_choice == TOOL_CHOICE_AUTO
                      ? tool_calls_lazy_gbnf(format, req->tools, req->parallel_tool_calls, &err)
-                     : tool_calls_gbnf(format, req->tools, req->tool_choice == TOOL_CHOICE_NAMED ? req->tool_name : NULL,
-                                       &err);
+                     : tool_calls_gbnf(format, req->tools, name, &err);
     Grammar *g = gbnf ? grammar_parse(gbnf, strlen(gbnf), "tools", &err) : NULL;
     free(gbnf);
     if (!g) api_error(e, 400, "invalid_value", "tools", "tools: %s", err.msg);

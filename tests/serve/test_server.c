@@ -981,8 +981,8 @@ TEST(serve_tools_auto_constrains_a_call_once_begun) {
     CHECK(serve(&s, dir, "--lookup"), "the server did not start");
     if (test_failures()) return remove_dir(dir);
 #define AUTO_BODY(choice)                                                                                           \
-    "{\"messages\": [{\"role\": \"user\", \"content\": \"Weather in Oslo?\"}], \"max_tokens\": 400, \"temperature\": 0, " \
-    "\"tools\": [" WEATHER_TOOL "], \"parallel_tool_calls\": false, \"tool_choice\": \"" choice "\"%s}"
+    "{\"messages\": [{\"role\": \"user\", \"content\": \"Weather in Oslo?\"}], \"max_tokens\": 400, "              \
+    "\"temperature\": 0, \"tools\": [" WEATHER_TOOL "], \"parallel_tool_calls\": false, \"tool_choice\": \"" choice "\"%s}"
     static const char auto_body[] = AUTO_BODY("auto"), none_body[] = AUTO_BODY("none");
 #undef AUTO_BODY
     free(one_weather_call_with_and_without_drafts(s.port, auto_body));

@@ -267,13 +267,14 @@ TEST(constrained_lazy_sampling_with_a_draft_matches_the_masked_target) {
     check_masked_sampling(LAZY_LETTERS, allows_lazy, "lazy");
 }
 
-// Under a lazy grammar — free until "77" (where the tiny target's greedy text often goes), then a JSON tail — greedy speculative output and coupled sampling's
-// equal target-only decoding's token for token, for every drafter, chains and trees; the texts read as the grammar's
-// (constrained() checks), and some of them do meet the trigger, so the constrained part is exercised.
+// Under a lazy grammar — free until "7" (where the tiny target's greedy text often goes), then a JSON tail — greedy
+// speculative output and coupled sampling's equal target-only decoding's token for token, for every drafter, chains
+// and trees; the texts read as the grammar's (constrained() checks), and some of them, greedy and coupled, do meet
+// the trigger, so the constrained part is exercised.
 TEST(constrained_lazy_greedy_and_coupled_equal_target_only) {
     Text t = {0};
     text_add(&t, "root ::= free-0\nthen ::= \",\" \" \"? \"\\\"c\\\":\" \" \"? (\"true\" | \"false\") \"}\"\n");
-    lazy_gbnf(&t, "free", "77", "then");
+    lazy_gbnf(&t, "free", "7", "then");
     char *gbnf = text_take(&t);
     Err err;
     Grammar *g = gbnf ? grammar_parse(gbnf, strlen(gbnf), "lazy.gbnf", &err) : NULL;
@@ -297,7 +298,7 @@ TEST(constrained_lazy_greedy_and_coupled_equal_target_only) {
                                        "target-only");
         char text[40 * 8 + 1] = "";
         for (int i = 0; i < n_want; i++) strcat(text, want[i] == END ? "" : PIECES[want[i] % N_PIECES]);
-        triggered[coupled] += strstr(text, "77") != NULL;
+        triggered[coupled] += strchr(text, '7') != NULL;
         for (int kind = DRAFT_MODEL; kind < N_DRAFT_KINDS; kind++) {
             for (int width = 1; width <= 3; width += 2) {
                 params.tree_width = width;
