@@ -85,8 +85,8 @@ static void job_on_text(void *ctx, const char *text, size_t len, const TextMarks
     Job *job = ctx;
     pthread_mutex_lock(&job->lock);
     if (job->req.stream) {
-        char *event = api_chunk_sse(&job->response, text, len, job->out_len == 0 && job->out_read == 0, marks,
-                                    logprobs);
+        char *event = api_chunk_sse(&job->response, text, len, !job->streamed, marks, logprobs);
+        job->streamed = true;
         append_out(job, event, event ? strlen(event) : 0);
         free(event);
     } else {
@@ -98,8 +98,10 @@ static void job_on_text(void *ctx, const char *text, size_t len, const TextMarks
 }
 
 // An interim response (RFC 9110 §15.2: a client parses any number of 1xx before the final response, and skips
-// them): what the worker sends a client that half-closed, to learn whether its socket is still open.
-static const char PROBE[] = "HTTP/1.1 100 Continue\r\n\r\n";
+// them): what the worker sends a client that half-closed, to learn whether its socket is still open. Once a
+// stream's headers went, an SSE comment (a line that begins with a colon, which clients skip: the HTML standard's
+// server-sent events, §9.2.6) in the stream is the probe instead.
+static const char PROBE[] = "HTTP/1.1 100 Continue\r\n\r\n", STREAM_PROBE[] = ": still there?\n\n";
 
 // The socket's state: POLLHUP or POLLERR (closed: a reset came back), POLLRDHUP (the client's side sent its end:
 // a close, or only a half-close), or 0.
@@ -108,11 +110,13 @@ static short socket_events(int fd) {
     return poll(&p, 1, 0) == 1 ? p.revents : 0;
 }
 
-// Between rounds: is anybody still waiting? Not when the connection ended, or its socket was closed. A client that
-// half-closed (shutdown(SHUT_WR) after its request, as some clients and proxies do) still reads, though its side
-// has ended (POLLRDHUP) as a closed socket's has; TCP tells the two apart only once something is sent, to which a
-// closed socket answers with a reset. So when the client's side has ended and nothing of the response went yet (a
-// stream's events, once they go, are such probes themselves), the worker sends PROBE, once, and looks again.
+// Between rounds (and between a prefill's steps): is anybody still waiting? Not when the connection ended, or its
+// socket was closed. A client that half-closed (shutdown(SHUT_WR) after its request, as some clients and proxies do)
+// still reads, though its side has ended (POLLRDHUP) as a closed socket's has; TCP tells the two apart only once
+// something is sent, to which a closed socket answers with a reset. So when the client's side has ended, the worker
+// sends a probe, once, and looks again: PROBE where nothing of the response went yet; in a stream whose headers went
+// (and whose events would probe as they go, but none goes while its prompt is prefilled) STREAM_PROBE, which the
+// connection writes — its reset comes back by the next look.
 static bool job_cancelled(void *ctx) {
     Job *job = ctx;
     pthread_mutex_lock(&job->lock);
@@ -122,7 +126,13 @@ static bool job_cancelled(void *ctx) {
     if (gone) return true;
     if (fd < 0) return false;
     short events = socket_events(fd);
-    if ((events & POLLRDHUP) && !answering && !job->probed) {
+    if ((events & POLLRDHUP) && !job->probed && answering) {
+        job->probed = true;
+        pthread_mutex_lock(&job->lock);
+        append_out(job, STREAM_PROBE, sizeof STREAM_PROBE - 1);
+        pthread_cond_broadcast(&job->changed);
+        pthread_mutex_unlock(&job->lock);
+    } else if ((events & POLLRDHUP) && !job->probed) {
         job->probed = true;
         if (send(fd, PROBE, sizeof PROBE - 1, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) return true;
         events = socket_events(fd);

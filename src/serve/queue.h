@@ -9,7 +9,8 @@
 // come) and by the worker; each holds a reference, and the last to let go frees it. The worker asks between
 // rounds whether the client is still there — the connection's end (job_hang_up) or its socket closed (a client
 // that only half-closed, shutdown(SHUT_WR) after its request, is still reading: queue.c, job_cancelled) — and ends
-// the generation when not, so a client that goes away frees its slot at the next round.
+// the generation when not, so a client that goes away frees its slot at the next round, or while its prompt is
+// prefilled, at the next step.
 #ifndef SPECDEC_SERVE_QUEUE_H
 #define SPECDEC_SERVE_QUEUE_H
 
@@ -35,6 +36,7 @@ typedef struct Job {
     ApiError error;
     EngineResult result;
     bool probed;                // the worker's alone: it sent the half-closed client its probe (job_cancelled)
+    bool streamed;              // a stream's first event with text is written (chat's first names the role)
     char *out;                  // stream: SSE events not yet read; else the text so far
     size_t out_len, out_cap, out_read;
     TokenReportList reports;    // not a stream: the tokens' logprobs so far, with the request's logprobs
