@@ -115,7 +115,7 @@ TEST(isa_fixture_logits_identical_across_variants) {
 
 // Prompts of 2 and 512 tokens in one forward (every position's logits: 1 to 512 tokens before it), on a random
 // Llama-family checkpoint of context 512 whose MLP width (800) spans two of the matmuls' 768-input chunks: as F32,
-// in q8 and in q4, and stored as BF16.
+// in q8 and in q4, and stored as BF16 and as F16.
 TEST(isa_long_prompt_logits_identical_across_variants) {
     const SavedIsa saved = save_isa();
     static const int lengths[] = {2, 512};
@@ -124,13 +124,15 @@ TEST(isa_long_prompt_logits_identical_across_variants) {
          .vocab_size = 300, .n_positions = 512, .scale = 0.3f, .seed = 11},
         {.model_type = "llama", .n_layer = 1, .n_embd = 64, .n_head = 4, .n_kv_head = 2, .n_inner = 800,
          .vocab_size = 300, .n_positions = 512, .bf16 = true, .scale = 0.3f, .seed = 12},
+        {.model_type = "llama", .n_layer = 1, .n_embd = 64, .n_head = 4, .n_kv_head = 2, .n_inner = 800,
+         .vocab_size = 300, .n_positions = 512, .f16 = true, .scale = 0.3f, .seed = 13},
     };
     for (size_t c = 0; c < sizeof specs / sizeof *specs && !test_failures(); c++) {
         char dir[] = "/tmp/specdec-isa-XXXXXX";
         CHECK(mkdtemp(dir) != NULL, "mkdtemp");
         Err err;
         CHECK(random_checkpoint_write(dir, &specs[c], &err) == 0, "%s", err.msg);
-        for (int q = 0; q < (specs[c].bf16 ? 1 : N_QUANTS); q++) check_identical(dir, QUANTS[q], lengths, 2);
+        for (int q = 0; q < (specs[c].bf16 || specs[c].f16 ? 1 : N_QUANTS); q++) check_identical(dir, QUANTS[q], lengths, 2);
         random_checkpoint_remove(dir);
     }
     restore_isa(&saved);

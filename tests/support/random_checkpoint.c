@@ -1,5 +1,6 @@
 #include "random_checkpoint.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,17 +43,46 @@ static Lead lead_of(const RandomCheckpoint *s, const char *name) {
     return (Lead){0};
 }
 
-// Writes a tensor's values as F32 or BF16 (rounded to nearest even), through a buffer.
-static void put_values(FILE *f, const TensorSpec *t, bool bf16, Lead lead, uint64_t *state) {
+// The stored type's name in the safetensors header and in config.json, and its bytes per value.
+static const char *safetensors_dtype(const RandomCheckpoint *s) {
+    if (s->f16) return "F16";
+    return s->bf16 ? "BF16" : "F32";
+}
+
+static const char *torch_dtype(const RandomCheckpoint *s) {
+    if (s->f16) return "float16";
+    return s->bf16 ? "bfloat16" : "float32";
+}
+
+static size_t dtype_bytes(const RandomCheckpoint *s) { return s->f16 || s->bf16 ? 2 : 4; }
+
+// v as an F16, rounded to nearest even: below F16's smallest normal (2⁻¹⁴) to a multiple of its subnormals' unit
+// 2⁻²⁴ (lrintf, in the default rounding mode); from 65520 on, infinity.
+static uint16_t f16_bits(float v) {
+    uint32_t bits;
+    memcpy(&bits, &v, 4);
+    const uint16_t sign = (uint16_t)((bits >> 16) & 0x8000);
+    const float a = fabsf(v);
+    if (a >= 65520.0f) return sign | 0x7c00;
+    if (a < 0x1p-14f) return sign | (uint16_t)lrintf(a * 0x1p24f);
+    const uint32_t magnitude = bits & 0x7fffffff, rounded = magnitude + 0xfff + ((magnitude >> 13) & 1);
+    return sign | (uint16_t)((rounded >> 13) - ((127 - 15) << 10));  // the exponent's bias 127 → 15
+}
+
+// Writes a tensor's values as F32, BF16 or F16 (rounded to nearest even), through a buffer.
+static void put_values(FILE *f, const TensorSpec *t, const RandomCheckpoint *s, Lead lead, uint64_t *state) {
     uint8_t buf[1 << 16];
-    size_t used = 0, elem = bf16 ? 2 : 4, count = (size_t)t->rows * (t->cols ? t->cols : 1);
+    size_t used = 0, elem = dtype_bytes(s), count = (size_t)t->rows * (t->cols ? t->cols : 1);
     for (size_t k = 0; k < count; k++) {
         float v = t->ones ? 1.0f : t->scale * random_uniform(state);
         const size_t cols = t->cols ? (size_t)t->cols : 1;
         if (k % cols == 0 && (int64_t)(k / cols) >= lead.from && (int64_t)(k / cols) < lead.to) v = lead.value;
         uint32_t bits;
         memcpy(&bits, &v, 4);
-        if (bf16) {
+        if (s->f16) {
+            const uint16_t half = f16_bits(v);
+            memcpy(buf + used, &half, 2);
+        } else if (s->bf16) {
             uint16_t half = (uint16_t)((bits + 0x7fff + ((bits >> 16) & 1)) >> 16);
             memcpy(buf + used, &half, 2);
         } else {
@@ -148,7 +178,7 @@ static void write_config(FILE *f, const RandomCheckpoint *s) {
             "%d, \"vocab_size\": %d, \"rms_norm_eps\": 1e-06, \"rope_theta\": 10000.0, \"tie_word_embeddings\": %s, "
             "\"bos_token_id\": %d, \"eos_token_id\": %d, \"torch_dtype\": \"%s\"}\n", s->model_type, s->n_embd,
             mlp_width(s), s->n_layer, s->n_head, kv_heads(s), s->n_embd / s->n_head, s->n_positions, s->vocab_size,
-            s->untied ? "false" : "true", s->vocab_size - 1, s->vocab_size - 1, s->bf16 ? "bfloat16" : "float32");
+            s->untied ? "false" : "true", s->vocab_size - 1, s->vocab_size - 1, torch_dtype(s));
 }
 
 int random_checkpoint_write(const char *dir, const RandomCheckpoint *s, Err *err) {
@@ -161,7 +191,7 @@ int random_checkpoint_write(const char *dir, const RandomCheckpoint *s, Err *err
 
     int n = 0;
     TensorSpec *t = is_gpt2(s) ? gpt2_tensors(s, &n) : llama_tensors(s, &n);
-    size_t cap = (size_t)n * 160 + 64, len = 0, offset = 0, elem = s->bf16 ? 2 : 4;
+    size_t cap = (size_t)n * 160 + 64, len = 0, offset = 0, elem = dtype_bytes(s);
     char *header = malloc(cap);
     if (!t || !header) {
         free(t);
@@ -176,7 +206,7 @@ int random_checkpoint_write(const char *dir, const RandomCheckpoint *s, Err *err
         if (t[i].cols) snprintf(shape, sizeof shape, "%lld,%lld", (long long)t[i].rows, (long long)t[i].cols);
         else snprintf(shape, sizeof shape, "%lld", (long long)t[i].rows);
         len += snprintf(header + len, cap - len, "%s\"%s\":{\"dtype\":\"%s\",\"shape\":[%s],\"data_offsets\":[%zu,%zu]}",
-                        i ? "," : "", t[i].name, s->bf16 ? "BF16" : "F32", shape, offset, offset + bytes);
+                        i ? "," : "", t[i].name, safetensors_dtype(s), shape, offset, offset + bytes);
         offset += bytes;
     }
     len += snprintf(header + len, cap - len, "}");
@@ -191,7 +221,7 @@ int random_checkpoint_write(const char *dir, const RandomCheckpoint *s, Err *err
         fwrite(header, 1, len, f);
         for (int i = 0; i < n; i++) {
             uint64_t state = tensor_seed(s->seed, t[i].name);
-            put_values(f, &t[i], s->bf16, lead_of(s, t[i].name), &state);
+            put_values(f, &t[i], s, lead_of(s, t[i].name), &state);
         }
         if (ferror(f)) rc = err_fmt(err, "%s: write failed", path);
         fclose(f);

@@ -21,7 +21,8 @@ typedef struct {
     int n_kv_head;              // the Llama family: key/value heads (0 = n_head)
     int n_inner;                // the Llama family: MLP width (0 = 4·n_embd)
     bool untied;                // the Llama family: a separate lm_head.weight
-    bool bf16;          // store BF16 (else F32)
+    bool bf16;          // store BF16 (neither this nor f16: F32)
+    bool f16;           // store F16
     float scale;        // weights uniform in [−scale, scale]; larger scales give peakier distributions
     uint64_t seed;
     // The Llama family, untied: a token whose logit leads everywhere (0: none). Dimension 0 of every embedding is
