@@ -18,6 +18,7 @@
 #include "harness.h"
 #include "kernel_inputs.h"
 #include "kernels.h"
+#include "qk.h"
 
 static const char *const type_names[WEIGHT_TYPES] = {"F32", "F16", "BF16"};
 
@@ -892,15 +893,19 @@ TEST(kernels_add_matches_scalar) {
 // and every variant gives the reference's. So fixed inputs (a fixed xorshift stream, not the test seed) through
 // every kernel of the table give one hash on x86-64 and on AArch64: KERNELS_FINGERPRINT, printed by this test
 // on x86-64 and checked there for every variant and under qemu for neon and scalar (`make test-neon`).
-static const uint64_t KERNELS_FINGERPRINT = 0x5d5b8ba81ea7e4bbull;
+static const uint64_t KERNELS_FINGERPRINT = 0xd2d3021b90dabcc4ull;
 
 typedef struct {
     uint64_t state, hash;
 } Fingerprint;
 
-static float fixed_uniform(Fingerprint *f, float lo, float hi) {  // xorshift64*, the top 24 bits
+static uint32_t fixed_bits(Fingerprint *f) {  // xorshift64*, the top 24 bits
     f->state ^= f->state >> 12, f->state ^= f->state << 25, f->state ^= f->state >> 27;
-    return lo + (hi - lo) * (float)((f->state * 0x2545f4914f6cdd1dull) >> 40) / 16777216.0f;
+    return (uint32_t)((f->state * 0x2545f4914f6cdd1dull) >> 40);
+}
+
+static float fixed_uniform(Fingerprint *f, float lo, float hi) {
+    return lo + (hi - lo) * (float)fixed_bits(f) / 16777216.0f;
 }
 
 static float *fixed_floats(Fingerprint *f, int n, float lo, float hi) {
@@ -911,6 +916,50 @@ static float *fixed_floats(Fingerprint *f, int n, float lo, float hi) {
 
 static void hash_bytes(Fingerprint *f, const void *p, size_t n) {  // FNV-1a
     for (size_t i = 0; i < n; i++) f->hash = (f->hash ^ ((const uint8_t *)p)[i]) * 0x100000001b3ull;
+}
+
+// A row of n_in weights in GGUF blocks of ggml type `type` (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K) from the fixed stream:
+// every byte random but the F16 scales (d, and dmin where the format has one): finite, of magnitude 2⁻¹⁰ to 2⁻⁷,
+// either sign.
+static void fixed_gguf_row(Fingerprint *f, uint8_t *blocks, uint32_t type, int n_in) {
+    const bool k_quant = type == GGML_Q4_K || type == GGML_Q5_K || type == GGML_Q6_K;
+    const int weights = k_quant ? K_SUPER : Q8_BLOCK;  // a block's
+    const size_t bytes = qk_row_bytes(type, (size_t)weights);
+    for (int s = 0; s < n_in / weights; s++) {
+        uint8_t *b = blocks + bytes * (size_t)s;
+        for (size_t i = 0; i < bytes; i++) b[i] = (uint8_t)fixed_bits(f);
+        for (int h = 0; h < (type == GGML_Q4_K || type == GGML_Q5_K ? 2 : 1); h++) {  // d at 0 (Q6_K: 208), dmin at 2
+            uint8_t *half = type == GGML_Q6_K ? b + 208 : b + 2 * h;
+            const uint32_t r = fixed_bits(f);
+            const uint16_t bits = (uint16_t)((r >> 23) << 15 | (5 + (r >> 10) % 4) << 10 | (r & 1023));
+            half[0] = (uint8_t)bits, half[1] = (uint8_t)(bits >> 8);
+        }
+    }
+}
+
+// GGUF's blocks as stored (kernels.h): a matrix [n_out ≤ 16, n_in] of each of Q8_0, Q4_0, Q4_K, Q5_K and Q6_K from
+// the fixed stream, packed as the loader packs it, times x's rows quantized; the outputs hashed in turn.
+static void fingerprint_gguf_blocks(Fingerprint *f, const Kernels *k, const float *x, const float *bias, int T,
+                                    int n_in, int ld_x, int n_out, float *out) {
+    static const WeightType types[] = {WEIGHT_Q8_0, WEIGHT_Q4_0, WEIGHT_Q4_K, WEIGHT_Q5_K, WEIGHT_Q6_K};
+    static const uint32_t ggml[] = {GGML_Q8_0, GGML_Q4_0, GGML_Q4_K, GGML_Q5_K, GGML_Q6_K};
+    Q8Block *xq = malloc(sizeof(Q8Block) * (size_t)T * q8_blocks(n_in));
+    k->quantize_q8(xq, x, T, n_in, ld_x);
+    for (size_t c = 0; c < sizeof types / sizeof *types; c++) {
+        const size_t bytes = quantized_matrix_bytes(types[c], n_out, n_in);
+        uint8_t *panel = NULL, *blocks = malloc(qk_row_bytes(ggml[c], (size_t)n_in));
+        if (posix_memalign((void **)&panel, 64, bytes)) abort();
+        memset(panel, 0, bytes);
+        for (int r = 0; r < n_out; r++) {
+            fixed_gguf_row(f, blocks, ggml[c], n_in);
+            if (k_quant(types[c])) k_pack_row(panel, types[c], r, blocks, n_in);
+            else (types[c] == WEIGHT_Q8_0 ? q8_0_pack_row : q4_0_pack_row)(panel, r, blocks, n_in);
+        }
+        quantized_matmul(k, types[c])(out, xq, panel, bias, T, n_in, n_out, 0, n_out);
+        hash_bytes(f, out, sizeof(float) * (size_t)T * n_out);
+        free(panel), free(blocks);
+    }
+    free(xq);
 }
 
 // Every kernel of k on fixed inputs, their outputs hashed in turn (matmul_bf16_dot excepted: kernels.h).
@@ -945,6 +994,7 @@ static uint64_t kernels_fingerprint(const Kernels *k) {
         hash_bytes(&f, out, sizeof out);
         free(panel), free(xq);
     }
+    fingerprint_gguf_blocks(&f, k, x, bias, T, 2 * K_SUPER, N_IN, N_OUT, out);
     float *a = fixed_floats(&f, N, -6.0f, 6.0f), *b = fixed_floats(&f, N, -2.0f, 2.0f);
     float *c = fixed_floats(&f, N, -1.0f, 1.0f), *y = malloc(sizeof(float) * N);
     k->layernorm(y, a, b, c, N, 1e-5f), hash_bytes(&f, y, sizeof(float) * N);
