@@ -241,7 +241,7 @@ static double quantile(double *v, int n, double q) {
 // `clients` clients at once, each with one request per round (a prompt of its own, a cache_salt of its own: no
 // request finds another's prefix), b->opt.reps rounds: the aggregate tokens/s of each round (all tokens over the
 // time from the first request to the last answer), each request's tokens/s and time to first token.
-static json_t *sweep_row(Bench *b, int port, const Prompt *prompts, int n, int clients, bool draft) {
+static json_t *sweep_row(Bench *b, int port, const Prompt *prompts, int n, int clients, bool draft, double bound) {
     const int reps = b->opt.reps, count = reps * clients;
     double *aggregate = malloc(sizeof(double) * reps), *rate = malloc(sizeof(double) * count),
            *ttft = malloc(sizeof(double) * count);
@@ -268,8 +268,8 @@ static json_t *sweep_row(Bench *b, int port, const Prompt *prompts, int n, int c
     }
     const Summary total = summarize(aggregate, reps), each = summarize(rate, count), first = summarize(ttft, count);
     const double p90 = quantile(ttft, count, 0.9);
-    out(b, "| %d | %s | %.1f | %.1f | %.1f | %.1f |\n", clients, draft ? "yes" : "no", total.median, each.median,
-        first.median * 1e3, p90 * 1e3);
+    out(b, "| %d | %s | %.1f | %.1f | %.1f | %.1f | %.0f |\n", clients, draft ? "yes" : "no", total.median, each.median,
+        first.median * 1e3, p90 * 1e3, bound);
     json_t *j = json_pack("{s:i, s:b, s:o, s:o, s:o, s:f}", "clients", clients, "draft", draft,
                           "aggregate_tokens_per_s", summary_json(total), "request_tokens_per_s", summary_json(each),
                           "ttft_s", summary_json(first), "ttft_p90_s", p90);
@@ -279,20 +279,42 @@ static json_t *sweep_row(Bench *b, int port, const Prompt *prompts, int n, int c
     return j;
 }
 
+// The read pass beside the sweep: the seconds one pass over memory would take to read as many bytes as the
+// target's weights (a read pass over arrays far larger than the caches, memory.h: its median over the rounds). A
+// step of the batch reads every weight once, so N sequences decoding plainly commit at most N tokens in that time.
+static double weights_read_seconds(Bench *b, const Model *target, double *gbs) {
+    Memory memory;
+    memory_init(&memory, memory_array_bytes());
+    MemoryPass pass = {&memory, MEM_READ, b->pool};
+    const Trial trial = {memory_pass, &pass};
+    double *seconds = malloc(sizeof(double) * b->opt.reps);
+    measure_rounds(b, "read pass", &trial, 1, b->opt.reps, 0.05, seconds);
+    *gbs = memory_op_bytes(&memory, MEM_READ) / summarize(seconds, b->opt.reps).median / 1e9;
+    free(seconds);
+    memory_free(&memory);
+    return target->weight_bytes / (*gbs * 1e9);
+}
+
 // The concurrency sweep: 1, 2, 4, 8 clients at once against --parallel 8, with the draft and without (each request's
-// specdec.draft), greedy.
+// specdec.draft), greedy; beside it the read pass's bound of plain decoding.
 static json_t *sweep(Bench *b, Pair *pair, int port, const Prompt *prompts, int n) {
+    double gbs;
+    const double read_seconds = weights_read_seconds(b, &pair->target, &gbs);
     out(b, "\n## Many clients at once\n\n`--parallel %d`; each client one request per round (%d rounds, %d tokens, "
-        "greedy, streamed); aggregate: all the round's tokens over its time; medians unless said\n\n"
-        "| clients | draft | aggregate tokens/s | per-request tokens/s | time to first token, ms | p90, ms |\n"
-        "|---:|---|---:|---:|---:|---:|\n", SWEEP_MAX_CLIENTS, b->opt.reps, b->opt.tokens);
+        "greedy, streamed); aggregate: all the round's tokens over its time; medians unless said. The read pass: the "
+        "target's %.0f MB of weights read in %.2f ms at %.1f GB/s (the read pass's median), the least time of a step "
+        "— N sequences decoding plainly commit at most N tokens a step: N / %.2f ms\n\n"
+        "| clients | draft | aggregate tokens/s | per-request tokens/s | time to first token, ms | p90, ms | read pass's "
+        "bound, plain |\n|---:|---|---:|---:|---:|---:|---:|\n", SWEEP_MAX_CLIENTS, b->opt.reps, b->opt.tokens,
+        pair->target.weight_bytes / 1e6, read_seconds * 1e3, gbs, read_seconds * 1e3);
     json_t *rows = json_array();
     for (int clients = 1; clients <= SWEEP_MAX_CLIENTS; clients *= 2)
         for (int draft = pair->has_draft; draft >= 0; draft--) {
             progress_show(&b->progress, "many clients at once", (double)clients / (2 * SWEEP_MAX_CLIENTS));
-            json_array_append_new(rows, sweep_row(b, port, prompts, n, clients, draft));
+            json_array_append_new(rows, sweep_row(b, port, prompts, n, clients, draft, clients / read_seconds));
         }
-    return rows;
+    json_t *j = json_pack("{s:o, s:f, s:f}", "rows", rows, "weights_read_s", read_seconds, "read_gbs", gbs);
+    return j;
 }
 
 // ---- a short request behind a long one ----------------------------------------------------------------------
