@@ -18,7 +18,9 @@
 //
 // The recogniser is a nondeterministic pushdown automaton: its state is the set of every parse still possible, each
 // a stack of positions in the grammar (the top: the character class to match next; below it, where each enclosing
-// rule continues), plus the bytes read of a character not yet complete. Reading a character advances every stack
+// rule continues), plus the bytes read of a character not yet complete — forgotten once the code point no longer
+// matters (every parse's class admits all the characters those bytes can finish, or none), so that such states
+// are one whatever the bytes. Reading a character advances every stack
 // whose top matches it and drops the others; a stack that finishes a rule returns to the position below. Stacks do
 // not grow with repetition (a rule reference last in its alternative is a tail call).
 #ifndef SPECDEC_GRAMMAR_H

@@ -33,6 +33,7 @@ int grammar_masker_init(GrammarMasker *m, const Grammar *g, const Vocabulary *vo
         if (!m->is_end[t] && n > 0 && n <= MASK_TOKEN_MAX) m->order[m->n_sorted++] = t;
     }
     qsort_r(m->order, (size_t)m->n_sorted, sizeof *m->order, by_bytes, &m->vocab);
+    size_t n_rest = 0;
     for (int i = 0; i < m->n_sorted; i++) {
         int k = 0;
         if (i > 0) {
@@ -40,7 +41,17 @@ int grammar_masker_init(GrammarMasker *m, const Grammar *g, const Vocabulary *vo
             int na = token_len(vocab, m->order[i - 1]), nb = token_len(vocab, m->order[i]);
             while (k < na && k < nb && a[k] == b[k]) k++;
         }
-        m->shared[i] = k;
+        m->shared[i] = (uint16_t)k;
+        n_rest += (size_t)(token_len(vocab, m->order[i]) - k);
+    }
+    m->rest = malloc(((size_t)m->n_sorted + 1) * sizeof *m->rest);
+    m->rest_bytes = malloc(n_rest + 1);
+    if (!m->rest || !m->rest_bytes || n_rest > UINT32_MAX) return err_fmt(err, "out of memory for the grammar's token masks");
+    m->rest[0] = 0;
+    for (int i = 0; i < m->n_sorted; i++) {
+        const int t = m->order[i], n = token_len(vocab, t) - m->shared[i];
+        memcpy(m->rest_bytes + m->rest[i], vocab->bytes + vocab->offset[t] + m->shared[i], (size_t)n);
+        m->rest[i + 1] = m->rest[i] + (uint32_t)n;
     }
     return 0;
 }
@@ -55,6 +66,8 @@ void grammar_masker_free(GrammarMasker *m) {
     free(m->is_end);
     free(m->order);
     free(m->shared);
+    free(m->rest);
+    free(m->rest_bytes);
     free(m->cache);
     *m = (GrammarMasker){0};
 }
@@ -78,7 +91,7 @@ static bool grow_states(GrammarMasker *m) {
     int cap = m->cap_states ? 2 * m->cap_states : 64;
     GrammarState *states = realloc(m->states, (size_t)cap * sizeof *states);
     if (states) m->states = states;
-    int32_t(*next)[256] = realloc(m->next, (size_t)cap * sizeof *next);
+    int16_t(*next)[256] = realloc(m->next, (size_t)cap * sizeof *next);
     if (next) m->next = next;
     int *slot = calloc((size_t)cap * 2, sizeof *slot);
     if (!states || !next || !slot) {
@@ -116,32 +129,33 @@ static int step(GrammarMasker *m, int from, unsigned char b) {
     if (!grammar_advance(&m->states[from], b, &m->scratch)) return m->next[from][b] = -1;
     const int id = state_id(m, &m->scratch);
     if (id < 0) return -3;
-    return m->next[from][b] = id;
+    return m->next[from][b] = (int16_t)id;
 }
 
 // ---- masks -------------------------------------------------------------------------------------------------------------
 
-// The mask of state s, computed: tokens in byte order, each read from the longest prefix it shares with the token
-// before (whose state is kept at depth[shared]); a refused byte at depth d refuses every following token that
-// shares those d + 1 bytes, without reading them. −1: no room for the states met (compute_mask starts afresh).
+// The mask of state s, computed: tokens in byte order, each read on from the bytes it shares with the token before
+// (whose states are kept at depth[0..shared]); a refused byte at depth d refuses every following token that shares
+// those d + 1 bytes, without reading them. The token read next never shares more than was read of the one before
+// (a token sharing more than a refused prefix was skipped), so its bytes before `shared` need no reading.
+// −1: no room for the states met (compute_mask starts afresh).
 static int walk(GrammarMasker *m, const GrammarState *s, uint64_t *bits) {
     const Vocabulary *v = &m->vocab;
     memset(bits, 0, (size_t)m->words * sizeof *bits);
     int depth[MASK_TOKEN_MAX + 1];  // the state after each prefix of the token being read
     if ((depth[0] = state_id(m, s)) < 0) return -1;
-    int reached = 0;  // depth[0..reached] hold the states of the current token's prefixes
     for (int i = 0; i < m->n_sorted; i++) {
-        const int t = m->order[i], n = token_len(v, t);
-        const unsigned char *b = (const unsigned char *)v->bytes + v->offset[t];
-        int d = m->shared[i] < reached ? m->shared[i] : reached, next = 0;
-        while (d < n && (next = step(m, depth[d], b[d])) >= 0) depth[++d] = next;
+        const unsigned char *rest = m->rest_bytes + m->rest[i];
+        const int shared = m->shared[i], n = shared + (int)(m->rest[i + 1] - m->rest[i]);
+        int d = shared, next = 0;
+        while (d < n && (next = step(m, depth[d], rest[d - shared])) >= 0) depth[++d] = next;
         if (next == -3) return -1;
-        reached = d;
         if (d == n) {
+            const int t = m->order[i];
             bits[t >> 6] |= 1ull << (t & 63);
             continue;
         }
-        while (i + 1 < m->n_sorted && m->shared[i + 1] > d) i++;  // they share the refused prefix b[0..d]
+        while (i + 1 < m->n_sorted && m->shared[i + 1] > d) i++;  // they share the refused prefix
     }
     if (grammar_may_end(s))
         for (int e = 0; e < v->n_end; e++)

@@ -41,13 +41,18 @@ typedef struct {
     Vocabulary vocab;
     bool *is_end;               // [V]
     int words;                  // (V + 63) / 64
-    int *order;                 // [n_sorted]: tokens with bytes (not longer than MASK_TOKEN_MAX), by their bytes
-    int *shared;                // [n_sorted]: bytes order[i] shares with order[i − 1] (0 for i = 0)
+    // The vocabulary's byte trie, laid out for one pass in order: the tokens with bytes (not longer than
+    // MASK_TOKEN_MAX) sorted by their bytes, each as the bytes it shares with the one before and the rest, the rests
+    // stored one after another in that order (the walk reads them in sequence, not scattered by token id).
+    int *order;                 // [n_sorted]: the tokens, by their bytes
+    uint16_t *shared;           // [n_sorted]: bytes order[i] shares with order[i − 1] (0 for i = 0)
+    uint32_t *rest;             // [n_sorted + 1]: order[i]'s other bytes are rest_bytes[rest[i] .. rest[i + 1])
+    unsigned char *rest_bytes;
     int n_sorted;
     // The states the walks met, each once, with their transitions by byte: reading a byte from a state seen before
     // costs a lookup (inside a string, every ordinary character leads back to the same state).
     GrammarState *states;       // [n_states]
-    int32_t (*next)[256];       // [n_states]: the state after each byte; -1: refused; -2: not read yet
+    int16_t (*next)[256];       // [n_states]: the state after each byte; -1: refused; -2: not read yet
     int *slot;                  // [n_slots]: open addressing by hash, state index + 1 (0: empty)
     int n_states, cap_states, n_slots;
     GrammarState scratch;

@@ -6,6 +6,9 @@
 
 enum { EXPAND_BUDGET = 1 << 16 };  // rule expansions one character may cost before it is refused as too ambiguous
 
+// GrammarState.partial of a state inside a character whose code point no longer matters (forget_partial).
+static const uint32_t PARTIAL_ANY = UINT32_MAX;
+
 // ---- the set of stacks --------------------------------------------------------------------------------------------
 
 static uint32_t stack_hash(const int *cells, int n) {
@@ -111,9 +114,10 @@ static bool expand(const Grammar *g, int *work, int n, GrammarState *out, int *b
 
 // ---- characters -----------------------------------------------------------------------------------------------------
 
-// Whether the class element e admits some code point in lo..hi. Its ranges are ascending and apart, so the first
-// range that ends at or after lo is the only one that can cover lo..hi whole (negated), and the one to meet it.
-static bool class_meets(const Grammar *g, const GrammarElement *e, uint32_t lo, uint32_t hi) {
+// Whether the class element e admits some code point in lo..hi (*some), and every one (*all). Its ranges are
+// ascending and apart, so the first range that ends at or after lo is the only one that can cover lo..hi whole, and
+// the one to meet it.
+static void class_admits(const Grammar *g, const GrammarElement *e, uint32_t lo, uint32_t hi, bool *some, bool *all) {
     const GrammarRange *r = g->ranges + e->first;
     int a = 0, b = e->n;  // binary search: the first range with r.hi >= lo
     while (a < b) {
@@ -123,7 +127,14 @@ static bool class_meets(const Grammar *g, const GrammarElement *e, uint32_t lo, 
     }
     bool meets = a < e->n && r[a].lo <= hi;
     bool covers = a < e->n && r[a].lo <= lo && hi <= r[a].hi;
-    return e->negated ? !covers : meets;
+    *some = e->negated ? !covers : meets;
+    *all = e->negated ? !meets : covers;
+}
+
+static bool class_meets(const Grammar *g, const GrammarElement *e, uint32_t lo, uint32_t hi) {
+    bool some, all;
+    class_admits(g, e, lo, hi, &some, &all);
+    return some;
 }
 
 static int top(const GrammarState *s, int i) { return s->cells[s->start[i + 1] - 1]; }
@@ -141,8 +152,9 @@ static void swap(GrammarState *a, GrammarState *b) {
     *b = t;
 }
 
-// Reads the character cp: every stack of s whose top admits it moves past it (and is expanded) into out.
-static bool read_char(const GrammarState *s, uint32_t cp, GrammarState *out) {
+// Reads a character in lo..hi: every stack of s whose top admits one moves past it (and is expanded) into out. Where
+// lo < hi, every stack of s that admits one admits them all (a state whose partial character is PARTIAL_ANY).
+static bool read_char(const GrammarState *s, uint32_t lo, uint32_t hi, GrammarState *out) {
     const Grammar *g = s->grammar;
     int work[GRAMMAR_MAX_DEPTH], budget = EXPAND_BUDGET;
     out->grammar = g;
@@ -150,7 +162,7 @@ static bool read_char(const GrammarState *s, uint32_t cp, GrammarState *out) {
     clear(out);
     for (int i = 0; i < s->n_stacks; i++) {
         int n = stack_len(s, i);
-        if (n == 0 || !class_meets(g, &g->elements[top(s, i)], cp, cp)) continue;
+        if (n == 0 || !class_meets(g, &g->elements[top(s, i)], lo, hi)) continue;
         memcpy(work, s->cells + s->start[i], (size_t)n * sizeof *work);
         work[n - 1]++;
         if (!expand(g, work, n, out, &budget)) return false;
@@ -171,8 +183,42 @@ static bool partial_range(uint32_t partial, int pending, int length, uint32_t *l
     return *lo <= *hi;
 }
 
+// Every stack's top admits either all of lo..hi or none of it: then which of them the character turns out to be does
+// not matter to what follows.
+static bool all_or_none(const GrammarState *s, uint32_t lo, uint32_t hi) {
+    for (int i = 0; i < s->n_stacks; i++) {
+        if (stack_len(s, i) == 0) continue;
+        bool some, all;
+        class_admits(s->grammar, &s->grammar->elements[top(s, i)], lo, hi, &some, &all);
+        if (some && !all) return false;
+    }
+    return true;
+}
+
+// The state within a character whose code point no longer matters (all_or_none): s's stacks that admit lo..hi,
+// the character's bytes read forgotten, so that every such state with as many bytes still to come is one.
+static bool forget_partial(const GrammarState *s, uint32_t lo, uint32_t hi, int pending, GrammarState *out) {
+    out->grammar = s->grammar;
+    if (!reserve(out, 1, 1)) return false;
+    clear(out);
+    for (int i = 0; i < s->n_stacks; i++)
+        if (stack_len(s, i) > 0 && class_meets(s->grammar, &s->grammar->elements[top(s, i)], lo, hi) &&
+            !add_stack(out, s->cells + s->start[i], stack_len(s, i)))
+            return false;
+    out->partial = PARTIAL_ANY;
+    out->pending = pending;
+    return true;
+}
+
 bool grammar_advance(const GrammarState *s, unsigned char byte, GrammarState *out) {
-    if (s->pending == 0 && byte < 0x80) return read_char(s, byte, out);
+    if (s->pending == 0 && byte < 0x80) return read_char(s, byte, byte, out);
+    if (s->partial == PARTIAL_ANY) {  // any continuation byte: the stacks left admit every character it can finish
+        if ((byte & 0xC0) != 0x80) return false;
+        if (s->pending == 1) return read_char(s, 0, 0x10FFFF, out);
+        if (grammar_state_copy(out, s) < 0) return false;
+        out->pending = s->pending - 1;
+        return true;
+    }
     uint32_t partial;
     int pending, length = s->length;
     if (s->pending == 0) {
@@ -189,7 +235,8 @@ bool grammar_advance(const GrammarState *s, unsigned char byte, GrammarState *ou
     }
     uint32_t lo, hi;
     if (!partial_range(partial, pending, length, &lo, &hi) || !some_stack_meets(s, lo, hi)) return false;
-    if (pending == 0) return read_char(s, lo, out);
+    if (pending == 0) return read_char(s, lo, lo, out);
+    if (s->pending != 0 && all_or_none(s, lo, hi)) return forget_partial(s, lo, hi, pending, out);
     if (grammar_state_copy(out, s) < 0) return false;
     out->partial = partial;
     out->pending = pending;
