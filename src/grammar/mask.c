@@ -264,6 +264,57 @@ int grammar_constraint_forced(GrammarConstraint *c, const int *path, int n_path,
     return token >= 0 && !c->masker.is_end[token] ? token : -1;
 }
 
+// The byte that alone may follow state `id` (the text may not end there either), or −1.
+static int forced_byte(GrammarMasker *m, int id) {
+    if (grammar_may_end(&m->states[id])) return -1;
+    int only = -1;
+    for (int b = 0; b < 256; b++) {
+        const int next = step(m, id, (unsigned char)b);
+        if (next == -3 || (next >= 0 && only >= 0)) return -1;
+        if (next >= 0) only = b;
+    }
+    return only;
+}
+
+// The token (of the sorted ones) that spells the longest beginning of text[0..n), or −1: for each length, from the
+// longest, a binary search among the tokens sorted by bytes.
+static int longest_token(const GrammarMasker *m, const unsigned char *text, int n) {
+    const Vocabulary *v = &m->vocab;
+    for (int len = n < MASK_TOKEN_MAX ? n : MASK_TOKEN_MAX; len > 0; len--) {
+        int a = 0, b = m->n_sorted;  // the first token whose bytes are not below text[0..len)
+        while (a < b) {
+            const int mid = (a + b) / 2, t = m->order[mid], nt = token_len(v, t);
+            int c = memcmp(v->bytes + v->offset[t], text, (size_t)(nt < len ? nt : len));
+            if (c == 0) c = (nt > len) - (nt < len);
+            if (c < 0) a = mid + 1;
+            else b = mid;
+        }
+        if (a < m->n_sorted && token_len(v, m->order[a]) == len && !memcmp(v->bytes + v->offset[m->order[a]], text, len))
+            return m->order[a];
+    }
+    return -1;
+}
+
+int grammar_constraint_forced_text(GrammarConstraint *c, const int *path, int n_path, int *tokens, int most) {
+    GrammarMasker *m = &c->masker;
+    unsigned char text[MASK_TOKEN_MAX];
+    int n = 0, id, b;
+    if (!read_path(c, path, n_path)) return 0;
+    if (m->n_states > MASK_STATES_MAX / 2) forget_states(m);
+    if ((id = state_id(m, &c->path)) < 0) return 0;
+    while (n < MASK_TOKEN_MAX && (b = forced_byte(m, id)) >= 0) {
+        text[n++] = (unsigned char)b;
+        id = m->next[id][b];
+    }
+    if (n < 2) return 0;
+    int n_tokens = 0;
+    for (int at = 0, t; at < n && n_tokens < most && (t = longest_token(m, text + at, n - at)) >= 0; n_tokens++) {
+        tokens[n_tokens] = t;
+        at += token_len(&m->vocab, t);
+    }
+    return n_tokens;
+}
+
 bool grammar_constraint_allows(GrammarConstraint *c, const int *path, int n_path, int token) {
     return read_path(c, path, n_path) && grammar_accept_token(&c->masker, &c->path, token, &c->scratch);
 }

@@ -98,6 +98,12 @@ int grammar_constraint_mask(GrammarConstraint *c, const int *path, int n_path, f
 // The one token allowed after the committed tokens then path[0..n_path), where exactly one is and it is no end
 // token (the grammar forces it: a draft of probability 1 that needs no model), else −1. -1 also on a refused path.
 int grammar_constraint_forced(GrammarConstraint *c, const int *path, int n_path, Err *err);
+// The text the grammar forces after the committed tokens then path[0..n_path) — the bytes read one by one while
+// exactly one byte is allowed and the text may not end — as tokens, each the longest of the vocabulary that spells
+// a beginning of what is left, at most `most` of them. Returns how many (0: fewer than 2 bytes are forced). Unlike
+// grammar_constraint_forced's token these need not be the only ones allowed (other tokenizations of the text are):
+// drafts that the target still verifies.
+int grammar_constraint_forced_text(GrammarConstraint *c, const int *path, int n_path, int *tokens, int most);
 // Whether token is allowed after the committed tokens then path[0..n_path).
 bool grammar_constraint_allows(GrammarConstraint *c, const int *path, int n_path, int token);
 // Commits a token (the scheduler's): -1 with err when the grammar refuses it.

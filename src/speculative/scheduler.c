@@ -174,18 +174,23 @@ static void set_levels(Round *r) {
 }
 
 // Grammar-forced drafting: the chain of tokens the grammar forces after the committed text (each the only one it
-// allows), up to `most` drafts, as deterministic drafts — q one-hot, no draft forward. Under the masked p such a
-// token has probability 1, so the target keeps it. Returns the chain's length (0: the grammar forces nothing).
+// allows), then the tokens of the text it forces further (several bytes that other tokenizations could spell too),
+// up to `most` drafts, as deterministic drafts — q one-hot, no draft forward. Under the masked p a forced token has
+// probability 1, so the target keeps it; a token of the forced text is kept with probability p(x) (Algorithm 1 with
+// q one-hot), the target's own choice where it is not. Returns the chain's length (0: the grammar forces nothing).
 static int draft_forced(Scheduler *s, Round *r, int most, Err *err) {
     if (!s->params->constraint || !s->params->forced_drafts) return 0;
     int path[GAMMA_MAX];
     while (r->tree.n < most) {
         const int token = grammar_constraint_forced(s->params->constraint, path, r->tree.n, err);
         if (token < 0) break;
-        path[r->tree.n] = token;
-        r->tree.node[r->tree.n] = tree_one_hot_child(token);
-        r->tree.parent[r->tree.n] = r->tree.n - 1;
-        r->tree.n++;
+        path[r->tree.n++] = token;
+    }
+    r->tree.n += grammar_constraint_forced_text(s->params->constraint, path, r->tree.n, path + r->tree.n,
+                                                most - r->tree.n);
+    for (int i = 0; i < r->tree.n; i++) {
+        r->tree.node[i] = tree_one_hot_child(path[i]);
+        r->tree.parent[i] = i - 1;
     }
     r->forced = r->tree.n > 0;
     return r->tree.n;

@@ -90,6 +90,21 @@ TEST(constrained_forced_drafts_are_free_and_kept) {
           "the forced tokens first: %d tokens", n);
     CHECK(stats.drafted >= 2 && stats.accepted == stats.drafted && stats.draft_calls == 0,
           "%d forced drafts, %d kept, %d draft forwards", stats.drafted, stats.accepted, stats.draft_calls);
+    grammar_free(g);
+    // A forced text that several tokenizations spell ("\"ab\": " as "\"ab\"" ":" " ", or "\"" "ab" "\": "…): its
+    // longest tokens drafted at no draft forward, the output target-only's without them.
+    const char text_gbnf[] = "root ::= \"\\\"ab\\\": \" [0-9]+";
+    g = grammar_parse(text_gbnf, sizeof text_gbnf - 1, "forced_text.gbnf", &err);
+    CHECK(g, "%s", err.msg);
+    if (!g) return;
+    SpecParams without = params;
+    without.forced_drafts = false;
+    int want[6];
+    const int n_want = constrained(&pair, DRAFT_NONE, g, &pv, prompt, 3, without, 1, want, "reference");
+    const int n_text = constrained_stats(&pair, DRAFT_NONE, g, &pv, prompt, 3, params, 1, out, &stats, "forced text");
+    CHECK(n_text == n_want && !memcmp(out, want, sizeof(int) * n_want), "forced text drafts changed the output");
+    CHECK(stats.drafted >= 3 && stats.draft_calls == 0, "%d drafts of the forced text, %d draft forwards", stats.drafted,
+          stats.draft_calls);
     model_pair_close(&pair);
     grammar_free(g);
 }
@@ -164,16 +179,25 @@ static void masked_joint(ModelPair *pair, const int *prompt, int n_prompt, const
     kv_free(&cache);
 }
 
-// Samples the first 3 tokens with the draft model under g (over ids spelling a..e) and checks their distribution
-// against the exact masked one (chi-square at a false-alarm rate of 1e-4), and that nothing refused is drawn.
-static void check_masked_sampling(const char *gbnf, Allows *allows, const char *label) {
-    static const char *const letters[] = {"a", "b", "c", "d", "e"};
-    PairVocab pv = {.offset = {0}};
+static const char *const LETTERS[V_SMALL] = {"a", "b", "c", "d", "e"};
+
+// Ids 0..V_SMALL-1 spelling pieces[0..V_SMALL), no end token.
+static void small_vocab(PairVocab *pv, const char *const pieces[V_SMALL]) {
+    pv->offset[0] = 0;
     for (int t = 0; t < V_SMALL; t++) {
-        pv.bytes[t] = letters[t][0];
-        pv.offset[t + 1] = (uint32_t)t + 1;
+        memcpy(pv->bytes + pv->offset[t], pieces[t], strlen(pieces[t]));
+        pv->offset[t + 1] = pv->offset[t] + (uint32_t)strlen(pieces[t]);
     }
-    pv.vocab = (Vocabulary){.V = V_SMALL, .offset = pv.offset, .bytes = pv.bytes};
+    pv->vocab = (Vocabulary){.V = V_SMALL, .offset = pv->offset, .bytes = pv->bytes};
+}
+
+// Samples the first 3 tokens with drafter `kind` (and grammar-forced drafts where `forced`) under g, over ids
+// spelling pieces[0..V_SMALL), and checks their distribution against the exact masked one (chi-square at a
+// false-alarm rate of 1e-4), and that nothing refused is drawn.
+static void check_masked_sampling(const char *gbnf, const char *const pieces[V_SMALL], Allows *allows, DraftKind kind,
+                                  bool forced, const char *label) {
+    PairVocab pv;
+    small_vocab(&pv, pieces);
     Err err;
     Grammar *g = grammar_parse(gbnf, strlen(gbnf), "test.gbnf", &err);
     CHECK(g, "%s", err.msg);
@@ -182,7 +206,7 @@ static void check_masked_sampling(const char *gbnf, Allows *allows, const char *
     pair_open(&pair, V_SMALL, 64, 1, 1.0f);
     const int prompt[] = {1, 3};
     const SpecParams params = {.sampling = {.temperature = 1, .top_p = 1}, .policy = GAMMA_FIXED, .gamma = 3,
-                               .max_tokens = 3, .eos_id = -1};
+                               .max_tokens = 3, .eos_id = -1, .forced_drafts = forced};
 #ifdef SPECDEC_DEBUG
     enum { SAMPLES = 2000 };  // the debug build checks every rollback: a shorter, weaker test
 #else
@@ -195,7 +219,7 @@ static void check_masked_sampling(const char *gbnf, Allows *allows, const char *
     memset(counts, 0, sizeof counts);
     for (int s = 1; s <= SAMPLES; s++) {
         int out[3];
-        if (constrained(&pair, DRAFT_MODEL, g, &pv, prompt, 2, params, (uint64_t)s, out, "sampled") != 3) break;
+        if (constrained(&pair, kind, g, &pv, prompt, 2, params, (uint64_t)s, out, "sampled") != 3) break;
         counts[(out[0] * V_SMALL + out[1]) * V_SMALL + out[2]]++;
     }
     double chi2 = 0, pooled_expect = 0, pooled_count = 0;
@@ -216,7 +240,8 @@ static void check_masked_sampling(const char *gbnf, Allows *allows, const char *
         cells++;
     }
     const double critical = chi_square_critical(cells - 1);
-    printf("    %s, draft model: chi2 = %.1f over %d cells (critical %.1f at 1e-4)\n", label, chi2, cells, critical);
+    printf("    %s, %s: chi2 = %.1f over %d cells (critical %.1f at 1e-4)\n", label, DRAFT_NAMES[kind], chi2, cells,
+           critical);
     CHECK(chi2 < critical, "%s: chi-square %.1f exceeds %.1f: not the masked target's distribution", label, chi2,
           critical);
     model_pair_close(&pair);
@@ -231,7 +256,44 @@ static bool allows_fixed(const int *seq, int i, int t) {
 }
 
 TEST(constrained_sampling_with_a_draft_matches_the_masked_target) {
-    check_masked_sampling("root ::= [ab] [a-e] [cd] .*", allows_fixed, "constrained");
+    check_masked_sampling("root ::= [ab] [a-e] [cd] .*", LETTERS, allows_fixed, DRAFT_MODEL, false, "constrained");
+}
+
+// `root ::= "abc" [a-c]*` over ids spelling a, b, c, ab, bc: the text so far must begin as "abc" does.
+static const char *const SPLIT_PIECES[V_SMALL] = {"a", "b", "c", "ab", "bc"};
+
+static bool allows_abc(const int *seq, int i, int t) {
+    char text[3 * 2 + 1] = "";
+    for (int k = 0; k < i; k++) strcat(text, SPLIT_PIECES[seq[k]]);
+    strcat(text, SPLIT_PIECES[t]);
+    const size_t n = strlen(text) < 3 ? strlen(text) : 3;
+    return strncmp(text, "abc", n) == 0;
+}
+
+// The forced text "abc" has three tokenizations (a b c, ab c, a bc): drafted as "ab" "c" (q one-hot) with no
+// drafter, each kept with the masked target's probability.
+TEST(constrained_forced_text_drafts_keep_the_masked_distribution) {
+    check_masked_sampling("root ::= \"abc\" [a-c]*", SPLIT_PIECES, allows_abc, DRAFT_NONE, true, "forced text");
+}
+
+// The forced text's drafts: its longest tokens, up to the room given; none where fewer than 2 bytes are forced.
+TEST(constrained_forced_text_is_tokenized_longest_first) {
+    PairVocab pv;
+    small_vocab(&pv, SPLIT_PIECES);
+    const char gbnf[] = "root ::= \"abcab\" [a-c]* | \"abcb\"";
+    Err err;
+    Grammar *g = grammar_parse(gbnf, sizeof gbnf - 1, "forced.gbnf", &err);
+    GrammarConstraint c;
+    CHECK(g && grammar_constraint_init(&c, g, &pv.vocab, &err) == 0, "%s", err.msg);
+    if (test_failures()) return;
+    int tokens[8];
+    const int path_a[] = {0}, path_ab[] = {3};  // "a", "ab"
+    CHECK(grammar_constraint_forced_text(&c, NULL, 0, tokens, 8) == 2 && tokens[0] == 3 && tokens[1] == 2,
+          "\"abc\" forced from the start: ab c");
+    CHECK(grammar_constraint_forced_text(&c, path_a, 1, tokens, 1) == 1 && tokens[0] == 4, "after a, at most one: bc");
+    CHECK(grammar_constraint_forced_text(&c, path_ab, 1, tokens, 8) == 0, "after ab, one byte: c");
+    grammar_constraint_free(&c);
+    grammar_free(g);
 }
 
 // ---- lazy grammars: free until a trigger (grammar/lazy.h, tool_choice "auto") -------------------------------------
@@ -264,7 +326,7 @@ static void check_lazy_letters_rules(void) {
 
 TEST(constrained_lazy_sampling_with_a_draft_matches_the_masked_target) {
     check_lazy_letters_rules();
-    check_masked_sampling(LAZY_LETTERS, allows_lazy, "lazy");
+    check_masked_sampling(LAZY_LETTERS, LETTERS, allows_lazy, DRAFT_MODEL, false, "lazy");
 }
 
 // Under a lazy grammar — free until "7" (where the tiny target's greedy text often goes), then a JSON tail — greedy
