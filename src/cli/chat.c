@@ -303,7 +303,8 @@ static int reply(Chat *c, const int *ids, int n_ids, char **text, Err *err) {
         *err = finish_err;
         rc = -1;
     }
-    if (rc == 0 && a->stops.n) rc = (*text = strndup(stopper.scan.text ? stopper.scan.text : "", stopper.scan.len))
+    const StopScan *printed = &stopper.text.scan;
+    if (rc == 0 && a->stops.n) rc = (*text = strndup(printed->text ? printed->text : "", printed->len))
                                          ? 0 : err_fmt(err, "out of memory");
     else if (rc == 0) rc = tokenizer_decode(&c->tok, c->out, n_out, text, &len, err);
     if (rc == 0 && interrupt_requested())

@@ -186,38 +186,38 @@ int printer_finish(Printer *pr, const char *name, Err *err) {
     return pr->write_errno ? err_fmt(err, "%s: %s", name, strerror(pr->write_errno)) : 0;
 }
 
+// The text out's sink (ctx: a StopPrinter): the text printed and flushed, a newline after the last.
+static void print_text(void *ctx, const char *text, size_t len, bool last) {
+    StopPrinter *sp = ctx;
+    fwrite(text, 1, len, sp->out);
+    if (last) fputc('\n', sp->out);
+    if (fflush(sp->out) != 0 && !sp->write_errno) sp->write_errno = errno ? errno : EIO;
+}
+
 int stop_printer_init(StopPrinter *sp, FILE *out, const Tokenizer *tok, const Repeated *stops, Err *err) {
     *sp = (StopPrinter){.out = out, .err = err};
-    token_stream_init(&sp->stream, tok);
-    return stop_scan_init(&sp->scan, stops->items, stops->n, err);
+    return text_out_init(&sp->text, tok, stops->items, stops->n, print_text, sp, err);
 }
 
 bool stop_printer_token(void *ctx, int id) {
     StopPrinter *sp = ctx;
-    const char *text;
-    size_t len;
+    const char *piece;
+    size_t n;
     bool stopped = false;
-    if (token_stream_push(&sp->stream, id, &text, &len, sp->err) ||
-        stop_scan_push(&sp->scan, text, len, &stopped, sp->err)) {
+    if (text_out_token(&sp->text, id, &piece, &n, &stopped, sp->err)) {
         sp->failed = true;
         return true;
     }
-    stop_scan_take(&sp->scan, false, &text, &len);
-    fwrite(text, 1, len, sp->out);
-    if (fflush(sp->out) != 0 && !sp->write_errno) sp->write_errno = errno ? errno : EIO;
+    text_out_give(&sp->text, false);
     return stopped || sp->write_errno;  // a failed write ends the run, as generate's printer does
 }
 
 int stop_printer_finish(StopPrinter *sp, const char *name, Err *err) {
-    const char *text;
-    size_t len;
+    const char *piece;
+    size_t n;
     bool stopped;
-    token_stream_flush(&sp->stream, &text, &len);
-    if (!sp->failed && stop_scan_push(&sp->scan, text, len, &stopped, sp->err)) sp->failed = true;
-    stop_scan_take(&sp->scan, true, &text, &len);
-    fwrite(text, 1, len, sp->out);
-    fputc('\n', sp->out);
-    if (fflush(sp->out) != 0 && !sp->write_errno) sp->write_errno = errno ? errno : EIO;
+    if (!sp->failed && text_out_end(&sp->text, &piece, &n, &stopped, sp->err)) sp->failed = true;
+    text_out_give(&sp->text, true);
     if (sp->failed) {  // sp->err says why
         if (err != sp->err) *err = *sp->err;
         return -1;
@@ -225,10 +225,7 @@ int stop_printer_finish(StopPrinter *sp, const char *name, Err *err) {
     return sp->write_errno ? err_fmt(err, "%s: %s", name, strerror(sp->write_errno)) : 0;
 }
 
-void stop_printer_free(StopPrinter *sp) {
-    token_stream_free(&sp->stream);
-    stop_scan_free(&sp->scan);
-}
+void stop_printer_free(StopPrinter *sp) { text_out_free(&sp->text); }
 
 void print_session_fields(FILE *f, const Session *s) {
     fprintf(f, "\"isa\": \"%s\", \"threads\": %d, \"draft_threads\": %d, \"quant\": \"%s\", \"draft_quant\": \"%s\"",

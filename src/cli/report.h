@@ -5,7 +5,7 @@
 
 #include <stdbool.h>
 
-#include "chat/stop.h"
+#include "chat/text_out.h"
 #include "cli/session.h"
 #include "speculative/speculative.h"
 
@@ -49,13 +49,12 @@ void on_token(void *ctx, int id, TokenKind kind);
 int printer_finish(Printer *pr, const char *name, Err *err);
 void printer_free(Printer *pr);
 
-// Printing with stop strings (--stop): the scheduler's stop hook (SpecParams.stop) decodes each committed token,
-// scans the text for the strings (chat/stop.h) and prints what no stop string can start in; the first one ends
-// generation after the token in which it completes, and neither it nor anything after it is printed. The text
-// printed stays in scan.text[0..scan.len). --show's marks are not printed with it.
+// Printing with stop strings (--stop): the scheduler's stop hook (SpecParams.stop) gives each committed token's text
+// out (chat/text_out.h: decoded, scanned for the strings, printed where no stop string can start in it); the first
+// one ends generation after the token in which it completes, and neither it nor anything after it is printed.
+// --show's marks are not printed with it.
 typedef struct {
-    StopScan scan;
-    TokenStream stream;
+    TextOut text;       // text.scan.text[0..text.scan.len): the text printed
     FILE *out;
     Err *err;
     bool failed;        // err holds why (out of memory): generation was stopped

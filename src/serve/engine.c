@@ -7,7 +7,7 @@
 #include <sys/random.h>
 
 #include "base/clock.h"
-#include "chat/stop.h"
+#include "chat/text_out.h"
 #include "chat/tools.h"
 #include "grammar/vocabulary.h"
 
@@ -91,8 +91,7 @@ typedef struct {
 typedef struct {
     const EngineSink *sink;
     const Tokenizer *tok;
-    TokenStream stream;
-    StopScan stops;
+    TextOut text;               // decoded, scanned for the stop strings, given out (give_out)
     Marks *marks;               // NULL: not asked for
     TokenReportList reports;    // with the request's logprobs (run_logprobs)
     int reports_given;          // ... of them handed on with a piece
@@ -103,11 +102,6 @@ typedef struct {
     bool stopped, cancelled, failed;
 } Run;
 
-// Adds a piece of decoded text to the stop strings' scan.
-static void push_text(Run *run, const char *piece, size_t n) {
-    Err err;
-    if (stop_scan_push(&run->stops, piece, n, &run->stopped, &err)) run->failed = run->stopped = true;  // (memory)
-}
 
 int token_reports_append(TokenReportList *list, const TokenReports *more) {
     if (list->n + more->n > list->cap) {
@@ -130,7 +124,7 @@ void token_reports_free(TokenReportList *list) {
 static TokenReports reports_given(Run *run, bool last) {
     const int first = run->reports_given;
     const TokenReport *tokens = run->reports.tokens;
-    while (run->reports_given < run->reports.n && (last || tokens[run->reports_given].text_end <= run->stops.taken))
+    while (run->reports_given < run->reports.n && (last || tokens[run->reports_given].text_end <= run->text.scan.taken))
         run->reports_given++;
     return (TokenReports){.tokens = tokens + first, .n = run->reports_given - first};
 }
@@ -155,12 +149,10 @@ static void give_out_content(Run *run, const char *final, size_t len, bool last)
     if (content > t->sent) t->sent = content;
 }
 
-// Hands on the text that is final (`last`: no more text comes), with its marks and its tokens' logprobs when asked
-// for.
-static void give_out(Run *run, bool last) {
-    const char *final;
-    size_t len;
-    stop_scan_take(&run->stops, last, &final, &len);
+// The text out's sink (ctx: the Run): hands on the text that is final (`last`: no more text comes), with its marks
+// and its tokens' logprobs when asked for.
+static void give_out(void *ctx, const char *final, size_t len, bool last) {
+    Run *run = ctx;
     if (run->tools.format != TOOL_FORMAT_NONE) {  // (marks are refused with tools: request.c)
         give_out_content(run, final, len, last);
         return;
@@ -195,14 +187,15 @@ static bool run_token(void *ctx, int id) {
     const char *piece;
     size_t n;
     Err err;
-    if (token_stream_push(&run->stream, id, &piece, &n, &err) ||  // (ids come from the model: in the vocabulary)
+    bool stopped = false;
+    if (text_out_token(&run->text, id, &piece, &n, &stopped, &err) ||  // (ids come from the model: in the vocabulary)
         (run->marks && marks_committed(run->marks, n))) {
-        run->failed = true;
+        run->failed = run->stopped = true;
         return true;
     }
+    run->stopped = stopped;
     count_text(run, piece, n);
-    push_text(run, piece, n);
-    if (!run->marks) give_out(run, false);
+    if (!run->marks) text_out_give(&run->text, false);
     if (!run->stopped && run->sink->cancelled) run->cancelled = run->sink->cancelled(run->sink->ctx);
     return run->stopped || run->cancelled || run->failed;
 }
@@ -216,7 +209,7 @@ static void run_mark(void *ctx, int id, TokenKind kind) {
 static void run_round(void *ctx, const RoundOutcome *round) {
     Run *run = ctx;
     if (marks_round(run->marks, round)) run->failed = true;
-    give_out(run, false);
+    text_out_give(&run->text, false);
 }
 
 // ---- drafters -----------------------------------------------------------------------------------------------
@@ -268,8 +261,7 @@ void engine_abort(EngineRun *x) {
     token_bytes_free(&x->tokens);
     free(x->run.tools.reply);
     json_decref(x->run.tools.calls);
-    token_stream_free(&x->run.stream);
-    stop_scan_free(&x->run.stops);
+    text_out_free(&x->run.text);
     marks_free(&x->marks);
     token_reports_free(&x->run.reports);
     free(x->out);
@@ -352,7 +344,6 @@ EngineRun *engine_begin(const Engine *en, const Request *req, const int *prompt,
     params->logprobs_ctx = &x->run;
     params->top_logprobs = req->top_logprobs;
     params->ctx = &x->run;
-    token_stream_init(&x->run.stream, en->tok);
     if (req->tool_choice != TOOL_CHOICE_NONE && en->chat) x->run.tools.format = en->chat->tool_format;
     x->parallel_tool_calls = req->parallel_tool_calls;
     Err err;
@@ -361,7 +352,8 @@ EngineRun *engine_begin(const Engine *en, const Request *req, const int *prompt,
         return NULL;
     }
     x->out = malloc(sizeof(int) * ((size_t)params->max_tokens + 1));
-    if (!x->out || stop_scan_init(&x->run.stops, (const char *const *)req->stop, req->n_stop, &err) ||
+    if (!x->out ||
+        text_out_init(&x->run.text, en->tok, (const char *const *)req->stop, req->n_stop, give_out, &x->run, &err) ||
         drafter_open(&x->drafters, drafter_kind(en->draft && !req->plain, en->lookup && !req->plain), en->draft,
                      params, en->draft_p_min, LOOKUP_STAGED_MIN_MATCH, &err)) {
         api_error(e, 500, NULL, NULL, "generation failed: %s", x->out ? err.msg : "out of memory");
@@ -398,10 +390,12 @@ int engine_end(EngineRun *x, int n_out, ApiError *e) {
     Run *run = &x->run;
     const char *piece;
     size_t n;
-    token_stream_flush(&run->stream, &piece, &n);
+    bool stopped = false;
+    Err err;
+    if (text_out_end(&run->text, &piece, &n, &stopped, &err)) run->failed = true;  // (memory)
     if (run->marks && marks_flushed(run->marks, n)) run->failed = true;
-    push_text(run, piece, n);
-    give_out(run, true);
+    run->stopped |= stopped;
+    text_out_give(&run->text, true);
     int rc = -1;
     if (run->failed) {
         api_error(e, 500, NULL, NULL, "out of memory for the generated text");
