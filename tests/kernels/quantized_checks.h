@@ -180,6 +180,43 @@ static inline void check_quantized_matmul(const QuantFormat *f, const Kernels *k
     free(out);
 }
 
+// Every variant's matmul against the reference, bit for bit, where the integer products are largest: every quant
+// byte of the matrix `quant` (q8: 0x81, q = −127; q4: 0xff, both nibbles u = 15, q = 7), every scale 1, every
+// activation +1 or −1 (q_x = ±127), T = 1..16. The AVX2 kernels hold sums of products in 16 bits (vpmaddubsw's
+// pairs; q8: a pair, 2 · 127 · 127 = 32258; q4: two groups' pairs, 4 · 15 · 127 = 7620, all below 2¹⁵): these
+// inputs make every such sum its largest, with both signs, in every block.
+static inline void check_quantized_matmul_at_bounds(const QuantFormat *f, uint8_t quant, uint16_t one) {
+    enum { N_OUT = 32, N_IN = 256, MAX_T = 16 };
+    const int nb = q8_blocks(N_IN);
+    uint8_t *w = aligned_alloc(64, f->matrix_bytes(N_OUT, N_IN));
+    memset(w, quant, f->matrix_bytes(N_OUT, N_IN));
+    for (int j = 0; j < N_OUT; j++)
+        for (int b = 0; b < nb; b++) ((uint16_t *)w)[f->scale_index(N_IN, j, b)] = one;
+    float *x = malloc(sizeof(float) * MAX_T * N_IN);
+    for (int i = 0; i < MAX_T * N_IN; i++) x[i] = (i / N_IN) % 2 ? -1.0f : 1.0f;
+    Q8Block *xq = malloc(sizeof(Q8Block) * MAX_T * (size_t)nb);
+    q8_quantize_rows(xq, x, MAX_T, N_IN, N_IN);
+    float *ref = malloc(sizeof(float) * MAX_T * N_OUT), *out = malloc(sizeof(float) * MAX_T * N_OUT);
+    int n;
+    const Kernels *const *list = kernels_available(&n);
+    for (int T = 1; T <= MAX_T; T++) {
+        format_matmul(f, &kernels_scalar)(ref, xq, w, NULL, T, N_IN, N_OUT, 0, N_OUT);
+        for (int v = 0; v < n; v++) {
+            format_matmul(f, list[v])(out, xq, w, NULL, T, N_IN, N_OUT, 0, N_OUT);
+            for (int t = 0; t < T; t++)
+                for (int j = 0; j < N_OUT; j++)
+                    CHECK(same_bits(out[t * N_OUT + j], ref[t * N_OUT + j]), "%s %s quants 0x%02x T=%d: out[%d, %d] = "
+                          "%.9g, reference %.9g", list[v]->name, f->name, quant, T, t, j, out[t * N_OUT + j],
+                          ref[t * N_OUT + j]);
+        }
+    }
+    free(w);
+    free(x);
+    free(xq);
+    free(ref);
+    free(out);
+}
+
 // The a-th n_in a format is checked at: n_in_sizes[a], or for a K-quant (rows of whole 256-weight super-blocks)
 // that rounded up to a multiple of 256 — 0 where that repeats the one before or passes 1024 (one super-block and
 // four are checked: the test stays fast).

@@ -102,6 +102,9 @@ TEST(kernels_q4_quantization_of_garbage) {
 // (check_every_quantized_matmul).
 TEST(kernels_q4_matmul_matches_reference) { check_every_quantized_matmul(&Q4); }
 
+// Nibbles 15 against activations ±127: a block's 16-bit sums at their largest (quantized_checks.h). Scales: BF16 1.
+TEST(kernels_q4_matmul_at_the_bounds_of_its_sums) { check_quantized_matmul_at_bounds(&Q4, 0xff, 0x3f80); }
+
 #if defined(__x86_64__)
 // An AVX-512 CPU without AVX512_VNNI runs the avx512 variant with AVX2's q4 matmul (dispatch.c): checked on any
 // AVX-512 CPU, that table's entry and its results.

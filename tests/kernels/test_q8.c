@@ -139,6 +139,9 @@ TEST(kernels_q8_quantize_matches_reference) {
 // (check_every_quantized_matmul).
 TEST(kernels_q8_matmul_matches_reference) { check_every_quantized_matmul(&Q8); }
 
+// Quants −127 against activations ±127: vpmaddubsw's largest pairs (quantized_checks.h). Scales: BF16 1.
+TEST(kernels_q8_matmul_at_the_bounds_of_its_sums) { check_quantized_matmul_at_bounds(&Q8, 0x81, 0x3f80); }
+
 #if defined(__x86_64__)
 // An AVX-512 CPU without AVX512_VNNI (Skylake-X) still runs the avx512 variant, with AVX2's q8 matmul in place of
 // the VNNI one; one without AVX512_BF16 (Skylake-X, Cascade Lake, Ice Lake) runs it with no matmul_bf16_dot

@@ -146,6 +146,12 @@ TEST(kernels_q8_0_q4_0_layout) {
 TEST(kernels_q8_0_matmul_matches_reference) { check_every_quantized_matmul(&Q8_0); }
 TEST(kernels_q4_0_matmul_matches_reference) { check_every_quantized_matmul(&Q4_0); }
 
+// As for q8 and q4 (test_q8.c, test_q4.c), with F16 scales 1.
+TEST(kernels_q8_0_q4_0_matmul_at_the_bounds_of_their_sums) {
+    check_quantized_matmul_at_bounds(&Q8_0, 0x81, 0x3c00);
+    check_quantized_matmul_at_bounds(&Q4_0, 0xff, 0x3c00);
+}
+
 #if defined(__x86_64__)
 // An AVX-512 CPU without AVX512_VNNI runs the avx512 variant with AVX2's Q8_0 and Q4_0 matmuls (dispatch.c).
 TEST(kernels_q8_0_q4_0_avx512_without_vnni) {
