@@ -1,9 +1,9 @@
 // panel_walk_avx2.h — the AVX2 walk over weight panels and activation rows that the q8 and q4 matmuls share
 // (q8_avx2.c, q4_avx2.c), with plain AVX2's integer products or AVX-VNNI's: a panel's 16 rows as two halves of 8,
-// one 32-bit lane per weight row, up to `per_pass` activation rows against a half in one pass over its blocks. A
-// format gives each block's exact integer sums (BlockSumsAvx2, inlined where the walk is); the walk does the
-// reference's float steps around them, one fused multiply-add per block by fl(d_w · d_x), so the result is
-// bit-identical to the reference's.
+// one 32-bit lane per weight row, up to `per_pass` activation rows against a half in one pass over its blocks, or,
+// decoding (one row), both halves in one pass. A format gives each block's exact integer sums (BlockSumsAvx2,
+// inlined where the walk is); the walk does the reference's float steps around them, one fused multiply-add per
+// block by fl(d_w · d_x), so the result is bit-identical to the reference's.
 //
 // The register blocking: a block's quants for a half are 8 groups of 32 bytes (8 rows × 4 inputs); each group is
 // loaded (and unpacked) once and multiplied into the integer sums of all the pass's activation rows, each row's
@@ -47,22 +47,35 @@ static inline void store_half(float *out, const __m256 *acc, const float *bias, 
     }
 }
 
-// Half h (rows 8h..8h+7) of the panel against activation rows t < n ≤ MAX_ROWS_PER_PASS; lanes outside `rows` are
-// neither stored nor read from bias. `block_bytes`: a block's quants in the panel; `f16`: its scales are F16 (GGUF's
-// blocks), else BF16. `prefetch`: this is the panel's first pass,
-// which asks for the weights PREFETCH_L2_AHEAD ahead of itself into L2, in the walk's order (kernels.h:
-// PrefetchStream; the next panel is `panel_bytes` on); the second half's passes find them in the caches. On one
-// Zen 4 core q4's decode product from memory ran 1.15 × as fast with it, and 0.93–0.96 × in the L2; asking for
-// them into L1 as well cost 0.91–0.94 × in the L2 and gained nothing more (docs/performance-history.md,
-// "Prefetching in the walk's order").   out: [n, ld_out] from the half's first row
-static inline __attribute__((always_inline)) void half_against_rows(float *out, const Q8Block *x,
-                                                                    const uint8_t *panel, size_t panel_bytes,
-                                                                    const float *bias, int nb, int ld_out, int h,
-                                                                    __m256i rows, bool prefetch, const int n,
-                                                                    const int block_bytes, const bool f16,
-                                                                    BlockSumsAvx2 *block_sums) {
-    __m256 acc[MAX_ROWS_PER_PASS];
-    for (int t = 0; t < n; t++) acc[t] = _mm256_setzero_ps();
+// The lanes of half h of panel p that [j0, j1) wants: lane r is row 16p + 8h + r.
+static inline __m256i half_rows(int p, int h, int j0, int j1) {
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const int first = p * Q8_PANEL + h * HALF;
+    return _mm256_and_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32(j1 - first), lane),
+                            _mm256_cmpgt_epi32(lane, _mm256_set1_epi32(j0 - first - 1)));
+}
+
+// Halves h0 .. h0 + halves − 1 (halves 1 or 2; rows 8h..8h+7 each) of panel p against activation rows t < n ≤
+// MAX_ROWS_PER_PASS, block by block, each half its own sums; lanes outside [j0, j1) are neither stored nor read
+// from bias. Both halves in one pass is for decoding (n = 1): each 64-byte line is then read once, whole, and a
+// core has two independent chains of float steps; with more rows a pass takes one half, whose sums fill the
+// registers. `block_bytes`: a block's quants in the panel; `f16`: its scales are F16 (GGUF's blocks), else BF16.
+// `prefetch`: this is the panel's first pass, which asks for the weights PREFETCH_L2_AHEAD ahead of itself into
+// L2, in the walk's order (kernels.h: PrefetchStream; the next panel is `panel_bytes` on); a second pass finds
+// them in the caches. On one Zen 4 core q4's decode product from memory ran 1.15 × as fast with it, and 0.93–0.96
+// × in the L2; asking for them into L1 as well cost 0.91–0.94 × in the L2 and gained nothing more
+// (docs/performance-history.md, "Prefetching in the walk's order").
+//   out: [n, ld_out] from the panel's first row   bias: from the panel's first row, or NULL
+static inline __attribute__((always_inline)) void halves_against_rows(float *out, const Q8Block *x,
+                                                                      const uint8_t *panel, size_t panel_bytes,
+                                                                      const float *bias, int nb, int ld_out, int p,
+                                                                      int j0, int j1, int h0, const int halves,
+                                                                      bool prefetch, const int n,
+                                                                      const int block_bytes, const bool f16,
+                                                                      BlockSumsAvx2 *block_sums) {
+    __m256 acc[2][MAX_ROWS_PER_PASS];
+    for (int k = 0; k < halves; k++)
+        for (int t = 0; t < n; t++) acc[k][t] = _mm256_setzero_ps();
     const uint16_t *scales = (const uint16_t *)(panel + (size_t)nb * block_bytes);
     PrefetchStream ahead = prefetch_stream(panel, nb, block_bytes, panel_bytes);
     for (int b = 0; b < nb; b++) {
@@ -71,46 +84,52 @@ static inline __attribute__((always_inline)) void half_against_rows(float *out, 
             for (int line = 0; line < block_bytes / 64; line++)  // past the end, a prefetch does nothing
                 _mm_prefetch(ahead.far + (size_t)b * block_bytes + 64 * line, _MM_HINT_T1);
         }
-        const __m128i scales_16 = _mm_loadu_si128((const __m128i *)(scales + b * Q8_PANEL + h * HALF));
-        const __m256 d_w = f16 ? _mm256_cvtph_ps(scales_16)  // F16 or BF16 widened: exact either way
-                               : _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(scales_16), 16));
-        __m256i isum[MAX_ROWS_PER_PASS];
-        block_sums(isum, panel + (size_t)b * block_bytes + h * HALF * 4, x + b, nb, n);
-        for (int t = 0; t < n; t++)
-            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]),
-                                     _mm256_mul_ps(d_w, _mm256_set1_ps(x[(size_t)t * nb + b].d)), acc[t]);
+        for (int k = 0; k < halves; k++) {
+            const int h = h0 + k;
+            const __m128i scales_16 = _mm_loadu_si128((const __m128i *)(scales + b * Q8_PANEL + h * HALF));
+            const __m256 d_w = f16 ? _mm256_cvtph_ps(scales_16)  // F16 or BF16 widened: exact either way
+                                   : _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(scales_16), 16));
+            __m256i isum[MAX_ROWS_PER_PASS];
+            block_sums(isum, panel + (size_t)b * block_bytes + h * HALF * 4, x + b, nb, n);
+            for (int t = 0; t < n; t++)
+                acc[k][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]),
+                                            _mm256_mul_ps(d_w, _mm256_set1_ps(x[(size_t)t * nb + b].d)), acc[k][t]);
+        }
     }
-    store_half(out, acc, bias, rows, ld_out, n);
+    for (int k = 0; k < halves; k++) {
+        const int h = h0 + k;
+        store_half(out + h * HALF, acc[k], bias ? bias + h * HALF : NULL, half_rows(p, h, j0, j1), ld_out, n);
+    }
 }
 
 // The matmul of MatmulQ8Fn over panels of `panel_bytes`, each block's quants `block_bytes` of them (scales F16 or
-// BF16 as `f16` says), up to
-// `per_pass` ≤ MAX_ROWS_PER_PASS activation rows a pass (a constant where this is inlined).
+// BF16 as `f16` says), up to `per_pass` ≤ MAX_ROWS_PER_PASS activation rows a pass (a constant where this is
+// inlined); a single row (decoding) takes both halves of a panel in one pass.
 static inline __attribute__((always_inline)) void walk_panels(float *out, const Q8Block *x, const void *w,
                                                               const float *bias, int T, int n_in, int ld_out, int j0,
                                                               int j1, size_t panel_bytes, const int block_bytes,
                                                               const bool f16, const int per_pass,
                                                               BlockSumsAvx2 *block_sums) {
     const int nb = q8_blocks(n_in);
-    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
     for (int p = j0 / Q8_PANEL; p * Q8_PANEL < j1; p++) {
         const uint8_t *panel = (const uint8_t *)w + (size_t)p * panel_bytes;
-        for (int h = 0; h < 2; h++) {
-            const int first = p * Q8_PANEL + h * HALF;  // rows [first, first + 8), of which [j0, j1) are wanted
-            if (first + HALF <= j0 || first >= j1) continue;
-            const __m256i rows = _mm256_and_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32(j1 - first), lane),
-                                                  _mm256_cmpgt_epi32(lane, _mm256_set1_epi32(j0 - first - 1)));
-            const float *b = bias ? bias + first : NULL;
+        float *o = out + (size_t)p * Q8_PANEL;
+        const float *b = bias ? bias + (size_t)p * Q8_PANEL : NULL;
+        // the halves [h0, h_end) that hold rows of [j0, j1)
+        const int h0 = j0 > p * Q8_PANEL + HALF - 1 ? 1 : 0, h_end = j1 > p * Q8_PANEL + HALF ? 2 : 1;
+        if (T == 1 && h_end - h0 == 2) {
+            halves_against_rows(o, x, panel, panel_bytes, b, nb, ld_out, p, j0, j1, 0, 2, true, 1, block_bytes, f16,
+                                block_sums);
+            continue;
+        }
+        for (int h = h0; h < h_end; h++)
             for (int t = 0; t < T; t += per_pass) {
-                float *o = out + (size_t)t * ld_out + first;
-                const Q8Block *xt = x + (size_t)t * nb;
-                const bool prefetch = t == 0 && (h == 0 || first <= j0);  // the panel's first pass
-#define PASS(n) half_against_rows(o, xt, panel, panel_bytes, b, nb, ld_out, h, rows, prefetch, n, block_bytes, f16, \
-                                  block_sums)
+                const bool prefetch = t == 0 && h == h0;  // the panel's first pass
+#define PASS(n) halves_against_rows(o + (size_t)t * ld_out, x + (size_t)t * nb, panel, panel_bytes, b, nb, ld_out, p, \
+                                    j0, j1, h, 1, prefetch, n, block_bytes, f16, block_sums)
                 PASS_WITH_CONSTANT_ROWS(T - t < per_pass ? T - t : per_pass, PASS)
 #undef PASS
             }
-        }
     }
 }
 
