@@ -15,12 +15,6 @@
 
 extern const char base_kernels_avx2[];  // the earlier commit's table; its matmul[] at BASE_MATMUL_OFFSET
 
-static double thread_seconds(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
 static int ascending(const void *a, const void *b) {
     const double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
@@ -37,11 +31,13 @@ typedef struct {
     int n_out, n_in, T, reps;  // reps: products per timing
 } Workload;
 
-// Seconds of `reps` products out = x Wᵀ with fn.
+// Seconds of this thread's CPU time for `reps` products out = x Wᵀ with fn.
 static double seconds_of(MatmulFn *fn, const Workload *wl, float *out, const float *x, const void *w) {
-    const double t0 = thread_seconds();
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
     for (int i = 0; i < wl->reps; i++) fn(out, x, w, NULL, wl->T, wl->n_in, wl->n_in, wl->n_out, 0, wl->n_out);
-    return thread_seconds() - t0;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t1);
+    return (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
 }
 
 int main(int argc, char **argv) {
