@@ -76,8 +76,9 @@ typedef struct SpecParams {
     // draft's q alike, both renormalised over the tokens allowed; NULL: none. Not with pipelined drafting.
     struct GrammarConstraint *constraint;
     // Grammar-forced drafting: where the grammar allows exactly one token, that token is drafted with q = 1 and no
-    // draft forward, as far as the grammar forces a chain (up to the round's depth), then the tokens of the text it
-    // forces on (several bytes other tokenizations could spell too: q = 1, verified); the drafter drafts otherwise.
+    // draft forward, as far as the grammar forces a chain (up to the round's depth), then, without a drafter, the
+    // tokens of the text it forces on (several bytes other tokenizations could spell too: q = 1, verified); the
+    // drafter drafts otherwise.
     bool forced_drafts;
     FILE *trace;            // one JSON line per round, or NULL
     // Called with every token as it is committed, in order; returning true makes it the last one (stop strings):

@@ -174,10 +174,11 @@ static void set_levels(Round *r) {
 }
 
 // Grammar-forced drafting: the chain of tokens the grammar forces after the committed text (each the only one it
-// allows), then the tokens of the text it forces further (several bytes that other tokenizations could spell too),
-// up to `most` drafts, as deterministic drafts — q one-hot, no draft forward. Under the masked p a forced token has
-// probability 1, so the target keeps it; a token of the forced text is kept with probability p(x) (Algorithm 1 with
-// q one-hot), the target's own choice where it is not. Returns the chain's length (0: the grammar forces nothing).
+// allows), then, in plain decoding, the tokens of the text it forces further (several bytes other tokenizations
+// could spell too), up to `most` drafts, as deterministic drafts — q one-hot, no draft forward. Under the masked p
+// a forced token has probability 1, so the target keeps it; a token of the forced text is kept with probability
+// p(x) (Algorithm 1 with q one-hot), the target's own choice where it is not. Returns the chain's length (0: the
+// grammar forces nothing).
 static int draft_forced(Scheduler *s, Round *r, int most, Err *err) {
     if (!s->params->constraint || !s->params->forced_drafts) return 0;
     int path[GAMMA_MAX];
@@ -186,8 +187,9 @@ static int draft_forced(Scheduler *s, Round *r, int most, Err *err) {
         if (token < 0) break;
         path[r->tree.n++] = token;
     }
-    r->tree.n += grammar_constraint_forced_text(s->params->constraint, path, r->tree.n, path + r->tree.n,
-                                                most - r->tree.n);
+    if (!s->drafter)  // a drafter's chains go further than the forced text, whose rounds would take its turn
+        r->tree.n += grammar_constraint_forced_text(s->params->constraint, path, r->tree.n, path + r->tree.n,
+                                                    most - r->tree.n);
     for (int i = 0; i < r->tree.n; i++) {
         r->tree.node[i] = tree_one_hot_child(path[i]);
         r->tree.parent[i] = i - 1;
