@@ -304,9 +304,9 @@ static json_t *sweep(Bench *b, Pair *pair, int port, const Prompt *prompts, int 
         "greedy, streamed); aggregate: all the round's tokens over its time; medians unless said. The read pass: the "
         "target's %.0f MB of weights read in %.2f ms at %.1f GB/s (the read pass's median), the least time of a step "
         "— N sequences decoding plainly commit at most N tokens a step: N / %.2f ms\n\n"
-        "| clients | draft | aggregate tokens/s | per-request tokens/s | time to first token, ms | p90, ms | read pass's "
-        "bound, plain |\n|---:|---|---:|---:|---:|---:|---:|\n", SWEEP_MAX_CLIENTS, b->opt.reps, b->opt.tokens,
-        pair->target.weight_bytes / 1e6, read_seconds * 1e3, gbs, read_seconds * 1e3);
+        "| clients | draft | aggregate tokens/s | per-request tokens/s | time to first token, ms | p90, ms | "
+        "read pass's bound, plain |\n|---:|---|---:|---:|---:|---:|---:|\n", SWEEP_MAX_CLIENTS, b->opt.reps,
+        b->opt.tokens, pair->target.weight_bytes / 1e6, read_seconds * 1e3, gbs, read_seconds * 1e3);
     json_t *rows = json_array();
     for (int clients = 1; clients <= SWEEP_MAX_CLIENTS; clients *= 2)
         for (int draft = pair->has_draft; draft >= 0; draft--) {

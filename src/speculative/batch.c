@@ -138,6 +138,7 @@ static int reserve_logits(Logits *logits, size_t rows, int V, Err *err) {
 // The logit rows a sequence's rows get from the forward.
 static size_t logit_rows(const SequenceRows *rows) { return rows->all_logits ? (size_t)rows->T : 1; }
 
+// The sequence failed with err: it is out of the step's forwards from now on, and leaves with err.
 static void fail(Sequence *q, const Err *err) {
     q->state = BATCH_FAILED;
     q->err = *err;
@@ -172,7 +173,8 @@ static void draft_together(Batch *b) {
             const size_t out_rows = logit_rows(&b->rows[k]);
             if (!fed) fail(q, &err);
             else {
-                memcpy(q->draft.logits, b->logits.rows + at * model->n_vocab, sizeof(float) * out_rows * model->n_vocab);
+                const size_t V = model->n_vocab;
+                memcpy(q->draft.logits, b->logits.rows + at * V, sizeof(float) * out_rows * V);
                 if (scheduler_draft_more(q->s, &q->draft, &q->err)) fail(q, &q->err);
             }
             at += out_rows;

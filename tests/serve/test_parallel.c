@@ -91,7 +91,8 @@ static const char *leaving_body(HangUp hang_up, char *body) {
     if (hang_up == LEAVES_STREAMING)
         return "{\"prompt\": \"def f(x):\", \"max_tokens\": 400, \"temperature\": 0, \"stream\": true}";
     int at = snprintf(body, 8192, "{\"prompt\": \"");
-    for (int i = 0; i < 30; i++) at += snprintf(body + at, 8192 - at, "def function_%d(x):\\n    return x + %d\\n\\n", i, i);
+    for (int i = 0; i < 30; i++)
+        at += snprintf(body + at, 8192 - at, "def function_%d(x):\\n    return x + %d\\n\\n", i, i);
     snprintf(body + at, 8192 - at, "\", \"max_tokens\": 8, \"temperature\": 0, \"stream\": true}");
     return body;
 }
@@ -161,8 +162,8 @@ static void check_side_by_side(const char *model, const char *drafter, const Cas
     // (docs/server.md); the one that went away while its prompt was prefilled: gone with no token.
     CHECK(!leavers || strstr(log, "(connection lost)") || occurrences(log, "(cancelled") == 2,
           "the streaming client that went away is not logged as gone: %s", log);
-    CHECK(!leavers || strstr(log, "POST /v1/completions 200 0 tokens"), "the client that went away while its prompt was prefilled is not "
-          "logged as gone with no token: %s", log);
+    CHECK(!leavers || strstr(log, "POST /v1/completions 200 0 tokens"), "the client that went away while its prompt "
+          "was prefilled is not logged as gone with no token: %s", log);
     free(log);
 }
 

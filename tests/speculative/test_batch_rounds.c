@@ -230,8 +230,8 @@ TEST(batch_draft_forwards_are_one_per_level) {
     }
     if (b && !test_failures()) {
         const int forwards = batch_draft_forwards(b);
-        printf("    draft forwards: %d in the batch for %d in its sequences' rounds (the longest's %d)\n", forwards, sum,
-               most);
+        printf("    draft forwards: %d in the batch for %d in its sequences' rounds (the longest's %d)\n", forwards,
+               sum, most);
         CHECK(forwards == most && forwards < sum, "%d draft forwards in the batch; the sequences made %d, at most %d",
               forwards, sum, most);
     }
