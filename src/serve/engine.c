@@ -120,16 +120,19 @@ void token_reports_free(TokenReportList *list) {
     *list = (TokenReportList){0};
 }
 
-// The reports of the tokens whose text is now given out (all of them once `last`), not handed on before.
-static TokenReports reports_given(Run *run, bool last) {
+// The reports of the tokens whose text is now given out — the generated text's first `upto` bytes, all of it once
+// `last` — not handed on before.
+static TokenReports reports_given(Run *run, size_t upto, bool last) {
     const int first = run->reports_given;
     const TokenReport *tokens = run->reports.tokens;
-    while (run->reports_given < run->reports.n && (last || tokens[run->reports_given].text_end <= run->text.scan.taken))
+    while (run->reports_given < run->reports.n && (last || tokens[run->reports_given].text_end <= upto))
         run->reports_given++;
     return (TokenReports){.tokens = tokens + first, .n = run->reports_given - first};
 }
 
-// With tools: adds final text to the reply and hands on what is content for certain; at the end reads the calls.
+// With tools: adds final text to the reply and hands on what is content for certain, with the logprobs of its
+// tokens; at the end reads the calls, and hands on the logprobs of every token left — a call's too (as vLLM gives
+// them: each generated token has its entry; the calls themselves go in the response's tool_calls).
 static void give_out_content(Run *run, const char *final, size_t len, bool last) {
     ToolReading *t = &run->tools;
     if (t->len + len + 1 > t->cap) {
@@ -145,7 +148,10 @@ static void give_out_content(Run *run, const char *final, size_t len, bool last)
     size_t content = tool_calls_content_prefix(t->format, t->reply, t->len);
     if (last) t->calls = tool_calls_parse(t->format, t->reply, t->len, &content);
     if (last && !t->calls) content = t->len;
-    if (content > t->sent) run->sink->on_text(run->sink->ctx, t->reply + t->sent, content - t->sent, NULL, NULL);
+    const TokenReports logprobs = reports_given(run, content, last);  // (the reply's bytes are the text's)
+    if (content > t->sent || logprobs.n)
+        run->sink->on_text(run->sink->ctx, t->reply + t->sent, content > t->sent ? content - t->sent : 0, NULL,
+                           run->logprobs ? &logprobs : NULL);
     if (content > t->sent) t->sent = content;
 }
 
@@ -159,7 +165,7 @@ static void give_out(void *ctx, const char *final, size_t len, bool last) {
     }
     TextMarks marks;
     if (run->marks && marks_take(run->marks, final, len, &marks)) run->failed = run->stopped = true;
-    const TokenReports logprobs = reports_given(run, last);
+    const TokenReports logprobs = reports_given(run, run->text.scan.taken, last);
     if (len || (run->marks && (marks.n_marks || marks.n_rounds)) || logprobs.n)
         run->sink->on_text(run->sink->ctx, final, len, run->marks ? &marks : NULL,
                            run->logprobs ? &logprobs : NULL);

@@ -459,11 +459,10 @@ static int get_tools(Request *req, const json_t *body, ApiError *e) {
         req->tool_choice = TOOL_CHOICE_AUTO;
     }
     if (choice && !json_is_null(choice) && get_tool_choice(req, choice, e)) return -1;
-    // a reply read back for calls holds back text that may open one: the marks and logprobs of text would lag
-    if (req->tool_choice != TOOL_CHOICE_NONE && (req->marks || req->logprobs))
-        return api_error(e, 400, "invalid_value", req->marks ? "specdec.marks" : "logprobs", "%s: not with tools "
-                         "(text that may open a call waits for the reply's end); \"tool_choice\": \"none\" allows it",
-                         req->marks ? "specdec.marks" : "logprobs");
+    // a reply read back for calls holds back text that may open one: the marks of the text would lag
+    if (req->tool_choice != TOOL_CHOICE_NONE && req->marks)
+        return api_error(e, 400, "invalid_value", "specdec.marks", "specdec.marks: not with tools (text that may "
+                         "open a call waits for the reply's end); \"tool_choice\": \"none\" allows it");
     return 0;
 }
 

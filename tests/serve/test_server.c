@@ -945,10 +945,48 @@ TEST(serve_tools_named_choice_gives_a_valid_call) {
     remove_dir(dir);
 }
 
+// logprobs beside a call: every generated token has its entry, the call's too — the first <tool_call>, which the
+// model favours, at probability about 1 — whole and streamed alike, the streamed ones handed on with the last chunk.
+static void check_logprobs_with_a_call(int port, const char *body) {
+    char *request, *reply = NULL;
+    if (asprintf(&request, body, ", \"logprobs\": true, \"top_logprobs\": 2") >= 0)
+        reply = post(port, "/v1/chat/completions", "", request);
+    json_t *o;
+    const json_t *choice = chat_reply(reply, &o);
+    const json_t *entries = json_object_get(json_object_get(choice, "logprobs"), "content");
+    const json_int_t n_tokens = json_integer_value(json_object_get(json_object_get(o, "usage"), "completion_tokens"));
+    char text[4096] = "";
+    for (size_t i = 0; i < json_array_size(entries) && strlen(text) < 3000; i++)
+        strncat(text, json_string_value(json_object_get(json_array_get(entries, i), "token")) ?: "", 64);
+    CHECK(json_array_size(json_object_get(json_object_get(choice, "message"), "tool_calls")) == 1 &&
+              (json_int_t)json_array_size(entries) == n_tokens && n_tokens > 10 &&
+              json_real_value(json_object_get(json_array_get(entries, 0), "logprob")) > -0.01 &&
+              json_array_size(json_object_get(json_array_get(entries, 0), "top_logprobs")) == 2 &&
+              !strncmp(text, "<tool_call>\n{", 13) && strstr(text, "}\n</tool_call>"),
+          "%lld tokens, %zu logprobs entries, their text %s", (long long)n_tokens, json_array_size(entries), text);
+    free(request);
+    if (asprintf(&request, body, ", \"logprobs\": true, \"top_logprobs\": 2, \"stream\": true") >= 0) {
+        json_t *events = stream_events_at(port, "/v1/chat/completions", request), *streamed = json_array();
+        for (size_t i = 0; i < json_array_size(events); i++) {
+            const json_t *c = json_array_get(json_object_get(json_array_get(events, i), "choices"), 0);
+            json_t *content = json_object_get(json_object_get(c, "logprobs"), "content");
+            if (json_is_array(content)) json_array_extend(streamed, content);
+        }
+        CHECK(json_equal(streamed, entries), "streamed, %zu logprobs entries; whole, %zu", json_array_size(streamed),
+              json_array_size(entries));
+        json_decref(streamed);
+        json_decref(events);
+        free(request);
+    }
+    json_decref(o);
+    free(reply);
+}
+
 // tool_choice "auto" under the lazy grammar: a checkpoint that writes <tool_call> wherever it may opens a call at
 // once; from there the call's grammar decides — one valid call of get_weather (parallel_tool_calls false: the
 // grammar ends after it), finish_reason "tool_calls", the same with lookup drafting as with the target alone. With
-// "none", the same model writes <tool_call> after <tool_call>: the grammar is what made the call.
+// "none", the same model writes <tool_call> after <tool_call>: the grammar is what made the call. And logprobs beside
+// the call (check_logprobs_with_a_call).
 // (Not in the sanitizer suite at -O0, where its masks over Qwen3's 151936 ids take half a minute; the lazy grammar's
 // sanitizer runs are test_lazy.c's, test_tool_calls.c's and test_constrained.c's.)
 TEST(serve_tools_auto_constrains_a_call_once_begun) {
@@ -974,6 +1012,7 @@ TEST(serve_tools_auto_constrains_a_call_once_begun) {
     json_decref(o);
     free(reply);
     free(request);
+    check_logprobs_with_a_call(s.port, auto_body);
     CHECK(stop_serving(&s, &log) == 0, "exit status: %s", log);
     free(log);
     remove_dir(dir);
