@@ -295,12 +295,25 @@ static Grammar *call_grammar(const Engine *en, const Request *req, ApiError *e) 
     return g;
 }
 
+// Whether the tokenizer holds text as a special token: one without bytes for the masks (grammar/vocabulary.h), which
+// no grammar lets the model write.
+static bool special_token(const Tokenizer *tok, const char *text) {
+    for (int i = 0; i < tok->n_added; i++)
+        if (tok->added[i].special && tok->added[i].len == strlen(text) &&
+            memcmp(tok->added[i].text, text, tok->added[i].len) == 0)
+            return true;
+    return false;
+}
+
 // Whether the request's tools put decoding under a call's grammar: "required" and a named function always; "auto"
-// (lazily) where the template teaches a format and no response_format or grammar is given (that one rules then).
+// (lazily) where the template teaches a format, no response_format or grammar is given (that one rules then), and
+// the format's marker is no special token (Mistral's [TOOL_CALLS], Llama 3.1's <|python_tag|> in their published
+// tokenizers), which the lazy grammar would keep the model from writing: there the reply stays free, as before.
 static bool calls_constrained(const Engine *en, const Request *req) {
     if (req->tool_choice == TOOL_CHOICE_REQUIRED || req->tool_choice == TOOL_CHOICE_NAMED) return true;
-    return req->tool_choice == TOOL_CHOICE_AUTO && req->tools && !req->grammar && en->chat &&
-           en->chat->tool_format != TOOL_FORMAT_NONE;
+    const ToolFormat format = en->chat ? en->chat->tool_format : TOOL_FORMAT_NONE;
+    return req->tool_choice == TOOL_CHOICE_AUTO && req->tools && !req->grammar && format != TOOL_FORMAT_NONE &&
+           !special_token(en->tok, tool_format_opening(format));
 }
 
 // The request's grammar over the target's ids (docs/structured.md), or its calls', when it gives one.

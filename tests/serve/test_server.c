@@ -945,6 +945,7 @@ TEST(serve_tools_named_choice_gives_a_valid_call) {
     remove_dir(dir);
 }
 
+#ifndef SPECDEC_DEBUG  // (its one caller is not in the sanitizer suite: below)
 // logprobs beside a call: every generated token has its entry, the call's too — the first <tool_call>, which the
 // model favours, at probability about 1 — whole and streamed alike, the streamed ones handed on with the last chunk.
 static void check_logprobs_with_a_call(int port, const char *body) {
@@ -981,6 +982,7 @@ static void check_logprobs_with_a_call(int port, const char *body) {
     json_decref(o);
     free(reply);
 }
+#endif
 
 // tool_choice "auto" under the lazy grammar: a checkpoint that writes <tool_call> wherever it may opens a call at
 // once; from there the call's grammar decides — one valid call of get_weather (parallel_tool_calls false: the
@@ -1017,4 +1019,34 @@ TEST(serve_tools_auto_constrains_a_call_once_begun) {
     free(log);
     remove_dir(dir);
 #endif
+}
+
+// A format whose marker the tokenizer holds as a special token (Mistral's [TOOL_CALLS] in its published tokenizers)
+// leaves "auto" free, as before the lazy grammar: no grammar lets the model write a special token, so one would keep
+// it from opening a call. Here Qwen3's tokenizer with <|box_start|>, a special token, renamed [TOOL_CALLS], a
+// Mistral-style template, and a model that writes that token wherever it may: it writes it.
+TEST(serve_tools_auto_leaves_a_special_marker_free) {
+    char dir[64], *log, *command;
+    if (!fixture_qwen3_checkpoint(dir, 151648)) return;  // <|box_start|>, to be [TOOL_CALLS]
+    if (asprintf(&command, "cd %s && cp --remove-destination \"$(readlink tokenizer.json)\" tokenizer.json && sed -i "
+                 "'s/<|box_start|>/[TOOL_CALLS]/g' tokenizer.json && cp %s/tests/fixtures/templates/mistral_tools.jinja "
+                 "chat_template.jinja", dir, getenv("PWD") ?: ".") >= 0) {
+        CHECK(run_command(command, NULL, NULL) == 0, "%s", command);
+        free(command);
+    }
+    Served s;
+    CHECK(!test_failures() && serve(&s, dir, ""), "the server did not start");
+    if (test_failures()) return remove_dir(dir);
+    char *reply = post(s.port, "/v1/chat/completions", "", "{\"messages\": [{\"role\": \"user\", \"content\": "
+                       "\"Weather?\"}], \"max_tokens\": 4, \"temperature\": 0, \"tools\": [" WEATHER_TOOL "]}");
+    json_t *o;
+    const json_t *choice = chat_reply(reply, &o);
+    const char *content = json_string_value(json_object_get(json_object_get(choice, "message"), "content"));
+    CHECK(content && !strcmp(content, "[TOOL_CALLS][TOOL_CALLS][TOOL_CALLS][TOOL_CALLS]"),
+          "the model did not write its special token: %s", reply ? reply : "");
+    json_decref(o);
+    free(reply);
+    CHECK(stop_serving(&s, &log) == 0, "exit status: %s", log);
+    free(log);
+    remove_dir(dir);
 }
