@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "bench.h"
+#include "qk.h"
 
 // ---- memory bandwidth: one thread against all, paired -------------------------------------------------------
 
@@ -42,7 +43,7 @@ static void bench_bandwidth(Bench *b, Memory *memory, json_t *j) {
 
 // The matmuls timed: a WeightType's, or BF16 weights against activations rounded to BF16 (Kernels.matmul_bf16_dot,
 // the model's QUANT_BF16), in the variants that have it.
-enum { BF16_DOT = WEIGHT_Q4 + 1 };
+enum { BF16_DOT = WEIGHT_Q6_K + 1 };
 
 // out = x Wᵀ with one kernel variant, or OpenBLAS's sgemm (kernels == NULL), the output columns split between
 // the pool's threads as forward.c splits them.   W: [n_out, n_in]   x: [T, n_in]   out: [T, n_out]
@@ -63,7 +64,9 @@ static void matmul_thread(void *ctx, int thread, int n_threads) {
     int j0, j1;
     pool_share(mm->n_out, 16, thread, n_threads, &j0, &j1);
     if (j0 == j1) return;
-    if (mm->type == WEIGHT_Q8)
+    if (weight_quantized(mm->type) && mm->type != WEIGHT_Q8 && mm->type != WEIGHT_Q4)  // GGUF's K-quants
+        mm->kernels->matmul_k[mm->type - WEIGHT_Q4_K](mm->out, mm->xq, mm->w, NULL, mm->T, mm->n_in, mm->n_out, j0, j1);
+    else if (mm->type == WEIGHT_Q8)
         mm->kernels->matmul_q8(mm->out, mm->xq, mm->w, NULL, mm->T, mm->n_in, mm->n_out, j0, j1);
     else if (mm->type == WEIGHT_Q4)
         mm->kernels->matmul_q4(mm->out, mm->xq, mm->w, NULL, mm->T, mm->n_in, mm->n_out, j0, j1);
@@ -84,7 +87,8 @@ static double matmul_run(void *ctx, int rep) {
     return now_seconds() - t0;
 }
 
-// A weight matrix in F32, BF16 (the same values, rounded), q8 and q4, activations for up to max_T rows (and
+// A weight matrix in F32, BF16 (the same values, rounded), q8 and q4, and in GGUF's Q4_K and Q6_K as K-panels of
+// random blocks (bench has no K quantizer; the values change no timing), activations for up to max_T rows (and
 // quantized), room for out.
 typedef struct {
     const char *name;           // "cache", "large", "GPT-2 MLP"
@@ -95,6 +99,7 @@ typedef struct {
     uint8_t *w4;                // q4_matrix_bytes(n_out, n_in)
     Q8Block *xq;                // [max_T, q8_blocks(n_in)]
     uint16_t *xb;               // [max_T, panel_row_length(n_in)]
+    uint8_t *wk[2];             // Q4_K's and Q6_K's quantized_matrix_bytes; NULL where n_in % 256 ≠ 0
 } Weights;
 
 static void *aligned(size_t bytes) {
@@ -103,13 +108,35 @@ static void *aligned(size_t bytes) {
     return p;
 }
 
+// The K-quants the matmul table times: GGUF's Q4_K and Q6_K (Q4_K_M files' two), beside q8 and q4.
+static const WeightType K_TIMED[2] = {WEIGHT_Q4_K, WEIGHT_Q6_K};
+
+// A [n_out, n_in] matrix of random GGUF blocks of K-quant `type` in K-panels, their F16 scales (d, dmin) 2⁻⁷.
+static uint8_t *random_k_matrix(WeightType type, int n_out, int n_in, uint32_t *state) {
+    const uint32_t ggml = type == WEIGHT_Q4_K ? GGML_Q4_K : GGML_Q6_K;
+    const size_t row_bytes = qk_row_bytes(ggml, (size_t)n_in), super_bytes = qk_row_bytes(ggml, K_SUPER);
+    uint8_t *w = aligned(quantized_matrix_bytes(type, n_out, n_in)), *blocks = aligned(row_bytes);
+    memset(w, 0, quantized_matrix_bytes(type, n_out, n_in));
+    for (int j = 0; j < n_out; j++) {
+        for (size_t i = 0; i < row_bytes; i++) blocks[i] = (uint8_t)((*state = *state * 1664525u + 1013904223u) >> 24);
+        for (size_t at = 0; at < row_bytes; at += super_bytes) {  // d and dmin (Q4_K at 0 and 2; Q6_K's d at 208)
+            static const uint8_t HALF_2_TO_MINUS_7[2] = {0x00, 0x20};
+            memcpy(blocks + at + (ggml == GGML_Q6_K ? 208 : 0), HALF_2_TO_MINUS_7, 2);
+            if (ggml == GGML_Q4_K) memcpy(blocks + at + 2, HALF_2_TO_MINUS_7, 2);
+        }
+        k_pack_row(w + (size_t)(j / Q8_PANEL) * k_panel_bytes(type, n_in), type, j % Q8_PANEL, blocks, n_in);
+    }
+    free(blocks);
+    return w;
+}
+
 static void weights_init(Weights *w, const char *name, int n_out, int n_in, int max_T) {
     const size_t n = (size_t)n_out * n_in;
     *w = (Weights){name, n_out, n_in, aligned(4 * n), aligned(4 * (size_t)max_T * n_in),
                    aligned(4 * (size_t)max_T * n_out), aligned(2 * n), aligned(q8_matrix_bytes(n_out, n_in)),
                    aligned(q4_matrix_bytes(n_out, n_in)),
                    aligned(sizeof(Q8Block) * (size_t)max_T * q8_blocks(n_in)),
-                   aligned(2 * (size_t)max_T * panel_row_length(n_in))};
+                   aligned(2 * (size_t)max_T * panel_row_length(n_in)), {NULL, NULL}};
     uint32_t state = 12345;
     for (size_t i = 0; i < n; i++) {
         state = state * 1664525u + 1013904223u;
@@ -126,12 +153,14 @@ static void weights_init(Weights *w, const char *name, int n_out, int n_in, int 
     for (int j = 0; j < n_out; j += Q4_PANEL)
         q4_quantize_panel(w->w4 + (size_t)(j / Q4_PANEL) * q4_panel_bytes(n_in), w->w32 + (size_t)j * n_in,
                           n_out - j < Q4_PANEL ? n_out - j : Q4_PANEL, n_in, n_in);
+    for (int k = 0; k < 2 && n_in % K_SUPER == 0; k++) w->wk[k] = random_k_matrix(K_TIMED[k], n_out, n_in, &state);
     q8_quantize_rows(w->xq, w->x, max_T, n_in, n_in);
     bf16_round_rows(w->xb, w->x, max_T, n_in, n_in, false);  // (the order of pairs changes no timing)
 }
 
 static void weights_free(Weights *w) {
     free(w->w32), free(w->x), free(w->out), free(w->w16), free(w->w8), free(w->w4), free(w->xq), free(w->xb);
+    free(w->wk[0]), free(w->wk[1]);
 }
 
 static const char *type_name(int type) {
@@ -139,14 +168,15 @@ static const char *type_name(int type) {
            : type == WEIGHT_Q8 ? "q8"
            : type == WEIGHT_Q4 ? "q4"
            : type == BF16_DOT  ? "BF16, x BF16"
+           : type == WEIGHT_Q4_K ? "Q4_K"
+           : type == WEIGHT_Q6_K ? "Q6_K"
                                : "BF16";
 }
 
 // Bytes of W in `type`.
 static double weight_bytes(const Weights *w, int type) {
-    return type == WEIGHT_Q8   ? (double)q8_matrix_bytes(w->n_out, w->n_in)
-           : type == WEIGHT_Q4 ? (double)q4_matrix_bytes(w->n_out, w->n_in)
-                               : (double)w->n_out * w->n_in * (type == WEIGHT_F32 ? 4 : 2);
+    return weight_quantized(type) && type != BF16_DOT ? (double)quantized_matrix_bytes(type, w->n_out, w->n_in)
+                                                      : (double)w->n_out * w->n_in * (type == WEIGHT_F32 ? 4 : 2);
 }
 
 enum { MAX_KERNELS = 8 };
@@ -161,10 +191,12 @@ static int time_matmuls(Bench *b, const Weights *w, int type, int T, const Kerne
     for (int v = type == WEIGHT_F32 ? -1 : 0; v < n_variants && k < MAX_KERNELS; v++) {
         if (type == BF16_DOT && !variants[v]->matmul_bf16_dot) continue;
         kernels[k] = v < 0 ? NULL : variants[v];
-        const void *weights = type == WEIGHT_F32  ? (void *)w->w32
-                              : type == WEIGHT_Q8 ? (void *)w->w8
-                              : type == WEIGHT_Q4 ? (void *)w->w4
-                                                  : w->w16;
+        const void *weights = type == WEIGHT_F32    ? (void *)w->w32
+                              : type == WEIGHT_Q8   ? (void *)w->w8
+                              : type == WEIGHT_Q4   ? (void *)w->w4
+                              : type == WEIGHT_Q4_K ? (void *)w->wk[0]
+                              : type == WEIGHT_Q6_K ? (void *)w->wk[1]
+                                                    : w->w16;
         cases[k] = (Matmul){kernels[k], type, weights, w->x, w->xq, w->xb, w->out, T, w->n_in, w->n_out, b->pool};
         trials[k] = (Trial){matmul_run, &cases[k]};
         k++;
@@ -206,8 +238,8 @@ static void matmul_rows(Bench *b, const Weights *w, int type, int T, json_t *row
 // Matrix sizes: one that stays in the L2 caches of the threads, and a large one, 4× a 32 MiB L3 as F32 — served
 // from memory on such a CPU in F32 and BF16, but from the L3 of one with more, and in q4 from this one's (bench_matmul
 // says which).
-enum { N_SIZES = 2, N_TYPES = 5, N_T = 2 };
-static const int TYPES[N_TYPES] = {WEIGHT_F32, WEIGHT_BF16, BF16_DOT, WEIGHT_Q8, WEIGHT_Q4};
+enum { N_SIZES = 2, N_TYPES = 7, N_T = 2 };
+static const int TYPES[N_TYPES] = {WEIGHT_F32, WEIGHT_BF16, BF16_DOT, WEIGHT_Q8, WEIGHT_Q4, WEIGHT_Q4_K, WEIGHT_Q6_K};
 static const struct {
     const char *name;
     int n_out, n_in;
@@ -219,7 +251,9 @@ static void bench_matmul(Bench *b, json_t *j) {
         "median µs [min–max] of %d rounds in which every kernel runs; GB/s of W and GFLOP/s from the median; the "
         "last column is the time over the %s kernel's in the same round (model_forward's choice). q8, q4: W quantized "
         "(kernels.h), x quantized to 8 bits once beforehand (the model does it once per matmul, on one thread); BF16, x BF16: "
-        "x rounded to BF16 once beforehand, the BF16 dot product of the variants that have one (--quant bf16)\n\n",
+        "x rounded to BF16 once beforehand, the BF16 dot product of the variants that have one (--quant bf16); Q4_K, "
+        "Q6_K: GGUF's K-quants as stored (kernels.h's K-panels, random blocks), against the same x as q8's, where n_in "
+        "is whole super-blocks of 256\n\n",
         pool_size(b->pool), b->opt.reps, b->kernels->name);
     // Which forms of the large W stream from memory: those of at least twice the L3.
     const long l3 = l3_bytes(), n_out = SIZES[1].n_out, n_in = SIZES[1].n_in;
@@ -245,7 +279,7 @@ static void bench_matmul(Bench *b, json_t *j) {
         Weights w;
         weights_init(&w, SIZES[s].name, SIZES[s].n_out, SIZES[s].n_in, 8);
         for (int type = 0; type < N_TYPES; type++)
-            for (int t = 0; t < N_T; t++) matmul_rows(b, &w, TYPES[type], TS[t], rows);
+            for (int t = 0; t < N_T && (!k_quant(TYPES[type]) || w.wk[0]); t++) matmul_rows(b, &w, TYPES[type], TS[t], rows);
         weights_free(&w);
     }
     json_object_set_new(j, "matmul", rows);

@@ -199,6 +199,16 @@ TEST(gguf_tokenizer_refusals) {
     write_vocab_gguf(path, tok, "llama", "default", false, NULL);
     CHECK(tokenizer_load_gguf(&t, path, &err) == -1 && strstr(err.msg, "tokenizer.ggml.model \"llama\" (a "
                                                               "SentencePiece vocabulary"), "got \"%s\"", err.msg);
+    {  // and through the CLI: exit 2, one line on stderr naming it, nothing on stdout
+        char args[128], *out, *err_text;
+        snprintf(args, sizeof args, "tokenize -m %s ab", path);
+        const int status = run_specdec(args, &out, &err_text);
+        const char *newline = strchr(err_text, '\n');
+        CHECK(status == 2 && !*out && strstr(err_text, "SentencePiece vocabulary") && newline && !newline[1],
+              "specdec %s: status %d, stdout \"%s\", stderr \"%s\"", args, status, out, err_text);
+        free(out);
+        free(err_text);
+    }
     write_vocab_gguf(path, tok, "gpt2", "deepseek-llm", false, NULL);
     CHECK(tokenizer_load_gguf(&t, path, &err) == -1 &&
               strstr(err.msg, "tokenizer.ggml.pre \"deepseek-llm\" is not a pre-tokenizer specdec knows"),
