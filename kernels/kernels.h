@@ -422,6 +422,18 @@ struct Q8Block {
 
 static inline int q8_blocks(int n_in) { return (n_in + Q8_BLOCK - 1) / Q8_BLOCK; }
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+
+// Σ q over the block's first 16 inputs (GGUF's Q6_K scales each half of a block on its own: kernels/qk_*.c): the
+// bytes' sums of absolute differences from −128, less 16 · 128.
+static inline int32_t q8_low_half_sum(const Q8Block *xb) {
+    const __m128i bytes = _mm_xor_si128(_mm_loadu_si128((const __m128i *)xb->q), _mm_set1_epi8((char)0x80));
+    const __m128i sums = _mm_sad_epu8(bytes, _mm_setzero_si128());  // 8 bytes' sum in each 64-bit half
+    return _mm_cvtsi128_si32(_mm_add_epi64(sums, _mm_unpackhi_epi64(sums, sums))) - 16 * 128;
+}
+#endif
+
 // max_i |x_i| over n floats, as the largest of their bit patterns without the sign (the order of non-negative
 // floats; an integer maximum vectorizes where a float one does not). A NaN is the largest of all. The quantizers'
 // (q8.c, q4.c).

@@ -93,13 +93,6 @@ static inline __attribute__((always_inline)) void k_scales_at(KScales *k, const 
     }
 }
 
-// Σ q_x over a block's first 16 inputs: the bytes' sum of absolute differences from −128, less 16 · 128.
-static inline int32_t low_half_sum(const int8_t *q) {
-    const __m128i sums = _mm_sad_epu8(_mm_xor_si128(_mm_loadu_si128((const __m128i *)q), _mm_set1_epi8((char)0x80)),
-                                      _mm_setzero_si128());
-    return _mm_cvtsi128_si32(sums) + _mm_extract_epi32(sums, 2) - 16 * 128;
-}
-
 // acc + one activation block's part of the K-panel rows' dot products, in the reference's float steps (qk.c):
 // acc = fma(Σ, fl(d·sc · d_x)) (Q6_K: each half's), then for Q4_K and Q5_K acc = fma(−dmin·m, fl(d_x · Σ q_x)).
 static inline __attribute__((always_inline)) VNNI __m512 k_block_fma(__m512 acc, const __m512i w[GROUPS],
@@ -107,7 +100,7 @@ static inline __attribute__((always_inline)) VNNI __m512 k_block_fma(__m512 acc,
                                                                      const WeightType type) {
     const __m512 d_x = _mm512_set1_ps(xb->d);
     if (type == WEIGHT_Q6_K) {
-        const int32_t low_x = low_half_sum(xb->q);  // the other half's: −offset / 128 − low_x
+        const int32_t low_x = q8_low_half_sum(xb);  // the other half's: −offset / 128 − low_x
         __m512i low = _mm512_set1_epi32(-32 * low_x), high = _mm512_set1_epi32(xb->offset / 4 + 32 * low_x);
         for (int g = 0; g < GROUPS / 2; g++) {
             low = _mm512_dpbusd_epi32(low, w[g], broadcast_group(xb->q + Q8_GROUP * g));

@@ -1,24 +1,23 @@
 // qk_avx2.c — GGUF's K-quants multiplied as stored (kernels.h, "GGUF's K-quants, as stored") with AVX2: a K-panel's
 // 16 rows as two halves of 8, one 32-bit lane per weight row, as q8's walk (panel_walk_avx2.h) has them. A block's
 // 8 groups of 8 rows × 4 inputs are loaded (Q4_K's and Q6_K's unpacked: Q6_K's low 4 bits as Q4_K's nibbles, its
-// top 2 bits shifted in from their lines, less 32) once for all the pass's activation rows. vpmaddubsw multiplies
-// unsigned bytes by signed ones into pairs of 16 bits, vpmaddwd by ones adds the pairs into 32: Q4_K's and Q5_K's
-// quants are unsigned (a pair at most 2 · 31 · 127 < 2¹⁵); Q6_K's q − 32 is signed, so its sign moves onto the
-// activations, |q − 32| · (q_x · sign(q − 32)) (a pair at most 2 · 32 · 127). The integer sums are exact and the
-// float steps are the reference's (kernels.h; qk.c), so the result is bit-identical to it.
+// top 2 bits shifted in from their lines) once for all the pass's activation rows. vpmaddubsw multiplies the
+// unsigned quants (Q4_K's q ∈ [0, 15], Q5_K's [0, 31], Q6_K's [0, 63]) by the signed activation bytes into pairs of
+// 16 bits, two groups' pairs are added, and vpmaddwd by ones adds those into 32 bits; a Q6_K half's sum starts at
+// −32 · Σ q_x over that half (its weights are q − 32). The integer sums are exact and the float steps are the
+// reference's (kernels.h; qk.c), so the result is bit-identical to it.
 #include "panel_walk_avx2.h"
 
 enum { GROUPS = Q8_BLOCK / Q8_GROUP, ROWS_PER_PASS = 8 };
 
-// Σ over groups [g0, g1) of the half's w · (row's activation bytes), exact, in 32-bit lanes.
-static inline __attribute__((always_inline)) __m256i group_sums(const __m256i w[GROUPS], const int8_t *q_x, int g0,
-                                                                int g1, const bool signed_w) {
+// sum + Σ over groups [g0, g1) (an even count) of the half's w · (row's activation bytes), exact, in 32-bit lanes:
+// two groups' pairs added in 16 bits first (at most 4 · 63 · 128 < 2¹⁵).
+static inline __attribute__((always_inline)) __m256i group_sums(__m256i sum, const __m256i w[GROUPS],
+                                                                const int8_t *q_x, int g0, int g1) {
     const __m256i ones = _mm256_set1_epi16(1);
-    __m256i sum = _mm256_setzero_si256();
-    for (int g = g0; g < g1; g++) {
-        const __m256i x = broadcast_group(q_x + Q8_GROUP * g);
-        const __m256i pairs = signed_w ? _mm256_maddubs_epi16(_mm256_abs_epi8(w[g]), _mm256_sign_epi8(x, w[g]))
-                                       : _mm256_maddubs_epi16(w[g], x);
+    for (int g = g0; g < g1; g += 2) {
+        const __m256i pairs = _mm256_add_epi16(_mm256_maddubs_epi16(w[g], broadcast_group(q_x + Q8_GROUP * g)),
+                                               _mm256_maddubs_epi16(w[g + 1], broadcast_group(q_x + Q8_GROUP * (g + 1))));
         sum = _mm256_add_epi32(sum, _mm256_madd_epi16(pairs, ones));
     }
     return sum;
@@ -32,7 +31,7 @@ static inline __attribute__((always_inline)) void k_half_against_rows(float *out
                                                                       bool prefetch, const int n,
                                                                       const WeightType type) {
     const int nb = q8_blocks(n_in);
-    const __m256i nibble = _mm256_set1_epi8(0x0f), top = _mm256_set1_epi8(0x30), thirty_two = _mm256_set1_epi8(32);
+    const __m256i nibble = _mm256_set1_epi8(0x0f), top = _mm256_set1_epi8(0x30);
     __m256 acc[ROWS_PER_PASS], d = _mm256_setzero_ps(), dmin = _mm256_setzero_ps();
     for (int t = 0; t < n; t++) acc[t] = _mm256_setzero_ps();
     PrefetchStream ahead = prefetch_stream(panel, nb, k_block_bytes(type), k_panel_bytes(type, n_in));
@@ -60,7 +59,7 @@ static inline __attribute__((always_inline)) void k_half_against_rows(float *out
             const int c = g % 4;                                   // line g / 4 of the last 128 bytes, to 4 and 5
             const __m256i line = _mm256_loadu_si256((const __m256i *)(q + Q8_BLOCK * Q8_PANEL / 2 + 64 * (g / 4)));
             const __m256i bits = c < 2 ? _mm256_slli_epi16(line, 4 - 2 * c) : _mm256_srli_epi16(line, 2 * c - 4);
-            w[g] = _mm256_sub_epi8(_mm256_or_si256(w[g], _mm256_and_si256(bits, top)), thirty_two);  // q − 32
+            w[g] = _mm256_or_si256(w[g], _mm256_and_si256(bits, top));
         }
         const __m256i pairs = _mm256_cvtepu16_epi32(  // row r's two scale bytes in lane r's low 16 bits
             _mm_loadu_si128((const __m128i *)(panel + k_scale_offset(type, n_in, h * HALF, b))));
@@ -77,13 +76,15 @@ static inline __attribute__((always_inline)) void k_half_against_rows(float *out
             const Q8Block *xb = &x[(size_t)t * nb + b];
             const __m256 d_x = _mm256_set1_ps(xb->d);
             if (type == WEIGHT_Q6_K) {
-                acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(group_sums(w, xb->q, 0, GROUPS / 2, true)),
-                                         _mm256_mul_ps(d_scale, d_x), acc[t]);
-                acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(group_sums(w, xb->q, GROUPS / 2, GROUPS, true)),
-                                         _mm256_mul_ps(d_scale_high, d_x), acc[t]);
+                const int32_t low_x = q8_low_half_sum(xb);  // the other half's: −offset / 128 − low_x
+                const __m256i low = group_sums(_mm256_set1_epi32(-32 * low_x), w, xb->q, 0, GROUPS / 2),
+                              high = group_sums(_mm256_set1_epi32(xb->offset / 4 + 32 * low_x), w, xb->q,
+                                                GROUPS / 2, GROUPS);
+                acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(low), _mm256_mul_ps(d_scale, d_x), acc[t]);
+                acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(high), _mm256_mul_ps(d_scale_high, d_x), acc[t]);
                 continue;
             }
-            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(group_sums(w, xb->q, 0, GROUPS, false)),
+            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(group_sums(_mm256_setzero_si256(), w, xb->q, 0, GROUPS)),
                                      _mm256_mul_ps(d_scale, d_x), acc[t]);
             acc[t] = _mm256_fmadd_ps(minus_dmin_min, _mm256_set1_ps(xb->d * (float)(xb->offset / -128)), acc[t]);
         }
