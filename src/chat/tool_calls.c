@@ -138,7 +138,8 @@ static int parse_mistral(json_t *calls, const char *s, size_t i, size_t len) {
 
 // Llama 3.1's built-in tools after <|python_tag|> (its model card; llama-stack reads them so): NAME.call(KEY=JSON,
 // ...) — brave_search.call(query="..."), wolfram_alpha.call(query="...") — then only whitespace; any other text is
-// code for code_interpreter, {"code": the text, its trailing whitespace dropped}. s[i] follows the tag and its space.
+// code for code_interpreter, {"code": the text, its trailing whitespace dropped; text with a NUL byte or invalid
+// UTF-8 is no code}. s[i] follows the tag and its space.
 static int parse_python_tag(json_t *calls, const char *s, size_t i, size_t len) {
     const size_t name = i, end = name_end(s, i, len, "_");
     size_t k = skip_space(s, end, len);
@@ -164,7 +165,7 @@ static int parse_python_tag(json_t *calls, const char *s, size_t i, size_t len) 
     }
     size_t code_end = len;
     while (code_end > i && is_space(s[code_end - 1])) code_end--;
-    if (code_end == i) return -1;
+    if (code_end == i || memchr(s + i, '\0', code_end - i)) return -1;  // (a NUL byte: not code; JSON's \u0000)
     json_t *args = json_pack("{s:s%}", "code", s + i, code_end - i);
     const int rc = args ? append_named_call(calls, "code_interpreter", 0, strlen("code_interpreter"), args) : -1;
     json_decref(args);

@@ -7,6 +7,7 @@
 
 #include "../../fuzz/fuzz.h"
 #include "chat/jinja.h"
+#include "chat/tool_calls.h"
 #include "grammar/json_schema.h"
 #include "harness.h"
 #include "tokenizer_fixtures.h"
@@ -223,5 +224,19 @@ TEST(fuzz_found_malformed_repetition_in_pattern) {
     char *gbnf = json_schema_to_gbnf((const char *)data, size, "found.json", &err);
     CHECK(!gbnf && strstr(err.msg, "a malformed {m,n}"), "got \"%s\"", gbnf ? "a grammar" : err.msg);
     free(gbnf);
+    free(data);
+}
+
+// fuzz/tool_calls: code after Llama 3.1's <|python_tag|> holding a NUL byte became a code_interpreter call whose
+// arguments held "\u0000", which JSON readers refuse by default (Jansson without JSON_ALLOW_NUL): such text is no
+// code, and the reply stays content.
+TEST(fuzz_found_code_with_a_nul) {
+    size_t size;
+    uint8_t *data = read_input("tests/fuzz/tool_calls/code_with_a_nul", &size);
+    if (!data) return;
+    size_t content_len;
+    json_t *calls = tool_calls_parse(TOOL_FORMAT_LLAMA3, (const char *)data, size, &content_len);
+    CHECK(!calls, "read as %zu calls", json_array_size(calls));
+    json_decref(calls);
     free(data);
 }
