@@ -145,7 +145,7 @@ static const Quant FORM_QUANTS[N_FORMS] = {QUANT_NONE, QUANT_Q8, QUANT_Q4};
 typedef struct {
     Model target, draft;
     bool has_draft;
-    bool random;                // weights/pystd is absent: a random pair of the same shape, written for this run
+    bool random;                // a random pair (-m random:SHAPE, or weights/pystd absent), written for this run
     double load_seconds[2];     // [target, draft] as the run holds them (--quant, --draft-quant)
     // The quant suite's forms of each model, [target, draft][as stored, q8, q4] (FORM_QUANTS): the model the run
     // holds, and copies (others[]) in the forms it does not hold; with their load times.

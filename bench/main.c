@@ -193,7 +193,7 @@ int main(int argc, char **argv) {
     if (pair.load_peak_mb > 0)
         out(&b, "; loaded in %.2f s from the page cache, peak resident memory %.0f MB", pair.load_seconds[0],
             pair.load_peak_mb);
-    out(&b, "%s\n\n", pair.random ? ". **A random pair** (weights/pystd is absent): speeds are representative, "
+    out(&b, "%s\n\n", pair.random ? ". **A random pair**: speeds are representative, "
                                     "acceptance and speed-ups are not" : "");
 
     Memory memory = {0};
