@@ -3,14 +3,15 @@
 // arithmetic"), so a model's logits, and the text sampled from them, do not depend on the variant. Every fixture
 // (as stored: F32, F16, BF16; in q8 and in q4) and the shipped pair, prompts of 1 to 512 tokens in one forward;
 // and speculative sampling at a temperature, whose γ policy must not depend on the variant either (nor on whether
-// a CPU is free for pipelined drafting). `--quant bf16` is left out: AVX512_BF16's dot product has its own order
-// (docs/kernels.md).
+// a CPU is free for pipelined drafting); the coupled sampler's text, whatever γ; README.md's example output.
+// `--quant bf16` is left out: AVX512_BF16's dot product has its own order (docs/kernels.md).
 #include <glob.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "base/file.h"
 #include "harness.h"
 #include "hf_expected.h"
 #include "model/model.h"
@@ -180,5 +181,72 @@ TEST(isa_sampled_speculative_text_identical_across_variants) {
             free(got);
         }
     free(want);
+    restore_isa(&saved);
+}
+
+// `--sampler coupled` at temperature 0.8: every token is the target's Gumbel-max sample under noise keyed by (seed,
+// position), the drafts deciding only how many target forwards it takes, so the text must not depend on γ — and γ
+// auto plans coupled rounds from the times it measures (docs/kernels.md, "What the plans depend on"), which differ
+// between variants, machines and runs. For two seeds, the best variant's text at γ 1 is the reference: at γ 4 and
+// auto every variant prints it (scalar, the slowest, at auto and one seed).
+TEST(isa_coupled_text_identical_across_gamma_and_variants) {
+    const SavedIsa saved = save_isa();
+    int n;
+    const Kernels *const *list = kernels_available(&n);
+    static const char *const gammas[] = {"1", "4", "auto"};
+    char counts[96], args[256];
+    for (int seed = 1; seed <= 2 && !test_failures(); seed++) {
+        char *want = NULL;
+        for (int v = n - 1; v >= (seed == 1 ? 0 : 1); v--)
+            for (int g = v == n - 1 ? 0 : 2; g < 3; g++) {  // the best variant at every γ, the others at auto
+                snprintf(args, sizeof args,
+                         "generate -m " TARGET " -d " DRAFT " -p \"def main(\" -n 10 --threads 2 --stats --temp 0.8 "
+                         "--sampler coupled --seed %d --gamma %s",
+                         seed, gammas[g]);
+                char *got = generated_under(list[v]->name, args, counts, sizeof counts);
+                if (!want) {
+                    want = got;
+                    continue;
+                }
+                CHECK(got && strcmp(got, want) == 0, "`%s` under %s printed \"%s\", %s at γ 1 \"%s\"", args,
+                      list[v]->name, got ? got : "", list[n - 1]->name, want ? want : "");
+                free(got);
+            }
+        free(want);
+    }
+    restore_isa(&saved);
+}
+
+// README.md's first command (the line of its "Two commands" that runs build/release/specdec) prints the output
+// its "What the first command shows" shows, on 2 threads (the default on 2 CPUs; 1 to 4 print the same), under
+// every SIMD variant: a reader gets it whatever the instruction set (scalar prints their text, slower:
+// isa_sampled_speculative_text_identical_across_variants).
+TEST(isa_readme_example_is_what_every_variant_prints) {
+    const SavedIsa saved = save_isa();
+    char *readme = NULL;
+    size_t size;
+    Err err = {{0}};
+    CHECK(read_file("README.md", &readme, &size, &err) == 0, "%s", err.msg);
+    const char *command = readme ? strstr(readme, "build/release/specdec generate") : NULL;
+    const char *shows = readme ? strstr(readme, "### What the first command shows") : NULL;
+    const char *block = shows ? strstr(shows, "```\n") : NULL, *end = block ? strstr(block + 4, "```") : NULL;
+    CHECK(command && end, "README.md: no first command, or no example output after it");
+    if (command && end) {
+        const char *generate = command + strlen("build/release/specdec ");
+        char args[256], *example = strndup(block + 4, (size_t)(end - block - 4));
+        snprintf(args, sizeof args, "%.*s --threads 2", (int)strcspn(generate, "\n"), generate);
+        setenv("NO_COLOR", "1", 1);
+        int n;
+        const Kernels *const *list = kernels_available(&n);
+        char counts[96];
+        for (int v = 1; v < n; v++) {  // (the command has --stats, which generated_under reads)
+            char *out = generated_under(list[v]->name, args, counts, sizeof counts);
+            CHECK(out && strstr(out, example), "`%s` under %s printed \"%s\", not README.md's \"%s\"", args,
+                  list[v]->name, out ? out : "", example);
+            free(out);
+        }
+        free(example);
+    }
+    free(readme);
     restore_isa(&saved);
 }
