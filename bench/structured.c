@@ -45,7 +45,7 @@ static json_t *mask_times(Bench *b, const Grammar *g, const Tokenizer *tok, cons
     const int end = tokenizer_vocab_size(tok) - 1;  // (any id: the masks' cost does not depend on it)
     GrammarMasker m;
     if (tokenizer_encode(tok, DOCUMENT, sizeof DOCUMENT - 1, false, &ids, &n_ids, &err) ||
-        token_bytes_init(&tb, tok, tokenizer_vocab_size(tok), &end, 1, &err) ||
+        token_bytes_init(&tb, tok, tokenizer_vocab_size(tok), &end, 1, g, &err) ||
         grammar_masker_init(&m, g, &tb.vocab, &err))
         die("structured: %s", err.msg);
     const size_t n_samples = (size_t)rounds * n_ids;
@@ -130,7 +130,7 @@ static json_t *decoding_speeds(Bench *b, Pair *pair, const Grammar *g) {
     TokenBytes tb;
     if (tokenizer_encode(&pair->tok, prompt_text, sizeof prompt_text - 1, false, &prompt, &n_prompt, &err) ||
         token_bytes_init(&tb, &pair->tok, pair->target.n_vocab, pair->target.cfg.eos_ids, pair->target.cfg.n_eos,
-                         &err))
+                         g, &err))
         die("structured: %s", err.msg);
     const int reps = b->opt.quick ? 2 : 5, tokens = 64;
     Decoding runs[N_RUNS];

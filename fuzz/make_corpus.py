@@ -357,6 +357,8 @@ def main():
     write("grammar", "repetitions", "root ::= (\"ab\" | [x-z])* \"é\"{2,3} [^\\u0000-\\x7f]? .\n".encode() + SEP +
           "abzé\u00e9€!".encode())
     write("grammar", "nested", b"root ::= (\n  item\n  | \"(\" root \")\"\n)\nitem ::= [0-9]{1,3}\n" + SEP + b"((42))")
+    write("grammar", "token_references", b'root ::= .* (<[TOOL_CALLS]> " [" [^\\]]* "]" | <|python_tag|> .*)?\n' + SEP +
+          b"call\xf8 [x]")
 
     # The json_schema target reads a schema: the keywords the converter takes, each in a schema of its own.
     write("json_schema", "object", json.dumps({

@@ -1,5 +1,6 @@
 // tool_calls.c — replies read back into OpenAI tool calls: the Hermes, Mistral and Llama 3 formats (tool_calls.h).
 #include <ctype.h>
+#include <stdio.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,6 +9,7 @@
 #include "grammar/json_schema.h"
 #include "grammar/lazy.h"
 #include "grammar/text.h"
+#include "tokenizer/tokenizer.h"
 
 #define HERMES_OPEN "<tool_call>"
 #define HERMES_CLOSE "</tool_call>"
@@ -271,37 +273,74 @@ static char *call_rules(ToolFormat f, const json_t *tools, const char *name, Err
     return out;
 }
 
-char *tool_calls_gbnf(ToolFormat f, const json_t *tools, const char *name, Err *err) {
-    static const char *const around[][2] = {
-        [TOOL_FORMAT_HERMES] = {"\"<tool_call>\\n\"", "\"\\n</tool_call>\""},
-        [TOOL_FORMAT_MISTRAL] = {"\"[TOOL_CALLS] [\"", "\"]\""},
-        [TOOL_FORMAT_LLAMA3] = {"", ""},
-    };
-    char *call = call_rules(f, tools, name, err), *out = NULL;
-    if (call && asprintf(&out, "root ::= %s call %s\n%s", around[f][0], around[f][1], call) < 0) {
-        out = NULL;
-        err_fmt(err, "out of memory");
+// The GBNF reference to the marker's token (grammar.h: "<|python_tag|>", "<[TOOL_CALLS]>"), written in s, where tok
+// holds the marker as an added token, special or not; else NULL (tok NULL: none).
+static const char *marker_token(const Tokenizer *tok, const char *marker, char s[LAZY_TRIGGER_MAX + 3]) {
+    if (!tok || !tokenizer_added(tok, marker)) return NULL;
+    snprintf(s, LAZY_TRIGGER_MAX + 3, marker[0] == '[' ? "<%s>" : "%s", marker);
+    return s;
+}
+
+// A marker as the grammars write it: the reference to its token where tok has one — the model writes that token, as
+// its template's text encodes to it — else its text.
+static void marker_gbnf(Text *t, const Tokenizer *tok, const char *marker) {
+    char s[LAZY_TRIGGER_MAX + 3];
+    const char *token = marker_token(tok, marker, s);
+    if (token) text_add(t, "%s", token);
+    else text_literal(t, marker, strlen(marker));
+}
+
+// Hermes' call: <tool_call>\n CALL \n</tool_call>.
+static void hermes_call(Text *t, const Tokenizer *tok) {
+    marker_gbnf(t, tok, HERMES_OPEN);
+    text_add(t, " \"\\n\" call \"\\n\" ");
+    marker_gbnf(t, tok, HERMES_CLOSE);
+}
+
+char *tool_calls_gbnf(ToolFormat f, const json_t *tools, const char *name, const Tokenizer *tok, Err *err) {
+    char *call = call_rules(f, tools, name, err);
+    if (!call) return NULL;
+    Text t = {0};
+    text_add(&t, "root ::= ");
+    if (f == TOOL_FORMAT_HERMES) {
+        hermes_call(&t, tok);
+    } else if (f == TOOL_FORMAT_MISTRAL) {
+        marker_gbnf(&t, tok, MISTRAL_OPEN);
+        text_add(&t, " \" [\" call \"]\"");
+    } else {
+        text_add(&t, "call");
     }
+    text_add(&t, "\n%s", call);
     free(call);
+    char *out = text_take(&t);
+    if (!out) err_fmt(err, "out of memory");
     return out;
 }
 
-char *tool_calls_lazy_gbnf(ToolFormat f, const json_t *tools, bool parallel, Err *err) {
+char *tool_calls_lazy_gbnf(ToolFormat f, const json_t *tools, bool parallel, const Tokenizer *tok, Err *err) {
     char *call = call_rules(f, tools, NULL, err);
     if (!call) return NULL;
     Text t = {0};
+    char token[LAZY_TRIGGER_MAX + 3];
     if (f == TOOL_FORMAT_HERMES) {  // free text, then <tool_call>\n CALL \n</tool_call>, more of them when parallel
-        text_add(&t, "root ::= tool-free-0\ntool-calls ::= \"\\n\" call \"\\n</tool_call>\"%s\n",
-                 parallel ? " tool-more" : "");
-        if (parallel)
-            text_add(&t, "tool-more ::= [ \\t\\n]{0,2} (\"<tool_call>\\n\" call \"\\n</tool_call>\" tool-more)?\n");
-        lazy_gbnf(&t, "tool-free", HERMES_OPEN, "tool-calls");
+        text_add(&t, "root ::= tool-free-0\ntool-calls ::= \"\\n\" call \"\\n\" ");
+        marker_gbnf(&t, tok, HERMES_CLOSE);
+        text_add(&t, "%s\n", parallel ? " tool-more" : "");
+        if (parallel) {
+            text_add(&t, "tool-more ::= [ \\t\\n]{0,2} (");
+            hermes_call(&t, tok);
+            text_add(&t, " tool-more)?\n");
+        }
+        lazy_gbnf(&t, "tool-free", HERMES_OPEN, marker_token(tok, HERMES_OPEN, token), "tool-calls");
     } else if (f == TOOL_FORMAT_MISTRAL) {  // free text, then [TOOL_CALLS] [CALL, CALL…]
         text_add(&t, "root ::= tool-free-0\ntool-calls ::= \" \"? \"[\" call %s\"]\"\n",
                  parallel ? "(\",\" \" \"? call)* " : "");
-        lazy_gbnf(&t, "tool-free", MISTRAL_OPEN, "tool-calls");
-    } else {  // Llama 3: a reply that opens with "{" (after whitespace) is a call; any other is free
-        text_add(&t, "root ::= [ \\t\\n]* (call %s| [^{ \\t\\n] .*)?\n", parallel ? "(\";\" \" \"? call)* " : "");
+        lazy_gbnf(&t, "tool-free", MISTRAL_OPEN, marker_token(tok, MISTRAL_OPEN, token), "tool-calls");
+    } else {  // Llama 3: a reply that opens with "{" (after whitespace) is a call; any other is free; after the
+              // <|python_tag|> token, the same
+        text_add(&t, "root ::= [ \\t\\n]* (tool-reply%s)?\ntool-reply ::= call %s| [^{ \\t\\n] .*\n",
+                 marker_token(tok, LLAMA3_OPEN, token) ? " | <|python_tag|> [ \\t\\n]* tool-reply" : "",
+                 parallel ? "(\";\" \" \"? call)* " : "");
     }
     text_add(&t, "%s", call);
     free(call);

@@ -20,6 +20,7 @@
 #include <stddef.h>
 
 #include "base/error.h"
+#include "tokenizer/tokenizer.h"
 
 typedef enum { TOOL_FORMAT_NONE, TOOL_FORMAT_HERMES, TOOL_FORMAT_MISTRAL, TOOL_FORMAT_LLAMA3 } ToolFormat;
 
@@ -46,16 +47,22 @@ size_t tool_calls_content_prefix(ToolFormat f, const char *reply, size_t len);
 // The GBNF grammar (grammar/gbnf: its start rule root) of one call in format f of the tool named `name` (NULL: of
 // any of `tools`, a checked list: chat/tools.h), its arguments a document the tool's parameters schema validates
 // (grammar/json_schema.h; no parameters: any object). Hermes: <tool_call>\n{"name": …, "arguments": …}\n</tool_call>;
-// Mistral: [TOOL_CALLS] [{"name": …, "arguments": …}]; Llama 3: {"name": …, "parameters": …}. Returns the text
-// (malloc'd), or NULL with err (a schema keyword the converter refuses, named; format none).
-char *tool_calls_gbnf(ToolFormat f, const json_t *tools, const char *name, Err *err);
+// Mistral: [TOOL_CALLS] [{"name": …, "arguments": …}]; Llama 3: {"name": …, "parameters": …}. A marker that the
+// tokenizer tok holds as an added token (special or not: Mistral's [TOOL_CALLS], Qwen's <tool_call>) is written as a
+// reference to that token (grammar.h), so that the call opens with the token itself, as the model was taught; the
+// others, and all of them where tok is NULL, as text. Returns the text (malloc'd), or NULL with err (a schema keyword
+// the converter refuses, named; format none).
+char *tool_calls_gbnf(ToolFormat f, const json_t *tools, const char *name, const Tokenizer *tok, Err *err);
 
 // The lazy grammar of tool_choice "auto" in format f (grammar/lazy.h): the reply is free until the format's trigger
 // opens a call, and from there it is calls of `tools` as tool_calls_gbnf writes them — one, or with `parallel` as
 // many as the model writes — and nothing after them. Hermes: free text, then <tool_call> opens a call (the text
 // before stays content, as tool_calls_parse reads it); Mistral: free text, then [TOOL_CALLS] " "? "[" CALL ("," CALL)*
 // "]"; Llama 3: a reply whose first character other than whitespace is "{" is a call (CALL (";" CALL)*), any other
-// is free. Returns the text (malloc'd), or NULL with err as tool_calls_gbnf.
-char *tool_calls_lazy_gbnf(ToolFormat f, const json_t *tools, bool parallel, Err *err);
+// is free, and so after the <|python_tag|> token where tok has it (a built-in tool's call or code stays free). Where
+// tok holds the opening marker as an added token, that token opens a call too, wherever it comes (and the markers are
+// written as tool_calls_gbnf writes them): so a special token is the trigger (grammar/lazy.h), which free text can
+// never hold. Returns the text (malloc'd), or NULL with err as tool_calls_gbnf.
+char *tool_calls_lazy_gbnf(ToolFormat f, const json_t *tools, bool parallel, const Tokenizer *tok, Err *err);
 
 #endif

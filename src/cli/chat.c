@@ -121,10 +121,10 @@ json_t *chat_template_vars(const Args *a, Err *err) {
     return vars;
 }
 
-int chat_tools_grammar(Structured *st, ToolFormat format, const json_t *vars, Err *err) {
+int chat_tools_grammar(Structured *st, ToolFormat format, const json_t *vars, const Tokenizer *tok, Err *err) {
     const json_t *tools = json_object_get(vars, "tools");
     if (!tools || format == TOOL_FORMAT_NONE || st->grammar) return 0;
-    char *gbnf = tool_calls_lazy_gbnf(format, tools, false, err);  // one call a reply
+    char *gbnf = tool_calls_lazy_gbnf(format, tools, false, tok, err);  // one call a reply
     st->grammar = gbnf ? grammar_parse(gbnf, strlen(gbnf), "--tools", err) : NULL;
     free(gbnf);
     return st->grammar ? 0 : -1;
@@ -221,7 +221,7 @@ static int chat_open(Chat *c, const Args *a, Err *err) {
     c->params.eos_ids = c->s.target.cfg.eos_ids;
     c->params.n_eos = c->s.target.cfg.n_eos;
     if (structured_read(&c->structured, a->grammar, a->json_schema, a->json, err) ||
-        chat_tools_grammar(&c->structured, c->ct.tool_format, c->vars, err))
+        chat_tools_grammar(&c->structured, c->ct.tool_format, c->vars, &c->tok, err))
         return -1;
     if (c->structured.grammar) {
         c->params.constraint = &c->structured.constraint;  // (the drafter reads it too)

@@ -28,8 +28,9 @@ int chat_prompt_ids(const char *dir, const Tokenizer *tok, const char *system, c
 // With --tools (vars' `tools`) and a template that teaches a call format, and no other grammar asked for: st's
 // grammar becomes the lazy grammar of calls of the tools (tool_calls_lazy_gbnf: the reply free until a call opens,
 // then held to the tools' schemas, and ended after that one call), as the server's tool_choice "auto" with
-// parallel_tool_calls false. -1 with err (a schema keyword refused).
-int chat_tools_grammar(Structured *st, ToolFormat format, const json_t *vars, Err *err);
+// parallel_tool_calls false; the format's markers that tok holds as added tokens are those tokens (tok NULL: text).
+// -1 with err (a schema keyword refused).
+int chat_tools_grammar(Structured *st, ToolFormat format, const json_t *vars, const Tokenizer *tok, Err *err);
 
 // Reads reply[0..len) back into calls in format (chat/tool_calls.h) and prints each on f as one line, "specdec: tool
 // call N: NAME ARGUMENTS" (the arguments as compact JSON). Returns the calls (tool_calls_parse's array, *content_len

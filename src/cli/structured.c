@@ -31,7 +31,7 @@ int structured_read(Structured *st, const char *grammar, const char *json_schema
 int structured_constraint(Structured *st, const Tokenizer *tok, int V, const int *end_ids, int n_end, Err *err) {
     if (st->constraint_open) grammar_constraint_free(&st->constraint);
     st->constraint_open = false;
-    if (!st->tokens.offset && token_bytes_init(&st->tokens, tok, V, end_ids, n_end, err)) return -1;
+    if (!st->tokens.offset && token_bytes_init(&st->tokens, tok, V, end_ids, n_end, st->grammar, err)) return -1;
     st->constraint_open = true;
     return grammar_constraint_init(&st->constraint, st->grammar, &st->tokens.vocab, err);
 }

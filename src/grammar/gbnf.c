@@ -38,6 +38,8 @@ typedef struct {
     int n_ranges, cap_ranges;
     long n_elements;    // across every rule: the grammar's size
     int nesting;
+    char *markers[GRAMMAR_MARKERS_MAX];  // the tokens referenced (grammar.h), in order of first reference
+    int n_markers;
 } Parser;
 
 // Grows *array (of *cap items of `size` bytes) to hold `need` items. -1 when out of memory.
@@ -359,6 +361,38 @@ static int parse_repetition(Parser *p, int parent, Sequence *s, int atom_start, 
     return rc;
 }
 
+// ---- token references ------------------------------------------------------------------------------------------------
+
+// The marker of the token whose text is text[0..len), added at its first reference. -1 with the error: more than
+// GRAMMAR_MARKERS_MAX tokens, or out of memory.
+static int marker_of(Parser *p, size_t at, const char *text, size_t len) {
+    for (int k = 0; k < p->n_markers; k++)
+        if (strlen(p->markers[k]) == len && memcmp(p->markers[k], text, len) == 0) return k;
+    if (p->n_markers == GRAMMAR_MARKERS_MAX)
+        return fail(p, at, "more than %d different tokens referenced", GRAMMAR_MARKERS_MAX);
+    if (!(p->markers[p->n_markers] = strndup(text, len))) return out_of_memory(p);
+    return p->n_markers++;
+}
+
+// <TEXT>: the token whose text is `<TEXT>`, or `[TEXT]` where TEXT is bracketed so (grammar.h); one CHARS element
+// of its marker's character.
+static int parse_token_reference(Parser *p, Sequence *s) {
+    const size_t at = p->pos;
+    size_t end = at + 1;
+    while (end < p->n && p->text[end] > ' ' && p->text[end] <= '~' && p->text[end] != '>') end++;
+    if (end == p->n || p->text[end] != '>')
+        return fail(p, at, "a token reference is '<' and the token's text (printable, no spaces) up to '>'");
+    const char *inner = p->text + at + 1;
+    const size_t n_inner = end - at - 1;
+    const bool bracketed = n_inner >= 2 && inner[0] == '[' && inner[n_inner - 1] == ']';
+    if (n_inner == 0 || (bracketed && strspn(inner + 1, "0123456789") == n_inner - 2))
+        return fail(p, at, "token references by number ('<[ID]>') are not supported: name the token by its text");
+    const int k = bracketed ? marker_of(p, at, inner, n_inner) : marker_of(p, at, p->text + at, n_inner + 2);
+    if (k < 0 || add_range(p, GRAMMAR_MARKER_BASE + (uint32_t)k, GRAMMAR_MARKER_BASE + (uint32_t)k) < 0) return -1;
+    p->pos = end + 1;
+    return push(p, s, (GrammarElement){.kind = GRAMMAR_CHARS, .first = p->n_ranges - 1, .n = 1});
+}
+
 // ---- sequences, alternatives, rules ---------------------------------------------------------------------------------
 
 static int parse_alternatives(Parser *p, int rule, bool nested);
@@ -399,8 +433,10 @@ static int parse_sequence(Parser *p, int rule, Sequence *s, bool nested) {
         else if (c == '*' || c == '+' || c == '?' || c == '{') {
             rc = parse_repetition(p, rule, s, atom_start, nested);
             start = -1;  // a repeated item is not repeated again without a group: x** is refused
-        } else if (c == '<' || c == '!') {
-            return fail(p, p->pos, "token references ('%c…') are not supported: write the token's text", c);
+        } else if (c == '<') {
+            rc = parse_token_reference(p, s);
+        } else if (c == '!') {
+            return fail(p, p->pos, "negated token references ('!<…>') are not supported");
         } else {
             return 0;
         }
@@ -579,6 +615,7 @@ static void free_parser(Parser *p) {
     }
     free(p->rules);
     free(p->ranges);
+    for (int k = 0; k < p->n_markers; k++) free(p->markers[k]);
     bytesmap_free(&p->names);
 }
 
@@ -598,6 +635,10 @@ Grammar *grammar_parse(const char *text, size_t n, const char *source, Err *err)
     } else if (check_grammar(&p, g) < 0) {
         grammar_free(g);
         g = NULL;
+    } else {  // the markers handed over
+        memcpy(g->markers, p.markers, sizeof p.markers);
+        g->n_markers = p.n_markers;
+        p.n_markers = 0;
     }
 done:
     free_parser(&p);
@@ -611,5 +652,6 @@ void grammar_free(Grammar *g) {
     free(g->alt_start);
     free(g->elements);
     free(g->ranges);
+    for (int k = 0; k < g->n_markers; k++) free(g->markers[k]);
     free(g);
 }

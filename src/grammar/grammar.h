@@ -11,9 +11,18 @@
 // literals and classes: \t \n \r \\ \" \[ \] \- and \xHH, \uHHHH, \UHHHHHHHH. The grammar's language is what `root`
 // derives; text is matched as Unicode characters, whose UTF-8 bytes the recogniser reads one by one.
 //
+// A token reference names a token of the vocabulary by its text, as llama.cpp's grammars do: `<|python_tag|>`,
+// `<tool_call>` (the angle brackets are the token's own), and `<[TOOL_CALLS]>` for a token in square brackets
+// (Mistral's control tokens; there the angle brackets only enclose it). It matches that token alone, not its text
+// spelled in other tokens: a grammar may make the model write a special token that text never encodes to, and no
+// other. Each token named is a marker of the grammar, read as one character beyond Unicode (GRAMMAR_MARKER_BASE +
+// its index) that no character class admits, `.` and negated classes included; the vocabulary spells marker k as
+// the one byte GRAMMAR_MARKER_BYTE + k, which no UTF-8 text holds (grammar/vocabulary.h gives those bytes to the
+// named tokens, and none to the ordinary tokens that hold such a byte, which no valid text holds either).
+//
 // Refused, each naming line and column (grammar:LINE:COLUMN: …): syntax errors, an undefined rule, a rule defined
 // twice, a character class that is empty or runs backwards, escapes outside Unicode, llama.cpp's token references
-// (`<…>`), and left recursion (a rule that can reach itself without reading a character, such as `a ::= a "x"` or
+// by number (`<[ID]>`) and negated ones (`!<…>`), and left recursion (a rule that can reach itself without reading a character, such as `a ::= a "x"` or
 // `b ::= ("x"?)*`), which a top-down recogniser cannot run.
 //
 // The recogniser is a nondeterministic pushdown automaton: its state is the set of every parse still possible, each
@@ -37,7 +46,12 @@ enum {
     GRAMMAR_MAX_STACKS = 1024,  // parses a state holds at most; a byte that would need more is refused
     GRAMMAR_MAX_DEPTH = 512,    // rules open at once in one parse; deeper nesting is refused
     GRAMMAR_MAX_CELLS = 1 << 16,  // positions in all of a state's stacks together; more is refused
+    GRAMMAR_MARKERS_MAX = 8,    // tokens a grammar references (the bytes 0xF8..0xFF)
+    GRAMMAR_MARKER_BYTE = 0xF8, // marker k's byte: GRAMMAR_MARKER_BYTE + k
 };
+
+// Marker k's character: GRAMMAR_MARKER_BASE + k, past U+10FFFF.
+#define GRAMMAR_MARKER_BASE 0x110000u
 
 typedef enum {
     GRAMMAR_END,    // the end of an alternative: return to the enclosing rule
@@ -68,6 +82,8 @@ typedef struct Grammar {
     GrammarElement *elements;
     GrammarRange *ranges;
     int n_elements, n_ranges, n_alts;
+    char *markers[GRAMMAR_MARKERS_MAX];  // the texts of the tokens referenced, marker k's at [k]
+    int n_markers;
 } Grammar;
 
 // Parses GBNF text[0..n) (need not be NUL-terminated). `source` names it in messages ("grammar.gbnf", "the request's

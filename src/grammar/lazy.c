@@ -13,13 +13,13 @@ static int kmp_next(const char *trigger, int m, int k, char c) {
     return 0;
 }
 
-int lazy_gbnf(Text *t, const char *name, const char *trigger, const char *then) {
+int lazy_gbnf(Text *t, const char *name, const char *trigger, const char *token, const char *then) {
     const int m = (int)strlen(trigger);
     if (m < 1 || m > LAZY_TRIGGER_MAX) return -1;
     for (int i = 0; i < m; i++)
         if (trigger[i] < 0x20 || trigger[i] > 0x7E) return -1;
     for (int k = 0; k < m; k++) {
-        // NAME-k ::= "" | [^ the trigger's characters ] NAME-0 | "c" NAME-δ(k, c) for each of them
+        // NAME-k ::= "" | [^ the trigger's characters ] NAME-0 | "c" NAME-δ(k, c) for each of them [| TOKEN then]
         text_add(t, "%s-%d ::= \"\" | [^", name, k);
         for (int i = 0; i < m; i++)
             if (!memchr(trigger, trigger[i], (size_t)i)) text_class_char(t, (unsigned char)trigger[i]);
@@ -32,6 +32,7 @@ int lazy_gbnf(Text *t, const char *name, const char *trigger, const char *then) 
             if (next == m) text_add(t, " %s", then);
             else text_add(t, " %s-%d", name, next);
         }
+        if (token) text_add(t, " | %s %s", token, then);
         text_add(t, "\n");
     }
     return 0;

@@ -18,7 +18,9 @@ enum { LAZY_TRIGGER_MAX = 64 };
 
 // Appends the rules NAME-0 … NAME-(m−1) to t: NAME-0 derives any text free of `trigger` (m printable ASCII
 // characters, 1 ≤ m ≤ LAZY_TRIGGER_MAX), optionally followed by the trigger and then what the rule `then` derives.
+// `token` (NULL: none), a GBNF token reference (grammar.h: the tokenizer's token for the trigger, "<[TOOL_CALLS]>"),
+// triggers too, wherever it comes: the model may open the constrained part with the token or spell its text.
 // Returns -1 (nothing appended) for a trigger outside that.
-int lazy_gbnf(Text *t, const char *name, const char *trigger, const char *then);
+int lazy_gbnf(Text *t, const char *name, const char *trigger, const char *token, const char *then);
 
 #endif

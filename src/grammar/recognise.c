@@ -118,6 +118,10 @@ static bool expand(const Grammar *g, int *work, int n, GrammarState *out, int *b
 // ascending and apart, so the first range that ends at or after lo is the only one that can cover lo..hi whole, and
 // the one to meet it.
 static void class_admits(const Grammar *g, const GrammarElement *e, uint32_t lo, uint32_t hi, bool *some, bool *all) {
+    if (e->negated && lo >= GRAMMAR_MARKER_BASE) {  // a marker: only a class that names it admits it (grammar.h)
+        *some = *all = false;
+        return;
+    }
     const GrammarRange *r = g->ranges + e->first;
     int a = 0, b = e->n;  // binary search: the first range with r.hi >= lo
     while (a < b) {
@@ -212,6 +216,10 @@ static bool forget_partial(const GrammarState *s, uint32_t lo, uint32_t hi, int 
 
 bool grammar_advance(const GrammarState *s, unsigned char byte, GrammarState *out) {
     if (s->pending == 0 && byte < 0x80) return read_char(s, byte, byte, out);
+    if (s->pending == 0 && byte >= GRAMMAR_MARKER_BYTE) {  // a referenced token's byte: its marker (grammar.h)
+        const uint32_t marker = GRAMMAR_MARKER_BASE + (uint32_t)(byte - GRAMMAR_MARKER_BYTE);
+        return read_char(s, marker, marker, out);
+    }
     if (s->partial == PARTIAL_ANY) {  // any continuation byte: the stacks left admit every character it can finish
         if ((byte & 0xC0) != 0x80) return false;
         if (s->pending == 1) return read_char(s, 0, 0x10FFFF, out);

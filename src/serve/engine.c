@@ -287,33 +287,22 @@ static Grammar *call_grammar(const Engine *en, const Request *req, ApiError *e) 
     Err err;
     const char *name = req->tool_choice == TOOL_CHOICE_NAMED ? req->tool_name : NULL;
     char *gbnf = req->tool_choice == TOOL_CHOICE_AUTO
-                     ? tool_calls_lazy_gbnf(format, req->tools, req->parallel_tool_calls, &err)
-                     : tool_calls_gbnf(format, req->tools, name, &err);
+                     ? tool_calls_lazy_gbnf(format, req->tools, req->parallel_tool_calls, en->tok, &err)
+                     : tool_calls_gbnf(format, req->tools, name, en->tok, &err);
     Grammar *g = gbnf ? grammar_parse(gbnf, strlen(gbnf), "tools", &err) : NULL;
     free(gbnf);
     if (!g) api_error(e, 400, "invalid_value", "tools", "tools: %s", err.msg);
     return g;
 }
 
-// Whether the tokenizer holds text as a special token: one without bytes for the masks (grammar/vocabulary.h), which
-// no grammar lets the model write.
-static bool special_token(const Tokenizer *tok, const char *text) {
-    for (int i = 0; i < tok->n_added; i++)
-        if (tok->added[i].special && tok->added[i].len == strlen(text) &&
-            memcmp(tok->added[i].text, text, tok->added[i].len) == 0)
-            return true;
-    return false;
-}
-
 // Whether the request's tools put decoding under a call's grammar: "required" and a named function always; "auto"
-// (lazily) where the template teaches a format, no response_format or grammar is given (that one rules then), and
-// the format's marker is no special token (Mistral's [TOOL_CALLS], Llama 3.1's <|python_tag|> in their published
-// tokenizers), which the lazy grammar would keep the model from writing: there the reply stays free, as before.
+// (lazily) where the template teaches a format and no response_format or grammar is given (that one rules then). A
+// marker that is a special token (Mistral's [TOOL_CALLS]) is the grammar's token reference, which only that token
+// spells (grammar/vocabulary.h), so the lazy grammar lets the model write it.
 static bool calls_constrained(const Engine *en, const Request *req) {
     if (req->tool_choice == TOOL_CHOICE_REQUIRED || req->tool_choice == TOOL_CHOICE_NAMED) return true;
     const ToolFormat format = en->chat ? en->chat->tool_format : TOOL_FORMAT_NONE;
-    return req->tool_choice == TOOL_CHOICE_AUTO && req->tools && !req->grammar && format != TOOL_FORMAT_NONE &&
-           !special_token(en->tok, tool_format_opening(format));
+    return req->tool_choice == TOOL_CHOICE_AUTO && req->tools && !req->grammar && format != TOOL_FORMAT_NONE;
 }
 
 // The request's grammar over the target's ids (docs/structured.md), or its calls', when it gives one.
@@ -322,8 +311,12 @@ static int constrain(EngineRun *x, const Request *req, ApiError *e) {
     const Grammar *grammar = x->call_grammar ? x->call_grammar : req->grammar;
     if (!grammar) return 0;
     const Config *cfg = &x->en->target->cfg;
+    const char *missing = token_bytes_missing_marker(x->en->tok, x->en->target->n_vocab, grammar);
+    if (missing)
+        return api_error(e, 400, "invalid_value", "grammar", "grammar: it references the token %s, which the "
+                         "tokenizer has not (as an added token)", missing);
     Err err;
-    if (token_bytes_init(&x->tokens, x->en->tok, x->en->target->n_vocab, cfg->eos_ids, cfg->n_eos, &err) ||
+    if (token_bytes_init(&x->tokens, x->en->tok, x->en->target->n_vocab, cfg->eos_ids, cfg->n_eos, grammar, &err) ||
         grammar_constraint_init(&x->constraint, grammar, &x->tokens.vocab, &err))
         return api_error(e, 500, NULL, NULL, "%s", err.msg);
     x->params.constraint = &x->constraint;

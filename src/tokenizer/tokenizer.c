@@ -544,12 +544,18 @@ const char *tokenizer_token(const Tokenizer *tok, int id, size_t *len) {
     return tok->token_bytes + tok->token_off[id];
 }
 
-int tokenizer_find(const Tokenizer *tok, const char *text) {
-    size_t len = strlen(text);
+const AddedToken *tokenizer_added(const Tokenizer *tok, const char *text) {
+    const size_t len = strlen(text);
     for (int i = 0; i < tok->n_added; i++)
-        if (tok->added[i].len == len && memcmp(tok->added[i].text, text, len) == 0) return tok->added[i].id;
+        if (tok->added[i].len == len && memcmp(tok->added[i].text, text, len) == 0) return &tok->added[i];
+    return NULL;
+}
+
+int tokenizer_find(const Tokenizer *tok, const char *text) {
+    const AddedToken *added = tokenizer_added(tok, text);
+    if (added) return added->id;
     uint64_t id;
-    return bytesmap_get(&tok->vocab, text, len, &id) ? (int)id : -1;
+    return bytesmap_get(&tok->vocab, text, strlen(text), &id) ? (int)id : -1;
 }
 
 int tokenizer_eot_id(const Tokenizer *tok) { return tokenizer_find(tok, "<|endoftext|>"); }

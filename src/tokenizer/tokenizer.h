@@ -111,6 +111,9 @@ int tokenizer_vocab_size(const Tokenizer *tok);
 // bytes (byte level) or its name ("▁the", SentencePiece style) — or -1.
 int tokenizer_find(const Tokenizer *tok, const char *text);
 
+// The added token whose text is exactly text (special or not), or NULL.
+const AddedToken *tokenizer_added(const Tokenizer *tok, const char *text);
+
 // The id of "<|endoftext|>", GPT-2's end-of-text token, or -1 if the vocabulary lacks it.
 int tokenizer_eot_id(const Tokenizer *tok);
 

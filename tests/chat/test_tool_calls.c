@@ -211,7 +211,7 @@ TEST(tool_calls_lazy_grammar_constrains_from_the_trigger) {
         Grammar *grammars[4] = {NULL};
         for (int f = TOOL_FORMAT_HERMES; f <= TOOL_FORMAT_LLAMA3; f++) {
             Err err = {""};
-            char *gbnf = tool_calls_lazy_gbnf((ToolFormat)f, tools, parallel, &err);
+            char *gbnf = tool_calls_lazy_gbnf((ToolFormat)f, tools, parallel, NULL, &err);
             grammars[f] = gbnf ? grammar_parse(gbnf, strlen(gbnf), "tools", &err) : NULL;
             CHECK(grammars[f], "%s: %s", tool_format_name((ToolFormat)f), err.msg);
             free(gbnf);
@@ -232,6 +232,92 @@ TEST(tool_calls_lazy_grammar_constrains_from_the_trigger) {
         for (int f = 0; f < 4; f++) grammar_free(grammars[f]);
     }
     Err err = {""};
-    CHECK(!tool_calls_lazy_gbnf(TOOL_FORMAT_NONE, tools, true, &err) && err.msg[0], "a lazy grammar without a format");
+    CHECK(!tool_calls_lazy_gbnf(TOOL_FORMAT_NONE, tools, true, NULL, &err) && err.msg[0], "a lazy grammar without a format");
+    json_decref(tools);
+}
+
+// The text a grammar reads for `text` in which \x01 stands for the token of `open` and \x02 for that of `close`
+// (grammar.h: each referenced token is its marker's byte), and the text the tokenizer decodes for it (the markers'
+// own text), into with_bytes and decoded.
+static void marker_texts(const Grammar *g, const char *text, const char *open, const char *close,
+                         char with_bytes[512], char decoded[512]) {
+    size_t a = 0, b = 0;
+    for (const char *c = text; *c && a < 500 && b < 480; c++) {
+        const char *marker = *c == 1 ? open : *c == 2 ? close : NULL;
+        if (!marker) {
+            with_bytes[a++] = decoded[b++] = *c;
+            continue;
+        }
+        int k = 0;
+        while (k < g->n_markers && strcmp(g->markers[k], marker) != 0) k++;
+        with_bytes[a++] = (char)(GRAMMAR_MARKER_BYTE + k);  // (past the markers when g names none: refused)
+        b += (size_t)snprintf(decoded + b, 512 - b, "%s", marker);
+    }
+    with_bytes[a] = decoded[b] = '\0';
+}
+
+// Where the tokenizer holds a format's markers as added tokens (special or not: Mistral's [TOOL_CALLS], Llama 3.1's
+// <|python_tag|>, Qwen's <tool_call> and </tool_call>), the call grammars write them as token references: "required"
+// opens its call with the token (its text spelled otherwise is refused), and under "auto" the token opens a call
+// wherever it comes, its text too, and what follows it is constrained; each accepted text reads back as its calls.
+TEST(tool_calls_grammars_write_markers_as_their_tokens) {
+    static const char tools_json[] =
+        "[{\"type\": \"function\", \"function\": {\"name\": \"f\", \"parameters\": {\"type\": \"object\", "
+        "\"properties\": {\"x\": {\"type\": \"integer\"}}, \"required\": [\"x\"]}}}]";
+#define F_CALL "{\"name\": \"f\", \"arguments\": {\"x\": 1}}"
+    static const struct {
+        ToolFormat format;
+        bool lazy;
+        const char *text;   // \x01: the opening marker's token, \x02: the closing one's
+        int calls;          // -1: refused
+    } cases[] = {
+        {TOOL_FORMAT_MISTRAL, false, "\x01 [" F_CALL "]", 1},
+        {TOOL_FORMAT_MISTRAL, false, "[TOOL_CALLS] [" F_CALL "]", -1},
+        {TOOL_FORMAT_MISTRAL, true, "Sure.\x01 [" F_CALL "]", 1},
+        {TOOL_FORMAT_MISTRAL, true, "Sure. [TOOL_CALLS] [" F_CALL "]", 1},
+        {TOOL_FORMAT_MISTRAL, true, "Plain [TOOL_CALL] text", 0},
+        {TOOL_FORMAT_MISTRAL, true, "The \x01 token, then text", -1},
+        {TOOL_FORMAT_MISTRAL, true, "[TOO\x01 [" F_CALL "]", 1},
+        {TOOL_FORMAT_HERMES, false, "\x01\n" F_CALL "\n\x02", 1},
+        {TOOL_FORMAT_HERMES, false, "<tool_call>\n" F_CALL "\n</tool_call>", -1},
+        {TOOL_FORMAT_HERMES, true, "Look.\n\x01\n" F_CALL "\n\x02", 1},
+        {TOOL_FORMAT_HERMES, true, "Look.\n<tool_call>\n" F_CALL "\n\x02", 1},
+        {TOOL_FORMAT_HERMES, true, "Look.\n\x01\n" F_CALL "\n</tool_call>", -1},
+        {TOOL_FORMAT_LLAMA3, true, "\x01{\"name\": \"f\", \"parameters\": {\"x\": 2}}", 1},
+        {TOOL_FORMAT_LLAMA3, true, "\x01 brave_search.call(query=\"Oslo\")", 1},
+        {TOOL_FORMAT_LLAMA3, true, "\x01{\"name\": \"g\", \"parameters\": {}}", -1},
+        {TOOL_FORMAT_LLAMA3, true, "Hello \x01", -1},
+    };
+#undef F_CALL
+    AddedToken added[] = {{.id = 5, .special = true, .text = "[TOOL_CALLS]"},
+                          {.id = 6, .special = true, .text = "<|python_tag|>"},
+                          {.id = 7, .special = false, .text = "<tool_call>"},
+                          {.id = 8, .special = false, .text = "</tool_call>"}};
+    for (size_t i = 0; i < sizeof added / sizeof *added; i++) added[i].len = strlen(added[i].text);
+    const Tokenizer tok = {.added = added, .n_added = 4};
+    json_error_t jerr;
+    json_t *tools = json_loads(tools_json, 0, &jerr);
+    for (size_t i = 0; i < sizeof cases / sizeof *cases && !test_failures(); i++) {
+        Err err = {""};
+        const ToolFormat f = cases[i].format;
+        char *gbnf = cases[i].lazy ? tool_calls_lazy_gbnf(f, tools, true, &tok, &err)
+                                   : tool_calls_gbnf(f, tools, NULL, &tok, &err);
+        Grammar *g = gbnf ? grammar_parse(gbnf, strlen(gbnf), "tools", &err) : NULL;
+        CHECK(g, "case %zu: %s", i, err.msg);
+        free(gbnf);
+        if (!g) continue;
+        char with_bytes[512], decoded[512];
+        marker_texts(g, cases[i].text, tool_format_opening(f), f == TOOL_FORMAT_HERMES ? "</tool_call>" : "",
+                     with_bytes, decoded);
+        const bool accepted = grammar_recognises(g, with_bytes, strlen(with_bytes));
+        size_t content_len;
+        json_t *calls = tool_calls_parse(f, decoded, strlen(decoded), &content_len);
+        CHECK(accepted == (cases[i].calls >= 0), "case %zu (%s): %s", i, tool_format_name(f),
+              accepted ? "accepted" : "refused");
+        CHECK(!accepted || (int)json_array_size(calls) == cases[i].calls, "case %zu: read back as %zu calls", i,
+              json_array_size(calls));
+        json_decref(calls);
+        grammar_free(g);
+    }
     json_decref(tools);
 }

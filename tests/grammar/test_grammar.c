@@ -75,7 +75,11 @@ static const struct {
     {"root ::= \"a\"{3,2}", "test.gbnf:1:13: repetition {3,2}: the maximum is below the minimum"},
     {"root ::= \"a\"{2001}", "test.gbnf:1:14: repetition count above 2000"},
     {"root ::= \"a\"{2", "test.gbnf:1:15: expected '}'"},
-    {"root ::= <think>", "test.gbnf:1:10: token references ('<…') are not supported"},
+    {"root ::= <[151657]>", "test.gbnf:1:10: token references by number ('<[ID]>') are not supported"},
+    {"root ::= !<think>", "test.gbnf:1:10: negated token references ('!<…>') are not supported"},
+    {"root ::= <think", "test.gbnf:1:10: a token reference is '<' and the token's text"},
+    {"root ::= <a b>", "test.gbnf:1:10: a token reference is '<' and the token's text"},
+    {"root ::= <a> <b> <c> <d> <e> <f> <g> <h> <i>", "test.gbnf:1:42: more than 8 different tokens referenced"},
     {"root ::= root \"a\" | \"b\"", "test.gbnf:1:1: rule 'root' is left-recursive"},
     {"root ::= x\nx ::= \"\"? y\ny ::= x \"a\"", "rule 'x' is left-recursive"},
     {"root ::= (\"a\"?)*", "test.gbnf:1:16: rule 'root/3' is left-recursive"},
@@ -205,5 +209,30 @@ TEST(grammar_repetition_keeps_stacks_flat) {
     CHECK(s.start[s.n_stacks] == cells, "cells grew from %d to %d", cells, s.start[s.n_stacks]);
     grammar_state_free(&s);
     grammar_state_free(&next);
+    grammar_free(g);
+}
+
+// Token references (grammar.h): each token named once is a marker, its character GRAMMAR_MARKER_BASE + k read from
+// the byte GRAMMAR_MARKER_BYTE + k; `<…>` keeps its brackets, `<[…]>` names the bracketed text; no class admits a
+// marker, `.` and negated ones included, and no UTF-8 text spells one.
+TEST(grammar_token_references_are_markers) {
+    Grammar *g = parse("root ::= .* (<[TOOL_CALLS]> \" [\" [^\\]]* \"]\" | <|python_tag|> .*)?\n"
+                       "other ::= <[TOOL_CALLS]>");
+    if (!g) return;
+    CHECK(g->n_markers == 2 && !strcmp(g->markers[0], "[TOOL_CALLS]") && !strcmp(g->markers[1], "<|python_tag|>"),
+          "markers: %d, %s", g->n_markers, g->n_markers ? g->markers[0] : "");
+    static const char *const valid[] = {"", "text", "text\xF8 [x]", "\xF8 []", "\xF9", "a\xF9 any \xe2\x82\xac"};
+    static const char *const invalid[] = {"\xF8", "\xF8[x]", "\xF8 [\xF9]", "\xF8 [x]\xF8", "\xF9\xF8", "\xFA",
+                                          "a\xF8\xF8 []", "\xF8 [x]\xF9"};
+    for (size_t i = 0; i < sizeof valid / sizeof *valid; i++)
+        CHECK(grammar_recognises(g, valid[i], strlen(valid[i])), "refused valid %zu", i);
+    for (size_t i = 0; i < sizeof invalid / sizeof *invalid; i++)
+        CHECK(!grammar_recognises(g, invalid[i], strlen(invalid[i])), "accepted invalid %zu", i);
+    grammar_free(g);
+    // A marker byte inside a character is no continuation byte.
+    g = parse("root ::= <tool_call> | \"\\u00e9\"");
+    if (!g) return;
+    CHECK(grammar_recognises(g, "\xF8", 1) && !grammar_recognises(g, "\xC3\xF8", 2) &&
+              !grammar_recognises(g, "<tool_call>", 11), "<tool_call> is its marker only");
     grammar_free(g);
 }

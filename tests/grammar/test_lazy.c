@@ -20,7 +20,7 @@ static bool lazy_reference(const char *trigger, const char *s, size_t n) {
 static Grammar *lazy_grammar(const char *trigger) {
     Text t = {0};
     text_add(&t, "root ::= free-0\nthen ::= \"!\"\n");
-    CHECK(lazy_gbnf(&t, "free", trigger, "then") == 0, "trigger \"%s\" refused", trigger);
+    CHECK(lazy_gbnf(&t, "free", trigger, NULL, "then") == 0, "trigger \"%s\" refused", trigger);
     char *gbnf = text_take(&t);
     Err err = {""};
     Grammar *g = gbnf ? grammar_parse(gbnf, strlen(gbnf), "lazy.gbnf", &err) : NULL;
@@ -66,8 +66,8 @@ TEST(lazy_grammar_is_free_until_the_trigger) {
         grammar_free(g);
     }
     Text t = {0};
-    CHECK(lazy_gbnf(&t, "free", "", "then") == -1 && lazy_gbnf(&t, "free", "a\nb", "then") == -1 &&
-              lazy_gbnf(&t, "free", "\xC3\xA9", "then") == -1 && t.n == 0,
+    CHECK(lazy_gbnf(&t, "free", "", NULL, "then") == -1 && lazy_gbnf(&t, "free", "a\nb", NULL, "then") == -1 &&
+              lazy_gbnf(&t, "free", "\xC3\xA9", NULL, "then") == -1 && t.n == 0,
           "triggers outside printable ASCII taken");
     free(text_take(&t));
 }

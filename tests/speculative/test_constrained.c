@@ -318,7 +318,7 @@ static bool allows_lazy(const int *seq, int i, int t) {
 static void check_lazy_letters_rules(void) {
     Text t = {0};
     text_add(&t, "root ::= free-0\nthen ::= [cd] \"e\"\n");
-    CHECK(lazy_gbnf(&t, "free", "ab", "then") == 0, "lazy_gbnf refused \"ab\"");
+    CHECK(lazy_gbnf(&t, "free", "ab", NULL, "then") == 0, "lazy_gbnf refused \"ab\"");
     char *written = text_take(&t);
     CHECK(written && strcmp(written, LAZY_LETTERS) == 0, "lazy_gbnf wrote:\n%s", written ? written : "");
     free(written);
@@ -329,11 +329,39 @@ TEST(constrained_lazy_sampling_with_a_draft_matches_the_masked_target) {
     check_masked_sampling(LAZY_LETTERS, LETTERS, allows_lazy, DRAFT_MODEL, false, "lazy");
 }
 
+// The same where a token of its own triggers too (lazy_gbnf's `token`: a special token the grammar references, spelled
+// by its marker's byte F8, grammar.h): over ids a, b, c, d and that token, free until "ab" or the token, then two of
+// "c" or "d" (the definition, for the reference: the text so far, the token as '#', up to the first trigger's end
+// free; after it "c" and "d" only, two at most).
+static const char *const MARKER_LETTERS[V_SMALL] = {"a", "b", "c", "d", "\xF8"};
+
+static bool allows_lazy_token(const int *seq, int i, int t) {
+    char text[3];
+    for (int k = 0; k <= i && k < 3; k++) {
+        const int id = k < i ? seq[k] : t;
+        text[k] = id == 4 ? '#' : (char)('a' + id);
+    }
+    int end = -1;  // where the first trigger ends
+    for (int k = 0; k <= i && end < 0; k++)
+        if (text[k] == '#' || (k > 0 && text[k - 1] == 'a' && text[k] == 'b')) end = k + 1;
+    if (end < 0 || end > i) return true;
+    return i - end < 2 && (text[i] == 'c' || text[i] == 'd');
+}
+
+TEST(constrained_lazy_token_sampling_with_a_draft_matches_the_masked_target) {
+    Text t = {0};
+    text_add(&t, "root ::= free-0\nthen ::= [cd]{0,2}\n");
+    CHECK(lazy_gbnf(&t, "free", "ab", "<[TOOL_CALLS]>", "then") == 0, "lazy_gbnf refused \"ab\"");
+    char *gbnf = text_take(&t);
+    if (gbnf) check_masked_sampling(gbnf, MARKER_LETTERS, allows_lazy_token, DRAFT_MODEL, false, "lazy, token trigger");
+    free(gbnf);
+}
+
 // The lazy test's grammar: free until the one character `trigger`, then a JSON tail.
 static Grammar *lazy_tail_grammar(char trigger) {
     Text t = {0};
     text_add(&t, "root ::= free-0\nthen ::= \",\" \" \"? \"\\\"c\\\":\" \" \"? (\"true\" | \"false\") \"}\"\n");
-    lazy_gbnf(&t, "free", (char[]){trigger, '\0'}, "then");
+    lazy_gbnf(&t, "free", (char[]){trigger, '\0'}, NULL, "then");
     char *gbnf = text_take(&t);
     Err err;
     Grammar *g = gbnf ? grammar_parse(gbnf, strlen(gbnf), "lazy.gbnf", &err) : NULL;
@@ -384,10 +412,52 @@ static char lazy_test_trigger(ModelPair *pair, const PairVocab *pv) {
     return (char)best;
 }
 
+// Greedy speculative output and coupled sampling's equal target-only decoding's token for token under g, for every
+// drafter, chains and trees; the texts read as the grammar's (constrained() checks), and some of them, greedy and
+// coupled, do meet the trigger (a token `triggers` says is one), so the constrained part is exercised.
+static void check_lazy_equals_target_only(ModelPair *pair, const PairVocab *pv, const Grammar *g,
+                                          bool (*triggers)(const PairVocab *, int, char), char trigger,
+                                          const char *label) {
+    int triggered[2] = {0, 0};
+    for (int trial = 0; g && trial < LAZY_TRIALS && !test_failures(); trial++) {
+        int prompt[8], n_prompt;
+        SpecParams params = lazy_trial(trial, prompt, &n_prompt);
+        const int coupled = trial % 2;
+        int want[LAZY_TOKENS], got[LAZY_TOKENS];
+        const int n_want = constrained(pair, DRAFT_NONE, g, pv, prompt, n_prompt, params, 7 + trial, want,
+                                       "target-only");
+        bool met = false;
+        for (int i = 0; i < n_want; i++) met |= triggers(pv, want[i], trigger);
+        triggered[coupled] += met;
+        for (int kind = DRAFT_MODEL; kind < N_DRAFT_KINDS; kind++) {
+            for (int width = 1; width <= 3; width += 2) {
+                params.tree_width = width;
+                const int n_got = constrained(pair, kind, g, pv, prompt, n_prompt, params, 7 + trial, got,
+                                              DRAFT_NAMES[kind]);
+                CHECK(n_got == n_want && memcmp(got, want, sizeof(int) * n_want) == 0,
+                      "%s: trial %d, %s, %s, width %d: output under the lazy grammar differs from target-only's",
+                      label, trial, coupled ? "coupled" : "greedy", DRAFT_NAMES[kind], width);
+            }
+        }
+    }
+    CHECK(triggered[0] > 0 && triggered[1] > 0, "%s: the trigger '%c' met in %d greedy and %d coupled generations",
+          label, trigger, triggered[0], triggered[1]);
+}
+
+// Whether token t's bytes hold the character c / are the marker's byte.
+static bool holds_char(const PairVocab *pv, int t, char c) {
+    return memchr(pv->bytes + pv->offset[t], c, pv->offset[t + 1] - pv->offset[t]) != NULL;
+}
+static bool is_marker(const PairVocab *pv, int t, char c) {
+    (void)c;
+    return pv->offset[t + 1] - pv->offset[t] == 1 && (unsigned char)pv->bytes[pv->offset[t]] == GRAMMAR_MARKER_BYTE;
+}
+
 // Under a lazy grammar — free until a trigger the tiny target writes (lazy_test_trigger), then a JSON tail — greedy
-// speculative output and coupled sampling's equal target-only decoding's token for token, for every drafter, chains
-// and trees; the texts read as the grammar's (constrained() checks), and some of them, greedy and coupled, do meet
-// the trigger, so the constrained part is exercised.
+// speculative output and coupled sampling's equal target-only decoding's (check_lazy_equals_target_only). Then the
+// same where the trigger is a token of its own (grammar.h: a special token such as [TOOL_CALLS], which the grammar
+// references and the vocabulary spells by its marker's byte): the ids of the trigger's one-character piece become
+// that token, and the grammar is free text, then optionally the token and the tail.
 TEST(constrained_lazy_greedy_and_coupled_equal_target_only) {
     PairVocab pv;
     pair_vocab(&pv, V_PAIR, true, false);
@@ -395,30 +465,20 @@ TEST(constrained_lazy_greedy_and_coupled_equal_target_only) {
     pair_open(&pair, V_PAIR, 128, 1, 0.3f);
     const char trigger = lazy_test_trigger(&pair, &pv);
     Grammar *g = lazy_tail_grammar(trigger);
-    int triggered[2] = {0, 0};
-    for (int trial = 0; g && trial < LAZY_TRIALS && !test_failures(); trial++) {
-        int prompt[8], n_prompt;
-        SpecParams params = lazy_trial(trial, prompt, &n_prompt);
-        const int coupled = trial % 2;
-        int want[LAZY_TOKENS], got[LAZY_TOKENS];
-        const int n_want = constrained(&pair, DRAFT_NONE, g, &pv, prompt, n_prompt, params, 7 + trial, want,
-                                       "target-only");
-        char text[LAZY_TOKENS * 8 + 1] = "";
-        for (int i = 0; i < n_want; i++) strcat(text, want[i] == END ? "" : PIECES[want[i] % N_PIECES]);
-        triggered[coupled] += strchr(text, trigger) != NULL;
-        for (int kind = DRAFT_MODEL; kind < N_DRAFT_KINDS; kind++) {
-            for (int width = 1; width <= 3; width += 2) {
-                params.tree_width = width;
-                const int n_got = constrained(&pair, kind, g, &pv, prompt, n_prompt, params, 7 + trial, got,
-                                              DRAFT_NAMES[kind]);
-                CHECK(n_got == n_want && memcmp(got, want, sizeof(int) * n_want) == 0,
-                      "trial %d, %s, %s, width %d: output under the lazy grammar differs from target-only's", trial,
-                      coupled ? "coupled" : "greedy", DRAFT_NAMES[kind], width);
-            }
-        }
-    }
-    CHECK(triggered[0] > 0 && triggered[1] > 0, "the trigger '%c' met in %d greedy and %d coupled generations",
-          trigger, triggered[0], triggered[1]);
+    check_lazy_equals_target_only(&pair, &pv, g, holds_char, trigger, "text trigger");
+    grammar_free(g);
+    char text[] = "root ::= .* (<[TRIGGER]> then)?\nthen ::= \",\" \" \"? \"\\\"c\\\":\" \" \"? (\"true\" | \"false\") \"}\"";
+    Err err;
+    g = grammar_parse(text, strlen(text), "lazy_token.gbnf", &err);
+    CHECK(g, "%s", err.msg);
+    PairVocab marked = pv;
+    for (int t = 0; t < V_PAIR; t++)  // (each id one byte at most: the offsets stay, the byte changes)
+        if (pv.offset[t + 1] - pv.offset[t] == 1 && pv.bytes[pv.offset[t]] == trigger)
+            marked.bytes[pv.offset[t]] = (char)GRAMMAR_MARKER_BYTE;
+    marked.vocab.offset = marked.offset;
+    marked.vocab.bytes = marked.bytes;
+    marked.vocab.end_ids = marked.end;
+    check_lazy_equals_target_only(&pair, &marked, g, is_marker, trigger, "token trigger");
     model_pair_close(&pair);
     grammar_free(g);
 }
