@@ -30,7 +30,7 @@ static ALWAYS_INLINE void store_f32(float *p, __m256 v, int n) {
     else _mm256_maskstore_ps(p, first_n(n), v);
 }
 
-// Horizontal sum and maximum of the 8 lanes, always in the same order: halves, then pairs, then the last two.
+// Horizontal sum, maximum and minimum of the 8 lanes, always in the same order: halves, then pairs, then the last two.
 static ALWAYS_INLINE float reduce_add(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -57,6 +57,12 @@ static ALWAYS_INLINE float reduce_max(__m256 v) {
     __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     s = _mm_max_ps(s, _mm_movehl_ps(s, s));
     return _mm_cvtss_f32(_mm_max_ss(s, _mm_movehdup_ps(s)));
+}
+
+static ALWAYS_INLINE float reduce_min(__m256 v) {
+    __m128 s = _mm_min_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_min_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_min_ss(s, _mm_movehdup_ps(s)));
 }
 
 // ---- matmul -------------------------------------------------------------------------------------------------
@@ -221,12 +227,16 @@ DEFINE_MATMUL_PER_WEIGHT_TYPE(matmul)
 
 // exp(x) = 2^n · e^r with n = round(x / ln 2), r = x − n ln 2 ∈ [−ln2/2, ln2/2]; e^r by its degree-6 Taylor
 // polynomial (relative error < 2e-7). AVX2 has no vscalefps: x is clamped to [−87.3, 88] so that n ∈ [−126, 127]
-// and 2^n is a normal float, built by writing n + 127 into the exponent field. Below −87.3 the result stays at
-// e^−87.3 ≈ 1.2e-38 instead of going subnormal.
+// and 2^n is a normal float. Below −87.3 the result stays at e^−87.3 ≈ 1.2e-38 instead of going subnormal.
+// The reference's operations with the same bits, in fewer instructions: n rounded by adding 1.5 · 2^23 (the sum,
+// in [2^23, 2^24) where a float's step is 1, rounds to the nearest integer, ties to even as vroundps does, since
+// the constant is even; its low bits are n + 2^22), and the product by 2^n made by adding n to the exponent field
+// of e^r — exact, since e^r ≥ 1 where n = −126 and e^r ≤ 1 where n = 127, so the result stays normal.
 static ALWAYS_INLINE __m256 exp_ps(__m256 x) {
+    const __m256 round_by = _mm256_set1_ps(0x1.8p23f);
     x = _mm256_max_ps(_mm256_min_ps(x, _mm256_set1_ps(88.0f)), _mm256_set1_ps(-87.3f));
-    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.4426950408889634f)),
-                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m256 biased = _mm256_add_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.4426950408889634f)), round_by);
+    const __m256 n = _mm256_sub_ps(biased, round_by);
     __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145751953125f), x);  // ln 2 in two parts, exact product
     r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.428606765330187e-06f), r);
     __m256 p = _mm256_set1_ps(1.0f / 720);
@@ -236,8 +246,8 @@ static ALWAYS_INLINE __m256 exp_ps(__m256 x) {
     p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
     p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
     p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-    __m256i two_n = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-    return _mm256_mul_ps(p, _mm256_castsi256_ps(two_n));
+    const __m256i n_in_exponent = _mm256_slli_epi32(_mm256_castps_si256(biased), 23);  // 1.5 · 2^23 shifts out
+    return _mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(p), n_in_exponent));
 }
 
 static ALWAYS_INLINE __m256 abs_ps(__m256 x) {
@@ -363,33 +373,54 @@ static void softmax(float *x, int n) {
     for (int i = 0; i < n; i += LANES) store_f32(x + i, _mm256_mul_ps(load_f32(x + i, n - i), inv), n - i);
 }
 
-// 4 vectors of 8 lanes at a time, each lane keeping its max, where it first was, and its min (kernels.h); the last
-// n mod 32 values go one at a time.
+// The first i in [0, n) with x[i] == value, 32 values a step (n when there is none).
+static int first_equal(const float *x, int n, float value) {
+    enum { VECTORS = 4 };
+    const __m256 v = _mm256_set1_ps(value);
+    int i = 0;
+    for (; i + VECTORS * LANES <= n; i += VECTORS * LANES) {
+        unsigned hits = 0;  // bit k · 8 + l: x[i + k · 8 + l] == value
+        for (int k = 0; k < VECTORS; k++)
+            hits |= (unsigned)_mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(x + i + k * LANES), v, _CMP_EQ_OQ))
+                    << (k * LANES);
+        if (hits) return i + __builtin_ctz(hits);
+    }
+    while (i < n && x[i] != value) i++;
+    return i;
+}
+
+// Two passes, each of a few instructions a vector where one pass that kept each lane's argmax took nine. First the
+// extremes, 4 vectors of 8 lanes at a time: vmaxps and vminps keep a lane's earlier value on a tie and skip a NaN,
+// as the reference's strict comparisons do; NaN and +inf flagged. Then the first index holding the max, which
+// sets the max's bits too (of the values equal to it only +0 and −0 differ, and the reference keeps the first); a
+// min of zero is likewise the first zero's.
 static RowRange row_range(const float *x, int n) {
     enum { VECTORS = 4 };
     const __m256 inf = _mm256_set1_ps(INFINITY);
-    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    __m256 max[VECTORS], min[VECTORS], arg[VECTORS], bad = _mm256_setzero_ps();  // arg: indices, as float bits
-    for (int k = 0; k < VECTORS; k++) max[k] = _mm256_set1_ps(-INFINITY), min[k] = inf, arg[k] = _mm256_setzero_ps();
+    __m256 max[VECTORS], min[VECTORS], bad = _mm256_setzero_ps();
+    for (int k = 0; k < VECTORS; k++) max[k] = _mm256_set1_ps(-INFINITY), min[k] = inf;
     int i = 0;
     for (; i + VECTORS * LANES <= n; i += VECTORS * LANES)
         for (int k = 0; k < VECTORS; k++) {
             const __m256 v = _mm256_loadu_ps(x + i + k * LANES);
-            const __m256 above = _mm256_cmp_ps(v, max[k], _CMP_GT_OQ);  // false for NaN
-            const __m256i index = _mm256_add_epi32(_mm256_set1_epi32(i + k * LANES), lane);
-            max[k] = _mm256_blendv_ps(max[k], v, above);
-            arg[k] = _mm256_blendv_ps(arg[k], _mm256_castsi256_ps(index), above);
-            min[k] = _mm256_blendv_ps(min[k], v, _mm256_cmp_ps(v, min[k], _CMP_LT_OQ));
+            max[k] = _mm256_max_ps(v, max[k]);  // max[k] where v is NaN or equal
+            min[k] = _mm256_min_ps(v, min[k]);
             bad = _mm256_or_ps(bad, _mm256_cmp_ps(v, inf, _CMP_NLT_UQ));  // NaN or +inf
         }
-    float lane_max[VECTORS * LANES], lane_min[VECTORS * LANES];
-    int lane_arg[VECTORS * LANES];
-    for (int k = 0; k < VECTORS; k++) {
-        _mm256_storeu_ps(lane_max + k * LANES, max[k]);
-        _mm256_storeu_ps(lane_min + k * LANES, min[k]);
-        _mm256_storeu_si256((__m256i *)(lane_arg + k * LANES), _mm256_castps_si256(arg[k]));
+    for (int k = 1; k < VECTORS; k++) max[0] = _mm256_max_ps(max[k], max[0]), min[0] = _mm256_min_ps(min[k], min[0]);
+    RowRange r = {.max = reduce_max(max[0]), .min = reduce_min(min[0]), .argmax = 0,
+                  .bad = _mm256_movemask_ps(bad) != 0};
+    for (; i < n; i++) {
+        if (x[i] > r.max) r.max = x[i];
+        if (x[i] < r.min) r.min = x[i];
+        if (!(x[i] < INFINITY)) r.bad = true;
     }
-    return row_range_of_lanes(lane_max, lane_arg, lane_min, VECTORS * LANES, _mm256_movemask_ps(bad) != 0, x, i, n);
+    if (r.max > -INFINITY) {
+        r.argmax = first_equal(x, n, r.max);
+        r.max = x[r.argmax];
+    }
+    if (r.min == 0.0f) r.min = x[first_equal(x, n, 0.0f)];
+    return r;
 }
 
 // One step of exp_sum over x[i..i+8) (the first n of them when n < 8, `full` a constant saying n ≥ 8): the
@@ -427,6 +458,18 @@ static ALWAYS_INLINE double exp_sum_of(float *out, const float *x, int n, float 
 
 static double exp_sum(float *out, const float *x, int n, float shift, float divisor) {
     return divisor == 1.0f ? exp_sum_of(out, x, n, shift, divisor, false) : exp_sum_of(out, x, n, shift, divisor, true);
+}
+
+// 8 at a time (4 a register of doubles), the last n mod 8 one at a time.
+static void scale_to_doubles(double *out, const float *x, int n, double factor) {
+    const __m256d f = _mm256_set1_pd(factor);
+    int i = 0;
+    for (; i + LANES <= n; i += LANES) {
+        const __m256 v = _mm256_loadu_ps(x + i);
+        _mm256_storeu_pd(out + i, _mm256_mul_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(v)), f));
+        _mm256_storeu_pd(out + i + 4, _mm256_mul_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)), f));
+    }
+    for (; i < n; i++) out[i] = x[i] * factor;
 }
 
 // Attention, two matrix products, out[g, c] = scale · Σ_{r < len_g} A[g, r] M[r, c]:
@@ -544,6 +587,7 @@ const Kernels kernels_avx2 = {
     .softmax = softmax,
     .row_range = row_range,
     .exp_sum = exp_sum,
+    .scale_to_doubles = scale_to_doubles,
     .attention = attention,
     .add = add,
 };

@@ -618,6 +618,18 @@ static double exp_sum(float *out, const float *x, int n, float shift, float divi
     return (c[0] + c[2]) + (c[1] + c[3]);
 }
 
+// 16 at a time (8 a register of doubles), the last n mod 16 masked.
+static void scale_to_doubles(double *out, const float *x, int n, double factor) {
+    const __m512d f = _mm512_set1_pd(factor);
+    for (int i = 0; i < n; i += LANES) {
+        const __mmask16 m = first_n(n - i);
+        const __m512 v = load_f32(x + i, m);
+        const __m256 high = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
+        _mm512_mask_storeu_pd(out + i, (__mmask8)m, _mm512_mul_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(v)), f));
+        _mm512_mask_storeu_pd(out + i + 8, (__mmask8)(m >> 8), _mm512_mul_pd(_mm512_cvtps_pd(high), f));
+    }
+}
+
 // Attention, two matrix products, out[g, c] = scale · Σ_{r < len_g} A[g, r] M[r, c]:
 //   scores = scale · Q Kᵀ        (A = the n queries over the hd rows of Kᵀ, c along the positions)
 //   out    = softmax(scores) V   (A = row g's weights over the rows of V up to its span, c along hd)
@@ -731,6 +743,7 @@ const Kernels kernels_avx512 = {
     .softmax = softmax,
     .row_range = row_range,
     .exp_sum = exp_sum,
+    .scale_to_doubles = scale_to_doubles,
     .attention = attention,
     .add = add,
 };

@@ -135,15 +135,18 @@ typedef struct {
     // In place, x: [n]: x_i = exp(x_i − max x) / Σ_j exp(x_j − max x) (attention's, below, in every variant)
     void (*softmax)(float *x, int n);
 
-    // Sampling's two passes over a row of V logits (src/speculative/sampling.c), V up to 152064 — at every p and q
+    // Sampling's three passes over a row of V logits (src/speculative/sampling.c), V up to 152064 — at every p and q
     // row of a round, on one thread, where a pass in 4-wide generic vectors cost more than some of the forwards:
-    //   row_range: the RowRange of x [n], n ≥ 1, in one pass — comparisons only, so every variant's is exact;
+    //   row_range: the RowRange of x [n], n ≥ 1 — comparisons only, so every variant's is exact;
     //   exp_sum:   out_i = exp((x_i − shift) / divisor), exactly 0 where that quotient is −inf (a masked token,
     //              or one whose distance from the shift overflows), and returns Σ_i out_i added in doubles in the
     //              variant's order. Sampling's softmax with shift = max x and divisor = the temperature: every
     //              exponent ≤ 0. out, x: [n]; exp as accurate as softmax's.
+    //   scale_to_doubles: out_i = x_i · factor in doubles (x_i widened exactly, one rounding: every variant's is
+    //              exact); the exponentials times 1 / their sum. out, x: [n].
     RowRange (*row_range)(const float *x, int n);
     double (*exp_sum)(float *out, const float *x, int n, float shift, float divisor);
+    void (*scale_to_doubles)(double *out, const float *x, int n, double factor);
 
     // Grouped-query attention (Ainslie et al. 2023): n query rows — the query heads of one key/value group, for
     // each of the T new tokens — attending to that key/value head's cached positions. Row g sees its first S[g]

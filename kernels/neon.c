@@ -341,6 +341,18 @@ static double exp_sum(float *out, const float *x, int n, float shift, float divi
     return vgetq_lane_f64(c, 0) + vgetq_lane_f64(c, 1);
 }
 
+// 4 at a time (2 a register of doubles), the last n mod 4 one at a time.
+static void scale_to_doubles(double *out, const float *x, int n, double factor) {
+    const float64x2_t f = vdupq_n_f64(factor);
+    int i = 0;
+    for (; i + LANES <= n; i += LANES) {
+        const float32x4_t v = vld1q_f32(x + i);
+        vst1q_f64(out + i, vmulq_f64(vcvt_f64_f32(vget_low_f32(v)), f));
+        vst1q_f64(out + i + 2, vmulq_f64(vcvt_high_f64_f32(v), f));
+    }
+    for (; i < n; i++) out[i] = x[i] * factor;
+}
+
 // Attention, two matrix products, out[g, c] = scale · Σ_{r < len_g} A[g, r] M[r, c]:
 //   scores = scale · Q Kᵀ        (A = the n queries over the hd rows of Kᵀ, c along the positions)
 //   out    = softmax(scores) V   (A = row g's weights over the rows of V up to its span, c along hd)
@@ -447,6 +459,7 @@ const Kernels kernels_neon = {
     .softmax = softmax,
     .row_range = row_range,
     .exp_sum = exp_sum,
+    .scale_to_doubles = scale_to_doubles,
     .attention = attention,
     .add = add,
 };

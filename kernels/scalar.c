@@ -209,6 +209,10 @@ static double exp_sum(float *out, const float *x, int n, float shift, float divi
     return (c[0] + c[2]) + (c[1] + c[3]);
 }
 
+static void scale_to_doubles(double *out, const float *x, int n, double factor) {
+    for (int i = 0; i < n; i++) out[i] = x[i] * factor;
+}
+
 // Scaled dot-product attention (Vaswani et al. 2017, eq. 1) for n queries sharing one key/value head, one row
 // after another, row g over the positions it sees (its first S[g], then S[g] + j for each bit j of tree[g]), in
 // order:
@@ -262,6 +266,7 @@ const Kernels kernels_scalar = {
     .softmax = softmax,
     .row_range = row_range,
     .exp_sum = exp_sum,
+    .scale_to_doubles = scale_to_doubles,
     .attention = attention,
     .add = add,
 };

@@ -144,7 +144,7 @@ int sampler_adjust(Sampler *s, double *probs, const float *logits) {
     // exactly 0.
     const float t = params->temperature;
     const double inv_sum = 1.0 / s->kernels->exp_sum(s->exponentials, logits, V, max, t);
-    for (int i = 0; i < V; i++) probs[i] = s->exponentials[i] * inv_sum;
+    s->kernels->scale_to_doubles(probs, s->exponentials, V, inv_sum);
     if (params->min_p > 0.0f) keep_likely(probs, V, params->min_p * probs[range.argmax]);
     const bool top_k = cuts_top_k(params, V), top_p = cuts_top_p(params);
     if (!top_k && !top_p) return 0;

@@ -86,7 +86,7 @@ TEST(kernels_table_complete) {
             CHECK(k->matmul[type], "%s: no matmul for %s", k->name, type_names[type]);
         CHECK(k->matmul_q8 && k->quantize_q8, "%s: no matmul_q8 or quantize_q8", k->name);
         CHECK(k->layernorm && k->rmsnorm && k->rope && k->silu_mul && k->gelu_tanh && k->gelu_erf && k->softmax &&
-              k->row_range && k->exp_sum && k->attention && k->add,
+              k->row_range && k->exp_sum && k->scale_to_doubles && k->attention && k->add,
               "%s: a kernel is missing", k->name);
         for (int u = 0; u < v; u++) CHECK(strcmp(list[u]->name, k->name), "%s listed twice", k->name);
     }
@@ -689,6 +689,32 @@ TEST(kernels_exp_sum_matches_scalar) {
             }
             CHECK(memcmp(&got_sum, &want_sum, sizeof got_sum) == 0, "%s n=%d: sum %.17g, the reference's %.17g",
                   list[v]->name, n, got_sum, want_sum);
+        }
+    }
+    free(x), free(want), free(got);
+}
+
+// scale_to_doubles: the reference's bits exactly (one rounding of the exact product), on rows of every length to
+// 100 and of Llama-3's vocabulary + 3, exponentials as exp_sum leaves them (0 and tiny ones among them) and factors
+// as 1 / their sum.
+TEST(kernels_scale_to_doubles_matches_scalar) {
+    int n_variants;
+    const Kernels *const *list = kernels_available(&n_variants);
+    enum { N_MAX = 128256 + 3 };
+    float *x = malloc(sizeof(float) * N_MAX);
+    double *want = malloc(sizeof(double) * N_MAX), *got = malloc(sizeof(double) * N_MAX);
+    CHECK(x && want && got, "out of memory");
+    for (int trial = 0; trial < 110 && !test_failures(); trial++) {
+        const int n = trial < 100 ? trial + 1 : N_MAX - test_rand_int(0, 3);
+        for (int i = 0; i < n; i++) x[i] = test_rand_int(0, 9) ? expf(test_rand_uniform(-90.0f, 0.0f)) : 0.0f;
+        const double factor = 1.0 / (test_rand_uniform(1.0f, 1000.0f) + (double)test_rand_uniform(0.0f, 1e-6f));
+        kernels_scalar.scale_to_doubles(want, x, n, factor);
+        for (int v = 0; v < n_variants; v++) {
+            list[v]->scale_to_doubles(got, x, n, factor);
+            for (int i = 0; i < n; i++)
+                CHECK(memcmp(&got[i], &want[i], sizeof *got) == 0 && want[i] == (double)x[i] * factor,
+                      "%s n=%d: %.9g times %.17g = %.17g, the reference's %.17g", list[v]->name, n, x[i], factor,
+                      got[i], want[i]);
         }
     }
     free(x), free(want), free(got);
