@@ -7,6 +7,11 @@ dequantized by gguf-py's `gguf.quants.dequantize` (a float64 numpy forward) stor
     bash ../shared/peers/llamacpp/build.sh /tmp/llamacpp       # llama-quantize and gguf-py (once, ~5 minutes)
     /usr/bin/python3 tools/make_gguf_fixtures.py /tmp/llamacpp  # numpy and PyYAML: apt python3-numpy python3-yaml
 
+It also writes convert_llama/: a BF16 Llama 3-style folder with a small byte-level BPE tokenizer and a chat template,
+and expected_tensors.txt, the tensors that the kit's own to_gguf.py (../shared/peers/llamacpp) and then llama-quantize
+write from it for bf16, q8_0, q4_0 and q4_k_m: name, type and shape of each in file order, and a hash of its bytes
+(FNV-1a, 64 bits), for tests/checkpoint/test_gguf_convert.c to hold `specdec convert` to.
+
 Every run writes the same bytes: the weights come from numpy generators seeded by the fixture's name. Tests read
 the files; they never need llama.cpp (tests/fixtures/gguf/README.md says what each fixture covers).
 """
@@ -324,6 +329,103 @@ def write_blocks(path, gguf):
         f.write(b"QKFX" + struct.pack("<II", 1, len(BLOCK_TYPES)) + out)
 
 
+# ---- convert_llama: a folder for `specdec convert`, and what llama.cpp's tools make of it -------------------------
+
+CONVERT = dict(arch="llama", d=256, H=2, Hkv=1, hd=32, F=32, L=2, V=272, dtype="BF16", tied=True, gain=1,
+               theta=500000.0)  # rows of 256: K-quant blocks for the embeddings (the tied head) and q, k, v, gate, up
+SPECIALS = ["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"]
+TEMPLATE = ("{{ bos_token }}{% for m in messages %}<|start_header_id|>{{ m['role'] }}<|end_header_id|>\n\n"
+            "{{ m['content'] }}<|eot_id|>{% endfor %}{% if add_generation_prompt %}<|start_header_id|>assistant"
+            "<|end_header_id|>\n\n{% endif %}")
+LLAMA3_PATTERN = ("(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
+                  "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+")
+
+
+def byte_alphabet():
+    """GPT-2's byte-level alphabet: byte b -> a printable character."""
+    keep = list(range(33, 127)) + list(range(161, 173)) + list(range(174, 256))
+    extra = [b for b in range(256) if b not in keep]
+    return {b: chr(b) if b in keep else chr(256 + extra.index(b)) for b in range(256)}
+
+
+def tokenizer_json(V):
+    """A byte-level BPE in Llama 3's form: 256 byte tokens, merges of common English pairs, the special tokens."""
+    alphabet = byte_alphabet()
+    vocab = {alphabet[b]: b for b in range(256)}
+    merges = []
+    for a, b in [("Ġ", "t"), ("h", "e"), ("Ġt", "he"), ("Ġ", "a"), ("i", "n"), ("e", "r"), ("o", "n"), ("Ġ", "s"),
+                 ("r", "e"), ("a", "t"), ("e", "n")]:
+        merges.append(f"{a} {b}")
+        vocab[a + b] = len(vocab)
+    added = [{"id": len(vocab) + i, "content": t, "single_word": False, "lstrip": False, "rstrip": False,
+              "normalized": False, "special": True} for i, t in enumerate(SPECIALS)]
+    assert len(vocab) + len(SPECIALS) == V
+    return {"version": "1.0", "added_tokens": added, "normalizer": None,
+            "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+                {"type": "Split", "pattern": {"Regex": LLAMA3_PATTERN}, "behavior": "Isolated", "invert": False},
+                {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}]},
+            "post_processor": {"type": "TemplateProcessing", "single": [
+                {"SpecialToken": {"id": SPECIALS[0], "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
+                "pair": [{"SpecialToken": {"id": SPECIALS[0], "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}},
+                         {"SpecialToken": {"id": SPECIALS[0], "type_id": 1}}, {"Sequence": {"id": "B", "type_id": 1}}],
+                "special_tokens": {SPECIALS[0]: {"id": SPECIALS[0], "ids": [len(vocab)], "tokens": [SPECIALS[0]]}}},
+            "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
+            "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
+                      "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False, "ignore_merges": True,
+                      "vocab": vocab, "merges": merges}}
+
+
+def fnv1a(data):
+    h = 0xcbf29ce484222325
+    for b in data:
+        h = ((h ^ b) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
+def tensor_lines(path, label, gguf):
+    """One line per tensor of the file at path, in file order: label name type ne0 ne1 fnv1a64."""
+    out = []
+    for t in gguf.GGUFReader(path).tensors:
+        ne = [int(n) for n in t.shape] + [1]
+        out.append(f"{label} {t.name} {t.tensor_type.name} {ne[0]} {ne[1]} {fnv1a(bytes(np.array(t.data).view(np.uint8).reshape(-1))):016x}")
+    return out
+
+
+def write_convert_fixture(kit, gguf):
+    name, c = "convert_llama", CONVERT
+    folder = os.path.join(OUT, name)
+    os.makedirs(folder, exist_ok=True)
+    cfg = hf_config(c)
+    cfg["bos_token_id"], cfg["eos_token_id"] = c["V"] - len(SPECIALS), c["V"] - len(SPECIALS) + 1
+    cfg["max_position_embeddings"] = 131072
+    cfg["rope_scaling"] = {"rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                           "original_max_position_embeddings": 8192}
+    raw = {n: stored(x, "BF16")[0] for n, x in weights(name, c).items()}
+    with open(os.path.join(folder, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=1)
+    write_safetensors(os.path.join(folder, "model.safetensors"), raw)
+    with open(os.path.join(folder, "tokenizer.json"), "w", encoding="utf-8") as f:
+        json.dump(tokenizer_json(c["V"]), f, ensure_ascii=False)
+    with open(os.path.join(folder, "tokenizer_config.json"), "w") as f:
+        json.dump({"bos_token": SPECIALS[0], "eos_token": SPECIALS[1], "chat_template": TEMPLATE}, f, indent=1)
+    work = os.path.join("/tmp", "make_gguf_fixtures", name)
+    os.makedirs(work, exist_ok=True)
+    here = os.path.dirname(os.path.abspath(__file__))
+    to_gguf = os.path.join(here, "..", "..", "shared", "peers", "llamacpp", "to_gguf.py")
+    bf16 = os.path.join(work, "bf16.gguf")
+    env = dict(os.environ, PYTHONPATH=os.path.join(kit, "llama.cpp", "gguf-py"))
+    subprocess.run([sys.executable, to_gguf, folder, bf16, "--outtype", "bf16"], check=True, env=env,
+                   stderr=subprocess.DEVNULL)
+    lines = tensor_lines(bf16, "bf16", gguf)
+    for label, qtype in (("q8_0", "Q8_0"), ("q4_0", "Q4_0"), ("q4_k_m", "Q4_K_M")):
+        out = os.path.join(work, f"{label}.gguf")
+        subprocess.run([os.path.join(kit, "build", "bin", "llama-quantize"), bf16, out, qtype], check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        lines += tensor_lines(out, label, gguf)
+    with open(os.path.join(folder, "expected_tensors.txt"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
 def main():
     kit = sys.argv[1] if len(sys.argv) > 1 else "/tmp/llamacpp"
     sys.path.insert(0, os.path.join(kit, "llama.cpp", "gguf-py"))
@@ -347,6 +449,7 @@ def main():
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         logits = llama_logits(read_dequantized(out, gguf), c, cfg, TOKENS)
         write_sdfx(os.path.join(folder, "expected.bin"), TOKENS, logits)
+    write_convert_fixture(kit, gguf)
     print(f"wrote {OUT}", file=sys.stderr)
 
 

@@ -42,8 +42,11 @@ static const char *config_template(const json_t *config, const char *path, Err *
 }
 
 int chat_template_from_source(ChatTemplate *ct, const char *source, const char *path, Err *err) {
-    *ct = (ChatTemplate){.path = strdup(path)};
-    if (!ct->path) return err_fmt(err, "out of memory");
+    *ct = (ChatTemplate){.path = strdup(path), .source = strdup(source)};
+    if (!ct->path || !ct->source) {
+        chat_template_free(ct);
+        return err_fmt(err, "out of memory");
+    }
     Err inner;
     ct->jinja = jinja_parse(source, strlen(source), &inner);
     ct->tool_format = tool_format_of_template(source);
@@ -112,6 +115,7 @@ void chat_template_free(ChatTemplate *ct) {
     free(ct->bos_token);
     free(ct->eos_token);
     free(ct->path);
+    free(ct->source);
     *ct = (ChatTemplate){0};
 }
 

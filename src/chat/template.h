@@ -28,6 +28,7 @@
 
 typedef struct {
     JinjaTemplate *jinja;
+    char *source;                 // the template's text
     char *bos_token, *eos_token;  // NULL when tokenizer_config.json has none
     char *path;                   // where the template came from, for messages
     ToolFormat tool_format;       // the tool-call format its text teaches (tool_calls.h)

@@ -181,9 +181,7 @@ static const NameMap GPT2_LAYER_NAMES[] = {
 };
 #define N_OF(a) (int)(sizeof a / sizeof *a)
 
-// transformers' name for GGUF tensor `name` into out (size bytes): mapped, or the name itself when unknown (the
-// loader then reports it unused).
-static void hf_name(char *out, size_t size, const char *name, bool gpt2) {
+void gguf_hf_name(char *out, size_t size, const char *name, bool gpt2) {
     const NameMap *whole = gpt2 ? GPT2_NAMES : LLAMA_NAMES, *layer = gpt2 ? GPT2_LAYER_NAMES : LLAMA_LAYER_NAMES;
     const int n_whole = gpt2 ? N_OF(GPT2_NAMES) : N_OF(LLAMA_NAMES),
               n_layer = gpt2 ? N_OF(GPT2_LAYER_NAMES) : N_OF(LLAMA_LAYER_NAMES);
@@ -240,7 +238,7 @@ int gguf_view(StCheckpoint *ckpt, const GgufFile *f, const Config *cfg, Err *err
                            "Q6_K tensors", f->path, g->name, gguf_type_name(g->type));
         }
         char *name = ckpt->names + (size_t)i * NAME;
-        hf_name(name, NAME, g->name, gpt2);
+        gguf_hf_name(name, NAME, g->name, gpt2);
         StTensor *t = &ckpt->tensors[ckpt->n_tensors++];
         *t = (StTensor){.name = name, .file = f->path, .dtype = (StDtype)dtype, .ndim = g->n_dims,
                         .n_elements = g->n_elements, .data = g->data, .n_bytes = g->n_bytes,

@@ -25,4 +25,8 @@ int gguf_config(Config *cfg, const GgufFile *f, Err *err);
 // outlive it). Tensors of types specdec does not read are refused by name, listing those it reads.
 int gguf_view(StCheckpoint *ckpt, const GgufFile *f, const Config *cfg, Err *err);
 
+// transformers' name for GGUF tensor `name` (of a GPT-2 or of the Llama family) into out (size bytes): mapped, or
+// the name itself when unknown (the loader then reports it unused).
+void gguf_hf_name(char *out, size_t size, const char *name, bool gpt2);
+
 #endif

@@ -1,8 +1,10 @@
 // gguf_tokenizer.c — a GGUF file's tokenizer metadata as tokenizer.json (see gguf_tokenizer.h).
 #include "checkpoint/gguf_tokenizer.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 // llama.cpp's token types (tokenizer.ggml.token_type).
 enum { TYPE_NORMAL = 1, TYPE_UNKNOWN = 2, TYPE_CONTROL = 3, TYPE_USER_DEFINED = 4, TYPE_UNUSED = 5, TYPE_BYTE = 6 };
@@ -211,4 +213,134 @@ char *gguf_token_text(const GgufFile *f, const char *id_key) {
     size_t len = 0;
     for (int64_t i = 0; i <= id; i++) gguf_next_string(&at, &s, &len);
     return strndup(s, len);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// The other way: a folder's tokenizer.json into GGUF metadata, as llama.cpp's converter writes a byte-level BPE
+
+// The llama.cpp name of tokenizer.json's pre-tokenizer (PRE_TOKENIZERS), or NULL: a Sequence of a Split by one of
+// the patterns above and a ByteLevel without its own regex, with the family's normalizer; or GPT-2's ByteLevel alone.
+static const char *pre_tokenizer_name(const json_t *root) {
+    const json_t *pre = json_object_get(root, "pre_tokenizer"), *normalizer = json_object_get(root, "normalizer");
+    const char *type = json_string_value(json_object_get(pre, "type"));
+    const char *norm = json_string_value(json_object_get(normalizer, "type"));
+    if (type && strcmp(type, "ByteLevel") == 0 && !norm) return "gpt-2";
+    const json_t *steps = json_object_get(pre, "pretokenizers");
+    if (!type || strcmp(type, "Sequence") != 0 || json_array_size(steps) != 2) return NULL;
+    const char *pattern = json_string_value(json_object_get(json_object_get(json_array_get(steps, 0), "pattern"), "Regex"));
+    const char *second = json_string_value(json_object_get(json_array_get(steps, 1), "type"));
+    if (!pattern || !second || strcmp(second, "ByteLevel") != 0) return NULL;
+    for (int p = 0; p < N_PRE; p++)
+        if (PRE_TOKENIZERS[p].pattern && strcmp(PRE_TOKENIZERS[p].pattern, pattern) == 0 &&
+            (PRE_TOKENIZERS[p].normalizer ? norm && strcmp(norm, PRE_TOKENIZERS[p].normalizer) == 0 : !norm))
+            return PRE_TOKENIZERS[p].name;
+    return NULL;
+}
+
+// Whether the folder's tokenizer puts the BOS before a text: tokenizer_config.json's add_bos_token where it is a
+// bool, else whether tokenizer.json's TemplateProcessing begins with a special token (as llama.cpp's converter
+// decides).
+static bool adds_bos(const json_t *root, const char *dir) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
+    json_t *config = json_load_file(path, JSON_DECODE_INT_AS_REAL, NULL);
+    const json_t *flag = json_object_get(config, "add_bos_token");
+    const bool configured = json_is_boolean(flag), value = json_is_true(flag);
+    json_decref(config);
+    if (configured) return value;
+    const json_t *post = json_object_get(root, "post_processor");
+    const char *type = json_string_value(json_object_get(post, "type"));
+    const json_t *first = json_array_get(json_object_get(post, "single"), 0);
+    return type && strcmp(type, "TemplateProcessing") == 0 && json_object_get(first, "SpecialToken");
+}
+
+// Text of tokens [n]: tokenizer.json's vocabulary and added tokens by id, "[PADi]" (unused) where neither has one;
+// types [n] likewise.
+static int vocabulary_by_id(const json_t *root, const char *path, const char **text, int32_t *types, int n, Err *err) {
+    const json_t *vocab = json_object_get(json_object_get(root, "model"), "vocab"), *added = json_object_get(root,
+                                                                                                      "added_tokens");
+    const char *key;
+    const json_t *value;
+    json_object_foreach((json_t *)vocab, key, value) {
+        const json_int_t id = json_integer_value(value);
+        if (!json_is_integer(value) || id < 0 || id >= n)
+            return err_fmt(err, "%s: model.vocab: \"%.32s\" has id %s, expected 0 to %d", path, key,
+                           json_is_integer(value) ? "out of range" : "not an integer", n - 1);
+        text[id] = key, types[id] = TYPE_NORMAL;
+    }
+    size_t i;
+    json_array_foreach(added, i, value) {
+        const json_t *id = json_object_get(value, "id"), *content = json_object_get(value, "content");
+        if (!json_is_integer(id) || json_integer_value(id) < 0 || json_integer_value(id) >= n || !json_is_string(content))
+            return err_fmt(err, "%s: added_tokens[%zu]: expected an id in 0 to %d and a content string", path, i, n - 1);
+        text[json_integer_value(id)] = json_string_value(content);
+        types[json_integer_value(id)] = json_is_true(json_object_get(value, "special")) ? TYPE_CONTROL : TYPE_USER_DEFINED;
+    }
+    return 0;
+}
+
+// The merges, each written "a b" (tokenizer.json holds strings or [a, b] pairs).
+static int write_merges(GgufWriter *w, const json_t *merges, const char *path, Err *err) {
+    gguf_kv_array(w, "tokenizer.ggml.merges", GGUF_STRING, json_array_size(merges));
+    size_t i;
+    const json_t *m;
+    json_array_foreach(merges, i, m) {
+        if (json_is_string(m)) {
+            gguf_put_string(w, json_string_value(m), json_string_length(m));
+            continue;
+        }
+        const json_t *a = json_array_get(m, 0), *b = json_array_get(m, 1);
+        if (json_array_size(m) != 2 || !json_is_string(a) || !json_is_string(b))
+            return err_fmt(err, "%s: model.merges[%zu]: expected \"a b\" or [\"a\", \"b\"]", path, i);
+        char pair[1024];
+        const int len = snprintf(pair, sizeof pair, "%s %s", json_string_value(a), json_string_value(b));
+        if (len < 0 || (size_t)len >= sizeof pair) return err_fmt(err, "%s: model.merges[%zu] is too long", path, i);
+        gguf_put_string(w, pair, (size_t)len);
+    }
+    return 0;
+}
+
+int gguf_write_tokenizer(GgufWriter *w, const char *dir, int n_vocab, int bos, int eos, Err *err) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+    json_error_t jerr;
+    json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
+    if (!root) return access(path, F_OK) == 0 ? err_fmt(err, "%s: line %d: %s", path, jerr.line, jerr.text) : 1;
+    const json_t *model = json_object_get(root, "model");
+    const char *type = json_string_value(json_object_get(model, "type"));
+    const char *pre = pre_tokenizer_name(root);
+    const char **text = calloc((size_t)n_vocab, sizeof *text);
+    int32_t *types = calloc((size_t)n_vocab, sizeof *types);
+    int rc = 0;
+    if (!text || !types) rc = err_fmt(err, "out of memory");
+    else if ((type && strcmp(type, "BPE") != 0) || !json_is_object(json_object_get(model, "vocab")) ||
+             !json_is_array(json_object_get(model, "merges")))
+        rc = err_fmt(err, "%s: model: expected a BPE model with a vocab and merges", path);
+    else if (!pre)
+        rc = err_fmt(err, "%s: pre_tokenizer: not a byte-level one llama.cpp names (llama-bpe, qwen2, gpt-2); "
+                     "convert writes those only", path);
+    else
+        rc = vocabulary_by_id(root, path, text, types, n_vocab, err);
+    if (rc == 0) {
+        gguf_kv_string(w, "tokenizer.ggml.model", "gpt2", 4);
+        gguf_kv_string(w, "tokenizer.ggml.pre", pre, strlen(pre));
+        gguf_kv_array(w, "tokenizer.ggml.tokens", GGUF_STRING, (uint64_t)n_vocab);
+        for (int i = 0; i < n_vocab; i++) {
+            char pad[32];
+            const int len = text[i] ? (int)strlen(text[i]) : snprintf(pad, sizeof pad, "[PAD%d]", i);
+            gguf_put_string(w, text[i] ? text[i] : pad, (size_t)len);
+        }
+        gguf_kv_array(w, "tokenizer.ggml.token_type", GGUF_I32, (uint64_t)n_vocab);
+        for (int i = 0; i < n_vocab; i++) gguf_put_i32(w, types[i] ? types[i] : TYPE_UNUSED);
+        rc = write_merges(w, json_object_get(model, "merges"), path, err);
+    }
+    if (rc == 0) {
+        if (bos >= 0) gguf_kv_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)bos);
+        if (eos >= 0) gguf_kv_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)eos);
+        gguf_kv_bool(w, "tokenizer.ggml.add_bos_token", adds_bos(root, dir));
+    }
+    free(text);
+    free(types);
+    json_decref(root);
+    return rc;
 }

@@ -16,6 +16,7 @@
 #include <jansson.h>
 
 #include "checkpoint/gguf.h"
+#include "checkpoint/gguf_write.h"
 
 // The tokenizer.json equivalent of f's tokenizer metadata (a new reference), or NULL with an error naming the
 // file and key.
@@ -28,5 +29,13 @@ char *gguf_chat_template(const GgufFile *f, Err *err);
 // The text of the token whose id the metadata entry `id_key` holds (tokenizer.ggml.bos_token_id, ...), NUL-terminated
 // (malloc'd); NULL when either is missing or out of range.
 char *gguf_token_text(const GgufFile *f, const char *id_key);
+
+// The other way, for `specdec convert`: the byte-level BPE tokenizer of folder dir's tokenizer.json as llama.cpp's
+// converter writes it into w's metadata: tokenizer.ggml.model "gpt2", pre (the name of its pre-tokenizer's pattern
+// above; any other refused), tokens [n_vocab] (vocabulary and added tokens by id, "[PADi]" where neither has one),
+// token_type (normal; added tokens control where special, else user-defined; unused), merges ("a b"), bos and eos
+// ids (when ≥ 0), add_bos_token (tokenizer_config.json's, else whether its TemplateProcessing begins with a special
+// token). 1 (nothing written) without a tokenizer.json; 0; or -1 with an error naming the file and field.
+int gguf_write_tokenizer(GgufWriter *w, const char *dir, int n_vocab, int bos, int eos, Err *err);
 
 #endif

@@ -98,7 +98,10 @@ static const Option options[] = {
                                                  "more get 503"},
     {"max-body", 0, OPT_INT, FIELD(max_body), 1, 1 << 30, "the largest request body in bytes (default 1048576)"},
     {"timeout", 0, OPT_INT, FIELD(timeout), 1, 86400, "seconds a connection may stay idle (default 30)"},
-    {"output", 'o', OPT_STRING, FIELD(output), 0, 0, "write the answers to FILE (default: standard output)"},
+    {"output", 'o', OPT_STRING, FIELD(output), 0, 0, "write the answers (convert: the GGUF file) to FILE (batch's "
+                                                     "default: standard output)"},
+    {"type", 0, OPT_STRING, FIELD(type), 0, 0, "the GGUF file's weights: bf16, q8_0, q4_0 or q4_k_m (llama.cpp's "
+                                               "types; docs/checkpoints.md)"},
     {"parallel", 0, OPT_INT, FIELD(parallel), 1, 256, "generations at once, in one batch (default 4)"},
     {"help", 'h', OPT_FLAG, FIELD(help), 0, 0, "show this help"},
 };

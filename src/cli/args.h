@@ -49,7 +49,8 @@ typedef struct {
     int queue;                  // serve --queue: requests that may wait beside those generating
     int max_body;               // serve --max-body, bytes
     int timeout;                // serve --timeout, seconds a connection may stay idle
-    const char *output;         // batch -o FILE (NULL: standard output)
+    const char *output;         // batch -o FILE (NULL: standard output); convert -o FILE.gguf
+    const char *type;           // convert --type bf16 | q8_0 | q4_0 | q4_k_m
     int parallel;               // serve and batch --parallel: generations at once
     Repeated chat_vars;         // --chat-var NAME=JSON
     const char *tools;          // render --tools FILE: OpenAI function tools for the template

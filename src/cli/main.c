@@ -14,6 +14,8 @@
 #include <jansson.h>
 
 #include "base/file.h"
+#include "chat/template.h"
+#include "checkpoint/gguf_convert.h"
 #include "checkpoint/gguf_model.h"
 #include "checkpoint/safetensors.h"
 #include "cli/args.h"
@@ -33,6 +35,7 @@ static int cmd_logits(const Args *args, Err *err);
 static int cmd_tokenize(const Args *args, Err *err);
 static int cmd_detokenize(const Args *args, Err *err);
 static int cmd_inspect(const Args *args, Err *err);
+static int cmd_convert(const Args *args, Err *err);
 
 static const Command commands[] = {
     {"generate", cmd_generate, "generate [-m DIR [-d DRAFT_DIR]] (-p TEXT | -f FILE | --ids \"1 2 3\") [options]",
@@ -69,6 +72,9 @@ static const Command commands[] = {
      "model draft tokens temp top-k top-p min-p repetition-penalty presence-penalty frequency-penalty seed gamma "
      "sampler lookup tree-width tree pipeline draft-p-min ctx threads draft-threads quant draft-quant stats show "
      "system chat-var tools stop grammar json-schema json help", 0, 0},
+    {"convert", cmd_convert, "convert -m DIR -o FILE.gguf --type bf16|q8_0|q4_0|q4_k_m",
+     "write a Hugging Face checkpoint folder as a GGUF file, as llama.cpp's converter (and llama-quantize) would",
+     "model output type help", 0, 0},
     {"inspect", cmd_inspect, "inspect PATH",
      "show the header and tensor table of a safetensors file or folder, or of a GGUF file",
      "help", 1, 1},
@@ -499,6 +505,22 @@ static int cmd_inspect(const Args *args, Err *err) {
     st_print(stdout, &ckpt);
     st_close(&ckpt);
     return 0;
+}
+
+static int cmd_convert(const Args *args, Err *err) {
+    ConvertType type;
+    if (!args->model_dir) return err_fmt(err, "convert: -m DIR is required (a Hugging Face checkpoint folder)");
+    if (!args->output) return err_fmt(err, "convert: -o FILE.gguf is required");
+    if (convert_type_parse(args->type, &type, err)) return -1;
+    char gguf_path[4096];
+    if (gguf_checkpoint_path(args->model_dir, gguf_path, sizeof gguf_path))
+        return err_fmt(err, "convert: %s is a GGUF file already; -m takes a Hugging Face folder", args->model_dir);
+    ChatTemplate ct;
+    Err why;
+    const bool templated = chat_template_load(&ct, args->model_dir, &why) == 0;
+    int rc = gguf_convert(args->model_dir, args->output, type, templated ? ct.source : NULL, err);
+    if (templated) chat_template_free(&ct);
+    return rc;
 }
 
 // `specdec --version`, `specdec --help` (or -h), and the two together (help wins): 0 when argv[1] is one of

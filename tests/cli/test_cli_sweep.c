@@ -303,6 +303,7 @@ TEST(cli_sweep_every_option_with_hostile_values) {
         {"detokenize", {{"model", "CKPT"}}, "100 101"},
         {"render", {{"model", "CKPT"}, {"file", messages}}, NULL},
         {"inspect", {{0}}, "CKPT"},
+        {"convert", {{"model", "CKPT"}, {"output", "converted.gguf"}, {"type", "q8_0"}}, NULL},
     };
     CommandHelp commands[MAX_COMMANDS];
     const int n_commands = read_commands(commands);

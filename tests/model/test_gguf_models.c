@@ -9,7 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "checkpoint/gguf_convert.h"
 #include "harness.h"
 #include "model/model.h"
 #include "sdfx.h"
@@ -100,6 +102,56 @@ TEST(gguf_quantized_logits_match_dequantized_weights) {
         }
         expected_free(&e);
     }
+    pool_free(pool);
+}
+
+// `specdec convert` (tests/checkpoint/test_gguf_convert.c holds its tensors to llama.cpp's): the BF16 fixture folder
+// convert_llama written as bf16 gives its logits bit for bit; as q8_0, q4_0 and q4_k_m (the bytes llama-quantize
+// writes, so the logits of its files), logits whose cosine with the folder's float ones is at every position at
+// least 0.999 for q8_0 and, for the 4-bit types, a bound under what 4-bit rounding of this random model costs (worst
+// 0.92 for q4_0, 0.97 for q4_k_m, as stored or as q8) yet far above what a misplaced row or scale would give.
+TEST(gguf_converted_logits_equal_or_near_the_folder) {
+    static const struct {
+        ConvertType type;
+        const char *name;
+        double min_cosine;  // bf16: 1, and the bytes of the logits equal
+    } CASES[] = {{CONVERT_BF16, "bf16", 1}, {CONVERT_Q8_0, "q8_0", 0.999}, {CONVERT_Q4_0, "q4_0", 0.9},
+                 {CONVERT_Q4_K_M, "q4_k_m", 0.95}};
+    Err err = {{0}};
+    ThreadPool *pool = pool_create(2, &err);
+    const char *folder = GGUF_FIXTURES "/convert_llama";
+    char dir[] = "/tmp/specdec-converted-XXXXXX", path[300];
+    CHECK(mkdtemp(dir), "mkdtemp");
+    int V_folder = 0;
+    float *want = logits_of(folder, pool, QUANT_NONE, &V_folder);
+    for (size_t i = 0; want && i < sizeof CASES / sizeof *CASES; i++) {
+        snprintf(path, sizeof path, "%s/%s.gguf", dir, CASES[i].name);
+        CHECK(gguf_convert(folder, path, CASES[i].type, NULL, &err) == 0, "%s: %s", path, err.msg);
+        static const Quant HOW[] = {QUANT_NONE, QUANT_Q8};  // held as stored, and quantized again to q8
+        for (size_t h = 0; h < sizeof HOW / sizeof *HOW && CASES[i].type != CONVERT_BF16; h++) {
+            const Quant quant = HOW[h];
+            int V = 0;
+            float *got = logits_of(path, pool, quant, &V);
+            double worst = 1;
+            for (int t = 0; got && V == V_folder && t < T; t++)
+                worst = fmin(worst, cosine(got + (size_t)t * V, want + (size_t)t * V, V));
+            printf("    converted %-7s %-6s worst cosine %.6f (bound %.3f)\n", CASES[i].name, quant_name(quant), worst,
+                   CASES[i].min_cosine);
+            CHECK(got && V == V_folder && worst >= CASES[i].min_cosine, "converted %s, %s: cosine %.6f < %.3f",
+                  CASES[i].name, quant_name(quant), worst, CASES[i].min_cosine);
+            free(got);
+        }
+        if (CASES[i].type == CONVERT_BF16) {
+            int V = 0;
+            float *got = logits_of(path, pool, QUANT_NONE, &V);
+            CHECK(got && V == V_folder && memcmp(got, want, sizeof(float) * T * (size_t)V) == 0,
+                  "converted bf16: the logits differ from the folder's");
+            free(got);
+        }
+        unlink(path);
+    }
+    free(want);
+    rmdir(dir);
     pool_free(pool);
 }
 

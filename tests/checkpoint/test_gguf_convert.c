@@ -1,0 +1,260 @@
+// test_gguf_convert.c — `specdec convert` against what llama.cpp's own tools write: the fixture
+// tests/fixtures/gguf/convert_llama (a BF16 Llama 3-style folder with a tokenizer and a chat template, made by
+// tools/make_gguf_fixtures.py) and its expected_tensors.txt, the name, type, shape and FNV-1a hash of every tensor,
+// in file order, of the kit's to_gguf.py (bf16) and of llama-quantize then (q8_0, q4_0, q4_k_m). The converted files
+// hold the same tensors byte for byte (q4_k_m: but where llama.cpp falls back to Q5_0, which specdec writes as
+// Q8_0, byte for byte llama-quantize's Q8_0 of it), the metadata a loader needs, and tokenize and render as the
+// folder does. Bad options are refused on one line. (The logits: tests/model/test_gguf_models.c.) And the
+// quantizers' halves and blocks on fresh random input.
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "checkpoint/gguf.h"
+#include "checkpoint/gguf_quantize.h"
+#include "kernels.h"
+#include "harness.h"
+
+#define FOLDER "tests/fixtures/gguf/convert_llama"
+
+static const char *const TYPES[] = {"bf16", "q8_0", "q4_0", "q4_k_m"};
+enum { N_TYPES = sizeof TYPES / sizeof *TYPES };
+
+typedef struct {
+    char label[16], name[64], type[16];
+    long long ne0, ne1;
+    unsigned long long hash;
+} Expected;
+
+// expected_tensors.txt's lines into rows (at most max); their number.
+static int read_expected(Expected *rows, int max) {
+    FILE *f = fopen(FOLDER "/expected_tensors.txt", "r");
+    CHECK(f, "cannot open %s/expected_tensors.txt", FOLDER);
+    int n = 0;
+    while (f && n < max && fscanf(f, "%15s %63s %15s %lld %lld %llx", rows[n].label, rows[n].name, rows[n].type,
+                                  &rows[n].ne0, &rows[n].ne1, &rows[n].hash) == 6)
+        n++;
+    if (f) fclose(f);
+    return n;
+}
+
+static unsigned long long fnv1a(const uint8_t *data, size_t n) {
+    unsigned long long h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < n; i++) h = (h ^ data[i]) * 0x100000001b3ull;
+    return h;
+}
+
+// The expected row of `label`'s tensor `name`, or NULL.
+static const Expected *expected(const Expected *rows, int n, const char *label, const char *name) {
+    for (int i = 0; i < n; i++)
+        if (strcmp(rows[i].label, label) == 0 && strcmp(rows[i].name, name) == 0) return &rows[i];
+    return NULL;
+}
+
+// Converts the fixture to dir/TYPE.gguf with the binary; the path in out.
+static void convert(char *out, size_t size, const char *dir, const char *type) {
+    snprintf(out, size, "%s/%s.gguf", dir, type);
+    char args[512], *stdout_text, *stderr_text;
+    snprintf(args, sizeof args, "convert -m %s -o %s --type %s", FOLDER, out, type);
+    const int rc = run_specdec(args, &stdout_text, &stderr_text);
+    CHECK(rc == 0, "specdec %s: exit %d: %s", args, rc, stderr_text);
+    free(stdout_text);
+    free(stderr_text);
+}
+
+// The file's tensors against the label's expected rows: same order, names, types, shapes and bytes.
+static void check_tensors(const GgufFile *f, const char *label, const Expected *rows, int n) {
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        if (strcmp(rows[i].label, label) != 0) continue;
+        const Expected *e = &rows[i];
+        CHECK(k < f->n_tensors, "%s: tensor %d missing (%s)", label, k, e->name);
+        if (k >= f->n_tensors) return;
+        const GgufTensor *t = &f->tensors[k++];
+        const unsigned long long hash = fnv1a(t->data, t->n_bytes);
+        CHECK(strcmp(t->name, e->name) == 0, "%s: tensor %d is %s, llama.cpp's is %s", label, k - 1, t->name, e->name);
+        CHECK(t->ne[0] == e->ne0 && t->ne[1] == e->ne1, "%s: %s is [%lld, %lld], llama.cpp's [%lld, %lld]", label,
+              t->name, (long long)t->ne[0], (long long)t->ne[1], e->ne0, e->ne1);
+        if (strcmp(label, "q4_k_m") == 0 && strcmp(e->type, "Q5_0") == 0) {  // specdec's fallback: Q8_0
+            const Expected *q8 = expected(rows, n, "q8_0", e->name);
+            CHECK(t->type == GGML_Q8_0 && q8 && hash == q8->hash, "q4_k_m: %s is %s, not llama-quantize's Q8_0 of it",
+                  t->name, gguf_type_name(t->type));
+            continue;
+        }
+        CHECK(strcmp(gguf_type_name(t->type), e->type) == 0, "%s: %s is %s, llama.cpp's %s", label, t->name,
+              gguf_type_name(t->type), e->type);
+        CHECK(hash == e->hash, "%s: %s's bytes differ from llama.cpp's (hash %016llx, expected %016llx)", label,
+              t->name, hash, e->hash);
+    }
+    CHECK(k == f->n_tensors, "%s: %lld tensors, llama.cpp's file has %d", label, (long long)f->n_tensors, k);
+}
+
+// The metadata entries a loader reads, present and right.
+static void check_metadata(const GgufFile *f, const char *label) {
+    const char *s;
+    size_t len;
+    int64_t v;
+    Err err = {{0}};
+    CHECK(gguf_get_string(f, "general.architecture", &s, &len, NULL, &err) == 0 && len == 5 && !memcmp(s, "llama", 5),
+          "%s: general.architecture: %s", label, err.msg);
+    CHECK(gguf_get_int(f, "llama.block_count", 0, 100, &v, NULL, &err) == 0 && v == 2, "%s: block_count", label);
+    CHECK(gguf_get_int(f, "llama.attention.head_count_kv", 0, 100, &v, NULL, &err) == 0 && v == 1, "%s: kv heads",
+          label);
+    CHECK(gguf_get_string(f, "tokenizer.ggml.pre", &s, &len, NULL, &err) == 0 && len == 9 && !memcmp(s, "llama-bpe", 9),
+          "%s: tokenizer.ggml.pre: %s", label, err.msg);
+    const GgufKv *tokens, *merges;
+    CHECK(gguf_get_array(f, "tokenizer.ggml.tokens", GGUF_STRING, &tokens, NULL, &err) == 0 && tokens->count == 272,
+          "%s: tokenizer.ggml.tokens: %s", label, err.msg);
+    CHECK(gguf_get_array(f, "tokenizer.ggml.merges", GGUF_STRING, &merges, NULL, &err) == 0 && merges->count == 11,
+          "%s: tokenizer.ggml.merges: %s", label, err.msg);
+    CHECK(gguf_get_int(f, "tokenizer.ggml.bos_token_id", 0, 1000, &v, NULL, &err) == 0 && v == 267, "%s: bos", label);
+    CHECK(gguf_get_string(f, "tokenizer.chat_template", &s, &len, NULL, &err) == 0 && len > 0, "%s: chat template: %s",
+          label, err.msg);
+    bool found;
+    CHECK(gguf_get_int(f, "general.quantization_version", 0, 10, &v, &found, &err) == 0 &&
+          found == (strcmp(label, "bf16") != 0), "%s: general.quantization_version", label);
+}
+
+TEST(convert_writes_llama_cpp_tensors_byte_for_byte) {
+    static Expected rows[256];
+    const int n = read_expected(rows, 256);
+    CHECK(n == 84, "%s/expected_tensors.txt: %d rows", FOLDER, n);
+    char dir[] = "/tmp/specdec-convert-XXXXXX";
+    CHECK(mkdtemp(dir), "mkdtemp");
+    for (int i = 0; i < N_TYPES; i++) {
+        char path[256];
+        convert(path, sizeof path, dir, TYPES[i]);
+        GgufFile f;
+        Err err = {{0}};
+        CHECK(gguf_open(&f, path, &err) == 0, "%s: %s", path, err.msg);
+        if (test_failures()) break;
+        check_tensors(&f, TYPES[i], rows, n);
+        check_metadata(&f, TYPES[i]);
+        gguf_close(&f);
+        unlink(path);
+    }
+    rmdir(dir);
+}
+
+// `specdec ARGS` with -m folder and with -m the converted file print the same.
+static void check_same_output(const char *file, const char *args) {
+    char a[1024], b[1024], *out_a, *out_b, *err_a, *err_b;
+    snprintf(a, sizeof a, "%s -m %s", args, FOLDER);
+    snprintf(b, sizeof b, "%s -m %s", args, file);
+    const int rc_a = run_specdec(a, &out_a, &err_a), rc_b = run_specdec(b, &out_b, &err_b);
+    CHECK(rc_a == 0 && rc_b == 0, "specdec %s: %d %s / %d %s", args, rc_a, err_a, rc_b, err_b);
+    CHECK(strcmp(out_a, out_b) == 0 && out_a[0], "specdec %s: the folder gives \"%s\", the GGUF \"%s\"", args, out_a,
+          out_b);
+    free(out_a), free(out_b), free(err_a), free(err_b);
+}
+
+TEST(convert_round_trips_tokenize_and_render) {
+    char dir[] = "/tmp/specdec-convert-XXXXXX", path[256], messages[300];
+    CHECK(mkdtemp(dir), "mkdtemp");
+    convert(path, sizeof path, dir, "q8_0");
+    snprintf(messages, sizeof messages, "%s/messages.json", dir);
+    FILE *m = fopen(messages, "w");
+    CHECK(m, "cannot write %s", messages);
+    if (m) {
+        fputs("[{\"role\": \"system\", \"content\": \"Be brief.\"}, {\"role\": \"user\", \"content\": \"Is the heat "
+              "on?\"}]", m);
+        fclose(m);
+    }
+    check_same_output(path, "tokenize 'the heater at 42 <|eot_id|> sent in, re-entered!\n\tnew'");
+    check_same_output(path, "tokenize --allow-special 'there <|eot_id|> at the end'");
+    char args[512];
+    snprintf(args, sizeof args, "render --add-generation-prompt --print-ids -f %s", messages);
+    check_same_output(path, args);
+    snprintf(args, sizeof args, "render --add-generation-prompt -f %s", messages);
+    check_same_output(path, args);
+    unlink(messages);
+    unlink(path);
+    rmdir(dir);
+}
+
+// `specdec ARGS` exits 2 with one line on stderr holding `says`, and leaves no file in dir.
+static void check_refused(const char *dir, const char *args, const char *says) {
+    char *out, *err;
+    const int rc = run_specdec(args, &out, &err);
+    CHECK(rc == 2 && count_lines(err) == 1 && strstr(err, says), "specdec %s: exit %d, stderr \"%s\" (expected \"%s\")",
+          args, rc, err, says);
+    free(out), free(err);
+    char command[300], *listing, *list_err;
+    snprintf(command, sizeof command, "ls -A %s", dir);
+    run_command(command, &listing, &list_err);
+    CHECK(listing[0] == 0, "specdec %s left files: %s", args, listing);
+    free(listing), free(list_err);
+}
+
+TEST(convert_refuses_bad_options_on_one_line) {
+    static const struct {
+        const char *args;  // %s: an empty folder of the test's
+        const char *says;
+    } CASES[] = {
+        {"convert -m " FOLDER " -o %s/x.gguf --type q5_k", "--type: expected bf16, q8_0, q4_0 or q4_k_m"},
+        {"convert -m " FOLDER " -o %s/x.gguf", "--type: expected bf16, q8_0, q4_0 or q4_k_m (it is required)"},
+        {"convert -m " FOLDER " --type q8_0", "-o FILE.gguf is required"},
+        {"convert -o %s/x.gguf --type q8_0", "-m DIR is required"},
+        {"convert -m tests/fixtures/gguf/llama_q8_0/model.gguf -o %s/x.gguf --type q8_0", "is a GGUF file already"},
+        {"convert -m /nonexistent/folder -o %s/x.gguf --type q8_0", "/nonexistent/folder/config.json"},
+        {"convert -m " FOLDER " -o %s/no/such/folder.gguf --type q8_0", "cannot create"},
+        {"convert -m " FOLDER " -o /dev/null --type q8_0", "/dev/null: exists and is not a regular file"},
+        {"convert -m " FOLDER " -o %s --type q8_0", "exists and is not a regular file"},
+    };
+    char dir[] = "/tmp/specdec-convert-XXXXXX", args[600];
+    CHECK(mkdtemp(dir), "mkdtemp");
+    for (size_t i = 0; i < sizeof CASES / sizeof *CASES; i++) {
+        snprintf(args, sizeof args, CASES[i].args, dir);
+        check_refused(dir, args, CASES[i].says);
+    }
+    rmdir(dir);
+}
+
+// ---- the quantizers (gguf_quantize.h) on fresh random rows ------------------------------------------------------
+
+TEST(f32_to_f16_rounds_to_nearest_even) {
+    for (uint32_t h = 0; h < 0x10000; h++) {
+        if ((h & 0x7c00) == 0x7c00) continue;  // inf, NaN
+        const float x = f16_to_f32((uint16_t)h);
+        CHECK(f32_to_f16(x) == h, "half %04x: %g back as %04x", h, x, f32_to_f16(x));
+        if ((h & 0x7fff) == 0x7bff) continue;  // the largest: its successor is infinity
+        const float next = f16_to_f32((uint16_t)(h + 1)), mid = (x + next) / 2;  // (exact in float)
+        const uint16_t even = (h & 1) ? (uint16_t)(h + 1) : (uint16_t)h;
+        if (h != 0x8000) CHECK(f32_to_f16(mid) == even, "half %04x: the midpoint %.9g went to %04x", h, mid,
+                               f32_to_f16(mid));
+    }
+    CHECK(f32_to_f16(65520.0f) == 0x7c00 && f32_to_f16(65519.0f) == 0x7bff && f32_to_f16(-1e9f) == 0xfc00,
+          "overflow to infinity");
+}
+
+// Each type's rows quantized and dequantized back (qk.h) come within a bound of the weights' RMS: the codes are
+// where the format says they are (a wrong nibble or scale gives errors of the order of the weights themselves).
+// Weights of magnitude 0.01 to 100, where the blocks' half-precision scales are normal numbers (for weights near
+// 1e-6 they underflow, in llama.cpp's files as here).
+TEST(gguf_quantize_round_trips_random_rows) {
+    static const struct {
+        uint32_t type;
+        double bound;  // of RMS(error) / RMS(x) for Gaussian rows (worst of one run: 0.006, 0.09, 0.018, 0.075)
+    } CASES[] = {{GGML_Q8_0, 0.01}, {GGML_Q4_0, 0.12}, {GGML_Q6_K, 0.03}, {GGML_Q4_K, 0.1}};
+    enum { N = 1024 };
+    static float x[N], back[N];
+    static uint8_t blocks[N * 2];
+    for (int trial = 0; trial < 20; trial++) {
+        const float scale = powf(10.0f, test_rand_uniform(-2, 2));
+        for (int i = 0; i < N; i++) {
+            const float u = test_rand_uniform(1e-7f, 1), v = test_rand_uniform(0, 1);
+            x[i] = trial % 4 == 3 && i % 64 < 32 ? 0.0f : scale * sqrtf(-2 * logf(u)) * cosf(6.2831853f * v);
+        }
+        for (size_t c = 0; c < sizeof CASES / sizeof *CASES; c++) {
+            gguf_quantize_row(blocks, x, CASES[c].type, N);
+            qk_dequantize_row(back, blocks, CASES[c].type, N);
+            double err2 = 0, x2 = 0;
+            for (int i = 0; i < N; i++) err2 += (double)(x[i] - back[i]) * (x[i] - back[i]), x2 += (double)x[i] * x[i];
+            if (getenv("SPECDEC_VERBOSE")) printf("    %s %.4f\n", gguf_type_name(CASES[c].type), sqrt(err2 / x2));
+            CHECK(sqrt(err2 / x2) <= CASES[c].bound, "%s, scale %g: relative RMS error %.4f > %.3f",
+                  gguf_type_name(CASES[c].type), scale, sqrt(err2 / x2), CASES[c].bound);
+        }
+    }
+}
