@@ -21,6 +21,7 @@
 
 #include "bench.h"
 #include "serve/server.h"
+#include "speculative/policy.h"
 
 enum { SERVE_TURNS = 4 };
 
@@ -317,6 +318,82 @@ static json_t *sweep(Bench *b, Pair *pair, int port, const Prompt *prompts, int 
     return j;
 }
 
+// ---- what a batched forward costs ---------------------------------------------------------------------------
+
+// The target's forward over a batch's rows against its cost model (policy.h: F(R) = max(S, R · A) + R · s, the
+// roofline the γ policy plans a batch with, beside the sum S + R · (A + s) it planned with before): one sequence's
+// rows, or each of BATCHED sequences' (their caches FORWARD_CONTEXT positions long), all as ratios to one row of one
+// sequence, the ratios taken within a round.
+enum { BATCHED = 4, FORWARD_CONTEXT = 128, FORWARD_ROW_COUNTS = 5 };
+static const int FORWARD_ROWS[FORWARD_ROW_COUNTS] = {1, 2, 3, 5, 8};  // rows per sequence
+
+typedef struct {
+    Workload *sequences;    // [BATCHED]: each a cache of FORWARD_CONTEXT positions
+    int n, rows;            // sequences in the forward, rows of each
+    float *logits;          // [BATCHED · 8, V]
+} BatchedForward;
+
+static double batched_forward_run(void *ctx, int rep) {
+    (void)rep;
+    BatchedForward *f = ctx;
+    SequenceRows rows[BATCHED];
+    int tokens[8];
+    for (int i = 0; i < f->rows; i++) tokens[i] = (FORWARD_CONTEXT + i) % f->sequences[0].model->n_vocab;
+    for (int k = 0; k < f->n; k++) {
+        kv_truncate(&f->sequences[k].cache, FORWARD_CONTEXT);
+        rows[k] = (SequenceRows){.cache = &f->sequences[k].cache, .tokens = tokens, .T = f->rows, .all_logits = true};
+    }
+    Err err;
+    const double t0 = now_seconds();
+    if (model_forward_batch(f->sequences[0].model, rows, f->n, f->logits, &err)) die("%s", err.msg);
+    return now_seconds() - t0;
+}
+
+static json_t *batched_forward(Bench *b, Pair *pair) {
+    Model *target = &pair->target;
+    const int reps = b->opt.reps, k = 1 + 2 * FORWARD_ROW_COUNTS;
+    Workload sequences[BATCHED];
+    for (int i = 0; i < BATCHED; i++) workload_init(&sequences[i], target, FORWARD_CONTEXT);
+    BatchedForward forwards[1 + 2 * FORWARD_ROW_COUNTS];
+    Trial trials[1 + 2 * FORWARD_ROW_COUNTS];
+    float *logits = malloc(sizeof(float) * BATCHED * 8 * target->n_vocab);
+    forwards[0] = (BatchedForward){sequences, 1, 1, logits};
+    for (int i = 0; i < 2 * FORWARD_ROW_COUNTS; i++)
+        forwards[1 + i] = (BatchedForward){sequences, i < FORWARD_ROW_COUNTS ? 1 : BATCHED,
+                                           FORWARD_ROWS[i % FORWARD_ROW_COUNTS], logits};
+    for (int i = 0; i < k; i++) trials[i] = (Trial){batched_forward_run, &forwards[i]};
+    double *seconds = malloc(sizeof(double) * k * reps);
+    measure_rounds(b, "a batched forward", trials, k, reps, 0.05, seconds);
+    GammaState g;
+    const SpecParams greedy = {.policy = GAMMA_AUTO};
+    policy_init(&g, target, NULL, &greedy);
+    const double one_row = policy_batch_forward(&g, 1), sum_one = g.model_target[1];
+    out(b, "\n## What a batched forward costs\n\nThe target's forward over R rows — one sequence's, or each of %d "
+        "sequences' (caches of %d positions) — as a ratio to one row's (%.2f ms, the median), within each of %d "
+        "rounds; beside it the cost model's F(R) / F(1) as the γ policy plans a batch (a roofline: max(S, R · A) + "
+        "R · s) and as the sum S + R · (A + s)\n\n| sequences × rows | R | measured | roofline | sum |\n"
+        "|---|---:|---:|---:|---:|\n", BATCHED, FORWARD_CONTEXT, summarize(seconds, reps).median * 1e3, reps);
+    json_t *rows = json_array();
+    for (int i = 1; i < k; i++) {
+        const int R = forwards[i].n * forwards[i].rows;
+        const Summary ratio = summarize_ratio(seconds + (size_t)i * reps, seconds, reps);
+        const double roofline = policy_batch_forward(&g, R) / one_row,
+                     sum = (spec_forward_cost(target, R, target->max_threads) + R * spec_row_cost(target->n_vocab)) /
+                           sum_one;
+        char x[64];
+        out(b, "| %d × %d | %d | %s | %.2f | %.2f |\n", forwards[i].n, forwards[i].rows, R,
+            fmt_range(x, sizeof x, ratio, 1, 2), roofline, sum);
+        json_array_append_new(rows, json_pack("{s:i, s:i, s:o, s:f, s:f}", "sequences", forwards[i].n, "rows",
+                                              forwards[i].rows, "ratio", summary_json(ratio), "roofline", roofline,
+                                              "sum", sum));
+    }
+    json_t *j = json_pack("{s:o, s:f}", "rows", rows, "one_row_s", summarize(seconds, reps).median);
+    for (int i = 0; i < BATCHED; i++) workload_free(&sequences[i]);
+    free(logits);
+    free(seconds);
+    return j;
+}
+
 // ---- a short request behind a long one ----------------------------------------------------------------------
 
 enum { SHORT_TOKENS = 8, LONG_TOKENS = 480 };
@@ -394,6 +471,7 @@ void suite_serve(Bench *b, Pair *pair) {
                                                                   "prefilled whole)"));
     json_object_set_new(j, "multi_turn_with_cache", multi_turn(b, pair, port, &prompts[0], true, "With the "
                                                                "conversation cache (what the last turn left is kept)"));
+    json_object_set_new(j, "batched_forward", batched_forward(b, pair));
     json_object_set_new(j, "concurrency", sweep(b, pair, port, prompts, n));
     json_object_set_new(j, "short_behind_long", short_behind_long(b, pair, port, prompts, n));
     server_stop(&server);

@@ -127,6 +127,15 @@ static void show_progress(const Line *lines, int n, double t0) {
             seconds > 0 ? tokens / seconds : 0, left);
 }
 
+// Where the batch's time went, on stderr (docs/server.md, "What a batched round costs").
+static void report_times(BatchTimes t) {
+    const double all = t.target_seconds + t.draft_seconds + t.rest_seconds;
+    if (t.steps == 0 || all <= 0) return;
+    fprintf(stderr, "specdec batch: %d steps of %.1f rows on average; of their %.3f s, the target's forwards %.1f%%, "
+            "the draft's %.1f%%, the rest (γ, accept, commit) %.1f%%\n", t.steps, (double)t.rows / t.steps, all,
+            100 * t.target_seconds / all, 100 * t.draft_seconds / all, 100 * t.rest_seconds / all);
+}
+
 // Runs the lines: joins them as places free up, steps the batch, writes each answer to out in input order.
 static int run_lines(Line *lines, int n, const Engine *en, int parallel, const char *model, FILE *out, Err *err) {
     Batch *b = batch_open(en->target, parallel, err);
@@ -150,6 +159,7 @@ static int run_lines(Line *lines, int n, const Engine *en, int parallel, const c
         if (progress) show_progress(lines, n, t0);
     }
     if (progress) fputc('\n', stderr);
+    report_times(batch_times(b));
     for (int i = 0; i < next; i++)
         if (lines[i].place >= 0) {
             int n_out;

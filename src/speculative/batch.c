@@ -43,6 +43,7 @@ struct Batch {
     int *fed;               // [capacity]
     Logits logits;          // a forward's: rows of its model's vocabulary
     int draft_forwards;     // the draft model forwards of every step so far
+    BatchTimes times;       // of every step so far
 };
 
 Batch *batch_open(Model *target, int capacity, Err *err) {
@@ -214,11 +215,13 @@ static void finish_step(Batch *b, int n, double forward_seconds) {
 }
 
 int batch_step(Batch *b, Err *err) {
+    const double begun = now_seconds();
     share_loads(b);
     for (int id = 0; id < b->capacity; id++) {  // the rounds begin: γ, and drafts that need no draft forward
         Sequence *q = &b->seqs[id];
         if (q->state == BATCH_RUNNING && scheduler_draft(q->s, &q->draft, &q->err)) fail(q, &q->err);
     }
+    const double drafting = now_seconds();
     draft_together(b);
     int n = 0;
     size_t rows = 0;
@@ -229,16 +232,24 @@ int batch_step(Batch *b, Err *err) {
         rows += logit_rows(&b->rows[n]);
         b->fed[n++] = id;
     }
-    if (n == 0) return 0;
     const double t0 = now_seconds();
+    b->times.draft_seconds += t0 - drafting;
+    if (n == 0) return 0;
     if (reserve_logits(&b->logits, rows, b->target->n_vocab, err) ||
         model_forward_batch(b->target, b->rows, n, b->logits.rows, err)) {
         for (int k = 0; k < n; k++) fail(&b->seqs[b->fed[k]], err);
         return -1;
     }
-    finish_step(b, n, now_seconds() - t0);
+    const double forward_seconds = now_seconds() - t0;
+    finish_step(b, n, forward_seconds);
+    b->times.steps++;
+    for (int k = 0; k < n; k++) b->times.rows += b->rows[k].T;
+    b->times.target_seconds += forward_seconds;
+    b->times.rest_seconds += now_seconds() - begun - (t0 - drafting) - forward_seconds;
     return 0;
 }
+
+BatchTimes batch_times(const Batch *b) { return b->times; }
 
 int batch_draft_forwards(const Batch *b) { return b->draft_forwards; }
 

@@ -61,6 +61,17 @@ int batch_active(const Batch *b);
 // (where all share one draft model), however many sequences drafted it.
 int batch_draft_forwards(const Batch *b);
 
+// Where the batch's steps so far went (wall-clock seconds): the target's forwards (with the rows they carried), the
+// draft model's forwards (with each drafter's work on their logits: q rows, its next drafts), and the rest — γ
+// planning, drafts that need no forward (a lookup's), the accept steps, commits and rollbacks.
+typedef struct {
+    int steps;              // target forwards
+    long rows;              // the rows they carried, prefill chunks included
+    double target_seconds, draft_seconds, rest_seconds;
+} BatchTimes;
+
+BatchTimes batch_times(const Batch *b);
+
 BatchState batch_state(const Batch *b, int id);
 
 // The sequence leaves (finished, failed, or cancelled while running: its tokens so far), and its place is free:

@@ -123,9 +123,14 @@ static bool batch_planned(const GammaState *g) { return g->others.sequences > 0 
 // Planned with the cost model's units: alone at T > 0 under rejection sampling, or for a batch.
 static bool costed(const GammaState *g) { return g->modelled || batch_planned(g); }
 
-// F(R): the cost model's target forward of R rows (a batch's: every sequence's rows in one forward).
-static double batch_forward(const GammaState *g, int rows) {
-    return g->model_forward_fixed + rows * g->model_forward_row;
+// F(R) = max(S, R · A) + R · s: the cost model's target forward of R rows (a batch's: every sequence's rows in one
+// forward), a roofline (policy.h). The sum S + R · A, which prices a plain step, priced every row of a batch as
+// arithmetic after the stream, a row below the knee as dear as one past it, so that drafting less saved as little
+// as drafting more cost; the serve suite's table "What a batched forward costs" measures both against the forward
+// (docs/server.md, "What a batched round costs").
+double policy_batch_forward(const GammaState *g, int rows) {
+    const double arithmetic = rows * g->model_row_arithmetic;
+    return (arithmetic > g->model_stream ? arithmetic : g->model_stream) + rows * g->model_row_sampling;
 }
 
 // A tree's verification, planned: as verify_time, except that a T larger than any measured is priced at the largest
@@ -179,7 +184,7 @@ static double round_rate(const GammaState *g, double tokens, double t_draft, int
     if (batch_planned(g))
         return (tokens + g->others.tokens) /
                ((t_draft > g->others.draft_cost ? t_draft : g->others.draft_cost) +
-                batch_forward(g, g->others.rows + T));
+                policy_batch_forward(g, g->others.rows + T));
     const double plain_step = verify_time(g, 1);
     const double t_planned = width > 1 ? tree_verify_time(g, T) : verify_time(g, T);
     return tokens / (t_draft + (t_planned > plain_step ? t_planned : plain_step));
@@ -305,8 +310,9 @@ void policy_init(GammaState *g, const Model *target, const Drafter *drafter, con
     // The target on its threads, with the p rows a verification of T tokens may adjust (tree_verify_time too).
     for (int T = 1; T < T_SLOTS; T++)
         g->model_target[T] = spec_forward_cost(target, T, target->max_threads) + T * spec_row_cost(target->n_vocab);
-    g->model_forward_fixed = spec_forward_cost(target, 0, target->max_threads);
-    g->model_forward_row = g->model_target[1] - g->model_forward_fixed;
+    g->model_stream = spec_forward_cost(target, 0, target->max_threads);
+    g->model_row_arithmetic = spec_forward_cost(target, 1, target->max_threads) - g->model_stream;
+    g->model_row_sampling = spec_row_cost(target->n_vocab);
     if (drafter) {
         g->model_draft_step = drafter->step_cost;
         g->model_draft_row = drafter->row_cost;

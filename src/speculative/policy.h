@@ -15,8 +15,10 @@
 // own or the others' (each level's draft forward serves every sequence drafting it: batch.c) — and one forward of
 // all the batch's rows,
 //   rate_batch(γ, W) = (E[tokens per round] + tokens_others) / (max(γ · t_draft, draft_others) + F(rows_others + W·γ + 1))
-// with F(R) = spec_forward_cost's fixed weight stream + R · (a row's arithmetic and sampling): as the batch grows the
-// forward turns compute-bound, a draft row costs as much as a committed one, and γ falls to plain decoding. Under
+// with F(R) = max(S, R · A) + R · s, a roofline (Williams, Waterman, Patterson 2009): the weights are streamed once
+// (S, spec_forward_cost's stream) while the rows' arithmetic (A a row) runs beside the stream, so a forward takes the
+// longer of the two, and each row's sampling (s) follows. Below the knee (R · A < S) a row costs its sampling alone;
+// past it, as the batch grows, a draft row costs as much as a committed one, and γ falls to plain decoding. Under
 // rejection sampling at T > 0 the request's own plan stands, whatever the batch. For a drafter with a lookup, each
 // match length's run competes with the model's drafts (DraftRequest.lookup_gamma). The reasons behind the priors and
 // thresholds are beside them in policy.c.
@@ -52,7 +54,7 @@ typedef struct {
     bool modelled;              // plan with the cost model below, not with the measurements above
     double model_draft_step, model_target[T_SLOTS];  // spec_forward_cost: the drafter's step, the target's T
     double model_draft_row;     // ... a further row of a draft forward (a tree's level forwards feed W)
-    double model_forward_fixed, model_forward_row;  // the target's forward of R rows: fixed + R · row (batches)
+    double model_stream, model_row_arithmetic, model_row_sampling;  // F(R) = max(S, R · A) + R · s (batches)
     BatchLoad others;           // the batch beside this sequence (policy_choose plans for it where γ may adapt)
     int heuristic_gamma;
     int plain_streak;           // GAMMA_AUTO: rounds in a row it chose plain decoding
@@ -71,6 +73,9 @@ DraftRequest policy_choose(GammaState *g, const SpecParams *params, const Drafte
 // Learns from a played round: the acceptance of its drafts, the costs it measured, the heuristic's γ. committed:
 // the tokens the round committed (r->n_committed).
 void policy_learn(GammaState *g, const SpecParams *params, const Round *r, const int *committed);
+
+// F(R): the cost model's price of one target forward over a batch's R rows (the roofline above).
+double policy_batch_forward(const GammaState *g, int rows);
 
 // t_target(T): measured, or fitted to the T's measured (0 when none is).
 double policy_target_time(const GammaState *g, int T);

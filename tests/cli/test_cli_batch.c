@@ -2,6 +2,7 @@
 // object the server sends (its text that of specdec generate with the same options, prompt and seed), a bad line
 // its error object and the rest going on (blank lines skipped, the last one read without its newline), written by -o
 // to a file.
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,6 +65,15 @@ TEST(cli_batch_answers_in_order) {
         line = end ? end + 1 : NULL;
         free(texts[i]);
     }
+    // Where the batch's time went (batch_times): the steps, their rows, and three shares that add up to the whole.
+    const char *times = strstr(err, "specdec batch: ");
+    int steps = 0;
+    double rows = 0, seconds = 0, target = 0, draft = 0, rest = 0;
+    CHECK(times && sscanf(times, "specdec batch: %d steps of %lf rows on average; of their %lf s, the target's "
+                          "forwards %lf%%, the draft's %lf%%, the rest (γ, accept, commit) %lf%%", &steps, &rows,
+                          &seconds, &target, &draft, &rest) == 6, "no line of where the time went: %s", err);
+    CHECK(steps > 0 && rows >= 1 && seconds > 0 && target > 0 && draft > 0 && fabs(target + draft + rest - 100) < 0.5,
+          "where the time went: %s", times);
     free(out);
     free(err);
     unlink(out_path);
