@@ -4,7 +4,8 @@
 // configuration — greedy and sampled, rejection and coupled, every drafter, chains and trees, penalties, a stop
 // callback, target-only — runs requests that arrive at random steps into a batch with fewer places than requests (so places
 // are reused), some cancelled partway; every finished request's tokens must equal its tokens alone, and a cancelled
-// one's a prefix of them. Prompts are long enough in some requests that their prefill takes several steps of
+// one's a prefix of them; a finished request sampled under rejection sampling plays the rounds it plays alone (its
+// γ planned from the request alone: the same rounds, drafts and plain rounds). Prompts are long enough in some requests that their prefill takes several steps of
 // BATCH_PREFILL_CHUNK beside the others' rounds, on a tiny Llama-shaped pair and a GPT-2 pair.
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,6 +35,7 @@ typedef struct {
     int prompt[MAX_PROMPT], n_prompt;
     SpecParams params;
     int alone[MAX_TOKENS], n_alone;
+    SpecStats alone_stats;
     int out[MAX_TOKENS];
     int arrival, id;            // the step it joins at; its place (−1 before, −2 after)
     int cancel_after;           // leaves after this many steps in the batch, finished or not (0: never)
@@ -66,14 +68,20 @@ static bool is_prefix(const int *a, int n, const int *b, int n_b) {
     return n <= n_b && memcmp(a, b, sizeof(int) * n) == 0;
 }
 
+// Whether a request's rounds are planned from the request alone, whatever the batch (policy.h): rejection sampling
+// at a temperature, where γ decides which random numbers its tokens get — then its rounds in the batch are those it
+// plays alone, γ for γ (the same rounds, drafts and plain rounds), and its rounds cost the batch what they cost alone.
+static bool planned_alone(const SpecParams *params) {
+    return params->sampler == SAMPLER_REJECTION && params->sampling.temperature > 0;
+}
+
 static void check_config(ModelPair *pair, const Case *config) {
     Request q[REQUESTS];
     const int V = pair->target.n_vocab;
     for (int i = 0; i < REQUESTS; i++) {
         request_make(&q[i], config, i, V);
-        SpecStats stats;
         q[i].n_alone = generate_with(pair, config->kind, q[i].prompt, q[i].n_prompt, &q[i].params, q[i].params.seed,
-                                     q[i].alone, &stats, 0);
+                                     q[i].alone, &q[i].alone_stats, 0);
     }
     Err err;
     Batch *b = batch_open(&pair->target, PLACES, &err);
@@ -98,14 +106,22 @@ static void check_config(ModelPair *pair, const Case *config) {
             int n_out;
             SpecStats stats;
             CHECK(batch_leave(b, q[i].id, &n_out, &stats, &err) == 0, "%s: request %d: %s", config->name, i, err.msg);
-            if (state == BATCH_DONE)
-                CHECK(n_out == q[i].n_alone && !memcmp(q[i].out, q[i].alone, sizeof(int) * n_out),
-                      "%s: request %d (prompt of %d, joined at step %d): %d tokens in the batch, %d alone, or other "
-                      "tokens", config->name, i, q[i].n_prompt, q[i].arrival, n_out, q[i].n_alone);
-            else
+            if (state != BATCH_DONE) {
                 CHECK(is_prefix(q[i].out, n_out, q[i].alone, q[i].n_alone),
                       "%s: request %d cancelled after %d tokens: not a prefix of its tokens alone", config->name, i,
                       n_out);
+            } else {
+                CHECK(n_out == q[i].n_alone && !memcmp(q[i].out, q[i].alone, sizeof(int) * n_out),
+                      "%s: request %d (prompt of %d, joined at step %d): %d tokens in the batch, %d alone, or other "
+                      "tokens", config->name, i, q[i].n_prompt, q[i].arrival, n_out, q[i].n_alone);
+                const SpecStats *alone = &q[i].alone_stats;
+                CHECK(!planned_alone(&q[i].params) || (stats.rounds == alone->rounds &&
+                                                       stats.drafted == alone->drafted &&
+                                                       stats.plain_rounds == alone->plain_rounds),
+                      "%s: request %d: %d rounds, %d drafted, %d plain in the batch; %d, %d, %d alone", config->name,
+                      i, stats.rounds, stats.drafted, stats.plain_rounds, alone->rounds, alone->drafted,
+                      alone->plain_rounds);
+            }
             drafter_close(&q[i].drafters);
             q[i].id = -2;
             left--;
