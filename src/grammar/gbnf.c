@@ -25,6 +25,7 @@ typedef struct {
     int n_alts, cap_alts;
     bool defined;
     size_t at;          // where it was defined, or (until then) first referenced, or the group it stands for
+    int repeats_left, repeat_tail;  // as GrammarRule's
 } RuleDraft;
 
 typedef struct {
@@ -106,7 +107,7 @@ static int new_rule(Parser *p, const char *name, size_t len, size_t at) {
     if (reserve(&p->rules, &p->cap_rules, p->n_rules + 1, sizeof *p->rules) < 0) return -1;
     char *copy = strndup(name, len);
     if (!copy) return -1;
-    p->rules[p->n_rules] = (RuleDraft){.name = copy, .at = at};
+    p->rules[p->n_rules] = (RuleDraft){.name = copy, .at = at, .repeat_tail = -1};
     return p->n_rules++;
 }
 
@@ -336,6 +337,10 @@ static int repeat(Parser *p, int parent, size_t at, Sequence *s, const GrammarEl
             free(once.el);
             return -1;
         }
+        if (max >= 0) {  // R_{k+1}: a link of the bounded chain
+            p->rules[r].repeats_left = k + 1;
+            p->rules[r].repeat_tail = optional;
+        }
         optional = r;
     }
     return push(p, s, rule_element(optional));
@@ -506,7 +511,8 @@ static Grammar *flatten(Parser *p) {
     g->n_ranges = p->n_ranges;
     for (int r = 0; r < p->n_rules; r++) {
         RuleDraft *d = &p->rules[r];
-        g->rules[r] = (GrammarRule){.name = d->name, .first_alt = g->n_alts, .n_alts = d->n_alts};
+        g->rules[r] = (GrammarRule){.name = d->name, .first_alt = g->n_alts, .n_alts = d->n_alts,
+                                    .repeats_left = d->repeats_left, .repeat_tail = d->repeat_tail};
         d->name = NULL;
         for (int a = 0; a < d->n_alts; a++) {
             g->alt_start[g->n_alts++] = g->n_elements;

@@ -72,6 +72,10 @@ typedef struct {
 typedef struct {
     char *name;         // as written; generated rules (groups, repetitions) are named after theirs: "root/3"
     int first_alt, n_alts;  // alt_start[first_alt .. first_alt + n_alts)
+    // A link of a bounded repetition's chain (x{m,n} ends in R_{n−m}, where R_k ::= x R_{k−1} | "" and R_1 ::= x | ""):
+    // k, the items it may still read, and the rule R_{k−1} (−1 for R_1). 0 and −1 for every other rule. R_k and
+    // R_{k−1} differ only in that reference, so an element of one has its counterpart at the same offset in the other.
+    int repeats_left, repeat_tail;
 } GrammarRule;
 
 // A parsed grammar: immutable, shared by every state that reads against it.
@@ -132,5 +136,8 @@ bool grammar_recognises(const Grammar *g, const char *text, size_t n);
 // A hash of the state (its stacks and the partial character), equal for equal states: the masks' cache key.
 uint64_t grammar_state_hash(const GrammarState *s);
 bool grammar_state_equal(const GrammarState *a, const GrammarState *b);
+// dst = src with every cell e of its stacks replaced by map[e] (stacks that become equal merged), the partial
+// character kept. -1 when out of memory or over the state's limits.
+int grammar_state_map(GrammarState *dst, const GrammarState *src, const int *map);
 
 #endif

@@ -18,42 +18,116 @@ static int by_bytes(const void *a, const void *b, void *vocab) {
     return (x > y) - (x < y);
 }
 
+// ---- the vocabulary's tries --------------------------------------------------------------------------------------
+
+// The tokens of sorted[0..n) (sorted by their bytes) longer than `longer_than` bytes, in that order, as a trie.
+// false: out of memory.
+static bool trie_init(TokenTrie *t, const Vocabulary *v, const int *sorted, int n, int longer_than) {
+    *t = (TokenTrie){.order = malloc(((size_t)n + 1) * sizeof *t->order),
+                     .shared = malloc(((size_t)n + 1) * sizeof *t->shared)};
+    if (!t->order || !t->shared) return false;
+    for (int i = 0; i < n; i++)
+        if (token_len(v, sorted[i]) > longer_than) t->order[t->n++] = sorted[i];
+    size_t n_rest = 0;
+    for (int i = 0; i < t->n; i++) {
+        int k = 0;
+        if (i > 0) {
+            const char *a = v->bytes + v->offset[t->order[i - 1]], *b = v->bytes + v->offset[t->order[i]];
+            int na = token_len(v, t->order[i - 1]), nb = token_len(v, t->order[i]);
+            while (k < na && k < nb && a[k] == b[k]) k++;
+        }
+        t->shared[i] = (uint16_t)k;
+        n_rest += (size_t)(token_len(v, t->order[i]) - k);
+    }
+    t->rest = malloc(((size_t)t->n + 1) * sizeof *t->rest);
+    t->rest_bytes = malloc(n_rest + 1);
+    if (!t->rest || !t->rest_bytes || n_rest > UINT32_MAX) return false;
+    t->rest[0] = 0;
+    for (int i = 0; i < t->n; i++) {
+        const int tok = t->order[i], len = token_len(v, tok) - t->shared[i];
+        memcpy(t->rest_bytes + t->rest[i], v->bytes + v->offset[tok] + t->shared[i], (size_t)len);
+        t->rest[i + 1] = t->rest[i] + (uint32_t)len;
+    }
+    return true;
+}
+
+static void trie_free(TokenTrie *t) {
+    free(t->order);
+    free(t->shared);
+    free(t->rest);
+    free(t->rest_bytes);
+    *t = (TokenTrie){0};
+}
+
+// clamp[e]: e, or for an element of a link R_k with k > level its counterpart in R_level (level >= 2, so that R_level
+// ends in a reference to its tail as R_k does). A link's tail is written before it, so one pass in the order of the
+// rules finds each link's R_level from its tail's. false: out of memory.
+static bool clamp_init(const Grammar *g, int level, int *clamp) {
+    int *to = malloc(((size_t)g->n_rules + 1) * sizeof *to);  // each rule's counterpart
+    if (!to) return false;
+    for (int e = 0; e < g->n_elements; e++) clamp[e] = e;
+    for (int r = 0; r < g->n_rules; r++) {
+        const GrammarRule *rule = &g->rules[r];
+        to[r] = rule->repeats_left > level && rule->repeat_tail < r ? to[rule->repeat_tail] : r;
+        if (to[r] == r) continue;
+        const GrammarRule *counterpart = &g->rules[to[r]];
+        for (int a = 0; a < rule->n_alts; a++) {
+            const int from = g->alt_start[rule->first_alt + a], onto = g->alt_start[counterpart->first_alt + a];
+            for (int k = 0; k == 0 || g->elements[from + k - 1].kind != GRAMMAR_END; k++) clamp[from + k] = onto + k;
+        }
+    }
+    free(to);
+    return true;
+}
+
+// The buckets K = 2, 4, … whose clamp changes some element: those below the grammar's longest chain less one.
+static bool buckets_init(GrammarMasker *m, const int *sorted, int n) {
+    const Grammar *g = m->grammar;
+    int longest = 0;
+    for (int r = 0; r < g->n_rules; r++)
+        if (g->rules[r].repeats_left > longest) longest = g->rules[r].repeats_left;
+    for (int K = 2; m->n_buckets < MASK_BUCKETS && K + 1 < longest; K *= 2) {
+        LengthBucket *b = &m->buckets[m->n_buckets++];
+        *b = (LengthBucket){.bytes = K, .clamp = malloc(((size_t)g->n_elements + 1) * sizeof *b->clamp),
+                            .short_tokens = calloc((size_t)m->words, sizeof *b->short_tokens)};
+        if (!b->clamp || !b->short_tokens || !clamp_init(g, K + 1, b->clamp) ||
+            !trie_init(&b->longer, &m->vocab, sorted, n, K))
+            return false;
+        for (int i = 0; i < n; i++)
+            if (token_len(&m->vocab, sorted[i]) <= K) b->short_tokens[sorted[i] >> 6] |= 1ull << (sorted[i] & 63);
+    }
+    return true;
+}
+
 int grammar_masker_init(GrammarMasker *m, const Grammar *g, const Vocabulary *vocab, Err *err) {
-    *m = (GrammarMasker){.grammar = g, .vocab = *vocab, .words = (vocab->V + 63) / 64};
+    *m = (GrammarMasker){.grammar = g, .vocab = *vocab, .words = (vocab->V + 63) / 64,
+                         .cache = {.entries = calloc(MASK_CACHE_MAX, sizeof(CachedMask)), .cap = MASK_CACHE_MAX},
+                         .clamped_cache = {.entries = calloc(MASK_CLAMPED_MAX, sizeof(CachedMask)),
+                                           .cap = MASK_CLAMPED_MAX}};
     m->is_end = calloc((size_t)vocab->V + 1, sizeof *m->is_end);
-    m->order = malloc(((size_t)vocab->V + 1) * sizeof *m->order);
-    m->shared = malloc(((size_t)vocab->V + 1) * sizeof *m->shared);
-    m->cache = calloc(MASK_CACHE_MAX, sizeof *m->cache);
-    if (!m->is_end || !m->order || !m->shared || !m->cache)
+    int *sorted = malloc(((size_t)vocab->V + 1) * sizeof *sorted), n_sorted = 0;
+    if (!m->is_end || !sorted || !m->cache.entries || !m->clamped_cache.entries) {
+        free(sorted);
         return err_fmt(err, "out of memory for the grammar's token masks");
+    }
     for (int i = 0; i < vocab->n_end; i++)
         if (vocab->end_ids[i] >= 0 && vocab->end_ids[i] < vocab->V) m->is_end[vocab->end_ids[i]] = true;
     for (int t = 0; t < vocab->V; t++) {
         int n = token_len(vocab, t);
-        if (!m->is_end[t] && n > 0 && n <= MASK_TOKEN_MAX) m->order[m->n_sorted++] = t;
+        if (!m->is_end[t] && n > 0 && n <= MASK_TOKEN_MAX) sorted[n_sorted++] = t;
     }
-    qsort_r(m->order, (size_t)m->n_sorted, sizeof *m->order, by_bytes, &m->vocab);
-    size_t n_rest = 0;
-    for (int i = 0; i < m->n_sorted; i++) {
-        int k = 0;
-        if (i > 0) {
-            const char *a = vocab->bytes + vocab->offset[m->order[i - 1]], *b = vocab->bytes + vocab->offset[m->order[i]];
-            int na = token_len(vocab, m->order[i - 1]), nb = token_len(vocab, m->order[i]);
-            while (k < na && k < nb && a[k] == b[k]) k++;
-        }
-        m->shared[i] = (uint16_t)k;
-        n_rest += (size_t)(token_len(vocab, m->order[i]) - k);
+    qsort_r(sorted, (size_t)n_sorted, sizeof *sorted, by_bytes, &m->vocab);
+    const bool ok = trie_init(&m->trie, vocab, sorted, n_sorted, 0) && buckets_init(m, sorted, n_sorted);
+    free(sorted);
+    return ok ? 0 : err_fmt(err, "out of memory for the grammar's token masks");
+}
+
+static void cache_empty(MaskCache *c) {
+    for (int i = 0; i < c->n; i++) {
+        grammar_state_free(&c->entries[i].state);
+        free(c->entries[i].bits);
     }
-    m->rest = malloc(((size_t)m->n_sorted + 1) * sizeof *m->rest);
-    m->rest_bytes = malloc(n_rest + 1);
-    if (!m->rest || !m->rest_bytes || n_rest > UINT32_MAX) return err_fmt(err, "out of memory for the grammar's token masks");
-    m->rest[0] = 0;
-    for (int i = 0; i < m->n_sorted; i++) {
-        const int t = m->order[i], n = token_len(vocab, t) - m->shared[i];
-        memcpy(m->rest_bytes + m->rest[i], vocab->bytes + vocab->offset[t] + m->shared[i], (size_t)n);
-        m->rest[i + 1] = m->rest[i] + (uint32_t)n;
-    }
-    return 0;
+    c->n = 0;
 }
 
 void grammar_masker_free(GrammarMasker *m) {
@@ -62,13 +136,18 @@ void grammar_masker_free(GrammarMasker *m) {
     free(m->next);
     free(m->slot);
     grammar_state_free(&m->scratch);
-    if (m->cache) grammar_masker_forget(m);
+    grammar_state_free(&m->clamped);
+    cache_empty(&m->cache);
+    cache_empty(&m->clamped_cache);
+    free(m->cache.entries);
+    free(m->clamped_cache.entries);
     free(m->is_end);
-    free(m->order);
-    free(m->shared);
-    free(m->rest);
-    free(m->rest_bytes);
-    free(m->cache);
+    trie_free(&m->trie);
+    for (int b = 0; b < m->n_buckets; b++) {
+        free(m->buckets[b].clamp);
+        free(m->buckets[b].short_tokens);
+        trie_free(&m->buckets[b].longer);
+    }
     *m = (GrammarMasker){0};
 }
 
@@ -134,73 +213,101 @@ static int step(GrammarMasker *m, int from, unsigned char b) {
 
 // ---- masks -------------------------------------------------------------------------------------------------------------
 
-// The mask of state s, computed: tokens in byte order, each read on from the bytes it shares with the token before
-// (whose states are kept at depth[0..shared]); a refused byte at depth d refuses every following token that shares
-// those d + 1 bytes, without reading them. The token read next never shares more than was read of the one before
-// (a token sharing more than a refused prefix was skipped), so its bytes before `shared` need no reading.
-// −1: no room for the states met (compute_mask starts afresh).
-static int walk(GrammarMasker *m, const GrammarState *s, uint64_t *bits) {
-    const Vocabulary *v = &m->vocab;
-    memset(bits, 0, (size_t)m->words * sizeof *bits);
+// Adds to bits the tokens of trie t that state s allows: tokens in byte order, each read on from the bytes it shares
+// with the token before (whose states are kept at depth[0..shared]); a refused byte at depth d refuses every following
+// token that shares those d + 1 bytes, without reading them. The token read next never shares more than was read of
+// the one before (a token sharing more than a refused prefix was skipped), so its bytes before `shared` need no
+// reading. −1: no room for the states met (walk_with_room starts afresh).
+static int walk(GrammarMasker *m, const TokenTrie *t, const GrammarState *s, uint64_t *bits) {
     int depth[MASK_TOKEN_MAX + 1];  // the state after each prefix of the token being read
     if ((depth[0] = state_id(m, s)) < 0) return -1;
-    for (int i = 0; i < m->n_sorted; i++) {
-        const unsigned char *rest = m->rest_bytes + m->rest[i];
-        const int shared = m->shared[i], n = shared + (int)(m->rest[i + 1] - m->rest[i]);
+    for (int i = 0; i < t->n; i++) {
+        const unsigned char *rest = t->rest_bytes + t->rest[i];
+        const int shared = t->shared[i], n = shared + (int)(t->rest[i + 1] - t->rest[i]);
         int d = shared, next = 0;
         while (d < n && (next = step(m, depth[d], rest[d - shared])) >= 0) depth[++d] = next;
         if (next == -3) return -1;
         if (d == n) {
-            const int t = m->order[i];
-            bits[t >> 6] |= 1ull << (t & 63);
+            const int token = t->order[i];
+            bits[token >> 6] |= 1ull << (token & 63);
             continue;
         }
-        while (i + 1 < m->n_sorted && m->shared[i + 1] > d) i++;  // they share the refused prefix
+        while (i + 1 < t->n && t->shared[i + 1] > d) i++;  // they share the refused prefix
     }
+    return 0;
+}
+
+// walk, with the states kept from earlier masks while they leave room, else from none.
+static int walk_with_room(GrammarMasker *m, const TokenTrie *t, const GrammarState *s, uint64_t *bits) {
+    if (m->n_states > MASK_STATES_MAX / 2) forget_states(m);
+    if (walk(m, t, s, bits) == 0) return 0;
+    forget_states(m);
+    return walk(m, t, s, bits);
+}
+
+// Some element of s's stacks lies in a link that b's clamp replaces.
+static bool clamp_changes(const LengthBucket *b, const GrammarState *s) {
+    for (int i = 0; i < s->start[s->n_stacks]; i++)
+        if (b->clamp[s->cells[i]] != s->cells[i]) return true;
+    return false;
+}
+
+static int cached_mask(GrammarMasker *m, MaskCache *c, const GrammarState *s, const uint64_t **bits);
+
+// The mask of state s, computed: through the largest bucket K whose clamp changes s, the clamp's mask (cached) for
+// the tokens of at most K bytes and the walk from s for the longer ones; where no clamp changes s, the walk over
+// every token. −1: out of memory.
+static int compute_mask(GrammarMasker *m, const GrammarState *s, uint64_t *bits) {
+    memset(bits, 0, (size_t)m->words * sizeof *bits);
+    int b = m->n_buckets - 1;
+    while (b >= 0 && !clamp_changes(&m->buckets[b], s)) b--;
+    const TokenTrie *walked = &m->trie;
+    if (b >= 0) {
+        const LengthBucket *bucket = &m->buckets[b];
+        const uint64_t *clamped;
+        if (grammar_state_map(&m->clamped, s, bucket->clamp) < 0 ||
+            cached_mask(m, &m->clamped_cache, &m->clamped, &clamped) < 0)
+            return -1;
+        for (int w = 0; w < m->words; w++) bits[w] = clamped[w] & bucket->short_tokens[w];
+        walked = &bucket->longer;
+    }
+    if (walk_with_room(m, walked, s, bits) < 0) return -1;
+    const Vocabulary *v = &m->vocab;
     if (grammar_may_end(s))
         for (int e = 0; e < v->n_end; e++)
             if (v->end_ids[e] >= 0 && v->end_ids[e] < v->V) bits[v->end_ids[e] >> 6] |= 1ull << (v->end_ids[e] & 63);
     return 0;
 }
 
-// walk, with the states kept from earlier masks while they leave room, else from none.
-static int compute_mask(GrammarMasker *m, const GrammarState *s, uint64_t *bits) {
-    if (m->n_states > MASK_STATES_MAX / 2) forget_states(m);
-    if (walk(m, s, bits) == 0) return 0;
-    forget_states(m);
-    return walk(m, s, bits);
-}
-
-void grammar_masker_forget(GrammarMasker *m) {
-    for (int i = 0; i < m->n_cached; i++) {
-        grammar_state_free(&m->cache[i].state);
-        free(m->cache[i].bits);
-    }
-    memset(m->cache, 0, MASK_CACHE_MAX * sizeof *m->cache);
-    m->n_cached = 0;
-}
-
-int grammar_mask(GrammarMasker *m, const GrammarState *s, const uint64_t **bits, Err *err) {
+// The mask of state s from cache c, computed and added on a miss (a full cache is emptied first: states recur
+// within a document). The words belong to the cache. −1: out of memory.
+static int cached_mask(GrammarMasker *m, MaskCache *c, const GrammarState *s, const uint64_t **bits) {
     const uint64_t h = grammar_state_hash(s);
-    for (int i = 0; i < m->n_cached; i++)
-        if (m->cache[i].hash == h && grammar_state_equal(&m->cache[i].state, s)) {
-            m->hits++;
-            *bits = m->cache[i].bits;
+    for (int i = 0; i < c->n; i++)
+        if (c->entries[i].hash == h && grammar_state_equal(&c->entries[i].state, s)) {
+            *bits = c->entries[i].bits;
             return 0;
         }
-    m->misses++;
-    if (m->n_cached == MASK_CACHE_MAX) grammar_masker_forget(m);  // full: start again (states recur within a document)
-    CachedMask *c = &m->cache[m->n_cached];
-    c->hash = h;
-    c->bits = malloc((size_t)m->words * sizeof *c->bits);
-    if (!c->bits || grammar_state_copy(&c->state, s) < 0 || compute_mask(m, s, c->bits) < 0) {
-        free(c->bits);
-        grammar_state_free(&c->state);
-        *c = (CachedMask){0};
-        return err_fmt(err, "out of memory for a grammar's token mask");
+    CachedMask added = {.hash = h, .bits = malloc((size_t)m->words * sizeof *added.bits)};
+    // computed from the entry's own copy: s may be m->clamped, which compute_mask overwrites
+    if (!added.bits || grammar_state_copy(&added.state, s) < 0 || compute_mask(m, &added.state, added.bits) < 0) {
+        free(added.bits);
+        grammar_state_free(&added.state);
+        return -1;
     }
-    m->n_cached++;
-    *bits = c->bits;
+    if (c->n == c->cap) cache_empty(c);
+    c->entries[c->n++] = added;
+    *bits = added.bits;
+    return 0;
+}
+
+void grammar_masker_forget(GrammarMasker *m) { cache_empty(&m->cache); }
+
+int grammar_mask(GrammarMasker *m, const GrammarState *s, const uint64_t **bits, Err *err) {
+    const int before = m->cache.n;
+    if (cached_mask(m, &m->cache, s, bits) < 0) return err_fmt(err, "out of memory for a grammar's token mask");
+    if (m->cache.n == before) m->hits++;
+    else m->misses++;
     return 0;
 }
 
@@ -280,17 +387,18 @@ static int forced_byte(GrammarMasker *m, int id) {
 // longest, a binary search among the tokens sorted by bytes.
 static int longest_token(const GrammarMasker *m, const unsigned char *text, int n) {
     const Vocabulary *v = &m->vocab;
+    const TokenTrie *trie = &m->trie;
     for (int len = n < MASK_TOKEN_MAX ? n : MASK_TOKEN_MAX; len > 0; len--) {
-        int a = 0, b = m->n_sorted;  // the first token whose bytes are not below text[0..len)
+        int a = 0, b = trie->n;  // the first token whose bytes are not below text[0..len)
         while (a < b) {
-            const int mid = (a + b) / 2, t = m->order[mid], nt = token_len(v, t);
+            const int mid = (a + b) / 2, t = trie->order[mid], nt = token_len(v, t);
             int c = memcmp(v->bytes + v->offset[t], text, (size_t)(nt < len ? nt : len));
             if (c == 0) c = (nt > len) - (nt < len);
             if (c < 0) a = mid + 1;
             else b = mid;
         }
-        if (a < m->n_sorted && token_len(v, m->order[a]) == len && !memcmp(v->bytes + v->offset[m->order[a]], text, len))
-            return m->order[a];
+        if (a < trie->n && token_len(v, trie->order[a]) == len && !memcmp(v->bytes + v->offset[trie->order[a]], text, len))
+            return trie->order[a];
     }
     return -1;
 }

@@ -8,7 +8,8 @@
 // reading it (a byte trie walked depth first: the state after each prefix is kept while tokens below it are tried,
 // and a refused prefix refuses every token under it at once); the states met are numbered and their transitions by
 // byte kept, so that a byte read from a known state costs a lookup; and masks are cached by state: a state seen
-// before (inside a string, after each comma) costs a lookup.
+// before (inside a string, after each comma) costs a lookup. Inside a bounded repetition, where no state recurs, the
+// tokens short enough not to reach its end take the mask of a clamped state that does (LengthBucket below).
 #ifndef SPECDEC_GRAMMAR_MASK_H
 #define SPECDEC_GRAMMAR_MASK_H
 
@@ -18,8 +19,9 @@
 #include "base/error.h"
 #include "grammar/grammar.h"
 
-// Masks cached at most; bytes of the longest token read; distinct states whose transitions are kept.
-enum { MASK_CACHE_MAX = 512, MASK_TOKEN_MAX = 256, MASK_STATES_MAX = 1 << 15 };
+// Masks cached at most (by state; by clamped state); bytes of the longest token read; distinct states whose
+// transitions are kept; length buckets (K = 2, 4, …, 128 bytes).
+enum { MASK_CACHE_MAX = 512, MASK_CLAMPED_MAX = 128, MASK_TOKEN_MAX = 256, MASK_STATES_MAX = 1 << 15, MASK_BUCKETS = 7 };
 
 // A vocabulary: token t's bytes are bytes[offset[t] .. offset[t + 1]) (empty: a token no text spells).
 typedef struct {
@@ -37,28 +39,51 @@ typedef struct {
 } CachedMask;
 
 typedef struct {
+    CachedMask *entries;        // [cap]
+    int n, cap;
+} MaskCache;
+
+// Tokens as a byte trie laid out for one pass in order: sorted by their bytes, each as the bytes it shares with the
+// one before and the rest, the rests stored one after another in that order (the walk reads them in sequence, not
+// scattered by token id).
+typedef struct {
+    int *order;                 // [n]: the tokens, by their bytes
+    uint16_t *shared;           // [n]: bytes order[i] shares with order[i − 1] (0 for i = 0)
+    uint32_t *rest;             // [n + 1]: order[i]'s other bytes are rest_bytes[rest[i] .. rest[i + 1])
+    unsigned char *rest_bytes;
+    int n;
+} TokenTrie;
+
+// Inside a bounded repetition (a string's `char{0,40}`: grammar.h's chain R_40 … R_1) every position is a state of
+// its own, so the cache by state never hits. But a token of at most K bytes reads at most K items, so it reads alike
+// from a state and from its clamp, where every link R_k with k > K + 1 is replaced by R_{K+1}: the mask of those tokens
+// is the clamp's, one state for every position further than K + 1 from the chain's end. Only the longer tokens are
+// walked from the state itself.
+typedef struct {
+    int bytes;                  // K
+    int *clamp;                 // [n_elements]: each element, or its counterpart in R_{K+1} for one in R_k, k > K + 1
+    uint64_t *short_tokens;     // [words]: the tokens of 1..K bytes (no end token)
+    TokenTrie longer;           // the tokens of more than K bytes (up to MASK_TOKEN_MAX)
+} LengthBucket;
+
+typedef struct {
     const Grammar *grammar;
     Vocabulary vocab;
     bool *is_end;               // [V]
     int words;                  // (V + 63) / 64
-    // The vocabulary's byte trie, laid out for one pass in order: the tokens with bytes (not longer than
-    // MASK_TOKEN_MAX) sorted by their bytes, each as the bytes it shares with the one before and the rest, the rests
-    // stored one after another in that order (the walk reads them in sequence, not scattered by token id).
-    int *order;                 // [n_sorted]: the tokens, by their bytes
-    uint16_t *shared;           // [n_sorted]: bytes order[i] shares with order[i − 1] (0 for i = 0)
-    uint32_t *rest;             // [n_sorted + 1]: order[i]'s other bytes are rest_bytes[rest[i] .. rest[i + 1])
-    unsigned char *rest_bytes;
-    int n_sorted;
+    TokenTrie trie;             // every token with bytes, up to MASK_TOKEN_MAX of them (longer ones are never allowed)
+    LengthBucket buckets[MASK_BUCKETS];  // K ascending; only those whose clamp changes some element
+    int n_buckets;
     // The states the walks met, each once, with their transitions by byte: reading a byte from a state seen before
     // costs a lookup (inside a string, every ordinary character leads back to the same state).
     GrammarState *states;       // [n_states]
     int16_t (*next)[256];       // [n_states]: the state after each byte; -1: refused; -2: not read yet
     int *slot;                  // [n_slots]: open addressing by hash, state index + 1 (0: empty)
     int n_states, cap_states, n_slots;
-    GrammarState scratch;
-    CachedMask *cache;          // [MASK_CACHE_MAX]
-    int n_cached;
-    long hits, misses;          // of the cache
+    GrammarState scratch, clamped;
+    MaskCache cache;            // by state
+    MaskCache clamped_cache;    // by clamped state: kept by grammar_masker_forget, like the transitions
+    long hits, misses;          // of the cache by state
 } GrammarMasker;
 
 int grammar_masker_init(GrammarMasker *m, const Grammar *g, const Vocabulary *vocab, Err *err);
@@ -68,7 +93,8 @@ void grammar_masker_free(GrammarMasker *m);
 // call). -1 with err when out of memory.
 int grammar_mask(GrammarMasker *m, const GrammarState *s, const uint64_t **bits, Err *err);
 
-// Empties the cache (the bench measures masks never seen before by it).
+// Empties the cache by state (the bench measures masks never seen before by it); the transitions and the clamped
+// states' masks stay.
 void grammar_masker_forget(GrammarMasker *m);
 
 static inline bool mask_allows(const uint64_t *bits, int token) { return bits[token >> 6] >> (token & 63) & 1; }

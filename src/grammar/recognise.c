@@ -336,3 +336,19 @@ bool grammar_state_equal(const GrammarState *a, const GrammarState *b) {
         if (!b->slot[find_slot(b, a->cells + a->start[i], stack_len(a, i), a->hash[i])]) return false;
     return true;
 }
+
+int grammar_state_map(GrammarState *dst, const GrammarState *src, const int *map) {
+    int work[GRAMMAR_MAX_DEPTH];
+    dst->grammar = src->grammar;
+    if (!reserve(dst, 1, 1)) return -1;
+    clear(dst);
+    for (int i = 0; i < src->n_stacks; i++) {
+        const int n = stack_len(src, i), *cells = src->cells + src->start[i];
+        for (int k = 0; k < n; k++) work[k] = map[cells[k]];
+        if (!add_stack(dst, work, n)) return -1;
+    }
+    dst->partial = src->partial;
+    dst->pending = src->pending;
+    dst->length = src->length;
+    return 0;
+}

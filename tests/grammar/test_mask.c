@@ -17,7 +17,7 @@ static const char *const TOKENS[] = {
     "a", "b", "c", "x", "y", "z", "0", "1", "7", "9", "-", "+", ".", "e", " ", "\n", "\t", "\"", "\\", ":", ",", "{",
     "}", "[", "]", "ab", "abc", "xyz", "12", "007", "\": ", "{\"", "\"}", "\",", "\", \"", "true", "false", "null",
     "tr", "ue", "nu", "ll", "\xc3", "\xa9", "\xc3\xa9", "\xe2\x82", "\xac", "\xe2\x82\xac", "a\xc3", "\xa9z",
-    "name", "age", "\"name", "\"age\"", " {", "} ", "],", "\\n", "\\\"", "\\u00e9", "", "",
+    "name", "age", "\"name", "\"age\"", " {", "} ", "],", "\\n", "\\\"", "\\u00e9", "abcd", "lovelace", "", "",
 };
 enum { V = sizeof TOKENS / sizeof *TOKENS, END = V - 2 };
 
@@ -43,8 +43,9 @@ static bool allowed_by_reading(const GrammarState *s, int t) {
     return ok;
 }
 
-// Walks random allowed tokens from the start of g, checking every mask on the way; returns the masks checked.
-static int check_walks(const Grammar *g, const char *what) {
+// Walks random allowed tokens from the start of g, checking every mask on the way; returns the masks checked. *clamped
+// (unless NULL): the masks of clamped states (mask.h's length buckets) the walks used.
+static int check_walks(const Grammar *g, const char *what, int *clamped) {
     static uint32_t offset[V + 1];
     static char bytes[1024];
     static const int end[] = {END};
@@ -54,7 +55,7 @@ static int check_walks(const Grammar *g, const char *what) {
     Err err;
     CHECK(grammar_masker_init(&m, g, &vocab, &err) == 0, "%s", err.msg);
     int checked = 0;
-    for (int walk = 0; walk < 20; walk++) {
+    for (int walk = 0; walk < 60; walk++) {
         GrammarState s = {0}, scratch = {0};
         CHECK(grammar_state_init(&s, g, &err) == 0, "%s", err.msg);
         for (int step = 0; step < 30; step++) {
@@ -69,12 +70,15 @@ static int check_walks(const Grammar *g, const char *what) {
             }
             checked++;
             if (n_allowed == 0) break;
-            CHECK(grammar_accept_token(&m, &s, allowed[test_rand_int(0, n_allowed - 1)], &scratch), "%s", what);
+            // half the time "a" where allowed, so that walks also go deep into repetitions, one item at a time
+            const int t = mask_allows(bits, 0) && test_rand_int(0, 1) ? 0 : allowed[test_rand_int(0, n_allowed - 1)];
+            CHECK(grammar_accept_token(&m, &s, t, &scratch), "%s", what);
         }
         grammar_state_free(&s);
         grammar_state_free(&scratch);
     }
     CHECK(m.hits > 0, "%s: the cache never served a mask", what);
+    if (clamped) *clamped = m.clamped_cache.n;
     grammar_masker_free(&m);
     return checked;
 }
@@ -91,7 +95,7 @@ TEST(mask_equals_brute_force_on_small_grammars) {
         Err err;
         Grammar *g = grammar_parse(grammars[i], strlen(grammars[i]), "test.gbnf", &err);
         CHECK(g, "%s", err.msg);
-        if (g) checked += check_walks(g, grammars[i]);
+        if (g) checked += check_walks(g, grammars[i], NULL);
         grammar_free(g);
     }
     const char schema[] = "{\"type\": \"object\", \"properties\": {\"name\": {\"type\": \"string\"}, \"age\": "
@@ -99,9 +103,41 @@ TEST(mask_equals_brute_force_on_small_grammars) {
     Err err;
     Grammar *g = json_schema_grammar(schema, sizeof schema - 1, "schema.json", &err);
     CHECK(g, "%s", err.msg);
-    if (g) checked += check_walks(g, "schema");
+    if (g) checked += check_walks(g, "schema", NULL);
     grammar_free(g);
     CHECK(checked > 200, "only %d masks checked", checked);
+}
+
+// Bounded repetitions, whose masks come from clamped states for the tokens of at most K bytes (K = 2, 4 here: the
+// vocabulary's longest token has 8): strings with maxLength and minLength, chains nested in chains, items that may be
+// empty, items of several characters (a state inside one), items that are characters of several bytes.
+TEST(mask_of_bounded_repetitions_equals_brute_force) {
+    static const struct {
+        bool schema;
+        const char *text;
+    } grammars[] = {
+        {false, "root ::= \"\\\"\" [a-z]{0,25} \"\\\"\""},
+        {false, "root ::= (\"[\" [a-c0-9]{1,9} \"]\" \",\"?){0,12} \"z\""},
+        {false, "root ::= (\"a\"? \"b\"?){0,14} \"c\""},
+        {false, "root ::= (\"ab\" \"c\"?){2,12} (\"x\" | \"y\")"},
+        {false, "root ::= [é€a]{0,20} \"z\""},
+        {true, "{\"type\": \"object\", \"properties\": {\"name\": {\"type\": \"string\", \"minLength\": 2, \"maxLength\": 24}, "
+               "\"tags\": {\"type\": \"array\", \"items\": {\"type\": \"string\", \"maxLength\": 9}, \"maxItems\": 12}}, "
+               "\"required\": [\"name\", \"tags\"]}"},
+    };
+    int checked = 0;
+    for (size_t i = 0; i < sizeof grammars / sizeof *grammars; i++) {
+        const char *text = grammars[i].text;
+        Err err;
+        Grammar *g = grammars[i].schema ? json_schema_grammar(text, strlen(text), "schema.json", &err)
+                                        : grammar_parse(text, strlen(text), "test.gbnf", &err);
+        CHECK(g, "%s", err.msg);
+        int used = 0;
+        if (g) checked += check_walks(g, text, &used);
+        CHECK(used > 0, "%s: no clamped state's mask was used", text);
+        grammar_free(g);
+    }
+    CHECK(checked > 300, "only %d masks checked", checked);
 }
 
 // The constraint: logits of refused tokens −inf after the committed tokens and a path; a refused path leaves none
