@@ -369,9 +369,13 @@ def main():
         "$defs": {"node": {"anyOf": [{"type": "null"}, {"type": "object", "properties": {
             "next": {"$ref": "#/$defs/node"}, "at": {"type": "string", "format": "date-time"}}}]}},
         "$ref": "#/$defs/node"}))
-    write("json_schema", "strings", json.dumps({"oneOf": [
+    write("json_schema", "strings", json.dumps({"anyOf": [
         {"type": "string", "pattern": "^[A-Z]{2}(-\\d+|x)?\\.?$"}, {"type": "string", "format": "uuid"},
         {"const": {"k": [1, 2.5, "\u00e9"]}}, {"type": ["boolean", "number"]}]}))
+    write("json_schema", "one_of", json.dumps({
+        "$defs": {"cat": {"type": "object", "properties": {"kind": {"const": "cat"}}, "required": ["kind"]}},
+        "oneOf": [{"$ref": "#/$defs/cat", "properties": {"lives": {"type": "integer"}}}, {"type": "object",
+        "properties": {"kind": {"enum": ["dog", 2]}}, "required": ["kind"]}, {"enum": [1, "x"]}, {"type": "null"}]}))
 
 
 if __name__ == "__main__":

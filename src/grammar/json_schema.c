@@ -490,8 +490,8 @@ static char *object_rule(Converter *c, json_t *schema, const char *name, const c
 
 // $ref "#/$defs/NAME" or "#/definitions/NAME": the definition's rule, written the first time it is referred to
 // (its name reserved before its body is visited, so a definition may refer to itself).
-// The definition that $ref names, or NULL (refused) where it names none; *def its name.
-static json_t *definition(Converter *c, json_t *ref, const char **def, const char *path) {
+// The definition that $ref names, or NULL where it names none; *def its name.
+static json_t *lookup_definition(const Converter *c, json_t *ref, const char **def) {
     const char *target = json_is_string(ref) ? json_string_value(ref) : "", *section = NULL;
     if (!strncmp(target, "#/$defs/", 8)) {
         section = "$defs";
@@ -500,7 +500,13 @@ static json_t *definition(Converter *c, json_t *ref, const char **def, const cha
         section = "definitions";
         *def = target + 14;
     }
-    json_t *schema = section ? json_object_get(json_object_get(c->root, section), *def) : NULL;
+    return section ? json_object_get(json_object_get(c->root, section), *def) : NULL;
+}
+
+// lookup_definition, refused by name where $ref names no definition.
+static json_t *definition(Converter *c, json_t *ref, const char **def, const char *path) {
+    const char *target = json_is_string(ref) ? json_string_value(ref) : "";
+    json_t *schema = lookup_definition(c, ref, def);
     if (!schema) {
         char what[200];
         snprintf(what, sizeof what, "$ref '%.100s' is not a definition of this schema (#/$defs/… or #/definitions/…)",
@@ -534,6 +540,7 @@ static char *ref_rule(Converter *c, json_t *ref, const char *path) {
 // ---- allOf: object schemas merged -------------------------------------------------------------------------------------
 
 typedef struct {
+    const char *what;               // what is merged, for messages: "allOf", "$ref with sibling keywords …"
     json_t *properties, *required;  // the union of the parts'
     json_t *closed;                 // [the properties of each part with additionalProperties false]
     bool all_open;                  // every part says additionalProperties true
@@ -544,8 +551,10 @@ static int merge_part(Converter *c, Merge *m, json_t *part, const char *path);
 static int merge_keyword(Converter *c, Merge *m, const char *keyword, json_t *v, const char *path) {
     char what[240];
     if (!strcmp(keyword, "type")) {
-        if (!json_is_string(v) || strcmp(json_string_value(v), "object"))
-            return refuse(c, path, "allOf merges object schemas only: a part whose type is not object");
+        if (!json_is_string(v) || strcmp(json_string_value(v), "object")) {
+            snprintf(what, sizeof what, "%s merges object schemas only: a part whose type is not object", m->what);
+            return refuse(c, path, what);
+        }
     } else if (!strcmp(keyword, "properties")) {
         const char *key;
         json_t *sub, *known;
@@ -576,7 +585,7 @@ static int merge_keyword(Converter *c, Merge *m, const char *keyword, json_t *v,
         json_t *target = definition(c, v, &def, path);
         if (!target || merge_part(c, m, target, json_string_value(v) + 1) < 0) return -1;
     } else if (strcmp(keyword, "$defs") && strcmp(keyword, "definitions") && !is_annotation(keyword)) {
-        snprintf(what, sizeof what, "allOf merges object schemas only: '%.80s' cannot be merged", keyword);
+        snprintf(what, sizeof what, "%s merges object schemas only: '%.80s' cannot be merged", m->what, keyword);
         return refuse(c, path, what);
     }
     return 0;
@@ -600,9 +609,11 @@ static int merge_part(Converter *c, Merge *m, json_t *part, const char *path) {
 
 // allOf of object schemas as one object: the union of their properties (one described by two parts must be
 // described the same) and of their required names; where a part says additionalProperties false, every property
-// must be one it lists; other properties only where every part says additionalProperties true.
-static char *all_of(Converter *c, json_t *schema, const char *name, const char *path) {
-    Merge m = {.properties = json_object(), .required = json_array(), .closed = json_array(), .all_open = true};
+// must be one it lists; other properties only where every part says additionalProperties true. `what` names the
+// merge in messages (allOf, or a $ref with sibling keywords, which are merged with the definition the same way).
+static char *all_of(Converter *c, json_t *schema, const char *name, const char *path, const char *what) {
+    Merge m = {.what = what, .properties = json_object(), .required = json_array(), .closed = json_array(),
+               .all_open = true};
     json_t *merged = json_object();
     char *e = NULL;
     if (m.properties && m.required && m.closed && merged && merge_part(c, &m, schema, path) == 0) {
@@ -674,6 +685,157 @@ static char *alternatives(Converter *c, json_t *schema, json_t *list, const char
     return text_take(&t);
 }
 
+// ---- oneOf: branches proven disjoint ------------------------------------------------------------------------------
+
+// JSON's types as bits (integer is number's: a whole number is both).
+enum { T_NULL = 1, T_BOOLEAN = 2, T_NUMBER = 4, T_STRING = 8, T_ARRAY = 16, T_OBJECT = 32, T_ANY = 63 };
+
+static int value_type(json_t *v) {
+    if (json_is_null(v)) return T_NULL;
+    if (json_is_boolean(v)) return T_BOOLEAN;
+    if (json_is_number(v)) return T_NUMBER;
+    if (json_is_string(v)) return T_STRING;
+    return json_is_array(v) ? T_ARRAY : T_OBJECT;
+}
+
+static int type_named(json_t *name) {
+    static const char *const names[] = {"null", "boolean", "number", "string", "array", "object", "integer"};
+    for (int i = 0; i < 7; i++)
+        if (json_is_string(name) && !strcmp(json_string_value(name), names[i])) return i < 6 ? 1 << i : T_NUMBER;
+    return T_ANY;
+}
+
+// The types that a document valid against schema may have (a superset, as JSON Schema reads it: keywords of
+// objects say nothing of documents that are not objects, so only type, const, enum, $ref and the combinators
+// narrow it).
+static int schema_types(const Converter *c, json_t *schema, int depth) {
+    if (json_is_false(schema)) return 0;
+    if (!json_is_object(schema) || depth > MAX_DEPTH) return T_ANY;
+    int types = T_ANY, some;
+    size_t i;
+    const char *def;
+    json_t *v = json_object_get(schema, "type"), *sub;
+    if (json_is_string(v)) types = type_named(v);
+    if (json_is_array(v)) {
+        types = 0;
+        json_array_foreach(v, i, sub) types |= type_named(sub);
+    }
+    if ((v = json_object_get(schema, "const"))) types &= value_type(v);
+    if (json_is_array(v = json_object_get(schema, "enum"))) {
+        some = 0;
+        json_array_foreach(v, i, sub) some |= value_type(sub);
+        types &= some;
+    }
+    if ((v = json_object_get(schema, "$ref")) && (sub = lookup_definition(c, v, &def)))
+        types &= schema_types(c, sub, depth + 1);
+    static const char *const unions[] = {"anyOf", "oneOf"};
+    for (int u = 0; u < 2; u++)
+        if (json_is_array(v = json_object_get(schema, unions[u]))) {
+            some = 0;
+            json_array_foreach(v, i, sub) some |= schema_types(c, sub, depth + 1);
+            types &= some;
+        }
+    if (json_is_array(v = json_object_get(schema, "allOf")))
+        json_array_foreach(v, i, sub) types &= schema_types(c, sub, depth + 1);
+    return types;
+}
+
+// The values a document valid against schema may take where const or enum lists them ($ref followed): borrowed, a
+// JSON array (const as an array of one, owned by *one), or NULL for any value.
+static json_t *schema_values(const Converter *c, json_t *schema, json_t **one, int depth) {
+    const char *def;
+    json_t *v, *target;
+    if (!json_is_object(schema) || depth > MAX_DEPTH) return NULL;
+    if ((v = json_object_get(schema, "const"))) return *one = json_pack("[O]", v);
+    if (json_is_array(v = json_object_get(schema, "enum"))) return v;
+    if ((v = json_object_get(schema, "$ref")) && (target = lookup_definition(c, v, &def)))
+        return schema_values(c, target, one, depth + 1);
+    return NULL;
+}
+
+// JSON Schema's equality: numbers by value (1 and 1.0 are equal), the rest as JSON.
+static bool same_value(json_t *a, json_t *b) {
+    if (json_is_number(a) && json_is_number(b)) return json_number_value(a) == json_number_value(b);
+    return json_equal(a, b);
+}
+
+// Both lists hold values (neither is any value), and no value is in both.
+static bool values_apart(json_t *a, json_t *b) {
+    size_t i, j;
+    json_t *x, *y;
+    if (!a || !b) return false;
+    json_array_foreach(a, i, x) json_array_foreach(b, j, y) if (same_value(x, y)) return false;
+    return true;
+}
+
+// schema with its $ref followed to the definition (its siblings only narrow it further).
+static json_t *referred(const Converter *c, json_t *schema) {
+    const char *def;
+    json_t *target;
+    for (int depth = 0; depth < MAX_DEPTH && json_is_object(schema) && json_object_get(schema, "$ref"); depth++) {
+        if (!(target = lookup_definition(c, json_object_get(schema, "$ref"), &def))) break;
+        schema = target;
+    }
+    return schema;
+}
+
+// An object valid against a and one valid against b differ in a property both require, whose values const or enum
+// list apart in each (a discriminator: {"kind": {"const": "cat"}} against {"kind": {"const": "dog"}}).
+static bool objects_apart(const Converter *c, json_t *a, json_t *b) {
+    a = referred(c, a);
+    b = referred(c, b);
+    json_t *required_a = json_object_get(a, "required"), *required_b = json_object_get(b, "required"), *key, *other;
+    size_t i, j;
+    bool apart = false;
+    json_array_foreach(required_a, i, key) json_array_foreach(required_b, j, other) {
+        if (apart || !json_is_string(key) || !json_equal(key, other)) continue;
+        json_t *one_a = NULL, *one_b = NULL;
+        const char *k = json_string_value(key);
+        apart = values_apart(schema_values(c, json_object_get(json_object_get(a, "properties"), k), &one_a, 0),
+                             schema_values(c, json_object_get(json_object_get(b, "properties"), k), &one_b, 0));
+        json_decref(one_a);
+        json_decref(one_b);
+    }
+    return apart;
+}
+
+// No document is valid against both a and b: their types apart, or their values (const, enum), or, where both may
+// be objects and nothing else in common, a property both require with values apart.
+static bool branches_apart(const Converter *c, json_t *a, json_t *b) {
+    const int common = schema_types(c, a, 0) & schema_types(c, b, 0);
+    json_t *one_a = NULL, *one_b = NULL;
+    bool apart = common == 0 ||
+                 values_apart(schema_values(c, a, &one_a, 0), schema_values(c, b, &one_b, 0)) ||
+                 (common == T_OBJECT && objects_apart(c, a, b));
+    json_decref(one_a);
+    json_decref(one_b);
+    return apart;
+}
+
+// oneOf is written as alternatives, which is exact only where no document matches two branches: every pair of
+// branches must be proven apart, else oneOf is refused by name (anyOf says what such a schema can be given).
+static int one_of_apart(Converter *c, json_t *branches, const char *path) {
+    for (size_t i = 0; i < json_array_size(branches); i++)
+        for (size_t j = i + 1; j < json_array_size(branches); j++)
+            if (!branches_apart(c, json_array_get(branches, i), json_array_get(branches, j))) {
+                char what[200];
+                snprintf(what, sizeof what, "oneOf with overlapping branches (%zu and %zu may both match: their types, "
+                         "const or enum values, or a required property's values are not apart): use anyOf", i, j);
+                return refuse(c, path, what);
+            }
+    return 0;
+}
+
+// A schema with $ref holds keywords beside it that constrain (not only $defs and annotations).
+static bool has_siblings(json_t *schema) {
+    const char *key;
+    json_t *v;
+    bool found = false;
+    json_object_foreach(schema, key, v) found |= strcmp(key, "$ref") && strcmp(key, "$defs") &&
+                                                 strcmp(key, "definitions") && !is_annotation(key);
+    return found;
+}
+
 static char *visit(Converter *c, json_t *schema, const char *name, const char *path) {
     if (json_is_true(schema)) return strdup("value");
     if (json_is_false(schema) || !json_is_object(schema)) {
@@ -693,14 +855,22 @@ static char *visit(Converter *c, json_t *schema, const char *name, const char *p
     c->depth++;
     char *e;
     const char *one_type = json_is_string(type) ? json_string_value(type) : NULL;
-    if ((v = json_object_get(schema, "$ref"))) e = ref_rule(c, v, path);
+    if ((v = json_object_get(schema, "$ref")) && has_siblings(schema))
+        e = all_of(c, schema, name, path, "$ref with sibling keywords (merged as allOf)");
+    else if (v) e = ref_rule(c, v, path);
     else if ((v = json_object_get(schema, "const"))) {
         Text t = {0};
         e = literal_of(c, &t, v, path) == 0 ? text_take(&t) : NULL;
     } else if ((v = json_object_get(schema, "enum"))) e = enum_expression(c, v, one_type, path);
-    else if (json_object_get(schema, "allOf")) e = all_of(c, schema, name, path);
+    else if (json_object_get(schema, "allOf")) e = all_of(c, schema, name, path, "allOf");
     else if ((v = json_object_get(schema, "anyOf"))) e = alternatives(c, schema, v, name, path, "anyOf");
-    else if ((v = json_object_get(schema, "oneOf"))) e = alternatives(c, schema, v, name, path, "oneOf");
+    else if ((v = json_object_get(schema, "oneOf"))) {
+        e = alternatives(c, schema, v, name, path, "oneOf");
+        if (e && one_of_apart(c, v, path) < 0) {
+            free(e);
+            e = NULL;
+        }
+    }
     else if (json_is_array(type)) e = alternatives(c, schema, type, name, path, "type");
     else if (one_type) e = typed(c, schema, one_type, name, path);
     else if (json_object_get(schema, "properties")) e = object_rule(c, schema, name, path);

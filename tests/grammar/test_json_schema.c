@@ -64,6 +64,23 @@ static const struct {
     {"{\"$defs\": {\"node\": {\"type\": \"object\", \"properties\": {\"next\": {\"$ref\": \"#/$defs/node\"}},"
      " \"additionalProperties\": false}}, \"$ref\": \"#/$defs/node\"}",
      {"{}", "{\"next\": {\"next\": {}}}"}, {"{\"next\": 1}"}},
+    // $ref with sibling keywords: merged with the definition as allOf
+    {"{\"$defs\": {\"named\": {\"type\": \"object\", \"properties\": {\"name\": {\"type\": \"string\"}}, \"required\": "
+     "[\"name\"]}}, \"$ref\": \"#/$defs/named\", \"properties\": {\"age\": {\"type\": \"integer\", \"minimum\": 0}}, "
+     "\"required\": [\"age\"], \"description\": \"a named age\"}",
+     {"{\"name\": \"a\", \"age\": 3}", "{\"name\": \"\", \"age\": 0}"},
+     {"{\"name\": \"a\"}", "{\"age\": 3}", "{\"name\": \"a\", \"age\": -1}", "{\"name\": 1, \"age\": 1}"}},
+    // oneOf whose branches are apart: by type, by const and enum values, by a required property's values
+    {"{\"oneOf\": [{\"type\": \"string\", \"maxLength\": 3}, {\"type\": \"integer\"}, {\"type\": [\"null\", \"boolean\"]}]}",
+     {"\"abc\"", "-7", "null", "false"}, {"1.5", "\"abcd\"", "[]"}},
+    {"{\"oneOf\": [{\"const\": 1}, {\"enum\": [2, \"1\", [1]]}, {\"type\": \"string\", \"enum\": [\"x\"]}]}",
+     {"1", "2", "\"1\"", "[1]", "\"x\""}, {"3", "\"y\""}},
+    {"{\"$defs\": {\"cat\": {\"type\": \"object\", \"properties\": {\"kind\": {\"const\": \"cat\"}, \"lives\": "
+     "{\"type\": \"integer\", \"minimum\": 0, \"maximum\": 9}}, \"required\": [\"kind\", \"lives\"]}}, \"oneOf\": "
+     "[{\"$ref\": \"#/$defs/cat\"}, {\"type\": \"object\", \"properties\": {\"kind\": {\"enum\": [\"dog\", \"wolf\"]}, "
+     "\"good\": {\"type\": \"boolean\"}}, \"required\": [\"kind\"]}]}",
+     {"{\"kind\": \"cat\", \"lives\": 9}", "{\"kind\": \"wolf\"}", "{\"kind\": \"dog\", \"good\": true}"},
+     {"{\"kind\": \"cat\"}", "{\"kind\": \"cow\"}", "{\"kind\": \"dog\", \"lives\": 1}"}},
 };
 
 TEST(json_schema_conformance_table) {
@@ -109,6 +126,16 @@ static const struct {
     {"{\"properties\": {\"a\": {}}, \"additionalProperties\": 3}", "additionalProperties must be a boolean or a schema"},
     {"false", "the schema false accepts nothing"},
     {"{\"type\": \"object\",", "schema.json:1:18: not JSON"},
+    {"{\"$defs\": {\"s\": {\"type\": \"string\"}}, \"$ref\": \"#/$defs/s\", \"maxLength\": 3}",
+     "at /$defs/s: $ref with sibling keywords (merged as allOf) merges object schemas only: a part whose type is"},
+    {"{\"$defs\": {\"o\": {\"properties\": {\"a\": {\"type\": \"string\"}}}}, \"$ref\": \"#/$defs/o\", "
+     "\"properties\": {\"a\": {\"type\": \"integer\"}}}", "the property 'a' is described differently"},
+    {"{\"oneOf\": [{\"type\": \"integer\"}, {\"type\": \"number\"}]}",
+     "at /: oneOf with overlapping branches (0 and 1 may both match"},
+    {"{\"oneOf\": [{\"type\": \"string\"}, {\"properties\": {\"a\": {}}}]}", "oneOf with overlapping branches (0 and 1"},
+    {"{\"oneOf\": [{\"const\": 1}, {\"type\": \"null\"}, {\"enum\": [2, 1.0]}]}", "oneOf with overlapping branches (0 and 2"},
+    {"{\"oneOf\": [{\"type\": \"object\", \"properties\": {\"k\": {\"const\": 1}}, \"required\": [\"k\"]}, "
+     "{\"type\": \"object\", \"properties\": {\"k\": {\"const\": 2}}}]}", "oneOf with overlapping branches (0 and 1"},
 };
 
 TEST(json_schema_refusals_name_the_keyword) {
