@@ -24,7 +24,7 @@ static void check_calls(ToolFormat f, const json_t *calls) {
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const char *reply = (const char *)data;
-    for (ToolFormat f = TOOL_FORMAT_NONE; f <= TOOL_FORMAT_LLAMA3; f++) {
+    for (ToolFormat f = TOOL_FORMAT_NONE; f <= TOOL_FORMAT_MISTRAL_ARGS; f++) {
         size_t content_len = size;
         json_t *calls = tool_calls_parse(f, reply, size, &content_len);
         if (calls && (content_len > size || json_array_size(calls) == 0))
@@ -44,7 +44,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char *text = strndup(reply, size);
     if (!text) fuzz_fail("out of memory");
     ToolFormat f = tool_format_of_template(text);
-    if (f > TOOL_FORMAT_LLAMA3) fuzz_fail("a format out of range");
+    if (f > TOOL_FORMAT_MISTRAL_ARGS) fuzz_fail("a format out of range");
     free(text);
     return 0;
 }

@@ -14,23 +14,24 @@
 #define HERMES_OPEN "<tool_call>"
 #define HERMES_CLOSE "</tool_call>"
 #define MISTRAL_OPEN "[TOOL_CALLS]"
+#define MISTRAL_ARGS "[ARGS]"
 #define LLAMA3_OPEN "<|python_tag|>"
 
 ToolFormat tool_format_of_template(const char *source) {
     if (strstr(source, HERMES_OPEN)) return TOOL_FORMAT_HERMES;
-    if (strstr(source, MISTRAL_OPEN)) return TOOL_FORMAT_MISTRAL;
+    if (strstr(source, MISTRAL_OPEN)) return strstr(source, MISTRAL_ARGS) ? TOOL_FORMAT_MISTRAL_ARGS : TOOL_FORMAT_MISTRAL;
     if (strstr(source, LLAMA3_OPEN) || (strstr(source, "\"parameters\"") && strstr(source, "ipython")))
         return TOOL_FORMAT_LLAMA3;
     return TOOL_FORMAT_NONE;
 }
 
 const char *tool_format_name(ToolFormat f) {
-    static const char *const names[] = {"none", "hermes", "mistral", "llama3"};
+    static const char *const names[] = {"none", "hermes", "mistral", "llama3", "mistral-args"};
     return names[f];
 }
 
 const char *tool_format_opening(ToolFormat f) {
-    static const char *const openings[] = {"", HERMES_OPEN, MISTRAL_OPEN, LLAMA3_OPEN};
+    static const char *const openings[] = {"", HERMES_OPEN, MISTRAL_OPEN, LLAMA3_OPEN, MISTRAL_OPEN};
     return openings[f];
 }
 
@@ -111,8 +112,8 @@ static int parse_mistral_named(json_t *calls, const char *s, size_t i, size_t le
         const size_t name = i + strlen(MISTRAL_OPEN), end = name_end(s, name, len, "_.-");
         i = end;
         if (at_marker(s, i, len, "[CALL_ID]")) i = name_end(s, i + strlen("[CALL_ID]"), len, "");
-        if (end == name || !at_marker(s, i, len, "[ARGS]")) return -1;
-        i += strlen("[ARGS]");
+        if (end == name || !at_marker(s, i, len, MISTRAL_ARGS)) return -1;
+        i += strlen(MISTRAL_ARGS);
         json_t *args = read_json(s, &i, len);
         const int rc = append_named_call(calls, s, name, end, args);
         json_decref(args);
@@ -194,6 +195,7 @@ static int parse_llama3(json_t *calls, const char *s, size_t i, size_t len) {
 }
 
 json_t *tool_calls_parse(ToolFormat f, const char *reply, size_t len, size_t *content_len) {
+    if (f == TOOL_FORMAT_MISTRAL_ARGS) f = TOOL_FORMAT_MISTRAL;  // (which reads both forms)
     size_t start = len;  // where the calls begin
     if (f == TOOL_FORMAT_HERMES) start = find(reply, len, HERMES_OPEN);
     else if (f == TOOL_FORMAT_MISTRAL) start = find(reply, len, MISTRAL_OPEN);
@@ -245,34 +247,6 @@ static json_t *call_schema(const json_t *tool, const char *args_key) {
                      "additionalProperties", 0);
 }
 
-// The rule `call` — one call in format f of the tool named `name` (NULL: of any of `tools`) — and the rules of its
-// schema, as GBNF text (malloc'd); NULL with err.
-static char *call_rules(ToolFormat f, const json_t *tools, const char *name, Err *err) {
-    if (f == TOOL_FORMAT_NONE) {
-        err_fmt(err, "no tool-call format");
-        return NULL;
-    }
-    const char *args_key = f == TOOL_FORMAT_LLAMA3 ? "parameters" : "arguments";
-    json_t *choices = json_array();
-    for (size_t i = 0; choices && i < json_array_size(tools); i++) {
-        const json_t *tool = json_array_get(tools, i);
-        const char *its = json_string_value(json_object_get(json_object_get(tool, "function"), "name"));
-        if (!name || (its && strcmp(its, name) == 0)) json_array_append_new(choices, call_schema(tool, args_key));
-    }
-    json_t *schema = json_array_size(choices) == 1 ? json_incref(json_array_get(choices, 0))
-                                                   : json_pack("{s:O}", "anyOf", choices);
-    char *text = schema ? json_dumps(schema, JSON_COMPACT) : NULL;
-    json_decref(schema);
-    json_decref(choices);
-    char *call = text ? json_schema_to_gbnf(text, strlen(text), "tools", err) : NULL, *out = NULL;
-    free(text);
-    // the schema's start rule becomes `call`
-    if (call && strncmp(call, "root ::= ", 9) == 0 && asprintf(&out, "call ::= %s", call + 9) < 0) out = NULL;
-    if (call && !out) err_fmt(err, "out of memory");
-    free(call);
-    return out;
-}
-
 // The GBNF reference to the marker's token (grammar.h: "<|python_tag|>", "<[TOOL_CALLS]>"), written in s, where tok
 // holds the marker as an added token, special or not; else NULL (tok NULL: none).
 static const char *marker_token(const Tokenizer *tok, const char *marker, char s[LAZY_TRIGGER_MAX + 3]) {
@@ -290,6 +264,92 @@ static void marker_gbnf(Text *t, const Tokenizer *tok, const char *marker) {
     else text_literal(t, marker, strlen(marker));
 }
 
+// The GBNF rules of `schema` (a JSON Schema; its reference taken), its start rule named `rule` (malloc'd); NULL with
+// err.
+static char *schema_rules(json_t *schema, const char *rule, Err *err) {
+    char *text = schema ? json_dumps(schema, JSON_COMPACT) : NULL;
+    json_decref(schema);
+    char *rules = text ? json_schema_to_gbnf(text, strlen(text), "tools", err) : NULL, *out = NULL;
+    free(text);
+    if (rules && strncmp(rules, "root ::= ", 9) == 0 && asprintf(&out, "%s ::= %s", rule, rules + 9) < 0) out = NULL;
+    if (rules && !out) err_fmt(err, "out of memory");
+    free(rules);
+    return out;
+}
+
+// Whether the tool is the one named `name` (NULL: any).
+static bool tool_chosen(const json_t *tool, const char *name) {
+    const char *its = json_string_value(json_object_get(json_object_get(tool, "function"), "name"));
+    return !name || (its && strcmp(its, name) == 0);
+}
+
+// The rule `call` in the JSON formats: an object {"name": the tool's name, ARGS_KEY: its arguments} of the tool named
+// `name` (NULL: of any of `tools`), and the rules of its schema, as GBNF text (malloc'd); NULL with err.
+static char *json_call_rules(ToolFormat f, const json_t *tools, const char *name, Err *err) {
+    const char *args_key = f == TOOL_FORMAT_LLAMA3 ? "parameters" : "arguments";
+    json_t *choices = json_array();
+    for (size_t i = 0; choices && i < json_array_size(tools); i++)
+        if (tool_chosen(json_array_get(tools, i), name))
+            json_array_append_new(choices, call_schema(json_array_get(tools, i), args_key));
+    json_t *schema = json_array_size(choices) == 1 ? json_incref(json_array_get(choices, 0))
+                                                   : json_pack("{s:O}", "anyOf", choices);
+    json_decref(choices);
+    return schema_rules(schema, "call", err);
+}
+
+// The rule `call` in Mistral's newer form: "NAME" [ARGS] ARGUMENTS, one alternative a tool, the arguments of tool k
+// the rule def-tool-K of one schema whose $defs hold every chosen tool's parameters (as the JSON Schema converter
+// names a definition's rule: grammar/json_schema.c), as GBNF text (malloc'd); NULL with err.
+static char *named_call_rules(const json_t *tools, const char *name, const Tokenizer *tok, Err *err) {
+    json_t *defs = json_object(), *refs = json_array();
+    Text t = {0};
+    text_add(&t, "call ::= ");
+    int k = 0;
+    for (size_t i = 0; defs && refs && i < json_array_size(tools); i++) {
+        const json_t *fn = json_object_get(json_array_get(tools, i), "function"), *params;
+        if (!tool_chosen(json_array_get(tools, i), name)) continue;
+        char key[32], ref[48];
+        snprintf(key, sizeof key, "tool-%d", k);
+        snprintf(ref, sizeof ref, "#/$defs/%s", key);
+        params = json_object_get(fn, "parameters");
+        json_object_set_new(defs, key, json_is_object(params) ? json_deep_copy(params) : json_pack("{s:s}", "type", "object"));
+        json_array_append_new(refs, json_pack("{s:s}", "$ref", ref));
+        const char *its = json_string_value(json_object_get(fn, "name"));
+        text_add(&t, "%s", k ? " | " : "");
+        text_literal(&t, its, strlen(its));
+        text_add(&t, " ");
+        marker_gbnf(&t, tok, MISTRAL_ARGS);
+        text_add(&t, " def-%s", key);
+        k++;
+    }
+    text_add(&t, "\n");
+    char *rules = schema_rules(json_pack("{s:o, s:o}", "$defs", defs, "anyOf", refs), "tool-args", err);
+    bool written = rules != NULL;
+    for (int i = 0; written && i < k; i++) {  // (the converter's names, checked)
+        char rule[48];
+        snprintf(rule, sizeof rule, "\ndef-tool-%d ::= ", i);
+        written = strstr(rules, rule) != NULL;
+        if (!written) err_fmt(err, "tools: the rule of tool %d's arguments was not written", i);
+    }
+    if (written) text_add(&t, "%s", rules);
+    free(rules);
+    char *out = text_take(&t);
+    if (written && !out) err_fmt(err, "out of memory");
+    if (written) return out;
+    free(out);
+    return NULL;
+}
+// The rule `call` — one call in format f of the tool named `name` (NULL: of any of `tools`) — and the rules of its
+// arguments, as GBNF text (malloc'd); NULL with err.
+static char *call_rules(ToolFormat f, const json_t *tools, const char *name, const Tokenizer *tok, Err *err) {
+    if (f == TOOL_FORMAT_NONE) {
+        err_fmt(err, "no tool-call format");
+        return NULL;
+    }
+    return f == TOOL_FORMAT_MISTRAL_ARGS ? named_call_rules(tools, name, tok, err)
+                                         : json_call_rules(f, tools, name, err);
+}
+
 // Hermes' call: <tool_call>\n CALL \n</tool_call>.
 static void hermes_call(Text *t, const Tokenizer *tok) {
     marker_gbnf(t, tok, HERMES_OPEN);
@@ -298,7 +358,7 @@ static void hermes_call(Text *t, const Tokenizer *tok) {
 }
 
 char *tool_calls_gbnf(ToolFormat f, const json_t *tools, const char *name, const Tokenizer *tok, Err *err) {
-    char *call = call_rules(f, tools, name, err);
+    char *call = call_rules(f, tools, name, tok, err);
     if (!call) return NULL;
     Text t = {0};
     text_add(&t, "root ::= ");
@@ -307,6 +367,9 @@ char *tool_calls_gbnf(ToolFormat f, const json_t *tools, const char *name, const
     } else if (f == TOOL_FORMAT_MISTRAL) {
         marker_gbnf(&t, tok, MISTRAL_OPEN);
         text_add(&t, " \" [\" call \"]\"");
+    } else if (f == TOOL_FORMAT_MISTRAL_ARGS) {
+        marker_gbnf(&t, tok, MISTRAL_OPEN);
+        text_add(&t, " call");
     } else {
         text_add(&t, "call");
     }
@@ -318,7 +381,7 @@ char *tool_calls_gbnf(ToolFormat f, const json_t *tools, const char *name, const
 }
 
 char *tool_calls_lazy_gbnf(ToolFormat f, const json_t *tools, bool parallel, const Tokenizer *tok, Err *err) {
-    char *call = call_rules(f, tools, NULL, err);
+    char *call = call_rules(f, tools, NULL, tok, err);
     if (!call) return NULL;
     Text t = {0};
     char token[LAZY_TRIGGER_MAX + 3];
@@ -335,6 +398,15 @@ char *tool_calls_lazy_gbnf(ToolFormat f, const json_t *tools, bool parallel, con
     } else if (f == TOOL_FORMAT_MISTRAL) {  // free text, then [TOOL_CALLS] [CALL, CALL…]
         text_add(&t, "root ::= tool-free-0\ntool-calls ::= \" \"? \"[\" call %s\"]\"\n",
                  parallel ? "(\",\" \" \"? call)* " : "");
+        lazy_gbnf(&t, "tool-free", MISTRAL_OPEN, marker_token(tok, MISTRAL_OPEN, token), "tool-calls");
+    } else if (f == TOOL_FORMAT_MISTRAL_ARGS) {  // free text, then [TOOL_CALLS] NAME [ARGS] ARGS, more after their own
+        text_add(&t, "root ::= tool-free-0\ntool-calls ::= call");
+        if (parallel) {
+            text_add(&t, " (");
+            marker_gbnf(&t, tok, MISTRAL_OPEN);
+            text_add(&t, " call)*");
+        }
+        text_add(&t, "\n");
         lazy_gbnf(&t, "tool-free", MISTRAL_OPEN, marker_token(tok, MISTRAL_OPEN, token), "tool-calls");
     } else {  // Llama 3: a reply that opens with "{" (after whitespace) is a call; any other is free; after the
               // <|python_tag|> token, the same

@@ -4,7 +4,8 @@
 //   Hermes   (Qwen2.5, Qwen3, Hermes-style templates): content, then one or more
 //            <tool_call>\n{"name": NAME, "arguments": {...}}\n</tool_call>
 //   Mistral  (instruct models with function calling): content, then [TOOL_CALLS] and a JSON list
-//            [{"name": NAME, "arguments": {...}}, ...] (or one such object)
+//            [{"name": NAME, "arguments": {...}}, ...] (or one such object); or, in the newer form of its tokenizers
+//            from v11, [TOOL_CALLS]NAME[ARGS]{...} for each call ([CALL_ID]ID before [ARGS] read past)
 //   Llama 3  (Llama 3.1, 3.2 with JSON tools): the whole reply one call, {"name": NAME, "parameters": {...}}
 //            ("arguments" is taken too), optionally after <|python_tag|>; several separated by ';' or newlines
 // Which one a checkpoint speaks is read from its template's own text (tool_format_of_template), never from the
@@ -22,12 +23,17 @@
 #include "base/error.h"
 #include "tokenizer/tokenizer.h"
 
-typedef enum { TOOL_FORMAT_NONE, TOOL_FORMAT_HERMES, TOOL_FORMAT_MISTRAL, TOOL_FORMAT_LLAMA3 } ToolFormat;
+// TOOL_FORMAT_MISTRAL_ARGS: Mistral's newer form ([TOOL_CALLS]NAME[ARGS]{...}), read back as TOOL_FORMAT_MISTRAL reads
+// both forms; the formats differ in the calls' grammars, which write the template's own form.
+typedef enum {
+    TOOL_FORMAT_NONE, TOOL_FORMAT_HERMES, TOOL_FORMAT_MISTRAL, TOOL_FORMAT_LLAMA3, TOOL_FORMAT_MISTRAL_ARGS
+} ToolFormat;
 
-// The format a chat template's source text teaches (the markers it writes), or TOOL_FORMAT_NONE.
+// The format a chat template's source text teaches (the markers it writes), or TOOL_FORMAT_NONE: Mistral's newer form
+// where the template writes [ARGS] beside [TOOL_CALLS].
 ToolFormat tool_format_of_template(const char *source);
 
-// "hermes", "mistral", "llama3" or "none".
+// "hermes", "mistral", "llama3", "mistral-args" or "none".
 const char *tool_format_name(ToolFormat f);
 
 // The text with which a call opens in format f ("<tool_call>", "[TOOL_CALLS]", "<|python_tag|>"; "" for none).
@@ -47,7 +53,8 @@ size_t tool_calls_content_prefix(ToolFormat f, const char *reply, size_t len);
 // The GBNF grammar (grammar/gbnf: its start rule root) of one call in format f of the tool named `name` (NULL: of
 // any of `tools`, a checked list: chat/tools.h), its arguments a document the tool's parameters schema validates
 // (grammar/json_schema.h; no parameters: any object). Hermes: <tool_call>\n{"name": …, "arguments": …}\n</tool_call>;
-// Mistral: [TOOL_CALLS] [{"name": …, "arguments": …}]; Llama 3: {"name": …, "parameters": …}. A marker that the
+// Mistral: [TOOL_CALLS] [{"name": …, "arguments": …}]; Mistral's newer form: [TOOL_CALLS]NAME[ARGS]{…} (no
+// [CALL_ID]); Llama 3: {"name": …, "parameters": …}. A marker that the
 // tokenizer tok holds as an added token (special or not: Mistral's [TOOL_CALLS], Qwen's <tool_call>) is written as a
 // reference to that token (grammar.h), so that the call opens with the token itself, as the model was taught; the
 // others, and all of them where tok is NULL, as text. Returns the text (malloc'd), or NULL with err (a schema keyword
@@ -58,7 +65,8 @@ char *tool_calls_gbnf(ToolFormat f, const json_t *tools, const char *name, const
 // opens a call, and from there it is calls of `tools` as tool_calls_gbnf writes them — one, or with `parallel` as
 // many as the model writes — and nothing after them. Hermes: free text, then <tool_call> opens a call (the text
 // before stays content, as tool_calls_parse reads it); Mistral: free text, then [TOOL_CALLS] " "? "[" CALL ("," CALL)*
-// "]"; Llama 3: a reply whose first character other than whitespace is "{" is a call (CALL (";" CALL)*), any other
+// "]" (the newer form: [TOOL_CALLS] NAME [ARGS] ARGS, and with `parallel` more of them, each after its own
+// [TOOL_CALLS]); Llama 3: a reply whose first character other than whitespace is "{" is a call (CALL (";" CALL)*), any other
 // is free, and so after the <|python_tag|> token where tok has it (a built-in tool's call or code stays free). Where
 // tok holds the opening marker as an added token, that token opens a call too, wherever it comes (and the markers are
 // written as tool_calls_gbnf writes them): so a special token is the trigger (grammar/lazy.h), which free text can

@@ -169,6 +169,12 @@ TEST(tool_calls_format_from_the_template_text) {
               text ? tool_format_name(tool_format_of_template(text)) : "unread");
         free(text);
     }
+    // Mistral's newer form where the template writes [ARGS] (as its v11 templates do), the older one otherwise
+    static const char newer[] = "{%- for c in message.tool_calls %}{{ '[TOOL_CALLS]' + c.function.name + '[ARGS]' + "
+                                "c.function.arguments | tojson }}{%- endfor %}";
+    CHECK(tool_format_of_template(newer) == TOOL_FORMAT_MISTRAL_ARGS &&
+              tool_format_of_template("{{ '[TOOL_CALLS] [' }}") == TOOL_FORMAT_MISTRAL,
+          "Mistral's two forms from the template's text");
 }
 
 // The lazy grammar of tool_choice "auto" (tool_calls_lazy_gbnf): text is free until the format's trigger, and from
@@ -202,14 +208,22 @@ TEST(tool_calls_lazy_grammar_constrains_from_the_trigger) {
         {TOOL_FORMAT_LLAMA3, "\n{\"name\": \"f\", \"parameters\": {}}; {\"name\": \"f\", \"parameters\": {}}", 2, -1},
         {TOOL_FORMAT_LLAMA3, "Here is JSON: {\"name\": \"f\", \"parameters\": {}}", 0, 0},
         {TOOL_FORMAT_LLAMA3, "{\"name\": \"Ada\", \"age\": 36}", -1, -1},
+        {TOOL_FORMAT_LLAMA3, " \n{ \"name\":\"f\" ,\"parameters\": {}}", 1, 1},
+        {TOOL_FORMAT_LLAMA3, "{\"answer\": 42}", -1, -1},
+        {TOOL_FORMAT_MISTRAL_ARGS, "Sure.[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Oslo\"}", 1, 1},
+        {TOOL_FORMAT_MISTRAL_ARGS, "[TOOL_CALLS]f[ARGS]{}[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Rome\"}", 2, -1},
+        {TOOL_FORMAT_MISTRAL_ARGS, "[TOOL_CALLS]get_weather[ARGS]{}", -1, -1},
+        {TOOL_FORMAT_MISTRAL_ARGS, "[TOOL_CALLS]other[ARGS]{}", -1, -1},
+        {TOOL_FORMAT_MISTRAL_ARGS, "[TOOL_CALLS] [" F_CALL "]", -1, -1},
+        {TOOL_FORMAT_MISTRAL_ARGS, "No call: [TOOL_CALL] or [ARGS]", 0, 0},
     };
 #undef W_CALL
 #undef F_CALL
     json_error_t jerr;
     json_t *tools = json_loads(tools_json, 0, &jerr);
     for (int parallel = 0; parallel < 2; parallel++) {
-        Grammar *grammars[4] = {NULL};
-        for (int f = TOOL_FORMAT_HERMES; f <= TOOL_FORMAT_LLAMA3; f++) {
+        Grammar *grammars[5] = {NULL};
+        for (int f = TOOL_FORMAT_HERMES; f <= TOOL_FORMAT_MISTRAL_ARGS; f++) {
             Err err = {""};
             char *gbnf = tool_calls_lazy_gbnf((ToolFormat)f, tools, parallel, NULL, &err);
             grammars[f] = gbnf ? grammar_parse(gbnf, strlen(gbnf), "tools", &err) : NULL;
@@ -229,7 +243,7 @@ TEST(tool_calls_lazy_grammar_constrains_from_the_trigger) {
                   tool_format_name(cases[i].format), i, json_array_size(calls), want);
             json_decref(calls);
         }
-        for (int f = 0; f < 4; f++) grammar_free(grammars[f]);
+        for (int f = 0; f < 5; f++) grammar_free(grammars[f]);
     }
     Err err = {""};
     CHECK(!tool_calls_lazy_gbnf(TOOL_FORMAT_NONE, tools, true, NULL, &err) && err.msg[0], "a lazy grammar without a format");
@@ -256,8 +270,14 @@ static void marker_texts(const Grammar *g, const char *text, const char *open, c
     with_bytes[a] = decoded[b] = '\0';
 }
 
+// The second marker of format f: Hermes' closing tag, Mistral's [ARGS] in its newer form ("": none).
+static const char *second_marker(ToolFormat f) {
+    if (f == TOOL_FORMAT_HERMES) return "</tool_call>";
+    return f == TOOL_FORMAT_MISTRAL_ARGS ? "[ARGS]" : "";
+}
+
 // Where the tokenizer holds a format's markers as added tokens (special or not: Mistral's [TOOL_CALLS], Llama 3.1's
-// <|python_tag|>, Qwen's <tool_call> and </tool_call>), the call grammars write them as token references: "required"
+// <|python_tag|> and, in its newer form, [ARGS], Qwen's <tool_call> and </tool_call>), the call grammars write them as token references: "required"
 // opens its call with the token (its text spelled otherwise is refused), and under "auto" the token opens a call
 // wherever it comes, its text too, and what follows it is constrained; each accepted text reads back as its calls.
 TEST(tool_calls_grammars_write_markers_as_their_tokens) {
@@ -268,7 +288,7 @@ TEST(tool_calls_grammars_write_markers_as_their_tokens) {
     static const struct {
         ToolFormat format;
         bool lazy;
-        const char *text;   // \x01: the opening marker's token, \x02: the closing one's
+        const char *text;   // \x01: the opening marker's token, \x02: the closing one's (Mistral's [ARGS])
         int calls;          // -1: refused
     } cases[] = {
         {TOOL_FORMAT_MISTRAL, false, "\x01 [" F_CALL "]", 1},
@@ -287,14 +307,20 @@ TEST(tool_calls_grammars_write_markers_as_their_tokens) {
         {TOOL_FORMAT_LLAMA3, true, "\x01 brave_search.call(query=\"Oslo\")", 1},
         {TOOL_FORMAT_LLAMA3, true, "\x01{\"name\": \"g\", \"parameters\": {}}", -1},
         {TOOL_FORMAT_LLAMA3, true, "Hello \x01", -1},
+        {TOOL_FORMAT_MISTRAL_ARGS, false, "\x01" "f\x02{\"x\": 1}", 1},
+        {TOOL_FORMAT_MISTRAL_ARGS, false, "\x01" "f[ARGS]{\"x\": 1}", -1},
+        {TOOL_FORMAT_MISTRAL_ARGS, false, "\x01g\x02{\"x\": 1}", -1},
+        {TOOL_FORMAT_MISTRAL_ARGS, true, "Hi.\x01" "f\x02{\"x\": 3}\x01" "f\x02{\"x\": 4}", 2},
+        {TOOL_FORMAT_MISTRAL_ARGS, true, "Hi.\x01" "f\x02{\"y\": 3}", -1},
     };
 #undef F_CALL
     AddedToken added[] = {{.id = 5, .special = true, .text = "[TOOL_CALLS]"},
                           {.id = 6, .special = true, .text = "<|python_tag|>"},
                           {.id = 7, .special = false, .text = "<tool_call>"},
-                          {.id = 8, .special = false, .text = "</tool_call>"}};
+                          {.id = 8, .special = false, .text = "</tool_call>"},
+                          {.id = 9, .special = true, .text = "[ARGS]"}};
     for (size_t i = 0; i < sizeof added / sizeof *added; i++) added[i].len = strlen(added[i].text);
-    const Tokenizer tok = {.added = added, .n_added = 4};
+    const Tokenizer tok = {.added = added, .n_added = 5};
     json_error_t jerr;
     json_t *tools = json_loads(tools_json, 0, &jerr);
     for (size_t i = 0; i < sizeof cases / sizeof *cases && !test_failures(); i++) {
@@ -307,8 +333,7 @@ TEST(tool_calls_grammars_write_markers_as_their_tokens) {
         free(gbnf);
         if (!g) continue;
         char with_bytes[512], decoded[512];
-        marker_texts(g, cases[i].text, tool_format_opening(f), f == TOOL_FORMAT_HERMES ? "</tool_call>" : "",
-                     with_bytes, decoded);
+        marker_texts(g, cases[i].text, tool_format_opening(f), second_marker(f), with_bytes, decoded);
         const bool accepted = grammar_recognises(g, with_bytes, strlen(with_bytes));
         size_t content_len;
         json_t *calls = tool_calls_parse(f, decoded, strlen(decoded), &content_len);
