@@ -189,7 +189,9 @@ done:
 // adds. The reply streams as it is decided (--show's marks too; with --stop, the text up to the stop string) and
 // ends at the checkpoint's end-of-text ids (generation_config.json's eos list: <|eot_id|>, <|im_end|>), at -n
 // tokens, or at a stop string; it joins the conversation as the assistant's message. A conversation that no longer
-// fits the context is refused turn by turn with a note, until /reset.
+// fits the context is refused turn by turn with a note, until /reset. With --tools, a reply that ends in calls
+// leaves them waiting for their results: `/tool TEXT` sends TEXT as the result of the first call still waiting (a
+// `tool` message with its tool_call_id), and once every call has its result the model replies to them.
 
 typedef struct {
     const Args *args;
@@ -203,6 +205,7 @@ typedef struct {
     bool conv_open;
     SpecParams params;
     Structured structured;      // --grammar, --json-schema, --json: each reply's grammar, started afresh
+    json_t *waiting;            // the last reply's calls still without a result: [{"id", "name"}], in order
     int *out;
     int turn;
 } Chat;
@@ -232,8 +235,9 @@ static int chat_open(Chat *c, const Args *a, Err *err) {
         return -1;
     c->conv_open = true;
     c->messages = json_array();
+    c->waiting = json_array();
     c->out = malloc(sizeof(int) * ((size_t)a->n_tokens + 1));
-    if (!c->messages || !c->out) return err_fmt(err, "out of memory");
+    if (!c->messages || !c->waiting || !c->out) return err_fmt(err, "out of memory");
     if (a->system && utf8_invalid_offset(a->system, strlen(a->system)) < strlen(a->system))
         return err_fmt(err, "--system: invalid UTF-8; expected UTF-8 text");
     if (a->system) json_array_append_new(c->messages, json_pack("{s:s, s:s}", "role", "system", "content", a->system));
@@ -248,6 +252,7 @@ static void chat_close(Chat *c) {
     chat_template_free(&c->ct);
     json_decref(c->vars);
     json_decref(c->messages);
+    json_decref(c->waiting);
     free(c->out);
     session_close(&c->s);
 }
@@ -323,7 +328,7 @@ static int reply(Chat *c, const int *ids, int n_ids, char **text, Err *err) {
 // end inside a character, and a model may print bytes that are not UTF-8; those become U+FFFD. A reply that ends in
 // tool calls (--tools) joins as its content (an empty string when there is none: Qwen3's template tests strings
 // `in` it) and the calls, their arguments as objects, as templates read them (chat/tools.h); each call printed on
-// stderr (chat_print_tool_calls).
+// stderr (chat_print_tool_calls), and waiting for its result (/tool).
 static int add_reply(Chat *c, const char *text, Err *err) {
     size_t len = strlen(text);
     json_t *calls = json_object_get(c->vars, "tools")
@@ -341,24 +346,21 @@ static int add_reply(Chat *c, const char *text, Err *err) {
         json_error_t jerr;
         char id[32];
         snprintf(id, sizeof id, "call_%d_%zu", c->turn, i);
+        json_array_append_new(c->waiting, json_pack("{s:s, s:O}", "id", id, "name", json_object_get(call, "name")));
         json_array_append_new(template_calls,
                               json_pack("{s:s, s:s, s:{s:O, s:o}}", "id", id, "type", "function", "function", "name",
                                         json_object_get(call, "name"), "arguments",
                                         json_loads(json_string_value(json_object_get(call, "arguments")), 0, &jerr)));
     }
     if (message && template_calls) json_object_set_new(message, "tool_calls", template_calls);
+    if (template_calls) fprintf(stderr, "specdec: /tool TEXT sends a call's result (the calls in order)\n");
     json_decref(calls);
     return message && json_array_append_new(c->messages, message) == 0 ? 0 : err_fmt(err, "out of memory");
 }
 
-// One turn: the user's message, the reply. A message that is not UTF-8, or a conversation that no longer fits
-// the context, is refused with a note (the conversation unchanged).
-static int turn(Chat *c, const char *user, Err *err) {
-    if (utf8_invalid_offset(user, strlen(user)) < strlen(user)) {
-        fprintf(stderr, "specdec: the message is not valid UTF-8; it was not sent\n");
-        return 0;
-    }
-    json_array_append_new(c->messages, json_pack("{s:s, s:s}", "role", "user", "content", user));
+// The reply to the conversation as it stands (its last message the user's, or a tool's result), joined to it. A
+// conversation that no longer fits the context is refused with a note and its last message taken back: returns 1.
+static int respond(Chat *c, Err *err) {
     int *ids = NULL, n_ids = 0;
     char *text = NULL;
     int rc = chat_render_ids(&c->ct, &c->tok, c->messages, true, c->vars, &ids, &n_ids, err);
@@ -367,14 +369,53 @@ static int turn(Chat *c, const char *user, Err *err) {
         fprintf(stderr, "specdec: the conversation has %d token%s and the context holds %d position%s (--ctx): no "
                 "room for a reply; /reset starts a new one\n", n_ids, plural(n_ids), n_ctx, plural(n_ctx));
         json_array_remove(c->messages, json_array_size(c->messages) - 1);
+        rc = 1;
     } else if (rc == 0) {
         c->turn++;
+        json_array_clear(c->waiting);  // (calls not answered before this turn stay so)
         rc = reply(c, ids, n_ids, &text, err);
         if (rc == 0) rc = add_reply(c, text, err);
     }
     free(text);
     free(ids);
     return rc;
+}
+
+// Whether a message is valid UTF-8; a note when it is not (it is not sent).
+static bool sendable(const char *message) {
+    if (utf8_invalid_offset(message, strlen(message)) == strlen(message)) return true;
+    fprintf(stderr, "specdec: the message is not valid UTF-8; it was not sent\n");
+    return false;
+}
+
+// One turn: the user's message, the reply. A message that is not UTF-8, or a conversation that no longer fits
+// the context, is refused with a note (the conversation unchanged).
+static int turn(Chat *c, const char *user, Err *err) {
+    if (!sendable(user)) return 0;
+    json_array_append_new(c->messages, json_pack("{s:s, s:s}", "role", "user", "content", user));
+    return respond(c, err) < 0 ? -1 : 0;
+}
+
+// /tool RESULT: the result of the first call still waiting, as a `tool` message with its tool_call_id; when no call
+// waits any more, the model replies. Refused with a note where no call waits or RESULT is not UTF-8.
+static int tool_result(Chat *c, const char *result, Err *err) {
+    json_t *call = json_incref(json_array_get(c->waiting, 0));
+    if (!call) fprintf(stderr, "specdec: no tool call waits for a result; /tool RESULT follows a reply's call\n");
+    if (!call || !sendable(result)) {
+        json_decref(call);
+        return 0;
+    }
+    json_array_append_new(c->messages, json_pack("{s:s, s:O, s:s}", "role", "tool", "tool_call_id",
+                                                 json_object_get(call, "id"), "content", result));
+    json_array_remove(c->waiting, 0);
+    int rc = 0;
+    if (json_array_size(c->waiting) > 0)
+        fprintf(stderr, "specdec: %zu more tool call%s wait%s for a result\n", json_array_size(c->waiting),
+                json_array_size(c->waiting) == 1 ? "" : "s", json_array_size(c->waiting) == 1 ? "s" : "");
+    else if ((rc = respond(c, err)) == 1)  // (refused: the call waits again)
+        rc = json_array_insert(c->waiting, 0, call) == 0 ? 0 : err_fmt(err, "out of memory");
+    json_decref(call);
+    return rc < 0 ? -1 : 0;
 }
 
 int cmd_chat(const Args *args, Err *err) {
@@ -385,7 +426,8 @@ int cmd_chat(const Args *args, Err *err) {
     chat_input_start(terminal);
     if (rc == 0 && terminal)
         fprintf(stderr, "specdec chat: a line \"\"\" opens and closes a message of several lines; Ctrl-C stops a "
-                "reply; /reset starts over; /exit or Ctrl-D ends; a paste is one message\n");
+                "reply; /reset starts over; /tool TEXT answers a tool call; /exit or Ctrl-D ends; a paste is one "
+                "message\n");
     for (char *line; rc == 0 && (line = chat_read_message(terminal)) != NULL; free(line)) {
         if (strcmp(line, "/exit") == 0) {
             free(line);
@@ -396,8 +438,11 @@ int cmd_chat(const Args *args, Err *err) {
             json_array_clear(c.messages);
             if (args->system)
                 json_array_append_new(c.messages, json_pack("{s:s, s:s}", "role", "system", "content", args->system));
+            json_array_clear(c.waiting);
             c.turn = 0;
             fprintf(stderr, "specdec: a new conversation\n");
+        } else if (strncmp(line, "/tool ", 6) == 0) {
+            rc = tool_result(&c, line + 6, err);
         } else if (*line) {
             rc = turn(&c, line, err);
         }

@@ -316,3 +316,67 @@ TEST(chat_cli_tools_calls_read_back) {
     CHECK(system(cmd) == 0, "%s", cmd);
 #endif
 }
+
+#ifndef SPECDEC_DEBUG  // (its one caller is not in the sanitizer suite: below)
+// The number in `"key": N` of the first JSON stats line of text holding `"turn": turn`, or -1.
+static long stats_field(const char *text, int turn, const char *key) {
+    char want[32], field[64];
+    snprintf(want, sizeof want, "{\"turn\": %d,", turn);
+    snprintf(field, sizeof field, "\"%s\": ", key);
+    const char *line = strstr(text, want), *at = line ? strstr(line, field) : NULL;
+    return at ? strtol(at + strlen(field), NULL, 10) : -1;
+}
+#endif
+
+// chat --tools through one call and its result: a Qwen3-shaped checkpoint whose tokenizer has a special [TOOL_CALLS]
+// (Qwen3's <|box_start|> renamed), a Mistral-style template that renders a result's tool_call_id, and a model that
+// favours [TOOL_CALLS]. The first reply is a call (the special token, then the call under the lazy grammar); /tool
+// sends its result; the model replies to it. The second turn's prompt is exactly what `render` makes of the
+// conversation — the user's message, the assistant's call (id call_1_0), and the tool message answering it — and a
+// /tool with no call waiting is refused with a note. (Not at -O0 under the sanitizers: masks over 151936 ids.)
+TEST(chat_cli_tools_result_sent_back) {
+#ifndef SPECDEC_DEBUG
+    char dir[64], tools[128], messages[128], cmd[2048];
+    if (!fixture_qwen3_checkpoint(dir, 151648)) return;  // <|box_start|>, to be [TOOL_CALLS]
+    snprintf(cmd, sizeof cmd, "cd %s && cp --remove-destination \"$(readlink tokenizer.json)\" tokenizer.json && sed -i "
+             "'s/<|box_start|>/[TOOL_CALLS]/g' tokenizer.json && cp %s/tests/fixtures/templates/mistral_tools.jinja "
+             "chat_template.jinja", dir, getenv("PWD") ?: ".");
+    CHECK(system(cmd) == 0, "%s", cmd);
+    snprintf(tools, sizeof tools, "%s/tools.json", dir);
+    FILE *f = fopen(tools, "w");
+    CHECK(f && fputs("[{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"parameters\": {\"type\": "
+                     "\"object\", \"properties\": {\"city\": {\"type\": \"string\", \"maxLength\": 6}}, \"required\": "
+                     "[\"city\"]}}}]", f) >= 0 && fclose(f) == 0, "writing %s", tools);
+    snprintf(cmd, sizeof cmd, "sh -c \"printf '/tool early\\nWeather?\\n/tool sunny, 21 C\\n' | %s chat "
+             "-m %s --tools %s --temp 0 -n 200 --stats\"", specdec_bin(), dir, tools);
+    char *out, *err;
+    CHECK(run_command(cmd, &out, &err) == 0, "%s: %s", cmd, err);
+    const char *call = strstr(err, "specdec: tool call 1: get_weather "), *waits = strstr(err, "no tool call waits");
+    CHECK(call && waits && waits < call && !strncmp(out, "[TOOL_CALLS]", 12) && stats_field(err, 2, "prompt_tokens") > 0,
+          "the call, its result and the reply to it: %s\n%s", out, err);
+    char arguments[256] = "";
+    if (call) sscanf(call + strlen("specdec: tool call 1: get_weather "), "%255[^\n]", arguments);
+    snprintf(messages, sizeof messages, "%s/messages.json", dir);
+    f = fopen(messages, "w");
+    CHECK(f && fprintf(f, "[{\"role\": \"user\", \"content\": \"Weather?\"}, {\"role\": \"assistant\", \"content\": \"\", "
+                       "\"tool_calls\": [{\"id\": \"call_1_0\", \"type\": \"function\", \"function\": {\"name\": "
+                       "\"get_weather\", \"arguments\": %s}}]}, {\"role\": \"tool\", \"tool_call_id\": \"call_1_0\", "
+                       "\"content\": \"sunny, 21 C\"}]", arguments) > 0 && fclose(f) == 0, "writing %s", messages);
+    snprintf(cmd, sizeof cmd, "render -m %s -f %s --tools %s --add-generation-prompt", dir, messages, tools);
+    char *rendered = must(cmd, NULL);
+    CHECK(strstr(rendered, "[TOOL_RESULTS] {\"content\": \"sunny, 21 C\", \"call_id\": \"call_1_0\"}"),
+          "the rendering: %s", rendered);
+    snprintf(cmd, sizeof cmd, "render -m %s -f %s --tools %s --add-generation-prompt --print-ids", dir, messages, tools);
+    char *ids = must(cmd, NULL);
+    long n_ids = ids[0] != '\0';
+    for (const char *c = ids; *c; c++) n_ids += *c == ' ';
+    CHECK(stats_field(err, 2, "prompt_tokens") == n_ids, "the second turn's prompt has %ld tokens, the rendering %ld",
+          stats_field(err, 2, "prompt_tokens"), n_ids);
+    free(ids);
+    free(rendered);
+    free(out);
+    free(err);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    CHECK(system(cmd) == 0, "%s", cmd);
+#endif
+}
