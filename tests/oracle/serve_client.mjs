@@ -10,11 +10,13 @@
 //                                              {case: {text, logprobs}} as one JSON line, a stream's logprobs its
 //                                              chunks' joined
 //   node serve_client.mjs tools PORT TOOL_JSON NAME
-//                                              chat with tools: [TOOL_JSON] and tool_choice naming NAME (greedy, seed 7),
-//                                              whole and streamed (delta.tool_calls gathered by index, as clients
-//                                              do), then the client's own assistant message and a tool result sent
-//                                              back with tool_choice "none"; prints {call, streamed, finish_reason,
-//                                              second} as one JSON line
+//                                              chat with tools: [TOOL_JSON] and tool_choice naming NAME (greedy, seed 7)
+//                                              and logprobs: true, top_logprobs: 2, whole and streamed
+//                                              (delta.tool_calls gathered by index, as clients do; the chunks'
+//                                              logprobs.content joined), then the client's own assistant message and
+//                                              a tool result sent back with tool_choice "none"; prints {call,
+//                                              streamed, finish_reason, completion_tokens, logprobs,
+//                                              logprobs_streamed, second} as one JSON line
 //   node serve_client.mjs load PORT CLIENTS REQUESTS
 //                                              CLIENTS concurrent clients × REQUESTS completions each (fetch, no
 //                                              retries) on token-id prompts, against the texts of the same prompts
@@ -122,12 +124,17 @@ async function tools(tool, name) {
     const client = new OpenAI({ baseURL, apiKey: "not-needed", maxRetries: 0 });
     const params = { model: "specdec", messages: [{ role: "user", content: "Weather in Oslo?" }], max_tokens: 120,
                      temperature: 0, seed: 7, tools: [tool], tool_choice: { type: "function", function: { name } } };
+    const asked = { ...params, logprobs: true, top_logprobs: 2 };
     const out = {};
-    const whole = (await client.chat.completions.create(params)).choices[0];
+    const response = await client.chat.completions.create(asked), whole = response.choices[0];
     out.call = whole.message.tool_calls?.[0] ?? null;
     out.finish_reason = whole.finish_reason;
+    out.completion_tokens = response.usage?.completion_tokens ?? null;
+    out.logprobs = whole.logprobs?.content ?? null;
     const gathered = [];
-    for await (const chunk of await client.chat.completions.create({ ...params, stream: true })) {
+    out.logprobs_streamed = [];
+    for await (const chunk of await client.chat.completions.create({ ...asked, stream: true })) {
+        out.logprobs_streamed.push(...(chunk.choices[0]?.logprobs?.content ?? []));
         for (const d of chunk.choices[0]?.delta?.tool_calls ?? []) {
             const g = (gathered[d.index] ??= { id: "", type: "function", function: { name: "", arguments: "" } });
             g.id += d.id ?? "";

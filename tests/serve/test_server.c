@@ -884,10 +884,35 @@ static char *one_weather_call_with_and_without_drafts(int port, const char *body
     return arguments[0];
 }
 
+#ifndef SPECDEC_DEBUG  // (its one caller is not in the sanitizer suite)
+// The openai client's logprobs beside the call (serve_client.mjs tools): logprobs.content has one entry a generated
+// token, whole and streamed alike, each with its token, a log-probability ≤ 0 and 2 top_logprobs; the tokens spell
+// the call, opened by Qwen3's <tool_call> token whole (the grammar names it: docs/server.md, "Markers that are
+// tokens").
+static void check_client_logprobs(const json_t *o) {
+    const json_t *entries = json_object_get(o, "logprobs");
+    const json_int_t n_tokens = json_integer_value(json_object_get(o, "completion_tokens"));
+    char text[4096] = "";
+    bool well_formed = json_array_size(entries) > 0;
+    for (size_t i = 0; i < json_array_size(entries); i++) {
+        const json_t *e = json_array_get(entries, i);
+        well_formed &= json_is_string(json_object_get(e, "token")) && json_real_value(json_object_get(e, "logprob")) <= 0 &&
+                       json_array_size(json_object_get(e, "top_logprobs")) == 2;
+        if (strlen(text) < 3000) strncat(text, json_string_value(json_object_get(e, "token")) ?: "", 64);
+    }
+    CHECK(well_formed && (json_int_t)json_array_size(entries) == n_tokens &&
+              json_equal(entries, json_object_get(o, "logprobs_streamed")) &&
+              !strcmp(json_string_value(json_object_get(json_array_get(entries, 0), "token")) ?: "", "<tool_call>") &&
+              !strncmp(text, "<tool_call>\n{", 13) && strstr(text, "}\n</tool_call>"),
+          "the client's logprobs: %zu entries (%zu streamed), %lld tokens, their text %s", json_array_size(entries),
+          json_array_size(json_object_get(o, "logprobs_streamed")), (long long)n_tokens, text);
+}
+#endif
+
 // A named tool_choice on a random-weight checkpoint: a call of that tool whose arguments validate, finish_reason
 // "tool_calls"; the same call streamed (its delta) and decoded with lookup drafting as without (greedy identity
-// under the call's grammar); the openai npm client's round trip (tools, the call whole and streamed, its assistant
-// message and a tool result sent back).
+// under the call's grammar); the openai npm client's round trip (tools with logprobs, the call and the logprobs
+// whole and streamed: check_client_logprobs; its assistant message and a tool result sent back).
 TEST(serve_tools_named_choice_gives_a_valid_call) {
     char dir[64], *log;
     if (!fixture_qwen3_checkpoint(dir, 0)) return;
@@ -934,6 +959,7 @@ TEST(serve_tools_named_choice_gives_a_valid_call) {
                   !strcmp(json_string_value(json_object_get(o, "finish_reason")) ?: "", "tool_calls"),
               "the client's call, whole and streamed: %s", out ? out : "");
         CHECK(json_is_string(json_object_get(second, "finish_reason")), "the second turn: %s", out ? out : "");
+        check_client_logprobs(o);
         json_decref(o);
         free(out);
         free(command);
