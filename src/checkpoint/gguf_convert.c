@@ -46,6 +46,7 @@ typedef struct {
     Config cfg;
     StCheckpoint ckpt;
     ConvertType type;
+    ThreadPool *pool;           // converts each chunk of rows; NULL: the caller alone
     bool gpt2, tied;
     Planned *tensors;           // [n]
     int n;
@@ -295,24 +296,59 @@ static void encode_row(uint8_t *out, const float *x, uint32_t type, size_t n) {
     if (gguf_quantizes(type)) gguf_quantize_row(out, x, type, n);
 }
 
-static int write_tensor(FILE *out, const Planned *p, size_t n_bytes, const char *path, Err *err) {
-    const size_t n = (size_t)p->ne[0], row_bytes = n_bytes / (size_t)p->ne[1];
-    float *row = malloc(n * sizeof *row);
-    uint8_t *encoded = malloc(row_bytes);
-    int rc = row && encoded ? 0 : err_fmt(err, "out of memory");
+enum { CHUNK_ELEMENTS = 1 << 20 };  // rows converted at once: about this many weights (4 MiB of floats)
+
+// One chunk of a tensor's rows, converted by the pool's threads, each its own rows.
+typedef struct {
+    const Planned *p;
+    int64_t first, rows;        // the chunk: rows [first, first + rows)
+    size_t row_bytes;
+    float *floats;              // [threads][ne[0]]
+    uint8_t *encoded;           // [rows][row_bytes]
+    int64_t *bad_row;           // [threads]: a row holding a weight a quantizer cannot take (not finite), or −1
+} Chunk;
+
+static void convert_rows(void *ctx, int thread, int n_threads) {
+    Chunk *k = ctx;
+    const Planned *p = k->p;
+    const size_t n = (size_t)p->ne[0];
     const bool rounded = p->type != GGML_F32 && p->type != GGML_BF16;  // (quantizers need finite weights)
-    for (int64_t r = 0; rc == 0 && r < p->ne[1]; r++) {
-        source_row(row, p, r);
-        for (size_t i = 0; rounded && rc == 0 && i < n; i++)
-            if (!isfinite(row[i]))
-                rc = err_fmt(err, "%s: tensor \"%s\" holds %g (row %lld): only finite weights can be quantized",
-                             p->src->file, p->src->name, row[i], (long long)r);
-        if (rc) break;
-        encode_row(encoded, row, p->type, n);
-        if (fwrite(encoded, 1, row_bytes, out) != row_bytes) rc = err_fmt(err, "%s: cannot write: %s", path, strerror(errno));
+    float *row = k->floats + (size_t)thread * n;
+    int begin, end;
+    pool_share((int)k->rows, 1, thread, n_threads, &begin, &end);
+    k->bad_row[thread] = -1;
+    for (int r = begin; r < end; r++) {
+        source_row(row, p, k->first + r);
+        for (size_t i = 0; rounded && i < n; i++)
+            if (!isfinite(row[i])) k->bad_row[thread] = k->first + r;
+        if (k->bad_row[thread] >= 0) return;
+        encode_row(k->encoded + (size_t)r * k->row_bytes, row, p->type, n);
     }
-    free(row);
-    free(encoded);
+}
+
+static int write_tensor(FILE *out, const Planned *p, size_t n_bytes, ThreadPool *pool, const char *path, Err *err) {
+    const int threads = pool ? pool_size(pool) : 1;
+    const size_t n = (size_t)p->ne[0];
+    const int64_t chunk_rows = (int64_t)(CHUNK_ELEMENTS / n) + 1;
+    Chunk k = {.p = p, .row_bytes = n_bytes / (size_t)p->ne[1], .floats = malloc((size_t)threads * n * sizeof(float)),
+               .bad_row = malloc((size_t)threads * sizeof(int64_t))};
+    k.encoded = malloc((size_t)(chunk_rows < p->ne[1] ? chunk_rows : p->ne[1]) * k.row_bytes);
+    int rc = k.floats && k.encoded && k.bad_row ? 0 : err_fmt(err, "out of memory");
+    for (k.first = 0; rc == 0 && k.first < p->ne[1]; k.first += k.rows) {
+        k.rows = p->ne[1] - k.first < chunk_rows ? p->ne[1] - k.first : chunk_rows;
+        if (pool) pool_run(pool, convert_rows, &k);
+        else convert_rows(&k, 0, 1);
+        for (int t = 0; rc == 0 && t < threads; t++)
+            if (k.bad_row[t] >= 0)
+                rc = err_fmt(err, "%s: tensor \"%s\" holds a weight that is not finite (row %lld): only finite "
+                             "weights can be quantized", p->src->file, p->src->name, (long long)k.bad_row[t]);
+        const size_t bytes = (size_t)k.rows * k.row_bytes;
+        if (rc == 0 && fwrite(k.encoded, 1, bytes, out) != bytes)
+            rc = err_fmt(err, "%s: cannot write: %s", path, strerror(errno));
+    }
+    free(k.floats);
+    free(k.encoded);
+    free(k.bad_row);
     if (p->src) st_release(p->src);
     return rc || gguf_write_padding(out, n_bytes, path, err) ? -1 : 0;
 }
@@ -326,7 +362,7 @@ static int write_file(Conversion *c, FILE *out, const char *path, const char *ch
     for (int i = 0; rc == 0 && i < c->n; i++)
         bytes[i] = gguf_add_tensor(&w, c->tensors[i].name, c->tensors[i].type, c->tensors[i].n_dims, c->tensors[i].ne);
     if (rc == 0) rc = gguf_write_header(&w, out, path, err);
-    for (int i = 0; rc == 0 && i < c->n; i++) rc = write_tensor(out, &c->tensors[i], bytes[i], path, err);
+    for (int i = 0; rc == 0 && i < c->n; i++) rc = write_tensor(out, &c->tensors[i], bytes[i], c->pool, path, err);
     free(bytes);
     gguf_writer_free(&w);
     return rc;
@@ -343,6 +379,9 @@ static int write_atomically(Conversion *c, const char *path, const char *chat_te
     snprintf(temp, sizeof temp, "%s.tmp-XXXXXX", path);
     const int fd = mkstemp(temp);
     if (fd < 0) return err_fmt(err, "%s: cannot create: %s", temp, strerror(errno));
+    const mode_t mask = umask(0);  // (mkstemp makes the file private; a new file's usual mode instead)
+    umask(mask);
+    fchmod(fd, 0666 & ~mask);
     FILE *out = fdopen(fd, "wb");
     int rc = out ? write_file(c, out, path, chat_template, err) : err_fmt(err, "%s: %s", temp, strerror(errno));
     if (out && fclose(out) && rc == 0) rc = err_fmt(err, "%s: cannot write: %s", path, strerror(errno));
@@ -352,8 +391,9 @@ static int write_atomically(Conversion *c, const char *path, const char *chat_te
     return rc;
 }
 
-int gguf_convert(const char *dir, const char *path, ConvertType type, const char *chat_template, Err *err) {
-    Conversion c = {.dir = dir, .type = type};
+int gguf_convert(const char *dir, const char *path, ConvertType type, const char *chat_template, ThreadPool *pool,
+                 Err *err) {
+    Conversion c = {.dir = dir, .type = type, .pool = pool};
     char config_path[4096];
     snprintf(config_path, sizeof config_path, "%s/config.json", dir);
     if (config_load(&c.cfg, config_path, err) || st_open(&c.ckpt, dir, err)) return -1;

@@ -15,18 +15,22 @@
 // A BF16 folder so gives the tensors the kit's to_gguf.py (then llama-quantize) writes, byte for byte; F32 and F16
 // folders are quantized from their own values. Metadata: general.*, the `<arch>.*` hyper-parameters, the tokenizer
 // (gguf_tokenizer.h) and the chat template given. The tensors are read, converted and written one at a time (peak
-// memory about one tensor's rows, whatever the model's size), to a temporary file renamed over path at the end.
+// memory a chunk of rows, whatever the model's size), to a temporary file renamed over path at the end.
 #ifndef SPECDEC_GGUF_CONVERT_H
 #define SPECDEC_GGUF_CONVERT_H
 
 #include "base/error.h"
+#include "base/threads.h"
 
 typedef enum { CONVERT_BF16, CONVERT_Q8_0, CONVERT_Q4_0, CONVERT_Q4_K_M } ConvertType;
 
 // "bf16", "q8_0", "q4_0" or "q4_k_m"; anything else an error listing them.
 int convert_type_parse(const char *text, ConvertType *type, Err *err);
 
-// Writes folder dir as a GGUF file at path; chat_template (NULL: none) as tokenizer.chat_template.
-int gguf_convert(const char *dir, const char *path, ConvertType type, const char *chat_template, Err *err);
+// Writes folder dir as a GGUF file at path; chat_template (NULL: none) as tokenizer.chat_template. The rows of each
+// tensor are converted by pool's threads (NULL: the caller alone), each row by one thread: the same bytes whatever
+// their number.
+int gguf_convert(const char *dir, const char *path, ConvertType type, const char *chat_template, ThreadPool *pool,
+                 Err *err);
 
 #endif

@@ -72,9 +72,9 @@ static const Command commands[] = {
      "model draft tokens temp top-k top-p min-p repetition-penalty presence-penalty frequency-penalty seed gamma "
      "sampler lookup tree-width tree pipeline draft-p-min ctx threads draft-threads quant draft-quant stats show "
      "system chat-var tools stop grammar json-schema json help", 0, 0},
-    {"convert", cmd_convert, "convert -m DIR -o FILE.gguf --type bf16|q8_0|q4_0|q4_k_m",
+    {"convert", cmd_convert, "convert -m DIR -o FILE.gguf --type bf16|q8_0|q4_0|q4_k_m [--threads N]",
      "write a Hugging Face checkpoint folder as a GGUF file, as llama.cpp's converter (and llama-quantize) would",
-     "model output type help", 0, 0},
+     "model output type threads help", 0, 0},
     {"inspect", cmd_inspect, "inspect PATH",
      "show the header and tensor table of a safetensors file or folder, or of a GGUF file",
      "help", 1, 1},
@@ -515,11 +515,14 @@ static int cmd_convert(const Args *args, Err *err) {
     char gguf_path[4096];
     if (gguf_checkpoint_path(args->model_dir, gguf_path, sizeof gguf_path))
         return err_fmt(err, "convert: %s is a GGUF file already; -m takes a Hugging Face folder", args->model_dir);
+    ThreadPool *pool = pool_create(args->threads, err);
+    if (!pool) return -1;
     ChatTemplate ct;
     Err why;
     const bool templated = chat_template_load(&ct, args->model_dir, &why) == 0;
-    int rc = gguf_convert(args->model_dir, args->output, type, templated ? ct.source : NULL, err);
+    int rc = gguf_convert(args->model_dir, args->output, type, templated ? ct.source : NULL, pool, err);
     if (templated) chat_template_free(&ct);
+    pool_free(pool);
     return rc;
 }
 

@@ -53,11 +53,11 @@ static const Expected *expected(const Expected *rows, int n, const char *label, 
     return NULL;
 }
 
-// Converts the fixture to dir/TYPE.gguf with the binary; the path in out.
-static void convert(char *out, size_t size, const char *dir, const char *type) {
+// Converts the fixture to dir/TYPE.gguf with the binary, on `threads` threads; the path in out.
+static void convert(char *out, size_t size, const char *dir, const char *type, int threads) {
     snprintf(out, size, "%s/%s.gguf", dir, type);
     char args[512], *stdout_text, *stderr_text;
-    snprintf(args, sizeof args, "convert -m %s -o %s --type %s", FOLDER, out, type);
+    snprintf(args, sizeof args, "convert -m %s -o %s --type %s --threads %d", FOLDER, out, type, threads);
     const int rc = run_specdec(args, &stdout_text, &stderr_text);
     CHECK(rc == 0, "specdec %s: exit %d: %s", args, rc, stderr_text);
     free(stdout_text);
@@ -125,7 +125,7 @@ TEST(convert_writes_llama_cpp_tensors_byte_for_byte) {
     CHECK(mkdtemp(dir), "mkdtemp");
     for (int i = 0; i < N_TYPES; i++) {
         char path[256];
-        convert(path, sizeof path, dir, TYPES[i]);
+        convert(path, sizeof path, dir, TYPES[i], 1 + i);  // 1 to 4 threads: the bytes never depend on them
         GgufFile f;
         Err err = {{0}};
         CHECK(gguf_open(&f, path, &err) == 0, "%s: %s", path, err.msg);
@@ -153,7 +153,7 @@ static void check_same_output(const char *file, const char *args) {
 TEST(convert_round_trips_tokenize_and_render) {
     char dir[] = "/tmp/specdec-convert-XXXXXX", path[256], messages[300];
     CHECK(mkdtemp(dir), "mkdtemp");
-    convert(path, sizeof path, dir, "q8_0");
+    convert(path, sizeof path, dir, "q8_0", 2);
     snprintf(messages, sizeof messages, "%s/messages.json", dir);
     FILE *m = fopen(messages, "w");
     CHECK(m, "cannot write %s", messages);

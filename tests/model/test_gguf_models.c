@@ -126,7 +126,7 @@ TEST(gguf_converted_logits_equal_or_near_the_folder) {
     float *want = logits_of(folder, pool, QUANT_NONE, &V_folder);
     for (size_t i = 0; want && i < sizeof CASES / sizeof *CASES; i++) {
         snprintf(path, sizeof path, "%s/%s.gguf", dir, CASES[i].name);
-        CHECK(gguf_convert(folder, path, CASES[i].type, NULL, &err) == 0, "%s: %s", path, err.msg);
+        CHECK(gguf_convert(folder, path, CASES[i].type, NULL, pool, &err) == 0, "%s: %s", path, err.msg);
         static const Quant HOW[] = {QUANT_NONE, QUANT_Q8};  // held as stored, and quantized again to q8
         for (size_t h = 0; h < sizeof HOW / sizeof *HOW && CASES[i].type != CONVERT_BF16; h++) {
             const Quant quant = HOW[h];
