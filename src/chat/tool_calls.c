@@ -19,7 +19,8 @@
 
 ToolFormat tool_format_of_template(const char *source) {
     if (strstr(source, HERMES_OPEN)) return TOOL_FORMAT_HERMES;
-    if (strstr(source, MISTRAL_OPEN)) return strstr(source, MISTRAL_ARGS) ? TOOL_FORMAT_MISTRAL_ARGS : TOOL_FORMAT_MISTRAL;
+    if (strstr(source, MISTRAL_OPEN))
+        return strstr(source, MISTRAL_ARGS) ? TOOL_FORMAT_MISTRAL_ARGS : TOOL_FORMAT_MISTRAL;
     if (strstr(source, LLAMA3_OPEN) || (strstr(source, "\"parameters\"") && strstr(source, "ipython")))
         return TOOL_FORMAT_LLAMA3;
     return TOOL_FORMAT_NONE;
@@ -312,7 +313,8 @@ static char *named_call_rules(const json_t *tools, const char *name, const Token
         snprintf(key, sizeof key, "tool-%d", k);
         snprintf(ref, sizeof ref, "#/$defs/%s", key);
         params = json_object_get(fn, "parameters");
-        json_object_set_new(defs, key, json_is_object(params) ? json_deep_copy(params) : json_pack("{s:s}", "type", "object"));
+        json_object_set_new(defs, key, json_is_object(params) ? json_deep_copy(params)
+                                                              : json_pack("{s:s}", "type", "object"));
         json_array_append_new(refs, json_pack("{s:s}", "$ref", ref));
         const char *its = json_string_value(json_object_get(fn, "name"));
         text_add(&t, "%s", k ? " | " : "");

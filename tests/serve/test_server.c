@@ -896,7 +896,8 @@ static void check_client_logprobs(const json_t *o) {
     bool well_formed = json_array_size(entries) > 0;
     for (size_t i = 0; i < json_array_size(entries); i++) {
         const json_t *e = json_array_get(entries, i);
-        well_formed &= json_is_string(json_object_get(e, "token")) && json_real_value(json_object_get(e, "logprob")) <= 0 &&
+        well_formed &= json_is_string(json_object_get(e, "token")) &&
+                       json_real_value(json_object_get(e, "logprob")) <= 0 &&
                        json_array_size(json_object_get(e, "top_logprobs")) == 2;
         if (strlen(text) < 3000) strncat(text, json_string_value(json_object_get(e, "token")) ?: "", 64);
     }
@@ -1052,7 +1053,8 @@ TEST(serve_tools_auto_constrains_a_call_once_begun) {
 // with <|box_start|>, a special token, renamed [TOOL_CALLS], a Mistral-style template, and a model that writes that
 // token wherever it may. With tool_choice "none" it writes it again and again; with "auto" the token opens a call and
 // the grammar holds what follows to the tool's schema (one valid call, with lookup drafting as without); with
-// "required" the call opens with that one token (its logprobs entry is the whole marker), not its text spelled.
+// "required" the call opens with that one token (its logprobs entry is the whole marker), not its text spelled. A
+// request's own grammar naming a token the tokenizer lacks is refused (400, naming it).
 // (Not in the sanitizer suite at -O0: masks over 151936 ids, as serve_tools_auto_constrains_a_call_once_begun.)
 TEST(serve_tools_special_marker_opens_a_call) {
 #ifndef SPECDEC_DEBUG
@@ -1094,6 +1096,12 @@ TEST(serve_tools_special_marker_opens_a_call) {
         free(request);
     }
 #undef MARKER_BODY
+    // a grammar naming a token the tokenizer lacks: 400, naming it
+    reply = post(s.port, "/v1/chat/completions", "", "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], "
+                 "\"max_tokens\": 2, \"grammar\": \"root ::= <[ARGS]> \\\"x\\\"\"}");
+    CHECK(status_of(reply) == 400 && strstr(reply, "references the token [ARGS], which the tokenizer has not"),
+          "a grammar naming a token the tokenizer lacks: %.300s", reply ? reply : "");
+    free(reply);
     CHECK(stop_serving(&s, &log) == 0, "exit status: %s", log);
     free(log);
     remove_dir(dir);
