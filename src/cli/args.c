@@ -54,8 +54,8 @@ static const Option options[] = {
     {"ctx", 0, OPT_INT, FIELD(ctx), 1, 1 << 24,
      "positions the KV cache holds (default: the model's context, at most 4096; logits: the ids given)"},
     {"threads", 't', OPT_INT, FIELD(threads), 1, 1024,
-     "worker threads (default: the CPUs this process may use; with -d on 8 or more, one fewer: the drafting "
-     "thread's)"},
+     "worker threads (default: the CPUs this process may use; with -d on 8 or more, one fewer in generate and "
+     "chat: the drafting thread's)"},
     {"draft-threads", 0, OPT_INT, FIELD(draft_threads), 1, 1024,
      "threads the draft uses, at most --threads (default: the count whose steps measure fastest)"},
     {"quant", 0, OPT_STRING, FIELD(quant), 0, 0, "the target's weight matrices: q8, quantized to 8 bits at load; "

@@ -222,7 +222,7 @@ int cmd_batch(const Args *args, Err *err) {
         goto done;
     }
     have_session = true;  // (closed even when opening fails: session.h)
-    if (session_open_from_args(&s, args, target_dir, draft_dir, err) ||
+    if (session_open_batched(&s, args, target_dir, draft_dir, err) ||
         load_tokenizer(&tok, target_dir, true, &have_tok, err))
         goto done;
     if (tokenizer_vocab_size(&tok) < s.target.n_vocab) model_limit_vocab(&s.target, tokenizer_vocab_size(&tok));

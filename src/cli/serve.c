@@ -66,7 +66,7 @@ int cmd_serve(const Args *args, Err *err) {
     ChatTemplate chat;
     bool have_tok = false, have_chat = false;
     int rc = -1;
-    if (session_open_from_args(&s, args, target_dir, draft_dir, err)) goto done;
+    if (session_open_batched(&s, args, target_dir, draft_dir, err)) goto done;
     if (load_tokenizer(&tok, target_dir, true, &have_tok, err)) goto done;
     if (tokenizer_vocab_size(&tok) < s.target.n_vocab)  // as generate: ids past the tokenizer's are never sampled
         model_limit_vocab(&s.target, tokenizer_vocab_size(&tok));

@@ -131,6 +131,12 @@ int session_open_from_args(Session *s, const Args *args, const char *target_dir,
     return 0;
 }
 
+int session_open_batched(Session *s, const Args *args, const char *target_dir, const char *draft_dir, Err *err) {
+    Args batched = *args;
+    batched.pipeline = "off";  // (only the default thread count reads it here: spec_params_from_args reads args')
+    return session_open_from_args(s, &batched, target_dir, draft_dir, err);
+}
+
 void session_close(Session *s) {
     if (s->has_draft) model_free(&s->draft);
     model_free(&s->target);

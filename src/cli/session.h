@@ -52,6 +52,10 @@ int session_default_threads(const Args *args, bool has_draft, int cpus);
 // closes s.
 int session_open_from_args(Session *s, const Args *args, const char *target_dir, const char *draft_dir, Err *err);
 
+// What serve and batch open: session_open_from_args with every CPU to the target's threads by default — a batch
+// drafts nothing ahead (speculative/batch.h), so no CPU is kept for a drafting thread it would leave idle.
+int session_open_batched(Session *s, const Args *args, const char *target_dir, const char *draft_dir, Err *err);
+
 // The speculation and sampling options (--gamma, --sampler, --tree-width, --tree, --temp, --top-k, --top-p,
 // --seed, -n) as SpecParams; the rest of params zeroed.
 int spec_params_from_args(const Args *args, SpecParams *params, Err *err);

@@ -478,6 +478,18 @@ TEST(cli_default_threads_leave_a_cpu_to_the_drafting_thread) {
     }
 }
 
+// serve and batch (session_open_batched) take every CPU by default, with a draft model too: a batch drafts nothing
+// ahead, so no CPU is left to a drafting thread (the difference shows on machines of PIPELINE_SPARE_CPU_FROM CPUs or
+// more, where generate leaves one).
+TEST(cli_batched_sessions_take_every_cpu) {
+    const Args chain = {0};
+    Session s;
+    Err err;
+    CHECK(session_open_batched(&s, &chain, "weights/pystd/target", "weights/pystd/draft", &err) == 0, "%s", err.msg);
+    CHECK(pool_size(s.pool) == cpus_available(), "%d threads on %d CPUs", pool_size(s.pool), cpus_available());
+    session_close(&s);
+}
+
 // --trace - and --trace /dev/stderr write the trace to standard error, beside the statistics line (opened anew,
 // /dev/stderr truncated the file stderr was redirected to, and the trace overwrote the statistics); --trace
 // /dev/stdout to standard output; a FIFO is written, never truncated.
