@@ -78,7 +78,7 @@ typedef struct SpecParams {
     // Grammar-forced drafting: where the grammar allows exactly one token, that token is drafted with q = 1 and no
     // draft forward, as far as the grammar forces a chain (up to the round's depth), then, without a drafter, the
     // tokens of the text it forces on (several bytes other tokenizations could spell too: q = 1, verified); the
-    // drafter drafts otherwise.
+    // drafter drafts otherwise, and the text the grammar forces after its chain follows it the same way.
     bool forced_drafts;
     FILE *trace;            // one JSON line per round, or NULL
     // Called with every token as it is committed, in order; returning true makes it the last one (stop strings):

@@ -40,6 +40,8 @@ typedef struct {
     int drafted_ahead;                  // ... the drafts it holds for the next round (0: none)
     bool forced;                        // the drafts are the grammar's forced chain (SpecParams.forced_drafts): the
                                         // drafter was not asked, and the γ policy learns nothing from the round
+    int forced_tail;                    // drafts appended after the drafter's chain: the text the grammar forces
+                                        // there (draft_forced_tail), kept out of the drafter's rollback
     double ahead_handoff_seconds;       // handing it the job and waiting for it after the accept step
 } Round;
 

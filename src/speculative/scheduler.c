@@ -187,7 +187,7 @@ static int draft_forced(Scheduler *s, Round *r, int most, Err *err) {
         if (token < 0) break;
         path[r->tree.n++] = token;
     }
-    if (!s->drafter)  // a drafter's chains go further than the forced text, whose rounds would take its turn
+    if (!s->drafter)  // (with a drafter, the forced text follows its chain: draft_forced_tail)
         r->tree.n += grammar_constraint_forced_text(s->params->constraint, path, r->tree.n, path + r->tree.n,
                                                     most - r->tree.n);
     for (int i = 0; i < r->tree.n; i++) {
@@ -198,10 +198,35 @@ static int draft_forced(Scheduler *s, Round *r, int most, Err *err) {
     return r->tree.n;
 }
 
-// 1b. The drafts are in: a chain the grammar refuses cut, the tree's shape recorded, the drafting timed
-// (r->draft_seconds); then, after a chain of the draft model's, drafting the next round ahead starts.
+// With a drafter, the text the grammar forces after its chain — where the chain ends inside such text, or where
+// the grammar cut it, or where the drafter drafted nothing — drafted on as in plain decoding (draft_forced): its
+// longest tokens, q one-hot, no draft forward, appended to the chain up to the round's room, each kept with the
+// masked target's probability (Algorithm 1 with q one-hot). The drafter did not draft them: its rollback keeps its
+// own nodes only, and its next proposal reads what was committed after them as it reads any committed text.
+static void draft_forced_tail(Scheduler *s, Round *r) {
+    if (!s->params->constraint || !s->params->forced_drafts) return;
+    int path[GAMMA_MAX];
+    for (int i = 0; i < r->tree.n; i++) {
+        if (r->tree.parent[i] != i - 1) return;  // a tree: which branch is kept is not known
+        path[i] = r->tree.node[i].token;
+    }
+    const int room = fit_shape(s, (TreeShape){.depth = GAMMA_MAX, .width = 1}, s->n).depth;
+    if (r->tree.n >= room) return;
+    r->forced_tail = grammar_constraint_forced_text(s->params->constraint, path, r->tree.n, path + r->tree.n,
+                                                    room - r->tree.n);
+    for (int i = r->tree.n; i < r->tree.n + r->forced_tail; i++) {
+        r->tree.node[i] = tree_one_hot_child(path[i]);
+        r->tree.parent[i] = i - 1;
+    }
+    r->tree.n += r->forced_tail;
+}
+
+// 1b. The drafts are in: a chain the grammar refuses cut, the text it forces after the chain drafted on, the tree's
+// shape recorded, the drafting timed (r->draft_seconds); then, after a chain of the draft model's, drafting the next
+// round ahead starts.
 static void drafted(Scheduler *s, Round *r) {
     cut_refused_chain(s, &r->tree);
+    draft_forced_tail(s, r);
     set_levels(r);
     r->draft_calls = r->report.calls;
     r->draft_seconds = now_seconds() - s->t_draft;
@@ -455,7 +480,8 @@ static int commit_and_roll_back(Scheduler *s, Round *r, Err *err) {
     for (int i = 0; i < r->n_accepted; i++) rows[1 + i] = r->path[i] + 1;
     kv_keep_path(&s->cache, r->base, rows, 1 + r->n_accepted);
     kv_truncate(&s->cache, s->n - 1);
-    if (s->drafter) s->drafter->rollback(s->drafter, s->n - 1, r->path, r->forced ? 0 : r->n_accepted);
+    const int own = r->forced ? 0 : r->tree.n - r->forced_tail;  // the drafter's nodes: the chain before the tail
+    if (s->drafter) s->drafter->rollback(s->drafter, s->n - 1, r->path, r->n_accepted < own ? r->n_accepted : own);
     r->commit_seconds = now_seconds() - t0;
     if (!CHECK_ROLLBACKS) return 0;
     // Checked: both caches against a forward over the committed tokens that no rollback touches (rollback_check.c).

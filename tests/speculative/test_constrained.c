@@ -105,6 +105,23 @@ TEST(constrained_forced_drafts_are_free_and_kept) {
     CHECK(n_text == n_want && !memcmp(out, want, sizeof(int) * n_want), "forced text drafts changed the output");
     CHECK(stats.drafted >= 3 && stats.draft_calls == 0, "%d drafts of the forced text, %d draft forwards", stats.drafted,
           stats.draft_calls);
+    // With the draft model (γ 1), the forced text after its draft is drafted on at no draft forward: more drafts, in
+    // no more rounds and draft forwards than without (the target keeps a forced token only where it is its own
+    // greedy choice among the text's tokenizations), the output target-only's either way.
+    SpecParams one = params, one_without = without;
+    one.gamma = one_without.gamma = 1;
+    SpecStats model_only;
+    const int n_model = constrained_stats(&pair, DRAFT_MODEL, g, &pv, prompt, 3, one_without, 1, out, &model_only,
+                                          "draft model");
+    CHECK(n_model == n_want && !memcmp(out, want, sizeof(int) * n_want), "the draft model changed the output");
+    const int n_tail = constrained_stats(&pair, DRAFT_MODEL, g, &pv, prompt, 3, one, 1, out, &stats,
+                                         "draft model, forced text");
+    CHECK(n_tail == n_want && !memcmp(out, want, sizeof(int) * n_want),
+          "the forced text after the draft model's draft changed the output");
+    CHECK(stats.drafted > model_only.drafted && stats.rounds <= model_only.rounds &&
+              stats.draft_calls <= model_only.draft_calls,
+          "with the forced text: %d drafts in %d rounds, %d draft forwards; without: %d in %d, %d", stats.drafted,
+          stats.rounds, stats.draft_calls, model_only.drafted, model_only.rounds, model_only.draft_calls);
     model_pair_close(&pair);
     grammar_free(g);
 }
@@ -195,7 +212,7 @@ static void small_vocab(PairVocab *pv, const char *const pieces[V_SMALL]) {
 // spelling pieces[0..V_SMALL), and checks their distribution against the exact masked one (chi-square at a
 // false-alarm rate of 1e-4), and that nothing refused is drawn.
 static void check_masked_sampling(const char *gbnf, const char *const pieces[V_SMALL], Allows *allows, DraftKind kind,
-                                  bool forced, const char *label) {
+                                  bool forced, int gamma, const char *label) {
     PairVocab pv;
     small_vocab(&pv, pieces);
     Err err;
@@ -205,7 +222,7 @@ static void check_masked_sampling(const char *gbnf, const char *const pieces[V_S
     ModelPair pair;
     pair_open(&pair, V_SMALL, 64, 1, 1.0f);
     const int prompt[] = {1, 3};
-    const SpecParams params = {.sampling = {.temperature = 1, .top_p = 1}, .policy = GAMMA_FIXED, .gamma = 3,
+    const SpecParams params = {.sampling = {.temperature = 1, .top_p = 1}, .policy = GAMMA_FIXED, .gamma = gamma,
                                .max_tokens = 3, .eos_id = -1, .forced_drafts = forced};
 #ifdef SPECDEC_DEBUG
     enum { SAMPLES = 2000 };  // the debug build checks every rollback: a shorter, weaker test
@@ -256,7 +273,7 @@ static bool allows_fixed(const int *seq, int i, int t) {
 }
 
 TEST(constrained_sampling_with_a_draft_matches_the_masked_target) {
-    check_masked_sampling("root ::= [ab] [a-e] [cd] .*", LETTERS, allows_fixed, DRAFT_MODEL, false, "constrained");
+    check_masked_sampling("root ::= [ab] [a-e] [cd] .*", LETTERS, allows_fixed, DRAFT_MODEL, false, 3, "constrained");
 }
 
 // `root ::= "abc" [a-c]*` over ids spelling a, b, c, ab, bc: the text so far must begin as "abc" does.
@@ -271,9 +288,12 @@ static bool allows_abc(const int *seq, int i, int t) {
 }
 
 // The forced text "abc" has three tokenizations (a b c, ab c, a bc): drafted as "ab" "c" (q one-hot) with no
-// drafter, each kept with the masked target's probability.
+// drafter, and after the draft model's one draft (γ 1: "a" then "bc", or "ab" then "c"), each kept with the masked
+// target's probability.
 TEST(constrained_forced_text_drafts_keep_the_masked_distribution) {
-    check_masked_sampling("root ::= \"abc\" [a-c]*", SPLIT_PIECES, allows_abc, DRAFT_NONE, true, "forced text");
+    check_masked_sampling("root ::= \"abc\" [a-c]*", SPLIT_PIECES, allows_abc, DRAFT_NONE, true, 3, "forced text");
+    check_masked_sampling("root ::= \"abc\" [a-c]*", SPLIT_PIECES, allows_abc, DRAFT_MODEL, true, 1,
+                          "forced text after a draft");
 }
 
 // The forced text's drafts: its longest tokens, up to the room given; none where fewer than 2 bytes are forced.
@@ -326,7 +346,7 @@ static void check_lazy_letters_rules(void) {
 
 TEST(constrained_lazy_sampling_with_a_draft_matches_the_masked_target) {
     check_lazy_letters_rules();
-    check_masked_sampling(LAZY_LETTERS, LETTERS, allows_lazy, DRAFT_MODEL, false, "lazy");
+    check_masked_sampling(LAZY_LETTERS, LETTERS, allows_lazy, DRAFT_MODEL, false, 3, "lazy");
 }
 
 // The same where a token of its own triggers too (lazy_gbnf's `token`: a special token the grammar references, spelled
@@ -353,7 +373,8 @@ TEST(constrained_lazy_token_sampling_with_a_draft_matches_the_masked_target) {
     text_add(&t, "root ::= free-0\nthen ::= [cd]{0,2}\n");
     CHECK(lazy_gbnf(&t, "free", "ab", "<[TOOL_CALLS]>", "then") == 0, "lazy_gbnf refused \"ab\"");
     char *gbnf = text_take(&t);
-    if (gbnf) check_masked_sampling(gbnf, MARKER_LETTERS, allows_lazy_token, DRAFT_MODEL, false, "lazy, token trigger");
+    if (gbnf) check_masked_sampling(gbnf, MARKER_LETTERS, allows_lazy_token, DRAFT_MODEL, false, 3,
+                                    "lazy, token trigger");
     free(gbnf);
 }
 
