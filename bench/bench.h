@@ -164,6 +164,9 @@ typedef struct {
 // Loads -m/-d, or weights/pystd, or (when that is absent and no -m was given) a random pair of its shape.
 void pair_open(Pair *pair, Bench *b);
 void pair_close(Pair *pair);
+// A draft of random weights over the target's vocabulary, in the GPT-2 layout at the pair's draft's depth, width
+// and context, seeded apart from every pair's (its drafts are nearly never the target's); as --draft-quant says.
+void pair_open_useless_draft(const Pair *pair, Bench *b, Model *draft);
 
 // For a random pair (no tokenizer): the shipped target's tokenizer (weights/pystd/target), and the models' logits
 // kept to its ids (model_limit_vocab), so that every id generated decodes — the serve suite's server decodes text.

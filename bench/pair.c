@@ -148,6 +148,19 @@ void pair_open(Pair *pair, Bench *b) {
     if (pair->has_tok && tokenizer_load_dir(&pair->tok, pair->target_dir, &err)) die("%s", err.msg);
 }
 
+void pair_open_useless_draft(const Pair *pair, Bench *b, Model *draft) {
+    char dir[] = "/tmp/specdec-bench-XXXXXX";
+    if (!mkdtemp(dir)) die("cannot make a temporary folder for a random draft");
+    const Config *c = &pair->draft.cfg;
+    const RandomCheckpoint spec = {.n_layer = c->n_layer, .n_embd = c->n_embd, .n_head = c->n_head,
+                                   .vocab_size = pair->target.n_vocab, .n_positions = c->n_positions,
+                                   .scale = 0.05f, .seed = 4242};
+    Err err;
+    if (random_checkpoint_write(dir, &spec, &err)) die("%s: %s", dir, err.msg);
+    if (model_load_quantized(draft, dir, b->pool, b->opt.draft_quant, &err)) die("%s", err.msg);
+    random_checkpoint_remove(dir);
+}
+
 void pair_close(Pair *pair) {
     model_free(&pair->target);
     if (pair->has_draft) model_free(&pair->draft);

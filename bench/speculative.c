@@ -258,12 +258,63 @@ static json_t *bench_prompt_set(Bench *b, Pair *pair, const char *folder, const 
     return json_pack("{s:s, s:o, s:o}", "folder", folder, "prompts", ids, "temperatures", temps);
 }
 
+// The target with a useless draft (pair_open_useless_draft) on the held-out prompts, greedy and at temperature 1:
+// target-only against --gamma auto, which should find the drafts rejected and fall back to plain decoding at a cost
+// of a few percent at most. Speed = target-only's time per token over auto's, per prompt and pooled.
+static json_t *bench_useless_draft(Bench *b, Pair *pair) {
+    Pair useless = *pair;  // the target, the prompts' tokenizer; the draft replaced
+    pair_open_useless_draft(pair, b, &useless.draft);
+    int n;
+    Prompt *prompts = prompts_load(pair, PROMPTS_HELD_OUT, b->opt.prompts, b->opt.tokens + 1, &n);
+    out(b, "\n## A useless draft\n\nThe target with a draft of random weights over its vocabulary (the draft's "
+        "shape, GPT-2's layout, another seed), on %d held-out prompts: target-only against --gamma auto, run in "
+        "turn on each prompt with the same seed. Speed = target-only's time per token over auto's: median [min–max] "
+        "over the prompts, and pooled.\n\n| temperature | target-only tokens/s | auto tokens/s | speed | pooled | "
+        "plain rounds | drafted | accepted |\n|---:|---:|---:|---:|---:|---:|---:|---:|\n", n);
+    json_t *rows = json_array();
+    static const float temperatures[] = {0.0f, 1.0f};
+    for (int t = 0; t < 2; t++) {
+        const Setting s = {&useless, prompts, n, b->opt.tokens, temperatures[t]};
+        Decoding d[2];
+        decoding_init(&d[0], &s, 0);                  // target-only
+        decoding_init(&d[1], &s, N_MODEL_CONFIGS - 1);  // the draft model, auto
+        const Trial trials[2] = {{decoding_run, &d[0]}, {decoding_run, &d[1]}};
+        double *seconds = malloc(sizeof(double) * 2 * n);  // per token, [target-only, auto][n]
+        char label[64];
+        snprintf(label, sizeof label, "a useless draft, temperature %.1f", s.temperature);
+        measure_rounds(b, label, trials, 2, n, 0, seconds);
+        Totals plain = {0}, automatic = {0};
+        add_totals(&plain, &d[0]);
+        add_totals(&automatic, &d[1]);
+        const Summary speed = summarize_ratio(seconds, seconds + n, n);
+        const double pooled = ratio_or_zero(plain.decode_seconds / plain.generated,
+                                            automatic.decode_seconds / automatic.generated);
+        int plain_rounds = 0;
+        for (int r = 0; r < n; r++) plain_rounds += d[1].stats[r].plain_rounds;
+        char c1[64], c2[64], c3[64];
+        out(b, "| %.1f | %s | %s | %s | %.3f | %d of %.0f | %.0f | %.0f |\n", s.temperature,
+            fmt_range(c1, sizeof c1, summary_inverse(summarize(seconds, n), 1), 1, 0),
+            fmt_range(c2, sizeof c2, summary_inverse(summarize(seconds + n, n), 1), 1, 0),
+            fmt_range(c3, sizeof c3, speed, 1, 3), pooled, plain_rounds, automatic.rounds, automatic.drafted,
+            automatic.accepted);
+        json_array_append_new(rows, json_pack("{s:f, s:o, s:f, s:i, s:f, s:f, s:f}", "temperature", s.temperature,
+                                              "speed", summary_json(speed), "pooled", pooled, "plain_rounds",
+                                              plain_rounds, "rounds", automatic.rounds, "drafted", automatic.drafted,
+                                              "accepted", automatic.accepted));
+        for (int i = 0; i < 2; i++) decoding_free(&d[i]);
+        free(seconds);
+    }
+    prompts_free(prompts, n);
+    model_free(&useless.draft);
+    return rows;
+}
+
 void suite_speculative(Bench *b, Pair *pair) {
     if (!pair->has_draft) {
         out(b, "## Speculative decoding\n\nNot run: no draft model (-d DIR).\n\n");
         return;
     }
-    suite_begin(b, "speculative", 2 * N_TEMPERATURES);
+    suite_begin(b, "speculative", 2 * N_TEMPERATURES + 2);
     out(b, "## Speculative decoding\n\nTwo prompt sets: the held-out prompts of bench/prompts, and a copy-heavy set "
         "(bench/prompts/copy: code whose continuation repeats earlier lines — a function followed by the start of its "
         "edited copy, repeated test blocks, argument lists), %d threads. Per temperature, every configuration runs on "
@@ -279,5 +330,7 @@ void suite_speculative(Bench *b, Pair *pair) {
         "rule).\n", pool_size(b->pool));
     json_t *held_out = bench_prompt_set(b, pair, PROMPTS_HELD_OUT, "Held-out prompts");
     json_t *copy = bench_prompt_set(b, pair, PROMPTS_COPY, "Copy-heavy prompts");
-    suite_end(b, json_pack("{s:i, s:o, s:o}", "tokens", b->opt.tokens, "held_out", held_out, "copy_heavy", copy));
+    json_t *useless = bench_useless_draft(b, pair);
+    suite_end(b, json_pack("{s:i, s:o, s:o, s:o}", "tokens", b->opt.tokens, "held_out", held_out, "copy_heavy", copy,
+                           "useless_draft", useless));
 }

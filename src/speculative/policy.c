@@ -106,8 +106,12 @@ double spec_forward_cost(const Model *m, int T, int threads) {
 
 double spec_row_cost(int V) { return SAMPLING_BYTES_PER_TOKEN * V; }
 
-// GAMMA_AUTO, measuring, starts with one plain round, which measures t_target(1), the yardstick of every choice (and
-// of the predicted speedup), then drafts 4 to measure a draft step (a lookup's costs nothing: not measured); from
+// GAMMA_AUTO, measuring, starts with two plain rounds, which measure t_target(1), the yardstick of every choice (and
+// of the predicted speedup): the first forward after the prompt's runs cold (the shipped target's took 4 times a
+// warm step), and a t_target(1) that high made every draft look cheap beside plain decoding, whose rounds — the only
+// ones that measure it again — it then never chose: a useless draft kept drafting γ = 1 until α fell below the draft's
+// cost over that inflated step. So the second round's time replaces the first's. Then it drafts 4 to measure a draft
+// step (a lookup's costs nothing: not measured); from
 // then on it maximises rate(γ). Plain rounds teach it nothing about α, so every 8th plain round in a row drafts one
 // token — every 16th, 32nd, 64th after one, two, three such probes in a row were rejected: α can recover when the
 // text becomes easier again, and a useless draft costs a probe per 64 tokens. The draft model reads the text those
@@ -193,21 +197,27 @@ static double round_rate(const GammaState *g, double tokens, double t_draft, int
 // Plain decoding's rate (round_rate of one row).
 static double plain_rate(const GammaState *g) { return round_rate(g, 1, 0, 1, 1); }
 
+// A shape replaces plain decoding only where it promises this much more than plain decoding's rate. With a useless
+// draft (random weights: α of 0.05–0.1 at temperature 1) the cost model promised γ = 1 a few percent, less than its
+// error on a machine whose verification costs more than the model's (AVX2): it drafted in most rounds and ran slower
+// than plain decoding (docs/performance-history.md, "A useless draft"). The same for every ISA and plan.
+static const double DRAFT_MARGIN = 1.05;
+
 // The depth γ (0: plain decoding) that maximises rate for a tree of `width` (1: a chain) whose first drafted level
 // is kept with probability a_W (first_alpha of alpha_first: alpha_first itself for a chain) and each later draft
 // with alpha_next, at draft_step per level — or only γ = fixed_depth when that is > 0; *rate gets it.
 static int best_depth(const GammaState *g, int width, double alpha_first, double alpha_next, double draft_step,
                       int fixed_depth, double *rate) {
     int best = 0;
-    const double a_first = first_alpha(g, width, alpha_first);
-    *rate = fixed_depth > 0 ? 0 : plain_rate(g);
+    const double a_first = first_alpha(g, width, alpha_first), plain = fixed_depth > 0 ? 0 : plain_rate(g);
+    *rate = plain;
     for (int depth = fixed_depth > 0 ? fixed_depth : 1; depth <= (fixed_depth > 0 ? fixed_depth : GAMMA_MAX);
          depth++) {
         const int T = width * depth + 1;
         if (T > TREE_MAX_ROWS) break;
         const double tokens = spec_tree_expected_tokens(a_first, alpha_next, depth);
         const double r = round_rate(g, tokens, draft_time(g, width, depth, draft_step), T, width);
-        if (r > *rate) best = depth, *rate = r;
+        if (r > *rate && r > DRAFT_MARGIN * plain) best = depth, *rate = r;
     }
     return best;
 }
@@ -262,7 +272,7 @@ static TreeShape choose_shape(GammaState *g, const SpecParams *params, const Dra
         return shape;
     }
     ask_drafter(request, 0, 0);
-    if (!costed(g) && g->target[1] <= 0) return shape;
+    if (!costed(g) && (g->target[1] <= 0 || g->plain_timed == 1)) return shape;  // t_target(1) not measured warm
     if (has_model && !costed(g) && !g->draft_step_known) {  // the draft model's step is what is measured
         request->model_gamma = 4;
         return (TreeShape){4, params->tree_auto ? 1 : widest(params)};
@@ -351,7 +361,8 @@ void policy_learn(GammaState *g, const SpecParams *params, const Round *r, const
     if (r->report.n_run > 0 && !lookup) learn_unproposed_run(g, &r->report, r, committed);
     if (g->probing && k > 0 && !lookup)  // the probe was made (not displaced by a lookup run)
         g->probe_misses = r->n_accepted ? 0 : g->probe_misses < 3 ? g->probe_misses + 1 : 3;
-    running_mean(&g->target[k + 1], r->target_seconds);
+    if (k == 0 && ++g->plain_timed == 2) g->target[1] = r->target_seconds;  // the cold first step forgotten
+    else running_mean(&g->target[k + 1], r->target_seconds);
     g->largest_measured = k + 1 > g->largest_measured ? k + 1 : g->largest_measured;
     if (r->draft_calls > 0) {
         running_mean(r->width > 1 ? &g->tree_draft_step[r->width] : &g->draft_step,

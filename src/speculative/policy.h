@@ -2,7 +2,8 @@
 // acceptance (SpecParams.policy). GAMMA_FIXED drafts γ; GAMMA_HEURISTIC grows γ by 2 after a fully kept round and
 // shrinks it by 1 otherwise; GAMMA_AUTO picks the shape of the highest expected rate, Theorem 3.8 with measured
 // costs:
-//   rate(γ, W) = E[tokens per round] / (γ · t_draft + t_target(W·γ + 1)),   γ = 0 (plain decoding) when none pays,
+//   rate(γ, W) = E[tokens per round] / (γ · t_draft + t_target(W·γ + 1)),   γ = 0 (plain decoding) when none
+//   promises DRAFT_MARGIN (5%) over plain decoding's rate,
 //   E[tokens per round] = 1 + a_W (1 + α + … + α^{γ−1})                       (spec_tree_expected_tokens)
 // with α the learned acceptance of later drafts and a_W that of a first level of W children (a_1 = α).
 // What it learns (policy_learn), per source of drafts: the draft model's α; a lookup run's first draft per match
@@ -50,6 +51,7 @@ typedef struct {
     int n_first[TREE_FIRST_WIDTH_MAX + 1];             // the levels of W ≥ 2 children it has learned from
     bool draft_step_known;      // measured, or 0 by nature (a lookup's proposals cost no forward)
     double target[T_SLOTS];     // seconds per target forward of T tokens (running means; 0 = not measured)
+    int plain_timed;            // plain rounds timed: the first one's target[1] (a cold step) replaced by the second's
     int largest_measured;       // the largest T of target[] measured (0: none)
     bool modelled;              // plan with the cost model below, not with the measurements above
     double model_draft_step, model_target[T_SLOTS];  // spec_forward_cost: the drafter's step, the target's T

@@ -14,7 +14,9 @@
 //   - under rejection sampling at a temperature, the cost model knows the target's threads: a draft step costs
 //     more against the target at 16 threads than at 1 or 2, and a draft that pays on one thread does not on 16;
 //     the shipped pair's plan shortens from γ = 3 on 1 and 2 threads to 2 on 16;
-//   - greedy, a verification measured cheaper is planned deeper; at a temperature the measurements change nothing.
+//   - greedy, a verification measured cheaper is planned deeper; at a temperature the measurements change nothing;
+//   - greedy, the first plain round's time (a cold step) is not t_target(1): a second plain round's replaces it
+//     before anything is drafted; and a draft that promises less than DRAFT_MARGIN over plain decoding is not made.
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -305,6 +307,51 @@ static void measured_verification_sets_depth(Model *target) {
 }
 
 TEST(speculative_auto_measured_cheap_verification_plans_deeper) { with_target(measured_verification_sets_depth); }
+
+// Greedy, measuring: rounds 1 and 2 are plain whatever the first took (4 × the second here, as the shipped target's
+// first step after its prompt did), the second's time is t_target(1), then the draft step is measured (γ = 4).
+static void cold_first_step_forgotten(Model *target) {
+    const Drafter drafter = {.step_cost = 0.08 * spec_forward_cost(target, 1, 1)};
+    const SpecParams params = {.sampling = {.temperature = 0, .top_p = 1}, .policy = GAMMA_AUTO, .max_tokens = 64,
+                               .eos_id = -1};
+    GammaState g;
+    policy_init(&g, target, &drafter, &params);
+    static const double step_seconds[2] = {4.0, 1.0};
+    for (int round = 0; round < 2; round++) {
+        CHECK(policy_choose(&g, &params, &drafter).shape.depth == 0, "round %d is not plain", round + 1);
+        const Round plain = {.target_seconds = step_seconds[round]};
+        policy_learn(&g, &params, &plain, NULL);
+    }
+    CHECK(g.target[1] == 1.0, "t_target(1) = %g after a cold step of 4 and a warm one of 1", g.target[1]);
+    const int depth = policy_choose(&g, &params, &drafter).shape.depth;
+    CHECK(depth == 4, "round 3 drafts %d to measure a draft step, not 4", depth);
+}
+
+TEST(speculative_auto_forgets_the_cold_first_step) { with_target(cold_first_step_forgotten); }
+
+// Greedy, measured: verification as cheap as a plain step, a draft step 0.01 of it. α = 0.04 promises γ = 1
+// 1.04 / 1.01 ≈ 1.03 times plain decoding's rate, under DRAFT_MARGIN (1.05): plain decoding; α = 0.1 promises 1.09:
+// drafted.
+static void drafting_needs_a_margin(Model *target) {
+    const Drafter drafter = {.step_cost = 0.08 * spec_forward_cost(target, 1, 1)};
+    const SpecParams params = {.sampling = {.temperature = 0, .top_p = 1}, .policy = GAMMA_AUTO, .max_tokens = 64,
+                               .eos_id = -1};
+    static const double alphas[2] = {0.04, 0.1};
+    int depth[2];
+    for (int i = 0; i < 2; i++) {
+        GammaState g;
+        policy_init(&g, target, &drafter, &params);
+        for (int source = 0; source < N_SOURCES; source++) g.alpha[source] = alphas[i];
+        g.draft_step = 0.01;
+        g.draft_step_known = true;
+        for (int T = 1; T < T_SLOTS; T++) g.target[T] = 1.0;
+        g.largest_measured = T_SLOTS - 1;
+        depth[i] = policy_choose(&g, &params, &drafter).shape.depth;
+    }
+    CHECK(depth[0] == 0 && depth[1] >= 1, "α 0.04: γ %d (want plain); α 0.1: γ %d", depth[0], depth[1]);
+}
+
+TEST(speculative_auto_drafts_only_past_the_margin) { with_target(drafting_needs_a_margin); }
 
 // γ auto in a batch (GammaState.others, policy.h's rate_batch): greedy plans for the whole batch with the cost model
 // — beside one sequence decoding plainly it drafts, and as the batch grows (more such sequences) its forward turns
