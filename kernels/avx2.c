@@ -165,12 +165,13 @@ static ALWAYS_INLINE void group_slices(__m256 sums[MAX_TILES][PANEL][MAX_TILE], 
 // A chunk's sums are combined two activation rows at a time, 4 panel rows each, by one reduce_add_8 (lanes 0–3:
 // row t's outputs first..first + 3, lanes 4–7: row t + 1's), and added to the chunks' running values, which stay
 // here until the last chunk: out is written once, not read back after every chunk (its rows, ld_out apart, then
-// slowed the weights' stream).
+// slowed the weights' stream). The tiles take turns every `turn` slices (a constant where this is inlined).
 static ALWAYS_INLINE void panel_against_group(float *out, const float *x, const uint8_t *panel, WeightType type,
                                               const float *bias, int n, int n_in, int ld_x, int ld_out, int first,
-                                              int j0, int j1, bool prefetch) {
+                                              int j0, int j1, bool prefetch, int turn) {
     __m256 sums[MAX_TILES][PANEL][MAX_TILE];
     __m256 totals[(MAX_TILES * MAX_TILE + 1) / 2];  // totals[t / 2]: rows t and t + 1, as reduce_add_8 leaves them
+    for (int i = 0; i < (MAX_TILES * MAX_TILE + 1) / 2; i++) totals[i] = _mm256_setzero_ps();  // (set by chunk 0)
     const int whole = n_in / SLICE, slices = (n_in + SLICE - 1) / SLICE, tile = tile_rows(type);
     const size_t slice_bytes = (size_t)PANEL * SLICE * (type == WEIGHT_F32 ? 4 : 2);
     for (int c0 = 0; c0 < slices; c0 += CHUNK_SLICES) {  // the canonical order's chunks, their values added in turn
@@ -178,8 +179,8 @@ static ALWAYS_INLINE void panel_against_group(float *out, const float *x, const 
         for (int g = 0; g < MAX_TILES; g++)
             for (int r = 0; r < PANEL; r++)
                 for (int t = 0; t < MAX_TILE; t++) sums[g][r][t] = _mm256_setzero_ps();
-        for (int k0 = c0; k0 < full_end; k0 += TURN_SLICES) {
-            const int k1 = k0 + TURN_SLICES < full_end ? k0 + TURN_SLICES : full_end;
+        for (int k0 = c0; k0 < full_end; k0 += turn) {
+            const int k1 = k0 + turn < full_end ? k0 + turn : full_end;
             if (prefetch)  // past the matrix's end, a prefetch does nothing
                 for (size_t at = (size_t)k0 * slice_bytes; at < (size_t)k1 * slice_bytes; at += 64)
                     _mm_prefetch((const char *)panel + PREFETCH_L2_AHEAD + at, _MM_HINT_T1);
@@ -208,17 +209,43 @@ static ALWAYS_INLINE void panel_against_group(float *out, const float *x, const 
 
 // Weight rows j0..j1 panel by panel (a panel's rows outside them computed, not stored), activation rows in groups
 // of group_rows(type) (the last smaller when that does not divide T).
-static ALWAYS_INLINE void matmul(float *out, const float *x, const void *w, WeightType type, const float *bias,
-                                 int T, int n_in, int ld_x, int ld_out, int j0, int j1) {
+static ALWAYS_INLINE void matmul_groups(float *out, const float *x, const void *w, WeightType type, const float *bias,
+                                        int T, int n_in, int ld_x, int ld_out, int j0, int j1) {
     const size_t panel_bytes = (size_t)PANEL * panel_row_length(n_in) * (type == WEIGHT_F32 ? 4 : 2);
     for (int p = j0 / PANEL; p * PANEL < j1; p++) {
         const uint8_t *panel = (const uint8_t *)w + (size_t)p * panel_bytes;
         for (int t = 0; t < T; t += group_rows(type)) {
             const int n = T - t < group_rows(type) ? T - t : group_rows(type);
             panel_against_group(out + (size_t)t * ld_out, x + (size_t)t * ld_x, panel, type, bias, n, n_in, ld_x,
-                                ld_out, p * PANEL, j0, j1, t == 0 && n > 1);
+                                ld_out, p * PANEL, j0, j1, t == 0 && n > 1, TURN_SLICES);
         }
     }
+}
+
+// Decoding (T = 1): panel_against_group with n a constant, its 4 sums in registers through a chunk and no turns to
+// take — without the turns' stores and loads of the sums and the general loop's bookkeeping, F32 decoding from
+// memory is back to its speed before the canonical order (docs/performance-history.md, "Decoding F32 after the
+// canonical order"). A function of its own, so that this copy leaves the compiler's choices in the others alone.
+static __attribute__((noinline)) void matmul_one_row(float *out, const float *x, const void *w, WeightType type,
+                                                     const float *bias, int n_in, int j0, int j1) {
+    const size_t panel_bytes = (size_t)PANEL * panel_row_length(n_in) * (type == WEIGHT_F32 ? 4 : 2);
+    for (int p = j0 / PANEL; p * PANEL < j1; p++)
+        panel_against_group(out, x, (const uint8_t *)w + (size_t)p * panel_bytes, type, bias, 1, n_in, n_in, 0,
+                            p * PANEL, j0, j1, false, CHUNK_SLICES);
+}
+
+// F32's groups in a function apart: inlined beside the call to matmul_one_row, GCC allocated their tile of 12 sums
+// otherwise and T = 8 read slower; F16's and BF16's read as fast inlined, F16's slower apart (the same section).
+static __attribute__((noinline)) void f32_groups_apart(float *out, const float *x, const void *w, const float *bias,
+                                                       int T, int n_in, int ld_x, int ld_out, int j0, int j1) {
+    matmul_groups(out, x, w, WEIGHT_F32, bias, T, n_in, ld_x, ld_out, j0, j1);
+}
+
+static ALWAYS_INLINE void matmul(float *out, const float *x, const void *w, WeightType type, const float *bias,
+                                 int T, int n_in, int ld_x, int ld_out, int j0, int j1) {
+    if (T == 1) matmul_one_row(out, x, w, type, bias, n_in, j0, j1);
+    else if (type == WEIGHT_F32) f32_groups_apart(out, x, w, bias, T, n_in, ld_x, ld_out, j0, j1);
+    else matmul_groups(out, x, w, type, bias, T, n_in, ld_x, ld_out, j0, j1);
 }
 
 DEFINE_MATMUL_PER_WEIGHT_TYPE(matmul)

@@ -281,6 +281,12 @@ static bool prefetch_one_row(void) { return !__builtin_cpu_is("amd"); }
 static inline __attribute__((always_inline)) void matmul(float *out, const float *x, const void *weights,
                                                          WeightType type, const float *bias, int T, int n_in,
                                                          int ld_x, int ld_out, int j0, int j1) {
+    // Decoding F32 and F16 weights without prefetches (AMD's cores): AVX2's kernel, the same bits (the canonical
+    // order), whose 4 rows × 8 lanes take a slice without the shuffle that gathers two rows into a register here;
+    // on a Zen 4 EPYC it streamed F32 from memory faster than this file's (docs/performance-history.md, "Decoding
+    // F32 after the canonical order").
+    if (T == 1 && type != WEIGHT_BF16 && !prefetch_one_row())
+        return kernels_avx2.matmul[type](out, x, weights, bias, T, n_in, ld_x, ld_out, j0, j1);
     const size_t elem = type == WEIGHT_F32 ? 4 : 2;
     Shape whole = {.type = type, .elem = elem, .slice_bytes = 4 * LANES * elem,
                    .panel_bytes = 4 * (size_t)panel_row_length(n_in) * elem,

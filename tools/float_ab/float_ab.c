@@ -1,4 +1,5 @@
-// float_ab.c — the AVX2 F32, F16 and BF16 matmuls of this build against an earlier commit's (run.sh builds them),
+// float_ab.c — the AVX2 (or AVX-512) F32, F16 and BF16 matmuls of this build against an earlier commit's (run.sh
+// builds them; the variant is the fourth argument),
 // in one process, one thread: for each workload and type, A and B alternate ROUNDS times, each timed in the thread's
 // CPU time (less disturbed than wall time by other processes on a shared machine), the ratio new / base taken
 // within the round; prints medians [min–max], and whether both gave the same bits (they should, from a base that
@@ -13,7 +14,8 @@
 
 #include "kernels.h"
 
-extern const char base_kernels_avx2[];  // the earlier commit's table; its matmul[] at BASE_MATMUL_OFFSET
+// the earlier commit's tables; their matmul[] at BASE_MATMUL_OFFSET
+extern const char base_kernels_avx2[], base_kernels_avx512[];
 
 static int ascending(const void *a, const void *b) {
     const double x = *(const double *)a, y = *(const double *)b;
@@ -43,15 +45,21 @@ static double seconds_of(MatmulFn *fn, const Workload *wl, float *out, const flo
 int main(int argc, char **argv) {
     const int rounds = argc > 2 ? atoi(argv[2]) : 11;
     const char *filter = argc > 3 ? argv[3] : "";
+    const char *isa = argc > 4 ? argv[4] : "avx2";
     if (rounds < 1 || rounds > 101) return fprintf(stderr, "float_ab: ROUNDS must be in [1, 101]\n"), 2;
-    MatmulFn *const *base = (MatmulFn *const *)(base_kernels_avx2 + BASE_MATMUL_OFFSET);
+    if (strcmp(isa, "avx2") != 0 && strcmp(isa, "avx512") != 0)
+        return fprintf(stderr, "float_ab: ISA must be avx2 or avx512, not '%s'\n", isa), 2;
+    const bool avx512 = strcmp(isa, "avx512") == 0;
+    const Kernels *now = avx512 ? &kernels_avx512 : &kernels_avx2;
+    const char *base_table = avx512 ? base_kernels_avx512 : base_kernels_avx2;
+    MatmulFn *const *base = (MatmulFn *const *)(base_table + BASE_MATMUL_OFFSET);
     const Workload workloads[] = {{"[8192, 4096] T=1", 8192, 4096, 1, 2},   {"[8192, 4096] T=8", 8192, 4096, 8, 1},
                                   {"[1024, 1024] T=8", 1024, 1024, 8, 40},  {"[3072, 768] T=512", 3072, 768, 512, 1},
                                   {"[768, 3072] T=512", 768, 3072, 512, 1}};
     const char *type_names[WEIGHT_TYPES] = {"F32", "F16", "BF16"};
-    printf("AVX2 matmuls, one thread, %s (base) against this build (new): %d rounds alternating\n\n"
+    printf("%s matmuls, one thread, %s (base) against this build (new): %d rounds alternating\n\n"
            "| weights | workload | base ms | new ms | new / base | same bits |\n|---|---|---:|---:|---:|---|\n",
-           argc > 1 ? argv[1] : "base", rounds);
+           avx512 ? "AVX-512" : "AVX2", argc > 1 ? argv[1] : "base", rounds);
     for (size_t i = 0; i < sizeof workloads / sizeof *workloads; i++)
         for (int type = 0; type < WEIGHT_TYPES; type++) {
             const Workload *wl = &workloads[i];
@@ -72,9 +80,9 @@ int main(int argc, char **argv) {
             double t_base[101], t_new[101], ratio[101];
             for (int r = 0; r < rounds; r++) {
                 const bool base_first = r % 2 == 0;
-                const double a = seconds_of(base_first ? base[type] : kernels_avx2.matmul[type], wl,
+                const double a = seconds_of(base_first ? base[type] : now->matmul[type], wl,
                                             base_first ? out_base : out_new, x, w);
-                const double b = seconds_of(base_first ? kernels_avx2.matmul[type] : base[type], wl,
+                const double b = seconds_of(base_first ? now->matmul[type] : base[type], wl,
                                             base_first ? out_new : out_base, x, w);
                 t_base[r] = base_first ? a : b, t_new[r] = base_first ? b : a;
                 ratio[r] = t_new[r] / t_base[r];
