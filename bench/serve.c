@@ -320,8 +320,8 @@ static json_t *sweep(Bench *b, Pair *pair, int port, const Prompt *prompts, int 
 
 // ---- what a batched forward costs ---------------------------------------------------------------------------
 
-// The target's forward over a batch's rows against its cost model (policy.h: F(R) = max(S, R · A) + R · s, the
-// roofline the γ policy plans a batch with, beside the sum S + R · (A + s) it planned with before): one sequence's
+// The target's forward over a batch's rows against its cost model (policy.h: F(R) = S + R · (A + s), the sum the γ
+// policy plans a batch with, beside the roofline max(S, R · A) + R · s, which planned batches slower): one sequence's
 // rows, or each of BATCHED sequences' (their caches FORWARD_CONTEXT positions long), all as ratios to one row of one
 // sequence, the ratios taken within a round.
 enum { BATCHED = 4, FORWARD_CONTEXT = 128, FORWARD_ROW_COUNTS = 5 };
@@ -349,6 +349,12 @@ static double batched_forward_run(void *ctx, int rep) {
     return now_seconds() - t0;
 }
 
+// The roofline's price of a forward over R rows, in the cost model's units: max(S, R · A) + R · s.
+static double roofline_forward(const GammaState *g, int rows) {
+    const double arithmetic = rows * g->model_row_arithmetic;
+    return (arithmetic > g->model_stream ? arithmetic : g->model_stream) + rows * g->model_row_sampling;
+}
+
 static json_t *batched_forward(Bench *b, Pair *pair) {
     Model *target = &pair->target;
     const int reps = b->opt.reps, k = 1 + 2 * FORWARD_ROW_COUNTS;
@@ -367,19 +373,17 @@ static json_t *batched_forward(Bench *b, Pair *pair) {
     GammaState g;
     const SpecParams greedy = {.policy = GAMMA_AUTO};
     policy_init(&g, target, NULL, &greedy);
-    const double one_row = policy_batch_forward(&g, 1), sum_one = g.model_target[1];
+    const double one_row = roofline_forward(&g, 1), sum_one = policy_batch_forward(&g, 1);
     out(b, "\n## What a batched forward costs\n\nThe target's forward over R rows — one sequence's, or each of %d "
         "sequences' (caches of %d positions) — as a ratio to one row's (%.2f ms, the median), within each of %d "
-        "rounds; beside it the cost model's F(R) / F(1) as the γ policy plans a batch (a roofline: max(S, R · A) + "
-        "R · s) and as the sum S + R · (A + s)\n\n| sequences × rows | R | measured | roofline | sum |\n"
+        "rounds; beside it the cost model's F(R) / F(1) as a roofline, max(S, R · A) + R · s, and as the sum the γ "
+        "policy plans a batch with, S + R · (A + s)\n\n| sequences × rows | R | measured | roofline | sum |\n"
         "|---|---:|---:|---:|---:|\n", BATCHED, FORWARD_CONTEXT, summarize(seconds, reps).median * 1e3, reps);
     json_t *rows = json_array();
     for (int i = 1; i < k; i++) {
         const int R = forwards[i].n * forwards[i].rows;
         const Summary ratio = summarize_ratio(seconds + (size_t)i * reps, seconds, reps);
-        const double roofline = policy_batch_forward(&g, R) / one_row,
-                     sum = (spec_forward_cost(target, R, target->max_threads) + R * spec_row_cost(target->n_vocab)) /
-                           sum_one;
+        const double roofline = roofline_forward(&g, R) / one_row, sum = policy_batch_forward(&g, R) / sum_one;
         char x[64];
         out(b, "| %d × %d | %d | %s | %.2f | %.2f |\n", forwards[i].n, forwards[i].rows, R,
             fmt_range(x, sizeof x, ratio, 1, 2), roofline, sum);

@@ -127,14 +127,10 @@ static bool batch_planned(const GammaState *g) { return g->others.sequences > 0 
 // Planned with the cost model's units: alone at T > 0 under rejection sampling, or for a batch.
 static bool costed(const GammaState *g) { return g->modelled || batch_planned(g); }
 
-// F(R) = max(S, R · A) + R · s: the cost model's target forward of R rows (a batch's: every sequence's rows in one
-// forward), a roofline (policy.h). The sum S + R · A, which prices a plain step, priced every row of a batch as
-// arithmetic after the stream, a row below the knee as dear as one past it, so that drafting less saved as little
-// as drafting more cost; the serve suite's table "What a batched forward costs" measures both against the forward
-// (docs/server.md, "What a batched round costs").
+// F(R) = S + R · (A + s): the cost model's target forward of R rows (a batch's: every sequence's rows in one
+// forward). The serve suite's table "What a batched forward costs" measures it, and the roofline, against the forward.
 double policy_batch_forward(const GammaState *g, int rows) {
-    const double arithmetic = rows * g->model_row_arithmetic;
-    return (arithmetic > g->model_stream ? arithmetic : g->model_stream) + rows * g->model_row_sampling;
+    return g->model_stream + rows * (g->model_row_arithmetic + g->model_row_sampling);
 }
 
 // A tree's verification, planned: as verify_time, except that a T larger than any measured is priced at the largest

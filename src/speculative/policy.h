@@ -16,10 +16,10 @@
 // own or the others' (each level's draft forward serves every sequence drafting it: batch.c) — and one forward of
 // all the batch's rows,
 //   rate_batch(γ, W) = (E[tokens per round] + tokens_others) / (max(γ · t_draft, draft_others) + F(rows_others + W·γ + 1))
-// with F(R) = max(S, R · A) + R · s, a roofline (Williams, Waterman, Patterson 2009): the weights are streamed once
-// (S, spec_forward_cost's stream) while the rows' arithmetic (A a row) runs beside the stream, so a forward takes the
-// longer of the two, and each row's sampling (s) follows. Below the knee (R · A < S) a row costs its sampling alone;
-// past it, as the batch grows, a draft row costs as much as a committed one, and γ falls to plain decoding. Under
+// with F(R) = S + R · (A + s): spec_forward_cost's weight stream S, then each row's arithmetic A and sampling s. As
+// the batch grows the forward turns compute-bound, a draft row costs as much as a committed one, and γ falls to
+// plain decoding. (The roofline max(S, R · A) + R · s fits one sequence's rows below the knee better, but a batch
+// planned with it ran slower: docs/performance-history.md, "Batched rounds: where the time goes".) Under
 // rejection sampling at T > 0 the request's own plan stands, whatever the batch. For a drafter with a lookup, each
 // match length's run competes with the model's drafts (DraftRequest.lookup_gamma). The reasons behind the priors and
 // thresholds are beside them in policy.c.
@@ -56,7 +56,7 @@ typedef struct {
     bool modelled;              // plan with the cost model below, not with the measurements above
     double model_draft_step, model_target[T_SLOTS];  // spec_forward_cost: the drafter's step, the target's T
     double model_draft_row;     // ... a further row of a draft forward (a tree's level forwards feed W)
-    double model_stream, model_row_arithmetic, model_row_sampling;  // F(R) = max(S, R · A) + R · s (batches)
+    double model_stream, model_row_arithmetic, model_row_sampling;  // F(R) = S + R · (A + s) (batches)
     BatchLoad others;           // the batch beside this sequence (policy_choose plans for it where γ may adapt)
     int heuristic_gamma;
     int plain_streak;           // GAMMA_AUTO: rounds in a row it chose plain decoding
@@ -76,7 +76,7 @@ DraftRequest policy_choose(GammaState *g, const SpecParams *params, const Drafte
 // the tokens the round committed (r->n_committed).
 void policy_learn(GammaState *g, const SpecParams *params, const Round *r, const int *committed);
 
-// F(R): the cost model's price of one target forward over a batch's R rows (the roofline above).
+// F(R): the cost model's price of one target forward over a batch's R rows (above).
 double policy_batch_forward(const GammaState *g, int rows);
 
 // t_target(T): measured, or fitted to the T's measured (0 when none is).

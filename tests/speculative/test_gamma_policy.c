@@ -396,32 +396,3 @@ static void batch_sets_depth(Model *target) {
 }
 
 TEST(speculative_auto_plans_for_the_batch) { with_target(batch_sets_depth); }
-
-// The batch's forward priced as a roofline (policy.h: F(R) = max(S, R · A) + R · s): below the knee R · A = S a row
-// adds its sampling alone, past it its arithmetic too — so beside sequences whose rows leave the forward below its
-// knee a greedy sequence drafts deeper than beside sequences whose rows fill it past the knee.
-static void batch_forward_is_a_roofline(Model *target) {
-    const SpecParams greedy = {.sampling = {.top_p = 1}, .policy = GAMMA_AUTO, .max_tokens = 64, .eos_id = -1};
-    const Drafter drafter = {.step_cost = 0.02 * spec_forward_cost(target, 1, 1)};
-    GammaState g;
-    policy_init(&g, target, &drafter, &greedy);
-    const double stream = spec_forward_cost(target, 0, 1), sampling = spec_row_cost(target->n_vocab),
-                 arithmetic = spec_forward_cost(target, 1, 1) - stream;
-    const int knee = (int)(stream / arithmetic);
-    printf("    the knee at %d rows (S %.3g, A %.3g, s %.3g)\n", knee, stream, arithmetic, sampling);
-    CHECK(knee >= 2, "the knee at %d rows", knee);
-    for (int R = 1; R <= 4 * knee; R++) {
-        const double want = (R * arithmetic > stream ? R * arithmetic : stream) + R * sampling;
-        CHECK(fabs(policy_batch_forward(&g, R) - want) <= 1e-9 * want, "F(%d) = %g, want %g", R,
-              policy_batch_forward(&g, R), want);
-    }
-    for (int source = 0; source < N_SOURCES; source++) g.alpha[source] = 0.8;
-    g.others = (BatchLoad){.sequences = 1, .rows = 1, .tokens = 1};
-    const int below = policy_choose(&g, &greedy, &drafter).shape.depth;
-    g.others = (BatchLoad){.sequences = 3, .rows = 3 * knee, .tokens = 3 * 3, .draft_cost = knee * drafter.step_cost};
-    const int past = policy_choose(&g, &greedy, &drafter).shape.depth;
-    printf("    greedy: γ %d beside one plain sequence, %d beside 3 of %d rows each\n", below, past, knee);
-    CHECK(below > past, "γ %d below the knee, %d past it", below, past);
-}
-
-TEST(speculative_auto_prices_a_batch_forward_as_a_roofline) { with_target(batch_forward_is_a_roofline); }
