@@ -378,10 +378,21 @@ TEST(constrained_lazy_token_sampling_with_a_draft_matches_the_masked_target) {
     free(gbnf);
 }
 
-// The lazy test's grammar: free until the one character `trigger`, then a JSON tail.
+// The lazy test's tail, the rule `then`: `, "c": true}` (or false, a space optional after each punctuation), unless
+// the trigger is one of its characters — the token-trigger half turns the trigger's one-character pieces into the
+// marker, and a tail needing them could not be written (TEST_SEED=122545803326142 chose '}') — then `-x1` or `-x0`,
+// whose characters are the pieces' and none of the first tail's.
+static const char *lazy_tail_rule(char trigger) {
+    static const char json_tail[] = ", \"c:truefals}";
+    return strchr(json_tail, trigger)
+               ? "then ::= \"-x\" (\"1\" | \"0\")\n"
+               : "then ::= \",\" \" \"? \"\\\"c\\\":\" \" \"? (\"true\" | \"false\") \"}\"\n";
+}
+
+// The lazy test's grammar: free until the one character `trigger`, then the tail.
 static Grammar *lazy_tail_grammar(char trigger) {
     Text t = {0};
-    text_add(&t, "root ::= free-0\nthen ::= \",\" \" \"? \"\\\"c\\\":\" \" \"? (\"true\" | \"false\") \"}\"\n");
+    text_add(&t, "root ::= free-0\n%s", lazy_tail_rule(trigger));
     lazy_gbnf(&t, "free", (char[]){trigger, '\0'}, NULL, "then");
     char *gbnf = text_take(&t);
     Err err;
@@ -393,9 +404,20 @@ static Grammar *lazy_tail_grammar(char trigger) {
 
 enum { LAZY_TRIALS = 12, LAZY_TOKENS = 40 };
 
+// The lazy test's prompts, drawn once: choosing the trigger and the checks run the same trials.
+typedef struct {
+    int prompt[LAZY_TRIALS][8], n_prompt[LAZY_TRIALS];
+} LazyPrompts;
+
+static void lazy_prompts(LazyPrompts *lp) {
+    for (int trial = 0; trial < LAZY_TRIALS; trial++)
+        lp->n_prompt[trial] = random_prompt(lp->prompt[trial], trial, V_PAIR);
+}
+
 // Trial k of the lazy test: its prompt, greedy when k is even, coupled sampling at temperature 1 when odd.
-static SpecParams lazy_trial(int trial, int *prompt, int *n_prompt) {
-    *n_prompt = random_prompt(prompt, trial, V_PAIR);
+static SpecParams lazy_trial(const LazyPrompts *lp, int trial, const int **prompt, int *n_prompt) {
+    *prompt = lp->prompt[trial];
+    *n_prompt = lp->n_prompt[trial];
     const bool coupled = trial % 2;
     return (SpecParams){.sampling = {.temperature = coupled ? 1.0f : 0.0f, .top_p = 1},
                         .sampler = coupled ? SAMPLER_COUPLED : SAMPLER_REJECTION, .policy = GAMMA_FIXED, .gamma = 4,
@@ -406,43 +428,58 @@ static SpecParams lazy_trial(int trial, int *prompt, int *n_prompt) {
 // character, in the most greedy and coupled trials. In such a greedy trial the text under the lazy grammar is the
 // free text up to the trigger (every token before it is allowed, and so is the trigger), so it meets the trigger
 // whatever random pair TEST_SEED made; coupled trials, whose masked distributions differ earlier, only likely do.
-static char lazy_test_trigger(ModelPair *pair, const PairVocab *pv) {
+// *greedy_trials says in how many greedy trials it came so — none where no greedy free text holds such a piece.
+// With `anywhere`, the piece counts wherever it comes: the token-trigger half's grammar allows every character before
+// the trigger's token, so a greedy trial meets that token if its free text holds the piece at all.
+static char lazy_test_trigger(ModelPair *pair, const PairVocab *pv, const LazyPrompts *lp, bool anywhere,
+                              int *greedy_trials) {
+    *greedy_trials = 0;
     Grammar *free_text = lazy_tail_grammar('~');  // no piece holds '~'
     if (!free_text) return '7';
     int first[2][128] = {{0}};
     for (int trial = 0; trial < LAZY_TRIALS; trial++) {
-        int prompt[8], n_prompt, out[LAZY_TOKENS];
-        const SpecParams params = lazy_trial(trial, prompt, &n_prompt);
+        const int *prompt;
+        int n_prompt, out[LAZY_TOKENS];
+        const SpecParams params = lazy_trial(lp, trial, &prompt, &n_prompt);
         const int n = constrained(pair, DRAFT_NONE, free_text, pv, prompt, n_prompt, params, 7 + trial, out, "free");
-        bool seen[128] = {false};
+        bool seen[128] = {false}, counted[128] = {false};
         for (int i = 0; i < n && out[i] != END; i++) {
             const char *piece = PIECES[out[i] % N_PIECES];
-            if (strlen(piece) == 1 && piece[0] != '\n' && !seen[(unsigned char)piece[0]])
-                first[trial % 2][(unsigned char)piece[0]]++;
-            for (const char *c = piece; *c; c++) seen[(unsigned char)*c] = true;
+            const unsigned char c = (unsigned char)piece[0];
+            if (strlen(piece) == 1 && c != '\n' && !counted[c] && (anywhere || !seen[c])) {
+                first[trial % 2][c]++;
+                counted[c] = true;
+            }
+            for (const char *p = piece; *p; p++) seen[(unsigned char)*p] = true;
         }
     }
     grammar_free(free_text);
+    // The most trials of the rarer kind, then of greedy decoding's (where meeting it is certain), then of both.
     int best = '7';
     for (int c = 0; c < 128; c++) {
-        const int fewer = first[0][c] < first[1][c] ? first[0][c] : first[1][c];
-        const int best_fewer = first[0][best] < first[1][best] ? first[0][best] : first[1][best];
-        if (fewer > best_fewer || (fewer == best_fewer && first[0][c] + first[1][c] > first[0][best] + first[1][best]))
-            best = c;
+        const int g = first[0][c], k = first[1][c], best_g = first[0][best], best_k = first[1][best];
+        const int key[3] = {g < k ? g : k, g, g + k};
+        const int best_key[3] = {best_g < best_k ? best_g : best_k, best_g, best_g + best_k};
+        int i = 0;
+        while (i < 2 && key[i] == best_key[i]) i++;
+        if (key[i] > best_key[i]) best = c;
     }
+    *greedy_trials = first[0][best];
     return (char)best;
 }
 
 // Greedy speculative output and coupled sampling's equal target-only decoding's token for token under g, for every
-// drafter, chains and trees; the texts read as the grammar's (constrained() checks), and some of them, greedy and
-// coupled, do meet the trigger (a token `triggers` says is one), so the constrained part is exercised.
-static void check_lazy_equals_target_only(ModelPair *pair, const PairVocab *pv, const Grammar *g,
+// drafter, chains and trees; the texts read as the grammar's (constrained() checks), and some of them do meet the
+// trigger (a token `triggers` says is one), so the constrained part is exercised: every greedy trial whose free
+// text lazy_test_trigger saw meet it (`greedy_trials` of them), and some generation in all.
+static void check_lazy_equals_target_only(ModelPair *pair, const PairVocab *pv, const LazyPrompts *lp, const Grammar *g,
                                           bool (*triggers)(const PairVocab *, int, char), char trigger,
-                                          const char *label) {
+                                          int greedy_trials, const char *label) {
     int triggered[2] = {0, 0};
     for (int trial = 0; g && trial < LAZY_TRIALS && !test_failures(); trial++) {
-        int prompt[8], n_prompt;
-        SpecParams params = lazy_trial(trial, prompt, &n_prompt);
+        const int *prompt;
+        int n_prompt;
+        SpecParams params = lazy_trial(lp, trial, &prompt, &n_prompt);
         const int coupled = trial % 2;
         int want[LAZY_TOKENS], got[LAZY_TOKENS];
         const int n_want = constrained(pair, DRAFT_NONE, g, pv, prompt, n_prompt, params, 7 + trial, want,
@@ -461,8 +498,9 @@ static void check_lazy_equals_target_only(ModelPair *pair, const PairVocab *pv, 
             }
         }
     }
-    CHECK(triggered[0] > 0 && triggered[1] > 0, "%s: the trigger '%c' met in %d greedy and %d coupled generations",
-          label, trigger, triggered[0], triggered[1]);
+    CHECK(triggered[0] >= greedy_trials && triggered[0] + triggered[1] > 0,
+          "%s: the trigger '%c' met in %d greedy (at least %d expected) and %d coupled generations", label, trigger,
+          triggered[0], greedy_trials, triggered[1]);
 }
 
 // Whether token t's bytes hold the character c / are the marker's byte.
@@ -474,7 +512,7 @@ static bool is_marker(const PairVocab *pv, int t, char c) {
     return pv->offset[t + 1] - pv->offset[t] == 1 && (unsigned char)pv->bytes[pv->offset[t]] == GRAMMAR_MARKER_BYTE;
 }
 
-// Under a lazy grammar — free until a trigger the tiny target writes (lazy_test_trigger), then a JSON tail — greedy
+// Under a lazy grammar — free until a trigger the tiny target writes (lazy_test_trigger), then a tail — greedy
 // speculative output and coupled sampling's equal target-only decoding's (check_lazy_equals_target_only). Then the
 // same where the trigger is a token of its own (grammar.h: a special token such as [TOOL_CALLS], which the grammar
 // references and the vocabulary spells by its marker's byte): the ids of the trigger's one-character piece become
@@ -484,11 +522,16 @@ TEST(constrained_lazy_greedy_and_coupled_equal_target_only) {
     pair_vocab(&pv, V_PAIR, true, false);
     ModelPair pair;
     pair_open(&pair, V_PAIR, 128, 1, 0.3f);
-    const char trigger = lazy_test_trigger(&pair, &pv);
+    LazyPrompts lp;
+    lazy_prompts(&lp);
+    int greedy_trials;
+    char trigger = lazy_test_trigger(&pair, &pv, &lp, false, &greedy_trials);
     Grammar *g = lazy_tail_grammar(trigger);
-    check_lazy_equals_target_only(&pair, &pv, g, holds_char, trigger, "text trigger");
+    check_lazy_equals_target_only(&pair, &pv, &lp, g, holds_char, trigger, greedy_trials, "text trigger");
     grammar_free(g);
-    char text[] = "root ::= .* (<[TRIGGER]> then)?\nthen ::= \",\" \" \"? \"\\\"c\\\":\" \" \"? (\"true\" | \"false\") \"}\"";
+    trigger = lazy_test_trigger(&pair, &pv, &lp, true, &greedy_trials);
+    char text[160];
+    snprintf(text, sizeof text, "root ::= .* (<[TRIGGER]> then)?\n%s", lazy_tail_rule(trigger));
     Err err;
     g = grammar_parse(text, strlen(text), "lazy_token.gbnf", &err);
     CHECK(g, "%s", err.msg);
@@ -499,7 +542,7 @@ TEST(constrained_lazy_greedy_and_coupled_equal_target_only) {
     marked.vocab.offset = marked.offset;
     marked.vocab.bytes = marked.bytes;
     marked.vocab.end_ids = marked.end;
-    check_lazy_equals_target_only(&pair, &marked, g, is_marker, trigger, "token trigger");
+    check_lazy_equals_target_only(&pair, &marked, &lp, g, is_marker, trigger, greedy_trials, "token trigger");
     model_pair_close(&pair);
     grammar_free(g);
 }
