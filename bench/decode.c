@@ -39,6 +39,44 @@ static double sampling_run(void *ctx, int rep) {
     return now_seconds() - t0;
 }
 
+// A SamplingRow of `logits` at this temperature (0 or 1) under these kernels, writing into probs [V].
+static SamplingRow sampling_row(float temperature, int V, const Kernels *kernels, double *probs, const float *logits) {
+    SamplingRow row = {.probs = probs, .logits = logits};
+    const SamplingParams params = {.temperature = temperature, .top_k = 0, .top_p = 1.0f};
+    Err err;
+    if (!probs || sampler_init(&row.sampler, &params, V, kernels, &err)) die("%s", probs ? err.msg : "out of memory");
+    return row;
+}
+
+// The target's row again under every variant this CPU runs (SPECDEC_ISA picks the rounds' only), greedy and at
+// temperature 1, reps calls each after the rounds (so from the caches): each ISA's figures in one run.
+static json_t *sampling_by_variant(Bench *b, const float *logits, int V) {
+    int n;
+    const Kernels *const *list = kernels_available(&n);
+    const int reps = b->opt.reps;
+    double *probs = malloc(sizeof(double) * V), *t = malloc(sizeof(double) * reps);
+    if (!t) die("out of memory");
+    json_t *by = json_object();
+    out(b, "\nThe same row under each variant, after the rounds (from the caches), µs, greedy / temperature 1:");
+    for (int v = 0; v < n; v++) {
+        Summary s[2];
+        for (int k = 0; k < 2; k++) {
+            SamplingRow row = sampling_row((float)k, V, list[v], probs, logits);
+            for (int r = 0; r < reps; r++) t[r] = sampling_run(&row, r);
+            s[k] = summarize(t, reps);
+            sampler_free(&row.sampler);
+        }
+        char s1[64], s2[64];
+        out(b, "%s %s %s / %s", v ? ";" : "", list[v]->name, fmt_range(s1, sizeof s1, summary_scaled(s[0], 1e6), 1, 1),
+            fmt_range(s2, sizeof s2, summary_scaled(s[1], 1e6), 1, 1));
+        json_object_set_new(by, list[v]->name, json_pack("{s:o, s:o}", "greedy", summary_json(s[0]), "temperature_1",
+                                                         summary_json(s[1])));
+    }
+    out(b, "\n");
+    free(probs), free(t);
+    return by;
+}
+
 // A token drawn from the temperature-1 row (sampling_draw at u = 0.5, the CDF's middle): what each draft, each
 // resampled or bonus token and each token of target-only sampling costs beyond its row. The row is the one the
 // temperature-1 trial adjusts, which measure_rounds' warm-up runs first.
@@ -65,14 +103,10 @@ void suite_decode(Bench *b, Pair *pair, Memory *memory) {
     const int P = pair->target.cfg.n_positions, fits = P - 16 > DECODE_CONTEXT ? P - 16 : DECODE_CONTEXT,
               long_context = fits < LONG_CONTEXT ? fits : LONG_CONTEXT;  // never shorter than DECODE_CONTEXT
     workload_init(&long_step, &pair->target, long_context);
-    static const float temperatures[2] = {0.0f, 1.0f};
-    SamplingRow rows[2];
+    SamplingRow rows[2];  // greedy, temperature 1
     const int V = pair->target.n_vocab;
     for (int k = 0; k < 2; k++) {
-        Err err;
-        rows[k] = (SamplingRow){.probs = malloc(sizeof(double) * V), .logits = steps[0].logits};
-        const SamplingParams params = {.temperature = temperatures[k], .top_k = 0, .top_p = 1.0f};
-        if (!rows[k].probs || sampler_init(&rows[k].sampler, &params, V, b->kernels, &err)) die("%s", err.msg);
+        rows[k] = sampling_row((float)k, V, b->kernels, malloc(sizeof(double) * V), steps[0].logits);
         trials[1 + n_models + k] = (Trial){sampling_run, &rows[k]};
     }
     trials[1 + n_models + 2] = (Trial){draw_run, &rows[1]};
@@ -135,6 +169,7 @@ void suite_decode(Bench *b, Pair *pair, Memory *memory) {
     json_object_set_new(j, "sampling_seconds", json_pack("{s:o, s:o, s:o}", "greedy", summary_json(sampling[0]),
                                                          "temperature_1", summary_json(sampling[1]), "draw",
                                                          summary_json(draw)));
+    json_object_set_new(j, "sampling_by_variant", sampling_by_variant(b, steps[0].logits, V));
     const Config *c = &pair->target.cfg;
     const double *at_long = seconds + (size_t)(1 + n_models + 3) * reps,
                  kv_mb = 2.0 * c->n_layer * c->n_kv_head * c->head_dim * long_context * sizeof(float) / 1e6;
