@@ -106,12 +106,13 @@ double spec_forward_cost(const Model *m, int T, int threads) {
 
 double spec_row_cost(int V) { return SAMPLING_BYTES_PER_TOKEN * V; }
 
-// GAMMA_AUTO, measuring, starts with two plain rounds, which measure t_target(1), the yardstick of every choice (and
-// of the predicted speedup): the first forward after the prompt's runs cold (the shipped target's took 4 times a
-// warm step), and a t_target(1) that high made every draft look cheap beside plain decoding, whose rounds — the only
-// ones that measure it again — it then never chose: a useless draft kept drafting γ = 1 until α fell below the draft's
-// cost over that inflated step. So the second round's time replaces the first's. Then it drafts 4 to measure a draft
-// step (a lookup's costs nothing: not measured); from
+// GAMMA_AUTO, measuring, starts with one plain round, which measures t_target(1), the yardstick of every choice (and
+// of the predicted speedup), then drafts 4 to measure a draft step (a lookup's costs nothing: not measured). The first
+// forward after the prompt's runs cold (the shipped target's took 4 times a warm step), and a t_target(1) that high
+// made every draft look cheap beside plain decoding, whose rounds — the only ones that measure it again — it then
+// never chose: a useless draft kept drafting γ = 1 until α fell below the draft's cost over that inflated step. So
+// until a second plain round's time replaces it, t_target(1) is at most what a drafting round's forward of more rows
+// took (a second plain round before drafting instead cost short greedy generations 17% more target forwards). From
 // then on it maximises rate(γ). Plain rounds teach it nothing about α, so every 8th plain round in a row drafts one
 // token — every 16th, 32nd, 64th after one, two, three such probes in a row were rejected: α can recover when the
 // text becomes easier again, and a useless draft costs a probe per 64 tokens. The draft model reads the text those
@@ -268,7 +269,7 @@ static TreeShape choose_shape(GammaState *g, const SpecParams *params, const Dra
         return shape;
     }
     ask_drafter(request, 0, 0);
-    if (!costed(g) && (g->target[1] <= 0 || g->plain_timed == 1)) return shape;  // t_target(1) not measured warm
+    if (!costed(g) && g->target[1] <= 0) return shape;
     if (has_model && !costed(g) && !g->draft_step_known) {  // the draft model's step is what is measured
         request->model_gamma = 4;
         return (TreeShape){4, params->tree_auto ? 1 : widest(params)};
@@ -359,6 +360,8 @@ void policy_learn(GammaState *g, const SpecParams *params, const Round *r, const
         g->probe_misses = r->n_accepted ? 0 : g->probe_misses < 3 ? g->probe_misses + 1 : 3;
     if (k == 0 && ++g->plain_timed == 2) g->target[1] = r->target_seconds;  // the cold first step forgotten
     else running_mean(&g->target[k + 1], r->target_seconds);
+    if (g->plain_timed == 1 && k > 0 && r->target_seconds < g->target[1])  // T = k + 1 rows cost at least one row
+        g->target[1] = r->target_seconds;
     g->largest_measured = k + 1 > g->largest_measured ? k + 1 : g->largest_measured;
     if (r->draft_calls > 0) {
         running_mean(r->width > 1 ? &g->tree_draft_step[r->width] : &g->draft_step,

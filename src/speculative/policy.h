@@ -51,7 +51,8 @@ typedef struct {
     int n_first[TREE_FIRST_WIDTH_MAX + 1];             // the levels of W ≥ 2 children it has learned from
     bool draft_step_known;      // measured, or 0 by nature (a lookup's proposals cost no forward)
     double target[T_SLOTS];     // seconds per target forward of T tokens (running means; 0 = not measured)
-    int plain_timed;            // plain rounds timed: the first one's target[1] (a cold step) replaced by the second's
+    int plain_timed;            // plain rounds timed: the first one's target[1] (a cold step) capped by any longer
+                                // forward's time until the second replaces it
     int largest_measured;       // the largest T of target[] measured (0: none)
     bool modelled;              // plan with the cost model below, not with the measurements above
     double model_draft_step, model_target[T_SLOTS];  // spec_forward_cost: the drafter's step, the target's T

@@ -308,23 +308,24 @@ static void measured_verification_sets_depth(Model *target) {
 
 TEST(speculative_auto_measured_cheap_verification_plans_deeper) { with_target(measured_verification_sets_depth); }
 
-// Greedy, measuring: rounds 1 and 2 are plain whatever the first took (4 × the second here, as the shipped target's
-// first step after its prompt did), the second's time is t_target(1), then the draft step is measured (γ = 4).
+// Greedy, measuring: round 1 is plain and takes 4 (as the shipped target's first step after its prompt did: 4 times a
+// warm one), round 2 drafts 4 to measure a draft step and its forward of 5 rows takes 1.2: t_target(1) is then 1.2
+// at most; the next plain round's time (1.0) replaces it, the cold step forgotten.
 static void cold_first_step_forgotten(Model *target) {
     const Drafter drafter = {.step_cost = 0.08 * spec_forward_cost(target, 1, 1)};
     const SpecParams params = {.sampling = {.temperature = 0, .top_p = 1}, .policy = GAMMA_AUTO, .max_tokens = 64,
                                .eos_id = -1};
     GammaState g;
     policy_init(&g, target, &drafter, &params);
-    static const double step_seconds[2] = {4.0, 1.0};
-    for (int round = 0; round < 2; round++) {
-        CHECK(policy_choose(&g, &params, &drafter).shape.depth == 0, "round %d is not plain", round + 1);
-        const Round plain = {.target_seconds = step_seconds[round]};
-        policy_learn(&g, &params, &plain, NULL);
-    }
-    CHECK(g.target[1] == 1.0, "t_target(1) = %g after a cold step of 4 and a warm one of 1", g.target[1]);
+    CHECK(policy_choose(&g, &params, &drafter).shape.depth == 0, "round 1 is not plain");
+    policy_learn(&g, &params, &(Round){.target_seconds = 4.0}, NULL);
     const int depth = policy_choose(&g, &params, &drafter).shape.depth;
-    CHECK(depth == 4, "round 3 drafts %d to measure a draft step, not 4", depth);
+    CHECK(depth == 4, "round 2 drafts %d to measure a draft step, not 4", depth);
+    Round measuring = {.tree = {.n = 4}, .depth = 4, .target_seconds = 1.2, .draft_calls = 4, .draft_seconds = 0.04};
+    policy_learn(&g, &params, &measuring, NULL);
+    CHECK(g.target[1] == 1.2, "t_target(1) = %g after a cold step of 4 and a forward of 5 rows in 1.2", g.target[1]);
+    policy_learn(&g, &params, &(Round){.target_seconds = 1.0}, NULL);
+    CHECK(g.target[1] == 1.0, "t_target(1) = %g after a warm plain step of 1", g.target[1]);
 }
 
 TEST(speculative_auto_forgets_the_cold_first_step) { with_target(cold_first_step_forgotten); }
