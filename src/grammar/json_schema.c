@@ -826,14 +826,26 @@ static int one_of_apart(Converter *c, json_t *branches, const char *path) {
     return 0;
 }
 
-// A schema with $ref holds keywords beside it that constrain (not only $defs and annotations).
-static bool has_siblings(json_t *schema) {
+// A keyword of `schema` that constrains beside `own` (a NULL-ended list; $defs and annotations never count), or
+// NULL: $ref, const, enum, anyOf and oneOf are read alone, so what else constrains is merged or refused by name.
+static const char *beside(json_t *schema, const char *const *own) {
     const char *key;
     json_t *v;
-    bool found = false;
-    json_object_foreach(schema, key, v) found |= strcmp(key, "$ref") && strcmp(key, "$defs") &&
-                                                 strcmp(key, "definitions") && !is_annotation(key);
-    return found;
+    json_object_foreach(schema, key, v) {
+        bool mine = !strcmp(key, "$defs") || !strcmp(key, "definitions") || is_annotation(key);
+        for (const char *const *o = own; *o && !mine; o++) mine = !strcmp(key, *o);
+        if (!mine) return key;
+    }
+    return NULL;
+}
+
+// own[0] read alone: 0, or refused by name (-1) where `beside` finds another keyword that constrains.
+static int alone(Converter *c, json_t *schema, const char *const *own, const char *path) {
+    const char *other = beside(schema, own);
+    if (!other) return 0;
+    char what[200];
+    snprintf(what, sizeof what, "%s with the sibling keyword '%.80s' is not supported", own[0], other);
+    return refuse(c, path, what);
 }
 
 static char *visit(Converter *c, json_t *schema, const char *name, const char *path) {
@@ -855,17 +867,23 @@ static char *visit(Converter *c, json_t *schema, const char *name, const char *p
     c->depth++;
     char *e;
     const char *one_type = json_is_string(type) ? json_string_value(type) : NULL;
-    if ((v = json_object_get(schema, "$ref")) && has_siblings(schema))
+    static const char *const ref[] = {"$ref", NULL}, *const constant[] = {"const", "type", NULL},
+                             *const listed[] = {"enum", "type", NULL}, *const any_of[] = {"anyOf", NULL},
+                             *const one_of[] = {"oneOf", NULL};
+    if ((v = json_object_get(schema, "$ref")) && beside(schema, ref))
         e = all_of(c, schema, name, path, "$ref with sibling keywords (merged as allOf)");
     else if (v) e = ref_rule(c, v, path);
     else if ((v = json_object_get(schema, "const"))) {
         Text t = {0};
-        e = literal_of(c, &t, v, path) == 0 ? text_take(&t) : NULL;
-    } else if ((v = json_object_get(schema, "enum"))) e = enum_expression(c, v, one_type, path);
+        e = alone(c, schema, constant, path) == 0 && literal_of(c, &t, v, path) == 0 ? text_take(&t) : NULL;
+        free(t.s);
+    } else if ((v = json_object_get(schema, "enum")))
+        e = alone(c, schema, listed, path) == 0 ? enum_expression(c, v, one_type, path) : NULL;
     else if (json_object_get(schema, "allOf")) e = all_of(c, schema, name, path, "allOf");
-    else if ((v = json_object_get(schema, "anyOf"))) e = alternatives(c, schema, v, name, path, "anyOf");
+    else if ((v = json_object_get(schema, "anyOf")))
+        e = alone(c, schema, any_of, path) == 0 ? alternatives(c, schema, v, name, path, "anyOf") : NULL;
     else if ((v = json_object_get(schema, "oneOf"))) {
-        e = alternatives(c, schema, v, name, path, "oneOf");
+        e = alone(c, schema, one_of, path) == 0 ? alternatives(c, schema, v, name, path, "oneOf") : NULL;
         if (e && one_of_apart(c, v, path) < 0) {
             free(e);
             e = NULL;

@@ -136,6 +136,12 @@ static const struct {
     {"{\"oneOf\": [{\"const\": 1}, {\"type\": \"null\"}, {\"enum\": [2, 1.0]}]}", "oneOf with overlapping branches (0 and 2"},
     {"{\"oneOf\": [{\"type\": \"object\", \"properties\": {\"k\": {\"const\": 1}}, \"required\": [\"k\"]}, "
      "{\"type\": \"object\", \"properties\": {\"k\": {\"const\": 2}}}]}", "oneOf with overlapping branches (0 and 1"},
+    {"{\"type\": \"object\", \"required\": [\"a\"], \"anyOf\": [{\"type\": \"object\"}]}",
+     "anyOf with the sibling keyword 'type' is not supported"},
+    {"{\"oneOf\": [{\"type\": \"string\"}, {\"type\": \"null\"}], \"properties\": {}}",
+     "at /: oneOf with the sibling keyword 'properties' is not supported"},
+    {"{\"type\": \"integer\", \"const\": 3, \"minimum\": 5}", "const with the sibling keyword 'minimum' is not supported"},
+    {"{\"enum\": [\"a\", \"bb\"], \"maxLength\": 1}", "enum with the sibling keyword 'maxLength' is not supported"},
 };
 
 TEST(json_schema_refusals_name_the_keyword) {
