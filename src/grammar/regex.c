@@ -107,7 +107,8 @@ static int class_atom(Regex *r) {
 
 static int alternatives(Regex *r);
 
-// One item: a group, a class, '.', an escape or a literal character.
+// One item: a group, a class, '.', an escape or a literal character. Like quantifier, sequence and alternatives: -1
+// refused, else whether it can match the empty string (1) or not (0).
 static int atom(Regex *r) {
     int c = peek(r);
     r->pos++;
@@ -118,12 +119,13 @@ static int atom(Regex *r) {
         }
         if (++r->depth > 64) return refuse(r, "groups nested more than 64 deep");
         text_add(r->out, "(");
-        if (alternatives(r) < 0) return -1;
+        const int nullable = alternatives(r);
+        if (nullable < 0) return -1;
         if (peek(r) != ')') return refuse(r, "'(' without ')'");
         r->pos++;
         r->depth--;
         text_add(r->out, ")");
-        return 0;
+        return nullable;
     }
     if (c == '[') return class_atom(r);
     if (c == '.') {
@@ -154,12 +156,16 @@ static int atom(Regex *r) {
     return 0;
 }
 
-// A quantifier after an item, if any, copied as GBNF writes it.
-static int quantifier(Regex *r) {
+// A quantifier after an item (`nullable` if it can match nothing), if any, copied as GBNF writes it. Repeating
+// without bound an item that can match nothing, (a|)+, would make a rule that reaches itself without reading a
+// character, which the grammar refuses: refused here by name.
+static int quantifier(Regex *r, int nullable) {
     int c = peek(r);
+    if ((c == '*' || c == '+') && nullable) return refuse(r, "a group that can match nothing, repeated without bound");
     if (c == '*' || c == '+' || c == '?') {
         r->pos++;
         text_add(r->out, "%c", c);
+        nullable |= c != '+';
     } else if (c == '{') {  // {m}, {m,}, {m,n} or {,n}, each count at most GRAMMAR_MAX_REPEAT
         long m = -1, n = -1;
         bool comma = false;
@@ -177,34 +183,41 @@ static int quantifier(Regex *r) {
         r->pos++;
         if ((m < 0 && n < 0) || m > GRAMMAR_MAX_REPEAT || n > GRAMMAR_MAX_REPEAT || (n >= 0 && m > n))
             return refuse(r, "a {m,n} out of range (0 ≤ m ≤ n ≤ 2000)");
+        if (nullable && comma && n < 0) return refuse(r, "a group that can match nothing, repeated without bound");
+        nullable |= m <= 0;
         text_add(r->out, "{%ld%s", m < 0 ? 0 : m, comma ? "," : "");
         if (n >= 0) text_add(r->out, "%ld", n);
         text_add(r->out, "}");
     } else {
-        return 0;
+        return nullable;
     }
     if (peek(r) == '?' || peek(r) == '+') return refuse(r, "a lazy or possessive quantifier");
-    return 0;
+    return nullable;
 }
 
 static int sequence(Regex *r) {
     text_add(r->out, "(\"\"");
+    int nullable = 1;
     while (peek(r) != -1 && peek(r) != '|' && peek(r) != ')' && !(peek(r) == '$' && r->pos + 1 == r->n)) {
         text_add(r->out, " ");
-        if (atom(r) < 0 || quantifier(r) < 0) return -1;
+        const int item = atom(r);
+        const int repeated = item < 0 ? -1 : quantifier(r, item);
+        if (repeated < 0) return -1;
+        nullable &= repeated;
     }
     text_add(r->out, ")");
-    return 0;
+    return nullable;
 }
 
 static int alternatives(Regex *r) {
-    if (sequence(r) < 0) return -1;
-    while (peek(r) == '|') {
+    int nullable = sequence(r);
+    while (nullable >= 0 && peek(r) == '|') {
         r->pos++;
         text_add(r->out, " | ");
-        if (sequence(r) < 0) return -1;
+        const int next = sequence(r);
+        nullable = next < 0 ? -1 : nullable | next;
     }
-    return 0;
+    return nullable;
 }
 
 int regex_to_gbnf(Text *out, const char *pattern, const char *where, Err *err) {

@@ -116,6 +116,8 @@ static const struct {
     {"{\"type\": \"string\", \"pattern\": \"abc\"}", "not anchored"},
     {"{\"type\": \"string\", \"pattern\": \"^(?=a)$\"}", "lookaround"},
     {"{\"type\": \"string\", \"pattern\": \"^a+?$\"}", "a lazy or possessive quantifier"},
+    {"{\"type\": \"string\", \"pattern\": \"^x(-[0-9]?|)+$\"}", "a group that can match nothing, repeated without bound"},
+    {"{\"type\": \"string\", \"pattern\": \"^((a)?){2,}$\"}", "a group that can match nothing, repeated without bound"},
     {"{\"type\": \"string\", \"pattern\": \"^\\\\1$\"}", "an escape other than"},
     {"{\"type\": \"string\", \"pattern\": \"^a{2,,3}$\"}", "a malformed {m,n}"},
     {"{\"type\": \"string\", \"pattern\": \"^a{3,2}$\"}", "a {m,n} out of range"},
