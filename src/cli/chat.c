@@ -443,6 +443,8 @@ int cmd_chat(const Args *args, Err *err) {
             fprintf(stderr, "specdec: a new conversation\n");
         } else if (strncmp(line, "/tool ", 6) == 0) {
             rc = tool_result(&c, line + 6, err);
+        } else if (strcmp(line, "/tool") == 0) {
+            fprintf(stderr, "specdec: /tool TEXT: the call's result follows /tool and a space; nothing was sent\n");
         } else if (*line) {
             rc = turn(&c, line, err);
         }

@@ -333,7 +333,7 @@ static long stats_field(const char *text, int turn, const char *key) {
 // favours [TOOL_CALLS]. The first reply is a call (the special token, then the call under the lazy grammar); /tool
 // sends its result; the model replies to it. The second turn's prompt is exactly what `render` makes of the
 // conversation — the user's message, the assistant's call (id call_1_0), and the tool message answering it — and a
-// /tool with no call waiting is refused with a note. (Not at -O0 under the sanitizers: masks over 151936 ids.)
+// /tool with no call waiting, a bare /tool and a result that is not UTF-8 are refused with a note (the call waits on). (Not at -O0 under the sanitizers: masks over 151936 ids.)
 TEST(chat_cli_tools_result_sent_back) {
 #ifndef SPECDEC_DEBUG
     char dir[64], tools[128], messages[128], cmd[2048];
@@ -347,13 +347,16 @@ TEST(chat_cli_tools_result_sent_back) {
     CHECK(f && fputs("[{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"parameters\": {\"type\": "
                      "\"object\", \"properties\": {\"city\": {\"type\": \"string\", \"maxLength\": 6}}, \"required\": "
                      "[\"city\"]}}}]", f) >= 0 && fclose(f) == 0, "writing %s", tools);
-    snprintf(cmd, sizeof cmd, "sh -c \"printf '/tool early\\nWeather?\\n/tool sunny, 21 C\\n' | %s chat "
+    snprintf(cmd, sizeof cmd, "sh -c \"printf '/tool early\\nWeather?\\n/tool\\n/tool \\377\\n/tool sunny, 21 C\\n' | %s chat "
              "-m %s --tools %s --temp 0 -n 200 --stats\"", specdec_bin(), dir, tools);
     char *out, *err;
     CHECK(run_command(cmd, &out, &err) == 0, "%s: %s", cmd, err);
     const char *call = strstr(err, "specdec: tool call 1: get_weather "), *waits = strstr(err, "no tool call waits");
     CHECK(call && waits && waits < call && !strncmp(out, "[TOOL_CALLS]", 12) && stats_field(err, 2, "prompt_tokens") > 0,
           "the call, its result and the reply to it: %s\n%s", out, err);
+    const char *bare = call ? strstr(call, "specdec: /tool TEXT: the call's result follows") : NULL,
+               *not_utf8 = bare ? strstr(bare, "not valid UTF-8; it was not sent") : NULL;
+    CHECK(not_utf8, "a bare /tool and a result that is not UTF-8, refused while the call waits: %s", err);
     char arguments[256] = "";
     if (call) sscanf(call + strlen("specdec: tool call 1: get_weather "), "%255[^\n]", arguments);
     snprintf(messages, sizeof messages, "%s/messages.json", dir);
