@@ -62,7 +62,7 @@ ifeq ($(ARCH),x86_64)
                 kernels/qk_avx2.c kernels/qk_avx512.c
 else ifeq ($(ARCH),aarch64)
   KERNEL_SRC := kernels/scalar.c kernels/dispatch.c kernels/q8.c kernels/q4.c kernels/neon.c kernels/q8_neon.c \
-                kernels/q4_neon.c kernels/qk.c
+                kernels/q4_neon.c kernels/qk_neon.c kernels/qk.c
 else
   KERNEL_SRC := kernels/scalar.c kernels/dispatch.c kernels/q8.c kernels/q4.c kernels/qk.c
 endif
@@ -167,7 +167,7 @@ $(NEON_BIN): kernels/*.c kernels/*.h tests/support/harness.c tests/support/harne
 	@mkdir -p $(@D)
 	$(NEON_CC) -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Werror -Ikernels -Isrc -Itests/support -static -o $@ \
 	    kernels/scalar.c kernels/dispatch.c kernels/q8.c kernels/q4.c kernels/qk.c kernels/neon.c kernels/q8_neon.c \
-	    kernels/q4_neon.c tests/support/harness.c tests/kernels/test_kernels.c tests/kernels/test_q8.c \
+	    kernels/q4_neon.c kernels/qk_neon.c tests/support/harness.c tests/kernels/test_kernels.c tests/kernels/test_q8.c \
 	    tests/kernels/test_q4.c tests/kernels/test_q8_0.c tests/kernels/test_qk.c $(NEON_SAMPLER) -lpthread -lm
 test-neon: $(NEON_BIN)
 	qemu-aarch64 $(NEON_BIN)

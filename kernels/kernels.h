@@ -722,5 +722,6 @@ void k_pack_row(uint8_t *panel, WeightType type, int r, const uint8_t *blocks, i
 MatmulQ8Fn q4_k_matmul_reference, q5_k_matmul_reference, q6_k_matmul_reference;
 MatmulQ8Fn q4_k_matmul_avx2, q5_k_matmul_avx2, q6_k_matmul_avx2;
 MatmulQ8Fn q4_k_matmul_avx512, q5_k_matmul_avx512, q6_k_matmul_avx512;
+MatmulQ8Fn q4_k_matmul_neon, q5_k_matmul_neon, q6_k_matmul_neon;
 
 #endif

@@ -1,8 +1,8 @@
-// panel_walk_neon.h — the Advanced SIMD walk over weight panels and activation rows that the q8 and q4 matmuls
-// share (q8_neon.c, q4_neon.c): a panel's 16 rows as four quarters of 4, one 32-bit lane per weight row, up to
-// ROWS_PER_PASS activation rows against a quarter in one pass over its blocks. A format gives each block's exact
-// integer sums (BlockSumsNeon, inlined where the walk is); the walk does the reference's float steps around them,
-// one fused multiply-add per block by fl(d_w · d_x), so the result is bit-identical to the reference's.
+// panel_walk_neon.h — the Advanced SIMD walk over weight panels and activation rows that the quantized matmuls
+// share (q8_neon.c, q4_neon.c, qk_neon.c): a panel's 16 rows as four quarters of 4, one 32-bit lane per weight row,
+// up to ROWS_PER_PASS activation rows against a quarter in one pass over its blocks. A format gives each block's
+// step (BlockStepNeon, inlined where the walk is): its exact integer sums and the reference's float steps around
+// them, so the result is bit-identical to the reference's.
 #ifndef SPECDEC_PANEL_WALK_NEON_H
 #define SPECDEC_PANEL_WALK_NEON_H
 
@@ -27,31 +27,44 @@ static inline __attribute__((always_inline)) int32x4_t add_group(int32x4_t sum, 
     return vpadalq_s16(sum, vpaddq_s16(vmull_s8(vget_low_s8(w), vget_low_s8(x)), vmull_high_s8(w, x)));
 }
 
-// isum[t], lane r = Σ_i q_w[r, i] · q_x[t, i] over one block, exact, for the quarter's rows r < 4 and activation
-// rows t < n ≤ 4 (a constant where it is inlined).
+// acc[t], lane r += block b's part of the dot product of the quarter's row r (< 4) with activation row t < n ≤ 4
+// (a constant where it is inlined), in the reference's float steps.
+//   panel: the panel of `type`   x: row t's block b at x[t · nb + b]   k: the quarter
+typedef void BlockStepNeon(float32x4_t acc[ROWS_PER_PASS], const uint8_t *panel, const Q8Block *x, int nb, int k,
+                           int b, int n, WeightType type);
+
+// q8's and q4's panels (q8, q4, Q8_0, Q4_0): isum[t], lane r = Σ_i q_w[r, i] · q_x[t, i] over one block, exact,
+// for the quarter's rows r < 4 and activation rows t < n ≤ 4.
 //   q: the block's quants from the quarter's first row   x: row t's block at x[t · nb]
 typedef void BlockSumsNeon(int32x4_t isum[ROWS_PER_PASS], const uint8_t *q, const Q8Block *x, int nb, int n);
 
+// The BlockStepNeon of q8's and q4's panels around their block sums: one fused multiply-add per block by
+// fl(d_w · d_x), the scales F16 (GGUF's blocks) or BF16 as `type` says, widened exactly.
+static inline __attribute__((always_inline)) void scaled_block_step(float32x4_t acc[ROWS_PER_PASS],
+                                                                    const uint8_t *panel, const Q8Block *x, int nb,
+                                                                    int k, int b, const int n, const WeightType type,
+                                                                    BlockSumsNeon *block_sums) {
+    const int block_bytes = in_q4_panels(type) ? Q4_BLOCK * Q4_PANEL / 2 : Q8_BLOCK * Q8_PANEL;
+    const uint16_t *scales = (const uint16_t *)(panel + (size_t)nb * block_bytes);
+    const uint16x4_t scales_16 = vld1_u16(scales + b * Q8_PANEL + k * QUARTER);
+    const float32x4_t d_w = f16_scales(type) ? vcvt_f32_f16(vreinterpret_f16_u16(scales_16))
+                                             : vreinterpretq_f32_u32(vshll_n_u16(scales_16, 16));
+    int32x4_t isum[ROWS_PER_PASS];
+    block_sums(isum, panel + (size_t)b * block_bytes + k * QUARTER * 4, x + b, nb, n);
+    for (int t = 0; t < n; t++)
+        acc[t] = vfmaq_f32(acc[t], vcvtq_f32_s32(isum[t]), vmulq_f32(d_w, vdupq_n_f32(x[(size_t)t * nb + b].d)));
+}
+
 // Quarter k (rows 4k..4k+3) of the panel against activation rows t < n ≤ 4; rows lo..hi−1 of the quarter are
-// stored. `block_bytes`: a block's quants in the panel; `f16`: its scales are F16 (GGUF's blocks), else BF16.
-//   out: [n, ld_out] from the quarter's first row
+// stored.   out: [n, ld_out] from the quarter's first row
 static inline __attribute__((always_inline)) void quarter_against_rows(float *out, const Q8Block *x,
                                                                        const uint8_t *panel, const float *bias,
                                                                        int nb, int ld_out, int k, int lo, int hi,
-                                                                       const int n, const int block_bytes,
-                                                                       const bool f16, BlockSumsNeon *block_sums) {
+                                                                       const int n, const WeightType type,
+                                                                       BlockStepNeon *block_step) {
     float32x4_t acc[ROWS_PER_PASS];
     for (int t = 0; t < n; t++) acc[t] = vdupq_n_f32(0.0f);
-    const uint16_t *scales = (const uint16_t *)(panel + (size_t)nb * block_bytes);
-    for (int b = 0; b < nb; b++) {
-        const uint16x4_t scales_16 = vld1_u16(scales + b * Q8_PANEL + k * QUARTER);  // F16 or BF16: widened exactly
-        const float32x4_t d_w = f16 ? vcvt_f32_f16(vreinterpret_f16_u16(scales_16))
-                                    : vreinterpretq_f32_u32(vshll_n_u16(scales_16, 16));
-        int32x4_t isum[ROWS_PER_PASS];
-        block_sums(isum, panel + (size_t)b * block_bytes + k * QUARTER * 4, x + b, nb, n);
-        for (int t = 0; t < n; t++)
-            acc[t] = vfmaq_f32(acc[t], vcvtq_f32_s32(isum[t]), vmulq_f32(d_w, vdupq_n_f32(x[(size_t)t * nb + b].d)));
-    }
+    for (int b = 0; b < nb; b++) block_step(acc, panel, x, nb, k, b, n, type);
     for (int t = 0; t < n; t++) {
         float v[QUARTER];
         vst1q_f32(v, acc[t]);
@@ -59,13 +72,13 @@ static inline __attribute__((always_inline)) void quarter_against_rows(float *ou
     }
 }
 
-// The matmul of MatmulQ8Fn over panels of `panel_bytes`, each block's quants `block_bytes` of them (scales F16 or
-// BF16 as `f16` says).
+// The matmul of MatmulQ8Fn over panels of a quantized `type`, each block's part done by `block_step`.
 static inline __attribute__((always_inline)) void walk_panels(float *out, const Q8Block *x, const void *w,
                                                               const float *bias, int T, int n_in, int ld_out, int j0,
-                                                              int j1, size_t panel_bytes, const int block_bytes,
-                                                              const bool f16, BlockSumsNeon *block_sums) {
+                                                              int j1, const WeightType type,
+                                                              BlockStepNeon *block_step) {
     const int nb = q8_blocks(n_in);
+    const size_t panel_bytes = quantized_panel_bytes(type, n_in);
     for (int p = j0 / Q8_PANEL; p * Q8_PANEL < j1; p++) {
         const uint8_t *panel = (const uint8_t *)w + (size_t)p * panel_bytes;
         for (int k = 0; k < Q8_PANEL / QUARTER; k++) {
@@ -77,7 +90,7 @@ static inline __attribute__((always_inline)) void walk_panels(float *out, const 
                 float *o = out + (size_t)t * ld_out + first;
                 const Q8Block *xt = x + (size_t)t * nb;
                 switch (T - t < ROWS_PER_PASS ? T - t : ROWS_PER_PASS) {  // n a constant in each case
-#define PASS(n) quarter_against_rows(o, xt, panel, b, nb, ld_out, k, lo, hi, n, block_bytes, f16, block_sums)
+#define PASS(n) quarter_against_rows(o, xt, panel, b, nb, ld_out, k, lo, hi, n, type, block_step)
                 case 1: PASS(1); break;
                 case 2: PASS(2); break;
                 case 3: PASS(3); break;

@@ -15,15 +15,19 @@ static inline __attribute__((always_inline)) void q8_block_sums(int32x4_t isum[R
     }
 }
 
+static inline __attribute__((always_inline)) void q8_block_step(float32x4_t acc[ROWS_PER_PASS], const uint8_t *panel,
+                                                                const Q8Block *x, int nb, int k, int b, const int n,
+                                                                const WeightType type) {
+    scaled_block_step(acc, panel, x, nb, k, b, n, type, q8_block_sums);
+}
+
 void q8_matmul_neon(float *out, const Q8Block *x, const void *w, const float *bias, int T, int n_in, int ld_out,
                     int j0, int j1) {
-    walk_panels(out, x, w, bias, T, n_in, ld_out, j0, j1, q8_panel_bytes(n_in), Q8_BLOCK * Q8_PANEL, false,
-                q8_block_sums);
+    walk_panels(out, x, w, bias, T, n_in, ld_out, j0, j1, WEIGHT_Q8, q8_block_step);
 }
 
 // GGUF's Q8_0 (kernels.h): the same panels with F16 scales.
 void q8_0_matmul_neon(float *out, const Q8Block *x, const void *w, const float *bias, int T, int n_in, int ld_out,
                       int j0, int j1) {
-    walk_panels(out, x, w, bias, T, n_in, ld_out, j0, j1, q8_panel_bytes(n_in), Q8_BLOCK * Q8_PANEL, true,
-                q8_block_sums);
+    walk_panels(out, x, w, bias, T, n_in, ld_out, j0, j1, WEIGHT_Q8_0, q8_block_step);
 }
