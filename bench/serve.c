@@ -8,8 +8,9 @@
 // (the previous prompt, the answer, a new line of code), once without the conversation cache (each turn under a
 // cache_salt of its own: prefilled whole, the time to first token growing with the history) and once with it (one
 // salt: each turn prefills only what the last one did not leave in its slot's caches). Then the concurrency sweep:
-// 1, 2, 4, 8 clients at once, with the draft and without — aggregate and per-request tokens/s, time to first token;
-// and a short request's time to first token alone and behind a long one. On a random shape (-m random:<shape>) the
+// 1, 2, 4, 8 clients at once, with the draft and without, at -n's tokens a request and at 32 — aggregate tokens/s and
+// its ratios within a round, per-request tokens/s, time to first token; and a short request's time to first token
+// alone and behind a long one. On a random shape (-m random:<shape>) the
 // server decodes with the shipped target's tokenizer (pair_borrow_tokenizer).
 #include <arpa/inet.h>
 #include <pthread.h>
@@ -210,22 +211,68 @@ static json_t *multi_turn(Bench *b, Pair *pair, int port, const Prompt *first, b
 
 // ---- many clients at once -----------------------------------------------------------------------------------
 
-enum { SWEEP_MAX_CLIENTS = 8 };
+// A cell of the sweep: `clients` clients at once, each sending every prompt once, one after the other (client k
+// from prompt k on), requests of `tokens` tokens, with the draft or without (each request's specdec.draft). Every
+// client of every cell sends the same prompts, so cells differ only in how many run at once. One call of the cell
+// is one sample (measure_rounds: a warm-up call of every cell, then rounds in which every cell runs once, in an
+// order rotated round by round, so that the machine's drift hits all cells alike).
+enum { SWEEP_MAX_CLIENTS = 8, SWEEP_CLIENT_COUNTS = 4, SWEEP_SHORT_TOKENS = 32, SWEEP_MAX_ROUNDS = 3 };
 
 typedef struct {
-    int port, max_tokens;
-    const Prompt *p;
-    char extra[96];
-    Timing t;
-    double start, end;
+    int port, tokens, clients, rounds;
+    bool draft;
+    const Prompt *prompts;
+    int n;                  // prompts: the requests of each client
+    int calls;              // so far: each call's requests get salts of their own (no cache hits across calls)
+    double *rate, *ttft;    // [rounds, clients, n]: each request's tokens/s and time to first token, per round
+} SweepCell;
+
+typedef struct {
+    SweepCell *cell;
+    int index;              // the client's number in the cell
+    int round;
+    int tokens;             // its requests' tokens
+    double start, end;      // the first request sent, the last answer's end
 } Client;
 
 static void *run_client(void *arg) {
     Client *c = arg;
+    SweepCell *cell = c->cell;
     c->start = now_seconds();
-    c->t = run_through_server(c->port, c->p, c->max_tokens, c->extra);
+    for (int i = 0; i < cell->n; i++) {
+        char extra[128];  // a cache_salt of its own: no request finds another's prefix
+        snprintf(extra, sizeof extra, ", \"cache_salt\": \"sweep-%d-%d-%d-%d-%d-%d\"%s", cell->tokens, cell->clients,
+                 cell->draft, cell->calls, c->index, i, cell->draft ? "" : ", \"specdec\": {\"draft\": false}");
+        const Timing t = run_through_server(cell->port, &cell->prompts[(c->index + i) % cell->n], cell->tokens, extra);
+        const size_t at = ((size_t)c->round * cell->clients + c->index) * cell->n + i;
+        cell->rate[at] = t.tokens / t.seconds;
+        cell->ttft[at] = t.ttft;
+        c->tokens += t.tokens;
+    }
     c->end = now_seconds();
     return NULL;
+}
+
+// One call of the cell: its seconds per token, all its clients' tokens over the time from the first request sent to
+// the last answer's end (1 / the aggregate tokens/s).
+static double sweep_cell_run(void *ctx, int round) {
+    SweepCell *cell = ctx;
+    Client c[SWEEP_MAX_CLIENTS];
+    pthread_t threads[SWEEP_MAX_CLIENTS];
+    for (int k = 0; k < cell->clients; k++) {
+        c[k] = (Client){.cell = cell, .index = k, .round = round};
+        if (pthread_create(&threads[k], NULL, run_client, &c[k])) die("cannot start a client thread");
+    }
+    double first = 0, last = 0;
+    int tokens = 0;
+    for (int k = 0; k < cell->clients; k++) {
+        pthread_join(threads[k], NULL);
+        first = k == 0 || c[k].start < first ? c[k].start : first;
+        last = c[k].end > last ? c[k].end : last;
+        tokens += c[k].tokens;
+    }
+    cell->calls++;
+    return (last - first) / tokens;
 }
 
 static int by_value(const void *a, const void *b) {
@@ -237,47 +284,6 @@ static int by_value(const void *a, const void *b) {
 static double quantile(double *v, int n, double q) {
     qsort(v, (size_t)n, sizeof *v, by_value);
     return v[(int)(q * (n - 1) + 0.5)];
-}
-
-// `clients` clients at once, each with one request per round (a prompt of its own, a cache_salt of its own: no
-// request finds another's prefix), b->opt.reps rounds: the aggregate tokens/s of each round (all tokens over the
-// time from the first request to the last answer), each request's tokens/s and time to first token.
-static json_t *sweep_row(Bench *b, int port, const Prompt *prompts, int n, int clients, bool draft, double bound) {
-    const int reps = b->opt.reps, count = reps * clients;
-    double *aggregate = malloc(sizeof(double) * reps), *rate = malloc(sizeof(double) * count),
-           *ttft = malloc(sizeof(double) * count);
-    Client c[SWEEP_MAX_CLIENTS];
-    pthread_t threads[SWEEP_MAX_CLIENTS];
-    for (int r = 0; r < reps; r++) {
-        for (int k = 0; k < clients; k++) {
-            c[k] = (Client){.port = port, .max_tokens = b->opt.tokens, .p = &prompts[(r * clients + k) % n]};
-            snprintf(c[k].extra, sizeof c[k].extra, ", \"cache_salt\": \"sweep-%d-%d-%d-%d\"%s", clients, draft, r, k,
-                     draft ? "" : ", \"specdec\": {\"draft\": false}");
-            if (pthread_create(&threads[k], NULL, run_client, &c[k])) die("cannot start a client thread");
-        }
-        double first = 0, last = 0;
-        int tokens = 0;
-        for (int k = 0; k < clients; k++) {
-            pthread_join(threads[k], NULL);
-            first = k == 0 || c[k].start < first ? c[k].start : first;
-            last = c[k].end > last ? c[k].end : last;
-            tokens += c[k].t.tokens;
-            rate[r * clients + k] = c[k].t.tokens / c[k].t.seconds;
-            ttft[r * clients + k] = c[k].t.ttft;
-        }
-        aggregate[r] = tokens / (last - first);
-    }
-    const Summary total = summarize(aggregate, reps), each = summarize(rate, count), first = summarize(ttft, count);
-    const double p90 = quantile(ttft, count, 0.9);
-    out(b, "| %d | %s | %.1f | %.1f | %.1f | %.1f | %.0f |\n", clients, draft ? "yes" : "no", total.median, each.median,
-        first.median * 1e3, p90 * 1e3, bound);
-    json_t *j = json_pack("{s:i, s:b, s:o, s:o, s:o, s:f}", "clients", clients, "draft", draft,
-                          "aggregate_tokens_per_s", summary_json(total), "request_tokens_per_s", summary_json(each),
-                          "ttft_s", summary_json(first), "ttft_p90_s", p90);
-    free(aggregate);
-    free(rate);
-    free(ttft);
-    return j;
 }
 
 // The read pass beside the sweep: the seconds one pass over memory would take to read as many bytes as the
@@ -296,26 +302,72 @@ static double weights_read_seconds(Bench *b, const Model *target, double *gbs) {
     return target->weight_bytes / (*gbs * 1e9);
 }
 
-// The concurrency sweep: 1, 2, 4, 8 clients at once against --parallel 8, with the draft and without (each request's
-// specdec.draft), greedy; beside it the read pass's bound of plain decoding.
+// A cell's row: its aggregate tokens/s (the median over rounds), as a ratio to one client's with the same draft
+// setting and to the same clients' without the draft (both per round, then the median: `one`, `plain` its
+// seconds per token in every round, NULL where the row is that cell), each request's tokens/s and time to first token.
+static json_t *sweep_row(Bench *b, const SweepCell *cell, const double *seconds, const double *one,
+                         const double *plain, double read_seconds) {
+    const int rounds = cell->rounds, count = rounds * cell->clients * cell->n;
+    const Summary total = summary_inverse(summarize(seconds, rounds), 1), each = summarize(cell->rate, count),
+                  first = summarize(cell->ttft, count);
+    const Summary over_one = one ? summarize_ratio(one, seconds, rounds) : (Summary){1, 1, 1, rounds};
+    const Summary over_plain = plain ? summarize_ratio(plain, seconds, rounds) : (Summary){1, 1, 1, rounds};
+    const double p90 = quantile(cell->ttft, count, 0.9);
+    char x[64], y[64], z[64];
+    out(b, "| %d | %d | %s | %s | %s | %s | %.1f | %.1f | %.1f | %.0f |\n", cell->tokens, cell->clients,
+        cell->draft ? "yes" : "no", fmt_range(x, sizeof x, total, 1, 1), fmt_range(y, sizeof y, over_one, 1, 2),
+        cell->draft && plain ? fmt_range(z, sizeof z, over_plain, 1, 2) : "", each.median, first.median * 1e3,
+        p90 * 1e3, cell->clients / read_seconds);
+    return json_pack("{s:i, s:i, s:b, s:o, s:o, s:o, s:o, s:o, s:f}", "tokens", cell->tokens, "clients",
+                     cell->clients, "draft", cell->draft, "aggregate_tokens_per_s", summary_json(total),
+                     "over_one_client", summary_json(over_one), "over_no_draft", summary_json(over_plain),
+                     "request_tokens_per_s", summary_json(each), "ttft_s", summary_json(first), "ttft_p90_s", p90);
+}
+
+// The concurrency sweep: 1, 2, 4, 8 clients at once against --parallel 8, with the draft and without (each
+// request's specdec.draft), greedy, at -n's tokens a request and, where -n asks for more, at SWEEP_SHORT_TOKENS
+// (short requests, whose prompts' prefill is about half their time); beside it the read pass's bound of plain
+// decoding.
 static json_t *sweep(Bench *b, Pair *pair, int port, const Prompt *prompts, int n) {
     double gbs;
     const double read_seconds = weights_read_seconds(b, &pair->target, &gbs);
-    out(b, "\n## Many clients at once\n\n`--parallel %d`; each client one request per round (%d rounds, %d tokens, "
-        "greedy, streamed); aggregate: all the round's tokens over its time; medians unless said. The read pass: the "
-        "target's %.0f MB of weights read in %.2f ms at %.1f GB/s (the read pass's median), the least time of a step "
-        "— N sequences decoding plainly commit at most N tokens a step: N / %.2f ms\n\n"
-        "| clients | draft | aggregate tokens/s | per-request tokens/s | time to first token, ms | p90, ms | "
-        "read pass's bound, plain |\n|---:|---|---:|---:|---:|---:|---:|\n", SWEEP_MAX_CLIENTS, b->opt.reps,
-        b->opt.tokens, pair->target.weight_bytes / 1e6, read_seconds * 1e3, gbs, read_seconds * 1e3);
+    const int lengths[2] = {b->opt.tokens < SWEEP_SHORT_TOKENS ? b->opt.tokens : SWEEP_SHORT_TOKENS, b->opt.tokens};
+    const int n_lengths = lengths[0] == lengths[1] ? 1 : 2, drafts = 1 + pair->has_draft;
+    const int rounds = b->opt.reps < SWEEP_MAX_ROUNDS ? b->opt.reps : SWEEP_MAX_ROUNDS;
+    const int k = n_lengths * SWEEP_CLIENT_COUNTS * drafts;
+    SweepCell cells[2 * SWEEP_CLIENT_COUNTS * 2];
+    Trial trials[2 * SWEEP_CLIENT_COUNTS * 2];
+    for (int i = 0; i < k; i++) {  // i = (length · SWEEP_CLIENT_COUNTS + log2 clients) · drafts + (with the draft)
+        const int clients = 1 << (i / drafts % SWEEP_CLIENT_COUNTS), count = rounds * clients * n;
+        cells[i] = (SweepCell){.port = port, .tokens = lengths[i / drafts / SWEEP_CLIENT_COUNTS], .clients = clients,
+                               .rounds = rounds, .draft = pair->has_draft && i % drafts == 0, .prompts = prompts,
+                               .n = n, .rate = malloc(sizeof(double) * count), .ttft = malloc(sizeof(double) * count)};
+        trials[i] = (Trial){sweep_cell_run, &cells[i]};
+    }
+    double *seconds = malloc(sizeof(double) * k * rounds);
+    measure_rounds(b, "many clients at once", trials, k, rounds, 0, seconds);
+    out(b, "\n## Many clients at once\n\n`--parallel %d`; each client sends each of the %d prompts once, one after "
+        "the other (greedy, streamed); a warm-up of every cell, then %d rounds of every cell in a rotated order: "
+        "medians over rounds [min–max]; aggregate: all the cell's tokens over its time; × one client, × no draft: "
+        "the ratios within each round. The read pass: the target's %.0f MB of weights read in %.2f ms at %.1f GB/s "
+        "(the read pass's median), the least time of a step — N sequences decoding plainly commit at most N tokens "
+        "a step: N / %.2f ms\n\n| tokens | clients | draft | aggregate tokens/s | × one client | × no draft | "
+        "per-request tokens/s | time to first token, ms | p90, ms | read pass's bound, plain |\n"
+        "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|\n", SWEEP_MAX_CLIENTS, n, rounds,
+        pair->target.weight_bytes / 1e6, read_seconds * 1e3, gbs, read_seconds * 1e3);
     json_t *rows = json_array();
-    for (int clients = 1; clients <= SWEEP_MAX_CLIENTS; clients *= 2)
-        for (int draft = pair->has_draft; draft >= 0; draft--) {
-            progress_show(&b->progress, "many clients at once", (double)clients / (2 * SWEEP_MAX_CLIENTS));
-            json_array_append_new(rows, sweep_row(b, port, prompts, n, clients, draft, clients / read_seconds));
-        }
-    json_t *j = json_pack("{s:o, s:f, s:f}", "rows", rows, "weights_read_s", read_seconds, "read_gbs", gbs);
-    return j;
+    for (int i = 0; i < k; i++) {
+        const int alone = i - i / drafts % SWEEP_CLIENT_COUNTS * drafts;  // the same length and draft, 1 client
+        const double *own = seconds + (size_t)i * rounds;
+        json_array_append_new(rows, sweep_row(b, &cells[i], own, i == alone ? NULL : seconds + (size_t)alone * rounds,
+                                              cells[i].draft ? seconds + (size_t)(i + 1) * rounds : NULL,
+                                              read_seconds));
+        free(cells[i].rate);
+        free(cells[i].ttft);
+    }
+    free(seconds);
+    return json_pack("{s:o, s:f, s:f, s:i}", "rows", rows, "weights_read_s", read_seconds, "read_gbs", gbs,
+                     "rounds", rounds);
 }
 
 // ---- what a batched forward costs ---------------------------------------------------------------------------
