@@ -131,7 +131,9 @@ test: $(O)/specdec $(O)/run-tests $(O)/run-bench  # run-bench too, so that a cha
 # The shipped pair (all suites), then the runtime's yardsticks: random GPT-2-small (12 × 768, V = 50257) in F32
 # and BF16, random Llama-3.2-1B and Qwen2.5-0.5B in BF16, GPT-2-small and Llama-3.2-1B quantized to q8, and
 # Llama-3.2-1B in BF16 arithmetic (--quant bf16, on a CPU with AVX512_BF16; skipped elsewhere) — decode speed,
-# fraction of the bandwidth, verification cost, load time and peak memory — in bench/results/<shape>[-q8|-bf16]/,
+# fraction of the bandwidth, verification cost, load time and peak memory, and in q8 1, 2, 4, 8 sequences decoding
+# at once in one batch (the batch suite: the memory-bound yardstick of many clients) — in
+# bench/results/<shape>[-q8|-bf16]/,
 # then q8 against BF16 in one run (the quant suite: speed ratio, load time) in bench/results/gpt2-small-q8-vs-bf16/,
 # and Llama-3.2-1B as stored (BF16), in q8 and in q4, in one run (decode alternating: q4's tokens/s over q8's, from
 # 1.3 GB and 0.8 GB of weights; top-1 and KL of each against BF16) in bench/results/llama-3.2-1b-quant/.
@@ -145,8 +147,8 @@ bench: $(O)/specdec $(O)/run-bench
 	        --out bench/results/$$shape || exit 1; \
 	done
 	for shape in $(YARDSTICKS_Q8); do \
-	    $(O)/run-bench $(if $(filter 1,$(QUICK)),--quick) -s limit,decode --no-plots -m random:$$shape --quant q8 \
-	        --out bench/results/$$shape-q8 || exit 1; \
+	    $(O)/run-bench $(if $(filter 1,$(QUICK)),--quick) -s limit,decode,batch --no-plots -m random:$$shape \
+	        --quant q8 --out bench/results/$$shape-q8 || exit 1; \
 	done
 	for shape in $(YARDSTICKS_BF16); do \
 	    $(O)/run-bench $(if $(filter 1,$(QUICK)),--quick) -s limit,decode --no-plots -m random:$$shape --quant bf16 \

@@ -31,7 +31,7 @@
 
 enum {
     SUITE_LIMIT = 1, SUITE_DECODE = 2, SUITE_SPECULATIVE = 4, SUITE_TOKENIZER = 8, SUITE_QUANT = 16, SUITE_THREADS = 32,
-    SUITE_TREES = 64, SUITE_CHAT = 128, SUITE_SERVE = 256, SUITE_STRUCTURED = 512
+    SUITE_TREES = 64, SUITE_CHAT = 128, SUITE_SERVE = 256, SUITE_STRUCTURED = 512, SUITE_BATCH = 1024
 };
 
 typedef struct {
@@ -188,6 +188,8 @@ typedef struct {
 } Workload;
 void workload_init(Workload *w, Model *m, int context);
 void workload_free(Workload *w);
+// n tokens of the fixed pattern a workload's cache holds, from position offset on (ids below V).
+void pattern_tokens(int *tokens, int n, int offset, int V);
 
 // A Trial of one forward of T tokens on a workload: {forward_run, &(Forward){w, T}}.
 typedef struct {
@@ -239,6 +241,9 @@ void memory_free(Memory *m);
 const char *memory_op_name(MemoryOp op);                // "read (Σ a)", ...
 size_t memory_op_bytes(const Memory *m, MemoryOp op);   // bytes one pass moves, counted as STREAM does
 double memory_pass(void *pass, int rep);
+// The seconds one read pass over memory takes for as many bytes as target's weights (its median over b->opt.reps
+// rounds), and the read pass's GB/s in *gbs: the least time of a step that reads every weight once.
+double weights_read_seconds(Bench *b, const Model *target, double *gbs);
 
 // ---- the suites ---------------------------------------------------------------------------------------------
 
@@ -255,6 +260,8 @@ void suite_chat(Bench *b, Pair *pair);      // chat.c: multi-turn conversations 
 // The HTTP server's overhead: time to first token and tokens/s through it against in process, and a multi-turn
 // exchange (serve.c).
 void suite_serve(Bench *b, Pair *pair);
+// Plain decoding of 1, 2, 4, 8 sequences at once in one batch against the read pass's bound (batch.c).
+void suite_batch(Bench *b, Pair *pair);
 // Decoding under a JSON Schema (structured.c): token masks per token (median, p99) at the pair's vocabulary and
 // Llama 3's, and greedy tokens/s free and constrained, target-only and speculative.
 void suite_structured(Bench *b, Pair *pair);

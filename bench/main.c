@@ -1,6 +1,7 @@
 // main.c — run-bench: options, the run's record, and the suites in order (see bench.h).
 //
-//   build/release/run-bench [--suite limit,decode,speculative,tokenizer,quant,threads,trees,chat,serve,structured]
+//   build/release/run-bench [--suite limit,decode,speculative,tokenizer,quant,threads,trees,chat,serve,structured,
+//                           batch]
 //                           [-m TARGET] [-d DRAFT]
 //                           [--reps N] [--prompts N] [--tokens N] [--quick] [--threads N] [--threads-sweep 1,2]
 //                           [--quant q8|bf16|q4] [--draft-quant none|q8|bf16|q4] [--out DIR] [--no-plots]
@@ -37,7 +38,8 @@ typedef struct {
 #define FIELD(f) offsetof(Args, f)
 static const Option OPTIONS[] = {
     {"suite", 's', OPT_STRING, FIELD(suites), 0, 0, "suites to run, comma-separated: limit,decode,speculative,"
-                                                     "tokenizer,quant,threads,trees,chat,serve,structured (default: all)"},
+                                                     "tokenizer,quant,threads,trees,chat,serve,structured,batch "
+                                                     "(default: all)"},
     {"model", 'm', OPT_STRING, FIELD(opt.target_dir), 0, 0, "target checkpoint folder (default weights/pystd/target), or random:gpt2-small[-bf16], random:llama-3.2-1b, random:qwen2.5-0.5b (BF16)"},
     {"draft", 'd', OPT_STRING, FIELD(opt.draft_dir), 0, 0, "draft checkpoint folder (default weights/pystd/draft); "
                                                                "with -m random:SHAPE, random: its one-block draft"},
@@ -62,9 +64,9 @@ static const Option OPTIONS[] = {
 };
 enum { N_OPTIONS = sizeof OPTIONS / sizeof OPTIONS[0] };
 
-enum { N_SUITES = 10 };
+enum { N_SUITES = 11 };
 static const char *SUITE_NAMES[N_SUITES] = {"limit", "decode", "speculative", "tokenizer", "quant",
-                                            "threads", "trees", "chat", "serve", "structured"};  // bit i
+                                            "threads", "trees", "chat", "serve", "structured", "batch"};  // bit i
 
 static void print_help(void) {
     printf("usage: run-bench [options]    (make bench BENCH_ARGS=\"...\", or make bench QUICK=1)\n\n"
@@ -87,7 +89,7 @@ static int parse_suites(const char *list, unsigned *suites, Err *err) {
         for (int i = 0; i < N_SUITES; i++)
             if (strlen(SUITE_NAMES[i]) == len && strncmp(p, SUITE_NAMES[i], len) == 0) bit = 1u << i;
         if (!bit) return err_fmt(err, "--suite: unknown suite \"%.*s\" (limit, decode, speculative, tokenizer, quant, "
-                                 "threads, trees, chat, serve, structured)",
+                                 "threads, trees, chat, serve, structured, batch)",
                                  (int)len, p);
         *suites |= bit;
         p += len + (p[len] == ',');
@@ -133,8 +135,8 @@ static int parse_args(Args *args, int argc, char **argv, Err *err) {
     if (args->quant && quant_from_name(&opt->quant, args->quant, "--quant", err)) return -1;
     opt->draft_quant = DRAFT_QUANT_DEFAULT;
     if (args->draft_quant && quant_from_name(&opt->draft_quant, args->draft_quant, "--draft-quant", err)) return -1;
-    if (parse_suites(args->suites ? args->suites : "limit,decode,speculative,tokenizer,quant,threads,trees,chat,serve,structured",
-                     &opt->suites, err))
+    const char *all = "limit,decode,speculative,tokenizer,quant,threads,trees,chat,serve,structured,batch";
+    if (parse_suites(args->suites ? args->suites : all, &opt->suites, err))
         return -1;
     if ((opt->suites & SUITE_QUANT) && opt->quant != QUANT_NONE)
         return err_fmt(err, "--suite quant compares the stored weights with q8 and q4: leave out --quant");
@@ -210,6 +212,7 @@ int main(int argc, char **argv) {
     if (b.opt.suites & SUITE_CHAT) out(&b, "\n"), suite_chat(&b, &pair);
     if (b.opt.suites & SUITE_SERVE) out(&b, "\n"), suite_serve(&b, &pair);
     if (b.opt.suites & SUITE_STRUCTURED) out(&b, "\n"), suite_structured(&b, &pair);
+    if (b.opt.suites & SUITE_BATCH) out(&b, "\n"), suite_batch(&b, &pair);
     fflush(stdout);
 
     write_results(&b);

@@ -114,3 +114,17 @@ double memory_pass(void *pass, int rep) {
     pool_run(job.pass->pool, pass_thread, &job);
     return now_seconds() - t0;
 }
+
+// (bench.h) A read pass over arrays far larger than the caches, scaled to the weights' bytes.
+double weights_read_seconds(Bench *b, const Model *target, double *gbs) {
+    Memory memory;
+    memory_init(&memory, memory_array_bytes());
+    MemoryPass pass = {&memory, MEM_READ, b->pool};
+    const Trial trial = {memory_pass, &pass};
+    double *seconds = malloc(sizeof(double) * b->opt.reps);
+    measure_rounds(b, "read pass", &trial, 1, b->opt.reps, 0.05, seconds);
+    *gbs = memory_op_bytes(&memory, MEM_READ) / summarize(seconds, b->opt.reps).median / 1e9;
+    free(seconds);
+    memory_free(&memory);
+    return target->weight_bytes / (*gbs * 1e9);
+}

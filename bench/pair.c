@@ -209,13 +209,13 @@ json_t *pair_json(const Pair *pair) {
 // ---- forward timing -----------------------------------------------------------------------------------------
 
 // A fixed token pattern: tokens[i] for i < n.
-static void pattern(int *tokens, int n, int offset, int V) {
+void pattern_tokens(int *tokens, int n, int offset, int V) {
     for (int i = 0; i < n; i++) tokens[i] = (int)(((long)(offset + i) * 7919 + 13) % V);
 }
 
 double forward_seconds(Model *m, KVCache *cache, int context, int T, float *logits) {
     int tokens[16];
-    pattern(tokens, T, context, m->n_vocab);
+    pattern_tokens(tokens, T, context, m->n_vocab);
     Err err;
     kv_truncate(cache, context);
     double t0 = now_seconds();
@@ -228,7 +228,7 @@ void workload_init(Workload *w, Model *m, int context) {
     *w = (Workload){.model = m, .context = context, .logits = malloc(sizeof(float) * 16 * m->cfg.vocab_size)};
     int *prompt = malloc(sizeof(int) * context);
     if (!w->logits || !prompt || model_kv_init(m, &w->cache, &err)) die("out of memory for a workload");
-    pattern(prompt, context, 0, m->n_vocab);
+    pattern_tokens(prompt, context, 0, m->n_vocab);
     if (model_forward(m, &w->cache, prompt, context, w->logits, false, &err)) die("%s", err.msg);
     free(prompt);
 }

@@ -286,22 +286,6 @@ static double quantile(double *v, int n, double q) {
     return v[(int)(q * (n - 1) + 0.5)];
 }
 
-// The read pass beside the sweep: the seconds one pass over memory would take to read as many bytes as the
-// target's weights (a read pass over arrays far larger than the caches, memory.h: its median over the rounds). A
-// step of the batch reads every weight once, so N sequences decoding plainly commit at most N tokens in that time.
-static double weights_read_seconds(Bench *b, const Model *target, double *gbs) {
-    Memory memory;
-    memory_init(&memory, memory_array_bytes());
-    MemoryPass pass = {&memory, MEM_READ, b->pool};
-    const Trial trial = {memory_pass, &pass};
-    double *seconds = malloc(sizeof(double) * b->opt.reps);
-    measure_rounds(b, "read pass", &trial, 1, b->opt.reps, 0.05, seconds);
-    *gbs = memory_op_bytes(&memory, MEM_READ) / summarize(seconds, b->opt.reps).median / 1e9;
-    free(seconds);
-    memory_free(&memory);
-    return target->weight_bytes / (*gbs * 1e9);
-}
-
 // A cell's row: its aggregate tokens/s (the median over rounds), as a ratio to one client's with the same draft
 // setting and to the same clients' without the draft (both per round, then the median: `one`, `plain` its
 // seconds per token in every round, NULL where the row is that cell), each request's tokens/s and time to first token.
