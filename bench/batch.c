@@ -56,14 +56,11 @@ void suite_batch(Bench *b, Pair *pair) {
     const double read_seconds = weights_read_seconds(b, &pair->target, &gbs);
     Workload caches[DECODE_MAX];
     for (int k = 0; k < DECODE_MAX; k++) workload_init(&caches[k], &pair->target, DECODE_CONTEXT);
-    BatchedDecode decodes[DECODE_COUNTS];
-    Trial trials[DECODE_COUNTS];
-    for (int i = 0; i < DECODE_COUNTS; i++) {
-        decodes[i] = (BatchedDecode){caches, 1 << i};
-        trials[i] = (Trial){batched_decode_run, &decodes[i]};
-    }
     const int reps = b->opt.reps;
-    double *seconds = malloc(sizeof(double) * DECODE_COUNTS * reps);
+    double *seconds = malloc(sizeof(double) * DECODE_COUNTS * reps);  // [DECODE_COUNTS, reps]
+    BatchedDecode decodes[DECODE_COUNTS] = {{caches, 1}, {caches, 2}, {caches, 4}, {caches, 8}};
+    const Trial trials[DECODE_COUNTS] = {{batched_decode_run, &decodes[0]}, {batched_decode_run, &decodes[1]},
+                                         {batched_decode_run, &decodes[2]}, {batched_decode_run, &decodes[3]}};
     measure_rounds(b, "sequences at once", trials, DECODE_COUNTS, reps, 0, seconds);
     out(b, "## Sequences decoding at once in one batch\n\nThe target alone, greedy, each of N sequences one token a "
         "step after %d cached positions, %d steps a sample; %d rounds, medians [min–max]; × one sequence: within "
