@@ -20,6 +20,29 @@ static int by_bytes(const void *a, const void *b, void *vocab) {
 
 // ---- the vocabulary's tries --------------------------------------------------------------------------------------
 
+// t->past, right to left. `after` holds the tokens j > i that no token between i and j shares fewer bytes with its
+// predecessor than (the candidates for "the first j > i with shared[j] <= d"), nearest on top, their `shared`
+// falling from top to bottom; token i's depths d, from its last byte down to `shared[i]`, find their answer ever
+// lower in it. false: out of memory.
+static bool trie_past_init(TokenTrie *t) {
+    int *after = malloc(((size_t)t->n + 1) * sizeof *after), top = 0;
+    if (!after) return false;
+    after[0] = t->n;  // the bottom: past the last token, below every depth
+    for (int i = t->n - 1; i >= 0; i--) {
+        if (i + 1 < t->n) {
+            while (top > 0 && t->shared[after[top]] >= t->shared[i + 1]) top--;
+            after[++top] = i + 1;
+        }
+        const int first = (int)t->rest[i], n = t->shared[i] + (int)(t->rest[i + 1] - t->rest[i]);
+        for (int d = n - 1, k = top; d >= t->shared[i]; d--) {
+            while (k > 0 && t->shared[after[k]] > d) k--;
+            t->past[first + d - t->shared[i]] = after[k];
+        }
+    }
+    free(after);
+    return true;
+}
+
 // The tokens of sorted[0..n) (sorted by their bytes) longer than `longer_than` bytes, in that order, as a trie.
 // false: out of memory.
 static bool trie_init(TokenTrie *t, const Vocabulary *v, const int *sorted, int n, int longer_than) {
@@ -41,14 +64,15 @@ static bool trie_init(TokenTrie *t, const Vocabulary *v, const int *sorted, int 
     }
     t->rest = malloc(((size_t)t->n + 1) * sizeof *t->rest);
     t->rest_bytes = malloc(n_rest + 1);
-    if (!t->rest || !t->rest_bytes || n_rest > UINT32_MAX) return false;
+    t->past = malloc((n_rest + 1) * sizeof *t->past);
+    if (!t->rest || !t->rest_bytes || !t->past || n_rest > UINT32_MAX) return false;
     t->rest[0] = 0;
     for (int i = 0; i < t->n; i++) {
         const int tok = t->order[i], len = token_len(v, tok) - t->shared[i];
         memcpy(t->rest_bytes + t->rest[i], v->bytes + v->offset[tok] + t->shared[i], (size_t)len);
         t->rest[i + 1] = t->rest[i] + (uint32_t)len;
     }
-    return true;
+    return trie_past_init(t);
 }
 
 static void trie_free(TokenTrie *t) {
@@ -56,6 +80,7 @@ static void trie_free(TokenTrie *t) {
     free(t->shared);
     free(t->rest);
     free(t->rest_bytes);
+    free(t->past);
     *t = (TokenTrie){0};
 }
 
@@ -215,24 +240,24 @@ static int step(GrammarMasker *m, int from, unsigned char b) {
 
 // Adds to bits the tokens of trie t that state s allows: tokens in byte order, each read on from the bytes it shares
 // with the token before (whose states are kept at depth[0..shared]); a refused byte at depth d refuses every following
-// token that shares those d + 1 bytes, without reading them. The token read next never shares more than was read of
-// the one before (a token sharing more than a refused prefix was skipped), so its bytes before `shared` need no
-// reading. −1: no room for the states met (walk_with_room starts afresh).
+// token that shares those d + 1 bytes, passed over at once (`past`). The token read next never shares more than was
+// read of the one before (a token sharing more than a refused prefix was passed over), so its bytes before `shared`
+// need no reading. −1: no room for the states met (walk_with_room starts afresh).
 static int walk(GrammarMasker *m, const TokenTrie *t, const GrammarState *s, uint64_t *bits) {
     int depth[MASK_TOKEN_MAX + 1];  // the state after each prefix of the token being read
     if ((depth[0] = state_id(m, s)) < 0) return -1;
-    for (int i = 0; i < t->n; i++) {
+    for (int i = 0; i < t->n;) {
         const unsigned char *rest = t->rest_bytes + t->rest[i];
         const int shared = t->shared[i], n = shared + (int)(t->rest[i + 1] - t->rest[i]);
         int d = shared, next = 0;
         while (d < n && (next = step(m, depth[d], rest[d - shared])) >= 0) depth[++d] = next;
         if (next == -3) return -1;
         if (d == n) {
-            const int token = t->order[i];
+            const int token = t->order[i++];
             bits[token >> 6] |= 1ull << (token & 63);
-            continue;
+        } else {
+            i = t->past[t->rest[i] + d - shared];  // past every token that shares the refused prefix
         }
-        while (i + 1 < t->n && t->shared[i + 1] > d) i++;  // they share the refused prefix
     }
     return 0;
 }

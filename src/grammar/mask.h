@@ -45,12 +45,16 @@ typedef struct {
 
 // Tokens as a byte trie laid out for one pass in order: sorted by their bytes, each as the bytes it shares with the
 // one before and the rest, the rests stored one after another in that order (the walk reads them in sequence, not
-// scattered by token id).
+// scattered by token id). A prefix's subtree is a run of consecutive tokens; `past` gives where the run of each
+// prefix ends, so that a refused prefix is passed over in one step, not token by token.
 typedef struct {
     int *order;                 // [n]: the tokens, by their bytes
     uint16_t *shared;           // [n]: bytes order[i] shares with order[i − 1] (0 for i = 0)
     uint32_t *rest;             // [n + 1]: order[i]'s other bytes are rest_bytes[rest[i] .. rest[i + 1])
     unsigned char *rest_bytes;
+    // [rest[n]]: for order[i]'s byte at depth d (rest_bytes[rest[i] + d − shared[i]]), the first j > i with
+    // shared[j] <= d — the first token that does not begin with order[i]'s first d + 1 bytes (n: none).
+    int *past;
     int n;
 } TokenTrie;
 
