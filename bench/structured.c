@@ -5,7 +5,8 @@
 //      never seen; the masker's transitions and its clamped states' masks, mask.h, are kept) and looked up (the
 //      cache as generation leaves it: the states recur).
 //   2. Greedy decoding on the pair, target-only and speculative (the draft model), free and under the schema, with
-//      and without grammar-forced drafts: tokens/s of each, and the speed-ups, round by round.
+//      and without grammar-forced drafts: tokens/s of each, and the speed-ups, round by round. On a random model of
+//      Llama 3's vocabulary (-m random:llama-3.2-1b, the Llama-shaped yardstick), target-only with Llama 3's tokenizer.
 #include <stdlib.h>
 #include <string.h>
 
@@ -120,7 +121,10 @@ static double decoding_run(void *ctx, int rep) {
     return st.decode_seconds / (st.generated > 0 ? st.generated : 1);
 }
 
-static json_t *decoding_speeds(Bench *b, Pair *pair, const Grammar *g) {
+// Greedy tokens/s free and under g on the same prompt and the same number of tokens (those of g's document, which
+// ends within `tokens`; the free runs cut there): target-only, and where the pair has a draft, with the draft model; with and without forced drafts. tok
+// spells the target's vocabulary (the pair's, or Llama 3's for a random model of its shape).
+static json_t *decoding_speeds(Bench *b, Pair *pair, const Tokenizer *tok, const Grammar *g) {
     enum { FREE_PLAIN, FREE_SPEC, SCHEMA_PLAIN, SCHEMA_SPEC, FORCED_PLAIN, FORCED_SPEC, N_RUNS };
     static const char *const names[N_RUNS] = {"free, target-only", "free, draft model", "schema, target-only",
                                               "schema, draft model", "schema, target-only, forced drafts",
@@ -129,29 +133,37 @@ static json_t *decoding_speeds(Bench *b, Pair *pair, const Grammar *g) {
     int *prompt, n_prompt;
     Err err;
     TokenBytes tb;
-    if (tokenizer_encode(&pair->tok, prompt_text, sizeof prompt_text - 1, false, &prompt, &n_prompt, &err) ||
-        token_bytes_init(&tb, &pair->tok, pair->target.n_vocab, pair->target.cfg.eos_ids, pair->target.cfg.n_eos,
-                         g, &err))
+    if (tokenizer_encode(tok, prompt_text, sizeof prompt_text - 1, false, &prompt, &n_prompt, &err) ||
+        token_bytes_init(&tb, tok, pair->target.n_vocab, pair->target.cfg.eos_ids, pair->target.cfg.n_eos, g, &err))
         die("structured: %s", err.msg);
-    const int reps = b->opt.quick ? 2 : 5, tokens = 64;
+    const int reps = b->opt.quick ? 2 : 5, tokens = 64, step = pair->has_draft ? 1 : 2;  // step 2: target-only only
+    int n = 0, index[N_RUNS];  // index[run]: its place among the trials measured, −1 when not measured
     Decoding runs[N_RUNS];
     Trial trials[N_RUNS];
     for (int i = 0; i < N_RUNS; i++) {
-        runs[i] = (Decoding){.pair = pair, .g = i >= SCHEMA_PLAIN ? g : NULL, .tb = &tb, .speculative = i % 2 == 1,
+        index[i] = i % step == 0 ? n : -1;
+        if (index[i] < 0) continue;
+        runs[n] = (Decoding){.pair = pair, .g = i >= SCHEMA_PLAIN ? g : NULL, .tb = &tb, .speculative = i % 2 == 1,
                              .forced = i >= FORCED_PLAIN, .prompt = prompt, .n_prompt = n_prompt, .tokens = tokens};
-        trials[i] = (Trial){decoding_run, &runs[i]};
+        trials[n] = (Trial){decoding_run, &runs[n]};
+        n++;
     }
+    // Every run makes as many tokens as the schema's document has: free text cut at the same length.
+    decoding_run(&runs[index[SCHEMA_PLAIN]], 0);
+    for (int i = 0; i < n; i++) runs[i].tokens = runs[index[SCHEMA_PLAIN]].generated;
     double seconds[N_RUNS * 5];
-    measure_rounds(b, "decoding", trials, N_RUNS, reps, 0, seconds);
-    out(b, "\n| greedy, %d tokens at most | tokens/s | tokens generated |\n|---|---:|---:|\n", tokens);
+    measure_rounds(b, "decoding", trials, n, reps, 0, seconds);
+    out(b, "\n| greedy, as many tokens as the document (of %d at most) | tokens/s | tokens generated |\n"
+           "|---|---:|---:|\n", tokens);
     json_t *j = json_object();
     char buf[64];
     for (int i = 0; i < N_RUNS; i++) {
-        const Summary s = summary_inverse(summarize(seconds + i * reps, reps), 1);
-        out(b, "| %s | %s | %d |\n", names[i], fmt_range(buf, sizeof buf, s, 1, 0), runs[i].generated);
+        if (index[i] < 0) continue;
+        const Summary s = summary_inverse(summarize(seconds + index[i] * reps, reps), 1);
+        out(b, "| %s | %s | %d |\n", names[i], fmt_range(buf, sizeof buf, s, 1, 0), runs[index[i]].generated);
         json_object_set_new(j, names[i], summary_json(s));
     }
-    // Speed-ups: target-only's seconds per token over the other's, round by round.
+    // Speed-ups: the first's seconds per token over the second's, round by round.
     const struct {
         const char *name;
         int num, den;
@@ -162,7 +174,9 @@ static json_t *decoding_speeds(Bench *b, Pair *pair, const Grammar *g) {
     out(b, "\n| the second's speed over the first's (seconds per token, round by round) | median [range] |\n"
            "|---|---:|\n");
     for (size_t i = 0; i < sizeof ratios / sizeof *ratios; i++) {
-        const Summary r = summarize_ratio(seconds + ratios[i].num * reps, seconds + ratios[i].den * reps, reps);
+        const int num = index[ratios[i].num], den = index[ratios[i].den];
+        if (num < 0 || den < 0) continue;
+        const Summary r = summarize_ratio(seconds + num * reps, seconds + den * reps, reps);
         out(b, "| %s → %s | %s |\n", names[ratios[i].num], names[ratios[i].den], fmt_range(buf, sizeof buf, r, 1, 2));
         json_object_set_new(j, ratios[i].name, summary_json(r));
     }
@@ -184,14 +198,20 @@ void suite_structured(Bench *b, Pair *pair) {
            "|---|---:|---:|---:|---:|---:|---:|\n");
     if (pair->has_tok) json_array_append_new(masks, mask_times(b, g, &pair->tok, "the pair's", rounds));
     Tokenizer llama3;
-    if (tokenizer_load_json(&llama3, LLAMA3_TOKENIZER, &err) == 0) {
-        json_array_append_new(masks, mask_times(b, g, &llama3, "Llama 3", rounds));
-        tokenizer_free(&llama3);
-    } else {
-        out(b, "| Llama 3 | — | — | skipped: %s | | | |\n", LLAMA3_TOKENIZER);
-    }
+    const bool has_llama3 = tokenizer_load_json(&llama3, LLAMA3_TOKENIZER, &err) == 0;
+    if (has_llama3) json_array_append_new(masks, mask_times(b, g, &llama3, "Llama 3", rounds));
+    else out(b, "| Llama 3 | — | — | skipped: %s | | | |\n", LLAMA3_TOKENIZER);
     json_object_set_new(j, "masks", masks);
-    if (pair->has_tok && pair->has_draft) json_object_set_new(j, "decoding", decoding_speeds(b, pair, g));
+    // Decoding: on the pair with its tokenizer; on a random model of Llama 3's vocabulary (-m random:llama-3.2-1b)
+    // with Llama 3's, whose text the schema's masks then read (its logits are random, so free text is no JSON, but
+    // the masked run writes a document of the schema and both pay the whole vocabulary's head).
+    if (pair->has_tok) {
+        json_object_set_new(j, "decoding", decoding_speeds(b, pair, &pair->tok, g));
+    } else if (has_llama3 && pair->random && pair->target.n_vocab == tokenizer_vocab_size(&llama3)) {
+        out(b, "\nDecoding with Llama 3's tokenizer (V = %d) on the random model\n", pair->target.n_vocab);
+        json_object_set_new(j, "decoding", decoding_speeds(b, pair, &llama3, g));
+    }
+    if (has_llama3) tokenizer_free(&llama3);
     grammar_free(g);
     suite_end(b, j);
 }
