@@ -12,6 +12,12 @@
 #   QUANT        specdec's --quant: q4, q8, bf16, or none (the weights as stored)
 #   THREADS      thread counts, comma-separated (default 1,2); ROUNDS: how many rounds (default 3)
 #   REPS=N       (environment) repetitions of each test within one program's turn (default 3)
+#   SPECDEC_ISA  (environment) specdec's kernel variant, passed through to run-bench: scalar, avx2, avxvnni or avx512
+#                (default: the best this CPU runs). On an AVX-512 machine, SPECDEC_ISA=avx2 against a llama.cpp built
+#                for AVX2 only (cmake -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON, every AVX-512,
+#                AVX-VNNI and AMX option OFF) has both sides run one instruction set. The table's title names both:
+#                specdec's variant as run-bench reports it, llama.cpp's as LLAMA_BUILD/CMakeCache.txt records its
+#                GGML_ options; a line starting "warning:" follows where the two differ
 #   LLAMA_ARGS   (environment) more llama-bench options, split at spaces (e.g. "--prio 2"; "-mmp 0" reads the
 #                weights into memory, as specdec does, instead of mapping the file: on a machine whose kernel reclaims
 #                mapped file pages as it runs — a kdamond thread — mapped weights were read again from disk, and
@@ -24,8 +30,9 @@
 #           forward (logits of all eight positions, as a verification forward needs): a generous proxy for llama.cpp.
 #           The suite prints that forward's cost over T = 1's; its tokens/s here is 8 × (T = 1 tokens/s) / (t(8) /
 #           t(1)), from the two medians of the turn's repetitions.
-# Each round runs llama-bench and run-bench one after the other, in an order that alternates between rounds, so a
-# machine whose speed drifts slows both alike; the ratios are taken within a round, then their median [min–max]
+# Each round runs run-bench and llama-bench one after the other, in an order that alternates between rounds (run-bench
+# first in round 1, so that a mistake in its arguments stops the run at once), so a machine whose speed drifts slows
+# both alike; the ratios are taken within a round, then their median [min–max]
 # over the rounds is printed, with the load average (/proc/loadavg, 1 minute) read before each turn. Never run by
 # the tests; needs only llama-bench's binary, not llama.cpp's sources.
 set -u
@@ -70,6 +77,14 @@ QUANT_ARGS=()
 
 loadavg() { cut -d' ' -f1 /proc/loadavg; }
 
+llama_isa() {  # the instruction sets llama.cpp was built for, from its GGML_ options in LLAMA_BUILD/CMakeCache.txt
+    local cache=$BUILD/CMakeCache.txt
+    if [ ! -f "$cache" ]; then echo "unknown"
+    elif grep -q '^GGML_NATIVE:BOOL=ON$' "$cache"; then echo "native"
+    else sed -n 's/^GGML_\(AVX[A-Z0-9_]*\|AMX_[A-Z0-9]*\|FMA\|F16C\):BOOL=ON$/\1/p' "$cache" | sort | paste -sd' '
+    fi
+}
+
 run_llama() {  # round $1: llama-bench's pp8 and tg64 at every thread count, as JSON
     echo "round $1: llama-bench (load average $(loadavg))" >&2
     loadavg >"$WORK/llama-$1.load"
@@ -87,14 +102,14 @@ run_specdec() {  # round $1: run-bench's threads suite at every thread count, as
 }
 
 for ((r = 1; r <= ROUNDS; r++)); do
-    if ((r % 2)); then run_llama "$r" && run_specdec "$r"; else run_specdec "$r" && run_llama "$r"; fi
+    if ((r % 2)); then run_specdec "$r" && run_llama "$r"; else run_llama "$r" && run_specdec "$r"; fi
 done
 
 # The table: per thread count and test, each program's tokens/s and the ratio within rounds, median [min–max].
-python3 - "$WORK" "$ROUNDS" "$GGUF" "$CKPT" "$QUANT" <<'EOF'
+python3 - "$WORK" "$ROUNDS" "$GGUF" "$CKPT" "$QUANT" "$(llama_isa)" <<'EOF'
 import json, statistics, sys
 
-work, rounds, gguf, ckpt, quant = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
+work, rounds, gguf, ckpt, quant, llama_isa = sys.argv[1], int(sys.argv[2]), *sys.argv[3:7]
 
 
 def rng(v, digits):
@@ -116,19 +131,37 @@ def read_round(r, llama, specdec, loads):
     return runs[0], mine
 
 
+def llama_variant(isa, available):
+    """The specdec variant whose instructions llama.cpp's build options name: the CPU's best for a native build."""
+    if isa == "unknown":
+        return None
+    if isa == "native":
+        return available[-1]
+    options = isa.split()
+    if any(o.startswith(("AVX512", "AMX")) for o in options):
+        return "avx512"
+    return "avxvnni" if "AVX_VNNI" in options else "avx2" if "AVX2" in options else "scalar"
+
+
 llama, specdec, loads = {}, {}, []
 try:
     for r in range(1, rounds + 1):
         info, mine = read_round(r, llama, specdec, loads)
-    title = (f"{info['cpu_info']}; llama.cpp {info['build_commit']} ({info['backends']}), {gguf} "
-             f"({info['model_type']}, {info['model_size'] / 1e6:.1f} MB); specdec {mine['machine']['commit']} "
-             f"({mine['machine']['isa']} kernels), {ckpt} --quant {quant} "
+    isa, like = mine["machine"]["isa"], llama_variant(llama_isa, mine["machine"]["isa_available"])
+    llama_isa = {"native": "-march=native (GGML_NATIVE=ON)", "unknown": "? (no CMakeCache.txt)", "": "no AVX"}.get(
+        llama_isa, llama_isa)
+    title = (f"{info['cpu_info']}; llama.cpp {info['build_commit']} ({info['backends']}, built for {llama_isa}), "
+             f"{gguf} ({info['model_type']}, {info['model_size'] / 1e6:.1f} MB); specdec {mine['machine']['commit']} "
+             f"({isa} kernels), {ckpt} --quant {quant} "
              f"({mine['pair']['target']['weight_bytes'] / 1e6:.1f} MB of weights)")
 except (OSError, ValueError, KeyError, TypeError, IndexError) as e:
     print(f"vs_llamacpp.sh: the results of llama-bench or run-bench lack what is expected: {e!r}", file=sys.stderr)
     sys.exit(2)
 print(f"# specdec against llama.cpp\n\n{title}; rounds: {rounds}, alternating; load average (1 minute) "
       f"{min(loads):.2f}–{max(loads):.2f}\n")
+if like is not None and like != isa:
+    print(f"warning: specdec ran its {isa} kernels, llama.cpp was built for {llama_isa} ({like}'s instructions): the "
+          f"two sides do not run the same instruction set (SPECDEC_ISA={like} would match)\n")
 print("| threads | test | llama.cpp tokens/s | specdec tokens/s | specdec / llama.cpp |\n|---:|---|---:|---:|---:|")
 for key in sorted(set(specdec) & set(llama), key=lambda k: (k[0], k[1] != "decode")):
     ratios = [s / l for s, l in zip(specdec[key], llama[key])]
