@@ -22,6 +22,14 @@
 // fast on one and two Zen 4 cores and q8's 0.99–1.11 ×, and q4 decode in the model 1.13 × on one
 // (tools/matmul_ab; docs/performance-history.md, "Prefetching in the walk's order").
 //
+// A panel's scales (and a K-panel's d and dmin), after its quants, are a second stream that the hardware did not
+// keep ahead of: in a Q4_K_M decode on one core, about half of the Q4_K matmul's time samples sat at its loads of
+// the scales (perf annotate). So at block b, a panel's first pass also asks for line b of the scales of the panel
+// the walk reads next in its place, into L2: a panel's scales are fewer lines than it has blocks, so each pass
+// finds its own asked for by the pass before (all but a walk's first). In that decode the Q4_K matmul's time fell
+// 10–13 %, Q6_K's 15–17 %, and in a Q4_0 decode Q4_0's 6–7 % (perf record's samples per function, on a machine
+// shared with other builds: docs/performance-history.md, "Prefetching the scales").
+//
 // Decoding (T = 1) takes whole panels DECODE_PANELS = 2 at a time. With one activation row, a block's 8 vpdpbusd
 // are one chain, each waiting for the last; a second panel gives the core a second chain to run beside it, and the
 // activation broadcasts serve both. On one Zen 4 core, q4's decode product ran 1.16 × faster, in the L2 and from
@@ -133,7 +141,7 @@ static inline __attribute__((always_inline)) VNNI void panels_against_rows(
         k[p].d = k[p].dmin = _mm512_setzero_ps();
         for (int t = 0; t < n; t++) acc[p][t] = _mm512_setzero_ps();
     }
-    const size_t quant_bytes = (size_t)nb * block_bytes;
+    const size_t quant_bytes = (size_t)nb * block_bytes, scale_lines = (panel_bytes - quant_bytes) / 64;
     PrefetchStream ahead = prefetch_stream(panel, nb, block_bytes, (size_t)n_panels * panel_bytes);
     for (int b = 0; b < nb; b++) {
         const size_t at = (size_t)b * block_bytes;
@@ -144,6 +152,9 @@ static inline __attribute__((always_inline)) VNNI void panels_against_rows(
                 _mm_prefetch(ahead.near + p * panel_bytes + at + 64 * line, _MM_HINT_T0);
                 _mm_prefetch(ahead.far + p * panel_bytes + at + 64 * line, _MM_HINT_T1);
             }
+            if (prefetch && (size_t)b < scale_lines)  // line b of the scales of the next pass's panel p
+                _mm_prefetch((const char *)panel + (n_panels + p) * panel_bytes + quant_bytes + 64 * (size_t)b,
+                             _MM_HINT_T1);
             __m512i w[GROUPS];
             unpack(w, q);
             if (k_quant(type)) {

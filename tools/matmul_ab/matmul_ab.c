@@ -1,12 +1,14 @@
-// matmul_ab.c — the q4 and q8 matmuls of one x86 variant (avx512, avx2 or avxvnni) at T activation rows (1: one
-// decode step's products; 8: a verification's) against an earlier commit's (run.sh builds those, renamed base_*),
+// matmul_ab.c — the q4 and q8 matmuls of one x86 variant (avx512, avx2 or avxvnni), or GGUF's Q4_K and Q6_K ones
+// (the K-panels of kernels.h, their weights random GGUF blocks packed as the loader packs them), at T activation
+// rows (1: one decode step's products; 8: a verification's) against an earlier commit's (run.sh builds those,
+// renamed base_*),
 // in one process: for each format, workload and thread count, A and B alternate ROUNDS times; each round times REPS passes over the workload with each, and the ratio base time / new
 // time is taken within the round. Prints the medians [min–max] and checks that both give the same bits.
-//   in the L2:    [1024, 1024], 0.6 MB in q8, 0.3 MB in q4: the kernel's own speed
-//   from memory:  [32768, 4096], 136 MB in q8, 72 MB in q4 (over twice a 32 MiB L3)
+//   in the L2:    [1024, 1024], 0.6 MB in q8, 0.3 MB in q4 (and Q4_K), 0.4 MB in Q6_K: the kernel's own speed
+//   from memory:  [32768, 4096], 136 MB in q8, 72 MB in q4, 76 MB in Q4_K, 106 MB in Q6_K (over twice a 32 MiB L3)
 //   16 layers:    a Llama-3.2-1B layer's matrices ([3072, 2048] QKV, [2048, 2048] O, [16384, 2048] gate and up,
 //                 [2048, 8192] down) 16 times over, one after the other as a decode step reads them: 1.0 GB in q8,
-//                 0.55 GB in q4
+//                 0.55 GB in q4, 0.58 GB in Q4_K, 0.8 GB in Q6_K
 // As in the model, each matrix is one job on the pool, each thread its share of the matrix's panels.
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,7 +19,16 @@
 #include "base/threads.h"
 #include "kernels.h"
 
-MatmulQ8Fn base_q4_matmul, base_q8_matmul;  // the earlier commit's, of the variant run.sh was given
+// The earlier commit's, of the variant run.sh was given (only those of the formats asked for are linked in).
+extern MatmulQ8Fn base_q4_matmul __attribute__((weak)), base_q8_matmul __attribute__((weak)),
+    base_q4_k_matmul __attribute__((weak)), base_q6_k_matmul __attribute__((weak));
+
+// The formats measured: their names on the command line and in the table, and their weight types.
+static const struct {
+    const char *name;
+    WeightType type;
+} FORMATS[] = {{"q4", WEIGHT_Q4}, {"q8", WEIGHT_Q8}, {"q4_k", WEIGHT_Q4_K}, {"q6_k", WEIGHT_Q6_K}};
+enum { N_FORMATS = sizeof FORMATS / sizeof FORMATS[0] };
 
 enum { ROUNDS = 15, MAX_MATRICES = 64, MAX_IN = 8192, MAX_T = 16 };
 
@@ -40,7 +51,7 @@ static double median(double *v, int n) {
 
 typedef struct {
     int n_out, n_in;
-    uint8_t *w;    // [n_out, n_in] in q4 or q8
+    uint8_t *w;    // [n_out, n_in] in the format measured
     float *out;    // [n_out]
     size_t bytes;  // of w
 } Matrix;
@@ -86,16 +97,37 @@ static uint8_t *weights_alloc(size_t bytes) {
     return p;
 }
 
-// Adds a random [n_out, n_in] matrix in format q4 or q8 to the workload.
-static void add_matrix(Workload *wl, bool q4, int n_out, int n_in) {
+// Row r of a K-panel from a random GGUF row of n_in / 256 blocks of `type` (Q4_K or Q6_K): random quants and
+// integer scales, and F16 d (and dmin) in [2⁻¹⁰, 2⁻⁶), so that every weight is finite.
+static void k_random_row(uint8_t *panel, WeightType type, int r, int n_in) {
+    const int block_bytes = type == WEIGHT_Q4_K ? 144 : 210, d_at = type == WEIGHT_Q4_K ? 0 : 208;
+    uint8_t *blocks = malloc((size_t)n_in / K_SUPER * block_bytes);
+    for (int s = 0; s < n_in / K_SUPER; s++) {
+        uint8_t *b = blocks + (size_t)s * block_bytes;
+        for (int i = 0; i < block_bytes; i++) b[i] = (uint8_t)rand();
+        for (int h = 0; h < (type == WEIGHT_Q4_K ? 2 : 1); h++) {  // d, then Q4_K's dmin: exponents 5..8
+            b[d_at + 2 * h + 1] = (uint8_t)(0x14 + rand() % 16);
+        }
+    }
+    k_pack_row(panel, type, r, blocks, n_in);
+    free(blocks);
+}
+
+// Adds a random [n_out, n_in] matrix of `type` (FORMATS) to the workload.
+static void add_matrix(Workload *wl, WeightType type, int n_out, int n_in) {
     Matrix *m = &wl->m[wl->n++];
-    const size_t bytes = q4 ? q4_matrix_bytes(n_out, n_in) : q8_matrix_bytes(n_out, n_in);
+    const size_t bytes = quantized_matrix_bytes(type, n_out, n_in), panel_bytes = quantized_panel_bytes(type, n_in);
     *m = (Matrix){n_out, n_in, weights_alloc(bytes), malloc(sizeof(float) * MAX_T * (size_t)n_out), bytes};
     float *rows = malloc(sizeof(float) * Q8_PANEL * (size_t)n_in);
     for (int p = 0; p < n_out / Q8_PANEL; p++) {
+        uint8_t *panel = m->w + (size_t)p * panel_bytes;
+        if (k_quant(type)) {
+            for (int r = 0; r < Q8_PANEL; r++) k_random_row(panel, type, r, n_in);
+            continue;
+        }
         for (int i = 0; i < Q8_PANEL * n_in; i++) rows[i] = (float)rand() / (float)RAND_MAX - 0.5f;
-        if (q4) q4_quantize_panel(m->w + (size_t)p * q4_panel_bytes(n_in), rows, Q8_PANEL, n_in, n_in);
-        else q8_quantize_panel(m->w + (size_t)p * q8_panel_bytes(n_in), rows, Q8_PANEL, n_in, n_in);
+        if (type == WEIGHT_Q4) q4_quantize_panel(panel, rows, Q8_PANEL, n_in, n_in);
+        else q8_quantize_panel(panel, rows, Q8_PANEL, n_in, n_in);
     }
     free(rows);
     wl->bytes += bytes;
@@ -114,8 +146,8 @@ static float *outputs(const Workload *wl, int T, size_t *n) {
     return all;
 }
 
-static void measure(const Workload *wl, bool q4, MatmulQ8Fn *new, const Q8Block *x, int T) {
-    MatmulQ8Fn *base = q4 ? base_q4_matmul : base_q8_matmul;
+static void measure(const Workload *wl, const char *format, MatmulQ8Fn *base, MatmulQ8Fn *new, const Q8Block *x,
+                    int T) {
     for (int threads = 1; threads <= 2; threads++) {
         Err err = {""};
         ThreadPool *pool = pool_create(threads, &err);
@@ -140,7 +172,7 @@ static void measure(const Workload *wl, bool q4, MatmulQ8Fn *new, const Q8Block 
             exit(1);
         }
         const double mb = median(t_base, ROUNDS), mn = median(t_new, ROUNDS), mr = median(ratio, ROUNDS);
-        printf("| %s | %s | %d | %.1f | %.1f | %.1f | %.2f [%.2f–%.2f] |\n", q4 ? "q4" : "q8", wl->name, threads,
+        printf("| %s | %s | %d | %.1f | %.1f | %.1f | %.2f [%.2f–%.2f] |\n", format, wl->name, threads,
                mb * 1e6, mn * 1e6, (double)wl->bytes / mn / 1e9, mr, ratio[0], ratio[ROUNDS - 1]);
         fflush(stdout);
         free(from_base);
@@ -149,7 +181,7 @@ static void measure(const Workload *wl, bool q4, MatmulQ8Fn *new, const Q8Block 
     }
 }
 
-// The variant's own q4 and q8 matmuls, which this CPU must run.
+// The variant's own matmuls, which this CPU must run.
 static const Kernels *variant(const char *isa) {
     int n;
     const Kernels *const *list = kernels_available(&n);
@@ -158,13 +190,24 @@ static const Kernels *variant(const char *isa) {
     return NULL;
 }
 
+// Whether `format` is in the comma-separated list.
+static bool listed(const char *list, const char *format) {
+    const size_t n = strlen(format);
+    for (const char *at = list; at; at = strchr(at, ',') ? strchr(at, ',') + 1 : NULL)
+        if (strncmp(at, format, n) == 0 && (at[n] == ',' || at[n] == '\0')) return true;
+    return false;
+}
+
 int main(int argc, char **argv) {
-    const char *isa = argc > 2 ? argv[2] : "avx512";
+    const char *isa = argc > 2 ? argv[2] : "avx512", *formats = argc > 4 ? argv[4] : "q4,q8";
     const int T = argc > 3 ? atoi(argv[3]) : 1;
     const Kernels *k = variant(isa);
-    if (T < 1 || T > MAX_T || !k) {
-        fprintf(stderr, "matmul_ab: usage: matmul_ab BASE avx512|avx2|avxvnni T (1..%d), a variant this CPU runs\n",
-                MAX_T);
+    MatmulQ8Fn *const base[N_FORMATS] = {base_q4_matmul, base_q8_matmul, base_q4_k_matmul, base_q6_k_matmul};
+    bool known = k != NULL;
+    for (int f = 0; f < N_FORMATS; f++) known &= !listed(formats, FORMATS[f].name) || base[f];
+    if (T < 1 || T > MAX_T || !known) {
+        fprintf(stderr, "matmul_ab: usage: matmul_ab BASE avx512|avx2|avxvnni T (1..%d) q4,q8,q4_k,q6_k: a variant "
+                "this CPU runs, formats whose base run.sh built\n", MAX_T);
         return 2;
     }
     float *x = malloc(sizeof(float) * MAX_T * MAX_IN);  // activation rows [T, MAX_IN]; a matrix of n_in < MAX_IN
@@ -175,21 +218,22 @@ int main(int argc, char **argv) {
     printf("%s matmuls at T = %d, %s (base) against this build (new); %d rounds alternating, each the mean of "
            "its passes\n\n| format | workload | threads | base µs | new µs | new GB/s | base / new |\n"
            "|---|---|---:|---:|---:|---:|---:|\n", isa, T, argc > 1 ? argv[1] : "base", ROUNDS);
-    for (int f = 0; f < 2; f++) {
-        const bool q4 = f == 0;
+    for (int f = 0; f < N_FORMATS; f++) {
+        if (!listed(formats, FORMATS[f].name)) continue;
+        const WeightType type = FORMATS[f].type;
         Workload wl[3] = {{.name = "[1024, 1024] in the L2", .reps = 2000 / T},
                           {.name = "[32768, 4096] from memory", .reps = 4},
                           {.name = "16 Llama-3.2-1B layers", .reps = 2}};
-        add_matrix(&wl[0], q4, 1024, 1024);
-        add_matrix(&wl[1], q4, 32768, 4096);
+        add_matrix(&wl[0], type, 1024, 1024);
+        add_matrix(&wl[1], type, 32768, 4096);
         for (int layer = 0; layer < 16; layer++) {
-            add_matrix(&wl[2], q4, 3072, 2048);
-            add_matrix(&wl[2], q4, 2048, 2048);
-            add_matrix(&wl[2], q4, 16384, 2048);
-            add_matrix(&wl[2], q4, 2048, 8192);
+            add_matrix(&wl[2], type, 3072, 2048);
+            add_matrix(&wl[2], type, 2048, 2048);
+            add_matrix(&wl[2], type, 16384, 2048);
+            add_matrix(&wl[2], type, 2048, 8192);
         }
         for (int i = 0; i < 3; i++) {
-            measure(&wl[i], q4, q4 ? k->matmul_q4 : k->matmul_q8, xq, T);
+            measure(&wl[i], FORMATS[f].name, base[f], quantized_matmul(k, type), xq, T);
             for (int j = 0; j < wl[i].n; j++) munmap(wl[i].m[j].w, wl[i].m[j].bytes), free(wl[i].m[j].out);
         }
     }
