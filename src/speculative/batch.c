@@ -202,7 +202,11 @@ static void finish_step(Batch *b, int n, double forward_seconds) {
         const size_t out_rows = logit_rows(rows);
         if (q->state == BATCH_PREFILLING) {
             q->prefill_seconds += forward_seconds;
-            if (prefill_left(q) == 0) start_rounds(q);
+            if (prefill_left(q) == 0) {
+                const double t0 = now_seconds();
+                start_rounds(q);  // the drafter's prefill (its draft model's forward over the prompt): the draft's time
+                b->times.draft_seconds += now_seconds() - t0;
+            }
         } else {
             const int generated = q->stats.generated;
             memcpy(scheduler_logits(q->s), b->logits.rows + at * V, sizeof(float) * out_rows * V);
@@ -215,7 +219,7 @@ static void finish_step(Batch *b, int n, double forward_seconds) {
 }
 
 int batch_step(Batch *b, Err *err) {
-    const double begun = now_seconds();
+    const double begun = now_seconds(), drafted_before = b->times.draft_seconds;
     share_loads(b);
     for (int id = 0; id < b->capacity; id++) {  // the rounds begin: γ, and drafts that need no draft forward
         Sequence *q = &b->seqs[id];
@@ -245,7 +249,7 @@ int batch_step(Batch *b, Err *err) {
     b->times.steps++;
     for (int k = 0; k < n; k++) b->times.rows += b->rows[k].T;
     b->times.target_seconds += forward_seconds;
-    b->times.rest_seconds += now_seconds() - begun - (t0 - drafting) - forward_seconds;
+    b->times.rest_seconds += now_seconds() - begun - (b->times.draft_seconds - drafted_before) - forward_seconds;
     return 0;
 }
 

@@ -62,8 +62,9 @@ int batch_active(const Batch *b);
 int batch_draft_forwards(const Batch *b);
 
 // Where the batch's steps so far went (wall-clock seconds): the target's forwards (with the rows they carried), the
-// draft model's forwards (with each drafter's work on their logits: q rows, its next drafts), and the rest — γ
-// planning, drafts that need no forward (a lookup's), the accept steps, commits and rollbacks.
+// draft model's forwards (with each drafter's work on their logits: q rows, its next drafts; and a sequence's
+// drafter prefill once its prompt is in the target's cache), and the rest — γ planning, drafts that need no forward
+// (a lookup's), the accept steps, commits and rollbacks.
 typedef struct {
     int steps;              // target forwards
     long rows;              // the rows they carried, prefill chunks included
