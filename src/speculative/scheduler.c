@@ -173,37 +173,49 @@ static void set_levels(Round *r) {
     }
 }
 
-// Grammar-forced drafting: the chain of tokens the grammar forces after the committed text (each the only one it
-// allows), then, in plain decoding, the tokens of the text it forces further (several bytes other tokenizations
-// could spell too), up to `most` drafts, as deterministic drafts — q one-hot, no draft forward. Under the masked p
-// a forced token has probability 1, so the target keeps it; a token of the forced text is kept with probability
-// p(x) (Algorithm 1 with q one-hot), the target's own choice where it is not. Returns the chain's length (0: the
-// grammar forces nothing).
-static int draft_forced(Scheduler *s, Round *r, int most, Err *err) {
-    if (!s->params->constraint || !s->params->forced_drafts) return 0;
-    int path[GAMMA_MAX];
-    while (r->tree.n < most) {
-        const int token = grammar_constraint_forced(s->params->constraint, path, r->tree.n, err);
+// Grammar-forced drafting: appends to path[0..n) (the committed tokens' continuation drafted so far) the drafts the
+// grammar forces after it, up to `most` in all, as deterministic drafts — q one-hot, no draft forward: the tokens it
+// forces one by one (each the only one it allows), then the tokens of the text it forces further (several bytes
+// other tokenizations could spell too). Under the masked p a forced token has probability 1, so the target keeps it;
+// a token of the forced text is kept with probability p(x) (Algorithm 1 with q one-hot), the target's own choice
+// where it is not. Returns how many were appended.
+static int forced_drafts(Scheduler *s, int *path, int n, int most, Err *err) {
+    int k = n;
+    while (k < most) {
+        const int token = grammar_constraint_forced(s->params->constraint, path, k, err);
         if (token < 0) break;
-        path[r->tree.n++] = token;
+        path[k++] = token;
     }
-    if (!s->drafter)  // (with a drafter, the forced text follows its chain: draft_forced_tail)
-        r->tree.n += grammar_constraint_forced_text(s->params->constraint, path, r->tree.n, path + r->tree.n,
-                                                    most - r->tree.n);
-    for (int i = 0; i < r->tree.n; i++) {
+    return k - n + grammar_constraint_forced_text(s->params->constraint, path, k, path + k, most - k);
+}
+
+// Appends path[from..to) to the round's tree as a chain of one-hot drafts.
+static void append_chain(Round *r, const int *path, int from, int to) {
+    for (int i = from; i < to; i++) {
         r->tree.node[i] = tree_one_hot_child(path[i]);
         r->tree.parent[i] = i - 1;
     }
+    r->tree.n = to;
+}
+
+// A round of forced drafts alone (forced_drafts after the committed text), where no drafter drafts: without one, in a
+// round the policy keeps plain, or for a tree (draft_forced_tail follows chains only). Returns the chain's length
+// (0: the grammar forces nothing).
+static int draft_forced(Scheduler *s, Round *r, int most, Err *err) {
+    if (!s->params->constraint || !s->params->forced_drafts) return 0;
+    int path[GAMMA_MAX];
+    append_chain(r, path, 0, forced_drafts(s, path, 0, most, err));
     r->forced = r->tree.n > 0;
     return r->tree.n;
 }
 
-// With a drafter, the text the grammar forces after its chain — where the chain ends inside such text, or where
-// the grammar cut it, or where the drafter drafted nothing — drafted on as in plain decoding (draft_forced): its
-// longest tokens, q one-hot, no draft forward, appended to the chain up to the round's room, each kept with the
-// masked target's probability (Algorithm 1 with q one-hot). The drafter did not draft them: its rollback keeps its
-// own nodes only, and its next proposal reads what was committed after them as it reads any committed text.
-static void draft_forced_tail(Scheduler *s, Round *r) {
+// Beside a drafter's chain, what the grammar forces after it — where the chain ends before tokens or text the
+// grammar forces, where the grammar cut it, or where the drafter drafted nothing — drafted on (forced_drafts) up to
+// the round's room. The drafter drafts through what the grammar forces inside its chain (its q, masked, is 1
+// there): a round of forced tokens alone would end the round there, where the drafter goes on past them. The
+// drafter did not draft the tail: its rollback keeps its own nodes only, and its next proposal reads what was
+// committed after them as it reads any committed text.
+static void draft_forced_tail(Scheduler *s, Round *r, Err *err) {
     if (!s->params->constraint || !s->params->forced_drafts) return;
     int path[GAMMA_MAX];
     for (int i = 0; i < r->tree.n; i++) {
@@ -212,21 +224,16 @@ static void draft_forced_tail(Scheduler *s, Round *r) {
     }
     const int room = fit_shape(s, (TreeShape){.depth = GAMMA_MAX, .width = 1}, s->n).depth;
     if (r->tree.n >= room) return;
-    r->forced_tail = grammar_constraint_forced_text(s->params->constraint, path, r->tree.n, path + r->tree.n,
-                                                    room - r->tree.n);
-    for (int i = r->tree.n; i < r->tree.n + r->forced_tail; i++) {
-        r->tree.node[i] = tree_one_hot_child(path[i]);
-        r->tree.parent[i] = i - 1;
-    }
-    r->tree.n += r->forced_tail;
+    r->forced_tail = forced_drafts(s, path, r->tree.n, room, err);
+    append_chain(r, path, r->tree.n, r->tree.n + r->forced_tail);
 }
 
 // 1b. The drafts are in: a chain the grammar refuses cut, the text it forces after the chain drafted on, the tree's
 // shape recorded, the drafting timed (r->draft_seconds); then, after a chain of the draft model's, drafting the next
 // round ahead starts.
-static void drafted(Scheduler *s, Round *r) {
+static void drafted(Scheduler *s, Round *r, Err *err) {
     cut_refused_chain(s, &r->tree);
-    draft_forced_tail(s, r);
+    draft_forced_tail(s, r, err);
     set_levels(r);
     r->draft_calls = r->report.calls;
     r->draft_seconds = now_seconds() - s->t_draft;
@@ -240,9 +247,11 @@ static int draft(Scheduler *s, Round *r, DraftForward *forward, Err *err) {
     r->tree.n = 0;
     *forward = (DraftForward){0};
     s->t_draft = now_seconds();
-    // Forced drafts cost no forward: as many as the round may verify, whatever depth the policy chose.
+    // Forced drafts cost no forward: as many as the round may verify, whatever depth the policy chose — a round of
+    // their own where no drafter drafts a chain; beside one, after its chain (draft_forced_tail).
     const int room = fit_shape(s, (TreeShape){.depth = GAMMA_MAX, .width = 1}, s->n).depth;
-    if (draft_forced(s, r, room, err)) {
+    const bool chain = s->drafter && r->request.shape.depth > 0 && r->request.shape.width == 1;
+    if (!chain && draft_forced(s, r, room, err)) {
         set_levels(r);
         r->draft_seconds = now_seconds() - s->t_draft;
         return 0;
@@ -257,14 +266,14 @@ static int draft(Scheduler *s, Round *r, DraftForward *forward, Err *err) {
     else
         rc = d->propose(d, s->context, s->n, &r->request, &r->tree, s->q, &r->report, err);
     if (rc) return -1;
-    if (forward->rows.T == 0) drafted(s, r);
+    if (forward->rows.T == 0) drafted(s, r, err);
     return 0;
 }
 
 // 1, continued: after the draft forward *forward named, the drafter's next (rows.T = 0: the drafts are in).
 static int draft_more(Scheduler *s, Round *r, DraftForward *forward, Err *err) {
     if (s->drafter->resume(s->drafter, forward, err)) return -1;
-    if (forward->rows.T == 0) drafted(s, r);
+    if (forward->rows.T == 0) drafted(s, r, err);
     return 0;
 }
 

@@ -126,6 +126,41 @@ TEST(constrained_forced_drafts_are_free_and_kept) {
     grammar_free(g);
 }
 
+// Beside the draft model, the tokens the grammar forces ride its chain ("true" "," before each digit: its q, masked,
+// is 1 there) instead of making rounds of their own that end at them (each would commit "true" "," and the target's
+// digit alone), and what it forces after the chain is drafted on: no more rounds than without forced drafts (chains
+// of γ 4, every draft kept), the output the same.
+TEST(constrained_forced_tokens_ride_the_draft_models_chain) {
+    const char gbnf[] = "root ::= (\"true\" \",\" [0-9]){3}";
+    Err err;
+    Grammar *g = grammar_parse(gbnf, sizeof gbnf - 1, "forced_chain.gbnf", &err);
+    CHECK(g, "%s", err.msg);
+    if (!g) return;
+    PairVocab pv;
+    pair_vocab(&pv, V_PAIR, true, true);
+    // The draft is the target itself, so that every draft is kept and a round's length shows in the round count.
+    const RandomCheckpoint same = {.n_layer = 3, .n_embd = 32, .n_head = 4, .vocab_size = V_PAIR, .n_positions = 128,
+                                   .scale = 0.3f, .seed = 7};
+    ModelPair pair;
+    model_pair_open(&pair, &same, &same, V_PAIR, 1, QUANT_NONE);
+    const int prompt[] = {1, 2, 3};
+    SpecParams with = {.sampling = {.temperature = 0, .top_p = 1}, .policy = GAMMA_FIXED, .gamma = 4,
+                       .max_tokens = 9, .eos_id = END, .forced_drafts = true};
+    SpecParams without = with;
+    without.forced_drafts = false;
+    int want[9], out[9];
+    SpecStats s_with, s_without;
+    const int n_want = constrained_stats(&pair, DRAFT_MODEL, g, &pv, prompt, 3, without, 1, want, &s_without,
+                                         "draft model");
+    const int n = constrained_stats(&pair, DRAFT_MODEL, g, &pv, prompt, 3, with, 1, out, &s_with,
+                                    "draft model, forced drafts");
+    CHECK(n == 9 && n == n_want && !memcmp(out, want, sizeof(int) * n), "forced drafts changed the output");
+    CHECK(s_with.rounds <= s_without.rounds, "with forced drafts %d rounds, without %d", s_with.rounds,
+          s_without.rounds);
+    model_pair_close(&pair);
+    grammar_free(g);
+}
+
 TEST(constrained_greedy_speculative_equals_target_only) {
     // A small JSON object with fixed keys, short enough that the tiny models close it within max_tokens.
     const char gbnf[] = "root ::= \"{\" ws \"\\\"ab\\\":\" ws [0-9]{1,3} \",\" ws \"\\\"c\\\":\" ws (\"true\" | \"false\") \"}\"\n"
