@@ -93,7 +93,7 @@ typedef struct {
     bool speculative, forced;
     const int *prompt;
     int n_prompt, tokens;
-    int generated;
+    int generated, rounds, drafted, accepted;  // of the last run: tokens, target forwards, drafts made and kept
 } Decoding;
 
 static double decoding_run(void *ctx, int rep) {
@@ -115,6 +115,9 @@ static double decoding_run(void *ctx, int rep) {
     if (speculative_generate(&d->pair->target, drafters.drafter, d->prompt, d->n_prompt, &params, out, &d->generated,
                              &st, &err))
         die("structured: %s", err.msg);
+    d->rounds = st.rounds;
+    d->drafted = st.drafted;
+    d->accepted = st.accepted;
     drafter_close(&drafters);
     if (d->g) grammar_constraint_free(&c);
     free(out);
@@ -153,14 +156,16 @@ static json_t *decoding_speeds(Bench *b, Pair *pair, const Tokenizer *tok, const
     for (int i = 0; i < n; i++) runs[i].tokens = runs[index[SCHEMA_PLAIN]].generated;
     double seconds[N_RUNS * 5];
     measure_rounds(b, "decoding", trials, n, reps, 0, seconds);
-    out(b, "\n| greedy, as many tokens as the document (of %d at most) | tokens/s | tokens generated |\n"
-           "|---|---:|---:|\n", tokens);
+    out(b, "\n| greedy, as many tokens as the document (of %d at most) | tokens/s | tokens generated | target forwards | "
+           "drafts kept / made |\n|---|---:|---:|---:|---:|\n", tokens);
     json_t *j = json_object();
     char buf[64];
     for (int i = 0; i < N_RUNS; i++) {
         if (index[i] < 0) continue;
         const Summary s = summary_inverse(summarize(seconds + index[i] * reps, reps), 1);
-        out(b, "| %s | %s | %d |\n", names[i], fmt_range(buf, sizeof buf, s, 1, 0), runs[index[i]].generated);
+        const Decoding *d = &runs[index[i]];
+        out(b, "| %s | %s | %d | %d | %d / %d |\n", names[i], fmt_range(buf, sizeof buf, s, 1, 0), d->generated,
+            d->rounds, d->accepted, d->drafted);
         json_object_set_new(j, names[i], summary_json(s));
     }
     // Speed-ups: the first's seconds per token over the second's, round by round.
