@@ -18,11 +18,11 @@
 
 #include "kernels.h"
 
-// MAX_ROWS_PER_PASS bounds the rows of one pass; each matmul picks its own (a constant). 8 for q8 with AVX2 and for
-// both formats with AVX-VNNI: each group then unpacked once for twice the rows, and a verification of 8 one pass
-// over each half (q8 with AVX2, T = 8 1.09 ×, T = 16 1.13 × as fast as with 4 a pass; with AVX-VNNI, T = 8 ran in
-// 0.86 × the time: one thread, a Llama-3.2-1B layer, throwaway in-process harness, machine shared with other
-// builds). 4 for q4 with AVX2, whose row takes 7 instructions a line and two unpacked groups: 8 were no faster.
+// MAX_ROWS_PER_PASS bounds the rows of one pass; each matmul picks its own (a constant). 8 for every one: each group
+// then unpacked once for twice the rows, and a verification of 8 one pass over each half (q8 with AVX2, T = 8
+// 1.09 ×, T = 16 1.13 × as fast as with 4 a pass; with AVX-VNNI, T = 8 ran in 0.86 × the time: one thread, a
+// Llama-3.2-1B layer, throwaway in-process harness, machine shared with other builds; q4 with AVX2, since its
+// pairs add up in 16 bits over a block, T = 8 1.02 × as fast as with 4: docs/performance-history.md).
 enum { HALF = 8, MAX_ROWS_PER_PASS = 8 };
 
 // 4 activation bytes in every 32-bit lane.

@@ -3,7 +3,9 @@
 // rows (1: one decode step's products; 8: a verification's) against an earlier commit's (run.sh builds those,
 // renamed base_*),
 // in one process: for each format, workload and thread count, A and B alternate ROUNDS times; each round times REPS passes over the workload with each, and the ratio base time / new
-// time is taken within the round. Prints the medians [min–max] and checks that both give the same bits.
+// time is taken within the round. Prints the medians [min–max], the ratio of the fastest rounds, and checks that
+// both give the same bits. With `l2` the workload in the L2 alone, in L2_ROUNDS short rounds, whose fastest ones
+// say the kernels' own speed on a machine that other work shares.
 //   in the L2:    [1024, 1024], 0.6 MB in q8, 0.3 MB in q4 (and Q4_K), 0.4 MB in Q6_K: the kernel's own speed
 //   from memory:  [32768, 4096], 136 MB in q8, 72 MB in q4, 76 MB in Q4_K, 106 MB in Q6_K (over twice a 32 MiB L3)
 //   16 layers:    a Llama-3.2-1B layer's matrices ([3072, 2048] QKV, [2048, 2048] O, [16384, 2048] gate and up,
@@ -30,7 +32,7 @@ static const struct {
 } FORMATS[] = {{"q4", WEIGHT_Q4}, {"q8", WEIGHT_Q8}, {"q4_k", WEIGHT_Q4_K}, {"q6_k", WEIGHT_Q6_K}};
 enum { N_FORMATS = sizeof FORMATS / sizeof FORMATS[0] };
 
-enum { ROUNDS = 15, MAX_MATRICES = 64, MAX_IN = 8192, MAX_T = 16 };
+enum { ROUNDS = 15, L2_ROUNDS = 301, MAX_MATRICES = 64, MAX_IN = 8192, MAX_T = 16 };
 
 static double now(void) {
     struct timespec t;
@@ -147,7 +149,7 @@ static float *outputs(const Workload *wl, int T, size_t *n) {
 }
 
 static void measure(const Workload *wl, const char *format, MatmulQ8Fn *base, MatmulQ8Fn *new, const Q8Block *x,
-                    int T) {
+                    int T, int rounds) {
     for (int threads = 1; threads <= 2; threads++) {
         Err err = {""};
         ThreadPool *pool = pool_create(threads, &err);
@@ -155,10 +157,10 @@ static void measure(const Workload *wl, const char *format, MatmulQ8Fn *base, Ma
             fprintf(stderr, "matmul_ab: %s\n", err.msg);
             exit(2);
         }
-        double t_base[ROUNDS], t_new[ROUNDS], ratio[ROUNDS];
+        double t_base[L2_ROUNDS], t_new[L2_ROUNDS], ratio[L2_ROUNDS];
         size_t n;
         float *from_base = NULL;
-        for (int r = 0; r < ROUNDS; r++) {
+        for (int r = 0; r < rounds; r++) {
             const bool base_first = r % 2 == 0;
             const double a = seconds_of(pool, base_first ? base : new, wl, x, T);
             if (r == 0) from_base = outputs(wl, T, &n);
@@ -171,9 +173,10 @@ static void measure(const Workload *wl, const char *format, MatmulQ8Fn *base, Ma
             fprintf(stderr, "matmul_ab: base and new differ\n");
             exit(1);
         }
-        const double mb = median(t_base, ROUNDS), mn = median(t_new, ROUNDS), mr = median(ratio, ROUNDS);
-        printf("| %s | %s | %d | %.1f | %.1f | %.1f | %.2f [%.2f–%.2f] |\n", format, wl->name, threads,
-               mb * 1e6, mn * 1e6, (double)wl->bytes / mn / 1e9, mr, ratio[0], ratio[ROUNDS - 1]);
+        const double mb = median(t_base, rounds), mn = median(t_new, rounds), mr = median(ratio, rounds);
+        printf("| %s | %s | %d | %.1f | %.1f | %.1f | %.2f [%.2f–%.2f] | %.2f |\n", format, wl->name, threads,
+               mb * 1e6, mn * 1e6, (double)wl->bytes / mn / 1e9, mr, ratio[0], ratio[rounds - 1],
+               t_base[0] / t_new[0]);
         fflush(stdout);
         free(from_base);
         free(from_new);
@@ -201,13 +204,14 @@ static bool listed(const char *list, const char *format) {
 int main(int argc, char **argv) {
     const char *isa = argc > 2 ? argv[2] : "avx512", *formats = argc > 4 ? argv[4] : "q4,q8";
     const int T = argc > 3 ? atoi(argv[3]) : 1;
+    const bool l2_only = argc > 5 && strcmp(argv[5], "l2") == 0;  // the kernels' own speed only
     const Kernels *k = variant(isa);
     MatmulQ8Fn *const base[N_FORMATS] = {base_q4_matmul, base_q8_matmul, base_q4_k_matmul, base_q6_k_matmul};
     bool known = k != NULL;
     for (int f = 0; f < N_FORMATS; f++) known &= !listed(formats, FORMATS[f].name) || base[f];
-    if (T < 1 || T > MAX_T || !known) {
-        fprintf(stderr, "matmul_ab: usage: matmul_ab BASE avx512|avx2|avxvnni T (1..%d) q4,q8,q4_k,q6_k: a variant "
-                "this CPU runs, formats whose base run.sh built\n", MAX_T);
+    if (T < 1 || T > MAX_T || !known || (argc > 5 && !l2_only)) {
+        fprintf(stderr, "matmul_ab: usage: matmul_ab BASE avx512|avx2|avxvnni T (1..%d) q4,q8,q4_k,q6_k [l2]: a "
+                "variant this CPU runs, formats whose base run.sh built\n", MAX_T);
         return 2;
     }
     float *x = malloc(sizeof(float) * MAX_T * MAX_IN);  // activation rows [T, MAX_IN]; a matrix of n_in < MAX_IN
@@ -216,24 +220,27 @@ int main(int argc, char **argv) {
     Q8Block *xq = aligned_alloc(64, sizeof(Q8Block) * MAX_T * (size_t)q8_blocks(MAX_IN));
     k->quantize_q8(xq, x, T, MAX_IN, MAX_IN);
     printf("%s matmuls at T = %d, %s (base) against this build (new); %d rounds alternating, each the mean of "
-           "its passes\n\n| format | workload | threads | base µs | new µs | new GB/s | base / new |\n"
-           "|---|---|---:|---:|---:|---:|---:|\n", isa, T, argc > 1 ? argv[1] : "base", ROUNDS);
+           "its passes\n\n| format | workload | threads | base µs | new µs | new GB/s | base / new | fastest base / "
+           "fastest new |\n|---|---|---:|---:|---:|---:|---:|---:|\n", isa, T, argc > 1 ? argv[1] : "base",
+           l2_only ? L2_ROUNDS : ROUNDS);
     for (int f = 0; f < N_FORMATS; f++) {
         if (!listed(formats, FORMATS[f].name)) continue;
         const WeightType type = FORMATS[f].type;
-        Workload wl[3] = {{.name = "[1024, 1024] in the L2", .reps = 2000 / T},
+        Workload wl[3] = {{.name = "[1024, 1024] in the L2", .reps = l2_only ? (40 + T - 1) / T : 2000 / T},
                           {.name = "[32768, 4096] from memory", .reps = 4},
                           {.name = "16 Llama-3.2-1B layers", .reps = 2}};
         add_matrix(&wl[0], type, 1024, 1024);
-        add_matrix(&wl[1], type, 32768, 4096);
-        for (int layer = 0; layer < 16; layer++) {
+        if (!l2_only) add_matrix(&wl[1], type, 32768, 4096);
+        for (int layer = 0; layer < (l2_only ? 0 : 16); layer++) {
             add_matrix(&wl[2], type, 3072, 2048);
             add_matrix(&wl[2], type, 2048, 2048);
             add_matrix(&wl[2], type, 16384, 2048);
             add_matrix(&wl[2], type, 2048, 8192);
         }
         for (int i = 0; i < 3; i++) {
-            measure(&wl[i], FORMATS[f].name, base[f], quantized_matmul(k, type), xq, T);
+            if (wl[i].n)
+                measure(&wl[i], FORMATS[f].name, base[f], quantized_matmul(k, type), xq, T,
+                        l2_only ? L2_ROUNDS : ROUNDS);
             for (int j = 0; j < wl[i].n; j++) munmap(wl[i].m[j].w, wl[i].m[j].bytes), free(wl[i].m[j].out);
         }
     }
