@@ -1,7 +1,10 @@
 // qk_avx2.c — GGUF's K-quants multiplied as stored (kernels.h, "GGUF's K-quants, as stored") with AVX2: a K-panel's
 // 16 rows as two halves of 8, one 32-bit lane per weight row, as q8's walk (panel_walk_avx2.h) has them. A block's
 // 8 groups of 8 rows × 4 inputs are loaded (Q4_K's and Q6_K's unpacked: Q6_K's low 4 bits as Q4_K's nibbles, its
-// top 2 bits shifted in from their lines) once for all the pass's activation rows. vpmaddubsw multiplies the
+// top 2 bits shifted in from their lines) once for all the pass's activation rows. The quants are prefetched as q8's
+// walk prefetches them, and a panel's first pass asks for the scales of the next panel as AVX-512's walk does
+// (panel_walk_avx512.h): in a Q4_K_M decode on one core, the Q4_K matmul's time fell 22–26 %, Q6_K's 13–19 % (perf
+// record's samples, machine shared: docs/performance-history.md, "Prefetching the scales"). vpmaddubsw multiplies the
 // unsigned quants (Q4_K's q ∈ [0, 15], Q5_K's [0, 31], Q6_K's [0, 63]) by the signed activation bytes into pairs of
 // 16 bits, two groups' pairs are added, and vpmaddwd by ones adds those into 32 bits; a Q6_K half's sum starts at
 // −32 · Σ q_x over that half (its weights are q − 32). The integer sums are exact and the float steps are the
@@ -35,11 +38,16 @@ static inline __attribute__((always_inline)) void k_half_against_rows(float *out
     __m256 acc[ROWS_PER_PASS], d = _mm256_setzero_ps(), dmin = _mm256_setzero_ps();
     for (int t = 0; t < n; t++) acc[t] = _mm256_setzero_ps();
     PrefetchStream ahead = prefetch_stream(panel, nb, k_block_bytes(type), k_panel_bytes(type, n_in));
+    const size_t quant_bytes = (size_t)nb * k_block_bytes(type),
+                 scale_lines = (k_panel_bytes(type, n_in) - quant_bytes) / 64;
     for (int b = 0; b < nb; b++) {
         if (prefetch) {
             prefetch_stream_at(&ahead, b);
             for (int line = 0; line < k_block_bytes(type) / 64; line++)  // past the end, a prefetch does nothing
                 _mm_prefetch(ahead.far + (size_t)b * k_block_bytes(type) + 64 * line, _MM_HINT_T1);
+            if ((size_t)b < scale_lines)  // line b of the next panel's scales, as AVX-512's walk asks for them
+                _mm_prefetch((const char *)panel + k_panel_bytes(type, n_in) + quant_bytes + 64 * (size_t)b,
+                             _MM_HINT_T1);
         }
         if (b % K_BLOCKS == 0) {  // the super-block's F16 d and dmin of the half's rows
             const uint8_t *super = panel + k_super_offset(type, n_in, h * HALF, b / K_BLOCKS);
