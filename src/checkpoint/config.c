@@ -315,6 +315,7 @@ static int read_sliding_window(Config *cfg, const json_t *root, const char *path
     if (!use || json_is_null(window)) return 0;
     int size = 4096;  // MistralConfig's and Qwen2Config's default
     if (read_size(&size, root, "sliding_window", path, err)) return -1;
+    cfg->sliding_window = size;
     if (size < cfg->n_positions) cfg->n_positions = size;
     return 0;
 }

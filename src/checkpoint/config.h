@@ -60,6 +60,7 @@ typedef struct {
     int n_layer;                           // L, transformer blocks            (n_layer / num_hidden_layers)
     int n_positions;                       // context length                   (n_positions / max_position_embeddings,
                                            //  cut to sliding_window when one applies)
+    int sliding_window;                    // attention's window, where one applies (sliding_window; 0: none)
     int vocab_size;                        // V, rows of the embedding table
     int n_inner;                           // F, MLP width                     (n_inner / intermediate_size)
     // The forward pass, as data

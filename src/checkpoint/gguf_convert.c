@@ -237,6 +237,7 @@ static int write_metadata(GgufWriter *w, const Conversion *c, const char *chat_t
         kv_arch_u32(w, arch, "attention.key_length", cfg->head_dim);
         kv_arch_u32(w, arch, "attention.value_length", cfg->head_dim);
     }
+    if (cfg->sliding_window) kv_arch_u32(w, arch, "attention.sliding_window", cfg->sliding_window);
     if (cfg->rope.type == ROPE_LINEAR) {
         char key[128];
         snprintf(key, sizeof key, "%s.rope.scaling.type", arch);

@@ -131,8 +131,11 @@ int gguf_config(Config *cfg, const GgufFile *f, Err *err) {
         read_size(f, arch, "vocab_size", false, &cfg->vocab_size, err) || read_heads(cfg, f, arch, err) ||
         read_positive(f, arch, gpt2 ? "attention.layer_norm_epsilon" : "attention.layer_norm_rms_epsilon",
                       &cfg->norm_epsilon, err) ||
-        read_positive(f, arch, "rope.freq_base", &cfg->rope_theta, err) || read_rope_scaling(cfg, f, arch, err))
+        read_positive(f, arch, "rope.freq_base", &cfg->rope_theta, err) || read_rope_scaling(cfg, f, arch, err) ||
+        read_size(f, arch, "attention.sliding_window", false, &cfg->sliding_window, err))
         return -1;
+    if (cfg->sliding_window && cfg->sliding_window < cfg->n_positions)  // as a folder's (config.c)
+        cfg->n_positions = cfg->sliding_window;
     if (cfg->vocab_size != embd->ne[1])
         return err_fmt(err, "%s: token_embd.weight has %lld rows, unlike %s.vocab_size %d", f->path,
                        (long long)embd->ne[1], arch, cfg->vocab_size);

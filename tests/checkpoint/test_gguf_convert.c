@@ -13,9 +13,11 @@
 #include <unistd.h>
 
 #include "checkpoint/gguf.h"
+#include "checkpoint/gguf_model.h"
 #include "checkpoint/gguf_quantize.h"
 #include "kernels.h"
 #include "harness.h"
+#include "hf_expected.h"
 
 #define FOLDER "tests/fixtures/gguf/convert_llama"
 
@@ -53,15 +55,20 @@ static const Expected *expected(const Expected *rows, int n, const char *label, 
     return NULL;
 }
 
-// Converts the fixture to dir/TYPE.gguf with the binary, on `threads` threads; the path in out.
-static void convert(char *out, size_t size, const char *dir, const char *type, int threads) {
+// Converts the folder to dir/TYPE.gguf with the binary, on `threads` threads; the path in out.
+static void convert_folder(char *out, size_t size, const char *folder, const char *dir, const char *type,
+                           int threads) {
     snprintf(out, size, "%s/%s.gguf", dir, type);
-    char args[512], *stdout_text, *stderr_text;
-    snprintf(args, sizeof args, "convert -m %s -o %s --type %s --threads %d", FOLDER, out, type, threads);
+    char args[1024], *stdout_text, *stderr_text;
+    snprintf(args, sizeof args, "convert -m %s -o %s --type %s --threads %d", folder, out, type, threads);
     const int rc = run_specdec(args, &stdout_text, &stderr_text);
     CHECK(rc == 0, "specdec %s: exit %d: %s", args, rc, stderr_text);
     free(stdout_text);
     free(stderr_text);
+}
+
+static void convert(char *out, size_t size, const char *dir, const char *type, int threads) {
+    convert_folder(out, size, FOLDER, dir, type, threads);
 }
 
 // The file's tensors against the label's expected rows: same order, names, types, shapes and bytes.
@@ -115,6 +122,8 @@ static void check_metadata(const GgufFile *f, const char *label) {
     bool found;
     CHECK(gguf_get_int(f, "general.quantization_version", 0, 10, &v, &found, &err) == 0 &&
           found == (strcmp(label, "bf16") != 0), "%s: general.quantization_version", label);
+    CHECK(gguf_get_int(f, "llama.attention.sliding_window", 0, 1 << 30, &v, &found, &err) == 0 && !found,
+          "%s: a sliding window where the folder has none", label);
 }
 
 TEST(convert_writes_llama_cpp_tensors_byte_for_byte) {
@@ -136,6 +145,36 @@ TEST(convert_writes_llama_cpp_tensors_byte_for_byte) {
         unlink(path);
     }
     rmdir(dir);
+}
+
+// Mistral's sliding_window, written under gguf-py's key for it (`<arch>.attention.sliding_window`, u32) and read
+// back: the file's context is cut to the window, as the folder's is (config.c).
+TEST(convert_writes_and_reads_mistral_s_sliding_window) {
+    char dir[] = "/tmp/specdec-convert-XXXXXX", folder[64], path[256], command[1024], *out, *err_text;
+    CHECK(mkdtemp(dir), "mkdtemp");
+    snprintf(folder, sizeof folder, "%s/mistral", dir);
+    // the Hugging Face fixture (context 128, no window) with a window of 64 in its config.json
+    snprintf(command, sizeof command, "mkdir %s && ln -s \"$PWD\"/%s/mistral_untied_sharded_f32/model* %s/ && "
+             "sed 's/\"sliding_window\": null/\"sliding_window\": 64/' %s/mistral_untied_sharded_f32/config.json "
+             "> %s/config.json", folder, HF_FIXTURES, folder, HF_FIXTURES, folder);
+    CHECK(run_command(command, &out, &err_text) == 0, "%s: %s", command, err_text);
+    free(out), free(err_text);
+    convert_folder(path, sizeof path, folder, dir, "bf16", 2);
+    GgufFile f;
+    Err err = {{0}};
+    CHECK(gguf_open(&f, path, &err) == 0, "%s: %s", path, err.msg);
+    if (!test_failures()) {
+        int64_t v = 0;
+        CHECK(gguf_get_int(&f, "llama.attention.sliding_window", 1, 1 << 30, &v, NULL, &err) == 0 && v == 64,
+              "llama.attention.sliding_window: %lld %s", (long long)v, err.msg);
+        Config cfg;
+        CHECK(gguf_config(&cfg, &f, &err) == 0 && cfg.sliding_window == 64 && cfg.n_positions == 64,
+              "read back: window %d, context %d %s", cfg.sliding_window, cfg.n_positions, err.msg);
+        gguf_close(&f);
+    }
+    snprintf(command, sizeof command, "rm -r %s", dir);
+    CHECK(run_command(command, &out, &err_text) == 0, "%s: %s", command, err_text);
+    free(out), free(err_text);
 }
 
 // `specdec ARGS` with -m folder and with -m the converted file print the same.
