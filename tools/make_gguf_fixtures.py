@@ -10,12 +10,14 @@ dequantized by gguf-py's `gguf.quants.dequantize` (a float64 numpy forward) stor
 It also writes convert_llama/: a BF16 Llama 3-style folder with a small byte-level BPE tokenizer and a chat template,
 and expected_tensors.txt, the tensors that the kit's own to_gguf.py (../shared/peers/llamacpp) and then llama-quantize
 write from it for bf16, q8_0, q4_0 and q4_k_m: name, type and shape of each in file order, and a hash of its bytes
-(FNV-1a, 64 bits), for tests/checkpoint/test_gguf_convert.c to hold `specdec convert` to.
+(FNV-1a, 64 bits), for tests/checkpoint/test_gguf_convert.c to hold `specdec convert` to; and the same for BF16
+qwen2, qwen3 and gpt2 folders (convert_qwen2, convert_qwen3, convert_gpt2), whose bf16 file, to_gguf.py converting
+llamas alone, is this script's own conversion.
 
 Every run writes the same bytes: the weights come from numpy generators seeded by the fixture's name. Tests read
 the files; they never need llama.cpp (tests/fixtures/gguf/README.md says what each fixture covers).
 """
-import json, os, struct, subprocess, sys, zlib
+import json, os, shutil, struct, subprocess, sys, zlib
 import numpy as np
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "fixtures", "gguf")
@@ -416,6 +418,11 @@ def write_convert_fixture(kit, gguf):
     env = dict(os.environ, PYTHONPATH=os.path.join(kit, "llama.cpp", "gguf-py"))
     subprocess.run([sys.executable, to_gguf, folder, bf16, "--outtype", "bf16"], check=True, env=env,
                    stderr=subprocess.DEVNULL)
+    write_expected_tensors(folder, kit, bf16, work, gguf)
+
+
+def write_expected_tensors(folder, kit, bf16, work, gguf):
+    """folder/expected_tensors.txt: the tensors of the bf16 file, then of llama-quantize's q8_0, q4_0 and q4_k_m of it."""
     lines = tensor_lines(bf16, "bf16", gguf)
     for label, qtype in (("q8_0", "Q8_0"), ("q4_0", "Q4_0"), ("q4_k_m", "Q4_K_M")):
         out = os.path.join(work, f"{label}.gguf")
@@ -424,6 +431,30 @@ def write_convert_fixture(kit, gguf):
         lines += tensor_lines(out, label, gguf)
     with open(os.path.join(folder, "expected_tensors.txt"), "w") as f:
         f.write("\n".join(lines) + "\n")
+
+
+# ---- convert_qwen2, convert_qwen3, convert_gpt2: the other architectures for `specdec convert` ------------------
+# The kit's to_gguf.py converts llamas alone, so their bf16 file is this script's own conversion (write_gguf, as
+# convert_hf_to_gguf.py writes each architecture), which llama-quantize then quantizes. Rows of 256 where K-quants
+# can apply (Qwen's q, k, v, gate, up, the embeddings); GPT-2's rows of 32, where llama-quantize's Q4_K_M falls back
+# to Q5_0 and (attn_qkv) Q5_1.
+CONVERT_ARCHS = {
+    "convert_qwen2": dict(arch="qwen2", d=256, H=2, Hkv=1, hd=32, F=32, L=1, V=64, dtype="BF16", tied=True, gain=1,
+                          theta=1e6),
+    "convert_qwen3": dict(arch="qwen3", d=256, H=2, Hkv=1, hd=32, F=32, L=1, V=64, dtype="BF16", tied=False, gain=1),
+    "convert_gpt2": dict(arch="gpt2", d=32, H=2, F=64, L=1, V=64, P=16, dtype="BF16", tied=True, gain=1),
+}
+
+
+def write_convert_arch_fixture(kit, gguf, name, c):
+    """OUT/name/{config.json, model.safetensors, expected_tensors.txt}."""
+    work = os.path.join("/tmp", "make_gguf_fixtures", name)
+    write_checkpoint(work, name, c, gguf)
+    folder = os.path.join(OUT, name)
+    os.makedirs(folder, exist_ok=True)
+    for f in ("config.json", "model.safetensors"):
+        shutil.copyfile(os.path.join(work, f), os.path.join(folder, f))
+    write_expected_tensors(folder, kit, os.path.join(work, "model.gguf"), work, gguf)
 
 
 def main():
@@ -450,6 +481,8 @@ def main():
         logits = llama_logits(read_dequantized(out, gguf), c, cfg, TOKENS)
         write_sdfx(os.path.join(folder, "expected.bin"), TOKENS, logits)
     write_convert_fixture(kit, gguf)
+    for name, c in CONVERT_ARCHS.items():
+        write_convert_arch_fixture(kit, gguf, name, c)
     print(f"wrote {OUT}", file=sys.stderr)
 
 

@@ -30,10 +30,12 @@ typedef struct {
     unsigned long long hash;
 } Expected;
 
-// expected_tensors.txt's lines into rows (at most max); their number.
-static int read_expected(Expected *rows, int max) {
-    FILE *f = fopen(FOLDER "/expected_tensors.txt", "r");
-    CHECK(f, "cannot open %s/expected_tensors.txt", FOLDER);
+// The folder's expected_tensors.txt's lines into rows (at most max); their number.
+static int read_expected(const char *folder, Expected *rows, int max) {
+    char path[256];
+    snprintf(path, sizeof path, "%s/expected_tensors.txt", folder);
+    FILE *f = fopen(path, "r");
+    CHECK(f, "cannot open %s", path);
     int n = 0;
     while (f && n < max && fscanf(f, "%15s %63s %15s %lld %lld %llx", rows[n].label, rows[n].name, rows[n].type,
                                   &rows[n].ne0, &rows[n].ne1, &rows[n].hash) == 6)
@@ -71,17 +73,24 @@ static void convert(char *out, size_t size, const char *dir, const char *type, i
     convert_folder(out, size, FOLDER, dir, type, threads);
 }
 
-// The file's tensors against the label's expected rows: same order, names, types, shapes and bytes.
-static void check_tensors(const GgufFile *f, const char *label, const Expected *rows, int n) {
-    int k = 0;
-    for (int i = 0; i < n; i++) {
-        if (strcmp(rows[i].label, label) != 0) continue;
-        const Expected *e = &rows[i];
-        CHECK(k < f->n_tensors, "%s: tensor %d missing (%s)", label, k, e->name);
-        if (k >= f->n_tensors) return;
-        const GgufTensor *t = &f->tensors[k++];
+// The file's tensors against the label's expected rows: same names, types, shapes and bytes, in the same order
+// (any_order: each found by its name).
+static void check_tensors(const GgufFile *f, const char *label, const Expected *rows, int n, bool any_order) {
+    int n_label = 0;
+    for (int i = 0; i < n; i++) n_label += strcmp(rows[i].label, label) == 0;
+    CHECK(n_label == f->n_tensors, "%s: %lld tensors, llama.cpp's file has %d", label, (long long)f->n_tensors, n_label);
+    for (int k = 0, i = 0; k < f->n_tensors; k++) {
+        const GgufTensor *t = &f->tensors[k];
+        const Expected *e = NULL;
+        if (any_order) e = expected(rows, n, label, t->name);
+        else {
+            while (i < n && strcmp(rows[i].label, label) != 0) i++;
+            if (i < n) e = &rows[i++];
+        }
+        CHECK(e, "%s: tensor %d (%s) is not in llama.cpp's file", label, k, t->name);
+        if (!e) return;
         const unsigned long long hash = fnv1a(t->data, t->n_bytes);
-        CHECK(strcmp(t->name, e->name) == 0, "%s: tensor %d is %s, llama.cpp's is %s", label, k - 1, t->name, e->name);
+        CHECK(strcmp(t->name, e->name) == 0, "%s: tensor %d is %s, llama.cpp's is %s", label, k, t->name, e->name);
         CHECK(t->ne[0] == e->ne0 && t->ne[1] == e->ne1, "%s: %s is [%lld, %lld], llama.cpp's [%lld, %lld]", label,
               t->name, (long long)t->ne[0], (long long)t->ne[1], e->ne0, e->ne1);
         if (strcmp(label, "q4_k_m") == 0 && strcmp(e->type, "Q5_0") == 0) {  // specdec's fallback: Q8_0
@@ -95,7 +104,6 @@ static void check_tensors(const GgufFile *f, const char *label, const Expected *
         CHECK(hash == e->hash, "%s: %s's bytes differ from llama.cpp's (hash %016llx, expected %016llx)", label,
               t->name, hash, e->hash);
     }
-    CHECK(k == f->n_tensors, "%s: %lld tensors, llama.cpp's file has %d", label, (long long)f->n_tensors, k);
 }
 
 // The metadata entries a loader reads, present and right.
@@ -126,25 +134,41 @@ static void check_metadata(const GgufFile *f, const char *label) {
           "%s: a sliding window where the folder has none", label);
 }
 
-TEST(convert_writes_llama_cpp_tensors_byte_for_byte) {
+// The folder converted to each type, its tensors held to the folder's expected_tensors.txt (n_rows lines); for
+// convert_llama (llama_metadata) also its metadata, and its bf16 file in to_gguf.py's order (the others' bf16 lines,
+// written by tools/make_gguf_fixtures.py itself, in any order).
+static void check_conversions(const char *folder, int n_rows, bool llama_metadata) {
     static Expected rows[256];
-    const int n = read_expected(rows, 256);
-    CHECK(n == 84, "%s/expected_tensors.txt: %d rows", FOLDER, n);
+    const int n = read_expected(folder, rows, 256);
+    CHECK(n == n_rows, "%s/expected_tensors.txt: %d rows", folder, n);
     char dir[] = "/tmp/specdec-convert-XXXXXX";
     CHECK(mkdtemp(dir), "mkdtemp");
     for (int i = 0; i < N_TYPES; i++) {
         char path[256];
-        convert(path, sizeof path, dir, TYPES[i], 1 + i);  // 1 to 4 threads: the bytes never depend on them
+        convert_folder(path, sizeof path, folder, dir, TYPES[i], 1 + i);  // 1 to 4 threads: the bytes never depend on them
         GgufFile f;
         Err err = {{0}};
         CHECK(gguf_open(&f, path, &err) == 0, "%s: %s", path, err.msg);
         if (test_failures()) break;
-        check_tensors(&f, TYPES[i], rows, n);
-        check_metadata(&f, TYPES[i]);
+        check_tensors(&f, TYPES[i], rows, n, !llama_metadata && i == 0);
+        if (llama_metadata) check_metadata(&f, TYPES[i]);
         gguf_close(&f);
         unlink(path);
     }
     rmdir(dir);
+}
+
+TEST(convert_writes_llama_cpp_tensors_byte_for_byte) { check_conversions(FOLDER, 84, true); }
+
+// The other architectures. The kit's to_gguf.py converts llamas alone, so their bf16 tensors are
+// tools/make_gguf_fixtures.py's own conversion (as convert_hf_to_gguf.py writes each architecture: Qwen2's q/k/v
+// biases, Qwen3's q/k norms and separate head, GPT-2's transposed Conv1D matrices and its head a copy of wte),
+// compared by name; the q8_0, q4_0 and q4_k_m ones are llama-quantize's of that file, in its order, GPT-2's rows of
+// 32 taking its fallbacks.
+TEST(convert_writes_qwen2_qwen3_gpt2_tensors_as_llama_quantize) {
+    check_conversions("tests/fixtures/gguf/convert_qwen2", 56, false);
+    check_conversions("tests/fixtures/gguf/convert_qwen3", 56, false);
+    check_conversions("tests/fixtures/gguf/convert_gpt2", 68, false);
 }
 
 // Mistral's sliding_window, written under gguf-py's key for it (`<arch>.attention.sliding_window`, u32) and read
