@@ -246,6 +246,10 @@ TEST(gguf_config_refusals) {
     check_config_refused(&b, "a rotation of part of a head");
     llama_file(&b, "llama", "llama.vocab_size", 9);
     check_config_refused(&b, "token_embd.weight has 8 rows, unlike llama.vocab_size 9");
+    llama_file(&b, "llama", "llama.attention.sliding_window", 0);
+    check_config_refused(&b, "llama.attention.sliding_window");
+    llama_file(&b, "llama", "llama.attention.sliding_window", UINT32_MAX);
+    check_config_refused(&b, "llama.attention.sliding_window");
     llama_file(&b, "llama", "llama.block_count", 0);  // (a second block_count: refused as a repeat)
     check_refused(&b, "metadata key \"llama.block_count\" appears twice");
 
