@@ -260,6 +260,12 @@ void suite_chat(Bench *b, Pair *pair);      // chat.c: multi-turn conversations 
 // The HTTP server's overhead: time to first token and tokens/s through it against in process, and a multi-turn
 // exchange (serve.c).
 void suite_serve(Bench *b, Pair *pair);
+// The serve suite's ceiling of many clients (serve_ceiling.c): for each of `clients[0..n_counts)` greedy clients in
+// one batch (≤ 8), the most aggregate tokens/s any schedule of γs could reach over one client's, priced with the
+// target's and the draft's measured forwards over 1..32 rows and the draft's acceptance by level measured on the
+// prompts, into with_draft[k]; plain decoding's, N · t(1) / t(N), into plain[k]. Prints its tables; returns JSON.
+json_t *serve_ceiling(Bench *b, Pair *pair, const Prompt *prompts, int n, const int *clients, int n_counts,
+                      double *with_draft, double *plain);
 // Plain decoding of 1, 2, 4, 8 sequences at once in one batch against the read pass's bound (batch.c).
 void suite_batch(Bench *b, Pair *pair);
 // Decoding under a JSON Schema (structured.c): token masks per token (median, p99) at the pair's vocabulary and

@@ -290,29 +290,32 @@ static double quantile(double *v, int n, double q) {
 // setting and to the same clients' without the draft (both per round, then the median: `one`, `plain` its
 // seconds per token in every round, NULL where the row is that cell), each request's tokens/s and time to first token.
 static json_t *sweep_row(Bench *b, const SweepCell *cell, const double *seconds, const double *one,
-                         const double *plain, double read_seconds) {
+                         const double *plain, double read_seconds, double ceiling) {
     const int rounds = cell->rounds, count = rounds * cell->clients * cell->n;
     const Summary total = summary_inverse(summarize(seconds, rounds), 1), each = summarize(cell->rate, count),
                   first = summarize(cell->ttft, count);
     const Summary over_one = one ? summarize_ratio(one, seconds, rounds) : (Summary){1, 1, 1, rounds};
     const Summary over_plain = plain ? summarize_ratio(plain, seconds, rounds) : (Summary){1, 1, 1, rounds};
     const double p90 = quantile(cell->ttft, count, 0.9);
-    char x[64], y[64], z[64];
-    out(b, "| %d | %d | %s | %s | %s | %s | %.1f | %.1f | %.1f | %.0f |\n", cell->tokens, cell->clients,
-        cell->draft ? "yes" : "no", fmt_range(x, sizeof x, total, 1, 1), fmt_range(y, sizeof y, over_one, 1, 2),
+    char x[64], y[64], z[64], w[32] = "";
+    if (ceiling > 0) snprintf(w, sizeof w, "%.2f", ceiling);
+    out(b, "| %d | %d | %s | %s | %s | %s | %s | %.1f | %.1f | %.1f | %.0f |\n", cell->tokens, cell->clients,
+        cell->draft ? "yes" : "no", fmt_range(x, sizeof x, total, 1, 1), fmt_range(y, sizeof y, over_one, 1, 2), w,
         cell->draft && plain ? fmt_range(z, sizeof z, over_plain, 1, 2) : "", each.median, first.median * 1e3,
         p90 * 1e3, cell->clients / read_seconds);
-    return json_pack("{s:i, s:i, s:b, s:o, s:o, s:o, s:o, s:o, s:f}", "tokens", cell->tokens, "clients",
+    return json_pack("{s:i, s:i, s:b, s:o, s:o, s:f, s:o, s:o, s:o, s:f}", "tokens", cell->tokens, "clients",
                      cell->clients, "draft", cell->draft, "aggregate_tokens_per_s", summary_json(total),
-                     "over_one_client", summary_json(over_one), "over_no_draft", summary_json(over_plain),
-                     "request_tokens_per_s", summary_json(each), "ttft_s", summary_json(first), "ttft_p90_s", p90);
+                     "over_one_client", summary_json(over_one), "ceiling_over_one_client", ceiling, "over_no_draft",
+                     summary_json(over_plain), "request_tokens_per_s", summary_json(each), "ttft_s",
+                     summary_json(first), "ttft_p90_s", p90);
 }
 
 // The concurrency sweep: 1, 2, 4, 8 clients at once against --parallel 8, with the draft and without (each
 // request's specdec.draft), greedy, at -n's tokens a request and, where -n asks for more, at SWEEP_SHORT_TOKENS
 // (short requests, whose prompts' prefill is about half their time); beside it the read pass's bound of plain
-// decoding.
-static json_t *sweep(Bench *b, Pair *pair, int port, const Prompt *prompts, int n) {
+// decoding, and the ceiling of "× one client" (serve_ceiling: ceiling[draft][log2 clients], 0 where not measured).
+static json_t *sweep(Bench *b, Pair *pair, int port, const Prompt *prompts, int n,
+                     double ceiling[2][SWEEP_CLIENT_COUNTS]) {
     double gbs;
     const double read_seconds = weights_read_seconds(b, &pair->target, &gbs);
     const int lengths[2] = {b->opt.tokens < SWEEP_SHORT_TOKENS ? b->opt.tokens : SWEEP_SHORT_TOKENS, b->opt.tokens};
@@ -333,19 +336,22 @@ static json_t *sweep(Bench *b, Pair *pair, int port, const Prompt *prompts, int 
     out(b, "\n## Many clients at once\n\n`--parallel %d`; each client sends each of the %d prompts once, one after "
         "the other (greedy, streamed); a warm-up of every cell, then %d rounds of every cell in a rotated order: "
         "medians over rounds [min–max]; aggregate: all the cell's tokens over its time; × one client, × no draft: "
-        "the ratios within each round. The read pass: the target's %.0f MB of weights read in %.2f ms at %.1f GB/s "
+        "the ratios within each round; ceiling: the best \"× one client\" any γ schedule could reach (the table "
+        "above; plain: N · t(1) / t(N)). The read pass: the target's %.0f MB of weights read in %.2f ms at %.1f GB/s "
         "(the read pass's median), the least time of a step — N sequences decoding plainly commit at most N tokens "
-        "a step: N / %.2f ms\n\n| tokens | clients | draft | aggregate tokens/s | × one client | × no draft | "
-        "per-request tokens/s | time to first token, ms | p90, ms | read pass's bound, plain |\n"
-        "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|\n", SWEEP_MAX_CLIENTS, n, rounds,
+        "a step: N / %.2f ms\n\n| tokens | clients | draft | aggregate tokens/s | × one client | ceiling × one client "
+        "| × no draft | per-request tokens/s | time to first token, ms | p90, ms | read pass's bound, "
+        "plain |\n"
+        "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|\n", SWEEP_MAX_CLIENTS, n, rounds,
         pair->target.weight_bytes / 1e6, read_seconds * 1e3, gbs, read_seconds * 1e3);
     json_t *rows = json_array();
     for (int i = 0; i < k; i++) {
         const int alone = i - i / drafts % SWEEP_CLIENT_COUNTS * drafts;  // the same length and draft, 1 client
         const double *own = seconds + (size_t)i * rounds;
+        const double bound = i == alone ? 0 : ceiling[cells[i].draft][i / drafts % SWEEP_CLIENT_COUNTS];
         json_array_append_new(rows, sweep_row(b, &cells[i], own, i == alone ? NULL : seconds + (size_t)alone * rounds,
                                               cells[i].draft ? seconds + (size_t)(i + 1) * rounds : NULL,
-                                              read_seconds));
+                                              read_seconds, bound));
         free(cells[i].rate);
         free(cells[i].ttft);
     }
@@ -512,7 +518,13 @@ void suite_serve(Bench *b, Pair *pair) {
     json_object_set_new(j, "multi_turn_with_cache", multi_turn(b, pair, port, &prompts[0], true, "With the "
                                                                "conversation cache (what the last turn left is kept)"));
     json_object_set_new(j, "batched_forward", batched_forward(b, pair));
-    json_object_set_new(j, "concurrency", sweep(b, pair, port, prompts, n));
+    double ceiling[2][SWEEP_CLIENT_COUNTS] = {{0}};  // [with the draft][log2 clients]
+    if (pair->has_draft) {
+        const int clients[SWEEP_CLIENT_COUNTS] = {1, 2, 4, SWEEP_MAX_CLIENTS};
+        json_object_set_new(j, "ceiling", serve_ceiling(b, pair, prompts, n, clients, SWEEP_CLIENT_COUNTS,
+                                                        ceiling[1], ceiling[0]));
+    }
+    json_object_set_new(j, "concurrency", sweep(b, pair, port, prompts, n, ceiling));
     json_object_set_new(j, "short_behind_long", short_behind_long(b, pair, port, prompts, n));
     server_stop(&server);
     prompts_free(prompts, n);

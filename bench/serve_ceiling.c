@@ -1,0 +1,203 @@
+// serve_ceiling.c — how far many clients can go: the most aggregate tokens/s that any γ schedule could reach for
+// N greedy clients decoding with the draft in one batch (batch.h), against one client, from measured costs and
+// the measured acceptance. The serve suite prints it beside the concurrency sweep's "× one client".
+//
+// A batched round of N sequences drafting γ_1..γ_N levels (0: a plain round) costs and gives
+//   time   = Σ_{l=1..max γ_i} d(n_l) + t(Σ_i (γ_i + 1))   n_l = #{i : γ_i ≥ l}: each level's draft forward
+//                                                         serves every sequence that drafts it (draft_together)
+//   tokens = Σ_i E(γ_i),  E(γ) = 1 + a_1 + a_1 a_2 + … + a_1 ⋯ a_γ                (spec_expected_tokens_by_level)
+// with t(R) the target's forward over R rows and d(R) the draft's (each one sequence's rows after CEILING_CONTEXT
+// cached positions, the least of CEILING_REPS_PER_REP × --reps rounds: the cost without other tenants), and a_l the acceptance of level l measured by greedy decoding with the
+// draft at γ = GAMMA_MAX (the rounds that kept level l over those that reached it). The ceiling for N clients
+// is the best tokens / time over every vector γ_1 ≤ … ≤ γ_N whose rows fit in CEILING_ROWS (the measured range), over
+// the same for one client. Left out, on both sides: prefill, sampling, the accept steps, the server's work — so it
+// bounds what batching the rounds can buy, not what a run reaches.
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+#include "speculative/speculative.h"
+
+enum { CEILING_CONTEXT = 128, CEILING_ROWS = 32, CEILING_DRAFT_ROWS = 8, CEILING_REPS_PER_REP = 3 };
+
+// The measured costs and acceptance a schedule is priced with.
+typedef struct {
+    double target[CEILING_ROWS + 1];            // t(R), seconds: [1..CEILING_ROWS]
+    double draft[CEILING_DRAFT_ROWS + 1];       // d(R), seconds: [1..CEILING_DRAFT_ROWS], d(0) = 0
+    double accept[GAMMA_MAX + 1];               // a_l: [1..GAMMA_MAX]
+} Costs;
+
+// One forward of `rows` tokens on a workload (its cache cut back to its context first): a Trial.
+typedef struct {
+    Workload *w;
+    int rows;
+    float *logits;          // [CEILING_ROWS, V]
+} RowsForward;
+
+static double rows_forward_run(void *ctx, int rep) {
+    (void)rep;
+    RowsForward *f = ctx;
+    int tokens[CEILING_ROWS];
+    pattern_tokens(tokens, f->rows, f->w->context, f->w->model->n_vocab);
+    kv_truncate(&f->w->cache, f->w->context);
+    Err err;
+    const double t0 = now_seconds();
+    if (model_forward(f->w->model, &f->w->cache, tokens, f->rows, f->logits, true, &err)) die("%s", err.msg);
+    return now_seconds() - t0;
+}
+
+// t(1..CEILING_ROWS) and d(1..CEILING_DRAFT_ROWS): each the least of its calls, one a round, measured against each
+// other.
+static void measure_forwards(Bench *b, Pair *pair, Costs *c) {
+    enum { K = CEILING_ROWS + CEILING_DRAFT_ROWS };
+    const int reps = CEILING_REPS_PER_REP * b->opt.reps;
+    Workload target, draft;
+    workload_init(&target, &pair->target, CEILING_CONTEXT);
+    workload_init(&draft, &pair->draft, CEILING_CONTEXT);
+    const int V = pair->target.n_vocab > pair->draft.n_vocab ? pair->target.n_vocab : pair->draft.n_vocab;
+    float *logits = malloc(sizeof(float) * CEILING_ROWS * V);
+    RowsForward forwards[K];
+    Trial trials[K];
+    for (int i = 0; i < K; i++) {
+        forwards[i] = i < CEILING_ROWS ? (RowsForward){&target, i + 1, logits}
+                                       : (RowsForward){&draft, i - CEILING_ROWS + 1, logits};
+        trials[i] = (Trial){rows_forward_run, &forwards[i]};
+    }
+    double *seconds = malloc(sizeof(double) * K * reps);
+    measure_rounds(b, "the ceiling's forwards", trials, K, reps, 0, seconds);
+    for (int i = 0; i < K; i++) {
+        const double least = summarize(seconds + (size_t)i * reps, reps).min;
+        if (i < CEILING_ROWS) c->target[i + 1] = least;
+        else c->draft[i - CEILING_ROWS + 1] = least;
+    }
+    c->draft[0] = 0;
+    free(seconds);
+    free(logits);
+    workload_free(&target);
+    workload_free(&draft);
+}
+
+// a_1..a_GAMMA_MAX: greedy decoding of every prompt with the draft at γ = GAMMA_MAX, each level's rounds that kept it
+// over those that reached it (0 where none reached it).
+static void measure_acceptance(Pair *pair, const Prompt *prompts, int n, int tokens, Costs *c) {
+    long reached[GAMMA_MAX + 1] = {0}, kept[GAMMA_MAX + 1] = {0};
+    int *out = malloc(sizeof(int) * tokens);
+    for (int i = 0; i < n; i++) {
+        const SpecParams params = {.sampling = {0, 0, 1.0f}, .policy = GAMMA_FIXED, .gamma = GAMMA_MAX,
+                                   .max_tokens = tokens, .eos_id = pair->target.cfg.eos_token_id};
+        Drafters drafters;
+        SpecStats stats;
+        Err err;
+        int n_out;
+        if (drafter_open(&drafters, DRAFTER_MODEL, &pair->draft, &params, 0, LOOKUP_STAGED_MIN_MATCH, &err) ||
+            speculative_generate(&pair->target, drafters.drafter, prompts[i].ids, prompts[i].n, &params, out, &n_out,
+                                 &stats, &err))
+            die("the ceiling's acceptance, prompt %s: %s", prompts[i].id, err.msg);
+        drafter_close(&drafters);
+        for (int l = 1; l <= GAMMA_MAX; l++) reached[l] += stats.level_reached[l], kept[l] += stats.level_kept[l];
+    }
+    for (int l = 1; l <= GAMMA_MAX; l++) c->accept[l] = reached[l] ? (double)kept[l] / reached[l] : 0;
+    free(out);
+}
+
+// A schedule being priced: the depths of its sequences, nondecreasing.
+typedef struct {
+    int n;                      // sequences
+    int gamma[CEILING_ROWS];    // [n]
+} Schedule;
+
+// Its tokens per second under the costs (the model above).
+static double schedule_rate(const Costs *c, const Schedule *s) {
+    double tokens = 0, seconds = 0;
+    int rows = 0;
+    for (int i = 0; i < s->n; i++) {
+        tokens += spec_expected_tokens_by_level(c->accept, s->gamma[i]);
+        rows += s->gamma[i] + 1;
+    }
+    for (int level = 1; level <= s->gamma[s->n - 1]; level++) {
+        int drafting = 0;  // sequences that draft this level
+        for (int i = 0; i < s->n; i++) drafting += s->gamma[i] >= level;
+        seconds += c->draft[drafting];
+    }
+    return tokens / (seconds + c->target[rows]);
+}
+
+// The best schedule whose first `at` depths are s's: each depth from the one before it up to GAMMA_MAX, while the
+// rows (every later sequence at least as deep) fit in CEILING_ROWS. *best holds the best so far, *best_rate its rate.
+static void search(const Costs *c, Schedule *s, int at, Schedule *best, double *best_rate) {
+    if (at == s->n) {
+        const double rate = schedule_rate(c, s);
+        if (rate > *best_rate) *best_rate = rate, *best = *s;
+        return;
+    }
+    int rows = 0;
+    for (int i = 0; i < at; i++) rows += s->gamma[i] + 1;
+    for (int g = at ? s->gamma[at - 1] : 0; g <= GAMMA_MAX && rows + (s->n - at) * (g + 1) <= CEILING_ROWS; g++) {
+        s->gamma[at] = g;
+        search(c, s, at + 1, best, best_rate);
+    }
+}
+
+// The best schedule of n sequences, *rate its tokens per second (n ≤ CEILING_DRAFT_ROWS: each level's draft forward
+// carries at most n rows).
+static Schedule best_schedule(const Costs *c, int n, double *rate) {
+    Schedule s = {.n = n}, best = {.n = n};
+    *rate = 0;
+    search(c, &s, 0, &best, rate);
+    return best;
+}
+
+static const char *fmt_gammas(char *buf, size_t size, const Schedule *s) {
+    size_t at = 0;
+    for (int i = 0; i < s->n && at < size; i++)
+        at += (size_t)snprintf(buf + at, size - at, i ? ", %d" : "%d", s->gamma[i]);
+    return buf;
+}
+
+json_t *serve_ceiling(Bench *b, Pair *pair, const Prompt *prompts, int n, const int *clients, int n_counts,
+                      double *with_draft, double *plain) {
+    Costs c;
+    measure_forwards(b, pair, &c);
+    measure_acceptance(pair, prompts, n, b->opt.tokens, &c);
+    out(b, "\n## How far many clients can go\n\nThe target's forward over T rows of one sequence (cache of %d "
+        "positions), t(T), and per row, t(T) / T, as a ratio to one row's; the draft's, d(T); each the least of %d "
+        "calls, one a round\n\n| T | t(T), ms | t(T) / (T · t(1)) | d(T), ms |\n|---:|---:|---:|---:|\n",
+        CEILING_CONTEXT, CEILING_REPS_PER_REP * b->opt.reps);
+    json_t *forward = json_array(), *draft = json_array(), *accept = json_array(), *rows = json_array();
+    for (int T = 1; T <= CEILING_ROWS; T++) {
+        char d[32] = "";
+        if (T <= CEILING_DRAFT_ROWS) snprintf(d, sizeof d, "%.3f", c.draft[T] * 1e3);
+        out(b, "| %d | %.3f | %.3f | %s |\n", T, c.target[T] * 1e3, c.target[T] / (T * c.target[1]), d);
+        json_array_append_new(forward, json_real(c.target[T]));
+        if (T <= CEILING_DRAFT_ROWS) json_array_append_new(draft, json_real(c.draft[T]));
+    }
+    out(b, "\nAcceptance by level, greedy with the draft at γ = %d (%d prompts, %d tokens each): a_1..a_%d =",
+        GAMMA_MAX, n, b->opt.tokens, GAMMA_MAX);
+    for (int l = 1; l <= GAMMA_MAX; l++) {
+        out(b, " %.2f", c.accept[l]);
+        json_array_append_new(accept, json_real(c.accept[l]));
+    }
+    out(b, "\n\nThe best schedule of depths for N sequences in one batch (each level's draft forward serving every "
+        "sequence that drafts it, one target forward over all rows, rows ≤ %d) priced with these costs: the ceiling "
+        "of \"× one client\" in the sweep below (prefill, sampling, accept steps and the server left out)\n\n"
+        "| clients | best γ of each | tokens/s | × one client (the ceiling) | plain: N / t(N) over 1 / t(1) |\n"
+        "|---:|---|---:|---:|---:|\n", CEILING_ROWS);
+    double one;
+    best_schedule(&c, 1, &one);
+    for (int k = 0; k < n_counts; k++) {
+        double rate;
+        const Schedule s = best_schedule(&c, clients[k], &rate);
+        char g[128];
+        with_draft[k] = rate / one;
+        plain[k] = clients[k] * c.target[1] / c.target[clients[k]];
+        out(b, "| %d | %s | %.0f | %.2f | %.2f |\n", clients[k], fmt_gammas(g, sizeof g, &s), rate, with_draft[k],
+            plain[k]);
+        json_t *gammas = json_array();
+        for (int i = 0; i < s.n; i++) json_array_append_new(gammas, json_integer(s.gamma[i]));
+        json_array_append_new(rows, json_pack("{s:i, s:o, s:f, s:f, s:f}", "clients", clients[k], "gammas", gammas,
+                                              "tokens_per_s", rate, "over_one_client", with_draft[k],
+                                              "plain_over_one_client", plain[k]));
+    }
+    return json_pack("{s:o, s:o, s:o, s:o}", "target_forward_s", forward, "draft_forward_s", draft,
+                     "level_acceptance", accept, "schedules", rows);
+}
