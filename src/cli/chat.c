@@ -295,8 +295,9 @@ static int reply(Chat *c, const int *ids, int n_ids, char **text, Err *err) {
         stop_printer_free(&stopper);
         return -1;
     }
-    InterruptStop interrupt;  // Ctrl-C ends the reply at its next token
+    InterruptStop interrupt;  // Ctrl-C ends the reply at its next token; the reply's writes go on through it
     interrupt_wrap_stop(&params, &interrupt);
+    interrupt_catch(true);
     SpecStats stats;
     int n_out = 0, reused = 0, rc = conversation_reply(&c->conv, ids, n_ids, &params, c->out, &n_out, &stats, &reused,
                                                        err);
@@ -315,6 +316,7 @@ static int reply(Chat *c, const int *ids, int n_ids, char **text, Err *err) {
     if (rc == 0 && interrupt_requested())
         fprintf(stderr, "specdec: the reply was cut short (Ctrl-C); it stays in the conversation as printed\n");
     interrupt_clear();
+    interrupt_catch(false);  // (the next line's read returns at Ctrl-C)
     if (rc == 0 && a->stats) print_turn_stats(c, n_ids, reused, n_out, &stats);
     if (rc == 0 && n_out < a->n_tokens && c->conv.cache.len + 1 >= c->s.target.cfg.n_positions)
         fprintf(stderr, "specdec: the reply stopped where the conversation fills the context of %d position%s "
@@ -422,7 +424,7 @@ int cmd_chat(const Args *args, Err *err) {
     Chat c;
     int rc = chat_open(&c, args, err);
     const bool terminal = isatty(STDIN_FILENO);
-    if (rc == 0) interrupt_catch();  // Ctrl-C: a reply cut short, a line dropped (chat_read_message)
+    if (rc == 0) interrupt_catch(false);  // Ctrl-C: a reply cut short, a line dropped (chat_read_message)
     chat_input_start(terminal);
     if (rc == 0 && terminal)
         fprintf(stderr, "specdec chat: a line \"\"\" opens and closes a message of several lines; Ctrl-C stops a "

@@ -12,12 +12,12 @@ static void on_sigint(int signo) {
     interrupted = 1;
 }
 
-void interrupt_catch(void) {
+void interrupt_catch(bool resume) {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_sigint;
     sigemptyset(&sa.sa_mask);
-    sa.sa_flags = 0;  // no SA_RESTART: a read waiting for the user's line returns
+    sa.sa_flags = resume ? SA_RESTART : 0;
     sigaction(SIGINT, &sa, NULL);
 }
 

@@ -1,7 +1,8 @@
 // interrupt.h — Ctrl-C (SIGINT) as a request to stop what runs, not the process. While caught, SIGINT only sets a
 // flag: the generation's stop hook (interrupt_stop) ends the reply at its next committed token, and a blocked read
-// (the chat's prompt) returns with EINTR. `chat` catches it for its whole conversation (a reply cut short, a line
-// cleared); `generate` while it generates, and then dies by SIGINT once the tokens decided are printed.
+// (the chat's prompt) returns with EINTR, while the writes of a generation go on. `chat` catches it for its whole
+// conversation (a reply cut short, a line cleared); `generate` while it generates, and then dies by SIGINT once the
+// tokens decided are printed.
 //
 // The flag is the one global state of the command line: a signal handler can reach nothing else.
 #ifndef SPECDEC_CLI_INTERRUPT_H
@@ -11,8 +12,11 @@
 
 #include "speculative/params.h"
 
-// Catches SIGINT from now on: it sets the flag and interrupts blocking reads (no SA_RESTART).
-void interrupt_catch(void);
+// Catches SIGINT from now on: it sets the flag. With `resume` (SA_RESTART), a system call it interrupts goes on: a
+// write blocked on a terminal held by Ctrl-S, or on a full pipe, finishes once there is room, where it would fail
+// with EINTR and end the run on "stdout: Interrupted system call". Without, a blocked read (the chat's line from a
+// pipe) returns with EINTR. (poll, which the chat's terminal reads wait in, returns EINTR either way.)
+void interrupt_catch(bool resume);
 
 // Whether SIGINT came since the last interrupt_clear; and clearing it.
 bool interrupt_requested(void);

@@ -373,7 +373,7 @@ static int cmd_generate(const Args *args, Err *err) {
     SpecStats stats;
     InterruptStop interrupt;  // Ctrl-C ends the generation at its next token; what it decided is printed, then
     interrupt_wrap_stop(&params, &interrupt);  // the process dies by SIGINT (the load before dies at once)
-    interrupt_catch();
+    interrupt_catch(true);
     if (speculative_generate(&s.target, drafters.drafter, prompt, n_prompt, &params, out, &n_out, &stats, err)) goto done;
     if (args->stops.n ? stop_printer_finish(&stopper, "stdout", err) : printer_finish(&printer, "stdout", err))
         goto done;

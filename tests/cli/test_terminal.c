@@ -4,8 +4,10 @@
 // The chat runs on a pseudo-terminal (forkpty), as a user's would, and Ctrl-C is the byte 0x03 typed into it; the
 // first message holds a character of two bytes, which must arrive whole.
 //
-// The model is a random GPT-2 whose end-of-text id lies past its tokenizer's tokens, so that it is never sampled:
-// a reply runs until Ctrl-C, or for seconds (-n 2000) if Ctrl-C does nothing.
+// The model is a random Llama whose end-of-text id lies past its tokenizer's tokens, so that it is never sampled,
+// and whose context is long: a reply runs until Ctrl-C, or for many seconds (-n 30000) if Ctrl-C does nothing. The
+// tests wait on what the run prints (WAIT_S only guards against a run that hangs), never on a clock: Ctrl-C comes
+// after the reply's first bytes, and a reply cannot end by itself before a test, however slowly scheduled, types it.
 #include <errno.h>
 #include <limits.h>
 #include <poll.h>
@@ -22,14 +24,15 @@
 #include "harness.h"
 #include "tokenizer_fixtures.h"
 
+#define ENDLESS "30000"  // -n for a reply that only Ctrl-C ends
 #define WAIT_S 60.0  // the longest wait for what a run should print (the sanitizer build at -O0 is slow)
 
-// A folder with the endless checkpoint: 258 tokens, 259 embedding rows, end-of-text 258 (fixture_chat_checkpoint).
-// The caller frees the path and removes the folder.
+// A folder with the endless checkpoint: 258 tokens, 259 embedding rows, end-of-text 258 (fixture_chat_checkpoint);
+// rotary positions, so that its context of 32768 costs no table. The caller frees the path and removes the folder.
 static char *endless_checkpoint(char **dir) {
     *dir = fixture_dir();
-    const RandomCheckpoint spec = {.n_layer = 2, .n_embd = 256, .n_head = 4, .vocab_size = 259, .n_positions = 2048,
-                                   .scale = 0.5f, .seed = 48};
+    const RandomCheckpoint spec = {.model_type = "llama", .n_layer = 2, .n_embd = 256, .n_head = 4, .vocab_size = 259,
+                                   .n_positions = 32768, .scale = 0.5f, .seed = 48};
     return fixture_chat_checkpoint(*dir, &spec);
 }
 
@@ -125,13 +128,34 @@ static int turn_stat(const Screen *s, int turn, const char *key) {
     return at && at < end ? atoi(at + strlen(pattern)) : -1;
 }
 
+// Waits until process `pid` sleeps (state S in /proc/PID/stat): a chat whose terminal was stopped by Ctrl-S sleeps
+// in its next write. False if it did not within WAIT_S.
+static bool wait_asleep(pid_t pid) {
+    char path[64], stat[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    for (const double deadline = now_s() + WAIT_S; now_s() < deadline;) {
+        FILE *f = fopen(path, "r");
+        const size_t n = f ? fread(stat, 1, sizeof stat - 1, f) : 0;
+        if (f) fclose(f);
+        stat[n] = '\0';
+        const char *state = strrchr(stat, ')');  // "pid (name) S ..."
+        if (state && state[1] == ' ' && state[2] == 'S') return true;
+        nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
+    }
+    return false;
+}
+
 // One reply cut short: the message typed, some of the reply seen, Ctrl-C; the turn's --stats line and the prompt
-// come back. Returns where the prompt ends (-1: it did not come back).
-static long interrupt_reply(Screen *s, int fd, size_t from, const char *message, int turn) {
+// come back. Returns where the prompt ends (-1: it did not come back). With `stalled`, the terminal stops taking
+// output first (Ctrl-S, XOFF) and Ctrl-C comes once the chat sleeps in its write: the write goes on (the terminal
+// starts again at Ctrl-C) and the reply ends at its next token, as any.
+static long interrupt_reply(Screen *s, int fd, pid_t pid, size_t from, const char *message, int turn, bool stalled) {
     type(fd, message);
     type(fd, "\r");
     const long echoed = screen_wait(s, from, "\033[?2004l");  // the line read (bracketed paste off), then the reply
     CHECK(echoed >= 0 && screen_wait_bytes(s, (size_t)echoed, 16), "turn %d: no reply: %s", turn, s->text);
+    if (stalled) type(fd, "\x13");
+    CHECK(!stalled || wait_asleep(pid), "turn %d: the chat went on writing to a stopped terminal", turn);
     type(fd, "\x03");
     char stats[32];
     snprintf(stats, sizeof stats, "{\"turn\": %d,", turn);
@@ -147,12 +171,12 @@ TEST(chat_ctrl_c_cuts_the_reply_short_and_clears_the_line) {
     if (!ckpt) return;
     int fd;
     Screen s;
-    const pid_t pid = spawn_on_terminal((const char *[]){"chat", "-m", ckpt, "-n", "2000", "--stats", "--threads",
-                                                         "1", NULL}, &fd, &s);
+    const pid_t pid = spawn_on_terminal((const char *[]){"chat", "-m", ckpt, "-n", ENDLESS, "--stats",
+                                                         "--threads", "1", NULL}, &fd, &s);
     if (pid < 0) return;
     long at = screen_wait(&s, 0, "> ");
     CHECK(at >= 0, "no prompt: %s", s.text ? s.text : "");
-    if (at >= 0) at = interrupt_reply(&s, fd, (size_t)at, "h\xC3\xA9llo", 1);  // "héllo"
+    if (at >= 0) at = interrupt_reply(&s, fd, pid, (size_t)at, "h\xC3\xA9llo", 1, false);  // "héllo"
     // Ctrl-C at the prompt: the line typed is dropped (an empty line then sends nothing) and the prompt comes back.
     if (at >= 0) {
         type(fd, "abc");
@@ -166,7 +190,7 @@ TEST(chat_ctrl_c_cuts_the_reply_short_and_clears_the_line) {
         at = screen_wait(&s, (size_t)at, "> ");
         CHECK(at >= 0, "an empty line: no new prompt: %s", s.text);
     }
-    if (at >= 0) at = interrupt_reply(&s, fd, (size_t)at, "x", 2);
+    if (at >= 0) at = interrupt_reply(&s, fd, pid, (size_t)at, "x", 2, true);
     if (at >= 0) type(fd, "/exit\r");
     const int status = screen_finish(&s, pid);
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "chat ended with status %d", status);
@@ -178,7 +202,7 @@ TEST(chat_ctrl_c_cuts_the_reply_short_and_clears_the_line) {
     const int prompt2 = turn_stat(&s, 2, "prompt_tokens"), message2 = (int)strlen("\nuser: x\nassistant: ");
     // The first message came whole, é as its two bytes: "user: héllo\nassistant: ", a token a byte.
     CHECK(prompt1 == (int)strlen("user: h\xC3\xA9llo\nassistant: "), "turn 1: %d tokens", prompt1);
-    CHECK(generated1 > 0 && generated1 < 2000 && generated2 > 0 && generated2 < 2000,
+    CHECK(generated1 > 0 && generated1 < atoi(ENDLESS) && generated2 > 0 && generated2 < atoi(ENDLESS),
           "replies of %d and %d tokens", generated1, generated2);
     CHECK(reused2 >= prompt1 && prompt2 >= prompt1 + generated1 + message2,
           "turn 2: %d tokens, %d reused, after turn 1's %d + %d", prompt2, reused2, prompt1, generated1);
@@ -253,7 +277,7 @@ TEST(generate_ctrl_c_dies_with_the_output_printed) {
     if (pid == 0) {
         dup2(out[1], STDOUT_FILENO);
         close(out[0]);
-        execl(bin, bin, "generate", "-m", ckpt, "--ids", "1 2 3", "-n", "2000", "--print-ids", "--threads", "1",
+        execl(bin, bin, "generate", "-m", ckpt, "--ids", "1 2 3", "-n", ENDLESS, "--print-ids", "--threads", "1",
               (char *)NULL);
         _exit(127);
     }
@@ -265,7 +289,7 @@ TEST(generate_ctrl_c_dies_with_the_output_printed) {
     CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGINT, "status %d: not killed by SIGINT", status);
     int n = 0;
     for (const char *p = s.text; p && *p; p++) n += *p != ' ' && (p == s.text || p[-1] == ' ');
-    CHECK(n > 0 && n < 2000, "%d ids printed", n);
+    CHECK(n > 0 && n < atoi(ENDLESS), "%d ids printed", n);
     char args[PATH_MAX + 128], *full, *err;
     snprintf(args, sizeof args, "generate -m %s --ids \"1 2 3\" -n %d --print-ids --threads 1", ckpt, n);
     CHECK(run_specdec(args, &full, &err) == 0, "%s", err);
