@@ -273,8 +273,9 @@ static void print_turn_stats(const Chat *c, int n_ids, int reused, int n_out, co
     fputs("}\n", stderr);
 }
 
-// The reply to the conversation's ids, streamed; *reply (malloc'd) its text as the conversation keeps it.
-static int reply(Chat *c, const int *ids, int n_ids, char **text, Err *err) {
+// The reply to the conversation's ids, streamed; *text (malloc'd) and *len its bytes as the conversation keeps them
+// (a model may print NUL bytes: the length, not strlen, says where they end).
+static int reply(Chat *c, const int *ids, int n_ids, char **text, size_t *len, Err *err) {
     const Args *a = c->args;
     Printer printer = {0};
     StopPrinter stopper = {0};
@@ -301,7 +302,6 @@ static int reply(Chat *c, const int *ids, int n_ids, char **text, Err *err) {
     SpecStats stats;
     int n_out = 0, reused = 0, rc = conversation_reply(&c->conv, ids, n_ids, &params, c->out, &n_out, &stats, &reused,
                                                        err);
-    size_t len;
     Err finish_err;  // a failed write, or the stop scan's failure; a failed reply's message comes first
     int finished = a->stops.n ? stop_printer_finish(&stopper, "stdout", &finish_err)
                               : printer_finish(&printer, "stdout", &finish_err);
@@ -310,9 +310,14 @@ static int reply(Chat *c, const int *ids, int n_ids, char **text, Err *err) {
         rc = -1;
     }
     const StopScan *printed = &stopper.text.scan;
-    if (rc == 0 && a->stops.n) rc = (*text = strndup(printed->text ? printed->text : "", printed->len))
-                                         ? 0 : err_fmt(err, "out of memory");
-    else if (rc == 0) rc = tokenizer_decode(&c->tok, c->out, n_out, text, &len, err);
+    if (rc == 0 && a->stops.n) {
+        *len = printed->len;
+        rc = (*text = malloc(*len + 1)) ? 0 : err_fmt(err, "out of memory");
+        if (rc == 0 && *len) memcpy(*text, printed->text, *len);
+        if (rc == 0) (*text)[*len] = '\0';
+    } else if (rc == 0) {
+        rc = tokenizer_decode(&c->tok, c->out, n_out, text, len, err);
+    }
     if (rc == 0 && interrupt_requested())
         fprintf(stderr, "specdec: the reply was cut short (Ctrl-C); it stays in the conversation as printed\n");
     interrupt_clear();
@@ -331,8 +336,7 @@ static int reply(Chat *c, const int *ids, int n_ids, char **text, Err *err) {
 // tool calls (--tools) joins as its content (an empty string when there is none: Qwen3's template tests strings
 // `in` it) and the calls, their arguments as objects, as templates read them (chat/tools.h); each call printed on
 // stderr (chat_print_tool_calls), and waiting for its result (/tool).
-static int add_reply(Chat *c, const char *text, Err *err) {
-    size_t len = strlen(text);
+static int add_reply(Chat *c, const char *text, size_t len, Err *err) {
     json_t *calls = json_object_get(c->vars, "tools")
                         ? chat_print_tool_calls(stderr, c->ct.tool_format, text, len, &len)
                         : NULL;
@@ -365,6 +369,7 @@ static int add_reply(Chat *c, const char *text, Err *err) {
 static int respond(Chat *c, Err *err) {
     int *ids = NULL, n_ids = 0;
     char *text = NULL;
+    size_t len = 0;
     int rc = chat_render_ids(&c->ct, &c->tok, c->messages, true, c->vars, &ids, &n_ids, err);
     const int n_ctx = c->s.target.cfg.n_positions;
     if (rc == 0 && n_ids >= n_ctx) {
@@ -375,8 +380,8 @@ static int respond(Chat *c, Err *err) {
     } else if (rc == 0) {
         c->turn++;
         json_array_clear(c->waiting);  // (calls not answered before this turn stay so)
-        rc = reply(c, ids, n_ids, &text, err);
-        if (rc == 0) rc = add_reply(c, text, err);
+        rc = reply(c, ids, n_ids, &text, &len, err);
+        if (rc == 0) rc = add_reply(c, text, len, err);
     }
     free(text);
     free(ids);

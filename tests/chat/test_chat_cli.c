@@ -242,6 +242,30 @@ TEST(chat_cli_multi_line_messages_stats_and_refusals) {
     remove_dir(dir);
 }
 
+// A reply holding a NUL byte joins the conversation whole: a random model's 48 tokens (a byte each, seed 28 puts a
+// NUL 26 bytes into the first reply), then a second message; the second turn's prompt holds the first reply's bytes
+// as printed (a byte not UTF-8 printed and kept as U+FFFD, three bytes), at least one a token, not only those before
+// the NUL. (stdout's NUL bytes are turned into 0xFF, which the printer never writes, to be seen.)
+TEST(chat_cli_a_reply_holding_a_nul_byte_joins_whole) {
+    char *dir = fixture_dir(), args[1024], *out, *err;
+    const RandomCheckpoint spec = {.n_layer = 2, .n_embd = 256, .n_head = 4, .vocab_size = 259, .n_positions = 2048,
+                                   .scale = 0.5f, .seed = 48};
+    char *ckpt = fixture_chat_checkpoint(dir, &spec);
+    snprintf(args, sizeof args, "sh -c \"printf 'hi\\nx\\n' | %s chat -m %s -n 48 --temp 1 --seed 28 --stats | "
+             "tr '\\\\000' '\\\\377'\"", specdec_bin(), ckpt);
+    CHECK(run_command(args, &out, &err) == 0, "%s: %s", args, err);
+    int prompt[2] = {0}, generated[2] = {0};
+    CHECK(stats_values(err, "prompt_tokens", prompt, 2) == 2 && stats_values(err, "generated_tokens", generated, 2) == 2,
+          "not two turns: %s", err);
+    const int message2 = (int)strlen("\nuser: x\nassistant: "), kept = prompt[1] - prompt[0] - message2;
+    const char *nul = strchr(out, '\xFF');
+    CHECK(nul && nul - out < kept, "no NUL byte in the first reply (%d bytes kept): the seed no longer makes one", kept);
+    CHECK(kept >= generated[0], "the first reply's %d tokens kept as %d bytes (cut at its NUL byte, %ld bytes in?)",
+          generated[0], kept, nul ? (long)(nul - out) : -1L);
+    free(out), free(err), free(ckpt);
+    fixture_remove_dir(dir);
+}
+
 // chat --grammar: every reply follows the grammar from its start (the constraint starts afresh each turn), the
 // same with the draft and the lookup as target-only.
 TEST(chat_cli_replies_follow_the_grammar) {
