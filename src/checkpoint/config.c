@@ -306,8 +306,8 @@ static int read_rope_scaling(Config *cfg, const json_t *root, const char *path, 
 }
 
 // The sliding window, where the model uses one (Mistral's sliding_window; Qwen's when use_sliding_window is
-// true): attention sees only the last `sliding_window` positions. Within a context no longer than the window that
-// is plain causal attention, so the context is cut to the window.
+// true): attention sees only the last `sliding_window` positions. The context stays max_position_embeddings (a
+// model's load cuts it to the window: config_fit_window).
 static int read_sliding_window(Config *cfg, const json_t *root, const char *path, Err *err) {
     bool use = cfg->model_type == MODEL_MISTRAL;
     if (read_bool(&use, root, "use_sliding_window", path, err)) return -1;
@@ -316,8 +316,11 @@ static int read_sliding_window(Config *cfg, const json_t *root, const char *path
     int size = 4096;  // MistralConfig's and Qwen2Config's default
     if (read_size(&size, root, "sliding_window", path, err)) return -1;
     cfg->sliding_window = size;
-    if (size < cfg->n_positions) cfg->n_positions = size;
     return 0;
+}
+
+void config_fit_window(Config *cfg) {
+    if (cfg->sliding_window && cfg->sliding_window < cfg->n_positions) cfg->n_positions = cfg->sliding_window;
 }
 
 static int read_llama_family(Config *cfg, const json_t *root, const char *path, Err *err) {

@@ -58,8 +58,8 @@ typedef struct {
     int n_kv_head;                         // key/value heads, dividing H      (num_key_value_heads; GPT-2: H)
     int head_dim;                          // hd, width of a head              (head_dim; absent: d / H)
     int n_layer;                           // L, transformer blocks            (n_layer / num_hidden_layers)
-    int n_positions;                       // context length                   (n_positions / max_position_embeddings,
-                                           //  cut to sliding_window when one applies)
+    int n_positions;                       // context length                   (n_positions / max_position_embeddings;
+                                           //  a loaded model's is cut to sliding_window: config_fit_window)
     int sliding_window;                    // attention's window, where one applies (sliding_window; 0: none)
     int vocab_size;                        // V, rows of the embedding table
     int n_inner;                           // F, MLP width                     (n_inner / intermediate_size)
@@ -99,5 +99,10 @@ int config_load(Config *cfg, const char *path, Err *err);
 // Reads generation_config.json at `path`, if the file exists: its bos/eos_token_id, when present, replace
 // config.json's (as transformers' generate() uses them). A missing file changes nothing.
 int config_load_generation(Config *cfg, const char *path, Err *err);
+
+// Cuts the context to the sliding window, where one applies. specdec's attention has no window, and within a context
+// no longer than the window sliding-window attention is plain causal attention; the checkpoint's readers (config.json
+// and GGUF alike) keep the length it declares, which `convert` writes on, and the model's load cuts it here.
+void config_fit_window(Config *cfg);
 
 #endif

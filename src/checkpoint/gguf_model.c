@@ -134,8 +134,6 @@ int gguf_config(Config *cfg, const GgufFile *f, Err *err) {
         read_positive(f, arch, "rope.freq_base", &cfg->rope_theta, err) || read_rope_scaling(cfg, f, arch, err) ||
         read_size(f, arch, "attention.sliding_window", false, &cfg->sliding_window, err))
         return -1;
-    if (cfg->sliding_window && cfg->sliding_window < cfg->n_positions)  // as a folder's (config.c)
-        cfg->n_positions = cfg->sliding_window;
     if (cfg->vocab_size != embd->ne[1])
         return err_fmt(err, "%s: token_embd.weight has %lld rows, unlike %s.vocab_size %d", f->path,
                        (long long)embd->ne[1], arch, cfg->vocab_size);

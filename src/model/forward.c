@@ -540,7 +540,8 @@ static int check_batch(const Model *model, const SequenceRows *seqs, int n, cons
         if (q->T < 1) return err_fmt(err, "%s: %sno tokens to process", caller, who);
         if (cache->len + q->T > c->n_positions)
             return err_fmt(err, "%scontext full: %d cached + %d new token%s exceed the model's context of %d "
-                           "position%s (n_positions or max_position_embeddings in config.json, or less: --ctx)", who,
+                           "position%s (n_positions or max_position_embeddings in config.json, or sliding_window where less; or less: "
+                           "--ctx)", who,
                            cache->len, q->T, plural(q->T), c->n_positions, plural(c->n_positions));
         for (int t = 0; t < q->T; t++)
             if (q->tokens[t] < 0 || q->tokens[t] >= c->vocab_size)

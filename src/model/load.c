@@ -551,6 +551,7 @@ int model_load_reporting(Model *model, const char *dir, ThreadPool *pool, Quant 
     GgufFile gguf = {0};
     StCheckpoint ckpt;
     if (open_checkpoint(&model->cfg, &ckpt, &gguf, dir, err)) return -1;
+    config_fit_window(&model->cfg);  // (a folder's and a GGUF's alike)
     const Config *c = &model->cfg;
     if (quant == QUANT_STORED) quant = model->quant = QUANT_NONE;
     const bool as_stored = quant == QUANT_NONE;

@@ -226,8 +226,9 @@ TEST(config_llama_defaults) {
     CHECK(c.bos_token_id == 1 && c.eos_token_id == 2 && c.n_eos == 1, "bos %d eos %d", c.bos_token_id,
           c.eos_token_id);
     c = load_ok("{\"model_type\": \"mistral\"}");
-    CHECK(c.n_kv_head == 8 && c.n_inner == 14336 && c.n_positions == 4096, "mistral: kv %d F %d context %d (the "
-          "sliding window of 4096)", c.n_kv_head, c.n_inner, c.n_positions);
+    CHECK(c.n_kv_head == 8 && c.n_inner == 14336 && c.n_positions == 131072 && c.sliding_window == 4096,
+          "mistral: kv %d F %d context %d window %d (MistralConfig's 131072 and 4096)", c.n_kv_head, c.n_inner,
+          c.n_positions, c.sliding_window);
     c = load_ok("{\"model_type\": \"qwen2\", \"num_attention_heads\": 64}");
     CHECK(c.n_kv_head == 32, "qwen2: Qwen2Config's default of 32 key/value heads, got %d", c.n_kv_head);
     c = load_ok("{\"model_type\": \"qwen2\"}");
@@ -284,7 +285,10 @@ TEST(config_llama_family_fields) {
     c = load_ok("{\"model_type\": \"qwen2\", \"sliding_window\": 4096, \"use_sliding_window\": false}");
     CHECK(c.n_positions == 32768, "an unused sliding window: context %d", c.n_positions);
     c = load_ok("{\"model_type\": \"qwen2\", \"sliding_window\": 1000, \"use_sliding_window\": true}");
-    CHECK(c.n_positions == 1000, "a sliding window cuts the context: %d", c.n_positions);
+    CHECK(c.n_positions == 32768 && c.sliding_window == 1000, "a sliding window read: context %d, window %d",
+          c.n_positions, c.sliding_window);
+    config_fit_window(&c);
+    CHECK(c.n_positions == 1000, "a sliding window cuts the context at load: %d", c.n_positions);
     c = load_ok("{\"model_type\": \"llama\", \"eos_token_id\": [2, 7], \"bos_token_id\": null, \"dtype\": "
                 "\"float16\"}");
     CHECK(c.n_eos == 2 && c.eos_ids[1] == 7 && c.bos_token_id == -1, "eos list");

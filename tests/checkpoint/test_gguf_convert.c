@@ -172,7 +172,8 @@ TEST(convert_writes_qwen2_qwen3_gpt2_tensors_as_llama_quantize) {
 }
 
 // Mistral's sliding_window, written under gguf-py's key for it (`<arch>.attention.sliding_window`, u32) and read
-// back: the file's context is cut to the window, as the folder's is (config.c).
+// back, and the context_length written max_position_embeddings, as llama.cpp's converter writes it (the load cuts
+// the context to the window, for the file as for the folder: tests/model/test_gguf_models.c).
 TEST(convert_writes_and_reads_mistral_s_sliding_window) {
     char dir[] = "/tmp/specdec-convert-XXXXXX", folder[64], path[256], command[1024], *out, *err_text;
     CHECK(mkdtemp(dir), "mkdtemp");
@@ -191,8 +192,10 @@ TEST(convert_writes_and_reads_mistral_s_sliding_window) {
         int64_t v = 0;
         CHECK(gguf_get_int(&f, "llama.attention.sliding_window", 1, 1 << 30, &v, NULL, &err) == 0 && v == 64,
               "llama.attention.sliding_window: %lld %s", (long long)v, err.msg);
+        CHECK(gguf_get_int(&f, "llama.context_length", 1, 1 << 30, &v, NULL, &err) == 0 && v == 128,
+              "llama.context_length: %lld, not max_position_embeddings 128 %s", (long long)v, err.msg);
         Config cfg;
-        CHECK(gguf_config(&cfg, &f, &err) == 0 && cfg.sliding_window == 64 && cfg.n_positions == 64,
+        CHECK(gguf_config(&cfg, &f, &err) == 0 && cfg.sliding_window == 64 && cfg.n_positions == 128,
               "read back: window %d, context %d %s", cfg.sliding_window, cfg.n_positions, err.msg);
         gguf_close(&f);
     }

@@ -6,11 +6,13 @@
 // gguf-py (expected.bin, a float64 forward) is at least the bound its type is held to, at every position; their
 // quantized matrices are held as the file stores them.
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "checkpoint/gguf.h"
 #include "checkpoint/gguf_convert.h"
 #include "harness.h"
 #include "model/model.h"
@@ -152,6 +154,57 @@ TEST(gguf_converted_logits_equal_or_near_the_folder) {
     }
     free(want);
     rmdir(dir);
+    pool_free(pool);
+}
+
+// The context a model loaded from path runs with (0 after a failed CHECK).
+static int context_of(const char *path, ThreadPool *pool) {
+    Err err = {{0}};
+    Model m;
+    if (model_load(&m, path, pool, &err)) {
+        CHECK(false, "%s: %s", path, err.msg);
+        return 0;
+    }
+    const int n_ctx = m.cfg.n_positions;
+    model_free(&m);
+    return n_ctx;
+}
+
+// convert_llama with a sliding window of 16 (use_sliding_window, as a Qwen's config says it), converted to bf16:
+// the file's context_length is the folder's max_position_embeddings (131072), as llama.cpp's converter writes it,
+// and both load with the window's context of 16 and give the same logits bit for bit (within the window, which
+// TOKENS do not fill, sliding-window attention is plain causal attention).
+TEST(gguf_converted_window_keeps_the_context_and_logits) {
+    Err err = {{0}};
+    ThreadPool *pool = pool_create(2, &err);
+    char dir[] = "/tmp/specdec-window-XXXXXX", folder[64], path[96], command[512], *out, *err_text;
+    CHECK(mkdtemp(dir), "mkdtemp");
+    snprintf(folder, sizeof folder, "%s/windowed", dir);
+    snprintf(path, sizeof path, "%s/windowed.gguf", dir);
+    snprintf(command, sizeof command, "mkdir %s && ln -s \"$PWD\"/%s/convert_llama/*.safetensors \"$PWD\"/%s/"
+             "convert_llama/tokenizer* %s/ && sed 's/\"tie_word_embeddings\": true,/&\\n \"use_sliding_window\": "
+             "true, \"sliding_window\": 16,/' %s/convert_llama/config.json > %s/config.json", folder, GGUF_FIXTURES,
+             GGUF_FIXTURES, folder, GGUF_FIXTURES, folder);
+    CHECK(run_command(command, &out, &err_text) == 0, "%s: %s", command, err_text);
+    free(out), free(err_text);
+    CHECK(gguf_convert(folder, path, CONVERT_BF16, NULL, pool, &err) == 0, "%s: %s", path, err.msg);
+    GgufFile f;
+    int64_t declared = 0;
+    if (!test_failures() && gguf_open(&f, path, &err) == 0) {
+        CHECK(gguf_get_int(&f, "llama.context_length", 1, INT32_MAX, &declared, NULL, &err) == 0 && declared == 131072,
+              "llama.context_length %lld %s", (long long)declared, err.msg);
+        gguf_close(&f);
+    }
+    const int ctx_folder = context_of(folder, pool), ctx_file = context_of(path, pool);
+    CHECK(ctx_folder == 16 && ctx_file == 16, "contexts: the folder's %d, the file's %d", ctx_folder, ctx_file);
+    int V_folder = 0, V_file = 0;
+    float *want = logits_of(folder, pool, QUANT_NONE, &V_folder), *got = logits_of(path, pool, QUANT_NONE, &V_file);
+    CHECK(want && got && V_file == V_folder && memcmp(got, want, sizeof(float) * T * (size_t)V_folder) == 0,
+          "the windowed file's logits differ from the folder's");
+    free(want), free(got);
+    snprintf(command, sizeof command, "rm -r %s", dir);
+    CHECK(run_command(command, &out, &err_text) == 0, "%s: %s", command, err_text);
+    free(out), free(err_text);
     pool_free(pool);
 }
 
