@@ -630,6 +630,12 @@ static inline float quantized_weight(const void *w, WeightType type, int n_in, i
 void q8_0_pack_row(uint8_t *panel, int r, const uint8_t *blocks, int n_in);
 void q4_0_pack_row(uint8_t *panel, int r, const uint8_t *blocks, int n_in);
 
+// The same into q8's panels (WEIGHT_Q8_0) from a row of GGUF's Q5_0 blocks (qk.h: 32 weights w = d·(q − 16), q of 5
+// bits, the F16 d): its integers q − 16 ∈ [−16, 15] are a Q8_0 block's, under the same F16 d, so the Q8_0 matmuls
+// take them as they are — bit for bit the product of llama.cpp's dequantized weights, in every variant. (A panel of
+// its own would stream 22 bytes per 32 weights instead of 34: not written yet.)
+void q5_0_pack_row(uint8_t *panel, int r, const uint8_t *blocks, int n_in);
+
 // The reference products (q8.c) and each variant's.
 MatmulQ8Fn q8_0_matmul_reference, q8_0_matmul_avx2, q8_0_matmul_avxvnni, q8_0_matmul_avx512, q8_0_matmul_neon;
 MatmulQ8Fn q4_0_matmul_reference, q4_0_matmul_avx2, q4_0_matmul_avxvnni, q4_0_matmul_avx512, q4_0_matmul_neon;

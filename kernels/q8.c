@@ -114,9 +114,10 @@ void q4_0_matmul_reference(float *out, const Q8Block *x, const void *w, const fl
     quantized_matmul_reference(out, x, w, WEIGHT_Q4_0, bias, T, n_in, ld_out, j0, j1);
 }
 
-// ---- GGUF's Q8_0 and Q4_0 blocks into panels (kernels.h) ----------------------------------------------------
+// ---- GGUF's Q8_0, Q5_0 and Q4_0 blocks into panels (kernels.h) ----------------------------------------------
 
-enum { Q8_0_BYTES = 2 + Q8_BLOCK, Q4_0_BYTES = 2 + Q4_BLOCK / 2 };  // a block: its F16 scale, then its quants
+// A block: its F16 scale, (Q5_0: a u32 of fifth bits,) then its quants.
+enum { Q8_0_BYTES = 2 + Q8_BLOCK, Q4_0_BYTES = 2 + Q4_BLOCK / 2, Q5_0_BYTES = 2 + 4 + Q4_BLOCK / 2 };
 
 void q8_0_pack_row(uint8_t *panel, int r, const uint8_t *blocks, int n_in) {
     uint16_t *scales = (uint16_t *)panel;
@@ -125,6 +126,19 @@ void q8_0_pack_row(uint8_t *panel, int r, const uint8_t *blocks, int n_in) {
         scales[q8_scale_index(n_in, r, b)] = (uint16_t)(block[0] | block[1] << 8);
         for (int g = 0; g < Q8_BLOCK / Q8_GROUP; g++)  // each group of 4 inputs is 4 consecutive bytes
             memcpy(panel + q8_quant_index(n_in, r, b * Q8_BLOCK + g * Q8_GROUP), block + 2 + g * Q8_GROUP, Q8_GROUP);
+    }
+}
+
+// A Q5_0 block (qk.h): F16 d, a u32 of fifth bits, 16 bytes of nibbles; its quants q − 16 ∈ [−16, 15] are Q8_0's.
+void q5_0_pack_row(uint8_t *panel, int r, const uint8_t *blocks, int n_in) {
+    uint16_t *scales = (uint16_t *)panel;
+    for (int b = 0; b < q8_blocks(n_in); b++) {
+        const uint8_t *block = blocks + (size_t)b * Q5_0_BYTES, *qh = block + 2, *qs = block + 6;
+        scales[q8_scale_index(n_in, r, b)] = (uint16_t)(block[0] | block[1] << 8);
+        for (int i = 0; i < Q8_BLOCK; i++) {
+            const int q = (i < 16 ? qs[i] & 0xf : qs[i - 16] >> 4) | (qh[i / 8] >> i % 8 & 1) << 4;
+            panel[q8_quant_index(n_in, r, b * Q8_BLOCK + i)] = (uint8_t)(int8_t)(q - 16);
+        }
     }
 }
 

@@ -1,6 +1,7 @@
 // qk.c — dequantizing GGUF's quantized blocks (qk.h has the layouts), written from the formats' definitions.
 #include "qk.h"
 
+#include <stdbool.h>
 #include <stdlib.h>
 
 #include "kernels.h"
@@ -22,6 +23,28 @@ static void q4_0_block(float *out, const uint8_t *b) {
         out[j] = d * (float)((b[2 + j] & 0xF) - 8);
         out[j + 16] = d * (float)((b[2 + j] >> 4) - 8);
     }
+}
+
+// Q4_1 (qh NULL), Q5_0 (no min) and Q5_1: q = the nibble of qs (weight j's low, weight j + 16's high) with, for the
+// 5-bit types, bit j of the little-endian u32 qh on top; w = d·(q − offset) (Q5_0: offset 16), or d·q + m.
+static void low_bits_block(float *out, float d, const float *m, const uint8_t *qh, const uint8_t *qs, int offset) {
+    const uint32_t high = qh ? (uint32_t)qh[0] | (uint32_t)qh[1] << 8 | (uint32_t)qh[2] << 16 | (uint32_t)qh[3] << 24 : 0;
+    for (int j = 0; j < 32; j++) {
+        const int q = (j < 16 ? qs[j] & 0xF : qs[j - 16] >> 4) | (int)(high >> j & 1) << 4;
+        out[j] = m ? d * (float)q + *m : d * (float)(q - offset);
+    }
+}
+
+static void q4_1_block(float *out, const uint8_t *b) {
+    const float m = half(b + 2);
+    low_bits_block(out, half(b), &m, NULL, b + 4, 0);
+}
+
+static void q5_0_block(float *out, const uint8_t *b) { low_bits_block(out, half(b), NULL, b + 2, b + 6, 16); }
+
+static void q5_1_block(float *out, const uint8_t *b) {
+    const float m = half(b + 2);
+    low_bits_block(out, half(b), &m, b + 4, b + 8, 0);
 }
 
 // The 6-bit scale and min of sub-block s (of 8) from a K-block's 12 bytes: s < 4 in the low 6 bits of bytes s and
@@ -88,13 +111,17 @@ static void k_block_dequantize(float *out, uint32_t type, const uint8_t *b) {
 }
 
 int qk_reads(uint32_t type) {
-    return type == GGML_Q8_0 || type == GGML_Q4_0 || type == GGML_Q4_K || type == GGML_Q5_K || type == GGML_Q6_K;
+    return type == GGML_Q8_0 || type == GGML_Q4_0 || type == GGML_Q4_1 || type == GGML_Q5_0 || type == GGML_Q5_1 ||
+           type == GGML_Q4_K || type == GGML_Q5_K || type == GGML_Q6_K;
 }
 
 size_t qk_row_bytes(uint32_t type, size_t n) {
     switch (type) {
     case GGML_Q8_0: return n / 32 * 34;
     case GGML_Q4_0: return n / 32 * 18;
+    case GGML_Q4_1: return n / 32 * 20;
+    case GGML_Q5_0: return n / 32 * 22;
+    case GGML_Q5_1: return n / 32 * 24;
     case GGML_Q4_K: return n / 256 * 144;
     case GGML_Q5_K: return n / 256 * 176;
     case GGML_Q6_K: return n / 256 * 210;
@@ -103,21 +130,18 @@ size_t qk_row_bytes(uint32_t type, size_t n) {
 }
 
 void qk_dequantize_row(float *out, const uint8_t *blocks, uint32_t type, size_t n) {
-    switch (type) {
-    case GGML_Q8_0:
-        for (size_t i = 0; i < n / 32; i++) q8_0_block(out + 32 * i, blocks + 34 * i);
-        return;
-    case GGML_Q4_0:
-        for (size_t i = 0; i < n / 32; i++) q4_0_block(out + 32 * i, blocks + 18 * i);
-        return;
-    case GGML_Q4_K:
-    case GGML_Q5_K:
-    case GGML_Q6_K:
-        for (size_t i = 0; i < n / 256; i++)
-            k_block_dequantize(out + 256 * i, type, blocks + qk_row_bytes(type, 256) * i);
-        return;
+    // the blocks of 32 weights, by type
+    static void (*const block_32[])(float *out, const uint8_t *b) = {
+        [GGML_Q4_0] = q4_0_block, [GGML_Q4_1] = q4_1_block, [GGML_Q5_0] = q5_0_block, [GGML_Q5_1] = q5_1_block,
+        [GGML_Q8_0] = q8_0_block,
+    };
+    if (!qk_reads(type)) abort();  // a caller that did not check qk_reads
+    const bool k = type == GGML_Q4_K || type == GGML_Q5_K || type == GGML_Q6_K;
+    const size_t weights = k ? 256 : 32, bytes = qk_row_bytes(type, weights);
+    for (size_t i = 0; i < n / weights; i++) {
+        if (k) k_block_dequantize(out + weights * i, type, blocks + bytes * i);
+        else block_32[type](out + weights * i, blocks + bytes * i);
     }
-    abort();  // a caller that did not check qk_reads
 }
 
 // ---- K-panels (kernels.h, "GGUF's K-quants, as stored") ----------------------------------------------------

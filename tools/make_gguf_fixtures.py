@@ -39,8 +39,12 @@ FLOAT_CASES = {
 # 0.999 for Q8_0 and Q6_K.
 SMALL = dict(arch="llama", d=64, H=4, Hkv=2, hd=16, F=128, L=2, V=64, dtype="F32", tied=False, gain=1)
 WIDE = dict(arch="llama", d=256, H=2, Hkv=1, hd=128, F=256, L=1, V=64, dtype="F32", tied=False, gain=1)  # rows: 256
+# Rows of 64 (but the down projection's 256), as Qwen2.5-0.5B's 896 and SmolLM2's 576 and 960 are not whole K-quant
+# blocks: llama-quantize's Q4_K_M falls back from Q4_K to Q5_0 and from Q6_K to Q8_0, its Q5_K_M from Q5_K to Q5_1.
+NARROW = dict(arch="llama", d=64, H=4, Hkv=2, hd=16, F=256, L=1, V=64, dtype="F32", tied=False, gain=1)
 QUANT_CASES = {"llama_q8_0": (SMALL, "Q8_0"), "llama_q4_0": (SMALL, "Q4_0"), "llama_q4_k_m": (WIDE, "Q4_K_M"),
-               "llama_q6_k": (WIDE, "Q6_K")}
+               "llama_q6_k": (WIDE, "Q6_K"), "llama_q4_k_m_narrow": (NARROW, "Q4_K_M"),
+               "llama_q5_k_m_narrow": (NARROW, "Q5_K_M")}
 TOKENS = [0, 7, 3, 11, 1, 5, 9, 2]  # the expected logits' input ids
 
 
@@ -313,7 +317,8 @@ def write_sdfx(path, tokens, logits):
 # ---- blocks of every quantized type read, and gguf-py's dequantization of them (tests/kernels/test_qk.c) ------
 
 BLOCK_TYPES = {"Q8_0": (32, 34, [0]), "Q4_0": (32, 18, [0]), "Q4_K": (256, 144, [0, 2]), "Q5_K": (256, 176, [0, 2]),
-               "Q6_K": (256, 210, [208])}  # name: weights and bytes of a block, where its f16 scales lie
+               "Q6_K": (256, 210, [208]), "Q5_0": (32, 22, [0]), "Q5_1": (32, 24, [0, 2]),
+               "Q4_1": (32, 20, [0, 2])}  # name: weights and bytes of a block, where its f16 scales lie
 
 
 def write_blocks(path, gguf):

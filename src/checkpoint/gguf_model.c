@@ -235,8 +235,8 @@ int gguf_view(StCheckpoint *ckpt, const GgufFile *f, const Config *cfg, Err *err
         const int dtype = st_dtype_of(g->type);
         if (dtype < 0) {
             st_close(ckpt);
-            return err_fmt(err, "%s: tensor \"%.64s\" is %s; specdec reads F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K and "
-                           "Q6_K tensors", f->path, g->name, gguf_type_name(g->type));
+            return err_fmt(err, "%s: tensor \"%.64s\" is %s; specdec reads F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, "
+                           "Q5_1, Q4_K, Q5_K and Q6_K tensors", f->path, g->name, gguf_type_name(g->type));
         }
         char *name = ckpt->names + (size_t)i * NAME;
         gguf_hf_name(name, NAME, g->name, gpt2);

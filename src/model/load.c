@@ -175,9 +175,10 @@ typedef struct {
     int n_out, n_in;
 } QuantizeJob;
 
-// Row r of a panel of GGUF's `type` from the file's row of blocks, as stored (kernels.h).
-static void pack_gguf_row(uint8_t *panel, WeightType type, int r, const uint8_t *blocks, int n_in) {
-    if (type == WEIGHT_Q8_0) q8_0_pack_row(panel, r, blocks, n_in);
+// Row r of a panel of `type` from the file's row of ggml blocks of type `ggml`, as stored (kernels.h; stored_type).
+static void pack_gguf_row(uint8_t *panel, WeightType type, uint32_t ggml, int r, const uint8_t *blocks, int n_in) {
+    if (ggml == GGML_Q5_0) q5_0_pack_row(panel, r, blocks, n_in);
+    else if (type == WEIGHT_Q8_0) q8_0_pack_row(panel, r, blocks, n_in);
     else if (type == WEIGHT_Q4_0) q4_0_pack_row(panel, r, blocks, n_in);
     else k_pack_row(panel, type, r, blocks, n_in);
 }
@@ -199,8 +200,8 @@ static void quantize_thread(void *ctx, int thread, int n_threads) {
             const int n_part = job->parts[q].rows, a = j0 > row0 ? j0 : row0,
                       b = j1 < row0 + n_part ? j1 : row0 + n_part;  // [a, b): the overlap
             for (int j = a; j < b && repack; j++)  // (GGUF's tensors are never Conv1D's)
-                pack_gguf_row(panel, job->type, j - j0, st_row(t, j - row0, qk_row_bytes(t->blocks, (size_t)n_in)),
-                              n_in);
+                pack_gguf_row(panel, job->type, t->blocks, j - j0,
+                              st_row(t, j - row0, qk_row_bytes(t->blocks, (size_t)n_in)), n_in);
             for (int j = a; j < b && !repack && !job->parts[q].conv1d; j++)
                 st_row_to_f32(rows + (size_t)(j - j0) * n_in, t, j - row0, (size_t)n_in);
             for (int i = 0; i < n_in && job->parts[q].conv1d && a < b; i++) {
@@ -249,10 +250,11 @@ static WeightType held_type(Quant quant, StDtype stored) {
     return weight_type(stored);
 }
 
-// The weight type that holds GGUF's blocks of ggml `type` as stored; WEIGHT_TYPES for none.
+// The weight type that holds GGUF's blocks of ggml `type` as stored (Q5_0's: Q8_0's panels, kernels.h); WEIGHT_TYPES
+// for none (Q4_1, Q5_1: quantized again).
 static WeightType stored_type(uint32_t type) {
     switch (type) {
-    case GGML_Q8_0: return WEIGHT_Q8_0;
+    case GGML_Q8_0: case GGML_Q5_0: return WEIGHT_Q8_0;
     case GGML_Q4_0: return WEIGHT_Q4_0;
     case GGML_Q4_K: return WEIGHT_Q4_K;
     case GGML_Q5_K: return WEIGHT_Q5_K;
@@ -262,15 +264,16 @@ static WeightType stored_type(uint32_t type) {
 }
 
 // The type a matrix stacked from parts (the first of them `first`) is held as: a GGUF read as stored whose parts
-// all hold blocks of one type keeps them (stored_type); otherwise held_type's — a matrix whose parts mix types
-// (Q4_K_M's q and k in Q4_K with v in Q6_K) is quantized again.
+// all hold blocks held as one type keeps them (stored_type: Q4_K_M's q and k in Q5_0 with v in Q8_0, where its rows
+// are not whole K-blocks); otherwise held_type's — a matrix whose parts mix types (Q4_K_M's q and k in Q4_K with v in
+// Q6_K) is quantized again.
 static WeightType held_type_of(const Loader *ld, const Part *parts, int n_parts, const StTensor *first) {
     bool kept = ld->as_stored && first->blocks && stored_type(first->blocks) != WEIGHT_TYPES;
     for (int p = 1; p < n_parts && kept; p++) {
         char full[256];
         snprintf(full, sizeof full, "%s%s", ld->prefix, parts[p].name);
         const StTensor *t = st_find(ld->ckpt, full);
-        kept = t && t->blocks == first->blocks;
+        kept = t && t->blocks && stored_type(t->blocks) == stored_type(first->blocks);
     }
     if (kept) return stored_type(first->blocks);
     return held_type(ld->quant, first->dtype);

@@ -272,16 +272,17 @@ TEST(gguf_refuses_types_it_does_not_read) {
     put_header(&b, 3, 2, 1);
     put_kv_str(&b, "general.architecture", "llama");
     put_tensor(&b, "token_embd.weight", 2, (uint64_t[]){32, 2}, GGML_F32, 0);
-    put_tensor(&b, "blk.0.attn_q.weight", 2, (uint64_t[]){32, 32}, 3 /* Q4_1 */, 256);
-    put_data(&b, 32, 256 + 32 * 20);
+    put_tensor(&b, "blk.0.attn_q.weight", 2, (uint64_t[]){32, 32}, 9 /* Q8_1 */, 256);
+    put_data(&b, 32, 256 + 32 * 40);
     char *path = write_buf(&b);
     GgufFile f;
     StCheckpoint ckpt;
     Config cfg = {.model_type = MODEL_LLAMA, .head_dim = 8};
     Err err = {{0}};
     CHECK(gguf_open(&f, path, &err) == 0, "%s", err.msg);
-    CHECK(gguf_view(&ckpt, &f, &cfg, &err) == -1 && strstr(err.msg, "tensor \"blk.0.attn_q.weight\" is Q4_1;") &&
-              strstr(err.msg, "specdec reads F32, F16"), "got \"%s\"", err.msg);
+    CHECK(gguf_view(&ckpt, &f, &cfg, &err) == -1 && strstr(err.msg, "tensor \"blk.0.attn_q.weight\" is Q8_1;") &&
+              strstr(err.msg, "specdec reads F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K and Q6_K "
+                              "tensors"), "got \"%s\"", err.msg);
     gguf_close(&f);
     unlink(path);
     free(path);

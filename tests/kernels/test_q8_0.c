@@ -1,7 +1,7 @@
-// test_q8_0.c — GGUF's Q8_0 and Q4_0 blocks held as stored (kernels.h, "GGUF's Q8_0 and Q4_0"): the packing of a
-// file's rows into q8's and q4's panels (quants and F16 scale bits unchanged), and every variant's matmul_q8_0 and
-// matmul_q4_0 against the reference, bit for bit, on fresh random inputs of awkward sizes (quantized_checks.h: at
-// every T and every [j0, j1), so also the batch-invariance test).
+// test_q8_0.c — GGUF's Q8_0, Q4_0 and Q5_0 blocks held as stored (kernels.h, "GGUF's Q8_0 and Q4_0"): the packing
+// of a file's rows into q8's and q4's panels (quants and F16 scale bits unchanged; Q5_0's quants as Q8_0's), and every
+// variant's matmul_q8_0 and matmul_q4_0 against the reference, bit for bit, on fresh random inputs of awkward sizes
+// (quantized_checks.h: at every T and every [j0, j1), so also the batch-invariance test).
 //
 // `make test-neon` builds this file with kernels/ and the harness alone.
 #include <float.h>
@@ -13,9 +13,11 @@
 #include "harness.h"
 #include "kernel_inputs.h"
 #include "kernels.h"
+#include "qk.h"
 #include "quantized_checks.h"
 
-enum { Q8_0_BYTES = 34, Q4_0_BYTES = 18 };  // a block: F16 d, then 32 int8 quants or 16 bytes of nibbles
+// A block: F16 d, then 32 int8 quants, 16 bytes of nibbles, or (Q5_0) a u32 of fifth bits and 16 bytes of nibbles.
+enum { Q8_0_BYTES = 34, Q4_0_BYTES = 18, Q5_0_BYTES = 22 };
 
 // A Q8_0 block of x [32]: d = max|x| / 127.5 as F16 toward zero, q = round(x / d) clamped to [−128, 127] — so that
 // a block whose weight of largest magnitude is negative holds −128, which llama.cpp's own quantizer never writes
@@ -47,6 +49,24 @@ static void q4_0_quantize_block(uint8_t *block, const float *x) {
     for (int k = 0; k < 16; k++) block[2 + k] = (uint8_t)(u[k] | u[k + 16] << 4);
 }
 
+// A Q5_0 block of x [32], llama.cpp's rule: v the weight of largest magnitude, d = v / −16 (F16 toward zero),
+// q = round(x / d) + 16 clamped to [0, 31]; q's low 4 bits as Q4_0's nibbles, its fifth bit as bit k of the
+// little-endian u32 after d.
+static void q5_0_quantize_block(uint8_t *block, const float *x) {
+    float v = 0.0f;
+    for (int i = 0; i < Q8_BLOCK; i++) v = fabsf(x[i]) > fabsf(v) ? x[i] : v;
+    const uint16_t d_bits = v != 0.0f ? f16_toward_zero(v / -16.0f) : 0;
+    const float d = f16_to_f32(d_bits);
+    memset(block, 0, Q5_0_BYTES);
+    block[0] = (uint8_t)d_bits, block[1] = (uint8_t)(d_bits >> 8);
+    for (int i = 0; i < Q8_BLOCK; i++) {
+        const float q = d != 0.0f ? rintf(x[i] / d) + 16.0f : 16.0f;
+        const int u = (int)(q < 0.0f ? 0.0f : q > 31.0f ? 31.0f : q);
+        block[6 + i % 16] |= (uint8_t)((u & 0xf) << (i < 16 ? 0 : 4));
+        block[2 + i / 8] |= (uint8_t)((u >> 4) << i % 8);
+    }
+}
+
 static void q8_0_quantize_panel(uint8_t *panel, const float *rows, int n_rows, int ld, int n_in) {
     gguf_quantize_panel(panel, rows, n_rows, ld, n_in, q8_panel_bytes(n_in), Q8_0_BYTES, q8_0_quantize_block,
                         q8_0_pack_row);
@@ -55,6 +75,11 @@ static void q8_0_quantize_panel(uint8_t *panel, const float *rows, int n_rows, i
 static void q4_0_quantize_panel(uint8_t *panel, const float *rows, int n_rows, int ld, int n_in) {
     gguf_quantize_panel(panel, rows, n_rows, ld, n_in, q4_panel_bytes(n_in), Q4_0_BYTES, q4_0_quantize_block,
                         q4_0_pack_row);
+}
+
+static void q5_0_quantize_panel(uint8_t *panel, const float *rows, int n_rows, int ld, int n_in) {
+    gguf_quantize_panel(panel, rows, n_rows, ld, n_in, q8_panel_bytes(n_in), Q5_0_BYTES, q5_0_quantize_block,
+                        q5_0_pack_row);
 }
 
 static unsigned q8_0_nibbles(int i) {
@@ -97,39 +122,55 @@ static const QuantFormat Q4_0 = {.name = "q4_0",
                                  .quantize_panel = q4_0_quantize_panel,
                                  .reference_bound = q4_0_reference_bound};
 
-// The packing: every weight of a file's rows is in the panel what the file's block says, d · q with d the block's
-// F16 scale, bit for bit (quantized_weight against the block's own dequantization), padding rows all-zero blocks;
-// a Q8_0 quant of −128 stays −128.
-TEST(kernels_q8_0_q4_0_packing_keeps_the_file_s_blocks) {
+// GGUF's Q5_0 held in q8's panels, its quants q − 16 ∈ [−16, 15] (kernels.h, q5_0_pack_row): Q8_0's format, run by
+// matmul_q8_0, with Q5_0's blocks packed in.
+static QuantFormat q5_0_format(void) {
+    QuantFormat f = Q8_0;
+    f.name = "q5_0";
+    f.quantize_panel = q5_0_quantize_panel;
+    return f;
+}
+
+// The packing: every weight of a file's rows is in the panel what the file's block says, bit for bit
+// (quantized_weight against llama.cpp's dequantization of the block, qk_dequantize_row), padding rows all-zero
+// blocks; a Q8_0 quant of −128 stays −128, and Q5_0's quants reach both ends, 0 and 31.
+TEST(kernels_q8_0_q4_0_q5_0_packing_keeps_the_file_s_blocks) {
     const int n_out = 13, n_in = 96, nb = n_in / 32;
     float *rows = random_floats(n_out * n_in, -1.0f, 1.0f);
+    const QuantFormat Q5_0 = q5_0_format();
     const struct {
         const QuantFormat *f;
-        int block_bytes;
+        uint32_t ggml;
         void (*quantize_block)(uint8_t *block, const float *x);
-    } CASES[] = {{&Q8_0, Q8_0_BYTES, q8_0_quantize_block}, {&Q4_0, Q4_0_BYTES, q4_0_quantize_block}};
+    } CASES[] = {{&Q8_0, GGML_Q8_0, q8_0_quantize_block}, {&Q4_0, GGML_Q4_0, q4_0_quantize_block},
+                 {&Q5_0, GGML_Q5_0, q5_0_quantize_block}};
     for (size_t c = 0; c < sizeof CASES / sizeof *CASES; c++) {
         const QuantFormat *f = CASES[c].f;
         void *w = NULL;
         if (posix_memalign(&w, 64, f->matrix_bytes(n_out, n_in))) abort();
         f->quantize_panel(w, rows, n_out, n_in, n_in);
-        bool saw_minus_128 = false;
+        bool saw_low = false, saw_high = false;  // Q8_0: q = −128; Q5_0: q − 16 = −16 and 15
         for (int j = 0; j < Q8_PANEL; j++)
             for (int b = 0; b < nb; b++) {
                 const float zeros[32] = {0};  // padding rows: all-zero blocks
                 uint8_t block[Q8_0_BYTES];
+                float want[32];
                 CASES[c].quantize_block(block, j < n_out ? rows + (size_t)j * n_in + b * 32 : zeros);
+                qk_dequantize_row(want, block, CASES[c].ggml, 32);
                 const float d = f16_to_f32((uint16_t)(block[0] | block[1] << 8));
                 for (int i = 0; i < 32; i++) {
-                    const int q = f->type == WEIGHT_Q8_0 ? (int8_t)block[2 + i]
-                                                         : (i < 16 ? block[2 + i] & 0xf : block[2 + i - 16] >> 4) - 8;
-                    saw_minus_128 |= q == -128;
-                    const float want = d * (float)q, got = quantized_weight(w, f->type, n_in, j, b * 32 + i);
-                    CHECK(memcmp(&want, &got, sizeof want) == 0, "%s W[%d, %d] = %.9g, the file's %.9g", f->name, j,
-                          b * 32 + i, got, want);
+                    const float got = quantized_weight(w, f->type, n_in, j, b * 32 + i);
+                    CHECK(memcmp(&want[i], &got, sizeof got) == 0, "%s W[%d, %d] = %.9g, the file's %.9g", f->name, j,
+                          b * 32 + i, got, want[i]);
+                    if (CASES[c].ggml == GGML_Q8_0) saw_low |= block[2 + i] == 0x80;
+                    if (CASES[c].ggml == GGML_Q5_0 && d != 0.0f) {
+                        saw_low |= want[i] == -16 * d;
+                        saw_high |= want[i] == 15 * d;
+                    }
                 }
             }
-        CHECK(f->type != WEIGHT_Q8_0 || saw_minus_128, "no Q8_0 quant of −128 met");
+        CHECK(CASES[c].ggml == GGML_Q4_0 || (saw_low && (saw_high || CASES[c].ggml == GGML_Q8_0)),
+              "%s: the ends of its quants not met", f->name);
         free(w);
     }
     free(rows);
@@ -146,10 +187,24 @@ TEST(kernels_q8_0_q4_0_layout) {
 TEST(kernels_q8_0_matmul_matches_reference) { check_every_quantized_matmul(&Q8_0); }
 TEST(kernels_q4_0_matmul_matches_reference) { check_every_quantized_matmul(&Q4_0); }
 
-// As for q8 and q4 (test_q8.c, test_q4.c), with F16 scales 1.
-TEST(kernels_q8_0_q4_0_matmul_at_the_bounds_of_their_sums) {
+// Q5_0's panels are multiplied by matmul_q8_0, checked above at every size: here on Q5_0's quants, every variant
+// against the reference bit for bit (and the reference against the float product) at T = 1..17, three widths.
+TEST(kernels_q5_0_matmul_matches_reference) {
+    const QuantFormat Q5_0 = q5_0_format();
+    int n;
+    const Kernels *const *list = kernels_available(&n);
+    static const int N_IN[] = {33, 100, 2 * 768 + 5};
+    for (int v = 0; v < n; v++)
+        for (int a = 0; a < 3; a++)
+            for (int T = 1; T <= 17; T++) check_quantized_matmul(&Q5_0, list[v], T, N_IN[a], T % 2 == 1);
+}
+
+// As for q8 and q4 (test_q8.c, test_q4.c), with F16 scales 1; Q5_0 at its quant of largest magnitude, −16 (0xf0).
+TEST(kernels_q8_0_q4_0_q5_0_matmul_at_the_bounds_of_their_sums) {
     check_quantized_matmul_at_bounds(&Q8_0, 0x81, 0x3c00);
     check_quantized_matmul_at_bounds(&Q4_0, 0xff, 0x3c00);
+    const QuantFormat Q5_0 = q5_0_format();
+    check_quantized_matmul_at_bounds(&Q5_0, 0xf0, 0x3c00);
 }
 
 #if defined(__x86_64__)

@@ -44,7 +44,8 @@ TEST(qk_dequantizes_as_gguf_py) {
         free(want);
         free(got);
     }
-    CHECK(types_seen == 5, "%d types in the fixture, expected Q8_0, Q4_0, Q4_K, Q5_K and Q6_K", types_seen);
+    CHECK(types_seen == 8, "%d types in the fixture, expected Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, Q5_0, Q5_1 and Q4_1",
+          types_seen);
     fclose(f);
 }
 

@@ -2,7 +2,8 @@
 // model.gguf, converted by llama.cpp's gguf-py from the model.safetensors beside it, gives logits bit for bit those
 // of the safetensors folder, in every architecture read (llama with its q/k rows permuted, Llama 3's rope_freqs,
 // qwen2's biases, qwen3's q/k norms, gpt2's transposed matrices), F32, F16 and BF16; each quantized fixture
-// (llama-quantize's Q8_0, Q4_0, Q4_K_M, Q6_K) gives logits whose cosine with those of its weights dequantized by
+// (llama-quantize's Q8_0, Q4_0, Q4_K_M, Q6_K; Q4_K_M and Q5_K_M on rows of 64, which take its fallbacks Q5_0, Q5_1
+// and Q8_0) gives logits whose cosine with those of its weights dequantized by
 // gguf-py (expected.bin, a float64 forward) is at least the bound its type is held to, at every position; their
 // quantized matrices are held as the file stores them.
 #include <math.h>
@@ -75,7 +76,8 @@ TEST(gguf_quantized_logits_match_dequantized_weights) {
     static const struct {
         const char *name;
         double min_cosine;  // the bounds: 0.999 for 8- and 6-bit weights, 0.99 for 4-bit ones
-    } CASES[] = {{"llama_q8_0", 0.999}, {"llama_q6_k", 0.999}, {"llama_q4_0", 0.99}, {"llama_q4_k_m", 0.99}};
+    } CASES[] = {{"llama_q8_0", 0.999},          {"llama_q6_k", 0.999},         {"llama_q4_0", 0.99},
+                 {"llama_q4_k_m", 0.99},         {"llama_q4_k_m_narrow", 0.99}, {"llama_q5_k_m_narrow", 0.99}};
     Err err = {{0}};
     ThreadPool *pool = pool_create(2, &err);
     for (size_t i = 0; i < sizeof CASES / sizeof *CASES; i++) {
@@ -96,7 +98,7 @@ TEST(gguf_quantized_logits_match_dequantized_weights) {
             double worst = 1;
             for (int t = 0; got && V == e.V && t < T; t++)
                 worst = fmin(worst, cosine(got + (size_t)t * V, e.logits + (size_t)t * V, V));
-            printf("    %-14s %-6s worst cosine %.6f (bound %.3f)\n", CASES[i].name, quant_name(quant), worst,
+            printf("    %-19s %-6s worst cosine %.6f (bound %.3f)\n", CASES[i].name, quant_name(quant), worst,
                    CASES[i].min_cosine);
             CHECK(got && V == e.V && worst >= CASES[i].min_cosine, "%s quant %s: cosine %.6f < %.3f (V %d, expected %d)",
                   CASES[i].name, quant_name(quant), worst, CASES[i].min_cosine, V, e.V);
@@ -239,12 +241,16 @@ TEST(gguf_q4_k_m_speculates_as_target_only) {
     const char *file = GGUF_FIXTURES "/llama_q4_k_m/model.gguf";
     check_speculates_as_target_only(file, "", file, "");
     check_speculates_as_target_only(file, "--quant stored", file, "--draft-quant stored");
+    const char *narrow = GGUF_FIXTURES "/llama_q4_k_m_narrow/model.gguf";  // its Q5_0 and Q8_0 fallbacks
+    check_speculates_as_target_only(narrow, "", narrow, "");
 }
 
 // Read without --quant (or with --quant stored), a quantized file's matrices are held as the file's blocks
 // (kernels.h, "GGUF's Q8_0 and Q4_0", "GGUF's K-quants"), as llama-quantize chose them: llama_q4_0 has its head in
 // Q8_0, llama_q4_k_m its v and down projections and its head in Q6_K — its q/k/v matrix mixes Q4_K and Q6_K, so it
-// is quantized again, to q8, even so. Under --quant q8 every matrix is quantized again.
+// is quantized again, to q8, even so. The narrow ones' rows of 64 took llama-quantize's fallbacks: Q4_K_M's Q5_0 is
+// held in Q8_0's panels (its q/k/v matrix too, with v in Q8_0), Q5_K_M's Q5_1 quantized again to q8. Under --quant q8
+// every matrix is quantized again.
 static WeightType held_under(Quant quant, WeightType stored) { return quant == QUANT_Q8 ? WEIGHT_Q8 : stored; }
 
 TEST(gguf_quantized_held_as_stored) {
@@ -256,6 +262,8 @@ TEST(gguf_quantized_held_as_stored) {
         {"llama_q8_0", WEIGHT_Q8_0, WEIGHT_Q8_0, WEIGHT_Q8_0, WEIGHT_Q8_0, WEIGHT_Q8_0, WEIGHT_Q8_0},
         {"llama_q6_k", WEIGHT_Q6_K, WEIGHT_Q6_K, WEIGHT_Q6_K, WEIGHT_Q6_K, WEIGHT_Q6_K, WEIGHT_Q6_K},
         {"llama_q4_k_m", WEIGHT_Q8, WEIGHT_Q4_K, WEIGHT_Q4_K, WEIGHT_Q6_K, WEIGHT_Q4_K, WEIGHT_Q6_K},
+        {"llama_q4_k_m_narrow", WEIGHT_Q8_0, WEIGHT_Q8_0, WEIGHT_Q8_0, WEIGHT_Q6_K, WEIGHT_Q8_0, WEIGHT_Q8_0},
+        {"llama_q5_k_m_narrow", WEIGHT_Q8, WEIGHT_Q8, WEIGHT_Q8, WEIGHT_Q6_K, WEIGHT_Q8, WEIGHT_Q8_0},
     };
     static const Quant QUANTS[] = {QUANT_NONE, QUANT_STORED, QUANT_Q8};
     Err err = {{0}};
