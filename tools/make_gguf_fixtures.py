@@ -442,12 +442,13 @@ def write_expected_tensors(folder, kit, bf16, work, gguf):
 # The kit's to_gguf.py converts llamas alone, so their bf16 file is this script's own conversion (write_gguf, as
 # convert_hf_to_gguf.py writes each architecture), which llama-quantize then quantizes. Rows of 256 where K-quants
 # can apply (Qwen's q, k, v, gate, up, the embeddings); GPT-2's rows of 32, where llama-quantize's Q4_K_M falls back
-# to Q5_0 and (attn_qkv) Q5_1.
+# from Q4_K to Q5_0 and from Q6_K to Q8_0, in 3 layers, so that attn_qkv (an attn_v to llama.cpp) takes Q6_K in the
+# last alone.
 CONVERT_ARCHS = {
     "convert_qwen2": dict(arch="qwen2", d=256, H=2, Hkv=1, hd=32, F=32, L=1, V=64, dtype="BF16", tied=True, gain=1,
                           theta=1e6),
     "convert_qwen3": dict(arch="qwen3", d=256, H=2, Hkv=1, hd=32, F=32, L=1, V=64, dtype="BF16", tied=False, gain=1),
-    "convert_gpt2": dict(arch="gpt2", d=32, H=2, F=64, L=1, V=64, P=16, dtype="BF16", tied=True, gain=1),
+    "convert_gpt2": dict(arch="gpt2", d=32, H=2, F=64, L=3, V=64, P=16, dtype="BF16", tied=True, gain=1),
 }
 
 

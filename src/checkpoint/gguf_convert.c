@@ -173,12 +173,11 @@ static uint32_t tensor_type(const Conversion *c, const Planned *p) {
     uint32_t type = base;
     const bool head = strcmp(p->name, "output.weight") == 0 || (c->tied && strcmp(p->name, "token_embd.weight") == 0);
     if (head && base != GGML_Q8_0) type = GGML_Q6_K;
-    else if (c->type == CONVERT_Q4_K_M && (strstr(p->name, ".attn_qkv.") ||
-                                           ((strstr(p->name, ".attn_v.") || strstr(p->name, ".ffn_down.")) &&
-                                            use_more_bits(p->layer, c->cfg.n_layer))))
-        type = GGML_Q6_K;
+    else if (c->type == CONVERT_Q4_K_M && use_more_bits(p->layer, c->cfg.n_layer) &&
+             (strstr(p->name, ".attn_v.") || strstr(p->name, ".attn_qkv.") || strstr(p->name, ".ffn_down.")))
+        type = GGML_Q6_K;  // (llama.cpp counts GPT-2's attn_qkv as an attn_v)
     size_t bytes;
-    if (p->ne[0] % gguf_type_block(type, &bytes)) type = GGML_Q8_0;
+    if (p->ne[0] % gguf_type_block(type, &bytes)) type = type == GGML_Q4_K ? GGML_Q5_0 : GGML_Q8_0;  // its fallbacks
     return p->ne[0] % 32 ? GGML_F16 : type;
 }
 

@@ -8,8 +8,9 @@
 //   every matrix                       the type (Q8_0, Q4_0; Q4_K for q4_k_m)
 //   output.weight (token_embd if tied) Q8_0 for q8_0; else Q6_K (Q8_0 when its rows are not whole 256-blocks)
 //   q4_k_m: attn_v, ffn_down           Q6_K in the layers llama.cpp's use_more_bits picks (the first and last
-//                                      eighth, and every third between); GPT-2's attn_qkv Q6_K (llama.cpp: Q5_K)
-//   a row not whole blocks             Q6_K → Q8_0; Q4_K → Q8_0 (llama.cpp: Q5_0); not whole 32-blocks: F16
+//                                      eighth, and every third between); GPT-2's attn_qkv as attn_v
+//   a row not whole blocks             Q6_K → Q8_0; Q4_K → Q5_0 (llama-quant.cpp's tensor_type_fallback); not
+//                                      whole 32-blocks: F16
 //   norms, biases, position_embd       as the bf16 file holds them (F32; position_embd BF16)
 //
 // A BF16 folder so gives the tensors the kit's to_gguf.py (then llama-quantize) writes, byte for byte; F32 and F16

@@ -66,6 +66,27 @@ static void quantize_q4_0(uint8_t *block, const float *x) {
     }
 }
 
+// block: d (f16), qh[4]: bit j of the little-endian u32 the fifth bit of weight j; qs[16] as Q4_0's.   x: [32]
+static void quantize_q5_0(uint8_t *block, const float *x) {
+    float amax = 0.0f, max = 0.0f;  // the weight of largest magnitude, its sign kept
+    for (int j = 0; j < 32; j++)
+        if (amax < fabsf(x[j])) {
+            amax = fabsf(x[j]);
+            max = x[j];
+        }
+    const float d = max / -16, id = d != 0.0f ? 1.0f / d : 0.0f;
+    put_f16(block, d);
+    uint32_t qh = 0;
+    for (int j = 0; j < 16; j++) {
+        int low = (int)(x[j] * id + 16.5f), high = (int)(x[j + 16] * id + 16.5f);  // truncated, as ggml's cast
+        low = low < 31 ? low : 31;
+        high = high < 31 ? high : 31;
+        block[6 + j] = (uint8_t)((low & 0xf) | (high & 0xf) << 4);
+        qh |= (uint32_t)(low >> 4) << j | (uint32_t)(high >> 4) << (j + 16);
+    }
+    for (int k = 0; k < 4; k++) block[2 + k] = (uint8_t)(qh >> 8 * k);
+}
+
 // ---- Q6_K: 16 scales of 16 weights under one d -----------------------------------------------------------------
 
 // The codes x[i] ≈ scale·(L[i] − 32), L in [0, 63], for the scale among 19 trials around −32/max (max: the weight
@@ -240,14 +261,15 @@ static void quantize_q4_k(uint8_t *block, const float *x) {
 }
 
 int gguf_quantizes(uint32_t type) {
-    return type == GGML_Q8_0 || type == GGML_Q4_0 || type == GGML_Q4_K || type == GGML_Q6_K;
+    return type == GGML_Q8_0 || type == GGML_Q4_0 || type == GGML_Q5_0 || type == GGML_Q4_K || type == GGML_Q6_K;
 }
 
 void gguf_quantize_row(uint8_t *out, const float *x, uint32_t type, size_t n) {
-    const size_t block = type == GGML_Q8_0 || type == GGML_Q4_0 ? 32 : 256, bytes = qk_row_bytes(type, block);
+    const size_t block = type == GGML_Q4_K || type == GGML_Q6_K ? 256 : 32, bytes = qk_row_bytes(type, block);
     for (size_t b = 0; b < n / block; b++, out += bytes, x += block) {
         if (type == GGML_Q8_0) quantize_q8_0(out, x);
         else if (type == GGML_Q4_0) quantize_q4_0(out, x);
+        else if (type == GGML_Q5_0) quantize_q5_0(out, x);
         else if (type == GGML_Q6_K) quantize_q6_k(out, x);
         else quantize_q4_k(out, x);
     }
