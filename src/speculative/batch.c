@@ -102,15 +102,13 @@ int batch_join(Batch *b, const BatchJob *job, Err *err) {
 }
 
 // Each running sequence's γ policy is told the rest of the batch before it drafts (policy.h: rate_batch): the
-// others' last rounds — their rows and tokens summed, the longest of their drafting — and the prefilling ones'
-// chunks of this step (rows that commit no token).
+// others' last rounds — their rows and tokens summed, the longest of their drafting — and the prefilling ones as
+// sequences without rows. A prefill chunk's rows are work the batch does whatever γ is, and in F(R) = S + R · (A + s)
+// they would only add a constant to the step's time, which makes deeper drafts look cheaper than they are (their
+// rows cost as much in that step as in any other): the plan prices γ against the rounds' rows alone.
 static void share_loads(Batch *b) {
-    for (int id = 0; id < b->capacity; id++) {
-        Sequence *q = &b->seqs[id];
-        if (q->state != BATCH_PREFILLING) continue;
-        const int left = prefill_left(q);
-        q->load = (BatchLoad){.sequences = 1, .rows = left < BATCH_PREFILL_CHUNK ? left : BATCH_PREFILL_CHUNK};
-    }
+    for (int id = 0; id < b->capacity; id++)
+        if (b->seqs[id].state == BATCH_PREFILLING) b->seqs[id].load = (BatchLoad){.sequences = 1};
     for (int id = 0; id < b->capacity; id++) {
         if (b->seqs[id].state != BATCH_RUNNING) continue;
         BatchLoad others = {0};

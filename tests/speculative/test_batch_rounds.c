@@ -295,6 +295,70 @@ TEST(batch_sequence_leaves_while_prefilling) {
     model_pair_close(&pair);
 }
 
+// The depths a sequence's rounds drafted, in order (SpecParams.on_round).
+typedef struct {
+    int gamma[MAX_TOKENS], n;
+} Depths;
+
+static void note_depth(void *ctx, const RoundOutcome *round) {
+    Depths *d = ctx;
+    if (d->n < MAX_TOKENS) d->gamma[d->n++] = round->gamma;
+}
+
+// A greedy sequence (γ auto, the draft model) on x's prompt runs to its end while, at every step, a plain sequence
+// joins whose prompt is prefilled in that step, `neighbour` tokens of it, and leaves after it. Returns the depths
+// of the sequence's rounds; its tokens must be those it gets alone.
+static Depths depths_beside_prefills(ModelPair *pair, Sequence x, const int *neighbour_prompt, int neighbour) {
+    const SpecParams neighbour_params = {.sampling = {.top_p = 1}, .eos_id = -1, .max_tokens = 1};
+    Depths depths = {0};
+    SpecParams params = {.sampling = {.top_p = 1}, .policy = GAMMA_AUTO, .eos_id = -1, .max_tokens = MAX_TOKENS,
+                         .on_round = note_depth, .ctx = &depths};
+    Err err;
+    Batch *b = batch_open(&pair->target, 2, &err);
+    CHECK(b, "%s", err.msg);
+    if (b) {
+        join(b, pair, &x, &params, NULL);
+        depths.n = 0;  // (the rounds alone, which join played, are not the batch's)
+        while (batch_state(b, x.id) != BATCH_DONE && !test_failures()) {
+            int out[1], n_out;
+            const BatchJob job = {.prompt = neighbour_prompt, .n_prompt = neighbour + 1, .params = &neighbour_params,
+                                  .out = out};
+            const int id = batch_join(b, &job, &err);
+            CHECK(id >= 0 && batch_state(b, id) == BATCH_PREFILLING, "the neighbour: %s", err.msg);
+            CHECK(batch_step(b, &err) == 0, "%s", err.msg);
+            SpecStats stats;
+            CHECK(id < 0 || batch_leave(b, id, &n_out, &stats, &err) == 0, "the neighbour: %s", err.msg);
+        }
+        if (!test_failures()) leave_as_alone(b, &x, "the greedy sequence");
+    }
+    batch_close(b);
+    drafter_close(&x.drafters);
+    return depths;
+}
+
+// A greedy sequence's plan in a batch (rate_batch, planned with the cost model) leaves a prefill chunk's rows out:
+// work the batch does whatever γ is. Beside a neighbour prefilling 1 token every step and beside one prefilling
+// BATCH_PREFILL_CHUNK, its rounds draft the same depths, round by round.
+TEST(batch_plan_leaves_prefill_rows_out) {
+    ModelPair pair;
+    open_llama_pair(&pair);
+    int prompt[BATCH_PREFILL_CHUNK + 1];
+    for (int t = 0; t <= BATCH_PREFILL_CHUNK; t++) prompt[t] = test_rand_int(0, pair.target.n_vocab - 2);
+    Sequence x = {0};
+    x.n_prompt = random_prompt(x.prompt, 4, pair.target.n_vocab);
+    const Depths one = depths_beside_prefills(&pair, x, prompt, 1);
+    const Depths chunk = depths_beside_prefills(&pair, x, prompt, BATCH_PREFILL_CHUNK);
+    printf("    depths beside a 1-token prefill and a %d-token one:", BATCH_PREFILL_CHUNK);
+    for (int i = 0; i < one.n; i++) printf(" %d", one.gamma[i]);
+    printf(" |");
+    for (int i = 0; i < chunk.n; i++) printf(" %d", chunk.gamma[i]);
+    printf("\n");
+    CHECK(one.n > 0 && one.n == chunk.n && !memcmp(one.gamma, chunk.gamma, sizeof(int) * one.n),
+          "%d rounds beside 1-token prefills, %d beside %d-token ones, or their depths differ", one.n, chunk.n,
+          BATCH_PREFILL_CHUNK);
+    model_pair_close(&pair);
+}
+
 // ---- the debug build's rollback check in a batch ---------------------------------------------------------------
 
 // A model drafter (stepped by the batch: begin, resume) that counts the scheduler's checks, and corrupts one cached
