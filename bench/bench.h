@@ -262,10 +262,11 @@ void suite_chat(Bench *b, Pair *pair);      // chat.c: multi-turn conversations 
 void suite_serve(Bench *b, Pair *pair);
 // The serve suite's ceiling of many clients (serve_ceiling.c): for each of `clients[0..n_counts)` greedy clients in
 // one batch (≤ 8), the most aggregate tokens/s any schedule of γs could reach over one client's, priced with the
-// target's and the draft's measured forwards over 1..32 rows and the draft's acceptance by level measured on the
-// prompts, into with_draft[k]; plain decoding's, N · t(1) / t(N), into plain[k]. Prints its tables; returns JSON.
+// target's and the draft's measured forwards over 1..32 rows, the draft's acceptance by level and the prompts'
+// prefill measured on the prompts — for requests of each of lengths[0..n_lengths), with the draft and without, into
+// ceiling[(length · 2 + with the draft) · n_counts + k]. Prints its tables; returns their JSON.
 json_t *serve_ceiling(Bench *b, Pair *pair, const Prompt *prompts, int n, const int *clients, int n_counts,
-                      double *with_draft, double *plain);
+                      const int *lengths, int n_lengths, double *ceiling);
 // Plain decoding of 1, 2, 4, 8 sequences at once in one batch against the read pass's bound (batch.c).
 void suite_batch(Bench *b, Pair *pair);
 // Decoding under a JSON Schema (structured.c): token masks per token (median, p99) at the pair's vocabulary and

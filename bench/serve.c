@@ -313,13 +313,12 @@ static json_t *sweep_row(Bench *b, const SweepCell *cell, const double *seconds,
 // The concurrency sweep: 1, 2, 4, 8 clients at once against --parallel 8, with the draft and without (each
 // request's specdec.draft), greedy, at -n's tokens a request and, where -n asks for more, at SWEEP_SHORT_TOKENS
 // (short requests, whose prompts' prefill is about half their time); beside it the read pass's bound of plain
-// decoding, and the ceiling of "× one client" (serve_ceiling: ceiling[draft][log2 clients], 0 where not measured).
-static json_t *sweep(Bench *b, Pair *pair, int port, const Prompt *prompts, int n,
-                     double ceiling[2][SWEEP_CLIENT_COUNTS]) {
+// decoding, and the ceiling of "× one client" (serve_ceiling's, by length, draft and clients; NULL: none measured).
+static json_t *sweep(Bench *b, Pair *pair, int port, const Prompt *prompts, int n, const int *lengths, int n_lengths,
+                     const double *ceiling) {
     double gbs;
     const double read_seconds = weights_read_seconds(b, &pair->target, &gbs);
-    const int lengths[2] = {b->opt.tokens < SWEEP_SHORT_TOKENS ? b->opt.tokens : SWEEP_SHORT_TOKENS, b->opt.tokens};
-    const int n_lengths = lengths[0] == lengths[1] ? 1 : 2, drafts = 1 + pair->has_draft;
+    const int drafts = 1 + pair->has_draft;
     const int rounds = b->opt.reps < SWEEP_MAX_ROUNDS ? b->opt.reps : SWEEP_MAX_ROUNDS;
     const int k = n_lengths * SWEEP_CLIENT_COUNTS * drafts;
     SweepCell cells[2 * SWEEP_CLIENT_COUNTS * 2];
@@ -336,8 +335,9 @@ static json_t *sweep(Bench *b, Pair *pair, int port, const Prompt *prompts, int 
     out(b, "\n## Many clients at once\n\n`--parallel %d`; each client sends each of the %d prompts once, one after "
         "the other (greedy, streamed); a warm-up of every cell, then %d rounds of every cell in a rotated order: "
         "medians over rounds [min–max]; aggregate: all the cell's tokens over its time; × one client, × no draft: "
-        "the ratios within each round; ceiling: the best \"× one client\" any γ schedule could reach (the table "
-        "above; plain: N · t(1) / t(N)). The read pass: the target's %.0f MB of weights read in %.2f ms at %.1f GB/s "
+        "the ratios within each round; ceiling: the most \"× one client\" any γ schedule could reach with each "
+        "request's prefill (the table above). The read pass: the target's %.0f MB of weights read in %.2f ms at "
+        "%.1f GB/s "
         "(the read pass's median), the least time of a step — N sequences decoding plainly commit at most N tokens "
         "a step: N / %.2f ms\n\n| tokens | clients | draft | aggregate tokens/s | × one client | ceiling × one client "
         "| × no draft | per-request tokens/s | time to first token, ms | p90, ms | read pass's bound, "
@@ -348,7 +348,9 @@ static json_t *sweep(Bench *b, Pair *pair, int port, const Prompt *prompts, int 
     for (int i = 0; i < k; i++) {
         const int alone = i - i / drafts % SWEEP_CLIENT_COUNTS * drafts;  // the same length and draft, 1 client
         const double *own = seconds + (size_t)i * rounds;
-        const double bound = i == alone ? 0 : ceiling[cells[i].draft][i / drafts % SWEEP_CLIENT_COUNTS];
+        const int at = (i / drafts / SWEEP_CLIENT_COUNTS * 2 + cells[i].draft) * SWEEP_CLIENT_COUNTS +
+                       i / drafts % SWEEP_CLIENT_COUNTS;  // serve_ceiling's index
+        const double bound = i == alone || !ceiling ? 0 : ceiling[at];
         json_array_append_new(rows, sweep_row(b, &cells[i], own, i == alone ? NULL : seconds + (size_t)alone * rounds,
                                               cells[i].draft ? seconds + (size_t)(i + 1) * rounds : NULL,
                                               read_seconds, bound));
@@ -518,13 +520,17 @@ void suite_serve(Bench *b, Pair *pair) {
     json_object_set_new(j, "multi_turn_with_cache", multi_turn(b, pair, port, &prompts[0], true, "With the "
                                                                "conversation cache (what the last turn left is kept)"));
     json_object_set_new(j, "batched_forward", batched_forward(b, pair));
-    double ceiling[2][SWEEP_CLIENT_COUNTS] = {{0}};  // [with the draft][log2 clients]
+    // The sweep's lengths: -n's, and where -n asks for more, SWEEP_SHORT_TOKENS before it.
+    const int lengths[2] = {b->opt.tokens < SWEEP_SHORT_TOKENS ? b->opt.tokens : SWEEP_SHORT_TOKENS, b->opt.tokens};
+    const int n_lengths = lengths[0] == lengths[1] ? 1 : 2;
+    double ceiling[2 * 2 * SWEEP_CLIENT_COUNTS];  // serve_ceiling's: [length][with the draft][log2 clients]
     if (pair->has_draft) {
         const int clients[SWEEP_CLIENT_COUNTS] = {1, 2, 4, SWEEP_MAX_CLIENTS};
-        json_object_set_new(j, "ceiling", serve_ceiling(b, pair, prompts, n, clients, SWEEP_CLIENT_COUNTS,
-                                                        ceiling[1], ceiling[0]));
+        json_object_set_new(j, "ceiling", serve_ceiling(b, pair, prompts, n, clients, SWEEP_CLIENT_COUNTS, lengths,
+                                                        n_lengths, ceiling));
     }
-    json_object_set_new(j, "concurrency", sweep(b, pair, port, prompts, n, ceiling));
+    json_object_set_new(j, "concurrency", sweep(b, pair, port, prompts, n, lengths, n_lengths,
+                                                pair->has_draft ? ceiling : NULL));
     json_object_set_new(j, "short_behind_long", short_behind_long(b, pair, port, prompts, n));
     server_stop(&server);
     prompts_free(prompts, n);

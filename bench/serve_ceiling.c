@@ -7,15 +7,18 @@
 //                                                         serves every sequence that drafts it (draft_together)
 //   tokens = Σ_i E(γ_i),  E(γ) = 1 + a_1 + a_1 a_2 + … + a_1 ⋯ a_γ                (spec_expected_tokens_by_level)
 // with t(R) the target's forward over R rows and d(R) the draft's (each one sequence's rows after CEILING_CONTEXT
-// cached positions, the least of CEILING_REPS_PER_REP × --reps rounds: the cost without other tenants), and a_l the acceptance of level l measured by greedy decoding with the
-// draft at γ = GAMMA_MAX (the rounds that kept level l over those that reached it). The ceiling for N clients
-// is the best tokens / time over every vector γ_1 ≤ … ≤ γ_N whose rows fit in CEILING_ROWS (the measured range), over
-// the same for one client. Left out, on both sides: prefill, sampling, the accept steps, the server's work — so it
-// bounds what batching the rounds can buy, not what a run reaches.
+// cached positions, the least of CEILING_REPS_PER_REP × --reps calls: the cost without other tenants), and a_l
+// the acceptance of level l measured by greedy decoding with the draft at γ = GAMMA_MAX (the rounds that kept
+// level l over those that reached it). The best decoding rate of N sequences is the best tokens / time over every
+// vector γ_1 ≤ … ≤ γ_N whose rows fit in CEILING_ROWS (the measured range). A request is its prompt's prefill,
+// then its decoding: one client's prefill as the server runs it alone, N clients' at the least it could cost in a
+// batch (with_prefill). Left out, on both sides: sampling, the accept steps, the server's work — so the ratio
+// bounds what batching can buy, not what a run reaches.
 #include <stdlib.h>
 #include <string.h>
 
 #include "bench.h"
+#include "speculative/batch.h"
 #include "speculative/speculative.h"
 
 enum { CEILING_CONTEXT = 128, CEILING_ROWS = 32, CEILING_DRAFT_ROWS = 8, CEILING_REPS_PER_REP = 3 };
@@ -154,11 +157,71 @@ static const char *fmt_gammas(char *buf, size_t size, const Schedule *s) {
     return buf;
 }
 
+// A request's prefill, on average over the prompts: alone, as the server runs one client's — the target's forwards
+// over the prompt but its newest token in chunks of BATCH_PREFILL_CHUNK (batch.c), each prompt's the least of
+// CEILING_REPS_PER_REP × --reps calls — and the draft's forward over the same tokens (a drafter's prefill, one
+// sequence at a time in a batch too); and of the target's, its arithmetic alone: less one weight stream, t(1), per
+// chunk — what its rows cost at least beside other sequences' rows, in steps that stream the weights anyway.
+typedef struct {
+    double target_alone, target_arithmetic, draft, rows;
+} Prefill;
+
+// The least seconds of `reps` prefills of p's tokens but its newest on m, in forwards of `chunk` tokens.
+static double least_prefill(Model *m, KVCache *cache, const Prompt *p, int chunk, int reps, float *logits) {
+    double least = 0;
+    for (int r = 0; r < reps; r++) {
+        Err err;
+        kv_truncate(cache, 0);
+        const double t0 = now_seconds();
+        for (int at = 0; at < p->n - 1; at += chunk) {
+            const int T = p->n - 1 - at < chunk ? p->n - 1 - at : chunk;
+            if (model_forward(m, cache, p->ids + at, T, logits, false, &err)) die("%s", err.msg);
+        }
+        const double seconds = now_seconds() - t0;
+        least = r == 0 || seconds < least ? seconds : least;
+    }
+    return least;
+}
+
+static Prefill measure_prefill(Bench *b, Pair *pair, const Costs *c, const Prompt *prompts, int n) {
+    Prefill mean = {0};
+    KVCache caches[2];
+    Err err;
+    const int V = pair->target.n_vocab > pair->draft.n_vocab ? pair->target.n_vocab : pair->draft.n_vocab;
+    float *logits = malloc(sizeof(float) * V);
+    if (!logits || model_kv_init(&pair->target, &caches[0], &err) || model_kv_init(&pair->draft, &caches[1], &err))
+        die("the ceiling's prefill: out of memory");
+    const int reps = CEILING_REPS_PER_REP * b->opt.reps;
+    for (int i = 0; i < n; i++) {
+        progress_show(&b->progress, "the ceiling's prefill", (double)i / n);
+        const Prompt *p = &prompts[i];
+        const double alone = least_prefill(&pair->target, &caches[0], p, BATCH_PREFILL_CHUNK, reps, logits);
+        const double arithmetic = alone - (p->n - 1 + BATCH_PREFILL_CHUNK - 1) / BATCH_PREFILL_CHUNK * c->target[1];
+        mean.target_alone += alone / n;
+        mean.target_arithmetic += (arithmetic > 0 ? arithmetic : 0) / n;
+        mean.draft += least_prefill(&pair->draft, &caches[1], p, p->n, reps, logits) / n;
+        mean.rows += (double)(p->n - 1) / n;
+    }
+    kv_free(&caches[0]);
+    kv_free(&caches[1]);
+    free(logits);
+    return mean;
+}
+
+// Requests of `tokens` tokens: N clients' aggregate over one client's, each request its prefill and then its
+// decoding — one client's prefill alone, N clients' target prefill at its arithmetic alone, the draft's prefill the
+// same on both sides — given the decoding rates of one and of N sequences (tokens/s).
+static double with_prefill(const Prefill *p, int tokens, int clients, double rate_one, double rate_n) {
+    const double alone = p->target_alone + p->draft + tokens / rate_one;
+    return alone / ((clients > 1 ? p->target_arithmetic : p->target_alone) + p->draft + tokens / rate_n);
+}
+
 json_t *serve_ceiling(Bench *b, Pair *pair, const Prompt *prompts, int n, const int *clients, int n_counts,
-                      double *with_draft, double *plain) {
+                      const int *lengths, int n_lengths, double *ceiling) {
     Costs c;
     measure_forwards(b, pair, &c);
     measure_acceptance(pair, prompts, n, b->opt.tokens, &c);
+    const Prefill prefill = measure_prefill(b, pair, &c, prompts, n);
     out(b, "\n## How far many clients can go\n\nThe target's forward over T rows of one sequence (cache of %d "
         "positions), t(T), and per row, t(T) / T, as a ratio to one row's; the draft's, d(T); each the least of %d "
         "calls, one a round\n\n| T | t(T), ms | t(T) / (T · t(1)) | d(T), ms |\n|---:|---:|---:|---:|\n",
@@ -177,27 +240,47 @@ json_t *serve_ceiling(Bench *b, Pair *pair, const Prompt *prompts, int n, const 
         out(b, " %.2f", c.accept[l]);
         json_array_append_new(accept, json_real(c.accept[l]));
     }
-    out(b, "\n\nThe best schedule of depths for N sequences in one batch (each level's draft forward serving every "
-        "sequence that drafts it, one target forward over all rows, rows ≤ %d) priced with these costs: the ceiling "
-        "of \"× one client\" in the sweep below (prefill, sampling, accept steps and the server left out)\n\n"
-        "| clients | best γ of each | tokens/s | × one client (the ceiling) | plain: N / t(N) over 1 / t(1) |\n"
-        "|---:|---|---:|---:|---:|\n", CEILING_ROWS);
+    out(b, "\n\nA prompt's prefill (%.0f tokens on average): alone, the target's in chunks of %d, %.2f ms — its "
+        "arithmetic, less t(1) a chunk, %.2f ms: what it costs at least in a batch — and the draft's, %.2f ms.\n\n"
+        "The best schedule of depths for N sequences in one batch (each level's draft forward serving every "
+        "sequence that drafts it, one target forward over all rows, rows ≤ %d) priced with these costs, against one "
+        "sequence's best: the ceiling of the sweep's \"× one client\" — decoding alone, and requests of each length "
+        "with their prefill (plain: N / t(N) against 1 / t(1)). Sampling, the accept steps and the server left out\n\n"
+        "| clients | draft | best γ of each | decoding tokens/s | × one client, decoding |",
+        prefill.rows, BATCH_PREFILL_CHUNK, prefill.target_alone * 1e3, prefill.target_arithmetic * 1e3,
+        prefill.draft * 1e3, CEILING_ROWS);
+    for (int l = 0; l < n_lengths; l++) out(b, " × one client, %d tokens a request |", lengths[l]);
+    out(b, "\n|---:|---|---|---:|---:|");
+    for (int l = 0; l < n_lengths; l++) out(b, "---:|");
+    out(b, "\n");
     double one;
     best_schedule(&c, 1, &one);
-    for (int k = 0; k < n_counts; k++) {
-        double rate;
-        const Schedule s = best_schedule(&c, clients[k], &rate);
-        char g[128];
-        with_draft[k] = rate / one;
-        plain[k] = clients[k] * c.target[1] / c.target[clients[k]];
-        out(b, "| %d | %s | %.0f | %.2f | %.2f |\n", clients[k], fmt_gammas(g, sizeof g, &s), rate, with_draft[k],
-            plain[k]);
-        json_t *gammas = json_array();
-        for (int i = 0; i < s.n; i++) json_array_append_new(gammas, json_integer(s.gamma[i]));
-        json_array_append_new(rows, json_pack("{s:i, s:o, s:f, s:f, s:f}", "clients", clients[k], "gammas", gammas,
-                                              "tokens_per_s", rate, "over_one_client", with_draft[k],
-                                              "plain_over_one_client", plain[k]));
-    }
-    return json_pack("{s:o, s:o, s:o, s:o}", "target_forward_s", forward, "draft_forward_s", draft,
-                     "level_acceptance", accept, "schedules", rows);
+    Prefill plain_prefill = prefill;
+    plain_prefill.draft = 0;  // (no draft: no draft prefill)
+    for (int k = 0; k < n_counts; k++)
+        for (int drafting = 1; drafting >= 0; drafting--) {
+            double rate = clients[k] / c.target[clients[k]];
+            Schedule s = {.n = clients[k]};  // plain: every depth 0
+            if (drafting) s = best_schedule(&c, clients[k], &rate);
+            const double rate_one = drafting ? one : 1 / c.target[1];
+            char g[128];
+            out(b, "| %d | %s | %s | %.0f | %.2f |", clients[k], drafting ? "yes" : "no",
+                fmt_gammas(g, sizeof g, &s), rate, rate / rate_one);
+            json_t *gammas = json_array(), *over = json_array();
+            for (int i = 0; i < s.n; i++) json_array_append_new(gammas, json_integer(s.gamma[i]));
+            for (int l = 0; l < n_lengths; l++) {
+                double *at = &ceiling[(l * 2 + drafting) * n_counts + k];
+                *at = with_prefill(drafting ? &prefill : &plain_prefill, lengths[l], clients[k], rate_one, rate);
+                out(b, " %.2f |", *at);
+                json_array_append_new(over, json_pack("{s:i, s:f}", "tokens", lengths[l], "over_one_client", *at));
+            }
+            out(b, "\n");
+            json_array_append_new(rows, json_pack("{s:i, s:b, s:o, s:f, s:f, s:o}", "clients", clients[k], "draft",
+                                                  drafting, "gammas", gammas, "tokens_per_s", rate,
+                                                  "decoding_over_one_client", rate / rate_one, "requests", over));
+        }
+    return json_pack("{s:o, s:o, s:o, s:f, s:f, s:f, s:f, s:o}", "target_forward_s", forward, "draft_forward_s",
+                     draft, "level_acceptance", accept, "prefill_alone_s", prefill.target_alone,
+                     "prefill_arithmetic_s", prefill.target_arithmetic, "draft_prefill_s", prefill.draft,
+                     "prompt_rows", prefill.rows, "schedules", rows);
 }
