@@ -1,6 +1,7 @@
 // gguf.c — fuzz target: one GGUF file, opened with gguf_open. An accepted file's tensors must lie inside the
 // mapping with the bytes their type and shape imply, be found by name, its metadata read by every typed reader
-// and printed with gguf_print; then read as a model's config (gguf_config) and tensors (gguf_view), and its
+// and printed with gguf_print; then read as a model's config (gguf_config) and tensors (gguf_view, each tensor's
+// first row then read as floats, quantized blocks of every type read dequantized), and its
 // tokenizer (gguf_tokenizer_json, then the tokenizer.json loader) and chat template, whose refusals must be clean
 // lines too.
 #include "fuzz.h"
@@ -51,6 +52,23 @@ static void check_file(const GgufFile *f) {
     fprintf(null, "%u", sum);
 }
 
+// The first row of every tensor of an accepted view as floats (st_row_to_f32: F32, F16, BF16 converted, quantized
+// blocks dequantized as qk.h says), its bytes inside the tensor's.
+static void check_first_rows(const StCheckpoint *ckpt) {
+    static FILE *null;
+    if (!null && !(null = fopen("/dev/null", "w"))) fuzz_fail("cannot open /dev/null");
+    for (int i = 0; i < ckpt->n_tensors; i++) {
+        const StTensor *t = &ckpt->tensors[i];
+        const int64_t n = t->ndim ? t->shape[t->ndim - 1] : 1;
+        if (t->n_elements == 0 || n > 1 << 16) continue;
+        float *row = malloc(sizeof(float) * (size_t)n);
+        if (!row) fuzz_fail("out of memory");
+        st_row_to_f32(row, t, 0, (size_t)n);
+        fprintf(null, "%g", row[n - 1]);
+        free(row);
+    }
+}
+
 // The tokenizer and chat template in the metadata: loaded, or refused in one clean line.
 static void check_tokenizer(const GgufFile *f) {
     Err err = {""};
@@ -74,7 +92,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         Config cfg;
         StCheckpoint ckpt;
         if (gguf_config(&cfg, &f, &err) || gguf_view(&ckpt, &f, &cfg, &err)) fuzz_check_message(&err);
-        else st_close(&ckpt);
+        else {
+            check_first_rows(&ckpt);
+            st_close(&ckpt);
+        }
         check_tokenizer(&f);
     } else {
         fuzz_check_message(&err);

@@ -45,8 +45,9 @@ def gguf(kvs, tensors, alignment=32):
     return out + bytes(-len(out) % alignment) + data
 
 
-def gguf_llama():
-    """A one-layer llama of width 32 (2 heads, 1 key/value head), vocabulary 4: every tensor the loader reads."""
+def gguf_llama(blocks=False):
+    """A one-layer llama of width 32 (2 heads, 1 key/value head), vocabulary 4: every tensor the loader reads; with
+    blocks, its output and MLP matrices in Q5_0, Q5_1, Q4_1 and Q4_0 (llama-quantize's fallbacks and Q4_0's)."""
     string = lambda s: struct.pack("<Q", len(s.encode())) + s.encode()
     u32 = lambda k, v: (k, 4, struct.pack("<I", v))
     kvs = [("general.architecture", 8, string("llama")), u32("llama.context_length", 16),
@@ -63,6 +64,14 @@ def gguf_llama():
                ("blk.0.attn_v.weight", [32, 16], 30, bytes(1024)), ("blk.0.attn_output.weight", [32, 32], 0, f32(1024)),
                ("blk.0.ffn_gate.weight", [32, 32], 0, f32(1024)), ("blk.0.ffn_up.weight", [32, 32], 0, f32(1024)),
                ("blk.0.ffn_down.weight", [32, 32], 0, f32(1024))]
+    if blocks:  # one block a row: F16 d (and m), Q5_0's and Q5_1's fifth bits, 16 bytes of nibbles
+        qs, qh = bytes(range(0, 256, 16)), bytes([0x5a, 0x0f, 0xf0, 0xa5])
+        row = {6: struct.pack("<e", 0.01) + qh + qs, 7: struct.pack("<ee", 0.01, -0.1) + qh + qs,
+               3: struct.pack("<ee", 0.01, -0.1) + qs, 2: struct.pack("<e", 0.01) + qs}
+        kinds = {"blk.0.attn_output.weight": 6, "blk.0.ffn_gate.weight": 7, "blk.0.ffn_up.weight": 3,
+                 "blk.0.ffn_down.weight": 2}
+        tensors = [(n, ne, kinds[n], row[kinds[n]] * 32) if n in kinds else (n, ne, t, raw)
+                   for n, ne, t, raw in tensors]
     return gguf(kvs, tensors)
 
 
@@ -234,6 +243,7 @@ def main():
     f32 = struct.pack("<3f", 1.0, -2.5, 3.25)
     write("gguf", "empty", gguf([], []))
     write("gguf", "llama", gguf_llama())
+    write("gguf", "llama_blocks", gguf_llama(blocks=True))
     write("gguf", "tokenizer", gguf_tokenizer())
     write("gguf", "aligned_64", gguf([("general.alignment", 4, struct.pack("<I", 64))],
                                      [("a", [4], 0, bytes(16)), ("b", [2, 3], 30, bytes(12))], alignment=64))
