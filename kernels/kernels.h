@@ -275,9 +275,8 @@ enum { PREFETCH_L1_AHEAD = 2048, PREFETCH_L2_AHEAD = 8192 };
 // b · block_bytes from `near` (into L1; the AVX-512 walk only) and from `far` (into L2). Each points into the
 // pass's own panels until its distance reaches past their quants, and from block near_past (far_past) on into the
 // quants of the panels `next` bytes on, which the walk reads next in the pass's place — not into the panels'
-// scales or the pass's other panels. The scales, a line for every two blocks, are not in this stream: AVX2's q8 and
-// q4 walk leaves them to the hardware (asking for them too was no faster), AVX-512's walk and AVX2's K-quant walk
-// ask for the next pass's on the side (panel_walk_avx512.h, qk_avx2.c).
+// scales or the pass's other panels. The scales, a line for every two blocks, are not in this stream: each walk
+// asks for the next pass's on the side (panel_walk_avx512.h, panel_walk_avx2.h, qk_avx2.c).
 typedef struct {
     const char *near, *far;
     int near_past, far_past;

@@ -64,7 +64,10 @@ static inline __m256i half_rows(int p, int h, int j0, int j1) {
 // L2, in the walk's order (kernels.h: PrefetchStream; the next panel is `panel_bytes` on); a second pass finds
 // them in the caches. On one Zen 4 core q4's decode product from memory ran 1.15 × as fast with it, and 0.93–0.96
 // × in the L2; asking for them into L1 as well cost 0.91–0.94 × in the L2 and gained nothing more
-// (docs/performance-history.md, "Prefetching in the walk's order").
+// (docs/performance-history.md, "Prefetching in the walk's order"). At block b it also asks for line b of the next
+// panel's scales, into L2, as AVX-512's walk does: in a Q4_0 decode on one thread, 43 % of the Q4_0 matmul's
+// samples fell just after its load of a block's scales (perf annotate); with the ask, that matmul's samples fell
+// to 0.78–0.90 of before, Q8_0's unchanged (docs/performance-history.md, "Where a decode step's time goes").
 //   out: [n, ld_out] from the panel's first row   bias: from the panel's first row, or NULL
 static inline __attribute__((always_inline)) void halves_against_rows(float *out, const Q8Block *x,
                                                                       const uint8_t *panel, size_t panel_bytes,
@@ -76,13 +79,16 @@ static inline __attribute__((always_inline)) void halves_against_rows(float *out
     __m256 acc[2][MAX_ROWS_PER_PASS];
     for (int k = 0; k < halves; k++)
         for (int t = 0; t < n; t++) acc[k][t] = _mm256_setzero_ps();
-    const uint16_t *scales = (const uint16_t *)(panel + (size_t)nb * block_bytes);
+    const size_t quant_bytes = (size_t)nb * block_bytes, scale_lines = (panel_bytes - quant_bytes) / 64;
+    const uint16_t *scales = (const uint16_t *)(panel + quant_bytes);
     PrefetchStream ahead = prefetch_stream(panel, nb, block_bytes, panel_bytes);
     for (int b = 0; b < nb; b++) {
         if (prefetch) {
             prefetch_stream_at(&ahead, b);
             for (int line = 0; line < block_bytes / 64; line++)  // past the end, a prefetch does nothing
                 _mm_prefetch(ahead.far + (size_t)b * block_bytes + 64 * line, _MM_HINT_T1);
+            if ((size_t)b < scale_lines)  // line b of the next panel's scales, as AVX-512's walk asks for them
+                _mm_prefetch((const char *)panel + panel_bytes + quant_bytes + 64 * (size_t)b, _MM_HINT_T1);
         }
         for (int k = 0; k < halves; k++) {
             const int h = h0 + k;
