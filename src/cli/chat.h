@@ -25,12 +25,14 @@ json_t *chat_template_vars(const Args *a, Err *err);
 int chat_prompt_ids(const char *dir, const Tokenizer *tok, const char *system, const char *user, size_t user_len,
                     const json_t *vars, ToolFormat *format, int **ids, int *n_ids, Err *err);
 
-// With --tools (vars' `tools`) and a template that teaches a call format, and no other grammar asked for: st's
-// grammar becomes the lazy grammar of calls of the tools (tool_calls_lazy_gbnf: the reply free until a call opens,
+// With --tools FILE (vars' `tools`): each tool's parameters compiled as a JSON Schema, whatever the template (one
+// refused is named with FILE and the tool, where a template that teaches no call format would only have rendered
+// it); and with a template that teaches a call format, and no other grammar asked for, st's grammar becomes the lazy grammar of calls of the tools (tool_calls_lazy_gbnf: the reply free until a call opens,
 // then held to the tools' schemas, and ended after that one call), as the server's tool_choice "auto" with
 // parallel_tool_calls false; the format's markers that tok holds as added tokens are those tokens (tok NULL: text).
 // -1 with err (a schema keyword refused).
-int chat_tools_grammar(Structured *st, ToolFormat format, const json_t *vars, const Tokenizer *tok, Err *err);
+int chat_tools_grammar(Structured *st, const char *file, ToolFormat format, const json_t *vars, const Tokenizer *tok,
+                       Err *err);
 
 // Reads reply[0..len) back into calls in format (chat/tool_calls.h) and prints each on f as one line, "specdec: tool
 // call N: NAME ARGUMENTS" (the arguments as compact JSON). Returns the calls (tool_calls_parse's array, *content_len

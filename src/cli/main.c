@@ -341,7 +341,7 @@ static int cmd_generate(const Args *args, Err *err) {
         model_limit_vocab(&s.target, tokenizer_vocab_size(&tok));    // ids past the tokenizer's are never sampled
     if ((args->chat && !(chat_vars = chat_template_vars(args, err))) ||
         prompt_ids(args, target_dir, &tok, &s.target, text, text_len, chat_vars, &format, &prompt, &n_prompt, err) ||
-        chat_tools_grammar(&structured, format, chat_vars, have_tok ? &tok : NULL, err))
+        chat_tools_grammar(&structured, args->tools, format, chat_vars, have_tok ? &tok : NULL, err))
         goto done;
     if (args->trace && open_trace(args->trace, "trace", &trace, &trace_file, err)) goto done;
     params.eos_id = s.target.cfg.eos_token_id;

@@ -242,7 +242,9 @@ static char *string_expression(Converter *c, json_t *schema, const char *path) {
             free(text_take(&t));
             return NULL;
         }
-        if (regex_to_gbnf(&t, json_string_value(pattern), path, c->err) < 0) {
+        char where[512];  // as refuse() names a place: the schema's source, then the pointer
+        snprintf(where, sizeof where, "%s: at %s", c->source, path[0] ? path : "/");
+        if (regex_to_gbnf(&t, json_string_value(pattern), where, c->err) < 0) {
             free(text_take(&t));
             return NULL;
         }

@@ -266,6 +266,36 @@ TEST(chat_cli_a_reply_holding_a_nul_byte_joins_whole) {
     fixture_remove_dir(dir);
 }
 
+// --tools whose parameters a grammar cannot hold (a pattern not anchored) are refused on one line naming the file and
+// the tool, by generate --chat and chat alike, whether the template teaches a call format (Hermes' <tool_call>) or
+// none (the tools would only be rendered into the prompt).
+TEST(chat_cli_tools_schemas_refused_whatever_the_template) {
+    char *dir = fixture_dir(), args[1024];
+    const RandomCheckpoint spec = {.n_layer = 1, .n_embd = 32, .n_head = 2, .vocab_size = 259, .n_positions = 64,
+                                   .scale = 0.5f, .seed = 5};
+    char *plain = fixture_chat_checkpoint(dir, &spec), *tools = NULL, *hermes = NULL;
+    free(fixture_write_text(dir, "tools.json", "[{\"type\": \"function\", \"function\": {\"name\": \"ok\"}}, "
+                            "{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"parameters\": "
+                            "{\"type\": \"object\", \"properties\": {\"city\": {\"type\": \"string\", "
+                            "\"pattern\": \"[a-z]+\"}}}}}]"));
+    if (asprintf(&tools, "%s/tools.json", dir) < 0 || asprintf(&hermes, "%s/hermes", dir) < 0) return;
+    snprintf(args, sizeof args, "mkdir %s && ln -s %s/* %s/ && rm %s/chat_template.jinja && "
+             "(cat %s/chat_template.jinja; echo '{# <tool_call> #}') > %s/chat_template.jinja", hermes, plain, hermes,
+             hermes, plain, hermes);
+    CHECK(run_command(args, NULL, NULL) == 0, "%s", args);
+    char needle[512];
+    snprintf(needle, sizeof needle, "%s: tools[1] \"get_weather\": parameters: at /properties/city: pattern", tools);
+    const char *models[] = {plain, hermes};
+    for (int m = 0; m < 2; m++) {
+        snprintf(args, sizeof args, "generate -m %s --chat -p hi -n 2 --tools %s", models[m], tools);
+        check_refused(args, needle);
+        snprintf(args, sizeof args, "chat -m %s -n 2 --tools %s < /dev/null", models[m], tools);
+        check_refused(args, needle);
+    }
+    free(plain), free(tools), free(hermes);
+    fixture_remove_dir(dir);
+}
+
 // chat --grammar: every reply follows the grammar from its start (the constraint starts afresh each turn), the
 // same with the draft and the lookup as target-only.
 TEST(chat_cli_replies_follow_the_grammar) {

@@ -153,6 +153,8 @@ TEST(json_schema_refusals_name_the_keyword) {
         CHECK(!g, "accepted: %s", refusals[t].schema);
         CHECK(strstr(err.msg, refusals[t].message), "refusal %zu: got \"%s\", want \"%s\"", t, err.msg,
               refusals[t].message);
+        CHECK(!strncmp(err.msg, "schema.json:", 12), "refusal %zu does not name the schema's source: \"%s\"", t,
+              err.msg);
         grammar_free(g);
     }
 }
