@@ -7,6 +7,7 @@
 #   make test               build and run the test suite; ends with "N passed, N failed"
 #   make test-neon          cross-build the kernel and sampler tests for aarch64 and run them under qemu-user
 #   make bench              the benchmark harness (bench/): tables on stdout, JSON and plots in bench/results/
+#                           (build/release/run-bench alone writes build/bench/: --out)
 #                           (QUICK=1: 1.5–3 minutes on 2 idle cores; BENCH_ARGS="--suite decode -m DIR ..."
 #                           for run-bench options)
 #   make weights            train and export the default model pair to weights/pystd (hours; resumes)
@@ -141,7 +142,7 @@ YARDSTICKS      := gpt2-small-f32 gpt2-small-bf16 llama-3.2-1b qwen2.5-0.5b
 YARDSTICKS_Q8   := gpt2-small llama-3.2-1b
 YARDSTICKS_BF16 := llama-3.2-1b
 bench: $(O)/specdec $(O)/run-bench
-	$(O)/run-bench $(if $(filter 1,$(QUICK)),--quick) $(BENCH_ARGS)
+	$(O)/run-bench $(if $(filter 1,$(QUICK)),--quick) --out bench/results $(BENCH_ARGS)
 	for shape in $(YARDSTICKS); do \
 	    $(O)/run-bench $(if $(filter 1,$(QUICK)),--quick) -s limit,decode --no-plots -m random:$$shape \
 	        --out bench/results/$$shape || exit 1; \

@@ -130,6 +130,10 @@ long l3_bytes(void);
 // The machine, the kernel variant, threads, date and git commit: recorded with every result.
 json_t *machine_json(const Bench *b, const char **cpu);
 
+// Makes the folder --out names, and those above it (at start, so that one that cannot be made is refused before the
+// suites run); dies naming it where it cannot.
+void make_out_folder(const char *dir);
+
 // Writes b->results to DIR/results-<date>.json and DIR/latest.json, b->md to DIR/latest.md, and the plots.
 void write_results(Bench *b);
 

@@ -58,7 +58,7 @@ static const Option OPTIONS[] = {
     {"draft-quant", 0, OPT_STRING, FIELD(draft_quant), 0, 0, "the draft's: q8 (default, as specdec generate), "
                                                              "bf16 or none"},
     {"out", 'o', OPT_STRING, FIELD(opt.out_dir), 0, 0, "folder for the JSON, Markdown and PNG files (default "
-                                                       "bench/results)"},
+                                                       "build/bench, untracked; make bench writes bench/results)"},
     {"no-plots", 0, OPT_FLAG, FIELD(no_plots), 0, 0, "write no plots"},
     {"help", 'h', OPT_FLAG, FIELD(opt.help), 0, 0, "show this help"},
 };
@@ -129,7 +129,7 @@ static int parse_args(Args *args, int argc, char **argv, Err *err) {
     opt->reps = opt->reps ? opt->reps : opt->quick ? 5 : 15;
     opt->prompts = opt->prompts ? opt->prompts : opt->quick ? 6 : 0;
     opt->tokens = opt->tokens ? opt->tokens : opt->quick ? 48 : 128;
-    opt->out_dir = opt->out_dir ? opt->out_dir : "bench/results";
+    opt->out_dir = opt->out_dir ? opt->out_dir : "build/bench";  // (git keeps bench/results: make bench's)
     opt->plots = !args->no_plots;
     if (opt->draft_dir && !opt->target_dir) return err_fmt(err, "-d needs -m: which target does the draft serve?");
     if (args->quant && quant_from_name(&opt->quant, args->quant, "--quant", err)) return -1;
@@ -173,6 +173,7 @@ int main(int argc, char **argv) {
         print_help();
         return 0;
     }
+    make_out_folder(args.opt.out_dir);
     setvbuf(stdout, NULL, _IOLBF, 0);  // tables line by line, between the progress lines on stderr
     Bench b = {.opt = args.opt, .results = json_object()};
     char why[160];

@@ -99,9 +99,23 @@ static void write_file(const char *path, const char *text, size_t len) {
         die("%s: cannot write: %s", path, strerror(errno));
 }
 
+void make_out_folder(const char *dir) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s", dir);
+    for (char *p = path + 1;; p++) {  // each folder of the path in turn, as mkdir -p
+        if (*p != '/' && *p != '\0') continue;
+        const char end = *p;
+        *p = '\0';
+        struct stat st;
+        if (mkdir(path, 0777) && (errno != EEXIST || stat(path, &st) || !S_ISDIR(st.st_mode)))
+            die("--out %s: cannot make the folder %s: %s", dir, path,
+                errno == EEXIST ? "a file is there" : strerror(errno));
+        if (!(*p = end)) return;
+    }
+}
+
 void write_results(Bench *b) {
     const char *dir = b->opt.out_dir;
-    if (mkdir(dir, 0777) && errno != EEXIST) die("%s: cannot make the folder: %s", dir, strerror(errno));
     char *json = json_dumps(b->results, JSON_INDENT(1) | JSON_REAL_PRECISION(6) | JSON_PRESERVE_ORDER);
     if (!json) die("out of memory for the JSON results");
     char stamp[32], path[4096];

@@ -1,6 +1,7 @@
 // test_cli_trial.c — what a new user's first trial of the command line found (issue 27): write errors end the run
 // with one line naming the stream, options that would do nothing say so, and the usual conventions (--name=value,
 // --, -f FILE, -p -) hold.
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -147,6 +148,27 @@ TEST(cli_unreadable_files_give_the_system_reason) {
     check_one_line(command, 2, "cannot read the folder: Permission denied");
     snprintf(command, sizeof command, "chmod 700 %s && rm -r %s", dir, dir);
     CHECK(system(command) == 0, "%s", command);
+}
+
+// run-bench writes its results under build/bench/ (untracked) unless --out says where (make bench says
+// bench/results, which git keeps): a run from a fresh folder makes build/bench there, at its start (here the model
+// then fails to load), and no bench/; a folder that cannot be made is refused before anything is loaded.
+TEST(run_bench_writes_under_build_unless_told) {
+    char dir[] = "/tmp/specdec-bench-XXXXXX", bin[PATH_MAX], command[3 * PATH_MAX], *out, *err;
+    CHECK(mkdtemp(dir) && realpath(specdec_bin(), bin), "mkdtemp, or %s not found", specdec_bin());
+    snprintf(strrchr(bin, '/'), sizeof bin - (size_t)(strrchr(bin, '/') - bin), "/run-bench");
+    snprintf(command, sizeof command, "cd %s && %s -s decode -m /nonexistent", dir, bin);
+    CHECK(run_command(command, &out, &err) == 1 && strstr(err, "/nonexistent/config.json"), "%s: %s", command, err);
+    free(out), free(err);
+    snprintf(command, sizeof command, "test -d %s/build/bench && test ! -e %s/bench", dir, dir);
+    CHECK(run_command(command, NULL, NULL) == 0, "run-bench without --out: no %s/build/bench, or a %s/bench", dir, dir);
+    snprintf(command, sizeof command, "touch %s/file && %s -s decode -m /nonexistent -o %s/file/results", dir, bin,
+             dir);
+    CHECK(run_command(command, &out, &err) == 1 && strstr(err, "cannot make the folder") &&
+              !strstr(err, "config.json"), "%s: %s", command, err);
+    free(out), free(err);
+    snprintf(command, sizeof command, "rm -r %s", dir);
+    CHECK(run_command(command, NULL, NULL) == 0, "%s", command);
 }
 
 // inspect lists a sharded checkpoint's shards in their names' order (issue 48: in the order of the index's hash
