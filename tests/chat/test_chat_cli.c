@@ -255,11 +255,12 @@ TEST(chat_cli_a_reply_holding_a_nul_byte_joins_whole) {
              "tr '\\\\000' '\\\\377'\"", specdec_bin(), ckpt);
     CHECK(run_command(args, &out, &err) == 0, "%s: %s", args, err);
     int prompt[2] = {0}, generated[2] = {0};
-    CHECK(stats_values(err, "prompt_tokens", prompt, 2) == 2 && stats_values(err, "generated_tokens", generated, 2) == 2,
-          "not two turns: %s", err);
+    CHECK(stats_values(err, "prompt_tokens", prompt, 2) == 2 &&
+              stats_values(err, "generated_tokens", generated, 2) == 2, "not two turns: %s", err);
     const int message2 = (int)strlen("\nuser: x\nassistant: "), kept = prompt[1] - prompt[0] - message2;
     const char *nul = strchr(out, '\xFF');
-    CHECK(nul && nul - out < kept, "no NUL byte in the first reply (%d bytes kept): the seed no longer makes one", kept);
+    CHECK(nul && nul - out < kept, "no NUL byte in the first reply (%d bytes kept): the seed no longer makes one",
+          kept);
     CHECK(kept >= generated[0], "the first reply's %d tokens kept as %d bytes (cut at its NUL byte, %ld bytes in?)",
           generated[0], kept, nul ? (long)(nul - out) : -1L);
     free(out), free(err), free(ckpt);
