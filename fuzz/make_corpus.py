@@ -89,6 +89,28 @@ def gguf_tokenizer():
     return gguf(kvs, [])
 
 
+def gguf_sentencepiece(defect=None):
+    """A SentencePiece vocabulary alone (tokenizer.ggml.model llama): <unk> <s> </s>, the 256 <0xXX> byte tokens, then
+    pieces scored by rank; defect: "no_scores", "short_scores" or "no_byte_8F" (its type normal, not byte)."""
+    string = lambda s: struct.pack("<Q", len(s.encode())) + s.encode()
+    pieces = ["\u2581", "h", "e", "l", "o", "he", "ll", "hell", "hello", "\u2581hello"]
+    tokens = ["<unk>", "<s>", "</s>"] + ["<0x%02X>" % b for b in range(256)] + pieces
+    types = [2, 3, 3] + [6] * 256 + [1] * len(pieces)
+    if defect == "no_byte_8F":
+        types[3 + 0x8F] = 1
+    scores = [0.0] * 259 + [-float(i) for i in range(len(pieces))]
+    if defect == "short_scores":
+        scores = scores[:-1]
+    kvs = [("tokenizer.ggml.model", 8, string("llama")),
+           ("tokenizer.ggml.tokens", 9, struct.pack("<IQ", 8, len(tokens)) + b"".join(string(t) for t in tokens)),
+           ("tokenizer.ggml.token_type", 9, struct.pack("<IQ", 5, len(types)) + struct.pack(f"<{len(types)}i", *types)),
+           ("tokenizer.ggml.bos_token_id", 4, struct.pack("<I", 1)), ("tokenizer.ggml.add_bos_token", 7, b"\x01")]
+    if defect != "no_scores":
+        kvs.append(("tokenizer.ggml.scores", 9, struct.pack("<IQ", 6, len(scores)) +
+                    struct.pack(f"<{len(scores)}f", *scores)))
+    return gguf(kvs, [])
+
+
 def byte_level(data):
     """GPT-2's byte-level spelling of bytes: printable Latin-1 as itself, the 68 others as U+0100.. in order."""
     printable = [b for b in range(256) if 0x21 <= b <= 0x7E or 0xA1 <= b <= 0xAC or b >= 0xAE]
@@ -245,6 +267,9 @@ def main():
     write("gguf", "llama", gguf_llama())
     write("gguf", "llama_blocks", gguf_llama(blocks=True))
     write("gguf", "tokenizer", gguf_tokenizer())
+    write("gguf", "sentencepiece", gguf_sentencepiece())
+    for defect in ("no_scores", "short_scores", "no_byte_8F"):
+        write("gguf", "sentencepiece_" + defect, gguf_sentencepiece(defect))
     write("gguf", "aligned_64", gguf([("general.alignment", 4, struct.pack("<I", 64))],
                                      [("a", [4], 0, bytes(16)), ("b", [2, 3], 30, bytes(12))], alignment=64))
     write("safetensors", "empty", safetensors([]))

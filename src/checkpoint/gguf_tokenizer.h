@@ -8,8 +8,13 @@
 // pre-tokenizer by name (tokenizer.ggml.pre) in place of tokenizer.json's pattern. Read back: normal and byte
 // tokens are the BPE vocabulary, control tokens special added tokens, user-defined ones added tokens matched in any
 // text; the pre-tokenizer's name gives the pattern and steps of the family's tokenizer.json (PRE_TOKENIZERS in
-// gguf_tokenizer.c lists those known); add_bos puts the BOS before a prompt (a TemplateProcessing). A
-// SentencePiece vocabulary (tokenizer.ggml.model "llama", as Llama 2 / TinyLlama GGUFs carry) is refused by name.
+// gguf_tokenizer.c lists those known); add_bos puts the BOS before a prompt (a TemplateProcessing).
+//
+// A SentencePiece vocabulary (tokenizer.ggml.model "llama", as Llama 2 / TinyLlama / Mistral GGUFs carry: the
+// pieces, their scores in tokenizer.ggml.scores, <0xXX> byte tokens) becomes the tokenizer.json that Hugging
+// Face's converter makes of the same tokenizer.model: the merges rebuilt from the scores (gguf_tokenizer.c says
+// how), byte fallback, Llama 2's normalizer and decoder, the BOS added unless add_bos_token is false. A vocabulary
+// whose merges cannot be rebuilt (no scores, or one score for all) is refused, saying so.
 #ifndef SPECDEC_GGUF_TOKENIZER_H
 #define SPECDEC_GGUF_TOKENIZER_H
 

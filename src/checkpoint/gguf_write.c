@@ -95,6 +95,12 @@ void gguf_put_i32(GgufWriter *w, int32_t v) {
     w->array_left--;
 }
 
+void gguf_put_f32(GgufWriter *w, float v) {
+    uint32_t bits;
+    memcpy(&bits, &v, sizeof bits);
+    gguf_put_i32(w, (int32_t)bits);
+}
+
 // ---- tensors ---------------------------------------------------------------------------------------------------
 
 static uint64_t padded(uint64_t n) { return (n + GGUF_WRITE_ALIGNMENT - 1) / GGUF_WRITE_ALIGNMENT * GGUF_WRITE_ALIGNMENT; }

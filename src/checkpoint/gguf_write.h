@@ -42,11 +42,12 @@ void gguf_kv_string(GgufWriter *w, const char *key, const char *s, size_t len);
 void gguf_kv_u32(GgufWriter *w, const char *key, uint32_t v);
 void gguf_kv_f32(GgufWriter *w, const char *key, float v);
 void gguf_kv_bool(GgufWriter *w, const char *key, bool v);
-// An array entry of count elements of elem (GGUF_STRING or GGUF_I32), which gguf_put_string / gguf_put_i32 then
-// append, exactly count of them, before the next entry.
+// An array entry of count elements of elem (GGUF_STRING, GGUF_I32 or GGUF_F32), which gguf_put_string /
+// gguf_put_i32 / gguf_put_f32 then append, exactly count of them, before the next entry.
 void gguf_kv_array(GgufWriter *w, const char *key, GgufValueType elem, uint64_t count);
 void gguf_put_string(GgufWriter *w, const char *s, size_t len);
 void gguf_put_i32(GgufWriter *w, int32_t v);
+void gguf_put_f32(GgufWriter *w, float v);
 
 // A tensor of `type` and shape ne[n_dims] (ne[0] a whole number of the type's blocks), placed after the previous
 // one. Returns its bytes.

@@ -1,12 +1,14 @@
 // tokenizer_fixtures.c — small tokenizer files for the tests (see tokenizer_fixtures.h).
 #include "tokenizer_fixtures.h"
 
+#include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
+#include "checkpoint/gguf_write.h"
 #include "harness.h"
 
 void fixture_byte_level(const char *bytes, char *out) {
@@ -181,4 +183,93 @@ bool fixture_qwen3_checkpoint(char dir[64], int favoured_token) {
     CHECK(run_command(command, NULL, NULL) == 0, "%s", command);
     free(command);
     return test_failures() == 0;
+}
+
+// The scores of fixture_sentencepiece_gguf: score[id] for the n pieces of vocab, types[id] already set.
+static void sentencepiece_scores(const json_t *vocab, const json_t *merges, const int32_t *types, float *score,
+                                 size_t n) {
+    const size_t n_merges = json_array_size(merges);
+    for (size_t id = 0; id < n; id++) score[id] = types[id] == 1 ? -(float)(n_merges + 1 + id) : 0;
+    size_t k;
+    const json_t *m;
+    json_array_foreach(merges, k, m) {
+        char merged[1024];
+        if (json_is_array(m))
+            snprintf(merged, sizeof merged, "%s%s", json_string_value(json_array_get(m, 0)),
+                     json_string_value(json_array_get(m, 1)));
+        else {  // "a b": the pieces hold no space (SentencePiece writes it "▁")
+            const char *s = json_string_value(m), *space = strchr(s, ' ');
+            snprintf(merged, sizeof merged, "%.*s%s", (int)(space - s), s, space + 1);
+        }
+        const json_int_t id = json_integer_value(json_object_get(vocab, merged));
+        if (score[id] < -(float)(k + 1)) score[id] = -(float)(k + 1);
+    }
+}
+
+// The id of token text in vocab (-1 when absent).
+static int64_t vocab_id_of(const json_t *vocab, const char *text) {
+    const json_t *id = text ? json_object_get(vocab, text) : NULL;
+    return id ? json_integer_value(id) : -1;
+}
+
+bool fixture_sentencepiece_gguf(const char *path, const json_t *tok, const char *chat_template, SpmDefect defect) {
+    const json_t *model = json_object_get(tok, "model"), *vocab = json_object_get(model, "vocab");
+    const size_t n = json_object_size(vocab);
+    const char **text = calloc(n, sizeof *text);
+    int32_t *types = calloc(n, sizeof *types);
+    float *score = calloc(n, sizeof *score);
+    const char *key;
+    const json_t *v;
+    json_object_foreach((json_t *)vocab, key, v) {
+        unsigned byte;
+        char end;
+        const size_t id = (size_t)json_integer_value(v);
+        text[id] = key;
+        types[id] = sscanf(key, "<0x%2X%c", &byte, &end) == 2 && end == '>' && strlen(key) == 6 ? 6 : 1;
+    }
+    const char *unk = json_string_value(json_object_get(model, "unk_token"));
+    if (vocab_id_of(vocab, unk) >= 0) types[vocab_id_of(vocab, unk)] = 2;
+    size_t i;
+    json_array_foreach(json_object_get(tok, "added_tokens"), i, v) {
+        const int64_t id = json_integer_value(json_object_get(v, "id"));
+        if (json_is_true(json_object_get(v, "special")) && types[id] != 2) types[id] = 3;
+    }
+    if (defect == SPM_NO_BYTE_0x8F) types[vocab_id_of(vocab, "<0x8F>")] = 1;
+    sentencepiece_scores(vocab, json_object_get(model, "merges"), types, score, n);
+    if (defect == SPM_SCORE_NAN) score[300] = NAN;
+    if (defect == SPM_BYTE_TYPE_MISNAMED) types[300] = 6;
+    GgufWriter w;
+    gguf_writer_init(&w);
+    gguf_kv_string(&w, "general.architecture", "llama", 5);
+    gguf_kv_string(&w, "tokenizer.ggml.model", "llama", 5);
+    gguf_kv_string(&w, "tokenizer.ggml.pre", "default", 7);
+    gguf_kv_array(&w, "tokenizer.ggml.tokens", GGUF_STRING, n);
+    for (size_t id = 0; id < n; id++) gguf_put_string(&w, text[id], strlen(text[id]));
+    if (defect != SPM_NO_SCORES) {
+        const size_t n_scores = defect == SPM_SCORES_SHORT ? n - 1 : n;
+        gguf_kv_array(&w, "tokenizer.ggml.scores", GGUF_F32, n_scores);
+        for (size_t id = 0; id < n_scores; id++) gguf_put_f32(&w, defect == SPM_SCORES_EQUAL ? -1000.0f : score[id]);
+    }
+    gguf_kv_array(&w, "tokenizer.ggml.token_type", GGUF_I32, n);
+    for (size_t id = 0; id < n; id++) gguf_put_i32(&w, types[id]);
+    const int64_t ids[3] = {vocab_id_of(vocab, "<s>"), vocab_id_of(vocab, "</s>"), vocab_id_of(vocab, unk)};
+    static const char *const id_keys[3] = {"tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id",
+                                           "tokenizer.ggml.unknown_token_id"};
+    for (int k = 0; k < 3; k++)
+        if (ids[k] >= 0) gguf_kv_u32(&w, id_keys[k], (uint32_t)ids[k]);
+    gguf_kv_bool(&w, "tokenizer.ggml.add_bos_token", true);
+    gguf_kv_bool(&w, "tokenizer.ggml.add_eos_token", defect == SPM_ADD_EOS);
+    if (defect == SPM_NO_SPACE_PREFIX) gguf_kv_bool(&w, "tokenizer.ggml.add_space_prefix", false);
+    if (defect == SPM_COLLAPSE_SPACES) gguf_kv_bool(&w, "tokenizer.ggml.remove_extra_whitespaces", true);
+    if (chat_template) gguf_kv_string(&w, "tokenizer.chat_template", chat_template, strlen(chat_template));
+    Err err = {""};
+    FILE *f = fopen(path, "wb");
+    const bool ok = f && gguf_write_header(&w, f, path, &err) == 0;
+    if (f) fclose(f);
+    CHECK(ok, "cannot write %s: %s", path, err.msg);
+    gguf_writer_free(&w);
+    free(text);
+    free(types);
+    free(score);
+    return ok;
 }

@@ -3,6 +3,7 @@
 #define SPECDEC_TOKENIZER_FIXTURES_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "random_checkpoint.h"
@@ -45,5 +46,29 @@ char *fixture_chat_checkpoint(const char *dir, const RandomCheckpoint *spec);
 // into a valid call whatever the weights say. favoured_token (0: none): a token the model writes wherever it may
 // (RandomCheckpoint.favoured_token). false, with the test failed, when it could not be made.
 bool fixture_qwen3_checkpoint(char dir[64], int favoured_token);
+
+// How fixture_sentencepiece_gguf departs from the converter's file: options, then what the refusal tests spoil.
+typedef enum {
+    SPM_WHOLE,
+    SPM_ADD_EOS,              // add_eos_token true
+    SPM_NO_SPACE_PREFIX,      // add_space_prefix false
+    SPM_NO_SCORES,            // no tokenizer.ggml.scores
+    SPM_SCORES_SHORT,         // one score fewer than tokens
+    SPM_SCORES_EQUAL,         // every score -1000, as llama.cpp writes a vocabulary converted from tokenizer.json alone
+    SPM_SCORE_NAN,            // token 300's score not a number
+    SPM_NO_BYTE_0x8F,         // <0x8F> typed normal, not byte
+    SPM_BYTE_TYPE_MISNAMED,   // token 300 typed byte
+    SPM_COLLAPSE_SPACES,      // remove_extra_whitespaces true
+} SpmDefect;
+
+// Writes at path a GGUF without tensors holding the SentencePiece vocabulary of tokenizer.json `tok` (Llama 2's
+// form: BPE over UTF-8 pieces, <0xXX> byte tokens, <unk> <s> </s>) as llama.cpp's converter writes one from a
+// tokenizer.model: tokenizer.ggml.model "llama", the pieces by id with their types (special added tokens control,
+// model.unk_token unknown, <0xXX> byte, the rest normal) and scores, bos/eos/unk ids (<s>, </s>, unk_token),
+// add_bos_token true, add_eos_token false, and tokenizer.chat_template unless NULL. The scores rank pieces as the
+// file's merges do: the piece that merge k (from 0) first makes scores -1 - k, a piece that no merge makes (a
+// character) scores below all of those, by id, and control, unknown and byte pieces score 0, as SentencePiece
+// scores them. Returns false, with the test failed, when it cannot write the file.
+bool fixture_sentencepiece_gguf(const char *path, const json_t *tok, const char *chat_template, SpmDefect defect);
 
 #endif

