@@ -181,18 +181,27 @@ typedef struct {
     int block;          // on multiples of this: ROW_BLOCK, or whole blocks and heads (chunk_block)
 } LinearJob;
 
-// Columns [j0, j1) of the job's output: out[:, j0:j1] = x W[j0:j1]ᵀ + b[j0:j1].
+// Columns [j0, j1) of the job's output from one matrix, `w` held as `type`, whose row 0 is W's row `row0`.
+static void matrix_columns(const LinearJob *job, WeightType type, const void *w, int row0, int j0, int j1) {
+    const Linear *lin = job->lin;
+    float *out = job->out + row0;
+    const float *bias = lin->bias ? lin->bias + row0 : NULL;
+    if (weight_quantized(type)) {
+        quantized_matmul(job->k, type)(out, job->xq, w, bias, job->T, lin->n_in, job->ld_out, j0, j1);
+    } else if (job->xb) {
+        job->k->matmul_bf16_dot(out, job->xb, w, bias, job->T, lin->n_in, job->ld_out, j0, j1);
+    } else {
+        job->k->matmul[type](out, job->x, w, bias, job->T, lin->n_in, job->ld_x, job->ld_out, j0, j1);
+    }
+}
+
+// Columns [j0, j1) of the job's output: out[:, j0:j1] = x W[j0:j1]ᵀ + b[j0:j1] (W's last tail_rows rows from their
+// own matrix).
 static void linear_columns(const LinearJob *job, int j0, int j1) {
     const Linear *lin = job->lin;
-    if (weight_quantized(lin->type)) {
-        quantized_matmul(job->k, lin->type)(job->out, job->xq, lin->w, lin->bias, job->T, lin->n_in, job->ld_out, j0,
-                                            j1);
-    } else if (job->xb) {
-        job->k->matmul_bf16_dot(job->out, job->xb, lin->w, lin->bias, job->T, lin->n_in, job->ld_out, j0, j1);
-    } else {
-        job->k->matmul[lin->type](job->out, job->x, lin->w, lin->bias, job->T, lin->n_in, job->ld_x, job->ld_out, j0,
-                                  j1);
-    }
+    const int split = lin->n_out - lin->tail_rows;
+    if (j0 < split) matrix_columns(job, lin->type, lin->w, 0, j0, j1 < split ? j1 : split);
+    if (j1 > split) matrix_columns(job, lin->tail_type, lin->tail_w, split, (j0 > split ? j0 : split) - split, j1 - split);
 }
 
 // Columns [j0, j1) of row t of qkv = [q | k | v], its H query heads, then Hkv key heads, then Hkv value heads,

@@ -263,19 +263,38 @@ static WeightType stored_type(uint32_t type) {
     return WEIGHT_TYPES;
 }
 
-// The type a matrix stacked from parts (the first of them `first`) is held as: a GGUF read as stored whose parts
-// all hold blocks held as one type keeps them (stored_type: Q4_K_M's q and k in Q5_0 with v in Q8_0, where its rows
-// are not whole K-blocks); otherwise held_type's — a matrix whose parts mix types (Q4_K_M's q and k in Q4_K with v in
-// Q6_K) is quantized again.
-static WeightType held_type_of(const Loader *ld, const Part *parts, int n_parts, const StTensor *first) {
-    bool kept = ld->as_stored && first->blocks && stored_type(first->blocks) != WEIGHT_TYPES;
-    for (int p = 1; p < n_parts && kept; p++) {
-        char full[256];
-        snprintf(full, sizeof full, "%s%s", ld->prefix, parts[p].name);
-        const StTensor *t = st_find(ld->ckpt, full);
-        kept = t && t->blocks && stored_type(t->blocks) == stored_type(first->blocks);
+// The block type part p of a GGUF read as stored is held as as stored (stored_type), or WEIGHT_TYPES where it is
+// quantized again (or not a GGUF's blocks, or not read as stored).
+static WeightType part_stored_type(const Loader *ld, const Part *part) {
+    char full[256];
+    snprintf(full, sizeof full, "%s%s", ld->prefix, part->name);
+    const StTensor *t = st_find(ld->ckpt, full);
+    return ld->as_stored && t && t->blocks ? stored_type(t->blocks) : WEIGHT_TYPES;
+}
+
+// How a matrix stacked from parts (the first of them `first`) is held. A GGUF read as stored whose parts all hold
+// blocks held as one type keeps them (stored_type: Q4_K_M's q and k in Q5_0 with v in Q8_0, where its rows are not
+// whole K-blocks); one whose parts change type once, at a row that begins a panel, keeps both as two matrices
+// (Q4_K_M's q and k in Q4_K with v in Q6_K: *tail_part the first part of the second type). Otherwise held_type's:
+// a stack mixing types another way is quantized again.
+static WeightType held_type_of(const Loader *ld, const Part *parts, int n_parts, const StTensor *first,
+                               int *tail_part, WeightType *tail_type) {
+    *tail_part = n_parts;
+    WeightType head = part_stored_type(ld, &parts[0]);
+    int rows = parts[0].rows;
+    for (int p = 1; p < n_parts && head != WEIGHT_TYPES; rows += parts[p++].rows) {
+        const WeightType type = part_stored_type(ld, &parts[p]);
+        const bool split = *tail_part < n_parts;
+        if (type == (split ? *tail_type : head)) continue;
+        if (type == WEIGHT_TYPES || split || rows % Q8_PANEL) {  // a second change, or not at a panel's first row
+            head = WEIGHT_TYPES;
+        } else {
+            *tail_part = p;
+            *tail_type = type;
+        }
     }
-    if (kept) return stored_type(first->blocks);
+    if (head != WEIGHT_TYPES) return head;
+    *tail_part = n_parts;
     return held_type(ld->quant, first->dtype);
 }
 
@@ -296,9 +315,11 @@ static int fill_matrix(Loader *ld, Linear *lin, const Part *parts, int n_parts) 
 // Bytes of the layer's weights and bias one forward streams (quantized: the quants and scales of the panels,
 // padding included).
 static size_t linear_bytes(const Linear *lin) {
-    const size_t w = weight_quantized(lin->type) ? quantized_matrix_bytes(lin->type, lin->n_out, lin->n_in)
-                                                 : (size_t)lin->n_out * lin->n_in * weight_size(lin->type);
-    return w + (lin->bias ? lin->n_out * sizeof(float) : 0);
+    const int rows = lin->n_out - lin->tail_rows;
+    const size_t w = weight_quantized(lin->type) ? quantized_matrix_bytes(lin->type, rows, lin->n_in)
+                                                 : (size_t)rows * lin->n_in * weight_size(lin->type);
+    const size_t tail = lin->tail_rows ? quantized_matrix_bytes(lin->tail_type, lin->tail_rows, lin->n_in) : 0;
+    return w + tail + (lin->bias ? lin->n_out * sizeof(float) : 0);
 }
 
 // Bytes of the head one decode step streams: lm_head, or with a coarse head all of it and the q8 panels of the
@@ -318,12 +339,25 @@ static int load_linear(Loader *ld, Linear *lin, int n_in, const Part *parts, int
     const StTensor *first = fetch(ld, parts[0].name, parts[0].conv1d ? n_in : parts[0].rows,
                                   parts[0].conv1d ? parts[0].rows : n_in);
     if (!first) return -1;
-    *lin = (Linear){.type = held_type_of(ld, parts, n_parts, first), .n_out = n_out, .n_in = n_in};
+    int tail_part;
+    WeightType tail_type;
+    *lin = (Linear){.type = held_type_of(ld, parts, n_parts, first, &tail_part, &tail_type), .n_out = n_out,
+                    .n_in = n_in};
+    for (int p = tail_part; p < n_parts; p++) lin->tail_rows += parts[p].rows;
     // zero-filled (fresh anonymous pages): the panels' padding
-    lin->w = arena_take(ld, matrix_bytes(ld->kernels, lin->type, n_out, n_in));
+    lin->w = arena_take(ld, matrix_bytes(ld->kernels, lin->type, n_out - lin->tail_rows, n_in));
     float *bias = with_bias ? arena_take(ld, (size_t)n_out * sizeof(float)) : NULL;
     lin->bias = bias;
-    if (fill_matrix(ld, lin, parts, n_parts)) return -1;
+    if (lin->tail_rows) {  // the two matrices, each filled from its own parts
+        lin->tail_type = tail_type;
+        lin->tail_w = arena_take(ld, matrix_bytes(ld->kernels, tail_type, lin->tail_rows, n_in));
+        Linear head = {.w = lin->w, .type = lin->type, .n_out = n_out - lin->tail_rows, .n_in = n_in};
+        Linear tail = {.w = lin->tail_w, .type = tail_type, .n_out = lin->tail_rows, .n_in = n_in};
+        if (fill_matrix(ld, &head, parts, tail_part) || fill_matrix(ld, &tail, parts + tail_part, n_parts - tail_part))
+            return -1;
+    } else if (fill_matrix(ld, lin, parts, n_parts)) {
+        return -1;
+    }
     for (int p = 0, row0 = 0; p < n_parts && bias; row0 += parts[p++].rows) {
         char name[192];
         snprintf(name, sizeof name, "%.*s.bias", (int)(strlen(parts[p].name) - strlen(".weight")), parts[p].name);

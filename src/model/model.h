@@ -21,13 +21,19 @@
 // the selected kernels (Kernels.panels, kernels.h): rows, [n_out, n_in] row-major; or panels, [⌈n_out/4⌉,
 // ⌈n_in/16⌉, 4, 16] — 4 rows at a time, their 16-weight slices alternating, zero-padded — with W[j, i] at
 // weight_index(); or quantized to q8 or q4 at load, or GGUF's blocks as stored, in their own layouts (kernels.h).
+// A GGUF stack whose last parts are stored in another block type (a Q4_K_M file's v in Q6_K after q and k in Q4_K)
+// is held as stored in two matrices: W's first n_out − tail_rows rows in w as `type`, the last tail_rows in tail_w
+// as tail_type.
 // The shapes in the comments below are those of the matrix W, whatever its layout.
 typedef struct {
-    const void *w;      // W [n_out, n_in] in the kernels' layout: weight_elements() elements of dtype `type`,
-                        // or quantized_matrix_bytes() bytes of panels (weight_quantized types)
+    const void *w;      // W [n_out − tail_rows, n_in] in the kernels' layout: weight_elements() elements of dtype
+                        // `type`, or quantized_matrix_bytes() bytes of panels (weight_quantized types)
     WeightType type;
     int n_out, n_in;
     const float *bias;  // [n_out], or NULL
+    int tail_rows;          // 0, or W's last rows held apart (both types then GGUF's blocks as stored)
+    WeightType tail_type;
+    const void *tail_w;     // W [n_out − tail_rows : n_out] as tail_type, or NULL
 } Linear;
 
 // A normalisation's parameters: LayerNorm has both, RMSNorm only gamma (cfg.norm says which).
