@@ -37,12 +37,18 @@ enum { LOOKUP_EVIDENCE = 4 };
 
 static void running_mean(double *mean, double x) { *mean = *mean > 0 ? *mean + EMA * (x - *mean) : x; }
 
-// α learns from a draft's acceptance β: the mean of the drafts seen so far with the prior counting as one of them,
-// until there are 1/EMA of them; then a running mean that forgets. A useless draft is found out in a few drafts
-// (the prior alone would take 1/EMA times as many), and plain decoding takes over.
+// α learns from a draft's acceptance β: the mean of the drafts seen so far with the prior counting as prior_drafts
+// of them, until there are 1/EMA of them; then a running mean that forgets. A useless draft is found out in a few
+// drafts (the prior alone would take 1/EMA times as many), and plain decoding takes over. Where β is an outcome, 0
+// or 1 (greedy, coupling), the prior counts as one draft: a good draft's first rejection must not end its drafting.
+// Where β is an overlap Σ min(p, q) (rejection sampling at T > 0: the modelled plan), one draft's β says more, and
+// the prior counts as half a draft: a useless draft's β ≈ 0.07 at temperature 1 took α from the prior 0.6 below the
+// cost model's break-even (≈ 0.17 for the shipped target) in 5 drafts, and takes it there in 3.
+static double prior_drafts(const GammaState *g) { return g->modelled ? 0.5 : 1.0; }
+
 static void learn_alpha(GammaState *g, int source, double beta) {
     const int n = ++g->n_alpha[source];
-    const double weight = 1.0 / (n + 1) > EMA ? 1.0 / (n + 1) : EMA;
+    const double learned = 1.0 / (n + prior_drafts(g)), weight = learned > EMA ? learned : EMA;
     g->alpha[source] += weight * (beta - g->alpha[source]);
 }
 
@@ -107,16 +113,27 @@ double spec_forward_cost(const Model *m, int T, int threads) {
 double spec_row_cost(int V) { return SAMPLING_BYTES_PER_TOKEN * V; }
 
 // GAMMA_AUTO, measuring, starts with one plain round, which measures t_target(1), the yardstick of every choice (and
-// of the predicted speedup), then drafts 4 to measure a draft step (a lookup's costs nothing: not measured). The first
+// of the predicted speedup), then drafts MEASURING_DEPTH to measure a draft step (a lookup's costs nothing: not
+// measured). The first
 // forward after the prompt's runs cold (the shipped target's took 4 times a warm step), and a t_target(1) that high
 // made every draft look cheap beside plain decoding, whose rounds — the only ones that measure it again — it then
 // never chose: a useless draft kept drafting γ = 1 until α fell below the draft's cost over that inflated step. So
 // until a second plain round's time replaces it, t_target(1) is at most what a drafting round's forward of more rows
 // took (a second plain round before drafting instead cost short greedy generations 17% more target forwards). From
-// then on it maximises rate(γ). Plain rounds teach it nothing about α, so every 8th plain round in a row drafts one
-// token — every 16th, 32nd, 64th after one, two, three such probes in a row were rejected: α can recover when the
-// text becomes easier again, and a useless draft costs a probe per 64 tokens. The draft model reads the text those
-// plain rounds committed in one batch when it is next used (draft_model.c): a plain round costs no draft forward.
+// then on it maximises rate(γ). Plain rounds teach it nothing about α, so after PROBE_INTERVAL plain rounds one round
+// drafts one token (a probe), and the next probe waits twice as many plain rounds as the one before after each probe
+// in a row that was rejected (8, 16, 32, … up to 8 · 2^PROBE_MISSES_MAX): α can recover when the text becomes easier
+// again, and a useless draft's probes thin out. The draft model reads the text those plain rounds committed in one
+// batch when it is next used (draft_model.c): a plain round costs no draft forward.
+//
+// What a useless draft costs is these rounds: the measuring round's drafts and the probes, each a draft step and a
+// further verified row — on AVX2 a row of the shipped F32 target costs ~0.15 of a decode step (t(8)/t(1) = 2.03,
+// issue 49), and the speculative suite's --quick runs are 48 tokens long, where 3% is 1.4 steps. Measuring with 2
+// drafts costs half of what 4 did and measures the step as well; the probes at 8, 8 + 16 and 8 + 16 + 32 plain
+// rounds are two in 48 tokens where probes at every 8th, 16th, 32nd plain round in a row were three
+// (docs/performance-history.md, "A useless draft, cheaper").
+enum { MEASURING_DEPTH = 2, PROBE_INTERVAL = 8, PROBE_MISSES_MAX = 6 };
+
 static double verify_time(const GammaState *g, int T) {
     return g->modelled ? g->model_target[T] : policy_target_time(g, T);
 }
@@ -271,15 +288,15 @@ static TreeShape choose_shape(GammaState *g, const SpecParams *params, const Dra
     ask_drafter(request, 0, 0);
     if (!costed(g) && g->target[1] <= 0) return shape;
     if (has_model && !costed(g) && !g->draft_step_known) {  // the draft model's step is what is measured
-        request->model_gamma = 4;
-        return (TreeShape){4, params->tree_auto ? 1 : widest(params)};
+        request->model_gamma = MEASURING_DEPTH;
+        return (TreeShape){MEASURING_DEPTH, params->tree_auto ? 1 : widest(params)};
     }
     double model_rate = plain_rate(g);  // plain decoding's, where there is no model or it does not pay
     if (has_model) {
         shape = best_shape(params, g, true, alpha_first, alpha_next, 0, &model_rate);
         g->plain_streak = shape.depth == 0 ? g->plain_streak + 1 : 0;
-        g->probing = shape.depth == 0 && g->plain_streak % (8 << g->probe_misses) == 0;
-        if (g->probing) shape = (TreeShape){1, 1};
+        g->probing = shape.depth == 0 && g->plain_streak == PROBE_INTERVAL << g->probe_misses;
+        if (g->probing) shape = (TreeShape){1, 1}, g->plain_streak = 0;
         request->model_gamma = shape.depth;
     }
     if (!drafter->has_lookup) return shape;
@@ -357,7 +374,9 @@ void policy_learn(GammaState *g, const SpecParams *params, const Round *r, const
     learn_acceptance(g, r, lookup);
     if (r->report.n_run > 0 && !lookup) learn_unproposed_run(g, &r->report, r, committed);
     if (g->probing && k > 0 && !lookup)  // the probe was made (not displaced by a lookup run)
-        g->probe_misses = r->n_accepted ? 0 : g->probe_misses < 3 ? g->probe_misses + 1 : 3;
+        g->probe_misses = r->n_accepted                        ? 0
+                          : g->probe_misses < PROBE_MISSES_MAX ? g->probe_misses + 1
+                                                               : PROBE_MISSES_MAX;
     if (k == 0 && ++g->plain_timed == 2) g->target[1] = r->target_seconds;  // the cold first step forgotten
     else running_mean(&g->target[k + 1], r->target_seconds);
     if (g->plain_timed == 1 && k > 0 && r->target_seconds < g->target[1])  // T = k + 1 rows cost at least one row

@@ -60,9 +60,10 @@ typedef struct {
     double model_stream, model_row_arithmetic, model_row_sampling;  // F(R) = S + R · (A + s) (batches)
     BatchLoad others;           // the batch beside this sequence (policy_choose plans for it where γ may adapt)
     int heuristic_gamma;
-    int plain_streak;           // GAMMA_AUTO: rounds in a row it chose plain decoding
+    int plain_streak;           // GAMMA_AUTO: rounds in a row it chose plain decoding since it drafted or probed
     int n_alpha[N_SOURCES];     // drafts α has learned from
-    int probe_misses;           // probes in a row (one draft after plain rounds) that were rejected, up to 3
+    int probe_misses;           // probes in a row (one draft after plain rounds) that were rejected, up to
+                                // PROBE_MISSES_MAX (policy.c)
     bool probing;               // this round's draft model drafts are a probe
 } GammaState;
 

@@ -16,7 +16,10 @@
 //     the shipped pair's plan shortens from γ = 3 on 1 and 2 threads to 2 on 16;
 //   - greedy, a verification measured cheaper is planned deeper; at a temperature the measurements change nothing;
 //   - greedy, the first plain round's time (a cold step) is not t_target(1): a second plain round's replaces it
-//     before anything is drafted; and a draft that promises less than DRAFT_MARGIN over plain decoding is not made.
+//     before anything is drafted; and a draft that promises less than DRAFT_MARGIN over plain decoding is not made;
+//   - a useless draft, every draft rejected (scripted outcomes): greedy, auto measures with 2 drafts, drafts once
+//     more and decodes plainly, probing with one draft after 8, 16, 32, 64 plain rounds (a kept probe starts the
+//     waits over); at temperature 1, planned by the cost model, it stops after two drafting rounds and probes alike.
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -251,7 +254,8 @@ TEST(speculative_auto_model_knows_threads) { with_target(model_knows_threads); }
 // bench's latest run) and its draft in q8 (the default), for the target on 1, 2 and 16 threads: the modelled c grows
 // with the threads and γ shortens from 3 to 2 on 16, where drafting is still planned (docs/performance.md's
 // prediction for 16 threads starts from this γ).
-TEST(speculative_auto_plans_the_shipped_pair_by_threads) {
+// The shipped pair, its draft in q8 (the default), for a body planning at temperature 1 under rejection sampling.
+static void with_shipped_pair(void (*body)(Model *target, const Drafter *drafter, const SpecParams *params)) {
     Err err;
     ThreadPool *pool = pool_create(1, &err);
     Model target, draft;
@@ -261,21 +265,27 @@ TEST(speculative_auto_plans_the_shipped_pair_by_threads) {
                                .eos_id = -1};
     ModelDrafter drafter;
     CHECK(model_drafter_init(&drafter, &draft, &params, 0, &err) == 0, "%s", err.msg);
-    const int threads[] = {1, 2, 16}, want[] = {3, 3, 2};
-    for (int i = 0; i < 3; i++) {
-        target.max_threads = threads[i];
-        GammaState g;
-        policy_init(&g, &target, &drafter.base, &params);
-        for (int source = 0; source < N_SOURCES; source++) g.alpha[source] = 0.66;
-        const int depth = policy_choose(&g, &params, &drafter.base).shape.depth;
-        printf("    %2d threads: modelled c %.3f, γ %d\n", threads[i], g.model_draft_step / g.model_target[1], depth);
-        CHECK(depth == want[i], "%d threads: γ %d, want %d", threads[i], depth, want[i]);
-    }
+    body(&target, &drafter.base, &params);
     model_drafter_free(&drafter);
     model_free(&draft);
     model_free(&target);
     pool_free(pool);
 }
+
+static void shipped_pair_by_threads(Model *target, const Drafter *drafter, const SpecParams *params) {
+    const int threads[] = {1, 2, 16}, want[] = {3, 3, 2};
+    for (int i = 0; i < 3; i++) {
+        target->max_threads = threads[i];
+        GammaState g;
+        policy_init(&g, target, drafter, params);
+        for (int source = 0; source < N_SOURCES; source++) g.alpha[source] = 0.66;
+        const int depth = policy_choose(&g, params, drafter).shape.depth;
+        printf("    %2d threads: modelled c %.3f, γ %d\n", threads[i], g.model_draft_step / g.model_target[1], depth);
+        CHECK(depth == want[i], "%d threads: γ %d, want %d", threads[i], depth, want[i]);
+    }
+}
+
+TEST(speculative_auto_plans_the_shipped_pair_by_threads) { with_shipped_pair(shipped_pair_by_threads); }
 
 // Greedy, γ auto plans from the measured times: with the same α and draft step, a verification of T tokens that
 // costs 1 + 0.5 (T − 1) decode steps (as AVX2's quantized kernels did) is planned shallower than one that costs
@@ -309,7 +319,7 @@ static void measured_verification_sets_depth(Model *target) {
 TEST(speculative_auto_measured_cheap_verification_plans_deeper) { with_target(measured_verification_sets_depth); }
 
 // Greedy, measuring: round 1 is plain and takes 4 (as the shipped target's first step after its prompt did: 4 times a
-// warm one), round 2 drafts 4 to measure a draft step and its forward of 5 rows takes 1.2: t_target(1) is then 1.2
+// warm one), round 2 drafts 2 to measure a draft step and its forward of 3 rows takes 1.2: t_target(1) is then 1.2
 // at most; the next plain round's time (1.0) replaces it, the cold step forgotten.
 static void cold_first_step_forgotten(Model *target) {
     const Drafter drafter = {.step_cost = 0.08 * spec_forward_cost(target, 1, 1)};
@@ -320,8 +330,8 @@ static void cold_first_step_forgotten(Model *target) {
     CHECK(policy_choose(&g, &params, &drafter).shape.depth == 0, "round 1 is not plain");
     policy_learn(&g, &params, &(Round){.target_seconds = 4.0}, NULL);
     const int depth = policy_choose(&g, &params, &drafter).shape.depth;
-    CHECK(depth == 4, "round 2 drafts %d to measure a draft step, not 4", depth);
-    Round measuring = {.tree = {.n = 4}, .depth = 4, .target_seconds = 1.2, .draft_calls = 4, .draft_seconds = 0.04};
+    CHECK(depth == 2, "round 2 drafts %d to measure a draft step, not 2", depth);
+    Round measuring = {.tree = {.n = 2}, .depth = 2, .target_seconds = 1.2, .draft_calls = 2, .draft_seconds = 0.02};
     policy_learn(&g, &params, &measuring, NULL);
     CHECK(g.target[1] == 1.2, "t_target(1) = %g after a cold step of 4 and a forward of 5 rows in 1.2", g.target[1]);
     policy_learn(&g, &params, &(Round){.target_seconds = 1.0}, NULL);
@@ -353,6 +363,83 @@ static void drafting_needs_a_margin(Model *target) {
 }
 
 TEST(speculative_auto_drafts_only_past_the_margin) { with_target(drafting_needs_a_margin); }
+
+// ---- a useless draft: when auto stops drafting, and when it probes -----------------------------------------------
+
+enum { SCRIPTED_ROUNDS = 160, MOST_DRAFTING = 16 };
+
+// Plays SCRIPTED_ROUNDS rounds of γ auto against a scripted outcome: every draft is rejected, with β = beta (what α
+// learns of it), except a probe in round `kept_round` (0: none), whose one draft is kept with β = 1. The forwards
+// take what a measured plan sees on AVX2 for the shipped target: a verification of T rows 1 + 0.15 (T − 1) plain
+// steps, a draft step 0.05. Writes the rounds that drafted (1-based) and their depths; returns how many.
+static int scripted_rounds(const GammaState *start, const SpecParams *params, const Drafter *drafter, double beta,
+                           int kept_round, int *rounds, int *depths) {
+    GammaState g = *start;
+    int n = 0;
+    for (int round = 1; round <= SCRIPTED_ROUNDS; round++) {
+        const int k = policy_choose(&g, params, drafter).shape.depth;
+        const bool kept = round == kept_round && k == 1;
+        Round r = {.tree = {.n = k}, .depth = k, .width = 1, .n_verified = k > 0, .n_accepted = kept,
+                   .learned = {kept ? 1.0 : beta}, .target_seconds = 1.0 + 0.15 * k, .draft_calls = k,
+                   .draft_seconds = 0.05 * k};
+        policy_learn(&g, params, &r, NULL);
+        if (k > 0 && n < MOST_DRAFTING) rounds[n] = round, depths[n++] = k;
+    }
+    return n;
+}
+
+// Checks the rounds that drafted against the expected ones.
+static void check_drafting_rounds(const char *what, const int *rounds, const int *depths, int n, const int *want,
+                                  int n_want) {
+    printf("    %s: drafted in rounds", what);
+    for (int i = 0; i < n; i++) printf(" %d (γ %d)", rounds[i], depths[i]);
+    printf("\n");
+    CHECK(n == n_want, "%s: %d drafting rounds, want %d", what, n, n_want);
+    for (int i = 0; i < n; i++) CHECK(rounds[i] == want[i], "%s: drafting round %d is %d, want %d", what, i + 1,
+                                      rounds[i], want[i]);
+}
+
+// Greedy, measured, every draft rejected: round 1 is plain, round 2 drafts 2 to measure a draft step (α 0.6 → 0.3:
+// the prior counts as one draft), round 3 drafts one (γ = 1 promises 1.3 / 1.2 = 1.08 > DRAFT_MARGIN; α → 0.2,
+// which promises 1.0): then plain decoding, with a probe of one draft after 8 plain rounds, then after 16, 32, 64
+// (each rejected probe doubles the wait). A kept probe (round 27) lifts α to 0.32: two rounds draft one token until
+// α is 0.23 again, and the probes start over from 8 plain rounds.
+static void useless_draft_greedy(Model *target) {
+    const Drafter drafter = {.step_cost = 0.08 * spec_forward_cost(target, 1, 1)};
+    const SpecParams params = {.sampling = {.temperature = 0, .top_p = 1}, .policy = GAMMA_AUTO, .max_tokens = 64,
+                               .eos_id = -1};
+    GammaState g;
+    policy_init(&g, target, &drafter, &params);
+    int rounds[MOST_DRAFTING], depths[MOST_DRAFTING];
+    int n = scripted_rounds(&g, &params, &drafter, 0, 0, rounds, depths);
+    const int rejected[] = {2, 3, 11, 27, 59, 123};
+    check_drafting_rounds("every draft rejected", rounds, depths, n, rejected, 6);
+    CHECK(depths[0] == 2 && depths[1] == 1 && depths[2] == 1, "γ %d, %d, %d", depths[0], depths[1], depths[2]);
+    n = scripted_rounds(&g, &params, &drafter, 0, 27, rounds, depths);
+    const int one_kept[] = {2, 3, 11, 27, 28, 29, 37, 53, 85, 149};
+    check_drafting_rounds("the probe of round 27 kept", rounds, depths, n, one_kept, 10);
+}
+
+TEST(speculative_auto_useless_draft_probes_back_off) { with_target(useless_draft_greedy); }
+
+// At temperature 1 under rejection sampling (the modelled plan: the measured times change nothing), the shipped
+// target on 2 threads with a useless draft, every draft rejected with β = Σ min(p, q) = 0.07 (a random draft's at
+// temperature 1, the speculative suite's useless-draft table): round 1 drafts 3 on the prior α = 0.6, whose
+// rejection teaches α 0.6 + (0.07 − 0.6) / 1.5 = 0.25 (the prior counts as half a draft where α learns overlaps);
+// round 2 drafts one, α → 0.18, and γ = 1 no longer promises DRAFT_MARGIN: plain decoding, with probes after 8, 16,
+// 32 and 64 plain rounds.
+static void useless_draft_sampled(Model *target, const Drafter *drafter, const SpecParams *params) {
+    target->max_threads = 2;
+    GammaState g;
+    policy_init(&g, target, drafter, params);
+    int rounds[MOST_DRAFTING], depths[MOST_DRAFTING];
+    const int n = scripted_rounds(&g, params, drafter, 0.07, 0, rounds, depths);
+    const int want[] = {1, 2, 10, 26, 58, 122};
+    check_drafting_rounds("temperature 1, every draft rejected", rounds, depths, n, want, 6);
+    CHECK(depths[0] == 3 && depths[1] == 1, "γ %d, %d", depths[0], depths[1]);
+}
+
+TEST(speculative_auto_useless_draft_probes_back_off_sampled) { with_shipped_pair(useless_draft_sampled); }
 
 // γ auto in a batch (GammaState.others, policy.h's rate_batch): greedy plans for the whole batch with the cost model
 // — beside one sequence decoding plainly it drafts, and as the batch grows (more such sequences) its forward turns

@@ -185,9 +185,12 @@ TEST(speculative_tree_policy_falls_back_to_the_chain) {
     model_drafter_free(&self);
     CHECK(stats.tree_rounds == 0 && stats.accepted == stats.drafted && stats.drafted > 0, "the target as its own "
           "draft: %d tree rounds, %d of %d drafts accepted", stats.tree_rounds, stats.accepted, stats.drafted);
-    // ... and a fixed --tree-width drafts trees, with the same seed's tokens on every run.
+    // ... and a fixed --tree-width drafts trees, with the same seed's tokens on every run. (At a fixed γ: this random
+    // draft does not pay in the cost model, and γ auto drafts only its probes, chains of one.)
     params.tree_auto = false;
     params.tree_width = 3;
+    params.policy = GAMMA_FIXED;
+    params.gamma = 4;
     n_out = generate(&pair, prompt, 5, &params, 3, out, &stats, true);
     CHECK(stats.tree_rounds > 0, "--tree-width 3: %d tree rounds of %d", stats.tree_rounds, stats.rounds);
     n_again = generate(&pair, prompt, 5, &params, 3, again, &stats, true);
