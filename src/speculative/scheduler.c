@@ -49,8 +49,9 @@ struct Scheduler {
     Drafter *drafter;                   // NULL: plain decoding
     const SpecParams *params;
     int V, n_ctx;
-    Sampler *samplers;                  // [n_samplers]: thread i's adjusts the p rows it is handed (adjust_rows)
-    int n_samplers;                     // the p rows adjusted at once: the target's threads, 1 when greedy
+    Sampler *samplers;                  // [n_samplers]: the pool's thread i's adjusts the p rows it claims (adjust_row)
+    int n_samplers;                     // the target pool's threads, 1 when greedy
+    int rows_at_once;                   // the p rows adjusted at once: the target's threads
     Penalizer penalizer;                // SpecParams.penalties' (penalize_rows)
     RowState row_state[TREE_MAX_ROWS];  // of this round's p rows
     KVCache cache;                      // the target's: the committed tokens but the newest
@@ -312,21 +313,22 @@ static SequenceRows verify_rows(Scheduler *s, Round *r) {
                           .base = r->base, .all_logits = true};
 }
 
-// The p rows [first, first + n) of the round, row first + i adjusted by thread i of n (with its own sampler: a row's
-// values do not depend on the thread that adjusts it).
+// The p rows [first, first + n) of the round, one chunk each (pool_run_chunks): each row adjusted by the thread that
+// claims it, with that thread's sampler — a row's values do not depend on the thread that adjusts it. Claimed, not
+// handed out: a thread the system runs late leaves its row to the others instead of holding up the round (with a
+// row per thread, on 2 CPUs shared with other work, adjusting a round's rows took longer than verifying them).
 typedef struct {
     Scheduler *s;
     int first, n;
 } RowJob;
 
-static void adjust_rows(void *ctx, int thread, int n_threads) {
+static void adjust_row(void *ctx, int chunk, int n_chunks, int thread) {
+    (void)n_chunks;
     const RowJob *job = ctx;
     Scheduler *s = job->s;
-    for (int row = job->first + thread; row < job->first + job->n; row += n_threads) {
-        const int bad = sampler_adjust(&s->samplers[thread], s->p + (size_t)row * s->V,
-                                       s->logits + (size_t)row * s->V);
-        s->row_state[row] = bad ? ROW_BAD : ROW_READY;
-    }
+    const int row = job->first + chunk;
+    const int bad = sampler_adjust(&s->samplers[thread], s->p + (size_t)row * s->V, s->logits + (size_t)row * s->V);
+    s->row_state[row] = bad ? ROW_BAD : ROW_READY;
 }
 
 // Under a grammar (SpecParams.constraint): the logits of rows [first, first + n) masked to the tokens allowed after
@@ -352,7 +354,7 @@ typedef struct {
 
 // p after `node` (−1: after the newest committed token), from verify's row: adjusted (sampler_adjust), or greedy its
 // argmax (sampling_greedy). A row not adjusted yet is adjusted with the rows after it, as many as the target has
-// threads, one per thread: the walk may reach them next (a chain's, surely, if it goes on), and the threads would
+// threads, one per chunk of a job on them (adjust_row): the walk may reach them next (a chain's, surely, if it goes on), and the threads would
 // idle meanwhile. Greedy, a row's argmax costs about a hand-off to the pool, and stays on thread 0.
 static int target_probs(Scheduler *s, Round *r, int node, int position, TargetP *p, Err *err) {
     const int row = node + 1;
@@ -361,9 +363,9 @@ static int target_probs(Scheduler *s, Round *r, int node, int position, TargetP 
     if (greedy && constrain_rows(s, r, row, 1, err)) return -1;
     if (!greedy && s->row_state[row] == ROW_PENDING) {
         const int rows_left = r->tree.n + 1 - row;
-        RowJob job = {.s = s, .first = row, .n = rows_left < s->n_samplers ? rows_left : s->n_samplers};
+        RowJob job = {.s = s, .first = row, .n = rows_left < s->rows_at_once ? rows_left : s->rows_at_once};
         if (constrain_rows(s, r, row, job.n, err)) return -1;
-        pool_run_on(s->target->pool, job.n, adjust_rows, &job);
+        pool_run_chunks(s->target->pool, job.n, job.n, adjust_row, &job);
     }
     *p = (TargetP){.row = greedy ? NULL : s->p + (size_t)row * s->V,
                    .token = greedy ? sampling_greedy(s->target->kernels, s->logits + (size_t)row * s->V, s->V) : 0};
@@ -565,9 +567,11 @@ static int scheduler_init(Scheduler *s, Model *target, KVCache *cache, Drafter *
                      .stats = stats, .callers_cache = cache};
     if (cache) s->cache = *cache;
     else if (model_kv_init(target, &s->cache, err)) return -1;
-    // A sampler for each thread that adjusts p rows at once (target_probs); greedy adjusts none (one checks params).
+    // A sampler for each thread of the pool, any of which may claim a p row (target_probs); greedy adjusts none (one
+    // checks params). As many rows are adjusted at once as the target has threads.
     const int threads = target->max_threads < TREE_MAX_ROWS ? target->max_threads : TREE_MAX_ROWS;
-    const int n_samplers = params->sampling.temperature == 0 || threads < 1 ? 1 : threads;
+    s->rows_at_once = threads > 1 ? threads : 1;
+    const int n_samplers = params->sampling.temperature == 0 ? 1 : pool_size(target->pool);
     s->samplers = calloc((size_t)n_samplers, sizeof(Sampler));
     if (!s->samplers) return err_fmt(err, "out of memory for the scheduler's samplers");
     for (; s->n_samplers < n_samplers; s->n_samplers++)
