@@ -318,13 +318,16 @@ static void measured_verification_sets_depth(Model *target) {
 
 TEST(speculative_auto_measured_cheap_verification_plans_deeper) { with_target(measured_verification_sets_depth); }
 
+// Greedy decoding with γ auto, planned from measured times.
+static const SpecParams GREEDY_AUTO = {.sampling = {.temperature = 0, .top_p = 1}, .policy = GAMMA_AUTO,
+                                       .max_tokens = 64, .eos_id = -1};
+
 // Greedy, measuring: round 1 is plain and takes 4 (as the shipped target's first step after its prompt did: 4 times a
 // warm one), round 2 drafts 2 to measure a draft step and its forward of 3 rows takes 1.2: t_target(1) is then 1.2
 // at most; the next plain round's time (1.0) replaces it, the cold step forgotten.
 static void cold_first_step_forgotten(Model *target) {
     const Drafter drafter = {.step_cost = 0.08 * spec_forward_cost(target, 1, 1)};
-    const SpecParams params = {.sampling = {.temperature = 0, .top_p = 1}, .policy = GAMMA_AUTO, .max_tokens = 64,
-                               .eos_id = -1};
+    const SpecParams params = GREEDY_AUTO;
     GammaState g;
     policy_init(&g, target, &drafter, &params);
     CHECK(policy_choose(&g, &params, &drafter).shape.depth == 0, "round 1 is not plain");
@@ -345,8 +348,7 @@ TEST(speculative_auto_forgets_the_cold_first_step) { with_target(cold_first_step
 // drafted.
 static void drafting_needs_a_margin(Model *target) {
     const Drafter drafter = {.step_cost = 0.08 * spec_forward_cost(target, 1, 1)};
-    const SpecParams params = {.sampling = {.temperature = 0, .top_p = 1}, .policy = GAMMA_AUTO, .max_tokens = 64,
-                               .eos_id = -1};
+    const SpecParams params = GREEDY_AUTO;
     static const double alphas[2] = {0.04, 0.1};
     int depth[2];
     for (int i = 0; i < 2; i++) {
@@ -406,8 +408,7 @@ static void check_drafting_rounds(const char *what, const int *rounds, const int
 // α is 0.23 again, and the probes start over from 8 plain rounds.
 static void useless_draft_greedy(Model *target) {
     const Drafter drafter = {.step_cost = 0.08 * spec_forward_cost(target, 1, 1)};
-    const SpecParams params = {.sampling = {.temperature = 0, .top_p = 1}, .policy = GAMMA_AUTO, .max_tokens = 64,
-                               .eos_id = -1};
+    const SpecParams params = GREEDY_AUTO;
     GammaState g;
     policy_init(&g, target, &drafter, &params);
     int rounds[MOST_DRAFTING], depths[MOST_DRAFTING];
