@@ -112,19 +112,18 @@ double spec_forward_cost(const Model *m, int T, int threads) {
 
 double spec_row_cost(int V) { return SAMPLING_BYTES_PER_TOKEN * V; }
 
-// GAMMA_AUTO, measuring, starts with one plain round, which measures t_target(1), the yardstick of every choice (and
-// of the predicted speedup), then drafts MEASURING_DEPTH to measure a draft step (a lookup's costs nothing: not
-// measured). The first
-// forward after the prompt's runs cold (the shipped target's took 4 times a warm step), and a t_target(1) that high
-// made every draft look cheap beside plain decoding, whose rounds — the only ones that measure it again — it then
-// never chose: a useless draft kept drafting γ = 1 until α fell below the draft's cost over that inflated step. So
+// GAMMA_AUTO, measuring, starts with one plain round, which measures t_target(1), the yardstick of every choice (and of
+// the predicted speedup), then drafts MEASURING_DEPTH to measure a draft step (a lookup's costs nothing: not measured).
+// The first forward after the prompt's runs cold (the shipped target's took 4 times a warm step), and a t_target(1)
+// that high made every draft look cheap beside plain decoding, whose rounds — the only ones that measure it again — it
+// then never chose: a useless draft kept drafting γ = 1 until α fell below the draft's cost over that inflated step. So
 // until a second plain round's time replaces it, t_target(1) is at most what a drafting round's forward of more rows
-// took (a second plain round before drafting instead cost short greedy generations 17% more target forwards). From
-// then on it maximises rate(γ). Plain rounds teach it nothing about α, so after PROBE_INTERVAL plain rounds one round
-// drafts one token (a probe), and the next probe waits twice as many plain rounds as the one before after each probe
-// in a row that was rejected (8, 16, 32, … up to 8 · 2^PROBE_MISSES_MAX): α can recover when the text becomes easier
-// again, and a useless draft's probes thin out. The draft model reads the text those plain rounds committed in one
-// batch when it is next used (draft_model.c): a plain round costs no draft forward.
+// took (a second plain round before drafting instead cost short greedy generations 17% more target forwards). From then
+// on it maximises rate(γ). Plain rounds teach it nothing about α, so after PROBE_INTERVAL plain rounds one round drafts
+// one token (a probe), and the next probe waits twice as many plain rounds as the one before after each probe in a row
+// that was rejected (8, 16, 32, … up to 8 · 2^PROBE_MISSES_MAX): α can recover when the text becomes easier again, and
+// a useless draft's probes thin out. The draft model reads the text those plain rounds committed in one batch when it
+// is next used (draft_model.c): a plain round costs no draft forward.
 //
 // What a useless draft costs is these rounds: the measuring round's drafts and the probes, each a draft step and a
 // further verified row — on AVX2 a row of the shipped F32 target costs ~0.15 of a decode step (t(8)/t(1) = 2.03,
