@@ -14,96 +14,97 @@ typedef struct {
     OptType type;
     size_t offset;      // of the field in Args
     double min, max;    // accepted range of a number
+    const char *value;  // the value's name in --help ("FILE"); NULL for a flag
     const char *help;
 } Option;
 
 #define FIELD(f) offsetof(Args, f)
 static const Option options[] = {
-    {"model", 'm', OPT_STRING, FIELD(model_dir), 0, 0, "target checkpoint folder (config.json + model.safetensors), or a .gguf file"},
-    {"draft", 'd', OPT_STRING, FIELD(draft_dir), 0, 0, "draft checkpoint folder or .gguf file: decode speculatively"},
-    {"ids", 0, OPT_STRING, FIELD(ids), 0, 0, "prompt as token ids, e.g. \"464 3290 318\""},
-    {"prompt", 'p', OPT_STRING, FIELD(prompt), 0, 0, "prompt text (- : read it from standard input)"},
-    {"file", 'f', OPT_STRING, FIELD(file), 0, 0, "read the text from FILE (- : standard input)"},
-    {"tokens", 'n', OPT_INT, FIELD(n_tokens), 0, 1 << 20, "tokens to generate (default 64)"},
-    {"temp", 0, OPT_FLOAT, FIELD(sampling.temperature), 0, 100, "temperature; 0 = greedy (default 0)"},
-    {"top-k", 0, OPT_INT, FIELD(sampling.top_k), 0, 1 << 24, "sample from the k most likely tokens; 0 = all"},
-    {"top-p", 0, OPT_FLOAT, FIELD(sampling.top_p), 1e-6, 1, "nucleus sampling mass (default 1 = off)"},
-    {"min-p", 0, OPT_FLOAT, FIELD(sampling.min_p), 0, 1,
+    {"model", 'm', OPT_STRING, FIELD(model_dir), 0, 0, "DIR", "target checkpoint folder (config.json + model.safetensors), or a .gguf file"},
+    {"draft", 'd', OPT_STRING, FIELD(draft_dir), 0, 0, "DIR", "draft checkpoint folder or .gguf file: decode speculatively"},
+    {"ids", 0, OPT_STRING, FIELD(ids), 0, 0, "IDS", "prompt as token ids, e.g. \"464 3290 318\""},
+    {"prompt", 'p', OPT_STRING, FIELD(prompt), 0, 0, "TEXT", "prompt text (- : read it from standard input)"},
+    {"file", 'f', OPT_STRING, FIELD(file), 0, 0, "FILE", "read the text from FILE (- : standard input)"},
+    {"tokens", 'n', OPT_INT, FIELD(n_tokens), 0, 1 << 20, "N", "tokens to generate (default 64)"},
+    {"temp", 0, OPT_FLOAT, FIELD(sampling.temperature), 0, 100, "T", "temperature; 0 = greedy (default 0)"},
+    {"top-k", 0, OPT_INT, FIELD(sampling.top_k), 0, 1 << 24, "K", "sample from the k most likely tokens; 0 = all"},
+    {"top-p", 0, OPT_FLOAT, FIELD(sampling.top_p), 1e-6, 1, "P", "nucleus sampling mass (default 1 = off)"},
+    {"min-p", 0, OPT_FLOAT, FIELD(sampling.min_p), 0, 1, "P",
      "keep the tokens at least P times as likely as the most likely one (default 0 = off)"},
-    {"repetition-penalty", 0, OPT_FLOAT, FIELD(penalties.repetition), 0.01, 100,
+    {"repetition-penalty", 0, OPT_FLOAT, FIELD(penalties.repetition), 0.01, 100, "R",
      "divide the positive logits of tokens in the prompt or the output by R, multiply the negative (default 1 = off)"},
-    {"presence-penalty", 0, OPT_FLOAT, FIELD(penalties.presence), -2, 2,
+    {"presence-penalty", 0, OPT_FLOAT, FIELD(penalties.presence), -2, 2, "A",
      "subtract A from the logits of tokens in the output (default 0)"},
-    {"frequency-penalty", 0, OPT_FLOAT, FIELD(penalties.frequency), -2, 2,
+    {"frequency-penalty", 0, OPT_FLOAT, FIELD(penalties.frequency), -2, 2, "F",
      "subtract F times its count in the output from a token's logit (default 0)"},
-    {"seed", 0, OPT_U64, FIELD(seed), 0, 0, "random seed (default 0): same seed, files and options, same tokens"},
-    {"gamma", 0, OPT_STRING, FIELD(gamma), 0, 0,
+    {"seed", 0, OPT_U64, FIELD(seed), 0, 0, "N", "random seed (default 0): same seed, files and options, same tokens"},
+    {"gamma", 0, OPT_STRING, FIELD(gamma), 0, 0, "G",
      "draft length (a tree's depth): N (1-16), heuristic, or auto (default)"},
-    {"sampler", 0, OPT_STRING, FIELD(sampler), 0, 0,
+    {"sampler", 0, OPT_STRING, FIELD(sampler), 0, 0, "NAME",
      "coupled: output = target-only's for the seed; rejection: Algorithm 1 (default rejection)"},
-    {"lookup", 0, OPT_FLAG, FIELD(lookup), 0, 0,
+    {"lookup", 0, OPT_FLAG, FIELD(lookup), 0, 0, NULL,
      "draft by n-gram lookup over the prompt and the text so far (with -d: per round, its run or the draft's)"},
-    {"tree-width", 0, OPT_INT, FIELD(tree_width), 1, 4,
+    {"tree-width", 0, OPT_INT, FIELD(tree_width), 1, 4, "W",
      "draft a tree: W first-level children, each then a chain (-d; --lookup alone: shorter matches; default 1)"},
-    {"tree", 0, OPT_FLAG, FIELD(tree), 0, 0,
+    {"tree", 0, OPT_FLAG, FIELD(tree), 0, 0, NULL,
      "pick the tree's width (up to --tree-width, default 4) and depth by measured cost; a chain if none pays"},
-    {"pipeline", 0, OPT_STRING, FIELD(pipeline), 0, 0,
+    {"pipeline", 0, OPT_STRING, FIELD(pipeline), 0, 0, "MODE",
      "draft the next round while the target verifies, on a core of its own: on, off, or auto (default: on where a "
      "CPU is free beyond --threads)"},
-    {"draft-p-min", 0, OPT_FLOAT, FIELD(draft_p_min), 0, 1, "stop drafting when the draft's top probability < P"},
-    {"ctx", 0, OPT_INT, FIELD(ctx), 1, 1 << 24,
+    {"draft-p-min", 0, OPT_FLOAT, FIELD(draft_p_min), 0, 1, "P", "stop drafting when the draft's top probability < P"},
+    {"ctx", 0, OPT_INT, FIELD(ctx), 1, 1 << 24, "N",
      "positions the KV cache holds (default: the model's context, at most 4096; logits: the ids given)"},
-    {"threads", 't', OPT_INT, FIELD(threads), 1, 1024,
+    {"threads", 't', OPT_INT, FIELD(threads), 1, 1024, "N",
      "worker threads (default: the CPUs this process may use; with -d on 8 or more, one fewer in generate and "
      "chat: the drafting thread's)"},
-    {"draft-threads", 0, OPT_INT, FIELD(draft_threads), 1, 1024,
+    {"draft-threads", 0, OPT_INT, FIELD(draft_threads), 1, 1024, "N",
      "threads the draft uses, at most --threads (default: the count whose steps measure fastest)"},
-    {"quant", 0, OPT_STRING, FIELD(quant), 0, 0, "the target's weight matrices: q8, quantized to 8 bits at load; "
+    {"quant", 0, OPT_STRING, FIELD(quant), 0, 0, "TYPE", "the target's weight matrices: q8, quantized to 8 bits at load; "
                                                  "q4, to 4 bits (the embeddings, the head and the first and last "
                                                  "layers' attention to 8); bf16, held in BF16, "
                                                  "times activations rounded to BF16 (AVX512_BF16); none, as stored "
                                                  "(default)"},
-    {"draft-quant", 0, OPT_STRING, FIELD(draft_quant), 0, 0, "the draft's: q8 (default: it only proposes, the "
+    {"draft-quant", 0, OPT_STRING, FIELD(draft_quant), 0, 0, "TYPE", "the draft's: q8 (default: it only proposes, the "
                                                              "target decides), q4, bf16 or none"},
-    {"print-ids", 0, OPT_FLAG, FIELD(print_ids), 0, 0, "print token ids instead of text"},
-    {"stats", 0, OPT_FLAG, FIELD(stats), 0, 0, "print one JSON line of statistics on stderr"},
-    {"show", 0, OPT_FLAG, FIELD(show), 0, 0, "mark accepted, rejected and target tokens (colour on a terminal)"},
-    {"trace", 0, OPT_STRING, FIELD(trace), 0, 0, "write one JSON line per speculative round to FILE (- for stderr)"},
-    {"logprobs", 0, OPT_INT, FIELD(logprobs), 0, 20,
+    {"print-ids", 0, OPT_FLAG, FIELD(print_ids), 0, 0, NULL, "print token ids instead of text"},
+    {"stats", 0, OPT_FLAG, FIELD(stats), 0, 0, NULL, "print one JSON line of statistics on stderr"},
+    {"show", 0, OPT_FLAG, FIELD(show), 0, 0, NULL, "mark accepted, rejected and target tokens (colour on a terminal)"},
+    {"trace", 0, OPT_STRING, FIELD(trace), 0, 0, "FILE", "write one JSON line per speculative round to FILE (- for stderr)"},
+    {"logprobs", 0, OPT_INT, FIELD(logprobs), 0, 20, "K",
      "write each generated token's log-probability and its K most likely alternatives to --logprobs-file"},
-    {"logprobs-file", 0, OPT_STRING, FIELD(logprobs_file), 0, 0,
+    {"logprobs-file", 0, OPT_STRING, FIELD(logprobs_file), 0, 0, "FILE",
      "where --logprobs writes: one JSON line per generated token to FILE (- for stderr)"},
-    {"compare", 0, OPT_FLAG, FIELD(compare), 0, 0, "also run target-only decoding and compare speeds"},
-    {"allow-special", 0, OPT_FLAG, FIELD(allow_special), 0, 0, "\"<|endoftext|>\" in text is the special token"},
-    {"stop", 0, OPT_REPEATED, FIELD(stops), 0, 0,
+    {"compare", 0, OPT_FLAG, FIELD(compare), 0, 0, NULL, "also run target-only decoding and compare speeds"},
+    {"allow-special", 0, OPT_FLAG, FIELD(allow_special), 0, 0, NULL, "\"<|endoftext|>\" in text is the special token"},
+    {"stop", 0, OPT_REPEATED, FIELD(stops), 0, 0, "TEXT",
      "end the text where TEXT first occurs, TEXT not printed (repeatable: the first of them to occur)"},
-    {"chat", 0, OPT_FLAG, FIELD(chat), 0, 0,
+    {"chat", 0, OPT_FLAG, FIELD(chat), 0, 0, NULL,
      "the prompt is one user message, rendered by the checkpoint's chat template (tokenizer_config.json)"},
-    {"system", 0, OPT_STRING, FIELD(system), 0, 0, "a system message before the user's first"},
-    {"grammar", 0, OPT_STRING, FIELD(grammar), 0, 0, "the output follows the GBNF grammar in FILE (docs/structured.md)"},
-    {"json-schema", 0, OPT_STRING, FIELD(json_schema), 0, 0,
+    {"system", 0, OPT_STRING, FIELD(system), 0, 0, "TEXT", "a system message before the user's first"},
+    {"grammar", 0, OPT_STRING, FIELD(grammar), 0, 0, "FILE", "the output follows the GBNF grammar in FILE (docs/structured.md)"},
+    {"json-schema", 0, OPT_STRING, FIELD(json_schema), 0, 0, "SCHEMA",
      "the output is JSON that the schema (FILE, or inline JSON) validates"},
-    {"json", 0, OPT_FLAG, FIELD(json), 0, 0, "the output is a JSON object"},
-    {"add-generation-prompt", 0, OPT_FLAG, FIELD(add_generation_prompt), 0, 0,
+    {"json", 0, OPT_FLAG, FIELD(json), 0, 0, NULL, "the output is a JSON object"},
+    {"add-generation-prompt", 0, OPT_FLAG, FIELD(add_generation_prompt), 0, 0, NULL,
      "end the rendering with the template's opening of the assistant's reply"},
-    {"chat-var", 0, OPT_REPEATED, FIELD(chat_vars), 0, 0,
-     "NAME=JSON: a further variable for the chat template, e.g. enable_thinking=false (repeatable)"},
-    {"tools", 0, OPT_STRING, FIELD(tools), 0, 0,
-     "FILE: a JSON list of OpenAI function tools, the template's variable tools (docs/cli.md)"},
-    {"all", 0, OPT_FLAG, FIELD(all), 0, 0, "logits of every position, not only the last"},
-    {"host", 0, OPT_STRING, FIELD(host), 0, 0, "the address to listen on (default 127.0.0.1: this machine only)"},
-    {"port", 0, OPT_INT, FIELD(port), 0, 65535, "the port to listen on (default 8080; 0: any free port)"},
-    {"api-key", 0, OPT_STRING, FIELD(api_key), 0, 0, "require \"Authorization: Bearer KEY\" (all but /health)"},
-    {"queue", 0, OPT_INT, FIELD(queue), 0, 4096, "requests that may wait beside those generating (default 8); "
+    {"chat-var", 0, OPT_REPEATED, FIELD(chat_vars), 0, 0, "NAME=JSON",
+     "a further variable for the chat template, e.g. enable_thinking=false (repeatable)"},
+    {"tools", 0, OPT_STRING, FIELD(tools), 0, 0, "FILE",
+     "a JSON list of OpenAI function tools, the template's variable tools (docs/cli.md)"},
+    {"all", 0, OPT_FLAG, FIELD(all), 0, 0, NULL, "logits of every position, not only the last"},
+    {"host", 0, OPT_STRING, FIELD(host), 0, 0, "ADDRESS", "the address to listen on (default 127.0.0.1: this machine only)"},
+    {"port", 0, OPT_INT, FIELD(port), 0, 65535, "N", "the port to listen on (default 8080; 0: any free port)"},
+    {"api-key", 0, OPT_STRING, FIELD(api_key), 0, 0, "KEY", "require \"Authorization: Bearer KEY\" (all but /health)"},
+    {"queue", 0, OPT_INT, FIELD(queue), 0, 4096, "N", "requests that may wait beside those generating (default 8); "
                                                  "more get 503"},
-    {"max-body", 0, OPT_INT, FIELD(max_body), 1, 1 << 30, "the largest request body in bytes (default 1048576)"},
-    {"timeout", 0, OPT_INT, FIELD(timeout), 1, 86400, "seconds a connection may stay idle (default 30)"},
-    {"output", 'o', OPT_STRING, FIELD(output), 0, 0, "write the answers (convert: the GGUF file) to FILE (batch's "
+    {"max-body", 0, OPT_INT, FIELD(max_body), 1, 1 << 30, "BYTES", "the largest request body in bytes (default 1048576)"},
+    {"timeout", 0, OPT_INT, FIELD(timeout), 1, 86400, "S", "seconds a connection may stay idle (default 30)"},
+    {"output", 'o', OPT_STRING, FIELD(output), 0, 0, "FILE", "write the answers (convert: the GGUF file) to FILE (batch's "
                                                      "default: standard output)"},
-    {"type", 0, OPT_STRING, FIELD(type), 0, 0, "the GGUF file's weights: bf16, q8_0, q4_0 or q4_k_m (llama.cpp's "
+    {"type", 0, OPT_STRING, FIELD(type), 0, 0, "TYPE", "the GGUF file's weights: bf16, q8_0, q4_0 or q4_k_m (llama.cpp's "
                                                "types; docs/checkpoints.md)"},
-    {"parallel", 0, OPT_INT, FIELD(parallel), 1, 256, "generations at once, in one batch (default 4)"},
-    {"help", 'h', OPT_FLAG, FIELD(help), 0, 0, "show this help"},
+    {"parallel", 0, OPT_INT, FIELD(parallel), 1, 256, "N", "generations at once, in one batch (default 4)"},
+    {"help", 'h', OPT_FLAG, FIELD(help), 0, 0, NULL, "show this help"},
 };
 #define N_OPTIONS (int)(sizeof options / sizeof options[0])
 
@@ -114,15 +115,26 @@ static bool accepts(const Command *cmd, const char *name) {
     return false;
 }
 
+// An option as --help shows it: "-x, --name VALUE", or "    --name" for a flag without a short form.
+static void option_flag(char flag[64], const Option *o) {
+    char shorter[8] = "    ";
+    if (o->short_name) snprintf(shorter, sizeof shorter, "-%c, ", o->short_name);
+    snprintf(flag, 64, "%s--%s%s%s", shorter, o->name, o->value ? " " : "", o->value ? o->value : "");
+}
+
 void args_print_help(FILE *out, const Command *cmd) {
     fprintf(out, "usage: specdec %s\n%s\n\noptions:\n", cmd->usage, cmd->summary);
+    int width = 0;  // the widest option shown: every help text starts two spaces after it
+    char flag[64];
     for (int i = 0; i < N_OPTIONS; i++) {
-        const Option *o = &options[i];
-        if (!accepts(cmd, o->name)) continue;
-        char flag[64];
-        if (o->short_name) snprintf(flag, sizeof flag, "-%c, --%s", o->short_name, o->name);
-        else snprintf(flag, sizeof flag, "    --%s", o->name);
-        fprintf(out, "  %-20s %s\n", flag, o->help);
+        if (!accepts(cmd, options[i].name)) continue;
+        option_flag(flag, &options[i]);
+        if ((int)strlen(flag) > width) width = (int)strlen(flag);
+    }
+    for (int i = 0; i < N_OPTIONS; i++) {
+        if (!accepts(cmd, options[i].name)) continue;
+        option_flag(flag, &options[i]);
+        fprintf(out, "  %-*s  %s\n", width, flag, options[i].help);
     }
 }
 

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cli/args.h"
 #include "harness.h"
 
 #define MODEL "tests/fixtures/f32_tied_prefix"  // n_positions 32, vocab 61, no tokenizer
@@ -148,6 +149,44 @@ TEST(cli_unreadable_files_give_the_system_reason) {
     check_one_line(command, 2, "cannot read the folder: Permission denied");
     snprintf(command, sizeof command, "chmod 700 %s && rm -r %s", dir, dir);
     CHECK(system(command) == 0, "%s", command);
+}
+
+// Each command's --help: an option that takes a value shows its name ("--temp T", "--tools FILE"; the option table's
+// parser asking for one is the judge), a flag none, and every help text starts in one column, two spaces after the
+// widest option (before, "--repetition-penalty divide ..." ran into its option and no value was named).
+TEST(cli_help_names_values_and_aligns_the_texts) {
+    static const char *const COMMANDS[] = {"generate", "chat", "serve", "batch", "convert", "logits", "render"};
+    for (size_t c = 0; c < sizeof COMMANDS / sizeof *COMMANDS; c++) {
+        char args[64], *help, *err;
+        snprintf(args, sizeof args, "%s --help", COMMANDS[c]);
+        CHECK(run_specdec(args, &help, &err) == 0, "specdec %s: %s", args, err);
+        int column = -1, lines = 0;
+        for (char *line = strtok(help, "\n"); line; line = strtok(NULL, "\n")) {
+            char *dashes = strstr(line, "--");
+            if (strncmp(line, "  -", 3) != 0 && strncmp(line, "      --", 8) != 0) continue;
+            const size_t name_len = strcspn(dashes + 2, " ");
+            const char *after = dashes + 2 + name_len, *text = after + strspn(after, " ");
+            const bool shows_value = after[0] == ' ' && after[1] != ' ';  // "--name VALUE  text"
+            const char *value_end = shows_value ? strstr(after + 1, "  ") : after;
+            if (shows_value && value_end) text = value_end + strspn(value_end, " ");
+            char option[40];
+            snprintf(option, sizeof option, "--%.*s", (int)name_len, dashes + 2);
+            const Command cmd = {.name = "help", .accepted = option + 2, .max_positional = 4};
+            char *argv[] = {option, NULL};
+            Args parsed = {0};
+            Err perr = {{0}};
+            const bool needs_value = args_parse(&parsed, &cmd, 1, argv, &perr) != 0 && strstr(perr.msg, "needs a value");
+            CHECK(needs_value == shows_value, "specdec %s: \"%s\": %s", args, line,
+                  needs_value ? "no name for its value" : "a value shown for a flag");
+            const int at = (int)(text - line);
+            CHECK(text[-1] == ' ' && text[-2] == ' ' && (column < 0 || at == column), "specdec %s: \"%s\": its text at "
+                  "column %d, not %d with the others' (two spaces after the widest option)", args, line, at, column);
+            column = column < 0 ? at : column;
+            lines++;
+        }
+        CHECK(lines > 1, "specdec %s: %d option lines", args, lines);
+        free(help), free(err);
+    }
 }
 
 // run-bench writes its results under build/bench/ (untracked) unless --out says where (make bench says
