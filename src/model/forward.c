@@ -201,7 +201,8 @@ static void linear_columns(const LinearJob *job, int j0, int j1) {
     const Linear *lin = job->lin;
     const int split = lin->n_out - lin->tail_rows;
     if (j0 < split) matrix_columns(job, lin->type, lin->w, 0, j0, j1 < split ? j1 : split);
-    if (j1 > split) matrix_columns(job, lin->tail_type, lin->tail_w, split, (j0 > split ? j0 : split) - split, j1 - split);
+    if (j1 > split)
+        matrix_columns(job, lin->tail_type, lin->tail_w, split, (j0 > split ? j0 : split) - split, j1 - split);
 }
 
 // Columns [j0, j1) of row t of qkv = [q | k | v], its H query heads, then Hkv key heads, then Hkv value heads,
@@ -549,8 +550,8 @@ static int check_batch(const Model *model, const SequenceRows *seqs, int n, cons
         if (q->T < 1) return err_fmt(err, "%s: %sno tokens to process", caller, who);
         if (cache->len + q->T > c->n_positions)
             return err_fmt(err, "%scontext full: %d cached + %d new token%s exceed the model's context of %d "
-                           "position%s (n_positions or max_position_embeddings in config.json, or sliding_window where less; or less: "
-                           "--ctx)", who,
+                           "position%s (n_positions or max_position_embeddings in config.json, or sliding_window "
+                           "where less; or less: --ctx)", who,
                            cache->len, q->T, plural(q->T), c->n_positions, plural(c->n_positions));
         for (int t = 0; t < q->T; t++)
             if (q->tokens[t] < 0 || q->tokens[t] >= c->vocab_size)

@@ -263,8 +263,8 @@ static WeightType stored_type(uint32_t type) {
     return WEIGHT_TYPES;
 }
 
-// The block type part p of a GGUF read as stored is held as as stored (stored_type), or WEIGHT_TYPES where it is
-// quantized again (or not a GGUF's blocks, or not read as stored).
+// The weight type that holds `part`'s blocks as stored (stored_type), or WEIGHT_TYPES where they are quantized
+// again (or are not a GGUF's blocks, or the file is not read as stored).
 static WeightType part_stored_type(const Loader *ld, const Part *part) {
     char full[256];
     snprintf(full, sizeof full, "%s%s", ld->prefix, part->name);

@@ -354,8 +354,9 @@ typedef struct {
 
 // p after `node` (−1: after the newest committed token), from verify's row: adjusted (sampler_adjust), or greedy its
 // argmax (sampling_greedy). A row not adjusted yet is adjusted with the rows after it, as many as the target has
-// threads, one per chunk of a job on them (adjust_row): the walk may reach them next (a chain's, surely, if it goes on), and the threads would
-// idle meanwhile. Greedy, a row's argmax costs about a hand-off to the pool, and stays on thread 0.
+// threads, one per chunk of a job on them (adjust_row): the walk may reach them next (a chain's, surely, if it
+// goes on), and the threads would idle meanwhile. Greedy, a row's argmax costs about a hand-off to the pool, and
+// stays on thread 0.
 static int target_probs(Scheduler *s, Round *r, int node, int position, TargetP *p, Err *err) {
     const int row = node + 1;
     const double t0 = now_seconds();
