@@ -10,6 +10,7 @@
 // the speculative runs (the models lent a pool of n for them, so that a CPU is spare below the machine's count, as
 // it is for the CLI's --threads).
 // The goal: the speculative speed-up at the machine's full count at least its speed-up at 2 threads.
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -83,6 +84,34 @@ static double hand_off_run(void *ctx, int rep) {
     return now_seconds() - t0;
 }
 
+// A cache line's round trip between two of the pool's threads: thread 0 writes an odd count, thread 1 answers with
+// the next even one, ROUND_TRIPS times; the seconds of one round trip. It says where the host placed the two cores:
+// ~55 ns within one core complex of an EPYC, several times that across two (docs/performance.md).
+enum { ROUND_TRIPS = 2000 };
+
+static void ping_pong(void *ctx, int thread, int n_threads) {
+    (void)n_threads;
+    _Atomic int *line = ctx;
+    for (int i = 0; i < ROUND_TRIPS; i++) {
+        const int sent = 2 * i + 1;
+        if (thread == 0) {
+            atomic_store_explicit(line, sent, memory_order_release);
+            while (atomic_load_explicit(line, memory_order_acquire) != sent + 1) cpu_relax();
+        } else {
+            while (atomic_load_explicit(line, memory_order_acquire) != sent) cpu_relax();
+            atomic_store_explicit(line, sent + 1, memory_order_release);
+        }
+    }
+}
+
+static double round_trip_run(void *ctx, int rep) {
+    (void)rep;
+    _Alignas(64) _Atomic int line = 0;
+    const double t0 = now_seconds();
+    pool_run_on(ctx, 2, ping_pong, (void *)&line);
+    return (now_seconds() - t0) / ROUND_TRIPS;
+}
+
 // Where a run's rounds spent their time (SpecStats): the drafter (its forwards, then the sampling of its q rows
 // among them), the target's verifications, the target's p rows, the accept rule, the commit with the caches'
 // rollback; what decode holds beyond these is the policy and the bookkeeping.
@@ -134,13 +163,14 @@ static json_t *machine_row(Bench *b, Pair *pair, Memory *memory, Workload *w, in
     MemoryPass pass = {memory, MEM_READ, pool};
     SweepStep one = {w, 1}, verify = {w, VERIFY_T};
     HandOff hand_off = {b->pool, count, false}, chunked = {b->pool, count, true};
-    Trial trials[5] = {{memory_pass, &pass}, {step_run, &one}, {step_run, &verify}, {hand_off_run, &hand_off},
-                       {hand_off_run, &chunked}};
-    double *seconds = malloc(sizeof(double) * 5 * reps);
+    Trial trials[6] = {{memory_pass, &pass}, {step_run, &one}, {step_run, &verify}, {hand_off_run, &hand_off},
+                       {hand_off_run, &chunked}, {round_trip_run, b->pool}};
+    const int n_trials = count >= 2 ? 6 : 5;  // the round trip needs two threads
+    double *seconds = malloc(sizeof(double) * 6 * reps);
     if (!seconds) die("out of memory");
     char label[64];
     snprintf(label, sizeof label, "%d threads: read pass, T = 1, T = %d, hand-offs", count, VERIFY_T);
-    measure_rounds(b, label, trials, 5, reps, 0.02, seconds);
+    measure_rounds(b, label, trials, n_trials, reps, 0.02, seconds);
     pool_free(pool);
     // Then as many T = 1 steps with the pool's tally on: the jobs handed off a step, and the caller's wait at their
     // ends as a share of the steps' time.
@@ -152,21 +182,28 @@ static json_t *machine_row(Bench *b, Pair *pair, Memory *memory, Workload *w, in
     const double jobs = (double)tally.jobs / reps, waiting = tally.waiting_seconds / stepped;
     const double read_bytes = (double)memory_op_bytes(memory, MEM_READ), bytes = (double)pair->target.weight_bytes;
     Summary rate = summary_inverse(summarize(seconds + reps, reps), 1);
+    Summary read_rate = summary_inverse(summarize(seconds, reps), read_bytes / 1e9);
     Summary fraction = summary_scaled(summarize_ratio(seconds, seconds + reps, reps), bytes / read_bytes);
     Summary cost = summarize_ratio(seconds + 2 * reps, seconds + reps, reps);
     Summary hand = summary_scaled(summarize(seconds + 3 * reps, reps), 1e6);
     Summary hand_chunked = summary_scaled(summarize(seconds + 4 * reps, reps), 1e6);
-    char c1[64], c2[64], c3[64], c4[64], c5[64];
-    out(b, "| %d | %s | %s | %s | %s | %s | %.0f | %.1f%% | %d |\n", count, fmt_range(c1, sizeof c1, rate, 1, 0),
+    const bool paired = n_trials == 6;
+    Summary trip = paired ? summary_scaled(summarize(seconds + 5 * reps, reps), 1e9) : (Summary){0};
+    free(seconds);
+    char c0[64], c1[64], c2[64], c3[64], c4[64], c5[64], c6[64] = "—";
+    if (paired) fmt_range(c6, sizeof c6, trip, 1, 0);
+    out(b, "| %d | %s | %s | %s | %s | %s | %s | %s | %.0f | %.1f%% | %d |\n", count,
+        fmt_range(c0, sizeof c0, read_rate, 1, 1), c6, fmt_range(c1, sizeof c1, rate, 1, 0),
         fmt_range(c2, sizeof c2, summary_scaled(fraction, 100), 1, 0), fmt_range(c3, sizeof c3, cost, 1, 2),
         fmt_range(c4, sizeof c4, hand, 1, 1), fmt_range(c5, sizeof c5, hand_chunked, 1, 1), jobs, 100 * waiting,
         draft_default);
-    free(seconds);
-    return json_pack("{s:i, s:o, s:o, s:o, s:o, s:o, s:f, s:f, s:i}", "threads", count, "target_tokens_per_s",
-                     summary_json(rate), "bandwidth_fraction", summary_json(fraction), "verify_cost_t8_t1",
-                     summary_json(cost), "hand_off_us", summary_json(hand), "chunked_hand_off_us",
-                     summary_json(hand_chunked), "jobs_per_step", jobs, "waiting_at_jobs_ends", waiting,
-                     "draft_threads_default", draft_default);
+    json_t *row = json_pack("{s:i, s:o, s:o, s:o, s:o, s:o, s:o, s:f, s:f, s:i}", "threads", count, "read_gb_per_s",
+                            summary_json(read_rate), "target_tokens_per_s", summary_json(rate), "bandwidth_fraction",
+                            summary_json(fraction), "verify_cost_t8_t1", summary_json(cost), "hand_off_us",
+                            summary_json(hand), "chunked_hand_off_us", summary_json(hand_chunked), "jobs_per_step",
+                            jobs, "waiting_at_jobs_ends", waiting, "draft_threads_default", draft_default);
+    if (paired) json_object_set_new(row, "round_trip_ns", summary_json(trip));
+    return row;
 }
 
 // Σ of the prompts' splits.
@@ -267,16 +304,20 @@ void suite_threads(Bench *b, Pair *pair, Memory *memory, const char *sweep) {
         defaults[i] = pair->has_draft ? probe_fastest_threads(&pair->draft, NULL, &err) : 0;
         if (defaults[i] < 0) die("%s", err.msg);
     }
-    out(b, "## Threads\n\nPer thread count: the target's decode step (T = 1 after %d cached positions) and its "
+    out(b, "## Threads\n\nPer thread count: the rate at which that many threads read %.0f MB (the read pass), the "
+        "target's decode step (T = 1 after %d cached positions) and its "
         "fraction of the read bandwidth on as many threads, the verification cost t(T = %d) / t(T = 1), one hand-off "
         "to that many of the pool's threads of a job that does nothing (a job of every thread, pool_run_on; and a "
         "chunked one of %d chunks a thread, the kind a forward hands off), median [min–max] of %d rounds; the jobs a "
         "T = 1 step hands off to the pool and the share of its time the calling thread waits at their ends, after "
         "its own part, for the other threads' last chunks (base/threads.h, pool_tally; the mean of %d more steps); "
-        "and the draft's threads the CLI chooses by default (model/probe.h).\n\n"
-        "| threads | target tokens/s | %% of read bandwidth | T = %d / T = 1 | hand-off µs | chunked µs | "
+        "and the draft's threads the CLI chooses by default (model/probe.h). Where two threads read at far less than "
+        "twice one thread's rate and a round trip is short, their cores share a path to memory (one core complex of the host, on a virtual "
+        "machine whose host may move them during a run: docs/performance.md): two-thread figures compare only "
+        "beside the same read rate.\n\n"
+        "| threads | read GB/s | round trip ns | target tokens/s | %% of read bandwidth | T = %d / T = 1 | hand-off µs | chunked µs | "
         "jobs a step | waiting at jobs' ends | default draft threads |\n"
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n", SWEEP_CONTEXT, VERIFY_T, POOL_CHUNKS_PER_THREAD, reps,
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n", memory_op_bytes(memory, MEM_READ) / 1e6, SWEEP_CONTEXT, VERIFY_T, POOL_CHUNKS_PER_THREAD, reps,
         reps, VERIFY_T);
     json_t *rows = json_array(), *spec = json_array();
     Workload w;
