@@ -312,13 +312,13 @@ void suite_threads(Bench *b, Pair *pair, Memory *memory, const char *sweep) {
         "T = 1 step hands off to the pool and the share of its time the calling thread waits at their ends, after "
         "its own part, for the other threads' last chunks (base/threads.h, pool_tally; the mean of %d more steps); "
         "and the draft's threads the CLI chooses by default (model/probe.h). Where two threads read at far less than "
-        "twice one thread's rate and a round trip is short, their cores share a path to memory (one core complex of the host, on a virtual "
-        "machine whose host may move them during a run: docs/performance.md): two-thread figures compare only "
-        "beside the same read rate.\n\n"
-        "| threads | read GB/s | round trip ns | target tokens/s | %% of read bandwidth | T = %d / T = 1 | hand-off µs | chunked µs | "
-        "jobs a step | waiting at jobs' ends | default draft threads |\n"
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n", memory_op_bytes(memory, MEM_READ) / 1e6, SWEEP_CONTEXT, VERIFY_T, POOL_CHUNKS_PER_THREAD, reps,
-        reps, VERIFY_T);
+        "twice one thread's rate and a round trip is short, their cores share a path to memory (one core complex of "
+        "the host, on a virtual machine whose host may move them during a run: docs/performance.md): two-thread "
+        "figures compare only beside the same read rate.\n\n"
+        "| threads | read GB/s | round trip ns | target tokens/s | %% of read bandwidth | T = %d / T = 1 | "
+        "hand-off µs | chunked µs | jobs a step | waiting at jobs' ends | default draft threads |\n"
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n", memory_op_bytes(memory, MEM_READ) / 1e6,
+        SWEEP_CONTEXT, VERIFY_T, POOL_CHUNKS_PER_THREAD, reps, reps, VERIFY_T);
     json_t *rows = json_array(), *spec = json_array();
     Workload w;
     workload_init(&w, &pair->target, SWEEP_CONTEXT);
