@@ -268,9 +268,14 @@ void suite_serve(Bench *b, Pair *pair);
 // one batch (≤ 8), the most aggregate tokens/s any schedule of γs could reach over one client's, priced with the
 // target's and the draft's measured forwards over 1..32 rows, the draft's acceptance by level and the prompts'
 // prefill measured on the prompts — for requests of each of lengths[0..n_lengths), with the draft and without, into
-// ceiling[(length · 2 + with the draft) · n_counts + k]. Prints its tables; returns their JSON.
+// ceiling[(length · 2 + with the draft) · n_counts + k], and the best schedule with the draft into best[k]. Prints
+// its tables; returns their JSON.
+typedef struct {
+    double depth;   // its sequences' mean γ
+    double kept;    // the share of its drafts expected kept
+} CeilingSchedule;
 json_t *serve_ceiling(Bench *b, Pair *pair, const Prompt *prompts, int n, const int *clients, int n_counts,
-                      const int *lengths, int n_lengths, double *ceiling);
+                      const int *lengths, int n_lengths, double *ceiling, CeilingSchedule *best);
 // Plain decoding of 1, 2, 4, 8 sequences at once in one batch against the read pass's bound (batch.c).
 void suite_batch(Bench *b, Pair *pair);
 // Decoding under a JSON Schema (structured.c): token masks per token (median, p99) at the pair's vocabulary and

@@ -31,6 +31,7 @@ typedef struct {
     int tokens;
     double prefill_ms;      // the server's own figure (its "specdec" extension), 0 in process
     int cached;             // prompt tokens the conversation cache held (usage.prompt_tokens_details)
+    int drafted, accepted, target_calls;  // the server's (its "specdec" extension), 0 in process
 } Timing;
 
 // ---- in process ---------------------------------------------------------------------------------------------
@@ -115,6 +116,14 @@ static Timing run_through_server(int port, const Prompt *p, int max_tokens, cons
     t.prefill_ms = atof(prefill + strlen("\"prefill_ms\":"));
     const char *cached = strstr(reply, "\"cached_tokens\":");
     t.cached = cached ? atoi(cached + strlen("\"cached_tokens\":")) : 0;
+    const char *figures = strstr(reply, "\"specdec\":");  // (the last chunk's extension)
+    const char *drafted = figures ? strstr(figures, "\"drafted\":") : NULL,
+               *accepted = figures ? strstr(figures, "\"accepted\":") : NULL,
+               *calls = figures ? strstr(figures, "\"target_calls\":") : NULL;
+    if (!drafted || !accepted || !calls) die("the server's reply had no speculation figures: %.300s", reply);
+    t.drafted = atoi(drafted + strlen("\"drafted\":"));
+    t.accepted = atoi(accepted + strlen("\"accepted\":"));
+    t.target_calls = atoi(calls + strlen("\"target_calls\":"));
     close(fd);
     free(reply);
     return t;
@@ -219,12 +228,18 @@ static json_t *multi_turn(Bench *b, Pair *pair, int port, const Prompt *first, b
 enum { SWEEP_MAX_CLIENTS = 8, SWEEP_CLIENT_COUNTS = 4, SWEEP_SHORT_TOKENS = 32, SWEEP_MAX_ROUNDS = 3 };
 
 typedef struct {
-    int port, tokens, clients, rounds;
+    Server *server;
+    int tokens, clients, rounds;
     bool draft;
     const Prompt *prompts;
     int n;                  // prompts: the requests of each client
     int calls;              // so far: each call's requests get salts of their own (no cache hits across calls)
     double *rate, *ttft;    // [rounds, clients, n]: each request's tokens/s and time to first token, per round
+    // Summed over the calls but the warm-up: their time (the first request sent to the last answer's end), where
+    // the server's worker spent it, and its requests' speculation.
+    double seconds;
+    WorkerTimes spent;
+    long drafted, accepted, target_calls;
 } SweepCell;
 
 typedef struct {
@@ -232,6 +247,7 @@ typedef struct {
     int index;              // the client's number in the cell
     int round;
     int tokens;             // its requests' tokens
+    long drafted, accepted, target_calls;
     double start, end;      // the first request sent, the last answer's end
 } Client;
 
@@ -243,20 +259,35 @@ static void *run_client(void *arg) {
         char extra[128];  // a cache_salt of its own: no request finds another's prefix
         snprintf(extra, sizeof extra, ", \"cache_salt\": \"sweep-%d-%d-%d-%d-%d-%d\"%s", cell->tokens, cell->clients,
                  cell->draft, cell->calls, c->index, i, cell->draft ? "" : ", \"specdec\": {\"draft\": false}");
-        const Timing t = run_through_server(cell->port, &cell->prompts[(c->index + i) % cell->n], cell->tokens, extra);
+        const Timing t = run_through_server(server_port(cell->server), &cell->prompts[(c->index + i) % cell->n],
+                                            cell->tokens, extra);
         const size_t at = ((size_t)c->round * cell->clients + c->index) * cell->n + i;
         cell->rate[at] = t.tokens / t.seconds;
         cell->ttft[at] = t.ttft;
         c->tokens += t.tokens;
+        c->drafted += t.drafted, c->accepted += t.accepted, c->target_calls += t.target_calls;
     }
     c->end = now_seconds();
     return NULL;
+}
+
+// x + sign · y, field by field: sign −1 gives where the worker's time went between two looks, +1 sums such spans.
+static WorkerTimes worker_times_add(WorkerTimes x, WorkerTimes y, int sign) {
+    const BatchTimes a = x.batch, b = y.batch;
+    return (WorkerTimes){.batch = {a.steps + sign * b.steps, a.rows + sign * b.rows,
+                                   a.prefill_rows + sign * b.prefill_rows, a.sequences + sign * b.sequences,
+                                   a.target_seconds + sign * b.target_seconds, a.draft_seconds + sign * b.draft_seconds,
+                                   a.rest_seconds + sign * b.rest_seconds},
+                         .admit_seconds = x.admit_seconds + sign * y.admit_seconds,
+                         .leave_seconds = x.leave_seconds + sign * y.leave_seconds,
+                         .idle_seconds = x.idle_seconds + sign * y.idle_seconds};
 }
 
 // One call of the cell: its seconds per token, all its clients' tokens over the time from the first request sent to
 // the last answer's end (1 / the aggregate tokens/s).
 static double sweep_cell_run(void *ctx, int round) {
     SweepCell *cell = ctx;
+    const WorkerTimes before = queue_times(&cell->server->queue);
     Client c[SWEEP_MAX_CLIENTS];
     pthread_t threads[SWEEP_MAX_CLIENTS];
     for (int k = 0; k < cell->clients; k++) {
@@ -270,6 +301,12 @@ static double sweep_cell_run(void *ctx, int round) {
         first = k == 0 || c[k].start < first ? c[k].start : first;
         last = c[k].end > last ? c[k].end : last;
         tokens += c[k].tokens;
+        if (cell->calls > 0)
+            cell->drafted += c[k].drafted, cell->accepted += c[k].accepted, cell->target_calls += c[k].target_calls;
+    }
+    if (cell->calls > 0) {  // (the first call is measure_rounds' warm-up)
+        cell->spent = worker_times_add(cell->spent, worker_times_add(queue_times(&cell->server->queue), before, -1), 1);
+        cell->seconds += last - first;
     }
     cell->calls++;
     return (last - first) / tokens;
@@ -310,12 +347,62 @@ static json_t *sweep_row(Bench *b, const SweepCell *cell, const double *seconds,
                      summary_json(first), "ttft_p90_s", p90);
 }
 
+// Where each cell's time went (its calls but the warm-up, summed), as the server's worker saw it: the batch's steps
+// — their sequences and rows (prompts' chunks among them), the target's forwards, the draft's (with the drafters'
+// work and prefills), the rest of a step (γ, accept steps, commits, the text given out) — the worker taking requests
+// into slots and answering those that ended, and waiting for a request; as shares of the cell's time (what is left:
+// the worker's turns between these, and the skew of looking while it steps). Beside them the requests' drafts a
+// round and the share kept, and the ceiling's best schedule of as many clients (serve_ceiling: its mean γ, the share
+// expected kept; best NULL: none measured).
+static json_t *sweep_account(Bench *b, const SweepCell *cells, int k, const CeilingSchedule *best) {
+    out(b, "\nWhere each cell's time went, as the server's worker saw it (its calls but the warm-up): sequences and "
+        "rows a step (prompts' chunks among the rows), the requests' drafts a verification and the share kept, the "
+        "ceiling's best schedule (mean γ, share expected kept), then shares of the cell's time: the target's "
+        "forwards, the draft's (drafters' work and prefills with them), the rest of the steps (γ, accept, commit, "
+        "the text given out), taking requests into slots, answering those that ended, waiting for a request\n\n"
+        "| tokens | clients | draft | sequences a step | rows a step | prompt rows | drafts a round | kept | ceiling's "
+        "γ (kept) | target | draft | rest | taking | answering | waiting |\n"
+        "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    json_t *rows = json_array();
+    for (int i = 0; i < k; i++) {
+        const SweepCell *c = &cells[i];
+        const WorkerTimes *w = &c->spent;
+        const BatchTimes *t = &w->batch;
+        const double steps = t->steps > 0 ? t->steps : 1, rounds = c->target_calls > 0 ? c->target_calls : 1;
+        const double share[6] = {t->target_seconds, t->draft_seconds, t->rest_seconds, w->admit_seconds,
+                                 w->leave_seconds, w->idle_seconds};
+        char ceiling[32] = "";
+        const int log2_clients = __builtin_ctz((unsigned)c->clients);
+        if (c->draft && best) snprintf(ceiling, sizeof ceiling, "%.1f (%.2f)", best[log2_clients].depth,
+                                       best[log2_clients].kept);
+        out(b, "| %d | %d | %s | %.2f | %.1f | %.0f%% | %.2f | %.2f | %s |", c->tokens, c->clients,
+            c->draft ? "yes" : "no", t->sequences / steps, t->rows / steps,
+            t->rows > 0 ? 100.0 * t->prefill_rows / t->rows : 0, c->drafted / rounds,
+            c->drafted > 0 ? (double)c->accepted / c->drafted : 0, ceiling);
+        json_t *shares = json_array();
+        for (int part = 0; part < 6; part++) {
+            const double of_cell = c->seconds > 0 ? share[part] / c->seconds : 0;
+            out(b, " %.1f%% |", 100 * of_cell);
+            json_array_append_new(shares, json_real(of_cell));
+        }
+        out(b, "\n");
+        json_array_append_new(rows, json_pack("{s:i, s:i, s:b, s:i, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:o}", "tokens",
+                                              c->tokens, "clients", c->clients, "draft", c->draft, "steps", t->steps,
+                                              "sequences", (json_int_t)t->sequences, "rows", (json_int_t)t->rows,
+                                              "prompt_rows", (json_int_t)t->prefill_rows, "drafted",
+                                              (json_int_t)c->drafted, "accepted", (json_int_t)c->accepted,
+                                              "target_calls", (json_int_t)c->target_calls, "seconds", c->seconds,
+                                              "shares_target_draft_rest_taking_answering_waiting", shares));
+    }
+    return rows;
+}
+
 // The concurrency sweep: 1, 2, 4, 8 clients at once against --parallel 8, with the draft and without (each
 // request's specdec.draft), greedy, at -n's tokens a request and, where -n asks for more, at SWEEP_SHORT_TOKENS
 // (short requests, whose prompts' prefill is about half their time); beside it the read pass's bound of plain
 // decoding, and the ceiling of "× one client" (serve_ceiling's, by length, draft and clients; NULL: none measured).
-static json_t *sweep(Bench *b, Pair *pair, int port, const Prompt *prompts, int n, const int *lengths, int n_lengths,
-                     const double *ceiling) {
+static json_t *sweep(Bench *b, Pair *pair, Server *server, const Prompt *prompts, int n, const int *lengths,
+                     int n_lengths, const double *ceiling, const CeilingSchedule *best) {
     double gbs;
     const double read_seconds = weights_read_seconds(b, &pair->target, &gbs);
     const int drafts = 1 + pair->has_draft;
@@ -325,7 +412,7 @@ static json_t *sweep(Bench *b, Pair *pair, int port, const Prompt *prompts, int 
     Trial trials[2 * SWEEP_CLIENT_COUNTS * 2];
     for (int i = 0; i < k; i++) {  // i = (length · SWEEP_CLIENT_COUNTS + log2 clients) · drafts + (with the draft)
         const int clients = 1 << (i / drafts % SWEEP_CLIENT_COUNTS), count = rounds * clients * n;
-        cells[i] = (SweepCell){.port = port, .tokens = lengths[i / drafts / SWEEP_CLIENT_COUNTS], .clients = clients,
+        cells[i] = (SweepCell){.server = server, .tokens = lengths[i / drafts / SWEEP_CLIENT_COUNTS], .clients = clients,
                                .rounds = rounds, .draft = pair->has_draft && i % drafts == 0, .prompts = prompts,
                                .n = n, .rate = malloc(sizeof(double) * count), .ttft = malloc(sizeof(double) * count)};
         trials[i] = (Trial){sweep_cell_run, &cells[i]};
@@ -358,8 +445,9 @@ static json_t *sweep(Bench *b, Pair *pair, int port, const Prompt *prompts, int 
         free(cells[i].ttft);
     }
     free(seconds);
-    return json_pack("{s:o, s:f, s:f, s:i}", "rows", rows, "weights_read_s", read_seconds, "read_gbs", gbs,
-                     "rounds", rounds);
+    json_t *account = sweep_account(b, cells, k, best);
+    return json_pack("{s:o, s:f, s:f, s:i, s:o}", "rows", rows, "weights_read_s", read_seconds, "read_gbs", gbs,
+                     "rounds", rounds, "account", account);
 }
 
 // ---- what a batched forward costs ---------------------------------------------------------------------------
@@ -524,13 +612,14 @@ void suite_serve(Bench *b, Pair *pair) {
     const int lengths[2] = {b->opt.tokens < SWEEP_SHORT_TOKENS ? b->opt.tokens : SWEEP_SHORT_TOKENS, b->opt.tokens};
     const int n_lengths = lengths[0] == lengths[1] ? 1 : 2;
     double ceiling[2 * 2 * SWEEP_CLIENT_COUNTS];  // serve_ceiling's: [length][with the draft][log2 clients]
+    CeilingSchedule best[SWEEP_CLIENT_COUNTS];    // ... [log2 clients]
     if (pair->has_draft) {
         const int clients[SWEEP_CLIENT_COUNTS] = {1, 2, 4, SWEEP_MAX_CLIENTS};
         json_object_set_new(j, "ceiling", serve_ceiling(b, pair, prompts, n, clients, SWEEP_CLIENT_COUNTS, lengths,
-                                                        n_lengths, ceiling));
+                                                        n_lengths, ceiling, best));
     }
-    json_object_set_new(j, "concurrency", sweep(b, pair, port, prompts, n, lengths, n_lengths,
-                                                pair->has_draft ? ceiling : NULL));
+    json_object_set_new(j, "concurrency", sweep(b, pair, &server, prompts, n, lengths, n_lengths,
+                                                pair->has_draft ? ceiling : NULL, pair->has_draft ? best : NULL));
     json_object_set_new(j, "short_behind_long", short_behind_long(b, pair, port, prompts, n));
     server_stop(&server);
     prompts_free(prompts, n);

@@ -150,6 +150,16 @@ static Schedule best_schedule(const Costs *c, int n, double *rate) {
     return best;
 }
 
+// Its mean depth, and the share of its drafts expected kept: Σ (E(γ_i) − 1) / Σ γ_i (0 where none drafts).
+static CeilingSchedule schedule_depths(const Costs *c, const Schedule *s) {
+    double drafts = 0, kept = 0;
+    for (int i = 0; i < s->n; i++) {
+        drafts += s->gamma[i];
+        kept += spec_expected_tokens_by_level(c->accept, s->gamma[i]) - 1;
+    }
+    return (CeilingSchedule){drafts / s->n, drafts > 0 ? kept / drafts : 0};
+}
+
 static const char *fmt_gammas(char *buf, size_t size, const Schedule *s) {
     size_t at = 0;
     for (int i = 0; i < s->n && at < size; i++)
@@ -217,7 +227,7 @@ static double with_prefill(const Prefill *p, int tokens, int clients, double rat
 }
 
 json_t *serve_ceiling(Bench *b, Pair *pair, const Prompt *prompts, int n, const int *clients, int n_counts,
-                      const int *lengths, int n_lengths, double *ceiling) {
+                      const int *lengths, int n_lengths, double *ceiling, CeilingSchedule *best) {
     Costs c;
     measure_forwards(b, pair, &c);
     measure_acceptance(pair, prompts, n, b->opt.tokens, &c);
@@ -261,7 +271,10 @@ json_t *serve_ceiling(Bench *b, Pair *pair, const Prompt *prompts, int n, const 
         for (int drafting = 1; drafting >= 0; drafting--) {
             double rate = clients[k] / c.target[clients[k]];
             Schedule s = {.n = clients[k]};  // plain: every depth 0
-            if (drafting) s = best_schedule(&c, clients[k], &rate);
+            if (drafting) {
+                s = best_schedule(&c, clients[k], &rate);
+                best[k] = schedule_depths(&c, &s);
+            }
             const double rate_one = drafting ? one : 1 / c.target[1];
             char g[128];
             out(b, "| %d | %s | %s | %.0f | %.2f |", clients[k], drafting ? "yes" : "no",

@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <time.h>
 
+#include "base/clock.h"
 #include "base/threads.h"
 
 // ---- jobs ---------------------------------------------------------------------------------------------------
@@ -274,25 +275,36 @@ static void leave(JobQueue *q, Slot *slot) {
     end_job(q, job, failed ? NULL : &result, failed ? &e : NULL);
 }
 
-// One step of the batch, then the sequences that ended (or whose client went away while prefilling) leave it.
-static void step(JobQueue *q) {
+// One step of the batch, then the sequences that ended (or whose client went away while prefilling) leave it;
+// *leaving gets the seconds their answers took.
+static void step(JobQueue *q, double *leaving) {
     Err err;
     batch_step(q->batch, &err);  // (a failed forward fails its sequences: they leave with err below)
+    const double t0 = now_seconds();
     for (int i = 0; i < q->parallel; i++) {
         Slot *slot = &q->slots[i];
         if (!slot->job) continue;
         const BatchState state = batch_state(q->batch, slot->place);
         if (state >= BATCH_DONE || (state == BATCH_PREFILLING && job_cancelled(slot->job))) leave(q, slot);
     }
+    *leaving = now_seconds() - t0;
 }
 
 // The worker: takes waiting jobs into free slots, steps the batch while anything runs; when stopping, ends once the
 // running generations have.
 static void *worker(void *arg) {
     JobQueue *q = arg;
+    double admitting = 0, leaving = 0;  // the last turn's (under the lock from the next turn on: queue_times)
     for (;;) {
         pthread_mutex_lock(&q->lock);
+        q->times.batch = batch_times(q->batch);
+        q->times.admit_seconds += admitting;
+        q->times.leave_seconds += leaving;
+        admitting = leaving = 0;
+        q->idle_since = now_seconds();
         while (!q->running && !q->head && !q->stopping) pthread_cond_wait(&q->nonempty, &q->lock);
+        q->times.idle_seconds += now_seconds() - q->idle_since;
+        q->idle_since = 0;
         if (q->stopping && !q->running) {
             pthread_mutex_unlock(&q->lock);
             break;
@@ -308,8 +320,10 @@ static void *worker(void *arg) {
         const bool more = job && q->head && q->running < q->parallel;  // (all that can join, before the step)
         pthread_mutex_unlock(&q->lock);
         ApiError e;
+        const double t0 = now_seconds();
         if (job && admit(q, job, &e)) end_job(q, job, NULL, &e);
-        if (!more) step(q);
+        admitting = now_seconds() - t0;
+        if (!more) step(q, &leaving);
     }
     return NULL;
 }
@@ -355,6 +369,14 @@ void queue_state(JobQueue *q, int *waiting, int *running) {
     *waiting = q->waiting;
     *running = q->running;
     pthread_mutex_unlock(&q->lock);
+}
+
+WorkerTimes queue_times(JobQueue *q) {
+    pthread_mutex_lock(&q->lock);
+    WorkerTimes times = q->times;
+    if (q->idle_since > 0) times.idle_seconds += now_seconds() - q->idle_since;  // (waiting now)
+    pthread_mutex_unlock(&q->lock);
+    return times;
 }
 
 void queue_stop(JobQueue *q) {

@@ -59,6 +59,15 @@ void job_wait_done(Job *job);
 
 typedef struct Slot Slot;  // a generation's place in the batch, with the conversation it keeps (queue.c)
 
+// Where the worker's time went since it started (wall-clock seconds): stepping the batch (batch_times' split; the
+// rest of a step holds the text given out to the connections), taking requests into slots (admit: the prompt's
+// ids, the drafter, the slot's conversation), answering those that ended (leave: the final event or response, the
+// slot's conversation kept), and waiting while no request generates or waits (idle).
+typedef struct {
+    BatchTimes batch;
+    double admit_seconds, leave_seconds, idle_seconds;
+} WorkerTimes;
+
 typedef struct {
     pthread_mutex_t lock;
     pthread_cond_t nonempty;
@@ -73,6 +82,8 @@ typedef struct {
     int n_slots;                // of them, those whose caches are allocated
     Batch *batch;               // the slots' generations, stepping together
     unsigned long long tick;    // jobs taken so far
+    WorkerTimes times;          // under the lock: as of the worker's last step
+    double idle_since;          // under the lock: when the worker began to wait for a request (0: it is not waiting)
 } JobQueue;
 
 // Starts the worker on engine with `parallel` slots, each with a KV cache of the target's context; at most capacity
@@ -84,6 +95,9 @@ size_t queue_cache_bytes(const JobQueue *q);
 bool queue_submit(JobQueue *q, Job *job);
 // The jobs waiting and those generating (for /health).
 void queue_state(JobQueue *q, int *waiting, int *running);
+// Where the worker's time went so far (as of its last step, or its last wait).
+WorkerTimes queue_times(JobQueue *q);
+
 // Stops taking jobs, and the worker once the generations running have ended; the jobs still waiting fail with 503.
 void queue_stop(JobQueue *q);
 

@@ -232,6 +232,7 @@ int batch_step(Batch *b, Err *err) {
         if (q->state != BATCH_PREFILLING && q->state != BATCH_RUNNING) continue;
         b->rows[n] = step_rows(q);
         rows += logit_rows(&b->rows[n]);
+        if (q->state == BATCH_PREFILLING) b->times.prefill_rows += b->rows[n].T;
         b->fed[n++] = id;
     }
     const double t0 = now_seconds();
@@ -245,6 +246,7 @@ int batch_step(Batch *b, Err *err) {
     const double forward_seconds = now_seconds() - t0;
     finish_step(b, n, forward_seconds);
     b->times.steps++;
+    b->times.sequences += n;
     for (int k = 0; k < n; k++) b->times.rows += b->rows[k].T;
     b->times.target_seconds += forward_seconds;
     b->times.rest_seconds += now_seconds() - begun - (b->times.draft_seconds - drafted_before) - forward_seconds;

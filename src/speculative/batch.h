@@ -69,6 +69,8 @@ int batch_draft_forwards(const Batch *b);
 typedef struct {
     int steps;              // target forwards
     long rows;              // the rows they carried, prefill chunks included
+    long prefill_rows;      // ... of them, prompts' chunks
+    long sequences;         // the sequences they carried, each counted once a step
     double target_seconds, draft_seconds, rest_seconds;
 } BatchTimes;
 

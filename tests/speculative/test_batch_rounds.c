@@ -222,7 +222,8 @@ static const SpecParams GREEDY_CHAINS_OF_3 = {.sampling = {.temperature = 0, .to
 // The draft model's forwards are batched: SEQUENCES requests joining together, each drafting a chain of 3 in every
 // round (greedy, fixed γ, so every round of every sequence makes 3 draft forwards), share each level's forward — the
 // batch runs as many draft forwards as its longest-running sequence makes, not their sum — and each gets its tokens
-// alone.
+// alone. And batch_times counts what the steps carried: each sequence once a step (its prefill's and its rounds'),
+// its prompt's rows but the newest among the prompts' rows, and its rounds' rows (a chain of γ drafts: γ + 1).
 TEST(batch_draft_forwards_are_one_per_level) {
     enum { SEQUENCES = 3 };
     ModelPair pair;
@@ -237,12 +238,23 @@ TEST(batch_draft_forwards_are_one_per_level) {
     }
     if (b) run_to_the_end(b);
     int most = 0, sum = 0;
+    long sequences = 0, prompt_rows = 0, round_rows = 0;  // what batch_times should count
     for (int i = 0; i < SEQUENCES && b && !test_failures(); i++) {
         const SpecStats stats = leave_as_alone(b, &x[i], "a sequence");
         CHECK(stats.draft_calls > 0 && stats.draft_calls % 3 == 0, "sequence %d: %d draft forwards, not 3 a round",
               i, stats.draft_calls);
         most = stats.draft_calls > most ? stats.draft_calls : most;
         sum += stats.draft_calls;
+        sequences += stats.rounds + (x[i].n_prompt - 1 + BATCH_PREFILL_CHUNK - 1) / BATCH_PREFILL_CHUNK;
+        prompt_rows += x[i].n_prompt - 1;
+        round_rows += stats.drafted + stats.rounds;
+    }
+    if (b && !test_failures()) {
+        const BatchTimes t = batch_times(b);
+        CHECK(t.sequences == sequences && t.prefill_rows == prompt_rows && t.rows == prompt_rows + round_rows,
+              "batch_times counted %ld sequences in its steps, %ld rows of which %ld prompts'; the sequences had "
+              "%ld, %ld and %ld", t.sequences, t.rows, t.prefill_rows, sequences, prompt_rows + round_rows,
+              prompt_rows);
     }
     if (b && !test_failures()) {
         const int forwards = batch_draft_forwards(b);
