@@ -1,6 +1,7 @@
 // test_terminal.c — what specdec does on a terminal (issue 48). Ctrl-C: in `specdec chat` it cuts the reply short
 // (what was printed stays in the conversation), brings the prompt back with the caches kept, and at the prompt
-// clears the line; `generate` dies by SIGINT with the tokens decided so far printed. And a load's progress on stderr.
+// clears the line; `generate` dies by SIGINT with the tokens decided so far printed (its write waiting on a full pipe
+// too). And a load's progress on stderr.
 // The chat runs on a pseudo-terminal (forkpty), as a user's would, and Ctrl-C is the byte 0x03 typed into it; the
 // first message holds a character of two bytes, which must arrive whole.
 //
@@ -9,6 +10,7 @@
 // tests wait on what the run prints (WAIT_S only guards against a run that hangs), never on a clock: Ctrl-C comes
 // after the reply's first bytes, and a reply cannot end by itself before a test, however slowly scheduled, types it.
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
 #include <pty.h>
@@ -17,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -265,17 +268,52 @@ TEST(chat_a_paste_is_one_message) {
     fixture_remove_dir(dir);
 }
 
+// Waits until process `pid` has taken signal `signo` sent to it (no longer pending in /proc/PID/status: a system
+// call it interrupted has returned, or gone back to wait); false if not within WAIT_S.
+static bool wait_signal_taken(pid_t pid, int signo) {
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    for (const double deadline = now_s() + WAIT_S; now_s() < deadline;) {
+        FILE *f = fopen(path, "r");
+        unsigned long long pending = 0, mask;
+        while (f && fgets(line, sizeof line, f))
+            if ((sscanf(line, "SigPnd: %llx", &mask) == 1 || sscanf(line, "ShdPnd: %llx", &mask) == 1)) pending |= mask;
+        if (f) fclose(f);
+        if (!f || !(pending & 1ull << (signo - 1))) return f != NULL;
+        nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
+    }
+    return false;
+}
+
+// Bytes waiting in pipe `fd` (FIONREAD).
+static int pipe_holds(int fd) {
+    int n = 0;
+    return ioctl(fd, FIONREAD, &n) == 0 ? n : -1;
+}
+
 // generate dies by SIGINT, its stdout holding the tokens decided before it, the printer finished: the start of what
-// it prints uninterrupted.
-TEST(generate_ctrl_c_dies_with_the_output_printed) {
-    char *dir, *ckpt = endless_checkpoint(&dir), bin[PATH_MAX];
+// it prints uninterrupted; nothing on stderr. With `stalled`, its stdout is a pipe of one page that nobody reads
+// until SIGINT has come: the pipe full and generate asleep (in its write: nothing else of a generation on one thread
+// sleeps); the test reads once generate has taken the signal, and the write goes on (SA_RESTART: no "stdout:
+// Interrupted system call", which generate printed, exit status 2, where SIGINT ended the write).
+static void generate_interrupted(bool stalled) {
+    char *dir, *ckpt = endless_checkpoint(&dir), bin[PATH_MAX], errors[PATH_MAX];
     CHECK(ckpt && realpath(specdec_bin(), bin) != NULL, "%s: not found", specdec_bin());
     if (test_failures()) return;
+    snprintf(errors, sizeof errors, "%s/stderr.txt", dir);
     int out[2];
     CHECK(pipe(out) == 0, "pipe");
+    const int pipe_size = stalled ? fcntl(out[1], F_SETPIPE_SZ, 4096) : 0;
+    CHECK(pipe_size > 0 || !stalled, "F_SETPIPE_SZ: %s", strerror(errno));
+    // The pipe all but full before generate starts (its last 64 bytes left to it: a few ids, soon written even at
+    // -O0 under the sanitizers), of bytes its output never holds.
+    const int filler = stalled ? pipe_size - 64 : 0;
+    for (int i = 0; i < filler; i++) CHECK(write(out[1], "#", 1) == 1, "filling the pipe: %s", strerror(errno));
     const pid_t pid = fork();
     if (pid == 0) {
         dup2(out[1], STDOUT_FILENO);
+        const int err_fd = open(errors, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        if (err_fd >= 0) dup2(err_fd, STDERR_FILENO);
         close(out[0]);
         execl(bin, bin, "generate", "-m", ckpt, "--ids", "1 2 3", "-n", ENDLESS, "--print-ids", "--threads", "1",
               (char *)NULL);
@@ -283,10 +321,28 @@ TEST(generate_ctrl_c_dies_with_the_output_printed) {
     }
     close(out[1]);
     Screen s = {.fd = out[0]};
-    CHECK(screen_wait_bytes(&s, 0, 16), "no output: \"%s\"", s.text ? s.text : "");
+    if (stalled) {
+        const double deadline = now_s() + WAIT_S;
+        while (pipe_holds(out[0]) == filler && now_s() < deadline)  // (a write that does not fit waits whole)
+            nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
+        CHECK(pipe_holds(out[0]) > filler && wait_asleep(pid), "generate did not write to its pipe and wait: %d "
+              "bytes", pipe_holds(out[0]));
+    } else {
+        CHECK(screen_wait_bytes(&s, 0, 16), "no output: \"%s\"", s.text ? s.text : "");
+    }
     kill(pid, SIGINT);
+    CHECK(!stalled || wait_signal_taken(pid, SIGINT), "generate did not take SIGINT");  // before the pipe has room
     const int status = screen_finish(&s, pid);
     CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGINT, "status %d: not killed by SIGINT", status);
+    CHECK(s.len >= (size_t)filler && strspn(s.text ? s.text : "", "#") == (size_t)filler, "the filler is not whole");
+    if (s.len >= (size_t)filler && filler) memmove(s.text, s.text + filler, (s.len -= (size_t)filler) + 1);
+    char *said = NULL;
+    size_t said_len = 0;
+    FILE *f = fopen(errors, "r");
+    if (f) said_len = fread(said = calloc(1, 4096), 1, 4095, f), fclose(f);
+    CHECK(said && said_len == 0, "stderr: \"%s\"", said ? said : "(none)");
+    free(said);
+    unlink(errors);
     int n = 0;
     for (const char *p = s.text; p && *p; p++) n += *p != ' ' && (p == s.text || p[-1] == ' ');
     CHECK(n > 0 && n < atoi(ENDLESS), "%d ids printed", n);
@@ -306,6 +362,10 @@ TEST(generate_ctrl_c_dies_with_the_output_printed) {
     free(ckpt);
     fixture_remove_dir(dir);
 }
+
+TEST(generate_ctrl_c_dies_with_the_output_printed) { generate_interrupted(false); }
+
+TEST(generate_ctrl_c_while_its_write_waits_on_a_full_pipe) { generate_interrupted(true); }
 
 // A load shows its progress on a terminal (one line on stderr, erased at the end), and nothing elsewhere.
 TEST(load_progress_on_a_terminal_only) {
