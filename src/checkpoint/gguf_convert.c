@@ -298,50 +298,53 @@ static void encode_row(uint8_t *out, const float *x, uint32_t type, size_t n) {
 
 enum { CHUNK_ELEMENTS = 1 << 20 };  // rows converted at once: about this many weights (4 MiB of floats)
 
-// One chunk of a tensor's rows, converted by the pool's threads, each its own rows.
+// One chunk of a tensor's rows, converted by the pool's threads as a chunked job (pool_run_chunks): the chunk's
+// rows cut into parts on fixed boundaries, each row encoded alone, so that the bytes never depend on the threads.
 typedef struct {
     const Planned *p;
     int64_t first, rows;        // the chunk: rows [first, first + rows)
     size_t row_bytes;
-    float *floats;              // [threads][ne[0]]
+    float *floats;              // [pool threads][ne[0]]
     uint8_t *encoded;           // [rows][row_bytes]
-    int64_t *bad_row;           // [threads]: a row holding a weight a quantizer cannot take (not finite), or −1
+    int64_t *bad_row;           // [parts]: a part's first row holding a weight a quantizer cannot take (not finite),
+                                // or −1
 } Chunk;
 
-static void convert_rows(void *ctx, int thread, int n_threads) {
+static void convert_part(void *ctx, int part, int n_parts, int thread) {
     Chunk *k = ctx;
     const Planned *p = k->p;
     const size_t n = (size_t)p->ne[0];
     const bool rounded = p->type != GGML_F32 && p->type != GGML_BF16;  // (quantizers need finite weights)
     float *row = k->floats + (size_t)thread * n;
     int begin, end;
-    pool_share((int)k->rows, 1, thread, n_threads, &begin, &end);
-    k->bad_row[thread] = -1;
+    pool_share((int)k->rows, 1, part, n_parts, &begin, &end);
+    k->bad_row[part] = -1;
     for (int r = begin; r < end; r++) {
         source_row(row, p, k->first + r);
         for (size_t i = 0; rounded && i < n; i++)
-            if (!isfinite(row[i])) k->bad_row[thread] = k->first + r;
-        if (k->bad_row[thread] >= 0) return;
+            if (!isfinite(row[i])) k->bad_row[part] = k->first + r;
+        if (k->bad_row[part] >= 0) return;
         encode_row(k->encoded + (size_t)r * k->row_bytes, row, p->type, n);
     }
 }
 
 static int write_tensor(FILE *out, const Planned *p, size_t n_bytes, ThreadPool *pool, const char *path, Err *err) {
-    const int threads = pool ? pool_size(pool) : 1;
+    const int threads = pool ? pool_size(pool) : 1, max_parts = POOL_CHUNKS_PER_THREAD * threads;
     const size_t n = (size_t)p->ne[0];
     const int64_t chunk_rows = (int64_t)(CHUNK_ELEMENTS / n) + 1;
     Chunk k = {.p = p, .row_bytes = n_bytes / (size_t)p->ne[1], .floats = malloc((size_t)threads * n * sizeof(float)),
-               .bad_row = malloc((size_t)threads * sizeof(int64_t))};
+               .bad_row = malloc((size_t)max_parts * sizeof(int64_t))};
     k.encoded = malloc((size_t)(chunk_rows < p->ne[1] ? chunk_rows : p->ne[1]) * k.row_bytes);
     int rc = k.floats && k.encoded && k.bad_row ? 0 : err_fmt(err, "out of memory");
     for (k.first = 0; rc == 0 && k.first < p->ne[1]; k.first += k.rows) {
         k.rows = p->ne[1] - k.first < chunk_rows ? p->ne[1] - k.first : chunk_rows;
-        if (pool) pool_run(pool, convert_rows, &k);
-        else convert_rows(&k, 0, 1);
-        for (int t = 0; rc == 0 && t < threads; t++)
-            if (k.bad_row[t] >= 0)
+        const int n_parts = pool_chunk_count((int)k.rows, 1, threads);  // 1 without a pool
+        if (pool) pool_run_chunks(pool, threads, n_parts, convert_part, &k);
+        else convert_part(&k, 0, 1, 0);
+        for (int part = 0; rc == 0 && part < n_parts; part++)  // the first bad row, whatever the split
+            if (k.bad_row[part] >= 0)
                 rc = err_fmt(err, "%s: tensor \"%s\" holds a weight that is not finite (row %lld): only finite "
-                             "weights can be quantized", p->src->file, p->src->name, (long long)k.bad_row[t]);
+                             "weights can be quantized", p->src->file, p->src->name, (long long)k.bad_row[part]);
         const size_t bytes = (size_t)k.rows * k.row_bytes;
         if (rc == 0 && fwrite(k.encoded, 1, bytes, out) != bytes)
             rc = err_fmt(err, "%s: cannot write: %s", path, strerror(errno));

@@ -162,8 +162,9 @@ static int load_part(Loader *ld, Linear *lin, int row0, const Part *part) {
     return 0;
 }
 
-// Quantizing a matrix stacked from parts to q8 or q4, or repacking GGUF's Q8_0 or Q4_0 blocks, as a pool job: each
-// thread its share of the 16-row panels (Q8_PANEL = Q4_PANEL).
+// Quantizing a matrix stacked from parts to q8 or q4, or repacking GGUF's Q8_0 or Q4_0 blocks, as a chunked pool job
+// (pool_run_chunks): each chunk a run of 16-row panels (Q8_PANEL = Q4_PANEL), each panel computed alone, so that
+// the bytes never depend on which thread takes a chunk.
 enum { MAX_PARTS = 3 };  // q, k and v
 typedef struct {
     const Part *parts;
@@ -171,7 +172,7 @@ typedef struct {
     int n_parts;
     WeightType type;            // WEIGHT_Q8, WEIGHT_Q4, or (every part's blocks as they are) one of GGUF's
     uint8_t *w;                 // quantized_matrix_bytes(type, n_out, n_in)
-    float *rows;                // [threads, 16, n_in]: each thread's panel as floats
+    float *rows;                // [pool threads, 16, n_in]: each thread's panel as floats
     int n_out, n_in;
 } QuantizeJob;
 
@@ -183,12 +184,14 @@ static void pack_gguf_row(uint8_t *panel, WeightType type, uint32_t ggml, int r,
     else k_pack_row(panel, type, r, blocks, n_in);
 }
 
-static void quantize_thread(void *ctx, int thread, int n_threads) {
+static int panel_count(int n_out) { return (n_out + Q8_PANEL - 1) / Q8_PANEL; }
+
+static void quantize_chunk(void *ctx, int chunk, int n_chunks, int thread) {
     QuantizeJob *job = ctx;
     const int n_out = job->n_out, n_in = job->n_in;
     const bool repack = job->type != WEIGHT_Q8 && job->type != WEIGHT_Q4;  // GGUF's blocks, as stored
     int p0, p1;
-    pool_share((n_out + Q8_PANEL - 1) / Q8_PANEL, 1, thread, n_threads, &p0, &p1);
+    pool_share(panel_count(n_out), 1, chunk, n_chunks, &p0, &p1);
     float *rows = job->rows + (size_t)thread * Q8_PANEL * n_in;  // [16, n_in]
     for (int p = p0; p < p1; p++) {
         const int j0 = p * Q8_PANEL, j1 = n_out - j0 < Q8_PANEL ? n_out : j0 + Q8_PANEL;
@@ -230,7 +233,8 @@ static int quantize_linear(Loader *ld, Linear *lin, const Part *parts, int n_par
     }
     job.rows = malloc(sizeof(float) * (size_t)pool_size(ld->pool) * Q8_PANEL * lin->n_in);
     if (!job.rows) return err_fmt(ld->err, "%s: out of memory quantizing \"%s%s\"", ld->dir, ld->prefix, parts[0].name);
-    pool_run(ld->pool, quantize_thread, &job);
+    const int threads = pool_size(ld->pool);
+    pool_run_chunks(ld->pool, threads, pool_chunk_count(panel_count(lin->n_out), 1, threads), quantize_chunk, &job);
     free(job.rows);
     for (int p = 0; p < n_parts; p++) st_release(job.tensors[p]);  // as load_part: the file's copy is done with
     return 0;

@@ -5,6 +5,8 @@
 // hold the same tensors byte for byte (q4_k_m's fallbacks for rows that are not whole 256-blocks, Q5_0 and Q8_0,
 // included), the metadata a loader needs, and tokenize and render as the folder does. Bad options are refused on one line. (The logits: tests/model/test_gguf_models.c.) And the
 // quantizers' halves and blocks on fresh random input.
+#include <jansson.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +19,7 @@
 #include "kernels.h"
 #include "harness.h"
 #include "hf_expected.h"
+#include "tokenizer_fixtures.h"
 
 #define FOLDER "tests/fixtures/gguf/convert_llama"
 
@@ -317,4 +320,49 @@ TEST(gguf_quantize_round_trips_random_rows) {
                   gguf_type_name(CASES[c].type), scale, sqrt(err2 / x2), CASES[c].bound);
         }
     }
+}
+
+// ---- the split of the work among threads (pool_run_chunks) -------------------------------------------------------
+
+// A weight that is not finite stops a quantizing conversion naming the tensor's first such row, whatever the
+// threads: a random Llama's embedding table (259 rows) with NaN in rows 40 and 200, which two threads' chunks of
+// the rows hold apart, converted to q8_0 on 1, 2 and 3 threads.
+TEST(convert_names_the_first_row_that_is_not_finite_on_any_threads) {
+    char *dir = fixture_dir();
+    const RandomCheckpoint spec = {.model_type = "llama", .n_layer = 1, .n_embd = 64, .n_head = 2, .vocab_size = 259,
+                                   .n_positions = 64, .scale = 0.5f, .seed = 7};
+    char *ckpt = fixture_chat_checkpoint(dir, &spec), path[PATH_MAX];
+    CHECK(ckpt != NULL, "no checkpoint");
+    if (!ckpt) return;
+    // The table's bytes: after the 8-byte header length and the header, at its data_offsets.
+    snprintf(path, sizeof path, "%s/model.safetensors", ckpt);
+    FILE *f = fopen(path, "r+b");
+    uint64_t header = 0;
+    CHECK(f && fread(&header, 8, 1, f) == 1, "%s: cannot read", path);
+    char *text = calloc(1, header + 1);
+    CHECK(f && fread(text, 1, header, f) == header, "%s: short header", path);
+    json_t *root = json_loads(text, 0, NULL);
+    const json_t *offsets = json_object_get(json_object_get(root, "model.embed_tokens.weight"), "data_offsets");
+    CHECK(json_is_array(offsets), "%s: no model.embed_tokens.weight", path);
+    const long table = 8 + (long)header + (long)json_integer_value(json_array_get(offsets, 0));
+    const float nan = NAN;
+    for (int i = 0; f && offsets && i < 2; i++) {
+        const int row = i == 0 ? 40 : 200;
+        CHECK(fseek(f, table + (long)sizeof(float) * (row * spec.n_embd + 5), SEEK_SET) == 0 &&
+                  fwrite(&nan, sizeof nan, 1, f) == 1, "%s: cannot write", path);
+    }
+    if (f) fclose(f);
+    json_decref(root);
+    free(text);
+    for (int threads = 1; threads <= 3 && !test_failures(); threads++) {
+        char args[2 * PATH_MAX + 64], *out, *err;
+        snprintf(args, sizeof args, "convert -m %s -o %s/x.gguf --type q8_0 --threads %d", ckpt, dir, threads);
+        const int rc = run_specdec(args, &out, &err);
+        CHECK(rc == 2 && count_lines(err) == 1 && strstr(err, "\"model.embed_tokens.weight\"") &&
+                  strstr(err, "holds a weight that is not finite (row 40)"),
+              "%d threads: exit %d, stderr \"%s\"", threads, rc, err);
+        free(out), free(err);
+    }
+    free(ckpt);
+    fixture_remove_dir(dir);
 }
