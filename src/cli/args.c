@@ -53,17 +53,16 @@ static const Option options[] = {
      "CPU is free beyond --threads)"},
     {"draft-p-min", 0, OPT_FLOAT, FIELD(draft_p_min), 0, 1, "P", "stop drafting when the draft's top probability < P"},
     {"ctx", 0, OPT_INT, FIELD(ctx), 1, 1 << 24, "N",
-     "positions the KV cache holds (default: the model's context, at most 4096; logits: the ids given)"},
+     "positions the KV cache holds (default: the model's context, at most 4096)"},
     {"threads", 't', OPT_INT, FIELD(threads), 1, 1024, "N",
-     "worker threads (default: the CPUs this process may use; with -d on 8 or more, one fewer in generate and "
-     "chat: the drafting thread's)"},
+     "worker threads (default: the CPUs this process may use)"},
     {"draft-threads", 0, OPT_INT, FIELD(draft_threads), 1, 1024, "N",
      "threads the draft uses, at most --threads (default: the count whose steps measure fastest)"},
     {"quant", 0, OPT_STRING, FIELD(quant), 0, 0, "TYPE", "the target's weight matrices: q8, quantized to 8 bits at load; "
                                                  "q4, to 4 bits (the embeddings, the head and the first and last "
                                                  "layers' attention to 8); bf16, held in BF16, "
-                                                 "times activations rounded to BF16 (AVX512_BF16); none, as stored "
-                                                 "(default)"},
+                                                 "times activations rounded to BF16 (AVX512_BF16); none (or stored), "
+                                                 "as stored (default)"},
     {"draft-quant", 0, OPT_STRING, FIELD(draft_quant), 0, 0, "TYPE", "the draft's: q8 (default: it only proposes, the "
                                                              "target decides), q4, bf16 or none"},
     {"print-ids", 0, OPT_FLAG, FIELD(print_ids), 0, 0, NULL, "print token ids instead of text"},
@@ -99,8 +98,7 @@ static const Option options[] = {
                                                  "more get 503"},
     {"max-body", 0, OPT_INT, FIELD(max_body), 1, 1 << 30, "BYTES", "the largest request body in bytes (default 1048576)"},
     {"timeout", 0, OPT_INT, FIELD(timeout), 1, 86400, "S", "seconds a connection may stay idle (default 30)"},
-    {"output", 'o', OPT_STRING, FIELD(output), 0, 0, "FILE", "write the answers (convert: the GGUF file) to FILE (batch's "
-                                                     "default: standard output)"},
+    {"output", 'o', OPT_STRING, FIELD(output), 0, 0, "FILE", "write the answers to FILE (default: standard output)"},
     {"type", 0, OPT_STRING, FIELD(type), 0, 0, "TYPE", "the GGUF file's weights: bf16, q8_0, q4_0 or q4_k_m (llama.cpp's "
                                                "types; docs/checkpoints.md)"},
     {"parallel", 0, OPT_INT, FIELD(parallel), 1, 256, "N", "generations at once, in one batch (default 4)"},
@@ -113,6 +111,17 @@ static bool accepts(const Command *cmd, const char *name) {
     for (const char *p = cmd->accepted; (p = strstr(p, name)); p += len)
         if ((p == cmd->accepted || p[-1] == ' ') && (p[len] == ' ' || p[len] == '\0')) return true;
     return false;
+}
+
+// The option as cmd describes it: the table's entry, with cmd's own value name and text where it has them.
+static Option described(const Command *cmd, const Option *o) {
+    Option shown = *o;
+    for (const OptionText *t = cmd->own_texts; t && t->name; t++)
+        if (strcmp(t->name, o->name) == 0) {
+            if (t->value) shown.value = t->value;
+            shown.help = t->help;
+        }
+    return shown;
 }
 
 // An option as --help shows it: "-x, --name VALUE", or "    --name" for a flag without a short form.
@@ -128,13 +137,15 @@ void args_print_help(FILE *out, const Command *cmd) {
     char flag[64];
     for (int i = 0; i < N_OPTIONS; i++) {
         if (!accepts(cmd, options[i].name)) continue;
-        option_flag(flag, &options[i]);
+        const Option shown = described(cmd, &options[i]);
+        option_flag(flag, &shown);
         if ((int)strlen(flag) > width) width = (int)strlen(flag);
     }
     for (int i = 0; i < N_OPTIONS; i++) {
         if (!accepts(cmd, options[i].name)) continue;
-        option_flag(flag, &options[i]);
-        fprintf(out, "  %-*s  %s\n", width, flag, options[i].help);
+        const Option shown = described(cmd, &options[i]);
+        option_flag(flag, &shown);
+        fprintf(out, "  %-*s  %s\n", width, flag, shown.help);
     }
 }
 

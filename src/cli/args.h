@@ -66,6 +66,14 @@ typedef struct {
     int n_positional;
 } Args;
 
+// A command's own --help text of an option, where the table's (written for generate) would mislead: convert's -m
+// reads no .gguf file, logits' --threads has no draft to leave a thread to.
+typedef struct {
+    const char *name;       // the option's long name
+    const char *value;      // the value's name ("FILE"), or NULL: the table's
+    const char *help;
+} OptionText;
+
 typedef struct {
     const char *name;
     int (*run)(const Args *args, Err *err);
@@ -73,6 +81,7 @@ typedef struct {
     const char *summary;
     const char *accepted;   // space-separated option names this command takes
     int min_positional, max_positional;
+    const OptionText *own_texts;  // {NULL}-ended, or NULL: options this command describes in its own words
 } Command;
 
 // Parses argv (the words after the subcommand) into args for cmd: unknown options, missing values and numbers out

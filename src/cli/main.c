@@ -37,6 +37,39 @@ static int cmd_detokenize(const Args *args, Err *err);
 static int cmd_inspect(const Args *args, Err *err);
 static int cmd_convert(const Args *args, Err *err);
 
+// The commands' own words for options whose table text (args.c, written for generate) would mislead them.
+static const OptionText drafting_texts[] = {  // generate and chat, whose draft may take a thread of its own
+    {"threads", NULL, "worker threads (default: the CPUs this process may use; with -d on 8 or more, one fewer: the "
+                      "drafting thread's)"},
+    {NULL, NULL, NULL},
+};
+static const OptionText logits_texts[] = {
+    {"model", NULL, "checkpoint folder (config.json + model.safetensors), or a .gguf file"},
+    {"ctx", NULL, "positions the KV cache holds (default: as many as the ids given)"},
+    {NULL, NULL, NULL},
+};
+static const OptionText tokenizer_texts[] = {  // tokenize and detokenize
+    {"model", NULL, "the checkpoint folder or .gguf file whose tokenizer is used"},
+    {NULL, NULL, NULL},
+};
+static const OptionText render_texts[] = {
+    {"model", NULL, "the checkpoint folder or .gguf file whose chat template and tokenizer are used"},
+    {"file", NULL, "read the conversation from FILE (default and - : standard input)"},
+    {NULL, NULL, NULL},
+};
+static const OptionText server_texts[] = {  // serve and batch
+    {"tokens", NULL, "tokens to generate for a request that sets no max_tokens (default 64)"},
+    {"file", NULL, "read the requests, one JSON body a line, from FILE (- : standard input)"},
+    {NULL, NULL, NULL},
+};
+static const OptionText convert_texts[] = {
+    {"model", NULL, "the Hugging Face checkpoint folder to convert (config.json, model.safetensors, the tokenizer)"},
+    {"output", "FILE.gguf", "the GGUF file to write (a temporary file beside it, renamed over it once whole)"},
+    {"threads", NULL, "threads converting each tensor's rows (default: the CPUs this process may use; the file's "
+                      "bytes are the same for any number)"},
+    {NULL, NULL, NULL},
+};
+
 static const Command commands[] = {
     {"generate", cmd_generate, "generate [-m DIR [-d DRAFT_DIR]] (-p TEXT | -f FILE | --ids \"1 2 3\") [options]",
      "continue a prompt; speculatively with a draft model (the shipped pair when no -m is given)",
@@ -44,40 +77,42 @@ static const Command commands[] = {
      "frequency-penalty seed gamma sampler lookup tree-width tree pipeline "
      "draft-p-min ctx threads draft-threads "
      "quant draft-quant print-ids stats show trace logprobs logprobs-file compare allow-special chat system chat-var "
-     "tools stop grammar json-schema json help", 0, 0},
+     "tools stop grammar json-schema json help", 0, 0, drafting_texts},
     {"logits", cmd_logits, "logits -m DIR --ids \"1 2 3\" [--all] [--ctx N] [--threads N] [--quant q8|q4|bf16|stored]",
-     "print the logits of the last position (all with --all), one line of %.7g values per position",
-     "model ids all ctx threads quant help", 0, 0},
+     "print the logits of the last position (all with --all): a line of numbers (7 significant digits) per "
+     "position", "model ids all ctx threads quant help", 0, 0, logits_texts},
     {"tokenize", cmd_tokenize, "tokenize -m DIR [--allow-special] [TEXT | -f FILE]  (no TEXT and no -f: standard input)",
-     "print the token ids of a text, space-separated on one line", "model file allow-special help", 0, 1},
+     "print the token ids of a text, space-separated on one line", "model file allow-special help", 0, 1,
+     tokenizer_texts},
     {"detokenize", cmd_detokenize, "detokenize -m DIR ID...", "print the text of token ids", "model help", 1,
-     MAX_POSITIONAL},
+     MAX_POSITIONAL, tokenizer_texts},
     {"serve", cmd_serve, "serve [-m DIR [-d DRAFT_DIR]] [--lookup] [--host 127.0.0.1] [--port 8080] [--api-key KEY] "
      "[options]", "an OpenAI-compatible HTTP server (docs/server.md); speculative with a draft model or --lookup",
      "model draft tokens gamma sampler lookup tree-width tree pipeline draft-p-min ctx threads draft-threads quant "
-     "draft-quant host port api-key parallel queue max-body timeout help", 0, 0},
+     "draft-quant host port api-key parallel queue max-body timeout help", 0, 0, server_texts},
     {"batch", cmd_batch, "batch [-m DIR [-d DRAFT_DIR]] [--lookup] -f REQUESTS.jsonl [-o OUT.jsonl] [--parallel N] "
      "[options]", "offline jobs: each line a /v1/completions or /v1/chat/completions body, each answered by the "
      "server's response object (or its error object), in input order, --parallel at a time (docs/cli.md)",
      "model draft file output parallel tokens gamma sampler lookup tree-width tree draft-p-min ctx threads "
-     "draft-threads quant draft-quant help", 0, 0},
+     "draft-threads quant draft-quant help", 0, 0, server_texts},
     {"render", cmd_render,
      "render -m DIR [-f MESSAGES.json] [--tools TOOLS.json] [--add-generation-prompt] [--print-ids] "
      "[--chat-var NAME=JSON]...",
      "print a conversation (a JSON list of {role, content}; standard input by default) as the checkpoint's chat "
-     "template renders it, or its token ids", "model file tools add-generation-prompt print-ids chat-var help", 0, 0},
+     "template renders it, or its token ids", "model file tools add-generation-prompt print-ids chat-var help", 0, 0,
+     render_texts},
     {"chat", cmd_chat, "chat [-m DIR [-d DRAFT_DIR]] [--lookup] [--system TEXT] [options]",
      "talk with an instruct model: user messages from standard input (line editing on a terminal), replies "
      "streamed; /reset starts over, /exit (or end of input) ends",
      "model draft tokens temp top-k top-p min-p repetition-penalty presence-penalty frequency-penalty seed gamma "
      "sampler lookup tree-width tree pipeline draft-p-min ctx threads draft-threads quant draft-quant stats show "
-     "system chat-var tools stop grammar json-schema json help", 0, 0},
+     "system chat-var tools stop grammar json-schema json help", 0, 0, drafting_texts},
     {"convert", cmd_convert, "convert -m DIR -o FILE.gguf --type bf16|q8_0|q4_0|q4_k_m [--threads N]",
      "write a Hugging Face checkpoint folder as a GGUF file, as llama.cpp's converter (and llama-quantize) would",
-     "model output type threads help", 0, 0},
+     "model output type threads help", 0, 0, convert_texts},
     {"inspect", cmd_inspect, "inspect PATH",
      "show the header and tensor table of a safetensors file or folder, or of a GGUF file",
-     "help", 1, 1},
+     "help", 1, 1, NULL},
 };
 #define N_COMMANDS (int)(sizeof commands / sizeof commands[0])
 

@@ -189,6 +189,40 @@ TEST(cli_help_names_values_and_aligns_the_texts) {
     }
 }
 
+// Each command's --help in its own words, where the option table's texts (written for generate) misled: convert's
+// -m took "a .gguf file" (convert refuses one), its -t spoke of -d and its -o of "the answers"; logits, tokenize and
+// render spoke of a target with no draft beside it, render's -f of "the text", serve's and batch's -n of "tokens to
+// generate" (a request's max_tokens decides), and the command list gave logits' output as a printf format.
+TEST(cli_help_says_what_each_command_does_with_an_option) {
+    static const struct {
+        const char *command;      // "" for the list of commands
+        const char *says[3];      // each in the help
+        const char *never[5];     // none in the help
+    } CASES[] = {
+        {"convert", {"checkpoint folder to convert", "GGUF file to write", "the same for any number"},
+         {".gguf file", "-d", "draft", "answers", "batch"}},
+        {"logits", {"as many as the ids given"}, {"%", "-d", "draft", "logits:", "target checkpoint"}},
+        {"tokenize", {"whose tokenizer is used"}, {"target", "draft"}},
+        {"detokenize", {"whose tokenizer is used"}, {"target", "draft"}},
+        {"render", {"read the conversation from FILE", "chat template and tokenizer"}, {"target", "read the text"}},
+        {"serve", {"sets no max_tokens"}, {"logits:", "generate and chat", "convert", "answers"}},
+        {"batch", {"the requests, one JSON body a line", "sets no max_tokens"},
+         {"logits:", "generate and chat", "convert", "read the text"}},
+        {"generate", {"one fewer: the drafting thread's"}, {"convert", "batch's", "logits:"}},
+        {"", {"7 significant digits"}, {"%"}},
+    };
+    for (size_t c = 0; c < sizeof CASES / sizeof *CASES; c++) {
+        char args[64], *help, *err;
+        snprintf(args, sizeof args, "%s --help", CASES[c].command);
+        CHECK(run_specdec(args, &help, &err) == 0, "specdec %s: %s", args, err);
+        for (int i = 0; i < 3 && CASES[c].says[i]; i++)
+            CHECK(strstr(help, CASES[c].says[i]), "specdec %s does not say \"%s\":\n%s", args, CASES[c].says[i], help);
+        for (int i = 0; i < 5 && CASES[c].never[i]; i++)
+            CHECK(!strstr(help, CASES[c].never[i]), "specdec %s says \"%s\":\n%s", args, CASES[c].never[i], help);
+        free(help), free(err);
+    }
+}
+
 // run-bench writes its results under build/bench/ (untracked) unless --out says where (make bench says
 // bench/results, which git keeps): a run from a fresh folder makes build/bench there, at its start (here the model
 // then fails to load), and no bench/; a folder that cannot be made is refused before anything is loaded.
