@@ -401,8 +401,9 @@ static json_t *sweep_account(Bench *b, const SweepCell *cells, int k, const Ceil
 // request's specdec.draft), greedy, at -n's tokens a request and, where -n asks for more, at SWEEP_SHORT_TOKENS
 // (short requests, whose prompts' prefill is about half their time); beside it the read pass's bound of plain
 // decoding, and the ceiling of "× one client" (serve_ceiling's, by length, draft and clients; NULL: none measured).
+// over_one gets the median "× one client" of the cells with the draft at -n's tokens, [log2 clients].
 static json_t *sweep(Bench *b, Pair *pair, Server *server, const Prompt *prompts, int n, const int *lengths,
-                     int n_lengths, const double *ceiling, const CeilingSchedule *best) {
+                     int n_lengths, const double *ceiling, const CeilingSchedule *best, double *over_one) {
     double gbs;
     const double read_seconds = weights_read_seconds(b, &pair->target, &gbs);
     const int drafts = 1 + pair->has_draft;
@@ -438,6 +439,9 @@ static json_t *sweep(Bench *b, Pair *pair, Server *server, const Prompt *prompts
         const int at = (i / drafts / SWEEP_CLIENT_COUNTS * 2 + cells[i].draft) * SWEEP_CLIENT_COUNTS +
                        i / drafts % SWEEP_CLIENT_COUNTS;  // serve_ceiling's index
         const double bound = i == alone || !ceiling ? 0 : ceiling[at];
+        if (cells[i].draft && cells[i].tokens == lengths[n_lengths - 1])
+            over_one[i / drafts % SWEEP_CLIENT_COUNTS] =
+                i == alone ? 1 : summarize_ratio(seconds + (size_t)alone * rounds, own, rounds).median;
         json_array_append_new(rows, sweep_row(b, &cells[i], own, i == alone ? NULL : seconds + (size_t)alone * rounds,
                                               cells[i].draft ? seconds + (size_t)(i + 1) * rounds : NULL,
                                               read_seconds, bound));
@@ -448,6 +452,124 @@ static json_t *sweep(Bench *b, Pair *pair, Server *server, const Prompt *prompts
     json_t *account = sweep_account(b, cells, k, best);
     return json_pack("{s:o, s:f, s:f, s:i, s:o}", "rows", rows, "weights_read_s", read_seconds, "read_gbs", gbs,
                      "rounds", rounds, "account", account);
+}
+
+// ---- the sweep's requests in process ------------------------------------------------------------------------
+
+// A cell of the sweep with the draft, without the server: `clients` clients' requests as the server's worker runs
+// them — engine_begin, one sequence of a batch of `clients` on its client's KV cache (as a slot's), engine_end — each
+// client's next request joining at the step after its last one ended, as soon as the worker could take it; no HTTP,
+// no connection threads, no round trips between a client's requests, no text read by anyone.
+typedef struct {
+    const Engine *engine;
+    const Prompt *prompts;
+    int n, tokens, clients;
+    KVCache *caches;        // [clients]
+} InProcessCell;
+
+// A client's request under way.
+typedef struct {
+    EngineRun *run;
+    EngineResult result;
+    BatchJob job;
+    int place;              // in the batch; −1: none (its requests all answered)
+    int sent;               // its requests so far
+} InProcessClient;
+
+static void ignore_text(void *ctx, const char *text, size_t len, const TextMarks *marks,
+                        const TokenReports *logprobs) {
+    (void)ctx, (void)text, (void)len, (void)marks, (void)logprobs;
+}
+
+// The client's next request (its prompts from its own number on, as run_client sends them) joins the batch.
+static void in_process_send(const InProcessCell *c, Batch *b, InProcessClient *client, int k, const Request *req) {
+    static const EngineSink sink = {.on_text = ignore_text};
+    const Prompt *p = &c->prompts[(k + client->sent++) % c->n];
+    ApiError e;
+    Err err;
+    client->run = engine_begin(c->engine, req, p->ids, p->n, &sink, &client->result, &client->job, &e);
+    if (!client->run) die("engine_begin: %s", e.err.msg);
+    kv_truncate(&c->caches[k], 0);
+    client->job.cache = &c->caches[k];
+    if ((client->place = batch_join(b, &client->job, &err)) < 0) die("batch_join: %s", err.msg);
+}
+
+// One call: seconds per token of all the clients' requests.
+static double in_process_cell_run(void *ctx, int rep) {
+    (void)rep;
+    const InProcessCell *c = ctx;
+    const Request req = {.kind = API_COMPLETIONS, .max_tokens = c->tokens, .has_seed = true,
+                         .penalties = PENALTIES_OFF, .sampling = {.temperature = 0, .top_k = 0, .top_p = 1}};
+    InProcessClient clients[SWEEP_MAX_CLIENTS];
+    Err err;
+    Batch *b = batch_open(c->engine->target, c->clients, &err);
+    if (!b) die("%s", err.msg);
+    const double t0 = now_seconds();
+    for (int k = 0; k < c->clients; k++) {
+        clients[k] = (InProcessClient){.place = -1};
+        in_process_send(c, b, &clients[k], k, &req);
+    }
+    long tokens = 0;
+    while (batch_active(b) > 0) {
+        if (batch_step(b, &err)) die("%s", err.msg);
+        for (int k = 0; k < c->clients; k++) {
+            InProcessClient *client = &clients[k];
+            if (client->place < 0 || batch_state(b, client->place) < BATCH_DONE) continue;
+            int n_out;
+            SpecStats stats;
+            ApiError e;
+            if (batch_leave(b, client->place, &n_out, &stats, &err) || engine_end(client->run, n_out, &e))
+                die("a request in process failed");
+            engine_result_free(&client->result);
+            tokens += n_out;
+            client->place = -1;
+            if (client->sent < c->n) in_process_send(c, b, client, k, &req);
+        }
+    }
+    const double seconds = now_seconds() - t0;
+    batch_close(b);
+    return seconds / tokens;
+}
+
+// The sweep's cells with the draft at `tokens` a request for 1, 2, 4 and 8 clients, in process, each call in rounds
+// against the others: aggregate tokens/s and "× one client" beside the sweep's through the server (server_over_one:
+// its medians, [log2 clients]).
+static json_t *in_process(Bench *b, const Engine *engine, const Prompt *prompts, int n, int tokens,
+                          const double *server_over_one) {
+    const int rounds = b->opt.reps < SWEEP_MAX_ROUNDS ? b->opt.reps : SWEEP_MAX_ROUNDS;
+    KVCache caches[SWEEP_MAX_CLIENTS];
+    InProcessCell cells[SWEEP_CLIENT_COUNTS];
+    Trial trials[SWEEP_CLIENT_COUNTS];
+    for (int k = 0; k < SWEEP_MAX_CLIENTS; k++) {
+        Err err;
+        if (model_kv_init(engine->target, &caches[k], &err)) die("%s", err.msg);
+    }
+    for (int i = 0; i < SWEEP_CLIENT_COUNTS; i++) {
+        cells[i] = (InProcessCell){engine, prompts, n, tokens, 1 << i, caches};
+        trials[i] = (Trial){in_process_cell_run, &cells[i]};
+    }
+    double *seconds = malloc(sizeof(double) * SWEEP_CLIENT_COUNTS * rounds);
+    measure_rounds(b, "the sweep's requests in process", trials, SWEEP_CLIENT_COUNTS, rounds, 0, seconds);
+    out(b, "\nThe sweep's cells with the draft at %d tokens a request, in process: each client's requests as the "
+        "server's worker runs them (engine_begin, one batch, engine_end; the next request of a client joins at the step "
+        "after its last ended) without HTTP, connection threads or round trips; a warm-up, then %d rounds in a "
+        "rotated order: medians [min–max], \"× one client\" taken within each round, beside the sweep's through the "
+        "server (its median)\n\n| clients | aggregate tokens/s, in process | × one client, in process | × one "
+        "client, through the server |\n|---:|---:|---:|---:|\n", tokens, rounds);
+    json_t *rows = json_array();
+    for (int i = 0; i < SWEEP_CLIENT_COUNTS; i++) {
+        const double *own = seconds + (size_t)i * rounds;
+        const Summary total = summary_inverse(summarize(own, rounds), 1), over_one = summarize_ratio(seconds, own, rounds);
+        char x[64], y[64];
+        out(b, "| %d | %s | %s | %.2f |\n", cells[i].clients, fmt_range(x, sizeof x, total, 1, 1),
+            fmt_range(y, sizeof y, over_one, 1, 2), server_over_one[i]);
+        json_array_append_new(rows, json_pack("{s:i, s:o, s:o, s:f}", "clients", cells[i].clients,
+                                              "aggregate_tokens_per_s", summary_json(total), "over_one_client",
+                                              summary_json(over_one), "server_over_one_client", server_over_one[i]));
+    }
+    for (int k = 0; k < SWEEP_MAX_CLIENTS; k++) kv_free(&caches[k]);
+    free(seconds);
+    return json_pack("{s:i, s:o}", "tokens", tokens, "rows", rows);
 }
 
 // ---- what a batched forward costs ---------------------------------------------------------------------------
@@ -618,8 +740,12 @@ void suite_serve(Bench *b, Pair *pair) {
         json_object_set_new(j, "ceiling", serve_ceiling(b, pair, prompts, n, clients, SWEEP_CLIENT_COUNTS, lengths,
                                                         n_lengths, ceiling, best));
     }
+    double over_one[SWEEP_CLIENT_COUNTS];  // the sweep's "× one client" with the draft at -n's tokens, [log2 clients]
     json_object_set_new(j, "concurrency", sweep(b, pair, &server, prompts, n, lengths, n_lengths,
-                                                pair->has_draft ? ceiling : NULL, pair->has_draft ? best : NULL));
+                                                pair->has_draft ? ceiling : NULL, pair->has_draft ? best : NULL,
+                                                over_one));
+    if (pair->has_draft)
+        json_object_set_new(j, "in_process", in_process(b, &engine, prompts, n, b->opt.tokens, over_one));
     json_object_set_new(j, "short_behind_long", short_behind_long(b, pair, port, prompts, n));
     server_stop(&server);
     prompts_free(prompts, n);
