@@ -537,18 +537,17 @@ static double in_process_cell_run(void *ctx, int rep) {
 static json_t *in_process(Bench *b, const Engine *engine, const Prompt *prompts, int n, int tokens,
                           const double *server_over_one) {
     const int rounds = b->opt.reps < SWEEP_MAX_ROUNDS ? b->opt.reps : SWEEP_MAX_ROUNDS;
-    KVCache caches[SWEEP_MAX_CLIENTS];
+    double *seconds = malloc(sizeof(double) * SWEEP_CLIENT_COUNTS * rounds);
+    KVCache caches[SWEEP_MAX_CLIENTS];  // one a client, as the server's slots have
     InProcessCell cells[SWEEP_CLIENT_COUNTS];
     Trial trials[SWEEP_CLIENT_COUNTS];
     for (int k = 0; k < SWEEP_MAX_CLIENTS; k++) {
         Err err;
         if (model_kv_init(engine->target, &caches[k], &err)) die("%s", err.msg);
+        if (k >= SWEEP_CLIENT_COUNTS) continue;
+        cells[k] = (InProcessCell){engine, prompts, n, tokens, 1 << k, caches};  // 1, 2, 4, 8 clients
+        trials[k] = (Trial){in_process_cell_run, &cells[k]};
     }
-    for (int i = 0; i < SWEEP_CLIENT_COUNTS; i++) {
-        cells[i] = (InProcessCell){engine, prompts, n, tokens, 1 << i, caches};
-        trials[i] = (Trial){in_process_cell_run, &cells[i]};
-    }
-    double *seconds = malloc(sizeof(double) * SWEEP_CLIENT_COUNTS * rounds);
     measure_rounds(b, "the sweep's requests in process", trials, SWEEP_CLIENT_COUNTS, rounds, 0, seconds);
     out(b, "\nThe sweep's cells with the draft at %d tokens a request, in process: each client's requests as the "
         "server's worker runs them (engine_begin, one batch, engine_end; the next request of a client joins at the step "
