@@ -60,16 +60,17 @@ ARCH := $(shell $(CC) -dumpmachine | cut -d- -f1)
 ifeq ($(ARCH),x86_64)
   KERNEL_SRC := kernels/scalar.c kernels/dispatch.c kernels/q8.c kernels/q4.c kernels/avx2.c kernels/avx512.c \
                 kernels/q8_avx2.c kernels/q8_avx512.c kernels/q4_avx2.c kernels/q4_avx512.c kernels/qk.c \
-                kernels/qk_avx2.c kernels/qk_avx512.c
+                kernels/qk_avx2.c kernels/qk_avx512.c kernels/q5_avx2.c kernels/q5_avx512.c
 else ifeq ($(ARCH),aarch64)
   KERNEL_SRC := kernels/scalar.c kernels/dispatch.c kernels/q8.c kernels/q4.c kernels/neon.c kernels/q8_neon.c \
-                kernels/q4_neon.c kernels/qk_neon.c kernels/qk.c
+                kernels/q4_neon.c kernels/qk_neon.c kernels/qk.c kernels/q5_neon.c
 else
   KERNEL_SRC := kernels/scalar.c kernels/dispatch.c kernels/q8.c kernels/q4.c kernels/qk.c
 endif
-$(O)/kernels/avx2.o $(O)/kernels/q8_avx2.o $(O)/kernels/q4_avx2.o $(O)/kernels/qk_avx2.o: CFLAGS += -mavx2 -mfma \
-                                                                                            -mf16c
-$(O)/kernels/avx512.o $(O)/kernels/q8_avx512.o $(O)/kernels/q4_avx512.o $(O)/kernels/qk_avx512.o: CFLAGS += \
+$(O)/kernels/avx2.o $(O)/kernels/q8_avx2.o $(O)/kernels/q4_avx2.o $(O)/kernels/qk_avx2.o \
+    $(O)/kernels/q5_avx2.o: CFLAGS += -mavx2 -mfma -mf16c
+$(O)/kernels/avx512.o $(O)/kernels/q8_avx512.o $(O)/kernels/q4_avx512.o $(O)/kernels/qk_avx512.o \
+    $(O)/kernels/q5_avx512.o: CFLAGS += \
     -mavx512f -mavx512bw -mavx512dq -mavx512vl -mfma -mf16c
 
 # The source tree draws the architecture: src/base (errors, clock, threads, UTF-8, huge pages), src/checkpoint
@@ -170,7 +171,7 @@ $(NEON_BIN): kernels/*.c kernels/*.h tests/support/harness.c tests/support/harne
 	@mkdir -p $(@D)
 	$(NEON_CC) -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Werror -Ikernels -Isrc -Itests/support -static -o $@ \
 	    kernels/scalar.c kernels/dispatch.c kernels/q8.c kernels/q4.c kernels/qk.c kernels/neon.c kernels/q8_neon.c \
-	    kernels/q4_neon.c kernels/qk_neon.c tests/support/harness.c tests/kernels/test_kernels.c tests/kernels/test_q8.c \
+	    kernels/q4_neon.c kernels/qk_neon.c kernels/q5_neon.c tests/support/harness.c tests/kernels/test_kernels.c tests/kernels/test_q8.c \
 	    tests/kernels/test_q4.c tests/kernels/test_q8_0.c tests/kernels/test_qk.c $(NEON_SAMPLER) -lpthread -lm
 test-neon: $(NEON_BIN)
 	qemu-aarch64 $(NEON_BIN)

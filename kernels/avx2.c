@@ -601,6 +601,7 @@ const Kernels kernels_avx2 = {
     .matmul_q4 = q4_matmul_avx2,
     .matmul_q8_0 = q8_0_matmul_avx2,
     .matmul_q4_0 = q4_0_matmul_avx2,
+    .matmul_q5_0 = q5_0_matmul_avx2,
     .matmul_k = {q4_k_matmul_avx2, q5_k_matmul_avx2, q6_k_matmul_avx2},
     .panels = true,
     .bf16_pairs = true,

@@ -736,6 +736,7 @@ const Kernels kernels_avx512 = {
     .matmul_q4 = q4_matmul_avx512,
     .matmul_q8_0 = q8_0_matmul_avx512,
     .matmul_q4_0 = q4_0_matmul_avx512,
+    .matmul_q5_0 = q5_0_matmul_avx512,
     .matmul_k = {q4_k_matmul_avx512, q5_k_matmul_avx512, q6_k_matmul_avx512},
     .quantize_q8 = q8_quantize_rows_avx512,
     .panels = true,

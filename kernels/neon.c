@@ -448,6 +448,7 @@ const Kernels kernels_neon = {
     .matmul_q4 = q4_matmul_neon,
     .matmul_q8_0 = q8_0_matmul_neon,
     .matmul_q4_0 = q4_0_matmul_neon,
+    .matmul_q5_0 = q5_0_matmul_neon,
     .matmul_k = {q4_k_matmul_neon, q5_k_matmul_neon, q6_k_matmul_neon},
     .quantize_q8 = q8_quantize_rows,
     .layernorm = layernorm,

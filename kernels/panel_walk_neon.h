@@ -33,18 +33,20 @@ static inline __attribute__((always_inline)) int32x4_t add_group(int32x4_t sum, 
 typedef void BlockStepNeon(float32x4_t acc[ROWS_PER_PASS], const uint8_t *panel, const Q8Block *x, int nb, int k,
                            int b, int n, WeightType type);
 
-// q8's and q4's panels (q8, q4, Q8_0, Q4_0): isum[t], lane r = Σ_i q_w[r, i] · q_x[t, i] over one block, exact,
+// q8's, q4's and q5's panels (q8, q4, Q8_0, Q4_0, Q5_0): isum[t], lane r = Σ_i q_w[r, i] · q_x[t, i] over one block, exact,
 // for the quarter's rows r < 4 and activation rows t < n ≤ 4.
 //   q: the block's quants from the quarter's first row   x: row t's block at x[t · nb]
 typedef void BlockSumsNeon(int32x4_t isum[ROWS_PER_PASS], const uint8_t *q, const Q8Block *x, int nb, int n);
 
-// The BlockStepNeon of q8's and q4's panels around their block sums: one fused multiply-add per block by
+// The BlockStepNeon of q8's, q4's and q5's panels around their block sums: one fused multiply-add per block by
 // fl(d_w · d_x), the scales F16 (GGUF's blocks) or BF16 as `type` says, widened exactly.
 static inline __attribute__((always_inline)) void scaled_block_step(float32x4_t acc[ROWS_PER_PASS],
                                                                     const uint8_t *panel, const Q8Block *x, int nb,
                                                                     int k, int b, const int n, const WeightType type,
                                                                     BlockSumsNeon *block_sums) {
-    const int block_bytes = in_q4_panels(type) ? Q4_BLOCK * Q4_PANEL / 2 : Q8_BLOCK * Q8_PANEL;
+    const int block_bytes = type == WEIGHT_Q5_0      ? Q5_BLOCK_BYTES
+                            : in_q4_panels(type) ? Q4_BLOCK * Q4_PANEL / 2
+                                                 : Q8_BLOCK * Q8_PANEL;
     const uint16_t *scales = (const uint16_t *)(panel + (size_t)nb * block_bytes);
     const uint16x4_t scales_16 = vld1_u16(scales + b * Q8_PANEL + k * QUARTER);
     const float32x4_t d_w = f16_scales(type) ? vcvt_f32_f16(vreinterpret_f16_u16(scales_16))

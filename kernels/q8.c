@@ -80,9 +80,7 @@ void q8_quantize_rows(Q8Block *out, const float *x, int T, int n_in, int ld_x) {
 // in d_w's type (BF16, or F16 for GGUF's blocks).
 void quantized_matmul_reference(float *out, const Q8Block *x, const void *w, WeightType type, const float *bias,
                                 int T, int n_in, int ld_out, int j0, int j1) {
-    const bool q4 = in_q4_panels(type);
     const int nb = q8_blocks(n_in);
-    const int8_t *quants = w;
     const uint16_t *scales = w;
     for (int j = j0; j < j1; j++)
         for (int t = 0; t < T; t++) {
@@ -91,8 +89,8 @@ void quantized_matmul_reference(float *out, const Q8Block *x, const void *w, Wei
                 const Q8Block *xb = &x[(size_t)t * nb + b];
                 int32_t isum = 0;
                 for (int i = b * Q8_BLOCK; i < (b + 1) * Q8_BLOCK; i++)
-                    isum += (q4 ? q4_quant(w, n_in, j, i) : quants[q8_quant_index(n_in, j, i)]) * xb->q[i % Q8_BLOCK];
-                const uint16_t d_w = scales[q4 ? q4_scale_index(n_in, j, b) : q8_scale_index(n_in, j, b)];
+                    isum += scaled_quant(w, type, n_in, j, i) * xb->q[i % Q8_BLOCK];
+                const uint16_t d_w = scales[scaled_scale_index(type, n_in, j, b)];
                 acc = fmaf((float)isum, (f16_scales(type) ? f16_to_f32(d_w) : bf16_to_f32(d_w)) * xb->d, acc);
             }
             out[(size_t)t * ld_out + j] = bias ? acc + bias[j] : acc;
@@ -114,7 +112,12 @@ void q4_0_matmul_reference(float *out, const Q8Block *x, const void *w, const fl
     quantized_matmul_reference(out, x, w, WEIGHT_Q4_0, bias, T, n_in, ld_out, j0, j1);
 }
 
-// ---- GGUF's Q8_0, Q5_0 and Q4_0 blocks into panels (kernels.h) ----------------------------------------------
+void q5_0_matmul_reference(float *out, const Q8Block *x, const void *w, const float *bias, int T, int n_in,
+                           int ld_out, int j0, int j1) {
+    quantized_matmul_reference(out, x, w, WEIGHT_Q5_0, bias, T, n_in, ld_out, j0, j1);
+}
+
+// ---- GGUF's Q8_0, Q4_0 and Q5_0 blocks into panels (kernels.h) ----------------------------------------------
 
 // A block: its F16 scale, (Q5_0: a u32 of fifth bits,) then its quants.
 enum { Q8_0_BYTES = 2 + Q8_BLOCK, Q4_0_BYTES = 2 + Q4_BLOCK / 2, Q5_0_BYTES = 2 + 4 + Q4_BLOCK / 2 };
@@ -129,17 +132,11 @@ void q8_0_pack_row(uint8_t *panel, int r, const uint8_t *blocks, int n_in) {
     }
 }
 
-// A Q5_0 block (qk.h): F16 d, a u32 of fifth bits, 16 bytes of nibbles; its quants q − 16 ∈ [−16, 15] are Q8_0's.
-void q5_0_pack_row(uint8_t *panel, int r, const uint8_t *blocks, int n_in) {
-    uint16_t *scales = (uint16_t *)panel;
-    for (int b = 0; b < q8_blocks(n_in); b++) {
-        const uint8_t *block = blocks + (size_t)b * Q5_0_BYTES, *qh = block + 2, *qs = block + 6;
-        scales[q8_scale_index(n_in, r, b)] = (uint16_t)(block[0] | block[1] << 8);
-        for (int i = 0; i < Q8_BLOCK; i++) {
-            const int q = (i < 16 ? qs[i] & 0xf : qs[i - 16] >> 4) | (qh[i / 8] >> i % 8 & 1) << 4;
-            panel[q8_quant_index(n_in, r, b * Q8_BLOCK + i)] = (uint8_t)(int8_t)(q - 16);
-        }
-    }
+// A Q4_0 block's nibbles (qk.h) at `nibbles`, or a Q5_0 block's, into row r of the panel's block whose nibbles
+// begin at `block` (q4's layout, which the q5 panels share): bytes 4l..4l+3 hold inputs 4l.. in their low nibbles
+// and 16 + 4l.. in their high ones, as line l of the panel's block holds them for row r.
+static void nibbles_into_panel(uint8_t *block, int r, const uint8_t *nibbles) {
+    for (int l = 0; l < 4; l++) memcpy(block + 64 * l + 4 * r, nibbles + 4 * l, 4);
 }
 
 void q4_0_pack_row(uint8_t *panel, int r, const uint8_t *blocks, int n_in) {
@@ -147,7 +144,23 @@ void q4_0_pack_row(uint8_t *panel, int r, const uint8_t *blocks, int n_in) {
     for (int b = 0; b < q4_blocks(n_in); b++) {
         const uint8_t *block = blocks + (size_t)b * Q4_0_BYTES;
         scales[q4_scale_index(n_in, r, b)] = (uint16_t)(block[0] | block[1] << 8);
-        for (int g = 0; g < 4; g++)  // bytes 4g..4g+3: inputs 4g.. in their low nibbles, 16 + 4g.. in their high ones
-            memcpy(panel + q4_quant_index(n_in, r, b * Q4_BLOCK + g * 4), block + 2 + g * 4, 4);
+        nibbles_into_panel(panel + q4_quant_index(n_in, 0, b * Q4_BLOCK), r, block + 2);
+    }
+}
+
+// A Q5_0 block (qk.h): F16 d, a little-endian u32 whose bit i is input i's fifth bit, 16 bytes of nibbles. The
+// fifth bits go to the block's last line, input 4g + k's to bit g of byte 4r + k (kernels.h).
+void q5_0_pack_row(uint8_t *panel, int r, const uint8_t *blocks, int n_in) {
+    uint16_t *scales = (uint16_t *)panel;
+    for (int b = 0; b < q8_blocks(n_in); b++) {
+        const uint8_t *block = blocks + (size_t)b * Q5_0_BYTES, *qh = block + 2;
+        scales[q5_scale_index(n_in, r, b)] = (uint16_t)(block[0] | block[1] << 8);
+        nibbles_into_panel(panel + q5_quant_index(n_in, 0, b * Q8_BLOCK), r, block + 6);
+        uint8_t *high = panel + q5_high_index(n_in, r, b * Q8_BLOCK);
+        for (int k = 0; k < Q8_GROUP; k++) {  // input 4g + k's bit: bit 4 · (g % 2) + k of qh[g / 2]
+            high[k] = 0;
+            for (int g = 0; g < Q8_BLOCK / Q8_GROUP; g++)
+                high[k] |= (uint8_t)((qh[g / 2] >> (4 * (g % 2) + k) & 1) << g);
+        }
     }
 }

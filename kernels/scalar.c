@@ -255,6 +255,7 @@ const Kernels kernels_scalar = {
     .matmul_q4 = q4_matmul_reference,
     .matmul_q8_0 = q8_0_matmul_reference,
     .matmul_q4_0 = q4_0_matmul_reference,
+    .matmul_q5_0 = q5_0_matmul_reference,
     .matmul_k = {q4_k_matmul_reference, q5_k_matmul_reference, q6_k_matmul_reference},
     .quantize_q8 = q8_quantize_rows,
     .layernorm = layernorm,

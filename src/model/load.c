@@ -29,8 +29,8 @@ typedef struct {
     Quant quant;            // QUANT_Q8, Q4: matrices are quantized as they are read, on the pool's threads;
                             // QUANT_BF16: F32 and F16 matrices are rounded to BF16 as they are read
     bool as_stored;         // a GGUF file read without --quant: its quantized matrices are held as the file's
-                            // blocks (WEIGHT_Q8_0, WEIGHT_Q4_0, WEIGHT_Q4_K ... WEIGHT_Q6_K: kernels.h), repacked
-                            // into panels, not quantized again
+                            // blocks (WEIGHT_Q8_0, WEIGHT_Q4_0, WEIGHT_Q5_0, WEIGHT_Q4_K ... WEIGHT_Q6_K:
+                            // kernels.h), repacked into panels, not quantized again
     ThreadPool *pool;       // the model's
     const LoadProgress *progress;  // told of every tensor read, or NULL
     size_t read, total;     // bytes of the checkpoint's tensors read so far, of all of them
@@ -176,11 +176,11 @@ typedef struct {
     int n_out, n_in;
 } QuantizeJob;
 
-// Row r of a panel of `type` from the file's row of ggml blocks of type `ggml`, as stored (kernels.h; stored_type).
-static void pack_gguf_row(uint8_t *panel, WeightType type, uint32_t ggml, int r, const uint8_t *blocks, int n_in) {
-    if (ggml == GGML_Q5_0) q5_0_pack_row(panel, r, blocks, n_in);
-    else if (type == WEIGHT_Q8_0) q8_0_pack_row(panel, r, blocks, n_in);
+// Row r of a panel of `type` from the file's row of the ggml blocks it holds as stored (kernels.h; stored_type).
+static void pack_gguf_row(uint8_t *panel, WeightType type, int r, const uint8_t *blocks, int n_in) {
+    if (type == WEIGHT_Q8_0) q8_0_pack_row(panel, r, blocks, n_in);
     else if (type == WEIGHT_Q4_0) q4_0_pack_row(panel, r, blocks, n_in);
+    else if (type == WEIGHT_Q5_0) q5_0_pack_row(panel, r, blocks, n_in);
     else k_pack_row(panel, type, r, blocks, n_in);
 }
 
@@ -203,7 +203,7 @@ static void quantize_chunk(void *ctx, int chunk, int n_chunks, int thread) {
             const int n_part = job->parts[q].rows, a = j0 > row0 ? j0 : row0,
                       b = j1 < row0 + n_part ? j1 : row0 + n_part;  // [a, b): the overlap
             for (int j = a; j < b && repack; j++)  // (GGUF's tensors are never Conv1D's)
-                pack_gguf_row(panel, job->type, t->blocks, j - j0,
+                pack_gguf_row(panel, job->type, j - j0,
                               st_row(t, j - row0, qk_row_bytes(t->blocks, (size_t)n_in)), n_in);
             for (int j = a; j < b && !repack && !job->parts[q].conv1d; j++)
                 st_row_to_f32(rows + (size_t)(j - j0) * n_in, t, j - row0, (size_t)n_in);
@@ -254,12 +254,13 @@ static WeightType held_type(Quant quant, StDtype stored) {
     return weight_type(stored);
 }
 
-// The weight type that holds GGUF's blocks of ggml `type` as stored (Q5_0's: Q8_0's panels, kernels.h); WEIGHT_TYPES
+// The weight type that holds GGUF's blocks of ggml `type` as stored (kernels.h); WEIGHT_TYPES
 // for none (Q4_1, Q5_1: quantized again).
 static WeightType stored_type(uint32_t type) {
     switch (type) {
-    case GGML_Q8_0: case GGML_Q5_0: return WEIGHT_Q8_0;
+    case GGML_Q8_0: return WEIGHT_Q8_0;
     case GGML_Q4_0: return WEIGHT_Q4_0;
+    case GGML_Q5_0: return WEIGHT_Q5_0;
     case GGML_Q4_K: return WEIGHT_Q4_K;
     case GGML_Q5_K: return WEIGHT_Q5_K;
     case GGML_Q6_K: return WEIGHT_Q6_K;
@@ -277,10 +278,10 @@ static WeightType part_stored_type(const Loader *ld, const Part *part) {
 }
 
 // How a matrix stacked from parts (the first of them `first`) is held. A GGUF read as stored whose parts all hold
-// blocks held as one type keeps them (stored_type: Q4_K_M's q and k in Q5_0 with v in Q8_0, where its rows are not
-// whole K-blocks); one whose parts change type once, at a row that begins a panel, keeps both as two matrices
-// (Q4_K_M's q and k in Q4_K with v in Q6_K: *tail_part the first part of the second type). Otherwise held_type's:
-// a stack mixing types another way is quantized again.
+// blocks held as one type keeps them (stored_type); one whose parts change type once, at a row that begins a panel,
+// keeps both as two matrices (Q4_K_M's q and k in Q4_K with v in Q6_K, or, where its rows are not whole K-blocks,
+// in Q5_0 with v in Q8_0: *tail_part the first part of the second type). Otherwise held_type's: a stack mixing
+// types another way is quantized again.
 static WeightType held_type_of(const Loader *ld, const Part *parts, int n_parts, const StTensor *first,
                                int *tail_part, WeightType *tail_type) {
     *tail_part = n_parts;

@@ -1,7 +1,7 @@
-// test_q8_0.c — GGUF's Q8_0, Q4_0 and Q5_0 blocks held as stored (kernels.h, "GGUF's Q8_0 and Q4_0"): the packing
-// of a file's rows into q8's and q4's panels (quants and F16 scale bits unchanged; Q5_0's quants as Q8_0's), and every
-// variant's matmul_q8_0 and matmul_q4_0 against the reference, bit for bit, on fresh random inputs of awkward sizes
-// (quantized_checks.h: at every T and every [j0, j1), so also the batch-invariance test).
+// test_q8_0.c — GGUF's Q8_0, Q4_0 and Q5_0 blocks held as stored (kernels.h, "GGUF's Q8_0 and Q4_0", "GGUF's Q5_0"):
+// the packing of a file's rows into q8's, q4's and q5's panels (quants and F16 scale bits unchanged), and every
+// variant's matmul_q8_0, matmul_q4_0 and matmul_q5_0 against the reference, bit for bit, on fresh random inputs of
+// awkward sizes (quantized_checks.h: at every T and every [j0, j1), so also the batch-invariance test).
 //
 // `make test-neon` builds this file with kernels/ and the harness alone.
 #include <float.h>
@@ -78,7 +78,7 @@ static void q4_0_quantize_panel(uint8_t *panel, const float *rows, int n_rows, i
 }
 
 static void q5_0_quantize_panel(uint8_t *panel, const float *rows, int n_rows, int ld, int n_in) {
-    gguf_quantize_panel(panel, rows, n_rows, ld, n_in, q8_panel_bytes(n_in), Q5_0_BYTES, q5_0_quantize_block,
+    gguf_quantize_panel(panel, rows, n_rows, ld, n_in, q5_panel_bytes(n_in), Q5_0_BYTES, q5_0_quantize_block,
                         q5_0_pack_row);
 }
 
@@ -98,6 +98,11 @@ static double q8_0_reference_bound(const float *x, const Q8Block *xq, const floa
 static double q4_0_reference_bound(const float *x, const Q8Block *xq, const float *w, const void *wq, int n_in, int j,
                                    double bias) {
     return held_weight_bound(WEIGHT_Q4_0, x, xq, w, wq, n_in, j, bias);
+}
+
+static double q5_0_reference_bound(const float *x, const Q8Block *xq, const float *w, const void *wq, int n_in, int j,
+                                   double bias) {
+    return held_weight_bound(WEIGHT_Q5_0, x, xq, w, wq, n_in, j, bias);
 }
 
 static const QuantFormat Q8_0 = {.name = "q8_0",
@@ -122,14 +127,17 @@ static const QuantFormat Q4_0 = {.name = "q4_0",
                                  .quantize_panel = q4_0_quantize_panel,
                                  .reference_bound = q4_0_reference_bound};
 
-// GGUF's Q5_0 held in q8's panels, its quants q − 16 ∈ [−16, 15] (kernels.h, q5_0_pack_row): Q8_0's format, run by
-// matmul_q8_0, with Q5_0's blocks packed in.
-static QuantFormat q5_0_format(void) {
-    QuantFormat f = Q8_0;
-    f.name = "q5_0";
-    f.quantize_panel = q5_0_quantize_panel;
-    return f;
-}
+// GGUF's Q5_0 in q5's panels (kernels.h): the nibbles as q4's, the fifth bits apart (q5_high_index).
+static const QuantFormat Q5_0 = {.name = "q5_0",
+                                 .type = WEIGHT_Q5_0,
+                                 .block_bytes = Q5_BLOCK_BYTES,
+                                 .matrix_bytes = q5_matrix_bytes,
+                                 .panel_bytes = q5_panel_bytes,
+                                 .quant_index = q5_quant_index,
+                                 .quant_nibbles = q4_0_nibbles,
+                                 .scale_index = q5_scale_index,
+                                 .quantize_panel = q5_0_quantize_panel,
+                                 .reference_bound = q5_0_reference_bound};
 
 // The packing: every weight of a file's rows is in the panel what the file's block says, bit for bit
 // (quantized_weight against llama.cpp's dequantization of the block, qk_dequantize_row), padding rows all-zero
@@ -137,7 +145,6 @@ static QuantFormat q5_0_format(void) {
 TEST(kernels_q8_0_q4_0_q5_0_packing_keeps_the_file_s_blocks) {
     const int n_out = 13, n_in = 96, nb = n_in / 32;
     float *rows = random_floats(n_out * n_in, -1.0f, 1.0f);
-    const QuantFormat Q5_0 = q5_0_format();
     const struct {
         const QuantFormat *f;
         uint32_t ggml;
@@ -182,15 +189,43 @@ TEST(kernels_q8_0_q4_0_layout) {
     check_quantized_layout(&Q4_0);
 }
 
+// The q5 panels (kernels.h): every nibble and scale placed once (check_quantized_layout), and every fifth bit once,
+// inside its block's run of Q5_BLOCK_BYTES, in a byte no nibble or scale takes: bit i % 32 / 4 of the byte where a
+// q8 group would hold input i % 4 of its row.
+TEST(kernels_q5_0_layout) {
+    check_quantized_layout(&Q5_0);
+    const int shapes[][2] = {{1, 1}, {17, 100}, {40, 768}};
+    for (size_t c = 0; c < sizeof shapes / sizeof *shapes; c++) {
+        const int n_out = shapes[c][0], n_in = shapes[c][1], nb = q8_blocks(n_in), rows = (n_out + 15) / 16 * 16;
+        const size_t size = q5_matrix_bytes(n_out, n_in);
+        uint8_t *taken = calloc(size, 1);  // the bits of each byte that a fifth bit holds; 0xff: a nibble's or scale's
+        for (int j = 0; j < rows; j++)
+            for (int i = 0; i < nb * 32; i++) {
+                taken[q5_quant_index(n_in, j, i)] = 0xff;
+                const size_t scale = 2 * q5_scale_index(n_in, j, i / 32);
+                taken[scale] = taken[scale + 1] = 0xff;
+            }
+        for (int j = 0; j < rows; j++)
+            for (int i = 0; i < nb * 32; i++) {
+                const size_t at = q5_high_index(n_in, j, i), block = q5_quant_index(n_in, j / 16 * 16, i / 32 * 32);
+                const uint8_t bit = (uint8_t)(1u << (i % 32 / 4));
+                CHECK(at < size && at >= block && at < block + Q5_BLOCK_BYTES && !(taken[at] & bit),
+                      "q5 [%d, %d]: the fifth bit of [%d, %d] at byte %zu bit %d", n_out, n_in, j, i, at, i % 32 / 4);
+                if (at < size) taken[at] |= bit;
+            }
+        free(taken);
+    }
+}
+
 // Every variant's matmul_q8_0 and matmul_q4_0 against the reference, bit for bit, and the reference against the
 // float product (check_every_quantized_matmul).
 TEST(kernels_q8_0_matmul_matches_reference) { check_every_quantized_matmul(&Q8_0); }
 TEST(kernels_q4_0_matmul_matches_reference) { check_every_quantized_matmul(&Q4_0); }
 
-// Q5_0's panels are multiplied by matmul_q8_0, checked above at every size: here on Q5_0's quants, every variant
-// against the reference bit for bit (and the reference against the float product) at T = 1..17, three widths.
+// matmul_q5_0 so, and every T = 1..17 at three widths (the AVX2 and AVX-512 walks' passes of 8 rows, and AVX-512's
+// pairs of panels at T = 1, meet every remainder).
 TEST(kernels_q5_0_matmul_matches_reference) {
-    const QuantFormat Q5_0 = q5_0_format();
+    check_every_quantized_matmul(&Q5_0);
     int n;
     const Kernels *const *list = kernels_available(&n);
     static const int N_IN[] = {33, 100, 2 * 768 + 5};
@@ -199,28 +234,32 @@ TEST(kernels_q5_0_matmul_matches_reference) {
             for (int T = 1; T <= 17; T++) check_quantized_matmul(&Q5_0, list[v], T, N_IN[a], T % 2 == 1);
 }
 
-// As for q8 and q4 (test_q8.c, test_q4.c), with F16 scales 1; Q5_0 at its quant of largest magnitude, −16 (0xf0).
+// As for q8 and q4 (test_q8.c, test_q4.c), with F16 scales 1; Q5_0 with every bit of its quants 0 (q − 16 = −16, its
+// weight of largest magnitude) and with every bit 1 (u = 31, vpmaddubsw's largest unsigned factor).
 TEST(kernels_q8_0_q4_0_q5_0_matmul_at_the_bounds_of_their_sums) {
     check_quantized_matmul_at_bounds(&Q8_0, 0x81, 0x3c00);
     check_quantized_matmul_at_bounds(&Q4_0, 0xff, 0x3c00);
-    const QuantFormat Q5_0 = q5_0_format();
-    check_quantized_matmul_at_bounds(&Q5_0, 0xf0, 0x3c00);
+    check_quantized_matmul_at_bounds(&Q5_0, 0x00, 0x3c00);
+    check_quantized_matmul_at_bounds(&Q5_0, 0xff, 0x3c00);
 }
 
 #if defined(__x86_64__)
-// An AVX-512 CPU without AVX512_VNNI runs the avx512 variant with AVX2's Q8_0 and Q4_0 matmuls (dispatch.c).
-TEST(kernels_q8_0_q4_0_avx512_without_vnni) {
+// An AVX-512 CPU without AVX512_VNNI runs the avx512 variant with AVX2's Q8_0, Q4_0 and Q5_0 matmuls (dispatch.c).
+TEST(kernels_q8_0_q4_0_q5_0_avx512_without_vnni) {
     int n;
     const Kernels *const *list = kernels_available(&n);
     if (strcmp(list[n - 1]->name, "avx512") != 0) return;  // no AVX-512 on this CPU
     for (int bf16 = 0; bf16 < 2; bf16++) {
         CHECK(kernels_avx512_for(false, bf16)->matmul_q8_0 == q8_0_matmul_avx2 &&
-                  kernels_avx512_for(false, bf16)->matmul_q4_0 == q4_0_matmul_avx2, "bf16=%d: AVX2's matmuls", bf16);
+                  kernels_avx512_for(false, bf16)->matmul_q4_0 == q4_0_matmul_avx2 &&
+                  kernels_avx512_for(false, bf16)->matmul_q5_0 == q5_0_matmul_avx2, "bf16=%d: AVX2's matmuls", bf16);
         CHECK(kernels_avx512_for(true, bf16)->matmul_q8_0 == kernels_avx512.matmul_q8_0 &&
-                  kernels_avx512_for(true, bf16)->matmul_q4_0 == kernels_avx512.matmul_q4_0,
+                  kernels_avx512_for(true, bf16)->matmul_q4_0 == kernels_avx512.matmul_q4_0 &&
+                  kernels_avx512_for(true, bf16)->matmul_q5_0 == kernels_avx512.matmul_q5_0,
               "bf16=%d: AVX-512's matmuls", bf16);
     }
     check_quantized_matmul_without_vnni(&Q8_0);
     check_quantized_matmul_without_vnni(&Q4_0);
+    check_quantized_matmul_without_vnni(&Q5_0);
 }
 #endif

@@ -249,23 +249,26 @@ TEST(gguf_q4_k_m_speculates_as_target_only) {
 // (kernels.h, "GGUF's Q8_0 and Q4_0", "GGUF's K-quants"), as llama-quantize chose them: llama_q4_0 has its head in
 // Q8_0, llama_q4_k_m its v and down projections and its head in Q6_K — its q/k/v stack, q and k in Q4_K with v in
 // Q6_K, as two matrices (Linear.tail_rows). The narrow ones' rows of 64 took llama-quantize's fallbacks: Q4_K_M's Q5_0 is
-// held in Q8_0's panels (its q/k/v matrix too, with v in Q8_0), Q5_K_M's Q5_1 quantized again to q8. Under --quant q8
-// every matrix is quantized again.
+// held in q5's panels (layer 0's q and k too, with its v, Q6_K's fallback Q8_0, apart), Q5_K_M's Q5_1 quantized
+// again to q8. Under --quant q8 every matrix is quantized again.
 static WeightType held_under(Quant quant, WeightType stored) { return quant == QUANT_Q8 ? WEIGHT_Q8 : stored; }
 
 TEST(gguf_quantized_held_as_stored) {
     static const struct {
         const char *name;
         WeightType qkv, out, up, down, embeddings, head;  // as stored
-        int v_apart;  // the layers whose v is stored in another type than q and k, held apart: a bit each
+        int v_apart;   // the layers whose v is stored in another type than q and k, held apart: a bit each
+        WeightType v;  // that v's type
     } CASES[] = {
-        {"llama_q4_0", WEIGHT_Q4_0, WEIGHT_Q4_0, WEIGHT_Q4_0, WEIGHT_Q4_0, WEIGHT_Q4_0, WEIGHT_Q8_0, 0},
-        {"llama_q8_0", WEIGHT_Q8_0, WEIGHT_Q8_0, WEIGHT_Q8_0, WEIGHT_Q8_0, WEIGHT_Q8_0, WEIGHT_Q8_0, 0},
-        {"llama_q6_k", WEIGHT_Q6_K, WEIGHT_Q6_K, WEIGHT_Q6_K, WEIGHT_Q6_K, WEIGHT_Q6_K, WEIGHT_Q6_K, 0},
+        {"llama_q4_0", WEIGHT_Q4_0, WEIGHT_Q4_0, WEIGHT_Q4_0, WEIGHT_Q4_0, WEIGHT_Q4_0, WEIGHT_Q8_0, 0, 0},
+        {"llama_q8_0", WEIGHT_Q8_0, WEIGHT_Q8_0, WEIGHT_Q8_0, WEIGHT_Q8_0, WEIGHT_Q8_0, WEIGHT_Q8_0, 0, 0},
+        {"llama_q6_k", WEIGHT_Q6_K, WEIGHT_Q6_K, WEIGHT_Q6_K, WEIGHT_Q6_K, WEIGHT_Q6_K, WEIGHT_Q6_K, 0, 0},
         // q and k in Q4_K, v in Q6_K (layer 0: llama-quantize's use_more_bits): two matrices as stored
-        {"llama_q4_k_m", WEIGHT_Q4_K, WEIGHT_Q4_K, WEIGHT_Q4_K, WEIGHT_Q6_K, WEIGHT_Q4_K, WEIGHT_Q6_K, 1},
-        {"llama_q4_k_m_narrow", WEIGHT_Q8_0, WEIGHT_Q8_0, WEIGHT_Q8_0, WEIGHT_Q6_K, WEIGHT_Q8_0, WEIGHT_Q8_0, 0},
-        {"llama_q5_k_m_narrow", WEIGHT_Q8, WEIGHT_Q8, WEIGHT_Q8, WEIGHT_Q6_K, WEIGHT_Q8, WEIGHT_Q8_0, 0},
+        {"llama_q4_k_m", WEIGHT_Q4_K, WEIGHT_Q4_K, WEIGHT_Q4_K, WEIGHT_Q6_K, WEIGHT_Q4_K, WEIGHT_Q6_K, 1, WEIGHT_Q6_K},
+        // the same with the fallbacks: q and k in Q5_0, layer 0's v in Q8_0
+        {"llama_q4_k_m_narrow", WEIGHT_Q5_0, WEIGHT_Q5_0, WEIGHT_Q5_0, WEIGHT_Q6_K, WEIGHT_Q5_0, WEIGHT_Q8_0, 1,
+         WEIGHT_Q8_0},
+        {"llama_q5_k_m_narrow", WEIGHT_Q8, WEIGHT_Q8, WEIGHT_Q8, WEIGHT_Q6_K, WEIGHT_Q8, WEIGHT_Q8_0, 0, 0},
     };
     static const Quant QUANTS[] = {QUANT_NONE, QUANT_STORED, QUANT_Q8};
     Err err = {{0}};
@@ -290,7 +293,7 @@ TEST(gguf_quantized_held_as_stored) {
                       how, l, b->attn_qkv.type, b->attn_out.type, b->mlp_up.type, b->mlp_down.type);
                 const bool apart = QUANTS[q] != QUANT_Q8 && CASES[i].v_apart >> l & 1;
                 const int v_rows = m.cfg.n_kv_head * m.cfg.head_dim;
-                CHECK(apart ? b->attn_qkv.tail_rows == v_rows && b->attn_qkv.tail_type == WEIGHT_Q6_K
+                CHECK(apart ? b->attn_qkv.tail_rows == v_rows && b->attn_qkv.tail_type == CASES[i].v
                             : b->attn_qkv.tail_rows == 0,
                       "%s quant %s layer %d: v's %d rows held apart as %d", CASES[i].name, how, l,
                       b->attn_qkv.tail_rows, b->attn_qkv.tail_type);
