@@ -254,6 +254,20 @@ static TreeShape best_shape(const SpecParams *params, const GammaState *g, bool 
     return best;
 }
 
+// Whether the cost model too (spec_forward_cost: sizes and threads) finds a depth that pays at the learned α. A
+// measured plan drafts only where it does: its times come from a few forwards each, on a machine whose speed moves
+// under them (another process, two threads placed on one core complex or on two), and a plain step timed slow beside
+// a verification timed fast made a useless draft's γ = 1 look worth drafting at α = 0.1 and below, round after round
+// (docs/performance-history.md, "A useless draft's worst prompt"). A draft worth drafting clears the model's
+// break-even (α ≈ 0.2 for the shipped pair) by far; the depth stays the measurements' choice.
+static bool drafting_pays_by_the_model(const GammaState *g, const SpecParams *params, double alpha_first,
+                                       double alpha_next) {
+    GammaState modelled = *g;
+    modelled.modelled = true;
+    double rate;
+    return best_shape(params, &modelled, true, alpha_first, alpha_next, 0, &rate).depth > 0;
+}
+
 // What the drafter is asked for this round beside the shape: runs of the lookup by match length, and the draft
 // model's drafts.
 static void ask_drafter(DraftRequest *request, int lookup_gamma, int model_gamma) {
@@ -293,6 +307,10 @@ static TreeShape choose_shape(GammaState *g, const SpecParams *params, const Dra
     double model_rate = plain_rate(g);  // plain decoding's, where there is no model or it does not pay
     if (has_model) {
         shape = best_shape(params, g, true, alpha_first, alpha_next, 0, &model_rate);
+        if (shape.depth > 0 && !costed(g) && !drafting_pays_by_the_model(g, params, alpha_first, alpha_next)) {
+            shape.depth = 0;
+            model_rate = plain_rate(g);
+        }
         g->plain_streak = shape.depth == 0 ? g->plain_streak + 1 : 0;
         g->probing = shape.depth == 0 && g->plain_streak == PROBE_INTERVAL << g->probe_misses;
         if (g->probing) shape = (TreeShape){1, 1}, g->plain_streak = 0;
