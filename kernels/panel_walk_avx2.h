@@ -68,14 +68,19 @@ static inline __m256i half_rows(int p, int h, int j0, int j1) {
 // panel's scales, into L2, as AVX-512's walk does: in a Q4_0 decode on one thread, 43 % of the Q4_0 matmul's
 // samples fell just after its load of a block's scales (perf annotate); with the ask, that matmul's samples fell
 // to 0.78–0.90 of before, Q8_0's unchanged (docs/performance-history.md, "Where a decode step's time goes").
+// `into_l1` (decoding q8 with plain AVX2): the pass also asks for the weights PREFETCH_L1_AHEAD ahead into L1.
+// Under perf, q8's decode stalled on the first load of each of a block's 8 lines; with the ask it streamed at
+// 0.84–0.86 of the read pass where it streamed at 0.80–0.81, while q4 and AVX-VNNI's q8, asked the same way, ran
+// 0.96–0.99 × as fast (one Zen 4 thread, 16 Llama-3.2-1B layers: docs/performance-history.md, "q8's decode
+// prefetched into L1 on plain AVX2").
 //   out: [n, ld_out] from the panel's first row   bias: from the panel's first row, or NULL
 static inline __attribute__((always_inline)) void halves_against_rows(float *out, const Q8Block *x,
                                                                       const uint8_t *panel, size_t panel_bytes,
                                                                       const float *bias, int nb, int ld_out, int p,
                                                                       int j0, int j1, int h0, const int halves,
-                                                                      bool prefetch, const int n,
-                                                                      const int block_bytes, const bool f16,
-                                                                      BlockSumsAvx2 *block_sums) {
+                                                                      bool prefetch, const bool into_l1,
+                                                                      const int n, const int block_bytes,
+                                                                      const bool f16, BlockSumsAvx2 *block_sums) {
     __m256 acc[2][MAX_ROWS_PER_PASS];
     for (int k = 0; k < halves; k++)
         for (int t = 0; t < n; t++) acc[k][t] = _mm256_setzero_ps();
@@ -87,6 +92,8 @@ static inline __attribute__((always_inline)) void halves_against_rows(float *out
             prefetch_stream_at(&ahead, b);
             for (int line = 0; line < block_bytes / 64; line++)  // past the end, a prefetch does nothing
                 _mm_prefetch(ahead.far + (size_t)b * block_bytes + 64 * line, _MM_HINT_T1);
+            for (int line = 0; into_l1 && line < block_bytes / 64; line++)
+                _mm_prefetch(ahead.near + (size_t)b * block_bytes + 64 * line, _MM_HINT_T0);
             if ((size_t)b < scale_lines)  // line b of the next panel's scales, as AVX-512's walk asks for them
                 _mm_prefetch((const char *)panel + panel_bytes + quant_bytes + 64 * (size_t)b, _MM_HINT_T1);
         }
@@ -110,12 +117,13 @@ static inline __attribute__((always_inline)) void halves_against_rows(float *out
 
 // The matmul of MatmulQ8Fn over panels of `panel_bytes`, each block's quants `block_bytes` of them (scales F16 or
 // BF16 as `f16` says), up to `per_pass` ≤ MAX_ROWS_PER_PASS activation rows a pass (a constant where this is
-// inlined); a single row (decoding) takes both halves of a panel in one pass.
+// inlined); a single row (decoding) takes both halves of a panel in one pass, prefetched into L1 too where
+// `decode_into_l1` says so.
 static inline __attribute__((always_inline)) void walk_panels(float *out, const Q8Block *x, const void *w,
                                                               const float *bias, int T, int n_in, int ld_out, int j0,
                                                               int j1, size_t panel_bytes, const int block_bytes,
                                                               const bool f16, const int per_pass,
-                                                              BlockSumsAvx2 *block_sums) {
+                                                              const bool decode_into_l1, BlockSumsAvx2 *block_sums) {
     const int nb = q8_blocks(n_in);
     for (int p = j0 / Q8_PANEL; p * Q8_PANEL < j1; p++) {
         const uint8_t *panel = (const uint8_t *)w + (size_t)p * panel_bytes;
@@ -124,15 +132,15 @@ static inline __attribute__((always_inline)) void walk_panels(float *out, const 
         // the halves [h0, h_end) that hold rows of [j0, j1)
         const int h0 = j0 > p * Q8_PANEL + HALF - 1 ? 1 : 0, h_end = j1 > p * Q8_PANEL + HALF ? 2 : 1;
         if (T == 1 && h_end - h0 == 2) {
-            halves_against_rows(o, x, panel, panel_bytes, b, nb, ld_out, p, j0, j1, 0, 2, true, 1, block_bytes, f16,
-                                block_sums);
+            halves_against_rows(o, x, panel, panel_bytes, b, nb, ld_out, p, j0, j1, 0, 2, true, decode_into_l1, 1,
+                                block_bytes, f16, block_sums);
             continue;
         }
         for (int h = h0; h < h_end; h++)
             for (int t = 0; t < T; t += per_pass) {
                 const bool prefetch = t == 0 && h == h0;  // the panel's first pass
 #define PASS(n) halves_against_rows(o + (size_t)t * ld_out, x + (size_t)t * nb, panel, panel_bytes, b, nb, ld_out, p, \
-                                    j0, j1, h, 1, prefetch, n, block_bytes, f16, block_sums)
+                                    j0, j1, h, 1, prefetch, false, n, block_bytes, f16, block_sums)
                 PASS_WITH_CONSTANT_ROWS(T - t < per_pass ? T - t : per_pass, PASS)
 #undef PASS
             }

@@ -47,7 +47,7 @@ static inline __attribute__((always_inline)) void q5_block_sums(__m256i isum[MAX
 void q5_0_matmul_avx2(float *out, const Q8Block *x, const void *w, const float *bias, int T, int n_in, int ld_out,
                       int j0, int j1) {
     walk_panels(out, x, w, bias, T, n_in, ld_out, j0, j1, q5_panel_bytes(n_in), Q5_BLOCK_BYTES, true, 8,
-                q5_block_sums);
+                false, q5_block_sums);
 }
 
 // The walk's BlockSumsAvx2 for Q5_0 with AVX-VNNI: u unsigned into vpdpbusd, from −16 · Σ q_x.
@@ -67,5 +67,5 @@ static inline __attribute__((always_inline)) AVX_VNNI void q5_block_sums_vnni(__
 AVX_VNNI void q5_0_matmul_avxvnni(float *out, const Q8Block *x, const void *w, const float *bias, int T, int n_in,
                                   int ld_out, int j0, int j1) {
     walk_panels(out, x, w, bias, T, n_in, ld_out, j0, j1, q5_panel_bytes(n_in), Q5_BLOCK_BYTES, true, 8,
-                q5_block_sums_vnni);
+                false, q5_block_sums_vnni);
 }
