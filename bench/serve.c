@@ -242,6 +242,11 @@ typedef struct {
     long drafted, accepted, target_calls;
 } SweepCell;
 
+// A cell of the sweep as the server ran it: its median "× one client", and the sequences a step of its batch.
+typedef struct {
+    double over_one, sequences;
+} ServerCell;
+
 typedef struct {
     SweepCell *cell;
     int index;              // the client's number in the cell
@@ -401,9 +406,9 @@ static json_t *sweep_account(Bench *b, const SweepCell *cells, int k, const Ceil
 // request's specdec.draft), greedy, at -n's tokens a request and, where -n asks for more, at SWEEP_SHORT_TOKENS
 // (short requests, whose prompts' prefill is about half their time); beside it the read pass's bound of plain
 // decoding, and the ceiling of "× one client" (serve_ceiling's, by length, draft and clients; NULL: none measured).
-// over_one gets the median "× one client" of the cells with the draft at -n's tokens, [log2 clients].
+// through gets the cells with the draft at -n's tokens, [log2 clients].
 static json_t *sweep(Bench *b, Pair *pair, Server *server, const Prompt *prompts, int n, const int *lengths,
-                     int n_lengths, const double *ceiling, const CeilingSchedule *best, double *over_one) {
+                     int n_lengths, const double *ceiling, const CeilingSchedule *best, ServerCell *through) {
     double gbs;
     const double read_seconds = weights_read_seconds(b, &pair->target, &gbs);
     const int drafts = 1 + pair->has_draft;
@@ -439,9 +444,11 @@ static json_t *sweep(Bench *b, Pair *pair, Server *server, const Prompt *prompts
         const int at = (i / drafts / SWEEP_CLIENT_COUNTS * 2 + cells[i].draft) * SWEEP_CLIENT_COUNTS +
                        i / drafts % SWEEP_CLIENT_COUNTS;  // serve_ceiling's index
         const double bound = i == alone || !ceiling ? 0 : ceiling[at];
+        const BatchTimes *t = &cells[i].spent.batch;
         if (cells[i].draft && cells[i].tokens == lengths[n_lengths - 1])
-            over_one[i / drafts % SWEEP_CLIENT_COUNTS] =
-                i == alone ? 1 : summarize_ratio(seconds + (size_t)alone * rounds, own, rounds).median;
+            through[i / drafts % SWEEP_CLIENT_COUNTS] = (ServerCell){
+                i == alone ? 1 : summarize_ratio(seconds + (size_t)alone * rounds, own, rounds).median,
+                t->steps > 0 ? (double)t->sequences / t->steps : 0};
         json_array_append_new(rows, sweep_row(b, &cells[i], own, i == alone ? NULL : seconds + (size_t)alone * rounds,
                                               cells[i].draft ? seconds + (size_t)(i + 1) * rounds : NULL,
                                               read_seconds, bound));
@@ -465,6 +472,8 @@ typedef struct {
     const Prompt *prompts;
     int n, tokens, clients;
     KVCache *caches;        // [clients]
+    int calls;              // so far
+    long steps, sequences;  // the batch's steps and the sequences they carried, over the calls but the warm-up
 } InProcessCell;
 
 // A client's request under way.
@@ -482,7 +491,7 @@ static void ignore_text(void *ctx, const char *text, size_t len, const TextMarks
 }
 
 // The client's next request (its prompts from its own number on, as run_client sends them) joins the batch.
-static void in_process_send(const InProcessCell *c, Batch *b, InProcessClient *client, int k, const Request *req) {
+static void in_process_send(InProcessCell *c, Batch *b, InProcessClient *client, int k, const Request *req) {
     static const EngineSink sink = {.on_text = ignore_text};
     const Prompt *p = &c->prompts[(k + client->sent++) % c->n];
     ApiError e;
@@ -497,7 +506,7 @@ static void in_process_send(const InProcessCell *c, Batch *b, InProcessClient *c
 // One call: seconds per token of all the clients' requests.
 static double in_process_cell_run(void *ctx, int rep) {
     (void)rep;
-    const InProcessCell *c = ctx;
+    InProcessCell *c = ctx;
     const Request req = {.kind = API_COMPLETIONS, .max_tokens = c->tokens, .has_seed = true,
                          .penalties = PENALTIES_OFF, .sampling = {.temperature = 0, .top_k = 0, .top_p = 1}};
     InProcessClient clients[SWEEP_MAX_CLIENTS];
@@ -527,15 +536,19 @@ static double in_process_cell_run(void *ctx, int rep) {
         }
     }
     const double seconds = now_seconds() - t0;
+    if (c->calls++ > 0) {  // (the first call is measure_rounds' warm-up)
+        c->steps += batch_times(b).steps;
+        c->sequences += batch_times(b).sequences;
+    }
     batch_close(b);
     return seconds / tokens;
 }
 
 // The sweep's cells with the draft at `tokens` a request for 1, 2, 4 and 8 clients, in process, each call in rounds
-// against the others: aggregate tokens/s and "× one client" beside the sweep's through the server (server_over_one:
-// its medians, [log2 clients]).
+// against the others: aggregate tokens/s, "× one client" and sequences a step beside the sweep's through the server
+// (server: its cells with the draft at these tokens, [log2 clients]).
 static json_t *in_process(Bench *b, const Engine *engine, const Prompt *prompts, int n, int tokens,
-                          const double *server_over_one) {
+                          const ServerCell *server) {
     const int rounds = b->opt.reps < SWEEP_MAX_ROUNDS ? b->opt.reps : SWEEP_MAX_ROUNDS;
     double *seconds = malloc(sizeof(double) * SWEEP_CLIENT_COUNTS * rounds);
     KVCache caches[SWEEP_MAX_CLIENTS];  // one a client, as the server's slots have
@@ -545,26 +558,31 @@ static json_t *in_process(Bench *b, const Engine *engine, const Prompt *prompts,
         Err err;
         if (model_kv_init(engine->target, &caches[k], &err)) die("%s", err.msg);
         if (k >= SWEEP_CLIENT_COUNTS) continue;
-        cells[k] = (InProcessCell){engine, prompts, n, tokens, 1 << k, caches};  // 1, 2, 4, 8 clients
+        cells[k] = (InProcessCell){.engine = engine, .prompts = prompts, .n = n, .tokens = tokens,
+                                   .clients = 1 << k, .caches = caches};  // 1, 2, 4, 8 clients
         trials[k] = (Trial){in_process_cell_run, &cells[k]};
     }
     measure_rounds(b, "the sweep's requests in process", trials, SWEEP_CLIENT_COUNTS, rounds, 0, seconds);
     out(b, "\nThe sweep's cells with the draft at %d tokens a request, in process: each client's requests as the "
         "server's worker runs them (engine_begin, one batch, engine_end; the next request of a client joins at the step "
         "after its last ended) without HTTP, connection threads or round trips; a warm-up, then %d rounds in a "
-        "rotated order: medians [min–max], \"× one client\" taken within each round, beside the sweep's through the "
-        "server (its median)\n\n| clients | aggregate tokens/s, in process | × one client, in process | × one "
-        "client, through the server |\n|---:|---:|---:|---:|\n", tokens, rounds);
+        "rotated order: medians [min–max], \"× one client\" taken within each round, and the sequences a step, beside "
+        "the sweep's through the server (its median; the sequences a step of the table above)\n\n| clients | "
+        "aggregate tokens/s, in process | × one client, in process | × one client, through the server | sequences a "
+        "step, in process | through the server |\n|---:|---:|---:|---:|---:|---:|\n", tokens, rounds);
     json_t *rows = json_array();
     for (int i = 0; i < SWEEP_CLIENT_COUNTS; i++) {
         const double *own = seconds + (size_t)i * rounds;
         const Summary total = summary_inverse(summarize(own, rounds), 1), over_one = summarize_ratio(seconds, own, rounds);
         char x[64], y[64];
-        out(b, "| %d | %s | %s | %.2f |\n", cells[i].clients, fmt_range(x, sizeof x, total, 1, 1),
-            fmt_range(y, sizeof y, over_one, 1, 2), server_over_one[i]);
-        json_array_append_new(rows, json_pack("{s:i, s:o, s:o, s:f}", "clients", cells[i].clients,
+        const double sequences = cells[i].steps > 0 ? (double)cells[i].sequences / cells[i].steps : 0;
+        out(b, "| %d | %s | %s | %.2f | %.2f | %.2f |\n", cells[i].clients, fmt_range(x, sizeof x, total, 1, 1),
+            fmt_range(y, sizeof y, over_one, 1, 2), server[i].over_one, sequences, server[i].sequences);
+        json_array_append_new(rows, json_pack("{s:i, s:o, s:o, s:f, s:f, s:f}", "clients", cells[i].clients,
                                               "aggregate_tokens_per_s", summary_json(total), "over_one_client",
-                                              summary_json(over_one), "server_over_one_client", server_over_one[i]));
+                                              summary_json(over_one), "server_over_one_client", server[i].over_one,
+                                              "sequences_a_step", sequences, "server_sequences_a_step",
+                                              server[i].sequences));
     }
     for (int k = 0; k < SWEEP_MAX_CLIENTS; k++) kv_free(&caches[k]);
     free(seconds);
@@ -739,12 +757,12 @@ void suite_serve(Bench *b, Pair *pair) {
         json_object_set_new(j, "ceiling", serve_ceiling(b, pair, prompts, n, clients, SWEEP_CLIENT_COUNTS, lengths,
                                                         n_lengths, ceiling, best));
     }
-    double over_one[SWEEP_CLIENT_COUNTS];  // the sweep's "× one client" with the draft at -n's tokens, [log2 clients]
+    ServerCell server_cells[SWEEP_CLIENT_COUNTS];  // the sweep's with the draft at -n's tokens, [log2 clients]
     json_object_set_new(j, "concurrency", sweep(b, pair, &server, prompts, n, lengths, n_lengths,
                                                 pair->has_draft ? ceiling : NULL, pair->has_draft ? best : NULL,
-                                                over_one));
+                                                server_cells));
     if (pair->has_draft)
-        json_object_set_new(j, "in_process", in_process(b, &engine, prompts, n, b->opt.tokens, over_one));
+        json_object_set_new(j, "in_process", in_process(b, &engine, prompts, n, b->opt.tokens, server_cells));
     json_object_set_new(j, "short_behind_long", short_behind_long(b, pair, port, prompts, n));
     server_stop(&server);
     prompts_free(prompts, n);
