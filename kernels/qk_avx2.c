@@ -8,7 +8,10 @@
 // unsigned quants (Q4_K's q ∈ [0, 15], Q5_K's [0, 31], Q6_K's [0, 63]) by the signed activation bytes into pairs of
 // 16 bits, two groups' pairs are added, and vpmaddwd by ones adds those into 32 bits; a Q6_K half's sum starts at
 // −32 · Σ q_x over that half (its weights are q − 32). The integer sums are exact and the float steps are the
-// reference's (kernels.h; qk.c), so the result is bit-identical to it.
+// reference's (kernels.h; qk.c), so the result is bit-identical to it. Decoding (one activation row) takes both
+// halves of a panel in one pass, as q8's walk does: Q4_K's decode from memory on one thread streamed at 0.70 of the
+// read pass with one half a pass (the second re-reading the panel from the caches), at 0.87–0.88 so
+// (docs/performance-history.md, "Q4_K's decode in one pass over a panel on plain AVX2").
 #include "panel_walk_avx2.h"
 
 enum { GROUPS = Q8_BLOCK / Q8_GROUP, ROWS_PER_PASS = 8 };
@@ -26,17 +29,22 @@ static inline __attribute__((always_inline)) __m256i group_sums(__m256i sum, con
     return sum;
 }
 
-// Half h (rows 8h..8h+7) of the K-panel against activation rows t < n ≤ ROWS_PER_PASS (a constant where this is
-// inlined); lanes outside `rows` are neither stored nor read from bias.   out: [n, ld_out] from the half's first row
-static inline __attribute__((always_inline)) void k_half_against_rows(float *out, const Q8Block *x,
-                                                                      const uint8_t *panel, const float *bias,
-                                                                      int n_in, int ld_out, int h, __m256i rows,
-                                                                      bool prefetch, const int n,
-                                                                      const WeightType type) {
+// Halves h0 .. h0 + halves − 1 (halves 1 or 2; rows 8h..8h+7 each) of the K-panel against activation rows t < n ≤
+// ROWS_PER_PASS (a constant where this is inlined), each half its own sums; lanes outside rows[k] (half h0 + k's)
+// are neither stored nor read from bias. Both halves in one pass is for decoding (n = 1), as in q8's walk: each
+// line of the panel is then read once, and a core has two independent chains of float steps.
+//   out, bias: from the panel's first row; out [n, ld_out]
+static inline __attribute__((always_inline)) void k_halves_against_rows(float *out, const Q8Block *x,
+                                                                        const uint8_t *panel, const float *bias,
+                                                                        int n_in, int ld_out, int h0,
+                                                                        const int halves, const __m256i rows[2],
+                                                                        bool prefetch, const int n,
+                                                                        const WeightType type) {
     const int nb = q8_blocks(n_in);
     const __m256i nibble = _mm256_set1_epi8(0x0f), top = _mm256_set1_epi8(0x30);
-    __m256 acc[ROWS_PER_PASS], d = _mm256_setzero_ps(), dmin = _mm256_setzero_ps();
-    for (int t = 0; t < n; t++) acc[t] = _mm256_setzero_ps();
+    __m256 acc[2][ROWS_PER_PASS], d[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()}, dmin[2] = {d[0], d[1]};
+    for (int k = 0; k < halves; k++)
+        for (int t = 0; t < n; t++) acc[k][t] = _mm256_setzero_ps();
     PrefetchStream ahead = prefetch_stream(panel, nb, k_block_bytes(type), k_panel_bytes(type, n_in));
     const size_t quant_bytes = (size_t)nb * k_block_bytes(type),
                  scale_lines = (k_panel_bytes(type, n_in) - quant_bytes) / 64;
@@ -49,55 +57,62 @@ static inline __attribute__((always_inline)) void k_half_against_rows(float *out
                 _mm_prefetch((const char *)panel + k_panel_bytes(type, n_in) + quant_bytes + 64 * (size_t)b,
                              _MM_HINT_T1);
         }
-        if (b % K_BLOCKS == 0) {  // the super-block's F16 d and dmin of the half's rows
-            const uint8_t *super = panel + k_super_offset(type, n_in, h * HALF, b / K_BLOCKS);
-            d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)super));
-            dmin = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(super + 32)));
-        }
-        const uint8_t *q = panel + (size_t)b * k_block_bytes(type) + h * HALF * 4;
-        __m256i w[GROUPS];  // group g: the half's rows × inputs 4g..4g+3
-        for (int line = 0; line < GROUPS / 2 && type != WEIGHT_Q5_K; line++) {  // line l: groups l and l + 4
-            const __m256i packed = _mm256_loadu_si256((const __m256i *)(q + 64 * line));
-            w[line] = _mm256_and_si256(packed, nibble);
-            w[line + GROUPS / 2] = _mm256_and_si256(_mm256_srli_epi16(packed, 4), nibble);
-        }
-        for (int g = 0; g < GROUPS && type == WEIGHT_Q5_K; g++)
-            w[g] = _mm256_loadu_si256((const __m256i *)(q + 64 * g));
-        for (int g = 0; g < GROUPS && type == WEIGHT_Q6_K; g++) {  // group g's top 2 bits: bits 2 · (g % 4) of
-            const int c = g % 4;                                   // line g / 4 of the last 128 bytes, to 4 and 5
-            const __m256i line = _mm256_loadu_si256((const __m256i *)(q + Q8_BLOCK * Q8_PANEL / 2 + 64 * (g / 4)));
-            const __m256i bits = c < 2 ? _mm256_slli_epi16(line, 4 - 2 * c) : _mm256_srli_epi16(line, 2 * c - 4);
-            w[g] = _mm256_or_si256(w[g], _mm256_and_si256(bits, top));
-        }
-        const __m256i pairs = _mm256_cvtepu16_epi32(  // row r's two scale bytes in lane r's low 16 bits
-            _mm_loadu_si128((const __m128i *)(panel + k_scale_offset(type, n_in, h * HALF, b))));
-        // d·sc (Q6_K: d·sc_lo, then d·sc_hi) and −dmin·m, exact, for all the pass's activation rows
-        const __m256 d_scale = _mm256_mul_ps(
-            d, _mm256_cvtepi32_ps(type == WEIGHT_Q6_K ? _mm256_srai_epi32(_mm256_slli_epi32(pairs, 24), 24)
-                                                      : _mm256_and_si256(pairs, _mm256_set1_epi32(0xff))));
-        const __m256 second = _mm256_cvtepi32_ps(type == WEIGHT_Q6_K
-                                                     ? _mm256_srai_epi32(_mm256_slli_epi32(pairs, 16), 24)
-                                                     : _mm256_srli_epi32(pairs, 8));
-        const __m256 d_scale_high = _mm256_mul_ps(d, second),
-                     minus_dmin_min = _mm256_sub_ps(_mm256_setzero_ps(), _mm256_mul_ps(dmin, second));
-        for (int t = 0; t < n; t++) {
-            const Q8Block *xb = &x[(size_t)t * nb + b];
-            const __m256 d_x = _mm256_set1_ps(xb->d);
-            if (type == WEIGHT_Q6_K) {
-                const int32_t low_x = q8_low_half_sum(xb);  // the other half's: −offset / 128 − low_x
-                const __m256i low = group_sums(_mm256_set1_epi32(-32 * low_x), w, xb->q, 0, GROUPS / 2),
-                              high = group_sums(_mm256_set1_epi32(xb->offset / 4 + 32 * low_x), w, xb->q,
-                                                GROUPS / 2, GROUPS);
-                acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(low), _mm256_mul_ps(d_scale, d_x), acc[t]);
-                acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(high), _mm256_mul_ps(d_scale_high, d_x), acc[t]);
-                continue;
+        for (int k = 0; k < halves; k++) {
+            const int h = h0 + k;
+            if (b % K_BLOCKS == 0) {  // the super-block's F16 d and dmin of the half's rows
+                const uint8_t *super = panel + k_super_offset(type, n_in, h * HALF, b / K_BLOCKS);
+                d[k] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)super));
+                dmin[k] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(super + 32)));
             }
-            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(group_sums(_mm256_setzero_si256(), w, xb->q, 0, GROUPS)),
-                                     _mm256_mul_ps(d_scale, d_x), acc[t]);
-            acc[t] = _mm256_fmadd_ps(minus_dmin_min, _mm256_set1_ps(xb->d * (float)(xb->offset / -128)), acc[t]);
+            const uint8_t *q = panel + (size_t)b * k_block_bytes(type) + h * HALF * 4;
+            __m256i w[GROUPS];  // group g: the half's rows × inputs 4g..4g+3
+            for (int line = 0; line < GROUPS / 2 && type != WEIGHT_Q5_K; line++) {  // line l: groups l and l + 4
+                const __m256i packed = _mm256_loadu_si256((const __m256i *)(q + 64 * line));
+                w[line] = _mm256_and_si256(packed, nibble);
+                w[line + GROUPS / 2] = _mm256_and_si256(_mm256_srli_epi16(packed, 4), nibble);
+            }
+            for (int g = 0; g < GROUPS && type == WEIGHT_Q5_K; g++)
+                w[g] = _mm256_loadu_si256((const __m256i *)(q + 64 * g));
+            for (int g = 0; g < GROUPS && type == WEIGHT_Q6_K; g++) {  // group g's top 2 bits: bits 2 · (g % 4) of
+                const int c = g % 4;                                   // line g / 4 of the last 128 bytes, to 4 and 5
+                const __m256i line = _mm256_loadu_si256((const __m256i *)(q + Q8_BLOCK * Q8_PANEL / 2 + 64 * (g / 4)));
+                const __m256i bits = c < 2 ? _mm256_slli_epi16(line, 4 - 2 * c) : _mm256_srli_epi16(line, 2 * c - 4);
+                w[g] = _mm256_or_si256(w[g], _mm256_and_si256(bits, top));
+            }
+            const __m256i pairs = _mm256_cvtepu16_epi32(  // row r's two scale bytes in lane r's low 16 bits
+                _mm_loadu_si128((const __m128i *)(panel + k_scale_offset(type, n_in, h * HALF, b))));
+            // d·sc (Q6_K: d·sc_lo, then d·sc_hi) and −dmin·m, exact, for all the pass's activation rows
+            const __m256 d_scale = _mm256_mul_ps(
+                d[k], _mm256_cvtepi32_ps(type == WEIGHT_Q6_K ? _mm256_srai_epi32(_mm256_slli_epi32(pairs, 24), 24)
+                                                          : _mm256_and_si256(pairs, _mm256_set1_epi32(0xff))));
+            const __m256 second = _mm256_cvtepi32_ps(type == WEIGHT_Q6_K
+                                                         ? _mm256_srai_epi32(_mm256_slli_epi32(pairs, 16), 24)
+                                                         : _mm256_srli_epi32(pairs, 8));
+            const __m256 d_scale_high = _mm256_mul_ps(d[k], second),
+                         minus_dmin_min = _mm256_sub_ps(_mm256_setzero_ps(), _mm256_mul_ps(dmin[k], second));
+            for (int t = 0; t < n; t++) {
+                const Q8Block *xb = &x[(size_t)t * nb + b];
+                const __m256 d_x = _mm256_set1_ps(xb->d);
+                if (type == WEIGHT_Q6_K) {
+                    const int32_t low_x = q8_low_half_sum(xb);  // the other half's: −offset / 128 − low_x
+                    const __m256i low = group_sums(_mm256_set1_epi32(-32 * low_x), w, xb->q, 0, GROUPS / 2),
+                                  high = group_sums(_mm256_set1_epi32(xb->offset / 4 + 32 * low_x), w, xb->q,
+                                                    GROUPS / 2, GROUPS);
+                    acc[k][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(low), _mm256_mul_ps(d_scale, d_x), acc[k][t]);
+                    acc[k][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(high), _mm256_mul_ps(d_scale_high, d_x), acc[k][t]);
+                    continue;
+                }
+                acc[k][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(group_sums(_mm256_setzero_si256(), w, xb->q, 0, GROUPS)),
+                                         _mm256_mul_ps(d_scale, d_x), acc[k][t]);
+                acc[k][t] = _mm256_fmadd_ps(minus_dmin_min, _mm256_set1_ps(xb->d * (float)(xb->offset / -128)),
+                                            acc[k][t]);
+            }
         }
     }
-    store_half(out, acc, bias, rows, ld_out, n);
+    for (int k = 0; k < halves; k++) {
+        const int h = h0 + k;
+        store_half(out + h * HALF, acc[k], bias ? bias + h * HALF : NULL, rows[k], ld_out, n);
+    }
 }
 
 // MatmulQ8Fn over K-panels of `type`, ROWS_PER_PASS activation rows a pass over each half.
@@ -105,20 +120,22 @@ static inline __attribute__((always_inline)) void k_walk(float *out, const Q8Blo
                                                          const float *bias, int T, int n_in, int ld_out, int j0,
                                                          int j1, const WeightType type) {
     const int nb = q8_blocks(n_in);
-    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
     for (int p = j0 / Q8_PANEL; p * Q8_PANEL < j1; p++) {
         const uint8_t *panel = (const uint8_t *)w + (size_t)p * k_panel_bytes(type, n_in);
-        for (int h = 0; h < 2; h++) {
-            const int first = p * Q8_PANEL + h * HALF;  // rows [first, first + 8), of which [j0, j1) are wanted
-            if (first + HALF <= j0 || first >= j1) continue;
-            const __m256i rows = _mm256_and_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32(j1 - first), lane),
-                                                  _mm256_cmpgt_epi32(lane, _mm256_set1_epi32(j0 - first - 1)));
-            const float *b = bias ? bias + first : NULL;
+        float *o = out + (size_t)p * Q8_PANEL;
+        const float *b = bias ? bias + (size_t)p * Q8_PANEL : NULL;
+        // the halves [h0, h_end) that hold rows of [j0, j1), and their lanes
+        const int h0 = j0 > p * Q8_PANEL + HALF - 1 ? 1 : 0, h_end = j1 > p * Q8_PANEL + HALF ? 2 : 1;
+        const __m256i rows[2] = {half_rows(p, 0, j0, j1), half_rows(p, 1, j0, j1)};
+        if (T == 1 && h_end - h0 == 2) {
+            k_halves_against_rows(o, x, panel, b, n_in, ld_out, 0, 2, rows, true, 1, type);
+            continue;
+        }
+        for (int h = h0; h < h_end; h++) {
             for (int t = 0; t < T; t += ROWS_PER_PASS) {
-                float *o = out + (size_t)t * ld_out + first;
-                const Q8Block *xt = x + (size_t)t * nb;
-                const bool prefetch = t == 0 && (h == 0 || first <= j0);  // the panel's first pass
-#define PASS(n) k_half_against_rows(o, xt, panel, b, n_in, ld_out, h, rows, prefetch, n, type)
+                const bool prefetch = t == 0 && h == h0;  // the panel's first pass
+#define PASS(n) k_halves_against_rows(o + (size_t)t * ld_out, x + (size_t)t * nb, panel, b, n_in, ld_out, h, 1, \
+                                      rows + h, prefetch, n, type)
                 PASS_WITH_CONSTANT_ROWS(T - t < ROWS_PER_PASS ? T - t : ROWS_PER_PASS, PASS)
 #undef PASS
             }
