@@ -171,8 +171,9 @@ $(NEON_BIN): kernels/*.c kernels/*.h tests/support/harness.c tests/support/harne
 	@mkdir -p $(@D)
 	$(NEON_CC) -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Werror -Ikernels -Isrc -Itests/support -static -o $@ \
 	    kernels/scalar.c kernels/dispatch.c kernels/q8.c kernels/q4.c kernels/qk.c kernels/neon.c kernels/q8_neon.c \
-	    kernels/q4_neon.c kernels/qk_neon.c kernels/q5_neon.c tests/support/harness.c tests/kernels/test_kernels.c tests/kernels/test_q8.c \
-	    tests/kernels/test_q4.c tests/kernels/test_q8_0.c tests/kernels/test_qk.c $(NEON_SAMPLER) -lpthread -lm
+	    kernels/q4_neon.c kernels/qk_neon.c kernels/q5_neon.c tests/support/harness.c tests/kernels/test_kernels.c \
+	    tests/kernels/test_q8.c tests/kernels/test_q4.c tests/kernels/test_q8_0.c tests/kernels/test_q5.c \
+	    tests/kernels/test_qk.c $(NEON_SAMPLER) -lpthread -lm
 test-neon: $(NEON_BIN)
 	qemu-aarch64 $(NEON_BIN)
 

@@ -67,7 +67,9 @@ static const Kernels *make_avxvnni(void) {
     kernels_avxvnni.matmul_q4 = q4_matmul_avxvnni;
     kernels_avxvnni.matmul_q8_0 = q8_0_matmul_avxvnni;
     kernels_avxvnni.matmul_q4_0 = q4_0_matmul_avxvnni;
-    kernels_avxvnni.matmul_q5_0 = q5_0_matmul_avxvnni;
+    kernels_avxvnni.matmul_q5[0] = q5_0_matmul_avxvnni;
+    kernels_avxvnni.matmul_q5[1] = q5_1_matmul_avxvnni;
+    kernels_avxvnni.matmul_q5[2] = q4_1_matmul_avxvnni;
     return &kernels_avxvnni;
 }
 
@@ -85,7 +87,7 @@ static void make_avx512_trimmed(void) {
                 k->matmul_q4 = q4_matmul_avx2;
                 k->matmul_q8_0 = q8_0_matmul_avx2;
                 k->matmul_q4_0 = q4_0_matmul_avx2;
-                k->matmul_q5_0 = q5_0_matmul_avx2;
+                for (int i = 0; i < 3; i++) k->matmul_q5[i] = kernels_avx2.matmul_q5[i];
                 for (int i = 0; i < 3; i++) k->matmul_k[i] = kernels_avx2.matmul_k[i];
             }
             if (!bf16) k->matmul_bf16_dot = NULL;

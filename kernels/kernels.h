@@ -16,11 +16,11 @@
 #include <string.h>
 
 // The float types index Kernels.matmul; WEIGHT_Q8 and WEIGHT_Q4 weights go through Kernels.matmul_q8 and
-// matmul_q4, GGUF's blocks as stored (below) through matmul_q8_0, matmul_q4_0, matmul_q5_0 and matmul_k (their activations are
-// quantized to 8 bits too: quantized_matmul).
+// matmul_q4, GGUF's blocks as stored (below) through matmul_q8_0, matmul_q4_0, matmul_q5 and matmul_k (their
+// activations are quantized to 8 bits too: quantized_matmul).
 typedef enum {
     WEIGHT_F32, WEIGHT_F16, WEIGHT_BF16, WEIGHT_TYPES, WEIGHT_Q8 = WEIGHT_TYPES, WEIGHT_Q4, WEIGHT_Q8_0, WEIGHT_Q4_0,
-    WEIGHT_Q5_0, WEIGHT_Q4_K, WEIGHT_Q5_K, WEIGHT_Q6_K
+    WEIGHT_Q5_0, WEIGHT_Q5_1, WEIGHT_Q4_1, WEIGHT_Q4_K, WEIGHT_Q5_K, WEIGHT_Q6_K
 } WeightType;
 
 typedef struct Q8Block Q8Block;
@@ -90,9 +90,9 @@ typedef struct {
     MatmulQ8Fn *matmul_q8_0;
     MatmulQ8Fn *matmul_q4_0;
 
-    // The same for GGUF's Q5_0 blocks as stored (WEIGHT_Q5_0: the q5 panels below), bit-identical to the
-    // reference's (q8.c) in every variant.
-    MatmulQ8Fn *matmul_q5_0;
+    // The same for GGUF's Q5_0, Q5_1 and Q4_1 blocks as stored (WEIGHT_Q5_0, WEIGHT_Q5_1, WEIGHT_Q4_1, indexed from
+    // WEIGHT_Q5_0: the q5 panels below), bit-identical to the reference's (q8.c) in every variant.
+    MatmulQ8Fn *matmul_q5[3];
 
     // The same for GGUF's K-quants as stored (WEIGHT_Q4_K, WEIGHT_Q5_K, WEIGHT_Q6_K, indexed from WEIGHT_Q4_K: the
     // K-panels below); bit-identical to the reference's (kernels/qk.c) in every variant.
@@ -583,8 +583,8 @@ MatmulQ8Fn q4_matmul_neon;
 // products then reach 2 · 128 · 127 < 2¹⁵ still, and AVX-512's flip gives u = 0.
 // The panels take the file's bytes a weight (34 and 18 per 32), padding aside.
 
-// Whether `type` is one of the 8-bit-activation formats (q8, q4, Q8_0, Q4_0, Q5_0, the K-quants), and the matmul of
-// variant k for it.
+// Whether `type` is one of the 8-bit-activation formats (q8, q4, Q8_0, Q4_0, Q5_0, Q5_1, Q4_1, the K-quants), and the
+// matmul of variant k for it.
 static inline bool weight_quantized(WeightType type) { return type >= WEIGHT_Q8; }
 
 static inline MatmulQ8Fn *quantized_matmul(const Kernels *k, WeightType type) {
@@ -593,7 +593,7 @@ static inline MatmulQ8Fn *quantized_matmul(const Kernels *k, WeightType type) {
     case WEIGHT_Q4: return k->matmul_q4;
     case WEIGHT_Q8_0: return k->matmul_q8_0;
     case WEIGHT_Q4_0: return k->matmul_q4_0;
-    case WEIGHT_Q5_0: return k->matmul_q5_0;
+    case WEIGHT_Q5_0: case WEIGHT_Q5_1: case WEIGHT_Q4_1: return k->matmul_q5[type - WEIGHT_Q5_0];
     default: return k->matmul_k[type - WEIGHT_Q4_K];
     }
 }
@@ -602,21 +602,31 @@ static inline MatmulQ8Fn *quantized_matmul(const Kernels *k, WeightType type) {
 // BF16).
 static inline bool in_q4_panels(WeightType type) { return type == WEIGHT_Q4 || type == WEIGHT_Q4_0; }
 static inline bool f16_scales(WeightType type) {
-    return type == WEIGHT_Q8_0 || type == WEIGHT_Q4_0 || type == WEIGHT_Q5_0;
+    return type == WEIGHT_Q8_0 || type == WEIGHT_Q4_0 || type == WEIGHT_Q5_0 || type == WEIGHT_Q5_1 ||
+           type == WEIGHT_Q4_1;
 }
+
+// Whether a matrix of quantized `type` is held in q5's panels (GGUF's Q5_0, Q5_1 and Q4_1, below); whether its
+// blocks have a fifth bit (Q5_0, Q5_1), and a min (Q5_1, Q4_1: w = d·q + m).
+static inline bool in_q5_panels(WeightType type) {
+    return type == WEIGHT_Q5_0 || type == WEIGHT_Q5_1 || type == WEIGHT_Q4_1;
+}
+static inline bool fifth_bits(WeightType type) { return type == WEIGHT_Q5_0 || type == WEIGHT_Q5_1; }
+static inline bool block_mins(WeightType type) { return type == WEIGHT_Q5_1 || type == WEIGHT_Q4_1; }
 
 // Whether `type` is a K-quant (K-panels, below).
 static inline bool k_quant(WeightType type) { return type >= WEIGHT_Q4_K; }
 
 static inline size_t k_panel_bytes(WeightType type, int n_in);
 static inline float k_weight(const void *w, WeightType type, int n_in, int j, int i);
-static inline size_t q5_panel_bytes(int n_in);
-static inline size_t q5_scale_index(int n_in, int j, int b);
-static inline int q5_quant(const void *w, int n_in, int j, int i);
+static inline size_t q5_panel_bytes(WeightType type, int n_in);
+static inline size_t q5_scale_index(WeightType type, int n_in, int j, int b);
+static inline size_t q5_min_index(WeightType type, int n_in, int j, int b);
+static inline int q5_quant(const void *w, WeightType type, int n_in, int j, int i);
 
 // Bytes of one panel of a quantized matrix, and of the matrix.
 static inline size_t quantized_panel_bytes(WeightType type, int n_in) {
-    if (type == WEIGHT_Q5_0) return q5_panel_bytes(n_in);
+    if (in_q5_panels(type)) return q5_panel_bytes(type, n_in);
     return k_quant(type) ? k_panel_bytes(type, n_in) : in_q4_panels(type) ? q4_panel_bytes(n_in) : q8_panel_bytes(n_in);
 }
 
@@ -624,23 +634,26 @@ static inline size_t quantized_matrix_bytes(WeightType type, int n_out, int n_in
     return (size_t)(n_out + Q8_PANEL - 1) / Q8_PANEL * quantized_panel_bytes(type, n_in);
 }
 
-// In the panels of q8, q4, Q8_0, Q4_0 or Q5_0 (one scale per row and block, w = d·q): the integer q of W[j, i], and
-// the place of row j's scale of block b (in uint16_t from the matrix's start).
+// In the panels of q8, q4, Q8_0, Q4_0, Q5_0, Q5_1 or Q4_1 (one scale per row and block, w = d·q, and for Q5_1 and
+// Q4_1 a min, w = d·q + m): the integer q of W[j, i], and the place of row j's scale of block b (in uint16_t from
+// the matrix's start).
 static inline int scaled_quant(const void *w, WeightType type, int n_in, int j, int i) {
-    if (type == WEIGHT_Q5_0) return q5_quant(w, n_in, j, i);
+    if (in_q5_panels(type)) return q5_quant(w, type, n_in, j, i);
     return in_q4_panels(type) ? q4_quant(w, n_in, j, i) : ((const int8_t *)w)[q8_quant_index(n_in, j, i)];
 }
 
 static inline size_t scaled_scale_index(WeightType type, int n_in, int j, int b) {
-    if (type == WEIGHT_Q5_0) return q5_scale_index(n_in, j, b);
+    if (in_q5_panels(type)) return q5_scale_index(type, n_in, j, b);
     return in_q4_panels(type) ? q4_scale_index(n_in, j, b) : q8_scale_index(n_in, j, b);
 }
 
-// W[j, i] as the matmuls take it, in a quantized matrix of any type (an embedding row's lookup).
+// W[j, i] as the matmuls take it, in a quantized matrix of any type (an embedding row's lookup); Q5_1's and Q4_1's
+// as llama.cpp's dequantize_row_* rounds them, fl(fl(d·q) + m).
 static inline float quantized_weight(const void *w, WeightType type, int n_in, int j, int i) {
     if (k_quant(type)) return k_weight(w, type, n_in, j, i);
-    const uint16_t d = ((const uint16_t *)w)[scaled_scale_index(type, n_in, j, i / Q8_BLOCK)];
-    return (float)scaled_quant(w, type, n_in, j, i) * (f16_scales(type) ? f16_to_f32(d) : bf16_to_f32(d));
+    const uint16_t *scales = w, d = scales[scaled_scale_index(type, n_in, j, i / Q8_BLOCK)];
+    const float dq = (float)scaled_quant(w, type, n_in, j, i) * (f16_scales(type) ? f16_to_f32(d) : bf16_to_f32(d));
+    return block_mins(type) ? dq + f16_to_f32(scales[q5_min_index(type, n_in, j, i / Q8_BLOCK)]) : dq;
 }
 
 // Row r (< 16) of a panel (q8_panel_bytes(n_in), q4_panel_bytes(n_in)) from one GGUF row of q8_blocks(n_in) Q8_0
@@ -653,62 +666,78 @@ void q4_0_pack_row(uint8_t *panel, int r, const uint8_t *blocks, int n_in);
 MatmulQ8Fn q8_0_matmul_reference, q8_0_matmul_avx2, q8_0_matmul_avxvnni, q8_0_matmul_avx512, q8_0_matmul_neon;
 MatmulQ8Fn q4_0_matmul_reference, q4_0_matmul_avx2, q4_0_matmul_avxvnni, q4_0_matmul_avx512, q4_0_matmul_neon;
 
-// ---- GGUF's Q5_0, as stored ---------------------------------------------------------------------------------
+// ---- GGUF's Q5_0, Q5_1 and Q4_1, as stored ---------------------------------------------------------------------
 //
 // A Q5_0 block (qk.h) is 32 weights w = d·(q − 16), q ∈ [0, 31] of 5 bits — a nibble, weights k and k + 16
-// sharing byte k as in Q4_0, and a fifth bit — under an F16 d. Its panels, the q5 panels, hold the file's bits, 22
-// bytes per 32 weights as the file does (padding aside), where Q8_0's panels, which held them before, took 34. For
-// each block b of 32 inputs: the 16 rows' nibbles as q4's panels lay them out (256 bytes: line l holds row r's
-// inputs 4l..4l+3 in its low nibbles and 16 + 4l..16 + 4l + 3 in its high ones), then their fifth bits in one line
-// of 64 bytes laid out as a q8 group (16 rows × 4 bytes): byte 4r + k holds in bit g the fifth bit of row r's input
-// 4g + k, g < 8. So group g's fifth bits are that line shifted left by 4 − g bits (right by g − 4) and masked to bit
-// 4 (shifts of at most 4 bits in 16-bit lanes bring each byte's bit 4 from its own byte), or-ed into the group's
-// nibbles: u = q ∈ [0, 31], unsigned, as vpdpbusd and vpmaddubsw take it. Σ u · q_x = Σ (q − 16) · q_x + 16 · Σ q_x,
-// so each block's sum starts at −16 · Σ q_x (Q8Block.offset / 8) and is Σ (q − 16) · q_x exactly, the integer sum of
-// Q8_0's product; the float steps are Q8_0's, fl(d_w · d_x) and one fused multiply-add per block, with the file's
-// F16 d (Q5_0 held in Q8_0's panels with q − 16 as its quants gave the same bits). After the blocks' quants, each
-// block's 16 F16 scales, as q4's.
-enum { Q5_BLOCK_BYTES = Q8_BLOCK * Q8_PANEL / 2 + 64 };  // a block's quants: the nibbles, then the fifth bits
+// sharing byte k as in Q4_0, and a fifth bit — under an F16 d; a Q5_1 block's w = d·q + m, with an F16 min m too
+// (llama-quantize's Q5_K_M fallback), and a Q4_1 block's the same with 4-bit q ∈ [0, 15] (what a Q4_0 file made with
+// an importance matrix holds). Their panels, the q5 panels, hold the file's bits, as many bytes per 32 weights as
+// the file (22, 24, 20; padding aside), where before Q5_0 took Q8_0's panels' 34 bytes and Q5_1 and Q4_1 were
+// quantized again to q8. For each block b of 32 inputs: the 16 rows' nibbles as q4's panels lay them out (256 bytes:
+// line l holds row r's inputs 4l..4l+3 in its low nibbles and 16 + 4l..16 + 4l + 3 in its high ones), then (Q5_0,
+// Q5_1) their fifth bits in one line of 64 bytes laid out as a q8 group (16 rows × 4 bytes): byte 4r + k holds in
+// bit g the fifth bit of row r's input 4g + k, g < 8. So group g's fifth bits are that line shifted left by 4 − g
+// bits (right by g − 4) and masked to bit 4 (shifts of at most 4 bits in 16-bit lanes bring each byte's bit 4 from
+// its own byte), or-ed into the group's nibbles: u = q, unsigned, as vpdpbusd and vpmaddubsw take it. After the
+// blocks' quants, each block's 16 F16 scales d, as q4's; then (Q5_1, Q4_1) each block's 16 F16 mins m.
+//
+// The products, as Q8_0's and the K-quants' (kernels.h above, below): Q5_0's block sum Σ (q − 16) · q_x starts at
+// −16 · Σ q_x (Q8Block.offset / 8), Σ u · q_x = Σ (q − 16) · q_x + 16 · Σ q_x, and its float steps are Q8_0's,
+// fl(d · d_x) and one fused multiply-add per block (Q5_0 held in Q8_0's panels with q − 16 as its quants gave the
+// same bits). Q5_1's and Q4_1's, exactly in integers, are d·d_x · Σ q·q_x + m · (d_x · Σ q_x); the float steps are
+// acc = fma(Σ q·q_x, fl(d · d_x), acc), then acc = fma(m, fl(d_x · Σ q_x), acc), as the K-quants' mins.
+enum { Q5_NIBBLE_BYTES = Q8_BLOCK * Q8_PANEL / 2 };
 
-static inline size_t q5_panel_bytes(int n_in) {
-    return ((size_t)q8_blocks(n_in) * (Q5_BLOCK_BYTES + 2 * Q8_PANEL) + 63) / 64 * 64;
-}
+// A block's quants in a q5 panel: the nibbles, then the fifth bits.
+static inline int q5_block_bytes(WeightType type) { return Q5_NIBBLE_BYTES + (fifth_bits(type) ? 64 : 0); }
 
-static inline size_t q5_matrix_bytes(int n_out, int n_in) {
-    return (size_t)(n_out + Q8_PANEL - 1) / Q8_PANEL * q5_panel_bytes(n_in);
+static inline size_t q5_panel_bytes(WeightType type, int n_in) {
+    const size_t per_block = (size_t)q5_block_bytes(type) + 2 * Q8_PANEL * (block_mins(type) ? 2 : 1);
+    return ((size_t)q8_blocks(n_in) * per_block + 63) / 64 * 64;
 }
 
 // The byte that holds row j's nibble of input i (its low nibble if i % 32 < 16, else its high one), the byte that
-// holds its fifth bit (bit i % 32 / 4), and the scale of row j's block b (in uint16_t from the matrix's start).
-static inline size_t q5_quant_index(int n_in, int j, int i) {
+// holds its fifth bit (bit i % 32 / 4), and the scale and the min of row j's block b (in uint16_t from the matrix's
+// start), in a q5 matrix of `type`.
+static inline size_t q5_block_at(WeightType type, int n_in, int j, int i) {
+    return (size_t)(j / Q8_PANEL) * q5_panel_bytes(type, n_in) + (size_t)(i / Q8_BLOCK) * q5_block_bytes(type);
+}
+
+static inline size_t q5_quant_index(WeightType type, int n_in, int j, int i) {
     const int k = i % Q8_BLOCK % 16;
-    return (size_t)(j / Q8_PANEL) * q5_panel_bytes(n_in) + (size_t)(i / Q8_BLOCK) * Q5_BLOCK_BYTES +
-           (size_t)(k / 4) * 64 + (size_t)(j % Q8_PANEL) * 4 + k % 4;
+    return q5_block_at(type, n_in, j, i) + (size_t)(k / 4) * 64 + (size_t)(j % Q8_PANEL) * 4 + k % 4;
 }
 
-static inline size_t q5_high_index(int n_in, int j, int i) {
-    return (size_t)(j / Q8_PANEL) * q5_panel_bytes(n_in) + (size_t)(i / Q8_BLOCK) * Q5_BLOCK_BYTES +
-           Q8_BLOCK * Q8_PANEL / 2 + (size_t)(j % Q8_PANEL) * 4 + i % 4;
+static inline size_t q5_high_index(WeightType type, int n_in, int j, int i) {
+    return q5_block_at(type, n_in, j, i) + Q5_NIBBLE_BYTES + (size_t)(j % Q8_PANEL) * 4 + i % 4;
 }
 
-static inline size_t q5_scale_index(int n_in, int j, int b) {
-    return ((size_t)(j / Q8_PANEL) * q5_panel_bytes(n_in) + (size_t)q8_blocks(n_in) * Q5_BLOCK_BYTES) / 2 +
+static inline size_t q5_scale_index(WeightType type, int n_in, int j, int b) {
+    return ((size_t)(j / Q8_PANEL) * q5_panel_bytes(type, n_in) + (size_t)q8_blocks(n_in) * q5_block_bytes(type)) / 2 +
            (size_t)b * Q8_PANEL + j % Q8_PANEL;
 }
 
-// The integer weight q − 16 ∈ [−16, 15] of W[j, i].
-static inline int q5_quant(const void *w, int n_in, int j, int i) {
-    const uint8_t *bytes = w, nibbles = bytes[q5_quant_index(n_in, j, i)];
-    const int low = i % Q8_BLOCK < 16 ? nibbles & 0xf : nibbles >> 4;
-    return (low | (bytes[q5_high_index(n_in, j, i)] >> (i % Q8_BLOCK / 4) & 1) << 4) - 16;
+static inline size_t q5_min_index(WeightType type, int n_in, int j, int b) {
+    return q5_scale_index(type, n_in, j, b) + (size_t)q8_blocks(n_in) * Q8_PANEL;
 }
 
-// Row r (< 16) of a q5 panel from one GGUF row of q8_blocks(n_in) Q5_0 blocks, their bits and F16 scale bits as
-// the file holds them (n_in a multiple of 32).
-void q5_0_pack_row(uint8_t *panel, int r, const uint8_t *blocks, int n_in);
+// The integer weight of W[j, i]: Q5_0's q − 16 ∈ [−16, 15], Q5_1's q ∈ [0, 31], Q4_1's q ∈ [0, 15].
+static inline int q5_quant(const void *w, WeightType type, int n_in, int j, int i) {
+    const uint8_t *bytes = w, nibbles = bytes[q5_quant_index(type, n_in, j, i)];
+    const int low = i % Q8_BLOCK < 16 ? nibbles & 0xf : nibbles >> 4;
+    if (!fifth_bits(type)) return low;
+    const int q = low | (bytes[q5_high_index(type, n_in, j, i)] >> (i % Q8_BLOCK / 4) & 1) << 4;
+    return type == WEIGHT_Q5_0 ? q - 16 : q;
+}
 
-// The reference product (q8.c) and each variant's.
+// Row r (< 16) of a q5 panel of `type` from one GGUF row of q8_blocks(n_in) blocks of it, their bits and F16
+// scales (and mins) as the file holds them (n_in a multiple of 32).
+void q5_pack_row(uint8_t *panel, WeightType type, int r, const uint8_t *blocks, int n_in);
+
+// The reference products (q8.c) and each variant's.
 MatmulQ8Fn q5_0_matmul_reference, q5_0_matmul_avx2, q5_0_matmul_avxvnni, q5_0_matmul_avx512, q5_0_matmul_neon;
+MatmulQ8Fn q5_1_matmul_reference, q5_1_matmul_avx2, q5_1_matmul_avxvnni, q5_1_matmul_avx512, q5_1_matmul_neon;
+MatmulQ8Fn q4_1_matmul_reference, q4_1_matmul_avx2, q4_1_matmul_avxvnni, q4_1_matmul_avx512, q4_1_matmul_neon;
 
 // ---- GGUF's K-quants, as stored ---------------------------------------------------------------------------
 //

@@ -59,7 +59,8 @@ static inline __m256i half_rows(int p, int h, int j0, int j1) {
 // MAX_ROWS_PER_PASS, block by block, each half its own sums; lanes outside [j0, j1) are neither stored nor read
 // from bias. Both halves in one pass is for decoding (n = 1): each 64-byte line is then read once, whole, and a
 // core has two independent chains of float steps; with more rows a pass takes one half, whose sums fill the
-// registers. `block_bytes`: a block's quants in the panel; `f16`: its scales are F16 (GGUF's blocks), else BF16.
+// registers. `block_bytes`: a block's quants in the panel; `type`: the panels' (their scales F16 for GGUF's blocks,
+// else BF16; Q5_1's and Q4_1's mins, after the scales, one more fused multiply-add a block: kernels.h).
 // `prefetch`: this is the panel's first pass, which asks for the weights PREFETCH_L2_AHEAD ahead of itself into
 // L2, in the walk's order (kernels.h: PrefetchStream; the next panel is `panel_bytes` on); a second pass finds
 // them in the caches. On one Zen 4 core q4's decode product from memory ran 1.15 × as fast with it, and 0.93–0.96
@@ -80,7 +81,8 @@ static inline __attribute__((always_inline)) void halves_against_rows(float *out
                                                                       int j0, int j1, int h0, const int halves,
                                                                       bool prefetch, const bool into_l1,
                                                                       const int n, const int block_bytes,
-                                                                      const bool f16, BlockSumsAvx2 *block_sums) {
+                                                                      const WeightType type,
+                                                                      BlockSumsAvx2 *block_sums) {
     __m256 acc[2][MAX_ROWS_PER_PASS];
     for (int k = 0; k < halves; k++)
         for (int t = 0; t < n; t++) acc[k][t] = _mm256_setzero_ps();
@@ -100,13 +102,20 @@ static inline __attribute__((always_inline)) void halves_against_rows(float *out
         for (int k = 0; k < halves; k++) {
             const int h = h0 + k;
             const __m128i scales_16 = _mm_loadu_si128((const __m128i *)(scales + b * Q8_PANEL + h * HALF));
-            const __m256 d_w = f16 ? _mm256_cvtph_ps(scales_16)  // F16 or BF16 widened: exact either way
+            const __m256 d_w = f16_scales(type)  // F16 or BF16 widened: exact either way
+                                   ? _mm256_cvtph_ps(scales_16)
                                    : _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(scales_16), 16));
             __m256i isum[MAX_ROWS_PER_PASS];
             block_sums(isum, panel + (size_t)b * block_bytes + h * HALF * 4, x + b, nb, n);
-            for (int t = 0; t < n; t++)
-                acc[k][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]),
-                                            _mm256_mul_ps(d_w, _mm256_set1_ps(x[(size_t)t * nb + b].d)), acc[k][t]);
+            for (int t = 0; t < n; t++) {
+                const Q8Block *xb = &x[(size_t)t * nb + b];
+                acc[k][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_mul_ps(d_w, _mm256_set1_ps(xb->d)),
+                                            acc[k][t]);
+                if (block_mins(type))  // + m · fl(d_x · Σ q_x), the mins F16 after the scales
+                    acc[k][t] = _mm256_fmadd_ps(
+                        _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(scales + (nb + b) * Q8_PANEL + h * HALF))),
+                        _mm256_set1_ps(xb->d * (float)(xb->offset / -128)), acc[k][t]);
+            }
         }
     }
     for (int k = 0; k < halves; k++) {
@@ -115,14 +124,13 @@ static inline __attribute__((always_inline)) void halves_against_rows(float *out
     }
 }
 
-// The matmul of MatmulQ8Fn over panels of `panel_bytes`, each block's quants `block_bytes` of them (scales F16 or
-// BF16 as `f16` says), up to `per_pass` ≤ MAX_ROWS_PER_PASS activation rows a pass (a constant where this is
-// inlined); a single row (decoding) takes both halves of a panel in one pass, prefetched into L1 too where
-// `decode_into_l1` says so.
+// The matmul of MatmulQ8Fn over panels of `panel_bytes` of `type`, each block's quants `block_bytes` of them, up to
+// `per_pass` ≤ MAX_ROWS_PER_PASS activation rows a pass (a constant where this is inlined); a single row (decoding)
+// takes both halves of a panel in one pass, prefetched into L1 too where `decode_into_l1` says so.
 static inline __attribute__((always_inline)) void walk_panels(float *out, const Q8Block *x, const void *w,
                                                               const float *bias, int T, int n_in, int ld_out, int j0,
                                                               int j1, size_t panel_bytes, const int block_bytes,
-                                                              const bool f16, const int per_pass,
+                                                              const WeightType type, const int per_pass,
                                                               const bool decode_into_l1, BlockSumsAvx2 *block_sums) {
     const int nb = q8_blocks(n_in);
     for (int p = j0 / Q8_PANEL; p * Q8_PANEL < j1; p++) {
@@ -133,14 +141,14 @@ static inline __attribute__((always_inline)) void walk_panels(float *out, const 
         const int h0 = j0 > p * Q8_PANEL + HALF - 1 ? 1 : 0, h_end = j1 > p * Q8_PANEL + HALF ? 2 : 1;
         if (T == 1 && h_end - h0 == 2) {
             halves_against_rows(o, x, panel, panel_bytes, b, nb, ld_out, p, j0, j1, 0, 2, true, decode_into_l1, 1,
-                                block_bytes, f16, block_sums);
+                                block_bytes, type, block_sums);
             continue;
         }
         for (int h = h0; h < h_end; h++)
             for (int t = 0; t < T; t += per_pass) {
                 const bool prefetch = t == 0 && h == h0;  // the panel's first pass
 #define PASS(n) halves_against_rows(o + (size_t)t * ld_out, x + (size_t)t * nb, panel, panel_bytes, b, nb, ld_out, p, \
-                                    j0, j1, h, 1, prefetch, false, n, block_bytes, f16, block_sums)
+                                    j0, j1, h, 1, prefetch, false, n, block_bytes, type, block_sums)
                 PASS_WITH_CONSTANT_ROWS(T - t < per_pass ? T - t : per_pass, PASS)
 #undef PASS
             }

@@ -128,8 +128,9 @@ static inline __attribute__((always_inline)) VNNI __m512 k_block_fma(__m512 acc,
 // panels only with one row, where the registers allow it): their float sums over the blocks sit in n · n_panels
 // registers, a block's 8 groups in 8 more. Rows outside `rows` (the first panel's; the others are always whole)
 // are neither stored nor read from bias. `prefetch`: this is the panels' first pass. `block_bytes`: a block's
-// quants in a panel; `offset_divisor`: 128 / c; `type`: the panels' (q8's or q4's, their scales F16 for GGUF's
-// Q8_0 and Q4_0, else BF16; or a K-quant's, whose block steps are k_block_fma's).
+// quants in a panel; `offset_divisor`: 128 / c, or 0 for c = 0; `type`: the panels' (q8's, q4's or q5's, their
+// scales F16 for GGUF's blocks, else BF16, Q5_1's and Q4_1's mins one more fused multiply-add a block: kernels.h; or
+// a K-quant's, whose block steps are k_block_fma's).
 //   out: [n, ld_out] from the first panel's first row   x: [n, nb]
 static inline __attribute__((always_inline)) VNNI void panels_against_rows(
     float *out, const Q8Block *x, const uint8_t *panel, size_t panel_bytes, const float *bias, int nb, int ld_out,
@@ -169,13 +170,19 @@ static inline __attribute__((always_inline)) VNNI void panels_against_rows(
             const __m512 d_w = f16_scales(type)
                                    ? _mm512_cvtph_ps(scales_16)
                                    : _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(scales_16), 16));
+            const __m256i mins_16 =  // Q5_1's and Q4_1's mins, F16 after the scales
+                block_mins(type) ? _mm256_loadu_si256((const __m256i *)(scales + (nb + b) * Q8_PANEL))
+                                 : _mm256_setzero_si256();
+            const __m512 m_w = _mm512_cvtph_ps(mins_16);
             for (int t = 0; t < n; t++) {
                 const Q8Block *xb = &x[(size_t)t * nb + b];
-                __m512i isum = _mm512_set1_epi32(xb->offset / offset_divisor);
+                __m512i isum = _mm512_set1_epi32(offset_divisor ? xb->offset / offset_divisor : 0);
                 for (int g = 0; g < GROUPS; g++)
                     isum = _mm512_dpbusd_epi32(isum, w[g], broadcast_group(xb->q + Q8_GROUP * g));
                 const __m512 d = _mm512_mul_ps(d_w, _mm512_set1_ps(xb->d));
                 acc[p][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), d, acc[p][t]);
+                if (block_mins(type))  // + m · fl(d_x · Σ q_x)
+                    acc[p][t] = _mm512_fmadd_ps(m_w, _mm512_set1_ps(xb->d * (float)(xb->offset / -128)), acc[p][t]);
             }
         }
     }

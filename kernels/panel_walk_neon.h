@@ -33,18 +33,19 @@ static inline __attribute__((always_inline)) int32x4_t add_group(int32x4_t sum, 
 typedef void BlockStepNeon(float32x4_t acc[ROWS_PER_PASS], const uint8_t *panel, const Q8Block *x, int nb, int k,
                            int b, int n, WeightType type);
 
-// q8's, q4's and q5's panels (q8, q4, Q8_0, Q4_0, Q5_0): isum[t], lane r = Σ_i q_w[r, i] · q_x[t, i] over one block, exact,
-// for the quarter's rows r < 4 and activation rows t < n ≤ 4.
+// q8's, q4's and q5's panels (q8, q4, Q8_0, Q4_0, Q5_0, Q5_1, Q4_1): isum[t], lane r = Σ_i q_w[r, i] · q_x[t, i]
+// over one block, exact, for the quarter's rows r < 4 and activation rows t < n ≤ 4.
 //   q: the block's quants from the quarter's first row   x: row t's block at x[t · nb]
 typedef void BlockSumsNeon(int32x4_t isum[ROWS_PER_PASS], const uint8_t *q, const Q8Block *x, int nb, int n);
 
 // The BlockStepNeon of q8's, q4's and q5's panels around their block sums: one fused multiply-add per block by
-// fl(d_w · d_x), the scales F16 (GGUF's blocks) or BF16 as `type` says, widened exactly.
+// fl(d_w · d_x), the scales F16 (GGUF's blocks) or BF16 as `type` says, widened exactly; for Q5_1 and Q4_1 one more,
+// of the block's min m by fl(d_x · Σ q_x) (kernels.h).
 static inline __attribute__((always_inline)) void scaled_block_step(float32x4_t acc[ROWS_PER_PASS],
                                                                     const uint8_t *panel, const Q8Block *x, int nb,
                                                                     int k, int b, const int n, const WeightType type,
                                                                     BlockSumsNeon *block_sums) {
-    const int block_bytes = type == WEIGHT_Q5_0      ? Q5_BLOCK_BYTES
+    const int block_bytes = in_q5_panels(type)   ? q5_block_bytes(type)
                             : in_q4_panels(type) ? Q4_BLOCK * Q4_PANEL / 2
                                                  : Q8_BLOCK * Q8_PANEL;
     const uint16_t *scales = (const uint16_t *)(panel + (size_t)nb * block_bytes);
@@ -53,8 +54,15 @@ static inline __attribute__((always_inline)) void scaled_block_step(float32x4_t 
                                              : vreinterpretq_f32_u32(vshll_n_u16(scales_16, 16));
     int32x4_t isum[ROWS_PER_PASS];
     block_sums(isum, panel + (size_t)b * block_bytes + k * QUARTER * 4, x + b, nb, n);
-    for (int t = 0; t < n; t++)
-        acc[t] = vfmaq_f32(acc[t], vcvtq_f32_s32(isum[t]), vmulq_f32(d_w, vdupq_n_f32(x[(size_t)t * nb + b].d)));
+    for (int t = 0; t < n; t++) {
+        const Q8Block *xb = &x[(size_t)t * nb + b];
+        acc[t] = vfmaq_f32(acc[t], vcvtq_f32_s32(isum[t]), vmulq_f32(d_w, vdupq_n_f32(xb->d)));
+        if (block_mins(type)) {  // the mins, F16 after the scales
+            const uint16x4_t mins_16 = vld1_u16(scales + (nb + b) * Q8_PANEL + k * QUARTER);
+            acc[t] = vfmaq_f32(acc[t], vcvt_f32_f16(vreinterpret_f16_u16(mins_16)),
+                               vdupq_n_f32(xb->d * (float)(xb->offset / -128)));
+        }
+    }
 }
 
 // Quarter k (rows 4k..4k+3) of the panel against activation rows t < n ≤ 4; rows lo..hi−1 of the quarter are

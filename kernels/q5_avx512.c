@@ -1,18 +1,19 @@
-// q5_avx512.c — GGUF's Q5_0 multiplied as stored (kernels.h, "GGUF's Q5_0, as stored") with AVX-512 VNNI, on q8's
-// panel walk (panel_walk_avx512.h: one 32-bit lane per weight row of a 16-row q5 panel). A block's 8 groups are
-// unpacked once for all the pass's activation rows — the nibbles as q4's, each group's fifth bits shifted to bit 4
-// from the block's last line and or-ed in, u = q ∈ [0, 31] — and multiplied by vpdpbusd, unsigned, against the
-// signed activation bytes; each block's sum starts at −16 · Σ q_x (Q8Block.offset / 8), so it is the exact
-// Σ (q − 16) · q_x, and the float steps are the reference's (q8.c): the result is bit-identical to it.
+// q5_avx512.c — GGUF's Q5_0, Q5_1 and Q4_1 multiplied as stored (kernels.h, "GGUF's Q5_0, Q5_1 and Q4_1, as
+// stored") with AVX-512 VNNI, on q8's panel walk (panel_walk_avx512.h: one 32-bit lane per weight row of a 16-row
+// q5 panel). A block's 8 groups are unpacked once for all the pass's activation rows — the nibbles as q4's, and for
+// Q5_0 and Q5_1 each group's fifth bits shifted to bit 4 from the block's last line and or-ed in, u = q — and
+// multiplied by vpdpbusd, unsigned, against the signed activation bytes. Q5_0's block sums start at −16 · Σ q_x
+// (Q8Block.offset / 8), the exact Σ (q − 16) · q_x; Q5_1's and Q4_1's at 0. The float steps are the walk's, the
+// reference's (q8.c; the mins' too), so the result is bit-identical to it.
 //
-// Compiled with the avx512 variant's flags, the matmul for VNNI too; dispatch.c gives the avx512 variant AVX2's
+// Compiled with the avx512 variant's flags, the matmuls for VNNI too; dispatch.c gives the avx512 variant AVX2's
 // instead where cpuid does not report AVX512_VNNI.
 #include "panel_walk_avx512.h"
 
-// The walk's UnpackAvx512 for Q5_0.
-static inline __attribute__((always_inline)) void q5_unpack(__m512i w[GROUPS], const uint8_t *q) {
+// The walk's UnpackAvx512 for Q5_0 and Q5_1 (Q4_1's is nibbles_unpack).
+static inline __attribute__((always_inline)) void fifth_bits_unpack(__m512i w[GROUPS], const uint8_t *q) {
     nibbles_unpack(w, q);
-    const __m512i high = _mm512_load_si512(q + Q8_BLOCK * Q8_PANEL / 2), fifth = _mm512_set1_epi8(0x10);
+    const __m512i high = _mm512_load_si512(q + Q5_NIBBLE_BYTES), fifth = _mm512_set1_epi8(0x10);
     for (int g = 0; g < GROUPS; g++) {  // group g's fifth bits: bit g of each byte, to bit 4
         const __m512i bits = g < 4 ? _mm512_slli_epi16(high, 4 - g) : _mm512_srli_epi16(high, g - 4);
         w[g] = _mm512_ternarylogic_epi32(w[g], bits, fifth, 0xf8);  // w | (bits & fifth)
@@ -21,5 +22,18 @@ static inline __attribute__((always_inline)) void q5_unpack(__m512i w[GROUPS], c
 
 VNNI void q5_0_matmul_avx512(float *out, const Q8Block *x, const void *w, const float *bias, int T, int n_in,
                              int ld_out, int j0, int j1) {
-    walk_panels(out, x, w, bias, T, n_in, ld_out, j0, j1, Q5_BLOCK_BYTES, q5_unpack, 8, WEIGHT_Q5_0);
+    walk_panels(out, x, w, bias, T, n_in, ld_out, j0, j1, q5_block_bytes(WEIGHT_Q5_0), fifth_bits_unpack, 8,
+                WEIGHT_Q5_0);
+}
+
+VNNI void q5_1_matmul_avx512(float *out, const Q8Block *x, const void *w, const float *bias, int T, int n_in,
+                             int ld_out, int j0, int j1) {
+    walk_panels(out, x, w, bias, T, n_in, ld_out, j0, j1, q5_block_bytes(WEIGHT_Q5_1), fifth_bits_unpack, 0,
+                WEIGHT_Q5_1);
+}
+
+VNNI void q4_1_matmul_avx512(float *out, const Q8Block *x, const void *w, const float *bias, int T, int n_in,
+                             int ld_out, int j0, int j1) {
+    walk_panels(out, x, w, bias, T, n_in, ld_out, j0, j1, q5_block_bytes(WEIGHT_Q4_1), nibbles_unpack, 0,
+                WEIGHT_Q4_1);
 }

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "kernels.h"
+#include "qk.h"
 
 // round(v), ties to even, clamped to [−127, 127], in arithmetic that vectorizes and has no undefined case:
 // adding 1.5 · 2²³ leaves round(v) in the low bits of the sum's mantissa (exactly, for |v| ≤ 2²²), read off as
@@ -76,8 +77,9 @@ void q8_quantize_rows(Q8Block *out, const float *x, int T, int n_in, int ld_x) {
 }
 
 // out[t, j] = bias[j] + Σ_b fl(d_w[j, b] · d_x[t, b]) · Σ_i q_w[j, i] · q_x[t, i], the float sum over blocks in
-// block order, each step one fused multiply-add (kernels.h). The formats differ only in where q_w and d_w lie and
-// in d_w's type (BF16, or F16 for GGUF's blocks).
+// block order, each step one fused multiply-add (kernels.h); for Q5_1 and Q4_1 (w = d·q + m) each block's second
+// step adds m_w[j, b] · fl(d_x[t, b] · Σ_i q_x[t, i]), by one more. The formats differ only in where q_w and d_w lie
+// and in d_w's type (BF16, or F16 for GGUF's blocks).
 void quantized_matmul_reference(float *out, const Q8Block *x, const void *w, WeightType type, const float *bias,
                                 int T, int n_in, int ld_out, int j0, int j1) {
     const int nb = q8_blocks(n_in);
@@ -92,6 +94,9 @@ void quantized_matmul_reference(float *out, const Q8Block *x, const void *w, Wei
                     isum += scaled_quant(w, type, n_in, j, i) * xb->q[i % Q8_BLOCK];
                 const uint16_t d_w = scales[scaled_scale_index(type, n_in, j, b)];
                 acc = fmaf((float)isum, (f16_scales(type) ? f16_to_f32(d_w) : bf16_to_f32(d_w)) * xb->d, acc);
+                if (block_mins(type))  // Σ q_x = offset / −128
+                    acc = fmaf(f16_to_f32(scales[q5_min_index(type, n_in, j, b)]), xb->d * (float)(xb->offset / -128),
+                               acc);
             }
             out[(size_t)t * ld_out + j] = bias ? acc + bias[j] : acc;
         }
@@ -117,10 +122,20 @@ void q5_0_matmul_reference(float *out, const Q8Block *x, const void *w, const fl
     quantized_matmul_reference(out, x, w, WEIGHT_Q5_0, bias, T, n_in, ld_out, j0, j1);
 }
 
-// ---- GGUF's Q8_0, Q4_0 and Q5_0 blocks into panels (kernels.h) ----------------------------------------------
+void q5_1_matmul_reference(float *out, const Q8Block *x, const void *w, const float *bias, int T, int n_in,
+                           int ld_out, int j0, int j1) {
+    quantized_matmul_reference(out, x, w, WEIGHT_Q5_1, bias, T, n_in, ld_out, j0, j1);
+}
 
-// A block: its F16 scale, (Q5_0: a u32 of fifth bits,) then its quants.
-enum { Q8_0_BYTES = 2 + Q8_BLOCK, Q4_0_BYTES = 2 + Q4_BLOCK / 2, Q5_0_BYTES = 2 + 4 + Q4_BLOCK / 2 };
+void q4_1_matmul_reference(float *out, const Q8Block *x, const void *w, const float *bias, int T, int n_in,
+                           int ld_out, int j0, int j1) {
+    quantized_matmul_reference(out, x, w, WEIGHT_Q4_1, bias, T, n_in, ld_out, j0, j1);
+}
+
+// ---- GGUF's Q8_0, Q4_0, Q5_0, Q5_1 and Q4_1 blocks into panels (kernels.h) ----------------------------------
+
+// A block: its F16 scale, then its quants.
+enum { Q8_0_BYTES = 2 + Q8_BLOCK, Q4_0_BYTES = 2 + Q4_BLOCK / 2 };
 
 void q8_0_pack_row(uint8_t *panel, int r, const uint8_t *blocks, int n_in) {
     uint16_t *scales = (uint16_t *)panel;
@@ -148,15 +163,22 @@ void q4_0_pack_row(uint8_t *panel, int r, const uint8_t *blocks, int n_in) {
     }
 }
 
-// A Q5_0 block (qk.h): F16 d, a little-endian u32 whose bit i is input i's fifth bit, 16 bytes of nibbles. The
-// fifth bits go to the block's last line, input 4g + k's to bit g of byte 4r + k (kernels.h).
-void q5_0_pack_row(uint8_t *panel, int r, const uint8_t *blocks, int n_in) {
+// A Q5_0 block (qk.h): F16 d, a little-endian u32 whose bit i is input i's fifth bit, 16 bytes of nibbles; Q5_1:
+// F16 d and m, then Q5_0's; Q4_1: F16 d and m, then the nibbles. The fifth bits go to the block's last line, input
+// 4g + k's to bit g of byte 4r + k (kernels.h).
+void q5_pack_row(uint8_t *panel, WeightType type, int r, const uint8_t *blocks, int n_in) {
+    const uint32_t ggml = type == WEIGHT_Q5_0 ? GGML_Q5_0 : type == WEIGHT_Q5_1 ? GGML_Q5_1 : GGML_Q4_1;
+    const size_t block_bytes = qk_row_bytes(ggml, Q8_BLOCK);
+    const int halves = block_mins(type) ? 2 : 1;  // the F16 values before the quants: d (and m)
     uint16_t *scales = (uint16_t *)panel;
     for (int b = 0; b < q8_blocks(n_in); b++) {
-        const uint8_t *block = blocks + (size_t)b * Q5_0_BYTES, *qh = block + 2;
-        scales[q5_scale_index(n_in, r, b)] = (uint16_t)(block[0] | block[1] << 8);
-        nibbles_into_panel(panel + q5_quant_index(n_in, 0, b * Q8_BLOCK), r, block + 6);
-        uint8_t *high = panel + q5_high_index(n_in, r, b * Q8_BLOCK);
+        const uint8_t *block = blocks + (size_t)b * block_bytes, *qh = block + 2 * halves;  // (Q5_0, Q5_1)
+        scales[q5_scale_index(type, n_in, r, b)] = (uint16_t)(block[0] | block[1] << 8);
+        if (block_mins(type)) scales[q5_min_index(type, n_in, r, b)] = (uint16_t)(block[2] | block[3] << 8);
+        const uint8_t *nibbles = block + 2 * halves + (fifth_bits(type) ? 4 : 0);
+        nibbles_into_panel(panel + q5_quant_index(type, n_in, 0, b * Q8_BLOCK), r, nibbles);
+        if (!fifth_bits(type)) continue;
+        uint8_t *high = panel + q5_high_index(type, n_in, r, b * Q8_BLOCK);
         for (int k = 0; k < Q8_GROUP; k++) {  // input 4g + k's bit: bit 4 · (g % 2) + k of qh[g / 2]
             high[k] = 0;
             for (int g = 0; g < Q8_BLOCK / Q8_GROUP; g++)

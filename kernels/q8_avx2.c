@@ -22,15 +22,15 @@ static inline __attribute__((always_inline)) void q8_block_sums(__m256i isum[MAX
 
 void q8_matmul_avx2(float *out, const Q8Block *x, const void *w, const float *bias, int T, int n_in, int ld_out,
                     int j0, int j1) {
-    walk_panels(out, x, w, bias, T, n_in, ld_out, j0, j1, q8_panel_bytes(n_in), Q8_BLOCK * Q8_PANEL, false, 8,
-                true, q8_block_sums);
+    walk_panels(out, x, w, bias, T, n_in, ld_out, j0, j1, q8_panel_bytes(n_in), Q8_BLOCK * Q8_PANEL,
+                WEIGHT_Q8, 8, true, q8_block_sums);
 }
 
 // GGUF's Q8_0 (kernels.h): the same panels with F16 scales.
 void q8_0_matmul_avx2(float *out, const Q8Block *x, const void *w, const float *bias, int T, int n_in, int ld_out,
                       int j0, int j1) {
-    walk_panels(out, x, w, bias, T, n_in, ld_out, j0, j1, q8_panel_bytes(n_in), Q8_BLOCK * Q8_PANEL, true, 8,
-                true, q8_block_sums);
+    walk_panels(out, x, w, bias, T, n_in, ld_out, j0, j1, q8_panel_bytes(n_in), Q8_BLOCK * Q8_PANEL,
+                WEIGHT_Q8_0, 8, true, q8_block_sums);
 }
 
 // The walk's BlockSumsAvx2 for q8 with AVX-VNNI: each 32-byte half-line, its top bits flipped (u = q + 128), against
@@ -49,12 +49,12 @@ static inline __attribute__((always_inline)) AVX_VNNI void q8_block_sums_vnni(__
 
 AVX_VNNI void q8_matmul_avxvnni(float *out, const Q8Block *x, const void *w, const float *bias, int T, int n_in,
                                 int ld_out, int j0, int j1) {
-    walk_panels(out, x, w, bias, T, n_in, ld_out, j0, j1, q8_panel_bytes(n_in), Q8_BLOCK * Q8_PANEL, false, 8,
-                false, q8_block_sums_vnni);
+    walk_panels(out, x, w, bias, T, n_in, ld_out, j0, j1, q8_panel_bytes(n_in), Q8_BLOCK * Q8_PANEL,
+                WEIGHT_Q8, 8, false, q8_block_sums_vnni);
 }
 
 AVX_VNNI void q8_0_matmul_avxvnni(float *out, const Q8Block *x, const void *w, const float *bias, int T, int n_in,
                                   int ld_out, int j0, int j1) {
-    walk_panels(out, x, w, bias, T, n_in, ld_out, j0, j1, q8_panel_bytes(n_in), Q8_BLOCK * Q8_PANEL, true, 8,
-                false, q8_block_sums_vnni);
+    walk_panels(out, x, w, bias, T, n_in, ld_out, j0, j1, q8_panel_bytes(n_in), Q8_BLOCK * Q8_PANEL,
+                WEIGHT_Q8_0, 8, false, q8_block_sums_vnni);
 }

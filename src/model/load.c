@@ -29,8 +29,8 @@ typedef struct {
     Quant quant;            // QUANT_Q8, Q4: matrices are quantized as they are read, on the pool's threads;
                             // QUANT_BF16: F32 and F16 matrices are rounded to BF16 as they are read
     bool as_stored;         // a GGUF file read without --quant: its quantized matrices are held as the file's
-                            // blocks (WEIGHT_Q8_0, WEIGHT_Q4_0, WEIGHT_Q5_0, WEIGHT_Q4_K ... WEIGHT_Q6_K:
-                            // kernels.h), repacked into panels, not quantized again
+                            // blocks (WEIGHT_Q8_0 ... WEIGHT_Q6_K: kernels.h), repacked into panels, not
+                            // quantized again
     ThreadPool *pool;       // the model's
     const LoadProgress *progress;  // told of every tensor read, or NULL
     size_t read, total;     // bytes of the checkpoint's tensors read so far, of all of them
@@ -180,7 +180,7 @@ typedef struct {
 static void pack_gguf_row(uint8_t *panel, WeightType type, int r, const uint8_t *blocks, int n_in) {
     if (type == WEIGHT_Q8_0) q8_0_pack_row(panel, r, blocks, n_in);
     else if (type == WEIGHT_Q4_0) q4_0_pack_row(panel, r, blocks, n_in);
-    else if (type == WEIGHT_Q5_0) q5_0_pack_row(panel, r, blocks, n_in);
+    else if (in_q5_panels(type)) q5_pack_row(panel, type, r, blocks, n_in);
     else k_pack_row(panel, type, r, blocks, n_in);
 }
 
@@ -254,13 +254,14 @@ static WeightType held_type(Quant quant, StDtype stored) {
     return weight_type(stored);
 }
 
-// The weight type that holds GGUF's blocks of ggml `type` as stored (kernels.h); WEIGHT_TYPES
-// for none (Q4_1, Q5_1: quantized again).
+// The weight type that holds GGUF's blocks of ggml `type` as stored (kernels.h); WEIGHT_TYPES for none.
 static WeightType stored_type(uint32_t type) {
     switch (type) {
     case GGML_Q8_0: return WEIGHT_Q8_0;
     case GGML_Q4_0: return WEIGHT_Q4_0;
     case GGML_Q5_0: return WEIGHT_Q5_0;
+    case GGML_Q5_1: return WEIGHT_Q5_1;
+    case GGML_Q4_1: return WEIGHT_Q4_1;
     case GGML_Q4_K: return WEIGHT_Q4_K;
     case GGML_Q5_K: return WEIGHT_Q5_K;
     case GGML_Q6_K: return WEIGHT_Q6_K;

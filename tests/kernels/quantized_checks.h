@@ -24,6 +24,7 @@ typedef struct {
     size_t (*quant_index)(int n_in, int j, int i);  // the byte that holds q[j, i]
     unsigned (*quant_nibbles)(int i);               // which of that byte's nibbles: bit 0 low, bit 1 high
     size_t (*scale_index)(int n_in, int j, int b);  // in uint16_t from the matrix's start
+    size_t (*min_index)(int n_in, int j, int b);    // the same for a min (Q5_1, Q4_1), or NULL
     void (*quantize_panel)(uint8_t *panel, const float *rows, int n_rows, int ld, int n_in);
     // The bound on |reference − Σ_i x_i w_i| for one output: x [n_in] one activation row, xq its blocks, w [n_in]
     // weight row j unquantized, wq the quantized matrix, bias the output's bias (0 without).
@@ -181,7 +182,7 @@ static inline void check_quantized_matmul(const QuantFormat *f, const Kernels *k
 }
 
 // Every variant's matmul against the reference, bit for bit, where the integer products are largest: every quant
-// byte of the matrix `quant` (q8: 0x81, q = −127; q4: 0xff, both nibbles u = 15, q = 7), every scale 1, every
+// byte of the matrix `quant` (q8: 0x81, q = −127; q4: 0xff, both nibbles u = 15, q = 7), every scale (and min) 1, every
 // activation +1 or −1 (q_x = ±127), T = 1..16. The AVX2 kernels hold sums of products in 16 bits (vpmaddubsw's
 // pairs; q8: a pair, 2 · 127 · 127 = 32258; q4: two groups' pairs, 4 · 15 · 127 = 7620, all below 2¹⁵): these
 // inputs make every such sum its largest, with both signs, in every block.
@@ -191,7 +192,10 @@ static inline void check_quantized_matmul_at_bounds(const QuantFormat *f, uint8_
     uint8_t *w = aligned_alloc(64, f->matrix_bytes(N_OUT, N_IN));
     memset(w, quant, f->matrix_bytes(N_OUT, N_IN));
     for (int j = 0; j < N_OUT; j++)
-        for (int b = 0; b < nb; b++) ((uint16_t *)w)[f->scale_index(N_IN, j, b)] = one;
+        for (int b = 0; b < nb; b++) {
+            ((uint16_t *)w)[f->scale_index(N_IN, j, b)] = one;
+            if (f->min_index) ((uint16_t *)w)[f->min_index(N_IN, j, b)] = one;
+        }
     float *x = malloc(sizeof(float) * MAX_T * N_IN);
     for (int i = 0; i < MAX_T * N_IN; i++) x[i] = (i / N_IN) % 2 ? -1.0f : 1.0f;
     Q8Block *xq = malloc(sizeof(Q8Block) * MAX_T * (size_t)nb);

@@ -919,7 +919,7 @@ TEST(kernels_add_matches_scalar) {
 // and every variant gives the reference's. So fixed inputs (a fixed xorshift stream, not the test seed) through
 // every kernel of the table give one hash on x86-64 and on AArch64: KERNELS_FINGERPRINT, printed by this test
 // on x86-64 and checked there for every variant and under qemu for neon and scalar (`make test-neon`).
-static const uint64_t KERNELS_FINGERPRINT = 0xf3962a957ede3f93ull;
+static const uint64_t KERNELS_FINGERPRINT = 0x3f836ec0dd9fab4eull;
 
 typedef struct {
     uint64_t state, hash;
@@ -954,7 +954,8 @@ static void fixed_gguf_row(Fingerprint *f, uint8_t *blocks, uint32_t type, int n
     for (int s = 0; s < n_in / weights; s++) {
         uint8_t *b = blocks + bytes * (size_t)s;
         for (size_t i = 0; i < bytes; i++) b[i] = (uint8_t)fixed_bits(f);
-        for (int h = 0; h < (type == GGML_Q4_K || type == GGML_Q5_K ? 2 : 1); h++) {  // d at 0 (Q6_K: 208), dmin at 2
+        const bool two = type == GGML_Q4_K || type == GGML_Q5_K || type == GGML_Q5_1 || type == GGML_Q4_1;
+        for (int h = 0; h < (two ? 2 : 1); h++) {  // d at 0 (Q6_K: 208), dmin or m at 2
             uint8_t *half = type == GGML_Q6_K ? b + 208 : b + 2 * h;
             const uint32_t r = fixed_bits(f);
             const uint16_t bits = (uint16_t)((r >> 23) << 15 | (5 + (r >> 10) % 4) << 10 | (r & 1023));
@@ -963,12 +964,15 @@ static void fixed_gguf_row(Fingerprint *f, uint8_t *blocks, uint32_t type, int n
     }
 }
 
-// GGUF's blocks as stored (kernels.h): a matrix [n_out ≤ 16, n_in] of each of Q8_0, Q4_0, Q5_0, Q4_K, Q5_K and Q6_K
-// from the fixed stream, packed as the loader packs it, times x's rows quantized; the outputs hashed in turn.
+// GGUF's blocks as stored (kernels.h): a matrix [n_out ≤ 16, n_in] of each of Q8_0, Q4_0, Q5_0, Q5_1, Q4_1, Q4_K,
+// Q5_K and Q6_K from the fixed stream, packed as the loader packs it, times x's rows quantized; the outputs hashed in
+// turn.
 static void fingerprint_gguf_blocks(Fingerprint *f, const Kernels *k, const float *x, const float *bias, int T,
                                     int n_in, int ld_x, int n_out, float *out) {
-    static const WeightType types[] = {WEIGHT_Q8_0, WEIGHT_Q4_0, WEIGHT_Q5_0, WEIGHT_Q4_K, WEIGHT_Q5_K, WEIGHT_Q6_K};
-    static const uint32_t ggml[] = {GGML_Q8_0, GGML_Q4_0, GGML_Q5_0, GGML_Q4_K, GGML_Q5_K, GGML_Q6_K};
+    static const WeightType types[] = {WEIGHT_Q8_0, WEIGHT_Q4_0, WEIGHT_Q5_0, WEIGHT_Q5_1,
+                                       WEIGHT_Q4_1, WEIGHT_Q4_K, WEIGHT_Q5_K, WEIGHT_Q6_K};
+    static const uint32_t ggml[] = {GGML_Q8_0, GGML_Q4_0, GGML_Q5_0, GGML_Q5_1,
+                                    GGML_Q4_1, GGML_Q4_K, GGML_Q5_K, GGML_Q6_K};
     Q8Block *xq = malloc(sizeof(Q8Block) * (size_t)T * q8_blocks(n_in));
     k->quantize_q8(xq, x, T, n_in, ld_x);
     for (size_t c = 0; c < sizeof types / sizeof *types; c++) {
@@ -979,7 +983,7 @@ static void fingerprint_gguf_blocks(Fingerprint *f, const Kernels *k, const floa
         for (int r = 0; r < n_out; r++) {
             fixed_gguf_row(f, blocks, ggml[c], n_in);
             if (k_quant(types[c])) k_pack_row(panel, types[c], r, blocks, n_in);
-            else if (types[c] == WEIGHT_Q5_0) q5_0_pack_row(panel, r, blocks, n_in);
+            else if (in_q5_panels(types[c])) q5_pack_row(panel, types[c], r, blocks, n_in);
             else (types[c] == WEIGHT_Q8_0 ? q8_0_pack_row : q4_0_pack_row)(panel, r, blocks, n_in);
         }
         quantized_matmul(k, types[c])(out, xq, panel, bias, T, n_in, n_out, 0, n_out);

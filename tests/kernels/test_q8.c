@@ -186,7 +186,9 @@ TEST(kernels_avxvnni_is_avx2_with_vnni_products) {
     expected.matmul_q4 = q4_matmul_avxvnni;
     expected.matmul_q8_0 = q8_0_matmul_avxvnni;
     expected.matmul_q4_0 = q4_0_matmul_avxvnni;
-    expected.matmul_q5_0 = q5_0_matmul_avxvnni;
+    expected.matmul_q5[0] = q5_0_matmul_avxvnni;
+    expected.matmul_q5[1] = q5_1_matmul_avxvnni;
+    expected.matmul_q5[2] = q4_1_matmul_avxvnni;
     CHECK(memcmp(&expected, vnni, sizeof expected) == 0, "the avxvnni table differs from avx2's in more than its "
           "quantized matmuls");
 }

@@ -249,8 +249,8 @@ TEST(gguf_q4_k_m_speculates_as_target_only) {
 // (kernels.h, "GGUF's Q8_0 and Q4_0", "GGUF's K-quants"), as llama-quantize chose them: llama_q4_0 has its head in
 // Q8_0, llama_q4_k_m its v and down projections and its head in Q6_K — its q/k/v stack, q and k in Q4_K with v in
 // Q6_K, as two matrices (Linear.tail_rows). The narrow ones' rows of 64 took llama-quantize's fallbacks: Q4_K_M's Q5_0 is
-// held in q5's panels (layer 0's q and k too, with its v, Q6_K's fallback Q8_0, apart), Q5_K_M's Q5_1 quantized
-// again to q8. Under --quant q8 every matrix is quantized again.
+// held in q5's panels (layer 0's q and k too, with its v, Q6_K's fallback Q8_0, apart), and Q5_K_M's Q5_1 too. Under
+// --quant q8 every matrix is quantized again.
 static WeightType held_under(Quant quant, WeightType stored) { return quant == QUANT_Q8 ? WEIGHT_Q8 : stored; }
 
 TEST(gguf_quantized_held_as_stored) {
@@ -268,7 +268,9 @@ TEST(gguf_quantized_held_as_stored) {
         // the same with the fallbacks: q and k in Q5_0, layer 0's v in Q8_0
         {"llama_q4_k_m_narrow", WEIGHT_Q5_0, WEIGHT_Q5_0, WEIGHT_Q5_0, WEIGHT_Q6_K, WEIGHT_Q5_0, WEIGHT_Q8_0, 1,
          WEIGHT_Q8_0},
-        {"llama_q5_k_m_narrow", WEIGHT_Q8, WEIGHT_Q8, WEIGHT_Q8, WEIGHT_Q6_K, WEIGHT_Q8, WEIGHT_Q8_0, 0, 0},
+        // Q5_K_M's: Q5_1 for Q5_K, layer 0's v in Q8_0
+        {"llama_q5_k_m_narrow", WEIGHT_Q5_1, WEIGHT_Q5_1, WEIGHT_Q5_1, WEIGHT_Q6_K, WEIGHT_Q5_1, WEIGHT_Q8_0, 1,
+         WEIGHT_Q8_0},
     };
     static const Quant QUANTS[] = {QUANT_NONE, QUANT_STORED, QUANT_Q8};
     Err err = {{0}};
