@@ -107,6 +107,19 @@ TEST(cli_says_which_options_it_ignores) {
           "target-only --stats predicts a speed-up: \"%s\"", err);
     free(out);
     free(err);
+    // Sampling's options at temperature 0 (greedy), and --allow-special with ids, not text; read where they count.
+    status = run_specdec("generate -m " MODEL " --ids '4 5' -n 3 --top-k 5 --top-p 0.5 --min-p 0.1 --seed 7 "
+                         "--allow-special", &out, &err);
+    CHECK(status == 0 && strstr(err, "specdec: note: --top-k, --top-p, --min-p, --seed ignored: at --temp 0") &&
+              strstr(err, "specdec: note: --allow-special ignored: --ids gives no text") && count_lines(err) == 2,
+          "greedy: status %d, \"%s\"", status, err);
+    free(out);
+    free(err);
+    status = run_specdec("generate -m " MODEL " --ids '4 5' -n 3 --temp 0.7 --top-k 5 --top-p 0.5 --min-p 0.1 "
+                         "--seed 7", &out, &err);
+    CHECK(status == 0 && err[0] == '\0', "sampled: status %d, \"%s\"", status, err);
+    free(out);
+    free(err);
     status = run_specdec("generate -m " MODEL " -d " MODEL " --ids '4 5' -n 3 --gamma 3 --stats", &out, &err);
     CHECK(status == 0 && !strstr(err, "note:") && !strstr(err, "\"predicted_speedup\": null"),
           "with a draft: status %d, \"%s\"", status, err);
