@@ -14,6 +14,7 @@
 #include <jansson.h>
 
 #include "base/file.h"
+#include "base/utf8.h"
 #include "chat/template.h"
 #include "checkpoint/gguf_convert.h"
 #include "checkpoint/gguf_model.h"
@@ -276,6 +277,17 @@ static int check_generate_options(const Args *args, Err *err) {
     return 0;
 }
 
+// How a message names where a text came from: the file, or standard input ("-").
+static const char *text_source(const char *file) { return strcmp(file, "-") == 0 ? "standard input" : file; }
+
+// -1 naming `source` and the first byte that is not UTF-8 where the text holds one (before any model is loaded).
+static int check_utf8(const char *text, size_t len, const char *source, Err *err) {
+    const size_t bad = utf8_invalid_offset(text, len);
+    return bad < len ? err_fmt(err, "%s: invalid UTF-8 at byte %zu (0x%02X); expected UTF-8 text", source, bad,
+                               (unsigned char)text[bad])
+                     : 0;
+}
+
 // The prompt's text: -p TEXT, or what -f FILE, -f - or -p - read into *read (the caller frees it). *text is NULL
 // when the prompt is --ids.
 static int prompt_text(const Args *args, char **read, const char **text, size_t *len, Err *err) {
@@ -284,11 +296,14 @@ static int prompt_text(const Args *args, char **read, const char **text, size_t 
     if (from) {
         if (read_file(from, read, len, err)) return -1;
         *text = *read;
-        return 0;
+        if (check_utf8(*text, *len, text_source(from), err) == 0) return 0;
+        free(*read);
+        *read = NULL;
+        return -1;
     }
     *text = args->prompt;
     *len = *text ? strlen(*text) : 0;
-    return 0;
+    return *text ? check_utf8(*text, *len, "--prompt", err) : 0;
 }
 
 // The prompt's ids: the text as the user's message through the checkpoint's chat template (--chat, with the
@@ -496,7 +511,9 @@ static int cmd_tokenize(const Args *args, Err *err) {
     } else if (read_file(args->file ? args->file : "-", &text, &len, err)) {
         goto done;
     }
-    if (tokenizer_encode(&tok, text, len, args->allow_special, &ids, &n, err)) goto done;
+    if (check_utf8(text, len, args->n_positional == 1 ? "the text" : text_source(args->file ? args->file : "-"), err) ||
+        tokenizer_encode(&tok, text, len, args->allow_special, &ids, &n, err))
+        goto done;
     for (int i = 0; i < n; i++) printf(i ? " %d" : "%d", ids[i]);
     printf("\n");
     rc = 0;

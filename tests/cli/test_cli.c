@@ -343,17 +343,35 @@ TEST(cli_tokenize_with_only_tokenizer_json) {
     rmdir(dir);
 }
 
+// Text that is not UTF-8 is refused naming where it came from (standard input, the file, --prompt, the argument)
+// and the first bad byte; generate says so before it loads a model.
 TEST(cli_rejects_invalid_utf8) {
-    char *out, *err;
-    char command[512];
+    char path[] = "/tmp/specdec-utf8-XXXXXX";
+    const int fd = mkstemp(path);
+    CHECK(fd >= 0 && write(fd, "ok \377", 4) == 4, "mkstemp");
+    if (fd >= 0) close(fd);
+    char said[4][128];
+    snprintf(said[0], sizeof said[0], "specdec: %s: invalid UTF-8 at byte 3 (0xFF); expected UTF-8 text\n", path);
+    snprintf(said[1], sizeof said[1], "specdec: %s: invalid UTF-8 at byte 3 (0xFF); expected UTF-8 text\n", path);
+    snprintf(said[2], sizeof said[2], "specdec: --prompt: invalid UTF-8 at byte 1 (0xC0); expected UTF-8 text\n");
+    snprintf(said[3], sizeof said[3], "specdec: the text: invalid UTF-8 at byte 1 (0xC0); expected UTF-8 text\n");
+    const char *const forms[] = {"%s tokenize -m %s -f %s", "%s generate -m %s -f %s", "%s generate -m %s -p \"$(printf "
+                                 "'x\\300y')\"", "%s tokenize -m %s \"$(printf 'x\\300y')\""};
+    for (int i = 0; i < 4; i++) {
+        char command[512], *out, *err;
+        snprintf(command, sizeof command, forms[i], specdec_bin(), i == 2 ? MODEL : GPT2_FILES, path);
+        const int status = run_command(command, &out, &err);
+        CHECK(status == 2 && strcmp(err, said[i]) == 0 && out[0] == '\0', "%s: status %d, \"%s\"", command, status,
+              err);
+        free(out), free(err);
+    }
+    char command[512], *out, *err;
     snprintf(command, sizeof command, "printf 'a\\377b' | %s tokenize -m %s", specdec_bin(), GPT2_FILES);
     int status = run_command(command, &out, &err);
-    CHECK(status == 2 && strstr(err, "UTF-8") && out[0] == '\0', "invalid UTF-8: status %d, \"%s\"", status, err);
+    CHECK(status == 2 && strcmp(err, "specdec: standard input: invalid UTF-8 at byte 1 (0xFF); expected UTF-8 text\n")
+              == 0 && out[0] == '\0', "invalid UTF-8: status %d, \"%s\"", status, err);
     free(out), free(err);
-    snprintf(command, sizeof command, "%s generate -m %s -p \"$(printf 'x\\300y')\"", specdec_bin(), MODEL);
-    status = run_command(command, &out, &err);
-    CHECK(status == 2, "generate -p with invalid UTF-8: status %d, \"%s\"", status, err);
-    free(out), free(err);
+    unlink(path);
 }
 
 TEST(cli_trace_has_a_line_per_round) {
