@@ -297,7 +297,8 @@ static int map_file(StFile *f, Err *err) {
     unsigned long long n = 0;
     for (int i = 7; i >= 0; i--) n = n << 8 | f->map[i];  // little-endian u64
     if (n > MAX_HEADER_BYTES) {
-        return err_fmt(err, "%s: header length %llu exceeds the limit of %d bytes", f->path, n, MAX_HEADER_BYTES);
+        return err_fmt(err, "%s: not a safetensors file: its first 8 bytes give a header length of %llu bytes, more "
+                       "than the limit of %d", f->path, n, MAX_HEADER_BYTES);
     }
     if (8 + n > f->size) {
         return err_fmt(err, "%s: header length %llu needs 8 + %llu = %llu bytes, but the file is %zu bytes", f->path,
