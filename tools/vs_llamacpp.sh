@@ -32,10 +32,13 @@
 #           t(1)), from the two medians of the turn's repetitions.
 # Each round runs run-bench and llama-bench one after the other, in an order that alternates between rounds (run-bench
 # first in round 1, so that a mistake in its arguments stops the run at once), so a machine whose speed drifts slows
-# both alike; the ratios are taken within a round, then their median [min–max]
-# over the rounds is printed, with the load average (/proc/loadavg, 1 minute) read before each turn, and under the
-# table, per thread count, whether decode's median ratio reaches issue 55's goal of 1.1. Never run by
-# the tests; needs only llama-bench's binary, not llama.cpp's sources.
+# both alike. Before and after each turn, tools/placement_probe.c (compiled here with cc) times a cache line's round
+# trip between CPUs 0 and 1: where a VM's host runs its two vCPUs sometimes in one core complex and sometimes in two,
+# the two-thread figures differ between the two, and a round whose four probes agree is "near" or "far" (else
+# "mixed"). The table (tools/vs_llamacpp_table.py) lists each round with its probes, placement and decode ratios, then
+# per placement the ratios within rounds, median [min–max] over that placement's rounds, with the load average
+# (/proc/loadavg, 1 minute) read before each turn, and per placement and thread count whether decode's median ratio
+# reaches issue 55's goal of 1.1. Never run by the tests; needs only llama-bench's binary, not llama.cpp's sources.
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 ME=vs_llamacpp.sh
@@ -78,6 +81,18 @@ QUANT_ARGS=()
 
 loadavg() { cut -d' ' -f1 /proc/loadavg; }
 
+PROBE=
+if [ "$(nproc)" -ge 2 ]; then
+    PROBE=$WORK/placement_probe
+    cc -std=c11 -O2 -pthread -o "$PROBE" "$ROOT/tools/placement_probe.c" 2>"$WORK/probe.err" ||
+        fail "cannot compile tools/placement_probe.c: $(head -n 1 "$WORK/probe.err")"
+fi
+probe() {  # append the CPUs' round trip (ns) to file $1; nothing with one CPU
+    [ -z "$PROBE" ] && { : >>"$1"; return; }
+    "$PROBE" 2>"$WORK/probe.err" | sed -n 's/^round_trip_ns //p' >>"$1"
+    [ "${PIPESTATUS[0]}" = 0 ] || fail "placement_probe failed: $(head -n 1 "$WORK/probe.err")"
+}
+
 llama_isa() {  # the instruction sets llama.cpp was built for, from its GGML_ options in LLAMA_BUILD/CMakeCache.txt
     local cache=$BUILD/CMakeCache.txt
     if [ ! -f "$cache" ]; then echo "unknown"
@@ -89,94 +104,27 @@ llama_isa() {  # the instruction sets llama.cpp was built for, from its GGML_ op
 run_llama() {  # round $1: llama-bench's pp8 and tg64 at every thread count, as JSON
     echo "round $1: llama-bench (load average $(loadavg))" >&2
     loadavg >"$WORK/llama-$1.load"
+    probe "$WORK/llama-$1.placement"
     # shellcheck disable=SC2086 # LLAMA_ARGS is split at spaces on purpose
     "$LLAMA_BENCH" -m "$GGUF" -p 8 -n 64 -t "$THREADS" -r "$REPS" ${LLAMA_ARGS:-} -o json >"$WORK/llama-$1.json" \
         2>"$WORK/llama-$1.err" || fail "llama-bench failed on $(escaped "$GGUF"): $(tail -n 1 "$WORK/llama-$1.err")"
+    probe "$WORK/llama-$1.placement"
 }
 
 run_specdec() {  # round $1: run-bench's threads suite at every thread count, as JSON
     echo "round $1: specdec run-bench (load average $(loadavg))" >&2
     loadavg >"$WORK/specdec-$1.load"
+    probe "$WORK/specdec-$1.placement"
     "$RUN_BENCH" -m "$CKPT" "${QUANT_ARGS[@]}" -s threads --threads-sweep "$THREADS" --reps "$REPS" --no-plots \
         --out "$WORK/specdec-$1" >"$WORK/specdec-$1.log" 2>&1 ||
         fail "run-bench failed on $(escaped "$CKPT"): $(grep -v '^$' "$WORK/specdec-$1.log" | tail -n 1)"
+    probe "$WORK/specdec-$1.placement"
 }
 
 for ((r = 1; r <= ROUNDS; r++)); do
     if ((r % 2)); then run_specdec "$r" && run_llama "$r"; else run_llama "$r" && run_specdec "$r"; fi
 done
 
-# The table: per thread count and test, each program's tokens/s and the ratio within rounds, median [min–max].
-python3 - "$WORK" "$ROUNDS" "$GGUF" "$CKPT" "$QUANT" "$(llama_isa)" <<'EOF'
-import json, os, statistics, sys
-
-work, rounds, gguf, ckpt, quant, llama_isa = sys.argv[1], int(sys.argv[2]), *sys.argv[3:7]
-
-
-def rng(v, digits):
-    return f"{statistics.median(v):.{digits}f} [{min(v):.{digits}f}–{max(v):.{digits}f}]"
-
-
-def read_round(r, llama, specdec, loads):
-    """Round r's figures, appended to llama and specdec ((threads, test) -> [tokens/s]) and loads."""
-    loads += [float(open(f"{work}/{p}-{r}.load").read()) for p in ("llama", "specdec")]
-    runs = json.load(open(f"{work}/llama-{r}.json"))
-    for run in runs:
-        test = "decode" if run["n_gen"] > 0 else "T = 8"
-        llama.setdefault((run["n_threads"], test), []).append(run["avg_ts"])
-    mine = json.load(open(f"{work}/specdec-{r}/latest.json"))
-    for row in mine["threads"]["counts"]:
-        rate, cost = row["target_tokens_per_s"]["median"], row["verify_cost_t8_t1"]["median"]
-        specdec.setdefault((row["threads"], "decode"), []).append(rate)
-        specdec.setdefault((row["threads"], "T = 8"), []).append(8 * rate / cost)
-    return runs[0], mine
-
-
-def llama_variant(isa, available):
-    """The specdec variant whose instructions llama.cpp's build options name: the CPU's best for a native build."""
-    if isa == "unknown":
-        return None
-    if isa == "native":
-        return available[-1]
-    options = isa.split()
-    if any(o.startswith(("AVX512", "AMX")) for o in options):
-        return "avx512"
-    return "avxvnni" if "AVX_VNNI" in options else "avx2" if "AVX2" in options else "scalar"
-
-
-llama, specdec, loads = {}, {}, []
-try:
-    for r in range(1, rounds + 1):
-        info, mine = read_round(r, llama, specdec, loads)
-    isa, like = mine["machine"]["isa"], llama_variant(llama_isa, mine["machine"]["isa_available"])
-    llama_isa = {"native": "-march=native (GGML_NATIVE=ON)", "unknown": "? (no CMakeCache.txt)", "": "no AVX"}.get(
-        llama_isa, llama_isa)
-    title = (f"{info['cpu_info']}; llama.cpp {info['build_commit']} ({info['backends']}, built for {llama_isa}), "
-             f"{gguf} ({info['model_type']}, {info['model_size'] / 1e6:.1f} MB); specdec {mine['machine']['commit']} "
-             f"({isa} kernels), {ckpt} --quant {quant} "
-             f"({mine['pair']['target']['weight_bytes'] / 1e6:.1f} MB of weights)")
-except (OSError, ValueError, KeyError, TypeError, IndexError) as e:
-    print(f"vs_llamacpp.sh: the results of llama-bench or run-bench lack what is expected: {e!r}", file=sys.stderr)
-    sys.exit(2)
-print(f"# specdec against llama.cpp\n\n{title}; rounds: {rounds}, alternating; load average (1 minute) "
-      f"{min(loads):.2f}–{max(loads):.2f}\n")
-if like is not None and like != isa:
-    print(f"warning: specdec ran its {isa} kernels, llama.cpp was built for {llama_isa} ({like}'s instructions): the "
-          f"two sides do not run the same instruction set (SPECDEC_ISA={like} would match)\n")
-print("| threads | test | llama.cpp tokens/s | specdec tokens/s | specdec / llama.cpp |\n|---:|---|---:|---:|---:|")
-for key in sorted(set(specdec) & set(llama), key=lambda k: (k[0], k[1] != "decode")):
-    ratios = [s / l for s, l in zip(specdec[key], llama[key])]
-    name = "decode (tg64 / T = 1)" if key[1] == "decode" else "T = 8 (pp8 / T = 8)"
-    print(f"| {key[0]} | {name} | {rng(llama[key], 1)} | {rng(specdec[key], 1)} | {rng(ratios, 2)} |")
-# Issue 55's goal, on the same GGUF file: decode at least 1.1 × llama.cpp's tokens/s at every thread count — on a
-# machine with nothing else running (llama.cpp's threads wait for each other spinning, and lose far more than
-# specdec's when other work takes their cores).
-print()
-if max(loads) > os.cpu_count():
-    print(f"warning: the load average reached {max(loads):.2f} on {os.cpu_count()} CPUs: other work shared the "
-          "machine, and these ratios are not the goal's")
-for threads in sorted(t for t, test in set(specdec) & set(llama) if test == "decode"):
-    ratio = statistics.median(s / l for s, l in zip(specdec[(threads, "decode")], llama[(threads, "decode")]))
-    print(f"decode, {threads} thread{'s' if threads > 1 else ''}: specdec / llama.cpp {ratio:.2f} (median), "
-          f"{'meets' if ratio >= 1.1 else 'short of'} the goal of 1.1")
-EOF
+# The table: per round its placement, then per placement, thread count and test each program's tokens/s and the
+# ratio within rounds, median [min–max].
+/usr/bin/python3 "$ROOT/tools/vs_llamacpp_table.py" "$WORK" "$ROUNDS" "$GGUF" "$CKPT" "$QUANT" "$(llama_isa)"
