@@ -4,11 +4,12 @@
 //
 // Two threads, pinned to CPU_A and CPU_B (default 0 and 1), hand a counter back and forth through one cache line:
 // A writes n, B waits to see it and writes n + 1, A waits to see that. A round trip is two transfers of the line
-// between the CPUs' caches, so its time says how far apart they sit: on this project's 2-vCPU Zen 5 VM about 55 ns
-// where the host runs both in one core complex (they share an L3) and about 370 ns where it runs them in two
-// (docs/performance-history.md, "The two vCPUs' placement"). Prints one line, the median over ROUNDS rounds of
-// TRIPS round trips each: `round_trip_ns 57.1` on stdout. tools/vs_llamacpp.sh runs it around each program's turn.
-// Errors: one line on stderr, exit 2.
+// between the CPUs' caches, so its time says how far apart they sit: on this project's 2-vCPU Zen 5 VM it read
+// 83–88 ns where the host ran both in one core complex (they share an L3) and 353–395 ns where it ran them in two
+// (docs/performance-history.md, "The side-by-side by placement"). Prints one line, the median over ROUNDS rounds of
+// TRIPS round trips each: `round_trip_ns 87.1` on stdout. run-bench's threads suite times the same inside its own
+// pool (round_trip_run, bench/threads.c); this stands alone so that tools/vs_llamacpp.sh can run it around
+// llama.cpp's turns as around specdec's. Errors: one line on stderr, exit 2.
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <sched.h>

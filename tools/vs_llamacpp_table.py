@@ -16,7 +16,7 @@ import os
 import statistics
 import sys
 
-# The probe's two clusters on this project's 2-vCPU Zen 5 VM: about 55 ns (one core complex) and 370 ns (two).
+# The probe's two clusters on this project's 2-vCPU Zen 5 VM: 83–88 ns (one core complex) and 353–395 ns (two).
 NEAR_NS = 150.0
 GOAL = 1.1  # issue 55's: decode at least 1.1 × llama.cpp's tokens/s on the same GGUF file
 
