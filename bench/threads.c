@@ -10,10 +10,10 @@
 // the speculative runs (the models lent a pool of n for them, so that a CPU is spare below the machine's count, as
 // it is for the CLI's --threads).
 // The goal: the speculative speed-up at the machine's full count at least its speed-up at 2 threads.
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/round_trip.h"
 #include "bench.h"
 #include "model/probe.h"
 #include "speculative/speculative.h"
@@ -84,29 +84,19 @@ static double hand_off_run(void *ctx, int rep) {
     return now_seconds() - t0;
 }
 
-// A cache line's round trip between two of the pool's threads: thread 0 writes an odd count, thread 1 answers with
-// the next even one, ROUND_TRIPS times; the seconds of one round trip. It says where the host placed the two cores:
-// ~55 ns within one core complex of an EPYC, several times that across two (docs/performance.md).
+// A cache line's round trip between two of the pool's threads (base/round_trip.h), ROUND_TRIPS times; the seconds
+// of one round trip. It says where the host placed the two cores:
+// under 100 ns within one core complex of an EPYC, several times that across two (docs/performance.md).
 enum { ROUND_TRIPS = 2000 };
 
 static void ping_pong(void *ctx, int thread, int n_threads) {
-    _Atomic int *line = ctx;
     if (n_threads < 2) return;  // a pool of one thread: nobody to answer
-    for (int i = 0; i < ROUND_TRIPS; i++) {
-        const int sent = 2 * i + 1;
-        if (thread == 0) {
-            atomic_store_explicit(line, sent, memory_order_release);
-            while (atomic_load_explicit(line, memory_order_acquire) != sent + 1) cpu_relax();
-        } else {
-            while (atomic_load_explicit(line, memory_order_acquire) != sent) cpu_relax();
-            atomic_store_explicit(line, sent + 1, memory_order_release);
-        }
-    }
+    cache_line_round_trips(ctx, thread != 0, 1, ROUND_TRIPS);
 }
 
 static double round_trip_run(void *ctx, int rep) {
     (void)rep;
-    _Alignas(64) _Atomic int line = 0;
+    _Alignas(64) atomic_long line = 0;
     const double t0 = now_seconds();
     pool_run_on(ctx, 2, ping_pong, (void *)&line);
     return (now_seconds() - t0) / ROUND_TRIPS;

@@ -3,8 +3,9 @@
 //   cc -O2 -pthread -o placement_probe tools/placement_probe.c && ./placement_probe [CPU_A CPU_B]
 //
 // Two threads, pinned to CPU_A and CPU_B (default 0 and 1), hand a counter back and forth through one cache line:
-// A writes n, B waits to see it and writes n + 1, A waits to see that. A round trip is two transfers of the line
-// between the CPUs' caches, so its time says how far apart they sit: on this project's 2-vCPU Zen 5 VM it read
+// A writes n, B waits to see it and writes n + 1, A waits to see that (src/base/round_trip.h, shared with run-bench).
+// A round trip is two transfers of the line between the CPUs' caches, so its time says how far apart they sit: on
+// this project's 2-vCPU Zen 5 VM it read
 // 83–88 ns where the host ran both in one core complex (they share an L3) and 353–395 ns where it ran them in two
 // (docs/performance-history.md, "The side-by-side by placement"). Prints one line, the median over ROUNDS rounds of
 // TRIPS round trips each: `round_trip_ns 87.1` on stdout. run-bench's threads suite times the same inside its own
@@ -17,6 +18,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
+
+#include "../src/base/round_trip.h"
 
 enum { ROUNDS = 15, TRIPS = 2000 };
 
@@ -32,14 +35,10 @@ static cpu_set_t only(int cpu) {
     return set;
 }
 
-// Thread B: each odd value A writes is answered by the next even one.
+// Thread B: answers every round's round trips.
 static void *answer(void *arg) {
     Shared *s = arg;
-    for (long n = 1; n < 2 * s->answers; n += 2) {
-        while (atomic_load_explicit(&s->line, memory_order_acquire) != n) {
-        }
-        atomic_store_explicit(&s->line, n + 1, memory_order_release);
-    }
+    cache_line_round_trips(&s->line, true, 1, s->answers);
     return NULL;
 }
 
@@ -93,11 +92,8 @@ int main(int argc, char **argv) {
     long n = 1;
     for (int r = 0; r < ROUNDS; r++) {
         const double start = now_ns();
-        for (int t = 0; t < TRIPS; t++, n += 2) {
-            atomic_store_explicit(&s.line, n, memory_order_release);
-            while (atomic_load_explicit(&s.line, memory_order_acquire) != n + 1) {
-            }
-        }
+        cache_line_round_trips(&s.line, false, n, TRIPS);
+        n += 2L * TRIPS;
         per_trip[r] = (now_ns() - start) / TRIPS;
     }
     pthread_join(b, NULL);
