@@ -9,7 +9,7 @@ dequantized by gguf-py's `gguf.quants.dequantize` (a float64 numpy forward) stor
 
 It also writes convert_llama/: a BF16 Llama 3-style folder with a small byte-level BPE tokenizer and a chat template,
 and expected_tensors.txt, the tensors that the kit's own to_gguf.py (../shared/peers/llamacpp) and then llama-quantize
-write from it for bf16, q8_0, q4_0 and q4_k_m: name, type and shape of each in file order, and a hash of its bytes
+write from it for bf16, q8_0, q4_0, q4_k_m, q5_k_m and q6_k: name, type and shape of each in file order, and a hash of its bytes
 (FNV-1a, 64 bits), for tests/checkpoint/test_gguf_convert.c to hold `specdec convert` to; and the same for BF16
 qwen2, qwen3 and gpt2 folders (convert_qwen2, convert_qwen3, convert_gpt2), whose bf16 file, to_gguf.py converting
 llamas alone, is this script's own conversion.
@@ -42,7 +42,8 @@ WIDE = dict(arch="llama", d=256, H=2, Hkv=1, hd=128, F=256, L=1, V=64, dtype="F3
 # Rows of 64 (but the down projection's 256), as Qwen2.5-0.5B's 896 and SmolLM2's 576 and 960 are not whole K-quant
 # blocks: llama-quantize's Q4_K_M falls back from Q4_K to Q5_0 and from Q6_K to Q8_0, its Q5_K_M from Q5_K to Q5_1.
 NARROW = dict(arch="llama", d=64, H=4, Hkv=2, hd=16, F=256, L=1, V=64, dtype="F32", tied=False, gain=1)
-QUANT_CASES = {"llama_q8_0": (SMALL, "Q8_0"), "llama_q4_0": (SMALL, "Q4_0"), "llama_q4_k_m": (WIDE, "Q4_K_M"),
+QUANT_CASES = {"llama_q8_0": (SMALL, "Q8_0"), "llama_q4_0": (SMALL, "Q4_0"), "llama_q4_1": (SMALL, "Q4_1"),
+               "llama_q4_k_m": (WIDE, "Q4_K_M"),
                "llama_q6_k": (WIDE, "Q6_K"), "llama_q4_k_m_narrow": (NARROW, "Q4_K_M"),
                "llama_q5_k_m_narrow": (NARROW, "Q5_K_M")}
 TOKENS = [0, 7, 3, 11, 1, 5, 9, 2]  # the expected logits' input ids
@@ -283,6 +284,8 @@ def llama_logits(w, c, cfg, tokens):
     T = len(tokens)
     x = w["token_embd.weight"][tokens]
     inv = 1.0 / cfg["rope_theta"] ** (np.arange(0, hd, 2) / hd)
+    if "rope_freqs.weight" in w:  # Llama 3's rope scaling: divisors of the frequencies
+        inv = inv / w["rope_freqs.weight"]
     ang = np.arange(T)[:, None] * inv[None, :]
     cos, sin = np.cos(np.concatenate([ang, ang], -1)), np.sin(np.concatenate([ang, ang], -1))
     rot = lambda v: v * cos[:, None] + np.concatenate([-v[..., hd // 2:], v[..., :hd // 2]], -1) * sin[:, None]
@@ -424,12 +427,17 @@ def write_convert_fixture(kit, gguf):
     subprocess.run([sys.executable, to_gguf, folder, bf16, "--outtype", "bf16"], check=True, env=env,
                    stderr=subprocess.DEVNULL)
     write_expected_tensors(folder, kit, bf16, work, gguf)
+    for label in ("q5_k_m", "q6_k"):  # the logits of llama-quantize's files' weights dequantized by gguf-py
+        logits = llama_logits(read_dequantized(os.path.join(work, f"{label}.gguf"), gguf), c, cfg, TOKENS)
+        write_sdfx(os.path.join(folder, f"expected_{label}.bin"), TOKENS, logits)
 
 
 def write_expected_tensors(folder, kit, bf16, work, gguf):
-    """folder/expected_tensors.txt: the tensors of the bf16 file, then of llama-quantize's q8_0, q4_0 and q4_k_m of it."""
+    """folder/expected_tensors.txt: the tensors of the bf16 file, then of llama-quantize's q8_0, q4_0, q4_k_m, q5_k_m
+    and q6_k of it."""
     lines = tensor_lines(bf16, "bf16", gguf)
-    for label, qtype in (("q8_0", "Q8_0"), ("q4_0", "Q4_0"), ("q4_k_m", "Q4_K_M")):
+    for label, qtype in (("q8_0", "Q8_0"), ("q4_0", "Q4_0"), ("q4_k_m", "Q4_K_M"), ("q5_k_m", "Q5_K_M"),
+                         ("q6_k", "Q6_K")):
         out = os.path.join(work, f"{label}.gguf")
         subprocess.run([os.path.join(kit, "build", "bin", "llama-quantize"), bf16, out, qtype], check=True,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

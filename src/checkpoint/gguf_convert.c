@@ -17,14 +17,24 @@
 #include "checkpoint/safetensors.h"
 #include "kernels.h"
 
+// Each --type: its name, the type of its matrices, whether attn_v and ffn_down get Q6_K in use_more_bits' layers,
+// and llama.cpp's file type (general.file_type).
+static const struct {
+    const char *name;
+    uint32_t matrices;
+    bool more_bits;
+    uint32_t file_type;
+} TYPES[] = {[CONVERT_BF16] = {"bf16", GGML_BF16, false, 32},       [CONVERT_Q8_0] = {"q8_0", GGML_Q8_0, false, 7},
+             [CONVERT_Q4_0] = {"q4_0", GGML_Q4_0, false, 2},        [CONVERT_Q4_K_M] = {"q4_k_m", GGML_Q4_K, true, 15},
+             [CONVERT_Q5_K_M] = {"q5_k_m", GGML_Q5_K, true, 17},    [CONVERT_Q6_K] = {"q6_k", GGML_Q6_K, false, 18}};
+
 int convert_type_parse(const char *text, ConvertType *type, Err *err) {
-    static const char *const NAMES[] = {"bf16", "q8_0", "q4_0", "q4_k_m"};
-    for (int i = 0; i < 4; i++)
-        if (text && strcmp(text, NAMES[i]) == 0) {
+    for (int i = 0; i < (int)(sizeof TYPES / sizeof *TYPES); i++)
+        if (text && strcmp(text, TYPES[i].name) == 0) {
             *type = (ConvertType)i;
             return 0;
         }
-    return err_fmt(err, "--type: expected bf16, q8_0, q4_0 or q4_k_m%s", text ? "" : " (it is required)");
+    return err_fmt(err, "--type: expected bf16, q8_0, q4_0, q4_k_m, q5_k_m or q6_k%s", text ? "" : " (it is required)");
 }
 
 // ---- the plan: which tensors, in which order, of which type ----------------------------------------------------
@@ -153,7 +163,7 @@ static int plan_tensors(Conversion *c, Err *err) {
     return 0;
 }
 
-// llama.cpp's layers that get more bits in a Q4_K_M file: the first and last eighth, and every third between.
+// llama.cpp's layers that get more bits in a Q4_K_M or Q5_K_M file: the first and last eighth, and every third between.
 static bool use_more_bits(int layer, int n_layer) {
     return layer < n_layer / 8 || layer >= 7 * n_layer / 8 || (layer - n_layer / 8) % 3 == 2;
 }
@@ -169,15 +179,16 @@ static uint32_t tensor_type(const Conversion *c, const Planned *p) {
     if (c->type == CONVERT_BF16 || p->n_dims < 2 || !ends_with(p->name, "weight") || strstr(p->name, "_norm.weight") ||
         strcmp(p->name, "position_embd.weight") == 0)
         return stored;
-    const uint32_t base = c->type == CONVERT_Q8_0 ? GGML_Q8_0 : c->type == CONVERT_Q4_0 ? GGML_Q4_0 : GGML_Q4_K;
+    const uint32_t base = TYPES[c->type].matrices;
     uint32_t type = base;
     const bool head = strcmp(p->name, "output.weight") == 0 || (c->tied && strcmp(p->name, "token_embd.weight") == 0);
     if (head && base != GGML_Q8_0) type = GGML_Q6_K;
-    else if (c->type == CONVERT_Q4_K_M && use_more_bits(p->layer, c->cfg.n_layer) &&
+    else if (TYPES[c->type].more_bits && use_more_bits(p->layer, c->cfg.n_layer) &&
              (strstr(p->name, ".attn_v.") || strstr(p->name, ".attn_qkv.") || strstr(p->name, ".ffn_down.")))
         type = GGML_Q6_K;  // (llama.cpp counts GPT-2's attn_qkv as an attn_v)
     size_t bytes;
-    if (p->ne[0] % gguf_type_block(type, &bytes)) type = type == GGML_Q4_K ? GGML_Q5_0 : GGML_Q8_0;  // its fallbacks
+    if (p->ne[0] % gguf_type_block(type, &bytes))  // its fallbacks
+        type = type == GGML_Q4_K ? GGML_Q5_0 : type == GGML_Q5_K ? GGML_Q5_1 : GGML_Q8_0;
     return p->ne[0] % 32 ? GGML_F16 : type;
 }
 
@@ -205,12 +216,6 @@ static void kv_arch_f32(GgufWriter *w, const char *arch, const char *name, float
     gguf_kv_f32(w, key, v);
 }
 
-// llama.cpp's file types (general.file_type) of the files written.
-static uint32_t file_type(ConvertType type) {
-    static const uint32_t TYPES[] = {[CONVERT_BF16] = 32, [CONVERT_Q8_0] = 7, [CONVERT_Q4_0] = 2, [CONVERT_Q4_K_M] = 15};
-    return TYPES[type];
-}
-
 static int write_metadata(GgufWriter *w, const Conversion *c, const char *chat_template, Err *err) {
     const Config *cfg = &c->cfg;
     const char *arch = architecture(cfg->model_type), *base = strrchr(c->dir, '/');
@@ -229,7 +234,7 @@ static int write_metadata(GgufWriter *w, const Conversion *c, const char *chat_t
         kv_arch_f32(w, arch, "rope.freq_base", cfg->rope_theta);
         kv_arch_f32(w, arch, "attention.layer_norm_rms_epsilon", cfg->norm_epsilon);
     }
-    gguf_kv_u32(w, "general.file_type", file_type(c->type));
+    gguf_kv_u32(w, "general.file_type", TYPES[c->type].file_type);
     kv_arch_u32(w, arch, "vocab_size", cfg->vocab_size);
     if (!c->gpt2) {
         kv_arch_u32(w, arch, "rope.dimension_count", cfg->head_dim);

@@ -87,6 +87,25 @@ static void quantize_q5_0(uint8_t *block, const float *x) {
     for (int k = 0; k < 4; k++) block[2 + k] = (uint8_t)(qh >> 8 * k);
 }
 
+// block: d, m (f16), qh[4], qs[16] as Q5_0's; weight = d·q + m.   x: [32]
+static void quantize_q5_1(uint8_t *block, const float *x) {
+    float min = x[0], max = x[0];
+    for (int j = 1; j < 32; j++) {
+        if (x[j] < min) min = x[j];
+        if (x[j] > max) max = x[j];
+    }
+    const float d = (max - min) / 31, id = d != 0.0f ? 1.0f / d : 0.0f;
+    put_f16(block, d);
+    put_f16(block + 2, min);
+    uint32_t qh = 0;
+    for (int j = 0; j < 16; j++) {
+        const int low = (uint8_t)((x[j] - min) * id + 0.5f), high = (uint8_t)((x[j + 16] - min) * id + 0.5f);
+        block[8 + j] = (uint8_t)((low & 0xf) | (high & 0xf) << 4);
+        qh |= (uint32_t)(low >> 4 & 1) << j | (uint32_t)(high >> 4 & 1) << (j + 16);
+    }
+    for (int k = 0; k < 4; k++) block[4 + k] = (uint8_t)(qh >> 8 * k);
+}
+
 // ---- Q6_K: 16 scales of 16 weights under one d -----------------------------------------------------------------
 
 // The codes x[i] ≈ scale·(L[i] − 32), L in [0, 63], for the scale among 19 trials around −32/max (max: the weight
@@ -154,14 +173,15 @@ static void quantize_q6_k(uint8_t *block, const float *x) {
     }
 }
 
-// ---- Q4_K: 8 (scale, min) pairs of 32 weights under d and dmin -------------------------------------------------
+// ---- Q4_K and Q5_K: 8 (scale, min) pairs of 32 weights under d and dmin ----------------------------------------
 
-// Codes x[i] ≈ scale·L[i] − min, L in [0, 15], min ≥ 0: from the range [min(x, 0), max(x)], then 21 trial inverse
-// scales (14 + 0.1·k)/range, k = 0..20, each with scale and min by weighted least squares (min clipped at 0), the
-// one of least weighted squared error kept (ggml's make_qkx2_quants, nmax 15, rmin −1, rdelta 0.1, 20 steps).
-// x, w, L: [32]
-static float q4k_group_scale(const float *x, const float *w, uint8_t *L, float *the_min) {
-    const int n = 32, nmax = 15;
+// Codes x[i] ≈ scale·L[i] − min, L in [0, nmax], min ≥ 0: from the range [min(x, 0), max(x)], then trial inverse
+// scales (nmax + rmin + 0.1·k)/range, k = 0..steps, each with scale and min by weighted least squares (min clipped
+// at 0), the one of least weighted squared error kept (ggml's make_qkx2_quants with rdelta 0.1: Q4_K's nmax 15,
+// rmin −1, 20 steps; Q5_K's nmax 31, rmin −0.5, 15 steps).   x, w, L: [32]
+static float k_group_scale(const float *x, const float *w, uint8_t *L, float *the_min, int nmax, float rmin,
+                           int steps) {
+    const int n = 32;
     float min = x[0], max = x[0], sum_w = w[0], sum_x = sum_w * x[0];
     for (int i = 1; i < n; i++) {
         if (x[i] < min) min = x[i];
@@ -181,8 +201,8 @@ static float q4k_group_scale(const float *x, const float *w, uint8_t *L, float *
         const float diff = scale * (float)L[i] + min - x[i];
         best_error += w[i] * (diff * diff);
     }
-    for (int step = 0; step <= 20; step++) {
-        iscale = (-1.0f + 0.1f * (float)step + (float)nmax) / (max - min);
+    for (int step = 0; step <= steps; step++) {
+        iscale = (rmin + 0.1f * (float)step + (float)nmax) / (max - min);
         uint8_t trial[32];
         float sum_l = 0.0f, sum_l2 = 0.0f, sum_xl = 0.0f;
         for (int i = 0; i < n; i++) {
@@ -210,8 +230,8 @@ static float q4k_group_scale(const float *x, const float *w, uint8_t *L, float *
     return scale;
 }
 
-// Sub-block j's 6-bit scale and min in a Q4_K block's scales[12] (qk.h).
-static void q4k_scale_min(const uint8_t *s, int j, int *scale, int *min) {
+// Sub-block j's 6-bit scale and min in a Q4_K or Q5_K block's scales[12] (qk.h).
+static void k_scale_min(const uint8_t *s, int j, int *scale, int *min) {
     if (j < 4) {
         *scale = s[j] & 63, *min = s[j + 4] & 63;
     } else {
@@ -220,9 +240,10 @@ static void q4k_scale_min(const uint8_t *s, int j, int *scale, int *min) {
     }
 }
 
-// block: d, dmin (f16), scales[12], qs[128].   x: [256]
-static void quantize_q4_k(uint8_t *block, const float *x) {
-    uint8_t L[256], *s = block + 4, *qs = block + 16;
+// The head of a Q4_K or Q5_K block — d, dmin (f16), scales[12] — for x, and the codes L[256] in [0, nmax] under the
+// scales as stored (nmax 15, rmin −1, 20 steps for Q4_K; 31, −0.5, 15 for Q5_K).   x: [256]
+static void quantize_k_head(uint8_t *block, uint8_t *L, const float *x, int nmax, float rmin, int steps) {
+    uint8_t *s = block + 4;
     float scales[8], mins[8], max_scale = 0.0f, max_min = 0.0f;
     for (int j = 0; j < 8; j++) {
         const float *xj = x + 32 * j;
@@ -230,7 +251,7 @@ static void quantize_q4_k(uint8_t *block, const float *x) {
         for (int l = 0; l < 32; l++) sum_x2 += xj[l] * xj[l];
         const float av_x = sqrtf(sum_x2 / 32);
         for (int l = 0; l < 32; l++) w[l] = av_x + fabsf(xj[l]);
-        scales[j] = q4k_group_scale(xj, w, L + 32 * j, &mins[j]);
+        scales[j] = k_group_scale(xj, w, L + 32 * j, &mins[j], nmax, rmin, steps);
         if (scales[j] > max_scale) max_scale = scales[j];
         if (mins[j] > max_min) max_min = mins[j];
     }
@@ -250,27 +271,57 @@ static void quantize_q4_k(uint8_t *block, const float *x) {
     put_f16(block + 2, max_min / 63.0f);
     for (int j = 0; j < 8; j++) {
         int sc, m;
-        q4k_scale_min(s, j, &sc, &m);
+        k_scale_min(s, j, &sc, &m);
         const float d = get_f16(block) * (float)sc;
         if (d == 0.0f) continue;
         const float dm = get_f16(block + 2) * (float)m;
-        for (int l = 0; l < 32; l++) L[32 * j + l] = (uint8_t)clamp_int(nearest_int((x[32 * j + l] + dm) / d), 0, 15);
+        for (int l = 0; l < 32; l++)
+            L[32 * j + l] = (uint8_t)clamp_int(nearest_int((x[32 * j + l] + dm) / d), 0, nmax);
     }
+}
+
+// block: d, dmin (f16), scales[12], qs[128].   x: [256]
+static void quantize_q4_k(uint8_t *block, const float *x) {
+    uint8_t L[256], *qs = block + 16;
+    quantize_k_head(block, L, x, 15, -1.0f, 20);
     for (int j = 0; j < 256; j += 64, qs += 32)  // sub-blocks 2i and 2i + 1: low nibbles, then high ones
         for (int l = 0; l < 32; l++) qs[l] = (uint8_t)(L[j + l] | L[j + l + 32] << 4);
 }
 
+// block: d, dmin (f16), scales[12], qh[32], qs[128]: Q4_K's nibbles, and the fifth bit of sub-block i's weight l
+// as bit i of qh[l].   x: [256]
+static void quantize_q5_k(uint8_t *block, const float *x) {
+    uint8_t L[256], *qh = block + 16, *qs = block + 48;
+    quantize_k_head(block, L, x, 31, -0.5f, 15);
+    memset(qh, 0, 32);
+    for (int j = 0; j < 256; j += 64, qs += 32)
+        for (int l = 0; l < 32; l++) {
+            const int low = L[j + l], high = L[j + l + 32], i = j / 32;
+            qs[l] = (uint8_t)((low & 0xf) | (high & 0xf) << 4);
+            qh[l] |= (uint8_t)((low >> 4) << i | (high >> 4) << (i + 1));
+        }
+}
+
+// Each type's quantizer of one block, and the weights a block holds.
+static const struct {
+    uint32_t type;
+    void (*quantize)(uint8_t *block, const float *x);
+    size_t weights;
+} QUANTIZERS[] = {{GGML_Q8_0, quantize_q8_0, 32}, {GGML_Q4_0, quantize_q4_0, 32}, {GGML_Q5_0, quantize_q5_0, 32},
+                  {GGML_Q5_1, quantize_q5_1, 32}, {GGML_Q4_K, quantize_q4_k, 256}, {GGML_Q5_K, quantize_q5_k, 256},
+                  {GGML_Q6_K, quantize_q6_k, 256}};
+enum { N_QUANTIZERS = sizeof QUANTIZERS / sizeof *QUANTIZERS };
+
 int gguf_quantizes(uint32_t type) {
-    return type == GGML_Q8_0 || type == GGML_Q4_0 || type == GGML_Q5_0 || type == GGML_Q4_K || type == GGML_Q6_K;
+    for (int i = 0; i < N_QUANTIZERS; i++)
+        if (QUANTIZERS[i].type == type) return 1;
+    return 0;
 }
 
 void gguf_quantize_row(uint8_t *out, const float *x, uint32_t type, size_t n) {
-    const size_t block = type == GGML_Q4_K || type == GGML_Q6_K ? 256 : 32, bytes = qk_row_bytes(type, block);
-    for (size_t b = 0; b < n / block; b++, out += bytes, x += block) {
-        if (type == GGML_Q8_0) quantize_q8_0(out, x);
-        else if (type == GGML_Q4_0) quantize_q4_0(out, x);
-        else if (type == GGML_Q5_0) quantize_q5_0(out, x);
-        else if (type == GGML_Q6_K) quantize_q6_k(out, x);
-        else quantize_q4_k(out, x);
+    for (int i = 0; i < N_QUANTIZERS; i++) {
+        if (QUANTIZERS[i].type != type) continue;
+        const size_t block = QUANTIZERS[i].weights, bytes = qk_row_bytes(type, block);
+        for (size_t b = 0; b < n / block; b++, out += bytes, x += block) QUANTIZERS[i].quantize(out, x);
     }
 }

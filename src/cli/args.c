@@ -99,8 +99,8 @@ static const Option options[] = {
     {"max-body", 0, OPT_INT, FIELD(max_body), 1, 1 << 30, "BYTES", "the largest request body in bytes (default 1048576)"},
     {"timeout", 0, OPT_INT, FIELD(timeout), 1, 86400, "S", "seconds a connection may stay idle (default 30)"},
     {"output", 'o', OPT_STRING, FIELD(output), 0, 0, "FILE", "write the answers to FILE (default: standard output)"},
-    {"type", 0, OPT_STRING, FIELD(type), 0, 0, "TYPE", "the GGUF file's weights: bf16, q8_0, q4_0 or q4_k_m (llama.cpp's "
-                                               "types; docs/checkpoints.md)"},
+    {"type", 0, OPT_STRING, FIELD(type), 0, 0, "TYPE", "the GGUF file's weights: bf16, q8_0, q4_0, q4_k_m, q5_k_m or q6_k "
+                                               "(llama.cpp's types; docs/checkpoints.md)"},
     {"parallel", 0, OPT_INT, FIELD(parallel), 1, 256, "N", "generations at once, in one batch (default 4)"},
     {"help", 'h', OPT_FLAG, FIELD(help), 0, 0, NULL, "show this help"},
 };

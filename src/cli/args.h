@@ -50,7 +50,7 @@ typedef struct {
     int max_body;               // serve --max-body, bytes
     int timeout;                // serve --timeout, seconds a connection may stay idle
     const char *output;         // batch -o FILE (NULL: standard output); convert -o FILE.gguf
-    const char *type;           // convert --type bf16 | q8_0 | q4_0 | q4_k_m
+    const char *type;           // convert --type bf16 | q8_0 | q4_0 | q4_k_m | q5_k_m | q6_k
     int parallel;               // serve and batch --parallel: generations at once
     Repeated chat_vars;         // --chat-var NAME=JSON
     const char *tools;          // render --tools FILE: OpenAI function tools for the template

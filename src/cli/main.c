@@ -108,7 +108,7 @@ static const Command commands[] = {
      "model draft tokens temp top-k top-p min-p repetition-penalty presence-penalty frequency-penalty seed gamma "
      "sampler lookup tree-width tree pipeline draft-p-min ctx threads draft-threads quant draft-quant stats show "
      "system chat-var tools stop grammar json-schema json help", 0, 0, drafting_texts},
-    {"convert", cmd_convert, "convert -m DIR -o FILE.gguf --type bf16|q8_0|q4_0|q4_k_m [--threads N]",
+    {"convert", cmd_convert, "convert -m DIR -o FILE.gguf --type bf16|q8_0|q4_0|q4_k_m|q5_k_m|q6_k [--threads N]",
      "write a Hugging Face checkpoint folder as a GGUF file, as llama.cpp's converter (and llama-quantize) would",
      "model output type threads help", 0, 0, convert_texts},
     {"inspect", cmd_inspect, "inspect PATH",

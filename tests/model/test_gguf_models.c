@@ -2,8 +2,8 @@
 // model.gguf, converted by llama.cpp's gguf-py from the model.safetensors beside it, gives logits bit for bit those
 // of the safetensors folder, in every architecture read (llama with its q/k rows permuted, Llama 3's rope_freqs,
 // qwen2's biases, qwen3's q/k norms, gpt2's transposed matrices), F32, F16 and BF16; each quantized fixture
-// (llama-quantize's Q8_0, Q4_0, Q4_K_M, Q6_K; Q4_K_M and Q5_K_M on rows of 64, which take its fallbacks Q5_0, Q5_1
-// and Q8_0) gives logits whose cosine with those of its weights dequantized by
+// (llama-quantize's Q8_0, Q4_0, Q4_1, Q4_K_M, Q6_K; Q4_K_M and Q5_K_M on rows of 64, which take its fallbacks Q5_0,
+// Q5_1 and Q8_0), and `specdec convert`'s q5_k_m and q6_k files, give logits whose cosine with those of its weights dequantized by
 // gguf-py (expected.bin, a float64 forward) is at least the bound its type is held to, at every position; their
 // quantized matrices are held as the file stores them.
 #include <math.h>
@@ -72,40 +72,72 @@ static double cosine(const float *a, const float *b, int V) {
     return ab / sqrt(aa * bb);
 }
 
+// The logits of the GGUF at path, held as stored and quantized again to q8, against those of its weights
+// dequantized by gguf-py in expected_path (expected.bin's SDFX): a cosine of at least min_cosine at every position.
+static void check_near_dequantized(const char *path, const char *expected_path, double min_cosine, ThreadPool *pool) {
+    Expected e;
+    if (!expected_read(&e, expected_path)) {
+        CHECK(false, "%s: missing or malformed", expected_path);
+        return;
+    }
+    CHECK(e.T == T && memcmp(e.tokens, TOKENS, sizeof TOKENS) == 0, "%s: other tokens", expected_path);
+    static const Quant HOW[] = {QUANT_NONE, QUANT_Q8};  // K-quants held as stored, and quantized again to q8
+    for (size_t h = 0; h < sizeof HOW / sizeof *HOW; h++) {
+        const Quant quant = HOW[h];
+        int V = 0;
+        float *got = logits_of(path, pool, quant, &V);
+        double worst = 1;
+        for (int t = 0; got && V == e.V && t < T; t++)
+            worst = fmin(worst, cosine(got + (size_t)t * V, e.logits + (size_t)t * V, V));
+        printf("    %-40s %-6s worst cosine %.6f (bound %.3f)\n", expected_path + strlen(GGUF_FIXTURES) + 1,
+               quant_name(quant), worst, min_cosine);
+        CHECK(got && V == e.V && worst >= min_cosine, "%s quant %s: cosine %.6f < %.3f (V %d, expected %d)", path,
+              quant_name(quant), worst, min_cosine, V, e.V);
+        free(got);
+    }
+    expected_free(&e);
+}
+
 TEST(gguf_quantized_logits_match_dequantized_weights) {
     static const struct {
         const char *name;
         double min_cosine;  // the bounds: 0.999 for 8- and 6-bit weights, 0.99 for 4-bit ones
     } CASES[] = {{"llama_q8_0", 0.999},          {"llama_q6_k", 0.999},         {"llama_q4_0", 0.99},
-                 {"llama_q4_k_m", 0.99},         {"llama_q4_k_m_narrow", 0.99}, {"llama_q5_k_m_narrow", 0.99}};
+                 {"llama_q4_1", 0.99},           {"llama_q4_k_m", 0.99},        {"llama_q4_k_m_narrow", 0.99},
+                 {"llama_q5_k_m_narrow", 0.99}};
     Err err = {{0}};
     ThreadPool *pool = pool_create(2, &err);
     for (size_t i = 0; i < sizeof CASES / sizeof *CASES; i++) {
-        char path[256];
-        snprintf(path, sizeof path, "%s/%s/expected.bin", GGUF_FIXTURES, CASES[i].name);
-        Expected e;
-        if (!expected_read(&e, path)) {
-            CHECK(false, "%s: missing or malformed", path);
-            continue;
-        }
-        CHECK(e.T == T && memcmp(e.tokens, TOKENS, sizeof TOKENS) == 0, "%s: other tokens", path);
+        char path[256], expected_path[256];
         snprintf(path, sizeof path, "%s/%s/model.gguf", GGUF_FIXTURES, CASES[i].name);
-        static const Quant HOW[] = {QUANT_NONE, QUANT_Q8};  // K-quants held as stored, and quantized again to q8
-        for (size_t h = 0; h < sizeof HOW / sizeof *HOW; h++) {
-            const Quant quant = HOW[h];
-            int V = 0;
-            float *got = logits_of(path, pool, quant, &V);
-            double worst = 1;
-            for (int t = 0; got && V == e.V && t < T; t++)
-                worst = fmin(worst, cosine(got + (size_t)t * V, e.logits + (size_t)t * V, V));
-            printf("    %-19s %-6s worst cosine %.6f (bound %.3f)\n", CASES[i].name, quant_name(quant), worst,
-                   CASES[i].min_cosine);
-            CHECK(got && V == e.V && worst >= CASES[i].min_cosine, "%s quant %s: cosine %.6f < %.3f (V %d, expected %d)",
-                  CASES[i].name, quant_name(quant), worst, CASES[i].min_cosine, V, e.V);
-            free(got);
-        }
-        expected_free(&e);
+        snprintf(expected_path, sizeof expected_path, "%s/%s/expected.bin", GGUF_FIXTURES, CASES[i].name);
+        check_near_dequantized(path, expected_path, CASES[i].min_cosine, pool);
     }
+    pool_free(pool);
+}
+
+// `specdec convert --type q5_k_m` and `--type q6_k` of convert_llama (the bytes llama-quantize writes:
+// tests/checkpoint/test_gguf_convert.c) read back: logits within a cosine of 0.999 at every position of those of
+// llama-quantize's file's weights dequantized by gguf-py (expected_q5_k_m.bin, expected_q6_k.bin, made by
+// tools/make_gguf_fixtures.py).
+TEST(gguf_converted_q5_k_m_and_q6_k_match_their_dequantized_weights) {
+    static const struct {
+        ConvertType type;
+        const char *name;
+    } CASES[] = {{CONVERT_Q5_K_M, "q5_k_m"}, {CONVERT_Q6_K, "q6_k"}};
+    Err err = {{0}};
+    ThreadPool *pool = pool_create(2, &err);
+    char dir[] = "/tmp/specdec-converted-XXXXXX", path[300], expected_path[300];
+    CHECK(mkdtemp(dir), "mkdtemp");
+    for (size_t i = 0; i < sizeof CASES / sizeof *CASES; i++) {
+        snprintf(path, sizeof path, "%s/%s.gguf", dir, CASES[i].name);
+        snprintf(expected_path, sizeof expected_path, "%s/convert_llama/expected_%s.bin", GGUF_FIXTURES, CASES[i].name);
+        CHECK(gguf_convert(GGUF_FIXTURES "/convert_llama", path, CASES[i].type, NULL, pool, &err) == 0, "%s: %s", path,
+              err.msg);
+        check_near_dequantized(path, expected_path, 0.999, pool);
+        unlink(path);
+    }
+    rmdir(dir);
     pool_free(pool);
 }
 
@@ -246,8 +278,8 @@ TEST(gguf_q4_k_m_speculates_as_target_only) {
 }
 
 // Read without --quant (or with --quant stored), a quantized file's matrices are held as the file's blocks
-// (kernels.h, "GGUF's Q8_0 and Q4_0", "GGUF's K-quants"), as llama-quantize chose them: llama_q4_0 has its head in
-// Q8_0, llama_q4_k_m its v and down projections and its head in Q6_K — its q/k/v stack, q and k in Q4_K with v in
+// (kernels.h, "GGUF's Q8_0 and Q4_0", "GGUF's K-quants"), as llama-quantize chose them: llama_q4_0 and llama_q4_1
+// have their head in Q8_0 (llama_q4_1's other matrices in q5's panels), llama_q4_k_m its v and down projections and its head in Q6_K — its q/k/v stack, q and k in Q4_K with v in
 // Q6_K, as two matrices (Linear.tail_rows). The narrow ones' rows of 64 took llama-quantize's fallbacks: Q4_K_M's Q5_0 is
 // held in q5's panels (layer 0's q and k too, with its v, Q6_K's fallback Q8_0, apart), and Q5_K_M's Q5_1 too. Under
 // --quant q8 every matrix is quantized again.
@@ -261,6 +293,7 @@ TEST(gguf_quantized_held_as_stored) {
         WeightType v;  // that v's type
     } CASES[] = {
         {"llama_q4_0", WEIGHT_Q4_0, WEIGHT_Q4_0, WEIGHT_Q4_0, WEIGHT_Q4_0, WEIGHT_Q4_0, WEIGHT_Q8_0, 0, 0},
+        {"llama_q4_1", WEIGHT_Q4_1, WEIGHT_Q4_1, WEIGHT_Q4_1, WEIGHT_Q4_1, WEIGHT_Q4_1, WEIGHT_Q8_0, 0, 0},
         {"llama_q8_0", WEIGHT_Q8_0, WEIGHT_Q8_0, WEIGHT_Q8_0, WEIGHT_Q8_0, WEIGHT_Q8_0, WEIGHT_Q8_0, 0, 0},
         {"llama_q6_k", WEIGHT_Q6_K, WEIGHT_Q6_K, WEIGHT_Q6_K, WEIGHT_Q6_K, WEIGHT_Q6_K, WEIGHT_Q6_K, 0, 0},
         // q and k in Q4_K, v in Q6_K (layer 0: llama-quantize's use_more_bits): two matrices as stored
