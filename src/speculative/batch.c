@@ -3,7 +3,8 @@
 //
 // A step, for the sequences in the batch:
 //   prefilling   the next ≤ BATCH_PREFILL_CHUNK prompt tokens are its rows; when the prompt (but its newest token)
-//                is in, the drafter's prefill, and it runs from the next step on
+//                is in, it runs from the next step on — its drafter has not read the prompt: it reads it in its
+//                first draft forward (scheduler_start), beside the other sequences' rows, and never if it never drafts
 //   running      scheduler_draft (γ, the drafts); each draft model forward its drafter waits for is one
 //                model_forward_batch of the draft over every running sequence's rows that wait (draft_together),
 //                then scheduler_draft_more; its rows are scheduler_verify_rows'
@@ -80,10 +81,12 @@ void batch_close(Batch *b) {
 // The prompt tokens a prefilling sequence has still to feed: all but the newest, less what its cache holds.
 static int prefill_left(Sequence *q) { return q->job.n_prompt - 1 - scheduler_cache(q->s)->len; }
 
-// The prompt is in: the drafter's prefill, then the rounds.
+// The prompt is in: the rounds, the drafter's prefill left to its first draft forward. A drafter's prefill alone is
+// a forward of the draft per sequence; in its first round's it rides with the other sequences' draft rows, the
+// weights read once, and a sequence whose plan stays plain in the batch (greedy beside many: policy.h) never pays it.
 static void start_rounds(Sequence *q) {
     q->load = (BatchLoad){.sequences = 1, .rows = 1, .tokens = 1};  // before its first round: as a plain one
-    q->state = scheduler_start(q->s, q->prefill_seconds, &q->err) ? BATCH_FAILED : BATCH_RUNNING;
+    q->state = scheduler_start(q->s, q->prefill_seconds, false, &q->err) ? BATCH_FAILED : BATCH_RUNNING;
     if (q->state == BATCH_RUNNING && !scheduler_running(q->s)) q->state = BATCH_DONE;
 }
 
@@ -200,11 +203,7 @@ static void finish_step(Batch *b, int n, double forward_seconds) {
         const size_t out_rows = logit_rows(rows);
         if (q->state == BATCH_PREFILLING) {
             q->prefill_seconds += forward_seconds;
-            if (prefill_left(q) == 0) {
-                const double t0 = now_seconds();
-                start_rounds(q);  // the drafter's prefill (its draft model's forward over the prompt): the draft's time
-                b->times.draft_seconds += now_seconds() - t0;
-            }
+            if (prefill_left(q) == 0) start_rounds(q);
         } else {
             const int generated = q->stats.generated;
             memcpy(scheduler_logits(q->s), b->logits.rows + at * V, sizeof(float) * out_rows * V);

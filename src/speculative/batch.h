@@ -5,12 +5,15 @@
 // committed token and the drafts, a chain or a tree, on the sequence's own KV cache — and each sequence accepts or
 // resamples, commits and rolls back as alone (scheduler.h: the same steps). A sequence that joins prefills its
 // prompt BATCH_PREFILL_CHUNK tokens a step, in the same forwards as the others' rounds, so running sequences do not
-// stall behind a long prompt; one that ends, or leaves (cancelled), is out of the next step.
+// stall behind a long prompt; one that ends, or leaves (cancelled), is out of the next step. Its drafter reads the
+// prompt in its first draft forward, beside the other sequences' draft rows (no prefill of its own: scheduler_start),
+// or never, if its rounds never draft.
 //
 // Bit-identical to alone: a sequence's tokens are those speculative_generate (speculative_continue, with a cache)
 // gives its prompt, parameters and drafter alone, whatever else runs and whenever it joins. The forward's rows do
 // not depend on the batch (model.h: model_forward_batch; OpenBLAS, which may take a long prompt alone under the
-// AVX2 kernels with F32 weights, never takes a batch — there a prompt's prefill alone may differ in its last bits),
+// AVX2 kernels with F32 weights, never takes a batch — there a prompt's prefill alone, the target's or an F32
+// draft's, may differ in its last bits),
 // random numbers are keyed by the sequence's seed and position (params.h), and the γ policy at temperature > 0
 // under rejection sampling plans from the cost model alone, never from timings that the batch would change; where
 // text does not depend on γ (greedy, coupled) it plans for the whole batch's rate (policy.h: rate_batch), told
@@ -63,9 +66,9 @@ int batch_active(const Batch *b);
 int batch_draft_forwards(const Batch *b);
 
 // Where the batch's steps so far went (wall-clock seconds): the target's forwards (with the rows they carried), the
-// draft model's forwards (with each drafter's work on their logits: q rows, its next drafts; and a sequence's
-// drafter prefill once its prompt is in the target's cache), and the rest — γ planning, drafts that need no forward
-// (a lookup's), the accept steps, commits and rollbacks.
+// draft model's forwards (with each drafter's work on their logits: q rows, its next drafts; a sequence's first
+// carries its prompt), and the rest — γ planning, drafts that need no forward (a lookup's index of the prompt, built
+// at its first proposal), the accept steps, commits and rollbacks.
 typedef struct {
     int steps;              // target forwards
     long rows;              // the rows they carried, prefill chunks included

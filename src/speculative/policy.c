@@ -399,7 +399,7 @@ void policy_learn(GammaState *g, const SpecParams *params, const Round *r, const
     if (g->plain_timed == 1 && k > 0 && r->target_seconds < g->target[1])  // T = k + 1 rows cost at least one row
         g->target[1] = r->target_seconds;
     g->largest_measured = k + 1 > g->largest_measured ? k + 1 : g->largest_measured;
-    if (r->draft_calls > 0) {
+    if (r->draft_calls > 0 && !r->read_prompt) {  // (a forward that read the prompt too is no step)
         running_mean(r->width > 1 ? &g->tree_draft_step[r->width] : &g->draft_step,
                      r->draft_seconds / r->draft_calls);
         g->draft_step_known = true;

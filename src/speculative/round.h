@@ -36,6 +36,8 @@ typedef struct {
     double p_seconds, accept_seconds;   // in the target's p rows (sampler_adjust); in the rest of steps 3 and 4
     double commit_seconds;              // in step 5, the commit and the caches' rollback
     int draft_calls;                    // draft model forwards
+    bool read_prompt;                   // the first of them read the prompt too: a prefill left to the first round
+                                        // that drafts (scheduler_start, batch.c), so not a step's time
     bool ahead_started;                 // the drafting thread drafted ahead during this round (draft_ahead.h)
     int drafted_ahead;                  // ... the drafts it holds for the next round (0: none)
     bool forced;                        // the drafts are the grammar's forced chain (SpecParams.forced_drafts): the

@@ -66,6 +66,9 @@ struct Scheduler {
     double *scratch;                    // [3V]: the accept step's (tree_accept)
     int *context;                       // the committed tokens: prompt and emitted
     int n, n_prompt;                    // committed tokens; of them the prompt's
+    int drafter_prefilled;              // the prompt tokens the drafter's prefill read (0: none, or left to the first
+                                        // round that drafts: prompt_unread)
+    bool prompt_unread;                 // the drafter reads the prompt in its first draft forward (scheduler_start)
     int *out;                           // the emitted tokens
     bool done;                          // end-of-text or -n reached
     GammaState g;                       // the γ policy's (policy.h)
@@ -237,6 +240,8 @@ static void drafted(Scheduler *s, Round *r, Err *err) {
     draft_forced_tail(s, r, err);
     set_levels(r);
     r->draft_calls = r->report.calls;
+    r->read_prompt = s->prompt_unread && r->draft_calls > 0;
+    s->prompt_unread &= !r->read_prompt;
     r->draft_seconds = now_seconds() - s->t_draft;
     start_drafting_ahead(s, r);
 }
@@ -499,7 +504,7 @@ static int commit_and_roll_back(Scheduler *s, Round *r, Err *err) {
     // Checked: both caches against a forward over the committed tokens that no rollback touches (rollback_check.c).
     if (model_check_rollback(s->target, &s->cache, &s->check, s->context, s->n_prompt - 1, "target", err)) return -1;
     return s->drafter && s->drafter->check_rollback
-               ? s->drafter->check_rollback(s->drafter, s->context, s->n_prompt - 1, err)
+               ? s->drafter->check_rollback(s->drafter, s->context, s->drafter_prefilled, err)
                : 0;
 }
 
@@ -637,11 +642,14 @@ KVCache *scheduler_cache(Scheduler *s) { return &s->cache; }
 
 float *scheduler_logits(Scheduler *s) { return s->logits; }
 
-int scheduler_start(Scheduler *s, double prefill_seconds, Err *err) {
+int scheduler_start(Scheduler *s, double prefill_seconds, bool drafter_prefill, Err *err) {
     const double t0 = now_seconds();
-    if (s->n_prompt > 1 && s->drafter && s->drafter->prefill &&
-        s->drafter->prefill(s->drafter, s->context, s->n_prompt - 1, err))
-        return -1;
+    const bool reads = s->n_prompt > 1 && s->drafter && s->drafter->prefill;
+    if (reads && drafter_prefill) {
+        if (s->drafter->prefill(s->drafter, s->context, s->n_prompt - 1, err)) return -1;
+        s->drafter_prefilled = s->n_prompt - 1;
+    }
+    s->prompt_unread = reads && !drafter_prefill;
     s->t_decode = now_seconds();
     s->stats->prefill_seconds = prefill_seconds + (s->t_decode - t0);
     return 0;
@@ -704,7 +712,7 @@ static int generate(Model *target, KVCache *cache, Drafter *drafter, const int *
     if (n_prompt - 1 > cached &&
         model_forward(target, kv, prompt + cached, n_prompt - 1 - cached, scheduler_logits(s), false, err))
         goto done;
-    if (scheduler_start(s, now_seconds() - t_start, err)) goto done;
+    if (scheduler_start(s, now_seconds() - t_start, true, err)) goto done;
     while (scheduler_running(s)) {
         DraftForward draft_forward;
         if (scheduler_draft(s, &draft_forward, err)) goto done;

@@ -22,7 +22,10 @@ Scheduler *scheduler_open(Model *target, KVCache *cache, Drafter *drafter, const
 KVCache *scheduler_cache(Scheduler *s);
 
 // After the prefill: the drafter's prefill, and the clock of the rounds starts. prefill_seconds: the prefill's time.
-int scheduler_start(Scheduler *s, double prefill_seconds, Err *err);
+// With drafter_prefill false the drafter reads the prompt when it first drafts instead: a draft model's first forward
+// of a proposal feeds every committed token it has not read (draft_model.c), so a batch's sequences read their
+// prompts in the draft forwards their rounds share (batch.c), and one whose rounds never draft never reads it.
+int scheduler_start(Scheduler *s, double prefill_seconds, bool drafter_prefill, Err *err);
 
 // Whether another round is due: no end-of-text or stop yet, tokens still wanted, room in the context.
 bool scheduler_running(const Scheduler *s);

@@ -371,18 +371,19 @@ TEST(batch_plan_leaves_prefill_rows_out) {
     model_pair_close(&pair);
 }
 
-// ---- the debug build's rollback check in a batch ---------------------------------------------------------------
+// ---- a model drafter that counts what the scheduler asks of it ------------------------------------------------
 
-// A model drafter (stepped by the batch: begin, resume) that counts the scheduler's checks, and corrupts one cached
-// value of its draft cache after its corrupt_after-th rollback (0: never).
+// A model drafter (stepped by the batch: begin, resume) that counts its prefills and the scheduler's checks, and
+// corrupts one cached value of its draft cache after its corrupt_after-th rollback (0: never).
 typedef struct {
     Drafter base;
     ModelDrafter inner;
-    int rollbacks, checks, corrupt_after;
+    int prefills, rollbacks, checks, corrupt_after;
 } Corrupter;
 
 static int corrupter_prefill(Drafter *self, const int *context, int n, Err *err) {
     Corrupter *c = (Corrupter *)self;
+    c->prefills++;
     return c->inner.base.prefill(&c->inner.base, context, n, err);
 }
 
@@ -411,6 +412,64 @@ static int corrupter_check(Drafter *self, const int *context, int n_prefill, Err
     return c->inner.base.check_rollback(&c->inner.base, context, n_prefill, err);
 }
 
+static Corrupter corrupter(const SpecParams *params, int corrupt_after, ModelPair *pair) {
+    Corrupter c = {.base = {.prefill = corrupter_prefill, .propose = drafter_propose_by_steps,
+                            .begin = corrupter_begin, .resume = corrupter_resume, .rollback = corrupter_rollback,
+                            .check_rollback = corrupter_check},
+                   .corrupt_after = corrupt_after};
+    Err err;
+    CHECK(model_drafter_init(&c.inner, &pair->draft, params, 0, &err) == 0, "%s", err.msg);
+    c.base.step_cost = c.inner.base.step_cost, c.base.row_cost = c.inner.base.row_cost;
+    return c;
+}
+
+// ---- the drafters' prompts ---------------------------------------------------------------------------------------
+
+// Sequences that start together, sampled under rejection sampling and greedy, each drafting every round: no drafter
+// prefills its prompt alone — each reads it in its first draft forward, the batch's first level forward carrying
+// every prompt that finished in the same step (one a long prompt of two prefill chunks, which joins the others'
+// rounds a step later) — and each gets its tokens alone, bit for bit (its q rows are those of a prefill, since a
+// row of the draft's forward does not depend on the rows beside it). In the debug build every rollback of the
+// drafts' caches is checked against a forward over the committed tokens, the prompt fed one token at a time.
+TEST(batch_drafters_read_their_prompts_in_shared_forwards) {
+    enum { SEQUENCES = 3, LONG = 2 };
+    static const SpecParams SAMPLED = {.sampling = {.temperature = 0.8, .top_p = 1}, .policy = GAMMA_FIXED,
+                                       .gamma = 3, .eos_id = -1, .max_tokens = 12};
+    const SpecParams *params[] = {&SAMPLED, &GREEDY_CHAINS_OF_3};
+    for (int p = 0; p < 2 && !test_failures(); p++) {
+        ModelPair pair;
+        open_llama_pair(&pair);
+        Sequence x[SEQUENCES] = {0};
+        Corrupter c[SEQUENCES];
+        SpecParams seeded[SEQUENCES];
+        Err err;
+        Batch *b = batch_open(&pair.target, SEQUENCES, &err);
+        CHECK(b, "%s", err.msg);
+        for (int i = 0; i < SEQUENCES && b; i++) {
+            seeded[i] = *params[p];
+            seeded[i].seed = test_rand_u64();
+            c[i] = corrupter(&seeded[i], 0, &pair);
+            x[i].n_prompt = random_prompt(x[i].prompt, i, pair.target.n_vocab);
+            if (i == LONG) {
+                x[i].n_prompt = BATCH_PREFILL_CHUNK + 10;
+                for (int t = 0; t < x[i].n_prompt; t++) x[i].prompt[t] = test_rand_int(0, pair.target.n_vocab - 2);
+            }
+            join(b, &pair, &x[i], &seeded[i], &c[i].base);
+        }
+        if (b) run_to_the_end(b);
+        for (int i = 0; i < SEQUENCES && b && !test_failures(); i++) {
+            const SpecStats stats = leave_as_alone(b, &x[i], p == 0 ? "a sampled sequence" : "a greedy sequence");
+            CHECK(c[i].prefills == 0 && stats.draft_calls > 0, "sequence %d: %d prefills of its drafter alone, %d "
+                  "draft forwards", i, c[i].prefills, stats.draft_calls);
+        }
+        batch_close(b);
+        for (int i = 0; i < SEQUENCES; i++) model_drafter_free(&c[i].inner);
+        model_pair_close(&pair);
+    }
+}
+
+// ---- the debug build's rollback check in a batch ---------------------------------------------------------------
+
 // Three sequences draft together (their draft forwards batched) and each cache is checked after each rollback, the
 // target's and the draft's: in the debug build, a check per round of each sequence, and one corrupted value in one
 // sequence's draft cache fails that sequence alone, with the check's message, while the others finish as alone. The
@@ -425,11 +484,7 @@ TEST(batch_debug_build_checks_every_sequences_rollbacks) {
     Batch *b = batch_open(&pair.target, SEQUENCES, &err);
     CHECK(b, "%s", err.msg);
     for (int i = 0; i < SEQUENCES && b; i++) {
-        c[i] = (Corrupter){.base = {.prefill = corrupter_prefill, .propose = drafter_propose_by_steps,
-                                    .begin = corrupter_begin, .resume = corrupter_resume,
-                                    .rollback = corrupter_rollback, .check_rollback = corrupter_check},
-                           .corrupt_after = i == CORRUPTED ? 2 : 0};
-        CHECK(model_drafter_init(&c[i].inner, &pair.draft, &GREEDY_CHAINS_OF_3, 0, &err) == 0, "%s", err.msg);
+        c[i] = corrupter(&GREEDY_CHAINS_OF_3, i == CORRUPTED ? 2 : 0, &pair);
         x[i].n_prompt = random_prompt(x[i].prompt, i, pair.target.n_vocab);
         join(b, &pair, &x[i], &GREEDY_CHAINS_OF_3, &c[i].base);
     }
