@@ -279,6 +279,7 @@ static void leave(JobQueue *q, Slot *slot) {
 // *leaving gets the seconds their answers took.
 static void step(JobQueue *q, double *leaving) {
     Err err;
+    if (q->before_step) q->before_step(q->before_step_ctx);
     batch_step(q->batch, &err);  // (a failed forward fails its sequences: they leave with err below)
     const double t0 = now_seconds();
     for (int i = 0; i < q->parallel; i++) {

@@ -84,6 +84,11 @@ typedef struct {
     unsigned long long tick;    // jobs taken so far
     WorkerTimes times;          // under the lock: as of the worker's last step
     double idle_since;          // under the lock: when the worker began to wait for a request (0: it is not waiting)
+    // A test's hold on the worker (NULL in the server; set under the lock): called before each step, outside the
+    // lock, it may block until an event the test waits for (tests/serve/test_parallel.c: a client gone while its
+    // prompt is prefilled, the prefill held until it is gone).
+    void (*before_step)(void *ctx);
+    void *before_step_ctx;
 } JobQueue;
 
 // Starts the worker on engine with `parallel` slots, each with a KV cache of the target's context; at most capacity
