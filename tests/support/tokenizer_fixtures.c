@@ -212,47 +212,38 @@ static int64_t vocab_id_of(const json_t *vocab, const char *text) {
     return id ? json_integer_value(id) : -1;
 }
 
-bool fixture_sentencepiece_gguf(const char *path, const json_t *tok, const char *chat_template, SpmDefect defect) {
-    const json_t *model = json_object_get(tok, "model"), *vocab = json_object_get(model, "vocab");
-    const size_t n = json_object_size(vocab);
-    const char **text = calloc(n, sizeof *text);
-    int32_t *types = calloc(n, sizeof *types);
-    float *score = calloc(n, sizeof *score);
-    const char *key;
-    const json_t *v;
-    json_object_foreach((json_t *)vocab, key, v) {
-        unsigned byte;
-        char end;
-        const size_t id = (size_t)json_integer_value(v);
-        text[id] = key;
-        types[id] = sscanf(key, "<0x%2X%c", &byte, &end) == 2 && end == '>' && strlen(key) == 6 ? 6 : 1;
-    }
-    const char *unk = json_string_value(json_object_get(model, "unk_token"));
-    if (vocab_id_of(vocab, unk) >= 0) types[vocab_id_of(vocab, unk)] = 2;
-    size_t i;
-    json_array_foreach(json_object_get(tok, "added_tokens"), i, v) {
-        const int64_t id = json_integer_value(json_object_get(v, "id"));
-        if (json_is_true(json_object_get(v, "special")) && types[id] != 2) types[id] = 3;
-    }
-    if (defect == SPM_NO_BYTE_0x8F) types[vocab_id_of(vocab, "<0x8F>")] = 1;
-    sentencepiece_scores(vocab, json_object_get(model, "merges"), types, score, n);
-    if (defect == SPM_SCORE_NAN) score[300] = NAN;
-    if (defect == SPM_BYTE_TYPE_MISNAMED) types[300] = 6;
+// A SentencePiece vocabulary as llama.cpp's converter writes it: n pieces text[id] with their types and scores,
+// the bos, eos and unk ids (-1: none), spoiled or set as defect says.
+typedef struct {
+    size_t n;
+    const char **text;
+    int32_t *types;
+    float *score;
+    int64_t bos, eos, unk;
+} SpmVocab;
+
+// Writes v at path as a GGUF without tensors (fixture_sentencepiece_gguf's file); false, with the test failed,
+// when it cannot.
+static bool write_sentencepiece_gguf(const char *path, const SpmVocab *v, const char *chat_template,
+                                     SpmDefect defect) {
     GgufWriter w;
     gguf_writer_init(&w);
     gguf_kv_string(&w, "general.architecture", "llama", 5);
     gguf_kv_string(&w, "tokenizer.ggml.model", "llama", 5);
     gguf_kv_string(&w, "tokenizer.ggml.pre", "default", 7);
-    gguf_kv_array(&w, "tokenizer.ggml.tokens", GGUF_STRING, n);
-    for (size_t id = 0; id < n; id++) gguf_put_string(&w, text[id], strlen(text[id]));
+    gguf_kv_array(&w, "tokenizer.ggml.tokens", GGUF_STRING, v->n);
+    for (size_t id = 0; id < v->n; id++) gguf_put_string(&w, v->text[id], strlen(v->text[id]));
     if (defect != SPM_NO_SCORES) {
-        const size_t n_scores = defect == SPM_SCORES_SHORT ? n - 1 : n;
+        const size_t n_scores = defect == SPM_SCORES_SHORT ? v->n - 1 : v->n;
         gguf_kv_array(&w, "tokenizer.ggml.scores", GGUF_F32, n_scores);
-        for (size_t id = 0; id < n_scores; id++) gguf_put_f32(&w, defect == SPM_SCORES_EQUAL ? -1000.0f : score[id]);
+        for (size_t id = 0; id < n_scores; id++)
+            gguf_put_f32(&w, defect == SPM_SCORES_EQUAL ? -1000.0f : defect == SPM_SCORE_NAN && id == 300 ? NAN
+                                                                                                         : v->score[id]);
     }
-    gguf_kv_array(&w, "tokenizer.ggml.token_type", GGUF_I32, n);
-    for (size_t id = 0; id < n; id++) gguf_put_i32(&w, types[id]);
-    const int64_t ids[3] = {vocab_id_of(vocab, "<s>"), vocab_id_of(vocab, "</s>"), vocab_id_of(vocab, unk)};
+    gguf_kv_array(&w, "tokenizer.ggml.token_type", GGUF_I32, v->n);
+    for (size_t id = 0; id < v->n; id++)
+        gguf_put_i32(&w, defect == SPM_BYTE_TYPE_MISNAMED && id == 300 ? 6 : v->types[id]);
+    const int64_t ids[3] = {v->bos, v->eos, v->unk};
     static const char *const id_keys[3] = {"tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id",
                                            "tokenizer.ggml.unknown_token_id"};
     for (int k = 0; k < 3; k++)
@@ -268,8 +259,72 @@ bool fixture_sentencepiece_gguf(const char *path, const json_t *tok, const char 
     if (f) fclose(f);
     CHECK(ok, "cannot write %s: %s", path, err.msg);
     gguf_writer_free(&w);
-    free(text);
-    free(types);
-    free(score);
+    return ok;
+}
+
+bool fixture_sentencepiece_gguf(const char *path, const json_t *tok, const char *chat_template, SpmDefect defect) {
+    const json_t *model = json_object_get(tok, "model"), *vocab = json_object_get(model, "vocab");
+    const size_t n = json_object_size(vocab);
+    SpmVocab v = {.n = n, .text = calloc(n, sizeof *v.text), .types = calloc(n, sizeof *v.types),
+                  .score = calloc(n, sizeof *v.score)};
+    const char *key;
+    const json_t *value;
+    json_object_foreach((json_t *)vocab, key, value) {
+        unsigned byte;
+        char end;
+        const size_t id = (size_t)json_integer_value(value);
+        v.text[id] = key;
+        v.types[id] = sscanf(key, "<0x%2X%c", &byte, &end) == 2 && end == '>' && strlen(key) == 6 ? 6 : 1;
+    }
+    const char *unk = json_string_value(json_object_get(model, "unk_token"));
+    if (vocab_id_of(vocab, unk) >= 0) v.types[vocab_id_of(vocab, unk)] = 2;
+    size_t i;
+    json_array_foreach(json_object_get(tok, "added_tokens"), i, value) {
+        const int64_t id = json_integer_value(json_object_get(value, "id"));
+        if (json_is_true(json_object_get(value, "special")) && v.types[id] != 2) v.types[id] = 3;
+    }
+    if (defect == SPM_NO_BYTE_0x8F) v.types[vocab_id_of(vocab, "<0x8F>")] = 1;
+    sentencepiece_scores(vocab, json_object_get(model, "merges"), v.types, v.score, n);
+    v.bos = vocab_id_of(vocab, "<s>"), v.eos = vocab_id_of(vocab, "</s>"), v.unk = vocab_id_of(vocab, unk);
+    const bool ok = write_sentencepiece_gguf(path, &v, chat_template, defect);
+    free(v.text);
+    free(v.types);
+    free(v.score);
+    return ok;
+}
+
+bool fixture_llama2_tokenizer_model_gguf(const char *path) {
+    char *out = NULL, *errs = NULL;
+    const int rc = run_command("node tests/oracle/sentencepiece.mjs vocab", &out, &errs);
+    CHECK(rc == 0, "node tests/oracle/sentencepiece.mjs vocab: exit %d: %.300s (run `npm ci --prefix tests/oracle`)",
+          rc, errs ? errs : "");
+    json_error_t jerr;
+    json_t *root = rc == 0 ? json_loads(out, 0, &jerr) : NULL;
+    free(out);
+    free(errs);
+    const json_t *pieces = json_object_get(root, "pieces");
+    CHECK(rc != 0 || json_array_size(pieces) > 0, "sentencepiece.mjs vocab: no pieces");
+    CHECK(rc != 0 || !json_is_true(json_object_get(root, "remove_extra_whitespaces")),
+          "sentencepiece.mjs vocab: the model collapses spaces, which the fixture does not say");
+    const size_t n = json_array_size(pieces);
+    SpmVocab v = {.n = n, .text = calloc(n + 1, sizeof *v.text), .types = calloc(n + 1, sizeof *v.types),
+                  .score = calloc(n + 1, sizeof *v.score)};
+    size_t id;
+    const json_t *piece;
+    json_array_foreach(pieces, id, piece) {
+        v.text[id] = json_string_value(json_array_get(piece, 0));
+        v.score[id] = (float)json_number_value(json_array_get(piece, 1));
+        v.types[id] = (int32_t)json_integer_value(json_array_get(piece, 2));  // SentencePiece's types are GGUF's
+    }
+    v.bos = json_integer_value(json_object_get(root, "bos_id"));
+    v.eos = json_integer_value(json_object_get(root, "eos_id"));
+    v.unk = json_integer_value(json_object_get(root, "unk_id"));
+    const bool ok = n > 0 && write_sentencepiece_gguf(path, &v, NULL,
+                                                      json_is_true(json_object_get(root, "add_dummy_prefix"))
+                                                          ? SPM_WHOLE : SPM_NO_SPACE_PREFIX);
+    free(v.text);
+    free(v.types);
+    free(v.score);
+    json_decref(root);
     return ok;
 }

