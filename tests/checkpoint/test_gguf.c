@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/file.h"
 #include "harness.h"
 #include "checkpoint/gguf_model.h"
 
@@ -286,6 +287,51 @@ TEST(gguf_refuses_types_it_does_not_read) {
     gguf_close(&f);
     unlink(path);
     free(path);
+}
+
+// A real file (llama-quantize's llama_q4_0) changed where a GGUF of another kind differs, then given to `specdec
+// generate`: a version-1 file, a big-endian one (its version byte-swapped) and one holding a type not read (its
+// first Q4_0 tensor, blk.0.attn_k.weight, retyped IQ4_NL, whose blocks are as long: so every extent still checks),
+// each refused with exit 2 and one line naming the file and what is wrong.
+TEST(gguf_real_file_refusals_through_the_cli) {
+    static const struct {
+        const char *change;
+        uint32_t value;  // written little-endian at the change's place
+        const char *says;
+    } CASES[] = {
+        {"version", 1, "GGUF version 1; specdec reads versions 2 and 3"},
+        {"version", 0x03000000, "GGUF version 50331648 (a big-endian file); specdec reads versions 2 and 3"},
+        {"type", 20, "tensor \"blk.0.attn_k.weight\" is IQ4_NL; specdec reads F32, F16, BF16, Q8_0, Q4_0, Q4_1, "
+                     "Q5_0, Q5_1, Q4_K, Q5_K and Q6_K tensors"},
+    };
+    size_t size = 0;
+    char *text = NULL;
+    Err read_err = {{0}};
+    CHECK(read_file("tests/fixtures/gguf/llama_q4_0/model.gguf", &text, &size, &read_err) == 0, "%s", read_err.msg);
+    uint8_t *file = (uint8_t *)text, *copy = malloc(size + 1);
+    // the tensor info of blk.0.attn_k.weight: its name, u32 n_dims (2), u64 ne[2], then the u32 type
+    static const char NAME[] = "blk.0.attn_k.weight";
+    const uint8_t *name = file ? memmem(file, size, NAME, sizeof NAME - 1) : NULL;
+    const size_t type_at = name ? (size_t)(name - file) + sizeof NAME - 1 + 4 + 16 : 0;
+    CHECK(name && type_at + 4 <= size && file[type_at] == GGML_Q4_0, "no Q4_0 tensor %s in the fixture", NAME);
+    for (size_t i = 0; !test_failures() && i < sizeof CASES / sizeof *CASES; i++) {
+        memcpy(copy, file, size);
+        const size_t at = strcmp(CASES[i].change, "version") == 0 ? 4 : type_at;
+        for (int k = 0; k < 4; k++) copy[at + k] = (uint8_t)(CASES[i].value >> 8 * k);
+        char path[] = "/tmp/specdec-gguf-XXXXXX.gguf", args[128], *out, *err;
+        const int fd = mkstemps(path, 5);
+        CHECK(fd >= 0 && write(fd, copy, size) == (ssize_t)size, "cannot write %s", path);
+        close(fd);
+        snprintf(args, sizeof args, "generate -m %s --ids '0 1' -n 2", path);
+        const int rc = run_specdec(args, &out, &err);
+        CHECK(rc == 2 && count_lines(err) == 1 && strstr(err, CASES[i].says) && strstr(err, path),
+              "%s %u: exit %d, stderr \"%s\" (expected \"%s\")", CASES[i].change, CASES[i].value, rc, err,
+              CASES[i].says);
+        free(out), free(err);
+        unlink(path);
+    }
+    free(copy);
+    free(text);
 }
 
 TEST(gguf_folder_of_one_file_stands_for_it) {
