@@ -229,6 +229,17 @@ static void prepare_heads(const Heads *job, float *row, int t, int j0, int j1) {
     }
 }
 
+// Asks for the cache lines that prepare_heads will write row t's keys into, of the key heads among columns
+// [j0, j1), before the chunk's matmul: those stores would otherwise wait for each line in turn (kv_prefetch_key).
+static void prefetch_keys(const Heads *job, int t, int j0, int j1) {
+    const Config *c = &job->m->cfg;
+    const int hd = c->head_dim, H = c->n_head, Hkv = c->n_kv_head;
+    for (int head = j0 / hd > H ? j0 / hd : H; head < H + Hkv && head * hd < j1; head++) {
+        const int i0 = j0 > head * hd ? j0 - head * hd : 0, i1 = j1 < (head + 1) * hd ? j1 - head * hd : hd;
+        kv_prefetch_key(job->s->cache[t], job->layer, head - H, job->s->cache_row[t], i0, i1);
+    }
+}
+
 // The epilogue on columns [j0, j1) (EPILOGUE_SWIGLU: pairs [j0, j1), the columns [j0, j1) and F + [j0, j1)).
 static void epilogue_columns(const LinearJob *job, int j0, int j1) {
     const int n = j1 - j0, half = job->lin->n_out / 2;
@@ -252,6 +263,7 @@ static void linear_chunk(void *ctx, int chunk, int n_chunks, int thread) {
     const LinearJob *job = ctx;
     int j0, j1;
     pool_share(job->n, job->block, chunk, n_chunks, &j0, &j1);
+    for (int t = 0; job->epilogue == EPILOGUE_HEADS && t < job->T; t++) prefetch_keys(job->heads, t, j0, j1);
     linear_columns(job, j0, j1);
     if (job->epilogue == EPILOGUE_SWIGLU) linear_columns(job, job->n + j0, job->n + j1);
     epilogue_columns(job, j0, j1);

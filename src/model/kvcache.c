@@ -19,6 +19,8 @@
 // positions use (Llama 3.2 1B at 4096 positions: 32 MB of Kᵀ at position 0, not 256 MB of Kᵀ and V; on this
 // project's VM the huge pages' faults added 0.35 s to its first prefill). Arrays under a huge page come from the
 // heap (tests open thousands of small caches; a fresh mapping each time costs its faults and unmapping's TLB flush).
+// In 4 kB pages a decode step's key stores still miss the TLB and the caches row by row (L · Hkv · hd of them):
+// the forward asks for their lines ahead, while the q/k/v projection streams its weights (kv_prefetch_key).
 enum { HUGE_PAGE = 2 << 20, HUGE_PAGES_MAX_CTX = 1024 };
 
 static bool in_huge_pages(const KVCache *c, size_t bytes) {
@@ -106,6 +108,11 @@ void kv_keep_path(KVCache *cache, int base, const int *rows, int n) {
 void kv_store_key(KVCache *cache, int layer, int head, int pos, int i0, int i1, const float *k) {
     float *keys = kv_keys(cache, layer, head);
     for (int i = i0; i < i1; i++) keys[(size_t)i * cache->ld_k + pos] = k[i];
+}
+
+void kv_prefetch_key(const KVCache *cache, int layer, int head, int pos, int i0, int i1) {
+    const float *keys = kv_keys(cache, layer, head);
+    for (int i = i0; i < i1; i++) __builtin_prefetch(keys + (size_t)i * cache->ld_k + pos, 1, 3);
 }
 
 void kv_store_value(KVCache *cache, int layer, int head, int pos, int i0, int i1, const float *v) {

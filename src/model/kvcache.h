@@ -56,6 +56,10 @@ void kv_keep_path(KVCache *cache, int base, const int *rows, int n);
 
 // Write dimensions [i0, i1) of one head's key or value of position pos (k, v: the head's [hd]).
 void kv_store_key(KVCache *cache, int layer, int head, int pos, int i0, int i1, const float *k);
+// Asks for the cache lines (and pages) that kv_store_key(cache, layer, head, pos, i0, i1, ·) will write, so that a
+// caller can have them come while it does other work: a key's dimensions lie in rows of Kᵀ ld_k floats apart, each
+// on a page of its own once a row takes a page, and stores that miss the TLB and the caches wait for them one by one.
+void kv_prefetch_key(const KVCache *cache, int layer, int head, int pos, int i0, int i1);
 void kv_store_value(KVCache *cache, int layer, int head, int pos, int i0, int i1, const float *v);
 
 #endif
