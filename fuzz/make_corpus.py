@@ -45,13 +45,15 @@ def gguf(kvs, tensors, alignment=32):
     return out + bytes(-len(out) % alignment) + data
 
 
-def gguf_llama(blocks=False):
+def gguf_llama(blocks=False, k_quant=None):
     """A one-layer llama of width 32 (2 heads, 1 key/value head), vocabulary 4: every tensor the loader reads; with
-    blocks, its output and MLP matrices in Q5_0, Q5_1, Q4_1 and Q4_0 (llama-quantize's fallbacks and Q4_0's)."""
+    blocks, its output and MLP matrices in Q5_0, Q5_1, Q4_1 and Q4_0 (llama-quantize's fallbacks and Q4_0's); with
+    k_quant (12 Q4_K, 13 Q5_K, 14 Q6_K), an MLP of width 256, gate and up in Q8_0 and the down projection's rows of
+    256 in that K-quant."""
     string = lambda s: struct.pack("<Q", len(s.encode())) + s.encode()
     u32 = lambda k, v: (k, 4, struct.pack("<I", v))
     kvs = [("general.architecture", 8, string("llama")), u32("llama.context_length", 16),
-           u32("llama.embedding_length", 32), u32("llama.block_count", 1), u32("llama.feed_forward_length", 32),
+           u32("llama.embedding_length", 32), u32("llama.block_count", 1), u32("llama.feed_forward_length", 256 if k_quant else 32),
            u32("llama.attention.head_count", 2), u32("llama.attention.head_count_kv", 1),
            ("llama.attention.layer_norm_rms_epsilon", 6, struct.pack("<f", 1e-5)),
            ("llama.rope.freq_base", 6, struct.pack("<f", 10000.0)), u32("tokenizer.ggml.bos_token_id", 0),
@@ -72,6 +74,13 @@ def gguf_llama(blocks=False):
                  "blk.0.ffn_down.weight": 2}
         tensors = [(n, ne, kinds[n], row[kinds[n]] * 32) if n in kinds else (n, ne, t, raw)
                    for n, ne, t, raw in tensors]
+    if k_quant:  # one block a row, F16 scales at their places (Q4_K, Q5_K: d and dmin first; Q6_K: d last)
+        quants = {12: 140, 13: 172, 14: 208}[k_quant]
+        body = bytes((7 * i + 3) % 256 for i in range(quants))
+        block = body + struct.pack("<e", 0.01) if k_quant == 14 else struct.pack("<ee", 0.01, 0.002) + body
+        mlp = {"blk.0.ffn_gate.weight": ([32, 256], 8, q8_0(256)), "blk.0.ffn_up.weight": ([32, 256], 8, q8_0(256)),
+               "blk.0.ffn_down.weight": ([256, 32], k_quant, block * 32)}
+        tensors = [(n, *mlp[n]) if n in mlp else (n, ne, t, raw) for n, ne, t, raw in tensors]
     return gguf(kvs, tensors)
 
 
@@ -266,6 +275,8 @@ def main():
     write("gguf", "empty", gguf([], []))
     write("gguf", "llama", gguf_llama())
     write("gguf", "llama_blocks", gguf_llama(blocks=True))
+    for k_quant, name in ((12, "q4_k"), (13, "q5_k"), (14, "q6_k")):
+        write("gguf", "llama_" + name, gguf_llama(k_quant=k_quant))
     write("gguf", "tokenizer", gguf_tokenizer())
     write("gguf", "sentencepiece", gguf_sentencepiece())
     for defect in ("no_scores", "short_scores", "no_byte_8F"):
