@@ -223,42 +223,6 @@ static int check_stream_written(FILE *f, const char *path, const TraceFile *file
     return f && f != stderr ? check_written(f, f == stdout ? "stdout" : path, file, err) : 0;
 }
 
-// Options given that this run does not read get a note on stderr, one line per reason: speculative decoding's
-// without a drafter (-d or --lookup), a draft model's without one, --show's marks with --print-ids, sampling's at
-// temperature 0 (greedy: the most likely token, whatever the truncation or the seed), --allow-special with ids.
-static void note_ignored_options(const Args *args, bool has_draft) {
-    const bool drafting = has_draft || args->lookup, greedy = args->sampling.temperature <= 0.0f;
-    const struct {
-        bool ignored;
-        const char *name;
-        int reason;
-    } options[] = {
-        {!drafting && args->gamma, "--gamma", 0}, {!drafting && args->sampler, "--sampler", 0},
-        {!drafting && args->compare, "--compare", 0}, {!has_draft && args->draft_p_min > 0, "--draft-p-min", 1},
-        {!has_draft && args->draft_threads, "--draft-threads", 1},
-        {!has_draft && args->draft_quant, "--draft-quant", 1}, {!has_draft && args->pipeline, "--pipeline", 1},
-        {args->show && args->print_ids, "--show", 2},
-        {greedy && args->sampling.top_k > 0, "--top-k", 3}, {greedy && args->sampling.top_p < 1.0f, "--top-p", 3},
-        {greedy && args->sampling.min_p > 0.0f, "--min-p", 3}, {greedy && args->seed != 0, "--seed", 3},
-        {args->allow_special && args->ids, "--allow-special", 4},
-    };
-    static const char *const why[] = {
-        "without a draft model (-d DIR) or --lookup, decoding is target-only",
-        "there is no draft model (-d DIR)",
-        "--print-ids prints the ids unmarked",
-        "at --temp 0 (the default) decoding is greedy: the most likely token each time",
-        "--ids gives no text to tokenize",
-    };
-    for (int reason = 0; reason < (int)(sizeof why / sizeof *why); reason++) {
-        char names[128] = "";
-        for (size_t i = 0; i < sizeof options / sizeof *options; i++)
-            if (options[i].ignored && options[i].reason == reason)
-                snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", names[0] ? ", " : "",
-                         options[i].name);
-        if (names[0]) fprintf(stderr, "specdec: note: %s ignored: %s\n", names, why[reason]);
-    }
-}
-
 // The checks of generate's options that need no model.
 static int check_generate_options(const Args *args, Err *err) {
     if (!!args->ids + !!args->prompt + !!args->file > 1)
@@ -390,7 +354,6 @@ static int cmd_generate(const Args *args, Err *err) {
         return -1;
     }
     if (session_open_from_args(&s, args, target_dir, draft_dir, err)) goto done;
-    note_ignored_options(args, s.has_draft);
     if (load_tokenizer(&tok, target_dir, text != NULL || structured.grammar || args->logprobs_file, &have_tok, err))
         goto done;
     if (have_tok && tokenizer_vocab_size(&tok) < s.target.n_vocab)  // padding rows of the embedding table: the

@@ -120,21 +120,68 @@ int session_default_threads(const Args *args, bool has_draft, int cpus) {
     return may_draft_ahead && cpus >= PIPELINE_SPARE_CPU_FROM ? cpus - 1 : cpus;
 }
 
-int session_open_from_args(Session *s, const Args *args, const char *target_dir, const char *draft_dir, Err *err) {
-    const int threads = args->threads ? args->threads : session_default_threads(args, draft_dir, cpus_available());
+// Options given that this run does not read get a note on stderr, one line per reason: speculative decoding's
+// without a drafter (-d or --lookup), a draft model's without one, --show's marks with --print-ids, sampling's at
+// temperature 0 (greedy: the most likely token, whatever the truncation or the seed), --allow-special with ids, and
+// --pipeline in a batch (serve), which drafts nothing ahead. Options a command does not take stay at their defaults
+// here, so each command gets the notes of its own.
+static void note_ignored_options(const Args *args, bool has_draft, bool batched) {
+    const bool drafting = has_draft || args->lookup, greedy = args->sampling.temperature <= 0.0f;
+    const struct {
+        bool ignored;
+        const char *name;
+        int reason;
+    } options[] = {
+        {!drafting && args->gamma, "--gamma", 0}, {!drafting && args->sampler, "--sampler", 0},
+        {!drafting && args->compare, "--compare", 0}, {!has_draft && args->draft_p_min > 0, "--draft-p-min", 1},
+        {!has_draft && args->draft_threads, "--draft-threads", 1},
+        {!has_draft && args->draft_quant, "--draft-quant", 1},
+        {!has_draft && !batched && args->pipeline, "--pipeline", 1},
+        {args->show && args->print_ids, "--show", 2},
+        {greedy && args->sampling.top_k > 0, "--top-k", 3}, {greedy && args->sampling.top_p < 1.0f, "--top-p", 3},
+        {greedy && args->sampling.min_p > 0.0f, "--min-p", 3}, {greedy && args->seed != 0, "--seed", 3},
+        {args->allow_special && args->ids, "--allow-special", 4}, {batched && args->pipeline, "--pipeline", 5},
+    };
+    static const char *const why[] = {
+        "without a draft model (-d DIR) or --lookup, decoding is target-only",
+        "there is no draft model (-d DIR)",
+        "--print-ids prints the ids unmarked",
+        "at --temp 0 (the default) decoding is greedy: the most likely token each time",
+        "--ids gives no text to tokenize",
+        "the requests decode in one batch, which drafts nothing ahead",
+    };
+    for (int reason = 0; reason < (int)(sizeof why / sizeof *why); reason++) {
+        char names[128] = "";
+        for (size_t i = 0; i < sizeof options / sizeof *options; i++)
+            if (options[i].ignored && options[i].reason == reason)
+                snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", names[0] ? ", " : "",
+                         options[i].name);
+        if (names[0]) fprintf(stderr, "specdec: note: %s ignored: %s\n", names, why[reason]);
+    }
+}
+
+// session_open_from_args and session_open_batched: the threads by default, every CPU for a batch (it drafts
+// nothing ahead), else session_default_threads; then the notes on the options the run will not read.
+static int open_from_args(Session *s, const Args *args, const char *target_dir, const char *draft_dir, bool batched,
+                          Err *err) {
+    int threads = args->threads;
+    if (!threads) threads = batched ? cpus_available() : session_default_threads(args, draft_dir, cpus_available());
     if (session_open(s, target_dir, draft_dir, threads, args->quant, args->draft_quant,
                      args->ctx ? args->ctx : DEFAULT_CONTEXT, err) ||
         session_draft_threads(s, args->draft_threads, err))
         return -1;
     if ((args->tree_width > 1 || args->tree) && !s->has_draft && !args->lookup)
         return err_fmt(err, "--tree-width and --tree draft a tree: give a draft model (-d DIR) or --lookup");
+    note_ignored_options(args, s->has_draft, batched);
     return 0;
 }
 
+int session_open_from_args(Session *s, const Args *args, const char *target_dir, const char *draft_dir, Err *err) {
+    return open_from_args(s, args, target_dir, draft_dir, false, err);
+}
+
 int session_open_batched(Session *s, const Args *args, const char *target_dir, const char *draft_dir, Err *err) {
-    Args batched = *args;
-    batched.pipeline = "off";  // (only the default thread count reads it here: spec_params_from_args reads args')
-    return session_open_from_args(s, &batched, target_dir, draft_dir, err);
+    return open_from_args(s, args, target_dir, draft_dir, true, err);
 }
 
 void session_close(Session *s) {

@@ -48,12 +48,14 @@ int session_default_threads(const Args *args, bool has_draft, int cpus);
 
 // What generate, chat and serve open: session_open and session_draft_threads with the command's options
 // (--threads, by default session_default_threads; --quant, --draft-quant, --ctx, --draft-threads), and the check
-// that --tree-width and --tree have a drafter to draft a tree with (-d or --lookup). On failure the caller still
+// that --tree-width and --tree have a drafter to draft a tree with (-d or --lookup); then one line on stderr per
+// reason that options given go unread ("specdec: note: --gamma ignored: …", docs/cli.md). On failure the caller still
 // closes s.
 int session_open_from_args(Session *s, const Args *args, const char *target_dir, const char *draft_dir, Err *err);
 
 // What serve and batch open: session_open_from_args with every CPU to the target's threads by default — a batch
-// drafts nothing ahead (speculative/batch.h), so no CPU is kept for a drafting thread it would leave idle.
+// drafts nothing ahead (speculative/batch.h), so no CPU is kept for a drafting thread it would leave idle, and
+// --pipeline gets its note.
 int session_open_batched(Session *s, const Args *args, const char *target_dir, const char *draft_dir, Err *err);
 
 // The speculation and sampling options (--gamma, --sampler, --tree-width, --tree, --temp, --top-k, --top-p,

@@ -9,6 +9,7 @@
 
 #include "cli/args.h"
 #include "harness.h"
+#include "tokenizer_fixtures.h"
 
 #define MODEL "tests/fixtures/f32_tied_prefix"  // n_positions 32, vocab 61, no tokenizer
 #define SHIPPED "weights/pystd/target"          // has a tokenizer
@@ -125,6 +126,46 @@ TEST(cli_says_which_options_it_ignores) {
           "with a draft: status %d, \"%s\"", status, err);
     free(out);
     free(err);
+}
+
+// Chat, serve and batch say which options they ignore as generate does, in the same words: a chat checkpoint
+// without a draft model, the speculative and draft options and (chat only: serve and batch take sampling from each
+// request) sampling's at temperature 0; serve's --pipeline, which its batch never reads (it stops there, on an address
+// no interface has, after the notes).
+TEST(cli_chat_serve_and_batch_say_which_options_they_ignore) {
+    char *dir = fixture_dir(), args[1024], *out, *err, *generate_err;
+    const RandomCheckpoint spec = {.n_layer = 1, .n_embd = 32, .n_head = 2, .vocab_size = 259, .n_positions = 64,
+                                   .scale = 0.5f, .seed = 5};
+    char *ckpt = fixture_chat_checkpoint(dir, &spec);
+    const char *options = "--gamma 3 --sampler coupled --draft-threads 1 --draft-quant q4 --top-k 5 --seed 7";
+    snprintf(args, sizeof args, "generate -m %s -p hi -n 1 %s", ckpt, options);
+    int status = run_specdec(args, &out, &generate_err);
+    CHECK(status == 0 && count_lines(generate_err) == 3 &&
+              strstr(generate_err, "specdec: note: --gamma, --sampler ignored: without a draft model") &&
+              strstr(generate_err, "specdec: note: --draft-threads, --draft-quant ignored: there is no draft model") &&
+              strstr(generate_err, "specdec: note: --top-k, --seed ignored: at --temp 0"),
+          "generate: status %d, \"%s\"", status, generate_err);
+    free(out);
+    snprintf(args, sizeof args, "chat -m %s -n 1 %s < /dev/null", ckpt, options);
+    status = run_specdec(args, &out, &err);
+    CHECK(status == 0 && strcmp(err, generate_err) == 0, "chat: status %d, \"%s\", generate's \"%s\"", status, err,
+          generate_err);
+    free(out), free(err);
+    const char *drafting = "--gamma 3 --sampler coupled --draft-threads 1 --draft-quant q4";
+    snprintf(args, sizeof args, "batch -m %s -f /dev/null %s", ckpt, drafting);
+    status = run_specdec(args, &out, &err);
+    CHECK(status == 0 && count_lines(err) == 2 && strncmp(err, generate_err, strlen(err)) == 0,
+          "batch: status %d, \"%s\"", status, err);
+    free(out), free(err);
+    snprintf(args, sizeof args, "serve -m %s --host 192.0.2.1 --port 0 %s --pipeline on", ckpt, drafting);
+    status = run_specdec(args, &out, &err);
+    CHECK(status == 2 && strncmp(err, generate_err, strlen("specdec: note: --gamma, --sampler ignored")) == 0 &&
+              strstr(err, "specdec: note: --draft-threads, --draft-quant ignored: there is no draft model") &&
+              strstr(err, "specdec: note: --pipeline ignored: the requests decode in one batch, which drafts nothing "
+                     "ahead") && strstr(err, "192.0.2.1"),
+          "serve: status %d, \"%s\"", status, err);
+    free(out), free(err), free(generate_err), free(ckpt);
+    fixture_remove_dir(dir);
 }
 
 TEST(cli_messages_say_what_is_wrong) {
