@@ -27,19 +27,28 @@ static struct {
     int n, next;
 } held;
 
+// SIGINT alone, as a signal set.
+static sigset_t sigint_set(void) {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    return set;
+}
+
 // The next byte from the terminal, EOF at its end or on Ctrl-C. (libedit's own read retries a read that a signal
 // interrupted, so that a Ctrl-C could wait for a key; this one ends the line at once: readline returns what was
 // typed, which read_line drops.) SIGINT is blocked but while ppoll waits, so that one that comes between the check
 // of the flag and the wait still ends the wait.
 static int read_terminal_byte(FILE *in) {
-    sigset_t sigint, unblocked;
-    sigemptyset(&sigint);
-    sigaddset(&sigint, SIGINT);
-    pthread_sigmask(SIG_BLOCK, &sigint, &unblocked);
+    const sigset_t sigint = sigint_set();
+    sigset_t outside, waiting;
+    pthread_sigmask(SIG_BLOCK, &sigint, &outside);
+    waiting = outside;
+    sigdelset(&waiting, SIGINT);
     struct pollfd ready = {.fd = fileno(in), .events = POLLIN};
     int polled = 0;
-    while (!interrupt_requested() && (polled = ppoll(&ready, 1, NULL, &unblocked)) < 0 && errno == EINTR) {}
-    pthread_sigmask(SIG_SETMASK, &unblocked, NULL);
+    while (!interrupt_requested() && (polled = ppoll(&ready, 1, NULL, &waiting)) < 0 && errno == EINTR) {}
+    pthread_sigmask(SIG_SETMASK, &outside, NULL);
     unsigned char byte;
     if (polled <= 0 || interrupt_requested()) return EOF;
     return read(fileno(in), &byte, 1) == 1 ? byte : EOF;
@@ -130,12 +139,20 @@ void chat_input_start(bool terminal) {
 static char *read_line(bool terminal, const char *prompt, bool *interrupted) {
     char *line = NULL;
     if (terminal) {
+        // SIGINT stays blocked but while a key is awaited (read_terminal_byte): a Ctrl-C (or a kill -INT) that comes
+        // while libedit writes — a prompt or an echo held by a stopped terminal (Ctrl-S) — would fail that write
+        // (libedit catches SIGINT without SA_RESTART while it reads a line), and stdout would keep the error to the
+        // end of the chat, which then exits with status 2 ("stdout: write error"). Held, it ends the wait that follows.
+        const sigset_t sigint = sigint_set();
+        sigset_t before;
+        pthread_sigmask(SIG_BLOCK, &sigint, &before);
         const bool paste_mode = isatty(STDOUT_FILENO);  // (the modes are for the terminal, not a file)
         if (paste_mode) fputs(PASTE_MODE_ON, stdout);
         held.n = held.next = 0;
         line = readline(prompt);
         if (paste_mode) fputs(PASTE_MODE_OFF, stdout);
         fflush(stdout);
+        pthread_sigmask(SIG_SETMASK, &before, NULL);
     } else {
         size_t cap = 0;
         ssize_t n = getline(&line, &cap, stdin);

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -105,6 +106,28 @@ static pid_t spawn_on_terminal(const char *const *argv, int *fd, Screen *s) {
     return pid;
 }
 
+// A chat on a pseudo-terminal: its checkpoint's folder and path, the terminal's other side, what it printed, and its
+// process.
+typedef struct {
+    char *dir, *ckpt;
+    int fd;
+    Screen s;
+    pid_t pid;
+} TerminalChat;
+
+// `specdec chat -m CKPT -n N --stats --threads 1` started on a new pseudo-terminal (spawn_on_terminal), CKPT the
+// endless checkpoint in a new folder (the caller removes it); returns where its first prompt ends on the screen, or
+// -1 where no prompt came (c->pid -1: it did not start).
+static long spawn_chat(TerminalChat *c, const char *n) {
+    *c = (TerminalChat){.pid = -1};
+    if (!(c->ckpt = endless_checkpoint(&c->dir))) return -1;
+    c->pid = spawn_on_terminal((const char *[]){"chat", "-m", c->ckpt, "-n", n, "--stats", "--threads", "1", NULL},
+                               &c->fd, &c->s);
+    const long at = c->pid < 0 ? -1 : screen_wait(&c->s, 0, "> ");
+    CHECK(at >= 0, "no prompt: %s", c->s.text ? c->s.text : "");
+    return at;
+}
+
 // Reads what the run prints until it ends (killed if it is silent for WAIT_S), then its exit status.
 static int screen_finish(Screen *s, pid_t pid) {
     while (screen_read(s, WAIT_S)) {}
@@ -131,22 +154,30 @@ static int turn_stat(const Screen *s, int turn, const char *key) {
     return at && at < end ? atoi(at + strlen(pattern)) : -1;
 }
 
-// Waits until process `pid` sleeps (state S in /proc/PID/stat): a chat whose terminal was stopped by Ctrl-S sleeps
-// in its next write. False if it did not within WAIT_S.
-static bool wait_asleep(pid_t pid) {
-    char path[64], stat[512];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+// Waits until /proc/PID/<file> reads as `ready` says (read again each millisecond); false if not within WAIT_S.
+static bool wait_proc(pid_t pid, const char *file, bool (*ready)(const char *text)) {
+    char path[64], text[512];
+    snprintf(path, sizeof path, "/proc/%d/%s", (int)pid, file);
     for (const double deadline = now_s() + WAIT_S; now_s() < deadline;) {
         FILE *f = fopen(path, "r");
-        const size_t n = f ? fread(stat, 1, sizeof stat - 1, f) : 0;
+        const size_t n = f ? fread(text, 1, sizeof text - 1, f) : 0;
         if (f) fclose(f);
-        stat[n] = '\0';
-        const char *state = strrchr(stat, ')');  // "pid (name) S ..."
-        if (state && state[1] == ' ' && state[2] == 'S') return true;
+        text[n] = '\0';
+        if (ready(text)) return true;
         nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
     }
     return false;
 }
+
+// /proc/PID/stat ("pid (name) S ..."): the process sleeps. A chat whose terminal was stopped by Ctrl-S sleeps in its
+// next write.
+static bool asleep(const char *stat) {
+    const char *state = strrchr(stat, ')');
+    return state && state[1] == ' ' && state[2] == 'S';
+}
+
+// /proc/PID/syscall ("1 0x1 ..."): the process waits in write(2).
+static bool in_write(const char *syscall) { return atol(syscall) == SYS_write && strchr(syscall, ' '); }
 
 // One reply cut short: the message typed, some of the reply seen, Ctrl-C; the turn's --stats line and the prompt
 // come back. Returns where the prompt ends (-1: it did not come back). With `stalled`, the terminal stops taking
@@ -158,7 +189,7 @@ static long interrupt_reply(Screen *s, int fd, pid_t pid, size_t from, const cha
     const long echoed = screen_wait(s, from, "\033[?2004l");  // the line read (bracketed paste off), then the reply
     CHECK(echoed >= 0 && screen_wait_bytes(s, (size_t)echoed, 16), "turn %d: no reply: %s", turn, s->text);
     if (stalled) type(fd, "\x13");
-    CHECK(!stalled || wait_asleep(pid), "turn %d: the chat went on writing to a stopped terminal", turn);
+    CHECK(!stalled || wait_proc(pid, "stat", asleep), "turn %d: the chat went on writing to a stopped terminal", turn);
     type(fd, "\x03");
     char stats[32];
     snprintf(stats, sizeof stats, "{\"turn\": %d,", turn);
@@ -170,49 +201,70 @@ static long interrupt_reply(Screen *s, int fd, pid_t pid, size_t from, const cha
 }
 
 TEST(chat_ctrl_c_cuts_the_reply_short_and_clears_the_line) {
-    char *dir, *ckpt = endless_checkpoint(&dir);
-    if (!ckpt) return;
-    int fd;
-    Screen s;
-    const pid_t pid = spawn_on_terminal((const char *[]){"chat", "-m", ckpt, "-n", ENDLESS, "--stats",
-                                                         "--threads", "1", NULL}, &fd, &s);
-    if (pid < 0) return;
-    long at = screen_wait(&s, 0, "> ");
-    CHECK(at >= 0, "no prompt: %s", s.text ? s.text : "");
-    if (at >= 0) at = interrupt_reply(&s, fd, pid, (size_t)at, "h\xC3\xA9llo", 1, false);  // "héllo"
+    TerminalChat c;
+    long at = spawn_chat(&c, ENDLESS);
+    if (c.pid < 0) return;
+    if (at >= 0) at = interrupt_reply(&c.s, c.fd, c.pid, (size_t)at, "h\xC3\xA9llo", 1, false);  // "héllo"
     // Ctrl-C at the prompt: the line typed is dropped (an empty line then sends nothing) and the prompt comes back.
     if (at >= 0) {
-        type(fd, "abc");
-        CHECK(screen_wait(&s, (size_t)at, "abc") >= 0, "no echo of abc: %s", s.text);
-        type(fd, "\x03");
-        at = screen_wait(&s, (size_t)at, "> ");
-        CHECK(at >= 0, "Ctrl-C at the prompt: no new prompt: %s", s.text);
+        type(c.fd, "abc");
+        CHECK(screen_wait(&c.s, (size_t)at, "abc") >= 0, "no echo of abc: %s", c.s.text);
+        type(c.fd, "\x03");
+        at = screen_wait(&c.s, (size_t)at, "> ");
+        CHECK(at >= 0, "Ctrl-C at the prompt: no new prompt: %s", c.s.text);
     }
     if (at >= 0) {
-        type(fd, "\r");
-        at = screen_wait(&s, (size_t)at, "> ");
-        CHECK(at >= 0, "an empty line: no new prompt: %s", s.text);
+        type(c.fd, "\r");
+        at = screen_wait(&c.s, (size_t)at, "> ");
+        CHECK(at >= 0, "an empty line: no new prompt: %s", c.s.text);
     }
-    if (at >= 0) at = interrupt_reply(&s, fd, pid, (size_t)at, "x", 2, true);
-    if (at >= 0) type(fd, "/exit\r");
-    const int status = screen_finish(&s, pid);
-    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "chat ended with status %d", status);
+    if (at >= 0) at = interrupt_reply(&c.s, c.fd, c.pid, (size_t)at, "x", 2, true);
+    if (at >= 0) type(c.fd, "/exit\r");
+    const int status = screen_finish(&c.s, c.pid);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "chat ended with status %d: %s", status,
+          c.s.len > 300 ? c.s.text + c.s.len - 300 : c.s.text);
     // Two turns ("abc" was never sent), each cut short. The second kept the first's caches (it reused at least the
     // first turn's prompt), and its conversation holds the reply cut short: a byte a token, and the random model's
     // bytes that are not UTF-8 each become U+FFFD (3 bytes), so at least generated1 tokens more than without it.
-    const int prompt1 = turn_stat(&s, 1, "prompt_tokens"), generated1 = turn_stat(&s, 1, "generated_tokens");
-    const int reused2 = turn_stat(&s, 2, "reused_tokens"), generated2 = turn_stat(&s, 2, "generated_tokens");
-    const int prompt2 = turn_stat(&s, 2, "prompt_tokens"), message2 = (int)strlen("\nuser: x\nassistant: ");
+    const int prompt1 = turn_stat(&c.s, 1, "prompt_tokens"), generated1 = turn_stat(&c.s, 1, "generated_tokens");
+    const int reused2 = turn_stat(&c.s, 2, "reused_tokens"), generated2 = turn_stat(&c.s, 2, "generated_tokens");
+    const int prompt2 = turn_stat(&c.s, 2, "prompt_tokens"), message2 = (int)strlen("\nuser: x\nassistant: ");
     // The first message came whole, é as its two bytes: "user: héllo\nassistant: ", a token a byte.
     CHECK(prompt1 == (int)strlen("user: h\xC3\xA9llo\nassistant: "), "turn 1: %d tokens", prompt1);
     CHECK(generated1 > 0 && generated1 < atoi(ENDLESS) && generated2 > 0 && generated2 < atoi(ENDLESS),
           "replies of %d and %d tokens", generated1, generated2);
     CHECK(reused2 >= prompt1 && prompt2 >= prompt1 + generated1 + message2,
           "turn 2: %d tokens, %d reused, after turn 1's %d + %d", prompt2, reused2, prompt1, generated1);
-    CHECK(turn_stat(&s, 3, "prompt_tokens") < 0, "a third turn: %s", s.text);
-    free(s.text);
-    free(ckpt);
-    fixture_remove_dir(dir);
+    CHECK(turn_stat(&c.s, 3, "prompt_tokens") < 0, "a third turn: %s", c.s.text);
+    free(c.s.text);
+    free(c.ckpt);
+    fixture_remove_dir(c.dir);
+}
+
+// A SIGINT (kill -INT, or a Ctrl-C the terminal sends) while the chat's line editor waits to write — here the echo of
+// a key held by a stopped terminal (Ctrl-S) — fails no write: it drops the line once the key is echoed, as Ctrl-C at
+// the prompt does, and the chat ends with status 0. (Caught then without SA_RESTART, it failed the echo, stdout kept
+// the error, and /exit ended the chat with "stdout: write error", status 2.)
+TEST(chat_sigint_while_the_prompt_writes_fails_no_write) {
+    TerminalChat c;
+    long at = spawn_chat(&c, "3");
+    if (c.pid < 0) return;
+    if (at >= 0) {
+        type(c.fd, "\x13" "a");  // Ctrl-S, then a key whose echo waits
+        CHECK(wait_proc(c.pid, "syscall", in_write), "the chat did not wait in a write to the stopped terminal");
+        kill(c.pid, SIGINT);
+        type(c.fd, "\x11");  // Ctrl-Q: the terminal takes output again
+        at = screen_wait(&c.s, (size_t)at, "> ");
+        CHECK(at >= 0, "after the signal, no new prompt: %s", c.s.text);
+    }
+    if (at >= 0) type(c.fd, "/exit\r");
+    const int status = screen_finish(&c.s, c.pid);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "chat ended with status %d: %s", status,
+          c.s.len > 300 ? c.s.text + c.s.len - 300 : c.s.text);
+    CHECK(turn_stat(&c.s, 1, "prompt_tokens") < 0, "the line typed was sent: %s", c.s.text);
+    free(c.s.text);
+    free(c.ckpt);
+    fixture_remove_dir(c.dir);
 }
 
 // The --stats value of `key` for the first turn whose line comes at or after byte `from` of the screen.
@@ -225,47 +277,41 @@ static int turn_stat_after(const Screen *s, size_t from, const char *key) {
 // its lines ended by CR as a terminal sends them) joins the line being edited, newlines and tab kept, sent as one
 // message by Enter. Other escape sequences still reach libedit: an arrow key (ESC [ D) moves the cursor.
 TEST(chat_a_paste_is_one_message) {
-    char *dir, *ckpt = endless_checkpoint(&dir);
-    if (!ckpt) return;
-    int fd;
-    Screen s;
-    const pid_t pid = spawn_on_terminal((const char *[]){"chat", "-m", ckpt, "-n", "3", "--stats", "--threads", "1",
-                                                         NULL}, &fd, &s);
-    if (pid < 0) return;
-    long at = screen_wait(&s, 0, "\033[?2004h");
-    CHECK(at >= 0 && screen_wait(&s, (size_t)at, "> ") >= 0, "no bracketed paste mode, or no prompt: %s",
-          s.text ? s.text : "");
+    TerminalChat c;
+    long at = spawn_chat(&c, "3");
+    if (c.pid < 0) return;
+    CHECK(at < 0 || memmem(c.s.text, c.s.len, "\033[?2004h> ", 10), "no bracketed paste mode: %s", c.s.text);
     const char *message = "the first line\ns\xC3\xA9" "cond\tline\n\nafter a blank line";
     if (at >= 0) {
-        type(fd, "say: \033[200~the first line\rs\xC3\xA9" "cond\tline\r\rafter a blank line\033[201~");
-        CHECK(screen_wait(&s, (size_t)at, "blank line") >= 0, "no echo of the paste: %s", s.text);
-        type(fd, "\r");
-        at = screen_wait(&s, (size_t)at, "{\"turn\": 1,");
-        at = at < 0 ? -1 : screen_wait(&s, (size_t)at, "> ");
-        CHECK(at >= 0, "the paste: no reply and prompt: %s", s.text);
+        type(c.fd, "say: \033[200~the first line\rs\xC3\xA9" "cond\tline\r\rafter a blank line\033[201~");
+        CHECK(screen_wait(&c.s, (size_t)at, "blank line") >= 0, "no echo of the paste: %s", c.s.text);
+        type(c.fd, "\r");
+        at = screen_wait(&c.s, (size_t)at, "{\"turn\": 1,");
+        at = at < 0 ? -1 : screen_wait(&c.s, (size_t)at, "> ");
+        CHECK(at >= 0, "the paste: no reply and prompt: %s", c.s.text);
     }
     const size_t paste_at = 0, arrow_at = at < 0 ? 0 : (size_t)at;
-    if (at >= 0) type(fd, "/reset\r");
-    if (at >= 0) at = screen_wait(&s, (size_t)at, "> ");
+    if (at >= 0) type(c.fd, "/reset\r");
+    if (at >= 0) at = screen_wait(&c.s, (size_t)at, "> ");
     if (at >= 0) {
-        type(fd, "abc\033[D\033[D\x0b\r");  // two steps left, Ctrl-K: "a"
-        at = screen_wait(&s, arrow_at, "{\"turn\": 1,");
-        at = at < 0 ? -1 : screen_wait(&s, (size_t)at, "> ");
+        type(c.fd, "abc\033[D\033[D\x0b\r");  // two steps left, Ctrl-K: "a"
+        at = screen_wait(&c.s, arrow_at, "{\"turn\": 1,");
+        at = at < 0 ? -1 : screen_wait(&c.s, (size_t)at, "> ");
     }
-    if (at >= 0) type(fd, "/exit\r");
-    const int status = screen_finish(&s, pid);
+    if (at >= 0) type(c.fd, "/exit\r");
+    const int status = screen_finish(&c.s, c.pid);
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "chat ended with status %d", status);
     // A byte a token: the whole paste in the first turn's prompt, and no second turn before /reset.
-    const int pasted = turn_stat_after(&s, paste_at, "prompt_tokens");
+    const int pasted = turn_stat_after(&c.s, paste_at, "prompt_tokens");
     CHECK(pasted == (int)(strlen("user: say: \nassistant: ") + strlen(message)), "the paste's turn: %d tokens: %s",
-          pasted, s.text);
-    CHECK(turn_stat(&s, 2, "prompt_tokens") < 0, "the paste became several turns: %s", s.text);
-    const int arrowed = turn_stat_after(&s, arrow_at, "prompt_tokens");
+          pasted, c.s.text);
+    CHECK(turn_stat(&c.s, 2, "prompt_tokens") < 0, "the paste became several turns: %s", c.s.text);
+    const int arrowed = turn_stat_after(&c.s, arrow_at, "prompt_tokens");
     CHECK(arrowed == (int)strlen("user: a\nassistant: "), "after the arrow keys: %d tokens", arrowed);
-    CHECK(s.text && strstr(s.text, "\033[?2004l"), "bracketed paste mode left on: %s", s.text);
-    free(s.text);
-    free(ckpt);
-    fixture_remove_dir(dir);
+    CHECK(c.s.text && strstr(c.s.text, "\033[?2004l"), "bracketed paste mode left on: %s", c.s.text);
+    free(c.s.text);
+    free(c.ckpt);
+    fixture_remove_dir(c.dir);
 }
 
 // Waits until process `pid` has taken signal `signo` sent to it (no longer pending in /proc/PID/status: a system
@@ -325,8 +371,8 @@ static void generate_interrupted(bool stalled) {
         const double deadline = now_s() + WAIT_S;
         while (pipe_holds(out[0]) == filler && now_s() < deadline)  // (a write that does not fit waits whole)
             nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
-        CHECK(pipe_holds(out[0]) > filler && wait_asleep(pid), "generate did not write to its pipe and wait: %d "
-              "bytes", pipe_holds(out[0]));
+        CHECK(pipe_holds(out[0]) > filler && wait_proc(pid, "stat", asleep),
+              "generate did not write to its pipe and wait: %d bytes", pipe_holds(out[0]));
     } else {
         CHECK(screen_wait_bytes(&s, 0, 16), "no output: \"%s\"", s.text ? s.text : "");
     }
