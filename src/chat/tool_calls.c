@@ -422,3 +422,21 @@ char *tool_calls_lazy_gbnf(ToolFormat f, const json_t *tools, bool parallel, con
     if (!out) err_fmt(err, "out of memory");
     return out;
 }
+
+int tool_calls_check_parameters(const json_t *tools, ToolsError *e) {
+    for (size_t i = 0; i < json_array_size(tools); i++) {
+        const json_t *fn = json_object_get(json_array_get(tools, i), "function");
+        const json_t *params = json_object_get(fn, "parameters");
+        if (!params || json_is_null(params)) continue;
+        char source[128], *text = json_dumps(params, JSON_COMPACT | JSON_ENCODE_ANY);
+        snprintf(e->field, sizeof e->field, "tools[%zu].function.parameters", i);
+        snprintf(source, sizeof source, "tools[%zu] \"%s\": parameters", i,
+                 json_string_value(json_object_get(fn, "name")));
+        Grammar *g = text ? json_schema_grammar(text, strlen(text), source, &e->err) : NULL;
+        if (!text) err_fmt(&e->err, "out of memory");
+        free(text);
+        if (!g) return -1;
+        grammar_free(g);
+    }
+    return 0;
+}

@@ -21,6 +21,7 @@
 #include <stddef.h>
 
 #include "base/error.h"
+#include "chat/tools.h"
 #include "tokenizer/tokenizer.h"
 
 // TOOL_FORMAT_MISTRAL_ARGS: Mistral's newer form ([TOOL_CALLS]NAME[ARGS]{...}), read back as TOOL_FORMAT_MISTRAL reads
@@ -72,5 +73,11 @@ char *tool_calls_gbnf(ToolFormat f, const json_t *tools, const char *name, const
 // written as tool_calls_gbnf writes them): so a special token is the trigger (grammar/lazy.h), which free text can
 // never hold. Returns the text (malloc'd), or NULL with err as tool_calls_gbnf.
 char *tool_calls_lazy_gbnf(ToolFormat f, const json_t *tools, bool parallel, const Tokenizer *tok, Err *err);
+
+// Compiles each tool's parameters (a checked list: tools.h) as the JSON Schema of its calls' arguments
+// (grammar/json_schema.h), whatever format a template teaches, so that a schema no grammar can hold is refused before
+// anything is generated. 0, or -1 with e: the field tools[i].function.parameters, and the message
+// `tools[i] "NAME": parameters: at /POINTER: what the converter refuses`.
+int tool_calls_check_parameters(const json_t *tools, ToolsError *e);
 
 #endif

@@ -14,7 +14,6 @@
 #include "cli/report.h"
 #include "cli/session.h"
 #include "cli/structured.h"
-#include "grammar/json_schema.h"
 #include "speculative/conversation.h"
 
 json_t *chat_vars_object(const Repeated *vars, Err *err) {
@@ -90,25 +89,6 @@ int chat_prompt_ids(const char *dir, const Tokenizer *tok, const char *system, c
     return rc;
 }
 
-// Compiles each tool's parameters as the JSON Schema of its call's arguments (grammar/json_schema.h): -1 with err
-// naming the file and the tool where one is refused.
-static int check_tool_schemas(const char *file, const json_t *tools, Err *err) {
-    for (size_t i = 0; i < json_array_size(tools); i++) {
-        const json_t *fn = json_object_get(json_array_get(tools, i), "function");
-        const json_t *params = json_object_get(fn, "parameters");
-        if (!params) continue;
-        char source[512], *text = json_dumps(params, JSON_COMPACT | JSON_ENCODE_ANY);
-        snprintf(source, sizeof source, "%s: tools[%zu] \"%s\": parameters", file, i,
-                 json_string_value(json_object_get(fn, "name")));
-        Grammar *g = text ? json_schema_grammar(text, strlen(text), source, err) : NULL;
-        if (!text) err_fmt(err, "out of memory");
-        free(text);
-        if (!g) return -1;
-        grammar_free(g);
-    }
-    return 0;
-}
-
 // Reads --tools FILE: a JSON list of OpenAI function tools, checked (chat/tools.h); NULL with err naming the file
 // and the field.
 static json_t *read_tools(const char *file, Err *err) {
@@ -144,7 +124,8 @@ json_t *chat_template_vars(const Args *a, Err *err) {
 int chat_tools_grammar(Structured *st, const char *file, ToolFormat format, const json_t *vars, const Tokenizer *tok,
                        Err *err) {
     const json_t *tools = json_object_get(vars, "tools");
-    if (tools && check_tool_schemas(file, tools, err)) return -1;
+    ToolsError e;
+    if (tools && tool_calls_check_parameters(tools, &e)) return err_fmt(err, "%s: %s", file, e.err.msg);
     if (!tools || format == TOOL_FORMAT_NONE || st->grammar) return 0;
     char *gbnf = tool_calls_lazy_gbnf(format, tools, false, tok, err);  // one call a reply
     st->grammar = gbnf ? grammar_parse(gbnf, strlen(gbnf), "--tools", err) : NULL;

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "chat/tool_calls.h"
 #include "chat/tools.h"
 #include "grammar/json_schema.h"
 
@@ -389,6 +390,10 @@ static int get_tool_fields(ChatMessage *m, const json_t *msg, size_t i, ApiError
     if (json_array_size(calls) > 0 && strcmp(m->role, "assistant") != 0)
         return api_error(e, 400, "invalid_value", where, "%s: only an assistant's message makes calls", where);
     if (json_array_size(calls) > 0) m->tool_calls = json_deep_copy(calls);
+    snprintf(where, sizeof where, "messages[%zu].tool_call_id", i);
+    if (!json_is_string(id) && strcmp(m->role, "tool") == 0)  // (OpenAI's API requires it; templates render it)
+        return api_error(e, 400, "missing_required_parameter", where, "%s: missing: a tool message answers the call "
+                         "whose id it gives", where);
     if (json_is_string(id)) m->tool_call_id = copy_string(id);
     return 0;
 }
@@ -455,6 +460,7 @@ static int get_tools(Request *req, const json_t *body, ApiError *e) {
         if (req->kind != API_CHAT)
             return api_error(e, 400, "invalid_value", "tools", "tools: tools are for chat completions");
         if (tools_check(tools, &te)) return api_error(e, 400, "invalid_value", te.field, "%s: %s", te.field, te.err.msg);
+        if (tool_calls_check_parameters(tools, &te)) return api_error(e, 400, "invalid_value", te.field, "%s", te.err.msg);
         req->tools = json_deep_copy(tools);
         req->tool_choice = TOOL_CHOICE_AUTO;
     }

@@ -48,6 +48,9 @@ static const Case cases[] = {
     {CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"response_format\": {\"type\": "
            "\"json_schema\", \"json_schema\": {\"schema\": {\"not\": {}}}}}", 400, "response_format",
      "the keyword 'not' is not supported"},
+    {CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"response_format\": {\"type\": "
+           "\"json_schema\", \"json_schema\": {\"schema\": {\"$ref\": \"#/nowhere\"}}}}", 400, "response_format",
+     "$ref '#/nowhere' is not a definition"},
     {C, "{\"prompt\": \"hi\", \"grammar\": \"root ::= [b-a]\"}", 400, "grammar", "grammar:1:11: character range"},
     {C, "{\"prompt\": \"hi\", \"grammar\": \"root ::= \\\"a\\\"\", \"response_format\": {\"type\": \"json_object\"}}",
      400, "grammar", "give one of them"},
@@ -94,6 +97,18 @@ static const Case cases[] = {
     {CHAT, HI "\"tools\": [" F("a") "], \"tool_choice\": \"none\", \"logprobs\": true}", 0, "", ""},
     {CHAT, "{\"messages\": [{\"role\": \"tool\", \"content\": \"42\", \"tool_call_id\": 7}]}", 400,
      "messages[0].tool_call_id", "expected a string"},
+    // a tool message names the call it answers (OpenAI's API refuses one without); null is no id
+    {CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"w?\"}, {\"role\": \"tool\", \"content\": "
+           "\"42\"}]}", 400, "messages[1].tool_call_id", "missing"},
+    {CHAT, "{\"messages\": [{\"role\": \"tool\", \"content\": \"42\", \"tool_call_id\": null}]}", 400,
+     "messages[0].tool_call_id", "missing"},
+    // every tool's parameters compile as a JSON Schema, whatever the template (as chat --tools): a $ref to nowhere,
+    // a keyword the converter does not take
+    {CHAT, HI "\"tools\": [" F("a") ", {\"type\": \"function\", \"function\": {\"name\": \"b\", \"parameters\": "
+              "{\"type\": \"object\", \"properties\": {\"x\": {\"$ref\": \"#/nowhere\"}}}}}]}", 400,
+     "tools[1].function.parameters", "tools[1] \"b\": parameters: at /properties/x: $ref '#/nowhere' is not a definition"},
+    {CHAT, HI "\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"a\", \"parameters\": {\"not\": {}}}}], "
+              "\"tool_choice\": \"none\"}", 400, "tools[0].function.parameters", "the keyword 'not' is not supported"},
     {CHAT, "{\"messages\": [{\"role\": \"assistant\", \"tool_calls\": [{\"id\": \"1\"}]}]}", 400,
      "messages[0].tool_calls[0]", "expected {\"type\": \"function\""},
     {CHAT, "{\"messages\": [{\"role\": \"assistant\", \"tool_calls\": [{\"function\": {\"name\": \"a\", "
