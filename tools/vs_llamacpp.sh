@@ -38,7 +38,8 @@
 # "mixed"). The table (tools/vs_llamacpp_table.py) lists each round with its probes, placement and decode ratios, then
 # per placement the ratios within rounds, median [min–max] over that placement's rounds, with the load average
 # (/proc/loadavg, 1 minute) read before each turn, and per placement and thread count whether decode's median ratio
-# reaches issue 55's goal of 1.1. Never run by the tests; needs only llama-bench's binary, not llama.cpp's sources.
+# reaches its goal: issue 55's 1.1, or issue 49's 1.2 where specdec ran its AVX2 kernels (SPECDEC_ISA=avx2 or
+# avxvnni). Never run by the tests; needs only llama-bench's binary, not llama.cpp's sources.
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 ME=vs_llamacpp.sh
