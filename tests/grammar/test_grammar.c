@@ -110,6 +110,26 @@ TEST(grammar_refuses_too_many_rules) {
     grammar_free(g);
 }
 
+// A repetition of a repetition is written out as rules that refer to each other, not as copies: its size adds up,
+// (x{m}){n} costs about m + n elements where its language's sentence is m·n characters long, so ("a"{1000}){1000}
+// and even (("a"{2000}){2000}){2000} compile small and fast; what does grow with the counts ({0,n} chains, literals
+// written out) meets MAX_ELEMENTS and the 65536 rules, refused by name. Read exactly: (("a"{10}){20}){3}.
+TEST(grammar_nested_repetition_adds_up) {
+    static const char *const nested[] = {"root ::= (\"a\"{1000}){1000}", "root ::= ((\"a\"{2000}){2000}){2000}"};
+    for (int i = 0; i < 2; i++) {
+        Grammar *g = parse(nested[i]);
+        CHECK(g && g->n_elements < 8000 && g->n_rules < 8, "%s: %d elements, %d rules", nested[i],
+              g ? g->n_elements : -1, g ? g->n_rules : -1);
+        grammar_free(g);
+    }
+    Grammar *g = parse("root ::= ((\"a\"{10}){20}){3}");
+    char text[601];
+    memset(text, 'a', sizeof text);
+    CHECK(g && grammar_recognises(g, text, 600) && !grammar_recognises(g, text, 601) &&
+              !grammar_recognises(g, text, 599), "((\"a\"{10}){20}){3} is not exactly 600 a's");
+    grammar_free(g);
+}
+
 // A character's bytes are read one at a time: the state between them admits only bytes that can still complete a
 // character the grammar allows there.
 TEST(grammar_reads_utf8_byte_by_byte) {
