@@ -189,12 +189,13 @@ done:
 // Each user line is added to the conversation (a JSON list of messages, with --system's first), the whole is
 // rendered by the template with the assistant's turn opened, and the reply continues the Conversation
 // (speculative/conversation.h): its caches keep what the last turn left, so a turn prefills only what the rendering
-// adds. The reply streams as it is decided (--show's marks too; with --stop, the text up to the stop string) and
-// ends at the checkpoint's end-of-text ids (generation_config.json's eos list: <|eot_id|>, <|im_end|>), at -n
-// tokens, or at a stop string; it joins the conversation as the assistant's message. A conversation that no longer
-// fits the context is refused turn by turn with a note, until /reset. With --tools, a reply that ends in calls
-// leaves them waiting for their results: `/tool TEXT` sends TEXT as the result of the first call still waiting (a
-// `tool` message with its tool_call_id), and once every call has its result the model replies to them.
+// adds. The reply streams as it is decided (--show's marks too; with --stop, the text up to the stop string,
+// unmarked: --show is refused with it) and ends at the checkpoint's end-of-text ids (generation_config.json's eos
+// list: <|eot_id|>, <|im_end|>), at -n tokens, or at a stop string; it joins the conversation as the assistant's
+// message. A conversation that no longer fits the context is refused turn by turn with a note, until /reset. With
+// --tools, a reply that ends in calls leaves them waiting for their results: `/tool TEXT` sends TEXT as the result of
+// the first call still waiting (a `tool` message with its tool_call_id), and once every call has its result the
+// model replies to them.
 
 typedef struct {
     const Args *args;
@@ -216,6 +217,8 @@ typedef struct {
 static int chat_open(Chat *c, const Args *a, Err *err) {
     const char *target_dir, *draft_dir;
     *c = (Chat){.args = a};
+    if (a->stops.n && a->show)  // (the stop strings' printer prints text, unmarked: as generate refuses it)
+        return err_fmt(err, "--stop prints the text up to the stop string: not with --show");
     if (spec_params_from_args(a, &c->params, err) || model_dirs(a, &target_dir, &draft_dir, err) ||
         chat_template_load(&c->ct, target_dir, err) || !(c->vars = chat_template_vars(a, err)) ||
         session_open_from_args(&c->s, a, target_dir, draft_dir, err) ||

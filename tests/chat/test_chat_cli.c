@@ -211,6 +211,8 @@ TEST(chat_cli_stop_strings_cut_exactly) {
     check_refused(args, "empty stop string");
     snprintf(args, sizeof args, "generate -m %s/target -p x --stop y --show", dir);
     check_refused(args, "--stop prints the text");
+    snprintf(args, sizeof args, "chat -m %s/target --stop y --show < /dev/null", dir);  // (chat ignored --show)
+    check_refused(args, "--stop prints the text");
     remove_dir(dir);
 }
 
