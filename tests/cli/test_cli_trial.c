@@ -177,6 +177,7 @@ TEST(cli_messages_say_what_is_wrong) {
     snprintf(args, sizeof args, "inspect %s", path);
     check_one_line(args, 2, "is 16 bytes, too short for a GGUF header (24)");
     unlink(path);
+    check_one_line("serve -m " MODEL " --api-key ''", 2, "--api-key: empty; give the key that clients must send");
     check_one_line("generate -m " SHIPPED "/model.safetensors -p x", 2,
                    "neither a folder nor a GGUF file: -m takes the checkpoint's folder");
     check_one_line("logits -m " SHIPPED "/config.json --ids 1", 2, "neither a folder nor a GGUF file: -m takes the checkpoint's folder");
