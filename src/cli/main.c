@@ -63,6 +63,10 @@ static const OptionText server_texts[] = {  // serve and batch
     {"file", NULL, "read the requests, one JSON body a line, from FILE (- : standard input)"},
     {NULL, NULL, NULL},
 };
+static const OptionText inspect_texts[] = {
+    {"model", "PATH", "the safetensors file or folder, or the GGUF file, to show (as PATH alone)"},
+    {NULL, NULL, NULL},
+};
 static const OptionText convert_texts[] = {
     {"model", NULL, "the Hugging Face checkpoint folder to convert (config.json, model.safetensors, the tokenizer)"},
     {"output", "FILE.gguf", "the GGUF file to write (a temporary file beside it, renamed over it once whole)"},
@@ -79,7 +83,8 @@ static const Command commands[] = {
      "draft-p-min ctx threads draft-threads "
      "quant draft-quant print-ids stats show trace logprobs logprobs-file compare allow-special chat system chat-var "
      "tools stop grammar json-schema json help", 0, 0, drafting_texts},
-    {"logits", cmd_logits, "logits -m DIR --ids \"1 2 3\" [--all] [--ctx N] [--threads N] [--quant q8|q4|bf16|stored]",
+    {"logits", cmd_logits,
+     "logits -m DIR --ids \"1 2 3\" [--all] [--ctx N] [--threads N] [--quant none|q8|q4|bf16|stored]",
      "print the logits of the last position (all with --all): a line of numbers (7 significant digits) per "
      "position", "model ids all ctx threads quant help", 0, 0, logits_texts},
     {"tokenize", cmd_tokenize, "tokenize -m DIR [--allow-special] [TEXT | -f FILE]  (no TEXT and no -f: standard input)",
@@ -111,9 +116,9 @@ static const Command commands[] = {
     {"convert", cmd_convert, "convert -m DIR -o FILE.gguf --type bf16|q8_0|q4_0|q4_k_m|q5_k_m|q6_k [--threads N]",
      "write a Hugging Face checkpoint folder as a GGUF file, as llama.cpp's converter (and llama-quantize) would",
      "model output type threads help", 0, 0, convert_texts},
-    {"inspect", cmd_inspect, "inspect PATH",
+    {"inspect", cmd_inspect, "inspect PATH | -m PATH",
      "show the header and tensor table of a safetensors file or folder, or of a GGUF file",
-     "help", 1, 1, NULL},
+     "model help", 0, 1, inspect_texts},
 };
 #define N_COMMANDS (int)(sizeof commands / sizeof commands[0])
 
@@ -512,9 +517,13 @@ done:
     return rc;
 }
 
+// PATH, or -m PATH as the other commands name a checkpoint: one of them.
 static int cmd_inspect(const Args *args, Err *err) {
+    if ((args->n_positional == 1) == (args->model_dir != NULL))
+        return err_fmt(err, "inspect: give the file or folder once, as PATH or -m PATH");
+    const char *path = args->model_dir ? args->model_dir : args->positional[0];
     char gguf_path[4096];
-    if (gguf_checkpoint_path(args->positional[0], gguf_path, sizeof gguf_path)) {
+    if (gguf_checkpoint_path(path, gguf_path, sizeof gguf_path)) {
         GgufFile f;
         if (gguf_open(&f, gguf_path, err)) return -1;
         gguf_print(stdout, &f);
@@ -522,7 +531,7 @@ static int cmd_inspect(const Args *args, Err *err) {
         return 0;
     }
     StCheckpoint ckpt;
-    if (st_open(&ckpt, args->positional[0], err)) return -1;
+    if (st_open(&ckpt, path, err)) return -1;
     st_print(stdout, &ckpt);
     st_close(&ckpt);
     return 0;

@@ -301,6 +301,48 @@ TEST(run_bench_writes_under_build_unless_told) {
 
 // inspect lists a sharded checkpoint's shards in their names' order (issue 48: in the order of the index's hash
 // table), each followed by its tensors.
+// inspect takes its path as -m PATH too, as the other commands take a checkpoint, with the same output; none, or
+// both, is refused on one line.
+TEST(cli_inspect_takes_its_path_as_m_too) {
+    char *out, *err, *by_m, *by_m_err;
+    const int status = run_specdec("inspect " MODEL, &out, &err);
+    const int status_m = run_specdec("inspect -m " MODEL, &by_m, &by_m_err);
+    CHECK(status == 0 && status_m == 0 && out[0] && strcmp(out, by_m) == 0, "inspect PATH: %d, -m PATH: %d: %s%s",
+          status, status_m, err, by_m_err);
+    free(out), free(err), free(by_m), free(by_m_err);
+    check_one_line("inspect", 2, "inspect: give the file or folder once, as PATH or -m PATH");
+    check_one_line("inspect -m " MODEL " " MODEL, 2, "inspect: give the file or folder once");
+}
+
+// logits' usage line names every value --quant takes (those its refusal of another lists: "expected none, q8, …
+// or stored, got …"), and each is read.
+TEST(cli_logits_usage_names_every_quant) {
+    char *out, *err, *help, *help_err;
+    const int status = run_specdec("logits -m " MODEL " --ids 1 --quant x", &out, &err);
+    CHECK(run_specdec("logits --help", &help, &help_err) == 0, "logits --help: %s", help_err);
+    const char *expected = strstr(err, "expected "), *got = expected ? strstr(expected, ", got") : NULL;
+    CHECK(status == 2 && got, "--quant x: status %d: %s", status, err);
+    char names[128] = "";
+    if (got) snprintf(names, sizeof names, "%.*s", (int)(got - expected - strlen("expected ")),
+                      expected + strlen("expected "));
+    const char *usage_quant = strstr(help, "--quant "), *usage_end = strchr(help, '\n');
+    int n = 0;
+    for (char *name = strtok(names, ", "); name; name = strtok(NULL, ", ")) {
+        if (strcmp(name, "or") == 0) continue;
+        const char *listed = usage_quant ? strstr(usage_quant, name) : NULL;
+        CHECK(listed && listed < usage_end, "logits' usage line omits --quant %s: %.*s", name,
+              (int)(usage_end - help), help);
+        char args[128], *read_out, *read_err;
+        snprintf(args, sizeof args, "logits -m " MODEL " --ids 1 --quant %s", name);
+        run_specdec(args, &read_out, &read_err);
+        CHECK(!strstr(read_err, "--quant:"), "%s: %s", args, read_err);
+        free(read_out), free(read_err);
+        n++;
+    }
+    CHECK(n == 5, "%d names in \"%s\"", n, err);
+    free(out), free(err), free(help), free(help_err);
+}
+
 TEST(cli_inspect_lists_shards_in_order) {
     char *out, *err;
     const int status = run_specdec("inspect ../shared/fixtures/hf/mistral_untied_sharded_f32", &out, &err);
