@@ -133,6 +133,15 @@ double spec_row_cost(int V) { return SAMPLING_BYTES_PER_TOKEN * V; }
 // (docs/performance-history.md, "A useless draft, cheaper").
 enum { MEASURING_DEPTH = 2, PROBE_INTERVAL = 8, PROBE_MISSES_MAX = 6 };
 
+// In a batch, a drafter reads the prompt in its first draft forward (batch.c), so a sequence whose plan has kept it
+// plain from its first round pays its first probe with a read of every committed token (GammaState.unread). At 8
+// greedy clients of 32 tokens the draft took 3.5% of the time, about two thirds of it those reads by the cost model —
+// more than the drafting the probes led to gained (docs/performance-history.md, "Probes that read the prompt"). Such
+// a probe is made only where the tokens still wanted are at least 1/PROBE_READ_PER_TOKEN_LEFT of those it reads: a
+// rule of thumb from the shipped pair's serve sweep, which keeps the probes of 8 clients' 128-token requests after
+// prompts of 80–130 tokens and drops those of their 32-token ones.
+enum { PROBE_READ_PER_TOKEN_LEFT = 2 };
+
 static double verify_time(const GammaState *g, int T) {
     return g->modelled ? g->model_target[T] : policy_target_time(g, T);
 }
@@ -143,6 +152,11 @@ static bool batch_planned(const GammaState *g) { return g->others.sequences > 0 
 
 // Planned with the cost model's units: alone at T > 0 under rejection sampling, or for a batch.
 static bool costed(const GammaState *g) { return g->modelled || batch_planned(g); }
+
+// Whether a probe due now is worth its read of the prompt (above): alone, or with the drafter's prompt read, always.
+static bool probe_pays_its_read(const GammaState *g) {
+    return !batch_planned(g) || g->unread <= PROBE_READ_PER_TOKEN_LEFT * g->left;
+}
 
 // F(R) = S + R · (A + s): the cost model's target forward of R rows (a batch's: every sequence's rows in one
 // forward). The serve suite's table "What a batched forward costs" measures it, and the roofline, against the forward.
@@ -313,6 +327,7 @@ static TreeShape choose_shape(GammaState *g, const SpecParams *params, const Dra
         }
         g->plain_streak = shape.depth == 0 ? g->plain_streak + 1 : 0;
         g->probing = shape.depth == 0 && g->plain_streak == PROBE_INTERVAL << g->probe_misses;
+        if (g->probing && !probe_pays_its_read(g)) g->probing = false, g->plain_streak = 0;  // (the next, later)
         if (g->probing) shape = (TreeShape){1, 1}, g->plain_streak = 0;
         request->model_gamma = shape.depth;
     }

@@ -60,6 +60,8 @@ typedef struct {
     double model_draft_row;     // ... a further row of a draft forward (a tree's level forwards feed W)
     double model_stream, model_row_arithmetic, model_row_sampling;  // F(R) = S + R · (A + s) (batches)
     BatchLoad others;           // the batch beside this sequence (policy_choose plans for it where γ may adapt)
+    int unread, left;           // the committed tokens its drafter would read first (a batch's drafter that has read
+                                // none: scheduler_start), and the tokens still wanted
     int heuristic_gamma;
     int plain_streak;           // GAMMA_AUTO: rounds in a row it chose plain decoding since it drafted or probed
     int n_alpha[N_SOURCES];     // drafts α has learned from

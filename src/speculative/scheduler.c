@@ -97,6 +97,8 @@ static TreeShape fit_shape(const Scheduler *s, TreeShape shape, int committed) {
 
 // 0. What to ask of the drafter: by policy, within what the round may draft.
 static DraftRequest next_request(Scheduler *s) {
+    s->g.unread = s->prompt_unread ? s->n : 0;
+    s->g.left = s->params->max_tokens - s->stats->generated;
     DraftRequest request = policy_choose(&s->g, s->params, s->drafter);
     request.shape = fit_shape(s, request.shape, s->n);
     request.n_prompt = s->n_prompt;

@@ -524,3 +524,36 @@ static void batch_sets_depth(Model *target) {
 }
 
 TEST(speculative_auto_plans_for_the_batch) { with_target(batch_sets_depth); }
+
+// The round of the first probe (a round of one draft) in `rounds` rounds of a greedy plan beside 64 sequences decoding
+// plainly (plain decoding there: batch_sets_depth), whose drafter has read `read` of the committed tokens — the
+// prompt's `prompt` tokens, then one a round — of a request for `rounds` tokens; 0: none.
+static int first_probe(Model *target, int prompt, bool read, int rounds) {
+    const Drafter drafter = {.step_cost = 0.08 * spec_forward_cost(target, 1, 1)};
+    const SpecParams greedy = {.sampling = {.top_p = 1}, .policy = GAMMA_AUTO, .max_tokens = rounds, .eos_id = -1};
+    GammaState g;
+    policy_init(&g, target, &drafter, &greedy);
+    g.others = (BatchLoad){.sequences = 64, .rows = 64, .tokens = 64};
+    for (int round = 1; round <= rounds; round++) {
+        g.unread = read ? 0 : prompt + round - 1;
+        g.left = rounds - (round - 1);
+        if (policy_choose(&g, &greedy, &drafter).shape.depth > 0) return round;
+    }
+    return 0;
+}
+
+// In a batch a drafter reads the prompt in its first draft forward (batch.c), and a greedy plan kept plain beside the
+// batch probes (one draft after 8 plain rounds) only where the tokens still wanted are at least half the tokens the
+// probe would read (policy.c: PROBE_READ_PER_TOKEN_LEFT): after a prompt of 100 tokens, a request for 32 never probes
+// — its probe, the 8th round, would read 107 tokens with 25 left — one for 128 probes in its 8th round, and so does one
+// for 32 whose drafter has read the text already.
+static void batch_probes_pay_their_read(Model *target) {
+    const int short_request = first_probe(target, 100, false, 32), long_request = first_probe(target, 100, false, 128),
+              read = first_probe(target, 100, true, 32);
+    printf("    the first probe beside 64 plain sequences, after a prompt of 100 tokens: round %d of 32, %d of 128, %d of "
+           "32 with the text read\n", short_request, long_request, read);
+    CHECK(short_request == 0 && long_request == 8 && read == 8, "first probes in rounds %d, %d, %d; expected none, 8, 8",
+          short_request, long_request, read);
+}
+
+TEST(speculative_auto_batch_probes_pay_their_read) { with_target(batch_probes_pay_their_read); }
