@@ -135,8 +135,9 @@ enum { MEASURING_DEPTH = 2, PROBE_INTERVAL = 8, PROBE_MISSES_MAX = 6 };
 
 // In a batch, a drafter reads the prompt in its first draft forward (batch.c), so a sequence whose plan has kept it
 // plain from its first round pays its first probe with a read of every committed token (GammaState.unread). At 8
-// greedy clients of 32 tokens the draft took 3.5% of the time, about two thirds of it those reads by the cost model —
-// more than the drafting the probes led to gained (docs/performance-history.md, "Probes that read the prompt"). Such
+// greedy clients of 32 tokens the draft took 3.5% of the time, most of it those reads (a read of ~100 tokens takes
+// as long as ~70 of the draft's steps) — more than the drafting the probes led to gained
+// (docs/performance-history.md, "Probes that read the prompt"). Such
 // a probe is made only where the tokens still wanted are at least 1/PROBE_READ_PER_TOKEN_LEFT of those it reads: a
 // rule of thumb from the shipped pair's serve sweep, which keeps the probes of 8 clients' 128-token requests after
 // prompts of 80–130 tokens and drops those of their 32-token ones.
