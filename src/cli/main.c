@@ -446,6 +446,7 @@ static int cmd_logits(const Args *args, Err *err) {
         session_open(&s, args->model_dir, NULL, args->threads, args->quant, NULL, args->ctx ? args->ctx : n, err) ||
         model_kv_init(&s.target, &cache, err))
         goto done;
+    session_note_context(&s, args->ctx);
     const int V = s.target.n_vocab, rows = args->all ? n : 1;
     logits = malloc(sizeof(float) * V * rows);
     if (!logits || model_forward(&s.target, &cache, ids, n, logits, args->all, err)) goto done;

@@ -160,6 +160,13 @@ static void note_ignored_options(const Args *args, bool has_draft, bool batched)
     }
 }
 
+void session_note_context(const Session *s, int ctx) {
+    const int n_ctx = s->target.cfg.n_positions;
+    if (ctx > n_ctx)
+        fprintf(stderr, "specdec: note: --ctx %d: the model's context is %d position%s, and the caches hold no more\n",
+                ctx, n_ctx, n_ctx == 1 ? "" : "s");
+}
+
 // session_open_from_args and session_open_batched: the threads by default, every CPU for a batch (it drafts
 // nothing ahead), else session_default_threads; then the notes on the options the run will not read.
 static int open_from_args(Session *s, const Args *args, const char *target_dir, const char *draft_dir, bool batched,
@@ -173,6 +180,7 @@ static int open_from_args(Session *s, const Args *args, const char *target_dir, 
     if ((args->tree_width > 1 || args->tree) && !s->has_draft && !args->lookup)
         return err_fmt(err, "--tree-width and --tree draft a tree: give a draft model (-d DIR) or --lookup");
     note_ignored_options(args, s->has_draft, batched);
+    session_note_context(s, args->ctx);
     return 0;
 }
 

@@ -53,6 +53,10 @@ int session_default_threads(const Args *args, bool has_draft, int cpus);
 // closes s.
 int session_open_from_args(Session *s, const Args *args, const char *target_dir, const char *draft_dir, Err *err);
 
+// A note on stderr where --ctx (ctx; 0: not given) asked for more positions than the target's context: the caches
+// hold the model's context, no more.
+void session_note_context(const Session *s, int ctx);
+
 // What serve and batch open: session_open_from_args with every CPU to the target's threads by default — a batch
 // drafts nothing ahead (speculative/batch.h), so no CPU is kept for a drafting thread it would leave idle, and
 // --pipeline gets its note.

@@ -121,6 +121,17 @@ TEST(cli_says_which_options_it_ignores) {
     CHECK(status == 0 && err[0] == '\0', "sampled: status %d, \"%s\"", status, err);
     free(out);
     free(err);
+    // --ctx past the model's context of 32 positions: the caches hold 32 (generate, and logits, which opens its own)
+    static const char *const past_context[] = {"generate -m " MODEL " --ids '4 5' -n 3 --ctx 100",
+                                               "logits -m " MODEL " --ids '4 5' --ctx 100"};
+    for (int i = 0; i < 2; i++) {
+        status = run_specdec(past_context[i], &out, &err);
+        CHECK(status == 0 && count_lines(err) == 1 &&
+                  strstr(err, "specdec: note: --ctx 100: the model's context is 32 positions, and the caches hold no "
+                         "more"), "%s: status %d, \"%s\"", past_context[i], status, err);
+        free(out);
+        free(err);
+    }
     status = run_specdec("generate -m " MODEL " -d " MODEL " --ids '4 5' -n 3 --gamma 3 --stats", &out, &err);
     CHECK(status == 0 && !strstr(err, "note:") && !strstr(err, "\"predicted_speedup\": null"),
           "with a draft: status %d, \"%s\"", status, err);
