@@ -207,7 +207,8 @@ int args_parse(Args *args, const Command *cmd, int argc, char **argv, Err *err) 
     for (int i = 0; i < argc; i++) {
         const char *arg = argv[i];
         if (options_end || arg[0] != '-' || arg[1] == '\0' || (arg[1] >= '0' && arg[1] <= '9')) {
-            if (args->n_positional == MAX_POSITIONAL) return err_fmt(err, "too many arguments");
+            if (args->n_positional == MAX_POSITIONAL)
+                return err_fmt(err, "%s: more than %d arguments", cmd->name, MAX_POSITIONAL);
             args->positional[args->n_positional++] = arg;
             continue;
         }

@@ -189,6 +189,10 @@ TEST(cli_messages_say_what_is_wrong) {
     check_one_line(args, 2, "is 16 bytes, too short for a GGUF header (24)");
     unlink(path);
     check_one_line("serve -m " MODEL " --api-key ''", 2, "--api-key: empty; give the key that clients must send");
+    static char many[2 * 4097 + 64];  // more arguments than a command takes: named, with the command
+    int at = sprintf(many, "detokenize -m " SHIPPED);
+    for (int i = 0; i < 4097; i++) at += sprintf(many + at, " %d", i % 10);
+    check_one_line(many, 2, "specdec: detokenize: more than 4096 arguments");
     check_one_line("generate -m " SHIPPED "/model.safetensors -p x", 2,
                    "neither a folder nor a GGUF file: -m takes the checkpoint's folder");
     check_one_line("logits -m " SHIPPED "/config.json --ids 1", 2, "neither a folder nor a GGUF file: -m takes the checkpoint's folder");
