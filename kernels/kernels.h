@@ -759,24 +759,34 @@ MatmulQ8Fn q4_1_matmul_reference, q4_1_matmul_avx2, q4_1_matmul_avxvnni, q4_1_ma
 // Q5_K in q8's (512 bytes) as q ∈ [0, 31]; Q6_K's q ∈ [0, 63] as its low 4 bits in q4's layout, then its top 2
 // bits in 128 bytes, two lines of 64 laid out as a q8 group's: line h holds inputs 16h..16h + 15, the 2 bits of
 // the input of group 4h + c at bits 2c, 2c + 1 of the byte where the group's line would hold it (384 bytes, three
-// quarters of q8's: a decode step streams less than q8's panels). Then each block's 16 rows' scale
-// pairs, 2 bytes a row: (sc, m) unsigned for Q4_K and Q5_K, (sc_lo, sc_hi) signed for Q6_K. Then each
-// super-block's 16 rows' F16 d, then their F16 dmin (Q6_K: zeros). Rows of n_in, a multiple of 256.
+// quarters of q8's: a decode step streams less than q8's panels). Then each block's 16 rows' integer scales: Q4_K
+// and Q5_K one byte a row, the low 4 bits of sc in its low nibble and of m in its high one; Q6_K two bytes a row,
+// (sc_lo, sc_hi) signed. Then each super-block's 16 rows' F16 d, and for Q4_K and Q5_K their F16 dmin, then 4
+// bytes a row (a little-endian u32) with the top 2 bits of its 8 blocks' sc and m: block c's sc at bits 4c and
+// 4c + 1, its m at 4c + 2 and 4c + 3. So a row's scales and mins take the file's 12 bytes a super-block, laid out
+// for 16 rows at once, and Q4_K's and Q6_K's K-panels the file's bytes a weight (144 and 210 per 256), padding
+// aside. Rows of n_in, a multiple of 256.
 enum { K_SUPER = 256, K_BLOCKS = K_SUPER / Q8_BLOCK };
 
-// A block's quants in a K-panel.
+// A block's quants in a K-panel; a block's integer scales and a super-block's F16 scales and top bits, per row.
 static inline int k_block_bytes(WeightType type) {
     return type == WEIGHT_Q5_K ? Q8_BLOCK * Q8_PANEL : (type == WEIGHT_Q6_K ? 3 : 2) * Q8_BLOCK * Q8_PANEL / 4;
 }
 
+static inline int k_scale_bytes(WeightType type) { return type == WEIGHT_Q6_K ? 2 : 1; }
+
+static inline int k_super_bytes(WeightType type) { return type == WEIGHT_Q6_K ? 2 : 8; }
+
 static inline size_t k_panel_bytes(WeightType type, int n_in) {
     const size_t nb = (size_t)q8_blocks(n_in);
-    return (nb * ((size_t)k_block_bytes(type) + 2 * Q8_PANEL) + nb / K_BLOCKS * 4 * Q8_PANEL + 63) / 64 * 64;
+    return (nb * ((size_t)k_block_bytes(type) + (size_t)k_scale_bytes(type) * Q8_PANEL) +
+            nb / K_BLOCKS * (size_t)k_super_bytes(type) * Q8_PANEL + 63) / 64 * 64;
 }
 
-// Where row j's (j < 16: in panel 0) quant of input i, scale pair of block b, and d of super-block s lie, in bytes
-// from the panel's start (the quant of a Q4_K weight, and Q6_K's low 4 bits, in the byte's low nibble if
-// i % 32 < 16, else the high one; Q6_K's top 2 bits at k_high_offset; dmin 32 bytes after d).
+// Where row j's (j < 16: in panel 0) quant of input i, scales of block b, F16 d of super-block s and (Q4_K, Q5_K)
+// that super-block's top bits lie, in bytes from the panel's start (the quant of a Q4_K weight, and Q6_K's low 4
+// bits, in the byte's low nibble if i % 32 < 16, else the high one; Q6_K's top 2 bits at k_high_offset; dmin 32
+// bytes after d).
 static inline size_t k_quant_offset(WeightType type, int j, int i) {
     const size_t block = (size_t)(i / Q8_BLOCK) * k_block_bytes(type);
     return block + (type == WEIGHT_Q5_K ? q8_quant_index(Q8_BLOCK, j, i % Q8_BLOCK)
@@ -787,7 +797,6 @@ static inline size_t k_high_offset(int j, int i) {  // Q6_K: its bits 2 · (i % 
     return (size_t)(i / Q8_BLOCK) * k_block_bytes(WEIGHT_Q6_K) + Q8_BLOCK * Q8_PANEL / 2 +
            (size_t)(i % Q8_BLOCK / 16) * 64 + (size_t)j * Q8_GROUP + i % Q8_GROUP;
 }
-
 // The integer quant of row j's (j < 16) input i in a K-panel, as the matmuls multiply it: Q4_K q ∈ [0, 15], Q5_K
 // q ∈ [0, 31], Q6_K q − 32 ∈ [−32, 31].
 static inline int k_quant_at(const uint8_t *panel, WeightType type, int j, int i) {
@@ -799,25 +808,46 @@ static inline int k_quant_at(const uint8_t *panel, WeightType type, int j, int i
 }
 
 static inline size_t k_scale_offset(WeightType type, int n_in, int j, int b) {
-    return (size_t)q8_blocks(n_in) * k_block_bytes(type) + (size_t)b * 2 * Q8_PANEL + (size_t)j * 2;
+    return (size_t)q8_blocks(n_in) * k_block_bytes(type) + ((size_t)b * Q8_PANEL + (size_t)j) * k_scale_bytes(type);
 }
 
 static inline size_t k_super_offset(WeightType type, int n_in, int j, int s) {
     const size_t nb = (size_t)q8_blocks(n_in);
-    return nb * ((size_t)k_block_bytes(type) + 2 * Q8_PANEL) + (size_t)s * 4 * Q8_PANEL + (size_t)j * 2;
+    return nb * ((size_t)k_block_bytes(type) + (size_t)k_scale_bytes(type) * Q8_PANEL) +
+           (size_t)s * k_super_bytes(type) * Q8_PANEL + (size_t)j * 2;
+}
+
+static inline size_t k_tops_offset(WeightType type, int n_in, int j, int s) {
+    return k_super_offset(type, n_in, 0, s) + 4 * Q8_PANEL + (size_t)j * 4;
+}
+
+// Row j's (j < 16) integer scales of block b in a K-panel: Q4_K's and Q5_K's (sc, m) ∈ [0, 63], each its low 4
+// bits or-ed with its top 2 from the super-block's u32; Q6_K's (sc_lo, sc_hi) ∈ [−128, 127].
+static inline void k_row_scales(int scales[2], const uint8_t *panel, WeightType type, int n_in, int j, int b) {
+    const uint8_t *low = panel + k_scale_offset(type, n_in, j, b);
+    if (type == WEIGHT_Q6_K) {
+        scales[0] = (int8_t)low[0], scales[1] = (int8_t)low[1];
+        return;
+    }
+    const uint8_t *t = panel + k_tops_offset(type, n_in, j, b / K_BLOCKS);
+    const uint32_t tops = ((uint32_t)t[0] | (uint32_t)t[1] << 8 | (uint32_t)t[2] << 16 | (uint32_t)t[3] << 24) >>
+                          4 * (b % K_BLOCKS);
+    scales[0] = (low[0] & 0xf) | (int)(tops & 3) << 4;
+    scales[1] = low[0] >> 4 | (int)(tops >> 2 & 3) << 4;
 }
 
 // W[j, i] of a K-panel matrix, as llama.cpp's dequantize_row_* rounds it (qk.c): fl(fl(d·sc)·q − fl(dmin·m)).
 static inline float k_weight(const void *w, WeightType type, int n_in, int j, int i) {
     const uint8_t *panel = (const uint8_t *)w + (size_t)(j / Q8_PANEL) * k_panel_bytes(type, n_in);
     const int r = j % Q8_PANEL, b = i / Q8_BLOCK;
-    const uint8_t *pair = panel + k_scale_offset(type, n_in, r, b);
+    int scales[2];
+    k_row_scales(scales, panel, type, n_in, r, b);
     const uint8_t *super = panel + k_super_offset(type, n_in, r, b / K_BLOCKS);
     const float d = f16_to_f32((uint16_t)(super[0] | super[1] << 8));
     const int q = k_quant_at(panel, type, r, i);
-    if (type == WEIGHT_Q6_K) return d * (float)(int8_t)pair[i % Q8_BLOCK < 16 ? 0 : 1] * (float)q;
+    if (type == WEIGHT_Q6_K) return d * (float)scales[i % Q8_BLOCK < 16 ? 0 : 1] * (float)q;
     const float dmin = f16_to_f32((uint16_t)(super[32] | super[33] << 8));
-    return d * (float)pair[0] * (float)q - dmin * (float)pair[1];
+    return d * (float)scales[0] * (float)q - dmin * (float)scales[1];
 }
 
 // Rows r (< 16) of a K-panel from one GGUF row of n_in / 256 blocks of `type` (WEIGHT_Q4_K, Q5_K, Q6_K): quants,

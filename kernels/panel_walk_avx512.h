@@ -75,30 +75,41 @@ static inline __attribute__((always_inline)) void bytes_unpack(__m512i w[GROUPS]
 // whose weight is q − 32), so a Q6_K half's sum starts at −32 · Σ q_x over that half.
 typedef struct {
     __m512 d, dmin;               // the super-block's, F16 widened
+    __m512i tops;                 // Q4_K, Q5_K: the super-block's top 2 bits of each block's sc and m, per row
     __m512 d_scale, d_scale_high; // per row: Q4_K, Q5_K d·sc (d_scale_high unused); Q6_K d·sc_lo and d·sc_hi
     __m512 minus_dmin_min;        // Q4_K, Q5_K: −dmin·m
 } KScales;
 
-// Block b's scales of the K-panel at `panel` (rows of nb blocks); d and dmin only read at a super-block's start.
+// Block b's scales of the K-panel at `panel` (rows of nb blocks); d, dmin and the top bits only read at a
+// super-block's start.
 static inline __attribute__((always_inline)) void k_scales_at(KScales *k, const uint8_t *panel, int nb, int b,
                                                               const WeightType type) {
     const int n_in = nb * Q8_BLOCK;
     if (b % K_BLOCKS == 0) {
         const uint8_t *super = panel + k_super_offset(type, n_in, 0, b / K_BLOCKS);
         k->d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)super));
-        k->dmin = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(super + 32)));
+        if (type != WEIGHT_Q6_K) {
+            k->dmin = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(super + 32)));
+            k->tops = _mm512_loadu_si512(panel + k_tops_offset(type, n_in, 0, b / K_BLOCKS));
+        }
     }
-    const __m512i pairs =  // row r's two scale bytes in lane r's low 16 bits
-        _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(panel + k_scale_offset(type, n_in, 0, b))));
+    const uint8_t *scales = panel + k_scale_offset(type, n_in, 0, b);
     if (type == WEIGHT_Q6_K) {
+        const __m512i pairs =  // row r's two scale bytes in lane r's low 16 bits
+            _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)scales));
         k->d_scale = _mm512_mul_ps(k->d, _mm512_cvtepi32_ps(_mm512_srai_epi32(_mm512_slli_epi32(pairs, 24), 24)));
         k->d_scale_high =
             _mm512_mul_ps(k->d, _mm512_cvtepi32_ps(_mm512_srai_epi32(_mm512_slli_epi32(pairs, 16), 24)));
-    } else {
-        k->d_scale = _mm512_mul_ps(k->d, _mm512_cvtepi32_ps(_mm512_and_si512(pairs, _mm512_set1_epi32(0xff))));
-        k->minus_dmin_min = _mm512_sub_ps(_mm512_setzero_ps(),
-                                          _mm512_mul_ps(k->dmin, _mm512_cvtepi32_ps(_mm512_srli_epi32(pairs, 8))));
+        return;
     }
+    // row r's low 4 bits of sc and m in lane r's low byte; its top 2 bits of each, at bits 0..3 of `tops`
+    const __m512i low = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)scales)), top = _mm512_set1_epi32(0x30);
+    const __m512i tops = _mm512_srl_epi32(k->tops, _mm_cvtsi32_si128(4 * (b % K_BLOCKS)));
+    const __m512i sc = _mm512_ternarylogic_epi32(_mm512_and_si512(low, _mm512_set1_epi32(0xf)),
+                                                 _mm512_slli_epi32(tops, 4), top, 0xf8);  // a | (b & c)
+    const __m512i m = _mm512_ternarylogic_epi32(_mm512_srli_epi32(low, 4), _mm512_slli_epi32(tops, 2), top, 0xf8);
+    k->d_scale = _mm512_mul_ps(k->d, _mm512_cvtepi32_ps(sc));
+    k->minus_dmin_min = _mm512_sub_ps(_mm512_setzero_ps(), _mm512_mul_ps(k->dmin, _mm512_cvtepi32_ps(m)));
 }
 
 // acc + one activation block's part of the K-panel rows' dot products, in the reference's float steps (qk.c):
@@ -140,6 +151,7 @@ static inline __attribute__((always_inline)) VNNI void panels_against_rows(
     KScales k[DECODE_PANELS];  // K-quants' (d and dmin set at each super-block's start)
     for (int p = 0; p < n_panels; p++) {
         k[p].d = k[p].dmin = _mm512_setzero_ps();
+        k[p].tops = _mm512_setzero_si512();
         for (int t = 0; t < n; t++) acc[p][t] = _mm512_setzero_ps();
     }
     const size_t quant_bytes = (size_t)nb * block_bytes, scale_lines = (panel_bytes - quant_bytes) / 64;

@@ -156,14 +156,18 @@ void k_pack_row(uint8_t *panel, WeightType type, int r, const uint8_t *blocks, i
         KBlock k;
         k_block_read(&k, ggml, blocks + qk_row_bytes(ggml, K_SUPER) * (size_t)s);
         uint8_t *super = panel + k_super_offset(type, n_in, r, s);
-        super[0] = (uint8_t)k.d, super[1] = (uint8_t)(k.d >> 8), super[32] = (uint8_t)k.dmin,
-        super[33] = (uint8_t)(k.dmin >> 8);
+        super[0] = (uint8_t)k.d, super[1] = (uint8_t)(k.d >> 8);
+        uint32_t tops = 0;  // Q4_K, Q5_K: each block's top 2 bits of sc and m
         for (int c = 0; c < K_BLOCKS; c++) {
             const int b = s * K_BLOCKS + c;
             const uint8_t *q = k.q + 32 * c;
-            uint8_t *pair = panel + k_scale_offset(type, n_in, r, b);
-            if (type == WEIGHT_Q6_K) pair[0] = (uint8_t)k.scale[2 * c], pair[1] = (uint8_t)k.scale[2 * c + 1];
-            else pair[0] = (uint8_t)k.scale[c], pair[1] = (uint8_t)k.min[c];
+            uint8_t *scales = panel + k_scale_offset(type, n_in, r, b);
+            if (type == WEIGHT_Q6_K) {
+                scales[0] = (uint8_t)k.scale[2 * c], scales[1] = (uint8_t)k.scale[2 * c + 1];
+            } else {
+                scales[0] = (uint8_t)((k.scale[c] & 0xf) | (k.min[c] & 0xf) << 4);
+                tops |= (uint32_t)(k.scale[c] >> 4 | k.min[c] >> 4 << 2) << 4 * c;
+            }
             for (int l = 0; l < 32 && type == WEIGHT_Q5_K; l++) panel[k_quant_offset(type, r, b * 32 + l)] = q[l];
             for (int l = 0; l < 16 && type != WEIGHT_Q5_K; l++)  // Q4_K's q, Q6_K's low 4 bits
                 panel[k_quant_offset(type, r, b * 32 + l)] = (uint8_t)((q[l] & 0xf) | (q[l + 16] & 0xf) << 4);
@@ -172,6 +176,10 @@ void k_pack_row(uint8_t *panel, WeightType type, int r, const uint8_t *blocks, i
                     panel[k_high_offset(r, b * 32 + l + m)] =
                         (uint8_t)(q[l + m] >> 4 | q[l + 4 + m] >> 4 << 2 | q[l + 8 + m] >> 4 << 4 | q[l + 12 + m] >> 4 << 6);
         }
+        if (type == WEIGHT_Q6_K) continue;
+        super[32] = (uint8_t)k.dmin, super[33] = (uint8_t)(k.dmin >> 8);
+        uint8_t *t = panel + k_tops_offset(type, n_in, r, s);
+        for (int byte = 0; byte < 4; byte++) t[byte] = (uint8_t)(tops >> 8 * byte);
     }
 }
 
@@ -188,7 +196,8 @@ static void k_matmul_reference(float *out, const Q8Block *x, const void *w, Weig
             float acc = 0.0f;
             for (int b = 0; b < nb; b++) {
                 const Q8Block *xb = &x[(size_t)t * nb + b];
-                const uint8_t *pair = panel + k_scale_offset(type, n_in, r, b);
+                int scales[2];  // (sc, m) or (sc_lo, sc_hi)
+                k_row_scales(scales, panel, type, n_in, r, b);
                 const uint8_t *super = panel + k_super_offset(type, n_in, r, b / K_BLOCKS);
                 int32_t half_sums[2] = {0, 0}, x_sum = 0;  // Σ q_w · q_x over inputs 0..15 and 16..31; Σ q_x
                 for (int i = 0; i < Q8_BLOCK; i++) {
@@ -198,12 +207,12 @@ static void k_matmul_reference(float *out, const Q8Block *x, const void *w, Weig
                 }
                 const float d = f16_to_f32(half_bits(super));
                 if (type == WEIGHT_Q6_K) {
-                    acc = fmaf((float)half_sums[0], d * (float)(int8_t)pair[0] * xb->d, acc);
-                    acc = fmaf((float)half_sums[1], d * (float)(int8_t)pair[1] * xb->d, acc);
+                    acc = fmaf((float)half_sums[0], d * (float)scales[0] * xb->d, acc);
+                    acc = fmaf((float)half_sums[1], d * (float)scales[1] * xb->d, acc);
                     continue;
                 }
-                acc = fmaf((float)(half_sums[0] + half_sums[1]), d * (float)pair[0] * xb->d, acc);
-                acc = fmaf(-(f16_to_f32(half_bits(super + 32)) * (float)pair[1]), xb->d * (float)x_sum, acc);
+                acc = fmaf((float)(half_sums[0] + half_sums[1]), d * (float)scales[0] * xb->d, acc);
+                acc = fmaf(-(f16_to_f32(half_bits(super + 32)) * (float)scales[1]), xb->d * (float)x_sum, acc);
             }
             out[(size_t)t * ld_out + j] = bias ? acc + bias[j] : acc;
         }

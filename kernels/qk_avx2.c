@@ -29,6 +29,24 @@ static inline __attribute__((always_inline)) __m256i group_sums(__m256i sum, con
     return sum;
 }
 
+// A block's integer scales of a half's 8 rows, one 32-bit lane a row: Q4_K's and Q5_K's sc, and m in *second;
+// Q6_K's sc_lo, and sc_hi in *second.   scales: the block's, from the half's first row; tops: the half's rows' top
+// bits of the super-block (Q4_K, Q5_K); c: the block's place in the super-block
+static inline __attribute__((always_inline)) __m256i k_half_scales(__m256i *second, const uint8_t *scales,
+                                                                   __m256i tops, int c, const WeightType type) {
+    if (type == WEIGHT_Q6_K) {  // row r's two scale bytes in lane r's low 16 bits
+        const __m256i pairs = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)scales));
+        *second = _mm256_srai_epi32(_mm256_slli_epi32(pairs, 16), 24);
+        return _mm256_srai_epi32(_mm256_slli_epi32(pairs, 24), 24);
+    }
+    // row r's low 4 bits of sc and m in lane r's low byte, its top 2 bits of each at bits 0..3 of `shifted`
+    const __m256i low = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)scales)), top = _mm256_set1_epi32(0x30);
+    const __m256i shifted = _mm256_srl_epi32(tops, _mm_cvtsi32_si128(4 * c));
+    *second = _mm256_or_si256(_mm256_srli_epi32(low, 4), _mm256_and_si256(_mm256_slli_epi32(shifted, 2), top));
+    return _mm256_or_si256(_mm256_and_si256(low, _mm256_set1_epi32(0xf)),
+                           _mm256_and_si256(_mm256_slli_epi32(shifted, 4), top));
+}
+
 // Halves h0 .. h0 + halves − 1 (halves 1 or 2; rows 8h..8h+7 each) of the K-panel against activation rows t < n ≤
 // ROWS_PER_PASS (a constant where this is inlined), each half its own sums; lanes outside rows[k] (half h0 + k's)
 // are neither stored nor read from bias. Both halves in one pass is for decoding (n = 1), as in q8's walk: each
@@ -43,6 +61,7 @@ static inline __attribute__((always_inline)) void k_halves_against_rows(float *o
     const int nb = q8_blocks(n_in);
     const __m256i nibble = _mm256_set1_epi8(0x0f), top = _mm256_set1_epi8(0x30);
     __m256 acc[2][ROWS_PER_PASS], d[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()}, dmin[2] = {d[0], d[1]};
+    __m256i tops[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};  // Q4_K, Q5_K: the super-block's top bits
     for (int k = 0; k < halves; k++)
         for (int t = 0; t < n; t++) acc[k][t] = _mm256_setzero_ps();
     PrefetchStream ahead = prefetch_stream(panel, nb, k_block_bytes(type), k_panel_bytes(type, n_in));
@@ -59,10 +78,14 @@ static inline __attribute__((always_inline)) void k_halves_against_rows(float *o
         }
         for (int k = 0; k < halves; k++) {
             const int h = h0 + k;
-            if (b % K_BLOCKS == 0) {  // the super-block's F16 d and dmin of the half's rows
+            if (b % K_BLOCKS == 0) {  // the super-block's F16 d and dmin of the half's rows, and their top bits
                 const uint8_t *super = panel + k_super_offset(type, n_in, h * HALF, b / K_BLOCKS);
                 d[k] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)super));
-                dmin[k] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(super + 32)));
+                if (type != WEIGHT_Q6_K) {
+                    dmin[k] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(super + 32)));
+                    tops[k] = _mm256_loadu_si256(
+                        (const __m256i *)(panel + k_tops_offset(type, n_in, h * HALF, b / K_BLOCKS)));
+                }
             }
             const uint8_t *q = panel + (size_t)b * k_block_bytes(type) + h * HALF * 4;
             __m256i w[GROUPS];  // group g: the half's rows × inputs 4g..4g+3
@@ -79,15 +102,12 @@ static inline __attribute__((always_inline)) void k_halves_against_rows(float *o
                 const __m256i bits = c < 2 ? _mm256_slli_epi16(line, 4 - 2 * c) : _mm256_srli_epi16(line, 2 * c - 4);
                 w[g] = _mm256_or_si256(w[g], _mm256_and_si256(bits, top));
             }
-            const __m256i pairs = _mm256_cvtepu16_epi32(  // row r's two scale bytes in lane r's low 16 bits
-                _mm_loadu_si128((const __m128i *)(panel + k_scale_offset(type, n_in, h * HALF, b))));
             // d·sc (Q6_K: d·sc_lo, then d·sc_hi) and −dmin·m, exact, for all the pass's activation rows
-            const __m256 d_scale = _mm256_mul_ps(
-                d[k], _mm256_cvtepi32_ps(type == WEIGHT_Q6_K ? _mm256_srai_epi32(_mm256_slli_epi32(pairs, 24), 24)
-                                                          : _mm256_and_si256(pairs, _mm256_set1_epi32(0xff))));
-            const __m256 second = _mm256_cvtepi32_ps(type == WEIGHT_Q6_K
-                                                         ? _mm256_srai_epi32(_mm256_slli_epi32(pairs, 16), 24)
-                                                         : _mm256_srli_epi32(pairs, 8));
+            __m256i second_int;
+            const __m256i first_int = k_half_scales(&second_int, panel + k_scale_offset(type, n_in, h * HALF, b),
+                                                    tops[k], b % K_BLOCKS, type);
+            const __m256 d_scale = _mm256_mul_ps(d[k], _mm256_cvtepi32_ps(first_int)),
+                         second = _mm256_cvtepi32_ps(second_int);
             const __m256 d_scale_high = _mm256_mul_ps(d[k], second),
                          minus_dmin_min = _mm256_sub_ps(_mm256_setzero_ps(), _mm256_mul_ps(dmin[k], second));
             for (int t = 0; t < n; t++) {

@@ -45,17 +45,23 @@ static inline __attribute__((always_inline)) void k_block_step(float32x4_t acc[R
     const float32x4_t d = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(super)));
     int8x16_t w[GROUPS];
     k_block_weights(w, panel + (size_t)b * k_block_bytes(type) + first * 4, type);
-    // row r's scale pair (sc, m) or (sc_lo, sc_hi) in lane r's low and high bytes
-    const uint16x4_t pairs = vld1_u16((const uint16_t *)(panel + k_scale_offset(type, n_in, first, b)));
+    const uint8_t *scales = panel + k_scale_offset(type, n_in, first, b);
     float32x4_t d_scale, second;  // d·sc and d·sc_hi (Q6_K) or −dmin·m, exact, for all the pass's rows
-    if (type == WEIGHT_Q6_K) {
-        const int16x4_t signed_pairs = vreinterpret_s16_u16(pairs);
-        d_scale = vmulq_f32(d, vcvtq_f32_s32(vmovl_s16(vshr_n_s16(vshl_n_s16(signed_pairs, 8), 8))));
-        second = vmulq_f32(d, vcvtq_f32_s32(vmovl_s16(vshr_n_s16(signed_pairs, 8))));
-    } else {
+    if (type == WEIGHT_Q6_K) {  // row r's (sc_lo, sc_hi) in lane r's low and high bytes
+        const int16x4_t pairs = vreinterpret_s16_u16(vld1_u16((const uint16_t *)scales));
+        d_scale = vmulq_f32(d, vcvtq_f32_s32(vmovl_s16(vshr_n_s16(vshl_n_s16(pairs, 8), 8))));
+        second = vmulq_f32(d, vcvtq_f32_s32(vmovl_s16(vshr_n_s16(pairs, 8))));
+    } else {  // row r's low 4 bits of sc and m in lane r's low byte, its top 2 bits of each at bits 0..3 of `tops`
+        uint32_t four;
+        memcpy(&four, scales, sizeof four);
+        const uint32x4_t low = vmovl_u16(vget_low_u16(vmovl_u8(vcreate_u8(four)))), top = vdupq_n_u32(0x30);
+        const uint8_t *super_tops = panel + k_tops_offset(type, n_in, first, b / K_BLOCKS);
+        const uint32x4_t tops = vshlq_u32(vld1q_u32((const uint32_t *)super_tops), vdupq_n_s32(-4 * (b % K_BLOCKS)));
+        const uint32x4_t sc = vorrq_u32(vandq_u32(low, vdupq_n_u32(0xf)), vandq_u32(vshlq_n_u32(tops, 4), top));
+        const uint32x4_t m = vorrq_u32(vshrq_n_u32(low, 4), vandq_u32(vshlq_n_u32(tops, 2), top));
         const float32x4_t dmin = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(super + Q8_PANEL)));
-        d_scale = vmulq_f32(d, vcvtq_f32_u32(vmovl_u16(vand_u16(pairs, vdup_n_u16(0xff)))));
-        second = vnegq_f32(vmulq_f32(dmin, vcvtq_f32_u32(vmovl_u16(vshr_n_u16(pairs, 8)))));
+        d_scale = vmulq_f32(d, vcvtq_f32_u32(sc));
+        second = vnegq_f32(vmulq_f32(dmin, vcvtq_f32_u32(m)));
     }
     for (int t = 0; t < n; t++) {
         const Q8Block *xb = &x[(size_t)t * nb + b];

@@ -7,6 +7,7 @@
 
 #include <float.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -181,21 +182,12 @@ static inline void check_quantized_matmul(const QuantFormat *f, const Kernels *k
     free(out);
 }
 
-// Every variant's matmul against the reference, bit for bit, where the integer products are largest: every quant
-// byte of the matrix `quant` (q8: 0x81, q = −127; q4: 0xff, both nibbles u = 15, q = 7), every scale (and min) 1, every
-// activation +1 or −1 (q_x = ±127), T = 1..16. The AVX2 kernels hold sums of products in 16 bits (vpmaddubsw's
-// pairs; q8: a pair, 2 · 127 · 127 = 32258; q4: two groups' pairs, 4 · 15 · 127 = 7620, all below 2¹⁵): these
-// inputs make every such sum its largest, with both signs, in every block.
-static inline void check_quantized_matmul_at_bounds(const QuantFormat *f, uint8_t quant, uint16_t one) {
+// Every variant's matmul against the reference, bit for bit, on a matrix w [32, 256] of f's made to put the
+// integer products at their largest, against activations +1 or −1 (q_x = ±127) a row, T = 1..16.   label: what w
+// holds, for the messages
+static inline void check_quantized_matmul_on_extremes(const QuantFormat *f, const void *w, const char *label) {
     enum { N_OUT = 32, N_IN = 256, MAX_T = 16 };
     const int nb = q8_blocks(N_IN);
-    uint8_t *w = aligned_alloc(64, f->matrix_bytes(N_OUT, N_IN));
-    memset(w, quant, f->matrix_bytes(N_OUT, N_IN));
-    for (int j = 0; j < N_OUT; j++)
-        for (int b = 0; b < nb; b++) {
-            ((uint16_t *)w)[f->scale_index(N_IN, j, b)] = one;
-            if (f->min_index) ((uint16_t *)w)[f->min_index(N_IN, j, b)] = one;
-        }
     float *x = malloc(sizeof(float) * MAX_T * N_IN);
     for (int i = 0; i < MAX_T * N_IN; i++) x[i] = (i / N_IN) % 2 ? -1.0f : 1.0f;
     Q8Block *xq = malloc(sizeof(Q8Block) * MAX_T * (size_t)nb);
@@ -209,16 +201,36 @@ static inline void check_quantized_matmul_at_bounds(const QuantFormat *f, uint8_
             format_matmul(f, list[v])(out, xq, w, NULL, T, N_IN, N_OUT, 0, N_OUT);
             for (int t = 0; t < T; t++)
                 for (int j = 0; j < N_OUT; j++)
-                    CHECK(same_bits(out[t * N_OUT + j], ref[t * N_OUT + j]), "%s %s quants 0x%02x T=%d: out[%d, %d] = "
-                          "%.9g, reference %.9g", list[v]->name, f->name, quant, T, t, j, out[t * N_OUT + j],
+                    CHECK(same_bits(out[t * N_OUT + j], ref[t * N_OUT + j]), "%s %s %s T=%d: out[%d, %d] = %.9g, "
+                          "reference %.9g", list[v]->name, f->name, label, T, t, j, out[t * N_OUT + j],
                           ref[t * N_OUT + j]);
         }
     }
-    free(w);
     free(x);
     free(xq);
     free(ref);
     free(out);
+}
+
+// Every variant's matmul against the reference, bit for bit, where the integer products are largest: every quant
+// byte of the matrix `quant` (q8: 0x81, q = −127; q4: 0xff, both nibbles u = 15, q = 7), every scale (and min) 1, every
+// activation +1 or −1 (q_x = ±127), T = 1..16. The AVX2 kernels hold sums of products in 16 bits (vpmaddubsw's
+// pairs; q8: a pair, 2 · 127 · 127 = 32258; q4: two groups' pairs, 4 · 15 · 127 = 7620, all below 2¹⁵): these
+// inputs make every such sum its largest, with both signs, in every block.
+static inline void check_quantized_matmul_at_bounds(const QuantFormat *f, uint8_t quant, uint16_t one) {
+    enum { N_OUT = 32, N_IN = 256 };
+    const int nb = q8_blocks(N_IN);
+    uint8_t *w = aligned_alloc(64, f->matrix_bytes(N_OUT, N_IN));
+    memset(w, quant, f->matrix_bytes(N_OUT, N_IN));
+    for (int j = 0; j < N_OUT; j++)
+        for (int b = 0; b < nb; b++) {
+            ((uint16_t *)w)[f->scale_index(N_IN, j, b)] = one;
+            if (f->min_index) ((uint16_t *)w)[f->min_index(N_IN, j, b)] = one;
+        }
+    char label[32];
+    snprintf(label, sizeof label, "quants 0x%02x", quant);
+    check_quantized_matmul_on_extremes(f, w, label);
+    free(w);
 }
 
 // The a-th n_in a format is checked at: n_in_sizes[a], or for a K-quant (rows of whole 256-weight super-blocks)

@@ -134,6 +134,46 @@ TEST(qk_k_panels_keep_the_file_s_blocks) {
     }
 }
 
+// Q4_K's and Q6_K's K-panels take the file's bytes (144 and 210 a row of 256 weights: the 6-bit scales and mins
+// kept in 12 bytes, no dmin for Q6_K), but for the panel's padding to whole lines of 64 bytes.
+TEST(qk_k_panels_take_the_file_s_bytes) {
+    for (int k = 0; k < 3; k += 2)
+        for (int n_in = K_SUPER; n_in <= 8192; n_in *= 2) {
+            const size_t file = Q8_PANEL * qk_row_bytes(K_GGML[k], (size_t)n_in);
+            CHECK(k_panel_bytes(K_TYPES[k], n_in) == (file + 63) / 64 * 64, "%s n_in=%d: a panel of %zu bytes, the "
+                  "file's 16 rows %zu", K_FORMATS[k].name, n_in, k_panel_bytes(K_TYPES[k], n_in), file);
+        }
+}
+
+// Every variant's K matmuls against the reference, bit for bit, where the integers are largest: every quant byte of
+// the file's blocks 0x00 or 0xff (Q4_K q 0 or 15, Q5_K 0 or 31, Q6_K q − 32 = −32 or 31), every 6-bit scale and
+// min 63 (their 12 bytes 0xff: the top 2 bits of each set) or every Q6_K scale −128, d and dmin 1, against
+// activations ±1 (q_x = ±127): AVX2's pairs of groups in 16 bits reach 4 · 63 · 127 < 2¹⁵ (Q6_K), and every block's
+// scale and min takes its top bits from the super-block's.
+TEST(qk_k_matmul_at_the_bounds_of_their_sums) {
+    enum { N_OUT = 32, N_IN = 256 };
+    uint8_t blocks[210];
+    for (int k = 0; k < 3; k++)
+        for (int quant = 0x00; quant <= 0xff; quant += 0xff) {
+            memset(blocks, quant, sizeof blocks);
+            if (K_GGML[k] == GGML_Q6_K) {
+                memset(blocks + 192, 0x80, 16);
+                blocks[208] = 0x00, blocks[209] = 0x3c;  // d = 1
+            } else {
+                memset(blocks + 4, 0xff, 12);
+                blocks[0] = blocks[2] = 0x00, blocks[1] = blocks[3] = 0x3c;  // d = dmin = 1
+            }
+            uint8_t *w = aligned_alloc(64, quantized_matrix_bytes(K_TYPES[k], N_OUT, N_IN));
+            for (int j = 0; j < N_OUT; j++)
+                k_pack_row(w + (size_t)(j / Q8_PANEL) * k_panel_bytes(K_TYPES[k], N_IN), K_TYPES[k], j % Q8_PANEL,
+                           blocks, N_IN);
+            char label[32];
+            snprintf(label, sizeof label, "quant bytes 0x%02x", quant);
+            check_quantized_matmul_on_extremes(&K_FORMATS[k], w, label);
+            free(w);
+        }
+}
+
 // Every variant's K matmuls against the reference, bit for bit (at every T, every [j0, j1): also the
 // batch-invariance test), and the reference against the float product (check_every_quantized_matmul).
 TEST(qk_k_matmul_matches_reference) {
