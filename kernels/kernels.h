@@ -754,23 +754,23 @@ MatmulQ8Fn q4_1_matmul_reference, q4_1_matmul_avx2, q4_1_matmul_avxvnni, q4_1_ma
 // weight rows, so a row and block costs the variants one multiply and one or two fused multiply-adds, as q8's do.
 // Every variant does these in this order, so it is bit-identical to the reference (qk.c) and batch-invariant.
 //
-// The K-panels, shared by every variant: 16 rows, as q8's. First, for each 32-input block b, the rows' quants:
-// Q4_K in q4's layout (256 bytes, inputs k and k + 16 in the low and high nibbles of one byte) as q ∈ [0, 15];
-// Q5_K in q8's (512 bytes) as q ∈ [0, 31]; Q6_K's q ∈ [0, 63] as its low 4 bits in q4's layout, then its top 2
-// bits in 128 bytes, two lines of 64 laid out as a q8 group's: line h holds inputs 16h..16h + 15, the 2 bits of
-// the input of group 4h + c at bits 2c, 2c + 1 of the byte where the group's line would hold it (384 bytes, three
-// quarters of q8's: a decode step streams less than q8's panels). Then each block's 16 rows' integer scales: Q4_K
-// and Q5_K one byte a row, the low 4 bits of sc in its low nibble and of m in its high one; Q6_K two bytes a row,
-// (sc_lo, sc_hi) signed. Then each super-block's 16 rows' F16 d, and for Q4_K and Q5_K their F16 dmin, then 4
-// bytes a row (a little-endian u32) with the top 2 bits of its 8 blocks' sc and m: block c's sc at bits 4c and
-// 4c + 1, its m at 4c + 2 and 4c + 3. So a row's scales and mins take the file's 12 bytes a super-block, laid out
-// for 16 rows at once, and Q4_K's and Q6_K's K-panels the file's bytes a weight (144 and 210 per 256), padding
-// aside. Rows of n_in, a multiple of 256.
+// The K-panels, shared by every variant: 16 rows, as q8's. First, for each 32-input block b, the rows' quants: Q4_K in
+// q4's layout (256 bytes, inputs k and k + 16 in the low and high nibbles of one byte) as q ∈ [0, 15]; Q5_K's q ∈ [0,
+// 31] as its low 4 bits in q4's layout, then its fifth bits in one line of 64 bytes as the q5 panels lay them out (byte
+// 4r + k holds in bit g the fifth bit of row r's input 4g + k: 320 bytes); Q6_K's q ∈ [0, 63] as its low 4 bits in q4's
+// layout, then its top 2 bits in 128 bytes, two lines of 64 laid out as a q8 group's: line h holds inputs 16h..16h +
+// 15, the 2 bits of the input of group 4h + c at bits 2c, 2c + 1 of the byte where the group's line would hold it (384
+// bytes, three quarters of q8's). Then each block's 16 rows' integer scales: Q4_K and Q5_K one byte a row, the low 4
+// bits of sc in its low nibble and of m in its high one; Q6_K two bytes a row, (sc_lo, sc_hi) signed. Then each
+// super-block's 16 rows' F16 d, and for Q4_K and Q5_K their F16 dmin, then 4 bytes a row (a little-endian u32) with the
+// top 2 bits of its 8 blocks' sc and m: block c's sc at bits 4c and 4c + 1, its m at 4c + 2 and 4c + 3. So a row's
+// scales and mins take the file's 12 bytes a super-block, laid out for 16 rows at once, and the K-panels the file's
+// bytes a weight (Q4_K 144, Q5_K 176, Q6_K 210 per 256), padding aside. Rows of n_in, a multiple of 256.
 enum { K_SUPER = 256, K_BLOCKS = K_SUPER / Q8_BLOCK };
 
 // A block's quants in a K-panel; a block's integer scales and a super-block's F16 scales and top bits, per row.
 static inline int k_block_bytes(WeightType type) {
-    return type == WEIGHT_Q5_K ? Q8_BLOCK * Q8_PANEL : (type == WEIGHT_Q6_K ? 3 : 2) * Q8_BLOCK * Q8_PANEL / 4;
+    return Q8_BLOCK * Q8_PANEL / 2 + (type == WEIGHT_Q5_K ? 64 : type == WEIGHT_Q6_K ? 128 : 0);
 }
 
 static inline int k_scale_bytes(WeightType type) { return type == WEIGHT_Q6_K ? 2 : 1; }
@@ -784,27 +784,31 @@ static inline size_t k_panel_bytes(WeightType type, int n_in) {
 }
 
 // Where row j's (j < 16: in panel 0) quant of input i, scales of block b, F16 d of super-block s and (Q4_K, Q5_K)
-// that super-block's top bits lie, in bytes from the panel's start (the quant of a Q4_K weight, and Q6_K's low 4
-// bits, in the byte's low nibble if i % 32 < 16, else the high one; Q6_K's top 2 bits at k_high_offset; dmin 32
-// bytes after d).
+// that super-block's top bits lie, in bytes from the panel's start (the low 4 bits of a quant in the byte's low
+// nibble if i % 32 < 16, else the high one; Q5_K's fifth bit and Q6_K's top 2 bits at k_high_offset, from bit
+// k_high_shift; dmin 32 bytes after d).
 static inline size_t k_quant_offset(WeightType type, int j, int i) {
-    const size_t block = (size_t)(i / Q8_BLOCK) * k_block_bytes(type);
-    return block + (type == WEIGHT_Q5_K ? q8_quant_index(Q8_BLOCK, j, i % Q8_BLOCK)
-                                        : q4_quant_index(Q8_BLOCK, j, i % Q8_BLOCK));
+    return (size_t)(i / Q8_BLOCK) * k_block_bytes(type) + q4_quant_index(Q8_BLOCK, j, i % Q8_BLOCK);
 }
 
-static inline size_t k_high_offset(int j, int i) {  // Q6_K: its bits 2 · (i % 16 / 4) and the next
-    return (size_t)(i / Q8_BLOCK) * k_block_bytes(WEIGHT_Q6_K) + Q8_BLOCK * Q8_PANEL / 2 +
-           (size_t)(i % Q8_BLOCK / 16) * 64 + (size_t)j * Q8_GROUP + i % Q8_GROUP;
+static inline size_t k_high_offset(WeightType type, int j, int i) {
+    const size_t line = (size_t)(i / Q8_BLOCK) * k_block_bytes(type) + Q8_BLOCK * Q8_PANEL / 2 +
+                        (type == WEIGHT_Q6_K ? (size_t)(i % Q8_BLOCK / 16) * 64 : 0);
+    return line + (size_t)j * Q8_GROUP + i % Q8_GROUP;
 }
+
+static inline int k_high_shift(WeightType type, int i) {
+    return type == WEIGHT_Q6_K ? 2 * (i % 16 / 4) : i % Q8_BLOCK / 4;
+}
+
 // The integer quant of row j's (j < 16) input i in a K-panel, as the matmuls multiply it: Q4_K q ∈ [0, 15], Q5_K
 // q ∈ [0, 31], Q6_K q − 32 ∈ [−32, 31].
 static inline int k_quant_at(const uint8_t *panel, WeightType type, int j, int i) {
     const uint8_t byte = panel[k_quant_offset(type, j, i)];
-    if (type == WEIGHT_Q5_K) return byte;
     const int low = i % Q8_BLOCK < 16 ? byte & 0xf : byte >> 4;
     if (type == WEIGHT_Q4_K) return low;
-    return (low | (panel[k_high_offset(j, i)] >> (2 * (i % 16 / 4)) & 3) << 4) - 32;
+    const int high = panel[k_high_offset(type, j, i)] >> k_high_shift(type, i);
+    return type == WEIGHT_Q5_K ? low | (high & 1) << 4 : (low | (high & 3) << 4) - 32;
 }
 
 static inline size_t k_scale_offset(WeightType type, int n_in, int j, int b) {

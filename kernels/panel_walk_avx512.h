@@ -50,8 +50,9 @@ static inline __m512i broadcast_group(const int8_t *q) {
 typedef void UnpackAvx512(__m512i w[GROUPS], const uint8_t *q);
 
 // The formats' UnpackAvx512s. q8's and Q8_0's: each 64-byte line of the block is one group, its top bits
-// flipped (u = q + 128). q4's, Q4_0's and Q4_K's (and Q6_K's low 4 bits): line l of the block holds groups l (low nibbles) and l + 4 (high),
-// as they are. Q5_K's: each line one group, as it is.
+// flipped (u = q + 128). q4's, Q4_0's and Q4_K's (and Q6_K's low 4 bits): line l of the block holds groups l (low
+// nibbles) and l + 4 (high), as they are. Q5_0's, Q5_1's and Q5_K's: those nibbles, each group's fifth bits shifted
+// to bit 4 from the block's last line and or-ed in.
 static inline __attribute__((always_inline)) void flipped_bytes_unpack(__m512i w[GROUPS], const uint8_t *q) {
     const __m512i flip = _mm512_set1_epi8((char)0x80);
     for (int g = 0; g < GROUPS; g++) w[g] = _mm512_xor_si512(_mm512_load_si512(q + 64 * g), flip);
@@ -66,8 +67,13 @@ static inline __attribute__((always_inline)) void nibbles_unpack(__m512i w[GROUP
     }
 }
 
-static inline __attribute__((always_inline)) void bytes_unpack(__m512i w[GROUPS], const uint8_t *q) {
-    for (int g = 0; g < GROUPS; g++) w[g] = _mm512_load_si512(q + 64 * g);
+static inline __attribute__((always_inline)) void fifth_bits_unpack(__m512i w[GROUPS], const uint8_t *q) {
+    nibbles_unpack(w, q);
+    const __m512i high = _mm512_load_si512(q + Q5_NIBBLE_BYTES), fifth = _mm512_set1_epi8(0x10);
+    for (int g = 0; g < GROUPS; g++) {  // group g's fifth bits: bit g of each byte, to bit 4
+        const __m512i bits = g < 4 ? _mm512_slli_epi16(high, 4 - g) : _mm512_srli_epi16(high, g - 4);
+        w[g] = _mm512_ternarylogic_epi32(w[g], bits, fifth, 0xf8);  // w | (bits & fifth)
+    }
 }
 
 // GGUF's K-quants (kernels.h, "GGUF's K-quants, as stored") on the same walk: a block's float steps, per weight

@@ -10,16 +10,6 @@
 // instead where cpuid does not report AVX512_VNNI.
 #include "panel_walk_avx512.h"
 
-// The walk's UnpackAvx512 for Q5_0 and Q5_1 (Q4_1's is nibbles_unpack).
-static inline __attribute__((always_inline)) void fifth_bits_unpack(__m512i w[GROUPS], const uint8_t *q) {
-    nibbles_unpack(w, q);
-    const __m512i high = _mm512_load_si512(q + Q5_NIBBLE_BYTES), fifth = _mm512_set1_epi8(0x10);
-    for (int g = 0; g < GROUPS; g++) {  // group g's fifth bits: bit g of each byte, to bit 4
-        const __m512i bits = g < 4 ? _mm512_slli_epi16(high, 4 - g) : _mm512_srli_epi16(high, g - 4);
-        w[g] = _mm512_ternarylogic_epi32(w[g], bits, fifth, 0xf8);  // w | (bits & fifth)
-    }
-}
-
 VNNI void q5_0_matmul_avx512(float *out, const Q8Block *x, const void *w, const float *bias, int T, int n_in,
                              int ld_out, int j0, int j1) {
     walk_panels(out, x, w, bias, T, n_in, ld_out, j0, j1, q5_block_bytes(WEIGHT_Q5_0), fifth_bits_unpack, 8,

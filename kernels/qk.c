@@ -168,13 +168,15 @@ void k_pack_row(uint8_t *panel, WeightType type, int r, const uint8_t *blocks, i
                 scales[0] = (uint8_t)((k.scale[c] & 0xf) | (k.min[c] & 0xf) << 4);
                 tops |= (uint32_t)(k.scale[c] >> 4 | k.min[c] >> 4 << 2) << 4 * c;
             }
-            for (int l = 0; l < 32 && type == WEIGHT_Q5_K; l++) panel[k_quant_offset(type, r, b * 32 + l)] = q[l];
-            for (int l = 0; l < 16 && type != WEIGHT_Q5_K; l++)  // Q4_K's q, Q6_K's low 4 bits
+            for (int l = 0; l < 16; l++)  // Q4_K's q, Q5_K's and Q6_K's low 4 bits
                 panel[k_quant_offset(type, r, b * 32 + l)] = (uint8_t)((q[l] & 0xf) | (q[l + 16] & 0xf) << 4);
-            for (int l = 0; l < 32 && type == WEIGHT_Q6_K; l += 16)  // Q6_K's top 2 bits: 4 inputs a byte
-                for (int m = 0; m < Q8_GROUP; m++)
-                    panel[k_high_offset(r, b * 32 + l + m)] =
-                        (uint8_t)(q[l + m] >> 4 | q[l + 4 + m] >> 4 << 2 | q[l + 8 + m] >> 4 << 4 | q[l + 12 + m] >> 4 << 6);
+            for (int l = 0; l < 32 && type != WEIGHT_Q4_K; l += type == WEIGHT_Q6_K ? 16 : 32)  // the top bits
+                for (int m = 0; m < Q8_GROUP; m++) {  // of inputs l + m + 4g at bits k_high_shift of one byte
+                    uint8_t high = 0;
+                    for (int g = 0; g < (type == WEIGHT_Q6_K ? 4 : 8); g++)
+                        high |= (uint8_t)(q[l + m + 4 * g] >> 4 << k_high_shift(type, l + m + 4 * g));
+                    panel[k_high_offset(type, r, b * 32 + l + m)] = high;
+                }
         }
         if (type == WEIGHT_Q6_K) continue;
         super[32] = (uint8_t)k.dmin, super[33] = (uint8_t)(k.dmin >> 8);

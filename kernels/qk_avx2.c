@@ -1,16 +1,16 @@
-// qk_avx2.c — GGUF's K-quants multiplied as stored (kernels.h, "GGUF's K-quants, as stored") with AVX2: a K-panel's
-// 16 rows as two halves of 8, one 32-bit lane per weight row, as q8's walk (panel_walk_avx2.h) has them. A block's
-// 8 groups of 8 rows × 4 inputs are loaded (Q4_K's and Q6_K's unpacked: Q6_K's low 4 bits as Q4_K's nibbles, its
-// top 2 bits shifted in from their lines) once for all the pass's activation rows. The quants are prefetched as q8's
-// walk prefetches them, and a panel's first pass asks for the scales of the next panel as AVX-512's walk does
+// qk_avx2.c — GGUF's K-quants multiplied as stored (kernels.h, "GGUF's K-quants, as stored") with AVX2: a K-panel's 16
+// rows as two halves of 8, one 32-bit lane per weight row, as q8's walk (panel_walk_avx2.h) has them. A block's 8
+// groups of 8 rows × 4 inputs are unpacked (Q5_K's and Q6_K's low 4 bits as Q4_K's nibbles, Q5_K's fifth bits and
+// Q6_K's top 2 bits shifted in from their lines) once for all the pass's activation rows. The quants are prefetched as
+// q8's walk prefetches them, and a panel's first pass asks for the scales of the next panel as AVX-512's walk does
 // (panel_walk_avx512.h): in a Q4_K_M decode on one core, the Q4_K matmul's time fell 22–26 %, Q6_K's 13–19 % (perf
 // record's samples, machine shared: docs/performance-history.md, "Prefetching the scales"). vpmaddubsw multiplies the
-// unsigned quants (Q4_K's q ∈ [0, 15], Q5_K's [0, 31], Q6_K's [0, 63]) by the signed activation bytes into pairs of
-// 16 bits, two groups' pairs are added, and vpmaddwd by ones adds those into 32 bits; a Q6_K half's sum starts at
-// −32 · Σ q_x over that half (its weights are q − 32). The integer sums are exact and the float steps are the
-// reference's (kernels.h; qk.c), so the result is bit-identical to it. Decoding (one activation row) takes both
-// halves of a panel in one pass, as q8's walk does: Q4_K's decode from memory on one thread streamed at 0.70 of the
-// read pass with one half a pass (the second re-reading the panel from the caches), at 0.87–0.88 so
+// unsigned quants (Q4_K's q ∈ [0, 15], Q5_K's [0, 31], Q6_K's [0, 63]) by the signed activation bytes into pairs of 16
+// bits, two groups' pairs are added, and vpmaddwd by ones adds those into 32 bits; a Q6_K half's sum starts at −32 · Σ
+// q_x over that half (its weights are q − 32). The integer sums are exact and the float steps are the reference's
+// (kernels.h; qk.c), so the result is bit-identical to it. Decoding (one activation row) takes both halves of a panel
+// in one pass, as q8's walk does: Q4_K's decode from memory on one thread streamed at 0.70 of the read pass with one
+// half a pass (the second re-reading the panel from the caches), at 0.87–0.88 so
 // (docs/performance-history.md, "Q4_K's decode in one pass over a panel on plain AVX2").
 #include "panel_walk_avx2.h"
 
@@ -59,7 +59,7 @@ static inline __attribute__((always_inline)) void k_halves_against_rows(float *o
                                                                         bool prefetch, const int n,
                                                                         const WeightType type) {
     const int nb = q8_blocks(n_in);
-    const __m256i nibble = _mm256_set1_epi8(0x0f), top = _mm256_set1_epi8(0x30);
+    const __m256i nibble = _mm256_set1_epi8(0x0f), top = _mm256_set1_epi8(0x30), fifth = _mm256_set1_epi8(0x10);
     __m256 acc[2][ROWS_PER_PASS], d[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()}, dmin[2] = {d[0], d[1]};
     __m256i tops[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};  // Q4_K, Q5_K: the super-block's top bits
     for (int k = 0; k < halves; k++)
@@ -89,13 +89,16 @@ static inline __attribute__((always_inline)) void k_halves_against_rows(float *o
             }
             const uint8_t *q = panel + (size_t)b * k_block_bytes(type) + h * HALF * 4;
             __m256i w[GROUPS];  // group g: the half's rows × inputs 4g..4g+3
-            for (int line = 0; line < GROUPS / 2 && type != WEIGHT_Q5_K; line++) {  // line l: groups l and l + 4
+            for (int line = 0; line < GROUPS / 2; line++) {  // line l: groups l and l + 4
                 const __m256i packed = _mm256_loadu_si256((const __m256i *)(q + 64 * line));
                 w[line] = _mm256_and_si256(packed, nibble);
                 w[line + GROUPS / 2] = _mm256_and_si256(_mm256_srli_epi16(packed, 4), nibble);
             }
-            for (int g = 0; g < GROUPS && type == WEIGHT_Q5_K; g++)
-                w[g] = _mm256_loadu_si256((const __m256i *)(q + 64 * g));
+            for (int g = 0; g < GROUPS && type == WEIGHT_Q5_K; g++) {  // group g's fifth bits: bit g of the bytes
+                const __m256i line = _mm256_loadu_si256((const __m256i *)(q + Q8_BLOCK * Q8_PANEL / 2));  // to bit 4
+                const __m256i bits = g < 4 ? _mm256_slli_epi16(line, 4 - g) : _mm256_srli_epi16(line, g - 4);
+                w[g] = _mm256_or_si256(w[g], _mm256_and_si256(bits, fifth));
+            }
             for (int g = 0; g < GROUPS && type == WEIGHT_Q6_K; g++) {  // group g's top 2 bits: bits 2 · (g % 4) of
                 const int c = g % 4;                                   // line g / 4 of the last 128 bytes, to 4 and 5
                 const __m256i line = _mm256_loadu_si256((const __m256i *)(q + Q8_BLOCK * Q8_PANEL / 2 + 64 * (g / 4)));

@@ -1,11 +1,11 @@
-// qk_neon.c — GGUF's K-quants multiplied as stored (kernels.h, "GGUF's K-quants, as stored") with Advanced SIMD, on
-// the panel walk of panel_walk_neon.h: a K-panel's 16 rows as four quarters of 4, one 32-bit lane per weight row. A
-// block's 8 groups of 4 rows × 4 inputs are loaded once for the pass's activation rows: Q5_K's bytes as they lie,
-// Q4_K's nibbles unpacked as q4's (q4_neon.c), Q6_K's low 4 bits as Q4_K's with its top 2 bits shifted in from
-// their lines and 32 taken off, so that its weights are the signed q − 32. add_group multiplies them by the
-// activation bytes (|pair| ≤ 2 · 32 · 128 < 2¹⁵) into each row's exact integer sum — a Q6_K block's two halves
-// apart — and the float steps around the sums are the reference's (kernels.h; qk.c), so the result is
-// bit-identical to it.
+// qk_neon.c — GGUF's K-quants multiplied as stored (kernels.h, "GGUF's K-quants, as stored") with Advanced SIMD, on the
+// panel walk of panel_walk_neon.h: a K-panel's 16 rows as four quarters of 4, one 32-bit lane per weight row. A block's
+// 8 groups of 4 rows × 4 inputs are loaded once for the pass's activation rows: Q4_K's nibbles unpacked as q4's
+// (q4_neon.c), Q5_K's low 4 bits as Q4_K's with its fifth bits shifted in from their line, Q6_K's low 4 bits as Q4_K's
+// with its top 2 bits shifted in from their lines and 32 taken off, so that its weights are the signed q − 32.
+// add_group multiplies them by the activation bytes (|pair| ≤ 2 · 32 · 128 < 2¹⁵) into each row's exact integer sum — a
+// Q6_K block's two halves apart — and the float steps around the sums are the reference's (kernels.h; qk.c), so the
+// result is bit-identical to it.
 #include "panel_walk_neon.h"
 
 enum { GROUPS = Q8_BLOCK / Q8_GROUP };
@@ -21,12 +21,14 @@ static inline __attribute__((always_inline)) int32x4_t group_sums(int32x4_t sum,
 // Q6_K q − 32 ∈ [−32, 31].   q: the block's quants from the quarter's first row
 static inline __attribute__((always_inline)) void k_block_weights(int8x16_t w[GROUPS], const uint8_t *q,
                                                                   const WeightType type) {
-    for (int g = 0; g < GROUPS && type == WEIGHT_Q5_K; g++) w[g] = vld1q_s8((const int8_t *)q + 64 * g);
-    if (type == WEIGHT_Q5_K) return;
     for (int line = 0; line < GROUPS / 2; line++) {  // line l: groups l (low nibbles) and l + 4 (high ones)
         const uint8x16_t packed = vld1q_u8(q + 64 * line);
         w[line] = vreinterpretq_s8_u8(vandq_u8(packed, vdupq_n_u8(0x0f)));
         w[line + GROUPS / 2] = vreinterpretq_s8_u8(vshrq_n_u8(packed, 4));
+    }
+    for (int g = 0; g < GROUPS && type == WEIGHT_Q5_K; g++) {  // group g's fifth bits: bit g of the bytes, to bit 4
+        const uint8x16_t bits = vshlq_u8(vld1q_u8(q + Q8_BLOCK * Q8_PANEL / 2), vdupq_n_s8((int8_t)(4 - g)));
+        w[g] = vorrq_s8(w[g], vreinterpretq_s8_u8(vandq_u8(bits, vdupq_n_u8(0x10))));
     }
     for (int g = 0; g < GROUPS && type == WEIGHT_Q6_K; g++) {  // group g's top 2 bits: bits 2 · (g % 4) of line
         const uint8x16_t line = vld1q_u8(q + Q8_BLOCK * Q8_PANEL / 2 + 64 * (g / 4));  // g / 4, shifted to 4, 5

@@ -134,10 +134,11 @@ TEST(qk_k_panels_keep_the_file_s_blocks) {
     }
 }
 
-// Q4_K's and Q6_K's K-panels take the file's bytes (144 and 210 a row of 256 weights: the 6-bit scales and mins
-// kept in 12 bytes, no dmin for Q6_K), but for the panel's padding to whole lines of 64 bytes.
+// The K-panels take the file's bytes (Q4_K 144, Q5_K 176, Q6_K 210 a row of 256 weights: the 6-bit scales and
+// mins kept in 12 bytes, Q5_K's fifth bits in one, no dmin for Q6_K), but for the panel's padding to whole lines
+// of 64 bytes.
 TEST(qk_k_panels_take_the_file_s_bytes) {
-    for (int k = 0; k < 3; k += 2)
+    for (int k = 0; k < 3; k++)
         for (int n_in = K_SUPER; n_in <= 8192; n_in *= 2) {
             const size_t file = Q8_PANEL * qk_row_bytes(K_GGML[k], (size_t)n_in);
             CHECK(k_panel_bytes(K_TYPES[k], n_in) == (file + 63) / 64 * 64, "%s n_in=%d: a panel of %zu bytes, the "
