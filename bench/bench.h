@@ -249,6 +249,31 @@ double memory_pass(void *pass, int rep);
 // rounds), and the read pass's GB/s in *gbs: the least time of a step that reads every weight once.
 double weights_read_seconds(Bench *b, const Model *target, double *gbs);
 
+// ---- one matmul on a pool's threads (limit.c) -----------------------------------------------------------------
+
+// The matmuls timed: a WeightType's, or BF16 weights against activations rounded to BF16 (Kernels.matmul_bf16_dot,
+// the model's QUANT_BF16), in the variants that have it.
+enum { BF16_DOT = WEIGHT_Q6_K + 1 };
+
+// out = x Wᵀ with one kernel variant, or OpenBLAS's sgemm (kernels == NULL), the output columns split between
+// the first `threads` of the pool's threads as forward.c splits them: a Trial (matmul_run returns its seconds).
+//   W: [n_out, n_in] in the variant's layout   x: [T, n_in]   out: [T, n_out]
+typedef struct {
+    const Kernels *kernels;
+    int type;                   // a WeightType or BF16_DOT
+    const void *w;
+    const float *x;
+    const Q8Block *xq;          // x quantized, for quantized weights (quantized once, outside the timing)
+    const uint16_t *xb;         // x rounded to BF16, for BF16_DOT (likewise)
+    float *out;
+    int T, n_in, n_out;
+    ThreadPool *pool;
+    int threads;
+} Matmul;
+double matmul_run(void *ctx, int rep);
+// "F32", "q8", "BF16, x BF16", ...: a WeightType's or BF16_DOT's name in the tables
+const char *matmul_type_name(int type);
+
 // ---- the suites ---------------------------------------------------------------------------------------------
 
 void suite_limit(Bench *b, Pair *pair, Memory *memory);

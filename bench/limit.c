@@ -41,35 +41,13 @@ static void bench_bandwidth(Bench *b, Memory *memory, json_t *j) {
 
 // ---- matmul kernels -----------------------------------------------------------------------------------------
 
-// The matmuls timed: a WeightType's, or BF16 weights against activations rounded to BF16 (Kernels.matmul_bf16_dot,
-// the model's QUANT_BF16), in the variants that have it.
-enum { BF16_DOT = WEIGHT_Q6_K + 1 };
-
-// out = x Wᵀ with one kernel variant, or OpenBLAS's sgemm (kernels == NULL), the output columns split between
-// the pool's threads as forward.c splits them.   W: [n_out, n_in]   x: [T, n_in]   out: [T, n_out]
-typedef struct {
-    const Kernels *kernels;
-    int type;                   // a WeightType or BF16_DOT
-    const void *w;
-    const float *x;
-    const Q8Block *xq;          // x quantized, for q8 and q4 weights (quantized once, outside the timing)
-    const uint16_t *xb;         // x rounded to BF16, for BF16_DOT (likewise)
-    float *out;
-    int T, n_in, n_out;
-    ThreadPool *pool;
-} Matmul;
-
 static void matmul_thread(void *ctx, int thread, int n_threads) {
     const Matmul *mm = ctx;
     int j0, j1;
     pool_share(mm->n_out, 16, thread, n_threads, &j0, &j1);
     if (j0 == j1) return;
-    if (weight_quantized(mm->type) && mm->type != WEIGHT_Q8 && mm->type != WEIGHT_Q4)  // GGUF's K-quants
-        mm->kernels->matmul_k[mm->type - WEIGHT_Q4_K](mm->out, mm->xq, mm->w, NULL, mm->T, mm->n_in, mm->n_out, j0, j1);
-    else if (mm->type == WEIGHT_Q8)
-        mm->kernels->matmul_q8(mm->out, mm->xq, mm->w, NULL, mm->T, mm->n_in, mm->n_out, j0, j1);
-    else if (mm->type == WEIGHT_Q4)
-        mm->kernels->matmul_q4(mm->out, mm->xq, mm->w, NULL, mm->T, mm->n_in, mm->n_out, j0, j1);
+    if (weight_quantized(mm->type))
+        quantized_matmul(mm->kernels, mm->type)(mm->out, mm->xq, mm->w, NULL, mm->T, mm->n_in, mm->n_out, j0, j1);
     else if (mm->type == BF16_DOT)
         mm->kernels->matmul_bf16_dot(mm->out, mm->xb, mm->w, NULL, mm->T, mm->n_in, mm->n_out, j0, j1);
     else if (mm->kernels)
@@ -79,11 +57,11 @@ static void matmul_thread(void *ctx, int thread, int n_threads) {
                     (const float *)mm->w + (size_t)j0 * mm->n_in, mm->n_in, 0.0f, mm->out + j0, mm->n_out);
 }
 
-static double matmul_run(void *ctx, int rep) {
+double matmul_run(void *ctx, int rep) {
     (void)rep;
     Matmul *mm = ctx;
     double t0 = now_seconds();
-    pool_run(mm->pool, matmul_thread, mm);
+    pool_run_on(mm->pool, mm->threads, matmul_thread, mm);
     return now_seconds() - t0;
 }
 
@@ -163,14 +141,13 @@ static void weights_free(Weights *w) {
     free(w->wk[0]), free(w->wk[1]);
 }
 
-static const char *type_name(int type) {
-    return type == WEIGHT_F32  ? "F32"
-           : type == WEIGHT_Q8 ? "q8"
-           : type == WEIGHT_Q4 ? "q4"
-           : type == BF16_DOT  ? "BF16, x BF16"
-           : type == WEIGHT_Q4_K ? "Q4_K"
-           : type == WEIGHT_Q6_K ? "Q6_K"
-                               : "BF16";
+const char *matmul_type_name(int type) {
+    static const char *const NAMES[] = {
+        [WEIGHT_F32] = "F32",   [WEIGHT_F16] = "F16",   [WEIGHT_BF16] = "BF16",   [WEIGHT_Q8] = "q8",
+        [WEIGHT_Q4] = "q4",     [WEIGHT_Q8_0] = "Q8_0", [WEIGHT_Q4_0] = "Q4_0",   [WEIGHT_Q5_0] = "Q5_0",
+        [WEIGHT_Q5_1] = "Q5_1", [WEIGHT_Q4_1] = "Q4_1", [WEIGHT_Q4_K] = "Q4_K",   [WEIGHT_Q5_K] = "Q5_K",
+        [WEIGHT_Q6_K] = "Q6_K", [BF16_DOT] = "BF16, x BF16"};
+    return NAMES[type];
 }
 
 // Bytes of W in `type`.
@@ -197,12 +174,13 @@ static int time_matmuls(Bench *b, const Weights *w, int type, int T, const Kerne
                               : type == WEIGHT_Q4_K ? (void *)w->wk[0]
                               : type == WEIGHT_Q6_K ? (void *)w->wk[1]
                                                     : w->w16;
-        cases[k] = (Matmul){kernels[k], type, weights, w->x, w->xq, w->xb, w->out, T, w->n_in, w->n_out, b->pool};
+        cases[k] = (Matmul){kernels[k], type, weights, w->x, w->xq, w->xb, w->out, T, w->n_in, w->n_out, b->pool,
+                            pool_size(b->pool)};
         trials[k] = (Trial){matmul_run, &cases[k]};
         k++;
     }
     char label[96];
-    snprintf(label, sizeof label, "matmul %s %s T=%d", w->name, type_name(type), T);
+    snprintf(label, sizeof label, "matmul %s %s T=%d", w->name, matmul_type_name(type), T);
     measure_rounds(b, label, trials, k, b->opt.reps, 0.02, seconds);
     return k;
 }
@@ -217,7 +195,7 @@ static void matmul_rows(Bench *b, const Weights *w, int type, int T, json_t *row
     const int k = time_matmuls(b, w, type, T, kernels, seconds);
     int selected = 0;
     for (int i = 0; i < k; i++) selected = kernels[i] == b->kernels ? i : selected;
-    const char *dtype = type_name(type);
+    const char *dtype = matmul_type_name(type);
     const double bytes = weight_bytes(w, type), flops = 2.0 * T * w->n_out * w->n_in;
     for (int i = 0; i < k; i++) {
         Summary s = summarize(seconds + (size_t)i * reps, reps);

@@ -1,5 +1,6 @@
 // threads.c — the thread sweep: for each thread count of --threads-sweep, the target's decode speed and the
-// fraction of the read bandwidth it streams at, its verification cost t(T = 8) / t(T = 1), what one hand-off to the
+// fraction of the read bandwidth it streams at, its verification cost t(T = 8) / t(T = 1) beside the least its
+// arithmetic allows (the matmul kernel's pace on weights in L2, floor_init), what one hand-off to the
 // pool's threads costs, and what speculative decoding (γ auto) buys over target-only on the held-out prompts,
 // greedy and at temperature 1, with the draft on the threads the CLI gives it by default (model/probe.h) and on
 // one thread, both unpipelined, and as the CLI runs it by default on that many threads (--pipeline auto: where a CPU
@@ -102,6 +103,59 @@ static double round_trip_run(void *ctx, int rep) {
     return (now_seconds() - t0) / ROUND_TRIPS;
 }
 
+// ---- the arithmetic's floor of a verification ------------------------------------------------------------------
+//
+// What the multiply-adds alone allow t(T = VERIFY_T) / t(T = 1): one of the target's matrices — the middle layer's
+// MLP up projection (with its gate), in the form and layout the model holds it — cut to its first rows, as many as
+// keep each thread's share within FLOOR_BYTES, so that the share stays in L2 over the rounds; multiplied by the
+// model's kernel variant on VERIFY_T and on 1 activation rows, timed as the limit suite times its cache-sized W (a
+// job of the cut alone on the model's pool, its rows split between as many threads as the table row's count). At
+// VERIFY_T rows the arithmetic sets the pace; the model's multiply-adds for VERIFY_T rows at that rate, over the
+// measured t(1), is the least ratio any faster weight stream could give, attention, norms, activations and hand-offs
+// left out (a forward of VERIFY_T rows does those too, so the true floor is higher).
+enum { FLOOR_BYTES = 256 << 10 };
+
+typedef struct {
+    Matmul at[2];               // the cut at T = VERIFY_T and at T = 1, on the row's pool
+    double multiply_adds;       // of the cut, per activation row
+    float *x, *out;             // [VERIFY_T, n_in], [VERIFY_T, rows]
+    Q8Block *xq;                // [VERIFY_T, q8_blocks(n_in)]: x quantized, for quantized weights
+    uint16_t *xb;               // [VERIFY_T, panel_row_length(n_in)]: x rounded to BF16, under QUANT_BF16
+} Floor;
+
+// Bytes of the first `rows` rows of W in its layout (a multiple of 16 rows: whole panels in every layout).
+static size_t cut_bytes(const Model *m, const Linear *lin, int rows) {
+    if (weight_quantized(lin->type)) return quantized_matrix_bytes(lin->type, rows, lin->n_in);
+    const size_t element = lin->type == WEIGHT_F32 ? 4 : 2;
+    return weight_elements(m->kernels->panels, rows, lin->n_in) * element;
+}
+
+// The matrix cut, and the matmul the model multiplies it by: its WeightType's, or BF16_DOT under QUANT_BF16.
+static const Linear *floor_matrix(const Model *m) { return &m->blocks[m->cfg.n_layer / 2].mlp_up; }
+static int floor_type(const Model *m) { return m->quant == QUANT_BF16 ? BF16_DOT : (int)floor_matrix(m)->type; }
+
+static void floor_init(Floor *f, const Model *m, ThreadPool *pool, int threads) {
+    const Linear *lin = floor_matrix(m);
+    const int n_in = lin->n_in, whole = (lin->n_out - lin->tail_rows) / 16 * 16;
+    int share = 16;  // rows a thread, a multiple of pool_share's 16
+    while ((share + 16) * threads <= whole && cut_bytes(m, lin, share + 16) <= FLOOR_BYTES) share += 16;
+    const int rows = share * threads < whole ? share * threads : whole;
+    *f = (Floor){.multiply_adds = (double)rows * n_in,
+                 .x = malloc(sizeof(float) * VERIFY_T * n_in),
+                 .out = malloc(sizeof(float) * VERIFY_T * rows),
+                 .xq = malloc(sizeof(Q8Block) * VERIFY_T * q8_blocks(n_in)),
+                 .xb = malloc(sizeof(uint16_t) * VERIFY_T * panel_row_length(n_in))};
+    if (!f->x || !f->out || !f->xq || !f->xb) die("out of memory");
+    for (int i = 0; i < VERIFY_T * n_in; i++) f->x[i] = (float)(i % 17) * 0.1f - 0.8f;
+    m->kernels->quantize_q8(f->xq, f->x, VERIFY_T, n_in, n_in);
+    bf16_round_rows(f->xb, f->x, VERIFY_T, n_in, n_in, in_pair_order(m->kernels, WEIGHT_BF16));
+    for (int i = 0; i < 2; i++)
+        f->at[i] = (Matmul){m->kernels, floor_type(m), lin->w, f->x, f->xq, f->xb, f->out, i == 0 ? VERIFY_T : 1,
+                            n_in, rows, pool, threads};
+}
+
+static void floor_free(Floor *f) { free(f->x), free(f->out), free(f->xq), free(f->xb); }
+
 // Where a run's rounds spent their time (SpecStats): the drafter (its forwards, then the sampling of its q rows
 // among them), the target's verifications, the target's p rows, the accept rule, the commit with the caches'
 // rollback; what decode holds beyond these is the policy and the bookkeeping.
@@ -144,7 +198,8 @@ static double generation_run(void *ctx, int rep) {
     return st.decode_seconds / (st.generated > 0 ? st.generated : 1);
 }
 
-// The machine's side of one thread count: the read pass, T = 1 and T = VERIFY_T steps, a hand-off; one table row.
+// The machine's side of one thread count: the read pass, T = 1 and T = VERIFY_T steps, the arithmetic's floor, a
+// hand-off; one table row.
 static json_t *machine_row(Bench *b, Pair *pair, Memory *memory, Workload *w, int count, int draft_default) {
     const int reps = b->opt.reps;
     Err err;
@@ -152,14 +207,18 @@ static json_t *machine_row(Bench *b, Pair *pair, Memory *memory, Workload *w, in
     if (!pool) die("%s", err.msg);
     MemoryPass pass = {memory, MEM_READ, pool};
     SweepStep one = {w, 1}, verify = {w, VERIFY_T};
+    Floor floor;  // on the model's pool, as its jobs run
+    floor_init(&floor, &pair->target, b->pool, count);
     HandOff hand_off = {b->pool, count, false}, chunked = {b->pool, count, true};
-    Trial trials[6] = {{memory_pass, &pass}, {step_run, &one}, {step_run, &verify}, {hand_off_run, &hand_off},
-                       {hand_off_run, &chunked}, {round_trip_run, b->pool}};
-    const int n_trials = count >= 2 ? 6 : 5;  // the round trip needs two threads
-    double *seconds = malloc(sizeof(double) * 6 * reps);
+    enum { READ, ONE, VERIFY, FLOOR_T, FLOOR_1, HAND_OFF, CHUNKED, ROUND_TRIP, N_TRIALS };
+    Trial trials[N_TRIALS] = {{memory_pass, &pass},         {step_run, &one},       {step_run, &verify},
+                              {matmul_run, &floor.at[0]},   {matmul_run, &floor.at[1]},
+                              {hand_off_run, &hand_off},    {hand_off_run, &chunked}, {round_trip_run, b->pool}};
+    const int n_trials = count >= 2 ? N_TRIALS : ROUND_TRIP;  // the round trip needs two threads
+    double *seconds = malloc(sizeof(double) * N_TRIALS * reps);
     if (!seconds) die("out of memory");
-    char label[64];
-    snprintf(label, sizeof label, "%d threads: read pass, T = 1, T = %d, hand-offs", count, VERIFY_T);
+    char label[80];
+    snprintf(label, sizeof label, "%d threads: read pass, T = 1, T = %d, in-L2 matmuls, hand-offs", count, VERIFY_T);
     measure_rounds(b, label, trials, n_trials, reps, 0.02, seconds);
     pool_free(pool);
     // Then as many T = 1 steps with the pool's tally on: the jobs handed off a step, and the caller's wait at their
@@ -171,28 +230,42 @@ static json_t *machine_row(Bench *b, Pair *pair, Memory *memory, Workload *w, in
     pool_tally(w->model->pool, NULL);
     const double jobs = (double)tally.jobs / reps, waiting = tally.waiting_seconds / stepped;
     const double read_bytes = (double)memory_op_bytes(memory, MEM_READ), bytes = (double)pair->target.weight_bytes;
-    Summary rate = summary_inverse(summarize(seconds + reps, reps), 1);
-    Summary read_rate = summary_inverse(summarize(seconds, reps), read_bytes / 1e9);
-    Summary fraction = summary_scaled(summarize_ratio(seconds, seconds + reps, reps), bytes / read_bytes);
-    Summary cost = summarize_ratio(seconds + 2 * reps, seconds + reps, reps);
-    Summary hand = summary_scaled(summarize(seconds + 3 * reps, reps), 1e6);
-    Summary hand_chunked = summary_scaled(summarize(seconds + 4 * reps, reps), 1e6);
-    const bool paired = n_trials == 6;
-    Summary trip = paired ? summary_scaled(summarize(seconds + 5 * reps, reps), 1e9) : (Summary){0};
+    Summary rate = summary_inverse(summarize(seconds + ONE * reps, reps), 1);
+    Summary read_rate = summary_inverse(summarize(seconds + READ * reps, reps), read_bytes / 1e9);
+    Summary fraction =
+        summary_scaled(summarize_ratio(seconds + READ * reps, seconds + ONE * reps, reps), bytes / read_bytes);
+    Summary cost = summarize_ratio(seconds + VERIFY * reps, seconds + ONE * reps, reps);
+    // the model's VERIFY_T rows of multiply-adds at the cut's pace, over t(1), round by round
+    const double model_over_cut = model_matrix_multiply_adds(&pair->target) / floor.multiply_adds;
+    Summary least =
+        summary_scaled(summarize_ratio(seconds + FLOOR_T * reps, seconds + ONE * reps, reps), model_over_cut);
+    const double flops = 2 * floor.multiply_adds;  // of one activation row through the cut
+    Summary gflops_t = summary_inverse(summarize(seconds + FLOOR_T * reps, reps), VERIFY_T * flops / 1e9);
+    Summary gflops_1 = summary_inverse(summarize(seconds + FLOOR_1 * reps, reps), flops / 1e9);
+    Summary hand = summary_scaled(summarize(seconds + HAND_OFF * reps, reps), 1e6);
+    Summary hand_chunked = summary_scaled(summarize(seconds + CHUNKED * reps, reps), 1e6);
+    const bool paired = n_trials == N_TRIALS;
+    Summary trip = paired ? summary_scaled(summarize(seconds + ROUND_TRIP * reps, reps), 1e9) : (Summary){0};
     free(seconds);
-    char c0[64], c1[64], c2[64], c3[64], c4[64], c5[64], c6[64] = "—";
+    char c0[64], c1[64], c2[64], c3[64], c4[64], c5[64], c6[64] = "—", c7[64];
     if (paired) fmt_range(c6, sizeof c6, trip, 1, 0);
-    out(b, "| %d | %s | %s | %s | %s | %s | %s | %s | %.0f | %.1f%% | %d |\n", count,
+    out(b, "| %d | %s | %s | %s | %s | %s | %s (%.0f, %.0f) | %s | %s | %.0f | %.1f%% | %d |\n", count,
         fmt_range(c0, sizeof c0, read_rate, 1, 1), c6, fmt_range(c1, sizeof c1, rate, 1, 0),
         fmt_range(c2, sizeof c2, summary_scaled(fraction, 100), 1, 0), fmt_range(c3, sizeof c3, cost, 1, 2),
-        fmt_range(c4, sizeof c4, hand, 1, 1), fmt_range(c5, sizeof c5, hand_chunked, 1, 1), jobs, 100 * waiting,
-        draft_default);
+        fmt_range(c7, sizeof c7, least, 1, 2), gflops_t.median, gflops_1.median, fmt_range(c4, sizeof c4, hand, 1, 1),
+        fmt_range(c5, sizeof c5, hand_chunked, 1, 1), jobs, 100 * waiting, draft_default);
     json_t *row = json_pack("{s:i, s:o, s:o, s:o, s:o, s:o, s:o, s:f, s:f, s:i}", "threads", count, "read_gb_per_s",
                             summary_json(read_rate), "target_tokens_per_s", summary_json(rate), "bandwidth_fraction",
                             summary_json(fraction), "verify_cost_t8_t1", summary_json(cost), "hand_off_us",
                             summary_json(hand), "chunked_hand_off_us", summary_json(hand_chunked), "jobs_per_step",
                             jobs, "waiting_at_jobs_ends", waiting, "draft_threads_default", draft_default);
+    json_object_set_new(row, "arithmetic_floor",
+                        json_pack("{s:o, s:s, s:i, s:i, s:o, s:o}", "least_t8_t1", summary_json(least), "form",
+                                  matmul_type_name(floor.at[0].type), "rows", floor.at[0].n_out, "n_in",
+                                  floor.at[0].n_in, "gflops_t8", summary_json(gflops_t), "gflops_t1",
+                                  summary_json(gflops_1)));
     if (paired) json_object_set_new(row, "round_trip_ns", summary_json(trip));
+    floor_free(&floor);
     return row;
 }
 
@@ -306,9 +379,10 @@ void suite_threads(Bench *b, Pair *pair, Memory *memory, const char *sweep) {
         "the host, on a virtual machine whose host may move them during a run: docs/performance.md): two-thread "
         "figures compare only beside the same read rate.\n\n"
         "| threads | read GB/s | round trip ns | target tokens/s | %% of read bandwidth | T = %d / T = 1 | "
-        "hand-off µs | chunked µs | jobs a step | waiting at jobs' ends | default draft threads |\n"
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n", memory_op_bytes(memory, MEM_READ) / 1e6,
-        SWEEP_CONTEXT, VERIFY_T, POOL_CHUNKS_PER_THREAD, reps, reps, VERIFY_T);
+        "the arithmetic's least T = %d / T = 1 (in-L2 GFLOP/s at T = %d, 1)¹ | hand-off µs | chunked µs | "
+        "jobs a step | waiting at jobs' ends | default draft threads |\n"
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n", memory_op_bytes(memory, MEM_READ) / 1e6,
+        SWEEP_CONTEXT, VERIFY_T, POOL_CHUNKS_PER_THREAD, reps, reps, VERIFY_T, VERIFY_T, VERIFY_T);
     json_t *rows = json_array(), *spec = json_array();
     Workload w;
     workload_init(&w, &pair->target, SWEEP_CONTEXT);
@@ -316,6 +390,17 @@ void suite_threads(Bench *b, Pair *pair, Memory *memory, const char *sweep) {
         pair->target.max_threads = counts[i];
         json_array_append_new(rows, machine_row(b, pair, memory, &w, counts[i], defaults[i]));
     }
+    const Linear *cut = floor_matrix(&pair->target);
+    out(b, "\n¹ What the multiply-adds alone allow: layer %d's MLP up projection [%d, %d] as the model holds it (%s), "
+        "cut to its first rows so that each thread's share (at least 16 rows) stays within %d KiB, in L2, multiplied "
+        "by the %s kernel on that many threads with T = %d and 1 activation rows, timed in the same rounds as the "
+        "steps (GFLOP/s: 2 · T · the cut's multiply-adds over the median time); the model's %.1f M multiply-adds a "
+        "row for %d rows at the cut's T = %d pace, over t(1), round by round: the least t(%d) / t(1) that a weight "
+        "stream as fast as L2 could give. Attention, the norms, activations and hand-offs are left out, and a "
+        "forward of %d rows does them too: the true floor is higher (docs/performance.md).\n",
+        pair->target.cfg.n_layer / 2, cut->n_out, cut->n_in, matmul_type_name(floor_type(&pair->target)),
+        FLOOR_BYTES >> 10, pair->target.kernels->name, VERIFY_T,
+        model_matrix_multiply_adds(&pair->target) / 1e6, VERIFY_T, VERIFY_T, VERIFY_T, VERIFY_T);
     if (n_prompts > 0) {
         out(b, "\nSpeculative decoding (γ auto; the draft on the CLI's default threads and on one, unpipelined; and the "
             "CLI's default, --pipeline auto, which where a CPU is spare runs every draft forward on it: 'own core') "
