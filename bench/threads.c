@@ -136,10 +136,10 @@ static int floor_type(const Model *m) { return m->quant == QUANT_BF16 ? BF16_DOT
 
 static void floor_init(Floor *f, const Model *m, ThreadPool *pool, int threads) {
     const Linear *lin = floor_matrix(m);
-    const int n_in = lin->n_in, whole = (lin->n_out - lin->tail_rows) / 16 * 16;
+    const int n_in = lin->n_in, held = lin->n_out - lin->tail_rows;  // W's rows in lin->w
     int share = 16;  // rows a thread, a multiple of pool_share's 16
-    while ((share + 16) * threads <= whole && cut_bytes(m, lin, share + 16) <= FLOOR_BYTES) share += 16;
-    const int rows = share * threads < whole ? share * threads : whole;
+    while ((share + 16) * threads <= held && cut_bytes(m, lin, share + 16) <= FLOOR_BYTES) share += 16;
+    const int rows = share * threads < held ? share * threads : held;  // all of them in a matrix of fewer
     *f = (Floor){.multiply_adds = (double)rows * n_in,
                  .x = malloc(sizeof(float) * VERIFY_T * n_in),
                  .out = malloc(sizeof(float) * VERIFY_T * rows),
