@@ -7,8 +7,8 @@
 #   LLAMA_BUILD  a llama.cpp build folder holding bin/llama-bench (../shared/peers/llamacpp/build.sh makes one)
 #   GGUF         the model as llama.cpp reads it (e.g. quantized by llama-quantize to Q4_0, Q4_K_M or Q8_0)
 #   CKPT         the same model as a specdec checkpoint folder (config.json and safetensors), or "same": specdec
-#                reads the GGUF file itself (its quantized blocks held as QUANT says, q8 or q4; with none, Q8_0 and
-#                Q4_0 blocks as stored and the K-quants in q8)
+#                reads the GGUF file itself (its quantized blocks held as QUANT says, q8 or q4; with none, every
+#                block type as stored, docs/checkpoints.md)
 #   QUANT        specdec's --quant: q4, q8, bf16, or none (the weights as stored)
 #   THREADS      thread counts, comma-separated (default 1,2); ROUNDS: how many rounds (default 3)
 #   REPS=N       (environment) repetitions of each test within one program's turn (default 3)
