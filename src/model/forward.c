@@ -231,7 +231,13 @@ static void prepare_heads(const Heads *job, float *row, int t, int j0, int j1) {
 
 // Asks for the cache lines that prepare_heads will write row t's keys into, of the key heads among columns
 // [j0, j1), before the chunk's matmul: those stores would otherwise wait for each line in turn (kv_prefetch_key).
+// A row of the same cache as row t − 1 whose position shares its 64-byte line (16 positions of a key row) asks
+// nothing: a prompt's or a verification's rows would ask for the same lines again.
 static void prefetch_keys(const Heads *job, int t, int j0, int j1) {
+    enum { KEYS_PER_LINE = 64 / sizeof(float) };
+    const int *row = job->s->cache_row;
+    if (t > 0 && job->s->cache[t] == job->s->cache[t - 1] && row[t] / KEYS_PER_LINE == row[t - 1] / KEYS_PER_LINE)
+        return;
     const Config *c = &job->m->cfg;
     const int hd = c->head_dim, H = c->n_head, Hkv = c->n_kv_head;
     for (int head = j0 / hd > H ? j0 / hd : H; head < H + Hkv && head * hd < j1; head++) {
