@@ -45,6 +45,10 @@ struct Batch {
     Logits logits;          // a forward's: rows of its model's vocabulary
     int draft_forwards;     // the draft model forwards of every step so far
     BatchTimes times;       // of every step so far
+    RowTimes target_times;  // the seconds of its target's forwards (with the accept steps on their rows), by rows:
+                            // those of rounds alone (a prompt's chunk, whose rows attend to each other, is not
+                            // what a plan prices)
+    RowTimes draft_times;   // ... of its draft forwards (with the drafters' work on their logits), by rows
 };
 
 Batch *batch_open(Model *target, int capacity, Err *err) {
@@ -106,10 +110,14 @@ int batch_join(Batch *b, const BatchJob *job, Err *err) {
 
 // Each running sequence's γ policy is told the rest of the batch before it drafts (policy.h: rate_batch): the
 // others' last rounds — their rows and tokens summed, the longest of their drafting — and the prefilling ones as
-// sequences without rows. A prefill chunk's rows are work the batch does whatever γ is, and in F(R) = S + R · (A + s)
+// sequences without rows; and what the batch's forwards cost, the lines through the times of every row count its
+// steps ran (BatchCosts: a greedy or coupled plan prices its rows with them, not with the cost model of sizes). A prefill chunk's rows are work the batch does whatever γ is, and in F(R) = S + R · (A + s)
 // they would only add a constant to the step's time, which makes deeper drafts look cheaper than they are (their
 // rows cost as much in that step as in any other): the plan prices γ against the rounds' rows alone.
 static void share_loads(Batch *b) {
+    BatchCosts costs;
+    costs.target_measured = row_times_line(&b->target_times, &costs.target_fixed, &costs.target_per_row) >= 2;
+    costs.draft_measured = row_times_line(&b->draft_times, &costs.draft_fixed, &costs.draft_per_row) >= 1;
     for (int id = 0; id < b->capacity; id++)
         if (b->seqs[id].state == BATCH_PREFILLING) b->seqs[id].load = (BatchLoad){.sequences = 1};
     for (int id = 0; id < b->capacity; id++) {
@@ -121,9 +129,10 @@ static void share_loads(Batch *b) {
             others.sequences++;
             others.rows += o->load.rows;
             others.tokens += o->load.tokens;
-            others.draft_cost = o->load.draft_cost > others.draft_cost ? o->load.draft_cost : others.draft_cost;
+            others.draft_forwards =
+                o->load.draft_forwards > others.draft_forwards ? o->load.draft_forwards : others.draft_forwards;
         }
-        scheduler_share(b->seqs[id].s, others);
+        scheduler_share(b->seqs[id].s, others, costs);
     }
 }
 
@@ -154,7 +163,7 @@ static void fail(Sequence *q, const Err *err) {
 static void draft_together(Batch *b) {
     for (;;) {
         Model *model = NULL;
-        int n = 0;
+        int n = 0, fed_rows = 0;
         size_t rows = 0;
         for (int id = 0; id < b->capacity; id++) {
             Sequence *q = &b->seqs[id];
@@ -162,9 +171,11 @@ static void draft_together(Batch *b) {
             model = q->draft.model;
             b->rows[n] = q->draft.rows;
             rows += logit_rows(&q->draft.rows);
+            fed_rows += q->draft.rows.T;
             b->fed[n++] = id;
         }
         if (n == 0) return;
+        const double t0 = now_seconds();
         Err err;
         const bool fed = !reserve_logits(&b->logits, rows, model->n_vocab, &err) &&
                          !model_forward_batch(model, b->rows, n, b->logits.rows, &err);
@@ -181,6 +192,7 @@ static void draft_together(Batch *b) {
             }
             at += out_rows;
         }
+        if (fed) row_times_add(&b->draft_times, fed_rows, now_seconds() - t0);
     }
 }
 
@@ -209,7 +221,7 @@ static void finish_step(Batch *b, int n, double forward_seconds) {
             memcpy(scheduler_logits(q->s), b->logits.rows + at * V, sizeof(float) * out_rows * V);
             if (scheduler_finish_round(q->s, forward_seconds, &q->err)) q->state = BATCH_FAILED;
             else if (!scheduler_running(q->s)) q->state = BATCH_DONE;
-            q->load = (BatchLoad){1, rows->T, q->stats.generated - generated, scheduler_draft_cost(q->s)};
+            q->load = (BatchLoad){1, rows->T, q->stats.generated - generated, scheduler_draft_forwards(q->s)};
         }
         at += out_rows;
     }
@@ -224,16 +236,17 @@ int batch_step(Batch *b, Err *err) {
     }
     const double drafting = now_seconds();
     draft_together(b);
-    int n = 0;
+    int n = 0, prefill_rows = 0;
     size_t rows = 0;
     for (int id = 0; id < b->capacity; id++) {
         Sequence *q = &b->seqs[id];
         if (q->state != BATCH_PREFILLING && q->state != BATCH_RUNNING) continue;
         b->rows[n] = step_rows(q);
         rows += logit_rows(&b->rows[n]);
-        if (q->state == BATCH_PREFILLING) b->times.prefill_rows += b->rows[n].T;
+        if (q->state == BATCH_PREFILLING) prefill_rows += b->rows[n].T;
         b->fed[n++] = id;
     }
+    b->times.prefill_rows += prefill_rows;
     const double t0 = now_seconds();
     b->times.draft_seconds += t0 - drafting;
     if (n == 0) return 0;
@@ -244,9 +257,12 @@ int batch_step(Batch *b, Err *err) {
     }
     const double forward_seconds = now_seconds() - t0;
     finish_step(b, n, forward_seconds);
+    int step_rows = 0;
+    for (int k = 0; k < n; k++) step_rows += b->rows[k].T;
+    if (prefill_rows == 0) row_times_add(&b->target_times, step_rows, now_seconds() - t0);
     b->times.steps++;
     b->times.sequences += n;
-    for (int k = 0; k < n; k++) b->times.rows += b->rows[k].T;
+    b->times.rows += step_rows;
     b->times.target_seconds += forward_seconds;
     b->times.rest_seconds += now_seconds() - begun - (b->times.draft_seconds - drafted_before) - forward_seconds;
     return 0;

@@ -18,7 +18,7 @@
 // under rejection sampling plans from the cost model alone, never from timings that the batch would change; where
 // text does not depend on γ (greedy, coupled) it plans for the whole batch's rate (policy.h: rate_batch), told
 // before each step what the other sequences put into the last one (share_loads, batch.c; a prefill chunk's rows
-// left out: work the batch does whatever γ is).
+// left out: work the batch does whatever γ is) and what the batch's forwards cost, timed by row count as it steps.
 // Pipelined drafting is off in a batch (it changes no token).
 #ifndef SPECDEC_BATCH_H
 #define SPECDEC_BATCH_H

@@ -62,20 +62,47 @@ static void learn_lookup_alpha(GammaState *g, int match_length, int i, double be
     learn_alpha(g, LOOKUP_FIRST, beta);
 }
 
+// The line y = mean_y + slope · (x − mean_x) fitted by least squares to the points (x, y[x]), x in [1, n), where
+// y[x] > 0; slope ≥ 0 (a forward of more rows never costs less), 0 through fewer than two points.
+typedef struct {
+    int points;
+    double mean_x, mean_y, slope;
+} Line;
+
+static Line fit_line(const double *y, int n) {
+    double points = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
+    for (int x = 1; x < n; x++)
+        if (y[x] > 0) points++, sx += x, sy += y[x], sxx += (double)x * x, sxy += x * y[x];
+    if (points == 0) return (Line){0};
+    const double mean_x = sx / points, mean_y = sy / points, var_x = sxx / points - mean_x * mean_x;
+    const double slope = var_x > 0 ? (sxy / points - mean_x * mean_y) / var_x : 0;
+    return (Line){(int)points, mean_x, mean_y, slope > 0 ? slope : 0};
+}
+
 // t_target(T): the measurement if there is one; else the line a + b·T fitted by least squares to the measured
 // T's (b ≥ 0: verifying more tokens never costs less), or with a single measured T, that time plus 3% per token
 // (a memory-bound model's order of magnitude). 0 if nothing is measured yet.
 double policy_target_time(const GammaState *g, int T) {
     if (g->target[T] > 0) return g->target[T];
-    double n = 0, st = 0, sy = 0, stt = 0, sty = 0;
-    for (int t = 1; t < T_SLOTS; t++)
-        if (g->target[t] > 0) n++, st += t, sy += g->target[t], stt += (double)t * t, sty += t * g->target[t];
-    if (n == 0) return 0.0;
-    const double mean_t = st / n, mean_y = sy / n, var_t = stt / n - mean_t * mean_t;
-    double slope = var_t > 0 ? (sty / n - mean_t * mean_y) / var_t : 0.03 * mean_y;
-    slope = slope > 0 ? slope : 0;
-    const double at_t = mean_y + slope * (T - mean_t);
-    return at_t > 0 ? at_t : mean_y;
+    const Line line = fit_line(g->target, T_SLOTS);
+    if (line.points == 0) return 0.0;
+    const double slope = line.points > 1 ? line.slope : 0.03 * line.mean_y;
+    const double at_t = line.mean_y + slope * (T - line.mean_x);
+    return at_t > 0 ? at_t : line.mean_y;
+}
+
+void row_times_add(RowTimes *t, int rows, double seconds) {
+    if (rows >= 1 && rows <= MEASURED_ROWS) running_mean(&t->seconds[rows], seconds);
+}
+
+// (A line whose intercept falls below 0 — a forward that grows faster than linearly over the counts measured — is
+// taken through the origin and the points' mean instead: no forward is free.)
+int row_times_line(const RowTimes *t, double *fixed, double *per_row) {
+    const Line line = fit_line(t->seconds, MEASURED_ROWS + 1);
+    *per_row = line.slope;
+    *fixed = line.mean_y - line.slope * line.mean_x;
+    if (*fixed < 0) *fixed = 0, *per_row = line.mean_y / line.mean_x;
+    return line.points;
 }
 
 // FLOPs per byte of weights at which a forward's arithmetic takes as long as streaming its weights: a CPU's
@@ -159,10 +186,31 @@ static bool probe_pays_its_read(const GammaState *g) {
     return !batch_planned(g) || g->unread <= PROBE_READ_PER_TOKEN_LEFT * g->left;
 }
 
+// The batch's own measurements price its plan (BatchCosts) once it has timed its target's forward at two row
+// counts; before, the cost model.
+static bool batch_measured(const GammaState *g) { return batch_planned(g) && g->batch_costs.target_measured; }
+
 // F(R) = S + R · (A + s): the cost model's target forward of R rows (a batch's: every sequence's rows in one
 // forward). The serve suite's table "What a batched forward costs" measures it, and the roofline, against the forward.
-double policy_batch_forward(const GammaState *g, int rows) {
+static double modelled_batch_forward(const GammaState *g, int rows) {
     return g->model_stream + rows * (g->model_row_arithmetic + g->model_row_sampling);
+}
+
+double policy_batch_forward(const GammaState *g, int rows) {
+    const BatchCosts *c = &g->batch_costs;
+    return batch_measured(g) ? c->target_fixed + rows * c->target_per_row : modelled_batch_forward(g, rows);
+}
+
+// A draft forward of one level (further_row false), or a further row of one (a tree's level feeds W), in the plan's
+// units: the cost model's; with the batch's measurements, its draft forward d(R) over a row of every sequence in the
+// batch (a level's forward carries one of each sequence that drafts it: at most all), or before the batch has timed
+// a draft forward, the cost model's scaled by the measured target forward of one row over the modelled one.
+static double batch_draft_cost(const GammaState *g, bool further_row) {
+    const double modelled = further_row ? g->model_draft_row : g->model_draft_step;
+    const BatchCosts *c = &g->batch_costs;
+    if (!batch_measured(g)) return modelled;
+    if (!c->draft_measured) return modelled * policy_batch_forward(g, 1) / modelled_batch_forward(g, 1);
+    return further_row ? c->draft_per_row : c->draft_fixed + (g->others.sequences + 1) * c->draft_per_row;
 }
 
 // A tree's verification, planned: as verify_time, except that a T larger than any measured is priced at the largest
@@ -197,7 +245,7 @@ static void learn_first_alpha(GammaState *g, int width, double alpha, bool kept)
 
 // The seconds (or cost units) of one draft forward of a tree of this width: measured, else the chain's.
 static double draft_step_of(const GammaState *g, int width) {
-    if (costed(g)) return g->model_draft_step;
+    if (costed(g)) return batch_draft_cost(g, false);
     return width > 1 && g->tree_draft_step[width] > 0 ? g->tree_draft_step[width] : g->draft_step;
 }
 
@@ -205,7 +253,7 @@ static double draft_step_of(const GammaState *g, int width) {
 // after the first feed W rows (draft_model.c), (γ − 1)(W − 1) rows beyond one each.
 static double draft_time(const GammaState *g, int width, int depth, double draft_step) {
     const double extra_rows = (depth - 1) * (width - 1.0);
-    return width > 1 && costed(g) ? depth * draft_step + extra_rows * g->model_draft_row : depth * draft_step;
+    return width > 1 && costed(g) ? depth * draft_step + extra_rows * batch_draft_cost(g, true) : depth * draft_step;
 }
 
 // The rate of a round of T rows (width: its tree's, 1 for a chain) expected to commit `tokens` after drafting for
@@ -213,10 +261,11 @@ static double draft_time(const GammaState *g, int width, int depth, double draft
 // measurement must not make drafting look free). In a batch planned for it: rate_batch (policy.h), the batch's —
 // its drafting as long as its longest chain of draft forwards (batch.c runs each level's for all at once).
 static double round_rate(const GammaState *g, double tokens, double t_draft, int T, int width) {
-    if (batch_planned(g))
+    if (batch_planned(g)) {
+        const double others_drafting = g->others.draft_forwards * draft_step_of(g, 1);
         return (tokens + g->others.tokens) /
-               ((t_draft > g->others.draft_cost ? t_draft : g->others.draft_cost) +
-                policy_batch_forward(g, g->others.rows + T));
+               ((t_draft > others_drafting ? t_draft : others_drafting) + policy_batch_forward(g, g->others.rows + T));
+    }
     const double plain_step = verify_time(g, 1);
     const double t_planned = width > 1 ? tree_verify_time(g, T) : verify_time(g, T);
     return tokens / (t_draft + (t_planned > plain_step ? t_planned : plain_step));

@@ -12,16 +12,17 @@
 // did not propose teach as well. Costs: running means of the measured forwards (t_target(T) fitted over the T's
 // measured) — or, where the shape could change sampled output (SpecParams), spec_forward_cost's model of sizes and
 // the target's thread count, the same on every run. In a batch (GammaState.others), where the shape changes no
-// token (greedy, coupled), GAMMA_AUTO plans for the whole batch's rate with the cost model instead: the tokens
-// its round and the others' commit over the batch's drafting — as long as the longest chain of draft forwards, its
-// own or the others' (each level's draft forward serves every sequence drafting it: batch.c) — and one forward of
-// all the batch's rows,
-//   rate_batch(γ, W) = (E[tokens per round] + tokens_others) / (max(γ · t_draft, draft_others) + F(rows_others + W·γ + 1))
-// with F(R) = S + R · (A + s): spec_forward_cost's weight stream S, then each row's arithmetic A and sampling s. As
-// the batch grows the forward turns compute-bound, a draft row costs as much as a committed one, and γ falls to
-// plain decoding. (The roofline max(S, R · A) + R · s fits one sequence's rows below the knee better, but a batch
-// planned with it ran slower: docs/performance-history.md, "Batched rounds: where the time goes".) Under
-// rejection sampling at T > 0 the request's own plan stands, whatever the batch. For a drafter with a lookup, each
+// token (greedy, coupled), GAMMA_AUTO plans for the whole batch's rate instead: the tokens its round and the
+// others' commit over the batch's drafting — as long as the longest chain of draft forwards, its own or the others'
+// (each level's draft forward serves every sequence drafting it: batch.c) — and one forward of all the batch's rows,
+//   rate_batch(γ, W) = (E[tokens per round] + tokens_others) / (max(γ, draft_others) · t_draft + F(rows_others + W·γ + 1))
+// with F(R) = S + R · A the batch's own forwards as it measured them (BatchCosts: the line through the seconds of
+// every row count its steps ran), t_draft its draft forward of a row per sequence, d(sequences); until the batch has
+// timed two row counts, spec_forward_cost's weight stream S and each row's arithmetic and sampling A. As the batch
+// grows the forward turns compute-bound, a draft row costs as much as a committed one, and γ falls to plain
+// decoding. (The roofline max(S, R · A) + R · s fits one sequence's rows below the knee better, but a batch planned
+// with it ran slower: docs/performance-history.md, "Batched rounds: where the time goes".) Under rejection sampling
+// at T > 0 the request's own plan stands, whatever the batch. For a drafter with a lookup, each
 // match length's run competes with the model's drafts (DraftRequest.lookup_gamma). The reasons behind the priors and
 // thresholds are beside them in policy.c.
 #ifndef SPECDEC_POLICY_H
@@ -36,13 +37,33 @@ enum { T_SLOTS = TREE_MAX_ROWS + 1 };
 enum { SAMPLED = 0, LOOKUP_FIRST = LOOKUP_MATCH_SLOTS, LOOKUP_NEXT, N_SOURCES };
 
 // The rest of a batch (batch.h) that a sequence's round shares its target forward with, as their last step had it:
-// the other sequences' rows in the forward, the tokens their rounds committed, the longest of their drafting (a
-// sequence's draft forwards in spec_forward_cost's units; batch.c runs a level's for all at once). sequences = 0:
-// the sequence runs alone.
+// the other sequences' rows in the forward, the tokens their rounds committed, the longest of their drafting (the
+// draft forwards a sequence's round waited for; batch.c runs a level's for all at once). sequences = 0: the sequence
+// runs alone.
 typedef struct {
-    int sequences, rows, tokens;
-    double draft_cost;
+    int sequences, rows, tokens, draft_forwards;
 } BatchLoad;
+
+// A forward's seconds by the rows it carried, as a batch measures its own (batch.c): each row count's running mean.
+enum { MEASURED_ROWS = 512 };  // the most rows kept (a larger forward is left out)
+typedef struct {
+    double seconds[MEASURED_ROWS + 1];  // [rows]; 0: no forward of that many rows yet
+} RowTimes;
+
+// What a batch's forwards cost as it measured them: the target's forward over R rows, t(R) = target_fixed + R ·
+// target_per_row, and the draft model's, d(R) = draft_fixed + R · draft_per_row — each the line fitted through the
+// running means of the row counts measured (row_times_line). target_measured false: fewer than two row counts of
+// the target's yet, and the cost model prices the plan; draft_measured false: no draft forward yet.
+typedef struct {
+    double target_fixed, target_per_row, draft_fixed, draft_per_row;
+    bool target_measured, draft_measured;
+} BatchCosts;
+
+void row_times_add(RowTimes *t, int rows, double seconds);
+
+// The line fitted by least squares through the row counts measured (its slope ≥ 0: more rows never cost less):
+// the number of row counts it went through; with one, that count's time as fixed and slope 0; with none, 0 and 0.
+int row_times_line(const RowTimes *t, double *fixed, double *per_row);
 
 typedef struct {
     double alpha[N_SOURCES];    // running means of the acceptance probability (Σ min(p, q) under rejection)
@@ -60,6 +81,7 @@ typedef struct {
     double model_draft_row;     // ... a further row of a draft forward (a tree's level forwards feed W)
     double model_stream, model_row_arithmetic, model_row_sampling;  // F(R) = S + R · (A + s) (batches)
     BatchLoad others;           // the batch beside this sequence (policy_choose plans for it where γ may adapt)
+    BatchCosts batch_costs;     // ... and what its forwards cost (measured: the plan prices rows with them)
     int unread, left;           // the committed tokens its drafter would read first (a batch's drafter that has read
                                 // none: scheduler_start), and the tokens still wanted
     int heuristic_gamma;

@@ -661,11 +661,12 @@ bool scheduler_running(const Scheduler *s) {
     return !s->done && s->stats->generated < s->params->max_tokens && s->cache.len < s->n_ctx;
 }
 
-void scheduler_share(Scheduler *s, BatchLoad others) { s->g.others = others; }
-
-double scheduler_draft_cost(const Scheduler *s) {
-    return s->drafter ? s->round.draft_calls * s->drafter->step_cost : 0;
+void scheduler_share(Scheduler *s, BatchLoad others, BatchCosts costs) {
+    s->g.others = others;
+    s->g.batch_costs = costs;
 }
+
+int scheduler_draft_forwards(const Scheduler *s) { return s->drafter ? s->round.draft_calls : 0; }
 
 int scheduler_draft(Scheduler *s, DraftForward *forward, Err *err) {
     s->round = (Round){.request = next_request(s), .width = 1};  // each step times itself into the round's record

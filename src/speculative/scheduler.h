@@ -30,12 +30,12 @@ int scheduler_start(Scheduler *s, double prefill_seconds, bool drafter_prefill, 
 // Whether another round is due: no end-of-text or stop yet, tokens still wanted, room in the context.
 bool scheduler_running(const Scheduler *s);
 
-// The rest of the batch this sequence's next round shares its forward with (policy.h: BatchLoad; the γ policy plans
-// for it where the shape changes no token).
-void scheduler_share(Scheduler *s, BatchLoad others);
+// The rest of the batch this sequence's next round shares its forward with, and what the batch's forwards cost
+// (policy.h: BatchLoad, BatchCosts; the γ policy plans for them where the shape changes no token).
+void scheduler_share(Scheduler *s, BatchLoad others, BatchCosts costs);
 
-// What the last round cost the batch beside its verification: its draft forwards, in spec_forward_cost's units.
-double scheduler_draft_cost(const Scheduler *s);
+// What the last round cost the batch beside its verification: the draft forwards it waited for.
+int scheduler_draft_forwards(const Scheduler *s);
 
 // The first half of a round: choose γ and draft (and start drafting ahead). Where the drafter waits for a draft
 // model's forward, *forward names it (rows.T > 0): the caller runs it — alone, or beside other sequences' draft rows

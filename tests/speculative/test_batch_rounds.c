@@ -348,8 +348,9 @@ static Depths depths_beside_prefills(ModelPair *pair, Sequence x, const int *nei
     return depths;
 }
 
-// A greedy sequence's plan in a batch (rate_batch, planned with the cost model) leaves a prefill chunk's rows out:
-// work the batch does whatever γ is. Beside a neighbour prefilling 1 token every step and beside one prefilling
+// A greedy sequence's plan in a batch (rate_batch; planned with the cost model here: every step carries a prefill
+// chunk, and the batch times only steps of rounds alone) leaves a prefill chunk's rows out: work the batch does
+// whatever γ is. Beside a neighbour prefilling 1 token every step and beside one prefilling
 // BATCH_PREFILL_CHUNK, its rounds draft the same depths, round by round.
 TEST(batch_plan_leaves_prefill_rows_out) {
     ModelPair pair;

@@ -506,7 +506,7 @@ static void batch_sets_depth(Model *target) {
     GammaState g;
     policy_init(&g, target, &drafter, &greedy);
     for (int source = 0; source < N_SOURCES; source++) g.alpha[source] = 0.7;
-    g.others = (BatchLoad){.sequences = 4, .rows = 4 * 5, .tokens = 4 * 3, .draft_cost = 4 * drafter.step_cost};
+    g.others = (BatchLoad){.sequences = 4, .rows = 4 * 5, .tokens = 4 * 3, .draft_forwards = 4};
     const int beside_drafting = policy_choose(&g, &greedy, &drafter).shape.depth;
     printf("    greedy beside 4 sequences drafting 4: γ %d\n", beside_drafting);
     CHECK(beside_drafting >= depth[0][1], "greedy: γ %d beside 4 sequences drafting 4 levels, %d beside 4 plain",
@@ -557,3 +557,62 @@ static void batch_probes_pay_their_read(Model *target) {
 }
 
 TEST(speculative_auto_batch_probes_pay_their_read) { with_target(batch_probes_pay_their_read); }
+
+// row_times_line: the least-squares line through each row count's time — exact through times on a line, flat through
+// one count, and through the origin and the points' mean where the fitted intercept would fall below 0.
+TEST(speculative_row_times_fit_a_line) {
+    RowTimes on_line = {0}, one = {0}, convex = {0};
+    for (int rows = 1; rows <= 40; rows += 3) row_times_add(&on_line, rows, 2e-3 + rows * 1e-4);
+    row_times_add(&on_line, MEASURED_ROWS + 1, 1.0);  // (left out: more rows than kept)
+    row_times_add(&one, 8, 5e-3);
+    row_times_add(&convex, 1, 1e-4), row_times_add(&convex, 10, 1e-3), row_times_add(&convex, 20, 8e-3);
+    double fixed, per_row;
+    CHECK(row_times_line(&on_line, &fixed, &per_row) == 14 && fabs(fixed - 2e-3) < 1e-12 &&
+              fabs(per_row - 1e-4) < 1e-12, "on a line: %g + R · %g", fixed, per_row);
+    CHECK(row_times_line(&one, &fixed, &per_row) == 1 && fixed == 5e-3 && per_row == 0, "one count: %g + R · %g",
+          fixed, per_row);
+    CHECK(row_times_line(&convex, &fixed, &per_row) == 3 && fixed == 0 && fabs(per_row - 9.1e-3 / 3 / (31.0 / 3)) <
+              1e-12, "convex: %g + R · %g", fixed, per_row);
+}
+
+// γ auto in a batch prices its rows with what the batch measured of its forwards (BatchCosts), not with the cost
+// model of sizes: beside 3 sequences decoding plainly, a greedy sequence drafts deep where the measured forward is
+// nearly flat in its rows (a row 1% of the weights' stream), less where a row costs a tenth of it, and not at all
+// where a row costs as much as the stream (compute-bound: a draft row as dear as a committed one); a measured draft
+// forward as dear as the target's stops it too. At temperature 1 under rejection sampling the request's own plan
+// stands whatever the batch measured.
+static int depth_with_costs(Model *target, float temperature, BatchCosts costs) {
+    const Drafter drafter = {.step_cost = 0.08 * spec_forward_cost(target, 1, 1)};
+    const SpecParams params = {.sampling = {.temperature = temperature, .top_p = 1}, .policy = GAMMA_AUTO,
+                               .max_tokens = 64, .eos_id = -1};
+    GammaState g;
+    policy_init(&g, target, &drafter, &params);
+    for (int source = 0; source < N_SOURCES; source++) g.alpha[source] = 0.8;
+    g.others = (BatchLoad){.sequences = 3, .rows = 3, .tokens = 3};
+    g.batch_costs = costs;
+    return policy_choose(&g, &params, &drafter).shape.depth;
+}
+
+static void batch_costs_set_depth(Model *target) {
+    const double stream = 1e-3, draft = 0.05 * stream;
+    const BatchCosts flat = {stream, 0.01 * stream, draft, 0, true, true},
+                     tenth = {stream, 0.1 * stream, draft, 0, true, true},
+                     steep = {stream, stream, draft, 0, true, true},
+                     dear_draft = {stream, 0.01 * stream, stream, 0, true, true},
+                     draft_unmeasured = {stream, 0.01 * stream, 0, 0, true, false};
+    const int d_flat = depth_with_costs(target, 0, flat), d_tenth = depth_with_costs(target, 0, tenth),
+              d_steep = depth_with_costs(target, 0, steep), d_dear = depth_with_costs(target, 0, dear_draft),
+              d_unmeasured = depth_with_costs(target, 0, draft_unmeasured);
+    printf("    greedy beside 3 plain sequences, a row %.2f, %.2f, %.2f of the stream: γ %d, %d, %d; a draft forward as "
+           "dear as the target's: γ %d; the draft not yet timed: γ %d\n", 0.01, 0.1, 1.0, d_flat, d_tenth, d_steep,
+           d_dear, d_unmeasured);
+    CHECK(d_flat > d_tenth && d_tenth > 0 && d_steep == 0 && d_dear == 0 && d_unmeasured > 0,
+          "greedy: γ %d, %d, %d by the row's cost, %d with a dear draft, %d with the draft untimed", d_flat, d_tenth,
+          d_steep, d_dear, d_unmeasured);
+    const int alone = depth_with_costs(target, 1, (BatchCosts){0});
+    const int hot[] = {depth_with_costs(target, 1, flat), depth_with_costs(target, 1, steep)};
+    CHECK(hot[0] == alone && hot[1] == alone, "temperature 1: γ %d, %d with the batch's costs, %d without", hot[0],
+          hot[1], alone);
+}
+
+TEST(speculative_auto_plans_with_the_batchs_measured_costs) { with_target(batch_costs_set_depth); }
