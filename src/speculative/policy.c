@@ -140,7 +140,7 @@ double spec_forward_cost(const Model *m, int T, int threads) {
 double spec_row_cost(int V) { return SAMPLING_BYTES_PER_TOKEN * V; }
 
 // GAMMA_AUTO, measuring, starts with one plain round, which measures t_target(1), the yardstick of every choice (and of
-// the predicted speedup), then drafts MEASURING_DEPTH to measure a draft step (a lookup's costs nothing: not measured).
+// the predicted speedup), then drafts FIRST_DEPTH to measure a draft step (a lookup's costs nothing: not measured).
 // The first forward after the prompt's runs cold (the shipped target's took 4 times a warm step), and a t_target(1)
 // that high made every draft look cheap beside plain decoding, whose rounds — the only ones that measure it again — it
 // then never chose: a useless draft kept drafting γ = 1 until α fell below the draft's cost over that inflated step. So
@@ -152,13 +152,20 @@ double spec_row_cost(int V) { return SAMPLING_BYTES_PER_TOKEN * V; }
 // a useless draft's probes thin out. The draft model reads the text those plain rounds committed in one batch when it
 // is next used (draft_model.c): a plain round costs no draft forward.
 //
-// What a useless draft costs is these rounds: the measuring round's drafts and the probes, each a draft step and a
-// further verified row — on AVX2 a row of the shipped F32 target costs ~0.15 of a decode step (t(8)/t(1) = 2.03,
-// issue 49), and the speculative suite's --quick runs are 48 tokens long, where 3% is 1.4 steps. Measuring with 2
-// drafts costs half of what 4 did and measures the step as well; the probes at 8, 8 + 16 and 8 + 16 + 32 plain
-// rounds are two in 48 tokens where probes at every 8th, 16th, 32nd plain round in a row were three
-// (docs/performance-history.md, "A useless draft, cheaper").
-enum { MEASURING_DEPTH = 2, PROBE_INTERVAL = 8, PROBE_MISSES_MAX = 6 };
+// What a useless draft costs is these rounds: the first drafting round's drafts and the probes, each a draft step and
+// a further verified row — on AVX2 a row of the shipped F32 target costs ~0.15 of a decode step (t(8)/t(1) = 2.03,
+// issue 49), and the speculative suite's --quick runs are 48 tokens long, where 3% is 1.4 steps. The probes at 8,
+// 8 + 16 and 8 + 16 + 32 plain rounds are two in 48 tokens where probes at every 8th, 16th, 32nd plain round in a
+// row were three (docs/performance-history.md, "A useless draft, cheaper").
+//
+// The first round that drafts drafts FIRST_DEPTH, measured plan or modelled (a batch's greedy plan, which prices the
+// others' rows too, keeps its depth): before any draft has been verified, α is the prior's guess, and the rows drafted
+// past the first on that guess are what a useless draft pays most for (at temperature 1 the cost model's γ = 3 on the
+// prior: two further drafts and rows of the four a run paid before it stopped drafting), while a good draft loses one
+// round's difference between γ = 1 and its depth (the shipped pair at temperature 1 on AVX2: rate 1.40 against 1.52, in
+// the first of ~20 rounds). Greedy, that round measures the draft step as well (docs/performance-history.md, "A useless
+// draft's first round").
+enum { FIRST_DEPTH = 1, PROBE_INTERVAL = 8, PROBE_MISSES_MAX = 6 };
 
 // In a batch, a drafter reads the prompt in its first draft forward (batch.c), so a sequence whose plan has kept it
 // plain from its first round pays its first probe with a read of every committed token (GammaState.unread). At 8
@@ -365,8 +372,8 @@ static TreeShape choose_shape(GammaState *g, const SpecParams *params, const Dra
     ask_drafter(request, 0, 0);
     if (!costed(g) && g->target[1] <= 0) return shape;
     if (has_model && !costed(g) && !g->draft_step_known) {  // the draft model's step is what is measured
-        request->model_gamma = MEASURING_DEPTH;
-        return (TreeShape){MEASURING_DEPTH, params->tree_auto ? 1 : widest(params)};
+        request->model_gamma = FIRST_DEPTH;
+        return (TreeShape){FIRST_DEPTH, params->tree_auto ? 1 : widest(params)};
     }
     double model_rate = plain_rate(g);  // plain decoding's, where there is no model or it does not pay
     if (has_model) {
@@ -375,6 +382,7 @@ static TreeShape choose_shape(GammaState *g, const SpecParams *params, const Dra
             shape.depth = 0;
             model_rate = plain_rate(g);
         }
+        if (g->modelled && g->n_alpha[SAMPLED] == 0 && shape.depth > FIRST_DEPTH) shape.depth = FIRST_DEPTH;
         g->plain_streak = shape.depth == 0 ? g->plain_streak + 1 : 0;
         g->probing = shape.depth == 0 && g->plain_streak == PROBE_INTERVAL << g->probe_misses;
         if (g->probing && !probe_pays_its_read(g)) g->probing = false, g->plain_streak = 0;  // (the next, later)
