@@ -1,6 +1,7 @@
 // chat_input.c — the chat's reads of its user (chat_input.h).
 #include <editline/readline.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <locale.h>
 #include <poll.h>
 #include <pthread.h>
@@ -35,23 +36,35 @@ static sigset_t sigint_set(void) {
     return set;
 }
 
+// The terminal opened a second time, non-blocking (its own open file description: stdin's, shared with the shell,
+// keeps its flags), for the key reader's reads; -1 where it could not be opened (stdin is read, blocking).
+static int keys_fd = -1;
+
 // The next byte from the terminal, EOF at its end or on Ctrl-C. (libedit's own read retries a read that a signal
 // interrupted, so that a Ctrl-C could wait for a key; this one ends the line at once: readline returns what was
 // typed, which read_line drops.) SIGINT is blocked but while ppoll waits, so that one that comes between the check
-// of the flag and the wait still ends the wait.
+// of the flag and the wait still ends the wait. The read after the wait does not block: a Ctrl-C typed once ppoll
+// saw keys waiting discards them (the terminal flushes its input with the signal), and a blocking read would then
+// wait, the signal held, for a key nobody types; this one finds nothing and goes back to the wait, which the signal
+// ends.
 static int read_terminal_byte(FILE *in) {
+    const int fd = keys_fd >= 0 ? keys_fd : fileno(in);
     const sigset_t sigint = sigint_set();
     sigset_t outside, waiting;
     pthread_sigmask(SIG_BLOCK, &sigint, &outside);
     waiting = outside;
     sigdelset(&waiting, SIGINT);
-    struct pollfd ready = {.fd = fileno(in), .events = POLLIN};
-    int polled = 0;
-    while (!interrupt_requested() && (polled = ppoll(&ready, 1, NULL, &waiting)) < 0 && errno == EINTR) {}
-    pthread_sigmask(SIG_SETMASK, &outside, NULL);
+    struct pollfd ready = {.fd = fd, .events = POLLIN};
     unsigned char byte;
-    if (polled <= 0 || interrupt_requested()) return EOF;
-    return read(fileno(in), &byte, 1) == 1 ? byte : EOF;
+    ssize_t got = -1;
+    for (;;) {
+        int polled = 0;
+        while (!interrupt_requested() && (polled = ppoll(&ready, 1, NULL, &waiting)) < 0 && errno == EINTR) {}
+        if (polled <= 0 || interrupt_requested()) break;
+        if ((got = read(fd, &byte, 1)) >= 0 || errno != EAGAIN) break;  // (EAGAIN: the keys seen went)
+    }
+    pthread_sigmask(SIG_SETMASK, &outside, NULL);
+    return got == 1 ? byte : EOF;
 }
 
 static int read_byte(FILE *in) {
@@ -130,6 +143,8 @@ static int read_key(FILE *in) {
 void chat_input_start(bool terminal) {
     setlocale(LC_CTYPE, "C.UTF-8");  // libedit's characters back to bytes: UTF-8, as messages are (before its start)
     rl_getc_function = read_key;
+    const char *name = terminal ? ttyname(STDIN_FILENO) : NULL;
+    if (name) keys_fd = open(name, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);  // (open for the chat's life)
     if (terminal && rl_initialize() == 0) rl_parse_and_bind("bind ^[[200~ ed-redisplay");
 }
 
