@@ -1,8 +1,9 @@
 // test_parallel.c — specdec serve --parallel: requests that arrive at random times and run side by side in one batch
 // each get the text `specdec generate` gives them alone (greedy, sampled, top-k/top-p, a stop string, target-only),
 // under each drafter (the draft model with a streaming client beside them going away mid-batch; a tree; the
-// lookup); the server is idle after. And a client gone while its long prompt is prefilled leaves with no token, the
-// server in process with its worker held until the client is gone (events, not times).
+// lookup); the server is idle after. And a client gone while its long prompt is prefilled leaves with no token, and
+// a client gone mid-generation (streamed or not) frees the worker within a step, the server in process with its
+// worker held until the client is gone (events, not times).
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -68,8 +69,9 @@ typedef struct {
 static const char LEAVING_BODY[] =
     "{\"prompt\": \"def f(x):\", \"max_tokens\": 400, \"temperature\": 0, \"stream\": true}";
 
-// A streamed request sent on a new connection to port: the connection, or −1.
-static int send_streamed(int port, const char *body) {
+// A request (streamed or not) sent on a new connection to port, its reply left to the caller to read: the
+// connection, or −1.
+static int send_request(int port, const char *body) {
     char *raw;
     if (asprintf(&raw, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                        "Content-Length: %zu\r\n\r\n%s", strlen(body), body) < 0)
@@ -90,7 +92,7 @@ static void *run_client(void *arg) {
         c->reply = post(c->port, "/v1/completions", "", c->body);
         return NULL;
     }
-    const int fd = send_streamed(c->port, c->body);
+    const int fd = send_request(c->port, c->body);
     if (fd >= 0) {
         free(read_reply(fd, "data: {"));
         close(fd);
@@ -261,6 +263,14 @@ static void wait_while_held(void *ctx) {
     pthread_mutex_unlock(&h->lock);
 }
 
+// Lets the worker take one step more, and returns.
+static void let_one_step(Hold *h) {
+    pthread_mutex_lock(&h->lock);
+    h->allowed++;
+    pthread_cond_broadcast(&h->changed);
+    pthread_mutex_unlock(&h->lock);
+}
+
 // Lets the worker take one step more, and waits until it waits again (the step and its look at the clients done).
 static void one_step(Hold *h) {
     pthread_mutex_lock(&h->lock);
@@ -311,13 +321,13 @@ static const char *long_prompt_body(char *body) {
     return body;
 }
 
-// The server's log lines (stderr) while `during` runs the server in process: what they wrote (malloc'd).
-static char *logged(void (*during)(Model *target, Tokenizer *tok), Model *target, Tokenizer *tok) {
+// The server's log lines (stderr) while `during` runs the server of `engine` in process: what they wrote (malloc'd).
+static char *logged(void (*during)(const Engine *engine), const Engine *engine) {
     fflush(stderr);
     FILE *log = tmpfile();
     const int saved = dup(STDERR_FILENO);
     if (!log || saved < 0 || dup2(fileno(log), STDERR_FILENO) < 0) return NULL;
-    during(target, tok);
+    during(engine);
     fflush(stderr);
     dup2(saved, STDERR_FILENO);
     close(saved);
@@ -329,40 +339,53 @@ static char *logged(void (*during)(Model *target, Tokenizer *tok), Model *target
     return text;
 }
 
-// The server in process, its worker held before every step from the request on: the streamed request of a long
-// prompt is taken into a slot (its headers come: its prefill is under way, held before its first chunk); its client
-// closes the connection (a FIN, no reset) and the server's end sees it; the worker takes one step — the first chunk,
-// then its look at the client, which finds the client's side ended and writes the stream's probe — and its
-// connection's thread writes the probe, which the closed socket answers with a reset; only then the worker goes on,
-// and its next look finds the client gone. Each waits on the one before it, never on a time.
-static void leave_while_prefilling(Model *target, Tokenizer *tok) {
-    const Engine engine = {.target = target, .tok = tok, .no_chat = "no chat in this test",
-                           .spec = {.policy = GAMMA_AUTO, .gamma = 5}, .default_max_tokens = 8};
-    const ServeOptions options = {.host = "127.0.0.1", .parallel = 2, .queue = 2, .max_body = 1 << 20,
-                                  .timeout = 30, .model = "target"};
-    Server server;
+// Starts the server of `engine` in process with `options`, its worker held before every step (hold); false (said on
+// stderr) where it did not start.
+static bool start_held(Server *server, const Engine *engine, const ServeOptions *options, Hold *hold) {
     Err err;
-    if (server_start(&server, &engine, &options, &err)) {
+    if (server_start(server, engine, options, &err)) {
         fprintf(stderr, "the server did not start: %s\n", err.msg);
-        return;
+        return false;
     }
-    Hold hold = {.lock = PTHREAD_MUTEX_INITIALIZER, .changed = PTHREAD_COND_INITIALIZER, .held = true};
-    pthread_mutex_lock(&server.queue.lock);
-    server.queue.before_step = wait_while_held;
-    server.queue.before_step_ctx = &hold;
-    pthread_mutex_unlock(&server.queue.lock);
-    char body[8192];
-    const int fd = send_streamed(server_port(&server), long_prompt_body(body));
-    free(fd >= 0 ? read_reply(fd, "\r\n\r\n") : NULL);  // the headers: it is in a slot, its prefill held
-    const int end = fd >= 0 ? server_end(fd) : -1;
-    if (fd >= 0) close(fd);
-    if (end >= 0 && wait_for(end, POLLRDHUP)) {  // the client's side ended
-        one_step(&hold);
-        if (!wait_for(end, POLLHUP | POLLERR)) fprintf(stderr, "no reset came back after the probe\n");
+    pthread_mutex_lock(&server->queue.lock);
+    server->queue.before_step = wait_while_held;
+    server->queue.before_step_ctx = hold;
+    pthread_mutex_unlock(&server->queue.lock);
+    return true;
+}
+
+// The client of fd (its request in a slot, the worker held) closes the connection: once the server's end has seen
+// the close (a FIN), the worker takes one step — its look at the client finds the client's side ended and sends the
+// probe (the stream's, which the connection's thread writes, or the interim response, which the worker sends and
+// whose reset its look may find at once: the job then ends in this step, and the server may close its end) — and
+// once the closed socket's reset has come back, the worker goes on: its next look finds the client gone. Each
+// waits on the one before it.
+static void hang_up(Hold *hold, int fd) {
+    const int end = server_end(fd);
+    close(fd);
+    if (end >= 0 && wait_for(end, POLLRDHUP)) {
+        let_one_step(hold);
+        if (!wait_for(end, POLLHUP | POLLERR | POLLNVAL)) fprintf(stderr, "no reset came back after the probe\n");
     } else {
         fprintf(stderr, "the server's end of the connection (%d) never saw the client's close\n", end);
     }
-    release(&hold);
+    release(hold);
+}
+
+// The server in process, its worker held before every step from the request on: the streamed request of a long
+// prompt is taken into a slot (its headers come: its prefill is under way, held before its first chunk), and its
+// client goes away (hang_up: the worker's one step is the first chunk).
+static void leave_while_prefilling(const Engine *engine) {
+    const ServeOptions options = {.host = "127.0.0.1", .parallel = 2, .queue = 2, .max_body = 1 << 20,
+                                  .timeout = 30, .model = "target"};
+    Server server;
+    Hold hold = {.lock = PTHREAD_MUTEX_INITIALIZER, .changed = PTHREAD_COND_INITIALIZER, .held = true};
+    if (!start_held(&server, engine, &options, &hold)) return;
+    char body[8192];
+    const int fd = send_request(server_port(&server), long_prompt_body(body));
+    free(fd >= 0 ? read_reply(fd, "\r\n\r\n") : NULL);  // the headers: it is in a slot, its prefill held
+    if (fd >= 0) hang_up(&hold, fd);
+    else release(&hold);
     wait_health(server_port(&server), false);  // it left the batch
     server_stop(&server);
 }
@@ -376,12 +399,122 @@ TEST(serve_parallel_client_gone_while_prefilling) {
     Tokenizer tok = {0};
     CHECK(pool && model_load(&target, TARGET, pool, &err) == 0 && tokenizer_load_dir(&tok, TARGET, &err) == 0, "%s",
           err.msg);
-    char *log = test_failures() ? NULL : logged(leave_while_prefilling, &target, &tok);
+    const Engine engine = {.target = &target, .tok = &tok, .no_chat = "no chat in this test",
+                           .spec = {.policy = GAMMA_AUTO, .gamma = 5}, .default_max_tokens = 8};
+    char *log = test_failures() ? NULL : logged(leave_while_prefilling, &engine);
     CHECK(log && strstr(log, "POST /v1/completions 200 0 tokens") && strstr(log, "(cancelled"),
           "the client that went away while its prompt was prefilled is not logged as gone with no token: %s",
           log ? log : "(no log)");
     free(log);
     tokenizer_free(&tok);
+    model_free(&target);
+    pool_free(pool);
+}
+
+// ---- a client that goes away frees the worker ----------------------------------------------------------------
+
+#define HANG_UP_GAMMA 4  // a fixed γ: a step commits at most γ + 1 tokens
+#define FIRST_EVENT_STEPS 3  // steps after which the greedy stream below has sent text (the prefill's step sends none)
+
+static void hold_again(Hold *h) {
+    pthread_mutex_lock(&h->lock);
+    h->held = true;
+    h->allowed = 0;
+    pthread_mutex_unlock(&h->lock);
+}
+
+// Lets the held worker take FIRST_EVENT_STEPS steps, each done before the next, then reads the stream on fd up to
+// its first event (a minute at most: which steps have text is the greedy text's, the same in every run); whether it
+// came.
+static bool first_event(Hold *hold, int fd) {
+    for (int i = 0; i < FIRST_EVENT_STEPS; i++) one_step(hold);
+    char seen[16384];
+    size_t n = 0;
+    seen[0] = '\0';
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    while (!strstr(seen, "data: {") && n + 1 < sizeof seen && poll(&p, 1, 60000) == 1) {
+        const ssize_t got = read(fd, seen + n, sizeof seen - 1 - n);
+        if (got <= 0) break;
+        seen[n += (size_t)got] = '\0';
+    }
+    return strstr(seen, "data: {") != NULL;
+}
+
+// The server of the shipped pair in process, one slot and no queue, its worker held: a streamed request of 480
+// tokens is let take FIRST_EVENT_STEPS steps and its first event is read, a request for the whole text is let take
+// one step; each client then goes away (hang_up). Once the server is idle the next request, which only a free slot
+// takes (a second would get 503), is answered.
+static void hang_up_twice(const Engine *engine) {
+    const ServeOptions options = {.host = "127.0.0.1", .parallel = 1, .queue = 0, .max_body = 1 << 20,
+                                  .timeout = 30, .model = "target"};
+    Server server;
+    Hold hold = {.lock = PTHREAD_MUTEX_INITIALIZER, .changed = PTHREAD_COND_INITIALIZER, .held = true};
+    if (!start_held(&server, engine, &options, &hold)) return;
+    const int port = server_port(&server);
+    const char *bodies[] = {"{\"prompt\": \"def f(x):\", \"max_tokens\": 480, \"temperature\": 0, \"stream\": true}",
+                            "{\"prompt\": \"def f(x):\", \"max_tokens\": 480, \"temperature\": 0}"};
+    for (int i = 0; i < 2; i++) {
+        if (i > 0) hold_again(&hold);
+        const int fd = send_request(port, bodies[i]);
+        bool going = fd >= 0;
+        if (going && i == 0) going = first_event(&hold, fd);
+        if (going && i == 1) wait_health(port, true), one_step(&hold);  // in its slot, then one step: generating
+        if (going) hang_up(&hold, fd);
+        else fprintf(stderr, "request %d: no connection, or no first event after %d steps\n", i, FIRST_EVENT_STEPS);
+        if (!going) release(&hold);
+        wait_health(port, false);
+        char *reply = post(port, "/v1/completions", "", "{\"prompt\": \"x\", \"max_tokens\": 2}");
+        fprintf(stderr, "after hang-up %d: the next request got %d\n", i, status_of(reply));
+        free(reply);
+    }
+    server_stop(&server);
+}
+
+// The generation of a client that goes away ends at the worker's next look: the worker is free for the next request
+// long before max_tokens, whether the client streamed (its events stop being read) or waited for the whole text;
+// the drafter of the shipped pair's draft model, built per request, is freed with it. Each step waits on an event
+// (hang_up), so that a loaded machine cannot let the generation run ahead of the client's going.
+TEST(serve_hang_up_frees_the_worker) {
+    Err err;
+    ThreadPool *pool = pool_create(2, &err);
+    Model target = {0}, draft = {0};
+    Tokenizer tok = {0};
+    CHECK(pool && model_load(&target, TARGET, pool, &err) == 0 && model_load(&draft, DRAFT, pool, &err) == 0 &&
+              tokenizer_load_dir(&tok, TARGET, &err) == 0,
+          "%s", err.msg);
+    const Engine engine = {.target = &target, .draft = &draft, .tok = &tok, .no_chat = "no chat in this test",
+                           .spec = {.policy = GAMMA_FIXED, .gamma = HANG_UP_GAMMA}, .default_max_tokens = 8};
+    char *log = test_failures() ? NULL : logged(hang_up_twice, &engine);
+    if (!log) log = strdup("(no log)");
+    // Logged: the stream hung up on as 200 (its headers went), its connection lost or its generation cancelled
+    // (whichever its line finds first), the other as 499 (nothing went) and cancelled, the requests after them as 200;
+    // each hung up on within the steps it was let take and the one after (the stream's first FIRST_EVENT_STEPS,
+    // hang_up's and the last), each of at most γ + 1 tokens.
+    const int most = (FIRST_EVENT_STEPS + 2) * (HANG_UP_GAMMA + 1);
+    int lines = 0, streams_gone = 0, waits_gone = 0;
+    for (const char *p = log; (p = strstr(p, "POST /v1/completions ")); p++, lines++) {
+        char line[256];
+        snprintf(line, sizeof line, "%.*s", (int)strcspn(p, "\n"), p);
+        const char *status_at = line + strlen("POST /v1/completions ");  // "STATUS TOKENS tokens MS ms (why)"
+        const int status = atoi(status_at), tokens = atoi(strchr(status_at, ' '));
+        CHECK(tokens <= most, "a request hung up on went on past %d tokens: %s", most, log);
+        streams_gone += status == 200 && (strstr(line, "(cancelled: the client went away)") ||
+                                          strstr(line, "(connection lost)"));
+        waits_gone += status == 499 && strstr(line, "(cancelled: the client went away)");
+    }
+    CHECK(lines == 4, "4 requests logged: %s", log);
+    CHECK(!strstr(log, "no reset came back") && !strstr(log, "never saw the client's close") &&
+              !strstr(log, "no connection, or no first event"),
+          "a step of the hang-ups did not come: %s", log);
+    CHECK(streams_gone == 1, "the stream hung up on, logged as lost or cancelled: %s", log);
+    CHECK(waits_gone == 1, "the request hung up on while it waited for the whole text, logged as 499 and cancelled: "
+          "%s", log);
+    CHECK(strstr(log, "after hang-up 0: the next request got 200") &&
+              strstr(log, "after hang-up 1: the next request got 200"),
+          "the worker was not free after a hang-up: %s", log);
+    free(log);
+    tokenizer_free(&tok);
+    model_free(&draft);
     model_free(&target);
     pool_free(pool);
 }

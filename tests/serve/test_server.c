@@ -314,7 +314,7 @@ TEST(serve_conversation_cache_is_keyed_by_ids) {
     remove_dir(dir);
 }
 
-// ---- raw HTTP, load, hang-ups ---------------------------------------------------------------------------------
+// ---- raw HTTP, load -----------------------------------------------------------------------------------------------
 
 static void check_log_is_clean(const char *log) {
     for (const char *p = log; *p; p++)
@@ -534,50 +534,6 @@ TEST(serve_load_is_bounded) {
     free(out);
     free(log);
     remove_dir(dir);
-}
-
-// The generation of a client that goes away ends at the next round: the worker is free for the next request long
-// before max_tokens, whether the client streamed (its events stop being read) or waited for the whole text.
-TEST(serve_hang_up_frees_the_worker) {
-    Served s;
-    CHECK(serve(&s, TARGET, "-d " DRAFT " --queue 0"), "the server did not start");
-    if (test_failures()) return;
-    const char *request = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                          "Content-Length: %zu\r\n\r\n%s";
-    const char *bodies[] = {"{\"prompt\": \"def f(x):\", \"max_tokens\": 480, \"temperature\": 0, \"stream\": true}",
-                            "{\"prompt\": \"def f(x):\", \"max_tokens\": 480, \"temperature\": 0}"};
-    for (int i = 0; i < 2; i++) {
-        char *raw;
-        if (asprintf(&raw, request, strlen(bodies[i]), bodies[i]) < 0) return;
-        const int fd = connect_to(s.port);
-        CHECK(fd >= 0 && write(fd, raw, strlen(raw)) == (ssize_t)strlen(raw), "send");
-        free(raw);
-        if (i == 0) free(read_reply(fd, "data: {"));  // the stream's first event, then away
-        else wait_health(s.port, true);                // generating, then away
-        close(fd);
-        wait_health(s.port, false);
-        char *reply = post(s.port, "/v1/completions", "", "{\"prompt\": \"x\", \"max_tokens\": 2}");
-        CHECK(status_of(reply) == 200, "after hang-up %d: the next request got %.200s", i, reply);
-        free(reply);
-    }
-    char *log;
-    CHECK(stop_serving(&s, &log) == 0, "the server's exit status on SIGTERM");
-    // Logged: the stream hung up on as 200 (its headers went), its connection lost or its generation cancelled
-    // (whichever its line finds first), the other as 499 (nothing went) and cancelled, the requests after them as 200.
-    int lines = 0;
-    for (const char *p = log; (p = strstr(p, "POST /v1/completions ")); p++, lines++)
-        CHECK(atoi(strchr(p + strlen("POST /v1/completions "), ' ')) < 480, "a request hung up on went on to the end: "
-              "%s", log);
-    CHECK(lines == 4, "4 requests logged: %s", log);
-    char stream[256] = "", waited[256] = "";  // the first line of each status
-    const char *at = strstr(log, "POST /v1/completions 200 ");
-    if (at) snprintf(stream, sizeof stream, "%.*s", (int)strcspn(at, "\n"), at);
-    if ((at = strstr(log, "POST /v1/completions 499 "))) snprintf(waited, sizeof waited, "%.*s", (int)strcspn(at, "\n"), at);
-    CHECK(strstr(stream, "(cancelled: the client went away)") || strstr(stream, "(connection lost)"),
-          "the stream hung up on, logged as lost or cancelled: %s", log);
-    CHECK(strstr(waited, "(cancelled: the client went away)"),
-          "the request hung up on while it waited for the whole text, logged as 499 and cancelled: %s", log);
-    free(log);
 }
 
 // ---- specdec's extension: marks, target-only decoding, what /v1/models says --------------------------------------
