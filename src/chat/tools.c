@@ -130,3 +130,37 @@ json_t *tools_messages_for_template(const json_t *messages, ToolsError *e) {
     json_decref(copy);
     return NULL;
 }
+
+int tools_check_answers(const json_t *messages, ToolsError *e) {
+    const json_t *calls = NULL;  // those of the assistant message that the tool messages since answer, or NULL
+    size_t caller = 0;           // its index
+    for (size_t i = 0; i < json_array_size(messages); i++) {
+        const json_t *m = json_array_get(messages, i);
+        const char *role = json_string_value(json_object_get(m, "role"));
+        char at[64];
+        if (!role || strcmp(role, "tool") != 0) {
+            const json_t *made = json_object_get(m, "tool_calls");
+            calls = role && strcmp(role, "assistant") == 0 && json_array_size(made) > 0 ? made : NULL;
+            caller = i;
+            continue;
+        }
+        if (!calls) {
+            snprintf(at, sizeof at, "messages[%zu].role", i);
+            return tools_fail(e, at, "a tool message answers a call: it must follow an assistant message with "
+                              "tool_calls (or another tool message that does)");
+        }
+        const char *id = json_string_value(json_object_get(m, "tool_call_id"));
+        bool named = false;
+        for (size_t k = 0; id && k < json_array_size(calls); k++) {
+            const char *call_id = json_string_value(json_object_get(json_array_get(calls, k), "id"));
+            named |= call_id && strcmp(call_id, id) == 0;
+        }
+        if (id && !named) {
+            char quoted[ERR_QUOTE_LEN + 4];
+            snprintf(at, sizeof at, "messages[%zu].tool_call_id", i);
+            return tools_fail(e, at, "\"%s\" is the id of none of the calls of messages[%zu]", err_quote(quoted, id),
+                              caller);
+        }
+    }
+    return 0;
+}

@@ -36,4 +36,10 @@ const json_t *tools_find(const json_t *tools, const char *name);
 // with e.
 json_t *tools_messages_for_template(const json_t *messages, ToolsError *e);
 
+// Checks that each tool message answers a call made before it, as OpenAI's API does: the messages before it, back
+// over the other tool messages, end in an assistant message with tool_calls, and its tool_call_id (a string, when
+// given) is the id of one of those calls. Returns 0, or -1 with e naming messages[i].role (no call before it) or
+// messages[i].tool_call_id (none of the calls has that id).
+int tools_check_answers(const json_t *messages, ToolsError *e);
+
 #endif

@@ -483,6 +483,9 @@ static int get_messages(Request *req, const json_t *body, ApiError *e) {
     req->n_messages = (int)n;  // (request_free frees what a failure leaves half-read)
     for (size_t i = 0; i < n; i++)
         if (get_message(&req->messages[i], json_array_get(v, i), i, e)) return -1;
+    ToolsError te;
+    if (tools_check_answers(v, &te))
+        return api_error(e, 400, "invalid_value", te.field, "%s: %s", te.field, te.err.msg);
     return 0;
 }
 

@@ -102,6 +102,28 @@ static const Case cases[] = {
            "\"42\"}]}", 400, "messages[1].tool_call_id", "missing"},
     {CHAT, "{\"messages\": [{\"role\": \"tool\", \"content\": \"42\", \"tool_call_id\": null}]}", 400,
      "messages[0].tool_call_id", "missing"},
+    // a tool message answers a call made before it (OpenAI's API refuses both as 400): after an assistant message
+    // with tool_calls, or after another answer to it, and naming one of its calls
+#define CALL(id) "{\"id\": \"" id "\", \"type\": \"function\", \"function\": {\"name\": \"a\", \"arguments\": \"{}\"}}"
+#define CALLS "{\"role\": \"user\", \"content\": \"w?\"}, {\"role\": \"assistant\", \"content\": null, " \
+              "\"tool_calls\": [" CALL("c1") ", " CALL("c2") "]}"
+#define ANSWER(id) "{\"role\": \"tool\", \"tool_call_id\": \"" id "\", \"content\": \"42\"}"
+    {CHAT, "{\"messages\": [" CALLS ", " ANSWER("c2") ", " ANSWER("c1") "]}", 0, "", ""},
+    {CHAT, "{\"messages\": [" ANSWER("c1") "]}", 400, "messages[0].role", "must follow an assistant message with "
+                                                                           "tool_calls"},
+    {CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"w?\"}, " ANSWER("c1") "]}", 400, "messages[1].role",
+     "must follow an assistant message with tool_calls"},
+    {CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"w?\"}, {\"role\": \"assistant\", \"content\": "
+           "\"no call\"}, " ANSWER("c1") "]}", 400, "messages[2].role", "must follow an assistant message"},
+    {CHAT, "{\"messages\": [" CALLS ", " ANSWER("c1") ", {\"role\": \"user\", \"content\": \"and?\"}, " ANSWER("c2")
+           "]}", 400, "messages[4].role", "must follow an assistant message"},
+    {CHAT, "{\"messages\": [" CALLS ", " ANSWER("c1") ", " ANSWER("c3") "]}", 400, "messages[3].tool_call_id",
+     "messages[3].tool_call_id: \"c3\" is the id of none of the calls of messages[1]"},
+    {CHAT, "{\"messages\": [" CALLS ", " ANSWER("\\u001b[2J") "]}", 400, "messages[2].tool_call_id",
+     "\"\\x1B[2J\" is the id of none"},
+#undef ANSWER
+#undef CALLS
+#undef CALL
     // every tool's parameters compile as a JSON Schema, whatever the template (as chat --tools): a $ref to nowhere,
     // a keyword the converter does not take
     {CHAT, HI "\"tools\": [" F("a") ", {\"type\": \"function\", \"function\": {\"name\": \"b\", \"parameters\": "
