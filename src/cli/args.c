@@ -239,6 +239,12 @@ int args_parse(Args *args, const Command *cmd, int argc, char **argv, Err *err) 
     return 0;
 }
 
+int require_tokens(const Args *args, const char *command, const char *answers, Err *err) {
+    if (args->n_tokens > 0) return 0;
+    return err_fmt(err, "%s: -n 0 would leave %s empty; give -n 1 or more (generate -n 0 prefills its prompt alone)",
+                   command, answers);
+}
+
 // Parses token ids ("1 2 3" or "1,2,3") into a malloc'd array.
 int parse_ids(const char *text, int **ids_out, int *n_out, Err *err) {
     int cap = 16, n = 0;

@@ -100,6 +100,11 @@ int parse_sampler(const char *text, SpecSampler *sampler, Err *err);
 // --pipeline auto | on | off (NULL: auto).
 int parse_pipeline(const char *text, Pipelining *pipeline, Err *err);
 
+// -n where each answer generates up to N — chat's replies, and in serve and batch a request that sets no max_tokens
+// (an API request's own max_tokens is at least 1): 0 would leave every one empty, and is refused, naming `command`
+// and `answers`. (generate -n 0 has a meaning of its own: the prompt prefilled, nothing generated.)
+int require_tokens(const Args *args, const char *command, const char *answers, Err *err);
+
 // Parses token ids ("1 2 3" or "1,2,3") into a malloc'd array.
 int parse_ids(const char *text, int **ids_out, int *n_out, Err *err);
 

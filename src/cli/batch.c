@@ -205,6 +205,7 @@ int cmd_batch(const Args *args, Err *err) {
     const char *target_dir, *draft_dir;
     SpecParams spec;
     if (!args->file) return err_fmt(err, "batch: give the requests' file with -f FILE (- for standard input)");
+    if (require_tokens(args, "batch", "the answer to every request that sets no max_tokens", err)) return -1;
     if (model_dirs(args, &target_dir, &draft_dir, err) || spec_params_from_args(args, &spec, err)) return -1;
     char *text = NULL;
     size_t len;

@@ -432,6 +432,7 @@ static int tool_result(Chat *c, const char *result, Err *err) {
 }
 
 int cmd_chat(const Args *args, Err *err) {
+    if (require_tokens(args, "chat", "every reply", err)) return -1;
     Chat c;
     int rc = chat_open(&c, args, err);
     const bool terminal = isatty(STDIN_FILENO);

@@ -94,7 +94,7 @@ static const Command commands[] = {
      MAX_POSITIONAL, tokenizer_texts},
     {"serve", cmd_serve, "serve [-m DIR [-d DRAFT_DIR]] [--lookup] [--host 127.0.0.1] [--port 8080] [--api-key KEY] "
      "[options]", "an OpenAI-compatible HTTP server (docs/server.md); speculative with a draft model or --lookup",
-     "model draft tokens gamma sampler lookup tree-width tree pipeline draft-p-min ctx threads draft-threads quant "
+     "model draft tokens gamma sampler lookup tree-width tree draft-p-min ctx threads draft-threads quant "
      "draft-quant host port api-key parallel queue max-body timeout help", 0, 0, server_texts},
     {"batch", cmd_batch, "batch [-m DIR [-d DRAFT_DIR]] [--lookup] -f REQUESTS.jsonl [-o OUT.jsonl] [--parallel N] "
      "[options]", "offline jobs: each line a /v1/completions or /v1/chat/completions body, each answered by the "

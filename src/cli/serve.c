@@ -60,6 +60,7 @@ static void folder_name(const char *dir, char *name, size_t size) {
 int cmd_serve(const Args *args, Err *err) {
     const char *target_dir, *draft_dir;
     SpecParams spec;
+    if (require_tokens(args, "serve", "the answer to every request that sets no max_tokens", err)) return -1;
     if (args->api_key && !args->api_key[0])  // ("Bearer " alone would match it: a key that keeps no one out)
         return err_fmt(err, "--api-key: empty; give the key that clients must send (Authorization: Bearer KEY)");
     if (model_dirs(args, &target_dir, &draft_dir, err) || spec_params_from_args(args, &spec, err)) return -1;

@@ -122,10 +122,9 @@ int session_default_threads(const Args *args, bool has_draft, int cpus) {
 
 // Options given that this run does not read get a note on stderr, one line per reason: speculative decoding's
 // without a drafter (-d or --lookup), a draft model's without one, --show's marks with --print-ids, sampling's at
-// temperature 0 (greedy: the most likely token, whatever the truncation or the seed), --allow-special with ids, and
-// --pipeline in a batch (serve), which drafts nothing ahead. Options a command does not take stay at their defaults
-// here, so each command gets the notes of its own.
-static void note_ignored_options(const Args *args, bool has_draft, bool batched) {
+// temperature 0 (greedy: the most likely token, whatever the truncation or the seed), and --allow-special with ids.
+// Options a command does not take stay at their defaults here, so each command gets the notes of its own.
+static void note_ignored_options(const Args *args, bool has_draft) {
     const bool drafting = has_draft || args->lookup, greedy = args->sampling.temperature <= 0.0f;
     const struct {
         bool ignored;
@@ -136,11 +135,11 @@ static void note_ignored_options(const Args *args, bool has_draft, bool batched)
         {!drafting && args->compare, "--compare", 0}, {!has_draft && args->draft_p_min > 0, "--draft-p-min", 1},
         {!has_draft && args->draft_threads, "--draft-threads", 1},
         {!has_draft && args->draft_quant, "--draft-quant", 1},
-        {!has_draft && !batched && args->pipeline, "--pipeline", 1},
+        {!has_draft && args->pipeline, "--pipeline", 1},
         {args->show && args->print_ids, "--show", 2},
         {greedy && args->sampling.top_k > 0, "--top-k", 3}, {greedy && args->sampling.top_p < 1.0f, "--top-p", 3},
         {greedy && args->sampling.min_p > 0.0f, "--min-p", 3}, {greedy && args->seed != 0, "--seed", 3},
-        {args->allow_special && args->ids, "--allow-special", 4}, {batched && args->pipeline, "--pipeline", 5},
+        {args->allow_special && args->ids, "--allow-special", 4},
     };
     static const char *const why[] = {
         "without a draft model (-d DIR) or --lookup, decoding is target-only",
@@ -148,7 +147,6 @@ static void note_ignored_options(const Args *args, bool has_draft, bool batched)
         "--print-ids prints the ids unmarked",
         "at --temp 0 (the default) decoding is greedy: the most likely token each time",
         "--ids gives no text to tokenize",
-        "the requests decode in one batch, which drafts nothing ahead",
     };
     for (int reason = 0; reason < (int)(sizeof why / sizeof *why); reason++) {
         char names[128] = "";
@@ -179,7 +177,7 @@ static int open_from_args(Session *s, const Args *args, const char *target_dir, 
         return -1;
     if ((args->tree_width > 1 || args->tree) && !s->has_draft && !args->lookup)
         return err_fmt(err, "--tree-width and --tree draft a tree: give a draft model (-d DIR) or --lookup");
-    note_ignored_options(args, s->has_draft, batched);
+    note_ignored_options(args, s->has_draft);
     session_note_context(s, args->ctx);
     return 0;
 }

@@ -141,8 +141,7 @@ TEST(cli_says_which_options_it_ignores) {
 
 // Chat, serve and batch say which options they ignore as generate does, in the same words: a chat checkpoint
 // without a draft model, the speculative and draft options and (chat only: serve and batch take sampling from each
-// request) sampling's at temperature 0; serve's --pipeline, which its batch never reads (it stops there, on an address
-// no interface has, after the notes).
+// request) sampling's at temperature 0 (serve stops there, on an address no interface has, after the notes).
 TEST(cli_chat_serve_and_batch_say_which_options_they_ignore) {
     char *dir = fixture_dir(), args[1024], *out, *err, *generate_err;
     const RandomCheckpoint spec = {.n_layer = 1, .n_embd = 32, .n_head = 2, .vocab_size = 259, .n_positions = 64,
@@ -168,15 +167,34 @@ TEST(cli_chat_serve_and_batch_say_which_options_they_ignore) {
     CHECK(status == 0 && count_lines(err) == 2 && strncmp(err, generate_err, strlen(err)) == 0,
           "batch: status %d, \"%s\"", status, err);
     free(out), free(err);
-    snprintf(args, sizeof args, "serve -m %s --host 192.0.2.1 --port 0 %s --pipeline on", ckpt, drafting);
+    snprintf(args, sizeof args, "serve -m %s --host 192.0.2.1 --port 0 %s", ckpt, drafting);
     status = run_specdec(args, &out, &err);
     CHECK(status == 2 && strncmp(err, generate_err, strlen("specdec: note: --gamma, --sampler ignored")) == 0 &&
               strstr(err, "specdec: note: --draft-threads, --draft-quant ignored: there is no draft model") &&
-              strstr(err, "specdec: note: --pipeline ignored: the requests decode in one batch, which drafts nothing "
-                     "ahead") && strstr(err, "192.0.2.1"),
+              count_lines(err) == 3 && strstr(err, "192.0.2.1"),
           "serve: status %d, \"%s\"", status, err);
     free(out), free(err), free(generate_err), free(ckpt);
     fixture_remove_dir(dir);
+}
+
+// What would mean nothing is refused in one line: -n 0 where every reply (chat) or every request that sets no
+// max_tokens (serve, batch) would be empty, and serve's --pipeline, which no batch reads (batch takes none either);
+// generate -n 0 prefills its prompt and generates nothing.
+TEST(cli_refuses_what_would_mean_nothing) {
+    check_one_line("chat -m " MODEL " -n 0 < /dev/null", 2, "specdec: chat: -n 0 would leave every reply empty; give "
+                   "-n 1 or more (generate -n 0 prefills its prompt alone)");
+    check_one_line("serve -m " MODEL " --port 0 -n 0", 2, "specdec: serve: -n 0 would leave the answer to every "
+                   "request that sets no max_tokens empty");
+    check_one_line("batch -m " MODEL " -f /dev/null -n 0", 2, "specdec: batch: -n 0 would leave the answer to every "
+                   "request that sets no max_tokens empty");
+    check_one_line("serve -m " MODEL " --port 0 --pipeline on", 2, "specdec: serve: unknown option --pipeline");
+    check_one_line("batch -m " MODEL " -f /dev/null --pipeline on", 2, "specdec: batch: unknown option --pipeline");
+    char *out, *err;
+    const int status = run_specdec("generate -m " MODEL " --ids '4 5' -n 0 --print-ids --stats", &out, &err);
+    CHECK(status == 0 && strcmp(out, "\n") == 0 && strstr(err, "\"prompt_tokens\": 2,") &&
+              strstr(err, "\"generated_tokens\": 0,"),
+          "generate -n 0: status %d, \"%s\", \"%s\"", status, out, err);
+    free(out), free(err);
 }
 
 TEST(cli_messages_say_what_is_wrong) {
