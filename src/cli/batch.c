@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -201,11 +202,21 @@ static int split_lines(const char *text, size_t len, Line **lines, int *n, Err *
     return 0;
 }
 
+// Whether -o names the requests' file itself (the same file by another path too), which the answers would replace.
+static bool answers_over_requests(const Args *args) {
+    struct stat in, out;
+    return args->output && strcmp(args->file, "-") != 0 && stat(args->file, &in) == 0 &&
+           stat(args->output, &out) == 0 && in.st_dev == out.st_dev && in.st_ino == out.st_ino;
+}
+
 int cmd_batch(const Args *args, Err *err) {
     const char *target_dir, *draft_dir;
     SpecParams spec;
     if (!args->file) return err_fmt(err, "batch: give the requests' file with -f FILE (- for standard input)");
     if (require_tokens(args, "batch", "the answer to every request that sets no max_tokens", err)) return -1;
+    if (answers_over_requests(args))
+        return err_fmt(err, "batch: -o %s is the requests' file (-f %s): the answers would replace the requests; write "
+                       "them to another file", args->output, args->file);
     if (model_dirs(args, &target_dir, &draft_dir, err) || spec_params_from_args(args, &spec, err)) return -1;
     char *text = NULL;
     size_t len;

@@ -197,6 +197,29 @@ TEST(cli_refuses_what_would_mean_nothing) {
     free(out), free(err);
 }
 
+// batch -o naming its requests' file, by the same path or another, is refused before the file is touched.
+TEST(cli_batch_refuses_to_answer_over_its_requests) {
+    char path[] = "/tmp/specdec_requests_XXXXXX", link[64], args[256];
+    const char *requests = "{\"prompt\": [1, 2], \"max_tokens\": 1}\n";
+    const int fd = mkstemp(path);
+    CHECK(fd >= 0 && write(fd, requests, strlen(requests)) == (ssize_t)strlen(requests), "cannot write %s", path);
+    close(fd);
+    snprintf(link, sizeof link, "%s.link", path);
+    CHECK(symlink(path, link) == 0, "symlink %s", link);
+    const char *outputs[] = {path, link};
+    for (int i = 0; i < 2; i++) {
+        snprintf(args, sizeof args, "batch -m " MODEL " -f %s -o %s", path, outputs[i]);
+        check_one_line(args, 2, "is the requests' file");
+    }
+    char kept[256] = "";
+    FILE *f = fopen(path, "r");
+    kept[f ? fread(kept, 1, sizeof kept - 1, f) : 0] = '\0';
+    if (f) fclose(f);
+    CHECK(strcmp(kept, requests) == 0, "the requests' file now holds \"%s\"", kept);
+    unlink(link);
+    unlink(path);
+}
+
 TEST(cli_messages_say_what_is_wrong) {
     // A GGUF file, a file given to -m, and --help's first line.
     char path[] = "/tmp/specdec_XXXXXX.gguf", args[256];
