@@ -1,11 +1,12 @@
 // matmul_ab.c — the q4 and q8 matmuls of one x86 variant (avx512, avx2 or avxvnni), or GGUF's Q4_K and Q6_K ones
 // (the K-panels of kernels.h, their weights random GGUF blocks packed as the loader packs them), at T activation
 // rows (1: one decode step's products; 8: a verification's) against an earlier commit's (run.sh builds those,
-// renamed base_*),
-// in one process: for each format, workload and thread count, A and B alternate ROUNDS times; each round times REPS passes over the workload with each, and the ratio base time / new
-// time is taken within the round. Prints the medians [min–max], the ratio of the fastest rounds, and checks that
-// both give the same bits. With `l2` the workload in the L2 alone, in L2_ROUNDS short rounds, whose fastest ones
-// say the kernels' own speed on a machine that other work shares.
+// renamed base_*), in one process: for each format, workload and thread count, A and B alternate ROUNDS times;
+// each round times REPS passes over the workload with each, and the ratio base time / new time is taken within
+// the round. Prints the medians [min–max], the ratio of the fastest rounds and their multiply-adds a second (T ·
+// the workload's n_out · n_in over the fastest round's time: in the L2, the kernel's own pace, to set beside the
+// core's clock and ports), and checks that both give the same bits. With `l2` the workload in the L2 alone, in
+// L2_ROUNDS short rounds, whose fastest ones say the kernels' own speed on a machine that other work shares.
 //   in the L2:    [1024, 1024], 0.6 MB in q8, 0.3 MB in q4 (and Q4_K), 0.4 MB in Q6_K: the kernel's own speed
 //   from memory:  [32768, 4096], 136 MB in q8, 72 MB in q4, 76 MB in Q4_K, 106 MB in Q6_K (over twice a 32 MiB L3)
 //   16 layers:    a Llama-3.2-1B layer's matrices ([3072, 2048] QKV, [2048, 2048] O, [16384, 2048] gate and up,
@@ -174,9 +175,11 @@ static void measure(const Workload *wl, const char *format, MatmulQ8Fn *base, Ma
             exit(1);
         }
         const double mb = median(t_base, rounds), mn = median(t_new, rounds), mr = median(ratio, rounds);
-        printf("| %s | %s | %d | %.1f | %.1f | %.1f | %.2f [%.2f–%.2f] | %.2f |\n", format, wl->name, threads,
-               mb * 1e6, mn * 1e6, (double)wl->bytes / mn / 1e9, mr, ratio[0], ratio[rounds - 1],
-               t_base[0] / t_new[0]);
+        double multiply_adds = 0;  // of one activation row through the workload
+        for (int i = 0; i < wl->n; i++) multiply_adds += (double)wl->m[i].n_out * wl->m[i].n_in;
+        printf("| %s | %s | %d | %.1f | %.1f | %.1f | %.2f [%.2f–%.2f] | %.2f | %.1f, %.1f |\n", format, wl->name,
+               threads, mb * 1e6, mn * 1e6, (double)wl->bytes / mn / 1e9, mr, ratio[0], ratio[rounds - 1],
+               t_base[0] / t_new[0], T * multiply_adds / t_base[0] / 1e9, T * multiply_adds / t_new[0] / 1e9);
         fflush(stdout);
         free(from_base);
         free(from_new);
@@ -221,8 +224,8 @@ int main(int argc, char **argv) {
     k->quantize_q8(xq, x, T, MAX_IN, MAX_IN);
     printf("%s matmuls at T = %d, %s (base) against this build (new); %d rounds alternating, each the mean of "
            "its passes\n\n| format | workload | threads | base µs | new µs | new GB/s | base / new | fastest base / "
-           "fastest new |\n|---|---|---:|---:|---:|---:|---:|---:|\n", isa, T, argc > 1 ? argv[1] : "base",
-           l2_only ? L2_ROUNDS : ROUNDS);
+           "fastest new | fastest G multiply-adds/s, base, new |\n|---|---|---:|---:|---:|---:|---:|---:|---:|\n",
+           isa, T, argc > 1 ? argv[1] : "base", l2_only ? L2_ROUNDS : ROUNDS);
     for (int f = 0; f < N_FORMATS; f++) {
         if (!listed(formats, FORMATS[f].name)) continue;
         const WeightType type = FORMATS[f].type;
