@@ -2,7 +2,8 @@
 // one target forward for all of them.
 //
 // A step, for the sequences in the batch:
-//   prefilling   the next ≤ BATCH_PREFILL_CHUNK prompt tokens are its rows; when the prompt (but its newest token)
+//   prefilling   its next prompt tokens are its rows, BATCH_PREFILL_CHUNK a step in all, the earliest joined first
+//                (share_prefill); when the prompt (but its newest token)
 //                is in, it runs from the next step on — its drafter has not read the prompt: it reads it in its
 //                first draft forward (scheduler_start), beside the other sequences' rows, and never if it never drafts
 //   running      scheduler_draft (γ, the drafts); each draft model forward its drafter waits for is one
@@ -25,6 +26,8 @@ typedef struct {
     Scheduler *s;
     SpecStats stats;
     double prefill_seconds;  // the forwards that carried its prompt
+    long joined;             // the order it joined in (the step's prompt rows go to the earliest first)
+    int chunk;               // prefilling: its prompt rows in this step (share_prefill)
     BatchLoad load;          // its part of the last step: 1 sequence, its rows, the tokens it committed, its drafts
     DraftForward draft;      // the draft forward its round waits for (rows.T = 0: none)
     Err err;                 // BATCH_FAILED's
@@ -43,6 +46,7 @@ struct Batch {
     SequenceRows *rows;     // [capacity]: a forward's rows, of the sequences `fed`
     int *fed;               // [capacity]
     Logits logits;          // a forward's: rows of its model's vocabulary
+    long joins;             // the sequences that joined so far
     int draft_forwards;     // the draft model forwards of every step so far
     BatchTimes times;       // of every step so far
     RowTimes target_times;  // the seconds of its target's forwards (with the accept steps on their rows), by rows:
@@ -99,7 +103,7 @@ int batch_join(Batch *b, const BatchJob *job, Err *err) {
     while (id < b->capacity && b->seqs[id].state != BATCH_FREE) id++;
     if (id == b->capacity) return err_fmt(err, "the batch is full: %d sequences", b->capacity);
     Sequence *q = &b->seqs[id];
-    *q = (Sequence){.job = *job};
+    *q = (Sequence){.job = *job, .joined = b->joins++};
     q->s = scheduler_open(b->target, job->cache, job->drafter, job->prompt, job->n_prompt, job->params, job->out,
                           &q->stats, false, err);
     if (!q->s) return -1;
@@ -196,13 +200,30 @@ static void draft_together(Batch *b) {
     }
 }
 
+// This step's prompt rows: BATCH_PREFILL_CHUNK in all, to the prefilling sequences in the order they joined, each
+// as many as it has left (a token budget per step, as in Sarathi-Serve: Agrawal et al. 2024). Prompts that join
+// together are read one after the other, not side by side: the first gets its first token after its own prompt's
+// arithmetic, not after everyone's, and the running sequences' rounds go on beside a chunk of bounded size.
+static void share_prefill(Batch *b) {
+    for (int id = 0; id < b->capacity; id++) b->seqs[id].chunk = 0;
+    for (int budget = BATCH_PREFILL_CHUNK; budget > 0;) {
+        Sequence *first = NULL;  // the earliest joined that has no rows yet
+        for (int id = 0; id < b->capacity; id++) {
+            Sequence *q = &b->seqs[id];
+            if (q->state == BATCH_PREFILLING && q->chunk == 0 && (!first || q->joined < first->joined)) first = q;
+        }
+        if (!first) return;
+        const int left = prefill_left(first);
+        first->chunk = left < budget ? left : budget;
+        budget -= first->chunk;
+    }
+}
+
 // A sequence's rows for the target's forward this step: its prompt's next chunk, or its round's verification.
 static SequenceRows step_rows(Sequence *q) {
     if (q->state == BATCH_RUNNING) return scheduler_verify_rows(q->s);
     KVCache *cache = scheduler_cache(q->s);
-    const int left = prefill_left(q);
-    return (SequenceRows){.cache = cache, .tokens = q->job.prompt + cache->len,
-                          .T = left < BATCH_PREFILL_CHUNK ? left : BATCH_PREFILL_CHUNK};
+    return (SequenceRows){.cache = cache, .tokens = q->job.prompt + cache->len, .T = q->chunk};
 }
 
 // After the forward: each sequence's logits to its round (a prefill's are not needed), and where it stands now.
@@ -236,11 +257,12 @@ int batch_step(Batch *b, Err *err) {
     }
     const double drafting = now_seconds();
     draft_together(b);
+    share_prefill(b);
     int n = 0, prefill_rows = 0;
     size_t rows = 0;
     for (int id = 0; id < b->capacity; id++) {
         Sequence *q = &b->seqs[id];
-        if (q->state != BATCH_PREFILLING && q->state != BATCH_RUNNING) continue;
+        if (!(q->state == BATCH_PREFILLING && q->chunk > 0) && q->state != BATCH_RUNNING) continue;
         b->rows[n] = step_rows(q);
         rows += logit_rows(&b->rows[n]);
         if (q->state == BATCH_PREFILLING) prefill_rows += b->rows[n].T;

@@ -3,9 +3,10 @@
 // drafter and draft cache; the draft model's j-th forward of every sequence that drafts is one forward of the
 // draft over all their rows), then one model_forward_batch feeds the target every sequence's rows — the newest
 // committed token and the drafts, a chain or a tree, on the sequence's own KV cache — and each sequence accepts or
-// resamples, commits and rolls back as alone (scheduler.h: the same steps). A sequence that joins prefills its
-// prompt BATCH_PREFILL_CHUNK tokens a step, in the same forwards as the others' rounds, so running sequences do not
-// stall behind a long prompt; one that ends, or leaves (cancelled), is out of the next step. Its drafter reads the
+// resamples, commits and rolls back as alone (scheduler.h: the same steps). The sequences that join prefill their
+// prompts BATCH_PREFILL_CHUNK tokens a step between them, the earliest joined first, in the same forwards as the
+// others' rounds, so running sequences do not stall behind a long prompt and the first to join is not held behind
+// the prompts that joined with it; one that ends, or leaves (cancelled), is out of the next step. Its drafter reads the
 // prompt in its first draft forward, beside the other sequences' draft rows (no prefill of its own: scheduler_start),
 // or never, if its rounds never draft.
 //
@@ -25,7 +26,7 @@
 
 #include "speculative/speculative.h"
 
-enum { BATCH_PREFILL_CHUNK = 64 };  // the prompt tokens a joining sequence feeds per step
+enum { BATCH_PREFILL_CHUNK = 64 };  // the prompt tokens the joining sequences feed per step, all together
 
 typedef struct Batch Batch;
 
@@ -53,9 +54,10 @@ void batch_close(Batch *b);
 // speculative_generate would refuse.
 int batch_join(Batch *b, const BatchJob *job, Err *err);
 
-// One step: every prefilling sequence's next chunk and every running sequence's round, one target forward over
-// them all. A sequence whose drafter or accept step fails becomes BATCH_FAILED (the others go on); −1 with err set
-// when the forward fails, and then every sequence it carried failed.
+// One step: the prefilling sequences' next chunks (BATCH_PREFILL_CHUNK rows in all, the earliest joined first) and
+// every running sequence's round, one target forward over them all. A sequence whose drafter or accept step fails
+// becomes BATCH_FAILED (the others go on); −1 with err set when the forward fails, and then every sequence it carried
+// failed.
 int batch_step(Batch *b, Err *err);
 
 // Sequences prefilling or running.

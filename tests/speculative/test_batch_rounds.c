@@ -307,6 +307,46 @@ TEST(batch_sequence_leaves_while_prefilling) {
     model_pair_close(&pair);
 }
 
+// Prompts that join together are prefilled one after the other, BATCH_PREFILL_CHUNK rows a step in all, the
+// earliest joined first (share_prefill, batch.c): three plain sequences of 100-token prompts (99 rows each to feed)
+// joining at once take 64 + 35 rows (the first's prompt in after two steps), 29 + 64 + 6 (the second's after four),
+// 58 + 41 (the third's after five) — the first to join runs from its third step on, beside the others' chunks —
+// and each gets its tokens alone.
+TEST(batch_prefills_in_the_order_sequences_joined) {
+    enum { SEQUENCES = 3, PROMPT = 100 };
+    static const int running_after[SEQUENCES] = {2, 4, 5};  // the steps each prompt takes to be in
+    static const SpecParams PLAIN = {.sampling = {.top_p = 1}, .eos_id = -1, .max_tokens = 6};
+    ModelPair pair;
+    open_llama_pair(&pair);
+    Sequence x[SEQUENCES] = {0};
+    Err err;
+    Batch *b = batch_open(&pair.target, SEQUENCES, &err);
+    CHECK(b, "%s", err.msg);
+    for (int i = 0; i < SEQUENCES && b; i++) {
+        x[i].n_prompt = PROMPT;
+        for (int t = 0; t < PROMPT; t++) x[i].prompt[t] = test_rand_int(0, pair.target.n_vocab - 2);
+        SpecStats stats;
+        x[i].n_alone = generate_with(&pair, DRAFT_NONE, x[i].prompt, PROMPT, &PLAIN, 0, x[i].alone, &stats, 0);
+        const BatchJob job = {.prompt = x[i].prompt, .n_prompt = PROMPT, .params = &PLAIN, .out = x[i].out};
+        CHECK((x[i].id = batch_join(b, &job, &err)) >= 0, "%s", err.msg);
+    }
+    for (int step = 1; step <= running_after[SEQUENCES - 1] && b && !test_failures(); step++) {
+        const long prompt_rows = batch_times(b).prefill_rows;
+        CHECK(batch_step(b, &err) == 0, "%s", err.msg);
+        CHECK(batch_times(b).prefill_rows - prompt_rows == (step < running_after[SEQUENCES - 1] ? BATCH_PREFILL_CHUNK
+                                                                                                 : 41),
+              "step %d fed %ld prompt rows", step, batch_times(b).prefill_rows - prompt_rows);
+        for (int i = 0; i < SEQUENCES; i++)
+            CHECK((batch_state(b, x[i].id) == BATCH_PREFILLING) == (step < running_after[i]),
+                  "after step %d, sequence %d (joined %d-th) is %s", step, i, i + 1,
+                  batch_state(b, x[i].id) == BATCH_PREFILLING ? "prefilling" : "past its prefill");
+    }
+    if (b) run_to_the_end(b);
+    for (int i = 0; i < SEQUENCES && b && !test_failures(); i++) leave_as_alone(b, &x[i], "a plain sequence");
+    batch_close(b);
+    model_pair_close(&pair);
+}
+
 // The depths a sequence's rounds drafted, in order (SpecParams.on_round).
 typedef struct {
     int gamma[MAX_TOKENS], n;
