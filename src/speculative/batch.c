@@ -115,9 +115,10 @@ int batch_join(Batch *b, const BatchJob *job, Err *err) {
 // Each running sequence's γ policy is told the rest of the batch before it drafts (policy.h: rate_batch): the
 // others' last rounds — their rows and tokens summed, the longest of their drafting — and the prefilling ones as
 // sequences without rows; and what the batch's forwards cost, the lines through the times of every row count its
-// steps ran (BatchCosts: a greedy or coupled plan prices its rows with them, not with the cost model of sizes). A prefill chunk's rows are work the batch does whatever γ is, and in F(R) = S + R · (A + s)
-// they would only add a constant to the step's time, which makes deeper drafts look cheaper than they are (their
-// rows cost as much in that step as in any other): the plan prices γ against the rounds' rows alone.
+// steps ran (BatchCosts: a greedy or coupled plan prices its rows with them, not with the cost model of sizes). A
+// prefill chunk's rows are work the batch does whatever γ is, and in F(R) = S + R · A they would only add a constant
+// to the step's time, which makes deeper drafts look cheaper than they are (their rows cost as much in that step as
+// in any other): the plan prices γ against the rounds' rows alone.
 static void share_loads(Batch *b) {
     BatchCosts costs;
     costs.target_measured = row_times_line(&b->target_times, &costs.target_fixed, &costs.target_per_row) >= 2;

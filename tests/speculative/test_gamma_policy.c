@@ -604,8 +604,8 @@ static void batch_costs_set_depth(Model *target) {
     const int d_flat = depth_with_costs(target, 0, flat), d_tenth = depth_with_costs(target, 0, tenth),
               d_steep = depth_with_costs(target, 0, steep), d_dear = depth_with_costs(target, 0, dear_draft),
               d_unmeasured = depth_with_costs(target, 0, draft_unmeasured);
-    printf("    greedy beside 3 plain sequences, a row %.2f, %.2f, %.2f of the stream: γ %d, %d, %d; a draft forward as "
-           "dear as the target's: γ %d; the draft not yet timed: γ %d\n", 0.01, 0.1, 1.0, d_flat, d_tenth, d_steep,
+    printf("    greedy beside 3 plain sequences, a row %.2f, %.2f, %.2f of the stream: γ %d, %d, %d; a draft "
+           "forward as dear as the target's: γ %d; the draft not yet timed: γ %d\n", 0.01, 0.1, 1.0, d_flat, d_tenth, d_steep,
            d_dear, d_unmeasured);
     CHECK(d_flat > d_tenth && d_tenth > 0 && d_steep == 0 && d_dear == 0 && d_unmeasured > 0,
           "greedy: γ %d, %d, %d by the row's cost, %d with a dear draft, %d with the draft untimed", d_flat, d_tenth,
