@@ -1,5 +1,5 @@
-// matmul_ab.c — the q4 and q8 matmuls of one x86 variant (avx512, avx2 or avxvnni), or GGUF's Q4_K and Q6_K ones
-// (the K-panels of kernels.h, their weights random GGUF blocks packed as the loader packs them), at T activation
+// matmul_ab.c — the q4 and q8 matmuls of one x86 variant (avx512, avx2 or avxvnni), or GGUF's Q4_K, Q5_K and Q6_K
+// ones (the K-panels of kernels.h, their weights random GGUF blocks packed as the loader packs them), at T activation
 // rows (1: one decode step's products; 8: a verification's) against an earlier commit's (run.sh builds those,
 // renamed base_*), in one process: for each format, workload and thread count, A and B alternate ROUNDS times;
 // each round times REPS passes over the workload with each, and the ratio base time / new time is taken within
@@ -7,11 +7,13 @@
 // the workload's n_out · n_in over the fastest round's time: in the L2, the kernel's own pace, to set beside the
 // core's clock and ports), and checks that both give the same bits. With `l2` the workload in the L2 alone, in
 // L2_ROUNDS short rounds, whose fastest ones say the kernels' own speed on a machine that other work shares.
-//   in the L2:    [1024, 1024], 0.6 MB in q8, 0.3 MB in q4 (and Q4_K), 0.4 MB in Q6_K: the kernel's own speed
-//   from memory:  [32768, 4096], 136 MB in q8, 72 MB in q4, 76 MB in Q4_K, 106 MB in Q6_K (over twice a 32 MiB L3)
+//   in the L2:    [1024, 1024], 1.1 MB in q8, 0.6 MB in q4 (and Q4_K), 0.7 MB in Q5_K, 0.9 MB in Q6_K: the
+//                 kernel's own speed
+//   from memory:  [32768, 4096], 136 MB in q8, 72 MB in q4, 76 MB in Q4_K, 92 MB in Q5_K, 106 MB in Q6_K (over
+//                 twice a 32 MiB L3, not a larger one)
 //   16 layers:    a Llama-3.2-1B layer's matrices ([3072, 2048] QKV, [2048, 2048] O, [16384, 2048] gate and up,
 //                 [2048, 8192] down) 16 times over, one after the other as a decode step reads them: 1.0 GB in q8,
-//                 0.55 GB in q4, 0.58 GB in Q4_K, 0.8 GB in Q6_K
+//                 0.55 GB in q4, 0.58 GB in Q4_K, 0.67 GB in Q5_K, 0.8 GB in Q6_K
 // As in the model, each matrix is one job on the pool, each thread its share of the matrix's panels.
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,13 +26,15 @@
 
 // The earlier commit's, of the variant run.sh was given (only those of the formats asked for are linked in).
 extern MatmulQ8Fn base_q4_matmul __attribute__((weak)), base_q8_matmul __attribute__((weak)),
-    base_q4_k_matmul __attribute__((weak)), base_q6_k_matmul __attribute__((weak));
+    base_q4_k_matmul __attribute__((weak)), base_q5_k_matmul __attribute__((weak)),
+    base_q6_k_matmul __attribute__((weak));
 
 // The formats measured: their names on the command line and in the table, and their weight types.
 static const struct {
     const char *name;
     WeightType type;
-} FORMATS[] = {{"q4", WEIGHT_Q4}, {"q8", WEIGHT_Q8}, {"q4_k", WEIGHT_Q4_K}, {"q6_k", WEIGHT_Q6_K}};
+} FORMATS[] = {{"q4", WEIGHT_Q4}, {"q8", WEIGHT_Q8}, {"q4_k", WEIGHT_Q4_K}, {"q5_k", WEIGHT_Q5_K},
+               {"q6_k", WEIGHT_Q6_K}};
 enum { N_FORMATS = sizeof FORMATS / sizeof FORMATS[0] };
 
 enum { ROUNDS = 15, L2_ROUNDS = 301, MAX_MATRICES = 64, MAX_IN = 8192, MAX_T = 16 };
@@ -100,15 +104,16 @@ static uint8_t *weights_alloc(size_t bytes) {
     return p;
 }
 
-// Row r of a K-panel from a random GGUF row of n_in / 256 blocks of `type` (Q4_K or Q6_K): random quants and
-// integer scales, and F16 d (and dmin) in [2⁻¹⁰, 2⁻⁶), so that every weight is finite.
+// Row r of a K-panel from a random GGUF row of n_in / 256 blocks of `type` (Q4_K, Q5_K or Q6_K): random quants
+// and integer scales, and F16 d (and dmin) in [2⁻¹⁰, 2⁻⁶), so that every weight is finite.
 static void k_random_row(uint8_t *panel, WeightType type, int r, int n_in) {
-    const int block_bytes = type == WEIGHT_Q4_K ? 144 : 210, d_at = type == WEIGHT_Q4_K ? 0 : 208;
+    const bool with_dmin = type != WEIGHT_Q6_K;  // Q4_K and Q5_K: d, dmin at 0 and 2; Q6_K: d at 208
+    const int block_bytes = type == WEIGHT_Q4_K ? 144 : type == WEIGHT_Q5_K ? 176 : 210, d_at = with_dmin ? 0 : 208;
     uint8_t *blocks = malloc((size_t)n_in / K_SUPER * block_bytes);
     for (int s = 0; s < n_in / K_SUPER; s++) {
         uint8_t *b = blocks + (size_t)s * block_bytes;
         for (int i = 0; i < block_bytes; i++) b[i] = (uint8_t)rand();
-        for (int h = 0; h < (type == WEIGHT_Q4_K ? 2 : 1); h++) {  // d, then Q4_K's dmin: exponents 5..8
+        for (int h = 0; h < (with_dmin ? 2 : 1); h++) {  // d, then dmin: exponents 5..8
             b[d_at + 2 * h + 1] = (uint8_t)(0x14 + rand() % 16);
         }
     }
@@ -209,11 +214,12 @@ int main(int argc, char **argv) {
     const int T = argc > 3 ? atoi(argv[3]) : 1;
     const bool l2_only = argc > 5 && strcmp(argv[5], "l2") == 0;  // the kernels' own speed only
     const Kernels *k = variant(isa);
-    MatmulQ8Fn *const base[N_FORMATS] = {base_q4_matmul, base_q8_matmul, base_q4_k_matmul, base_q6_k_matmul};
+    MatmulQ8Fn *const base[N_FORMATS] = {base_q4_matmul, base_q8_matmul, base_q4_k_matmul, base_q5_k_matmul,
+                                         base_q6_k_matmul};
     bool known = k != NULL;
     for (int f = 0; f < N_FORMATS; f++) known &= !listed(formats, FORMATS[f].name) || base[f];
     if (T < 1 || T > MAX_T || !known || (argc > 5 && !l2_only)) {
-        fprintf(stderr, "matmul_ab: usage: matmul_ab BASE avx512|avx2|avxvnni T (1..%d) q4,q8,q4_k,q6_k [l2]: a "
+        fprintf(stderr, "matmul_ab: usage: matmul_ab BASE avx512|avx2|avxvnni T (1..%d) q4,q8,q4_k,q5_k,q6_k [l2]: a "
                 "variant this CPU runs, formats whose base run.sh built\n", MAX_T);
         return 2;
     }

@@ -1,12 +1,13 @@
 #!/bin/sh
-# One x86 variant's q4 and q8 matmuls (avx512, avx2 or avxvnni), or its Q4_K and Q6_K ones, at T activation rows
+# One x86 variant's q4 and q8 matmuls (avx512, avx2 or avxvnni), or its Q4_K, Q5_K and Q6_K ones, at T activation rows
 # against those of an earlier commit, in one process: the earlier commit's files of that variant are compiled from
 # `git archive` with their functions renamed, so A and B run alternately in one process and share the machine's
 # drifts. Run from the repository root after `make`:
 #     sh tools/matmul_ab/run.sh [BASE [ISA [T [FORMATS [l2]]]]]
 #   BASE: a commit, default 3e2bee0, the walk before decoding's pairs; ISA: avx512 (default), avx2 or avxvnni (its
-#   K-quants are AVX2's); T: 1..16, default 1; FORMATS: some of q4,q8,q4_k,q6_k, comma-separated, default q4,q8
-#   (q4_k and q6_k need a BASE with kernels/qk_*.c); l2: the workload in the L2 alone, in many short rounds
+#   K-quants are AVX2's); T: 1..16, default 1; FORMATS: some of q4,q8,q4_k,q5_k,q6_k, comma-separated, default
+#   q4,q8 (q4_k, q5_k and q6_k need a BASE with kernels/qk_*.c); l2: the workload in the L2 alone, in many short
+#   rounds
 set -e
 base=${1:-3e2bee0}
 isa=${2:-avx512}
@@ -32,8 +33,8 @@ compile_base() {  # compile_base FILE FUNCTION NAME: the base's FILE.c with FUNC
 for f in $(echo "$formats" | tr , ' '); do
     case $f in
     q4 | q8) compile_base "${f}_$files" "${f}_matmul_$suffix" "${f}_matmul" ;;
-    q4_k | q6_k) compile_base "qk_$files" "${f}_matmul_$files" "${f}_matmul" ;;
-    *) echo "run.sh: FORMATS are some of q4,q8,q4_k,q6_k, not $f" >&2; exit 2 ;;
+    q4_k | q5_k | q6_k) compile_base "qk_$files" "${f}_matmul_$files" "${f}_matmul" ;;
+    *) echo "run.sh: FORMATS are some of q4,q8,q4_k,q5_k,q6_k, not $f" >&2; exit 2 ;;
     esac
 done
 cc -std=c11 -D_GNU_SOURCE -O2 -Ikernels -Isrc -o "$dir/ab" tools/matmul_ab/matmul_ab.c build/release/kernels/*.o \
