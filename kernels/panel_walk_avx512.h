@@ -34,7 +34,10 @@
 // are one chain, each waiting for the last; a second panel gives the core a second chain to run beside it, and the
 // activation broadcasts serve both. On one Zen 4 core, q4's decode product ran 1.16 × faster, in the L2 and from
 // memory; q8's ran 0.98–1.06 × as fast (tools/matmul_ab/run.sh; docs/performance-history.md, "Decoding's panels
-// in pairs"). Four at a time were no faster.
+// in pairs"). Four at a time were no faster. A block's 8 vpdpbusd are also two chains of 4 (groups 0..3 and 4..7,
+// their integer sums added, exact): on one Emerald Rapids core the T = 1 products in the L2 then ran 1.05–1.09 × as
+// fast in the fastest rounds for q4, Q4_K and Q5_K, q8's 1.02 × (docs/performance-history.md, "Two chains a block
+// on an Emerald Rapids Xeon"; tried before on another machine, the same had given 1.00–1.03).
 enum { ROWS_PER_PASS = 8, DECODE_PANELS = 2, GROUPS = Q8_BLOCK / Q8_GROUP };
 
 #define VNNI __attribute__((target("avx512vnni")))  // the functions that use vpdpbusd
@@ -134,8 +137,12 @@ static inline __attribute__((always_inline)) VNNI __m512 k_block_fma(__m512 acc,
         acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(low), _mm512_mul_ps(k->d_scale, d_x), acc);
         return _mm512_fmadd_ps(_mm512_cvtepi32_ps(high), _mm512_mul_ps(k->d_scale_high, d_x), acc);
     }
-    __m512i sum = _mm512_setzero_si512();
-    for (int g = 0; g < GROUPS; g++) sum = _mm512_dpbusd_epi32(sum, w[g], broadcast_group(xb->q + Q8_GROUP * g));
+    __m512i low = _mm512_setzero_si512(), high = low;  // groups 0..3 and 4..7, two chains, added (exact)
+    for (int g = 0; g < GROUPS / 2; g++) {
+        low = _mm512_dpbusd_epi32(low, w[g], broadcast_group(xb->q + Q8_GROUP * g));
+        high = _mm512_dpbusd_epi32(high, w[g + GROUPS / 2], broadcast_group(xb->q + Q8_GROUP * (g + GROUPS / 2)));
+    }
+    const __m512i sum = _mm512_add_epi32(low, high);
     acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_mul_ps(k->d_scale, d_x), acc);
     return _mm512_fmadd_ps(k->minus_dmin_min, _mm512_set1_ps(xb->d * (float)(xb->offset / -128)), acc);
 }
@@ -194,9 +201,14 @@ static inline __attribute__((always_inline)) VNNI void panels_against_rows(
             const __m512 m_w = _mm512_cvtph_ps(mins_16);
             for (int t = 0; t < n; t++) {
                 const Q8Block *xb = &x[(size_t)t * nb + b];
-                __m512i isum = _mm512_set1_epi32(offset_divisor ? xb->offset / offset_divisor : 0);
-                for (int g = 0; g < GROUPS; g++)
+                __m512i isum = _mm512_set1_epi32(offset_divisor ? xb->offset / offset_divisor : 0),
+                        high = _mm512_setzero_si512();  // groups 0..3 and 4..7, two chains, added (exact)
+                for (int g = 0; g < GROUPS / 2; g++) {
                     isum = _mm512_dpbusd_epi32(isum, w[g], broadcast_group(xb->q + Q8_GROUP * g));
+                    high = _mm512_dpbusd_epi32(high, w[g + GROUPS / 2],
+                                               broadcast_group(xb->q + Q8_GROUP * (g + GROUPS / 2)));
+                }
+                isum = _mm512_add_epi32(isum, high);
                 const __m512 d = _mm512_mul_ps(d_w, _mm512_set1_ps(xb->d));
                 acc[p][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), d, acc[p][t]);
                 if (block_mins(type))  // + m · fl(d_x · Σ q_x)
