@@ -199,6 +199,9 @@ static int get_common(Request *req, const json_t *body, ApiError *e) {
     const json_t *options = json_object_get(body, "stream_options");
     if (options && !json_is_null(options) && !json_is_object(options))
         return api_error(e, 400, "invalid_type", "stream_options", "stream_options: expected an object");
+    if (json_object_size(options) > 0 && !req->stream)  // (as OpenAI's API and vLLM: an empty object says nothing)
+        return api_error(e, 400, "invalid_value", "stream_options", "stream_options: only with \"stream\": true (it "
+                         "says what a stream's chunks hold)");
     return options ? get_bool(options, "include_usage", "stream_options.include_usage", &req->include_usage, e) : 0;
 }
 
