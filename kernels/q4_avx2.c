@@ -14,11 +14,9 @@ enum { LINES = Q4_BLOCK * Q4_PANEL / 2 / 64 };
 static inline __attribute__((always_inline)) void q4_block_sums(__m256i isum[MAX_ROWS_PER_PASS], const uint8_t *q,
                                                                 const Q8Block *x, int nb, const int n) {
     const __m256i ones = _mm256_set1_epi16(1), nibble = _mm256_set1_epi8(0x0f);
-    // Row t's 16-bit sums of pairs, each |·| ≤ LINES · 2 · 2 · 15 · 127 = 30480, so vpaddw never wraps. Each
-    // row's sum is held in its register after each line (the empty asm): else GCC reassociates the adds across the
-    // lines and, at 8 rows, makes every product before adding any, spilling them to the stack. (The saturating
-    // vpaddsw, which GCC also keeps in order, issues on Intel's ports 0 and 1 alone, beside the multiplies; vpaddw
-    // on port 5 too: docs/kernels.md.)
+    // Row t's 16-bit sums of pairs, each |·| ≤ LINES · 2 · 2 · 15 · 127 = 30480. Added by vpaddsw, which never
+    // saturates here, rather than vpaddw: GCC reassociates plain vector adds across the lines and, at 8 rows, then
+    // makes every product before adding any, spilling them to the stack; the saturating add it keeps in order.
     __m256i pairs[MAX_ROWS_PER_PASS];
     for (int t = 0; t < n; t++) pairs[t] = _mm256_setzero_si256();
     for (int line = 0; line < LINES; line++) {
@@ -27,9 +25,8 @@ static inline __attribute__((always_inline)) void q4_block_sums(__m256i isum[MAX
         const __m256i high = _mm256_and_si256(_mm256_srli_epi16(packed, 4), nibble);  // 16 more
         for (int t = 0; t < n; t++) {
             const int8_t *xq = x[(size_t)t * nb].q + 4 * line;
-            pairs[t] = _mm256_add_epi16(pairs[t], _mm256_add_epi16(_mm256_maddubs_epi16(low, broadcast_group(xq)),
+            pairs[t] = _mm256_adds_epi16(pairs[t], _mm256_adds_epi16(_mm256_maddubs_epi16(low, broadcast_group(xq)),
                                                                    _mm256_maddubs_epi16(high, broadcast_group(xq + 16))));
-            __asm__("" : "+x"(pairs[t]));
         }
     }
     for (int t = 0; t < n; t++)
