@@ -179,6 +179,13 @@ static int get_common(Request *req, const json_t *body, ApiError *e) {
     if (get_integer(body, "max_tokens", 1, REQUEST_MAX_TOKENS, &v, &given, e) ||
         get_integer(body, "max_completion_tokens", 1, REQUEST_MAX_TOKENS, &completion, &completion_given, e))
         return -1;
+    // max_completion_tokens is OpenAI's newer name for max_tokens (the older, deprecated in chat completions): a
+    // client that sends both with one value is understood; two different limits are a mistake that vLLM and SGLang
+    // settle silently (the newer wins), so the client is told instead
+    if (given && completion_given && v != completion)
+        return api_error(e, 400, "invalid_value", "max_tokens", "max_tokens and max_completion_tokens: two different "
+                         "limits (%lld and %lld); give one of them, or the same value in both", (long long)v,
+                         (long long)completion);
     req->max_tokens = completion_given ? (int)completion : given ? (int)v : 0;
     if (get_number(body, "temperature", 0, 2, false, &req->sampling.temperature, e) ||
         get_number(body, "top_p", 0, 1, true, &req->sampling.top_p, e) ||

@@ -10,7 +10,7 @@
 //   tool_choice             "auto" (the default with tools), "none" (no call is read back), "required" (a call of one
 //                           of the tools), or {"type": "function", "function": {"name"}} (a call of that one)
 //   parallel_tool_calls     true (default): a reply may hold several calls; false: the first call only
-//   max_tokens, max_completion_tokens   an integer ≥ 1 (the second wins when both are given)
+//   max_tokens, max_completion_tokens   an integer ≥ 1 (the second OpenAI's newer name: both given must agree)
 //   temperature [0, 2], top_p (0, 1], top_k ≥ 0, seed ≥ 0; and vLLM's sampling extensions with vLLM's meanings
 //   (sampling.h, penalties.h): min_p [0, 1], repetition_penalty [0.01, 100], presence_penalty and
 //   frequency_penalty [−2, 2] (OpenAI's too) — every number checked as the float it is used as

@@ -152,6 +152,15 @@ static const Case cases[] = {
     {C, "{\"prompt\": \"hi\", \"max_tokens\": 1e3}", 400, "max_tokens", "integer"},
     {CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"max_completion_tokens\": 99999999}", 400,
      "max_completion_tokens", "integer"},
+    // max_tokens beside max_completion_tokens (its newer name): one limit, given once or twice alike
+#define HI "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], "
+    {CHAT, HI "\"max_tokens\": 7, \"max_completion_tokens\": 7}", 0, "", ""},
+    {CHAT, HI "\"max_tokens\": null, \"max_completion_tokens\": 7}", 0, "", ""},
+    {CHAT, HI "\"max_tokens\": 9, \"max_completion_tokens\": 7}", 400, "max_tokens",
+     "max_tokens and max_completion_tokens: two different limits (9 and 7)"},
+#undef HI
+    {C, "{\"prompt\": \"hi\", \"max_completion_tokens\": 16, \"max_tokens\": 64}", 400, "max_tokens",
+     "give one of them, or the same value in both"},
     {C, "{\"prompt\": \"hi\", \"temperature\": 2.5}", 400, "temperature", "[0, 2]"},
     {C, "{\"prompt\": \"hi\", \"temperature\": -1}", 400, "temperature", "[0, 2]"},
     {C, "{\"prompt\": \"hi\", \"temperature\": \"hot\"}", 400, "temperature", "number"},
@@ -244,7 +253,7 @@ TEST(serve_request_table) {
 }
 
 TEST(serve_request_reads_the_fields) {
-    const char *body = "{\"model\": \"m\", \"prompt\": \"say hi\", \"max_tokens\": 9, \"max_completion_tokens\": 7, "
+    const char *body = "{\"model\": \"m\", \"prompt\": \"say hi\", \"max_completion_tokens\": 7, "
                        "\"temperature\": 0.5, \"top_p\": 0.9, \"top_k\": 40, \"seed\": 12345678901, \"stop\": "
                        "[\"\\n\", \"end\"], \"stream\": true, \"stream_options\": {\"include_usage\": true}, \"min_p\": "
                        "0.05, \"repetition_penalty\": 1.1, \"presence_penalty\": -0.5, \"frequency_penalty\": 1.5, "
@@ -253,7 +262,7 @@ TEST(serve_request_reads_the_fields) {
     ApiError e;
     CHECK(request_parse(&req, API_COMPLETIONS, body, strlen(body), &e) == 0, "refused: %s", e.err.msg);
     CHECK(strcmp(req.model, "m") == 0 && strcmp(req.prompt, "say hi") == 0 && !req.prompt_ids, "model, prompt");
-    CHECK(req.max_tokens == 7, "max_completion_tokens wins: %d", req.max_tokens);
+    CHECK(req.max_tokens == 7, "max_completion_tokens: %d", req.max_tokens);
     CHECK(req.sampling.temperature == 0.5f && req.sampling.top_p == 0.9f && req.sampling.top_k == 40 &&
               req.sampling.min_p == 0.05f, "sampling");
     CHECK(req.penalties.repetition == 1.1f && req.penalties.presence == -0.5f && req.penalties.frequency == 1.5f,
@@ -264,6 +273,11 @@ TEST(serve_request_reads_the_fields) {
     CHECK(req.cache_salt && strcmp(req.cache_salt, "s1") == 0, "cache_salt");
     CHECK(!req.marks && !req.plain, "no marks, drafting: the defaults");
     CHECK(!req.logprobs, "no logprobs: the default");
+    request_free(&req);
+
+    body = "{\"prompt\": \"hi\", \"max_tokens\": 5, \"max_completion_tokens\": 5}";
+    CHECK(request_parse(&req, API_COMPLETIONS, body, strlen(body), &e) == 0, "refused: %s", e.err.msg);
+    CHECK(req.max_tokens == 5, "max_tokens and max_completion_tokens alike: %d", req.max_tokens);
     request_free(&req);
 
     body = "{\"prompt\": \"hi\", \"logprobs\": 0}";
