@@ -1,4 +1,5 @@
-// tools.c — the `tools` list checked, and tool calls' arguments turned into objects for templates (tools.h).
+// tools.c — the `tools` list checked, and a conversation's tool calls and answers checked and put in the shape
+// templates read (tools.h).
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -105,33 +106,10 @@ static int prepare_call(json_t *call, const char *at, ToolsError *e) {
     return 0;
 }
 
-json_t *tools_messages_for_template(const json_t *messages, ToolsError *e) {
-    if (!json_is_array(messages)) {
-        tools_fail(e, "messages", "expected a JSON array of {role, content} objects");
-        return NULL;
-    }
-    json_t *copy = json_deep_copy(messages);
-    int rc = copy ? 0 : tools_fail(e, "messages", "out of memory");
-    for (size_t i = 0; rc == 0 && i < json_array_size(copy); i++) {
-        json_t *m = json_array_get(copy, i), *calls = json_object_get(m, "tool_calls"),
-               *id = json_object_get(m, "tool_call_id");
-        char at[128];
-        snprintf(at, sizeof at, "messages[%zu].tool_call_id", i);
-        if (id && !json_is_null(id) && !json_is_string(id)) rc = tools_fail(e, at, "expected a string");
-        snprintf(at, sizeof at, "messages[%zu].tool_calls", i);
-        if (rc == 0 && calls && !json_is_null(calls) && !json_is_array(calls))
-            rc = tools_fail(e, at, "expected an array of calls");
-        for (size_t k = 0; rc == 0 && k < json_array_size(calls); k++) {
-            snprintf(at, sizeof at, "messages[%zu].tool_calls[%zu]", i, k);
-            rc = prepare_call(json_array_get(calls, k), at, e);
-        }
-    }
-    if (rc == 0) return copy;
-    json_decref(copy);
-    return NULL;
-}
-
-int tools_check_answers(const json_t *messages, ToolsError *e) {
+// Each tool message answers a call made before it, as OpenAI's API requires: the messages before it, back over the
+// other tool messages, end in an assistant message with tool_calls, and its tool_call_id (when given) is the id of
+// one of those calls. Returns 0, or -1 with e naming messages[i].role or messages[i].tool_call_id.
+static int check_answers(const json_t *messages, ToolsError *e) {
     const json_t *calls = NULL;  // those of the assistant message that the tool messages since answer, or NULL
     size_t caller = 0;           // its index
     for (size_t i = 0; i < json_array_size(messages); i++) {
@@ -163,4 +141,31 @@ int tools_check_answers(const json_t *messages, ToolsError *e) {
         }
     }
     return 0;
+}
+
+json_t *tools_messages_for_template(const json_t *messages, ToolsError *e) {
+    if (!json_is_array(messages)) {
+        tools_fail(e, "messages", "expected a JSON array of {role, content} objects");
+        return NULL;
+    }
+    json_t *copy = json_deep_copy(messages);
+    int rc = copy ? 0 : tools_fail(e, "messages", "out of memory");
+    for (size_t i = 0; rc == 0 && i < json_array_size(copy); i++) {
+        json_t *m = json_array_get(copy, i), *calls = json_object_get(m, "tool_calls"),
+               *id = json_object_get(m, "tool_call_id");
+        char at[128];
+        snprintf(at, sizeof at, "messages[%zu].tool_call_id", i);
+        if (id && !json_is_null(id) && !json_is_string(id)) rc = tools_fail(e, at, "expected a string");
+        snprintf(at, sizeof at, "messages[%zu].tool_calls", i);
+        if (rc == 0 && calls && !json_is_null(calls) && !json_is_array(calls))
+            rc = tools_fail(e, at, "expected an array of calls");
+        for (size_t k = 0; rc == 0 && k < json_array_size(calls); k++) {
+            snprintf(at, sizeof at, "messages[%zu].tool_calls[%zu]", i, k);
+            rc = prepare_call(json_array_get(calls, k), at, e);
+        }
+    }
+    if (rc == 0) rc = check_answers(copy, e);
+    if (rc == 0) return copy;
+    json_decref(copy);
+    return NULL;
 }

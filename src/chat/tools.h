@@ -30,16 +30,14 @@ int tools_check(const json_t *tools, ToolsError *e);
 // The tool named name in a checked list, or NULL.
 const json_t *tools_find(const json_t *tools, const char *name);
 
-// A copy of messages (an array) in which every tool call's string arguments are the JSON object they hold.
-// Checks each tool_calls entry (an object whose function has a string name, and arguments an object or a string
-// holding a JSON object) and each tool message's tool_call_id (a string when given). Returns the copy, or NULL
-// with e.
+// A copy of messages (an array) in which every tool call's string arguments are the JSON object they hold: what
+// every path from a conversation to a template (render, the server and batch) reads it through. Checks each
+// tool_calls entry (an object whose function has a string name, and arguments an object or a string holding a JSON
+// object), each tool message's tool_call_id (a string when given), and that each tool message answers a call made
+// before it, as OpenAI's API does: the messages before it, back over the other tool messages, end in an assistant
+// message with tool_calls, and its tool_call_id, when given, is the id of one of those calls (in any order). Returns
+// the copy, or NULL with e naming the field: messages[i].tool_calls[k]..., messages[i].tool_call_id, or
+// messages[i].role for a tool message that follows no call.
 json_t *tools_messages_for_template(const json_t *messages, ToolsError *e);
-
-// Checks that each tool message answers a call made before it, as OpenAI's API does: the messages before it, back
-// over the other tool messages, end in an assistant message with tool_calls, and its tool_call_id (a string, when
-// given) is the id of one of those calls. Returns 0, or -1 with e naming messages[i].role (no call before it) or
-// messages[i].tool_call_id (none of the calls has that id).
-int tools_check_answers(const json_t *messages, ToolsError *e);
 
 #endif

@@ -382,18 +382,9 @@ static int get_content(ChatMessage *m, const json_t *msg, const char *param, Api
     return 0;
 }
 
-// An assistant's tool_calls and a tool message's tool_call_id, checked as render --tools checks them (chat/tools.h).
+// An assistant's tool_calls and a tool message's tool_call_id, kept as given: their shapes, and that each answer
+// follows its call, are checked over the whole conversation (get_messages).
 static int get_tool_fields(ChatMessage *m, const json_t *msg, size_t i, ApiError *e) {
-    json_t *one = json_pack("[O]", msg);
-    ToolsError te;
-    json_t *prepared = one ? tools_messages_for_template(one, &te) : NULL;
-    json_decref(one);
-    if (!prepared) {  // te.field is "messages[0]...": this message's index in its place
-        char param[256];
-        snprintf(param, sizeof param, "messages[%zu]%s", i, strchr(te.field, ']') ? strchr(te.field, ']') + 1 : "");
-        return api_error(e, 400, "invalid_value", param, "%s: %s", param, te.err.msg);
-    }
-    json_decref(prepared);
     const json_t *calls = json_object_get(msg, "tool_calls"), *id = json_object_get(msg, "tool_call_id");
     char where[64];
     snprintf(where, sizeof where, "messages[%zu].tool_calls", i);
@@ -401,7 +392,7 @@ static int get_tool_fields(ChatMessage *m, const json_t *msg, size_t i, ApiError
         return api_error(e, 400, "invalid_value", where, "%s: only an assistant's message makes calls", where);
     if (json_array_size(calls) > 0) m->tool_calls = json_deep_copy(calls);
     snprintf(where, sizeof where, "messages[%zu].tool_call_id", i);
-    if (!json_is_string(id) && strcmp(m->role, "tool") == 0)  // (OpenAI's API requires it; templates render it)
+    if ((!id || json_is_null(id)) && strcmp(m->role, "tool") == 0)  // (OpenAI's API requires it; templates render it)
         return api_error(e, 400, "missing_required_parameter", where, "%s: missing: a tool message answers the call "
                          "whose id it gives", where);
     if (json_is_string(id)) m->tool_call_id = copy_string(id);
@@ -493,9 +484,10 @@ static int get_messages(Request *req, const json_t *body, ApiError *e) {
     req->n_messages = (int)n;  // (request_free frees what a failure leaves half-read)
     for (size_t i = 0; i < n; i++)
         if (get_message(&req->messages[i], json_array_get(v, i), i, e)) return -1;
-    ToolsError te;
-    if (tools_check_answers(v, &te))
-        return api_error(e, 400, "invalid_value", te.field, "%s: %s", te.field, te.err.msg);
+    ToolsError te;  // the calls' shapes and the answers' order, as render checks them (chat/tools.h)
+    json_t *prepared = tools_messages_for_template(v, &te);
+    if (!prepared) return api_error(e, 400, "invalid_value", te.field, "%s: %s", te.field, te.err.msg);
+    json_decref(prepared);
     return 0;
 }
 

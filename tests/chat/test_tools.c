@@ -198,6 +198,15 @@ TEST(chat_tools_render_refusals) {
         {NULL, "[{\"role\": \"assistant\", \"tool_calls\": [\"f\"]}]", "messages[0].tool_calls[0]: expected"},
         {NULL, "[{\"role\": \"tool\", \"tool_call_id\": 5, \"content\": \"x\"}]",
          "messages[0].tool_call_id: expected a string"},
+        // a tool message answers a call made before it: the server's check (tools_messages_for_template)
+        {NULL, "[{\"role\": \"user\", \"content\": \"w?\"}, {\"role\": \"tool\", \"content\": \"42\"}]",
+         "messages[1].role: a tool message answers a call: it must follow an assistant message with tool_calls"},
+        {NULL, "[{\"role\": \"assistant\", \"tool_calls\": [{\"id\": \"c1\", \"function\": {\"name\": \"f\", "
+         "\"arguments\": {}}}]}, {\"role\": \"user\", \"content\": \"and?\"}, {\"role\": \"tool\", \"tool_call_id\": "
+         "\"c1\", \"content\": \"42\"}]", "messages[2].role: a tool message answers a call"},
+        {NULL, "[{\"role\": \"assistant\", \"tool_calls\": [{\"id\": \"c1\", \"function\": {\"name\": \"f\", "
+         "\"arguments\": {}}}]}, {\"role\": \"tool\", \"tool_call_id\": \"c2\", \"content\": \"42\"}]",
+         "messages[1].tool_call_id: \"c2\" is the id of none of the calls of messages[0]"},
     };
     char dir[] = "/tmp/specdec-tools-XXXXXX", tools_path[256], messages_path[256], args[1024];
     CHECK(mkdtemp(dir) != NULL, "mkdtemp");
