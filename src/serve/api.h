@@ -6,7 +6,8 @@
 // (engine.h). Besides it, each response carries an extension object "specdec" that says what speculation did:
 //   {"drafted", "accepted", "target_calls", "tokens_per_target_call", "seed", "prefill_ms", "decode_ms"}
 // — draft tokens proposed and kept, target verification forwards, generated tokens per such forward, the seed the
-// request was sampled with (drawn for it when it gave none), and the times of prefill and of the rounds.
+// request was sampled with (drawn for it when it gave none), and the times of prefill (from joining the batch in its
+// slot to its prompt read: batch.c, start_rounds) and of the rounds.
 #ifndef SPECDEC_SERVE_API_H
 #define SPECDEC_SERVE_API_H
 

@@ -25,7 +25,7 @@ typedef struct {
     BatchJob job;
     Scheduler *s;
     SpecStats stats;
-    double prefill_seconds;  // the forwards that carried its prompt
+    double joined_at;        // when it joined (now_seconds): its prefill's time runs from there (start_rounds)
     long joined;             // the order it joined in (the step's prompt rows go to the earliest first)
     int chunk;               // prefilling: its prompt rows in this step (share_prefill)
     BatchLoad load;          // its part of the last step: 1 sequence, its rows, the tokens it committed, its drafts
@@ -92,9 +92,13 @@ static int prefill_left(Sequence *q) { return q->job.n_prompt - 1 - scheduler_ca
 // The prompt is in: the rounds, the drafter's prefill left to its first draft forward. A drafter's prefill alone is
 // a forward of the draft per sequence; in its first round's it rides with the other sequences' draft rows, the
 // weights read once, and a sequence whose plan stays plain in the batch (greedy beside many: policy.h) never pays it.
+// Its prefill took the time since it joined: the steps that fed its prompt, whole (the other sequences' rows and
+// drafts in them too), and those it waited through while earlier prompts took the steps' rows (share_prefill) — the
+// time a user waits for its prompt to be read, where the forwards alone that carried it would leave the waits out.
 static void start_rounds(Sequence *q) {
     q->load = (BatchLoad){.sequences = 1, .rows = 1, .tokens = 1};  // before its first round: as a plain one
-    q->state = scheduler_start(q->s, q->prefill_seconds, false, &q->err) ? BATCH_FAILED : BATCH_RUNNING;
+    const double prefill_seconds = now_seconds() - q->joined_at;
+    q->state = scheduler_start(q->s, prefill_seconds, false, &q->err) ? BATCH_FAILED : BATCH_RUNNING;
     if (q->state == BATCH_RUNNING && !scheduler_running(q->s)) q->state = BATCH_DONE;
 }
 
@@ -103,7 +107,7 @@ int batch_join(Batch *b, const BatchJob *job, Err *err) {
     while (id < b->capacity && b->seqs[id].state != BATCH_FREE) id++;
     if (id == b->capacity) return err_fmt(err, "the batch is full: %d sequences", b->capacity);
     Sequence *q = &b->seqs[id];
-    *q = (Sequence){.job = *job, .joined = b->joins++};
+    *q = (Sequence){.job = *job, .joined = b->joins++, .joined_at = now_seconds()};
     q->s = scheduler_open(b->target, job->cache, job->drafter, job->prompt, job->n_prompt, job->params, job->out,
                           &q->stats, false, err);
     if (!q->s) return -1;
@@ -236,7 +240,6 @@ static void finish_step(Batch *b, int n, double forward_seconds) {
         const SequenceRows *rows = &b->rows[k];
         const size_t out_rows = logit_rows(rows);
         if (q->state == BATCH_PREFILLING) {
-            q->prefill_seconds += forward_seconds;
             if (prefill_left(q) == 0) start_rounds(q);
         } else {
             const int generated = q->stats.generated;

@@ -60,7 +60,8 @@ typedef struct {
                                 // or the next round asked for no chain of the model's)
     double ahead_handoff_seconds;  // of decode_seconds: handing the drafting thread its job, and waiting for it to
                                    // end after the accept step
-    double prefill_seconds;     // reading the prompt (both models), before the first round
+    double prefill_seconds;     // reading the prompt (both models), before the first round; in a batch (batch.h),
+                                // from joining it: the steps that waited on other prompts' chunks too
     double decode_seconds;      // the rounds: generation proper, what tokens per second is measured over
     double target_seconds, draft_seconds;  // of decode_seconds: in target forwards, in the drafter
     // Where the rest of a round goes: of draft_seconds, the draft's q rows (sampler_adjust; greedy, the argmax

@@ -311,10 +311,12 @@ TEST(batch_sequence_leaves_while_prefilling) {
 // earliest joined first (share_prefill, batch.c): three plain sequences of 100-token prompts (99 rows each to feed)
 // joining at once take 64 + 35 rows (the first's prompt in after two steps), 29 + 64 + 6 (the second's after four),
 // 58 + 41 (the third's after five) — the first to join runs from its third step on, beside the others' chunks —
-// and each gets its tokens alone.
+// and each gets its tokens alone. Each one's prefill time (SpecStats.prefill_seconds, the server's prefill_ms) runs
+// from its join to the step that fed its prompt's end, whole: it holds every target forward of those steps — the
+// third's the three it waited through unfed too, not only the two that carried its rows.
 TEST(batch_prefills_in_the_order_sequences_joined) {
-    enum { SEQUENCES = 3, PROMPT = 100 };
-    static const int running_after[SEQUENCES] = {2, 4, 5};  // the steps each prompt takes to be in
+    enum { SEQUENCES = 3, PROMPT = 100, STEPS = 5 };
+    static const int running_after[SEQUENCES] = {2, 4, STEPS};  // the steps each prompt takes to be in
     static const SpecParams PLAIN = {.sampling = {.top_p = 1}, .eos_id = -1, .max_tokens = 6};
     ModelPair pair;
     open_llama_pair(&pair);
@@ -330,11 +332,12 @@ TEST(batch_prefills_in_the_order_sequences_joined) {
         const BatchJob job = {.prompt = x[i].prompt, .n_prompt = PROMPT, .params = &PLAIN, .out = x[i].out};
         CHECK((x[i].id = batch_join(b, &job, &err)) >= 0, "%s", err.msg);
     }
-    for (int step = 1; step <= running_after[SEQUENCES - 1] && b && !test_failures(); step++) {
+    double forwards_through[STEPS + 1] = {0};  // [step]: the seconds of the target's forwards of steps 1 to step
+    for (int step = 1; step <= STEPS && b && !test_failures(); step++) {
         const long prompt_rows = batch_times(b).prefill_rows;
         CHECK(batch_step(b, &err) == 0, "%s", err.msg);
-        CHECK(batch_times(b).prefill_rows - prompt_rows == (step < running_after[SEQUENCES - 1] ? BATCH_PREFILL_CHUNK
-                                                                                                 : 41),
+        forwards_through[step] = batch_times(b).target_seconds;
+        CHECK(batch_times(b).prefill_rows - prompt_rows == (step < STEPS ? BATCH_PREFILL_CHUNK : 41),
               "step %d fed %ld prompt rows", step, batch_times(b).prefill_rows - prompt_rows);
         for (int i = 0; i < SEQUENCES; i++)
             CHECK((batch_state(b, x[i].id) == BATCH_PREFILLING) == (step < running_after[i]),
@@ -342,7 +345,12 @@ TEST(batch_prefills_in_the_order_sequences_joined) {
                   batch_state(b, x[i].id) == BATCH_PREFILLING ? "prefilling" : "past its prefill");
     }
     if (b) run_to_the_end(b);
-    for (int i = 0; i < SEQUENCES && b && !test_failures(); i++) leave_as_alone(b, &x[i], "a plain sequence");
+    for (int i = 0; i < SEQUENCES && b && !test_failures(); i++) {
+        const SpecStats stats = leave_as_alone(b, &x[i], "a plain sequence");
+        CHECK(stats.prefill_seconds >= forwards_through[running_after[i]],
+              "sequence %d (joined %d-th): a prefill of %g s, less than the %g s of its %d steps' target forwards", i,
+              i + 1, stats.prefill_seconds, forwards_through[running_after[i]], running_after[i]);
+    }
     batch_close(b);
     model_pair_close(&pair);
 }
