@@ -216,6 +216,16 @@ static void open_llama_pair(ModelPair *pair) {
     model_pair_open(pair, &target, &draft, target.vocab_size, 2, QUANT_NONE);
 }
 
+// The pair of open_llama_pair and a batch of `capacity` sequences on its target; NULL (a failed check) where the
+// batch did not open.
+static Batch *open_pair_and_batch(ModelPair *pair, int capacity) {
+    open_llama_pair(pair);
+    Err err;
+    Batch *b = batch_open(&pair->target, capacity, &err);
+    CHECK(b, "%s", err.msg);
+    return b;
+}
+
 static const SpecParams GREEDY_CHAINS_OF_3 = {.sampling = {.temperature = 0, .top_p = 1}, .policy = GAMMA_FIXED,
                                               .gamma = 3, .eos_id = -1, .max_tokens = 12};
 
@@ -227,11 +237,8 @@ static const SpecParams GREEDY_CHAINS_OF_3 = {.sampling = {.temperature = 0, .to
 TEST(batch_draft_forwards_are_one_per_level) {
     enum { SEQUENCES = 3 };
     ModelPair pair;
-    open_llama_pair(&pair);
+    Batch *b = open_pair_and_batch(&pair, SEQUENCES);
     Sequence x[SEQUENCES] = {0};
-    Err err;
-    Batch *b = batch_open(&pair.target, SEQUENCES, &err);
-    CHECK(b, "%s", err.msg);
     for (int i = 0; i < SEQUENCES && b; i++) {
         x[i].n_prompt = random_prompt(x[i].prompt, i, pair.target.n_vocab);
         join(b, &pair, &x[i], &GREEDY_CHAINS_OF_3, NULL);
@@ -273,14 +280,12 @@ TEST(batch_draft_forwards_are_one_per_level) {
 // beside it, one running before it joined and the one after it, get their tokens alone.
 TEST(batch_sequence_leaves_while_prefilling) {
     ModelPair pair;
-    open_llama_pair(&pair);
+    Batch *b = open_pair_and_batch(&pair, 2);
     Sequence running = {0}, leaving = {.n_prompt = MAX_PROMPT}, next = {0};
     running.n_prompt = random_prompt(running.prompt, 1, pair.target.n_vocab);
     next.n_prompt = random_prompt(next.prompt, 2, pair.target.n_vocab);
     for (int t = 0; t < leaving.n_prompt; t++) leaving.prompt[t] = test_rand_int(0, pair.target.n_vocab - 2);
     Err err;
-    Batch *b = batch_open(&pair.target, 2, &err);
-    CHECK(b, "%s", err.msg);
     if (b) {
         join(b, &pair, &running, &GREEDY_CHAINS_OF_3, NULL);
         CHECK(batch_step(b, &err) == 0, "%s", err.msg);
@@ -319,11 +324,9 @@ TEST(batch_prefills_in_the_order_sequences_joined) {
     static const int running_after[SEQUENCES] = {2, 4, STEPS};  // the steps each prompt takes to be in
     static const SpecParams PLAIN = {.sampling = {.top_p = 1}, .eos_id = -1, .max_tokens = 6};
     ModelPair pair;
-    open_llama_pair(&pair);
+    Batch *b = open_pair_and_batch(&pair, SEQUENCES);
     Sequence x[SEQUENCES] = {0};
     Err err;
-    Batch *b = batch_open(&pair.target, SEQUENCES, &err);
-    CHECK(b, "%s", err.msg);
     for (int i = 0; i < SEQUENCES && b; i++) {
         x[i].n_prompt = PROMPT;
         for (int t = 0; t < PROMPT; t++) x[i].prompt[t] = test_rand_int(0, pair.target.n_vocab - 2);
@@ -487,13 +490,10 @@ TEST(batch_drafters_read_their_prompts_in_shared_forwards) {
     const SpecParams *params[] = {&SAMPLED, &GREEDY_CHAINS_OF_3};
     for (int p = 0; p < 2 && !test_failures(); p++) {
         ModelPair pair;
-        open_llama_pair(&pair);
+        Batch *b = open_pair_and_batch(&pair, SEQUENCES);
         Sequence x[SEQUENCES] = {0};
         Corrupter c[SEQUENCES];
         SpecParams seeded[SEQUENCES];
-        Err err;
-        Batch *b = batch_open(&pair.target, SEQUENCES, &err);
-        CHECK(b, "%s", err.msg);
         for (int i = 0; i < SEQUENCES && b; i++) {
             seeded[i] = *params[p];
             seeded[i].seed = test_rand_u64();
@@ -526,12 +526,9 @@ TEST(batch_drafters_read_their_prompts_in_shared_forwards) {
 TEST(batch_debug_build_checks_every_sequences_rollbacks) {
     enum { SEQUENCES = 3, CORRUPTED = 1 };
     ModelPair pair;
-    open_llama_pair(&pair);
+    Batch *b = open_pair_and_batch(&pair, SEQUENCES);
     Sequence x[SEQUENCES] = {0};
     Corrupter c[SEQUENCES];
-    Err err;
-    Batch *b = batch_open(&pair.target, SEQUENCES, &err);
-    CHECK(b, "%s", err.msg);
     for (int i = 0; i < SEQUENCES && b; i++) {
         c[i] = corrupter(&GREEDY_CHAINS_OF_3, i == CORRUPTED ? 2 : 0, &pair);
         x[i].n_prompt = random_prompt(x[i].prompt, i, pair.target.n_vocab);
@@ -543,6 +540,7 @@ TEST(batch_debug_build_checks_every_sequences_rollbacks) {
         if (i == CORRUPTED) {
             int n_out;
             SpecStats stats;
+            Err err;
             CHECK(batch_state(b, x[i].id) == BATCH_FAILED && batch_leave(b, x[i].id, &n_out, &stats, &err) == -1,
                   "a corrupted draft cache in a batch went unnoticed");
             CHECK(c[i].checks == 2 && strstr(err.msg, "draft model") && strstr(err.msg, "value at position"),
