@@ -339,11 +339,14 @@ static char *logged(void (*during)(const Engine *engine), const Engine *engine) 
     return text;
 }
 
-// Starts the server of `engine` in process with `options`, its worker held before every step (hold); false (said on
-// stderr) where it did not start.
-static bool start_held(Server *server, const Engine *engine, const ServeOptions *options, Hold *hold) {
+// Starts the server of `engine` in process on a free port, `parallel` slots and `queue` places behind them, its worker
+// held before every step (hold, held from the start); false (said on stderr) where it did not start.
+static bool start_held(Server *server, const Engine *engine, int parallel, int queue, Hold *hold) {
+    const ServeOptions options = {.host = "127.0.0.1", .parallel = parallel, .queue = queue, .max_body = 1 << 20,
+                                  .timeout = 30, .model = "target"};
+    *hold = (Hold){.lock = PTHREAD_MUTEX_INITIALIZER, .changed = PTHREAD_COND_INITIALIZER, .held = true};
     Err err;
-    if (server_start(server, engine, options, &err)) {
+    if (server_start(server, engine, &options, &err)) {
         fprintf(stderr, "the server did not start: %s\n", err.msg);
         return false;
     }
@@ -376,11 +379,9 @@ static void hang_up(Hold *hold, int fd) {
 // prompt is taken into a slot (its headers come: its prefill is under way, held before its first chunk), and its
 // client goes away (hang_up: the worker's one step is the first chunk).
 static void leave_while_prefilling(const Engine *engine) {
-    const ServeOptions options = {.host = "127.0.0.1", .parallel = 2, .queue = 2, .max_body = 1 << 20,
-                                  .timeout = 30, .model = "target"};
     Server server;
-    Hold hold = {.lock = PTHREAD_MUTEX_INITIALIZER, .changed = PTHREAD_COND_INITIALIZER, .held = true};
-    if (!start_held(&server, engine, &options, &hold)) return;
+    Hold hold;
+    if (!start_held(&server, engine, 2, 2, &hold)) return;
     char body[8192];
     const int fd = send_request(server_port(&server), long_prompt_body(body));
     free(fd >= 0 ? read_reply(fd, "\r\n\r\n") : NULL);  // the headers: it is in a slot, its prefill held
@@ -445,11 +446,9 @@ static bool first_event(Hold *hold, int fd) {
 // one step; each client then goes away (hang_up). Once the server is idle the next request, which only a free slot
 // takes (a second would get 503), is answered.
 static void hang_up_twice(const Engine *engine) {
-    const ServeOptions options = {.host = "127.0.0.1", .parallel = 1, .queue = 0, .max_body = 1 << 20,
-                                  .timeout = 30, .model = "target"};
     Server server;
-    Hold hold = {.lock = PTHREAD_MUTEX_INITIALIZER, .changed = PTHREAD_COND_INITIALIZER, .held = true};
-    if (!start_held(&server, engine, &options, &hold)) return;
+    Hold hold;
+    if (!start_held(&server, engine, 1, 0, &hold)) return;
     const int port = server_port(&server);
     const char *bodies[] = {"{\"prompt\": \"def f(x):\", \"max_tokens\": 480, \"temperature\": 0, \"stream\": true}",
                             "{\"prompt\": \"def f(x):\", \"max_tokens\": 480, \"temperature\": 0}"};
