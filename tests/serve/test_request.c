@@ -18,14 +18,16 @@ typedef struct {
 
 #define C API_COMPLETIONS
 #define CHAT API_CHAT
+// the bodies most rows begin with, their fields after
+#define PROMPT_HI "{\"prompt\": \"hi\", "
+#define CHAT_HI "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], "
 static const Case cases[] = {
     // accepted, with OpenAI's "off" values of refused fields and unknown fields ignored
     {C, "{\"prompt\": \"hi\"}", 0, "", ""},
     {C, "{\"prompt\": [\"hi\"], \"n\": 1, \"best_of\": null, \"logprobs\": null, \"echo\": false}", 0, "", ""},
     {C, "{\"prompt\": [1, 2, 3], \"suffix\": \"\", \"presence_penalty\": 0, \"frequency_penalty\": 0.0}", 0, "", ""},
-    {C, "{\"prompt\": \"hi\", \"typical_p\": 1, \"min_tokens\": 0, \"stop_token_ids\": [], \"length_penalty\": 1}", 0,
-     "", ""},
-    {CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"tools\": [], \"tool_choice\": \"none\", "
+    {C, PROMPT_HI "\"typical_p\": 1, \"min_tokens\": 0, \"stop_token_ids\": [], \"length_penalty\": 1}", 0, "", ""},
+    {CHAT, CHAT_HI "\"tools\": [], \"tool_choice\": \"none\", "
            "\"response_format\": {\"type\": \"text\"}, \"logit_bias\": {}, \"user\": \"x\", \"whatever\": [1]}", 0, "", ""},
     {CHAT, "{\"messages\": [{\"role\": \"assistant\", \"content\": null}, {\"role\": \"developer\", \"content\": "
            "[{\"type\": \"text\", \"text\": \"a\"}, {\"type\": \"text\", \"text\": \"b\"}]}]}", 0, "", ""},
@@ -37,64 +39,62 @@ static const Case cases[] = {
     {C, "{\"prompt\": \"\\u0000\"}", 400, "", "not valid JSON"},
     {C, "{\"prompt\": \"\xff\"}", 400, "", "not valid JSON"},
     // what specdec does not do
-    {C, "{\"prompt\": \"hi\", \"n\": 2}", 400, "n", "n = 1"},
-    {C, "{\"prompt\": \"hi\", \"best_of\": 3}", 400, "best_of", "best_of = 1"},
+    {C, PROMPT_HI "\"n\": 2}", 400, "n", "n = 1"},
+    {C, PROMPT_HI "\"best_of\": 3}", 400, "best_of", "best_of = 1"},
     // structured output: what does not convert or parse, named (docs/structured.md)
-    {CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"response_format\": {\"type\": "
-           "\"xml\"}}", 400, "response_format.type", "\"json_schema\""},
-    {CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"response_format\": {\"type\": "
+    {CHAT, CHAT_HI "\"response_format\": {\"type\": \"xml\"}}", 400, "response_format.type", "\"json_schema\""},
+    {CHAT, CHAT_HI "\"response_format\": {\"type\": "
            "\"json_schema\", \"json_schema\": {\"name\": \"x\"}}}", 400, "response_format.json_schema.schema",
      "missing"},
-    {CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"response_format\": {\"type\": "
+    {CHAT, CHAT_HI "\"response_format\": {\"type\": "
            "\"json_schema\", \"json_schema\": {\"schema\": {\"not\": {}}}}}", 400, "response_format",
      "the keyword 'not' is not supported"},
-    {CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"response_format\": {\"type\": "
+    {CHAT, CHAT_HI "\"response_format\": {\"type\": "
            "\"json_schema\", \"json_schema\": {\"schema\": {\"$ref\": \"#/nowhere\"}}}}", 400, "response_format",
      "$ref '#/nowhere' is not a definition"},
-    {C, "{\"prompt\": \"hi\", \"grammar\": \"root ::= [b-a]\"}", 400, "grammar", "grammar:1:11: character range"},
-    {C, "{\"prompt\": \"hi\", \"grammar\": \"root ::= \\\"a\\\"\", \"response_format\": {\"type\": \"json_object\"}}",
+    {C, PROMPT_HI "\"grammar\": \"root ::= [b-a]\"}", 400, "grammar", "grammar:1:11: character range"},
+    {C, PROMPT_HI "\"grammar\": \"root ::= \\\"a\\\"\", \"response_format\": {\"type\": \"json_object\"}}",
      400, "grammar", "give one of them"},
-    {C, "{\"prompt\": \"hi\", \"json_schema\": {\"type\": \"object\", \"if\": {}}}", 400, "json_schema",
+    {C, PROMPT_HI "\"json_schema\": {\"type\": \"object\", \"if\": {}}}", 400, "json_schema",
      "the keyword 'if' is not supported"},
-    {C, "{\"prompt\": \"hi\", \"typical_p\": 0.5}", 400, "typical_p", "typical sampling"},
-    {C, "{\"prompt\": \"hi\", \"min_tokens\": 4}", 400, "min_tokens", "min_tokens"},
-    {C, "{\"prompt\": \"hi\", \"guided_regex\": \"a+\"}", 400, "guided_regex", "guided decoding"},
-    {C, "{\"prompt\": \"hi\", \"ignore_eos\": true}", 400, "ignore_eos", "end-of-text"},
-    {C, "{\"prompt\": \"hi\", \"logit_bias\": {\"1\": 5}}", 400, "logit_bias", "logit bias"},
-    {C, "{\"prompt\": \"hi\", \"echo\": true}", 400, "echo", "echo"},
+    {C, PROMPT_HI "\"typical_p\": 0.5}", 400, "typical_p", "typical sampling"},
+    {C, PROMPT_HI "\"min_tokens\": 4}", 400, "min_tokens", "min_tokens"},
+    {C, PROMPT_HI "\"guided_regex\": \"a+\"}", 400, "guided_regex", "guided decoding"},
+    {C, PROMPT_HI "\"ignore_eos\": true}", 400, "ignore_eos", "end-of-text"},
+    {C, PROMPT_HI "\"logit_bias\": {\"1\": 5}}", 400, "logit_bias", "logit bias"},
+    {C, PROMPT_HI "\"echo\": true}", 400, "echo", "echo"},
     {CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"image_url\", \"image_url\": {}}]}]}", 400,
      "messages[0].content[0].type", "text parts only"},
     // tools: accepted shapes, and hostile tools, choices and calls named
-#define HI "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], "
 #define F(name) "{\"type\": \"function\", \"function\": {\"name\": \"" name "\"}}"
-    {CHAT, HI "\"tools\": [" F("a") ", " F("b.c-d") "], \"tool_choice\": {\"type\": \"function\", \"function\": "
+    {CHAT, CHAT_HI "\"tools\": [" F("a") ", " F("b.c-d") "], \"tool_choice\": {\"type\": \"function\", \"function\": "
               "{\"name\": \"b.c-d\"}}, \"parallel_tool_calls\": false}", 0, "", ""},
     {CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"w?\"}, {\"role\": \"assistant\", \"content\": "
            "null, \"tool_calls\": [{\"id\": \"c1\", \"type\": \"function\", \"function\": {\"name\": \"a\", "
            "\"arguments\": \"{\\\"x\\\": 1}\"}}]}, {\"role\": \"tool\", \"tool_call_id\": \"c1\", \"content\": "
            "\"42\"}], \"tools\": [" F("a") "], \"tool_choice\": \"required\"}", 0, "", ""},
-    {CHAT, HI "\"tools\": [{\"type\": \"function\"}]}", 400, "tools[0].function", "expected an object"},
-    {CHAT, HI "\"tools\": {}}", 400, "tools", "expected an array"},
-    {CHAT, HI "\"tools\": [" F("a b") "]}", 400, "tools[0].function.name", "expected 1 to 64"},
-    {CHAT, HI "\"tools\": [" F("\\u001b[31m") "]}", 400, "tools[0].function.name", "expected 1 to 64"},
-    {CHAT, HI "\"tools\": [" F("a") ", " F("a") "]}", 400, "tools[1]", "a second function named \"a\""},
-    {CHAT, HI "\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"a\", \"parameters\": 3}}]}", 400,
+    {CHAT, CHAT_HI "\"tools\": [{\"type\": \"function\"}]}", 400, "tools[0].function", "expected an object"},
+    {CHAT, CHAT_HI "\"tools\": {}}", 400, "tools", "expected an array"},
+    {CHAT, CHAT_HI "\"tools\": [" F("a b") "]}", 400, "tools[0].function.name", "expected 1 to 64"},
+    {CHAT, CHAT_HI "\"tools\": [" F("\\u001b[31m") "]}", 400, "tools[0].function.name", "expected 1 to 64"},
+    {CHAT, CHAT_HI "\"tools\": [" F("a") ", " F("a") "]}", 400, "tools[1]", "a second function named \"a\""},
+    {CHAT, CHAT_HI "\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"a\", \"parameters\": 3}}]}", 400,
      "tools[0].function.parameters", "JSON Schema object"},
-    {CHAT, HI "\"tools\": [{\"type\": \"retrieval\"}]}", 400, "tools[0].type", "\"function\""},
-    {C, "{\"prompt\": \"hi\", \"tools\": [" F("a") "]}", 400, "tools", "chat completions"},
-    {CHAT, HI "\"tool_choice\": \"auto\"}", 400, "tool_choice", "no tools are given"},
-    {CHAT, HI "\"tools\": [" F("a") "], \"tool_choice\": \"always\"}", 400, "tool_choice", "\"required\""},
-    {CHAT, HI "\"tools\": [" F("a") "], \"tool_choice\": {\"type\": \"function\", \"function\": {\"name\": "
+    {CHAT, CHAT_HI "\"tools\": [{\"type\": \"retrieval\"}]}", 400, "tools[0].type", "\"function\""},
+    {C, PROMPT_HI "\"tools\": [" F("a") "]}", 400, "tools", "chat completions"},
+    {CHAT, CHAT_HI "\"tool_choice\": \"auto\"}", 400, "tool_choice", "no tools are given"},
+    {CHAT, CHAT_HI "\"tools\": [" F("a") "], \"tool_choice\": \"always\"}", 400, "tool_choice", "\"required\""},
+    {CHAT, CHAT_HI "\"tools\": [" F("a") "], \"tool_choice\": {\"type\": \"function\", \"function\": {\"name\": "
               "\"zz\"}}}", 400, "tool_choice.function.name", "no tool is named \"zz\""},
-    {CHAT, HI "\"tools\": [" F("a") "], \"tool_choice\": {\"type\": \"function\"}}", 400, "tool_choice",
+    {CHAT, CHAT_HI "\"tools\": [" F("a") "], \"tool_choice\": {\"type\": \"function\"}}", 400, "tool_choice",
      "expected a string or"},
-    {CHAT, HI "\"tools\": [" F("a") "], \"tool_choice\": \"required\", \"response_format\": {\"type\": "
+    {CHAT, CHAT_HI "\"tools\": [" F("a") "], \"tool_choice\": \"required\", \"response_format\": {\"type\": "
               "\"json_object\"}}", 400, "tool_choice", "cannot both constrain"},
-    {CHAT, HI "\"tools\": [" F("a") "], \"parallel_tool_calls\": 1}", 400, "parallel_tool_calls", "true or false"},
-    {CHAT, HI "\"tools\": [" F("a") "], \"stream\": true, \"specdec\": {\"marks\": true}}", 400, "specdec.marks",
+    {CHAT, CHAT_HI "\"tools\": [" F("a") "], \"parallel_tool_calls\": 1}", 400, "parallel_tool_calls", "true or false"},
+    {CHAT, CHAT_HI "\"tools\": [" F("a") "], \"stream\": true, \"specdec\": {\"marks\": true}}", 400, "specdec.marks",
      "not with tools"},
-    {CHAT, HI "\"tools\": [" F("a") "], \"logprobs\": true, \"top_logprobs\": 2}", 0, "", ""},
-    {CHAT, HI "\"tools\": [" F("a") "], \"tool_choice\": \"none\", \"logprobs\": true}", 0, "", ""},
+    {CHAT, CHAT_HI "\"tools\": [" F("a") "], \"logprobs\": true, \"top_logprobs\": 2}", 0, "", ""},
+    {CHAT, CHAT_HI "\"tools\": [" F("a") "], \"tool_choice\": \"none\", \"logprobs\": true}", 0, "", ""},
     {CHAT, "{\"messages\": [{\"role\": \"tool\", \"content\": \"42\", \"tool_call_id\": 7}]}", 400,
      "messages[0].tool_call_id", "expected a string"},
     // a tool message names the call it answers (OpenAI's API refuses one without); null is no id
@@ -126,10 +126,10 @@ static const Case cases[] = {
 #undef CALL
     // every tool's parameters compile as a JSON Schema, whatever the template (as chat --tools): a $ref to nowhere,
     // a keyword the converter does not take
-    {CHAT, HI "\"tools\": [" F("a") ", {\"type\": \"function\", \"function\": {\"name\": \"b\", \"parameters\": "
+    {CHAT, CHAT_HI "\"tools\": [" F("a") ", {\"type\": \"function\", \"function\": {\"name\": \"b\", \"parameters\": "
               "{\"type\": \"object\", \"properties\": {\"x\": {\"$ref\": \"#/nowhere\"}}}}}]}", 400,
      "tools[1].function.parameters", "tools[1] \"b\": parameters: at /properties/x: $ref '#/nowhere' is not a definition"},
-    {CHAT, HI "\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"a\", \"parameters\": {\"not\": {}}}}], "
+    {CHAT, CHAT_HI "\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"a\", \"parameters\": {\"not\": {}}}}], "
               "\"tool_choice\": \"none\"}", 400, "tools[0].function.parameters", "the keyword 'not' is not supported"},
     {CHAT, "{\"messages\": [{\"role\": \"assistant\", \"tool_calls\": [{\"id\": \"1\"}]}]}", 400,
      "messages[0].tool_calls[0]", "expected {\"type\": \"function\""},
@@ -139,56 +139,52 @@ static const Case cases[] = {
     {CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\", \"tool_calls\": [{\"function\": "
            "{\"name\": \"a\", \"arguments\": {}}}]}]}", 400, "messages[0].tool_calls", "only an assistant's"},
 #undef F
-#undef HI
     // wrong types and values out of range
     {C, "{}", 400, "prompt", "missing"},
     {C, "{\"prompt\": 3}", 400, "prompt", "expected a string"},
     {C, "{\"prompt\": [\"a\", \"b\"]}", 400, "prompt", "several prompts"},
     {C, "{\"prompt\": [1, -2]}", 400, "prompt[1]", "token id"},
     {C, "{\"prompt\": [1, 2.5]}", 400, "prompt[1]", "token id"},
-    {C, "{\"prompt\": \"hi\", \"model\": 7}", 400, "model", "string"},
-    {C, "{\"prompt\": \"hi\", \"max_tokens\": 0}", 400, "max_tokens", "integer in [1, "},
-    {C, "{\"prompt\": \"hi\", \"max_tokens\": \"5\"}", 400, "max_tokens", "integer"},
-    {C, "{\"prompt\": \"hi\", \"max_tokens\": 1e3}", 400, "max_tokens", "integer"},
-    {CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"max_completion_tokens\": 99999999}", 400,
-     "max_completion_tokens", "integer"},
+    {C, PROMPT_HI "\"model\": 7}", 400, "model", "string"},
+    {C, PROMPT_HI "\"max_tokens\": 0}", 400, "max_tokens", "integer in [1, "},
+    {C, PROMPT_HI "\"max_tokens\": \"5\"}", 400, "max_tokens", "integer"},
+    {C, PROMPT_HI "\"max_tokens\": 1e3}", 400, "max_tokens", "integer"},
+    {CHAT, CHAT_HI "\"max_completion_tokens\": 99999999}", 400, "max_completion_tokens", "integer"},
     // max_tokens beside max_completion_tokens (its newer name): one limit, given once or twice alike
-#define HI "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], "
-    {CHAT, HI "\"max_tokens\": 7, \"max_completion_tokens\": 7}", 0, "", ""},
-    {CHAT, HI "\"max_tokens\": null, \"max_completion_tokens\": 7}", 0, "", ""},
-    {CHAT, HI "\"max_tokens\": 9, \"max_completion_tokens\": 7}", 400, "max_tokens",
+    {CHAT, CHAT_HI "\"max_tokens\": 7, \"max_completion_tokens\": 7}", 0, "", ""},
+    {CHAT, CHAT_HI "\"max_tokens\": null, \"max_completion_tokens\": 7}", 0, "", ""},
+    {CHAT, CHAT_HI "\"max_tokens\": 9, \"max_completion_tokens\": 7}", 400, "max_tokens",
      "max_tokens and max_completion_tokens: two different limits (9 and 7)"},
-#undef HI
-    {C, "{\"prompt\": \"hi\", \"max_completion_tokens\": 16, \"max_tokens\": 64}", 400, "max_tokens",
+    {C, PROMPT_HI "\"max_completion_tokens\": 16, \"max_tokens\": 64}", 400, "max_tokens",
      "give one of them, or the same value in both"},
-    {C, "{\"prompt\": \"hi\", \"temperature\": 2.5}", 400, "temperature", "[0, 2]"},
-    {C, "{\"prompt\": \"hi\", \"temperature\": -1}", 400, "temperature", "[0, 2]"},
-    {C, "{\"prompt\": \"hi\", \"temperature\": \"hot\"}", 400, "temperature", "number"},
-    {C, "{\"prompt\": \"hi\", \"top_p\": 0}", 400, "top_p", "(0, 1]"},
-    {C, "{\"prompt\": \"hi\", \"top_p\": 1.5}", 400, "top_p", "(0, 1]"},
-    {C, "{\"prompt\": \"hi\", \"top_p\": 1e-300}", 400, "top_p", "as a 32-bit float"},
-    {C, "{\"prompt\": \"hi\", \"top_p\": 1e-300, \"stream\": true}", 400, "top_p", "as a 32-bit float"},
-    {C, "{\"prompt\": \"hi\", \"temperature\": 1e300}", 400, "temperature", "[0, 2]"},
-    {C, "{\"prompt\": \"hi\", \"min_p\": 1.5}", 400, "min_p", "[0, 1]"},
-    {C, "{\"prompt\": \"hi\", \"cache_salt\": 5}", 400, "cache_salt", "string"},
-    {C, "{\"prompt\": \"hi\", \"min_p\": \"0.1\"}", 400, "min_p", "number"},
-    {C, "{\"prompt\": \"hi\", \"repetition_penalty\": 0}", 400, "repetition_penalty", "[0.01, 100]"},
-    {C, "{\"prompt\": \"hi\", \"repetition_penalty\": 1e300}", 400, "repetition_penalty", "[0.01, 100]"},
-    {C, "{\"prompt\": \"hi\", \"presence_penalty\": 2.5}", 400, "presence_penalty", "[-2, 2]"},
-    {C, "{\"prompt\": \"hi\", \"frequency_penalty\": -3}", 400, "frequency_penalty", "[-2, 2]"},
-    {C, "{\"prompt\": \"hi\", \"top_k\": -1}", 400, "top_k", "integer"},
-    {C, "{\"prompt\": \"hi\", \"seed\": -5}", 400, "seed", "integer in [0, "},
-    {C, "{\"prompt\": \"hi\", \"stop\": 5}", 400, "stop", "string"},
-    {C, "{\"prompt\": \"hi\", \"stop\": [\"a\", 5]}", 400, "stop[1]", "string"},
-    {C, "{\"prompt\": \"hi\", \"stop\": [\"a\", \"\"]}", 400, "stop[1]", "empty"},
-    {C, "{\"prompt\": \"hi\", \"stop\": [\"a\", \"b\", \"c\", \"d\", \"e\"]}", 400, "stop", "at most 4"},
-    {C, "{\"prompt\": \"hi\", \"stream\": \"yes\"}", 400, "stream", "true or false"},
-    {C, "{\"prompt\": \"hi\", \"stream_options\": 1}", 400, "stream_options", "object"},
-    {C, "{\"prompt\": \"hi\", \"stream_options\": {\"include_usage\": true}}", 400, "stream_options",
+    {C, PROMPT_HI "\"temperature\": 2.5}", 400, "temperature", "[0, 2]"},
+    {C, PROMPT_HI "\"temperature\": -1}", 400, "temperature", "[0, 2]"},
+    {C, PROMPT_HI "\"temperature\": \"hot\"}", 400, "temperature", "number"},
+    {C, PROMPT_HI "\"top_p\": 0}", 400, "top_p", "(0, 1]"},
+    {C, PROMPT_HI "\"top_p\": 1.5}", 400, "top_p", "(0, 1]"},
+    {C, PROMPT_HI "\"top_p\": 1e-300}", 400, "top_p", "as a 32-bit float"},
+    {C, PROMPT_HI "\"top_p\": 1e-300, \"stream\": true}", 400, "top_p", "as a 32-bit float"},
+    {C, PROMPT_HI "\"temperature\": 1e300}", 400, "temperature", "[0, 2]"},
+    {C, PROMPT_HI "\"min_p\": 1.5}", 400, "min_p", "[0, 1]"},
+    {C, PROMPT_HI "\"cache_salt\": 5}", 400, "cache_salt", "string"},
+    {C, PROMPT_HI "\"min_p\": \"0.1\"}", 400, "min_p", "number"},
+    {C, PROMPT_HI "\"repetition_penalty\": 0}", 400, "repetition_penalty", "[0.01, 100]"},
+    {C, PROMPT_HI "\"repetition_penalty\": 1e300}", 400, "repetition_penalty", "[0.01, 100]"},
+    {C, PROMPT_HI "\"presence_penalty\": 2.5}", 400, "presence_penalty", "[-2, 2]"},
+    {C, PROMPT_HI "\"frequency_penalty\": -3}", 400, "frequency_penalty", "[-2, 2]"},
+    {C, PROMPT_HI "\"top_k\": -1}", 400, "top_k", "integer"},
+    {C, PROMPT_HI "\"seed\": -5}", 400, "seed", "integer in [0, "},
+    {C, PROMPT_HI "\"stop\": 5}", 400, "stop", "string"},
+    {C, PROMPT_HI "\"stop\": [\"a\", 5]}", 400, "stop[1]", "string"},
+    {C, PROMPT_HI "\"stop\": [\"a\", \"\"]}", 400, "stop[1]", "empty"},
+    {C, PROMPT_HI "\"stop\": [\"a\", \"b\", \"c\", \"d\", \"e\"]}", 400, "stop", "at most 4"},
+    {C, PROMPT_HI "\"stream\": \"yes\"}", 400, "stream", "true or false"},
+    {C, PROMPT_HI "\"stream_options\": 1}", 400, "stream_options", "object"},
+    {C, PROMPT_HI "\"stream_options\": {\"include_usage\": true}}", 400, "stream_options",
      "only with \"stream\": true"},
-    {C, "{\"prompt\": \"hi\", \"stream\": false, \"stream_options\": null}", 0, "", ""},
-    {C, "{\"prompt\": \"hi\", \"stream_options\": {}}", 0, "", ""},
-    {C, "{\"prompt\": \"hi\", \"stream\": true, \"stream_options\": {\"include_usage\": 1}}", 400,
+    {C, PROMPT_HI "\"stream\": false, \"stream_options\": null}", 0, "", ""},
+    {C, PROMPT_HI "\"stream_options\": {}}", 0, "", ""},
+    {C, PROMPT_HI "\"stream\": true, \"stream_options\": {\"include_usage\": 1}}", 400,
      "stream_options.include_usage", "true or false"},
     {CHAT, "{}", 400, "messages", "non-empty list"},
     {CHAT, "{\"messages\": []}", 400, "messages", "non-empty list"},
@@ -200,36 +196,28 @@ static const Case cases[] = {
     {CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"text\", \"text\": 1}]}]}", 400,
      "messages[0].content[0].text", "string"},
     // logprobs: completions' an integer k, chat's a boolean with top_logprobs k, k in [0, 20]
-    {C, "{\"prompt\": \"hi\", \"logprobs\": 21}", 400, "logprobs", "integer in [0, 20]"},
-    {C, "{\"prompt\": \"hi\", \"logprobs\": -1}", 400, "logprobs", "integer in [0, 20]"},
-    {C, "{\"prompt\": \"hi\", \"logprobs\": true}", 400, "logprobs", "integer in [0, 20]"},
-    {C, "{\"prompt\": \"hi\", \"logprobs\": 2.5}", 400, "logprobs", "integer in [0, 20]"},
-    {C, "{\"prompt\": \"hi\", \"logprobs\": 1e9}", 400, "logprobs", "integer in [0, 20]"},
-    {C, "{\"prompt\": \"hi\", \"logprobs\": 2, \"top_logprobs\": 2}", 400, "top_logprobs", "chat completions"},
-    {CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"logprobs\": 3}", 400, "logprobs",
-     "true or false"},
-    {CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"top_logprobs\": 3}", 400, "top_logprobs",
-     "needs \"logprobs\": true"},
-    {CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"logprobs\": false, \"top_logprobs\": 0}",
-     400, "top_logprobs", "needs \"logprobs\": true"},
-    {CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"logprobs\": true, \"top_logprobs\": 21}",
-     400, "top_logprobs", "integer in [0, 20]"},
-    {CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"logprobs\": true, \"top_logprobs\": "
-           "\"5\"}", 400, "top_logprobs", "integer in [0, 20]"},
-    {C, "{\"prompt\": \"hi\", \"prompt_logprobs\": 1}", 400, "prompt_logprobs", "of the prompt"},
-    {CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"logprobs\": false, \"top_logprobs\": "
-           "null}", 0, "", ""},
+    {C, PROMPT_HI "\"logprobs\": 21}", 400, "logprobs", "integer in [0, 20]"},
+    {C, PROMPT_HI "\"logprobs\": -1}", 400, "logprobs", "integer in [0, 20]"},
+    {C, PROMPT_HI "\"logprobs\": true}", 400, "logprobs", "integer in [0, 20]"},
+    {C, PROMPT_HI "\"logprobs\": 2.5}", 400, "logprobs", "integer in [0, 20]"},
+    {C, PROMPT_HI "\"logprobs\": 1e9}", 400, "logprobs", "integer in [0, 20]"},
+    {C, PROMPT_HI "\"logprobs\": 2, \"top_logprobs\": 2}", 400, "top_logprobs", "chat completions"},
+    {CHAT, CHAT_HI "\"logprobs\": 3}", 400, "logprobs", "true or false"},
+    {CHAT, CHAT_HI "\"top_logprobs\": 3}", 400, "top_logprobs", "needs \"logprobs\": true"},
+    {CHAT, CHAT_HI "\"logprobs\": false, \"top_logprobs\": 0}", 400, "top_logprobs", "needs \"logprobs\": true"},
+    {CHAT, CHAT_HI "\"logprobs\": true, \"top_logprobs\": 21}", 400, "top_logprobs", "integer in [0, 20]"},
+    {CHAT, CHAT_HI "\"logprobs\": true, \"top_logprobs\": \"5\"}", 400, "top_logprobs", "integer in [0, 20]"},
+    {C, PROMPT_HI "\"prompt_logprobs\": 1}", 400, "prompt_logprobs", "of the prompt"},
+    {CHAT, CHAT_HI "\"logprobs\": false, \"top_logprobs\": null}", 0, "", ""},
     // specdec's extension
-    {C, "{\"prompt\": \"hi\", \"specdec\": null, \"stream\": true}", 0, "", ""},
-    {C, "{\"prompt\": \"hi\", \"specdec\": {\"marks\": false, \"draft\": null}}", 0, "", ""},
-    {C, "{\"prompt\": \"hi\", \"specdec\": true}", 400, "specdec", "object"},
-    {C, "{\"prompt\": \"hi\", \"specdec\": {\"marks\": 1}, \"stream\": true}", 400, "specdec.marks",
-     "true or false"},
-    {C, "{\"prompt\": \"hi\", \"specdec\": {\"draft\": \"no\"}}", 400, "specdec.draft", "true or false"},
-    {C, "{\"prompt\": \"hi\", \"specdec\": {\"marks\": true}}", 400, "specdec.marks", "\"stream\": true"},
-    {CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"specdec\": {\"gamma\": 3}}", 400,
-     "specdec.gamma", "\"marks\" and \"draft\" only"},
-    {C, "{\"prompt\": \"hi\", \"specdec\": {\"\\u001b[31m\": 3}}", 400, "specdec.\\x1B[31m", "specdec.\\x1B[31m"},
+    {C, PROMPT_HI "\"specdec\": null, \"stream\": true}", 0, "", ""},
+    {C, PROMPT_HI "\"specdec\": {\"marks\": false, \"draft\": null}}", 0, "", ""},
+    {C, PROMPT_HI "\"specdec\": true}", 400, "specdec", "object"},
+    {C, PROMPT_HI "\"specdec\": {\"marks\": 1}, \"stream\": true}", 400, "specdec.marks", "true or false"},
+    {C, PROMPT_HI "\"specdec\": {\"draft\": \"no\"}}", 400, "specdec.draft", "true or false"},
+    {C, PROMPT_HI "\"specdec\": {\"marks\": true}}", 400, "specdec.marks", "\"stream\": true"},
+    {CHAT, CHAT_HI "\"specdec\": {\"gamma\": 3}}", 400, "specdec.gamma", "\"marks\" and \"draft\" only"},
+    {C, PROMPT_HI "\"specdec\": {\"\\u001b[31m\": 3}}", 400, "specdec.\\x1B[31m", "specdec.\\x1B[31m"},
 };
 
 TEST(serve_request_table) {
