@@ -124,9 +124,7 @@ int batch_join(Batch *b, const BatchJob *job, Err *err) {
 // to the step's time, which makes deeper drafts look cheaper than they are (their rows cost as much in that step as
 // in any other): the plan prices γ against the rounds' rows alone.
 static void share_loads(Batch *b) {
-    BatchCosts costs;
-    costs.target_measured = row_times_line(&b->target_times, &costs.target_fixed, &costs.target_per_row) >= 2;
-    costs.draft_measured = row_times_line(&b->draft_times, &costs.draft_fixed, &costs.draft_per_row) >= 1;
+    const BatchCosts costs = {row_times_fit(&b->target_times), row_times_fit(&b->draft_times)};
     for (int id = 0; id < b->capacity; id++)
         if (b->seqs[id].state == BATCH_PREFILLING) b->seqs[id].load = (BatchLoad){.sequences = 1};
     for (int id = 0; id < b->capacity; id++) {

@@ -63,20 +63,16 @@ static void learn_lookup_alpha(GammaState *g, int match_length, int i, double be
 }
 
 // The line y = mean_y + slope · (x − mean_x) fitted by least squares to the points (x, y[x]), x in [1, n), where
-// y[x] > 0; slope ≥ 0 (a forward of more rows never costs less), 0 through fewer than two points.
-typedef struct {
-    int points;
-    double mean_x, mean_y, slope;
-} Line;
-
-static Line fit_line(const double *y, int n) {
+// y[x] > 0 (RowFit's fields, the x's as rows): slope = Σ (x − mean_x)(y − mean_y) / spread, spread = Σ (x − mean_x)²;
+// slope 0 through fewer than two points.
+static RowFit fit_line(const double *y, int n) {
     double points = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
     for (int x = 1; x < n; x++)
         if (y[x] > 0) points++, sx += x, sy += y[x], sxx += (double)x * x, sxy += x * y[x];
-    if (points == 0) return (Line){0};
-    const double mean_x = sx / points, mean_y = sy / points, var_x = sxx / points - mean_x * mean_x;
-    const double slope = var_x > 0 ? (sxy / points - mean_x * mean_y) / var_x : 0;
-    return (Line){(int)points, mean_x, mean_y, slope > 0 ? slope : 0};
+    if (points == 0) return (RowFit){0};
+    const double mean_x = sx / points, mean_y = sy / points, spread = sxx - points * mean_x * mean_x;
+    const double slope = spread > 0 ? (sxy - points * mean_x * mean_y) / spread : 0;
+    return (RowFit){(int)points, mean_x, mean_y, spread > 0 ? spread : 0, slope};
 }
 
 // t_target(T): the measurement if there is one; else the line a + b·T fitted by least squares to the measured
@@ -84,26 +80,18 @@ static Line fit_line(const double *y, int n) {
 // (a memory-bound model's order of magnitude). 0 if nothing is measured yet.
 double policy_target_time(const GammaState *g, int T) {
     if (g->target[T] > 0) return g->target[T];
-    const Line line = fit_line(g->target, T_SLOTS);
+    const RowFit line = fit_line(g->target, T_SLOTS);
     if (line.points == 0) return 0.0;
-    const double slope = line.points > 1 ? line.slope : 0.03 * line.mean_y;
-    const double at_t = line.mean_y + slope * (T - line.mean_x);
-    return at_t > 0 ? at_t : line.mean_y;
+    const double slope = line.points == 1 ? 0.03 * line.mean_seconds : line.slope > 0 ? line.slope : 0;
+    const double at_t = line.mean_seconds + slope * (T - line.mean_rows);
+    return at_t > 0 ? at_t : line.mean_seconds;
 }
 
 void row_times_add(RowTimes *t, int rows, double seconds) {
     if (rows >= 1 && rows <= MEASURED_ROWS) running_mean(&t->seconds[rows], seconds);
 }
 
-// (A line whose intercept falls below 0 — a forward that grows faster than linearly over the counts measured — is
-// taken through the origin and the points' mean instead: no forward is free.)
-int row_times_line(const RowTimes *t, double *fixed, double *per_row) {
-    const Line line = fit_line(t->seconds, MEASURED_ROWS + 1);
-    *per_row = line.slope;
-    *fixed = line.mean_y - line.slope * line.mean_x;
-    if (*fixed < 0) *fixed = 0, *per_row = line.mean_y / line.mean_x;
-    return line.points;
-}
+RowFit row_times_fit(const RowTimes *t) { return fit_line(t->seconds, MEASURED_ROWS + 1); }
 
 // FLOPs per byte of weights at which a forward's arithmetic takes as long as streaming its weights: a CPU's
 // balance point, near what the bench measures for the shipped target (F32 weights).
@@ -193,9 +181,35 @@ static bool probe_pays_its_read(const GammaState *g) {
     return !batch_planned(g) || g->unread <= PROBE_READ_PER_TOKEN_LEFT * g->left;
 }
 
-// The batch's own measurements price its plan (BatchCosts) once it has timed its target's forward at two row
-// counts; before, the cost model.
-static bool batch_measured(const GammaState *g) { return batch_planned(g) && g->batch_costs.target_measured; }
+// The batch's own measurements price its plan (BatchCosts) once it has timed its target's forward; before, the
+// cost model.
+static bool batch_measured(const GammaState *g) { return batch_planned(g) && g->batch_costs.target.points > 0; }
+
+// How much the cost model's slope counts against a batch's measured one, in rows² (measured_line).
+static const double PRIOR_SPREAD = 32.0;
+
+// The line F(R) = *fixed + R · *per_row a batch's plan prices its forwards with: through the measured mean (R̄, t̄)
+// of the row counts timed (RowFit), with the slope of a normal prior at A₀ updated by them (ridge regression toward
+// A₀; Bishop, "Pattern Recognition and Machine Learning", eq. 3.53–3.54, with one unknown):
+//   A = (Σ (R − R̄)(t − t̄) + κ · A₀) / (Σ (R − R̄)² + κ),  A₀ = model_per_row · t̄ / (model_fixed + R̄ · model_per_row)
+// — A₀ the cost model's slope, model_fixed + R · model_per_row, scaled to the measured level — and κ =
+// PRIOR_SPREAD. A plan that had timed only the row counts of its few drafts (8 sequences decoding plainly: 7, 8 and
+// 9 rows, Σ (R − R̄)² ≈ 2) took the slope from them alone, and the noise of those times on a shared machine made it
+// anything from flat to a whole weight stream a row: a steep one kept the plan plain, which then timed no deeper
+// count to correct it (8 × 128 with the draft 0.93 × without: docs/performance-history.md, "The ninth session on
+// the idle machine"). With κ = 32 — as much as two counts 8 rows apart — a plan follows the cost model's shape
+// until the counts it has timed spread that far, and its own drafts are what spread them. No forward costs less
+// with more rows (A ≥ 0), and none is free (where the line's intercept would fall below 0: through the origin and
+// the mean).
+static void measured_line(const RowFit *f, double model_fixed, double model_per_row, double *fixed,
+                          double *per_row) {
+    const double modelled = model_fixed + f->mean_rows * model_per_row;  // (0 for a lookup, which drafts no forward)
+    const double prior = modelled > 0 ? model_per_row * f->mean_seconds / modelled : 0;
+    const double slope = (f->spread * f->slope + PRIOR_SPREAD * prior) / (f->spread + PRIOR_SPREAD);
+    *per_row = slope > 0 ? slope : 0;
+    *fixed = f->mean_seconds - *per_row * f->mean_rows;
+    if (*fixed < 0) *fixed = 0, *per_row = f->mean_seconds / f->mean_rows;
+}
 
 // F(R) = S + R · (A + s): the cost model's target forward of R rows (a batch's: every sequence's rows in one
 // forward). The serve suite's table "What a batched forward costs" measures it, and the roofline, against the forward.
@@ -204,20 +218,26 @@ static double modelled_batch_forward(const GammaState *g, int rows) {
 }
 
 double policy_batch_forward(const GammaState *g, int rows) {
-    const BatchCosts *c = &g->batch_costs;
-    return batch_measured(g) ? c->target_fixed + rows * c->target_per_row : modelled_batch_forward(g, rows);
+    if (!batch_measured(g)) return modelled_batch_forward(g, rows);
+    double fixed, per_row;
+    measured_line(&g->batch_costs.target, g->model_stream, g->model_row_arithmetic + g->model_row_sampling, &fixed,
+                  &per_row);
+    return fixed + rows * per_row;
 }
 
 // A draft forward of one level (further_row false), or a further row of one (a tree's level feeds W), in the plan's
 // units: the cost model's; with the batch's measurements, its draft forward d(R) over a row of every sequence in the
-// batch (a level's forward carries one of each sequence that drafts it: at most all), or before the batch has timed
-// a draft forward, the cost model's scaled by the measured target forward of one row over the modelled one.
+// batch (a level's forward carries one of each sequence that drafts it: at most all) — the measured line whose prior
+// is the cost model's d(R) = step + (R − 1) · row — or before the batch has timed a draft forward, the cost model's
+// scaled by the measured target forward of one row over the modelled one.
 static double batch_draft_cost(const GammaState *g, bool further_row) {
     const double modelled = further_row ? g->model_draft_row : g->model_draft_step;
     const BatchCosts *c = &g->batch_costs;
     if (!batch_measured(g)) return modelled;
-    if (!c->draft_measured) return modelled * policy_batch_forward(g, 1) / modelled_batch_forward(g, 1);
-    return further_row ? c->draft_per_row : c->draft_fixed + (g->others.sequences + 1) * c->draft_per_row;
+    if (c->draft.points == 0) return modelled * policy_batch_forward(g, 1) / modelled_batch_forward(g, 1);
+    double fixed, per_row;
+    measured_line(&c->draft, g->model_draft_step - g->model_draft_row, g->model_draft_row, &fixed, &per_row);
+    return further_row ? per_row : fixed + (g->others.sequences + 1) * per_row;
 }
 
 // A tree's verification, planned: as verify_time, except that a T larger than any measured is priced at the largest

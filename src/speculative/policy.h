@@ -17,13 +17,14 @@
 // (each level's draft forward serves every sequence drafting it: batch.c) — and one forward of all the batch's rows,
 //   rate_batch(γ, W) = (E[tokens per round] + tokens_others) / (max(γ, draft_others) · t_draft + F(rows_others + W·γ + 1))
 // with F(R) = S + R · A the batch's own forwards as it measured them (BatchCosts: the line through the seconds of
-// every row count its steps ran), t_draft its draft forward of a row per sequence, d(sequences); until the batch has
-// timed two row counts, spec_forward_cost's weight stream S and each row's arithmetic and sampling A. As the batch
-// grows the forward turns compute-bound, a draft row costs as much as a committed one, and γ falls to plain
-// decoding. (The roofline max(S, R · A) + R · s fits one sequence's rows below the knee better, but a batch planned
-// with it ran slower: docs/performance-history.md, "Batched rounds: where the time goes".) Under rejection sampling
-// at T > 0 the request's own plan stands, whatever the batch. For a drafter with a lookup, each
-// match length's run competes with the model's drafts (DraftRequest.lookup_gamma). The reasons behind the priors and
+// every row count its steps ran, its slope drawn toward the cost model's until the counts timed spread wide enough
+// to tell: policy.c, measured_line), t_draft its draft forward of a row per sequence, d(sequences) likewise; until
+// the batch has timed a forward, spec_forward_cost's weight stream S and each row's arithmetic and sampling A. As
+// the batch grows the forward turns compute-bound, a draft row costs as much as a committed one, and γ falls to
+// plain decoding. (The roofline max(S, R · A) + R · s fits one sequence's rows below the knee better, but a batch
+// planned with it ran slower: docs/performance-history.md, "Batched rounds: where the time goes".) Under rejection
+// sampling at T > 0 the request's own plan stands, whatever the batch. For a drafter with a lookup, each match
+// length's run competes with the model's drafts (DraftRequest.lookup_gamma). The reasons behind the priors and
 // thresholds are beside them in policy.c.
 #ifndef SPECDEC_POLICY_H
 #define SPECDEC_POLICY_H
@@ -50,20 +51,25 @@ typedef struct {
     double seconds[MEASURED_ROWS + 1];  // [rows]; 0: no forward of that many rows yet
 } RowTimes;
 
-// What a batch's forwards cost as it measured them: the target's forward over R rows, t(R) = target_fixed + R ·
-// target_per_row, and the draft model's, d(R) = draft_fixed + R · draft_per_row — each the line fitted through the
-// running means of the row counts measured (row_times_line). target_measured false: fewer than two row counts of
-// the target's yet, and the cost model prices the plan; draft_measured false: no draft forward yet.
+// What a batch measured of a model's forwards (row_times_fit): the row counts it timed (points), their mean R̄ and
+// the mean t̄ of their running means, the spread Σ (R − R̄)² of the counts, and the least-squares slope through them
+// in seconds a row (0 through fewer than two counts; it may be negative: noise). The plan draws its line F(R) from it
+// with the cost model's slope as a prior (policy.c: measured_line).
 typedef struct {
-    double target_fixed, target_per_row, draft_fixed, draft_per_row;
-    bool target_measured, draft_measured;
+    int points;
+    double mean_rows, mean_seconds, spread, slope;
+} RowFit;
+
+// What a batch's forwards cost as it measured them: the target's forward over R rows and the draft model's (points
+// 0: not timed yet, and the cost model prices that part of the plan).
+typedef struct {
+    RowFit target, draft;
 } BatchCosts;
 
 void row_times_add(RowTimes *t, int rows, double seconds);
 
-// The line fitted by least squares through the row counts measured (its slope ≥ 0: more rows never cost less):
-// the number of row counts it went through; with one, that count's time as fixed and slope 0; with none, 0 and 0.
-int row_times_line(const RowTimes *t, double *fixed, double *per_row);
+// The least-squares fit through the row counts measured.
+RowFit row_times_fit(const RowTimes *t);
 
 typedef struct {
     double alpha[N_SOURCES];    // running means of the acceptance probability (Σ min(p, q) under rejection)

@@ -482,6 +482,16 @@ static void useless_draft_sampled(Model *target, const Drafter *drafter, const S
 
 TEST(speculative_auto_useless_draft_probes_back_off_sampled) { with_shipped_pair(useless_draft_sampled); }
 
+// γ auto's greedy plan at α 0.7 beside the rest of a batch, `others`.
+static int greedy_depth_beside(Model *target, const Drafter *drafter, BatchLoad others) {
+    const SpecParams greedy = {.sampling = {.top_p = 1}, .policy = GAMMA_AUTO, .max_tokens = 64, .eos_id = -1};
+    GammaState g;
+    policy_init(&g, target, drafter, &greedy);
+    for (int source = 0; source < N_SOURCES; source++) g.alpha[source] = 0.7;
+    g.others = others;
+    return policy_choose(&g, &greedy, drafter).shape.depth;
+}
+
 // γ auto in a batch (GammaState.others, policy.h's rate_batch): greedy plans for the whole batch with the cost model
 // — beside one sequence decoding plainly it drafts, and as the batch grows (more such sequences) its forward turns
 // compute-bound, a draft row costs as much as a committed one and γ falls, to plain decoding beside 64. At
@@ -501,17 +511,17 @@ static void batch_sets_depth(Model *target) {
             depth[hot][i] = policy_choose(&g, &params, &drafter).shape.depth;
         }
     }
-    // Beside 4 sequences that drafted 4 levels each, drafting up to 4 levels adds no draft forward to the batch's
-    // (each level's serves them all): only its rows.
-    const SpecParams greedy = {.sampling = {.top_p = 1}, .policy = GAMMA_AUTO, .max_tokens = 64, .eos_id = -1};
-    GammaState g;
-    policy_init(&g, target, &drafter, &greedy);
-    for (int source = 0; source < N_SOURCES; source++) g.alpha[source] = 0.7;
-    g.others = (BatchLoad){.sequences = 4, .rows = 4 * 5, .tokens = 4 * 3, .draft_forwards = 4};
-    const int beside_drafting = policy_choose(&g, &greedy, &drafter).shape.depth;
-    printf("    greedy beside 4 sequences drafting 4: γ %d\n", beside_drafting);
-    CHECK(beside_drafting >= depth[0][1], "greedy: γ %d beside 4 sequences drafting 4 levels, %d beside 4 plain",
-          beside_drafting, depth[0][1]);
+    // Beside a sequence that drafted 4 levels, drafting up to 4 levels adds no draft forward to the batch's (each
+    // level's serves both): only its rows. So it drafts deeper than beside a sequence that put the same rows and
+    // tokens into the forward without a draft forward to share.
+    const BatchLoad drafting = {.sequences = 1, .rows = 5, .tokens = 3, .draft_forwards = 4},
+                    undrafted = {.sequences = 1, .rows = 5, .tokens = 3};
+    const int beside_drafting = greedy_depth_beside(target, &drafter, drafting),
+              beside_undrafted = greedy_depth_beside(target, &drafter, undrafted);
+    printf("    greedy beside a sequence of 5 rows and 3 tokens that drafted 4 levels: γ %d; that drafted none: γ %d\n",
+           beside_drafting, beside_undrafted);
+    CHECK(beside_drafting > beside_undrafted, "greedy: γ %d beside a sequence that drafted 4 levels, %d beside one "
+          "that drafted none", beside_drafting, beside_undrafted);
     printf("    greedy: γ %d, %d, %d, %d beside 1, 4, 16, 64 sequences; temperature 1: γ %d, %d, %d, %d\n",
            depth[0][0], depth[0][1], depth[0][2], depth[0][3], depth[1][0], depth[1][1], depth[1][2], depth[1][3]);
     CHECK(depth[0][0] > 0 && depth[0][3] == 0, "greedy: γ %d beside 1 sequence, %d beside 64", depth[0][0],
@@ -559,21 +569,20 @@ static void batch_probes_pay_their_read(Model *target) {
 
 TEST(speculative_auto_batch_probes_pay_their_read) { with_target(batch_probes_pay_their_read); }
 
-// row_times_line: the least-squares line through each row count's time — exact through times on a line, flat through
-// one count, and through the origin and the points' mean where the fitted intercept would fall below 0.
+// row_times_fit: the least-squares fit through each row count's time — exact through times on a line, of no
+// slope and no spread through one count.
 TEST(speculative_row_times_fit_a_line) {
-    RowTimes on_line = {0}, one = {0}, convex = {0};
+    RowTimes on_line = {0}, one = {0};
     for (int rows = 1; rows <= 40; rows += 3) row_times_add(&on_line, rows, 2e-3 + rows * 1e-4);
     row_times_add(&on_line, MEASURED_ROWS + 1, 1.0);  // (left out: more rows than kept)
     row_times_add(&one, 8, 5e-3);
-    row_times_add(&convex, 1, 1e-4), row_times_add(&convex, 10, 1e-3), row_times_add(&convex, 20, 8e-3);
-    double fixed, per_row;
-    CHECK(row_times_line(&on_line, &fixed, &per_row) == 14 && fabs(fixed - 2e-3) < 1e-12 &&
-              fabs(per_row - 1e-4) < 1e-12, "on a line: %g + R · %g", fixed, per_row);
-    CHECK(row_times_line(&one, &fixed, &per_row) == 1 && fixed == 5e-3 && per_row == 0, "one count: %g + R · %g",
-          fixed, per_row);
-    CHECK(row_times_line(&convex, &fixed, &per_row) == 3 && fixed == 0 && fabs(per_row - 9.1e-3 / 3 / (31.0 / 3)) <
-              1e-12, "convex: %g + R · %g", fixed, per_row);
+    const RowFit line = row_times_fit(&on_line), single = row_times_fit(&one);
+    CHECK(line.points == 14 && line.mean_rows == 20.5 && fabs(line.mean_seconds - (2e-3 + 20.5e-4)) < 1e-12 &&
+              fabs(line.spread - 2047.5) < 1e-9 && fabs(line.slope - 1e-4) < 1e-12,
+          "on a line: %d points, mean (%g, %g), spread %g, slope %g", line.points, line.mean_rows, line.mean_seconds,
+          line.spread, line.slope);
+    CHECK(single.points == 1 && single.mean_rows == 8 && single.mean_seconds == 5e-3 && single.spread == 0 &&
+              single.slope == 0, "one count: %d points, slope %g", single.points, single.slope);
 }
 
 // γ auto in a batch prices its rows with what the batch measured of its forwards (BatchCosts), not with the cost
@@ -582,38 +591,79 @@ TEST(speculative_row_times_fit_a_line) {
 // where a row costs as much as the stream (compute-bound: a draft row as dear as a committed one); a measured draft
 // forward as dear as the target's stops it too. At temperature 1 under rejection sampling the request's own plan
 // stands whatever the batch measured.
-static int depth_with_costs(Model *target, float temperature, BatchCosts costs) {
-    const Drafter drafter = {.step_cost = 0.08 * spec_forward_cost(target, 1, 1)};
+static int planned_depth(Model *target, const Drafter *drafter, float temperature, int others, BatchCosts costs) {
     const SpecParams params = {.sampling = {.temperature = temperature, .top_p = 1}, .policy = GAMMA_AUTO,
                                .max_tokens = 64, .eos_id = -1};
     GammaState g;
-    policy_init(&g, target, &drafter, &params);
+    policy_init(&g, target, drafter, &params);
     for (int source = 0; source < N_SOURCES; source++) g.alpha[source] = 0.8;
-    g.others = (BatchLoad){.sequences = 3, .rows = 3, .tokens = 3};
+    g.others = (BatchLoad){.sequences = others, .rows = others, .tokens = others};
     g.batch_costs = costs;
-    return policy_choose(&g, &params, &drafter).shape.depth;
+    return policy_choose(&g, &params, drafter).shape.depth;
+}
+
+static int depth_with_costs(Model *target, float temperature, int others, BatchCosts costs) {
+    const Drafter drafter = {.step_cost = 0.08 * spec_forward_cost(target, 1, 1),
+                             .row_cost = 0.01 * spec_forward_cost(target, 1, 1)};
+    return planned_depth(target, &drafter, temperature, others, costs);
+}
+
+// A batch's forwards timed on the line fixed + R · per_row at the row counts from..to.
+static RowFit timed(double fixed, double per_row, int from, int to) {
+    RowTimes t = {0};
+    for (int rows = from; rows <= to; rows++) row_times_add(&t, rows, fixed + rows * per_row);
+    return row_times_fit(&t);
 }
 
 static void batch_costs_set_depth(Model *target) {
-    const double stream = 1e-3, draft = 0.05 * stream;
-    const BatchCosts flat = {stream, 0.01 * stream, draft, 0, true, true},
-                     tenth = {stream, 0.1 * stream, draft, 0, true, true},
-                     steep = {stream, stream, draft, 0, true, true},
-                     dear_draft = {stream, 0.01 * stream, stream, 0, true, true},
-                     draft_unmeasured = {stream, 0.01 * stream, 0, 0, true, false};
-    const int d_flat = depth_with_costs(target, 0, flat), d_tenth = depth_with_costs(target, 0, tenth),
-              d_steep = depth_with_costs(target, 0, steep), d_dear = depth_with_costs(target, 0, dear_draft),
-              d_unmeasured = depth_with_costs(target, 0, draft_unmeasured);
+    const double stream = 1e-3;
+    const RowFit draft = timed(0.05 * stream, 0, 1, 4), dear = timed(stream, 0, 1, 4), untimed = {0};
+    const BatchCosts flat = {timed(stream, 0.01 * stream, 4, 36), draft},
+                     tenth = {timed(stream, 0.1 * stream, 4, 36), draft},
+                     steep = {timed(stream, stream, 4, 36), draft},
+                     dear_draft = {timed(stream, 0.01 * stream, 4, 36), dear},
+                     draft_unmeasured = {timed(stream, 0.01 * stream, 4, 36), untimed};
+    const int d_flat = depth_with_costs(target, 0, 3, flat), d_tenth = depth_with_costs(target, 0, 3, tenth),
+              d_steep = depth_with_costs(target, 0, 3, steep), d_dear = depth_with_costs(target, 0, 3, dear_draft),
+              d_unmeasured = depth_with_costs(target, 0, 3, draft_unmeasured);
     printf("    greedy beside 3 plain sequences, a row %.2f, %.2f, %.2f of the stream: γ %d, %d, %d; a draft "
-           "forward as dear as the target's: γ %d; the draft not yet timed: γ %d\n", 0.01, 0.1, 1.0, d_flat, d_tenth, d_steep,
-           d_dear, d_unmeasured);
+           "forward as dear as the target's: γ %d; the draft not yet timed: γ %d\n", 0.01, 0.1, 1.0, d_flat, d_tenth,
+           d_steep, d_dear, d_unmeasured);
     CHECK(d_flat > d_tenth && d_tenth > 0 && d_steep == 0 && d_dear == 0 && d_unmeasured > 0,
           "greedy: γ %d, %d, %d by the row's cost, %d with a dear draft, %d with the draft untimed", d_flat, d_tenth,
           d_steep, d_dear, d_unmeasured);
-    const int alone = depth_with_costs(target, 1, (BatchCosts){0});
-    const int hot[] = {depth_with_costs(target, 1, flat), depth_with_costs(target, 1, steep)};
+    const int alone = depth_with_costs(target, 1, 3, (BatchCosts){0});
+    const int hot[] = {depth_with_costs(target, 1, 3, flat), depth_with_costs(target, 1, 3, steep)};
     CHECK(hot[0] == alone && hot[1] == alone, "temperature 1: γ %d, %d with the batch's costs, %d without", hot[0],
           hot[1], alone);
 }
 
 TEST(speculative_auto_plans_with_the_batchs_measured_costs) { with_target(batch_costs_set_depth); }
+
+// The measured line's slope leans on the cost model's until the row counts timed spread (policy.c: measured_line).
+// The shipped pair on 2 threads, greedy beside 3 sequences decoding plainly: a batch that timed only 3, 4 and 5 rows
+// — times whose noise makes a row look as dear as a whole forward of one — drafts, no deeper than the cost model (a
+// line through those counts alone priced it plain decoding: the ninth session's regression); the same cost a row
+// measured over 4..36 rows is believed: plain decoding. And three counts timed alike (a row for nothing) do not
+// make it draft deeper than the model.
+static void batch_slope_needs_spread(Model *target, const Drafter *drafter, const SpecParams *params) {
+    target->max_threads = 2;
+    const double stream = 1e-3;
+    RowTimes noisy = {0}, free_rows = {0};
+    for (int rows = 3; rows <= 5; rows++) row_times_add(&noisy, rows, (rows - 2) * stream);
+    for (int rows = 3; rows <= 5; rows++) row_times_add(&free_rows, rows, 1.2 * stream);
+    const RowFit untimed = {0};  // (the draft's forwards priced by the cost model's, scaled as the target's)
+    const int by_model = planned_depth(target, drafter, 0, 3, (BatchCosts){untimed, untimed}),
+              narrow = planned_depth(target, drafter, 0, 3, (BatchCosts){row_times_fit(&noisy), untimed}),
+              wide = planned_depth(target, drafter, 0, 3, (BatchCosts){timed(0, stream, 4, 36), untimed}),
+              flat = planned_depth(target, drafter, 0, 3, (BatchCosts){row_times_fit(&free_rows), untimed});
+    GammaState g;
+    policy_init(&g, target, drafter, params);
+    printf("    the shipped pair beside 3 plain sequences (the cost model's row %.3f of its stream): γ %d by the "
+           "model; a row as dear as a forward timed at 3..5 rows: γ %d, at 4..36: γ %d; no cost a row at 3..5: γ %d\n",
+           (g.model_row_arithmetic + g.model_row_sampling) / g.model_stream, by_model, narrow, wide, flat);
+    CHECK(by_model > 0 && narrow > 0 && narrow <= by_model && wide == 0 && flat == by_model,
+          "γ %d by the model, %d timed at 3..5 rows, %d at 4..36, %d flat at 3..5", by_model, narrow, wide, flat);
+}
+
+TEST(speculative_auto_batch_slope_needs_spread) { with_shipped_pair(batch_slope_needs_spread); }
