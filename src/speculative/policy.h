@@ -3,8 +3,9 @@
 // shrinks it by 1 otherwise; GAMMA_AUTO picks the shape of the highest expected rate, Theorem 3.8 with measured
 // costs:
 //   rate(γ, W) = E[tokens per round] / (γ · t_draft + t_target(W·γ + 1)),   γ = 0 (plain decoding) when none
-//   promises DRAFT_MARGIN (5%) over plain decoding's rate — planned from measured times, also when the cost model
-//   below finds no depth that does at the learned α (noisy times must not keep a useless draft drafting),
+//   promises DRAFT_MARGIN (5%) over plain decoding's rate (in a batch, 5% more of its own tokens: policy.c) —
+//   planned from measured times, also when the cost model below finds no depth that does at the learned α (noisy
+//   times must not keep a useless draft drafting),
 //   E[tokens per round] = 1 + a_W (1 + α + … + α^{γ−1})                       (spec_tree_expected_tokens)
 // with α the learned acceptance of later drafts and a_W that of a first level of W children (a_1 = α).
 // What it learns (policy_learn), per source of drafts: the draft model's α; a lookup run's first draft per match

@@ -667,3 +667,21 @@ static void batch_slope_needs_spread(Model *target, const Drafter *drafter, cons
 }
 
 TEST(speculative_auto_batch_slope_needs_spread) { with_shipped_pair(batch_slope_needs_spread); }
+
+// DRAFT_MARGIN in a batch is on the sequence's own tokens (policy.c): the shipped pair on 2 threads, greedy beside 7
+// sequences decoding plainly, a batch whose forwards were timed at 4..36 rows on t(R) = S + 0.03 S · R (16 rows
+// 1.2 × 8) and its draft's at a twentieth of S — drafts, where a margin on the batch's whole rate kept it plain;
+// the same beside 7 sequences at a row as dear as the stream decodes plainly.
+static void batch_margin_is_the_sequences(Model *target, const Drafter *drafter, const SpecParams *params) {
+    (void)params;
+    target->max_threads = 2;
+    const double stream = 50e-3;
+    const RowFit draft = timed(stream / 20, 0, 1, 8);
+    const int shallow = planned_depth(target, drafter, 0, 7, (BatchCosts){timed(stream, 0.03 * stream, 4, 36), draft}),
+              steep = planned_depth(target, drafter, 0, 7, (BatchCosts){timed(stream, stream, 4, 36), draft});
+    printf("    the shipped pair beside 7 plain sequences, a row 0.03 of the stream: γ %d; a row as dear as it: γ %d\n",
+           shallow, steep);
+    CHECK(shallow > 0 && steep == 0, "γ %d at a row 0.03 of the stream, %d at a row as dear", shallow, steep);
+}
+
+TEST(speculative_auto_batch_margin_is_the_sequences) { with_shipped_pair(batch_margin_is_the_sequences); }
