@@ -55,6 +55,15 @@ static inline __m256i half_rows(int p, int h, int j0, int j1) {
                             _mm256_cmpgt_epi32(lane, _mm256_set1_epi32(j0 - first - 1)));
 }
 
+// Whether decoding (one activation row) q4, Q4_0 and the K-quants with plain AVX2 asks for the quants
+// PREFETCH_L1_AHEAD ahead into L1 as well, as q8's decode always does: not on AMD's cores, where q4 so asked ran
+// 0.96–0.99 × as fast (one Zen 4 thread: halves_against_rows, below), but on Intel's. On an Emerald Rapids core, q4's decode product
+// stalled on the first load of each of a block's lines (perf annotate: a third of its samples just after them);
+// with the ask those samples went to the prefetches, as in the read pass, and the products of 16 Llama-3.2-1B layers
+// took 0.96–0.97 of the on-CPU time for q4, Q5_K and Q6_K (docs/performance-history.md, "q4's and the K-quants'
+// decode prefetched into L1 on an Intel core"). A choice of speed only: the same sums in the same order either way.
+static inline bool decode_prefetches_into_l1(void) { return !__builtin_cpu_is("amd"); }
+
 // Halves h0 .. h0 + halves − 1 (halves 1 or 2; rows 8h..8h+7 each) of panel p against activation rows t < n ≤
 // MAX_ROWS_PER_PASS, block by block, each half its own sums; lanes outside [j0, j1) are neither stored nor read
 // from bias. Both halves in one pass is for decoding (n = 1): each 64-byte line is then read once, whole, and a
@@ -69,8 +78,8 @@ static inline __m256i half_rows(int p, int h, int j0, int j1) {
 // panel's scales, into L2, as AVX-512's walk does: in a Q4_0 decode on one thread, 43 % of the Q4_0 matmul's
 // samples fell just after its load of a block's scales (perf annotate); with the ask, that matmul's samples fell
 // to 0.78–0.90 of before, Q8_0's unchanged (docs/performance-history.md, "Where a decode step's time goes").
-// `into_l1` (decoding q8 with plain AVX2): the pass also asks for the weights PREFETCH_L1_AHEAD ahead into L1.
-// Under perf, q8's decode stalled on the first load of each of a block's 8 lines; with the ask it streamed at
+// `into_l1` (decoding q8 with plain AVX2, q4 where decode_prefetches_into_l1 says): the pass also asks for the
+// weights PREFETCH_L1_AHEAD ahead into L1. Under perf, q8's decode stalled on the first load of each of a block's 8 lines; with the ask it streamed at
 // 0.84–0.86 of the read pass where it streamed at 0.80–0.81, while q4 and AVX-VNNI's q8, asked the same way, ran
 // 0.96–0.99 × as fast (one Zen 4 thread, 16 Llama-3.2-1B layers: docs/performance-history.md, "q8's decode
 // prefetched into L1 on plain AVX2").

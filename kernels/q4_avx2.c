@@ -36,14 +36,14 @@ static inline __attribute__((always_inline)) void q4_block_sums(__m256i isum[MAX
 void q4_matmul_avx2(float *out, const Q8Block *x, const void *w, const float *bias, int T, int n_in, int ld_out,
                     int j0, int j1) {
     walk_panels(out, x, w, bias, T, n_in, ld_out, j0, j1, q4_panel_bytes(n_in), Q4_BLOCK * Q4_PANEL / 2,
-                WEIGHT_Q4, 8, false, q4_block_sums);
+                WEIGHT_Q4, 8, decode_prefetches_into_l1(), q4_block_sums);
 }
 
 // GGUF's Q4_0 (kernels.h): the same panels with F16 scales.
 void q4_0_matmul_avx2(float *out, const Q8Block *x, const void *w, const float *bias, int T, int n_in, int ld_out,
                       int j0, int j1) {
     walk_panels(out, x, w, bias, T, n_in, ld_out, j0, j1, q4_panel_bytes(n_in), Q4_BLOCK * Q4_PANEL / 2,
-                WEIGHT_Q4_0, 8, false, q4_block_sums);
+                WEIGHT_Q4_0, 8, decode_prefetches_into_l1(), q4_block_sums);
 }
 
 // The walk's BlockSumsAvx2 for q4 with AVX-VNNI: the nibbles u unsigned as they are, into vpdpbusd, from

@@ -4,7 +4,8 @@
 // Q6_K's top 2 bits shifted in from their lines) once for all the pass's activation rows. The quants are prefetched as
 // q8's walk prefetches them, and a panel's first pass asks for the scales of the next panel as AVX-512's walk does
 // (panel_walk_avx512.h): in a Q4_K_M decode on one core, the Q4_K matmul's time fell 22–26 %, Q6_K's 13–19 % (perf
-// record's samples, machine shared: docs/performance-history.md, "Prefetching the scales"). vpmaddubsw multiplies the
+// record's samples, machine shared: docs/performance-history.md, "Prefetching the scales"); decoding, into L1 as
+// well where decode_prefetches_into_l1 says (panel_walk_avx2.h: Intel's cores). vpmaddubsw multiplies the
 // unsigned quants (Q4_K's q ∈ [0, 15], Q5_K's [0, 31], Q6_K's [0, 63]) by the signed activation bytes into pairs of 16
 // bits, two groups' pairs are added, and vpmaddwd by ones adds those into 32 bits; a Q6_K half's sum starts at −32 · Σ
 // q_x over that half (its weights are q − 32). The integer sums are exact and the float steps are the reference's
@@ -50,13 +51,14 @@ static inline __attribute__((always_inline)) __m256i k_half_scales(__m256i *seco
 // Halves h0 .. h0 + halves − 1 (halves 1 or 2; rows 8h..8h+7 each) of the K-panel against activation rows t < n ≤
 // ROWS_PER_PASS (a constant where this is inlined), each half its own sums; lanes outside rows[k] (half h0 + k's)
 // are neither stored nor read from bias. Both halves in one pass is for decoding (n = 1), as in q8's walk: each
-// line of the panel is then read once, and a core has two independent chains of float steps.
+// line of the panel is then read once, and a core has two independent chains of float steps. `prefetch`: the
+// panel's first pass, which asks for the quants ahead of itself into L2, and into L1 as well where `into_l1` says.
 //   out, bias: from the panel's first row; out [n, ld_out]
 static inline __attribute__((always_inline)) void k_halves_against_rows(float *out, const Q8Block *x,
                                                                         const uint8_t *panel, const float *bias,
                                                                         int n_in, int ld_out, int h0,
                                                                         const int halves, const __m256i rows[2],
-                                                                        bool prefetch, const int n,
+                                                                        bool prefetch, bool into_l1, const int n,
                                                                         const WeightType type) {
     const int nb = q8_blocks(n_in);
     const __m256i nibble = _mm256_set1_epi8(0x0f), top = _mm256_set1_epi8(0x30), fifth = _mm256_set1_epi8(0x10);
@@ -72,6 +74,8 @@ static inline __attribute__((always_inline)) void k_halves_against_rows(float *o
             prefetch_stream_at(&ahead, b);
             for (int line = 0; line < k_block_bytes(type) / 64; line++)  // past the end, a prefetch does nothing
                 _mm_prefetch(ahead.far + (size_t)b * k_block_bytes(type) + 64 * line, _MM_HINT_T1);
+            for (int line = 0; into_l1 && line < k_block_bytes(type) / 64; line++)
+                _mm_prefetch(ahead.near + (size_t)b * k_block_bytes(type) + 64 * line, _MM_HINT_T0);
             if ((size_t)b < scale_lines)  // line b of the next panel's scales, as AVX-512's walk asks for them
                 _mm_prefetch((const char *)panel + k_panel_bytes(type, n_in) + quant_bytes + 64 * (size_t)b,
                              _MM_HINT_T1);
@@ -151,14 +155,15 @@ static inline __attribute__((always_inline)) void k_walk(float *out, const Q8Blo
         const int h0 = j0 > p * Q8_PANEL + HALF - 1 ? 1 : 0, h_end = j1 > p * Q8_PANEL + HALF ? 2 : 1;
         const __m256i rows[2] = {half_rows(p, 0, j0, j1), half_rows(p, 1, j0, j1)};
         if (T == 1 && h_end - h0 == 2) {
-            k_halves_against_rows(o, x, panel, b, n_in, ld_out, 0, 2, rows, true, 1, type);
+            k_halves_against_rows(o, x, panel, b, n_in, ld_out, 0, 2, rows, true, decode_prefetches_into_l1(), 1,
+                                  type);
             continue;
         }
         for (int h = h0; h < h_end; h++) {
             for (int t = 0; t < T; t += ROWS_PER_PASS) {
                 const bool prefetch = t == 0 && h == h0;  // the panel's first pass
 #define PASS(n) k_halves_against_rows(o + (size_t)t * ld_out, x + (size_t)t * nb, panel, b, n_in, ld_out, h, 1, \
-                                      rows + h, prefetch, n, type)
+                                      rows + h, prefetch, false, n, type)
                 PASS_WITH_CONSTANT_ROWS(T - t < ROWS_PER_PASS ? T - t : ROWS_PER_PASS, PASS)
 #undef PASS
             }
