@@ -1,30 +1,66 @@
 // draft_ahead.c — the drafting thread (draft_ahead.h): one job at a time — drafting ahead, or the round's proposal —
 // handed over and handed back through one job word. Posting and finishing change the word under a mutex and
 // broadcast a condition variable, so that a thread asleep on it is never missed. With a CPU of its own the thread
-// and its caller poll the word instead of sleeping: a hand-off then costs the time a cache line takes to move
+// and its caller poll the word before they sleep: a hand-off then costs the time a cache line takes to move
 // between cores, where a wake-up costs tens of microseconds in a virtual machine (docs/performance.md, "The draft
 // on a core of its own"). Without one they sleep, as a spinning thread would hold a CPU that another needs.
+//
+// "A CPU of its own" is judged from the CPU count and the process's own threads, and the machine's other processes
+// may take it back: on a machine busier than it has CPUs, a poller burns its time slice while the thread it waits
+// for waits to run, and every hand-off then costs a scheduler period. So how long a waiter polls follows what
+// polling gets (poll_job): a poll during which the waiter lost its CPU to another thread ends there, and halves the
+// next poll's budget; a poll that sees the hand-off while it kept its CPU doubles it, back up to POLL_SECONDS. And
+// the caller does not wait for the thread to be given a CPU: a job the thread has not taken up by the time the
+// caller waits for it (or within the poll budget, for a proposal, which the caller waits for at once) the caller
+// takes back and runs itself (job_result). On a machine with a CPU free the thread takes up every job at once and
+// the waiters keep polling; on a busy one they soon poll for a batch or two and sleep, and the jobs the thread is
+// too late for run on the caller, in the order they would have run in.
 #include "speculative/draft_ahead.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "base/clock.h"
 #include "base/threads.h"
 
-// How long a thread with a CPU of its own polls before it sleeps: longer than the gaps between a round's jobs on any
-// model of interest here (beyond it, a wake-up's tens of microseconds are under 1% of the round). The caller polls
-// as long for a job to end.
+// How long a thread with a CPU of its own polls at most before it sleeps: longer than the gaps between a round's jobs
+// on any model of interest here (beyond it, a wake-up's tens of microseconds are under 1% of the round). The caller
+// polls as long for a job to end.
 #define POLL_SECONDS 10e-3
 // Polls between looks at the clock, each look with a sched_yield: the kernel may have put the two threads on one
 // CPU for a while (a thread just started, or another process's), and a poller that never yields would hold it
 // until its time slice ends, while the thread it waits for waits to run.
 #define POLL_BATCH 64
+// The poll budget's halvings at most: down to POLL_SECONDS / 2¹⁰, about 10 µs, less than a wake-up costs.
+#define POLL_MAX_HALVINGS 10
 
-typedef enum { JOB_NONE, JOB_AHEAD, JOB_PROPOSE, JOB_STOP } JobKind;
+// The poll budget is POLL_SECONDS / 2^poll_halvings, one for the process: whether a poller keeps its CPU is the
+// machine's state, not a generation's (each starts a drafting thread of its own), and the caller's waits and the
+// thread's tell the same. Its updates are read-modify-writes without a lock: one lost to a race is one poll's
+// lesson missed, never a wrong token (the job word alone decides what a waiter does).
+static atomic_int poll_halvings;
+
+// The job word: no job (none posted, or the last one finished), a job posted and not taken yet, or a job taken —
+// by the thread, which runs it; a job the caller takes back it runs itself and leaves the word JOB_NONE.
+typedef enum { JOB_NONE, JOB_AHEAD, JOB_PROPOSE, JOB_STOP, JOB_RUNNING } JobKind;
+
+static bool is_posted(JobKind job) { return job != JOB_NONE && job != JOB_RUNNING; }
+
+// What a waiter waits for the job word to be.
+typedef enum {
+    FOR_POSTED,  // the thread: a job posted
+    FOR_TAKEN,   // the caller, before it takes the job back: the thread has taken it, or finished it
+    FOR_DONE,    // the caller: the job finished (JOB_NONE)
+} Awaited;
+
+static bool is_awaited(JobKind job, Awaited awaited) {
+    return awaited == FOR_POSTED ? is_posted(job) : awaited == FOR_TAKEN ? !is_posted(job) : job == JOB_NONE;
+}
 
 // The arguments of a proposal run on the drafting thread (Drafter.propose's).
 typedef struct {
@@ -42,7 +78,7 @@ struct DraftAhead {
     pthread_t thread;
     pthread_mutex_t lock;
     pthread_cond_t changed;     // the job word changed
-    atomic_int job;             // the JobKind posted and not finished yet, JOB_NONE once it is (changed under lock)
+    atomic_int job;             // the JobKind (posted, taken, finished: changed under lock, but for taking)
     int *context;               // [max_committed + GAMMA_MAX]: the committed tokens, then the round's drafts
     int copied;                 // the committed tokens context holds already (they never change in a generation)
     int n, depth;               // a JOB_AHEAD: the text context[0..n), the chain's depth
@@ -51,24 +87,53 @@ struct DraftAhead {
     Err err;
 };
 
-// Waits until the job word is JOB_NONE (want_job false: the caller, for a job to end) or not (the thread, for a job
-// to come), and returns it: polling first where the thread has a CPU of its own, then asleep on `changed`. The
-// acquire pairs with the release of the store that changed the word: what its writer wrote before is seen.
-static JobKind await_job(DraftAhead *a, bool want_job) {
-    if (a->own_cpu) {
-        const double give_up = now_seconds() + POLL_SECONDS;
-        for (unsigned i = 1;; i++) {
-            const JobKind job = atomic_load_explicit(&a->job, memory_order_acquire);
-            if ((job != JOB_NONE) == want_job) return job;
-            cpu_relax();
-            if (i % POLL_BATCH != 0) continue;
-            if (now_seconds() > give_up) break;
-            sched_yield();
+// The times this thread has been switched out while it could have run on: its CPU given to another thread (a
+// sched_yield that hands it over counts too).
+static long involuntary_switches(void) {
+    struct rusage usage;
+    return getrusage(RUSAGE_THREAD, &usage) == 0 ? usage.ru_nivcsw : 0;
+}
+
+static void change_poll_budget(int halvings, int change) {
+    const int next = halvings + change;
+    if (next >= 0 && next <= POLL_MAX_HALVINGS) atomic_store_explicit(&poll_halvings, next, memory_order_relaxed);
+}
+
+// Polls the job word for at most the poll budget until it is what the waiter awaits: true, with the word in *job,
+// once it is (the budget doubled); false once the budget is spent (the budget kept: the other side's
+// work was long), or at a look at the clock that finds this thread switched out since the first look (the budget
+// halved: another thread wanted its CPU).
+static bool poll_job(DraftAhead *a, Awaited awaited, JobKind *job) {
+    const int halvings = atomic_load_explicit(&poll_halvings, memory_order_relaxed);
+    const double give_up = now_seconds() + ldexp(POLL_SECONDS, -halvings);
+    long switches_before = 0;  // counted at the first look at the clock: a hand-off within a batch makes no system call
+    for (unsigned i = 1;; i++) {
+        *job = atomic_load_explicit(&a->job, memory_order_acquire);
+        if (is_awaited(*job, awaited)) {
+            change_poll_budget(halvings, -1);
+            return true;
         }
+        cpu_relax();
+        if (i % POLL_BATCH != 0) continue;
+        const long switches = involuntary_switches();
+        if (i == POLL_BATCH) switches_before = switches;
+        else if (switches != switches_before) {
+            change_poll_budget(halvings, +1);
+            return false;
+        }
+        if (now_seconds() > give_up) return false;
+        sched_yield();
     }
+}
+
+// Waits until the job word is a job posted (the thread) or JOB_NONE (the caller, for its job to finish), and returns
+// it: polling first where the thread has a CPU of its own (poll_job), then asleep on `changed`. The acquire pairs
+// with the release of the store that changed the word: what its writer wrote before is seen.
+static JobKind await_job(DraftAhead *a, Awaited awaited) {
+    JobKind job = atomic_load_explicit(&a->job, memory_order_acquire);
+    if (is_awaited(job, awaited) || (a->own_cpu && poll_job(a, awaited, &job))) return job;
     pthread_mutex_lock(&a->lock);
-    JobKind job;
-    while (((job = atomic_load_explicit(&a->job, memory_order_acquire)) != JOB_NONE) != want_job)
+    while (!is_awaited(job = atomic_load_explicit(&a->job, memory_order_acquire), awaited))
         pthread_cond_wait(&a->changed, &a->lock);
     pthread_mutex_unlock(&a->lock);
     return job;
@@ -81,15 +146,27 @@ static void set_job(DraftAhead *a, JobKind job) {
     pthread_mutex_unlock(&a->lock);
 }
 
+// Takes the job posted (`posted`, from the word), for the thread (JOB_RUNNING) or back for the caller (JOB_NONE):
+// false where the other took it first. The acquire pairs with the post's release: its arguments are seen.
+static bool take_job(DraftAhead *a, JobKind posted, JobKind taken) {
+    return atomic_compare_exchange_strong_explicit(&a->job, &posted, taken, memory_order_acquire,
+                                                   memory_order_relaxed);
+}
+
+static void run_job(DraftAhead *a, JobKind job) {
+    const Proposal *p = &a->proposal;
+    a->rc = job == JOB_AHEAD ? a->drafter->draft_ahead(a->drafter, a->context, a->n, a->depth, &a->err)
+                             : a->drafter->propose(a->drafter, p->context, p->n, p->request, p->tree, p->q,
+                                                   p->report, &a->err);
+}
+
 static void *drafting_thread(void *arg) {
     DraftAhead *a = arg;
     for (;;) {
-        const JobKind job = await_job(a, true);
+        const JobKind job = await_job(a, FOR_POSTED);
         if (job == JOB_STOP) return NULL;
-        const Proposal *p = &a->proposal;
-        a->rc = job == JOB_AHEAD ? a->drafter->draft_ahead(a->drafter, a->context, a->n, a->depth, &a->err)
-                                 : a->drafter->propose(a->drafter, p->context, p->n, p->request, p->tree, p->q,
-                                                       p->report, &a->err);
+        if (!take_job(a, job, JOB_RUNNING)) continue;  // the caller took it back
+        run_job(a, job);
         set_job(a, JOB_NONE);
     }
 }
@@ -129,9 +206,15 @@ void draft_ahead_start(DraftAhead *a, const int *committed, int n, const int *dr
     set_job(a, JOB_AHEAD);
 }
 
-// Waits for the job posted last to end; its result: 0, or −1 with err set.
+// The result of the job posted last: 0, or −1 with err set. Where the thread has not taken the job up — at once
+// without a CPU of its own, else within the poll budget (poll_job) — the caller takes it back and runs it itself
+// rather than wait for the thread to be given a CPU: on a busy machine every hand-off left to the kernel's scheduler
+// costs a wait for another thread's time slice to end. Else it waits for the thread to finish the job.
 static int job_result(DraftAhead *a, Err *err) {
-    await_job(a, false);
+    JobKind job = atomic_load_explicit(&a->job, memory_order_acquire);
+    if (is_posted(job) && a->own_cpu) poll_job(a, FOR_TAKEN, &job);
+    if (is_posted(job) && take_job(a, job, JOB_NONE)) run_job(a, job);
+    else await_job(a, FOR_DONE);
     if (a->rc < 0) *err = a->err;
     return a->rc < 0 ? -1 : 0;
 }
@@ -151,7 +234,7 @@ int draft_ahead_propose(DraftAhead *a, const int *context, int n, const DraftReq
 
 void draft_ahead_close(DraftAhead *a) {
     if (!a) return;
-    await_job(a, false);
+    await_job(a, FOR_DONE);
     set_job(a, JOB_STOP);
     pthread_join(a->thread, NULL);
     pthread_mutex_destroy(&a->lock);

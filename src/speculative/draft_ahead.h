@@ -1,5 +1,5 @@
 // draft_ahead.h — pipelined drafting: a thread that drafts the next round while the target verifies this one, and
-// that runs every forward of the draft where it has a CPU of its own.
+// that runs every forward of the draft where it has a CPU of its own (and that CPU is free: see below).
 //
 // PEARL (Liu et al. 2024, "PEARL: Parallel Speculative Decoding with Adaptive Draft Length") hides the draft's time
 // behind the target's on GPUs; its post-verify step drafts on while the target verifies, assuming every draft
@@ -22,6 +22,10 @@
 // caches of the cores it runs on and evicts the draft's from them; the drafting core's own caches (L1 and L2) it
 // never touches, so the draft's weights and cache stay in them from round to round and its steps run warm. The
 // proposal is the same call on another thread, after the same state: its drafts are the caller's bit for bit.
+// Where the machine is busier than it has CPUs, that CPU is not free after all: the waiters poll less, and the
+// caller takes back a job the thread has not begun by the time it waits and runs it itself, rather than wait for
+// the thread to be given a CPU (draft_ahead.c). A job runs on one thread or the other, after the same state, and
+// gives the same result on either.
 //
 // Why the output keeps the target's distribution (Leviathan et al. 2023, Appendix A.1, needs each draft drawn from
 // q given the text before it, and independently of the numbers the verification tests it with):
@@ -60,9 +64,10 @@ DraftAhead *draft_ahead_open(Drafter *drafter, int max_committed, bool own_cpu, 
 // Whether the thread takes the rounds' proposals: it has a CPU of its own (false for NULL).
 bool draft_ahead_takes_proposals(const DraftAhead *a);
 
-// The drafter's propose() (drafter.h), run on the drafting thread, which must take proposals: returns when it is
-// done, with its result. The draft's forwards then run on the drafting thread's core, whose caches the target's
-// verification never streams through: the draft's weights and cache stay there from one round to the next.
+// The drafter's propose() (drafter.h), run on the drafting thread, which must take proposals (or on the caller,
+// where the thread has not taken it up within the poll budget): returns when it is done, with its result. The
+// draft's forwards then run on the drafting thread's core, whose caches the target's verification never streams
+// through: the draft's weights and cache stay there from one round to the next.
 int draft_ahead_propose(DraftAhead *a, const int *context, int n, const DraftRequest *request, DraftTree *tree,
                         double *q, DraftReport *report, Err *err);
 
@@ -71,8 +76,8 @@ int draft_ahead_propose(DraftAhead *a, const int *context, int n, const DraftReq
 // thread's until draft_ahead_wait.
 void draft_ahead_start(DraftAhead *a, const int *committed, int n, const int *drafts, int gamma, int depth);
 
-// Waits for the job to end: *held gets the drafts held for the next round (0: none). Returns 0, or −1 with err
-// set to the drafter's error.
+// Waits for the job to end (or runs it on the caller, where the thread has not begun it): *held gets the drafts
+// held for the next round (0: none). Returns 0, or −1 with err set to the drafter's error.
 int draft_ahead_wait(DraftAhead *a, int *held, Err *err);
 
 // Waits for a job in flight, stops the thread and frees everything; NULL is allowed.

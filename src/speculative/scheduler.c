@@ -557,10 +557,11 @@ static bool drafts_ahead_in_time(const Model *target, const Drafter *drafter) {
 }
 
 // --pipeline on, off, or auto: where there is a CPU to spare (`spare`) and the draft drafts ahead in time, at every
-// temperature. There the drafting thread polls (a hand-off costs about a microsecond) and runs every draft forward
-// on its core (draft_ahead.h), which pays even in the rounds that take no drafts drafted ahead: most of them at a
-// temperature (docs/performance.md, "The draft on a core of its own"). Only a drafter with a draft model drafts
-// ahead, and never under a grammar (SpecParams.constraint), whose state the round commits to meanwhile.
+// temperature. There the drafting thread polls (a hand-off costs about a microsecond; less on a busy machine,
+// draft_ahead.c) and runs every draft forward on its core (draft_ahead.h), which pays even in the rounds that take no
+// drafts drafted ahead: most of them at a temperature (docs/performance.md, "The draft on a core of its own"). Only a
+// drafter with a draft model drafts ahead, and never under a grammar (SpecParams.constraint), whose state the round
+// commits to meanwhile.
 static bool pipelined(const SpecParams *params, const Model *target, const Drafter *drafter, bool spare) {
     if (!drafter || !drafter->draft_ahead || params->pipeline == PIPELINE_OFF || params->constraint) return false;
     return params->pipeline == PIPELINE_ON || (spare && drafts_ahead_in_time(target, drafter));

@@ -53,7 +53,8 @@ typedef struct {
     int lookup_drafted, lookup_accepted;    // of drafted, accepted: the lookup's (rounds whose run was proposed)
     int draft_rows;         // the rows the draft model's forwards fed (DraftReport.rows)
     bool pipelined;             // pipelined drafting was on (SpecParams.pipeline, draft_ahead.h)
-    bool draft_own_core;        // ... on a CPU of its own, where the drafting thread ran every draft forward
+    bool draft_own_core;        // ... on a CPU of its own, where the drafting thread ran every draft forward that
+                                // it took up in time (on a busy machine the caller runs the others: draft_ahead.h)
     int ahead_rounds;           // rounds that took drafts drafted ahead, while the round before was verified
     int ahead_extended;         // ... of them, those that drew more drafts after the chain's (asked for more)
     int ahead_discarded;        // chains drafted ahead that no round took (a draft rejected, another next token,
