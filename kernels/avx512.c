@@ -276,7 +276,7 @@ static inline __attribute__((always_inline)) void matmul_rows(float *out, const 
 // Intel Xeon's decoding streamed faster with the prefetches, a Zen 4 EPYC's without them, so AMD's cores leave a
 // single row to their hardware prefetchers (the figures: docs/performance-history.md, "Measurements behind the
 // kernels' choices").
-static bool prefetch_one_row(void) { return !__builtin_cpu_is("amd"); }
+static bool prefetch_one_row(void) { return decode_prefetches_on_this_cpu(); }
 
 static inline __attribute__((always_inline)) void matmul(float *out, const float *x, const void *weights,
                                                          WeightType type, const float *bias, int T, int n_in,

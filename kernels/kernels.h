@@ -343,6 +343,13 @@ extern const Kernels kernels_neon;
 // ones (Skylake-X) and no matmul_bf16_dot (Skylake-X, Cascade Lake, Ice Lake). kernels_available() lists the one
 // for this CPU; tests run all of them on any CPU with AVX512_VNNI and AVX512_BF16.
 const Kernels *kernels_avx512_for(bool vnni, bool bf16);
+
+// Whether a pass of one activation row (decoding) asks for its weights in software beyond what it asks for
+// everywhere: on Intel's cores, not on AMD's, whose hardware prefetchers alone streamed a single row as fast or
+// faster (avx512.c's float matmuls, prefetch_one_row; plain AVX2's q4, Q4_0 and K-quants into L1,
+// panel_walk_avx2.h's decode_prefetches_into_l1). The one place the kernels ask the CPU's vendor. A choice of speed
+// only: the same sums in the same order either way.
+static inline bool decode_prefetches_on_this_cpu(void) { return !__builtin_cpu_is("amd"); }
 #endif
 
 // The variants built into this binary that this CPU and OS can run, best last; *count receives their number.

@@ -62,7 +62,7 @@ static inline __m256i half_rows(int p, int h, int j0, int j1) {
 // with the ask those samples went to the prefetches, as in the read pass, and the products of 16 Llama-3.2-1B layers
 // took 0.96–0.97 of the on-CPU time for q4, Q5_K and Q6_K (docs/performance-history.md, "q4's and the K-quants'
 // decode prefetched into L1 on an Intel core"). A choice of speed only: the same sums in the same order either way.
-static inline bool decode_prefetches_into_l1(void) { return !__builtin_cpu_is("amd"); }
+static inline bool decode_prefetches_into_l1(void) { return decode_prefetches_on_this_cpu(); }
 
 // Halves h0 .. h0 + halves − 1 (halves 1 or 2; rows 8h..8h+7 each) of panel p against activation rows t < n ≤
 // MAX_ROWS_PER_PASS, block by block, each half its own sums; lanes outside [j0, j1) are neither stored nor read
