@@ -1,8 +1,11 @@
-// threads.c — a persistent worker pool. Workers spin on a job counter for a while (a forward pass hands out
-// dozens of short jobs per token, too short for a sleep/wake round trip, which costs tens of microseconds in a
-// virtual machine), then sleep on a condition variable. A pool with more threads than the CPUs it may run on
-// (cpus_available) polls only SPIN_BATCH times before sleeping, its caller too: a spinning thread would hold a CPU
-// that a thread with work is waiting for, and every job would wait for the scheduler to get round to all of them.
+// threads.c — a persistent worker pool. Workers poll a job counter for a while (a forward pass hands out dozens
+// of short jobs per token, too short for a sleep/wake round trip, which costs tens of microseconds in a virtual
+// machine), then sleep on a condition variable; the caller polls its workers' count of finished work, then sleeps
+// likewise. How long they poll is the process's poll budget (base/poll_budget.h), which the drafting thread's
+// hand-off follows too: it shrinks where pollers are switched out (a machine busier than it has CPUs, where a polling
+// thread burns its time slice while the thread it waits for waits to run) and grows back where polls see their job.
+// A pool with more threads than the CPUs it may run on (cpus_available) polls one batch before sleeping, its caller
+// too: a spinning thread would hold a CPU that a thread with work is waiting for.
 // A job of pool_run_on ends when each of its threads has run it; a chunked job (pool_run_chunks) when its chunks
 // are done, which the threads claim one at a time from one counter: it waits for no thread that is not working
 // on it.
@@ -21,20 +24,22 @@
 #include <unistd.h>
 
 #include "base/clock.h"
+#include "base/poll_budget.h"
 
 #define COUNT_BITS 20        // of the job word (below): a pool has fewer than 2²⁰ threads
 #define CHUNKED (1ull << COUNT_BITS)  // the job word's flag of a chunked job (pool_run_chunks)
 #define NUMBER_SHIFT (COUNT_BITS + 1)
-#define SPIN_SECONDS 200e-6  // polling before a worker goes to sleep: longer than the gaps between the jobs of
-                             // one token, including sampling
-#define SPIN_BATCH 64         // polls between looks at the clock; an oversubscribed pool sleeps after one batch
+#define WORKER_POLL_SECONDS 200e-6  // a worker's longest poll for its next job: longer than the gaps between the
+                                    // jobs of one token, including sampling
+#define CALLER_POLL_SECONDS 10e-3   // the caller's longest poll for its job to end: longer than a worker's share of
+                                    // any job (beyond it, a wake-up's tens of microseconds are under 1% of the job)
 
 struct ThreadPool {
     // What the job is: written by the caller, read by the workers, which poll `job` and `stopping` between jobs
     // on this cache line. Nothing a worker writes is on it: a write there would take the line from every thread
     // polling it.
     int n_threads;              // including the caller, thread 0
-    bool oversubscribed;        // more threads than CPUs available: poll one SPIN_BATCH, then sleep
+    bool oversubscribed;        // more threads than CPUs available: poll one POLL_BATCH, then sleep
     pthread_t *workers;         // [n_threads − 1]
     PoolFn *fn;                 // the current job: pool_run_on's
     PoolChunkFn *chunk_fn;      // or pool_run_chunks'
@@ -42,6 +47,7 @@ struct ThreadPool {
     atomic_ullong job;          // (job number << NUMBER_SHIFT) | CHUNKED? | threads it runs on: one load tells a
                                 // worker all three
     atomic_bool stopping;
+    atomic_bool caller_asleep;  // the caller sleeps on `done` (its poll over): whoever ends the job signals it
     PoolTally *tally;           // the caller's waits, counted while pool_tally is on
     // What the workers write as they work, each on a cache line of its own: the workers still running the current
     // job (pool_run_on); a chunked job's claims, (n_chunks << 32) | the next chunk to hand out; its chunks finished.
@@ -50,7 +56,7 @@ struct ThreadPool {
     _Alignas(64) atomic_int chunks_done;
     _Alignas(64) pthread_mutex_t lock;  // guards sleeping on `wake` and `done`
     pthread_cond_t wake;        // a new job (or stopping), for the workers
-    pthread_cond_t done;        // the last worker finished, for the caller of an oversubscribed pool
+    pthread_cond_t done;        // the job is over, for the caller asleep
 };
 _Static_assert(offsetof(struct ThreadPool, busy) == 64, "what the idle workers poll fits one cache line");
 
@@ -59,15 +65,28 @@ typedef struct {
     int index;
 } WorkerArg;
 
-// Waits until the job word moves past `seen` (or the pool stops); returns the new word.
+// How long a poll lasts at most: the waiter's own ceiling, or one batch of polls in an oversubscribed pool.
+static double longest_poll(const ThreadPool *pool, double seconds) { return pool->oversubscribed ? 0 : seconds; }
+
+// Whether the job word, loaded into *job, has moved past `seen`, or the pool stops.
+static bool moved_on(ThreadPool *pool, unsigned long long seen, unsigned long long *job) {
+    *job = atomic_load(&pool->job);
+    return *job != seen || atomic_load(&pool->stopping);
+}
+
+// Waits until the job word moves past `seen` (or the pool stops): polling (the poll budget), then asleep on `wake`;
+// returns the new word. A first look that sees the next job (a worker late from the last) is no poll: it tells
+// nothing of the machine.
 static unsigned long long wait_for_job(ThreadPool *pool, unsigned long long seen) {
-    double give_up = now_seconds() + SPIN_SECONDS;
-    for (unsigned i = 1;; i++) {
-        unsigned long long job = atomic_load(&pool->job);
-        if (job != seen || atomic_load(&pool->stopping)) return job;
-        cpu_relax();
-        if (i % SPIN_BATCH == 0 && (pool->oversubscribed || now_seconds() > give_up)) break;
-    }
+    unsigned long long job;
+    if (moved_on(pool, seen, &job)) return job;
+    Poll poll;
+    poll_begin(&poll, longest_poll(pool, WORKER_POLL_SECONDS));
+    while (poll_on(&poll))
+        if (moved_on(pool, seen, &job)) {
+            poll_saw(&poll);
+            return job;
+        }
     pthread_mutex_lock(&pool->lock);
     while (atomic_load(&pool->job) == seen && !atomic_load(&pool->stopping))
         pthread_cond_wait(&pool->wake, &pool->lock);
@@ -75,8 +94,11 @@ static unsigned long long wait_for_job(ThreadPool *pool, unsigned long long seen
     return atomic_load(&pool->job);
 }
 
-// Signals the caller of an oversubscribed pool, which sleeps on `done`, that the job is over.
+// Signals the caller, asleep on `done`, that the job is over. The caller sets caller_asleep before its last look at
+// the count, and whoever ends the job reads it after its count: with both sequentially consistent, one of the two
+// sees the other's write — no lost wake-up.
 static void signal_done(ThreadPool *pool) {
+    if (!atomic_load(&pool->caller_asleep)) return;
     pthread_mutex_lock(&pool->lock);
     pthread_cond_signal(&pool->done);
     pthread_mutex_unlock(&pool->lock);
@@ -99,8 +121,7 @@ static void take_chunks(ThreadPool *pool, int thread) {
         ran++;
         if (chunk == n_chunks - 1) break;  // the last chunk to hand out: no claim after it can succeed
     }
-    if (ran > 0 && atomic_fetch_add(&pool->chunks_done, ran) + ran == n_chunks && pool->oversubscribed)
-        signal_done(pool);
+    if (ran > 0 && atomic_fetch_add(&pool->chunks_done, ran) + ran == n_chunks) signal_done(pool);
 }
 
 static void *worker_main(void *p) {
@@ -123,7 +144,7 @@ static void *worker_main(void *p) {
             continue;
         }
         pool->fn(pool->ctx, index, n_threads);
-        if (atomic_fetch_sub(&pool->busy, 1) == 1 && pool->oversubscribed) signal_done(pool);
+        if (atomic_fetch_sub(&pool->busy, 1) == 1) signal_done(pool);
     }
 }
 
@@ -242,15 +263,22 @@ static void publish(ThreadPool *pool, int n_threads, unsigned long long flags) {
     pthread_mutex_unlock(&pool->lock);
 }
 
-// Waits until *counter reaches `target`: spinning, or in an oversubscribed pool sleeping on `done` after a while
-// (whoever brings it to the target signals `done` holding the lock: no lost wake-up); counted in the tally if on.
+// Waits until *counter reaches `target`: polling (the poll budget), then asleep on `done`; counted in the tally if
+// on. A first look that sees the job over is no poll: it tells nothing of the machine.
 static void wait_for(ThreadPool *pool, atomic_int *counter, int target) {
     const double start = pool->tally ? now_seconds() : 0;
-    for (unsigned i = 1; atomic_load(counter) != target; i++) {
-        cpu_relax();
-        if (pool->oversubscribed && i % SPIN_BATCH == 0) {
+    if (atomic_load(counter) != target) {
+        Poll poll;
+        poll_begin(&poll, longest_poll(pool, CALLER_POLL_SECONDS));
+        bool over = false;
+        while (!over && poll_on(&poll)) over = atomic_load(counter) == target;
+        if (over) {
+            poll_saw(&poll);
+        } else {
             pthread_mutex_lock(&pool->lock);
+            atomic_store(&pool->caller_asleep, true);
             while (atomic_load(counter) != target) pthread_cond_wait(&pool->done, &pool->lock);
+            atomic_store(&pool->caller_asleep, false);
             pthread_mutex_unlock(&pool->lock);
         }
     }

@@ -8,42 +8,27 @@
 // "A CPU of its own" is judged from the CPU count and the process's own threads, and the machine's other processes
 // may take it back: on a machine busier than it has CPUs, a poller burns its time slice while the thread it waits
 // for waits to run, and every hand-off then costs a scheduler period. So how long a waiter polls follows what
-// polling gets (poll_job): a poll during which the waiter lost its CPU to another thread ends there, and halves the
-// next poll's budget; a poll that sees the hand-off while it kept its CPU doubles it, back up to POLL_SECONDS. And
-// the caller does not wait for the thread to be given a CPU: a job the thread has not taken up by the time the
+// polling gets (the process's poll budget, base/poll_budget.h, which the target's pool follows too): a poll during
+// which the waiter lost its CPU to another thread ends there, and halves the next poll's budget; a poll that sees
+// the hand-off doubles it, back up to POLL_SECONDS. And the caller does not wait for the thread to be given a CPU: a job the thread has not taken up by the time the
 // caller waits for it (or within the poll budget, for a proposal, which the caller waits for at once) the caller
 // takes back and runs itself (job_result). On a machine with a CPU free the thread takes up every job at once and
 // the waiters keep polling; on a busy one they soon poll for a batch or two and sleep, and the jobs the thread is
 // too late for run on the caller, in the order they would have run in.
 #include "speculative/draft_ahead.h"
 
-#include <math.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 
-#include "base/clock.h"
+#include "base/poll_budget.h"
 #include "base/threads.h"
 
 // How long a thread with a CPU of its own polls at most before it sleeps: longer than the gaps between a round's jobs
 // on any model of interest here (beyond it, a wake-up's tens of microseconds are under 1% of the round). The caller
 // polls as long for a job to end.
 #define POLL_SECONDS 10e-3
-// Polls between looks at the clock, each look with a sched_yield: the kernel may have put the two threads on one
-// CPU for a while (a thread just started, or another process's), and a poller that never yields would hold it
-// until its time slice ends, while the thread it waits for waits to run.
-#define POLL_BATCH 64
-// The poll budget's halvings at most: down to POLL_SECONDS / 2¹⁰, about 10 µs, less than a wake-up costs.
-#define POLL_MAX_HALVINGS 10
-
-// The poll budget is POLL_SECONDS / 2^poll_halvings, one for the process: whether a poller keeps its CPU is the
-// machine's state, not a generation's (each starts a drafting thread of its own), and the caller's waits and the
-// thread's tell the same. Its updates are read-modify-writes without a lock: one lost to a race is one poll's
-// lesson missed, never a wrong token (the job word alone decides what a waiter does).
-static atomic_int poll_halvings;
 
 // The job word: no job (none posted, or the last one finished), a job posted and not taken yet, or a job taken —
 // by the thread, which runs it; a job the caller takes back it runs itself and leaves the word JOB_NONE.
@@ -87,43 +72,19 @@ struct DraftAhead {
     Err err;
 };
 
-// The times this thread has been switched out while it could have run on: its CPU given to another thread (a
-// sched_yield that hands it over counts too).
-static long involuntary_switches(void) {
-    struct rusage usage;
-    return getrusage(RUSAGE_THREAD, &usage) == 0 ? usage.ru_nivcsw : 0;
-}
-
-static void change_poll_budget(int halvings, int change) {
-    const int next = halvings + change;
-    if (next >= 0 && next <= POLL_MAX_HALVINGS) atomic_store_explicit(&poll_halvings, next, memory_order_relaxed);
-}
-
-// Polls the job word for at most the poll budget until it is what the waiter awaits: true, with the word in *job,
-// once it is (the budget doubled); false once the budget is spent (the budget kept: the other side's
-// work was long), or at a look at the clock that finds this thread switched out since the first look (the budget
-// halved: another thread wanted its CPU).
+// Polls the job word for at most the poll budget (poll_budget.h) until it is what the waiter awaits: true, with the
+// word in *job, once it is; false once the poll is over (the budget spent, or this thread switched out).
 static bool poll_job(DraftAhead *a, Awaited awaited, JobKind *job) {
-    const int halvings = atomic_load_explicit(&poll_halvings, memory_order_relaxed);
-    const double give_up = now_seconds() + ldexp(POLL_SECONDS, -halvings);
-    long switches_before = 0;  // counted at the first look at the clock: a hand-off within a batch makes no system call
-    for (unsigned i = 1;; i++) {
+    Poll poll;
+    poll_begin(&poll, POLL_SECONDS);
+    do {
         *job = atomic_load_explicit(&a->job, memory_order_acquire);
         if (is_awaited(*job, awaited)) {
-            change_poll_budget(halvings, -1);
+            poll_saw(&poll);
             return true;
         }
-        cpu_relax();
-        if (i % POLL_BATCH != 0) continue;
-        const long switches = involuntary_switches();
-        if (i == POLL_BATCH) switches_before = switches;
-        else if (switches != switches_before) {
-            change_poll_budget(halvings, +1);
-            return false;
-        }
-        if (now_seconds() > give_up) return false;
-        sched_yield();
-    }
+    } while (poll_on(&poll));
+    return false;
 }
 
 // Waits until the job word is a job posted (the thread) or JOB_NONE (the caller, for its job to finish), and returns

@@ -3,7 +3,8 @@
 // run it, nor miss the next one it is in); cpus_available follows the affinity mask; a pool with more threads
 // than CPUs still runs its jobs, and the command line with one gives the same tokens in bounded time; a chunked
 // job (pool_run_chunks) runs each of its chunks once, on the threads that are free; the tally counts the caller's
-// waits at jobs' ends; workers never take the signals a user sends the process (thread_start).
+// waits at jobs' ends; a caller asleep at a job's end (its poll over) is woken by whoever ends it; workers never take
+// the signals a user sends the process (thread_start).
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -215,6 +216,41 @@ TEST(threads_tally_counts_the_callers_waits) {
     const PoolTally before = tally;
     pool_run_on(pool, POOL, workers_late, (void *)&late);
     CHECK(tally.jobs == before.jobs && tally.waiting_seconds == before.waiting_seconds, "counted after it was off");
+    pool_free(pool);
+}
+
+// A job some of whose threads sleep 30 ms, and count their calls.
+typedef struct {
+    atomic_int calls;
+} LongShare;
+
+static void long_share(void *ctx, int thread, int n_threads) {
+    (void)n_threads;
+    if (thread > 0) sleep_seconds(0.03);
+    atomic_fetch_add(&((LongShare *)ctx)->calls, 1);
+}
+
+static void long_chunk(void *ctx, int chunk, int n_chunks, int thread) {
+    (void)n_chunks, (void)thread;
+    if (chunk == 1) sleep_seconds(0.03);
+    atomic_fetch_add(&((LongShare *)ctx)->calls, 1);
+}
+
+// A worker's share that outlasts the caller's longest poll (10 ms, threads.c): the caller sleeps on `done`, and
+// whoever ends the job wakes it — a job on named threads and a chunked one, a few times over (a lost wake-up would
+// hang here) — and it returns with every call made.
+TEST(threads_caller_asleep_wakes_at_the_jobs_end) {
+    Err err = {{0}};
+    ThreadPool *pool = pool_create(POOL, &err);
+    CHECK(pool != NULL, "%s", err.msg);
+    if (!pool) return;
+    for (int round = 0; round < 3; round++) {
+        LongShare on = {0}, chunks = {0};
+        pool_run_on(pool, POOL, long_share, &on);
+        CHECK(atomic_load(&on.calls) == POOL, "round %d: %d calls of %d", round, atomic_load(&on.calls), POOL);
+        pool_run_chunks(pool, POOL, 2, long_chunk, &chunks);
+        CHECK(atomic_load(&chunks.calls) == 2, "round %d: %d chunks of 2", round, atomic_load(&chunks.calls));
+    }
     pool_free(pool);
 }
 
