@@ -121,14 +121,31 @@ static void run_job(DraftAhead *a, JobKind job) {
                                                    p->report, &a->err);
 }
 
+// draft_ahead_hold_back's: drafting threads take up no job.
+static atomic_bool held_back;
+
+void draft_ahead_hold_back(bool held) { atomic_store(&held_back, held); }
+
+// A thread held back leaves the posted `job` to the caller: it sleeps while the word is still `job`. The caller's
+// taking back (a compare-and-swap) wakes no one; the next job posted, or the stop, does (set_job).
+static void sleep_while_posted(DraftAhead *a, JobKind job) {
+    pthread_mutex_lock(&a->lock);
+    while ((JobKind)atomic_load_explicit(&a->job, memory_order_acquire) == job)
+        pthread_cond_wait(&a->changed, &a->lock);
+    pthread_mutex_unlock(&a->lock);
+}
+
 static void *drafting_thread(void *arg) {
     DraftAhead *a = arg;
     for (;;) {
         const JobKind job = await_job(a, FOR_POSTED);
         if (job == JOB_STOP) return NULL;
-        if (!take_job(a, job, JOB_RUNNING)) continue;  // the caller took it back
-        run_job(a, job);
-        set_job(a, JOB_NONE);
+        if (atomic_load(&held_back)) {
+            sleep_while_posted(a, job);
+        } else if (take_job(a, job, JOB_RUNNING)) {  // (false: the caller took it back)
+            run_job(a, job);
+            set_job(a, JOB_NONE);
+        }
     }
 }
 

@@ -83,4 +83,9 @@ int draft_ahead_wait(DraftAhead *a, int *held, Err *err);
 // Waits for a job in flight, stops the thread and frees everything; NULL is allowed.
 void draft_ahead_close(DraftAhead *a);
 
+// For tests (a seam, process-wide): while held back, drafting threads take up no job, so that the caller takes back
+// and runs every one (draft_ahead_wait, draft_ahead_propose) — the path that scheduling reaches only where it leaves a
+// job unclaimed. Off unless a test turns it on.
+void draft_ahead_hold_back(bool held);
+
 #endif

@@ -19,15 +19,19 @@
 //     may use a CPU beyond the target's pool, at every temperature, for a draft small enough to draft ahead on one
 //     in time, and only with a CPU to spare the drafting thread takes the rounds' proposals (the draft on a core
 //     of its own);
+//   - taken back: with the drafting thread held back, every job runs on the caller, and the tokens and record are
+//     the unpipelined run's;
 //   - an error on the drafting thread ends the generation with its message.
 //
 // In the debug build every rollback is checked (test_generation.c), the caches that take rows drafted ahead too.
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "base/threads.h"
 #include "harness.h"
+#include "speculative/draft_ahead.h"
 #include "speculative/speculative.h"
 #include "speculative_support.h"
 
@@ -207,6 +211,104 @@ TEST(pipeline_changes_no_token_on_shipped_pair) {
     on_shipped_pair(prompts, 3, 1, check_sampled_pipelined_on_shipped_pair, ahead);
     CHECK(ahead[0] > 0 && ahead[1] > 0, "rounds that took drafts drafted ahead: %d; that drew more after them: %d",
           ahead[0], ahead[1]);
+}
+
+// ---- the caller taking jobs back -----------------------------------------------------------------------------------
+
+// A draft model drafter that counts its proposals and chains drafted ahead, and those run on a thread other than
+// `caller`. (The drafter's calls never overlap: the job word orders them.)
+typedef struct {
+    Drafter base;
+    ModelDrafter inner;
+    pthread_t caller;
+    int calls, elsewhere;
+} Watcher;
+
+static void watch(Watcher *w) {
+    w->calls++;
+    w->elsewhere += !pthread_equal(pthread_self(), w->caller);
+}
+
+static int watcher_propose(Drafter *self, const int *context, int n, const DraftRequest *request, DraftTree *tree,
+                           double *q, DraftReport *report, Err *err) {
+    Watcher *w = (Watcher *)self;
+    watch(w);
+    return w->inner.base.propose(&w->inner.base, context, n, request, tree, q, report, err);
+}
+
+static int watcher_draft_ahead(Drafter *self, const int *context, int n, int depth, Err *err) {
+    Watcher *w = (Watcher *)self;
+    watch(w);
+    return w->inner.base.draft_ahead(&w->inner.base, context, n, depth, err);
+}
+
+static void watcher_rollback(Drafter *self, int n, const int *path, int n_path) {
+    Watcher *w = (Watcher *)self;
+    w->inner.base.rollback(&w->inner.base, n, path, n_path);
+}
+
+// Pipelined, with the draft model drafter watched: the tokens, with *stats; every call of the drafter counted in
+// *calls, and in *elsewhere those off the caller's thread.
+static int generate_watched(ModelPair *pair, const int *prompt, int n_prompt, const SpecParams *params, int *out,
+                            SpecStats *stats, int *calls, int *elsewhere) {
+    Watcher w = {.base = {.propose = watcher_propose, .rollback = watcher_rollback,
+                          .draft_ahead = watcher_draft_ahead},
+                 .caller = pthread_self()};
+    Err err;
+    int n_out = -1;
+    CHECK(model_drafter_init(&w.inner, &pair->draft, params, 0.0f, &err) == 0, "%s", err.msg);
+    CHECK(speculative_generate(&pair->target, &w.base, prompt, n_prompt, params, out, &n_out, stats, &err) == 0,
+          "%s", err.msg);
+    model_drafter_free(&w.inner);
+    *calls = w.calls;
+    *elsewhere = w.elsewhere;
+    return n_out;
+}
+
+// With the drafting thread held back (draft_ahead_hold_back), every job — drafting ahead, and the rounds' proposals
+// where the draft has a core of its own — runs on the caller, taken back (draft_ahead.c, job_result), which
+// scheduling otherwise reaches only where it leaves a job unclaimed: every call of the draft model drafter on the
+// caller's thread, and the same tokens and record as unpipelined, for both samplers and for the staged drafter too,
+// at 1 target thread (of 2 or more CPUs: the draft on a core of its own, the caller taking a job back after its poll)
+// and at 2. With the target as its own draft (q = p: every draft kept, every guess right,
+// pipeline_guess_is_the_bonus_token_when_q_is_p), every round of the draft model's after the first takes the chain
+// the caller drafted ahead.
+TEST(pipeline_jobs_taken_back_change_no_token) {
+    enum { N_TOKENS = 32 };
+    const RandomCheckpoint spec = {.n_layer = 2, .n_embd = 32, .n_head = 4, .vocab_size = 97, .n_positions = 128,
+                                   .scale = 0.3f, .seed = 5};
+    draft_ahead_hold_back(true);
+    for (int threads = 1; threads <= 2; threads++) {
+        ModelPair pair;
+        model_pair_open(&pair, &spec, &spec, spec.vocab_size, threads, QUANT_NONE);
+        for (int c = 0; c < 4; c++) {
+            const int prompt[] = {4 + c, 9, 16, 25, 4 + c, 9};  // a repeat, for the lookup
+            const DraftKind kind = c % 2 ? DRAFT_STAGED : DRAFT_MODEL;
+            SpecParams params = {.sampling = {1.0f, 0, 1.0f, 0}, .sampler = c / 2 ? SAMPLER_COUPLED : SAMPLER_REJECTION,
+                                 .policy = GAMMA_FIXED, .gamma = 3, .max_tokens = N_TOKENS, .eos_id = -1,
+                                 .seed = 11 + c};
+            int off[N_TOKENS], on[N_TOKENS], calls = 0, elsewhere = 0;
+            SpecStats off_stats, on_stats;
+            const int n_off = generate_with(&pair, kind, prompt, 6, &params, params.seed, off, &off_stats, 0);
+            params.pipeline = PIPELINE_ON;
+            const int n_on = kind == DRAFT_MODEL
+                                 ? generate_watched(&pair, prompt, 6, &params, on, &on_stats, &calls, &elsewhere)
+                                 : generate_with(&pair, kind, prompt, 6, &params, params.seed, on, &on_stats, 0);
+            CHECK(n_on == n_off && memcmp(on, off, sizeof(int) * n_on) == 0 && on_stats.rounds == off_stats.rounds &&
+                      on_stats.drafted == off_stats.drafted && on_stats.accepted == off_stats.accepted,
+                  "%d threads, case %d (%s): every job taken back, %d tokens, %d rounds, %d of %d accepted; "
+                  "unpipelined %d, %d, %d of %d", threads, c, DRAFT_NAMES[kind], n_on, on_stats.rounds,
+                  on_stats.accepted, on_stats.drafted, n_off, off_stats.rounds, off_stats.accepted,
+                  off_stats.drafted);
+            CHECK(kind != DRAFT_MODEL || (on_stats.pipelined && on_stats.ahead_rounds == on_stats.rounds - 1 &&
+                                          calls > on_stats.rounds && elsewhere == 0),
+                  "%d threads, case %d: pipelined %d, %d of %d rounds took the chain drafted ahead, %d of the "
+                  "drafter's %d calls off the caller's thread", threads, c, on_stats.pipelined,
+                  on_stats.ahead_rounds, on_stats.rounds, elsewhere, calls);
+        }
+        model_pair_close(&pair);
+    }
+    draft_ahead_hold_back(false);
 }
 
 // ---- sampled losslessness ----------------------------------------------------------------------------------------
