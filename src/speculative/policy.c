@@ -137,8 +137,14 @@ double spec_row_cost(int V) { return SAMPLING_BYTES_PER_TOKEN * V; }
 // on it maximises rate(γ). Plain rounds teach it nothing about α, so after PROBE_INTERVAL plain rounds one round drafts
 // one token (a probe), and the next probe waits twice as many plain rounds as the one before after each probe in a row
 // that was rejected (8, 16, 32, … up to 8 · 2^PROBE_MISSES_MAX): α can recover when the text becomes easier again, and
-// a useless draft's probes thin out. The draft model reads the text those plain rounds committed in one batch when it
-// is next used (draft_model.c): a plain round costs no draft forward.
+// a useless draft's probes thin out. A kept probe is followed at once by another where the plan still says plain
+// decoding: α learns from drafts only, and a good draft whose first drafts fell on hard text otherwise waited
+// PROBE_INTERVAL plain rounds for each draft it was allowed to show (the shipped pair, greedy, on a loaded machine:
+// its first draft rejected took α from the prior 0.6 to 0.3, a verification timed slow kept it plain, and 38 of a
+// 48-token run's 44 rounds were plain, its three kept probes each followed by 8 plain rounds:
+// docs/performance-history.md, "Kept probes"). A useless draft's probes are almost never kept, and it pays nothing
+// more. The draft model reads the text those plain rounds committed in one batch when it is next used
+// (draft_model.c): a plain round costs no draft forward.
 //
 // What a useless draft costs is these rounds: the first drafting round's drafts and the probes, each a draft step and
 // a further verified row — on AVX2 a row of the shipped F32 target costs ~0.15 of a decode step (t(8)/t(1) = 2.03,
@@ -411,7 +417,7 @@ static TreeShape choose_shape(GammaState *g, const SpecParams *params, const Dra
         }
         if (g->modelled && g->n_alpha[SAMPLED] == 0 && shape.depth > FIRST_DEPTH) shape.depth = FIRST_DEPTH;
         g->plain_streak = shape.depth == 0 ? g->plain_streak + 1 : 0;
-        g->probing = shape.depth == 0 && g->plain_streak == PROBE_INTERVAL << g->probe_misses;
+        g->probing = shape.depth == 0 && (g->probe_kept || g->plain_streak == PROBE_INTERVAL << g->probe_misses);
         if (g->probing && !probe_pays_its_read(g)) g->probing = false, g->plain_streak = 0;  // (the next, later)
         if (g->probing) shape = (TreeShape){1, 1}, g->plain_streak = 0;
         request->model_gamma = shape.depth;
@@ -490,10 +496,12 @@ void policy_learn(GammaState *g, const SpecParams *params, const Round *r, const
     const bool lookup = r->report.run_proposed;  // the round's nodes are the lookup's, else the model's
     learn_acceptance(g, r, lookup);
     if (r->report.n_run > 0 && !lookup) learn_unproposed_run(g, &r->report, r, committed);
-    if (g->probing && k > 0 && !lookup)  // the probe was made (not displaced by a lookup run)
+    const bool probed = g->probing && k > 0 && !lookup;  // the probe was made (not displaced by a lookup run)
+    if (probed)
         g->probe_misses = r->n_accepted                        ? 0
                           : g->probe_misses < PROBE_MISSES_MAX ? g->probe_misses + 1
                                                                : PROBE_MISSES_MAX;
+    g->probe_kept = probed && r->n_accepted > 0;
     if (k == 0 && ++g->plain_timed == 2) g->target[1] = r->target_seconds;  // the cold first step forgotten
     else running_mean(&g->target[k + 1], r->target_seconds);
     if (g->plain_timed == 1 && k > 0 && r->target_seconds < g->target[1])  // T = k + 1 rows cost at least one row

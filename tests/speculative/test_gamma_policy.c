@@ -20,9 +20,9 @@
 //     nor one below the cost model's break-even, however cheap the measured verification (the shipped pair's ≈ 0.18);
 //   - a useless draft, every draft rejected (scripted outcomes): greedy, auto measures with 1 draft, drafts once
 //     more and decodes plainly, probing with one draft after 8, 16, 32, 64 plain rounds (a kept probe starts the
-//     waits over), the same when plain steps are timed slower than verifications; at temperature 1, planned by the
-//     cost model, it stops after two drafting rounds of one draft (the first drafting round of any plan
-//     drafts one: α is the prior's guess) and probes alike.
+//     waits over, and a kept probe is followed by another until drafting pays), the same when plain steps are timed
+//     slower than verifications; at temperature 1, planned by the cost model, it stops after two drafting rounds of
+//     one draft (the first drafting round of any plan drafts one: α is the prior's guess) and probes alike.
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -393,19 +393,21 @@ static const Timing AVX2_TIMES = {1.0, 1.0, 0.15};
 static const Timing NOISY_TIMES = {1.3, 1.0, 0.0};
 
 // Plays SCRIPTED_ROUNDS rounds of γ auto against a scripted outcome: every draft is rejected, with β = beta (what α
-// learns of it), except a probe in round `kept_round` (0: none), whose one draft is kept with β = 1. The forwards
-// take `times`, a draft step 0.05. Writes the rounds that drafted (1-based) and their depths; returns how many.
+// learns of it), except a probe in round `kept_round` (0: none), whose one draft is kept with β = 1, and every draft
+// from round `easy_from` on (0: none), all kept. The forwards take `times`, a draft step 0.05. Writes the rounds
+// that drafted (1-based) and their depths; returns how many.
 static int scripted_rounds(const GammaState *start, const SpecParams *params, const Drafter *drafter, Timing times,
-                           double beta, int kept_round, int *rounds, int *depths) {
+                           double beta, int kept_round, int easy_from, int *rounds, int *depths) {
     GammaState g = *start;
     int n = 0;
     for (int round = 1; round <= SCRIPTED_ROUNDS; round++) {
         const int k = policy_choose(&g, params, drafter).shape.depth;
-        const bool kept = round == kept_round && k == 1;
-        Round r = {.tree = {.n = k}, .depth = k, .width = 1, .n_verified = k > 0, .n_accepted = kept,
-                   .learned = {kept ? 1.0 : beta},
+        const bool easy = easy_from > 0 && round >= easy_from, kept = easy || (round == kept_round && k == 1);
+        Round r = {.tree = {.n = k}, .depth = k, .width = 1, .n_verified = easy ? k : k > 0,
+                   .n_accepted = kept ? k : 0, .learned = {kept ? 1.0 : beta},
                    .target_seconds = k ? times.verify + times.per_row * k : times.plain, .draft_calls = k,
                    .draft_seconds = 0.05 * k};
+        for (int i = 1; easy && i < k; i++) r.learned[i] = 1.0;
         policy_learn(&g, params, &r, NULL);
         if (k > 0 && n < MOST_DRAFTING) rounds[n] = round, depths[n++] = k;
     }
@@ -430,22 +432,30 @@ static void check_drafting_rounds(const char *what, const int *rounds, const int
 // α is 0.23 again, and the probes start over from 8 plain rounds. Timed noisily (NOISY_TIMES), by the measurements
 // alone γ = 1 promised more than DRAFT_MARGIN until α fell below 0.09, and the draft drafted in rounds 2, 3, 4, 5,
 // 6, 8, 16, 32, 64 and 128; the cost model's break-even stops it where AVX2's times do: the same rounds draft (round
-// 3 two tokens, its rows timed free). (Measuring with 2 drafts, the rounds were the same.)
+// 3 two tokens, its rows timed free). (Measuring with 2 drafts, the rounds were the same.) When the text turns easy
+// after the draft has been judged useless (every draft kept from round 100), the probe of round 123 is kept and each
+// round after it drafts: kept probes follow one another (rounds 124 to 127, where the plan still said plain decoding:
+// α 0.1 → 0.23 → 0.33 → 0.40 → 0.46 → 0.51, the prior counting as one draft) until α pays for drafting, then
+// deeper (γ 2 in round 128, 6 by round 133) — where a kept probe waited 8 plain rounds for the next, and drafting
+// resumed in round 131.
 static void useless_draft_greedy(Model *target) {
     const Drafter drafter = {.step_cost = 0.08 * spec_forward_cost(target, 1, 1)};
     const SpecParams params = GREEDY_AUTO;
     GammaState g;
     policy_init(&g, target, &drafter, &params);
     int rounds[MOST_DRAFTING], depths[MOST_DRAFTING];
-    int n = scripted_rounds(&g, &params, &drafter, AVX2_TIMES, 0, 0, rounds, depths);
+    int n = scripted_rounds(&g, &params, &drafter, AVX2_TIMES, 0, 0, 0, rounds, depths);
     const int rejected[] = {2, 3, 11, 27, 59, 123};
     check_drafting_rounds("every draft rejected", rounds, depths, n, rejected, 6);
     CHECK(depths[0] == 1 && depths[1] == 1 && depths[2] == 1, "γ %d, %d, %d", depths[0], depths[1], depths[2]);
-    n = scripted_rounds(&g, &params, &drafter, AVX2_TIMES, 0, 27, rounds, depths);
+    n = scripted_rounds(&g, &params, &drafter, AVX2_TIMES, 0, 27, 0, rounds, depths);
     const int one_kept[] = {2, 3, 11, 27, 28, 29, 37, 53, 85, 149};
     check_drafting_rounds("the probe of round 27 kept", rounds, depths, n, one_kept, 10);
-    n = scripted_rounds(&g, &params, &drafter, NOISY_TIMES, 0, 0, rounds, depths);
+    n = scripted_rounds(&g, &params, &drafter, NOISY_TIMES, 0, 0, 0, rounds, depths);
     check_drafting_rounds("every draft rejected, timed noisily", rounds, depths, n, rejected, 6);
+    n = scripted_rounds(&g, &params, &drafter, AVX2_TIMES, 0, 0, 100, rounds, depths);
+    const int easy_late[] = {2, 3, 11, 27, 59, 123, 124, 125, 126, 127, 128, 129, 130, 131, 132, 133};
+    check_drafting_rounds("every draft kept from round 100", rounds, depths, n, easy_late, MOST_DRAFTING);
 }
 
 TEST(speculative_auto_useless_draft_probes_back_off) { with_target(useless_draft_greedy); }
@@ -474,7 +484,7 @@ static void useless_draft_sampled(Model *target, const Drafter *drafter, const S
     GammaState g;
     policy_init(&g, target, drafter, params);
     int rounds[MOST_DRAFTING], depths[MOST_DRAFTING];
-    const int n = scripted_rounds(&g, params, drafter, AVX2_TIMES, 0.07, 0, rounds, depths);
+    const int n = scripted_rounds(&g, params, drafter, AVX2_TIMES, 0.07, 0, 0, rounds, depths);
     const int want[] = {1, 2, 10, 26, 58, 122};
     check_drafting_rounds("temperature 1, every draft rejected", rounds, depths, n, want, 6);
     CHECK(depths[0] == 1 && depths[1] == 1, "γ %d, %d", depths[0], depths[1]);
