@@ -292,20 +292,34 @@ static double draft_time(const GammaState *g, int width, int depth, double draft
 // The rate of a round of T rows (width: its tree's, 1 for a chain) expected to commit `tokens` after drafting for
 // t_draft. Alone: tokens / (t_draft + t_verify(T)), verifying taken to cost at least a plain step (a noisy
 // measurement must not make drafting look free). In a batch planned for it: rate_batch (policy.h), the batch's —
-// its drafting as long as its longest chain of draft forwards (batch.c runs each level's for all at once).
-static double round_rate(const GammaState *g, double tokens, double t_draft, int T, int width) {
+// its drafting as long as its longest chain of draft forwards (batch.c runs each level's for all at once), and its
+// share t_read of its drafter's read of the text (prompt_read_share), rows added to a draft forward whoever's.
+static double round_rate(const GammaState *g, double tokens, double t_draft, double t_read, int T, int width) {
     if (batch_planned(g)) {
         const double others_drafting = g->others.draft_forwards * draft_step_of(g, 1);
-        return (tokens + g->others.tokens) /
-               ((t_draft > others_drafting ? t_draft : others_drafting) + policy_batch_forward(g, g->others.rows + T));
+        return (tokens + g->others.tokens) / ((t_draft > others_drafting ? t_draft : others_drafting) + t_read +
+                                              policy_batch_forward(g, g->others.rows + T));
     }
     const double plain_step = verify_time(g, 1);
     const double t_planned = width > 1 ? tree_verify_time(g, T) : verify_time(g, T);
     return tokens / (t_draft + (t_planned > plain_step ? t_planned : plain_step));
 }
 
+// A batch's drafter that has read nothing reads the committed tokens (GammaState.unread: the prompt and what plain
+// rounds committed) in its first draft forward (batch.c), a row each, at the draft forward's price of a further row:
+// paid once, for drafting over the tokens still wanted (GammaState.left). A round that commits `tokens` of them is
+// left/tokens of the rounds drafting would take, and bears that share of the read (all of it where it commits all
+// that is left). At 8 greedy clients of 32 tokens the plan drafted 0.04 tokens a round, after reads of ~100-token
+// prompts that the plan never priced, and the batch with the draft ran 0.89–0.96 × the batch without
+// (docs/performance-history.md, "The tenth session on the idle machine" and "A batch's plan prices its prompt reads").
+static double prompt_read_share(const GammaState *g, double tokens) {
+    if (!batch_planned(g) || g->unread == 0) return 0;
+    const double read = g->unread * batch_draft_cost(g, true);
+    return tokens < g->left ? read * tokens / g->left : read;
+}
+
 // Plain decoding's rate (round_rate of one row).
-static double plain_rate(const GammaState *g) { return round_rate(g, 1, 0, 1, 1); }
+static double plain_rate(const GammaState *g) { return round_rate(g, 1, 0, 0, 1, 1); }
 
 // A shape replaces plain decoding only where it promises this much more than plain decoding's rate. With a useless
 // draft (random weights: α of 0.05–0.1 at temperature 1) the cost model promised γ = 1 a few percent, less than its
@@ -333,8 +347,10 @@ static int best_depth(const GammaState *g, int width, double alpha_first, double
         if (T > TREE_MAX_ROWS) break;
         const double tokens = spec_tree_expected_tokens(a_first, alpha_next, depth);
         const double t_draft = draft_time(g, width, depth, draft_step);
-        const double r = round_rate(g, tokens, t_draft, T, width);
-        if (r > *rate && round_rate(g, tokens / DRAFT_MARGIN, t_draft, T, width) > plain) best = depth, *rate = r;
+        const double t_read = draft_step > 0 ? prompt_read_share(g, tokens) : 0;  // (a lookup's runs read nothing)
+        const double r = round_rate(g, tokens, t_draft, t_read, T, width);
+        if (r > *rate && round_rate(g, tokens / DRAFT_MARGIN, t_draft, t_read, T, width) > plain)
+            best = depth, *rate = r;
     }
     return best;
 }

@@ -601,7 +601,9 @@ TEST(speculative_row_times_fit_a_line) {
 // where a row costs as much as the stream (compute-bound: a draft row as dear as a committed one); a measured draft
 // forward as dear as the target's stops it too. At temperature 1 under rejection sampling the request's own plan
 // stands whatever the batch measured.
-static int planned_depth(Model *target, const Drafter *drafter, float temperature, int others, BatchCosts costs) {
+// ... whose drafter would read `unread` committed tokens first, `left` tokens still wanted.
+static int planned_depth_reading(Model *target, const Drafter *drafter, float temperature, int others,
+                                 BatchCosts costs, int unread, int left) {
     const SpecParams params = {.sampling = {.temperature = temperature, .top_p = 1}, .policy = GAMMA_AUTO,
                                .max_tokens = 64, .eos_id = -1};
     GammaState g;
@@ -609,7 +611,13 @@ static int planned_depth(Model *target, const Drafter *drafter, float temperatur
     for (int source = 0; source < N_SOURCES; source++) g.alpha[source] = 0.8;
     g.others = (BatchLoad){.sequences = others, .rows = others, .tokens = others};
     g.batch_costs = costs;
+    g.unread = unread;
+    g.left = left;
     return policy_choose(&g, &params, drafter).shape.depth;
+}
+
+static int planned_depth(Model *target, const Drafter *drafter, float temperature, int others, BatchCosts costs) {
+    return planned_depth_reading(target, drafter, temperature, others, costs, 0, 0);
 }
 
 static int depth_with_costs(Model *target, float temperature, int others, BatchCosts costs) {
@@ -695,3 +703,30 @@ static void batch_margin_is_the_sequences(Model *target, const Drafter *drafter,
 }
 
 TEST(speculative_auto_batch_margin_is_the_sequences) { with_shipped_pair(batch_margin_is_the_sequences); }
+
+// A batch's drafter that has read nothing reads the prompt in its first draft forward, and the plan prices that read
+// over the tokens still wanted (policy.c: prompt_read_share). The shipped pair on 2 threads, greedy beside 7
+// sequences decoding plainly, where drafting one token a round barely pays: the batch's forwards timed at 4..36 rows
+// on t(R) = S + 0.16 S · R, its draft's at 1..8 rows on S / 40 + S / 1000 · R (a read of 100 tokens a tenth of S).
+// With the text read it drafts; with a prompt of 100 tokens unread it drafts for 512 tokens still wanted, not for 32
+// (8 clients of 32 tokens: the read costs more than drafting gains in them); at temperature 1 the request's own plan
+// stands, read or not.
+static void batch_prices_the_prompt_read(Model *target, const Drafter *drafter, const SpecParams *params) {
+    (void)params;
+    target->max_threads = 2;
+    const double stream = 20e-3;
+    const BatchCosts costs = {timed(stream, 0.16 * stream, 4, 36), timed(stream / 40, stream / 1000, 1, 8)};
+    const int read = planned_depth_reading(target, drafter, 0, 7, costs, 0, 32),
+              short_request = planned_depth_reading(target, drafter, 0, 7, costs, 100, 32),
+              long_request = planned_depth_reading(target, drafter, 0, 7, costs, 100, 512),
+              hot_read = planned_depth_reading(target, drafter, 1, 7, costs, 0, 32),
+              hot_unread = planned_depth_reading(target, drafter, 1, 7, costs, 100, 32);
+    printf("    the shipped pair beside 7 plain sequences: γ %d with the text read, 32 tokens left; a prompt of 100 "
+           "unread: γ %d for 32 tokens left, %d for 512; temperature 1: γ %d read, %d unread\n", read, short_request,
+           long_request, hot_read, hot_unread);
+    CHECK(read > 0 && short_request == 0 && long_request > 0 && hot_unread == hot_read,
+          "γ %d read, %d unread with 32 left, %d with 512; temperature 1: %d read, %d unread", read, short_request,
+          long_request, hot_read, hot_unread);
+}
+
+TEST(speculative_auto_batch_prices_the_prompt_read) { with_shipped_pair(batch_prices_the_prompt_read); }
