@@ -1,12 +1,16 @@
 // matmul_ab.c — the q4 and q8 matmuls of one x86 variant (avx512, avx2 or avxvnni), or GGUF's Q4_K, Q5_K and Q6_K
 // ones (the K-panels of kernels.h, their weights random GGUF blocks packed as the loader packs them), at T activation
 // rows (1: one decode step's products; 8: a verification's) against an earlier commit's (run.sh builds those,
-// renamed base_*), in one process: for each format, workload and thread count, A and B alternate ROUNDS times;
+// renamed base_*), in one process: for each format, workload and thread count, A and B alternate `rounds` times;
 // each round times REPS passes over the workload with each, and the ratio base time / new time is taken within
 // the round. Prints the medians [min–max], the ratio of the fastest rounds and their multiply-adds a second (T ·
 // the workload's n_out · n_in over the fastest round's time: in the L2, the kernel's own pace, to set beside the
-// core's clock and ports), and checks that both give the same bits. With `l2` the workload in the L2 alone, in
-// L2_ROUNDS short rounds, whose fastest ones say the kernels' own speed on a machine that other work shares.
+// core's clock and ports), and checks that both give the same bits.
+//   matmul_ab BASE ISA T FORMATS [l2] [--workload l2|memory|layers] [--rounds N] [--threads N]
+// By default all three workloads below, ROUNDS rounds each, on 1 thread and then on 2. `--workload` measures one
+// of them alone; the L2's alone (`l2` is the same) in L2_ROUNDS short rounds of few passes, whose fastest ones say
+// the kernels' own speed on a machine that other work shares. `--rounds N` (1..MAX_ROUNDS) sets the rounds,
+// `--threads N` (1..MAX_THREADS) the one thread count measured.
 //   in the L2:    [1024, 1024], 1.1 MB in q8, 0.6 MB in q4 (and Q4_K), 0.7 MB in Q5_K, 0.9 MB in Q6_K: the
 //                 kernel's own speed
 //   from memory:  [32768, 4096], 136 MB in q8, 72 MB in q4, 76 MB in Q4_K, 92 MB in Q5_K, 106 MB in Q6_K (over
@@ -37,7 +41,12 @@ static const struct {
                {"q6_k", WEIGHT_Q6_K}};
 enum { N_FORMATS = sizeof FORMATS / sizeof FORMATS[0] };
 
-enum { ROUNDS = 15, L2_ROUNDS = 301, MAX_MATRICES = 64, MAX_IN = 8192, MAX_T = 16 };
+enum { ROUNDS = 15, L2_ROUNDS = 301, MAX_ROUNDS = 1001, MAX_THREADS = 64, MAX_MATRICES = 64, MAX_IN = 8192,
+       MAX_T = 16 };
+
+// The workloads in the order they are measured (the header's table), as `--workload` names them.
+enum { IN_THE_L2, FROM_MEMORY, LAYERS, N_WORKLOADS };
+static const char *const WORKLOAD_WORDS[N_WORKLOADS] = {"l2", "memory", "layers"};
 
 static double now(void) {
     struct timespec t;
@@ -154,27 +163,34 @@ static float *outputs(const Workload *wl, int T, size_t *n) {
     return all;
 }
 
+// What the command line asks for: the workloads measured, the rounds of each, the thread counts [first, last].
+typedef struct {
+    bool workload[N_WORKLOADS];
+    int rounds, first_threads, last_threads;
+} Plan;
+
 static void measure(const Workload *wl, const char *format, MatmulQ8Fn *base, MatmulQ8Fn *new, const Q8Block *x,
-                    int T, int rounds) {
-    for (int threads = 1; threads <= 2; threads++) {
+                    int T, const Plan *plan) {
+    const int rounds = plan->rounds;
+    for (int threads = plan->first_threads; threads <= plan->last_threads; threads++) {
         Err err = {""};
         ThreadPool *pool = pool_create(threads, &err);
         if (!pool) {
             fprintf(stderr, "matmul_ab: %s\n", err.msg);
             exit(2);
         }
-        double t_base[L2_ROUNDS], t_new[L2_ROUNDS], ratio[L2_ROUNDS];
+        static double t_base[MAX_ROUNDS], t_new[MAX_ROUNDS], ratio[MAX_ROUNDS];
         size_t n;
-        float *from_base = NULL;
+        float *from_base = NULL, *from_new = NULL;  // the outputs of the first round, which runs base first
         for (int r = 0; r < rounds; r++) {
             const bool base_first = r % 2 == 0;
             const double a = seconds_of(pool, base_first ? base : new, wl, x, T);
             if (r == 0) from_base = outputs(wl, T, &n);
             const double b = seconds_of(pool, base_first ? new : base, wl, x, T);
+            if (r == 0) from_new = outputs(wl, T, &n);
             t_base[r] = base_first ? a : b, t_new[r] = base_first ? b : a;
             ratio[r] = t_base[r] / t_new[r];
         }
-        float *from_new = outputs(wl, T, &n);  // the last round ran new second
         if (memcmp(from_base, from_new, sizeof(float) * n) != 0) {
             fprintf(stderr, "matmul_ab: base and new differ\n");
             exit(1);
@@ -209,20 +225,67 @@ static bool listed(const char *list, const char *format) {
     return false;
 }
 
+// A whole number in [low, high] from `text`, or -1.
+static int number_in(const char *text, int low, int high) {
+    char *end;
+    const long v = strtol(text, &end, 10);
+    return end != text && *end == '\0' && v >= low && v <= high ? (int)v : -1;
+}
+
+// The plan from the options after FORMATS (argv[first..]); false, having said which option is wrong, if one is.
+static bool read_options(Plan *plan, int argc, char **argv, int first) {
+    int only = -1, rounds = 0, threads = 0;
+    for (int a = first; a < argc; a++) {
+        const bool valued = a + 1 < argc;
+        if (strcmp(argv[a], "l2") == 0) {
+            only = IN_THE_L2;
+        } else if (strcmp(argv[a], "--workload") == 0 && valued) {
+            only = -1;
+            for (int w = 0; w < N_WORKLOADS; w++)
+                if (strcmp(argv[a + 1], WORKLOAD_WORDS[w]) == 0) only = w;
+            if (only < 0) {
+                fprintf(stderr, "matmul_ab: --workload is l2, memory or layers, not %s\n", argv[a + 1]);
+                return false;
+            }
+            a++;
+        } else if (strcmp(argv[a], "--rounds") == 0 && valued) {
+            if ((rounds = number_in(argv[++a], 1, MAX_ROUNDS)) < 0) {
+                fprintf(stderr, "matmul_ab: --rounds is a whole number in 1..%d, not %s\n", MAX_ROUNDS, argv[a]);
+                return false;
+            }
+        } else if (strcmp(argv[a], "--threads") == 0 && valued) {
+            if ((threads = number_in(argv[++a], 1, MAX_THREADS)) < 0) {
+                fprintf(stderr, "matmul_ab: --threads is a whole number in 1..%d, not %s\n", MAX_THREADS, argv[a]);
+                return false;
+            }
+        } else {
+            fprintf(stderr, "matmul_ab: unknown option %s (l2, --workload W, --rounds N, --threads N)\n", argv[a]);
+            return false;
+        }
+    }
+    for (int w = 0; w < N_WORKLOADS; w++) plan->workload[w] = only < 0 || only == w;
+    plan->rounds = rounds ? rounds : only == IN_THE_L2 ? L2_ROUNDS : ROUNDS;
+    plan->first_threads = threads ? threads : 1, plan->last_threads = threads ? threads : 2;
+    return true;
+}
+
 int main(int argc, char **argv) {
     const char *isa = argc > 2 ? argv[2] : "avx512", *formats = argc > 4 ? argv[4] : "q4,q8";
     const int T = argc > 3 ? atoi(argv[3]) : 1;
-    const bool l2_only = argc > 5 && strcmp(argv[5], "l2") == 0;  // the kernels' own speed only
     const Kernels *k = variant(isa);
     MatmulQ8Fn *const base[N_FORMATS] = {base_q4_matmul, base_q8_matmul, base_q4_k_matmul, base_q5_k_matmul,
                                          base_q6_k_matmul};
     bool known = k != NULL;
     for (int f = 0; f < N_FORMATS; f++) known &= !listed(formats, FORMATS[f].name) || base[f];
-    if (T < 1 || T > MAX_T || !known || (argc > 5 && !l2_only)) {
-        fprintf(stderr, "matmul_ab: usage: matmul_ab BASE avx512|avx2|avxvnni T (1..%d) q4,q8,q4_k,q5_k,q6_k [l2]: a "
-                "variant this CPU runs, formats whose base run.sh built\n", MAX_T);
+    if (T < 1 || T > MAX_T || !known) {
+        fprintf(stderr, "matmul_ab: usage: matmul_ab BASE avx512|avx2|avxvnni T (1..%d) q4,q8,q4_k,q5_k,q6_k "
+                "[OPTIONS]: a variant this CPU runs, formats whose base run.sh built\n", MAX_T);
         return 2;
     }
+    Plan plan;
+    if (!read_options(&plan, argc, argv, 5)) return 2;
+    // The L2's workload alone: short rounds, many of them (L2_ROUNDS unless --rounds says otherwise).
+    const bool l2_only = !plan.workload[FROM_MEMORY] && !plan.workload[LAYERS];
     float *x = malloc(sizeof(float) * MAX_T * MAX_IN);  // activation rows [T, MAX_IN]; a matrix of n_in < MAX_IN
                                                         // takes each row's first blocks
     for (int i = 0; i < MAX_T * MAX_IN; i++) x[i] = (float)rand() / (float)RAND_MAX - 0.5f;
@@ -231,25 +294,24 @@ int main(int argc, char **argv) {
     printf("%s matmuls at T = %d, %s (base) against this build (new); %d rounds alternating, each the mean of "
            "its passes\n\n| format | workload | threads | base µs | new µs | new GB/s | base / new | fastest base / "
            "fastest new | fastest G multiply-adds/s, base, new |\n|---|---|---:|---:|---:|---:|---:|---:|---:|\n",
-           isa, T, argc > 1 ? argv[1] : "base", l2_only ? L2_ROUNDS : ROUNDS);
+           isa, T, argc > 1 ? argv[1] : "base", plan.rounds);
     for (int f = 0; f < N_FORMATS; f++) {
         if (!listed(formats, FORMATS[f].name)) continue;
         const WeightType type = FORMATS[f].type;
-        Workload wl[3] = {{.name = "[1024, 1024] in the L2", .reps = l2_only ? (40 + T - 1) / T : 2000 / T},
-                          {.name = "[32768, 4096] from memory", .reps = 4},
-                          {.name = "16 Llama-3.2-1B layers", .reps = 2}};
-        add_matrix(&wl[0], type, 1024, 1024);
-        if (!l2_only) add_matrix(&wl[1], type, 32768, 4096);
-        for (int layer = 0; layer < (l2_only ? 0 : 16); layer++) {
-            add_matrix(&wl[2], type, 3072, 2048);
-            add_matrix(&wl[2], type, 2048, 2048);
-            add_matrix(&wl[2], type, 16384, 2048);
-            add_matrix(&wl[2], type, 2048, 8192);
+        Workload wl[N_WORKLOADS] = {
+            [IN_THE_L2] = {.name = "[1024, 1024] in the L2", .reps = l2_only ? (40 + T - 1) / T : 2000 / T},
+            [FROM_MEMORY] = {.name = "[32768, 4096] from memory", .reps = 4},
+            [LAYERS] = {.name = "16 Llama-3.2-1B layers", .reps = 2}};
+        if (plan.workload[IN_THE_L2]) add_matrix(&wl[IN_THE_L2], type, 1024, 1024);
+        if (plan.workload[FROM_MEMORY]) add_matrix(&wl[FROM_MEMORY], type, 32768, 4096);
+        for (int layer = 0; layer < (plan.workload[LAYERS] ? 16 : 0); layer++) {
+            add_matrix(&wl[LAYERS], type, 3072, 2048);
+            add_matrix(&wl[LAYERS], type, 2048, 2048);
+            add_matrix(&wl[LAYERS], type, 16384, 2048);
+            add_matrix(&wl[LAYERS], type, 2048, 8192);
         }
-        for (int i = 0; i < 3; i++) {
-            if (wl[i].n)
-                measure(&wl[i], FORMATS[f].name, base[f], quantized_matmul(k, type), xq, T,
-                        l2_only ? L2_ROUNDS : ROUNDS);
+        for (int i = 0; i < N_WORKLOADS; i++) {
+            if (wl[i].n) measure(&wl[i], FORMATS[f].name, base[f], quantized_matmul(k, type), xq, T, &plan);
             for (int j = 0; j < wl[i].n; j++) munmap(wl[i].m[j].w, wl[i].m[j].bytes), free(wl[i].m[j].out);
         }
     }

@@ -3,17 +3,22 @@
 # against those of an earlier commit, in one process: the earlier commit's files of that variant are compiled from
 # `git archive` with their functions renamed, so A and B run alternately in one process and share the machine's
 # drifts. Run from the repository root after `make`:
-#     sh tools/matmul_ab/run.sh [BASE [ISA [T [FORMATS [l2]]]]]
+#     sh tools/matmul_ab/run.sh [BASE [ISA [T [FORMATS [OPTIONS]]]]]
 #   BASE: a commit, default 3e2bee0, the walk before decoding's pairs; ISA: avx512 (default), avx2 or avxvnni (its
 #   K-quants are AVX2's); T: 1..16, default 1; FORMATS: some of q4,q8,q4_k,q5_k,q6_k, comma-separated, default
-#   q4,q8 (q4_k, q5_k and q6_k need a BASE with kernels/qk_*.c); l2: the workload in the L2 alone, in many short
-#   rounds
+#   q4,q8 (q4_k, q5_k and q6_k need a BASE with kernels/qk_*.c). OPTIONS (default: the three workloads, 15 rounds
+#   each, on 1 thread and on 2):
+#     --workload l2|memory|layers  one workload alone: [1024, 1024] in the L2 (in 301 short rounds), [32768, 4096]
+#                                  from memory, or 16 Llama-3.2-1B layers; `l2` alone is `--workload l2`
+#     --rounds N                   N rounds of A and B (1..1001)
+#     --threads N                  N threads only (1..64)
+#   e.g. sh tools/matmul_ab/run.sh main avxvnni 1 q4 --workload layers --rounds 31 --threads 1
 set -e
 base=${1:-3e2bee0}
 isa=${2:-avx512}
 rows=${3:-1}
 formats=${4:-q4,q8}
-only=${5:-}
+if [ $# -gt 4 ]; then shift 4; else set --; fi  # the OPTIONS, passed on to matmul_ab
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 git archive "$base" kernels | tar -x -C "$dir"
@@ -40,4 +45,4 @@ done
 cc -std=c11 -D_GNU_SOURCE -O2 -Ikernels -Isrc -o "$dir/ab" tools/matmul_ab/matmul_ab.c build/release/kernels/*.o \
     $base_objects build/release/src/base/threads.o build/release/src/base/clock.o \
     build/release/src/base/error.o build/release/src/base/utf8.o -lm -lpthread
-"$dir/ab" "$base" "$isa" "$rows" "$formats" $only
+"$dir/ab" "$base" "$isa" "$rows" "$formats" "$@"
