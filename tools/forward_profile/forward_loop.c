@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "base/error.h"
 #include "base/threads.h"
 #include "base/clock.h"
 #include "model/model.h"
@@ -22,7 +23,9 @@ static int positive_argument(const char *text, const char *name, int most) {
     char *end;
     const long v = strtol(text, &end, 10);
     if (*end || v < 1 || v > most) {
-        fprintf(stderr, "forward_loop: %s: expected an integer in [1, %d], got \"%s\"\n", name, most, text);
+        char said[ERR_QUOTE_LEN + 4];
+        fprintf(stderr, "forward_loop: %s: expected an integer in [1, %d], got \"%s\"\n", name, most,
+                err_escape(said, sizeof said, text));
         exit(2);
     }
     return (int)v;

@@ -25,6 +25,7 @@
 #include <sys/mman.h>
 #include <time.h>
 
+#include "base/error.h"
 #include "base/threads.h"
 #include "kernels.h"
 
@@ -235,6 +236,7 @@ static int number_in(const char *text, int low, int high) {
 // The plan from the options after FORMATS (argv[first..]); false, having said which option is wrong, if one is.
 static bool read_options(Plan *plan, int argc, char **argv, int first) {
     int only = -1, rounds = 0, threads = 0;
+    char said[ERR_QUOTE_LEN + 4];  // an option or value quoted in a message, escaped (err_escape)
     for (int a = first; a < argc; a++) {
         const bool valued = a + 1 < argc;
         if (strcmp(argv[a], "l2") == 0) {
@@ -244,22 +246,26 @@ static bool read_options(Plan *plan, int argc, char **argv, int first) {
             for (int w = 0; w < N_WORKLOADS; w++)
                 if (strcmp(argv[a + 1], WORKLOAD_WORDS[w]) == 0) only = w;
             if (only < 0) {
-                fprintf(stderr, "matmul_ab: --workload is l2, memory or layers, not %s\n", argv[a + 1]);
+                fprintf(stderr, "matmul_ab: --workload is l2, memory or layers, not %s\n",
+                        err_escape(said, sizeof said, argv[a + 1]));
                 return false;
             }
             a++;
         } else if (strcmp(argv[a], "--rounds") == 0 && valued) {
             if ((rounds = number_in(argv[++a], 1, MAX_ROUNDS)) < 0) {
-                fprintf(stderr, "matmul_ab: --rounds is a whole number in 1..%d, not %s\n", MAX_ROUNDS, argv[a]);
+                fprintf(stderr, "matmul_ab: --rounds is a whole number in 1..%d, not %s\n", MAX_ROUNDS,
+                        err_escape(said, sizeof said, argv[a]));
                 return false;
             }
         } else if (strcmp(argv[a], "--threads") == 0 && valued) {
             if ((threads = number_in(argv[++a], 1, MAX_THREADS)) < 0) {
-                fprintf(stderr, "matmul_ab: --threads is a whole number in 1..%d, not %s\n", MAX_THREADS, argv[a]);
+                fprintf(stderr, "matmul_ab: --threads is a whole number in 1..%d, not %s\n", MAX_THREADS,
+                        err_escape(said, sizeof said, argv[a]));
                 return false;
             }
         } else {
-            fprintf(stderr, "matmul_ab: unknown option %s (l2, --workload W, --rounds N, --threads N)\n", argv[a]);
+            fprintf(stderr, "matmul_ab: unknown option %s (l2, --workload W, --rounds N, --threads N)\n",
+                    err_escape(said, sizeof said, argv[a]));
             return false;
         }
     }

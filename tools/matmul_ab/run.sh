@@ -43,6 +43,6 @@ for f in $(echo "$formats" | tr , ' '); do
     esac
 done
 cc -std=c11 -D_GNU_SOURCE -O2 -Ikernels -Isrc -o "$dir/ab" tools/matmul_ab/matmul_ab.c build/release/kernels/*.o \
-    $base_objects build/release/src/base/threads.o build/release/src/base/clock.o \
+    $base_objects build/release/src/base/threads.o build/release/src/base/poll_budget.o build/release/src/base/clock.o \
     build/release/src/base/error.o build/release/src/base/utf8.o -lm -lpthread
 "$dir/ab" "$base" "$isa" "$rows" "$formats" "$@"
