@@ -10,11 +10,11 @@
 // for waits to run, and every hand-off then costs a scheduler period. So how long a waiter polls follows what
 // polling gets (the process's poll budget, base/poll_budget.h, which the target's pool follows too): a poll during
 // which the waiter lost its CPU to another thread ends there, and halves the next poll's budget; a poll that sees
-// the hand-off doubles it, back up to POLL_SECONDS. And the caller does not wait for the thread to be given a CPU: a job the thread has not taken up by the time the
-// caller waits for it (or within the poll budget, for a proposal, which the caller waits for at once) the caller
-// takes back and runs itself (job_result). On a machine with a CPU free the thread takes up every job at once and
-// the waiters keep polling; on a busy one they soon poll for a batch or two and sleep, and the jobs the thread is
-// too late for run on the caller, in the order they would have run in.
+// the hand-off doubles it, back up to POLL_SECONDS. And the caller does not wait for the thread to be given a CPU:
+// a job the thread has not taken up by the time the caller waits for it (or within the poll budget, for a proposal,
+// which the caller waits for at once) the caller takes back and runs itself (job_result). On a machine with a CPU free
+// the thread takes up every job at once and the waiters keep polling; on a busy one they soon poll for a batch or two
+// and sleep, and the jobs the thread is too late for run on the caller, in the order they would have run in.
 #include "speculative/draft_ahead.h"
 
 #include <pthread.h>

@@ -97,7 +97,7 @@ typedef struct {
     int probe_misses;           // probes in a row (one draft after plain rounds) that were rejected, up to
                                 // PROBE_MISSES_MAX (policy.c)
     bool probing;               // this round's draft model drafts are a probe
-    bool probe_kept;            // ... and the last round was one whose draft was kept: a plain round probes again
+    bool probe_kept;            // the last round was a probe whose draft was kept: a plain round probes again
 } GammaState;
 
 // The state before the first round, for a run of the target with this drafter (NULL: plain decoding).
