@@ -37,6 +37,14 @@ enum { LOOKUP_EVIDENCE = 4 };
 
 static void running_mean(double *mean, double x) { *mean = *mean > 0 ? *mean + EMA * (x - *mean) : x; }
 
+// A forward's time learns as α does (learn_alpha): the mean of the readings so far until there are 1/EMA of them,
+// then a running mean that forgets. A first reading taken whole, then EMA, kept a slow one's excess at 0.9^n after
+// n readings more (a third of it after ten).
+static void learn_time(double *mean, int *readings, double seconds) {
+    const int n = ++*readings;
+    *mean += (1.0 / n > EMA ? 1.0 / n : EMA) * (seconds - *mean);
+}
+
 // α learns from a draft's acceptance β: the mean of the drafts seen so far with the prior counting as prior_drafts
 // of them, until there are 1/EMA of them; then a running mean that forgets. A useless draft is found out in a few
 // drafts (the prior alone would take 1/EMA times as many), and plain decoding takes over. Where β is an outcome, 0
@@ -63,35 +71,25 @@ static void learn_lookup_alpha(GammaState *g, int match_length, int i, double be
 }
 
 // The line y = mean_y + slope · (x − mean_x) fitted by least squares to the points (x, y[x]), x in [1, n), where
-// y[x] > 0 (RowFit's fields, the x's as rows): slope = Σ (x − mean_x)(y − mean_y) / spread, spread = Σ (x − mean_x)²;
-// slope 0 through fewer than two points.
-static RowFit fit_line(const double *y, int n) {
-    double points = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
-    for (int x = 1; x < n; x++)
-        if (y[x] > 0) points++, sx += x, sy += y[x], sxx += (double)x * x, sxy += x * y[x];
+// y[x] > 0, each weighing weight[x] (NULL: 1 each; RowFit's fields, the x's as rows): slope = Σ w (x − mean_x)(y −
+// mean_y) / spread, spread = Σ w (x − mean_x)², the means weighted alike; slope 0 through fewer than two points.
+static RowFit fit_line(const double *y, const double *weight, int n) {
+    double points = 0, sw = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
+    for (int x = 1; x < n; x++) {
+        const double w = weight ? weight[x] : 1;
+        if (y[x] > 0 && w > 0) points++, sw += w, sx += w * x, sy += w * y[x], sxx += w * x * x, sxy += w * x * y[x];
+    }
     if (points == 0) return (RowFit){0};
-    const double mean_x = sx / points, mean_y = sy / points, spread = sxx - points * mean_x * mean_x;
-    const double slope = spread > 0 ? (sxy - points * mean_x * mean_y) / spread : 0;
-    return (RowFit){(int)points, mean_x, mean_y, spread > 0 ? spread : 0, slope};
-}
-
-// t_target(T): the measurement if there is one; else the line a + b·T fitted by least squares to the measured
-// T's (b ≥ 0: verifying more tokens never costs less), or with a single measured T, that time plus 3% per token
-// (a memory-bound model's order of magnitude). 0 if nothing is measured yet.
-double policy_target_time(const GammaState *g, int T) {
-    if (g->target[T] > 0) return g->target[T];
-    const RowFit line = fit_line(g->target, T_SLOTS);
-    if (line.points == 0) return 0.0;
-    const double slope = line.points == 1 ? 0.03 * line.mean_seconds : line.slope > 0 ? line.slope : 0;
-    const double at_t = line.mean_seconds + slope * (T - line.mean_rows);
-    return at_t > 0 ? at_t : line.mean_seconds;
+    const double mean_x = sx / sw, mean_y = sy / sw, spread = sxx - sw * mean_x * mean_x;
+    const double slope = points > 1 && spread > 0 ? (sxy - sw * mean_x * mean_y) / spread : 0;
+    return (RowFit){(int)points, mean_x, mean_y, points > 1 && spread > 0 ? spread : 0, slope};
 }
 
 void row_times_add(RowTimes *t, int rows, double seconds) {
     if (rows >= 1 && rows <= MEASURED_ROWS) running_mean(&t->seconds[rows], seconds);
 }
 
-RowFit row_times_fit(const RowTimes *t) { return fit_line(t->seconds, MEASURED_ROWS + 1); }
+RowFit row_times_fit(const RowTimes *t) { return fit_line(t->seconds, NULL, MEASURED_ROWS + 1); }
 
 // FLOPs per byte of weights at which a forward's arithmetic takes as long as streaming its weights: a CPU's
 // balance point, near what the bench measures for the shipped target (F32 weights).
@@ -191,12 +189,14 @@ static bool probe_pays_its_read(const GammaState *g) {
 // cost model.
 static bool batch_measured(const GammaState *g) { return batch_planned(g) && g->batch_costs.target.points > 0; }
 
-// How much the cost model's slope counts against a batch's measured one, in rows² (measured_line).
+// How much the cost model's slope counts against a measured one, in rows² (measured_line: a batch's line, and
+// alone, policy_target_time's).
 static const double PRIOR_SPREAD = 32.0;
 
-// The line F(R) = *fixed + R · *per_row a batch's plan prices its forwards with: through the measured mean (R̄, t̄)
-// of the row counts timed (RowFit), with the slope of a normal prior at A₀ updated by them (ridge regression toward
-// A₀; Bishop, "Pattern Recognition and Machine Learning", eq. 3.53–3.54, with one unknown):
+// The line F(R) = *fixed + R · *per_row a batch's plan prices its forwards with (and a sequence's alone, each count
+// weighted by its readings: policy_target_time): through the measured mean (R̄, t̄) of the row counts timed (RowFit),
+// with the slope of a normal prior at A₀ updated by them (ridge regression toward A₀; Bishop, "Pattern Recognition
+// and Machine Learning", eq. 3.53–3.54, with one unknown):
 //   A = (Σ (R − R̄)(t − t̄) + κ · A₀) / (Σ (R − R̄)² + κ),  A₀ = model_per_row · t̄ / (model_fixed + R̄ · model_per_row)
 // — A₀ the cost model's slope, model_fixed + R · model_per_row, scaled to the measured level — and κ =
 // PRIOR_SPREAD. A plan that had timed only the row counts of its few drafts (8 sequences decoding plainly: 7, 8 and
@@ -231,6 +231,30 @@ double policy_batch_forward(const GammaState *g, int rows) {
     return fixed + rows * per_row;
 }
 
+// t_target(T) for the measured plan alone (greedy, coupled): the batch's line (measured_line, with the cost model's
+// slope as its prior) through each count's mean time, the count weighing as many readings as its mean holds
+// (GammaState.target_readings, up to 1/EMA: a running mean forgets the older) — least squares through the
+// readings themselves. Each count priced by its own mean, a plan re-timed only the counts it chose, and one slow
+// reading (a preemption; the host's L3 taken by another guest) held: a count timed slow once was priced dear, the
+// line through it and the counts below priced every deeper count dearer still, and the plan drafted γ = 1 round
+// after round whose drafts were all kept, timing nothing deeper again (issue 49: the shipped pair greedy on AVX2,
+// after one slow t(4); test speculative_auto_one_slow_reading_does_not_pin_the_plan, 21 such rounds). Through the
+// readings, a slow one is one among the rest, the more so the more the plan times; and until the counts timed
+// spread as far as PRIOR_SPREAD (rows²), the slope leans on the cost model's, which prices a further row of a
+// memory-bound target at a fraction of a step — so a plan that has timed only one or two counts, or one of them
+// slow, still goes deep where α says so, and timing the deeper counts is what corrects the line. 0 if nothing is
+// measured yet.
+double policy_target_time(const GammaState *g, int T) {
+    double weight[T_SLOTS];
+    for (int count = 0; count < T_SLOTS; count++)
+        weight[count] = g->target_readings[count] < 1 / EMA ? g->target_readings[count] : 1 / EMA;
+    const RowFit fit = fit_line(g->target, weight, T_SLOTS);
+    if (fit.points == 0) return 0.0;
+    double fixed, per_row;
+    measured_line(&fit, g->model_stream, g->model_row_arithmetic + g->model_row_sampling, &fixed, &per_row);
+    return fixed + T * per_row;
+}
+
 // A draft forward of one level (further_row false), or a further row of one (a tree's level feeds W), in the plan's
 // units: the cost model's; with the batch's measurements, its draft forward d(R) over a row of every sequence in the
 // batch (a level's forward carries one of each sequence that drafts it: at most all) — the measured line whose prior
@@ -247,14 +271,15 @@ static double batch_draft_cost(const GammaState *g, bool further_row) {
 }
 
 // A tree's verification, planned: as verify_time, except that a T larger than any measured is priced at the largest
-// measured T's time scaled by the cost model's cost(T) / cost(T_max), which adds the further rows' arithmetic to the
-// weight stream instead of hiding it behind. target_time's linear fit extrapolates a chain's cheap rows, but a
-// tree's larger T turns a forward compute-bound, and a tree chosen on the fit's price ran slower than the chain
-// (docs/performance-history.md, "The γ policy's constants"). Once a tree's T has been verified, its time is known.
+// measured T's price scaled by the cost model's cost(T) / cost(T_max), which adds the further rows' arithmetic to
+// the weight stream instead of hiding it behind. policy_target_time's line extrapolates a chain's cheap rows, but a
+// tree's larger T turns a forward compute-bound, and a tree chosen on the line's price ran slower than the chain
+// (docs/performance-history.md, "The γ policy's constants"). Once a tree's T has been verified, the line runs
+// through its time.
 static double tree_verify_time(const GammaState *g, int T) {
     const int largest = g->largest_measured;
     if (g->modelled || largest == 0 || T <= largest) return verify_time(g, T);
-    return g->target[largest] * g->model_target[T] / g->model_target[largest];
+    return verify_time(g, largest) * g->model_target[T] / g->model_target[largest];
 }
 
 // a_W: learned, or before any tree of width W was drawn, 1 − (1 − α)(1 − α/2)^{W−1}: each further child halves
@@ -519,7 +544,7 @@ void policy_learn(GammaState *g, const SpecParams *params, const Round *r, const
                                                                : PROBE_MISSES_MAX;
     g->probe_kept = probed && r->n_accepted > 0;
     if (k == 0 && ++g->plain_timed == 2) g->target[1] = r->target_seconds;  // the cold first step forgotten
-    else running_mean(&g->target[k + 1], r->target_seconds);
+    else learn_time(&g->target[k + 1], &g->target_readings[k + 1], r->target_seconds);
     if (g->plain_timed == 1 && k > 0 && r->target_seconds < g->target[1])  // T = k + 1 rows cost at least one row
         g->target[1] = r->target_seconds;
     g->largest_measured = k + 1 > g->largest_measured ? k + 1 : g->largest_measured;

@@ -10,9 +10,10 @@
 // with α the learned acceptance of later drafts and a_W that of a first level of W children (a_1 = α).
 // What it learns (policy_learn), per source of drafts: the draft model's α; a lookup run's first draft per match
 // length and its later drafts (a run costs no draft step, t_draft = 0); a_W per width. Runs the lookup found but
-// did not propose teach as well. Costs: running means of the measured forwards (t_target(T) fitted over the T's
-// measured) — or, where the shape could change sampled output (SpecParams), spec_forward_cost's model of sizes and
-// the target's thread count, the same on every run. In a batch (GammaState.others), where the shape changes no
+// did not propose teach as well. Costs: the measured draft step's running mean, and t_target(T) on one line through
+// the measured forwards' times, its slope drawn toward the cost model's (policy.c: policy_target_time) — or, where
+// the shape could change sampled output (SpecParams), spec_forward_cost's model of sizes and the target's thread
+// count, the same on every run. In a batch (GammaState.others), where the shape changes no
 // token (greedy, coupled), GAMMA_AUTO plans for the whole batch's rate instead: the tokens its round and the
 // others' commit over the batch's drafting — as long as the longest chain of draft forwards, its own or the others'
 // (each level's draft forward serves every sequence drafting it: batch.c) — and one forward of all the batch's rows,
@@ -80,6 +81,7 @@ typedef struct {
     int n_first[TREE_FIRST_WIDTH_MAX + 1];             // the levels of W ≥ 2 children it has learned from
     bool draft_step_known;      // measured, or 0 by nature (a lookup's proposals cost no forward)
     double target[T_SLOTS];     // seconds per target forward of T tokens (running means; 0 = not measured)
+    int target_readings[T_SLOTS];  // ... the forwards of T tokens timed (policy.c: learn_time, policy_target_time)
     int plain_timed;            // plain rounds timed: the first one's target[1] (a cold step) capped by any longer
                                 // forward's time until the second replaces it
     int largest_measured;       // the largest T of target[] measured (0: none)

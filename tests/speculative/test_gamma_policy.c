@@ -22,7 +22,9 @@
 //     more and decodes plainly, probing with one draft after 8, 16, 32, 64 plain rounds (a kept probe starts the
 //     waits over, and a kept probe is followed by another until drafting pays), the same when plain steps are timed
 //     slower than verifications; at temperature 1, planned by the cost model, it stops after two drafting rounds of
-//     one draft (the first drafting round of any plan drafts one: α is the prior's guess) and probes alike.
+//     one draft (the first drafting round of any plan drafts one: α is the prior's guess) and probes alike;
+//   - greedy, every draft kept, one verification timed 4 plain steps does not hold the plan at γ = 1: priced by
+//     one line through every count's readings, it goes deep in the rounds after it.
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -308,7 +310,7 @@ static void measured_verification_sets_depth(Model *target) {
             for (int source = 0; source < N_SOURCES; source++) g.alpha[source] = 0.7, g.n_alpha[source] = 1;
             g.draft_step = 0.05;
             g.draft_step_known = true;
-            for (int T = 1; T < T_SLOTS; T++) g.target[T] = 1.0 + slopes[s] * (T - 1);
+            for (int T = 1; T < T_SLOTS; T++) g.target[T] = 1.0 + slopes[s] * (T - 1), g.target_readings[T] = 1;
             g.largest_measured = T_SLOTS - 1;
             depth[hot][s] = policy_choose(&g, &params, &drafter).shape.depth;
         }
@@ -355,7 +357,7 @@ static int measured_choice(Model *target, const Drafter *drafter, double alpha, 
     for (int source = 0; source < N_SOURCES; source++) g.alpha[source] = alpha;
     g.draft_step = 0.01;
     g.draft_step_known = true;
-    for (int T = 1; T < T_SLOTS; T++) g.target[T] = 1.0 + slope * (T - 1);
+    for (int T = 1; T < T_SLOTS; T++) g.target[T] = 1.0 + slope * (T - 1), g.target_readings[T] = 1;
     g.largest_measured = T_SLOTS - 1;
     return policy_choose(&g, &params, drafter).shape.depth;
 }
@@ -491,6 +493,46 @@ static void useless_draft_sampled(Model *target, const Drafter *drafter, const S
 }
 
 TEST(speculative_auto_useless_draft_probes_back_off_sampled) { with_shipped_pair(useless_draft_sampled); }
+
+// ---- one slow reading: a forward timed slow once must not pin the plan shallow ---------------------------------
+
+enum { SLOW_READING_ROUNDS = 24 };
+
+// The shipped pair greedy, the target on 2 threads, every draft kept (text the draft copies whole), a verification
+// of T rows timed at 1 + 0.1 (T − 1) plain steps (the shipped target's on AVX2: t(8) / t(1) ≈ 1.7) and a draft
+// step at 0.05 — but the first verification of more than two rows timed at 4 steps, once (a preemption, or the
+// host's L3 taken by another guest). Priced by each count's own mean, that count kept its 4 steps, the line through
+// it priced every deeper count as dear, and the plan drafted γ = 1 in the 21 rounds after it, kept whole, timing no
+// deeper count again (as an AVX2 run of the shipped pair did after one slow t(4): 20 fully kept rounds at γ = 1).
+// Priced by one line through the readings (policy.c: policy_target_time), the slow reading is one among the rest:
+// in the rounds after it at most 2 draft γ ≤ 1, and the last drafts γ ≥ 4.
+static void slow_reading_greedy(Model *target, const Drafter *drafter, const SpecParams *params) {
+    (void)params;
+    target->max_threads = 2;
+    const SpecParams greedy = GREEDY_AUTO;
+    GammaState g;
+    policy_init(&g, target, drafter, &greedy);
+    int depths[SLOW_READING_ROUNDS], slow_round = 0, shallow_after = 0;
+    for (int round = 1; round <= SLOW_READING_ROUNDS; round++) {
+        const int k = policy_choose(&g, &greedy, drafter).shape.depth;
+        const bool slow = slow_round == 0 && k >= 2;
+        if (slow) slow_round = round;
+        else if (slow_round > 0 && k <= 1) shallow_after++;
+        Round r = {.tree = {.n = k}, .depth = k, .width = 1, .n_verified = k, .n_accepted = k,
+                   .target_seconds = slow ? 4.0 : 1.0 + 0.1 * k, .draft_calls = k, .draft_seconds = 0.05 * k};
+        for (int i = 0; i < k; i++) r.learned[i] = 1.0;
+        policy_learn(&g, &greedy, &r, NULL);
+        depths[round - 1] = k;
+    }
+    printf("    every draft kept, the first verification of > 2 rows timed slow (round %d): γ", slow_round);
+    for (int i = 0; i < SLOW_READING_ROUNDS; i++) printf(" %d", depths[i]);
+    printf("\n");
+    CHECK(slow_round > 0 && shallow_after <= 2 && depths[SLOW_READING_ROUNDS - 1] >= 4,
+          "slow reading in round %d; %d rounds after it at γ ≤ 1, the last at γ %d", slow_round, shallow_after,
+          depths[SLOW_READING_ROUNDS - 1]);
+}
+
+TEST(speculative_auto_one_slow_reading_does_not_pin_the_plan) { with_shipped_pair(slow_reading_greedy); }
 
 // γ auto's greedy plan at α 0.7 beside the rest of a batch, `others`.
 static int greedy_depth_beside(Model *target, const Drafter *drafter, BatchLoad others) {
