@@ -80,8 +80,10 @@ static ALWAYS_INLINE float reduce_min(__m256 v) {
 // register to convert into, so 2 (8 sums, 2 activations, the weights and the mask). A group of tiles — 9 rows for
 // F32, 8 otherwise, a verification of up to 7 or 8 drafts — takes one pass over a panel: the tiles take turns every
 // TURN_SLICES slices (2 kB of F32 weights, 1 kB of BF16), their sums going to the stack and back, so that the
-// weights stream from memory once, at the pace of the arithmetic, and each turn finds them in L1; a group of more
-// than one row asks for them PREFETCH_L2_AHEAD ahead into L2. Further groups re-read the panel from the caches.
+// weights stream from memory once, at the pace of the arithmetic, and each turn finds them in L1; in a group of more
+// than one row, the first tile asks for them PREFETCH_L2_AHEAD ahead into L2, a half-slice's lines as it reads the
+// half-slice (a burst of a turn's 32 lines before each turn stalled the core with its fill buffers full: 0.83–0.93 ×
+// the time at T = 8, docs/kernels.md). Further groups re-read the panel from the caches.
 // (Against rows in plain order and 4 × 2 tiles over the whole row, one thread, a Llama-3.2-1B layer's matrices,
 // medians of 7 alternations in one process, T = 1, 2, 4, 8, 16: BF16 1.44, 1.69, 1.77, 1.38, 1.21 × as fast; F32
 // 1.05, 1.36, 1.90, 1.30, 1.20 ×; F16 1.33, 1.28, 1.87, 1.47, 1.15 ×; throwaway harness, machine shared with other
@@ -124,15 +126,24 @@ static ALWAYS_INLINE __m256 in_register(__m256 v) {
 
 // sums[r][t] += Σ over slices [k0, k1) of the panel's row r times activation row t < TT (TT a constant where this
 // is inlined; the sums in registers meanwhile). `full`: every slice's 16 inputs are below n_in; else the activations
-// are read only below n_in (the weights past it are zeros, the activations may be anything).
+// are read only below n_in (the weights past it are zeros, the activations may be anything). `prefetch`: each
+// half-slice also asks for its half of the slice's bytes PREFETCH_L2_AHEAD ahead into L2 (F32: 2 of a slice's 4
+// lines; BF16, F16: 1 of 2), so that the requests spread over the turn instead of filling the core's line fill
+// buffers in one burst before it (past the matrix's end, a prefetch does nothing).
 static ALWAYS_INLINE void tile_slices(__m256 sums[PANEL][MAX_TILE], const float *x, int ld_x, const uint8_t *panel,
-                                      WeightType type, int TT, int k0, int k1, bool full, int n_in) {
+                                      WeightType type, int TT, int k0, int k1, bool full, int n_in, bool prefetch) {
+    const size_t slice_bytes = (size_t)PANEL * SLICE * (type == WEIGHT_F32 ? 4 : 2);
     __m256 acc[PANEL][MAX_TILE];
     for (int r = 0; r < PANEL; r++)
         for (int t = 0; t < TT; t++) acc[r][t] = sums[r][t];
     for (int k = k0; k < k1; k++)
         for (int h = 0; h < 2; h++) {
             const int i = k * SLICE + h * LANES;
+            if (prefetch) {
+                const size_t half = slice_bytes / 2, from = (size_t)k * slice_bytes + h * half;  // the half's bytes
+                for (size_t at = from; at < from + half; at += 64)
+                    _mm_prefetch((const char *)panel + PREFETCH_L2_AHEAD + at, _MM_HINT_T1);
+            }
             __m256 xv[MAX_TILE];
             for (int t = 0; t < TT; t++)
                 xv[t] = in_register(full ? _mm256_loadu_ps(x + (size_t)t * ld_x + i)
@@ -146,18 +157,28 @@ static ALWAYS_INLINE void tile_slices(__m256 sums[PANEL][MAX_TILE], const float 
         for (int t = 0; t < TT; t++) sums[r][t] = acc[r][t];
 }
 
-// The tiles of activation rows t < n ≤ group_rows(type) over slices [k0, k1), one after another.
+// tile_slices for TT ≤ tile_rows(type) rows, TT and `prefetch` constants in each copy (with `prefetch` a variable,
+// GCC tested it in every half-slice of every tile).
+static ALWAYS_INLINE void tile_of_rows(__m256 sums[PANEL][MAX_TILE], const float *x, int ld_x, const uint8_t *panel,
+                                       WeightType type, int TT, int k0, int k1, bool full, int n_in, bool prefetch) {
+    switch (TT) {
+    case 1: tile_slices(sums, x, ld_x, panel, type, 1, k0, k1, full, n_in, prefetch); break;
+    case 2: tile_slices(sums, x, ld_x, panel, type, 2, k0, k1, full, n_in, prefetch); break;
+    default: tile_slices(sums, x, ld_x, panel, type, MAX_TILE, k0, k1, full, n_in, prefetch); break;
+    }
+}
+
+// The tiles of activation rows t < n ≤ group_rows(type) over slices [k0, k1), one after another; with `prefetch`,
+// the first tile asks for the slices' lines ahead as it reads them (tile_slices).
 static ALWAYS_INLINE void group_slices(__m256 sums[MAX_TILES][PANEL][MAX_TILE], const float *x, int ld_x,
                                        const uint8_t *panel, WeightType type, int n, int k0, int k1, bool full,
-                                       int n_in) {
+                                       int n_in, bool prefetch) {
     const int tile = tile_rows(type);
     for (int t = 0; t < n; t += tile) {
         const float *xt = x + (size_t)t * ld_x;
-        switch (n - t < tile ? n - t : tile) {  // TT a constant in each copy
-        case 1: tile_slices(sums[t / tile], xt, ld_x, panel, type, 1, k0, k1, full, n_in); break;
-        case 2: tile_slices(sums[t / tile], xt, ld_x, panel, type, 2, k0, k1, full, n_in); break;
-        default: tile_slices(sums[t / tile], xt, ld_x, panel, type, MAX_TILE, k0, k1, full, n_in); break;
-        }
+        const int TT = n - t < tile ? n - t : tile;
+        if (prefetch && t == 0) tile_of_rows(sums[t / tile], xt, ld_x, panel, type, TT, k0, k1, full, n_in, true);
+        else tile_of_rows(sums[t / tile], xt, ld_x, panel, type, TT, k0, k1, full, n_in, false);
     }
 }
 
@@ -173,7 +194,6 @@ static ALWAYS_INLINE void panel_against_group(float *out, const float *x, const 
     __m256 totals[(MAX_TILES * MAX_TILE + 1) / 2];  // totals[t / 2]: rows t and t + 1, as reduce_add_8 leaves them
     for (int i = 0; i < (MAX_TILES * MAX_TILE + 1) / 2; i++) totals[i] = _mm256_setzero_ps();  // (set by chunk 0)
     const int whole = n_in / SLICE, slices = (n_in + SLICE - 1) / SLICE, tile = tile_rows(type);
-    const size_t slice_bytes = (size_t)PANEL * SLICE * (type == WEIGHT_F32 ? 4 : 2);
     for (int c0 = 0; c0 < slices; c0 += CHUNK_SLICES) {  // the canonical order's chunks, their values added in turn
         const int c1 = c0 + CHUNK_SLICES < slices ? c0 + CHUNK_SLICES : slices, full_end = c1 < whole ? c1 : whole;
         for (int g = 0; g < MAX_TILES; g++)
@@ -181,12 +201,9 @@ static ALWAYS_INLINE void panel_against_group(float *out, const float *x, const 
                 for (int t = 0; t < MAX_TILE; t++) sums[g][r][t] = _mm256_setzero_ps();
         for (int k0 = c0; k0 < full_end; k0 += turn) {
             const int k1 = k0 + turn < full_end ? k0 + turn : full_end;
-            if (prefetch)  // past the matrix's end, a prefetch does nothing
-                for (size_t at = (size_t)k0 * slice_bytes; at < (size_t)k1 * slice_bytes; at += 64)
-                    _mm_prefetch((const char *)panel + PREFETCH_L2_AHEAD + at, _MM_HINT_T1);
-            group_slices(sums, x, ld_x, panel, type, n, k0, k1, true, n_in);
+            group_slices(sums, x, ld_x, panel, type, n, k0, k1, true, n_in, prefetch);
         }
-        if (full_end < c1) group_slices(sums, x, ld_x, panel, type, n, whole, whole + 1, false, n_in);
+        if (full_end < c1) group_slices(sums, x, ld_x, panel, type, n, whole, whole + 1, false, n_in, false);
         for (int t = 0; t < n; t += 2) {
             __m256 pair[8];  // rows t and t + 1 (zeros past n) of the panel's 4 rows
             for (int r = 0; r < PANEL; r++) {

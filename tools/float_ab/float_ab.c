@@ -6,6 +6,7 @@
 // has the canonical order, e54d4c1 or later; from an earlier one, at n_in ≤ MATMUL_CHUNK only).
 //   large, from memory:  [8192, 4096] (128 MB in F32), T = 1 and 8 (a decode step, a verification)
 //   in the caches:       [1024, 1024], T = 8
+//   in the L3:           [8192, 384] (12.6 MB in F32: the shipped target's LM head), T = 8
 //   GPT-2's MLP prompt:  [3072, 768] and [768, 3072], T = 512
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,7 +55,8 @@ int main(int argc, char **argv) {
     const char *base_table = avx512 ? base_kernels_avx512 : base_kernels_avx2;
     MatmulFn *const *base = (MatmulFn *const *)(base_table + BASE_MATMUL_OFFSET);
     const Workload workloads[] = {{"[8192, 4096] T=1", 8192, 4096, 1, 2},   {"[8192, 4096] T=8", 8192, 4096, 8, 1},
-                                  {"[1024, 1024] T=8", 1024, 1024, 8, 40},  {"[3072, 768] T=512", 3072, 768, 512, 1},
+                                  {"[1024, 1024] T=8", 1024, 1024, 8, 40},  {"[8192, 384] T=8", 8192, 384, 8, 10},
+                                  {"[3072, 768] T=512", 3072, 768, 512, 1},
                                   {"[768, 3072] T=512", 768, 3072, 512, 1}};
     const char *type_names[WEIGHT_TYPES] = {"F32", "F16", "BF16"};
     printf("%s matmuls, one thread, %s (base) against this build (new): %d rounds alternating\n\n"
