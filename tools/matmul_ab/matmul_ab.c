@@ -6,11 +6,14 @@
 // the round. Prints the medians [min–max], the ratio of the fastest rounds and their multiply-adds a second (T ·
 // the workload's n_out · n_in over the fastest round's time: in the L2, the kernel's own pace, to set beside the
 // core's clock and ports), and checks that both give the same bits.
-//   matmul_ab BASE ISA T FORMATS [l2] [--workload l2|memory|layers] [--rounds N] [--threads N]
+//   matmul_ab BASE ISA T FORMATS [l2] [--workload l2|memory|layers] [--rounds N] [--threads N] [--chunks N]
 // By default all three workloads below, ROUNDS rounds each, on 1 thread and then on 2. `--workload` measures one
 // of them alone; the L2's alone (`l2` is the same) in L2_ROUNDS short rounds of few passes, whose fastest ones say
 // the kernels' own speed on a machine that other work shares. `--rounds N` (1..MAX_ROUNDS) sets the rounds,
-// `--threads N` (1..MAX_THREADS) the one thread count measured.
+// `--threads N` (1..MAX_THREADS) the one thread count measured. `--chunks N` (1..MAX_CHUNKS) cuts each thread's
+// share into N chunks, one call of the matmul each, run in the order 0, 2, 4, …, 1, 3, 5, …: each chunk then starts
+// where the previous one's prefetches did not reach, as a forward's do on two threads (it cuts a matrix into 4
+// chunks a thread, and the threads' chunks alternate) — the cold starts of two threads' chunks, on one thread.
 //   in the L2:    [1024, 1024], 1.1 MB in q8, 0.6 MB in q4 (and Q4_K), 0.7 MB in Q5_K, 0.9 MB in Q6_K: the
 //                 kernel's own speed
 //   from memory:  [32768, 4096], 136 MB in q8, 72 MB in q4, 76 MB in Q4_K, 92 MB in Q5_K, 106 MB in Q6_K (over
@@ -42,8 +45,8 @@ static const struct {
                {"q6_k", WEIGHT_Q6_K}};
 enum { N_FORMATS = sizeof FORMATS / sizeof FORMATS[0] };
 
-enum { ROUNDS = 15, L2_ROUNDS = 301, MAX_ROUNDS = 1001, MAX_THREADS = 64, MAX_MATRICES = 64, MAX_IN = 8192,
-       MAX_T = 16 };
+enum { ROUNDS = 15, L2_ROUNDS = 301, MAX_ROUNDS = 1001, MAX_THREADS = 64, MAX_CHUNKS = 64, MAX_MATRICES = 64,
+       MAX_IN = 8192, MAX_T = 16 };
 
 // The workloads in the order they are measured (the header's table), as `--workload` names them.
 enum { IN_THE_L2, FROM_MEMORY, LAYERS, N_WORKLOADS };
@@ -80,26 +83,32 @@ typedef struct {
     size_t bytes;
 } Workload;
 
-// One product out = x Wᵀ on the pool, each thread its share of W's panels.
+// One product out = x Wᵀ on the pool, each thread its share of W's panels, in `chunks` chunks (--chunks).
 typedef struct {
     MatmulQ8Fn *matmul;
     const Matrix *m;
     const Q8Block *x;  // [T, q8_blocks(m->n_in)]
-    int T;
+    int T, chunks;
 } Product;
 
 static void product_share(void *ctx, int thread, int n_threads) {
     const Product *p = ctx;
     int j0, j1;
     pool_share(p->m->n_out, Q8_PANEL, thread, n_threads, &j0, &j1);
-    if (j0 < j1) p->matmul(p->m->out, p->x, p->m->w, NULL, p->T, p->m->n_in, p->m->n_out, j0, j1);
+    for (int i = 0; i < p->chunks; i++) {
+        const int evens = (p->chunks + 1) / 2, c = i < evens ? 2 * i : 2 * (i - evens) + 1;  // 0, 2, …, 1, 3, …
+        int c0, c1;
+        pool_share(j1 - j0, Q8_PANEL, c, p->chunks, &c0, &c1);
+        if (c0 < c1) p->matmul(p->m->out, p->x, p->m->w, NULL, p->T, p->m->n_in, p->m->n_out, j0 + c0, j0 + c1);
+    }
 }
 
 // Seconds of one pass over the workload's matrices, the mean of `reps`.
-static double seconds_of(ThreadPool *pool, MatmulQ8Fn *matmul, const Workload *wl, const Q8Block *x, int T) {
+static double seconds_of(ThreadPool *pool, MatmulQ8Fn *matmul, const Workload *wl, const Q8Block *x, int T,
+                         int chunks) {
     const double t0 = now();
     for (int r = 0; r < wl->reps; r++)
-        for (int i = 0; i < wl->n; i++) pool_run(pool, product_share, &(Product){matmul, &wl->m[i], x, T});
+        for (int i = 0; i < wl->n; i++) pool_run(pool, product_share, &(Product){matmul, &wl->m[i], x, T, chunks});
     return (now() - t0) / wl->reps;
 }
 
@@ -164,10 +173,11 @@ static float *outputs(const Workload *wl, int T, size_t *n) {
     return all;
 }
 
-// What the command line asks for: the workloads measured, the rounds of each, the thread counts [first, last].
+// What the command line asks for: the workloads measured, the rounds of each, the thread counts [first, last],
+// the chunks of a thread's share.
 typedef struct {
     bool workload[N_WORKLOADS];
-    int rounds, first_threads, last_threads;
+    int rounds, first_threads, last_threads, chunks;
 } Plan;
 
 static void measure(const Workload *wl, const char *format, MatmulQ8Fn *base, MatmulQ8Fn *new, const Q8Block *x,
@@ -185,9 +195,9 @@ static void measure(const Workload *wl, const char *format, MatmulQ8Fn *base, Ma
         float *from_base = NULL, *from_new = NULL;  // the outputs of the first round, which runs base first
         for (int r = 0; r < rounds; r++) {
             const bool base_first = r % 2 == 0;
-            const double a = seconds_of(pool, base_first ? base : new, wl, x, T);
+            const double a = seconds_of(pool, base_first ? base : new, wl, x, T, plan->chunks);
             if (r == 0) from_base = outputs(wl, T, &n);
-            const double b = seconds_of(pool, base_first ? new : base, wl, x, T);
+            const double b = seconds_of(pool, base_first ? new : base, wl, x, T, plan->chunks);
             if (r == 0) from_new = outputs(wl, T, &n);
             t_base[r] = base_first ? a : b, t_new[r] = base_first ? b : a;
             ratio[r] = t_base[r] / t_new[r];
@@ -235,7 +245,7 @@ static int number_in(const char *text, int low, int high) {
 
 // The plan from the options after FORMATS (argv[first..]); false, having said which option is wrong, if one is.
 static bool read_options(Plan *plan, int argc, char **argv, int first) {
-    int only = -1, rounds = 0, threads = 0;
+    int only = -1, rounds = 0, threads = 0, chunks = 1;
     char said[ERR_QUOTE_LEN + 4];  // an option or value quoted in a message, escaped (err_escape)
     for (int a = first; a < argc; a++) {
         const bool valued = a + 1 < argc;
@@ -263,8 +273,14 @@ static bool read_options(Plan *plan, int argc, char **argv, int first) {
                         err_escape(said, sizeof said, argv[a]));
                 return false;
             }
+        } else if (strcmp(argv[a], "--chunks") == 0 && valued) {
+            if ((chunks = number_in(argv[++a], 1, MAX_CHUNKS)) < 0) {
+                fprintf(stderr, "matmul_ab: --chunks is a whole number in 1..%d, not %s\n", MAX_CHUNKS,
+                        err_escape(said, sizeof said, argv[a]));
+                return false;
+            }
         } else {
-            fprintf(stderr, "matmul_ab: unknown option %s (l2, --workload W, --rounds N, --threads N)\n",
+            fprintf(stderr, "matmul_ab: unknown option %s (l2, --workload W, --rounds N, --threads N, --chunks N)\n",
                     err_escape(said, sizeof said, argv[a]));
             return false;
         }
@@ -272,6 +288,7 @@ static bool read_options(Plan *plan, int argc, char **argv, int first) {
     for (int w = 0; w < N_WORKLOADS; w++) plan->workload[w] = only < 0 || only == w;
     plan->rounds = rounds ? rounds : only == IN_THE_L2 ? L2_ROUNDS : ROUNDS;
     plan->first_threads = threads ? threads : 1, plan->last_threads = threads ? threads : 2;
+    plan->chunks = chunks;
     return true;
 }
 
@@ -298,9 +315,9 @@ int main(int argc, char **argv) {
     Q8Block *xq = aligned_alloc(64, sizeof(Q8Block) * MAX_T * (size_t)q8_blocks(MAX_IN));
     k->quantize_q8(xq, x, T, MAX_IN, MAX_IN);
     printf("%s matmuls at T = %d, %s (base) against this build (new); %d rounds alternating, each the mean of "
-           "its passes\n\n| format | workload | threads | base µs | new µs | new GB/s | base / new | fastest base / "
+           "its passes; each thread's share in %d chunk%s, evens first\n\n| format | workload | threads | base µs | new µs | new GB/s | base / new | fastest base / "
            "fastest new | fastest G multiply-adds/s, base, new |\n|---|---|---:|---:|---:|---:|---:|---:|---:|\n",
-           isa, T, argc > 1 ? argv[1] : "base", plan.rounds);
+           isa, T, argc > 1 ? argv[1] : "base", plan.rounds, plan.chunks, plan.chunks == 1 ? "" : "s");
     for (int f = 0; f < N_FORMATS; f++) {
         if (!listed(formats, FORMATS[f].name)) continue;
         const WeightType type = FORMATS[f].type;

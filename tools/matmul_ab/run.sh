@@ -12,6 +12,7 @@
 #                                  from memory, or 16 Llama-3.2-1B layers; `l2` alone is `--workload l2`
 #     --rounds N                   N rounds of A and B (1..1001)
 #     --threads N                  N threads only (1..64)
+#     --chunks N                   each thread's share in N chunks (1..64), evens first: two threads' cold starts
 #   e.g. sh tools/matmul_ab/run.sh main avxvnni 1 q4 --workload layers --rounds 31 --threads 1
 set -e
 base=${1:-3e2bee0}
