@@ -37,12 +37,15 @@ enum { LOOKUP_EVIDENCE = 4 };
 
 static void running_mean(double *mean, double x) { *mean = *mean > 0 ? *mean + EMA * (x - *mean) : x; }
 
+// The weight of the latest of `seen` values (a prior counted among them) in a mean that becomes a running mean:
+// 1/seen — the plain mean — until there are 1/EMA of them, then EMA, so that older values are forgotten.
+static double learning_rate(double seen) { return 1.0 / seen > EMA ? 1.0 / seen : EMA; }
+
 // A forward's time learns as α does (learn_alpha): the mean of the readings so far until there are 1/EMA of them,
 // then a running mean that forgets. A first reading taken whole, then EMA, kept a slow one's excess at 0.9^n after
 // n readings more (a third of it after ten).
 static void learn_time(double *mean, int *readings, double seconds) {
-    const int n = ++*readings;
-    *mean += (1.0 / n > EMA ? 1.0 / n : EMA) * (seconds - *mean);
+    *mean += learning_rate(++*readings) * (seconds - *mean);
 }
 
 // α learns from a draft's acceptance β: the mean of the drafts seen so far with the prior counting as prior_drafts
@@ -56,8 +59,7 @@ static double prior_drafts(const GammaState *g) { return g->modelled ? 0.5 : 1.0
 
 static void learn_alpha(GammaState *g, int source, double beta) {
     const int n = ++g->n_alpha[source];
-    const double learned = 1.0 / (n + prior_drafts(g)), weight = learned > EMA ? learned : EMA;
-    g->alpha[source] += weight * (beta - g->alpha[source]);
+    g->alpha[source] += learning_rate(n + prior_drafts(g)) * (beta - g->alpha[source]);
 }
 
 // What the i-th draft of a lookup run after a match of match_length tokens teaches.
@@ -297,8 +299,7 @@ static void learn_first_alpha(GammaState *g, int width, double alpha, bool kept)
     if (width < 2 || width > TREE_FIRST_WIDTH_MAX) return;  // (a wider level comes from no drafter here)
     if (g->n_first[width] == 0) g->first_alpha[width] = first_alpha(g, width, alpha);
     const int n = ++g->n_first[width];
-    const double weight = 1.0 / (n + 1) > EMA ? 1.0 / (n + 1) : EMA;
-    g->first_alpha[width] += weight * (kept - g->first_alpha[width]);
+    g->first_alpha[width] += learning_rate(n + 1) * (kept - g->first_alpha[width]);
 }
 
 // The seconds (or cost units) of one draft forward of a tree of this width: measured, else the chain's.

@@ -80,7 +80,7 @@ typedef struct {
     double first_alpha[TREE_FIRST_WIDTH_MAX + 1];      // a_W: P(one of W first-level children is kept), running means
     int n_first[TREE_FIRST_WIDTH_MAX + 1];             // the levels of W ≥ 2 children it has learned from
     bool draft_step_known;      // measured, or 0 by nature (a lookup's proposals cost no forward)
-    double target[T_SLOTS];     // seconds per target forward of T tokens (running means; 0 = not measured)
+    double target[T_SLOTS];     // seconds per target forward of T tokens (policy.c: learn_time; 0 = not measured)
     int target_readings[T_SLOTS];  // ... the forwards of T tokens timed (policy.c: learn_time, policy_target_time)
     int plain_timed;            // plain rounds timed: the first one's target[1] (a cold step) capped by any longer
                                 // forward's time until the second replaces it

@@ -315,8 +315,9 @@ int main(int argc, char **argv) {
     Q8Block *xq = aligned_alloc(64, sizeof(Q8Block) * MAX_T * (size_t)q8_blocks(MAX_IN));
     k->quantize_q8(xq, x, T, MAX_IN, MAX_IN);
     printf("%s matmuls at T = %d, %s (base) against this build (new); %d rounds alternating, each the mean of "
-           "its passes; each thread's share in %d chunk%s, evens first\n\n| format | workload | threads | base µs | new µs | new GB/s | base / new | fastest base / "
-           "fastest new | fastest G multiply-adds/s, base, new |\n|---|---|---:|---:|---:|---:|---:|---:|---:|\n",
+           "its passes; each thread's share in %d chunk%s, evens first\n\n| format | workload | threads | base µs | "
+           "new µs | new GB/s | base / new | fastest base / fastest new | fastest G multiply-adds/s, base, new |\n"
+           "|---|---|---:|---:|---:|---:|---:|---:|---:|\n",
            isa, T, argc > 1 ? argv[1] : "base", plan.rounds, plan.chunks, plan.chunks == 1 ? "" : "s");
     for (int f = 0; f < N_FORMATS; f++) {
         if (!listed(formats, FORMATS[f].name)) continue;
