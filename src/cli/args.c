@@ -43,7 +43,9 @@ static const Option options[] = {
     {"sampler", 0, OPT_STRING, FIELD(sampler), 0, 0, "NAME",
      "coupled: output = target-only's for the seed; rejection: Algorithm 1 (default rejection)"},
     {"lookup", 0, OPT_FLAG, FIELD(lookup), 0, 0, NULL,
-     "draft by n-gram lookup over the prompt and the text so far (with -d: per round, its run or the draft's)"},
+     "draft by n-gram lookup over the prompt and the text so far (with -d: per round, its run or the draft's, as "
+     "by default)"},
+    {"no-lookup", 0, OPT_FLAG, FIELD(no_lookup), 0, 0, NULL, "with -d, draft with the model alone"},
     {"tree-width", 0, OPT_INT, FIELD(tree_width), 1, 4, "W",
      "draft a tree: W first-level children, each then a chain (-d; --lookup alone: shorter matches; default 1)"},
     {"tree", 0, OPT_FLAG, FIELD(tree), 0, 0, NULL,

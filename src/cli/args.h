@@ -59,7 +59,7 @@ typedef struct {
     const char *grammar;        // --grammar FILE: GBNF the output follows (docs/structured.md)
     const char *json_schema;    // --json-schema FILE | JSON
     bool json;                  // --json: the output is a JSON object
-    bool print_ids, stats, all, show, compare, allow_special, lookup, tree, help;
+    bool print_ids, stats, all, show, compare, allow_special, lookup, no_lookup, tree, help;
     bool add_generation_prompt; // --add-generation-prompt
     bool chat;                  // --chat: the prompt is a user message, through the chat template
     const char *positional[MAX_POSITIONAL];

@@ -236,7 +236,8 @@ static int chat_open(Chat *c, const Args *a, Err *err) {
         c->params.constraint = &c->structured.constraint;  // (the drafter reads it too)
         c->params.forced_drafts = true;
     }
-    if (drafter_open(&c->drafters, drafter_kind(c->s.has_draft, a->lookup), &c->s.draft, &c->params, a->draft_p_min, LOOKUP_STAGED_MIN_MATCH, err) ||
+    if (drafter_open(&c->drafters, drafter_kind(c->s.has_draft, session_drafts_by_lookup(a, c->s.has_draft)),
+                     &c->s.draft, &c->params, a->draft_p_min, LOOKUP_STAGED_MIN_MATCH, err) ||
         conversation_init(&c->conv, &c->s.target, c->drafters.drafter, err))
         return -1;
     c->conv_open = true;

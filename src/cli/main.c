@@ -60,6 +60,8 @@ static const OptionText render_texts[] = {
 };
 static const OptionText server_texts[] = {  // serve and batch
     {"tokens", NULL, "tokens to generate for a request that sets no max_tokens (default 64)"},
+    {"lookup", NULL, "draft by n-gram lookup over the prompt and the text so far (with -d: per round, its run or the "
+                     "draft's; without --lookup, -d drafts by the model alone)"},
     {"file", NULL, "read the requests, one JSON body a line, from FILE (- : standard input)"},
     {NULL, NULL, NULL},
 };
@@ -79,7 +81,7 @@ static const Command commands[] = {
     {"generate", cmd_generate, "generate [-m DIR [-d DRAFT_DIR]] (-p TEXT | -f FILE | --ids \"1 2 3\") [options]",
      "continue a prompt; speculatively with a draft model (the shipped pair when no -m is given)",
      "model draft ids prompt file tokens temp top-k top-p min-p repetition-penalty presence-penalty "
-     "frequency-penalty seed gamma sampler lookup tree-width tree pipeline "
+     "frequency-penalty seed gamma sampler lookup no-lookup tree-width tree pipeline "
      "draft-p-min ctx threads draft-threads "
      "quant draft-quant print-ids stats show trace logprobs logprobs-file compare allow-special chat system chat-var "
      "tools stop grammar json-schema json help", 0, 0, drafting_texts},
@@ -107,12 +109,12 @@ static const Command commands[] = {
      "print a conversation (a JSON list of {role, content}; standard input by default) as the checkpoint's chat "
      "template renders it, or its token ids", "model file tools add-generation-prompt print-ids chat-var help", 0, 0,
      render_texts},
-    {"chat", cmd_chat, "chat [-m DIR [-d DRAFT_DIR]] [--lookup] [--system TEXT] [options]",
+    {"chat", cmd_chat, "chat [-m DIR [-d DRAFT_DIR]] [--lookup | --no-lookup] [--system TEXT] [options]",
      "talk with an instruct model: user messages from standard input (line editing on a terminal), replies "
      "streamed; /reset starts over, /exit (or end of input) ends",
      "model draft tokens temp top-k top-p min-p repetition-penalty presence-penalty frequency-penalty seed gamma "
-     "sampler lookup tree-width tree pipeline draft-p-min ctx threads draft-threads quant draft-quant stats show "
-     "system chat-var tools stop grammar json-schema json help", 0, 0, drafting_texts},
+     "sampler lookup no-lookup tree-width tree pipeline draft-p-min ctx threads draft-threads quant draft-quant "
+     "stats show system chat-var tools stop grammar json-schema json help", 0, 0, drafting_texts},
     {"convert", cmd_convert, "convert -m DIR -o FILE.gguf --type bf16|q8_0|q4_0|q4_k_m|q5_k_m|q6_k [--threads N]",
      "write a Hugging Face checkpoint folder as a GGUF file, as llama.cpp's converter (and llama-quantize) would",
      "model output type threads help", 0, 0, convert_texts},
@@ -391,7 +393,7 @@ static int cmd_generate(const Args *args, Err *err) {
         err_fmt(err, "out of memory for %d tokens", args->n_tokens);
         goto done;
     }
-    if (drafter_open(&drafters, drafter_kind(s.has_draft, args->lookup), &s.draft, &params, args->draft_p_min,
+    if (drafter_open(&drafters, drafter_kind(s.has_draft, session_drafts_by_lookup(args, s.has_draft)), &s.draft, &params, args->draft_p_min,
                      LOOKUP_STAGED_MIN_MATCH, err))
         goto done;
     SpecStats stats;

@@ -112,6 +112,10 @@ int session_draft_threads(Session *s, int n, Err *err) {
     return 0;
 }
 
+bool session_drafts_by_lookup(const Args *args, bool has_draft) {
+    return args->lookup || (has_draft && !args->no_lookup);
+}
+
 int session_default_threads(const Args *args, bool has_draft, int cpus) {
     Pipelining pipeline;
     Err unused;  // a bad --pipeline is refused where the generation's parameters are read (spec_params_from_args)
@@ -135,7 +139,7 @@ static void note_ignored_options(const Args *args, bool has_draft) {
         {!drafting && args->compare, "--compare", 0}, {!has_draft && args->draft_p_min > 0, "--draft-p-min", 1},
         {!has_draft && args->draft_threads, "--draft-threads", 1},
         {!has_draft && args->draft_quant, "--draft-quant", 1},
-        {!has_draft && args->pipeline, "--pipeline", 1},
+        {!has_draft && args->pipeline, "--pipeline", 1}, {!has_draft && args->no_lookup, "--no-lookup", 1},
         {args->show && args->print_ids, "--show", 2},
         {greedy && args->sampling.top_k > 0, "--top-k", 3}, {greedy && args->sampling.top_p < 1.0f, "--top-p", 3},
         {greedy && args->sampling.min_p > 0.0f, "--min-p", 3}, {greedy && args->seed != 0, "--seed", 3},
@@ -175,6 +179,7 @@ static int open_from_args(Session *s, const Args *args, const char *target_dir, 
                      args->ctx ? args->ctx : DEFAULT_CONTEXT, err) ||
         session_draft_threads(s, args->draft_threads, err))
         return -1;
+    if (args->lookup && args->no_lookup) return err_fmt(err, "--lookup and --no-lookup: give one or the other");
     if ((args->tree_width > 1 || args->tree) && !s->has_draft && !args->lookup)
         return err_fmt(err, "--tree-width and --tree draft a tree: give a draft model (-d DIR) or --lookup");
     note_ignored_options(args, s->has_draft);

@@ -99,6 +99,34 @@ TEST(cli_generate_lookup_matches_target) {
     }
 }
 
+// generate drafts by the lookup beside a draft model unless told not to (session_drafts_by_lookup): on the repeated
+// prompt, -d alone plays lookup rounds and --no-lookup none, both with target-only's greedy output; --lookup with
+// --no-lookup is refused, and --no-lookup without -d is a note.
+TEST(cli_generate_drafts_by_lookup_beside_a_draft_by_default) {
+    static const char *const drafting[] = {"-d " MODEL, "-d " MODEL " --no-lookup"};
+    for (int i = 0; i < 2; i++) {
+        char cmd[512], *out, *err;
+        snprintf(cmd, sizeof cmd, "generate -m " MODEL " %s --ids \"4 5 6 4 5 6 4\" -n 12 --compare --stats",
+                 drafting[i]);
+        int status = run_specdec(cmd, &out, &err);
+        CHECK(status == 0 && strstr(err, "\"same_output\": true"), "%s: exit status %d: %s", drafting[i], status,
+              err);
+        const char *rounds = strstr(err, "\"lookup_rounds\": ");
+        const int lookup_rounds = rounds ? atoi(rounds + strlen("\"lookup_rounds\": ")) : -1;
+        CHECK(i == 0 ? lookup_rounds > 0 : lookup_rounds == 0, "%s: %d lookup rounds: %s", drafting[i],
+              lookup_rounds, err);
+        free(out);
+        free(err);
+    }
+    check_rejected("generate -m " MODEL " -d " MODEL " --ids \"1 2\" --lookup --no-lookup", "--no-lookup");
+    char *out, *err;
+    CHECK(run_specdec("generate -m " MODEL " --ids \"1 2\" -n 2 --no-lookup", &out, &err) == 0 &&
+              strstr(err, "note: --no-lookup ignored: there is no draft model"),
+          "--no-lookup without -d: %s", err);
+    free(out);
+    free(err);
+}
+
 // --min-p and the penalties: taken by generate (and chat: the same table), they change the greedy text, and the
 // speculative output (the fixture as its own draft, and the lookup) equals target-only output with them.
 TEST(cli_sampling_controls) {
@@ -441,7 +469,7 @@ TEST(cli_stats_and_trace_say_where_drafts_came_from) {
 }
 
 // The statistics' and the trace's account of pipelined drafting. The target as its own draft (as stored, not
-// quantized), greedy: every draft is kept and every guess of the next token is right, so each round after the
+// quantized; the model alone, --no-lookup), greedy: every draft is kept and every guess of the next token is right, so each round after the
 // first takes the 3 drafts drafted during the one before — 5 rounds of 4 tokens for -n 20, the last one drafting
 // none ahead (no round follows) — and the trace marks those rounds. --pipeline off drafts none ahead, and the
 // tokens are the same.
@@ -451,8 +479,8 @@ TEST(cli_pipeline_reports_rounds_drafted_ahead) {
     CHECK(fd >= 0, "mkstemp");
     close(fd);
     for (int on = 0; on < 2; on++) {
-        snprintf(args, sizeof args, "generate -m %s -d %s --draft-quant none --ids \"4 5\" -n 20 --gamma 3 "
-                 "--print-ids --stats --pipeline %s --trace %s", MODEL, MODEL, on ? "on" : "off", path);
+        snprintf(args, sizeof args, "generate -m %s -d %s --no-lookup --draft-quant none --ids \"4 5\" -n 20 "
+                 "--gamma 3 --print-ids --stats --pipeline %s --trace %s", MODEL, MODEL, on ? "on" : "off", path);
         CHECK(run_specdec(args, &out[on], &err[on]) == 0, "%s", err[on]);
     }
     const char *want_on = "\"target_calls\": 5, ", *want_ahead = "\"pipelined\": true, \"draft_own_core\": ",
@@ -588,14 +616,15 @@ TEST(cli_generate_text_is_the_generated_ids) {
 
 // --tree-width W and --tree: greedy output is target-only's (--compare), and the trace records each round's tree —
 // W children of the newest token, each continued as a chain: parents -1 × W, then 0 .. W − 1, … — and the
-// accepted path. A tree needs a draft model or the lookup.
+// accepted path (the draft model's trees: --no-lookup, whose runs stay chains). A tree needs a draft model or the
+// lookup.
 TEST(cli_tree_matches_target_and_is_traced) {
     char path[] = "/tmp/specdec-tree-trace-XXXXXX", args[512], *out, *err;
     const int fd = mkstemp(path);
     CHECK(fd >= 0, "mkstemp");
     close(fd);
     snprintf(args, sizeof args, "generate " PAIR " -p \"def fibonacci(n):\" -n " SHOWN_TOKENS " --gamma 3 "
-             "--tree-width 3 --compare --trace %s", path);
+             "--tree-width 3 --no-lookup --compare --trace %s", path);
     CHECK(run_specdec(args, &out, &err) == 0 && strstr(err, "\"same_output\": true"), "--tree-width 3: \"%s\"", err);
     free(out), free(err);
     FILE *f = fopen(path, "r");
