@@ -393,8 +393,8 @@ static int cmd_generate(const Args *args, Err *err) {
         err_fmt(err, "out of memory for %d tokens", args->n_tokens);
         goto done;
     }
-    if (drafter_open(&drafters, drafter_kind(s.has_draft, session_drafts_by_lookup(args, s.has_draft)), &s.draft, &params, args->draft_p_min,
-                     LOOKUP_STAGED_MIN_MATCH, err))
+    if (drafter_open(&drafters, drafter_kind(s.has_draft, session_drafts_by_lookup(args, s.has_draft)), &s.draft,
+                     &params, args->draft_p_min, LOOKUP_STAGED_MIN_MATCH, err))
         goto done;
     SpecStats stats;
     InterruptStop interrupt;  // Ctrl-C ends the generation at its next token; what it decided is printed, then

@@ -469,10 +469,10 @@ TEST(cli_stats_and_trace_say_where_drafts_came_from) {
 }
 
 // The statistics' and the trace's account of pipelined drafting. The target as its own draft (as stored, not
-// quantized; the model alone, --no-lookup), greedy: every draft is kept and every guess of the next token is right, so each round after the
-// first takes the 3 drafts drafted during the one before — 5 rounds of 4 tokens for -n 20, the last one drafting
-// none ahead (no round follows) — and the trace marks those rounds. --pipeline off drafts none ahead, and the
-// tokens are the same.
+// quantized; the model alone, --no-lookup), greedy: every draft is kept and every guess of the next token is right,
+// so each round after the first takes the 3 drafts drafted during the one before — 5 rounds of 4 tokens for -n 20,
+// the last one drafting none ahead (no round follows) — and the trace marks those rounds. --pipeline off drafts
+// none ahead, and the tokens are the same.
 TEST(cli_pipeline_reports_rounds_drafted_ahead) {
     char path[] = "/tmp/specdec-trace-XXXXXX", args[512], *out[2], *err[2];
     int fd = mkstemp(path);
