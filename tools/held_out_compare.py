@@ -21,9 +21,9 @@ every configuration alike.
 
 --variant ARGS adds a configuration: the CLI's default thread count with ARGS added (repeatable). --specdec may be
 given more than once, as LABEL=PATH, to compare builds: every build runs every configuration, alternating.
---drafters draft,lookup,both runs every configuration with the draft model alone (-d DRAFT, the default), the n-gram
-lookup alone (--lookup) and both (-d DRAFT --lookup), and adds a table of both's median speed-up over the better of
-the other two's (issue 29: adding a drafter must never cost).
+--drafters draft,lookup,both runs every configuration with the draft model alone (-d DRAFT --no-lookup), the n-gram
+lookup alone (--lookup) and both (-d DRAFT --lookup: the CLI's default with -d, and this tool's), and adds a table of
+both's median speed-up over the better of the other two's (issue 29: adding a drafter must never cost).
 
     tools/held_out_compare.py --threads 1,2 --temps 1 --drafters draft,lookup,both"""
 
@@ -49,8 +49,8 @@ def configurations(threads, variants):
 
 
 # What each --drafters name adds to the command line, and the suffix it gives a configuration's label.
-DRAFTERS = {"draft": ("draft", ["-d"]), "lookup": ("lookup", ["--lookup"]), "both": ("lookup + draft",
-                                                                                 ["-d", "--lookup"])}
+DRAFTERS = {"draft": ("draft", ["-d", "--no-lookup"]), "lookup": ("lookup", ["--lookup"]),
+            "both": ("lookup + draft", ["-d", "--lookup"])}
 
 
 def drafter_arguments(name, draft):
@@ -210,8 +210,8 @@ def main():
     ap.add_argument("--temps", default="0,1", help="comma-separated temperatures (default 0,1)")
     ap.add_argument("--threads", default="default,2", help="comma-separated: 'default' (no -t) or a count")
     ap.add_argument("--variant", action="append", default=[], help="arguments added to the default's (repeatable)")
-    ap.add_argument("--drafters", default="draft", help="comma-separated: draft (-d, the default), lookup "
-                    "(--lookup alone), both (-d and --lookup)")
+    ap.add_argument("--drafters", default="both", help="comma-separated: draft (-d --no-lookup), lookup "
+                    "(--lookup alone), both (-d and --lookup: the CLI's default with -d, and this tool's)")
     ap.add_argument("--jsonl", help="also write every run's --stats and --compare objects here")
     ap.add_argument("--from-jsonl", help="run nothing: print the tables of the runs an earlier --jsonl wrote")
     args = ap.parse_args()

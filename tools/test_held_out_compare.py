@@ -29,7 +29,7 @@ class Configurations(unittest.TestCase):
                           ("--gamma 6", ["--gamma", "6"])])
 
     def test_drafters_give_their_arguments(self):
-        self.assertEqual(drafter_arguments("draft", "w/d"), ["-d", "w/d"])
+        self.assertEqual(drafter_arguments("draft", "w/d"), ["-d", "w/d", "--no-lookup"])
         self.assertEqual(drafter_arguments("lookup", "w/d"), ["--lookup"])
         self.assertEqual(drafter_arguments("both", "w/d"), ["-d", "w/d", "--lookup"])
 
