@@ -173,13 +173,14 @@ void session_note_context(const Session *s, int ctx) {
 // nothing ahead), else session_default_threads; then the notes on the options the run will not read.
 static int open_from_args(Session *s, const Args *args, const char *target_dir, const char *draft_dir, bool batched,
                           Err *err) {
+    *s = (Session){0};  // (closed by the caller on failure, also this one's, before anything loads)
+    if (args->lookup && args->no_lookup) return err_fmt(err, "--lookup and --no-lookup: give one or the other");
     int threads = args->threads;
     if (!threads) threads = batched ? cpus_available() : session_default_threads(args, draft_dir, cpus_available());
     if (session_open(s, target_dir, draft_dir, threads, args->quant, args->draft_quant,
                      args->ctx ? args->ctx : DEFAULT_CONTEXT, err) ||
         session_draft_threads(s, args->draft_threads, err))
         return -1;
-    if (args->lookup && args->no_lookup) return err_fmt(err, "--lookup and --no-lookup: give one or the other");
     if ((args->tree_width > 1 || args->tree) && !s->has_draft && !args->lookup)
         return err_fmt(err, "--tree-width and --tree draft a tree: give a draft model (-d DIR) or --lookup");
     note_ignored_options(args, s->has_draft);
