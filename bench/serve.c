@@ -724,6 +724,8 @@ void suite_serve(Bench *b, Pair *pair) {
         die("--suite serve needs a tokenizer (the server decodes text): give -m a checkpoint with one, or a random "
             "shape whose vocabulary holds weights/pystd/target's");
     suite_begin(b, "serve", 1);
+    // The draft model alone (serve -d --no-lookup), whose drafts the ceiling prices (serve_ceiling.c); serve's default
+    // with -d, the lookup beside it, is measured against it by tools/batch_compare.py.
     Engine engine = {.target = &pair->target, .draft = pair->has_draft ? &pair->draft : NULL, .tok = &pair->tok,
                      .no_chat = "no chat in the bench", .spec = {.policy = GAMMA_AUTO, .gamma = 5},
                      .default_max_tokens = b->opt.tokens};
@@ -735,7 +737,7 @@ void suite_serve(Bench *b, Pair *pair) {
             "text)\n\n", tokenizer_vocab_size(&pair->tok));
     out(b, "## The server's overhead\n\n%d held-out prompts × %d rounds, %d tokens each, greedy, %s; the server on "
         "loopback, streaming, each request with a cache_salt of its own (afresh, as in process)\n\n", n,
-        b->opt.reps, b->opt.tokens, pair->has_draft ? "with the draft" : "target only");
+        b->opt.reps, b->opt.tokens, pair->has_draft ? "with the draft model alone (--no-lookup)" : "target only");
     Server server;
     const int port = start(&server, &engine, pair);
     compare(b, &engine, port, prompts, n, t);

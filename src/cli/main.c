@@ -60,8 +60,6 @@ static const OptionText render_texts[] = {
 };
 static const OptionText server_texts[] = {  // serve and batch
     {"tokens", NULL, "tokens to generate for a request that sets no max_tokens (default 64)"},
-    {"lookup", NULL, "draft by n-gram lookup over the prompt and the text so far (with -d: per round, its run or the "
-                     "draft's; without --lookup, -d drafts by the model alone)"},
     {"file", NULL, "read the requests, one JSON body a line, from FILE (- : standard input)"},
     {NULL, NULL, NULL},
 };
@@ -94,15 +92,17 @@ static const Command commands[] = {
      tokenizer_texts},
     {"detokenize", cmd_detokenize, "detokenize -m DIR ID...", "print the text of token ids", "model help", 1,
      MAX_POSITIONAL, tokenizer_texts},
-    {"serve", cmd_serve, "serve [-m DIR [-d DRAFT_DIR]] [--lookup] [--host 127.0.0.1] [--port 8080] [--api-key KEY] "
-     "[options]", "an OpenAI-compatible HTTP server (docs/server.md); speculative with a draft model or --lookup",
-     "model draft tokens gamma sampler lookup tree-width tree draft-p-min ctx threads draft-threads quant "
-     "draft-quant host port api-key parallel queue max-body timeout help", 0, 0, server_texts},
-    {"batch", cmd_batch, "batch [-m DIR [-d DRAFT_DIR]] [--lookup] -f REQUESTS.jsonl [-o OUT.jsonl] [--parallel N] "
-     "[options]", "offline jobs: each line a /v1/completions or /v1/chat/completions body, each answered by the "
-     "server's response object (or its error object), in input order, --parallel at a time (docs/cli.md)",
-     "model draft file output parallel tokens gamma sampler lookup tree-width tree draft-p-min ctx threads "
-     "draft-threads quant draft-quant help", 0, 0, server_texts},
+    {"serve", cmd_serve, "serve [-m DIR [-d DRAFT_DIR]] [--lookup | --no-lookup] [--host 127.0.0.1] [--port 8080] "
+     "[--api-key KEY] [options]",
+     "an OpenAI-compatible HTTP server (docs/server.md); speculative with a draft model or --lookup",
+     "model draft tokens gamma sampler lookup no-lookup tree-width tree draft-p-min ctx threads draft-threads "
+     "quant draft-quant host port api-key parallel queue max-body timeout help", 0, 0, server_texts},
+    {"batch", cmd_batch, "batch [-m DIR [-d DRAFT_DIR]] [--lookup | --no-lookup] -f REQUESTS.jsonl [-o OUT.jsonl] "
+     "[--parallel N] [options]",
+     "offline jobs: each line a /v1/completions or /v1/chat/completions body, each answered by the server's response "
+     "object (or its error object), in input order, --parallel at a time (docs/cli.md)",
+     "model draft file output parallel tokens gamma sampler lookup no-lookup tree-width tree draft-p-min ctx "
+     "threads draft-threads quant draft-quant help", 0, 0, server_texts},
     {"render", cmd_render,
      "render -m DIR [-f MESSAGES.json] [--tools TOOLS.json] [--add-generation-prompt] [--print-ids] "
      "[--chat-var NAME=JSON]...",

@@ -53,13 +53,14 @@ int session_default_threads(const Args *args, bool has_draft, int cpus);
 // closes s.
 int session_open_from_args(Session *s, const Args *args, const char *target_dir, const char *draft_dir, Err *err);
 
-// Whether generate or chat drafts by the n-gram lookup: with --lookup, and beside a draft model unless --no-lookup.
+// Whether a command drafts by the n-gram lookup: with --lookup, and beside a draft model unless --no-lookup — the
+// same in generate, chat, serve and batch (Engine.lookup), so that the same options give a request the same text.
 // With both drafters the shipped pair's speculative suite ran greedy 3.72 × target-only against the draft alone's
 // 2.96, 2.19 against 1.90 at temperature 0.7, and 1.66 against 1.70 at 1 (docs/performance.md), where counted run for
 // run the lookup's rounds cost nothing (pooled 1.001–1.006 × the draft alone: docs/performance-history.md, "Lookup +
 // draft at temperature 1: counted, not timed"); under plain AVX2 the same ("The thirteenth session on the idle
-// machine"). serve and batch draft by it with --lookup only (Engine.lookup): their batched plans with both drafters
-// are not measured yet.
+// machine"). In specdec batch, both ran greedy 1.04–1.21 × the draft alone and level at temperature 1
+// (tools/batch_compare.py: "The fourteenth session on the idle machine").
 bool session_drafts_by_lookup(const Args *args, bool has_draft);
 
 // A note on stderr where --ctx (ctx; 0: not given) asked for more positions than the target's context: the caches

@@ -80,6 +80,40 @@ TEST(cli_batch_answers_in_order) {
     unlink(path);
 }
 
+// batch drafts as generate does: with a draft model (the shipped pair's), by the n-gram lookup beside it unless
+// --no-lookup. A sampled line whose prompt repeats itself (so the lookup proposes runs) gets generate's text both
+// ways, and the two texts differ: which drafters ran shows in the text, and the same options give the same text in
+// either command.
+TEST(cli_batch_drafts_by_lookup_as_generate_does) {
+#define REPEATING "for i in range(10):\n    print(i)\nfor i in range(10):\n    print(i)\nfor i in range(10):\n"
+#define REPEATING_JSON \
+    "for i in range(10):\\n    print(i)\\nfor i in range(10):\\n    print(i)\\nfor i in range(10):\\n"
+    char path[] = "/tmp/specdec-batch-XXXXXX", args[256], *texts[2];
+    const int fd = mkstemp(path);
+    CHECK(fd >= 0, "mkstemp");
+    FILE *f = fdopen(fd, "w");
+    fprintf(f, "{\"prompt\": \"" REPEATING_JSON "\", \"max_tokens\": 24, \"temperature\": 0.8, \"seed\": 7}\n");
+    fclose(f);
+    for (int alone = 0; alone < 2; alone++) {
+        char *out, *err, want[512];
+        const char *option = alone ? " --no-lookup" : "";
+        snprintf(args, sizeof args, "batch -t 1%s -f %s", option, path);
+        CHECK(run_specdec(args, &out, &err) == 0, "%s: %s", args, err);
+        snprintf(want, sizeof want, "-n 24 --temp 0.8 --seed 7%s -p '" REPEATING "'", option);
+        texts[alone] = generated(want);
+        snprintf(want, sizeof want, "\"text\":\"%s\"", texts[alone]);
+        CHECK(strstr(out, want), "batch%s: not generate's text %s: %s", option, want, out);
+        free(out);
+        free(err);
+    }
+    CHECK(strcmp(texts[0], texts[1]) != 0, "the lookup beside the draft model changed nothing: \"%s\"", texts[0]);
+    free(texts[0]);
+    free(texts[1]);
+    unlink(path);
+#undef REPEATING_JSON
+#undef REPEATING
+}
+
 // Under a grammar: lines with response_format, greedy and sampled, beside a line without, each answered by generate
 // --json-schema's text for its prompt and seed (each sequence's grammar its own, in the batch as alone).
 TEST(cli_batch_response_format) {

@@ -1,9 +1,10 @@
 // test_parallel.c — specdec serve --parallel: requests that arrive at random times and run side by side in one batch
 // each get the text `specdec generate` gives them alone (greedy, sampled, top-k/top-p, a stop string, target-only),
-// under each drafter (the draft model with a streaming client beside them going away mid-batch; a tree; the
-// lookup); the server is idle after. And a client gone while its long prompt is prefilled leaves with no token, and
-// a client gone mid-generation (streamed or not) frees the worker within a step, the server in process with its
-// worker held until the client is gone (events, not times).
+// under each drafter (the draft model with the lookup beside it, as -d drafts by default, and a streaming client
+// beside them going away mid-batch; the draft model alone; a tree; the lookup); the server is idle after. And a
+// client gone while its long prompt is prefilled leaves with no token, and a client gone mid-generation (streamed
+// or not) frees the worker within a step, the server in process with its worker held until the client is gone
+// (events, not times).
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -29,7 +30,11 @@ typedef struct {
     bool plain;             // the request asks for target-only decoding: generate without the drafter
 } Case;
 
-// On the shipped pair: a greedy, a sampled, a stopped and a target-only request.
+// On the shipped pair: a greedy, a sampled, a stopped and a target-only request, and a sampled one whose prompt
+// repeats itself (REPEATING, as a JSON string's contents: REPEATING_JSON).
+#define REPEATING "for i in range(10):\n    print(i)\nfor i in range(10):\n    print(i)\nfor i in range(10):\n"
+#define REPEATING_JSON \
+    "for i in range(10):\\n    print(i)\\nfor i in range(10):\\n    print(i)\\nfor i in range(10):\\n"
 static const Case PAIR_CASES[] = {
     {"{\"prompt\": \"def add(a, b):\", \"max_tokens\": 8, \"temperature\": 0}", "-n 8 --temp 0 -p 'def add(a, b):'",
      false},
@@ -40,6 +45,10 @@ static const Case PAIR_CASES[] = {
      "-n 8 --temp 0 --stop data -p 'def __init__(self):'", false},
     {"{\"prompt\": \"x = [\", \"max_tokens\": 8, \"temperature\": 0.7, \"seed\": 3, \"specdec\": {\"draft\": false}}",
      "-n 8 --temp 0.7 --seed 3 -p 'x = ['", true},
+    // (sampled after a prompt that repeats itself: the lookup proposes runs beside the draft model, as generate's -d
+    // does, and its text is not the draft model's alone: cli_batch_drafts_by_lookup_as_generate_does)
+    {"{\"prompt\": \"" REPEATING_JSON "\", \"max_tokens\": 24, \"temperature\": 0.8, \"seed\": 7}",
+     "-n 24 --temp 0.8 --seed 7 -p '" REPEATING "'", false},
 };
 
 // On the tiny checkpoint (ids below its vocabulary of 61: served.h), drafting by lookup: greedy, sampled, a stop
@@ -160,7 +169,10 @@ static void check_side_by_side(const char *model, const char *drafter, const Cas
     free(log);
 }
 
-TEST(serve_parallel_draft_model_as_alone) { check_side_by_side(TARGET, "-d " DRAFT, PAIR_CASES, 4, true); }
+TEST(serve_parallel_draft_model_as_alone) { check_side_by_side(TARGET, "-d " DRAFT, PAIR_CASES, 5, true); }
+TEST(serve_parallel_draft_model_without_lookup_as_alone) {
+    check_side_by_side(TARGET, "-d " DRAFT " --no-lookup", &PAIR_CASES[4], 1, false);
+}
 TEST(serve_parallel_tree_as_alone) { check_side_by_side(TARGET, "-d " DRAFT " --tree-width 2", PAIR_CASES, 2, false); }
 
 TEST(serve_parallel_lookup_as_alone) {

@@ -1,0 +1,101 @@
+#!/usr/bin/python3
+"""batch_compare.py — the drafters in a batch, the way a program's requests meet them in `specdec batch`.
+
+The first --prompts held-out prompts of bench/prompts/python.jsonl become requests of -n tokens at each temperature
+(seed: the prompt's index), cut into groups of --parallel requests. Each group runs once with each drafter —
+target-only (no -d), the draft model alone (-d DRAFT --no-lookup), and both (-d DRAFT: the default) — as
+`specdec batch -m TARGET ... --parallel P -t THREADS`, in an order that turns round from group to group, so that
+a drift of the machine's speed touches every drafter alike. A group's time is what batch reports on stderr for its
+steps (prefill included, loading the models not). Printed, as Markdown, per temperature and --parallel: each
+drafter's aggregate tokens/s (all the groups' tokens over their time), its speed-up over target-only and both's over
+the draft alone (the medians of the per-group ratios of tokens/s, with their range: sampled, a group may end
+early under one drafter, at its end of text, and not under another). Greedy text does not depend on the drafter:
+the tool stops if a group's greedy answers differ between the three. Run it on an idle machine: its own runs keep
+two cores busy, so the load average cannot tell whether anything else ran beside them.
+
+    tools/batch_compare.py                                 # 40 prompts, greedy, 0.7 and 1, --parallel 1 and 4
+    tools/batch_compare.py --temps 1 --parallel 4,8 --prompts 16"""
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+
+from held_out_compare import drafter_arguments
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DRAFTERS = ("target-only", "draft", "both")
+STEPS = re.compile(r"specdec batch: \d+ steps of [0-9.]+ rows on average; of their ([0-9.]+) s")
+
+
+def run_group(args, drafter, requests, parallel):
+    """One `specdec batch` over requests (a list of bodies): (its steps' seconds, the answers' texts, tokens)."""
+    with tempfile.NamedTemporaryFile("w", suffix=".jsonl") as f:
+        f.write("".join(json.dumps(r) + "\n" for r in requests))
+        f.flush()
+        command = [args.specdec, "batch", "-m", args.model, "-f", f.name, "--parallel", str(parallel),
+                   "-t", str(args.threads)]
+        if drafter != "target-only":
+            command += drafter_arguments(drafter, args.draft)
+        done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.exit(f"{' '.join(command)}: exit {done.returncode}: {done.stderr.strip()}")
+    steps = STEPS.search(done.stderr)
+    if not steps:
+        sys.exit(f"{' '.join(command)}: no steps line on stderr: {done.stderr.strip()}")
+    answers = [json.loads(line) for line in done.stdout.splitlines()]
+    texts = [a["choices"][0]["text"] for a in answers]
+    return float(steps.group(1)), texts, sum(a["usage"]["completion_tokens"] for a in answers)
+
+
+def summary(ratios):
+    return f"{statistics.median(ratios):.2f} [{min(ratios):.2f}–{max(ratios):.2f}]"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--specdec", default=os.path.join(ROOT, "build/release/specdec"))
+    ap.add_argument("-m", "--model", default=os.path.join(ROOT, "weights/pystd/target"))
+    ap.add_argument("-d", "--draft", default=os.path.join(ROOT, "weights/pystd/draft"))
+    ap.add_argument("--prompts", type=int, default=40, help="the first N held-out prompts (default 40)")
+    ap.add_argument("-n", "--tokens", type=int, default=128)
+    ap.add_argument("--temps", default="0,0.7,1", help="comma-separated temperatures (default 0,0.7,1)")
+    ap.add_argument("--parallel", default="1,4", help="comma-separated --parallel counts (default 1,4)")
+    ap.add_argument("-t", "--threads", type=int, default=2)
+    args = ap.parse_args()
+
+    with open(os.path.join(ROOT, "bench/prompts/python.jsonl")) as f:
+        prompts = [json.loads(line)["prompt"] for line in f][: args.prompts]
+    print("| temperature | --parallel | target-only tokens/s | draft tokens/s | both tokens/s | draft × target-only "
+          "| both × target-only | both × draft |\n|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for temp in args.temps.split(","):
+        requests = [{"prompt": p, "max_tokens": args.tokens, "temperature": float(temp), "seed": i}
+                    for i, p in enumerate(prompts)]
+        for parallel in map(int, args.parallel.split(",")):
+            seconds = {d: [] for d in DRAFTERS}
+            tokens = {d: [] for d in DRAFTERS}
+            for g, at in enumerate(range(0, len(requests), parallel)):
+                group = requests[at:at + parallel]
+                texts = {}
+                for drafter in DRAFTERS[g % 3:] + DRAFTERS[:g % 3]:
+                    s, texts[drafter], n = run_group(args, drafter, group, parallel)
+                    seconds[drafter].append(s)
+                    tokens[drafter].append(n)
+                if float(temp) == 0 and len({tuple(t) for t in texts.values()}) > 1:
+                    sys.exit(f"greedy answers differ between drafters (group {g}, --parallel {parallel})")
+            rate = {d: sum(tokens[d]) / sum(seconds[d]) for d in DRAFTERS}
+            group_rates = {d: [n / s for n, s in zip(tokens[d], seconds[d])] for d in DRAFTERS}
+            over = {d: [x / t for x, t in zip(group_rates[d], group_rates["target-only"])] for d in ("draft", "both")}
+            both_over_draft = [b / d for b, d in zip(group_rates["both"], group_rates["draft"])]
+            print(f"| {temp} | {parallel} | {rate['target-only']:.0f} | {rate['draft']:.0f} | {rate['both']:.0f} | "
+                  f"{summary(over['draft'])} | {summary(over['both'])} | {summary(both_over_draft)} |", flush=True)
+    print("\nSpeed-ups: medians of the per-group ratios of tokens/s [range]; tokens/s: all the groups' "
+          "tokens over their time.")
+
+
+if __name__ == "__main__":
+    main()
