@@ -59,8 +59,8 @@ int session_open_from_args(Session *s, const Args *args, const char *target_dir,
 // 2.96, 2.19 against 1.90 at temperature 0.7, and 1.66 against 1.70 at 1 (docs/performance.md), where counted run for
 // run the lookup's rounds cost nothing (pooled 1.001–1.006 × the draft alone: docs/performance-history.md, "Lookup +
 // draft at temperature 1: counted, not timed"); under plain AVX2 the same ("The thirteenth session on the idle
-// machine"). In specdec batch, both ran greedy 1.04–1.21 × the draft alone and level at temperature 1
-// (tools/batch_compare.py: "The fourteenth session on the idle machine").
+// machine"). In specdec batch, one to eight requests at a time, both ran greedy 1.04–1.16 × the draft alone and
+// level at temperature 1 (tools/batch_compare.py: "The fourteenth session on the idle machine").
 bool session_drafts_by_lookup(const Args *args, bool has_draft);
 
 // A note on stderr where --ctx (ctx; 0: not given) asked for more positions than the target's context: the caches
