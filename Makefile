@@ -14,8 +14,9 @@
 #   make fuzz               the libFuzzer targets of fuzz/ (clang-14, ASan + UBSan): build/fuzz/bin/<target>
 #   make fuzz-smoke         each target for FUZZ_SECONDS (default 15) from its seed corpus fuzz/corpus/<target>
 #   make test-tools         the tools' tests (tools/test_corpus.py, test_parse_rate.py, test_held_out_compare.py,
-#                           test_drafter_counts.py, test_vs_llamacpp_table.py), and that every relative link of
-#                           the Markdown files, and every file and function that README.md names, exists
+#                           test_batch_compare.py, test_drafter_counts.py, test_vs_llamacpp_table.py), and that
+#                           every relative link of the Markdown files, and every file and function that README.md
+#                           names, exists
 #                           (tools/test_check_links.py)
 #   make test-train         the training tools' tests (tools/test_pack.py; needs python3-torch)
 
@@ -183,15 +184,16 @@ test-neon: $(NEON_BIN)
 weights: $(O)/specdec
 	tools/make_weights.sh
 # The corpus tool's licence checks, deduplication and split, parse_rate.py's judgement of continuations,
-# held_out_compare.py's table, drafter_counts.py's pricing and tables and vs_llamacpp_table.py's placements and
-# table, on made-up inputs (Python 3 only, no network, no model; the last compiles and runs placement_probe.c);
-# then the link checker on made-up Markdown and on the project's (README.md, docs/, and the READMEs of weights/,
+# held_out_compare.py's table, batch_compare.py's reading of batch's stderr and its table, drafter_counts.py's
+# pricing and tables and vs_llamacpp_table.py's placements and table, on made-up inputs (Python 3 only, no network,
+# no model; the last compiles and runs placement_probe.c); then the link checker on made-up Markdown and on the project's (README.md, docs/, and the READMEs of weights/,
 # fuzz/ and tests/fixtures/): every relative link must resolve, and the files that README.md and docs/ name in code,
 # and the functions README.md names, must exist.
 test-tools:
 	/usr/bin/python3 tools/test_corpus.py
 	/usr/bin/python3 tools/test_parse_rate.py
 	/usr/bin/python3 tools/test_held_out_compare.py
+	/usr/bin/python3 tools/test_batch_compare.py
 	/usr/bin/python3 tools/test_drafter_counts.py
 	/usr/bin/python3 tools/test_vs_llamacpp_table.py
 	/usr/bin/python3 tools/test_check_links.py

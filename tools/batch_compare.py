@@ -32,6 +32,12 @@ DRAFTERS = ("target-only", "draft", "both")
 STEPS = re.compile(r"specdec batch: \d+ steps of [0-9.]+ rows on average; of their ([0-9.]+) s")
 
 
+def steps_seconds(stderr):
+    """The seconds of a batch's steps, from the line `specdec batch` ends its stderr with; None if it has none."""
+    steps = STEPS.search(stderr)
+    return float(steps.group(1)) if steps else None
+
+
 def run_group(args, drafter, requests, parallel):
     """One `specdec batch` over requests (a list of bodies): (its steps' seconds, the answers' texts, tokens)."""
     with tempfile.NamedTemporaryFile("w", suffix=".jsonl") as f:
@@ -42,18 +48,32 @@ def run_group(args, drafter, requests, parallel):
         if drafter != "target-only":
             command += drafter_arguments(drafter, args.draft)
         done = subprocess.run(command, capture_output=True, text=True)
-    if done.returncode != 0:
-        sys.exit(f"{' '.join(command)}: exit {done.returncode}: {done.stderr.strip()}")
-    steps = STEPS.search(done.stderr)
-    if not steps:
-        sys.exit(f"{' '.join(command)}: no steps line on stderr: {done.stderr.strip()}")
+    seconds = steps_seconds(done.stderr)
+    if done.returncode != 0 or seconds is None:
+        sys.exit(f"{' '.join(command)}: exit {done.returncode}, no steps line or an error: {done.stderr.strip()}")
     answers = [json.loads(line) for line in done.stdout.splitlines()]
     texts = [a["choices"][0]["text"] for a in answers]
-    return float(steps.group(1)), texts, sum(a["usage"]["completion_tokens"] for a in answers)
+    return seconds, texts, sum(a["usage"]["completion_tokens"] for a in answers)
+
+
+def drafter_order(group):
+    """The drafters in the order a group runs them: turned round by one from each group to the next."""
+    k = group % len(DRAFTERS)
+    return DRAFTERS[k:] + DRAFTERS[:k]
 
 
 def summary(ratios):
     return f"{statistics.median(ratios):.2f} [{min(ratios):.2f}–{max(ratios):.2f}]"
+
+
+def table_row(temp, parallel, seconds, tokens):
+    """The Markdown row of a temperature and --parallel from each drafter's per-group seconds and tokens."""
+    rate = {d: sum(tokens[d]) / sum(seconds[d]) for d in DRAFTERS}
+    group_rates = {d: [n / s for n, s in zip(tokens[d], seconds[d])] for d in DRAFTERS}
+    over = {d: [x / t for x, t in zip(group_rates[d], group_rates["target-only"])] for d in ("draft", "both")}
+    both_over_draft = [b / d for b, d in zip(group_rates["both"], group_rates["draft"])]
+    return (f"| {temp} | {parallel} | {rate['target-only']:.0f} | {rate['draft']:.0f} | {rate['both']:.0f} | "
+            f"{summary(over['draft'])} | {summary(over['both'])} | {summary(both_over_draft)} |")
 
 
 def main():
@@ -81,18 +101,13 @@ def main():
             for g, at in enumerate(range(0, len(requests), parallel)):
                 group = requests[at:at + parallel]
                 texts = {}
-                for drafter in DRAFTERS[g % 3:] + DRAFTERS[:g % 3]:
+                for drafter in drafter_order(g):
                     s, texts[drafter], n = run_group(args, drafter, group, parallel)
                     seconds[drafter].append(s)
                     tokens[drafter].append(n)
                 if float(temp) == 0 and len({tuple(t) for t in texts.values()}) > 1:
                     sys.exit(f"greedy answers differ between drafters (group {g}, --parallel {parallel})")
-            rate = {d: sum(tokens[d]) / sum(seconds[d]) for d in DRAFTERS}
-            group_rates = {d: [n / s for n, s in zip(tokens[d], seconds[d])] for d in DRAFTERS}
-            over = {d: [x / t for x, t in zip(group_rates[d], group_rates["target-only"])] for d in ("draft", "both")}
-            both_over_draft = [b / d for b, d in zip(group_rates["both"], group_rates["draft"])]
-            print(f"| {temp} | {parallel} | {rate['target-only']:.0f} | {rate['draft']:.0f} | {rate['both']:.0f} | "
-                  f"{summary(over['draft'])} | {summary(over['both'])} | {summary(both_over_draft)} |", flush=True)
+            print(table_row(temp, parallel, seconds, tokens), flush=True)
     print("\nSpeed-ups: medians of the per-group ratios of tokens/s [range]; tokens/s: all the groups' "
           "tokens over their time.")
 
