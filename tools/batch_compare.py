@@ -9,12 +9,13 @@ a drift of the machine's speed touches every drafter alike. A group's time is wh
 steps (prefill included, loading the models not). Printed, as Markdown, per temperature and --parallel: each
 drafter's aggregate tokens/s (all the groups' tokens over their time), its speed-up over target-only and both's over
 the draft alone (the medians of the per-group ratios of tokens/s, with their range: sampled, a group may end
-early under one drafter, at its end of text, and not under another). Greedy text does not depend on the drafter:
-the tool stops if a group's greedy answers differ between the three. Run it on an idle machine: its own runs keep
-two cores busy, so the load average cannot tell whether anything else ran beside them.
+early under one drafter, at its end of text, and not under another). Greedy text, and text under
+--options '--sampler coupled', does not depend on the drafter: the tool stops if a group's answers then differ
+between the three. Run it on an idle machine: its own runs keep two cores busy, so the load average cannot tell
+whether anything else ran beside them.
 
     tools/batch_compare.py                                 # 40 prompts, greedy, 0.7 and 1, --parallel 1 and 4
-    tools/batch_compare.py --temps 1 --parallel 4,8 --prompts 16"""
+    tools/batch_compare.py --temps 1 --parallel 4,8 --options '--sampler coupled'   # every run sampled coupled"""
 
 import argparse
 import json
@@ -44,7 +45,7 @@ def run_group(args, drafter, requests, parallel):
         f.write("".join(json.dumps(r) + "\n" for r in requests))
         f.flush()
         command = [args.specdec, "batch", "-m", args.model, "-f", f.name, "--parallel", str(parallel),
-                   "-t", str(args.threads)]
+                   "-t", str(args.threads)] + args.options.split()
         if drafter != "target-only":
             command += drafter_arguments(drafter, args.draft)
         done = subprocess.run(command, capture_output=True, text=True)
@@ -86,7 +87,9 @@ def main():
     ap.add_argument("--temps", default="0,0.7,1", help="comma-separated temperatures (default 0,0.7,1)")
     ap.add_argument("--parallel", default="1,4", help="comma-separated --parallel counts (default 1,4)")
     ap.add_argument("-t", "--threads", type=int, default=2)
+    ap.add_argument("--options", default="", help="batch options added to every run, e.g. \"--sampler coupled\"")
     args = ap.parse_args()
+    coupled = "coupled" in args.options  # (--sampler coupled: every drafter's text is target-only's)
 
     with open(os.path.join(ROOT, "bench/prompts/python.jsonl")) as f:
         prompts = [json.loads(line)["prompt"] for line in f][: args.prompts]
@@ -105,8 +108,8 @@ def main():
                     s, texts[drafter], n = run_group(args, drafter, group, parallel)
                     seconds[drafter].append(s)
                     tokens[drafter].append(n)
-                if float(temp) == 0 and len({tuple(t) for t in texts.values()}) > 1:
-                    sys.exit(f"greedy answers differ between drafters (group {g}, --parallel {parallel})")
+                if (float(temp) == 0 or coupled) and len({tuple(t) for t in texts.values()}) > 1:
+                    sys.exit(f"greedy or coupled answers differ between drafters (group {g}, --parallel {parallel})")
             print(table_row(temp, parallel, seconds, tokens), flush=True)
     print("\nSpeed-ups: medians of the per-group ratios of tokens/s [range]; tokens/s: all the groups' "
           "tokens over their time.")
