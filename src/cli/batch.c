@@ -240,7 +240,8 @@ int cmd_batch(const Args *args, Err *err) {
     if (tokenizer_vocab_size(&tok) < s.target.n_vocab) model_limit_vocab(&s.target, tokenizer_vocab_size(&tok));
     Err no_chat;
     have_chat = chat_template_load(&chat, target_dir, &no_chat) == 0;
-    const Engine engine = {.target = &s.target, .draft = s.has_draft ? &s.draft : NULL, .lookup = session_drafts_by_lookup(args, s.has_draft),
+    const Engine engine = {.target = &s.target, .draft = s.has_draft ? &s.draft : NULL,
+                           .lookup = session_drafts_by_lookup(args, s.has_draft),
                            .tok = &tok, .chat = have_chat ? &chat : NULL, .no_chat = no_chat.msg, .spec = spec,
                            .draft_p_min = args->draft_p_min, .default_max_tokens = args->n_tokens};
     signal(SIGINT, on_interrupt);

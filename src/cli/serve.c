@@ -79,7 +79,8 @@ int cmd_serve(const Args *args, Err *err) {
     snprintf(no_chat, sizeof no_chat, "this checkpoint has no chat template that specdec can use: %s",
              no_template.msg);
     if (!have_chat) fprintf(stderr, "specdec serve: /v1/chat/completions is refused: %s\n", no_chat);
-    const Engine engine = {.target = &s.target, .draft = s.has_draft ? &s.draft : NULL, .lookup = session_drafts_by_lookup(args, s.has_draft),
+    const Engine engine = {.target = &s.target, .draft = s.has_draft ? &s.draft : NULL,
+                           .lookup = session_drafts_by_lookup(args, s.has_draft),
                            .tok = &tok, .chat = have_chat ? &chat : NULL, .no_chat = no_chat,
                            .spec = spec, .draft_p_min = args->draft_p_min,
                            .default_max_tokens = args->n_tokens};
