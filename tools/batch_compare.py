@@ -26,7 +26,7 @@ import subprocess
 import sys
 import tempfile
 
-from held_out_compare import drafter_arguments
+from held_out_compare import add_pair_arguments, drafter_arguments, held_out_prompts
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DRAFTERS = ("target-only", "draft", "both")
@@ -80,8 +80,7 @@ def table_row(temp, parallel, seconds, tokens):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--specdec", default=os.path.join(ROOT, "build/release/specdec"))
-    ap.add_argument("-m", "--model", default=os.path.join(ROOT, "weights/pystd/target"))
-    ap.add_argument("-d", "--draft", default=os.path.join(ROOT, "weights/pystd/draft"))
+    add_pair_arguments(ap)
     ap.add_argument("--prompts", type=int, default=40, help="the first N held-out prompts (default 40)")
     ap.add_argument("-n", "--tokens", type=int, default=128)
     ap.add_argument("--temps", default="0,0.7,1", help="comma-separated temperatures (default 0,0.7,1)")
@@ -91,8 +90,7 @@ def main():
     args = ap.parse_args()
     coupled = "coupled" in args.options  # (--sampler coupled: every drafter's text is target-only's)
 
-    with open(os.path.join(ROOT, "bench/prompts/python.jsonl")) as f:
-        prompts = [json.loads(line)["prompt"] for line in f][: args.prompts]
+    prompts = held_out_prompts(args.prompts)
     print("| temperature | --parallel | target-only tokens/s | draft tokens/s | both tokens/s | draft × target-only "
           "| both × target-only | both × draft |\n|---:|---:|---:|---:|---:|---:|---:|---:|")
     for temp in args.temps.split(","):

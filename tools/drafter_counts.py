@@ -28,7 +28,7 @@ import subprocess
 import sys
 import tempfile
 
-from held_out_compare import drafter_arguments
+from held_out_compare import add_pair_arguments, drafter_arguments, held_out_prompts
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DRAFTERS = ("draft", "lookup", "both")
@@ -137,8 +137,7 @@ def run_one(specdec, model, draft, path, args, threads, seed, drafter, trace):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--specdec", default=os.path.join(ROOT, "build/release/specdec"))
-    ap.add_argument("-m", "--model", default=os.path.join(ROOT, "weights/pystd/target"))
-    ap.add_argument("-d", "--draft", default=os.path.join(ROOT, "weights/pystd/draft"))
+    add_pair_arguments(ap)
     ap.add_argument("--prompts", type=int, default=16, help="the first N held-out prompts (default 16)")
     ap.add_argument("--seeds", default="1,2,3")
     ap.add_argument("--threads", default="1,2", help="comma-separated thread counts (the plan knows them)")
@@ -169,8 +168,7 @@ def load_runs(path):
 
 def collect(args):
     """Runs every thread count, prompt, seed and drafter: {(threads, prompt, seed, drafter): {stats, rounds}}."""
-    with open(os.path.join(ROOT, "bench/prompts/python.jsonl")) as f:
-        prompts = [json.loads(line)["prompt"] for line in f][: args.prompts]
+    prompts = held_out_prompts(args.prompts)
     runs = {}
     with tempfile.TemporaryDirectory() as tmp, open(args.jsonl or os.devnull, "w") as log:
         trace = os.path.join(tmp, "trace.jsonl")

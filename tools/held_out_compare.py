@@ -53,6 +53,18 @@ DRAFTERS = {"draft": ("draft", ["-d", "--no-lookup"]), "lookup": ("lookup", ["--
             "both": ("lookup + draft", ["-d", "--lookup"])}
 
 
+def add_pair_arguments(ap):
+    """-m and -d: the target's and the draft's checkpoint folders, the shipped pair's by default."""
+    ap.add_argument("-m", "--model", default=os.path.join(ROOT, "weights/pystd/target"))
+    ap.add_argument("-d", "--draft", default=os.path.join(ROOT, "weights/pystd/draft"))
+
+
+def held_out_prompts(n):
+    """The first n held-out prompts of bench/prompts/python.jsonl."""
+    with open(os.path.join(ROOT, "bench/prompts/python.jsonl")) as f:
+        return [json.loads(line)["prompt"] for line in f][:n]
+
+
 def drafter_arguments(name, draft):
     """The arguments of a --drafters name, with the draft model's folder after -d."""
     return [a for arg in DRAFTERS[name][1] for a in ([arg, draft] if arg == "-d" else [arg])]
@@ -200,8 +212,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--specdec", action="append", help="PATH or LABEL=PATH; repeat to compare builds "
                     "(default build/release/specdec)")
-    ap.add_argument("-m", "--model", default=os.path.join(ROOT, "weights/pystd/target"))
-    ap.add_argument("-d", "--draft", default=os.path.join(ROOT, "weights/pystd/draft"))
+    add_pair_arguments(ap)
     ap.add_argument("--prompts", type=int, default=8, help="the first N held-out prompts (default 8)")
     ap.add_argument("-n", "--tokens", type=int, default=128)
     ap.add_argument("--seed", default="3", help="comma-separated: each prompt runs with each seed (default 3); at a "
@@ -225,8 +236,7 @@ def main():
             print("\n" + load_line([r["load_average"] for r in loaded], loaded[0]["cpus"]))
         return
 
-    with open(os.path.join(ROOT, "bench/prompts/python.jsonl")) as f:
-        prompts = [json.loads(line)["prompt"] for line in f][: args.prompts]
+    prompts = held_out_prompts(args.prompts)
     drafters = args.drafters.split(",")
     if not set(drafters) <= DRAFTERS.keys():
         sys.exit(f"held_out_compare: --drafters {args.drafters}: each must be one of {', '.join(DRAFTERS)}")
