@@ -126,23 +126,27 @@ int session_default_threads(const Args *args, bool has_draft, int cpus) {
 
 // Options given that this run does not read get a note on stderr, one line per reason: speculative decoding's
 // without a drafter (-d or --lookup), a draft model's without one, --show's marks with --print-ids, sampling's at
-// temperature 0 (greedy: the most likely token, whatever the truncation or the seed), and --allow-special with ids.
-// Options a command does not take stay at their defaults here, so each command gets the notes of its own.
-static void note_ignored_options(const Args *args, bool has_draft) {
+// temperature 0 (greedy: the most likely token, whatever the truncation, the seed or the sampler), and
+// --allow-special with ids. --sampler is read without a drafter too: it picks target-only's draw (coupled: the
+// Gumbel-max sample whose text a coupled speculative run gives). Options a command does not take stay at their
+// defaults here, so each command gets the notes of its own; serve and batch (batched) take the temperature from each
+// request, so their --sampler is always read.
+static void note_ignored_options(const Args *args, bool has_draft, bool batched) {
     const bool drafting = has_draft || args->lookup, greedy = args->sampling.temperature <= 0.0f;
     const struct {
         bool ignored;
         const char *name;
         int reason;
     } options[] = {
-        {!drafting && args->gamma, "--gamma", 0}, {!drafting && args->sampler, "--sampler", 0},
-        {!drafting && args->compare, "--compare", 0}, {!has_draft && args->draft_p_min > 0, "--draft-p-min", 1},
+        {!drafting && args->gamma, "--gamma", 0}, {!drafting && args->compare, "--compare", 0},
+        {!has_draft && args->draft_p_min > 0, "--draft-p-min", 1},
         {!has_draft && args->draft_threads, "--draft-threads", 1},
         {!has_draft && args->draft_quant, "--draft-quant", 1},
         {!has_draft && args->pipeline, "--pipeline", 1}, {!has_draft && args->no_lookup, "--no-lookup", 1},
         {args->show && args->print_ids, "--show", 2},
         {greedy && args->sampling.top_k > 0, "--top-k", 3}, {greedy && args->sampling.top_p < 1.0f, "--top-p", 3},
-        {greedy && args->sampling.min_p > 0.0f, "--min-p", 3}, {greedy && args->seed != 0, "--seed", 3},
+        {greedy && args->sampling.min_p > 0.0f, "--min-p", 3}, {greedy && !batched && args->sampler, "--sampler", 3},
+        {greedy && args->seed != 0, "--seed", 3},
         {args->allow_special && args->ids, "--allow-special", 4},
     };
     static const char *const why[] = {
@@ -183,7 +187,7 @@ static int open_from_args(Session *s, const Args *args, const char *target_dir, 
         return -1;
     if ((args->tree_width > 1 || args->tree) && !s->has_draft && !args->lookup)
         return err_fmt(err, "--tree-width and --tree draft a tree: give a draft model (-d DIR) or --lookup");
-    note_ignored_options(args, s->has_draft);
+    note_ignored_options(args, s->has_draft, batched);
     session_note_context(s, args->ctx);
     return 0;
 }

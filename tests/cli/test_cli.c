@@ -196,6 +196,33 @@ TEST(cli_quant_q8) {
     free(err);
 }
 
+// --sampler is read without a drafter: it picks target-only's draw. Target-only under --sampler coupled (Gumbel-max
+// samples) gives the coupled speculative run's text, and another than target-only's default draw for the same seed
+// (over three seeds, at least one differs), with no "ignored" note; at --temp 0 the note says it goes unread.
+TEST(cli_sampler_picks_target_onlys_draw) {
+    int differs = 0;
+    for (int seed = 1; seed <= 3; seed++) {
+        char args[256], *texts[3], *err;
+        static const char *const options[3] = {"--sampler coupled", "-d " MODEL " --sampler coupled", ""};
+        for (int k = 0; k < 3; k++) {
+            snprintf(args, sizeof args, "generate -m " MODEL " --ids \"4 5\" -n 16 --temp 1 --seed %d %s", seed,
+                     options[k]);
+            CHECK(run_specdec(args, &texts[k], &err) == 0 && !strstr(err, "ignored"), "%s: %s", args, err);
+            free(err);
+        }
+        CHECK(strcmp(texts[0], texts[1]) == 0, "seed %d: target-only coupled \"%s\", speculative coupled \"%s\"",
+              seed, texts[0], texts[1]);
+        differs += strcmp(texts[0], texts[2]) != 0;
+        for (int k = 0; k < 3; k++) free(texts[k]);
+    }
+    CHECK(differs > 0, "--sampler coupled changed no seed's target-only text");
+    char *out, *err;
+    CHECK(run_specdec("generate -m " MODEL " --ids \"4 5\" -n 2 --sampler coupled", &out, &err) == 0 &&
+              strstr(err, "note: --sampler ignored: at --temp 0"), "--sampler at --temp 0: %s", err);
+    free(out);
+    free(err);
+}
+
 // The draft's matrices are quantized to q8 unless --draft-quant says otherwise (drafter.h's DRAFT_QUANT_DEFAULT),
 // the target's stay as stored, and the output is the target's either way (coupled sampling at temperature 1:
 // target-only's tokens for the seed). With the target as its own draft, α = mean Σ min(p, q) is exactly 1 when
