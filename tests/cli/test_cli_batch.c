@@ -85,9 +85,6 @@ TEST(cli_batch_answers_in_order) {
 // ways, and the two texts differ: which drafters ran shows in the text, and the same options give the same text in
 // either command.
 TEST(cli_batch_drafts_by_lookup_as_generate_does) {
-#define REPEATING "for i in range(10):\n    print(i)\nfor i in range(10):\n    print(i)\nfor i in range(10):\n"
-#define REPEATING_JSON \
-    "for i in range(10):\\n    print(i)\\nfor i in range(10):\\n    print(i)\\nfor i in range(10):\\n"
     char path[] = "/tmp/specdec-batch-XXXXXX", args[256], *texts[2];
     const int fd = mkstemp(path);
     CHECK(fd >= 0, "mkstemp");
@@ -110,8 +107,6 @@ TEST(cli_batch_drafts_by_lookup_as_generate_does) {
     free(texts[0]);
     free(texts[1]);
     unlink(path);
-#undef REPEATING_JSON
-#undef REPEATING
 }
 
 // Under a grammar: lines with response_format, greedy and sampled, beside a line without, each answered by generate

@@ -31,10 +31,7 @@ typedef struct {
 } Case;
 
 // On the shipped pair: a greedy, a sampled, a stopped and a target-only request, and a sampled one whose prompt
-// repeats itself (REPEATING, as a JSON string's contents: REPEATING_JSON).
-#define REPEATING "for i in range(10):\n    print(i)\nfor i in range(10):\n    print(i)\nfor i in range(10):\n"
-#define REPEATING_JSON \
-    "for i in range(10):\\n    print(i)\\nfor i in range(10):\\n    print(i)\\nfor i in range(10):\\n"
+// repeats itself (REPEATING: harness.h).
 static const Case PAIR_CASES[] = {
     {"{\"prompt\": \"def add(a, b):\", \"max_tokens\": 8, \"temperature\": 0}", "-n 8 --temp 0 -p 'def add(a, b):'",
      false},

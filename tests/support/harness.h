@@ -63,4 +63,10 @@ double chi_square_critical(int k);
 double logit_row_max(const float *want, int V);  // max_j |want_j|
 double logit_error(float got, float want, double row_max);
 
+// A prompt that repeats itself, so that the n-gram lookup proposes runs from its first round: as C text, for a
+// command line's -p '…', and as a JSON string's contents, for a request's "prompt".
+#define REPEATING "for i in range(10):\n    print(i)\nfor i in range(10):\n    print(i)\nfor i in range(10):\n"
+#define REPEATING_JSON \
+    "for i in range(10):\\n    print(i)\\nfor i in range(10):\\n    print(i)\\nfor i in range(10):\\n"
+
 #endif
