@@ -37,8 +37,10 @@ static int serve_until_signal(const Engine *engine, const ServeOptions *options,
                 options->parallel * model_kv_bytes(engine->draft) / 1048576.0, options->parallel,
                 model_kv_bytes(engine->draft) / 1048576.0);
     fputc('\n', stderr);
-    fprintf(stderr, "specdec serve: listening on http://%s%s%s:%d/v1 (model %s)\n", strchr(options->host, ':') ? "[" : "",
-            options->host, strchr(options->host, ':') ? "]" : "", server_port(&server), options->model);
+    const char *drafter = drafter_kind_name(drafter_kind(engine->draft != NULL, engine->lookup));
+    fprintf(stderr, "specdec serve: listening on http://%s%s%s:%d/v1 (model %s, drafter: %s)\n",
+            strchr(options->host, ':') ? "[" : "", options->host, strchr(options->host, ':') ? "]" : "",
+            server_port(&server), options->model, drafter ? drafter : "none, target-only decoding");
     if (!is_loopback(options->host) && !options->api_key)
         fprintf(stderr, "specdec serve: warning: listening on %s without --api-key: anyone who can reach this "
                 "address can use the model\n", options->host);

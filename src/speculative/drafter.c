@@ -25,6 +25,12 @@ DrafterKind drafter_kind(bool draft_model, bool lookup) {
     return draft_model ? DRAFTER_MODEL : DRAFTER_NONE;
 }
 
+const char *drafter_kind_name(DrafterKind kind) {
+    static const char *const names[] = {[DRAFTER_NONE] = NULL, [DRAFTER_MODEL] = "draft model",
+                                        [DRAFTER_LOOKUP] = "lookup", [DRAFTER_STAGED] = "draft model and lookup"};
+    return names[kind];
+}
+
 int drafter_open(Drafters *d, DrafterKind kind, Model *draft, const SpecParams *params, float p_min, int min_match,
                  Err *err) {
     *d = (Drafters){0};

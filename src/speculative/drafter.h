@@ -262,6 +262,9 @@ typedef enum { DRAFTER_NONE, DRAFTER_MODEL, DRAFTER_LOOKUP, DRAFTER_STAGED } Dra
 // The drafter that a draft model and --lookup make: both staged, either alone, or none (plain decoding).
 DrafterKind drafter_kind(bool draft_model, bool lookup);
 
+// What a user calls it: "draft model", "lookup" or "draft model and lookup"; NULL for DRAFTER_NONE.
+const char *drafter_kind_name(DrafterKind kind);
+
 // The drafters one run may use, owned together: `drafter` is the one opened (NULL for DRAFTER_NONE: plain
 // decoding), the others its parts.
 typedef struct {

@@ -159,6 +159,10 @@ static void check_side_by_side(const char *model, const char *drafter, const Cas
     CHECK(strstr(log, "requests at once, their KV caches"), "no memory line at start-up: %s", log);
     CHECK(!strstr(drafter, "-d ") || strstr(log, "their draft caches up to"), "the memory line leaves out the draft "
           "model's caches: %s", log);
+    const char *drafting = strstr(drafter, "-d ") ? strstr(drafter, "--no-lookup") ? "drafter: draft model)"
+                                                                           : "drafter: draft model and lookup)"
+                                                  : "drafter: lookup)";
+    CHECK(strstr(log, drafting), "the \"listening on\" line does not say \"%s\": %s", drafting, log);
     // The streaming client that went away: "cancelled" or "(connection lost)", whichever its line finds first
     // (docs/server.md).
     CHECK(!leaver || strstr(log, "(connection lost)") || strstr(log, "(cancelled"),

@@ -386,6 +386,8 @@ TEST(serve_raw_http_refusals) {
     CHECK(strstr(log, "POST /v1/completions 200 3 tokens"), "the log has a line per request: %s", log);
     CHECK(!strstr(c[3].reply, "/tmp/") && !strstr(c[13].reply, "/tmp/"), "a response names the model by its path");
     CHECK(strstr(log, "POST /v1/completions 413 0 tokens"), "and the 413s: %s", log);
+    CHECK(strstr(log, "(model ") && strstr(log, ", drafter: none, target-only decoding)\n"),
+          "the \"listening on\" line does not say that the server drafts by nothing: %s", log);
     for (int i = 0; i < n; i++) free(c[i].reply);
     free(log);
     remove_dir(dir);
