@@ -117,12 +117,12 @@ int batch_join(Batch *b, const BatchJob *job, Err *err) {
 }
 
 // Each running sequence's γ policy is told the rest of the batch before it drafts (policy.h: rate_batch): the
-// others' last rounds — their rows and tokens summed, the longest of their drafting — and the prefilling ones as
-// sequences without rows; and what the batch's forwards cost, the lines through the times of every row count its
-// steps ran (BatchCosts: a greedy or coupled plan prices its rows with them, not with the cost model of sizes). A
-// prefill chunk's rows are work the batch does whatever γ is, and in F(R) = S + R · A they would only add a constant
-// to the step's time, which makes deeper drafts look cheaper than they are (their rows cost as much in that step as
-// in any other): the plan prices γ against the rounds' rows alone.
+// others' last rounds — their rows and tokens summed, the longest of their drafting and how many drafted — and the
+// prefilling ones as sequences without rows; and what the batch's forwards cost, the lines through the times of
+// every row count its steps ran (BatchCosts: a greedy or coupled plan prices its rows with them, not with the cost
+// model of sizes). A prefill chunk's rows are work the batch does whatever γ is, and in F(R) = S + R · A they would
+// only add a constant to the step's time, which makes deeper drafts look cheaper than they are (their rows cost as
+// much in that step as in any other): the plan prices γ against the rounds' rows alone.
 static void share_loads(Batch *b) {
     const BatchCosts costs = {row_times_fit(&b->target_times), row_times_fit(&b->draft_times)};
     for (int id = 0; id < b->capacity; id++)
@@ -138,6 +138,7 @@ static void share_loads(Batch *b) {
             others.tokens += o->load.tokens;
             others.draft_forwards =
                 o->load.draft_forwards > others.draft_forwards ? o->load.draft_forwards : others.draft_forwards;
+            others.drafting += o->load.draft_forwards > 0;
         }
         scheduler_share(b->seqs[id].s, others, costs);
     }
@@ -244,7 +245,7 @@ static void finish_step(Batch *b, int n, double forward_seconds) {
             memcpy(scheduler_logits(q->s), b->logits.rows + at * V, sizeof(float) * out_rows * V);
             if (scheduler_finish_round(q->s, forward_seconds, &q->err)) q->state = BATCH_FAILED;
             else if (!scheduler_running(q->s)) q->state = BATCH_DONE;
-            q->load = (BatchLoad){1, rows->T, q->stats.generated - generated, scheduler_draft_forwards(q->s)};
+            q->load = (BatchLoad){1, rows->T, q->stats.generated - generated, scheduler_draft_forwards(q->s), 0};
         }
         at += out_rows;
     }

@@ -317,14 +317,20 @@ static double draft_time(const GammaState *g, int width, int depth, double draft
 
 // The rate of a round of T rows (width: its tree's, 1 for a chain) expected to commit `tokens` after drafting for
 // t_draft. Alone: tokens / (t_draft + t_verify(T)), verifying taken to cost at least a plain step (a noisy
-// measurement must not make drafting look free). In a batch planned for it: rate_batch (policy.h), the batch's —
-// its drafting as long as its longest chain of draft forwards (batch.c runs each level's for all at once), and its
-// share t_read of its drafter's read of the text (prompt_read_share), rows added to a draft forward whoever's.
+// measurement must not make drafting look free). In a batch planned for it: rate_batch (policy.h), the batch's,
+// with its share t_read of its drafter's read of the text (prompt_read_share), rows added to a draft forward
+// whoever's. The draft forwards that the others' drafting runs anyway (batch.c runs each level's for all at once)
+// are charged this round's share, 1 / (drafting others + 1), not nothing: a cost shared by every sequence that
+// drafts, priced at its margin, is free to each of them while the others draft, and 8 coupled sequences at
+// temperature 1 (α ≈ 0.5) kept drafting, each a little ahead of its own plain round, where the batch ran 0.83–0.88 ×
+// as fast as target-only (0.87–0.95 × charged shares: docs/performance-history.md, "The fifteenth session on the
+// idle machine"). Charged shares, alike sequences choose as the batch's best rate would have them all choose.
 static double round_rate(const GammaState *g, double tokens, double t_draft, double t_read, int T, int width) {
     if (batch_planned(g)) {
         const double others_drafting = g->others.draft_forwards * draft_step_of(g, 1);
-        return (tokens + g->others.tokens) / ((t_draft > others_drafting ? t_draft : others_drafting) + t_read +
-                                              policy_batch_forward(g, g->others.rows + T));
+        const double shared = t_draft < others_drafting ? t_draft : others_drafting;
+        const double t_drafting = others_drafting + shared / (g->others.drafting + 1) + (t_draft - shared);
+        return (tokens + g->others.tokens) / (t_drafting + t_read + policy_batch_forward(g, g->others.rows + T));
     }
     const double plain_step = verify_time(g, 1);
     const double t_planned = width > 1 ? tree_verify_time(g, T) : verify_time(g, T);

@@ -15,9 +15,12 @@
 // the shape could change sampled output (SpecParams), spec_forward_cost's model of sizes and the target's thread
 // count, the same on every run. In a batch (GammaState.others), where the shape changes no
 // token (greedy, coupled), GAMMA_AUTO plans for the whole batch's rate instead: the tokens its round and the
-// others' commit over the batch's drafting — as long as the longest chain of draft forwards, its own or the others'
-// (each level's draft forward serves every sequence drafting it: batch.c) — and one forward of all the batch's rows,
-//   rate_batch(γ, W) = (E[tokens per round] + tokens_others) / (max(γ, draft_others) · t_draft + F(rows_others + W·γ + 1))
+// others' commit over the batch's drafting and one forward of all the batch's rows,
+//   rate_batch(γ, W) = (E[tokens per round] + tokens_others) / (t_drafting + F(rows_others + W·γ + 1)),
+//   t_drafting = (draft_others + shared / (drafting_others + 1) + max(γ − draft_others, 0)) · t_draft,
+// where shared = min(γ, draft_others): each level's draft forward serves every sequence drafting it (batch.c), so
+// the levels that the others' drafting runs anyway are charged this round's share of them, the levels past the
+// others' in full (policy.c: round_rate says why a share, not nothing);
 // with F(R) = S + R · A the batch's own forwards as it measured them (BatchCosts: the line through the seconds of
 // every row count its steps ran, its slope drawn toward the cost model's until the counts timed spread wide enough
 // to tell: policy.c, measured_line), t_draft its draft forward of a row per sequence, d(sequences) likewise; until
@@ -41,10 +44,10 @@ enum { SAMPLED = 0, LOOKUP_FIRST = LOOKUP_MATCH_SLOTS, LOOKUP_NEXT, N_SOURCES };
 
 // The rest of a batch (batch.h) that a sequence's round shares its target forward with, as their last step had it:
 // the other sequences' rows in the forward, the tokens their rounds committed, the longest of their drafting (the
-// draft forwards a sequence's round waited for; batch.c runs a level's for all at once). sequences = 0: the sequence
-// runs alone.
+// draft forwards a sequence's round waited for; batch.c runs a level's for all at once) and how many of them drafted
+// by draft forwards. sequences = 0: the sequence runs alone.
 typedef struct {
-    int sequences, rows, tokens, draft_forwards;
+    int sequences, rows, tokens, draft_forwards, drafting;
 } BatchLoad;
 
 // A forward's seconds by the rows it carried, as a batch measures its own (batch.c): each row count's running mean.

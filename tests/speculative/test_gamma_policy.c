@@ -566,7 +566,7 @@ static void batch_sets_depth(Model *target) {
     // Beside a sequence that drafted 4 levels, drafting up to 4 levels adds no draft forward to the batch's (each
     // level's serves both): only its rows. So it drafts deeper than beside a sequence that put the same rows and
     // tokens into the forward without a draft forward to share.
-    const BatchLoad drafting = {.sequences = 1, .rows = 5, .tokens = 3, .draft_forwards = 4},
+    const BatchLoad drafting = {.sequences = 1, .rows = 5, .tokens = 3, .draft_forwards = 4, .drafting = 1},
                     undrafted = {.sequences = 1, .rows = 5, .tokens = 3};
     const int beside_drafting = greedy_depth_beside(target, &drafter, drafting),
               beside_undrafted = greedy_depth_beside(target, &drafter, undrafted);
@@ -587,6 +587,39 @@ static void batch_sets_depth(Model *target) {
 }
 
 TEST(speculative_auto_plans_for_the_batch) { with_target(batch_sets_depth); }
+
+// The batch's draft forwards are a cost shared by the sequences that draft (policy.c: round_rate). A coupled
+// sequence at temperature 1 (α 0.5) beside 7 that each drafted a level: the batch's forward 1 ms + 0.1 ms a row, a
+// draft forward 0.8 ms. All 8 plain commit 8 tokens in 1.8 ms, all 8 drafting 12 in 0.8 + 2.6 ms — 4.4 tokens a ms
+// against 3.5 — yet priced at its margin (the others' draft forward runs anyway) a draft looked worth its row:
+// 11.4 tokens, 5% margin off, in 3.4 ms against a plain round's 11 in 3.3. Charged its share of the draft forward
+// (1/8) it decodes plainly. Beside 7 that decoded plainly it does too (the draft forward its own).
+static int coupled_depth_beside(Model *target, BatchLoad others) {
+    const SpecParams coupled = {.sampling = {.temperature = 1, .top_p = 1}, .sampler = SAMPLER_COUPLED,
+                                .policy = GAMMA_AUTO, .max_tokens = 64, .eos_id = -1};
+    const Drafter drafter = {.step_cost = 0.08 * spec_forward_cost(target, 1, 1)};
+    RowTimes target_times = {0}, draft_times = {0};
+    for (int rows = 4; rows <= 40; rows++) row_times_add(&target_times, rows, 1e-3 + rows * 1e-4);
+    for (int rows = 1; rows <= 40; rows++) row_times_add(&draft_times, rows, 0.8e-3);
+    GammaState g;
+    policy_init(&g, target, &drafter, &coupled);
+    for (int source = 0; source < N_SOURCES; source++) g.alpha[source] = 0.5, g.n_alpha[source] = 16;
+    g.others = others;
+    g.batch_costs = (BatchCosts){row_times_fit(&target_times), row_times_fit(&draft_times)};
+    return policy_choose(&g, &coupled, &drafter).model_gamma;
+}
+
+static void batch_shares_draft_forwards(Model *target) {
+    const int beside_drafting = coupled_depth_beside(target, (BatchLoad){.sequences = 7, .rows = 14, .tokens = 10,
+                                                                          .draft_forwards = 1, .drafting = 7}),
+              beside_plain = coupled_depth_beside(target, (BatchLoad){.sequences = 7, .rows = 7, .tokens = 7});
+    printf("    coupled at α 0.5 beside 7 sequences that drafted a level: γ %d; beside 7 plain: γ %d\n",
+           beside_drafting, beside_plain);
+    CHECK(beside_drafting == 0 && beside_plain == 0, "γ %d beside 7 drafting, %d beside 7 plain: expected 0, 0",
+          beside_drafting, beside_plain);
+}
+
+TEST(speculative_auto_batch_shares_draft_forwards) { with_target(batch_shares_draft_forwards); }
 
 // The round of the first probe (a round of one draft) in `rounds` rounds of a greedy plan beside 64 sequences decoding
 // plainly (plain decoding there: batch_sets_depth), whose drafter has read `read` of the committed tokens — the
