@@ -37,7 +37,7 @@ static int serve_until_signal(const Engine *engine, const ServeOptions *options,
                 options->parallel * model_kv_bytes(engine->draft) / 1048576.0, options->parallel,
                 model_kv_bytes(engine->draft) / 1048576.0);
     fputc('\n', stderr);
-    const char *drafter = drafter_kind_name(drafter_kind(engine->draft != NULL, engine->lookup));
+    const char *drafter = engine_drafter_name(engine);
     fprintf(stderr, "specdec serve: listening on http://%s%s%s:%d/v1 (model %s, drafter: %s)\n",
             strchr(options->host, ':') ? "[" : "", options->host, strchr(options->host, ':') ? "]" : "",
             server_port(&server), options->model, drafter ? drafter : "none, target-only decoding");

@@ -200,7 +200,7 @@ char *api_stream_end_sse(const ApiResponse *r, const EngineResult *result, bool 
 }
 
 char *api_models_json(const char *model, long long created, const Engine *engine) {
-    const char *drafter = drafter_kind_name(drafter_kind(engine->draft != NULL, engine->lookup));
+    const char *drafter = engine_drafter_name(engine);
     return dump(json_pack("{s:s, s:[{s:s, s:s, s:I, s:s, s:{s:b, s:o}}]}", "object", "list", "data", "id", model,
                           "object", "model", "created", (json_int_t)created, "owned_by", "specdec", "specdec", "chat",
                           engine->chat != NULL, "drafter", drafter ? json_string(drafter) : json_null()),

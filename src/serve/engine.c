@@ -42,6 +42,10 @@ static int chat_prompt(const Engine *en, const Request *req, int **ids, int *n_i
     return rc;
 }
 
+const char *engine_drafter_name(const Engine *en) {
+    return drafter_kind_name(drafter_kind(en->draft != NULL, en->lookup));
+}
+
 int engine_prompt(const Engine *en, const Request *req, int **ids, int *n_ids, ApiError *e) {
     *ids = NULL;
     *n_ids = 0;

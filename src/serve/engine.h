@@ -43,6 +43,9 @@ typedef struct {
     int default_max_tokens;     // when a request gives none
 } Engine;
 
+// How the engine drafts, as a user calls it (drafter_kind_name): NULL for target-only decoding.
+const char *engine_drafter_name(const Engine *en);
+
 // A generated token's log-probabilities (the request's logprobs; speculative/logprobs.h) and where its text begins.
 typedef struct {
     TokenLogprobs lp;

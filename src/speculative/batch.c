@@ -245,7 +245,8 @@ static void finish_step(Batch *b, int n, double forward_seconds) {
             memcpy(scheduler_logits(q->s), b->logits.rows + at * V, sizeof(float) * out_rows * V);
             if (scheduler_finish_round(q->s, forward_seconds, &q->err)) q->state = BATCH_FAILED;
             else if (!scheduler_running(q->s)) q->state = BATCH_DONE;
-            q->load = (BatchLoad){1, rows->T, q->stats.generated - generated, scheduler_draft_forwards(q->s), 0};
+            q->load = (BatchLoad){.sequences = 1, .rows = rows->T, .tokens = q->stats.generated - generated,
+                                  .draft_forwards = scheduler_draft_forwards(q->s)};
         }
         at += out_rows;
     }
