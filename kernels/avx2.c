@@ -283,7 +283,8 @@ DEFINE_MATMUL_PER_WEIGHT_TYPE(matmul)
 // work that is ready: exp_sum ran at about a vector per 13 cycles where its instructions need some 6. In this
 // order what the scheduler holds is mostly ready: on a Zen 4, sampling's temperature-1 row of 128256 logits took
 // 79–81 µs from the caches where it took 94–117 (performance-history.md, the sixteenth session). 8 vectors at a
-// time beat 2, 4, 6, 12 and 16, though their 24 registers spill. The operations, and so the bits, are the same in any order.
+// time beat 2, 4, 6, 12 and 16, though their 24 registers spill. The operations, and so the bits, are the same in
+// any order.
 enum { EXP_GROUP = 8 };
 static ALWAYS_INLINE void exp_ps_each(__m256 *x, int count) {  // count ≤ EXP_GROUP
     const __m256 round_by = _mm256_set1_ps(0x1.8p23f);
