@@ -48,14 +48,38 @@ static SamplingRow sampling_row(float temperature, int V, const Kernels *kernels
     return row;
 }
 
+// Where a temperature-1 row's time goes: its three passes (sampler_adjust at temperature 1, without top-k, top-p or
+// min-p: Kernels.row_range, exp_sum, scale_to_doubles), each called reps times on its own, in that order, medians in
+// seconds. exponentials: [V] and probs: [V], as the sampler's.
+enum { ROW_PASSES = 3 };
+static const char *const row_pass_names[ROW_PASSES] = {"row_range", "exp_sum", "scale_to_doubles"};
+
+static void row_passes(double median[ROW_PASSES], const Kernels *k, const float *logits, int V, float *exponentials,
+                       double *probs, double *t, int reps) {
+    const float max = k->row_range(logits, V).max;
+    const double inv_sum = 1.0 / k->exp_sum(exponentials, logits, V, max, 1.0f);
+    for (int pass = 0; pass < ROW_PASSES; pass++) {
+        for (int r = 0; r < reps; r++) {
+            const double t0 = now_seconds();
+            if (pass == 0) (void)k->row_range(logits, V);
+            else if (pass == 1) (void)k->exp_sum(exponentials, logits, V, max, 1.0f);
+            else k->scale_to_doubles(probs, exponentials, V, inv_sum);
+            t[r] = now_seconds() - t0;
+        }
+        median[pass] = summarize(t, reps).median;
+    }
+}
+
 // The target's row again under every variant this CPU runs (SPECDEC_ISA picks the rounds' only), greedy and at
-// temperature 1, reps calls each after the rounds (so from the caches): each ISA's figures in one run.
+// temperature 1, reps calls each after the rounds (so from the caches): each ISA's figures in one run; then the
+// temperature-1 row's passes (row_passes).
 static json_t *sampling_by_variant(Bench *b, const float *logits, int V) {
     int n;
     const Kernels *const *list = kernels_available(&n);
     const int reps = b->opt.reps;
     double *probs = malloc(sizeof(double) * V), *t = malloc(sizeof(double) * reps);
-    if (!t) die("out of memory");
+    float *exponentials = malloc(sizeof(float) * V);
+    if (!probs || !t || !exponentials) die("out of memory");
     json_t *by = json_object();
     out(b, "\nThe same row under each variant, after the rounds (from the caches), µs, greedy / temperature 1:");
     for (int v = 0; v < n; v++) {
@@ -72,8 +96,20 @@ static json_t *sampling_by_variant(Bench *b, const float *logits, int V) {
         json_object_set_new(by, list[v]->name, json_pack("{s:o, s:o}", "greedy", summary_json(s[0]), "temperature_1",
                                                          summary_json(s[1])));
     }
+    out(b, "\nThe temperature-1 row's passes, each alone from the caches, median µs, %s / %s / %s:", row_pass_names[0],
+        row_pass_names[1], row_pass_names[2]);
+    for (int v = 0; v < n; v++) {
+        double passes[ROW_PASSES];
+        row_passes(passes, list[v], logits, V, exponentials, probs, t, reps);
+        out(b, "%s %s %.1f / %.1f / %.1f", v ? ";" : "", list[v]->name, passes[0] * 1e6, passes[1] * 1e6,
+            passes[2] * 1e6);
+        json_t *split = json_object();
+        for (int pass = 0; pass < ROW_PASSES; pass++)
+            json_object_set_new(split, row_pass_names[pass], json_real(passes[pass]));
+        json_object_set_new(json_object_get(by, list[v]->name), "temperature_1_passes", split);
+    }
     out(b, "\n");
-    free(probs), free(t);
+    free(probs), free(t), free(exponentials);
     return by;
 }
 

@@ -1,6 +1,7 @@
 // test_cli_trial.c — what a new user's first trial of the command line found (issue 27): write errors end the run
 // with one line naming the stream, options that would do nothing say so, and the usual conventions (--name=value,
 // --, -f FILE, -p -) hold.
+#include <jansson.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,6 +10,7 @@
 
 #include "cli/args.h"
 #include "harness.h"
+#include "kernels.h"
 #include "tokenizer_fixtures.h"
 
 #define MODEL "tests/fixtures/f32_tied_prefix"  // n_positions 32, vocab 61, no tokenizer
@@ -352,6 +354,39 @@ TEST(run_bench_writes_under_build_unless_told) {
     CHECK(run_command(command, &out, &err) == 1 && strstr(err, "cannot make the folder") &&
               !strstr(err, "config.json"), "%s: %s", command, err);
     free(out), free(err);
+    snprintf(command, sizeof command, "rm -r %s", dir);
+    CHECK(run_command(command, NULL, NULL) == 0, "%s", command);
+}
+
+// The decode suite's split of the temperature-1 row (bench/decode.c, row_passes): for every variant this CPU runs,
+// the three passes' medians in the JSON, all > 0, and their line in the Markdown. (Present and positive only: what
+// they measure is speed, which the tests never assert.)
+TEST(run_bench_decode_splits_the_sampling_row_by_pass) {
+    char dir[] = "/tmp/specdec-bench-XXXXXX", bin[PATH_MAX], command[3 * PATH_MAX], path[PATH_MAX], *out, *err;
+    CHECK(mkdtemp(dir) && realpath(specdec_bin(), bin), "mkdtemp, or %s not found", specdec_bin());
+    snprintf(strrchr(bin, '/'), sizeof bin - (size_t)(strrchr(bin, '/') - bin), "/run-bench");
+    snprintf(command, sizeof command, "%s -s decode --quick -r 2 --no-plots -o %s", bin, dir);
+    CHECK(run_command(command, &out, &err) == 0, "%s: %s", command, err);
+    CHECK(strstr(out, "The temperature-1 row's passes, each alone from the caches, median µs, row_range / exp_sum / "
+                      "scale_to_doubles:"),
+          "no line of the row's passes:\n%s", out);
+    free(out), free(err);
+    snprintf(path, sizeof path, "%s/latest.json", dir);
+    json_error_t error;
+    json_t *results = json_load_file(path, 0, &error);
+    CHECK(results, "%s: %s", path, error.text);
+    const json_t *by = json_object_get(json_object_get(results, "decode"), "sampling_by_variant");
+    int n;
+    const Kernels *const *list = kernels_available(&n);
+    static const char *const passes[] = {"row_range", "exp_sum", "scale_to_doubles"};
+    for (int v = 0; v < n; v++) {
+        const json_t *split = json_object_get(json_object_get(by, list[v]->name), "temperature_1_passes");
+        for (int p = 0; p < 3; p++) {
+            const double seconds = json_real_value(json_object_get(split, passes[p]));
+            CHECK(seconds > 0, "%s: %s's %s is %g", path, list[v]->name, passes[p], seconds);
+        }
+    }
+    json_decref(results);
     snprintf(command, sizeof command, "rm -r %s", dir);
     CHECK(run_command(command, NULL, NULL) == 0, "%s", command);
 }
