@@ -627,17 +627,17 @@ static ALWAYS_INLINE void exp_sum_group(float *out, const float *x, int n, int c
                                         bool divide, __m512d *low, __m512d *high) {
     const __m512 minus_inf = _mm512_set1_ps(-INFINITY);
     __m512 e[EXP_GROUP];
-    __mmask16 keep[EXP_GROUP];
+    __mmask16 in_row[EXP_GROUP], keep[EXP_GROUP];
     for (int k = 0; k < count; k++) {
-        const __mmask16 m = first_n(n - k * LANES);
-        e[k] = _mm512_sub_ps(load_f32(x + k * LANES, m), shift);
+        in_row[k] = first_n(n - k * LANES);
+        e[k] = _mm512_sub_ps(load_f32(x + k * LANES, in_row[k]), shift);
         if (divide) e[k] = _mm512_div_ps(e[k], divisor);
-        keep[k] = m & _mm512_cmp_ps_mask(e[k], minus_inf, _CMP_NEQ_UQ);
+        keep[k] = in_row[k] & _mm512_cmp_ps_mask(e[k], minus_inf, _CMP_NEQ_UQ);
     }
     exp_ps_each(e, count);
     for (int k = 0; k < count; k++) {
         e[k] = _mm512_maskz_mov_ps(keep[k], e[k]);
-        _mm512_mask_storeu_ps(out + k * LANES, first_n(n - k * LANES), e[k]);
+        _mm512_mask_storeu_ps(out + k * LANES, in_row[k], e[k]);
         *low = _mm512_add_pd(*low, _mm512_cvtps_pd(_mm512_castps512_ps256(e[k])));
         const __m256 high_half = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e[k]), 1));
         *high = _mm512_add_pd(*high, _mm512_cvtps_pd(high_half));
