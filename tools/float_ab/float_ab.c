@@ -8,6 +8,10 @@
 //   in the caches:       [1024, 1024], T = 8
 //   in the L3:           [8192, 384] (12.6 MB in F32: the shipped target's LM head), T = 8
 //   GPT-2's MLP prompt:  [3072, 768] and [768, 3072], T = 512
+//   from memory, "x at one address": [8192, 4096] at T = 8 with its 8 activation rows all read from one row's
+//                        memory (a row stride of 0, passed at run time: the same instructions, an eighth of the
+//                        activations' footprint), beside the plain T = 8 row: how much of a verification's time
+//                        from memory the activations' traffic through the caches costs (docs/kernels.md)
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,13 +36,15 @@ static float random_unit(void) {  // in [−0.5, 0.5)
 typedef struct {
     const char *name;
     int n_out, n_in, T, reps;  // reps: products per timing
+    bool one_address;          // every activation row read from the first's memory (ld_x = 0)
 } Workload;
 
 // Seconds of this thread's CPU time for `reps` products out = x Wᵀ with fn.
 static double seconds_of(MatmulFn *fn, const Workload *wl, float *out, const float *x, const void *w) {
     struct timespec t0, t1;
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
-    for (int i = 0; i < wl->reps; i++) fn(out, x, w, NULL, wl->T, wl->n_in, wl->n_in, wl->n_out, 0, wl->n_out);
+    const int ld_x = wl->one_address ? 0 : wl->n_in;
+    for (int i = 0; i < wl->reps; i++) fn(out, x, w, NULL, wl->T, wl->n_in, ld_x, wl->n_out, 0, wl->n_out);
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t1);
     return (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
 }
@@ -57,7 +63,8 @@ int main(int argc, char **argv) {
     const Workload workloads[] = {{"[8192, 4096] T=1", 8192, 4096, 1, 2},   {"[8192, 4096] T=8", 8192, 4096, 8, 1},
                                   {"[1024, 1024] T=8", 1024, 1024, 8, 40},  {"[8192, 384] T=8", 8192, 384, 8, 10},
                                   {"[3072, 768] T=512", 3072, 768, 512, 1},
-                                  {"[768, 3072] T=512", 768, 3072, 512, 1}};
+                                  {"[768, 3072] T=512", 768, 3072, 512, 1},
+                                  {"[8192, 4096] T=8, x at one address", 8192, 4096, 8, 1, true}};
     const char *type_names[WEIGHT_TYPES] = {"F32", "F16", "BF16"};
     printf("%s matmuls, one thread, %s (base) against this build (new): %d rounds alternating\n\n"
            "| weights | workload | base ms | new ms | new / base | same bits |\n|---|---|---:|---:|---:|---|\n",
