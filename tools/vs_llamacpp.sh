@@ -39,7 +39,8 @@
 # per placement the ratios within rounds, median [min–max] over that placement's rounds, with the load average
 # (/proc/loadavg, 1 minute) read before each turn, and per placement and thread count whether decode's median ratio
 # reaches its goal: issue 55's 1.1, or issue 49's 1.2 where specdec ran its AVX2 kernels (SPECDEC_ISA=avx2 or
-# avxvnni). Never run by the tests; needs only llama-bench's binary, not llama.cpp's sources.
+# avxvnni). It makes build/release/run-bench first, so that run-bench measures this tree's sources as they are. Never
+# run by the tests; needs only llama-bench's binary, not llama.cpp's sources.
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 ME=vs_llamacpp.sh
@@ -73,10 +74,13 @@ esac
     fail "THREADS: expected counts separated by commas (1,2), got \"$(escaped "$THREADS")\""
 [[ $ROUNDS =~ ^[1-9][0-9]?$ ]] || fail "ROUNDS: expected an integer in [1, 99], got \"$(escaped "$ROUNDS")\""
 [[ $REPS =~ ^[1-9][0-9]?$ ]] || fail "REPS: expected an integer in [1, 99], got \"$(escaped "$REPS")\""
-[ -x "$RUN_BENCH" ] || fail "$(escaped "$RUN_BENCH") is missing: run make first"
 
 WORK=$(mktemp -d) || fail "mktemp -d failed"
 trap 'rm -rf "$WORK"' EXIT
+# run-bench as this tree's sources make it now: the default `make` builds only specdec, and a run-bench linked before
+# the last change to the kernels would measure the code as it was then.
+make -s -C "$ROOT" build/release/run-bench >"$WORK/make.log" 2>&1 ||
+    fail "make build/release/run-bench failed: $(grep -v '^$' "$WORK/make.log" | tail -n 1)"
 QUANT_ARGS=()
 [ "$QUANT" = none ] || QUANT_ARGS=(--quant "$QUANT")
 
