@@ -101,12 +101,14 @@ TEST(cli_generate_lookup_matches_target) {
 
 // generate drafts by the lookup beside a draft model unless told not to (session_drafts_by_lookup): on the repeated
 // prompt, -d alone plays lookup rounds and --no-lookup none, both with target-only's greedy output; --lookup with
-// --no-lookup is refused, and --no-lookup without -d is a note.
+// --no-lookup is refused, and --no-lookup without -d is a note. At a fixed γ the policy asks the lookup for its run
+// wherever it finds one; --gamma auto weighs the lookup's rate against the model's by measured times, and under the
+// sanitizers on a loaded machine it once let the model draft every round.
 TEST(cli_generate_drafts_by_lookup_beside_a_draft_by_default) {
     static const char *const drafting[] = {"-d " MODEL, "-d " MODEL " --no-lookup"};
     for (int i = 0; i < 2; i++) {
         char cmd[512], *out, *err;
-        snprintf(cmd, sizeof cmd, "generate -m " MODEL " %s --ids \"4 5 6 4 5 6 4\" -n 12 --compare --stats",
+        snprintf(cmd, sizeof cmd, "generate -m " MODEL " %s --gamma 4 --ids \"4 5 6 4 5 6 4\" -n 12 --compare --stats",
                  drafting[i]);
         int status = run_specdec(cmd, &out, &err);
         CHECK(status == 0 && strstr(err, "\"same_output\": true"), "%s: exit status %d: %s", drafting[i], status,
