@@ -337,13 +337,20 @@ TEST(cli_help_says_what_each_command_does_with_an_option) {
     }
 }
 
+// run-bench's absolute path, beside the specdec binary the tests run: false where that binary is not found.
+static bool run_bench_path(char bin[PATH_MAX]) {
+    if (!realpath(specdec_bin(), bin)) return false;
+    char *slash = strrchr(bin, '/');
+    snprintf(slash, PATH_MAX - (size_t)(slash - bin), "/run-bench");
+    return true;
+}
+
 // run-bench writes its results under build/bench/ (untracked) unless --out says where (make bench says
 // bench/results, which git keeps): a run from a fresh folder makes build/bench there, at its start (here the model
 // then fails to load), and no bench/; a folder that cannot be made is refused before anything is loaded.
 TEST(run_bench_writes_under_build_unless_told) {
     char dir[] = "/tmp/specdec-bench-XXXXXX", bin[PATH_MAX], command[3 * PATH_MAX], *out, *err;
-    CHECK(mkdtemp(dir) && realpath(specdec_bin(), bin), "mkdtemp, or %s not found", specdec_bin());
-    snprintf(strrchr(bin, '/'), sizeof bin - (size_t)(strrchr(bin, '/') - bin), "/run-bench");
+    CHECK(mkdtemp(dir) && run_bench_path(bin), "mkdtemp, or %s not found", specdec_bin());
     snprintf(command, sizeof command, "cd %s && %s -s decode -m /nonexistent", dir, bin);
     CHECK(run_command(command, &out, &err) == 1 && strstr(err, "/nonexistent/config.json"), "%s: %s", command, err);
     free(out), free(err);
@@ -363,8 +370,7 @@ TEST(run_bench_writes_under_build_unless_told) {
 // they measure is speed, which the tests never assert.)
 TEST(run_bench_decode_splits_the_sampling_row_by_pass) {
     char dir[] = "/tmp/specdec-bench-XXXXXX", bin[PATH_MAX], command[3 * PATH_MAX], path[PATH_MAX], *out, *err;
-    CHECK(mkdtemp(dir) && realpath(specdec_bin(), bin), "mkdtemp, or %s not found", specdec_bin());
-    snprintf(strrchr(bin, '/'), sizeof bin - (size_t)(strrchr(bin, '/') - bin), "/run-bench");
+    CHECK(mkdtemp(dir) && run_bench_path(bin), "mkdtemp, or %s not found", specdec_bin());
     snprintf(command, sizeof command, "%s -s decode --quick -r 2 --no-plots -o %s", bin, dir);
     CHECK(run_command(command, &out, &err) == 0, "%s: %s", command, err);
     CHECK(strstr(out, "The temperature-1 row's passes, each alone from the caches, median µs, row_range / exp_sum / "
